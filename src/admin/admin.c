@@ -1,0 +1,307 @@
+#include "config.h"
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "admin/admin.h"
+#include "core/buf.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "net/listener.h"
+#include "net/sock.h"
+
+#define ADMIN_BODY_MAX (16 * 1024 * 1024)
+
+struct admin {
+    struct evhttp *http;
+    struct admin_ops ops;
+    int fd;
+};
+
+void admin_render_stats(const struct admin_ops *ops, struct buf *b)
+{
+    struct listener_stats *const *ls;
+    size_t n = ops->listeners(ops->arg, &ls);
+    struct admin_status st;
+
+    ops->status(ops->arg, &st);
+    buf_printf(b, "server.workers: %d\n", st.workers);
+    buf_printf(b, "server.draining: %d\n", st.draining);
+    buf_printf(b, "server.uptime_ms: %" PRIu64 "\n", st.uptime_ms);
+    buf_printf(b, "server.reloads_ok: %" PRIu64 "\n", st.reloads_ok);
+    buf_printf(b, "server.reloads_failed: %" PRIu64 "\n", st.reloads_failed);
+    if (st.last_reload_error != NULL) {
+        buf_puts(b, "server.last_reload_error: ");
+        json_str(b, st.last_reload_error);
+        buf_puts(b, "\n");
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct listener_counters c;
+        const char *name = ls[i]->name;
+
+        listener_stats_sum(ls[i], &c);
+        buf_printf(b, "listener.%s.downstream_cx_total: %" PRIu64 "\n", name,
+                   c.accepted);
+        buf_printf(b, "listener.%s.downstream_cx_active: %" PRIu64 "\n", name,
+                   c.accepted - c.closed);
+        buf_printf(b, "listener.%s.downstream_cx_destroy: %" PRIu64 "\n",
+                   name, c.closed);
+        buf_printf(b, "listener.%s.downstream_cx_rx_bytes_total: %" PRIu64 "\n",
+                   name, c.bytes_in);
+        buf_printf(b, "listener.%s.downstream_cx_tx_bytes_total: %" PRIu64 "\n",
+                   name, c.bytes_out);
+        buf_printf(b, "listener.%s.upstream_cx_rx_bytes_total: %" PRIu64 "\n",
+                   name, c.upstream_bytes_in);
+        buf_printf(b, "listener.%s.upstream_cx_tx_bytes_total: %" PRIu64 "\n",
+                   name, c.upstream_bytes_out);
+        buf_printf(b, "listener.%s.upstream_cx_connect_fail: %" PRIu64 "\n",
+                   name, c.connect_failures);
+        buf_printf(b, "listener.%s.upstream_cx_connect_timeout: %" PRIu64 "\n",
+                   name, c.connect_timeouts);
+        buf_printf(b, "listener.%s.idle_timeout: %" PRIu64 "\n", name,
+                   c.idle_timeouts);
+        for (int w = 0; w < ls[i]->nworkers; w++)
+            buf_printf(b,
+                       "listener.%s.worker_%d.downstream_cx_total: %" PRIu64
+                       "\n",
+                       name, w, STAT_GET(&ls[i]->w[w], accepted));
+    }
+}
+
+/* One metric family: HELP and TYPE once, then a sample per listener. */
+struct family {
+    const char *name;
+    const char *type;
+    const char *help;
+    size_t off; /* offset in listener_counters, or SIZE_MAX for active */
+};
+
+static const struct family families[] = {
+    {"strait_listener_connections_accepted_total", "counter",
+     "Downstream connections accepted.",
+     offsetof(struct listener_counters, accepted)},
+    {"strait_listener_connections_active", "gauge",
+     "Downstream connections open now.", SIZE_MAX},
+    {"strait_listener_connections_closed_total", "counter",
+     "Downstream connections closed.",
+     offsetof(struct listener_counters, closed)},
+    {"strait_listener_received_bytes_total", "counter",
+     "Bytes received from downstream clients.",
+     offsetof(struct listener_counters, bytes_in)},
+    {"strait_listener_sent_bytes_total", "counter",
+     "Bytes sent to downstream clients.",
+     offsetof(struct listener_counters, bytes_out)},
+    {"strait_upstream_received_bytes_total", "counter",
+     "Bytes received from upstreams.",
+     offsetof(struct listener_counters, upstream_bytes_in)},
+    {"strait_upstream_sent_bytes_total", "counter",
+     "Bytes sent to upstreams.",
+     offsetof(struct listener_counters, upstream_bytes_out)},
+    {"strait_upstream_connect_failures_total", "counter",
+     "Upstream connection attempts that failed.",
+     offsetof(struct listener_counters, connect_failures)},
+    {"strait_upstream_connect_timeouts_total", "counter",
+     "Upstream connection attempts that timed out.",
+     offsetof(struct listener_counters, connect_timeouts)},
+    {"strait_listener_idle_timeouts_total", "counter",
+     "Sessions closed by the idle timeout.",
+     offsetof(struct listener_counters, idle_timeouts)},
+};
+
+void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
+{
+    struct listener_stats *const *ls;
+    size_t n = ops->listeners(ops->arg, &ls);
+    struct listener_counters *sums = calloc(n ? n : 1, sizeof(*sums));
+    struct admin_status st;
+
+    ops->status(ops->arg, &st);
+    if (sums == NULL)
+        return;
+    for (size_t i = 0; i < n; i++)
+        listener_stats_sum(ls[i], &sums[i]);
+    for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++) {
+        const struct family *fam = &families[f];
+
+        buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", fam->name, fam->help,
+                   fam->name, fam->type);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t v;
+            if (fam->off == SIZE_MAX)
+                v = sums[i].accepted - sums[i].closed;
+            else
+                memcpy(&v, (const char *)&sums[i] + fam->off, sizeof(v));
+            buf_printf(b, "%s{listener=\"%s\"} %" PRIu64 "\n", fam->name,
+                       ls[i]->name, v);
+        }
+    }
+    buf_puts(b, "# HELP strait_worker_connections_accepted_total Downstream "
+                "connections accepted, per worker thread.\n"
+                "# TYPE strait_worker_connections_accepted_total counter\n");
+    for (size_t i = 0; i < n; i++)
+        for (int w = 0; w < ls[i]->nworkers; w++)
+            buf_printf(b,
+                       "strait_worker_connections_accepted_total{listener=\"%s"
+                       "\",worker=\"%d\"} %" PRIu64 "\n",
+                       ls[i]->name, w, STAT_GET(&ls[i]->w[w], accepted));
+    buf_printf(b,
+               "# HELP strait_workers Worker threads.\n"
+               "# TYPE strait_workers gauge\nstrait_workers %d\n"
+               "# HELP strait_draining 1 while the server drains.\n"
+               "# TYPE strait_draining gauge\nstrait_draining %d\n"
+               "# HELP strait_config_reloads_total Bootstrap reloads.\n"
+               "# TYPE strait_config_reloads_total counter\n"
+               "strait_config_reloads_total{result=\"ok\"} %" PRIu64 "\n"
+               "strait_config_reloads_total{result=\"error\"} %" PRIu64 "\n"
+               "# HELP strait_uptime_seconds Seconds since start.\n"
+               "# TYPE strait_uptime_seconds gauge\n"
+               "strait_uptime_seconds %" PRIu64 "\n",
+               st.workers, st.draining, st.reloads_ok, st.reloads_failed,
+               st.uptime_ms / 1000);
+    free(sums);
+}
+
+static void reply(struct evhttp_request *req, int code, const char *reason,
+                  const char *ctype, struct buf *body)
+{
+    struct evbuffer *out = evhttp_request_get_output_buffer(req);
+
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      ctype);
+    evhttp_add_header(evhttp_request_get_output_headers(req),
+                      "Cache-Control", "no-store");
+    evbuffer_add(out, buf_ptr(body), buf_len(body));
+    evhttp_send_reply(req, code, reason, NULL);
+}
+
+static int method_is(struct evhttp_request *req, enum evhttp_cmd_type want,
+                     struct buf *body)
+{
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+
+    if (m == want || (want == EVHTTP_REQ_GET && m == EVHTTP_REQ_HEAD))
+        return 1;
+    buf_puts(body, want == EVHTTP_REQ_GET ? "use GET\n" : "use POST\n");
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                      want == EVHTTP_REQ_GET ? "GET, HEAD" : "POST");
+    reply(req, 405, "Method Not Allowed", "text/plain", body);
+    return 0;
+}
+
+static void handle(struct evhttp_request *req, void *arg)
+{
+    struct admin *a = arg;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    struct buf body;
+
+    buf_init(&body, ADMIN_BODY_MAX);
+    if (path == NULL)
+        path = "/";
+    if (strcmp(path, "/healthz/ready") == 0 || strcmp(path, "/ready") == 0) {
+        struct admin_status st;
+        if (!method_is(req, EVHTTP_REQ_GET, &body))
+            goto done;
+        a->ops.status(a->ops.arg, &st);
+        if (st.draining) {
+            buf_puts(&body, "DRAINING\n");
+        } else {
+            buf_puts(&body, "LIVE\n");
+        }
+        if (st.last_reload_error != NULL)
+            buf_printf(&body, "last reload failed: %s\n",
+                       st.last_reload_error);
+        reply(req, st.draining ? 503 : 200,
+              st.draining ? "Service Unavailable" : "OK", "text/plain", &body);
+    } else if (strcmp(path, "/stats") == 0) {
+        if (!method_is(req, EVHTTP_REQ_GET, &body))
+            goto done;
+        admin_render_stats(&a->ops, &body);
+        reply(req, 200, "OK", "text/plain; charset=utf-8", &body);
+    } else if (strcmp(path, "/stats/prometheus") == 0) {
+        if (!method_is(req, EVHTTP_REQ_GET, &body))
+            goto done;
+        admin_render_prometheus(&a->ops, &body);
+        reply(req, 200, "OK", "text/plain; version=0.0.4; charset=utf-8",
+              &body);
+    } else if (strcmp(path, "/config_dump") == 0) {
+        if (!method_is(req, EVHTTP_REQ_GET, &body))
+            goto done;
+        a->ops.config_json(a->ops.arg, &body);
+        buf_puts(&body, "\n");
+        reply(req, 200, "OK", "application/json", &body);
+    } else if (strcmp(path, "/quitquitquit") == 0) {
+        if (!method_is(req, EVHTTP_REQ_POST, &body))
+            goto done;
+        buf_puts(&body, "OK\n");
+        reply(req, 200, "OK", "text/plain", &body);
+        log_info("admin: /quitquitquit: draining");
+        a->ops.quit(a->ops.arg);
+    } else if (strcmp(path, "/") == 0) {
+        buf_puts(&body, "strait admin\n"
+                        "  GET  /healthz/ready      200, or 503 while draining\n"
+                        "  GET  /stats              counters as text\n"
+                        "  GET  /stats/prometheus   Prometheus exposition\n"
+                        "  GET  /config_dump        effective bootstrap (JSON)\n"
+                        "  POST /quitquitquit       drain and exit\n");
+        reply(req, 200, "OK", "text/plain", &body);
+    } else {
+        buf_puts(&body, "not found; GET / lists the endpoints\n");
+        reply(req, 404, "Not Found", "text/plain", &body);
+    }
+done:
+    buf_dispose(&body);
+}
+
+struct admin *admin_new(struct event_base *base, const struct addr *addr,
+                        const struct admin_ops *ops, char **err)
+{
+    struct admin *a = calloc(1, sizeof(*a));
+
+    *err = NULL;
+    if (a == NULL)
+        return NULL;
+    a->fd = -1;
+    a->ops = *ops;
+    a->http = evhttp_new(base);
+    if (a->http == NULL) {
+        *err = strdup("admin: cannot create the HTTP server");
+        goto fail;
+    }
+    evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
+                                            EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                                            EVHTTP_REQ_DELETE);
+    evhttp_set_max_headers_size(a->http, 16 * 1024);
+    evhttp_set_max_body_size(a->http, 64 * 1024);
+    evhttp_set_timeout(a->http, 30);
+    evhttp_set_gencb(a->http, handle, a);
+    a->fd = sock_listen(addr, 128, 0, err);
+    if (a->fd < 0)
+        goto fail;
+    if (evhttp_accept_socket_with_handle(a->http, a->fd) == NULL) {
+        *err = strdup("admin: cannot accept on the admin socket");
+        goto fail;
+    }
+    return a;
+fail:
+    admin_free(a);
+    return NULL;
+}
+
+void admin_free(struct admin *a)
+{
+    if (a == NULL)
+        return;
+    /* evhttp owns the bound socket once accepting and closes it. */
+    if (a->http != NULL)
+        evhttp_free(a->http);
+    else if (a->fd >= 0)
+        close(a->fd);
+    free(a);
+}

@@ -1,0 +1,49 @@
+#ifndef STRAIT_ADMIN_ADMIN_H
+#define STRAIT_ADMIN_ADMIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/addr.h"
+
+struct buf;
+struct event_base;
+struct listener_stats;
+
+/*
+ * The admin API: health, stats, config dump and shutdown over HTTP on the
+ * main thread's loop (libevent's evhttp; not on the request path). The
+ * server above supplies what the admin shows through these callbacks, so
+ * this layer never names the server.
+ */
+struct admin_status {
+    int draining;
+    int workers;
+    uint64_t reloads_ok;
+    uint64_t reloads_failed;
+    const char *last_reload_error; /* NULL when the last reload succeeded */
+    uint64_t uptime_ms;
+};
+
+struct admin_ops {
+    void *arg;
+    void (*status)(void *arg, struct admin_status *out);
+    /* Current listeners' stats; the array and entries stay valid until the
+     * main loop runs again. */
+    size_t (*listeners)(void *arg, struct listener_stats *const **out);
+    void (*config_json)(void *arg, struct buf *b);
+    void (*quit)(void *arg);
+};
+
+struct admin;
+
+/* admin_new() listens on a; NULL with an allocated message in *err. */
+struct admin *admin_new(struct event_base *base, const struct addr *a,
+                        const struct admin_ops *ops, char **err);
+void admin_free(struct admin *a);
+
+/* The response bodies, apart from HTTP, for tests and the fuzzers. */
+void admin_render_stats(const struct admin_ops *ops, struct buf *b);
+void admin_render_prometheus(const struct admin_ops *ops, struct buf *b);
+
+#endif

@@ -1,0 +1,367 @@
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config/bootstrap.h"
+#include "config/yaml.h"
+#include "core/buf.h"
+#include "core/units.h"
+
+/* A bootstrap file is a page of YAML; anything this big is a mistake. */
+#define BOOTSTRAP_MAX_BYTES (4 * 1024 * 1024)
+#define BOOTSTRAP_MAX_WORKERS 256
+
+#define OFF(type, field) offsetof(type, field)
+
+static const char *const log_levels[] = {"debug", "info", "warn", "error",
+                                         NULL};
+static const char *const log_formats[] = {"text", "json", NULL};
+
+/* workers: "auto" or a count. */
+static int parse_workers(const char *s, size_t n, void *dst, const char **why)
+{
+    int64_t v;
+
+    if (n == 4 && memcmp(s, "auto", 4) == 0) {
+        v = 0;
+    } else {
+        if (units_int(s, n, &v, why) < 0) {
+            *why = "expected 'auto' or a number of worker threads";
+            return -1;
+        }
+        if (v < 1 || v > BOOTSTRAP_MAX_WORKERS) {
+            *why = "out of range 1-256";
+            return -1;
+        }
+    }
+    memcpy(dst, &v, sizeof(v));
+    return 0;
+}
+
+static void workers_json(struct buf *b, const void *src)
+{
+    int64_t v;
+
+    memcpy(&v, src, sizeof(v));
+    if (v == 0)
+        buf_puts(b, "\"auto\"");
+    else
+        buf_printf(b, "%" PRId64, v);
+}
+
+static const struct conf_key node_keys[] = {
+    {"name", CONF_STR, OFF(struct bootstrap_node, name), 0, 0, NULL,
+     "node name (default: the host name)", NULL, NULL, NULL, NULL},
+    {"namespace", CONF_STR, OFF(struct bootstrap_node, ns), 0, 0,
+     "istio-system", "namespace the gateway runs in", NULL, NULL, NULL, NULL},
+    {"serviceAccount", CONF_STR, OFF(struct bootstrap_node, service_account),
+     0, 0, "strait", "service account of the gateway's SPIFFE identity", NULL,
+     NULL, NULL, NULL},
+    {"labels", CONF_STR_MAP, OFF(struct bootstrap_node, labels), 0, 0, NULL,
+     "labels matched by Gateway selectors", NULL, NULL, NULL, NULL},
+    {"network", CONF_STR, OFF(struct bootstrap_node, network), 0, 0, "",
+     "network name for east-west routing", NULL, NULL, NULL, NULL},
+    {"locality", CONF_STR, OFF(struct bootstrap_node, locality), 0, 0, "",
+     "region/zone/subzone", NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+
+static const struct conf_section node_section = {node_keys, 0, SIZE_MAX};
+
+static const struct conf_key listener_keys[] = {
+    {"name", CONF_STR, OFF(struct bootstrap_listener, name), 0, 0, NULL,
+     "unique name, used in stats and logs (required)", NULL, NULL, NULL, NULL},
+    {"address", CONF_ADDR, OFF(struct bootstrap_listener, address), 0, 0, NULL,
+     "address to listen on: IP:PORT, [IPV6]:PORT or unix:/PATH (required)",
+     NULL, NULL, NULL, NULL},
+    {"upstreams", CONF_ADDR_LIST, OFF(struct bootstrap_listener, upstreams), 0,
+     1024, NULL, "upstream addresses, used round robin (required)", NULL, NULL,
+     NULL, NULL},
+    {"connectTimeout", CONF_DURATION,
+     OFF(struct bootstrap_listener, connect_timeout_ms), 1, 3600 * 1000, "5s",
+     "time allowed for one upstream connection attempt", NULL, NULL, NULL,
+     NULL},
+    {"connectAttempts", CONF_INT,
+     OFF(struct bootstrap_listener, connect_attempts), 1, 16, "3",
+     "upstream connection attempts, each on the next endpoint", NULL, NULL,
+     NULL, NULL},
+    {"idleTimeout", CONF_DURATION,
+     OFF(struct bootstrap_listener, idle_timeout_ms), 1,
+     INT64_C(7) * 24 * 3600 * 1000, "1h",
+     "close a session with no traffic in either direction for this long",
+     NULL, NULL, NULL, NULL},
+    {"bufferSize", CONF_SIZE, OFF(struct bootstrap_listener, buffer_size),
+     1024, 16 * 1024 * 1024, "64KiB",
+     "bytes buffered per direction before reading stops (backpressure)", NULL,
+     NULL, NULL, NULL},
+    {"backlog", CONF_INT, OFF(struct bootstrap_listener, backlog), 1, 65535,
+     "1024", "listen(2) backlog of each worker's socket", NULL, NULL, NULL,
+     NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+
+static const struct conf_section listener_section = {
+    listener_keys, sizeof(struct bootstrap_listener),
+    OFF(struct bootstrap_listener, mark)};
+
+static const struct conf_key admin_keys[] = {
+    {"address", CONF_ADDR, OFF(struct bootstrap_admin, address), 0, 0, "127.0.0.1:15000",
+     "admin API address (keep it on loopback)", NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section admin_section = {admin_keys, 0, SIZE_MAX};
+
+static const struct conf_key log_keys[] = {
+    {"level", CONF_ENUM, OFF(struct bootstrap_log, level), 0, 0, "info", "debug, info, warn or error",
+     log_levels, NULL, NULL, NULL},
+    {"format", CONF_ENUM, OFF(struct bootstrap_log, format), 0, 0, "text", "text or json",
+     log_formats, NULL, NULL, NULL},
+    {"accessLog", CONF_BOOL, OFF(struct bootstrap_log, access_log), 0, 0, "true",
+     "one line per finished session", NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section log_section = {log_keys, 0, SIZE_MAX};
+
+static const struct conf_key bootstrap_keys[] = {
+    {"node", CONF_SECTION, OFF(struct bootstrap, node), 0, 0, NULL,
+     "this gateway's identity", NULL, &node_section, NULL, NULL},
+    {"trustDomain", CONF_STR, OFF(struct bootstrap, trust_domain), 0, 0,
+     "cluster.local", "SPIFFE trust domain", NULL, NULL, NULL, NULL},
+    {"workers", CONF_CUSTOM, OFF(struct bootstrap, workers), 0, 0, "auto",
+     "worker threads: auto (one per core) or 1-256", NULL, NULL,
+     parse_workers, workers_json},
+    {"admin", CONF_SECTION, OFF(struct bootstrap, admin), 0, 0, NULL,
+     "admin API", NULL, &admin_section, NULL, NULL},
+    {"log", CONF_SECTION, OFF(struct bootstrap, log), 0, 0, NULL, "logging",
+     NULL, &log_section, NULL, NULL},
+    {"drainTimeout", CONF_DURATION, OFF(struct bootstrap, drain_timeout_ms), 0,
+     3600 * 1000, "30s",
+     "on SIGTERM, how long open connections may finish before exit", NULL,
+     NULL, NULL, NULL},
+    {"listeners", CONF_LIST, OFF(struct bootstrap, listeners), 0, 4096, NULL,
+     "plain TCP listeners", NULL, &listener_section, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+
+const struct conf_section bootstrap_section = {bootstrap_keys, 0, SIZE_MAX};
+
+/* Listener names become Prometheus label values and log fields: keep them
+ * to a safe alphabet. */
+static int name_ok(const char *s)
+{
+    if (s == NULL || *s == '\0' || strlen(s) > 63)
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+              (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' ||
+              *s == '.'))
+            return 0;
+    return 1;
+}
+
+/* Checks that span keys: required keys, unique names and addresses. */
+static int bootstrap_validate(const struct bootstrap *bs, const char *file,
+                              struct buf *errs)
+{
+    int nerr = 0;
+    char path[64], a1[ADDR_STRLEN];
+
+    for (size_t i = 0; i < bs->listeners.n; i++) {
+        const struct bootstrap_listener *l = bootstrap_listener_at(bs, i);
+        int line = l->mark.line, col = l->mark.col;
+
+        snprintf(path, sizeof(path), "listeners[%zu]", i);
+        if (l->name == NULL) {
+            conf_error(errs, file, line, col, path, "missing key 'name'");
+            nerr++;
+        } else if (!name_ok(l->name)) {
+            conf_error(errs, file, line, col, path,
+                       "name '%s' must be 1-63 characters of A-Z a-z 0-9 - _ .",
+                       l->name);
+            nerr++;
+        }
+        if (l->address.len == 0) {
+            conf_error(errs, file, line, col, path, "missing key 'address'");
+            nerr++;
+        }
+        if (l->upstreams.n == 0) {
+            conf_error(errs, file, line, col, path,
+                       "missing key 'upstreams' (at least one address)");
+            nerr++;
+        }
+        for (size_t j = 0; j < i; j++) {
+            const struct bootstrap_listener *o = bootstrap_listener_at(bs, j);
+            if (l->name && o->name && strcmp(l->name, o->name) == 0) {
+                conf_error(errs, file, line, col, path,
+                           "duplicate listener name '%s' (also listeners[%zu])",
+                           l->name, j);
+                nerr++;
+            }
+            if (l->address.len && addr_equal(&l->address, &o->address)) {
+                conf_error(errs, file, line, col, path,
+                           "address %s is already used by listeners[%zu]",
+                           addr_format(&l->address, a1, sizeof(a1)), j);
+                nerr++;
+            }
+        }
+        if (l->address.len && addr_equal(&l->address, &bs->admin.address)) {
+            conf_error(errs, file, line, col, path,
+                       "address %s is the admin API's address",
+                       addr_format(&l->address, a1, sizeof(a1)));
+            nerr++;
+        }
+    }
+    if (addr_family(&bs->admin.address) == AF_UNIX) {
+        conf_error(errs, file, 0, 0, "admin.address",
+                   "the admin API listens on TCP only");
+        nerr++;
+    }
+    return nerr;
+}
+
+static char *errs_take(struct buf *errs)
+{
+    char *out;
+    size_t n = buf_len(errs);
+
+    /* Drop the trailing newline; callers print one message. */
+    if (n > 0 && buf_ptr(errs)[n - 1] == '\n')
+        n--;
+    out = strndup(buf_ptr(errs), n);
+    buf_dispose(errs);
+    return out;
+}
+
+struct bootstrap *bootstrap_parse(const char *data, size_t len,
+                                  const char *name, char **err)
+{
+    struct bootstrap *bs = NULL;
+    struct ydoc *docs = NULL;
+    size_t ndocs = 0;
+    struct buf errs;
+    int nerr = 0;
+
+    *err = NULL;
+    buf_init(&errs, 64 * 1024);
+    if (yaml_load(data, len, name, &docs, &ndocs, err) < 0) {
+        buf_dispose(&errs);
+        return NULL;
+    }
+    if (ndocs > 1) {
+        conf_error(&errs, name, docs[1].line, 1, "(document)",
+                   "the bootstrap file must hold one YAML document");
+        nerr++;
+        goto fail;
+    }
+    bs = calloc(1, sizeof(*bs));
+    if (bs == NULL) {
+        buf_puts(&errs, "out of memory\n");
+        nerr++;
+        goto fail;
+    }
+    conf_defaults(&bootstrap_section, bs);
+    /* An empty file is valid: every key has its default. */
+    if (ndocs == 1 && docs[0].root != NULL)
+        nerr += conf_decode(&bootstrap_section, docs[0].root, bs, name, &errs);
+    if (nerr == 0)
+        nerr += bootstrap_validate(bs, name, &errs);
+    if (nerr == 0 && bs->node.name == NULL) {
+        char host[256];
+        if (gethostname(host, sizeof(host)) < 0)
+            snprintf(host, sizeof(host), "strait");
+        host[sizeof(host) - 1] = '\0';
+        bs->node.name = strdup(host);
+    }
+fail:
+    yaml_docs_free(docs, ndocs);
+    if (nerr > 0) {
+        bootstrap_free(bs);
+        *err = errs_take(&errs);
+        return NULL;
+    }
+    buf_dispose(&errs);
+    return bs;
+}
+
+struct bootstrap *bootstrap_load(const char *path, char **err)
+{
+    FILE *f = fopen(path, "rb");
+    struct bootstrap *bs;
+    struct stat st;
+    char *data;
+    size_t n;
+
+    *err = NULL;
+    if (f == NULL) {
+        if (asprintf(err, "%s: cannot open: %s", path, strerror(errno)) < 0)
+            *err = NULL;
+        return NULL;
+    }
+    if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode) ||
+        st.st_size > BOOTSTRAP_MAX_BYTES) {
+        fclose(f);
+        if (asprintf(err, "%s: not a regular file of at most %d bytes", path,
+                     BOOTSTRAP_MAX_BYTES) < 0)
+            *err = NULL;
+        return NULL;
+    }
+    data = malloc((size_t)st.st_size + 1);
+    if (data == NULL) {
+        fclose(f);
+        return NULL;
+    }
+    n = fread(data, 1, (size_t)st.st_size, f);
+    fclose(f);
+    bs = bootstrap_parse(data, n, path, err);
+    free(data);
+    return bs;
+}
+
+void bootstrap_free(struct bootstrap *bs)
+{
+    if (bs == NULL)
+        return;
+    conf_dispose(&bootstrap_section, bs);
+    free(bs);
+}
+
+int bootstrap_workers(const struct bootstrap *bs)
+{
+    long n;
+
+    if (bs->workers > 0)
+        return (int)bs->workers;
+    n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        n = 1;
+    if (n > BOOTSTRAP_MAX_WORKERS)
+        n = BOOTSTRAP_MAX_WORKERS;
+    return (int)n;
+}
+
+int bootstrap_listener_equal(const struct bootstrap_listener *a,
+                             const struct bootstrap_listener *b)
+{
+    if (strcmp(a->name, b->name) != 0 || !addr_equal(&a->address, &b->address))
+        return 0;
+    if (a->upstreams.n != b->upstreams.n)
+        return 0;
+    for (size_t i = 0; i < a->upstreams.n; i++)
+        if (!addr_equal(&a->upstreams.v[i], &b->upstreams.v[i]))
+            return 0;
+    return a->connect_timeout_ms == b->connect_timeout_ms &&
+           a->connect_attempts == b->connect_attempts &&
+           a->idle_timeout_ms == b->idle_timeout_ms &&
+           a->buffer_size == b->buffer_size && a->backlog == b->backlog;
+}
+
+void bootstrap_to_json(const struct bootstrap *bs, struct buf *b)
+{
+    conf_to_json(&bootstrap_section, bs, b);
+}

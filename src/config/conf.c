@@ -1,0 +1,582 @@
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/conf.h"
+#include "config/yaml.h"
+#include "core/buf.h"
+#include "core/json.h"
+#include "core/units.h"
+
+#define CONF_PATH_MAX 256
+
+struct conf_ctx {
+    const char *file;
+    struct buf *errs;
+    int nerr;
+};
+
+void conf_error(struct buf *errs, const char *file, int line, int col,
+                const char *path, const char *fmt, ...)
+{
+    va_list ap;
+
+    buf_printf(errs, "%s:%d:%d: %s: ", file, line, col, path);
+    va_start(ap, fmt);
+    buf_vprintf(errs, fmt, ap);
+    va_end(ap);
+    buf_puts(errs, "\n");
+}
+
+/* Key paths ("listeners[2].address") are cut at CONF_PATH_MAX; a cut
+ * path still points the reader at the right place. */
+static void path_fmt(char *out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void path_fmt(char *out, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(out, CONF_PATH_MAX, fmt, ap);
+    va_end(ap);
+}
+
+#define CTX_ERR(ctx, node, path, ...)                                          \
+    do {                                                                       \
+        conf_error((ctx)->errs, (ctx)->file, (node)->line, (node)->col, path,  \
+                   __VA_ARGS__);                                               \
+        (ctx)->nerr++;                                                         \
+    } while (0)
+
+static const char *type_name(enum conf_type t)
+{
+    switch (t) {
+    case CONF_STR:
+        return "string";
+    case CONF_INT:
+        return "integer";
+    case CONF_BOOL:
+        return "boolean";
+    case CONF_DURATION:
+        return "duration";
+    case CONF_SIZE:
+        return "size";
+    case CONF_ENUM:
+        return "enum";
+    case CONF_ADDR:
+        return "address";
+    case CONF_ADDR_LIST:
+        return "list of addresses";
+    case CONF_STR_MAP:
+        return "map of strings";
+    case CONF_SECTION:
+        return "section";
+    case CONF_LIST:
+        return "list";
+    case CONF_CUSTOM:
+        return "value";
+    }
+    return "value";
+}
+
+static void format_range(char *out, size_t n, const struct conf_key *k,
+                         int64_t v)
+{
+    switch (k->type) {
+    case CONF_DURATION:
+        snprintf(out, n, "%" PRId64 "ms", v);
+        break;
+    default:
+        snprintf(out, n, "%" PRId64, v);
+    }
+}
+
+static int check_range(struct conf_ctx *ctx, const struct conf_key *k,
+                       const struct ynode *node, const char *path, int64_t v)
+{
+    char lo[32], hi[32];
+
+    if (v >= k->min && v <= k->max)
+        return 0;
+    format_range(lo, sizeof(lo), k, k->min);
+    format_range(hi, sizeof(hi), k, k->max);
+    CTX_ERR(ctx, node, path, "value '%s' out of range %s-%s", node->str, lo,
+            hi);
+    return -1;
+}
+
+/* decode_scalar() handles every type stored from a single scalar. */
+static int decode_scalar(struct conf_ctx *ctx, const struct conf_key *k,
+                         const struct ynode *node, char *dst, const char *path)
+{
+    const char *why = NULL;
+    int64_t v;
+
+    if (node->type != YNODE_SCALAR) {
+        CTX_ERR(ctx, node, path, "expected a %s, got %s", type_name(k->type),
+                ynode_type_name(node));
+        return -1;
+    }
+    if (yscalar_is_null(node)) {
+        CTX_ERR(ctx, node, path, "expected a %s, got nothing",
+                type_name(k->type));
+        return -1;
+    }
+    switch (k->type) {
+    case CONF_STR: {
+        char **sp = (char **)(void *)dst;
+        char *copy = strdup(node->str);
+        if (copy == NULL) {
+            CTX_ERR(ctx, node, path, "out of memory");
+            return -1;
+        }
+        free(*sp);
+        *sp = copy;
+        return 0;
+    }
+    case CONF_INT:
+    case CONF_DURATION:
+    case CONF_SIZE:
+        if ((k->type == CONF_INT &&
+             units_int(node->str, node->len, &v, &why) < 0) ||
+            (k->type == CONF_DURATION &&
+             units_duration_ms(node->str, node->len, &v, &why) < 0) ||
+            (k->type == CONF_SIZE &&
+             units_size(node->str, node->len, &v, &why) < 0)) {
+            CTX_ERR(ctx, node, path, "bad %s '%s': %s", type_name(k->type),
+                    node->str, why);
+            return -1;
+        }
+        if (check_range(ctx, k, node, path, v) < 0)
+            return -1;
+        memcpy(dst, &v, sizeof(v));
+        return 0;
+    case CONF_BOOL: {
+        int b;
+        if (strcmp(node->str, "true") == 0 || strcmp(node->str, "True") == 0)
+            b = 1;
+        else if (strcmp(node->str, "false") == 0 ||
+                 strcmp(node->str, "False") == 0)
+            b = 0;
+        else {
+            CTX_ERR(ctx, node, path, "expected true or false, got '%s'",
+                    node->str);
+            return -1;
+        }
+        memcpy(dst, &b, sizeof(b));
+        return 0;
+    }
+    case CONF_ENUM:
+        for (int i = 0; k->enums[i] != NULL; i++) {
+            if (strcmp(node->str, k->enums[i]) == 0) {
+                memcpy(dst, &i, sizeof(i));
+                return 0;
+            }
+        }
+        {
+            char choices[256] = "";
+            size_t used = 0;
+            for (int i = 0; k->enums[i] != NULL && used < sizeof(choices); i++)
+                used += (size_t)snprintf(choices + used,
+                                         sizeof(choices) - used, "%s%s",
+                                         i ? ", " : "", k->enums[i]);
+            CTX_ERR(ctx, node, path, "unknown value '%s' (one of: %s)",
+                    node->str, choices);
+        }
+        return -1;
+    case CONF_ADDR: {
+        struct addr a;
+        if (addr_parse(&a, node->str, node->len, 0, &why) < 0) {
+            CTX_ERR(ctx, node, path, "bad address '%s': %s", node->str, why);
+            return -1;
+        }
+        memcpy(dst, &a, sizeof(a));
+        return 0;
+    }
+    case CONF_CUSTOM:
+        if (k->custom(node->str, node->len, dst, &why) < 0) {
+            CTX_ERR(ctx, node, path, "bad value '%s': %s", node->str, why);
+            return -1;
+        }
+        return 0;
+    default:
+        CTX_ERR(ctx, node, path, "expected %s", type_name(k->type));
+        return -1;
+    }
+}
+
+static int decode_section(struct conf_ctx *ctx, const struct conf_section *sec,
+                          const struct ynode *map, char *dst,
+                          const char *prefix);
+
+static void free_value(const struct conf_key *k, char *p);
+
+static int decode_key(struct conf_ctx *ctx, const struct conf_key *k,
+                      const struct ynode *node, char *dst, const char *path)
+{
+    char sub[CONF_PATH_MAX];
+
+    switch (k->type) {
+    case CONF_SECTION:
+        if (node->type == YNODE_SCALAR && yscalar_is_null(node))
+            return 0;
+        return decode_section(ctx, k->sub, node, dst, path);
+    case CONF_ADDR_LIST:
+    case CONF_LIST:
+    case CONF_STR_MAP:
+        break;
+    default:
+        return decode_scalar(ctx, k, node, dst, path);
+    }
+    if (node->type == YNODE_SCALAR && yscalar_is_null(node))
+        node = NULL;
+    if (k->type == CONF_STR_MAP) {
+        struct conf_strmap *m = (struct conf_strmap *)(void *)dst;
+        free_value(k, dst);
+        if (node == NULL)
+            return 0;
+        if (node->type != YNODE_MAP) {
+            CTX_ERR(ctx, node, path, "expected a mapping of strings, got %s",
+                    ynode_type_name(node));
+            return -1;
+        }
+        m->v = calloc(node->n ? node->n : 1, sizeof(*m->v));
+        if (m->v == NULL)
+            return -1;
+        for (size_t i = 0; i < node->n; i++) {
+            const struct ynode *val = node->pairs[i].val;
+            path_fmt(sub, "%s.%s", path, node->pairs[i].key->str);
+            if (val->type != YNODE_SCALAR) {
+                CTX_ERR(ctx, val, sub, "expected a string, got %s",
+                        ynode_type_name(val));
+                return -1;
+            }
+            m->v[m->n].key = strdup(node->pairs[i].key->str);
+            m->v[m->n].val = strdup(val->str);
+            m->n++;
+        }
+        return 0;
+    }
+    /* Lists. */
+    free_value(k, dst);
+    if (node != NULL && node->type != YNODE_SEQ) {
+        CTX_ERR(ctx, node, path, "expected a list, got %s",
+                ynode_type_name(node));
+        return -1;
+    }
+    {
+        size_t n = node ? node->n : 0;
+        size_t esz = k->type == CONF_LIST ? k->sub->elem_size
+                                          : sizeof(struct addr);
+        char *arr;
+        int bad = 0;
+
+        if ((int64_t)n < k->min || (int64_t)n > k->max) {
+            const struct ynode *at = node;
+            struct ynode fake = {0};
+            if (at == NULL) {
+                fake.line = 0;
+                fake.col = 0;
+                at = &fake;
+            }
+            CTX_ERR(ctx, at, path, "needs %" PRId64 " to %" PRId64
+                    " entries, has %zu", k->min, k->max, n);
+            return -1;
+        }
+        if (n == 0)
+            return 0;
+        arr = calloc(n, esz);
+        if (arr == NULL)
+            return -1;
+        if (k->type == CONF_ADDR_LIST) {
+            struct conf_addrs *al = (struct conf_addrs *)(void *)dst;
+            static const struct conf_key addr_key = {.type = CONF_ADDR};
+            al->v = (struct addr *)(void *)arr;
+            al->n = n;
+            for (size_t i = 0; i < n; i++) {
+                path_fmt(sub, "%s[%zu]", path, i);
+                if (decode_scalar(ctx, &addr_key, node->items[i],
+                                  arr + i * esz, sub) < 0)
+                    bad = -1;
+            }
+            return bad;
+        }
+        {
+            struct conf_list *l = (struct conf_list *)(void *)dst;
+            l->v = arr;
+            l->n = n;
+            for (size_t i = 0; i < n; i++) {
+                char *elem = arr + i * esz;
+                conf_defaults(k->sub, elem);
+                if (k->sub->mark_off != SIZE_MAX) {
+                    struct conf_mark m = {node->items[i]->line,
+                                          node->items[i]->col};
+                    memcpy(elem + k->sub->mark_off, &m, sizeof(m));
+                }
+                path_fmt(sub, "%s[%zu]", path, i);
+                if (decode_section(ctx, k->sub, node->items[i], elem, sub) < 0)
+                    bad = -1;
+            }
+            return bad;
+        }
+    }
+}
+
+static int decode_section(struct conf_ctx *ctx, const struct conf_section *sec,
+                          const struct ynode *map, char *dst,
+                          const char *prefix)
+{
+    char path[CONF_PATH_MAX];
+    int bad = 0;
+
+    if (map->type != YNODE_MAP) {
+        CTX_ERR(ctx, map, prefix[0] ? prefix : "(top level)",
+                "expected a mapping, got %s", ynode_type_name(map));
+        return -1;
+    }
+    for (size_t i = 0; i < map->n; i++) {
+        const struct ynode *key = map->pairs[i].key;
+        const struct conf_key *k;
+
+        path_fmt(path, "%s%s%s", prefix, prefix[0] ? "." : "",
+                 key->str);
+        for (k = sec->keys; k->name != NULL; k++)
+            if (strcmp(k->name, key->str) == 0)
+                break;
+        if (k->name == NULL) {
+            CTX_ERR(ctx, key, path, "unknown key");
+            bad = -1;
+            continue;
+        }
+        if (decode_key(ctx, k, map->pairs[i].val, dst + k->off, path) < 0)
+            bad = -1;
+    }
+    return bad;
+}
+
+int conf_decode(const struct conf_section *sec, const struct ynode *map,
+                void *dst, const char *file, struct buf *errs)
+{
+    struct conf_ctx ctx = {file, errs, 0};
+
+    decode_section(&ctx, sec, map, dst, "");
+    return ctx.nerr;
+}
+
+void conf_defaults(const struct conf_section *sec, void *dst)
+{
+    char *base = dst;
+
+    for (const struct conf_key *k = sec->keys; k->name != NULL; k++) {
+        char *p = base + k->off;
+
+        if (k->type == CONF_SECTION) {
+            conf_defaults(k->sub, p);
+            continue;
+        }
+        if (k->def == NULL)
+            continue;
+        if (k->type == CONF_STR) {
+            /* Strings take the default verbatim, "" included. */
+            char **sp = (char **)(void *)p;
+            *sp = strdup(k->def);
+            if (*sp == NULL)
+                abort();
+            continue;
+        }
+        {
+            struct ynode fake = {.type = YNODE_SCALAR,
+                                 .str = (char *)k->def,
+                                 .len = strlen(k->def)};
+            struct buf errs;
+            struct conf_ctx ctx = {"(default)", &errs, 0};
+
+            buf_init(&errs, 4096);
+            /* A default that does not parse is a bug in the table, caught by
+             * the unit tests; fail loudly rather than run with zeroes. */
+            if (decode_scalar(&ctx, k, &fake, p, k->name) < 0) {
+                fprintf(stderr, "strait: bad default: %s", buf_cstr(&errs));
+                abort();
+            }
+            buf_dispose(&errs);
+        }
+    }
+}
+
+static void free_value(const struct conf_key *k, char *p)
+{
+    switch (k->type) {
+    case CONF_STR: {
+        char **sp = (char **)(void *)p;
+        free(*sp);
+        *sp = NULL;
+        break;
+    }
+    case CONF_ADDR_LIST: {
+        struct conf_addrs *al = (struct conf_addrs *)(void *)p;
+        free(al->v);
+        al->v = NULL;
+        al->n = 0;
+        break;
+    }
+    case CONF_STR_MAP: {
+        struct conf_strmap *m = (struct conf_strmap *)(void *)p;
+        for (size_t i = 0; i < m->n; i++) {
+            free(m->v[i].key);
+            free(m->v[i].val);
+        }
+        free(m->v);
+        m->v = NULL;
+        m->n = 0;
+        break;
+    }
+    case CONF_SECTION:
+        conf_dispose(k->sub, p);
+        break;
+    case CONF_LIST: {
+        struct conf_list *l = (struct conf_list *)(void *)p;
+        for (size_t i = 0; i < l->n; i++)
+            conf_dispose(k->sub, (char *)l->v + i * k->sub->elem_size);
+        free(l->v);
+        l->v = NULL;
+        l->n = 0;
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+void conf_dispose(const struct conf_section *sec, void *dst)
+{
+    for (const struct conf_key *k = sec->keys; k->name != NULL; k++)
+        free_value(k, (char *)dst + k->off);
+}
+
+static void value_json(const struct conf_key *k, const char *p, struct buf *b)
+{
+    char tmp[ADDR_STRLEN];
+    int64_t v;
+    int i;
+
+    switch (k->type) {
+    case CONF_STR:
+        json_str(b, *(char *const *)(const void *)p);
+        break;
+    case CONF_INT:
+    case CONF_SIZE:
+        memcpy(&v, p, sizeof(v));
+        buf_printf(b, "%" PRId64, v);
+        break;
+    case CONF_DURATION:
+        memcpy(&v, p, sizeof(v));
+        if (v != 0 && v % 3600000 == 0)
+            buf_printf(b, "\"%" PRId64 "h\"", v / 3600000);
+        else if (v != 0 && v % 60000 == 0)
+            buf_printf(b, "\"%" PRId64 "m\"", v / 60000);
+        else if (v % 1000 == 0)
+            buf_printf(b, "\"%" PRId64 "s\"", v / 1000);
+        else
+            buf_printf(b, "\"%" PRId64 "ms\"", v);
+        break;
+    case CONF_BOOL:
+        memcpy(&i, p, sizeof(i));
+        buf_puts(b, i ? "true" : "false");
+        break;
+    case CONF_ENUM:
+        memcpy(&i, p, sizeof(i));
+        json_str(b, k->enums[i]);
+        break;
+    case CONF_ADDR:
+        json_str(b, addr_format((const struct addr *)(const void *)p, tmp,
+                                sizeof(tmp)));
+        break;
+    case CONF_ADDR_LIST: {
+        const struct conf_addrs *al = (const void *)p;
+        buf_puts(b, "[");
+        for (size_t j = 0; j < al->n; j++) {
+            buf_puts(b, j ? "," : "");
+            json_str(b, addr_format(&al->v[j], tmp, sizeof(tmp)));
+        }
+        buf_puts(b, "]");
+        break;
+    }
+    case CONF_STR_MAP: {
+        const struct conf_strmap *m = (const void *)p;
+        buf_puts(b, "{");
+        for (size_t j = 0; j < m->n; j++) {
+            buf_puts(b, j ? "," : "");
+            json_str(b, m->v[j].key);
+            buf_puts(b, ":");
+            json_str(b, m->v[j].val);
+        }
+        buf_puts(b, "}");
+        break;
+    }
+    case CONF_SECTION:
+        conf_to_json(k->sub, p, b);
+        break;
+    case CONF_LIST: {
+        const struct conf_list *l = (const void *)p;
+        buf_puts(b, "[");
+        for (size_t j = 0; j < l->n; j++) {
+            buf_puts(b, j ? "," : "");
+            conf_to_json(k->sub, (const char *)l->v + j * k->sub->elem_size,
+                         b);
+        }
+        buf_puts(b, "]");
+        break;
+    }
+    case CONF_CUSTOM:
+        k->custom_json(b, p);
+        break;
+    }
+}
+
+void conf_to_json(const struct conf_section *sec, const void *dst,
+                  struct buf *b)
+{
+    int first = 1;
+
+    buf_puts(b, "{");
+    for (const struct conf_key *k = sec->keys; k->name != NULL; k++) {
+        buf_puts(b, first ? "" : ",");
+        first = 0;
+        json_str(b, k->name);
+        buf_puts(b, ":");
+        value_json(k, (const char *)dst + k->off, b);
+    }
+    buf_puts(b, "}");
+}
+
+static void reference(const struct conf_section *sec, const char *prefix,
+                      struct buf *b)
+{
+    char path[CONF_PATH_MAX];
+
+    for (const struct conf_key *k = sec->keys; k->name != NULL; k++) {
+        path_fmt(path, "%s%s%s", prefix, prefix[0] ? "." : "",
+                 k->name);
+        if (k->type == CONF_SECTION) {
+            reference(k->sub, path, b);
+            continue;
+        }
+        buf_printf(b, "%s\t%s\t%s\t%s\n", path, type_name(k->type),
+                   k->def ? k->def : "", k->help ? k->help : "");
+        if (k->type == CONF_LIST) {
+            path_fmt(path, "%s%s%s[]", prefix,
+                     prefix[0] ? "." : "", k->name);
+            reference(k->sub, path, b);
+        }
+    }
+}
+
+void conf_reference(const struct conf_section *sec, struct buf *b)
+{
+    reference(sec, "", b);
+}

@@ -1,0 +1,124 @@
+#ifndef STRAIT_CONFIG_CONF_H
+#define STRAIT_CONFIG_CONF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/addr.h"
+
+struct buf;
+struct ynode;
+
+/*
+ * Table-driven configuration, in the manner of tmux's options table: every
+ * key has a type, a range, a default and help text, and one decoder turns a
+ * YAML tree into a plain struct. Unknown keys, wrong types and values out of
+ * range are errors that name file:line:col and the key's full path.
+ *
+ * Storage per type:
+ *   CONF_STR       char *            (owned, freed by conf_dispose)
+ *   CONF_INT       int64_t
+ *   CONF_BOOL      int
+ *   CONF_DURATION  int64_t           milliseconds
+ *   CONF_SIZE      int64_t           bytes
+ *   CONF_ENUM      int               index into enums[]
+ *   CONF_ADDR      struct addr
+ *   CONF_ADDR_LIST struct conf_addrs
+ *   CONF_STR_MAP   struct conf_strmap
+ *   CONF_SECTION   an embedded struct described by sub
+ *   CONF_LIST      struct conf_list of elements described by sub
+ *   CONF_CUSTOM    whatever custom() writes (int64_t for the ones we have)
+ */
+enum conf_type {
+    CONF_STR,
+    CONF_INT,
+    CONF_BOOL,
+    CONF_DURATION,
+    CONF_SIZE,
+    CONF_ENUM,
+    CONF_ADDR,
+    CONF_ADDR_LIST,
+    CONF_STR_MAP,
+    CONF_SECTION,
+    CONF_LIST,
+    CONF_CUSTOM,
+};
+
+struct conf_addrs {
+    struct addr *v;
+    size_t n;
+};
+
+struct conf_strpair {
+    char *key;
+    char *val;
+};
+
+struct conf_strmap {
+    struct conf_strpair *v;
+    size_t n;
+};
+
+struct conf_list {
+    void *v; /* n elements of the section's elem_size */
+    size_t n;
+};
+
+/* Where an element was written, for cross-key checks after decoding. */
+struct conf_mark {
+    int line;
+    int col;
+};
+
+struct conf_section;
+
+struct conf_key {
+    const char *name;
+    enum conf_type type;
+    size_t off;
+    int64_t min; /* INT, DURATION (ms), SIZE, lists (element count) */
+    int64_t max;
+    const char *def; /* default in YAML syntax, NULL for empty */
+    const char *help;
+    const char *const *enums;       /* ENUM: NULL-terminated */
+    const struct conf_section *sub; /* SECTION, LIST */
+    /* CUSTOM: parse scalar s into dst; return 0 or -1 with *why. */
+    int (*custom)(const char *s, size_t n, void *dst, const char **why);
+    /* CUSTOM: write the value at src as JSON into b. */
+    void (*custom_json)(struct buf *b, const void *src);
+};
+
+struct conf_section {
+    const struct conf_key *keys; /* terminated by a key with name NULL */
+    size_t elem_size;            /* LIST: size of one element */
+    size_t mark_off;             /* LIST: offset of a conf_mark, or SIZE_MAX */
+};
+
+/* conf_defaults() zeroes dst and applies every default of sec. */
+void conf_defaults(const struct conf_section *sec, void *dst);
+
+/*
+ * conf_decode() reads map into dst (which holds defaults already). Each
+ * error is appended to errs as one line "file:line:col: path: reason".
+ * Returns the number of errors. dst stays valid for conf_dispose either
+ * way.
+ */
+int conf_decode(const struct conf_section *sec, const struct ynode *map,
+                void *dst, const char *file, struct buf *errs);
+
+/* conf_dispose() frees everything conf_defaults/conf_decode allocated. */
+void conf_dispose(const struct conf_section *sec, void *dst);
+
+/* conf_to_json() writes the effective values of dst as a JSON object. */
+void conf_to_json(const struct conf_section *sec, const void *dst,
+                  struct buf *b);
+
+/* conf_reference() writes one line per key: path, type, default, help. */
+void conf_reference(const struct conf_section *sec, struct buf *b);
+
+/* conf_error() appends one formatted error line to errs. */
+void conf_error(struct buf *errs, const char *file, int line, int col,
+                const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+#endif

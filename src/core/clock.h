@@ -1,0 +1,18 @@
+#ifndef STRAIT_CORE_CLOCK_H
+#define STRAIT_CORE_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* clock_ms() is a monotonic millisecond clock. The coarse clock is read
+ * from the vDSO without a system call; its ~4 ms resolution is fine for
+ * timeouts and durations in logs. */
+static inline uint64_t clock_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+#endif

@@ -1,0 +1,50 @@
+#ifndef STRAIT_CORE_LOG_H
+#define STRAIT_CORE_LOG_H
+
+#include <stdarg.h>
+
+/*
+ * One line per event, as text or JSON, written with a single write(2) so
+ * lines from different threads never interleave.
+ *
+ * The sink's settings are the one piece of process-wide state below main.c:
+ * every thread logs, and threading a logger through every call would buy
+ * nothing. main.c sets them (log_configure) before threads start and on
+ * reload; the level and format are read with relaxed atomics.
+ */
+enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+enum log_format { LOG_TEXT, LOG_JSON };
+
+/* A structured field for log_event(): key and string value; fields with a
+ * NULL value are skipped. Numbers are formatted by the caller. */
+struct log_field {
+    const char *key;
+    const char *val;
+    int raw; /* 1: val is a JSON number/bool, written unquoted in JSON */
+};
+
+void log_configure(enum log_level level, enum log_format format, int fd);
+enum log_level log_get_level(void);
+
+/* log_level_parse() maps "debug".."error" to a level; -1 when unknown. */
+int log_level_parse(const char *s);
+const char *log_level_name(enum log_level level);
+
+void log_msg(enum log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* log_event() writes one record named msg with fields, e.g. an access-log
+ * line: text "msg k=v k=v", JSON {"ts":..,"level":..,"msg":..,"k":"v"}. */
+void log_event(enum log_level level, const char *msg,
+               const struct log_field *fields, int nfields);
+
+#define log_debug(...)                                                         \
+    do {                                                                       \
+        if (log_get_level() <= LOG_DEBUG)                                      \
+            log_msg(LOG_DEBUG, __VA_ARGS__);                                   \
+    } while (0)
+#define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+
+#endif

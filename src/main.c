@@ -1,0 +1,297 @@
+/*
+ * strait: command line, process setup, signals. This file owns the
+ * process-global state (the main event loop and the server); everything
+ * below it receives what it needs explicitly.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <getopt.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <maxminddb.h>
+#include <nghttp2/nghttp2.h>
+#include <openssl/base.h>
+#include <openssl/crypto.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "config/bootstrap.h"
+#include "config/conf.h"
+#include "core/buf.h"
+#include "core/log.h"
+#include "server/server.h"
+
+#define DEFAULT_CONFIG "/etc/strait/strait.yaml"
+
+/* Exit codes, documented in --help and README.md. */
+enum {
+    EXIT_OK = 0,
+    EXIT_CONFIG = 1,   /* the configuration is invalid */
+    EXIT_USAGE = 2,    /* bad command line */
+    EXIT_RUNTIME = 3,  /* valid configuration, but strait could not start */
+};
+
+static struct event_base *main_base;
+static struct server *main_server;
+static int main_signals_seen;
+
+static void usage_main(FILE *f)
+{
+    fprintf(f,
+            "usage: strait <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  run        run the gateway in the foreground\n"
+            "  check      validate a configuration and exit\n"
+            "  version    print strait's version and its libraries'\n"
+            "  reference  list every bootstrap key with type and default\n"
+            "\n"
+            "'strait <command> --help' describes a command.\n"
+            "exit codes: 0 ok, 1 invalid configuration, 2 usage error,\n"
+            "            3 could not start (e.g. address in use)\n");
+}
+
+static void usage_run(FILE *f)
+{
+    fprintf(f,
+            "usage: strait run [-c FILE]\n"
+            "\n"
+            "Runs the gateway in the foreground until SIGTERM or SIGINT\n"
+            "(drain, then exit 0) or POST /quitquitquit on the admin API.\n"
+            "SIGHUP re-reads FILE; a bad file is logged and changes nothing.\n"
+            "\n"
+            "  -c, --config FILE   bootstrap file (default %s)\n"
+            "  -h, --help          this text\n",
+            DEFAULT_CONFIG);
+}
+
+static void usage_check(FILE *f)
+{
+    fprintf(f,
+            "usage: strait check [-c FILE]\n"
+            "\n"
+            "Validates FILE without binding anything. Exits 0 when valid, 1\n"
+            "with one 'file:line:col: key: reason' line per problem on\n"
+            "stderr.\n"
+            "\n"
+            "  -c, --config FILE   bootstrap file (default %s)\n"
+            "  -h, --help          this text\n",
+            DEFAULT_CONFIG);
+}
+
+/* Parses "-c FILE" and "--help" for run and check; returns the config path
+ * or NULL after printing help (*code set). */
+static const char *parse_config_opts(int argc, char **argv,
+                                     void (*usage)(FILE *), int *code)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *path = DEFAULT_CONFIG;
+    int c;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            path = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            *code = EXIT_OK;
+            return NULL;
+        default:
+            usage(stderr);
+            *code = EXIT_USAGE;
+            return NULL;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "strait: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        *code = EXIT_USAGE;
+        return NULL;
+    }
+    return path;
+}
+
+static int cmd_check(int argc, char **argv)
+{
+    int code = EXIT_OK;
+    const char *path = parse_config_opts(argc, argv, usage_check, &code);
+    struct bootstrap *bs;
+    char *err = NULL;
+
+    if (path == NULL)
+        return code;
+    bs = bootstrap_load(path, &err);
+    if (bs == NULL) {
+        fprintf(stderr, "%s\n", err ? err : "invalid configuration");
+        free(err);
+        return EXIT_CONFIG;
+    }
+    printf("%s: valid (%zu listener(s), %d worker(s))\n", path,
+           bs->listeners.n, bootstrap_workers(bs));
+    bootstrap_free(bs);
+    return EXIT_OK;
+}
+
+static int cmd_version(int argc, char **argv)
+{
+    int lmaj, lmin, lpat;
+
+    if (argc > 1 && (strcmp(argv[1], "--help") == 0 ||
+                     strcmp(argv[1], "-h") == 0)) {
+        printf("usage: strait version\n\nPrints strait's version and the "
+               "versions of the libraries it runs with.\n");
+        return EXIT_OK;
+    }
+    if (argc > 1) {
+        fprintf(stderr, "strait: version takes no arguments\n");
+        return EXIT_USAGE;
+    }
+    yaml_get_version(&lmaj, &lmin, &lpat);
+    printf("strait %s\n", PACKAGE_VERSION);
+    printf("  boringssl  %s (API %d)\n", OpenSSL_version(OPENSSL_VERSION),
+           BORINGSSL_API_VERSION);
+    printf("  libevent   %s\n", event_get_version());
+    printf("  nghttp2    %s\n", nghttp2_version(0)->version_str);
+    printf("  lua        %s (runtime %.0f)\n", LUA_RELEASE,
+           (double)lua_version(NULL));
+    printf("  maxminddb  %s\n", MMDB_lib_version());
+    printf("  libyaml    %d.%d.%d\n", lmaj, lmin, lpat);
+    return EXIT_OK;
+}
+
+static int cmd_reference(int argc, char **argv)
+{
+    struct buf b;
+
+    (void)argv;
+    if (argc > 1) {
+        printf("usage: strait reference\n\nLists every bootstrap key: path, "
+               "type, default and help, tab-separated.\n");
+        return strcmp(argv[1], "--help") == 0 ? EXIT_OK : EXIT_USAGE;
+    }
+    buf_init(&b, 1024 * 1024);
+    conf_reference(&bootstrap_section, &b);
+    fwrite(buf_ptr(&b), 1, buf_len(&b), stdout);
+    buf_dispose(&b);
+    return EXIT_OK;
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    (void)arg;
+    if (sig == SIGHUP) {
+        log_info("SIGHUP: reloading");
+        server_reload(main_server);
+        return;
+    }
+    /* A second SIGTERM or SIGINT stops at once, for impatient operators. */
+    if (main_signals_seen++ > 0) {
+        log_warn("%s again: stopping now", strsignal((int)sig));
+        event_base_loopbreak(main_base);
+        return;
+    }
+    server_drain(main_server, strsignal((int)sig));
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    int code = EXIT_OK;
+    const char *path = parse_config_opts(argc, argv, usage_run, &code);
+    struct event *sigs[3] = {NULL, NULL, NULL};
+    const int signums[3] = {SIGTERM, SIGINT, SIGHUP};
+    struct bootstrap *bs;
+    sigset_t block, old;
+    char *err = NULL;
+
+    if (path == NULL)
+        return code;
+    bs = bootstrap_load(path, &err);
+    if (bs == NULL) {
+        fprintf(stderr, "%s\n", err ? err : "invalid configuration");
+        free(err);
+        return EXIT_CONFIG;
+    }
+    log_configure((enum log_level)bs->log.level, (enum log_format)bs->log.format,
+                  2);
+    signal(SIGPIPE, SIG_IGN);
+    main_base = event_base_new();
+    if (main_base == NULL) {
+        fprintf(stderr, "strait: cannot create the event loop\n");
+        bootstrap_free(bs);
+        return EXIT_RUNTIME;
+    }
+    for (int i = 0; i < 3; i++) {
+        sigs[i] = evsignal_new(main_base, signums[i], on_signal, NULL);
+        if (sigs[i] == NULL || event_add(sigs[i], NULL) < 0) {
+            fprintf(stderr, "strait: cannot install signal handlers\n");
+            code = EXIT_RUNTIME;
+            goto done;
+        }
+    }
+    /* Workers inherit a mask that blocks these signals, so only the main
+     * thread receives them. */
+    sigemptyset(&block);
+    for (int i = 0; i < 3; i++)
+        sigaddset(&block, signums[i]);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    main_server = server_new(main_base, bs, path, &err);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (main_server == NULL) {
+        fprintf(stderr, "strait: %s\n", err ? err : "cannot start");
+        log_error("cannot start: %s", err ? err : "unknown error");
+        free(err);
+        code = EXIT_RUNTIME;
+        goto done;
+    }
+    event_base_dispatch(main_base);
+    server_free(main_server);
+    main_server = NULL;
+    log_info("exit");
+done:
+    for (int i = 0; i < 3; i++)
+        if (sigs[i] != NULL)
+            event_free(sigs[i]);
+    event_base_free(main_base);
+    main_base = NULL;
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    const char *cmd;
+
+    if (argc < 2) {
+        usage_main(stderr);
+        return EXIT_USAGE;
+    }
+    cmd = argv[1];
+    if (strcmp(cmd, "run") == 0)
+        return cmd_run(argc - 1, argv + 1);
+    if (strcmp(cmd, "check") == 0)
+        return cmd_check(argc - 1, argv + 1);
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
+        return cmd_version(argc - 1, argv + 1);
+    if (strcmp(cmd, "reference") == 0)
+        return cmd_reference(argc - 1, argv + 1);
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 ||
+        strcmp(cmd, "-h") == 0) {
+        usage_main(stdout);
+        return EXIT_OK;
+    }
+    fprintf(stderr, "strait: unknown command '%s'\n", cmd);
+    usage_main(stderr);
+    return EXIT_USAGE;
+}

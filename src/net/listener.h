@@ -1,0 +1,74 @@
+#ifndef STRAIT_NET_LISTENER_H
+#define STRAIT_NET_LISTENER_H
+
+#include <stdint.h>
+
+#include "core/addr.h"
+
+/*
+ * Per-worker counters of one listener. Each worker writes only its own
+ * shard (a plain load and store, no lock prefix); readers on the main
+ * thread sum the shards with relaxed loads. Shards are cache-line aligned
+ * so workers never share a line.
+ */
+struct listener_counters {
+    uint64_t accepted;
+    uint64_t closed;
+    uint64_t bytes_in;  /* from downstream */
+    uint64_t bytes_out; /* to downstream */
+    uint64_t upstream_bytes_in;
+    uint64_t upstream_bytes_out;
+    uint64_t connect_failures;
+    uint64_t connect_timeouts;
+    uint64_t idle_timeouts;
+} __attribute__((aligned(64)));
+
+#define STAT_ADD(shard, field, n)                                              \
+    __atomic_store_n(&(shard)->field, (shard)->field + (n), __ATOMIC_RELAXED)
+#define STAT_GET(shard, field) __atomic_load_n(&(shard)->field, __ATOMIC_RELAXED)
+
+/*
+ * The counters of a listener, by name. A reload that changes a listener
+ * hands the same stats to its successor, so counters stay monotonic.
+ * Reference-counted with atomics: taken only when listeners are created or
+ * retired, never per connection.
+ */
+struct listener_stats {
+    int refs;
+    int nworkers;
+    char name[64];
+    struct listener_counters w[];
+};
+
+struct listener_stats *listener_stats_new(const char *name, int nworkers);
+struct listener_stats *listener_stats_ref(struct listener_stats *st);
+void listener_stats_unref(struct listener_stats *st);
+
+/* listener_stats_sum() adds up every worker's shard into *out. */
+void listener_stats_sum(const struct listener_stats *st,
+                        struct listener_counters *out);
+
+/*
+ * The listening sockets of one address: one SO_REUSEPORT socket per worker
+ * for TCP, or one socket shared by all workers for a unix path (unix
+ * sockets have no port reuse). Owned by the main thread; workers use
+ * fds[worker % nfds] between being told to and acknowledging the next
+ * change. Reference-counted by the main thread only.
+ */
+struct listener_socks {
+    int refs;
+    struct addr addr;
+    int nfds;
+    int fds[];
+};
+
+struct listener_socks *listener_socks_open(const struct addr *a, int nworkers,
+                                           int backlog, char **err);
+void listener_socks_unref(struct listener_socks *s);
+
+static inline int listener_socks_fd(const struct listener_socks *s, int worker)
+{
+    return s->fds[worker % s->nfds];
+}
+
+#endif

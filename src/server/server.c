@@ -1,0 +1,457 @@
+#include "config.h"
+
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin/admin.h"
+#include "config/bootstrap.h"
+#include "core/buf.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "event/mq.h"
+#include "net/listener.h"
+#include "proxy/tcp_proxy.h"
+#include "server/server.h"
+#include "server/worker.h"
+
+/* A listener as the main thread sees it: what it does (conf), where it
+ * listens (socks) and its counters. Each field holds one reference. */
+struct srv_listener {
+    struct tcp_proxy_conf *conf;
+    struct listener_socks *socks;
+    struct listener_stats *stats;
+    struct bootstrap_listener *bl; /* in the bootstrap it came from */
+};
+
+struct lset {
+    struct srv_listener *v;
+    size_t n;
+    struct bootstrap *bs; /* the bootstrap v[i].bl point into */
+};
+
+struct server {
+    struct event_base *base;
+    struct mq *inbox;
+    char *config_path;
+    int nworkers;
+    struct worker *workers;
+    struct lset cur;
+    struct lset old;        /* retired set, released once workers ack */
+    int acks_pending;
+    int reload_queued;
+    struct admin *admin;
+    struct listener_stats **stats_view; /* for the admin, rebuilt on change */
+    uint64_t start_ms;
+    uint64_t reloads_ok;
+    uint64_t reloads_failed;
+    char *last_reload_error;
+    int draining;
+    int stopping; /* server_free: acknowledgements are only freed */
+    int stopped_accepting;
+    int idle_workers;
+    struct event *drain_timer;
+};
+
+static void lset_release(struct lset *ls)
+{
+    for (size_t i = 0; i < ls->n; i++) {
+        tcp_proxy_conf_unref(ls->v[i].conf);
+        listener_socks_unref(ls->v[i].socks);
+        listener_stats_unref(ls->v[i].stats);
+    }
+    free(ls->v);
+    bootstrap_free(ls->bs);
+    memset(ls, 0, sizeof(*ls));
+}
+
+static struct srv_listener *lset_find_name(const struct lset *ls,
+                                           const char *name)
+{
+    for (size_t i = 0; i < ls->n; i++)
+        if (strcmp(ls->v[i].bl->name, name) == 0)
+            return &ls->v[i];
+    return NULL;
+}
+
+static struct srv_listener *lset_find_addr(const struct lset *ls,
+                                           const struct addr *a)
+{
+    for (size_t i = 0; i < ls->n; i++)
+        if (addr_equal(&ls->v[i].socks->addr, a))
+            return &ls->v[i];
+    return NULL;
+}
+
+/*
+ * lset_build() turns a bootstrap's listeners into a listener set, reusing
+ * what old already runs: an unchanged listener is kept as is (its workers'
+ * proxies keep their sessions), a listener on an address old already binds
+ * takes over those sockets, and stats follow the listener's name. Only new
+ * addresses are bound. On failure nothing of old is changed.
+ */
+static int lset_build(struct server *s, struct bootstrap *bs,
+                      const struct lset *old, struct lset *out, char **err)
+{
+    char as[ADDR_STRLEN];
+
+    memset(out, 0, sizeof(*out));
+    out->v = calloc(bs->listeners.n ? bs->listeners.n : 1, sizeof(*out->v));
+    if (out->v == NULL) {
+        *err = strdup("out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < bs->listeners.n; i++) {
+        struct bootstrap_listener *bl = bootstrap_listener_at(bs, i);
+        struct srv_listener *prev = lset_find_name(old, bl->name);
+        struct srv_listener *same_addr = lset_find_addr(old, &bl->address);
+        struct srv_listener *l = &out->v[out->n];
+        struct tcp_proxy_conf *c;
+
+        l->bl = bl;
+        if (prev != NULL && bootstrap_listener_equal(prev->bl, bl)) {
+            l->conf = tcp_proxy_conf_ref(prev->conf);
+            l->socks = prev->socks;
+            l->socks->refs++;
+            l->stats = listener_stats_ref(prev->stats);
+            out->n++;
+            continue;
+        }
+        if (same_addr != NULL) {
+            l->socks = same_addr->socks;
+            l->socks->refs++;
+        } else {
+            l->socks = listener_socks_open(&bl->address, s->nworkers,
+                                           (int)bl->backlog, err);
+            if (l->socks == NULL) {
+                char *m = NULL;
+                if (asprintf(&m, "listener %s: %s", bl->name,
+                             *err ? *err : "cannot listen") < 0)
+                    m = NULL;
+                free(*err);
+                *err = m;
+                goto fail;
+            }
+        }
+        l->stats = prev != NULL ? listener_stats_ref(prev->stats)
+                                : listener_stats_new(bl->name, s->nworkers);
+        if (l->stats == NULL)
+            goto oom;
+        c = tcp_proxy_conf_new(bl->name, bl->upstreams.v, bl->upstreams.n,
+                               l->stats);
+        if (c == NULL)
+            goto oom;
+        c->connect_timeout_ms = (uint64_t)bl->connect_timeout_ms;
+        c->connect_attempts = (int)bl->connect_attempts;
+        c->idle_timeout_ms = (uint64_t)bl->idle_timeout_ms;
+        c->buffer_size = (size_t)bl->buffer_size;
+        c->access_log = bs->log.access_log;
+        l->conf = c;
+        out->n++;
+        log_info("listener %s: %s on %s, %zu upstream(s)", bl->name,
+                 prev ? "changed" : "added",
+                 addr_format(&bl->address, as, sizeof(as)), bl->upstreams.n);
+        continue;
+oom:
+        if (*err == NULL)
+            *err = strdup("out of memory");
+        out->n++;
+        goto fail;
+    }
+    for (size_t i = 0; i < old->n; i++)
+        if (lset_find_name(out, old->v[i].bl->name) == NULL)
+            log_info("listener %s: removed", old->v[i].bl->name);
+    out->bs = bs;
+    return 0;
+fail:
+    /* Partially built entries hold references like complete ones. */
+    lset_release(out);
+    return -1;
+}
+
+static void stats_view_update(struct server *s)
+{
+    free(s->stats_view);
+    s->stats_view = calloc(s->cur.n ? s->cur.n : 1, sizeof(*s->stats_view));
+    if (s->stats_view == NULL)
+        return;
+    for (size_t i = 0; i < s->cur.n; i++)
+        s->stats_view[i] = s->cur.v[i].stats;
+}
+
+static int publish(struct server *s)
+{
+    for (int w = 0; w < s->nworkers; w++) {
+        struct worker_set *set =
+            malloc(sizeof(*set) + s->cur.n * sizeof(set->v[0]));
+        if (set == NULL)
+            return -1;
+        set->n = s->cur.n;
+        for (size_t i = 0; i < s->cur.n; i++) {
+            set->v[i].conf = s->cur.v[i].conf;
+            set->v[i].fd = listener_socks_fd(s->cur.v[i].socks, w);
+        }
+        if (worker_apply(&s->workers[w], set) < 0) {
+            free(set);
+            return -1;
+        }
+        s->acks_pending++;
+    }
+    return 0;
+}
+
+static void drain_done(struct server *s)
+{
+    log_info("drained; exiting");
+    event_base_loopbreak(s->base);
+}
+
+static void on_worker_event(void *arg, int worker, enum worker_event ev)
+{
+    struct server *s = arg;
+
+    (void)worker;
+    if (s->stopping)
+        return;
+    switch (ev) {
+    case WORKER_APPLIED:
+        if (--s->acks_pending > 0)
+            return;
+        /* Every worker now serves cur: what only old held can go. */
+        lset_release(&s->old);
+        if (s->reload_queued && !s->draining) {
+            s->reload_queued = 0;
+            server_reload(s);
+        }
+        return;
+    case WORKER_STOPPED_ACCEPT:
+        if (++s->stopped_accepting < s->nworkers)
+            return;
+        /* No worker accepts any more: close the sockets so new connections
+         * are refused by the kernel instead of waiting in a backlog. */
+        log_info("drain: listeners closed");
+        if (s->acks_pending == 0)
+            lset_release(&s->old);
+        for (size_t i = 0; i < s->cur.n; i++) {
+            listener_socks_unref(s->cur.v[i].socks);
+            s->cur.v[i].socks = NULL;
+        }
+        return;
+    case WORKER_IDLE:
+        if (++s->idle_workers == s->nworkers)
+            drain_done(s);
+        return;
+    }
+}
+
+static void on_drain_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    struct server *s = arg;
+
+    (void)fd;
+    (void)what;
+    log_warn("drain deadline reached; closing the connections still open");
+    event_base_loopbreak(s->base);
+}
+
+void server_drain(struct server *s, const char *why)
+{
+    int64_t ms = s->cur.bs->drain_timeout_ms;
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+
+    if (s->draining)
+        return;
+    s->draining = 1;
+    log_info("%s: draining (deadline %lld ms)", why, (long long)ms);
+    s->drain_timer = event_new(s->base, -1, 0, on_drain_deadline, s);
+    if (s->drain_timer != NULL)
+        event_add(s->drain_timer, &tv);
+    for (int w = 0; w < s->nworkers; w++)
+        worker_drain(&s->workers[w]);
+}
+
+static void set_reload_error(struct server *s, const char *msg)
+{
+    free(s->last_reload_error);
+    s->last_reload_error = msg ? strdup(msg) : NULL;
+}
+
+void server_reload(struct server *s)
+{
+    struct bootstrap *bs;
+    struct lset next;
+    char *err = NULL;
+    char as1[ADDR_STRLEN];
+
+    if (s->draining) {
+        log_warn("reload ignored while draining");
+        return;
+    }
+    if (s->acks_pending > 0) {
+        /* Workers are still switching to the last set; go once they are. */
+        s->reload_queued = 1;
+        return;
+    }
+    bs = bootstrap_load(s->config_path, &err);
+    if (bs == NULL) {
+        log_error("reload failed, keeping the running configuration:\n%s",
+                  err ? err : "unknown error");
+        s->reloads_failed++;
+        set_reload_error(s, err);
+        free(err);
+        return;
+    }
+    if (bootstrap_workers(bs) != s->nworkers)
+        log_warn("reload: workers stays %d until restart", s->nworkers);
+    if (!addr_equal(&bs->admin.address, &s->cur.bs->admin.address))
+        log_warn("reload: admin.address stays %s until restart",
+                 addr_format(&s->cur.bs->admin.address, as1, sizeof(as1)));
+    if (lset_build(s, bs, &s->cur, &next, &err) < 0) {
+        log_error("reload failed, keeping the running configuration: %s",
+                  err ? err : "unknown error");
+        s->reloads_failed++;
+        set_reload_error(s, err);
+        free(err);
+        bootstrap_free(bs);
+        return;
+    }
+    log_configure((enum log_level)bs->log.level, (enum log_format)bs->log.format,
+                  2);
+    s->old = s->cur;
+    s->cur = next;
+    stats_view_update(s);
+    if (publish(s) < 0)
+        log_error("reload: cannot reach every worker (out of memory)");
+    if (s->acks_pending == 0)
+        lset_release(&s->old);
+    s->reloads_ok++;
+    set_reload_error(s, NULL);
+    log_info("reload: %zu listener(s) in effect", s->cur.n);
+}
+
+/* Admin callbacks. */
+
+static void admin_status(void *arg, struct admin_status *out)
+{
+    struct server *s = arg;
+
+    out->draining = s->draining;
+    out->workers = s->nworkers;
+    out->reloads_ok = s->reloads_ok;
+    out->reloads_failed = s->reloads_failed;
+    out->last_reload_error = s->last_reload_error;
+    out->uptime_ms = clock_ms() - s->start_ms;
+}
+
+static size_t admin_listeners(void *arg, struct listener_stats *const **out)
+{
+    struct server *s = arg;
+
+    *out = s->stats_view;
+    return s->stats_view ? s->cur.n : 0;
+}
+
+static void admin_config(void *arg, struct buf *b)
+{
+    struct server *s = arg;
+
+    bootstrap_to_json(s->cur.bs, b);
+}
+
+static void admin_quit(void *arg)
+{
+    server_drain(arg, "admin /quitquitquit");
+}
+
+struct server *server_new(struct event_base *base, struct bootstrap *bs,
+                          const char *config_path, char **err)
+{
+    struct server *s = calloc(1, sizeof(*s));
+    struct lset empty = {0};
+    struct worker_hooks hooks;
+    struct admin_ops ops = {NULL, admin_status, admin_listeners, admin_config,
+                            admin_quit};
+    char as[ADDR_STRLEN];
+
+    *err = NULL;
+    if (s == NULL) {
+        bootstrap_free(bs);
+        return NULL;
+    }
+    s->base = base;
+    s->start_ms = clock_ms();
+    s->config_path = strdup(config_path);
+    s->nworkers = bootstrap_workers(bs);
+    s->inbox = mq_new(base);
+    s->workers = calloc((size_t)s->nworkers, sizeof(*s->workers));
+    if (s->config_path == NULL || s->inbox == NULL || s->workers == NULL) {
+        bootstrap_free(bs);
+        *err = strdup("out of memory");
+        goto fail;
+    }
+    if (lset_build(s, bs, &empty, &s->cur, err) < 0) {
+        bootstrap_free(bs);
+        goto fail;
+    }
+    stats_view_update(s);
+    ops.arg = s;
+    s->admin = admin_new(base, &bs->admin.address, &ops, err);
+    if (s->admin == NULL) {
+        char *m = NULL;
+        if (asprintf(&m, "admin API: %s", *err ? *err : "cannot start") < 0)
+            m = NULL;
+        free(*err);
+        *err = m;
+        goto fail;
+    }
+    hooks.main = s->inbox;
+    hooks.event = on_worker_event;
+    hooks.arg = s;
+    for (int w = 0; w < s->nworkers; w++) {
+        if (worker_init(&s->workers[w], w, &hooks) < 0 ||
+            worker_start(&s->workers[w]) < 0) {
+            *err = strdup("cannot start worker threads");
+            goto fail;
+        }
+    }
+    if (publish(s) < 0) {
+        *err = strdup("out of memory");
+        goto fail;
+    }
+    log_info("strait %s started: %d worker(s), %zu listener(s), admin on %s",
+             PACKAGE_VERSION, s->nworkers, s->cur.n,
+             addr_format(&bs->admin.address, as, sizeof(as)));
+    return s;
+fail:
+    server_free(s);
+    return NULL;
+}
+
+void server_free(struct server *s)
+{
+    if (s == NULL)
+        return;
+    if (s->workers != NULL) {
+        for (int w = 0; w < s->nworkers; w++)
+            worker_stop(&s->workers[w]);
+        for (int w = 0; w < s->nworkers; w++)
+            worker_dispose(&s->workers[w]);
+    }
+    /* Run what workers posted last so their messages are freed. */
+    s->stopping = 1;
+    if (s->inbox != NULL)
+        mq_drain(s->inbox);
+    mq_free(s->inbox);
+    admin_free(s->admin);
+    if (s->drain_timer != NULL)
+        event_free(s->drain_timer);
+    lset_release(&s->old);
+    /* Drain may have closed cur's sockets already (NULL entries). */
+    lset_release(&s->cur);
+    free(s->stats_view);
+    free(s->last_reload_error);
+    free(s->workers);
+    free(s->config_path);
+    free(s);
+}

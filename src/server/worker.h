@@ -1,0 +1,84 @@
+#ifndef STRAIT_SERVER_WORKER_H
+#define STRAIT_SERVER_WORKER_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "core/list.h"
+
+struct event_base;
+struct event;
+struct mq;
+struct tcp_proxy_conf;
+
+/*
+ * A worker thread: its own event loop, its own listening sockets, its own
+ * sessions. Everything here is touched only by the worker's thread, except
+ * the fields set before the thread starts. The main thread talks to it
+ * through inbox; it answers through the hooks, which post to the main
+ * thread's queue.
+ */
+struct worker_slot {
+    struct tcp_proxy_conf *conf;
+    int fd;
+};
+
+/* The listeners a worker should serve; allocated by the main thread, freed
+ * by the worker once applied. The main thread keeps every conf alive until
+ * the worker acknowledges. */
+struct worker_set {
+    size_t n;
+    struct worker_slot v[];
+};
+
+enum worker_event {
+    WORKER_APPLIED,       /* a worker_set is in effect */
+    WORKER_STOPPED_ACCEPT, /* drain: the worker accepts nothing more */
+    WORKER_IDLE,           /* drain: the worker's last session ended */
+};
+
+struct worker_hooks {
+    struct mq *main;
+    /* Runs on the main thread. */
+    void (*event)(void *arg, int worker, enum worker_event ev);
+    void *arg;
+};
+
+struct worker {
+    int id;
+    pthread_t thread;
+    int running;
+    struct event_base *base;
+    struct mq *inbox;
+    struct worker_hooks hooks;
+    struct list proxies;   /* accepting */
+    struct list retired;   /* no longer accepting, sessions still open */
+    struct list dead;      /* idle retired proxies, freed on the next turn */
+    struct event *reap_ev;
+    int draining;
+    int idle_sent;
+};
+
+/* worker_init() prepares worker id; 0 or -1. The thread is not started. */
+int worker_init(struct worker *w, int id, const struct worker_hooks *hooks);
+
+/* worker_start() starts the thread; 0 or -1 with errno. */
+int worker_start(struct worker *w);
+
+/* worker_apply() hands the worker a new set of listeners (ownership of set
+ * passes to the worker). Any thread. */
+int worker_apply(struct worker *w, struct worker_set *set);
+
+/* worker_drain() tells the worker to stop accepting and report when its
+ * sessions are gone. Any thread. */
+int worker_drain(struct worker *w);
+
+/* worker_stop() ends the worker's loop, closing whatever is still open, and
+ * joins the thread. Main thread. */
+void worker_stop(struct worker *w);
+
+/* worker_dispose() frees what worker_init() allocated; the thread must have
+ * been stopped (or never started). */
+void worker_dispose(struct worker *w);
+
+#endif
