@@ -118,8 +118,12 @@ static int decode_scalar(struct conf_ctx *ctx, const struct conf_key *k,
     int64_t v;
 
     if (node->type != YNODE_SCALAR) {
-        CTX_ERR(ctx, node, path, "expected a %s, got %s", type_name(k->type),
-                ynode_type_name(node));
+        /* YAML reads a bare [::1]:80 as a list: say so. */
+        CTX_ERR(ctx, node, path, "expected a %s, got %s%s", type_name(k->type),
+                ynode_type_name(node),
+                k->type == CONF_ADDR && node->type == YNODE_SEQ
+                    ? " (quote IPv6 addresses: \"[::1]:80\")"
+                    : "");
         return -1;
     }
     if (yscalar_is_null(node)) {

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages strait needs to build (and, with --test, to
+# run every test), only those missing; sudo only when not root.
+set -euo pipefail
+
+build_pkgs=(gcc make autoconf automake pkg-config
+    libevent-dev android-libboringssl-dev libnghttp2-dev liblua5.4-dev
+    libmaxminddb-dev libyaml-dev libcmocka-dev)
+test_pkgs=(python3 python3-pytest python3-prometheus-client curl
+    clang-14 libclang-rt-14-dev)
+
+pkgs=("${build_pkgs[@]}")
+if [ "${1:-}" = "--test" ]; then
+    pkgs+=("${test_pkgs[@]}")
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+        missing+=("$p")
+    fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+    sudo="sudo"
+fi
+echo "installing: ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,268 @@
+"""Shared fixtures: start strait on random loopback ports, stop it by PID.
+
+Every process and thread a test starts is stopped at teardown; every wait
+is a bounded poll for a condition, never a sleep standing in for one.
+"""
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+STRAIT = os.environ.get("STRAIT_BIN") or str(
+    pathlib.Path(__file__).resolve().parents[2] / "strait")
+SRCDIR = os.environ.get("STRAIT_SRCDIR") or str(
+    pathlib.Path(__file__).resolve().parents[2])
+
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                     "runtime error:", "WARNING: ThreadSanitizer")
+
+
+def free_port(host="127.0.0.1"):
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(fam, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def wait_for(cond, timeout=10.0, what="condition", interval=0.02):
+    """Polls cond() until it is truthy; fails the test after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+class Strait:
+    """One strait process with a bootstrap file in tmp_path."""
+
+    def __init__(self, tmp_path, listeners_yaml="", workers=2, extra=""):
+        self.tmp = tmp_path
+        self.admin_port = free_port()
+        self.config = tmp_path / "strait.yaml"
+        self.log_path = tmp_path / "strait.log"
+        self.workers = workers
+        self.write_config(listeners_yaml, extra)
+        self.proc = None
+
+    def write_config(self, listeners_yaml, extra="", raw=None):
+        text = raw if raw is not None else (
+            f"workers: {self.workers}\n"
+            f"admin: {{address: 127.0.0.1:{self.admin_port}}}\n"
+            f"{extra}"
+            f"listeners:\n{listeners_yaml}\n")
+        # Write and rename so a reload never reads half a file.
+        tmp = self.config.with_suffix(".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, self.config)
+
+    def start(self, wait=True):
+        self.logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([STRAIT, "run", "-c", str(self.config)],
+                                     stdout=self.logf, stderr=self.logf)
+        if wait:
+            wait_for(self.ready_or_dead, 15, "strait to become ready")
+            assert self.proc.poll() is None, self.log()
+        return self
+
+    def ready_or_dead(self):
+        if self.proc.poll() is not None:
+            raise AssertionError(f"strait exited with {self.proc.returncode}:\n{self.log()}")
+        try:
+            return self.get("/healthz/ready")[0] == 200
+        except OSError:
+            return False
+
+    def log(self):
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.admin_port}{path}"
+
+    def get(self, path, method="GET"):
+        req = urllib.request.Request(self.url(path), method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return r.status, r.read().decode(), dict(r.headers)
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode(), dict(e.headers)
+
+    def stats(self):
+        code, body, _ = self.get("/stats")
+        assert code == 200
+        out = {}
+        for line in body.splitlines():
+            k, _, v = line.partition(": ")
+            try:
+                out[k] = int(v)
+            except ValueError:
+                out[k] = v
+        return out
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout=30):
+        """SIGTERM and wait; returns the exit code."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=timeout)
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        if getattr(self, "logf", None):
+            self.logf.close()
+
+    def assert_clean_log(self):
+        text = self.log()
+        for marker in SANITIZER_MARKERS:
+            assert marker not in text, text
+
+
+@pytest.fixture
+def strait_factory(tmp_path):
+    made = []
+
+    def make(listeners_yaml="", **kw):
+        s = Strait(tmp_path, listeners_yaml, **kw)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        code = None
+        if s.proc is not None and s.proc.poll() is None:
+            try:
+                code = s.stop(timeout=30)
+            except subprocess.TimeoutExpired:
+                s.kill()
+                raise AssertionError("strait did not exit on SIGTERM")
+        s.kill()
+        s.assert_clean_log()
+        if code is not None:
+            assert code == 0, s.log()
+
+
+class Upstream:
+    """A threaded TCP server on loopback (or unix) with a handler per
+    connection; stopped at teardown."""
+
+    def __init__(self, handler, family=socket.AF_INET, host="127.0.0.1", path=None):
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        if family == socket.AF_UNIX:
+            self.sock.bind(path)
+            self.addr = f"unix:{path}"
+        else:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.sock.bind((host, 0))
+            port = self.sock.getsockname()[1]
+            self.port = port
+            self.addr = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
+        self.sock.listen(512)
+        self.sock.settimeout(0.2)
+        self.handler = handler
+        self.stopped = threading.Event()
+        self.conns = 0
+        self.threads = []
+        self.errors = []
+        self.t = threading.Thread(target=self.loop, daemon=True)
+        self.t.start()
+
+    def loop(self):
+        while not self.stopped.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            self.conns += 1
+            c.settimeout(30)
+            t = threading.Thread(target=self.run_handler, args=(c,), daemon=True)
+            self.threads.append(t)
+            t.start()
+
+    def run_handler(self, c):
+        try:
+            self.handler(c)
+        except Exception as e:  # reported at stop()
+            self.errors.append(repr(e))
+        finally:
+            c.close()
+
+    def stop(self):
+        self.stopped.set()
+        self.t.join(5)
+        self.sock.close()
+        for t in self.threads:
+            t.join(5)
+
+
+def echo_handler(c):
+    while True:
+        d = c.recv(65536)
+        if not d:
+            return
+        c.sendall(d)
+
+
+@pytest.fixture
+def upstream_factory():
+    made = []
+
+    def make(handler=echo_handler, **kw):
+        u = Upstream(handler, **kw)
+        made.append(u)
+        return u
+
+    yield make
+    for u in made:
+        u.stop()
+
+
+def connect(port, host="127.0.0.1", timeout=10):
+    s = socket.create_connection((host, port), timeout=timeout)
+    return s
+
+
+def recv_exact(s, n):
+    out = bytearray()
+    while len(out) < n:
+        d = s.recv(n - len(out))
+        if not d:
+            break
+        out += d
+    return bytes(out)
+
+
+def recv_all(s):
+    out = bytearray()
+    while True:
+        d = s.recv(65536)
+        if not d:
+            return bytes(out)
+        out += d
