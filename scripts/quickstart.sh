@@ -41,4 +41,4 @@ strait is starting with $home/strait.yaml
          curl http://127.0.0.1:15000/stats
   stop:  Ctrl-C
 MSG
-"$top/strait" run -c "$home/strait.yaml"
+"$top/build/strait" run -c "$home/strait.yaml"

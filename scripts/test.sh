@@ -14,19 +14,24 @@ step() { printf '\n=== %s\n' "$*"; }
 step "dependencies and -Werror build"
 DEPS_FLAGS=--test bash scripts/build.sh --enable-werror
 
+check() {
+    make -C "$1" -j"$jobs" check || {
+        find "$1/tests" -name '*.log' -newer "$1/Makefile" -exec tail -n 60 {} +
+        exit 1
+    }
+}
+
 step "unit and integration tests"
-make -j"$jobs" check || { cat test-suite.log 2>/dev/null | tail -200; exit 1; }
+check build
 
 step "unit and integration tests under ASan+UBSan"
-mkdir -p build-asan
-( cd build-asan && "$top/configure" --enable-werror --enable-sanitizers -q \
-    && make -j"$jobs" \
-    && { make -j"$jobs" check || { tail -200 test-suite.log; exit 1; }; } )
+BUILD_DIR="$top/build-asan" bash scripts/build.sh --enable-werror --enable-sanitizers
+check build-asan
 
 step "fuzz targets, ${fuzz_seconds}s each"
-BUILDDIR="$top" bash tests/fuzz/run.sh "$fuzz_seconds"
+BUILDDIR="$top/build" bash tests/fuzz/run.sh "$fuzz_seconds"
 
 step "make distcheck"
-make -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror
+make -C build -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror
 
 step "all tests passed"

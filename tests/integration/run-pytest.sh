@@ -5,7 +5,10 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 : "${STRAIT_SRCDIR:=$(cd "$here/../.." && pwd)}"
-: "${STRAIT_BIN:=$STRAIT_SRCDIR/strait}"
+if [ -z "${STRAIT_BIN:-}" ]; then
+    STRAIT_BIN="$STRAIT_SRCDIR/build/strait"
+    [ -x "$STRAIT_BIN" ] || STRAIT_BIN="$STRAIT_SRCDIR/strait"
+fi
 export STRAIT_BIN STRAIT_SRCDIR
 # Debian's python3-pytest belongs to /usr/bin/python3, which may not be the
 # python3 first on PATH.
