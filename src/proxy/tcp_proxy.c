@@ -21,6 +21,8 @@
 
 #define ACCEPT_BATCH 64
 #define ACCEPT_PAUSE_MS 100
+/* Free relay buffers a worker keeps per listener for the next sessions. */
+#define POOL_KEEP 32
 
 /*
  * A relayed TCP session. Two bounded buffers carry the two directions; a
@@ -159,6 +161,8 @@ static void session_close(struct tcp_session *s, const char *reason)
     }
     close(s->dfd);
     s->dfd = -1;
+    bufpool_drain(&p->pool, &s->d2u);
+    bufpool_drain(&p->pool, &s->u2d);
     buf_dispose(&s->d2u);
     buf_dispose(&s->u2d);
     if (p->conf->access_log)
@@ -190,7 +194,7 @@ static int flush(struct tcp_session *s, struct buf *b, int fd, uint64_t *cnt,
         session_close(s, reason);
         return -1;
     }
-    buf_release_if_empty(b);
+    bufpool_drain(&s->p->pool, b);
     return 0;
 }
 
@@ -223,9 +227,14 @@ static void flush_down(struct tcp_session *s)
 static void on_down_read(evutil_socket_t fd, short what, void *arg)
 {
     struct tcp_session *s = arg;
-    ssize_t n = buf_read_fd(&s->d2u, fd);
+    ssize_t n;
 
     (void)what;
+    if (bufpool_fill(&s->p->pool, &s->d2u) < 0) {
+        session_close(s, "out_of_memory");
+        return;
+    }
+    n = buf_read_fd(&s->d2u, fd);
     if (n > 0) {
         s->bytes_in += (uint64_t)n;
         s->last_ms = clock_ms();
@@ -245,9 +254,14 @@ static void on_down_read(evutil_socket_t fd, short what, void *arg)
 static void on_up_read(evutil_socket_t fd, short what, void *arg)
 {
     struct tcp_session *s = arg;
-    ssize_t n = buf_read_fd(&s->u2d, fd);
+    ssize_t n;
 
     (void)what;
+    if (bufpool_fill(&s->p->pool, &s->u2d) < 0) {
+        session_close(s, "out_of_memory");
+        return;
+    }
+    n = buf_read_fd(&s->u2d, fd);
     if (n > 0) {
         s->up_in += (uint64_t)n;
         s->last_ms = clock_ms();
@@ -537,6 +551,7 @@ struct tcp_proxy *tcp_proxy_new(struct event_base *base, int worker, int fd,
     p->arg = arg;
     LIST_INIT(&p->sessions);
     LIST_INIT(&p->dead);
+    bufpool_init(&p->pool, conf->buffer_size, POOL_KEEP);
     LIST_INIT(&p->link);
     p->reap_ev = event_new(base, -1, 0, reap, p);
     p->resume_ev = event_new(base, -1, 0, on_accept_resume, p);
@@ -583,6 +598,7 @@ void tcp_proxy_free(struct tcp_proxy *p)
     if (p->resume_ev != NULL)
         event_free(p->resume_ev);
     list_del(&p->link);
+    bufpool_dispose(&p->pool);
     tcp_proxy_conf_unref(p->conf);
     free(p);
 }

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "core/addr.h"
+#include "core/bufpool.h"
 #include "core/list.h"
 
 struct event;
@@ -54,6 +55,7 @@ struct tcp_proxy {
     size_t rr;
     size_t active;
     struct list sessions;
+    struct bufpool pool; /* relay buffers of conf->buffer_size */
     struct list dead; /* closed sessions freed on the next loop turn */
     struct list link; /* owner's list */
     void (*on_idle)(struct tcp_proxy *p, void *arg);

@@ -1,0 +1,61 @@
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "core/buf.h"
+#include "core/bufpool.h"
+
+void bufpool_init(struct bufpool *p, size_t size, size_t keep)
+{
+    p->size = size;
+    p->keep = keep;
+    p->n = 0;
+    p->free = NULL;
+}
+
+void bufpool_dispose(struct bufpool *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        free(p->free[i]);
+    free(p->free);
+    p->free = NULL;
+    p->n = 0;
+}
+
+int bufpool_fill(struct bufpool *p, struct buf *b)
+{
+    void *mem;
+
+    if (b->data != NULL)
+        return 0;
+    if (p->n > 0) {
+        mem = p->free[--p->n];
+    } else {
+        mem = malloc(p->size);
+        if (mem == NULL)
+            return -1;
+    }
+    b->data = mem;
+    b->alloc = p->size < b->max ? p->size : b->max;
+    b->head = b->tail = 0;
+    return 0;
+}
+
+void bufpool_drain(struct bufpool *p, struct buf *b)
+{
+    if (b->data == NULL || buf_len(b) != 0)
+        return;
+    /* Only buffers of the pool's size may come back to it. */
+    if (b->alloc == p->size && (p->free != NULL || p->keep > 0)) {
+        if (p->free == NULL)
+            p->free = calloc(p->keep, sizeof(*p->free));
+        if (p->free != NULL && p->n < p->keep) {
+            p->free[p->n++] = b->data;
+            b->data = NULL;
+        }
+    }
+    if (b->data != NULL)
+        free(b->data);
+    b->data = NULL;
+    b->head = b->tail = b->alloc = 0;
+}

@@ -1,0 +1,33 @@
+#ifndef STRAIT_CORE_BUFPOOL_H
+#define STRAIT_CORE_BUFPOOL_H
+
+#include <stddef.h>
+
+struct buf;
+
+/*
+ * A free list of equal-sized I/O buffers, one per thread and size, in the
+ * manner of HAProxy's pools: a relay returns its buffer the moment it runs
+ * empty, so idle sessions hold no buffer memory, and the next read takes a
+ * buffer back without a trip through malloc. At most `keep` free buffers
+ * are retained; the rest are freed. Not thread-safe by design.
+ */
+struct bufpool {
+    size_t size;
+    size_t keep;
+    size_t n;
+    void **free;
+};
+
+void bufpool_init(struct bufpool *p, size_t size, size_t keep);
+void bufpool_dispose(struct bufpool *p);
+
+/* bufpool_fill() gives b (which must hold no storage) a buffer of the
+ * pool's size; 0, or -1 when memory is short. */
+int bufpool_fill(struct bufpool *p, struct buf *b);
+
+/* bufpool_drain() takes b's storage back if b is empty; a no-op if b
+ * still holds bytes or no storage. */
+void bufpool_drain(struct bufpool *p, struct buf *b);
+
+#endif
