@@ -110,7 +110,10 @@ static int lset_build(struct server *s, struct bootstrap *bs,
         struct tcp_proxy_conf *c;
 
         l->bl = bl;
-        if (prev != NULL && bootstrap_listener_equal(prev->bl, bl)) {
+        /* Settings from outside the listener's own block that its compiled
+         * conf carries count too. */
+        if (prev != NULL && bootstrap_listener_equal(prev->bl, bl) &&
+            prev->conf->access_log == bs->log.access_log) {
             l->conf = tcp_proxy_conf_ref(prev->conf);
             l->socks = prev->socks;
             l->socks->refs++;

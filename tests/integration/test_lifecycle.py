@@ -187,3 +187,43 @@ def test_sighup_with_bad_file_keeps_running_config(strait_factory, upstream_fact
     st.signal(signal.SIGHUP)
     wait_for(lambda: st.stats()["server.reloads_ok"] == 1, 10, "reload")
     assert "last reload failed" not in st.get("/healthz/ready")[1]
+
+
+def test_sighup_applies_log_level_and_format(strait_factory, upstream_factory):
+    up = upstream_factory()
+    port = free_port()
+    st = strait_factory(lst("lv", port, up.addr)).start()
+    with connect(port) as c:
+        assert echo_ok(c)
+    wait_for(lambda: st.log().count("tcp_session") == 1, 10, "access log")
+    # warn hides the info-level access log.
+    st.write_config(lst("lv", port, up.addr), extra="log: {level: warn}\n")
+    st.signal(signal.SIGHUP)
+    wait_for(lambda: st.stats()["server.reloads_ok"] == 1, 10, "reload")
+    with connect(port) as c:
+        assert echo_ok(c)
+    wait_for(lambda: st.stats()["listener.lv.downstream_cx_destroy"] == 2, 10, "close")
+    assert st.log().count("tcp_session") == 1
+    # json switches the format of the next lines.
+    st.write_config(lst("lv", port, up.addr), extra="log: {format: json}\n")
+    st.signal(signal.SIGHUP)
+    wait_for(lambda: st.stats()["server.reloads_ok"] == 2, 10, "reload")
+    with connect(port) as c:
+        assert echo_ok(c)
+    import json
+    line = wait_for(lambda: [l for l in st.log().splitlines()
+                             if l.startswith("{") and "tcp_session" in l], 10, "json line")[0]
+    assert json.loads(line)["listener"] == "lv"
+
+
+def test_sighup_turns_access_log_off(strait_factory, upstream_factory):
+    up = upstream_factory()
+    port = free_port()
+    st = strait_factory(lst("al", port, up.addr)).start()
+    st.write_config(lst("al", port, up.addr), extra="log: {accessLog: false}\n")
+    st.signal(signal.SIGHUP)
+    wait_for(lambda: st.stats()["server.reloads_ok"] == 1, 10, "reload")
+    with connect(port) as c:
+        assert echo_ok(c)
+    wait_for(lambda: st.stats()["listener.al.downstream_cx_destroy"] == 1, 10, "close")
+    assert "tcp_session" not in st.log()
