@@ -22,6 +22,7 @@
 static const char *const log_levels[] = {"debug", "info", "warn", "error",
                                          NULL};
 static const char *const log_formats[] = {"text", "json", NULL};
+static const char *const listener_protocols[] = {"tcp", "http", NULL};
 
 /* workers: "auto" or a count. */
 static int parse_workers(const char *s, size_t n, void *dst, const char **why)
@@ -80,9 +81,20 @@ static const struct conf_key listener_keys[] = {
     {"address", CONF_ADDR, OFF(struct bootstrap_listener, address), 0, 0, NULL,
      "address to listen on: IP:PORT, [IPV6]:PORT or unix:/PATH (required)",
      NULL, NULL, NULL, NULL},
+    {"protocol", CONF_ENUM, OFF(struct bootstrap_listener, protocol), 0, 0,
+     "tcp", "tcp (relay bytes to upstreams) or http (route by routes)",
+     listener_protocols, NULL, NULL, NULL},
     {"upstreams", CONF_ADDR_LIST, OFF(struct bootstrap_listener, upstreams), 0,
-     1024, NULL, "upstream addresses, used round robin (required)", NULL, NULL,
-     NULL, NULL},
+     1024, NULL, "tcp: upstream addresses, used round robin (required)", NULL,
+     NULL, NULL, NULL},
+    {"tls", CONF_SECTION, OFF(struct bootstrap_listener, tls), 0, 0, NULL,
+     "http: terminate TLS (when certificates are given)", NULL,
+     &bootstrap_tls_section, NULL, NULL},
+    {"http", CONF_SECTION, OFF(struct bootstrap_listener, http), 0, 0, NULL,
+     "http: protocol settings", NULL, &bootstrap_http_section, NULL, NULL},
+    {"routes", CONF_LIST, OFF(struct bootstrap_listener, routes), 0, 100000,
+     NULL, "http: host/path-prefix routes to clusters, first match wins", NULL,
+     &bootstrap_route_section, NULL, NULL},
     {"connectTimeout", CONF_DURATION,
      OFF(struct bootstrap_listener, connect_timeout_ms), 1, 3600 * 1000, "5s",
      "time allowed for one upstream connection attempt", NULL, NULL, NULL,
@@ -145,7 +157,10 @@ static const struct conf_key bootstrap_keys[] = {
      "on SIGTERM, how long open connections may finish before exit", NULL,
      NULL, NULL, NULL},
     {"listeners", CONF_LIST, OFF(struct bootstrap, listeners), 0, 4096, NULL,
-     "plain TCP listeners", NULL, &listener_section, NULL, NULL},
+     "TCP and HTTP listeners", NULL, &listener_section, NULL, NULL},
+    {"clusters", CONF_LIST, OFF(struct bootstrap, clusters), 0, 100000, NULL,
+     "upstream clusters that HTTP routes send to", NULL,
+     &bootstrap_cluster_section, NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -190,7 +205,7 @@ static int bootstrap_validate(const struct bootstrap *bs, const char *file,
             conf_error(errs, file, line, col, path, "missing key 'address'");
             nerr++;
         }
-        if (l->upstreams.n == 0) {
+        if (l->protocol == BOOTSTRAP_TCP && l->upstreams.n == 0) {
             conf_error(errs, file, line, col, path,
                        "missing key 'upstreams' (at least one address)");
             nerr++;
@@ -217,6 +232,7 @@ static int bootstrap_validate(const struct bootstrap *bs, const char *file,
             nerr++;
         }
     }
+    nerr += bootstrap_http_validate(bs, file, errs);
     if (addr_family(&bs->admin.address) == AF_UNIX) {
         conf_error(errs, file, 0, 0, "admin.address",
                    "the admin API listens on TCP only");
@@ -345,20 +361,42 @@ int bootstrap_workers(const struct bootstrap *bs)
     return (int)n;
 }
 
+/* Two listeners are equal when their effective settings print the same:
+ * comparing the JSON dump keeps this right as keys are added. */
+static int section_equal(const struct conf_section *sec, const void *a,
+                         const void *b)
+{
+    struct buf ja, jb;
+    int eq;
+
+    buf_init(&ja, 16 * 1024 * 1024);
+    buf_init(&jb, 16 * 1024 * 1024);
+    conf_to_json(sec, a, &ja);
+    conf_to_json(sec, b, &jb);
+    eq = buf_len(&ja) == buf_len(&jb) &&
+         memcmp(buf_ptr(&ja), buf_ptr(&jb), buf_len(&ja)) == 0;
+    buf_dispose(&ja);
+    buf_dispose(&jb);
+    return eq;
+}
+
 int bootstrap_listener_equal(const struct bootstrap_listener *a,
                              const struct bootstrap_listener *b)
 {
-    if (strcmp(a->name, b->name) != 0 || !addr_equal(&a->address, &b->address))
+    return section_equal(&listener_section, a, b);
+}
+
+int bootstrap_clusters_equal(const struct bootstrap *a,
+                             const struct bootstrap *b)
+{
+    if (a->clusters.n != b->clusters.n)
         return 0;
-    if (a->upstreams.n != b->upstreams.n)
-        return 0;
-    for (size_t i = 0; i < a->upstreams.n; i++)
-        if (!addr_equal(&a->upstreams.v[i], &b->upstreams.v[i]))
+    for (size_t i = 0; i < a->clusters.n; i++)
+        if (!section_equal(&bootstrap_cluster_section,
+                           bootstrap_cluster_at(a, i),
+                           bootstrap_cluster_at(b, i)))
             return 0;
-    return a->connect_timeout_ms == b->connect_timeout_ms &&
-           a->connect_attempts == b->connect_attempts &&
-           a->idle_timeout_ms == b->idle_timeout_ms &&
-           a->buffer_size == b->buffer_size && a->backlog == b->backlog;
+    return 1;
 }
 
 void bootstrap_to_json(const struct bootstrap *bs, struct buf *b)

@@ -22,11 +22,91 @@ struct bootstrap_node {
     char *locality;
 };
 
+enum bootstrap_protocol { BOOTSTRAP_TCP, BOOTSTRAP_HTTP };
+
+/* Istio's TLS version names. */
+enum bootstrap_tls_version {
+    BOOTSTRAP_TLS_AUTO,
+    BOOTSTRAP_TLSV1_0,
+    BOOTSTRAP_TLSV1_1,
+    BOOTSTRAP_TLSV1_2,
+    BOOTSTRAP_TLSV1_3,
+};
+
+struct bootstrap_cert {
+    struct conf_mark mark;
+    char *cert; /* PEM chain, leaf first */
+    char *key;
+};
+
+/* Server TLS of a listener, with the names of Istio's ServerTLSSettings. */
+struct bootstrap_tls {
+    struct conf_list certificates; /* struct bootstrap_cert */
+    int min_version;
+    int max_version;
+    struct conf_strs cipher_suites;
+    struct conf_strs alpn;
+    int64_t reload_interval_ms;
+};
+
+enum bootstrap_underscores {
+    BOOTSTRAP_US_ALLOW,
+    BOOTSTRAP_US_REJECT,
+    BOOTSTRAP_US_DROP,
+};
+
+struct bootstrap_http {
+    int64_t max_head_bytes;
+    int64_t max_headers;
+    int underscores;
+    int64_t max_concurrent_streams;
+    int64_t stream_window;
+    int64_t connection_window;
+    int64_t xff_trusted_hops;
+    int64_t idle_timeout_ms;
+    int64_t headers_timeout_ms;
+    int64_t body_buffer;
+    int h2c; /* accept h2c prior knowledge on plaintext */
+};
+
+/* A static route, until VirtualServices: first match wins. */
+struct bootstrap_route {
+    struct conf_mark mark;
+    char *host;        /* exact, *.suffix, or * */
+    char *path_prefix;
+    char *cluster;
+    int64_t timeout_ms; /* 0: none */
+};
+
+enum bootstrap_upstream_protocol { BOOTSTRAP_UP_HTTP1, BOOTSTRAP_UP_HTTP2 };
+
+struct bootstrap_upstream_tls {
+    int enabled;
+    char *sni;
+    char *ca_certificates; /* verify against these; empty: system roots */
+    int insecure_skip_verify;
+};
+
+struct bootstrap_cluster {
+    struct conf_mark mark;
+    char *name;
+    struct conf_addrs endpoints;
+    int protocol;
+    int64_t connect_timeout_ms;
+    int64_t idle_timeout_ms;
+    int64_t max_requests_per_connection;
+    struct bootstrap_upstream_tls tls;
+};
+
 struct bootstrap_listener {
     struct conf_mark mark;
     char *name;
     struct addr address;
+    int protocol;
     struct conf_addrs upstreams;
+    struct bootstrap_tls tls;
+    struct bootstrap_http http;
+    struct conf_list routes; /* struct bootstrap_route */
     int64_t connect_timeout_ms;
     int64_t connect_attempts;
     int64_t idle_timeout_ms;
@@ -54,7 +134,26 @@ struct bootstrap {
     struct bootstrap_log log;
     int64_t drain_timeout_ms;
     struct conf_list listeners; /* struct bootstrap_listener */
+    struct conf_list clusters;  /* struct bootstrap_cluster */
 };
+
+/* Tables and checks of the HTTP parts, in bootstrap-http.c. */
+extern const struct conf_section bootstrap_tls_section;
+extern const struct conf_section bootstrap_http_section;
+extern const struct conf_section bootstrap_route_section;
+extern const struct conf_section bootstrap_cluster_section;
+int bootstrap_http_validate(const struct bootstrap *bs, const char *file,
+                            struct buf *errs);
+
+static inline struct bootstrap_cluster *
+bootstrap_cluster_at(const struct bootstrap *bs, size_t i)
+{
+    return &((struct bootstrap_cluster *)bs->clusters.v)[i];
+}
+
+/* bootstrap_find_cluster() returns the cluster called name, or NULL. */
+const struct bootstrap_cluster *bootstrap_find_cluster(const struct bootstrap *bs,
+                                                       const char *name);
 
 extern const struct conf_section bootstrap_section;
 
@@ -85,6 +184,10 @@ int bootstrap_workers(const struct bootstrap *bs);
  * same, so a reload can leave the running one alone. */
 int bootstrap_listener_equal(const struct bootstrap_listener *a,
                              const struct bootstrap_listener *b);
+
+/* bootstrap_clusters_equal() is true when both define the same clusters. */
+int bootstrap_clusters_equal(const struct bootstrap *a,
+                             const struct bootstrap *b);
 
 void bootstrap_to_json(const struct bootstrap *bs, struct buf *b);
 

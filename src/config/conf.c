@@ -72,6 +72,8 @@ static const char *type_name(enum conf_type t)
         return "address";
     case CONF_ADDR_LIST:
         return "list of addresses";
+    case CONF_STR_LIST:
+        return "list of strings";
     case CONF_STR_MAP:
         return "map of strings";
     case CONF_SECTION:
@@ -231,6 +233,7 @@ static int decode_key(struct conf_ctx *ctx, const struct conf_key *k,
             return 0;
         return decode_section(ctx, k->sub, node, dst, path);
     case CONF_ADDR_LIST:
+    case CONF_STR_LIST:
     case CONF_LIST:
     case CONF_STR_MAP:
         break;
@@ -275,8 +278,9 @@ static int decode_key(struct conf_ctx *ctx, const struct conf_key *k,
     }
     {
         size_t n = node ? node->n : 0;
-        size_t esz = k->type == CONF_LIST ? k->sub->elem_size
-                                          : sizeof(struct addr);
+        size_t esz = k->type == CONF_LIST       ? k->sub->elem_size
+                     : k->type == CONF_STR_LIST ? sizeof(char *)
+                                                : sizeof(struct addr);
         char *arr;
         int bad = 0;
 
@@ -297,6 +301,19 @@ static int decode_key(struct conf_ctx *ctx, const struct conf_key *k,
         arr = calloc(n, esz);
         if (arr == NULL)
             return -1;
+        if (k->type == CONF_STR_LIST) {
+            struct conf_strs *sl = (struct conf_strs *)(void *)dst;
+            static const struct conf_key str_key = {.type = CONF_STR};
+            sl->v = (char **)(void *)arr;
+            sl->n = n;
+            for (size_t i = 0; i < n; i++) {
+                path_fmt(sub, "%s[%zu]", path, i);
+                if (decode_scalar(ctx, &str_key, node->items[i],
+                                  arr + i * esz, sub) < 0)
+                    bad = -1;
+            }
+            return bad;
+        }
         if (k->type == CONF_ADDR_LIST) {
             struct conf_addrs *al = (struct conf_addrs *)(void *)dst;
             static const struct conf_key addr_key = {.type = CONF_ADDR};
@@ -428,6 +445,15 @@ static void free_value(const struct conf_key *k, char *p)
         al->n = 0;
         break;
     }
+    case CONF_STR_LIST: {
+        struct conf_strs *sl = (struct conf_strs *)(void *)p;
+        for (size_t i = 0; i < sl->n; i++)
+            free(sl->v[i]);
+        free(sl->v);
+        sl->v = NULL;
+        sl->n = 0;
+        break;
+    }
     case CONF_STR_MAP: {
         struct conf_strmap *m = (struct conf_strmap *)(void *)p;
         for (size_t i = 0; i < m->n; i++) {
@@ -506,6 +532,16 @@ static void value_json(const struct conf_key *k, const char *p, struct buf *b)
         for (size_t j = 0; j < al->n; j++) {
             buf_puts(b, j ? "," : "");
             json_str(b, addr_format(&al->v[j], tmp, sizeof(tmp)));
+        }
+        buf_puts(b, "]");
+        break;
+    }
+    case CONF_STR_LIST: {
+        const struct conf_strs *sl = (const void *)p;
+        buf_puts(b, "[");
+        for (size_t j = 0; j < sl->n; j++) {
+            buf_puts(b, j ? "," : "");
+            json_str(b, sl->v[j]);
         }
         buf_puts(b, "]");
         break;

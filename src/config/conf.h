@@ -24,6 +24,7 @@ struct ynode;
  *   CONF_ENUM      int               index into enums[]
  *   CONF_ADDR      struct addr
  *   CONF_ADDR_LIST struct conf_addrs
+ *   CONF_STR_LIST  struct conf_strs
  *   CONF_STR_MAP   struct conf_strmap
  *   CONF_SECTION   an embedded struct described by sub
  *   CONF_LIST      struct conf_list of elements described by sub
@@ -38,6 +39,7 @@ enum conf_type {
     CONF_ENUM,
     CONF_ADDR,
     CONF_ADDR_LIST,
+    CONF_STR_LIST,
     CONF_STR_MAP,
     CONF_SECTION,
     CONF_LIST,
@@ -46,6 +48,11 @@ enum conf_type {
 
 struct conf_addrs {
     struct addr *v;
+    size_t n;
+};
+
+struct conf_strs {
+    char **v;
     size_t n;
 };
 

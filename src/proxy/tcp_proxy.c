@@ -531,18 +531,21 @@ static void reap(evutil_socket_t fd, short what, void *arg)
         free(s);
     }
     if (p->accept_ev == NULL && p->active == 0 && p->on_idle != NULL)
-        p->on_idle(p, p->arg);
+        p->on_idle(&p->pl, p->arg);
 }
 
 struct tcp_proxy *tcp_proxy_new(struct event_base *base, int worker, int fd,
                                 struct tcp_proxy_conf *conf,
-                                void (*on_idle)(struct tcp_proxy *, void *),
-                                void *arg)
+                                plistener_idle_fn on_idle, void *arg)
 {
     struct tcp_proxy *p = calloc(1, sizeof(*p));
 
     if (p == NULL)
         return NULL;
+    p->pl.ops = &tcp_proxy_ops;
+    p->pl.conf = conf;
+    p->pl.fd = fd;
+    LIST_INIT(&p->pl.link);
     p->base = base;
     p->worker = worker;
     p->fd = fd;
@@ -552,7 +555,6 @@ struct tcp_proxy *tcp_proxy_new(struct event_base *base, int worker, int fd,
     LIST_INIT(&p->sessions);
     LIST_INIT(&p->dead);
     bufpool_init(&p->pool, conf->buffer_size, POOL_KEEP);
-    LIST_INIT(&p->link);
     p->reap_ev = event_new(base, -1, 0, reap, p);
     p->resume_ev = event_new(base, -1, 0, on_accept_resume, p);
     p->accept_ev = event_new(base, fd, EV_READ | EV_PERSIST, on_accept, p);
@@ -597,8 +599,30 @@ void tcp_proxy_free(struct tcp_proxy *p)
         event_free(p->reap_ev);
     if (p->resume_ev != NULL)
         event_free(p->resume_ev);
-    list_del(&p->link);
+    list_del(&p->pl.link);
     bufpool_dispose(&p->pool);
     tcp_proxy_conf_unref(p->conf);
     free(p);
 }
+
+static struct plistener *ops_start(struct event_base *base, int worker, int fd,
+                                   void *conf, plistener_idle_fn on_idle,
+                                   void *arg)
+{
+    struct tcp_proxy *p = tcp_proxy_new(base, worker, fd, conf, on_idle, arg);
+
+    return p != NULL ? &p->pl : NULL;
+}
+
+static void ops_stop(struct plistener *l)
+{
+    tcp_proxy_stop_accepting((struct tcp_proxy *)(void *)l);
+}
+
+static void ops_free(struct plistener *l)
+{
+    tcp_proxy_free((struct tcp_proxy *)(void *)l);
+}
+
+const struct plistener_ops tcp_proxy_ops = {"tcp", ops_start, ops_stop,
+                                            ops_free};

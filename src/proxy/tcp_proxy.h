@@ -7,6 +7,7 @@
 #include "core/addr.h"
 #include "core/bufpool.h"
 #include "core/list.h"
+#include "proxy/plistener.h"
 
 struct event;
 struct event_base;
@@ -45,6 +46,7 @@ void tcp_proxy_conf_unref(struct tcp_proxy_conf *c);
  * session ends; on_idle tells the owner when that happens.
  */
 struct tcp_proxy {
+    struct plistener pl; /* first: workers see a plistener */
     struct tcp_proxy_conf *conf; /* one reference held */
     struct event_base *base;
     int worker;
@@ -57,10 +59,11 @@ struct tcp_proxy {
     struct list sessions;
     struct bufpool pool; /* relay buffers of conf->buffer_size */
     struct list dead; /* closed sessions freed on the next loop turn */
-    struct list link; /* owner's list */
-    void (*on_idle)(struct tcp_proxy *p, void *arg);
+    plistener_idle_fn on_idle;
     void *arg;
 };
+
+extern const struct plistener_ops tcp_proxy_ops;
 
 /*
  * tcp_proxy_new() starts accepting on fd for conf (a reference is taken).
@@ -69,8 +72,7 @@ struct tcp_proxy {
  */
 struct tcp_proxy *tcp_proxy_new(struct event_base *base, int worker, int fd,
                                 struct tcp_proxy_conf *conf,
-                                void (*on_idle)(struct tcp_proxy *, void *),
-                                void *arg);
+                                plistener_idle_fn on_idle, void *arg);
 
 /* tcp_proxy_stop_accepting() stops taking new connections; sessions go on. */
 void tcp_proxy_stop_accepting(struct tcp_proxy *p);

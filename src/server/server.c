@@ -192,7 +192,9 @@ static int publish(struct server *s)
             return -1;
         set->n = s->cur.n;
         for (size_t i = 0; i < s->cur.n; i++) {
+            set->v[i].ops = &tcp_proxy_ops;
             set->v[i].conf = s->cur.v[i].conf;
+            set->v[i].name = s->cur.v[i].bl->name;
             set->v[i].fd = listener_socks_fd(s->cur.v[i].socks, w);
         }
         if (worker_apply(&s->workers[w], set) < 0) {

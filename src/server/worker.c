@@ -8,7 +8,7 @@
 
 #include "core/log.h"
 #include "event/mq.h"
-#include "proxy/tcp_proxy.h"
+#include "proxy/plistener.h"
 #include "server/worker.h"
 
 struct worker_msg {
@@ -57,14 +57,16 @@ static void reap(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    while (!LIST_EMPTY(&w->dead))
-        tcp_proxy_free(LIST_ELEM(w->dead.next, struct tcp_proxy, link));
+    while (!LIST_EMPTY(&w->dead)) {
+        struct plistener *l = LIST_ELEM(w->dead.next, struct plistener, link);
+        l->ops->free(l);
+    }
     check_idle(w);
 }
 
 /* A retired proxy's last session ended: free it on the next turn, not
  * inside the proxy's own callback. */
-static void proxy_idle(struct tcp_proxy *p, void *arg)
+static void proxy_idle(struct plistener *p, void *arg)
 {
     struct worker *w = arg;
 
@@ -73,12 +75,12 @@ static void proxy_idle(struct tcp_proxy *p, void *arg)
     event_active(w->reap_ev, EV_TIMEOUT, 0);
 }
 
-static void retire(struct worker *w, struct tcp_proxy *p)
+static void retire(struct worker *w, struct plistener *p)
 {
     list_del(&p->link);
     list_append(&w->retired, &p->link);
     /* The proxy reports idleness through proxy_idle once empty. */
-    tcp_proxy_stop_accepting(p);
+    p->ops->stop_accepting(p);
 }
 
 struct apply_msg {
@@ -105,22 +107,22 @@ static void do_apply(void *arg)
      * keeps running with its sessions; everything else is retired and a
      * new proxy takes its place. */
     for (size_t i = 0; i < set->n; i++) {
-        struct tcp_proxy *found = NULL;
+        struct plistener *found = NULL;
 
         for (struct list *it = w->proxies.next; it != &w->proxies;
              it = it->next) {
-            struct tcp_proxy *p = LIST_ELEM(it, struct tcp_proxy, link);
+            struct plistener *p = LIST_ELEM(it, struct plistener, link);
             if (p->conf == set->v[i].conf && p->fd == set->v[i].fd) {
                 found = p;
                 break;
             }
         }
         if (found == NULL) {
-            found = tcp_proxy_new(w->base, w->id, set->v[i].fd,
-                                  set->v[i].conf, proxy_idle, w);
+            found = set->v[i].ops->start(w->base, w->id, set->v[i].fd,
+                                         set->v[i].conf, proxy_idle, w);
             if (found == NULL) {
                 log_error("worker %d: cannot start listener %s", w->id,
-                          set->v[i].conf->name);
+                          set->v[i].name);
                 continue;
             }
         } else {
@@ -129,7 +131,7 @@ static void do_apply(void *arg)
         list_append(&keep, &found->link);
     }
     while (!LIST_EMPTY(&w->proxies))
-        retire(w, LIST_ELEM(w->proxies.next, struct tcp_proxy, link));
+        retire(w, LIST_ELEM(w->proxies.next, struct plistener, link));
     /* Move the kept list into place. */
     if (!LIST_EMPTY(&keep)) {
         w->proxies.next = keep.next;
@@ -149,15 +151,17 @@ static void do_drain(void *arg)
         return;
     w->draining = 1;
     while (!LIST_EMPTY(&w->proxies))
-        retire(w, LIST_ELEM(w->proxies.next, struct tcp_proxy, link));
+        retire(w, LIST_ELEM(w->proxies.next, struct plistener, link));
     notify(w, WORKER_STOPPED_ACCEPT);
     check_idle(w);
 }
 
 static void free_all(struct list *l)
 {
-    while (!LIST_EMPTY(l))
-        tcp_proxy_free(LIST_ELEM(l->next, struct tcp_proxy, link));
+    while (!LIST_EMPTY(l)) {
+        struct plistener *p = LIST_ELEM(l->next, struct plistener, link);
+        p->ops->free(p);
+    }
 }
 
 static void do_stop(void *arg)

@@ -9,7 +9,7 @@
 struct event_base;
 struct event;
 struct mq;
-struct tcp_proxy_conf;
+struct plistener_ops;
 
 /*
  * A worker thread: its own event loop, its own listening sockets, its own
@@ -19,7 +19,9 @@ struct tcp_proxy_conf;
  * thread's queue.
  */
 struct worker_slot {
-    struct tcp_proxy_conf *conf;
+    const struct plistener_ops *ops;
+    void *conf;
+    const char *name;
     int fd;
 };
 

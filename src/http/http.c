@@ -1,0 +1,146 @@
+#include "config.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "http/http.h"
+
+static int fields_grow(struct http_fields *f, struct arena *a)
+{
+    size_t cap = f->cap ? f->cap * 2 : 16;
+    struct http_field *v;
+
+    if (f->n < f->cap)
+        return 0;
+    v = arena_alloc(a, cap * sizeof(*v));
+    if (v == NULL)
+        return -1;
+    if (f->n > 0)
+        memcpy(v, f->v, f->n * sizeof(*v));
+    /* The old array stays in the arena until the request ends: growth is
+     * rare (16, then 32 fields) and bounded by the header limits. */
+    f->v = v;
+    f->cap = cap;
+    return 0;
+}
+
+int http_fields_add_ref(struct http_fields *f, struct arena *a,
+                        struct slice name, struct slice value)
+{
+    if (fields_grow(f, a) < 0)
+        return -1;
+    f->v[f->n].name = name;
+    f->v[f->n].value = value;
+    f->n++;
+    return 0;
+}
+
+int http_fields_add(struct http_fields *f, struct arena *a, struct slice name,
+                    struct slice value, size_t max)
+{
+    char *n, *v;
+
+    if (f->n >= max)
+        return -1;
+    n = arena_dup(a, name.p, name.n);
+    v = arena_dup(a, value.p, value.n);
+    if (n == NULL || v == NULL)
+        return -1;
+    for (size_t i = 0; i < name.n; i++)
+        if (n[i] >= 'A' && n[i] <= 'Z')
+            n[i] = (char)(n[i] + ('a' - 'A'));
+    return http_fields_add_ref(f, a, (struct slice){n, name.n},
+                               (struct slice){v, value.n});
+}
+
+const struct http_field *http_fields_get(const struct http_fields *f,
+                                         const char *name)
+{
+    for (size_t i = 0; i < f->n; i++)
+        if (slice_eq_str(f->v[i].name, name))
+            return &f->v[i];
+    return NULL;
+}
+
+size_t http_fields_remove(struct http_fields *f, const char *name)
+{
+    size_t out = 0, removed = 0;
+
+    for (size_t i = 0; i < f->n; i++) {
+        if (slice_eq_str(f->v[i].name, name)) {
+            removed++;
+            continue;
+        }
+        f->v[out++] = f->v[i];
+    }
+    f->n = out;
+    return removed;
+}
+
+int http_fields_set(struct http_fields *f, struct arena *a, const char *name,
+                    struct slice value)
+{
+    struct slice v = arena_slice(a, value);
+
+    if (v.p == NULL)
+        return -1;
+    http_fields_remove(f, name);
+    return http_fields_add_ref(f, a, slice_of(name), v);
+}
+
+int http_token_list_has(struct slice list, const char *tok)
+{
+    size_t tlen = strlen(tok);
+    size_t i = 0;
+
+    while (i < list.n) {
+        size_t start, end;
+
+        while (i < list.n && (list.p[i] == ' ' || list.p[i] == '\t' ||
+                              list.p[i] == ','))
+            i++;
+        start = i;
+        while (i < list.n && list.p[i] != ',')
+            i++;
+        end = i;
+        while (end > start && (list.p[end - 1] == ' ' || list.p[end - 1] == '\t'))
+            end--;
+        if (end - start == tlen && strncasecmp(list.p + start, tok, tlen) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+size_t http_fields_strip_hop(struct http_fields *f)
+{
+    static const char *const hop[] = {"connection",        "keep-alive",
+                                      "proxy-connection",  "transfer-encoding",
+                                      "upgrade",           "te"};
+    size_t removed = 0;
+    const struct http_field *conn = http_fields_get(f, "connection");
+
+    /* Fields named by Connection go first; they may be any name. */
+    if (conn != NULL) {
+        struct slice list = conn->value;
+        size_t out = 0;
+
+        for (size_t i = 0; i < f->n; i++) {
+            char name[64];
+            struct slice nm = f->v[i].name;
+            if (nm.n < sizeof(name)) {
+                memcpy(name, nm.p, nm.n);
+                name[nm.n] = '\0';
+                if (http_token_list_has(list, name) &&
+                    !slice_eq_str(nm, "connection")) {
+                    removed++;
+                    continue;
+                }
+            }
+            f->v[out++] = f->v[i];
+        }
+        f->n = out;
+    }
+    for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
+        removed += http_fields_remove(f, hop[i]);
+    return removed;
+}

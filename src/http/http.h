@@ -1,0 +1,92 @@
+#ifndef STRAIT_HTTP_HTTP_H
+#define STRAIT_HTTP_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/slice.h"
+
+/*
+ * Protocol-neutral requests and responses. Codecs translate HTTP/1.x and
+ * HTTP/2 into these and back, so the proxy never knows which protocol a
+ * peer speaks. Field names are lowercase (as HTTP/2 requires), values are
+ * as received; all bytes live in the stream's arena.
+ */
+struct http_field {
+    struct slice name;
+    struct slice value;
+};
+
+struct http_fields {
+    struct http_field *v;
+    size_t n;
+    size_t cap;
+};
+
+enum http_version { HTTP_10 = 10, HTTP_11 = 11, HTTP_2 = 20 };
+
+struct http_request {
+    struct slice method;
+    struct slice scheme;    /* "http" or "https" */
+    struct slice authority; /* Host or :authority */
+    struct slice path;      /* origin-form target, with query */
+    struct http_fields fields;
+    int64_t content_length; /* -1 when not known in advance */
+    enum http_version version;
+    unsigned has_body : 1;
+    unsigned expect_continue : 1;
+    unsigned upgrade : 1; /* HTTP/1.1 Upgrade (WebSocket) */
+    unsigned te_trailers : 1;
+    struct slice upgrade_proto;
+};
+
+struct http_response {
+    int status;
+    struct http_fields fields;
+    int64_t content_length;
+    unsigned has_body : 1;
+};
+
+/* http_fields_add() appends a field; name and value are copied into a and
+ * the name is lowercased. 0, or -1 when memory is short or the field count
+ * reaches max. */
+int http_fields_add(struct http_fields *f, struct arena *a, struct slice name,
+                    struct slice value, size_t max);
+
+/* http_fields_add_ref() appends without copying: the bytes must live as
+ * long as the arena (literals, or bytes already in it); name must already
+ * be lowercase. */
+int http_fields_add_ref(struct http_fields *f, struct arena *a,
+                        struct slice name, struct slice value);
+
+/* http_fields_get() returns the first field called name (lowercase). */
+const struct http_field *http_fields_get(const struct http_fields *f,
+                                         const char *name);
+
+/* http_fields_remove() drops every field called name; returns how many. */
+size_t http_fields_remove(struct http_fields *f, const char *name);
+
+/* http_fields_set() replaces every field called name by one with value. */
+int http_fields_set(struct http_fields *f, struct arena *a, const char *name,
+                    struct slice value);
+
+/*
+ * http_fields_strip_hop() removes hop-by-hop fields (RFC 9110 7.6.1):
+ * Connection and every field it names, Keep-Alive, Proxy-Connection,
+ * Transfer-Encoding, Upgrade and TE (the caller re-adds "te: trailers"
+ * where it forwards gRPC). Returns the number removed.
+ */
+size_t http_fields_strip_hop(struct http_fields *f);
+
+/* http_token_list_has() is true when a comma-separated list contains tok,
+ * compared case-insensitively (Connection: keep-alive, Upgrade). */
+int http_token_list_has(struct slice list, const char *tok);
+
+/* http_status_class() is 1..5 for 1xx..5xx, 0 for anything else. */
+static inline int http_status_class(int status)
+{
+    return status >= 100 && status <= 599 ? status / 100 : 0;
+}
+
+#endif

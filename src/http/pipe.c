@@ -1,0 +1,91 @@
+#include "config.h"
+
+#include <string.h>
+
+#include "core/bufpool.h"
+#include "http/pipe.h"
+
+void hpipe_init(struct hpipe *p, struct bufpool *pool, size_t cap)
+{
+    memset(p, 0, sizeof(*p));
+    buf_init(&p->buf, cap);
+    p->pool = pool;
+}
+
+void hpipe_dispose(struct hpipe *p)
+{
+    p->buf.head = p->buf.tail = 0;
+    if (p->pool != NULL)
+        bufpool_drain(p->pool, &p->buf);
+    buf_dispose(&p->buf);
+}
+
+size_t hpipe_room(const struct hpipe *p)
+{
+    if (p->eof || p->aborted)
+        return 0;
+    return buf_room(&p->buf);
+}
+
+static void wake(void (*fn)(void *), void *arg)
+{
+    if (fn != NULL)
+        fn(arg);
+}
+
+size_t hpipe_write(struct hpipe *p, const void *data, size_t n)
+{
+    size_t take = hpipe_room(p);
+
+    if (take > n)
+        take = n;
+    if (take == 0) {
+        p->was_full = n > 0;
+        return 0;
+    }
+    if (p->buf.data == NULL && p->pool != NULL &&
+        p->pool->size == p->buf.max && bufpool_fill(p->pool, &p->buf) < 0)
+        return 0;
+    if (buf_append(&p->buf, data, take) < 0)
+        return 0;
+    if (take < n)
+        p->was_full = 1;
+    wake(p->wake_reader, p->reader);
+    return take;
+}
+
+void hpipe_finish(struct hpipe *p)
+{
+    if (p->eof)
+        return;
+    p->eof = 1;
+    wake(p->wake_reader, p->reader);
+}
+
+void hpipe_abort(struct hpipe *p)
+{
+    if (p->aborted)
+        return;
+    p->aborted = 1;
+    wake(p->wake_reader, p->reader);
+}
+
+const char *hpipe_peek(const struct hpipe *p, size_t *n)
+{
+    *n = buf_len(&p->buf);
+    return buf_ptr(&p->buf);
+}
+
+void hpipe_consume(struct hpipe *p, size_t n)
+{
+    if (n == 0)
+        return;
+    buf_consume(&p->buf, n);
+    if (buf_len(&p->buf) == 0 && p->pool != NULL)
+        bufpool_drain(p->pool, &p->buf);
+    /* Wake the producer only once it was stopped by a full pipe. */
+    if (p->was_full) {
+        p->was_full = 0;
+        wake(p->wake_writer, p->writer);
+    }
+}

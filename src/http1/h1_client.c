@@ -1,0 +1,596 @@
+/*
+ * HTTP/1.1 towards an upstream: request out, response in, one exchange at
+ * a time. Both bodies stream through the hstream's pipes with the same
+ * bounded buffers as the server side.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "http1/h1_client.h"
+#include "http1/h1_wire.h"
+#include "net/sock.h"
+
+#define OUT_MAX (128 * 1024)
+#define OUT_LOW (16 * 1024)
+
+enum { UC_CONNECTING, UC_READY, UC_ACTIVE, UC_IDLE };
+enum { WQ_NONE, WQ_LENGTH, WQ_CHUNKED, WQ_TUNNEL, WQ_DONE };
+enum { RP_HEAD, RP_BODY, RP_TUNNEL, RP_DONE };
+
+static void process(struct h1_client *c);
+
+static void schedule(void *arg)
+{
+    struct h1_client *c = arg;
+
+    if (!c->closed)
+        event_active(&c->defer, EV_TIMEOUT, 0);
+}
+
+static void on_defer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    process(arg);
+}
+
+static void on_io(struct conn *conn, void *arg)
+{
+    (void)conn;
+    process(arg);
+}
+
+static void arm_timer(struct h1_client *c, uint64_t ms)
+{
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+    event_add(&c->timer, &tv);
+}
+
+static void detach_stream(struct h1_client *c)
+{
+    struct hstream *s = c->s;
+
+    if (s == NULL)
+        return;
+    c->s = NULL;
+    s->req_body.wake_reader = NULL;
+    s->resp_body.wake_writer = NULL;
+    hstream_unref(s);
+}
+
+/* The exchange is over; the owner decides what happens to c next (it may
+ * free it inside the hook, so nothing touches c afterwards). */
+static void finish(struct h1_client *c, int ok, unsigned flags)
+{
+    int reusable = ok && c->keep_alive && !c->eof && buf_len(&c->in) == 0 &&
+                   c->wq == WQ_DONE;
+
+    if (!ok && c->s != NULL) {
+        if (c->rp != RP_HEAD)
+            hpipe_abort(&c->s->resp_body);
+    }
+    c->state = UC_READY;
+    detach_stream(c);
+    conn_want(&c->conn, 0, 0);
+    c->hooks->done(c->ctx, c, ok, reusable, flags);
+}
+
+static int write_head(struct h1_client *c)
+{
+    struct hstream *s = c->s;
+    const struct http_request *q = &s->req;
+    struct buf *b = &c->out;
+    int with_cl = q->content_length >= 0 &&
+                  (q->has_body || slice_eq_str(q->method, "POST") ||
+                   slice_eq_str(q->method, "PUT") ||
+                   slice_eq_str(q->method, "PATCH"));
+
+    if (h1_write_request_line(b, q->method, q->path) < 0 ||
+        h1_write_field(b, SLICE_LIT("host"), q->authority) < 0 ||
+        h1_write_fields(b, &q->fields) < 0)
+        return -1;
+    if (q->upgrade) {
+        if (buf_puts(b, "connection: upgrade\r\n") < 0 ||
+            h1_write_field(b, SLICE_LIT("upgrade"), q->upgrade_proto) < 0)
+            return -1;
+        c->wq = WQ_TUNNEL;
+    } else if (with_cl) {
+        if (buf_printf(b, "content-length: %" PRId64 "\r\n",
+                       q->content_length) < 0)
+            return -1;
+        c->wq = q->content_length > 0 ? WQ_LENGTH : WQ_NONE;
+        c->left = (uint64_t)q->content_length;
+    } else if (q->has_body) {
+        if (buf_puts(b, "transfer-encoding: chunked\r\n") < 0)
+            return -1;
+        c->wq = WQ_CHUNKED;
+    } else {
+        c->wq = WQ_NONE;
+    }
+    if (q->te_trailers && buf_puts(b, "te: trailers\r\n") < 0)
+        return -1;
+    if (buf_puts(b, "\r\n") < 0)
+        return -1;
+    if (c->wq == WQ_NONE)
+        c->wq = WQ_DONE;
+    c->requests++;
+    return 0;
+}
+
+static int flush_out(struct h1_client *c)
+{
+    while (buf_len(&c->out) > 0) {
+        ssize_t n = conn_write(&c->conn, buf_ptr(&c->out), buf_len(&c->out));
+        if (n == CONN_AGAIN) {
+            c->write_blocked = 1;
+            return 0;
+        }
+        if (n < 0)
+            return -1;
+        buf_consume(&c->out, (size_t)n);
+    }
+    c->write_blocked = 0;
+    buf_release_if_empty(&c->out);
+    return 0;
+}
+
+/* Request body: from the pipe to the upstream. */
+static int pump_request(struct h1_client *c)
+{
+    struct hpipe *p = &c->s->req_body;
+
+    while (c->wq != WQ_DONE && !c->write_blocked) {
+        size_t avail;
+        const char *data = hpipe_peek(p, &avail);
+
+        if (p->aborted)
+            return -1;
+        if (avail == 0) {
+            if (!p->eof)
+                return 0;
+            if (c->wq == WQ_CHUNKED &&
+                h1_write_last_chunk(&c->out, &p->trailers) < 0)
+                return -1;
+            if (c->wq == WQ_TUNNEL)
+                c->conn.ops->shutdown(&c->conn);
+            if (c->wq == WQ_LENGTH && c->left > 0)
+                return -1; /* the client sent less than it announced */
+            c->wq = WQ_DONE;
+            return flush_out(c);
+        }
+        if (c->wq == WQ_CHUNKED) {
+            size_t room = OUT_MAX - buf_len(&c->out);
+            if (buf_len(&c->out) >= OUT_LOW || room < 64) {
+                if (flush_out(c) < 0)
+                    return -1;
+                if (c->write_blocked)
+                    return 0;
+                continue;
+            }
+            if (avail > room - 32)
+                avail = room - 32;
+            if (h1_write_chunk(&c->out, data, avail) < 0)
+                return -1;
+            hpipe_consume(p, avail);
+            if (flush_out(c) < 0)
+                return -1;
+            continue;
+        }
+        if (buf_len(&c->out) > 0) {
+            if (flush_out(c) < 0)
+                return -1;
+            continue;
+        }
+        if (c->wq == WQ_LENGTH && avail > c->left)
+            avail = (size_t)c->left;
+        {
+            ssize_t n = conn_write(&c->conn, data, avail);
+            if (n == CONN_AGAIN) {
+                c->write_blocked = 1;
+                return 0;
+            }
+            if (n < 0)
+                return -1;
+            hpipe_consume(p, (size_t)n);
+            if (c->wq == WQ_LENGTH) {
+                c->left -= (uint64_t)n;
+                if (c->left == 0) {
+                    c->wq = WQ_DONE;
+                    return flush_out(c);
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+static int parse_head(struct h1_client *c)
+{
+    struct hstream *s = c->s;
+    struct h1_response r;
+    struct h1_slice method = {s->req.method.p, s->req.method.n};
+    const char *why = NULL;
+    int status = 502, n;
+
+    for (;;) {
+        memset(&r, 0, sizeof(r));
+        r.headers = c->scratch->hdrs;
+        n = h1_parse_response(buf_ptr(&c->in), buf_len(&c->in), &c->conf->lim,
+                              &method, &r, &why, &status);
+        if (n <= 0)
+            return n;
+        /* Interim responses other than 101 are not passed on. */
+        if (r.status >= 100 && r.status < 200 && r.status != 101) {
+            buf_consume(&c->in, (size_t)n);
+            continue;
+        }
+        break;
+    }
+    s->resp.status = r.status;
+    s->resp.content_length = -1;
+    for (size_t i = 0; i < r.nheaders; i++) {
+        struct slice name = {r.headers[i].name.p, r.headers[i].name.n};
+        struct slice value = {r.headers[i].value.p, r.headers[i].value.n};
+        if (slice_case_eq_str(name, "content-length")) {
+            if (r.body == H1_BODY_NONE && r.content_length > 0)
+                s->resp.content_length = (int64_t)r.content_length;
+            continue;
+        }
+        if (http_fields_add(&s->resp.fields, &s->arena, name, value,
+                            SIZE_MAX) < 0)
+            return -1;
+    }
+    http_fields_strip_hop(&s->resp.fields);
+    c->keep_alive = r.keep_alive;
+    switch (r.body) {
+    case H1_BODY_LENGTH:
+        s->resp.content_length = (int64_t)r.content_length;
+        s->resp.has_body = r.content_length > 0;
+        c->left = r.content_length;
+        c->rp = r.content_length > 0 ? RP_BODY : RP_DONE;
+        break;
+    case H1_BODY_CHUNKED:
+        s->resp.has_body = 1;
+        h1_chunked_init(&c->chunked);
+        c->rp = RP_BODY;
+        break;
+    case H1_BODY_EOF:
+        s->resp.has_body = 1;
+        c->keep_alive = 0;
+        c->rp = RP_BODY;
+        break;
+    default:
+        c->rp = RP_DONE;
+    }
+    c->rb = (int)r.body;
+    if (r.status == 101 && s->req.upgrade) {
+        c->rp = RP_TUNNEL;
+        c->keep_alive = 0;
+        s->resp.has_body = 1;
+    }
+    buf_consume(&c->in, (size_t)n);
+    if (c->rp == RP_DONE)
+        hpipe_finish(&s->resp_body);
+    return 1;
+}
+
+/* Response body: from in to the pipe. Returns -1 on a framing error. */
+static int pump_response(struct h1_client *c)
+{
+    struct hstream *s = c->s;
+    struct hpipe *p = &s->resp_body;
+
+    while (buf_len(&c->in) > 0 && (c->rp == RP_BODY || c->rp == RP_TUNNEL)) {
+        size_t room = hpipe_room(p), avail = buf_len(&c->in);
+
+        if (room == 0) {
+            p->was_full = 1;
+            return 0;
+        }
+        if (c->rp == RP_TUNNEL || c->rb == H1_BODY_EOF) {
+            size_t take = avail < room ? avail : room;
+            hpipe_write(p, buf_ptr(&c->in), take);
+            buf_consume(&c->in, take);
+        } else if (c->rb == H1_BODY_LENGTH) {
+            size_t take = avail < room ? avail : room;
+            if (take > c->left)
+                take = (size_t)c->left;
+            hpipe_write(p, buf_ptr(&c->in), take);
+            buf_consume(&c->in, take);
+            c->left -= take;
+            if (c->left == 0) {
+                c->rp = RP_DONE;
+                hpipe_finish(p);
+            }
+        } else {
+            struct h1_slice data = {NULL, 0};
+            const char *why = NULL;
+            ssize_t used = h1_chunked_decode(&c->chunked, buf_ptr(&c->in),
+                                             avail < room ? avail : room,
+                                             &data, &why);
+            if (used < 0)
+                return -1;
+            if (data.n > 0)
+                hpipe_write(p, data.p, data.n);
+            buf_consume(&c->in, (size_t)used);
+            if (h1_chunked_done(&c->chunked)) {
+                struct h1_slice tr;
+                if (h1_chunked_trailers(&c->chunked, &tr) && tr.n > 0) {
+                    size_t nf = 0;
+                    int st = 502;
+                    if (h1_parse_fields(tr.p, tr.n, &c->conf->lim,
+                                        c->scratch->hdrs, c->scratch->cap, &nf,
+                                        &why, &st) < 0)
+                        return -1;
+                    for (size_t i = 0; i < nf; i++)
+                        http_fields_add(
+                            &p->trailers, &s->arena,
+                            (struct slice){c->scratch->hdrs[i].name.p,
+                                           c->scratch->hdrs[i].name.n},
+                            (struct slice){c->scratch->hdrs[i].value.p,
+                                           c->scratch->hdrs[i].value.n},
+                            SIZE_MAX);
+                }
+                c->rp = RP_DONE;
+                hpipe_finish(p);
+            } else if (used == 0) {
+                return 0;
+            }
+        }
+    }
+    return 0;
+}
+
+static int read_in(struct h1_client *c)
+{
+    size_t room;
+    char *p = buf_reserve_any(&c->in, &room);
+    ssize_t n;
+
+    if (p == NULL)
+        return 0;
+    n = conn_read(&c->conn, p, room);
+    if (n > 0) {
+        buf_commit(&c->in, (size_t)n);
+        return 1;
+    }
+    buf_release_if_empty(&c->in);
+    if (n == 0) {
+        c->eof = 1;
+        return 0;
+    }
+    return n == CONN_AGAIN ? 0 : -1;
+}
+
+static int want_read(const struct h1_client *c)
+{
+    if (c->eof || buf_room(&c->in) == 0)
+        return 0;
+    if (c->state == UC_IDLE)
+        return 1;
+    if (c->state != UC_ACTIVE || c->s == NULL)
+        return 0;
+    if (c->rp == RP_HEAD)
+        return 1;
+    if (c->rp == RP_BODY || c->rp == RP_TUNNEL)
+        return hpipe_room(&c->s->resp_body) > 0;
+    return 0;
+}
+
+static void connected(struct h1_client *c)
+{
+    event_del(&c->timer);
+    c->state = c->s != NULL ? UC_ACTIVE : UC_READY;
+    if (c->s != NULL && write_head(c) < 0) {
+        finish(c, 0, HFLAG_UPE);
+        return;
+    }
+    schedule(c);
+}
+
+static void process(struct h1_client *c)
+{
+    int progress;
+
+    if (c->closed)
+        return;
+    if (c->state == UC_CONNECTING) {
+        if (sock_error(c->conn.fd) != 0) {
+            c->closed = 1;
+            conn_want(&c->conn, 0, 0);
+            c->hooks->connect_failed(c->ctx, c, 0);
+            return;
+        }
+        connected(c);
+        return;
+    }
+    if (c->state == UC_IDLE) {
+        /* Anything from an idle upstream (data or FIN) ends it. */
+        char byte;
+        ssize_t n = conn_read(&c->conn, &byte, 1);
+        if (n == CONN_AGAIN) {
+            conn_want(&c->conn, 1, 0);
+            return;
+        }
+        c->closed = 1;
+        conn_want(&c->conn, 0, 0);
+        c->hooks->idle_closed(c->ctx, c);
+        return;
+    }
+    if (c->state != UC_ACTIVE || c->s == NULL)
+        return;
+    do {
+        progress = 0;
+        if (flush_out(c) < 0)
+            goto fail;
+        if (pump_request(c) < 0)
+            goto fail;
+        if (want_read(c)) {
+            int r = read_in(c);
+            if (r < 0)
+                goto fail;
+            progress |= r;
+        }
+        if (c->rp == RP_HEAD && buf_len(&c->in) > 0) {
+            int r = parse_head(c);
+            if (r < 0) {
+                finish(c, 0, HFLAG_UPE);
+                return;
+            }
+            if (r > 0) {
+                c->hooks->head(c->ctx, c);
+                if (c->closed || c->s == NULL)
+                    return;
+                progress = 1;
+            }
+        }
+        if (pump_response(c) < 0) {
+            finish(c, 0, HFLAG_UPE);
+            return;
+        }
+        if (c->rp == RP_DONE && (c->wq == WQ_DONE || c->wq == WQ_TUNNEL)) {
+            /* An upstream may answer before reading the whole request
+             * body: the exchange is over, the connection is not reusable. */
+            finish(c, 1, 0);
+            return;
+        }
+    } while (progress);
+    if (c->eof) {
+        if (c->rp == RP_TUNNEL || (c->rp == RP_BODY && c->rb == H1_BODY_EOF)) {
+            if (buf_len(&c->in) == 0) {
+                hpipe_finish(&c->s->resp_body);
+                c->rp = RP_DONE;
+                c->keep_alive = 0;
+                if (c->wq == WQ_DONE || c->wq == WQ_TUNNEL) {
+                    finish(c, 1, 0);
+                    return;
+                }
+            }
+        } else if (c->rp != RP_DONE) {
+            finish(c, 0, HFLAG_UC);
+            return;
+        }
+    }
+    conn_want(&c->conn, want_read(c), c->write_blocked);
+    return;
+fail:
+    finish(c, 0, HFLAG_UC);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct h1_client *c = arg;
+
+    (void)fd;
+    (void)what;
+    if (c->state == UC_CONNECTING) {
+        c->closed = 1;
+        conn_want(&c->conn, 0, 0);
+        c->hooks->connect_failed(c->ctx, c, 1);
+    } else if (c->state == UC_IDLE) {
+        c->closed = 1;
+        conn_want(&c->conn, 0, 0);
+        c->hooks->idle_closed(c->ctx, c);
+    }
+}
+
+struct h1_client *h1_client_connect(struct event_base *base,
+                                    const struct addr *a,
+                                    const struct h1_client_conf *conf,
+                                    const struct h1_client_hooks *hooks,
+                                    void *ctx, struct h1_scratch *scratch)
+{
+    struct h1_client *c;
+    int inprog;
+    int fd = sock_connect(a, &inprog);
+
+    if (fd < 0)
+        return NULL;
+    c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        close(fd);
+        return NULL;
+    }
+    conn_init(&c->conn, base, fd, on_io, c);
+    c->base = base;
+    c->conf = conf;
+    c->hooks = hooks;
+    c->ctx = ctx;
+    c->scratch = scratch;
+    LIST_INIT(&c->link);
+    buf_init(&c->in, conf->lim.max_head);
+    buf_init(&c->out, OUT_MAX);
+    event_assign(&c->defer, base, -1, 0, on_defer, c);
+    event_assign(&c->timer, base, -1, 0, on_timer, c);
+    c->state = UC_CONNECTING;
+    if (inprog) {
+        arm_timer(c, conf->connect_timeout_ms);
+        conn_want(&c->conn, 0, 1);
+    } else {
+        schedule(c);
+    }
+    return c;
+}
+
+void h1_client_set_owner(struct h1_client *c,
+                         const struct h1_client_hooks *hooks, void *ctx)
+{
+    c->hooks = hooks;
+    c->ctx = ctx;
+}
+
+void h1_client_start(struct h1_client *c, struct hstream *s)
+{
+    c->s = hstream_ref(s);
+    c->rp = RP_HEAD;
+    c->wq = WQ_NONE;
+    c->keep_alive = 0;
+    c->write_blocked = 0;
+    s->req_body.wake_reader = schedule;
+    s->req_body.reader = c;
+    s->resp_body.wake_writer = schedule;
+    s->resp_body.writer = c;
+    h1_chunked_dispose(&c->chunked);
+    h1_chunked_init(&c->chunked);
+    if (c->state == UC_CONNECTING)
+        return; /* connected() sends it */
+    event_del(&c->timer);
+    c->state = UC_ACTIVE;
+    if (write_head(c) < 0) {
+        finish(c, 0, HFLAG_UPE);
+        return;
+    }
+    schedule(c);
+}
+
+void h1_client_idle(struct h1_client *c)
+{
+    c->state = UC_IDLE;
+    arm_timer(c, c->conf->idle_timeout_ms);
+    conn_want(&c->conn, 1, 0);
+}
+
+void h1_client_free(struct h1_client *c)
+{
+    if (c == NULL)
+        return;
+    c->closed = 1;
+    if (c->s != NULL && c->rp != RP_DONE)
+        hpipe_abort(&c->s->resp_body);
+    detach_stream(c);
+    event_del(&c->defer);
+    event_del(&c->timer);
+    conn_close(&c->conn);
+    h1_chunked_dispose(&c->chunked);
+    buf_dispose(&c->in);
+    buf_dispose(&c->out);
+    list_del(&c->link);
+    free(c);
+}

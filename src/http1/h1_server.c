@@ -1,0 +1,721 @@
+/*
+ * The server side of HTTP/1.x: reads requests from a client connection,
+ * hands each to the proxy as an hstream, and writes the responses back in
+ * order. One request is in flight at a time; pipelined requests wait in
+ * the input buffer (bounded by the head limit) until the response before
+ * them is complete, so responses can never be reordered.
+ */
+#include "config.h"
+
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "core/clock.h"
+#include "http1/h1_server.h"
+#include "http1/h1_wire.h"
+#include "net/conn.h"
+
+#define OUT_MAX (128 * 1024)
+#define OUT_LOW (16 * 1024) /* frame more body only below this */
+
+enum rq_state { RQ_HEAD, RQ_BODY, RQ_DONE, RQ_TUNNEL };
+enum rs_state { RS_WAIT, RS_BODY, RS_DONE };
+enum rb_mode { RB_NONE, RB_LENGTH, RB_CHUNKED, RB_EOF, RB_TUNNEL };
+
+struct h1_server {
+    struct conn *c;
+    struct event_base *base;
+    struct event defer;
+    struct event timer;
+    const struct h1_server_conf *conf;
+    struct h1_server_hooks hooks;
+    struct bufpool *pool;
+    struct h1_scratch *scratch;
+    struct buf in;
+    struct buf out;
+    struct hstream *s;
+    enum rq_state rq;
+    enum rs_state rs;
+    enum rb_mode rb;
+    uint64_t rq_left;
+    struct h1_chunked chunked;
+    unsigned keep_alive : 1;
+    unsigned closing : 1;   /* close once out is flushed */
+    unsigned closed : 1;
+    unsigned eof : 1;       /* the client sent FIN */
+    unsigned draining : 1;
+    unsigned write_blocked : 1;
+    unsigned timer_head : 1; /* the timer runs the headers timeout */
+    int minor;
+};
+
+static void process(struct h1_server *hs);
+
+static void schedule(void *arg)
+{
+    struct h1_server *hs = arg;
+
+    if (!hs->closed)
+        event_active(&hs->defer, EV_TIMEOUT, 0);
+}
+
+static void on_defer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    process(arg);
+}
+
+static void on_io(struct conn *c, void *arg)
+{
+    (void)c;
+    process(arg);
+}
+
+static void arm_timer(struct h1_server *hs, uint64_t ms)
+{
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+    event_add(&hs->timer, &tv);
+}
+
+/* The stream is over for this side: the proxy hears of it once. */
+static void stream_release(struct h1_server *hs)
+{
+    struct hstream *s = hs->s;
+
+    if (s == NULL)
+        return;
+    hs->s = NULL;
+    s->down_done = 1;
+    s->req_body.wake_writer = NULL;
+    s->resp_body.wake_reader = NULL;
+    hs->hooks.handler->on_down_done(hs->hooks.ctx, s);
+    hstream_unref(s);
+    h1_chunked_dispose(&hs->chunked);
+}
+
+static void server_close(struct h1_server *hs)
+{
+    if (hs->closed)
+        return;
+    hs->closed = 1;
+    if (hs->s != NULL) {
+        if (hs->rq == RQ_BODY || hs->rq == RQ_TUNNEL)
+            hpipe_abort(&hs->s->req_body);
+        hs->s->flags |= hs->rs == RS_DONE ? 0 : HFLAG_DC;
+        stream_release(hs);
+    }
+    event_del(&hs->timer);
+    event_del(&hs->defer);
+    conn_want(hs->c, 0, 0);
+    hs->hooks.closed(hs->hooks.owner);
+}
+
+/* A local error answer for a request we could not parse; the connection
+ * closes after it. */
+static void fail_request(struct h1_server *hs, int status, const char *why)
+{
+    char body[128];
+    int n = snprintf(body, sizeof(body), "%s\n", why);
+
+    hs->hooks.protocol_error(hs->hooks.ctx, status, why);
+    buf_printf(&hs->out,
+               "HTTP/1.1 %d %s\r\ncontent-type: text/plain\r\n"
+               "content-length: %d\r\nconnection: close\r\n\r\n%s",
+               status, h1_reason(status), n, body);
+    hs->closing = 1;
+    hs->keep_alive = 0;
+}
+
+static void start_head_wait(struct h1_server *hs)
+{
+    hs->rq = RQ_HEAD;
+    hs->rs = RS_WAIT;
+    hs->rb = RB_NONE;
+    hs->timer_head = buf_len(&hs->in) > 0;
+    arm_timer(hs, hs->timer_head ? hs->conf->headers_timeout_ms
+                                 : hs->conf->idle_timeout_ms);
+}
+
+/* Splits an absolute-form target (http://host/path) into authority and
+ * path, as a proxy must accept it (RFC 9112 3.2.2). */
+static int split_absolute(struct slice target, struct slice *authority,
+                          struct slice *path)
+{
+    const char *p = target.p, *end = target.p + target.n, *slash;
+    size_t skip;
+
+    if (target.n >= 7 && strncasecmp(p, "http://", 7) == 0)
+        skip = 7;
+    else if (target.n >= 8 && strncasecmp(p, "https://", 8) == 0)
+        skip = 8;
+    else
+        return -1;
+    p += skip;
+    slash = memchr(p, '/', (size_t)(end - p));
+    authority->p = p;
+    authority->n = slash ? (size_t)(slash - p) : (size_t)(end - p);
+    if (slash != NULL) {
+        path->p = slash;
+        path->n = (size_t)(end - slash);
+    } else {
+        *path = SLICE_LIT("/");
+    }
+    return authority->n > 0 ? 0 : -1;
+}
+
+static int build_request(struct h1_server *hs, struct hstream *s,
+                         const struct h1_request *r)
+{
+    struct http_request *q = &s->req;
+    struct slice target = {r->target.p, r->target.n};
+
+    q->method = arena_slice(&s->arena, (struct slice){r->method.p, r->method.n});
+    q->scheme = hs->conf->tls ? SLICE_LIT("https") : SLICE_LIT("http");
+    q->version = r->minor ? HTTP_11 : HTTP_10;
+    if (target.n > 0 && target.p[0] == '/') {
+        q->path = arena_slice(&s->arena, target);
+        q->authority = arena_slice(&s->arena,
+                                   (struct slice){r->host.p, r->host.n});
+    } else {
+        struct slice auth, path;
+        if (split_absolute(target, &auth, &path) < 0)
+            return -1;
+        q->authority = arena_slice(&s->arena, auth);
+        q->path = arena_slice(&s->arena, path);
+    }
+    for (size_t i = 0; i < r->nheaders; i++) {
+        struct slice name = {r->headers[i].name.p, r->headers[i].name.n};
+        struct slice value = {r->headers[i].value.p, r->headers[i].value.n};
+        if (slice_case_eq_str(name, "host") ||
+            slice_case_eq_str(name, "content-length") ||
+            slice_case_eq_str(name, "expect"))
+            continue;
+        if (slice_case_eq_str(name, "upgrade"))
+            q->upgrade_proto = arena_slice(&s->arena, value);
+        if (http_fields_add(&q->fields, &s->arena, name, value, SIZE_MAX) < 0)
+            return -1;
+    }
+    http_fields_strip_hop(&q->fields);
+    q->expect_continue = r->expect_continue;
+    q->upgrade = r->upgrade && q->upgrade_proto.n > 0;
+    q->te_trailers = r->te_trailers;
+    if (r->body == H1_BODY_LENGTH) {
+        q->content_length = (int64_t)r->content_length;
+        q->has_body = r->content_length > 0;
+    } else if (r->body == H1_BODY_CHUNKED) {
+        q->content_length = -1;
+        q->has_body = 1;
+    } else {
+        q->content_length = 0;
+    }
+    return 0;
+}
+
+/* Parses the next request head from in and hands it to the proxy. */
+static void parse_head(struct h1_server *hs)
+{
+    struct h1_request r;
+    const char *why = NULL;
+    int status = 400;
+    int n;
+    struct hstream *s;
+
+    memset(&r, 0, sizeof(r));
+    r.headers = hs->scratch->hdrs;
+    n = h1_parse_request(buf_ptr(&hs->in), buf_len(&hs->in), &hs->conf->lim,
+                         &r, &why, &status);
+    if (n == 0) {
+        if (buf_len(&hs->in) > 0 && !hs->timer_head) {
+            hs->timer_head = 1;
+            arm_timer(hs, hs->conf->headers_timeout_ms);
+        }
+        return;
+    }
+    if (n < 0) {
+        fail_request(hs, status, why ? why : "bad request");
+        return;
+    }
+    event_del(&hs->timer);
+    s = hstream_new(hs->pool, hs->conf->body_cap);
+    if (s == NULL || build_request(hs, s, &r) < 0) {
+        hstream_unref(s);
+        fail_request(hs, 400, "bad request target");
+        return;
+    }
+    hs->minor = r.minor;
+    hs->keep_alive = r.keep_alive && !hs->draining;
+    buf_consume(&hs->in, (size_t)n);
+    hs->s = s;
+    hs->rs = RS_WAIT;
+    if (r.body == H1_BODY_LENGTH && r.content_length > 0) {
+        hs->rq = RQ_BODY;
+        hs->rq_left = r.content_length;
+    } else if (r.body == H1_BODY_CHUNKED) {
+        hs->rq = RQ_BODY;
+        h1_chunked_init(&hs->chunked);
+    } else {
+        hs->rq = RQ_DONE;
+    }
+    return;
+}
+
+static const struct hstream_down_ops down_ops;
+
+static void dispatch(struct h1_server *hs)
+{
+    struct hstream *s = hs->s;
+
+    s->down = &down_ops;
+    s->down_ctx = hs;
+    s->req_body.wake_writer = schedule;
+    s->req_body.writer = hs;
+    s->resp_body.wake_reader = schedule;
+    s->resp_body.reader = hs;
+    if (hs->rq == RQ_DONE)
+        hpipe_finish(&s->req_body);
+    hs->hooks.handler->on_request(hs->hooks.ctx, s);
+}
+
+/* Moves request body bytes from in to the request pipe. */
+static void pump_request_body(struct h1_server *hs)
+{
+    struct hstream *s = hs->s;
+
+    while (buf_len(&hs->in) > 0 && hs->rq == RQ_BODY) {
+        size_t room = hpipe_room(&s->req_body);
+        size_t avail = buf_len(&hs->in);
+
+        if (s->req_body.aborted) {
+            /* The proxy gave up on the body (e.g. answered early). */
+            hs->keep_alive = 0;
+            return;
+        }
+        if (room == 0) {
+            s->req_body.was_full = 1;
+            return;
+        }
+        if (s->req.content_length >= 0) {
+            size_t take = avail < room ? avail : room;
+            if (take > hs->rq_left)
+                take = (size_t)hs->rq_left;
+            hpipe_write(&s->req_body, buf_ptr(&hs->in), take);
+            buf_consume(&hs->in, take);
+            s->bytes_in += take;
+            hs->rq_left -= take;
+            if (hs->rq_left == 0) {
+                hs->rq = RQ_DONE;
+                hpipe_finish(&s->req_body);
+            }
+        } else {
+            /* Give the decoder no more than fits, so any data it returns
+             * fits the pipe. */
+            struct h1_slice data = {NULL, 0};
+            const char *why = NULL;
+            ssize_t used = h1_chunked_decode(&hs->chunked, buf_ptr(&hs->in),
+                                             avail < room ? avail : room,
+                                             &data, &why);
+            if (used < 0) {
+                hpipe_abort(&s->req_body);
+                hs->hooks.protocol_error(hs->hooks.ctx, 400,
+                                         why ? why : "bad chunked body");
+                s->flags |= HFLAG_DPE;
+                if (!s->resp_started)
+                    hstream_respond(s, 400, "bad chunked body\n", NULL, NULL);
+                hs->keep_alive = 0;
+                hs->rq = RQ_DONE;
+                return;
+            }
+            if (data.n > 0) {
+                hpipe_write(&s->req_body, data.p, data.n);
+                s->bytes_in += data.n;
+            }
+            buf_consume(&hs->in, (size_t)used);
+            if (h1_chunked_done(&hs->chunked)) {
+                struct h1_slice tr;
+                if (h1_chunked_trailers(&hs->chunked, &tr) && tr.n > 0) {
+                    size_t nf = 0;
+                    const char *why2 = NULL;
+                    int st = 400;
+                    if (h1_parse_fields(tr.p, tr.n, &hs->conf->lim,
+                                        hs->scratch->hdrs, hs->scratch->cap,
+                                        &nf, &why2, &st) >= 0) {
+                        for (size_t i = 0; i < nf; i++)
+                            http_fields_add(
+                                &s->req_body.trailers, &s->arena,
+                                (struct slice){hs->scratch->hdrs[i].name.p,
+                                               hs->scratch->hdrs[i].name.n},
+                                (struct slice){hs->scratch->hdrs[i].value.p,
+                                               hs->scratch->hdrs[i].value.n},
+                                SIZE_MAX);
+                    }
+                }
+                hs->rq = RQ_DONE;
+                hpipe_finish(&s->req_body);
+            } else if (used == 0) {
+                return;
+            }
+        }
+    }
+}
+
+static void pump_tunnel_in(struct h1_server *hs)
+{
+    struct hstream *s = hs->s;
+    size_t room = hpipe_room(&s->req_body);
+    size_t take = buf_len(&hs->in) < room ? buf_len(&hs->in) : room;
+
+    if (take > 0) {
+        hpipe_write(&s->req_body, buf_ptr(&hs->in), take);
+        buf_consume(&hs->in, take);
+        s->bytes_in += take;
+    } else if (buf_len(&hs->in) > 0) {
+        s->req_body.was_full = 1;
+    }
+}
+
+/* Writes out; returns -1 when the connection failed. */
+static int flush_out(struct h1_server *hs)
+{
+    while (buf_len(&hs->out) > 0) {
+        ssize_t n = conn_write(hs->c, buf_ptr(&hs->out), buf_len(&hs->out));
+        if (n == CONN_AGAIN) {
+            hs->write_blocked = 1;
+            return 0;
+        }
+        if (n < 0)
+            return -1;
+        buf_consume(&hs->out, (size_t)n);
+    }
+    hs->write_blocked = 0;
+    buf_release_if_empty(&hs->out);
+    return 0;
+}
+
+/* Moves response body from the pipe to the client. */
+static int pump_response_body(struct h1_server *hs)
+{
+    struct hstream *s = hs->s;
+    struct hpipe *p = &s->resp_body;
+
+    while (hs->rs == RS_BODY && !hs->write_blocked) {
+        size_t avail;
+        const char *data = hpipe_peek(p, &avail);
+
+        if (p->aborted) {
+            /* The upstream failed mid-response: HTTP/1 can only say so by
+             * closing the connection. */
+            hs->keep_alive = 0;
+            return -1;
+        }
+        if (avail == 0) {
+            if (!p->eof)
+                return 0;
+            if (hs->rb == RB_CHUNKED &&
+                h1_write_last_chunk(&hs->out, &p->trailers) < 0)
+                return -1;
+            hs->rs = RS_DONE;
+            if (hs->rb == RB_EOF || hs->rb == RB_TUNNEL)
+                hs->keep_alive = 0;
+            return flush_out(hs);
+        }
+        if (hs->rb == RB_CHUNKED) {
+            size_t room = OUT_MAX - buf_len(&hs->out);
+            if (buf_len(&hs->out) >= OUT_LOW || room < 64) {
+                if (flush_out(hs) < 0)
+                    return -1;
+                if (hs->write_blocked)
+                    return 0;
+                continue;
+            }
+            if (avail > room - 32)
+                avail = room - 32;
+            if (h1_write_chunk(&hs->out, data, avail) < 0)
+                return -1;
+            hpipe_consume(p, avail);
+            s->bytes_out += avail;
+            if (flush_out(hs) < 0)
+                return -1;
+            continue;
+        }
+        if (buf_len(&hs->out) > 0) {
+            if (flush_out(hs) < 0)
+                return -1;
+            continue;
+        }
+        {
+            ssize_t n = conn_write(hs->c, data, avail);
+            if (n == CONN_AGAIN) {
+                hs->write_blocked = 1;
+                return 0;
+            }
+            if (n < 0)
+                return -1;
+            hpipe_consume(p, (size_t)n);
+            s->bytes_out += (uint64_t)n;
+        }
+    }
+    return 0;
+}
+
+static int read_in(struct h1_server *hs)
+{
+    size_t room;
+    char *p = buf_reserve_any(&hs->in, &room);
+    ssize_t n;
+
+    if (p == NULL)
+        return 0;
+    n = conn_read(hs->c, p, room);
+    if (n > 0) {
+        buf_commit(&hs->in, (size_t)n);
+        return 1;
+    }
+    buf_release_if_empty(&hs->in);
+    if (n == 0) {
+        hs->eof = 1;
+        return 0;
+    }
+    if (n == CONN_AGAIN)
+        return 0;
+    return -1;
+}
+
+static int want_read(const struct h1_server *hs)
+{
+    if (hs->eof || hs->closing || buf_room(&hs->in) == 0)
+        return 0;
+    if (hs->s == NULL || hs->rq == RQ_HEAD)
+        return hs->s == NULL || hs->rs != RS_DONE;
+    if (hs->rq == RQ_BODY || hs->rq == RQ_TUNNEL)
+        return hpipe_room(&hs->s->req_body) > 0;
+    /* RQ_DONE: read ahead a pipelined request, bounded by in. */
+    return 1;
+}
+
+static void process(struct h1_server *hs)
+{
+    int progress;
+
+    if (hs->closed)
+        return;
+    do {
+        progress = 0;
+        if (flush_out(hs) < 0)
+            goto fail;
+        if (hs->s != NULL && hs->rs == RS_BODY && pump_response_body(hs) < 0)
+            goto fail;
+        if (hs->s != NULL && hs->rs == RS_DONE && buf_len(&hs->out) == 0) {
+            /* The response is complete. A request whose body we did not
+             * read to the end leaves the connection unusable. */
+            if (hs->rq == RQ_BODY)
+                hs->keep_alive = 0;
+            stream_release(hs);
+            if (!hs->keep_alive)
+                goto done;
+            start_head_wait(hs);
+            progress = 1;
+        }
+        if (hs->closing && buf_len(&hs->out) == 0)
+            goto done;
+        if (want_read(hs)) {
+            int r = read_in(hs);
+            if (r < 0)
+                goto fail;
+            progress |= r;
+        }
+        if (hs->s == NULL && hs->rq == RQ_HEAD && !hs->closing &&
+            buf_len(&hs->in) > 0) {
+            parse_head(hs);
+            if (hs->s != NULL) {
+                dispatch(hs);
+                progress = 1;
+                if (hs->closed)
+                    return;
+            }
+        }
+        if (hs->s != NULL && hs->rq == RQ_BODY)
+            pump_request_body(hs);
+        if (hs->s != NULL && hs->rq == RQ_TUNNEL)
+            pump_tunnel_in(hs);
+    } while (progress && !hs->closed);
+
+    if (hs->eof) {
+        if (hs->s == NULL && buf_len(&hs->out) == 0)
+            goto done;
+        if (hs->s != NULL && hs->rq == RQ_TUNNEL && buf_len(&hs->in) == 0)
+            hpipe_finish(&hs->s->req_body);
+        else if (hs->s != NULL && hs->rq == RQ_BODY) {
+            hpipe_abort(&hs->s->req_body);
+            hs->s->flags |= HFLAG_DC;
+            goto done;
+        } else if (hs->s == NULL && buf_len(&hs->in) > 0 &&
+                   buf_len(&hs->out) == 0) {
+            goto done; /* a partial head, then FIN */
+        }
+        hs->keep_alive = 0;
+    }
+    conn_want(hs->c, want_read(hs), hs->write_blocked);
+    return;
+fail:
+    if (hs->s != NULL)
+        hs->s->flags |= HFLAG_DC;
+done:
+    server_close(hs);
+}
+
+/* The proxy's response head: status line, fields and our framing. */
+static void response_head(struct hstream *s)
+{
+    struct h1_server *hs = s->down_ctx;
+    const struct http_response *r = &s->resp;
+    int no_body = slice_eq_str(s->req.method, "HEAD") || r->status < 200 ||
+                  r->status == 204 || r->status == 304;
+
+    if (hs->draining)
+        hs->keep_alive = 0;
+    if (r->status == 101 && s->req.upgrade) {
+        hs->rb = RB_TUNNEL;
+    } else if (no_body) {
+        hs->rb = RB_NONE;
+    } else if (r->content_length >= 0) {
+        hs->rb = RB_LENGTH;
+    } else if (hs->minor == 1) {
+        hs->rb = RB_CHUNKED;
+    } else {
+        hs->rb = RB_EOF;
+        hs->keep_alive = 0;
+    }
+    if (h1_write_status(&hs->out, r->status) < 0 ||
+        h1_write_fields(&hs->out, &r->fields) < 0)
+        goto fail;
+    if (hs->rb == RB_TUNNEL) {
+        buf_puts(&hs->out, "connection: upgrade\r\nupgrade: ");
+        buf_append(&hs->out, s->req.upgrade_proto.p, s->req.upgrade_proto.n);
+        buf_puts(&hs->out, "\r\n");
+    } else if (hs->rb == RB_CHUNKED) {
+        buf_puts(&hs->out, "transfer-encoding: chunked\r\n");
+    }
+    if (r->content_length >= 0 && (hs->rb == RB_LENGTH || no_body) &&
+        r->status >= 200 && r->status != 204)
+        buf_printf(&hs->out, "content-length: %" PRId64 "\r\n",
+                   r->content_length);
+    if (hs->rb != RB_TUNNEL) {
+        if (!hs->keep_alive)
+            buf_puts(&hs->out, "connection: close\r\n");
+        else if (hs->minor == 0)
+            buf_puts(&hs->out, "connection: keep-alive\r\n");
+    }
+    if (buf_puts(&hs->out, "\r\n") < 0)
+        goto fail;
+    hs->rs = hs->rb == RB_NONE ? RS_DONE : RS_BODY;
+    if (hs->rb == RB_NONE) {
+        /* Whatever the upstream sends as a body of HEAD or 304 is dropped. */
+        size_t n;
+        hpipe_peek(&s->resp_body, &n);
+        hpipe_consume(&s->resp_body, n);
+    }
+    if (hs->rb == RB_TUNNEL) {
+        hs->rq = RQ_TUNNEL;
+        hs->keep_alive = 0;
+    }
+    schedule(hs);
+    return;
+fail:
+    /* A field that cannot be written (CR/LF in a value) ends the exchange:
+     * never let one peer inject headers into another. */
+    s->flags |= HFLAG_UPE;
+    buf_consume(&hs->out, buf_len(&hs->out));
+    hs->keep_alive = 0;
+    hs->closing = 1;
+    schedule(hs);
+}
+
+static void continue_100(struct hstream *s)
+{
+    struct h1_server *hs = s->down_ctx;
+
+    if (hs->rs == RS_WAIT && hs->rq == RQ_BODY) {
+        buf_puts(&hs->out, "HTTP/1.1 100 Continue\r\n\r\n");
+        schedule(hs);
+    }
+}
+
+static const struct hstream_down_ops down_ops = {response_head, continue_100};
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct h1_server *hs = arg;
+
+    (void)fd;
+    (void)what;
+    if (hs->s != NULL)
+        return;
+    if (hs->timer_head) {
+        fail_request(hs, 408, "request head timeout");
+        process(hs);
+        return;
+    }
+    server_close(hs);
+}
+
+struct h1_server *h1_server_new(struct event_base *base, struct conn *c,
+                                const struct h1_server_conf *conf,
+                                const struct h1_server_hooks *hooks,
+                                struct bufpool *pool,
+                                struct h1_scratch *scratch)
+{
+    struct h1_server *hs = calloc(1, sizeof(*hs));
+
+    if (hs == NULL)
+        return NULL;
+    hs->c = c;
+    hs->base = base;
+    hs->conf = conf;
+    hs->hooks = *hooks;
+    hs->pool = pool;
+    hs->scratch = scratch;
+    buf_init(&hs->in, conf->lim.max_head);
+    buf_init(&hs->out, OUT_MAX);
+    event_assign(&hs->defer, base, -1, 0, on_defer, hs);
+    event_assign(&hs->timer, base, -1, 0, on_timer, hs);
+    c->on_io = on_io;
+    c->arg = hs;
+    start_head_wait(hs);
+    schedule(hs);
+    return hs;
+}
+
+void h1_server_drain(struct h1_server *hs)
+{
+    hs->draining = 1;
+    if (hs->s == NULL) {
+        hs->closing = 1;
+        schedule(hs);
+    }
+}
+
+void h1_server_free(struct h1_server *hs)
+{
+    if (hs == NULL)
+        return;
+    if (!hs->closed) {
+        hs->hooks.closed = NULL;
+        hs->closed = 1;
+        if (hs->s != NULL) {
+            hpipe_abort(&hs->s->req_body);
+            hs->s->flags |= HFLAG_DC;
+            stream_release(hs);
+        }
+    }
+    event_del(&hs->timer);
+    event_del(&hs->defer);
+    h1_chunked_dispose(&hs->chunked);
+    buf_dispose(&hs->in);
+    buf_dispose(&hs->out);
+    free(hs);
+}

@@ -1,0 +1,61 @@
+#ifndef STRAIT_HTTP1_H1_SERVER_H
+#define STRAIT_HTTP1_H1_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http/stream.h"
+#include "http1/parser.h"
+
+struct bufpool;
+struct conn;
+struct event_base;
+
+/* Per-listener settings of the HTTP/1 server side; immutable, shared. */
+struct h1_server_conf {
+    struct h1_limits lim;
+    size_t body_cap;             /* per pipe */
+    uint64_t idle_timeout_ms;    /* between requests */
+    uint64_t headers_timeout_ms; /* to receive one request head */
+    int tls;                     /* requests arrive over TLS: scheme https */
+};
+
+/* Per-worker scratch the parser fills; one array serves every connection
+ * of the worker because parsing never yields to the loop. */
+struct h1_scratch {
+    struct h1_header *hdrs;
+    size_t cap;
+};
+
+struct h1_server_hooks {
+    const struct hstream_handler *handler;
+    void *ctx;
+    /* A malformed request, answered with status and closed. */
+    void (*protocol_error)(void *ctx, int status, const char *why);
+    /* The connection closed; the owner frees the server on a later turn. */
+    void (*closed)(void *owner);
+    void *owner;
+};
+
+struct h1_server;
+
+/*
+ * h1_server_new() serves HTTP/1.x on c, which must be connected (and past
+ * any TLS handshake); the server takes over c's callbacks but not its
+ * memory. pool supplies body buffers; scratch is the worker's.
+ */
+struct h1_server *h1_server_new(struct event_base *base, struct conn *c,
+                                const struct h1_server_conf *conf,
+                                const struct h1_server_hooks *hooks,
+                                struct bufpool *pool,
+                                struct h1_scratch *scratch);
+
+/* h1_server_drain() answers the request in flight with Connection: close
+ * and closes an idle connection at once. */
+void h1_server_drain(struct h1_server *hs);
+
+/* h1_server_free() ends everything now (the stream in flight is reset) and
+ * closes c. */
+void h1_server_free(struct h1_server *hs);
+
+#endif

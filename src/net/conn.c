@@ -1,0 +1,112 @@
+#include "config.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "net/conn.h"
+
+static ssize_t plain_read(struct conn *c, void *p, size_t n)
+{
+    ssize_t r;
+
+    do {
+        r = recv(c->fd, p, n, 0);
+    } while (r < 0 && errno == EINTR);
+    if (r >= 0)
+        return r;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return CONN_AGAIN;
+    c->why = errno == ECONNRESET ? "connection reset" : "read error";
+    return CONN_ERROR;
+}
+
+static ssize_t plain_write(struct conn *c, const void *p, size_t n)
+{
+    ssize_t r;
+
+    do {
+        r = send(c->fd, p, n, MSG_NOSIGNAL);
+    } while (r < 0 && errno == EINTR);
+    if (r >= 0)
+        return r;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return CONN_AGAIN;
+    c->why = errno == EPIPE || errno == ECONNRESET ? "connection reset"
+                                                   : "write error";
+    return CONN_ERROR;
+}
+
+static int plain_handshake(struct conn *c)
+{
+    (void)c;
+    return 1;
+}
+
+static void plain_shutdown(struct conn *c)
+{
+    shutdown(c->fd, SHUT_WR);
+}
+
+static void plain_dispose(struct conn *c)
+{
+    (void)c;
+}
+
+const struct conn_ops conn_plain_ops = {plain_read, plain_write,
+                                        plain_handshake, plain_shutdown,
+                                        plain_dispose};
+
+static void on_event(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+
+    (void)fd;
+    (void)what;
+    c->on_io(c, c->arg);
+}
+
+void conn_init(struct conn *c, struct event_base *base, int fd,
+               void (*on_io)(struct conn *, void *), void *arg)
+{
+    memset(c, 0, sizeof(*c));
+    c->fd = fd;
+    c->ops = &conn_plain_ops;
+    c->on_io = on_io;
+    c->arg = arg;
+    event_assign(&c->rev, base, fd, EV_READ | EV_PERSIST, on_event, c);
+    event_assign(&c->wev, base, fd, EV_WRITE | EV_PERSIST, on_event, c);
+}
+
+void conn_want(struct conn *c, int want_read, int want_write)
+{
+    int r = (want_read && !c->read_needs_write) ||
+            (want_write && c->write_needs_read);
+    int w = (want_write && !c->write_needs_read) ||
+            (want_read && c->read_needs_write);
+
+    if (r && !c->rev_on)
+        event_add(&c->rev, NULL);
+    else if (!r && c->rev_on)
+        event_del(&c->rev);
+    if (w && !c->wev_on)
+        event_add(&c->wev, NULL);
+    else if (!w && c->wev_on)
+        event_del(&c->wev);
+    c->rev_on = r ? 1u : 0u;
+    c->wev_on = w ? 1u : 0u;
+}
+
+void conn_close(struct conn *c)
+{
+    if (c->fd < 0)
+        return;
+    event_del(&c->rev);
+    event_del(&c->wev);
+    c->rev_on = c->wev_on = 0;
+    c->ops->dispose(c);
+    close(c->fd);
+    c->fd = -1;
+}

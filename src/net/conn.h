@@ -1,0 +1,74 @@
+#ifndef STRAIT_NET_CONN_H
+#define STRAIT_NET_CONN_H
+
+#include <event2/event_struct.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/*
+ * A byte stream over a socket: plain, or TLS through the ops a higher
+ * layer installs (src/tls). Codecs read and write through it and tell it
+ * what they want next; it maps that onto socket readiness, including
+ * TLS's "this read needs the socket writable" cases.
+ *
+ * Both socket events call on_io(c, arg); a codec tries both directions
+ * each time, so it never matters which event fired.
+ */
+struct conn;
+
+enum {
+    CONN_AGAIN = -1, /* would block; wait for conn_want() to fire */
+    CONN_ERROR = -2, /* failed; c->why says why */
+};
+
+struct conn_ops {
+    /* >0 bytes, 0 end of stream, CONN_AGAIN or CONN_ERROR. */
+    ssize_t (*read)(struct conn *c, void *p, size_t n);
+    ssize_t (*write)(struct conn *c, const void *p, size_t n);
+    /* 1 done, 0 in progress (CONN_AGAIN semantics), -1 failed. */
+    int (*handshake)(struct conn *c);
+    /* Ends our sending side (FIN or close_notify); best effort. */
+    void (*shutdown)(struct conn *c);
+    /* Frees transport state (not the fd). */
+    void (*dispose)(struct conn *c);
+};
+
+struct conn {
+    int fd;
+    const struct conn_ops *ops;
+    void *tls; /* owned by the TLS ops */
+    struct event rev, wev;
+    unsigned rev_on : 1, wev_on : 1;
+    unsigned read_needs_write : 1; /* the last read wants the socket writable */
+    unsigned write_needs_read : 1;
+    unsigned handshaking : 1;
+    unsigned eof : 1;
+    const char *why;
+    void (*on_io)(struct conn *c, void *arg);
+    void *arg;
+};
+
+/* conn_init() wraps fd (owned from now on) as a plain connection. */
+void conn_init(struct conn *c, struct event_base *base, int fd,
+               void (*on_io)(struct conn *, void *), void *arg);
+
+/* conn_close() stops the events, frees transport state and closes fd. */
+void conn_close(struct conn *c);
+
+static inline ssize_t conn_read(struct conn *c, void *p, size_t n)
+{
+    return c->ops->read(c, p, n);
+}
+
+static inline ssize_t conn_write(struct conn *c, const void *p, size_t n)
+{
+    return c->ops->write(c, p, n);
+}
+
+/* conn_want() sets socket interest from what the codec wants to do. */
+void conn_want(struct conn *c, int want_read, int want_write);
+
+/* The plain transport, for codecs that set ops back after TLS. */
+extern const struct conn_ops conn_plain_ops;
+
+#endif

@@ -1,0 +1,37 @@
+#ifndef STRAIT_PROXY_PLISTENER_H
+#define STRAIT_PROXY_PLISTENER_H
+
+#include "core/list.h"
+
+struct event_base;
+
+/*
+ * What a worker runs on one listening socket: the TCP relay or the HTTP
+ * proxy. Workers manage them through this table, so adding a kind of
+ * listener never touches the worker.
+ */
+struct plistener;
+
+typedef void (*plistener_idle_fn)(struct plistener *l, void *arg);
+
+struct plistener_ops {
+    const char *kind;
+    /* Start accepting on fd (not owned) for conf (a reference is taken);
+     * on_idle runs once stopped and empty. NULL on failure. */
+    struct plistener *(*start)(struct event_base *base, int worker, int fd,
+                               void *conf, plistener_idle_fn on_idle,
+                               void *arg);
+    /* Stop accepting; finish what is in flight, close idle keep-alives. */
+    void (*stop_accepting)(struct plistener *l);
+    /* Close everything now and free. */
+    void (*free)(struct plistener *l);
+};
+
+struct plistener {
+    const struct plistener_ops *ops;
+    void *conf; /* identity: the compiled configuration served */
+    int fd;
+    struct list link; /* the worker's lists */
+};
+
+#endif

@@ -1,0 +1,185 @@
+#include "config.h"
+
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/listener.h"
+#include "upstream/cluster.h"
+
+/* Idle connections a worker keeps per cluster beyond which the oldest
+ * close. */
+#define UPOOL_MAX_IDLE 512
+
+struct cluster *cluster_new(const char *name, const struct addr *eps,
+                            size_t n, int nworkers)
+{
+    struct cluster *c = calloc(1, sizeof(*c));
+
+    if (c == NULL)
+        return NULL;
+    c->refs = 1;
+    c->name = strdup(name);
+    c->endpoints = calloc(n ? n : 1, sizeof(*eps));
+    c->nworkers = nworkers;
+    if (posix_memalign((void **)&c->w, 64,
+                       (size_t)nworkers * sizeof(*c->w)) != 0)
+        c->w = NULL;
+    if (c->name == NULL || c->endpoints == NULL || c->w == NULL) {
+        cluster_unref(c);
+        return NULL;
+    }
+    memset(c->w, 0, (size_t)nworkers * sizeof(*c->w));
+    memcpy(c->endpoints, eps, n * sizeof(*eps));
+    c->nendpoints = n;
+    return c;
+}
+
+struct cluster *cluster_ref(struct cluster *c)
+{
+    __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+    return c;
+}
+
+void cluster_unref(struct cluster *c)
+{
+    if (c == NULL || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    free(c->w);
+    free(c->endpoints);
+    free(c->name);
+    free(c);
+}
+
+void cluster_sum(const struct cluster *c, struct cluster_counters *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (int i = 0; i < c->nworkers; i++) {
+        const struct cluster_counters *s = &c->w[i];
+        out->rq_total += STAT_GET(s, rq_total);
+        out->cx_total += STAT_GET(s, cx_total);
+        out->cx_connect_fail += STAT_GET(s, cx_connect_fail);
+        out->cx_connect_timeout += STAT_GET(s, cx_connect_timeout);
+        out->cx_reused += STAT_GET(s, cx_reused);
+        out->rq_error += STAT_GET(s, rq_error);
+        out->rq_timeout += STAT_GET(s, rq_timeout);
+    }
+}
+
+static void reap(evutil_socket_t fd, short what, void *arg)
+{
+    struct upool *p = arg;
+
+    (void)fd;
+    (void)what;
+    while (!LIST_EMPTY(&p->dead))
+        h1_client_free(LIST_ELEM(p->dead.next, struct h1_client, link));
+}
+
+void upool_discard(struct upool *p, struct h1_client *c)
+{
+    list_del(&c->link);
+    list_append(&p->dead, &c->link);
+    event_active(p->reap_ev, EV_TIMEOUT, 0);
+}
+
+static void idle_closed(void *ctx, struct h1_client *c)
+{
+    struct upool *p = ctx;
+
+    p->nidle--;
+    upool_discard(p, c);
+}
+
+/* Idle connections run no exchange: only idle_closed can fire. */
+static void no_connect(void *ctx, struct h1_client *c, int timeout)
+{
+    (void)timeout;
+    idle_closed(ctx, c);
+}
+
+static void no_head(void *ctx, struct h1_client *c)
+{
+    (void)ctx;
+    (void)c;
+}
+
+static void no_done(void *ctx, struct h1_client *c, int ok, int reusable,
+                    unsigned flags)
+{
+    (void)ok;
+    (void)reusable;
+    (void)flags;
+    idle_closed(ctx, c);
+}
+
+static const struct h1_client_hooks pool_hooks = {no_connect, no_head, no_done,
+                                                  idle_closed};
+
+int upool_init(struct upool *p, struct cluster *cl, struct event_base *base,
+               int worker, struct h1_scratch *scratch)
+{
+    memset(p, 0, sizeof(*p));
+    p->cl = cluster_ref(cl);
+    p->base = base;
+    p->worker = worker;
+    p->scratch = scratch;
+    p->rr = (size_t)worker; /* workers start at different endpoints */
+    LIST_INIT(&p->idle);
+    LIST_INIT(&p->dead);
+    p->reap_ev = event_new(base, -1, 0, reap, p);
+    return p->reap_ev != NULL ? 0 : -1;
+}
+
+void upool_dispose(struct upool *p)
+{
+    if (p->cl == NULL)
+        return;
+    while (!LIST_EMPTY(&p->idle))
+        h1_client_free(LIST_ELEM(p->idle.next, struct h1_client, link));
+    while (!LIST_EMPTY(&p->dead))
+        h1_client_free(LIST_ELEM(p->dead.next, struct h1_client, link));
+    if (p->reap_ev != NULL)
+        event_free(p->reap_ev);
+    cluster_unref(p->cl);
+    memset(p, 0, sizeof(*p));
+}
+
+size_t upool_pick(struct upool *p)
+{
+    return p->rr++ % p->cl->nendpoints;
+}
+
+struct h1_client *upool_take(struct upool *p, size_t ep)
+{
+    /* Most recently used first: its TCP state is the warmest. */
+    for (struct list *it = p->idle.prev; it != &p->idle; it = it->prev) {
+        struct h1_client *c = LIST_ELEM(it, struct h1_client, link);
+        if (c->endpoint == ep) {
+            list_del(&c->link);
+            p->nidle--;
+            STAT_ADD(upool_stats(p), cx_reused, 1);
+            return c;
+        }
+    }
+    return NULL;
+}
+
+void upool_put(struct upool *p, struct h1_client *c)
+{
+    if (p->cl->max_requests_per_conn > 0 &&
+        c->requests >= p->cl->max_requests_per_conn) {
+        upool_discard(p, c);
+        return;
+    }
+    if (p->nidle >= UPOOL_MAX_IDLE) {
+        struct h1_client *old = LIST_ELEM(p->idle.next, struct h1_client, link);
+        p->nidle--;
+        upool_discard(p, old);
+    }
+    h1_client_set_owner(c, &pool_hooks, p);
+    list_del(&c->link);
+    list_append(&p->idle, &c->link);
+    p->nidle++;
+    h1_client_idle(c);
+}

@@ -1,0 +1,89 @@
+#ifndef STRAIT_UPSTREAM_CLUSTER_H
+#define STRAIT_UPSTREAM_CLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/addr.h"
+#include "core/list.h"
+#include "http1/h1_client.h"
+
+struct event;
+struct event_base;
+
+/* Per-worker counters of a cluster; see listener_counters for the rules. */
+struct cluster_counters {
+    uint64_t rq_total;
+    uint64_t cx_total;
+    uint64_t cx_connect_fail;
+    uint64_t cx_connect_timeout;
+    uint64_t cx_reused;
+    uint64_t rq_error;   /* reset or protocol error mid-exchange */
+    uint64_t rq_timeout; /* route timeout */
+} __attribute__((aligned(64)));
+
+enum cluster_protocol { CLUSTER_HTTP1, CLUSTER_HTTP2 };
+
+/*
+ * An upstream cluster: its endpoints and how to talk to them. Immutable
+ * and shared by all workers; reference-counted with atomics (taken when
+ * listeners are built, never per request).
+ */
+struct cluster {
+    int refs;
+    char *name;
+    struct addr *endpoints;
+    size_t nendpoints;
+    enum cluster_protocol protocol;
+    struct h1_client_conf h1;
+    uint64_t max_requests_per_conn; /* 0: no limit */
+    int nworkers;
+    struct cluster_counters *w; /* nworkers shards */
+};
+
+struct cluster *cluster_new(const char *name, const struct addr *eps,
+                            size_t n, int nworkers);
+struct cluster *cluster_ref(struct cluster *c);
+void cluster_unref(struct cluster *c);
+void cluster_sum(const struct cluster *c, struct cluster_counters *out);
+
+/*
+ * One worker's pool of idle upstream connections for a cluster. Lives on
+ * the worker's thread only.
+ */
+struct upool {
+    struct cluster *cl; /* one reference */
+    struct event_base *base;
+    int worker;
+    size_t rr;
+    struct list idle; /* struct h1_client, most recently used last */
+    size_t nidle;
+    struct list dead;
+    struct event *reap_ev;
+    struct h1_scratch *scratch;
+};
+
+int upool_init(struct upool *p, struct cluster *cl, struct event_base *base,
+               int worker, struct h1_scratch *scratch);
+void upool_dispose(struct upool *p);
+
+/* upool_pick() returns the next endpoint index, round robin. */
+size_t upool_pick(struct upool *p);
+
+/* upool_take() returns an idle connection to endpoint ep, or NULL. The
+ * caller becomes its owner (h1_client_set_owner). */
+struct h1_client *upool_take(struct upool *p, size_t ep);
+
+/* upool_put() keeps a reusable connection for the next request. */
+void upool_put(struct upool *p, struct h1_client *c);
+
+/* upool_discard() closes c on the next loop turn (never inside c's own
+ * callback). */
+void upool_discard(struct upool *p, struct h1_client *c);
+
+static inline struct cluster_counters *upool_stats(const struct upool *p)
+{
+    return &p->cl->w[p->worker];
+}
+
+#endif
