@@ -176,7 +176,10 @@ static void reply(struct evhttp_request *req, int code, const char *reason,
                       ctype);
     evhttp_add_header(evhttp_request_get_output_headers(req),
                       "Cache-Control", "no-store");
-    evbuffer_add(out, buf_ptr(body), buf_len(body));
+    /* evhttp does not drop the body of a HEAD answer itself; a body there
+     * would be read as the start of the next response. */
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_HEAD)
+        evbuffer_add(out, buf_ptr(body), buf_len(body));
     evhttp_send_reply(req, code, reason, NULL);
 }
 

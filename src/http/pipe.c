@@ -84,7 +84,7 @@ void hpipe_consume(struct hpipe *p, size_t n)
     if (buf_len(&p->buf) == 0 && p->pool != NULL)
         bufpool_drain(p->pool, &p->buf);
     /* Wake the producer only once it was stopped by a full pipe. */
-    if (p->was_full) {
+    if (p->was_full || p->wake_on_consume) {
         p->was_full = 0;
         wake(p->wake_writer, p->writer);
     }

@@ -25,6 +25,8 @@ struct hpipe {
     unsigned eof : 1;     /* the producer finished (trailers, if any, set) */
     unsigned aborted : 1; /* the producer failed; the consumer resets */
     unsigned was_full : 1;
+    unsigned wake_on_consume : 1; /* wake the writer on every consume
+                                    (HTTP/2 returns flow-control credit) */
     struct http_fields trailers;
     void (*wake_reader)(void *arg);
     void *reader;

@@ -52,6 +52,21 @@ void listener_stats_sum(const struct listener_stats *st,
         out->connect_failures += STAT_GET(c, connect_failures);
         out->connect_timeouts += STAT_GET(c, connect_timeouts);
         out->idle_timeouts += STAT_GET(c, idle_timeouts);
+        out->rq_total += STAT_GET(c, rq_total);
+        for (int k = 0; k < 6; k++)
+            out->rq_class[k] += STAT_GET(c, rq_class[k]);
+        out->rq_protocol_errors += STAT_GET(c, rq_protocol_errors);
+        out->rq_upstream_errors += STAT_GET(c, rq_upstream_errors);
+        out->tls_handshakes += STAT_GET(c, tls_handshakes);
+        out->tls_fail_version += STAT_GET(c, tls_fail_version);
+        out->tls_fail_cipher += STAT_GET(c, tls_fail_cipher);
+        out->tls_fail_certificate += STAT_GET(c, tls_fail_certificate);
+        out->tls_fail_eof += STAT_GET(c, tls_fail_eof);
+        out->tls_fail_other += STAT_GET(c, tls_fail_other);
+        out->h2_rapid_reset += STAT_GET(c, h2_rapid_reset);
+        out->h2_flood += STAT_GET(c, h2_flood);
+        out->h2_continuation += STAT_GET(c, h2_continuation);
+        out->h2_stream_errors += STAT_GET(c, h2_stream_errors);
     }
 }
 

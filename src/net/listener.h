@@ -21,6 +21,21 @@ struct listener_counters {
     uint64_t connect_failures;
     uint64_t connect_timeouts;
     uint64_t idle_timeouts;
+    /* HTTP listeners */
+    uint64_t rq_total;
+    uint64_t rq_class[6]; /* [1]..[5]: 1xx..5xx */
+    uint64_t rq_protocol_errors; /* malformed requests from clients */
+    uint64_t rq_upstream_errors; /* upstream failed (502/503/reset) */
+    uint64_t tls_handshakes;
+    uint64_t tls_fail_version;
+    uint64_t tls_fail_cipher;
+    uint64_t tls_fail_certificate;
+    uint64_t tls_fail_eof;
+    uint64_t tls_fail_other;
+    uint64_t h2_rapid_reset;
+    uint64_t h2_flood;        /* SETTINGS/PING/empty-frame floods */
+    uint64_t h2_continuation; /* CONTINUATION floods */
+    uint64_t h2_stream_errors;
 } __attribute__((aligned(64)));
 
 #define STAT_ADD(shard, field, n)                                              \

@@ -12,14 +12,18 @@
 #include "core/log.h"
 #include "event/mq.h"
 #include "net/listener.h"
+#include "proxy/http_proxy.h"
 #include "proxy/tcp_proxy.h"
+#include "server/compile.h"
+#include "upstream/cluster.h"
 #include "server/server.h"
 #include "server/worker.h"
 
 /* A listener as the main thread sees it: what it does (conf), where it
  * listens (socks) and its counters. Each field holds one reference. */
 struct srv_listener {
-    struct tcp_proxy_conf *conf;
+    struct compiled_listener cl;
+    int access_log;
     struct listener_socks *socks;
     struct listener_stats *stats;
     struct bootstrap_listener *bl; /* in the bootstrap it came from */
@@ -57,7 +61,8 @@ struct server {
 static void lset_release(struct lset *ls)
 {
     for (size_t i = 0; i < ls->n; i++) {
-        tcp_proxy_conf_unref(ls->v[i].conf);
+        if (ls->v[i].cl.conf != NULL)
+            ls->v[i].cl.unref(ls->v[i].cl.conf);
         listener_socks_unref(ls->v[i].socks);
         listener_stats_unref(ls->v[i].stats);
     }
@@ -95,6 +100,8 @@ static int lset_build(struct server *s, struct bootstrap *bs,
                       const struct lset *old, struct lset *out, char **err)
 {
     char as[ADDR_STRLEN];
+    struct cluster **clusters;
+    int clusters_same = old->bs != NULL && bootstrap_clusters_equal(old->bs, bs);
 
     memset(out, 0, sizeof(*out));
     out->v = calloc(bs->listeners.n ? bs->listeners.n : 1, sizeof(*out->v));
@@ -102,19 +109,30 @@ static int lset_build(struct server *s, struct bootstrap *bs,
         *err = strdup("out of memory");
         return -1;
     }
+    clusters = compile_clusters(bs, s->nworkers, err);
+    if (clusters == NULL) {
+        free(out->v);
+        out->v = NULL;
+        return -1;
+    }
     for (size_t i = 0; i < bs->listeners.n; i++) {
         struct bootstrap_listener *bl = bootstrap_listener_at(bs, i);
         struct srv_listener *prev = lset_find_name(old, bl->name);
         struct srv_listener *same_addr = lset_find_addr(old, &bl->address);
         struct srv_listener *l = &out->v[out->n];
-        struct tcp_proxy_conf *c;
 
         l->bl = bl;
+        l->access_log = bs->log.access_log;
         /* Settings from outside the listener's own block that its compiled
-         * conf carries count too. */
+         * conf carries count too: logging, and the clusters it routes to. */
         if (prev != NULL && bootstrap_listener_equal(prev->bl, bl) &&
-            prev->conf->access_log == bs->log.access_log) {
-            l->conf = tcp_proxy_conf_ref(prev->conf);
+            prev->access_log == bs->log.access_log &&
+            (bl->protocol != BOOTSTRAP_HTTP || clusters_same)) {
+            l->cl = prev->cl;
+            if (prev->cl.ops == &tcp_proxy_ops)
+                tcp_proxy_conf_ref(prev->cl.conf);
+            else
+                http_proxy_conf_ref(prev->cl.conf);
             l->socks = prev->socks;
             l->socks->refs++;
             l->stats = listener_stats_ref(prev->stats);
@@ -141,20 +159,20 @@ static int lset_build(struct server *s, struct bootstrap *bs,
                                 : listener_stats_new(bl->name, s->nworkers);
         if (l->stats == NULL)
             goto oom;
-        c = tcp_proxy_conf_new(bl->name, bl->upstreams.v, bl->upstreams.n,
-                               l->stats);
-        if (c == NULL)
-            goto oom;
-        c->connect_timeout_ms = (uint64_t)bl->connect_timeout_ms;
-        c->connect_attempts = (int)bl->connect_attempts;
-        c->idle_timeout_ms = (uint64_t)bl->idle_timeout_ms;
-        c->buffer_size = (size_t)bl->buffer_size;
-        c->access_log = bs->log.access_log;
-        l->conf = c;
+        if (compile_listener(bs, bl, clusters, l->stats, &l->cl, err) < 0) {
+            char *m = NULL;
+            if (asprintf(&m, "listener %s: %s", bl->name,
+                         *err ? *err : "cannot compile") < 0)
+                m = NULL;
+            free(*err);
+            *err = m;
+            out->n++;
+            goto fail;
+        }
         out->n++;
-        log_info("listener %s: %s on %s, %zu upstream(s)", bl->name,
-                 prev ? "changed" : "added",
-                 addr_format(&bl->address, as, sizeof(as)), bl->upstreams.n);
+        log_info("listener %s: %s, %s on %s", bl->name,
+                 prev ? "changed" : "added", l->cl.ops->kind,
+                 addr_format(&bl->address, as, sizeof(as)));
         continue;
 oom:
         if (*err == NULL)
@@ -166,9 +184,11 @@ oom:
         if (lset_find_name(out, old->v[i].bl->name) == NULL)
             log_info("listener %s: removed", old->v[i].bl->name);
     out->bs = bs;
+    compile_clusters_free(clusters, bs->clusters.n);
     return 0;
 fail:
     /* Partially built entries hold references like complete ones. */
+    compile_clusters_free(clusters, bs->clusters.n);
     lset_release(out);
     return -1;
 }
@@ -192,8 +212,8 @@ static int publish(struct server *s)
             return -1;
         set->n = s->cur.n;
         for (size_t i = 0; i < s->cur.n; i++) {
-            set->v[i].ops = &tcp_proxy_ops;
-            set->v[i].conf = s->cur.v[i].conf;
+            set->v[i].ops = s->cur.v[i].cl.ops;
+            set->v[i].conf = s->cur.v[i].cl.conf;
             set->v[i].name = s->cur.v[i].bl->name;
             set->v[i].fd = listener_socks_fd(s->cur.v[i].socks, w);
         }

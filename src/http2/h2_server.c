@@ -1,0 +1,727 @@
+/*
+ * The server side of HTTP/2 on nghttp2. Flow control is tied to the
+ * pipes: DATA is acknowledged (WINDOW_UPDATE) only as the proxy consumes
+ * it, so a client can never make us hold more than its stream window per
+ * stream. Floods that nghttp2 detects (SETTINGS, PING, CONTINUATION) and
+ * the ones we count ourselves (rapid reset, empty frames) end the
+ * connection with a counter in /stats.
+ */
+#include "config.h"
+
+#include <event2/event.h>
+#include <inttypes.h>
+#include <nghttp2/nghttp2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "core/clock.h"
+#include "core/list.h"
+#include "http2/h2_server.h"
+#include "net/conn.h"
+#include "net/listener.h"
+
+#define OUT_MAX (64 * 1024)
+#define READ_CHUNK (16 * 1024)
+#define READS_PER_TURN 8
+/* Client resets of streams per second before we call it an attack
+ * (CVE-2023-44487); legitimate clients cancel far fewer. */
+#define RST_PER_SECOND 200
+#define EMPTY_FRAMES_MAX 64
+
+struct h2_stream {
+    struct list link; /* the server's streams */
+    struct h2_server *hs;
+    struct hstream *s;
+    int32_t id;
+    size_t head_bytes;
+    size_t nfields;
+    uint64_t written;  /* request body bytes put in the pipe */
+    uint64_t reported; /* of those, returned to the window */
+    int bad_status;    /* answer locally instead of dispatching */
+    unsigned dispatched : 1;
+    unsigned req_ended : 1;
+    unsigned has_authority : 1;
+    struct slice cookie;
+};
+
+struct h2_server {
+    struct conn *c;
+    struct event_base *base;
+    struct event defer;
+    struct event timer;
+    nghttp2_session *ng;
+    const struct h1_server_conf *conf;
+    struct h2_settings h2;
+    struct h2_server_hooks hooks;
+    struct bufpool *pool;
+    struct listener_counters *sh;
+    struct buf out;
+    struct list streams;
+    size_t nstreams;
+    uint64_t rst_start;
+    unsigned rst_count;
+    unsigned empty_frames;
+    unsigned closed : 1;
+    unsigned draining : 1;
+    unsigned eof : 1;
+    unsigned write_blocked : 1;
+};
+
+static void process(struct h2_server *hs);
+static const struct hstream_down_ops down_ops;
+
+static void schedule(void *arg)
+{
+    struct h2_server *hs = arg;
+
+    if (!hs->closed)
+        event_active(&hs->defer, EV_TIMEOUT, 0);
+}
+
+static void on_defer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    process(arg);
+}
+
+static void on_io(struct conn *c, void *arg)
+{
+    (void)c;
+    process(arg);
+}
+
+static void arm_idle(struct h2_server *hs)
+{
+    uint64_t ms = hs->conf->idle_timeout_ms;
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+
+    if (hs->nstreams == 0)
+        event_add(&hs->timer, &tv);
+}
+
+static void server_close(struct h2_server *hs)
+{
+    if (hs->closed)
+        return;
+    hs->closed = 1;
+    event_del(&hs->defer);
+    event_del(&hs->timer);
+    conn_want(hs->c, 0, 0);
+    hs->hooks.closed(hs->hooks.owner);
+}
+
+/* The request pipe's consumer took bytes: give the client that credit. */
+static void req_consumed(void *arg)
+{
+    struct h2_stream *st = arg;
+    struct h2_server *hs = st->hs;
+    uint64_t held = buf_len(&st->s->req_body.buf);
+    uint64_t done = st->written - held;
+
+    if (done > st->reported && !hs->closed) {
+        nghttp2_session_consume(hs->ng, st->id, (size_t)(done - st->reported));
+        st->reported = done;
+        schedule(hs);
+    }
+}
+
+static void resp_ready(void *arg)
+{
+    struct h2_stream *st = arg;
+
+    if (st->hs->closed)
+        return;
+    nghttp2_session_resume_data(st->hs->ng, st->id);
+    schedule(st->hs);
+}
+
+static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f,
+                            void *arg)
+{
+    struct h2_server *hs = arg;
+    struct h2_stream *st;
+    size_t cap = hs->conf->body_cap > hs->h2.stream_window
+                     ? hs->conf->body_cap
+                     : hs->h2.stream_window;
+
+    if (f->hd.type != NGHTTP2_HEADERS ||
+        f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    st = calloc(1, sizeof(*st));
+    if (st == NULL)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    st->s = hstream_new(hs->pool, cap);
+    if (st->s == NULL) {
+        free(st);
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
+    st->hs = hs;
+    st->id = f->hd.stream_id;
+    st->s->h2_stream_id = st->id;
+    st->s->req.version = HTTP_2;
+    st->s->req.content_length = -1;
+    st->s->down = &down_ops;
+    st->s->down_ctx = st;
+    nghttp2_session_set_stream_user_data(ng, st->id, st);
+    list_append(&hs->streams, &st->link);
+    hs->nstreams++;
+    event_del(&hs->timer);
+    return 0;
+}
+
+static int has_upper_or_underscore(const uint8_t *p, size_t n, int *underscore)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] == '_')
+            *underscore = 1;
+    return 0;
+}
+
+static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
+                     const uint8_t *name, size_t namelen, const uint8_t *value,
+                     size_t valuelen, uint8_t flags, void *arg)
+{
+    struct h2_server *hs = arg;
+    struct h2_stream *st = nghttp2_session_get_stream_user_data(ng,
+                                                                f->hd.stream_id);
+    struct hstream *s;
+    struct slice n = {(const char *)name, namelen};
+    struct slice v = {(const char *)value, valuelen};
+    int underscore = 0;
+
+    (void)flags;
+    if (st == NULL)
+        return 0;
+    s = st->s;
+    if (st->dispatched) {
+        /* Trailers. */
+        http_fields_add(&s->req_body.trailers, &s->arena, n, v, 1000);
+        return 0;
+    }
+    if (st->bad_status)
+        return 0;
+    st->head_bytes += namelen + valuelen + 32;
+    if (st->head_bytes > hs->conf->lim.max_head ||
+        ++st->nfields > hs->conf->lim.max_headers) {
+        st->bad_status = 431;
+        return 0;
+    }
+    if (namelen > 0 && name[0] == ':') {
+        struct slice copy = arena_slice(&s->arena, v);
+        if (slice_eq_str(n, ":method"))
+            s->req.method = copy;
+        else if (slice_eq_str(n, ":scheme"))
+            s->req.scheme = copy;
+        else if (slice_eq_str(n, ":authority")) {
+            s->req.authority = copy;
+            st->has_authority = 1;
+        } else if (slice_eq_str(n, ":path"))
+            s->req.path = copy;
+        return 0;
+    }
+    has_upper_or_underscore(name, namelen, &underscore);
+    if (underscore && hs->conf->lim.underscores == H1_US_REJECT) {
+        st->bad_status = 400;
+        return 0;
+    }
+    if (underscore && hs->conf->lim.underscores == H1_US_DROP)
+        return 0;
+    if (slice_eq_str(n, "host")) {
+        if (!st->has_authority)
+            s->req.authority = arena_slice(&s->arena, v);
+        return 0;
+    }
+    if (slice_eq_str(n, "content-length")) {
+        int64_t cl = 0;
+        for (size_t i = 0; i < valuelen; i++)
+            cl = cl * 10 + (value[i] - '0'); /* nghttp2 checked digits */
+        s->req.content_length = cl;
+        return 0;
+    }
+    if (slice_eq_str(n, "te")) {
+        s->req.te_trailers = 1; /* nghttp2 allows only "trailers" */
+        return 0;
+    }
+    if (slice_eq_str(n, "cookie")) {
+        /* HTTP/2 splits cookies; an HTTP/1 upstream needs one line. */
+        if (st->cookie.n == 0) {
+            st->cookie = arena_slice(&s->arena, v);
+        } else {
+            size_t len = st->cookie.n + 2 + valuelen;
+            char *p = arena_alloc(&s->arena, len + 1);
+            if (p == NULL)
+                return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+            memcpy(p, st->cookie.p, st->cookie.n);
+            memcpy(p + st->cookie.n, "; ", 2);
+            memcpy(p + st->cookie.n + 2, value, valuelen);
+            st->cookie = (struct slice){p, len};
+        }
+        return 0;
+    }
+    if (http_fields_add(&s->req.fields, &s->arena, n, v, SIZE_MAX) < 0)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    return 0;
+}
+
+static void dispatch(struct h2_server *hs, struct h2_stream *st, int end)
+{
+    struct hstream *s = st->s;
+
+    st->dispatched = 1;
+    if (st->cookie.n > 0)
+        http_fields_add_ref(&s->req.fields, &s->arena, SLICE_LIT("cookie"),
+                            st->cookie);
+    s->req.has_body = !end;
+    s->req_body.wake_writer = req_consumed;
+    s->req_body.writer = st;
+    s->req_body.wake_on_consume = 1;
+    s->resp_body.wake_reader = resp_ready;
+    s->resp_body.reader = st;
+    if (end) {
+        st->req_ended = 1;
+        if (s->req.content_length < 0)
+            s->req.content_length = 0;
+        hpipe_finish(&s->req_body);
+    }
+    if (st->bad_status) {
+        hstream_ref(s);
+        hstream_respond(s, st->bad_status,
+                        st->bad_status == 431 ? "request headers too large\n"
+                                              : "bad request\n",
+                        NULL, NULL);
+        STAT_ADD(hs->sh, rq_protocol_errors, 1);
+        /* No proxy took the stream: the local answer is all there is. */
+        s->proxy = NULL;
+        hstream_unref(s);
+        return;
+    }
+    hs->hooks.handler->on_request(hs->hooks.ctx, s);
+}
+
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
+                         void *arg)
+{
+    struct h2_server *hs = arg;
+    struct h2_stream *st = nghttp2_session_get_stream_user_data(ng,
+                                                                f->hd.stream_id);
+    int end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+
+    switch (f->hd.type) {
+    case NGHTTP2_HEADERS:
+        if (st == NULL)
+            return 0;
+        hs->empty_frames = 0;
+        if (!st->dispatched) {
+            dispatch(hs, st, end);
+        } else if (end && !st->req_ended) {
+            st->req_ended = 1;
+            hpipe_finish(&st->s->req_body);
+        }
+        return 0;
+    case NGHTTP2_DATA:
+        if (f->hd.length == 0 && !end) {
+            if (++hs->empty_frames > EMPTY_FRAMES_MAX) {
+                STAT_ADD(hs->sh, h2_flood, 1);
+                nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+            }
+            return 0;
+        }
+        hs->empty_frames = 0;
+        if (st != NULL && end && !st->req_ended) {
+            st->req_ended = 1;
+            hpipe_finish(&st->s->req_body);
+        }
+        return 0;
+    case NGHTTP2_RST_STREAM: {
+        uint64_t now = clock_ms();
+        if (now - hs->rst_start >= 1000) {
+            hs->rst_start = now;
+            hs->rst_count = 0;
+        }
+        if (++hs->rst_count > RST_PER_SECOND) {
+            STAT_ADD(hs->sh, h2_rapid_reset, 1);
+            nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+        }
+        return 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
+                         const uint8_t *data, size_t len, void *arg)
+{
+    struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, id);
+    size_t took;
+
+    (void)flags;
+    (void)arg;
+    if (st == NULL || st->s->req_body.aborted || st->bad_status) {
+        /* Nobody reads this body: return the credit at once. */
+        nghttp2_session_consume(ng, id, len);
+        return 0;
+    }
+    took = hpipe_write(&st->s->req_body, data, len);
+    st->s->bytes_in += took;
+    st->written += took;
+    if (took < len) {
+        /* Only a peer that ignores our window gets here. */
+        nghttp2_session_consume(ng, id, len - took);
+        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, id,
+                                  NGHTTP2_FLOW_CONTROL_ERROR);
+    }
+    return 0;
+}
+
+/* The stream is over on our side: the proxy hears of it, memory goes. */
+static void stream_release(struct h2_server *hs, struct h2_stream *st,
+                           uint32_t code)
+{
+    struct hstream *s = st->s;
+
+    if (code != NGHTTP2_NO_ERROR) {
+        STAT_ADD(hs->sh, h2_stream_errors, 1);
+        if (!hpipe_drained(&s->resp_body))
+            s->flags |= HFLAG_DC;
+    }
+    if (!st->req_ended)
+        hpipe_abort(&s->req_body);
+    s->req_body.wake_writer = NULL;
+    s->resp_body.wake_reader = NULL;
+    s->down_done = 1;
+    if (st->dispatched && !st->bad_status)
+        hs->hooks.handler->on_down_done(hs->hooks.ctx, s);
+    hstream_unref(s);
+    list_del(&st->link);
+    free(st);
+    hs->nstreams--;
+}
+
+static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code,
+                           void *arg)
+{
+    struct h2_server *hs = arg;
+    struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, id);
+
+    if (st == NULL)
+        return 0;
+    nghttp2_session_set_stream_user_data(ng, id, NULL);
+    stream_release(hs, st, code);
+    arm_idle(hs);
+    return 0;
+}
+
+static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf,
+                         size_t length, uint32_t *data_flags,
+                         nghttp2_data_source *source, void *arg)
+{
+    struct h2_stream *st = source->ptr;
+    struct hpipe *p = &st->s->resp_body;
+    size_t avail;
+    const char *data;
+
+    (void)arg;
+    if (p->aborted)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    data = hpipe_peek(p, &avail);
+    if (avail > length)
+        avail = length;
+    if (avail > 0) {
+        memcpy(buf, data, avail);
+        hpipe_consume(p, avail);
+        st->s->bytes_out += avail;
+    }
+    if (hpipe_drained(p)) {
+        *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+        if (p->trailers.n > 0) {
+            nghttp2_nv *nva = arena_alloc(&st->s->arena,
+                                          p->trailers.n * sizeof(*nva));
+            if (nva != NULL) {
+                for (size_t i = 0; i < p->trailers.n; i++) {
+                    nva[i].name = (uint8_t *)p->trailers.v[i].name.p;
+                    nva[i].namelen = p->trailers.v[i].name.n;
+                    nva[i].value = (uint8_t *)p->trailers.v[i].value.p;
+                    nva[i].valuelen = p->trailers.v[i].value.n;
+                    nva[i].flags = NGHTTP2_NV_FLAG_NONE;
+                }
+                *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+                nghttp2_submit_trailer(ng, id, nva, p->trailers.n);
+            }
+        }
+        return (ssize_t)avail;
+    }
+    if (avail == 0)
+        return NGHTTP2_ERR_DEFERRED;
+    return (ssize_t)avail;
+}
+
+static void response_head(struct hstream *s)
+{
+    struct h2_stream *st = s->down_ctx;
+    struct h2_server *hs = st->hs;
+    const struct http_response *r = &s->resp;
+    size_t n = r->fields.n + 2;
+    nghttp2_nv *nva = arena_alloc(&s->arena, n * sizeof(*nva));
+    char status[4], cl[24];
+    size_t k = 0;
+    nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
+    int no_body = slice_eq_str(s->req.method, "HEAD") || r->status == 204 ||
+                  r->status == 304 || r->status < 200;
+
+    if (nva == NULL || hs->closed)
+        return;
+    snprintf(status, sizeof(status), "%d", r->status);
+    nva[k++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7,
+                            strlen(status), NGHTTP2_NV_FLAG_NONE};
+    for (size_t i = 0; i < r->fields.n; i++)
+        nva[k++] = (nghttp2_nv){(uint8_t *)r->fields.v[i].name.p,
+                                (uint8_t *)r->fields.v[i].value.p,
+                                r->fields.v[i].name.n, r->fields.v[i].value.n,
+                                NGHTTP2_NV_FLAG_NONE};
+    if (r->content_length >= 0 && r->status >= 200 && r->status != 204) {
+        snprintf(cl, sizeof(cl), "%" PRId64, r->content_length);
+        nva[k++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)cl,
+                                14, strlen(cl), NGHTTP2_NV_FLAG_NONE};
+    }
+    if (no_body) {
+        size_t left;
+        hpipe_peek(&s->resp_body, &left);
+        hpipe_consume(&s->resp_body, left);
+    }
+    if (nghttp2_submit_response(hs->ng, st->id, nva, k,
+                                no_body ? NULL : &prd) != 0)
+        nghttp2_submit_rst_stream(hs->ng, NGHTTP2_FLAG_NONE, st->id,
+                                  NGHTTP2_INTERNAL_ERROR);
+    schedule(hs);
+}
+
+static void continue_100(struct hstream *s)
+{
+    struct h2_stream *st = s->down_ctx;
+    nghttp2_nv nv = {(uint8_t *)":status", (uint8_t *)"100", 7, 3,
+                     NGHTTP2_NV_FLAG_NONE};
+
+    if (!st->req_ended)
+        nghttp2_submit_headers(st->hs->ng, NGHTTP2_FLAG_NONE, st->id, NULL, &nv,
+                               1, NULL);
+    schedule(st->hs);
+}
+
+static const struct hstream_down_ops down_ops = {response_head, continue_100};
+
+static int flush_out(struct h2_server *hs)
+{
+    for (;;) {
+        while (buf_len(&hs->out) < OUT_MAX) {
+            const uint8_t *data;
+            ssize_t n = nghttp2_session_mem_send(hs->ng, &data);
+            if (n < 0)
+                return -1;
+            if (n == 0)
+                break;
+            if (buf_append(&hs->out, data, (size_t)n) < 0) {
+                /* Larger than the room: grow past the soft cap once. */
+                hs->out.max += (size_t)n;
+                if (buf_append(&hs->out, data, (size_t)n) < 0)
+                    return -1;
+            }
+        }
+        if (buf_len(&hs->out) == 0) {
+            hs->write_blocked = 0;
+            buf_release_if_empty(&hs->out);
+            hs->out.max = OUT_MAX;
+            return 0;
+        }
+        {
+            ssize_t w = conn_write(hs->c, buf_ptr(&hs->out), buf_len(&hs->out));
+            if (w == CONN_AGAIN) {
+                hs->write_blocked = 1;
+                return 0;
+            }
+            if (w < 0)
+                return -1;
+            buf_consume(&hs->out, (size_t)w);
+        }
+    }
+}
+
+static int read_some(struct h2_server *hs)
+{
+    uint8_t chunk[READ_CHUNK];
+
+    for (int i = 0; i < READS_PER_TURN && !hs->eof; i++) {
+        ssize_t n = conn_read(hs->c, chunk, sizeof(chunk));
+        ssize_t used;
+
+        if (n == CONN_AGAIN)
+            return 0;
+        if (n < 0)
+            return -1;
+        if (n == 0) {
+            hs->eof = 1;
+            return 0;
+        }
+        used = nghttp2_session_mem_recv(hs->ng, chunk, (size_t)n);
+        if (used < 0) {
+            if (used == NGHTTP2_ERR_FLOODED)
+                STAT_ADD(hs->sh, h2_flood, 1);
+            else if (used == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS)
+                STAT_ADD(hs->sh, h2_continuation, 1);
+            else
+                STAT_ADD(hs->sh, rq_protocol_errors, 1);
+            return -1;
+        }
+        if (hs->closed)
+            return -1;
+    }
+    return 0;
+}
+
+static void process(struct h2_server *hs)
+{
+    if (hs->closed)
+        return;
+    if (nghttp2_session_want_read(hs->ng) && read_some(hs) < 0) {
+        /* Tell the peer why if we still can, then close. */
+        flush_out(hs);
+        server_close(hs);
+        return;
+    }
+    if (flush_out(hs) < 0) {
+        server_close(hs);
+        return;
+    }
+    if (hs->eof && hs->nstreams == 0) {
+        server_close(hs);
+        return;
+    }
+    if (!nghttp2_session_want_read(hs->ng) &&
+        !nghttp2_session_want_write(hs->ng) && buf_len(&hs->out) == 0) {
+        server_close(hs);
+        return;
+    }
+    if (hs->draining && hs->nstreams == 0 && buf_len(&hs->out) == 0) {
+        server_close(hs);
+        return;
+    }
+    conn_want(hs->c, !hs->eof && nghttp2_session_want_read(hs->ng),
+              hs->write_blocked);
+}
+
+static void on_idle(evutil_socket_t fd, short what, void *arg)
+{
+    struct h2_server *hs = arg;
+
+    (void)fd;
+    (void)what;
+    if (hs->nstreams > 0)
+        return;
+    nghttp2_session_terminate_session(hs->ng, NGHTTP2_NO_ERROR);
+    hs->draining = 1;
+    process(hs);
+}
+
+struct h2_server *h2_server_new(struct event_base *base, struct conn *c,
+                                const struct h1_server_conf *conf,
+                                const struct h2_settings *h2,
+                                const struct h2_server_hooks *hooks,
+                                struct bufpool *pool,
+                                struct listener_stats *stats, int worker)
+{
+    struct h2_server *hs = calloc(1, sizeof(*hs));
+    nghttp2_session_callbacks *cb = NULL;
+    nghttp2_option *opt = NULL;
+    nghttp2_settings_entry iv[3];
+
+    if (hs == NULL)
+        return NULL;
+    hs->c = c;
+    hs->base = base;
+    hs->conf = conf;
+    hs->h2 = *h2;
+    hs->hooks = *hooks;
+    hs->pool = pool;
+    hs->sh = &stats->w[worker];
+    LIST_INIT(&hs->streams);
+    buf_init(&hs->out, OUT_MAX);
+    event_assign(&hs->defer, base, -1, 0, on_defer, hs);
+    event_assign(&hs->timer, base, -1, 0, on_idle, hs);
+    if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&opt) != 0)
+        goto fail;
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb,
+                                                            on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb,
+                                                              on_data_chunk);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb,
+                                                           on_stream_close);
+    /* Window updates follow what the proxy consumed, not what arrived. */
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    nghttp2_option_set_max_outbound_ack(opt, 1000);
+    nghttp2_option_set_max_settings(opt, 32);
+    nghttp2_option_set_max_continuations(opt, 8);
+    nghttp2_option_set_stream_reset_rate_limit(opt, 1000, 100);
+    if (nghttp2_session_server_new2(&hs->ng, cb, hs, opt) != 0)
+        goto fail;
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_option_del(opt);
+    cb = NULL;
+    opt = NULL;
+    iv[0] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
+                                     h2->max_concurrent_streams};
+    iv[1] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE,
+                                     h2->stream_window};
+    iv[2] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_ENABLE_PUSH, 0};
+    if (nghttp2_submit_settings(hs->ng, NGHTTP2_FLAG_NONE, iv, 3) != 0)
+        goto fail;
+    nghttp2_session_set_local_window_size(hs->ng, NGHTTP2_FLAG_NONE, 0,
+                                          (int32_t)h2->connection_window);
+    c->on_io = on_io;
+    c->arg = hs;
+    arm_idle(hs);
+    schedule(hs);
+    return hs;
+fail:
+    if (cb != NULL)
+        nghttp2_session_callbacks_del(cb);
+    if (opt != NULL)
+        nghttp2_option_del(opt);
+    if (hs->ng != NULL)
+        nghttp2_session_del(hs->ng);
+    free(hs);
+    return NULL;
+}
+
+void h2_server_drain(struct h2_server *hs)
+{
+    if (hs->draining || hs->closed)
+        return;
+    hs->draining = 1;
+    nghttp2_submit_goaway(hs->ng, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(hs->ng),
+                          NGHTTP2_NO_ERROR, NULL, 0);
+    schedule(hs);
+}
+
+void h2_server_free(struct h2_server *hs)
+{
+    if (hs == NULL)
+        return;
+    hs->hooks.closed = NULL;
+    hs->closed = 1;
+    event_del(&hs->defer);
+    event_del(&hs->timer);
+    /* nghttp2_session_del() does not report open streams: release them
+     * here, as reset by us. */
+    while (!LIST_EMPTY(&hs->streams))
+        stream_release(hs, LIST_ELEM(hs->streams.next, struct h2_stream, link),
+                       NGHTTP2_CANCEL);
+    nghttp2_session_del(hs->ng);
+    buf_dispose(&hs->out);
+    free(hs);
+}

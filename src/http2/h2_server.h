@@ -1,0 +1,48 @@
+#ifndef STRAIT_HTTP2_H2_SERVER_H
+#define STRAIT_HTTP2_H2_SERVER_H
+
+#include <stdint.h>
+
+#include "http/stream.h"
+#include "http1/h1_server.h"
+
+struct bufpool;
+struct conn;
+struct event_base;
+struct listener_stats;
+
+struct h2_settings {
+    uint32_t max_concurrent_streams;
+    uint32_t stream_window;
+    uint32_t connection_window;
+};
+
+struct h2_server_hooks {
+    const struct hstream_handler *handler;
+    void *ctx;
+    void (*closed)(void *owner);
+    void *owner;
+};
+
+struct h2_server;
+
+/*
+ * h2_server_new() serves HTTP/2 on c (after TLS with ALPN h2, or in
+ * plaintext after the client preface was seen). Limits and timeouts come
+ * from the HTTP/1 server settings of the listener; flood counters go to
+ * stats->w[worker].
+ */
+struct h2_server *h2_server_new(struct event_base *base, struct conn *c,
+                                const struct h1_server_conf *conf,
+                                const struct h2_settings *h2,
+                                const struct h2_server_hooks *hooks,
+                                struct bufpool *pool,
+                                struct listener_stats *stats, int worker);
+
+/* h2_server_drain() sends GOAWAY: streams open now finish, no new ones. */
+void h2_server_drain(struct h2_server *hs);
+
+/* h2_server_free() resets every stream and frees the server (not c). */
+void h2_server_free(struct h2_server *hs);
+
+#endif

@@ -1,0 +1,498 @@
+/*
+ * The HTTP listener of one worker: accepts connections, runs the TLS
+ * handshake, picks HTTP/1.1 or HTTP/2 (ALPN, or the h2c preface in
+ * plaintext) and hands the connection to that codec. Requests then go to
+ * http_stream.c.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "http2/h2_server.h"
+#include "net/listener.h"
+#include "proxy/http_proxy-t.h"
+#include "tls/tls.h"
+
+#define ACCEPT_BATCH 64
+#define ACCEPT_PAUSE_MS 100
+#define HANDSHAKE_TIMEOUT_MS 10000
+#define BODY_POOL_KEEP 64
+
+static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+struct http_proxy_conf *http_proxy_conf_new(const char *name,
+                                            struct listener_stats *stats)
+{
+    struct http_proxy_conf *c = calloc(1, sizeof(*c));
+
+    if (c == NULL)
+        return NULL;
+    c->refs = 1;
+    c->name = strdup(name);
+    if (c->name == NULL) {
+        free(c);
+        return NULL;
+    }
+    c->stats = listener_stats_ref(stats);
+    c->h1s.lim = h1_limits_default();
+    c->h1c.lim = h1_limits_default();
+    return c;
+}
+
+struct http_proxy_conf *http_proxy_conf_ref(struct http_proxy_conf *c)
+{
+    __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+    return c;
+}
+
+void http_proxy_conf_unref(struct http_proxy_conf *c)
+{
+    if (c == NULL || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    for (size_t i = 0; i < c->nroutes; i++) {
+        free(c->routes[i].host);
+        free(c->routes[i].prefix);
+    }
+    free(c->routes);
+    for (size_t i = 0; i < c->nclusters; i++)
+        cluster_unref(c->clusters[i]);
+    free(c->clusters);
+    tls_holder_unref(c->tls);
+    listener_stats_unref(c->stats);
+    free(c->name);
+    free(c);
+}
+
+static int host_matches(const char *pattern, struct slice host)
+{
+    size_t plen = strlen(pattern);
+
+    if (plen == 1 && pattern[0] == '*')
+        return 1;
+    if (plen >= 2 && pattern[0] == '*' && pattern[1] == '.') {
+        /* *.example.com matches a.example.com and a.b.example.com, as
+         * Istio's wildcard hosts do. */
+        size_t suf = plen - 1;
+        return host.n > suf &&
+               strncasecmp(host.p + host.n - suf, pattern + 1, suf) == 0;
+    }
+    return host.n == plen && strncasecmp(host.p, pattern, plen) == 0;
+}
+
+const struct http_route *http_proxy_route(const struct http_proxy_conf *c,
+                                          struct slice authority,
+                                          struct slice path)
+{
+    struct slice host = authority;
+
+    /* The port is not part of the host to match. */
+    if (host.n > 0 && host.p[0] == '[') {
+        const char *end = memchr(host.p, ']', host.n);
+        if (end != NULL)
+            host.n = (size_t)(end - host.p) + 1;
+    } else {
+        const char *colon = memchr(host.p, ':', host.n);
+        if (colon != NULL)
+            host.n = (size_t)(colon - host.p);
+    }
+    for (size_t i = 0; i < c->nroutes; i++) {
+        const struct http_route *r = &c->routes[i];
+        if (host_matches(r->host, host) && path.n >= r->prefix_len &&
+            memcmp(path.p, r->prefix, r->prefix_len) == 0)
+            return r;
+    }
+    return NULL;
+}
+
+static void conn_free_now(struct http_conn *hc)
+{
+    list_del(&hc->link);
+    event_del(&hc->timer);
+    h1_server_free(hc->h1);
+    h2_server_free(hc->h2);
+    conn_close(&hc->conn);
+    free(hc);
+}
+
+static void reap(evutil_socket_t fd, short what, void *arg)
+{
+    struct http_listener *l = arg;
+
+    (void)fd;
+    (void)what;
+    while (!LIST_EMPTY(&l->dead))
+        conn_free_now(LIST_ELEM(l->dead.next, struct http_conn, link));
+    if (l->accept_ev == NULL && l->active == 0 && l->on_idle != NULL)
+        l->on_idle(&l->pl, l->arg);
+}
+
+/* Ends a connection now; its memory goes on the next loop turn. */
+static void hc_close(struct http_conn *hc)
+{
+    struct http_listener *l = hc->l;
+
+    if (hc->stage == HC_CLOSED)
+        return;
+    hc->stage = HC_CLOSED;
+    conn_want(&hc->conn, 0, 0);
+    event_del(&hc->timer);
+    STAT_ADD(http_shard(l), closed, 1);
+    l->active--;
+    list_del(&hc->link);
+    list_append(&l->dead, &hc->link);
+    event_active(l->reap_ev, EV_TIMEOUT, 0);
+}
+
+static void codec_closed(void *owner)
+{
+    hc_close(owner);
+}
+
+static void protocol_error(void *ctx, int status, const char *why)
+{
+    struct http_conn *hc = ctx;
+
+    STAT_ADD(http_shard(hc->l), rq_protocol_errors, 1);
+    log_debug("listener %s: %s: %d %s", hc->l->conf->name, hc->peer_ip,
+              status, why);
+}
+
+static void start_h1(struct http_conn *hc)
+{
+    struct http_listener *l = hc->l;
+    struct h1_server_hooks hooks = {&http_stream_handler, hc, protocol_error,
+                                    codec_closed, hc};
+
+    hc->stage = HC_H1;
+    hc->h1 = h1_server_new(l->base, &hc->conn, &l->conf->h1s, &hooks,
+                           &l->pool, &l->scratch);
+    if (hc->h1 == NULL)
+        hc_close(hc);
+}
+
+static void start_h2(struct http_conn *hc)
+{
+    struct http_listener *l = hc->l;
+    struct h2_server_hooks hooks = {&http_stream_handler, hc, codec_closed, hc};
+
+    hc->stage = HC_H2;
+    hc->h2 = h2_server_new(l->base, &hc->conn, &l->conf->h1s, &l->conf->h2,
+                           &hooks, &l->pool, l->conf->stats, l->worker);
+    if (hc->h2 == NULL)
+        hc_close(hc);
+}
+
+static void tls_failed(struct http_conn *hc)
+{
+    struct listener_counters *sh = http_shard(hc->l);
+    const char *why = tls_conn_failure(&hc->conn);
+
+    if (strcmp(why, "version") == 0)
+        STAT_ADD(sh, tls_fail_version, 1);
+    else if (strcmp(why, "cipher") == 0)
+        STAT_ADD(sh, tls_fail_cipher, 1);
+    else if (strcmp(why, "certificate") == 0)
+        STAT_ADD(sh, tls_fail_certificate, 1);
+    else if (strcmp(why, "eof") == 0)
+        STAT_ADD(sh, tls_fail_eof, 1);
+    else
+        STAT_ADD(sh, tls_fail_other, 1);
+    log_debug("listener %s: %s: TLS handshake failed: %s", hc->l->conf->name,
+              hc->peer_ip, why);
+    hc_close(hc);
+}
+
+/* Handshake and protocol detection, before a codec owns the connection. */
+static void hc_io(struct conn *c, void *arg)
+{
+    struct http_conn *hc = arg;
+
+    (void)c;
+    if (hc->stage == HC_HANDSHAKE) {
+        int r = hc->conn.ops->handshake(&hc->conn);
+        size_t alen;
+        const char *alpn;
+
+        if (r < 0) {
+            tls_failed(hc);
+            return;
+        }
+        if (r == 0) {
+            conn_want(&hc->conn, 1, 0);
+            return;
+        }
+        STAT_ADD(http_shard(hc->l), tls_handshakes, 1);
+        event_del(&hc->timer);
+        alpn = tls_conn_alpn(&hc->conn, &alen);
+        if (alen == 2 && memcmp(alpn, "h2", 2) == 0)
+            start_h2(hc);
+        else
+            start_h1(hc);
+        return;
+    }
+    if (hc->stage == HC_DETECT) {
+        /* Plaintext: the h2c preface (prior knowledge) or HTTP/1. Peeking
+         * leaves the bytes for the codec. */
+        char buf[sizeof(h2_preface) - 1];
+        ssize_t n = recv(hc->conn.fd, buf, sizeof(buf), MSG_PEEK);
+
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            conn_want(&hc->conn, 1, 0);
+            return;
+        }
+        if (n <= 0) {
+            hc_close(hc);
+            return;
+        }
+        if (memcmp(buf, h2_preface, (size_t)n) != 0) {
+            event_del(&hc->timer);
+            start_h1(hc);
+            return;
+        }
+        if ((size_t)n < sizeof(buf)) {
+            conn_want(&hc->conn, 1, 0);
+            return;
+        }
+        event_del(&hc->timer);
+        start_h2(hc);
+    }
+}
+
+static void hc_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct http_conn *hc = arg;
+
+    (void)fd;
+    (void)what;
+    if (hc->stage == HC_HANDSHAKE) {
+        STAT_ADD(http_shard(hc->l), tls_fail_eof, 1);
+        hc_close(hc);
+    } else if (hc->stage == HC_DETECT) {
+        hc_close(hc);
+    }
+}
+
+static void peer_ip(struct http_conn *hc)
+{
+    const struct sockaddr *sa = (const struct sockaddr *)&hc->peer;
+
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr,
+                  hc->peer_ip, sizeof(hc->peer_ip));
+    else if (sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr,
+                  hc->peer_ip, sizeof(hc->peer_ip));
+    else
+        snprintf(hc->peer_ip, sizeof(hc->peer_ip), "unix");
+}
+
+static void conn_start(struct http_listener *l, int fd,
+                       const struct sockaddr_storage *peer, socklen_t plen)
+{
+    struct http_conn *hc = calloc(1, sizeof(*hc));
+    struct timeval tv = {HANDSHAKE_TIMEOUT_MS / 1000, 0};
+    SSL_CTX *fresh;
+    int one = 1;
+
+    if (hc == NULL) {
+        close(fd);
+        return;
+    }
+    hc->l = l;
+    memcpy(&hc->peer, peer, plen <= sizeof(hc->peer) ? plen : sizeof(hc->peer));
+    hc->peerlen = plen;
+    peer_ip(hc);
+    if (peer->ss_family != AF_UNIX)
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    conn_init(&hc->conn, l->base, fd, hc_io, hc);
+    event_assign(&hc->timer, l->base, -1, 0, hc_timeout, hc);
+    list_append(&l->conns, &hc->link);
+    l->active++;
+    STAT_ADD(http_shard(l), accepted, 1);
+    if (l->conf->tls != NULL) {
+        /* A certificate reload shows as a new generation. */
+        fresh = tls_holder_get(l->conf->tls, &l->tls_gen);
+        if (fresh != NULL) {
+            SSL_CTX_free(l->ssl_ctx);
+            l->ssl_ctx = fresh;
+        }
+        if (tls_conn_accept(&hc->conn, l->ssl_ctx) < 0) {
+            hc_close(hc);
+            return;
+        }
+        hc->stage = HC_HANDSHAKE;
+    } else if (l->conf->h2c) {
+        hc->stage = HC_DETECT;
+    } else {
+        start_h1(hc);
+        return;
+    }
+    event_add(&hc->timer, &tv);
+    conn_want(&hc->conn, 1, 0);
+}
+
+static void on_accept(evutil_socket_t lfd, short what, void *arg)
+{
+    struct http_listener *l = arg;
+
+    (void)what;
+    for (int i = 0; i < ACCEPT_BATCH && l->accept_ev != NULL; i++) {
+        struct sockaddr_storage peer;
+        socklen_t len = sizeof(peer);
+        int fd = accept4(lfd, (struct sockaddr *)&peer, &len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+        if (fd >= 0) {
+            conn_start(l, fd, &peer, len);
+            continue;
+        }
+        if (errno == EINTR || errno == ECONNABORTED)
+            continue;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+            errno == ENOMEM) {
+            struct timeval tv = {0, ACCEPT_PAUSE_MS * 1000};
+            log_warn("listener %s: accept: %s; pausing %d ms",
+                     l->conf->name, strerror(errno), ACCEPT_PAUSE_MS);
+            event_del(l->accept_ev);
+            event_add(l->resume_ev, &tv);
+        }
+        break;
+    }
+}
+
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    struct http_listener *l = arg;
+
+    (void)fd;
+    (void)what;
+    if (l->accept_ev != NULL)
+        event_add(l->accept_ev, NULL);
+}
+
+static void listener_free(struct http_listener *l)
+{
+    if (l == NULL)
+        return;
+    if (l->accept_ev != NULL)
+        event_free(l->accept_ev);
+    l->accept_ev = NULL;
+    while (!LIST_EMPTY(&l->conns)) {
+        struct http_conn *hc = LIST_ELEM(l->conns.next, struct http_conn, link);
+        hc_close(hc);
+    }
+    while (!LIST_EMPTY(&l->dead))
+        conn_free_now(LIST_ELEM(l->dead.next, struct http_conn, link));
+    if (l->pools != NULL)
+        for (size_t i = 0; i < l->conf->nclusters; i++)
+            upool_dispose(&l->pools[i]);
+    free(l->pools);
+    if (l->reap_ev != NULL)
+        event_free(l->reap_ev);
+    if (l->resume_ev != NULL)
+        event_free(l->resume_ev);
+    SSL_CTX_free(l->ssl_ctx);
+    bufpool_dispose(&l->pool);
+    free(l->scratch.hdrs);
+    list_del(&l->pl.link);
+    http_proxy_conf_unref(l->conf);
+    free(l);
+}
+
+static struct plistener *listener_start(struct event_base *base, int worker,
+                                        int fd, void *arg,
+                                        plistener_idle_fn on_idle,
+                                        void *idle_arg)
+{
+    struct http_proxy_conf *conf = arg;
+    struct http_listener *l = calloc(1, sizeof(*l));
+    size_t cap = conf->h1s.lim.max_headers;
+
+    if (l == NULL)
+        return NULL;
+    l->pl.ops = &http_proxy_ops;
+    l->pl.conf = conf;
+    l->pl.fd = fd;
+    LIST_INIT(&l->pl.link);
+    l->conf = http_proxy_conf_ref(conf);
+    l->base = base;
+    l->worker = worker;
+    l->fd = fd;
+    l->on_idle = on_idle;
+    l->arg = idle_arg;
+    LIST_INIT(&l->conns);
+    LIST_INIT(&l->dead);
+    bufpool_init(&l->pool, conf->h1s.body_cap, BODY_POOL_KEEP);
+    if (conf->h1c.lim.max_headers > cap)
+        cap = conf->h1c.lim.max_headers;
+    l->scratch.cap = cap;
+    l->scratch.hdrs = calloc(cap, sizeof(*l->scratch.hdrs));
+    l->pools = calloc(conf->nclusters ? conf->nclusters : 1, sizeof(*l->pools));
+    if (l->scratch.hdrs == NULL || l->pools == NULL)
+        goto fail;
+    for (size_t i = 0; i < conf->nclusters; i++)
+        if (upool_init(&l->pools[i], conf->clusters[i], base, worker,
+                       &l->scratch) < 0)
+            goto fail;
+    RAND_bytes((uint8_t *)&l->rng, sizeof(l->rng));
+    l->rng |= 1;
+    if (conf->tls != NULL) {
+        l->ssl_ctx = tls_holder_get(conf->tls, &l->tls_gen);
+        if (l->ssl_ctx == NULL)
+            goto fail;
+    }
+    l->reap_ev = event_new(base, -1, 0, reap, l);
+    l->resume_ev = event_new(base, -1, 0, on_resume, l);
+    l->accept_ev = event_new(base, fd, EV_READ | EV_PERSIST, on_accept, l);
+    if (l->reap_ev == NULL || l->resume_ev == NULL || l->accept_ev == NULL ||
+        event_add(l->accept_ev, NULL) < 0)
+        goto fail;
+    return &l->pl;
+fail:
+    listener_free(l);
+    return NULL;
+}
+
+static void listener_stop(struct plistener *pl)
+{
+    struct http_listener *l = (struct http_listener *)(void *)pl;
+
+    if (l->accept_ev != NULL) {
+        event_free(l->accept_ev);
+        l->accept_ev = NULL;
+    }
+    event_del(l->resume_ev);
+    /* Finish what is in flight; idle keep-alive connections close now. */
+    for (struct list *it = l->conns.next; it != &l->conns;) {
+        struct http_conn *hc = LIST_ELEM(it, struct http_conn, link);
+        it = it->next;
+        if (hc->h1 != NULL)
+            h1_server_drain(hc->h1);
+        else if (hc->h2 != NULL)
+            h2_server_drain(hc->h2);
+        else
+            hc_close(hc);
+    }
+    event_active(l->reap_ev, EV_TIMEOUT, 0);
+}
+
+static void listener_free_pl(struct plistener *pl)
+{
+    listener_free((struct http_listener *)(void *)pl);
+}
+
+const struct plistener_ops http_proxy_ops = {"http", listener_start,
+                                             listener_stop, listener_free_pl};

@@ -1,0 +1,383 @@
+/*
+ * One request through the proxy: route it, send it to an endpoint of the
+ * route's cluster over a pooled connection (retrying the connection on
+ * the next endpoint), relay the response, and log the exchange.
+ */
+#include "config.h"
+
+#include <event2/event.h>
+#include <event2/event_struct.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "net/listener.h"
+#include "proxy/http_proxy-t.h"
+
+#define CONNECT_ATTEMPTS 3
+
+struct pstream {
+    struct hstream *s;
+    struct http_conn *hc;
+    struct http_listener *l;
+    const struct http_route *route;
+    struct upool *pool;
+    struct h1_client *uc;
+    size_t ep;
+    int attempts;
+    struct event timer;
+    unsigned timer_on : 1;
+    unsigned up_done : 1;
+    unsigned down_done : 1;
+    unsigned counted : 1;
+    const char *upstream; /* endpoint address, for the log */
+};
+
+static const struct h1_client_hooks up_hooks;
+
+static uint64_t rng_next(struct http_listener *l)
+{
+    /* xorshift64: request ids need uniqueness, not secrecy. */
+    uint64_t x = l->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    l->rng = x;
+    return x;
+}
+
+static void count_status(struct pstream *ps, int status)
+{
+    struct listener_counters *sh = http_shard(ps->l);
+    int cls = http_status_class(status);
+
+    if (ps->counted)
+        return;
+    ps->counted = 1;
+    STAT_ADD(sh, rq_total, 1);
+    if (cls > 0)
+        STAT_ADD(sh, rq_class[cls], 1);
+}
+
+static const char *proto_name(enum http_version v)
+{
+    return v == HTTP_2 ? "HTTP/2" : v == HTTP_10 ? "HTTP/1.0" : "HTTP/1.1";
+}
+
+static void access_log(struct pstream *ps)
+{
+    struct hstream *s = ps->s;
+    char status[8], in[24], out[24], dur[24], flags[64];
+    char method[16], authority[256], path[1024];
+    const struct http_field *rid = http_fields_get(&s->req.fields,
+                                                   "x-request-id");
+    char id[64] = "-";
+    struct log_field f[] = {
+        {"listener", ps->l->conf->name, 0},
+        {"downstream", ps->hc->peer_ip, 0},
+        {"method", method, 0},
+        {"authority", authority, 0},
+        {"path", path, 0},
+        {"protocol", proto_name(s->req.version), 0},
+        {"status", status, 1},
+        {"bytes_in", in, 1},
+        {"bytes_out", out, 1},
+        {"duration_ms", dur, 1},
+        {"upstream", ps->upstream ? ps->upstream : "-", 0},
+        {"cluster",
+         ps->route ? ps->l->conf->clusters[ps->route->cluster]->name : "-", 0},
+        {"flags", hstream_flags_str(s->flags, flags, sizeof(flags)), 0},
+        {"request_id", id, 0},
+    };
+
+    snprintf(method, sizeof(method), "%.*s", (int)s->req.method.n,
+             s->req.method.p);
+    snprintf(authority, sizeof(authority), "%.*s", (int)s->req.authority.n,
+             s->req.authority.p);
+    snprintf(path, sizeof(path), "%.*s", (int)s->req.path.n, s->req.path.p);
+    snprintf(status, sizeof(status), "%d", s->resp.status);
+    snprintf(in, sizeof(in), "%" PRIu64, s->bytes_in);
+    snprintf(out, sizeof(out), "%" PRIu64, s->bytes_out);
+    snprintf(dur, sizeof(dur), "%" PRIu64, clock_ms() - s->start_ms);
+    if (rid != NULL)
+        snprintf(id, sizeof(id), "%.*s", (int)rid->value.n, rid->value.p);
+    log_event(LOG_INFO, "http_request", f, (int)(sizeof(f) / sizeof(f[0])));
+}
+
+/* Both sides are finished with the stream: log it and let it go. */
+static void maybe_end(struct pstream *ps)
+{
+    struct hstream *s = ps->s;
+
+    if (!ps->up_done || !ps->down_done)
+        return;
+    if (ps->timer_on) {
+        event_del(&ps->timer);
+        ps->timer_on = 0;
+    }
+    count_status(ps, s->resp.status);
+    if (ps->l->conf->access_log)
+        access_log(ps);
+    s->proxy = NULL;
+    hstream_unref(s);
+}
+
+static void up_finished(struct pstream *ps)
+{
+    ps->up_done = 1;
+    maybe_end(ps);
+}
+
+/* Answers locally (no route, upstream failures, timeouts) if nothing was
+ * sent yet; otherwise the downstream codec resets the stream. */
+static void local_reply(struct pstream *ps, int status, unsigned flags,
+                        const char *body)
+{
+    struct hstream *s = ps->s;
+
+    s->flags |= flags;
+    if (!s->resp_started && !s->down_done) {
+        hstream_respond(s, status, body, NULL, NULL);
+    } else if (!hpipe_drained(&s->resp_body)) {
+        hpipe_abort(&s->resp_body);
+    }
+    if (!s->resp_started)
+        s->resp.status = status;
+    /* The request body will not be read: let the codec know. */
+    if (!s->req_body.eof)
+        hpipe_abort(&s->req_body);
+}
+
+static void release_upstream(struct pstream *ps, int reuse)
+{
+    struct h1_client *uc = ps->uc;
+
+    if (uc == NULL)
+        return;
+    ps->uc = NULL;
+    if (reuse)
+        upool_put(ps->pool, uc);
+    else
+        upool_discard(ps->pool, uc);
+}
+
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct pstream *ps = arg;
+
+    (void)fd;
+    (void)what;
+    ps->timer_on = 0;
+    STAT_ADD(upool_stats(ps->pool), rq_timeout, 1);
+    release_upstream(ps, 0);
+    local_reply(ps, 504, HFLAG_UT, "upstream request timeout\n");
+    up_finished(ps);
+}
+
+static void connect_next(struct pstream *ps);
+
+static void up_connect_failed(void *ctx, struct h1_client *c, int timeout)
+{
+    struct pstream *ps = ctx;
+
+    STAT_ADD(upool_stats(ps->pool),
+             cx_connect_fail, 1);
+    if (timeout)
+        STAT_ADD(upool_stats(ps->pool), cx_connect_timeout, 1);
+    ps->uc = NULL;
+    upool_discard(ps->pool, c);
+    ps->ep = (ps->ep + 1) % ps->pool->cl->nendpoints;
+    connect_next(ps);
+}
+
+static void up_head(void *ctx, struct h1_client *c)
+{
+    struct pstream *ps = ctx;
+    struct hstream *s = ps->s;
+
+    (void)c;
+    if (s->down_done)
+        return;
+    s->resp_started = 1;
+    s->down->response_head(s);
+}
+
+static void up_done(void *ctx, struct h1_client *c, int ok, int reusable,
+                    unsigned flags)
+{
+    struct pstream *ps = ctx;
+    struct hstream *s = ps->s;
+
+    (void)c;
+    if (!ok) {
+        STAT_ADD(upool_stats(ps->pool), rq_error, 1);
+        STAT_ADD(http_shard(ps->l), rq_upstream_errors, 1);
+        release_upstream(ps, 0);
+        local_reply(ps, flags & HFLAG_UPE ? 502 : 503, flags,
+                    "upstream connect error or disconnect\n");
+    } else {
+        release_upstream(ps, reusable && !s->down_done);
+    }
+    up_finished(ps);
+}
+
+static void up_idle_closed(void *ctx, struct h1_client *c)
+{
+    (void)ctx;
+    (void)c;
+}
+
+static const struct h1_client_hooks up_hooks = {up_connect_failed, up_head,
+                                                up_done, up_idle_closed};
+
+static void connect_next(struct pstream *ps)
+{
+    struct upool *p = ps->pool;
+    const struct cluster *cl = p->cl;
+    char as[ADDR_STRLEN];
+
+    while (ps->attempts < CONNECT_ATTEMPTS &&
+           (size_t)ps->attempts < cl->nendpoints + 1) {
+        struct h1_client *c = upool_take(p, ps->ep);
+
+        ps->attempts += c == NULL;
+        if (c == NULL) {
+            c = h1_client_connect(ps->l->base, &cl->endpoints[ps->ep], &cl->h1,
+                                  &up_hooks, ps, &ps->l->scratch);
+            if (c == NULL) {
+                STAT_ADD(upool_stats(p), cx_connect_fail, 1);
+                ps->ep = (ps->ep + 1) % cl->nendpoints;
+                continue;
+            }
+            c->endpoint = ps->ep;
+            STAT_ADD(upool_stats(p), cx_total, 1);
+        } else {
+            h1_client_set_owner(c, &up_hooks, ps);
+        }
+        addr_format(&cl->endpoints[ps->ep], as, sizeof(as));
+        ps->upstream = arena_dup(&ps->s->arena, as, strlen(as));
+        ps->uc = c;
+        h1_client_start(c, ps->s);
+        return;
+    }
+    STAT_ADD(http_shard(ps->l), rq_upstream_errors, 1);
+    local_reply(ps, 503, HFLAG_UF, "upstream connect error\n");
+    up_finished(ps);
+}
+
+/* Request headers a proxy adds (RFC 7239's de facto ancestors). */
+static int add_forwarding(struct pstream *ps)
+{
+    struct hstream *s = ps->s;
+    struct http_request *q = &s->req;
+    const struct http_field *xff = http_fields_get(&q->fields,
+                                                   "x-forwarded-for");
+    char id[40];
+    uint64_t a, b;
+
+    if (xff != NULL) {
+        /* Append the peer to the chain the client's proxies built. */
+        size_t n = xff->value.n + 2 + strlen(ps->hc->peer_ip);
+        char *v = arena_alloc(&s->arena, n + 1);
+        if (v == NULL)
+            return -1;
+        snprintf(v, n + 1, "%.*s, %s", (int)xff->value.n, xff->value.p,
+                 ps->hc->peer_ip);
+        if (http_fields_set(&q->fields, &s->arena, "x-forwarded-for",
+                            (struct slice){v, n}) < 0)
+            return -1;
+    } else if (http_fields_add_ref(&q->fields, &s->arena,
+                                   SLICE_LIT("x-forwarded-for"),
+                                   arena_slice(&s->arena,
+                                               slice_of(ps->hc->peer_ip))) <
+               0) {
+        return -1;
+    }
+    /* X-Forwarded-Proto from a client is kept only behind trusted proxies. */
+    if (ps->l->conf->xff_trusted_hops == 0 ||
+        http_fields_get(&q->fields, "x-forwarded-proto") == NULL)
+        if (http_fields_set(&q->fields, &s->arena, "x-forwarded-proto",
+                            q->scheme) < 0)
+            return -1;
+    if (http_fields_get(&q->fields, "x-request-id") == NULL) {
+        a = rng_next(ps->l);
+        b = rng_next(ps->l);
+        /* A version 4 UUID from the worker's generator. */
+        snprintf(id, sizeof(id), "%08x-%04x-4%03x-%04x-%012" PRIx64,
+                 (unsigned)(a >> 32), (unsigned)(a >> 16) & 0xffff,
+                 (unsigned)a & 0xfff, (unsigned)((b >> 48) & 0x3fff) | 0x8000,
+                 (uint64_t)(b & UINT64_C(0xffffffffffff)));
+        if (http_fields_add_ref(&q->fields, &s->arena,
+                                SLICE_LIT("x-request-id"),
+                                arena_slice(&s->arena, slice_of(id))) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void on_request(void *ctx, struct hstream *s)
+{
+    struct http_conn *hc = ctx;
+    struct http_listener *l = hc->l;
+    struct pstream *ps = arena_alloc(&s->arena, sizeof(*ps));
+
+    if (ps == NULL) {
+        hstream_respond(s, 503, "out of memory\n", NULL, NULL);
+        return;
+    }
+    memset(ps, 0, sizeof(*ps));
+    ps->s = hstream_ref(s);
+    ps->hc = hc;
+    ps->l = l;
+    s->proxy = ps;
+    event_assign(&ps->timer, l->base, -1, 0, on_timeout, ps);
+    ps->route = http_proxy_route(l->conf, s->req.authority, s->req.path);
+    if (ps->route == NULL) {
+        local_reply(ps, 404, HFLAG_NR, "no route\n");
+        up_finished(ps);
+        return;
+    }
+    if (add_forwarding(ps) < 0) {
+        local_reply(ps, 503, 0, "out of memory\n");
+        up_finished(ps);
+        return;
+    }
+    ps->pool = &l->pools[ps->route->cluster];
+    ps->ep = upool_pick(ps->pool);
+    STAT_ADD(upool_stats(ps->pool), rq_total, 1);
+    if (ps->route->timeout_ms > 0) {
+        struct timeval tv = {(time_t)(ps->route->timeout_ms / 1000),
+                             (suseconds_t)(ps->route->timeout_ms % 1000) *
+                                 1000};
+        event_add(&ps->timer, &tv);
+        ps->timer_on = 1;
+    }
+    if (s->req.expect_continue)
+        s->down->continue_100(s);
+    connect_next(ps);
+}
+
+static void on_down_done(void *ctx, struct hstream *s)
+{
+    struct pstream *ps = s->proxy;
+
+    (void)ctx;
+    if (ps == NULL)
+        return;
+    ps->down_done = 1;
+    if (ps->uc != NULL) {
+        /* The client went away (or the response is out) while the upstream
+         * exchange still runs: that connection cannot be reused. */
+        if (!ps->up_done)
+            s->flags |= s->resp_started && hpipe_drained(&s->resp_body)
+                            ? 0
+                            : HFLAG_DC;
+        release_upstream(ps, 0);
+        ps->up_done = 1;
+    }
+    maybe_end(ps);
+}
+
+const struct hstream_handler http_stream_handler = {on_request, on_down_done};

@@ -1,0 +1,222 @@
+#include "config.h"
+
+#include <openssl/ssl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/listener.h"
+#include "proxy/http_proxy.h"
+#include "proxy/tcp_proxy.h"
+#include "server/compile.h"
+#include "tls/tls.h"
+#include "upstream/cluster.h"
+
+static const enum h1_underscore underscore_map[] = {
+    [BOOTSTRAP_US_ALLOW] = H1_US_ALLOW,
+    [BOOTSTRAP_US_REJECT] = H1_US_REJECT,
+    [BOOTSTRAP_US_DROP] = H1_US_DROP,
+};
+
+static uint16_t tls_version(int v, uint16_t auto_value)
+{
+    switch (v) {
+    case BOOTSTRAP_TLSV1_2:
+        return TLS1_2_VERSION;
+    case BOOTSTRAP_TLSV1_3:
+        return TLS1_3_VERSION;
+    default:
+        return auto_value;
+    }
+}
+
+struct cluster **compile_clusters(const struct bootstrap *bs, int nworkers,
+                                  char **err)
+{
+    struct cluster **out = calloc(bs->clusters.n ? bs->clusters.n : 1,
+                                  sizeof(*out));
+
+    if (out == NULL) {
+        *err = strdup("out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < bs->clusters.n; i++) {
+        const struct bootstrap_cluster *bc = bootstrap_cluster_at(bs, i);
+        struct cluster *c = cluster_new(bc->name, bc->endpoints.v,
+                                        bc->endpoints.n, nworkers);
+        if (c == NULL) {
+            compile_clusters_free(out, i);
+            *err = strdup("out of memory");
+            return NULL;
+        }
+        c->protocol = bc->protocol == BOOTSTRAP_UP_HTTP2 ? CLUSTER_HTTP2
+                                                         : CLUSTER_HTTP1;
+        c->h1.lim = h1_limits_default();
+        c->h1.lim.underscores = H1_US_ALLOW;
+        c->h1.connect_timeout_ms = (uint64_t)bc->connect_timeout_ms;
+        c->h1.idle_timeout_ms = (uint64_t)bc->idle_timeout_ms;
+        c->max_requests_per_conn = (uint64_t)bc->max_requests_per_connection;
+        out[i] = c;
+    }
+    return out;
+}
+
+void compile_clusters_free(struct cluster **cl, size_t n)
+{
+    if (cl == NULL)
+        return;
+    for (size_t i = 0; i < n; i++)
+        cluster_unref(cl[i]);
+    free(cl);
+}
+
+static void unref_tcp(void *c)
+{
+    tcp_proxy_conf_unref(c);
+}
+
+static void unref_http(void *c)
+{
+    http_proxy_conf_unref(c);
+}
+
+static int compile_tcp(const struct bootstrap *bs,
+                       const struct bootstrap_listener *bl,
+                       struct listener_stats *stats,
+                       struct compiled_listener *out, char **err)
+{
+    struct tcp_proxy_conf *c = tcp_proxy_conf_new(bl->name, bl->upstreams.v,
+                                                  bl->upstreams.n, stats);
+
+    if (c == NULL) {
+        *err = strdup("out of memory");
+        return -1;
+    }
+    c->connect_timeout_ms = (uint64_t)bl->connect_timeout_ms;
+    c->connect_attempts = (int)bl->connect_attempts;
+    c->idle_timeout_ms = (uint64_t)bl->idle_timeout_ms;
+    c->buffer_size = (size_t)bl->buffer_size;
+    c->access_log = bs->log.access_log;
+    out->ops = &tcp_proxy_ops;
+    out->conf = c;
+    out->unref = unref_tcp;
+    return 0;
+}
+
+static int compile_tls(const struct bootstrap_listener *bl,
+                       struct http_proxy_conf *c, char **err)
+{
+    const struct bootstrap_tls *t = &bl->tls;
+    struct tls_server_cert *certs = calloc(t->certificates.n,
+                                           sizeof(*certs));
+    struct tls_server_conf tc;
+    char desc[128];
+
+    if (certs == NULL) {
+        *err = strdup("out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < t->certificates.n; i++) {
+        const struct bootstrap_cert *bc =
+            &((const struct bootstrap_cert *)t->certificates.v)[i];
+        certs[i].cert_path = bc->cert;
+        certs[i].key_path = bc->key;
+    }
+    memset(&tc, 0, sizeof(tc));
+    tc.certs = certs;
+    tc.ncerts = t->certificates.n;
+    tc.min_version = tls_version(t->min_version, TLS1_2_VERSION);
+    tc.max_version = tls_version(t->max_version, TLS1_3_VERSION);
+    tc.ciphers = (const char *const *)t->cipher_suites.v;
+    tc.nciphers = t->cipher_suites.n;
+    tc.alpn = (const char *const *)t->alpn.v;
+    tc.nalpn = t->alpn.n;
+    snprintf(desc, sizeof(desc), "listener %s", bl->name);
+    c->tls = tls_holder_new(&tc, desc, err);
+    free(certs);
+    return c->tls != NULL ? 0 : -1;
+}
+
+static int compile_http(const struct bootstrap *bs,
+                        const struct bootstrap_listener *bl,
+                        struct cluster **clusters,
+                        struct listener_stats *stats,
+                        struct compiled_listener *out, char **err)
+{
+    struct http_proxy_conf *c = http_proxy_conf_new(bl->name, stats);
+    const struct bootstrap_http *h = &bl->http;
+
+    if (c == NULL)
+        goto oom;
+    c->h1s.lim.max_head = (size_t)h->max_head_bytes;
+    c->h1s.lim.max_headers = (size_t)h->max_headers;
+    c->h1s.lim.underscores = underscore_map[h->underscores];
+    c->h1s.body_cap = (size_t)h->body_buffer;
+    c->h1s.idle_timeout_ms = (uint64_t)h->idle_timeout_ms;
+    c->h1s.headers_timeout_ms = (uint64_t)h->headers_timeout_ms;
+    c->h1s.tls = bl->tls.certificates.n > 0;
+    c->h2.max_concurrent_streams = (uint32_t)h->max_concurrent_streams;
+    c->h2.stream_window = (uint32_t)h->stream_window;
+    c->h2.connection_window = (uint32_t)h->connection_window;
+    c->h2c = h->h2c;
+    c->access_log = bs->log.access_log;
+    c->xff_trusted_hops = (uint32_t)h->xff_trusted_hops;
+    c->clusters = calloc(bs->clusters.n ? bs->clusters.n : 1,
+                         sizeof(*c->clusters));
+    c->routes = calloc(bl->routes.n ? bl->routes.n : 1, sizeof(*c->routes));
+    if (c->clusters == NULL || c->routes == NULL)
+        goto oom;
+    /* Every cluster is reachable by index; routes name them. */
+    for (size_t i = 0; i < bs->clusters.n; i++)
+        c->clusters[c->nclusters++] = cluster_ref(clusters[i]);
+    for (size_t i = 0; i < bl->routes.n; i++) {
+        const struct bootstrap_route *br =
+            &((const struct bootstrap_route *)bl->routes.v)[i];
+        struct http_route *r = &c->routes[c->nroutes];
+
+        r->host = strdup(br->host);
+        r->prefix = strdup(br->path_prefix);
+        c->nroutes++;
+        if (r->host == NULL || r->prefix == NULL)
+            goto oom;
+        r->prefix_len = strlen(r->prefix);
+        r->timeout_ms = (uint64_t)br->timeout_ms;
+        for (size_t k = 0; k < bs->clusters.n; k++)
+            if (strcmp(bootstrap_cluster_at(bs, k)->name, br->cluster) == 0)
+                r->cluster = k;
+    }
+    if (bl->tls.certificates.n > 0 && compile_tls(bl, c, err) < 0) {
+        http_proxy_conf_unref(c);
+        return -1;
+    }
+    out->ops = &http_proxy_ops;
+    out->conf = c;
+    out->unref = unref_http;
+    return 0;
+oom:
+    http_proxy_conf_unref(c);
+    *err = strdup("out of memory");
+    return -1;
+}
+
+int compile_listener(const struct bootstrap *bs,
+                     const struct bootstrap_listener *bl,
+                     struct cluster **clusters, struct listener_stats *stats,
+                     struct compiled_listener *out, char **err)
+{
+    *err = NULL;
+    if (bl->protocol == BOOTSTRAP_HTTP)
+        return compile_http(bs, bl, clusters, stats, out, err);
+    return compile_tcp(bs, bl, stats, out, err);
+}
+
+int compile_tls_check(const struct compiled_listener *cl, char **err)
+{
+    const struct http_proxy_conf *c;
+
+    *err = NULL;
+    if (cl->ops != &http_proxy_ops)
+        return 0;
+    c = cl->conf;
+    return c->tls != NULL ? tls_holder_check(c->tls, err) : 0;
+}

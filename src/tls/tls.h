@@ -1,0 +1,100 @@
+#ifndef STRAIT_TLS_TLS_H
+#define STRAIT_TLS_TLS_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+struct conn;
+struct ssl_ctx_st;
+
+/*
+ * Server TLS on BoringSSL: certificates picked by SNI (exact names, then
+ * wildcards, then the first certificate as default) and by key type
+ * (ECDSA for clients that offer it, else RSA), ALPN, versions and cipher
+ * suites. Session tickets use BoringSSL's own keys, which it rotates by
+ * itself. One tls_server is immutable once built; a certificate change
+ * builds a new one (tls_holder).
+ */
+struct tls_server_cert {
+    const char *cert_path;
+    const char *key_path;
+};
+
+struct tls_server_conf {
+    const struct tls_server_cert *certs;
+    size_t ncerts;
+    uint16_t min_version; /* TLS1_2_VERSION or TLS1_3_VERSION */
+    uint16_t max_version;
+    const char *const *ciphers; /* TLS 1.2 suites, OpenSSL names; NULL: ours */
+    size_t nciphers;
+    const char *const *alpn; /* "h2", "http/1.1"; NULL: both */
+    size_t nalpn;
+};
+
+struct tls_server;
+
+/* tls_server_new() loads every certificate and key; NULL with an allocated
+ * message naming the file in *err. */
+struct tls_server *tls_server_new(const struct tls_server_conf *conf,
+                                  char **err);
+
+/* The SSL_CTX new connections start with (owned by the server). */
+struct ssl_ctx_st *tls_server_ctx(const struct tls_server *ts);
+
+/* tls_server_free() drops the builder's reference; handshakes in flight
+ * keep what they use alive (it is freed with the last SSL). */
+void tls_server_free(struct tls_server *ts);
+
+/*
+ * A holder publishes the current tls_server of a listener to workers and
+ * swaps in a new one when the certificate files change. Workers check a
+ * generation number (one relaxed load per accept) and take the new
+ * SSL_CTX under a lock only when it changed.
+ */
+struct tls_holder {
+    int refs;
+    pthread_mutex_t lock;
+    struct tls_server *cur;
+    unsigned gen;
+    struct tls_server_conf conf; /* deep copy */
+    struct stat *st;             /* 2 per certificate: cert, key */
+    char *desc;                  /* for logs */
+};
+
+struct tls_holder *tls_holder_new(const struct tls_server_conf *conf,
+                                  const char *desc, char **err);
+struct tls_holder *tls_holder_ref(struct tls_holder *h);
+void tls_holder_unref(struct tls_holder *h);
+
+/* tls_holder_check() reloads when a file changed (main thread). Returns 1
+ * when a new context was published, 0 when nothing changed, -1 when the
+ * new files are bad (*err allocated; the old context stays). */
+int tls_holder_check(struct tls_holder *h, char **err);
+
+/* tls_holder_get() returns a reference to the current SSL_CTX if it is
+ * newer than *gen (updating *gen), else NULL. Any thread. */
+struct ssl_ctx_st *tls_holder_get(struct tls_holder *h, unsigned *gen);
+
+/*
+ * Connections: tls_conn_accept() puts TLS over c (server side) with ctx;
+ * tls_conn_connect() does the client side with an optional SNI. The
+ * handshake runs through c->ops->handshake. 0, or -1 (out of memory).
+ */
+int tls_conn_accept(struct conn *c, struct ssl_ctx_st *ctx);
+int tls_conn_connect(struct conn *c, struct ssl_ctx_st *ctx, const char *sni);
+
+/* tls_conn_alpn() is the negotiated protocol ("h2", "http/1.1") or "". */
+const char *tls_conn_alpn(const struct conn *c, size_t *len);
+
+/* tls_conn_failure() names why the last handshake failed, from a fixed
+ * set for metrics: "version", "cipher", "certificate", "eof", "other". */
+const char *tls_conn_failure(const struct conn *c);
+
+/* The client context of an upstream cluster: verification against ca_file
+ * (NULL: the system bundle) unless insecure; ALPN h2 when h2 is set. */
+struct ssl_ctx_st *tls_client_ctx_new(const char *ca_file, int insecure,
+                                      int h2, char **err);
+
+#endif

@@ -1,0 +1,248 @@
+/*
+ * TLS as a conn transport: BoringSSL over the raw non-blocking socket, on
+ * the worker's own loop. Want-read and want-write results become socket
+ * interest through the conn's read_needs_write/write_needs_read flags.
+ */
+#include "config.h"
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "net/conn.h"
+#include "tls/tls.h"
+
+static const char *failure_reason(void)
+{
+    uint32_t e = ERR_peek_last_error();
+    int lib = ERR_GET_LIB(e), reason = ERR_GET_REASON(e);
+
+    ERR_clear_error();
+    if (e == 0)
+        return "eof";
+    if (lib != ERR_LIB_SSL)
+        return "other";
+    switch (reason) {
+    case SSL_R_UNSUPPORTED_PROTOCOL:
+    case SSL_R_NO_SUPPORTED_VERSIONS_ENABLED:
+    case SSL_R_TLSV1_ALERT_PROTOCOL_VERSION:
+    case SSL_R_WRONG_VERSION_NUMBER:
+    case SSL_R_HTTP_REQUEST:
+        return "version";
+    case SSL_R_NO_SHARED_CIPHER:
+    case SSL_R_NO_SHARED_GROUP:
+        return "cipher";
+    case SSL_R_CERTIFICATE_VERIFY_FAILED:
+    case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
+    case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
+    case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
+    case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
+        return "certificate";
+    default:
+        return "other";
+    }
+}
+
+/* Maps an SSL result to the conn contract. */
+static ssize_t result(struct conn *c, int rc, int is_read)
+{
+    int e = SSL_get_error(c->tls, rc);
+
+    switch (e) {
+    case SSL_ERROR_WANT_READ:
+        if (is_read)
+            c->read_needs_write = 0;
+        else
+            c->write_needs_read = 1;
+        return CONN_AGAIN;
+    case SSL_ERROR_WANT_WRITE:
+        if (is_read)
+            c->read_needs_write = 1;
+        else
+            c->write_needs_read = 0;
+        return CONN_AGAIN;
+    case SSL_ERROR_ZERO_RETURN:
+        return 0;
+    case SSL_ERROR_SYSCALL:
+        if (ERR_peek_error() == 0) {
+            /* A FIN without close_notify: treat as the end of the stream,
+             * as browsers and curl do. */
+            ERR_clear_error();
+            return is_read ? 0 : CONN_ERROR;
+        }
+        /* fall through */
+    default:
+        c->why = failure_reason();
+        return CONN_ERROR;
+    }
+}
+
+static ssize_t tls_read(struct conn *c, void *p, size_t n)
+{
+    int rc;
+
+    if (n > INT32_MAX)
+        n = INT32_MAX;
+    rc = SSL_read(c->tls, p, (int)n);
+    if (rc > 0) {
+        c->read_needs_write = 0;
+        return rc;
+    }
+    return result(c, rc, 1);
+}
+
+static ssize_t tls_write(struct conn *c, const void *p, size_t n)
+{
+    int rc;
+
+    if (n == 0)
+        return 0;
+    /* Records of up to 16 KiB; partial writes are allowed (the mode is set
+     * at setup), so a large n never stalls on one huge record. */
+    if (n > INT32_MAX)
+        n = INT32_MAX;
+    rc = SSL_write(c->tls, p, (int)n);
+    if (rc > 0) {
+        c->write_needs_read = 0;
+        return rc;
+    }
+    return result(c, rc, 0);
+}
+
+static int tls_handshake(struct conn *c)
+{
+    int rc = SSL_do_handshake(c->tls);
+    ssize_t r;
+
+    if (rc == 1) {
+        c->read_needs_write = c->write_needs_read = 0;
+        return 1;
+    }
+    r = result(c, rc, 1);
+    if (r == CONN_AGAIN)
+        return 0;
+    if (r == 0)
+        c->why = "eof";
+    if (c->why == NULL)
+        c->why = "other";
+    return -1;
+}
+
+static void tls_shutdown(struct conn *c)
+{
+    /* One close_notify, without waiting for the peer's. */
+    SSL_shutdown(c->tls);
+    shutdown(c->fd, SHUT_WR);
+}
+
+static void tls_dispose(struct conn *c)
+{
+    SSL_free(c->tls);
+    c->tls = NULL;
+}
+
+static const struct conn_ops tls_ops = {tls_read, tls_write, tls_handshake,
+                                        tls_shutdown, tls_dispose};
+
+static SSL *new_ssl(struct conn *c, SSL_CTX *ctx)
+{
+    SSL *ssl = SSL_new(ctx);
+
+    if (ssl == NULL)
+        return NULL;
+    if (!SSL_set_fd(ssl, c->fd)) {
+        SSL_free(ssl);
+        return NULL;
+    }
+    SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE |
+                          SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    c->tls = ssl;
+    c->ops = &tls_ops;
+    c->why = NULL;
+    return ssl;
+}
+
+int tls_conn_accept(struct conn *c, SSL_CTX *ctx)
+{
+    SSL *ssl = new_ssl(c, ctx);
+
+    if (ssl == NULL)
+        return -1;
+    SSL_set_accept_state(ssl);
+    return 0;
+}
+
+int tls_conn_connect(struct conn *c, SSL_CTX *ctx, const char *sni)
+{
+    SSL *ssl = new_ssl(c, ctx);
+
+    if (ssl == NULL)
+        return -1;
+    if (sni != NULL && sni[0] != '\0') {
+        SSL_set_tlsext_host_name(ssl, sni);
+        /* Verify the name too, not only the chain. */
+        X509_VERIFY_PARAM_set1_host(SSL_get0_param(ssl), sni, strlen(sni));
+    }
+    SSL_set_connect_state(ssl);
+    return 0;
+}
+
+const char *tls_conn_alpn(const struct conn *c, size_t *len)
+{
+    const uint8_t *p = NULL;
+    unsigned n = 0;
+
+    if (c->tls == NULL) {
+        *len = 0;
+        return "";
+    }
+    SSL_get0_alpn_selected(c->tls, &p, &n);
+    *len = n;
+    return p ? (const char *)p : "";
+}
+
+const char *tls_conn_failure(const struct conn *c)
+{
+    return c->why ? c->why : "other";
+}
+
+SSL_CTX *tls_client_ctx_new(const char *ca_file, int insecure, int h2,
+                            char **err)
+{
+    static const uint8_t alpn_h2[] = {2, 'h', '2'};
+    static const uint8_t alpn_h1[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+    SSL_CTX *ctx = SSL_CTX_new(TLS_method());
+    const char *bundle = ca_file && ca_file[0] ? ca_file
+                                               : "/etc/ssl/certs/ca-certificates.crt";
+
+    *err = NULL;
+    if (ctx == NULL) {
+        *err = strdup("cannot create a TLS client context");
+        return NULL;
+    }
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    if (h2)
+        SSL_CTX_set_alpn_protos(ctx, alpn_h2, sizeof(alpn_h2));
+    else
+        SSL_CTX_set_alpn_protos(ctx, alpn_h1, sizeof(alpn_h1));
+    if (insecure) {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+        return ctx;
+    }
+    if (!SSL_CTX_load_verify_locations(ctx, bundle, NULL)) {
+        char detail[256];
+        ERR_error_string_n(ERR_peek_last_error(), detail, sizeof(detail));
+        ERR_clear_error();
+        if (asprintf(err, "%s: cannot load CA certificates: %s", bundle,
+                     detail) < 0)
+            *err = NULL;
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    return ctx;
+}

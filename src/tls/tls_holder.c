@@ -1,0 +1,180 @@
+/*
+ * Certificate hot reload: the main thread stats the files every few
+ * seconds and, when one changed, builds a new tls_server and publishes it.
+ * Handshakes in flight finish on the context they started with; a bad new
+ * file is reported and the old context stays.
+ */
+#include "config.h"
+
+#include <openssl/ssl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tls/tls.h"
+
+static void conf_free(struct tls_server_conf *c)
+{
+    for (size_t i = 0; i < c->ncerts; i++) {
+        free((char *)c->certs[i].cert_path);
+        free((char *)c->certs[i].key_path);
+    }
+    free((void *)c->certs);
+    for (size_t i = 0; i < c->nciphers; i++)
+        free((char *)c->ciphers[i]);
+    free((void *)c->ciphers);
+    for (size_t i = 0; i < c->nalpn; i++)
+        free((char *)c->alpn[i]);
+    free((void *)c->alpn);
+}
+
+static char **dup_strs(const char *const *v, size_t n)
+{
+    char **out = calloc(n ? n : 1, sizeof(*out));
+
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        out[i] = strdup(v[i]);
+    return out;
+}
+
+static int conf_copy(struct tls_server_conf *dst,
+                     const struct tls_server_conf *src)
+{
+    struct tls_server_cert *certs = calloc(src->ncerts ? src->ncerts : 1,
+                                           sizeof(*certs));
+
+    *dst = *src;
+    dst->certs = certs;
+    dst->ciphers = (const char *const *)dup_strs(src->ciphers, src->nciphers);
+    dst->alpn = (const char *const *)dup_strs(src->alpn, src->nalpn);
+    if (certs == NULL || dst->ciphers == NULL || dst->alpn == NULL)
+        return -1;
+    for (size_t i = 0; i < src->ncerts; i++) {
+        certs[i].cert_path = strdup(src->certs[i].cert_path);
+        certs[i].key_path = strdup(src->certs[i].key_path);
+    }
+    if (src->nciphers == 0) {
+        free((void *)dst->ciphers);
+        dst->ciphers = NULL;
+    }
+    if (src->nalpn == 0) {
+        free((void *)dst->alpn);
+        dst->alpn = NULL;
+    }
+    return 0;
+}
+
+static void snapshot(const struct tls_server_conf *c, struct stat *st)
+{
+    for (size_t i = 0; i < c->ncerts; i++) {
+        if (stat(c->certs[i].cert_path, &st[2 * i]) < 0)
+            memset(&st[2 * i], 0, sizeof(st[0]));
+        if (stat(c->certs[i].key_path, &st[2 * i + 1]) < 0)
+            memset(&st[2 * i + 1], 0, sizeof(st[0]));
+    }
+}
+
+static int same(const struct stat *a, const struct stat *b)
+{
+    return a->st_ino == b->st_ino && a->st_dev == b->st_dev &&
+           a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+           a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+struct tls_holder *tls_holder_new(const struct tls_server_conf *conf,
+                                  const char *desc, char **err)
+{
+    struct tls_holder *h = calloc(1, sizeof(*h));
+
+    *err = NULL;
+    if (h == NULL) {
+        *err = strdup("out of memory");
+        return NULL;
+    }
+    h->refs = 1;
+    pthread_mutex_init(&h->lock, NULL);
+    h->desc = strdup(desc);
+    h->st = calloc(2 * (conf->ncerts ? conf->ncerts : 1), sizeof(*h->st));
+    if (h->desc == NULL || h->st == NULL || conf_copy(&h->conf, conf) < 0) {
+        *err = strdup("out of memory");
+        tls_holder_unref(h);
+        return NULL;
+    }
+    snapshot(&h->conf, h->st);
+    h->cur = tls_server_new(&h->conf, err);
+    if (h->cur == NULL) {
+        tls_holder_unref(h);
+        return NULL;
+    }
+    h->gen = 1;
+    return h;
+}
+
+struct tls_holder *tls_holder_ref(struct tls_holder *h)
+{
+    __atomic_add_fetch(&h->refs, 1, __ATOMIC_RELAXED);
+    return h;
+}
+
+void tls_holder_unref(struct tls_holder *h)
+{
+    if (h == NULL || __atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    tls_server_free(h->cur);
+    conf_free(&h->conf);
+    free(h->st);
+    free(h->desc);
+    pthread_mutex_destroy(&h->lock);
+    free(h);
+}
+
+int tls_holder_check(struct tls_holder *h, char **err)
+{
+    size_t n = 2 * h->conf.ncerts;
+    struct stat *now = calloc(n ? n : 1, sizeof(*now));
+    struct tls_server *ts, *old;
+    int changed = 0;
+
+    *err = NULL;
+    if (now == NULL)
+        return 0;
+    snapshot(&h->conf, now);
+    for (size_t i = 0; i < n; i++)
+        if (!same(&now[i], &h->st[i]))
+            changed = 1;
+    if (!changed) {
+        free(now);
+        return 0;
+    }
+    /* Remember what we saw either way: a bad file is reported once, and a
+     * later fix is picked up when it changes again. */
+    memcpy(h->st, now, n * sizeof(*now));
+    free(now);
+    ts = tls_server_new(&h->conf, err);
+    if (ts == NULL)
+        return -1;
+    pthread_mutex_lock(&h->lock);
+    old = h->cur;
+    h->cur = ts;
+    __atomic_store_n(&h->gen, h->gen + 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&h->lock);
+    tls_server_free(old);
+    return 1;
+}
+
+SSL_CTX *tls_holder_get(struct tls_holder *h, unsigned *gen)
+{
+    SSL_CTX *ctx;
+
+    if (__atomic_load_n(&h->gen, __ATOMIC_ACQUIRE) == *gen)
+        return NULL;
+    pthread_mutex_lock(&h->lock);
+    ctx = tls_server_ctx(h->cur);
+    SSL_CTX_up_ref(ctx);
+    *gen = h->gen;
+    pthread_mutex_unlock(&h->lock);
+    return ctx;
+}

@@ -1,0 +1,396 @@
+#include "config.h"
+
+#include <openssl/bytestring.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "tls/tls.h"
+
+/* Our TLS 1.2 suites when none are configured: forward secrecy and AEAD
+ * only (TLS 1.3's are fixed by BoringSSL). */
+#define DEFAULT_CIPHERS                                                        \
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"               \
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"               \
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+
+struct tls_cert {
+    SSL_CTX *ctx;
+    int ecdsa;
+    char **names; /* lowercase; "*.example.com" for wildcards */
+    size_t nnames;
+};
+
+struct tls_server {
+    SSL_CTX *base; /* connections start here; owns this struct (ex_data) */
+    struct tls_cert *certs;
+    size_t ncerts;
+    unsigned char alpn[32]; /* wire format, in preference order */
+    size_t alpn_len;
+};
+
+/* The ex_data index is registered once per process and never changes. */
+static pthread_once_t ex_once = PTHREAD_ONCE_INIT;
+static int ex_index = -1;
+
+static void server_free_parts(struct tls_server *ts)
+{
+    for (size_t i = 0; i < ts->ncerts; i++) {
+        SSL_CTX_free(ts->certs[i].ctx);
+        for (size_t j = 0; j < ts->certs[i].nnames; j++)
+            free(ts->certs[i].names[j]);
+        free(ts->certs[i].names);
+    }
+    free(ts->certs);
+    free(ts);
+}
+
+/* Runs when the last reference to the base SSL_CTX goes: the last
+ * handshake that started with this server has finished. */
+static void ex_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int index,
+                    long argl, void *argp)
+{
+    (void)parent;
+    (void)ad;
+    (void)index;
+    (void)argl;
+    (void)argp;
+    if (ptr != NULL)
+        server_free_parts(ptr);
+}
+
+static void ex_init(void)
+{
+    ex_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, ex_free);
+}
+
+/* set_err() makes "subject: what: detail", detail from BoringSSL's error
+ * queue. */
+static int set_err(char **err, const char *subject, const char *what)
+{
+    unsigned long e = ERR_peek_last_error();
+    char detail[256] = "";
+
+    if (e != 0)
+        ERR_error_string_n(e, detail, sizeof(detail));
+    ERR_clear_error();
+    if (asprintf(err, "%s: %s: %s", subject, what,
+                 detail[0] ? detail : "invalid") < 0)
+        *err = NULL;
+    return -1;
+}
+
+/* Reads the SNI host name from the ClientHello, lowercased. */
+static int client_hello_sni(const SSL_CLIENT_HELLO *ch, char *out, size_t n)
+{
+    const uint8_t *data;
+    size_t len;
+    CBS ext, list, name;
+    uint8_t type;
+
+    if (!SSL_early_callback_ctx_extension_get(ch, TLSEXT_TYPE_server_name,
+                                              &data, &len))
+        return 0;
+    CBS_init(&ext, data, len);
+    if (!CBS_get_u16_length_prefixed(&ext, &list))
+        return 0;
+    while (CBS_len(&list) > 0) {
+        if (!CBS_get_u8(&list, &type) ||
+            !CBS_get_u16_length_prefixed(&list, &name))
+            return 0;
+        if (type != TLSEXT_NAMETYPE_host_name)
+            continue;
+        if (CBS_len(&name) == 0 || CBS_len(&name) >= n)
+            return 0;
+        for (size_t i = 0; i < CBS_len(&name); i++) {
+            char ch2 = (char)CBS_data(&name)[i];
+            out[i] = (ch2 >= 'A' && ch2 <= 'Z') ? (char)(ch2 + 32) : ch2;
+        }
+        out[CBS_len(&name)] = '\0';
+        return 1;
+    }
+    return 0;
+}
+
+/* True when the client can verify an ECDSA certificate: it offers an
+ * ECDSA signature algorithm, and TLS 1.3 or an ECDHE-ECDSA suite. */
+static int client_hello_ecdsa(const SSL_CLIENT_HELLO *ch)
+{
+    const uint8_t *data;
+    size_t len;
+    CBS ext, algs;
+    int sig = 0, suite = 0;
+
+    if (SSL_early_callback_ctx_extension_get(
+            ch, TLSEXT_TYPE_signature_algorithms, &data, &len)) {
+        CBS_init(&ext, data, len);
+        if (CBS_get_u16_length_prefixed(&ext, &algs)) {
+            uint16_t a;
+            while (CBS_get_u16(&algs, &a))
+                if (a == SSL_SIGN_ECDSA_SECP256R1_SHA256 ||
+                    a == SSL_SIGN_ECDSA_SECP384R1_SHA384 ||
+                    a == SSL_SIGN_ECDSA_SECP521R1_SHA512)
+                    sig = 1;
+        }
+    }
+    if (!sig)
+        return 0;
+    if (SSL_early_callback_ctx_extension_get(
+            ch, TLSEXT_TYPE_supported_versions, &data, &len)) {
+        CBS_init(&ext, data, len);
+        CBS vers;
+        uint16_t v;
+        if (CBS_get_u8_length_prefixed(&ext, &vers))
+            while (CBS_get_u16(&vers, &v))
+                if (v == TLS1_3_VERSION)
+                    return 1;
+    }
+    for (size_t i = 0; i + 1 < ch->cipher_suites_len; i += 2) {
+        uint16_t cs = (uint16_t)(ch->cipher_suites[i] << 8 |
+                                 ch->cipher_suites[i + 1]);
+        /* ECDHE_ECDSA suites: 0xC009/0xC00A, 0xC02B/0xC02C, 0xCCA9. */
+        if (cs == 0xC02B || cs == 0xC02C || cs == 0xCCA9 || cs == 0xC009 ||
+            cs == 0xC00A)
+            suite = 1;
+    }
+    return suite;
+}
+
+static int name_matches(const char *pattern, const char *host)
+{
+    if (pattern[0] == '*' && pattern[1] == '.') {
+        const char *dot = strchr(host, '.');
+        /* A wildcard stands for exactly one label. */
+        return dot != NULL && dot != host && strcasecmp(dot, pattern + 1) == 0;
+    }
+    return strcasecmp(pattern, host) == 0;
+}
+
+static const struct tls_cert *pick(const struct tls_server *ts,
+                                   const char *host, int ecdsa)
+{
+    const struct tls_cert *best = NULL;
+
+    /* Exact names first, then wildcards; within a match, the key type the
+     * client prefers. */
+    for (int pass = 0; pass < 2 && host != NULL; pass++) {
+        for (size_t i = 0; i < ts->ncerts; i++) {
+            const struct tls_cert *c = &ts->certs[i];
+            for (size_t j = 0; j < c->nnames; j++) {
+                int wild = c->names[j][0] == '*';
+                if (wild != pass || !name_matches(c->names[j], host))
+                    continue;
+                if (best == NULL || (c->ecdsa == ecdsa && best->ecdsa != ecdsa))
+                    best = c;
+            }
+        }
+        if (best != NULL)
+            return best;
+    }
+    /* The default: the first certificate, or its sibling of the other key
+     * type when it shares the first name. */
+    best = &ts->certs[0];
+    for (size_t i = 1; i < ts->ncerts; i++)
+        if (ts->certs[i].ecdsa == ecdsa && best->ecdsa != ecdsa &&
+            ts->certs[i].nnames > 0 && best->nnames > 0 &&
+            strcmp(ts->certs[i].names[0], best->names[0]) == 0)
+            best = &ts->certs[i];
+    return best;
+}
+
+static enum ssl_select_cert_result_t select_cert(const SSL_CLIENT_HELLO *ch)
+{
+    SSL *ssl = ch->ssl;
+    const struct tls_server *ts =
+        SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ex_index);
+    char host[256];
+    int have = client_hello_sni(ch, host, sizeof(host));
+    const struct tls_cert *c;
+
+    if (ts == NULL)
+        return ssl_select_cert_error;
+    c = pick(ts, have ? host : NULL, client_hello_ecdsa(ch));
+    SSL_set_SSL_CTX(ssl, c->ctx);
+    return ssl_select_cert_success;
+}
+
+static int select_alpn(SSL *ssl, const uint8_t **out, uint8_t *outlen,
+                       const uint8_t *in, unsigned inlen, void *arg)
+{
+    const struct tls_server *ts = arg;
+    uint8_t *sel;
+
+    (void)ssl;
+    /* Our preference order wins over the client's. */
+    if (SSL_select_next_proto(&sel, outlen, ts->alpn, (unsigned)ts->alpn_len,
+                              in, inlen) != OPENSSL_NPN_NEGOTIATED)
+        return SSL_TLSEXT_ERR_NOACK;
+    *out = sel;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+static int cert_names(struct tls_cert *c)
+{
+    X509 *x = SSL_CTX_get0_certificate(c->ctx);
+    GENERAL_NAMES *sans;
+    int n;
+
+    if (x == NULL)
+        return -1;
+    sans = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+    n = sans ? (int)sk_GENERAL_NAME_num(sans) : 0;
+    c->names = calloc((size_t)n + 1, sizeof(*c->names));
+    if (c->names == NULL) {
+        GENERAL_NAMES_free(sans);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, (size_t)i);
+        if (g->type != GEN_DNS)
+            continue;
+        c->names[c->nnames] = strndup((const char *)ASN1_STRING_get0_data(
+                                          g->d.dNSName),
+                                      (size_t)ASN1_STRING_length(g->d.dNSName));
+        if (c->names[c->nnames] != NULL)
+            c->nnames++;
+    }
+    GENERAL_NAMES_free(sans);
+    if (c->nnames == 0) {
+        /* No DNS SANs: fall back to the subject's common name. */
+        char cn[256];
+        if (X509_NAME_get_text_by_NID(X509_get_subject_name(x),
+                                      NID_commonName, cn, sizeof(cn)) > 0)
+            c->names[c->nnames++] = strdup(cn);
+    }
+    for (size_t i = 0; i < c->nnames; i++)
+        for (char *p = c->names[i]; p && *p; p++)
+            if (*p >= 'A' && *p <= 'Z')
+                *p = (char)(*p + 32);
+    return 0;
+}
+
+static int ctx_settings(SSL_CTX *ctx, const struct tls_server_conf *conf,
+                        struct tls_server *ts, char **err)
+{
+    char list[2048] = "";
+    size_t used = 0;
+
+    SSL_CTX_set_min_proto_version(ctx, conf->min_version);
+    SSL_CTX_set_max_proto_version(ctx, conf->max_version);
+    for (size_t i = 0; i < conf->nciphers; i++) {
+        int w = snprintf(list + used, sizeof(list) - used, "%s%s",
+                         i ? ":" : "", conf->ciphers[i]);
+        if (w < 0 || (size_t)w >= sizeof(list) - used)
+            return set_err(err, "cipherSuites", "list too long");
+        used += (size_t)w;
+    }
+    if (!SSL_CTX_set_strict_cipher_list(ctx, used ? list : DEFAULT_CIPHERS))
+        return set_err(err, used ? list : DEFAULT_CIPHERS,
+                       "unknown cipher suite");
+    SSL_CTX_set_alpn_select_cb(ctx, select_alpn, ts);
+    /* Idle connections should not pin 16 KiB buffers. */
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    return 0;
+}
+
+static int load_cert(struct tls_cert *c, const struct tls_server_cert *sc,
+                     const struct tls_server_conf *conf, struct tls_server *ts,
+                     char **err)
+{
+    EVP_PKEY *pkey;
+
+    c->ctx = SSL_CTX_new(TLS_method());
+    if (c->ctx == NULL)
+        return set_err(err, sc->cert_path, "cannot create a TLS context");
+    if (ctx_settings(c->ctx, conf, ts, err) < 0)
+        return -1;
+    if (!SSL_CTX_use_certificate_chain_file(c->ctx, sc->cert_path))
+        return set_err(err, sc->cert_path,
+                       "cannot load the certificate chain");
+    if (!SSL_CTX_use_PrivateKey_file(c->ctx, sc->key_path, SSL_FILETYPE_PEM))
+        return set_err(err, sc->key_path, "cannot load the private key");
+    if (!SSL_CTX_check_private_key(c->ctx))
+        return set_err(err, sc->key_path,
+                       "the private key does not match the certificate");
+    pkey = SSL_CTX_get0_privatekey(c->ctx);
+    c->ecdsa = pkey != NULL && EVP_PKEY_id(pkey) == EVP_PKEY_EC;
+    if (cert_names(c) < 0)
+        return set_err(err, sc->cert_path,
+                       "cannot read the certificate's names");
+    return 0;
+}
+
+struct tls_server *tls_server_new(const struct tls_server_conf *conf,
+                                  char **err)
+{
+    struct tls_server *ts;
+    static const char *const def_alpn[] = {"h2", "http/1.1"};
+    const char *const *alpn = conf->nalpn ? conf->alpn : def_alpn;
+    size_t nalpn = conf->nalpn ? conf->nalpn : 2;
+
+    *err = NULL;
+    pthread_once(&ex_once, ex_init);
+    if (conf->ncerts == 0) {
+        *err = strdup("TLS needs at least one certificate");
+        return NULL;
+    }
+    ts = calloc(1, sizeof(*ts));
+    if (ts == NULL || (ts->certs = calloc(conf->ncerts, sizeof(*ts->certs))) ==
+                          NULL) {
+        free(ts);
+        *err = strdup("out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < nalpn; i++) {
+        size_t l = strlen(alpn[i]);
+        if (l == 0 || l > 255 || ts->alpn_len + 1 + l > sizeof(ts->alpn))
+            continue;
+        ts->alpn[ts->alpn_len++] = (unsigned char)l;
+        memcpy(ts->alpn + ts->alpn_len, alpn[i], l);
+        ts->alpn_len += l;
+    }
+    for (size_t i = 0; i < conf->ncerts; i++) {
+        ts->ncerts++;
+        if (load_cert(&ts->certs[i], &conf->certs[i], conf, ts, err) < 0)
+            goto fail;
+    }
+    ts->base = SSL_CTX_new(TLS_method());
+    if (ts->base == NULL || ctx_settings(ts->base, conf, ts, err) < 0)
+        goto fail;
+    /* The base context holds the default certificate too, so it can answer
+     * on its own if the selection callback were bypassed. */
+    if (!SSL_CTX_use_certificate_chain_file(ts->base, conf->certs[0].cert_path) ||
+        !SSL_CTX_use_PrivateKey_file(ts->base, conf->certs[0].key_path,
+                                     SSL_FILETYPE_PEM)) {
+        set_err(err, conf->certs[0].cert_path, "cannot load");
+        goto fail;
+    }
+    SSL_CTX_set_session_id_context(ts->base, (const uint8_t *)"strait", 6);
+    SSL_CTX_set_select_certificate_cb(ts->base, select_cert);
+    SSL_CTX_set_ex_data(ts->base, ex_index, ts);
+    return ts;
+fail:
+    if (ts->base != NULL) {
+        SSL_CTX_free(ts->base);
+        ts->base = NULL;
+    }
+    server_free_parts(ts);
+    return NULL;
+}
+
+SSL_CTX *tls_server_ctx(const struct tls_server *ts)
+{
+    return ts->base;
+}
+
+void tls_server_free(struct tls_server *ts)
+{
+    /* The last reference to base frees ts through ex_free. */
+    if (ts != NULL)
+        SSL_CTX_free(ts->base);
+}
