@@ -66,6 +66,35 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
                    name, c.connect_timeouts);
         buf_printf(b, "listener.%s.idle_timeout: %" PRIu64 "\n", name,
                    c.idle_timeouts);
+        buf_printf(b, "listener.%s.http.rq_total: %" PRIu64 "\n", name,
+                   c.rq_total);
+        for (int k = 1; k <= 5; k++)
+            buf_printf(b, "listener.%s.http.rq_%dxx: %" PRIu64 "\n", name, k,
+                       c.rq_class[k]);
+        buf_printf(b, "listener.%s.http.protocol_errors: %" PRIu64 "\n", name,
+                   c.rq_protocol_errors);
+        buf_printf(b, "listener.%s.http.upstream_errors: %" PRIu64 "\n", name,
+                   c.rq_upstream_errors);
+        buf_printf(b, "listener.%s.tls.handshakes: %" PRIu64 "\n", name,
+                   c.tls_handshakes);
+        buf_printf(b, "listener.%s.tls.fail_version: %" PRIu64 "\n", name,
+                   c.tls_fail_version);
+        buf_printf(b, "listener.%s.tls.fail_cipher: %" PRIu64 "\n", name,
+                   c.tls_fail_cipher);
+        buf_printf(b, "listener.%s.tls.fail_certificate: %" PRIu64 "\n", name,
+                   c.tls_fail_certificate);
+        buf_printf(b, "listener.%s.tls.fail_eof: %" PRIu64 "\n", name,
+                   c.tls_fail_eof);
+        buf_printf(b, "listener.%s.tls.fail_other: %" PRIu64 "\n", name,
+                   c.tls_fail_other);
+        buf_printf(b, "listener.%s.http2.rapid_reset: %" PRIu64 "\n", name,
+                   c.h2_rapid_reset);
+        buf_printf(b, "listener.%s.http2.flood: %" PRIu64 "\n", name,
+                   c.h2_flood);
+        buf_printf(b, "listener.%s.http2.continuation_flood: %" PRIu64 "\n",
+                   name, c.h2_continuation);
+        buf_printf(b, "listener.%s.http2.stream_errors: %" PRIu64 "\n", name,
+                   c.h2_stream_errors);
         for (int w = 0; w < ls[i]->nworkers; w++)
             buf_printf(b,
                        "listener.%s.worker_%d.downstream_cx_total: %" PRIu64
@@ -112,6 +141,56 @@ static const struct family families[] = {
     {"strait_listener_idle_timeouts_total", "counter",
      "Sessions closed by the idle timeout.",
      offsetof(struct listener_counters, idle_timeouts)},
+    {"strait_http_requests_total", "counter", "HTTP requests answered.",
+     offsetof(struct listener_counters, rq_total)},
+    {"strait_http_protocol_errors_total", "counter",
+     "Malformed requests from clients (answered 4xx and closed).",
+     offsetof(struct listener_counters, rq_protocol_errors)},
+    {"strait_http_upstream_errors_total", "counter",
+     "Requests whose upstream failed (connect, reset, protocol error).",
+     offsetof(struct listener_counters, rq_upstream_errors)},
+    {"strait_tls_handshakes_total", "counter", "Completed TLS handshakes.",
+     offsetof(struct listener_counters, tls_handshakes)},
+    {"strait_http2_rapid_reset_total", "counter",
+     "HTTP/2 connections closed for resetting streams too fast "
+     "(CVE-2023-44487).",
+     offsetof(struct listener_counters, h2_rapid_reset)},
+    {"strait_http2_flood_total", "counter",
+     "HTTP/2 connections closed for SETTINGS, PING or empty-frame floods.",
+     offsetof(struct listener_counters, h2_flood)},
+    {"strait_http2_continuation_flood_total", "counter",
+     "HTTP/2 connections closed for CONTINUATION floods.",
+     offsetof(struct listener_counters, h2_continuation)},
+    {"strait_http2_stream_errors_total", "counter",
+     "HTTP/2 streams ended with an error code.",
+     offsetof(struct listener_counters, h2_stream_errors)},
+};
+
+/* Families with a second label: one sample per listener and value. */
+struct labelled {
+    const char *name;
+    const char *help;
+    const char *label;
+    const char *value;
+    size_t off;
+};
+
+static const struct labelled labelled[] = {
+    {"strait_http_responses_total", "HTTP responses by status class.",
+     "class", "1xx", offsetof(struct listener_counters, rq_class[1])},
+    {NULL, NULL, "class", "2xx", offsetof(struct listener_counters, rq_class[2])},
+    {NULL, NULL, "class", "3xx", offsetof(struct listener_counters, rq_class[3])},
+    {NULL, NULL, "class", "4xx", offsetof(struct listener_counters, rq_class[4])},
+    {NULL, NULL, "class", "5xx", offsetof(struct listener_counters, rq_class[5])},
+    {"strait_tls_handshake_failures_total", "Failed TLS handshakes by reason.",
+     "reason", "version", offsetof(struct listener_counters, tls_fail_version)},
+    {NULL, NULL, "reason", "cipher",
+     offsetof(struct listener_counters, tls_fail_cipher)},
+    {NULL, NULL, "reason", "certificate",
+     offsetof(struct listener_counters, tls_fail_certificate)},
+    {NULL, NULL, "reason", "eof", offsetof(struct listener_counters, tls_fail_eof)},
+    {NULL, NULL, "reason", "other",
+     offsetof(struct listener_counters, tls_fail_other)},
 };
 
 void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
@@ -139,6 +218,23 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
                 memcpy(&v, (const char *)&sums[i] + fam->off, sizeof(v));
             buf_printf(b, "%s{listener=\"%s\"} %" PRIu64 "\n", fam->name,
                        ls[i]->name, v);
+        }
+    }
+    for (size_t f = 0; f < sizeof(labelled) / sizeof(labelled[0]); f++) {
+        const struct labelled *lf = &labelled[f];
+        const char *name = lf->name;
+
+        if (name != NULL)
+            buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n", name, lf->help,
+                       name);
+        /* Rows without a name continue the family above them. */
+        for (size_t k = f; name == NULL && k > 0; k--)
+            name = labelled[k - 1].name;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t v;
+            memcpy(&v, (const char *)&sums[i] + lf->off, sizeof(v));
+            buf_printf(b, "%s{listener=\"%s\",%s=\"%s\"} %" PRIu64 "\n",
+                       name, ls[i]->name, lf->label, lf->value, v);
         }
     }
     buf_puts(b, "# HELP strait_worker_connections_accepted_total Downstream "

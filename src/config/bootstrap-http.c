@@ -95,7 +95,7 @@ static const struct conf_key http_keys[] = {
      "time allowed to receive a whole request head (slowloris)", NULL, NULL,
      NULL, NULL},
     {"bodyBufferSize", CONF_SIZE, OFF(struct bootstrap_http, body_buffer),
-     4096, 16 * 1024 * 1024, "64KiB",
+     65536, 16 * 1024 * 1024, "64KiB",
      "body bytes buffered per stream and direction (backpressure bound)",
      NULL, NULL, NULL, NULL},
     {"h2c", CONF_BOOL, OFF(struct bootstrap_http, h2c), 0, 0, "true",

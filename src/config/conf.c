@@ -57,33 +57,33 @@ static const char *type_name(enum conf_type t)
 {
     switch (t) {
     case CONF_STR:
-        return "string";
+        return "a string";
     case CONF_INT:
-        return "integer";
+        return "an integer";
     case CONF_BOOL:
-        return "boolean";
+        return "a boolean";
     case CONF_DURATION:
-        return "duration";
+        return "a duration";
     case CONF_SIZE:
-        return "size";
+        return "a size";
     case CONF_ENUM:
-        return "enum";
+        return "one of the listed values";
     case CONF_ADDR:
-        return "address";
+        return "an address";
     case CONF_ADDR_LIST:
-        return "list of addresses";
+        return "a list of addresses";
     case CONF_STR_LIST:
-        return "list of strings";
+        return "a list of strings";
     case CONF_STR_MAP:
-        return "map of strings";
+        return "a map of strings";
     case CONF_SECTION:
-        return "section";
+        return "a section";
     case CONF_LIST:
-        return "list";
+        return "a list";
     case CONF_CUSTOM:
-        return "value";
+        return "a value";
     }
-    return "value";
+    return "a value";
 }
 
 static void format_range(char *out, size_t n, const struct conf_key *k,
@@ -121,7 +121,7 @@ static int decode_scalar(struct conf_ctx *ctx, const struct conf_key *k,
 
     if (node->type != YNODE_SCALAR) {
         /* YAML reads a bare [::1]:80 as a list: say so. */
-        CTX_ERR(ctx, node, path, "expected a %s, got %s%s", type_name(k->type),
+        CTX_ERR(ctx, node, path, "expected %s, got %s%s", type_name(k->type),
                 ynode_type_name(node),
                 k->type == CONF_ADDR && node->type == YNODE_SEQ
                     ? " (quote IPv6 addresses: \"[::1]:80\")"
@@ -129,7 +129,7 @@ static int decode_scalar(struct conf_ctx *ctx, const struct conf_key *k,
         return -1;
     }
     if (yscalar_is_null(node)) {
-        CTX_ERR(ctx, node, path, "expected a %s, got nothing",
+        CTX_ERR(ctx, node, path, "expected %s, got nothing",
                 type_name(k->type));
         return -1;
     }
@@ -154,7 +154,10 @@ static int decode_scalar(struct conf_ctx *ctx, const struct conf_key *k,
              units_duration_ms(node->str, node->len, &v, &why) < 0) ||
             (k->type == CONF_SIZE &&
              units_size(node->str, node->len, &v, &why) < 0)) {
-            CTX_ERR(ctx, node, path, "bad %s '%s': %s", type_name(k->type),
+            CTX_ERR(ctx, node, path, "bad %s '%s': %s",
+                    k->type == CONF_INT        ? "integer"
+                    : k->type == CONF_DURATION ? "duration"
+                                               : "size",
                     node->str, why);
             return -1;
         }
@@ -240,6 +243,9 @@ static int decode_key(struct conf_ctx *ctx, const struct conf_key *k,
     default:
         return decode_scalar(ctx, k, node, dst, path);
     }
+    /* An empty value (key: or key: ~) is an empty collection; errors still
+     * point at where it was written. */
+    const struct ynode *where = node;
     if (node->type == YNODE_SCALAR && yscalar_is_null(node))
         node = NULL;
     if (k->type == CONF_STR_MAP) {
@@ -285,14 +291,7 @@ static int decode_key(struct conf_ctx *ctx, const struct conf_key *k,
         int bad = 0;
 
         if ((int64_t)n < k->min || (int64_t)n > k->max) {
-            const struct ynode *at = node;
-            struct ynode fake = {0};
-            if (at == NULL) {
-                fake.line = 0;
-                fake.col = 0;
-                at = &fake;
-            }
-            CTX_ERR(ctx, at, path, "needs %" PRId64 " to %" PRId64
+            CTX_ERR(ctx, where, path, "needs %" PRId64 " to %" PRId64
                     " entries, has %zu", k->min, k->max, n);
             return -1;
         }
@@ -389,6 +388,32 @@ int conf_decode(const struct conf_section *sec, const struct ynode *map,
     return ctx.nerr;
 }
 
+/* The storage size of one key's value, so conf_defaults() can zero it. */
+static size_t value_size(const struct conf_key *k)
+{
+    switch (k->type) {
+    case CONF_STR:
+        return sizeof(char *);
+    case CONF_BOOL:
+    case CONF_ENUM:
+        return sizeof(int);
+    case CONF_ADDR:
+        return sizeof(struct addr);
+    case CONF_ADDR_LIST:
+        return sizeof(struct conf_addrs);
+    case CONF_STR_LIST:
+        return sizeof(struct conf_strs);
+    case CONF_STR_MAP:
+        return sizeof(struct conf_strmap);
+    case CONF_LIST:
+        return sizeof(struct conf_list);
+    case CONF_SECTION:
+        return 0;
+    default:
+        return sizeof(int64_t);
+    }
+}
+
 void conf_defaults(const struct conf_section *sec, void *dst)
 {
     char *base = dst;
@@ -400,6 +425,7 @@ void conf_defaults(const struct conf_section *sec, void *dst)
             conf_defaults(k->sub, p);
             continue;
         }
+        memset(p, 0, value_size(k));
         if (k->def == NULL)
             continue;
         if (k->type == CONF_STR) {
@@ -594,6 +620,22 @@ void conf_to_json(const struct conf_section *sec, const void *dst,
     buf_puts(b, "}");
 }
 
+/* The reference names types without the article error messages use. */
+static const char *ref_type(enum conf_type t)
+{
+    const char *n = type_name(t);
+
+    if (t == CONF_ENUM)
+        return "enum";
+    if (t == CONF_CUSTOM)
+        return "value";
+    if (strncmp(n, "an ", 3) == 0)
+        return n + 3;
+    if (strncmp(n, "a ", 2) == 0)
+        return n + 2;
+    return n;
+}
+
 static void reference(const struct conf_section *sec, const char *prefix,
                       struct buf *b)
 {
@@ -606,7 +648,7 @@ static void reference(const struct conf_section *sec, const char *prefix,
             reference(k->sub, path, b);
             continue;
         }
-        buf_printf(b, "%s\t%s\t%s\t%s\n", path, type_name(k->type),
+        buf_printf(b, "%s\t%s\t%s\t%s\n", path, ref_type(k->type),
                    k->def ? k->def : "", k->help ? k->help : "");
         if (k->type == CONF_LIST) {
             path_fmt(path, "%s%s%s[]", prefix,

@@ -94,11 +94,19 @@ static void text_value(struct buf *b, const char *v)
 static void log_emit(enum log_level level, const char *msg,
                      const struct log_field *fields, int nfields)
 {
+    char cut[LOG_LINE_MAX / 2];
     char ts[40];
     char storage[LOG_LINE_MAX];
     struct buf b = {storage, 0, 0, sizeof(storage), sizeof(storage)};
     int json = __atomic_load_n(&log_format_cur, __ATOMIC_RELAXED) == LOG_JSON;
 
+    /* A message longer than half a line is cut, so the record keeps its
+     * head and fields instead of being refused by the buffer's cap. */
+    if (strlen(msg) >= sizeof(cut)) {
+        memcpy(cut, msg, sizeof(cut) - 1);
+        cut[sizeof(cut) - 1] = '\0';
+        msg = cut;
+    }
     log_timestamp(ts, sizeof(ts));
     if (json) {
         buf_printf(&b, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":", ts,
@@ -117,7 +125,13 @@ static void log_emit(enum log_level level, const char *msg,
         }
         buf_puts(&b, "}");
     } else {
-        buf_printf(&b, "%s %s %s", ts, level_names[level], msg);
+        /* A message with a line break is quoted, so a caller-supplied
+         * string can never start a forged line of its own. */
+        buf_printf(&b, "%s %s ", ts, level_names[level]);
+        if (strpbrk(msg, "\n\r") != NULL)
+            json_str(&b, msg);
+        else
+            buf_puts(&b, msg);
         for (int i = 0; i < nfields; i++) {
             if (fields[i].val == NULL)
                 continue;

@@ -54,10 +54,11 @@ int units_duration_ms(const char *s, size_t n, int64_t *ms, const char **why)
     }
     while (i < n) {
         int64_t whole = 0, frac = 0, fracdiv = 1;
-        size_t start = i, u, ulen = 0;
+        size_t u, ulen = 0, digits = 0;
         int found = -1;
 
         while (i < n && s[i] >= '0' && s[i] <= '9') {
+            digits++;
             whole = whole * 10 + (s[i++] - '0');
             if (whole > UNITS_MAX) {
                 *why = "duration too large";
@@ -67,6 +68,7 @@ int units_duration_ms(const char *s, size_t n, int64_t *ms, const char **why)
         if (i < n && s[i] == '.') {
             i++;
             while (i < n && s[i] >= '0' && s[i] <= '9') {
+                digits++;
                 if (fracdiv < 1000000000) {
                     frac = frac * 10 + (s[i] - '0');
                     fracdiv *= 10;
@@ -74,7 +76,7 @@ int units_duration_ms(const char *s, size_t n, int64_t *ms, const char **why)
                 i++;
             }
         }
-        if (i == start) {
+        if (digits == 0) {
             *why = "duration must look like 250ms, 5s, 1m or 1h";
             return -1;
         }

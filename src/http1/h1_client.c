@@ -16,11 +16,12 @@
 #include "http1/h1_client.h"
 #include "http1/h1_wire.h"
 #include "net/sock.h"
+#include "tls/tls.h"
 
 #define OUT_MAX (128 * 1024)
 #define OUT_LOW (16 * 1024)
 
-enum { UC_CONNECTING, UC_READY, UC_ACTIVE, UC_IDLE };
+enum { UC_CONNECTING, UC_HANDSHAKE, UC_READY, UC_ACTIVE, UC_IDLE };
 enum { WQ_NONE, WQ_LENGTH, WQ_CHUNKED, WQ_TUNNEL, WQ_DONE };
 enum { RP_HEAD, RP_BODY, RP_TUNNEL, RP_DONE };
 
@@ -408,6 +409,27 @@ static void process(struct h1_client *c)
             c->hooks->connect_failed(c->ctx, c, 0);
             return;
         }
+        if (c->conn.tls == NULL) {
+            connected(c);
+            return;
+        }
+        c->state = UC_HANDSHAKE;
+    }
+    if (c->state == UC_HANDSHAKE) {
+        int r = c->conn.ops->handshake(&c->conn);
+        if (r < 0) {
+            /* A bad certificate or name counts as a failed connection:
+             * the next endpoint may be fine. */
+            c->closed = 1;
+            conn_want(&c->conn, 0, 0);
+            c->hooks->connect_failed(c->ctx, c, 0);
+            return;
+        }
+        if (r == 0) {
+            conn_want(&c->conn, !c->conn.read_needs_write,
+                      c->conn.read_needs_write);
+            return;
+        }
         connected(c);
         return;
     }
@@ -490,7 +512,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (c->state == UC_CONNECTING) {
+    if (c->state == UC_CONNECTING || c->state == UC_HANDSHAKE) {
         c->closed = 1;
         conn_want(&c->conn, 0, 0);
         c->hooks->connect_failed(c->ctx, c, 1);
@@ -503,6 +525,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
 struct h1_client *h1_client_connect(struct event_base *base,
                                     const struct addr *a,
+                                    struct ssl_ctx_st *tls, const char *sni,
                                     const struct h1_client_conf *conf,
                                     const struct h1_client_hooks *hooks,
                                     void *ctx, struct h1_scratch *scratch)
@@ -529,6 +552,10 @@ struct h1_client *h1_client_connect(struct event_base *base,
     buf_init(&c->out, OUT_MAX);
     event_assign(&c->defer, base, -1, 0, on_defer, c);
     event_assign(&c->timer, base, -1, 0, on_timer, c);
+    if (tls != NULL && tls_conn_connect(&c->conn, tls, sni) < 0) {
+        h1_client_free(c);
+        return NULL;
+    }
     c->state = UC_CONNECTING;
     if (inprog) {
         arm_timer(c, conf->connect_timeout_ms);
@@ -559,7 +586,7 @@ void h1_client_start(struct h1_client *c, struct hstream *s)
     s->resp_body.writer = c;
     h1_chunked_dispose(&c->chunked);
     h1_chunked_init(&c->chunked);
-    if (c->state == UC_CONNECTING)
+    if (c->state == UC_CONNECTING || c->state == UC_HANDSHAKE)
         return; /* connected() sends it */
     event_del(&c->timer);
     c->state = UC_ACTIVE;

@@ -11,6 +11,7 @@
 struct addr;
 struct bufpool;
 struct event_base;
+struct ssl_ctx_st;
 
 /*
  * The client side of HTTP/1.1: one upstream connection carrying one
@@ -66,10 +67,12 @@ struct h1_client {
     struct list link; /* the owner's lists */
 };
 
-/* h1_client_connect() starts connecting to a; the hooks and ctx receive
- * the outcome. NULL when no socket could be created (errno set). */
+/* h1_client_connect() starts connecting to a (with TLS over tls, sending
+ * and verifying sni, when tls is set); the hooks and ctx receive the
+ * outcome. NULL when no socket could be created (errno set). */
 struct h1_client *h1_client_connect(struct event_base *base,
                                     const struct addr *a,
+                                    struct ssl_ctx_st *tls, const char *sni,
                                     const struct h1_client_conf *conf,
                                     const struct h1_client_hooks *hooks,
                                     void *ctx, struct h1_scratch *scratch);

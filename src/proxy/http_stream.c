@@ -25,6 +25,7 @@ struct pstream {
     const struct http_route *route;
     struct upool *pool;
     struct h1_client *uc;
+    struct h2c_stream *h2s;
     size_t ep;
     int attempts;
     struct event timer;
@@ -154,6 +155,11 @@ static void release_upstream(struct pstream *ps, int reuse)
 {
     struct h1_client *uc = ps->uc;
 
+    if (ps->h2s != NULL) {
+        struct h2c_stream *st = ps->h2s;
+        ps->h2s = NULL;
+        h2_client_cancel(st);
+    }
     if (uc == NULL)
         return;
     ps->uc = NULL;
@@ -232,6 +238,30 @@ static void up_idle_closed(void *ctx, struct h1_client *c)
 static const struct h1_client_hooks up_hooks = {up_connect_failed, up_head,
                                                 up_done, up_idle_closed};
 
+static void h2_head(void *ctx)
+{
+    struct pstream *ps = ctx;
+
+    up_head(ps, NULL);
+}
+
+static void h2_done(void *ctx, int ok, unsigned flags)
+{
+    struct pstream *ps = ctx;
+
+    ps->h2s = NULL; /* the exchange is gone */
+    if (!ok && (flags & HFLAG_UF) && !ps->s->resp_started) {
+        /* The connection never came up: try the next endpoint. */
+        STAT_ADD(upool_stats(ps->pool), cx_connect_fail, 1);
+        ps->ep = (ps->ep + 1) % ps->pool->cl->nendpoints;
+        connect_next(ps);
+        return;
+    }
+    up_done(ps, NULL, ok, 0, flags);
+}
+
+static const struct h2c_stream_hooks h2_hooks = {h2_head, h2_done};
+
 static void connect_next(struct pstream *ps)
 {
     struct upool *p = ps->pool;
@@ -240,12 +270,30 @@ static void connect_next(struct pstream *ps)
 
     while (ps->attempts < CONNECT_ATTEMPTS &&
            (size_t)ps->attempts < cl->nendpoints + 1) {
-        struct h1_client *c = upool_take(p, ps->ep);
+        struct h1_client *c;
+
+        if (cl->protocol == CLUSTER_HTTP2) {
+            struct h2_client *h2 = upool_h2_get(p, ps->ep);
+            ps->attempts++;
+            if (h2 == NULL) {
+                STAT_ADD(upool_stats(p), cx_connect_fail, 1);
+                ps->ep = (ps->ep + 1) % cl->nendpoints;
+                continue;
+            }
+            addr_format(&cl->endpoints[ps->ep], as, sizeof(as));
+            ps->upstream = arena_dup(&ps->s->arena, as, strlen(as));
+            ps->h2s = h2_client_submit(h2, ps->s, &h2_hooks, ps);
+            if (ps->h2s == NULL)
+                break;
+            return;
+        }
+        c = upool_take(p, ps->ep);
 
         ps->attempts += c == NULL;
         if (c == NULL) {
-            c = h1_client_connect(ps->l->base, &cl->endpoints[ps->ep], &cl->h1,
-                                  &up_hooks, ps, &ps->l->scratch);
+            c = h1_client_connect(ps->l->base, &cl->endpoints[ps->ep], cl->tls,
+                                  cl->sni, &cl->h1, &up_hooks, ps,
+                                  &ps->l->scratch);
             if (c == NULL) {
                 STAT_ADD(upool_stats(p), cx_connect_fail, 1);
                 ps->ep = (ps->ep + 1) % cl->nendpoints;
@@ -367,7 +415,7 @@ static void on_down_done(void *ctx, struct hstream *s)
     if (ps == NULL)
         return;
     ps->down_done = 1;
-    if (ps->uc != NULL) {
+    if (ps->uc != NULL || ps->h2s != NULL) {
         /* The client went away (or the response is out) while the upstream
          * exchange still runs: that connection cannot be reused. */
         if (!ps->up_done)

@@ -415,11 +415,9 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
         *err = strdup("out of memory");
         goto fail;
     }
-    if (lset_build(s, bs, &empty, &s->cur, err) < 0) {
-        bootstrap_free(bs);
-        goto fail;
-    }
-    stats_view_update(s);
+    /* The admin address first: a second strait started by mistake with
+     * the same file fails here, before SO_REUSEPORT lets it share (and
+     * steal connections from) the running one's listeners. */
     ops.arg = s;
     s->admin = admin_new(base, &bs->admin.address, &ops, err);
     if (s->admin == NULL) {
@@ -428,8 +426,14 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
             m = NULL;
         free(*err);
         *err = m;
+        bootstrap_free(bs);
         goto fail;
     }
+    if (lset_build(s, bs, &empty, &s->cur, err) < 0) {
+        bootstrap_free(bs);
+        goto fail;
+    }
+    stats_view_update(s);
     hooks.main = s->inbox;
     hooks.event = on_worker_event;
     hooks.arg = s;

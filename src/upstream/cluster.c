@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <event2/event.h>
+#include <openssl/ssl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +47,8 @@ void cluster_unref(struct cluster *c)
     if (c == NULL || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     free(c->w);
+    SSL_CTX_free(c->tls);
+    free(c->sni);
     free(c->endpoints);
     free(c->name);
     free(c);
@@ -74,6 +77,40 @@ static void reap(evutil_socket_t fd, short what, void *arg)
     (void)what;
     while (!LIST_EMPTY(&p->dead))
         h1_client_free(LIST_ELEM(p->dead.next, struct h1_client, link));
+    while (!LIST_EMPTY(&p->h2dead))
+        h2_client_free(LIST_ELEM(p->h2dead.next, struct h2_client, link));
+}
+
+static void h2_closed(void *owner, struct h2_client *c)
+{
+    struct upool *p = owner;
+
+    list_del(&c->link);
+    list_append(&p->h2dead, &c->link);
+    event_active(p->reap_ev, EV_TIMEOUT, 0);
+}
+
+static const struct h2_client_hooks h2_pool_hooks = {h2_closed};
+
+struct h2_client *upool_h2_get(struct upool *p, size_t ep)
+{
+    struct h2_client *c;
+
+    for (struct list *it = p->h2conns.next; it != &p->h2conns; it = it->next) {
+        c = LIST_ELEM(it, struct h2_client, link);
+        if (c->endpoint == ep && h2_client_has_room(c)) {
+            STAT_ADD(upool_stats(p), cx_reused, 1);
+            return c;
+        }
+    }
+    c = h2_client_connect(p->base, &p->cl->endpoints[ep], p->cl->tls,
+                          p->cl->sni, &p->cl->h2, &h2_pool_hooks, p);
+    if (c == NULL)
+        return NULL;
+    c->endpoint = ep;
+    STAT_ADD(upool_stats(p), cx_total, 1);
+    list_append(&p->h2conns, &c->link);
+    return c;
 }
 
 void upool_discard(struct upool *p, struct h1_client *c)
@@ -127,6 +164,8 @@ int upool_init(struct upool *p, struct cluster *cl, struct event_base *base,
     p->rr = (size_t)worker; /* workers start at different endpoints */
     LIST_INIT(&p->idle);
     LIST_INIT(&p->dead);
+    LIST_INIT(&p->h2conns);
+    LIST_INIT(&p->h2dead);
     p->reap_ev = event_new(base, -1, 0, reap, p);
     return p->reap_ev != NULL ? 0 : -1;
 }
@@ -139,6 +178,10 @@ void upool_dispose(struct upool *p)
         h1_client_free(LIST_ELEM(p->idle.next, struct h1_client, link));
     while (!LIST_EMPTY(&p->dead))
         h1_client_free(LIST_ELEM(p->dead.next, struct h1_client, link));
+    while (!LIST_EMPTY(&p->h2conns))
+        h2_client_free(LIST_ELEM(p->h2conns.next, struct h2_client, link));
+    while (!LIST_EMPTY(&p->h2dead))
+        h2_client_free(LIST_ELEM(p->h2dead.next, struct h2_client, link));
     if (p->reap_ev != NULL)
         event_free(p->reap_ev);
     cluster_unref(p->cl);

@@ -7,8 +7,10 @@
 #include "core/addr.h"
 #include "core/list.h"
 #include "http1/h1_client.h"
+#include "http2/h2_client.h"
 
 struct event;
+struct ssl_ctx_st;
 struct event_base;
 
 /* Per-worker counters of a cluster; see listener_counters for the rules. */
@@ -36,7 +38,10 @@ struct cluster {
     size_t nendpoints;
     enum cluster_protocol protocol;
     struct h1_client_conf h1;
+    struct h2_client_conf h2;
     uint64_t max_requests_per_conn; /* 0: no limit */
+    struct ssl_ctx_st *tls; /* NULL: plaintext; one reference */
+    char *sni;
     int nworkers;
     struct cluster_counters *w; /* nworkers shards */
 };
@@ -59,6 +64,8 @@ struct upool {
     struct list idle; /* struct h1_client, most recently used last */
     size_t nidle;
     struct list dead;
+    struct list h2conns; /* struct h2_client, busy or not */
+    struct list h2dead;
     struct event *reap_ev;
     struct h1_scratch *scratch;
 };
@@ -80,6 +87,11 @@ void upool_put(struct upool *p, struct h1_client *c);
 /* upool_discard() closes c on the next loop turn (never inside c's own
  * callback). */
 void upool_discard(struct upool *p, struct h1_client *c);
+
+/* upool_h2_get() returns an HTTP/2 connection to endpoint ep with room for
+ * one more stream, connecting a new one when none has; NULL when no socket
+ * could be made. The pool keeps ownership. */
+struct h2_client *upool_h2_get(struct upool *p, size_t ep);
 
 static inline struct cluster_counters *upool_stats(const struct upool *p)
 {

@@ -163,7 +163,8 @@ static void test_ipv4_errors(void **state)
     parse_err(":80", "missing or bad IPv4 address");
     parse_err("256.1.1.1:80",
               "bad IPv4 address (host names are not resolved here)");
-    parse_err("1.2.3:80", "bad IPv4 address (host names are not resolved here)");
+    parse_err("1.2.3:80",
+              "bad IPv4 address (host names are not resolved here)");
     parse_err("1.2.3.4.5:80",
               "bad IPv4 address (host names are not resolved here)");
     parse_err(" 1.2.3.4:80",
@@ -190,7 +191,8 @@ static void test_unix_errors(void **state)
     parse_err("unix:", "unix socket path must be absolute (unix:/path)");
     parse_err("unix:run/s.sock",
               "unix socket path must be absolute (unix:/path)");
-    parse_err("unix:./s.sock", "unix socket path must be absolute (unix:/path)");
+    parse_err("unix:./s.sock",
+              "unix socket path must be absolute (unix:/path)");
 
     /* sun_path bytes of path leave no room for the NUL. */
     memcpy(path, "unix:/", 6);

@@ -1,0 +1,855 @@
+/*
+ * Unit tests of src/admin/admin.c.
+ *
+ * The renderers are checked against a fake admin_ops with fixed status and
+ * two listeners whose per-worker shards hold known counts. The HTTP server
+ * runs on the test's event loop; a helper thread plays the client with
+ * plain blocking sockets (HTTP/1.0, so the server closes after answering)
+ * and posts back through an mq when it is done. Loopback only.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <event2/event.h>
+
+#include "admin/admin.h"
+#include "core/addr.h"
+#include "core/buf.h"
+#include "core/clock.h"
+#include "event/mq.h"
+#include "net/listener.h"
+#include "net/sock.h"
+
+#define DEADLINE_MS 5000
+#define TICK_MS 20
+#define CONFIG_JSON "{\"admin\":{\"address\":\"127.0.0.1:9901\"},\"x\":[1,2]}"
+
+/* ---- the fake server ----------------------------------------------------- */
+
+struct fake {
+    struct admin_status st;
+    struct listener_stats *ls[2];
+    size_t nls;
+    int quits;
+    int config_calls;
+};
+
+static void fake_status(void *arg, struct admin_status *out)
+{
+    const struct fake *k = arg;
+
+    *out = k->st;
+}
+
+static size_t fake_listeners(void *arg, struct listener_stats *const **out)
+{
+    struct fake *k = arg;
+
+    *out = k->ls;
+    return k->nls;
+}
+
+static void fake_config_json(void *arg, struct buf *b)
+{
+    struct fake *k = arg;
+
+    k->config_calls++;
+    buf_puts(b, CONFIG_JSON);
+}
+
+static void fake_quit(void *arg)
+{
+    struct fake *k = arg;
+
+    k->quits++;
+}
+
+static void shard_set(struct listener_counters *c, uint64_t accepted,
+                      uint64_t closed, uint64_t base)
+{
+    c->accepted = accepted;
+    c->closed = closed;
+    c->bytes_in = base + 1;
+    c->bytes_out = base + 2;
+    c->upstream_bytes_in = base + 3;
+    c->upstream_bytes_out = base + 4;
+    c->connect_failures = base + 5;
+    c->connect_timeouts = base + 6;
+    c->idle_timeouts = base + 7;
+}
+
+/* "web" has two workers (5+3 accepted, 2+1 closed, so 5 active); "db" has
+ * one (4 accepted, 4 closed). The other counters are base + 1..7. */
+static void fake_init(struct fake *k)
+{
+    memset(k, 0, sizeof(*k));
+    k->st.workers = 2;
+    k->st.uptime_ms = 12345;
+    k->st.reloads_ok = 3;
+    k->st.reloads_failed = 1;
+    k->ls[0] = listener_stats_new("web", 2);
+    k->ls[1] = listener_stats_new("db", 1);
+    assert_non_null(k->ls[0]);
+    assert_non_null(k->ls[1]);
+    shard_set(&k->ls[0]->w[0], 5, 2, 100);
+    shard_set(&k->ls[0]->w[1], 3, 1, 200);
+    shard_set(&k->ls[1]->w[0], 4, 4, 1000);
+    k->nls = 2;
+}
+
+static void fake_dispose(struct fake *k)
+{
+    listener_stats_unref(k->ls[0]);
+    listener_stats_unref(k->ls[1]);
+}
+
+static struct admin_ops fake_ops(struct fake *k)
+{
+    struct admin_ops ops = {k, fake_status, fake_listeners, fake_config_json,
+                            fake_quit};
+    return ops;
+}
+
+/* ---- text helpers -------------------------------------------------------- */
+
+/* has_line() is true when text holds line as a whole line. */
+static int has_line(const char *text, const char *line)
+{
+    size_t n = strlen(line);
+
+    for (const char *p = text; p != NULL && *p != '\0';) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+
+        if (len == n && memcmp(p, line, n) == 0)
+            return 1;
+        p = nl ? nl + 1 : NULL;
+    }
+    return 0;
+}
+
+static void assert_line(const char *text, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void assert_line(const char *text, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (!has_line(text, line))
+        fail_msg("missing line \"%s\" in:\n%s", line, text);
+}
+
+/* The renderers' fixture: the fake and the last rendered text. */
+struct rfx {
+    struct fake k;
+    struct admin_ops ops;
+    char *text;
+};
+
+static int setup_render(void **state)
+{
+    struct rfx *r = calloc(1, sizeof(*r));
+
+    if (r == NULL)
+        return -1;
+    *state = r;
+    fake_init(&r->k);
+    r->ops = fake_ops(&r->k);
+    return 0;
+}
+
+static int teardown_render(void **state)
+{
+    struct rfx *r = *state;
+
+    fake_dispose(&r->k);
+    free(r->text);
+    free(r);
+    return 0;
+}
+
+/* render() runs fn and returns its text, owned by the fixture (valid until
+ * the next render). */
+static const char *render(struct rfx *r,
+                          void (*fn)(const struct admin_ops *, struct buf *))
+{
+    struct buf b;
+
+    buf_init(&b, 1024 * 1024);
+    fn(&r->ops, &b);
+    free(r->text);
+    r->text = strndup(buf_ptr(&b), buf_len(&b));
+    buf_dispose(&b);
+    assert_non_null(r->text);
+    return r->text;
+}
+
+/* ---- renderers ----------------------------------------------------------- */
+
+static void test_render_stats(void **state)
+{
+    struct rfx *r = *state;
+    const char *s = render(r, admin_render_stats);
+
+    assert_line(s, "server.workers: 2");
+    assert_line(s, "server.draining: 0");
+    assert_line(s, "server.uptime_ms: 12345");
+    assert_line(s, "server.reloads_ok: 3");
+    assert_line(s, "server.reloads_failed: 1");
+    assert_null(strstr(s, "last_reload_error"));
+    /* Sums over the shards; active is accepted - closed. */
+    assert_line(s, "listener.web.downstream_cx_total: 8");
+    assert_line(s, "listener.web.downstream_cx_active: 5");
+    assert_line(s, "listener.web.downstream_cx_destroy: 3");
+    assert_line(s, "listener.web.downstream_cx_rx_bytes_total: 302");
+    assert_line(s, "listener.web.downstream_cx_tx_bytes_total: 304");
+    assert_line(s, "listener.web.upstream_cx_rx_bytes_total: 306");
+    assert_line(s, "listener.web.upstream_cx_tx_bytes_total: 308");
+    assert_line(s, "listener.web.upstream_cx_connect_fail: 310");
+    assert_line(s, "listener.web.upstream_cx_connect_timeout: 312");
+    assert_line(s, "listener.web.idle_timeout: 314");
+    assert_line(s, "listener.web.worker_0.downstream_cx_total: 5");
+    assert_line(s, "listener.web.worker_1.downstream_cx_total: 3");
+    assert_line(s, "listener.db.downstream_cx_total: 4");
+    assert_line(s, "listener.db.downstream_cx_active: 0");
+    assert_line(s, "listener.db.idle_timeout: 1007");
+    assert_line(s, "listener.db.worker_0.downstream_cx_total: 4");
+    assert_null(strstr(s, "listener.db.worker_1"));
+    /* Every line is "key: value". */
+    for (const char *p = s; *p != '\0';) {
+        const char *nl = strchr(p, '\n');
+        const char *colon = strstr(p, ": ");
+        assert_non_null(nl);
+        assert_non_null(colon);
+        assert_true(colon < nl);
+        p = nl + 1;
+    }
+
+    /* The last reload error is shown, as a JSON string. */
+    r->k.st.draining = 1;
+    r->k.st.last_reload_error = "bad \"key\"\n";
+    s = render(r, admin_render_stats);
+    assert_line(s, "server.draining: 1");
+    assert_line(s, "server.last_reload_error: \"bad \\\"key\\\"\\n\"");
+
+    /* No listeners at all. */
+    r->k.nls = 0;
+    s = render(r, admin_render_stats);
+    assert_line(s, "server.workers: 2");
+    assert_null(strstr(s, "listener."));
+}
+
+static int name_char(int c, int first)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+           c == ':' || (!first && c >= '0' && c <= '9');
+}
+
+/*
+ * check_sample() checks one sample line of the text exposition format:
+ * name, optional {label="value",...}, a space and an integer value. The
+ * family name goes to fam (the sample name: no histograms here).
+ */
+static void check_sample(const char *line, size_t len, char *fam, size_t famsz)
+{
+    size_t i = 0, n;
+
+    while (i < len && name_char((unsigned char)line[i], i == 0))
+        i++;
+    if (i == 0 || i >= famsz)
+        fail_msg("bad metric name: %.*s", (int)len, line);
+    memcpy(fam, line, i);
+    fam[i] = '\0';
+    if (i < len && line[i] == '{') {
+        i++;
+        for (;;) {
+            size_t start = i;
+            while (i < len && name_char((unsigned char)line[i], i == start) &&
+                   line[i] != ':')
+                i++;
+            if (i == start || i + 1 >= len || line[i] != '=' ||
+                line[i + 1] != '"')
+                fail_msg("bad label in: %.*s", (int)len, line);
+            i += 2;
+            while (i < len && line[i] != '"') {
+                if (line[i] == '\\')
+                    i++;
+                i++;
+            }
+            if (i >= len)
+                fail_msg("unterminated label value in: %.*s", (int)len, line);
+            i++;
+            if (i < len && line[i] == ',') {
+                i++;
+                continue;
+            }
+            if (i < len && line[i] == '}') {
+                i++;
+                break;
+            }
+            fail_msg("bad label list in: %.*s", (int)len, line);
+        }
+    }
+    if (i >= len || line[i] != ' ')
+        fail_msg("no space before the value in: %.*s", (int)len, line);
+    i++;
+    n = i;
+    while (i < len && line[i] >= '0' && line[i] <= '9')
+        i++;
+    if (i == n || i != len)
+        fail_msg("bad value in: %.*s", (int)len, line);
+}
+
+/*
+ * check_exposition() walks a Prometheus text body: every sample follows the
+ * "# TYPE" line of its own family (samples of a family are contiguous), no
+ * family is declared twice, and every TYPE has a HELP. Returns the number
+ * of samples.
+ */
+static int check_exposition(const char *s)
+{
+    char cur[128] = "", declared[64][128];
+    int ndeclared = 0, samples = 0;
+
+    for (const char *p = s; *p != '\0';) {
+        const char *nl = strchr(p, '\n');
+        size_t len;
+
+        if (nl == NULL)
+            fail_msg("last line has no newline");
+        len = (size_t)(nl - p);
+        if (len >= 7 && memcmp(p, "# TYPE ", 7) == 0) {
+            char name[128], type[32], help[160];
+            if (sscanf(p, "# TYPE %127s %31s", name, type) != 2)
+                fail_msg("bad TYPE line: %.*s", (int)len, p);
+            assert_true(strcmp(type, "counter") == 0 ||
+                        strcmp(type, "gauge") == 0);
+            for (int i = 0; i < ndeclared; i++)
+                if (strcmp(declared[i], name) == 0)
+                    fail_msg("family %s declared twice", name);
+            snprintf(help, sizeof(help), "# HELP %s ", name);
+            if (strstr(s, help) == NULL)
+                fail_msg("family %s has no HELP", name);
+            assert_true(ndeclared < 64);
+            snprintf(declared[ndeclared++], sizeof(declared[0]), "%s", name);
+            snprintf(cur, sizeof(cur), "%s", name);
+        } else if (len >= 1 && p[0] == '#') {
+            if (len < 7 || memcmp(p, "# HELP ", 7) != 0)
+                fail_msg("unexpected comment: %.*s", (int)len, p);
+        } else {
+            char fam[128];
+            check_sample(p, len, fam, sizeof(fam));
+            if (strcmp(fam, cur) != 0)
+                fail_msg("sample of %s not under its # TYPE line (under "
+                         "'%s')",
+                         fam, cur);
+            samples++;
+        }
+        p = nl + 1;
+    }
+    return samples;
+}
+
+static void test_render_prometheus(void **state)
+{
+    struct rfx *r = *state;
+    const char *s;
+    int samples;
+
+    r->k.st.draining = 1;
+    s = render(r, admin_render_prometheus);
+    samples = check_exposition(s);
+    /* 18 listener families and 10 labelled rows (5 status classes, 5 TLS
+     * failure reasons), each x 2 listeners; 3 worker lines; 5 server
+     * lines. */
+    assert_int_equal(samples, (18 + 10) * 2 + 3 + 5);
+    assert_line(s, "# TYPE strait_listener_connections_accepted_total "
+                   "counter");
+    assert_line(s, "# TYPE strait_listener_connections_active gauge");
+    assert_line(s, "strait_listener_connections_accepted_total"
+                   "{listener=\"web\"} 8");
+    assert_line(s, "strait_listener_connections_closed_total"
+                   "{listener=\"web\"} 3");
+    assert_line(s, "strait_listener_connections_active{listener=\"web\"} 5");
+    assert_line(s, "strait_listener_connections_active{listener=\"db\"} 0");
+    assert_line(s, "strait_listener_received_bytes_total{listener=\"web\"} "
+                   "302");
+    assert_line(s, "strait_listener_sent_bytes_total{listener=\"web\"} 304");
+    assert_line(s, "strait_upstream_received_bytes_total{listener=\"web\"} "
+                   "306");
+    assert_line(s, "strait_upstream_sent_bytes_total{listener=\"web\"} 308");
+    assert_line(s, "strait_upstream_connect_failures_total"
+                   "{listener=\"web\"} 310");
+    assert_line(s, "strait_upstream_connect_timeouts_total"
+                   "{listener=\"web\"} 312");
+    assert_line(s, "strait_listener_idle_timeouts_total{listener=\"db\"} "
+                   "1007");
+    assert_line(s, "strait_worker_connections_accepted_total"
+                   "{listener=\"web\",worker=\"0\"} 5");
+    assert_line(s, "strait_worker_connections_accepted_total"
+                   "{listener=\"web\",worker=\"1\"} 3");
+    assert_line(s, "strait_worker_connections_accepted_total"
+                   "{listener=\"db\",worker=\"0\"} 4");
+    assert_line(s, "strait_workers 2");
+    assert_line(s, "strait_draining 1");
+    assert_line(s, "strait_config_reloads_total{result=\"ok\"} 3");
+    assert_line(s, "strait_config_reloads_total{result=\"error\"} 1");
+    assert_line(s, "strait_uptime_seconds 12");
+
+    /* Without listeners the families are still declared, and valid. */
+    r->k.nls = 0;
+    s = render(r, admin_render_prometheus);
+    assert_int_equal(check_exposition(s), 5);
+    assert_line(s, "# TYPE strait_listener_connections_active gauge");
+}
+
+/* ---- the HTTP server ----------------------------------------------------- */
+
+struct http_reply {
+    int status;
+    char *head; /* status line and headers, NUL-terminated */
+    char *body; /* NUL-terminated; len bytes */
+    size_t len;
+};
+
+struct fx {
+    struct event_base *base;
+    struct event *tick;
+    struct mq *mq;
+    struct fake k;
+    struct admin *admin;
+    int port;
+    struct http_reply *last; /* freed by the next request or teardown */
+};
+
+struct job {
+    struct fx *f;
+    const char *req;
+    struct buf resp;
+    int err; /* errno of a failed connect/send/recv */
+    int done;
+};
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+}
+
+static void job_done(void *arg)
+{
+    struct job *j = arg;
+
+    j->done = 1;
+}
+
+/* The client thread: one request, read to EOF, then tell the loop. */
+static void *client_main(void *arg)
+{
+    struct job *j = arg;
+    struct sockaddr_in sin;
+    struct timeval tv = {DEADLINE_MS / 1000, 0};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    size_t off = 0, n = strlen(j->req);
+
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sin.sin_port = htons((unsigned short)j->f->port);
+    if (fd < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
+        connect(fd, (const struct sockaddr *)&sin, sizeof(sin)) < 0) {
+        j->err = errno;
+        goto out;
+    }
+    while (off < n) {
+        ssize_t w = send(fd, j->req + off, n - off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            j->err = errno;
+            goto out;
+        }
+        off += (size_t)w;
+    }
+    for (;;) {
+        char tmp[4096];
+        ssize_t r = recv(fd, tmp, sizeof(tmp), 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            j->err = errno;
+            break;
+        }
+        if (r == 0)
+            break;
+        if (buf_append(&j->resp, tmp, (size_t)r) < 0) {
+            j->err = ENOBUFS;
+            break;
+        }
+    }
+out:
+    if (fd >= 0)
+        close(fd);
+    /* The flag is set on the loop's thread; only then is j read there. */
+    while (mq_post(j->f->mq, job_done, j) < 0)
+        ;
+    return NULL;
+}
+
+static void reply_free(struct http_reply *r)
+{
+    if (r == NULL)
+        return;
+    free(r->head);
+    free(r->body);
+    free(r);
+}
+
+/*
+ * http() sends req from a helper thread while the loop serves it, and
+ * returns the parsed answer, owned by the fixture (valid until the next
+ * request).
+ */
+static struct http_reply *http(struct fx *f, const char *req)
+{
+    struct http_reply *r;
+    struct job j;
+    pthread_t t;
+    uint64_t deadline = clock_ms() + DEADLINE_MS;
+    const char *sep, *data;
+    int timed_out;
+
+    reply_free(f->last);
+    f->last = r = calloc(1, sizeof(*r));
+    assert_non_null(r);
+    memset(&j, 0, sizeof(j));
+    j.f = f;
+    j.req = req;
+    buf_init(&j.resp, 1024 * 1024);
+    assert_int_equal(pthread_create(&t, NULL, client_main, &j), 0);
+    while (!j.done && clock_ms() < deadline)
+        event_base_loop(f->base, EVLOOP_ONCE);
+    timed_out = !j.done;
+    /* The client's socket timeouts bound its life, so the join returns even
+     * when the server never answered; draining the queue then delivers the
+     * job_done still in it while j is alive. */
+    pthread_join(t, NULL);
+    mq_drain(f->mq);
+    if (timed_out && j.err == 0)
+        j.err = ETIMEDOUT;
+    if (j.err != 0) {
+        buf_dispose(&j.resp);
+        fail_msg("request failed: %s", strerror(j.err));
+    }
+    data = buf_ptr(&j.resp);
+    sep = memmem(data, buf_len(&j.resp), "\r\n\r\n", 4);
+    if (sep == NULL || sscanf(data, "HTTP/1.%*d %d", &r->status) != 1) {
+        buf_dispose(&j.resp);
+        fail_msg("bad response");
+    }
+    r->head = strndup(data, (size_t)(sep - data) + 2);
+    r->len = buf_len(&j.resp) - (size_t)(sep + 4 - data);
+    r->body = malloc(r->len + 1);
+    assert_non_null(r->head);
+    assert_non_null(r->body);
+    memcpy(r->body, sep + 4, r->len);
+    r->body[r->len] = '\0';
+    buf_dispose(&j.resp);
+    return r;
+}
+
+/* header() returns the value of header name in r, or NULL (static). */
+static const char *header(const struct http_reply *r, const char *name)
+{
+    static char val[256];
+    size_t n = strlen(name);
+
+    for (const char *p = strstr(r->head, "\r\n"); p != NULL;
+         p = strstr(p, "\r\n")) {
+        p += 2;
+        if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
+            const char *v = p + n + 1, *end = strstr(v, "\r\n");
+            while (*v == ' ')
+                v++;
+            if (end == NULL)
+                return NULL;
+            snprintf(val, sizeof(val), "%.*s", (int)(end - v), v);
+            return val;
+        }
+    }
+    return NULL;
+}
+
+/* A loopback port nobody listens on right now. */
+static int free_port(void)
+{
+    struct addr a;
+    const char *why;
+    int fd, port;
+
+    assert_int_equal(addr_parse(&a, "127.0.0.1:0", 11, 1, &why), 0);
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (const struct sockaddr *)&a.ss, a.len), 0);
+    assert_int_equal(sock_local_addr(fd, &a), 0);
+    port = ntohs(((const struct sockaddr_in *)&a.ss)->sin_port);
+    close(fd);
+    return port;
+}
+
+static int setup_http(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    struct timeval tv = {0, TICK_MS * 1000};
+    struct admin_ops ops;
+
+    if (f == NULL)
+        return -1;
+    *state = f;
+    fake_init(&f->k);
+    f->base = event_base_new();
+    if (f->base == NULL)
+        return -1;
+    f->tick = event_new(f->base, -1, EV_PERSIST, on_tick, NULL);
+    f->mq = mq_new(f->base);
+    if (f->tick == NULL || f->mq == NULL || event_add(f->tick, &tv) < 0)
+        return -1;
+    ops = fake_ops(&f->k);
+    /* Another process may take the port between the probe and the bind. */
+    for (int i = 0; i < 5 && f->admin == NULL; i++) {
+        char s[32], *err = NULL;
+        const char *why;
+        struct addr a;
+
+        f->port = free_port();
+        snprintf(s, sizeof(s), "127.0.0.1:%d", f->port);
+        assert_int_equal(addr_parse(&a, s, strlen(s), 0, &why), 0);
+        f->admin = admin_new(f->base, &a, &ops, &err);
+        free(err);
+    }
+    return f->admin != NULL ? 0 : -1;
+}
+
+static int teardown_http(void **state)
+{
+    struct fx *f = *state;
+
+    admin_free(f->admin);
+    reply_free(f->last);
+    if (f->mq != NULL) {
+        mq_drain(f->mq);
+        mq_free(f->mq);
+    }
+    if (f->tick != NULL)
+        event_free(f->tick);
+    if (f->base != NULL)
+        event_base_free(f->base);
+    fake_dispose(&f->k);
+    free(f);
+    return 0;
+}
+
+static void test_http_ready(void **state)
+{
+    struct fx *f = *state;
+    struct http_reply *r;
+
+    r = http(f, "GET /healthz/ready HTTP/1.0\r\n\r\n");
+    assert_int_equal(r->status, 200);
+    assert_string_equal(r->body, "LIVE\n");
+    assert_string_equal(header(r, "Cache-Control"), "no-store");
+
+    /* The short alias. */
+    r = http(f, "GET /ready HTTP/1.0\r\n\r\n");
+    assert_int_equal(r->status, 200);
+    assert_string_equal(r->body, "LIVE\n");
+
+    f->k.st.draining = 1;
+    r = http(f, "GET /healthz/ready HTTP/1.0\r\n\r\n");
+    assert_int_equal(r->status, 503);
+    assert_string_equal(r->body, "DRAINING\n");
+
+    /* A failed reload is reported but does not make the gateway unready. */
+    f->k.st.draining = 0;
+    f->k.st.last_reload_error = "listeners[0]: bad address";
+    r = http(f, "GET /healthz/ready HTTP/1.0\r\n\r\n");
+    assert_int_equal(r->status, 200);
+    assert_string_equal(r->body, "LIVE\nlast reload failed: listeners[0]: "
+                                 "bad address\n");
+
+    r = http(f, "POST /healthz/ready HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
+    assert_int_equal(r->status, 405);
+    assert_string_equal(header(r, "Allow"), "GET, HEAD");
+}
+
+static void test_http_stats(void **state)
+{
+    struct fx *f = *state;
+    struct http_reply *r;
+
+    r = http(f, "GET /stats HTTP/1.0\r\n\r\n");
+    assert_int_equal(r->status, 200);
+    assert_string_equal(header(r, "Content-Type"), "text/plain; charset=utf-8");
+    assert_line(r->body, "listener.web.downstream_cx_active: 5");
+    assert_line(r->body, "listener.web.worker_1.downstream_cx_total: 3");
+}
+
+/*
+ * HEAD is accepted wherever GET is; the answer has GET's status and headers
+ * but must not carry a body (RFC 9110 9.3.2), or a keep-alive client reads
+ * the body as the start of the next response.
+ */
+static void test_http_head_has_no_body(void **state)
+{
+    struct fx *f = *state;
+    struct http_reply *r;
+
+    r = http(f, "HEAD /healthz/ready HTTP/1.0\r\n\r\n");
+    assert_int_equal(r->status, 200);
+    assert_string_equal(header(r, "Content-Type"), "text/plain");
+    assert_int_equal(r->len, 0);
+
+    r = http(f, "HEAD /stats HTTP/1.0\r\n\r\n");
+    assert_int_equal(r->status, 200);
+    assert_int_equal(r->len, 0);
+}
+
+static void test_http_prometheus(void **state)
+{
+    struct fx *f = *state;
+    struct http_reply *r;
+
+    r = http(f, "GET /stats/prometheus HTTP/1.0\r\n\r\n");
+    assert_int_equal(r->status, 200);
+    assert_string_equal(header(r, "Content-Type"),
+                        "text/plain; version=0.0.4; charset=utf-8");
+    assert_int_equal(check_exposition(r->body), (18 + 10) * 2 + 3 + 5);
+    assert_line(r->body, "strait_listener_connections_active{listener=\"web\"} "
+                         "5");
+}
+
+static void test_http_config_dump(void **state)
+{
+    struct fx *f = *state;
+    struct http_reply *r;
+
+    r = http(f, "GET /config_dump HTTP/1.0\r\n\r\n");
+    assert_int_equal(r->status, 200);
+    assert_string_equal(header(r, "Content-Type"), "application/json");
+    assert_string_equal(r->body, CONFIG_JSON "\n");
+    assert_int_equal(f->k.config_calls, 1);
+}
+
+static void test_http_quit(void **state)
+{
+    struct fx *f = *state;
+    struct http_reply *r;
+
+    /* Only POST quits. */
+    r = http(f, "GET /quitquitquit HTTP/1.0\r\n\r\n");
+    assert_int_equal(r->status, 405);
+    assert_string_equal(header(r, "Allow"), "POST");
+    assert_int_equal(f->k.quits, 0);
+
+    r = http(f, "POST /quitquitquit HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
+    assert_int_equal(r->status, 200);
+    assert_string_equal(r->body, "OK\n");
+    assert_int_equal(f->k.quits, 1);
+}
+
+static void test_http_not_found_and_index(void **state)
+{
+    struct fx *f = *state;
+    struct http_reply *r;
+
+    r = http(f, "GET /nope HTTP/1.0\r\n\r\n");
+    assert_int_equal(r->status, 404);
+    assert_non_null(strstr(r->body, "not found"));
+
+    /* A query string does not change the path that is matched. */
+    r = http(f, "GET /stats?x=1 HTTP/1.0\r\n\r\n");
+    assert_int_equal(r->status, 200);
+    assert_line(r->body, "server.workers: 2");
+
+    r = http(f, "GET / HTTP/1.0\r\n\r\n");
+    assert_int_equal(r->status, 200);
+    assert_non_null(strstr(r->body, "/quitquitquit"));
+    assert_int_equal(f->k.quits, 0);
+}
+
+static void test_admin_new_port_in_use(void **state)
+{
+    struct fx *f = *state;
+    struct admin_ops ops = fake_ops(&f->k);
+    struct admin *a2;
+    struct addr a;
+    char s[32], *err = NULL;
+    const char *why;
+
+    /* The fixture's admin holds the port. */
+    snprintf(s, sizeof(s), "127.0.0.1:%d", f->port);
+    assert_int_equal(addr_parse(&a, s, strlen(s), 0, &why), 0);
+    a2 = admin_new(f->base, &a, &ops, &err);
+    assert_null(a2);
+    assert_non_null(err);
+    assert_non_null(strstr(err, s));
+    free(err);
+    admin_free(NULL);
+
+    /* admin_free() releases the port: it can be bound again at once. */
+    admin_free(f->admin);
+    f->admin = admin_new(f->base, &a, &ops, &err);
+    assert_non_null(f->admin);
+    assert_null(err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_render_stats, setup_render,
+                                        teardown_render),
+        cmocka_unit_test_setup_teardown(test_render_prometheus, setup_render,
+                                        teardown_render),
+        cmocka_unit_test_setup_teardown(test_http_ready, setup_http,
+                                        teardown_http),
+        cmocka_unit_test_setup_teardown(test_http_stats, setup_http,
+                                        teardown_http),
+        cmocka_unit_test_setup_teardown(test_http_head_has_no_body, setup_http,
+                                        teardown_http),
+        cmocka_unit_test_setup_teardown(test_http_prometheus, setup_http,
+                                        teardown_http),
+        cmocka_unit_test_setup_teardown(test_http_config_dump, setup_http,
+                                        teardown_http),
+        cmocka_unit_test_setup_teardown(test_http_quit, setup_http,
+                                        teardown_http),
+        cmocka_unit_test_setup_teardown(test_http_not_found_and_index,
+                                        setup_http, teardown_http),
+        cmocka_unit_test_setup_teardown(test_admin_new_port_in_use, setup_http,
+                                        teardown_http),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
