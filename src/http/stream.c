@@ -94,3 +94,33 @@ const char *hstream_flags_str(unsigned flags, char *out, size_t n)
         snprintf(out, n, "-");
     return out;
 }
+
+int hstream_respond_grpc(struct hstream *s, const char *code, const char *msg)
+{
+    char clean[128];
+    size_t n = 0;
+
+    if (s->resp_started)
+        return -1;
+    /* grpc-message is percent-encoded text; ours is plain ASCII, so only
+     * control characters need to go. */
+    for (const char *p = msg ? msg : ""; *p && n + 1 < sizeof(clean); p++)
+        if ((unsigned char)*p >= 0x20 && *p != '%')
+            clean[n++] = *p;
+    clean[n] = '\0';
+    memset(&s->resp, 0, sizeof(s->resp));
+    s->resp.status = 200;
+    s->resp.content_length = -1; /* no content-length in gRPC answers */
+    if (http_fields_add_ref(&s->resp.fields, &s->arena,
+                            SLICE_LIT("content-type"),
+                            SLICE_LIT("application/grpc")) < 0 ||
+        http_fields_add(&s->resp.fields, &s->arena, SLICE_LIT("grpc-status"),
+                        slice_of(code), 256) < 0 ||
+        http_fields_add(&s->resp.fields, &s->arena, SLICE_LIT("grpc-message"),
+                        slice_of(clean), 256) < 0)
+        return -1;
+    s->resp_started = 1;
+    s->down->response_head(s);
+    hpipe_finish(&s->resp_body);
+    return 0;
+}

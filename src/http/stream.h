@@ -80,6 +80,10 @@ void hstream_unref(struct hstream *s);
 int hstream_respond(struct hstream *s, int status, const char *body,
                     const char *extra_name, const char *extra_value);
 
+/* hstream_respond_grpc() answers a gRPC request locally with a
+ * trailers-only response: HTTP 200, grpc-status code, grpc-message msg. */
+int hstream_respond_grpc(struct hstream *s, const char *code, const char *msg);
+
 /* hstream_flags_str() writes Envoy's "NR,UF" form (or "-") into out. */
 const char *hstream_flags_str(unsigned flags, char *out, size_t n);
 

@@ -280,8 +280,6 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
             }
             st->head_seen = 1;
             s->resp.has_body = !end;
-            if (end && s->resp.content_length < 0)
-                s->resp.content_length = 0;
             st->hooks->head(st->ctx);
             if (st->finished)
                 return 0;

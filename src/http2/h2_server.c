@@ -469,8 +469,11 @@ static void response_head(struct hstream *s)
     char status[4], cl[24];
     size_t k = 0;
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
+    /* No body at all means a HEADERS frame with END_STREAM: what gRPC
+     * calls a trailers-only response. */
     int no_body = slice_eq_str(s->req.method, "HEAD") || r->status == 204 ||
-                  r->status == 304 || r->status < 200;
+                  r->status == 304 || r->status < 200 ||
+                  (!r->has_body && r->content_length <= 0);
 
     if (nva == NULL || hs->closed)
         return;

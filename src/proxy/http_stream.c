@@ -133,13 +133,43 @@ static void up_finished(struct pstream *ps)
 
 /* Answers locally (no route, upstream failures, timeouts) if nothing was
  * sent yet; otherwise the downstream codec resets the stream. */
+/* gRPC clients read errors from grpc-status, not the HTTP status: local
+ * answers to gRPC requests are trailers-only responses (HTTP 200, no body)
+ * with the code that matches what happened. */
+static int grpc_code(int status)
+{
+    switch (status) {
+    case 404:
+        return 12; /* UNIMPLEMENTED */
+    case 504:
+        return 4; /* DEADLINE_EXCEEDED */
+    case 429:
+        return 8; /* RESOURCE_EXHAUSTED */
+    default:
+        return 14; /* UNAVAILABLE */
+    }
+}
+
+static int is_grpc(const struct hstream *s)
+{
+    const struct http_field *ct = http_fields_get(&s->req.fields,
+                                                  "content-type");
+
+    return ct != NULL && slice_has_prefix(ct->value,
+                                          SLICE_LIT("application/grpc"));
+}
+
 static void local_reply(struct pstream *ps, int status, unsigned flags,
                         const char *body)
 {
     struct hstream *s = ps->s;
 
     s->flags |= flags;
-    if (!s->resp_started && !s->down_done) {
+    if (!s->resp_started && !s->down_done && is_grpc(s)) {
+        char code[8];
+        snprintf(code, sizeof(code), "%d", grpc_code(status));
+        hstream_respond_grpc(s, code, body);
+    } else if (!s->resp_started && !s->down_done) {
         hstream_respond(s, status, body, NULL, NULL);
     } else if (!hpipe_drained(&s->resp_body)) {
         hpipe_abort(&s->resp_body);
@@ -365,6 +395,46 @@ static int add_forwarding(struct pstream *ps)
     return 0;
 }
 
+/* grpc-timeout: up to 8 digits and a unit (H, M, S, m, u, n). 0 when
+ * absent or malformed; at least 1 ms. */
+static uint64_t grpc_timeout_ms(const struct http_fields *f)
+{
+    const struct http_field *t = http_fields_get(f, "grpc-timeout");
+    uint64_t v = 0;
+    size_t i;
+
+    if (t == NULL || t->value.n < 2 || t->value.n > 9)
+        return 0;
+    for (i = 0; i + 1 < t->value.n; i++) {
+        char c = t->value.p[i];
+        if (c < '0' || c > '9')
+            return 0;
+        v = v * 10 + (uint64_t)(c - '0');
+    }
+    switch (t->value.p[i]) {
+    case 'H':
+        v *= 3600000;
+        break;
+    case 'M':
+        v *= 60000;
+        break;
+    case 'S':
+        v *= 1000;
+        break;
+    case 'm':
+        break;
+    case 'u':
+        v /= 1000;
+        break;
+    case 'n':
+        v /= 1000000;
+        break;
+    default:
+        return 0;
+    }
+    return v > 0 ? v : 1;
+}
+
 static void on_request(void *ctx, struct hstream *s)
 {
     struct http_conn *hc = ctx;
@@ -395,12 +465,19 @@ static void on_request(void *ctx, struct hstream *s)
     ps->pool = &l->pools[ps->route->cluster];
     ps->ep = upool_pick(ps->pool);
     STAT_ADD(upool_stats(ps->pool), rq_total, 1);
-    if (ps->route->timeout_ms > 0) {
-        struct timeval tv = {(time_t)(ps->route->timeout_ms / 1000),
-                             (suseconds_t)(ps->route->timeout_ms % 1000) *
-                                 1000};
-        event_add(&ps->timer, &tv);
-        ps->timer_on = 1;
+    {
+        /* The deadline: the route's timeout, or the client's grpc-timeout
+         * when that is sooner. */
+        uint64_t ms = ps->route->timeout_ms;
+        uint64_t g = grpc_timeout_ms(&s->req.fields);
+        if (g > 0 && (ms == 0 || g < ms))
+            ms = g;
+        if (ms > 0) {
+            struct timeval tv = {(time_t)(ms / 1000),
+                                 (suseconds_t)(ms % 1000) * 1000};
+            event_add(&ps->timer, &tv);
+            ps->timer_on = 1;
+        }
     }
     if (s->req.expect_continue)
         s->down->continue_100(s);

@@ -1,0 +1,147 @@
+"""gRPC end to end through strait: an h2c listener in front of a grpcio
+server, with grpcio clients. Methods are generic (bytes in, bytes out), so
+no generated code is needed."""
+import subprocess
+import threading
+import time
+from concurrent import futures
+
+import grpc
+import pytest
+
+from conftest import free_port
+
+
+def handlers():
+    def unary(req, ctx):
+        if req == b"fail":
+            ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, "told to fail")
+        ctx.set_trailing_metadata((("x-trailer", "t1"),))
+        return b"echo:" + req
+
+    def server_stream(req, ctx):
+        for i in range(int(req)):
+            yield b"%d" % i
+
+    def client_stream(it, ctx):
+        return b"%d" % sum(len(x) for x in it)
+
+    def bidi(it, ctx):
+        for x in it:
+            yield x.upper()
+
+    def slow(req, ctx):
+        time.sleep(5)
+        return b"late"
+
+    return grpc.method_handlers_generic_handler("t.S", {
+        "Unary": grpc.unary_unary_rpc_method_handler(unary),
+        "ServerStream": grpc.unary_stream_rpc_method_handler(server_stream),
+        "ClientStream": grpc.stream_unary_rpc_method_handler(client_stream),
+        "Bidi": grpc.stream_stream_rpc_method_handler(bidi),
+        "Slow": grpc.unary_unary_rpc_method_handler(slow),
+    })
+
+
+@pytest.fixture
+def grpc_backend():
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    server.add_generic_rpc_handlers((handlers(),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield port
+    server.stop(0).wait(5)
+
+
+def gateway(strait_factory, backend_port, route_extra=""):
+    port = free_port()
+    yaml = (f"  - name: g\n    address: \"127.0.0.1:{port}\"\n    protocol: http\n"
+            f"    routes:\n      - {{host: \"*\", pathPrefix: /, cluster: grpc{route_extra}}}\n")
+    extra = (f"clusters:\n  - name: grpc\n    endpoints: [\"127.0.0.1:{backend_port}\"]\n"
+             f"    protocol: http2\n")
+    st = strait_factory(yaml, extra=extra).start()
+    return st, port
+
+
+def test_unary_with_trailers(strait_factory, grpc_backend):
+    st, port = gateway(strait_factory, grpc_backend)
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        call = ch.unary_unary("/t.S/Unary")
+        resp, info = call.with_call(b"hi", timeout=10)
+        assert resp == b"echo:hi"
+        assert ("x-trailer", "t1") in info.trailing_metadata()
+        with pytest.raises(grpc.RpcError) as e:
+            call(b"fail", timeout=10)
+        assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert e.value.details() == "told to fail"
+    assert "protocol=HTTP/2 status=200" in st.log()
+
+
+def test_streaming_all_kinds(strait_factory, grpc_backend):
+    st, port = gateway(strait_factory, grpc_backend)
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        got = list(ch.unary_stream("/t.S/ServerStream")(b"1000", timeout=20))
+        assert got == [b"%d" % i for i in range(1000)]
+        total = ch.stream_unary("/t.S/ClientStream")(
+            iter([b"x" * 1000] * 500), timeout=20)
+        assert total == b"500000"
+        out = list(ch.stream_stream("/t.S/Bidi")(
+            iter([b"abc", b"def"] * 200), timeout=20))
+        assert out == [b"ABC", b"DEF"] * 200
+
+
+def test_large_messages(strait_factory, grpc_backend):
+    st, port = gateway(strait_factory, grpc_backend)
+    big = bytes(range(256)) * (3 * 1024 * 4)  # 3 MiB
+    opts = [("grpc.max_receive_message_length", 16 << 20),
+            ("grpc.max_send_message_length", 16 << 20)]
+    with grpc.insecure_channel(f"127.0.0.1:{port}", options=opts) as ch:
+        assert ch.unary_unary("/t.S/Unary")(big, timeout=20) == b"echo:" + big
+
+
+def test_grpc_timeout_is_the_request_deadline(strait_factory, grpc_backend):
+    """curl sends grpc-timeout without a deadline of its own: strait must
+    end the call at that deadline with DEADLINE_EXCEEDED."""
+    st, port = gateway(strait_factory, grpc_backend)
+    t0 = time.monotonic()
+    r = subprocess.run(
+        ["curl", "-s", "-D", "-", "-o", "/dev/null", "--http2-prior-knowledge",
+         "-X", "POST", "-H", "content-type: application/grpc",
+         "-H", "te: trailers", "-H", "grpc-timeout: 300m",
+         "--data-binary", "@-", f"http://127.0.0.1:{port}/t.S/Slow"],
+        input=b"\x00\x00\x00\x00\x00", capture_output=True, timeout=30)
+    elapsed = time.monotonic() - t0
+    headers = r.stdout.decode().lower()
+    assert "grpc-status: 4" in headers, headers
+    assert elapsed < 4.5  # well before the backend's 5 s answer
+    assert "flags=UT" in st.log()
+
+
+def test_unknown_route_is_unimplemented(strait_factory, grpc_backend):
+    port = free_port()
+    yaml = (f"  - name: g\n    address: \"127.0.0.1:{port}\"\n    protocol: http\n"
+            f"    routes:\n      - {{host: \"*\", pathPrefix: /other, cluster: grpc}}\n")
+    extra = (f"clusters:\n  - name: grpc\n    endpoints: [\"127.0.0.1:{grpc_backend}\"]\n"
+             f"    protocol: http2\n")
+    strait_factory(yaml, extra=extra).start()
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        with pytest.raises(grpc.RpcError) as e:
+            ch.unary_unary("/t.S/Unary")(b"x", timeout=10)
+        assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_backend_down_is_unavailable(strait_factory):
+    dead = free_port()
+    st, port = gateway(strait_factory, dead)
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        with pytest.raises(grpc.RpcError) as e:
+            ch.unary_unary("/t.S/Unary")(b"x", timeout=10)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_many_concurrent_calls_one_connection(strait_factory, grpc_backend):
+    st, port = gateway(strait_factory, grpc_backend)
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        call = ch.unary_unary("/t.S/Unary")
+        futs = [call.future(b"%d" % i, timeout=20) for i in range(300)]
+        assert [f.result() for f in futs] == [b"echo:%d" % i for i in range(300)]
