@@ -56,7 +56,12 @@ struct server {
     int stopped_accepting;
     int idle_workers;
     struct event *drain_timer;
+    struct event *cert_timer;
+    uint64_t cert_reloads;
+    uint64_t cert_reload_failures;
 };
+
+static void arm_cert_timer(struct server *s);
 
 static void lset_release(struct lset *ls)
 {
@@ -352,6 +357,7 @@ void server_reload(struct server *s)
         lset_release(&s->old);
     s->reloads_ok++;
     set_reload_error(s, NULL);
+    arm_cert_timer(s);
     log_info("reload: %zu listener(s) in effect", s->cur.n);
 }
 
@@ -387,6 +393,60 @@ static void admin_config(void *arg, struct buf *b)
 static void admin_quit(void *arg)
 {
     server_drain(arg, "admin /quitquitquit");
+}
+
+/* The shortest certificate check interval of the running listeners;
+ * 0 when no listener terminates TLS. */
+static uint64_t cert_interval(const struct server *s)
+{
+    uint64_t ms = 0;
+
+    for (size_t i = 0; i < s->cur.n; i++) {
+        const struct bootstrap_listener *bl = s->cur.v[i].bl;
+        if (bl->protocol != BOOTSTRAP_HTTP || bl->tls.certificates.n == 0)
+            continue;
+        if (ms == 0 || (uint64_t)bl->tls.reload_interval_ms < ms)
+            ms = (uint64_t)bl->tls.reload_interval_ms;
+    }
+    return ms;
+}
+
+static void arm_cert_timer(struct server *s)
+{
+    uint64_t ms = cert_interval(s);
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+
+    if (s->cert_timer == NULL)
+        return;
+    event_del(s->cert_timer);
+    if (ms > 0 && !s->draining)
+        event_add(s->cert_timer, &tv);
+}
+
+/* Certificate files changed on disk are loaded without a restart; a bad
+ * file is reported once and the running certificate stays. */
+static void on_cert_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct server *s = arg;
+
+    (void)fd;
+    (void)what;
+    for (size_t i = 0; i < s->cur.n; i++) {
+        char *err = NULL;
+        int r = compile_tls_check(&s->cur.v[i].cl, &err);
+
+        if (r > 0) {
+            s->cert_reloads++;
+            log_info("listener %s: certificates reloaded", s->cur.v[i].bl->name);
+        } else if (r < 0) {
+            s->cert_reload_failures++;
+            log_error("listener %s: certificate reload failed, keeping the "
+                      "running certificates: %s",
+                      s->cur.v[i].bl->name, err ? err : "unknown error");
+        }
+        free(err);
+    }
+    arm_cert_timer(s);
 }
 
 struct server *server_new(struct event_base *base, struct bootstrap *bs,
@@ -448,6 +508,8 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
         *err = strdup("out of memory");
         goto fail;
     }
+    s->cert_timer = event_new(base, -1, 0, on_cert_timer, s);
+    arm_cert_timer(s);
     log_info("strait %s started: %d worker(s), %zu listener(s), admin on %s",
              PACKAGE_VERSION, s->nworkers, s->cur.n,
              addr_format(&bs->admin.address, as, sizeof(as)));
@@ -475,6 +537,8 @@ void server_free(struct server *s)
     admin_free(s->admin);
     if (s->drain_timer != NULL)
         event_free(s->drain_timer);
+    if (s->cert_timer != NULL)
+        event_free(s->cert_timer);
     lset_release(&s->old);
     /* Drain may have closed cur's sockets already (NULL entries). */
     lset_release(&s->cur);
