@@ -14,7 +14,7 @@
 
 #include "core/buf.h"
 #include "http1/h1_client.h"
-#include "http1/h1_wire.h"
+#include "http1/writer.h"
 #include "net/sock.h"
 #include "tls/tls.h"
 
@@ -87,37 +87,43 @@ static int write_head(struct h1_client *c)
 {
     struct hstream *s = c->s;
     const struct http_request *q = &s->req;
-    struct buf *b = &c->out;
     int with_cl = q->content_length >= 0 &&
                   (q->has_body || slice_eq_str(q->method, "POST") ||
                    slice_eq_str(q->method, "PUT") ||
                    slice_eq_str(q->method, "PATCH"));
+    /* Host and our framing join the request's own fields in a copy: the
+     * request itself stays as the client sent it. */
+    size_t n = q->fields.n + 4;
+    struct http_field *f = arena_alloc(&s->arena, n * sizeof(*f));
+    size_t k = 0;
+    char cl[24];
 
-    if (h1_write_request_line(b, q->method, q->path) < 0 ||
-        h1_write_field(b, SLICE_LIT("host"), q->authority) < 0 ||
-        h1_write_fields(b, &q->fields) < 0)
+    if (f == NULL)
         return -1;
+    f[k++] = (struct http_field){SLICE_LIT("host"), q->authority};
+    memcpy(f + k, q->fields.v, q->fields.n * sizeof(*f));
+    k += q->fields.n;
     if (q->upgrade) {
-        if (buf_puts(b, "connection: upgrade\r\n") < 0 ||
-            h1_write_field(b, SLICE_LIT("upgrade"), q->upgrade_proto) < 0)
-            return -1;
+        f[k++] = (struct http_field){SLICE_LIT("connection"),
+                                     SLICE_LIT("upgrade")};
+        f[k++] = (struct http_field){SLICE_LIT("upgrade"), q->upgrade_proto};
         c->wq = WQ_TUNNEL;
     } else if (with_cl) {
-        if (buf_printf(b, "content-length: %" PRId64 "\r\n",
-                       q->content_length) < 0)
-            return -1;
+        snprintf(cl, sizeof(cl), "%" PRId64, q->content_length);
+        f[k++] = (struct http_field){SLICE_LIT("content-length"),
+                                     arena_slice(&s->arena, slice_of(cl))};
         c->wq = q->content_length > 0 ? WQ_LENGTH : WQ_NONE;
         c->left = (uint64_t)q->content_length;
     } else if (q->has_body) {
-        if (buf_puts(b, "transfer-encoding: chunked\r\n") < 0)
-            return -1;
+        f[k++] = (struct http_field){SLICE_LIT("transfer-encoding"),
+                                     SLICE_LIT("chunked")};
         c->wq = WQ_CHUNKED;
     } else {
         c->wq = WQ_NONE;
     }
-    if (q->te_trailers && buf_puts(b, "te: trailers\r\n") < 0)
-        return -1;
-    if (buf_puts(b, "\r\n") < 0)
+    if (q->te_trailers)
+        f[k++] = (struct http_field){SLICE_LIT("te"), SLICE_LIT("trailers")};
+    if (h1_write_request_head(&c->out, q->method, q->path, f, k) < 0)
         return -1;
     if (c->wq == WQ_NONE)
         c->wq = WQ_DONE;
@@ -157,7 +163,7 @@ static int pump_request(struct h1_client *c)
             if (!p->eof)
                 return 0;
             if (c->wq == WQ_CHUNKED &&
-                h1_write_last_chunk(&c->out, &p->trailers) < 0)
+                h1_write_last_chunk(&c->out, p->trailers.v, p->trailers.n) < 0)
                 return -1;
             if (c->wq == WQ_TUNNEL)
                 c->conn.ops->shutdown(&c->conn);

@@ -16,7 +16,7 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "http1/h1_server.h"
-#include "http1/h1_wire.h"
+#include "http1/writer.h"
 #include "net/conn.h"
 
 #define OUT_MAX (128 * 1024)
@@ -416,7 +416,7 @@ static int pump_response_body(struct h1_server *hs)
             if (!p->eof)
                 return 0;
             if (hs->rb == RB_CHUNKED &&
-                h1_write_last_chunk(&hs->out, &p->trailers) < 0)
+                h1_write_last_chunk(&hs->out, p->trailers.v, p->trailers.n) < 0)
                 return -1;
             hs->rs = RS_DONE;
             if (hs->rb == RB_EOF || hs->rb == RB_TUNNEL)
@@ -590,28 +590,41 @@ static void response_head(struct hstream *s)
         hs->rb = RB_EOF;
         hs->keep_alive = 0;
     }
-    if (h1_write_status(&hs->out, r->status) < 0 ||
-        h1_write_fields(&hs->out, &r->fields) < 0)
-        goto fail;
-    if (hs->rb == RB_TUNNEL) {
-        buf_puts(&hs->out, "connection: upgrade\r\nupgrade: ");
-        buf_append(&hs->out, s->req.upgrade_proto.p, s->req.upgrade_proto.n);
-        buf_puts(&hs->out, "\r\n");
-    } else if (hs->rb == RB_CHUNKED) {
-        buf_puts(&hs->out, "transfer-encoding: chunked\r\n");
+    /* Our framing fields go after the upstream's; the stream's fields are
+     * ours to extend (nobody reads them after this). */
+    {
+        struct http_fields *f = &s->resp.fields;
+        char cl[24];
+        int rc = 0;
+
+        if (hs->rb == RB_TUNNEL) {
+            rc |= http_fields_add_ref(f, &s->arena, SLICE_LIT("connection"),
+                                      SLICE_LIT("upgrade"));
+            rc |= http_fields_add_ref(f, &s->arena, SLICE_LIT("upgrade"),
+                                      s->req.upgrade_proto);
+        } else if (hs->rb == RB_CHUNKED) {
+            rc |= http_fields_add_ref(f, &s->arena,
+                                      SLICE_LIT("transfer-encoding"),
+                                      SLICE_LIT("chunked"));
+        }
+        if (r->content_length >= 0 && (hs->rb == RB_LENGTH || no_body) &&
+            r->status >= 200 && r->status != 204) {
+            snprintf(cl, sizeof(cl), "%" PRId64, r->content_length);
+            rc |= http_fields_add(f, &s->arena, SLICE_LIT("content-length"),
+                                  slice_of(cl), SIZE_MAX);
+        }
+        if (hs->rb != RB_TUNNEL) {
+            if (!hs->keep_alive)
+                rc |= http_fields_add_ref(f, &s->arena, SLICE_LIT("connection"),
+                                          SLICE_LIT("close"));
+            else if (hs->minor == 0)
+                rc |= http_fields_add_ref(f, &s->arena, SLICE_LIT("connection"),
+                                          SLICE_LIT("keep-alive"));
+        }
+        if (rc != 0 || h1_write_response_head(&hs->out, r->status, NULL, f->v,
+                                              f->n) < 0)
+            goto fail;
     }
-    if (r->content_length >= 0 && (hs->rb == RB_LENGTH || no_body) &&
-        r->status >= 200 && r->status != 204)
-        buf_printf(&hs->out, "content-length: %" PRId64 "\r\n",
-                   r->content_length);
-    if (hs->rb != RB_TUNNEL) {
-        if (!hs->keep_alive)
-            buf_puts(&hs->out, "connection: close\r\n");
-        else if (hs->minor == 0)
-            buf_puts(&hs->out, "connection: keep-alive\r\n");
-    }
-    if (buf_puts(&hs->out, "\r\n") < 0)
-        goto fail;
     hs->rs = hs->rb == RB_NONE ? RS_DONE : RS_BODY;
     if (hs->rb == RB_NONE) {
         /* Whatever the upstream sends as a body of HEAD or 304 is dropped. */

@@ -61,12 +61,12 @@ struct h1_request {
     struct h1_header *headers;
     size_t nheaders;
     enum h1_body body;
-    uint64_t content_length; /* meaningful when body == H1_BODY_LENGTH */
+    uint64_t content_length;      /* meaningful when body == H1_BODY_LENGTH */
     unsigned keep_alive : 1;      /* the connection may carry another request */
     unsigned expect_continue : 1; /* HTTP/1.1 with "Expect: 100-continue" */
-    unsigned upgrade : 1;         /* HTTP/1.1, "Connection: upgrade" + Upgrade */
-    unsigned te_trailers : 1;     /* "TE: trailers": the client takes trailers */
-    struct h1_slice host; /* the Host value; p is NULL when there is none */
+    unsigned upgrade : 1;     /* HTTP/1.1, "Connection: upgrade" + Upgrade */
+    unsigned te_trailers : 1; /* "TE: trailers": the client takes trailers */
+    struct h1_slice host;     /* the Host value; p is NULL when there is none */
 };
 
 struct h1_response {
@@ -106,11 +106,11 @@ enum h1_chunked_state {
  */
 struct h1_chunked {
     enum h1_chunked_state state;
-    unsigned ndigits;   /* hex digits of the current size seen so far */
-    uint64_t size;      /* size being parsed, then payload bytes left */
-    size_t ext_len;     /* bytes of the current chunk extension */
-    const char *why;    /* the reason, once in H1_CH_ERROR */
-    char *trailers;     /* trailer field lines, each with its CRLF */
+    unsigned ndigits; /* hex digits of the current size seen so far */
+    uint64_t size;    /* size being parsed, then payload bytes left */
+    size_t ext_len;   /* bytes of the current chunk extension */
+    const char *why;  /* the reason, once in H1_CH_ERROR */
+    char *trailers;   /* trailer field lines, each with its CRLF */
     size_t trailers_len;
     size_t trailers_alloc;
 };

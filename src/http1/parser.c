@@ -63,14 +63,7 @@ static int is_host_char(unsigned char c)
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
         (c >= '0' && c <= '9'))
         return 1;
-    switch (c) {
-    case '-': case '.': case '_': case '~': case '!': case '$': case '&':
-    case '\'': case '(': case ')': case '*': case '+': case ',': case ';':
-    case '=': case ':': case '[': case ']': case '%':
-        return 1;
-    default:
-        return 0;
-    }
+    return c != '\0' && strchr("-._~!$&'()*+,;=:[]%", c) != NULL;
 }
 
 static unsigned char ascii_lower(unsigned char c)
@@ -112,9 +105,8 @@ int h1_slice_eq_ci(struct h1_slice s, const char *lit)
     size_t i;
 
     for (i = 0; i < s.n; i++) {
-        if (lit[i] == '\0' ||
-            ascii_lower((unsigned char)s.p[i]) !=
-                ascii_lower((unsigned char)lit[i]))
+        if (lit[i] == '\0' || ascii_lower((unsigned char)s.p[i]) !=
+                                  ascii_lower((unsigned char)lit[i]))
             return 0;
     }
     return lit[i] == '\0';
@@ -391,8 +383,7 @@ static int parse_fields(const char *buf, size_t len,
             return fail(why, status, "bare LF", 400);
         if (e - 1 == pos) {
             if (e + 1 != len)
-                return fail(why, status, "data after the field section",
-                            400);
+                return fail(why, status, "data after the field section", 400);
             return 0;
         }
         if (++count > limit)
@@ -641,8 +632,8 @@ static int keep_alive(const struct h1_meta *m, int minor)
 
 /* HTTP-version = "HTTP/" DIGIT "." DIGIT, case-sensitive. A well-formed
  * version we do not speak is a 505; anything else is a 400. */
-static int parse_version(const char *p, size_t n, int *minor,
-                         const char **why, int *status)
+static int parse_version(const char *p, size_t n, int *minor, const char **why,
+                         int *status)
 {
     if (n != 8 || memcmp(p, "HTTP/", 5) != 0 || p[5] < '0' || p[5] > '9' ||
         p[6] != '.' || p[7] < '0' || p[7] > '9')

@@ -121,15 +121,14 @@ static int add(size_t *total, size_t n)
 
 /* fields_size() checks the fields and returns what "name: value\r\n" for
  * each takes, or -1 when one is refused. */
-static int fields_size(const struct h1_header *hdrs, size_t n, size_t *total)
+static int fields_size(const struct http_field *hdrs, size_t n, size_t *total)
 {
     size_t i;
 
     for (i = 0; i < n; i++) {
-        const struct h1_header *h = &hdrs[i];
+        const struct http_field *h = &hdrs[i];
 
-        if (!is_token(h->name.p, h->name.n) ||
-            !is_text(h->value.p, h->value.n))
+        if (!is_token(h->name.p, h->name.n) || !is_text(h->value.p, h->value.n))
             return -1;
         if (add(total, h->name.n) < 0 || add(total, h->value.n) < 0 ||
             add(total, 4) < 0)
@@ -145,7 +144,7 @@ static char *put(char *dst, const void *p, size_t n)
     return dst + n;
 }
 
-static char *put_fields(char *dst, const struct h1_header *hdrs, size_t n)
+static char *put_fields(char *dst, const struct http_field *hdrs, size_t n)
 {
     size_t i;
 
@@ -158,8 +157,8 @@ static char *put_fields(char *dst, const struct h1_header *hdrs, size_t n)
     return dst;
 }
 
-int h1_write_request_head(struct buf *b, struct h1_slice method,
-                          struct h1_slice target, const struct h1_header *hdrs,
+int h1_write_request_head(struct buf *b, struct slice method,
+                          struct slice target, const struct http_field *hdrs,
                           size_t n)
 {
     static const char version[] = " HTTP/1.1\r\n";
@@ -191,7 +190,7 @@ int h1_write_request_head(struct buf *b, struct h1_slice method,
 }
 
 int h1_write_response_head(struct buf *b, int status, const char *reason,
-                           const struct h1_header *hdrs, size_t n)
+                           const struct http_field *hdrs, size_t n)
 {
     char line[] = "HTTP/1.1 000 ";
     size_t total = 0, rlen;
@@ -207,8 +206,9 @@ int h1_write_response_head(struct buf *b, int status, const char *reason,
     line[9] = (char)('0' + status / 100);
     line[10] = (char)('0' + status / 10 % 10);
     line[11] = (char)('0' + status % 10);
-    if (add(&total, sizeof(line) - 1) < 0 || add(&total, rlen) < 0 || add(&total, 2) < 0 ||
-        fields_size(hdrs, n, &total) < 0 || add(&total, 2) < 0)
+    if (add(&total, sizeof(line) - 1) < 0 || add(&total, rlen) < 0 ||
+        add(&total, 2) < 0 || fields_size(hdrs, n, &total) < 0 ||
+        add(&total, 2) < 0)
         return -1;
     if ((dst = buf_reserve(b, total)) == NULL)
         return -1;
@@ -245,7 +245,7 @@ int h1_write_chunk(struct buf *b, const void *data, size_t n)
     return 0;
 }
 
-int h1_write_last_chunk(struct buf *b, const struct h1_header *trailers,
+int h1_write_last_chunk(struct buf *b, const struct http_field *trailers,
                         size_t n)
 {
     size_t total = 5; /* "0\r\n" and the final "\r\n" */

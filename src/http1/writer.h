@@ -15,7 +15,8 @@
 #include <stddef.h>
 
 #include "core/buf.h"
-#include "http1/parser-t.h"
+#include "core/slice.h"
+#include "http/http.h"
 
 /* h1_reason() returns the standard reason phrase of status ("Not Found"),
  * or "" for a code without one. The string is static. */
@@ -27,8 +28,8 @@ const char *h1_reason(int status);
  * method must be a token and target non-empty visible ASCII.
  * Returns 0, or -1 when an argument is refused or the cap of b is reached.
  */
-int h1_write_request_head(struct buf *b, struct h1_slice method,
-                          struct h1_slice target, const struct h1_header *hdrs,
+int h1_write_request_head(struct buf *b, struct slice method,
+                          struct slice target, const struct http_field *hdrs,
                           size_t n);
 
 /*
@@ -37,7 +38,7 @@ int h1_write_request_head(struct buf *b, struct h1_slice method,
  * h1_reason(status). Returns 0 or -1 like h1_write_request_head().
  */
 int h1_write_response_head(struct buf *b, int status, const char *reason,
-                           const struct h1_header *hdrs, size_t n);
+                           const struct http_field *hdrs, size_t n);
 
 /*
  * h1_write_chunk() appends one chunk: the size in hex, CRLF, the data, CRLF.
@@ -49,7 +50,7 @@ int h1_write_chunk(struct buf *b, const void *data, size_t n);
 
 /* h1_write_last_chunk() appends "0 CRLF", the trailer fields and the final
  * CRLF. Returns 0, or -1 when a trailer is refused or the cap is reached. */
-int h1_write_last_chunk(struct buf *b, const struct h1_header *trailers,
+int h1_write_last_chunk(struct buf *b, const struct http_field *trailers,
                         size_t n);
 
 #endif
