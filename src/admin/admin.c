@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "net/listener.h"
 #include "net/sock.h"
+#include "upstream/cluster.h"
 
 #define ADMIN_BODY_MAX (16 * 1024 * 1024)
 
@@ -101,6 +102,32 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
                        "\n",
                        name, w, STAT_GET(&ls[i]->w[w], accepted));
     }
+    if (ops->clusters != NULL) {
+        struct cluster *const *cl;
+        size_t nc = ops->clusters(ops->arg, &cl);
+
+        for (size_t i = 0; i < nc; i++) {
+            struct cluster_counters c;
+            const char *name = cl[i]->name;
+
+            cluster_sum(cl[i], &c);
+            buf_printf(b, "cluster.%s.upstream_rq_total: %" PRIu64 "\n", name,
+                       c.rq_total);
+            buf_printf(b, "cluster.%s.upstream_cx_total: %" PRIu64 "\n", name,
+                       c.cx_total);
+            buf_printf(b, "cluster.%s.upstream_cx_reused: %" PRIu64 "\n", name,
+                       c.cx_reused);
+            buf_printf(b, "cluster.%s.upstream_cx_connect_fail: %" PRIu64 "\n",
+                       name, c.cx_connect_fail);
+            buf_printf(b,
+                       "cluster.%s.upstream_cx_connect_timeout: %" PRIu64 "\n",
+                       name, c.cx_connect_timeout);
+            buf_printf(b, "cluster.%s.upstream_rq_error: %" PRIu64 "\n", name,
+                       c.rq_error);
+            buf_printf(b, "cluster.%s.upstream_rq_timeout: %" PRIu64 "\n", name,
+                       c.rq_timeout);
+        }
+    }
 }
 
 /* One metric family: HELP and TYPE once, then a sample per listener. */
@@ -165,6 +192,59 @@ static const struct family families[] = {
      "HTTP/2 streams ended with an error code.",
      offsetof(struct listener_counters, h2_stream_errors)},
 };
+
+/* Cluster families: one sample per cluster. */
+static const struct family cluster_families[] = {
+    {"strait_cluster_requests_total", "counter",
+     "Requests sent to the cluster.",
+     offsetof(struct cluster_counters, rq_total)},
+    {"strait_cluster_connections_total", "counter",
+     "Upstream connections opened.",
+     offsetof(struct cluster_counters, cx_total)},
+    {"strait_cluster_connections_reused_total", "counter",
+     "Requests that reused a pooled connection.",
+     offsetof(struct cluster_counters, cx_reused)},
+    {"strait_cluster_connect_failures_total", "counter",
+     "Upstream connection attempts that failed.",
+     offsetof(struct cluster_counters, cx_connect_fail)},
+    {"strait_cluster_connect_timeouts_total", "counter",
+     "Upstream connection attempts that timed out.",
+     offsetof(struct cluster_counters, cx_connect_timeout)},
+    {"strait_cluster_request_errors_total", "counter",
+     "Exchanges the upstream reset or broke.",
+     offsetof(struct cluster_counters, rq_error)},
+    {"strait_cluster_request_timeouts_total", "counter",
+     "Requests that hit their deadline.",
+     offsetof(struct cluster_counters, rq_timeout)},
+};
+
+static void render_clusters(const struct admin_ops *ops, struct buf *b)
+{
+    struct cluster *const *cl;
+    size_t nc = ops->clusters != NULL ? ops->clusters(ops->arg, &cl) : 0;
+    struct cluster_counters *sums;
+
+    if (nc == 0)
+        return;
+    sums = calloc(nc, sizeof(*sums));
+    if (sums == NULL)
+        return;
+    for (size_t i = 0; i < nc; i++)
+        cluster_sum(cl[i], &sums[i]);
+    for (size_t f = 0; f < sizeof(cluster_families) / sizeof(cluster_families[0]);
+         f++) {
+        const struct family *fam = &cluster_families[f];
+        buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", fam->name, fam->help,
+                   fam->name, fam->type);
+        for (size_t i = 0; i < nc; i++) {
+            uint64_t v;
+            memcpy(&v, (const char *)&sums[i] + fam->off, sizeof(v));
+            buf_printf(b, "%s{cluster=\"%s\"} %" PRIu64 "\n", fam->name,
+                       cl[i]->name, v);
+        }
+    }
+    free(sums);
+}
 
 /* Families with a second label: one sample per listener and value. */
 struct labelled {
@@ -246,6 +326,7 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
                        "strait_worker_connections_accepted_total{listener=\"%s"
                        "\",worker=\"%d\"} %" PRIu64 "\n",
                        ls[i]->name, w, STAT_GET(&ls[i]->w[w], accepted));
+    render_clusters(ops, b);
     buf_printf(b,
                "# HELP strait_workers Worker threads.\n"
                "# TYPE strait_workers gauge\nstrait_workers %d\n"

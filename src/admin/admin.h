@@ -9,6 +9,7 @@
 struct buf;
 struct event_base;
 struct listener_stats;
+struct cluster;
 
 /*
  * The admin API: health, stats, config dump and shutdown over HTTP on the
@@ -31,6 +32,8 @@ struct admin_ops {
     /* Current listeners' stats; the array and entries stay valid until the
      * main loop runs again. */
     size_t (*listeners)(void *arg, struct listener_stats *const **out);
+    /* Current upstream clusters; same lifetime rule. */
+    size_t (*clusters)(void *arg, struct cluster *const **out);
     void (*config_json)(void *arg, struct buf *b);
     void (*quit)(void *arg);
 };

@@ -32,6 +32,8 @@ struct srv_listener {
 struct lset {
     struct srv_listener *v;
     size_t n;
+    struct cluster **clusters; /* one reference each, for reuse and stats */
+    size_t nclusters;
     struct bootstrap *bs; /* the bootstrap v[i].bl point into */
 };
 
@@ -72,6 +74,7 @@ static void lset_release(struct lset *ls)
         listener_stats_unref(ls->v[i].stats);
     }
     free(ls->v);
+    compile_clusters_free(ls->clusters, ls->nclusters);
     bootstrap_free(ls->bs);
     memset(ls, 0, sizeof(*ls));
 }
@@ -114,12 +117,26 @@ static int lset_build(struct server *s, struct bootstrap *bs,
         *err = strdup("out of memory");
         return -1;
     }
-    clusters = compile_clusters(bs, s->nworkers, err);
+    if (clusters_same) {
+        /* Unchanged clusters keep their objects: listeners that stay share
+         * them with listeners that change, and counters go on. */
+        clusters = calloc(old->nclusters ? old->nclusters : 1,
+                          sizeof(*clusters));
+        if (clusters != NULL)
+            for (size_t i = 0; i < old->nclusters; i++)
+                clusters[i] = cluster_ref(old->clusters[i]);
+        else
+            *err = strdup("out of memory");
+    } else {
+        clusters = compile_clusters(bs, s->nworkers, err);
+    }
     if (clusters == NULL) {
         free(out->v);
         out->v = NULL;
         return -1;
     }
+    out->clusters = clusters;
+    out->nclusters = bs->clusters.n;
     for (size_t i = 0; i < bs->listeners.n; i++) {
         struct bootstrap_listener *bl = bootstrap_listener_at(bs, i);
         struct srv_listener *prev = lset_find_name(old, bl->name);
@@ -189,11 +206,9 @@ oom:
         if (lset_find_name(out, old->v[i].bl->name) == NULL)
             log_info("listener %s: removed", old->v[i].bl->name);
     out->bs = bs;
-    compile_clusters_free(clusters, bs->clusters.n);
     return 0;
 fail:
     /* Partially built entries hold references like complete ones. */
-    compile_clusters_free(clusters, bs->clusters.n);
     lset_release(out);
     return -1;
 }
@@ -383,6 +398,14 @@ static size_t admin_listeners(void *arg, struct listener_stats *const **out)
     return s->stats_view ? s->cur.n : 0;
 }
 
+static size_t admin_clusters(void *arg, struct cluster *const **out)
+{
+    struct server *s = arg;
+
+    *out = s->cur.clusters;
+    return s->cur.nclusters;
+}
+
 static void admin_config(void *arg, struct buf *b)
 {
     struct server *s = arg;
@@ -455,8 +478,8 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
     struct server *s = calloc(1, sizeof(*s));
     struct lset empty = {0};
     struct worker_hooks hooks;
-    struct admin_ops ops = {NULL, admin_status, admin_listeners, admin_config,
-                            admin_quit};
+    struct admin_ops ops = {NULL,         admin_status, admin_listeners,
+                            admin_clusters, admin_config, admin_quit};
     char as[ADDR_STRLEN];
 
     *err = NULL;

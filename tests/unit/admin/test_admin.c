@@ -29,6 +29,7 @@
 #include <event2/event.h>
 
 #include "admin/admin.h"
+#include "upstream/cluster.h"
 #include "core/addr.h"
 #include "core/buf.h"
 #include "core/clock.h"
@@ -63,6 +64,13 @@ static size_t fake_listeners(void *arg, struct listener_stats *const **out)
 
     *out = k->ls;
     return k->nls;
+}
+
+static size_t fake_clusters(void *arg, struct cluster *const **out)
+{
+    (void)arg;
+    *out = NULL;
+    return 0;
 }
 
 static void fake_config_json(void *arg, struct buf *b)
@@ -121,8 +129,8 @@ static void fake_dispose(struct fake *k)
 
 static struct admin_ops fake_ops(struct fake *k)
 {
-    struct admin_ops ops = {k, fake_status, fake_listeners, fake_config_json,
-                            fake_quit};
+    struct admin_ops ops = {k,          fake_status,      fake_listeners,
+                            fake_clusters, fake_config_json, fake_quit};
     return ops;
 }
 
@@ -826,9 +834,65 @@ static void test_admin_new_port_in_use(void **state)
     assert_null(err);
 }
 
+static struct cluster *one_cluster;
+
+static size_t real_clusters(void *arg, struct cluster *const **out)
+{
+    (void)arg;
+    *out = &one_cluster;
+    return 1;
+}
+
+static size_t no_listeners(void *arg, struct listener_stats *const **out)
+{
+    (void)arg;
+    *out = NULL;
+    return 0;
+}
+
+static void zero_status(void *arg, struct admin_status *out)
+{
+    (void)arg;
+    memset(out, 0, sizeof(*out));
+}
+
+/* Cluster counters are summed over workers in both renderings. */
+static void test_render_clusters(void **state)
+{
+    struct admin_ops ops = {NULL,          zero_status,      no_listeners,
+                            real_clusters, fake_config_json, fake_quit};
+    struct addr a;
+    const char *why;
+    struct buf b;
+
+    (void)state;
+    assert_int_equal(addr_parse(&a, "127.0.0.1:80", 12, 0, &why), 0);
+    one_cluster = cluster_new("up", &a, 1, 2);
+    assert_non_null(one_cluster);
+    one_cluster->w[0].rq_total = 3;
+    one_cluster->w[1].rq_total = 4;
+    one_cluster->w[1].cx_connect_fail = 2;
+    buf_init(&b, 1 << 20);
+    admin_render_stats(&ops, &b);
+    assert_non_null(strstr(buf_cstr(&b), "cluster.up.upstream_rq_total: 7\n"));
+    assert_non_null(
+        strstr(buf_cstr(&b), "cluster.up.upstream_cx_connect_fail: 2\n"));
+    buf_dispose(&b);
+    buf_init(&b, 1 << 20);
+    admin_render_prometheus(&ops, &b);
+    assert_non_null(strstr(buf_cstr(&b),
+                           "\nstrait_cluster_requests_total{cluster=\"up\"} 7\n"));
+    assert_non_null(strstr(buf_cstr(&b),
+                           "# TYPE strait_cluster_connect_failures_total counter\n"
+                           "strait_cluster_connect_failures_total{cluster=\"up\"} 2\n"));
+    buf_dispose(&b);
+    cluster_unref(one_cluster);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_render_clusters),
         cmocka_unit_test_setup_teardown(test_render_stats, setup_render,
                                         teardown_render),
         cmocka_unit_test_setup_teardown(test_render_prometheus, setup_render,
