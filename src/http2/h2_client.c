@@ -236,15 +236,18 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
         http_fields_add(&s->resp_body.trailers, &s->arena, n, v, 1000);
         return 0;
     }
+    /* nghttp2 checked both are digits; lengths bound the arithmetic. */
     if (slice_eq_str(n, ":status")) {
         int code = 0;
-        for (size_t i = 0; i < valuelen; i++)
+        for (size_t i = 0; i < valuelen && i < 3; i++)
             code = code * 10 + (value[i] - '0');
         s->resp.status = code;
         return 0;
     }
     if (slice_eq_str(n, "content-length")) {
         int64_t cl = 0;
+        if (valuelen > 18)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
         for (size_t i = 0; i < valuelen; i++)
             cl = cl * 10 + (value[i] - '0');
         s->resp.content_length = cl;
@@ -329,8 +332,15 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code,
         stream_end(st, 1, 0);
     else
         stream_end(st, 0, HFLAG_UC);
-    if (c->nstreams == 0 && !c->closed)
-        arm_timer(c, c->conf->idle_timeout_ms);
+    if (c->nstreams == 0 && !c->closed) {
+        /* A connection that may carry no more requests goes at once. */
+        if (c->max_requests > 0 && c->requests >= c->max_requests) {
+            nghttp2_session_terminate_session(c->ng, NGHTTP2_NO_ERROR);
+            schedule(c);
+        } else {
+            arm_timer(c, c->conf->idle_timeout_ms);
+        }
+    }
     return 0;
 }
 
@@ -545,6 +555,8 @@ int h2_client_has_room(const struct h2_client *c)
     uint32_t max = 100;
 
     if (c->closed || c->goaway)
+        return 0;
+    if (c->max_requests > 0 && c->requests >= c->max_requests)
         return 0;
     if (c->state == H2C_READY)
         max = nghttp2_session_get_remote_settings(

@@ -58,6 +58,7 @@ struct h2_client {
     unsigned goaway : 1;
     size_t endpoint;
     uint64_t requests;
+    uint64_t max_requests; /* 0: no limit; then no new streams (drain) */
     struct list link; /* the owner's list */
 };
 

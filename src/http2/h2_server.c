@@ -172,12 +172,22 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f,
     return 0;
 }
 
-static int has_upper_or_underscore(const uint8_t *p, size_t n, int *underscore)
+static int has_underscore(const uint8_t *p, size_t n)
 {
+    return memchr(p, '_', n) != NULL;
+}
+
+/* Content-Length as nghttp2 validated it (digits only); values past 18
+ * digits are refused rather than overflowed. */
+static int64_t parse_length(const uint8_t *v, size_t n)
+{
+    int64_t cl = 0;
+
+    if (n == 0 || n > 18)
+        return -1;
     for (size_t i = 0; i < n; i++)
-        if (p[i] == '_')
-            *underscore = 1;
-    return 0;
+        cl = cl * 10 + (v[i] - '0');
+    return cl;
 }
 
 static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
@@ -190,7 +200,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
     struct hstream *s;
     struct slice n = {(const char *)name, namelen};
     struct slice v = {(const char *)value, valuelen};
-    int underscore = 0;
+    int underscore;
 
     (void)flags;
     if (st == NULL)
@@ -222,7 +232,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
             s->req.path = copy;
         return 0;
     }
-    has_upper_or_underscore(name, namelen, &underscore);
+    underscore = has_underscore(name, namelen);
     if (underscore && hs->conf->lim.underscores == H1_US_REJECT) {
         st->bad_status = 400;
         return 0;
@@ -235,10 +245,9 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
         return 0;
     }
     if (slice_eq_str(n, "content-length")) {
-        int64_t cl = 0;
-        for (size_t i = 0; i < valuelen; i++)
-            cl = cl * 10 + (value[i] - '0'); /* nghttp2 checked digits */
-        s->req.content_length = cl;
+        s->req.content_length = parse_length(value, valuelen);
+        if (s->req.content_length < 0)
+            st->bad_status = 400;
         return 0;
     }
     if (slice_eq_str(n, "te")) {

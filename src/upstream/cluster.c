@@ -108,6 +108,7 @@ struct h2_client *upool_h2_get(struct upool *p, size_t ep)
     if (c == NULL)
         return NULL;
     c->endpoint = ep;
+    c->max_requests = p->cl->max_requests_per_conn;
     STAT_ADD(upool_stats(p), cx_total, 1);
     list_append(&p->h2conns, &c->link);
     return c;
