@@ -34,6 +34,7 @@ struct pstream {
     unsigned down_done : 1;
     unsigned counted : 1;
     const char *upstream; /* endpoint address, for the log */
+    const char *client;   /* originating client, after trusted hops */
 };
 
 static const struct h1_client_hooks up_hooks;
@@ -78,6 +79,7 @@ static void access_log(struct pstream *ps)
     struct log_field f[] = {
         {"listener", ps->l->conf->name, 0},
         {"downstream", ps->hc->peer_ip, 0},
+        {"client", ps->client ? ps->client : ps->hc->peer_ip, 0},
         {"method", method, 0},
         {"authority", authority, 0},
         {"path", path, 0},
@@ -345,6 +347,37 @@ static void connect_next(struct pstream *ps)
     up_finished(ps);
 }
 
+/*
+ * The originating client behind xffNumTrustedHops proxies we trust: the
+ * Nth address from the right of the X-Forwarded-For they built (Envoy's
+ * rule). Without enough entries, the peer itself.
+ */
+static const char *trusted_client(struct pstream *ps, struct slice xff)
+{
+    uint32_t hops = ps->l->conf->xff_trusted_hops;
+    size_t end = xff.n;
+
+    if (hops == 0)
+        return NULL;
+    for (uint32_t k = 1; k <= hops; k++) {
+        size_t start = end;
+        while (start > 0 && xff.p[start - 1] != ',')
+            start--;
+        if (k == hops) {
+            size_t a = start, b = end;
+            while (a < b && (xff.p[a] == ' ' || xff.p[a] == '\t'))
+                a++;
+            while (b > a && (xff.p[b - 1] == ' ' || xff.p[b - 1] == '\t'))
+                b--;
+            return b > a ? arena_dup(&ps->s->arena, xff.p + a, b - a) : NULL;
+        }
+        if (start == 0)
+            return NULL;
+        end = start - 1;
+    }
+    return NULL;
+}
+
 /* Request headers a proxy adds (RFC 7239's de facto ancestors). */
 static int add_forwarding(struct pstream *ps)
 {
@@ -356,6 +389,7 @@ static int add_forwarding(struct pstream *ps)
     uint64_t a, b;
 
     if (xff != NULL) {
+        ps->client = trusted_client(ps, xff->value);
         /* Append the peer to the chain the client's proxies built. */
         size_t n = xff->value.n + 2 + strlen(ps->hc->peer_ip);
         char *v = arena_alloc(&s->arena, n + 1);
