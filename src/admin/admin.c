@@ -226,7 +226,7 @@ static void render_clusters(const struct admin_ops *ops, struct buf *b)
 
     if (nc == 0)
         return;
-    sums = calloc(nc, sizeof(*sums));
+    sums = aligned_alloc(64, nc * sizeof(*sums));
     if (sums == NULL)
         return;
     for (size_t i = 0; i < nc; i++)
@@ -277,7 +277,9 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
 {
     struct listener_stats *const *ls;
     size_t n = ops->listeners(ops->arg, &ls);
-    struct listener_counters *sums = calloc(n ? n : 1, sizeof(*sums));
+    /* The counters are cache-line aligned types: calloc's alignment is
+     * not enough for them. */
+    struct listener_counters *sums = aligned_alloc(64, (n ? n : 1) * sizeof(*sums));
     struct admin_status st;
 
     ops->status(ops->arg, &st);
