@@ -33,6 +33,8 @@ struct pstream {
     unsigned up_done : 1;
     unsigned down_done : 1;
     unsigned counted : 1;
+    unsigned replayed : 1;      /* sent again after a keep-alive race */
+    unsigned reuse_blocked : 1; /* take no pooled connection any more */
     const char *upstream; /* endpoint address, for the log */
     const char *client;   /* originating client, after trusted hops */
 };
@@ -248,7 +250,17 @@ static void up_done(void *ctx, struct h1_client *c, int ok, int reusable,
     struct pstream *ps = ctx;
     struct hstream *s = ps->s;
 
-    (void)c;
+    /* A pooled connection the upstream closed just as we reused it (the
+     * keep-alive race) fails before any response byte: a request without
+     * a body is sent again on a new connection, once. */
+    if (!ok && c != NULL && c->requests > 1 && !s->resp_started &&
+        !s->req.has_body && !ps->replayed && (flags & HFLAG_UC)) {
+        ps->replayed = 1;
+        release_upstream(ps, 0);
+        ps->reuse_blocked = 1;
+        connect_next(ps);
+        return;
+    }
     if (!ok) {
         STAT_ADD(upool_stats(ps->pool), rq_error, 1);
         STAT_ADD(http_shard(ps->l), rq_upstream_errors, 1);
@@ -319,7 +331,7 @@ static void connect_next(struct pstream *ps)
                 break;
             return;
         }
-        c = upool_take(p, ps->ep);
+        c = ps->reuse_blocked ? NULL : upool_take(p, ps->ep);
 
         ps->attempts += c == NULL;
         if (c == NULL) {

@@ -188,6 +188,7 @@ class Upstream:
         self.stopped = threading.Event()
         self.conns = 0
         self.threads = []
+        self.socks = []
         self.errors = []
         self.t = threading.Thread(target=self.loop, daemon=True)
         self.t.start()
@@ -201,6 +202,7 @@ class Upstream:
             except OSError:
                 return
             self.conns += 1
+            self.socks.append(c)
             c.settimeout(30)
             t = threading.Thread(target=self.run_handler, args=(c,), daemon=True)
             self.threads.append(t)
@@ -218,6 +220,12 @@ class Upstream:
         self.stopped.set()
         self.t.join(5)
         self.sock.close()
+        # Wake handlers blocked on connections a proxy still keeps open.
+        for c in self.socks:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         for t in self.threads:
             t.join(5)
 
@@ -266,3 +274,36 @@ def recv_all(s):
         if not d:
             return bytes(out)
         out += d
+
+
+@pytest.fixture
+def httpd_factory():
+    """Test HTTP/1.1 upstreams (httpd.HttpUpstream), stopped at teardown."""
+    from httpd import HttpUpstream
+    made = []
+
+    def make():
+        u = HttpUpstream()
+        made.append(u)
+        return u
+
+    yield make
+    for u in made:
+        u.stop()
+
+
+@pytest.fixture
+def certs(tmp_path):
+    """Test certificates made with openssl into tmp_path: "ec" (P-256,
+    example.com and *.example.com), "rsa" (2048, the same names), "other"
+    (P-256, other.test only). Each a (cert_path, key_path); the subject's
+    O is strait-test-<name>."""
+    from httpd import make_cert
+    d = tmp_path / "certs"
+    d.mkdir()
+    names = ["example.com", "*.example.com"]
+    return {
+        "ec": make_cert(str(d), "ec", "example.com", names, "ec"),
+        "rsa": make_cert(str(d), "rsa", "example.com", names, "rsa"),
+        "other": make_cert(str(d), "other", "other.test", ["other.test"], "ec"),
+    }
