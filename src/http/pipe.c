@@ -48,7 +48,9 @@ size_t hpipe_write(struct hpipe *p, const void *data, size_t n)
         return 0;
     if (buf_append(&p->buf, data, take) < 0)
         return 0;
-    if (take < n)
+    /* Full now (even if everything fit): the producer will stop reading,
+     * so the consumer must wake it once room returns. */
+    if (take < n || buf_room(&p->buf) == 0)
         p->was_full = 1;
     wake(p->wake_reader, p->reader);
     return take;

@@ -45,7 +45,6 @@ int hstream_respond(struct hstream *s, int status, const char *body,
                     const char *extra_name, const char *extra_value)
 {
     size_t blen = body ? strlen(body) : 0;
-    char len[24];
 
     if (s->resp_started)
         return -1;
@@ -53,14 +52,11 @@ int hstream_respond(struct hstream *s, int status, const char *body,
     s->resp.status = status;
     s->resp.content_length = (int64_t)blen;
     s->resp.has_body = blen > 0;
-    snprintf(len, sizeof(len), "%zu", blen);
+    /* content-length is the codecs' to write, from content_length. */
     if (blen > 0 &&
         http_fields_add_ref(&s->resp.fields, &s->arena,
                             SLICE_LIT("content-type"),
                             SLICE_LIT("text/plain")) < 0)
-        return -1;
-    if (http_fields_add(&s->resp.fields, &s->arena, SLICE_LIT("content-length"),
-                        slice_of(len), 256) < 0)
         return -1;
     if (extra_name != NULL &&
         http_fields_add(&s->resp.fields, &s->arena, slice_of(extra_name),

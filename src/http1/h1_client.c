@@ -277,6 +277,9 @@ static int parse_head(struct h1_client *c)
         c->rp = RP_DONE;
     }
     c->rb = (int)r.body;
+    /* A declined upgrade: the request is complete, nothing is tunnelled. */
+    if (s->req.upgrade && r.status != 101 && c->wq == WQ_TUNNEL)
+        c->wq = WQ_DONE;
     if (r.status == 101 && s->req.upgrade) {
         c->rp = RP_TUNNEL;
         c->keep_alive = 0;
@@ -329,7 +332,7 @@ static int pump_response(struct h1_client *c)
             buf_consume(&c->in, (size_t)used);
             if (h1_chunked_done(&c->chunked)) {
                 struct h1_slice tr;
-                if (h1_chunked_trailers(&c->chunked, &tr) && tr.n > 0) {
+                if (h1_chunked_trailers(&c->chunked, &tr) == 0 && tr.n > 0) {
                     size_t nf = 0;
                     int st = 502;
                     if (h1_parse_fields(tr.p, tr.n, &c->conf->lim,
@@ -412,6 +415,7 @@ static void process(struct h1_client *c)
         if (sock_error(c->conn.fd) != 0) {
             c->closed = 1;
             conn_want(&c->conn, 0, 0);
+            detach_stream(c); /* the next attempt takes the stream */
             c->hooks->connect_failed(c->ctx, c, 0);
             return;
         }
@@ -428,6 +432,7 @@ static void process(struct h1_client *c)
              * the next endpoint may be fine. */
             c->closed = 1;
             conn_want(&c->conn, 0, 0);
+            detach_stream(c);
             c->hooks->connect_failed(c->ctx, c, 0);
             return;
         }
@@ -521,6 +526,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     if (c->state == UC_CONNECTING || c->state == UC_HANDSHAKE) {
         c->closed = 1;
         conn_want(&c->conn, 0, 0);
+        detach_stream(c);
         c->hooks->connect_failed(c->ctx, c, 1);
     } else if (c->state == UC_IDLE) {
         c->closed = 1;
@@ -608,6 +614,19 @@ void h1_client_idle(struct h1_client *c)
     c->state = UC_IDLE;
     arm_timer(c, c->conf->idle_timeout_ms);
     conn_want(&c->conn, 1, 0);
+}
+
+void h1_client_abandon(struct h1_client *c)
+{
+    if (c->closed)
+        return;
+    /* The proxy answers the client itself (timeout, client gone): the
+     * response pipe is left alone for it. */
+    c->closed = 1;
+    detach_stream(c);
+    event_del(&c->defer);
+    event_del(&c->timer);
+    conn_want(&c->conn, 0, 0);
 }
 
 void h1_client_free(struct h1_client *c)

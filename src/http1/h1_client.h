@@ -89,6 +89,10 @@ void h1_client_set_owner(struct h1_client *c,
  * closing and for the idle timeout. */
 void h1_client_idle(struct h1_client *c);
 
+/* h1_client_abandon() stops c at once: no hook runs any more, the stream
+ * is let go; the memory is freed later with h1_client_free(). */
+void h1_client_abandon(struct h1_client *c);
+
 /* h1_client_free() closes the connection and drops the stream, if any. */
 void h1_client_free(struct h1_client *c);
 

@@ -276,7 +276,9 @@ static void dispatch(struct h1_server *hs)
     s->req_body.writer = hs;
     s->resp_body.wake_reader = schedule;
     s->resp_body.reader = hs;
-    if (hs->rq == RQ_DONE)
+    /* An Upgrade request's body is the tunnel that may follow the 101:
+     * it ends only when the client stops sending. */
+    if (hs->rq == RQ_DONE && !s->req.upgrade)
         hpipe_finish(&s->req_body);
     hs->hooks.handler->on_request(hs->hooks.ctx, s);
 }
@@ -324,9 +326,11 @@ static void pump_request_body(struct h1_server *hs)
                 hs->hooks.protocol_error(hs->hooks.ctx, 400,
                                          why ? why : "bad chunked body");
                 s->flags |= HFLAG_DPE;
+                /* Set before the answer's head is written, so it says
+                 * connection: close. */
+                hs->keep_alive = 0;
                 if (!s->resp_started)
                     hstream_respond(s, 400, "bad chunked body\n", NULL, NULL);
-                hs->keep_alive = 0;
                 hs->rq = RQ_DONE;
                 return;
             }
@@ -337,7 +341,7 @@ static void pump_request_body(struct h1_server *hs)
             buf_consume(&hs->in, (size_t)used);
             if (h1_chunked_done(&hs->chunked)) {
                 struct h1_slice tr;
-                if (h1_chunked_trailers(&hs->chunked, &tr) && tr.n > 0) {
+                if (h1_chunked_trailers(&hs->chunked, &tr) == 0 && tr.n > 0) {
                     size_t nf = 0;
                     const char *why2 = NULL;
                     int st = 400;
@@ -635,6 +639,9 @@ static void response_head(struct hstream *s)
     if (hs->rb == RB_TUNNEL) {
         hs->rq = RQ_TUNNEL;
         hs->keep_alive = 0;
+    } else if (s->req.upgrade && hs->rq == RQ_DONE) {
+        /* The upgrade was declined: the request had no body after all. */
+        hpipe_finish(&s->req_body);
     }
     schedule(hs);
     return;

@@ -282,7 +282,9 @@ static int scan_head(const char *buf, size_t len, const struct h1_limits *lim,
         if (n > lim->max_request_line)
             return fail(why, status, too_long, 414);
     }
-    if (len > max_head)
+    /* The caller's buffer holds at most max_head bytes: reaching it
+     * without the end of the head is already too much. */
+    if (len >= max_head)
         return fail(why, status, "head too large", 431);
     return 0;
 }
@@ -433,7 +435,7 @@ struct h1_meta {
     uint64_t cl;
     unsigned cl_seen : 1;
     unsigned te_seen : 1;
-    unsigned te_unknown : 1;      /* a coding we cannot decode */
+    unsigned te_unknown : 1;      /* a coding other than chunked */
     unsigned te_last_chunked : 1; /* chunked is the final coding */
     unsigned conn_close : 1;
     unsigned conn_keep_alive : 1;
@@ -487,18 +489,6 @@ static int meta_content_length(struct h1_meta *m, struct h1_slice v,
 }
 
 /* Transfer codings we know and could pass on (RFC 9112 section 7). */
-static int known_coding(struct h1_slice name)
-{
-    static const char *const codings[] = {"gzip", "x-gzip", "deflate",
-                                          "compress", "x-compress"};
-    size_t i;
-
-    for (i = 0; i < sizeof(codings) / sizeof(codings[0]); i++)
-        if (h1_slice_eq_ci(name, codings[i]))
-            return 1;
-    return 0;
-}
-
 /* Transfer-Encoding: the codings of all such headers form one list, in
  * order; only the position and count of "chunked" decide framing. */
 static int meta_transfer_encoding(struct h1_meta *m, struct h1_slice v,
@@ -522,9 +512,11 @@ static int meta_transfer_encoding(struct h1_meta *m, struct h1_slice v,
             m->te_chunked++;
             m->te_last_chunked = 1;
         } else {
+            /* A gateway that re-frames bodies can only forward what it
+             * decodes: any coding but chunked is refused (501 for a
+             * request, 502 for a response) rather than silently lost. */
             m->te_last_chunked = 0;
-            if (!known_coding(name))
-                m->te_unknown = 1;
+            m->te_unknown = 1;
         }
     }
     if (!any) {
@@ -720,7 +712,7 @@ static int request_framing(const struct h1_meta *m, struct h1_request *req,
             return fail(why, status,
                         "both Content-Length and Transfer-Encoding", 400);
         if (m->te_unknown)
-            return fail(why, status, "unknown transfer coding", 501);
+            return fail(why, status, "transfer coding other than chunked", 501);
         if (m->te_chunked != 1 || !m->te_last_chunked)
             return fail(why, status, "chunked is not the final coding, once",
                         400);
@@ -797,6 +789,10 @@ static int response_framing(const struct h1_meta *m,
     }
     if (m->te_chunked > 1) {
         *why = "chunked applied more than once";
+        return -1;
+    }
+    if (m->te_unknown) {
+        *why = "transfer coding other than chunked";
         return -1;
     }
     r->keep_alive = keep_alive(m, r->minor) ? 1 : 0;

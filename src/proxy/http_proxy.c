@@ -13,6 +13,7 @@
 #include <netinet/tcp.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -161,13 +162,31 @@ static void codec_closed(void *owner)
     hc_close(owner);
 }
 
+/* A request the codec refused before it became a stream: counted and
+ * logged like any other answer, with Envoy's DPE flag and the reason. */
 static void protocol_error(void *ctx, int status, const char *why)
 {
     struct http_conn *hc = ctx;
+    struct listener_counters *sh = http_shard(hc->l);
+    char st[8];
+    struct log_field f[] = {
+        {"listener", hc->l->conf->name, 0},
+        {"downstream", hc->peer_ip, 0},
+        {"method", "-", 0},
+        {"protocol", "HTTP/1.1", 0},
+        {"status", st, 1},
+        {"flags", "DPE", 0},
+        {"reason", why, 0},
+    };
 
-    STAT_ADD(http_shard(hc->l), rq_protocol_errors, 1);
-    log_debug("listener %s: %s: %d %s", hc->l->conf->name, hc->peer_ip,
-              status, why);
+    STAT_ADD(sh, rq_protocol_errors, 1);
+    STAT_ADD(sh, rq_total, 1);
+    if (http_status_class(status) > 0)
+        STAT_ADD(sh, rq_class[http_status_class(status)], 1);
+    if (hc->l->conf->access_log) {
+        snprintf(st, sizeof(st), "%d", status);
+        log_event(LOG_INFO, "http_request", f, (int)(sizeof(f) / sizeof(f[0])));
+    }
 }
 
 static void start_h1(struct http_conn *hc)

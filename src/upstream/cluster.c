@@ -116,6 +116,9 @@ struct h2_client *upool_h2_get(struct upool *p, size_t ep)
 
 void upool_discard(struct upool *p, struct h1_client *c)
 {
+    /* Silence it now: a deferred event of its own must not call back
+     * into an exchange that has moved on. */
+    h1_client_abandon(c);
     list_del(&c->link);
     list_append(&p->dead, &c->link);
     event_active(p->reap_ev, EV_TIMEOUT, 0);

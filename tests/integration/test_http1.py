@@ -1,0 +1,497 @@
+"""The HTTP/1.1 reverse proxy, end to end: real clients (curl, raw
+sockets) through the real binary to a test upstream on loopback."""
+import hashlib
+import json
+import re
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import connect, free_port, recv_all, wait_for
+from httpd import (MIB, clusters, http_listener, pattern, read_response,
+                   sha256)
+
+
+def start(strait_factory, up_addrs, http=None, routes=None, workers=2,
+          cluster_spec=None):
+    """strait with one HTTP listener "web" routing everything to cluster
+    "backend". Returns (strait, port)."""
+    port = free_port()
+    spec = cluster_spec or {"endpoints": list(up_addrs)}
+    st = strait_factory(http_listener("web", port, routes=routes, http=http),
+                        workers=workers,
+                        extra=clusters(backend=spec)).start()
+    return st, port
+
+
+def curl(*args, timeout=60):
+    p = subprocess.run(["curl", "-sS", "--max-time", str(timeout - 5), *args],
+                       capture_output=True, timeout=timeout)
+    return p
+
+
+def request(port, data, method="GET"):
+    """One raw request on a new connection; returns the response."""
+    with connect(port) as c:
+        c.sendall(data)
+        return read_response(c.makefile("rb"), method)
+
+
+def names(record):
+    return [k.lower() for k, _ in record["headers"]]
+
+
+def hval(record, name):
+    vals = [v for k, v in record["headers"] if k.lower() == name.lower()]
+    return vals[0] if len(vals) == 1 else (vals or None)
+
+
+def assert_one_content_length(r):
+    cls = [v for k, v in r.headers if k == "content-length"]
+    assert len(cls) == 1 and int(cls[0]) == len(r.body), r.headers
+
+
+def log_line(st, marker, timeout=10):
+    """The http_request log line whose path contains marker."""
+    def find():
+        for line in st.log().splitlines():
+            if "http_request" in line and marker in line:
+                return line
+        return None
+    return wait_for(find, timeout, f"access log line for {marker}")
+
+
+def closed_after(c, f, timeout=5):
+    """True when the server closes c (EOF) within timeout."""
+    c.settimeout(timeout)
+    try:
+        return f.read() == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+# -- basic proxying ---------------------------------------------------------
+
+def test_get_and_post_with_curl(strait_factory, httpd_factory):
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr])
+    p = curl(f"http://127.0.0.1:{port}/hello?a=b")
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["method"] == "GET" and rec["path"] == "/hello?a=b"
+    assert hval(rec, "host") == f"127.0.0.1:{port}"
+
+    p = curl("-X", "POST", "--data-binary", "payload-123",
+             "-H", "Content-Type: text/plain", f"http://127.0.0.1:{port}/post")
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["method"] == "POST" and rec["body"] == "payload-123"
+    assert hval(rec, "content-type") == "text/plain"
+    line = log_line(st, "path=/post")
+    assert "method=POST" in line and "protocol=HTTP/1.1" in line
+    assert "status=200" in line and "cluster=backend" in line
+    assert f"upstream={up.addr}" in line and "flags=-" in line
+
+
+def test_get_and_post_with_raw_socket(strait_factory, httpd_factory):
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr])
+    r = request(port, b"GET /raw HTTP/1.1\r\nHost: a.test\r\n\r\n")
+    assert r.status == 200 and r.version == "HTTP/1.1"
+    rec = r.json()
+    assert rec["path"] == "/raw" and hval(rec, "host") == "a.test"
+    r = request(port, b"POST /raw HTTP/1.1\r\nHost: a.test\r\n"
+                      b"Content-Length: 5\r\n\r\nhello", "POST")
+    assert r.status == 200
+    assert r.json()["body"] == "hello"
+    r = request(port, b"HEAD /raw?size=1000 HTTP/1.1\r\nHost: a\r\n\r\n",
+                "HEAD")
+    assert r.status == 200 and r.header("content-length") == "1000"
+
+
+def test_keepalive_reuses_client_and_upstream_connections(
+        strait_factory, httpd_factory):
+    up = httpd_factory()
+    # One worker, so every request goes through the same upstream pool.
+    st, port = start(strait_factory, [up.addr], workers=1)
+    n = 6
+    with connect(port) as c:
+        f = c.makefile("rb")
+        for i in range(n):
+            c.sendall(b"GET /ka%d HTTP/1.1\r\nHost: a\r\n\r\n" % i)
+            r = read_response(f)
+            assert r.status == 200 and r.json()["path"] == f"/ka{i}"
+    assert len(up.requests) == n
+    assert up.conns < n, f"upstream saw {up.conns} connections for {n} requests"
+    # The client side was one connection too.
+    assert st.stats()["listener.web.downstream_cx_total"] == 1
+
+
+def test_pipelined_requests_answered_in_order(strait_factory, httpd_factory):
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr])
+    # The first is slow: the answers must still come in request order.
+    reqs = (b"GET /p0?delay=0.3 HTTP/1.1\r\nHost: a\r\n\r\n"
+            b"POST /p1 HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc"
+            b"GET /p2?size=10 HTTP/1.1\r\nHost: a\r\n\r\n"
+            b"GET /p3 HTTP/1.1\r\nHost: a\r\n\r\n")
+    with connect(port) as c:
+        c.sendall(reqs)
+        f = c.makefile("rb")
+        got = [read_response(f) for _ in range(4)]
+    assert [r.status for r in got] == [200] * 4
+    assert got[0].json()["path"] == "/p0?delay=0.3"
+    assert got[1].json()["body"] == "abc"
+    assert got[2].body == pattern(10)
+    assert got[3].json()["path"] == "/p3"
+
+
+def test_chunked_request_body_forwarded_whole(strait_factory, httpd_factory):
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr])
+    body = pattern(300000, seed=7)
+    wire = bytearray(b"POST /chunked HTTP/1.1\r\nHost: a\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+    for i in range(0, len(body), 70001):
+        part = body[i:i + 70001]
+        wire += b"%x;ext=1\r\n%s\r\n" % (len(part), part)
+    wire += b"0\r\n\r\n"
+    r = request(port, bytes(wire), "POST")
+    assert r.status == 200
+    rec = r.json()
+    assert rec["body_len"] == len(body)
+    assert rec["body_sha256"] == sha256(body)
+
+
+def test_chunked_response_trailers_relayed(strait_factory, httpd_factory):
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr])
+    r = request(port, b"GET /t?size=50000&chunked=1&trailers=1 HTTP/1.1\r\n"
+                      b"Host: a\r\nTE: trailers\r\n\r\n")
+    assert r.status == 200
+    assert "chunked" in (r.header("transfer-encoding") or "")
+    assert r.body == pattern(50000)
+    tr = dict(r.trailers)
+    assert tr.get("x-checksum") == sha256(pattern(50000)), r.trailers
+    assert tr.get("x-trailer-2") == "two"
+
+
+def test_20mib_bodies_up_and_down(strait_factory, httpd_factory, tmp_path):
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr])
+    size = 20 * MIB
+    src = tmp_path / "up.bin"
+    src.write_bytes(pattern(size, seed=3))
+    p = curl("--data-binary", f"@{src}", "-H", "Content-Type: application/x",
+             f"http://127.0.0.1:{port}/upload")
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["body_len"] == size
+    assert rec["body_sha256"] == hashlib.sha256(src.read_bytes()).hexdigest()
+
+    p = curl(f"http://127.0.0.1:{port}/download?size={size}")
+    assert p.returncode == 0, p.stderr
+    assert len(p.stdout) == size and p.stdout == pattern(size)
+
+    p = curl(f"http://127.0.0.1:{port}/download?size={size}&chunked=1")
+    assert p.returncode == 0, p.stderr
+    assert sha256(p.stdout) == sha256(pattern(size))
+
+
+def test_expect_100_continue(strait_factory, httpd_factory):
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr])
+    body = b"x" * 4000
+    p = curl("-v", "-H", "Expect: 100-continue", "--expect100-timeout", "30",
+             "--data-binary", body.decode(), f"http://127.0.0.1:{port}/expect")
+    assert p.returncode == 0, p.stderr
+    assert b"< HTTP/1.1 100" in p.stderr, p.stderr.decode()
+    assert json.loads(p.stdout)["body_len"] == 4000
+    # Raw: the 100 comes before the body is sent, then the final answer.
+    with connect(port) as c:
+        c.sendall(b"POST /expect2 HTTP/1.1\r\nHost: a\r\n"
+                  b"Expect: 100-continue\r\nContent-Length: 2000\r\n\r\n")
+        f = c.makefile("rb")
+        r = read_response(f)
+        assert r.status == 100
+        c.sendall(b"y" * 2000)
+        r = read_response(f)
+        assert r.status == 200 and r.json()["body_len"] == 2000
+
+
+def test_http10_request_answered_then_closed(strait_factory, httpd_factory):
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr])
+    with connect(port) as c:
+        c.sendall(b"GET /ten HTTP/1.0\r\nHost: a\r\n\r\n")
+        f = c.makefile("rb")
+        r = read_response(f)
+        assert r.status == 200
+        assert r.json()["path"] == "/ten"
+        assert closed_after(c, f)
+    # HTTP/1.0 without Host is fine too.
+    with connect(port) as c:
+        c.sendall(b"GET /ten2 HTTP/1.0\r\n\r\n")
+        f = c.makefile("rb")
+        assert read_response(f).status == 200
+        assert closed_after(c, f)
+
+
+# -- malformed requests -------------------------------------------------------
+
+MALFORMED = [
+    ("cl_and_te", b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+    ("two_content_lengths", b"POST / HTTP/1.1\r\nHost: a\r\n"
+                            b"Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", 400),
+    ("obs_fold", b"GET / HTTP/1.1\r\nHost: a\r\nX-A: b\r\n c\r\n\r\n", 400),
+    ("bare_lf", b"GET / HTTP/1.1\nHost: a\n\n", 400),
+    ("bare_cr", b"GET / HTTP/1.1\r\nHost: a\rX: y\r\n\r\n", 400),
+    ("bad_header_name", b"GET / HTTP/1.1\r\nHost: a\r\nX(a): b\r\n\r\n", 400),
+    ("space_before_colon", b"GET / HTTP/1.1\r\nHost: a\r\nX-A : b\r\n\r\n", 400),
+    ("missing_host", b"GET / HTTP/1.1\r\nUser-Agent: t\r\n\r\n", 400),
+    ("two_hosts", b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+    ("request_line_too_long",
+     b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\nHost: a\r\n\r\n", 414),
+    ("headers_too_large",
+     b"GET / HTTP/1.1\r\nHost: a\r\n" + b"X-Big: " + b"b" * 62000 + b"\r\n\r\n", 431),
+    ("too_many_headers", b"GET / HTTP/1.1\r\nHost: a\r\n"
+     + b"".join(b"X-H%d: v\r\n" % i for i in range(150)) + b"\r\n", 431),
+    ("unknown_transfer_encoding", b"POST / HTTP/1.1\r\nHost: a\r\n"
+                                  b"Transfer-Encoding: foo, chunked\r\n\r\n0\r\n\r\n", 501),
+    ("http2_in_request_line", b"GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505),
+    ("bad_chunk_size", b"POST / HTTP/1.1\r\nHost: a\r\n"
+                       b"Transfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n", 400),
+    ("negative_content_length", b"POST / HTTP/1.1\r\nHost: a\r\n"
+                                b"Content-Length: -1\r\n\r\n", 400),
+]
+
+
+@pytest.mark.parametrize("name,wire,status", MALFORMED,
+                         ids=[m[0] for m in MALFORMED])
+def test_malformed_request_rejected_and_closed(strait_factory, httpd_factory,
+                                               name, wire, status):
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr])
+    with connect(port) as c:
+        try:
+            c.sendall(wire)
+        except (ConnectionResetError, BrokenPipeError):
+            pass  # strait may answer and close before reading it all
+        f = c.makefile("rb")
+        try:
+            r = read_response(f)
+        except ConnectionResetError:
+            r = None
+        assert r is not None, f"no response to {name}"
+        assert r.status == status, (r.status, r.body)
+        assert_one_content_length(r)
+        assert (r.header("connection") or "").lower() == "close"
+        assert closed_after(c, f), "connection left open"
+    assert st.proc.poll() is None
+    # Nothing reached the upstream, and strait keeps serving.
+    if name != "bad_chunk_size":
+        assert up.requests == []
+    r = request(port, b"GET /after HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert r.status == 200
+    stats = st.stats()
+    assert stats.get("listener.web.http.protocol_errors", 0) >= 1 or \
+        status not in (400,), stats
+
+
+def test_transfer_coding_not_silently_dropped(strait_factory, httpd_factory):
+    """A gzip transfer-coded body must not reach the upstream as if it were
+    plain: strait either refuses the coding (501) or passes it on."""
+    import gzip
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr])
+    coded = gzip.compress(b"plain text body")
+    wire = (b"POST /gz HTTP/1.1\r\nHost: a\r\n"
+            b"Transfer-Encoding: gzip, chunked\r\n\r\n"
+            + b"%x\r\n%s\r\n0\r\n\r\n" % (len(coded), coded))
+    r = request(port, wire, "POST")
+    if r.status == 501:
+        assert up.requests == []
+        return
+    assert r.status == 200
+    rec = r.json()
+    te = (hval(rec, "transfer-encoding") or "").lower()
+    assert "gzip" in te, f"gzip coding dropped: upstream saw TE {te!r}"
+
+
+@pytest.mark.parametrize("action", ["ALLOW", "DROP_HEADER", "REJECT_REQUEST"])
+def test_headers_with_underscores(strait_factory, httpd_factory, action):
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr],
+                     http={"headersWithUnderscoresAction": action})
+    r = request(port, b"GET /u HTTP/1.1\r\nHost: a\r\nX_Under: 1\r\n"
+                      b"X-Dash: 2\r\n\r\n")
+    if action == "REJECT_REQUEST":
+        assert r.status == 400
+        assert up.requests == []
+        return
+    assert r.status == 200
+    rec = r.json()
+    assert hval(rec, "x-dash") == "2"
+    if action == "ALLOW":
+        assert hval(rec, "x_under") == "1"
+    else:
+        assert "x_under" not in names(rec)
+
+
+# -- headers added and removed ------------------------------------------------
+
+def test_hop_by_hop_headers_not_forwarded(strait_factory, httpd_factory):
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr])
+    r = request(port, b"GET /hop HTTP/1.1\r\nHost: a\r\n"
+                      b"Connection: keep-alive, foo\r\nFoo: bar\r\n"
+                      b"Keep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\n"
+                      b"Upgrade-Insecure-Requests: 1\r\nTE: trailers\r\n"
+                      b"X-End-To-End: yes\r\n\r\n")
+    assert r.status == 200
+    got = names(r.json())
+    for h in ("foo", "keep-alive", "proxy-connection"):
+        assert h not in got, got
+    assert "connection" not in got or \
+        "foo" not in (hval(r.json(), "connection") or "").lower()
+    assert "x-end-to-end" in got and "upgrade-insecure-requests" in got
+
+
+def test_forwarded_headers_and_request_id(strait_factory, httpd_factory):
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr])
+    rec = request(port, b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n").json()
+    assert hval(rec, "x-forwarded-for") == "127.0.0.1"
+    assert hval(rec, "x-forwarded-proto") == "http"
+    rid = hval(rec, "x-request-id")
+    assert rid and re.fullmatch(r"[0-9a-f-]{16,64}", rid), rid
+    rid2 = request(port, b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n").json()
+    assert hval(rid2, "x-request-id") != rid
+    assert f"request_id={rid}" in log_line(st, f"request_id={rid}")
+
+    tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    rec = request(port, b"GET /y HTTP/1.1\r\nHost: a\r\n"
+                        b"X-Forwarded-For: 203.0.113.9\r\n"
+                        b"X-Request-Id: my-id-42\r\n"
+                        b"traceparent: " + tp.encode() + b"\r\n\r\n").json()
+    assert hval(rec, "x-forwarded-for") == "203.0.113.9, 127.0.0.1"
+    assert hval(rec, "x-request-id") == "my-id-42"
+    assert hval(rec, "traceparent") == tp
+    assert "request_id=my-id-42" in log_line(st, "path=/y")
+
+
+# -- errors strait answers itself -------------------------------------------
+
+def test_no_route_is_404_nr(strait_factory, httpd_factory):
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr], routes=[
+        {"host": "app.test", "pathPrefix": "/api", "cluster": "backend"}])
+    r = request(port, b"GET /api/ok HTTP/1.1\r\nHost: app.test\r\n\r\n")
+    assert r.status == 200
+    r = request(port, b"GET /nowhere HTTP/1.1\r\nHost: app.test\r\n\r\n")
+    assert r.status == 404
+    assert_one_content_length(r)
+    assert "flags=NR" in log_line(st, "path=/nowhere")
+    r = request(port, b"GET /api/x HTTP/1.1\r\nHost: other.test\r\n\r\n")
+    assert r.status == 404
+    assert len(up.requests) == 1
+
+
+def test_upstream_down_is_503_uf(strait_factory):
+    dead = f"127.0.0.1:{free_port()}"
+    st, port = start(strait_factory, [dead])
+    r = request(port, b"GET /down HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert r.status == 503
+    assert_one_content_length(r)
+    line = log_line(st, "path=/down")
+    assert "flags=UF" in line and "status=503" in line
+
+
+def test_route_timeout_is_504_ut(strait_factory, httpd_factory):
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr], routes=[
+        {"host": "*", "pathPrefix": "/", "cluster": "backend",
+         "timeout": "200ms"}])
+    t0 = time.monotonic()
+    r = request(port, b"GET /slow?delay=2 HTTP/1.1\r\nHost: a\r\n\r\n")
+    took = time.monotonic() - t0
+    assert r.status == 504
+    assert_one_content_length(r)
+    assert took < 1.5, took
+    line = log_line(st, "path=\"/slow?delay=2\"")
+    assert "flags=UT" in line and "status=504" in line
+    # A fast request on the same route is fine.
+    assert request(port, b"GET /fast HTTP/1.1\r\nHost: a\r\n\r\n").status == 200
+
+
+def test_upgrade_relayed_as_tunnel(strait_factory, httpd_factory):
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr])
+    with connect(port) as c:
+        c.sendall(b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\n"
+                  b"Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                  b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+        f = c.makefile("rb", buffering=0)
+        r = read_response(f)
+        assert r.status == 101
+        assert (r.header("upgrade") or "").lower() == "websocket"
+        rec = up.requests[-1]
+        assert (hval(rec, "upgrade") or "").lower() == "websocket"
+        assert "upgrade" in (hval(rec, "connection") or "").lower()
+        for msg in (b"\x81\x05hello", bytes(range(256)) * 100, b"\x00end"):
+            c.sendall(msg)
+            got = bytearray()
+            c.settimeout(10)
+            while len(got) < len(msg):
+                d = c.recv(65536)
+                assert d, "tunnel closed"
+                got += d
+            assert bytes(got) == msg
+        c.shutdown(socket.SHUT_WR)
+        c.settimeout(10)
+        assert recv_all(c) == b""
+
+
+def test_request_head_timeout_is_408(strait_factory, httpd_factory):
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr],
+                     http={"requestHeadersTimeout": "300ms"})
+    t0 = time.monotonic()
+    with connect(port) as c:
+        c.sendall(b"GET /half HTTP/1.1\r\nHost: a\r\nX-A: ")
+        f = c.makefile("rb")
+        r = read_response(f)
+        assert r is not None and r.status == 408
+        assert closed_after(c, f)
+    assert time.monotonic() - t0 < 3
+    assert up.requests == []
+
+
+def test_stats_count_responses_by_class(strait_factory, httpd_factory):
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr])
+    for q in ("", "?status=201", "?status=404", "?status=404", "?status=503"):
+        assert request(port, b"GET /s%s HTTP/1.1\r\nHost: a\r\n\r\n"
+                       % q.encode()).status == int(q[8:] or 200)
+    request(port, b"GET / HTTP/1.1\r\n\r\n")  # 400 from strait itself
+
+    def counts():
+        s = st.stats()
+        return {c: s.get(f"listener.web.http.rq_{c}", 0)
+                for c in ("2xx", "4xx", "5xx")}
+    # Two 2xx and two 404s and a 503 from the upstream; the 400 strait
+    # answered itself is a 4xx response too.
+    want = {"2xx": 2, "4xx": 3, "5xx": 1}
+    try:
+        wait_for(lambda: counts() == want, 5, "rq_ counters")
+    except AssertionError:
+        raise AssertionError(f"counters {counts()}, want {want}")
+    assert st.stats()["listener.web.http.protocol_errors"] == 1
+    code, body, _ = st.get("/stats/prometheus")
+    assert re.search(r'strait_http_responses_total\{[^}]*listener="web"[^}]*'
+                     r'class="2xx"[^}]*\} 2\b', body), body
