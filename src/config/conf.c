@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +83,14 @@ static const char *type_name(enum conf_type t)
         return "a list";
     case CONF_CUSTOM:
         return "a value";
+    case CONF_DOUBLE:
+        return "a number";
+    case CONF_MAP:
+    case CONF_INT_MAP:
+        return "a mapping";
+    case CONF_ONEOF:
+    case CONF_IGNORE:
+        return "a value";
     }
     return "a value";
 }
@@ -136,7 +145,13 @@ static int decode_scalar(struct conf_ctx *ctx, const struct conf_key *k,
     switch (k->type) {
     case CONF_STR: {
         char **sp = (char **)(void *)dst;
-        char *copy = strdup(node->str);
+        char *copy;
+        if (k->custom != NULL &&
+            k->custom(node->str, node->len, NULL, &why) < 0) {
+            CTX_ERR(ctx, node, path, "bad value '%s': %s", node->str, why);
+            return -1;
+        }
+        copy = strdup(node->str);
         if (copy == NULL) {
             CTX_ERR(ctx, node, path, "out of memory");
             return -1;
@@ -207,6 +222,30 @@ static int decode_scalar(struct conf_ctx *ctx, const struct conf_key *k,
         memcpy(dst, &a, sizeof(a));
         return 0;
     }
+    case CONF_DOUBLE: {
+        double d;
+        char *end = NULL;
+        /* Digits, sign, point and exponent only: strtod() alone would also
+         * take "nan", "inf" and hexadecimal floats. */
+        if (node->len == 0 ||
+            strspn(node->str, "0123456789+-.eE") != node->len) {
+            CTX_ERR(ctx, node, path, "bad number '%s'", node->str);
+            return -1;
+        }
+        d = strtod(node->str, &end);
+        if (end != node->str + node->len || !isfinite(d)) {
+            CTX_ERR(ctx, node, path, "bad number '%s'", node->str);
+            return -1;
+        }
+        if (d < (double)k->min || d > (double)k->max) {
+            CTX_ERR(ctx, node, path,
+                    "value '%s' out of range %" PRId64 "-%" PRId64, node->str,
+                    k->min, k->max);
+            return -1;
+        }
+        memcpy(dst, &d, sizeof(d));
+        return 0;
+    }
     case CONF_CUSTOM:
         if (k->custom(node->str, node->len, dst, &why) < 0) {
             CTX_ERR(ctx, node, path, "bad value '%s': %s", node->str, why);
@@ -225,6 +264,120 @@ static int decode_section(struct conf_ctx *ctx, const struct conf_section *sec,
 
 static void free_value(const struct conf_key *k, char *p);
 
+/* check_oneof() enforces one CONF_ONEOF rule against the keys of map. */
+static int check_oneof(struct conf_ctx *ctx, const struct conf_key *k,
+                       const struct ynode *map, const char *prefix)
+{
+    const char *set[2] = {NULL, NULL};
+    char names[256] = "";
+    size_t used = 0;
+    int seen = 0;
+
+    for (int i = 0; k->enums[i] != NULL; i++) {
+        const struct ynode *v = ymap_get(map, k->enums[i]);
+        if (used < sizeof(names))
+            used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s",
+                                     i ? ", " : "", k->enums[i]);
+        if (v == NULL || yscalar_is_null(v))
+            continue;
+        if (seen < 2)
+            set[seen] = k->enums[i];
+        seen++;
+    }
+    if (seen > 1) {
+        CTX_ERR(ctx, map, prefix[0] ? prefix : "(top level)",
+                "%s takes only one of %s; both '%s' and '%s' are set", k->name,
+                names, set[0], set[1]);
+        return -1;
+    }
+    if (seen == 0 && k->min > 0) {
+        CTX_ERR(ctx, map, prefix[0] ? prefix : "(top level)",
+                "%s needs one of: %s", k->name, names);
+        return -1;
+    }
+    return 0;
+}
+
+/* decode_map() reads CONF_MAP (values are sections) and CONF_INT_MAP. */
+static int decode_map(struct conf_ctx *ctx, const struct conf_key *k,
+                      const struct ynode *node, char *dst, const char *path)
+{
+    char sub[CONF_PATH_MAX];
+    size_t n;
+    int bad = 0;
+
+    free_value(k, dst);
+    if (node->type == YNODE_SCALAR && yscalar_is_null(node))
+        return 0;
+    if (node->type != YNODE_MAP) {
+        CTX_ERR(ctx, node, path, "expected a mapping, got %s",
+                ynode_type_name(node));
+        return -1;
+    }
+    n = node->n;
+    if (n == 0)
+        return 0;
+    if (k->type == CONF_INT_MAP) {
+        struct conf_intmap *m = (struct conf_intmap *)(void *)dst;
+        static const struct conf_key int_key = {
+            .type = CONF_INT, .min = INT64_MIN, .max = INT64_MAX};
+        struct conf_key ik = int_key;
+
+        ik.min = k->min;
+        ik.max = k->max;
+        m->v = calloc(n, sizeof(*m->v));
+        if (m->v == NULL)
+            return -1;
+        for (size_t i = 0; i < n; i++) {
+            path_fmt(sub, "%s.%s", path, node->pairs[i].key->str);
+            m->v[m->n].key = strdup(node->pairs[i].key->str);
+            if (m->v[m->n].key == NULL)
+                return -1;
+            m->n++;
+            if (decode_scalar(ctx, &ik, node->pairs[i].val,
+                              (char *)&m->v[m->n - 1].val, sub) < 0)
+                bad = -1;
+        }
+        return bad;
+    }
+    {
+        struct conf_map *m = (struct conf_map *)(void *)dst;
+        size_t esz = k->sub->elem_size;
+
+        m->keys = calloc(n, sizeof(*m->keys));
+        m->v = calloc(n, esz);
+        if (m->keys == NULL || m->v == NULL)
+            return -1;
+        for (size_t i = 0; i < n; i++) {
+            const struct ynode *val = node->pairs[i].val;
+            char *elem = (char *)m->v + i * esz;
+
+            m->keys[i] = strdup(node->pairs[i].key->str);
+            if (m->keys[i] == NULL)
+                return -1;
+            conf_defaults(k->sub, elem);
+            m->n++;
+            if (k->sub->mark_off != SIZE_MAX) {
+                struct conf_mark mk = {val->line, val->col};
+                memcpy(elem + k->sub->mark_off, &mk, sizeof(mk));
+            }
+            path_fmt(sub, "%s.%s", path, node->pairs[i].key->str);
+            if (val->type == YNODE_SCALAR && yscalar_is_null(val)) {
+                /* "name: {}" and "name:" both mean all defaults, but the
+                 * section's own rules (oneof) still apply. */
+                struct ynode empty = {
+                    .type = YNODE_MAP, .line = val->line, .col = val->col};
+                if (decode_section(ctx, k->sub, &empty, elem, sub) < 0)
+                    bad = -1;
+                continue;
+            }
+            if (decode_section(ctx, k->sub, val, elem, sub) < 0)
+                bad = -1;
+        }
+        return bad;
+    }
+}
+
 static int decode_key(struct conf_ctx *ctx, const struct conf_key *k,
                       const struct ynode *node, char *dst, const char *path)
 {
@@ -234,7 +387,19 @@ static int decode_key(struct conf_ctx *ctx, const struct conf_key *k,
     case CONF_SECTION:
         if (node->type == YNODE_SCALAR && yscalar_is_null(node))
             return 0;
+        if (k->sub->mark_off != SIZE_MAX) {
+            struct conf_mark m = {node->line, node->col};
+            memcpy(dst + k->sub->mark_off, &m, sizeof(m));
+        }
         return decode_section(ctx, k->sub, node, dst, path);
+    case CONF_IGNORE: {
+        struct conf_mark m = {node->line, node->col};
+        memcpy(dst, &m, sizeof(m));
+        return 0;
+    }
+    case CONF_MAP:
+    case CONF_INT_MAP:
+        return decode_map(ctx, k, node, dst, path);
     case CONF_ADDR_LIST:
     case CONF_STR_LIST:
     case CONF_LIST:
@@ -366,7 +531,7 @@ static int decode_section(struct conf_ctx *ctx, const struct conf_section *sec,
         path_fmt(path, "%s%s%s", prefix, prefix[0] ? "." : "",
                  key->str);
         for (k = sec->keys; k->name != NULL; k++)
-            if (strcmp(k->name, key->str) == 0)
+            if (k->type != CONF_ONEOF && strcmp(k->name, key->str) == 0)
                 break;
         if (k->name == NULL) {
             CTX_ERR(ctx, key, path, "unknown key");
@@ -376,6 +541,9 @@ static int decode_section(struct conf_ctx *ctx, const struct conf_section *sec,
         if (decode_key(ctx, k, map->pairs[i].val, dst + k->off, path) < 0)
             bad = -1;
     }
+    for (const struct conf_key *k = sec->keys; k->name != NULL; k++)
+        if (k->type == CONF_ONEOF && check_oneof(ctx, k, map, prefix) < 0)
+            bad = -1;
     return bad;
 }
 
@@ -408,7 +576,16 @@ static size_t value_size(const struct conf_key *k)
     case CONF_LIST:
         return sizeof(struct conf_list);
     case CONF_SECTION:
+    case CONF_ONEOF:
         return 0;
+    case CONF_DOUBLE:
+        return sizeof(double);
+    case CONF_MAP:
+        return sizeof(struct conf_map);
+    case CONF_INT_MAP:
+        return sizeof(struct conf_intmap);
+    case CONF_IGNORE:
+        return sizeof(struct conf_mark);
     default:
         return sizeof(int64_t);
     }
@@ -422,6 +599,9 @@ void conf_defaults(const struct conf_section *sec, void *dst)
         char *p = base + k->off;
 
         if (k->type == CONF_SECTION) {
+            /* An absent section reads as line 0 in its mark. */
+            if (k->sub->mark_off != SIZE_MAX)
+                memset(p + k->sub->mark_off, 0, sizeof(struct conf_mark));
             conf_defaults(k->sub, p);
             continue;
         }
@@ -494,6 +674,28 @@ static void free_value(const struct conf_key *k, char *p)
     case CONF_SECTION:
         conf_dispose(k->sub, p);
         break;
+    case CONF_MAP: {
+        struct conf_map *m = (struct conf_map *)(void *)p;
+        for (size_t i = 0; i < m->n; i++) {
+            free(m->keys[i]);
+            conf_dispose(k->sub, (char *)m->v + i * k->sub->elem_size);
+        }
+        free(m->keys);
+        free(m->v);
+        m->keys = NULL;
+        m->v = NULL;
+        m->n = 0;
+        break;
+    }
+    case CONF_INT_MAP: {
+        struct conf_intmap *m = (struct conf_intmap *)(void *)p;
+        for (size_t i = 0; i < m->n; i++)
+            free(m->v[i].key);
+        free(m->v);
+        m->v = NULL;
+        m->n = 0;
+        break;
+    }
     case CONF_LIST: {
         struct conf_list *l = (struct conf_list *)(void *)p;
         for (size_t i = 0; i < l->n; i++)
@@ -601,6 +803,39 @@ static void value_json(const struct conf_key *k, const char *p, struct buf *b)
     case CONF_CUSTOM:
         k->custom_json(b, p);
         break;
+    case CONF_DOUBLE: {
+        double d;
+        memcpy(&d, p, sizeof(d));
+        buf_printf(b, "%.17g", d);
+        break;
+    }
+    case CONF_MAP: {
+        const struct conf_map *m = (const void *)p;
+        buf_puts(b, "{");
+        for (size_t j = 0; j < m->n; j++) {
+            buf_puts(b, j ? "," : "");
+            json_str(b, m->keys[j]);
+            buf_puts(b, ":");
+            conf_to_json(k->sub, (const char *)m->v + j * k->sub->elem_size, b);
+        }
+        buf_puts(b, "}");
+        break;
+    }
+    case CONF_INT_MAP: {
+        const struct conf_intmap *m = (const void *)p;
+        buf_puts(b, "{");
+        for (size_t j = 0; j < m->n; j++) {
+            buf_puts(b, j ? "," : "");
+            json_str(b, m->v[j].key);
+            buf_printf(b, ":%" PRId64, m->v[j].val);
+        }
+        buf_puts(b, "}");
+        break;
+    }
+    case CONF_ONEOF:
+    case CONF_IGNORE:
+        buf_puts(b, "null");
+        break;
     }
 }
 
@@ -611,6 +846,9 @@ void conf_to_json(const struct conf_section *sec, const void *dst,
 
     buf_puts(b, "{");
     for (const struct conf_key *k = sec->keys; k->name != NULL; k++) {
+        /* Rules and ignored keys carry no value to show. */
+        if (k->type == CONF_ONEOF || k->type == CONF_IGNORE)
+            continue;
         buf_puts(b, first ? "" : ",");
         first = 0;
         json_str(b, k->name);
@@ -648,11 +886,17 @@ static void reference(const struct conf_section *sec, const char *prefix,
             reference(k->sub, path, b);
             continue;
         }
+        if (k->type == CONF_ONEOF)
+            continue;
         buf_printf(b, "%s\t%s\t%s\t%s\n", path, ref_type(k->type),
                    k->def ? k->def : "", k->help ? k->help : "");
         if (k->type == CONF_LIST) {
             path_fmt(path, "%s%s%s[]", prefix,
                      prefix[0] ? "." : "", k->name);
+            reference(k->sub, path, b);
+        }
+        if (k->type == CONF_MAP) {
+            path_fmt(path, "%s%s%s.*", prefix, prefix[0] ? "." : "", k->name);
             reference(k->sub, path, b);
         }
     }

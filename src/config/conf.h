@@ -29,6 +29,21 @@ struct ynode;
  *   CONF_SECTION   an embedded struct described by sub
  *   CONF_LIST      struct conf_list of elements described by sub
  *   CONF_CUSTOM    whatever custom() writes (int64_t for the ones we have)
+ *   CONF_DOUBLE    double            (range min..max, whole numbers)
+ *   CONF_MAP       struct conf_map   string keys to elements described by sub
+ *   CONF_INT_MAP   struct conf_intmap string keys to int64_t in min..max
+ *   CONF_ONEOF     nothing: a rule, not a key (see below)
+ *   CONF_IGNORE    struct conf_mark  where the value was written (any shape)
+ *
+ * CONF_STR with custom set: custom(s, n, NULL, &why) validates the string.
+ *
+ * A CONF_ONEOF entry in a key table is never matched by name. enums lists
+ * the keys of its section of which at most one may be set, or exactly one
+ * when min is 1; name is used in the message ("StringMatch").
+ *
+ * A section decoded as CONF_SECTION (not only as a LIST element) records
+ * where it was written in its mark when mark_off is not SIZE_MAX, so
+ * callers can tell an absent section (line 0) from one given empty.
  */
 enum conf_type {
     CONF_STR,
@@ -44,6 +59,11 @@ enum conf_type {
     CONF_SECTION,
     CONF_LIST,
     CONF_CUSTOM,
+    CONF_DOUBLE,
+    CONF_MAP,
+    CONF_INT_MAP,
+    CONF_ONEOF,
+    CONF_IGNORE,
 };
 
 struct conf_addrs {
@@ -68,6 +88,23 @@ struct conf_strmap {
 
 struct conf_list {
     void *v; /* n elements of the section's elem_size */
+    size_t n;
+};
+
+/* CONF_MAP: keys[i] maps to element i of v (n elements of elem_size). */
+struct conf_map {
+    char **keys;
+    void *v;
+    size_t n;
+};
+
+struct conf_intpair {
+    char *key;
+    int64_t val;
+};
+
+struct conf_intmap {
+    struct conf_intpair *v;
     size_t n;
 };
 
@@ -98,7 +135,8 @@ struct conf_key {
 struct conf_section {
     const struct conf_key *keys; /* terminated by a key with name NULL */
     size_t elem_size;            /* LIST: size of one element */
-    size_t mark_off;             /* LIST: offset of a conf_mark, or SIZE_MAX */
+    size_t
+        mark_off; /* LIST, MAP, SECTION: offset of a conf_mark, or SIZE_MAX */
 };
 
 /* conf_defaults() zeroes dst and applies every default of sec. */

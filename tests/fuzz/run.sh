@@ -57,7 +57,7 @@ fi
 dep_cflags=()
 dep_libs=()
 for pkg in yaml-0.1 libevent_core libevent_extra libevent_pthreads \
-    libnghttp2 lua5.4 libmaxminddb; do
+    libnghttp2 lua5.4 libmaxminddb libpcre2-8; do
     if pkg-config --exists "$pkg"; then
         read -r -a f <<<"$(pkg-config --cflags "$pkg")"
         dep_cflags+=("${f[@]}")

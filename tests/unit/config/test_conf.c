@@ -699,6 +699,208 @@ static void test_dispose_frees_all(void **state)
     conf_dispose(&t_section, &f->c);
 }
 
+/* ---- the key types added for Istio resources: DOUBLE, MAP, INT_MAP,
+ * ONEOF, IGNORE, validated strings and marked sections ---------------- */
+
+struct t2_match {
+    struct conf_mark mark;
+    char *exact;
+    char *prefix;
+};
+
+struct t2_conf {
+    double pct;
+    struct conf_map matches; /* struct t2_match */
+    struct conf_intmap ports;
+    struct conf_mark ignored;
+    char *label;
+    struct t2_match one;
+};
+
+static int t2_no_spaces(const char *s, size_t n, void *dst, const char **why)
+{
+    (void)dst;
+    if (memchr(s, ' ', n) != NULL) {
+        *why = "no spaces";
+        return -1;
+    }
+    return 0;
+}
+
+static const struct conf_key t2_match_keys[] = {
+    {.name = "exact",
+     .type = CONF_STR,
+     .off = offsetof(struct t2_match, exact),
+     .help = "exact"},
+    {.name = "prefix",
+     .type = CONF_STR,
+     .off = offsetof(struct t2_match, prefix),
+     .help = "prefix"},
+    {.name = "Match",
+     .type = CONF_ONEOF,
+     .min = 1,
+     .enums = (const char *const[]){"exact", "prefix", NULL}},
+    {.name = NULL},
+};
+static const struct conf_section t2_match_section = {
+    t2_match_keys, sizeof(struct t2_match), offsetof(struct t2_match, mark)};
+
+static const struct conf_key t2_keys[] = {
+    {.name = "pct",
+     .type = CONF_DOUBLE,
+     .off = offsetof(struct t2_conf, pct),
+     .min = 0,
+     .max = 100,
+     .def = "12.5",
+     .help = "a number"},
+    {.name = "matches",
+     .type = CONF_MAP,
+     .off = offsetof(struct t2_conf, matches),
+     .help = "a map of sections",
+     .sub = &t2_match_section},
+    {.name = "ports",
+     .type = CONF_INT_MAP,
+     .off = offsetof(struct t2_conf, ports),
+     .min = 1,
+     .max = 65535,
+     .help = "a map of integers"},
+    {.name = "ignored",
+     .type = CONF_IGNORE,
+     .off = offsetof(struct t2_conf, ignored),
+     .help = "anything"},
+    {.name = "label",
+     .type = CONF_STR,
+     .off = offsetof(struct t2_conf, label),
+     .help = "validated",
+     .custom = t2_no_spaces},
+    {.name = "one",
+     .type = CONF_SECTION,
+     .off = offsetof(struct t2_conf, one),
+     .help = "marked section",
+     .sub = &t2_match_section},
+    {.name = NULL},
+};
+static const struct conf_section t2_section = {t2_keys, 0, SIZE_MAX};
+
+/* t2_decode() decodes text into c (defaults first); returns the errors. */
+static int t2_decode(const char *text, struct t2_conf *c, struct buf *errs)
+{
+    struct ydoc *docs = NULL;
+    size_t ndocs = 0;
+    char *err = NULL;
+    int n;
+
+    conf_defaults(&t2_section, c);
+    buf_consume(errs, buf_len(errs));
+    if (yaml_load(text, strlen(text), "t.yaml", &docs, &ndocs, &err) < 0)
+        fail_msg("yaml_load: %s", err ? err : "?");
+    n = conf_decode(&t2_section, docs[0].root, c, "t.yaml", errs);
+    yaml_docs_free(docs, ndocs);
+    return n;
+}
+
+static void test_new_types_decode(void **state)
+{
+    struct t2_conf c;
+    struct buf errs, js;
+
+    (void)state;
+    buf_init(&errs, 65536);
+    buf_init(&js, 65536);
+    conf_defaults(&t2_section, &c);
+    assert_true(c.pct == 12.5);
+    assert_int_equal(c.one.mark.line, 0);
+    conf_dispose(&t2_section, &c);
+    assert_int_equal(t2_decode("pct: 99.5\n"
+                               "matches:\n  a: {exact: x}\n  b: {prefix: y}\n"
+                               "ports: {http: 80, grpc: 9090}\n"
+                               "ignored: [any, {shape: 1}]\n"
+                               "label: fine\n"
+                               "one:\n  prefix: /p\n",
+                               &c, &errs),
+                     0);
+    assert_true(c.pct == 99.5);
+    assert_int_equal(c.matches.n, 2);
+    assert_string_equal(c.matches.keys[1], "b");
+    assert_string_equal(((struct t2_match *)c.matches.v)[1].prefix, "y");
+    assert_int_equal(((struct t2_match *)c.matches.v)[1].mark.line, 4);
+    assert_int_equal(c.ports.n, 2);
+    assert_string_equal(c.ports.v[1].key, "grpc");
+    assert_int_equal(c.ports.v[1].val, 9090);
+    assert_int_equal(c.ignored.line, 6);
+    assert_string_equal(c.label, "fine");
+    /* A section decoded on its own records where it was written. */
+    assert_int_equal(c.one.mark.line, 9);
+    assert_int_equal(c.one.mark.col, 3);
+    conf_to_json(&t2_section, &c, &js);
+    assert_string_equal(buf_cstr(&js),
+                        "{\"pct\":99.5,\"matches\":{\"a\":{\"exact\":\"x\","
+                        "\"prefix\":\"\"},\"b\":{\"exact\":\"\",\"prefix\":"
+                        "\"y\"}},\"ports\":{\"http\":80,\"grpc\":9090},"
+                        "\"label\":\"fine\",\"one\":{\"exact\":\"\","
+                        "\"prefix\":\"/p\"}}");
+    conf_dispose(&t2_section, &c);
+    buf_dispose(&js);
+    buf_dispose(&errs);
+}
+
+static void test_new_types_errors(void **state)
+{
+    struct t2_conf c;
+    struct buf errs;
+
+    (void)state;
+    buf_init(&errs, 65536);
+    assert_int_equal(t2_decode("pct: 100.5\n", &c, &errs), 1);
+    assert_string_equal(buf_cstr(&errs),
+                        "t.yaml:1:6: pct: value '100.5' out of range 0-100\n");
+    conf_dispose(&t2_section, &c);
+    assert_int_equal(t2_decode("pct: nan\n", &c, &errs), 1);
+    assert_string_equal(buf_cstr(&errs), "t.yaml:1:6: pct: bad number 'nan'\n");
+    conf_dispose(&t2_section, &c);
+    assert_int_equal(
+        t2_decode("matches: {a: {exact: x, prefix: y}}\n", &c, &errs), 1);
+    assert_string_equal(buf_cstr(&errs),
+                        "t.yaml:1:14: matches.a: Match takes only one of "
+                        "exact, prefix; both 'exact' and 'prefix' are set\n");
+    conf_dispose(&t2_section, &c);
+    assert_int_equal(t2_decode("matches: {a: {}}\n", &c, &errs), 1);
+    assert_string_equal(buf_cstr(&errs),
+                        "t.yaml:1:14: matches.a: Match needs one of: exact, "
+                        "prefix\n");
+    conf_dispose(&t2_section, &c);
+    assert_int_equal(t2_decode("matches: [a]\n", &c, &errs), 1);
+    assert_string_equal(buf_cstr(&errs),
+                        "t.yaml:1:10: matches: expected a mapping, got a "
+                        "list\n");
+    conf_dispose(&t2_section, &c);
+    assert_int_equal(t2_decode("ports: {http: 0}\n", &c, &errs), 1);
+    assert_string_equal(buf_cstr(&errs),
+                        "t.yaml:1:15: ports.http: value '0' out of range "
+                        "1-65535\n");
+    conf_dispose(&t2_section, &c);
+    assert_int_equal(t2_decode("label: a b\n", &c, &errs), 1);
+    assert_string_equal(buf_cstr(&errs),
+                        "t.yaml:1:8: label: bad value 'a b': no spaces\n");
+    conf_dispose(&t2_section, &c);
+    /* A oneof rule is not a key. */
+    assert_int_equal(t2_decode("one: {Match: 1}\n", &c, &errs), 2);
+    conf_dispose(&t2_section, &c);
+    buf_dispose(&errs);
+}
+
+static void test_new_types_reference(void **state)
+{
+    struct buf b;
+
+    (void)state;
+    buf_init(&b, 65536);
+    conf_reference(&t2_section, &b);
+    assert_non_null(strstr(buf_cstr(&b), "matches.*.exact\tstring"));
+    assert_null(strstr(buf_cstr(&b), "Match"));
+    buf_dispose(&b);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -724,6 +926,9 @@ int main(void)
         T(test_to_json_durations),
         cmocka_unit_test(test_reference),
         T(test_dispose_frees_all),
+        cmocka_unit_test(test_new_types_decode),
+        cmocka_unit_test(test_new_types_errors),
+        cmocka_unit_test(test_new_types_reference),
     };
 #undef T
 

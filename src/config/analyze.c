@@ -1,0 +1,711 @@
+#include "config.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config/analyze.h"
+#include "config/res-kinds.h"
+#include "config/resource.h"
+#include "core/buf.h"
+#include "core/json.h"
+
+#define HOST_MAX 600
+
+/* One service the set knows: its full host name (maybe a wildcard) and
+ * where it came from. */
+struct svc {
+    char host[HOST_MAX];
+    const struct resource *se; /* the ServiceEntry, or NULL */
+    const struct resource *we; /* a WorkloadEntry backing it, or NULL */
+};
+
+struct actx {
+    const struct resource_set *set;
+    struct res_msgs *msgs;
+    struct svc *svcs;
+    size_t nsvc;
+    size_t asvc;
+};
+
+static const struct {
+    const char *code;
+    const char *name;
+} code_names[] = {
+    {"IST0101", "ReferencedResourceNotFound"},
+    {"IST0106", "SchemaValidationError"},
+    {"IST0130", "VirtualServiceUnreachableRule"},
+    {"IST0131", "VirtualServiceIneffectiveMatch"},
+    {"IST0132", "VirtualServiceHostNotFoundInGateway"},
+    {"IST0145", "ConflictingGateways"},
+    {"IST0173", "DestinationRuleSubsetNotSelectPods"},
+    {"IST0174", "DestinationRuleHostNotFound"},
+};
+
+const char *res_code_name(const char *code)
+{
+    for (size_t i = 0; i < sizeof(code_names) / sizeof(*code_names); i++)
+        if (strcmp(code, code_names[i].code) == 0)
+            return code_names[i].name;
+    return "";
+}
+
+static void ident(char *out, size_t n, const struct resource *r)
+{
+    snprintf(out, n, "%s %s/%s", res_kind_name(r->kind), r->meta.ns,
+             r->meta.name);
+}
+
+static void finding(struct actx *a, const char *code, enum res_level level,
+                    const struct resource *r, const struct conf_mark *mark,
+                    const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+
+static void finding(struct actx *a, const char *code, enum res_level level,
+                    const struct resource *r, const struct conf_mark *mark,
+                    const char *path, const char *fmt, ...)
+{
+    char text[1024], who[600];
+    va_list ap;
+    int line = r->line, col = r->col;
+
+    if (mark != NULL && mark->line > 0) {
+        line = mark->line;
+        col = mark->col;
+    }
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    ident(who, sizeof(who), r);
+    res_msgs_add(a->msgs, code, level, r->file, line, col, who, path, "%s",
+                 text);
+}
+
+static void fqdn(const struct actx *a, const struct resource *r,
+                 const char *host, char *out)
+{
+    if (res_host_fqdn(host, r->meta.ns, a->set->domain, out, HOST_MAX) < 0)
+        snprintf(out, HOST_MAX, "%s", host);
+}
+
+static void add_svc(struct actx *a, const char *host, const struct resource *se,
+                    const struct resource *we)
+{
+    if (a->nsvc == a->asvc) {
+        size_t n = a->asvc ? a->asvc * 2 : 16;
+        struct svc *v = realloc(a->svcs, n * sizeof(*v));
+        if (v == NULL)
+            return;
+        a->svcs = v;
+        a->asvc = n;
+    }
+    snprintf(a->svcs[a->nsvc].host, HOST_MAX, "%s", host);
+    a->svcs[a->nsvc].se = se;
+    a->svcs[a->nsvc].we = we;
+    a->nsvc++;
+}
+
+static const char *label_of(const struct conf_strmap *m, const char *key)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (strcmp(m->v[i].key, key) == 0)
+            return m->v[i].val;
+    return NULL;
+}
+
+static void collect_services(struct actx *a)
+{
+    char h[HOST_MAX];
+
+    for (size_t i = 0; i < a->set->n; i++) {
+        const struct resource *r = a->set->v[i];
+        if (r->kind == RES_SERVICE_ENTRY) {
+            const struct res_service_entry *se = res_service_entry(r);
+            for (size_t j = 0; j < se->hosts.n; j++) {
+                fqdn(a, r, se->hosts.v[j], h);
+                add_svc(a, h, r, NULL);
+            }
+        } else if (r->kind == RES_WORKLOAD_ENTRY) {
+            const char *app = label_of(&res_workload_entry(r)->labels, "app");
+            if (app != NULL) {
+                fqdn(a, r, app, h);
+                add_svc(a, h, NULL, r);
+            }
+        }
+    }
+}
+
+/* service_known() is true when host (full) names a service of the set. */
+static int service_known(const struct actx *a, const char *host)
+{
+    for (size_t i = 0; i < a->nsvc; i++)
+        if (res_host_covers(a->svcs[i].host, host))
+            return 1;
+    return 0;
+}
+
+/* dr_for() returns the DestinationRule for a full host: an exact host
+ * first, then the most specific wildcard, as Istio picks. */
+static const struct resource *dr_for(const struct actx *a, const char *host)
+{
+    const struct resource *best = NULL;
+    size_t best_len = 0;
+    char h[HOST_MAX];
+
+    for (size_t i = 0; i < a->set->n; i++) {
+        const struct resource *r = a->set->v[i];
+        const struct res_destination_rule *dr;
+        if (r->kind != RES_DESTINATION_RULE)
+            continue;
+        dr = res_destination_rule(r);
+        fqdn(a, r, dr->host, h);
+        if (strcasecmp(h, host) == 0)
+            return r;
+        if (res_host_covers(h, host) && strlen(h) > best_len) {
+            best = r;
+            best_len = strlen(h);
+        }
+    }
+    return best;
+}
+
+/* ---- VirtualService ---------------------------------------------------- */
+
+static const struct resource *
+find_gateway(const struct actx *a, const struct resource *vs, const char *ref)
+{
+    const char *slash = strchr(ref, '/');
+    char ns[256];
+
+    if (slash == NULL)
+        return resource_find(a->set, RES_GATEWAY, vs->meta.ns, ref);
+    snprintf(ns, sizeof(ns), "%.*s", (int)(slash - ref), ref);
+    return resource_find(a->set, RES_GATEWAY, ns, slash + 1);
+}
+
+static void check_gateway_refs(struct actx *a, const struct resource *r,
+                               const struct conf_strs *gws,
+                               const struct conf_mark *mark, const char *path)
+{
+    char p[300];
+
+    for (size_t i = 0; i < gws->n; i++) {
+        if (strcmp(gws->v[i], "mesh") == 0 ||
+            find_gateway(a, r, gws->v[i]) != NULL)
+            continue;
+        res_path(p, sizeof(p), "%s[%zu]", path, i);
+        finding(a, "IST0101", RES_ERROR, r, mark, p,
+                "Referenced gateway not found: \"%s\"", gws->v[i]);
+    }
+}
+
+static void check_destination(struct actx *a, const struct resource *r,
+                              const struct res_destination *d, const char *path)
+{
+    char h[HOST_MAX], p[300];
+    const struct resource *dr;
+
+    if (d->host == NULL)
+        return;
+    fqdn(a, r, d->host, h);
+    dr = dr_for(a, h);
+    res_path(p, sizeof(p), "%s.host", path);
+    if (!service_known(a, h) && dr == NULL) {
+        finding(a, "IST0101", RES_ERROR, r, &d->mark, p,
+                "Referenced host not found: \"%s\"", d->host);
+        return;
+    }
+    if (d->subset == NULL)
+        return;
+    if (dr != NULL) {
+        const struct res_destination_rule *spec = res_destination_rule(dr);
+        for (size_t i = 0; i < spec->subsets.n; i++)
+            if (strcmp(((const struct res_subset *)spec->subsets.v)[i].name,
+                       d->subset) == 0)
+                return;
+    }
+    res_path(p, sizeof(p), "%s.subset", path);
+    finding(a, "IST0101", RES_ERROR, r, &d->mark, p,
+            "Referenced host+subset in destinationrule not found: \"%s+%s\"",
+            d->host, d->subset);
+}
+
+static void check_dests(struct actx *a, const struct resource *r,
+                        const struct conf_list *route,
+                        const struct conf_mark *rule_mark, const char *path)
+{
+    char p[300];
+    int64_t sum = 0;
+
+    for (size_t i = 0; i < route->n; i++) {
+        const struct res_route_dest *rd =
+            (const struct res_route_dest *)route->v + i;
+        res_path(p, sizeof(p), "%s.route[%zu].destination", path, i);
+        check_destination(a, r, &rd->destination, p);
+        sum += rd->weight;
+    }
+    if (route->n > 1 && sum == 0) {
+        res_path(p, sizeof(p), "%s.route", path);
+        finding(a, "IST0106", RES_ERROR, r, rule_mark, p,
+                "the weights of the %zu destinations sum to zero: no "
+                "request could be routed",
+                route->n);
+    }
+}
+
+static void check_http_rules(struct actx *a, const struct resource *r,
+                             const struct res_virtual_service *vs)
+{
+    size_t catch_all = SIZE_MAX;
+    struct buf *seen;
+    size_t nseen = 0, *seen_rule;
+    struct buf empty;
+    char p[300];
+
+    /* What an empty match looks like once printed, so a match with no
+     * conditions is found without knowing every field. */
+    {
+        struct res_http_match zero;
+        memset(&zero, 0, sizeof(zero));
+        buf_init(&empty, 1 << 20);
+        res_http_match_json(&empty, &zero);
+    }
+    {
+        size_t total = 0;
+        for (size_t i = 0; i < vs->http.n; i++)
+            total += ((const struct res_http_route *)vs->http.v)[i].match.n;
+        seen = calloc(total ? total : 1, sizeof(*seen));
+        seen_rule = calloc(total ? total : 1, sizeof(*seen_rule));
+    }
+    if (seen == NULL || seen_rule == NULL)
+        goto out;
+    for (size_t i = 0; i < vs->http.n; i++) {
+        const struct res_http_route *h =
+            (const struct res_http_route *)vs->http.v + i;
+        size_t dup = 0;
+
+        res_path(p, sizeof(p), "spec.http[%zu]", i);
+        if (catch_all != SIZE_MAX) {
+            finding(a, "IST0130", RES_ERROR, r, &h->mark, p,
+                    "VirtualService rule #%zu not used (only the last rule "
+                    "can have no matches; rule #%zu matches every request)",
+                    i, catch_all);
+            continue;
+        }
+        if (h->match.n == 0) {
+            catch_all = i;
+            continue;
+        }
+        for (size_t j = 0; j < h->match.n; j++) {
+            const struct res_http_match *m =
+                (const struct res_http_match *)h->match.v + j;
+            struct buf *js = &seen[nseen];
+            size_t k;
+
+            buf_init(js, 1 << 20);
+            res_http_match_json(js, m);
+            if (buf_len(js) == buf_len(&empty) &&
+                memcmp(buf_ptr(js), buf_ptr(&empty), buf_len(js)) == 0)
+                catch_all = i;
+            for (k = 0; k < nseen; k++)
+                if (buf_len(&seen[k]) == buf_len(js) &&
+                    memcmp(buf_ptr(&seen[k]), buf_ptr(js), buf_len(js)) == 0)
+                    break;
+            if (k < nseen) {
+                char mp[360];
+                res_path(mp, sizeof(mp), "%s.match[%zu]", p, j);
+                finding(a, "IST0131", RES_WARNING, r, &m->mark, mp,
+                        "VirtualService rule #%zu match #%zu is not used "
+                        "(duplicate/overlapping match in rule #%zu)",
+                        i, j, seen_rule[k]);
+                dup++;
+                buf_dispose(js);
+                continue;
+            }
+            seen_rule[nseen++] = i;
+        }
+        if (dup == h->match.n)
+            finding(a, "IST0130", RES_ERROR, r, &h->mark, p,
+                    "VirtualService rule #%zu not used (all its matches are "
+                    "used by earlier rules)",
+                    i);
+    }
+out:
+    for (size_t k = 0; k < nseen; k++)
+        buf_dispose(&seen[k]);
+    free(seen);
+    free(seen_rule);
+    buf_dispose(&empty);
+}
+
+/* gw_host_ok() is true when a Gateway server host ("[ns/]host") admits
+ * VirtualService host h from namespace ns. */
+static int gw_host_ok(const char *gw_host, const char *gw_ns, const char *ns,
+                      const char *h)
+{
+    const char *slash = strchr(gw_host, '/');
+    const char *host = slash ? slash + 1 : gw_host;
+
+    if (slash != NULL) {
+        size_t nl = (size_t)(slash - gw_host);
+        if (nl == 1 && gw_host[0] == '*')
+            ;
+        else if (nl == 1 && gw_host[0] == '.') {
+            if (strcmp(ns, gw_ns) != 0)
+                return 0;
+        } else if (nl == 1 && gw_host[0] == '~') {
+            return 0;
+        } else if (strlen(ns) != nl || strncmp(gw_host, ns, nl) != 0) {
+            return 0;
+        }
+    }
+    return res_host_matches(host, h);
+}
+
+static void check_vs_hosts_in_gateways(struct actx *a, const struct resource *r,
+                                       const struct res_virtual_service *vs)
+{
+    char p[64];
+
+    for (size_t i = 0; i < vs->gateways.n; i++) {
+        const struct resource *g;
+        const struct res_gateway *gw;
+        if (strcmp(vs->gateways.v[i], "mesh") == 0)
+            continue;
+        g = find_gateway(a, r, vs->gateways.v[i]);
+        if (g == NULL)
+            continue;
+        gw = res_gateway(g);
+        for (size_t j = 0; j < vs->hosts.n; j++) {
+            int found = 0;
+            for (size_t s = 0; s < gw->servers.n && !found; s++) {
+                const struct res_gw_server *srv =
+                    (const struct res_gw_server *)gw->servers.v + s;
+                for (size_t k = 0; k < srv->hosts.n && !found; k++)
+                    found = gw_host_ok(srv->hosts.v[k], g->meta.ns, r->meta.ns,
+                                       vs->hosts.v[j]);
+            }
+            if (found)
+                continue;
+            res_path(p, sizeof(p), "spec.hosts[%zu]", j);
+            finding(a, "IST0132", RES_WARNING, r, NULL, p,
+                    "one or more host [%s] defined in VirtualService %s/%s "
+                    "not found in Gateway %s/%s.",
+                    vs->hosts.v[j], r->meta.ns, r->meta.name, g->meta.ns,
+                    g->meta.name);
+        }
+    }
+}
+
+static void analyze_vs(struct actx *a, const struct resource *r)
+{
+    const struct res_virtual_service *vs = res_virtual_service(r);
+    char p[300];
+
+    check_gateway_refs(a, r, &vs->gateways, NULL, "spec.gateways");
+    for (size_t i = 0; i < vs->http.n; i++) {
+        const struct res_http_route *h =
+            (const struct res_http_route *)vs->http.v + i;
+        res_path(p, sizeof(p), "spec.http[%zu]", i);
+        check_dests(a, r, &h->route, &h->mark, p);
+        for (size_t j = 0; j < h->match.n; j++) {
+            const struct res_http_match *m =
+                (const struct res_http_match *)h->match.v + j;
+            char mp[360];
+            res_path(mp, sizeof(mp), "%s.match[%zu].gateways", p, j);
+            check_gateway_refs(a, r, &m->gateways, &m->mark, mp);
+        }
+        if (h->mirror.mark.line > 0) {
+            res_path(p, sizeof(p), "spec.http[%zu].mirror", i);
+            check_destination(a, r, &h->mirror, p);
+        }
+        if (h->delegate.mark.line > 0 && h->delegate.name != NULL &&
+            resource_find(a->set, RES_VIRTUAL_SERVICE,
+                          h->delegate.ns ? h->delegate.ns : r->meta.ns,
+                          h->delegate.name) == NULL) {
+            res_path(p, sizeof(p), "spec.http[%zu].delegate", i);
+            finding(a, "IST0101", RES_ERROR, r, &h->delegate.mark, p,
+                    "Referenced delegate VirtualService not found: \"%s\"",
+                    h->delegate.name);
+        }
+    }
+    for (int t = 0; t < 2; t++) {
+        const struct conf_list *rules = t == 0 ? &vs->tls : &vs->tcp;
+        for (size_t i = 0; i < rules->n; i++) {
+            const struct res_l4_route *l =
+                (const struct res_l4_route *)rules->v + i;
+            res_path(p, sizeof(p), "spec.%s[%zu]", t == 0 ? "tls" : "tcp", i);
+            check_dests(a, r, &l->route, &l->mark, p);
+        }
+    }
+    check_http_rules(a, r, vs);
+    check_vs_hosts_in_gateways(a, r, vs);
+}
+
+/* ---- Gateway ---------------------------------------------------------------
+ */
+
+static int same_labels(const struct conf_strmap *x, const struct conf_strmap *y)
+{
+    return x->n == y->n && res_labels_match(x, y);
+}
+
+static const char *strip_ns(const char *h)
+{
+    const char *slash = strchr(h, '/');
+    return slash ? slash + 1 : h;
+}
+
+static void analyze_gateway(struct actx *a, size_t idx)
+{
+    const struct resource *r = a->set->v[idx];
+    const struct res_gateway *gw = res_gateway(r);
+
+    for (size_t s = 0; s < gw->servers.n; s++) {
+        const struct res_gw_server *srv =
+            (const struct res_gw_server *)gw->servers.v + s;
+        char p[64];
+        res_path(p, sizeof(p), "spec.servers[%zu]", s);
+        for (size_t o = 0; o < idx; o++) {
+            const struct resource * or = a->set->v[o];
+            const struct res_gateway *ogw;
+            if (or->kind != RES_GATEWAY)
+                continue;
+            ogw = res_gateway(or);
+            if (!same_labels(&gw->selector, &ogw->selector))
+                continue;
+            for (size_t os = 0; os < ogw->servers.n; os++) {
+                const struct res_gw_server *osrv =
+                    (const struct res_gw_server *)ogw->servers.v + os;
+                if (osrv->port.number != srv->port.number)
+                    continue;
+                for (size_t i = 0; i < srv->hosts.n; i++) {
+                    size_t j;
+                    for (j = 0; j < osrv->hosts.n; j++)
+                        if (res_host_matches(strip_ns(srv->hosts.v[i]),
+                                             strip_ns(osrv->hosts.v[j])))
+                            break;
+                    if (j == osrv->hosts.n)
+                        continue;
+                    finding(a, "IST0145", RES_ERROR, r, &srv->mark, p,
+                            "Conflict with gateways %s/%s (workload "
+                            "selector %s, port %lld, hosts %s and %s)",
+                            or->meta.ns, or->meta.name,
+                            gw->selector.n ? "the same labels" : "none",
+                            (long long)srv->port.number, srv->hosts.v[i],
+                            osrv->hosts.v[j]);
+                    goto next_server;
+                }
+            }
+        }
+    next_server:;
+    }
+}
+
+/* ---- DestinationRule
+ * --------------------------------------------------------- */
+
+/* endpoint_labels_match() is true when some endpoint of the services
+ * named by host (full) carries every label of sel. */
+static int endpoint_selected(const struct actx *a, const char *host,
+                             const struct conf_strmap *sel)
+{
+    for (size_t i = 0; i < a->nsvc; i++) {
+        const struct svc *s = &a->svcs[i];
+        if (!res_host_matches(s->host, host))
+            continue;
+        if (s->we != NULL &&
+            res_labels_match(sel, &res_workload_entry(s->we)->labels))
+            return 1;
+        if (s->se != NULL) {
+            const struct res_service_entry *se = res_service_entry(s->se);
+            for (size_t e = 0; e < se->endpoints.n; e++)
+                if (res_labels_match(
+                        sel,
+                        &((const struct res_workload_entry *)se->endpoints.v)[e]
+                             .labels))
+                    return 1;
+            if (se->workload_selector.mark.line > 0) {
+                for (size_t w = 0; w < a->set->n; w++) {
+                    const struct resource *wr = a->set->v[w];
+                    const struct res_workload_entry *we;
+                    if (wr->kind != RES_WORKLOAD_ENTRY ||
+                        strcmp(wr->meta.ns, s->se->meta.ns) != 0)
+                        continue;
+                    we = res_workload_entry(wr);
+                    if (res_labels_match(&se->workload_selector.labels,
+                                         &we->labels) &&
+                        res_labels_match(sel, &we->labels))
+                        return 1;
+                }
+            }
+            /* DNS-resolved entries without endpoints have no labels to
+             * select by: only an empty selector selects them. */
+            if (se->endpoints.n == 0 && se->workload_selector.mark.line == 0 &&
+                sel->n == 0)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+static void analyze_dr(struct actx *a, const struct resource *r)
+{
+    const struct res_destination_rule *dr = res_destination_rule(r);
+    char h[HOST_MAX], p[64];
+
+    fqdn(a, r, dr->host, h);
+    if (!service_known(a, h)) {
+        int any = 0;
+        for (size_t i = 0; i < a->nsvc && !any; i++)
+            any = res_host_matches(h, a->svcs[i].host);
+        if (!any) {
+            finding(a, "IST0174", RES_WARNING, r, NULL, "spec.host",
+                    "DestinationRule host \"%s\" matches no known service "
+                    "(no ServiceEntry or WorkloadEntry provides %s)",
+                    dr->host, h);
+            return;
+        }
+    }
+    for (size_t i = 0; i < dr->subsets.n; i++) {
+        const struct res_subset *s =
+            (const struct res_subset *)dr->subsets.v + i;
+        if (endpoint_selected(a, h, &s->labels))
+            continue;
+        res_path(p, sizeof(p), "spec.subsets[%zu]", i);
+        finding(a, "IST0173", RES_WARNING, r, &s->mark, p,
+                "The Subset %s defined in the DestinationRule does not "
+                "select any pods.",
+                s->name);
+    }
+}
+
+/* ---- entry points
+ * -------------------------------------------------------------- */
+
+int analyze(const struct resource_set *set, struct analysis *out)
+{
+    struct actx a;
+
+    memset(out, 0, sizeof(*out));
+    memset(&a, 0, sizeof(a));
+    a.set = set;
+    a.msgs = &out->msgs;
+    for (size_t i = 0; i < set->msgs.n; i++) {
+        const struct res_msg *m = &set->msgs.v[i];
+        res_msgs_add(a.msgs, m->code, m->level, m->file, m->line, m->col,
+                     m->resource, m->path, "%s", m->message);
+    }
+    collect_services(&a);
+    for (size_t i = 0; i < set->n; i++) {
+        const struct resource *r = set->v[i];
+        switch (r->kind) {
+        case RES_VIRTUAL_SERVICE:
+            analyze_vs(&a, r);
+            break;
+        case RES_GATEWAY:
+            analyze_gateway(&a, i);
+            break;
+        case RES_DESTINATION_RULE:
+            analyze_dr(&a, r);
+            break;
+        default:
+            break;
+        }
+    }
+    free(a.svcs);
+    return (int)out->msgs.nerr;
+}
+
+void analysis_dispose(struct analysis *a)
+{
+    res_msgs_dispose(&a->msgs);
+}
+
+static const char *level_name(enum res_level l)
+{
+    return l == RES_ERROR ? "Error" : l == RES_WARNING ? "Warning" : "Info";
+}
+
+static void print_text(FILE *out, const struct res_msg *m)
+{
+    fprintf(out, "%s [%s] (", level_name(m->level), m->code);
+    if (m->resource[0] != '\0')
+        fprintf(out, "%s ", m->resource);
+    fprintf(out, "%s:%d:%d) ", m->file, m->line, m->col);
+    if (m->path[0] != '\0')
+        fprintf(out, "%s: ", m->path);
+    fprintf(out, "%s\n", m->message);
+}
+
+static void print_json(struct buf *b, const struct res_msg *m)
+{
+    char lower[16];
+    size_t i;
+
+    for (i = 0; m->code[i] != '\0' && i + 1 < sizeof(lower); i++)
+        lower[i] = (char)tolower((unsigned char)m->code[i]);
+    lower[i] = '\0';
+    buf_puts(b, "{\"code\":");
+    json_str(b, m->code);
+    buf_puts(b, ",\"name\":");
+    json_str(b, res_code_name(m->code));
+    buf_printf(b, ",\"level\":\"%s\",\"message\":", level_name(m->level));
+    json_str(b, m->message);
+    buf_puts(b, ",\"origin\":");
+    json_str(b, m->resource);
+    buf_puts(b, ",\"file\":");
+    json_str(b, m->file);
+    buf_printf(b, ",\"line\":%d,\"column\":%d,\"path\":", m->line, m->col);
+    json_str(b, m->path);
+    buf_printf(b,
+               ",\"documentationUrl\":\"https://istio.io/latest/docs/"
+               "reference/config/analysis/%s/\"}",
+               lower);
+}
+
+int resource_check(const char *path, int json, FILE *out)
+{
+    struct resource_set *set;
+    struct analysis an;
+    const struct res_msgs *msgs;
+    int nerr = 0;
+
+    memset(&an, 0, sizeof(an));
+    set = resource_load(path, NULL, &nerr);
+    if (set == NULL) {
+        fprintf(out, json ? "[]\n" : "Error: out of memory\n");
+        return 1;
+    }
+    /* Cross-references in a set with schema errors would point at the
+     * resources that failed to load; report the schema errors alone. */
+    if (nerr == 0) {
+        nerr = analyze(set, &an);
+        msgs = &an.msgs;
+    } else {
+        msgs = &set->msgs;
+    }
+    if (json) {
+        struct buf b;
+        buf_init(&b, SIZE_MAX / 2);
+        buf_puts(&b, "[");
+        for (size_t i = 0; i < msgs->n; i++) {
+            buf_puts(&b, i ? ",\n" : "\n");
+            print_json(&b, &msgs->v[i]);
+        }
+        buf_puts(&b, msgs->n ? "\n]\n" : "]\n");
+        fwrite(buf_ptr(&b), 1, buf_len(&b), out);
+        buf_dispose(&b);
+    } else {
+        for (size_t i = 0; i < msgs->n; i++)
+            print_text(out, &msgs->v[i]);
+        if (msgs->n == 0)
+            fprintf(out, "No validation issues found when analyzing %s.\n",
+                    path);
+    }
+    analysis_dispose(&an);
+    resource_set_free(set);
+    return nerr > 0 ? 1 : 0;
+}

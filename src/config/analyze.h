@@ -1,0 +1,59 @@
+#ifndef STRAIT_CONFIG_ANALYZE_H
+#define STRAIT_CONFIG_ANALYZE_H
+
+#include <stdio.h>
+
+#include "config/resource-t.h"
+
+/*
+ * Cross-resource analysis of a loaded set, in the manner of istioctl
+ * analyze and with its message codes and levels:
+ *
+ *   IST0101 Error    ReferencedResourceNotFound: a VirtualService's
+ *                    gateway, destination host or subset is missing
+ *   IST0106 Error    SchemaValidationError: destination weights sum to 0
+ *   IST0130 Error    VirtualServiceUnreachableRule
+ *   IST0131 Warning  VirtualServiceIneffectiveMatch
+ *   IST0132 Warning  VirtualServiceHostNotFoundInGateway
+ *   IST0145 Error    ConflictingGateways
+ *   IST0173 Warning  DestinationRuleSubsetNotSelectPods
+ *   IST0174 Warning  DestinationRule host matches no known service
+ *
+ * Without Kubernetes, the services strait knows are the hosts of
+ * ServiceEntries and the services WorkloadEntries stand for: a
+ * WorkloadEntry labelled app=NAME in namespace NS backs
+ * NAME.NS.svc.<domain>, as a Kubernetes Service selecting it by its app
+ * label would. A destination host is also known when a DestinationRule
+ * names it. Short names expand in the namespace of the resource that
+ * wrote them.
+ */
+
+struct analysis {
+    struct res_msgs msgs; /* the set's load messages first, then findings */
+};
+
+/*
+ * analyze() checks set and fills out (which the caller disposes with
+ * analysis_dispose, whatever the result). set is only read.
+ * Returns the number of errors in out, load errors included.
+ */
+int analyze(const struct resource_set *set, struct analysis *out);
+
+void analysis_dispose(struct analysis *a);
+
+/* res_code_name() returns istioctl's name for a code
+ * ("ReferencedResourceNotFound"), or "" for one it does not know. */
+const char *res_code_name(const char *code);
+
+/*
+ * resource_check() is `strait check`: it loads path (a directory or a
+ * file), analyses it when it loaded without errors, and prints every
+ * message to out, one line each, as
+ *   Error [IST0101] (VirtualService default/reviews f.yaml:12:9) path: text
+ * or, when json is set, as a JSON array of objects with istioctl's fields
+ * (code, level, message, origin, documentationUrl) and file, line, column,
+ * path. Returns the exit status: 1 when there is any error, else 0.
+ */
+int resource_check(const char *path, int json, FILE *out);
+
+#endif

@@ -1,0 +1,572 @@
+#ifndef STRAIT_CONFIG_RESOURCE_T_H
+#define STRAIT_CONFIG_RESOURCE_T_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/conf.h"
+
+/*
+ * The Istio resource model: plain structs as the table decoder fills them
+ * (src/config/res-*.c hold the tables), with Istio's defaults applied and
+ * checked by the loader. Field names follow Istio's API in snake case.
+ * Every string, list and map is owned by the resource that holds it and
+ * is freed by resource_set_free(); a compiler reads them and copies what
+ * it keeps. A conf_mark records where a section or list element was
+ * written (line 0: the section was not given), so later stages can point
+ * their messages at the source.
+ *
+ * Host names are kept as written; res_host_fqdn() expands short names in
+ * the resource's namespace when a stage needs the full name.
+ */
+
+enum res_kind {
+    RES_GATEWAY,
+    RES_VIRTUAL_SERVICE,
+    RES_DESTINATION_RULE,
+    RES_SERVICE_ENTRY,
+    RES_WORKLOAD_ENTRY,
+    RES_KIND_COUNT,
+};
+
+/* Gateway and ServiceEntry port protocols (Istio reads them without
+ * regard to case). */
+enum res_protocol {
+    RES_PROTO_HTTP,
+    RES_PROTO_HTTPS,
+    RES_PROTO_HTTP2,
+    RES_PROTO_GRPC,
+    RES_PROTO_GRPC_WEB,
+    RES_PROTO_TCP,
+    RES_PROTO_TLS,
+    RES_PROTO_MONGO,
+    RES_PROTO_MYSQL,
+    RES_PROTO_REDIS,
+    RES_PROTO_UDP,
+    RES_PROTO_HBONE,
+};
+
+/* --- shared ------------------------------------------------------------ */
+
+/* StringMatch: exactly one of exact, prefix, regex (or present, for
+ * header matches). NULL means not given. */
+struct res_strmatch {
+    struct conf_mark mark;
+    char *exact;
+    char *prefix;
+    char *regex;
+    int present;
+};
+
+enum res_strmatch_kind {
+    RES_MATCH_NONE,
+    RES_MATCH_EXACT,
+    RES_MATCH_PREFIX,
+    RES_MATCH_REGEX,
+    RES_MATCH_PRESENT,
+};
+
+struct res_port_selector {
+    struct conf_mark mark;
+    int64_t number; /* 0: not given */
+};
+
+struct res_percent {
+    struct conf_mark mark;
+    double value; /* 0-100 */
+};
+
+/* --- Gateway ----------------------------------------------------------- */
+
+enum res_server_tls_mode {
+    RES_GW_TLS_PASSTHROUGH,
+    RES_GW_TLS_SIMPLE,
+    RES_GW_TLS_MUTUAL,
+    RES_GW_TLS_AUTO_PASSTHROUGH,
+    RES_GW_TLS_ISTIO_MUTUAL,
+    RES_GW_TLS_OPTIONAL_MUTUAL,
+};
+
+enum res_tls_version {
+    RES_TLS_AUTO,
+    RES_TLSV1_0,
+    RES_TLSV1_1,
+    RES_TLSV1_2,
+    RES_TLSV1_3,
+};
+
+struct res_gw_port {
+    struct conf_mark mark;
+    int64_t number;
+    char *name;
+    int64_t protocol; /* enum res_protocol */
+    int64_t target_port;
+};
+
+struct res_gw_tls {
+    struct conf_mark mark;
+    int https_redirect;
+    int mode; /* enum res_server_tls_mode; default PASSTHROUGH as Istio */
+    char *server_certificate;
+    char *private_key;
+    char *ca_certificates;
+    char *ca_crl;
+    char *credential_name;
+    struct conf_strs credential_names;
+    struct conf_strs subject_alt_names;
+    struct conf_strs verify_certificate_spki;
+    struct conf_strs verify_certificate_hash;
+    int min_protocol_version; /* enum res_tls_version */
+    int max_protocol_version;
+    struct conf_strs cipher_suites;
+};
+
+struct res_gw_server {
+    struct conf_mark mark;
+    struct res_gw_port port;
+    struct conf_strs hosts; /* "[ns/]host", ns "*", "." or a name */
+    char *bind;
+    char *name;
+    char *default_endpoint;
+    struct res_gw_tls tls;
+};
+
+struct res_gateway {
+    struct conf_strmap selector;
+    struct conf_list servers; /* struct res_gw_server */
+};
+
+/* --- VirtualService ---------------------------------------------------- */
+
+struct res_header_ops {
+    struct conf_mark mark;
+    struct conf_strmap set;
+    struct conf_strmap add;
+    struct conf_strs remove;
+};
+
+struct res_headers {
+    struct conf_mark mark;
+    struct res_header_ops request;
+    struct res_header_ops response;
+};
+
+struct res_destination {
+    struct conf_mark mark;
+    char *host;
+    char *subset;
+    struct res_port_selector port;
+};
+
+/* A weighted destination of an http, tls or tcp rule. */
+struct res_route_dest {
+    struct conf_mark mark;
+    struct res_destination destination;
+    int64_t weight;             /* a lone destination gets 100, as in Istio */
+    struct res_headers headers; /* http only */
+};
+
+struct res_http_match {
+    struct conf_mark mark;
+    char *name;
+    struct res_strmatch uri;
+    struct res_strmatch scheme;
+    struct res_strmatch method;
+    struct res_strmatch authority;
+    struct conf_map headers;         /* name -> struct res_strmatch */
+    struct conf_map query_params;    /* name -> struct res_strmatch */
+    struct conf_map without_headers; /* name -> struct res_strmatch */
+    int64_t port;                    /* 0: any */
+    struct conf_strmap source_labels;
+    struct conf_strs gateways;
+    char *source_namespace;
+    int ignore_uri_case;
+    char *stat_prefix;
+};
+
+struct res_redirect {
+    struct conf_mark mark;
+    char *uri;
+    char *authority;
+    int64_t port;
+    int derive_port; /* 0 FROM_PROTOCOL_DEFAULT, 1 FROM_REQUEST_PORT */
+    char *scheme;
+    int64_t redirect_code; /* default 301 */
+};
+
+struct res_body {
+    struct conf_mark mark;
+    char *string;
+    char *bytes; /* base64 as written */
+};
+
+struct res_direct_response {
+    struct conf_mark mark;
+    int64_t status;
+    struct res_body body;
+};
+
+struct res_delegate {
+    struct conf_mark mark;
+    char *name;
+    char *ns;
+};
+
+struct res_regex_rewrite {
+    struct conf_mark mark;
+    char *match;
+    char *rewrite;
+};
+
+struct res_rewrite {
+    struct conf_mark mark;
+    char *uri;
+    char *authority;
+    struct res_regex_rewrite uri_regex_rewrite;
+};
+
+/* Istio's defaults when no retries section is given: 2 attempts on
+ * connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes.
+ * A section given without attempts disables retries. */
+struct res_retries {
+    struct conf_mark mark;
+    int64_t attempts;
+    int64_t per_try_timeout_ms; /* 0: the route's timeout */
+    char *retry_on;
+    int retry_remote_localities;
+};
+
+struct res_fault_delay {
+    struct conf_mark mark;
+    int64_t fixed_delay_ms;
+    struct res_percent percentage;
+    int64_t percent; /* deprecated integer form */
+};
+
+struct res_fault_abort {
+    struct conf_mark mark;
+    int64_t http_status;
+    char *grpc_status;
+    char *http2_error;
+    struct res_percent percentage;
+};
+
+struct res_fault {
+    struct conf_mark mark;
+    struct res_fault_delay delay;
+    struct res_fault_abort abort;
+};
+
+struct res_cors {
+    struct conf_mark mark;
+    struct conf_list allow_origins; /* struct res_strmatch */
+    struct conf_strs allow_origin;  /* deprecated */
+    struct conf_strs allow_methods;
+    struct conf_strs allow_headers;
+    struct conf_strs expose_headers;
+    int64_t max_age_ms;
+    int allow_credentials;
+};
+
+struct res_http_route {
+    struct conf_mark mark;
+    char *name;
+    struct conf_list match; /* struct res_http_match; empty: all */
+    struct conf_list route; /* struct res_route_dest */
+    struct res_redirect redirect;
+    struct res_direct_response direct_response;
+    struct res_delegate delegate;
+    struct res_rewrite rewrite;
+    int64_t timeout_ms; /* 0: none */
+    struct res_retries retries;
+    struct res_fault fault;
+    struct res_destination mirror;
+    struct res_percent mirror_percentage;
+    int64_t mirror_percent; /* deprecated */
+    struct res_cors cors_policy;
+    struct res_headers headers;
+};
+
+struct res_l4_match {
+    struct conf_mark mark;
+    struct conf_strs sni_hosts; /* tls rules: required */
+    struct conf_strs destination_subnets;
+    int64_t port;
+    struct conf_strmap source_labels;
+    struct conf_strs gateways;
+    char *source_namespace;
+    char *source_subnet;
+};
+
+/* A tls or tcp rule. */
+struct res_l4_route {
+    struct conf_mark mark;
+    struct conf_list match; /* struct res_l4_match */
+    struct conf_list route; /* struct res_route_dest */
+};
+
+struct res_virtual_service {
+    struct conf_strs hosts;
+    struct conf_strs gateways; /* "name" or "ns/name"; empty: mesh */
+    struct conf_list http;     /* struct res_http_route */
+    struct conf_list tls;      /* struct res_l4_route */
+    struct conf_list tcp;      /* struct res_l4_route */
+    struct conf_strs export_to;
+};
+
+/* --- DestinationRule --------------------------------------------------- */
+
+enum res_lb_simple {
+    RES_LB_UNSPECIFIED,
+    RES_LB_LEAST_CONN,
+    RES_LB_RANDOM,
+    RES_LB_PASSTHROUGH,
+    RES_LB_ROUND_ROBIN,
+    RES_LB_LEAST_REQUEST,
+};
+
+struct res_http_cookie {
+    struct conf_mark mark;
+    char *name;
+    char *path;
+    int64_t ttl_ms;
+};
+
+struct res_consistent_hash {
+    struct conf_mark mark;
+    char *http_header_name;
+    struct res_http_cookie http_cookie;
+    int use_source_ip;
+    char *http_query_parameter_name;
+    struct {
+        struct conf_mark mark;
+        int64_t minimum_ring_size;
+    } ring_hash;
+    struct {
+        struct conf_mark mark;
+        int64_t table_size;
+    } maglev;
+    int64_t minimum_ring_size; /* deprecated */
+};
+
+struct res_load_balancer {
+    struct conf_mark mark;
+    int simple; /* enum res_lb_simple */
+    struct res_consistent_hash consistent_hash;
+    struct conf_mark locality_lb_setting; /* accepted, ignored */
+    int64_t warmup_ms;                    /* warmupDurationSecs */
+};
+
+struct res_tcp_keepalive {
+    struct conf_mark mark;
+    int64_t probes;
+    int64_t time_ms;
+    int64_t interval_ms;
+};
+
+struct res_pool_tcp {
+    struct conf_mark mark;
+    int64_t max_connections;
+    int64_t connect_timeout_ms;
+    struct res_tcp_keepalive tcp_keepalive;
+    int64_t max_connection_duration_ms;
+    int64_t idle_timeout_ms;
+};
+
+struct res_pool_http {
+    struct conf_mark mark;
+    int64_t http1_max_pending_requests;
+    int64_t http2_max_requests;
+    int64_t max_requests_per_connection; /* 0: unlimited */
+    int64_t max_retries;
+    int64_t idle_timeout_ms;
+    int h2_upgrade_policy; /* DEFAULT, DO_NOT_UPGRADE, UPGRADE */
+    int use_client_protocol;
+    int64_t max_concurrent_streams;
+};
+
+struct res_connection_pool {
+    struct conf_mark mark;
+    struct res_pool_tcp tcp;
+    struct res_pool_http http;
+};
+
+struct res_outlier {
+    struct conf_mark mark;
+    int64_t consecutive_5xx_errors;
+    int64_t consecutive_gateway_errors;
+    int64_t consecutive_errors; /* deprecated */
+    int64_t interval_ms;
+    int64_t base_ejection_time_ms;
+    int64_t max_ejection_percent;
+    int64_t min_health_percent;
+    int split_external_local_origin_errors;
+    int64_t consecutive_local_origin_failures;
+};
+
+enum res_client_tls_mode {
+    RES_TLS_DISABLE,
+    RES_TLS_SIMPLE,
+    RES_TLS_MUTUAL,
+    RES_TLS_ISTIO_MUTUAL,
+};
+
+struct res_client_tls {
+    struct conf_mark mark;
+    int mode; /* enum res_client_tls_mode */
+    char *client_certificate;
+    char *private_key;
+    char *ca_certificates;
+    char *ca_crl;
+    char *credential_name;
+    struct conf_strs subject_alt_names;
+    char *sni;
+    int insecure_skip_verify;
+};
+
+/* The policies a port-level setting may override. */
+struct res_port_policy {
+    struct conf_mark mark;
+    struct res_port_selector port;
+    struct res_load_balancer load_balancer;
+    struct res_connection_pool connection_pool;
+    struct res_outlier outlier_detection;
+    struct res_client_tls tls;
+};
+
+struct res_traffic_policy {
+    struct conf_mark mark;
+    struct res_load_balancer load_balancer;
+    struct res_connection_pool connection_pool;
+    struct res_outlier outlier_detection;
+    struct res_client_tls tls;
+    struct conf_list port_level_settings; /* struct res_port_policy */
+    struct conf_mark tunnel;              /* accepted, ignored */
+    struct conf_mark proxy_protocol;      /* accepted, ignored */
+};
+
+struct res_subset {
+    struct conf_mark mark;
+    char *name;
+    struct conf_strmap labels;
+    struct res_traffic_policy traffic_policy;
+};
+
+struct res_workload_selector {
+    struct conf_mark mark;
+    struct conf_strmap match_labels;
+};
+
+struct res_destination_rule {
+    char *host;
+    struct res_traffic_policy traffic_policy;
+    struct conf_list subsets; /* struct res_subset */
+    struct conf_strs export_to;
+    struct res_workload_selector workload_selector;
+};
+
+/* --- ServiceEntry and WorkloadEntry ----------------------------------- */
+
+struct res_workload_entry {
+    struct conf_mark mark;
+    char *address;
+    struct conf_intmap ports; /* port name -> number */
+    struct conf_strmap labels;
+    char *network;
+    char *locality;
+    int64_t weight;
+    char *service_account;
+};
+
+struct res_se_port {
+    struct conf_mark mark;
+    int64_t number;
+    int64_t protocol; /* enum res_protocol; default TCP as Istio */
+    char *name;
+    int64_t target_port;
+};
+
+enum res_location { RES_MESH_EXTERNAL, RES_MESH_INTERNAL };
+enum res_resolution {
+    RES_RESOLVE_NONE,
+    RES_RESOLVE_STATIC,
+    RES_RESOLVE_DNS,
+    RES_RESOLVE_DNS_ROUND_ROBIN,
+};
+
+struct res_service_entry {
+    struct conf_strs hosts;
+    struct conf_strs addresses;
+    struct conf_list ports;     /* struct res_se_port */
+    int location;               /* enum res_location */
+    int resolution;             /* enum res_resolution */
+    struct conf_list endpoints; /* struct res_workload_entry */
+    struct {
+        struct conf_mark mark;
+        struct conf_strmap labels;
+    } workload_selector;
+    struct conf_strs export_to;
+    struct conf_strs subject_alt_names;
+};
+
+/* --- resources --------------------------------------------------------- */
+
+struct res_meta {
+    char *name;
+    char *ns;
+    struct conf_strmap labels;
+    struct conf_strmap annotations;
+    struct conf_mark ignored[8]; /* resourceVersion, uid, ...: accepted */
+};
+
+/*
+ * One loaded resource. file points into the set's file list; line and col
+ * are where the document's top-level mapping starts. spec points at the
+ * kind's struct (struct res_gateway for RES_GATEWAY and so on).
+ */
+struct resource {
+    enum res_kind kind;
+    const char *file;
+    int line;
+    int col;
+    char *api_version;
+    struct res_meta meta;
+    void *spec;
+};
+
+enum res_level { RES_ERROR, RES_WARNING, RES_INFO };
+
+/*
+ * One message about the configuration: a load error, a warning, or an
+ * analysis finding. code is a static string ("IST0101"; "IST0106" for
+ * schema errors), resource is "Kind ns/name" (or "" before the document's
+ * identity is known), path the field path ("spec.http[0].route[1]").
+ */
+struct res_msg {
+    const char *code;
+    enum res_level level;
+    char *file;
+    int line;
+    int col;
+    char *resource;
+    char *path;
+    char *message;
+};
+
+struct res_msgs {
+    struct res_msg *v;
+    size_t n;
+    size_t alloc;
+    size_t nerr;
+};
+
+struct resource_set {
+    struct resource **v; /* in load order: files by name, then documents */
+    size_t n;
+    char **files; /* every file read, owned */
+    size_t nfiles;
+    struct res_msgs msgs; /* load errors and warnings */
+    char *domain;         /* cluster domain for short names: cluster.local */
+};
+
+#endif

@@ -1,0 +1,995 @@
+#include "config.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <pcre2.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "config/res-kinds.h"
+#include "config/resource.h"
+#include "config/yaml.h"
+#include "core/buf.h"
+
+#define RES_MAX_FILES 100000
+#define RES_MAX_REGEX 4096
+
+/* ---- messages ----------------------------------------------------------- */
+
+static char *xstrdup(const char *s)
+{
+    return strdup(s != NULL ? s : "");
+}
+
+void res_msgs_add(struct res_msgs *m, const char *code, enum res_level level,
+                  const char *file, int line, int col, const char *resource,
+                  const char *path, const char *fmt, ...)
+{
+    struct res_msg *msg;
+    va_list ap;
+    int rc;
+
+    if (m->n == m->alloc) {
+        size_t alloc = m->alloc ? m->alloc * 2 : 16;
+        struct res_msg *v = realloc(m->v, alloc * sizeof(*v));
+        if (v == NULL)
+            return;
+        m->v = v;
+        m->alloc = alloc;
+    }
+    msg = &m->v[m->n];
+    memset(msg, 0, sizeof(*msg));
+    msg->code = code;
+    msg->level = level;
+    msg->line = line;
+    msg->col = col;
+    msg->file = xstrdup(file);
+    msg->resource = xstrdup(resource);
+    msg->path = xstrdup(path);
+    va_start(ap, fmt);
+    rc = vasprintf(&msg->message, fmt, ap);
+    va_end(ap);
+    if (rc < 0)
+        msg->message = NULL;
+    if (msg->file == NULL || msg->resource == NULL || msg->path == NULL ||
+        msg->message == NULL) {
+        free(msg->file);
+        free(msg->resource);
+        free(msg->path);
+        free(msg->message);
+        return;
+    }
+    m->n++;
+    if (level == RES_ERROR)
+        m->nerr++;
+}
+
+void res_msgs_dispose(struct res_msgs *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        free(m->v[i].file);
+        free(m->v[i].resource);
+        free(m->v[i].path);
+        free(m->v[i].message);
+    }
+    free(m->v);
+    memset(m, 0, sizeof(*m));
+}
+
+void res_msg_line(struct buf *b, const struct res_msg *m)
+{
+    buf_printf(b, "%s:%d:%d: ", m->file, m->line, m->col);
+    if (m->resource[0] != '\0')
+        buf_printf(b, "%s: ", m->resource);
+    if (m->path[0] != '\0')
+        buf_printf(b, "%s: ", m->path);
+    buf_printf(b, "%s\n", m->message);
+}
+
+static void vreport(struct res_check *ck, enum res_level level,
+                    const struct conf_mark *mark, const char *path,
+                    const char *fmt, va_list ap)
+{
+    char text[1024];
+    int line = ck->r->line, col = ck->r->col;
+
+    if (mark != NULL && mark->line > 0) {
+        line = mark->line;
+        col = mark->col;
+    }
+    vsnprintf(text, sizeof(text), fmt, ap);
+    res_msgs_add(ck->msgs, "IST0106", level, ck->r->file, line, col,
+                 ck->resource, path, "%s", text);
+    if (level == RES_ERROR)
+        ck->nerr++;
+}
+
+void res_err(struct res_check *ck, const struct conf_mark *mark,
+             const char *path, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vreport(ck, RES_ERROR, mark, path, fmt, ap);
+    va_end(ap);
+}
+
+void res_warn(struct res_check *ck, const struct conf_mark *mark,
+              const char *path, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vreport(ck, RES_WARNING, mark, path, fmt, ap);
+    va_end(ap);
+}
+
+void res_path(char *out, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(out, n, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- names, hosts, labels ---------------------------------------------- */
+
+static const char *const kind_names[RES_KIND_COUNT] = {
+    "Gateway",      "VirtualService", "DestinationRule",
+    "ServiceEntry", "WorkloadEntry",
+};
+
+static const struct res_kind_ops *const kind_ops[RES_KIND_COUNT] = {
+    &res_gateway_ops,       &res_virtual_service_ops, &res_destination_rule_ops,
+    &res_service_entry_ops, &res_workload_entry_ops,
+};
+
+const char *res_kind_name(enum res_kind kind)
+{
+    return (unsigned)kind < RES_KIND_COUNT ? kind_names[kind] : "?";
+}
+
+static const char *const protocol_names[] = {
+    "HTTP", "HTTPS", "HTTP2", "GRPC",  "GRPC-WEB", "TCP",
+    "TLS",  "MONGO", "MYSQL", "REDIS", "UDP",      "HBONE",
+};
+
+const char *res_protocol_name(int64_t protocol)
+{
+    if (protocol < 0 ||
+        protocol >= (int64_t)(sizeof(protocol_names) / sizeof(*protocol_names)))
+        return "?";
+    return protocol_names[protocol];
+}
+
+int res_parse_protocol(const char *s, size_t n, void *dst, const char **why)
+{
+    for (size_t i = 0; i < sizeof(protocol_names) / sizeof(*protocol_names);
+         i++) {
+        if (strlen(protocol_names[i]) == n &&
+            strncasecmp(s, protocol_names[i], n) == 0) {
+            int64_t v = (int64_t)i;
+            memcpy(dst, &v, sizeof(v));
+            return 0;
+        }
+    }
+    *why = "unknown protocol (HTTP, HTTPS, HTTP2, GRPC, GRPC-WEB, TCP, TLS, "
+           "MONGO, MYSQL, REDIS, UDP)";
+    return -1;
+}
+
+void res_protocol_json(struct buf *b, const void *src)
+{
+    int64_t v;
+
+    memcpy(&v, src, sizeof(v));
+    buf_printf(b, "\"%s\"", res_protocol_name(v));
+}
+
+int res_valid_label(const char *s, size_t n, void *dst, const char **why)
+{
+    (void)dst;
+    if (n == 0 || n > 63) {
+        *why = "must be 1-63 characters";
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              (c == '-' && i > 0 && i + 1 < n))) {
+            *why = "must be lower-case letters, digits and '-' (a DNS label)";
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A resource name is a DNS-1123 subdomain: labels joined by dots. */
+static int valid_subdomain(const char *s)
+{
+    size_t n = strlen(s), start = 0;
+    const char *why;
+
+    if (n == 0 || n > 253)
+        return 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i == n || s[i] == '.') {
+            if (res_valid_label(s + start, i - start, NULL, &why) < 0)
+                return 0;
+            start = i + 1;
+        }
+    }
+    return 1;
+}
+
+static int is_ip(const char *s)
+{
+    unsigned char tmp[16];
+
+    return inet_pton(AF_INET, s, tmp) == 1 || inet_pton(AF_INET6, s, tmp) == 1;
+}
+
+int res_host_fqdn(const char *host, const char *ns, const char *domain,
+                  char *out, size_t n)
+{
+    int w;
+
+    if (strcmp(host, "*") == 0 || is_ip(host) || strchr(host, '.') != NULL)
+        w = snprintf(out, n, "%s", host);
+    else
+        w = snprintf(out, n, "%s.%s.svc.%s", host, ns, domain);
+    return w < 0 || (size_t)w >= n ? -1 : w;
+}
+
+/* suffix_of() is true when s ends with suffix. */
+static int suffix_of(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+
+    return n >= m && strcasecmp(s + n - m, suffix) == 0;
+}
+
+int res_host_covers(const char *pattern, const char *b)
+{
+    if (strcmp(pattern, "*") == 0)
+        return 1;
+    if (pattern[0] == '*') {
+        /* "*.foo.com" covers "a.foo.com" and "*.b.foo.com" but not
+         * "foo.com"; "*" is covered only by "*". */
+        if (strcmp(b, "*") == 0)
+            return 0;
+        return strlen(b) > strlen(pattern) - 1 && suffix_of(b, pattern + 1);
+    }
+    return b[0] != '*' && strcasecmp(pattern, b) == 0;
+}
+
+int res_host_matches(const char *a, const char *b)
+{
+    return res_host_covers(a, b) || res_host_covers(b, a);
+}
+
+int res_labels_match(const struct conf_strmap *selector,
+                     const struct conf_strmap *labels)
+{
+    for (size_t i = 0; i < selector->n; i++) {
+        size_t j;
+        for (j = 0; j < labels->n; j++)
+            if (strcmp(selector->v[i].key, labels->v[j].key) == 0 &&
+                strcmp(selector->v[i].val, labels->v[j].val) == 0)
+                break;
+        if (j == labels->n)
+            return 0;
+    }
+    return 1;
+}
+
+void res_check_host(struct res_check *ck, const struct conf_mark *mark,
+                    const char *path, const char *host, int flags)
+{
+    size_t n = strlen(host), start = 0;
+
+    if (n == 0) {
+        res_err(ck, mark, path, "empty host");
+        return;
+    }
+    if ((flags & RES_HOST_IP) && is_ip(host))
+        return;
+    if (flags & RES_HOST_WILDCARD) {
+        if (strcmp(host, "*") == 0)
+            return;
+        if (host[0] == '*') {
+            if (host[1] != '.') {
+                res_err(ck, mark, path,
+                        "host '%s': a wildcard is '*' or '*.' followed by a "
+                        "domain",
+                        host);
+                return;
+            }
+            start = 2;
+        }
+    }
+    if (n > 255) {
+        res_err(ck, mark, path, "host is longer than 255 characters");
+        return;
+    }
+    for (size_t i = start; i <= n; i++) {
+        if (i < n && host[i] != '.') {
+            char c = host[i];
+            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                  (c >= '0' && c <= '9') || c == '-' || c == '_')) {
+                res_err(ck, mark, path,
+                        "host '%s': character '%c' is not allowed%s", host,
+                        c >= 0x20 && c < 0x7f ? c : '?',
+                        c == '*' ? " (a wildcard must be the first label)"
+                                 : "");
+                return;
+            }
+            continue;
+        }
+        /* The last label may be empty: "example.com." is fully qualified. */
+        if ((i - start == 0 && i != n) || i - start > 63) {
+            res_err(ck, mark, path,
+                    "host '%s': each dot-separated part must be 1-63 "
+                    "characters",
+                    host);
+            return;
+        }
+        start = i + 1;
+    }
+}
+
+enum res_strmatch_kind res_strmatch_kind(const struct res_strmatch *m)
+{
+    if (m->exact != NULL)
+        return RES_MATCH_EXACT;
+    if (m->prefix != NULL)
+        return RES_MATCH_PREFIX;
+    if (m->regex != NULL)
+        return RES_MATCH_REGEX;
+    if (m->present)
+        return RES_MATCH_PRESENT;
+    return RES_MATCH_NONE;
+}
+
+int res_regex_check(const char *re, char *why, size_t n)
+{
+    pcre2_code *code;
+    int err = 0;
+    PCRE2_SIZE off = 0;
+    uint32_t backrefs = 0;
+
+    if (strlen(re) > RES_MAX_REGEX) {
+        snprintf(why, n, "longer than %d bytes", RES_MAX_REGEX);
+        return -1;
+    }
+    code = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &err,
+                         &off, NULL);
+    if (code == NULL) {
+        PCRE2_UCHAR msg[256];
+        if (pcre2_get_error_message(err, msg, sizeof(msg)) < 0)
+            snprintf((char *)msg, sizeof(msg), "error %d", err);
+        snprintf(why, n, "%s at offset %zu", (const char *)msg, (size_t)off);
+        return -1;
+    }
+    /* Istio's dialect is RE2, which has no backreferences; they are also
+     * what makes matching time unbounded. */
+    if (pcre2_pattern_info(code, PCRE2_INFO_BACKREFMAX, &backrefs) == 0 &&
+        backrefs > 0) {
+        pcre2_code_free(code);
+        snprintf(why, n,
+                 "backreferences are not supported (Istio's regular "
+                 "expressions are RE2)");
+        return -1;
+    }
+    /* JIT is an optimisation: a platform without it still matches, with
+     * the match limits the router sets. */
+    (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
+    pcre2_code_free(code);
+    return 0;
+}
+
+void res_check_strmatch(struct res_check *ck, const struct res_strmatch *m,
+                        const char *path)
+{
+    char why[300];
+
+    if (m->regex != NULL && res_regex_check(m->regex, why, sizeof(why)) < 0)
+        res_err(ck, &m->mark, path, "regex '%s': %s", m->regex, why);
+}
+
+/* ---- metadata ------------------------------------------------------------ */
+
+#define M(f) RES_OFF(struct res_meta, f)
+/* Keys the API server adds; a dump of a live cluster carries them. */
+#define IGN(key, i)                                                            \
+    {                                                                          \
+        .name = key, .type = CONF_IGNORE,                                      \
+        .off = M(ignored) + (i) * sizeof(struct conf_mark),                    \
+        .help = "accepted and ignored"                                         \
+    }
+
+static const struct conf_key meta_keys[] = {
+    {.name = "name", .type = CONF_STR, .off = M(name), .help = "name"},
+    {.name = "namespace",
+     .type = CONF_STR,
+     .off = M(ns),
+     .def = "default",
+     .help = "namespace",
+     .custom = res_valid_label},
+    {.name = "labels",
+     .type = CONF_STR_MAP,
+     .off = M(labels),
+     .help = "labels"},
+    {.name = "annotations",
+     .type = CONF_STR_MAP,
+     .off = M(annotations),
+     .help = "annotations"},
+    IGN("resourceVersion", 0),
+    IGN("uid", 1),
+    IGN("creationTimestamp", 2),
+    IGN("generation", 3),
+    IGN("managedFields", 4),
+    IGN("generateName", 5),
+    IGN("finalizers", 6),
+    IGN("ownerReferences", 7),
+    {.name = NULL},
+};
+#undef IGN
+#undef M
+
+static const struct conf_section meta_section = {meta_keys, 0, SIZE_MAX};
+
+/* ---- loading ------------------------------------------------------------- */
+
+struct loader {
+    struct resource_set *set;
+    const char *file; /* owned by set->files */
+};
+
+static void resource_free(struct resource *r)
+{
+    if (r == NULL)
+        return;
+    if (r->spec != NULL) {
+        conf_dispose(kind_ops[r->kind]->spec, r->spec);
+        free(r->spec);
+    }
+    conf_dispose(&meta_section, &r->meta);
+    free(r->api_version);
+    free(r);
+}
+
+void resource_set_free(struct resource_set *set)
+{
+    if (set == NULL)
+        return;
+    for (size_t i = 0; i < set->n; i++)
+        resource_free(set->v[i]);
+    free(set->v);
+    for (size_t i = 0; i < set->nfiles; i++)
+        free(set->files[i]);
+    free(set->files);
+    res_msgs_dispose(&set->msgs);
+    free(set->domain);
+    free(set);
+}
+
+const struct resource *resource_find(const struct resource_set *set,
+                                     enum res_kind kind, const char *ns,
+                                     const char *name)
+{
+    for (size_t i = 0; i < set->n; i++) {
+        const struct resource *r = set->v[i];
+        if (r->kind == kind && strcmp(r->meta.name, name) == 0 &&
+            strcmp(r->meta.ns, ns) == 0)
+            return r;
+    }
+    return NULL;
+}
+
+#define SPEC_OF(r, k, type)                                                    \
+    do {                                                                       \
+        assert((r)->kind == (k));                                              \
+        return (const type *)(r)->spec;                                        \
+    } while (0)
+
+const struct res_gateway *res_gateway(const struct resource *r)
+{
+    SPEC_OF(r, RES_GATEWAY, struct res_gateway);
+}
+
+const struct res_virtual_service *res_virtual_service(const struct resource *r)
+{
+    SPEC_OF(r, RES_VIRTUAL_SERVICE, struct res_virtual_service);
+}
+
+const struct res_destination_rule *
+res_destination_rule(const struct resource *r)
+{
+    SPEC_OF(r, RES_DESTINATION_RULE, struct res_destination_rule);
+}
+
+const struct res_service_entry *res_service_entry(const struct resource *r)
+{
+    SPEC_OF(r, RES_SERVICE_ENTRY, struct res_service_entry);
+}
+
+const struct res_workload_entry *res_workload_entry(const struct resource *r)
+{
+    SPEC_OF(r, RES_WORKLOAD_ENTRY, struct res_workload_entry);
+}
+
+static void load_msg(struct loader *ld, enum res_level level, int line, int col,
+                     const char *resource, const char *path, const char *fmt,
+                     ...) __attribute__((format(printf, 7, 8)));
+
+static void load_msg(struct loader *ld, enum res_level level, int line, int col,
+                     const char *resource, const char *path, const char *fmt,
+                     ...)
+{
+    char text[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    res_msgs_add(&ld->set->msgs, "IST0106", level, ld->file, line, col,
+                 resource, path, "%s", text);
+}
+
+/*
+ * take_conf_errors() turns the decoder's lines ("file:line:col: path:
+ * reason") into messages, with prefix in front of each path. The decoder
+ * names the file we gave it, so the line is split after that name.
+ */
+static int take_conf_errors(struct loader *ld, struct buf *text,
+                            const char *resource, const char *prefix)
+{
+    const char *p = buf_cstr(text);
+    size_t flen = strlen(ld->file);
+    int n = 0;
+
+    while (*p != '\0') {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        char line[2048];
+        int l = 0, c = 0, used = 0;
+        char *path, *reason;
+
+        snprintf(line, sizeof(line), "%.*s", (int)len, p);
+        p += len + (eol != NULL);
+        n++;
+        if (strncmp(line, ld->file, flen) != 0 ||
+            sscanf(line + flen, ":%d:%d: %n", &l, &c, &used) < 2 || used == 0) {
+            load_msg(ld, RES_ERROR, 0, 0, resource, "", "%s", line);
+            continue;
+        }
+        path = line + flen + used;
+        reason = strstr(path, ": ");
+        if (reason == NULL) {
+            load_msg(ld, RES_ERROR, l, c, resource, "", "%s", path);
+            continue;
+        }
+        *reason = '\0';
+        reason += 2;
+        {
+            char full[600];
+            snprintf(full, sizeof(full), "%s%s%s", prefix,
+                     path[0] && prefix[0] ? "." : "", path);
+            load_msg(ld, RES_ERROR, l, c, resource, full, "%s", reason);
+        }
+    }
+    buf_consume(text, buf_len(text));
+    return n;
+}
+
+/* scalar_of() returns the string of a scalar node, or NULL. */
+static const char *scalar_of(const struct ynode *n)
+{
+    if (n == NULL || n->type != YNODE_SCALAR || yscalar_is_null(n))
+        return NULL;
+    return n->str;
+}
+
+static const char *const other_istio_kinds[] = {
+    "Sidecar",    "EnvoyFilter", "WorkloadGroup", "ProxyConfig", "Telemetry",
+    "WasmPlugin", NULL,
+};
+
+/* add_resource() puts r in the set; a later definition of the same
+ * Kind ns/name replaces an earlier one, with a warning. */
+static int add_resource(struct loader *ld, struct resource *r,
+                        const char *resource)
+{
+    struct resource_set *set = ld->set;
+
+    for (size_t i = 0; i < set->n; i++) {
+        struct resource *o = set->v[i];
+        if (o->kind == r->kind && strcmp(o->meta.name, r->meta.name) == 0 &&
+            strcmp(o->meta.ns, r->meta.ns) == 0) {
+            load_msg(ld, RES_WARNING, r->line, r->col, resource, "metadata",
+                     "also defined at %s:%d:%d; this definition replaces it",
+                     o->file, o->line, o->col);
+            resource_free(o);
+            set->v[i] = r;
+            return 0;
+        }
+    }
+    if ((set->n & (set->n - 1)) == 0) {
+        struct resource **v =
+            realloc(set->v, (set->n ? set->n * 2 : 8) * sizeof(*v));
+        if (v == NULL)
+            return -1;
+        set->v = v;
+    }
+    set->v[set->n++] = r;
+    return 0;
+}
+
+static const char *const top_keys[] = {"apiVersion", "kind",   "metadata",
+                                       "spec",       "status", NULL};
+
+/* load_doc() checks and decodes one document. */
+static void load_doc(struct loader *ld, const struct ynode *root)
+{
+    const char *api, *kind, *name, *ns, *group_end;
+    const struct ynode *meta, *spec;
+    char resource[600];
+    struct resource *r = NULL;
+    struct buf text;
+    int k, nerr = 0, bad_version = 0;
+
+    buf_init(&text, 256 * 1024);
+    if (root->type != YNODE_MAP) {
+        load_msg(ld, RES_ERROR, root->line, root->col, "", "",
+                 "a resource is a mapping (apiVersion, kind, metadata, "
+                 "spec), got %s",
+                 ynode_type_name(root));
+        goto out;
+    }
+    api = scalar_of(ymap_get(root, "apiVersion"));
+    kind = scalar_of(ymap_get(root, "kind"));
+    meta = ymap_get(root, "metadata");
+    name = scalar_of(ymap_get(meta, "name"));
+    ns = scalar_of(ymap_get(meta, "namespace"));
+    snprintf(resource, sizeof(resource), "%.64s %.253s/%.253s",
+             kind ? kind : "(no kind)", ns ? ns : "default",
+             name ? name : "(no name)");
+    if (api == NULL || kind == NULL) {
+        load_msg(ld, RES_ERROR, root->line, root->col, resource, "",
+                 "missing key '%s'", api == NULL ? "apiVersion" : "kind");
+        goto out;
+    }
+    group_end = strchr(api, '/');
+    if (group_end == NULL ||
+        (size_t)(group_end - api) != strlen("networking.istio.io") ||
+        strncmp(api, "networking.istio.io", (size_t)(group_end - api)) != 0) {
+        const char *why =
+            strncmp(api, "security.istio.io/", 18) == 0
+                ? "security.istio.io resources are not handled by this "
+                  "loader yet; ignored"
+                : "not an Istio networking resource; ignored";
+        load_msg(ld, RES_WARNING, root->line, root->col, resource, "apiVersion",
+                 "%s: %s", api, why);
+        goto out;
+    }
+    if (strcmp(group_end + 1, "v1") != 0 &&
+        strcmp(group_end + 1, "v1beta1") != 0 &&
+        strcmp(group_end + 1, "v1alpha3") != 0)
+        bad_version = 1;
+    for (k = 0; k < RES_KIND_COUNT; k++)
+        if (strcmp(kind, kind_names[k]) == 0)
+            break;
+    if (k == RES_KIND_COUNT) {
+        for (int i = 0; other_istio_kinds[i] != NULL; i++) {
+            if (strcmp(kind, other_istio_kinds[i]) == 0) {
+                load_msg(ld, RES_WARNING, root->line, root->col, resource,
+                         "kind", "%s is not used by strait; ignored", kind);
+                goto out;
+            }
+        }
+        load_msg(ld, RES_ERROR, ymap_get(root, "kind")->line,
+                 ymap_get(root, "kind")->col, resource, "kind",
+                 "unknown kind '%s' (Gateway, VirtualService, "
+                 "DestinationRule, ServiceEntry, WorkloadEntry)",
+                 kind);
+        goto out;
+    }
+    if (bad_version) {
+        load_msg(ld, RES_ERROR, ymap_get(root, "apiVersion")->line,
+                 ymap_get(root, "apiVersion")->col, resource, "apiVersion",
+                 "unsupported version '%s' (v1, v1beta1 or v1alpha3)",
+                 group_end + 1);
+        nerr++;
+    }
+    for (size_t i = 0; i < root->n; i++) {
+        const char *key = root->pairs[i].key->str;
+        int j;
+        for (j = 0; top_keys[j] != NULL; j++)
+            if (strcmp(key, top_keys[j]) == 0)
+                break;
+        if (top_keys[j] == NULL) {
+            load_msg(ld, RES_ERROR, root->pairs[i].key->line,
+                     root->pairs[i].key->col, resource, key, "unknown key");
+            nerr++;
+        }
+    }
+
+    r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        goto out;
+    r->kind = (enum res_kind)k;
+    r->file = ld->file;
+    r->line = root->line;
+    r->col = root->col;
+    r->api_version = strdup(api);
+    conf_defaults(&meta_section, &r->meta);
+    r->spec = calloc(1, kind_ops[k]->spec_size);
+    if (r->api_version == NULL || r->spec == NULL) {
+        free(r->spec);
+        r->spec = NULL;
+        goto out;
+    }
+    conf_defaults(kind_ops[k]->spec, r->spec);
+
+    if (meta == NULL || (meta->type == YNODE_SCALAR && yscalar_is_null(meta))) {
+        load_msg(ld, RES_ERROR, root->line, root->col, resource, "",
+                 "missing key 'metadata'");
+        nerr++;
+    } else if (conf_decode(&meta_section, meta, &r->meta, ld->file, &text) >
+               0) {
+        nerr += take_conf_errors(ld, &text, resource, "metadata");
+    } else if (r->meta.name == NULL) {
+        load_msg(ld, RES_ERROR, meta->line, meta->col, resource, "metadata",
+                 "missing key 'name'");
+        nerr++;
+    } else if (!valid_subdomain(r->meta.name)) {
+        const struct ynode *nn = ymap_get(meta, "name");
+        load_msg(ld, RES_ERROR, nn->line, nn->col, resource, "metadata.name",
+                 "'%s' is not a valid name (lower-case letters, digits, '-' "
+                 "and '.', at most 253)",
+                 r->meta.name);
+        nerr++;
+    }
+
+    spec = ymap_get(root, "spec");
+    if (spec == NULL) {
+        load_msg(ld, RES_ERROR, root->line, root->col, resource, "",
+                 "missing key 'spec'");
+        nerr++;
+    } else if (!(spec->type == YNODE_SCALAR && yscalar_is_null(spec)) &&
+               conf_decode(kind_ops[k]->spec, spec, r->spec, ld->file, &text) >
+                   0) {
+        nerr += take_conf_errors(ld, &text, resource, "spec");
+    }
+    if (nerr == 0) {
+        struct res_check ck = {&ld->set->msgs, r, resource, 0};
+        kind_ops[k]->check(&ck, r);
+        nerr += ck.nerr;
+    }
+    if (nerr == 0) {
+        if (add_resource(ld, r, resource) == 0)
+            r = NULL;
+    }
+out:
+    resource_free(r);
+    buf_dispose(&text);
+}
+
+/* add_file() records a file name in the set; messages point at it. */
+static const char *add_file(struct resource_set *set, const char *name)
+{
+    char **v = realloc(set->files, (set->nfiles + 1) * sizeof(*v));
+
+    if (v == NULL)
+        return NULL;
+    set->files = v;
+    v[set->nfiles] = strdup(name);
+    if (v[set->nfiles] == NULL)
+        return NULL;
+    return v[set->nfiles++];
+}
+
+static void load_bytes(struct resource_set *set, const char *data, size_t len,
+                       const char *name)
+{
+    struct loader ld = {set, add_file(set, name)};
+    struct ydoc *docs = NULL;
+    size_t ndocs = 0;
+    char *err = NULL;
+
+    if (ld.file == NULL)
+        return;
+    if (yaml_load(data, len, ld.file, &docs, &ndocs, &err) < 0) {
+        struct buf text;
+        buf_init(&text, 4096);
+        buf_printf(&text, "%s\n", err ? err : "cannot parse");
+        /* yaml_load's message has no key path: put one in so the split
+         * after "file:line:col: " finds the reason. */
+        {
+            const char *p = buf_cstr(&text);
+            int l = 0, c = 0, used = 0;
+            size_t flen = strlen(ld.file);
+            if (strncmp(p, ld.file, flen) == 0 &&
+                sscanf(p + flen, ":%d:%d: %n", &l, &c, &used) >= 2 && used)
+                load_msg(&ld, RES_ERROR, l, c, "", "", "%.*s",
+                         (int)(strlen(p + flen + used) - 1), p + flen + used);
+            else
+                load_msg(&ld, RES_ERROR, 0, 0, "", "", "%s",
+                         err ? err : "cannot parse");
+        }
+        buf_dispose(&text);
+        free(err);
+        return;
+    }
+    for (size_t i = 0; i < ndocs; i++)
+        if (docs[i].root != NULL)
+            load_doc(&ld, docs[i].root);
+    yaml_docs_free(docs, ndocs);
+}
+
+static void load_file(struct resource_set *set, const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    char *data;
+    size_t n;
+
+    if (f == NULL || fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode) ||
+        (uint64_t)st.st_size > RESOURCE_MAX_FILE_BYTES) {
+        const char *why = f == NULL ? strerror(errno)
+                          : !S_ISREG(st.st_mode)
+                              ? "not a regular file"
+                              : "larger than the 64 MiB a resource file may be";
+        res_msgs_add(&set->msgs, "IST0106", RES_ERROR, path, 0, 0, "", "",
+                     "cannot read: %s", why);
+        if (f != NULL)
+            fclose(f);
+        return;
+    }
+    data = malloc((size_t)st.st_size + 1);
+    if (data == NULL) {
+        fclose(f);
+        res_msgs_add(&set->msgs, "IST0106", RES_ERROR, path, 0, 0, "", "",
+                     "out of memory");
+        return;
+    }
+    n = fread(data, 1, (size_t)st.st_size, f);
+    fclose(f);
+    load_bytes(set, data, n, path);
+    free(data);
+}
+
+static int has_ext(const char *name)
+{
+    return suffix_of(name, ".yaml") || suffix_of(name, ".yml") ||
+           suffix_of(name, ".json");
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void load_dir(struct resource_set *set, const char *path, DIR *d)
+{
+    struct dirent *de;
+    char **names = NULL;
+    size_t n = 0;
+
+    while ((de = readdir(d)) != NULL) {
+        char **v;
+        if (de->d_name[0] == '.' || !has_ext(de->d_name))
+            continue;
+        if (n == RES_MAX_FILES) {
+            res_msgs_add(&set->msgs, "IST0106", RES_ERROR, path, 0, 0, "", "",
+                         "more than %d resource files", RES_MAX_FILES);
+            break;
+        }
+        v = realloc(names, (n + 1) * sizeof(*v));
+        if (v == NULL)
+            break;
+        names = v;
+        size_t plen = strlen(path);
+        int slash = plen > 0 && path[plen - 1] == '/';
+        if (asprintf(&names[n], "%s%s%s", path, slash ? "" : "/",
+                     de->d_name) < 0)
+            break;
+        n++;
+    }
+    qsort(names, n, sizeof(*names), cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        struct stat st;
+        /* Subdirectories named like files are not descended into. */
+        if (stat(names[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+            free(names[i]);
+            continue;
+        }
+        load_file(set, names[i]);
+        free(names[i]);
+    }
+    free(names);
+}
+
+static struct resource_set *set_new(void)
+{
+    struct resource_set *set = calloc(1, sizeof(*set));
+
+    if (set == NULL)
+        return NULL;
+    set->domain = strdup("cluster.local");
+    if (set->domain == NULL) {
+        free(set);
+        return NULL;
+    }
+    return set;
+}
+
+/* finish() reports errors to the caller's buffer and count. */
+static struct resource_set *finish(struct resource_set *set, struct buf *errs,
+                                   int *nerr)
+{
+    if (errs != NULL) {
+        for (size_t i = 0; i < set->msgs.n; i++) {
+            if (set->msgs.v[i].level != RES_ERROR)
+                continue;
+            if (buf_len(errs) > RESOURCE_MAX_ERR_BYTES) {
+                buf_printf(errs, "(%zu more errors not shown)\n",
+                           set->msgs.nerr - i);
+                break;
+            }
+            res_msg_line(errs, &set->msgs.v[i]);
+        }
+    }
+    if (nerr != NULL)
+        *nerr = (int)set->msgs.nerr;
+    return set;
+}
+
+struct resource_set *resource_load(const char *path, struct buf *errs,
+                                   int *nerr)
+{
+    struct resource_set *set = set_new();
+    DIR *d;
+
+    if (set == NULL) {
+        if (nerr != NULL)
+            *nerr = 1;
+        return NULL;
+    }
+    d = opendir(path);
+    if (d != NULL) {
+        load_dir(set, path, d);
+        closedir(d);
+    } else if (errno == ENOTDIR) {
+        load_file(set, path);
+    } else {
+        res_msgs_add(&set->msgs, "IST0106", RES_ERROR, path, 0, 0, "", "",
+                     "cannot read: %s", strerror(errno));
+    }
+    return finish(set, errs, nerr);
+}
+
+struct resource_set *resource_load_mem(const char *data, size_t len,
+                                       const char *name, struct buf *errs,
+                                       int *nerr)
+{
+    struct resource_set *set = set_new();
+
+    if (set == NULL) {
+        if (nerr != NULL)
+            *nerr = 1;
+        return NULL;
+    }
+    load_bytes(set, data, len, name);
+    return finish(set, errs, nerr);
+}

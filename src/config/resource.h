@@ -1,0 +1,118 @@
+#ifndef STRAIT_CONFIG_RESOURCE_H
+#define STRAIT_CONFIG_RESOURCE_H
+
+#include <stddef.h>
+
+#include "config/resource-t.h"
+
+struct buf;
+
+/*
+ * Istio resources (networking.istio.io v1, v1beta1, v1alpha3): Gateway,
+ * VirtualService, DestinationRule, ServiceEntry, WorkloadEntry, loaded from
+ * YAML or JSON, checked against Istio's schema with Istio's defaults
+ * applied. Cross-resource checks are in analyze.h.
+ *
+ * Other documents are skipped with a warning: security.istio.io kinds
+ * (not handled by this loader yet), Istio kinds strait does not use
+ * (Sidecar, EnvoyFilter, ...), and anything outside Istio's API groups.
+ */
+
+/* Files bigger than this are refused; a configuration is never this big. */
+#define RESOURCE_MAX_FILE_BYTES (64u * 1024 * 1024)
+/* Error text kept in errs at most; the count in *nerr stays exact. */
+#define RESOURCE_MAX_ERR_BYTES (1024u * 1024)
+
+/*
+ * resource_load() reads path: a directory (its *.yaml, *.yml and *.json
+ * files in name order, not recursively) or a single file of any name. Each
+ * file may hold several YAML documents, or one JSON object.
+ *
+ * errs:  if not NULL, receives one line per error,
+ *        "file:line:col: Kind ns/name: path: reason".
+ * nerr:  if not NULL, receives the number of errors.
+ * Returns the set of resources that loaded without error (a resource with
+ * an error is left out of it), with every message, errors and warnings,
+ * in set->msgs. Returns NULL only when memory runs out. The caller owns
+ * the set and frees it with resource_set_free(); all pointers into it
+ * stay valid until then. A set with errors must not replace a running one.
+ */
+struct resource_set *resource_load(const char *path, struct buf *errs,
+                                   int *nerr);
+
+/* resource_load_mem() is resource_load() on one file's bytes; name is the
+ * file name used in messages. data need not be NUL-terminated. */
+struct resource_set *resource_load_mem(const char *data, size_t len,
+                                       const char *name, struct buf *errs,
+                                       int *nerr);
+
+/* resource_set_free() frees a set and everything in it; NULL is a no-op. */
+void resource_set_free(struct resource_set *set);
+
+/* resource_find() returns the resource kind ns/name, or NULL. The pointer
+ * is owned by the set. */
+const struct resource *resource_find(const struct resource_set *set,
+                                     enum res_kind kind, const char *ns,
+                                     const char *name);
+
+/* Spec accessors: the kind must match (checked with an assert). */
+const struct res_gateway *res_gateway(const struct resource *r);
+const struct res_virtual_service *res_virtual_service(const struct resource *r);
+const struct res_destination_rule *
+res_destination_rule(const struct resource *r);
+const struct res_service_entry *res_service_entry(const struct resource *r);
+const struct res_workload_entry *res_workload_entry(const struct resource *r);
+
+/* res_kind_name() returns "Gateway", "VirtualService", ... */
+const char *res_kind_name(enum res_kind kind);
+
+/* res_protocol_name() returns "HTTP", "HTTPS", ... */
+const char *res_protocol_name(int64_t protocol);
+
+/* res_strmatch_kind() says which alternative of a StringMatch is set. */
+enum res_strmatch_kind res_strmatch_kind(const struct res_strmatch *m);
+
+/*
+ * res_host_fqdn() writes host as Istio resolves it for a resource in
+ * namespace ns: a name without a dot becomes name.ns.svc.<domain>; "*",
+ * IP addresses and names with a dot are kept. Returns the length written,
+ * or -1 when it does not fit in n bytes.
+ */
+int res_host_fqdn(const char *host, const char *ns, const char *domain,
+                  char *out, size_t n);
+
+/* res_host_matches() is true when hosts a and b (either may be a wildcard
+ * "*" or "*.suffix") have a name in common. */
+int res_host_matches(const char *a, const char *b);
+
+/* res_host_covers() is true when every name of b is a name of a. */
+int res_host_covers(const char *pattern, const char *b);
+
+/* res_labels_match() is true when every selector label is in labels. */
+int res_labels_match(const struct conf_strmap *selector,
+                     const struct conf_strmap *labels);
+
+/*
+ * res_regex_check() compiles re as the router will (PCRE2, UTF, JIT when
+ * available) and refuses what would not run in bounded time or is not
+ * Istio's regex dialect (backreferences). Returns 0, or -1 with a reason
+ * in why (n bytes).
+ */
+int res_regex_check(const char *re, char *why, size_t n);
+
+/* Messages, shared with the analyzer. res_msgs_add() copies every string;
+ * it never fails (out of memory drops the message). */
+void res_msgs_add(struct res_msgs *m, const char *code, enum res_level level,
+                  const char *file, int line, int col, const char *resource,
+                  const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 9, 10)));
+void res_msgs_dispose(struct res_msgs *m);
+
+/* res_http_match_json() writes a match's conditions (not its name) as
+ * JSON; two matches with the same text select the same requests. */
+void res_http_match_json(struct buf *b, const struct res_http_match *m);
+
+/* res_msg_line() appends "file:line:col: Kind ns/name: path: reason\n". */
+void res_msg_line(struct buf *b, const struct res_msg *m);
+
+#endif

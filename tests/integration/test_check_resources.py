@@ -1,0 +1,84 @@
+"""`strait check PATH`: Istio resources validated and analysed offline."""
+import json
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import SRCDIR, STRAIT
+
+DATA = pathlib.Path(SRCDIR) / "tests" / "data"
+BOOKINFO = DATA / "istio-samples" / "bookinfo" / "networking"
+
+# Backends for bookinfo, as a host without Kubernetes declares them.
+BACKENDS = """
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: bookinfo, namespace: default}
+spec:
+  hosts: [productpage.default.svc.cluster.local, reviews.default.svc.cluster.local,
+          ratings.default.svc.cluster.local, details.default.svc.cluster.local]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 9080, name: http, protocol: HTTP}]
+  workloadSelector: {labels: {bookinfo: "yes"}}
+"""
+for svc, versions in (("productpage", ["v1"]), ("reviews", ["v1", "v2", "v3"]),
+                      ("ratings", ["v1", "v2", "v2-mysql", "v2-mysql-vm"]),
+                      ("details", ["v1", "v2"])):
+    for v in versions:
+        BACKENDS += f"""---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {{name: {svc}-{v}, namespace: default}}
+spec:
+  address: 127.0.0.1
+  labels: {{app: {svc}, version: {v}, bookinfo: "yes"}}
+"""
+
+
+def check(*args):
+    return subprocess.run([STRAIT, "check", *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (DATA / "bad-resources").iterdir()))
+def test_every_bad_file_is_an_error_not_a_crash(name):
+    r = check(str(DATA / "bad-resources" / name))
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "Error [IST" in r.stdout
+    assert name in r.stdout
+
+
+def test_bookinfo_with_backends_is_clean(tmp_path):
+    for f in ("bookinfo-gateway.yaml", "destination-rule-all.yaml",
+              "virtual-service-reviews-90-10.yaml",
+              "virtual-service-reviews-jason-v2-v3.yaml"):
+        shutil.copy(BOOKINFO / f, tmp_path / f)
+    (tmp_path / "backends.yaml").write_text(BACKENDS)
+    r = check(str(tmp_path))
+    assert r.returncode == 0, r.stdout
+    assert "Error" not in r.stdout
+
+
+def test_missing_backend_is_ist0101_with_position(tmp_path):
+    shutil.copy(BOOKINFO / "virtual-service-reviews-90-10.yaml", tmp_path / "vs.yaml")
+    r = check(str(tmp_path / "vs.yaml"))
+    assert r.returncode == 1
+    assert "Error [IST0101] (VirtualService default/reviews " in r.stdout
+    assert "vs.yaml:11:9) spec.http[0].route[0].destination.host" in r.stdout
+
+
+def test_json_output(tmp_path):
+    shutil.copy(BOOKINFO / "virtual-service-reviews-90-10.yaml", tmp_path / "vs.yaml")
+    r = check("-o", "json", str(tmp_path / "vs.yaml"))
+    assert r.returncode == 1
+    msgs = json.loads(r.stdout)
+    assert msgs and msgs[0]["code"] == "IST0101" and msgs[0]["level"] == "Error"
+    assert msgs[0]["line"] == 11 and msgs[0]["origin"] == "VirtualService default/reviews"
+
+
+def test_bad_output_format_is_usage_error():
+    r = check("-o", "yaml", str(BOOKINFO))
+    assert r.returncode == 2

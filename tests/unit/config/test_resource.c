@@ -1,0 +1,988 @@
+/*
+ * Unit tests for src/config/resource.c and the kind files res-*.c: loading
+ * every kind with Istio's defaults, schema errors with their exact
+ * file:line:col text, multi-document YAML and JSON, Istio's own samples,
+ * and a corpus of bad files that must fail cleanly.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config/analyze.h"
+#include "config/resource.h"
+#include "core/buf.h"
+
+#ifndef SRCDIR
+#define SRCDIR "."
+#endif
+#define SAMPLES SRCDIR "/tests/data/istio-samples"
+#define BAD SRCDIR "/tests/data/bad-resources"
+
+/* A loaded set and its error text, freed by the teardown. */
+struct fx {
+    struct resource_set *set;
+    struct buf errs;
+    int nerr;
+};
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+
+    if (f == NULL)
+        return -1;
+    buf_init(&f->errs, 4 * 1024 * 1024);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+
+    resource_set_free(f->set);
+    buf_dispose(&f->errs);
+    free(f);
+    return 0;
+}
+
+/* load() loads text as r.yaml; returns the error text. */
+static const char *load(struct fx *f, const char *text)
+{
+    resource_set_free(f->set);
+    buf_consume(&f->errs, buf_len(&f->errs));
+    f->set =
+        resource_load_mem(text, strlen(text), "r.yaml", &f->errs, &f->nerr);
+    assert_non_null(f->set);
+    return buf_cstr(&f->errs);
+}
+
+/* load_err() expects exactly the error lines want. */
+static void load_err(struct fx *f, const char *text, const char *want)
+{
+    const char *got = load(f, text);
+
+    if (strcmp(got, want) != 0)
+        fail_msg("for:\n%s\ngot:  \"%s\"\nwant: \"%s\"", text, got, want);
+}
+
+static void load_ok(struct fx *f, const char *text)
+{
+    const char *got = load(f, text);
+
+    if (f->nerr != 0)
+        fail_msg("for:\n%s\nunexpected errors:\n%s", text, got);
+}
+
+static size_t count_warnings(const struct resource_set *set, const char *sub)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < set->msgs.n; i++)
+        if (set->msgs.v[i].level == RES_WARNING &&
+            strstr(set->msgs.v[i].message, sub) != NULL)
+            n++;
+    return n;
+}
+
+#define HDR(kind, name)                                                        \
+    "apiVersion: networking.istio.io/v1\nkind: " kind                          \
+    "\nmetadata:\n  name: " name "\n"
+
+/* ---- every kind, with defaults ------------------------------------------- */
+
+static void test_gateway(void **state)
+{
+    struct fx *f = *state;
+    const struct res_gateway *gw;
+    const struct res_gw_server *s;
+
+    load_ok(f,
+            HDR("Gateway",
+                "gw") "  namespace: edge\n"
+                      "spec:\n"
+                      "  selector: {istio: ingressgateway}\n"
+                      "  servers:\n"
+                      "  - port: {number: 443, name: https, protocol: https}\n"
+                      "    hosts: [\"./a.example.com\", \"*/b.example.com\", "
+                      "\"ns1/*.c.example.com\"]\n"
+                      "    tls:\n"
+                      "      mode: SIMPLE\n"
+                      "      credentialName: a-cert\n"
+                      "      minProtocolVersion: TLSV1_2\n"
+                      "  - port: {number: 80, name: http, protocol: HTTP}\n"
+                      "    hosts: [\"*\"]\n"
+                      "    tls: {httpsRedirect: true}\n");
+    assert_int_equal(f->set->n, 1);
+    assert_int_equal(f->set->v[0]->kind, RES_GATEWAY);
+    assert_string_equal(f->set->v[0]->meta.ns, "edge");
+    gw = res_gateway(f->set->v[0]);
+    assert_int_equal(gw->selector.n, 1);
+    assert_int_equal(gw->servers.n, 2);
+    s = (const struct res_gw_server *)gw->servers.v;
+    assert_int_equal(s[0].port.number, 443);
+    /* Protocols are read without regard to case, as Istio does. */
+    assert_int_equal(s[0].port.protocol, RES_PROTO_HTTPS);
+    assert_int_equal(s[0].tls.mode, RES_GW_TLS_SIMPLE);
+    assert_int_equal(s[0].tls.min_protocol_version, RES_TLSV1_2);
+    assert_int_equal(s[0].hosts.n, 3);
+    assert_true(s[1].tls.https_redirect);
+    /* The default TLS mode of an unset mode is Istio's PASSTHROUGH. */
+    assert_int_equal(s[1].tls.mode, RES_GW_TLS_PASSTHROUGH);
+}
+
+static void test_virtual_service(void **state)
+{
+    struct fx *f = *state;
+    const struct res_virtual_service *vs;
+    const struct res_http_route *h;
+    const struct res_http_match *m;
+    const struct res_route_dest *rd;
+
+    load_ok(
+        f,
+        HDR("VirtualService",
+            "reviews") "spec:\n"
+                       "  hosts: [reviews]\n"
+                       "  gateways: [gw, edge/gw2, mesh]\n"
+                       "  http:\n"
+                       "  - name: jason\n"
+                       "    match:\n"
+                       "    - headers:\n"
+                       "        end-user: {exact: jason}\n"
+                       "        x-any: {}\n"
+                       "        x-there: {present: true}\n"
+                       "      queryParams:\n"
+                       "        q: {regex: \"^a+$\"}\n"
+                       "      uri: {prefix: /api}\n"
+                       "      method: {exact: GET}\n"
+                       "      ignoreUriCase: true\n"
+                       "      port: 8080\n"
+                       "    route:\n"
+                       "    - destination: {host: reviews, subset: v2, port: "
+                       "{number: 9080}}\n"
+                       "      headers:\n"
+                       "        request: {set: {x-a: b}, remove: [x-c]}\n"
+                       "    timeout: 1.5s\n"
+                       "    retries: {attempts: 3, perTryTimeout: 500ms, "
+                       "retryOn: "
+                       "\"5xx,reset,503\"}\n"
+                       "    fault:\n"
+                       "      delay: {fixedDelay: 7s, percentage: {value: "
+                       "12.5}}\n"
+                       "      abort: {httpStatus: 500, percentage: {value: "
+                       "100}}\n"
+                       "    mirror: {host: mirror.example.com}\n"
+                       "    mirrorPercentage: {value: 0.5}\n"
+                       "    corsPolicy:\n"
+                       "      allowOrigins: [{exact: "
+                       "\"https://a.example.com\"}, "
+                       "{regex: \".*\\\\.example\\\\.com\"}]\n"
+                       "      allowMethods: [GET, POST]\n"
+                       "      maxAge: 24h\n"
+                       "      allowCredentials: true\n"
+                       "  - route:\n"
+                       "    - destination: {host: reviews, subset: v1}\n"
+                       "      weight: 90\n"
+                       "    - destination: {host: reviews, subset: v3}\n"
+                       "      weight: 10\n"
+                       "    rewrite: {uriRegexRewrite: {match: "
+                       "\"^/old/(.*)$\", "
+                       "rewrite: \"/new/\\\\1\"}}\n"
+                       "  - match: [{uri: {exact: /moved}}]\n"
+                       "    redirect: {uri: /new, authority: b.example.com}\n"
+                       "  - match: [{uri: {exact: /teapot}}]\n"
+                       "    directResponse: {status: 418, body: {string: "
+                       "short}}\n"
+                       "  - match: [{uri: {prefix: /d}}]\n"
+                       "    delegate: {name: other, namespace: team}\n"
+                       "  tls:\n"
+                       "  - match: [{sniHosts: [\"*.example.com\"], port: "
+                       "443}]\n"
+                       "    route: [{destination: {host: tls.example.com}}]\n"
+                       "  tcp:\n"
+                       "  - match: [{port: 5432}]\n"
+                       "    route: [{destination: {host: db.example.com, port: "
+                       "{number: 5432}}}]\n"
+                       "  exportTo: [\".\"]\n");
+    vs = res_virtual_service(f->set->v[0]);
+    assert_int_equal(vs->http.n, 5);
+    h = (const struct res_http_route *)vs->http.v;
+    m = (const struct res_http_match *)h[0].match.v;
+    assert_int_equal(m->headers.n, 3);
+    assert_string_equal(m->headers.keys[0], "end-user");
+    assert_int_equal(
+        res_strmatch_kind((const struct res_strmatch *)m->headers.v),
+        RES_MATCH_EXACT);
+    /* {} asks only that the header be there. */
+    assert_int_equal(
+        res_strmatch_kind((const struct res_strmatch *)m->headers.v + 1),
+        RES_MATCH_NONE);
+    assert_int_equal(
+        res_strmatch_kind((const struct res_strmatch *)m->headers.v + 2),
+        RES_MATCH_PRESENT);
+    assert_int_equal(res_strmatch_kind(&m->uri), RES_MATCH_PREFIX);
+    assert_string_equal(m->uri.prefix, "/api");
+    assert_true(m->ignore_uri_case);
+    assert_int_equal(m->port, 8080);
+    rd = (const struct res_route_dest *)h[0].route.v;
+    /* A lone destination takes all traffic: weight 100. */
+    assert_int_equal(rd->weight, 100);
+    assert_int_equal(rd->destination.port.number, 9080);
+    assert_int_equal(rd->headers.request.set.n, 1);
+    assert_int_equal(h[0].timeout_ms, 1500);
+    assert_int_equal(h[0].retries.attempts, 3);
+    assert_int_equal(h[0].retries.per_try_timeout_ms, 500);
+    assert_string_equal(h[0].retries.retry_on, "5xx,reset,503");
+    assert_int_equal(h[0].fault.delay.fixed_delay_ms, 7000);
+    assert_true(h[0].fault.delay.percentage.value == 12.5);
+    assert_int_equal(h[0].fault.abort.http_status, 500);
+    assert_true(h[0].mirror_percentage.value == 0.5);
+    assert_int_equal(h[0].cors_policy.allow_origins.n, 2);
+    assert_int_equal(h[0].cors_policy.max_age_ms, 24 * 3600 * 1000);
+    /* Without a retries section Istio retries twice. */
+    assert_int_equal(h[1].retries.mark.line, 0);
+    assert_int_equal(h[1].retries.attempts, 2);
+    assert_string_equal(h[1].retries.retry_on,
+                        "connect-failure,refused-stream,unavailable,"
+                        "cancelled,retriable-status-codes");
+    rd = (const struct res_route_dest *)h[1].route.v;
+    assert_int_equal(rd[0].weight, 90);
+    assert_int_equal(rd[1].weight, 10);
+    assert_string_equal(h[1].rewrite.uri_regex_rewrite.match, "^/old/(.*)$");
+    assert_int_equal(h[2].redirect.redirect_code, 301);
+    assert_string_equal(h[2].redirect.uri, "/new");
+    assert_int_equal(h[3].direct_response.status, 418);
+    assert_string_equal(h[3].direct_response.body.string, "short");
+    assert_string_equal(h[4].delegate.ns, "team");
+    assert_int_equal(vs->tls.n, 1);
+    assert_int_equal(vs->tcp.n, 1);
+    assert_int_equal(
+        ((const struct res_route_dest *)((const struct res_l4_route *)vs->tls.v)
+             ->route.v)
+            ->weight,
+        100);
+}
+
+static void test_destination_rule(void **state)
+{
+    struct fx *f = *state;
+    const struct res_destination_rule *dr;
+    const struct res_subset *s;
+    const struct res_port_policy *pp;
+
+    load_ok(
+        f,
+        HDR("DestinationRule",
+            "reviews") "spec:\n"
+                       "  host: reviews\n"
+                       "  trafficPolicy:\n"
+                       "    loadBalancer:\n"
+                       "      consistentHash:\n"
+                       "        httpCookie: {name: user, ttl: 0s}\n"
+                       "        maglev: {tableSize: 1021}\n"
+                       "    connectionPool:\n"
+                       "      tcp: {maxConnections: 100, connectTimeout: 30ms, "
+                       "tcpKeepalive: {time: 7200s, interval: 75s}}\n"
+                       "      http: {http1MaxPendingRequests: 1, "
+                       "maxRequestsPerConnection: 1, h2UpgradePolicy: "
+                       "UPGRADE}\n"
+                       "    outlierDetection: {consecutive5xxErrors: 7, "
+                       "interval: "
+                       "5m, baseEjectionTime: 15m}\n"
+                       "    tls: {mode: ISTIO_MUTUAL}\n"
+                       "    portLevelSettings:\n"
+                       "    - port: {number: 80}\n"
+                       "      loadBalancer: {simple: LEAST_REQUEST}\n"
+                       "  subsets:\n"
+                       "  - name: v1\n"
+                       "    labels: {version: v1}\n"
+                       "  - name: v2\n"
+                       "    labels: {version: v2}\n"
+                       "    trafficPolicy:\n"
+                       "      loadBalancer: {simple: ROUND_ROBIN}\n");
+    dr = res_destination_rule(f->set->v[0]);
+    assert_string_equal(dr->host, "reviews");
+    assert_string_equal(
+        dr->traffic_policy.load_balancer.consistent_hash.http_cookie.name,
+        "user");
+    assert_int_equal(
+        dr->traffic_policy.load_balancer.consistent_hash.maglev.table_size,
+        1021);
+    assert_int_equal(dr->traffic_policy.connection_pool.tcp.max_connections,
+                     100);
+    assert_int_equal(dr->traffic_policy.connection_pool.tcp.connect_timeout_ms,
+                     30);
+    assert_int_equal(dr->traffic_policy.connection_pool.http.h2_upgrade_policy,
+                     2);
+    /* Istio's defaults for what was not written. */
+    assert_int_equal(dr->traffic_policy.connection_pool.http.http2_max_requests,
+                     UINT32_MAX);
+    assert_int_equal(dr->traffic_policy.connection_pool.http.idle_timeout_ms,
+                     3600 * 1000);
+    assert_int_equal(
+        dr->traffic_policy.outlier_detection.consecutive_5xx_errors, 7);
+    assert_int_equal(dr->traffic_policy.outlier_detection.max_ejection_percent,
+                     10);
+    assert_int_equal(dr->traffic_policy.outlier_detection.base_ejection_time_ms,
+                     15 * 60 * 1000);
+    assert_int_equal(dr->traffic_policy.tls.mode, RES_TLS_ISTIO_MUTUAL);
+    pp = (const struct res_port_policy *)
+             dr->traffic_policy.port_level_settings.v;
+    assert_int_equal(pp->port.number, 80);
+    assert_int_equal(pp->load_balancer.simple, RES_LB_LEAST_REQUEST);
+    s = (const struct res_subset *)dr->subsets.v;
+    assert_int_equal(dr->subsets.n, 2);
+    assert_string_equal(s[1].name, "v2");
+    assert_int_equal(s[1].traffic_policy.load_balancer.simple,
+                     RES_LB_ROUND_ROBIN);
+    /* A subset without its own policy has its defaults, mark unset. */
+    assert_int_equal(s[0].traffic_policy.mark.line, 0);
+}
+
+static void test_service_and_workload_entry(void **state)
+{
+    struct fx *f = *state;
+    const struct res_service_entry *se;
+    const struct res_workload_entry *we;
+
+    load_ok(f, HDR("ServiceEntry",
+                   "db") "spec:\n"
+                         "  hosts: [db.example.com]\n"
+                         "  addresses: [10.0.0.0/24]\n"
+                         "  ports:\n"
+                         "  - {number: 5432, name: pg, protocol: TCP, "
+                         "targetPort: 6432}\n"
+                         "  location: MESH_INTERNAL\n"
+                         "  resolution: STATIC\n"
+                         "  endpoints:\n"
+                         "  - address: 10.0.0.1\n"
+                         "    ports: {pg: 6433}\n"
+                         "    labels: {version: v1}\n"
+                         "    weight: 3\n"
+                         "---\n" HDR(
+                             "WorkloadEntry",
+                             "vm1") "spec:\n"
+                                    "  address: vm1.example.com\n"
+                                    "  ports: {http: 8080}\n"
+                                    "  labels: {app: reviews, version: v1}\n"
+                                    "  network: net-a\n"
+                                    "  locality: eu/west/a\n"
+                                    "  weight: 2\n"
+                                    "  serviceAccount: reviews\n");
+    assert_int_equal(f->set->n, 2);
+    se = res_service_entry(f->set->v[0]);
+    assert_int_equal(se->location, RES_MESH_INTERNAL);
+    assert_int_equal(se->resolution, RES_RESOLVE_STATIC);
+    assert_int_equal(((const struct res_se_port *)se->ports.v)->target_port,
+                     6432);
+    we = (const struct res_workload_entry *)se->endpoints.v;
+    assert_string_equal(we->address, "10.0.0.1");
+    assert_int_equal(we->ports.v[0].val, 6433);
+    we = res_workload_entry(f->set->v[1]);
+    assert_string_equal(we->locality, "eu/west/a");
+    assert_int_equal(we->ports.v[0].val, 8080);
+
+    /* Istio's defaults: MESH_EXTERNAL, NONE, port protocol TCP. */
+    load_ok(f,
+            HDR("ServiceEntry", "ext") "spec:\n"
+                                       "  hosts: [api.example.com]\n"
+                                       "  ports: [{number: 443, name: tls}]\n");
+    se = res_service_entry(f->set->v[0]);
+    assert_int_equal(se->location, RES_MESH_EXTERNAL);
+    assert_int_equal(se->resolution, RES_RESOLVE_NONE);
+    assert_int_equal(((const struct res_se_port *)se->ports.v)->protocol,
+                     RES_PROTO_TCP);
+}
+
+static void test_metadata(void **state)
+{
+    struct fx *f = *state;
+    const struct resource *r;
+
+    /* What a dump of a live cluster carries is accepted and ignored. */
+    load_ok(f, "apiVersion: networking.istio.io/v1beta1\n"
+               "kind: WorkloadEntry\n"
+               "metadata:\n"
+               "  name: vm\n"
+               "  labels: {a: b}\n"
+               "  annotations: {note: x}\n"
+               "  resourceVersion: \"123\"\n"
+               "  uid: 0b0a\n"
+               "  generation: 4\n"
+               "  creationTimestamp: \"2024-01-01T00:00:00Z\"\n"
+               "  managedFields: [{manager: kubectl}]\n"
+               "spec: {address: 10.1.1.1}\n"
+               "status: {}\n");
+    r = f->set->v[0];
+    assert_string_equal(r->meta.ns, "default");
+    assert_string_equal(r->api_version, "networking.istio.io/v1beta1");
+    assert_int_equal(r->meta.labels.n, 1);
+    assert_int_equal(r->meta.annotations.n, 1);
+    assert_int_equal(r->line, 1);
+    assert_ptr_equal(resource_find(f->set, RES_WORKLOAD_ENTRY, "default", "vm"),
+                     r);
+    assert_null(resource_find(f->set, RES_WORKLOAD_ENTRY, "other", "vm"));
+    load_ok(f, "apiVersion: networking.istio.io/v1alpha3\n"
+               "kind: WorkloadEntry\nmetadata: {name: vm, namespace: ns1}\n"
+               "spec: {address: 10.1.1.1}\n");
+    assert_string_equal(f->set->v[0]->meta.ns, "ns1");
+}
+
+/* ---- several documents, JSON, other kinds -------------------------------- */
+
+static void test_multi_document_and_json(void **state)
+{
+    struct fx *f = *state;
+
+    load_ok(f, "---\n" HDR("WorkloadEntry",
+                           "a") "spec: {address: 10.0.0.1}\n"
+                                "---\n"
+                                "---\n" HDR("WorkloadEntry",
+                                            "b") "spec: {address: 10.0.0.2}\n"
+                                                 "...\n");
+    assert_int_equal(f->set->n, 2);
+    assert_string_equal(f->set->v[1]->meta.name, "b");
+    assert_int_equal(f->set->v[1]->line, 9);
+
+    load_ok(f, "{\n"
+               "  \"apiVersion\": \"networking.istio.io/v1\",\n"
+               "  \"kind\": \"VirtualService\",\n"
+               "  \"metadata\": {\"name\": \"j\", \"namespace\": \"n\"},\n"
+               "  \"spec\": {\n"
+               "    \"hosts\": [\"j.example.com\"],\n"
+               "    \"http\": [{\"route\": [{\"destination\": {\"host\": "
+               "\"j\", \"port\": {\"number\": 80}}, \"weight\": 100}],\n"
+               "               \"fault\": {\"abort\": {\"httpStatus\": 503, "
+               "\"percentage\": {\"value\": 0.1}}},\n"
+               "               \"retries\": {\"attempts\": 0}}]\n"
+               "  }\n"
+               "}\n");
+    {
+        const struct res_http_route *h =
+            (const struct res_http_route *)res_virtual_service(f->set->v[0])
+                ->http.v;
+        assert_true(h->fault.abort.percentage.value == 0.1);
+        /* A retries section without attempts turns retries off. */
+        assert_int_equal(h->retries.attempts, 0);
+    }
+    load_err(f,
+             "{\"apiVersion\": \"networking.istio.io/v1\",\n"
+             " \"kind\": \"Gateway\", \"metadata\": {\"name\": \"g\"},\n"
+             " \"spec\": {\"servers\": [{\"port\": {\"number\": 0}, "
+             "\"hosts\": [\"*\"]}]}}\n",
+             "r.yaml:3:43: Gateway default/g: spec.servers[0].port.number: "
+             "value '0' out of range 1-65535\n");
+}
+
+static void test_other_kinds_are_skipped(void **state)
+{
+    struct fx *f = *state;
+
+    load_ok(f, "apiVersion: security.istio.io/v1\n"
+               "kind: AuthorizationPolicy\n"
+               "metadata: {name: deny}\n"
+               "spec: {action: DENY}\n"
+               "---\n"
+               "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n"
+               "---\n"
+               "apiVersion: networking.istio.io/v1\nkind: Sidecar\n"
+               "metadata: {name: s}\nspec: {}\n");
+    assert_int_equal(f->set->n, 0);
+    assert_int_equal(count_warnings(f->set, "security.istio.io"), 1);
+    assert_int_equal(count_warnings(f->set, "not an Istio networking"), 1);
+    assert_int_equal(count_warnings(f->set, "not used by strait"), 1);
+}
+
+static void test_duplicate_replaces_with_warning(void **state)
+{
+    struct fx *f = *state;
+
+    load_ok(f, HDR("WorkloadEntry",
+                   "a") "spec: {address: 10.0.0.1}\n"
+                        "---\n" HDR("WorkloadEntry",
+                                    "a") "spec: {address: 10.0.0.2}\n");
+    assert_int_equal(f->set->n, 1);
+    assert_string_equal(res_workload_entry(f->set->v[0])->address, "10.0.0.2");
+    assert_int_equal(count_warnings(f->set, "also defined at r.yaml:1:1"), 1);
+}
+
+/* ---- schema errors, exact text ---------------------------------------------
+ */
+
+static void test_err_yaml(void **state)
+{
+    struct fx *f = *state;
+
+    load_err(f, "a: [1, 2\n",
+             "r.yaml:2:1: YAML syntax error: did not find expected ',' or "
+             "']' while parsing a flow sequence\n");
+    load_err(f, "- a\n- b\n",
+             "r.yaml:1:1: a resource is a mapping (apiVersion, kind, "
+             "metadata, spec), got a list\n");
+}
+
+static void test_err_identity(void **state)
+{
+    struct fx *f = *state;
+
+    load_err(f, "kind: Gateway\nmetadata: {name: g}\nspec: {}\n",
+             "r.yaml:1:1: Gateway default/g: missing key 'apiVersion'\n");
+    load_err(f,
+             "apiVersion: networking.istio.io/v2\nkind: Gateway\n"
+             "metadata: {name: g}\nspec: {servers: []}\n",
+             "r.yaml:1:13: Gateway default/g: apiVersion: unsupported "
+             "version 'v2' (v1, v1beta1 or v1alpha3)\n");
+    load_err(f,
+             "apiVersion: networking.istio.io/v1\nkind: Gatway\n"
+             "metadata: {name: g}\nspec: {}\n",
+             "r.yaml:2:7: Gatway default/g: kind: unknown kind 'Gatway' "
+             "(Gateway, VirtualService, DestinationRule, ServiceEntry, "
+             "WorkloadEntry)\n");
+    load_err(f,
+             "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\n"
+             "metadata: {namespace: x}\nspec: {address: 1.2.3.4}\n",
+             "r.yaml:3:11: WorkloadEntry x/(no name): metadata: missing key "
+             "'name'\n");
+    load_err(f,
+             "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\n"
+             "metadata: {name: Bad_Name, namespace: \"A b\"}\n"
+             "spec: {address: 1.2.3.4}\n",
+             "r.yaml:3:39: WorkloadEntry A b/Bad_Name: metadata.namespace: "
+             "bad value 'A b': must be lower-case letters, digits and '-' "
+             "(a DNS label)\n");
+    load_err(f,
+             "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\n"
+             "metadata: {name: vm}\n",
+             "r.yaml:1:1: WorkloadEntry default/vm: missing key 'spec'\n");
+    load_err(f,
+             "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\n"
+             "metadata: {name: vm}\nspec: {address: 1.2.3.4}\nextra: 1\n",
+             "r.yaml:5:1: WorkloadEntry default/vm: extra: unknown key\n");
+}
+
+static void test_err_types_and_unknown_keys(void **state)
+{
+    struct fx *f = *state;
+
+    load_err(f,
+             HDR("VirtualService", "v") "spec:\n"
+                                        "  hosts: [a]\n"
+                                        "  http:\n"
+                                        "  - route:\n"
+                                        "    - destination: {host: a}\n"
+                                        "      wieght: 5\n",
+             "r.yaml:10:7: VirtualService default/v: "
+             "spec.http[0].route[0].wieght: unknown key\n");
+    load_err(
+        f,
+        HDR("VirtualService", "v") "spec:\n"
+                                   "  hosts: [a]\n"
+                                   "  http:\n"
+                                   "  - route: [{destination: {host: a}}]\n"
+                                   "    timeout: 30\n",
+        "r.yaml:9:14: VirtualService default/v: spec.http[0].timeout: "
+        "bad duration '30': duration needs a unit (ms, s, m or h)\n");
+    load_err(
+        f,
+        HDR("VirtualService",
+            "v") "spec:\n"
+                 "  hosts: [a]\n"
+                 "  http:\n"
+                 "  - route: [{destination: {host: a}}]\n"
+                 "    fault: {abort: {httpStatus: 500, percentage: {value: "
+                 "101}}}\n",
+        "r.yaml:9:58: VirtualService default/v: "
+        "spec.http[0].fault.abort.percentage.value: value '101' out of "
+        "range 0-100\n");
+    load_err(
+        f,
+        HDR("DestinationRule", "d") "spec:\n"
+                                    "  host: a\n"
+                                    "  trafficPolicy: {tls: {mode: STRICT}}\n",
+        "r.yaml:7:31: DestinationRule default/d: "
+        "spec.trafficPolicy.tls.mode: unknown value 'STRICT' (one of: "
+        "DISABLE, SIMPLE, MUTUAL, ISTIO_MUTUAL)\n");
+    load_err(f,
+             HDR("Gateway", "g") "spec:\n"
+                                 "  servers:\n"
+                                 "  - port: {number: 80, protocol: HTTP3}\n"
+                                 "    hosts: [\"*\"]\n",
+             "r.yaml:7:34: Gateway default/g: spec.servers[0].port.protocol: "
+             "bad value 'HTTP3': unknown protocol (HTTP, HTTPS, HTTP2, GRPC, "
+             "GRPC-WEB, TCP, TLS, MONGO, MYSQL, REDIS, UDP)\n");
+}
+
+static void test_err_oneof(void **state)
+{
+    struct fx *f = *state;
+
+    load_err(
+        f,
+        HDR("VirtualService",
+            "v") "spec:\n"
+                 "  hosts: [a]\n"
+                 "  http:\n"
+                 "  - match: [{uri: {exact: /a, prefix: /b}}]\n"
+                 "    route: [{destination: {host: a}}]\n",
+        "r.yaml:8:19: VirtualService default/v: spec.http[0].match[0].uri: "
+        "StringMatch takes only one of exact, prefix, regex; both "
+        "'exact' and 'prefix' are set\n");
+    load_err(
+        f,
+        HDR("VirtualService", "v") "spec:\n"
+                                   "  hosts: [a]\n"
+                                   "  http:\n"
+                                   "  - match: [{uri: {}}]\n"
+                                   "    route: [{destination: {host: a}}]\n",
+        "r.yaml:8:19: VirtualService default/v: spec.http[0].match[0].uri: "
+        "StringMatch needs one of: exact, prefix, regex\n");
+    load_err(f,
+             HDR("DestinationRule",
+                 "d") "spec:\n"
+                      "  host: a\n"
+                      "  trafficPolicy:\n"
+                      "    loadBalancer: {simple: RANDOM, consistentHash: "
+                      "{useSourceIp: true}}\n",
+             "r.yaml:8:19: DestinationRule default/d: "
+             "spec.trafficPolicy.loadBalancer: lbPolicy takes only one of "
+             "simple, consistentHash; both 'simple' and 'consistentHash' are "
+             "set\n");
+}
+
+static void test_err_semantics(void **state)
+{
+    struct fx *f = *state;
+
+    load_err(
+        f,
+        HDR("VirtualService", "v") "spec:\n"
+                                   "  hosts: [a]\n"
+                                   "  http:\n"
+                                   "  - match: [{uri: {regex: \"a(b\"}}]\n"
+                                   "    route: [{destination: {host: a}}]\n",
+        "r.yaml:8:19: VirtualService default/v: spec.http[0].match[0].uri: "
+        "regex 'a(b': missing closing parenthesis at offset 3\n");
+    load_err(f,
+             HDR("VirtualService",
+                 "v") "spec:\n"
+                      "  hosts: [a]\n"
+                      "  http:\n"
+                      "  - match: [{headers: {x: {regex: \"(a)\\\\1\"}}}]\n"
+                      "    route: [{destination: {host: a}}]\n",
+             "r.yaml:8:27: VirtualService default/v: "
+             "spec.http[0].match[0].headers.x: regex '(a)\\1': "
+             "backreferences are not supported (Istio's regular expressions "
+             "are RE2)\n");
+    load_err(f,
+             HDR("VirtualService", "v") "spec:\n"
+                                        "  hosts: [a]\n"
+                                        "  http:\n"
+                                        "  - match: [{uri: {exact: /a}}]\n",
+             "r.yaml:8:5: VirtualService default/v: spec.http[0]: a rule "
+             "needs one of route, redirect, directResponse or delegate\n");
+    load_err(
+        f,
+        HDR("VirtualService",
+            "v") "spec:\n"
+                 "  hosts: [a]\n"
+                 "  http:\n"
+                 "  - route: [{destination: {host: a}}]\n"
+                 "    retries: {attempts: 2, retryOn: \"5xx,sometimes\"}\n",
+        "r.yaml:9:14: VirtualService default/v: spec.http[0].retries: "
+        "retryOn: 'sometimes' is not a retry policy or an HTTP status\n");
+    load_err(f,
+             HDR("VirtualService",
+                 "v") "spec:\n"
+                      "  hosts: [\"a/b\"]\n"
+                      "  tcp: [{route: [{destination: {host: a}}]}]\n",
+             "r.yaml:1:1: VirtualService default/v: spec.hosts[0]: host "
+             "'a/b': a VirtualService host has no namespace/ prefix (that is "
+             "for Gateway hosts)\n");
+    load_err(f,
+             HDR("Gateway",
+                 "g") "spec:\n"
+                      "  servers:\n"
+                      "  - port: {number: 443, name: https, protocol: HTTPS}\n"
+                      "    hosts: [\"Bad_NS/a.example.com\"]\n",
+             "r.yaml:7:5: Gateway default/g: spec.servers[0].hosts[0]: "
+             "namespace 'Bad_NS' of host 'Bad_NS/a.example.com' must be "
+             "lower-case letters, digits and '-' (a DNS label) (or use '*' "
+             "or '.')\n"
+             "r.yaml:7:5: Gateway default/g: spec.servers[0]: a HTTPS "
+             "server needs tls settings\n");
+    load_err(f,
+             HDR("Gateway",
+                 "g") "spec:\n"
+                      "  servers:\n"
+                      "  - port: {number: 443, name: https, protocol: HTTPS}\n"
+                      "    hosts: [\"a.*.com\"]\n"
+                      "    tls: {mode: MUTUAL, credentialName: c}\n"
+                      "    \n",
+             "r.yaml:7:5: Gateway default/g: spec.servers[0].hosts[0]: host "
+             "'a.*.com': character '*' is not allowed (a wildcard must be the "
+             "first label)\n");
+    load_err(f,
+             HDR("ServiceEntry", "s") "spec:\n"
+                                      "  hosts: [a.example.com]\n"
+                                      "  resolution: STATIC\n",
+             "r.yaml:1:1: ServiceEntry default/s: spec: resolution STATIC "
+             "needs endpoints or a workloadSelector\n");
+    load_err(
+        f,
+        HDR("DestinationRule", "d") "spec:\n"
+                                    "  host: a\n"
+                                    "  subsets: [{name: v1}, {name: v1}]\n",
+        "r.yaml:7:25: DestinationRule default/d: spec.subsets[1]: subset "
+        "name 'v1' is already used by subsets[0]\n");
+}
+
+static void test_err_keeps_good_resources(void **state)
+{
+    struct fx *f = *state;
+
+    load(f, HDR("WorkloadEntry",
+                "good") "spec: {address: 10.0.0.1}\n"
+                        "---\n" HDR("WorkloadEntry",
+                                    "bad") "spec: {adress: 10.0.0.2}\n");
+    assert_int_equal(f->nerr, 1);
+    assert_int_equal(f->set->n, 1);
+    assert_string_equal(f->set->v[0]->meta.name, "good");
+}
+
+static void test_warning_ignored_fields(void **state)
+{
+    struct fx *f = *state;
+
+    load_ok(f, HDR("DestinationRule",
+                   "d") "spec:\n"
+                        "  host: a\n"
+                        "  trafficPolicy:\n"
+                        "    loadBalancer:\n"
+                        "      localityLbSetting: {enabled: true}\n");
+    assert_int_equal(count_warnings(f->set, "localityLbSetting"), 1);
+}
+
+/* ---- hosts
+ * ------------------------------------------------------------------- */
+
+static void test_host_fqdn(void **state)
+{
+    char out[128];
+
+    (void)state;
+    assert_int_equal(
+        res_host_fqdn("reviews", "ns", "cluster.local", out, sizeof(out)), 28);
+    assert_string_equal(out, "reviews.ns.svc.cluster.local");
+    res_host_fqdn("reviews.other", "ns", "cluster.local", out, sizeof(out));
+    assert_string_equal(out, "reviews.other");
+    res_host_fqdn("*", "ns", "cluster.local", out, sizeof(out));
+    assert_string_equal(out, "*");
+    res_host_fqdn("::1", "ns", "cluster.local", out, sizeof(out));
+    assert_string_equal(out, "::1");
+    assert_int_equal(res_host_fqdn("reviews", "ns", "cluster.local", out, 8),
+                     -1);
+}
+
+static void test_host_matching(void **state)
+{
+    (void)state;
+    assert_true(res_host_covers("*", "a.example.com"));
+    assert_true(res_host_covers("*.example.com", "a.example.com"));
+    assert_true(res_host_covers("*.example.com", "*.a.example.com"));
+    assert_false(res_host_covers("*.example.com", "example.com"));
+    assert_false(res_host_covers("*.example.com", "*"));
+    assert_true(res_host_covers("A.example.com", "a.EXAMPLE.com"));
+    assert_false(res_host_covers("a.example.com", "*.example.com"));
+    assert_true(res_host_matches("a.example.com", "*.example.com"));
+    assert_false(res_host_matches("a.example.org", "*.example.com"));
+}
+
+/* ---- Istio's samples ------------------------------------------------------
+ */
+
+static void load_path_clean(const char *path)
+{
+    struct buf errs;
+    int nerr = -1;
+    struct resource_set *set;
+
+    buf_init(&errs, 1 << 20);
+    set = resource_load(path, &errs, &nerr);
+    assert_non_null(set);
+    if (nerr != 0)
+        fail_msg("%s: %s", path, buf_cstr(&errs));
+    assert_true(set->n > 0);
+    resource_set_free(set);
+    buf_dispose(&errs);
+}
+
+static void test_istio_samples_load(void **state)
+{
+    static const char *const dirs[] = {"bookinfo/networking", "httpbin",
+                                       "helloworld", "multicluster"};
+    char path[512];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(*dirs); i++) {
+        DIR *d;
+        struct dirent *de;
+
+        snprintf(path, sizeof(path), "%s/%s", SAMPLES, dirs[i]);
+        load_path_clean(path);
+        d = opendir(path);
+        assert_non_null(d);
+        while ((de = readdir(d)) != NULL) {
+            if (strstr(de->d_name, ".yaml") == NULL)
+                continue;
+            snprintf(path, sizeof(path), "%s/%s/%s", SAMPLES, dirs[i],
+                     de->d_name);
+            load_path_clean(path);
+        }
+        closedir(d);
+    }
+}
+
+/* ---- bad configurations
+ * ------------------------------------------------------ */
+
+static void load_bad(const char *path)
+{
+    struct buf errs;
+    struct analysis an;
+    int nerr = 0;
+    struct resource_set *set;
+
+    buf_init(&errs, 1 << 20);
+    set = resource_load(path, &errs, &nerr);
+    assert_non_null(set);
+    /* A file that loads must still fail analysis (dangling references). */
+    if (nerr == 0)
+        nerr = analyze(set, &an);
+    else
+        memset(&an, 0, sizeof(an));
+    if (nerr == 0)
+        fail_msg("%s: no error", path);
+    analysis_dispose(&an);
+    resource_set_free(set);
+    buf_dispose(&errs);
+}
+
+static void test_bad_corpus(void **state)
+{
+    DIR *d = opendir(BAD);
+    struct dirent *de;
+    char path[512];
+    size_t n = 0;
+
+    (void)state;
+    assert_non_null(d);
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", BAD, de->d_name);
+        load_bad(path);
+        n++;
+    }
+    closedir(d);
+    assert_true(n >= 15);
+    /* The directory as a whole, too. */
+    load_bad(BAD);
+}
+
+/* A 5 MB file of documents that each hold an error: every error is
+ * counted, the text stays within its cap, and nothing takes long. */
+static void test_huge_file(void **state)
+{
+    char path[] = "/tmp/strait-huge-XXXXXX.yaml";
+    int fd = mkstemps(path, 5);
+    FILE *fp;
+    struct buf errs;
+    int nerr = 0, docs = 0;
+    struct resource_set *set;
+
+    (void)state;
+    assert_true(fd >= 0);
+    fp = fdopen(fd, "w");
+    assert_non_null(fp);
+    while (ftell(fp) < 5 * 1024 * 1024) {
+        fprintf(
+            fp,
+            "---\n" HDR("VirtualService",
+                        "vs-%d") "spec:\n  hosts: [h%d.example.com]\n  http:\n"
+                                 "  - route: [{destination: {host: h}}]\n"
+                                 "    timeout: forever\n",
+            docs, docs);
+        docs++;
+    }
+    fclose(fp);
+    buf_init(&errs, 8 * 1024 * 1024);
+    set = resource_load(path, &errs, &nerr);
+    unlink(path);
+    assert_non_null(set);
+    assert_int_equal(nerr, docs);
+    assert_int_equal(set->n, 0);
+    assert_true(buf_len(&errs) < RESOURCE_MAX_ERR_BYTES + 4096);
+    assert_non_null(strstr(buf_cstr(&errs), "more errors not shown"));
+    resource_set_free(set);
+    buf_dispose(&errs);
+}
+
+static void test_missing_path(void **state)
+{
+    struct buf errs;
+    int nerr = 0;
+    struct resource_set *set;
+
+    (void)state;
+    buf_init(&errs, 4096);
+    set = resource_load("/no/such/dir", &errs, &nerr);
+    assert_non_null(set);
+    assert_int_equal(nerr, 1);
+    assert_string_equal(buf_cstr(&errs), "/no/such/dir:0:0: cannot read: "
+                                         "No such file or directory\n");
+    resource_set_free(set);
+    buf_dispose(&errs);
+    resource_set_free(NULL);
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_gateway),
+        T(test_virtual_service),
+        T(test_destination_rule),
+        T(test_service_and_workload_entry),
+        T(test_metadata),
+        T(test_multi_document_and_json),
+        T(test_other_kinds_are_skipped),
+        T(test_duplicate_replaces_with_warning),
+        T(test_err_yaml),
+        T(test_err_identity),
+        T(test_err_types_and_unknown_keys),
+        T(test_err_oneof),
+        T(test_err_semantics),
+        T(test_err_keeps_good_resources),
+        T(test_warning_ignored_fields),
+        cmocka_unit_test(test_host_fqdn),
+        cmocka_unit_test(test_host_matching),
+        cmocka_unit_test(test_istio_samples_load),
+        cmocka_unit_test(test_bad_corpus),
+        cmocka_unit_test(test_huge_file),
+        cmocka_unit_test(test_missing_path),
+    };
+#undef T
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
