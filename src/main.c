@@ -258,6 +258,7 @@ static int cmd_run(int argc, char **argv)
     struct bootstrap *bs;
     sigset_t block, old;
     char *err = NULL;
+    int config_error = 0;
 
     if (path == NULL)
         return code;
@@ -290,13 +291,13 @@ static int cmd_run(int argc, char **argv)
     for (int i = 0; i < 3; i++)
         sigaddset(&block, signums[i]);
     pthread_sigmask(SIG_BLOCK, &block, &old);
-    main_server = server_new(main_base, bs, path, &err);
+    main_server = server_new(main_base, bs, path, &config_error, &err);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (main_server == NULL) {
         fprintf(stderr, "strait: %s\n", err ? err : "cannot start");
         log_error("cannot start: %s", err ? err : "unknown error");
         free(err);
-        code = EXIT_RUNTIME;
+        code = config_error ? EXIT_CONFIG : EXIT_RUNTIME;
         goto done;
     }
     event_base_dispatch(main_base);

@@ -42,6 +42,18 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
         json_str(b, st.last_reload_error);
         buf_puts(b, "\n");
     }
+    if (st.has_resources) {
+        buf_printf(b, "resources.count: %zu\n", st.resources);
+        buf_printf(b, "resources.reloads_ok: %" PRIu64 "\n",
+                   st.resource_reloads_ok);
+        buf_printf(b, "resources.reloads_failed: %" PRIu64 "\n",
+                   st.resource_reloads_failed);
+        if (st.resource_error != NULL) {
+            buf_puts(b, "resources.last_error: ");
+            json_str(b, st.resource_error);
+            buf_puts(b, "\n");
+        }
+    }
     for (size_t i = 0; i < n; i++) {
         struct listener_counters c;
         const char *name = ls[i]->name;
@@ -399,6 +411,9 @@ static void handle(struct evhttp_request *req, void *arg)
         if (st.last_reload_error != NULL)
             buf_printf(&body, "last reload failed: %s\n",
                        st.last_reload_error);
+        if (st.resource_error != NULL)
+            buf_printf(&body, "last resource reload failed:\n%s\n",
+                       st.resource_error);
         reply(req, st.draining ? 503 : 200,
               st.draining ? "Service Unavailable" : "OK", "text/plain", &body);
     } else if (strcmp(path, "/stats") == 0) {
@@ -425,12 +440,21 @@ static void handle(struct evhttp_request *req, void *arg)
         reply(req, 200, "OK", "text/plain", &body);
         log_info("admin: /quitquitquit: draining");
         a->ops.quit(a->ops.arg);
+    } else if (strcmp(path, "/reload") == 0) {
+        if (!method_is(req, EVHTTP_REQ_POST, &body))
+            goto done;
+        log_info("admin: /reload");
+        if (a->ops.reload != NULL)
+            a->ops.reload(a->ops.arg);
+        buf_puts(&body, "OK\n");
+        reply(req, 200, "OK", "text/plain", &body);
     } else if (strcmp(path, "/") == 0) {
         buf_puts(&body, "strait admin\n"
                         "  GET  /healthz/ready      200, or 503 while draining\n"
                         "  GET  /stats              counters as text\n"
                         "  GET  /stats/prometheus   Prometheus exposition\n"
                         "  GET  /config_dump        effective bootstrap (JSON)\n"
+                        "  POST /reload             re-read bootstrap and resources\n"
                         "  POST /quitquitquit       drain and exit\n");
         reply(req, 200, "OK", "text/plain", &body);
     } else {

@@ -24,6 +24,11 @@ struct admin_status {
     uint64_t reloads_failed;
     const char *last_reload_error; /* NULL when the last reload succeeded */
     uint64_t uptime_ms;
+    int has_resources; /* a config.dir is in use */
+    size_t resources;
+    uint64_t resource_reloads_ok;
+    uint64_t resource_reloads_failed;
+    const char *resource_error; /* NULL when the last load succeeded */
 };
 
 struct admin_ops {
@@ -36,6 +41,8 @@ struct admin_ops {
     size_t (*clusters)(void *arg, struct cluster *const **out);
     void (*config_json)(void *arg, struct buf *b);
     void (*quit)(void *arg);
+    /* POST /reload: re-read the bootstrap and the resources (SIGHUP). */
+    void (*reload)(void *arg);
 };
 
 struct admin;

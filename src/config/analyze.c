@@ -629,15 +629,25 @@ static const char *level_name(enum res_level l)
     return l == RES_ERROR ? "Error" : l == RES_WARNING ? "Warning" : "Info";
 }
 
+void analysis_msg_text(struct buf *b, const struct res_msg *m)
+{
+    buf_printf(b, "%s [%s] (", level_name(m->level), m->code);
+    if (m->resource[0] != '\0')
+        buf_printf(b, "%s ", m->resource);
+    buf_printf(b, "%s:%d:%d) ", m->file, m->line, m->col);
+    if (m->path[0] != '\0')
+        buf_printf(b, "%s: ", m->path);
+    buf_puts(b, m->message);
+}
+
 static void print_text(FILE *out, const struct res_msg *m)
 {
-    fprintf(out, "%s [%s] (", level_name(m->level), m->code);
-    if (m->resource[0] != '\0')
-        fprintf(out, "%s ", m->resource);
-    fprintf(out, "%s:%d:%d) ", m->file, m->line, m->col);
-    if (m->path[0] != '\0')
-        fprintf(out, "%s: ", m->path);
-    fprintf(out, "%s\n", m->message);
+    struct buf b;
+
+    buf_init(&b, 64 * 1024);
+    analysis_msg_text(&b, m);
+    fprintf(out, "%s\n", buf_cstr(&b));
+    buf_dispose(&b);
 }
 
 static void print_json(struct buf *b, const struct res_msg *m)

@@ -56,4 +56,10 @@ const char *res_code_name(const char *code);
  */
 int resource_check(const char *path, int json, FILE *out);
 
+struct buf;
+
+/* analysis_msg_text() writes m as istioctl prints it:
+ * "Error [IST0101] (Kind ns/name file:line:col) path: message". */
+void analysis_msg_text(struct buf *b, const struct res_msg *m);
+
 #endif

@@ -140,6 +140,19 @@ static const struct conf_key log_keys[] = {
 };
 static const struct conf_section log_section = {log_keys, 0, SIZE_MAX};
 
+static const struct conf_key source_keys[] = {
+    {"dir", CONF_STR, OFF(struct bootstrap_source, dir), 0, 0, "",
+     "directory of Istio resources (YAML/JSON), watched for changes; \"\" "
+     "for none",
+     NULL, NULL, NULL, NULL},
+    {"debounce", CONF_DURATION, OFF(struct bootstrap_source, debounce_ms), 1,
+     60000, "100ms",
+     "quiet time after a change in dir before it is reloaded", NULL, NULL,
+     NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section source_section = {source_keys, 0, SIZE_MAX};
+
 static const struct conf_key bootstrap_keys[] = {
     {"node", CONF_SECTION, OFF(struct bootstrap, node), 0, 0, NULL,
      "this gateway's identity", NULL, &node_section, NULL, NULL},
@@ -156,6 +169,8 @@ static const struct conf_key bootstrap_keys[] = {
      3600 * 1000, "30s",
      "on SIGTERM, how long open connections may finish before exit", NULL,
      NULL, NULL, NULL},
+    {"config", CONF_SECTION, OFF(struct bootstrap, config), 0, 0, NULL,
+     "Istio resources", NULL, &source_section, NULL, NULL},
     {"listeners", CONF_LIST, OFF(struct bootstrap, listeners), 0, 4096, NULL,
      "TCP and HTTP listeners", NULL, &listener_section, NULL, NULL},
     {"clusters", CONF_LIST, OFF(struct bootstrap, clusters), 0, 100000, NULL,

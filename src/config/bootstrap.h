@@ -126,6 +126,12 @@ struct bootstrap_log {
     int access_log;
 };
 
+/* Where Istio resources come from. */
+struct bootstrap_source {
+    char *dir; /* "" for none */
+    int64_t debounce_ms;
+};
+
 struct bootstrap {
     struct bootstrap_node node;
     char *trust_domain;
@@ -133,6 +139,7 @@ struct bootstrap {
     struct bootstrap_admin admin;
     struct bootstrap_log log;
     int64_t drain_timeout_ms;
+    struct bootstrap_source config;
     struct conf_list listeners; /* struct bootstrap_listener */
     struct conf_list clusters;  /* struct bootstrap_cluster */
 };

@@ -15,6 +15,7 @@
 #include "proxy/http_proxy.h"
 #include "proxy/tcp_proxy.h"
 #include "server/compile.h"
+#include "server/source.h"
 #include "upstream/cluster.h"
 #include "server/server.h"
 #include "server/worker.h"
@@ -59,6 +60,7 @@ struct server {
     int idle_workers;
     struct event *drain_timer;
     struct event *cert_timer;
+    struct source *source; /* Istio resources; NULL without config.dir */
     uint64_t cert_reloads;
     uint64_t cert_reload_failures;
 };
@@ -338,6 +340,8 @@ void server_reload(struct server *s)
         s->reload_queued = 1;
         return;
     }
+    if (s->source != NULL)
+        source_reload(s->source);
     bs = bootstrap_load(s->config_path, &err);
     if (bs == NULL) {
         log_error("reload failed, keeping the running configuration:\n%s",
@@ -349,6 +353,9 @@ void server_reload(struct server *s)
     }
     if (bootstrap_workers(bs) != s->nworkers)
         log_warn("reload: workers stays %d until restart", s->nworkers);
+    if (strcmp(bs->config.dir, s->cur.bs->config.dir) != 0)
+        log_warn("reload: config.dir stays %s until restart",
+                 s->cur.bs->config.dir[0] ? s->cur.bs->config.dir : "(none)");
     if (!addr_equal(&bs->admin.address, &s->cur.bs->admin.address))
         log_warn("reload: admin.address stays %s until restart",
                  addr_format(&s->cur.bs->admin.address, as1, sizeof(as1)));
@@ -388,6 +395,15 @@ static void admin_status(void *arg, struct admin_status *out)
     out->reloads_failed = s->reloads_failed;
     out->last_reload_error = s->last_reload_error;
     out->uptime_ms = clock_ms() - s->start_ms;
+    out->has_resources = s->source != NULL;
+    if (s->source != NULL) {
+        struct source_status ss;
+        source_status(s->source, &ss);
+        out->resources = ss.resources;
+        out->resource_reloads_ok = ss.reloads_ok;
+        out->resource_reloads_failed = ss.reloads_failed;
+        out->resource_error = ss.last_error;
+    }
 }
 
 static size_t admin_listeners(void *arg, struct listener_stats *const **out)
@@ -410,7 +426,19 @@ static void admin_config(void *arg, struct buf *b)
 {
     struct server *s = arg;
 
+    /* The bootstrap's keys at the top, the resources beside them. */
     bootstrap_to_json(s->cur.bs, b);
+    if (s->source != NULL && buf_len(b) > 0) {
+        b->tail--; /* the bootstrap object's closing brace */
+        buf_puts(b, ",\"resources\":");
+        source_json(s->source, b);
+        buf_puts(b, "}");
+    }
+}
+
+static void admin_reload(void *arg)
+{
+    server_reload(arg);
 }
 
 static void admin_quit(void *arg)
@@ -473,16 +501,19 @@ static void on_cert_timer(evutil_socket_t fd, short what, void *arg)
 }
 
 struct server *server_new(struct event_base *base, struct bootstrap *bs,
-                          const char *config_path, char **err)
+                          const char *config_path, int *config_error,
+                          char **err)
 {
     struct server *s = calloc(1, sizeof(*s));
     struct lset empty = {0};
     struct worker_hooks hooks;
-    struct admin_ops ops = {NULL,         admin_status, admin_listeners,
-                            admin_clusters, admin_config, admin_quit};
+    struct admin_ops ops = {NULL,           admin_status, admin_listeners,
+                            admin_clusters, admin_config, admin_quit,
+                            admin_reload};
     char as[ADDR_STRLEN];
 
     *err = NULL;
+    *config_error = 0;
     if (s == NULL) {
         bootstrap_free(bs);
         return NULL;
@@ -511,6 +542,16 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
         *err = m;
         bootstrap_free(bs);
         goto fail;
+    }
+    if (bs->config.dir[0] != '\0') {
+        s->source = source_new(base, bs->config.dir,
+                               (uint64_t)bs->config.debounce_ms, NULL, NULL,
+                               err);
+        if (s->source == NULL) {
+            *config_error = 1;
+            bootstrap_free(bs);
+            goto fail;
+        }
     }
     if (lset_build(s, bs, &empty, &s->cur, err) < 0) {
         bootstrap_free(bs);
@@ -558,6 +599,7 @@ void server_free(struct server *s)
         mq_drain(s->inbox);
     mq_free(s->inbox);
     admin_free(s->admin);
+    source_free(s->source);
     if (s->drain_timer != NULL)
         event_free(s->drain_timer);
     if (s->cert_timer != NULL)

@@ -13,12 +13,15 @@ struct event_base;
 struct server;
 
 /*
- * server_new() takes ownership of bs, binds every listener and the admin
- * API, and starts the workers. NULL with an allocated message in *err
- * (e.g. an address already in use); the process should exit non-zero.
+ * server_new() takes ownership of bs, loads the resources of config.dir,
+ * binds every listener and the admin API, and starts the workers. NULL
+ * with an allocated message in *err (e.g. an address already in use), and
+ * *config_error set when the cause is invalid configuration; the process
+ * should exit non-zero.
  */
 struct server *server_new(struct event_base *base, struct bootstrap *bs,
-                          const char *config_path, char **err);
+                          const char *config_path, int *config_error,
+                          char **err);
 
 /* server_reload() re-reads the bootstrap file; a bad file is logged and
  * changes nothing. */

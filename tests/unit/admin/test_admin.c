@@ -49,6 +49,7 @@ struct fake {
     size_t nls;
     int quits;
     int config_calls;
+    int reloads;
 };
 
 static void fake_status(void *arg, struct admin_status *out)
@@ -64,6 +65,14 @@ static size_t fake_listeners(void *arg, struct listener_stats *const **out)
 
     *out = k->ls;
     return k->nls;
+}
+
+static void fake_reload(void *arg)
+{
+    struct fake *k = arg;
+
+    if (k != NULL)
+        k->reloads++;
 }
 
 static size_t fake_clusters(void *arg, struct cluster *const **out)
@@ -129,8 +138,9 @@ static void fake_dispose(struct fake *k)
 
 static struct admin_ops fake_ops(struct fake *k)
 {
-    struct admin_ops ops = {k,          fake_status,      fake_listeners,
-                            fake_clusters, fake_config_json, fake_quit};
+    struct admin_ops ops = {k,             fake_status,      fake_listeners,
+                            fake_clusters, fake_config_json, fake_quit,
+                            fake_reload};
     return ops;
 }
 
@@ -788,6 +798,20 @@ static void test_http_quit(void **state)
     assert_int_equal(f->k.quits, 1);
 }
 
+static void test_http_reload(void **state)
+{
+    struct fx *f = *state;
+    struct http_reply *r;
+
+    /* Only POST reloads. */
+    r = http(f, "GET /reload HTTP/1.0\r\n\r\n");
+    assert_int_equal(r->status, 405);
+    assert_int_equal(f->k.reloads, 0);
+    r = http(f, "POST /reload HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
+    assert_int_equal(r->status, 200);
+    assert_int_equal(f->k.reloads, 1);
+}
+
 static void test_http_not_found_and_index(void **state)
 {
     struct fx *f = *state;
@@ -860,7 +884,8 @@ static void zero_status(void *arg, struct admin_status *out)
 static void test_render_clusters(void **state)
 {
     struct admin_ops ops = {NULL,          zero_status,      no_listeners,
-                            real_clusters, fake_config_json, fake_quit};
+                            real_clusters, fake_config_json, fake_quit,
+                            fake_reload};
     struct addr a;
     const char *why;
     struct buf b;
@@ -906,6 +931,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_http_prometheus, setup_http,
                                         teardown_http),
         cmocka_unit_test_setup_teardown(test_http_config_dump, setup_http,
+                                        teardown_http),
+        cmocka_unit_test_setup_teardown(test_http_reload, setup_http,
                                         teardown_http),
         cmocka_unit_test_setup_teardown(test_http_quit, setup_http,
                                         teardown_http),

@@ -1,0 +1,186 @@
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/analyze.h"
+#include "config/resource.h"
+#include "control/dirwatch.h"
+#include "core/buf.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "server/source.h"
+
+#define ERR_MAX (256 * 1024)
+
+struct source {
+    char *dir;
+    struct dirwatch *watch;
+    struct resource_set *cur;
+    uint64_t ok;
+    uint64_t failed;
+    char *last_error;
+    void (*on_change)(void *);
+    void *arg;
+};
+
+/*
+ * load() reads and analyses dir. Returns the new set, or NULL with the
+ * errors (one per line, istioctl style) in the allocated *err. Warnings
+ * are logged and do not block.
+ */
+static struct resource_set *load(const char *dir, char **err)
+{
+    struct buf errs, text;
+    struct analysis an;
+    struct resource_set *set;
+    int nerr = 0;
+
+    *err = NULL;
+    buf_init(&errs, ERR_MAX);
+    buf_init(&text, ERR_MAX);
+    set = resource_load(dir, &errs, &nerr);
+    buf_dispose(&errs);
+    if (set == NULL) {
+        *err = strdup("out of memory loading resources");
+        buf_dispose(&text);
+        return NULL;
+    }
+    memset(&an, 0, sizeof(an));
+    analyze(set, &an);
+    for (size_t i = 0; i < an.msgs.n; i++) {
+        const struct res_msg *m = &an.msgs.v[i];
+        struct buf line;
+
+        buf_init(&line, 4096);
+        analysis_msg_text(&line, m);
+        if (m->level == RES_ERROR) {
+            buf_append(&text, buf_ptr(&line), buf_len(&line));
+            buf_puts(&text, "\n");
+        } else {
+            log_warn("%s", buf_cstr(&line));
+        }
+        buf_dispose(&line);
+    }
+    if (an.msgs.nerr > 0) {
+        /* Drop the last newline: callers add their own. */
+        if (buf_len(&text) > 0)
+            text.tail--;
+        *err = strndup(buf_ptr(&text), buf_len(&text));
+        analysis_dispose(&an);
+        buf_dispose(&text);
+        resource_set_free(set);
+        return NULL;
+    }
+    analysis_dispose(&an);
+    buf_dispose(&text);
+    return set;
+}
+
+int source_reload(struct source *src)
+{
+    char *err = NULL;
+    struct resource_set *set = load(src->dir, &err);
+
+    if (set == NULL) {
+        src->failed++;
+        log_error("resources in %s refused, keeping the running ones:\n%s",
+                  src->dir, err ? err : "unknown error");
+        free(src->last_error);
+        src->last_error = err;
+        return -1;
+    }
+    resource_set_free(src->cur);
+    src->cur = set;
+    src->ok++;
+    free(src->last_error);
+    src->last_error = NULL;
+    log_info("resources in %s: %zu in effect", src->dir, set->n);
+    if (src->on_change != NULL)
+        src->on_change(src->arg);
+    return 1;
+}
+
+static void on_dir_change(void *arg)
+{
+    source_reload(arg);
+}
+
+struct source *source_new(struct event_base *base, const char *dir,
+                          uint64_t quiet_ms, void (*on_change)(void *),
+                          void *arg, char **err)
+{
+    struct source *src = calloc(1, sizeof(*src));
+
+    *err = NULL;
+    if (src == NULL || (src->dir = strdup(dir)) == NULL) {
+        free(src);
+        *err = strdup("out of memory");
+        return NULL;
+    }
+    src->cur = load(dir, err);
+    if (src->cur == NULL) {
+        source_free(src);
+        return NULL;
+    }
+    src->ok = 1;
+    src->on_change = on_change;
+    src->arg = arg;
+    src->watch = dirwatch_new(base, dir, quiet_ms, on_dir_change, src);
+    if (src->watch == NULL)
+        log_warn("cannot watch %s; changes apply on SIGHUP only", dir);
+    return src;
+}
+
+void source_free(struct source *src)
+{
+    if (src == NULL)
+        return;
+    dirwatch_free(src->watch);
+    resource_set_free(src->cur);
+    free(src->last_error);
+    free(src->dir);
+    free(src);
+}
+
+const struct resource_set *source_current(const struct source *src)
+{
+    return src->cur;
+}
+
+void source_status(const struct source *src, struct source_status *out)
+{
+    out->reloads_ok = src->ok;
+    out->reloads_failed = src->failed;
+    out->last_error = src->last_error;
+    out->watches_added = src->watch ? dirwatch_watches_added(src->watch) : 0;
+    out->resources = src->cur ? src->cur->n : 0;
+}
+
+void source_json(const struct source *src, struct buf *b)
+{
+    buf_puts(b, "{\"dir\":");
+    json_str(b, src->dir);
+    buf_printf(b, ",\"reloadsOk\":%" PRIu64 ",\"reloadsFailed\":%" PRIu64,
+               src->ok, src->failed);
+    buf_puts(b, ",\"lastError\":");
+    if (src->last_error != NULL)
+        json_str(b, src->last_error);
+    else
+        buf_puts(b, "null");
+    buf_puts(b, ",\"resources\":[");
+    for (size_t i = 0; src->cur != NULL && i < src->cur->n; i++) {
+        const struct resource *r = src->cur->v[i];
+        buf_puts(b, i ? ",{\"kind\":" : "{\"kind\":");
+        json_str(b, res_kind_name(r->kind));
+        buf_puts(b, ",\"namespace\":");
+        json_str(b, r->meta.ns);
+        buf_puts(b, ",\"name\":");
+        json_str(b, r->meta.name);
+        buf_printf(b, ",\"file\":");
+        json_str(b, r->file);
+        buf_printf(b, ",\"line\":%d}", r->line);
+    }
+    buf_puts(b, "]}");
+}

@@ -1,0 +1,111 @@
+"""The config directory of Istio resources: loaded at start, reloaded on
+change (inotify), SIGHUP and POST /reload; a bad snapshot never replaces
+the running one."""
+import json
+import os
+import signal
+import subprocess
+
+from conftest import STRAIT, free_port, wait_for
+
+GOOD = """apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: backend, namespace: default}
+spec:
+  hosts: [backend.example.com]
+  location: MESH_EXTERNAL
+  resolution: STATIC
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  endpoints: [{address: 127.0.0.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: vs, namespace: default}
+spec:
+  hosts: [backend.example.com]
+  http:
+  - route:
+    - destination: {host: backend.example.com}
+"""
+
+BAD = """apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: broken, namespace: default}
+spec:
+  hosts: [x.example.com]
+  http:
+  - route:
+    - destination: {host: nowhere.example.com}
+"""
+
+
+def names(st):
+    dump = json.loads(st.get("/config_dump")[1])
+    return sorted(r["name"] for r in dump["resources"]["resources"])
+
+
+def write(path, text):
+    tmp = path.with_name("." + path.name)
+    tmp.write_text(text)
+    os.replace(tmp, path)  # what editors and config tools do
+
+
+def start(strait_factory, tmp_path):
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    write(conf / "good.yaml", GOOD)
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\", debounce: 50ms}}\n")
+    return st.start(), conf
+
+
+def test_resources_loaded_at_start(strait_factory, tmp_path):
+    st, _ = start(strait_factory, tmp_path)
+    assert names(st) == ["backend", "vs"]
+    assert st.stats()["resources.count"] == 2
+
+
+def test_change_in_directory_is_picked_up(strait_factory, tmp_path):
+    st, conf = start(strait_factory, tmp_path)
+    write(conf / "more.yaml", GOOD.replace("name: vs", "name: vs2")
+          .replace("name: backend", "name: backend2"))
+    wait_for(lambda: names(st) == ["backend", "backend2", "vs", "vs2"], 10,
+             "the new resources")
+    assert st.stats()["resources.reloads_ok"] >= 2
+
+
+def test_bad_snapshot_keeps_the_running_one(strait_factory, tmp_path):
+    st, conf = start(strait_factory, tmp_path)
+    write(conf / "bad.yaml", BAD)
+    wait_for(lambda: st.stats()["resources.reloads_failed"] == 1, 10, "refused reload")
+    assert names(st) == ["backend", "vs"]
+    code, body, _ = st.get("/healthz/ready")
+    assert code == 200
+    assert "IST0101" in body and "nowhere.example.com" in body
+    assert "bad.yaml" in st.log()
+    # Fixing it clears the error.
+    (conf / "bad.yaml").unlink()
+    wait_for(lambda: "resources.last_error" not in st.get("/stats")[1], 10,
+             "the error to clear")
+    assert names(st) == ["backend", "vs"]
+
+
+def test_reload_on_sighup_and_admin(strait_factory, tmp_path):
+    st, conf = start(strait_factory, tmp_path)
+    before = st.stats()["resources.reloads_ok"]
+    st.signal(signal.SIGHUP)
+    wait_for(lambda: st.stats()["resources.reloads_ok"] == before + 1, 10, "SIGHUP")
+    assert st.get("/reload", method="POST")[0] == 200
+    wait_for(lambda: st.stats()["resources.reloads_ok"] == before + 2, 10, "POST /reload")
+
+
+def test_invalid_resources_at_start_exit_1(tmp_path):
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    (conf / "bad.yaml").write_text(BAD)
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text(f"workers: 1\nadmin: {{address: 127.0.0.1:{free_port()}}}\n"
+                   f"config: {{dir: \"{conf}\"}}\n")
+    r = subprocess.run([STRAIT, "run", "-c", str(cfg)], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 1
+    assert "Error [IST0101]" in r.stderr and "bad.yaml" in r.stderr
