@@ -153,6 +153,15 @@ static const struct conf_key source_keys[] = {
 };
 static const struct conf_section source_section = {source_keys, 0, SIZE_MAX};
 
+static const struct conf_key cred_keys[] = {
+    {"dir", CONF_STR, OFF(struct bootstrap_credentials, dir), 0, 0, "",
+     "directory of credentials: a Gateway's credentialName NAME means "
+     "NAME/tls.crt and NAME/tls.key here",
+     NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section cred_section = {cred_keys, 0, SIZE_MAX};
+
 static const struct conf_key bootstrap_keys[] = {
     {"node", CONF_SECTION, OFF(struct bootstrap, node), 0, 0, NULL,
      "this gateway's identity", NULL, &node_section, NULL, NULL},
@@ -171,6 +180,9 @@ static const struct conf_key bootstrap_keys[] = {
      NULL, NULL, NULL},
     {"config", CONF_SECTION, OFF(struct bootstrap, config), 0, 0, NULL,
      "Istio resources", NULL, &source_section, NULL, NULL},
+    {"credentials", CONF_SECTION, OFF(struct bootstrap, credentials), 0, 0,
+     NULL, "certificates named by credentialName", NULL, &cred_section, NULL,
+     NULL},
     {"listeners", CONF_LIST, OFF(struct bootstrap, listeners), 0, 4096, NULL,
      "TCP and HTTP listeners", NULL, &listener_section, NULL, NULL},
     {"clusters", CONF_LIST, OFF(struct bootstrap, clusters), 0, 100000, NULL,
@@ -412,6 +424,22 @@ int bootstrap_clusters_equal(const struct bootstrap *a,
                            bootstrap_cluster_at(b, i)))
             return 0;
     return 1;
+}
+
+void bootstrap_listener_to_json(const struct bootstrap_listener *bl,
+                                struct buf *b)
+{
+    conf_to_json(&listener_section, bl, b);
+}
+
+void bootstrap_clusters_to_json(const struct bootstrap *bs, struct buf *b)
+{
+    buf_puts(b, "[");
+    for (size_t i = 0; i < bs->clusters.n; i++) {
+        buf_puts(b, i ? "," : "");
+        conf_to_json(&bootstrap_cluster_section, bootstrap_cluster_at(bs, i), b);
+    }
+    buf_puts(b, "]");
 }
 
 void bootstrap_to_json(const struct bootstrap *bs, struct buf *b)

@@ -132,6 +132,11 @@ struct bootstrap_source {
     int64_t debounce_ms;
 };
 
+/* credentialName NAME -> NAME/tls.crt, NAME/tls.key, NAME/ca.crt here. */
+struct bootstrap_credentials {
+    char *dir;
+};
+
 struct bootstrap {
     struct bootstrap_node node;
     char *trust_domain;
@@ -140,6 +145,7 @@ struct bootstrap {
     struct bootstrap_log log;
     int64_t drain_timeout_ms;
     struct bootstrap_source config;
+    struct bootstrap_credentials credentials;
     struct conf_list listeners; /* struct bootstrap_listener */
     struct conf_list clusters;  /* struct bootstrap_cluster */
 };
@@ -195,6 +201,12 @@ int bootstrap_listener_equal(const struct bootstrap_listener *a,
 /* bootstrap_clusters_equal() is true when both define the same clusters. */
 int bootstrap_clusters_equal(const struct bootstrap *a,
                              const struct bootstrap *b);
+
+/* The JSON of one listener and of all clusters, as /config_dump shows
+ * them (also what reloads compare). */
+void bootstrap_listener_to_json(const struct bootstrap_listener *bl,
+                                struct buf *b);
+void bootstrap_clusters_to_json(const struct bootstrap *bs, struct buf *b);
 
 void bootstrap_to_json(const struct bootstrap *bs, struct buf *b);
 

@@ -48,6 +48,7 @@ enum {
     HFLAG_DPE = 1 << 7, /* downstream protocol error */
     HFLAG_UO = 1 << 8,  /* upstream overflow (circuit breaker) */
     HFLAG_SI = 1 << 9,  /* stream idle timeout */
+    HFLAG_FI = 1 << 10, /* fault injected (abort) */
 };
 
 struct hstream {

@@ -190,13 +190,22 @@ static int pump_request(struct h1_client *c)
                 return -1;
             continue;
         }
+        if (c->wq == WQ_LENGTH && avail > c->left)
+            avail = (size_t)c->left;
         if (buf_len(&c->out) > 0) {
+            /* A small body goes out with the head in one write. */
+            if (c->wq == WQ_LENGTH && avail <= OUT_LOW &&
+                buf_room(&c->out) >= avail &&
+                buf_append(&c->out, data, avail) == 0) {
+                hpipe_consume(p, avail);
+                c->left -= avail;
+                if (c->left == 0)
+                    c->wq = WQ_DONE;
+            }
             if (flush_out(c) < 0)
                 return -1;
             continue;
         }
-        if (c->wq == WQ_LENGTH && avail > c->left)
-            avail = (size_t)c->left;
         {
             ssize_t n = conn_write(&c->conn, data, avail);
             if (n == CONN_AGAIN) {

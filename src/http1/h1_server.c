@@ -447,6 +447,13 @@ static int pump_response_body(struct h1_server *hs)
             continue;
         }
         if (buf_len(&hs->out) > 0) {
+            /* A small body joins the head in one write (one send, one TLS
+             * record) instead of following it in a second. */
+            if (avail <= OUT_LOW && buf_room(&hs->out) >= avail &&
+                buf_append(&hs->out, data, avail) == 0) {
+                hpipe_consume(p, avail);
+                s->bytes_out += avail;
+            }
             if (flush_out(hs) < 0)
                 return -1;
             continue;

@@ -25,6 +25,7 @@
 #include "http2/h2_server.h"
 #include "net/listener.h"
 #include "proxy/http_proxy-t.h"
+#include "proxy/router.h"
 #include "tls/tls.h"
 
 #define ACCEPT_BATCH 64
@@ -72,6 +73,7 @@ void http_proxy_conf_unref(struct http_proxy_conf *c)
         cluster_unref(c->clusters[i]);
     free(c->clusters);
     tls_holder_unref(c->tls);
+    router_unref(c->router);
     listener_stats_unref(c->stats);
     free(c->name);
     free(c);
@@ -255,6 +257,15 @@ static void hc_io(struct conn *c, void *arg)
         }
         STAT_ADD(http_shard(hc->l), tls_handshakes, 1);
         event_del(&hc->timer);
+        /* BoringSSL sends its session tickets with the server's first
+         * flight, so nothing of ours answers the client's Finished: the
+         * kernel would delay its ACK, and a client with Nagle on holds its
+         * first request for that ACK (~40 ms). Acknowledge at once. */
+        if (hc->peer.ss_family != AF_UNIX) {
+            int one = 1;
+            setsockopt(hc->conn.fd, IPPROTO_TCP, TCP_QUICKACK, &one,
+                       sizeof(one));
+        }
         alpn = tls_conn_alpn(&hc->conn, &alen);
         if (alen == 2 && memcmp(alpn, "h2", 2) == 0)
             start_h2(hc);

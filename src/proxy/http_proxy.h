@@ -16,6 +16,7 @@ struct event;
 struct event_base;
 struct listener_stats;
 struct tls_holder;
+struct router;
 struct ssl_ctx_st;
 
 /* A static route: host (exact, *.suffix or *) and path prefix. */
@@ -43,6 +44,9 @@ struct http_proxy_conf {
     struct cluster **clusters; /* one reference each */
     size_t nclusters;
     struct tls_holder *tls; /* NULL: plaintext */
+    struct router *router;  /* Gateway listeners: VirtualService routes */
+    uint32_t port;          /* the port requests come in on (routing) */
+    int https_redirect;     /* every request is redirected to https */
     int access_log;
     uint32_t xff_trusted_hops;
     struct listener_stats *stats;

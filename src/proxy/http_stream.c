@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "net/listener.h"
 #include "proxy/http_proxy-t.h"
+#include "proxy/router.h"
 
 #define CONNECT_ATTEMPTS 3
 
@@ -22,7 +23,12 @@ struct pstream {
     struct hstream *s;
     struct http_conn *hc;
     struct http_listener *l;
-    const struct http_route *route;
+    int cluster;                  /* index in the conf's clusters; -1: none */
+    uint64_t timeout_ms;          /* the route's; 0: none */
+    struct route_result rr;       /* Gateway listeners: the router's pick */
+    const struct route_action *action;
+    struct event delay;           /* fault injection delay */
+    unsigned delay_on : 1;
     struct upool *pool;
     struct h1_client *uc;
     struct h2c_stream *h2s;
@@ -92,7 +98,8 @@ static void access_log(struct pstream *ps)
         {"duration_ms", dur, 1},
         {"upstream", ps->upstream ? ps->upstream : "-", 0},
         {"cluster",
-         ps->route ? ps->l->conf->clusters[ps->route->cluster]->name : "-", 0},
+         ps->cluster >= 0 ? ps->l->conf->clusters[ps->cluster]->name : "-", 0},
+        {"route", ps->action ? ps->action->vs : NULL, 0},
         {"flags", hstream_flags_str(s->flags, flags, sizeof(flags)), 0},
         {"request_id", id, 0},
     };
@@ -121,6 +128,10 @@ static void maybe_end(struct pstream *ps)
     if (ps->timer_on) {
         event_del(&ps->timer);
         ps->timer_on = 0;
+    }
+    if (ps->delay_on) {
+        event_del(&ps->delay);
+        ps->delay_on = 0;
     }
     count_status(ps, s->resp.status);
     if (ps->l->conf->access_log)
@@ -240,6 +251,9 @@ static void up_head(void *ctx, struct h1_client *c)
     (void)c;
     if (s->down_done)
         return;
+    if (ps->action != NULL &&
+        router_apply_headers(&ps->rr, 1, &s->resp.fields, &s->arena) < 0)
+        s->flags |= HFLAG_UPE;
     s->resp_started = 1;
     s->down->response_head(s);
 }
@@ -481,6 +495,90 @@ static uint64_t grpc_timeout_ms(const struct http_fields *f)
     return v > 0 ? v : 1;
 }
 
+static void on_delay(evutil_socket_t fd, short what, void *arg)
+{
+    struct pstream *ps = arg;
+
+    (void)fd;
+    (void)what;
+    ps->delay_on = 0;
+    connect_next(ps);
+}
+
+/*
+ * route_by_router() decides a Gateway listener's request with its
+ * VirtualService routes: answers it (no route, redirect, direct response,
+ * fault abort) and returns -1, or picks the cluster, rewrites the request
+ * and returns 0.
+ */
+static int route_by_router(struct pstream *ps)
+{
+    struct hstream *s = ps->s;
+    const struct http_proxy_conf *c = ps->l->conf;
+    const struct route_action *a;
+
+    if (c->https_redirect) {
+        /* An HTTP server with httpsRedirect answers everything with the
+         * https address of the same resource. */
+        size_t n = 8 + s->req.authority.n + s->req.path.n + 1;
+        char *loc = arena_alloc(&s->arena, n);
+        if (loc != NULL) {
+            snprintf(loc, n, "https://%.*s%.*s", (int)s->req.authority.n,
+                     s->req.authority.p, (int)s->req.path.n, s->req.path.p);
+            hstream_respond(s, 301, NULL, "location", loc);
+        }
+        up_finished(ps);
+        return -1;
+    }
+    a = router_match(c->router, &s->req, c->port, rng_next(ps->l), &s->arena,
+                     &ps->rr);
+    if (a == NULL) {
+        local_reply(ps, 404, HFLAG_NR, "no route\n");
+        up_finished(ps);
+        return -1;
+    }
+    ps->action = a;
+    if (a->kind == ROUTE_REDIRECT) {
+        const char *loc = router_redirect_location(&ps->rr, &s->req, &s->arena);
+        hstream_respond(s, a->redirect.code ? a->redirect.code : 301, NULL,
+                        loc ? "location" : NULL, loc);
+        up_finished(ps);
+        return -1;
+    }
+    if (a->kind == ROUTE_DIRECT) {
+        const char *body = a->direct.body.n > 0
+                               ? arena_dup(&s->arena, a->direct.body.p,
+                                           a->direct.body.n)
+                               : NULL;
+        hstream_respond(s, a->direct.status, body, NULL, NULL);
+        up_finished(ps);
+        return -1;
+    }
+    if (ps->rr.abort_status > 0) {
+        /* Envoy marks injected faults FI. */
+        local_reply(ps, ps->rr.abort_status, HFLAG_FI, "fault filter abort\n");
+        up_finished(ps);
+        return -1;
+    }
+    if (ps->rr.dest < 0 || a->dests[ps->rr.dest].cluster < 0) {
+        local_reply(ps, 503, HFLAG_UH, "no healthy upstream\n");
+        up_finished(ps);
+        return -1;
+    }
+    ps->cluster = a->dests[ps->rr.dest].cluster;
+    ps->timeout_ms = a->timeout_ms;
+    s->req.path = router_rewrite_path(&ps->rr, &s->req, &s->arena);
+    if (a->rewrite.authority.n > 0)
+        s->req.authority = a->rewrite.authority;
+    if (s->req.path.p == NULL ||
+        router_apply_headers(&ps->rr, 0, &s->req.fields, &s->arena) < 0) {
+        local_reply(ps, 503, 0, "out of memory\n");
+        up_finished(ps);
+        return -1;
+    }
+    return 0;
+}
+
 static void on_request(void *ctx, struct hstream *s)
 {
     struct http_conn *hc = ctx;
@@ -497,24 +595,39 @@ static void on_request(void *ctx, struct hstream *s)
     ps->l = l;
     s->proxy = ps;
     event_assign(&ps->timer, l->base, -1, 0, on_timeout, ps);
-    ps->route = http_proxy_route(l->conf, s->req.authority, s->req.path);
-    if (ps->route == NULL) {
-        local_reply(ps, 404, HFLAG_NR, "no route\n");
-        up_finished(ps);
-        return;
+    event_assign(&ps->delay, l->base, -1, 0, on_delay, ps);
+    ps->cluster = -1;
+    if (l->conf->router != NULL) {
+        if (route_by_router(ps) < 0)
+            return;
+    } else {
+        const struct http_route *r =
+            http_proxy_route(l->conf, s->req.authority, s->req.path);
+        if (r == NULL) {
+            local_reply(ps, 404, HFLAG_NR, "no route\n");
+            up_finished(ps);
+            return;
+        }
+        ps->cluster = (int)r->cluster;
+        ps->timeout_ms = r->timeout_ms;
     }
     if (add_forwarding(ps) < 0) {
         local_reply(ps, 503, 0, "out of memory\n");
         up_finished(ps);
         return;
     }
-    ps->pool = &l->pools[ps->route->cluster];
+    ps->pool = &l->pools[ps->cluster];
+    if (ps->pool->cl->nendpoints == 0) {
+        local_reply(ps, 503, HFLAG_UH, "no healthy upstream\n");
+        up_finished(ps);
+        return;
+    }
     ps->ep = upool_pick(ps->pool);
     STAT_ADD(upool_stats(ps->pool), rq_total, 1);
     {
         /* The deadline: the route's timeout, or the client's grpc-timeout
          * when that is sooner. */
-        uint64_t ms = ps->route->timeout_ms;
+        uint64_t ms = ps->timeout_ms;
         uint64_t g = grpc_timeout_ms(&s->req.fields);
         if (g > 0 && (ms == 0 || g < ms))
             ms = g;
@@ -527,6 +640,14 @@ static void on_request(void *ctx, struct hstream *s)
     }
     if (s->req.expect_continue)
         s->down->continue_100(s);
+    if (ps->rr.delay_ms > 0) {
+        /* Fault injection: hold the request, then send it on. */
+        struct timeval tv = {(time_t)(ps->rr.delay_ms / 1000),
+                             (suseconds_t)(ps->rr.delay_ms % 1000) * 1000};
+        event_add(&ps->delay, &tv);
+        ps->delay_on = 1;
+        return;
+    }
     connect_next(ps);
 }
 

@@ -9,6 +9,9 @@
 #include "proxy/http_proxy.h"
 #include "proxy/tcp_proxy.h"
 #include "server/compile.h"
+#include "server/istio.h"
+#include "proxy/router.h"
+#include "config/resource.h"
 #include "tls/tls.h"
 #include "upstream/cluster.h"
 
@@ -94,6 +97,25 @@ void compile_clusters_free(struct cluster **cl, size_t n)
     free(cl);
 }
 
+/* The HTTP settings of a listener, from its http block. */
+static void http_settings(struct http_proxy_conf *c, const struct bootstrap *bs,
+                          const struct bootstrap_http *h, int tls)
+{
+    c->h1s.lim.max_head = (size_t)h->max_head_bytes;
+    c->h1s.lim.max_headers = (size_t)h->max_headers;
+    c->h1s.lim.underscores = underscore_map[h->underscores];
+    c->h1s.body_cap = (size_t)h->body_buffer;
+    c->h1s.idle_timeout_ms = (uint64_t)h->idle_timeout_ms;
+    c->h1s.headers_timeout_ms = (uint64_t)h->headers_timeout_ms;
+    c->h1s.tls = tls;
+    c->h2.max_concurrent_streams = (uint32_t)h->max_concurrent_streams;
+    c->h2.stream_window = (uint32_t)h->stream_window;
+    c->h2.connection_window = (uint32_t)h->connection_window;
+    c->h2c = h->h2c;
+    c->access_log = bs->log.access_log;
+    c->xff_trusted_hops = (uint32_t)h->xff_trusted_hops;
+}
+
 static void unref_tcp(void *c)
 {
     tcp_proxy_conf_unref(c);
@@ -125,6 +147,100 @@ static int compile_tcp(const struct bootstrap *bs,
     out->conf = c;
     out->unref = unref_tcp;
     return 0;
+}
+
+static int compile_tls(const struct bootstrap_listener *bl,
+                       struct http_proxy_conf *c, char **err);
+
+/* A Gateway listener's TLS: its servers' certificates, Istio's defaults
+ * for the rest (TLS 1.2 and 1.3, our suites, h2 and http/1.1). */
+static int gateway_tls(const struct gw_listener *g, struct http_proxy_conf *c,
+                       char **err)
+{
+    struct tls_server_cert *certs = calloc(g->ncerts, sizeof(*certs));
+    struct tls_server_conf tc;
+    char desc[128];
+
+    if (certs == NULL) {
+        *err = strdup("out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < g->ncerts; i++) {
+        certs[i].cert_path = g->certs[2 * i];
+        certs[i].key_path = g->certs[2 * i + 1];
+    }
+    memset(&tc, 0, sizeof(tc));
+    tc.certs = certs;
+    tc.ncerts = g->ncerts;
+    tc.min_version = TLS1_2_VERSION;
+    tc.max_version = TLS1_3_VERSION;
+    snprintf(desc, sizeof(desc), "listener %s", g->name);
+    c->tls = tls_holder_new(&tc, desc, err);
+    free(certs);
+    return c->tls != NULL ? 0 : -1;
+}
+
+int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
+                    const struct gw_listener *g, struct listener_stats *stats,
+                    int nworkers, struct compiled_listener *out, char **err)
+{
+    struct http_proxy_conf *c = http_proxy_conf_new(g->name, stats);
+    struct bootstrap_http h;
+    struct istio_clusters table;
+    struct router_server *servers = NULL;
+    struct router_params rp;
+
+    *err = NULL;
+    if (c == NULL) {
+        *err = strdup("out of memory");
+        return -1;
+    }
+    /* Gateway listeners take the defaults of an http block. */
+    conf_defaults(&bootstrap_http_section, &h);
+    http_settings(c, bs, &h, g->tls);
+    conf_dispose(&bootstrap_http_section, &h);
+    c->https_redirect = g->https_redirect && !g->tls;
+    c->port = g->port;
+    istio_clusters_init(&table, set, nworkers);
+    servers = calloc(g->nservers ? g->nservers : 1, sizeof(*servers));
+    if (servers == NULL)
+        goto oom;
+    for (size_t i = 0; i < g->nservers; i++) {
+        servers[i].gateway = g->servers[i].gateway;
+        servers[i].hosts = (const char *const *)g->servers[i].hosts;
+        servers[i].nhosts = g->servers[i].nhosts;
+    }
+    memset(&rp, 0, sizeof(rp));
+    rp.set = set;
+    rp.servers = servers;
+    rp.nservers = g->nservers;
+    rp.cluster_id = istio_cluster_id;
+    rp.ctx = &table;
+    rp.node_ns = bs->node.ns;
+    rp.node_labels = &bs->node.labels;
+    c->router = router_build(&rp, err);
+    free(servers);
+    if (c->router == NULL)
+        goto fail;
+    /* The table's clusters become the conf's (references move). */
+    c->clusters = table.v;
+    c->nclusters = table.n;
+    for (size_t i = 0; i < table.n; i++)
+        free(table.keys[i]);
+    free(table.keys);
+    memset(&table, 0, sizeof(table));
+    if (g->tls && gateway_tls(g, c, err) < 0)
+        goto fail;
+    out->ops = &http_proxy_ops;
+    out->conf = c;
+    out->unref = unref_http;
+    return 0;
+oom:
+    *err = strdup("out of memory");
+fail:
+    istio_clusters_dispose(&table);
+    http_proxy_conf_unref(c);
+    return -1;
 }
 
 static int compile_tls(const struct bootstrap_listener *bl,
@@ -172,19 +288,7 @@ static int compile_http(const struct bootstrap *bs,
 
     if (c == NULL)
         goto oom;
-    c->h1s.lim.max_head = (size_t)h->max_head_bytes;
-    c->h1s.lim.max_headers = (size_t)h->max_headers;
-    c->h1s.lim.underscores = underscore_map[h->underscores];
-    c->h1s.body_cap = (size_t)h->body_buffer;
-    c->h1s.idle_timeout_ms = (uint64_t)h->idle_timeout_ms;
-    c->h1s.headers_timeout_ms = (uint64_t)h->headers_timeout_ms;
-    c->h1s.tls = bl->tls.certificates.n > 0;
-    c->h2.max_concurrent_streams = (uint32_t)h->max_concurrent_streams;
-    c->h2.stream_window = (uint32_t)h->stream_window;
-    c->h2.connection_window = (uint32_t)h->connection_window;
-    c->h2c = h->h2c;
-    c->access_log = bs->log.access_log;
-    c->xff_trusted_hops = (uint32_t)h->xff_trusted_hops;
+    http_settings(c, bs, h, bl->tls.certificates.n > 0);
     c->clusters = calloc(bs->clusters.n ? bs->clusters.n : 1,
                          sizeof(*c->clusters));
     c->routes = calloc(bl->routes.n ? bl->routes.n : 1, sizeof(*c->routes));

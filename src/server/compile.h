@@ -31,6 +31,15 @@ int compile_listener(const struct bootstrap *bs,
                      struct cluster **clusters, struct listener_stats *stats,
                      struct compiled_listener *out, char **err);
 
+struct gw_listener;
+struct resource_set;
+
+/* compile_gateway() builds the HTTP proxy of a Gateway listener: its
+ * VirtualServices' routes and the clusters they send to. */
+int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
+                    const struct gw_listener *g, struct listener_stats *stats,
+                    int nworkers, struct compiled_listener *out, char **err);
+
 /* compile_tls_check() reloads changed certificate files of conf (an HTTP
  * listener's) ; see tls_holder_check(). 0 for other kinds. */
 int compile_tls_check(const struct compiled_listener *cl, char **err);

@@ -16,6 +16,8 @@
 #include "proxy/tcp_proxy.h"
 #include "server/compile.h"
 #include "server/source.h"
+#include "server/istio.h"
+#include <inttypes.h>
 #include "upstream/cluster.h"
 #include "server/server.h"
 #include "server/worker.h"
@@ -24,10 +26,11 @@
  * listens (socks) and its counters. Each field holds one reference. */
 struct srv_listener {
     struct compiled_listener cl;
-    int access_log;
     struct listener_socks *socks;
     struct listener_stats *stats;
-    struct bootstrap_listener *bl; /* in the bootstrap it came from */
+    const char *name;      /* in the lset's bootstrap or Gateway set */
+    char *fingerprint;     /* what it does; equal means keep it running */
+    uint64_t tls_reload_ms; /* 0 without TLS */
 };
 
 struct lset {
@@ -35,7 +38,20 @@ struct lset {
     size_t n;
     struct cluster **clusters; /* one reference each, for reuse and stats */
     size_t nclusters;
-    struct bootstrap *bs; /* the bootstrap v[i].bl point into */
+    struct bootstrap *bs; /* the bootstrap the names point into */
+    struct gw_set gws;    /* the Gateway listeners the names point into */
+};
+
+/* What a listener is before it runs: a bootstrap listener or the servers
+ * of Gateways on one port. */
+struct lspec {
+    const char *name;
+    struct addr address;
+    int backlog;
+    char *fingerprint;
+    uint64_t tls_reload_ms;
+    const struct bootstrap_listener *bl;
+    const struct gw_listener *gw;
 };
 
 struct server {
@@ -61,6 +77,7 @@ struct server {
     struct event *drain_timer;
     struct event *cert_timer;
     struct source *source; /* Istio resources; NULL without config.dir */
+    int rebuild_only;      /* reloading for new resources only */
     uint64_t cert_reloads;
     uint64_t cert_reload_failures;
 };
@@ -74,9 +91,11 @@ static void lset_release(struct lset *ls)
             ls->v[i].cl.unref(ls->v[i].cl.conf);
         listener_socks_unref(ls->v[i].socks);
         listener_stats_unref(ls->v[i].stats);
+        free(ls->v[i].fingerprint);
     }
     free(ls->v);
     compile_clusters_free(ls->clusters, ls->nclusters);
+    gw_set_dispose(&ls->gws);
     bootstrap_free(ls->bs);
     memset(ls, 0, sizeof(*ls));
 }
@@ -85,7 +104,7 @@ static struct srv_listener *lset_find_name(const struct lset *ls,
                                            const char *name)
 {
     for (size_t i = 0; i < ls->n; i++)
-        if (strcmp(ls->v[i].bl->name, name) == 0)
+        if (strcmp(ls->v[i].name, name) == 0)
             return &ls->v[i];
     return NULL;
 }
@@ -97,6 +116,111 @@ static struct srv_listener *lset_find_addr(const struct lset *ls,
         if (addr_equal(&ls->v[i].socks->addr, a))
             return &ls->v[i];
     return NULL;
+}
+
+static const struct resource_set *source_current_or_null(const struct server *s)
+{
+    return s->source != NULL ? source_current(s->source) : NULL;
+}
+
+static void lspecs_free(struct lspec *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i].fingerprint);
+    free(v);
+}
+
+/* The fingerprint of a bootstrap listener: its own keys, the logging it
+ * compiles in, and for HTTP the clusters it may route to. */
+static char *bootstrap_fingerprint(const struct bootstrap *bs,
+                                   const struct bootstrap_listener *bl)
+{
+    struct buf b;
+    char *out;
+
+    buf_init(&b, 64 * 1024 * 1024);
+    bootstrap_listener_to_json(bl, &b);
+    buf_printf(&b, "|log=%d|", bs->log.access_log);
+    if (bl->protocol == BOOTSTRAP_HTTP)
+        bootstrap_clusters_to_json(bs, &b);
+    out = strndup(buf_ptr(&b), buf_len(&b));
+    buf_dispose(&b);
+    return out;
+}
+
+/*
+ * lset_specs() lists what the listener set should hold: the bootstrap's
+ * listeners, then the Gateways' (kept in out->gws, which the specs point
+ * into). A Gateway listener's fingerprint holds the resource snapshot's
+ * number, so a new snapshot rebuilds its routes.
+ */
+static int lset_specs(struct server *s, const struct bootstrap *bs,
+                      struct lset *out, struct lspec **specs, size_t *nspecs,
+                      char **err)
+{
+    const struct resource_set *set = source_current_or_null(s);
+    size_t n;
+    struct lspec *v;
+
+    *specs = NULL;
+    *nspecs = 0;
+    if (set != NULL && istio_gateways(bs, set, &out->gws, err) < 0)
+        return -1;
+    n = bs->listeners.n + out->gws.n;
+    v = calloc(n ? n : 1, sizeof(*v));
+    if (v == NULL)
+        goto oom;
+    for (size_t i = 0; i < bs->listeners.n; i++) {
+        const struct bootstrap_listener *bl = bootstrap_listener_at(bs, i);
+        struct lspec *sp = &v[i];
+
+        sp->name = bl->name;
+        sp->address = bl->address;
+        sp->backlog = (int)bl->backlog;
+        sp->bl = bl;
+        if (bl->protocol == BOOTSTRAP_HTTP && bl->tls.certificates.n > 0)
+            sp->tls_reload_ms = (uint64_t)bl->tls.reload_interval_ms;
+        sp->fingerprint = bootstrap_fingerprint(bs, bl);
+        if (sp->fingerprint == NULL)
+            goto oom;
+    }
+    for (size_t i = 0; i < out->gws.n; i++) {
+        const struct gw_listener *g = &out->gws.v[i];
+        struct lspec *sp = &v[bs->listeners.n + i];
+        struct source_status st;
+
+        for (size_t k = 0; k < bs->listeners.n; k++)
+            if (strcmp(v[k].name, g->name) == 0 ||
+                addr_equal(&v[k].address, &g->address)) {
+                if (asprintf(err,
+                             "Gateway listener %s clashes with bootstrap "
+                             "listener %s (name or address)",
+                             g->name, v[k].name) < 0)
+                    *err = NULL;
+                lspecs_free(v, n);
+                gw_set_dispose(&out->gws);
+                return -1;
+            }
+        source_status(s->source, &st);
+        sp->name = g->name;
+        sp->address = g->address;
+        sp->backlog = 1024;
+        sp->gw = g;
+        sp->tls_reload_ms = g->tls ? 5000 : 0;
+        if (asprintf(&sp->fingerprint, "%s|log=%d|resources=%" PRIu64, g->json,
+                     bs->log.access_log, st.reloads_ok) < 0) {
+            sp->fingerprint = NULL;
+            goto oom;
+        }
+    }
+    *specs = v;
+    *nspecs = n;
+    return 0;
+oom:
+    lspecs_free(v, n);
+    gw_set_dispose(&out->gws);
+    *err = strdup("out of memory");
+    return -1;
 }
 
 /*
@@ -112,10 +236,16 @@ static int lset_build(struct server *s, struct bootstrap *bs,
     char as[ADDR_STRLEN];
     struct cluster **clusters;
     int clusters_same = old->bs != NULL && bootstrap_clusters_equal(old->bs, bs);
+    struct lspec *specs = NULL;
+    size_t nspecs = 0;
 
     memset(out, 0, sizeof(*out));
-    out->v = calloc(bs->listeners.n ? bs->listeners.n : 1, sizeof(*out->v));
+    if (lset_specs(s, bs, out, &specs, &nspecs, err) < 0)
+        return -1;
+    out->v = calloc(nspecs ? nspecs : 1, sizeof(*out->v));
     if (out->v == NULL) {
+        lspecs_free(specs, nspecs);
+        gw_set_dispose(&out->gws);
         *err = strdup("out of memory");
         return -1;
     }
@@ -135,23 +265,25 @@ static int lset_build(struct server *s, struct bootstrap *bs,
     if (clusters == NULL) {
         free(out->v);
         out->v = NULL;
+        lspecs_free(specs, nspecs);
+        gw_set_dispose(&out->gws);
         return -1;
     }
     out->clusters = clusters;
     out->nclusters = bs->clusters.n;
-    for (size_t i = 0; i < bs->listeners.n; i++) {
-        struct bootstrap_listener *bl = bootstrap_listener_at(bs, i);
-        struct srv_listener *prev = lset_find_name(old, bl->name);
-        struct srv_listener *same_addr = lset_find_addr(old, &bl->address);
+    for (size_t i = 0; i < nspecs; i++) {
+        struct lspec *sp = &specs[i];
+        struct srv_listener *prev = lset_find_name(old, sp->name);
+        struct srv_listener *same_addr = lset_find_addr(old, &sp->address);
         struct srv_listener *l = &out->v[out->n];
 
-        l->bl = bl;
-        l->access_log = bs->log.access_log;
-        /* Settings from outside the listener's own block that its compiled
-         * conf carries count too: logging, and the clusters it routes to. */
-        if (prev != NULL && bootstrap_listener_equal(prev->bl, bl) &&
-            prev->access_log == bs->log.access_log &&
-            (bl->protocol != BOOTSTRAP_HTTP || clusters_same)) {
+        l->name = sp->name;
+        l->tls_reload_ms = sp->tls_reload_ms;
+        l->fingerprint = sp->fingerprint;
+        sp->fingerprint = NULL;
+        /* Everything the compiled conf depends on is in the fingerprint:
+         * equal means the running listener stays, with its connections. */
+        if (prev != NULL && strcmp(prev->fingerprint, l->fingerprint) == 0) {
             l->cl = prev->cl;
             if (prev->cl.ops == &tcp_proxy_ops)
                 tcp_proxy_conf_ref(prev->cl.conf);
@@ -167,25 +299,34 @@ static int lset_build(struct server *s, struct bootstrap *bs,
             l->socks = same_addr->socks;
             l->socks->refs++;
         } else {
-            l->socks = listener_socks_open(&bl->address, s->nworkers,
-                                           (int)bl->backlog, err);
+            l->socks = listener_socks_open(&sp->address, s->nworkers,
+                                           sp->backlog, err);
             if (l->socks == NULL) {
                 char *m = NULL;
-                if (asprintf(&m, "listener %s: %s", bl->name,
+                if (asprintf(&m, "listener %s: %s", sp->name,
                              *err ? *err : "cannot listen") < 0)
                     m = NULL;
                 free(*err);
                 *err = m;
+                out->n++;
                 goto fail;
             }
         }
         l->stats = prev != NULL ? listener_stats_ref(prev->stats)
-                                : listener_stats_new(bl->name, s->nworkers);
-        if (l->stats == NULL)
-            goto oom;
-        if (compile_listener(bs, bl, clusters, l->stats, &l->cl, err) < 0) {
+                                : listener_stats_new(sp->name, s->nworkers);
+        if (l->stats == NULL) {
+            if (*err == NULL)
+                *err = strdup("out of memory");
+            out->n++;
+            goto fail;
+        }
+        if ((sp->bl != NULL
+                 ? compile_listener(bs, sp->bl, clusters, l->stats, &l->cl,
+                                    err)
+                 : compile_gateway(bs, source_current_or_null(s), sp->gw,
+                                   l->stats, s->nworkers, &l->cl, err)) < 0) {
             char *m = NULL;
-            if (asprintf(&m, "listener %s: %s", bl->name,
+            if (asprintf(&m, "listener %s: %s", sp->name,
                          *err ? *err : "cannot compile") < 0)
                 m = NULL;
             free(*err);
@@ -194,23 +335,21 @@ static int lset_build(struct server *s, struct bootstrap *bs,
             goto fail;
         }
         out->n++;
-        log_info("listener %s: %s, %s on %s", bl->name,
+        log_info("listener %s: %s, %s on %s", sp->name,
                  prev ? "changed" : "added", l->cl.ops->kind,
-                 addr_format(&bl->address, as, sizeof(as)));
-        continue;
-oom:
-        if (*err == NULL)
-            *err = strdup("out of memory");
-        out->n++;
-        goto fail;
+                 addr_format(&sp->address, as, sizeof(as)));
     }
     for (size_t i = 0; i < old->n; i++)
-        if (lset_find_name(out, old->v[i].bl->name) == NULL)
-            log_info("listener %s: removed", old->v[i].bl->name);
+        if (lset_find_name(out, old->v[i].name) == NULL)
+            log_info("listener %s: removed", old->v[i].name);
     out->bs = bs;
+    lspecs_free(specs, nspecs);
     return 0;
 fail:
-    /* Partially built entries hold references like complete ones. */
+    /* Partially built entries hold references like complete ones; the
+     * bootstrap stays the caller's. */
+    lspecs_free(specs, nspecs);
+    out->bs = NULL;
     lset_release(out);
     return -1;
 }
@@ -236,7 +375,7 @@ static int publish(struct server *s)
         for (size_t i = 0; i < s->cur.n; i++) {
             set->v[i].ops = s->cur.v[i].cl.ops;
             set->v[i].conf = s->cur.v[i].cl.conf;
-            set->v[i].name = s->cur.v[i].bl->name;
+            set->v[i].name = s->cur.v[i].name;
             set->v[i].fd = listener_socks_fd(s->cur.v[i].socks, w);
         }
         if (worker_apply(&s->workers[w], set) < 0) {
@@ -340,8 +479,8 @@ void server_reload(struct server *s)
         s->reload_queued = 1;
         return;
     }
-    if (s->source != NULL)
-        source_reload(s->source);
+    if (s->source != NULL && !s->rebuild_only)
+        source_reload(s->source, 0);
     bs = bootstrap_load(s->config_path, &err);
     if (bs == NULL) {
         log_error("reload failed, keeping the running configuration:\n%s",
@@ -389,6 +528,7 @@ static void admin_status(void *arg, struct admin_status *out)
 {
     struct server *s = arg;
 
+    memset(out, 0, sizeof(*out));
     out->draining = s->draining;
     out->workers = s->nworkers;
     out->reloads_ok = s->reloads_ok;
@@ -441,6 +581,16 @@ static void admin_reload(void *arg)
     server_reload(arg);
 }
 
+/* A new resource snapshot: rebuild the listeners it shapes (Gateways). */
+static void on_resources(void *arg)
+{
+    struct server *s = arg;
+
+    s->rebuild_only = 1;
+    server_reload(s);
+    s->rebuild_only = 0;
+}
+
 static void admin_quit(void *arg)
 {
     server_drain(arg, "admin /quitquitquit");
@@ -453,11 +603,9 @@ static uint64_t cert_interval(const struct server *s)
     uint64_t ms = 0;
 
     for (size_t i = 0; i < s->cur.n; i++) {
-        const struct bootstrap_listener *bl = s->cur.v[i].bl;
-        if (bl->protocol != BOOTSTRAP_HTTP || bl->tls.certificates.n == 0)
-            continue;
-        if (ms == 0 || (uint64_t)bl->tls.reload_interval_ms < ms)
-            ms = (uint64_t)bl->tls.reload_interval_ms;
+        uint64_t t = s->cur.v[i].tls_reload_ms;
+        if (t > 0 && (ms == 0 || t < ms))
+            ms = t;
     }
     return ms;
 }
@@ -488,12 +636,12 @@ static void on_cert_timer(evutil_socket_t fd, short what, void *arg)
 
         if (r > 0) {
             s->cert_reloads++;
-            log_info("listener %s: certificates reloaded", s->cur.v[i].bl->name);
+            log_info("listener %s: certificates reloaded", s->cur.v[i].name);
         } else if (r < 0) {
             s->cert_reload_failures++;
             log_error("listener %s: certificate reload failed, keeping the "
                       "running certificates: %s",
-                      s->cur.v[i].bl->name, err ? err : "unknown error");
+                      s->cur.v[i].name, err ? err : "unknown error");
         }
         free(err);
     }
@@ -545,8 +693,8 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
     }
     if (bs->config.dir[0] != '\0') {
         s->source = source_new(base, bs->config.dir,
-                               (uint64_t)bs->config.debounce_ms, NULL, NULL,
-                               err);
+                               (uint64_t)bs->config.debounce_ms,
+                               on_resources, s, err);
         if (s->source == NULL) {
             *config_error = 1;
             bootstrap_free(bs);

@@ -78,7 +78,7 @@ static struct resource_set *load(const char *dir, char **err)
     return set;
 }
 
-int source_reload(struct source *src)
+int source_reload(struct source *src, int notify)
 {
     char *err = NULL;
     struct resource_set *set = load(src->dir, &err);
@@ -97,14 +97,14 @@ int source_reload(struct source *src)
     free(src->last_error);
     src->last_error = NULL;
     log_info("resources in %s: %zu in effect", src->dir, set->n);
-    if (src->on_change != NULL)
+    if (notify && src->on_change != NULL)
         src->on_change(src->arg);
     return 1;
 }
 
 static void on_dir_change(void *arg)
 {
-    source_reload(arg);
+    source_reload(arg, 1);
 }
 
 struct source *source_new(struct event_base *base, const char *dir,

@@ -24,9 +24,9 @@ struct source *source_new(struct event_base *base, const char *dir,
                           void *arg, char **err);
 void source_free(struct source *src);
 
-/* source_reload() reloads now; 1 when a new snapshot took effect, 0 when
- * nothing changed, -1 when the new one was refused. */
-int source_reload(struct source *src);
+/* source_reload() reloads now; 1 when a new snapshot took effect, -1 when
+ * the new one was refused. on_change runs only when notify is set. */
+int source_reload(struct source *src, int notify);
 
 const struct resource_set *source_current(const struct source *src);
 

@@ -1,0 +1,551 @@
+/*
+ * Lowering Istio resources into what the proxy runs: Gateways into
+ * listeners, route destinations into clusters of endpoints. The router
+ * (src/proxy/router.c) turns VirtualServices into route tables.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <openssl/ssl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/bootstrap.h"
+#include "config/resource.h"
+#include "core/buf.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "server/istio.h"
+#include "tls/tls.h"
+#include "upstream/cluster.h"
+
+static char *xstrdup(const char *s)
+{
+    return strdup(s ? s : "");
+}
+
+static int push_str(char ***v, size_t *n, const char *s)
+{
+    char **nv = realloc(*v, (*n + 1) * sizeof(**v));
+
+    if (nv == NULL)
+        return -1;
+    *v = nv;
+    nv[*n] = xstrdup(s);
+    if (nv[*n] == NULL)
+        return -1;
+    (*n)++;
+    return 0;
+}
+
+static void gw_dispose(struct gw_listener *g)
+{
+    for (size_t i = 0; i < 2 * g->ncerts; i++)
+        free(g->certs[i]);
+    free(g->certs);
+    for (size_t i = 0; i < g->nservers; i++) {
+        for (size_t k = 0; k < g->servers[i].nhosts; k++)
+            free(g->servers[i].hosts[k]);
+        free(g->servers[i].hosts);
+        free(g->servers[i].gateway);
+    }
+    free(g->servers);
+    free(g->json);
+}
+
+void gw_set_dispose(struct gw_set *g)
+{
+    for (size_t i = 0; i < g->n; i++)
+        gw_dispose(&g->v[i]);
+    free(g->v);
+    g->v = NULL;
+    g->n = 0;
+}
+
+static int is_http(int64_t proto)
+{
+    return proto == RES_PROTO_HTTP || proto == RES_PROTO_HTTP2 ||
+           proto == RES_PROTO_GRPC || proto == RES_PROTO_HTTPS;
+}
+
+static void listener_json(struct gw_listener *g)
+{
+    struct buf b;
+    char as[ADDR_STRLEN];
+
+    buf_init(&b, 1 << 20);
+    buf_puts(&b, "{\"address\":");
+    json_str(&b, addr_format(&g->address, as, sizeof(as)));
+    buf_printf(&b, ",\"tls\":%d,\"httpsRedirect\":%d,\"certs\":[", g->tls,
+               g->https_redirect);
+    for (size_t i = 0; i < 2 * g->ncerts; i++) {
+        buf_puts(&b, i ? "," : "");
+        json_str(&b, g->certs[i]);
+    }
+    buf_puts(&b, "],\"servers\":[");
+    for (size_t i = 0; i < g->nservers; i++) {
+        buf_puts(&b, i ? ",{\"gateway\":" : "{\"gateway\":");
+        json_str(&b, g->servers[i].gateway);
+        buf_puts(&b, ",\"hosts\":[");
+        for (size_t k = 0; k < g->servers[i].nhosts; k++) {
+            buf_puts(&b, k ? "," : "");
+            json_str(&b, g->servers[i].hosts[k]);
+        }
+        buf_puts(&b, "]}");
+    }
+    buf_puts(&b, "]}");
+    g->json = strndup(buf_ptr(&b), buf_len(&b));
+    buf_dispose(&b);
+}
+
+/* A server's certificate: files named in the Gateway, or credentialName
+ * in the credentials directory (NAME/tls.crt and NAME/tls.key). */
+static int server_cert(const struct bootstrap *bs, const struct res_gw_tls *t,
+                       char **cert, char **key)
+{
+    if (t->server_certificate != NULL && t->server_certificate[0] != '\0') {
+        *cert = xstrdup(t->server_certificate);
+        *key = xstrdup(t->private_key);
+        return 0;
+    }
+    if (t->credential_name != NULL && t->credential_name[0] != '\0' &&
+        bs->credentials.dir[0] != '\0') {
+        if (asprintf(cert, "%s/%s/tls.crt", bs->credentials.dir,
+                     t->credential_name) < 0)
+            return -1;
+        if (asprintf(key, "%s/%s/tls.key", bs->credentials.dir,
+                     t->credential_name) < 0)
+            return -1;
+        return 0;
+    }
+    return -1;
+}
+
+int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
+                   struct gw_set *out, char **err)
+{
+    memset(out, 0, sizeof(*out));
+    *err = NULL;
+    for (size_t i = 0; set != NULL && i < set->n; i++) {
+        const struct resource *r = set->v[i];
+        const struct res_gateway *gw;
+        char gname[512];
+
+        if (r->kind != RES_GATEWAY)
+            continue;
+        gw = res_gateway(r);
+        /* Istio's selector: every label must be on this node. */
+        if (!res_labels_match(&gw->selector, &bs->node.labels))
+            continue;
+        snprintf(gname, sizeof(gname), "%s/%s", r->meta.ns, r->meta.name);
+        for (size_t k = 0; k < gw->servers.n; k++) {
+            const struct res_gw_server *sv =
+                &((const struct res_gw_server *)gw->servers.v)[k];
+            int tls = sv->port.protocol == RES_PROTO_HTTPS;
+            struct addr a;
+            const char *why;
+            char astr[128];
+            struct gw_listener *g = NULL;
+
+            if (!is_http(sv->port.protocol)) {
+                log_warn("Gateway %s: port %" PRId64 ": protocol %s is not "
+                         "served from Gateways yet; skipped",
+                         gname, sv->port.number,
+                         res_protocol_name(sv->port.protocol));
+                continue;
+            }
+            if (tls && sv->tls.mode != RES_GW_TLS_SIMPLE) {
+                log_warn("Gateway %s: port %" PRId64 ": TLS mode other than "
+                         "SIMPLE is not served yet; skipped",
+                         gname, sv->port.number);
+                continue;
+            }
+            snprintf(astr, sizeof(astr), "%s:%" PRId64,
+                     sv->bind && sv->bind[0] ? sv->bind : "0.0.0.0",
+                     sv->port.number);
+            if (addr_parse(&a, astr, strlen(astr), 0, &why) < 0) {
+                if (asprintf(err, "Gateway %s: bind '%s': %s", gname, astr,
+                             why) < 0)
+                    *err = NULL;
+                goto fail;
+            }
+            for (size_t j = 0; j < out->n; j++)
+                if (addr_equal(&out->v[j].address, &a))
+                    g = &out->v[j];
+            if (g == NULL) {
+                struct gw_listener *nv = realloc(out->v,
+                                                 (out->n + 1) * sizeof(*nv));
+                if (nv == NULL)
+                    goto oom;
+                out->v = nv;
+                g = &out->v[out->n++];
+                memset(g, 0, sizeof(*g));
+                g->address = a;
+                g->port = (uint32_t)sv->port.number;
+                g->tls = tls;
+                snprintf(g->name, sizeof(g->name), "gateway-%" PRId64,
+                         sv->port.number);
+                if (sv->bind && sv->bind[0]) {
+                    char *p;
+                    snprintf(g->name, sizeof(g->name), "gateway-%s-%" PRId64,
+                             sv->bind, sv->port.number);
+                    /* Keep to the listener-name alphabet. */
+                    for (p = g->name; *p; p++)
+                        if (*p == ':' || *p == '[' || *p == ']')
+                            *p = '_';
+                }
+            } else if (g->tls != tls) {
+                if (asprintf(err,
+                             "Gateway %s: port %" PRId64 " mixes TLS and "
+                             "plaintext servers",
+                             gname, sv->port.number) < 0)
+                    *err = NULL;
+                goto fail;
+            }
+            {
+                struct gw_server *ns = realloc(
+                    g->servers, (g->nservers + 1) * sizeof(*ns));
+                struct gw_server *srv;
+                if (ns == NULL)
+                    goto oom;
+                g->servers = ns;
+                srv = &g->servers[g->nservers++];
+                memset(srv, 0, sizeof(*srv));
+                srv->gateway = strdup(gname);
+                if (srv->gateway == NULL)
+                    goto oom;
+                for (size_t h = 0; h < sv->hosts.n; h++)
+                    if (push_str(&srv->hosts, &srv->nhosts, sv->hosts.v[h]) <
+                        0)
+                        goto oom;
+            }
+            if (sv->tls.https_redirect)
+                g->https_redirect = 1;
+            if (tls) {
+                char *cert = NULL, *key = NULL;
+                char **nc;
+                if (server_cert(bs, &sv->tls, &cert, &key) < 0) {
+                    free(cert);
+                    free(key);
+                    if (asprintf(err,
+                                 "Gateway %s: port %" PRId64 ": an HTTPS "
+                                 "server needs serverCertificate and "
+                                 "privateKey, or credentialName with "
+                                 "credentials.dir",
+                                 gname, sv->port.number) < 0)
+                        *err = NULL;
+                    goto fail;
+                }
+                nc = realloc(g->certs, 2 * (g->ncerts + 1) * sizeof(*nc));
+                if (nc == NULL) {
+                    free(cert);
+                    free(key);
+                    goto oom;
+                }
+                g->certs = nc;
+                g->certs[2 * g->ncerts] = cert;
+                g->certs[2 * g->ncerts + 1] = key;
+                g->ncerts++;
+            }
+        }
+    }
+    for (size_t i = 0; i < out->n; i++) {
+        listener_json(&out->v[i]);
+        if (out->v[i].json == NULL)
+            goto oom;
+    }
+    return 0;
+oom:
+    if (*err == NULL)
+        *err = strdup("out of memory");
+fail:
+    gw_set_dispose(out);
+    return -1;
+}
+
+void istio_clusters_init(struct istio_clusters *t,
+                         const struct resource_set *set, int nworkers)
+{
+    memset(t, 0, sizeof(*t));
+    t->set = set;
+    t->nworkers = nworkers;
+}
+
+void istio_clusters_dispose(struct istio_clusters *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        cluster_unref(t->v[i]);
+        free(t->keys[i]);
+    }
+    free(t->v);
+    free(t->keys);
+    memset(t, 0, sizeof(*t));
+}
+
+/* Endpoints being collected for one cluster. */
+struct eps {
+    struct addr *v;
+    size_t n;
+};
+
+static void eps_add(struct eps *e, const char *ip, int64_t port)
+{
+    char s[128];
+    struct addr a;
+    const char *why;
+    struct addr *nv;
+
+    if (ip == NULL || port <= 0 || port > 65535)
+        return;
+    /* IPv6 addresses get their brackets here. */
+    snprintf(s, sizeof(s), strchr(ip, ':') ? "[%s]:%" PRId64 : "%s:%" PRId64,
+             ip, port);
+    if (addr_parse(&a, s, strlen(s), 0, &why) < 0) {
+        log_warn("endpoint %s: %s (only IP addresses are used so far)", s, why);
+        return;
+    }
+    nv = realloc(e->v, (e->n + 1) * sizeof(*nv));
+    if (nv == NULL)
+        return;
+    e->v = nv;
+    e->v[e->n++] = a;
+}
+
+/* The port an endpoint listens on for service port sp: its own mapping
+ * for the port's name, else the target port, else the service port. */
+static int64_t endpoint_port(const struct res_workload_entry *we,
+                             const struct res_se_port *sp, uint32_t fallback)
+{
+    if (sp == NULL)
+        return fallback;
+    for (size_t i = 0; sp->name != NULL && i < we->ports.n; i++)
+        if (strcmp(we->ports.v[i].key, sp->name) == 0)
+            return we->ports.v[i].val;
+    return sp->target_port > 0 ? sp->target_port : sp->number;
+}
+
+static const struct res_subset *find_subset(const struct resource_set *set,
+                                            const char *host,
+                                            const char *subset,
+                                            const struct res_destination_rule **dr)
+{
+    char fq[512];
+
+    *dr = NULL;
+    for (size_t i = 0; i < set->n; i++) {
+        const struct resource *r = set->v[i];
+        const struct res_destination_rule *d;
+
+        if (r->kind != RES_DESTINATION_RULE)
+            continue;
+        d = res_destination_rule(r);
+        if (res_host_fqdn(d->host, r->meta.ns, set->domain, fq, sizeof(fq)) <
+                0 ||
+            strcmp(fq, host) != 0)
+            continue;
+        *dr = d;
+        for (size_t k = 0; subset != NULL && k < d->subsets.n; k++) {
+            const struct res_subset *s =
+                &((const struct res_subset *)d->subsets.v)[k];
+            if (strcmp(s->name, subset) == 0)
+                return s;
+        }
+        return NULL;
+    }
+    return NULL;
+}
+
+static int se_has_host(const struct resource *r, const struct res_service_entry *se,
+                       const char *host, const char *domain)
+{
+    char fq[512];
+
+    for (size_t i = 0; i < se->hosts.n; i++)
+        if (res_host_fqdn(se->hosts.v[i], r->meta.ns, domain, fq, sizeof(fq)) >=
+                0 &&
+            strcmp(fq, host) == 0)
+            return 1;
+    return 0;
+}
+
+static void collect(const struct resource_set *set, const char *host,
+                    uint32_t port, const struct conf_strmap *subset_labels,
+                    struct eps *e, int *h2)
+{
+    int found = 0;
+
+    for (size_t i = 0; i < set->n; i++) {
+        const struct resource *r = set->v[i];
+        const struct res_service_entry *se;
+        const struct res_se_port *sp = NULL;
+
+        if (r->kind != RES_SERVICE_ENTRY)
+            continue;
+        se = res_service_entry(r);
+        if (!se_has_host(r, se, host, set->domain))
+            continue;
+        found = 1;
+        for (size_t k = 0; k < se->ports.n; k++) {
+            const struct res_se_port *p =
+                &((const struct res_se_port *)se->ports.v)[k];
+            if ((port == 0 && se->ports.n == 1) || p->number == port)
+                sp = p;
+        }
+        if (sp != NULL && (sp->protocol == RES_PROTO_HTTP2 ||
+                           sp->protocol == RES_PROTO_GRPC))
+            *h2 = 1;
+        if (port == 0 && sp != NULL)
+            port = (uint32_t)sp->number;
+        if (se->resolution == RES_RESOLVE_DNS ||
+            se->resolution == RES_RESOLVE_DNS_ROUND_ROBIN)
+            log_warn("ServiceEntry %s/%s: DNS resolution is not supported "
+                     "yet; its endpoints are used as IP addresses",
+                     r->meta.ns, r->meta.name);
+        for (size_t k = 0; k < se->endpoints.n; k++) {
+            const struct res_workload_entry *we =
+                &((const struct res_workload_entry *)se->endpoints.v)[k];
+            if (subset_labels != NULL &&
+                !res_labels_match(subset_labels, &we->labels))
+                continue;
+            eps_add(e, we->address, endpoint_port(we, sp, port));
+        }
+        if (se->workload_selector.labels.n > 0) {
+            for (size_t k = 0; k < set->n; k++) {
+                const struct resource *w = set->v[k];
+                const struct res_workload_entry *we;
+                if (w->kind != RES_WORKLOAD_ENTRY ||
+                    strcmp(w->meta.ns, r->meta.ns) != 0)
+                    continue;
+                we = res_workload_entry(w);
+                if (!res_labels_match(&se->workload_selector.labels,
+                                      &we->labels) ||
+                    (subset_labels != NULL &&
+                     !res_labels_match(subset_labels, &we->labels)))
+                    continue;
+                eps_add(e, we->address, endpoint_port(we, sp, port));
+            }
+        }
+    }
+    if (found)
+        return;
+    /* No ServiceEntry: WorkloadEntries labelled app=<service> stand for
+     * the service (the convention strait check uses too). */
+    for (size_t k = 0; k < set->n; k++) {
+        const struct resource *w = set->v[k];
+        const struct res_workload_entry *we;
+        char fq[512];
+        const char *app = NULL;
+
+        if (w->kind != RES_WORKLOAD_ENTRY)
+            continue;
+        we = res_workload_entry(w);
+        for (size_t j = 0; j < we->labels.n; j++)
+            if (strcmp(we->labels.v[j].key, "app") == 0)
+                app = we->labels.v[j].val;
+        if (app == NULL ||
+            res_host_fqdn(app, w->meta.ns, set->domain, fq, sizeof(fq)) < 0 ||
+            strcmp(fq, host) != 0)
+            continue;
+        if (subset_labels != NULL &&
+            !res_labels_match(subset_labels, &we->labels))
+            continue;
+        eps_add(e, we->address,
+                port ? port : (we->ports.n ? (uint32_t)we->ports.v[0].val : 80));
+    }
+}
+
+/* TLS towards the cluster from the DestinationRule (subset over host). */
+static void apply_policy(struct cluster *c, const struct res_destination_rule *dr,
+                         const struct res_subset *sub)
+{
+    const struct res_traffic_policy *tp[2] = {
+        dr ? &dr->traffic_policy : NULL, sub ? &sub->traffic_policy : NULL};
+
+    for (int i = 0; i < 2; i++) {
+        const struct res_traffic_policy *p = tp[i];
+        if (p == NULL)
+            continue;
+        if (p->connection_pool.http.max_requests_per_connection > 0)
+            c->max_requests_per_conn =
+                (uint64_t)p->connection_pool.http.max_requests_per_connection;
+        if (p->connection_pool.tcp.connect_timeout_ms > 0)
+            c->h1.connect_timeout_ms = c->h2.connect_timeout_ms =
+                (uint64_t)p->connection_pool.tcp.connect_timeout_ms;
+        if (p->connection_pool.http.idle_timeout_ms > 0)
+            c->h1.idle_timeout_ms = c->h2.idle_timeout_ms =
+                (uint64_t)p->connection_pool.http.idle_timeout_ms;
+        if (p->tls.mode == RES_TLS_SIMPLE && c->tls == NULL) {
+            char *err = NULL;
+            c->tls = tls_client_ctx_new(p->tls.ca_certificates,
+                                        p->tls.insecure_skip_verify,
+                                        c->protocol == CLUSTER_HTTP2, &err);
+            if (c->tls == NULL)
+                log_error("cluster %s: %s", c->name, err ? err : "TLS setup");
+            free(err);
+            if (p->tls.sni != NULL && p->tls.sni[0] != '\0') {
+                free(c->sni);
+                c->sni = strdup(p->tls.sni);
+            }
+        }
+    }
+}
+
+int istio_cluster_id(void *table, const char *host, const char *subset,
+                     uint32_t port)
+{
+    struct istio_clusters *t = table;
+    char key[640];
+    const struct res_destination_rule *dr = NULL;
+    const struct res_subset *sub;
+    struct eps e = {NULL, 0};
+    struct cluster *c, **nv;
+    char **nk;
+    int h2 = 0;
+
+    snprintf(key, sizeof(key), "%s|%s|%" PRIu32, host, subset ? subset : "",
+             port);
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->keys[i], key) == 0)
+            return (int)i;
+    sub = find_subset(t->set, host, subset, &dr);
+    if (subset != NULL && subset[0] != '\0' && sub == NULL)
+        log_warn("destination %s: subset %s not found; no endpoints", host,
+                 subset);
+    if (subset == NULL || subset[0] == '\0' || sub != NULL)
+        collect(t->set, host, port, sub ? &sub->labels : NULL, &e, &h2);
+    /* The cluster name is what /stats shows: host, subset and port. */
+    snprintf(key, sizeof(key), "%s|%s|%" PRIu32, host, subset ? subset : "",
+             port);
+    c = cluster_new(key, e.v, e.n, t->nworkers);
+    free(e.v);
+    if (c == NULL)
+        return -1;
+    c->protocol = h2 ? CLUSTER_HTTP2 : CLUSTER_HTTP1;
+    c->h1.lim = h1_limits_default();
+    c->h1.lim.underscores = H1_US_ALLOW;
+    c->h1.connect_timeout_ms = 10000; /* Istio's default connectTimeout */
+    c->h1.idle_timeout_ms = 3600 * 1000;
+    c->h2.connect_timeout_ms = c->h1.connect_timeout_ms;
+    c->h2.idle_timeout_ms = c->h1.idle_timeout_ms;
+    c->h2.stream_window = 65535;
+    c->h2.connection_window = 1024 * 1024;
+    c->h2.max_head = c->h1.lim.max_head;
+    apply_policy(c, dr, sub);
+    nv = realloc(t->v, (t->n + 1) * sizeof(*nv));
+    if (nv == NULL) {
+        cluster_unref(c);
+        return -1;
+    }
+    t->v = nv;
+    nk = realloc(t->keys, (t->n + 1) * sizeof(*nk));
+    if (nk == NULL) {
+        cluster_unref(c);
+        return -1;
+    }
+    t->keys = nk;
+    t->keys[t->n] = strdup(key);
+    t->v[t->n] = c;
+    return (int)t->n++;
+}
