@@ -21,6 +21,8 @@
 
 #define OUT_MAX (128 * 1024)
 #define OUT_LOW (16 * 1024) /* frame more body only below this */
+#define LINGER_MS 2000
+#define LINGER_BYTES (1024 * 1024)
 
 enum rq_state { RQ_HEAD, RQ_BODY, RQ_DONE, RQ_TUNNEL };
 enum rs_state { RS_WAIT, RS_BODY, RS_DONE };
@@ -50,10 +52,13 @@ struct h1_server {
     unsigned draining : 1;
     unsigned write_blocked : 1;
     unsigned timer_head : 1; /* the timer runs the headers timeout */
+    unsigned lingering : 1;  /* closing: dropping the client's last bytes */
+    size_t linger_left;
     int minor;
 };
 
 static void process(struct h1_server *hs);
+static void linger(struct h1_server *hs);
 
 static void schedule(void *arg)
 {
@@ -514,6 +519,10 @@ static void process(struct h1_server *hs)
 
     if (hs->closed)
         return;
+    if (hs->lingering) {
+        linger(hs);
+        return;
+    }
     do {
         progress = 0;
         if (flush_out(hs) < 0)
@@ -526,8 +535,10 @@ static void process(struct h1_server *hs)
             if (hs->rq == RQ_BODY)
                 hs->keep_alive = 0;
             stream_release(hs);
-            if (!hs->keep_alive)
-                goto done;
+            /* Draining: a response whose head went out before the drain
+             * still ends the connection. */
+            if (!hs->keep_alive || hs->draining)
+                goto linger;
             start_head_wait(hs);
             progress = 1;
         }
@@ -558,6 +569,12 @@ static void process(struct h1_server *hs)
     if (hs->eof) {
         if (hs->s == NULL && buf_len(&hs->out) == 0)
             goto done;
+        /* The client left before any answer: the exchange is abandoned
+         * (nginx's 499), not kept waiting on the upstream. */
+        if (hs->s != NULL && hs->rs == RS_WAIT && hs->rq != RQ_TUNNEL) {
+            hs->s->flags |= HFLAG_DC;
+            goto done;
+        }
         if (hs->s != NULL && hs->rq == RQ_TUNNEL && buf_len(&hs->in) == 0)
             hpipe_finish(&hs->s->req_body);
         else if (hs->s != NULL && hs->rq == RQ_BODY) {
@@ -572,10 +589,45 @@ static void process(struct h1_server *hs)
     }
     conn_want(hs->c, want_read(hs), hs->write_blocked);
     return;
+linger:
+    /* Closing with request bytes unread would make the kernel reset the
+     * connection, and the reset can destroy the response before the
+     * client reads it: send our FIN, keep reading (and dropping) what the
+     * client still sends for a while, then close (nginx's lingering
+     * close). */
+    if (buf_len(&hs->in) > 0 || hs->rq == RQ_BODY) {
+        hs->c->ops->shutdown(hs->c);
+        hs->lingering = 1;
+        hs->linger_left = LINGER_BYTES;
+        arm_timer(hs, LINGER_MS);
+        buf_consume(&hs->in, buf_len(&hs->in));
+        conn_want(hs->c, 1, 0);
+        return;
+    }
+    goto done;
 fail:
     if (hs->s != NULL)
         hs->s->flags |= HFLAG_DC;
 done:
+    server_close(hs);
+}
+
+/* Lingering: read and drop until EOF, an error, the byte budget or the
+ * timer, then close. */
+static void linger(struct h1_server *hs)
+{
+    char sink[16384];
+
+    for (;;) {
+        ssize_t n = conn_read(hs->c, sink, sizeof(sink));
+        if (n == CONN_AGAIN) {
+            conn_want(hs->c, 1, 0);
+            return;
+        }
+        if (n <= 0 || (size_t)n >= hs->linger_left)
+            break;
+        hs->linger_left -= (size_t)n;
+    }
     server_close(hs);
 }
 
@@ -680,6 +732,10 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    if (hs->lingering) {
+        server_close(hs);
+        return;
+    }
     if (hs->s != NULL)
         return;
     if (hs->timer_head) {

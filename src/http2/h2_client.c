@@ -68,25 +68,53 @@ static void arm_timer(struct h2_client *c, uint64_t ms)
 }
 
 /* Ends an exchange once: the hooks hear of it and the stream goes. */
-static void stream_end(struct h2c_stream *st, int ok, unsigned flags)
+static void arm_timer(struct h2_client *c, uint64_t ms);
+
+/* Ends an exchange once: the hooks hear of it and the stream goes.
+ * abort_resp: fail the response pipe if unfinished (not when the proxy
+ * cancelled, since it answers the client itself). */
+static void stream_end(struct h2c_stream *st, int ok, unsigned flags,
+                       int abort_resp)
 {
     struct hstream *s = st->s;
+    struct h2_client *c = st->c;
 
     if (st->finished)
         return;
     st->finished = 1;
-    if (!ok && !hpipe_drained(&s->resp_body))
+    /* Response bytes still in the pipe would return their connection
+     * credit only as they are consumed, and nobody will consume them for
+     * us any more: return it now, or the connection window shrinks for
+     * good with every response. */
+    if (st->id != 0 && c->ng != NULL && !c->closed &&
+        st->written > st->reported) {
+        nghttp2_session_consume_connection(c->ng,
+                                           (size_t)(st->written - st->reported));
+        st->reported = st->written;
+        schedule(c);
+    }
+    if (!ok && abort_resp && !hpipe_drained(&s->resp_body))
         hpipe_abort(&s->resp_body);
     s->req_body.wake_reader = NULL;
     s->resp_body.wake_writer = NULL;
     list_del(&st->link);
-    st->c->nstreams--;
-    if (st->id != 0 && st->c->ng != NULL)
-        nghttp2_session_set_stream_user_data(st->c->ng, st->id, NULL);
+    c->nstreams--;
+    if (st->id != 0 && c->ng != NULL)
+        nghttp2_session_set_stream_user_data(c->ng, st->id, NULL);
     if (st->hooks != NULL)
         st->hooks->done(st->ctx, ok, flags);
     hstream_unref(s);
     free(st);
+    /* The last stream gone: idle timer, or close once the connection may
+     * carry no more requests. */
+    if (c->nstreams == 0 && !c->closed && c->state == H2C_READY) {
+        if (c->max_requests > 0 && c->requests >= c->max_requests) {
+            nghttp2_session_terminate_session(c->ng, NGHTTP2_NO_ERROR);
+            schedule(c);
+        } else {
+            arm_timer(c, c->conf->idle_timeout_ms);
+        }
+    }
 }
 
 static void client_close(struct h2_client *c)
@@ -101,7 +129,7 @@ static void client_close(struct h2_client *c)
      * may try another endpoint. */
     while (!LIST_EMPTY(&c->streams))
         stream_end(LIST_ELEM(c->streams.next, struct h2c_stream, link), 0,
-                   c->state == H2C_READY ? HFLAG_UC : HFLAG_UF);
+                   c->state == H2C_READY ? HFLAG_UC : HFLAG_UF, 1);
     c->hooks->closed(c->owner, c);
 }
 
@@ -284,7 +312,9 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
             st->head_seen = 1;
             s->resp.has_body = !end;
             st->hooks->head(st->ctx);
-            if (st->finished)
+            /* The hook may have cancelled (and freed) st: look it up. */
+            if (nghttp2_session_get_stream_user_data(ng, f->hd.stream_id) !=
+                st)
                 return 0;
         }
         if (end && !st->resp_ended) {
@@ -328,19 +358,11 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code,
 
     if (st == NULL)
         return 0;
+    (void)c;
     if (code == NGHTTP2_NO_ERROR && st->resp_ended)
-        stream_end(st, 1, 0);
+        stream_end(st, 1, 0, 1);
     else
-        stream_end(st, 0, HFLAG_UC);
-    if (c->nstreams == 0 && !c->closed) {
-        /* A connection that may carry no more requests goes at once. */
-        if (c->max_requests > 0 && c->requests >= c->max_requests) {
-            nghttp2_session_terminate_session(c->ng, NGHTTP2_NO_ERROR);
-            schedule(c);
-        } else {
-            arm_timer(c, c->conf->idle_timeout_ms);
-        }
-    }
+        stream_end(st, 0, HFLAG_UC, 1);
     return 0;
 }
 
@@ -393,7 +415,7 @@ static void ready(struct h2_client *c)
         struct h2c_stream *st = LIST_ELEM(it, struct h2c_stream, link);
         it = it->next;
         if (st->id == 0 && submit(c, st) < 0)
-            stream_end(st, 0, HFLAG_UPE);
+            stream_end(st, 0, HFLAG_UPE, 1);
     }
     schedule(c);
 }
@@ -578,11 +600,13 @@ struct h2c_stream *h2_client_submit(struct h2_client *c, struct hstream *s,
     st->ctx = ctx;
     list_append(&c->streams, &st->link);
     c->nstreams++;
-    event_del(&c->timer);
+    /* Only the idle timer goes; a connect timeout still stands. */
+    if (c->state == H2C_READY)
+        event_del(&c->timer);
     if (c->state == H2C_READY) {
         if (submit(c, st) < 0) {
             st->hooks = NULL;
-            stream_end(st, 0, HFLAG_UPE);
+            stream_end(st, 0, HFLAG_UPE, 1);
             return NULL;
         }
         schedule(c);
@@ -600,7 +624,7 @@ void h2_client_cancel(struct h2c_stream *st)
                                   NGHTTP2_CANCEL);
         schedule(c);
     }
-    stream_end(st, 0, 0);
+    stream_end(st, 0, 0, 0);
 }
 
 void h2_client_free(struct h2_client *c)
@@ -611,7 +635,7 @@ void h2_client_free(struct h2_client *c)
         c->closed = 1;
         while (!LIST_EMPTY(&c->streams))
             stream_end(LIST_ELEM(c->streams.next, struct h2c_stream, link), 0,
-                       HFLAG_UC);
+                       HFLAG_UC, 1);
     }
     event_del(&c->defer);
     event_del(&c->timer);

@@ -392,6 +392,16 @@ static void stream_release(struct h2_server *hs, struct h2_stream *st,
 {
     struct hstream *s = st->s;
 
+    /* Request bytes left in the pipe will not be consumed through us any
+     * more: return their connection credit now, or every reset or early
+     * answer shrinks the connection window for good. */
+    if (!hs->closed && st->written > st->reported) {
+        nghttp2_session_consume_connection(hs->ng,
+                                           (size_t)(st->written - st->reported));
+        st->reported = st->written;
+        schedule(hs);
+    }
+
     if (code != NGHTTP2_NO_ERROR) {
         STAT_ADD(hs->sh, h2_stream_errors, 1);
         if (!hpipe_drained(&s->resp_body))
@@ -607,7 +617,9 @@ static void process(struct h2_server *hs)
         server_close(hs);
         return;
     }
-    if (hs->eof && hs->nstreams == 0) {
+    /* HTTP/2 has no half-close at the TCP level: FIN means the client is
+     * gone, and its streams with it. */
+    if (hs->eof) {
         server_close(hs);
         return;
     }

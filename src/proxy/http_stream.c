@@ -142,6 +142,12 @@ static void maybe_end(struct pstream *ps)
 
 static void up_finished(struct pstream *ps)
 {
+    /* The upstream side is over: its deadline no longer applies (a slow
+     * client still reading the last bytes is not a timeout). */
+    if (ps->timer_on) {
+        event_del(&ps->timer);
+        ps->timer_on = 0;
+    }
     ps->up_done = 1;
     maybe_end(ps);
 }
@@ -249,7 +255,8 @@ static void up_head(void *ctx, struct h1_client *c)
     struct hstream *s = ps->s;
 
     (void)c;
-    if (s->down_done)
+    /* The client side may have answered already (a bad request body). */
+    if (s->down_done || s->resp_started)
         return;
     if (ps->action != NULL &&
         router_apply_headers(&ps->rr, 1, &s->resp.fields, &s->arena) < 0)

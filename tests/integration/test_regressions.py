@@ -1,0 +1,159 @@
+"""One test per bug found by review and soak, named after what broke."""
+import os
+import signal
+import socket
+import subprocess
+import time
+
+from conftest import free_port, recv_all, wait_for
+
+
+def one_write_handler(body):
+    """An HTTP/1.1 upstream answering every request with body, in one write
+    per response, on keep-alive connections."""
+    resp = b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+
+    def handler(c):
+        buf = b""
+        while True:
+            while b"\r\n\r\n" not in buf:
+                d = c.recv(65536)
+                if not d:
+                    return
+                buf += d
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            n = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    n = int(line.split(b":")[1])
+            while len(buf) < n:
+                d = c.recv(65536)
+                if not d:
+                    return
+                buf += d
+            buf = buf[n:]
+            c.sendall(resp)
+    return handler
+
+
+def chain(strait_factory, up_addr):
+    """front (h1/h2c) -> cluster over HTTP/2 -> back (h2c) -> up_addr."""
+    front, back = free_port(), free_port()
+    yaml = (f"  - name: front\n    address: \"127.0.0.1:{front}\"\n    protocol: http\n"
+            f"    routes: [{{host: \"*\", pathPrefix: /, cluster: back}}]\n"
+            f"  - name: back\n    address: \"127.0.0.1:{back}\"\n    protocol: http\n"
+            f"    routes: [{{host: \"*\", pathPrefix: /, cluster: up}}]\n")
+    extra = (f"clusters:\n  - {{name: back, endpoints: [\"127.0.0.1:{back}\"], protocol: http2}}\n"
+             f"  - {{name: up, endpoints: [\"{up_addr}\"]}}\n")
+    return strait_factory(yaml, workers=1, extra=extra).start(), front
+
+
+def h2load(*args):
+    r = subprocess.run(["h2load", *args], capture_output=True, text=True, timeout=120)
+    return r.stdout
+
+
+def test_h2_upstream_connection_window_is_returned(strait_factory, upstream_factory):
+    """Every response through an HTTP/2 cluster used to keep its bytes'
+    connection credit: after 1 MiB the upstream connection stalled."""
+    up = upstream_factory(one_write_handler(b"x" * 1024))
+    st, front = chain(strait_factory, up.addr)
+    out = h2load("-n", "3000", "-c", "1", "-m", "1", f"http://127.0.0.1:{front}/")
+    assert "3000 succeeded" in out, out
+
+
+def test_h2_downstream_window_returned_after_local_answers(strait_factory, tmp_path):
+    """Request bodies answered locally (404) used to keep their connection
+    credit: the 18th 60 KB POST on one connection stalled."""
+    port = free_port()
+    yaml = (f"  - name: w\n    address: \"127.0.0.1:{port}\"\n    protocol: http\n"
+            f"    routes: [{{host: nomatch.example, pathPrefix: /, cluster: c}}]\n")
+    extra = f"clusters:\n  - {{name: c, endpoints: [\"127.0.0.1:{free_port()}\"]}}\n"
+    strait_factory(yaml, extra=extra).start()
+    body = tmp_path / "body"
+    body.write_bytes(b"y" * 60000)
+    out = h2load("-n", "40", "-c", "1", "-m", "1", "-d", str(body),
+                 f"http://127.0.0.1:{port}/")
+    # h2load counts 404s as failed; what matters is that all 40 finished.
+    assert "40 done" in out and "40 4xx" in out, out
+
+
+def test_client_fin_while_waiting_frees_the_connection(strait_factory, upstream_factory):
+    """A client that left while its request waited on a silent upstream
+    used to stay in CLOSE-WAIT for good."""
+    def silent(c):
+        recv_all(c)
+
+    up = upstream_factory(silent)
+    port = free_port()
+    yaml = (f"  - name: w\n    address: \"127.0.0.1:{port}\"\n    protocol: http\n"
+            f"    routes: [{{host: \"*\", pathPrefix: /, cluster: c}}]\n")
+    extra = f"clusters:\n  - {{name: c, endpoints: [\"{up.addr}\"]}}\n"
+    st = strait_factory(yaml, extra=extra).start()
+    for _ in range(5):
+        c = socket.create_connection(("127.0.0.1", port), timeout=10)
+        c.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        wait_for(lambda: up.conns > 0, 10, "the upstream request")
+        c.close()
+    wait_for(lambda: st.stats()["listener.w.downstream_cx_active"] == 0, 10,
+             "client connections to be freed")
+    wait_for(lambda: "flags=DC" in st.log(), 10, "DC in the access log")
+
+
+def test_h2_cluster_connect_timeout_is_kept(strait_factory):
+    """Submitting a stream used to delete the connect timer of a new
+    HTTP/2 upstream connection: requests hung on a dead endpoint."""
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(0)
+    filler = []
+    # Fill the accept queue so further SYNs are dropped (nobody accepts).
+    for _ in range(4):
+        f = socket.socket()
+        f.setblocking(False)
+        try:
+            f.connect(hole.getsockname())
+        except BlockingIOError:
+            pass
+        filler.append(f)
+    try:
+        port = free_port()
+        addr = "127.0.0.1:%d" % hole.getsockname()[1]
+        yaml = (f"  - name: w\n    address: \"127.0.0.1:{port}\"\n    protocol: http\n"
+                f"    routes: [{{host: \"*\", pathPrefix: /, cluster: c}}]\n")
+        extra = (f"clusters:\n  - {{name: c, endpoints: [\"{addr}\"], protocol: http2, "
+                 f"connectTimeout: 300ms}}\n")
+        strait_factory(yaml, extra=extra).start()
+        t0 = time.monotonic()
+        r = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                            "-m", "20", f"http://127.0.0.1:{port}/"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.stdout == "503", r.stdout
+        assert time.monotonic() - t0 < 15
+    finally:
+        for f in filler:
+            f.close()
+        hole.close()
+
+
+def test_drain_closes_a_keepalive_connection_after_its_response(
+        strait_factory, upstream_factory):
+    """A response whose head went out before SIGTERM used to leave its
+    keep-alive connection open until the drain deadline."""
+    up = upstream_factory(one_write_handler(b"ok"))
+    port = free_port()
+    yaml = (f"  - name: w\n    address: \"127.0.0.1:{port}\"\n    protocol: http\n"
+            f"    routes: [{{host: \"*\", pathPrefix: /, cluster: c}}]\n")
+    extra = (f"clusters:\n  - {{name: c, endpoints: [\"{up.addr}\"]}}\n"
+             f"drainTimeout: 60s\n")
+    st = strait_factory(yaml, extra=extra).start()
+    c = socket.create_connection(("127.0.0.1", port), timeout=30)
+    c.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert c.recv(4096).startswith(b"HTTP/1.1 200")
+    t0 = time.monotonic()
+    st.signal(signal.SIGTERM)
+    # The idle keep-alive connection is closed by the drain, not at 60 s.
+    assert c.recv(4096) == b""
+    c.close()
+    assert st.proc.wait(timeout=30) == 0
+    assert time.monotonic() - t0 < 30
