@@ -6,6 +6,7 @@
 
 #include <sys/socket.h>
 
+#include "net/acceptor.h"
 #include "net/conn.h"
 #include "proxy/http_proxy.h"
 
@@ -17,9 +18,8 @@ struct http_listener {
     struct event_base *base;
     int worker;
     int fd;
-    struct event *accept_ev;
+    struct acceptor acc;
     struct event *reap_ev;
-    struct event *resume_ev;
     size_t active;
     struct list conns;
     struct list dead;

@@ -28,8 +28,6 @@
 #include "proxy/router.h"
 #include "tls/tls.h"
 
-#define ACCEPT_BATCH 64
-#define ACCEPT_PAUSE_MS 100
 #define HANDSHAKE_TIMEOUT_MS 10000
 #define BODY_POOL_KEEP 64
 
@@ -138,7 +136,7 @@ static void reap(evutil_socket_t fd, short what, void *arg)
     (void)what;
     while (!LIST_EMPTY(&l->dead))
         conn_free_now(LIST_ELEM(l->dead.next, struct http_conn, link));
-    if (l->accept_ev == NULL && l->active == 0 && l->on_idle != NULL)
+    if (!acceptor_running(&l->acc) && l->active == 0 && l->on_idle != NULL)
         l->on_idle(&l->pl, l->arg);
 }
 
@@ -374,52 +372,17 @@ static void conn_start(struct http_listener *l, int fd,
     conn_want(&hc->conn, 1, 0);
 }
 
-static void on_accept(evutil_socket_t lfd, short what, void *arg)
+static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
+                    socklen_t len)
 {
-    struct http_listener *l = arg;
-
-    (void)what;
-    for (int i = 0; i < ACCEPT_BATCH && l->accept_ev != NULL; i++) {
-        struct sockaddr_storage peer;
-        socklen_t len = sizeof(peer);
-        int fd = accept4(lfd, (struct sockaddr *)&peer, &len,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
-
-        if (fd >= 0) {
-            conn_start(l, fd, &peer, len);
-            continue;
-        }
-        if (errno == EINTR || errno == ECONNABORTED)
-            continue;
-        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-            errno == ENOMEM) {
-            struct timeval tv = {0, ACCEPT_PAUSE_MS * 1000};
-            log_warn("listener %s: accept: %s; pausing %d ms",
-                     l->conf->name, strerror(errno), ACCEPT_PAUSE_MS);
-            event_del(l->accept_ev);
-            event_add(l->resume_ev, &tv);
-        }
-        break;
-    }
-}
-
-static void on_resume(evutil_socket_t fd, short what, void *arg)
-{
-    struct http_listener *l = arg;
-
-    (void)fd;
-    (void)what;
-    if (l->accept_ev != NULL)
-        event_add(l->accept_ev, NULL);
+    conn_start(arg, fd, peer, len);
 }
 
 static void listener_free(struct http_listener *l)
 {
     if (l == NULL)
         return;
-    if (l->accept_ev != NULL)
-        event_free(l->accept_ev);
-    l->accept_ev = NULL;
+    acceptor_stop(&l->acc);
     while (!LIST_EMPTY(&l->conns)) {
         struct http_conn *hc = LIST_ELEM(l->conns.next, struct http_conn, link);
         hc_close(hc);
@@ -432,8 +395,6 @@ static void listener_free(struct http_listener *l)
     free(l->pools);
     if (l->reap_ev != NULL)
         event_free(l->reap_ev);
-    if (l->resume_ev != NULL)
-        event_free(l->resume_ev);
     SSL_CTX_free(l->ssl_ctx);
     bufpool_dispose(&l->pool);
     free(l->scratch.hdrs);
@@ -485,10 +446,8 @@ static struct plistener *listener_start(struct event_base *base, int worker,
             goto fail;
     }
     l->reap_ev = event_new(base, -1, 0, reap, l);
-    l->resume_ev = event_new(base, -1, 0, on_resume, l);
-    l->accept_ev = event_new(base, fd, EV_READ | EV_PERSIST, on_accept, l);
-    if (l->reap_ev == NULL || l->resume_ev == NULL || l->accept_ev == NULL ||
-        event_add(l->accept_ev, NULL) < 0)
+    if (l->reap_ev == NULL ||
+        acceptor_start(&l->acc, base, fd, conf->name, on_conn, l) < 0)
         goto fail;
     return &l->pl;
 fail:
@@ -500,11 +459,7 @@ static void listener_stop(struct plistener *pl)
 {
     struct http_listener *l = (struct http_listener *)(void *)pl;
 
-    if (l->accept_ev != NULL) {
-        event_free(l->accept_ev);
-        l->accept_ev = NULL;
-    }
-    event_del(l->resume_ev);
+    acceptor_stop(&l->acc);
     /* Finish what is in flight; idle keep-alive connections close now. */
     for (struct list *it = l->conns.next; it != &l->conns;) {
         struct http_conn *hc = LIST_ELEM(it, struct http_conn, link);

@@ -19,8 +19,6 @@
 #include "net/sock.h"
 #include "proxy/tcp_proxy.h"
 
-#define ACCEPT_BATCH 64
-#define ACCEPT_PAUSE_MS 100
 /* Free relay buffers a worker keeps per listener for the next sessions. */
 #define POOL_KEEP 32
 
@@ -475,47 +473,10 @@ static void session_start(struct tcp_proxy *p, int fd,
     session_connect(s);
 }
 
-static void on_accept(evutil_socket_t lfd, short what, void *arg);
-
-static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
+static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
+                    socklen_t len)
 {
-    struct tcp_proxy *p = arg;
-
-    (void)fd;
-    (void)what;
-    if (p->accept_ev != NULL)
-        event_add(p->accept_ev, NULL);
-}
-
-static void on_accept(evutil_socket_t lfd, short what, void *arg)
-{
-    struct tcp_proxy *p = arg;
-
-    (void)what;
-    for (int i = 0; i < ACCEPT_BATCH && p->accept_ev != NULL; i++) {
-        struct sockaddr_storage peer;
-        socklen_t len = sizeof(peer);
-        int fd = accept4(lfd, (struct sockaddr *)&peer, &len,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
-
-        if (fd >= 0) {
-            session_start(p, fd, &peer, len);
-            continue;
-        }
-        if (errno == EINTR || errno == ECONNABORTED)
-            continue;
-        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-            errno == ENOMEM) {
-            /* Out of descriptors: the socket stays readable, so pause
-             * instead of spinning; connections wait in the backlog. */
-            struct timeval tv = {0, ACCEPT_PAUSE_MS * 1000};
-            log_warn("listener %s: accept: %s; pausing %d ms", p->conf->name,
-                     strerror(errno), ACCEPT_PAUSE_MS);
-            event_del(p->accept_ev);
-            event_add(p->resume_ev, &tv);
-        }
-        break;
-    }
+    session_start(arg, fd, peer, len);
 }
 
 static void reap(evutil_socket_t fd, short what, void *arg)
@@ -530,7 +491,7 @@ static void reap(evutil_socket_t fd, short what, void *arg)
         list_del(&s->link);
         free(s);
     }
-    if (p->accept_ev == NULL && p->active == 0 && p->on_idle != NULL)
+    if (!acceptor_running(&p->acc) && p->active == 0 && p->on_idle != NULL)
         p->on_idle(&p->pl, p->arg);
 }
 
@@ -556,10 +517,8 @@ struct tcp_proxy *tcp_proxy_new(struct event_base *base, int worker, int fd,
     LIST_INIT(&p->dead);
     bufpool_init(&p->pool, conf->buffer_size, POOL_KEEP);
     p->reap_ev = event_new(base, -1, 0, reap, p);
-    p->resume_ev = event_new(base, -1, 0, on_accept_resume, p);
-    p->accept_ev = event_new(base, fd, EV_READ | EV_PERSIST, on_accept, p);
-    if (p->reap_ev == NULL || p->resume_ev == NULL || p->accept_ev == NULL ||
-        event_add(p->accept_ev, NULL) < 0) {
+    if (p->reap_ev == NULL ||
+        acceptor_start(&p->acc, base, fd, conf->name, on_conn, p) < 0) {
         tcp_proxy_free(p);
         return NULL;
     }
@@ -568,11 +527,9 @@ struct tcp_proxy *tcp_proxy_new(struct event_base *base, int worker, int fd,
 
 void tcp_proxy_stop_accepting(struct tcp_proxy *p)
 {
-    if (p->accept_ev == NULL)
+    if (!acceptor_running(&p->acc))
         return;
-    event_free(p->accept_ev);
-    p->accept_ev = NULL;
-    event_del(p->resume_ev);
+    acceptor_stop(&p->acc);
     /* Let the reaper report idleness on the next turn if nothing is open. */
     event_active(p->reap_ev, EV_TIMEOUT, 0);
 }
@@ -581,9 +538,7 @@ void tcp_proxy_free(struct tcp_proxy *p)
 {
     if (p == NULL)
         return;
-    if (p->accept_ev != NULL)
-        event_free(p->accept_ev);
-    p->accept_ev = NULL;
+    acceptor_stop(&p->acc);
     while (!LIST_EMPTY(&p->sessions)) {
         struct tcp_session *s = LIST_ELEM(p->sessions.next,
                                           struct tcp_session, link);
@@ -597,8 +552,6 @@ void tcp_proxy_free(struct tcp_proxy *p)
     }
     if (p->reap_ev != NULL)
         event_free(p->reap_ev);
-    if (p->resume_ev != NULL)
-        event_free(p->resume_ev);
     list_del(&p->pl.link);
     bufpool_dispose(&p->pool);
     tcp_proxy_conf_unref(p->conf);

@@ -7,6 +7,7 @@
 #include "core/addr.h"
 #include "core/bufpool.h"
 #include "core/list.h"
+#include "net/acceptor.h"
 #include "proxy/plistener.h"
 
 struct event;
@@ -51,9 +52,8 @@ struct tcp_proxy {
     struct event_base *base;
     int worker;
     int fd; /* listening socket, not owned */
-    struct event *accept_ev;
+    struct acceptor acc;
     struct event *reap_ev;
-    struct event *resume_ev; /* accepting again after EMFILE */
     size_t rr;
     size_t active;
     struct list sessions;
@@ -82,7 +82,7 @@ void tcp_proxy_free(struct tcp_proxy *p);
 
 static inline int tcp_proxy_accepting(const struct tcp_proxy *p)
 {
-    return p->accept_ev != NULL;
+    return acceptor_running(&p->acc);
 }
 
 #endif

@@ -1,0 +1,78 @@
+#include "config.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "core/log.h"
+#include "net/acceptor.h"
+
+#define ACCEPT_BATCH 64
+#define ACCEPT_PAUSE_MS 100
+
+static void on_accept(evutil_socket_t lfd, short what, void *arg)
+{
+    struct acceptor *a = arg;
+
+    (void)what;
+    for (int i = 0; i < ACCEPT_BATCH && a->ev != NULL; i++) {
+        struct sockaddr_storage peer;
+        socklen_t len = sizeof(peer);
+        int fd = accept4(lfd, (struct sockaddr *)&peer, &len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+        if (fd >= 0) {
+            a->fn(a->arg, fd, &peer, len);
+            continue;
+        }
+        if (errno == EINTR || errno == ECONNABORTED)
+            continue;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+            errno == ENOMEM) {
+            /* Connections wait in the backlog while we pause. */
+            struct timeval tv = {0, ACCEPT_PAUSE_MS * 1000};
+            log_warn("listener %s: accept: %s; pausing %d ms", a->name,
+                     strerror(errno), ACCEPT_PAUSE_MS);
+            event_del(a->ev);
+            event_add(a->resume, &tv);
+        }
+        break;
+    }
+}
+
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    struct acceptor *a = arg;
+
+    (void)fd;
+    (void)what;
+    if (a->ev != NULL)
+        event_add(a->ev, NULL);
+}
+
+int acceptor_start(struct acceptor *a, struct event_base *base, int fd,
+                   const char *name, acceptor_fn fn, void *arg)
+{
+    memset(a, 0, sizeof(*a));
+    a->name = name;
+    a->fn = fn;
+    a->arg = arg;
+    a->resume = event_new(base, -1, 0, on_resume, a);
+    a->ev = event_new(base, fd, EV_READ | EV_PERSIST, on_accept, a);
+    if (a->resume == NULL || a->ev == NULL || event_add(a->ev, NULL) < 0) {
+        acceptor_stop(a);
+        return -1;
+    }
+    return 0;
+}
+
+void acceptor_stop(struct acceptor *a)
+{
+    if (a->ev != NULL)
+        event_free(a->ev);
+    a->ev = NULL;
+    if (a->resume != NULL)
+        event_free(a->resume);
+    a->resume = NULL;
+}

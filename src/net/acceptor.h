@@ -1,0 +1,38 @@
+#ifndef STRAIT_NET_ACCEPTOR_H
+#define STRAIT_NET_ACCEPTOR_H
+
+#include <sys/socket.h>
+
+struct event;
+struct event_base;
+
+/*
+ * Accepting on one listening socket for one worker: up to a batch of
+ * connections per wake-up, and a short pause when descriptors run out
+ * (the socket stays readable, so accepting again at once would spin).
+ */
+typedef void (*acceptor_fn)(void *arg, int fd,
+                            const struct sockaddr_storage *peer,
+                            socklen_t len);
+
+struct acceptor {
+    struct event *ev;     /* NULL once stopped */
+    struct event *resume; /* ends a pause */
+    const char *name;     /* for logs; owned by the caller */
+    acceptor_fn fn;
+    void *arg;
+};
+
+/* acceptor_start() starts accepting on fd (not owned); 0 or -1. */
+int acceptor_start(struct acceptor *a, struct event_base *base, int fd,
+                   const char *name, acceptor_fn fn, void *arg);
+
+/* acceptor_stop() stops accepting and frees the events; idempotent. */
+void acceptor_stop(struct acceptor *a);
+
+static inline int acceptor_running(const struct acceptor *a)
+{
+    return a->ev != NULL;
+}
+
+#endif
