@@ -140,7 +140,22 @@ def test_drain_closes_a_keepalive_connection_after_its_response(
         strait_factory, upstream_factory):
     """A response whose head went out before SIGTERM used to leave its
     keep-alive connection open until the drain deadline."""
-    up = upstream_factory(one_write_handler(b"ok"))
+    import threading
+    release = threading.Event()
+
+    def half_then_rest(c):
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            d = c.recv(65536)
+            if not d:
+                return
+            buf += d
+        c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nab")
+        release.wait(30)
+        c.sendall(b"cd")
+        recv_all(c)
+
+    up = upstream_factory(half_then_rest)
     port = free_port()
     yaml = (f"  - name: w\n    address: \"127.0.0.1:{port}\"\n    protocol: http\n"
             f"    routes: [{{host: \"*\", pathPrefix: /, cluster: c}}]\n")
@@ -149,10 +164,18 @@ def test_drain_closes_a_keepalive_connection_after_its_response(
     st = strait_factory(yaml, extra=extra).start()
     c = socket.create_connection(("127.0.0.1", port), timeout=30)
     c.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert c.recv(4096).startswith(b"HTTP/1.1 200")
+    resp = b""
+    while not resp.endswith(b"ab"):
+        d = c.recv(4096)
+        assert d, resp
+        resp += d
+    assert b"connection: close" not in resp  # the head went out before
     t0 = time.monotonic()
     st.signal(signal.SIGTERM)
-    # The idle keep-alive connection is closed by the drain, not at 60 s.
+    wait_for(lambda: st.get("/healthz/ready")[0] == 503, 10, "the drain")
+    release.set()
+    assert c.recv(4096) == b"cd"
+    # The response is complete: the connection closes now, not at 60 s.
     assert c.recv(4096) == b""
     c.close()
     assert st.proc.wait(timeout=30) == 0
