@@ -332,7 +332,9 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
         return 0;
     case NGHTTP2_DATA:
         if (f->hd.length == 0 && !end) {
-            if (++hs->empty_frames > EMPTY_FRAMES_MAX) {
+            /* Counted once: frames already in flight keep arriving after
+             * our GOAWAY. */
+            if (++hs->empty_frames == EMPTY_FRAMES_MAX + 1) {
                 STAT_ADD(hs->sh, h2_flood, 1);
                 nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
             }
@@ -350,7 +352,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
             hs->rst_start = now;
             hs->rst_count = 0;
         }
-        if (++hs->rst_count > RST_PER_SECOND) {
+        if (++hs->rst_count == RST_PER_SECOND + 1) {
             STAT_ADD(hs->sh, h2_rapid_reset, 1);
             nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
         }
