@@ -358,6 +358,30 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
     free(sums);
 }
 
+void admin_render_clusters(const struct admin_ops *ops, struct buf *b)
+{
+    struct cluster *const *cl;
+    size_t nc = ops->clusters != NULL ? ops->clusters(ops->arg, &cl) : 0;
+    char as[ADDR_STRLEN];
+
+    /* Envoy's /clusters shape: one line per cluster fact and endpoint. */
+    for (size_t i = 0; i < nc; i++) {
+        struct cluster_counters c;
+
+        cluster_sum(cl[i], &c);
+        buf_printf(b, "%s::protocol::%s\n", cl[i]->name,
+                   cl[i]->protocol == CLUSTER_HTTP2 ? "http2" : "http1");
+        buf_printf(b, "%s::tls::%s\n", cl[i]->name,
+                   cl[i]->tls != NULL ? "on" : "off");
+        buf_printf(b, "%s::rq_total::%" PRIu64 "\n", cl[i]->name, c.rq_total);
+        if (cl[i]->nendpoints == 0)
+            buf_printf(b, "%s::endpoints::none\n", cl[i]->name);
+        for (size_t k = 0; k < cl[i]->nendpoints; k++)
+            buf_printf(b, "%s::%s::health_flags::healthy\n", cl[i]->name,
+                       addr_format(&cl[i]->endpoints[k], as, sizeof(as)));
+    }
+}
+
 static void reply(struct evhttp_request *req, int code, const char *reason,
                   const char *ctype, struct buf *body)
 {
@@ -440,6 +464,11 @@ static void handle(struct evhttp_request *req, void *arg)
         reply(req, 200, "OK", "text/plain", &body);
         log_info("admin: /quitquitquit: draining");
         a->ops.quit(a->ops.arg);
+    } else if (strcmp(path, "/clusters") == 0) {
+        if (!method_is(req, EVHTTP_REQ_GET, &body))
+            goto done;
+        admin_render_clusters(&a->ops, &body);
+        reply(req, 200, "OK", "text/plain; charset=utf-8", &body);
     } else if (strcmp(path, "/reload") == 0) {
         if (!method_is(req, EVHTTP_REQ_POST, &body))
             goto done;
@@ -454,6 +483,7 @@ static void handle(struct evhttp_request *req, void *arg)
                         "  GET  /stats              counters as text\n"
                         "  GET  /stats/prometheus   Prometheus exposition\n"
                         "  GET  /config_dump        effective bootstrap (JSON)\n"
+                        "  GET  /clusters           clusters and their endpoints\n"
                         "  POST /reload             re-read bootstrap and resources\n"
                         "  POST /quitquitquit       drain and exit\n");
         reply(req, 200, "OK", "text/plain", &body);

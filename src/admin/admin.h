@@ -55,5 +55,6 @@ void admin_free(struct admin *a);
 /* The response bodies, apart from HTTP, for tests and the fuzzers. */
 void admin_render_stats(const struct admin_ops *ops, struct buf *b);
 void admin_render_prometheus(const struct admin_ops *ops, struct buf *b);
+void admin_render_clusters(const struct admin_ops *ops, struct buf *b);
 
 #endif

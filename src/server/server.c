@@ -66,6 +66,8 @@ struct server {
     int reload_queued;
     struct admin *admin;
     struct listener_stats **stats_view; /* for the admin, rebuilt on change */
+    struct cluster **cluster_view;      /* bootstrap and Gateway clusters */
+    size_t ncluster_view;
     uint64_t start_ms;
     uint64_t reloads_ok;
     uint64_t reloads_failed;
@@ -356,12 +358,34 @@ fail:
 
 static void stats_view_update(struct server *s)
 {
+    size_t n = s->cur.nclusters;
+
     free(s->stats_view);
     s->stats_view = calloc(s->cur.n ? s->cur.n : 1, sizeof(*s->stats_view));
     if (s->stats_view == NULL)
         return;
     for (size_t i = 0; i < s->cur.n; i++)
         s->stats_view[i] = s->cur.v[i].stats;
+    /* The admin sees the bootstrap's clusters and each Gateway listener's
+     * (the cur set holds references to all of them). */
+    for (size_t i = 0; i < s->cur.n; i++)
+        if (s->cur.v[i].cl.ops == &http_proxy_ops &&
+            ((const struct http_proxy_conf *)s->cur.v[i].cl.conf)->router)
+            n += ((const struct http_proxy_conf *)s->cur.v[i].cl.conf)->nclusters;
+    free(s->cluster_view);
+    s->ncluster_view = 0;
+    s->cluster_view = calloc(n ? n : 1, sizeof(*s->cluster_view));
+    if (s->cluster_view == NULL)
+        return;
+    for (size_t i = 0; i < s->cur.nclusters; i++)
+        s->cluster_view[s->ncluster_view++] = s->cur.clusters[i];
+    for (size_t i = 0; i < s->cur.n; i++) {
+        const struct http_proxy_conf *c = s->cur.v[i].cl.conf;
+        if (s->cur.v[i].cl.ops != &http_proxy_ops || c->router == NULL)
+            continue;
+        for (size_t k = 0; k < c->nclusters; k++)
+            s->cluster_view[s->ncluster_view++] = c->clusters[k];
+    }
 }
 
 static int publish(struct server *s)
@@ -558,8 +582,8 @@ static size_t admin_clusters(void *arg, struct cluster *const **out)
 {
     struct server *s = arg;
 
-    *out = s->cur.clusters;
-    return s->cur.nclusters;
+    *out = s->cluster_view;
+    return s->cluster_view ? s->ncluster_view : 0;
 }
 
 static void admin_config(void *arg, struct buf *b)
@@ -756,6 +780,7 @@ void server_free(struct server *s)
     /* Drain may have closed cur's sockets already (NULL entries). */
     lset_release(&s->cur);
     free(s->stats_view);
+    free(s->cluster_view);
     free(s->last_reload_error);
     free(s->workers);
     free(s->config_path);

@@ -203,3 +203,16 @@ def test_unknown_subset_is_refused_at_start(strait_factory, tmp_path, versions):
     st.start(wait=False)
     assert st.proc.wait(timeout=30) == 1
     assert "IST0101" in st.log()
+
+
+def test_clusters_endpoint_lists_gateway_clusters(strait_factory, tmp_path, versions):
+    st, port, _ = start(strait_factory, tmp_path, versions)
+    assert get(port, "/reviews/1", {"end-user": "jason"})[0] == 200
+    code, body, _ = st.get("/clusters")
+    assert code == 200
+    name = "reviews.default.svc.cluster.local|v2|0"
+    assert f"{name}::127.0.0.1:{versions['v2']}::health_flags::healthy" in body
+    assert f"{name}::rq_total::1" in body
+    # The same counters reach /stats and /stats/prometheus.
+    assert st.stats()[f"cluster.{name}.upstream_rq_total"] == 1
+    assert f'strait_cluster_requests_total{{cluster="{name}"}} 1' in st.get("/stats/prometheus")[1]
