@@ -22,6 +22,7 @@
 #define OUT_MAX (128 * 1024)
 #define OUT_LOW (16 * 1024) /* frame more body only below this */
 #define LINGER_MS 2000
+#define DRAIN_IDLE_GRACE_MS 1000
 #define LINGER_BYTES (1024 * 1024)
 
 enum rq_state { RQ_HEAD, RQ_BODY, RQ_DONE, RQ_TUNNEL };
@@ -535,11 +536,15 @@ static void process(struct h1_server *hs)
             if (hs->rq == RQ_BODY)
                 hs->keep_alive = 0;
             stream_release(hs);
-            /* Draining: a response whose head went out before the drain
-             * still ends the connection. */
-            if (!hs->keep_alive || hs->draining)
+            if (!hs->keep_alive)
                 goto linger;
             start_head_wait(hs);
+            /* Draining, but the client was not told to close (the head
+             * went out before the drain): it may send its next request
+             * right away. Keep the connection for a short grace: that
+             * request gets Connection: close; silence ends it. */
+            if (hs->draining && buf_len(&hs->in) == 0)
+                arm_timer(hs, DRAIN_IDLE_GRACE_MS);
             progress = 1;
         }
         if (hs->closing && buf_len(&hs->out) == 0)
@@ -775,10 +780,16 @@ struct h1_server *h1_server_new(struct event_base *base, struct conn *c,
 
 void h1_server_drain(struct h1_server *hs)
 {
+    if (hs->draining)
+        return;
     hs->draining = 1;
-    if (hs->s == NULL) {
-        hs->closing = 1;
-        schedule(hs);
+    /* An idle keep-alive connection is not closed at once: a client may
+     * be sending its next request right now, and would see its request
+     * fail. It gets a short grace; a request arriving in it is answered
+     * with Connection: close. */
+    if (hs->s == NULL && buf_len(&hs->in) == 0) {
+        hs->timer_head = 0;
+        arm_timer(hs, DRAIN_IDLE_GRACE_MS);
     }
 }
 

@@ -29,6 +29,9 @@
  * (CVE-2023-44487); legitimate clients cancel far fewer. */
 #define RST_PER_SECOND 200
 #define EMPTY_FRAMES_MAX 64
+/* Time between the shutdown notice and the final GOAWAY: a round trip on
+ * any network we serve. */
+#define DRAIN_NOTICE_MS 1000
 
 struct h2_stream {
     struct list link; /* the server's streams */
@@ -51,6 +54,7 @@ struct h2_server {
     struct event_base *base;
     struct event defer;
     struct event timer;
+    struct event drain_ev; /* from the shutdown notice to the last GOAWAY */
     nghttp2_session *ng;
     const struct h1_server_conf *conf;
     struct h2_settings h2;
@@ -65,11 +69,13 @@ struct h2_server {
     unsigned empty_frames;
     unsigned closed : 1;
     unsigned draining : 1;
+    unsigned goaway_final : 1; /* the GOAWAY naming the last stream is out */
     unsigned eof : 1;
     unsigned write_blocked : 1;
 };
 
 static void process(struct h2_server *hs);
+static void on_drain_notice(evutil_socket_t fd, short what, void *arg);
 static const struct hstream_down_ops down_ops;
 
 static void schedule(void *arg)
@@ -109,6 +115,7 @@ static void server_close(struct h2_server *hs)
     hs->closed = 1;
     event_del(&hs->defer);
     event_del(&hs->timer);
+    event_del(&hs->drain_ev);
     conn_want(hs->c, 0, 0);
     hs->hooks.closed(hs->hooks.owner);
 }
@@ -630,7 +637,8 @@ static void process(struct h2_server *hs)
         server_close(hs);
         return;
     }
-    if (hs->draining && hs->nstreams == 0 && buf_len(&hs->out) == 0) {
+    if (hs->draining && hs->goaway_final && hs->nstreams == 0 &&
+        buf_len(&hs->out) == 0) {
         server_close(hs);
         return;
     }
@@ -648,6 +656,7 @@ static void on_idle(evutil_socket_t fd, short what, void *arg)
         return;
     nghttp2_session_terminate_session(hs->ng, NGHTTP2_NO_ERROR);
     hs->draining = 1;
+    hs->goaway_final = 1;
     process(hs);
 }
 
@@ -676,6 +685,7 @@ struct h2_server *h2_server_new(struct event_base *base, struct conn *c,
     buf_init(&hs->out, OUT_MAX);
     event_assign(&hs->defer, base, -1, 0, on_defer, hs);
     event_assign(&hs->timer, base, -1, 0, on_idle, hs);
+    event_assign(&hs->drain_ev, base, -1, 0, on_drain_notice, hs);
     if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&opt) != 0)
         goto fail;
     nghttp2_session_callbacks_set_on_begin_headers_callback(cb,
@@ -723,14 +733,36 @@ fail:
     return NULL;
 }
 
-void h2_server_drain(struct h2_server *hs)
+static void on_drain_notice(evutil_socket_t fd, short what, void *arg)
 {
-    if (hs->draining || hs->closed)
+    struct h2_server *hs = arg;
+
+    (void)fd;
+    (void)what;
+    if (hs->closed || hs->goaway_final)
         return;
-    hs->draining = 1;
+    /* Streams the client opened before it saw the notice have arrived by
+     * now: name the last one we take, and finish those. */
+    hs->goaway_final = 1;
     nghttp2_submit_goaway(hs->ng, NGHTTP2_FLAG_NONE,
                           nghttp2_session_get_last_proc_stream_id(hs->ng),
                           NGHTTP2_NO_ERROR, NULL, 0);
+    schedule(hs);
+}
+
+void h2_server_drain(struct h2_server *hs)
+{
+    struct timeval tv = {DRAIN_NOTICE_MS / 1000,
+                         (DRAIN_NOTICE_MS % 1000) * 1000};
+
+    if (hs->draining || hs->closed)
+        return;
+    hs->draining = 1;
+    /* A GOAWAY naming the last stream at once would refuse requests the
+     * client already sent. First the notice (GOAWAY with the highest
+     * stream id: open no more), a moment later the real one. */
+    nghttp2_submit_shutdown_notice(hs->ng);
+    event_add(&hs->drain_ev, &tv);
     schedule(hs);
 }
 
@@ -742,6 +774,7 @@ void h2_server_free(struct h2_server *hs)
     hs->closed = 1;
     event_del(&hs->defer);
     event_del(&hs->timer);
+    event_del(&hs->drain_ev);
     /* nghttp2_session_del() does not report open streams: release them
      * here, as reset by us. */
     while (!LIST_EMPTY(&hs->streams))

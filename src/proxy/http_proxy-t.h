@@ -41,6 +41,7 @@ struct http_conn {
     struct conn conn;
     struct event timer;
     enum http_conn_stage stage;
+    int drain; /* the listener stopped while this one was still starting */
     struct h1_server *h1;
     struct h2_server *h2;
     struct sockaddr_storage peer;

@@ -200,6 +200,8 @@ static void start_h1(struct http_conn *hc)
                            &l->pool, &l->scratch);
     if (hc->h1 == NULL)
         hc_close(hc);
+    else if (hc->drain)
+        h1_server_drain(hc->h1);
 }
 
 static void start_h2(struct http_conn *hc)
@@ -212,6 +214,8 @@ static void start_h2(struct http_conn *hc)
                            &hooks, &l->pool, l->conf->stats, l->worker);
     if (hc->h2 == NULL)
         hc_close(hc);
+    else if (hc->drain)
+        h2_server_drain(hc->h2);
 }
 
 static void tls_failed(struct http_conn *hc)
@@ -469,7 +473,7 @@ static void listener_stop(struct plistener *pl)
         else if (hc->h2 != NULL)
             h2_server_drain(hc->h2);
         else
-            hc_close(hc);
+            hc->drain = 1; /* still in its handshake: drained once served */
     }
     event_active(l->reap_ev, EV_TIMEOUT, 0);
 }
