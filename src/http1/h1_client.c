@@ -79,7 +79,9 @@ static void finish(struct h1_client *c, int ok, unsigned flags)
     }
     c->state = UC_READY;
     detach_stream(c);
-    conn_want(&c->conn, 0, 0);
+    /* Socket interest is left as it is: the owner parks the connection
+     * (read interest on, as it is now) or abandons it (all off), and
+     * either way two epoll_ctl calls per request are saved. */
     c->hooks->done(c->ctx, c, ok, reusable, flags);
 }
 
