@@ -91,3 +91,14 @@ void hpipe_consume(struct hpipe *p, size_t n)
         wake(p->wake_writer, p->writer);
     }
 }
+
+void hpipe_reset(struct hpipe *p)
+{
+    p->buf.head = p->buf.tail = 0;
+    if (p->pool != NULL)
+        bufpool_drain(p->pool, &p->buf);
+    p->eof = 0;
+    p->aborted = 0;
+    p->was_full = 0;
+    p->trailers.n = 0;
+}

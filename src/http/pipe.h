@@ -57,6 +57,10 @@ const char *hpipe_peek(const struct hpipe *p, size_t *n);
 /* hpipe_consume() drops n readable bytes. */
 void hpipe_consume(struct hpipe *p, size_t n);
 
+/* hpipe_reset() empties the pipe for a new attempt of its producer (a
+ * retried upstream exchange whose answer was not passed on). */
+void hpipe_reset(struct hpipe *p);
+
 /* hpipe_drained() is true when the producer finished and nothing is left. */
 static inline int hpipe_drained(const struct hpipe *p)
 {

@@ -49,6 +49,7 @@ enum {
     HFLAG_UO = 1 << 8,  /* upstream overflow (circuit breaker) */
     HFLAG_SI = 1 << 9,  /* stream idle timeout */
     HFLAG_FI = 1 << 10, /* fault injected (abort) */
+    HFLAG_URX = 1 << 11, /* upstream retry limit exceeded */
 };
 
 struct hstream {

@@ -297,8 +297,6 @@ static int parse_head(struct h1_client *c)
         s->resp.has_body = 1;
     }
     buf_consume(&c->in, (size_t)n);
-    if (c->rp == RP_DONE)
-        hpipe_finish(&s->resp_body);
     return 1;
 }
 
@@ -489,9 +487,13 @@ static void process(struct h1_client *c)
                 return;
             }
             if (r > 0) {
+                /* The owner may drop the exchange on seeing the head (to
+                 * retry it): the body's end is marked only after. */
                 c->hooks->head(c->ctx, c);
                 if (c->closed || c->s == NULL)
                     return;
+                if (c->rp == RP_DONE)
+                    hpipe_finish(&c->s->resp_body);
                 progress = 1;
             }
         }

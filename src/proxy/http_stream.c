@@ -40,6 +40,7 @@ struct pstream {
     unsigned down_done : 1;
     unsigned counted : 1;
     unsigned replayed : 1;      /* sent again after a keep-alive race */
+    unsigned retries;           /* retries done (VirtualService retries) */
     unsigned reuse_blocked : 1; /* take no pooled connection any more */
     const char *upstream; /* endpoint address, for the log */
     const char *client;   /* originating client, after trusted hops */
@@ -79,7 +80,7 @@ static const char *proto_name(enum http_version v)
 static void access_log(struct pstream *ps)
 {
     struct hstream *s = ps->s;
-    char status[8], in[24], out[24], dur[24], flags[64];
+    char status[8], in[24], out[24], dur[24], flags[64], retries[12];
     char method[16], authority[256], path[1024];
     const struct http_field *rid = http_fields_get(&s->req.fields,
                                                    "x-request-id");
@@ -101,6 +102,7 @@ static void access_log(struct pstream *ps)
          ps->cluster >= 0 ? ps->l->conf->clusters[ps->cluster]->name : "-", 0},
         {"route", ps->action ? ps->action->vs : NULL, 0},
         {"flags", hstream_flags_str(s->flags, flags, sizeof(flags)), 0},
+        {"retries", retries, 1},
         {"request_id", id, 0},
     };
 
@@ -110,6 +112,7 @@ static void access_log(struct pstream *ps)
              s->req.authority.p);
     snprintf(path, sizeof(path), "%.*s", (int)s->req.path.n, s->req.path.p);
     snprintf(status, sizeof(status), "%d", s->resp.status);
+    snprintf(retries, sizeof(retries), "%u", ps->retries);
     snprintf(in, sizeof(in), "%" PRIu64, s->bytes_in);
     snprintf(out, sizeof(out), "%" PRIu64, s->bytes_out);
     snprintf(dur, sizeof(dur), "%" PRIu64, clock_ms() - s->start_ms);
@@ -235,6 +238,59 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 
 static void connect_next(struct pstream *ps);
 
+/*
+ * Retries, as a VirtualService's retries ask: only for requests without a
+ * body (nothing to replay) and only before anything was passed on. Backoff
+ * is jittered exponential from 25 ms, as Envoy's.
+ */
+static int may_retry(const struct pstream *ps)
+{
+    return ps->action != NULL && ps->retries < ps->action->retry.attempts &&
+           !ps->s->req.has_body && !ps->s->resp_started && !ps->s->down_done;
+}
+
+static int retriable_status(const struct route_retry *r, int status)
+{
+    if ((r->on & ROUTE_RETRY_5XX) && status >= 500 && status <= 599)
+        return 1;
+    if ((r->on & ROUTE_RETRY_GATEWAY_ERROR) &&
+        (status == 502 || status == 503 || status == 504))
+        return 1;
+    if (r->on & ROUTE_RETRY_RETRIABLE_STATUS_CODES)
+        for (size_t i = 0; i < r->nstatuses; i++)
+            if (r->statuses[i] == status)
+                return 1;
+    return 0;
+}
+
+static int retriable_failure(const struct route_retry *r, unsigned flags)
+{
+    if (r->on & ROUTE_RETRY_5XX)
+        return 1; /* Envoy's 5xx covers connect failures and resets */
+    if ((flags & HFLAG_UF) && (r->on & (ROUTE_RETRY_CONNECT_FAILURE |
+                                        ROUTE_RETRY_GATEWAY_ERROR)))
+        return 1;
+    return (r->on & (ROUTE_RETRY_RESET | ROUTE_RETRY_GATEWAY_ERROR)) != 0;
+}
+
+/* Starts the next try after the backoff; the previous exchange is gone. */
+static void retry_later(struct pstream *ps)
+{
+    struct hstream *s = ps->s;
+    uint64_t base = UINT64_C(25) << (ps->retries < 6 ? ps->retries : 6);
+    uint64_t ms = base / 2 + rng_next(ps->l) % (base / 2 + 1);
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+
+    ps->retries++;
+    memset(&s->resp, 0, sizeof(s->resp));
+    s->resp.content_length = -1;
+    hpipe_reset(&s->resp_body);
+    ps->attempts = 0;
+    ps->ep = (ps->ep + 1) % ps->pool->cl->nendpoints;
+    event_add(&ps->delay, &tv);
+    ps->delay_on = 1;
+}
+
 static void up_connect_failed(void *ctx, struct h1_client *c, int timeout)
 {
     struct pstream *ps = ctx;
@@ -258,6 +314,12 @@ static void up_head(void *ctx, struct h1_client *c)
     /* The client side may have answered already (a bad request body). */
     if (s->down_done || s->resp_started)
         return;
+    if (may_retry(ps) &&
+        retriable_status(&ps->action->retry, s->resp.status)) {
+        release_upstream(ps, 0);
+        retry_later(ps);
+        return;
+    }
     if (ps->action != NULL &&
         router_apply_headers(&ps->rr, 1, &s->resp.fields, &s->arena) < 0)
         s->flags |= HFLAG_UPE;
@@ -282,9 +344,17 @@ static void up_done(void *ctx, struct h1_client *c, int ok, int reusable,
         connect_next(ps);
         return;
     }
+    if (!ok && may_retry(ps) &&
+        retriable_failure(&ps->action->retry, flags)) {
+        release_upstream(ps, 0);
+        retry_later(ps);
+        return;
+    }
     if (!ok) {
         STAT_ADD(upool_stats(ps->pool), rq_error, 1);
         STAT_ADD(http_shard(ps->l), rq_upstream_errors, 1);
+        if (ps->retries > 0)
+            s->flags |= HFLAG_URX;
         release_upstream(ps, 0);
         local_reply(ps, flags & HFLAG_UPE ? 502 : 503, flags,
                     "upstream connect error or disconnect\n");
@@ -375,8 +445,14 @@ static void connect_next(struct pstream *ps)
         h1_client_start(c, ps->s);
         return;
     }
+    if (may_retry(ps) &&
+        retriable_failure(&ps->action->retry, HFLAG_UF)) {
+        retry_later(ps);
+        return;
+    }
     STAT_ADD(http_shard(ps->l), rq_upstream_errors, 1);
-    local_reply(ps, 503, HFLAG_UF, "upstream connect error\n");
+    local_reply(ps, 503, HFLAG_UF | (ps->retries ? HFLAG_URX : 0),
+                "upstream connect error\n");
     up_finished(ps);
 }
 

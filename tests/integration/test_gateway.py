@@ -216,3 +216,69 @@ def test_clusters_endpoint_lists_gateway_clusters(strait_factory, tmp_path, vers
     # The same counters reach /stats and /stats/prometheus.
     assert st.stats()[f"cluster.{name}.upstream_rq_total"] == 1
     assert f'strait_cluster_requests_total{{cluster="{name}"}} 1' in st.get("/stats/prometheus")[1]
+
+
+def test_retries_on_5xx(strait_factory, tmp_path, upstream_factory):
+    """A VirtualService's retries: the upstream fails twice, the third try
+    succeeds; the client sees only the 200."""
+    import threading
+    lock = threading.Lock()
+    count = [0]
+
+    def flaky(c):
+        buf = b""
+        while True:
+            while b"\r\n\r\n" not in buf:
+                d = c.recv(65536)
+                if not d:
+                    return
+                buf += d
+            buf = buf.split(b"\r\n\r\n", 1)[1]
+            with lock:
+                count[0] += 1
+                n = count[0]
+            if n % 3:
+                c.sendall(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\n\r\nbusy")
+            else:
+                c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+
+    up = upstream_factory(flaky)
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    (conf / "r.yaml").write_text(f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {port}, name: http, protocol: HTTP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: up, namespace: default}}
+spec:
+  hosts: [up.example.com]
+  resolution: STATIC
+  ports: [{{number: {up.port}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: vs, namespace: default}}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - retries: {{attempts: 3, retryOn: 5xx}}
+    route:
+    - destination: {{host: up.example.com}}
+""")
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
+    for _ in range(3):
+        status, _, body = get(port, "/")
+        assert (status, body) == (200, b"ok")
+    wait_for(lambda: st.log().count("retries=2") == 3, 10, "three logged retries")
+    assert count[0] == 9

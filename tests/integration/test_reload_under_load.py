@@ -6,6 +6,7 @@ h2load cannot open a new connection after a GOAWAY, so streams it tries to
 start on a draining connection count as its own errors; what must hold
 for HTTP/2 is that every request strait accepted was answered."""
 import os
+import re
 import subprocess
 
 from conftest import free_port, wait_for
@@ -78,7 +79,8 @@ def test_no_request_fails_while_resources_change(strait_factory, upstream_factor
                 p.wait(10)
     assert "Socket errors" not in wrk_out, wrk_out
     assert "Non-2xx" not in wrk_out, wrk_out
-    assert " 0 timeout" in h2_out and "0 succeeded" not in h2_out, h2_out
+    assert " 0 timeout" in h2_out, h2_out
+    assert re.search(r"\b[1-9][0-9]* succeeded", h2_out), h2_out
     assert st.stats()["resources.reloads_failed"] == 0
     # Every request that reached strait, over either protocol, got a 200,
     # except those whose client left first (wrk and h2load stopping with
