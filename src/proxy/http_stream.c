@@ -41,6 +41,8 @@ struct pstream {
     unsigned counted : 1;
     unsigned replayed : 1;      /* sent again after a keep-alive race */
     unsigned retries;           /* retries done (VirtualService retries) */
+    unsigned busy : 1;          /* counted in flight on busy_ep */
+    size_t busy_ep;
     unsigned reuse_blocked : 1; /* take no pooled connection any more */
     const char *upstream; /* endpoint address, for the log */
     const char *client;   /* originating client, after trusted hops */
@@ -145,6 +147,10 @@ static void maybe_end(struct pstream *ps)
 
 static void up_finished(struct pstream *ps)
 {
+    if (ps->busy) {
+        upool_done(ps->pool, ps->busy_ep);
+        ps->busy = 0;
+    }
     /* The upstream side is over: its deadline no longer applies (a slow
      * client still reading the last bytes is not a timeout). */
     if (ps->timer_on) {
@@ -706,6 +712,11 @@ static void on_request(void *ctx, struct hstream *s)
         return;
     }
     ps->ep = upool_pick(ps->pool);
+    /* In flight on the picked endpoint until the upstream side ends
+     * (retries move on but count against the first pick). */
+    ps->busy = 1;
+    ps->busy_ep = ps->ep;
+    upool_busy(ps->pool, ps->ep);
     STAT_ADD(upool_stats(ps->pool), rq_total, 1);
     {
         /* The deadline: the route's timeout, or the client's grpc-timeout

@@ -467,6 +467,13 @@ static void apply_policy(struct cluster *c, const struct res_destination_rule *d
         const struct res_traffic_policy *p = tp[i];
         if (p == NULL)
             continue;
+        if (p->load_balancer.simple == RES_LB_RANDOM)
+            c->lb = CLUSTER_LB_RANDOM;
+        else if (p->load_balancer.simple == RES_LB_LEAST_REQUEST ||
+                 p->load_balancer.simple == RES_LB_LEAST_CONN)
+            c->lb = CLUSTER_LB_LEAST_REQUEST;
+        else if (p->load_balancer.simple == RES_LB_ROUND_ROBIN)
+            c->lb = CLUSTER_LB_ROUND_ROBIN;
         if (p->connection_pool.http.max_requests_per_connection > 0)
             c->max_requests_per_conn =
                 (uint64_t)p->connection_pool.http.max_requests_per_connection;

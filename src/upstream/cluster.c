@@ -166,6 +166,12 @@ int upool_init(struct upool *p, struct cluster *cl, struct event_base *base,
     p->worker = worker;
     p->scratch = scratch;
     p->rr = (size_t)worker; /* workers start at different endpoints */
+    p->rng = UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)(worker + 1) |
+             (uint64_t)(uintptr_t)p;
+    p->active = calloc(cl->nendpoints ? cl->nendpoints : 1,
+                       sizeof(*p->active));
+    if (p->active == NULL)
+        return -1;
     LIST_INIT(&p->idle);
     LIST_INIT(&p->dead);
     LIST_INIT(&p->h2conns);
@@ -188,13 +194,51 @@ void upool_dispose(struct upool *p)
         h2_client_free(LIST_ELEM(p->h2dead.next, struct h2_client, link));
     if (p->reap_ev != NULL)
         event_free(p->reap_ev);
+    free(p->active);
     cluster_unref(p->cl);
     memset(p, 0, sizeof(*p));
 }
 
+static uint64_t upool_rand(struct upool *p)
+{
+    /* xorshift64: balancing needs spread, not secrecy. */
+    uint64_t x = p->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    p->rng = x;
+    return x;
+}
+
 size_t upool_pick(struct upool *p)
 {
-    return p->rr++ % p->cl->nendpoints;
+    size_t n = p->cl->nendpoints;
+
+    switch (p->cl->lb) {
+    case CLUSTER_LB_RANDOM:
+        return (size_t)(upool_rand(p) % n);
+    case CLUSTER_LB_LEAST_REQUEST: {
+        /* Power of two choices: as good as a full scan in practice, and
+         * it never herds every worker onto the same idle endpoint. */
+        size_t a = (size_t)(upool_rand(p) % n);
+        size_t b = (size_t)(upool_rand(p) % n);
+        return p->active[b] < p->active[a] ? b : a;
+    }
+    default:
+        return p->rr++ % n;
+    }
+}
+
+void upool_busy(struct upool *p, size_t ep)
+{
+    if (ep < p->cl->nendpoints)
+        p->active[ep]++;
+}
+
+void upool_done(struct upool *p, size_t ep)
+{
+    if (ep < p->cl->nendpoints && p->active[ep] > 0)
+        p->active[ep]--;
 }
 
 struct h1_client *upool_take(struct upool *p, size_t ep)

@@ -26,6 +26,13 @@ struct cluster_counters {
 
 enum cluster_protocol { CLUSTER_HTTP1, CLUSTER_HTTP2 };
 
+/* How an endpoint is picked for a request (DestinationRule loadBalancer). */
+enum cluster_lb {
+    CLUSTER_LB_ROUND_ROBIN,
+    CLUSTER_LB_RANDOM,
+    CLUSTER_LB_LEAST_REQUEST, /* the less busy of two random endpoints */
+};
+
 /*
  * An upstream cluster: its endpoints and how to talk to them. Immutable
  * and shared by all workers; reference-counted with atomics (taken when
@@ -37,6 +44,7 @@ struct cluster {
     struct addr *endpoints;
     size_t nendpoints;
     enum cluster_protocol protocol;
+    enum cluster_lb lb;
     struct h1_client_conf h1;
     struct h2_client_conf h2;
     uint64_t max_requests_per_conn; /* 0: no limit */
@@ -61,6 +69,8 @@ struct upool {
     struct event_base *base;
     int worker;
     size_t rr;
+    uint64_t rng;
+    uint32_t *active; /* requests in flight per endpoint, this worker */
     struct list idle; /* struct h1_client, most recently used last */
     size_t nidle;
     struct list dead;
@@ -74,8 +84,12 @@ int upool_init(struct upool *p, struct cluster *cl, struct event_base *base,
                int worker, struct h1_scratch *scratch);
 void upool_dispose(struct upool *p);
 
-/* upool_pick() returns the next endpoint index, round robin. */
+/* upool_pick() returns the endpoint for the next request, by the
+ * cluster's balancer. upool_busy()/upool_done() count requests in flight
+ * per endpoint (for LEAST_REQUEST). */
 size_t upool_pick(struct upool *p);
+void upool_busy(struct upool *p, size_t ep);
+void upool_done(struct upool *p, size_t ep);
 
 /* upool_take() returns an idle connection to endpoint ep, or NULL. The
  * caller becomes its owner (h1_client_set_owner). */
