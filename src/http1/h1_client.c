@@ -470,10 +470,14 @@ static void process(struct h1_client *c)
         return;
     do {
         progress = 0;
-        if (flush_out(c) < 0)
-            goto fail;
-        if (pump_request(c) < 0)
-            goto fail;
+        /* A write error may mean the upstream answered early and closed
+         * (413 to an upload): stop sending, but read on, since the answer
+         * may be waiting in the socket. */
+        if (!c->write_failed && (flush_out(c) < 0 || pump_request(c) < 0)) {
+            c->write_failed = 1;
+            c->keep_alive = 0;
+            c->write_blocked = 0;
+        }
         if (want_read(c)) {
             int r = read_in(c);
             if (r < 0)
@@ -501,7 +505,8 @@ static void process(struct h1_client *c)
             finish(c, 0, HFLAG_UPE);
             return;
         }
-        if (c->rp == RP_DONE && (c->wq == WQ_DONE || c->wq == WQ_TUNNEL)) {
+        if (c->rp == RP_DONE &&
+            (c->wq == WQ_DONE || c->wq == WQ_TUNNEL || c->write_failed)) {
             /* An upstream may answer before reading the whole request
              * body: the exchange is over, the connection is not reusable. */
             finish(c, 1, 0);
@@ -605,6 +610,7 @@ void h1_client_start(struct h1_client *c, struct hstream *s)
     c->wq = WQ_NONE;
     c->keep_alive = 0;
     c->write_blocked = 0;
+    c->write_failed = 0;
     s->req_body.wake_reader = schedule;
     s->req_body.reader = c;
     s->resp_body.wake_writer = schedule;

@@ -180,3 +180,51 @@ def test_drain_closes_a_keepalive_connection_after_its_response(
     c.close()
     assert st.proc.wait(timeout=30) == 0
     assert time.monotonic() - t0 < 30
+
+
+def test_early_answer_with_unread_body_is_not_reset(strait_factory, upstream_factory):
+    """An upstream that answers (413) before reading a large upload: strait
+    closed at once with the client's bytes unread, and the kernel's reset
+    could destroy the answer; it now lingers (FIN, drop input) first."""
+    def refuse(c):
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            d = c.recv(65536)
+            if not d:
+                return
+            buf += d
+        c.sendall(b"HTTP/1.1 413 Content Too Large\r\ncontent-length: 8\r\n"
+                   b"connection: close\r\n\r\ntoo big!")
+
+    up = upstream_factory(refuse)
+    port = free_port()
+    yaml = (f"  - name: w\n    address: \"127.0.0.1:{port}\"\n    protocol: http\n"
+            f"    routes: [{{host: \"*\", pathPrefix: /, cluster: c}}]\n")
+    extra = f"clusters:\n  - {{name: c, endpoints: [\"{up.addr}\"]}}\n"
+    strait_factory(yaml, extra=extra).start()
+    for _ in range(5):
+        c = socket.create_connection(("127.0.0.1", port), timeout=10)
+        c.sendall(b"PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 50000000\r\n\r\n")
+        chunk = b"z" * 65536
+        resp = b""
+        # Keep uploading while the answer arrives, as a real client does.
+        c.setblocking(False)
+        deadline = time.monotonic() + 10
+        import select
+        while b"too big!" not in resp and time.monotonic() < deadline:
+            r, w, _ = select.select([c], [c], [], 1.0)
+            if w:
+                try:
+                    c.send(chunk)
+                except (BlockingIOError, BrokenPipeError, ConnectionResetError):
+                    pass
+            if r:
+                try:
+                    d = c.recv(65536)
+                except ConnectionResetError:
+                    break
+                if not d:
+                    break
+                resp += d
+        c.close()
+        assert resp.startswith(b"HTTP/1.1 413") and resp.endswith(b"too big!"), resp
