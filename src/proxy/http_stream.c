@@ -27,6 +27,7 @@ struct pstream {
     uint64_t timeout_ms;          /* the route's; 0: none */
     struct route_result rr;       /* Gateway listeners: the router's pick */
     const struct route_action *action;
+    struct slice cors_origin;     /* an allowed CORS Origin; empty: none */
     struct event delay;           /* fault injection delay */
     unsigned delay_on : 1;
     struct upool *pool;
@@ -297,6 +298,80 @@ static void retry_later(struct pstream *ps)
     ps->delay_on = 1;
 }
 
+/*
+ * cors_headers() adds the corsPolicy's answer to an allowed cross-origin
+ * request, as Envoy's CORS filter does: the origin echoed back, the
+ * credentials flag, and either the exposed headers (actual requests) or
+ * the allowed methods, headers and max age (preflights).
+ */
+static int cors_headers(struct pstream *ps, int preflight)
+{
+    const struct route_cors *c = ps->action ? ps->action->cors : NULL;
+    struct http_fields *f = &ps->s->resp.fields;
+    struct arena *a = &ps->s->arena;
+    char age[24];
+
+    if (c == NULL || ps->cors_origin.n == 0)
+        return 0;
+    if (http_fields_set(f, a, "access-control-allow-origin",
+                        ps->cors_origin) < 0)
+        return -1;
+    if (c->allow_credentials &&
+        http_fields_set(f, a, "access-control-allow-credentials",
+                        SLICE_LIT("true")) < 0)
+        return -1;
+    if (!preflight)
+        return c->expose_headers.n == 0
+                   ? 0
+                   : http_fields_set(f, a, "access-control-expose-headers",
+                                     c->expose_headers);
+    if (c->allow_methods.n > 0 &&
+        http_fields_set(f, a, "access-control-allow-methods",
+                        c->allow_methods) < 0)
+        return -1;
+    if (c->allow_headers.n > 0 &&
+        http_fields_set(f, a, "access-control-allow-headers",
+                        c->allow_headers) < 0)
+        return -1;
+    if (c->max_age_ms >= 0) {
+        snprintf(age, sizeof(age), "%" PRId64, c->max_age_ms / 1000);
+        if (http_fields_set(f, a, "access-control-max-age", slice_of(age)) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/*
+ * cors_request() looks at the Origin of a request on a route with a
+ * corsPolicy. An allowed origin is remembered for the response headers;
+ * an allowed preflight (OPTIONS with Access-Control-Request-Method) is
+ * answered here with 200 and returns 1. A disallowed origin gets no CORS
+ * headers and the request goes on, as with Envoy: the browser enforces.
+ */
+static int cors_request(struct pstream *ps)
+{
+    struct hstream *s = ps->s;
+    const struct http_field *o = http_fields_get(&s->req.fields, "origin");
+
+    if (ps->action->cors == NULL || o == NULL || o->value.n == 0 ||
+        !router_cors_origin_allowed(ps->action->cors, o->value, &s->arena))
+        return 0;
+    ps->cors_origin = o->value;
+    if (!slice_eq(s->req.method, SLICE_LIT("OPTIONS")) ||
+        http_fields_get(&s->req.fields, "access-control-request-method") ==
+            NULL)
+        return 0;
+    memset(&s->resp, 0, sizeof(s->resp));
+    s->resp.status = 200;
+    s->resp.content_length = 0;
+    if (cors_headers(ps, 1) < 0)
+        return hstream_respond(s, 503, "out of memory\n", NULL, NULL), 1;
+    s->resp_started = 1;
+    s->down->response_head(s);
+    hpipe_finish(&s->resp_body);
+    return 1;
+}
+
 static void up_connect_failed(void *ctx, struct h1_client *c, int timeout)
 {
     struct pstream *ps = ctx;
@@ -327,7 +402,8 @@ static void up_head(void *ctx, struct h1_client *c)
         return;
     }
     if (ps->action != NULL &&
-        router_apply_headers(&ps->rr, 1, &s->resp.fields, &s->arena) < 0)
+        (router_apply_headers(&ps->rr, 1, &s->resp.fields, &s->arena) < 0 ||
+         cors_headers(ps, 0) < 0))
         s->flags |= HFLAG_UPE;
     s->resp_started = 1;
     s->down->response_head(s);
@@ -627,6 +703,10 @@ static int route_by_router(struct pstream *ps)
         return -1;
     }
     ps->action = a;
+    if (cors_request(ps)) {
+        up_finished(ps);
+        return -1;
+    }
     if (a->kind == ROUTE_REDIRECT) {
         const char *loc = router_redirect_location(&ps->rr, &s->req, &s->arena);
         hstream_respond(s, a->redirect.code ? a->redirect.code : 301, NULL,

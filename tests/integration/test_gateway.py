@@ -98,6 +98,16 @@ spec:
     directResponse: {{status: 200, body: {{string: "ok"}}}}
   - match: [{{uri: {{prefix: /old}}}}]
     redirect: {{uri: /new}}
+  - match: [{{uri: {{prefix: /cors}}}}]
+    corsPolicy:
+      allowOrigins: [{{exact: "https://app.example.com"}}, {{regex: "https://.*[.]trusted[.]io"}}]
+      allowMethods: [GET, POST]
+      allowHeaders: [x-token, content-type]
+      exposeHeaders: [x-version]
+      maxAge: 24h
+      allowCredentials: true
+    route:
+    - destination: {{host: reviews, subset: v1}}
   - match: [{{headers: {{x-fault: {{exact: abort}}}}}}]
     fault: {{abort: {{httpStatus: 418, percentage: {{value: 100}}}}}}
     route:
@@ -172,6 +182,53 @@ def test_direct_response_redirect_fault_and_no_route(strait_factory, tmp_path, v
     wait_for(lambda: "flags=NR" in st.log(), 10, "the 404's log line")
     log = st.log()
     assert "flags=FI" in log and "route=default/front" in log
+
+
+def request(port, method, path, headers):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request(method, path, headers=headers)
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r.status, {k.lower(): v for k, v in r.getheaders()}, body
+
+
+def test_cors_policy(strait_factory, tmp_path, versions):
+    """corsPolicy as Envoy applies it: an allowed preflight is answered by
+    the gateway, an allowed request gets the origin echoed and the exposed
+    headers, a foreign origin gets no CORS headers at all."""
+    st, port, _ = start(strait_factory, tmp_path, versions)
+    pre = {"origin": "https://app.example.com",
+           "access-control-request-method": "POST"}
+    status, hdrs, body = request(port, "OPTIONS", "/cors", pre)
+    assert (status, body) == (200, b"")
+    assert hdrs["access-control-allow-origin"] == "https://app.example.com"
+    assert hdrs["access-control-allow-methods"] == "GET,POST"
+    assert hdrs["access-control-allow-headers"] == "x-token,content-type"
+    assert hdrs["access-control-max-age"] == "86400"
+    assert hdrs["access-control-allow-credentials"] == "true"
+    assert "access-control-expose-headers" not in hdrs
+
+    status, hdrs, body = request(port, "GET", "/cors",
+                                 {"origin": "https://a.trusted.io"})
+    assert status == 200 and json.loads(body)["version"] == "v1"
+    assert hdrs["access-control-allow-origin"] == "https://a.trusted.io"
+    assert hdrs["access-control-expose-headers"] == "x-version"
+    assert "access-control-allow-methods" not in hdrs
+
+    # A foreign origin: the preflight goes on to the upstream (which does
+    # not implement OPTIONS) and nothing grants access.
+    status, hdrs, _ = request(port, "OPTIONS", "/cors",
+                              dict(pre, origin="https://evil.example.com"))
+    assert status == 501
+    assert not any(k.startswith("access-control-") for k in hdrs)
+    status, hdrs, _ = request(port, "GET", "/cors",
+                              {"origin": "https://evil.example.com"})
+    assert status == 200
+    assert not any(k.startswith("access-control-") for k in hdrs)
+    # No Origin: not a CORS request.
+    status, hdrs, _ = request(port, "GET", "/cors", {})
+    assert status == 200 and "access-control-allow-origin" not in hdrs
 
 
 def test_new_resources_take_effect_without_restart(strait_factory, tmp_path, versions):
