@@ -138,6 +138,9 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
                        c.rq_error);
             buf_printf(b, "cluster.%s.upstream_rq_timeout: %" PRIu64 "\n", name,
                        c.rq_timeout);
+            buf_printf(b,
+                       "cluster.%s.upstream_rq_pending_overflow: %" PRIu64 "\n",
+                       name, c.rq_overflow);
         }
     }
 }
@@ -228,6 +231,9 @@ static const struct family cluster_families[] = {
     {"strait_cluster_request_timeouts_total", "counter",
      "Requests that hit their deadline.",
      offsetof(struct cluster_counters, rq_timeout)},
+    {"strait_cluster_request_overflows_total", "counter",
+     "Requests the circuit breaker refused (503 UO).",
+     offsetof(struct cluster_counters, rq_overflow)},
 };
 
 static void render_clusters(const struct admin_ops *ops, struct buf *b)
@@ -374,6 +380,12 @@ void admin_render_clusters(const struct admin_ops *ops, struct buf *b)
         buf_printf(b, "%s::tls::%s\n", cl[i]->name,
                    cl[i]->tls != NULL ? "on" : "off");
         buf_printf(b, "%s::rq_total::%" PRIu64 "\n", cl[i]->name, c.rq_total);
+        buf_printf(b, "%s::max_requests::%" PRIu64 "\n", cl[i]->name,
+                   cl[i]->max_requests ? cl[i]->max_requests : UINT32_MAX);
+        buf_printf(b, "%s::rq_active::%" PRIu64 "\n", cl[i]->name,
+                   __atomic_load_n(&cl[i]->rq_active, __ATOMIC_RELAXED));
+        buf_printf(b, "%s::rq_overflow::%" PRIu64 "\n", cl[i]->name,
+                   c.rq_overflow);
         if (cl[i]->nendpoints == 0)
             buf_printf(b, "%s::endpoints::none\n", cl[i]->name);
         for (size_t k = 0; k < cl[i]->nendpoints; k++)

@@ -43,6 +43,7 @@ struct pstream {
     unsigned replayed : 1;      /* sent again after a keep-alive race */
     unsigned retries;           /* retries done (VirtualService retries) */
     unsigned busy : 1;          /* counted in flight on busy_ep */
+    unsigned admitted : 1;      /* holds a circuit breaker slot */
     size_t busy_ep;
     unsigned reuse_blocked : 1; /* take no pooled connection any more */
     const char *upstream; /* endpoint address, for the log */
@@ -138,6 +139,10 @@ static void maybe_end(struct pstream *ps)
     if (ps->delay_on) {
         event_del(&ps->delay);
         ps->delay_on = 0;
+    }
+    if (ps->admitted) {
+        cluster_release(ps->pool->cl);
+        ps->admitted = 0;
     }
     count_status(ps, s->resp.status);
     if (ps->l->conf->access_log)
@@ -791,6 +796,14 @@ static void on_request(void *ctx, struct hstream *s)
         up_finished(ps);
         return;
     }
+    if (!cluster_admit(ps->pool->cl)) {
+        /* Envoy's answer when max_requests are in flight already. */
+        STAT_ADD(upool_stats(ps->pool), rq_overflow, 1);
+        local_reply(ps, 503, HFLAG_UO, "upstream overflow\n");
+        up_finished(ps);
+        return;
+    }
+    ps->admitted = 1;
     ps->ep = upool_pick(ps->pool);
     /* In flight on the picked endpoint until the upstream side ends
      * (retries move on but count against the first pick). */

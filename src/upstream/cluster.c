@@ -36,6 +36,21 @@ struct cluster *cluster_new(const char *name, const struct addr *eps,
     return c;
 }
 
+int cluster_admit(struct cluster *c)
+{
+    uint64_t n = __atomic_add_fetch(&c->rq_active, 1, __ATOMIC_RELAXED);
+
+    if (c->max_requests == 0 || n <= c->max_requests)
+        return 1;
+    __atomic_sub_fetch(&c->rq_active, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+void cluster_release(struct cluster *c)
+{
+    __atomic_sub_fetch(&c->rq_active, 1, __ATOMIC_RELAXED);
+}
+
 struct cluster *cluster_ref(struct cluster *c)
 {
     __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
@@ -66,6 +81,7 @@ void cluster_sum(const struct cluster *c, struct cluster_counters *out)
         out->cx_reused += STAT_GET(s, cx_reused);
         out->rq_error += STAT_GET(s, rq_error);
         out->rq_timeout += STAT_GET(s, rq_timeout);
+        out->rq_overflow += STAT_GET(s, rq_overflow);
     }
 }
 

@@ -22,6 +22,7 @@ struct cluster_counters {
     uint64_t cx_reused;
     uint64_t rq_error;   /* reset or protocol error mid-exchange */
     uint64_t rq_timeout; /* route timeout */
+    uint64_t rq_overflow; /* refused by the circuit breaker (503 UO) */
 } __attribute__((aligned(64)));
 
 enum cluster_protocol { CLUSTER_HTTP1, CLUSTER_HTTP2 };
@@ -36,7 +37,9 @@ enum cluster_lb {
 /*
  * An upstream cluster: its endpoints and how to talk to them. Immutable
  * and shared by all workers; reference-counted with atomics (taken when
- * listeners are built, never per request).
+ * listeners are built, never per request). The one thing workers change
+ * is rq_active, the circuit breaker's count of requests in flight across
+ * all of them, as Envoy's limits are per cluster and not per thread.
  */
 struct cluster {
     int refs;
@@ -48,6 +51,8 @@ struct cluster {
     struct h1_client_conf h1;
     struct h2_client_conf h2;
     uint64_t max_requests_per_conn; /* 0: no limit */
+    uint64_t max_requests;          /* in flight at once; 0: no limit */
+    uint64_t rq_active;             /* atomics only: cluster_admit() */
     struct ssl_ctx_st *tls; /* NULL: plaintext; one reference */
     char *sni;
     int nworkers;
@@ -59,6 +64,15 @@ struct cluster *cluster_new(const char *name, const struct addr *eps,
 struct cluster *cluster_ref(struct cluster *c);
 void cluster_unref(struct cluster *c);
 void cluster_sum(const struct cluster *c, struct cluster_counters *out);
+
+/*
+ * The requests circuit breaker (DestinationRule http2MaxRequests, Envoy's
+ * max_requests): cluster_admit() takes a slot and returns 1, or returns 0
+ * when max_requests are in flight already; cluster_release() gives back
+ * an admitted request's slot.
+ */
+int cluster_admit(struct cluster *c);
+void cluster_release(struct cluster *c);
 
 /*
  * One worker's pool of idle upstream connections for a cluster. Lives on

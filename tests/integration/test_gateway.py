@@ -339,3 +339,93 @@ spec:
         assert (status, body) == (200, b"ok")
     wait_for(lambda: st.log().count("retries=2") == 3, 10, "three logged retries")
     assert count[0] == 9
+
+
+def test_circuit_breaker_max_requests(strait_factory, tmp_path, upstream_factory):
+    """DestinationRule http2MaxRequests caps the requests in flight to a
+    cluster across workers: with two held by the upstream, a third is a
+    503 with flag UO and a counter; the slots come back when they end."""
+    arrived = threading.Semaphore(0)
+    release = threading.Event()
+
+    def held(c):
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            d = c.recv(65536)
+            if not d:
+                return
+            buf += d
+        arrived.release()
+        release.wait(20)
+        c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
+
+    up = upstream_factory(held)
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    (conf / "cb.yaml").write_text(f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {port}, name: http, protocol: HTTP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: up, namespace: default}}
+spec:
+  hosts: [up.example.com]
+  resolution: STATIC
+  ports: [{{number: {up.port}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: up, namespace: default}}
+spec:
+  host: up.example.com
+  trafficPolicy:
+    connectionPool: {{http: {{http2MaxRequests: 2}}}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: vs, namespace: default}}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - retries: {{attempts: 0}}
+    route:
+    - destination: {{host: up.example.com}}
+""")
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
+    code, body, _ = st.get("/clusters")
+    assert "::max_requests::2\n" in body
+    results = []
+
+    def client():
+        results.append(get(port, "/held")[0])
+
+    threads = [threading.Thread(target=client) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(2):
+            assert arrived.acquire(timeout=10), "a held request reached the upstream"
+        status, _, body = get(port, "/third")
+        assert (status, body) == (503, b"upstream overflow\n")
+    finally:
+        release.set()
+        for t in threads:
+            t.join(20)
+    assert results == [200, 200]
+    assert get(port, "/after")[0] == 200
+    wait_for(lambda: "flags=UO" in st.log(), 10, "the overflow's log line")
+    stats = st.stats()
+    assert sum(v for k, v in stats.items()
+               if k.endswith(".upstream_rq_pending_overflow")) == 1
+    code, body, _ = st.get("/clusters")
+    assert "::rq_active::0\n" in body and "::rq_overflow::1\n" in body

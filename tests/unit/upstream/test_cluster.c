@@ -105,6 +105,33 @@ static void test_least_request_avoids_the_busy_endpoint(void **state)
     assert_int_equal(f->pool.active[1], 0);
 }
 
+static void test_circuit_breaker_admits_up_to_the_limit(void **state)
+{
+    struct fx *f = *state;
+
+    /* No limit: everything is admitted, and counted. */
+    for (int i = 0; i < 1000; i++)
+        assert_true(cluster_admit(f->cl));
+    assert_int_equal(f->cl->rq_active, 1000);
+    for (int i = 0; i < 1000; i++)
+        cluster_release(f->cl);
+    assert_int_equal(f->cl->rq_active, 0);
+
+    f->cl->max_requests = 2;
+    assert_true(cluster_admit(f->cl));
+    assert_true(cluster_admit(f->cl));
+    assert_false(cluster_admit(f->cl));
+    assert_false(cluster_admit(f->cl));
+    /* A refusal takes no slot; a release frees one. */
+    assert_int_equal(f->cl->rq_active, 2);
+    cluster_release(f->cl);
+    assert_true(cluster_admit(f->cl));
+    assert_false(cluster_admit(f->cl));
+    cluster_release(f->cl);
+    cluster_release(f->cl);
+    assert_int_equal(f->cl->rq_active, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -114,6 +141,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(
             test_least_request_avoids_the_busy_endpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_circuit_breaker_admits_up_to_the_limit, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
