@@ -141,6 +141,9 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
             buf_printf(b,
                        "cluster.%s.upstream_rq_pending_overflow: %" PRIu64 "\n",
                        name, c.rq_overflow);
+            buf_printf(b,
+                       "cluster.%s.upstream_rq_retry_overflow: %" PRIu64 "\n",
+                       name, c.rq_retry_overflow);
         }
     }
 }
@@ -234,6 +237,9 @@ static const struct family cluster_families[] = {
     {"strait_cluster_request_overflows_total", "counter",
      "Requests the circuit breaker refused (503 UO).",
      offsetof(struct cluster_counters, rq_overflow)},
+    {"strait_cluster_retry_overflows_total", "counter",
+     "Retries the circuit breaker refused.",
+     offsetof(struct cluster_counters, rq_retry_overflow)},
 };
 
 static void render_clusters(const struct admin_ops *ops, struct buf *b)
@@ -386,6 +392,10 @@ void admin_render_clusters(const struct admin_ops *ops, struct buf *b)
                    __atomic_load_n(&cl[i]->rq_active, __ATOMIC_RELAXED));
         buf_printf(b, "%s::rq_overflow::%" PRIu64 "\n", cl[i]->name,
                    c.rq_overflow);
+        buf_printf(b, "%s::max_retries::%" PRIu64 "\n", cl[i]->name,
+                   cl[i]->max_retries ? cl[i]->max_retries : UINT32_MAX);
+        buf_printf(b, "%s::rq_retry_overflow::%" PRIu64 "\n", cl[i]->name,
+                   c.rq_retry_overflow);
         if (cl[i]->nendpoints == 0)
             buf_printf(b, "%s::endpoints::none\n", cl[i]->name);
         for (size_t k = 0; k < cl[i]->nendpoints; k++)

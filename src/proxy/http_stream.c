@@ -44,6 +44,7 @@ struct pstream {
     unsigned retries;           /* retries done (VirtualService retries) */
     unsigned busy : 1;          /* counted in flight on busy_ep */
     unsigned admitted : 1;      /* holds a circuit breaker slot */
+    unsigned retry_slot : 1;    /* holds a retry circuit breaker slot */
     size_t busy_ep;
     unsigned reuse_blocked : 1; /* take no pooled connection any more */
     const char *upstream; /* endpoint address, for the log */
@@ -143,6 +144,10 @@ static void maybe_end(struct pstream *ps)
     if (ps->admitted) {
         cluster_release(ps->pool->cl);
         ps->admitted = 0;
+    }
+    if (ps->retry_slot) {
+        cluster_release_retry(ps->pool->cl);
+        ps->retry_slot = 0;
     }
     count_status(ps, s->resp.status);
     if (ps->l->conf->access_log)
@@ -259,6 +264,20 @@ static int may_retry(const struct pstream *ps)
 {
     return ps->action != NULL && ps->retries < ps->action->retry.attempts &&
            !ps->s->req.has_body && !ps->s->resp_started && !ps->s->down_done;
+}
+
+/* The cluster's retry circuit breaker lets this request retry: its slot,
+ * taken at the first retry, is held until the request ends. */
+static int retry_admitted(struct pstream *ps)
+{
+    if (ps->retry_slot)
+        return 1;
+    if (!cluster_admit_retry(ps->pool->cl)) {
+        STAT_ADD(upool_stats(ps->pool), rq_retry_overflow, 1);
+        return 0;
+    }
+    ps->retry_slot = 1;
+    return 1;
 }
 
 static int retriable_status(const struct route_retry *r, int status)
@@ -401,7 +420,8 @@ static void up_head(void *ctx, struct h1_client *c)
     if (s->down_done || s->resp_started)
         return;
     if (may_retry(ps) &&
-        retriable_status(&ps->action->retry, s->resp.status)) {
+        retriable_status(&ps->action->retry, s->resp.status) &&
+        retry_admitted(ps)) {
         release_upstream(ps, 0);
         retry_later(ps);
         return;
@@ -432,7 +452,7 @@ static void up_done(void *ctx, struct h1_client *c, int ok, int reusable,
         return;
     }
     if (!ok && may_retry(ps) &&
-        retriable_failure(&ps->action->retry, flags)) {
+        retriable_failure(&ps->action->retry, flags) && retry_admitted(ps)) {
         release_upstream(ps, 0);
         retry_later(ps);
         return;
@@ -533,7 +553,8 @@ static void connect_next(struct pstream *ps)
         return;
     }
     if (may_retry(ps) &&
-        retriable_failure(&ps->action->retry, HFLAG_UF)) {
+        retriable_failure(&ps->action->retry, HFLAG_UF) &&
+        retry_admitted(ps)) {
         retry_later(ps);
         return;
     }

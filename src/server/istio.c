@@ -477,6 +477,8 @@ static void apply_policy(struct cluster *c, const struct res_destination_rule *d
         if (p->connection_pool.http.max_requests_per_connection > 0)
             c->max_requests_per_conn =
                 (uint64_t)p->connection_pool.http.max_requests_per_connection;
+        if (p->connection_pool.http.max_retries > 0)
+            c->max_retries = (uint64_t)p->connection_pool.http.max_retries;
         if (p->connection_pool.http.http2_max_requests > 0)
             c->max_requests =
                 (uint64_t)p->connection_pool.http.http2_max_requests;

@@ -36,19 +36,37 @@ struct cluster *cluster_new(const char *name, const struct addr *eps,
     return c;
 }
 
+/* A slot under max (0: no limit), or 0 and nothing taken. A refused
+ * increment is undone at once; a racing admit may see it and be refused
+ * too, which errs on the side of the limit. */
+static int take_slot(uint64_t *active, uint64_t max)
+{
+    uint64_t n = __atomic_add_fetch(active, 1, __ATOMIC_RELAXED);
+
+    if (max == 0 || n <= max)
+        return 1;
+    __atomic_sub_fetch(active, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
 int cluster_admit(struct cluster *c)
 {
-    uint64_t n = __atomic_add_fetch(&c->rq_active, 1, __ATOMIC_RELAXED);
-
-    if (c->max_requests == 0 || n <= c->max_requests)
-        return 1;
-    __atomic_sub_fetch(&c->rq_active, 1, __ATOMIC_RELAXED);
-    return 0;
+    return take_slot(&c->rq_active, c->max_requests);
 }
 
 void cluster_release(struct cluster *c)
 {
     __atomic_sub_fetch(&c->rq_active, 1, __ATOMIC_RELAXED);
+}
+
+int cluster_admit_retry(struct cluster *c)
+{
+    return take_slot(&c->retries_active, c->max_retries);
+}
+
+void cluster_release_retry(struct cluster *c)
+{
+    __atomic_sub_fetch(&c->retries_active, 1, __ATOMIC_RELAXED);
 }
 
 struct cluster *cluster_ref(struct cluster *c)
@@ -82,6 +100,7 @@ void cluster_sum(const struct cluster *c, struct cluster_counters *out)
         out->rq_error += STAT_GET(s, rq_error);
         out->rq_timeout += STAT_GET(s, rq_timeout);
         out->rq_overflow += STAT_GET(s, rq_overflow);
+        out->rq_retry_overflow += STAT_GET(s, rq_retry_overflow);
     }
 }
 

@@ -23,6 +23,7 @@ struct cluster_counters {
     uint64_t rq_error;   /* reset or protocol error mid-exchange */
     uint64_t rq_timeout; /* route timeout */
     uint64_t rq_overflow; /* refused by the circuit breaker (503 UO) */
+    uint64_t rq_retry_overflow; /* retries the circuit breaker refused */
 } __attribute__((aligned(64)));
 
 enum cluster_protocol { CLUSTER_HTTP1, CLUSTER_HTTP2 };
@@ -38,8 +39,8 @@ enum cluster_lb {
  * An upstream cluster: its endpoints and how to talk to them. Immutable
  * and shared by all workers; reference-counted with atomics (taken when
  * listeners are built, never per request). The one thing workers change
- * is rq_active, the circuit breaker's count of requests in flight across
- * all of them, as Envoy's limits are per cluster and not per thread.
+ * are the circuit breakers' counts (rq_active, retries_active) across all
+ * of them, as Envoy's limits are per cluster and not per thread.
  */
 struct cluster {
     int refs;
@@ -53,6 +54,8 @@ struct cluster {
     uint64_t max_requests_per_conn; /* 0: no limit */
     uint64_t max_requests;          /* in flight at once; 0: no limit */
     uint64_t rq_active;             /* atomics only: cluster_admit() */
+    uint64_t max_retries;           /* retries at once; 0: no limit */
+    uint64_t retries_active;        /* atomics only */
     struct ssl_ctx_st *tls; /* NULL: plaintext; one reference */
     char *sni;
     int nworkers;
@@ -73,6 +76,11 @@ void cluster_sum(const struct cluster *c, struct cluster_counters *out);
  */
 int cluster_admit(struct cluster *c);
 void cluster_release(struct cluster *c);
+
+/* The same for retries (DestinationRule maxRetries, Envoy's max_retries):
+ * a request holds a slot from its first retry until it ends. */
+int cluster_admit_retry(struct cluster *c);
+void cluster_release_retry(struct cluster *c);
 
 /*
  * One worker's pool of idle upstream connections for a cluster. Lives on

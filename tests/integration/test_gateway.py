@@ -429,3 +429,92 @@ spec:
                if k.endswith(".upstream_rq_pending_overflow")) == 1
     code, body, _ = st.get("/clusters")
     assert "::rq_active::0\n" in body and "::rq_overflow::1\n" in body
+
+
+def test_circuit_breaker_max_retries(strait_factory, tmp_path, upstream_factory):
+    """DestinationRule maxRetries caps the retries outstanding to a cluster:
+    while one request's retry is held by the upstream, another request's
+    failure is not retried (the client sees the upstream's 503) and the
+    refusal is counted; once the first ends, retries are allowed again."""
+    lock = threading.Lock()
+    seen = {}
+    retry_arrived = threading.Event()
+    release = threading.Event()
+
+    def handler(c):
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            d = c.recv(65536)
+            if not d:
+                return
+            buf += d
+        path = buf.split(b" ", 2)[1].decode()
+        with lock:
+            seen[path] = n = seen.get(path, 0) + 1
+        if path == "/a" and n == 2:
+            retry_arrived.set()
+            release.wait(20)
+        ok = path in ("/a", "/c") and n == 2
+        c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
+                  if ok else
+                  b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\n"
+                  b"connection: close\r\n\r\nbusy")
+
+    up = upstream_factory(handler)
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    (conf / "cb.yaml").write_text(f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {port}, name: http, protocol: HTTP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: up, namespace: default}}
+spec:
+  hosts: [up.example.com]
+  resolution: STATIC
+  ports: [{{number: {up.port}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: up, namespace: default}}
+spec:
+  host: up.example.com
+  trafficPolicy:
+    connectionPool: {{http: {{maxRetries: 1}}}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: vs, namespace: default}}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - retries: {{attempts: 2, retryOn: 5xx}}
+    route:
+    - destination: {{host: up.example.com}}
+""")
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
+    result = []
+    t = threading.Thread(target=lambda: result.append(get(port, "/a")[::2]))
+    t.start()
+    try:
+        assert retry_arrived.wait(10), "the first request's retry reached the upstream"
+        assert get(port, "/b")[::2] == (503, b"busy")
+    finally:
+        release.set()
+        t.join(20)
+    assert result == [(200, b"ok")]
+    assert seen["/b"] == 1
+    assert get(port, "/c")[::2] == (200, b"ok")
+    stats = st.stats()
+    assert sum(v for k, v in stats.items()
+               if k.endswith(".upstream_rq_retry_overflow")) == 1

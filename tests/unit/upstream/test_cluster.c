@@ -130,6 +130,17 @@ static void test_circuit_breaker_admits_up_to_the_limit(void **state)
     cluster_release(f->cl);
     cluster_release(f->cl);
     assert_int_equal(f->cl->rq_active, 0);
+
+    /* Retries have their own count and limit. */
+    f->cl->max_retries = 1;
+    assert_true(cluster_admit_retry(f->cl));
+    assert_false(cluster_admit_retry(f->cl));
+    assert_true(cluster_admit(f->cl));
+    cluster_release_retry(f->cl);
+    assert_true(cluster_admit_retry(f->cl));
+    cluster_release_retry(f->cl);
+    cluster_release(f->cl);
+    assert_int_equal(f->cl->retries_active, 0);
 }
 
 int main(void)
