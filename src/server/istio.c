@@ -372,7 +372,7 @@ static int se_has_host(const struct resource *r, const struct res_service_entry 
 
 static void collect(const struct resource_set *set, const char *host,
                     uint32_t port, const struct conf_strmap *subset_labels,
-                    struct eps *e, int *h2)
+                    struct eps *e, int *h2, uint32_t *svc_port)
 {
     int found = 0;
 
@@ -428,6 +428,7 @@ static void collect(const struct resource_set *set, const char *host,
             }
         }
     }
+    *svc_port = port;
     if (found)
         return;
     /* No ServiceEntry: WorkloadEntries labelled app=<service> stand for
@@ -456,50 +457,94 @@ static void collect(const struct resource_set *set, const char *host,
     }
 }
 
-/* TLS towards the cluster from the DestinationRule (subset over host). */
-static void apply_policy(struct cluster *c, const struct res_destination_rule *dr,
-                         const struct res_subset *sub)
-{
-    const struct res_traffic_policy *tp[2] = {
-        dr ? &dr->traffic_policy : NULL, sub ? &sub->traffic_policy : NULL};
+/* The policy sections that apply to one cluster, each taken whole from
+ * the most specific place that sets it. */
+struct eff_policy {
+    const struct res_load_balancer *lb;
+    const struct res_connection_pool *pool;
+    const struct res_client_tls *tls;
+};
 
-    for (int i = 0; i < 2; i++) {
-        const struct res_traffic_policy *p = tp[i];
-        if (p == NULL)
-            continue;
-        if (p->load_balancer.simple == RES_LB_RANDOM)
+/* Overrides e's sections with those tp sets, then with those its
+ * portLevelSettings entry for port sets (Istio's MergeTrafficPolicy). */
+static void merge_policy(struct eff_policy *e,
+                         const struct res_traffic_policy *tp, uint32_t port)
+{
+    const struct res_port_policy *pp = NULL;
+
+    if (tp->load_balancer.mark.line > 0)
+        e->lb = &tp->load_balancer;
+    if (tp->connection_pool.mark.line > 0)
+        e->pool = &tp->connection_pool;
+    if (tp->tls.mark.line > 0)
+        e->tls = &tp->tls;
+    for (size_t i = 0; port > 0 && i < tp->port_level_settings.n; i++) {
+        const struct res_port_policy *q =
+            (const struct res_port_policy *)tp->port_level_settings.v + i;
+        if (q->port.number == (int64_t)port)
+            pp = q;
+    }
+    if (pp == NULL)
+        return;
+    if (pp->load_balancer.mark.line > 0)
+        e->lb = &pp->load_balancer;
+    if (pp->connection_pool.mark.line > 0)
+        e->pool = &pp->connection_pool;
+    if (pp->tls.mark.line > 0)
+        e->tls = &pp->tls;
+}
+
+/*
+ * The DestinationRule's traffic policy for a cluster of port: from least
+ * to most specific, the rule's, its portLevelSettings for the port, the
+ * subset's, the subset's portLevelSettings; each section (loadBalancer,
+ * connectionPool, tls) replaced whole where a more specific one is set.
+ */
+static void apply_policy(struct cluster *c, const struct res_destination_rule *dr,
+                         const struct res_subset *sub, uint32_t port)
+{
+    struct eff_policy e = {NULL, NULL, NULL};
+
+    if (dr != NULL)
+        merge_policy(&e, &dr->traffic_policy, port);
+    if (sub != NULL)
+        merge_policy(&e, &sub->traffic_policy, port);
+    if (e.lb != NULL) {
+        if (e.lb->simple == RES_LB_RANDOM)
             c->lb = CLUSTER_LB_RANDOM;
-        else if (p->load_balancer.simple == RES_LB_LEAST_REQUEST ||
-                 p->load_balancer.simple == RES_LB_LEAST_CONN)
+        else if (e.lb->simple == RES_LB_LEAST_REQUEST ||
+                 e.lb->simple == RES_LB_LEAST_CONN)
             c->lb = CLUSTER_LB_LEAST_REQUEST;
-        else if (p->load_balancer.simple == RES_LB_ROUND_ROBIN)
+        else if (e.lb->simple == RES_LB_ROUND_ROBIN)
             c->lb = CLUSTER_LB_ROUND_ROBIN;
-        if (p->connection_pool.http.max_requests_per_connection > 0)
+    }
+    if (e.pool != NULL) {
+        const struct res_connection_pool *cp = e.pool;
+        if (cp->http.max_requests_per_connection > 0)
             c->max_requests_per_conn =
-                (uint64_t)p->connection_pool.http.max_requests_per_connection;
-        if (p->connection_pool.http.max_retries > 0)
-            c->max_retries = (uint64_t)p->connection_pool.http.max_retries;
-        if (p->connection_pool.http.http2_max_requests > 0)
-            c->max_requests =
-                (uint64_t)p->connection_pool.http.http2_max_requests;
-        if (p->connection_pool.tcp.connect_timeout_ms > 0)
+                (uint64_t)cp->http.max_requests_per_connection;
+        if (cp->http.max_retries > 0)
+            c->max_retries = (uint64_t)cp->http.max_retries;
+        if (cp->http.http2_max_requests > 0)
+            c->max_requests = (uint64_t)cp->http.http2_max_requests;
+        if (cp->tcp.connect_timeout_ms > 0)
             c->h1.connect_timeout_ms = c->h2.connect_timeout_ms =
-                (uint64_t)p->connection_pool.tcp.connect_timeout_ms;
-        if (p->connection_pool.http.idle_timeout_ms > 0)
+                (uint64_t)cp->tcp.connect_timeout_ms;
+        if (cp->http.idle_timeout_ms > 0)
             c->h1.idle_timeout_ms = c->h2.idle_timeout_ms =
-                (uint64_t)p->connection_pool.http.idle_timeout_ms;
-        if (p->tls.mode == RES_TLS_SIMPLE && c->tls == NULL) {
-            char *err = NULL;
-            c->tls = tls_client_ctx_new(p->tls.ca_certificates,
-                                        p->tls.insecure_skip_verify,
-                                        c->protocol == CLUSTER_HTTP2, &err);
-            if (c->tls == NULL)
-                log_error("cluster %s: %s", c->name, err ? err : "TLS setup");
-            free(err);
-            if (p->tls.sni != NULL && p->tls.sni[0] != '\0') {
-                free(c->sni);
-                c->sni = strdup(p->tls.sni);
-            }
+                (uint64_t)cp->http.idle_timeout_ms;
+    }
+    if (e.tls != NULL && e.tls->mode == RES_TLS_SIMPLE) {
+        char *err = NULL;
+        c->tls = tls_client_ctx_new(e.tls->ca_certificates,
+                                    e.tls->insecure_skip_verify,
+                                    c->protocol == CLUSTER_HTTP2, &err);
+        if (c->tls == NULL)
+            log_error("cluster %s: %s", c->name, err ? err : "TLS setup");
+        free(err);
+        if (e.tls->sni != NULL && e.tls->sni[0] != '\0') {
+            free(c->sni);
+            c->sni = strdup(e.tls->sni);
         }
     }
 }
@@ -515,6 +560,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     struct cluster *c, **nv;
     char **nk;
     int h2 = 0;
+    uint32_t svc_port = port; /* port 0: the ServiceEntry's only port */
 
     snprintf(key, sizeof(key), "%s|%s|%" PRIu32, host, subset ? subset : "",
              port);
@@ -526,7 +572,8 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         log_warn("destination %s: subset %s not found; no endpoints", host,
                  subset);
     if (subset == NULL || subset[0] == '\0' || sub != NULL)
-        collect(t->set, host, port, sub ? &sub->labels : NULL, &e, &h2);
+        collect(t->set, host, port, sub ? &sub->labels : NULL, &e, &h2,
+                &svc_port);
     /* The cluster name is what /stats shows: host, subset and port. */
     snprintf(key, sizeof(key), "%s|%s|%" PRIu32, host, subset ? subset : "",
              port);
@@ -544,7 +591,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     c->h2.stream_window = 65535;
     c->h2.connection_window = 1024 * 1024;
     c->h2.max_head = c->h1.lim.max_head;
-    apply_policy(c, dr, sub);
+    apply_policy(c, dr, sub, svc_port);
     nv = realloc(t->v, (t->n + 1) * sizeof(*nv));
     if (nv == NULL) {
         cluster_unref(c);

@@ -518,3 +518,91 @@ spec:
     stats = st.stats()
     assert sum(v for k, v in stats.items()
                if k.endswith(".upstream_rq_retry_overflow")) == 1
+
+
+def test_port_level_and_subset_policies(strait_factory, tmp_path, upstream_factory):
+    """DestinationRule policies merge as Istio's MergeTrafficPolicy: the
+    rule's, its portLevelSettings for the port, the subset's, the subset's
+    portLevelSettings; each section replaced whole by a more specific one."""
+    def ok(c):
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            d = c.recv(65536)
+            if not d:
+                return
+            buf += d
+        c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
+
+    up = upstream_factory(ok)
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    (conf / "pl.yaml").write_text(f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {port}, name: http, protocol: HTTP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: svc, namespace: default}}
+spec:
+  hosts: [svc.example.com]
+  resolution: STATIC
+  ports:
+  - {{number: 8000, name: http-a, protocol: HTTP, targetPort: {up.port}}}
+  - {{number: 9000, name: http-b, protocol: HTTP, targetPort: {up.port}}}
+  endpoints: [{{address: 127.0.0.1, labels: {{version: v2}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: svc, namespace: default}}
+spec:
+  host: svc.example.com
+  trafficPolicy:
+    connectionPool: {{http: {{http2MaxRequests: 5, maxRetries: 4}}}}
+    portLevelSettings:
+    - port: {{number: 8000}}
+      connectionPool: {{http: {{http2MaxRequests: 7}}}}
+  subsets:
+  - name: v2
+    labels: {{version: v2}}
+    trafficPolicy:
+      portLevelSettings:
+      - port: {{number: 9000}}
+        connectionPool: {{http: {{maxRetries: 3}}}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: vs, namespace: default}}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - match: [{{uri: {{prefix: /a}}}}]
+    route: [{{destination: {{host: svc.example.com, port: {{number: 8000}}}}}}]
+  - match: [{{uri: {{prefix: /b}}}}]
+    route: [{{destination: {{host: svc.example.com, port: {{number: 9000}}}}}}]
+  - match: [{{uri: {{prefix: /c}}}}]
+    route: [{{destination: {{host: svc.example.com, subset: v2, port: {{number: 9000}}}}}}]
+""")
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
+    code, body, _ = st.get("/clusters")
+    assert code == 200
+    facts = dict(line.rsplit("::", 1) for line in body.splitlines())
+    host = "svc.example.com"
+    # Port 8000: the port-level connectionPool replaces the rule's whole.
+    assert facts[f"{host}||8000::max_requests"] == "7"
+    assert facts[f"{host}||8000::max_retries"] == "4294967295"
+    # Port 9000: the rule's own.
+    assert facts[f"{host}||9000::max_requests"] == "5"
+    assert facts[f"{host}||9000::max_retries"] == "4"
+    # Subset v2 on 9000: the subset's port-level connectionPool wins whole.
+    assert facts[f"{host}|v2|9000::max_requests"] == "4294967295"
+    assert facts[f"{host}|v2|9000::max_retries"] == "3"
+    for path in ("/a", "/b", "/c"):
+        assert get(port, path)[0] == 200
