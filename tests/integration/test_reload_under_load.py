@@ -1,6 +1,6 @@
 """Configuration changes under load lose no request: wrk (HTTP/1.1) and
 h2load (HTTP/2) run against a Gateway while its VirtualService is
-rewritten 20 times.
+rewritten 100 times.
 
 h2load cannot open a new connection after a GOAWAY, so streams it tries to
 start on a draining connection count as its own errors; what must hold
@@ -60,16 +60,19 @@ def test_no_request_fails_while_resources_change(strait_factory, upstream_factor
     write(0)
     st = strait_factory(extra=f"config: {{dir: \"{conf}\", debounce: 20ms}}\n").start()
     url = f"http://127.0.0.1:{port}/"
-    wrk = subprocess.Popen(["wrk", "-t", "1", "-c", "8", "-d", "10s", url],
+    wrk = subprocess.Popen(["wrk", "-t", "1", "-c", "8", "-d", "30s", url],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    h2 = subprocess.Popen(["h2load", "-c", "4", "-m", "4", "-D", "10", url],
+    h2 = subprocess.Popen(["h2load", "-c", "4", "-m", "4", "-D", "30", url],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        for gen in range(1, 21):
+        for gen in range(1, 101):
             before = st.stats()["resources.reloads_ok"]
             write(gen)
             wait_for(lambda: st.stats()["resources.reloads_ok"] > before, 10,
                      f"reload {gen}")
+        # Every change landed while both clients were still running.
+        assert wrk.poll() is None and h2.poll() is None, \
+            "the load ended before the last change"
         wrk_out, _ = wrk.communicate(timeout=60)
         h2_out, _ = h2.communicate(timeout=60)
     finally:
@@ -82,6 +85,7 @@ def test_no_request_fails_while_resources_change(strait_factory, upstream_factor
     assert " 0 timeout" in h2_out, h2_out
     assert re.search(r"\b[1-9][0-9]* succeeded", h2_out), h2_out
     assert st.stats()["resources.reloads_failed"] == 0
+    assert st.stats()["resources.reloads_ok"] >= 101
     # Every request that reached strait, over either protocol, got a 200,
     # except those whose client left first (wrk and h2load stopping with
     # requests in flight: status 0, flag DC).
