@@ -41,8 +41,7 @@ void hstream_unref(struct hstream *s)
     free(s);
 }
 
-int hstream_respond(struct hstream *s, int status, const char *body,
-                    const char *extra_name, const char *extra_value)
+int hstream_reply_begin(struct hstream *s, int status, const char *body)
 {
     size_t blen = body ? strlen(body) : 0;
 
@@ -58,15 +57,30 @@ int hstream_respond(struct hstream *s, int status, const char *body,
                             SLICE_LIT("content-type"),
                             SLICE_LIT("text/plain")) < 0)
         return -1;
-    if (extra_name != NULL &&
-        http_fields_add(&s->resp.fields, &s->arena, slice_of(extra_name),
-                        slice_of(extra_value), 256) < 0)
-        return -1;
+    return 0;
+}
+
+void hstream_reply_end(struct hstream *s, const char *body)
+{
+    size_t blen = body ? strlen(body) : 0;
+
     s->resp_started = 1;
     s->down->response_head(s);
     if (blen > 0)
         hpipe_write(&s->resp_body, body, blen);
     hpipe_finish(&s->resp_body);
+}
+
+int hstream_respond(struct hstream *s, int status, const char *body,
+                    const char *extra_name, const char *extra_value)
+{
+    if (hstream_reply_begin(s, status, body) < 0)
+        return -1;
+    if (extra_name != NULL &&
+        http_fields_add(&s->resp.fields, &s->arena, slice_of(extra_name),
+                        slice_of(extra_value), 256) < 0)
+        return -1;
+    hstream_reply_end(s, body);
     return 0;
 }
 

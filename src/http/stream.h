@@ -82,6 +82,12 @@ void hstream_unref(struct hstream *s);
 int hstream_respond(struct hstream *s, int status, const char *body,
                     const char *extra_name, const char *extra_value);
 
+/* The same in two steps, for callers that add fields to s->resp.fields in
+ * between: hstream_reply_begin() fills the head (-1: a response has
+ * started already), hstream_reply_end() sends it and the body. */
+int hstream_reply_begin(struct hstream *s, int status, const char *body);
+void hstream_reply_end(struct hstream *s, const char *body);
+
 /* hstream_respond_grpc() answers a gRPC request locally with a
  * trailers-only response: HTTP 200, grpc-status code, grpc-message msg. */
 int hstream_respond_grpc(struct hstream *s, const char *code, const char *msg);

@@ -385,14 +385,11 @@ static int cors_request(struct pstream *ps)
         http_fields_get(&s->req.fields, "access-control-request-method") ==
             NULL)
         return 0;
-    memset(&s->resp, 0, sizeof(s->resp));
-    s->resp.status = 200;
-    s->resp.content_length = 0;
+    if (hstream_reply_begin(s, 200, NULL) < 0)
+        return 1;
     if (cors_headers(ps, 1) < 0)
         return hstream_respond(s, 503, "out of memory\n", NULL, NULL), 1;
-    s->resp_started = 1;
-    s->down->response_head(s);
-    hpipe_finish(&s->resp_body);
+    hstream_reply_end(s, NULL);
     return 1;
 }
 
@@ -696,6 +693,30 @@ static void on_delay(evutil_socket_t fd, short what, void *arg)
     connect_next(ps);
 }
 
+/* A route's own answer (redirect, direct response): hstream_respond()
+ * plus the CORS headers an allowed cross-origin request gets, as Envoy's
+ * CORS filter adds them to local replies too. */
+static void route_reply(struct pstream *ps, int status, const char *body,
+                        const char *extra_name, const char *extra_value)
+{
+    struct hstream *s = ps->s;
+
+    if (ps->cors_origin.n == 0) {
+        hstream_respond(s, status, body, extra_name, extra_value);
+        return;
+    }
+    if (hstream_reply_begin(s, status, body) < 0)
+        return;
+    if ((extra_name != NULL &&
+         http_fields_add(&s->resp.fields, &s->arena, slice_of(extra_name),
+                         slice_of(extra_value), 256) < 0) ||
+        cors_headers(ps, 0) < 0) {
+        hstream_respond(s, 503, "out of memory\n", NULL, NULL);
+        return;
+    }
+    hstream_reply_end(s, body);
+}
+
 /*
  * route_by_router() decides a Gateway listener's request with its
  * VirtualService routes: answers it (no route, redirect, direct response,
@@ -735,8 +756,8 @@ static int route_by_router(struct pstream *ps)
     }
     if (a->kind == ROUTE_REDIRECT) {
         const char *loc = router_redirect_location(&ps->rr, &s->req, &s->arena);
-        hstream_respond(s, a->redirect.code ? a->redirect.code : 301, NULL,
-                        loc ? "location" : NULL, loc);
+        route_reply(ps, a->redirect.code ? a->redirect.code : 301, NULL,
+                    loc ? "location" : NULL, loc);
         up_finished(ps);
         return -1;
     }
@@ -745,7 +766,7 @@ static int route_by_router(struct pstream *ps)
                                ? arena_dup(&s->arena, a->direct.body.p,
                                            a->direct.body.n)
                                : NULL;
-        hstream_respond(s, a->direct.status, body, NULL, NULL);
+        route_reply(ps, a->direct.status, body, NULL, NULL);
         up_finished(ps);
         return -1;
     }

@@ -98,6 +98,9 @@ spec:
     directResponse: {{status: 200, body: {{string: "ok"}}}}
   - match: [{{uri: {{prefix: /old}}}}]
     redirect: {{uri: /new}}
+  - match: [{{uri: {{exact: /cors-direct}}}}]
+    corsPolicy: {{allowOrigins: [{{exact: "https://app.example.com"}}]}}
+    directResponse: {{status: 200, body: {{string: "direct"}}}}
   - match: [{{uri: {{prefix: /cors}}}}]
     corsPolicy:
       allowOrigins: [{{exact: "https://app.example.com"}}, {{regex: "https://.*[.]trusted[.]io"}}]
@@ -229,6 +232,11 @@ def test_cors_policy(strait_factory, tmp_path, versions):
     # No Origin: not a CORS request.
     status, hdrs, _ = request(port, "GET", "/cors", {})
     assert status == 200 and "access-control-allow-origin" not in hdrs
+    # The route's own answers carry the headers too, as Envoy's local replies.
+    status, hdrs, body = request(port, "GET", "/cors-direct",
+                                 {"origin": "https://app.example.com"})
+    assert (status, body) == (200, b"direct")
+    assert hdrs["access-control-allow-origin"] == "https://app.example.com"
 
 
 def test_new_resources_take_effect_without_restart(strait_factory, tmp_path, versions):
