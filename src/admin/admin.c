@@ -388,8 +388,9 @@ void admin_render_clusters(const struct admin_ops *ops, struct buf *b)
         buf_printf(b, "%s::rq_total::%" PRIu64 "\n", cl[i]->name, c.rq_total);
         buf_printf(b, "%s::max_requests::%" PRIu64 "\n", cl[i]->name,
                    cl[i]->max_requests ? cl[i]->max_requests : UINT32_MAX);
-        buf_printf(b, "%s::rq_active::%" PRIu64 "\n", cl[i]->name,
-                   __atomic_load_n(&cl[i]->rq_active, __ATOMIC_RELAXED));
+        if (cl[i]->max_requests > 0) /* counted only under a limit */
+            buf_printf(b, "%s::rq_active::%" PRIu64 "\n", cl[i]->name,
+                       __atomic_load_n(&cl[i]->rq_active, __ATOMIC_RELAXED));
         buf_printf(b, "%s::rq_overflow::%" PRIu64 "\n", cl[i]->name,
                    c.rq_overflow);
         buf_printf(b, "%s::max_retries::%" PRIu64 "\n", cl[i]->name,

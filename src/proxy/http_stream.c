@@ -838,14 +838,18 @@ static void on_request(void *ctx, struct hstream *s)
         up_finished(ps);
         return;
     }
-    if (!cluster_admit(ps->pool->cl)) {
-        /* Envoy's answer when max_requests are in flight already. */
-        STAT_ADD(upool_stats(ps->pool), rq_overflow, 1);
-        local_reply(ps, 503, HFLAG_UO, "upstream overflow\n");
-        up_finished(ps);
-        return;
+    /* Without a limit there is nothing to count: no shared cache line is
+     * touched per request. */
+    if (ps->pool->cl->max_requests > 0) {
+        if (!cluster_admit(ps->pool->cl)) {
+            /* Envoy's answer when max_requests are in flight already. */
+            STAT_ADD(upool_stats(ps->pool), rq_overflow, 1);
+            local_reply(ps, 503, HFLAG_UO, "upstream overflow\n");
+            up_finished(ps);
+            return;
+        }
+        ps->admitted = 1;
     }
-    ps->admitted = 1;
     ps->ep = upool_pick(ps->pool);
     /* In flight on the picked endpoint until the upstream side ends
      * (retries move on but count against the first pick). */

@@ -53,7 +53,7 @@ struct cluster {
     struct h2_client_conf h2;
     uint64_t max_requests_per_conn; /* 0: no limit */
     uint64_t max_requests;          /* in flight at once; 0: no limit */
-    uint64_t rq_active;             /* atomics only: cluster_admit() */
+    uint64_t rq_active; /* atomics only; the proxy counts only when limited */
     uint64_t max_retries;           /* retries at once; 0: no limit */
     uint64_t retries_active;        /* atomics only */
     struct ssl_ctx_st *tls; /* NULL: plaintext; one reference */

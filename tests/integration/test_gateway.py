@@ -138,13 +138,62 @@ def start(strait_factory, tmp_path, versions, **kw):
     return st.start(), gw_port, conf
 
 
-def get(port, path, headers=None):
+def request(port, method, path, headers):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    c.request("GET", path, headers=headers or {})
+    c.request(method, path, headers=headers)
     r = c.getresponse()
     body = r.read()
     c.close()
-    return r.status, dict(r.getheaders()), body
+    return r.status, {k.lower(): v for k, v in r.getheaders()}, body
+
+
+def get(port, path, headers=None):
+    return request(port, "GET", path, headers or {})
+
+
+def read_head(c, buf=b""):
+    """Reads from c until a request head is in buf; returns buf, or None
+    if the peer closed first."""
+    while b"\r\n\r\n" not in buf:
+        d = c.recv(65536)
+        if not d:
+            return None
+        buf += d
+    return buf
+
+
+GATEWAY_AND_UP = """apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {port}, name: http, protocol: HTTP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: up, namespace: default}}
+spec:
+  hosts: [up.example.com]
+  resolution: STATIC
+  ports: [{{number: {up_port}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+"""
+
+
+def start_with_up(strait_factory, tmp_path, up_port, rest):
+    """strait with a Gateway on a free port, the ServiceEntry
+    up.example.com for up_port, and the resources in rest."""
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    (conf / "r.yaml").write_text(GATEWAY_AND_UP.format(port=port, up_port=up_port)
+                                 + rest)
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
+    return st, port
 
 
 def test_weights_match_and_rewrite(strait_factory, tmp_path, versions):
@@ -185,15 +234,6 @@ def test_direct_response_redirect_fault_and_no_route(strait_factory, tmp_path, v
     wait_for(lambda: "flags=NR" in st.log(), 10, "the 404's log line")
     log = st.log()
     assert "flags=FI" in log and "route=default/front" in log
-
-
-def request(port, method, path, headers):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    c.request(method, path, headers=headers)
-    r = c.getresponse()
-    body = r.read()
-    c.close()
-    return r.status, {k.lower(): v for k, v in r.getheaders()}, body
 
 
 def test_cors_policy(strait_factory, tmp_path, versions):
@@ -286,18 +326,15 @@ def test_clusters_endpoint_lists_gateway_clusters(strait_factory, tmp_path, vers
 def test_retries_on_5xx(strait_factory, tmp_path, upstream_factory):
     """A VirtualService's retries: the upstream fails twice, the third try
     succeeds; the client sees only the 200."""
-    import threading
     lock = threading.Lock()
     count = [0]
 
     def flaky(c):
         buf = b""
         while True:
-            while b"\r\n\r\n" not in buf:
-                d = c.recv(65536)
-                if not d:
-                    return
-                buf += d
+            buf = read_head(c, buf)
+            if buf is None:
+                return
             buf = buf.split(b"\r\n\r\n", 1)[1]
             with lock:
                 count[0] += 1
@@ -308,40 +345,17 @@ def test_retries_on_5xx(strait_factory, tmp_path, upstream_factory):
                 c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
 
     up = upstream_factory(flaky)
-    conf = tmp_path / "conf.d"
-    conf.mkdir()
-    port = free_port()
-    (conf / "r.yaml").write_text(f"""apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: default}}
-spec:
-  selector: {{}}
-  servers:
-  - port: {{number: {port}, name: http, protocol: HTTP}}
-    bind: 127.0.0.1
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {{name: up, namespace: default}}
-spec:
-  hosts: [up.example.com]
-  resolution: STATIC
-  ports: [{{number: {up.port}, name: http, protocol: HTTP}}]
-  endpoints: [{{address: 127.0.0.1}}]
----
-apiVersion: networking.istio.io/v1
+    st, port = start_with_up(strait_factory, tmp_path, up.port, """apiVersion: networking.istio.io/v1
 kind: VirtualService
-metadata: {{name: vs, namespace: default}}
+metadata: {name: vs, namespace: default}
 spec:
   hosts: ["*"]
   gateways: [gw]
   http:
-  - retries: {{attempts: 3, retryOn: 5xx}}
+  - retries: {attempts: 3, retryOn: 5xx}
     route:
-    - destination: {{host: up.example.com}}
+    - destination: {host: up.example.com}
 """)
-    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
     for _ in range(3):
         status, _, body = get(port, "/")
         assert (status, body) == (200, b"ok")
@@ -357,59 +371,33 @@ def test_circuit_breaker_max_requests(strait_factory, tmp_path, upstream_factory
     release = threading.Event()
 
     def held(c):
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            d = c.recv(65536)
-            if not d:
-                return
-            buf += d
+        buf = read_head(c)
+        if buf is None:
+            return
         arrived.release()
         release.wait(20)
         c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
 
     up = upstream_factory(held)
-    conf = tmp_path / "conf.d"
-    conf.mkdir()
-    port = free_port()
-    (conf / "cb.yaml").write_text(f"""apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: default}}
-spec:
-  selector: {{}}
-  servers:
-  - port: {{number: {port}, name: http, protocol: HTTP}}
-    bind: 127.0.0.1
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {{name: up, namespace: default}}
-spec:
-  hosts: [up.example.com]
-  resolution: STATIC
-  ports: [{{number: {up.port}, name: http, protocol: HTTP}}]
-  endpoints: [{{address: 127.0.0.1}}]
----
-apiVersion: networking.istio.io/v1
+    st, port = start_with_up(strait_factory, tmp_path, up.port, """apiVersion: networking.istio.io/v1
 kind: DestinationRule
-metadata: {{name: up, namespace: default}}
+metadata: {name: up, namespace: default}
 spec:
   host: up.example.com
   trafficPolicy:
-    connectionPool: {{http: {{http2MaxRequests: 2}}}}
+    connectionPool: {http: {http2MaxRequests: 2}}
 ---
 apiVersion: networking.istio.io/v1
 kind: VirtualService
-metadata: {{name: vs, namespace: default}}
+metadata: {name: vs, namespace: default}
 spec:
   hosts: ["*"]
   gateways: [gw]
   http:
-  - retries: {{attempts: 0}}
+  - retries: {attempts: 0}
     route:
-    - destination: {{host: up.example.com}}
+    - destination: {host: up.example.com}
 """)
-    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
     code, body, _ = st.get("/clusters")
     assert "::max_requests::2\n" in body
     results = []
@@ -450,12 +438,9 @@ def test_circuit_breaker_max_retries(strait_factory, tmp_path, upstream_factory)
     release = threading.Event()
 
     def handler(c):
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            d = c.recv(65536)
-            if not d:
-                return
-            buf += d
+        buf = read_head(c)
+        if buf is None:
+            return
         path = buf.split(b" ", 2)[1].decode()
         with lock:
             seen[path] = n = seen.get(path, 0) + 1
@@ -469,48 +454,25 @@ def test_circuit_breaker_max_retries(strait_factory, tmp_path, upstream_factory)
                   b"connection: close\r\n\r\nbusy")
 
     up = upstream_factory(handler)
-    conf = tmp_path / "conf.d"
-    conf.mkdir()
-    port = free_port()
-    (conf / "cb.yaml").write_text(f"""apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: default}}
-spec:
-  selector: {{}}
-  servers:
-  - port: {{number: {port}, name: http, protocol: HTTP}}
-    bind: 127.0.0.1
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {{name: up, namespace: default}}
-spec:
-  hosts: [up.example.com]
-  resolution: STATIC
-  ports: [{{number: {up.port}, name: http, protocol: HTTP}}]
-  endpoints: [{{address: 127.0.0.1}}]
----
-apiVersion: networking.istio.io/v1
+    st, port = start_with_up(strait_factory, tmp_path, up.port, """apiVersion: networking.istio.io/v1
 kind: DestinationRule
-metadata: {{name: up, namespace: default}}
+metadata: {name: up, namespace: default}
 spec:
   host: up.example.com
   trafficPolicy:
-    connectionPool: {{http: {{maxRetries: 1}}}}
+    connectionPool: {http: {maxRetries: 1}}
 ---
 apiVersion: networking.istio.io/v1
 kind: VirtualService
-metadata: {{name: vs, namespace: default}}
+metadata: {name: vs, namespace: default}
 spec:
   hosts: ["*"]
   gateways: [gw]
   http:
-  - retries: {{attempts: 2, retryOn: 5xx}}
+  - retries: {attempts: 2, retryOn: 5xx}
     route:
-    - destination: {{host: up.example.com}}
+    - destination: {host: up.example.com}
 """)
-    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
     result = []
     t = threading.Thread(target=lambda: result.append(get(port, "/a")[::2]))
     t.start()
@@ -533,12 +495,9 @@ def test_port_level_and_subset_policies(strait_factory, tmp_path, upstream_facto
     rule's, its portLevelSettings for the port, the subset's, the subset's
     portLevelSettings; each section replaced whole by a more specific one."""
     def ok(c):
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            d = c.recv(65536)
-            if not d:
-                return
-            buf += d
+        buf = read_head(c)
+        if buf is None:
+            return
         c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
 
     up = upstream_factory(ok)
