@@ -158,6 +158,11 @@ const char *res_kind_name(enum res_kind kind)
     return (unsigned)kind < RES_KIND_COUNT ? kind_names[kind] : "?";
 }
 
+void res_spec_json(struct buf *b, const struct resource *r)
+{
+    conf_to_json(kind_ops[r->kind]->spec, r->spec, b);
+}
+
 static const char *const protocol_names[] = {
     "HTTP", "HTTPS", "HTTP2", "GRPC",  "GRPC-WEB", "TCP",
     "TLS",  "MONGO", "MYSQL", "REDIS", "UDP",      "HBONE",

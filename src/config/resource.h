@@ -66,6 +66,11 @@ const struct res_workload_entry *res_workload_entry(const struct resource *r);
 /* res_kind_name() returns "Gateway", "VirtualService", ... */
 const char *res_kind_name(enum res_kind kind);
 
+/* res_spec_json() writes r's spec as a JSON object with every default
+ * applied: the resource as strait runs it (/config_dump). */
+struct buf;
+void res_spec_json(struct buf *b, const struct resource *r);
+
 /* res_protocol_name() returns "HTTP", "HTTPS", ... */
 const char *res_protocol_name(int64_t protocol);
 

@@ -12,6 +12,28 @@
 
 struct h2_server;
 
+/* A worker's upstream pool for one cluster, shared by the route views
+ * whose routes hold that cluster, so idle connections outlive a routes
+ * change that keeps the cluster. */
+struct lpool {
+    struct upool p;
+    size_t refs;
+};
+
+/*
+ * One worker's view of a generation of its listener's routes: the routes,
+ * the pools of their clusters (pools[i] for r->clusters[i]) and the
+ * streams routing by them. Worker-local, so a stream pins it without an
+ * atomic. A replaced view lives on in l->old until its last stream ends.
+ */
+struct wroutes {
+    struct http_routes *r; /* one reference */
+    unsigned gen;
+    size_t pins;
+    struct lpool **pools;
+    struct list link;
+};
+
 struct http_listener {
     struct plistener pl; /* first: workers see a plistener */
     struct http_proxy_conf *conf; /* one reference */
@@ -27,7 +49,9 @@ struct http_listener {
     void *arg;
     struct bufpool pool; /* body buffers */
     struct h1_scratch scratch;
-    struct upool *pools; /* one per conf cluster */
+    struct wroutes *routes; /* the current view */
+    struct list old;        /* replaced views still pinned */
+    struct list dead_routes; /* unpinned views, freed by the reaper */
     struct ssl_ctx_st *ssl_ctx;
     unsigned tls_gen;
     uint64_t rng;
@@ -53,6 +77,14 @@ static inline struct listener_counters *http_shard(const struct http_listener *l
 {
     return &l->conf->stats->w[l->worker];
 }
+
+/*
+ * http_listener_pin() returns the view of the listener's current routes
+ * (taking a newer generation first if one was published) and pins it:
+ * what it points to stays valid until http_listener_unpin().
+ */
+struct wroutes *http_listener_pin(struct http_listener *l);
+void http_listener_unpin(struct http_listener *l, struct wroutes *w);
 
 /* http_stream.c */
 extern const struct hstream_handler http_stream_handler;

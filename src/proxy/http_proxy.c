@@ -42,10 +42,15 @@ struct http_proxy_conf *http_proxy_conf_new(const char *name,
         return NULL;
     c->refs = 1;
     c->name = strdup(name);
-    if (c->name == NULL) {
+    c->cur = http_routes_new();
+    if (c->name == NULL || c->cur == NULL) {
+        http_routes_unref(c->cur);
+        free(c->name);
         free(c);
         return NULL;
     }
+    pthread_mutex_init(&c->lock, NULL);
+    c->gen = 1;
     c->stats = listener_stats_ref(stats);
     c->h1s.lim = h1_limits_default();
     c->h1c.lim = h1_limits_default();
@@ -67,14 +72,61 @@ void http_proxy_conf_unref(struct http_proxy_conf *c)
         free(c->routes[i].prefix);
     }
     free(c->routes);
-    for (size_t i = 0; i < c->nclusters; i++)
-        cluster_unref(c->clusters[i]);
-    free(c->clusters);
+    http_routes_unref(c->cur);
+    pthread_mutex_destroy(&c->lock);
     tls_holder_unref(c->tls);
-    router_unref(c->router);
     listener_stats_unref(c->stats);
     free(c->name);
     free(c);
+}
+
+struct http_routes *http_routes_new(void)
+{
+    struct http_routes *r = calloc(1, sizeof(*r));
+
+    if (r != NULL)
+        r->refs = 1;
+    return r;
+}
+
+struct http_routes *http_routes_ref(struct http_routes *r)
+{
+    __atomic_add_fetch(&r->refs, 1, __ATOMIC_RELAXED);
+    return r;
+}
+
+void http_routes_unref(struct http_routes *r)
+{
+    if (r == NULL || __atomic_sub_fetch(&r->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    for (size_t i = 0; i < r->nclusters; i++)
+        cluster_unref(r->clusters[i]);
+    free(r->clusters);
+    router_unref(r->router);
+    free(r);
+}
+
+void http_proxy_conf_set_routes(struct http_proxy_conf *c,
+                                struct http_routes *r)
+{
+    struct http_routes *old;
+
+    pthread_mutex_lock(&c->lock);
+    old = c->cur;
+    c->cur = r;
+    __atomic_store_n(&c->gen, c->gen + 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&c->lock);
+    http_routes_unref(old);
+}
+
+struct http_routes *http_proxy_conf_routes(struct http_proxy_conf *c)
+{
+    struct http_routes *r;
+
+    pthread_mutex_lock(&c->lock);
+    r = http_routes_ref(c->cur);
+    pthread_mutex_unlock(&c->lock);
+    return r;
 }
 
 static int host_matches(const char *pattern, struct slice host)
@@ -118,6 +170,182 @@ const struct http_route *http_proxy_route(const struct http_proxy_conf *c,
     return NULL;
 }
 
+/* ---- route views ---------------------------------------------------- */
+
+static struct http_routes *conf_current(struct http_proxy_conf *c,
+                                        unsigned *gen)
+{
+    struct http_routes *r;
+
+    pthread_mutex_lock(&c->lock);
+    r = http_routes_ref(c->cur);
+    *gen = c->gen;
+    pthread_mutex_unlock(&c->lock);
+    return r;
+}
+
+static void lpool_unref(struct lpool *lp)
+{
+    if (lp == NULL || --lp->refs > 0)
+        return;
+    upool_dispose(&lp->p);
+    free(lp);
+}
+
+static void wroutes_free(struct wroutes *w)
+{
+    if (w == NULL)
+        return;
+    for (size_t i = 0; w->pools != NULL && i < w->r->nclusters; i++)
+        lpool_unref(w->pools[i]);
+    free(w->pools);
+    http_routes_unref(w->r);
+    free(w);
+}
+
+/* An index of the pools of a view by cluster, so a new view finds the
+ * pools it can share in one pass (10,000 clusters are routine). */
+struct pool_index {
+    const struct cluster **keys;
+    struct lpool **pools;
+    size_t mask;
+};
+
+static size_t ptr_slot(const void *p, size_t mask)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (size_t)x & mask;
+}
+
+static int pool_index_build(struct pool_index *ix, const struct wroutes *w)
+{
+    size_t n = w != NULL ? w->r->nclusters : 0, cap = 16;
+
+    while (cap < 2 * n)
+        cap *= 2;
+    ix->mask = cap - 1;
+    ix->keys = calloc(cap, sizeof(*ix->keys));
+    ix->pools = calloc(cap, sizeof(*ix->pools));
+    if (ix->keys == NULL || ix->pools == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = ptr_slot(w->r->clusters[i], ix->mask);
+        while (ix->keys[k] != NULL && ix->keys[k] != w->r->clusters[i])
+            k = (k + 1) & ix->mask;
+        ix->keys[k] = w->r->clusters[i];
+        ix->pools[k] = w->pools[i];
+    }
+    return 0;
+}
+
+static struct lpool *pool_index_get(const struct pool_index *ix,
+                                    const struct cluster *c)
+{
+    for (size_t k = ptr_slot(c, ix->mask); ix->keys[k] != NULL;
+         k = (k + 1) & ix->mask)
+        if (ix->keys[k] == c)
+            return ix->pools[k];
+    return NULL;
+}
+
+/* wroutes_new() makes a view of r (its reference moves to the view) with
+ * the pools of prev for the clusters both hold; NULL when memory runs out
+ * (r is released). */
+static struct wroutes *wroutes_new(struct http_listener *l,
+                                   struct http_routes *r, unsigned gen,
+                                   const struct wroutes *prev)
+{
+    struct wroutes *w = calloc(1, sizeof(*w));
+    struct pool_index ix = {NULL, NULL, 0};
+
+    if (w == NULL) {
+        http_routes_unref(r);
+        return NULL;
+    }
+    w->r = r;
+    w->gen = gen;
+    LIST_INIT(&w->link);
+    w->pools = calloc(r->nclusters ? r->nclusters : 1, sizeof(*w->pools));
+    if (w->pools == NULL || pool_index_build(&ix, prev) < 0)
+        goto fail;
+    for (size_t i = 0; i < r->nclusters; i++) {
+        struct lpool *lp = pool_index_get(&ix, r->clusters[i]);
+
+        if (lp == NULL) {
+            lp = calloc(1, sizeof(*lp));
+            if (lp == NULL)
+                goto fail;
+            if (upool_init(&lp->p, r->clusters[i], l->base, l->worker,
+                           &l->scratch) < 0) {
+                free(lp);
+                goto fail;
+            }
+        }
+        lp->refs++;
+        w->pools[i] = lp;
+    }
+    free(ix.keys);
+    free(ix.pools);
+    return w;
+fail:
+    free(ix.keys);
+    free(ix.pools);
+    wroutes_free(w);
+    return NULL;
+}
+
+/* A view nobody pins any more goes on the next loop turn: the stream that
+ * dropped the last pin may be inside a callback of one of its pools'
+ * connections. */
+static void wroutes_retire(struct http_listener *l, struct wroutes *w)
+{
+    list_del(&w->link);
+    list_append(&l->dead_routes, &w->link);
+    event_active(l->reap_ev, EV_TIMEOUT, 0);
+}
+
+static void reap_routes(struct http_listener *l)
+{
+    while (!LIST_EMPTY(&l->dead_routes)) {
+        struct wroutes *w = LIST_ELEM(l->dead_routes.next, struct wroutes, link);
+        list_del(&w->link);
+        wroutes_free(w);
+    }
+}
+
+struct wroutes *http_listener_pin(struct http_listener *l)
+{
+    struct wroutes *w = l->routes;
+
+    if (__atomic_load_n(&l->conf->gen, __ATOMIC_ACQUIRE) != w->gen) {
+        unsigned gen;
+        struct http_routes *r = conf_current(l->conf, &gen);
+        struct wroutes *nw = wroutes_new(l, r, gen, w);
+
+        /* Out of memory: keep serving the routes we have. */
+        if (nw != NULL) {
+            l->routes = nw;
+            if (w->pins > 0)
+                list_append(&l->old, &w->link);
+            else
+                wroutes_retire(l, w);
+            w = nw;
+        }
+    }
+    w->pins++;
+    return w;
+}
+
+void http_listener_unpin(struct http_listener *l, struct wroutes *w)
+{
+    if (--w->pins == 0 && w != l->routes)
+        wroutes_retire(l, w);
+}
+
 static void conn_free_now(struct http_conn *hc)
 {
     list_del(&hc->link);
@@ -136,6 +364,7 @@ static void reap(evutil_socket_t fd, short what, void *arg)
     (void)what;
     while (!LIST_EMPTY(&l->dead))
         conn_free_now(LIST_ELEM(l->dead.next, struct http_conn, link));
+    reap_routes(l);
     if (!acceptor_running(&l->acc) && l->active == 0 && l->on_idle != NULL)
         l->on_idle(&l->pl, l->arg);
 }
@@ -393,10 +622,13 @@ static void listener_free(struct http_listener *l)
     }
     while (!LIST_EMPTY(&l->dead))
         conn_free_now(LIST_ELEM(l->dead.next, struct http_conn, link));
-    if (l->pools != NULL)
-        for (size_t i = 0; i < l->conf->nclusters; i++)
-            upool_dispose(&l->pools[i]);
-    free(l->pools);
+    wroutes_free(l->routes);
+    while (!LIST_EMPTY(&l->old)) {
+        struct wroutes *w = LIST_ELEM(l->old.next, struct wroutes, link);
+        list_del(&w->link);
+        wroutes_free(w);
+    }
+    reap_routes(l);
     if (l->reap_ev != NULL)
         event_free(l->reap_ev);
     SSL_CTX_free(l->ssl_ctx);
@@ -430,18 +662,22 @@ static struct plistener *listener_start(struct event_base *base, int worker,
     l->arg = idle_arg;
     LIST_INIT(&l->conns);
     LIST_INIT(&l->dead);
+    LIST_INIT(&l->old);
+    LIST_INIT(&l->dead_routes);
     bufpool_init(&l->pool, conf->h1s.body_cap, BODY_POOL_KEEP);
     if (conf->h1c.lim.max_headers > cap)
         cap = conf->h1c.lim.max_headers;
     l->scratch.cap = cap;
     l->scratch.hdrs = calloc(cap, sizeof(*l->scratch.hdrs));
-    l->pools = calloc(conf->nclusters ? conf->nclusters : 1, sizeof(*l->pools));
-    if (l->scratch.hdrs == NULL || l->pools == NULL)
+    if (l->scratch.hdrs == NULL)
         goto fail;
-    for (size_t i = 0; i < conf->nclusters; i++)
-        if (upool_init(&l->pools[i], conf->clusters[i], base, worker,
-                       &l->scratch) < 0)
+    {
+        unsigned gen;
+        struct http_routes *r = conf_current(conf, &gen);
+        l->routes = wroutes_new(l, r, gen, NULL);
+        if (l->routes == NULL)
             goto fail;
+    }
     RAND_bytes((uint8_t *)&l->rng, sizeof(l->rng));
     l->rng |= 1;
     if (conf->tls != NULL) {

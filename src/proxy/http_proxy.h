@@ -1,6 +1,7 @@
 #ifndef STRAIT_PROXY_HTTP_PROXY_H
 #define STRAIT_PROXY_HTTP_PROXY_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,8 +30,31 @@ struct http_route {
 };
 
 /*
- * What an HTTP listener does, compiled from configuration. Immutable once
- * built, shared by every worker, reference-counted with atomics.
+ * What a listener routes by: a Gateway listener's VirtualService router
+ * (NULL for a bootstrap listener, which uses its conf's static routes) and
+ * the clusters routes name by index. Immutable once built, shared by every
+ * worker, reference-counted with atomics: a worker takes one reference per
+ * generation it serves, never one per request.
+ */
+struct http_routes {
+    int refs;
+    struct router *router;     /* one reference; NULL: static routes */
+    struct cluster **clusters; /* one reference each */
+    size_t nclusters;
+};
+
+/* http_routes_new() returns empty routes with one reference, or NULL. */
+struct http_routes *http_routes_new(void);
+struct http_routes *http_routes_ref(struct http_routes *r);
+void http_routes_unref(struct http_routes *r);
+
+/*
+ * What an HTTP listener does, compiled from configuration. Shared by
+ * every worker, reference-counted with atomics. Everything is immutable
+ * once built but the routes: a new resource snapshot publishes new routes
+ * into the running conf (http_proxy_conf_set_routes), so the listener
+ * keeps its connections, and each request finishes on the routes it
+ * started with.
  */
 struct http_proxy_conf {
     int refs;
@@ -41,10 +65,12 @@ struct http_proxy_conf {
     int h2c;
     struct http_route *routes;
     size_t nroutes;
-    struct cluster **clusters; /* one reference each */
-    size_t nclusters;
+    /* The current routes: written by the control thread under the lock,
+     * read by workers when gen moves (one atomic load per request). */
+    pthread_mutex_t lock;
+    struct http_routes *cur; /* one reference */
+    unsigned gen;
     struct tls_holder *tls; /* NULL: plaintext */
-    struct router *router;  /* Gateway listeners: VirtualService routes */
     uint32_t port;          /* the port requests come in on (routing) */
     int https_redirect;     /* every request is redirected to https */
     int access_log;
@@ -56,6 +82,15 @@ struct http_proxy_conf *http_proxy_conf_new(const char *name,
                                             struct listener_stats *stats);
 struct http_proxy_conf *http_proxy_conf_ref(struct http_proxy_conf *c);
 void http_proxy_conf_unref(struct http_proxy_conf *c);
+
+/* http_proxy_conf_set_routes() publishes r (its reference moves to c) as
+ * what new requests route by; requests in flight keep theirs. Any thread. */
+void http_proxy_conf_set_routes(struct http_proxy_conf *c,
+                                struct http_routes *r);
+
+/* http_proxy_conf_routes() returns a reference to c's current routes
+ * (for the admin API and the control thread). */
+struct http_routes *http_proxy_conf_routes(struct http_proxy_conf *c);
 
 /* http_proxy_route() returns the first route matching authority and path,
  * or NULL (404). */

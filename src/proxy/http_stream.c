@@ -23,7 +23,8 @@ struct pstream {
     struct hstream *s;
     struct http_conn *hc;
     struct http_listener *l;
-    int cluster;                  /* index in the conf's clusters; -1: none */
+    struct wroutes *wr;           /* pinned: the routes this stream runs on */
+    int cluster;                  /* index in wr's clusters; -1: none */
     uint64_t timeout_ms;          /* the route's; 0: none */
     struct route_result rr;       /* Gateway listeners: the router's pick */
     const struct route_action *action;
@@ -104,7 +105,7 @@ static void access_log(struct pstream *ps)
         {"duration_ms", dur, 1},
         {"upstream", ps->upstream ? ps->upstream : "-", 0},
         {"cluster",
-         ps->cluster >= 0 ? ps->l->conf->clusters[ps->cluster]->name : "-", 0},
+         ps->cluster >= 0 ? ps->wr->r->clusters[ps->cluster]->name : "-", 0},
         {"route", ps->action ? ps->action->vs : NULL, 0},
         {"flags", hstream_flags_str(s->flags, flags, sizeof(flags)), 0},
         {"retries", retries, 1},
@@ -152,6 +153,7 @@ static void maybe_end(struct pstream *ps)
     count_status(ps, s->resp.status);
     if (ps->l->conf->access_log)
         access_log(ps);
+    http_listener_unpin(ps->l, ps->wr);
     s->proxy = NULL;
     hstream_unref(s);
 }
@@ -742,7 +744,7 @@ static int route_by_router(struct pstream *ps)
         up_finished(ps);
         return -1;
     }
-    a = router_match(c->router, &s->req, c->port, rng_next(ps->l), &s->arena,
+    a = router_match(ps->wr->r->router, &s->req, c->port, rng_next(ps->l), &s->arena,
                      &ps->rr);
     if (a == NULL) {
         local_reply(ps, 404, HFLAG_NR, "no route\n");
@@ -813,7 +815,8 @@ static void on_request(void *ctx, struct hstream *s)
     event_assign(&ps->timer, l->base, -1, 0, on_timeout, ps);
     event_assign(&ps->delay, l->base, -1, 0, on_delay, ps);
     ps->cluster = -1;
-    if (l->conf->router != NULL) {
+    ps->wr = http_listener_pin(l);
+    if (ps->wr->r->router != NULL) {
         if (route_by_router(ps) < 0)
             return;
     } else {
@@ -832,7 +835,7 @@ static void on_request(void *ctx, struct hstream *s)
         up_finished(ps);
         return;
     }
-    ps->pool = &l->pools[ps->cluster];
+    ps->pool = &ps->wr->pools[ps->cluster]->p;
     if (ps->pool->cl->nendpoints == 0) {
         local_reply(ps, 503, HFLAG_UH, "no healthy upstream\n");
         up_finished(ps);

@@ -78,6 +78,14 @@ struct router *router_build(const struct router_params *p, char **err);
  * router with the last. Both are safe from any thread; unref(NULL) is a
  * no-op. */
 struct router *router_ref(struct router *r);
+
+/* router_to_json() writes the compiled routes (virtual hosts, rules with
+ * their conditions in test order, actions) for /config_dump; name gives a
+ * cluster's name by index. */
+struct buf;
+typedef const char *(*router_cluster_name_fn)(void *ctx, int cluster);
+void router_to_json(const struct router *r, struct buf *b,
+                    router_cluster_name_fn name, void *ctx);
 void router_unref(struct router *r);
 
 /* Sizes of a built router, for the admin API and tests. */

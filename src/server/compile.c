@@ -180,28 +180,22 @@ static int gateway_tls(const struct gw_listener *g, struct http_proxy_conf *c,
     return c->tls != NULL ? 0 : -1;
 }
 
-int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
-                    const struct gw_listener *g, struct listener_stats *stats,
-                    int nworkers, struct compiled_listener *out, char **err)
+int compile_gateway_routes(const struct bootstrap *bs,
+                           const struct resource_set *set,
+                           const struct gw_listener *g, int nworkers,
+                           const struct strmap *prev, struct strmap *next,
+                           struct http_routes **out, char **err)
 {
-    struct http_proxy_conf *c = http_proxy_conf_new(g->name, stats);
-    struct bootstrap_http h;
+    struct http_routes *r = http_routes_new();
     struct istio_clusters table;
     struct router_server *servers = NULL;
     struct router_params rp;
 
     *err = NULL;
-    if (c == NULL) {
-        *err = strdup("out of memory");
-        return -1;
-    }
-    /* Gateway listeners take the defaults of an http block. */
-    conf_defaults(&bootstrap_http_section, &h);
-    http_settings(c, bs, &h, g->tls);
-    conf_dispose(&bootstrap_http_section, &h);
-    c->https_redirect = g->https_redirect && !g->tls;
-    c->port = g->port;
-    istio_clusters_init(&table, set, nworkers);
+    *out = NULL;
+    istio_clusters_init(&table, set, nworkers, prev, next);
+    if (r == NULL)
+        goto oom;
     servers = calloc(g->nservers ? g->nservers : 1, sizeof(*servers));
     if (servers == NULL)
         goto oom;
@@ -218,27 +212,57 @@ int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
     rp.ctx = &table;
     rp.node_ns = bs->node.ns;
     rp.node_labels = &bs->node.labels;
-    c->router = router_build(&rp, err);
+    r->router = router_build(&rp, err);
     free(servers);
-    if (c->router == NULL)
+    if (r->router == NULL)
         goto fail;
-    /* The table's clusters become the conf's (references move). */
-    c->clusters = table.v;
-    c->nclusters = table.n;
-    for (size_t i = 0; i < table.n; i++)
-        free(table.keys[i]);
-    free(table.keys);
-    memset(&table, 0, sizeof(table));
+    /* The table's clusters become the routes' (references move). */
+    r->clusters = table.v;
+    r->nclusters = table.n;
+    table.v = NULL;
+    table.n = 0;
+    istio_clusters_dispose(&table);
+    *out = r;
+    return 0;
+oom:
+    *err = strdup("out of memory");
+fail:
+    istio_clusters_dispose(&table);
+    http_routes_unref(r);
+    return -1;
+}
+
+int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
+                    const struct gw_listener *g, struct listener_stats *stats,
+                    int nworkers, const struct strmap *prev,
+                    struct strmap *next, struct compiled_listener *out,
+                    char **err)
+{
+    struct http_proxy_conf *c = http_proxy_conf_new(g->name, stats);
+    struct bootstrap_http h;
+    struct http_routes *r;
+
+    *err = NULL;
+    if (c == NULL) {
+        *err = strdup("out of memory");
+        return -1;
+    }
+    /* Gateway listeners take the defaults of an http block. */
+    conf_defaults(&bootstrap_http_section, &h);
+    http_settings(c, bs, &h, g->tls);
+    conf_dispose(&bootstrap_http_section, &h);
+    c->https_redirect = g->https_redirect && !g->tls;
+    c->port = g->port;
+    if (compile_gateway_routes(bs, set, g, nworkers, prev, next, &r, err) < 0)
+        goto fail;
+    http_proxy_conf_set_routes(c, r);
     if (g->tls && gateway_tls(g, c, err) < 0)
         goto fail;
     out->ops = &http_proxy_ops;
     out->conf = c;
     out->unref = unref_http;
     return 0;
-oom:
-    *err = strdup("out of memory");
 fail:
-    istio_clusters_dispose(&table);
     http_proxy_conf_unref(c);
     return -1;
 }
@@ -289,14 +313,16 @@ static int compile_http(const struct bootstrap *bs,
     if (c == NULL)
         goto oom;
     http_settings(c, bs, h, bl->tls.certificates.n > 0);
-    c->clusters = calloc(bs->clusters.n ? bs->clusters.n : 1,
-                         sizeof(*c->clusters));
+    c->cur->clusters = calloc(bs->clusters.n ? bs->clusters.n : 1,
+                              sizeof(*c->cur->clusters));
     c->routes = calloc(bl->routes.n ? bl->routes.n : 1, sizeof(*c->routes));
-    if (c->clusters == NULL || c->routes == NULL)
+    if (c->cur->clusters == NULL || c->routes == NULL)
         goto oom;
-    /* Every cluster is reachable by index; routes name them. */
+    /* Every cluster is reachable by index; routes name them. Nothing but a
+     * new listener changes them, so they are set before any worker sees
+     * the conf. */
     for (size_t i = 0; i < bs->clusters.n; i++)
-        c->clusters[c->nclusters++] = cluster_ref(clusters[i]);
+        c->cur->clusters[c->cur->nclusters++] = cluster_ref(clusters[i]);
     for (size_t i = 0; i < bl->routes.n; i++) {
         const struct bootstrap_route *br =
             &((const struct bootstrap_route *)bl->routes.v)[i];

@@ -32,13 +32,28 @@ int compile_listener(const struct bootstrap *bs,
                      struct compiled_listener *out, char **err);
 
 struct gw_listener;
+struct http_routes;
 struct resource_set;
+struct strmap;
 
-/* compile_gateway() builds the HTTP proxy of a Gateway listener: its
- * VirtualServices' routes and the clusters they send to. */
+/* compile_gateway() builds the HTTP proxy of a Gateway listener with its
+ * first routes (compile_gateway_routes()). */
 int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
                     const struct gw_listener *g, struct listener_stats *stats,
-                    int nworkers, struct compiled_listener *out, char **err);
+                    int nworkers, const struct strmap *prev,
+                    struct strmap *next, struct compiled_listener *out,
+                    char **err);
+
+/* compile_gateway_routes() builds what a Gateway listener routes by: the
+ * router of its VirtualServices and the clusters they send to, reusing the
+ * clusters of prev and next whose fingerprint is unchanged (see
+ * istio_clusters) and adding the rest to next. *out gets one reference;
+ * -1 with an allocated *err. */
+int compile_gateway_routes(const struct bootstrap *bs,
+                           const struct resource_set *set,
+                           const struct gw_listener *g, int nworkers,
+                           const struct strmap *prev, struct strmap *next,
+                           struct http_routes **out, char **err);
 
 /* compile_tls_check() reloads changed certificate files of conf (an HTTP
  * listener's) ; see tls_holder_check(). 0 for other kinds. */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config/bootstrap.h"
 #include "config/resource.h"
@@ -266,22 +267,35 @@ fail:
 }
 
 void istio_clusters_init(struct istio_clusters *t,
-                         const struct resource_set *set, int nworkers)
+                         const struct resource_set *set, int nworkers,
+                         const struct strmap *prev, struct strmap *next)
 {
     memset(t, 0, sizeof(*t));
     t->set = set;
     t->nworkers = nworkers;
+    strmap_init(&t->ids);
+    t->prev = prev;
+    t->next = next;
 }
 
 void istio_clusters_dispose(struct istio_clusters *t)
 {
-    for (size_t i = 0; i < t->n; i++) {
+    for (size_t i = 0; i < t->n; i++)
         cluster_unref(t->v[i]);
-        free(t->keys[i]);
-    }
     free(t->v);
-    free(t->keys);
+    strmap_dispose(&t->ids);
     memset(t, 0, sizeof(*t));
+}
+
+void istio_cluster_map_dispose(struct strmap *m)
+{
+    size_t pos = 0;
+    const char *k;
+    void *v;
+
+    while (strmap_next(m, &pos, &k, &v))
+        cluster_unref(v);
+    strmap_dispose(m);
 }
 
 /* Endpoints being collected for one cluster. */
@@ -329,11 +343,13 @@ static int64_t endpoint_port(const struct res_workload_entry *we,
 static const struct res_subset *find_subset(const struct resource_set *set,
                                             const char *host,
                                             const char *subset,
-                                            const struct res_destination_rule **dr)
+                                            const struct res_destination_rule **dr,
+                                            const struct resource **drr)
 {
     char fq[512];
 
     *dr = NULL;
+    *drr = NULL;
     for (size_t i = 0; i < set->n; i++) {
         const struct resource *r = set->v[i];
         const struct res_destination_rule *d;
@@ -346,6 +362,7 @@ static const struct res_subset *find_subset(const struct resource_set *set,
             strcmp(fq, host) != 0)
             continue;
         *dr = d;
+        *drr = r;
         for (size_t k = 0; subset != NULL && k < d->subsets.n; k++) {
             const struct res_subset *s =
                 &((const struct res_subset *)d->subsets.v)[k];
@@ -457,6 +474,12 @@ static void collect(const struct resource_set *set, const char *host,
     }
 }
 
+/* Files a cluster's TLS settings read. */
+struct res_eff_files {
+    const char *v[3];
+    size_t n;
+};
+
 /* The policy sections that apply to one cluster, each taken whole from
  * the most specific place that sets it. */
 struct eff_policy {
@@ -549,62 +572,145 @@ static void apply_policy(struct cluster *c, const struct res_destination_rule *d
     }
 }
 
+/* The fingerprint of a cluster: everything it is built from. Files the
+ * DestinationRule names are identified by their inode and mtime, so a
+ * replaced CA file makes a new cluster at the next snapshot. */
+static char *fingerprint(const char *key, const struct eps *e, int h2,
+                         uint32_t svc_port, const struct resource *drr,
+                         const struct res_eff_files *files)
+{
+    char as[ADDR_STRLEN];
+    struct buf b;
+    char *out;
+
+    buf_init(&b, 64 * 1024 * 1024);
+    buf_printf(&b, "%s|h2=%d|port=%" PRIu32 "|eps=", key, h2, svc_port);
+    for (size_t i = 0; i < e->n; i++)
+        buf_printf(&b, "%s,", addr_format(&e->v[i], as, sizeof(as)));
+    if (drr != NULL) {
+        buf_printf(&b, "|dr=%s/%s:", drr->meta.ns, drr->meta.name);
+        res_spec_json(&b, drr);
+    }
+    for (size_t i = 0; files != NULL && i < files->n; i++) {
+        struct stat st;
+        if (stat(files->v[i], &st) == 0)
+            buf_printf(&b, "|%s:%llu:%lld.%09ld", files->v[i],
+                       (unsigned long long)st.st_ino,
+                       (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    }
+    out = strndup(buf_ptr(&b), buf_len(&b));
+    buf_dispose(&b);
+    return out;
+}
+
+/* The files a policy's client TLS settings name. */
+static void eff_files(const struct res_destination_rule *dr,
+                      const struct res_subset *sub, uint32_t port,
+                      struct res_eff_files *f)
+{
+    struct eff_policy e = {NULL, NULL, NULL};
+
+    f->n = 0;
+    if (dr != NULL)
+        merge_policy(&e, &dr->traffic_policy, port);
+    if (sub != NULL)
+        merge_policy(&e, &sub->traffic_policy, port);
+    if (e.tls == NULL)
+        return;
+    if (e.tls->ca_certificates != NULL)
+        f->v[f->n++] = e.tls->ca_certificates;
+    if (e.tls->client_certificate != NULL)
+        f->v[f->n++] = e.tls->client_certificate;
+    if (e.tls->private_key != NULL)
+        f->v[f->n++] = e.tls->private_key;
+}
+
+static int table_add(struct istio_clusters *t, const char *key,
+                     struct cluster *c)
+{
+    struct cluster **nv = realloc(t->v, (t->n + 1) * sizeof(*nv));
+
+    if (nv == NULL)
+        return -1;
+    t->v = nv;
+    if (strmap_put(&t->ids, key, (void *)(uintptr_t)(t->n + 1)) < 0)
+        return -1;
+    t->v[t->n] = c;
+    return (int)t->n++;
+}
+
 int istio_cluster_id(void *table, const char *host, const char *subset,
                      uint32_t port)
 {
     struct istio_clusters *t = table;
     char key[640];
     const struct res_destination_rule *dr = NULL;
+    const struct resource *drr = NULL;
     const struct res_subset *sub;
     struct eps e = {NULL, 0};
-    struct cluster *c, **nv;
-    char **nk;
-    int h2 = 0;
+    struct res_eff_files files;
+    struct cluster *c;
+    char *fp;
+    uintptr_t id;
+    int h2 = 0, r;
     uint32_t svc_port = port; /* port 0: the ServiceEntry's only port */
 
+    /* The cluster name is what /stats shows: host, subset and port. */
     snprintf(key, sizeof(key), "%s|%s|%" PRIu32, host, subset ? subset : "",
              port);
-    for (size_t i = 0; i < t->n; i++)
-        if (strcmp(t->keys[i], key) == 0)
-            return (int)i;
-    sub = find_subset(t->set, host, subset, &dr);
+    id = (uintptr_t)strmap_get(&t->ids, key);
+    if (id > 0)
+        return (int)(id - 1);
+    sub = find_subset(t->set, host, subset, &dr, &drr);
     if (subset != NULL && subset[0] != '\0' && sub == NULL)
         log_warn("destination %s: subset %s not found; no endpoints", host,
                  subset);
     if (subset == NULL || subset[0] == '\0' || sub != NULL)
         collect(t->set, host, port, sub ? &sub->labels : NULL, &e, &h2,
                 &svc_port);
-    /* The cluster name is what /stats shows: host, subset and port. */
-    snprintf(key, sizeof(key), "%s|%s|%" PRIu32, host, subset ? subset : "",
-             port);
-    c = cluster_new(key, e.v, e.n, t->nworkers);
-    free(e.v);
-    if (c == NULL)
-        return -1;
-    c->protocol = h2 ? CLUSTER_HTTP2 : CLUSTER_HTTP1;
-    c->h1.lim = h1_limits_default();
-    c->h1.lim.underscores = H1_US_ALLOW;
-    c->h1.connect_timeout_ms = 10000; /* Istio's default connectTimeout */
-    c->h1.idle_timeout_ms = 3600 * 1000;
-    c->h2.connect_timeout_ms = c->h1.connect_timeout_ms;
-    c->h2.idle_timeout_ms = c->h1.idle_timeout_ms;
-    c->h2.stream_window = 65535;
-    c->h2.connection_window = 1024 * 1024;
-    c->h2.max_head = c->h1.lim.max_head;
-    apply_policy(c, dr, sub, svc_port);
-    nv = realloc(t->v, (t->n + 1) * sizeof(*nv));
-    if (nv == NULL) {
-        cluster_unref(c);
+    eff_files(dr, sub, svc_port, &files);
+    fp = fingerprint(key, &e, h2, svc_port, drr, &files);
+    if (fp == NULL) {
+        free(e.v);
         return -1;
     }
-    t->v = nv;
-    nk = realloc(t->keys, (t->n + 1) * sizeof(*nk));
-    if (nk == NULL) {
-        cluster_unref(c);
-        return -1;
+    c = t->next != NULL ? strmap_get(t->next, fp) : NULL;
+    if (c == NULL && t->prev != NULL)
+        c = strmap_get(t->prev, fp);
+    if (c != NULL) {
+        /* Built from the same things: the same cluster. */
+        free(e.v);
+        c = cluster_ref(c);
+    } else {
+        c = cluster_new(key, e.v, e.n, t->nworkers);
+        free(e.v);
+        if (c == NULL) {
+            free(fp);
+            return -1;
+        }
+        c->protocol = h2 ? CLUSTER_HTTP2 : CLUSTER_HTTP1;
+        c->h1.lim = h1_limits_default();
+        c->h1.lim.underscores = H1_US_ALLOW;
+        c->h1.connect_timeout_ms = 10000; /* Istio's default connectTimeout */
+        c->h1.idle_timeout_ms = 3600 * 1000;
+        c->h2.connect_timeout_ms = c->h1.connect_timeout_ms;
+        c->h2.idle_timeout_ms = c->h1.idle_timeout_ms;
+        c->h2.stream_window = 65535;
+        c->h2.connection_window = 1024 * 1024;
+        c->h2.max_head = c->h1.lim.max_head;
+        apply_policy(c, dr, sub, svc_port);
     }
-    t->keys = nk;
-    t->keys[t->n] = strdup(key);
-    t->v[t->n] = c;
-    return (int)t->n++;
+    if (t->next != NULL && strmap_get(t->next, fp) == NULL) {
+        if (strmap_put(t->next, fp, c) < 0) {
+            free(fp);
+            cluster_unref(c);
+            return -1;
+        }
+        cluster_ref(c);
+    }
+    free(fp);
+    r = table_add(t, key, c);
+    if (r < 0)
+        cluster_unref(c);
+    return r;
 }

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "core/addr.h"
+#include "core/strmap.h"
 
 struct bootstrap;
 struct cluster;
@@ -52,19 +53,34 @@ void gw_set_dispose(struct gw_set *g);
 /*
  * Destinations become clusters: (host, subset, port) resolved against
  * ServiceEntries, WorkloadEntries and DestinationRules. A table collects
- * them while routers are built and owns one reference to each.
+ * them while a router is built and owns one reference to each.
+ *
+ * Clusters are also kept by fingerprint (the key, the endpoints, the
+ * protocol and the DestinationRule they come from): a table reuses the
+ * cluster of an equal fingerprint from prev (the running snapshot's) or
+ * from next (this build's, shared with other listeners), so a cluster that
+ * did not change keeps its object across snapshots: its workers' pools and
+ * their idle connections, its counters, circuit breakers and outlier
+ * state. next's values hold one reference each.
  */
 struct istio_clusters {
     const struct resource_set *set;
     int nworkers;
     struct cluster **v;
-    char **keys; /* "host|subset|port" */
     size_t n;
+    struct strmap ids;         /* "host|subset|port" -> index + 1 */
+    const struct strmap *prev; /* NULL: nothing to reuse */
+    struct strmap *next;       /* NULL: do not share */
 };
 
 void istio_clusters_init(struct istio_clusters *t,
-                         const struct resource_set *set, int nworkers);
+                         const struct resource_set *set, int nworkers,
+                         const struct strmap *prev, struct strmap *next);
 void istio_clusters_dispose(struct istio_clusters *t);
+
+/* istio_cluster_map_dispose() drops the references a fingerprint map
+ * holds and frees it. */
+void istio_cluster_map_dispose(struct strmap *m);
 
 /* istio_cluster_id() finds or builds the cluster for a destination and
  * returns its index, or -1 when memory runs out. A destination with no

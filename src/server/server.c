@@ -9,10 +9,12 @@
 #include "config/bootstrap.h"
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "event/mq.h"
 #include "net/listener.h"
 #include "proxy/http_proxy.h"
+#include "proxy/router.h"
 #include "proxy/tcp_proxy.h"
 #include "server/compile.h"
 #include "server/source.h"
@@ -40,6 +42,8 @@ struct lset {
     size_t nclusters;
     struct bootstrap *bs; /* the bootstrap the names point into */
     struct gw_set gws;    /* the Gateway listeners the names point into */
+    struct strmap gwclusters; /* the Gateway listeners' clusters by
+                               * fingerprint, one reference each */
 };
 
 /* What a listener is before it runs: a bootstrap listener or the servers
@@ -97,6 +101,7 @@ static void lset_release(struct lset *ls)
     }
     free(ls->v);
     compile_clusters_free(ls->clusters, ls->nclusters);
+    istio_cluster_map_dispose(&ls->gwclusters);
     gw_set_dispose(&ls->gws);
     bootstrap_free(ls->bs);
     memset(ls, 0, sizeof(*ls));
@@ -189,7 +194,6 @@ static int lset_specs(struct server *s, const struct bootstrap *bs,
     for (size_t i = 0; i < out->gws.n; i++) {
         const struct gw_listener *g = &out->gws.v[i];
         struct lspec *sp = &v[bs->listeners.n + i];
-        struct source_status st;
 
         for (size_t k = 0; k < bs->listeners.n; k++)
             if (strcmp(v[k].name, g->name) == 0 ||
@@ -203,14 +207,15 @@ static int lset_specs(struct server *s, const struct bootstrap *bs,
                 gw_set_dispose(&out->gws);
                 return -1;
             }
-        source_status(s->source, &st);
         sp->name = g->name;
         sp->address = g->address;
         sp->backlog = 1024;
         sp->gw = g;
         sp->tls_reload_ms = g->tls ? 5000 : 0;
-        if (asprintf(&sp->fingerprint, "%s|log=%d|resources=%" PRIu64, g->json,
-                     bs->log.access_log, st.reloads_ok) < 0) {
+        /* Routes are not part of it: a kept Gateway listener gets new
+         * routes published into its running conf. */
+        if (asprintf(&sp->fingerprint, "%s|log=%d", g->json,
+                     bs->log.access_log) < 0) {
             sp->fingerprint = NULL;
             goto oom;
         }
@@ -240,10 +245,20 @@ static int lset_build(struct server *s, struct bootstrap *bs,
     int clusters_same = old->bs != NULL && bootstrap_clusters_equal(old->bs, bs);
     struct lspec *specs = NULL;
     size_t nspecs = 0;
+    /* New routes for kept Gateway listeners, published only once the
+     * whole set is built. */
+    struct http_routes **staged = NULL;
 
     memset(out, 0, sizeof(*out));
     if (lset_specs(s, bs, out, &specs, &nspecs, err) < 0)
         return -1;
+    staged = calloc(nspecs ? nspecs : 1, sizeof(*staged));
+    if (staged == NULL) {
+        lspecs_free(specs, nspecs);
+        gw_set_dispose(&out->gws);
+        *err = strdup("out of memory");
+        return -1;
+    }
     out->v = calloc(nspecs ? nspecs : 1, sizeof(*out->v));
     if (out->v == NULL) {
         lspecs_free(specs, nspecs);
@@ -295,6 +310,19 @@ static int lset_build(struct server *s, struct bootstrap *bs,
             l->socks->refs++;
             l->stats = listener_stats_ref(prev->stats);
             out->n++;
+            if (sp->gw != NULL &&
+                compile_gateway_routes(bs, source_current_or_null(s), sp->gw,
+                                       s->nworkers, &old->gwclusters,
+                                       &out->gwclusters, &staged[out->n - 1],
+                                       err) < 0) {
+                char *m = NULL;
+                if (asprintf(&m, "listener %s: %s", sp->name,
+                             *err ? *err : "cannot compile") < 0)
+                    m = NULL;
+                free(*err);
+                *err = m;
+                goto fail;
+            }
             continue;
         }
         if (same_addr != NULL) {
@@ -326,7 +354,8 @@ static int lset_build(struct server *s, struct bootstrap *bs,
                  ? compile_listener(bs, sp->bl, clusters, l->stats, &l->cl,
                                     err)
                  : compile_gateway(bs, source_current_or_null(s), sp->gw,
-                                   l->stats, s->nworkers, &l->cl, err)) < 0) {
+                                   l->stats, s->nworkers, &old->gwclusters,
+                                   &out->gwclusters, &l->cl, err)) < 0) {
             char *m = NULL;
             if (asprintf(&m, "listener %s: %s", sp->name,
                          *err ? *err : "cannot compile") < 0)
@@ -346,19 +375,37 @@ static int lset_build(struct server *s, struct bootstrap *bs,
             log_info("listener %s: removed", old->v[i].name);
     out->bs = bs;
     lspecs_free(specs, nspecs);
+    /* Everything is built: kept Gateway listeners route new requests by
+     * their new routes from now on (requests in flight keep theirs). */
+    for (size_t i = 0; i < out->n; i++)
+        if (staged[i] != NULL)
+            http_proxy_conf_set_routes(out->v[i].cl.conf, staged[i]);
+    free(staged);
     return 0;
 fail:
     /* Partially built entries hold references like complete ones; the
      * bootstrap stays the caller's. */
+    for (size_t i = 0; i < nspecs; i++)
+        http_routes_unref(staged[i]);
+    free(staged);
     lspecs_free(specs, nspecs);
     out->bs = NULL;
     lset_release(out);
     return -1;
 }
 
+static int cluster_by_name(const void *a, const void *b)
+{
+    const struct cluster *const *x = a, *const *y = b;
+
+    return strcmp((*x)->name, (*y)->name);
+}
+
 static void stats_view_update(struct server *s)
 {
-    size_t n = s->cur.nclusters;
+    size_t n = s->cur.nclusters + s->cur.gwclusters.n, pos = 0;
+    const char *k;
+    void *v;
 
     free(s->stats_view);
     s->stats_view = calloc(s->cur.n ? s->cur.n : 1, sizeof(*s->stats_view));
@@ -366,12 +413,9 @@ static void stats_view_update(struct server *s)
         return;
     for (size_t i = 0; i < s->cur.n; i++)
         s->stats_view[i] = s->cur.v[i].stats;
-    /* The admin sees the bootstrap's clusters and each Gateway listener's
-     * (the cur set holds references to all of them). */
-    for (size_t i = 0; i < s->cur.n; i++)
-        if (s->cur.v[i].cl.ops == &http_proxy_ops &&
-            ((const struct http_proxy_conf *)s->cur.v[i].cl.conf)->router)
-            n += ((const struct http_proxy_conf *)s->cur.v[i].cl.conf)->nclusters;
+    /* The admin sees the bootstrap's clusters and the Gateway listeners'
+     * (the cur set holds references to all of them), sorted by name within
+     * each, so /clusters reads the same after every reload. */
     free(s->cluster_view);
     s->ncluster_view = 0;
     s->cluster_view = calloc(n ? n : 1, sizeof(*s->cluster_view));
@@ -379,13 +423,11 @@ static void stats_view_update(struct server *s)
         return;
     for (size_t i = 0; i < s->cur.nclusters; i++)
         s->cluster_view[s->ncluster_view++] = s->cur.clusters[i];
-    for (size_t i = 0; i < s->cur.n; i++) {
-        const struct http_proxy_conf *c = s->cur.v[i].cl.conf;
-        if (s->cur.v[i].cl.ops != &http_proxy_ops || c->router == NULL)
-            continue;
-        for (size_t k = 0; k < c->nclusters; k++)
-            s->cluster_view[s->ncluster_view++] = c->clusters[k];
-    }
+    while (strmap_next(&s->cur.gwclusters, &pos, &k, &v))
+        s->cluster_view[s->ncluster_view++] = v;
+    qsort(s->cluster_view + s->cur.nclusters,
+          s->ncluster_view - s->cur.nclusters, sizeof(*s->cluster_view),
+          cluster_by_name);
 }
 
 static int publish(struct server *s)
@@ -586,16 +628,50 @@ static size_t admin_clusters(void *arg, struct cluster *const **out)
     return s->cluster_view ? s->ncluster_view : 0;
 }
 
+static const char *routes_cluster_name(void *ctx, int id)
+{
+    const struct http_routes *r = ctx;
+
+    return id >= 0 && (size_t)id < r->nclusters ? r->clusters[id]->name : NULL;
+}
+
+/* The routes each Gateway listener runs now. */
+static void gateway_routes_json(struct server *s, struct buf *b)
+{
+    int first = 1;
+
+    buf_puts(b, "[");
+    for (size_t i = 0; i < s->cur.n; i++) {
+        struct http_routes *r;
+        if (s->cur.v[i].cl.ops != &http_proxy_ops)
+            continue;
+        r = http_proxy_conf_routes(s->cur.v[i].cl.conf);
+        if (r->router != NULL) {
+            buf_puts(b, first ? "{\"listener\":" : ",{\"listener\":");
+            json_str(b, s->cur.v[i].name);
+            buf_puts(b, ",\"routes\":");
+            router_to_json(r->router, b, routes_cluster_name, r);
+            buf_puts(b, "}");
+            first = 0;
+        }
+        http_routes_unref(r);
+    }
+    buf_puts(b, "]");
+}
+
 static void admin_config(void *arg, struct buf *b)
 {
     struct server *s = arg;
 
-    /* The bootstrap's keys at the top, the resources beside them. */
+    /* The bootstrap's keys at the top, the resources and the routes
+     * compiled from them beside them. */
     bootstrap_to_json(s->cur.bs, b);
     if (s->source != NULL && buf_len(b) > 0) {
         b->tail--; /* the bootstrap object's closing brace */
         buf_puts(b, ",\"resources\":");
         source_json(s->source, b);
+        buf_puts(b, ",\"gatewayRoutes\":");
+        gateway_routes_json(s, b);
         buf_puts(b, "}");
     }
 }

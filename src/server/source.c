@@ -180,7 +180,9 @@ void source_json(const struct source *src, struct buf *b)
         json_str(b, r->meta.name);
         buf_printf(b, ",\"file\":");
         json_str(b, r->file);
-        buf_printf(b, ",\"line\":%d}", r->line);
+        buf_printf(b, ",\"line\":%d,\"spec\":", r->line);
+        res_spec_json(b, r);
+        buf_puts(b, "}");
     }
     buf_puts(b, "]}");
 }

@@ -573,3 +573,31 @@ spec:
     assert facts[f"{host}|v2|9000::max_retries"] == "3"
     for path in ("/a", "/b", "/c"):
         assert get(port, path)[0] == 200
+
+
+def test_config_dump_shows_effective_resources_and_routes(strait_factory, tmp_path, versions):
+    st, port, _ = start(strait_factory, tmp_path, versions)
+    code, body, _ = st.get("/config_dump")
+    assert code == 200
+    dump = json.loads(body)
+    res = {(r["kind"], r["name"]): r for r in dump["resources"]["resources"]}
+    # Each resource as strait runs it: its spec with Istio's defaults.
+    vs = res[("VirtualService", "front")]["spec"]
+    assert vs["gateways"] == ["gw"]
+    assert vs["http"][0]["directResponse"]["status"] == 200
+    se = res[("ServiceEntry", "reviews")]["spec"]
+    assert se["resolution"] == "STATIC"
+    # The routes compiled from them, per Gateway listener.
+    [lst] = dump["gatewayRoutes"]
+    [vhost] = lst["routes"]["virtualHosts"]
+    assert vhost["domain"] == "*"
+    rules = vhost["rules"]
+    assert rules[0]["match"] == [[{"what": "uri", "exact": "/health"}]]
+    assert rules[0]["action"]["kind"] == "directResponse"
+    jason = [r for r in rules if r["match"] and any(
+        c.get("name") == "end-user" for c in r["match"][0])][0]
+    [dest] = jason["action"]["destinations"]
+    assert dest["cluster"] == "reviews.default.svc.cluster.local|v2|0"
+    assert dest["subset"] == "v2"
+    last = rules[-1]["action"]["destinations"]
+    assert [d["weight"] for d in last] == [90, 10]
