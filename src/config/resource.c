@@ -282,6 +282,21 @@ int res_host_matches(const char *a, const char *b)
     return res_host_covers(a, b) || res_host_covers(b, a);
 }
 
+int res_visible(const struct resource *r, const struct conf_strs *export_to,
+                const char *ns)
+{
+    if (export_to->n == 0)
+        return 1;
+    for (size_t i = 0; i < export_to->n; i++) {
+        const char *e = export_to->v[i];
+        if (strcmp(e, "*") == 0 ||
+            (strcmp(e, ".") == 0 && strcmp(r->meta.ns, ns) == 0) ||
+            strcmp(e, ns) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 int res_labels_match(const struct conf_strmap *selector,
                      const struct conf_strmap *labels)
 {

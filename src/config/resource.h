@@ -66,6 +66,13 @@ const struct res_workload_entry *res_workload_entry(const struct resource *r);
 /* res_kind_name() returns "Gateway", "VirtualService", ... */
 const char *res_kind_name(enum res_kind kind);
 
+/* res_visible() is true when r, with exportTo list export_to, is visible
+ * from namespace ns, by Istio's rules: no list or "*" everywhere, "." its
+ * own namespace, "~" nowhere, otherwise the namespaces listed. */
+struct conf_strs;
+int res_visible(const struct resource *r, const struct conf_strs *export_to,
+                const char *ns);
+
 /* res_spec_json() writes r's spec as a JSON object with every default
  * applied: the resource as strait runs it (/config_dump). */
 struct buf;

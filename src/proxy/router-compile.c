@@ -723,3 +723,167 @@ int rt_compile_rule(struct rt_build *b, const struct res_http_route *h,
     out->action = a;
     return 0;
 }
+
+/* merge_blocks() ANDs a root block and a delegate block. Istio drops a
+ * pair whose conditions conflict (a delegate uri outside the root's, two
+ * values for one header); ANDed, such a pair never matches, which is the
+ * same. The delegate's uri condition decides prefix rewriting, as the
+ * delegate's match is the narrower one. */
+static int merge_blocks(struct rt_build *b, const struct rt_block *root,
+                        const struct rt_block *del, struct rt_block *out)
+{
+    size_t n = root->nconds + del->nconds;
+    struct rt_cond *v = n ? rt_alloc(b, n * sizeof(*v)) : NULL;
+
+    if (n > 0 && v == NULL)
+        return -1;
+    if (root->nconds > 0)
+        memcpy(v, root->conds, root->nconds * sizeof(*v));
+    if (del->nconds > 0)
+        memcpy(v + root->nconds, del->conds, del->nconds * sizeof(*v));
+    qsort(v, n, sizeof(*v), cond_cmp);
+    out->conds = v;
+    out->nconds = n;
+    out->index = del->index;
+    out->uri_kind = del->uri_kind >= 0 ? del->uri_kind : root->uri_kind;
+    out->uri_prefix_len =
+        del->uri_kind >= 0 ? del->uri_prefix_len : root->uri_prefix_len;
+    return 0;
+}
+
+/* compile_blocks() compiles the blocks of h that apply here; *nblocks 0
+ * with a non-empty match means none applies (the rule is left out). */
+static int compile_blocks(struct rt_build *b, const struct res_http_route *h,
+                          const char *path, struct rt_block **blocks,
+                          size_t *nblocks)
+{
+    char p[300];
+
+    *blocks = NULL;
+    *nblocks = 0;
+    if (h->match.n == 0)
+        return 0;
+    *blocks = rt_alloc(b, h->match.n * sizeof(**blocks));
+    if (*blocks == NULL)
+        return -1;
+    for (size_t j = 0; j < h->match.n; j++) {
+        const struct res_http_match *m =
+            (const struct res_http_match *)h->match.v + j;
+        if (!block_applies(b, m))
+            continue;
+        path_fmt(p, sizeof(p), "%s.match[%zu]", path, j);
+        if (compile_block(b, m, (int)j, p, &(*blocks)[*nblocks]) < 0)
+            return -1;
+        (*nblocks)++;
+    }
+    return 0;
+}
+
+static int push_rule(struct rt_build *b, struct rt_rule **rules, size_t *n,
+                     size_t *cap, const struct rt_rule *r)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? 2 * *cap : 8;
+        struct rt_rule *nv = realloc(*rules, nc * sizeof(*nv));
+        if (nv == NULL) {
+            rt_set_err(b->err, "router: out of memory");
+            return -1;
+        }
+        *rules = nv;
+        *cap = nc;
+    }
+    (*rules)[(*n)++] = *r;
+    return 0;
+}
+
+/*
+ * Istio's delegation: the root rule holds only match and delegate; the
+ * delegate VirtualService (no hosts of its own, visible to the root's
+ * namespace) gives the rules, each matching only where the root rule's
+ * match holds too. One level: a delegate's own delegate rules are left
+ * out, as Istio does. Destinations of the delegate's rules resolve in its
+ * namespace, and the access log names it.
+ */
+int rt_compile_delegate(struct rt_build *b, const struct res_http_route *h,
+                        size_t index, struct rt_rule **rules, size_t *n,
+                        size_t *cap)
+{
+    const struct resource *root_res = b->res, *dres;
+    const struct res_virtual_service *root_vs = b->vs, *dvs;
+    const char *root_name = b->vs_name;
+    struct rt_block *rblocks, *dblocks;
+    size_t nr, nd;
+    char path[64], id[512];
+    int rc = -1;
+
+    snprintf(path, sizeof(path), "spec.http[%zu]", index);
+    if (compile_blocks(b, h, path, &rblocks, &nr) < 0)
+        return -1;
+    if (h->match.n > 0 && nr == 0)
+        return 0;
+    dres = resource_find(b->p->set, RES_VIRTUAL_SERVICE,
+                         h->delegate.ns ? h->delegate.ns : root_res->meta.ns,
+                         h->delegate.name);
+    /* A missing delegate is an analysis error (IST0101); one that is not
+     * exported to the root's namespace routes nothing, as in Istio. */
+    if (dres == NULL ||
+        !res_visible(dres, &res_virtual_service(dres)->export_to,
+                     root_res->meta.ns))
+        return 0;
+    dvs = res_virtual_service(dres);
+    snprintf(id, sizeof(id), "%s/%s", dres->meta.ns, dres->meta.name);
+    b->res = dres;
+    b->vs = dvs;
+    b->vs_name = rt_cstr(b, id);
+    if (b->vs_name == NULL)
+        goto out;
+    for (size_t j = 0; j < dvs->http.n; j++) {
+        const struct res_http_route *dh =
+            (const struct res_http_route *)dvs->http.v + j;
+        struct rt_rule rule = {NULL, 0, NULL};
+        struct route_action *a;
+        int r;
+
+        if (dh->delegate.name != NULL)
+            continue;
+        snprintf(path, sizeof(path), "spec.http[%zu]", j);
+        if (compile_blocks(b, dh, path, &dblocks, &nd) < 0)
+            goto out;
+        if (dh->match.n > 0 && nd == 0)
+            continue;
+        a = rt_alloc(b, sizeof(*a));
+        if (a == NULL)
+            goto out;
+        r = compile_action(b, dh, j, path, a);
+        if (r < 0)
+            goto out;
+        if (r > 0)
+            continue;
+        rule.action = a;
+        if (nr == 0 || nd == 0) {
+            rule.blocks = nr ? rblocks : dblocks;
+            rule.nblocks = nr ? nr : nd;
+        } else {
+            struct rt_block *m = rt_alloc(b, nr * nd * sizeof(*m));
+            if (m == NULL)
+                goto out;
+            for (size_t x = 0; x < nr; x++)
+                for (size_t y = 0; y < nd; y++)
+                    if (merge_blocks(b, &rblocks[x], &dblocks[y],
+                                     &m[x * nd + y]) < 0)
+                        goto out;
+            rule.blocks = m;
+            rule.nblocks = nr * nd;
+        }
+        if (push_rule(b, rules, n, cap, &rule) < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    if (rc < 0 && b->err != NULL && *b->err == NULL)
+        rt_set_err(b->err, "router: out of memory");
+    b->res = root_res;
+    b->vs = root_vs;
+    b->vs_name = root_name;
+    return rc;
+}

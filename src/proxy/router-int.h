@@ -148,6 +148,13 @@ int rt_gateway_ref_eq(const char *ref, const char *vs_ns, const char *gw);
 int rt_compile_rule(struct rt_build *b, const struct res_http_route *h,
                     size_t index, struct rt_rule *out);
 
+/* rt_compile_delegate() appends to *rules (n used, cap allocated; grown
+ * with realloc) the rules rule index of b->vs delegates to. Returns 0, or
+ * -1 with *b->err set. */
+int rt_compile_delegate(struct rt_build *b, const struct res_http_route *h,
+                        size_t index, struct rt_rule **rules, size_t *n,
+                        size_t *cap);
+
 /* ---- matching ---- */
 
 /* Hash of a lowercase key (FNV-1a). */

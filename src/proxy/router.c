@@ -422,7 +422,7 @@ static int bind_vs(struct rt_build *b)
 {
     struct strvec domains = {0};
     struct rt_rule *rules = NULL;
-    size_t nrules = 0;
+    size_t nrules = 0, cap = 0;
     int mesh = 0, rc = -1;
 
     snprintf(b->vs_id, sizeof(b->vs_id), "%s/%s", b->res->meta.ns,
@@ -438,15 +438,28 @@ static int bind_vs(struct rt_build *b)
     b->vs_name = rt_cstr(b, b->vs_id);
     if (b->vs_name == NULL || vs_gateways(b) < 0)
         goto fail;
-    rules = calloc(b->vs->http.n, sizeof(*rules));
-    if (rules == NULL) {
-        rt_set_err(b->err, "router: out of memory");
-        goto fail;
-    }
     for (size_t i = 0; i < b->vs->http.n; i++) {
-        int r =
-            rt_compile_rule(b, (const struct res_http_route *)b->vs->http.v + i,
-                            i, &rules[nrules]);
+        const struct res_http_route *h =
+            (const struct res_http_route *)b->vs->http.v + i;
+        int r;
+
+        if (h->delegate.name != NULL) {
+            /* The delegate's rules take this rule's place. */
+            if (rt_compile_delegate(b, h, i, &rules, &nrules, &cap) < 0)
+                goto fail;
+            continue;
+        }
+        if (nrules == cap) {
+            struct rt_rule *nv;
+            cap = cap ? 2 * cap : 8;
+            nv = realloc(rules, cap * sizeof(*rules));
+            if (nv == NULL) {
+                rt_set_err(b->err, "router: out of memory");
+                goto fail;
+            }
+            rules = nv;
+        }
+        r = rt_compile_rule(b, h, i, &rules[nrules]);
         if (r < 0)
             goto fail;
         if (r == 0)
@@ -513,6 +526,11 @@ struct router *router_build(const struct router_params *p, char **err)
     for (size_t i = 0; p->set != NULL && i < p->set->n; i++) {
         const struct resource *res = p->set->v[i];
         if (res->kind != RES_VIRTUAL_SERVICE)
+            continue;
+        /* exportTo: the gateway sees what is exported to its namespace. */
+        if (p->node_ns != NULL &&
+            !res_visible(res, &res_virtual_service(res)->export_to,
+                         p->node_ns))
             continue;
         b.res = res;
         b.vs = res_virtual_service(res);

@@ -194,6 +194,7 @@ int compile_gateway_routes(const struct bootstrap *bs,
     *err = NULL;
     *out = NULL;
     istio_clusters_init(&table, set, nworkers, prev, next);
+    table.node_ns = bs->node.ns;
     if (r == NULL)
         goto oom;
     servers = calloc(g->nservers ? g->nservers : 1, sizeof(*servers));

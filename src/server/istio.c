@@ -341,6 +341,7 @@ static int64_t endpoint_port(const struct res_workload_entry *we,
 }
 
 static const struct res_subset *find_subset(const struct resource_set *set,
+                                            const char *node_ns,
                                             const char *host,
                                             const char *subset,
                                             const struct res_destination_rule **dr,
@@ -357,6 +358,8 @@ static const struct res_subset *find_subset(const struct resource_set *set,
         if (r->kind != RES_DESTINATION_RULE)
             continue;
         d = res_destination_rule(r);
+        if (node_ns != NULL && !res_visible(r, &d->export_to, node_ns))
+            continue;
         if (res_host_fqdn(d->host, r->meta.ns, set->domain, fq, sizeof(fq)) <
                 0 ||
             strcmp(fq, host) != 0)
@@ -387,7 +390,8 @@ static int se_has_host(const struct resource *r, const struct res_service_entry 
     return 0;
 }
 
-static void collect(const struct resource_set *set, const char *host,
+static void collect(const struct resource_set *set, const char *node_ns,
+                    const char *host,
                     uint32_t port, const struct conf_strmap *subset_labels,
                     struct eps *e, int *h2, uint32_t *svc_port)
 {
@@ -401,7 +405,8 @@ static void collect(const struct resource_set *set, const char *host,
         if (r->kind != RES_SERVICE_ENTRY)
             continue;
         se = res_service_entry(r);
-        if (!se_has_host(r, se, host, set->domain))
+        if ((node_ns != NULL && !res_visible(r, &se->export_to, node_ns)) ||
+            !se_has_host(r, se, host, set->domain))
             continue;
         found = 1;
         for (size_t k = 0; k < se->ports.n; k++) {
@@ -661,13 +666,13 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     id = (uintptr_t)strmap_get(&t->ids, key);
     if (id > 0)
         return (int)(id - 1);
-    sub = find_subset(t->set, host, subset, &dr, &drr);
+    sub = find_subset(t->set, t->node_ns, host, subset, &dr, &drr);
     if (subset != NULL && subset[0] != '\0' && sub == NULL)
         log_warn("destination %s: subset %s not found; no endpoints", host,
                  subset);
     if (subset == NULL || subset[0] == '\0' || sub != NULL)
-        collect(t->set, host, port, sub ? &sub->labels : NULL, &e, &h2,
-                &svc_port);
+        collect(t->set, t->node_ns, host, port, sub ? &sub->labels : NULL,
+                &e, &h2, &svc_port);
     eff_files(dr, sub, svc_port, &files);
     fp = fingerprint(key, &e, h2, svc_port, drr, &files);
     if (fp == NULL) {

@@ -71,6 +71,9 @@ struct istio_clusters {
     struct strmap ids;         /* "host|subset|port" -> index + 1 */
     const struct strmap *prev; /* NULL: nothing to reuse */
     struct strmap *next;       /* NULL: do not share */
+    /* The gateway's namespace: only DestinationRules and ServiceEntries
+     * exported to it apply. NULL: all do. */
+    const char *node_ns;
 };
 
 void istio_clusters_init(struct istio_clusters *t,

@@ -601,3 +601,102 @@ def test_config_dump_shows_effective_resources_and_routes(strait_factory, tmp_pa
     assert dest["subset"] == "v2"
     last = rules[-1]["action"]["destinations"]
     assert [d["weight"] for d in last] == [90, 10]
+
+
+DELEGATE_AND_EXPORT = """apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: root, namespace: default}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - match: [{uri: {prefix: /shop}}]
+    delegate: {name: shop, namespace: team}
+  - match: [{uri: {prefix: /hidden-se}}]
+    route: [{destination: {host: hidden.example.com}}]
+  - match: [{uri: {prefix: /hidden-dr}}]
+    route: [{destination: {host: up.example.com, subset: v1}}]
+  - match: [{uri: {prefix: /visible-dr}}]
+    route: [{destination: {host: vis.example.com, subset: v1}}]
+  - directResponse: {status: 404, body: {string: "root fallback"}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: shop, namespace: team}
+spec:
+  http:
+  - match: [{uri: {prefix: /shop/cart}}]
+    headers: {request: {set: {x-delegate: "cart"}}}
+    route: [{destination: {host: up.example.com}}]
+  - match: [{uri: {prefix: /elsewhere}}]
+    route: [{destination: {host: up.example.com}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: hidden, namespace: default}
+spec:
+  hosts: [hidden.example.com]
+  exportTo: [somewhere-else]
+  resolution: STATIC
+  ports: [{number: UP, name: http, protocol: HTTP}]
+  endpoints: [{address: 127.0.0.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: up, namespace: default}
+spec:
+  host: up.example.com
+  exportTo: ["."]
+  subsets: [{name: v1, labels: {}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: vis, namespace: default}
+spec:
+  hosts: [vis.example.com]
+  resolution: STATIC
+  ports: [{number: UP, name: http, protocol: HTTP}]
+  endpoints: [{address: 127.0.0.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: vis, namespace: default}
+spec:
+  host: vis.example.com
+  exportTo: [istio-system]
+  subsets: [{name: v1, labels: {}}]
+"""
+
+
+def test_delegate_and_export_to(strait_factory, tmp_path, upstream_factory):
+    """A delegate VirtualService's rules answer within the root rule's
+    match; ServiceEntries and DestinationRules not exported to the
+    gateway's namespace (istio-system) do not apply to it."""
+    seen = []
+
+    def ok(c):
+        buf = b""
+        while True:
+            buf = read_head(c, buf)
+            if buf is None:
+                return
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            seen.append(head.decode().lower())
+            c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nup")
+    up = upstream_factory(ok)
+    st, port = start_with_up(strait_factory, tmp_path, up.port,
+                             DELEGATE_AND_EXPORT.replace("UP", str(up.port)))
+    assert get(port, "/shop/cart/1")[0] == 200
+    assert "x-delegate: cart" in seen[-1]
+    # The delegate cannot route outside its root rule's match.
+    status, _, body = get(port, "/elsewhere")
+    assert (status, body) == (404, b"root fallback")
+    # A ServiceEntry exported elsewhere is unknown here: 503 UH.
+    assert get(port, "/hidden-se")[0] == 503
+    # A DestinationRule exported only to its own namespace (default) does
+    # not give this gateway (istio-system) its subset: 503 UH; exported to
+    # istio-system, it does.
+    assert get(port, "/hidden-dr")[0] == 503
+    assert get(port, "/visible-dr")[0] == 200
+    wait_for(lambda: st.log().count("flags=UH") >= 2, 10, "UH in the access log")
+    assert "route=team/shop" in st.log()

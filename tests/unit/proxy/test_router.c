@@ -40,6 +40,7 @@ struct fx {
     struct arena arena;
     char *names[MAX_CLUSTERS]; /* "host|subset|port" */
     int nnames;
+    const char *node_ns; /* the gateway's namespace, for exportTo */
 };
 
 static int cluster_id(void *ctx, const char *host, const char *subset,
@@ -129,6 +130,7 @@ static struct router *build_with(struct fx *f, const char *yaml,
     p.nservers = n;
     p.cluster_id = cluster_id;
     p.ctx = f;
+    p.node_ns = f->node_ns;
     f->r = router_build(&p, &err);
     if (f->r == NULL)
         fprintf(stderr, "router_build: %s\n", err ? err : "?");
@@ -933,6 +935,128 @@ static void test_binding(void **state)
     assert_true(st.vhosts >= 5);
 }
 
+/* exportTo: a gateway in namespace ns binds only VirtualServices exported
+ * to ns. */
+static void test_export_to(void **state)
+{
+    struct fx *f = *state;
+    const char *yaml =
+        "apiVersion: networking.istio.io/v1\n"
+        "kind: VirtualService\n"
+        "metadata: {name: own, namespace: default}\n"
+        "spec:\n"
+        "  hosts: [own.com]\n"
+        "  gateways: [gw]\n"
+        "  exportTo: [.]\n"
+        "  http: [{route: [{destination: {host: own}}]}]\n"
+        "---\n"
+        "apiVersion: networking.istio.io/v1\n"
+        "kind: VirtualService\n"
+        "metadata: {name: listed, namespace: default}\n"
+        "spec:\n"
+        "  hosts: [listed.com]\n"
+        "  gateways: [gw]\n"
+        "  exportTo: [istio-system]\n"
+        "  http: [{route: [{destination: {host: listed}}]}]\n"
+        "---\n"
+        "apiVersion: networking.istio.io/v1\n"
+        "kind: VirtualService\n"
+        "metadata: {name: hidden, namespace: default}\n"
+        "spec:\n"
+        "  hosts: [hidden.com]\n"
+        "  gateways: [gw]\n"
+        "  exportTo: [\"~\"]\n"
+        "  http: [{route: [{destination: {host: hidden}}]}]\n"
+        "---\n"
+        "apiVersion: networking.istio.io/v1\n"
+        "kind: VirtualService\n"
+        "metadata: {name: all, namespace: default}\n"
+        "spec:\n"
+        "  hosts: [all.com]\n"
+        "  gateways: [gw]\n"
+        "  http: [{route: [{destination: {host: all}}]}]\n";
+
+    f->node_ns = "istio-system";
+    build(f, yaml);
+    assert_string_equal(where(f, "own.com", "/", NULL), "404");
+    assert_string_equal(where(f, "listed.com", "/", NULL), C("listed"));
+    assert_string_equal(where(f, "hidden.com", "/", NULL), "404");
+    assert_string_equal(where(f, "all.com", "/", NULL), C("all"));
+    f->node_ns = "default";
+    build(f, yaml);
+    assert_string_equal(where(f, "own.com", "/", NULL), C("own"));
+    assert_string_equal(where(f, "listed.com", "/", NULL), "404");
+    assert_string_equal(where(f, "hidden.com", "/", NULL), "404");
+    assert_string_equal(where(f, "all.com", "/", NULL), C("all"));
+    f->node_ns = NULL;
+}
+
+/* delegate: the delegate's rules take the delegating rule's place, each
+ * ANDed with its match; one level only. */
+static void test_delegate(void **state)
+{
+    struct fx *f = *state;
+    struct route_result res;
+    struct http_request q;
+    const struct route_action *a;
+
+    build(f,
+          VS_HEAD("root", "[a.com]")
+          "  - match: [{uri: {prefix: /shop}}, {uri: {prefix: /store}}]\n"
+          "    delegate: {name: shop, namespace: team}\n"
+          "  - match: [{uri: {prefix: /gone}}]\n"
+          "    delegate: {name: missing}\n"
+          "  - match: [{uri: {prefix: /private}}]\n"
+          "    delegate: {name: private, namespace: team}\n"
+          CATCH("fallback")
+          "---\n"
+          "apiVersion: networking.istio.io/v1\n"
+          "kind: VirtualService\n"
+          "metadata: {name: shop, namespace: team}\n"
+          "spec:\n"
+          "  http:\n"
+          "  - match: [{uri: {prefix: /shop/cart}}]\n"
+          "    route: [{destination: {host: cart}}]\n"
+          "  - match: [{uri: {prefix: /other}}]\n"
+          "    route: [{destination: {host: other}}]\n"
+          "  - match: [{headers: {x-beta: {exact: \"1\"}}}]\n"
+          "    route: [{destination: {host: beta}}]\n"
+          "  - match: [{uri: {prefix: /shop/again}}]\n"
+          "    delegate: {name: private}\n"
+          "  - route: [{destination: {host: rest}}]\n"
+          "---\n"
+          "apiVersion: networking.istio.io/v1\n"
+          "kind: VirtualService\n"
+          "metadata: {name: private, namespace: team}\n"
+          "spec:\n"
+          "  exportTo: [.]\n"
+          "  http: [{route: [{destination: {host: private}}]}]\n");
+    assert_string_equal(where(f, "a.com", "/shop/cart/1", NULL),
+                        "cart.team.svc.cluster.local||0");
+    /* Either of the root's blocks admits the delegate's rules. */
+    assert_string_equal(where(f, "a.com", "/store/x", NULL),
+                        "rest.team.svc.cluster.local||0");
+    /* The delegate cannot route outside the root rule's match. */
+    assert_string_equal(where(f, "a.com", "/other", NULL), C("fallback"));
+    assert_string_equal(where(f, "a.com", "/shop/x", "x-beta: 1"),
+                        "beta.team.svc.cluster.local||0");
+    assert_string_equal(where(f, "a.com", "/x", "x-beta: 1"), C("fallback"));
+    assert_string_equal(where(f, "a.com", "/shop/x", NULL),
+                        "rest.team.svc.cluster.local||0");
+    /* One level only: the delegate's own delegate rule is left out. */
+    assert_string_equal(where(f, "a.com", "/shop/again", NULL),
+                        "rest.team.svc.cluster.local||0");
+    /* A missing delegate, or one not exported to the root's namespace,
+     * routes nothing: later rules answer. */
+    assert_string_equal(where(f, "a.com", "/gone", NULL), C("fallback"));
+    assert_string_equal(where(f, "a.com", "/private", NULL), C("fallback"));
+    /* The delegate's rules carry its name, for the access log. */
+    q = req(f, "a.com", "/shop/cart", NULL);
+    a = router_match(f->r, &q, 80, 0, &f->arena, &res);
+    assert_non_null(a);
+    assert_string_equal(a->vs, "team/shop");
+}
+
 static void test_match_gateways(void **state)
 {
     struct fx *f = *state;
@@ -1138,6 +1262,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_uri, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_export_to, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delegate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_method_scheme_authority, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_headers, setup, teardown),
