@@ -74,10 +74,11 @@ class Strait:
         tmp.write_text(text)
         os.replace(tmp, self.config)
 
-    def start(self, wait=True):
+    def start(self, wait=True, env=None):
         self.logf = open(self.log_path, "ab")
         self.proc = subprocess.Popen([STRAIT, "run", "-c", str(self.config)],
-                                     stdout=self.logf, stderr=self.logf)
+                                     stdout=self.logf, stderr=self.logf,
+                                     env=env)
         if wait:
             wait_for(self.ready_or_dead, 15, "strait to become ready")
             assert self.proc.poll() is None, self.log()
