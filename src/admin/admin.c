@@ -53,6 +53,10 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
             json_str(b, st.resource_error);
             buf_puts(b, "\n");
         }
+        buf_printf(b, "dns.names: %" PRIu64 "\n", st.dns_names);
+        buf_printf(b, "dns.queries: %" PRIu64 "\n", st.dns_queries);
+        buf_printf(b, "dns.failures: %" PRIu64 "\n", st.dns_failures);
+        buf_printf(b, "dns.changes: %" PRIu64 "\n", st.dns_changes);
     }
     for (size_t i = 0; i < n; i++) {
         struct listener_counters c;
@@ -364,9 +368,19 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
                "strait_config_reloads_total{result=\"error\"} %" PRIu64 "\n"
                "# HELP strait_uptime_seconds Seconds since start.\n"
                "# TYPE strait_uptime_seconds gauge\n"
-               "strait_uptime_seconds %" PRIu64 "\n",
+               "strait_uptime_seconds %" PRIu64 "\n"
+               "# HELP strait_dns_queries_total DNS queries for ServiceEntry "
+               "names, by result.\n"
+               "# TYPE strait_dns_queries_total counter\n"
+               "strait_dns_queries_total{result=\"sent\"} %" PRIu64 "\n"
+               "strait_dns_queries_total{result=\"failed\"} %" PRIu64 "\n"
+               "# HELP strait_dns_changes_total Times a name's addresses "
+               "changed.\n"
+               "# TYPE strait_dns_changes_total counter\n"
+               "strait_dns_changes_total %" PRIu64 "\n",
                st.workers, st.draining, st.reloads_ok, st.reloads_failed,
-               st.uptime_ms / 1000);
+               st.uptime_ms / 1000, st.dns_queries, st.dns_failures,
+               st.dns_changes);
     free(sums);
 }
 

@@ -29,6 +29,11 @@ struct admin_status {
     uint64_t resource_reloads_ok;
     uint64_t resource_reloads_failed;
     const char *resource_error; /* NULL when the last load succeeded */
+    /* ServiceEntries resolved with DNS. */
+    uint64_t dns_queries;
+    uint64_t dns_failures;
+    uint64_t dns_changes;
+    uint64_t dns_names;
 };
 
 struct admin_ops {

@@ -162,6 +162,25 @@ static const struct conf_key cred_keys[] = {
 };
 static const struct conf_section cred_section = {cred_keys, 0, SIZE_MAX};
 
+static const struct conf_key dns_keys[] = {
+    {"nameservers", CONF_ADDR_LIST, OFF(struct bootstrap_dns, nameservers), 0,
+     16, NULL,
+     "DNS servers (IP:port) for ServiceEntries with resolution DNS; none: "
+     "those of /etc/resolv.conf",
+     NULL, NULL, NULL, NULL},
+    {"minRefresh", CONF_DURATION, OFF(struct bootstrap_dns, min_refresh_ms), 10,
+     3600 * 1000, "5s",
+     "names are resolved again when their TTL runs out, but never sooner "
+     "than this (Envoy's dns_min_refresh_rate); also the retry delay after "
+     "a failure",
+     NULL, NULL, NULL, NULL},
+    {"timeout", CONF_DURATION, OFF(struct bootstrap_dns, timeout_ms), 100,
+     60000, "5s", "how long one DNS query may take before it is tried again",
+     NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section dns_section = {dns_keys, 0, SIZE_MAX};
+
 static const struct conf_key bootstrap_keys[] = {
     {"node", CONF_SECTION, OFF(struct bootstrap, node), 0, 0, NULL,
      "this gateway's identity", NULL, &node_section, NULL, NULL},
@@ -182,6 +201,9 @@ static const struct conf_key bootstrap_keys[] = {
      "Istio resources", NULL, &source_section, NULL, NULL},
     {"credentials", CONF_SECTION, OFF(struct bootstrap, credentials), 0, 0,
      NULL, "certificates named by credentialName", NULL, &cred_section, NULL,
+     NULL},
+    {"dns", CONF_SECTION, OFF(struct bootstrap, dns), 0, 0, NULL,
+     "resolving ServiceEntries with resolution DNS", NULL, &dns_section, NULL,
      NULL},
     {"listeners", CONF_LIST, OFF(struct bootstrap, listeners), 0, 4096, NULL,
      "TCP and HTTP listeners", NULL, &listener_section, NULL, NULL},
@@ -424,6 +446,11 @@ int bootstrap_clusters_equal(const struct bootstrap *a,
                            bootstrap_cluster_at(b, i)))
             return 0;
     return 1;
+}
+
+int bootstrap_dns_equal(const struct bootstrap *a, const struct bootstrap *b)
+{
+    return section_equal(&dns_section, &a->dns, &b->dns);
 }
 
 void bootstrap_listener_to_json(const struct bootstrap_listener *bl,

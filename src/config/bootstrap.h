@@ -137,6 +137,13 @@ struct bootstrap_credentials {
     char *dir;
 };
 
+/* Resolving ServiceEntries with resolution DNS. */
+struct bootstrap_dns {
+    struct conf_addrs nameservers; /* none: /etc/resolv.conf */
+    int64_t min_refresh_ms;
+    int64_t timeout_ms;
+};
+
 struct bootstrap {
     struct bootstrap_node node;
     char *trust_domain;
@@ -146,6 +153,7 @@ struct bootstrap {
     int64_t drain_timeout_ms;
     struct bootstrap_source config;
     struct bootstrap_credentials credentials;
+    struct bootstrap_dns dns;
     struct conf_list listeners; /* struct bootstrap_listener */
     struct conf_list clusters;  /* struct bootstrap_cluster */
 };
@@ -197,6 +205,9 @@ int bootstrap_workers(const struct bootstrap *bs);
  * same, so a reload can leave the running one alone. */
 int bootstrap_listener_equal(const struct bootstrap_listener *a,
                              const struct bootstrap_listener *b);
+
+/* bootstrap_dns_equal() is true when both have the same dns settings. */
+int bootstrap_dns_equal(const struct bootstrap *a, const struct bootstrap *b);
 
 /* bootstrap_clusters_equal() is true when both define the same clusters. */
 int bootstrap_clusters_equal(const struct bootstrap *a,

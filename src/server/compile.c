@@ -183,6 +183,7 @@ static int gateway_tls(const struct gw_listener *g, struct http_proxy_conf *c,
 int compile_gateway_routes(const struct bootstrap *bs,
                            const struct resource_set *set,
                            const struct gw_listener *g, int nworkers,
+                           struct dns_cache *dns,
                            const struct strmap *prev, struct strmap *next,
                            struct http_routes **out, char **err)
 {
@@ -195,6 +196,7 @@ int compile_gateway_routes(const struct bootstrap *bs,
     *out = NULL;
     istio_clusters_init(&table, set, nworkers, prev, next);
     table.node_ns = bs->node.ns;
+    table.dns = dns;
     if (r == NULL)
         goto oom;
     servers = calloc(g->nservers ? g->nservers : 1, sizeof(*servers));
@@ -235,9 +237,9 @@ fail:
 
 int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
                     const struct gw_listener *g, struct listener_stats *stats,
-                    int nworkers, const struct strmap *prev,
-                    struct strmap *next, struct compiled_listener *out,
-                    char **err)
+                    int nworkers, struct dns_cache *dns,
+                    const struct strmap *prev, struct strmap *next,
+                    struct compiled_listener *out, char **err)
 {
     struct http_proxy_conf *c = http_proxy_conf_new(g->name, stats);
     struct bootstrap_http h;
@@ -254,7 +256,8 @@ int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
     conf_dispose(&bootstrap_http_section, &h);
     c->https_redirect = g->https_redirect && !g->tls;
     c->port = g->port;
-    if (compile_gateway_routes(bs, set, g, nworkers, prev, next, &r, err) < 0)
+    if (compile_gateway_routes(bs, set, g, nworkers, dns, prev, next, &r,
+                               err) < 0)
         goto fail;
     http_proxy_conf_set_routes(c, r);
     if (g->tls && gateway_tls(g, c, err) < 0)

@@ -35,14 +35,15 @@ struct gw_listener;
 struct http_routes;
 struct resource_set;
 struct strmap;
+struct dns_cache;
 
 /* compile_gateway() builds the HTTP proxy of a Gateway listener with its
  * first routes (compile_gateway_routes()). */
 int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
                     const struct gw_listener *g, struct listener_stats *stats,
-                    int nworkers, const struct strmap *prev,
-                    struct strmap *next, struct compiled_listener *out,
-                    char **err);
+                    int nworkers, struct dns_cache *dns,
+                    const struct strmap *prev, struct strmap *next,
+                    struct compiled_listener *out, char **err);
 
 /* compile_gateway_routes() builds what a Gateway listener routes by: the
  * router of its VirtualServices and the clusters they send to, reusing the
@@ -52,6 +53,7 @@ int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
 int compile_gateway_routes(const struct bootstrap *bs,
                            const struct resource_set *set,
                            const struct gw_listener *g, int nworkers,
+                           struct dns_cache *dns,
                            const struct strmap *prev, struct strmap *next,
                            struct http_routes **out, char **err);
 

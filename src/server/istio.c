@@ -17,6 +17,7 @@
 #include "config/resource.h"
 #include "core/buf.h"
 #include "core/json.h"
+#include "control/dns.h"
 #include "core/log.h"
 #include "server/istio.h"
 #include "tls/tls.h"
@@ -390,17 +391,51 @@ static int se_has_host(const struct resource *r, const struct res_service_entry 
     return 0;
 }
 
-static void collect(const struct resource_set *set, const char *node_ns,
-                    const char *host,
+/* What a DNS name resolves to, as endpoints on one port. */
+struct dns_add {
+    struct eps *e;
+    int64_t port;
+};
+
+static void dns_each(void *arg, const char *ip)
+{
+    struct dns_add *d = arg;
+
+    eps_add(d->e, ip, d->port);
+}
+
+/* An endpoint address of a ServiceEntry with resolution DNS: an IP is
+ * used as is, a name through the DNS cache (nothing until it resolves). */
+static void eps_add_dns(const struct istio_clusters *t, struct eps *e,
+                        const char *name, int64_t port)
+{
+    struct in6_addr a6;
+    struct in_addr a4;
+    struct dns_add d = {e, port};
+
+    if (name == NULL || port <= 0 || port > 65535)
+        return;
+    if (inet_pton(AF_INET, name, &a4) == 1 ||
+        inet_pton(AF_INET6, name, &a6) == 1 || t->dns == NULL) {
+        eps_add(e, name, port);
+        return;
+    }
+    dns_cache_lookup(t->dns, name, dns_each, &d);
+}
+
+static void collect(const struct istio_clusters *t, const char *host,
                     uint32_t port, const struct conf_strmap *subset_labels,
                     struct eps *e, int *h2, uint32_t *svc_port)
 {
+    const struct resource_set *set = t->set;
+    const char *node_ns = t->node_ns;
     int found = 0;
 
     for (size_t i = 0; i < set->n; i++) {
         const struct resource *r = set->v[i];
         const struct res_service_entry *se;
         const struct res_se_port *sp = NULL;
+        int dns;
 
         if (r->kind != RES_SERVICE_ENTRY)
             continue;
@@ -420,19 +455,25 @@ static void collect(const struct resource_set *set, const char *node_ns,
             *h2 = 1;
         if (port == 0 && sp != NULL)
             port = (uint32_t)sp->number;
-        if (se->resolution == RES_RESOLVE_DNS ||
-            se->resolution == RES_RESOLVE_DNS_ROUND_ROBIN)
-            log_warn("ServiceEntry %s/%s: DNS resolution is not supported "
-                     "yet; its endpoints are used as IP addresses",
-                     r->meta.ns, r->meta.name);
+        dns = se->resolution == RES_RESOLVE_DNS ||
+              se->resolution == RES_RESOLVE_DNS_ROUND_ROBIN;
         for (size_t k = 0; k < se->endpoints.n; k++) {
             const struct res_workload_entry *we =
                 &((const struct res_workload_entry *)se->endpoints.v)[k];
             if (subset_labels != NULL &&
                 !res_labels_match(subset_labels, &we->labels))
                 continue;
-            eps_add(e, we->address, endpoint_port(we, sp, port));
+            if (dns)
+                eps_add_dns(t, e, we->address, endpoint_port(we, sp, port));
+            else
+                eps_add(e, we->address, endpoint_port(we, sp, port));
         }
+        /* DNS without endpoints: the host itself is the name to resolve
+         * (Istio's rule), on the service port. */
+        if (dns && se->endpoints.n == 0 &&
+            se->workload_selector.labels.n == 0 &&
+            (subset_labels == NULL || subset_labels->n == 0))
+            eps_add_dns(t, e, host, sp != NULL ? sp->number : port);
         if (se->workload_selector.labels.n > 0) {
             for (size_t k = 0; k < set->n; k++) {
                 const struct resource *w = set->v[k];
@@ -671,8 +712,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         log_warn("destination %s: subset %s not found; no endpoints", host,
                  subset);
     if (subset == NULL || subset[0] == '\0' || sub != NULL)
-        collect(t->set, t->node_ns, host, port, sub ? &sub->labels : NULL,
-                &e, &h2, &svc_port);
+        collect(t, host, port, sub ? &sub->labels : NULL, &e, &h2, &svc_port);
     eff_files(dr, sub, svc_port, &files);
     fp = fingerprint(key, &e, h2, svc_port, drr, &files);
     if (fp == NULL) {

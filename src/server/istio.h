@@ -9,6 +9,7 @@
 
 struct bootstrap;
 struct cluster;
+struct dns_cache;
 struct resource_set;
 
 /*
@@ -74,6 +75,8 @@ struct istio_clusters {
     /* The gateway's namespace: only DestinationRules and ServiceEntries
      * exported to it apply. NULL: all do. */
     const char *node_ns;
+    /* Names of ServiceEntries with resolution DNS; NULL: used as IPs. */
+    struct dns_cache *dns;
 };
 
 void istio_clusters_init(struct istio_clusters *t,

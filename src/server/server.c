@@ -7,6 +7,7 @@
 
 #include "admin/admin.h"
 #include "config/bootstrap.h"
+#include "control/dns.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/json.h"
@@ -83,6 +84,7 @@ struct server {
     struct event *drain_timer;
     struct event *cert_timer;
     struct source *source; /* Istio resources; NULL without config.dir */
+    struct dns_cache *dns; /* ServiceEntry names; with source only */
     int rebuild_only;      /* reloading for new resources only */
     uint64_t cert_reloads;
     uint64_t cert_reload_failures;
@@ -250,6 +252,8 @@ static int lset_build(struct server *s, struct bootstrap *bs,
     struct http_routes **staged = NULL;
 
     memset(out, 0, sizeof(*out));
+    if (s->dns != NULL)
+        dns_cache_mark(s->dns);
     if (lset_specs(s, bs, out, &specs, &nspecs, err) < 0)
         return -1;
     staged = calloc(nspecs ? nspecs : 1, sizeof(*staged));
@@ -312,7 +316,7 @@ static int lset_build(struct server *s, struct bootstrap *bs,
             out->n++;
             if (sp->gw != NULL &&
                 compile_gateway_routes(bs, source_current_or_null(s), sp->gw,
-                                       s->nworkers, &old->gwclusters,
+                                       s->nworkers, s->dns, &old->gwclusters,
                                        &out->gwclusters, &staged[out->n - 1],
                                        err) < 0) {
                 char *m = NULL;
@@ -354,8 +358,9 @@ static int lset_build(struct server *s, struct bootstrap *bs,
                  ? compile_listener(bs, sp->bl, clusters, l->stats, &l->cl,
                                     err)
                  : compile_gateway(bs, source_current_or_null(s), sp->gw,
-                                   l->stats, s->nworkers, &old->gwclusters,
-                                   &out->gwclusters, &l->cl, err)) < 0) {
+                                   l->stats, s->nworkers, s->dns,
+                                   &old->gwclusters, &out->gwclusters, &l->cl,
+                                   err)) < 0) {
             char *m = NULL;
             if (asprintf(&m, "listener %s: %s", sp->name,
                          *err ? *err : "cannot compile") < 0)
@@ -381,6 +386,9 @@ static int lset_build(struct server *s, struct bootstrap *bs,
         if (staged[i] != NULL)
             http_proxy_conf_set_routes(out->v[i].cl.conf, staged[i]);
     free(staged);
+    /* Names this snapshot no longer uses are dropped. */
+    if (s->dns != NULL)
+        dns_cache_sweep(s->dns);
     return 0;
 fail:
     /* Partially built entries hold references like complete ones; the
@@ -558,6 +566,8 @@ void server_reload(struct server *s)
     }
     if (bootstrap_workers(bs) != s->nworkers)
         log_warn("reload: workers stays %d until restart", s->nworkers);
+    if (!bootstrap_dns_equal(bs, s->cur.bs))
+        log_warn("reload: dns settings stay as they are until restart");
     if (strcmp(bs->config.dir, s->cur.bs->config.dir) != 0)
         log_warn("reload: config.dir stays %s until restart",
                  s->cur.bs->config.dir[0] ? s->cur.bs->config.dir : "(none)");
@@ -609,6 +619,14 @@ static void admin_status(void *arg, struct admin_status *out)
         out->resource_reloads_ok = ss.reloads_ok;
         out->resource_reloads_failed = ss.reloads_failed;
         out->resource_error = ss.last_error;
+    }
+    if (s->dns != NULL) {
+        struct dns_stats ds;
+        dns_cache_stats(s->dns, &ds);
+        out->dns_queries = ds.queries;
+        out->dns_failures = ds.failures;
+        out->dns_changes = ds.changes;
+        out->dns_names = ds.names;
     }
 }
 
@@ -689,6 +707,12 @@ static void on_resources(void *arg)
     s->rebuild_only = 1;
     server_reload(s);
     s->rebuild_only = 0;
+}
+
+/* A DNS name's addresses changed: the clusters built from it change. */
+static void on_dns_change(void *arg)
+{
+    on_resources(arg);
 }
 
 static void admin_quit(void *arg)
@@ -792,6 +816,14 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
         goto fail;
     }
     if (bs->config.dir[0] != '\0') {
+        struct dns_conf dc = {bs->dns.nameservers.v, bs->dns.nameservers.n,
+                              (uint64_t)bs->dns.min_refresh_ms,
+                              (uint64_t)bs->dns.timeout_ms};
+        s->dns = dns_cache_new(base, &dc, on_dns_change, s, err);
+        if (s->dns == NULL) {
+            bootstrap_free(bs);
+            goto fail;
+        }
         s->source = source_new(base, bs->config.dir,
                                (uint64_t)bs->config.debounce_ms,
                                on_resources, s, err);
@@ -848,6 +880,7 @@ void server_free(struct server *s)
     mq_free(s->inbox);
     admin_free(s->admin);
     source_free(s->source);
+    dns_cache_free(s->dns);
     if (s->drain_timer != NULL)
         event_free(s->drain_timer);
     if (s->cert_timer != NULL)

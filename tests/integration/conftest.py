@@ -172,14 +172,15 @@ class Upstream:
     """A threaded TCP server on loopback (or unix) with a handler per
     connection; stopped at teardown."""
 
-    def __init__(self, handler, family=socket.AF_INET, host="127.0.0.1", path=None):
+    def __init__(self, handler, family=socket.AF_INET, host="127.0.0.1", path=None,
+                 port=0):
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         if family == socket.AF_UNIX:
             self.sock.bind(path)
             self.addr = f"unix:{path}"
         else:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self.sock.bind((host, 0))
+            self.sock.bind((host, port))
             port = self.sock.getsockname()[1]
             self.port = port
             self.addr = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"

@@ -1,0 +1,319 @@
+/*
+ * The DNS cache of the control thread (see dns.h). One entry per name,
+ * with its addresses sorted (so equal answers compare equal whatever the
+ * server's order) and one timer that both refreshes at the TTL and
+ * retries after a failure.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control/dns.h"
+#include "core/list.h"
+#include "core/log.h"
+
+/* More than this many addresses for one name are not used. */
+#define DNS_MAX_ADDRS 64
+
+struct dns_entry {
+    struct list link;
+    struct dns_cache *c;
+    char *name;
+    char (*ips)[INET6_ADDRSTRLEN];
+    size_t n;
+    unsigned mark;       /* the build that used it last */
+    int resolved;        /* an answer came at least once */
+    int v6;              /* this query asks for AAAA */
+    int dead;            /* swept while a query runs: freed by its callback */
+    struct evdns_request *req;
+    struct event *timer;
+};
+
+struct dns_cache {
+    struct event_base *base;
+    struct evdns_base *dns;
+    struct list entries;
+    struct list dead; /* swept entries whose cancelled query has not
+                       * called back yet */
+    unsigned mark;
+    uint64_t min_refresh_ms;
+    dns_change_fn on_change;
+    void *arg;
+    struct event *notify; /* runs on_change once per loop turn */
+    struct dns_stats st;
+};
+
+static void entry_free(struct dns_entry *e)
+{
+    if (e->timer != NULL)
+        event_free(e->timer);
+    free(e->ips);
+    free(e->name);
+    free(e);
+}
+
+static void resolve(struct dns_entry *e);
+
+static void arm(struct dns_entry *e, uint64_t ms)
+{
+    struct timeval tv;
+
+    if (ms < e->c->min_refresh_ms)
+        ms = e->c->min_refresh_ms;
+    tv.tv_sec = (time_t)(ms / 1000);
+    tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+    evtimer_add(e->timer, &tv);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    resolve(arg);
+}
+
+static int ip_cmp(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+/* Takes the answer if it differs from what e has; 1 when it did. */
+static int take(struct dns_entry *e, char (*ips)[INET6_ADDRSTRLEN], size_t n)
+{
+    qsort(ips, n, sizeof(*ips), ip_cmp);
+    if (e->resolved && n == e->n &&
+        (n == 0 || memcmp(ips, e->ips, n * sizeof(*ips)) == 0)) {
+        free(ips);
+        return 0;
+    }
+    free(e->ips);
+    e->ips = ips;
+    e->n = n;
+    e->resolved = 1;
+    return 1;
+}
+
+static void on_answer(int result, char type, int count, int ttl,
+                      void *addresses, void *arg)
+{
+    struct dns_entry *e = arg;
+    struct dns_cache *c = e->c;
+    char (*ips)[INET6_ADDRSTRLEN];
+    size_t n = 0;
+
+    e->req = NULL;
+    if (e->dead) {
+        list_del(&e->link);
+        entry_free(e);
+        return;
+    }
+    if (result == DNS_ERR_SHUTDOWN || result == DNS_ERR_CANCEL)
+        return;
+    if (result != DNS_ERR_NONE || count <= 0 ||
+        (type != DNS_IPv4_A && type != DNS_IPv6_AAAA)) {
+        /* No A record: ask for AAAA before calling it a failure (Envoy's
+         * V4_PREFERRED). */
+        if (!e->v6 && (result == DNS_ERR_NONE || result == DNS_ERR_NODATA ||
+                       result == DNS_ERR_NOTEXIST)) {
+            e->v6 = 1;
+            resolve(e);
+            return;
+        }
+        c->st.failures++;
+        log_warn("dns: %s: %s; keeping %zu known address%s", e->name,
+                 result != DNS_ERR_NONE ? evdns_err_to_string(result)
+                                        : "no address",
+                 e->n, e->n == 1 ? "" : "es");
+        e->v6 = 0;
+        arm(e, c->min_refresh_ms);
+        return;
+    }
+    e->v6 = 0;
+    if (count > DNS_MAX_ADDRS)
+        count = DNS_MAX_ADDRS;
+    ips = calloc((size_t)count, sizeof(*ips));
+    if (ips == NULL) {
+        arm(e, c->min_refresh_ms);
+        return;
+    }
+    for (int i = 0; i < count; i++) {
+        const void *a = type == DNS_IPv4_A
+                            ? (const void *)((const uint32_t *)addresses + i)
+                            : (const void *)((const uint8_t *)addresses + 16 * i);
+        if (inet_ntop(type == DNS_IPv4_A ? AF_INET : AF_INET6, a, ips[n],
+                      sizeof(ips[n])) != NULL)
+            n++;
+    }
+    if (take(e, ips, n)) {
+        c->st.changes++;
+        log_info("dns: %s: %zu address%s, ttl %ds", e->name, n,
+                 n == 1 ? "" : "es", ttl);
+        event_active(c->notify, EV_TIMEOUT, 0);
+    }
+    arm(e, ttl > 0 ? (uint64_t)ttl * 1000 : 0);
+}
+
+static void resolve(struct dns_entry *e)
+{
+    struct dns_cache *c = e->c;
+
+    if (e->req != NULL)
+        return;
+    c->st.queries++;
+    e->req = e->v6 ? evdns_base_resolve_ipv6(c->dns, e->name,
+                                             DNS_QUERY_NO_SEARCH, on_answer, e)
+                   : evdns_base_resolve_ipv4(c->dns, e->name,
+                                             DNS_QUERY_NO_SEARCH, on_answer, e);
+    /* evdns may answer at once (a failure) and have cleared e->req in the
+     * callback already; a NULL return with no callback is a failure to
+     * start, retried later. */
+    if (e->req == NULL && !e->dead && !evtimer_pending(e->timer, NULL))
+        arm(e, c->min_refresh_ms);
+}
+
+static void on_notify(evutil_socket_t fd, short what, void *arg)
+{
+    struct dns_cache *c = arg;
+
+    (void)fd;
+    (void)what;
+    c->on_change(c->arg);
+}
+
+struct dns_cache *dns_cache_new(struct event_base *base,
+                                const struct dns_conf *conf,
+                                dns_change_fn on_change, void *arg,
+                                char **err)
+{
+    struct dns_cache *c = calloc(1, sizeof(*c));
+    char buf[32];
+
+    *err = NULL;
+    if (c == NULL)
+        goto oom;
+    c->base = base;
+    LIST_INIT(&c->entries);
+    LIST_INIT(&c->dead);
+    c->min_refresh_ms = conf->min_refresh_ms ? conf->min_refresh_ms : 1;
+    c->on_change = on_change;
+    c->arg = arg;
+    c->notify = event_new(base, -1, 0, on_notify, c);
+    c->dns = evdns_base_new(base, (conf->nnameservers > 0
+                                       ? 0
+                                       : EVDNS_BASE_INITIALIZE_NAMESERVERS) |
+                                      EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    if (c->notify == NULL || c->dns == NULL)
+        goto oom;
+    for (size_t i = 0; i < conf->nnameservers; i++)
+        if (evdns_base_nameserver_sockaddr_add(
+                c->dns, (const struct sockaddr *)&conf->nameservers[i].ss,
+                conf->nameservers[i].len, 0) != 0) {
+            *err = strdup("dns: cannot add a nameserver");
+            dns_cache_free(c);
+            return NULL;
+        }
+    /* The timeout is in seconds, fractions allowed. */
+    snprintf(buf, sizeof(buf), "%.3f",
+             (double)(conf->timeout_ms ? conf->timeout_ms : 5000) / 1000.0);
+    evdns_base_set_option(c->dns, "timeout:", buf);
+    evdns_base_set_option(c->dns, "attempts:", "2");
+    return c;
+oom:
+    *err = strdup("dns: out of memory");
+    dns_cache_free(c);
+    return NULL;
+}
+
+void dns_cache_free(struct dns_cache *c)
+{
+    if (c == NULL)
+        return;
+    /* Requests in flight go without calling back; the loop is not run
+     * again for this cache. */
+    if (c->dns != NULL)
+        evdns_base_free(c->dns, 0);
+    while (!LIST_EMPTY(&c->entries)) {
+        struct dns_entry *e = LIST_ELEM(c->entries.next, struct dns_entry, link);
+        list_del(&e->link);
+        entry_free(e);
+    }
+    while (!LIST_EMPTY(&c->dead)) {
+        struct dns_entry *e = LIST_ELEM(c->dead.next, struct dns_entry, link);
+        list_del(&e->link);
+        entry_free(e);
+    }
+    if (c->notify != NULL)
+        event_free(c->notify);
+    free(c);
+}
+
+void dns_cache_mark(struct dns_cache *c)
+{
+    c->mark++;
+}
+
+void dns_cache_sweep(struct dns_cache *c)
+{
+    for (struct list *it = c->entries.next; it != &c->entries;) {
+        struct dns_entry *e = LIST_ELEM(it, struct dns_entry, link);
+        it = it->next;
+        if (e->mark == c->mark)
+            continue;
+        list_del(&e->link);
+        c->st.names--;
+        if (e->req != NULL) {
+            /* Its callback frees it (with DNS_ERR_CANCEL). */
+            e->dead = 1;
+            list_append(&c->dead, &e->link);
+            evtimer_del(e->timer);
+            evdns_cancel_request(c->dns, e->req);
+        } else {
+            entry_free(e);
+        }
+    }
+}
+
+size_t dns_cache_lookup(struct dns_cache *c, const char *name,
+                        void (*each)(void *arg, const char *ip), void *arg)
+{
+    struct dns_entry *e = NULL;
+
+    for (struct list *it = c->entries.next; it != &c->entries; it = it->next) {
+        struct dns_entry *x = LIST_ELEM(it, struct dns_entry, link);
+        if (strcmp(x->name, name) == 0) {
+            e = x;
+            break;
+        }
+    }
+    if (e == NULL) {
+        e = calloc(1, sizeof(*e));
+        if (e == NULL)
+            return 0;
+        e->c = c;
+        e->name = strdup(name);
+        e->timer = evtimer_new(c->base, on_timer, e);
+        if (e->name == NULL || e->timer == NULL) {
+            entry_free(e);
+            return 0;
+        }
+        list_append(&c->entries, &e->link);
+        c->st.names++;
+        e->mark = c->mark;
+        resolve(e);
+        return 0;
+    }
+    e->mark = c->mark;
+    for (size_t i = 0; i < e->n; i++)
+        each(arg, e->ips[i]);
+    return e->n;
+}
+
+void dns_cache_stats(const struct dns_cache *c, struct dns_stats *out)
+{
+    *out = c->st;
+}

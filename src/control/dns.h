@@ -1,0 +1,66 @@
+#ifndef STRAIT_CONTROL_DNS_H
+#define STRAIT_CONTROL_DNS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/addr.h"
+
+struct event_base;
+
+/*
+ * Names of ServiceEntries with resolution DNS, resolved on the control
+ * thread with libevent's evdns (never blocking the loop), kept with their
+ * addresses and refreshed when their TTL runs out (never sooner than
+ * min_refresh_ms). Snapshot builds read the cache; when a name's
+ * addresses change, on_change runs (once per loop turn) so the owner
+ * builds a new snapshot. A failed refresh keeps the last addresses, as
+ * Envoy does, and retries after min_refresh_ms.
+ *
+ * Entries are kept by use: dns_cache_mark() starts a build, lookups mark
+ * what the build uses, and dns_cache_sweep() after a build that was kept
+ * drops every name it did not use, so a renamed host leaves nothing
+ * behind.
+ */
+struct dns_cache;
+
+struct dns_conf {
+    const struct addr *nameservers; /* none: /etc/resolv.conf */
+    size_t nnameservers;
+    uint64_t min_refresh_ms;
+    uint64_t timeout_ms; /* per query attempt */
+};
+
+struct dns_stats {
+    uint64_t queries;  /* sent */
+    uint64_t failures; /* queries that gave no address */
+    uint64_t changes;  /* times a name's addresses changed */
+    uint64_t names;    /* names in the cache now */
+};
+
+typedef void (*dns_change_fn)(void *arg);
+
+/* dns_cache_new() returns a cache on base, or NULL with an allocated
+ * *err. */
+struct dns_cache *dns_cache_new(struct event_base *base,
+                                const struct dns_conf *conf,
+                                dns_change_fn on_change, void *arg,
+                                char **err);
+/* dns_cache_free() cancels what is in flight and frees; NULL is a no-op. */
+void dns_cache_free(struct dns_cache *c);
+
+void dns_cache_mark(struct dns_cache *c);
+void dns_cache_sweep(struct dns_cache *c);
+
+/*
+ * dns_cache_lookup() calls each(arg, ip) for every address known for name
+ * now (IPv4 if it has any, else IPv6; text form, sorted) and returns how
+ * many. A name seen for the first time is resolved in the background:
+ * none is known yet, and on_change runs once it is.
+ */
+size_t dns_cache_lookup(struct dns_cache *c, const char *name,
+                        void (*each)(void *arg, const char *ip), void *arg);
+
+void dns_cache_stats(const struct dns_cache *c, struct dns_stats *out);
+
+#endif
