@@ -92,6 +92,8 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
                    c.rq_protocol_errors);
         buf_printf(b, "listener.%s.http.upstream_errors: %" PRIu64 "\n", name,
                    c.rq_upstream_errors);
+        buf_printf(b, "listener.%s.http.rbac_denied: %" PRIu64 "\n", name,
+                   c.rq_rbac_denied);
         buf_printf(b, "listener.%s.tls.handshakes: %" PRIu64 "\n", name,
                    c.tls_handshakes);
         buf_printf(b, "listener.%s.tls.fail_version: %" PRIu64 "\n", name,
@@ -198,6 +200,9 @@ static const struct family families[] = {
     {"strait_http_upstream_errors_total", "counter",
      "Requests whose upstream failed (connect, reset, protocol error).",
      offsetof(struct listener_counters, rq_upstream_errors)},
+    {"strait_http_rbac_denied_total", "counter",
+     "Requests refused by an AuthorizationPolicy (403).",
+     offsetof(struct listener_counters, rq_rbac_denied)},
     {"strait_tls_handshakes_total", "counter", "Completed TLS handshakes.",
      offsetof(struct listener_counters, tls_handshakes)},
     {"strait_http2_rapid_reset_total", "counter",

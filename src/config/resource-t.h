@@ -26,6 +26,8 @@ enum res_kind {
     RES_DESTINATION_RULE,
     RES_SERVICE_ENTRY,
     RES_WORKLOAD_ENTRY,
+    RES_AUTHORIZATION_POLICY, /* security.istio.io from here */
+    RES_PEER_AUTHENTICATION,
     RES_KIND_COUNT,
 };
 
@@ -507,6 +509,93 @@ struct res_service_entry {
     } workload_selector;
     struct conf_strs export_to;
     struct conf_strs subject_alt_names;
+};
+
+/* --- security.istio.io ------------------------------------------------- */
+
+/* A source of an AuthorizationPolicy rule: every field set must match;
+ * within a field any value may. */
+struct res_authz_source {
+    struct conf_mark mark;
+    struct conf_strs principals, not_principals;
+    struct conf_strs request_principals, not_request_principals;
+    struct conf_strs namespaces, not_namespaces;
+    struct conf_strs ip_blocks, not_ip_blocks;
+    struct conf_strs remote_ip_blocks, not_remote_ip_blocks;
+};
+
+struct res_authz_from {
+    struct conf_mark mark;
+    struct res_authz_source source;
+};
+
+struct res_authz_operation {
+    struct conf_mark mark;
+    struct conf_strs hosts, not_hosts;
+    struct conf_strs ports, not_ports;
+    struct conf_strs methods, not_methods;
+    struct conf_strs paths, not_paths;
+};
+
+struct res_authz_to {
+    struct conf_mark mark;
+    struct res_authz_operation operation;
+};
+
+struct res_authz_condition {
+    struct conf_mark mark;
+    char *key;
+    struct conf_strs values, not_values;
+};
+
+struct res_authz_rule {
+    struct conf_mark mark;
+    struct conf_list from; /* struct res_authz_from */
+    struct conf_list to;   /* struct res_authz_to */
+    struct conf_list when; /* struct res_authz_condition */
+};
+
+enum res_authz_action {
+    RES_AUTHZ_ALLOW,
+    RES_AUTHZ_DENY,
+    RES_AUTHZ_AUDIT,
+    RES_AUTHZ_CUSTOM,
+};
+
+struct res_authorization_policy {
+    struct {
+        struct conf_mark mark;
+        struct conf_strmap match_labels;
+    } selector;
+    int action; /* enum res_authz_action */
+    struct {
+        struct conf_mark mark;
+        char *name;
+    } provider;
+    struct conf_list rules; /* struct res_authz_rule */
+    struct conf_mark target_ref;
+    struct conf_mark target_refs;
+};
+
+enum res_mtls_mode {
+    RES_MTLS_UNSET,
+    RES_MTLS_DISABLE,
+    RES_MTLS_PERMISSIVE,
+    RES_MTLS_STRICT,
+};
+
+struct res_mtls {
+    struct conf_mark mark;
+    int mode; /* enum res_mtls_mode */
+};
+
+struct res_peer_authentication {
+    struct {
+        struct conf_mark mark;
+        struct conf_strmap match_labels;
+    } selector;
+    struct res_mtls mtls;
+    struct conf_map port_level_mtls; /* port number -> struct res_mtls */
 };
 
 /* --- resources --------------------------------------------------------- */

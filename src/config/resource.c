@@ -144,13 +144,26 @@ void res_path(char *out, size_t n, const char *fmt, ...)
 /* ---- names, hosts, labels ---------------------------------------------- */
 
 static const char *const kind_names[RES_KIND_COUNT] = {
-    "Gateway",      "VirtualService", "DestinationRule",
-    "ServiceEntry", "WorkloadEntry",
+    "Gateway",       "VirtualService",      "DestinationRule",
+    "ServiceEntry",  "WorkloadEntry",       "AuthorizationPolicy",
+    "PeerAuthentication",
 };
 
 static const struct res_kind_ops *const kind_ops[RES_KIND_COUNT] = {
-    &res_gateway_ops,       &res_virtual_service_ops, &res_destination_rule_ops,
-    &res_service_entry_ops, &res_workload_entry_ops,
+    &res_gateway_ops,
+    &res_virtual_service_ops,
+    &res_destination_rule_ops,
+    &res_service_entry_ops,
+    &res_workload_entry_ops,
+    &res_authorization_policy_ops,
+    &res_peer_authentication_ops,
+};
+
+/* The API group of each kind, and the versions strait reads. */
+static const char *const kind_groups[RES_KIND_COUNT] = {
+    "networking.istio.io", "networking.istio.io", "networking.istio.io",
+    "networking.istio.io", "networking.istio.io", "security.istio.io",
+    "security.istio.io",
 };
 
 const char *res_kind_name(enum res_kind kind)
@@ -548,6 +561,18 @@ const struct res_workload_entry *res_workload_entry(const struct resource *r)
     SPEC_OF(r, RES_WORKLOAD_ENTRY, struct res_workload_entry);
 }
 
+const struct res_authorization_policy *
+res_authorization_policy(const struct resource *r)
+{
+    SPEC_OF(r, RES_AUTHORIZATION_POLICY, struct res_authorization_policy);
+}
+
+const struct res_peer_authentication *
+res_peer_authentication(const struct resource *r)
+{
+    SPEC_OF(r, RES_PEER_AUTHENTICATION, struct res_peer_authentication);
+}
+
 static void load_msg(struct loader *ld, enum res_level level, int line, int col,
                      const char *resource, const char *path, const char *fmt,
                      ...) __attribute__((format(printf, 7, 8)));
@@ -621,8 +646,8 @@ static const char *scalar_of(const struct ynode *n)
 }
 
 static const char *const other_istio_kinds[] = {
-    "Sidecar",    "EnvoyFilter", "WorkloadGroup", "ProxyConfig", "Telemetry",
-    "WasmPlugin", NULL,
+    "Sidecar",    "EnvoyFilter", "WorkloadGroup",         "ProxyConfig",
+    "Telemetry",  "WasmPlugin",  "RequestAuthentication", NULL,
 };
 
 /* add_resource() puts r in the set; a later definition of the same
@@ -661,7 +686,7 @@ static const char *const top_keys[] = {"apiVersion", "kind",   "metadata",
 /* load_doc() checks and decodes one document. */
 static void load_doc(struct loader *ld, const struct ynode *root)
 {
-    const char *api, *kind, *name, *ns, *group_end;
+    const char *api, *kind, *name, *ns, *group_end, *group;
     const struct ynode *meta, *spec;
     char resource[600];
     struct resource *r = NULL;
@@ -690,24 +715,26 @@ static void load_doc(struct loader *ld, const struct ynode *root)
         goto out;
     }
     group_end = strchr(api, '/');
-    if (group_end == NULL ||
-        (size_t)(group_end - api) != strlen("networking.istio.io") ||
-        strncmp(api, "networking.istio.io", (size_t)(group_end - api)) != 0) {
-        const char *why =
-            strncmp(api, "security.istio.io/", 18) == 0
-                ? "security.istio.io resources are not handled by this "
-                  "loader yet; ignored"
-                : "not an Istio networking resource; ignored";
+    for (k = 0; k < RES_KIND_COUNT; k++)
+        if (group_end != NULL &&
+            (size_t)(group_end - api) == strlen(kind_groups[k]) &&
+            strncmp(api, kind_groups[k], (size_t)(group_end - api)) == 0)
+            break;
+    if (k == RES_KIND_COUNT) {
         load_msg(ld, RES_WARNING, root->line, root->col, resource, "apiVersion",
-                 "%s: %s", api, why);
+                 "%s: not an Istio networking or security resource; ignored",
+                 api);
         goto out;
     }
+    group = kind_groups[k];
     if (strcmp(group_end + 1, "v1") != 0 &&
         strcmp(group_end + 1, "v1beta1") != 0 &&
-        strcmp(group_end + 1, "v1alpha3") != 0)
+        (strcmp(group_end + 1, "v1alpha3") != 0 ||
+         strcmp(group, "networking.istio.io") != 0))
         bad_version = 1;
     for (k = 0; k < RES_KIND_COUNT; k++)
-        if (strcmp(kind, kind_names[k]) == 0)
+        if (strcmp(kind, kind_names[k]) == 0 &&
+            strcmp(kind_groups[k], group) == 0)
             break;
     if (k == RES_KIND_COUNT) {
         for (int i = 0; other_istio_kinds[i] != NULL; i++) {
@@ -719,16 +746,20 @@ static void load_doc(struct loader *ld, const struct ynode *root)
         }
         load_msg(ld, RES_ERROR, ymap_get(root, "kind")->line,
                  ymap_get(root, "kind")->col, resource, "kind",
-                 "unknown kind '%s' (Gateway, VirtualService, "
-                 "DestinationRule, ServiceEntry, WorkloadEntry)",
-                 kind);
+                 "unknown kind '%s' in %s (%s)", kind, group,
+                 strcmp(group, "security.istio.io") == 0
+                     ? "AuthorizationPolicy, PeerAuthentication"
+                     : "Gateway, VirtualService, DestinationRule, "
+                       "ServiceEntry, WorkloadEntry");
         goto out;
     }
     if (bad_version) {
         load_msg(ld, RES_ERROR, ymap_get(root, "apiVersion")->line,
                  ymap_get(root, "apiVersion")->col, resource, "apiVersion",
-                 "unsupported version '%s' (v1, v1beta1 or v1alpha3)",
-                 group_end + 1);
+                 "unsupported version '%s' (%s)", group_end + 1,
+                 strcmp(group, "security.istio.io") == 0
+                     ? "v1 or v1beta1"
+                     : "v1, v1beta1 or v1alpha3");
         nerr++;
     }
     for (size_t i = 0; i < root->n; i++) {

@@ -62,6 +62,10 @@ const struct res_destination_rule *
 res_destination_rule(const struct resource *r);
 const struct res_service_entry *res_service_entry(const struct resource *r);
 const struct res_workload_entry *res_workload_entry(const struct resource *r);
+const struct res_authorization_policy *
+res_authorization_policy(const struct resource *r);
+const struct res_peer_authentication *
+res_peer_authentication(const struct resource *r);
 
 /* res_kind_name() returns "Gateway", "VirtualService", ... */
 const char *res_kind_name(enum res_kind kind);

@@ -26,6 +26,7 @@ struct listener_counters {
     uint64_t rq_class[6]; /* [1]..[5]: 1xx..5xx */
     uint64_t rq_protocol_errors; /* malformed requests from clients */
     uint64_t rq_upstream_errors; /* upstream failed (502/503/reset) */
+    uint64_t rq_rbac_denied;     /* refused by an AuthorizationPolicy */
     uint64_t tls_handshakes;
     uint64_t tls_fail_version;
     uint64_t tls_fail_cipher;

@@ -25,6 +25,7 @@
 #include "http2/h2_server.h"
 #include "net/listener.h"
 #include "proxy/http_proxy-t.h"
+#include "policy/authz.h"
 #include "proxy/router.h"
 #include "tls/tls.h"
 
@@ -103,6 +104,7 @@ void http_routes_unref(struct http_routes *r)
         cluster_unref(r->clusters[i]);
     free(r->clusters);
     router_unref(r->router);
+    authz_unref(r->authz);
     free(r);
 }
 

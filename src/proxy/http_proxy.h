@@ -18,6 +18,7 @@ struct event_base;
 struct listener_stats;
 struct tls_holder;
 struct router;
+struct authz;
 struct ssl_ctx_st;
 
 /* A static route: host (exact, *.suffix or *) and path prefix. */
@@ -41,6 +42,7 @@ struct http_routes {
     struct router *router;     /* one reference; NULL: static routes */
     struct cluster **clusters; /* one reference each */
     size_t nclusters;
+    struct authz *authz;       /* one reference; NULL: no policy applies */
 };
 
 /* http_routes_new() returns empty routes with one reference, or NULL. */

@@ -10,6 +10,7 @@
 #include "proxy/tcp_proxy.h"
 #include "server/compile.h"
 #include "server/istio.h"
+#include "policy/authz.h"
 #include "proxy/router.h"
 #include "config/resource.h"
 #include "tls/tls.h"
@@ -218,6 +219,12 @@ int compile_gateway_routes(const struct bootstrap *bs,
     r->router = router_build(&rp, err);
     free(servers);
     if (r->router == NULL)
+        goto fail;
+    /* AuthorizationPolicies that apply to this node, checked before
+     * routing as Envoy's RBAC filter is. */
+    r->authz = authz_build(set, bs->node.ns, &bs->node.labels,
+                           ISTIO_ROOT_NAMESPACE, err);
+    if (r->authz == NULL && *err != NULL)
         goto fail;
     /* The table's clusters become the routes' (references move). */
     r->clusters = table.v;

@@ -7,6 +7,9 @@
 #include "core/addr.h"
 #include "core/strmap.h"
 
+/* Istio's root namespace: mesh-wide policies live there. */
+#define ISTIO_ROOT_NAMESPACE "istio-system"
+
 struct bootstrap;
 struct cluster;
 struct dns_cache;

@@ -88,6 +88,9 @@ int tls_conn_connect(struct conn *c, struct ssl_ctx_st *ctx, const char *sni);
 /* tls_conn_alpn() is the negotiated protocol ("h2", "http/1.1") or "". */
 const char *tls_conn_alpn(const struct conn *c, size_t *len);
 
+/* tls_conn_sni() is the server name the client asked for, or "". */
+const char *tls_conn_sni(const struct conn *c);
+
 /* tls_conn_failure() names why the last handshake failed, from a fixed
  * set for metrics: "version", "cipher", "certificate", "eof", "other". */
 const char *tls_conn_failure(const struct conn *c);

@@ -204,6 +204,14 @@ const char *tls_conn_alpn(const struct conn *c, size_t *len)
     return p ? (const char *)p : "";
 }
 
+const char *tls_conn_sni(const struct conn *c)
+{
+    const char *n = c->tls ? SSL_get_servername(c->tls, TLSEXT_NAMETYPE_host_name)
+                           : NULL;
+
+    return n != NULL ? n : "";
+}
+
 const char *tls_conn_failure(const struct conn *c)
 {
     return c->why ? c->why : "other";

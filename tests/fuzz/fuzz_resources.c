@@ -1,7 +1,8 @@
 /*
  * libFuzzer target for the Istio resource loader: YAML or JSON bytes are
  * loaded as one file, checked against the schema and, when they load,
- * analysed. Any input must load or be refused with a message, without
+ * analysed, and their AuthorizationPolicies compiled and asked about a
+ * request. Any input must load or be refused with a message, without
  * leaks or undefined behaviour. Build and run with tests/fuzz/run.sh
  * (which must link -lpcre2-8).
  */
@@ -14,6 +15,7 @@
 #include "config/analyze.h"
 #include "config/resource.h"
 #include "core/buf.h"
+#include "policy/authz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -35,6 +37,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (analyze(set, &an) < nerr)
         abort();
     analysis_dispose(&an);
+    {
+        /* Whatever policies loaded compile and decide a request. */
+        char *err = NULL;
+        struct authz *a = authz_build(set, "istio-system", NULL,
+                                      "istio-system", &err);
+        struct authz_request r = {0};
+        struct authz_decision d;
+        r.principal = slice_of("cluster.local/ns/a/sa/b");
+        r.host = slice_of("a.example.com:8080");
+        r.method = slice_of("GET");
+        r.path = slice_of("/api/v1/x?q=1");
+        r.port = 8080;
+        authz_check(a, &r, &d);
+        authz_unref(a);
+        free(err);
+    }
     resource_set_free(set);
     buf_dispose(&errs);
     return 0;

@@ -397,10 +397,10 @@ static void test_render_prometheus(void **state)
     r->k.st.draining = 1;
     s = render(r, admin_render_prometheus);
     samples = check_exposition(s);
-    /* 18 listener families and 10 labelled rows (5 status classes, 5 TLS
+    /* 19 listener families and 10 labelled rows (5 status classes, 5 TLS
      * failure reasons), each x 2 listeners; 3 worker lines; 5 server
-     * lines. */
-    assert_int_equal(samples, (18 + 10) * 2 + 3 + 5);
+     * lines and 3 DNS lines. */
+    assert_int_equal(samples, (19 + 10) * 2 + 3 + 5 + 3);
     assert_line(s, "# TYPE strait_listener_connections_accepted_total "
                    "counter");
     assert_line(s, "# TYPE strait_listener_connections_active gauge");
@@ -433,11 +433,13 @@ static void test_render_prometheus(void **state)
     assert_line(s, "strait_config_reloads_total{result=\"ok\"} 3");
     assert_line(s, "strait_config_reloads_total{result=\"error\"} 1");
     assert_line(s, "strait_uptime_seconds 12");
+    assert_line(s, "strait_dns_queries_total{result=\"sent\"} 0");
+    assert_line(s, "strait_dns_changes_total 0");
 
     /* Without listeners the families are still declared, and valid. */
     r->k.nls = 0;
     s = render(r, admin_render_prometheus);
-    assert_int_equal(check_exposition(s), 5);
+    assert_int_equal(check_exposition(s), 5 + 3);
     assert_line(s, "# TYPE strait_listener_connections_active gauge");
 }
 
@@ -764,7 +766,7 @@ static void test_http_prometheus(void **state)
     assert_int_equal(r->status, 200);
     assert_string_equal(header(r, "Content-Type"),
                         "text/plain; version=0.0.4; charset=utf-8");
-    assert_int_equal(check_exposition(r->body), (18 + 10) * 2 + 3 + 5);
+    assert_int_equal(check_exposition(r->body), (19 + 10) * 2 + 3 + 5 + 3);
     assert_line(r->body, "strait_listener_connections_active{listener=\"web\"} "
                          "5");
 }

@@ -490,18 +490,116 @@ static void test_other_kinds_are_skipped(void **state)
     struct fx *f = *state;
 
     load_ok(f, "apiVersion: security.istio.io/v1\n"
-               "kind: AuthorizationPolicy\n"
-               "metadata: {name: deny}\n"
-               "spec: {action: DENY}\n"
+               "kind: RequestAuthentication\n"
+               "metadata: {name: jwt}\n"
+               "spec: {}\n"
                "---\n"
                "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n"
                "---\n"
                "apiVersion: networking.istio.io/v1\nkind: Sidecar\n"
                "metadata: {name: s}\nspec: {}\n");
     assert_int_equal(f->set->n, 0);
-    assert_int_equal(count_warnings(f->set, "security.istio.io"), 1);
     assert_int_equal(count_warnings(f->set, "not an Istio networking"), 1);
-    assert_int_equal(count_warnings(f->set, "not used by strait"), 1);
+    assert_int_equal(count_warnings(f->set, "not used by strait"), 2);
+}
+
+/* security.istio.io: AuthorizationPolicy and PeerAuthentication load with
+ * Istio's defaults; bad CIDRs, ports, path templates and condition keys
+ * are errors at their line; JWT-only fields are warnings. */
+static void test_security_kinds(void **state)
+{
+    struct fx *f = *state;
+    const struct res_authorization_policy *ap;
+    const struct res_peer_authentication *pa;
+    const struct res_authz_rule *ru;
+
+    load_ok(f,
+            "apiVersion: security.istio.io/v1\n"
+            "kind: AuthorizationPolicy\n"
+            "metadata: {name: ap, namespace: istio-system}\n"
+            "spec:\n"
+            "  selector: {matchLabels: {istio: ingressgateway}}\n"
+            "  rules:\n"
+            "  - from: [{source: {principals: [cluster.local/ns/a/sa/b], "
+            "ipBlocks: [10.0.0.0/8, \"::1\"]}}]\n"
+            "    to: [{operation: {methods: [GET], paths: [\"/api/{*}/x\", "
+            "\"/files/{**}\", \"/pre*\"], ports: [\"8080\"]}}]\n"
+            "    when: [{key: \"request.headers[x-env]\", values: [prod]}]\n"
+            "---\n"
+            "apiVersion: security.istio.io/v1beta1\n"
+            "kind: PeerAuthentication\n"
+            "metadata: {name: pa, namespace: istio-system}\n"
+            "spec:\n"
+            "  selector: {matchLabels: {istio: ingressgateway}}\n"
+            "  mtls: {mode: STRICT}\n"
+            "  portLevelMtls: {\"8080\": {mode: PERMISSIVE}}\n");
+    assert_int_equal(f->set->n, 2);
+    ap = res_authorization_policy(f->set->v[0]);
+    assert_int_equal(ap->action, RES_AUTHZ_ALLOW);
+    assert_int_equal(ap->selector.match_labels.n, 1);
+    ru = (const struct res_authz_rule *)ap->rules.v;
+    assert_int_equal(ru->from.n, 1);
+    assert_int_equal(((const struct res_authz_to *)ru->to.v)->operation.paths.n,
+                     3);
+    assert_string_equal(((const struct res_authz_condition *)ru->when.v)->key,
+                        "request.headers[x-env]");
+    pa = res_peer_authentication(f->set->v[1]);
+    assert_int_equal(pa->mtls.mode, RES_MTLS_STRICT);
+    assert_int_equal(pa->port_level_mtls.n, 1);
+    assert_int_equal(((const struct res_mtls *)pa->port_level_mtls.v)->mode,
+                     RES_MTLS_PERMISSIVE);
+
+    load_err(f,
+             "apiVersion: security.istio.io/v1\n"
+             "kind: AuthorizationPolicy\n"
+             "metadata: {name: ap}\n"
+             "spec:\n"
+             "  rules:\n"
+             "  - from: [{source: {ipBlocks: [10.0.0.0/33]}}]\n",
+             "r.yaml:6:21: AuthorizationPolicy default/ap: "
+             "spec.rules[0].from[0].source.ipBlocks[0]: '10.0.0.0/33': not an "
+             "IP address or CIDR\n");
+    load_err(f,
+             "apiVersion: security.istio.io/v1\n"
+             "kind: AuthorizationPolicy\n"
+             "metadata: {name: ap}\n"
+             "spec:\n"
+             "  rules:\n"
+             "  - to: [{operation: {paths: [\"/a/{**}/b\"]}}]\n",
+             "r.yaml:6:22: AuthorizationPolicy default/ap: "
+             "spec.rules[0].to[0].operation.paths[0]: '/a/{**}/b': {**} must "
+             "be the last segment\n");
+    load_err(f,
+             "apiVersion: security.istio.io/v1\n"
+             "kind: AuthorizationPolicy\n"
+             "metadata: {name: ap}\n"
+             "spec:\n"
+             "  rules:\n"
+             "  - when: [{key: request.bogus, values: [x]}]\n",
+             "r.yaml:6:12: AuthorizationPolicy default/ap: spec.rules[0].when[0]: "
+             "unknown condition key 'request.bogus'\n");
+    load_err(f,
+             "apiVersion: security.istio.io/v1\n"
+             "kind: AuthorizationPolicy\n"
+             "metadata: {name: ap}\n"
+             "spec: {action: CUSTOM}\n",
+             "r.yaml:1:1: AuthorizationPolicy default/ap: spec.provider: action "
+             "CUSTOM needs an extension provider\n");
+    load_err(f,
+             "apiVersion: security.istio.io/v1alpha3\n"
+             "kind: PeerAuthentication\n"
+             "metadata: {name: pa}\n"
+             "spec: {mtls: {mode: STRICT}}\n",
+             "r.yaml:1:13: PeerAuthentication default/pa: apiVersion: "
+             "unsupported version 'v1alpha3' (v1 or v1beta1)\n");
+    load_err(f,
+             "apiVersion: security.istio.io/v1\n"
+             "kind: PeerAuthentication\n"
+             "metadata: {name: pa}\n"
+             "spec: {mtls: {mode: STRICT}, portLevelMtls: {\"80\": {mode: "
+             "DISABLE}}}\n",
+             "r.yaml:1:1: PeerAuthentication default/pa: spec.portLevelMtls: "
+             "portLevelMtls needs a selector (Istio's rule)\n");
 }
 
 static void test_duplicate_replaces_with_warning(void **state)
@@ -546,7 +644,8 @@ static void test_err_identity(void **state)
     load_err(f,
              "apiVersion: networking.istio.io/v1\nkind: Gatway\n"
              "metadata: {name: g}\nspec: {}\n",
-             "r.yaml:2:7: Gatway default/g: kind: unknown kind 'Gatway' "
+             "r.yaml:2:7: Gatway default/g: kind: unknown kind 'Gatway' in "
+             "networking.istio.io "
              "(Gateway, VirtualService, DestinationRule, ServiceEntry, "
              "WorkloadEntry)\n");
     load_err(f,
@@ -967,6 +1066,7 @@ int main(void)
         T(test_metadata),
         T(test_multi_document_and_json),
         T(test_other_kinds_are_skipped),
+        T(test_security_kinds),
         T(test_duplicate_replaces_with_warning),
         T(test_err_yaml),
         T(test_err_identity),

@@ -1,0 +1,73 @@
+#ifndef STRAIT_POLICY_AUTHZ_H
+#define STRAIT_POLICY_AUTHZ_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "core/slice.h"
+
+struct conf_strmap;
+struct http_fields;
+struct resource_set;
+
+/*
+ * Istio's AuthorizationPolicy for this gateway. authz_build() selects the
+ * policies that apply to the node (a policy in the root namespace without
+ * a selector applies to the whole mesh, one in the node's namespace
+ * without a selector to the namespace, one with a selector where its
+ * labels match the node's, in its namespace or in the root namespace) and
+ * compiles their rules: values become exact/prefix/suffix/any matchers or
+ * path templates, IP blocks become prefixes. The result is immutable and
+ * read by every worker without locks; reference-counted with atomics.
+ *
+ * authz_check() decides as Istio does: CUSTOM policies first (strait has
+ * no extension provider, so a request one matches is denied), then DENY,
+ * then ALLOW (with no ALLOW policy, whatever is not denied passes; with
+ * some, only what one of them matches); AUDIT policies only mark.
+ */
+struct authz;
+
+/* What a decision looks at; slices need not be NUL-terminated. */
+struct authz_request {
+    struct slice principal; /* peer SPIFFE ID without spiffe://; empty: none */
+    const struct sockaddr *peer;   /* source.ip */
+    const struct sockaddr *remote; /* remote.ip (X-Forwarded-For); NULL: peer */
+    struct slice host;   /* Host / :authority (a port is ignored) */
+    struct slice method;
+    struct slice path;   /* with the query, which is not matched */
+    uint32_t port;       /* destination.port */
+    struct slice sni;    /* connection.sni */
+    const struct http_fields *headers; /* NULL: none (TCP) */
+};
+
+struct authz_decision {
+    int allowed;
+    int audit;          /* an AUDIT policy matched */
+    const char *policy; /* "ns/name" that denied, or of the ALLOW
+                         * policies that all failed: NULL; owned by authz */
+};
+
+/* authz_build() returns the policies of set that apply to a node in
+ * namespace node_ns with labels node_labels (root_ns: Istio's root
+ * namespace), NULL when none does (every request passes), or NULL with
+ * *err set when memory runs out. */
+struct authz *authz_build(const struct resource_set *set, const char *node_ns,
+                          const struct conf_strmap *node_labels,
+                          const char *root_ns, char **err);
+struct authz *authz_ref(struct authz *a);
+void authz_unref(struct authz *a);
+
+/* authz_check() fills *d for r; a NULL a allows everything. */
+void authz_check(const struct authz *a, const struct authz_request *r,
+                 struct authz_decision *d);
+
+/* authz_count() is how many policies a holds (0 for NULL). */
+size_t authz_count(const struct authz *a);
+
+/* authz_path_match() is Istio's path value match, exported for tests:
+ * exact, "prefix*", "*suffix", "*", or a template with {*} (one segment)
+ * and {**} (the rest). */
+int authz_path_match(const char *pattern, struct slice path);
+
+#endif
