@@ -94,6 +94,12 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
                    c.rq_upstream_errors);
         buf_printf(b, "listener.%s.http.rbac_denied: %" PRIu64 "\n", name,
                    c.rq_rbac_denied);
+        buf_printf(b, "listener.%s.http.mirror_sent: %" PRIu64 "\n", name,
+                   c.rq_mirror_sent);
+        buf_printf(b, "listener.%s.http.mirror_failed: %" PRIu64 "\n", name,
+                   c.rq_mirror_failed);
+        buf_printf(b, "listener.%s.http.mirror_skipped: %" PRIu64 "\n", name,
+                   c.rq_mirror_skipped);
         buf_printf(b, "listener.%s.tls.handshakes: %" PRIu64 "\n", name,
                    c.tls_handshakes);
         buf_printf(b, "listener.%s.tls.fail_version: %" PRIu64 "\n", name,
@@ -150,6 +156,14 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
             buf_printf(b,
                        "cluster.%s.upstream_rq_retry_overflow: %" PRIu64 "\n",
                        name, c.rq_retry_overflow);
+            buf_printf(b, "cluster.%s.upstream_rq_retry: %" PRIu64 "\n", name,
+                       c.rq_retry);
+            buf_printf(b,
+                       "cluster.%s.upstream_rq_per_try_timeout: %" PRIu64 "\n",
+                       name, c.rq_per_try_timeout);
+            buf_printf(b,
+                       "cluster.%s.retry_or_shadow_abandoned: %" PRIu64 "\n",
+                       name, c.rq_retry_body_overflow);
         }
     }
 }
@@ -203,6 +217,16 @@ static const struct family families[] = {
     {"strait_http_rbac_denied_total", "counter",
      "Requests refused by an AuthorizationPolicy (403).",
      offsetof(struct listener_counters, rq_rbac_denied)},
+    {"strait_http_mirror_sent_total", "counter",
+     "Mirrored copies of requests sent (VirtualService mirror).",
+     offsetof(struct listener_counters, rq_mirror_sent)},
+    {"strait_http_mirror_failed_total", "counter",
+     "Mirrored copies that failed (connect, reset, timeout, local error).",
+     offsetof(struct listener_counters, rq_mirror_failed)},
+    {"strait_http_mirror_skipped_total", "counter",
+     "Requests selected for mirroring whose copy was not sent (body over "
+     "the buffer limit, no endpoint, circuit breaker).",
+     offsetof(struct listener_counters, rq_mirror_skipped)},
     {"strait_tls_handshakes_total", "counter", "Completed TLS handshakes.",
      offsetof(struct listener_counters, tls_handshakes)},
     {"strait_http2_rapid_reset_total", "counter",
@@ -249,6 +273,15 @@ static const struct family cluster_families[] = {
     {"strait_cluster_retry_overflows_total", "counter",
      "Retries the circuit breaker refused.",
      offsetof(struct cluster_counters, rq_retry_overflow)},
+    {"strait_cluster_retries_total", "counter",
+     "Retries sent to the cluster (VirtualService retries).",
+     offsetof(struct cluster_counters, rq_retry)},
+    {"strait_cluster_per_try_timeouts_total", "counter",
+     "Attempts abandoned at retries.perTryTimeout.",
+     offsetof(struct cluster_counters, rq_per_try_timeout)},
+    {"strait_cluster_retry_body_overflows_total", "counter",
+     "Requests not retriable because their body outgrew the retry buffer.",
+     offsetof(struct cluster_counters, rq_retry_body_overflow)},
 };
 
 static void render_clusters(const struct admin_ops *ops, struct buf *b)

@@ -9,6 +9,7 @@ void hpipe_init(struct hpipe *p, struct bufpool *pool, size_t cap)
 {
     memset(p, 0, sizeof(*p));
     buf_init(&p->buf, cap);
+    buf_init(&p->kept, 0);
     p->pool = pool;
 }
 
@@ -18,6 +19,7 @@ void hpipe_dispose(struct hpipe *p)
     if (p->pool != NULL)
         bufpool_drain(p->pool, &p->buf);
     buf_dispose(&p->buf);
+    buf_dispose(&p->kept);
 }
 
 size_t hpipe_room(const struct hpipe *p)
@@ -62,6 +64,7 @@ void hpipe_finish(struct hpipe *p)
         return;
     p->eof = 1;
     wake(p->wake_reader, p->reader);
+    wake(p->on_end, p->end_arg);
 }
 
 void hpipe_abort(struct hpipe *p)
@@ -70,18 +73,43 @@ void hpipe_abort(struct hpipe *p)
         return;
     p->aborted = 1;
     wake(p->wake_reader, p->reader);
+    wake(p->on_end, p->end_arg);
 }
 
 const char *hpipe_peek(const struct hpipe *p, size_t *n)
 {
+    if (p->replay < buf_len(&p->kept)) {
+        *n = buf_len(&p->kept) - p->replay;
+        return buf_ptr(&p->kept) + p->replay;
+    }
     *n = buf_len(&p->buf);
     return buf_ptr(&p->buf);
+}
+
+/* Kept bytes past the limit: the body is passed on but not kept. */
+static void keep_bytes(struct hpipe *p, const char *data, size_t n)
+{
+    if (!p->keeping || p->kept_over)
+        return;
+    if (buf_append(&p->kept, data, n) < 0) {
+        p->kept_over = 1;
+        buf_dispose(&p->kept);
+    }
+    p->replay = buf_len(&p->kept);
 }
 
 void hpipe_consume(struct hpipe *p, size_t n)
 {
     if (n == 0)
         return;
+    if (p->replay < buf_len(&p->kept)) {
+        /* A rewound reader reads kept bytes again: the producer has had
+         * its room (and HTTP/2 credit) for them already. */
+        size_t left = buf_len(&p->kept) - p->replay;
+        p->replay += n < left ? n : left;
+        return;
+    }
+    keep_bytes(p, buf_ptr(&p->buf), n);
     buf_consume(&p->buf, n);
     if (buf_len(&p->buf) == 0 && p->pool != NULL)
         bufpool_drain(p->pool, &p->buf);
@@ -101,4 +129,37 @@ void hpipe_reset(struct hpipe *p)
     p->aborted = 0;
     p->was_full = 0;
     p->trailers.n = 0;
+    buf_dispose(&p->kept);
+    p->replay = 0;
+    p->keeping = 0;
+    p->kept_over = 0;
+}
+
+void hpipe_keep(struct hpipe *p, size_t limit)
+{
+    p->keeping = 1;
+    p->kept_over = 0;
+    buf_dispose(&p->kept);
+    buf_init(&p->kept, limit);
+    p->replay = 0;
+}
+
+int hpipe_rewind(struct hpipe *p)
+{
+    if (!hpipe_replayable(p))
+        return -1;
+    p->replay = 0;
+    return 0;
+}
+
+const char *hpipe_kept(const struct hpipe *p, size_t *n)
+{
+    *n = buf_len(&p->kept);
+    return buf_ptr(&p->kept);
+}
+
+const char *hpipe_live(const struct hpipe *p, size_t *n)
+{
+    *n = buf_len(&p->buf);
+    return buf_ptr(&p->buf);
 }

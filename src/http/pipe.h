@@ -28,6 +28,19 @@ struct hpipe {
     unsigned wake_on_consume : 1; /* wake the writer on every consume
                                     (HTTP/2 returns flow-control credit) */
     struct http_fields trailers;
+    /* Replay (retries, mirroring): consumed bytes are also kept here, up
+     * to kept.max, so a new reader can start again from the first byte.
+     * replay is the offset of the next kept byte a rewound reader gets;
+     * once it reaches the end, reads come from buf again. */
+    struct buf kept;
+    size_t replay;
+    unsigned keeping : 1;  /* consumed bytes are kept */
+    unsigned kept_over : 1; /* the body outgrew kept.max: no replay */
+    /* Told (directly, from hpipe_finish or hpipe_abort) that the producer
+     * is done; for a third party such as a mirror waiting for a whole
+     * body. It must only arm a deferred event. */
+    void (*on_end)(void *arg);
+    void *end_arg;
     void (*wake_reader)(void *arg);
     void *reader;
     void (*wake_writer)(void *arg);
@@ -61,10 +74,41 @@ void hpipe_consume(struct hpipe *p, size_t n);
  * retried upstream exchange whose answer was not passed on). */
 void hpipe_reset(struct hpipe *p);
 
-/* hpipe_drained() is true when the producer finished and nothing is left. */
+/*
+ * hpipe_keep() makes the pipe keep every byte its consumer takes, up to
+ * limit bytes in all, so that the body can be read again from its start
+ * (hpipe_rewind). Call it before the first consume. A body that grows past
+ * limit is still passed on as usual, but the kept bytes are freed and the
+ * pipe can no longer rewind (hpipe_replayable() turns 0). The kept memory
+ * is allocated as bytes are consumed, never more than limit.
+ */
+void hpipe_keep(struct hpipe *p, size_t limit);
+
+/* hpipe_replayable() is true while everything consumed so far is kept. */
+static inline int hpipe_replayable(const struct hpipe *p)
+{
+    return p->keeping && !p->kept_over;
+}
+
+/* hpipe_rewind() makes the next reader start at the body's first byte:
+ * peek and consume serve the kept bytes, then the live ones. Returns 0, or
+ * -1 when the pipe cannot replay (not keeping, or the body outgrew the
+ * limit). The consumer's wake callbacks are not touched. */
+int hpipe_rewind(struct hpipe *p);
+
+/* hpipe_kept() returns the bytes consumed (and kept) so far, in *n; only
+ * meaningful while hpipe_replayable(). */
+const char *hpipe_kept(const struct hpipe *p, size_t *n);
+
+/* hpipe_live() returns the bytes written and not consumed yet, in *n (a
+ * whole body, when eof, is hpipe_kept() followed by these). */
+const char *hpipe_live(const struct hpipe *p, size_t *n);
+
+/* hpipe_drained() is true when the producer finished and nothing is left
+ * (kept bytes a rewound reader has not read again included). */
 static inline int hpipe_drained(const struct hpipe *p)
 {
-    return p->eof && buf_len(&p->buf) == 0;
+    return p->eof && buf_len(&p->buf) == 0 && p->replay >= buf_len(&p->kept);
 }
 
 #endif

@@ -52,6 +52,8 @@ struct http_listener {
     struct wroutes *routes; /* the current view */
     struct list old;        /* replaced views still pinned */
     struct list dead_routes; /* unpinned views, freed by the reaper */
+    struct list mirrors;      /* mirrored requests in flight (pstream) */
+    struct list mirrors_dead; /* finished ones, freed by the reaper */
     struct ssl_ctx_st *ssl_ctx;
     unsigned tls_gen;
     uint64_t rng;
@@ -82,11 +84,42 @@ static inline struct listener_counters *http_shard(const struct http_listener *l
  * http_listener_pin() returns the view of the listener's current routes
  * (taking a newer generation first if one was published) and pins it:
  * what it points to stays valid until http_listener_unpin().
+ * http_listener_repin() pins a view already pinned once more (a mirrored
+ * copy runs on the routes of the request it copies).
  */
 struct wroutes *http_listener_pin(struct http_listener *l);
 void http_listener_unpin(struct http_listener *l, struct wroutes *w);
 
+static inline struct wroutes *http_listener_repin(struct wroutes *w)
+{
+    w->pins++;
+    return w;
+}
+
+/*
+ * http_pool() is the worker's pool of upstream connections for a cluster
+ * of a pinned view, and http_cluster() that cluster. The request path
+ * reaches pools and clusters only through these two, so where they live
+ * can change in one place.
+ */
+static inline struct upool *http_pool(const struct wroutes *w, int cluster)
+{
+    return &w->pools[cluster]->p;
+}
+
+static inline const struct cluster *http_cluster(const struct wroutes *w,
+                                                 int cluster)
+{
+    return w->r->clusters[cluster];
+}
+
 /* http_stream.c */
 extern const struct hstream_handler http_stream_handler;
+
+/* http_mirrors_reap() frees the listener's finished mirrored requests (on
+ * the reaper's turn, never inside their own callbacks); http_mirrors_free()
+ * also stops those still in flight, before the pools go. */
+void http_mirrors_reap(struct http_listener *l);
+void http_mirrors_free(struct http_listener *l);
 
 #endif

@@ -366,6 +366,7 @@ static void reap(evutil_socket_t fd, short what, void *arg)
     (void)what;
     while (!LIST_EMPTY(&l->dead))
         conn_free_now(LIST_ELEM(l->dead.next, struct http_conn, link));
+    http_mirrors_reap(l);
     reap_routes(l);
     if (!acceptor_running(&l->acc) && l->active == 0 && l->on_idle != NULL)
         l->on_idle(&l->pl, l->arg);
@@ -624,6 +625,8 @@ static void listener_free(struct http_listener *l)
     }
     while (!LIST_EMPTY(&l->dead))
         conn_free_now(LIST_ELEM(l->dead.next, struct http_conn, link));
+    /* Mirrored copies pin views and use their pools: they go first. */
+    http_mirrors_free(l);
     wroutes_free(l->routes);
     while (!LIST_EMPTY(&l->old)) {
         struct wroutes *w = LIST_ELEM(l->old.next, struct wroutes, link);
@@ -666,6 +669,8 @@ static struct plistener *listener_start(struct event_base *base, int worker,
     LIST_INIT(&l->dead);
     LIST_INIT(&l->old);
     LIST_INIT(&l->dead_routes);
+    LIST_INIT(&l->mirrors);
+    LIST_INIT(&l->mirrors_dead);
     bufpool_init(&l->pool, conf->h1s.body_cap, BODY_POOL_KEEP);
     if (conf->h1c.lim.max_headers > cap)
         cap = conf->h1c.lim.max_headers;

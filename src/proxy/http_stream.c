@@ -22,6 +22,18 @@
 
 #define CONNECT_ATTEMPTS 3
 
+/*
+ * A request body is kept for a retry or a mirror up to this many bytes:
+ * Envoy's default per_request_buffer_limit (its connection buffer limit,
+ * 1 MiB). A longer body is passed on as usual, but the request is no
+ * longer retried and is not mirrored (Envoy's retry_or_shadow_abandoned).
+ */
+#define BODY_KEEP_LIMIT ((size_t)1 << 20)
+
+/* A mirrored copy on a route without a timeout still ends: it gets Envoy's
+ * default route timeout, so a stalled mirror never holds memory for long. */
+#define MIRROR_TIMEOUT_MS 15000
+
 struct pstream {
     struct hstream *s;
     struct http_conn *hc;
@@ -54,6 +66,17 @@ struct pstream {
     const char *details;  /* why a local answer was given, for the log */
     const char *upstream; /* endpoint address, for the log */
     const char *client;   /* originating client, after trusted hops */
+    struct event try_timer; /* retries.perTryTimeout of this attempt */
+    unsigned try_on : 1;
+    unsigned body_overflow : 1; /* counted as not retriable for its body */
+    /* The primary: launches the mirror once the whole body is here. A
+     * mirrored copy: drains the copy's response. */
+    struct event aux;
+    unsigned mirror_wait : 1;   /* a mirror waits for the request body */
+    unsigned shadow : 1;        /* this is a mirrored copy (fire and forget) */
+    unsigned mirrored : 1;      /* the mirror was dealt with */
+    unsigned shadow_failed : 1; /* the copy ended with a local error */
+    struct list link;           /* a copy: in l->mirrors or l->mirrors_dead */
 };
 
 static const struct h1_client_hooks up_hooks;
@@ -109,7 +132,7 @@ static void access_log(struct pstream *ps)
         {"duration_ms", dur, 1},
         {"upstream", ps->upstream ? ps->upstream : "-", 0},
         {"cluster",
-         ps->cluster >= 0 ? ps->wr->r->clusters[ps->cluster]->name : "-", 0},
+         ps->cluster >= 0 ? http_cluster(ps->wr, ps->cluster)->name : "-", 0},
         {"route", ps->action ? ps->action->vs : NULL, 0},
         {"flags", hstream_flags_str(s->flags, flags, sizeof(flags)), 0},
         {"retries", retries, 1},
@@ -143,6 +166,17 @@ static void maybe_end(struct pstream *ps)
         event_del(&ps->timer);
         ps->timer_on = 0;
     }
+    if (ps->try_on) {
+        event_del(&ps->try_timer);
+        ps->try_on = 0;
+    }
+    event_del(&ps->aux);
+    if (ps->mirror_wait) {
+        /* The request ended before its body was whole: no copy. */
+        ps->mirror_wait = 0;
+        s->req_body.on_end = NULL;
+        STAT_ADD(http_shard(ps->l), rq_mirror_skipped, 1);
+    }
     if (ps->delay_on) {
         event_del(&ps->delay);
         ps->delay_on = 0;
@@ -154,6 +188,20 @@ static void maybe_end(struct pstream *ps)
     if (ps->retry_slot) {
         cluster_release_retry(ps->pool->cl);
         ps->retry_slot = 0;
+    }
+    if (ps->shadow) {
+        /* A copy is not a request of the listener: it is neither counted
+         * nor logged there. Its memory goes on the reaper's turn. */
+        if (ps->shadow_failed)
+            STAT_ADD(http_shard(ps->l), rq_mirror_failed, 1);
+        s->resp_body.wake_reader = NULL;
+        http_listener_unpin(ps->l, ps->wr);
+        s->proxy = NULL;
+        list_del(&ps->link);
+        list_append(&ps->l->mirrors_dead, &ps->link);
+        event_active(ps->l->reap_ev, EV_TIMEOUT, 0);
+        hstream_unref(s); /* the proxy's; the reaper drops the copy's own */
+        return;
     }
     count_status(ps, s->resp.status);
     if (ps->l->conf->access_log)
@@ -174,6 +222,14 @@ static void up_finished(struct pstream *ps)
     if (ps->timer_on) {
         event_del(&ps->timer);
         ps->timer_on = 0;
+    }
+    if (ps->try_on) {
+        event_del(&ps->try_timer);
+        ps->try_on = 0;
+    }
+    if (ps->delay_on) {
+        event_del(&ps->delay); /* a retry's backoff, cut short */
+        ps->delay_on = 0;
     }
     ps->up_done = 1;
     maybe_end(ps);
@@ -213,6 +269,8 @@ static void local_reply(struct pstream *ps, int status, unsigned flags,
     struct hstream *s = ps->s;
 
     s->flags |= flags;
+    if (ps->shadow)
+        ps->shadow_failed = 1;
     if (!s->resp_started && !s->down_done && is_grpc(s)) {
         char code[8];
         snprintf(code, sizeof(code), "%d", grpc_code(status));
@@ -261,16 +319,20 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 }
 
 static void connect_next(struct pstream *ps);
+static void mirror_begin(struct pstream *ps);
 
 /*
- * Retries, as a VirtualService's retries ask: only for requests without a
- * body (nothing to replay) and only before anything was passed on. Backoff
- * is jittered exponential from 25 ms, as Envoy's.
+ * The request can be sent again from its start: it has no body, or all of
+ * its body that was passed on is still kept (BODY_KEEP_LIMIT). An upgrade
+ * carries a tunnel, never replayed.
  */
-static int may_retry(const struct pstream *ps)
+static int replayable(const struct pstream *ps)
 {
-    return ps->action != NULL && ps->retries < ps->action->retry.attempts &&
-           !ps->s->req.has_body && !ps->s->resp_started && !ps->s->down_done;
+    const struct hstream *s = ps->s;
+
+    if (!s->req.has_body)
+        return 1;
+    return !s->req.upgrade && hpipe_replayable(&s->req_body);
 }
 
 /* The cluster's retry circuit breaker lets this request retry: its slot,
@@ -287,8 +349,13 @@ static int retry_admitted(struct pstream *ps)
     return 1;
 }
 
-static int retriable_status(const struct route_retry *r, int status)
+static int retriable_status(const struct pstream *ps, int status)
 {
+    const struct route_retry *r;
+
+    if (ps->action == NULL)
+        return 0;
+    r = &ps->action->retry;
     if ((r->on & ROUTE_RETRY_5XX) && status >= 500 && status <= 599)
         return 1;
     if ((r->on & ROUTE_RETRY_GATEWAY_ERROR) &&
@@ -301,8 +368,13 @@ static int retriable_status(const struct route_retry *r, int status)
     return 0;
 }
 
-static int retriable_failure(const struct route_retry *r, unsigned flags)
+static int retriable_failure(const struct pstream *ps, unsigned flags)
 {
+    const struct route_retry *r;
+
+    if (ps->action == NULL)
+        return 0;
+    r = &ps->action->retry;
     if (r->on & ROUTE_RETRY_5XX)
         return 1; /* Envoy's 5xx covers connect failures and resets */
     if ((flags & HFLAG_UF) && (r->on & (ROUTE_RETRY_CONNECT_FAILURE |
@@ -311,7 +383,43 @@ static int retriable_failure(const struct route_retry *r, unsigned flags)
     return (r->on & (ROUTE_RETRY_RESET | ROUTE_RETRY_GATEWAY_ERROR)) != 0;
 }
 
-/* Starts the next try after the backoff; the previous exchange is gone. */
+/* An attempt past retries.perTryTimeout: Envoy retries it under the
+ * conditions that cover an upstream that does not answer (5xx,
+ * gateway-error, reset). */
+static int retriable_timeout(const struct pstream *ps)
+{
+    return ps->action != NULL &&
+           (ps->action->retry.on & (ROUTE_RETRY_5XX |
+                                    ROUTE_RETRY_GATEWAY_ERROR |
+                                    ROUTE_RETRY_RESET)) != 0;
+}
+
+/*
+ * should_retry() decides whether a failed attempt is tried again, as a
+ * VirtualService's retries ask. retriable: the policy covers what
+ * happened. Only while attempts remain, nothing was passed on, the
+ * request can be replayed and the cluster's retry breaker admits it.
+ */
+static int should_retry(struct pstream *ps, int retriable)
+{
+    const struct hstream *s = ps->s;
+
+    if (!retriable || ps->retries >= ps->action->retry.attempts ||
+        s->resp_started || s->down_done)
+        return 0;
+    if (!replayable(ps)) {
+        /* Envoy's retry_or_shadow_abandoned, once per request. */
+        if (!ps->body_overflow) {
+            ps->body_overflow = 1;
+            STAT_ADD(upool_stats(ps->pool), rq_retry_body_overflow, 1);
+        }
+        return 0;
+    }
+    return retry_admitted(ps);
+}
+
+/* Starts the next try after the backoff; the previous exchange is gone.
+ * The body, if any, is read again from its first byte. */
 static void retry_later(struct pstream *ps)
 {
     struct hstream *s = ps->s;
@@ -319,6 +427,13 @@ static void retry_later(struct pstream *ps)
     uint64_t ms = base / 2 + rng_next(ps->l) % (base / 2 + 1);
     struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
 
+    if (ps->try_on) {
+        event_del(&ps->try_timer);
+        ps->try_on = 0;
+    }
+    if (s->req.has_body)
+        hpipe_rewind(&s->req_body); /* replayable() held */
+    STAT_ADD(upool_stats(ps->pool), rq_retry, 1);
     ps->retries++;
     memset(&s->resp, 0, sizeof(s->resp));
     s->resp.content_length = -1;
@@ -400,6 +515,46 @@ static int cors_request(struct pstream *ps)
     return 1;
 }
 
+/*
+ * retries.perTryTimeout: the attempt ran past its own deadline. Its
+ * exchange is abandoned (an HTTP/1 connection is closed, not pooled; an
+ * HTTP/2 stream is reset) and, when the policy covers it and attempts
+ * remain, the request is tried again; otherwise it is answered 504 with
+ * Envoy's UT flag (and URX once retries were spent). The route's timeout
+ * keeps running across attempts and still bounds them all.
+ */
+static void on_try_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct pstream *ps = arg;
+
+    (void)fd;
+    (void)what;
+    ps->try_on = 0;
+    STAT_ADD(upool_stats(ps->pool), rq_per_try_timeout, 1);
+    release_upstream(ps, 0);
+    if (should_retry(ps, retriable_timeout(ps))) {
+        retry_later(ps);
+        return;
+    }
+    STAT_ADD(upool_stats(ps->pool), rq_timeout, 1);
+    local_reply(ps, 504, HFLAG_UT | (ps->retries > 0 ? HFLAG_URX : 0),
+                "upstream request timeout\n");
+    up_finished(ps);
+}
+
+/* Each attempt gets its own deadline when the route has perTryTimeout;
+ * it runs from the attempt's start until its exchange ends. */
+static void arm_try_timer(struct pstream *ps)
+{
+    uint64_t ms = ps->action != NULL ? ps->action->retry.per_try_timeout_ms : 0;
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+
+    if (ms == 0 || ps->try_on)
+        return;
+    event_add(&ps->try_timer, &tv);
+    ps->try_on = 1;
+}
+
 static void up_connect_failed(void *ctx, struct h1_client *c, int timeout)
 {
     struct pstream *ps = ctx;
@@ -423,9 +578,7 @@ static void up_head(void *ctx, struct h1_client *c)
     /* The client side may have answered already (a bad request body). */
     if (s->down_done || s->resp_started)
         return;
-    if (may_retry(ps) &&
-        retriable_status(&ps->action->retry, s->resp.status) &&
-        retry_admitted(ps)) {
+    if (should_retry(ps, retriable_status(ps, s->resp.status))) {
         release_upstream(ps, 0);
         retry_later(ps);
         return;
@@ -448,22 +601,25 @@ static void up_done(void *ctx, struct h1_client *c, int ok, int reusable,
      * keep-alive race) fails before any response byte: a request without
      * a body is sent again on a new connection, once. */
     if (!ok && c != NULL && c->requests > 1 && !s->resp_started &&
-        !s->req.has_body && !ps->replayed && (flags & HFLAG_UC)) {
+        !s->down_done && replayable(ps) && !ps->replayed &&
+        (flags & HFLAG_UC)) {
         ps->replayed = 1;
         release_upstream(ps, 0);
+        if (s->req.has_body)
+            hpipe_rewind(&s->req_body);
         ps->reuse_blocked = 1;
         connect_next(ps);
         return;
     }
-    if (!ok && may_retry(ps) &&
-        retriable_failure(&ps->action->retry, flags) && retry_admitted(ps)) {
+    if (!ok && should_retry(ps, retriable_failure(ps, flags))) {
         release_upstream(ps, 0);
         retry_later(ps);
         return;
     }
     if (!ok) {
         STAT_ADD(upool_stats(ps->pool), rq_error, 1);
-        STAT_ADD(http_shard(ps->l), rq_upstream_errors, 1);
+        if (!ps->shadow)
+            STAT_ADD(http_shard(ps->l), rq_upstream_errors, 1);
         if (ps->retries > 0)
             s->flags |= HFLAG_URX;
         release_upstream(ps, 0);
@@ -531,6 +687,7 @@ static void connect_next(struct pstream *ps)
             ps->h2s = h2_client_submit(h2, ps->s, &h2_hooks, ps);
             if (ps->h2s == NULL)
                 break;
+            arm_try_timer(ps);
             return;
         }
         c = ps->reuse_blocked ? NULL : upool_take(p, ps->ep);
@@ -554,15 +711,15 @@ static void connect_next(struct pstream *ps)
         ps->upstream = arena_dup(&ps->s->arena, as, strlen(as));
         ps->uc = c;
         h1_client_start(c, ps->s);
+        arm_try_timer(ps);
         return;
     }
-    if (may_retry(ps) &&
-        retriable_failure(&ps->action->retry, HFLAG_UF) &&
-        retry_admitted(ps)) {
+    if (should_retry(ps, retriable_failure(ps, HFLAG_UF))) {
         retry_later(ps);
         return;
     }
-    STAT_ADD(http_shard(ps->l), rq_upstream_errors, 1);
+    if (!ps->shadow)
+        STAT_ADD(http_shard(ps->l), rq_upstream_errors, 1);
     local_reply(ps, 503, HFLAG_UF | (ps->retries ? HFLAG_URX : 0),
                 "upstream connect error\n");
     up_finished(ps);
@@ -697,6 +854,13 @@ static void on_delay(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     ps->delay_on = 0;
+    /* After a fault delay (not a retry's backoff), the mirror's turn: the
+     * copy follows the delayed request, as Envoy's router runs after its
+     * fault filter. */
+    if (ps->rr.mirror && !ps->mirrored) {
+        ps->mirrored = 1;
+        mirror_begin(ps);
+    }
     connect_next(ps);
 }
 
@@ -863,6 +1027,264 @@ static int authorize(struct pstream *ps)
     return -1;
 }
 
+/*
+ * Mirroring (VirtualService mirror, Envoy's request_mirror_policies).
+ *
+ * A selected request is copied, head and body, into a stream of its own
+ * (its Host gets the "-shadow" suffix) and sent to the mirror's cluster as
+ * a pstream marked shadow. It is fire and forget: its answer is read and
+ * thrown away, its failure or slowness never touches the original, and it
+ * holds no reference to the client's connection or stream, so a client
+ * that goes away leaves it to finish (or time out) on its own. Copies live
+ * on the listener's list until they end; the reaper frees them.
+ *
+ * A body is copied whole once it has arrived, as Envoy's router buffers it
+ * for shadowing: it is kept while it streams to the original's upstream
+ * (hpipe_keep) and a body over BODY_KEEP_LIMIT is not mirrored (counted
+ * skipped), without any effect on the original.
+ */
+static void shadow_drain(struct pstream *ps)
+{
+    struct hstream *m = ps->s;
+    size_t n;
+
+    for (;;) {
+        hpipe_peek(&m->resp_body, &n);
+        if (n == 0)
+            break;
+        hpipe_consume(&m->resp_body, n);
+    }
+    if (ps->down_done ||
+        (!hpipe_drained(&m->resp_body) && !m->resp_body.aborted))
+        return;
+    /* The copy's answer is over: as on_down_done for a client. */
+    ps->down_done = 1;
+    m->down_done = 1;
+    if ((ps->uc != NULL || ps->h2s != NULL) && !ps->up_done) {
+        release_upstream(ps, 0);
+        ps->up_done = 1;
+    }
+    maybe_end(ps);
+}
+
+static void shadow_wake(void *arg)
+{
+    struct pstream *ps = arg;
+
+    event_active(&ps->aux, EV_TIMEOUT, 0);
+}
+
+static void shadow_head(struct hstream *m)
+{
+    shadow_wake(m->down_ctx);
+}
+
+static void shadow_continue(struct hstream *m)
+{
+    (void)m;
+}
+
+/* The "downstream" of a copy: a sink. */
+static const struct hstream_down_ops shadow_down = {shadow_head,
+                                                    shadow_continue};
+
+static void mirror_launch(struct pstream *ps);
+
+static void on_aux(evutil_socket_t fd, short what, void *arg)
+{
+    struct pstream *ps = arg;
+
+    (void)fd;
+    (void)what;
+    if (ps->shadow) {
+        shadow_drain(ps);
+    } else if (ps->mirror_wait) {
+        ps->mirror_wait = 0;
+        ps->s->req_body.on_end = NULL;
+        mirror_launch(ps);
+    }
+}
+
+/* The request body ended (or failed): the copy can be made now. Called
+ * from inside hpipe_finish/hpipe_abort, so it only arms an event. */
+static void mirror_body_end(void *arg)
+{
+    struct pstream *ps = arg;
+
+    event_active(&ps->aux, EV_TIMEOUT, 0);
+}
+
+/* A copy of the request in a stream of its own: head (Host with the
+ * "-shadow" suffix), body (body_len bytes: the kept ones, then the live
+ * ones) and trailers. NULL when memory is short. */
+static struct hstream *shadow_copy(struct pstream *ps, size_t body_len)
+{
+    const struct hstream *s = ps->s;
+    struct http_listener *l = ps->l;
+    struct hstream *m = hstream_new(&l->pool, l->conf->h1s.body_cap);
+    struct http_request *q;
+    const char *part;
+    size_t n;
+
+    if (m == NULL)
+        return NULL;
+    q = &m->req;
+    *q = s->req;
+    memset(&q->fields, 0, sizeof(q->fields));
+    q->expect_continue = 0;
+    q->method = arena_slice(&m->arena, s->req.method);
+    q->scheme = arena_slice(&m->arena, s->req.scheme);
+    q->path = arena_slice(&m->arena, s->req.path);
+    q->authority = router_shadow_authority(s->req.authority, &m->arena);
+    if (q->method.p == NULL || q->scheme.p == NULL || q->path.p == NULL ||
+        q->authority.p == NULL)
+        goto fail;
+    for (size_t i = 0; i < s->req.fields.n; i++)
+        if (http_fields_add(&q->fields, &m->arena, s->req.fields.v[i].name,
+                            s->req.fields.v[i].value, SIZE_MAX) < 0)
+            goto fail;
+    /* The body pipe holds the whole copy, from no pool: it is written
+     * once, here, and read by the copy's upstream. */
+    hpipe_dispose(&m->req_body);
+    hpipe_init(&m->req_body, NULL, body_len);
+    if (s->req.has_body) {
+        part = hpipe_kept(&s->req_body, &n);
+        if (hpipe_write(&m->req_body, part, n) != n)
+            goto fail;
+        part = hpipe_live(&s->req_body, &n);
+        if (hpipe_write(&m->req_body, part, n) != n)
+            goto fail;
+        for (size_t i = 0; i < s->req_body.trailers.n; i++)
+            if (http_fields_add(&m->req_body.trailers, &m->arena,
+                                s->req_body.trailers.v[i].name,
+                                s->req_body.trailers.v[i].value,
+                                SIZE_MAX) < 0)
+                goto fail;
+    }
+    hpipe_finish(&m->req_body);
+    return m;
+fail:
+    hstream_unref(m);
+    return NULL;
+}
+
+/* Sends the copy of ps's request to the mirror's cluster, or counts it
+ * skipped. */
+static void mirror_launch(struct pstream *ps)
+{
+    const struct route_mirror *mr = &ps->action->mirror;
+    struct http_listener *l = ps->l;
+    struct listener_counters *sh = http_shard(l);
+    const struct hpipe *b = &ps->s->req_body;
+    struct upool *pool = http_pool(ps->wr, mr->cluster);
+    size_t kept = 0, live = 0;
+    int admitted = 0;
+    struct hstream *m;
+    struct pstream *sp;
+    uint64_t ms;
+
+    if (ps->s->req.upgrade || pool->cl->nendpoints == 0)
+        goto skip;
+    if (ps->s->req.has_body) {
+        if (b->aborted || !b->eof || !hpipe_replayable(b))
+            goto skip;
+        hpipe_kept(b, &kept);
+        hpipe_live(b, &live);
+        if (kept + live > BODY_KEEP_LIMIT)
+            goto skip;
+    }
+    if (pool->cl->max_requests > 0) {
+        if (!cluster_admit(pool->cl)) {
+            STAT_ADD(upool_stats(pool), rq_overflow, 1);
+            goto skip;
+        }
+        admitted = 1;
+    }
+    m = shadow_copy(ps, kept + live);
+    sp = m != NULL ? arena_alloc(&m->arena, sizeof(*sp)) : NULL;
+    if (sp == NULL) {
+        hstream_unref(m);
+        if (admitted)
+            cluster_release(pool->cl);
+        goto skip;
+    }
+    memset(sp, 0, sizeof(*sp));
+    sp->s = hstream_ref(m); /* the proxy's; m's own is the sink's */
+    sp->l = l;
+    sp->wr = http_listener_repin(ps->wr); /* the pool lives in the view */
+    sp->shadow = 1;
+    sp->cluster = mr->cluster;
+    sp->pool = pool;
+    sp->admitted = (unsigned)admitted;
+    m->proxy = sp;
+    m->down = &shadow_down;
+    m->down_ctx = sp;
+    m->resp_body.wake_reader = shadow_wake;
+    m->resp_body.reader = sp;
+    event_assign(&sp->timer, l->base, -1, 0, on_timeout, sp);
+    event_assign(&sp->delay, l->base, -1, 0, on_delay, sp);
+    event_assign(&sp->try_timer, l->base, -1, 0, on_try_timeout, sp);
+    event_assign(&sp->aux, l->base, -1, 0, on_aux, sp);
+    list_append(&l->mirrors, &sp->link);
+    ms = ps->timeout_ms > 0 ? ps->timeout_ms : MIRROR_TIMEOUT_MS;
+    {
+        struct timeval tv = {(time_t)(ms / 1000),
+                             (suseconds_t)(ms % 1000) * 1000};
+        event_add(&sp->timer, &tv);
+        sp->timer_on = 1;
+    }
+    sp->ep = upool_pick(pool);
+    sp->busy = 1;
+    sp->busy_ep = sp->ep;
+    upool_busy(pool, sp->ep);
+    STAT_ADD(upool_stats(pool), rq_total, 1);
+    STAT_ADD(sh, rq_mirror_sent, 1);
+    connect_next(sp);
+    return;
+skip:
+    STAT_ADD(sh, rq_mirror_skipped, 1);
+}
+
+/* The router picked this request for mirroring: copy it now, or once its
+ * body has arrived. */
+static void mirror_begin(struct pstream *ps)
+{
+    struct hpipe *b = &ps->s->req_body;
+
+    if (!ps->s->req.has_body || b->eof || b->aborted) {
+        mirror_launch(ps);
+        return;
+    }
+    ps->mirror_wait = 1;
+    b->on_end = mirror_body_end;
+    b->end_arg = ps;
+}
+
+void http_mirrors_reap(struct http_listener *l)
+{
+    while (!LIST_EMPTY(&l->mirrors_dead)) {
+        struct pstream *ps = LIST_ELEM(l->mirrors_dead.next, struct pstream,
+                                       link);
+        struct hstream *m = ps->s;
+
+        list_del(&ps->link);
+        hstream_unref(m); /* frees ps too: it lives in m's arena */
+    }
+}
+
+void http_mirrors_free(struct http_listener *l)
+{
+    while (!LIST_EMPTY(&l->mirrors)) {
+        struct pstream *ps = LIST_ELEM(l->mirrors.next, struct pstream, link);
+
+        ps->shadow_failed = 1;
+        release_upstream(ps, 0);
+        ps->down_done = 1;
+        up_finished(ps); /* onto mirrors_dead */
+    }
+    http_mirrors_reap(l);
+}
+
 static void on_request(void *ctx, struct hstream *s)
 {
     struct http_conn *hc = ctx;
@@ -880,6 +1302,8 @@ static void on_request(void *ctx, struct hstream *s)
     s->proxy = ps;
     event_assign(&ps->timer, l->base, -1, 0, on_timeout, ps);
     event_assign(&ps->delay, l->base, -1, 0, on_delay, ps);
+    event_assign(&ps->try_timer, l->base, -1, 0, on_try_timeout, ps);
+    event_assign(&ps->aux, l->base, -1, 0, on_aux, ps);
     ps->cluster = -1;
     ps->wr = http_listener_pin(l);
     if (ps->wr->r->authz != NULL && authorize(ps) < 0)
@@ -903,7 +1327,7 @@ static void on_request(void *ctx, struct hstream *s)
         up_finished(ps);
         return;
     }
-    ps->pool = &ps->wr->pools[ps->cluster]->p;
+    ps->pool = http_pool(ps->wr, ps->cluster);
     if (ps->pool->cl->nendpoints == 0) {
         local_reply(ps, 503, HFLAG_UH, "no healthy upstream\n");
         up_finished(ps);
@@ -942,6 +1366,14 @@ static void on_request(void *ctx, struct hstream *s)
             ps->timer_on = 1;
         }
     }
+    /* A body that may have to be sent again (retries) or copied (mirror)
+     * is kept as it streams, up to the limit; one announced longer is not
+     * kept at all. */
+    if (s->req.has_body && !s->req.upgrade && ps->action != NULL &&
+        (ps->action->retry.attempts > 0 || ps->rr.mirror) &&
+        (s->req.content_length < 0 ||
+         (uint64_t)s->req.content_length <= BODY_KEEP_LIMIT))
+        hpipe_keep(&s->req_body, BODY_KEEP_LIMIT);
     if (s->req.expect_continue)
         s->down->continue_100(s);
     if (ps->rr.delay_ms > 0) {
@@ -951,6 +1383,10 @@ static void on_request(void *ctx, struct hstream *s)
         event_add(&ps->delay, &tv);
         ps->delay_on = 1;
         return;
+    }
+    if (ps->rr.mirror) {
+        ps->mirrored = 1;
+        mirror_begin(ps);
     }
     connect_next(ps);
 }

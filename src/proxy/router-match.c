@@ -649,3 +649,26 @@ int router_cors_origin_allowed(const struct route_cors *c, struct slice origin,
             return 1;
     return 0;
 }
+
+struct slice router_shadow_authority(struct slice authority,
+                                     struct arena *arena)
+{
+    static const char suffix[] = "-shadow";
+    size_t sn = sizeof(suffix) - 1;
+    struct slice host;
+    uint32_t port;
+    char *out;
+
+    split_authority(authority, &host, &port);
+    if (host.n == authority.n && authority.n > 0 &&
+        authority.p[authority.n - 1] == ':')
+        host.n--; /* "host:" with an empty port: the suffix goes before it */
+    out = arena_alloc(arena, authority.n + sn + 1);
+    if (out == NULL)
+        return (struct slice){NULL, 0};
+    memcpy(out, authority.p, host.n);
+    memcpy(out + host.n, suffix, sn);
+    memcpy(out + host.n + sn, authority.p + host.n, authority.n - host.n);
+    out[authority.n + sn] = '\0';
+    return (struct slice){out, authority.n + sn};
+}

@@ -161,6 +161,15 @@ const char *router_redirect_location(const struct route_result *res,
 int router_apply_headers(const struct route_result *res, int response,
                          struct http_fields *fields, struct arena *arena);
 
+/*
+ * router_shadow_authority() returns the Host (:authority) of a mirrored
+ * copy of a request, in arena: Envoy's "-shadow" suffix at the end of the
+ * host, before any port ("a.example:8080" becomes "a.example-shadow:8080").
+ * {NULL, 0} when the arena is out of memory.
+ */
+struct slice router_shadow_authority(struct slice authority,
+                                     struct arena *arena);
+
 /* router_cors_origin_allowed() is true when origin matches one of the
  * policy's allowed origins. */
 int router_cors_origin_allowed(const struct route_cors *c, struct slice origin,

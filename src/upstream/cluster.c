@@ -101,6 +101,9 @@ void cluster_sum(const struct cluster *c, struct cluster_counters *out)
         out->rq_timeout += STAT_GET(s, rq_timeout);
         out->rq_overflow += STAT_GET(s, rq_overflow);
         out->rq_retry_overflow += STAT_GET(s, rq_retry_overflow);
+        out->rq_retry += STAT_GET(s, rq_retry);
+        out->rq_per_try_timeout += STAT_GET(s, rq_per_try_timeout);
+        out->rq_retry_body_overflow += STAT_GET(s, rq_retry_body_overflow);
     }
 }
 

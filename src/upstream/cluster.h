@@ -24,6 +24,10 @@ struct cluster_counters {
     uint64_t rq_timeout; /* route timeout */
     uint64_t rq_overflow; /* refused by the circuit breaker (503 UO) */
     uint64_t rq_retry_overflow; /* retries the circuit breaker refused */
+    uint64_t rq_retry;          /* retries sent (VirtualService retries) */
+    uint64_t rq_per_try_timeout; /* attempts past retries.perTryTimeout */
+    uint64_t rq_retry_body_overflow; /* bodies past the retry buffer: the
+                                        request could not be retried */
 } __attribute__((aligned(64)));
 
 enum cluster_protocol { CLUSTER_HTTP1, CLUSTER_HTTP2 };
