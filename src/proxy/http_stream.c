@@ -349,6 +349,45 @@ static int retry_admitted(struct pstream *ps)
     return 1;
 }
 
+/*
+ * gRPC retry conditions (Envoy's retry_grpc_on, which Istio's retryOn
+ * names share): a trailers-only answer whose grpc-status is one the policy
+ * lists. A status in real trailers comes after the response has started
+ * and is never retried.
+ */
+static int retriable_grpc(const struct pstream *ps, const struct route_retry *r)
+{
+    static const struct {
+        int code;
+        uint32_t bit;
+    } codes[] = {
+        {1, ROUTE_RETRY_CANCELLED},
+        {4, ROUTE_RETRY_DEADLINE_EXCEEDED},
+        {8, ROUTE_RETRY_RESOURCE_EXHAUSTED},
+        {13, ROUTE_RETRY_INTERNAL},
+        {14, ROUTE_RETRY_UNAVAILABLE},
+    };
+    const struct http_field *g;
+    int code = 0;
+
+    if (!(r->on & (ROUTE_RETRY_CANCELLED | ROUTE_RETRY_DEADLINE_EXCEEDED |
+                   ROUTE_RETRY_RESOURCE_EXHAUSTED | ROUTE_RETRY_INTERNAL |
+                   ROUTE_RETRY_UNAVAILABLE)))
+        return 0;
+    g = http_fields_get(&ps->s->resp.fields, "grpc-status");
+    if (g == NULL || g->value.n == 0 || g->value.n > 2)
+        return 0;
+    for (size_t i = 0; i < g->value.n; i++) {
+        if (g->value.p[i] < '0' || g->value.p[i] > '9')
+            return 0;
+        code = code * 10 + (g->value.p[i] - '0');
+    }
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+        if (codes[i].code == code)
+            return (r->on & codes[i].bit) != 0;
+    return 0;
+}
+
 static int retriable_status(const struct pstream *ps, int status)
 {
     const struct route_retry *r;
@@ -356,6 +395,8 @@ static int retriable_status(const struct pstream *ps, int status)
     if (ps->action == NULL)
         return 0;
     r = &ps->action->retry;
+    if (retriable_grpc(ps, r))
+        return 1;
     if ((r->on & ROUTE_RETRY_5XX) && status >= 500 && status <= 599)
         return 1;
     if ((r->on & ROUTE_RETRY_GATEWAY_ERROR) &&

@@ -13,6 +13,11 @@ when small, the body itself), unless query parameters ask otherwise:
   delay=S       sleep S seconds (float) before answering
   die=N         announce size (or 1 MiB) but send only N bytes, then close
   close=1       answer with Connection: close
+  fail=N        the first N requests with this path (and query) are
+                answered 503 after their body was read
+  failmode=close  with fail=N: close the connection instead of answering
+  stall=N       the first N requests with this path get no answer: the
+                connection is held until the peer closes it
 
 A request carrying Upgrade is answered 101 with the same Upgrade header,
 after which every byte read is echoed back until EOF.
@@ -114,6 +119,30 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             record["body"] = body.decode("latin-1")
         with self.server.lock:
             self.server.requests.append(record)
+            seen = self.server.seen.get(self.path, 0) + 1
+            self.server.seen[self.path] = seen
+        if seen <= int(q.get("stall", 0)):
+            # Held until the proxy gives up on this attempt.
+            self.connection.settimeout(30)
+            try:
+                while self.connection.recv(65536):
+                    pass
+            except OSError:
+                pass
+            with self.server.lock:
+                self.server.stalls_ended += 1
+            self.close_connection = True
+            return
+        if seen <= int(q.get("fail", 0)):
+            if q.get("failmode") == "close":
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+                return
+            self.send_response(503)
+            self.send_header("Content-Length", "4")
+            self.end_headers()
+            self.wfile.write(b"busy")
+            return
         if "delay" in q:
             time.sleep(float(q["delay"]))
         status = int(q.get("status", 200))
@@ -194,6 +223,8 @@ class HttpUpstream:
         self.httpd.lock = threading.Lock()
         self.httpd.conns = 0
         self.httpd.requests = []
+        self.httpd.seen = {}
+        self.httpd.stalls_ended = 0
         self.port = self.httpd.server_address[1]
         self.addr = f"127.0.0.1:{self.port}"
         self.t = threading.Thread(target=self.httpd.serve_forever,
@@ -203,6 +234,12 @@ class HttpUpstream:
     @property
     def conns(self):
         return self.httpd.conns
+
+    @property
+    def stalls_ended(self):
+        """Stalled requests whose connection the peer closed."""
+        with self.httpd.lock:
+            return self.httpd.stalls_ended
 
     @property
     def requests(self):
