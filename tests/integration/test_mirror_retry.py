@@ -480,3 +480,128 @@ def test_mirror_in_flight_at_shutdown_exits_clean(strait_factory, tmp_path,
     st.assert_clean_log()
     # strait closed the mirror's connection on its way out.
     assert done.wait(10)
+
+
+# -- HTTP/2 and gRPC -------------------------------------------------------
+
+def test_h2_client_body_retry(strait_factory, tmp_path, ups):
+    """An HTTP/2 client's POST (h2c, prior knowledge) whose first attempt
+    fails is replayed whole to the HTTP/1 upstream."""
+    import subprocess
+    up = ups()
+    st, port = start(strait_factory, tmp_path, up.port, retry_rules())
+    body = pattern(400 * 1024, seed=21)
+    f = tmp_path / "body.bin"
+    f.write_bytes(body)
+    p = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "--max-time",
+                        "30", "-o", "/dev/null", "-w", "%{http_code} %{http_version}",
+                        "--data-binary", f"@{f}",
+                        f"http://127.0.0.1:{port}/h2?fail=1"],
+                       capture_output=True, timeout=60)
+    assert p.stdout.decode() == "200 2", p.stderr
+    got = for_path(up, "/h2?fail=1")
+    assert [r["body_sha256"] for r in got] == [sha256(body)] * 2
+
+
+def grpc_gateway(strait_factory, tmp_path, backend_port, rules):
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    (conf / "r.yaml").write_text(f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {port}, name: grpc, protocol: GRPC}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: g, namespace: default}}
+spec:
+  hosts: [g.example.com]
+  resolution: STATIC
+  ports: [{{number: {backend_port}, name: grpc, protocol: GRPC}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: vs, namespace: default}}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - {rules}
+    route:
+    - destination: {{host: g.example.com}}
+""")
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
+    return st, port
+
+
+@pytest.fixture
+def flaky_grpc():
+    """A gRPC server whose method t.S/Hash answers the SHA-256 of the
+    request; the first call with a given request fails as the request's
+    first byte asks: 'u' UNAVAILABLE, 's' stalls until cancelled."""
+    grpc = pytest.importorskip("grpc")
+    from concurrent import futures
+    calls = []
+    lock = threading.Lock()
+    cancelled = threading.Event()
+
+    def hash_(req, ctx):
+        with lock:
+            calls.append(sha256(req))
+            first = calls.count(sha256(req)) == 1
+        if first and req[:1] == b"u":
+            ctx.abort(grpc.StatusCode.UNAVAILABLE, "try again")
+        if first and req[:1] == b"s":
+            ctx.add_callback(cancelled.set)
+            cancelled.wait(20)
+            return b""
+        return sha256(req).encode()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "t.S", {"Hash": grpc.unary_unary_rpc_method_handler(hash_)}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield grpc, port, calls, cancelled
+    server.stop(0).wait(5)
+
+
+def test_grpc_unavailable_is_retried_with_its_message(strait_factory, tmp_path,
+                                                      flaky_grpc):
+    """gRPC over HTTP/2 both sides: a trailers-only UNAVAILABLE answer is
+    retried (retryOn unavailable) and the HTTP/2 upstream gets the whole
+    message again."""
+    grpc, bport, calls, _ = flaky_grpc
+    st, port = grpc_gateway(strait_factory, tmp_path, bport,
+                            "retries: {attempts: 2, retryOn: unavailable}")
+    msg = b"u" + pattern(200 * 1024, seed=31)
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        rpc = ch.unary_unary("/t.S/Hash")
+        assert rpc(msg, timeout=20) == sha256(msg).encode()
+    assert calls == [sha256(msg)] * 2
+    assert total(st.stats(), ".upstream_rq_retry") == 1
+
+
+def test_grpc_per_try_timeout_resets_and_retries(strait_factory, tmp_path,
+                                                 flaky_grpc):
+    """An HTTP/2 attempt past perTryTimeout is reset (the server sees the
+    cancellation) and retried with its message."""
+    grpc, bport, calls, cancelled = flaky_grpc
+    st, port = grpc_gateway(
+        strait_factory, tmp_path, bport,
+        "retries: {attempts: 2, retryOn: reset, perTryTimeout: 200ms}\n"
+        "    timeout: 20s")
+    msg = b"s" + pattern(64 * 1024, seed=32)
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        rpc = ch.unary_unary("/t.S/Hash")
+        assert rpc(msg, timeout=20) == sha256(msg).encode()
+    assert cancelled.wait(10), "the stalled attempt was cancelled"
+    assert calls == [sha256(msg)] * 2
+    assert total(st.stats(), ".upstream_rq_per_try_timeout") == 1

@@ -661,6 +661,28 @@ static void test_direct_response(void **state)
     assert_int_equal(a->direct.body.n, 0);
 }
 
+static void test_shadow_authority(void **state)
+{
+    struct fx *f = *state;
+    static const char *const cases[][2] = {
+        {"a.example", "a.example-shadow"},
+        {"a.example:8080", "a.example-shadow:8080"},
+        {"10.0.0.1:80", "10.0.0.1-shadow:80"},
+        {"[::1]:443", "[::1]-shadow:443"},
+        {"[::1]", "[::1]-shadow"},
+        {"host:", "host-shadow:"},
+        {"", "-shadow"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct slice out = router_shadow_authority(slice_of(cases[i][0]),
+                                                   &f->arena);
+        assert_non_null(out.p);
+        assert_int_equal(out.n, strlen(cases[i][1]));
+        assert_memory_equal(out.p, cases[i][1], out.n);
+    }
+}
+
 static void test_policies(void **state)
 {
     struct fx *f = *state;
@@ -726,6 +748,37 @@ static void test_policies(void **state)
             n += res.mirror;
         }
         assert_true(n > 24000 && n < 26000);
+    }
+    /* The deprecated integer mirrorPercent, and 100% without either. */
+    build(f, VS_HEAD("v", "[a.com]") "  - mirror: {host: shadow}\n"
+                                     "    mirrorPercent: 60\n"
+                                     "    route: [{destination: {host: d}}]\n");
+    q = req(f, "a.com", "/", NULL);
+    a = router_match(f->r, &q, 80, 0, &f->arena, &res);
+    assert_int_equal(a->mirror.ppm, 600000);
+    {
+        /* Within 6 standard deviations of 60% over n draws. */
+        uint64_t seed = 7;
+        int n = 0, draws = 20000;
+        double sd = 6 * 0.0034641; /* sqrt(0.6 * 0.4 / 20000) */
+        for (int i = 0; i < draws; i++) {
+            router_match(f->r, &q, 80, xorshift(&seed), &f->arena, &res);
+            n += res.mirror;
+        }
+        assert_true(n > (int)((0.6 - sd) * draws) &&
+                    n < (int)((0.6 + sd) * draws));
+    }
+    build(f, VS_HEAD("v", "[a.com]") "  - mirror: {host: shadow}\n"
+                                     "    route: [{destination: {host: d}}]\n");
+    q = req(f, "a.com", "/", NULL);
+    a = router_match(f->r, &q, 80, 0, &f->arena, &res);
+    assert_int_equal(a->mirror.ppm, ROUTE_PPM);
+    {
+        uint64_t seed = 9;
+        for (int i = 0; i < 1000; i++) {
+            router_match(f->r, &q, 80, xorshift(&seed), &f->arena, &res);
+            assert_true(res.mirror);
+        }
     }
     /* Istio's default retry policy when none is written. */
     build(f, VS_HEAD("v", "[a.com]") CATCH("d"));
@@ -1298,6 +1351,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bookinfo_details_v2, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_ten_thousand, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shadow_authority, setup,
+                                        teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
