@@ -144,6 +144,16 @@ void hpipe_keep(struct hpipe *p, size_t limit)
     p->replay = 0;
 }
 
+void hpipe_keep_stop(struct hpipe *p)
+{
+    if (p->replay < buf_len(&p->kept))
+        return;
+    buf_dispose(&p->kept);
+    p->keeping = 0;
+    p->kept_over = 0;
+    p->replay = 0;
+}
+
 int hpipe_rewind(struct hpipe *p)
 {
     if (!hpipe_replayable(p))

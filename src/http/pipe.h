@@ -84,6 +84,10 @@ void hpipe_reset(struct hpipe *p);
  */
 void hpipe_keep(struct hpipe *p, size_t limit);
 
+/* hpipe_keep_stop() stops keeping and frees the kept bytes, unless a
+ * rewound reader is still reading them (then nothing changes). */
+void hpipe_keep_stop(struct hpipe *p);
+
 /* hpipe_replayable() is true while everything consumed so far is kept. */
 static inline int hpipe_replayable(const struct hpipe *p)
 {

@@ -629,6 +629,11 @@ static void up_head(void *ctx, struct h1_client *c)
          cors_headers(ps, 0) < 0))
         s->flags |= HFLAG_UPE;
     s->resp_started = 1;
+    /* The answer is passed on: no retry can follow, so the kept body is
+     * let go (a long gRPC stream would keep it for nothing) unless a
+     * mirror still waits to copy it. */
+    if (s->req_body.keeping && !ps->mirror_wait)
+        hpipe_keep_stop(&s->req_body);
     s->down->response_head(s);
 }
 

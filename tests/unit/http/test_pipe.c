@@ -162,6 +162,34 @@ static void test_replay_does_not_wake_the_writer(void **state)
     hpipe_dispose(&p);
 }
 
+static void test_keep_stop_frees_unless_replaying(void **state)
+{
+    struct hpipe p;
+    char out[16];
+
+    (void)state;
+    hpipe_init(&p, NULL, 16);
+    hpipe_keep(&p, 64);
+    assert_int_equal(hpipe_write(&p, "abcdefgh", 8), 8);
+    assert_int_equal(drain(&p, out, 8, 8), 8);
+    assert_int_equal(hpipe_rewind(&p), 0);
+    assert_int_equal(drain(&p, out, 3, 3), 3);
+    /* A rewound reader is mid-way: the kept bytes stay. */
+    hpipe_keep_stop(&p);
+    assert_true(hpipe_replayable(&p));
+    assert_int_equal(drain(&p, out + 3, 5, 5), 5);
+    assert_memory_equal(out, "abcdefgh", 8);
+    /* Read past them: now they go, and bytes are no longer kept. */
+    hpipe_keep_stop(&p);
+    assert_false(hpipe_replayable(&p));
+    assert_null(p.kept.data);
+    assert_int_equal(hpipe_write(&p, "ij", 2), 2);
+    assert_int_equal(drain(&p, out, 2, 2), 2);
+    assert_null(p.kept.data);
+    assert_int_equal(hpipe_rewind(&p), -1);
+    hpipe_dispose(&p);
+}
+
 static int ended;
 static void count_end(void *arg)
 {
@@ -193,6 +221,7 @@ int main(void)
         cmocka_unit_test(test_body_past_limit_is_passed_on_but_not_kept),
         cmocka_unit_test(test_no_keep_no_rewind),
         cmocka_unit_test(test_replay_does_not_wake_the_writer),
+        cmocka_unit_test(test_keep_stop_frees_unless_replaying),
         cmocka_unit_test(test_on_end_hears_finish_and_abort),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
