@@ -42,13 +42,8 @@ spec:
 """
 
 
-def start(strait_factory, tmp_path, up_port, http_rules, extra=""):
-    """strait with a Gateway, up.example.com on up_port, the resources in
-    extra and a VirtualService whose http: list is http_rules."""
-    conf = tmp_path / "conf.d"
-    conf.mkdir()
-    port = free_port()
-    vs = f"""---
+def vs_text(http_rules):
+    return f"""---
 apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {{name: vs, namespace: default}}
@@ -57,10 +52,19 @@ spec:
   gateways: [gw]
   http:
 {http_rules}"""
+
+
+def start(strait_factory, tmp_path, up_port, http_rules, extra="", **kw):
+    """strait with a Gateway, up.example.com on up_port, the resources in
+    extra and a VirtualService whose http: list is http_rules."""
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
     (conf / "r.yaml").write_text(
         GATEWAY_AND_UP.format(port=port, up_port=up_port).rstrip("-\n") + "\n"
-        + extra + vs)
-    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
+        + extra + vs_text(http_rules))
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\", debounce: 50ms}}\n",
+                        **kw).start()
     return st, port
 
 
@@ -605,3 +609,59 @@ def test_grpc_per_try_timeout_resets_and_retries(strait_factory, tmp_path,
     assert cancelled.wait(10), "the stalled attempt was cancelled"
     assert calls == [sha256(msg)] * 2
     assert total(st.stats(), ".upstream_rq_per_try_timeout") == 1
+
+
+def test_mirror_in_flight_keeps_its_routes_across_a_change(
+        strait_factory, tmp_path, ups, upstream_factory):
+    """A copy held at the mirror while the routes change (the mirror's
+    cluster leaves them) finishes on the routes it started with: its pool
+    stays until it ends, and strait exits clean afterwards."""
+    up, other = ups(), ups()
+    arrived = threading.Event()
+    release = threading.Event()
+    answered = []
+
+    def held(c):
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            d = c.recv(65536)
+            if not d:
+                return
+            buf += d
+        arrived.set()
+        release.wait(20)
+        c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        answered.append(1)
+        try:
+            c.recv(1)
+        except OSError:
+            pass
+
+    shadow = upstream_factory(held)
+    extra = service_entry("shadow", shadow.port) + service_entry("other",
+                                                                 other.port)
+    st, port = start(strait_factory, tmp_path, up.port, mirror_rules(), extra,
+                     workers=1)
+    assert post(port, "/before", b"body")[0] == 200
+    assert arrived.wait(10), "the copy reached the mirror"
+    conf = tmp_path / "conf.d" / "r.yaml"
+    text = conf.read_text()
+    head = text[:text.index("---\napiVersion: networking.istio.io/v1\n"
+                            "kind: VirtualService")]
+    head = head.replace(service_entry("shadow", shadow.port), "")
+    tmp = conf.with_suffix(".tmp")
+    tmp.write_text(head + vs_text("""  - route:
+    - destination: {host: other.example.com}
+"""))
+    tmp.rename(conf)
+    wait_for(lambda: get(port, "/after")[0] == 200 and
+             for_path(other, "/after"), 15, "the new routes")
+    # Copies of requests the old routes still served are held too.
+    sent = total(st.stats(), ".http.mirror_sent")
+    assert sent >= 1
+    release.set()
+    wait_for(lambda: len(answered) == sent, 10, "every copy answered")
+    assert total(st.stats(), ".http.mirror_sent") == sent
+    assert total(st.stats(), ".http.mirror_failed") == 0
+    assert st.stop() == 0
+    st.assert_clean_log()
