@@ -125,6 +125,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)router_apply_headers(&res, 0, &req.fields, &a);
         (void)router_apply_headers(&res, 1, &req.fields, &a);
     }
+    /* A mirrored copy's Host is built from whatever authority came in. */
+    {
+        struct slice sh = router_shadow_authority(req.authority, &a);
+        if (sh.p != NULL && sh.n != req.authority.n + 7)
+            __builtin_trap();
+    }
     arena_dispose(&a);
     return 0;
 }
