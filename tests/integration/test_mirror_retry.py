@@ -665,3 +665,26 @@ def test_mirror_in_flight_keeps_its_routes_across_a_change(
     assert total(st.stats(), ".http.mirror_failed") == 0
     assert st.stop() == 0
     st.assert_clean_log()
+
+
+def test_client_gone_mid_body_leaves_no_copy(strait_factory, tmp_path, ups):
+    """A client that sends half its body and goes away: the original is
+    abandoned, no copy is sent (counted skipped), and the next request is
+    mirrored as usual."""
+    up, shadow = ups(), ups()
+    st, port = start(strait_factory, tmp_path, up.port, mirror_rules(),
+                     service_entry("shadow", shadow.port))
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"POST /half HTTP/1.1\r\nhost: a\r\ncontent-length: 100000\r\n\r\n"
+              + b"x" * 30000)
+    wait_for(lambda: total(st.stats(), ".http.rq_total") == 0 and
+             total({k: v for k, v in st.stats().items()
+                    if k.startswith("listener.")}, ".downstream_cx_active") == 1,
+             10, "the connection to be up")
+    s.close()
+    wait_for(lambda: total(st.stats(), ".http.mirror_skipped") == 1, 10,
+             "the skipped copy")
+    assert post(port, "/whole", b"y" * 1000)[0] == 200
+    wait_for(lambda: len(shadow.requests) == 1, 10, "the next copy")
+    assert shadow.requests[0]["path"] == "/whole"
+    assert total(st.stats(), ".http.mirror_sent") == 1
