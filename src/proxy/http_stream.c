@@ -73,6 +73,7 @@ struct pstream {
      * mirrored copy: drains the copy's response. */
     struct event aux;
     unsigned mirror_wait : 1;   /* a mirror waits for the request body */
+    unsigned try_wait : 1;      /* the per-try deadline waits for it too */
     unsigned shadow : 1;        /* this is a mirrored copy (fire and forget) */
     unsigned mirrored : 1;      /* the mirror was dealt with */
     unsigned shadow_failed : 1; /* the copy ended with a local error */
@@ -171,10 +172,14 @@ static void maybe_end(struct pstream *ps)
         ps->try_on = 0;
     }
     event_del(&ps->aux);
+    if (s->req_body.end_arg == ps) {
+        s->req_body.on_end = NULL;
+        s->req_body.end_arg = NULL;
+    }
+    ps->try_wait = 0;
     if (ps->mirror_wait) {
         /* The request ended before its body was whole: no copy. */
         ps->mirror_wait = 0;
-        s->req_body.on_end = NULL;
         STAT_ADD(http_shard(ps->l), rq_mirror_skipped, 1);
     }
     if (ps->delay_on) {
@@ -227,6 +232,7 @@ static void up_finished(struct pstream *ps)
         event_del(&ps->try_timer);
         ps->try_on = 0;
     }
+    ps->try_wait = 0;
     if (ps->delay_on) {
         event_del(&ps->delay); /* a retry's backoff, cut short */
         ps->delay_on = 0;
@@ -562,7 +568,9 @@ static int cors_request(struct pstream *ps)
  * HTTP/2 stream is reset) and, when the policy covers it and attempts
  * remain, the request is tried again; otherwise it is answered 504 with
  * Envoy's UT flag (and URX once retries were spent). The route's timeout
- * keeps running across attempts and still bounds them all.
+ * keeps running across attempts and still bounds them all. Once the
+ * answer has started the deadline is ignored, as Envoy does: the
+ * response goes on up to the route's timeout.
  */
 static void on_try_timeout(evutil_socket_t fd, short what, void *arg)
 {
@@ -571,6 +579,8 @@ static void on_try_timeout(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     ps->try_on = 0;
+    if (ps->s->resp_started)
+        return;
     STAT_ADD(upool_stats(ps->pool), rq_per_try_timeout, 1);
     release_upstream(ps, 0);
     if (should_retry(ps, retriable_timeout(ps))) {
@@ -583,8 +593,33 @@ static void on_try_timeout(evutil_socket_t fd, short what, void *arg)
     up_finished(ps);
 }
 
-/* Each attempt gets its own deadline when the route has perTryTimeout;
- * it runs from the attempt's start until its exchange ends. */
+/* The request body ended (or failed): what waited for it (a mirror, the
+ * per-try deadline) goes on. Called from inside hpipe_finish/hpipe_abort,
+ * so it only arms an event (on_aux). */
+static void body_end(void *arg)
+{
+    struct pstream *ps = arg;
+
+    event_active(&ps->aux, EV_TIMEOUT, 0);
+}
+
+static int body_complete(const struct pstream *ps)
+{
+    const struct hpipe *b = &ps->s->req_body;
+
+    return !ps->s->req.has_body || b->eof || b->aborted;
+}
+
+static void wait_body(struct pstream *ps)
+{
+    ps->s->req_body.on_end = body_end;
+    ps->s->req_body.end_arg = ps;
+}
+
+/* Each attempt gets its own deadline when the route has perTryTimeout. As
+ * Envoy's, it starts once the attempt is under way and the whole request
+ * has arrived (a slow upload is not the upstream's fault), and runs until
+ * the exchange ends. */
 static void arm_try_timer(struct pstream *ps)
 {
     uint64_t ms = ps->action != NULL ? ps->action->retry.per_try_timeout_ms : 0;
@@ -592,6 +627,11 @@ static void arm_try_timer(struct pstream *ps)
 
     if (ms == 0 || ps->try_on)
         return;
+    if (!body_complete(ps)) {
+        ps->try_wait = 1;
+        wait_body(ps);
+        return;
+    }
     event_add(&ps->try_timer, &tv);
     ps->try_on = 1;
 }
@@ -629,6 +669,12 @@ static void up_head(void *ctx, struct h1_client *c)
          cors_headers(ps, 0) < 0))
         s->flags |= HFLAG_UPE;
     s->resp_started = 1;
+    /* A per-try deadline no longer applies (Envoy ignores it from here). */
+    if (ps->try_on) {
+        event_del(&ps->try_timer);
+        ps->try_on = 0;
+    }
+    ps->try_wait = 0;
     /* The answer is passed on: no retry can follow, so the kept body is
      * let go (a long gRPC stream would keep it for nothing) unless a
      * mirror still waits to copy it. */
@@ -1144,20 +1190,19 @@ static void on_aux(evutil_socket_t fd, short what, void *arg)
     (void)what;
     if (ps->shadow) {
         shadow_drain(ps);
-    } else if (ps->mirror_wait) {
+        return;
+    }
+    /* The request body is complete (body_end). */
+    ps->s->req_body.on_end = NULL;
+    if (ps->try_wait) {
+        ps->try_wait = 0;
+        if (ps->uc != NULL || ps->h2s != NULL)
+            arm_try_timer(ps); /* else the next attempt arms it */
+    }
+    if (ps->mirror_wait) {
         ps->mirror_wait = 0;
-        ps->s->req_body.on_end = NULL;
         mirror_launch(ps);
     }
-}
-
-/* The request body ended (or failed): the copy can be made now. Called
- * from inside hpipe_finish/hpipe_abort, so it only arms an event. */
-static void mirror_body_end(void *arg)
-{
-    struct pstream *ps = arg;
-
-    event_active(&ps->aux, EV_TIMEOUT, 0);
 }
 
 /* A copy of the request in a stream of its own: head (Host with the
@@ -1295,15 +1340,12 @@ skip:
  * body has arrived. */
 static void mirror_begin(struct pstream *ps)
 {
-    struct hpipe *b = &ps->s->req_body;
-
-    if (!ps->s->req.has_body || b->eof || b->aborted) {
+    if (body_complete(ps)) {
         mirror_launch(ps);
         return;
     }
     ps->mirror_wait = 1;
-    b->on_end = mirror_body_end;
-    b->end_arg = ps;
+    wait_body(ps);
 }
 
 void http_mirrors_reap(struct http_listener *l)

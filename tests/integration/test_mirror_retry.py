@@ -688,3 +688,79 @@ def test_client_gone_mid_body_leaves_no_copy(strait_factory, tmp_path, ups):
     wait_for(lambda: len(shadow.requests) == 1, 10, "the next copy")
     assert shadow.requests[0]["path"] == "/whole"
     assert total(st.stats(), ".http.mirror_sent") == 1
+
+
+def probe_per_try(port, up, name):
+    """A request whose first attempt stalls past the per-try timeout and is
+    retried: when it is answered, a per-try deadline armed before it
+    started (same length, same single worker) has passed too."""
+    status, _, _ = get(port, f"/probe-{name}?stall=1")
+    assert status == 200
+    assert len(for_path(up, f"/probe-{name}?stall=1")) == 2
+
+
+def test_per_try_timeout_starts_when_the_request_is_whole(strait_factory,
+                                                         tmp_path, ups):
+    """A slow upload is not the upstream's fault: the attempt's deadline
+    starts once the whole body has arrived (Envoy's rule)."""
+    up = ups()
+    st, port = start(strait_factory, tmp_path, up.port,
+                     retry_rules(attempts=1, per_try="200ms", timeout="30s"),
+                     workers=1)
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    body = b"0123456789"
+    s.sendall(b"POST /upload HTTP/1.1\r\nhost: a\r\ncontent-length: 10\r\n\r\n"
+              + body[:5])
+    # The attempt is under way: the upstream has its connection.
+    wait_for(lambda: up.conns == 1, 10, "the attempt to connect")
+    probe_per_try(port, up, "a")
+    # Only the probe's attempt timed out; the upload's deadline waits.
+    assert total(st.stats(), ".upstream_rq_per_try_timeout") == 1
+    s.sendall(body[5:])
+    f = s.makefile("rb")
+    line = f.readline()
+    assert line.startswith(b"HTTP/1.1 200"), line
+    s.close()
+    got = for_path(up, "/upload")
+    assert len(got) == 1 and got[0]["body_sha256"] == sha256(body)
+    assert total(st.stats(), ".upstream_rq_per_try_timeout") == 1
+
+
+def test_per_try_timeout_ignored_once_the_answer_started(
+        strait_factory, tmp_path, ups, upstream_factory):
+    """Once the response head is passed on, the per-try deadline no longer
+    applies (Envoy): a slow body finishes under the route timeout."""
+    up = ups()
+    release = threading.Event()
+
+    def slow_body(c):
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            d = c.recv(65536)
+            if not d:
+                return
+            buf += d
+        c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n01234")
+        release.wait(20)
+        c.sendall(b"56789")
+
+    slow = upstream_factory(slow_body)
+    extra = service_entry("slow", slow.port)
+    rules = f"""  - match: [{{uri: {{prefix: /slow-body}}}}]
+    retries: {{attempts: 1, retryOn: 5xx, perTryTimeout: 200ms}}
+    timeout: 30s
+    route:
+    - destination: {{host: slow.example.com}}
+{retry_rules(attempts=1, per_try="200ms", timeout="30s")}"""
+    st, port = start(strait_factory, tmp_path, up.port, rules, extra,
+                     workers=1)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request("GET", "/slow-body")
+    r = c.getresponse()
+    assert r.status == 200
+    probe_per_try(port, up, "b")
+    release.set()
+    assert r.read() == b"0123456789"
+    c.close()
+    assert total(st.stats(), ".upstream_rq_per_try_timeout") == 1
+    assert slow.conns == 1
