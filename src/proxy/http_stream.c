@@ -664,6 +664,10 @@ static void up_head(void *ctx, struct h1_client *c)
         retry_later(ps);
         return;
     }
+    /* A retriable answer passed on because the retries are spent: Envoy's
+     * URX. */
+    if (ps->retries > 0 && retriable_status(ps, s->resp.status))
+        s->flags |= HFLAG_URX;
     if (ps->action != NULL &&
         (router_apply_headers(&ps->rr, 1, &s->resp.fields, &s->arena) < 0 ||
          cors_headers(ps, 0) < 0))
@@ -690,8 +694,9 @@ static void up_done(void *ctx, struct h1_client *c, int ok, int reusable,
     struct hstream *s = ps->s;
 
     /* A pooled connection the upstream closed just as we reused it (the
-     * keep-alive race) fails before any response byte: a request without
-     * a body is sent again on a new connection, once. */
+     * keep-alive race) fails before any response byte: a request that can
+     * be replayed (no body, or a kept one) is sent again on a new
+     * connection, once. */
     if (!ok && c != NULL && c->requests > 1 && !s->resp_started &&
         !s->down_done && replayable(ps) && !ps->replayed &&
         (flags & HFLAG_UC)) {

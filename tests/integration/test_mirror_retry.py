@@ -764,3 +764,16 @@ def test_per_try_timeout_ignored_once_the_answer_started(
     c.close()
     assert total(st.stats(), ".upstream_rq_per_try_timeout") == 1
     assert slow.conns == 1
+
+
+def test_retries_spent_on_status_pass_it_on_with_urx(strait_factory, tmp_path,
+                                                     ups):
+    """Every attempt answers 503: the last 503 is passed on, with URX."""
+    up = ups()
+    st, port = start(strait_factory, tmp_path, up.port, retry_rules(attempts=2))
+    status, data = post(port, "/spent?fail=9", b"abc")
+    assert (status, data) == (503, b"busy")
+    assert [r["body"] for r in for_path(up, "/spent?fail=9")] == ["abc"] * 3
+    wait_for(lambda: 'path="/spent?fail=9"' in st.log(), 10, "the log line")
+    line = [l for l in st.log().splitlines() if 'path="/spent?fail=9"' in l][0]
+    assert "flags=URX" in line and "retries=2" in line
