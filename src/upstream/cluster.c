@@ -31,7 +31,8 @@ struct cluster *cluster_new(const char *name, const struct addr *eps,
         return NULL;
     }
     memset(c->w, 0, (size_t)nworkers * sizeof(*c->w));
-    memcpy(c->endpoints, eps, n * sizeof(*eps));
+    if (n > 0) /* eps may be NULL for a cluster without endpoints */
+        memcpy(c->endpoints, eps, n * sizeof(*eps));
     c->nendpoints = n;
     return c;
 }
