@@ -397,10 +397,12 @@ static void test_render_prometheus(void **state)
     r->k.st.draining = 1;
     s = render(r, admin_render_prometheus);
     samples = check_exposition(s);
-    /* 19 listener families and 10 labelled rows (5 status classes, 5 TLS
+    /* 22 listener families and 10 labelled rows (5 status classes, 5 TLS
      * failure reasons), each x 2 listeners; 3 worker lines; 5 server
-     * lines and 3 DNS lines. */
-    assert_int_equal(samples, (19 + 10) * 2 + 3 + 5 + 3);
+     * lines; 3 DNS lines. */
+    assert_int_equal(samples, (22 + 10) * 2 + 3 + 5 + 3);
+    assert_line(s, "# TYPE strait_http_mirror_sent_total counter");
+    assert_line(s, "# TYPE strait_http_mirror_skipped_total counter");
     assert_line(s, "# TYPE strait_listener_connections_accepted_total "
                    "counter");
     assert_line(s, "# TYPE strait_listener_connections_active gauge");
@@ -439,7 +441,7 @@ static void test_render_prometheus(void **state)
     /* Without listeners the families are still declared, and valid. */
     r->k.nls = 0;
     s = render(r, admin_render_prometheus);
-    assert_int_equal(check_exposition(s), 5 + 3);
+    assert_int_equal(check_exposition(s), 5 + 3); /* server, DNS lines */
     assert_line(s, "# TYPE strait_listener_connections_active gauge");
 }
 
@@ -766,7 +768,7 @@ static void test_http_prometheus(void **state)
     assert_int_equal(r->status, 200);
     assert_string_equal(header(r, "Content-Type"),
                         "text/plain; version=0.0.4; charset=utf-8");
-    assert_int_equal(check_exposition(r->body), (19 + 10) * 2 + 3 + 5 + 3);
+    assert_int_equal(check_exposition(r->body), (22 + 10) * 2 + 3 + 5 + 3);
     assert_line(r->body, "strait_listener_connections_active{listener=\"web\"} "
                          "5");
 }
