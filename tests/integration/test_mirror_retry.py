@@ -507,7 +507,7 @@ def test_h2_client_body_retry(strait_factory, tmp_path, ups):
     assert [r["body_sha256"] for r in got] == [sha256(body)] * 2
 
 
-def grpc_gateway(strait_factory, tmp_path, backend_port, rules):
+def grpc_gateway(strait_factory, tmp_path, backend_port, rules, extra=""):
     conf = tmp_path / "conf.d"
     conf.mkdir()
     port = free_port()
@@ -540,7 +540,7 @@ spec:
   - {rules}
     route:
     - destination: {{host: g.example.com}}
-""")
+{extra}""")
     st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
     return st, port
 
@@ -777,3 +777,44 @@ def test_retries_spent_on_status_pass_it_on_with_urx(strait_factory, tmp_path,
     wait_for(lambda: 'path="/spent?fail=9"' in st.log(), 10, "the log line")
     line = [l for l in st.log().splitlines() if 'path="/spent?fail=9"' in l][0]
     assert "flags=URX" in line and "retries=2" in line
+
+
+def test_grpc_request_mirrored_to_an_http2_cluster(strait_factory, tmp_path,
+                                                    flaky_grpc):
+    """A gRPC call is answered by its backend while an HTTP/2 copy, message
+    and all, reaches the mirror's gRPC server."""
+    grpc, bport, calls, _ = flaky_grpc
+    from concurrent import futures
+    seen = []
+
+    def record(req, ctx):
+        seen.append(sha256(req))
+        return b"mirror"
+
+    mirror = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    mirror.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "t.S", {"Hash": grpc.unary_unary_rpc_method_handler(record)}),))
+    mport = mirror.add_insecure_port("127.0.0.1:0")
+    mirror.start()
+    try:
+        st, port = grpc_gateway(strait_factory, tmp_path, bport,
+                                "mirror: {host: gm.example.com}", f"""---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: gm, namespace: default}}
+spec:
+  hosts: [gm.example.com]
+  resolution: STATIC
+  ports: [{{number: {mport}, name: grpc, protocol: GRPC}}]
+  endpoints: [{{address: 127.0.0.1}}]
+""")
+        msg = b"ok" + pattern(100 * 1024, seed=41)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            rpc = ch.unary_unary("/t.S/Hash")
+            assert rpc(msg, timeout=20) == sha256(msg).encode()
+        wait_for(lambda: seen, 10, "the mirrored call")
+        assert calls == [sha256(msg)]
+        assert seen == [sha256(msg)]
+        assert total(st.stats(), ".http.mirror_failed") == 0
+    finally:
+        mirror.stop(0).wait(5)
