@@ -25,6 +25,8 @@
 #include "config/conf.h"
 #include "config/analyze.h"
 #include "core/buf.h"
+#include "control/ca/ca_cli.h"
+#include "control/ca/ca_node.h"
 #include "core/log.h"
 #include "server/server.h"
 
@@ -52,6 +54,7 @@ static void usage_main(FILE *f)
             "  check      validate a configuration and exit\n"
             "  version    print strait's version and its libraries'\n"
             "  reference  list every bootstrap key with type and default\n"
+            "  ca         the embedded CA: init, show, token create, issue\n"
             "\n"
             "'strait <command> --help' describes a command.\n"
             "exit codes: 0 ok, 1 invalid configuration, 2 usage error,\n"
@@ -61,13 +64,19 @@ static void usage_main(FILE *f)
 static void usage_run(FILE *f)
 {
     fprintf(f,
-            "usage: strait run [-c FILE]\n"
+            "usage: strait run [-c FILE] [--join URL [--token TOKEN]]\n"
             "\n"
             "Runs the gateway in the foreground until SIGTERM or SIGINT\n"
             "(drain, then exit 0) or POST /quitquitquit on the admin API.\n"
             "SIGHUP re-reads FILE; a bad file is logged and changes nothing.\n"
             "\n"
             "  -c, --config FILE   bootstrap file (default %s)\n"
+            "  -j, --join URL      get this node's certificate from the strait\n"
+            "                      CA at URL (https://HOST:15012); overrides\n"
+            "                      ca.join.address\n"
+            "  -t, --token TOKEN   single-use join token ('strait ca token\n"
+            "                      create'); only needed while no valid\n"
+            "                      certificate is stored in ca.dir/identity\n"
             "  -h, --help          this text\n",
             DEFAULT_CONFIG);
 }
@@ -92,44 +101,6 @@ static void usage_check(FILE *f)
             "  -o, --output FMT    text (default) or json, for resources\n"
             "  -h, --help          this text\n",
             DEFAULT_CONFIG);
-}
-
-/* Parses "-c FILE" and "--help" for run and check; returns the config path
- * or NULL after printing help (*code set). */
-static const char *parse_config_opts(int argc, char **argv,
-                                     void (*usage)(FILE *), int *code)
-{
-    static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *path = DEFAULT_CONFIG;
-    int c;
-
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'c':
-            path = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            *code = EXIT_OK;
-            return NULL;
-        default:
-            usage(stderr);
-            *code = EXIT_USAGE;
-            return NULL;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "strait: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
-        *code = EXIT_USAGE;
-        return NULL;
-    }
-    return path;
 }
 
 static int cmd_check(int argc, char **argv)
@@ -249,10 +220,59 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     server_drain(main_server, strsignal((int)sig));
 }
 
+/* Options of run: -c, --join, --token. NULL after help or a usage error
+ * (*code set). */
+static const char *parse_run_opts(int argc, char **argv, const char **join,
+                                  const char **token, int *code)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"join", required_argument, NULL, 'j'},
+        {"token", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *path = DEFAULT_CONFIG;
+    int c;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "c:j:t:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            path = optarg;
+            break;
+        case 'j':
+            *join = optarg;
+            break;
+        case 't':
+            *token = optarg;
+            break;
+        case 'h':
+            usage_run(stdout);
+            *code = EXIT_OK;
+            return NULL;
+        default:
+            usage_run(stderr);
+            *code = EXIT_USAGE;
+            return NULL;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "strait: unexpected argument '%s'\n", argv[optind]);
+        usage_run(stderr);
+        *code = EXIT_USAGE;
+        return NULL;
+    }
+    return path;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     int code = EXIT_OK;
-    const char *path = parse_config_opts(argc, argv, usage_run, &code);
+    const char *join = NULL, *token = NULL;
+    const char *path = parse_run_opts(argc, argv, &join, &token, &code);
+    struct ca_node_conf cnc;
+    struct ca_node *node = NULL;
     struct event *sigs[3] = {NULL, NULL, NULL};
     const int signums[3] = {SIGTERM, SIGINT, SIGHUP};
     struct bootstrap *bs;
@@ -285,6 +305,39 @@ static int cmd_run(int argc, char **argv)
             goto done;
         }
     }
+    /* The node's certificate comes first: a joining node that cannot get
+     * one should fail before it binds anything. Command-line values win
+     * over ca.join in the file. */
+    ca_node_conf_init(&cnc, bs);
+    if (join != NULL)
+        cnc.join_url = join;
+    if (token != NULL)
+        cnc.join_token = token;
+    if (token != NULL && (cnc.join_url == NULL || cnc.join_url[0] == '\0')) {
+        fprintf(stderr, "strait: --token needs --join URL (or "
+                        "ca.join.address)\n");
+        bootstrap_free(bs);
+        code = EXIT_USAGE;
+        goto done;
+    }
+    if (cnc.enabled && join != NULL) {
+        fprintf(stderr, "strait: --join: this node runs the CA "
+                        "(ca.enabled)\n");
+        bootstrap_free(bs);
+        code = EXIT_USAGE;
+        goto done;
+    }
+    if (ca_node_wanted(&cnc)) {
+        node = ca_node_new(main_base, &cnc, &err);
+        if (node == NULL) {
+            fprintf(stderr, "strait: CA: %s\n", err ? err : "cannot start");
+            log_error("CA: %s", err ? err : "cannot start");
+            free(err);
+            bootstrap_free(bs);
+            code = EXIT_RUNTIME;
+            goto done;
+        }
+    }
     /* Workers inherit a mask that blocks these signals, so only the main
      * thread receives them. */
     sigemptyset(&block);
@@ -305,6 +358,7 @@ static int cmd_run(int argc, char **argv)
     main_server = NULL;
     log_info("exit");
 done:
+    ca_node_free(node);
     for (int i = 0; i < 3; i++)
         if (sigs[i] != NULL)
             event_free(sigs[i]);
@@ -330,6 +384,8 @@ int main(int argc, char **argv)
         return cmd_version(argc - 1, argv + 1);
     if (strcmp(cmd, "reference") == 0)
         return cmd_reference(argc - 1, argv + 1);
+    if (strcmp(cmd, "ca") == 0)
+        return ca_cli_main(argc - 1, argv + 1, DEFAULT_CONFIG);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 ||
         strcmp(cmd, "-h") == 0) {
         usage_main(stdout);

@@ -180,6 +180,58 @@ static const struct conf_key dns_keys[] = {
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 static const struct conf_section dns_section = {dns_keys, 0, SIZE_MAX};
+static const char *const ca_key_types[] = {"ECDSA", "RSA", NULL};
+
+static const struct conf_key ca_join_keys[] = {
+    {"address", CONF_STR, OFF(struct bootstrap_ca_join, address), 0, 0, "",
+     "CA to join: https://HOST:PORT (\"\" for none; strait run --join)",
+     NULL, NULL, NULL, NULL},
+    {"token", CONF_STR, OFF(struct bootstrap_ca_join, token), 0, 0, "",
+     "single-use join token from 'strait ca token create' (strait run "
+     "--token); not needed once a certificate is stored",
+     NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section ca_join_section = {ca_join_keys, 0,
+                                                    SIZE_MAX};
+
+static const struct conf_key ca_keys[] = {
+    {"enabled", CONF_BOOL, OFF(struct bootstrap_ca, enabled), 0, 0, "false",
+     "run the embedded CA: issue this node's certificate and serve joining "
+     "hosts",
+     NULL, NULL, NULL, NULL},
+    {"dir", CONF_STR, OFF(struct bootstrap_ca, dir), 0, 0,
+     "/var/lib/strait/ca",
+     "CA state (root, key, join tokens) and this node's identity/", NULL,
+     NULL, NULL, NULL},
+    {"cacerts", CONF_STR, OFF(struct bootstrap_ca, cacerts), 0, 0, "",
+     "Istio plug-in CA directory (ca-cert.pem, ca-key.pem, root-cert.pem, "
+     "cert-chain.pem): run as an intermediate; \"\" for a self-signed root",
+     NULL, NULL, NULL, NULL},
+    {"keyType", CONF_ENUM, OFF(struct bootstrap_ca, key_type), 0, 0, "ECDSA",
+     "keys made here: ECDSA (P-256) or RSA (2048 bits)", ca_key_types, NULL,
+     NULL, NULL},
+    {"address", CONF_ADDR, OFF(struct bootstrap_ca, address), 0, 0,
+     "0.0.0.0:15012", "address of the CA API (TLS), like istiod's", NULL,
+     NULL, NULL, NULL},
+    {"rootCertTTL", CONF_DURATION, OFF(struct bootstrap_ca, root_cert_ttl_ms),
+     3600 * 1000, INT64_C(876000) * 3600 * 1000, "87600h",
+     "validity of a new self-signed root", NULL, NULL, NULL, NULL},
+    {"certTTL", CONF_DURATION, OFF(struct bootstrap_ca, cert_ttl_ms), 1000,
+     INT64_C(8760) * 3600 * 1000, "24h",
+     "validity of this node's certificate (renewed at half life) and the "
+     "CA's default",
+     NULL, NULL, NULL, NULL},
+    {"maxCertTTL", CONF_DURATION, OFF(struct bootstrap_ca, max_cert_ttl_ms),
+     1000, INT64_C(8760) * 3600 * 1000, "2160h",
+     "longest validity the CA grants; longer requests are capped", NULL,
+     NULL, NULL, NULL},
+    {"join", CONF_SECTION, OFF(struct bootstrap_ca, join), 0, 0, NULL,
+     "get this node's certificate from another strait's CA", NULL,
+     &ca_join_section, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section ca_section = {ca_keys, 0, SIZE_MAX};
 
 static const struct conf_key bootstrap_keys[] = {
     {"node", CONF_SECTION, OFF(struct bootstrap, node), 0, 0, NULL,
@@ -205,6 +257,9 @@ static const struct conf_key bootstrap_keys[] = {
     {"dns", CONF_SECTION, OFF(struct bootstrap, dns), 0, 0, NULL,
      "resolving ServiceEntries with resolution DNS", NULL, &dns_section, NULL,
      NULL},
+    {"ca", CONF_SECTION, OFF(struct bootstrap, ca), 0, 0, NULL,
+     "embedded certificate authority and this node's SPIFFE certificate",
+     NULL, &ca_section, NULL, NULL},
     {"listeners", CONF_LIST, OFF(struct bootstrap, listeners), 0, 4096, NULL,
      "TCP and HTTP listeners", NULL, &listener_section, NULL, NULL},
     {"clusters", CONF_LIST, OFF(struct bootstrap, clusters), 0, 100000, NULL,
@@ -282,6 +337,26 @@ static int bootstrap_validate(const struct bootstrap *bs, const char *file,
         }
     }
     nerr += bootstrap_http_validate(bs, file, errs);
+    if (bs->ca.enabled && bs->ca.join.address[0] != '\0') {
+        conf_error(errs, file, 0, 0, "ca.join.address",
+                   "a node runs the CA (ca.enabled) or joins one, not both");
+        nerr++;
+    }
+    if (bs->ca.enabled && bs->ca.dir[0] == '\0') {
+        conf_error(errs, file, 0, 0, "ca.dir", "the CA needs a directory");
+        nerr++;
+    }
+    if (bs->ca.enabled && addr_family(&bs->ca.address) == AF_UNIX) {
+        conf_error(errs, file, 0, 0, "ca.address",
+                   "the CA API listens on TCP only");
+        nerr++;
+    }
+    if (bs->ca.enabled && addr_equal(&bs->ca.address, &bs->admin.address)) {
+        conf_error(errs, file, 0, 0, "ca.address",
+                   "address %s is the admin API's address",
+                   addr_format(&bs->ca.address, a1, sizeof(a1)));
+        nerr++;
+    }
     if (addr_family(&bs->admin.address) == AF_UNIX) {
         conf_error(errs, file, 0, 0, "admin.address",
                    "the admin API listens on TCP only");

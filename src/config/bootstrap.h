@@ -144,6 +144,27 @@ struct bootstrap_dns {
     int64_t timeout_ms;
 };
 
+enum bootstrap_key_type { BOOTSTRAP_KEY_ECDSA, BOOTSTRAP_KEY_RSA };
+
+/* Where a joining host gets its certificate (src/control/ca). */
+struct bootstrap_ca_join {
+    char *address; /* https://HOST:PORT of a strait CA; "" for none */
+    char *token;   /* single-use join token; "" after the first join */
+};
+
+/* The embedded CA and this node's own SPIFFE certificate. */
+struct bootstrap_ca {
+    int enabled;     /* run the CA (issue, serve the API) */
+    char *dir;       /* CA state, and this node's identity/ */
+    char *cacerts;   /* Istio plug-in layout; "" for a self-signed root */
+    int key_type;    /* enum bootstrap_key_type */
+    struct addr address;
+    int64_t root_cert_ttl_ms;
+    int64_t cert_ttl_ms;
+    int64_t max_cert_ttl_ms;
+    struct bootstrap_ca_join join;
+};
+
 struct bootstrap {
     struct bootstrap_node node;
     char *trust_domain;
@@ -154,6 +175,7 @@ struct bootstrap {
     struct bootstrap_source config;
     struct bootstrap_credentials credentials;
     struct bootstrap_dns dns;
+    struct bootstrap_ca ca;
     struct conf_list listeners; /* struct bootstrap_listener */
     struct conf_list clusters;  /* struct bootstrap_cluster */
 };

@@ -1,0 +1,428 @@
+/*
+ * The node's certificate life cycle: issue or join, store, publish, renew.
+ */
+#include "config.h"
+
+#include <event2/event.h>
+#include <openssl/rand.h>
+#include <openssl/x509.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config/bootstrap.h"
+#include "control/ca/ca.h"
+#include "control/ca/ca_client.h"
+#include "control/ca/ca_node.h"
+#include "control/ca/ca_server.h"
+#include "control/ca/identity.h"
+#include "control/ca/token.h"
+#include "core/log.h"
+
+/* Retries of a failed renewal: 1 s doubling to a minute, jittered. */
+#define RETRY_MIN_S 1
+#define RETRY_MAX_S 60
+
+struct slot {
+    struct ca_node *node;
+    struct ca_identity holder;
+    char *spiffe_id;  /* local issue: the identity to issue */
+    int store;        /* write to DIR/identity */
+    struct event *timer;
+    struct ca_client_req *req;
+    int retry_s;
+};
+
+struct ca_node {
+    struct event_base *base;
+    char *identity_dir;
+    char *join_url;
+    enum pki_key_type key_type;
+    int64_t cert_ttl_s;
+    struct ca *ca;         /* when running the CA */
+    uint8_t pin[32];       /* root pin when joined */
+    struct slot self;      /* this node's workload identity */
+    struct slot server;    /* the CA API's certificate */
+    struct ca_server *srv;
+};
+
+void ca_node_conf_init(struct ca_node_conf *c, const struct bootstrap *bs)
+{
+    memset(c, 0, sizeof(*c));
+    c->enabled = bs->ca.enabled;
+    c->dir = bs->ca.dir;
+    c->cacerts = bs->ca.cacerts;
+    c->trust_domain = bs->trust_domain;
+    c->ns = bs->node.ns;
+    c->sa = bs->node.service_account;
+    c->key_type = bs->ca.key_type == BOOTSTRAP_KEY_RSA ? PKI_KEY_RSA
+                                                       : PKI_KEY_ECDSA;
+    c->root_ttl_s = bs->ca.root_cert_ttl_ms / 1000;
+    c->cert_ttl_s = bs->ca.cert_ttl_ms / 1000;
+    c->max_ttl_s = bs->ca.max_cert_ttl_ms / 1000;
+    c->address = bs->ca.address;
+    c->join_url = bs->ca.join.address;
+    c->join_token = bs->ca.join.token;
+}
+
+int ca_node_wanted(const struct ca_node_conf *c)
+{
+    return c->enabled || (c->join_url != NULL && c->join_url[0] != '\0');
+}
+
+static void renew(struct slot *s);
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    renew(arg);
+}
+
+static void arm(struct slot *s, int64_t delay_s)
+{
+    struct timeval tv;
+
+    if (delay_s < 0)
+        delay_s = 0;
+    tv.tv_sec = (time_t)delay_s;
+    tv.tv_usec = 0;
+    evtimer_add(s->timer, &tv);
+}
+
+static void serial_hex(X509 *x, char *out, size_t n)
+{
+    const ASN1_INTEGER *sn = X509_get0_serialNumber(x);
+    size_t len = (size_t)ASN1_STRING_length(sn);
+
+    if (len * 2 + 1 > n)
+        len = (n - 1) / 2;
+    pki_hex(ASN1_STRING_get0_data(sn), len, out);
+}
+
+/* A new credential for s: store it, publish it, plan its renewal. */
+static int take(struct slot *s, struct ca_cred *cred, const char *how)
+{
+    char *err = NULL, serial[64];
+    int64_t at = ca_cred_renew_at(cred), now = (int64_t)time(NULL);
+
+    if (s->store && ca_cred_store(cred, s->node->identity_dir, &err) < 0) {
+        log_error("CA: cannot store the certificate for %s: %s",
+                  cred->spiffe_id, err ? err : "?");
+        free(err);
+        ca_cred_unref(cred);
+        return -1;
+    }
+    ca_identity_publish(&s->holder, cred);
+    serial_hex(cred->leaf, serial, sizeof(serial));
+    log_info("CA: certificate for %s %s (serial %s, valid %lld s, renewal "
+             "in %lld s)",
+             cred->spiffe_id, how, serial,
+             (long long)(cred->not_after - cred->not_before),
+             (long long)(at - now));
+    ca_cred_unref(cred);
+    s->retry_s = 0;
+    arm(s, at - now);
+    return 0;
+}
+
+static void retry(struct slot *s, const char *why)
+{
+    uint32_t r;
+    int64_t d;
+
+    s->retry_s = s->retry_s ? s->retry_s * 2 : RETRY_MIN_S;
+    if (s->retry_s > RETRY_MAX_S)
+        s->retry_s = RETRY_MAX_S;
+    RAND_bytes((uint8_t *)&r, sizeof(r));
+    /* 80% to 120% of the step. */
+    d = s->retry_s * 8 / 10 + (int64_t)(r % (uint32_t)(s->retry_s * 4 / 10 + 1));
+    log_warn("CA: renewal failed: %s; next attempt in %lld s", why,
+             (long long)d);
+    arm(s, d);
+}
+
+static struct ca_cred *issue_local(struct ca_node *n, const char *id,
+                                   char **err)
+{
+    EVP_PKEY *key = pki_key_new(n->key_type);
+    STACK_OF(X509) *chain;
+    X509 *leaf;
+
+    if (key == NULL) {
+        *err = strdup("cannot make a key");
+        return NULL;
+    }
+    leaf = ca_issue(n->ca, key, id, n->cert_ttl_s, err);
+    if (leaf == NULL) {
+        EVP_PKEY_free(key);
+        return NULL;
+    }
+    chain = X509_chain_up_ref(n->ca->chain);
+    return ca_cred_new(leaf, chain, key, err);
+}
+
+static void on_fetched(void *arg, struct ca_cred *cred, const char *err)
+{
+    struct slot *s = arg;
+
+    s->req = NULL;
+    if (cred == NULL) {
+        retry(s, err);
+        return;
+    }
+    take(s, cred, "renewed over mTLS");
+}
+
+static void renew(struct slot *s)
+{
+    struct ca_node *n = s->node;
+    char *err = NULL;
+
+    if (n->ca != NULL) {
+        struct ca_cred *cred = issue_local(n, s->spiffe_id, &err);
+        if (cred == NULL || take(s, cred, "rotated") < 0) {
+            retry(s, err ? err : "cannot store");
+            free(err);
+        }
+        return;
+    }
+    {
+        struct ca_cred *cur;
+        unsigned gen = 0;
+        struct ca_client_conf cc;
+        EVP_PKEY *key = pki_key_new(n->key_type);
+
+        cur = ca_identity_get(&s->holder, &gen);
+        memset(&cc, 0, sizeof(cc));
+        cc.url = n->join_url;
+        cc.pin = n->pin;
+        cc.cred = cur;
+        cc.key = key;
+        cc.validity_s = n->cert_ttl_s;
+        s->req = key ? ca_client_request(n->base, &cc, on_fetched, s, &err)
+                     : NULL;
+        EVP_PKEY_free(key);
+        ca_cred_unref(cur);
+        if (s->req == NULL) {
+            retry(s, err ? err : "cannot make a key");
+            free(err);
+        }
+    }
+}
+
+static int slot_init(struct ca_node *n, struct slot *s, const char *id,
+                     int store)
+{
+    s->node = n;
+    ca_identity_init(&s->holder);
+    s->store = store;
+    s->spiffe_id = id ? strdup(id) : NULL;
+    s->timer = evtimer_new(n->base, on_timer, s);
+    return s->timer != NULL && (id == NULL || s->spiffe_id != NULL) ? 0 : -1;
+}
+
+static void slot_dispose(struct slot *s)
+{
+    if (s->node == NULL)
+        return;
+    ca_client_cancel(s->req);
+    if (s->timer)
+        event_free(s->timer);
+    free(s->spiffe_id);
+    ca_identity_dispose(&s->holder);
+}
+
+static int start_ca(struct ca_node *n, const struct ca_node_conf *conf,
+                    char **err)
+{
+    struct ca_conf cc = {conf->dir,        conf->cacerts, conf->trust_domain,
+                         conf->key_type,   conf->root_ttl_s, conf->cert_ttl_s,
+                         conf->max_ttl_s};
+    char *self = pki_spiffe_make(conf->trust_domain, conf->ns, conf->sa);
+    char *srv = NULL, pin[72], as[ADDR_STRLEN];
+    struct ca_cred *cred;
+    int rc = -1;
+
+    if (asprintf(&srv, "spiffe://%s%s", conf->trust_domain,
+                 CA_SERVER_ID_PATH) < 0)
+        srv = NULL;
+    if (self == NULL || srv == NULL) {
+        *err = strdup("out of memory");
+        goto done;
+    }
+    n->ca = ca_open(&cc, 1, err);
+    if (n->ca == NULL)
+        goto done;
+    ca_pin_hex(n->ca, pin);
+    log_info("CA: %s root %s, signing from %s", n->ca->intermediate
+                                                     ? "intermediate under"
+                                                     : "self-signed",
+             pin, ca_layout_dir(&cc));
+    if (slot_init(n, &n->self, self, 1) < 0 ||
+        slot_init(n, &n->server, srv, 0) < 0) {
+        *err = strdup("out of memory");
+        goto done;
+    }
+    cred = issue_local(n, self, err);
+    if (cred == NULL || take(&n->self, cred, "issued") < 0) {
+        if (*err == NULL)
+            *err = strdup("cannot store this node's certificate");
+        goto done;
+    }
+    cred = issue_local(n, srv, err);
+    if (cred == NULL || take(&n->server, cred, "issued") < 0)
+        goto done;
+    n->srv = ca_server_new(n->base, &conf->address, n->ca, &n->server.holder,
+                           err);
+    if (n->srv == NULL)
+        goto done;
+    log_info("CA: API on %s (POST /v1/certificate)",
+             addr_format(ca_server_addr(n->srv), as, sizeof(as)));
+    rc = 0;
+done:
+    free(self);
+    free(srv);
+    return rc;
+}
+
+static int start_join(struct ca_node *n, const struct ca_node_conf *conf,
+                      char **err)
+{
+    struct ca_cred *cred;
+    char *why = NULL;
+    int64_t now = (int64_t)time(NULL);
+
+    if (slot_init(n, &n->self, NULL, 1) < 0) {
+        *err = strdup("out of memory");
+        return -1;
+    }
+    cred = ca_cred_load(n->identity_dir, &why);
+    if (cred != NULL && (cred->not_after <= now || ca_cred_root(cred) == NULL)) {
+        free(why);
+        why = strdup(cred->not_after <= now ? "the stored certificate has "
+                                              "expired"
+                                            : "no root in the stored chain");
+        ca_cred_unref(cred);
+        cred = NULL;
+    }
+    if (cred != NULL) {
+        /* Renewals trust the root this node was issued under. */
+        pki_spki_sha256(ca_cred_root(cred), n->pin);
+        ca_identity_publish(&n->self.holder, cred);
+        log_info("CA: using the stored certificate for %s (valid until "
+                 "%lld); renewing over mTLS with %s",
+                 cred->spiffe_id, (long long)cred->not_after, n->join_url);
+        arm(&n->self, ca_cred_renew_at(cred) - now);
+        ca_cred_unref(cred);
+        free(why);
+        return 0;
+    }
+    if (conf->join_token == NULL || conf->join_token[0] == '\0') {
+        if (asprintf(err,
+                     "%s holds no usable certificate (%s) and no join token "
+                     "was given (--token or ca.join.token)",
+                     n->identity_dir, why ? why : "none") < 0)
+            *err = NULL;
+        free(why);
+        return -1;
+    }
+    free(why);
+    /* The directory must be writable before a token is spent. */
+    if (pki_mkdirs(n->identity_dir, err) < 0)
+        return -1;
+    {
+        struct token t;
+        struct ca_client_conf cc;
+        const char *tw;
+        EVP_PKEY *key;
+        char *ferr = NULL;
+
+        if (token_parse(conf->join_token, strlen(conf->join_token), &t,
+                        &tw) < 0) {
+            if (asprintf(err, "join token: %s", tw) < 0)
+                *err = NULL;
+            return -1;
+        }
+        memcpy(n->pin, t.pin, 32);
+        key = pki_key_new(n->key_type);
+        memset(&cc, 0, sizeof(cc));
+        cc.url = n->join_url;
+        cc.pin = n->pin;
+        cc.token = conf->join_token;
+        cc.key = key;
+        cc.validity_s = n->cert_ttl_s;
+        cred = key ? ca_client_fetch(&cc, &ferr) : NULL;
+        EVP_PKEY_free(key);
+        if (cred == NULL) {
+            if (asprintf(err, "cannot join the CA at %s: %s", n->join_url,
+                         ferr ? ferr : "cannot make a key") < 0)
+                *err = NULL;
+            free(ferr);
+            return -1;
+        }
+        if (take(&n->self, cred, "issued by joining") < 0) {
+            *err = strdup("cannot store the new certificate");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+struct ca_node *ca_node_new(struct event_base *base,
+                            const struct ca_node_conf *conf, char **err)
+{
+    struct ca_node *n = calloc(1, sizeof(*n));
+
+    *err = NULL;
+    if (n == NULL) {
+        *err = strdup("out of memory");
+        return NULL;
+    }
+    n->base = base;
+    n->key_type = conf->key_type;
+    n->cert_ttl_s = conf->cert_ttl_s;
+    n->join_url = strdup(conf->join_url ? conf->join_url : "");
+    if (asprintf(&n->identity_dir, "%s/identity", conf->dir) < 0)
+        n->identity_dir = NULL;
+    if (n->identity_dir == NULL || n->join_url == NULL) {
+        *err = strdup("out of memory");
+        goto fail;
+    }
+    if (!pki_name_ok(conf->ns) || !pki_name_ok(conf->sa)) {
+        *err = strdup("node.namespace and node.serviceAccount must be "
+                      "DNS-style names (a-z 0-9 - .) for a SPIFFE ID");
+        goto fail;
+    }
+    if (conf->enabled ? start_ca(n, conf, err) < 0
+                      : start_join(n, conf, err) < 0)
+        goto fail;
+    return n;
+fail:
+    ca_node_free(n);
+    return NULL;
+}
+
+struct ca_identity *ca_node_identity(struct ca_node *n)
+{
+    return &n->self.holder;
+}
+
+const struct addr *ca_node_server_addr(const struct ca_node *n)
+{
+    return n->srv ? ca_server_addr(n->srv) : NULL;
+}
+
+void ca_node_free(struct ca_node *n)
+{
+    if (n == NULL)
+        return;
+    ca_server_free(n->srv);
+    slot_dispose(&n->server);
+    slot_dispose(&n->self);
+    ca_free(n->ca);
+    free(n->identity_dir);
+    free(n->join_url);
+    free(n);
+}

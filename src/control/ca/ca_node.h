@@ -1,0 +1,65 @@
+#ifndef STRAIT_CONTROL_CA_CA_NODE_H
+#define STRAIT_CONTROL_CA_CA_NODE_H
+
+#include <stdint.h>
+
+#include "control/ca/pki.h"
+#include "core/addr.h"
+
+struct bootstrap;
+struct ca;
+struct ca_identity;
+struct event_base;
+
+/*
+ * This node's place in the mesh's PKI, on the main thread's loop. Either
+ *
+ *  - it runs the CA (ca.enabled): it opens or creates the CA, issues its
+ *    own SPIFFE certificate locally, serves the CA API and renews both its
+ *    certificate and the API's at half life with jitter; or
+ *  - it joins a CA (ca.join.address or --join): it uses the certificate
+ *    stored in DIR/identity/ while it is valid, else redeems the join
+ *    token for one, and renews over mTLS with its current certificate.
+ *
+ * Either way the current credential is published in ca_node_identity()
+ * (generation-numbered, see identity.h) for TLS contexts to pick up, and
+ * stored in DIR/identity/ (key.pem, cert-chain.pem, root-cert.pem, 0600).
+ */
+struct ca_node_conf {
+    int enabled;
+    const char *dir;
+    const char *cacerts;
+    const char *trust_domain;
+    const char *ns;
+    const char *sa;
+    enum pki_key_type key_type;
+    int64_t root_ttl_s;
+    int64_t cert_ttl_s;
+    int64_t max_ttl_s;
+    struct addr address;
+    const char *join_url;   /* "" or NULL: not joining */
+    const char *join_token; /* "" or NULL: none */
+};
+
+/* ca_node_conf_init() fills conf from the bootstrap (pointers into bs). */
+void ca_node_conf_init(struct ca_node_conf *conf, const struct bootstrap *bs);
+
+/* ca_node_wanted() is true when conf asks for a CA or a join. */
+int ca_node_wanted(const struct ca_node_conf *conf);
+
+struct ca_node;
+
+/* ca_node_new() sets everything up (a first join runs to completion
+ * before it returns). NULL with an allocated message in *err. */
+struct ca_node *ca_node_new(struct event_base *base,
+                            const struct ca_node_conf *conf, char **err);
+
+/* The node's own credential holder; valid while the node lives. */
+struct ca_identity *ca_node_identity(struct ca_node *n);
+
+/* The CA API's bound address, or NULL when this node runs no CA. */
+const struct addr *ca_node_server_addr(const struct ca_node *n);
+
+void ca_node_free(struct ca_node *n);
+
+#endif

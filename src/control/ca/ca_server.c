@@ -1,0 +1,556 @@
+/*
+ * The CA API server: accept, TLS, one HTTP/1.1 request, one answer, close.
+ * Traffic is a handful of requests per host per day, so simplicity wins
+ * over keep-alive.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "control/ca/ca.h"
+#include "control/ca/ca_api.h"
+#include "control/ca/ca_server.h"
+#include "control/ca/csr.h"
+#include "control/ca/identity.h"
+#include "control/ca/token.h"
+#include "core/buf.h"
+#include "core/log.h"
+#include "http1/parser.h"
+#include "net/conn.h"
+#include "net/sock.h"
+#include "tls/tls.h"
+
+/* A client has this long to send its request and read the answer. */
+#define CA_CONN_TIMEOUT_S 10
+#define CA_MAX_CONNS 256
+#define CA_MAX_HEADERS 32
+
+struct sconn;
+
+struct ca_server {
+    struct event_base *base;
+    const struct ca *ca;
+    struct ca_identity *id;
+    unsigned gen;
+    SSL_CTX *ctx;
+    int fd;
+    struct addr addr;
+    struct event *accept_ev;
+    struct sconn *conns;
+    size_t nconns;
+    struct ca_server_stats stats;
+};
+
+struct sconn {
+    struct ca_server *s;
+    struct sconn *prev, *next;
+    struct conn c;
+    struct event *timer;
+    struct buf in, out;
+    int writing;
+    char peer[ADDR_STRLEN];
+};
+
+static enum ssl_verify_result_t accept_any(SSL *ssl, uint8_t *alert)
+{
+    /* The handler verifies the client certificate itself, so that a
+     * stale one gets a clear JSON answer rather than a TLS alert. */
+    (void)ssl;
+    (void)alert;
+    return ssl_verify_ok;
+}
+
+static SSL_CTX *server_ctx(const struct ca_cred *cred)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_method());
+
+    if (ctx == NULL)
+        return NULL;
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    if (ca_cred_use(cred, ctx) < 0) {
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    SSL_CTX_set_custom_verify(ctx, SSL_VERIFY_PEER, accept_any);
+    return ctx;
+}
+
+/* Picks up a rotated server credential before a new handshake. */
+static void refresh_ctx(struct ca_server *s)
+{
+    struct ca_cred *cred = ca_identity_get(s->id, &s->gen);
+    SSL_CTX *ctx;
+
+    if (cred == NULL)
+        return;
+    ctx = server_ctx(cred);
+    if (ctx == NULL) {
+        log_error("CA server: cannot use the new certificate; keeping the "
+                  "old one");
+    } else {
+        SSL_CTX_free(s->ctx);
+        s->ctx = ctx;
+    }
+    ca_cred_unref(cred);
+}
+
+static void sconn_free_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct sconn *sc = arg;
+
+    (void)fd;
+    (void)what;
+    buf_dispose(&sc->in);
+    buf_dispose(&sc->out);
+    free(sc);
+}
+
+static void sconn_close(struct sconn *sc)
+{
+    struct ca_server *s = sc->s;
+
+    if (sc->prev)
+        sc->prev->next = sc->next;
+    else
+        s->conns = sc->next;
+    if (sc->next)
+        sc->next->prev = sc->prev;
+    s->nconns--;
+    conn_close(&sc->c);
+    if (sc->timer)
+        event_free(sc->timer);
+    sc->timer = NULL;
+    /* Freed on the loop's next turn, never inside its own callback. */
+    if (event_base_once(s->base, -1, EV_TIMEOUT, sconn_free_cb, sc, NULL) <
+        0)
+        sconn_free_cb(-1, 0, sc);
+}
+
+static const char *reason(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 411: return "Length Required";
+    case 413: return "Content Too Large";
+    default: return "Internal Server Error";
+    }
+}
+
+static void respond(struct sconn *sc, int status, struct buf *body)
+{
+    buf_printf(&sc->out,
+               "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+               "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+               status, reason(status), buf_len(body));
+    buf_append(&sc->out, buf_ptr(body), buf_len(body));
+    sc->writing = 1;
+}
+
+static void respond_error(struct sconn *sc, int status, const char *msg)
+{
+    struct buf b;
+
+    buf_init(&b, 8192);
+    ca_api_error_write(&b, msg);
+    respond(sc, status, &b);
+    buf_dispose(&b);
+    sc->s->stats.refused++;
+    log_warn("CA: refused a certificate request from %s: %s", sc->peer, msg);
+}
+
+/* The identity of a renewing client, from its certificate; NULL (with
+ * *why) when it has none or one this CA does not accept. */
+static char *client_identity(struct sconn *sc, const char **why)
+{
+    const struct ca *ca = sc->s->ca;
+    SSL *ssl = sc->c.tls;
+    X509 *leaf = SSL_get_peer_certificate(ssl);
+    STACK_OF(X509) *chain = SSL_get_peer_full_cert_chain(ssl);
+    X509_STORE *store = NULL;
+    X509_STORE_CTX *vctx = NULL;
+    char *id = NULL, *td = NULL;
+
+    *why = NULL;
+    if (leaf == NULL)
+        return NULL;
+    store = X509_STORE_new();
+    vctx = X509_STORE_CTX_new();
+    if (store == NULL || vctx == NULL)
+        goto done;
+    for (size_t i = 0; i < sk_X509_num(ca->roots); i++)
+        X509_STORE_add_cert(store, sk_X509_value(ca->roots, i));
+    if (!X509_STORE_CTX_init(vctx, store, leaf, chain))
+        goto done;
+    if (X509_verify_cert(vctx) != 1) {
+        *why = X509_verify_cert_error_string(X509_STORE_CTX_get_error(vctx));
+        goto done;
+    }
+    /* Only certificates this CA signed renew here, not any of its root. */
+    if (X509_check_issued(ca->cert, leaf) != X509_V_OK) {
+        *why = "client certificate was not issued by this CA";
+        goto done;
+    }
+    id = pki_spiffe_id(leaf);
+    if (id == NULL || pki_spiffe_split(id, &td, NULL, NULL) < 0 ||
+        strcmp(td, ca->trust_domain) != 0) {
+        *why = "client certificate has no workload SPIFFE ID of this "
+               "trust domain";
+        free(id);
+        id = NULL;
+    }
+done:
+    ERR_clear_error();
+    free(td);
+    X509_STORE_CTX_free(vctx);
+    X509_STORE_free(store);
+    X509_free(leaf);
+    return id;
+}
+
+static void handle(struct sconn *sc, const struct h1_request *req,
+                   const char *body, size_t blen)
+{
+    const struct ca *ca = sc->s->ca;
+    const struct h1_header *auth;
+    struct ca_api_request areq;
+    EVP_PKEY *pub = NULL;
+    X509 *leaf = NULL;
+    char *id = NULL, *ns = NULL, *sa = NULL, *err = NULL;
+    const char *why = NULL, *how;
+    struct buf b, pems[CA_API_MAX_CHAIN];
+    const char *pv[CA_API_MAX_CHAIN];
+    size_t np = 0;
+
+    memset(&areq, 0, sizeof(areq));
+    if (!(req->target.n == strlen(CA_API_PATH) &&
+          memcmp(req->target.p, CA_API_PATH, req->target.n) == 0)) {
+        respond_error(sc, 404, "no such API (POST " CA_API_PATH ")");
+        return;
+    }
+    if (!h1_slice_eq_ci(req->method, "POST")) {
+        respond_error(sc, 405, "use POST");
+        return;
+    }
+    /* The request must be sound before a token is spent on it. */
+    if (ca_api_request_parse(body, blen, &areq, &why) < 0) {
+        respond_error(sc, 400, why);
+        goto done;
+    }
+    pub = csr_parse(areq.csr, strlen(areq.csr), &why);
+    if (pub == NULL) {
+        respond_error(sc, 400, why);
+        goto done;
+    }
+    auth = h1_header_find(req->headers, req->nheaders, "authorization");
+    if (auth != NULL) {
+        struct token t;
+        if (auth->value.n < 7 ||
+            strncasecmp(auth->value.p, "Bearer ", 7) != 0) {
+            respond_error(sc, 401, "Authorization must be 'Bearer <join "
+                                   "token>'");
+            goto done;
+        }
+        if (token_parse(auth->value.p + 7, auth->value.n - 7, &t, &why) <
+            0) {
+            respond_error(sc, 401, why);
+            goto done;
+        }
+        if (token_redeem(ca->dir, ca->pin, &t, (int64_t)time(NULL), &ns,
+                         &sa, &err) < 0) {
+            respond_error(sc, 401, err ? err : "join token refused");
+            goto done;
+        }
+        id = pki_spiffe_make(ca->trust_domain, ns, sa);
+        how = "join token";
+    } else {
+        id = client_identity(sc, &why);
+        if (id == NULL) {
+            if (why == NULL)
+                respond_error(sc, 401,
+                              "no credentials: send a join token "
+                              "(Authorization: Bearer) or renew with a "
+                              "client certificate");
+            else {
+                free(err);
+                if (asprintf(&err, "client certificate not accepted: %s",
+                             why) < 0)
+                    err = NULL;
+                respond_error(sc, 403, err ? err : why);
+            }
+            goto done;
+        }
+        how = "client certificate";
+    }
+    leaf = id ? ca_issue(ca, pub, id, areq.validity_s, &err) : NULL;
+    if (leaf == NULL) {
+        respond_error(sc, 500, err ? err : "cannot issue");
+        goto done;
+    }
+    for (size_t i = 0; i <= sk_X509_num(ca->chain) && np < CA_API_MAX_CHAIN;
+         i++) {
+        buf_init(&pems[np], 64 * 1024);
+        pki_cert_pem(i == 0 ? leaf : sk_X509_value(ca->chain, i - 1),
+                     &pems[np]);
+        pv[np] = buf_cstr(&pems[np]);
+        np++;
+    }
+    buf_init(&b, CA_API_MAX_BODY);
+    ca_api_response_write(&b, pv, np);
+    respond(sc, 200, &b);
+    buf_dispose(&b);
+    if (auth != NULL)
+        sc->s->stats.issued_token++;
+    else
+        sc->s->stats.issued_renewal++;
+    log_info("CA: issued %s to %s (authenticated by %s), valid %lld s", id,
+             sc->peer, how,
+             (long long)(pki_time(X509_get0_notAfter(leaf)) -
+                         pki_time(X509_get0_notBefore(leaf))));
+done:
+    for (size_t i = 0; i < np; i++)
+        buf_dispose(&pems[i]);
+    X509_free(leaf);
+    EVP_PKEY_free(pub);
+    ca_api_request_dispose(&areq);
+    free(id);
+    free(ns);
+    free(sa);
+    free(err);
+}
+
+/* Returns 1 when a whole request was read and handled, 0 for more bytes,
+ * -1 to close. */
+static int try_request(struct sconn *sc)
+{
+    struct h1_header hdrs[CA_MAX_HEADERS];
+    struct h1_limits lim = h1_limits_default();
+    struct h1_request req;
+    const char *why;
+    int status, head;
+
+    lim.max_headers = CA_MAX_HEADERS;
+    lim.underscores = H1_US_ALLOW;
+    req.headers = hdrs;
+    head = h1_parse_request(buf_ptr(&sc->in), buf_len(&sc->in), &lim, &req,
+                            &why, &status);
+    if (head < 0) {
+        respond_error(sc, status, why);
+        return 1;
+    }
+    if (head == 0)
+        return 0;
+    if (req.body == H1_BODY_CHUNKED) {
+        respond_error(sc, 411, "send the body with Content-Length");
+        return 1;
+    }
+    if (req.body == H1_BODY_LENGTH && req.content_length > CA_API_MAX_BODY) {
+        respond_error(sc, 413, "request body too large");
+        return 1;
+    }
+    if (req.body == H1_BODY_LENGTH &&
+        buf_len(&sc->in) - (size_t)head < req.content_length)
+        return 0;
+    handle(sc, &req, buf_ptr(&sc->in) + head,
+           req.body == H1_BODY_LENGTH ? (size_t)req.content_length : 0);
+    return 1;
+}
+
+static void on_io(struct conn *c, void *arg)
+{
+    struct sconn *sc = arg;
+
+    if (c->handshaking) {
+        int rc = c->ops->handshake(c);
+        if (rc < 0) {
+            log_debug("CA: TLS handshake from %s failed: %s", sc->peer,
+                      tls_conn_failure(c));
+            sconn_close(sc);
+            return;
+        }
+        if (rc == 0) {
+            conn_want(c, 1, 0);
+            return;
+        }
+        c->handshaking = 0;
+    }
+    while (!sc->writing) {
+        size_t room;
+        char *p = buf_reserve_any(&sc->in, &room);
+        ssize_t r;
+
+        if (p == NULL) {
+            respond_error(sc, 413, "request too large");
+            break;
+        }
+        r = conn_read(c, p, room);
+        if (r == CONN_AGAIN) {
+            conn_want(c, 1, 0);
+            return;
+        }
+        if (r <= 0) {
+            sconn_close(sc);
+            return;
+        }
+        buf_commit(&sc->in, (size_t)r);
+        if (try_request(sc) != 0)
+            break;
+    }
+    while (buf_len(&sc->out) > 0) {
+        ssize_t w = conn_write(c, buf_ptr(&sc->out), buf_len(&sc->out));
+        if (w == CONN_AGAIN) {
+            conn_want(c, 0, 1);
+            return;
+        }
+        if (w <= 0) {
+            sconn_close(sc);
+            return;
+        }
+        buf_consume(&sc->out, (size_t)w);
+    }
+    c->ops->shutdown(c);
+    sconn_close(sc);
+}
+
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct sconn *sc = arg;
+
+    (void)fd;
+    (void)what;
+    log_debug("CA: connection from %s timed out", sc->peer);
+    sconn_close(sc);
+}
+
+static void on_accept(evutil_socket_t lfd, short what, void *arg)
+{
+    struct ca_server *s = arg;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    struct timeval tv = {CA_CONN_TIMEOUT_S, 0};
+    struct sconn *sc;
+    int fd;
+
+    (void)what;
+    fd = accept4(lfd, (struct sockaddr *)&ss, &sl,
+                 SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0)
+        return;
+    if (s->nconns >= CA_MAX_CONNS) {
+        close(fd);
+        return;
+    }
+    refresh_ctx(s);
+    sc = calloc(1, sizeof(*sc));
+    if (sc == NULL || s->ctx == NULL) {
+        free(sc);
+        close(fd);
+        return;
+    }
+    sc->s = s;
+    addr_format_sa((struct sockaddr *)&ss, sl, sc->peer, sizeof(sc->peer));
+    buf_init(&sc->in, CA_API_MAX_BODY + 16 * 1024);
+    buf_init(&sc->out, CA_API_MAX_BODY + 4096);
+    conn_init(&sc->c, s->base, fd, on_io, sc);
+    sc->timer = evtimer_new(s->base, on_timeout, sc);
+    if (sc->timer == NULL || tls_conn_accept(&sc->c, s->ctx) < 0) {
+        if (sc->timer)
+            event_free(sc->timer);
+        conn_close(&sc->c);
+        buf_dispose(&sc->in);
+        buf_dispose(&sc->out);
+        free(sc);
+        return;
+    }
+    sc->c.handshaking = 1;
+    sc->next = s->conns;
+    if (s->conns)
+        s->conns->prev = sc;
+    s->conns = sc;
+    s->nconns++;
+    evtimer_add(sc->timer, &tv);
+    conn_want(&sc->c, 1, 0);
+}
+
+struct ca_server *ca_server_new(struct event_base *base, const struct addr *a,
+                                const struct ca *ca,
+                                struct ca_identity *tls_id, char **err)
+{
+    struct ca_server *s = calloc(1, sizeof(*s));
+
+    *err = NULL;
+    if (s == NULL) {
+        *err = strdup("out of memory");
+        return NULL;
+    }
+    s->base = base;
+    s->ca = ca;
+    s->id = tls_id;
+    s->fd = -1;
+    refresh_ctx(s);
+    if (s->ctx == NULL) {
+        *err = strdup("CA server: no usable server certificate");
+        goto fail;
+    }
+    s->fd = sock_listen(a, 128, 0, err);
+    if (s->fd < 0)
+        goto fail;
+    if (sock_local_addr(s->fd, &s->addr) < 0)
+        s->addr = *a;
+    s->accept_ev = event_new(base, s->fd, EV_READ | EV_PERSIST, on_accept, s);
+    if (s->accept_ev == NULL || event_add(s->accept_ev, NULL) < 0) {
+        *err = strdup("CA server: cannot watch the listening socket");
+        goto fail;
+    }
+    return s;
+fail:
+    ca_server_free(s);
+    return NULL;
+}
+
+const struct addr *ca_server_addr(const struct ca_server *s)
+{
+    return &s->addr;
+}
+
+const struct ca_server_stats *ca_server_stats(const struct ca_server *s)
+{
+    return &s->stats;
+}
+
+void ca_server_free(struct ca_server *s)
+{
+    if (s == NULL)
+        return;
+    while (s->conns != NULL) {
+        struct sconn *sc = s->conns;
+        s->conns = sc->next;
+        conn_close(&sc->c);
+        if (sc->timer)
+            event_free(sc->timer);
+        buf_dispose(&sc->in);
+        buf_dispose(&sc->out);
+        free(sc);
+    }
+    if (s->accept_ev)
+        event_free(s->accept_ev);
+    if (s->fd >= 0)
+        close(s->fd);
+    SSL_CTX_free(s->ctx);
+    free(s);
+}

@@ -1,0 +1,50 @@
+#ifndef STRAIT_CONTROL_CA_CA_SERVER_H
+#define STRAIT_CONTROL_CA_CA_SERVER_H
+
+#include <stdint.h>
+
+#include "core/addr.h"
+
+struct ca;
+struct ca_identity;
+struct event_base;
+
+/*
+ * The CA's API server (see ca_api.h for the wire format) on the main
+ * thread's loop: TLS 1.2+ with the credential published in tls_id, one
+ * request per connection over HTTP/1.1.
+ *
+ * A request is authenticated either by a join token (Authorization:
+ * Bearer), which is spent, or by a client certificate this CA issued
+ * (renewal); the certificate's SAN is the token's ns/sa or the client
+ * certificate's SPIFFE ID, never what the CSR asks for. A new credential
+ * published in tls_id is used from the next handshake on.
+ *
+ * The server certificate is the CA server's own: spiffe://TD/strait/ca,
+ * a path the CA never issues to a workload (workloads get /ns/NS/sa/SA),
+ * so joining hosts can tell the CA from a workload of the same root.
+ */
+#define CA_SERVER_ID_PATH "/strait/ca"
+
+struct ca_server;
+
+/* ca_server_new() listens on a. ca and tls_id must outlive the server.
+ * NULL with an allocated message in *err. */
+struct ca_server *ca_server_new(struct event_base *base, const struct addr *a,
+                                const struct ca *ca,
+                                struct ca_identity *tls_id, char **err);
+
+/* The bound address (port 0 resolved). */
+const struct addr *ca_server_addr(const struct ca_server *s);
+
+/* Counters, for logs and tests. */
+struct ca_server_stats {
+    uint64_t issued_token;
+    uint64_t issued_renewal;
+    uint64_t refused;
+};
+const struct ca_server_stats *ca_server_stats(const struct ca_server *s);
+
+void ca_server_free(struct ca_server *s);
+
+#endif
