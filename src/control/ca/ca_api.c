@@ -274,7 +274,8 @@ static int skip(struct jr *r, int depth)
 
 static char *take(struct buf *b)
 {
-    char *s = strndup(buf_ptr(b), buf_len(b));
+    /* An empty buffer may have no storage at all. */
+    char *s = buf_len(b) ? strndup(buf_ptr(b), buf_len(b)) : strdup("");
 
     buf_dispose(b);
     return s;
@@ -360,7 +361,7 @@ static int string_field(struct jr *r, char **dst, size_t max)
         buf_dispose(&b);
         return -1;
     }
-    if (memchr(buf_ptr(&b), '\0', buf_len(&b)) != NULL) {
+    if (buf_len(&b) > 0 && memchr(buf_ptr(&b), '\0', buf_len(&b)) != NULL) {
         buf_dispose(&b);
         r->why = "NUL in a string";
         return -1;

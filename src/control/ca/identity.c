@@ -115,7 +115,7 @@ static int store_one(const char *dir, const char *name, struct buf *b,
         *err = strdup("out of memory");
         return -1;
     }
-    rc = pki_write_private(p, buf_ptr(b), buf_len(b), err);
+    rc = pki_write_private(p, buf_len(b) ? buf_ptr(b) : "", buf_len(b), err);
     free(p);
     return rc;
 }

@@ -586,6 +586,38 @@ static void test_shipped_file_documents_every_key(void **state)
     assert_true(nkeys >= 20);
 }
 
+static void test_ca_section(void **state)
+{
+    struct bootstrap *bs;
+
+    (void)state;
+    bs = parse_ok("");
+    assert_false(bs->ca.enabled);
+    assert_string_equal(bs->ca.dir, "/var/lib/strait/ca");
+    assert_int_equal(bs->ca.key_type, BOOTSTRAP_KEY_ECDSA);
+    assert_int_equal(bs->ca.cert_ttl_ms, 24 * 3600 * 1000);
+    assert_int_equal(bs->ca.max_cert_ttl_ms, INT64_C(2160) * 3600 * 1000);
+    assert_addr(&bs->ca.address, "0.0.0.0:15012");
+    assert_string_equal(bs->ca.join.address, "");
+    bootstrap_free(bs);
+    bs = parse_ok("ca:\n  enabled: true\n  keyType: RSA\n  certTTL: 2s\n"
+                  "  cacerts: /etc/cacerts\n  address: 127.0.0.1:1\n");
+    assert_true(bs->ca.enabled);
+    assert_int_equal(bs->ca.key_type, BOOTSTRAP_KEY_RSA);
+    assert_int_equal(bs->ca.cert_ttl_ms, 2000);
+    assert_string_equal(bs->ca.cacerts, "/etc/cacerts");
+    bootstrap_free(bs);
+    parse_err("ca: {enabled: true, join: {address: https://x:1}}\n",
+              "b.yaml:0:0: ca.join.address: a node runs the CA (ca.enabled) "
+              "or joins one, not both");
+    parse_err("ca: {enabled: true, address: 127.0.0.1:15000}\n",
+              "b.yaml:0:0: ca.address: address 127.0.0.1:15000 is the admin "
+              "API's address");
+    parse_err("ca: {certTTL: 500ms}\n",
+              "b.yaml:1:15: ca.certTTL: value '500ms' out of range "
+              "1000ms-31536000000ms");
+}
+
 static void test_listener_equal(void **state)
 {
     const char *text = "listeners:\n"
@@ -725,6 +757,7 @@ int main(void)
         cmocka_unit_test(test_err_load_missing_file),
         cmocka_unit_test(test_several_errors),
         cmocka_unit_test(test_shipped_file_documents_every_key),
+        cmocka_unit_test(test_ca_section),
         cmocka_unit_test(test_listener_equal),
         cmocka_unit_test(test_to_json),
         cmocka_unit_test(test_free_null),

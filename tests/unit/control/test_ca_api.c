@@ -43,6 +43,10 @@ static void test_request_fields(void **state)
     assert_int_equal(parse_req(" {\"csr\":\"x\"} \n", &r, &why), 0);
     assert_int_equal(r.validity_s, 0);
     ca_api_request_dispose(&r);
+    /* Regression (fuzz_csr): an empty key or value has no storage. */
+    assert_int_equal(parse_req("{\"\":\"\",\"csr\":\"\"}", &r, &why), 0);
+    assert_string_equal(r.csr, "");
+    ca_api_request_dispose(&r);
     /* A surrogate pair decodes to one UTF-8 character. */
     assert_int_equal(parse_req("{\"csr\":\"\\ud83d\\ude00\"}", &r, &why), 0);
     assert_string_equal(r.csr, "\xf0\x9f\x98\x80");

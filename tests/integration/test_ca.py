@@ -1,0 +1,322 @@
+"""The embedded CA: one strait runs it, others join with a token and renew
+over mTLS. Two real processes on loopback; certificates are checked with
+the openssl command line, not with strait's own code."""
+import base64
+import hashlib
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import STRAIT, SRCDIR, Strait, free_port, wait_for
+
+SAMPLES = f"{SRCDIR}/tests/data/istio-samples/certs"
+
+
+def run(*args, timeout=30):
+    return subprocess.run([STRAIT, *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+class Node(Strait):
+    """A strait with a ca: section, in its own directory, started with
+    extra command-line arguments (--join, --token)."""
+
+    def __init__(self, tmp_path, name, ca_yaml, node_yaml="", args=()):
+        d = tmp_path / name
+        d.mkdir(exist_ok=True)
+        self.dir = d
+        self.args = list(args)
+        super().__init__(d, "", workers=1,
+                         extra=f"trustDomain: example.org\n{node_yaml}"
+                               f"ca: {ca_yaml}\n")
+
+    def start(self, wait=True):
+        self.logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [STRAIT, "run", "-c", str(self.config), *self.args],
+            stdout=self.logf, stderr=self.logf)
+        if wait:
+            wait_for(self.ready_or_dead, 20, "strait to become ready")
+        return self
+
+    def exit_code(self, timeout=30):
+        code = self.proc.wait(timeout=timeout)
+        self.logf.close()
+        return code
+
+
+@pytest.fixture
+def nodes(tmp_path):
+    made = []
+
+    def make(*a, **kw):
+        n = Node(tmp_path, *a, **kw)
+        made.append(n)
+        return n
+
+    yield make
+    for n in made:
+        code = None
+        if n.proc is not None and n.proc.poll() is None:
+            code = n.stop(timeout=30)
+        n.kill()
+        n.assert_clean_log()
+        if code is not None:
+            assert code == 0, n.log()
+
+
+def ca_node(nodes, tmp_path, cacerts="", extra=""):
+    port = free_port()
+    d = tmp_path / "ca-state"
+    ca = nodes("ca", f"{{enabled: true, dir: {d}, address: 127.0.0.1:{port}"
+                     f"{', cacerts: ' + cacerts if cacerts else ''}{extra}}}")
+    ca.ca_dir = d
+    ca.ca_url = f"https://127.0.0.1:{port}"
+    return ca
+
+
+def token(ca, ns="foo", sa="bar", ttl="1h"):
+    r = run("ca", "token", "create", "--namespace", ns, "--service-account",
+            sa, "--ttl", ttl, "-c", str(ca.config))
+    assert r.returncode == 0, r.stderr
+    t = r.stdout.strip()
+    assert re.fullmatch(r"sjt1\.[A-Za-z0-9_-]{86}", t), t
+    return t
+
+
+def joiner(nodes, ca, name, tok=None, ttl="1h", ns="foo", sa="bar",
+           join=True):
+    args = ["--join", ca.ca_url] if join else []
+    if tok:
+        args += ["--token", tok]
+    return nodes(name, f"{{dir: {ca.dir.parent / (name + '-state')}, "
+                       f"certTTL: {ttl}}}",
+                 node_yaml=f"node: {{namespace: {ns}, serviceAccount: {sa}}}\n",
+                 args=args)
+
+
+def identity(n):
+    return n.dir.parent / (n.dir.name + "-state") / "identity"
+
+
+def split_chain(path, out_dir):
+    pems = re.findall(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n",
+                      path.read_text(), re.S)
+    files = []
+    for i, p in enumerate(pems):
+        f = out_dir / f"c{i}.pem"
+        f.write_text(p)
+        files.append(f)
+    return files
+
+
+def openssl(*args):
+    r = subprocess.run(["openssl", *args], capture_output=True, text=True,
+                       timeout=30)
+    return r
+
+
+def san_of(cert):
+    r = openssl("x509", "-in", str(cert), "-noout", "-ext", "subjectAltName")
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def serial_of(cert):
+    r = openssl("x509", "-in", str(cert), "-noout", "-serial")
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def mode(p):
+    return os.stat(p).st_mode & 0o777
+
+
+def test_join_gets_a_spiffe_chain_that_openssl_verifies(nodes, tmp_path):
+    ca = ca_node(nodes, tmp_path).start()
+    j = joiner(nodes, ca, "j1", token(ca)).start()
+    idir = identity(j)
+    for f in ("key.pem", "cert-chain.pem", "root-cert.pem"):
+        assert mode(idir / f) == 0o600, f
+    assert mode(ca.ca_dir / "ca-key.pem") == 0o600
+    leaf, *rest = split_chain(idir / "cert-chain.pem", tmp_path)
+    assert len(rest) == 1  # the self-signed root
+    r = openssl("verify", "-CAfile", str(ca.ca_dir / "root-cert.pem"), str(leaf))
+    assert r.returncode == 0 and ": OK" in r.stdout, r.stdout + r.stderr
+    assert "URI:spiffe://example.org/ns/foo/sa/bar" in san_of(leaf)
+    # The key is the leaf's key, and never appears in a log.
+    r1 = openssl("x509", "-in", str(leaf), "-noout", "-pubkey")
+    r2 = openssl("pkey", "-in", str(idir / "key.pem"), "-pubout")
+    assert r1.stdout == r2.stdout
+    key_body = "".join((idir / "key.pem").read_text().splitlines()[1:-1])
+    assert key_body[:40] not in j.log() and key_body[:40] not in ca.log()
+    assert "issued spiffe://example.org/ns/foo/sa/bar" in ca.log()
+    assert "authenticated by join token" in ca.log()
+    # The CA's own identity (the gateway's) is stored too.
+    (tmp_path / "ca-id").mkdir()
+    ca_leaf = split_chain(ca.ca_dir / "identity" / "cert-chain.pem",
+                          tmp_path / "ca-id")[0]
+    assert "URI:spiffe://example.org/ns/istio-system/sa/strait" in san_of(ca_leaf)
+
+
+def test_reused_token_is_refused_on_both_sides(nodes, tmp_path):
+    ca = ca_node(nodes, tmp_path).start()
+    tok = token(ca)
+    joiner(nodes, ca, "j1", tok).start()
+    again = joiner(nodes, ca, "j2", tok).start(wait=False)
+    assert again.exit_code() == 3
+    assert "join token already used" in again.log()
+    assert "CA refused the request (HTTP 401)" in again.log()
+    wait_for(lambda: "join token already used" in ca.log(), 10,
+             "the CA to log the refusal")
+    assert not (identity(again) / "cert-chain.pem").exists()
+
+
+def token_record(ca, tok):
+    raw = base64.urlsafe_b64decode(tok[5:] + "==")
+    return ca.ca_dir / "tokens" / hashlib.sha256(raw[32:]).hexdigest()
+
+
+def test_expired_and_unknown_tokens_are_refused(nodes, tmp_path):
+    ca = ca_node(nodes, tmp_path).start()
+    tok = token(ca)
+    # Expire the record (deterministic; no waiting for a clock).
+    rec = token_record(ca, tok)
+    text = rec.read_text()
+    rec.write_text(re.sub(r"expires \d+", "expires 1000000000", text))
+    j = joiner(nodes, ca, "j1", tok).start(wait=False)
+    assert j.exit_code() == 3
+    assert "join token expired at 2001-09-09T01:46:40Z" in j.log()
+    wait_for(lambda: "join token expired" in ca.log(), 10, "CA log")
+    # A well-formed token the CA never made.
+    forged = tok[:60] + ("A" if tok[60] != "A" else "B") + tok[61:]
+    j2 = joiner(nodes, ca, "j2", forged).start(wait=False)
+    assert j2.exit_code() == 3
+    log = j2.log()
+    assert "unknown join token" in log or "damaged join token" in log, log
+    # A token that is not a token at all is refused before connecting.
+    j3 = joiner(nodes, ca, "j3", "not-a-token").start(wait=False)
+    assert j3.exit_code() == 3
+    assert "not a strait join token" in j3.log()
+
+
+def test_token_for_another_ca_is_refused_by_the_pin(nodes, tmp_path):
+    ca = ca_node(nodes, tmp_path).start()
+    other = tmp_path / "other.yaml"
+    other.write_text(f"trustDomain: example.org\n"
+                     f"ca: {{dir: {tmp_path / 'other-ca'}}}\n")
+    r = run("ca", "init", "-c", str(other))
+    assert r.returncode == 0, r.stderr
+    r = run("ca", "token", "create", "--namespace", "foo",
+            "--service-account", "bar", "-c", str(other))
+    assert r.returncode == 0
+    j = joiner(nodes, ca, "j1", r.stdout.strip()).start(wait=False)
+    assert j.exit_code() == 3
+    assert "does not end in the pinned root" in j.log()
+    assert "issued spiffe" not in ca.log()
+
+
+def test_renewal_over_mtls_without_token_and_after_restart(nodes, tmp_path):
+    ca = ca_node(nodes, tmp_path).start()
+    j = joiner(nodes, ca, "j1", token(ca), ttl="6s").start()
+    chain = identity(j) / "cert-chain.pem"
+    first = serial_of(chain)
+    # Renewed at about half of the 6 s life, with the current certificate
+    # (the token is spent: a renewal cannot have used it).
+    wait_for(lambda: serial_of(chain) != first, 15, "a renewal")
+    wait_for(lambda: "renewed over mTLS" in j.log(), 10, "the renewal log")
+    wait_for(lambda: "authenticated by client certificate" in ca.log(), 10,
+             "the CA to log a renewal")
+    assert "URI:spiffe://example.org/ns/foo/sa/bar" in san_of(chain)
+    r = openssl("x509", "-in", str(chain), "-noout", "-startdate", "-enddate")
+    assert r.returncode == 0
+    assert j.stop() == 0
+    j.logf.close()
+
+    # Restarted without a token: it uses the stored certificate and renews.
+    again = joiner(nodes, ca, "j1", None, ttl="6s")
+    again.log_path = tmp_path / "j1-restart.log"
+    again.start()
+    assert "using the stored certificate" in again.log()
+    before = serial_of(chain)
+    wait_for(lambda: serial_of(chain) != before, 15, "a renewal after restart")
+    assert "renewed over mTLS" in again.log()
+    for f in ("key.pem", "cert-chain.pem", "root-cert.pem"):
+        assert mode(identity(j) / f) == 0o600
+
+
+def test_no_stored_certificate_and_no_token_is_a_clear_error(nodes, tmp_path):
+    ca = ca_node(nodes, tmp_path).start()
+    j = joiner(nodes, ca, "j1", None).start(wait=False)
+    assert j.exit_code() == 3
+    assert "no join token was given" in j.log()
+
+
+def test_requested_ttl_is_capped_by_the_ca(nodes, tmp_path):
+    ca = ca_node(nodes, tmp_path, extra=", maxCertTTL: 1h").start()
+    j = joiner(nodes, ca, "j1", token(ca), ttl="48h").start()
+    chain = identity(j) / "cert-chain.pem"
+    r = openssl("x509", "-in", str(chain), "-noout", "-checkend", "3601")
+    assert r.returncode == 1  # expires within the hour
+    r = openssl("x509", "-in", str(chain), "-noout", "-checkend", "3500")
+    assert r.returncode == 0
+
+
+def test_istio_sample_ca_as_intermediate(nodes, tmp_path):
+    ca = ca_node(nodes, tmp_path, cacerts=SAMPLES).start()
+    assert "intermediate under" in ca.log()
+    j = joiner(nodes, ca, "j1", token(ca)).start()
+    leaf, inter, root = split_chain(identity(j) / "cert-chain.pem", tmp_path)
+    r = openssl("verify", "-CAfile", f"{SAMPLES}/root-cert.pem",
+                "-untrusted", f"{SAMPLES}/ca-cert.pem", str(leaf))
+    assert r.returncode == 0 and ": OK" in r.stdout, r.stdout + r.stderr
+    assert inter.read_text() == open(f"{SAMPLES}/ca-cert.pem").read()
+    assert "URI:spiffe://example.org/ns/foo/sa/bar" in san_of(leaf)
+    # Nothing of the root was written to the CA's own directory.
+    assert not (ca.ca_dir / "ca-key.pem").exists()
+
+
+def test_ca_cli(tmp_path):
+    r = run("ca", "--help")
+    assert r.returncode == 0
+    for word in ("init", "show", "token create", "issue", "--join"):
+        assert word in r.stdout
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text(f"trustDomain: example.org\nca: {{dir: {tmp_path / 'ca'}}}\n")
+    # Before init there is no CA.
+    r = run("ca", "show", "-c", str(cfg))
+    assert r.returncode == 3 and "run 'strait ca init'" in r.stderr
+    r = run("ca", "init", "-c", str(cfg))
+    assert r.returncode == 0 and "root pin:   sha256:" in r.stdout
+    r = run("ca", "token", "create", "--namespace", "foo", "-c", str(cfg))
+    assert r.returncode == 2 and "--service-account" in r.stderr
+    r = run("ca", "token", "create", "--namespace", "Foo",
+            "--service-account", "bar", "-c", str(cfg))
+    assert r.returncode == 2
+    r = run("ca", "frob", "-c", str(cfg))
+    assert r.returncode == 2
+    r = run("ca", "issue", "--namespace", "ns1", "--service-account", "sa1",
+            "--ttl", "10m", "--out", str(tmp_path / "out"), "-c", str(cfg))
+    assert r.returncode == 0, r.stderr
+    assert mode(tmp_path / "out" / "key.pem") == 0o600
+    leaf = split_chain(tmp_path / "out" / "cert-chain.pem", tmp_path)[0]
+    assert "URI:spiffe://example.org/ns/ns1/sa/sa1" in san_of(leaf)
+    r = openssl("verify", "-CAfile", str(tmp_path / "ca" / "root-cert.pem"),
+                str(leaf))
+    assert r.returncode == 0
+    run("ca", "token", "create", "--namespace", "a", "--service-account", "b",
+        "-c", str(cfg))
+    r = run("ca", "show", "-c", str(cfg))
+    assert r.returncode == 0 and "tokens:     1 outstanding" in r.stdout
+    # A key that does not match is a clear error, exit 3.
+    (tmp_path / "ca" / "ca-key.pem").write_text(
+        open(f"{SAMPLES}/ca-key.pem").read())
+    r = run("ca", "show", "-c", str(cfg))
+    assert r.returncode == 3
+    assert "ca-key.pem does not match" in r.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("ca: {keyType: DSA}\n")
+    r = run("ca", "init", "-c", str(bad))
+    assert r.returncode == 1 and "keyType" in r.stderr
