@@ -172,7 +172,8 @@ static void on_fetched(void *arg, struct ca_cred *cred, const char *err)
         retry(s, err);
         return;
     }
-    take(s, cred, "renewed over mTLS");
+    if (take(s, cred, "renewed over mTLS") < 0)
+        retry(s, "cannot store the renewed certificate");
 }
 
 static void renew(struct slot *s)
@@ -363,6 +364,7 @@ static int start_join(struct ca_node *n, const struct ca_node_conf *conf,
             return -1;
         }
         if (take(&n->self, cred, "issued by joining") < 0) {
+            /* take() logged why; the token is spent by now. */
             *err = strdup("cannot store the new certificate");
             return -1;
         }

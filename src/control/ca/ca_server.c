@@ -148,6 +148,10 @@ static const char *reason(int status)
     case 405: return "Method Not Allowed";
     case 411: return "Length Required";
     case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
+    case 505: return "HTTP Version Not Supported";
     default: return "Internal Server Error";
     }
 }
