@@ -168,6 +168,17 @@ static int open_ca(const struct opts *o, int create, struct bootstrap **bsp,
     return OK;
 }
 
+static const char *utc(int64_t t, char *out, size_t n)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+
+    if (gmtime_r(&tt, &tm) == NULL ||
+        strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(out, n, "%lld", (long long)t);
+    return out;
+}
+
 static void print_name(const char *label, X509_NAME *name)
 {
     char buf[512];
@@ -178,7 +189,7 @@ static void print_name(const char *label, X509_NAME *name)
 
 static void print_ca(const struct ca *ca)
 {
-    char pin[72];
+    char pin[72], when[32];
 
     ca_pin_hex(ca, pin);
     printf("mode:       %s\n", ca->intermediate
@@ -188,8 +199,8 @@ static void print_ca(const struct ca *ca)
     print_name("root:       ", X509_get_subject_name(ca->root));
     printf("root pin:   %s\n", pin);
     printf("trust:      spiffe://%s\n", ca->trust_domain);
-    printf("ca expires: %lld\n",
-           (long long)pki_time(X509_get0_notAfter(ca->cert)));
+    printf("ca expires: %s\n", utc(pki_time(X509_get0_notAfter(ca->cert)),
+                                     when, sizeof(when)));
 }
 
 static int cmd_init(int argc, char **argv, struct opts *o)
@@ -229,8 +240,9 @@ static int cmd_show(int argc, char **argv, struct opts *o)
         dir = NULL;
     cred = dir ? ca_cred_load(dir, &err) : NULL;
     if (cred != NULL) {
-        printf("identity:   %s (valid until %lld)\n", cred->spiffe_id,
-               (long long)cred->not_after);
+        char when[32];
+        printf("identity:   %s (valid until %s)\n", cred->spiffe_id,
+               utc(cred->not_after, when, sizeof(when)));
         ca_cred_unref(cred);
     } else {
         printf("identity:   none (%s)\n", err ? err : "?");
