@@ -69,8 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         }
         ca_api_request_dispose(&req);
-        if (ca_api_response_parse((const char *)data, size, &resp, &why) ==
-            0) {
+        if (ca_api_response_parse((const char *)data, size, &resp, &why) == 0) {
             if (resp.n == 0 && resp.error == NULL)
                 abort();
         }

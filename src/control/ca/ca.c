@@ -25,8 +25,7 @@
 #include "core/buf.h"
 
 static const char *const layout_files[4] = {"ca-cert.pem", "ca-key.pem",
-                                            "root-cert.pem",
-                                            "cert-chain.pem"};
+                                            "root-cert.pem", "cert-chain.pem"};
 
 const char *ca_layout_dir(const struct ca_conf *conf)
 {
@@ -143,8 +142,8 @@ static X509 *make_root(EVP_PKEY *key, const char *td, int64_t ttl_s)
         !X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8,
                                     (const uint8_t *)td, -1, -1, 0) ||
         !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
-                                    (const uint8_t *)"strait root CA", -1,
-                                    -1, 0) ||
+                                    (const uint8_t *)"strait root CA", -1, -1,
+                                    0) ||
         !X509_set_subject_name(x, name) || !X509_set_issuer_name(x, name) ||
         !X509_time_adj_ex(X509_getm_notBefore(x), 0, 0, &now) ||
         !X509_time_adj_ex(X509_getm_notAfter(x), (int)(ttl_s / 86400),
@@ -200,8 +199,7 @@ static int create_root(const struct ca_conf *conf, char **err)
      * which the next start reports, rather than a certificate whose key
      * is lost. */
     p = path_join(conf->dir, "ca-key.pem");
-    if (p == NULL ||
-        pki_write_private(p, buf_ptr(&kb), buf_len(&kb), err) < 0)
+    if (p == NULL || pki_write_private(p, buf_ptr(&kb), buf_len(&kb), err) < 0)
         goto done;
     for (int i = 0; i < 4; i++) {
         if (i == 1)
@@ -238,8 +236,7 @@ static int present(const char *dir)
     return mask;
 }
 
-static char *read_in(const char *dir, const char *name, size_t *n,
-                     char **err)
+static char *read_in(const char *dir, const char *name, size_t *n, char **err)
 {
     char *p = path_join(dir, name);
     char *data = p ? pki_read_file(p, n, err) : NULL;
@@ -248,8 +245,7 @@ static char *read_in(const char *dir, const char *name, size_t *n,
     return data;
 }
 
-static STACK_OF(X509) *certs_in(const char *dir, const char *name,
-                                char **err)
+static STACK_OF(X509) * certs_in(const char *dir, const char *name, char **err)
 {
     size_t n;
     char *what = path_join(dir, name);
@@ -264,7 +260,7 @@ static STACK_OF(X509) *certs_in(const char *dir, const char *name,
 }
 
 /* Verifies ca->cert up to one of ca->roots and keeps the verified chain. */
-static int verify_chain(struct ca *ca, STACK_OF(X509) *untrusted,
+static int verify_chain(struct ca *ca, STACK_OF(X509) * untrusted,
                         const char *dir, char **err)
 {
     X509_STORE *store = X509_STORE_new();

@@ -28,25 +28,25 @@ struct buf;
  * CSR but its public key.
  */
 struct ca_conf {
-    const char *dir;          /* the CA's own directory (state) */
-    const char *cacerts;      /* plugged-in layout; NULL or "": none */
+    const char *dir;     /* the CA's own directory (state) */
+    const char *cacerts; /* plugged-in layout; NULL or "": none */
     const char *trust_domain;
     enum pki_key_type key_type; /* for a new self-signed root */
-    int64_t root_ttl_s;       /* validity of a new self-signed root */
-    int64_t default_ttl_s;    /* issued certificates, when none asked */
-    int64_t max_ttl_s;        /* longest validity granted */
+    int64_t root_ttl_s;         /* validity of a new self-signed root */
+    int64_t default_ttl_s;      /* issued certificates, when none asked */
+    int64_t max_ttl_s;          /* longest validity granted */
 };
 
 struct ca {
     char *dir;
     char *trust_domain;
-    int intermediate;     /* 1: plugged-in cacerts, 0: self-signed root */
-    X509 *cert;           /* signs */
+    int intermediate; /* 1: plugged-in cacerts, 0: self-signed root */
+    X509 *cert;       /* signs */
     EVP_PKEY *key;
-    STACK_OF(X509) *chain; /* ca-cert first, the anchoring root last */
-    X509 *root;           /* the root ca-cert chains to (in chain) */
-    STACK_OF(X509) *roots; /* every root of root-cert.pem */
-    uint8_t pin[32];      /* SHA-256 of root's SubjectPublicKeyInfo */
+    STACK_OF(X509) * chain; /* ca-cert first, the anchoring root last */
+    X509 *root;             /* the root ca-cert chains to (in chain) */
+    STACK_OF(X509) * roots; /* every root of root-cert.pem */
+    uint8_t pin[32];        /* SHA-256 of root's SubjectPublicKeyInfo */
     int64_t default_ttl_s;
     int64_t max_ttl_s;
 };

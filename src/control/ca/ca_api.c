@@ -21,8 +21,8 @@ struct jr {
 
 static void ws(struct jr *r)
 {
-    while (r->p < r->end && (*r->p == ' ' || *r->p == '\t' ||
-                             *r->p == '\n' || *r->p == '\r'))
+    while (r->p < r->end &&
+           (*r->p == ' ' || *r->p == '\t' || *r->p == '\n' || *r->p == '\r'))
         r->p++;
 }
 
@@ -104,13 +104,25 @@ static int str(struct jr *r, struct buf *out)
             break;
         c = (unsigned char)*r->p++;
         switch (c) {
-        case '"': case '\\': case '/':
+        case '"':
+        case '\\':
+        case '/':
             break;
-        case 'b': c = '\b'; break;
-        case 'f': c = '\f'; break;
-        case 'n': c = '\n'; break;
-        case 'r': c = '\r'; break;
-        case 't': c = '\t'; break;
+        case 'b':
+            c = '\b';
+            break;
+        case 'f':
+            c = '\f';
+            break;
+        case 'n':
+            c = '\n';
+            break;
+        case 'r':
+            c = '\r';
+            break;
+        case 't':
+            c = '\t';
+            break;
         case 'u': {
             unsigned cp, lo;
             if (hex4(r, &cp) < 0)
@@ -402,8 +414,8 @@ static int request_field(struct jr *r, const char *key, void *arg)
     return 1;
 }
 
-int ca_api_request_parse(const char *body, size_t n,
-                         struct ca_api_request *req, const char **why)
+int ca_api_request_parse(const char *body, size_t n, struct ca_api_request *req,
+                         const char **why)
 {
     struct jr r = {body, body + n, NULL};
 

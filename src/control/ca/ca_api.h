@@ -38,8 +38,8 @@ struct ca_api_response {
 
 /* Parsers: 0, or -1 with a static reason in *why. The result is valid
  * for *_dispose() either way. */
-int ca_api_request_parse(const char *body, size_t n,
-                         struct ca_api_request *req, const char **why);
+int ca_api_request_parse(const char *body, size_t n, struct ca_api_request *req,
+                         const char **why);
 void ca_api_request_dispose(struct ca_api_request *req);
 
 int ca_api_response_parse(const char *body, size_t n,

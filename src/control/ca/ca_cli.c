@@ -24,30 +24,30 @@ enum { OK = 0, CONFIG = 1, USAGE = 2, RUNTIME = 3 };
 
 void ca_cli_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: strait ca <command> [options] [-c FILE]\n"
-            "\n"
-            "The embedded certificate authority, on the files of ca.dir\n"
-            "(a running strait need not be stopped).\n"
-            "\n"
-            "commands:\n"
-            "  init          create the CA (self-signed root) or check the\n"
-            "                plugged-in one (ca.cacerts); print its root pin\n"
-            "  show          the CA, its root pin, outstanding tokens, and\n"
-            "                this node's certificate\n"
-            "  token create --namespace NS --service-account SA [--ttl 1h]\n"
-            "                print a single-use join token for that identity\n"
-            "  issue --namespace NS --service-account SA --out DIR [--ttl D]\n"
-            "                issue a certificate locally (for testing): DIR/\n"
-            "                key.pem, cert-chain.pem, root-cert.pem\n"
-            "\n"
-            "  -c, --config FILE   bootstrap file (default /etc/strait/"
-            "strait.yaml)\n"
-            "  -h, --help          this text\n"
-            "\n"
-            "A host joins with: strait run --join https://CA:15012 --token T\n"
-            "exit codes: 0 ok, 1 invalid configuration, 2 usage error,\n"
-            "            3 CA error (unreadable or mismatched files, layout)\n");
+    fprintf(
+        f, "usage: strait ca <command> [options] [-c FILE]\n"
+           "\n"
+           "The embedded certificate authority, on the files of ca.dir\n"
+           "(a running strait need not be stopped).\n"
+           "\n"
+           "commands:\n"
+           "  init          create the CA (self-signed root) or check the\n"
+           "                plugged-in one (ca.cacerts); print its root pin\n"
+           "  show          the CA, its root pin, outstanding tokens, and\n"
+           "                this node's certificate\n"
+           "  token create --namespace NS --service-account SA [--ttl 1h]\n"
+           "                print a single-use join token for that identity\n"
+           "  issue --namespace NS --service-account SA --out DIR [--ttl D]\n"
+           "                issue a certificate locally (for testing): DIR/\n"
+           "                key.pem, cert-chain.pem, root-cert.pem\n"
+           "\n"
+           "  -c, --config FILE   bootstrap file (default /etc/strait/"
+           "strait.yaml)\n"
+           "  -h, --help          this text\n"
+           "\n"
+           "A host joins with: strait run --join https://CA:15012 --token T\n"
+           "exit codes: 0 ok, 1 invalid configuration, 2 usage error,\n"
+           "            3 CA error (unreadable or mismatched files, layout)\n");
 }
 
 struct opts {
@@ -136,8 +136,8 @@ static void ca_conf_of(const struct bootstrap *bs, struct ca_conf *cc)
     cc->dir = bs->ca.dir;
     cc->cacerts = bs->ca.cacerts;
     cc->trust_domain = bs->trust_domain;
-    cc->key_type = bs->ca.key_type == BOOTSTRAP_KEY_RSA ? PKI_KEY_RSA
-                                                        : PKI_KEY_ECDSA;
+    cc->key_type =
+        bs->ca.key_type == BOOTSTRAP_KEY_RSA ? PKI_KEY_RSA : PKI_KEY_ECDSA;
     cc->root_ttl_s = bs->ca.root_cert_ttl_ms / 1000;
     cc->default_ttl_s = bs->ca.cert_ttl_ms / 1000;
     cc->max_ttl_s = bs->ca.max_cert_ttl_ms / 1000;
@@ -199,8 +199,8 @@ static void print_ca(const struct ca *ca)
     print_name("root:       ", X509_get_subject_name(ca->root));
     printf("root pin:   %s\n", pin);
     printf("trust:      spiffe://%s\n", ca->trust_domain);
-    printf("ca expires: %s\n", utc(pki_time(X509_get0_notAfter(ca->cert)),
-                                     when, sizeof(when)));
+    printf("ca expires: %s\n",
+           utc(pki_time(X509_get0_notAfter(ca->cert)), when, sizeof(when)));
 }
 
 static int cmd_init(int argc, char **argv, struct opts *o)
@@ -262,8 +262,8 @@ static int cmd_token(int argc, char **argv, struct opts *o)
     int rc;
 
     if (argc < 2 || strcmp(argv[1], "create") != 0) {
-        if (argc >= 2 && (strcmp(argv[1], "--help") == 0 ||
-                          strcmp(argv[1], "-h") == 0)) {
+        if (argc >= 2 &&
+            (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
             ca_cli_usage(stdout);
             return OK;
         }
@@ -324,8 +324,8 @@ static int cmd_issue(int argc, char **argv, struct opts *o)
         fprintf(stderr, "strait ca issue: %s\n", err ? err : "failed");
         rc = RUNTIME;
     } else {
-        printf("%s: key.pem, cert-chain.pem, root-cert.pem for %s\n",
-               o->out, id);
+        printf("%s: key.pem, cert-chain.pem, root-cert.pem for %s\n", o->out,
+               id);
     }
     ca_cred_unref(cred);
     EVP_PKEY_free(key);

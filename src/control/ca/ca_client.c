@@ -118,7 +118,7 @@ static void fail(struct ca_client_req *r, const char *fmt, ...)
 }
 
 /* Finds a certificate of chain whose key matches the pin. */
-static X509 *pinned_root(STACK_OF(X509) *chain, const uint8_t pin[32])
+static X509 *pinned_root(STACK_OF(X509) * chain, const uint8_t pin[32])
 {
     for (size_t i = 0; i < sk_X509_num(chain); i++) {
         X509 *x = sk_X509_value(chain, i);
@@ -131,7 +131,7 @@ static X509 *pinned_root(STACK_OF(X509) *chain, const uint8_t pin[32])
 }
 
 /* Verifies leaf up to root through chain; NULL or a static reason. */
-static const char *verify_to(X509 *root, X509 *leaf, STACK_OF(X509) *chain)
+static const char *verify_to(X509 *root, X509 *leaf, STACK_OF(X509) * chain)
 {
     X509_STORE *store = X509_STORE_new();
     X509_STORE_CTX *ctx = X509_STORE_CTX_new();
@@ -139,10 +139,10 @@ static const char *verify_to(X509 *root, X509 *leaf, STACK_OF(X509) *chain)
 
     if (store && ctx && X509_STORE_add_cert(store, root) &&
         X509_STORE_CTX_init(ctx, store, leaf, chain)) {
-        why = X509_verify_cert(ctx) == 1
-                  ? NULL
-                  : X509_verify_cert_error_string(
-                        X509_STORE_CTX_get_error(ctx));
+        why =
+            X509_verify_cert(ctx) == 1
+                ? NULL
+                : X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx));
     }
     ERR_clear_error();
     X509_STORE_CTX_free(ctx);
@@ -154,8 +154,7 @@ static enum ssl_verify_result_t verify_server(SSL *ssl, uint8_t *alert)
 {
     struct ca_client_req *r = SSL_get_app_data(ssl);
     STACK_OF(X509) *chain = SSL_get_peer_full_cert_chain(ssl);
-    X509 *leaf = chain && sk_X509_num(chain) ? sk_X509_value(chain, 0)
-                                             : NULL;
+    X509 *leaf = chain && sk_X509_num(chain) ? sk_X509_value(chain, 0) : NULL;
     X509 *root = chain ? pinned_root(chain, r->pin) : NULL;
     const char *why;
     char *id;
@@ -217,9 +216,8 @@ static void handle_response(struct ca_client_req *r, int status,
     }
     chain = sk_X509_new_null();
     for (size_t i = 0; chain && i < resp.n; i++) {
-        STACK_OF(X509) *one = pki_certs_parse(resp.chain[i],
-                                              strlen(resp.chain[i]),
-                                              "cert_chain", &err);
+        STACK_OF(X509) *one = pki_certs_parse(
+            resp.chain[i], strlen(resp.chain[i]), "cert_chain", &err);
         if (one == NULL) {
             snprintf(msg, sizeof(msg), "CA sent a bad chain: %s",
                      err ? err : "?");
@@ -388,8 +386,7 @@ static int resolve(const char *host, int port, struct addr *a)
 
 struct ca_client_req *ca_client_request(struct event_base *base,
                                         const struct ca_client_conf *conf,
-                                        ca_client_cb cb, void *arg,
-                                        char **err)
+                                        ca_client_cb cb, void *arg, char **err)
 {
     struct ca_client_req *r = calloc(1, sizeof(*r));
     struct timeval tv = {conf->timeout_s > 0 ? conf->timeout_s : 15, 0};

@@ -18,19 +18,18 @@ struct event_base;
  * token (first certificate) or by presenting cred (renewal over mTLS).
  */
 struct ca_client_conf {
-    const char *url;       /* https://HOST:PORT, or HOST:PORT */
-    const uint8_t *pin;    /* 32 bytes */
-    const char *token;     /* join token, or NULL */
+    const char *url;            /* https://HOST:PORT, or HOST:PORT */
+    const uint8_t *pin;         /* 32 bytes */
+    const char *token;          /* join token, or NULL */
     const struct ca_cred *cred; /* client certificate, or NULL */
-    EVP_PKEY *key;         /* the key to certify (a reference is taken) */
-    int64_t validity_s;    /* requested; 0: the CA's default */
-    int timeout_s;         /* whole exchange; 0: 15 s */
+    EVP_PKEY *key;              /* the key to certify (a reference is taken) */
+    int64_t validity_s;         /* requested; 0: the CA's default */
+    int timeout_s;              /* whole exchange; 0: 15 s */
 };
 
 /* Called once with a new credential (the callee owns the reference) or
  * NULL and a message saying what went wrong on which side. */
-typedef void (*ca_client_cb)(void *arg, struct ca_cred *cred,
-                             const char *err);
+typedef void (*ca_client_cb)(void *arg, struct ca_cred *cred, const char *err);
 
 struct ca_client_req;
 
@@ -38,16 +37,14 @@ struct ca_client_req;
  * even start (bad URL, unresolvable host); cb is then never called. */
 struct ca_client_req *ca_client_request(struct event_base *base,
                                         const struct ca_client_conf *conf,
-                                        ca_client_cb cb, void *arg,
-                                        char **err);
+                                        ca_client_cb cb, void *arg, char **err);
 
 /* ca_client_cancel() stops a request in flight; cb is not called. */
 void ca_client_cancel(struct ca_client_req *r);
 
 /* ca_client_fetch() runs one request to completion on a private loop
  * (startup and the command line). The credential, or NULL with *err. */
-struct ca_cred *ca_client_fetch(const struct ca_client_conf *conf,
-                                char **err);
+struct ca_cred *ca_client_fetch(const struct ca_client_conf *conf, char **err);
 
 /* ca_client_parse_url() splits URL into host and port (allocated host).
  * 0, or -1 with a static reason. */

@@ -27,8 +27,8 @@
 struct slot {
     struct ca_node *node;
     struct ca_identity holder;
-    char *spiffe_id;  /* local issue: the identity to issue */
-    int store;        /* write to DIR/identity */
+    char *spiffe_id; /* local issue: the identity to issue */
+    int store;       /* write to DIR/identity */
     struct event *timer;
     struct ca_client_req *req;
     int retry_s;
@@ -40,10 +40,10 @@ struct ca_node {
     char *join_url;
     enum pki_key_type key_type;
     int64_t cert_ttl_s;
-    struct ca *ca;         /* when running the CA */
-    uint8_t pin[32];       /* root pin when joined */
-    struct slot self;      /* this node's workload identity */
-    struct slot server;    /* the CA API's certificate */
+    struct ca *ca;      /* when running the CA */
+    uint8_t pin[32];    /* root pin when joined */
+    struct slot self;   /* this node's workload identity */
+    struct slot server; /* the CA API's certificate */
     struct ca_server *srv;
 };
 
@@ -56,8 +56,8 @@ void ca_node_conf_init(struct ca_node_conf *c, const struct bootstrap *bs)
     c->trust_domain = bs->trust_domain;
     c->ns = bs->node.ns;
     c->sa = bs->node.service_account;
-    c->key_type = bs->ca.key_type == BOOTSTRAP_KEY_RSA ? PKI_KEY_RSA
-                                                       : PKI_KEY_ECDSA;
+    c->key_type =
+        bs->ca.key_type == BOOTSTRAP_KEY_RSA ? PKI_KEY_RSA : PKI_KEY_ECDSA;
     c->root_ttl_s = bs->ca.root_cert_ttl_ms / 1000;
     c->cert_ttl_s = bs->ca.cert_ttl_ms / 1000;
     c->max_ttl_s = bs->ca.max_cert_ttl_ms / 1000;
@@ -137,7 +137,8 @@ static void retry(struct slot *s, const char *why)
         s->retry_s = RETRY_MAX_S;
     RAND_bytes((uint8_t *)&r, sizeof(r));
     /* 80% to 120% of the step. */
-    d = s->retry_s * 8 / 10 + (int64_t)(r % (uint32_t)(s->retry_s * 4 / 10 + 1));
+    d = s->retry_s * 8 / 10 +
+        (int64_t)(r % (uint32_t)(s->retry_s * 4 / 10 + 1));
     log_warn("CA: renewal failed: %s; next attempt in %lld s", why,
              (long long)d);
     arm(s, d);
@@ -147,7 +148,7 @@ static struct ca_cred *issue_local(struct ca_node *n, const char *id,
                                    char **err)
 {
     EVP_PKEY *key = pki_key_new(n->key_type);
-    STACK_OF(X509) *chain;
+    STACK_OF(X509) * chain;
     X509 *leaf;
 
     if (key == NULL) {
@@ -202,8 +203,8 @@ static void renew(struct slot *s)
         cc.cred = cur;
         cc.key = key;
         cc.validity_s = n->cert_ttl_s;
-        s->req = key ? ca_client_request(n->base, &cc, on_fetched, s, &err)
-                     : NULL;
+        s->req =
+            key ? ca_client_request(n->base, &cc, on_fetched, s, &err) : NULL;
         EVP_PKEY_free(key);
         ca_cred_unref(cur);
         if (s->req == NULL) {
@@ -238,16 +239,16 @@ static void slot_dispose(struct slot *s)
 static int start_ca(struct ca_node *n, const struct ca_node_conf *conf,
                     char **err)
 {
-    struct ca_conf cc = {conf->dir,        conf->cacerts, conf->trust_domain,
-                         conf->key_type,   conf->root_ttl_s, conf->cert_ttl_s,
+    struct ca_conf cc = {conf->dir,      conf->cacerts,    conf->trust_domain,
+                         conf->key_type, conf->root_ttl_s, conf->cert_ttl_s,
                          conf->max_ttl_s};
     char *self = pki_spiffe_make(conf->trust_domain, conf->ns, conf->sa);
     char *srv = NULL, pin[72], as[ADDR_STRLEN];
     struct ca_cred *cred;
     int rc = -1;
 
-    if (asprintf(&srv, "spiffe://%s%s", conf->trust_domain,
-                 CA_SERVER_ID_PATH) < 0)
+    if (asprintf(&srv, "spiffe://%s%s", conf->trust_domain, CA_SERVER_ID_PATH) <
+        0)
         srv = NULL;
     if (self == NULL || srv == NULL) {
         *err = strdup("out of memory");
@@ -257,10 +258,9 @@ static int start_ca(struct ca_node *n, const struct ca_node_conf *conf,
     if (n->ca == NULL)
         goto done;
     ca_pin_hex(n->ca, pin);
-    log_info("CA: %s root %s, signing from %s", n->ca->intermediate
-                                                     ? "intermediate under"
-                                                     : "self-signed",
-             pin, ca_layout_dir(&cc));
+    log_info("CA: %s root %s, signing from %s",
+             n->ca->intermediate ? "intermediate under" : "self-signed", pin,
+             ca_layout_dir(&cc));
     if (slot_init(n, &n->self, self, 1) < 0 ||
         slot_init(n, &n->server, srv, 0) < 0) {
         *err = strdup("out of memory");
@@ -275,8 +275,8 @@ static int start_ca(struct ca_node *n, const struct ca_node_conf *conf,
     cred = issue_local(n, srv, err);
     if (cred == NULL || take(&n->server, cred, "issued") < 0)
         goto done;
-    n->srv = ca_server_new(n->base, &conf->address, n->ca, &n->server.holder,
-                           err);
+    n->srv =
+        ca_server_new(n->base, &conf->address, n->ca, &n->server.holder, err);
     if (n->srv == NULL)
         goto done;
     log_info("CA: API on %s (POST /v1/certificate)",
@@ -300,7 +300,8 @@ static int start_join(struct ca_node *n, const struct ca_node_conf *conf,
         return -1;
     }
     cred = ca_cred_load(n->identity_dir, &why);
-    if (cred != NULL && (cred->not_after <= now || ca_cred_root(cred) == NULL)) {
+    if (cred != NULL &&
+        (cred->not_after <= now || ca_cred_root(cred) == NULL)) {
         free(why);
         why = strdup(cred->not_after <= now ? "the stored certificate has "
                                               "expired"
@@ -340,8 +341,8 @@ static int start_join(struct ca_node *n, const struct ca_node_conf *conf,
         EVP_PKEY *key;
         char *ferr = NULL;
 
-        if (token_parse(conf->join_token, strlen(conf->join_token), &t,
-                        &tw) < 0) {
+        if (token_parse(conf->join_token, strlen(conf->join_token), &t, &tw) <
+            0) {
             if (asprintf(err, "join token: %s", tw) < 0)
                 *err = NULL;
             return -1;

@@ -132,27 +132,39 @@ static void sconn_close(struct sconn *sc)
         event_free(sc->timer);
     sc->timer = NULL;
     /* Freed on the loop's next turn, never inside its own callback. */
-    if (event_base_once(s->base, -1, EV_TIMEOUT, sconn_free_cb, sc, NULL) <
-        0)
+    if (event_base_once(s->base, -1, EV_TIMEOUT, sconn_free_cb, sc, NULL) < 0)
         sconn_free_cb(-1, 0, sc);
 }
 
 static const char *reason(int status)
 {
     switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 411: return "Length Required";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 431: return "Request Header Fields Too Large";
-    case 501: return "Not Implemented";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Internal Server Error";
+    case 200:
+        return "OK";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 411:
+        return "Length Required";
+    case 413:
+        return "Content Too Large";
+    case 414:
+        return "URI Too Long";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 501:
+        return "Not Implemented";
+    case 505:
+        return "HTTP Version Not Supported";
+    default:
+        return "Internal Server Error";
     }
 }
 
@@ -266,17 +278,17 @@ static void handle(struct sconn *sc, const struct h1_request *req,
         struct token t;
         if (auth->value.n < 7 ||
             strncasecmp(auth->value.p, "Bearer ", 7) != 0) {
-            respond_error(sc, 401, "Authorization must be 'Bearer <join "
-                                   "token>'");
+            respond_error(sc, 401,
+                          "Authorization must be 'Bearer <join "
+                          "token>'");
             goto done;
         }
-        if (token_parse(auth->value.p + 7, auth->value.n - 7, &t, &why) <
-            0) {
+        if (token_parse(auth->value.p + 7, auth->value.n - 7, &t, &why) < 0) {
             respond_error(sc, 401, why);
             goto done;
         }
-        if (token_redeem(ca->dir, ca->pin, &t, (int64_t)time(NULL), &ns,
-                         &sa, &err) < 0) {
+        if (token_redeem(ca->dir, ca->pin, &t, (int64_t)time(NULL), &ns, &sa,
+                         &err) < 0) {
             respond_error(sc, 401, err ? err : "join token refused");
             goto done;
         }
@@ -292,8 +304,8 @@ static void handle(struct sconn *sc, const struct h1_request *req,
                               "client certificate");
             else {
                 free(err);
-                if (asprintf(&err, "client certificate not accepted: %s",
-                             why) < 0)
+                if (asprintf(&err, "client certificate not accepted: %s", why) <
+                    0)
                     err = NULL;
                 respond_error(sc, 403, err ? err : why);
             }
@@ -451,8 +463,8 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     int fd;
 
     (void)what;
-    fd = accept4(lfd, (struct sockaddr *)&ss, &sl,
-                 SOCK_NONBLOCK | SOCK_CLOEXEC);
+    fd =
+        accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0)
         return;
     if (s->nconns >= CA_MAX_CONNS) {
@@ -492,8 +504,8 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 }
 
 struct ca_server *ca_server_new(struct event_base *base, const struct addr *a,
-                                const struct ca *ca,
-                                struct ca_identity *tls_id, char **err)
+                                const struct ca *ca, struct ca_identity *tls_id,
+                                char **err)
 {
     struct ca_server *s = calloc(1, sizeof(*s));
 

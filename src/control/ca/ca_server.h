@@ -31,8 +31,8 @@ struct ca_server;
 /* ca_server_new() listens on a. ca and tls_id must outlive the server.
  * NULL with an allocated message in *err. */
 struct ca_server *ca_server_new(struct event_base *base, const struct addr *a,
-                                const struct ca *ca,
-                                struct ca_identity *tls_id, char **err);
+                                const struct ca *ca, struct ca_identity *tls_id,
+                                char **err);
 
 /* The bound address (port 0 resolved). */
 const struct addr *ca_server_addr(const struct ca_server *s);

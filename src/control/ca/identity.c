@@ -19,7 +19,7 @@
 #include "control/ca/pki.h"
 #include "core/buf.h"
 
-struct ca_cred *ca_cred_new(X509 *leaf, STACK_OF(X509) *chain, EVP_PKEY *key,
+struct ca_cred *ca_cred_new(X509 *leaf, STACK_OF(X509) * chain, EVP_PKEY *key,
                             char **err)
 {
     struct ca_cred *c = calloc(1, sizeof(*c));
@@ -64,7 +64,7 @@ fail:
 struct ca_cred *ca_cred_from_pem(const char *chain, size_t chain_len,
                                  const char *key, size_t key_len, char **err)
 {
-    STACK_OF(X509) *sk;
+    STACK_OF(X509) * sk;
     EVP_PKEY *k;
     X509 *leaf;
 

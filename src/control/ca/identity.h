@@ -21,7 +21,7 @@
 struct ca_cred {
     int refs;
     X509 *leaf;
-    STACK_OF(X509) *chain; /* issuers, leaf's first, the root last */
+    STACK_OF(X509) * chain; /* issuers, leaf's first, the root last */
     EVP_PKEY *key;
     char *spiffe_id;
     int64_t not_before;
@@ -31,13 +31,12 @@ struct ca_cred {
 /* ca_cred_new() takes ownership of leaf, chain and key (also on failure)
  * and checks that the key matches the leaf and that the leaf has a SPIFFE
  * ID. NULL with *err. */
-struct ca_cred *ca_cred_new(X509 *leaf, STACK_OF(X509) *chain, EVP_PKEY *key,
+struct ca_cred *ca_cred_new(X509 *leaf, STACK_OF(X509) * chain, EVP_PKEY *key,
                             char **err);
 
 /* ca_cred_from_pem() parses a chain (leaf first, root last) and a key. */
 struct ca_cred *ca_cred_from_pem(const char *chain, size_t chain_len,
-                                 const char *key, size_t key_len,
-                                 char **err);
+                                 const char *key, size_t key_len, char **err);
 
 struct ca_cred *ca_cred_ref(struct ca_cred *c);
 void ca_cred_unref(struct ca_cred *c);

@@ -77,8 +77,7 @@ fail:
     return NULL;
 }
 
-int pki_write_private(const char *path, const void *data, size_t n,
-                      char **err)
+int pki_write_private(const char *path, const void *data, size_t n, char **err)
 {
     char *tmp = NULL;
     uint8_t rnd[8];
@@ -93,8 +92,7 @@ int pki_write_private(const char *path, const void *data, size_t n,
         set_err(err, "%s: %s", path, "out of memory");
         return -1;
     }
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-              0600);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
         set_err(err, "%s: cannot create: %s", tmp, strerror(errno));
         goto fail;
@@ -175,8 +173,7 @@ char *pki_read_file(const char *path, size_t *n, char **err)
     }
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
         st.st_size > PKI_MAX_FILE) {
-        set_err(err, "%s: %s", path,
-                "not a regular file of at most 256 KiB");
+        set_err(err, "%s: %s", path, "not a regular file of at most 256 KiB");
         close(fd);
         return NULL;
     }
@@ -218,8 +215,8 @@ const char *pki_ssl_error(char *out, size_t n)
     return out;
 }
 
-STACK_OF(X509) *pki_certs_parse(const char *pem, size_t n, const char *what,
-                                char **err)
+STACK_OF(X509) *
+    pki_certs_parse(const char *pem, size_t n, const char *what, char **err)
 {
     BIO *bio;
     STACK_OF(X509) *sk = sk_X509_new_null();
@@ -247,17 +244,15 @@ STACK_OF(X509) *pki_certs_parse(const char *pem, size_t n, const char *what,
     /* The loop ends at the first block it cannot read: only "no more
      * PEM blocks" is a clean end. */
     e = ERR_peek_last_error();
-    if (sk_X509_num(sk) == 0 ||
-        !(ERR_GET_LIB(e) == ERR_LIB_PEM &&
-          ERR_GET_REASON(e) == PEM_R_NO_START_LINE)) {
+    if (sk_X509_num(sk) == 0 || !(ERR_GET_LIB(e) == ERR_LIB_PEM &&
+                                  ERR_GET_REASON(e) == PEM_R_NO_START_LINE)) {
         char detail[160];
         if (sk_X509_num(sk) == 0 && ERR_GET_LIB(e) == ERR_LIB_PEM &&
             ERR_GET_REASON(e) == PEM_R_NO_START_LINE)
             snprintf(detail, sizeof(detail), "no PEM certificate found");
         else
             pki_ssl_error(detail, sizeof(detail));
-        set_err(err, "%s: not a valid PEM certificate list: %s", what,
-                detail);
+        set_err(err, "%s: not a valid PEM certificate list: %s", what, detail);
         sk_X509_pop_free(sk, X509_free);
         ERR_clear_error();
         return NULL;
@@ -276,8 +271,7 @@ static int no_password(char *buf, int size, int rwflag, void *u)
     return -1;
 }
 
-EVP_PKEY *pki_key_parse(const char *pem, size_t n, const char *what,
-                        char **err)
+EVP_PKEY *pki_key_parse(const char *pem, size_t n, const char *what, char **err)
 {
     BIO *bio;
     EVP_PKEY *k;
@@ -363,8 +357,8 @@ void pki_spki_sha256(const X509 *x, uint8_t out[32])
 
 char *pki_spiffe_id(const X509 *x)
 {
-    GENERAL_NAMES *names = X509_get_ext_d2i(x, NID_subject_alt_name, NULL,
-                                            NULL);
+    GENERAL_NAMES *names =
+        X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
     char *out = NULL;
 
     if (names == NULL)
@@ -463,8 +457,8 @@ int64_t pki_time(const ASN1_TIME *t)
 
 int pki_is_ca(X509 *x)
 {
-    BASIC_CONSTRAINTS *bc = X509_get_ext_d2i(x, NID_basic_constraints, NULL,
-                                             NULL);
+    BASIC_CONSTRAINTS *bc =
+        X509_get_ext_d2i(x, NID_basic_constraints, NULL, NULL);
     int ca = bc != NULL && bc->ca;
 
     BASIC_CONSTRAINTS_free(bc);

@@ -32,8 +32,7 @@ EVP_PKEY *pki_key_new(enum pki_key_type type);
  * it), written, fsynced and renamed over path. A reader sees the old
  * file or the new one, never a partial one. 0, or -1 with *err.
  */
-int pki_write_private(const char *path, const void *data, size_t n,
-                      char **err);
+int pki_write_private(const char *path, const void *data, size_t n, char **err);
 
 /* pki_mkdirs() creates dir and its missing parents with mode 0700 (like
  * mkdir -p). 0, or -1 with *err. */
@@ -45,8 +44,8 @@ char *pki_read_file(const char *path, size_t *n, char **err);
 
 /* pki_certs_parse() reads every CERTIFICATE block of a PEM text, in
  * order. NULL (with *err) when there is none or one is damaged. */
-STACK_OF(X509) *pki_certs_parse(const char *pem, size_t n, const char *what,
-                                char **err);
+STACK_OF(X509) *
+    pki_certs_parse(const char *pem, size_t n, const char *what, char **err);
 
 /* pki_key_parse() reads one PEM private key (PKCS#8, EC or RSA). */
 EVP_PKEY *pki_key_parse(const char *pem, size_t n, const char *what,

@@ -25,13 +25,13 @@ int token_parse(const char *s, size_t n, struct token *t, const char **why)
     uint8_t raw[64];
     ssize_t got;
 
-    while (n > 0 && (s[0] == ' ' || s[0] == '\t' || s[0] == '\n' ||
-                     s[0] == '\r')) {
+    while (n > 0 &&
+           (s[0] == ' ' || s[0] == '\t' || s[0] == '\n' || s[0] == '\r')) {
         s++;
         n--;
     }
-    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' ||
-                     s[n - 1] == '\n' || s[n - 1] == '\r'))
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' ||
+                     s[n - 1] == '\r'))
         n--;
     if (n < 4 || memcmp(s, "sjt", 3) != 0) {
         *why = "not a strait join token (it starts with 'sjt1.')";
@@ -119,8 +119,9 @@ int token_create(const char *dir, const uint8_t pin[32], const char *ns,
     memcpy(t.pin, pin, 32);
     RAND_bytes(t.secret, sizeof(t.secret));
     token_id(&t, id);
-    n = asprintf(&rec, RECORD_MAGIC "namespace %s\nserviceAccount %s\n"
-                       "expires %lld\n",
+    n = asprintf(&rec,
+                 RECORD_MAGIC "namespace %s\nserviceAccount %s\n"
+                              "expires %lld\n",
                  ns, sa, (long long)(now + ttl_s));
     if (n < 0 || asprintf(&path, "%s/tokens/%s", dir, id) < 0) {
         *err = strdup("out of memory");
@@ -139,14 +140,12 @@ done:
 }
 
 /* Reads "KEY VALUE\n" at *p; the value is allocated. */
-static int field(const char **p, const char *end, const char *key,
-                 char **val)
+static int field(const char **p, const char *end, const char *key, char **val)
 {
     size_t kl = strlen(key);
     const char *nl;
 
-    if ((size_t)(end - *p) <= kl || memcmp(*p, key, kl) != 0 ||
-        (*p)[kl] != ' ')
+    if ((size_t)(end - *p) <= kl || memcmp(*p, key, kl) != 0 || (*p)[kl] != ' ')
         return -1;
     *p += kl + 1;
     nl = memchr(*p, '\n', (size_t)(end - *p));
@@ -172,8 +171,8 @@ int token_record_parse(const char *data, size_t n, char **ns, char **sa,
     p += sizeof(RECORD_MAGIC) - 1;
     if (field(&p, end, "namespace", ns) < 0 ||
         field(&p, end, "serviceAccount", sa) < 0 ||
-        field(&p, end, "expires", &exp) < 0 || p != end ||
-        !pki_name_ok(*ns) || !pki_name_ok(*sa))
+        field(&p, end, "expires", &exp) < 0 || p != end || !pki_name_ok(*ns) ||
+        !pki_name_ok(*sa))
         goto fail;
     errno = 0;
     if (exp[0] < '0' || exp[0] > '9')
@@ -202,9 +201,8 @@ static void fmt_time(int64_t t, char *out, size_t n)
         snprintf(out, n, "%lld", (long long)t);
 }
 
-int token_redeem(const char *dir, const uint8_t pin[32],
-                 const struct token *t, int64_t now, char **ns, char **sa,
-                 char **err)
+int token_redeem(const char *dir, const uint8_t pin[32], const struct token *t,
+                 int64_t now, char **ns, char **sa, char **err)
 {
     char id[65], *path = NULL, *spent = NULL, *data = NULL, *rerr = NULL;
     const char *why;

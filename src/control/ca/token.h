@@ -57,9 +57,8 @@ int token_create(const char *dir, const uint8_t pin[32], const char *ns,
  * ("join token already used", "join token expired at ...", "unknown join
  * token", ...). An expired or foreign token is not spent.
  */
-int token_redeem(const char *dir, const uint8_t pin[32],
-                 const struct token *t, int64_t now, char **ns, char **sa,
-                 char **err);
+int token_redeem(const char *dir, const uint8_t pin[32], const struct token *t,
+                 int64_t now, char **ns, char **sa, char **err);
 
 /*
  * token_record_parse() reads one record file. 0, or -1 with *why.

@@ -56,8 +56,9 @@ static int teardown(void **state)
 
 static struct ca_conf conf_in(const char *dir)
 {
-    struct ca_conf c = {dir, NULL, "example.org", PKI_KEY_ECDSA,
-                        10 * 365 * 86400, 86400, 7 * 86400};
+    struct ca_conf c = {
+        dir,   NULL,     "example.org", PKI_KEY_ECDSA, 10 * 365 * 86400,
+        86400, 7 * 86400};
     return c;
 }
 
@@ -80,7 +81,7 @@ static void copy(const char *from, const char *dir, const char *name)
 }
 
 /* Verifies leaf against root with the CA's chain as untrusted. */
-static int verifies(X509 *leaf, X509 *root, STACK_OF(X509) *untrusted)
+static int verifies(X509 *leaf, X509 *root, STACK_OF(X509) * untrusted)
 {
     X509_STORE *store = X509_STORE_new();
     X509_STORE_CTX *ctx = X509_STORE_CTX_new();
@@ -96,8 +97,8 @@ static int verifies(X509 *leaf, X509 *root, STACK_OF(X509) *untrusted)
 
 static int count_uri_sans(X509 *x)
 {
-    GENERAL_NAMES *names = X509_get_ext_d2i(x, NID_subject_alt_name, NULL,
-                                            NULL);
+    GENERAL_NAMES *names =
+        X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
     int n = 0;
 
     for (size_t i = 0; names && i < sk_GENERAL_NAME_num(names); i++)
@@ -168,8 +169,8 @@ static void test_issue_sets_san_validity_usage_and_chain(void **state)
     assert_true(verifies(x, ca->root, ca->chain));
     /* The serial is random: two issues differ. */
     {
-        X509 *y = ca_issue(ca, k, "spiffe://example.org/ns/foo/sa/bar", 60,
-                           &err);
+        X509 *y =
+            ca_issue(ca, k, "spiffe://example.org/ns/foo/sa/bar", 60, &err);
         assert_non_null(y);
         assert_int_not_equal(ASN1_INTEGER_cmp(X509_get0_serialNumber(x),
                                               X509_get0_serialNumber(y)),
@@ -235,7 +236,7 @@ static X509 *read_cert(const char *path)
     size_t n;
     char *err = NULL;
     char *pem = pki_read_file(path, &n, &err);
-    STACK_OF(X509) *sk;
+    STACK_OF(X509) * sk;
     X509 *x;
 
     assert_non_null(pem);
@@ -259,7 +260,7 @@ static void test_intermediate_with_istio_samples(void **state)
     uint8_t pin[32];
     char *err = NULL;
     struct buf b;
-    STACK_OF(X509) *chain;
+    STACK_OF(X509) * chain;
 
     c.cacerts = SAMPLES;
     ca = ca_open(&c, 1, &err);
@@ -546,8 +547,7 @@ static struct ca_cred *issue_cred(struct ca *ca, int64_t ttl)
 {
     EVP_PKEY *k = pki_key_new(PKI_KEY_ECDSA);
     char *err = NULL;
-    X509 *x = ca_issue(ca, k, "spiffe://example.org/ns/foo/sa/bar", ttl,
-                       &err);
+    X509 *x = ca_issue(ca, k, "spiffe://example.org/ns/foo/sa/bar", ttl, &err);
     struct ca_cred *c;
 
     assert_non_null(x);
@@ -593,9 +593,9 @@ static void test_identity_holder_generations(void **state)
     ca_cred_unref(a);
     ca_cred_unref(b);
     ca_identity_dispose(&h);
-    assert_int_equal(X509_cmp(SSL_CTX_get0_certificate(ctx),
-                              SSL_CTX_get0_certificate(ctx)),
-                     0);
+    assert_int_equal(
+        X509_cmp(SSL_CTX_get0_certificate(ctx), SSL_CTX_get0_certificate(ctx)),
+        0);
     SSL_CTX_free(ctx);
     ca_free(ca);
 }
@@ -664,17 +664,13 @@ static void test_spiffe_split(void **state)
     free(td);
     free(ns);
     free(sa);
-    assert_int_equal(pki_spiffe_split("spiffe://td/strait/ca", NULL, NULL,
-                                      NULL),
-                     -1);
-    assert_int_equal(pki_spiffe_split("spiffe://td/ns/a/sa/b/c", NULL, NULL,
-                                      NULL),
-                     -1);
-    assert_int_equal(pki_spiffe_split("spiffe://td/ns/A/sa/b", NULL, NULL,
-                                      NULL),
-                     -1);
-    assert_int_equal(pki_spiffe_split("https://td/ns/a/sa/b", NULL, NULL,
-                                      NULL),
+    assert_int_equal(
+        pki_spiffe_split("spiffe://td/strait/ca", NULL, NULL, NULL), -1);
+    assert_int_equal(
+        pki_spiffe_split("spiffe://td/ns/a/sa/b/c", NULL, NULL, NULL), -1);
+    assert_int_equal(
+        pki_spiffe_split("spiffe://td/ns/A/sa/b", NULL, NULL, NULL), -1);
+    assert_int_equal(pki_spiffe_split("https://td/ns/a/sa/b", NULL, NULL, NULL),
                      -1);
 }
 
@@ -703,8 +699,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_csr_san_is_ignored, setup,
                                         teardown),
         cmocka_unit_test(test_csr_bad_input_refused),
-        cmocka_unit_test_setup_teardown(test_identity_holder_generations,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_identity_holder_generations, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_cred_store_load_and_renew_time,
                                         setup, teardown),
         cmocka_unit_test(test_spiffe_split),

@@ -13,8 +13,7 @@
 #include "control/ca/ca_client.h"
 #include "core/buf.h"
 
-static int parse_req(const char *s, struct ca_api_request *r,
-                     const char **why)
+static int parse_req(const char *s, struct ca_api_request *r, const char **why)
 {
     return ca_api_request_parse(s, strlen(s), r, why);
 }
@@ -35,9 +34,8 @@ static void test_request_fields(void **state)
     assert_int_equal(r.validity_s, 3600);
     ca_api_request_dispose(&r);
     /* proto3 JSON writes int64 as a string; camelCase names too. */
-    assert_int_equal(parse_req("{\"validityDuration\":\"60\",\"csr\":\"x\"}",
-                               &r, &why),
-                     0);
+    assert_int_equal(
+        parse_req("{\"validityDuration\":\"60\",\"csr\":\"x\"}", &r, &why), 0);
     assert_int_equal(r.validity_s, 60);
     ca_api_request_dispose(&r);
     assert_int_equal(parse_req(" {\"csr\":\"x\"} \n", &r, &why), 0);
@@ -83,10 +81,8 @@ static void test_request_refuses_bad_json(void **state)
     expect_bad_req("{\"csr\":\"\\u0000\"}", "bad escape");
     expect_bad_req("{\"csr\":\"\\udc00\"}", "bad escape");
     expect_bad_req("{\"csr\":\"a\nb\"}", "control character");
-    expect_bad_req("{\"csr\":\"a\",\"validity_duration\":-5}",
-                   "whole number");
-    expect_bad_req("{\"csr\":\"a\",\"validity_duration\":1.5}",
-                   "whole number");
+    expect_bad_req("{\"csr\":\"a\",\"validity_duration\":-5}", "whole number");
+    expect_bad_req("{\"csr\":\"a\",\"validity_duration\":1.5}", "whole number");
     expect_bad_req("{\"csr\":\"a\",\"validity_duration\":\"1x\"}",
                    "whole number");
     expect_bad_req("{\"csr\":\"a\",\"x\":01}", "invalid number");
@@ -101,8 +97,7 @@ static void test_request_refuses_bad_json(void **state)
 
 static void test_response_roundtrip(void **state)
 {
-    const char *pems[3] = {"-----BEGIN CERTIFICATE-----\nA\n", "B\"\\",
-                           "C"};
+    const char *pems[3] = {"-----BEGIN CERTIFICATE-----\nA\n", "B\"\\", "C"};
     struct ca_api_response r;
     const char *why = NULL;
     struct buf b;
@@ -110,8 +105,7 @@ static void test_response_roundtrip(void **state)
     (void)state;
     buf_init(&b, 1 << 16);
     assert_int_equal(ca_api_response_write(&b, pems, 3), 0);
-    assert_int_equal(ca_api_response_parse(buf_ptr(&b), buf_len(&b), &r,
-                                           &why),
+    assert_int_equal(ca_api_response_parse(buf_ptr(&b), buf_len(&b), &r, &why),
                      0);
     assert_int_equal(r.n, 3);
     for (int i = 0; i < 3; i++)
@@ -122,8 +116,7 @@ static void test_response_roundtrip(void **state)
 
     buf_init(&b, 1 << 16);
     assert_int_equal(ca_api_error_write(&b, "join token already used"), 0);
-    assert_int_equal(ca_api_response_parse(buf_ptr(&b), buf_len(&b), &r,
-                                           &why),
+    assert_int_equal(ca_api_response_parse(buf_ptr(&b), buf_len(&b), &r, &why),
                      0);
     assert_string_equal(r.error, "join token already used");
     ca_api_response_dispose(&r);
@@ -164,27 +157,22 @@ static void test_client_url(void **state)
     const char *why;
 
     (void)state;
-    assert_int_equal(ca_client_parse_url("https://ca.example:15012", &host,
-                                         &port, &why),
-                     0);
+    assert_int_equal(
+        ca_client_parse_url("https://ca.example:15012", &host, &port, &why), 0);
     assert_string_equal(host, "ca.example");
     assert_int_equal(port, 15012);
     free(host);
-    assert_int_equal(ca_client_parse_url("https://[::1]:15012/", &host, &port,
-                                         &why),
-                     0);
+    assert_int_equal(
+        ca_client_parse_url("https://[::1]:15012/", &host, &port, &why), 0);
     assert_string_equal(host, "::1");
     free(host);
-    assert_int_equal(ca_client_parse_url("127.0.0.1:1", &host, &port, &why),
-                     0);
+    assert_int_equal(ca_client_parse_url("127.0.0.1:1", &host, &port, &why), 0);
     free(host);
-    assert_int_equal(ca_client_parse_url("http://a:1", &host, &port, &why),
-                     -1);
+    assert_int_equal(ca_client_parse_url("http://a:1", &host, &port, &why), -1);
     assert_int_equal(ca_client_parse_url("https://a", &host, &port, &why), -1);
     assert_int_equal(ca_client_parse_url("https://a:0", &host, &port, &why),
                      -1);
-    assert_int_equal(ca_client_parse_url("https://a:65536", &host, &port,
-                                         &why),
+    assert_int_equal(ca_client_parse_url("https://a:65536", &host, &port, &why),
                      -1);
     assert_int_equal(ca_client_parse_url("https://a:1x", &host, &port, &why),
                      -1);

@@ -48,7 +48,7 @@ static struct ca_cred *cred_for(struct ca *ca, const char *id, int64_t ttl)
 static int setup(void **state)
 {
     struct fx *f = calloc(1, sizeof(*f));
-    struct ca_conf c = {NULL, NULL, "example.org", PKI_KEY_ECDSA,
+    struct ca_conf c = {NULL,        NULL, "example.org", PKI_KEY_ECDSA,
                         86400 * 365, 3600, 86400};
     struct ca_cred *srv;
     struct addr a;
@@ -176,8 +176,8 @@ static void test_no_credentials_refused(void **state)
 static void test_workload_posing_as_ca_is_not_trusted(void **state)
 {
     struct fx *f = *state;
-    struct ca_cred *w = cred_for(f->ca, "spiffe://example.org/ns/foo/sa/bar",
-                                 600);
+    struct ca_cred *w =
+        cred_for(f->ca, "spiffe://example.org/ns/foo/sa/bar", 600);
     char tok[TOKEN_STRLEN], *err = NULL, *ns, *sa;
     struct token t;
     const char *why;
@@ -192,8 +192,8 @@ static void test_workload_posing_as_ca_is_not_trusted(void **state)
     assert_non_null(strstr(f->err, "the server is not a strait CA"));
     /* The client gave up in the handshake: the token was never sent. */
     assert_int_equal(token_parse(tok, strlen(tok), &t, &why), 0);
-    assert_int_equal(token_redeem(f->dir, f->ca->pin, &t,
-                                  (int64_t)time(NULL), &ns, &sa, &err),
+    assert_int_equal(token_redeem(f->dir, f->ca->pin, &t, (int64_t)time(NULL),
+                                  &ns, &sa, &err),
                      0);
     free(ns);
     free(sa);
@@ -216,14 +216,14 @@ static void test_foreign_client_certificate_refused(void **state)
 {
     struct fx *f = *state;
     struct ca_conf c = {f->other, NULL, "example.org", PKI_KEY_ECDSA,
-                        86400, 3600, 86400};
+                        86400,    3600, 86400};
     char *err = NULL;
     struct ca *other = ca_open(&c, 1, &err);
     struct ca_cred *foreign;
 
     assert_non_null(other);
-    foreign = cred_for(other, "spiffe://example.org/ns/kube-system/sa/admin",
-                       600);
+    foreign =
+        cred_for(other, "spiffe://example.org/ns/kube-system/sa/admin", 600);
     request(f, NULL, foreign, NULL);
     assert_null(f->got);
     assert_non_null(strstr(f->err, "(HTTP 403): client certificate not "
@@ -243,8 +243,8 @@ int main(void)
             test_workload_posing_as_ca_is_not_trusted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_pin_refused, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(
-            test_foreign_client_certificate_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_foreign_client_certificate_refused,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,7 +15,7 @@
 #include "control/ca/pki.h"
 #include "control/ca/token.h"
 
-static const uint8_t pin[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
+static const uint8_t pin[32] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
                                 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
                                 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
 
@@ -138,9 +138,8 @@ static void test_create_redeem_once(void **state)
     size_t n;
     int64_t now = (int64_t)time(NULL);
 
-    assert_int_equal(token_create(f->dir, pin, "foo", "bar", 3600, now, tok,
-                                  &err),
-                     0);
+    assert_int_equal(
+        token_create(f->dir, pin, "foo", "bar", 3600, now, tok, &err), 0);
     rp = record_path(f->dir, tok);
     assert_int_equal(stat(rp, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0600);
@@ -180,9 +179,8 @@ static void test_unknown_expired_and_foreign(void **state)
     assert_string_equal(err, "unknown join token");
     free(err);
 
-    assert_int_equal(token_create(f->dir, pin, "foo", "bar", 60, now, tok,
-                                  &err),
-                     0);
+    assert_int_equal(
+        token_create(f->dir, pin, "foo", "bar", 60, now, tok, &err), 0);
     assert_int_equal(token_parse(tok, strlen(tok), &t, &why), 0);
     assert_int_equal(token_redeem(f->dir, pin, &t, now + 60, &ns, &sa, &err),
                      -1);
@@ -196,8 +194,7 @@ static void test_unknown_expired_and_foreign(void **state)
     free(err);
 
     memset(other, 0xee, sizeof(other));
-    assert_int_equal(token_redeem(f->dir, other, &t, now, &ns, &sa, &err),
-                     -1);
+    assert_int_equal(token_redeem(f->dir, other, &t, now, &ns, &sa, &err), -1);
     assert_non_null(strstr(err, "different CA"));
     free(err);
     /* And it is still good for the right CA. */
@@ -211,17 +208,14 @@ static void test_create_refuses_bad_names(void **state)
     struct fx *f = *state;
     char tok[TOKEN_STRLEN], *err = NULL;
 
-    assert_int_equal(token_create(f->dir, pin, "Foo", "bar", 60, 0, tok,
-                                  &err),
+    assert_int_equal(token_create(f->dir, pin, "Foo", "bar", 60, 0, tok, &err),
                      -1);
     assert_non_null(strstr(err, "namespace and service account"));
     free(err);
-    assert_int_equal(token_create(f->dir, pin, "foo", "a/b", 60, 0, tok,
-                                  &err),
+    assert_int_equal(token_create(f->dir, pin, "foo", "a/b", 60, 0, tok, &err),
                      -1);
     free(err);
-    assert_int_equal(token_create(f->dir, pin, "foo", "bar", 0, 0, tok,
-                                  &err),
+    assert_int_equal(token_create(f->dir, pin, "foo", "bar", 0, 0, tok, &err),
                      -1);
     free(err);
 }
@@ -246,17 +240,16 @@ static void test_record_parse(void **state)
     };
 
     (void)state;
-    assert_int_equal(token_record_parse(good, strlen(good), &ns, &sa, &exp,
-                                        &why),
-                     0);
+    assert_int_equal(
+        token_record_parse(good, strlen(good), &ns, &sa, &exp, &why), 0);
     assert_string_equal(ns, "a");
     assert_string_equal(sa, "b");
     assert_int_equal(exp, 42);
     free(ns);
     free(sa);
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        if (token_record_parse(bad[i], strlen(bad[i]), &ns, &sa, &exp,
-                               &why) == 0)
+        if (token_record_parse(bad[i], strlen(bad[i]), &ns, &sa, &exp, &why) ==
+            0)
             fail_msg("record %zu accepted", i);
         assert_null(ns);
     }
@@ -292,8 +285,8 @@ int main(void)
         cmocka_unit_test(test_b64url),
         cmocka_unit_test_setup_teardown(test_create_redeem_once, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_unknown_expired_and_foreign,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unknown_expired_and_foreign, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_create_refuses_bad_names, setup,
                                         teardown),
         cmocka_unit_test(test_record_parse),
