@@ -376,3 +376,14 @@ def test_rotation_keeps_open_connections(nodes, tmp_path):
     held.close()
     assert answer.startswith(b"HTTP/1.1 400 "), answer
     assert b"not a PEM certificate request" in answer
+
+
+def test_unreachable_ca_is_a_clear_error(nodes, tmp_path):
+    port = free_port()  # nothing listens there
+    j = nodes("j1", f"{{dir: {tmp_path / 'j1-state'}}}",
+              args=["--join", f"https://127.0.0.1:{port}", "--token",
+                    "sjt1." + "A" * 86])
+    j.start(wait=False)
+    assert j.exit_code() == 3
+    assert "cannot join the CA at https://127.0.0.1:" in j.log()
+    assert "cannot connect to the CA" in j.log()

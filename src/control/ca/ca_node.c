@@ -141,6 +141,15 @@ static void retry(struct slot *s, const char *why)
         (int64_t)(r % (uint32_t)(s->retry_s * 4 / 10 + 1));
     log_warn("CA: renewal failed: %s; next attempt in %lld s", why,
              (long long)d);
+    {
+        unsigned gen = 0;
+        struct ca_cred *cur = ca_identity_get(&s->holder, &gen);
+        if (cur != NULL && cur->not_after <= (int64_t)time(NULL))
+            log_error("CA: the certificate for %s has expired; peers will "
+                      "refuse it until a renewal succeeds",
+                      cur->spiffe_id);
+        ca_cred_unref(cur);
+    }
     arm(s, d);
 }
 
