@@ -116,6 +116,7 @@ int token_create(const char *dir, const uint8_t pin[32], const char *ns,
     }
     if (mkdirs(dir, err) < 0)
         return -1;
+    token_prune(dir, now);
     memcpy(t.pin, pin, 32);
     RAND_bytes(t.secret, sizeof(t.secret));
     token_id(&t, id);
@@ -300,4 +301,51 @@ int token_count(const char *dir, int64_t now)
         closedir(d);
     free(tdir);
     return count;
+}
+
+/* Removes the expired records of one directory. */
+static int prune_in(const char *tdir, int64_t before)
+{
+    DIR *d = opendir(tdir);
+    struct dirent *e;
+    int removed = 0;
+
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        char *p = NULL, *data, *ns, *sa, *err = NULL;
+        const char *why;
+        int64_t exp;
+        size_t n;
+
+        if (strlen(e->d_name) != 64 ||
+            asprintf(&p, "%s/%s", tdir, e->d_name) < 0)
+            continue;
+        data = pki_read_file(p, &n, &err);
+        if (data != NULL &&
+            token_record_parse(data, n, &ns, &sa, &exp, &why) == 0) {
+            if (exp < before && unlink(p) == 0)
+                removed++;
+            free(ns);
+            free(sa);
+        }
+        free(data);
+        free(err);
+        free(p);
+    }
+    if (d != NULL)
+        closedir(d);
+    return removed;
+}
+
+int token_prune(const char *dir, int64_t now)
+{
+    char *a = NULL, *b = NULL;
+    int removed = 0;
+
+    if (asprintf(&a, "%s/tokens", dir) >= 0 &&
+        asprintf(&b, "%s/tokens/spent", dir) >= 0)
+        removed =
+            prune_in(a, now - TOKEN_KEEP_S) + prune_in(b, now - TOKEN_KEEP_S);
+    free(a);
+    free(b);
+    return removed;
 }

@@ -69,6 +69,14 @@ int token_redeem(const char *dir, const uint8_t pin[32], const struct token *t,
 int token_record_parse(const char *data, size_t n, char **ns, char **sa,
                        int64_t *expires, const char **why);
 
+/*
+ * token_prune() removes records, pending or spent, that expired more than
+ * TOKEN_KEEP_S ago (token_create() calls it). After that a replayed token
+ * is refused as unknown rather than as already used. Returns how many.
+ */
+#define TOKEN_KEEP_S (24 * 3600)
+int token_prune(const char *dir, int64_t now);
+
 /* token_count() counts outstanding (unspent, unexpired) records. */
 int token_count(const char *dir, int64_t now);
 

@@ -277,6 +277,44 @@ static void test_count_outstanding(void **state)
     assert_int_equal(token_count(f->dir, now + 61), 0);
 }
 
+static void test_prune_old_records(void **state)
+{
+    struct fx *f = *state;
+    char old1[TOKEN_STRLEN], old2[TOKEN_STRLEN], fresh[TOKEN_STRLEN];
+    char *err = NULL, *ns, *sa, *p1, *p2, spent[200];
+    struct token t;
+    const char *why;
+    int64_t now = (int64_t)time(NULL);
+    int64_t long_ago = now - 3 * TOKEN_KEEP_S;
+    struct stat st;
+
+    assert_int_equal(
+        token_create(f->dir, pin, "a", "b", 60, long_ago, old1, &err), 0);
+    assert_int_equal(
+        token_create(f->dir, pin, "a", "b", 60, long_ago, old2, &err), 0);
+    /* old2 was spent while it was valid. */
+    assert_int_equal(token_parse(old2, strlen(old2), &t, &why), 0);
+    assert_int_equal(
+        token_redeem(f->dir, pin, &t, long_ago + 1, &ns, &sa, &err), 0);
+    free(ns);
+    free(sa);
+    p1 = record_path(f->dir, old1);
+    p2 = record_path(f->dir, old2);
+    snprintf(spent, sizeof(spent), "%s/tokens/spent/%s", f->dir,
+             strrchr(p2, '/') + 1);
+    assert_int_equal(stat(p1, &st), 0);
+    assert_int_equal(stat(spent, &st), 0);
+    /* Creating a token now prunes both; a fresh record stays. */
+    assert_int_equal(token_create(f->dir, pin, "a", "b", 60, now, fresh, &err),
+                     0);
+    assert_int_equal(stat(p1, &st), -1);
+    assert_int_equal(stat(spent, &st), -1);
+    assert_int_equal(token_prune(f->dir, now), 0);
+    assert_int_equal(token_count(f->dir, now), 1);
+    free(p1);
+    free(p2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -291,6 +329,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test(test_record_parse),
         cmocka_unit_test_setup_teardown(test_count_outstanding, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_prune_old_records, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
