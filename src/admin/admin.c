@@ -7,10 +7,12 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "admin/admin.h"
 #include "core/buf.h"
+#include "core/clock.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "net/listener.h"
@@ -24,6 +26,32 @@ struct admin {
     struct admin_ops ops;
     int fd;
 };
+
+/* Envoy's outlier detection statistics of a cluster. */
+static void outlier_stats(struct buf *b, const char *name, struct outlier *od)
+{
+    static const char *const reason[OUTLIER_NREASONS] = {
+        [OUTLIER_5XX] = "consecutive_5xx",
+        [OUTLIER_GATEWAY] = "consecutive_gateway_failure",
+        [OUTLIER_LOCAL] = "consecutive_local_origin_failure",
+    };
+
+    buf_printf(b,
+               "cluster.%s.outlier_detection.ejections_enforced_total: %" PRIu64
+               "\n",
+               name, __atomic_load_n(&od->total, __ATOMIC_RELAXED));
+    buf_printf(b, "cluster.%s.outlier_detection.ejections_active: %" PRIu64 "\n",
+               name, outlier_active(od, clock_ms()));
+    buf_printf(b,
+               "cluster.%s.outlier_detection.ejections_overflow: %" PRIu64 "\n",
+               name, __atomic_load_n(&od->overflow, __ATOMIC_RELAXED));
+    for (int r = 0; r < OUTLIER_NREASONS; r++)
+        buf_printf(b,
+                   "cluster.%s.outlier_detection.ejections_enforced_%s: %" PRIu64
+                   "\n",
+                   name, reason[r],
+                   __atomic_load_n(&od->by_reason[r], __ATOMIC_RELAXED));
+}
 
 void admin_render_stats(const struct admin_ops *ops, struct buf *b)
 {
@@ -164,6 +192,8 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
             buf_printf(b,
                        "cluster.%s.retry_or_shadow_abandoned: %" PRIu64 "\n",
                        name, c.rq_retry_body_overflow);
+            if (cl[i]->od != NULL)
+                outlier_stats(b, name, cl[i]->od);
         }
     }
 }
@@ -284,6 +314,39 @@ static const struct family cluster_families[] = {
      offsetof(struct cluster_counters, rq_retry_body_overflow)},
 };
 
+/* Outlier detection families: one sample per cluster that has it. */
+static void render_outliers(struct cluster *const *cl, size_t nc,
+                            struct buf *b)
+{
+    static const struct {
+        const char *name, *type, *help;
+    } fam[] = {
+        {"strait_cluster_outlier_ejections_total", "counter",
+         "Endpoints ejected by outlier detection."},
+        {"strait_cluster_outlier_ejections_active", "gauge",
+         "Endpoints ejected now."},
+        {"strait_cluster_outlier_ejections_overflow_total", "counter",
+         "Ejections refused by maxEjectionPercent."},
+    };
+    uint64_t now = clock_ms();
+
+    for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+        buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name,
+                   fam[f].help, fam[f].name, fam[f].type);
+        for (size_t i = 0; i < nc; i++) {
+            struct outlier *od = cl[i]->od;
+            uint64_t v;
+            if (od == NULL)
+                continue;
+            v = f == 0   ? __atomic_load_n(&od->total, __ATOMIC_RELAXED)
+                : f == 1 ? outlier_active(od, now)
+                         : __atomic_load_n(&od->overflow, __ATOMIC_RELAXED);
+            buf_printf(b, "%s{cluster=\"%s\"} %" PRIu64 "\n", fam[f].name,
+                       cl[i]->name, v);
+        }
+    }
+}
+
 static void render_clusters(const struct admin_ops *ops, struct buf *b)
 {
     struct cluster *const *cl;
@@ -309,6 +372,7 @@ static void render_clusters(const struct admin_ops *ops, struct buf *b)
                        cl[i]->name, v);
         }
     }
+    render_outliers(cl, nc, b);
     free(sums);
 }
 
@@ -422,11 +486,63 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
     free(sums);
 }
 
+static const char *lb_name(const struct cluster *c)
+{
+    switch (c->lb) {
+    case CLUSTER_LB_RANDOM:
+        return "random";
+    case CLUSTER_LB_LEAST_REQUEST:
+        return "least_request";
+    case CLUSTER_LB_HASH:
+        return c->hash->algo == LB_MAGLEV ? "maglev" : "ring_hash";
+    default:
+        return "round_robin";
+    }
+}
+
+/*
+ * One endpoint's lines: Envoy's health_flags (/failed_outlier_check while
+ * ejected) and, under outlier detection, how many times it was ejected
+ * and, while it is, until when (wall clock) and for how much longer.
+ */
+static void endpoint_lines(struct buf *b, const struct cluster *c, size_t k,
+                           uint64_t mono, const struct timespec *real)
+{
+    char as[ADDR_STRLEN];
+    struct outlier_host_state st;
+
+    addr_format(&c->endpoints[k], as, sizeof(as));
+    outlier_state(c->od, k, mono, &st);
+    buf_printf(b, "%s::%s::health_flags::%s\n", c->name, as,
+               st.ejected ? "/failed_outlier_check" : "healthy");
+    if (c->od == NULL)
+        return;
+    buf_printf(b, "%s::%s::outlier_ejections::%" PRIu64 "\n", c->name, as,
+               st.ejections);
+    if (st.ejected) {
+        uint64_t left = st.until - mono;
+        time_t secs = real->tv_sec + (time_t)((uint64_t)real->tv_nsec / 1000000 + left) / 1000;
+        unsigned ms = (unsigned)(((uint64_t)real->tv_nsec / 1000000 + left) % 1000);
+        struct tm tm;
+        char when[40];
+
+        gmtime_r(&secs, &tm);
+        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+        buf_printf(b, "%s::%s::outlier_ejected_until::%s.%03uZ\n", c->name, as,
+                   when, ms);
+        buf_printf(b, "%s::%s::outlier_ejection_remaining_ms::%" PRIu64 "\n",
+                   c->name, as, left);
+    }
+}
+
 void admin_render_clusters(const struct admin_ops *ops, struct buf *b)
 {
     struct cluster *const *cl;
     size_t nc = ops->clusters != NULL ? ops->clusters(ops->arg, &cl) : 0;
-    char as[ADDR_STRLEN];
+    uint64_t mono = clock_ms();
+    struct timespec real;
+
+    clock_gettime(CLOCK_REALTIME, &real);
 
     /* Envoy's /clusters shape: one line per cluster fact and endpoint. */
     for (size_t i = 0; i < nc; i++) {
@@ -449,11 +565,13 @@ void admin_render_clusters(const struct admin_ops *ops, struct buf *b)
                    cl[i]->max_retries ? cl[i]->max_retries : UINT32_MAX);
         buf_printf(b, "%s::rq_retry_overflow::%" PRIu64 "\n", cl[i]->name,
                    c.rq_retry_overflow);
+        buf_printf(b, "%s::lb::%s\n", cl[i]->name, lb_name(cl[i]));
+        buf_printf(b, "%s::outlier_detection::%s\n", cl[i]->name,
+                   cl[i]->od != NULL ? "on" : "off");
         if (cl[i]->nendpoints == 0)
             buf_printf(b, "%s::endpoints::none\n", cl[i]->name);
         for (size_t k = 0; k < cl[i]->nendpoints; k++)
-            buf_printf(b, "%s::%s::health_flags::healthy\n", cl[i]->name,
-                       addr_format(&cl[i]->endpoints[k], as, sizeof(as)));
+            endpoint_lines(b, cl[i], k, mono, &real);
     }
 }
 

@@ -12,6 +12,8 @@
 
 #include "config/res-kinds.h"
 #include "config/resource.h"
+#include "core/buf.h"
+#include "core/units.h"
 
 #define DAY_MS (INT64_C(24) * 3600 * 1000)
 #define U32_MAX_STR "4294967295"
@@ -27,16 +29,49 @@ static const char *const client_tls_modes[] = {"DISABLE", "SIMPLE", "MUTUAL",
 /* ---- load balancer ---------------------------------------------------------
  */
 
+/*
+ * httpCookie.ttl: Istio tells a ttl that is absent (no cookie is
+ * generated) from one of 0s (a session cookie is), so the field holds the
+ * duration plus one, and 0 when the key was not given.
+ */
+static int parse_cookie_ttl(const char *s, size_t n, void *dst,
+                            const char **why)
+{
+    int64_t ms;
+
+    if (units_duration_ms(s, n, &ms, why) < 0)
+        return -1;
+    if (ms < 0 || ms > 365 * DAY_MS) {
+        *why = "must be between 0s and 365 days";
+        return -1;
+    }
+    ms += 1;
+    memcpy(dst, &ms, sizeof(ms));
+    return 0;
+}
+
+static void cookie_ttl_json(struct buf *b, const void *src)
+{
+    int64_t v;
+
+    memcpy(&v, src, sizeof(v));
+    if (v <= 0)
+        buf_puts(b, "null");
+    else
+        buf_printf(b, "\"%lldms\"", (long long)(v - 1));
+}
+
 #define CK(f) RES_OFF(struct res_http_cookie, f)
 static const struct conf_key cookie_keys[] = {
     {.name = "name", .type = CONF_STR, .off = CK(name), .help = "cookie"},
     {.name = "path", .type = CONF_STR, .off = CK(path), .help = "cookie path"},
     {.name = "ttl",
-     .type = CONF_DURATION,
-     .off = CK(ttl_ms),
-     .min = 0,
-     .max = 365 * DAY_MS,
-     .help = "lifetime of a generated cookie"},
+     .type = CONF_CUSTOM,
+     .off = CK(ttl),
+     .help = "lifetime of a generated cookie (absent: none generated; "
+             "0s: a session cookie)",
+     .custom = parse_cookie_ttl,
+     .custom_json = cookie_ttl_json},
     {.name = NULL},
 };
 #undef CK
@@ -62,9 +97,9 @@ static const struct conf_key maglev_keys[] = {
      .off = RES_OFF(struct res_consistent_hash, maglev.table_size) -
             RES_OFF(struct res_consistent_hash, maglev),
      .min = 1,
-     .max = 5000011,
+     .max = 5000010,
      .def = "65537",
-     .help = "table size, a prime"},
+     .help = "table size, a prime below 5000011"},
     {.name = NULL},
 };
 static const struct conf_section maglev_section = {maglev_keys, 0, 0};
@@ -545,12 +580,61 @@ static const struct conf_section dr_section = {dr_keys, 0, SIZE_MAX};
 /* ---- checks -----------------------------------------------------------------
  */
 
+/* Envoy's and Istio's test (Maglev tables must have a prime size). */
+static int is_prime(int64_t x)
+{
+    if (x < 2)
+        return 0;
+    if (x < 4)
+        return 1;
+    if (x % 2 == 0)
+        return 0;
+    for (int64_t f = 3; f * f <= x; f += 2)
+        if (x % f == 0)
+            return 0;
+    return 1;
+}
+
+/* The prime after x, for a helpful message. */
+static int64_t next_prime(int64_t x)
+{
+    while (!is_prime(++x))
+        ;
+    return x;
+}
+
 static void check_lb(struct res_check *ck, const struct res_load_balancer *lb,
                      const char *path)
 {
+    const struct res_consistent_hash *h = &lb->consistent_hash;
+    char p[340];
+
     if (lb->locality_lb_setting.line > 0)
         res_warn(ck, &lb->locality_lb_setting, path,
                  "localityLbSetting is not supported by strait; ignored");
+    if (h->mark.line == 0)
+        return;
+    res_path(p, sizeof(p), "%s.consistentHash", path);
+    if (h->http_cookie.mark.line > 0 &&
+        (h->http_cookie.name == NULL || h->http_cookie.name[0] == '\0'))
+        res_err(ck, &h->http_cookie.mark, p,
+                "httpCookie needs a name (Istio: name required for "
+                "HttpCookie)");
+    if (h->http_header_name != NULL && h->http_header_name[0] == '\0')
+        res_err(ck, &h->mark, p, "httpHeaderName must not be empty");
+    if (h->http_query_parameter_name != NULL &&
+        h->http_query_parameter_name[0] == '\0')
+        res_err(ck, &h->mark, p, "httpQueryParameterName must not be empty");
+    if (h->minimum_ring_size != 0)
+        res_warn(ck, &h->mark, p,
+                 "minimumRingSize is deprecated: use ringHash: "
+                 "{minimumRingSize: N}");
+    if (h->maglev.mark.line > 0 && !is_prime(h->maglev.table_size))
+        res_err(ck, &h->maglev.mark, p,
+                "maglev tableSize %lld is not a prime number; Envoy needs a "
+                "prime (the next one is %lld; the default is 65537)",
+                (long long)h->maglev.table_size,
+                (long long)next_prime(h->maglev.table_size));
 }
 
 static void check_tls(struct res_check *ck, const struct res_client_tls *t,
@@ -572,11 +656,12 @@ static void check_tls(struct res_check *ck, const struct res_client_tls *t,
 static void check_outlier(struct res_check *ck, const struct res_outlier *o,
                           const char *path)
 {
-    (void)ck;
-    (void)path;
-    (void)o;
-    /* The table's ranges say all Istio checks: percentages 0-100 and
-     * durations of at least 1ms. */
+    /* The table's ranges say the rest of what Istio checks: percentages
+     * 0-100 and durations of at least 1ms. */
+    if (o->mark.line > 0 && o->consecutive_errors != 0)
+        res_warn(ck, &o->mark, path,
+                 "consecutiveErrors is deprecated and ignored (as by Istio): "
+                 "use consecutive5xxErrors or consecutiveGatewayErrors");
 }
 
 static void check_policy(struct res_check *ck, struct res_traffic_policy *tp,
@@ -617,6 +702,8 @@ static void check_policy(struct res_check *ck, struct res_traffic_policy *tp,
             check_lb(ck, &pp->load_balancer, q);
             res_path(q, sizeof(q), "%s.tls", p);
             check_tls(ck, &pp->tls, q);
+            res_path(q, sizeof(q), "%s.outlierDetection", p);
+            check_outlier(ck, &pp->outlier_detection, q);
         }
     }
 }

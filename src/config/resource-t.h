@@ -331,7 +331,7 @@ struct res_http_cookie {
     struct conf_mark mark;
     char *name;
     char *path;
-    int64_t ttl_ms;
+    int64_t ttl; /* ttl in ms plus one; 0: not given (no cookie made) */
 };
 
 struct res_consistent_hash {

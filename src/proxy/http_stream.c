@@ -64,6 +64,7 @@ struct pstream {
     size_t busy_ep;
     unsigned reuse_blocked : 1; /* take no pooled connection any more */
     const char *details;  /* why a local answer was given, for the log */
+    struct slice set_cookie; /* consistent hash: a generated cookie */
     const char *upstream; /* endpoint address, for the log */
     const char *client;   /* originating client, after trusted hops */
     struct event try_timer; /* retries.perTryTimeout of this attempt */
@@ -319,6 +320,8 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
     (void)what;
     ps->timer_on = 0;
     STAT_ADD(upool_stats(ps->pool), rq_timeout, 1);
+    if ((ps->uc != NULL || ps->h2s != NULL) && ps->s->resp.status == 0)
+        upool_report(ps->pool, ps->ep, OUTLIER_TIMEOUT);
     release_upstream(ps, 0);
     local_reply(ps, 504, HFLAG_UT, "upstream request timeout\n");
     up_finished(ps);
@@ -486,7 +489,7 @@ static void retry_later(struct pstream *ps)
     s->resp.content_length = -1;
     hpipe_reset(&s->resp_body);
     ps->attempts = 0;
-    ps->ep = (ps->ep + 1) % ps->pool->cl->nendpoints;
+    ps->ep = upool_next(ps->pool, ps->ep);
     event_add(&ps->delay, &tv);
     ps->delay_on = 1;
 }
@@ -582,6 +585,8 @@ static void on_try_timeout(evutil_socket_t fd, short what, void *arg)
     if (ps->s->resp_started)
         return;
     STAT_ADD(upool_stats(ps->pool), rq_per_try_timeout, 1);
+    if (ps->uc != NULL || ps->h2s != NULL)
+        upool_report(ps->pool, ps->ep, OUTLIER_TIMEOUT);
     release_upstream(ps, 0);
     if (should_retry(ps, retriable_timeout(ps))) {
         retry_later(ps);
@@ -642,11 +647,12 @@ static void up_connect_failed(void *ctx, struct h1_client *c, int timeout)
 
     STAT_ADD(upool_stats(ps->pool),
              cx_connect_fail, 1);
+    upool_report(ps->pool, c->endpoint, OUTLIER_CONNECT_FAILED);
     if (timeout)
         STAT_ADD(upool_stats(ps->pool), cx_connect_timeout, 1);
     ps->uc = NULL;
     upool_discard(ps->pool, c);
-    ps->ep = (ps->ep + 1) % ps->pool->cl->nendpoints;
+    ps->ep = upool_next(ps->pool, ps->ep);
     connect_next(ps);
 }
 
@@ -656,6 +662,7 @@ static void up_head(void *ctx, struct h1_client *c)
     struct hstream *s = ps->s;
 
     (void)c;
+    upool_report(ps->pool, ps->ep, s->resp.status);
     /* The client side may have answered already (a bad request body). */
     if (s->down_done || s->resp_started)
         return;
@@ -671,6 +678,10 @@ static void up_head(void *ctx, struct h1_client *c)
     if (ps->action != NULL &&
         (router_apply_headers(&ps->rr, 1, &s->resp.fields, &s->arena) < 0 ||
          cors_headers(ps, 0) < 0))
+        s->flags |= HFLAG_UPE;
+    if (ps->set_cookie.n > 0 &&
+        http_fields_add_ref(&s->resp.fields, &s->arena,
+                            SLICE_LIT("set-cookie"), ps->set_cookie) < 0)
         s->flags |= HFLAG_UPE;
     s->resp_started = 1;
     /* A per-try deadline no longer applies (Envoy ignores it from here). */
@@ -708,6 +719,10 @@ static void up_done(void *ctx, struct h1_client *c, int ok, int reusable,
         connect_next(ps);
         return;
     }
+    /* Broken before any answer: the endpoint's failure, for outlier
+     * detection (an answer was counted when its head came). */
+    if (!ok && s->resp.status == 0 && !(flags & HFLAG_DC))
+        upool_report(ps->pool, ps->ep, OUTLIER_RESET);
     if (!ok && should_retry(ps, retriable_failure(ps, flags))) {
         release_upstream(ps, 0);
         retry_later(ps);
@@ -752,7 +767,8 @@ static void h2_done(void *ctx, int ok, unsigned flags)
     if (!ok && (flags & HFLAG_UF) && !ps->s->resp_started) {
         /* The connection never came up: try the next endpoint. */
         STAT_ADD(upool_stats(ps->pool), cx_connect_fail, 1);
-        ps->ep = (ps->ep + 1) % ps->pool->cl->nendpoints;
+        upool_report(ps->pool, ps->ep, OUTLIER_CONNECT_FAILED);
+        ps->ep = upool_next(ps->pool, ps->ep);
         connect_next(ps);
         return;
     }
@@ -776,7 +792,7 @@ static void connect_next(struct pstream *ps)
             ps->attempts++;
             if (h2 == NULL) {
                 STAT_ADD(upool_stats(p), cx_connect_fail, 1);
-                ps->ep = (ps->ep + 1) % cl->nendpoints;
+                ps->ep = upool_next(p, ps->ep);
                 continue;
             }
             addr_format(&cl->endpoints[ps->ep], as, sizeof(as));
@@ -796,7 +812,7 @@ static void connect_next(struct pstream *ps)
                                   &ps->l->scratch);
             if (c == NULL) {
                 STAT_ADD(upool_stats(p), cx_connect_fail, 1);
-                ps->ep = (ps->ep + 1) % cl->nendpoints;
+                ps->ep = upool_next(p, ps->ep);
                 continue;
             }
             c->endpoint = ps->ep;
@@ -1378,6 +1394,23 @@ void http_mirrors_free(struct http_listener *l)
     http_mirrors_reap(l);
 }
 
+/* The endpoint for a new request: by its consistent hash when the
+ * cluster has one and the request a key, else by the balancer. */
+static size_t pick_endpoint(struct pstream *ps)
+{
+    const struct lb_hash *h = ps->pool->cl->hash;
+    struct http_conn *hc = ps->hc;
+    uint64_t key;
+
+    if (h != NULL &&
+        lb_hash_request(h, &ps->s->req,
+                        slice_of(ps->client ? ps->client : hc->peer_ip),
+                        (struct slice){(const char *)&hc->peer, hc->peerlen},
+                        &ps->s->arena, &key, &ps->set_cookie))
+        return upool_pick_hash(ps->pool, key);
+    return upool_pick(ps->pool);
+}
+
 static void on_request(void *ctx, struct hstream *s)
 {
     struct http_conn *hc = ctx;
@@ -1438,7 +1471,7 @@ static void on_request(void *ctx, struct hstream *s)
         }
         ps->admitted = 1;
     }
-    ps->ep = upool_pick(ps->pool);
+    ps->ep = pick_endpoint(ps);
     /* In flight on the picked endpoint until the upstream side ends
      * (retries move on but count against the first pick). */
     ps->busy = 1;

@@ -531,6 +531,7 @@ struct res_eff_files {
 struct eff_policy {
     const struct res_load_balancer *lb;
     const struct res_connection_pool *pool;
+    const struct res_outlier *od;
     const struct res_client_tls *tls;
 };
 
@@ -545,6 +546,8 @@ static void merge_policy(struct eff_policy *e,
         e->lb = &tp->load_balancer;
     if (tp->connection_pool.mark.line > 0)
         e->pool = &tp->connection_pool;
+    if (tp->outlier_detection.mark.line > 0)
+        e->od = &tp->outlier_detection;
     if (tp->tls.mark.line > 0)
         e->tls = &tp->tls;
     for (size_t i = 0; port > 0 && i < tp->port_level_settings.n; i++) {
@@ -559,20 +562,96 @@ static void merge_policy(struct eff_policy *e,
         e->lb = &pp->load_balancer;
     if (pp->connection_pool.mark.line > 0)
         e->pool = &pp->connection_pool;
+    if (pp->outlier_detection.mark.line > 0)
+        e->od = &pp->outlier_detection;
     if (pp->tls.mark.line > 0)
         e->tls = &pp->tls;
+}
+
+/*
+ * consistentHash becomes the cluster's ring or Maglev table, built here
+ * once (main thread) and shared read-only by the workers. Istio's choice
+ * of algorithm: maglev when given, else a ring (ringHash, or the
+ * deprecated minimumRingSize, or 1024 points).
+ */
+static void apply_hash(struct cluster *c, const struct res_consistent_hash *h)
+{
+    struct lb_hash_conf hc;
+    char *err = NULL;
+
+    memset(&hc, 0, sizeof(hc));
+    if (h->http_header_name != NULL) {
+        hc.key = LB_KEY_HEADER;
+        hc.name = h->http_header_name;
+    } else if (h->http_cookie.mark.line > 0) {
+        hc.key = LB_KEY_COOKIE;
+        hc.name = h->http_cookie.name;
+        hc.cookie_path = h->http_cookie.path;
+        hc.cookie_ttl_ms = h->http_cookie.ttl > 0 ? h->http_cookie.ttl - 1 : -1;
+    } else if (h->use_source_ip) {
+        hc.key = LB_KEY_SOURCE_IP;
+    } else {
+        hc.key = LB_KEY_QUERY;
+        hc.name = h->http_query_parameter_name;
+    }
+    if (h->maglev.mark.line > 0) {
+        hc.algo = LB_MAGLEV;
+        hc.size = (uint64_t)h->maglev.table_size;
+    } else {
+        hc.algo = LB_RING_HASH;
+        hc.size = h->ring_hash.mark.line > 0
+                      ? (uint64_t)h->ring_hash.minimum_ring_size
+                  : h->minimum_ring_size > 0 ? (uint64_t)h->minimum_ring_size
+                                             : LB_RING_MIN_DEFAULT;
+    }
+    c->hash = lb_hash_new(&hc, c->endpoints, c->nendpoints, &err);
+    if (c->hash == NULL) {
+        /* strait check refuses what cannot be built; only memory is left. */
+        log_error("cluster %s: consistentHash: %s; balancing round robin",
+                  c->name, err ? err : "out of memory");
+        free(err);
+        return;
+    }
+    c->lb = CLUSTER_LB_HASH;
+}
+
+/*
+ * outlierDetection as Istio hands it to Envoy: consecutive5xxErrors
+ * (default 5) and consecutiveGatewayErrors (default off), 0 turning one
+ * off; maxEjectionPercent 0 means Envoy's 10; minHealthPercent becomes
+ * the panic threshold (default 0: panic only when none is left).
+ */
+static void apply_outlier(struct cluster *c, const struct res_outlier *o)
+{
+    struct outlier_conf oc;
+
+    memset(&oc, 0, sizeof(oc));
+    oc.consecutive_5xx = (uint32_t)o->consecutive_5xx_errors;
+    oc.consecutive_gateway = (uint32_t)o->consecutive_gateway_errors;
+    oc.split_local = o->split_external_local_origin_errors;
+    oc.consecutive_local = (uint32_t)o->consecutive_local_origin_failures;
+    oc.interval_ms = (uint64_t)o->interval_ms;
+    oc.base_ejection_ms = (uint64_t)o->base_ejection_time_ms;
+    oc.max_ejection_ms = OUTLIER_MAX_EJECTION_MS;
+    oc.max_ejection_pct =
+        o->max_ejection_percent > 0 ? (uint32_t)o->max_ejection_percent : 10;
+    oc.min_health_pct = (uint32_t)o->min_health_percent;
+    c->od = outlier_new(&oc, c->nendpoints);
+    if (c->od == NULL)
+        log_error("cluster %s: outlierDetection: out of memory; off", c->name);
 }
 
 /*
  * The DestinationRule's traffic policy for a cluster of port: from least
  * to most specific, the rule's, its portLevelSettings for the port, the
  * subset's, the subset's portLevelSettings; each section (loadBalancer,
- * connectionPool, tls) replaced whole where a more specific one is set.
+ * connectionPool, outlierDetection, tls) replaced whole where a more
+ * specific one is set.
  */
 static void apply_policy(struct cluster *c, const struct res_destination_rule *dr,
                          const struct res_subset *sub, uint32_t port)
 {
-    struct eff_policy e = {NULL, NULL, NULL};
+    struct eff_policy e = {NULL, NULL, NULL, NULL};
 
     if (dr != NULL)
         merge_policy(&e, &dr->traffic_policy, port);
@@ -586,7 +665,11 @@ static void apply_policy(struct cluster *c, const struct res_destination_rule *d
             c->lb = CLUSTER_LB_LEAST_REQUEST;
         else if (e.lb->simple == RES_LB_ROUND_ROBIN)
             c->lb = CLUSTER_LB_ROUND_ROBIN;
+        if (e.lb->consistent_hash.mark.line > 0)
+            apply_hash(c, &e.lb->consistent_hash);
     }
+    if (e.od != NULL)
+        apply_outlier(c, e.od);
     if (e.pool != NULL) {
         const struct res_connection_pool *cp = e.pool;
         if (cp->http.max_requests_per_connection > 0)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "net/listener.h"
 #include "upstream/cluster.h"
 
@@ -81,6 +82,8 @@ void cluster_unref(struct cluster *c)
     if (c == NULL || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     free(c->w);
+    lb_hash_free(c->hash);
+    outlier_free(c->od);
     SSL_CTX_free(c->tls);
     free(c->sni);
     free(c->endpoints);
@@ -249,7 +252,8 @@ static uint64_t upool_rand(struct upool *p)
     return x;
 }
 
-size_t upool_pick(struct upool *p)
+/* One pick by the balancer alone. */
+static size_t pick_plain(struct upool *p)
 {
     size_t n = p->cl->nendpoints;
 
@@ -263,9 +267,105 @@ size_t upool_pick(struct upool *p)
         size_t b = (size_t)(upool_rand(p) % n);
         return p->active[b] < p->active[a] ? b : a;
     }
+    case CLUSTER_LB_HASH:
+        return lb_hash_ep(p->cl->hash,
+                          lb_hash_find(p->cl->hash, upool_rand(p)));
     default:
         return p->rr++ % n;
     }
+}
+
+/* The first endpoint from ep on (in order) that is in service; ep itself
+ * when none is (outlier_panic() said there is one, but it may have been
+ * ejected since). */
+static size_t scan_healthy(struct outlier *od, size_t ep, size_t n,
+                           uint64_t now)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t e = (ep + i) % n;
+        if (!outlier_ejected(od, e, now))
+            return e;
+    }
+    return ep;
+}
+
+size_t upool_pick(struct upool *p)
+{
+    struct outlier *od = p->cl->od;
+    size_t n = p->cl->nendpoints;
+    size_t ep;
+    uint64_t now;
+
+    if (p->cl->lb == CLUSTER_LB_HASH)
+        return upool_pick_hash(p, upool_rand(p));
+    ep = pick_plain(p);
+    if (od == NULL || !outlier_any(od))
+        return ep;
+    now = clock_ms();
+    if (outlier_panic(od, now))
+        return ep;
+    /* Ask the balancer again: round robin moves on to the next endpoint
+     * (so the healthy ones share evenly), the random ones draw again. A
+     * few draws find a healthy endpoint unless nearly all are ejected;
+     * then a scan does. */
+    for (size_t i = 0; i < n && i < 8; i++) {
+        if (!outlier_ejected(od, ep, now))
+            return ep;
+        ep = pick_plain(p);
+    }
+    return scan_healthy(od, ep, n, now);
+}
+
+size_t upool_pick_hash(struct upool *p, uint64_t h)
+{
+    const struct lb_hash *lh = p->cl->hash;
+    struct outlier *od = p->cl->od;
+    size_t pos, ep;
+    uint64_t now;
+
+    /* Not a hash cluster: its own balancer (a hash cluster always has a
+     * table, empty only without endpoints, which are never picked). */
+    if (lh == NULL)
+        return upool_pick(p);
+    if (lh->size == 0)
+        return 0;
+    pos = lb_hash_find(lh, h);
+    ep = lb_hash_ep(lh, pos);
+    if (od == NULL || !outlier_any(od))
+        return ep;
+    now = clock_ms();
+    if (outlier_panic(od, now))
+        return ep;
+    /* Walk on to the next point of another endpoint that is in service:
+     * the ejected endpoint's keys spread over the others, and come back
+     * to it when it returns. */
+    for (size_t i = 0; i < lh->size; i++) {
+        ep = lb_hash_ep(lh, pos);
+        if (!outlier_ejected(od, ep, now))
+            return ep;
+        pos = lb_hash_next(lh, pos);
+    }
+    return scan_healthy(od, ep, p->cl->nendpoints, now);
+}
+
+size_t upool_next(struct upool *p, size_t ep)
+{
+    struct outlier *od = p->cl->od;
+    size_t n = p->cl->nendpoints;
+    size_t next = (ep + 1) % n;
+    uint64_t now;
+
+    if (od == NULL || !outlier_any(od))
+        return next;
+    now = clock_ms();
+    if (outlier_panic(od, now))
+        return next;
+    return scan_healthy(od, next, n, now);
+}
+
+void upool_report_slow(struct upool *p, size_t ep, int result)
+{
+    outlier_report(p->cl->od, ep, result, clock_ms());
 }
 
 void upool_busy(struct upool *p, size_t ep)

@@ -8,6 +8,8 @@
 #include "core/list.h"
 #include "http1/h1_client.h"
 #include "http2/h2_client.h"
+#include "upstream/hash.h"
+#include "upstream/outlier.h"
 
 struct event;
 struct ssl_ctx_st;
@@ -37,6 +39,7 @@ enum cluster_lb {
     CLUSTER_LB_ROUND_ROBIN,
     CLUSTER_LB_RANDOM,
     CLUSTER_LB_LEAST_REQUEST, /* the less busy of two random endpoints */
+    CLUSTER_LB_HASH,          /* consistent hash: see cluster.hash */
 };
 
 /*
@@ -62,6 +65,8 @@ struct cluster {
     uint64_t retries_active;        /* atomics only */
     struct ssl_ctx_st *tls; /* NULL: plaintext; one reference */
     char *sni;
+    struct lb_hash *hash; /* CLUSTER_LB_HASH: ring or table; owned */
+    struct outlier *od;   /* outlierDetection; NULL: none; owned */
     int nworkers;
     struct cluster_counters *w; /* nworkers shards */
 };
@@ -111,11 +116,34 @@ int upool_init(struct upool *p, struct cluster *cl, struct event_base *base,
 void upool_dispose(struct upool *p);
 
 /* upool_pick() returns the endpoint for the next request, by the
- * cluster's balancer. upool_busy()/upool_done() count requests in flight
- * per endpoint (for LEAST_REQUEST). */
+ * cluster's balancer, skipping endpoints outlier detection ejected (unless
+ * too few are left: then every endpoint is used, as in Envoy's panic
+ * mode). A consistent-hash cluster picks at random for a request without
+ * a key. upool_busy()/upool_done() count requests in flight per endpoint
+ * (for LEAST_REQUEST). */
 size_t upool_pick(struct upool *p);
 void upool_busy(struct upool *p, size_t ep);
 void upool_done(struct upool *p, size_t ep);
+
+/* upool_pick_hash() is upool_pick() for a request whose consistent hash
+ * is h (a CLUSTER_LB_HASH cluster): the endpoint at h in the ring or
+ * table, or the next one there that is not ejected. */
+size_t upool_pick_hash(struct upool *p, uint64_t h);
+
+/* upool_next() is the endpoint after ep for another try (connect
+ * failures, retries): the next one in order that is not ejected. */
+size_t upool_next(struct upool *p, size_t ep);
+
+/* upool_report() tells outlier detection how endpoint ep answered: an
+ * HTTP status or an enum outlier_result. Nothing happens, at the cost of
+ * one test, for a cluster without outlierDetection. */
+void upool_report_slow(struct upool *p, size_t ep, int result);
+
+static inline void upool_report(struct upool *p, size_t ep, int result)
+{
+    if (p->cl->od != NULL)
+        upool_report_slow(p, ep, result);
+}
 
 /* upool_take() returns an idle connection to endpoint ep, or NULL. The
  * caller becomes its owner (h1_client_set_owner). */
