@@ -65,7 +65,8 @@ static void try_return(struct outlier *od, struct outlier_host *h,
 {
     if (until == 0 || now < until || !cas64(&h->until, until, 0))
         return;
-    STORE(&h->returned, now);
+    /* In service since its time was up, whenever someone noticed. */
+    STORE(&h->returned, until);
     reset_counts(h);
     SUB(&od->active, 1);
 }

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "core/addr.h"
+#include "core/clock.h"
 #include "net/listener.h"
 #include "upstream/cluster.h"
 
@@ -143,6 +144,157 @@ static void test_circuit_breaker_admits_up_to_the_limit(void **state)
     assert_int_equal(f->cl->retries_active, 0);
 }
 
+/* Outlier detection on the cluster: consecutive 5xx 3, 1 h ejections, up
+ * to 75% ejected, panic when none is left. */
+static void add_detector(struct cluster *cl, uint32_t min_health)
+{
+    struct outlier_conf c;
+
+    memset(&c, 0, sizeof(c));
+    c.consecutive_5xx = 3;
+    c.interval_ms = 10000;
+    c.base_ejection_ms = 3600 * 1000;
+    c.max_ejection_ms = c.base_ejection_ms;
+    c.max_ejection_pct = 75;
+    c.min_health_pct = min_health;
+    cl->od = outlier_new(&c, cl->nendpoints);
+    assert_non_null(cl->od);
+}
+
+static void eject(struct upool *p, size_t ep)
+{
+    for (int i = 0; i < 3; i++)
+        upool_report(p, ep, 503);
+    assert_true(outlier_ejected(p->cl->od, ep, clock_ms()));
+}
+
+/* Every balancer skips an ejected endpoint; round robin shares evenly
+ * among the others. */
+static void test_balancers_skip_ejected_endpoints(void **state)
+{
+    struct fx *f = *state;
+    unsigned hits[NEP];
+    const enum cluster_lb lbs[] = {CLUSTER_LB_ROUND_ROBIN, CLUSTER_LB_RANDOM,
+                                   CLUSTER_LB_LEAST_REQUEST};
+
+    add_detector(f->cl, 0);
+    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
+    eject(&f->pool, 2);
+    for (size_t k = 0; k < sizeof(lbs) / sizeof(lbs[0]); k++) {
+        f->cl->lb = lbs[k];
+        count(f, hits);
+        assert_int_equal(hits[2], 0);
+        for (int i = 0; i < NEP; i++)
+            if (i != 2)
+                /* A third each, within 10% (over 15 standard deviations). */
+                assert_true(hits[i] > PICKS / 3 * 9 / 10 &&
+                            hits[i] < PICKS / 3 * 11 / 10);
+        if (lbs[k] == CLUSTER_LB_ROUND_ROBIN)
+            for (int i = 0; i < NEP; i++)
+                assert_true(i == 2 || hits[i] == PICKS / 3 ||
+                            hits[i] == PICKS / 3 + 1);
+    }
+    /* The next endpoint for another try skips it too. */
+    assert_int_equal(upool_next(&f->pool, 1), 3);
+    assert_int_equal(upool_next(&f->pool, 3), 0);
+}
+
+/* Two workers' pools share the cluster's detector: failures seen by each
+ * add up to one run, as Envoy's detector is per cluster. */
+static void test_workers_share_the_detector(void **state)
+{
+    struct fx *f = *state;
+    struct upool other;
+
+    add_detector(f->cl, 0);
+    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
+    assert_int_equal(upool_init(&other, f->cl, f->base, 1, NULL), 0);
+    upool_report(&f->pool, 1, 500);
+    upool_report(&other, 1, 502);
+    assert_false(outlier_ejected(f->cl->od, 1, clock_ms()));
+    upool_report(&f->pool, 1, 503);
+    for (int i = 0; i < 1000; i++) {
+        assert_int_not_equal(upool_pick(&f->pool), 1);
+        assert_int_not_equal(upool_pick(&other), 1);
+    }
+    upool_dispose(&other);
+}
+
+/* With every endpoint ejected (or fewer healthy than minHealthPercent),
+ * balancing ignores ejections instead of failing every request. */
+static void test_panic_uses_every_endpoint(void **state)
+{
+    struct fx *f = *state;
+    unsigned hits[NEP];
+
+    add_detector(f->cl, 50);
+    f->cl->od->conf.max_ejection_pct = 100;
+    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
+    eject(&f->pool, 0);
+    eject(&f->pool, 1);
+    count(f, hits); /* 50% healthy: not below 50%, still honoured */
+    assert_int_equal(hits[0] + hits[1], 0);
+    eject(&f->pool, 2);
+    count(f, hits);
+    for (int i = 0; i < NEP; i++)
+        assert_int_equal(hits[i], PICKS / NEP);
+}
+
+/* A consistent-hash cluster: a key keeps its endpoint; when that one is
+ * ejected the key moves to the next point's endpoint and only those keys
+ * move; when its time is up (a clock set back an hour stands in for the
+ * wait) the keys come home. Requests without a key spread. */
+static void test_hash_walks_past_ejected_endpoints(void **state)
+{
+    struct fx *f = *state;
+    struct lb_hash_conf hc;
+    char *err = NULL;
+    size_t home[2000];
+    unsigned hits[NEP];
+    size_t victim;
+    unsigned moved = 0;
+
+    memset(&hc, 0, sizeof(hc));
+    hc.key = LB_KEY_SOURCE_IP;
+    hc.algo = LB_RING_HASH;
+    f->cl->hash = lb_hash_new(&hc, f->cl->endpoints, NEP, &err);
+    assert_non_null(f->cl->hash);
+    f->cl->lb = CLUSTER_LB_HASH;
+    add_detector(f->cl, 0);
+    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
+    for (uint64_t k = 0; k < 2000; k++) {
+        home[k] = upool_pick_hash(&f->pool, lb_hash_bytes(&k, sizeof(k), 7));
+        assert_int_equal(home[k],
+                         upool_pick_hash(&f->pool,
+                                         lb_hash_bytes(&k, sizeof(k), 7)));
+    }
+    victim = home[0];
+    eject(&f->pool, victim);
+    for (uint64_t k = 0; k < 2000; k++) {
+        size_t e = upool_pick_hash(&f->pool, lb_hash_bytes(&k, sizeof(k), 7));
+        assert_int_not_equal(e, victim);
+        if (home[k] != victim)
+            assert_int_equal(e, home[k]);
+        else
+            moved++;
+    }
+    assert_true(moved > 0);
+    /* Its ejection, seen from an hour later, is over. */
+    outlier_free(f->cl->od);
+    add_detector(f->cl, 0);
+    for (int i = 0; i < 3; i++)
+        outlier_report(f->cl->od, victim, 503,
+                       clock_ms() - f->cl->od->conf.base_ejection_ms - 1);
+    for (uint64_t k = 0; k < 2000; k++)
+        assert_int_equal(home[k],
+                         upool_pick_hash(&f->pool,
+                                         lb_hash_bytes(&k, sizeof(k), 7)));
+    /* No key: random points, every endpoint gets some. */
+    count(f, hits);
+    for (int i = 0; i < NEP; i++)
+        assert_true(hits[i] > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -154,6 +306,14 @@ int main(void)
             test_least_request_avoids_the_busy_endpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_circuit_breaker_admits_up_to_the_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_balancers_skip_ejected_endpoints,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_workers_share_the_detector, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_panic_uses_every_endpoint, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_hash_walks_past_ejected_endpoints, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
