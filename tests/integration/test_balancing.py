@@ -1,0 +1,344 @@
+"""DestinationRule load balancing against several real upstreams: consistent
+hashing on a header, a cookie (generated with Set-Cookie when a ttl is
+given), the source address and a query parameter, with a ring and with
+Maglev; and outlier detection ejecting failing endpoints, bringing them
+back after their ejection time, capping the share ejected and never
+black-holing a cluster whose endpoints are all ejected."""
+import http.client
+import re
+import threading
+
+import pytest
+
+from conftest import free_port, wait_for
+
+HOST = "svc.example.com"
+
+
+def responder(name, status):
+    """An HTTP/1.1 keep-alive upstream that answers every request with its
+    name and the status status[name] (200 unless set)."""
+    def handler(c):
+        buf = b""
+        while True:
+            while b"\r\n\r\n" not in buf:
+                d = c.recv(65536)
+                if not d:
+                    return
+                buf += d
+            buf = buf.split(b"\r\n\r\n", 1)[1]
+            code = status.get(name, 200)
+            body = name.encode()
+            c.sendall(b"HTTP/1.1 %d X\r\ncontent-length: %d\r\n\r\n%s"
+                      % (code, len(body), body))
+    return handler
+
+
+def resources(gw_port, ports, policy, extra_endpoints=()):
+    eps = "".join(f"  - {{address: 127.0.0.1, ports: {{http: {p}}}}}\n"
+                  for p in list(ports) + list(extra_endpoints))
+    pol = "".join(f"    {line}\n" for line in policy.strip("\n").split("\n"))
+    return f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {gw_port}, name: http, protocol: HTTP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: svc, namespace: default}}
+spec:
+  hosts: [{HOST}]
+  resolution: STATIC
+  ports: [{{number: 80, name: http, protocol: HTTP}}]
+  endpoints:
+{eps}---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: svc, namespace: default}}
+spec:
+  host: {HOST}
+  trafficPolicy:
+{pol}---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: vs, namespace: default}}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - retries: {{attempts: 0}}
+    route:
+    - destination: {{host: {HOST}}}
+"""
+
+
+class Setup:
+    def __init__(self, st, port, names, status):
+        self.st, self.port, self.names, self.status = st, port, names, status
+
+    def request(self, path="/", headers=None, source="127.0.0.1"):
+        """One request on a new connection: (status, headers, body)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10,
+                                       source_address=(source, 0))
+        c.request("GET", path, headers=headers or {})
+        r = c.getresponse()
+        body = r.read().decode()
+        c.close()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, body
+
+    def who(self, path="/", headers=None, source="127.0.0.1"):
+        status, _, body = self.request(path, headers, source)
+        assert status == 200, (status, body)
+        assert body in self.names
+        return body
+
+    def cluster(self):
+        for k in self.st.stats():
+            if k.startswith(f"cluster.{HOST}|") and k.endswith(".upstream_rq_total"):
+                return k[len("cluster."):-len(".upstream_rq_total")]
+        raise AssertionError("no cluster in /stats")
+
+    def stat(self, name):
+        return self.st.stats()[f"cluster.{self.cluster()}.{name}"]
+
+    def clusters(self):
+        code, body, _ = self.st.get("/clusters")
+        assert code == 200
+        return body
+
+
+@pytest.fixture
+def balanced(strait_factory, upstream_factory, tmp_path):
+    """Starts n named upstreams (u0, u1...) and strait with a
+    DestinationRule trafficPolicy; returns a Setup."""
+    def make(n, policy, dead_ports=(), workers=2):
+        status = {}
+        names, ports = [], []
+        for i in range(n):
+            name = f"u{i}"
+            up = upstream_factory(responder(name, status))
+            names.append(name)
+            ports.append(up.port)
+        conf = tmp_path / "conf.d"
+        conf.mkdir()
+        gw_port = free_port()
+        (conf / "r.yaml").write_text(resources(gw_port, ports, policy, dead_ports))
+        st = strait_factory(workers=workers,
+                            extra=f"config: {{dir: \"{conf}\"}}\n").start()
+        s = Setup(st, gw_port, names, status)
+        s.ports = dict(zip(names, ports))
+        return s
+    return make
+
+
+def test_header_hash_sticks_and_spreads(balanced):
+    s = balanced(3, """
+loadBalancer:
+  consistentHash: {httpHeaderName: x-user}
+""")
+    homes = {}
+    for u in range(30):
+        seen = {s.who(headers={"x-user": f"user-{u}"}) for _ in range(4)}
+        assert len(seen) == 1, (u, seen)
+        homes[u] = seen.pop()
+    # 30 users all on one of 3 endpoints: probability 3 * 3**-30.
+    assert len(set(homes.values())) >= 2
+    # Without the header: random picks, not one endpoint.
+    assert len({s.who() for _ in range(60)}) >= 2
+    assert "::lb::ring_hash" in s.clusters()
+
+
+def test_cookie_generated_with_ttl_sticks(balanced):
+    s = balanced(3, """
+loadBalancer:
+  consistentHash:
+    httpCookie: {name: sticky, path: /, ttl: 60s}
+""")
+    status, headers, first = s.request()
+    assert status == 200
+    sc = headers.get("set-cookie")
+    assert sc is not None
+    m = re.fullmatch(r'sticky="([0-9a-f]{16})"; Max-Age=60; Path=/; HttpOnly', sc)
+    assert m, sc
+    cookie = f"sticky={m.group(1)}"
+    # Every later request with the cookie (new connections) sticks to the
+    # endpoint the first one went to, and gets no new cookie.
+    for _ in range(20):
+        status, headers, body = s.request(headers={"cookie": cookie})
+        assert (status, body) == (200, first)
+        assert "set-cookie" not in headers
+    # Different cookies spread over the endpoints.
+    seen = {s.who(headers={"cookie": f"a=b; sticky=client-{i}"}) for i in range(30)}
+    assert len(seen) >= 2
+
+
+def test_cookie_without_ttl_is_not_generated(balanced):
+    s = balanced(3, """
+loadBalancer:
+  consistentHash:
+    httpCookie: {name: sticky}
+""")
+    status, headers, _ = s.request()
+    assert status == 200
+    assert "set-cookie" not in headers
+    one = s.who(headers={"cookie": "sticky=abc"})
+    assert all(s.who(headers={"cookie": "sticky=abc"}) == one for _ in range(10))
+
+
+def test_source_ip_hash(balanced):
+    s = balanced(3, """
+loadBalancer:
+  consistentHash: {useSourceIp: true}
+""")
+    homes = {}
+    for i in range(2, 32):
+        src = f"127.0.0.{i}"
+        seen = {s.who(source=src) for _ in range(3)}
+        assert len(seen) == 1, (src, seen)
+        homes[src] = seen.pop()
+    assert len(set(homes.values())) >= 2
+
+
+def test_query_parameter_hash_with_maglev(balanced):
+    s = balanced(3, """
+loadBalancer:
+  consistentHash:
+    httpQueryParameterName: session
+    maglev: {tableSize: 65537}
+""")
+    homes = {}
+    for u in range(30):
+        seen = {s.who(path=f"/p{k}?x=1&session=s{u}") for k in range(4)}
+        assert len(seen) == 1, (u, seen)
+        homes[u] = seen.pop()
+    assert len(set(homes.values())) >= 2
+    assert "::lb::maglev" in s.clusters()
+
+
+def ejected(s, name):
+    """Whether /clusters shows upstream name as ejected."""
+    addr = f"127.0.0.1:{s.ports[name]}"
+    return f"::{addr}::health_flags::/failed_outlier_check" in s.clusters()
+
+
+def test_outlier_ejects_and_returns(balanced):
+    s = balanced(3, """
+outlierDetection:
+  consecutive5xxErrors: 3
+  interval: 1s
+  baseEjectionTime: 2s
+  maxEjectionPercent: 50
+""")
+    s.status["u1"] = 503
+    # Round robin reaches u1 every third request; its third 503 ejects it.
+    wait_for(lambda: s.request()[0] and s.stat("outlier_detection.ejections_active") == 1,
+             20, "u1 to be ejected")
+    assert ejected(s, "u1")
+    body = s.clusters()
+    addr = f"127.0.0.1:{s.ports['u1']}"
+    assert f"::{addr}::outlier_ejections::1" in body
+    assert re.search(rf"::{re.escape(addr)}::outlier_ejected_until::\d{{4}}-\d\d-\d\dT", body)
+    assert s.stat("outlier_detection.ejections_enforced_total") == 1
+    assert s.stat("outlier_detection.ejections_enforced_consecutive_5xx") == 1
+    # Every worker skips it: only the healthy ones answer (while it is
+    # out; its time may be up between two looks).
+    for _ in range(1000):
+        if not ejected(s, "u1"):
+            break
+        status, _, body = s.request()
+        assert status == 200 and body in ("u0", "u2"), (status, body)
+    # Its ejection time is over: it is back, and gets traffic again.
+    s.status["u1"] = 200
+    wait_for(lambda: s.who() == "u1", 20, "u1 to get traffic again")
+    assert s.stat("outlier_detection.ejections_active") == 0
+    prom = s.st.get("/stats/prometheus")[1]
+    assert re.search(r'strait_cluster_outlier_ejections_total\{cluster="[^"]+"\} 1\n', prom)
+    assert "# TYPE strait_cluster_outlier_ejections_active gauge" in prom
+
+
+def test_max_ejection_percent_limits_ejections(balanced):
+    s = balanced(4, """
+outlierDetection:
+  consecutive5xxErrors: 2
+  baseEjectionTime: 1h
+  maxEjectionPercent: 25
+""")
+    s.status["u0"] = 503
+    s.status["u2"] = 503
+    # One of the two goes (25% of 4), the other is refused: overflow.
+    wait_for(lambda: s.request()[0] and
+             s.stat("outlier_detection.ejections_overflow") > 0 and
+             s.stat("outlier_detection.ejections_active") == 1,
+             20, "one ejection and an overflow")
+    assert ejected(s, "u0") != ejected(s, "u2")
+    still = "u2" if ejected(s, "u0") else "u0"
+    # The one left in keeps getting its share (and keeps failing).
+    seen = [s.request()[2] for _ in range(40)]
+    assert still in seen
+    assert s.stat("outlier_detection.ejections_active") == 1
+    assert s.stat("outlier_detection.ejections_enforced_total") == 1
+
+
+def test_connect_failures_are_gateway_errors(balanced):
+    dead = free_port()
+    s = balanced(2, """
+outlierDetection:
+  consecutive5xxErrors: 0
+  consecutiveGatewayErrors: 2
+  baseEjectionTime: 1h
+  maxEjectionPercent: 50
+""", dead_ports=[dead])
+    # Requests to the dead endpoint fail over to the next one; its failed
+    # connects eject it.
+    wait_for(lambda: s.who() and s.stat("outlier_detection.ejections_active") == 1,
+             20, "the dead endpoint to be ejected")
+    assert f"::127.0.0.1:{dead}::health_flags::/failed_outlier_check" in s.clusters()
+    assert s.stat("outlier_detection.ejections_enforced_consecutive_gateway_failure") == 1
+    before = s.stat("upstream_cx_connect_fail")
+    for _ in range(20):
+        s.who()
+    assert s.stat("upstream_cx_connect_fail") == before
+
+
+def test_all_ejected_is_not_a_black_hole(balanced):
+    """With every endpoint ejected, requests still go to them (Envoy's
+    panic mode) rather than all being answered 503 no healthy upstream."""
+    s = balanced(1, """
+outlierDetection:
+  consecutive5xxErrors: 1
+  baseEjectionTime: 1h
+  maxEjectionPercent: 100
+""")
+    s.status["u0"] = 500
+    status, _, body = s.request()
+    assert (status, body) == (500, "u0")
+    wait_for(lambda: s.stat("outlier_detection.ejections_active") == 1, 10,
+             "the only endpoint to be ejected")
+    s.status["u0"] = 200
+    for _ in range(5):
+        assert s.who() == "u0"
+
+
+def test_hash_key_moves_while_its_endpoint_is_ejected(balanced):
+    s = balanced(3, """
+loadBalancer:
+  consistentHash: {httpHeaderName: x-user}
+outlierDetection:
+  consecutive5xxErrors: 2
+  baseEjectionTime: 1h
+  maxEjectionPercent: 50
+""")
+    home = s.who(headers={"x-user": "alice"})
+    s.status[home] = 503
+    for _ in range(2):
+        assert s.request(headers={"x-user": "alice"})[0] == 503
+    wait_for(lambda: s.stat("outlier_detection.ejections_active") == 1, 10,
+             "alice's endpoint to be ejected")
+    # alice now sticks to one healthy endpoint.
+    seen = {s.who(headers={"x-user": "alice"}) for _ in range(10)}
+    assert len(seen) == 1 and home not in seen
