@@ -342,3 +342,20 @@ outlierDetection:
     # alice now sticks to one healthy endpoint.
     seen = {s.who(headers={"x-user": "alice"}) for _ in range(10)}
     assert len(seen) == 1 and home not in seen
+
+
+def test_check_refuses_a_maglev_size_that_is_not_prime(tmp_path):
+    import subprocess
+    from conftest import STRAIT
+    f = tmp_path / "dr.yaml"
+    f.write_text(resources(8080, [9000, 9001], """
+loadBalancer:
+  consistentHash:
+    useSourceIp: true
+    maglev: {tableSize: 1000}
+"""))
+    r = subprocess.run([STRAIT, "check", str(f)], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode != 0
+    assert ("maglev tableSize 1000 is not a prime number; Envoy needs a prime "
+            "(the next one is 1009") in r.stdout + r.stderr, r

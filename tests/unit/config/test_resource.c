@@ -846,6 +846,84 @@ static void test_err_semantics(void **state)
         "name 'v1' is already used by subsets[0]\n");
 }
 
+/* consistentHash and outlierDetection: what Istio's validation refuses or
+ * warns about, with strait's hints. */
+static void test_err_load_balancer(void **state)
+{
+    struct fx *f = *state;
+    const struct res_destination_rule *dr;
+
+    load_err(f,
+             HDR("DestinationRule",
+                 "d") "spec:\n"
+                      "  host: a\n"
+                      "  trafficPolicy:\n"
+                      "    loadBalancer:\n"
+                      "      consistentHash:\n"
+                      "        useSourceIp: true\n"
+                      "        maglev: {tableSize: 65536}\n",
+             "r.yaml:11:17: DestinationRule default/d: "
+             "spec.trafficPolicy.loadBalancer.consistentHash: maglev "
+             "tableSize 65536 is not a prime number; Envoy needs a prime (the "
+             "next one is 65537; the default is 65537)\n");
+    load_err(f,
+             HDR("DestinationRule",
+                 "d") "spec:\n"
+                      "  host: a\n"
+                      "  trafficPolicy:\n"
+                      "    portLevelSettings:\n"
+                      "    - port: {number: 80}\n"
+                      "      loadBalancer:\n"
+                      "        consistentHash: {httpCookie: {ttl: 10s}}\n",
+             "r.yaml:11:38: DestinationRule default/d: "
+             "spec.trafficPolicy.portLevelSettings[0].loadBalancer."
+             "consistentHash: httpCookie needs a name (Istio: name required "
+             "for HttpCookie)\n");
+    load_err(f,
+             HDR("DestinationRule",
+                 "d") "spec:\n"
+                      "  host: a\n"
+                      "  trafficPolicy:\n"
+                      "    loadBalancer:\n"
+                      "      consistentHash:\n"
+                      "        httpCookie: {name: c, ttl: 9000h}\n",
+             "r.yaml:10:36: DestinationRule default/d: "
+             "spec.trafficPolicy.loadBalancer.consistentHash.httpCookie.ttl: "
+             "bad value '9000h': must be between 0s and 365 days\n");
+    /* An absent ttl and 0s differ: no cookie made, or a session one. */
+    load_ok(f, HDR("DestinationRule",
+                   "d") "spec:\n"
+                        "  host: a\n"
+                        "  trafficPolicy:\n"
+                        "    loadBalancer:\n"
+                        "      consistentHash: {httpCookie: {name: c}}\n"
+                        "  subsets:\n"
+                        "  - name: v1\n"
+                        "    trafficPolicy:\n"
+                        "      loadBalancer:\n"
+                        "        consistentHash: {httpCookie: {name: c, ttl: "
+                        "0s}}\n"
+                        "      outlierDetection: {consecutiveErrors: 3}\n");
+    dr = res_destination_rule(f->set->v[0]);
+    assert_int_equal(
+        dr->traffic_policy.load_balancer.consistent_hash.http_cookie.ttl, 0);
+    assert_int_equal(((const struct res_subset *)dr->subsets.v)
+                         ->traffic_policy.load_balancer.consistent_hash
+                         .http_cookie.ttl,
+                     1);
+    assert_int_equal(count_warnings(f->set, "consecutiveErrors is deprecated"),
+                     1);
+    load_ok(f, HDR("DestinationRule",
+                   "d") "spec:\n"
+                        "  host: a\n"
+                        "  trafficPolicy:\n"
+                        "    loadBalancer:\n"
+                        "      consistentHash: {httpHeaderName: x, "
+                        "minimumRingSize: 64}\n");
+    assert_int_equal(count_warnings(f->set, "minimumRingSize is deprecated"),
+                     1);
+}
+
 static void test_err_keeps_good_resources(void **state)
 {
     struct fx *f = *state;
@@ -1073,6 +1151,7 @@ int main(void)
         T(test_err_types_and_unknown_keys),
         T(test_err_oneof),
         T(test_err_semantics),
+        T(test_err_load_balancer),
         T(test_err_keeps_good_resources),
         T(test_warning_ignored_fields),
         cmocka_unit_test(test_host_fqdn),
