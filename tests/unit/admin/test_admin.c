@@ -914,6 +914,81 @@ static void test_render_clusters(void **state)
     assert_non_null(strstr(buf_cstr(&b),
                            "# TYPE strait_cluster_connect_failures_total counter\n"
                            "strait_cluster_connect_failures_total{cluster=\"up\"} 2\n"));
+    /* No outlier detection: no outlier samples. */
+    assert_null(strstr(buf_cstr(&b), "strait_cluster_outlier_ejections_total{"));
+    buf_dispose(&b);
+    cluster_unref(one_cluster);
+}
+
+/* Outlier detection in /stats, /stats/prometheus and /clusters: counters
+ * per cluster, and per endpoint whether it is ejected, until when and how
+ * many times it was. */
+static void test_render_outlier_detection(void **state)
+{
+    struct admin_ops ops = {NULL,          zero_status,      no_listeners,
+                            real_clusters, fake_config_json, fake_quit,
+                            fake_reload};
+    struct outlier_conf oc;
+    struct addr a[2];
+    const char *why;
+    struct buf b;
+    const char *s;
+
+    (void)state;
+    assert_int_equal(addr_parse(&a[0], "127.0.0.1:80", 12, 0, &why), 0);
+    assert_int_equal(addr_parse(&a[1], "127.0.0.1:81", 12, 0, &why), 0);
+    one_cluster = cluster_new("up", a, 2, 2);
+    assert_non_null(one_cluster);
+    memset(&oc, 0, sizeof(oc));
+    oc.consecutive_5xx = 1;
+    oc.base_ejection_ms = 3600 * 1000;
+    oc.max_ejection_ms = oc.base_ejection_ms;
+    oc.max_ejection_pct = 50;
+    one_cluster->od = outlier_new(&oc, 2);
+    assert_non_null(one_cluster->od);
+    outlier_report(one_cluster->od, 1, 503, clock_ms());
+    outlier_report(one_cluster->od, 0, 503, clock_ms()); /* over 50% */
+
+    buf_init(&b, 1 << 20);
+    admin_render_stats(&ops, &b);
+    s = buf_cstr(&b);
+    assert_non_null(
+        strstr(s, "cluster.up.outlier_detection.ejections_enforced_total: 1\n"));
+    assert_non_null(
+        strstr(s, "cluster.up.outlier_detection.ejections_active: 1\n"));
+    assert_non_null(
+        strstr(s, "cluster.up.outlier_detection.ejections_overflow: 1\n"));
+    assert_non_null(strstr(s, "cluster.up.outlier_detection.ejections_enforced_"
+                              "consecutive_5xx: 1\n"));
+    buf_dispose(&b);
+
+    buf_init(&b, 1 << 20);
+    admin_render_prometheus(&ops, &b);
+    s = buf_cstr(&b);
+    assert_non_null(strstr(s, "# TYPE strait_cluster_outlier_ejections_active "
+                              "gauge\nstrait_cluster_outlier_ejections_active{"
+                              "cluster=\"up\"} 1\n"));
+    assert_non_null(strstr(
+        s, "strait_cluster_outlier_ejections_overflow_total{cluster=\"up\"} 1\n"));
+    buf_dispose(&b);
+
+    buf_init(&b, 1 << 20);
+    admin_render_clusters(&ops, &b);
+    s = buf_cstr(&b);
+    assert_non_null(strstr(s, "up::outlier_detection::on\n"));
+    assert_non_null(strstr(s, "up::127.0.0.1:80::health_flags::healthy\n"
+                              "up::127.0.0.1:80::outlier_ejections::0\n"));
+    assert_non_null(strstr(s, "up::127.0.0.1:81::health_flags::/failed_outlier_"
+                              "check\nup::127.0.0.1:81::outlier_ejections::1\n"
+                              "up::127.0.0.1:81::outlier_ejected_until::"));
+    {
+        /* Until at most an hour from now. */
+        const char *r = strstr(s, "::outlier_ejection_remaining_ms::");
+        assert_non_null(r);
+        long left = strtol(r + strlen("::outlier_ejection_remaining_ms::"),
+                           NULL, 10);
+        assert_true(left > 0 && left <= 3600 * 1000);
+    }
     buf_dispose(&b);
     cluster_unref(one_cluster);
 }
@@ -922,6 +997,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_render_clusters),
+        cmocka_unit_test(test_render_outlier_detection),
         cmocka_unit_test_setup_teardown(test_render_stats, setup_render,
                                         teardown_render),
         cmocka_unit_test_setup_teardown(test_render_prometheus, setup_render,
