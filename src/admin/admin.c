@@ -566,6 +566,9 @@ void admin_render_clusters(const struct admin_ops *ops, struct buf *b)
         buf_printf(b, "%s::rq_retry_overflow::%" PRIu64 "\n", cl[i]->name,
                    c.rq_retry_overflow);
         buf_printf(b, "%s::lb::%s\n", cl[i]->name, lb_name(cl[i]));
+        if (cl[i]->hash != NULL) /* ring points, or Maglev slots */
+            buf_printf(b, "%s::lb_table_size::%zu\n", cl[i]->name,
+                       cl[i]->hash->size);
         buf_printf(b, "%s::outlier_detection::%s\n", cl[i]->name,
                    cl[i]->od != NULL ? "on" : "off");
         if (cl[i]->nendpoints == 0)

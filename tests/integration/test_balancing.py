@@ -150,7 +150,9 @@ loadBalancer:
     assert len(set(homes.values())) >= 2
     # Without the header: random picks, not one endpoint.
     assert len({s.who() for _ in range(60)}) >= 2
-    assert "::lb::ring_hash" in s.clusters()
+    # Istio's default: a ring of at least 1024 points (342 for each of 3).
+    assert "::lb::ring_hash\n" in s.clusters()
+    assert "::lb_table_size::1026\n" in s.clusters()
 
 
 def test_cookie_generated_with_ttl_sticks(balanced):
@@ -158,7 +160,9 @@ def test_cookie_generated_with_ttl_sticks(balanced):
 loadBalancer:
   consistentHash:
     httpCookie: {name: sticky, path: /, ttl: 60s}
+    ringHash: {minimumRingSize: 3000}
 """)
+    assert "::lb_table_size::3000\n" in s.clusters()
     status, headers, first = s.request()
     assert status == 200
     sc = headers.get("set-cookie")
@@ -193,8 +197,10 @@ loadBalancer:
 def test_source_ip_hash(balanced):
     s = balanced(3, """
 loadBalancer:
-  consistentHash: {useSourceIp: true}
+  consistentHash: {useSourceIp: true, minimumRingSize: 64}
 """)
+    # The deprecated minimumRingSize still sizes the ring: 22 points each.
+    assert "::lb_table_size::66\n" in s.clusters()
     homes = {}
     for i in range(2, 32):
         src = f"127.0.0.{i}"
@@ -217,7 +223,8 @@ loadBalancer:
         assert len(seen) == 1, (u, seen)
         homes[u] = seen.pop()
     assert len(set(homes.values())) >= 2
-    assert "::lb::maglev" in s.clusters()
+    assert "::lb::maglev\n" in s.clusters()
+    assert "::lb_table_size::65537\n" in s.clusters()
 
 
 def ejected(s, name):
