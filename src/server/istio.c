@@ -737,7 +737,7 @@ static void eff_files(const struct res_destination_rule *dr,
                       const struct res_subset *sub, uint32_t port,
                       struct res_eff_files *f)
 {
-    struct eff_policy e = {NULL, NULL, NULL};
+    struct eff_policy e = {NULL, NULL, NULL, NULL};
 
     f->n = 0;
     if (dr != NULL)
