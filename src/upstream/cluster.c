@@ -275,15 +275,40 @@ static size_t pick_plain(struct upool *p)
     }
 }
 
+/* The clock is read only when an ejection has to be looked at. */
+struct lazy_now {
+    uint64_t ms;
+    int set;
+};
+
+static uint64_t now_ms(struct lazy_now *t)
+{
+    if (!t->set) {
+        t->ms = clock_ms();
+        t->set = 1;
+    }
+    return t->ms;
+}
+
+static int is_out(struct outlier *od, size_t ep, struct lazy_now *t)
+{
+    return outlier_maybe_out(od, ep) && outlier_ejected(od, ep, now_ms(t));
+}
+
+static int in_panic(struct outlier *od, struct lazy_now *t)
+{
+    return outlier_maybe_panic(od) && outlier_panic(od, now_ms(t));
+}
+
 /* The first endpoint from ep on (in order) that is in service; ep itself
  * when none is (outlier_panic() said there is one, but it may have been
  * ejected since). */
 static size_t scan_healthy(struct outlier *od, size_t ep, size_t n,
-                           uint64_t now)
+                           struct lazy_now *t)
 {
     for (size_t i = 0; i < n; i++) {
         size_t e = (ep + i) % n;
-        if (!outlier_ejected(od, e, now))
+        if (!is_out(od, e, t))
             return e;
     }
     return ep;
@@ -293,35 +318,32 @@ size_t upool_pick(struct upool *p)
 {
     struct outlier *od = p->cl->od;
     size_t n = p->cl->nendpoints;
+    struct lazy_now t = {0, 0};
     size_t ep;
-    uint64_t now;
 
     if (p->cl->lb == CLUSTER_LB_HASH)
         return upool_pick_hash(p, upool_rand(p));
     ep = pick_plain(p);
-    if (od == NULL || !outlier_any(od))
-        return ep;
-    now = clock_ms();
-    if (outlier_panic(od, now))
+    if (od == NULL || !outlier_any(od) || in_panic(od, &t))
         return ep;
     /* Ask the balancer again: round robin moves on to the next endpoint
      * (so the healthy ones share evenly), the random ones draw again. A
      * few draws find a healthy endpoint unless nearly all are ejected;
      * then a scan does. */
     for (size_t i = 0; i < n && i < 8; i++) {
-        if (!outlier_ejected(od, ep, now))
+        if (!is_out(od, ep, &t))
             return ep;
         ep = pick_plain(p);
     }
-    return scan_healthy(od, ep, n, now);
+    return scan_healthy(od, ep, n, &t);
 }
 
 size_t upool_pick_hash(struct upool *p, uint64_t h)
 {
     const struct lb_hash *lh = p->cl->hash;
     struct outlier *od = p->cl->od;
+    struct lazy_now t = {0, 0};
     size_t pos, ep;
-    uint64_t now;
 
     /* Not a hash cluster: its own balancer (a hash cluster always has a
      * table, empty only without endpoints, which are never picked). */
@@ -331,21 +353,18 @@ size_t upool_pick_hash(struct upool *p, uint64_t h)
         return 0;
     pos = lb_hash_find(lh, h);
     ep = lb_hash_ep(lh, pos);
-    if (od == NULL || !outlier_any(od))
-        return ep;
-    now = clock_ms();
-    if (outlier_panic(od, now))
+    if (od == NULL || !outlier_any(od) || in_panic(od, &t))
         return ep;
     /* Walk on to the next point of another endpoint that is in service:
      * the ejected endpoint's keys spread over the others, and come back
      * to it when it returns. */
     for (size_t i = 0; i < lh->size; i++) {
         ep = lb_hash_ep(lh, pos);
-        if (!outlier_ejected(od, ep, now))
+        if (!is_out(od, ep, &t))
             return ep;
         pos = lb_hash_next(lh, pos);
     }
-    return scan_healthy(od, ep, p->cl->nendpoints, now);
+    return scan_healthy(od, ep, p->cl->nendpoints, &t);
 }
 
 size_t upool_next(struct upool *p, size_t ep)
@@ -353,19 +372,19 @@ size_t upool_next(struct upool *p, size_t ep)
     struct outlier *od = p->cl->od;
     size_t n = p->cl->nendpoints;
     size_t next = (ep + 1) % n;
-    uint64_t now;
+    struct lazy_now t = {0, 0};
 
-    if (od == NULL || !outlier_any(od))
+    if (od == NULL || !outlier_any(od) || in_panic(od, &t))
         return next;
-    now = clock_ms();
-    if (outlier_panic(od, now))
-        return next;
-    return scan_healthy(od, next, n, now);
+    return scan_healthy(od, next, n, &t);
 }
 
 void upool_report_slow(struct upool *p, size_t ep, int result)
 {
-    outlier_report(p->cl->od, ep, result, clock_ms());
+    if (result >= 0 && result < 500)
+        outlier_success(p->cl->od, ep); /* the common case: no clock */
+    else
+        outlier_report(p->cl->od, ep, result, clock_ms());
 }
 
 void upool_busy(struct upool *p, size_t ep)

@@ -110,6 +110,11 @@ static int too_few(const struct outlier *od, uint64_t active)
     return healthy == 0 || healthy * 100 < (uint64_t)od->conf.min_health_pct * od->n;
 }
 
+int outlier_maybe_panic(const struct outlier *od)
+{
+    return too_few(od, __atomic_load_n(&od->active, __ATOMIC_RELAXED));
+}
+
 int outlier_panic(struct outlier *od, uint64_t now)
 {
     if (!too_few(od, LOAD(&od->active)))
@@ -198,6 +203,21 @@ static void clear(uint32_t *c)
         STORE(c, 0);
 }
 
+void outlier_success(struct outlier *od, size_t ep)
+{
+    struct outlier_host *h;
+
+    if (od == NULL || ep >= od->n)
+        return;
+    /* Also for an endpoint ejected meanwhile: its counts were reset when
+     * it was ejected, so clearing them again changes nothing. */
+    h = &od->h[ep];
+    if (od->conf.split_local)
+        clear(&h->clocal); /* an answer means the connection worked */
+    clear(&h->c5xx);
+    clear(&h->cgw);
+}
+
 void outlier_report(struct outlier *od, size_t ep, int result, uint64_t now)
 {
     struct outlier_host *h;
@@ -205,6 +225,10 @@ void outlier_report(struct outlier *od, size_t ep, int result, uint64_t now)
 
     if (od == NULL || ep >= od->n)
         return;
+    if (result >= 0 && result < 500) {
+        outlier_success(od, ep);
+        return;
+    }
     h = &od->h[ep];
     /* Answers from an ejected endpoint (requests already under way) do
      * not count; it starts afresh when it returns. */
@@ -220,11 +244,6 @@ void outlier_report(struct outlier *od, size_t ep, int result, uint64_t now)
     } else if (od->conf.split_local) {
         /* An answer means the connection worked. */
         clear(&h->clocal);
-    }
-    if (status < 500) {
-        clear(&h->c5xx);
-        clear(&h->cgw);
-        return;
     }
     if (status == 502 || status == 503 || status == 504)
         count(od, ep, &h->cgw, od->conf.consecutive_gateway, OUTLIER_GATEWAY,

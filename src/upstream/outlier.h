@@ -86,6 +86,17 @@ static inline int outlier_any(const struct outlier *od)
     return __atomic_load_n(&od->active, __ATOMIC_RELAXED) != 0;
 }
 
+/* outlier_maybe_out() is false when endpoint ep is surely in service (no
+ * clock needed); true means ask outlier_ejected(). */
+static inline int outlier_maybe_out(const struct outlier *od, size_t ep)
+{
+    return __atomic_load_n(&od->h[ep].until, __ATOMIC_RELAXED) != 0;
+}
+
+/* outlier_maybe_panic() is false when enough endpoints are surely in
+ * service (no clock needed); true means ask outlier_panic(). */
+int outlier_maybe_panic(const struct outlier *od);
+
 /* outlier_ejected() is true when endpoint ep is out of balancing at now;
  * an endpoint whose time is up is returned to service here. */
 int outlier_ejected(struct outlier *od, size_t ep, uint64_t now);
@@ -96,9 +107,13 @@ int outlier_ejected(struct outlier *od, size_t ep, uint64_t now);
 int outlier_panic(struct outlier *od, uint64_t now);
 
 /* outlier_report() counts one result for endpoint ep: an HTTP status, or
- * an enum outlier_result. Statuses under 500 cost one load per counter
- * when nothing was failing. May eject ep. */
+ * an enum outlier_result. May eject ep. */
 void outlier_report(struct outlier *od, size_t ep, int result, uint64_t now);
+
+/* outlier_success() is outlier_report() for a status under 500, which
+ * needs no clock: it costs one load per counter when nothing was
+ * failing. */
+void outlier_success(struct outlier *od, size_t ep);
 
 /* outlier_active() is the number of endpoints ejected at now (those due
  * back are returned first). */
