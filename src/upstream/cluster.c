@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/log.h"
 #include "net/listener.h"
 #include "upstream/cluster.h"
 
@@ -381,10 +382,30 @@ size_t upool_next(struct upool *p, size_t ep)
 
 void upool_report_slow(struct upool *p, size_t ep, int result)
 {
-    if (result >= 0 && result < 500)
-        outlier_success(p->cl->od, ep); /* the common case: no clock */
-    else
-        outlier_report(p->cl->od, ep, result, clock_ms());
+    struct outlier *od = p->cl->od;
+    uint64_t before, now;
+    struct outlier_host_state st;
+    char as[ADDR_STRLEN];
+
+    if (result >= 0 && result < 500) {
+        outlier_success(od, ep); /* the common case: no clock */
+        return;
+    }
+    if (ep >= p->cl->nendpoints)
+        return;
+    now = clock_ms();
+    before = __atomic_load_n(&od->h[ep].ejections, __ATOMIC_RELAXED);
+    outlier_report(od, ep, result, now);
+    /* An ejection is rare and worth a line: which endpoint, for how long
+     * (Envoy's outlier event log, in short). */
+    outlier_state(od, ep, now, &st);
+    if (st.ejected && st.ejections > before)
+        log_warn("cluster %s: endpoint %s ejected by outlier detection for "
+                 "%llu ms (ejection %llu)",
+                 p->cl->name,
+                 addr_format(&p->cl->endpoints[ep], as, sizeof(as)),
+                 (unsigned long long)(st.until - now),
+                 (unsigned long long)st.ejections);
 }
 
 void upool_busy(struct upool *p, size_t ep)

@@ -252,6 +252,8 @@ outlierDetection:
     assert re.search(rf"::{re.escape(addr)}::outlier_ejected_until::\d{{4}}-\d\d-\d\dT", body)
     assert s.stat("outlier_detection.ejections_enforced_total") == 1
     assert s.stat("outlier_detection.ejections_enforced_consecutive_5xx") == 1
+    wait_for(lambda: f"endpoint {addr} ejected by outlier detection for " in s.st.log(),
+             10, "the ejection to be logged")
     # Both workers skip it: only the healthy ones answer, and both do.
     seen = set()
     for _ in range(60):
