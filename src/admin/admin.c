@@ -192,6 +192,10 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
             buf_printf(b,
                        "cluster.%s.retry_or_shadow_abandoned: %" PRIu64 "\n",
                        name, c.rq_retry_body_overflow);
+            buf_printf(b, "cluster.%s.upstream_cx_overflow: %" PRIu64 "\n",
+                       name, c.cx_overflow);
+            buf_printf(b, "cluster.%s.upstream_rq_pending_total: %" PRIu64 "\n",
+                       name, c.rq_pending);
             if (cl[i]->od != NULL)
                 outlier_stats(b, name, cl[i]->od);
         }
@@ -312,6 +316,12 @@ static const struct family cluster_families[] = {
     {"strait_cluster_retry_body_overflows_total", "counter",
      "Requests not retriable because their body outgrew the retry buffer.",
      offsetof(struct cluster_counters, rq_retry_body_overflow)},
+    {"strait_cluster_connection_overflows_total", "counter",
+     "Connections held back by tcp.maxConnections.",
+     offsetof(struct cluster_counters, cx_overflow)},
+    {"strait_cluster_requests_pending_total", "counter",
+     "Requests that waited for a connection (tcp.maxConnections).",
+     offsetof(struct cluster_counters, rq_pending)},
 };
 
 /* Outlier detection families: one sample per cluster that has it. */
@@ -565,6 +575,19 @@ void admin_render_clusters(const struct admin_ops *ops, struct buf *b)
                    cl[i]->max_retries ? cl[i]->max_retries : UINT32_MAX);
         buf_printf(b, "%s::rq_retry_overflow::%" PRIu64 "\n", cl[i]->name,
                    c.rq_retry_overflow);
+        buf_printf(b, "%s::max_connections::%" PRIu64 "\n", cl[i]->name,
+                   cl[i]->max_connections ? cl[i]->max_connections
+                                          : UINT32_MAX);
+        buf_printf(b, "%s::max_pending_requests::%" PRIu64 "\n", cl[i]->name,
+                   cl[i]->max_pending ? cl[i]->max_pending : UINT32_MAX);
+        if (cl[i]->max_connections > 0) { /* counted only under a limit */
+            buf_printf(b, "%s::cx_active::%" PRIu64 "\n", cl[i]->name,
+                       __atomic_load_n(&cl[i]->cx_active, __ATOMIC_RELAXED));
+            buf_printf(b, "%s::rq_pending_active::%" PRIu64 "\n", cl[i]->name,
+                       __atomic_load_n(&cl[i]->rq_waiting, __ATOMIC_RELAXED));
+        }
+        buf_printf(b, "%s::cx_overflow::%" PRIu64 "\n", cl[i]->name,
+                   c.cx_overflow);
         buf_printf(b, "%s::lb::%s\n", cl[i]->name, lb_name(cl[i]));
         if (cl[i]->hash != NULL) /* ring points, or Maglev slots */
             buf_printf(b, "%s::lb_table_size::%zu\n", cl[i]->name,

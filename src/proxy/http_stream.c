@@ -63,6 +63,8 @@ struct pstream {
     unsigned retry_slot : 1;    /* holds a retry circuit breaker slot */
     size_t busy_ep;
     unsigned reuse_blocked : 1; /* take no pooled connection any more */
+    struct upool_waiter waiter; /* waiting for a connection (maxConnections) */
+    unsigned waiting : 1;
     const char *details;  /* why a local answer was given, for the log */
     struct slice set_cookie; /* consistent hash: a generated cookie */
     const char *upstream; /* endpoint address, for the log */
@@ -219,6 +221,10 @@ static void maybe_end(struct pstream *ps)
 
 static void up_finished(struct pstream *ps)
 {
+    if (ps->waiting) {
+        upool_unwait(ps->pool, &ps->waiter);
+        ps->waiting = 0;
+    }
     if (ps->busy) {
         upool_done(ps->pool, ps->busy_ep);
         ps->busy = 0;
@@ -777,6 +783,17 @@ static void h2_done(void *ctx, int ok, unsigned flags)
 
 static const struct h2c_stream_hooks h2_hooks = {h2_head, h2_done};
 
+/* A connection of the pool went idle or closed: try again. */
+static void on_wake(struct upool_waiter *w)
+{
+    struct pstream *ps = (struct pstream *)(void *)((char *)w -
+                                                    offsetof(struct pstream,
+                                                             waiter));
+
+    ps->waiting = 0;
+    connect_next(ps);
+}
+
 static void connect_next(struct pstream *ps)
 {
     struct upool *p = ps->pool;
@@ -805,18 +822,27 @@ static void connect_next(struct pstream *ps)
         }
         c = ps->reuse_blocked ? NULL : upool_take(p, ps->ep);
 
-        ps->attempts += c == NULL;
         if (c == NULL) {
-            c = h1_client_connect(ps->l->base, &cl->endpoints[ps->ep], cl->tls,
-                                  cl->sni, &cl->h1, &up_hooks, ps,
-                                  &ps->l->scratch);
+            int wait;
+            c = upool_h1_connect(p, ps->ep, &up_hooks, ps, &wait);
+            if (c == NULL && wait) {
+                /* tcp.maxConnections: wait for one of this worker's
+                 * connections, up to http1MaxPendingRequests at once. */
+                if (upool_wait(p, &ps->waiter) < 0) {
+                    STAT_ADD(upool_stats(p), rq_overflow, 1);
+                    local_reply(ps, 503, HFLAG_UO, "upstream overflow\n");
+                    up_finished(ps);
+                    return;
+                }
+                ps->waiting = 1;
+                return;
+            }
+            ps->attempts++;
             if (c == NULL) {
                 STAT_ADD(upool_stats(p), cx_connect_fail, 1);
                 ps->ep = upool_next(p, ps->ep);
                 continue;
             }
-            c->endpoint = ps->ep;
-            STAT_ADD(upool_stats(p), cx_total, 1);
         } else {
             h1_client_set_owner(c, &up_hooks, ps);
         }
@@ -1427,6 +1453,8 @@ static void on_request(void *ctx, struct hstream *s)
     ps->l = l;
     s->proxy = ps;
     event_assign(&ps->timer, l->base, -1, 0, on_timeout, ps);
+    ps->waiter.wake = on_wake;
+    LIST_INIT(&ps->waiter.link);
     event_assign(&ps->delay, l->base, -1, 0, on_delay, ps);
     event_assign(&ps->try_timer, l->base, -1, 0, on_try_timeout, ps);
     event_assign(&ps->aux, l->base, -1, 0, on_aux, ps);
@@ -1525,6 +1553,12 @@ static void on_down_done(void *ctx, struct hstream *s)
     if (ps == NULL)
         return;
     ps->down_done = 1;
+    if (ps->waiting) {
+        /* Gone while waiting for a connection: nothing was sent. */
+        s->flags |= HFLAG_DC;
+        up_finished(ps);
+        return;
+    }
     if (ps->uc != NULL || ps->h2s != NULL) {
         /* The client went away (or the response is out) while the upstream
          * exchange still runs: that connection cannot be reused. */

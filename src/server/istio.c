@@ -679,6 +679,10 @@ static void apply_policy(struct cluster *c, const struct res_destination_rule *d
             c->max_retries = (uint64_t)cp->http.max_retries;
         if (cp->http.http2_max_requests > 0)
             c->max_requests = (uint64_t)cp->http.http2_max_requests;
+        if (cp->tcp.max_connections > 0)
+            c->max_connections = (uint64_t)cp->tcp.max_connections;
+        if (cp->http.http1_max_pending_requests > 0)
+            c->max_pending = (uint64_t)cp->http.http1_max_pending_requests;
         if (cp->tcp.connect_timeout_ms > 0)
             c->h1.connect_timeout_ms = c->h2.connect_timeout_ms =
                 (uint64_t)cp->tcp.connect_timeout_ms;

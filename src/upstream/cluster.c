@@ -109,7 +109,20 @@ void cluster_sum(const struct cluster *c, struct cluster_counters *out)
         out->rq_retry += STAT_GET(s, rq_retry);
         out->rq_per_try_timeout += STAT_GET(s, rq_per_try_timeout);
         out->rq_retry_body_overflow += STAT_GET(s, rq_retry_body_overflow);
+        out->cx_overflow += STAT_GET(s, cx_overflow);
+        out->rq_pending += STAT_GET(s, rq_pending);
     }
+}
+
+/* A connection of this worker is gone: its max_connections slot is free,
+ * and a waiting request may open one in its place. */
+static void conn_gone(struct upool *p)
+{
+    p->nconns--;
+    if (p->cl->max_connections > 0)
+        __atomic_sub_fetch(&p->cl->cx_active, 1, __ATOMIC_RELAXED);
+    if (!LIST_EMPTY(&p->waiters))
+        event_active(p->wake_ev, EV_TIMEOUT, 0);
 }
 
 static void reap(evutil_socket_t fd, short what, void *arg)
@@ -118,10 +131,91 @@ static void reap(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    while (!LIST_EMPTY(&p->dead))
+    while (!LIST_EMPTY(&p->dead)) {
         h1_client_free(LIST_ELEM(p->dead.next, struct h1_client, link));
-    while (!LIST_EMPTY(&p->h2dead))
+        conn_gone(p);
+    }
+    while (!LIST_EMPTY(&p->h2dead)) {
         h2_client_free(LIST_ELEM(p->h2dead.next, struct h2_client, link));
+        conn_gone(p);
+    }
+}
+
+/* Wakes every waiting request; those that still find no connection queue
+ * again behind the ones that did. */
+static void wake(evutil_socket_t fd, short what, void *arg)
+{
+    struct upool *p = arg;
+    struct list now;
+
+    (void)fd;
+    (void)what;
+    LIST_INIT(&now);
+    while (!LIST_EMPTY(&p->waiters)) {
+        struct list *it = p->waiters.next;
+        list_del(it);
+        list_append(&now, it);
+    }
+    while (!LIST_EMPTY(&now)) {
+        struct upool_waiter *w = LIST_ELEM(now.next, struct upool_waiter, link);
+        list_del(&w->link);
+        LIST_INIT(&w->link);
+        __atomic_sub_fetch(&p->cl->rq_waiting, 1, __ATOMIC_RELAXED);
+        w->wake(w);
+    }
+}
+
+/* A connection slot under max_connections: 1 and taken, or 0. */
+static int cx_admit(struct upool *p)
+{
+    if (p->cl->max_connections == 0)
+        return 1;
+    return take_slot(&p->cl->cx_active, p->cl->max_connections);
+}
+
+struct h1_client *upool_h1_connect(struct upool *p, size_t ep,
+                                   const struct h1_client_hooks *hooks,
+                                   void *ctx, int *wait)
+{
+    struct h1_client *c;
+
+    *wait = 0;
+    if (!cx_admit(p)) {
+        STAT_ADD(upool_stats(p), cx_overflow, 1);
+        if (p->nconns > 0) {
+            *wait = 1;
+            return NULL;
+        }
+        /* Nothing of ours to wait for: one over the limit, as Envoy. */
+        __atomic_add_fetch(&p->cl->cx_active, 1, __ATOMIC_RELAXED);
+    }
+    c = h1_client_connect(p->base, &p->cl->endpoints[ep], p->cl->tls,
+                          p->cl->sni, &p->cl->h1, hooks, ctx, p->scratch);
+    if (c == NULL) {
+        if (p->cl->max_connections > 0)
+            __atomic_sub_fetch(&p->cl->cx_active, 1, __ATOMIC_RELAXED);
+        return NULL;
+    }
+    c->endpoint = ep;
+    p->nconns++;
+    STAT_ADD(upool_stats(p), cx_total, 1);
+    return c;
+}
+
+int upool_wait(struct upool *p, struct upool_waiter *w)
+{
+    if (!take_slot(&p->cl->rq_waiting, p->cl->max_pending))
+        return -1;
+    STAT_ADD(upool_stats(p), rq_pending, 1);
+    list_append(&p->waiters, &w->link);
+    return 0;
+}
+
+void upool_unwait(struct upool *p, struct upool_waiter *w)
+{
+    list_del(&w->link);
+    LIST_INIT(&w->link);
+    __atomic_sub_fetch(&p->cl->rq_waiting, 1, __ATOMIC_RELAXED);
 }
 
 static void h2_closed(void *owner, struct h2_client *c)
@@ -146,11 +240,31 @@ struct h2_client *upool_h2_get(struct upool *p, size_t ep)
             return c;
         }
     }
+    /* HTTP/2 multiplexes: at max_connections a request shares a busy
+     * connection to ep of this worker (nghttp2 queues streams past the
+     * peer's limit) rather than wait; with none it opens one, as Envoy. */
+    if (!cx_admit(p)) {
+        struct h2_client *any = NULL;
+        STAT_ADD(upool_stats(p), cx_overflow, 1);
+        for (struct list *it = p->h2conns.next; it != &p->h2conns;
+             it = it->next) {
+            c = LIST_ELEM(it, struct h2_client, link);
+            if (c->endpoint == ep && !c->closed && !c->goaway)
+                any = c;
+        }
+        if (any != NULL)
+            return any;
+        __atomic_add_fetch(&p->cl->cx_active, 1, __ATOMIC_RELAXED);
+    }
     c = h2_client_connect(p->base, &p->cl->endpoints[ep], p->cl->tls,
                           p->cl->sni, &p->cl->h2, &h2_pool_hooks, p);
-    if (c == NULL)
+    if (c == NULL) {
+        if (p->cl->max_connections > 0)
+            __atomic_sub_fetch(&p->cl->cx_active, 1, __ATOMIC_RELAXED);
         return NULL;
+    }
     c->endpoint = ep;
+    p->nconns++;
     c->max_requests = p->cl->max_requests_per_conn;
     STAT_ADD(upool_stats(p), cx_total, 1);
     list_append(&p->h2conns, &c->link);
@@ -219,24 +333,37 @@ int upool_init(struct upool *p, struct cluster *cl, struct event_base *base,
     LIST_INIT(&p->dead);
     LIST_INIT(&p->h2conns);
     LIST_INIT(&p->h2dead);
+    LIST_INIT(&p->waiters);
     p->reap_ev = event_new(base, -1, 0, reap, p);
-    return p->reap_ev != NULL ? 0 : -1;
+    p->wake_ev = event_new(base, -1, 0, wake, p);
+    return p->reap_ev != NULL && p->wake_ev != NULL ? 0 : -1;
 }
 
 void upool_dispose(struct upool *p)
 {
     if (p->cl == NULL)
         return;
-    while (!LIST_EMPTY(&p->idle))
+    /* Waiters are requests, ended before their pool goes. */
+    while (!LIST_EMPTY(&p->idle)) {
         h1_client_free(LIST_ELEM(p->idle.next, struct h1_client, link));
-    while (!LIST_EMPTY(&p->dead))
+        conn_gone(p);
+    }
+    while (!LIST_EMPTY(&p->dead)) {
         h1_client_free(LIST_ELEM(p->dead.next, struct h1_client, link));
-    while (!LIST_EMPTY(&p->h2conns))
+        conn_gone(p);
+    }
+    while (!LIST_EMPTY(&p->h2conns)) {
         h2_client_free(LIST_ELEM(p->h2conns.next, struct h2_client, link));
-    while (!LIST_EMPTY(&p->h2dead))
+        conn_gone(p);
+    }
+    while (!LIST_EMPTY(&p->h2dead)) {
         h2_client_free(LIST_ELEM(p->h2dead.next, struct h2_client, link));
+        conn_gone(p);
+    }
     if (p->reap_ev != NULL)
         event_free(p->reap_ev);
+    if (p->wake_ev != NULL)
+        event_free(p->wake_ev);
     free(p->active);
     cluster_unref(p->cl);
     memset(p, 0, sizeof(*p));
@@ -452,4 +579,7 @@ void upool_put(struct upool *p, struct h1_client *c)
     list_append(&p->idle, &c->link);
     p->nidle++;
     h1_client_idle(c);
+    /* A request waiting for a connection takes this one. */
+    if (!LIST_EMPTY(&p->waiters))
+        event_active(p->wake_ev, EV_TIMEOUT, 0);
 }

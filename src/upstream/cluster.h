@@ -30,6 +30,8 @@ struct cluster_counters {
     uint64_t rq_per_try_timeout; /* attempts past retries.perTryTimeout */
     uint64_t rq_retry_body_overflow; /* bodies past the retry buffer: the
                                         request could not be retried */
+    uint64_t cx_overflow;    /* connections max_connections held back */
+    uint64_t rq_pending;     /* requests that waited for a connection */
 } __attribute__((aligned(64)));
 
 enum cluster_protocol { CLUSTER_HTTP1, CLUSTER_HTTP2 };
@@ -63,6 +65,13 @@ struct cluster {
     uint64_t rq_active; /* atomics only; the proxy counts only when limited */
     uint64_t max_retries;           /* retries at once; 0: no limit */
     uint64_t retries_active;        /* atomics only */
+    /* tcp.maxConnections: connections to all endpoints at once, counted
+     * only when limited; http1MaxPendingRequests: requests waiting for one
+     * at once (0: no limit). */
+    uint64_t max_connections;
+    uint64_t cx_active;   /* atomics only */
+    uint64_t max_pending;
+    uint64_t rq_waiting;  /* atomics only */
     struct ssl_ctx_st *tls; /* NULL: plaintext; one reference */
     char *sni;
     struct lb_hash *hash; /* CLUSTER_LB_HASH: ring or table; owned */
@@ -109,6 +118,20 @@ struct upool {
     struct list h2dead;
     struct event *reap_ev;
     struct h1_scratch *scratch;
+    size_t nconns;        /* this worker's connections, open or opening */
+    struct list waiters;  /* struct upool_waiter, first come first served */
+    struct event *wake_ev;
+};
+
+/*
+ * A request waiting for a connection while its cluster is at
+ * max_connections: woken (wake runs on a later loop turn, never inside
+ * another request's callback) when one of this worker's connections goes
+ * idle or closes, to try again.
+ */
+struct upool_waiter {
+    struct list link;
+    void (*wake)(struct upool_waiter *w);
 };
 
 int upool_init(struct upool *p, struct cluster *cl, struct event_base *base,
@@ -148,6 +171,24 @@ static inline void upool_report(struct upool *p, size_t ep, int result)
 /* upool_take() returns an idle connection to endpoint ep, or NULL. The
  * caller becomes its owner (h1_client_set_owner). */
 struct h1_client *upool_take(struct upool *p, size_t ep);
+
+/*
+ * upool_h1_connect() opens a new connection to ep owned by (hooks, ctx),
+ * counted against the cluster's max_connections until it closes. At the
+ * limit it returns NULL with *wait set when this worker has connections of
+ * its own to wait for (the caller queues with upool_wait()); with none, it
+ * opens one anyway, as Envoy does, so a worker is never left with pending
+ * requests and nothing to serve them. NULL with *wait clear: no socket.
+ */
+struct h1_client *upool_h1_connect(struct upool *p, size_t ep,
+                                   const struct h1_client_hooks *hooks,
+                                   void *ctx, int *wait);
+
+/* upool_wait() queues w: 0, or -1 when http1MaxPendingRequests requests
+ * wait already (the caller answers 503 UO). upool_unwait() takes a waiting
+ * request out (it ended). */
+int upool_wait(struct upool *p, struct upool_waiter *w);
+void upool_unwait(struct upool *p, struct upool_waiter *w);
 
 /* upool_put() keeps a reusable connection for the next request. */
 void upool_put(struct upool *p, struct h1_client *c);

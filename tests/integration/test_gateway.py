@@ -5,6 +5,7 @@ import http.client
 import http.server
 import json
 import os
+import socket
 import threading
 
 import pytest
@@ -700,3 +701,106 @@ def test_delegate_and_export_to(strait_factory, tmp_path, upstream_factory):
     assert get(port, "/visible-dr")[0] == 200
     wait_for(lambda: st.log().count("flags=UH") >= 2, 10, "UH in the access log")
     assert "route=team/shop" in st.log()
+
+
+def test_circuit_breaker_max_connections_and_pending(strait_factory, tmp_path,
+                                                      upstream_factory):
+    """tcp.maxConnections: 1 and http1MaxPendingRequests: 1 on one worker.
+    The first request holds the only connection; the second waits for it
+    (pending) and is then served on that same connection; the third finds
+    the queue full: 503 UO. A client that leaves while waiting leaves the
+    queue."""
+    arrived = threading.Semaphore(0)
+    release = threading.Event()
+
+    def held(c):
+        buf = b""
+        while True:
+            buf = read_head(c, buf)
+            if buf is None:
+                return
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            if b" /held" in head.split(b"\r\n")[0]:
+                arrived.release()
+                release.wait(20)
+            c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+
+    up = upstream_factory(held)
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    (conf / "r.yaml").write_text(GATEWAY_AND_UP.format(port=port, up_port=up.port)
+                                 + """apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: up, namespace: default}
+spec:
+  host: up.example.com
+  trafficPolicy:
+    connectionPool:
+      tcp: {maxConnections: 1}
+      http: {http1MaxPendingRequests: 1}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: vs, namespace: default}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - route: [{destination: {host: up.example.com}}]
+""")
+    st = strait_factory(workers=1, extra=f"config: {{dir: \"{conf}\"}}\n").start()
+
+    def cluster_line(name):
+        body = st.get("/clusters")[1]
+        for line in body.splitlines():
+            if line.startswith("up.example.com||0::" + name + "::"):
+                return line.rsplit("::", 1)[1]
+        return None
+
+    assert cluster_line("max_connections") == "1"
+    assert cluster_line("max_pending_requests") == "1"
+    results = {}
+
+    def client(name, path):
+        results[name] = get(port, path)[0]
+
+    a = threading.Thread(target=client, args=("a", "/held"))
+    a.start()
+    assert arrived.acquire(timeout=10), "the first request reached the upstream"
+    b = threading.Thread(target=client, args=("b", "/waits"))
+    b.start()
+    wait_for(lambda: cluster_line("rq_pending_active") == "1", 10,
+             "the second request waiting")
+    assert cluster_line("cx_active") == "1"
+    status, _, body = get(port, "/third")
+    assert (status, body) == (503, b"upstream overflow\n")
+    release.set()
+    a.join(20)
+    b.join(20)
+    assert results == {"a": 200, "b": 200}
+    # The waiting request took the first one's connection when it was free.
+    assert up.conns == 1
+    stats = st.stats()
+    assert stats["cluster.up.example.com||0.upstream_rq_pending_total"] == 1
+    assert stats["cluster.up.example.com||0.upstream_rq_pending_overflow"] == 1
+    assert stats["cluster.up.example.com||0.upstream_cx_overflow"] >= 2
+    wait_for(lambda: "flags=UO" in st.log(), 10, "the overflow's log line")
+
+    # A client gone while its request waits takes it out of the queue.
+    release.clear()
+    a = threading.Thread(target=client, args=("a", "/held"))
+    a.start()
+    assert arrived.acquire(timeout=10)
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /gone HTTP/1.1\r\nhost: x\r\n\r\n")
+    wait_for(lambda: cluster_line("rq_pending_active") == "1", 10,
+             "the request waiting")
+    s.close()
+    wait_for(lambda: cluster_line("rq_pending_active") == "0", 10,
+             "the queue empty again")
+    release.set()
+    a.join(20)
+    assert results["a"] == 200
+    assert get(port, "/after")[0] == 200
+    assert cluster_line("cx_active") == "1"
