@@ -344,7 +344,9 @@ static int cmd_run(int argc, char **argv)
     for (int i = 0; i < 3; i++)
         sigaddset(&block, signums[i]);
     pthread_sigmask(SIG_BLOCK, &block, &old);
-    main_server = server_new(main_base, bs, path, &config_error, &err);
+    main_server = server_new(main_base, bs, path,
+                             node != NULL ? ca_node_identity(node) : NULL,
+                             &config_error, &err);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (main_server == NULL) {
         fprintf(stderr, "strait: %s\n", err ? err : "cannot start");

@@ -1482,6 +1482,12 @@ static void on_request(void *ctx, struct hstream *s)
         return;
     }
     ps->pool = http_pool(ps->wr, ps->cluster);
+    if (ps->pool->cl->tls_error) {
+        /* The DestinationRule asks for TLS that could not be set up. */
+        local_reply(ps, 503, HFLAG_UF, "upstream TLS is not available\n");
+        up_finished(ps);
+        return;
+    }
     if (ps->pool->cl->nendpoints == 0) {
         local_reply(ps, 503, HFLAG_UH, "no healthy upstream\n");
         up_finished(ps);

@@ -183,8 +183,8 @@ static int gateway_tls(const struct gw_listener *g, struct http_proxy_conf *c,
 
 int compile_gateway_routes(const struct bootstrap *bs,
                            const struct resource_set *set,
-                           const struct gw_listener *g, int nworkers,
-                           struct dns_cache *dns,
+                           const struct gw_listener *g,
+                           const struct compile_env *env,
                            const struct strmap *prev, struct strmap *next,
                            struct http_routes **out, char **err)
 {
@@ -195,9 +195,12 @@ int compile_gateway_routes(const struct bootstrap *bs,
 
     *err = NULL;
     *out = NULL;
-    istio_clusters_init(&table, set, nworkers, prev, next);
+    istio_clusters_init(&table, set, env->nworkers, prev, next);
     table.node_ns = bs->node.ns;
-    table.dns = dns;
+    table.dns = env->dns;
+    table.identity = env->identity;
+    table.trust_domain = bs->trust_domain;
+    table.credentials_dir = bs->credentials.dir;
     if (r == NULL)
         goto oom;
     servers = calloc(g->nservers ? g->nservers : 1, sizeof(*servers));
@@ -244,9 +247,9 @@ fail:
 
 int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
                     const struct gw_listener *g, struct listener_stats *stats,
-                    int nworkers, struct dns_cache *dns,
-                    const struct strmap *prev, struct strmap *next,
-                    struct compiled_listener *out, char **err)
+                    const struct compile_env *env, const struct strmap *prev,
+                    struct strmap *next, struct compiled_listener *out,
+                    char **err)
 {
     struct http_proxy_conf *c = http_proxy_conf_new(g->name, stats);
     struct bootstrap_http h;
@@ -263,8 +266,7 @@ int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
     conf_dispose(&bootstrap_http_section, &h);
     c->https_redirect = g->https_redirect && !g->tls;
     c->port = g->port;
-    if (compile_gateway_routes(bs, set, g, nworkers, dns, prev, next, &r,
-                               err) < 0)
+    if (compile_gateway_routes(bs, set, g, env, prev, next, &r, err) < 0)
         goto fail;
     http_proxy_conf_set_routes(c, r);
     if (g->tls && gateway_tls(g, c, err) < 0)

@@ -36,14 +36,23 @@ struct http_routes;
 struct resource_set;
 struct strmap;
 struct dns_cache;
+struct ca_identity;
+
+/* What compiling Gateway routes reads besides resources: the names DNS
+ * resolved, and this node's mesh identity (NULL without a CA). */
+struct compile_env {
+    int nworkers;
+    struct dns_cache *dns;
+    struct ca_identity *identity;
+};
 
 /* compile_gateway() builds the HTTP proxy of a Gateway listener with its
  * first routes (compile_gateway_routes()). */
 int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
                     const struct gw_listener *g, struct listener_stats *stats,
-                    int nworkers, struct dns_cache *dns,
-                    const struct strmap *prev, struct strmap *next,
-                    struct compiled_listener *out, char **err);
+                    const struct compile_env *env, const struct strmap *prev,
+                    struct strmap *next, struct compiled_listener *out,
+                    char **err);
 
 /* compile_gateway_routes() builds what a Gateway listener routes by: the
  * router of its VirtualServices and the clusters they send to, reusing the
@@ -52,8 +61,8 @@ int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
  * -1 with an allocated *err. */
 int compile_gateway_routes(const struct bootstrap *bs,
                            const struct resource_set *set,
-                           const struct gw_listener *g, int nworkers,
-                           struct dns_cache *dns,
+                           const struct gw_listener *g,
+                           const struct compile_env *env,
                            const struct strmap *prev, struct strmap *next,
                            struct http_routes **out, char **err);
 

@@ -12,11 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "config/bootstrap.h"
 #include "config/resource.h"
 #include "core/buf.h"
 #include "core/json.h"
+#include "control/ca/identity.h"
 #include "control/dns.h"
 #include "core/log.h"
 #include "server/istio.h"
@@ -303,7 +305,48 @@ void istio_cluster_map_dispose(struct strmap *m)
 struct eps {
     struct addr *v;
     size_t n;
+    struct conf_strs sans; /* identities the endpoints may present */
 };
+
+/* An identity an endpoint may present (its SPIFFE ID from its service
+ * account, or a ServiceEntry's subjectAltNames), for ISTIO_MUTUAL. */
+static void eps_san(struct eps *e, const char *san)
+{
+    char **nv;
+
+    if (san == NULL || san[0] == '\0')
+        return;
+    for (size_t i = 0; i < e->sans.n; i++)
+        if (strcmp(e->sans.v[i], san) == 0)
+            return;
+    nv = realloc(e->sans.v, (e->sans.n + 1) * sizeof(*nv));
+    if (nv == NULL)
+        return;
+    e->sans.v = nv;
+    if ((e->sans.v[e->sans.n] = strdup(san)) != NULL)
+        e->sans.n++;
+}
+
+static void eps_sa(struct eps *e, const char *td, const char *ns,
+                   const char *sa)
+{
+    char id[600];
+
+    if (sa == NULL || sa[0] == '\0')
+        return;
+    snprintf(id, sizeof(id), "spiffe://%s/ns/%s/sa/%s", td ? td : "cluster.local",
+             ns, sa);
+    eps_san(e, id);
+}
+
+static void eps_dispose(struct eps *e)
+{
+    free(e->v);
+    for (size_t i = 0; i < e->sans.n; i++)
+        free(e->sans.v[i]);
+    free(e->sans.v);
+    memset(e, 0, sizeof(*e));
+}
 
 static void eps_add(struct eps *e, const char *ip, int64_t port)
 {
@@ -467,7 +510,10 @@ static void collect(const struct istio_clusters *t, const char *host,
                 eps_add_dns(t, e, we->address, endpoint_port(we, sp, port));
             else
                 eps_add(e, we->address, endpoint_port(we, sp, port));
+            eps_sa(e, t->trust_domain, r->meta.ns, we->service_account);
         }
+        for (size_t k = 0; k < se->subject_alt_names.n; k++)
+            eps_san(e, se->subject_alt_names.v[k]);
         /* DNS without endpoints: the host itself is the name to resolve
          * (Istio's rule), on the service port. */
         if (dns && se->endpoints.n == 0 &&
@@ -488,6 +534,7 @@ static void collect(const struct istio_clusters *t, const char *host,
                      !res_labels_match(subset_labels, &we->labels)))
                     continue;
                 eps_add(e, we->address, endpoint_port(we, sp, port));
+                eps_sa(e, t->trust_domain, w->meta.ns, we->service_account);
             }
         }
     }
@@ -517,6 +564,7 @@ static void collect(const struct istio_clusters *t, const char *host,
             continue;
         eps_add(e, we->address,
                 port ? port : (we->ports.n ? (uint32_t)we->ports.v[0].val : 80));
+        eps_sa(e, t->trust_domain, w->meta.ns, we->service_account);
     }
 }
 
@@ -648,8 +696,93 @@ static void apply_outlier(struct cluster *c, const struct res_outlier *o)
  * connectionPool, outlierDetection, tls) replaced whole where a more
  * specific one is set.
  */
-static void apply_policy(struct cluster *c, const struct res_destination_rule *dr,
-                         const struct res_subset *sub, uint32_t port)
+/*
+ * DestinationRule tls, as Istio's origination does: SIMPLE verifies the
+ * server (the CA bundle, else the system one) and its name (the SNI, or
+ * subjectAltNames when given); MUTUAL adds a client certificate (files,
+ * or credentialName NAME/tls.crt, tls.key, ca.crt); ISTIO_MUTUAL presents
+ * this node's mesh certificate (the current one at each handshake, so
+ * rotation needs no rebuild), trusts the mesh root only, checks the
+ * server's SPIFFE identity (subjectAltNames, else the service accounts of
+ * the endpoints) and sends Istio's SNI outbound_.PORT_.SUBSET_.HOST. A
+ * cluster whose TLS cannot be set up refuses requests rather than talk in
+ * the clear.
+ */
+static void apply_tls(const struct istio_clusters *t, struct cluster *c,
+                      const struct res_client_tls *tls, const char *host,
+                      const char *subset, uint32_t port,
+                      const struct conf_strs *endpoint_sans)
+{
+    struct tls_client_conf tc;
+    char cert[1024], key[1024], ca[1024], sni[700];
+    const char *cred = tls->credential_name;
+    struct ca_cred *mesh = NULL;
+    char *err = NULL;
+
+    memset(&tc, 0, sizeof(tc));
+    tc.h2 = c->protocol == CLUSTER_HTTP2;
+    tc.insecure = tls->insecure_skip_verify;
+    tc.ca_file = tls->ca_certificates;
+    tc.sans = (const char *const *)tls->subject_alt_names.v;
+    tc.nsans = tls->subject_alt_names.n;
+    if (tls->mode == RES_TLS_MUTUAL) {
+        tc.cert_file = tls->client_certificate;
+        tc.key_file = tls->private_key;
+        if (cred != NULL && cred[0] != '\0' && t->credentials_dir != NULL) {
+            snprintf(cert, sizeof(cert), "%s/%s/tls.crt", t->credentials_dir, cred);
+            snprintf(key, sizeof(key), "%s/%s/tls.key", t->credentials_dir, cred);
+            snprintf(ca, sizeof(ca), "%s/%s/ca.crt", t->credentials_dir, cred);
+            tc.cert_file = cert;
+            tc.key_file = key;
+            if (tc.ca_file == NULL || tc.ca_file[0] == '\0')
+                tc.ca_file = access(ca, R_OK) == 0 ? ca : NULL;
+        }
+    } else if (tls->mode == RES_TLS_ISTIO_MUTUAL) {
+        if (t->identity == NULL ||
+            (mesh = ca_identity_current(t->identity)) == NULL) {
+            log_error("cluster %s: tls mode ISTIO_MUTUAL needs this node's "
+                      "mesh certificate (ca.enabled or ca.join); requests "
+                      "are refused",
+                      c->name);
+            c->tls_error = 1;
+            return;
+        }
+        tc.cred = ca_identity_ssl;
+        tc.cred_arg = t->identity;
+        tc.ca_cert = ca_cred_root(mesh);
+        tc.ca_file = NULL;
+        tc.insecure = 0;
+        tc.no_host_check = 1;
+        if (tc.nsans == 0 && endpoint_sans != NULL) {
+            tc.sans = (const char *const *)endpoint_sans->v;
+            tc.nsans = endpoint_sans->n;
+        }
+        snprintf(sni, sizeof(sni), "outbound_.%" PRIu32 "_.%s_.%s", port,
+                 subset ? subset : "", host);
+    }
+    c->tls = tls_client_ctx_build(&tc, &err);
+    ca_cred_unref(mesh);
+    if (c->tls == NULL) {
+        log_error("cluster %s: TLS origination cannot be set up, requests "
+                  "are refused: %s",
+                  c->name, err ? err : "unknown error");
+        c->tls_error = 1;
+        free(err);
+        return;
+    }
+    free(c->sni);
+    c->sni = NULL;
+    if (tls->sni != NULL && tls->sni[0] != '\0')
+        c->sni = strdup(tls->sni);
+    else if (tls->mode == RES_TLS_ISTIO_MUTUAL)
+        c->sni = strdup(sni);
+}
+
+static void apply_policy(const struct istio_clusters *t, struct cluster *c,
+                         const struct res_destination_rule *dr,
+                         const struct res_subset *sub, const char *host,
+                         const char *subset, uint32_t port,
+                         const struct conf_strs *sans)
 {
     struct eff_policy e = {NULL, NULL, NULL, NULL};
 
@@ -690,19 +823,8 @@ static void apply_policy(struct cluster *c, const struct res_destination_rule *d
             c->h1.idle_timeout_ms = c->h2.idle_timeout_ms =
                 (uint64_t)cp->http.idle_timeout_ms;
     }
-    if (e.tls != NULL && e.tls->mode == RES_TLS_SIMPLE) {
-        char *err = NULL;
-        c->tls = tls_client_ctx_new(e.tls->ca_certificates,
-                                    e.tls->insecure_skip_verify,
-                                    c->protocol == CLUSTER_HTTP2, &err);
-        if (c->tls == NULL)
-            log_error("cluster %s: %s", c->name, err ? err : "TLS setup");
-        free(err);
-        if (e.tls->sni != NULL && e.tls->sni[0] != '\0') {
-            free(c->sni);
-            c->sni = strdup(e.tls->sni);
-        }
-    }
+    if (e.tls != NULL && e.tls->mode != RES_TLS_DISABLE)
+        apply_tls(t, c, e.tls, host, subset, port, sans);
 }
 
 /* The fingerprint of a cluster: everything it is built from. Files the
@@ -720,6 +842,9 @@ static char *fingerprint(const char *key, const struct eps *e, int h2,
     buf_printf(&b, "%s|h2=%d|port=%" PRIu32 "|eps=", key, h2, svc_port);
     for (size_t i = 0; i < e->n; i++)
         buf_printf(&b, "%s,", addr_format(&e->v[i], as, sizeof(as)));
+    buf_puts(&b, "|sans=");
+    for (size_t i = 0; i < e->sans.n; i++)
+        buf_printf(&b, "%s,", e->sans.v[i]);
     if (drr != NULL) {
         buf_printf(&b, "|dr=%s/%s:", drr->meta.ns, drr->meta.name);
         res_spec_json(&b, drr);
@@ -780,7 +905,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     const struct res_destination_rule *dr = NULL;
     const struct resource *drr = NULL;
     const struct res_subset *sub;
-    struct eps e = {NULL, 0};
+    struct eps e;
     struct res_eff_files files;
     struct cluster *c;
     char *fp;
@@ -791,6 +916,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     /* The cluster name is what /stats shows: host, subset and port. */
     snprintf(key, sizeof(key), "%s|%s|%" PRIu32, host, subset ? subset : "",
              port);
+    memset(&e, 0, sizeof(e));
     id = (uintptr_t)strmap_get(&t->ids, key);
     if (id > 0)
         return (int)(id - 1);
@@ -803,7 +929,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     eff_files(dr, sub, svc_port, &files);
     fp = fingerprint(key, &e, h2, svc_port, drr, &files);
     if (fp == NULL) {
-        free(e.v);
+        eps_dispose(&e);
         return -1;
     }
     c = t->next != NULL ? strmap_get(t->next, fp) : NULL;
@@ -811,12 +937,12 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         c = strmap_get(t->prev, fp);
     if (c != NULL) {
         /* Built from the same things: the same cluster. */
-        free(e.v);
+        eps_dispose(&e);
         c = cluster_ref(c);
     } else {
         c = cluster_new(key, e.v, e.n, t->nworkers);
-        free(e.v);
         if (c == NULL) {
+            eps_dispose(&e);
             free(fp);
             return -1;
         }
@@ -830,7 +956,8 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         c->h2.stream_window = 65535;
         c->h2.connection_window = 1024 * 1024;
         c->h2.max_head = c->h1.lim.max_head;
-        apply_policy(c, dr, sub, svc_port);
+        apply_policy(t, c, dr, sub, host, subset, svc_port, &e.sans);
+        eps_dispose(&e);
     }
     if (t->next != NULL && strmap_get(t->next, fp) == NULL) {
         if (strmap_put(t->next, fp, c) < 0) {

@@ -13,6 +13,7 @@
 struct bootstrap;
 struct cluster;
 struct dns_cache;
+struct ca_identity;
 struct resource_set;
 
 /*
@@ -80,6 +81,11 @@ struct istio_clusters {
     const char *node_ns;
     /* Names of ServiceEntries with resolution DNS; NULL: used as IPs. */
     struct dns_cache *dns;
+    /* DestinationRule ISTIO_MUTUAL: this node's mesh certificate, rotated
+     * (NULL: no CA, such clusters refuse requests). */
+    struct ca_identity *identity;
+    const char *trust_domain;
+    const char *credentials_dir; /* credentialName NAME -> NAME/tls.crt... */
 };
 
 void istio_clusters_init(struct istio_clusters *t,

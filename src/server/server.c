@@ -85,6 +85,7 @@ struct server {
     struct event *cert_timer;
     struct source *source; /* Istio resources; NULL without config.dir */
     struct dns_cache *dns; /* ServiceEntry names; with source only */
+    struct ca_identity *identity; /* the mesh certificate; NULL: no CA */
     int rebuild_only;      /* reloading for new resources only */
     uint64_t cert_reloads;
     uint64_t cert_reload_failures;
@@ -250,6 +251,7 @@ static int lset_build(struct server *s, struct bootstrap *bs,
     /* New routes for kept Gateway listeners, published only once the
      * whole set is built. */
     struct http_routes **staged = NULL;
+    const struct compile_env env = {s->nworkers, s->dns, s->identity};
 
     memset(out, 0, sizeof(*out));
     if (s->dns != NULL)
@@ -316,7 +318,7 @@ static int lset_build(struct server *s, struct bootstrap *bs,
             out->n++;
             if (sp->gw != NULL &&
                 compile_gateway_routes(bs, source_current_or_null(s), sp->gw,
-                                       s->nworkers, s->dns, &old->gwclusters,
+                                       &env, &old->gwclusters,
                                        &out->gwclusters, &staged[out->n - 1],
                                        err) < 0) {
                 char *m = NULL;
@@ -358,9 +360,8 @@ static int lset_build(struct server *s, struct bootstrap *bs,
                  ? compile_listener(bs, sp->bl, clusters, l->stats, &l->cl,
                                     err)
                  : compile_gateway(bs, source_current_or_null(s), sp->gw,
-                                   l->stats, s->nworkers, s->dns,
-                                   &old->gwclusters, &out->gwclusters, &l->cl,
-                                   err)) < 0) {
+                                   l->stats, &env, &old->gwclusters,
+                                   &out->gwclusters, &l->cl, err)) < 0) {
             char *m = NULL;
             if (asprintf(&m, "listener %s: %s", sp->name,
                          *err ? *err : "cannot compile") < 0)
@@ -773,7 +774,8 @@ static void on_cert_timer(evutil_socket_t fd, short what, void *arg)
 }
 
 struct server *server_new(struct event_base *base, struct bootstrap *bs,
-                          const char *config_path, int *config_error,
+                          const char *config_path,
+                          struct ca_identity *identity, int *config_error,
                           char **err)
 {
     struct server *s = calloc(1, sizeof(*s));
@@ -791,6 +793,7 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
         return NULL;
     }
     s->base = base;
+    s->identity = identity;
     s->start_ms = clock_ms();
     s->config_path = strdup(config_path);
     s->nworkers = bootstrap_workers(bs);

@@ -11,6 +11,7 @@ struct event_base;
  * and the admin API. Only the main thread touches it.
  */
 struct server;
+struct ca_identity;
 
 /*
  * server_new() takes ownership of bs, loads the resources of config.dir,
@@ -20,7 +21,8 @@ struct server;
  * should exit non-zero.
  */
 struct server *server_new(struct event_base *base, struct bootstrap *bs,
-                          const char *config_path, int *config_error,
+                          const char *config_path,
+                          struct ca_identity *identity, int *config_error,
                           char **err);
 
 /* server_reload() re-reads the bootstrap file; a bad file is logged and

@@ -8,6 +8,8 @@
 
 struct conn;
 struct ssl_ctx_st;
+struct ssl_st;
+struct x509_st;
 
 /*
  * Server TLS on BoringSSL: certificates picked by SNI (exact names, then
@@ -99,5 +101,34 @@ const char *tls_conn_failure(const struct conn *c);
  * (NULL: the system bundle) unless insecure; ALPN h2 when h2 is set. */
 struct ssl_ctx_st *tls_client_ctx_new(const char *ca_file, int insecure,
                                       int h2, char **err);
+
+/*
+ * A credential provider: sets the certificate, chain and key ssl presents,
+ * for each handshake, so a rotated certificate is used from the next
+ * handshake on without a new context. 1 on success, 0 to fail it.
+ */
+typedef int (*tls_cred_fn)(struct ssl_st *ssl, void *arg);
+
+/* What DestinationRule tls asks of an upstream connection. */
+struct tls_client_conf {
+    const char *ca_file;      /* NULL or "": the system bundle */
+    struct x509_st *ca_cert;  /* else trust exactly this root (mesh) */
+    int insecure;             /* insecureSkipVerify */
+    int h2;                   /* offer ALPN h2 */
+    const char *cert_file;    /* MUTUAL: client certificate chain */
+    const char *key_file;
+    tls_cred_fn cred;         /* ISTIO_MUTUAL: the mesh certificate */
+    void *cred_arg;           /* must outlive the context */
+    /* subjectAltNames: the server's certificate must carry one of these
+     * as a URI or DNS name; the SNI is then not checked as a host name. */
+    const char *const *sans;
+    size_t nsans;
+    int no_host_check; /* the SNI is a routing key, not a name (mesh) */
+};
+
+/* tls_client_ctx_build() makes the context; NULL with an allocated *err
+ * naming the file that would not load. */
+struct ssl_ctx_st *tls_client_ctx_build(const struct tls_client_conf *c,
+                                        char **err);
 
 #endif

@@ -8,6 +8,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -165,6 +167,94 @@ static SSL *new_ssl(struct conn *c, SSL_CTX *ctx)
     return ssl;
 }
 
+/* What a client context checks beyond the chain; its ex_data, freed
+ * with the context. The index is registered once per process. */
+struct client_check {
+    char **sans;
+    size_t nsans;
+    int no_host_check;
+};
+
+static pthread_once_t client_once = PTHREAD_ONCE_INIT;
+static int client_index = -1;
+
+static void client_check_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad,
+                              int index, long argl, void *argp)
+{
+    struct client_check *cc = ptr;
+
+    (void)parent;
+    (void)ad;
+    (void)index;
+    (void)argl;
+    (void)argp;
+    if (cc == NULL)
+        return;
+    for (size_t i = 0; i < cc->nsans; i++)
+        free(cc->sans[i]);
+    free(cc->sans);
+    free(cc);
+}
+
+static void client_init(void)
+{
+    client_index =
+        SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, client_check_free);
+}
+
+static const struct client_check *client_check_of(const SSL *ssl)
+{
+    if (client_index < 0)
+        return NULL;
+    return SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), client_index);
+}
+
+/* The leaf must carry one of the subjectAltNames, as a URI (SPIFFE) or a
+ * DNS name, compared exactly. */
+static int leaf_has_san(X509 *leaf, const struct client_check *cc)
+{
+    GENERAL_NAMES *gens = X509_get_ext_d2i(leaf, NID_subject_alt_name, NULL,
+                                           NULL);
+    int found = 0;
+
+    for (size_t i = 0; gens != NULL && !found && i < sk_GENERAL_NAME_num(gens);
+         i++) {
+        const GENERAL_NAME *g = sk_GENERAL_NAME_value(gens, i);
+        const ASN1_STRING *v = NULL;
+        if (g->type == GEN_URI)
+            v = g->d.uniformResourceIdentifier;
+        else if (g->type == GEN_DNS)
+            v = g->d.dNSName;
+        if (v == NULL)
+            continue;
+        for (size_t k = 0; k < cc->nsans; k++)
+            if ((size_t)ASN1_STRING_length(v) == strlen(cc->sans[k]) &&
+                memcmp(ASN1_STRING_get0_data(v), cc->sans[k],
+                       strlen(cc->sans[k])) == 0)
+                found = 1;
+    }
+    GENERAL_NAMES_free(gens);
+    return found;
+}
+
+static int verify_sans(int ok, X509_STORE_CTX *xs)
+{
+    SSL *ssl;
+    const struct client_check *cc;
+
+    if (!ok || X509_STORE_CTX_get_error_depth(xs) != 0)
+        return ok;
+    ssl = X509_STORE_CTX_get_ex_data(xs, SSL_get_ex_data_X509_STORE_CTX_idx());
+    cc = ssl != NULL ? client_check_of(ssl) : NULL;
+    if (cc == NULL || cc->nsans == 0)
+        return 1;
+    if (leaf_has_san(X509_STORE_CTX_get_current_cert(xs), cc))
+        return 1;
+    X509_STORE_CTX_set_error(xs, X509_V_ERR_HOSTNAME_MISMATCH);
+    return 0;
+}
+
+
 int tls_conn_accept(struct conn *c, SSL_CTX *ctx)
 {
     SSL *ssl = new_ssl(c, ctx);
@@ -182,9 +272,13 @@ int tls_conn_connect(struct conn *c, SSL_CTX *ctx, const char *sni)
     if (ssl == NULL)
         return -1;
     if (sni != NULL && sni[0] != '\0') {
+        const struct client_check *cc = client_check_of(ssl);
         SSL_set_tlsext_host_name(ssl, sni);
-        /* Verify the name too, not only the chain. */
-        X509_VERIFY_PARAM_set1_host(SSL_get0_param(ssl), sni, strlen(sni));
+        /* Verify the name too, not only the chain, unless the context
+         * checks subjectAltNames instead (or the SNI is a mesh routing
+         * key such as outbound_.PORT_._.HOST). */
+        if (cc == NULL || !cc->no_host_check)
+            X509_VERIFY_PARAM_set1_host(SSL_get0_param(ssl), sni, strlen(sni));
     }
     SSL_set_connect_state(ssl);
     return 0;
@@ -217,14 +311,26 @@ const char *tls_conn_failure(const struct conn *c)
     return c->why ? c->why : "other";
 }
 
-SSL_CTX *tls_client_ctx_new(const char *ca_file, int insecure, int h2,
-                            char **err)
+static int client_err(char **err, const char *file, const char *what)
+{
+    char detail[256];
+
+    ERR_error_string_n(ERR_peek_last_error(), detail, sizeof(detail));
+    ERR_clear_error();
+    if (asprintf(err, "%s: %s: %s", file, what, detail) < 0)
+        *err = NULL;
+    return -1;
+}
+
+SSL_CTX *tls_client_ctx_build(const struct tls_client_conf *c, char **err)
 {
     static const uint8_t alpn_h2[] = {2, 'h', '2'};
     static const uint8_t alpn_h1[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
     SSL_CTX *ctx = SSL_CTX_new(TLS_method());
-    const char *bundle = ca_file && ca_file[0] ? ca_file
-                                               : "/etc/ssl/certs/ca-certificates.crt";
+    const char *bundle = c->ca_file && c->ca_file[0]
+                             ? c->ca_file
+                             : "/etc/ssl/certs/ca-certificates.crt";
+    struct client_check *cc = NULL;
 
     *err = NULL;
     if (ctx == NULL) {
@@ -233,24 +339,76 @@ SSL_CTX *tls_client_ctx_new(const char *ca_file, int insecure, int h2,
     }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
-    if (h2)
+    if (c->h2)
         SSL_CTX_set_alpn_protos(ctx, alpn_h2, sizeof(alpn_h2));
     else
         SSL_CTX_set_alpn_protos(ctx, alpn_h1, sizeof(alpn_h1));
-    if (insecure) {
+    if (c->cert_file != NULL && c->cert_file[0] != '\0' &&
+        (SSL_CTX_use_certificate_chain_file(ctx, c->cert_file) != 1
+             ? client_err(err, c->cert_file, "cannot load the client certificate")
+             : SSL_CTX_use_PrivateKey_file(ctx, c->key_file ? c->key_file : "",
+                                           SSL_FILETYPE_PEM) != 1
+                   ? client_err(err, c->key_file ? c->key_file : "(none)",
+                                "cannot load the client key")
+                   : SSL_CTX_check_private_key(ctx) != 1
+                         ? client_err(err, c->key_file,
+                                      "does not match the client certificate")
+                         : 0) < 0)
+        goto fail;
+    if (c->cred != NULL) {
+        /* The provider and its argument live as long as the context: the
+         * pair is kept in the context's ex_data with the checks. */
+        SSL_CTX_set_cert_cb(ctx, c->cred, c->cred_arg);
+    }
+    if (c->insecure) {
         SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
         return ctx;
     }
-    if (!SSL_CTX_load_verify_locations(ctx, bundle, NULL)) {
-        char detail[256];
-        ERR_error_string_n(ERR_peek_last_error(), detail, sizeof(detail));
-        ERR_clear_error();
-        if (asprintf(err, "%s: cannot load CA certificates: %s", bundle,
-                     detail) < 0)
-            *err = NULL;
-        SSL_CTX_free(ctx);
-        return NULL;
+    if (c->ca_cert != NULL) {
+        if (!X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx), c->ca_cert)) {
+            client_err(err, "mesh root", "cannot trust it");
+            goto fail;
+        }
+    } else if (!SSL_CTX_load_verify_locations(ctx, bundle, NULL)) {
+        client_err(err, bundle, "cannot load CA certificates");
+        goto fail;
     }
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    pthread_once(&client_once, client_init);
+    if (c->nsans > 0 || c->no_host_check) {
+        cc = calloc(1, sizeof(*cc));
+        if (cc == NULL || client_index < 0)
+            goto oom;
+        cc->no_host_check = c->no_host_check || c->nsans > 0;
+        cc->sans = calloc(c->nsans ? c->nsans : 1, sizeof(*cc->sans));
+        if (cc->sans == NULL)
+            goto oom;
+        for (size_t i = 0; i < c->nsans; i++) {
+            cc->sans[i] = strdup(c->sans[i]);
+            if (cc->sans[i] == NULL)
+                goto oom;
+            cc->nsans++;
+        }
+        if (!SSL_CTX_set_ex_data(ctx, client_index, cc))
+            goto oom;
+        cc = NULL;
+    }
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, verify_sans);
     return ctx;
+oom:
+    *err = strdup("TLS client context: out of memory");
+fail:
+    client_check_free(NULL, cc, NULL, 0, 0, NULL);
+    SSL_CTX_free(ctx);
+    return NULL;
+}
+
+SSL_CTX *tls_client_ctx_new(const char *ca_file, int insecure, int h2,
+                            char **err)
+{
+    struct tls_client_conf c = {0};
+
+    c.ca_file = ca_file;
+    c.insecure = insecure;
+    c.h2 = h2;
+    return tls_client_ctx_build(&c, err);
 }

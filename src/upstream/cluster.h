@@ -73,6 +73,8 @@ struct cluster {
     uint64_t max_pending;
     uint64_t rq_waiting;  /* atomics only */
     struct ssl_ctx_st *tls; /* NULL: plaintext; one reference */
+    int tls_error; /* TLS was asked for and could not be set up: requests
+                    * are refused rather than sent in the clear */
     char *sni;
     struct lb_hash *hash; /* CLUSTER_LB_HASH: ring or table; owned */
     struct outlier *od;   /* outlierDetection; NULL: none; owned */

@@ -258,6 +258,30 @@ struct ca_cred *ca_identity_get(struct ca_identity *h, unsigned *gen)
     return c;
 }
 
+struct ca_cred *ca_identity_current(struct ca_identity *h)
+{
+    struct ca_cred *c = NULL;
+
+    pthread_mutex_lock(&h->lock);
+    if (h->cur != NULL)
+        c = ca_cred_ref(h->cur);
+    pthread_mutex_unlock(&h->lock);
+    return c;
+}
+
+int ca_identity_ssl(SSL *ssl, void *arg)
+{
+    struct ca_cred *c = ca_identity_current(arg);
+    int ok;
+
+    if (c == NULL)
+        return 0; /* no mesh certificate yet: the handshake fails */
+    ok = SSL_use_certificate(ssl, c->leaf) && SSL_use_PrivateKey(ssl, c->key) &&
+         SSL_set1_chain(ssl, c->chain);
+    ca_cred_unref(c);
+    return ok ? 1 : 0;
+}
+
 int ca_identity_watch(struct ca_identity *h, ca_identity_cb fn, void *arg)
 {
     if (h->nwatch == CA_IDENTITY_MAX_WATCH)

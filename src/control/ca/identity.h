@@ -90,6 +90,16 @@ void ca_identity_publish(struct ca_identity *h, struct ca_cred *cred);
  * generation differs from *gen (updating *gen), else NULL. Any thread. */
 struct ca_cred *ca_identity_get(struct ca_identity *h, unsigned *gen);
 
+/* ca_identity_current() returns a reference to the current credential,
+ * or NULL before the first. Any thread. */
+struct ca_cred *ca_identity_current(struct ca_identity *h);
+
+/* ca_identity_ssl() is a certificate callback (SSL_CTX_set_cert_cb, arg:
+ * the holder): ssl presents the current credential, so each handshake
+ * uses the newest certificate. 1, or 0 (fail the handshake) when there is
+ * none yet. */
+int ca_identity_ssl(SSL *ssl, void *arg);
+
 /* ca_identity_watch() registers fn, called on each publish (main thread).
  * 0, or -1 when the table is full. */
 int ca_identity_watch(struct ca_identity *h, ca_identity_cb fn, void *arg);

@@ -1,0 +1,242 @@
+"""DestinationRule tls origination with client certificates: ISTIO_MUTUAL
+(this node's mesh certificate from the embedded CA, the mesh root, the
+server's SPIFFE identity checked, Istio's SNI) and MUTUAL (files). The
+upstream is a python TLS server that requires a client certificate and
+reports what it saw."""
+import os
+import socket
+import ssl
+import subprocess
+import threading
+
+from conftest import STRAIT, SRCDIR, free_port, wait_for
+from test_gateway import get, read_head
+
+SAMPLES = f"{SRCDIR}/tests/data/istio-samples/certs"
+
+
+class TLSUpstream:
+    """HTTPS on 127.0.0.1 requiring a client certificate from client_ca;
+    answers with the client's URI SAN and the SNI it asked for."""
+
+    def __init__(self, chain, key, client_ca):
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(chain, key)
+        self.ctx.verify_mode = ssl.CERT_REQUIRED
+        self.ctx.load_verify_locations(client_ca)
+        self.sni = []
+        self.ctx.sni_callback = lambda s, name, c: self.sni.append(name)
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.handshakes = 0
+        self.stopped = threading.Event()
+        self.t = threading.Thread(target=self.loop, daemon=True)
+        self.t.start()
+
+    def loop(self):
+        while not self.stopped.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
+
+    def serve(self, c):
+        try:
+            c.settimeout(10)
+            s = self.ctx.wrap_socket(c, server_side=True)
+        except (ssl.SSLError, OSError):
+            c.close()
+            return
+        self.handshakes += 1
+        try:
+            cert = s.getpeercert()
+            uris = [v for k, v in cert.get("subjectAltName", ()) if k == "URI"]
+            buf = b""
+            while True:
+                buf = read_head(s, buf)
+                if buf is None:
+                    return
+                _, _, buf = buf.partition(b"\r\n\r\n")
+                body = ("peer=" + ",".join(uris)).encode()
+                s.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s"
+                          % (len(body), body))
+        except (ssl.SSLError, OSError):
+            pass
+        finally:
+            s.close()
+
+    def stop(self):
+        self.stopped.set()
+        self.t.join(5)
+        self.sock.close()
+
+
+def ca_issue(cfg, out, ns, sa):
+    r = subprocess.run([STRAIT, "ca", "issue", "--namespace", ns,
+                        "--service-account", sa, "--out", str(out), "-c",
+                        str(cfg)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+
+
+RESOURCES = """apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {gw}, name: http, protocol: HTTP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: mesh, namespace: default}}
+spec:
+  hosts: [mesh.example.com]
+  resolution: STATIC
+  ports: [{{number: {up}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1, serviceAccount: backend}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: wrong, namespace: default}}
+spec:
+  hosts: [wrong.example.com]
+  resolution: STATIC
+  ports: [{{number: {up}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1, serviceAccount: someone-else}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: files, namespace: default}}
+spec:
+  hosts: [files.example.com]
+  resolution: STATIC
+  ports: [{{number: {up2}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: mesh, namespace: default}}
+spec:
+  host: mesh.example.com
+  trafficPolicy: {{tls: {{mode: ISTIO_MUTUAL}}}}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: wrong, namespace: default}}
+spec:
+  host: wrong.example.com
+  trafficPolicy: {{tls: {{mode: ISTIO_MUTUAL}}}}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: files, namespace: default}}
+spec:
+  host: files.example.com
+  trafficPolicy:
+    tls:
+      mode: MUTUAL
+      clientCertificate: {samples}/workload-foo-cert.pem
+      privateKey: {samples}/workload-foo-key.pem
+      caCertificates: {ca}/root-cert.pem
+      subjectAltNames: [spiffe://cluster.local/ns/default/sa/files]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: vs, namespace: default}}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - match: [{{uri: {{prefix: /wrong}}}}]
+    route: [{{destination: {{host: wrong.example.com}}}}]
+  - match: [{{uri: {{prefix: /files}}}}]
+    route: [{{destination: {{host: files.example.com}}}}]
+  - route: [{{destination: {{host: mesh.example.com}}}}]
+"""
+
+
+def test_istio_mutual_and_mutual_origination(strait_factory, tmp_path):
+    ca = tmp_path / "ca"
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    gw = free_port()
+    st = strait_factory(extra=(
+        f"config: {{dir: \"{conf}\", debounce: 10ms}}\n"
+        f"ca: {{enabled: true, dir: \"{ca}\", "
+        f"address: \"127.0.0.1:{free_port()}\"}}\n"))
+    r = subprocess.run([STRAIT, "ca", "init", "-c", str(st.config)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    ca_issue(st.config, tmp_path / "backend", "default", "backend")
+    ca_issue(st.config, tmp_path / "files", "default", "files")
+    # The mesh upstream trusts the mesh root for clients; the files one
+    # trusts Istio's sample CA (the client certificate strait sends).
+    mesh = TLSUpstream(str(tmp_path / "backend" / "cert-chain.pem"),
+                       str(tmp_path / "backend" / "key.pem"),
+                       str(ca / "root-cert.pem"))
+    files = TLSUpstream(str(tmp_path / "files" / "cert-chain.pem"),
+                        str(tmp_path / "files" / "key.pem"),
+                        f"{SAMPLES}/root-cert.pem")
+    try:
+        (conf / "r.yaml").write_text(RESOURCES.format(
+            gw=gw, up=mesh.port, up2=files.port, samples=SAMPLES, ca=ca))
+        st.start()
+        # ISTIO_MUTUAL: the upstream saw this node's SPIFFE identity, and
+        # Istio's SNI.
+        status, _, body = get(gw, "/")
+        assert status == 200, body
+        assert body == b"peer=spiffe://cluster.local/ns/istio-system/sa/strait"
+        assert mesh.sni[-1] == f"outbound_.{mesh.port}_._.mesh.example.com"
+        # The server's identity is checked: an endpoint whose service
+        # account is another is refused before any request is sent.
+        before = mesh.handshakes
+        status, _, _ = get(gw, "/wrong")
+        assert status == 503
+        wait_for(lambda: "flags=UF" in st.log(), 10, "UF in the access log")
+        assert mesh.handshakes == before
+        # MUTUAL from files, with subjectAltNames instead of the host name.
+        status, _, body = get(gw, "/files")
+        assert status == 200, body
+        assert body == b"peer=spiffe://trust-domain-foo/ns/foo/sa/foo"
+        # A subjectAltNames list the server's certificate does not carry.
+        text = (conf / "r.yaml").read_text().replace(
+            "spiffe://cluster.local/ns/default/sa/files",
+            "spiffe://cluster.local/ns/default/sa/nobody")
+        tmp = conf / ".r.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, conf / "r.yaml")
+        wait_for(lambda: get(gw, "/files")[0] == 503, 15,
+                 "the new subjectAltNames refusing the server")
+    finally:
+        mesh.stop()
+        files.stop()
+
+
+def test_istio_mutual_without_a_mesh_certificate_refuses(strait_factory,
+                                                         tmp_path):
+    """Without a CA there is no mesh certificate: the cluster refuses
+    requests (503) instead of sending them in the clear."""
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    gw = free_port()
+    plain = socket.socket()
+    plain.bind(("127.0.0.1", 0))
+    plain.listen(8)
+    try:
+        (conf / "r.yaml").write_text(RESOURCES.format(
+            gw=gw, up=plain.getsockname()[1], up2=plain.getsockname()[1],
+            samples=SAMPLES, ca=tmp_path))
+        st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
+        status, _, body = get(gw, "/")
+        assert (status, body) == (503, b"upstream TLS is not available\n")
+        assert "needs this node's mesh certificate" in st.log()
+    finally:
+        plain.close()
