@@ -511,7 +511,7 @@ static const char *lb_name(const struct cluster *c)
 }
 
 /*
- * One endpoint's lines: Envoy's health_flags (/failed_outlier_check while
+ * One endpoint's lines: its weight, Envoy's health_flags (/failed_outlier_check while
  * ejected) and, under outlier detection, how many times it was ejected
  * and, while it is, until when (wall clock) and for how much longer.
  */
@@ -523,6 +523,8 @@ static void endpoint_lines(struct buf *b, const struct cluster *c, size_t k,
 
     addr_format(&c->endpoints[k], as, sizeof(as));
     outlier_state(c->od, k, mono, &st);
+    buf_printf(b, "%s::%s::weight::%" PRIu32 "\n", c->name, as,
+               cluster_weight(c, k));
     buf_printf(b, "%s::%s::health_flags::%s\n", c->name, as,
                st.ejected ? "/failed_outlier_check" : "healthy");
     if (c->od == NULL)

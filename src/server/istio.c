@@ -301,9 +301,11 @@ void istio_cluster_map_dispose(struct strmap *m)
     strmap_dispose(m);
 }
 
-/* Endpoints being collected for one cluster. */
+/* Endpoints being collected for one cluster, with their weights
+ * (WorkloadEntry weight; 0 or absent counts as 1). */
 struct eps {
     struct addr *v;
+    uint32_t *w;
     size_t n;
     struct conf_strs sans; /* identities the endpoints may present */
 };
@@ -342,18 +344,26 @@ static void eps_sa(struct eps *e, const char *td, const char *ns,
 static void eps_dispose(struct eps *e)
 {
     free(e->v);
+    free(e->w);
     for (size_t i = 0; i < e->sans.n; i++)
         free(e->sans.v[i]);
     free(e->sans.v);
     memset(e, 0, sizeof(*e));
 }
 
-static void eps_add(struct eps *e, const char *ip, int64_t port)
+static uint32_t we_weight(const struct res_workload_entry *we)
+{
+    return we->weight > 0 ? (uint32_t)we->weight : 1;
+}
+
+static void eps_add(struct eps *e, const char *ip, int64_t port,
+                    uint32_t weight)
 {
     char s[128];
     struct addr a;
     const char *why;
     struct addr *nv;
+    uint32_t *nw;
 
     if (ip == NULL || port <= 0 || port > 65535)
         return;
@@ -368,7 +378,12 @@ static void eps_add(struct eps *e, const char *ip, int64_t port)
     if (nv == NULL)
         return;
     e->v = nv;
-    e->v[e->n++] = a;
+    nw = realloc(e->w, (e->n + 1) * sizeof(*nw));
+    if (nw == NULL)
+        return;
+    e->w = nw;
+    e->v[e->n] = a;
+    e->w[e->n++] = weight;
 }
 
 /* The port an endpoint listens on for service port sp: its own mapping
@@ -434,33 +449,35 @@ static int se_has_host(const struct resource *r, const struct res_service_entry 
     return 0;
 }
 
-/* What a DNS name resolves to, as endpoints on one port. */
+/* What a DNS name resolves to, as endpoints on one port, each address
+ * with the weight of the endpoint that named it. */
 struct dns_add {
     struct eps *e;
     int64_t port;
+    uint32_t weight;
 };
 
 static void dns_each(void *arg, const char *ip)
 {
     struct dns_add *d = arg;
 
-    eps_add(d->e, ip, d->port);
+    eps_add(d->e, ip, d->port, d->weight);
 }
 
 /* An endpoint address of a ServiceEntry with resolution DNS: an IP is
  * used as is, a name through the DNS cache (nothing until it resolves). */
 static void eps_add_dns(const struct istio_clusters *t, struct eps *e,
-                        const char *name, int64_t port)
+                        const char *name, int64_t port, uint32_t weight)
 {
     struct in6_addr a6;
     struct in_addr a4;
-    struct dns_add d = {e, port};
+    struct dns_add d = {e, port, weight};
 
     if (name == NULL || port <= 0 || port > 65535)
         return;
     if (inet_pton(AF_INET, name, &a4) == 1 ||
         inet_pton(AF_INET6, name, &a6) == 1 || t->dns == NULL) {
-        eps_add(e, name, port);
+        eps_add(e, name, port, weight);
         return;
     }
     dns_cache_lookup(t->dns, name, dns_each, &d);
@@ -507,9 +524,11 @@ static void collect(const struct istio_clusters *t, const char *host,
                 !res_labels_match(subset_labels, &we->labels))
                 continue;
             if (dns)
-                eps_add_dns(t, e, we->address, endpoint_port(we, sp, port));
+                eps_add_dns(t, e, we->address, endpoint_port(we, sp, port),
+                            we_weight(we));
             else
-                eps_add(e, we->address, endpoint_port(we, sp, port));
+                eps_add(e, we->address, endpoint_port(we, sp, port),
+                        we_weight(we));
             eps_sa(e, t->trust_domain, r->meta.ns, we->service_account);
         }
         for (size_t k = 0; k < se->subject_alt_names.n; k++)
@@ -519,7 +538,7 @@ static void collect(const struct istio_clusters *t, const char *host,
         if (dns && se->endpoints.n == 0 &&
             se->workload_selector.labels.n == 0 &&
             (subset_labels == NULL || subset_labels->n == 0))
-            eps_add_dns(t, e, host, sp != NULL ? sp->number : port);
+            eps_add_dns(t, e, host, sp != NULL ? sp->number : port, 1);
         if (se->workload_selector.labels.n > 0) {
             for (size_t k = 0; k < set->n; k++) {
                 const struct resource *w = set->v[k];
@@ -533,7 +552,8 @@ static void collect(const struct istio_clusters *t, const char *host,
                     (subset_labels != NULL &&
                      !res_labels_match(subset_labels, &we->labels)))
                     continue;
-                eps_add(e, we->address, endpoint_port(we, sp, port));
+                eps_add(e, we->address, endpoint_port(we, sp, port),
+                        we_weight(we));
                 eps_sa(e, t->trust_domain, w->meta.ns, we->service_account);
             }
         }
@@ -563,7 +583,8 @@ static void collect(const struct istio_clusters *t, const char *host,
             !res_labels_match(subset_labels, &we->labels))
             continue;
         eps_add(e, we->address,
-                port ? port : (we->ports.n ? (uint32_t)we->ports.v[0].val : 80));
+                port ? port : (we->ports.n ? (uint32_t)we->ports.v[0].val : 80),
+                we_weight(we));
         eps_sa(e, t->trust_domain, w->meta.ns, we->service_account);
     }
 }
@@ -652,7 +673,7 @@ static void apply_hash(struct cluster *c, const struct res_consistent_hash *h)
                   : h->minimum_ring_size > 0 ? (uint64_t)h->minimum_ring_size
                                              : LB_RING_MIN_DEFAULT;
     }
-    c->hash = lb_hash_new(&hc, c->endpoints, c->nendpoints, &err);
+    c->hash = lb_hash_new(&hc, c->endpoints, c->weights, c->nendpoints, &err);
     if (c->hash == NULL) {
         /* strait check refuses what cannot be built; only memory is left. */
         log_error("cluster %s: consistentHash: %s; balancing round robin",
@@ -827,7 +848,8 @@ static void apply_policy(const struct istio_clusters *t, struct cluster *c,
         apply_tls(t, c, e.tls, host, subset, port, sans);
 }
 
-/* The fingerprint of a cluster: everything it is built from. Files the
+/* The fingerprint of a cluster: everything it is built from (endpoint
+ * weights too, so a new weight makes a new cluster). Files the
  * DestinationRule names are identified by their inode and mtime, so a
  * replaced CA file makes a new cluster at the next snapshot. */
 static char *fingerprint(const char *key, const struct eps *e, int h2,
@@ -841,7 +863,8 @@ static char *fingerprint(const char *key, const struct eps *e, int h2,
     buf_init(&b, 64 * 1024 * 1024);
     buf_printf(&b, "%s|h2=%d|port=%" PRIu32 "|eps=", key, h2, svc_port);
     for (size_t i = 0; i < e->n; i++)
-        buf_printf(&b, "%s,", addr_format(&e->v[i], as, sizeof(as)));
+        buf_printf(&b, "%s*%" PRIu32 ",", addr_format(&e->v[i], as, sizeof(as)),
+                   e->w[i]);
     buf_puts(&b, "|sans=");
     for (size_t i = 0; i < e->sans.n; i++)
         buf_printf(&b, "%s,", e->sans.v[i]);
@@ -941,6 +964,9 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         c = cluster_ref(c);
     } else {
         c = cluster_new(key, e.v, e.n, t->nworkers);
+        if (c != NULL && e.n > 0 && cluster_set_weights(c, e.w) < 0)
+            log_error("cluster %s: endpoint weights: out of memory; "
+                      "balancing as if equal", key);
         if (c == NULL) {
             eps_dispose(&e);
             free(fp);

@@ -39,6 +39,38 @@ struct cluster *cluster_new(const char *name, const struct addr *eps,
     return c;
 }
 
+int cluster_set_weights(struct cluster *c, const uint32_t *w)
+{
+    size_t n = c->nendpoints;
+    uint64_t sum = 0;
+    size_t i;
+
+    free(c->weights);
+    free(c->cum);
+    c->weights = NULL;
+    c->cum = NULL;
+    for (i = 1; i < n; i++)
+        if ((w[i] ? w[i] : 1) != (w[0] ? w[0] : 1))
+            break;
+    if (i >= n) /* all equal (or fewer than two): the plain balancers */
+        return 0;
+    c->weights = malloc(n * sizeof(*c->weights));
+    c->cum = malloc(n * sizeof(*c->cum));
+    if (c->weights == NULL || c->cum == NULL) {
+        free(c->weights);
+        free(c->cum);
+        c->weights = NULL;
+        c->cum = NULL;
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        c->weights[i] = w[i] ? w[i] : 1;
+        sum += c->weights[i];
+        c->cum[i] = sum;
+    }
+    return 0;
+}
+
 /* A slot under max (0: no limit), or 0 and nothing taken. A refused
  * increment is undone at once; a racing admit may see it and be refused
  * too, which errs on the side of the limit. */
@@ -87,6 +119,8 @@ void cluster_unref(struct cluster *c)
     outlier_free(c->od);
     SSL_CTX_free(c->tls);
     free(c->sni);
+    free(c->weights);
+    free(c->cum);
     free(c->endpoints);
     free(c->name);
     free(c);
@@ -314,6 +348,92 @@ static void no_done(void *ctx, struct h1_client *c, int ok, int reusable,
 static const struct h1_client_hooks pool_hooks = {no_connect, no_head, no_done,
                                                   idle_closed};
 
+/* The EDF heap: the earliest deadline on top, ties to the lower index so
+ * every worker's schedule is the same sequence. */
+static int edf_before(const struct upool_edf *a, const struct upool_edf *b)
+{
+    return a->deadline < b->deadline ||
+           (a->deadline == b->deadline && a->ep < b->ep);
+}
+
+static void edf_down(struct upool *p, size_t i)
+{
+    struct upool_edf *h = p->edf;
+    size_t n = p->nedf;
+
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        struct upool_edf t;
+        if (l < n && edf_before(&h[l], &h[m]))
+            m = l;
+        if (l + 1 < n && edf_before(&h[l + 1], &h[m]))
+            m = l + 1;
+        if (m == i)
+            return;
+        t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+static void edf_push(struct upool *p, uint32_t ep, double deadline)
+{
+    struct upool_edf *h = p->edf;
+    size_t i = p->nedf++;
+
+    h[i].ep = ep;
+    h[i].deadline = deadline;
+    while (i > 0 && edf_before(&h[i], &h[(i - 1) / 2])) {
+        struct upool_edf t = h[i];
+        h[i] = h[(i - 1) / 2];
+        h[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+}
+
+/* The weight an endpoint's next turn is scheduled by: its own, or for
+ * LEAST_REQUEST its own over its requests in flight plus one (Envoy's
+ * active_request_bias 1.0). */
+static double edf_weight(const struct upool *p, size_t ep)
+{
+    double w = (double)p->cl->weights[ep];
+
+    if (p->cl->lb == CLUSTER_LB_LEAST_REQUEST)
+        w /= (double)p->active[ep] + 1;
+    return w;
+}
+
+/* The endpoint on top of the EDF heap takes its turn: the schedule's time
+ * moves to its deadline and its next turn is one weight's worth later. */
+static size_t edf_take(struct upool *p)
+{
+    size_t ep = p->edf[0].ep;
+
+    p->vtime = p->edf[0].deadline;
+    p->edf[0].deadline = p->vtime + 1.0 / edf_weight(p, ep);
+    edf_down(p, 0);
+    return ep;
+}
+
+static int edf_init(struct upool *p)
+{
+    const struct cluster *cl = p->cl;
+    size_t n = cl->nendpoints;
+
+    p->edf = malloc(n * sizeof(*p->edf));
+    p->parked = malloc(n * sizeof(*p->parked));
+    if (p->edf == NULL || p->parked == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        edf_push(p, (uint32_t)i, 1.0 / (double)cl->weights[i]);
+    /* Workers start at different points of the schedule, as round robin
+     * starts them at different endpoints. */
+    for (int i = 0; i < p->worker % (int)n; i++)
+        edf_take(p);
+    return 0;
+}
+
 int upool_init(struct upool *p, struct cluster *cl, struct event_base *base,
                int worker, struct h1_scratch *scratch)
 {
@@ -328,6 +448,8 @@ int upool_init(struct upool *p, struct cluster *cl, struct event_base *base,
     p->active = calloc(cl->nendpoints ? cl->nendpoints : 1,
                        sizeof(*p->active));
     if (p->active == NULL)
+        return -1;
+    if (cl->weights != NULL && edf_init(p) < 0)
         return -1;
     LIST_INIT(&p->idle);
     LIST_INIT(&p->dead);
@@ -365,6 +487,8 @@ void upool_dispose(struct upool *p)
     if (p->wake_ev != NULL)
         event_free(p->wake_ev);
     free(p->active);
+    free(p->edf);
+    free(p->parked);
     cluster_unref(p->cl);
     memset(p, 0, sizeof(*p));
 }
@@ -442,6 +566,92 @@ static size_t scan_healthy(struct outlier *od, size_t ep, size_t n,
     return ep;
 }
 
+/* A weighted draw: endpoint i with probability weights[i] / total. */
+static size_t draw_weighted(struct upool *p)
+{
+    const struct cluster *cl = p->cl;
+    uint64_t r = upool_rand(p) % cl->cum[cl->nendpoints - 1];
+    size_t lo = 0, hi = cl->nendpoints - 1;
+
+    /* The first endpoint whose running total is past r. */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cl->cum[mid] <= r)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* A weighted draw among the endpoints in service only: drawing again
+ * until one is would take long when a heavy endpoint is ejected. */
+static size_t draw_weighted_healthy(struct upool *p, struct lazy_now *t)
+{
+    struct cluster *cl = p->cl;
+    size_t n = cl->nendpoints;
+    uint64_t total = 0, r;
+
+    for (size_t e = 0; e < n; e++)
+        if (!is_out(cl->od, e, t))
+            total += cl->weights[e];
+    if (total == 0)
+        return scan_healthy(cl->od, 0, n, t);
+    r = upool_rand(p) % total;
+    for (size_t e = 0; e < n; e++) {
+        if (is_out(cl->od, e, t))
+            continue;
+        if (r < cl->weights[e])
+            return e;
+        r -= cl->weights[e];
+    }
+    /* Another worker ejected one meanwhile. */
+    return scan_healthy(cl->od, 0, n, t);
+}
+
+/* Parked endpoints that are back in service (or all of them when
+ * ejections are not honoured) rejoin the schedule one turn from now, as
+ * Envoy's scheduler takes a host back in when it is rebuilt. */
+static void edf_unpark(struct upool *p, int honour, struct lazy_now *t)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < p->nparked; i++) {
+        uint32_t ep = p->parked[i];
+        if (honour && is_out(p->cl->od, ep, t))
+            p->parked[k++] = ep;
+        else
+            edf_push(p, ep, p->vtime + 1.0 / edf_weight(p, ep));
+    }
+    p->nparked = k;
+}
+
+/* Weighted balancing (a cluster with weights, never a hash one). */
+static size_t pick_weighted(struct upool *p)
+{
+    struct outlier *od = p->cl->od;
+    struct lazy_now t = {0, 0};
+    int honour = od != NULL && outlier_any(od) && !in_panic(od, &t);
+
+    if (p->cl->lb == CLUSTER_LB_RANDOM)
+        return honour ? draw_weighted_healthy(p, &t) : draw_weighted(p);
+    if (p->nparked > 0)
+        edf_unpark(p, honour, &t);
+    if (!honour)
+        return edf_take(p);
+    /* An ejected endpoint on top leaves the heap until it returns, so a
+     * heavy one that is out costs one look, not a turn per weight. */
+    while (p->nedf > 0) {
+        uint32_t ep = p->edf[0].ep;
+        if (!is_out(od, ep, &t))
+            return edf_take(p);
+        p->parked[p->nparked++] = ep;
+        p->edf[0] = p->edf[--p->nedf];
+        edf_down(p, 0);
+    }
+    return scan_healthy(od, 0, p->cl->nendpoints, &t);
+}
+
 size_t upool_pick(struct upool *p)
 {
     struct outlier *od = p->cl->od;
@@ -451,6 +661,8 @@ size_t upool_pick(struct upool *p)
 
     if (p->cl->lb == CLUSTER_LB_HASH)
         return upool_pick_hash(p, upool_rand(p));
+    if (p->cl->weights != NULL)
+        return pick_weighted(p);
     ep = pick_plain(p);
     if (od == NULL || !outlier_any(od) || in_panic(od, &t))
         return ep;

@@ -58,6 +58,12 @@ struct cluster {
     size_t nendpoints;
     enum cluster_protocol protocol;
     enum cluster_lb lb;
+    /* Endpoint weights (WorkloadEntry weight): NULL when all are equal,
+     * which keeps the plain balancers; else nendpoints weights >= 1, and
+     * cum[i] the sum of weights[0..i] (weighted RANDOM). Set by
+     * cluster_set_weights() before the cluster is shared. */
+    uint32_t *weights;
+    uint64_t *cum;
     struct h1_client_conf h1;
     struct h2_client_conf h2;
     uint64_t max_requests_per_conn; /* 0: no limit */
@@ -85,6 +91,21 @@ struct cluster {
 struct cluster *cluster_new(const char *name, const struct addr *eps,
                             size_t n, int nworkers);
 struct cluster *cluster_ref(struct cluster *c);
+
+/*
+ * cluster_set_weights() gives the endpoints weights w[0..nendpoints) (0
+ * counts as 1, as Envoy's absent load_balancing_weight). When all are
+ * equal nothing is kept and balancing is as without weights. Call it
+ * before the hash table is built and before any upool_init(). Returns 0,
+ * or -1 when memory is short (the cluster then stays unweighted).
+ */
+int cluster_set_weights(struct cluster *c, const uint32_t *w);
+
+/* cluster_weight() is endpoint ep's weight (1 without weights). */
+static inline uint32_t cluster_weight(const struct cluster *c, size_t ep)
+{
+    return c->weights != NULL ? c->weights[ep] : 1;
+}
 void cluster_unref(struct cluster *c);
 void cluster_sum(const struct cluster *c, struct cluster_counters *out);
 
@@ -102,6 +123,12 @@ void cluster_release(struct cluster *c);
 int cluster_admit_retry(struct cluster *c);
 void cluster_release_retry(struct cluster *c);
 
+/* One endpoint's turn in a worker's earliest-deadline-first schedule. */
+struct upool_edf {
+    double deadline;
+    uint32_t ep;
+};
+
 /*
  * One worker's pool of idle upstream connections for a cluster. Lives on
  * the worker's thread only.
@@ -113,6 +140,15 @@ struct upool {
     size_t rr;
     uint64_t rng;
     uint32_t *active; /* requests in flight per endpoint, this worker */
+    /* Weighted ROUND_ROBIN and LEAST_REQUEST (a cluster with weights
+     * only): Envoy's EDF scheduler, a min-heap of the endpoints in
+     * service by next deadline; endpoints found ejected are parked off the
+     * heap until they return. */
+    struct upool_edf *edf;
+    size_t nedf;
+    double vtime;     /* the deadline of the last pick */
+    uint32_t *parked;
+    size_t nparked;
     struct list idle; /* struct h1_client, most recently used last */
     size_t nidle;
     struct list dead;
@@ -144,7 +180,9 @@ void upool_dispose(struct upool *p);
  * cluster's balancer, skipping endpoints outlier detection ejected (unless
  * too few are left: then every endpoint is used, as in Envoy's panic
  * mode). A consistent-hash cluster picks at random for a request without
- * a key. upool_busy()/upool_done() count requests in flight per endpoint
+ * a key. With weights, each endpoint's share of the picks is its weight
+ * over the total of those in service (LEAST_REQUEST: weight over requests
+ * in flight plus one, as Envoy's). upool_busy()/upool_done() count requests in flight per endpoint
  * (for LEAST_REQUEST). */
 size_t upool_pick(struct upool *p);
 void upool_busy(struct upool *p, size_t ep);

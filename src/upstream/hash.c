@@ -118,16 +118,83 @@ static int build_ring(struct lb_hash *h, uint64_t min, const struct addr *eps,
 }
 
 /*
+ * Envoy's weighted ring: the lightest endpoint gets at least
+ * ceil(min x its share of the total weight) points and the others points
+ * in proportion to their weights (running totals, so the rounding never
+ * adds up), the whole ring capped at LB_RING_MAX. Points are the same
+ * "<address>_<i>" hashes as above, so an endpoint whose weight grows keeps
+ * its old points and adds more.
+ */
+static int build_ring_weighted(struct lb_hash *h, uint64_t min,
+                               const struct addr *eps, const uint32_t *w,
+                               size_t n)
+{
+    uint64_t total = 0, *count = NULL;
+    uint32_t lightest = UINT32_MAX;
+    double scale, target = 0;
+    size_t k = 0, done = 0;
+
+    for (size_t e = 0; e < n; e++) {
+        total += w[e];
+        if (w[e] < lightest)
+            lightest = w[e];
+    }
+    count = calloc(n, sizeof(*count));
+    if (count == NULL)
+        return -1;
+    /* Ring points per unit of weight: enough for the lightest endpoint to
+     * get its share of min, no more than the cap allows. */
+    scale = (double)(((uint64_t)lightest * min + total - 1) / total) *
+            (double)total / (double)lightest;
+    if (scale > (double)LB_RING_MAX)
+        scale = (double)LB_RING_MAX;
+    for (size_t e = 0; e < n; e++) {
+        target += scale * (double)w[e] / (double)total;
+        while ((double)done < target && done < LB_RING_MAX) {
+            count[e]++;
+            done++;
+        }
+    }
+    h->size = done;
+    h->ring = calloc(h->size ? h->size : 1, sizeof(*h->ring));
+    if (h->ring == NULL) {
+        free(count);
+        return -1;
+    }
+    for (size_t e = 0; e < n; e++) {
+        char as[ADDR_STRLEN], key[ADDR_STRLEN + 24];
+        addr_format(&eps[e], as, sizeof(as));
+        for (uint64_t i = 0; i < count[e]; i++) {
+            int len = snprintf(key, sizeof(key), "%s_%llu", as,
+                               (unsigned long long)i);
+            h->ring[k].hash = lb_hash_bytes(key, (size_t)len, 0);
+            h->ring[k].ep = (uint32_t)e;
+            k++;
+        }
+    }
+    free(count);
+    qsort(h->ring, h->size, sizeof(*h->ring), cmp_point);
+    return 0;
+}
+
+/*
  * Maglev (Eisenbud et al., NSDI 2016): each endpoint walks its own
  * permutation of the m slots (offset + j * skip, m prime so every skip
  * visits all) and the endpoints take turns claiming their next free
  * slot until the table is full, which gives each one m / n slots (give or
  * take one) and moves few slots when an endpoint goes.
+ *
+ * With weights (w not NULL), Envoy's weighted fill: in round r an
+ * endpoint takes a turn only while r x its weight has caught up with the
+ * turns it had x the heaviest weight, so the heaviest takes every turn,
+ * one of a third its weight every third, and slots end up in proportion
+ * to weight.
  */
 static int build_maglev(struct lb_hash *h, uint64_t m, const struct addr *eps,
-                        size_t n)
+                        const uint32_t *w, size_t n)
 {
-    uint64_t *offset = NULL, *skip = NULL, *next = NULL;
+    uint64_t *offset = NULL, *skip = NULL, *next = NULL, *turns = NULL;
+    uint64_t round = 1, heaviest = 0;
     size_t filled = 0;
     int rc = -1;
 
@@ -136,8 +203,13 @@ static int build_maglev(struct lb_hash *h, uint64_t m, const struct addr *eps,
     offset = calloc(n ? n : 1, sizeof(*offset));
     skip = calloc(n ? n : 1, sizeof(*skip));
     next = calloc(n ? n : 1, sizeof(*next));
-    if (h->table == NULL || offset == NULL || skip == NULL || next == NULL)
+    turns = calloc(n ? n : 1, sizeof(*turns));
+    if (h->table == NULL || offset == NULL || skip == NULL || next == NULL ||
+        turns == NULL)
         goto fail;
+    for (size_t e = 0; w != NULL && e < n; e++)
+        if (w[e] > heaviest)
+            heaviest = w[e];
     for (size_t i = 0; i < h->size; i++)
         h->table[i] = UINT32_MAX;
     for (size_t e = 0; e < n; e++) {
@@ -147,9 +219,15 @@ static int build_maglev(struct lb_hash *h, uint64_t m, const struct addr *eps,
         skip[e] = m > 1 ? lb_hash_bytes(as, len, MAGLEV_SEED_SKIP) % (m - 1) + 1
                         : 1;
     }
-    while (n > 0 && filled < h->size) {
+    for (; n > 0 && filled < h->size; round++) {
         for (size_t e = 0; e < n && filled < h->size; e++) {
-            uint64_t c = (offset[e] + next[e] * skip[e]) % m;
+            uint64_t c;
+            if (w != NULL) {
+                if (round * w[e] < turns[e])
+                    continue;
+                turns[e] += heaviest;
+            }
+            c = (offset[e] + next[e] * skip[e]) % m;
             while (h->table[c] != UINT32_MAX) {
                 next[e]++;
                 c = (offset[e] + next[e] * skip[e]) % m;
@@ -164,11 +242,13 @@ fail:
     free(offset);
     free(skip);
     free(next);
+    free(turns);
     return rc;
 }
 
 struct lb_hash *lb_hash_new(const struct lb_hash_conf *conf,
-                            const struct addr *eps, size_t n, char **err)
+                            const struct addr *eps, const uint32_t *weights,
+                            size_t n, char **err)
 {
     struct lb_hash *h = calloc(1, sizeof(*h));
     uint64_t size = conf->size;
@@ -202,14 +282,15 @@ struct lb_hash *lb_hash_new(const struct lb_hash_conf *conf,
                 *err = NULL;
             goto fail;
         }
-        if (build_maglev(h, size, eps, n) < 0)
+        if (build_maglev(h, size, eps, weights, n) < 0)
             goto oom;
     } else {
         if (size == 0)
             size = LB_RING_MIN_DEFAULT;
         if (size > LB_RING_MAX)
             size = LB_RING_MAX;
-        if (build_ring(h, size, eps, n) < 0)
+        if ((weights != NULL ? build_ring_weighted(h, size, eps, weights, n)
+                             : build_ring(h, size, eps, n)) < 0)
             goto oom;
     }
     return h;

@@ -70,11 +70,15 @@ struct lb_hash {
 /*
  * lb_hash_new() builds the ring or table for endpoints eps[0..n). n may
  * be 0 (the table is then empty and lb_hash_find() is never called).
+ * weights: NULL when all endpoints weigh the same, else n weights of at
+ * least 1; an endpoint gets ring points or table slots in proportion to
+ * its weight (Envoy's weighted ring hash and Maglev).
  * Returns NULL with *err (allocated) when the configuration cannot be
  * built: a Maglev size that is not a prime, or memory.
  */
 struct lb_hash *lb_hash_new(const struct lb_hash_conf *conf,
-                            const struct addr *eps, size_t n, char **err);
+                            const struct addr *eps, const uint32_t *weights,
+                            size_t n, char **err);
 void lb_hash_free(struct lb_hash *h);
 
 /* lb_is_prime() is true for a prime (Maglev table sizes must be). */

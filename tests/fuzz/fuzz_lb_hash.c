@@ -76,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     hc.size = hc.algo == LB_MAGLEV ? 13 : 16;
     if (addr_parse(&ep, "127.0.0.1:80", 12, 0, &why) < 0)
         abort();
-    h = lb_hash_new(&hc, &ep, 1, &err);
+    h = lb_hash_new(&hc, &ep, NULL, 1, &err);
     if (h == NULL)
         abort();
     if (lb_hash_request(h, &req, part[1], part[0], &a, &key, &sc) &&

@@ -939,6 +939,10 @@ static void test_render_outlier_detection(void **state)
     assert_int_equal(addr_parse(&a[1], "127.0.0.1:81", 12, 0, &why), 0);
     one_cluster = cluster_new("up", a, 2, 2);
     assert_non_null(one_cluster);
+    {
+        const uint32_t w[2] = {3, 0}; /* 0 counts as 1 */
+        assert_int_equal(cluster_set_weights(one_cluster, w), 0);
+    }
     memset(&oc, 0, sizeof(oc));
     oc.consecutive_5xx = 1;
     oc.base_ejection_ms = 3600 * 1000;
@@ -976,6 +980,9 @@ static void test_render_outlier_detection(void **state)
     admin_render_clusters(&ops, &b);
     s = buf_cstr(&b);
     assert_non_null(strstr(s, "up::outlier_detection::on\n"));
+    /* Each endpoint's weight, as Envoy's cluster::addr::weight::N. */
+    assert_non_null(strstr(s, "up::127.0.0.1:80::weight::3\n"));
+    assert_non_null(strstr(s, "up::127.0.0.1:81::weight::1\n"));
     assert_non_null(strstr(s, "up::127.0.0.1:80::health_flags::healthy\n"
                               "up::127.0.0.1:80::outlier_ejections::0\n"));
     assert_non_null(strstr(s, "up::127.0.0.1:81::health_flags::/failed_outlier_"

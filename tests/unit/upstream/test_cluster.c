@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
+#include <math.h>
 
 #include "core/addr.h"
 #include "core/clock.h"
@@ -257,7 +258,7 @@ static void test_hash_walks_past_ejected_endpoints(void **state)
     memset(&hc, 0, sizeof(hc));
     hc.key = LB_KEY_SOURCE_IP;
     hc.algo = LB_RING_HASH;
-    f->cl->hash = lb_hash_new(&hc, f->cl->endpoints, NEP, &err);
+    f->cl->hash = lb_hash_new(&hc, f->cl->endpoints, NULL, NEP, &err);
     assert_non_null(f->cl->hash);
     f->cl->lb = CLUSTER_LB_HASH;
     add_detector(f->cl, 0);
@@ -295,6 +296,223 @@ static void test_hash_walks_past_ejected_endpoints(void **state)
         assert_true(hits[i] > 0);
 }
 
+/* Weights of the weighted tests: unequal, and the heaviest (2) is the
+ * one they eject. */
+static const uint32_t weights[NEP] = {1, 2, 7, 3};
+
+/*
+ * Each endpoint's share of PICKS is its weight over the total of the
+ * endpoints in service (skip: one that is out, or -1), within 6 standard
+ * deviations of a binomial count; the one out gets nothing.
+ */
+static void check_shares(const unsigned *hits, const uint32_t *w, int skip)
+{
+    double total = 0;
+
+    for (int i = 0; i < NEP; i++)
+        if (i != skip)
+            total += w[i];
+    for (int i = 0; i < NEP; i++) {
+        double p = i == skip ? 0 : w[i] / total;
+        double sd = sqrt(PICKS * p * (1 - p));
+        if (i == skip)
+            assert_int_equal(hits[i], 0);
+        else
+            assert_true(fabs(hits[i] - PICKS * p) <= 6 * sd);
+    }
+}
+
+static void weigh(struct fx *f, const uint32_t *w)
+{
+    assert_int_equal(cluster_set_weights(f->cl, w), 0);
+    assert_non_null(f->cl->weights);
+}
+
+/* Equal weights (0 counts as 1) keep the cluster unweighted, so its
+ * balancers are the plain ones, exactly as without weights. */
+static void test_equal_weights_keep_plain_balancing(void **state)
+{
+    struct fx *f = *state;
+    const uint32_t same[NEP] = {5, 5, 5, 5}, ones[NEP] = {0, 1, 1, 0};
+    unsigned hits[NEP];
+
+    assert_int_equal(cluster_set_weights(f->cl, same), 0);
+    assert_null(f->cl->weights);
+    assert_int_equal(cluster_set_weights(f->cl, ones), 0);
+    assert_null(f->cl->weights);
+    assert_int_equal(cluster_weight(f->cl, 1), 1);
+    weigh(f, weights);
+    assert_int_equal(cluster_weight(f->cl, 2), 7);
+    /* Back to equal: the weights go. */
+    assert_int_equal(cluster_set_weights(f->cl, same), 0);
+    assert_null(f->cl->weights);
+    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
+    assert_null(f->pool.edf);
+    count(f, hits);
+    for (int i = 0; i < NEP; i++)
+        assert_int_equal(hits[i], PICKS / NEP);
+}
+
+/*
+ * Weighted round robin (Envoy's EDF scheduler): each endpoint's count is
+ * its weight's share, to a pick, and the turns are spread: in every run
+ * of 13 picks (the total weight) each endpoint has its weight's worth of
+ * them, give or take one, rather than 7 in a row for the heaviest.
+ */
+static void test_weighted_round_robin_follows_weights(void **state)
+{
+    struct fx *f = *state;
+    unsigned hits[NEP];
+    size_t seq[PICKS];
+
+    weigh(f, weights);
+    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
+    memset(hits, 0, sizeof(hits));
+    for (int i = 0; i < PICKS; i++) {
+        seq[i] = upool_pick(&f->pool);
+        hits[seq[i]]++;
+    }
+    check_shares(hits, weights, -1);
+    for (int i = 0; i < NEP; i++)
+        assert_true(fabs(hits[i] - PICKS * weights[i] / 13.0) <= 1);
+    for (int start = 0; start + 13 <= PICKS; start++) {
+        unsigned win[NEP] = {0};
+        for (int k = 0; k < 13; k++)
+            win[seq[start + k]]++;
+        for (int i = 0; i < NEP; i++)
+            assert_true(win[i] + 1 >= weights[i] && win[i] <= weights[i] + 1);
+    }
+}
+
+static void test_weighted_random_follows_weights(void **state)
+{
+    struct fx *f = *state;
+    unsigned hits[NEP];
+
+    f->cl->lb = CLUSTER_LB_RANDOM;
+    weigh(f, weights);
+    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
+    count(f, hits);
+    check_shares(hits, weights, -1);
+}
+
+/*
+ * Weighted least request (Envoy's, active_request_bias 1.0): an endpoint
+ * is scheduled by weight / (requests in flight + 1). Idle, the shares are
+ * the weights; with 6 requests in flight on the weight-7 endpoint it
+ * counts as weight 1.
+ */
+static void test_weighted_least_request(void **state)
+{
+    struct fx *f = *state;
+    const uint32_t busy[NEP] = {1, 2, 1, 3};
+    unsigned hits[NEP];
+
+    f->cl->lb = CLUSTER_LB_LEAST_REQUEST;
+    weigh(f, weights);
+    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
+    count(f, hits);
+    check_shares(hits, weights, -1);
+    for (int i = 0; i < 6; i++)
+        upool_busy(&f->pool, 2);
+    count(f, hits);
+    check_shares(hits, busy, -1);
+    for (int i = 0; i < 6; i++)
+        upool_done(&f->pool, 2);
+    count(f, hits);
+    check_shares(hits, weights, -1);
+}
+
+/*
+ * Every weighted balancer skips an ejected endpoint, here the heaviest
+ * (7 of 13): the others share by weight among themselves. When it is back
+ * (a new detector with nothing ejected stands in for the end of its
+ * ejection) it gets its share again.
+ */
+static void test_weighted_balancers_skip_ejected_endpoints(void **state)
+{
+    struct fx *f = *state;
+    unsigned hits[NEP];
+    const enum cluster_lb lbs[] = {CLUSTER_LB_ROUND_ROBIN, CLUSTER_LB_RANDOM,
+                                   CLUSTER_LB_LEAST_REQUEST};
+
+    weigh(f, weights);
+    for (size_t k = 0; k < sizeof(lbs) / sizeof(lbs[0]); k++) {
+        f->cl->lb = lbs[k];
+        add_detector(f->cl, 0);
+        assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
+        count(f, hits);
+        check_shares(hits, weights, -1);
+        eject(&f->pool, 2);
+        count(f, hits);
+        check_shares(hits, weights, 2);
+        if (lbs[k] != CLUSTER_LB_RANDOM) /* parked, not drawn again */
+            assert_int_equal(f->pool.nparked, 1);
+        /* The next endpoint for another try skips it too. */
+        assert_int_equal(upool_next(&f->pool, 1), 3);
+        outlier_free(f->cl->od);
+        add_detector(f->cl, 0);
+        count(f, hits);
+        check_shares(hits, weights, -1);
+        if (lbs[k] != CLUSTER_LB_RANDOM)
+            assert_int_equal(f->pool.nparked, 0);
+        upool_dispose(&f->pool);
+        outlier_free(f->cl->od);
+        f->cl->od = NULL;
+    }
+}
+
+/* With every endpoint ejected, weighted balancing uses them all, by
+ * weight (panic mode). */
+static void test_weighted_panic_uses_every_endpoint(void **state)
+{
+    struct fx *f = *state;
+    unsigned hits[NEP];
+
+    weigh(f, weights);
+    add_detector(f->cl, 0);
+    f->cl->od->conf.max_ejection_pct = 100;
+    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
+    for (int i = 0; i < NEP; i++)
+        eject(&f->pool, (size_t)i);
+    count(f, hits);
+    check_shares(hits, weights, -1);
+}
+
+/* A weighted Maglev cluster: keys keep their endpoint, an ejected
+ * endpoint's keys go elsewhere, keyless requests spread by weight. */
+static void test_weighted_hash_cluster(void **state)
+{
+    struct fx *f = *state;
+    struct lb_hash_conf hc;
+    char *err = NULL;
+    unsigned hits[NEP];
+
+    weigh(f, weights);
+    memset(&hc, 0, sizeof(hc));
+    hc.key = LB_KEY_SOURCE_IP;
+    hc.algo = LB_MAGLEV;
+    hc.size = 65537;
+    f->cl->hash =
+        lb_hash_new(&hc, f->cl->endpoints, f->cl->weights, NEP, &err);
+    assert_non_null(f->cl->hash);
+    f->cl->lb = CLUSTER_LB_HASH;
+    add_detector(f->cl, 0);
+    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
+    /* Slots are weights' shares within a slot or two (test_hash): the
+     * table adds nothing to the sampling spread worth counting. */
+    count(f, hits);
+    check_shares(hits, weights, -1);
+    eject(&f->pool, 2);
+    for (uint64_t k = 0; k < 2000; k++)
+        assert_int_not_equal(
+            upool_pick_hash(&f->pool, lb_hash_bytes(&k, sizeof(k), 7)), 2);
+    count(f, hits);
+    assert_int_equal(hits[2], 0);
+    for (int i = 0; i < NEP; i++)
+        assert_true(i == 2 || hits[i] > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -314,6 +532,20 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(
             test_hash_walks_past_ejected_endpoints, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_equal_weights_keep_plain_balancing, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_weighted_round_robin_follows_weights, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_weighted_random_follows_weights,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_weighted_least_request, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_weighted_balancers_skip_ejected_endpoints, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_weighted_panic_uses_every_endpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_weighted_hash_cluster, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,6 +30,26 @@ static void make_eps(struct addr *eps, size_t n, int base_port)
     }
 }
 
+static struct lb_hash *build_weighted(enum lb_hash_algo algo, uint64_t size,
+                                      const struct addr *eps,
+                                      const uint32_t *w, size_t n)
+{
+    struct lb_hash_conf c;
+    char *err = NULL;
+    struct lb_hash *h;
+
+    memset(&c, 0, sizeof(c));
+    c.key = LB_KEY_HEADER;
+    c.name = "X-User";
+    c.cookie_ttl_ms = -1;
+    c.algo = algo;
+    c.size = size;
+    h = lb_hash_new(&c, eps, w, n, &err);
+    assert_null(err);
+    assert_non_null(h);
+    return h;
+}
+
 static struct lb_hash *build(enum lb_hash_algo algo, uint64_t size,
                              const struct addr *eps, size_t n)
 {
@@ -43,7 +63,7 @@ static struct lb_hash *build(enum lb_hash_algo algo, uint64_t size,
     c.cookie_ttl_ms = -1;
     c.algo = algo;
     c.size = size;
-    h = lb_hash_new(&c, eps, n, &err);
+    h = lb_hash_new(&c, eps, NULL, n, &err);
     assert_null(err);
     assert_non_null(h);
     return h;
@@ -152,6 +172,122 @@ static void test_maglev_spread(void **state)
     lb_hash_free(h);
 }
 
+/* Ring points or table slots per endpoint. */
+static void count_points(const struct lb_hash *h, size_t *pts, size_t n)
+{
+    memset(pts, 0, n * sizeof(*pts));
+    for (size_t i = 0; i < h->size; i++) {
+        uint32_t e = lb_hash_ep(h, i);
+        assert_true(e < n);
+        pts[e]++;
+    }
+}
+
+/*
+ * Keys spread by weight: endpoint e gets w[e] / total of them, within 6
+ * standard deviations of sampling (binomial over KEYS keys) and of the
+ * table's own spread: a ring endpoint with k of K points owns k random
+ * arcs whose total has a standard deviation of sqrt(k) / K of the ring;
+ * Maglev slots are counted, not random (ring 0 here).
+ */
+static void check_weighted_spread(const struct lb_hash *h, const uint32_t *w,
+                                  size_t n, int ring)
+{
+    unsigned hits[MAXEP] = {0};
+    size_t pts[MAXEP];
+    double total = 0;
+
+    count_points(h, pts, n);
+    for (size_t e = 0; e < n; e++)
+        total += w[e];
+    for (unsigned i = 0; i < KEYS; i++)
+        hits[lookup(h, key_hash(i))]++;
+    for (size_t e = 0; e < n; e++) {
+        double p = w[e] / total;
+        double table_sd = ring ? sqrt((double)pts[e]) / (double)h->size : 0;
+        double sd = sqrt((double)KEYS * p * (1 - p) +
+                         pow((double)KEYS * table_sd, 2));
+        assert_true(fabs((double)hits[e] - (double)KEYS * p) <= 6 * sd);
+    }
+}
+
+/*
+ * Envoy's weighted ring: the lightest endpoint gets its share of the
+ * minimum ring size rounded up (1024 x 1/10 -> 103 points), and the ring
+ * is scaled so every endpoint gets points in proportion to its weight
+ * (103 : 206 : 721). Keys follow.
+ */
+static void test_ring_weighted_points_follow_weights(void **state)
+{
+    struct addr eps[3];
+    const uint32_t w[3] = {1, 2, 7};
+    struct lb_hash *h;
+    size_t pts[3];
+
+    (void)state;
+    make_eps(eps, 3, 8000);
+    h = build_weighted(LB_RING_HASH, 0, eps, w, 3);
+    count_points(h, pts, 3);
+    assert_int_equal(pts[0], 103);
+    assert_int_equal(pts[1], 206);
+    assert_int_equal(pts[2], 721);
+    assert_int_equal(h->size, 1030);
+    check_weighted_spread(h, w, 3, 1);
+    lb_hash_free(h);
+    /* A bigger minimum: more points, the same proportions. */
+    h = build_weighted(LB_RING_HASH, 65536, eps, w, 3);
+    count_points(h, pts, 3);
+    assert_int_equal(pts[0], 6554);
+    assert_int_equal(pts[1], 2 * 6554);
+    assert_int_equal(pts[2], 7 * 6554);
+    check_weighted_spread(h, w, 3, 1);
+    lb_hash_free(h);
+}
+
+/* An endpoint keeps the points it had when its weight grows: the points
+ * are "<address>_<i>" for i below its count, so it only adds some. */
+static void test_ring_heavier_endpoint_keeps_its_keys(void **state)
+{
+    struct addr eps[3];
+    const uint32_t before[3] = {2, 2, 4}, after[3] = {2, 2, 8};
+    struct lb_hash *a, *b;
+
+    (void)state;
+    make_eps(eps, 3, 8000);
+    a = build_weighted(LB_RING_HASH, 0, eps, before, 3);
+    b = build_weighted(LB_RING_HASH, 0, eps, after, 3);
+    for (unsigned i = 0; i < KEYS; i++)
+        if (lookup(a, key_hash(i)) == 2)
+            assert_int_equal(lookup(b, key_hash(i)), 2);
+    lb_hash_free(a);
+    lb_hash_free(b);
+}
+
+/*
+ * Envoy's weighted Maglev fill: the heaviest endpoint takes a slot every
+ * round, the others every max/weight rounds, so slots end up in
+ * proportion to weight, within a round's rounding (a slot or two each);
+ * every slot is taken.
+ */
+static void test_maglev_weighted_slots_follow_weights(void **state)
+{
+    struct addr eps[4];
+    const uint32_t w[4] = {1, 2, 7, 3};
+    struct lb_hash *h;
+    size_t slots[4];
+
+    (void)state;
+    make_eps(eps, 4, 8000);
+    h = build_weighted(LB_MAGLEV, 65537, eps, w, 4);
+    assert_int_equal(h->size, 65537);
+    count_points(h, slots, 4);
+    assert_int_equal(slots[0] + slots[1] + slots[2] + slots[3], 65537);
+    for (size_t e = 0; e < 4; e++)
+        assert_true(fabs((double)slots[e] - 65537.0 * w[e] / 13) <= 2);
+    check_weighted_spread(h, w, 4, 0);
+    lb_hash_free(h);
+}
+
 /*
  * Removing one of N endpoints moves its own keys (1/N of them) and few
  * others. For a ring, the remaining endpoints gain points (ceil(min/N) to
@@ -222,13 +358,13 @@ static void test_maglev_size_must_be_prime(void **state)
     c.key = LB_KEY_SOURCE_IP;
     c.algo = LB_MAGLEV;
     c.size = 65536;
-    assert_null(lb_hash_new(&c, eps, 3, &err));
+    assert_null(lb_hash_new(&c, eps, NULL, 3, &err));
     assert_non_null(err);
     assert_non_null(strstr(err, "65536 must be a prime"));
     free(err);
     c.size = LB_MAGLEV_MAX; /* 5000011 is prime, but Istio's limit */
     assert_true(lb_is_prime(LB_MAGLEV_MAX));
-    assert_null(lb_hash_new(&c, eps, 3, &err));
+    assert_null(lb_hash_new(&c, eps, NULL, 3, &err));
     free(err);
     assert_true(lb_is_prime(2) && lb_is_prime(3) && lb_is_prime(65537) &&
                 lb_is_prime(4999999));
@@ -237,7 +373,7 @@ static void test_maglev_size_must_be_prime(void **state)
     /* No endpoints: an empty table, never looked up. */
     c.size = 13;
     {
-        struct lb_hash *h = lb_hash_new(&c, eps, 0, &err);
+        struct lb_hash *h = lb_hash_new(&c, eps, NULL, 0, &err);
         assert_non_null(h);
         assert_int_equal(h->size, 0);
         lb_hash_free(h);
@@ -278,7 +414,7 @@ static struct lb_hash *policy(enum lb_key_kind key, const char *name,
     c.name = name;
     c.cookie_path = path;
     c.cookie_ttl_ms = ttl;
-    h = lb_hash_new(&c, eps, 2, &err);
+    h = lb_hash_new(&c, eps, NULL, 2, &err);
     assert_non_null(h);
     return h;
 }
@@ -460,6 +596,9 @@ int main(void)
         cmocka_unit_test(test_ring_removal_moves_few),
         cmocka_unit_test(test_maglev_removal_moves_few),
         cmocka_unit_test(test_maglev_size_must_be_prime),
+        cmocka_unit_test(test_ring_weighted_points_follow_weights),
+        cmocka_unit_test(test_ring_heavier_endpoint_keeps_its_keys),
+        cmocka_unit_test(test_maglev_weighted_slots_follow_weights),
         cmocka_unit_test(test_header_key),
         cmocka_unit_test(test_cookie_key),
         cmocka_unit_test(test_cookie_generated_with_ttl),
