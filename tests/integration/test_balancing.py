@@ -1,10 +1,12 @@
 """DestinationRule load balancing against several real upstreams: consistent
 hashing on a header, a cookie (generated with Set-Cookie when a ttl is
 given), the source address and a query parameter, with a ring and with
-Maglev; and outlier detection ejecting failing endpoints, bringing them
+Maglev; outlier detection ejecting failing endpoints, bringing them
 back after their ejection time, capping the share ejected and never
-black-holing a cluster whose endpoints are all ejected."""
+black-holing a cluster whose endpoints are all ejected; and WorkloadEntry
+weights sharing traffic under every balancer, changed by hot reload."""
 import http.client
+import os
 import re
 import threading
 
@@ -387,3 +389,125 @@ loadBalancer:
     assert r.returncode != 0
     assert ("maglev tableSize 1000 is not a prime number; Envoy needs a prime "
             "(the next one is 1009") in r.stdout + r.stderr, r
+
+
+def weighted_resources(gw_port, ports, weights, policy):
+    """Three WorkloadEntries (selected by the ServiceEntry) with weights,
+    and a DestinationRule with a loadBalancer policy."""
+    wes = "".join(f"""---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {{name: we{i}, namespace: default}}
+spec:
+  address: 127.0.0.1
+  ports: {{http: {p}}}
+  labels: {{app: weighted}}
+  weight: {w}
+""" for i, (p, w) in enumerate(zip(ports, weights)))
+    pol = "".join(f"    {line}\n" for line in policy.strip("\n").split("\n"))
+    return f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {gw_port}, name: http, protocol: HTTP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: svc, namespace: default}}
+spec:
+  hosts: [{HOST}]
+  resolution: STATIC
+  ports: [{{number: 80, name: http, protocol: HTTP}}]
+  workloadSelector: {{labels: {{app: weighted}}}}
+{wes}---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: svc, namespace: default}}
+spec:
+  host: {HOST}
+  trafficPolicy:
+{pol}---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: vs, namespace: default}}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - retries: {{attempts: 0}}
+    route:
+    - destination: {{host: {HOST}}}
+"""
+
+
+WEIGHTED_PICKS = 1000
+
+
+def shares(port, n, keyed):
+    """n requests on one keep-alive connection; counts per upstream name.
+    keyed: each request carries its own x-user value (hash policies)."""
+    hits = {}
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        for i in range(n):
+            c.request("GET", "/", headers={"x-user": f"user-{i}"} if keyed else {})
+            r = c.getresponse()
+            body = r.read().decode()
+            assert r.status == 200, (r.status, body)
+            hits[body] = hits.get(body, 0) + 1
+    finally:
+        c.close()
+    return hits
+
+
+def assert_shares(hits, names, weights, n):
+    """Each upstream's count is within 6 standard deviations (binomial over
+    n requests) of its weight's share; round robin and least request are
+    closer than that, random and hashing need the room."""
+    total = sum(weights)
+    for name, w in zip(names, weights):
+        p = w / total
+        sd = (n * p * (1 - p)) ** 0.5
+        assert abs(hits.get(name, 0) - n * p) <= 6 * sd, (hits, weights)
+
+
+@pytest.mark.parametrize("policy,keyed", [
+    ("loadBalancer: {simple: ROUND_ROBIN}", False),
+    ("loadBalancer: {simple: RANDOM}", False),
+    ("loadBalancer: {simple: LEAST_REQUEST}", False),
+    ("loadBalancer: {consistentHash: {httpHeaderName: x-user, "
+     "maglev: {tableSize: 65537}}}", True),
+], ids=["round_robin", "random", "least_request", "maglev"])
+def test_endpoint_weights_share_traffic(strait_factory, upstream_factory,
+                                        tmp_path, policy, keyed):
+    """WorkloadEntry weights 1/2/7: each upstream gets its weight's share of
+    the requests. A hot reload that reverses the weights (7/2/1) builds a
+    new cluster and the shares follow; /clusters shows the weights."""
+    status = {}
+    names = ["u0", "u1", "u2"]
+    ports = [upstream_factory(responder(n, status)).port for n in names]
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    gw_port = free_port()
+    (conf / "r.yaml").write_text(weighted_resources(gw_port, ports, (1, 2, 7),
+                                                    policy))
+    st = strait_factory(workers=2,
+                        extra=f"config: {{dir: \"{conf}\"}}\n").start()
+    s = Setup(st, gw_port, names, status)
+    hits = shares(gw_port, WEIGHTED_PICKS, keyed)
+    assert_shares(hits, names, (1, 2, 7), WEIGHTED_PICKS)
+    body = s.clusters()
+    for p, w in zip(ports, (1, 2, 7)):
+        assert f"::127.0.0.1:{p}::weight::{w}\n" in body, body
+
+    new = conf / ".tmp"
+    new.write_text(weighted_resources(gw_port, ports, (7, 2, 1), policy))
+    os.replace(new, conf / "r.yaml")
+    wait_for(lambda: f"::127.0.0.1:{ports[0]}::weight::7\n" in s.clusters(),
+             15, "the new weights in /clusters")
+    hits = shares(gw_port, WEIGHTED_PICKS, keyed)
+    assert_shares(hits, names, (7, 2, 1), WEIGHTED_PICKS)
