@@ -39,36 +39,97 @@ struct cluster *cluster_new(const char *name, const struct addr *eps,
     return c;
 }
 
+static void drop_weights(struct cluster *c)
+{
+    free(c->weights);
+    free(c->inv_weights);
+    free(c->alias);
+    c->weights = NULL;
+    c->inv_weights = NULL;
+    c->alias = NULL;
+}
+
+/*
+ * Vose's construction of Walker's alias table: each of the n slots holds
+ * 1/n of the total weight, made of its own endpoint's weight (as much as
+ * fits) and the rest of one heavier endpoint's. Sizes are scaled by n so
+ * they stay integers: a slot holds `total`, endpoint i brings w[i] x n.
+ */
+static int build_alias(struct cluster *c)
+{
+    size_t n = c->nendpoints, nsmall = 0, nlarge = 0;
+    uint64_t total = 0, *left = malloc(n * sizeof(*left));
+    uint32_t *small = malloc(n * sizeof(*small));
+    uint32_t *large = malloc(n * sizeof(*large));
+    int rc = -1;
+
+    if (left == NULL || small == NULL || large == NULL)
+        goto fail;
+    for (size_t i = 0; i < n; i++)
+        total += c->weights[i];
+    for (size_t i = 0; i < n; i++) {
+        left[i] = (uint64_t)c->weights[i] * n;
+        if (left[i] < total)
+            small[nsmall++] = (uint32_t)i;
+        else
+            large[nlarge++] = (uint32_t)i;
+    }
+    while (nsmall > 0 && nlarge > 0) {
+        uint32_t s = small[--nsmall], l = large[nlarge - 1];
+        c->alias[s].below =
+            (uint64_t)((double)left[s] / (double)total * 4294967296.0);
+        c->alias[s].other = l;
+        left[l] -= total - left[s];
+        if (left[l] < total) {
+            nlarge--;
+            small[nsmall++] = l;
+        }
+    }
+    /* What is left holds a whole slot (up to rounding). */
+    while (nlarge > 0) {
+        uint32_t l = large[--nlarge];
+        c->alias[l].below = UINT64_C(1) << 32;
+        c->alias[l].other = l;
+    }
+    while (nsmall > 0) {
+        uint32_t s = small[--nsmall];
+        c->alias[s].below = UINT64_C(1) << 32;
+        c->alias[s].other = s;
+    }
+    rc = 0;
+fail:
+    free(left);
+    free(small);
+    free(large);
+    return rc;
+}
+
 int cluster_set_weights(struct cluster *c, const uint32_t *w)
 {
     size_t n = c->nendpoints;
-    uint64_t sum = 0;
     size_t i;
 
-    free(c->weights);
-    free(c->cum);
-    c->weights = NULL;
-    c->cum = NULL;
+    drop_weights(c);
     for (i = 1; i < n; i++)
         if ((w[i] ? w[i] : 1) != (w[0] ? w[0] : 1))
             break;
     if (i >= n) /* all equal (or fewer than two): the plain balancers */
         return 0;
     c->weights = malloc(n * sizeof(*c->weights));
-    c->cum = malloc(n * sizeof(*c->cum));
-    if (c->weights == NULL || c->cum == NULL) {
-        free(c->weights);
-        free(c->cum);
-        c->weights = NULL;
-        c->cum = NULL;
-        return -1;
-    }
+    c->inv_weights = malloc(n * sizeof(*c->inv_weights));
+    c->alias = malloc(n * sizeof(*c->alias));
+    if (c->weights == NULL || c->inv_weights == NULL || c->alias == NULL)
+        goto fail;
     for (i = 0; i < n; i++) {
         c->weights[i] = w[i] ? w[i] : 1;
-        sum += c->weights[i];
-        c->cum[i] = sum;
+        c->inv_weights[i] = 1.0 / (double)c->weights[i];
     }
+    if (build_alias(c) < 0)
+        goto fail;
     return 0;
+fail:
+    drop_weights(c);
+    return -1;
 }
 
 /* A slot under max (0: no limit), or 0 and nothing taken. A refused
@@ -119,8 +180,7 @@ void cluster_unref(struct cluster *c)
     outlier_free(c->od);
     SSL_CTX_free(c->tls);
     free(c->sni);
-    free(c->weights);
-    free(c->cum);
+    drop_weights(c);
     free(c->endpoints);
     free(c->name);
     free(c);
@@ -392,26 +452,26 @@ static void edf_push(struct upool *p, uint32_t ep, double deadline)
     }
 }
 
-/* The weight an endpoint's next turn is scheduled by: its own, or for
- * LEAST_REQUEST its own over its requests in flight plus one (Envoy's
- * active_request_bias 1.0). */
-static double edf_weight(const struct upool *p, size_t ep)
+/* The time between an endpoint's turns: 1 / its weight, or for
+ * LEAST_REQUEST 1 / (its weight over its requests in flight plus one),
+ * Envoy's active_request_bias 1.0. Inverses are kept, so no division. */
+static double edf_step(const struct upool *p, size_t ep)
 {
-    double w = (double)p->cl->weights[ep];
+    double step = p->cl->inv_weights[ep];
 
     if (p->cl->lb == CLUSTER_LB_LEAST_REQUEST)
-        w /= (double)p->active[ep] + 1;
-    return w;
+        step *= (double)p->active[ep] + 1;
+    return step;
 }
 
 /* The endpoint on top of the EDF heap takes its turn: the schedule's time
- * moves to its deadline and its next turn is one weight's worth later. */
+ * moves to its deadline and its next turn is one step later. */
 static size_t edf_take(struct upool *p)
 {
     size_t ep = p->edf[0].ep;
 
     p->vtime = p->edf[0].deadline;
-    p->edf[0].deadline = p->vtime + 1.0 / edf_weight(p, ep);
+    p->edf[0].deadline = p->vtime + edf_step(p, ep);
     edf_down(p, 0);
     return ep;
 }
@@ -426,7 +486,7 @@ static int edf_init(struct upool *p)
     if (p->edf == NULL || p->parked == NULL)
         return -1;
     for (size_t i = 0; i < n; i++)
-        edf_push(p, (uint32_t)i, 1.0 / (double)cl->weights[i]);
+        edf_push(p, (uint32_t)i, cl->inv_weights[i]);
     /* Workers start at different points of the schedule, as round robin
      * starts them at different endpoints. */
     for (int i = 0; i < p->worker % (int)n; i++)
@@ -566,22 +626,17 @@ static size_t scan_healthy(struct outlier *od, size_t ep, size_t n,
     return ep;
 }
 
-/* A weighted draw: endpoint i with probability weights[i] / total. */
+/* A weighted draw, endpoint i with probability weights[i] / total, in
+ * constant time: a slot of the alias table from the high 32 random bits
+ * (multiplied down, not divided), then it or its alias by the low 32. */
 static size_t draw_weighted(struct upool *p)
 {
-    const struct cluster *cl = p->cl;
-    uint64_t r = upool_rand(p) % cl->cum[cl->nendpoints - 1];
-    size_t lo = 0, hi = cl->nendpoints - 1;
+    uint64_t r = upool_rand(p);
+    const struct cluster_alias *a =
+        &p->cl->alias[((r >> 32) * p->cl->nendpoints) >> 32];
 
-    /* The first endpoint whose running total is past r. */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (cl->cum[mid] <= r)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return (r & UINT32_MAX) < a->below ? (size_t)(a - p->cl->alias)
+                                       : a->other;
 }
 
 /* A weighted draw among the endpoints in service only: drawing again
@@ -621,7 +676,7 @@ static void edf_unpark(struct upool *p, int honour, struct lazy_now *t)
         if (honour && is_out(p->cl->od, ep, t))
             p->parked[k++] = ep;
         else
-            edf_push(p, ep, p->vtime + 1.0 / edf_weight(p, ep));
+            edf_push(p, ep, p->vtime + edf_step(p, ep));
     }
     p->nparked = k;
 }

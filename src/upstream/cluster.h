@@ -44,6 +44,14 @@ enum cluster_lb {
     CLUSTER_LB_HASH,          /* consistent hash: see cluster.hash */
 };
 
+/* One slot of Walker's alias table: a draw landing on slot i takes
+ * endpoint i when its low 32 random bits are under `below` (2^32: always),
+ * else endpoint `other`. */
+struct cluster_alias {
+    uint64_t below;
+    uint32_t other;
+};
+
 /*
  * An upstream cluster: its endpoints and how to talk to them. Immutable
  * and shared by all workers; reference-counted with atomics (taken when
@@ -59,11 +67,13 @@ struct cluster {
     enum cluster_protocol protocol;
     enum cluster_lb lb;
     /* Endpoint weights (WorkloadEntry weight): NULL when all are equal,
-     * which keeps the plain balancers; else nendpoints weights >= 1, and
-     * cum[i] the sum of weights[0..i] (weighted RANDOM). Set by
-     * cluster_set_weights() before the cluster is shared. */
+     * which keeps the plain balancers; else nendpoints weights >= 1, their
+     * inverses (a turn's length in the EDF schedule) and an alias table
+     * (weighted RANDOM). Set by cluster_set_weights() before the cluster
+     * is shared. */
     uint32_t *weights;
-    uint64_t *cum;
+    double *inv_weights;
+    struct cluster_alias *alias;
     struct h1_client_conf h1;
     struct h2_client_conf h2;
     uint64_t max_requests_per_conn; /* 0: no limit */

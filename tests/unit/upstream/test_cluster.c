@@ -384,13 +384,39 @@ static void test_weighted_round_robin_follows_weights(void **state)
     }
 }
 
+/* Slot i of the alias table gives below/2^32 of its 1/NEP to i and the
+ * rest to its alias: the sums are the weights' shares. */
+static void check_alias(const struct cluster *cl, const uint32_t *w)
+{
+    double got[NEP] = {0}, total = 0;
+
+    for (int i = 0; i < NEP; i++) {
+        double own = cl->alias[i].below / 4294967296.0;
+        assert_true(own <= 1.0);
+        got[i] += own / NEP;
+        got[cl->alias[i].other] += (1 - own) / NEP;
+        total += w[i];
+    }
+    for (int i = 0; i < NEP; i++)
+        assert_true(fabs(got[i] - w[i] / total) < 1e-9);
+}
+
+/* Weighted random (Walker's alias table): each endpoint's share is its
+ * weight's, in the table exactly and in draws within 6 sd. */
 static void test_weighted_random_follows_weights(void **state)
 {
     struct fx *f = *state;
     unsigned hits[NEP];
 
+    const uint32_t extreme[NEP] = {1, UINT32_MAX, 3, 1000000};
+
     f->cl->lb = CLUSTER_LB_RANDOM;
+    /* The alias table holds each endpoint's exact share (to 2^-32), even
+     * for weights far apart. */
+    weigh(f, extreme);
+    check_alias(f->cl, extreme);
     weigh(f, weights);
+    check_alias(f->cl, weights);
     assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
     count(f, hits);
     check_shares(hits, weights, -1);
