@@ -391,9 +391,15 @@ loadBalancer:
             "(the next one is 1009") in r.stdout + r.stderr, r
 
 
-def weighted_resources(gw_port, ports, weights, policy):
-    """Three WorkloadEntries (selected by the ServiceEntry) with weights,
-    and a DestinationRule with a loadBalancer policy."""
+def weighted_resources(gw_port, ports, weights, policy, inline=False):
+    """Endpoints with weights: WorkloadEntries selected by the
+    ServiceEntry, or (inline) the ServiceEntry's own endpoints; and a
+    DestinationRule with a loadBalancer policy."""
+    if inline:
+        eps = "".join(f"  - {{address: 127.0.0.1, ports: {{http: {p}}}, weight: {w}}}\n"
+                      for p, w in zip(ports, weights))
+        return resources(gw_port, [], policy).replace(
+            "  endpoints:\n", "  endpoints:\n" + eps)
     wes = "".join(f"""---
 apiVersion: networking.istio.io/v1
 kind: WorkloadEntry
@@ -511,3 +517,27 @@ def test_endpoint_weights_share_traffic(strait_factory, upstream_factory,
              15, "the new weights in /clusters")
     hits = shares(gw_port, WEIGHTED_PICKS, keyed)
     assert_shares(hits, names, (7, 2, 1), WEIGHTED_PICKS)
+
+
+def test_inline_endpoint_weights(strait_factory, upstream_factory, tmp_path):
+    """A ServiceEntry's inline endpoints carry weights too (they are
+    WorkloadEntry specs); an absent weight counts as 1."""
+    status = {}
+    names = ["u0", "u1", "u2"]
+    ports = [upstream_factory(responder(n, status)).port for n in names]
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    gw_port = free_port()
+    text = weighted_resources(gw_port, ports, (1, 2, 7),
+                              "loadBalancer: {simple: RANDOM}", inline=True)
+    text = text.replace(f"ports: {{http: {ports[0]}}}, weight: 1}}",
+                        f"ports: {{http: {ports[0]}}}}}")
+    assert "weight: 1}" not in text and "weight: 7}" in text
+    (conf / "r.yaml").write_text(text)
+    st = strait_factory(workers=2,
+                        extra=f"config: {{dir: \"{conf}\"}}\n").start()
+    hits = shares(gw_port, WEIGHTED_PICKS, False)
+    assert_shares(hits, names, (1, 2, 7), WEIGHTED_PICKS)
+    body = Setup(st, gw_port, names, status).clusters()
+    assert f"::127.0.0.1:{ports[0]}::weight::1\n" in body, body
+    assert f"::127.0.0.1:{ports[2]}::weight::7\n" in body, body
