@@ -505,20 +505,22 @@ int upool_init(struct upool *p, struct cluster *cl, struct event_base *base,
     p->rr = (size_t)worker; /* workers start at different endpoints */
     p->rng = UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)(worker + 1) |
              (uint64_t)(uintptr_t)p;
-    p->active = calloc(cl->nendpoints ? cl->nendpoints : 1,
-                       sizeof(*p->active));
-    if (p->active == NULL)
-        return -1;
-    if (cl->weights != NULL && edf_init(p) < 0)
-        return -1;
     LIST_INIT(&p->idle);
     LIST_INIT(&p->dead);
     LIST_INIT(&p->h2conns);
     LIST_INIT(&p->h2dead);
     LIST_INIT(&p->waiters);
+    p->active = calloc(cl->nendpoints ? cl->nendpoints : 1,
+                       sizeof(*p->active));
     p->reap_ev = event_new(base, -1, 0, reap, p);
     p->wake_ev = event_new(base, -1, 0, wake, p);
-    return p->reap_ev != NULL && p->wake_ev != NULL ? 0 : -1;
+    if (p->active == NULL || p->reap_ev == NULL || p->wake_ev == NULL ||
+        (cl->weights != NULL && edf_init(p) < 0))
+        goto fail;
+    return 0;
+fail:
+    upool_dispose(p); /* safe on a half-built pool: its lists are empty */
+    return -1;
 }
 
 void upool_dispose(struct upool *p)

@@ -40,7 +40,8 @@ enum cluster_protocol { CLUSTER_HTTP1, CLUSTER_HTTP2 };
 enum cluster_lb {
     CLUSTER_LB_ROUND_ROBIN,
     CLUSTER_LB_RANDOM,
-    CLUSTER_LB_LEAST_REQUEST, /* the less busy of two random endpoints */
+    CLUSTER_LB_LEAST_REQUEST, /* the less busy of two random endpoints;
+                                 weighted: EDF on weight / (active + 1) */
     CLUSTER_LB_HASH,          /* consistent hash: see cluster.hash */
 };
 
@@ -182,6 +183,7 @@ struct upool_waiter {
     void (*wake)(struct upool_waiter *w);
 };
 
+/* upool_init() returns 0, or -1 with nothing left to dispose (memory). */
 int upool_init(struct upool *p, struct cluster *cl, struct event_base *base,
                int worker, struct h1_scratch *scratch);
 void upool_dispose(struct upool *p);
