@@ -79,8 +79,9 @@ class TLSUpstream:
 
 def ca_issue(cfg, out, ns, sa):
     r = subprocess.run([STRAIT, "ca", "issue", "--namespace", ns,
-                        "--service-account", sa, "--out", str(out), "-c",
-                        str(cfg)], capture_output=True, text=True, timeout=30)
+                        "--service-account", sa, "--ttl", "1h", "--out",
+                        str(out), "-c", str(cfg)],
+                       capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
 
 
@@ -240,3 +241,86 @@ def test_istio_mutual_without_a_mesh_certificate_refuses(strait_factory,
         assert "needs this node's mesh certificate" in st.log()
     finally:
         plain.close()
+
+
+class SerialUpstream(TLSUpstream):
+    """Records the serial of every client certificate it sees."""
+
+    def __init__(self, *a):
+        self.serials = set()
+        super().__init__(*a)
+
+    def serve(self, c):
+        try:
+            c.settimeout(10)
+            s = self.ctx.wrap_socket(c, server_side=True)
+        except (ssl.SSLError, OSError):
+            c.close()
+            return
+        der = s.getpeercert(binary_form=True)
+        self.serials.add(hash(der))
+        try:
+            buf = b""
+            while True:
+                buf = read_head(s, buf)
+                if buf is None:
+                    return
+                _, _, buf = buf.partition(b"\r\n\r\n")
+                s.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        except (ssl.SSLError, OSError):
+            pass
+        finally:
+            s.close()
+
+
+def test_mesh_certificate_rotates_under_load(strait_factory, tmp_path):
+    """certTTL 2s: the node's mesh certificate rotates about every second
+    while wrk runs through the gateway to an ISTIO_MUTUAL upstream; new
+    connections present the new certificates (the upstream sees several)
+    and no request fails."""
+    ca = tmp_path / "ca"
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    gw = free_port()
+    st = strait_factory(extra=(
+        f"config: {{dir: \"{conf}\", debounce: 10ms}}\n"
+        f"ca: {{enabled: true, dir: \"{ca}\", certTTL: 2s, "
+        f"address: \"127.0.0.1:{free_port()}\"}}\n"))
+    r = subprocess.run([STRAIT, "ca", "init", "-c", str(st.config)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    ca_issue(st.config, tmp_path / "backend", "default", "backend")
+    up = SerialUpstream(str(tmp_path / "backend" / "cert-chain.pem"),
+                        str(tmp_path / "backend" / "key.pem"),
+                        str(ca / "root-cert.pem"))
+    try:
+        text = RESOURCES.format(gw=gw, up=up.port, up2=up.port,
+                                samples=SAMPLES, ca=ca)
+        # New upstream connections keep coming: each carries the
+        # certificate current at its handshake.
+        text = text.replace(
+            "trafficPolicy: {tls: {mode: ISTIO_MUTUAL}}\n---\napiVersion: "
+            "networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: "
+            "wrong",
+            "trafficPolicy:\n    tls: {mode: ISTIO_MUTUAL}\n    connectionPool: "
+            "{http: {maxRequestsPerConnection: 20}}\n---\napiVersion: "
+            "networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: "
+            "wrong", 1)
+        assert "maxRequestsPerConnection: 20" in text
+        (conf / "r.yaml").write_text(text)
+        st.start()
+        assert get(gw, "/")[0] == 200
+        wrk = subprocess.run(["wrk", "-t", "1", "-c", "4", "-d", "6s",
+                              f"http://127.0.0.1:{gw}/"],
+                             capture_output=True, text=True, timeout=60)
+        out = wrk.stdout
+        assert wrk.returncode == 0, out + wrk.stderr
+        assert "Socket errors" not in out, out
+        assert "Non-2xx" not in out, out
+        requests = int(out.split(" requests in ")[0].split()[-1])
+        assert requests > 100, out
+        # About six rotations in six seconds; allow for a slow machine.
+        assert len(up.serials) >= 3, len(up.serials)
+        assert "rotated" in st.log()
+    finally:
+        up.stop()
