@@ -111,6 +111,11 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
                    name, c.connect_timeouts);
         buf_printf(b, "listener.%s.idle_timeout: %" PRIu64 "\n", name,
                    c.idle_timeouts);
+        buf_printf(b, "listener.%s.no_filter_chain_match: %" PRIu64 "\n",
+                   name, c.no_route);
+        buf_printf(b, "listener.%s.tls_inspector.client_hello_errors: %" PRIu64
+                      "\n",
+                   name, c.client_hello_errors);
         buf_printf(b, "listener.%s.http.rq_total: %" PRIu64 "\n", name,
                    c.rq_total);
         for (int k = 1; k <= 5; k++)
@@ -240,6 +245,13 @@ static const struct family families[] = {
     {"strait_listener_idle_timeouts_total", "counter",
      "Sessions closed by the idle timeout.",
      offsetof(struct listener_counters, idle_timeouts)},
+    {"strait_listener_no_route_total", "counter",
+     "TCP and TLS connections closed because no route matched them.",
+     offsetof(struct listener_counters, no_route)},
+    {"strait_listener_client_hello_errors_total", "counter",
+     "Connections closed before routing: no TLS, a malformed or too large "
+     "ClientHello, or none in time.",
+     offsetof(struct listener_counters, client_hello_errors)},
     {"strait_http_requests_total", "counter", "HTTP requests answered.",
      offsetof(struct listener_counters, rq_total)},
     {"strait_http_protocol_errors_total", "counter",

@@ -80,6 +80,25 @@ void conn_init(struct conn *c, struct event_base *base, int fd,
     event_assign(&c->wev, base, fd, EV_WRITE | EV_PERSIST, on_event, c);
 }
 
+void conn_move(struct conn *dst, struct conn *src, struct event_base *base,
+               void (*on_io)(struct conn *, void *), void *arg)
+{
+    event_del(&src->rev);
+    event_del(&src->wev);
+    src->rev_on = src->wev_on = 0;
+    /* Events are registered by address, so dst gets its own. */
+    *dst = *src;
+    dst->on_io = on_io;
+    dst->arg = arg;
+    event_assign(&dst->rev, base, dst->fd, EV_READ | EV_PERSIST, on_event,
+                 dst);
+    event_assign(&dst->wev, base, dst->fd, EV_WRITE | EV_PERSIST, on_event,
+                 dst);
+    src->fd = -1;
+    src->tls = NULL;
+    src->ops = &conn_plain_ops;
+}
+
 void conn_want(struct conn *c, int want_read, int want_write)
 {
     int r = (want_read && !c->read_needs_write) ||

@@ -52,6 +52,13 @@ struct conn {
 void conn_init(struct conn *c, struct event_base *base, int fd,
                void (*on_io)(struct conn *, void *), void *arg);
 
+/* conn_move() hands src's connection (fd, transport state) to dst, which
+ * gets fresh events on base calling on_io(dst, arg); src's events are
+ * stopped and src no longer owns anything (closing it is a no-op). For a
+ * connection that changes owner, e.g. from a TLS inspector to a relay. */
+void conn_move(struct conn *dst, struct conn *src, struct event_base *base,
+               void (*on_io)(struct conn *, void *), void *arg);
+
 /* conn_close() stops the events, frees transport state and closes fd. */
 void conn_close(struct conn *c);
 

@@ -21,6 +21,9 @@ struct listener_counters {
     uint64_t connect_failures;
     uint64_t connect_timeouts;
     uint64_t idle_timeouts;
+    /* TCP/TLS Gateway listeners */
+    uint64_t no_route;          /* closed: no route matched (Envoy's NR) */
+    uint64_t client_hello_errors; /* not TLS, malformed, too large, timeout */
     /* HTTP listeners */
     uint64_t rq_total;
     uint64_t rq_class[6]; /* [1]..[5]: 1xx..5xx */

@@ -15,6 +15,7 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "net/conn.h"
 #include "net/listener.h"
 #include "net/sock.h"
 #include "proxy/tcp_proxy.h"
@@ -26,20 +27,25 @@
  * A relayed TCP session. Two bounded buffers carry the two directions; a
  * side is read only while its buffer has room, so a slow reader stops the
  * fast writer through TCP flow control instead of growing memory. A FIN is
- * passed on (shutdown(SHUT_WR)) once the bytes before it are written.
+ * passed on (shutdown(SHUT_WR), or close_notify and FIN over TLS) once the
+ * bytes before it are written. The downstream side is a conn (plain, or
+ * TLS the listener terminated); the upstream side is a plain socket.
  */
 struct tcp_session {
     struct list link;
-    struct tcp_proxy *p;
-    int dfd;
+    struct tcp_relay *r;
+    struct conn down;
     int ufd;
-    struct event dr, dw, ur, uw, timer;
-    unsigned dr_on : 1, dw_on : 1, ur_on : 1, uw_on : 1;
+    struct event ur, uw, timer;
+    unsigned ur_on : 1, uw_on : 1;
     unsigned connecting : 1, connected : 1;
     unsigned d_eof : 1, u_eof : 1; /* FIN read from that side */
     unsigned u_shut : 1, d_shut : 1; /* FIN passed on to that side */
     unsigned closed : 1;
+    unsigned tls : 1;
     int attempts;
+    const struct addr *eps;
+    size_t neps;
     size_t ep; /* index of the upstream tried last */
     struct buf d2u, u2d;
     uint64_t start_ms, last_ms;
@@ -47,14 +53,17 @@ struct tcp_session {
     struct sockaddr_storage peer;
     socklen_t peerlen;
     const char *reason;
+    const char *route, *cluster;
+    char *peer_uri; /* owned */
+    char sni[256];
 };
 
 static void session_update(struct tcp_session *s);
 static void session_connect(struct tcp_session *s);
 
-static struct listener_counters *shard(const struct tcp_proxy *p)
+static struct listener_counters *rshard(const struct tcp_relay *r)
 {
-    return &p->conf->stats->w[p->worker];
+    return &r->p.stats->w[r->worker];
 }
 
 struct tcp_proxy_conf *tcp_proxy_conf_new(const char *name,
@@ -112,24 +121,46 @@ static void ev_toggle(struct event *ev, unsigned *on, int want)
     *on = want ? 1u : 0u;
 }
 
+/* Envoy's response flags for how a session ended. */
+static const char *end_flags(const char *reason)
+{
+    if (strcmp(reason, "upstream_connect_failed") == 0)
+        return "UF";
+    if (strcmp(reason, "no_healthy_upstream") == 0)
+        return "UH";
+    if (strcmp(reason, "idle_timeout") == 0)
+        return "SI";
+    return "-";
+}
+
 static void session_log(const struct tcp_session *s, uint64_t now)
 {
     char peer[ADDR_STRLEN] = "-", up[ADDR_STRLEN] = "-";
     char in[24], out[24], uin[24], uout[24], dur[24];
-    const struct tcp_proxy_conf *c = s->p->conf;
+    const struct tcp_relay *r = s->r;
     struct log_field f[] = {
-        {"listener", c->name, 0},  {"downstream", peer, 0},
-        {"upstream", up, 0},       {"bytes_in", in, 1},
-        {"bytes_out", out, 1},     {"upstream_bytes_in", uin, 1},
-        {"upstream_bytes_out", uout, 1}, {"duration_ms", dur, 1},
+        {"listener", r->p.name, 0},
+        {"downstream", peer, 0},
+        {"upstream", up, 0},
+        {"sni", s->sni[0] ? s->sni : NULL, 0},
+        {"route", s->route, 0},
+        {"cluster", s->cluster, 0},
+        {"tls", s->tls ? "terminated" : NULL, 0},
+        {"peer_uri_san", s->peer_uri, 0},
+        {"bytes_in", in, 1},
+        {"bytes_out", out, 1},
+        {"upstream_bytes_in", uin, 1},
+        {"upstream_bytes_out", uout, 1},
+        {"duration_ms", dur, 1},
         {"end", s->reason, 0},
+        {"flags", end_flags(s->reason), 0},
     };
 
     if (s->peerlen > 0)
         addr_format_sa((const struct sockaddr *)&s->peer, s->peerlen, peer,
                        sizeof(peer));
-    if (s->attempts > 0)
-        addr_format(&c->upstreams[s->ep % c->nupstreams], up, sizeof(up));
+    if (s->attempts > 0 && s->neps > 0)
+        addr_format(&s->eps[s->ep % s->neps], up, sizeof(up));
     snprintf(in, sizeof(in), "%" PRIu64, s->bytes_in);
     snprintf(out, sizeof(out), "%" PRIu64, s->bytes_out);
     snprintf(uin, sizeof(uin), "%" PRIu64, s->up_in);
@@ -142,14 +173,12 @@ static void session_log(const struct tcp_session *s, uint64_t now)
  * loop turn (see reap), never inside the callback that closed it. */
 static void session_close(struct tcp_session *s, const char *reason)
 {
-    struct tcp_proxy *p = s->p;
+    struct tcp_relay *r = s->r;
 
     if (s->closed)
         return;
     s->closed = 1;
     s->reason = reason;
-    event_del(&s->dr);
-    event_del(&s->dw);
     event_del(&s->timer);
     if (s->ufd >= 0) {
         event_del(&s->ur);
@@ -157,19 +186,18 @@ static void session_close(struct tcp_session *s, const char *reason)
         close(s->ufd);
         s->ufd = -1;
     }
-    close(s->dfd);
-    s->dfd = -1;
-    bufpool_drain(&p->pool, &s->d2u);
-    bufpool_drain(&p->pool, &s->u2d);
+    conn_close(&s->down);
+    bufpool_drain(&r->pool, &s->d2u);
+    bufpool_drain(&r->pool, &s->u2d);
     buf_dispose(&s->d2u);
     buf_dispose(&s->u2d);
-    if (p->conf->access_log)
+    if (r->p.access_log)
         session_log(s, clock_ms());
-    STAT_ADD(shard(p), closed, 1);
-    p->active--;
+    STAT_ADD(rshard(r), closed, 1);
+    r->active--;
     list_del(&s->link);
-    list_append(&p->dead, &s->link);
-    event_active(p->reap_ev, EV_TIMEOUT, 0);
+    list_append(&r->dead, &s->link);
+    event_active(r->reap_ev, EV_TIMEOUT, 0);
 }
 
 static int io_again(void)
@@ -177,32 +205,23 @@ static int io_again(void)
     return errno == EAGAIN || errno == EWOULDBLOCK;
 }
 
-/* Write what is buffered towards fd; on a write error the session ends. */
-static int flush(struct tcp_session *s, struct buf *b, int fd, uint64_t *cnt,
-                 const char *reason)
-{
-    while (buf_len(b) > 0) {
-        ssize_t n = buf_write_fd(b, fd);
-        if (n > 0) {
-            *cnt += (uint64_t)n;
-            continue;
-        }
-        if (n < 0 && io_again())
-            break;
-        session_close(s, reason);
-        return -1;
-    }
-    bufpool_drain(&s->p->pool, b);
-    return 0;
-}
-
 static void flush_up(struct tcp_session *s)
 {
     uint64_t before = s->up_out;
 
-    if (flush(s, &s->d2u, s->ufd, &s->up_out, "upstream_reset") < 0)
+    while (buf_len(&s->d2u) > 0) {
+        ssize_t n = buf_write_fd(&s->d2u, s->ufd);
+        if (n > 0) {
+            s->up_out += (uint64_t)n;
+            continue;
+        }
+        if (n < 0 && io_again())
+            break;
+        session_close(s, "upstream_reset");
         return;
-    STAT_ADD(shard(s->p), upstream_bytes_out, s->up_out - before);
+    }
+    bufpool_drain(&s->r->pool, &s->d2u);
+    STAT_ADD(rshard(s->r), upstream_bytes_out, s->up_out - before);
     if (s->d_eof && buf_len(&s->d2u) == 0 && !s->u_shut) {
         shutdown(s->ufd, SHUT_WR);
         s->u_shut = 1;
@@ -213,38 +232,72 @@ static void flush_down(struct tcp_session *s)
 {
     uint64_t before = s->bytes_out;
 
-    if (flush(s, &s->u2d, s->dfd, &s->bytes_out, "downstream_reset") < 0)
+    while (buf_len(&s->u2d) > 0) {
+        ssize_t n = conn_write(&s->down, buf_ptr(&s->u2d), buf_len(&s->u2d));
+        if (n > 0) {
+            buf_consume(&s->u2d, (size_t)n);
+            s->bytes_out += (uint64_t)n;
+            continue;
+        }
+        if (n == CONN_AGAIN)
+            break;
+        session_close(s, "downstream_reset");
         return;
-    STAT_ADD(shard(s->p), bytes_out, s->bytes_out - before);
+    }
+    bufpool_drain(&s->r->pool, &s->u2d);
+    STAT_ADD(rshard(s->r), bytes_out, s->bytes_out - before);
     if (s->u_eof && buf_len(&s->u2d) == 0 && !s->d_shut) {
-        shutdown(s->dfd, SHUT_WR);
+        s->down.ops->shutdown(&s->down);
         s->d_shut = 1;
     }
 }
 
-static void on_down_read(evutil_socket_t fd, short what, void *arg)
+/* Reads from downstream while there is room. TLS may hold decrypted bytes
+ * the socket no longer signals, so this reads until the transport says it
+ * would block, not once per event. */
+static void down_read(struct tcp_session *s)
+{
+    while (!s->d_eof && buf_room(&s->d2u) > 0) {
+        size_t room;
+        char *p;
+        ssize_t n;
+
+        if (bufpool_fill(&s->r->pool, &s->d2u) < 0 ||
+            (p = buf_reserve_any(&s->d2u, &room)) == NULL) {
+            session_close(s, "out_of_memory");
+            return;
+        }
+        n = conn_read(&s->down, p, room);
+        if (n > 0) {
+            buf_commit(&s->d2u, (size_t)n);
+            s->bytes_in += (uint64_t)n;
+            s->last_ms = clock_ms();
+            STAT_ADD(rshard(s->r), bytes_in, (uint64_t)n);
+        } else if (n == 0) {
+            s->d_eof = 1;
+        } else if (n == CONN_AGAIN) {
+            break;
+        } else {
+            session_close(s, "downstream_reset");
+            return;
+        }
+    }
+    bufpool_drain(&s->r->pool, &s->d2u);
+}
+
+static void on_down_io(struct conn *c, void *arg)
 {
     struct tcp_session *s = arg;
-    ssize_t n;
 
-    (void)what;
-    if (bufpool_fill(&s->p->pool, &s->d2u) < 0) {
-        session_close(s, "out_of_memory");
+    (void)c;
+    down_read(s);
+    if (s->closed)
         return;
-    }
-    n = buf_read_fd(&s->d2u, fd);
-    if (n > 0) {
-        s->bytes_in += (uint64_t)n;
-        s->last_ms = clock_ms();
-        STAT_ADD(shard(s->p), bytes_in, (uint64_t)n);
-    } else if (n == 0) {
-        s->d_eof = 1;
-    } else if (n == -1 && !io_again()) {
-        session_close(s, "downstream_reset");
-        return;
-    }
     if (s->connected)
         flush_up(s);
+    if (s->closed)
+        return;
+    flush_down(s);
     if (!s->closed)
         session_update(s);
 }
@@ -255,7 +308,7 @@ static void on_up_read(evutil_socket_t fd, short what, void *arg)
     ssize_t n;
 
     (void)what;
-    if (bufpool_fill(&s->p->pool, &s->u2d) < 0) {
+    if (bufpool_fill(&s->r->pool, &s->u2d) < 0) {
         session_close(s, "out_of_memory");
         return;
     }
@@ -263,25 +316,13 @@ static void on_up_read(evutil_socket_t fd, short what, void *arg)
     if (n > 0) {
         s->up_in += (uint64_t)n;
         s->last_ms = clock_ms();
-        STAT_ADD(shard(s->p), upstream_bytes_in, (uint64_t)n);
+        STAT_ADD(rshard(s->r), upstream_bytes_in, (uint64_t)n);
     } else if (n == 0) {
         s->u_eof = 1;
     } else if (n == -1 && !io_again()) {
         session_close(s, "upstream_reset");
         return;
     }
-    flush_down(s);
-    if (!s->closed)
-        session_update(s);
-}
-
-static void on_down_write(evutil_socket_t fd, short what, void *arg)
-{
-    struct tcp_session *s = arg;
-
-    (void)fd;
-    (void)what;
-    s->last_ms = clock_ms();
     flush_down(s);
     if (!s->closed)
         session_update(s);
@@ -298,9 +339,15 @@ static void session_connected(struct tcp_session *s)
     s->connecting = 0;
     s->connected = 1;
     s->last_ms = clock_ms();
-    arm_timer(s, s->p->conf->idle_timeout_ms);
+    arm_timer(s, s->r->p.idle_timeout_ms);
     flush_up(s);
-    if (!s->closed)
+    if (s->closed)
+        return;
+    /* Bytes a TLS handshake already decrypted wait in the TLS layer, not
+     * in the socket: read them now. */
+    if (s->tls)
+        on_down_io(&s->down, s);
+    else
         session_update(s);
 }
 
@@ -308,16 +355,15 @@ static void session_connected(struct tcp_session *s)
 static void attempt_failed(struct tcp_session *s, int timeout)
 {
     char up[ADDR_STRLEN];
-    const struct tcp_proxy_conf *c = s->p->conf;
+    const struct tcp_relay *r = s->r;
 
-    log_debug("listener %s: upstream %s: %s", c->name,
-              addr_format(&c->upstreams[s->ep % c->nupstreams], up,
-                          sizeof(up)),
+    log_debug("listener %s: upstream %s: %s", r->p.name,
+              addr_format(&s->eps[s->ep % s->neps], up, sizeof(up)),
               timeout ? "connect timeout" : "connect failed");
     if (timeout)
-        STAT_ADD(shard(s->p), connect_timeouts, 1);
+        STAT_ADD(rshard(r), connect_timeouts, 1);
     else
-        STAT_ADD(shard(s->p), connect_failures, 1);
+        STAT_ADD(rshard(r), connect_failures, 1);
     if (s->ufd >= 0) {
         if (s->uw_on)
             event_del(&s->uw);
@@ -335,6 +381,7 @@ static void attempt_failed(struct tcp_session *s, int timeout)
 static void on_up_write(evutil_socket_t fd, short what, void *arg)
 {
     struct tcp_session *s = arg;
+    int full;
 
     (void)what;
     if (s->connecting) {
@@ -346,8 +393,14 @@ static void on_up_write(evutil_socket_t fd, short what, void *arg)
         return;
     }
     s->last_ms = clock_ms();
+    full = buf_room(&s->d2u) == 0;
     flush_up(s);
-    if (!s->closed)
+    if (s->closed)
+        return;
+    /* Room again after a full buffer: TLS may hold bytes for it. */
+    if (full && s->tls)
+        on_down_io(&s->down, s);
+    else
         session_update(s);
 }
 
@@ -365,9 +418,9 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     /* The idle timer is not pushed back on every read; it fires at the
      * original deadline and re-arms for what is left. */
     now = clock_ms();
-    idle = s->p->conf->idle_timeout_ms;
+    idle = s->r->p.idle_timeout_ms;
     if (now - s->last_ms >= idle) {
-        STAT_ADD(shard(s->p), idle_timeouts, 1);
+        STAT_ADD(rshard(s->r), idle_timeouts, 1);
         session_close(s, "idle_timeout");
         return;
     }
@@ -376,34 +429,34 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
 static void session_connect(struct tcp_session *s)
 {
-    const struct tcp_proxy_conf *c = s->p->conf;
+    const struct tcp_relay *r = s->r;
 
-    while (s->attempts < c->connect_attempts) {
-        const struct addr *a = &c->upstreams[s->ep % c->nupstreams];
+    while (s->attempts < r->p.connect_attempts) {
+        const struct addr *a = &s->eps[s->ep % s->neps];
         int inprog, fd;
 
         s->attempts++;
         fd = sock_connect(a, &inprog);
         if (fd < 0) {
             s->ufd = -1;
-            if (s->attempts < c->connect_attempts) {
-                log_debug("listener %s: connect: %s", c->name,
+            if (s->attempts < r->p.connect_attempts) {
+                log_debug("listener %s: connect: %s", r->p.name,
                           strerror(errno));
-                STAT_ADD(shard(s->p), connect_failures, 1);
+                STAT_ADD(rshard(s->r), connect_failures, 1);
                 s->ep++;
                 continue;
             }
-            STAT_ADD(shard(s->p), connect_failures, 1);
+            STAT_ADD(rshard(s->r), connect_failures, 1);
             break;
         }
         s->ufd = fd;
-        event_assign(&s->ur, s->p->base, fd, EV_READ | EV_PERSIST, on_up_read,
+        event_assign(&s->ur, r->base, fd, EV_READ | EV_PERSIST, on_up_read,
                      s);
-        event_assign(&s->uw, s->p->base, fd, EV_WRITE | EV_PERSIST,
+        event_assign(&s->uw, r->base, fd, EV_WRITE | EV_PERSIST,
                      on_up_write, s);
         if (inprog) {
             s->connecting = 1;
-            arm_timer(s, c->connect_timeout_ms);
+            arm_timer(s, r->p.connect_timeout_ms);
             session_update(s);
             return;
         }
@@ -421,12 +474,8 @@ static void session_update(struct tcp_session *s)
         session_close(s, "closed");
         return;
     }
-    on = s->dr_on;
-    ev_toggle(&s->dr, &on, !s->d_eof && buf_room(&s->d2u) > 0);
-    s->dr_on = on;
-    on = s->dw_on;
-    ev_toggle(&s->dw, &on, s->connected && buf_len(&s->u2d) > 0);
-    s->dw_on = on;
+    conn_want(&s->down, !s->d_eof && buf_room(&s->d2u) > 0,
+              s->connected && buf_len(&s->u2d) > 0);
     if (s->ufd < 0)
         return;
     on = s->ur_on;
@@ -439,59 +488,141 @@ static void session_update(struct tcp_session *s)
     s->uw_on = on;
 }
 
-static void session_start(struct tcp_proxy *p, int fd,
-                          const struct sockaddr_storage *peer,
-                          socklen_t peerlen)
+void tcp_relay_start(struct tcp_relay *r, struct conn *down,
+                     const struct sockaddr_storage *peer, socklen_t peerlen,
+                     const struct addr *eps, size_t neps, size_t first,
+                     const struct tcp_relay_meta *meta, uint64_t start_ms)
 {
     struct tcp_session *s = calloc(1, sizeof(*s));
     int one = 1;
 
     if (s == NULL) {
-        close(fd);
-        log_error("listener %s: out of memory", p->conf->name);
+        conn_close(down);
+        log_error("listener %s: out of memory", r->p.name);
         return;
     }
-    s->p = p;
-    s->dfd = fd;
+    s->r = r;
+    conn_move(&s->down, down, r->base, on_down_io, s);
     s->ufd = -1;
-    s->ep = p->rr++;
-    s->start_ms = s->last_ms = clock_ms();
-    if (peerlen <= sizeof(s->peer)) {
+    s->eps = eps;
+    s->neps = neps;
+    s->ep = first;
+    s->start_ms = start_ms;
+    s->last_ms = clock_ms();
+    if (peer != NULL && peerlen <= sizeof(s->peer)) {
         memcpy(&s->peer, peer, peerlen);
         s->peerlen = peerlen;
     }
-    if (peer->ss_family != AF_UNIX)
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    buf_init(&s->d2u, p->conf->buffer_size);
-    buf_init(&s->u2d, p->conf->buffer_size);
-    event_assign(&s->dr, p->base, fd, EV_READ | EV_PERSIST, on_down_read, s);
-    event_assign(&s->dw, p->base, fd, EV_WRITE | EV_PERSIST, on_down_write, s);
-    event_assign(&s->timer, p->base, -1, 0, on_timer, s);
-    list_append(&p->sessions, &s->link);
-    p->active++;
-    STAT_ADD(shard(p), accepted, 1);
+    if (meta != NULL) {
+        if (meta->sni != NULL)
+            snprintf(s->sni, sizeof(s->sni), "%s", meta->sni);
+        s->route = meta->route;
+        s->cluster = meta->cluster;
+        if (meta->peer_uri_san != NULL && meta->peer_uri_san[0] != '\0')
+            s->peer_uri = strdup(meta->peer_uri_san);
+        s->tls = meta->tls_terminated ? 1u : 0u;
+    }
+    if (peer == NULL || peer->ss_family != AF_UNIX)
+        setsockopt(s->down.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    buf_init(&s->d2u, r->p.buffer_size);
+    buf_init(&s->u2d, r->p.buffer_size);
+    event_assign(&s->timer, r->base, -1, 0, on_timer, s);
+    list_append(&r->sessions, &s->link);
+    r->active++;
+    if (neps == 0) {
+        session_close(s, "no_healthy_upstream");
+        return;
+    }
     session_connect(s);
 }
+
+static void session_free(struct tcp_session *s)
+{
+    free(s->peer_uri);
+    free(s);
+}
+
+static void relay_reap(evutil_socket_t fd, short what, void *arg)
+{
+    struct tcp_relay *r = arg;
+
+    (void)fd;
+    (void)what;
+    while (!LIST_EMPTY(&r->dead)) {
+        struct tcp_session *s = LIST_ELEM(r->dead.next, struct tcp_session,
+                                          link);
+        list_del(&s->link);
+        session_free(s);
+    }
+    if (r->on_reap != NULL)
+        r->on_reap(r->arg);
+}
+
+int tcp_relay_init(struct tcp_relay *r, struct event_base *base, int worker,
+                   const struct tcp_relay_params *p,
+                   void (*on_reap)(void *arg), void *arg)
+{
+    memset(r, 0, sizeof(*r));
+    r->p = *p;
+    r->base = base;
+    r->worker = worker;
+    r->on_reap = on_reap;
+    r->arg = arg;
+    LIST_INIT(&r->sessions);
+    LIST_INIT(&r->dead);
+    bufpool_init(&r->pool, p->buffer_size, POOL_KEEP);
+    r->reap_ev = event_new(base, -1, 0, relay_reap, r);
+    if (r->reap_ev == NULL) {
+        bufpool_dispose(&r->pool);
+        return -1;
+    }
+    return 0;
+}
+
+void tcp_relay_kick(struct tcp_relay *r)
+{
+    event_active(r->reap_ev, EV_TIMEOUT, 0);
+}
+
+void tcp_relay_dispose(struct tcp_relay *r)
+{
+    while (!LIST_EMPTY(&r->sessions)) {
+        struct tcp_session *s = LIST_ELEM(r->sessions.next,
+                                          struct tcp_session, link);
+        session_close(s, "shutdown");
+    }
+    while (!LIST_EMPTY(&r->dead)) {
+        struct tcp_session *s = LIST_ELEM(r->dead.next, struct tcp_session,
+                                          link);
+        list_del(&s->link);
+        session_free(s);
+    }
+    if (r->reap_ev != NULL)
+        event_free(r->reap_ev);
+    r->reap_ev = NULL;
+    bufpool_dispose(&r->pool);
+}
+
+/* ---- bootstrap TCP listeners -------------------------------------------- */
 
 static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
                     socklen_t len)
 {
-    session_start(arg, fd, peer, len);
+    struct tcp_proxy *p = arg;
+    struct conn c;
+
+    STAT_ADD(&p->conf->stats->w[p->worker], accepted, 1);
+    conn_init(&c, p->base, fd, NULL, NULL);
+    tcp_relay_start(&p->relay, &c, peer, len, p->conf->upstreams,
+                    p->conf->nupstreams, p->rr++, NULL, clock_ms());
 }
 
-static void reap(evutil_socket_t fd, short what, void *arg)
+static void on_reap(void *arg)
 {
     struct tcp_proxy *p = arg;
 
-    (void)fd;
-    (void)what;
-    while (!LIST_EMPTY(&p->dead)) {
-        struct tcp_session *s = LIST_ELEM(p->dead.next, struct tcp_session,
-                                          link);
-        list_del(&s->link);
-        free(s);
-    }
-    if (!acceptor_running(&p->acc) && p->active == 0 && p->on_idle != NULL)
+    if (!acceptor_running(&p->acc) && p->relay.active == 0 &&
+        p->on_idle != NULL)
         p->on_idle(&p->pl, p->arg);
 }
 
@@ -500,6 +631,7 @@ struct tcp_proxy *tcp_proxy_new(struct event_base *base, int worker, int fd,
                                 plistener_idle_fn on_idle, void *arg)
 {
     struct tcp_proxy *p = calloc(1, sizeof(*p));
+    struct tcp_relay_params rp;
 
     if (p == NULL)
         return NULL;
@@ -513,12 +645,19 @@ struct tcp_proxy *tcp_proxy_new(struct event_base *base, int worker, int fd,
     p->conf = tcp_proxy_conf_ref(conf);
     p->on_idle = on_idle;
     p->arg = arg;
-    LIST_INIT(&p->sessions);
-    LIST_INIT(&p->dead);
-    bufpool_init(&p->pool, conf->buffer_size, POOL_KEEP);
-    p->reap_ev = event_new(base, -1, 0, reap, p);
-    if (p->reap_ev == NULL ||
-        acceptor_start(&p->acc, base, fd, conf->name, on_conn, p) < 0) {
+    rp.name = conf->name;
+    rp.stats = conf->stats;
+    rp.connect_timeout_ms = conf->connect_timeout_ms;
+    rp.connect_attempts = conf->connect_attempts;
+    rp.idle_timeout_ms = conf->idle_timeout_ms;
+    rp.buffer_size = conf->buffer_size;
+    rp.access_log = conf->access_log;
+    if (tcp_relay_init(&p->relay, base, worker, &rp, on_reap, p) < 0) {
+        tcp_proxy_free(p);
+        return NULL;
+    }
+    p->relay_ok = 1;
+    if (acceptor_start(&p->acc, base, fd, conf->name, on_conn, p) < 0) {
         tcp_proxy_free(p);
         return NULL;
     }
@@ -531,7 +670,7 @@ void tcp_proxy_stop_accepting(struct tcp_proxy *p)
         return;
     acceptor_stop(&p->acc);
     /* Let the reaper report idleness on the next turn if nothing is open. */
-    event_active(p->reap_ev, EV_TIMEOUT, 0);
+    tcp_relay_kick(&p->relay);
 }
 
 void tcp_proxy_free(struct tcp_proxy *p)
@@ -539,21 +678,9 @@ void tcp_proxy_free(struct tcp_proxy *p)
     if (p == NULL)
         return;
     acceptor_stop(&p->acc);
-    while (!LIST_EMPTY(&p->sessions)) {
-        struct tcp_session *s = LIST_ELEM(p->sessions.next,
-                                          struct tcp_session, link);
-        session_close(s, "shutdown");
-    }
-    while (!LIST_EMPTY(&p->dead)) {
-        struct tcp_session *s = LIST_ELEM(p->dead.next, struct tcp_session,
-                                          link);
-        list_del(&s->link);
-        free(s);
-    }
-    if (p->reap_ev != NULL)
-        event_free(p->reap_ev);
+    if (p->relay_ok)
+        tcp_relay_dispose(&p->relay);
     list_del(&p->pl.link);
-    bufpool_dispose(&p->pool);
     tcp_proxy_conf_unref(p->conf);
     free(p);
 }

@@ -8,11 +8,13 @@
 #include "core/bufpool.h"
 #include "core/list.h"
 #include "net/acceptor.h"
+#include "net/conn.h"
 #include "proxy/plistener.h"
 
 struct event;
 struct event_base;
 struct listener_stats;
+struct sockaddr_storage;
 
 /*
  * What a TCP listener does with a connection, compiled from configuration.
@@ -40,6 +42,71 @@ struct tcp_proxy_conf *tcp_proxy_conf_ref(struct tcp_proxy_conf *c);
 void tcp_proxy_conf_unref(struct tcp_proxy_conf *c);
 
 /*
+ * The relay engine, shared by the bootstrap TCP listeners (below) and the
+ * Gateway TCP/TLS listeners (l4_proxy.c): one per worker per listener, on
+ * that worker's thread only. It owns the sessions it relays: each copies
+ * bytes between a downstream connection (plain, or TLS it terminated) and
+ * an upstream socket it connects to one of the session's endpoints.
+ */
+struct tcp_relay_params {
+    const char *name; /* the listener's, for logs; must outlive the relay */
+    struct listener_stats *stats; /* not referenced; must outlive it */
+    uint64_t connect_timeout_ms;
+    int connect_attempts;
+    uint64_t idle_timeout_ms;
+    size_t buffer_size;
+    int access_log;
+};
+
+struct tcp_relay {
+    struct tcp_relay_params p;
+    struct event_base *base;
+    int worker;
+    size_t active;
+    struct list sessions;
+    struct bufpool pool; /* relay buffers of p.buffer_size */
+    struct list dead;    /* closed sessions freed on the next loop turn */
+    struct event *reap_ev;
+    void (*on_reap)(void *arg); /* after each reaping turn */
+    void *arg;
+};
+
+/* tcp_relay_init() prepares r; on_reap(arg) runs on the loop after closed
+ * sessions were freed (owners check there whether they are idle). 0 or
+ * -1. */
+int tcp_relay_init(struct tcp_relay *r, struct event_base *base, int worker,
+                   const struct tcp_relay_params *p,
+                   void (*on_reap)(void *arg), void *arg);
+
+/* tcp_relay_dispose() closes every session at once and frees r's parts. */
+void tcp_relay_dispose(struct tcp_relay *r);
+
+/* tcp_relay_kick() makes on_reap run on the next loop turn. */
+void tcp_relay_kick(struct tcp_relay *r);
+
+/* What the access log says of a session besides addresses and bytes. */
+struct tcp_relay_meta {
+    const char *sni;          /* copied; NULL or "": none */
+    const char *route;        /* must outlive the session (the conf's) */
+    const char *cluster;      /* idem */
+    const char *peer_uri_san; /* copied; the verified client's URI SAN */
+    int tls_terminated;
+};
+
+/*
+ * tcp_relay_start() relays down to one of eps (tried from first % neps
+ * on, round robin over the connect attempts). down is moved into the
+ * session (conn_move): its fd and TLS state are the session's from now on.
+ * eps must outlive the session (the caller's conf, which the caller's
+ * plistener holds while it has sessions). neps 0 closes the session with
+ * "no_healthy_upstream" (flag UH). peer may be NULL. meta may be NULL.
+ */
+void tcp_relay_start(struct tcp_relay *r, struct conn *down,
+                     const struct sockaddr_storage *peer, socklen_t peerlen,
+                     const struct addr *eps, size_t neps, size_t first,
+                     const struct tcp_relay_meta *meta, uint64_t start_ms);
+
+/*
  * One worker's side of a TCP listener: it accepts on the worker's own
  * socket and owns the sessions it accepted. Lives on one thread only.
  *
@@ -53,12 +120,9 @@ struct tcp_proxy {
     int worker;
     int fd; /* listening socket, not owned */
     struct acceptor acc;
-    struct event *reap_ev;
     size_t rr;
-    size_t active;
-    struct list sessions;
-    struct bufpool pool; /* relay buffers of conf->buffer_size */
-    struct list dead; /* closed sessions freed on the next loop turn */
+    struct tcp_relay relay;
+    int relay_ok;
     plistener_idle_fn on_idle;
     void *arg;
 };

@@ -596,14 +596,14 @@ static void test_relay_both_ways(void **state)
     assert_int_equal(st.upstream_bytes_in, MIB);
     assert_int_equal(st.upstream_bytes_out, MIB);
     assert_int_equal(st.connect_failures, 0);
-    assert_int_equal(f->p->active, 0);
+    assert_int_equal(f->p->relay.active, 0);
 }
 
 static int cond_open_turns(struct fx *f, void *arg)
 {
     int *turns = arg;
 
-    return f->p->active == 1 && --*turns <= 0;
+    return f->p->relay.active == 1 && --*turns <= 0;
 }
 
 static void test_half_close(void **state)
@@ -656,7 +656,7 @@ static void test_half_close(void **state)
 
     /* Both directions are finished: the session closes by itself. */
     wait_closed(f, 1);
-    assert_int_equal(f->p->active, 0);
+    assert_int_equal(f->p->relay.active, 0);
     assert_int_equal(counters(f).bytes_in, 4);
     assert_int_equal(counters(f).bytes_out, reply);
 }
@@ -836,7 +836,7 @@ static void test_all_upstreams_refuse(void **state)
     assert_int_equal(st.connect_failures, 3);
     assert_int_equal(st.connect_timeouts, 0);
     assert_int_equal(st.accepted, 1);
-    assert_int_equal(f->p->active, 0);
+    assert_int_equal(f->p->relay.active, 0);
 }
 
 /*
@@ -1022,7 +1022,7 @@ static void test_idle_timeout(void **state)
     st = counters(f);
     assert_int_equal(st.idle_timeouts, 1);
     assert_int_equal(st.closed, 1);
-    assert_int_equal(f->p->active, 0);
+    assert_int_equal(f->p->relay.active, 0);
 }
 
 static void test_activity_defers_idle_timeout(void **state)
@@ -1063,14 +1063,14 @@ static void test_stats_accepted_closed(void **state)
     st = counters(f);
     assert_int_equal(st.accepted, 3);
     assert_int_equal(st.closed, 0);
-    assert_int_equal(f->p->active, 3);
+    assert_int_equal(f->p->relay.active, 3);
     for (int i = 0; i < 3; i++) {
         /* A client that goes away: the upstream sees EOF, then goes. */
         fx_close(f, cfd[i]);
         expect_eof(f, ufd[i], -1);
         fx_close(f, ufd[i]);
         wait_closed(f, (uint64_t)i + 1);
-        assert_int_equal(f->p->active, 2 - (size_t)i);
+        assert_int_equal(f->p->relay.active, 2 - (size_t)i);
     }
     st = counters(f);
     assert_int_equal(st.accepted, 3);
