@@ -12,6 +12,7 @@
 
 #include "config/res-kinds.h"
 #include "config/resource.h"
+#include "core/addr.h"
 #include "core/units.h"
 
 /* Istio's (and Envoy's) retry policy when a route does not name one. */
@@ -1016,6 +1017,27 @@ static void check_l4_route(struct res_check *ck, struct res_l4_route *l,
             res_path(p, sizeof(p), "%s.match[%zu].gateways[%zu]", path, i, j);
             if (strcmp(m->gateways.v[j], "mesh") != 0)
                 check_gateway_ref(ck, &m->mark, p, m->gateways.v[j]);
+        }
+        for (size_t j = 0; j < m->destination_subnets.n; j++) {
+            int fam;
+            uint8_t b[16];
+            unsigned pl;
+            const char *why;
+            res_path(p, sizeof(p), "%s.match[%zu].destinationSubnets[%zu]",
+                     path, i, j);
+            if (addr_cidr_parse(m->destination_subnets.v[j], &fam, b, &pl,
+                                &why) < 0)
+                res_err(ck, &m->mark, p, "'%s': %s",
+                        m->destination_subnets.v[j], why);
+        }
+        if (m->source_subnet != NULL && m->source_subnet[0] != '\0') {
+            int fam;
+            uint8_t b[16];
+            unsigned pl;
+            const char *why;
+            res_path(p, sizeof(p), "%s.match[%zu].sourceSubnet", path, i);
+            if (addr_cidr_parse(m->source_subnet, &fam, b, &pl, &why) < 0)
+                res_err(ck, &m->mark, p, "'%s': %s", m->source_subnet, why);
         }
     }
     res_path(p, sizeof(p), "%s.route", path);

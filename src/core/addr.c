@@ -167,3 +167,53 @@ int addr_equal(const struct addr *a, const struct addr *b)
 {
     return a->len == b->len && memcmp(&a->ss, &b->ss, a->len) == 0;
 }
+
+int addr_cidr_parse(const char *s, int *family, uint8_t bytes[16],
+                    unsigned *prefix, const char **why)
+{
+    char ip[64];
+    const char *slash = strchr(s, '/');
+    size_t n = slash != NULL ? (size_t)(slash - s) : strlen(s);
+    unsigned max, pl = 0;
+
+    memset(bytes, 0, 16);
+    if (n == 0 || n >= sizeof(ip)) {
+        *why = "not an IP address";
+        return -1;
+    }
+    memcpy(ip, s, n);
+    ip[n] = '\0';
+    if (inet_pton(AF_INET, ip, bytes) == 1) {
+        *family = AF_INET;
+        max = 32;
+    } else if (inet_pton(AF_INET6, ip, bytes) == 1) {
+        *family = AF_INET6;
+        max = 128;
+    } else {
+        *why = "not an IP address";
+        return -1;
+    }
+    if (slash == NULL) {
+        *prefix = max;
+        return 0;
+    }
+    if (slash[1] == '\0') {
+        *why = "empty prefix length";
+        return -1;
+    }
+    for (const char *p = slash + 1; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9' || pl > max) {
+            *why = "invalid prefix length";
+            return -1;
+        }
+        pl = pl * 10 + (unsigned)(*p - '0');
+    }
+    if (pl > max) {
+        *why = "prefix length too long";
+        return -1;
+    }
+    *prefix = pl;
+    for (unsigned b = pl; b < max; b++)
+        bytes[b / 8] &= (uint8_t)~(0x80u >> (b % 8));
+    return 0;
+}

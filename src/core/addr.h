@@ -2,6 +2,7 @@
 #define STRAIT_CORE_ADDR_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 /*
@@ -39,5 +40,14 @@ static inline int addr_family(const struct addr *a)
 {
     return a->ss.ss_family;
 }
+
+/*
+ * addr_cidr_parse() reads "ip" or "ip/prefix" (IPv4 or IPv6, as Istio's
+ * subnets are written) into family (AF_INET, AF_INET6), the address bytes
+ * (4 or 16 used) and the prefix length (32 or 128 without one). Bits past
+ * the prefix are cleared. 0, or -1 with a static reason in *why.
+ */
+int addr_cidr_parse(const char *s, int *family, uint8_t bytes[16],
+                    unsigned *prefix, const char **why);
 
 #endif

@@ -7,7 +7,9 @@
 
 #include "net/listener.h"
 #include "proxy/http_proxy.h"
+#include "proxy/l4_proxy.h"
 #include "proxy/tcp_proxy.h"
+#include "server/compile-l4.h"
 #include "server/compile.h"
 #include "server/istio.h"
 #include "policy/authz.h"
@@ -169,6 +171,7 @@ static int gateway_tls(const struct gw_listener *g, struct http_proxy_conf *c,
     for (size_t i = 0; i < g->ncerts; i++) {
         certs[i].cert_path = g->certs[2 * i];
         certs[i].key_path = g->certs[2 * i + 1];
+        gw_tls_to_cert(g->cert_tls ? g->cert_tls[i] : NULL, &certs[i]);
     }
     memset(&tc, 0, sizeof(tc));
     tc.certs = certs;
@@ -251,11 +254,15 @@ int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
                     struct strmap *next, struct compiled_listener *out,
                     char **err)
 {
-    struct http_proxy_conf *c = http_proxy_conf_new(g->name, stats);
+    struct http_proxy_conf *c;
     struct bootstrap_http h;
     struct http_routes *r;
 
     *err = NULL;
+    if (g->l4)
+        return compile_l4(bs, set, g, stats, nworkers, dns, prev, next, out,
+                          err);
+    c = http_proxy_conf_new(g->name, stats);
     if (c == NULL) {
         *err = strdup("out of memory");
         return -1;
@@ -382,6 +389,8 @@ int compile_tls_check(const struct compiled_listener *cl, char **err)
     const struct http_proxy_conf *c;
 
     *err = NULL;
+    if (cl->ops == &l4_proxy_ops)
+        return l4_proxy_tls_check(cl->conf, err);
     if (cl->ops != &http_proxy_ops)
         return 0;
     c = cl->conf;

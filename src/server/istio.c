@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <openssl/ssl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,16 +45,36 @@ static int push_str(char ***v, size_t *n, const char *s)
     return 0;
 }
 
+static void strs_free(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static void gw_tls_dispose(struct gw_tls *t)
+{
+    free(t->cert);
+    free(t->key);
+    free(t->ca);
+    strs_free(t->sans, t->nsans);
+    strs_free(t->spki, t->nspki);
+    strs_free(t->hashes, t->nhashes);
+    memset(t, 0, sizeof(*t));
+}
+
 static void gw_dispose(struct gw_listener *g)
 {
     for (size_t i = 0; i < 2 * g->ncerts; i++)
         free(g->certs[i]);
     free(g->certs);
+    free(g->cert_tls);
     for (size_t i = 0; i < g->nservers; i++) {
         for (size_t k = 0; k < g->servers[i].nhosts; k++)
             free(g->servers[i].hosts[k]);
         free(g->servers[i].hosts);
         free(g->servers[i].gateway);
+        gw_tls_dispose(&g->servers[i].tls);
     }
     free(g->servers);
     free(g->json);
@@ -68,10 +89,54 @@ void gw_set_dispose(struct gw_set *g)
     g->n = 0;
 }
 
-static int is_http(int64_t proto)
+static void json_strs(struct buf *b, char *const *v, size_t n)
 {
-    return proto == RES_PROTO_HTTP || proto == RES_PROTO_HTTP2 ||
-           proto == RES_PROTO_GRPC || proto == RES_PROTO_HTTPS;
+    buf_puts(b, "[");
+    for (size_t i = 0; i < n; i++) {
+        buf_puts(b, i ? "," : "");
+        json_str(b, v[i]);
+    }
+    buf_puts(b, "]");
+}
+
+/* server_mode() is how strait serves a Gateway server, or -1 (with a
+ * warning) for what it does not serve from Gateways. */
+static int server_mode(const char *gname, const struct res_gw_server *sv)
+{
+    int64_t proto = sv->port.protocol;
+    int tm = sv->tls.mode;
+    const char *why = NULL;
+
+    switch (proto) {
+    case RES_PROTO_HTTP:
+    case RES_PROTO_HTTP2:
+    case RES_PROTO_GRPC:
+        return GW_MODE_HTTP;
+    case RES_PROTO_TCP:
+    case RES_PROTO_MONGO:
+    case RES_PROTO_MYSQL:
+    case RES_PROTO_REDIS:
+        return GW_MODE_TCP;
+    case RES_PROTO_HTTPS:
+    case RES_PROTO_TLS:
+        /* HTTPS with PASSTHROUGH is routed by SNI like TLS (Istio's own
+         * SNI passthrough example is written that way). */
+        if (tm == RES_GW_TLS_PASSTHROUGH)
+            return GW_MODE_PASSTHROUGH;
+        if (tm == RES_GW_TLS_SIMPLE || tm == RES_GW_TLS_MUTUAL ||
+            tm == RES_GW_TLS_OPTIONAL_MUTUAL)
+            return proto == RES_PROTO_HTTPS ? GW_MODE_HTTPS : GW_MODE_TLS_TCP;
+        why = tm == RES_GW_TLS_AUTO_PASSTHROUGH ? "tls mode AUTO_PASSTHROUGH"
+                                                : "tls mode ISTIO_MUTUAL";
+        break;
+    default:
+        why = res_protocol_name(proto);
+        break;
+    }
+    log_warn("Gateway %s: port %" PRId64 ": %s is not served from Gateways "
+             "yet; skipped",
+             gname, sv->port.number, why);
+    return -1;
 }
 
 static void listener_json(struct gw_listener *g)
@@ -82,8 +147,8 @@ static void listener_json(struct gw_listener *g)
     buf_init(&b, 1 << 20);
     buf_puts(&b, "{\"address\":");
     json_str(&b, addr_format(&g->address, as, sizeof(as)));
-    buf_printf(&b, ",\"tls\":%d,\"httpsRedirect\":%d,\"certs\":[", g->tls,
-               g->https_redirect);
+    buf_printf(&b, ",\"tls\":%d,\"l4\":%d,\"httpsRedirect\":%d,\"certs\":[",
+               g->tls, g->l4, g->https_redirect);
     for (size_t i = 0; i < 2 * g->ncerts; i++) {
         buf_puts(&b, i ? "," : "");
         json_str(&b, g->certs[i]);
@@ -92,11 +157,22 @@ static void listener_json(struct gw_listener *g)
     for (size_t i = 0; i < g->nservers; i++) {
         buf_puts(&b, i ? ",{\"gateway\":" : "{\"gateway\":");
         json_str(&b, g->servers[i].gateway);
-        buf_puts(&b, ",\"hosts\":[");
-        for (size_t k = 0; k < g->servers[i].nhosts; k++) {
-            buf_puts(&b, k ? "," : "");
-            json_str(&b, g->servers[i].hosts[k]);
-        }
+        const struct gw_server *sv = &g->servers[i];
+        buf_puts(&b, ",\"hosts\":");
+        json_strs(&b, sv->hosts, sv->nhosts);
+        buf_printf(&b, ",\"mode\":%d,\"tlsMode\":%d,\"tls\":[", sv->mode,
+                   sv->tls.mode);
+        json_str(&b, sv->tls.cert ? sv->tls.cert : "");
+        buf_puts(&b, ",");
+        json_str(&b, sv->tls.key ? sv->tls.key : "");
+        buf_puts(&b, ",");
+        json_str(&b, sv->tls.ca ? sv->tls.ca : "");
+        buf_puts(&b, ",");
+        json_strs(&b, sv->tls.sans, sv->tls.nsans);
+        buf_puts(&b, ",");
+        json_strs(&b, sv->tls.spki, sv->tls.nspki);
+        buf_puts(&b, ",");
+        json_strs(&b, sv->tls.hashes, sv->tls.nhashes);
         buf_puts(&b, "]}");
     }
     buf_puts(&b, "]}");
@@ -104,27 +180,107 @@ static void listener_json(struct gw_listener *g)
     buf_dispose(&b);
 }
 
-/* A server's certificate: files named in the Gateway, or credentialName
- * in the credentials directory (NAME/tls.crt and NAME/tls.key). */
-static int server_cert(const struct bootstrap *bs, const struct res_gw_tls *t,
-                       char **cert, char **key)
+static int file_exists(const char *path)
 {
-    if (t->server_certificate != NULL && t->server_certificate[0] != '\0') {
-        *cert = xstrdup(t->server_certificate);
-        *key = xstrdup(t->private_key);
-        return 0;
-    }
-    if (t->credential_name != NULL && t->credential_name[0] != '\0' &&
-        bs->credentials.dir[0] != '\0') {
-        if (asprintf(cert, "%s/%s/tls.crt", bs->credentials.dir,
-                     t->credential_name) < 0)
-            return -1;
-        if (asprintf(key, "%s/%s/tls.key", bs->credentials.dir,
-                     t->credential_name) < 0)
-            return -1;
-        return 0;
-    }
+    struct stat st;
+
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int set_errf(char **err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int set_errf(char **err, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    if (vasprintf(err, fmt, ap) < 0)
+        *err = NULL;
+    va_end(ap);
     return -1;
+}
+
+static int copy_strs(char ***dst, size_t *n, const struct conf_strs *src)
+{
+    for (size_t i = 0; i < src->n; i++)
+        if (push_str(dst, n, src->v[i]) < 0)
+            return -1;
+    return 0;
+}
+
+/*
+ * A terminating server's TLS: the certificate from files named in the
+ * Gateway, or credentialName in the credentials directory (NAME/tls.crt
+ * and NAME/tls.key); for MUTUAL and OPTIONAL_MUTUAL the CA bundle from
+ * caCertificates, else the credential's ca.crt, else, as Istio's
+ * NAME-cacert secrets, NAME-cacert/ca.crt.
+ */
+static int server_tls(const struct bootstrap *bs, const char *gname,
+                      const struct res_gw_server *sv, struct gw_tls *out,
+                      char **err)
+{
+    const struct res_gw_tls *t = &sv->tls;
+    const char *dir = bs->credentials.dir;
+    int has_cred = t->credential_name != NULL &&
+                   t->credential_name[0] != '\0' && dir[0] != '\0';
+
+    out->mode = t->mode;
+    if (t->server_certificate != NULL && t->server_certificate[0] != '\0') {
+        out->cert = xstrdup(t->server_certificate);
+        out->key = xstrdup(t->private_key);
+    } else if (has_cred) {
+        if (asprintf(&out->cert, "%s/%s/tls.crt", dir, t->credential_name) <
+                0 ||
+            asprintf(&out->key, "%s/%s/tls.key", dir, t->credential_name) < 0)
+            return set_errf(err, "out of memory");
+    } else {
+        return set_errf(err,
+                        "Gateway %s: port %" PRId64 ": a TLS-terminating "
+                        "server needs serverCertificate and privateKey, or "
+                        "credentialName with credentials.dir",
+                        gname, sv->port.number);
+    }
+    if (out->cert == NULL || out->key == NULL)
+        return set_errf(err, "out of memory");
+    if (t->mode != RES_GW_TLS_MUTUAL && t->mode != RES_GW_TLS_OPTIONAL_MUTUAL)
+        return 0;
+    if (t->ca_certificates != NULL && t->ca_certificates[0] != '\0') {
+        out->ca = xstrdup(t->ca_certificates);
+    } else if (has_cred) {
+        if (asprintf(&out->ca, "%s/%s/ca.crt", dir, t->credential_name) < 0)
+            return set_errf(err, "out of memory");
+        if (!file_exists(out->ca)) {
+            free(out->ca);
+            if (asprintf(&out->ca, "%s/%s-cacert/ca.crt", dir,
+                         t->credential_name) < 0)
+                return set_errf(err, "out of memory");
+        }
+        if (!file_exists(out->ca))
+            return set_errf(err,
+                            "Gateway %s: port %" PRId64 ": tls mode %s: "
+                            "credential %s has no ca.crt (looked for "
+                            "%s/%s/ca.crt and %s)",
+                            gname, sv->port.number,
+                            t->mode == RES_GW_TLS_MUTUAL ? "MUTUAL"
+                                                         : "OPTIONAL_MUTUAL",
+                            t->credential_name, dir, t->credential_name,
+                            out->ca);
+    } else {
+        return set_errf(err,
+                        "Gateway %s: port %" PRId64 ": tls mode %s needs "
+                        "caCertificates, or credentialName with a ca.crt",
+                        gname, sv->port.number,
+                        t->mode == RES_GW_TLS_MUTUAL ? "MUTUAL"
+                                                     : "OPTIONAL_MUTUAL");
+    }
+    if (out->ca == NULL || copy_strs(&out->sans, &out->nsans,
+                                     &t->subject_alt_names) < 0 ||
+        copy_strs(&out->spki, &out->nspki, &t->verify_certificate_spki) < 0 ||
+        copy_strs(&out->hashes, &out->nhashes,
+                  &t->verify_certificate_hash) < 0)
+        return set_errf(err, "out of memory");
+    return 0;
 }
 
 int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
@@ -147,25 +303,18 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
         for (size_t k = 0; k < gw->servers.n; k++) {
             const struct res_gw_server *sv =
                 &((const struct res_gw_server *)gw->servers.v)[k];
-            int tls = sv->port.protocol == RES_PROTO_HTTPS;
+            int mode = server_mode(gname, sv);
+            int l4 = mode == GW_MODE_TCP || mode == GW_MODE_PASSTHROUGH ||
+                     mode == GW_MODE_TLS_TCP;
+            int secure = mode != GW_MODE_HTTP && mode != GW_MODE_TCP;
             struct addr a;
             const char *why;
             char astr[128];
             struct gw_listener *g = NULL;
+            struct gw_server *srv;
 
-            if (!is_http(sv->port.protocol)) {
-                log_warn("Gateway %s: port %" PRId64 ": protocol %s is not "
-                         "served from Gateways yet; skipped",
-                         gname, sv->port.number,
-                         res_protocol_name(sv->port.protocol));
+            if (mode < 0)
                 continue;
-            }
-            if (tls && sv->tls.mode != RES_GW_TLS_SIMPLE) {
-                log_warn("Gateway %s: port %" PRId64 ": TLS mode other than "
-                         "SIMPLE is not served yet; skipped",
-                         gname, sv->port.number);
-                continue;
-            }
             snprintf(astr, sizeof(astr), "%s:%" PRId64,
                      sv->bind && sv->bind[0] ? sv->bind : "0.0.0.0",
                      sv->port.number);
@@ -188,7 +337,8 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
                 memset(g, 0, sizeof(*g));
                 g->address = a;
                 g->port = (uint32_t)sv->port.number;
-                g->tls = tls;
+                g->l4 = l4;
+                g->secure = secure;
                 snprintf(g->name, sizeof(g->name), "gateway-%" PRId64,
                          sv->port.number);
                 if (sv->bind && sv->bind[0]) {
@@ -200,7 +350,15 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
                         if (*p == ':' || *p == '[' || *p == ']')
                             *p = '_';
                 }
-            } else if (g->tls != tls) {
+            } else if (g->l4 != l4) {
+                /* One port runs one kind of listener: an HTTP proxy or
+                 * an L4 relay (sharing needs SNI dispatch between them). */
+                log_warn("Gateway %s: port %" PRId64 ": a %s server cannot "
+                         "share the port with %s servers; skipped",
+                         gname, sv->port.number, l4 ? "TCP/TLS" : "HTTP",
+                         g->l4 ? "TCP/TLS" : "HTTP");
+                continue;
+            } else if (g->secure != secure) {
                 if (asprintf(err,
                              "Gateway %s: port %" PRId64 " mixes TLS and "
                              "plaintext servers",
@@ -211,12 +369,12 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
             {
                 struct gw_server *ns = realloc(
                     g->servers, (g->nservers + 1) * sizeof(*ns));
-                struct gw_server *srv;
                 if (ns == NULL)
                     goto oom;
                 g->servers = ns;
                 srv = &g->servers[g->nservers++];
                 memset(srv, 0, sizeof(*srv));
+                srv->mode = mode;
                 srv->gateway = strdup(gname);
                 if (srv->gateway == NULL)
                     goto oom;
@@ -227,32 +385,35 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
             }
             if (sv->tls.https_redirect)
                 g->https_redirect = 1;
-            if (tls) {
-                char *cert = NULL, *key = NULL;
-                char **nc;
-                if (server_cert(bs, &sv->tls, &cert, &key) < 0) {
-                    free(cert);
-                    free(key);
-                    if (asprintf(err,
-                                 "Gateway %s: port %" PRId64 ": an HTTPS "
-                                 "server needs serverCertificate and "
-                                 "privateKey, or credentialName with "
-                                 "credentials.dir",
-                                 gname, sv->port.number) < 0)
-                        *err = NULL;
+            srv->tls.mode = sv->tls.mode;
+            if (mode == GW_MODE_HTTPS || mode == GW_MODE_TLS_TCP) {
+                g->tls = 1;
+                if (server_tls(bs, gname, sv, &srv->tls, err) < 0)
                     goto fail;
-                }
-                nc = realloc(g->certs, 2 * (g->ncerts + 1) * sizeof(*nc));
-                if (nc == NULL) {
-                    free(cert);
-                    free(key);
-                    goto oom;
-                }
-                g->certs = nc;
-                g->certs[2 * g->ncerts] = cert;
-                g->certs[2 * g->ncerts + 1] = key;
-                g->ncerts++;
             }
+        }
+    }
+    /* An HTTP listener's certificates, in server order, each with its
+     * server's client-certificate settings. */
+    for (size_t i = 0; i < out->n; i++) {
+        struct gw_listener *g = &out->v[i];
+        if (g->l4 || !g->tls)
+            continue;
+        g->certs = calloc(2 * g->nservers, sizeof(*g->certs));
+        g->cert_tls = calloc(g->nservers, sizeof(*g->cert_tls));
+        if (g->certs == NULL || g->cert_tls == NULL)
+            goto oom;
+        for (size_t k = 0; k < g->nservers; k++) {
+            const struct gw_server *sv = &g->servers[k];
+            if (sv->mode != GW_MODE_HTTPS)
+                continue;
+            g->certs[2 * g->ncerts] = xstrdup(sv->tls.cert);
+            g->certs[2 * g->ncerts + 1] = xstrdup(sv->tls.key);
+            g->cert_tls[g->ncerts] = &sv->tls;
+            g->ncerts++;
+            if (g->certs[2 * g->ncerts - 2] == NULL ||
+                g->certs[2 * g->ncerts - 1] == NULL)
+                goto oom;
         }
     }
     for (size_t i = 0; i < out->n; i++) {

@@ -22,20 +22,49 @@ struct resource_set;
  * listener serves all the servers on its port (Istio merges them the same
  * way); HTTPS servers give it their certificates.
  */
+/* How a server's connections are served. */
+enum gw_mode {
+    GW_MODE_HTTP,        /* HTTP, HTTP2, GRPC: plaintext HTTP */
+    GW_MODE_HTTPS,       /* HTTPS terminated here, then HTTP */
+    GW_MODE_TCP,         /* TCP (MONGO, MYSQL, REDIS): tcp routes */
+    GW_MODE_PASSTHROUGH, /* TLS or HTTPS, mode PASSTHROUGH: tls routes */
+    GW_MODE_TLS_TCP,     /* TLS terminated here, then tcp routes */
+};
+
+/* A terminating server's TLS settings (files resolved; credentialName's
+ * ca.crt or NAME-cacert/ca.crt for client certificates). */
+struct gw_tls {
+    int mode;       /* enum res_server_tls_mode */
+    char *cert;     /* certificate chain file */
+    char *key;      /* private key file */
+    char *ca;       /* MUTUAL, OPTIONAL_MUTUAL: CA bundle file */
+    char **sans;    /* subjectAltNames */
+    size_t nsans;
+    char **spki;    /* verifyCertificateSpki */
+    size_t nspki;
+    char **hashes;  /* verifyCertificateHash */
+    size_t nhashes;
+};
+
 /* One Gateway server on the listener's port. */
 struct gw_server {
     char *gateway; /* "ns/name" */
     char **hosts;  /* "[ns/]host" as written */
     size_t nhosts;
+    int mode;      /* enum gw_mode */
+    struct gw_tls tls;
 };
 
 struct gw_listener {
     char name[64];
     struct addr address;
     uint32_t port;
-    int tls;
-    char **certs; /* cert, key pairs: 2 * ncerts paths */
+    int tls;  /* HTTP listeners: TLS is terminated; L4: some server does */
+    int l4;   /* TCP and TLS servers (l4_proxy), not HTTP */
+    int secure; /* TLS on the wire (HTTPS, TLS), as opposed to plaintext */
+    char **certs; /* HTTP listeners: cert, key pairs: 2 * ncerts paths */
     size_t ncerts;
+    const struct gw_tls **cert_tls; /* the server settings of each pair */
     struct gw_server *servers;
     size_t nservers;
     int https_redirect;
@@ -48,9 +77,10 @@ struct gw_set {
 };
 
 /* istio_gateways() lowers the selected Gateways; -1 with *err when two
- * servers on one port cannot share it (plaintext and TLS). Servers of
- * protocols strait does not serve from Gateways yet (TCP, TLS
- * passthrough) are skipped with a warning. */
+ * servers on one port cannot share it (plaintext and TLS), or a
+ * terminating server's files are missing. HTTP and TCP/TLS servers do
+ * not share a port (the later one is skipped with a warning), nor do
+ * modes strait does not serve yet (ISTIO_MUTUAL, AUTO_PASSTHROUGH). */
 int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
                    struct gw_set *out, char **err);
 void gw_set_dispose(struct gw_set *g);

@@ -15,6 +15,7 @@
 #include "event/mq.h"
 #include "net/listener.h"
 #include "proxy/http_proxy.h"
+#include "proxy/l4_proxy.h"
 #include "proxy/router.h"
 #include "proxy/tcp_proxy.h"
 #include "server/compile.h"
@@ -216,9 +217,26 @@ static int lset_specs(struct server *s, const struct bootstrap *bs,
         sp->gw = g;
         sp->tls_reload_ms = g->tls ? 5000 : 0;
         /* Routes are not part of it: a kept Gateway listener gets new
-         * routes published into its running conf. */
-        if (asprintf(&sp->fingerprint, "%s|log=%d", g->json,
-                     bs->log.access_log) < 0) {
+         * routes published into its running conf. An L4 listener's rules
+         * are compiled into its conf: new resources or DNS answers build
+         * a new one, which takes the sockets over while sessions finish on
+         * the old one. */
+        if (g->l4) {
+            struct source_status st;
+            struct dns_stats ds;
+            memset(&ds, 0, sizeof(ds));
+            source_status(s->source, &st);
+            if (s->dns != NULL)
+                dns_cache_stats(s->dns, &ds);
+            if (asprintf(&sp->fingerprint,
+                         "%s|log=%d|resources=%" PRIu64 "|dns=%" PRIu64,
+                         g->json, bs->log.access_log, st.reloads_ok,
+                         (uint64_t)ds.changes) < 0) {
+                sp->fingerprint = NULL;
+                goto oom;
+            }
+        } else if (asprintf(&sp->fingerprint, "%s|log=%d", g->json,
+                            bs->log.access_log) < 0) {
             sp->fingerprint = NULL;
             goto oom;
         }
@@ -310,13 +328,15 @@ static int lset_build(struct server *s, struct bootstrap *bs,
             l->cl = prev->cl;
             if (prev->cl.ops == &tcp_proxy_ops)
                 tcp_proxy_conf_ref(prev->cl.conf);
+            else if (prev->cl.ops == &l4_proxy_ops)
+                l4_proxy_conf_ref(prev->cl.conf);
             else
                 http_proxy_conf_ref(prev->cl.conf);
             l->socks = prev->socks;
             l->socks->refs++;
             l->stats = listener_stats_ref(prev->stats);
             out->n++;
-            if (sp->gw != NULL &&
+            if (sp->gw != NULL && !sp->gw->l4 &&
                 compile_gateway_routes(bs, source_current_or_null(s), sp->gw,
                                        &env, &old->gwclusters,
                                        &out->gwclusters, &staged[out->n - 1],

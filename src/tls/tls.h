@@ -19,9 +19,32 @@ struct x509_st;
  * itself. One tls_server is immutable once built; a certificate change
  * builds a new one (tls_holder).
  */
+enum tls_verify {
+    TLS_VERIFY_NONE,     /* no client certificate asked for */
+    TLS_VERIFY_OPTIONAL, /* asked for; verified when given (OPTIONAL_MUTUAL) */
+    TLS_VERIFY_REQUIRED, /* refused at the handshake without one (MUTUAL) */
+};
+
+/*
+ * A certificate and what clients of its names must show (a Gateway
+ * server's tls settings): with verify set, client certificates are checked
+ * against the CA bundle in ca_path, then, as Envoy does, against sans (one
+ * of the certificate's SANs equals one of them) and against spki (base64
+ * SHA-256 of the SubjectPublicKeyInfo) or hashes (hex SHA-256 of the DER
+ * certificate, colons allowed): one of either list must match when either
+ * is given.
+ */
 struct tls_server_cert {
     const char *cert_path;
     const char *key_path;
+    int verify; /* enum tls_verify */
+    const char *ca_path;
+    const char *const *sans;
+    size_t nsans;
+    const char *const *spki;
+    size_t nspki;
+    const char *const *hashes;
+    size_t nhashes;
 };
 
 struct tls_server_conf {
@@ -61,7 +84,7 @@ struct tls_holder {
     struct tls_server *cur;
     unsigned gen;
     struct tls_server_conf conf; /* deep copy */
-    struct stat *st;             /* 2 per certificate: cert, key */
+    struct stat *st;             /* 3 per certificate: cert, key, CA */
     char *desc;                  /* for logs */
 };
 
@@ -92,6 +115,11 @@ const char *tls_conn_alpn(const struct conn *c, size_t *len);
 
 /* tls_conn_sni() is the server name the client asked for, or "". */
 const char *tls_conn_sni(const struct conn *c);
+
+/* tls_conn_peer_uri_san() copies the first URI SAN of the client's
+ * certificate into out (NUL-terminated, cut to n) when the client showed
+ * one and it was verified; returns its length, or 0 (out is ""). */
+size_t tls_conn_peer_uri_san(const struct conn *c, char *out, size_t n);
 
 /* tls_conn_failure() names why the last handshake failed, from a fixed
  * set for metrics: "version", "cipher", "certificate", "eof", "other". */

@@ -412,3 +412,40 @@ SSL_CTX *tls_client_ctx_new(const char *ca_file, int insecure, int h2,
     c.h2 = h2;
     return tls_client_ctx_build(&c, err);
 }
+
+size_t tls_conn_peer_uri_san(const struct conn *c, char *out, size_t n)
+{
+    X509 *x;
+    GENERAL_NAMES *sans;
+    size_t len = 0;
+
+    if (n > 0)
+        out[0] = '\0';
+    if (c->tls == NULL || n == 0 || SSL_get_verify_result(c->tls) != X509_V_OK)
+        return 0;
+    x = SSL_get_peer_certificate(c->tls);
+    if (x == NULL)
+        return 0;
+    sans = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+    for (size_t i = 0; sans != NULL && i < sk_GENERAL_NAME_num(sans); i++) {
+        const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
+        const ASN1_STRING *u;
+        if (g->type != GEN_URI)
+            continue;
+        u = g->d.uniformResourceIdentifier;
+        len = (size_t)ASN1_STRING_length(u);
+        if (len >= n)
+            len = n - 1;
+        memcpy(out, ASN1_STRING_get0_data(u), len);
+        out[len] = '\0';
+        /* A name with a NUL in it is not a name to log or trust. */
+        if (memchr(out, '\0', len) != NULL) {
+            out[0] = '\0';
+            len = 0;
+        }
+        break;
+    }
+    GENERAL_NAMES_free(sans);
+    X509_free(x);
+    return len;
+}

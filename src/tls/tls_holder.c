@@ -13,11 +13,22 @@
 
 #include "tls/tls.h"
 
+static void free_strs(const char *const *v, size_t n)
+{
+    for (size_t i = 0; v != NULL && i < n; i++)
+        free((char *)v[i]);
+    free((void *)v);
+}
+
 static void conf_free(struct tls_server_conf *c)
 {
     for (size_t i = 0; i < c->ncerts; i++) {
         free((char *)c->certs[i].cert_path);
         free((char *)c->certs[i].key_path);
+        free((char *)c->certs[i].ca_path);
+        free_strs(c->certs[i].sans, c->certs[i].nsans);
+        free_strs(c->certs[i].spki, c->certs[i].nspki);
+        free_strs(c->certs[i].hashes, c->certs[i].nhashes);
     }
     free((void *)c->certs);
     for (size_t i = 0; i < c->nciphers; i++)
@@ -52,8 +63,18 @@ static int conf_copy(struct tls_server_conf *dst,
     if (certs == NULL || dst->ciphers == NULL || dst->alpn == NULL)
         return -1;
     for (size_t i = 0; i < src->ncerts; i++) {
-        certs[i].cert_path = strdup(src->certs[i].cert_path);
-        certs[i].key_path = strdup(src->certs[i].key_path);
+        const struct tls_server_cert *sc = &src->certs[i];
+        certs[i] = *sc;
+        certs[i].cert_path = strdup(sc->cert_path);
+        certs[i].key_path = strdup(sc->key_path);
+        certs[i].ca_path = sc->ca_path ? strdup(sc->ca_path) : NULL;
+        certs[i].sans = (const char *const *)dup_strs(sc->sans, sc->nsans);
+        certs[i].spki = (const char *const *)dup_strs(sc->spki, sc->nspki);
+        certs[i].hashes =
+            (const char *const *)dup_strs(sc->hashes, sc->nhashes);
+        if (certs[i].sans == NULL || certs[i].spki == NULL ||
+            certs[i].hashes == NULL)
+            return -1;
     }
     if (src->nciphers == 0) {
         free((void *)dst->ciphers);
@@ -69,10 +90,13 @@ static int conf_copy(struct tls_server_conf *dst,
 static void snapshot(const struct tls_server_conf *c, struct stat *st)
 {
     for (size_t i = 0; i < c->ncerts; i++) {
-        if (stat(c->certs[i].cert_path, &st[2 * i]) < 0)
-            memset(&st[2 * i], 0, sizeof(st[0]));
-        if (stat(c->certs[i].key_path, &st[2 * i + 1]) < 0)
-            memset(&st[2 * i + 1], 0, sizeof(st[0]));
+        if (stat(c->certs[i].cert_path, &st[3 * i]) < 0)
+            memset(&st[3 * i], 0, sizeof(st[0]));
+        if (stat(c->certs[i].key_path, &st[3 * i + 1]) < 0)
+            memset(&st[3 * i + 1], 0, sizeof(st[0]));
+        if (c->certs[i].ca_path == NULL ||
+            stat(c->certs[i].ca_path, &st[3 * i + 2]) < 0)
+            memset(&st[3 * i + 2], 0, sizeof(st[0]));
     }
 }
 
@@ -97,7 +121,7 @@ struct tls_holder *tls_holder_new(const struct tls_server_conf *conf,
     h->refs = 1;
     pthread_mutex_init(&h->lock, NULL);
     h->desc = strdup(desc);
-    h->st = calloc(2 * (conf->ncerts ? conf->ncerts : 1), sizeof(*h->st));
+    h->st = calloc(3 * (conf->ncerts ? conf->ncerts : 1), sizeof(*h->st));
     if (h->desc == NULL || h->st == NULL || conf_copy(&h->conf, conf) < 0) {
         *err = strdup("out of memory");
         tls_holder_unref(h);
@@ -133,7 +157,7 @@ void tls_holder_unref(struct tls_holder *h)
 
 int tls_holder_check(struct tls_holder *h, char **err)
 {
-    size_t n = 2 * h->conf.ncerts;
+    size_t n = 3 * h->conf.ncerts;
     struct stat *now = calloc(n ? n : 1, sizeof(*now));
     struct tls_server *ts, *old;
     int changed = 0;

@@ -1,6 +1,10 @@
 #include "config.h"
 
+#include <arpa/inet.h>
+#include <openssl/base64.h>
 #include <openssl/bytestring.h>
+#include <openssl/digest.h>
+#include <openssl/sha.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -24,6 +28,16 @@ struct tls_cert {
     int ecdsa;
     char **names; /* lowercase; "*.example.com" for wildcards */
     size_t nnames;
+    /* Client certificates (enum tls_verify); the CA bundle is in ctx. */
+    int verify;
+    char **sans;
+    size_t nsans;
+    uint8_t (*spki)[SHA256_DIGEST_LENGTH];
+    size_t nspki;
+    uint8_t (*hashes)[SHA256_DIGEST_LENGTH];
+    size_t nhashes;
+    uint8_t sid_ctx[SSL_MAX_SID_CTX_LENGTH];
+    unsigned sid_len;
 };
 
 struct tls_server {
@@ -37,6 +51,7 @@ struct tls_server {
 /* The ex_data index is registered once per process and never changes. */
 static pthread_once_t ex_once = PTHREAD_ONCE_INIT;
 static int ex_index = -1;
+static int cert_index = -1; /* a certificate's SSL_CTX -> its tls_cert */
 
 static void server_free_parts(struct tls_server *ts)
 {
@@ -45,6 +60,11 @@ static void server_free_parts(struct tls_server *ts)
         for (size_t j = 0; j < ts->certs[i].nnames; j++)
             free(ts->certs[i].names[j]);
         free(ts->certs[i].names);
+        for (size_t j = 0; j < ts->certs[i].nsans; j++)
+            free(ts->certs[i].sans[j]);
+        free(ts->certs[i].sans);
+        free(ts->certs[i].spki);
+        free(ts->certs[i].hashes);
     }
     free(ts->certs);
     free(ts);
@@ -67,6 +87,7 @@ static void ex_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int index,
 static void ex_init(void)
 {
     ex_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, ex_free);
+    cert_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL);
 }
 
 /* set_err() makes "subject: what: detail", detail from BoringSSL's error
@@ -203,6 +224,103 @@ static const struct tls_cert *pick(const struct tls_server *ts,
     return best;
 }
 
+static int san_listed(const struct tls_cert *c, const GENERAL_NAME *g)
+{
+    const ASN1_STRING *v = NULL;
+    char ip[64];
+    const char *text = NULL;
+    size_t len = 0;
+
+    switch (g->type) {
+    case GEN_DNS:
+        v = g->d.dNSName;
+        break;
+    case GEN_URI:
+        v = g->d.uniformResourceIdentifier;
+        break;
+    case GEN_EMAIL:
+        v = g->d.rfc822Name;
+        break;
+    case GEN_IPADD: {
+        const ASN1_OCTET_STRING *o = g->d.iPAddress;
+        int af = ASN1_STRING_length(o) == 4 ? AF_INET : AF_INET6;
+        if ((ASN1_STRING_length(o) != 4 && ASN1_STRING_length(o) != 16) ||
+            inet_ntop(af, ASN1_STRING_get0_data(o), ip, sizeof(ip)) == NULL)
+            return 0;
+        text = ip;
+        len = strlen(ip);
+        break;
+    }
+    default:
+        return 0;
+    }
+    if (v != NULL) {
+        text = (const char *)ASN1_STRING_get0_data(v);
+        len = (size_t)ASN1_STRING_length(v);
+    }
+    for (size_t i = 0; i < c->nsans; i++)
+        if (strlen(c->sans[i]) == len && memcmp(c->sans[i], text, len) == 0)
+            return 1;
+    return 0;
+}
+
+/* The end-entity checks beyond the chain: SANs, then SPKI or hash pins. */
+static int leaf_allowed(const struct tls_cert *c, X509 *x)
+{
+    uint8_t d[SHA256_DIGEST_LENGTH];
+    int ok;
+
+    if (c->nsans > 0) {
+        GENERAL_NAMES *sans = X509_get_ext_d2i(x, NID_subject_alt_name, NULL,
+                                               NULL);
+        ok = 0;
+        for (size_t i = 0; sans != NULL && !ok &&
+                           i < sk_GENERAL_NAME_num(sans);
+             i++)
+            ok = san_listed(c, sk_GENERAL_NAME_value(sans, i));
+        GENERAL_NAMES_free(sans);
+        if (!ok)
+            return 0;
+    }
+    if (c->nspki == 0 && c->nhashes == 0)
+        return 1;
+    if (c->nhashes > 0) {
+        unsigned dl = 0;
+        if (X509_digest(x, EVP_sha256(), d, &dl))
+            for (size_t i = 0; i < c->nhashes; i++)
+                if (memcmp(c->hashes[i], d, sizeof(d)) == 0)
+                    return 1;
+    }
+    if (c->nspki > 0) {
+        uint8_t *der = NULL;
+        int n = i2d_X509_PUBKEY(X509_get_X509_PUBKEY(x), &der);
+        if (n > 0) {
+            SHA256(der, (size_t)n, d);
+            OPENSSL_free(der);
+            for (size_t i = 0; i < c->nspki; i++)
+                if (memcmp(c->spki[i], d, sizeof(d)) == 0)
+                    return 1;
+        }
+    }
+    return 0;
+}
+
+static int verify_peer(int ok, X509_STORE_CTX *store)
+{
+    SSL *ssl = X509_STORE_CTX_get_ex_data(
+        store, SSL_get_ex_data_X509_STORE_CTX_idx());
+    const struct tls_cert *c;
+
+    if (!ok || ssl == NULL || X509_STORE_CTX_get_error_depth(store) != 0)
+        return ok;
+    c = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), cert_index);
+    if (c != NULL && !leaf_allowed(c, X509_STORE_CTX_get_current_cert(store))) {
+        X509_STORE_CTX_set_error(store, X509_V_ERR_CERT_REJECTED);
+        return 0;
+    }
+    return 1;
+}
+
 static enum ssl_select_cert_result_t select_cert(const SSL_CLIENT_HELLO *ch)
 {
     SSL *ssl = ch->ssl;
@@ -216,6 +334,19 @@ static enum ssl_select_cert_result_t select_cert(const SSL_CLIENT_HELLO *ch)
         return ssl_select_cert_error;
     c = pick(ts, have ? host : NULL, client_hello_ecdsa(ch));
     SSL_set_SSL_CTX(ssl, c->ctx);
+    /* The verify mode stays the base context's through SSL_set_SSL_CTX;
+     * the certificate's own is set here, before the server's flight. A
+     * session is resumed only where it was made (its own session id
+     * context), so no ticket skips another name's client check. */
+    if (c->verify != TLS_VERIFY_NONE) {
+        SSL_set_verify(ssl,
+                       SSL_VERIFY_PEER |
+                           (c->verify == TLS_VERIFY_REQUIRED
+                                ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT
+                                : 0),
+                       verify_peer);
+        SSL_set_session_id_context(ssl, c->sid_ctx, c->sid_len);
+    }
     return ssl_select_cert_success;
 }
 
@@ -298,6 +429,105 @@ static int ctx_settings(SSL_CTX *ctx, const struct tls_server_conf *conf,
     return 0;
 }
 
+/* hex_sha256() reads 64 hex digits, colons between bytes allowed. */
+static int hex_sha256(const char *s, uint8_t *out)
+{
+    size_t n = 0;
+
+    for (const char *p = s; *p != '\0'; p++) {
+        int v;
+        if (*p == ':')
+            continue;
+        if (*p >= '0' && *p <= '9')
+            v = *p - '0';
+        else if ((*p | 0x20) >= 'a' && (*p | 0x20) <= 'f')
+            v = (*p | 0x20) - 'a' + 10;
+        else
+            return -1;
+        if (n >= 2 * SHA256_DIGEST_LENGTH)
+            return -1;
+        if (n % 2 == 0)
+            out[n / 2] = (uint8_t)(v << 4);
+        else
+            out[n / 2] |= (uint8_t)v;
+        n++;
+    }
+    return n == 2 * SHA256_DIGEST_LENGTH ? 0 : -1;
+}
+
+static int b64_sha256(const char *s, uint8_t *out)
+{
+    uint8_t tmp[64];
+    size_t n = 0;
+
+    if (!EVP_DecodeBase64(tmp, &n, sizeof(tmp), (const uint8_t *)s,
+                          strlen(s)) ||
+        n != SHA256_DIGEST_LENGTH)
+        return -1;
+    memcpy(out, tmp, n);
+    return 0;
+}
+
+static int verify_err(char **err, const char *what, const char *value)
+{
+    if (asprintf(err, "%s '%s' is not a SHA-256 digest", what, value) < 0)
+        *err = NULL;
+    return -1;
+}
+
+/* The client certificate checks of one certificate's names. */
+static int load_verify(struct tls_cert *c, const struct tls_server_cert *sc,
+                       size_t index, char **err)
+{
+    c->verify = sc->verify;
+    if (sc->verify == TLS_VERIFY_NONE)
+        return 0;
+    if (sc->ca_path == NULL || sc->ca_path[0] == '\0') {
+        if (asprintf(err, "%s: client certificates need a CA bundle",
+                     sc->cert_path) < 0)
+            *err = NULL;
+        return -1;
+    }
+    if (!SSL_CTX_load_verify_locations(c->ctx, sc->ca_path, NULL))
+        return set_err(err, sc->ca_path, "cannot load the CA certificates");
+    c->sans = calloc(sc->nsans + 1, sizeof(*c->sans));
+    c->spki = calloc(sc->nspki + 1, sizeof(*c->spki));
+    c->hashes = calloc(sc->nhashes + 1, sizeof(*c->hashes));
+    if (c->sans == NULL || c->spki == NULL || c->hashes == NULL) {
+        *err = strdup("out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < sc->nsans; i++) {
+        c->sans[i] = strdup(sc->sans[i]);
+        if (c->sans[i] == NULL) {
+            *err = strdup("out of memory");
+            return -1;
+        }
+        c->nsans++;
+    }
+    for (; c->nspki < sc->nspki; c->nspki++)
+        if (b64_sha256(sc->spki[c->nspki], c->spki[c->nspki]) < 0)
+            return verify_err(err, "verifyCertificateSpki",
+                              sc->spki[c->nspki]);
+    for (; c->nhashes < sc->nhashes; c->nhashes++)
+        if (hex_sha256(sc->hashes[c->nhashes], c->hashes[c->nhashes]) < 0)
+            return verify_err(err, "verifyCertificateHash",
+                              sc->hashes[c->nhashes]);
+    /* A session id context of its own: sessions (and tickets, whose keys
+     * are the server's own) only resume on the certificate that made
+     * them. */
+    c->sid_len = (unsigned)snprintf((char *)c->sid_ctx, sizeof(c->sid_ctx),
+                                    "strait-v%zu", index);
+    SSL_CTX_set_verify(c->ctx,
+                       SSL_VERIFY_PEER |
+                           (sc->verify == TLS_VERIFY_REQUIRED
+                                ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT
+                                : 0),
+                       verify_peer);
+    SSL_CTX_set_ex_data(c->ctx, cert_index, c);
+    return 0;
+}
+
 static int load_cert(struct tls_cert *c, const struct tls_server_cert *sc,
                      const struct tls_server_conf *conf, struct tls_server *ts,
                      char **err)
@@ -322,7 +552,7 @@ static int load_cert(struct tls_cert *c, const struct tls_server_cert *sc,
     if (cert_names(c) < 0)
         return set_err(err, sc->cert_path,
                        "cannot read the certificate's names");
-    return 0;
+    return load_verify(c, sc, (size_t)(c - ts->certs), err);
 }
 
 struct tls_server *tls_server_new(const struct tls_server_conf *conf,

@@ -1,0 +1,652 @@
+/*
+ * The TCP/TLS Gateway listener of one worker. A connection goes through
+ * up to three stages before it becomes a relayed session:
+ *
+ *   inspect    peek (MSG_PEEK) at the first bytes until a whole ClientHello
+ *              is there, as Envoy's tls_inspector does, so the bytes stay
+ *              in the socket for the upstream (passthrough) or for our own
+ *              TLS server (termination); bounded in size and time;
+ *   handshake  TLS terminated here, with the chosen server's certificate
+ *              and client-certificate checks;
+ *   route      a tls rule by SNI, or the first tcp rule whose subnets
+ *              admit the connection; a weighted destination; the relay.
+ *
+ * A connection no rule takes is closed and counted (Envoy's NR flag).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/event_struct.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "net/conn.h"
+#include "net/listener.h"
+#include "proxy/l4_proxy.h"
+#include "tls/clienthello.h"
+#include "tls/tls.h"
+#include "upstream/cluster.h"
+
+#define REC_OVERHEAD 5 /* a record header per 16 KiB fragment */
+
+/* ---- configuration ------------------------------------------------------ */
+
+struct l4_proxy_conf *l4_proxy_conf_new(const char *name,
+                                        struct listener_stats *stats)
+{
+    struct l4_proxy_conf *c = calloc(1, sizeof(*c));
+
+    if (c == NULL)
+        return NULL;
+    c->refs = 1;
+    c->name = strdup(name);
+    if (c->name == NULL) {
+        free(c);
+        return NULL;
+    }
+    c->stats = listener_stats_ref(stats);
+    /* Envoy's listener filter timeout and Istio's handshake timeout. */
+    c->inspect_timeout_ms = 15000;
+    c->handshake_timeout_ms = 10000;
+    c->max_client_hello = 64 * 1024;
+    c->relay.name = c->name;
+    c->relay.stats = c->stats;
+    c->relay.connect_timeout_ms = 10000;
+    c->relay.connect_attempts = 1;
+    c->relay.idle_timeout_ms = 3600 * 1000;
+    c->relay.buffer_size = 64 * 1024;
+    c->relay.access_log = 1;
+    return c;
+}
+
+struct l4_proxy_conf *l4_proxy_conf_ref(struct l4_proxy_conf *c)
+{
+    __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+    return c;
+}
+
+static void rules_dispose(struct l4_rules *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        struct l4_rule *x = &r->v[i];
+        for (size_t b = 0; b < x->nblocks; b++) {
+            free(x->blocks[b].dst);
+            free(x->blocks[b].src);
+        }
+        free(x->blocks);
+        free(x->dests);
+        free(x->route);
+    }
+    free(r->v);
+    memset(r, 0, sizeof(*r));
+}
+
+void l4_proxy_conf_unref(struct l4_proxy_conf *c)
+{
+    if (c == NULL || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    rules_dispose(&c->tcp);
+    rules_dispose(&c->passthrough);
+    for (size_t i = 0; i < c->nsni; i++)
+        free(c->sni[i].name);
+    free(c->sni);
+    for (size_t i = 0; i < c->nservers; i++) {
+        tls_holder_unref(c->servers[i].tls);
+        rules_dispose(&c->servers[i].rules);
+    }
+    free(c->servers);
+    for (size_t i = 0; i < c->nclusters; i++)
+        cluster_unref(c->clusters[i]);
+    free(c->clusters);
+    listener_stats_unref(c->stats);
+    free(c->name);
+    free(c);
+}
+
+int l4_proxy_tls_check(struct l4_proxy_conf *c, char **err)
+{
+    int changed = 0;
+
+    *err = NULL;
+    for (size_t i = 0; i < c->nservers; i++) {
+        int rc = tls_holder_check(c->servers[i].tls, err);
+        if (rc < 0)
+            return -1;
+        changed |= rc;
+    }
+    return changed;
+}
+
+const struct l4_sni *l4_sni_lookup(const struct l4_proxy_conf *c,
+                                   const char *name)
+{
+    const struct l4_sni *best = NULL, *any = NULL;
+    size_t best_len = 0, n = name != NULL ? strlen(name) : 0;
+
+    for (size_t i = 0; i < c->nsni; i++) {
+        const struct l4_sni *e = &c->sni[i];
+        size_t l;
+        if (e->name[0] == '*' && e->name[1] == '\0') {
+            if (any == NULL)
+                any = e;
+            continue;
+        }
+        if (n == 0)
+            continue;
+        if (e->name[0] != '*') {
+            if (strcmp(e->name, name) == 0)
+                return e;
+            continue;
+        }
+        /* "*.example.com" ends a name with at least one more label. */
+        l = strlen(e->name) - 1;
+        if (n > l && memcmp(name + n - l, e->name + 1, l) == 0 &&
+            l > best_len) {
+            best = e;
+            best_len = l;
+        }
+    }
+    return best != NULL ? best : any;
+}
+
+static int subnet_has(const struct l4_subnet *s, const struct sockaddr *sa)
+{
+    const uint8_t *a;
+    unsigned full, rest;
+
+    if (sa == NULL)
+        return 0;
+    if (sa->sa_family == AF_INET && s->family == AF_INET)
+        a = (const uint8_t *)&((const struct sockaddr_in *)(const void *)sa)
+                ->sin_addr;
+    else if (sa->sa_family == AF_INET6 && s->family == AF_INET6)
+        a = ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
+    else
+        return 0;
+    full = s->prefix / 8;
+    rest = s->prefix % 8;
+    if (memcmp(a, s->addr, full) != 0)
+        return 0;
+    return rest == 0 ||
+           ((a[full] ^ s->addr[full]) & (uint8_t)(0xff << (8 - rest))) == 0;
+}
+
+static int any_subnet(const struct l4_subnet *v, size_t n,
+                      const struct sockaddr *sa)
+{
+    if (n == 0)
+        return 1;
+    for (size_t i = 0; i < n; i++)
+        if (subnet_has(&v[i], sa))
+            return 1;
+    return 0;
+}
+
+const struct l4_rule *l4_rule_match(const struct l4_rules *rules,
+                                    const struct sockaddr *local,
+                                    const struct sockaddr *peer)
+{
+    for (size_t i = 0; i < rules->n; i++) {
+        const struct l4_rule *r = &rules->v[i];
+        if (r->nblocks == 0)
+            return r;
+        for (size_t b = 0; b < r->nblocks; b++)
+            if (any_subnet(r->blocks[b].dst, r->blocks[b].ndst, local) &&
+                any_subnet(r->blocks[b].src, r->blocks[b].nsrc, peer))
+                return r;
+    }
+    return NULL;
+}
+
+/* ---- connections before the relay ---------------------------------------- */
+
+enum stage { ST_INSPECT, ST_HANDSHAKE, ST_DONE };
+
+struct l4_conn {
+    struct list link;
+    struct l4_proxy *p;
+    struct conn c;
+    struct event peek_ev; /* edge-triggered: fires on new bytes only */
+    struct event timer;
+    int stage;
+    int server; /* terminating: index into conf->servers */
+    uint64_t start_ms;
+    struct sockaddr_storage peer;
+    socklen_t peerlen;
+    char sni[256];
+};
+
+static struct listener_counters *shard(const struct l4_proxy *p)
+{
+    return &p->conf->stats->w[p->worker];
+}
+
+static uint64_t next_random(struct l4_proxy *p)
+{
+    /* xorshift64*: per worker, seeded from the system's generator. */
+    p->rng ^= p->rng >> 12;
+    p->rng ^= p->rng << 25;
+    p->rng ^= p->rng >> 27;
+    return p->rng * 2685821657736338717ULL;
+}
+
+/* A connection that ends before it is relayed gets an access log line of
+ * its own, in the relay's format. */
+static void log_refused(const struct l4_conn *lc, const char *flags,
+                        const char *end)
+{
+    char peer[ADDR_STRLEN] = "-", dur[24];
+    struct log_field f[] = {
+        {"listener", lc->p->conf->name, 0},
+        {"downstream", peer, 0},
+        {"upstream", "-", 0},
+        {"sni", lc->sni[0] ? lc->sni : NULL, 0},
+        {"bytes_in", "0", 1},
+        {"bytes_out", "0", 1},
+        {"duration_ms", dur, 1},
+        {"end", end, 0},
+        {"flags", flags, 0},
+    };
+
+    if (!lc->p->conf->relay.access_log)
+        return;
+    if (lc->peerlen > 0)
+        addr_format_sa((const struct sockaddr *)&lc->peer, lc->peerlen, peer,
+                       sizeof(peer));
+    snprintf(dur, sizeof(dur), "%" PRIu64, clock_ms() - lc->start_ms);
+    log_event(LOG_INFO, "tcp_session", f, (int)(sizeof(f) / sizeof(f[0])));
+}
+
+/* lc_end() takes lc out of the pending list; its memory goes on the next
+ * loop turn. closing: the connection is closed (else it moved on). */
+static void lc_end(struct l4_conn *lc, int closing)
+{
+    struct l4_proxy *p = lc->p;
+
+    if (lc->stage == ST_DONE)
+        return;
+    lc->stage = ST_DONE;
+    event_del(&lc->peek_ev);
+    event_del(&lc->timer);
+    if (closing) {
+        conn_close(&lc->c);
+        STAT_ADD(shard(p), closed, 1);
+    }
+    p->npending--;
+    list_del(&lc->link);
+    list_append(&p->dead, &lc->link);
+    event_active(p->reap_ev, EV_TIMEOUT, 0);
+}
+
+static void lc_refuse(struct l4_conn *lc, const char *flags, const char *end)
+{
+    log_refused(lc, flags, end);
+    lc_end(lc, 1);
+}
+
+/* Relays lc by rule: a weighted destination, then its cluster's next
+ * endpoint (round robin per worker). */
+static void lc_relay(struct l4_conn *lc, const struct l4_rule *rule,
+                     const char *peer_uri)
+{
+    struct l4_proxy *p = lc->p;
+    const struct l4_proxy_conf *c = p->conf;
+    struct tcp_relay_meta meta;
+    const struct cluster *cl = NULL;
+    size_t first = 0;
+
+    if (rule->total > 0) {
+        uint64_t x = next_random(p) % rule->total;
+        for (size_t i = 0; i < rule->ndests; i++) {
+            if (x < rule->dests[i].weight) {
+                cl = c->clusters[rule->dests[i].cluster];
+                first = p->rr[rule->dests[i].cluster]++;
+                break;
+            }
+            x -= rule->dests[i].weight;
+        }
+    }
+    memset(&meta, 0, sizeof(meta));
+    meta.sni = lc->sni;
+    meta.route = rule->route;
+    meta.cluster = cl != NULL ? cl->name : NULL;
+    meta.peer_uri_san = peer_uri;
+    meta.tls_terminated = lc->c.tls != NULL;
+    lc_end(lc, 0);
+    tcp_relay_start(&p->relay, &lc->c, &lc->peer, lc->peerlen,
+                    cl != NULL ? cl->endpoints : NULL,
+                    cl != NULL ? cl->nendpoints : 0, first, &meta,
+                    lc->start_ms);
+}
+
+/* The tcp rules of rules for a connection, by its addresses. */
+static void route_tcp(struct l4_conn *lc, const struct l4_rules *rules,
+                      const char *peer_uri)
+{
+    struct sockaddr_storage local;
+    socklen_t len = sizeof(local);
+    const struct l4_rule *r;
+
+    if (getsockname(lc->c.fd, (struct sockaddr *)&local, &len) < 0)
+        len = 0;
+    r = l4_rule_match(rules, len > 0 ? (struct sockaddr *)&local : NULL,
+                      lc->peerlen > 0 ? (struct sockaddr *)&lc->peer : NULL);
+    if (r == NULL) {
+        STAT_ADD(shard(lc->p), no_route, 1);
+        lc_refuse(lc, "NR", "no_route");
+        return;
+    }
+    lc_relay(lc, r, peer_uri);
+}
+
+static void arm(struct l4_conn *lc, uint64_t ms)
+{
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+
+    event_add(&lc->timer, &tv);
+}
+
+static void on_handshake_io(struct conn *c, void *arg)
+{
+    struct l4_conn *lc = arg;
+    struct l4_proxy *p = lc->p;
+    int rc = c->ops->handshake(c);
+    char uri[512];
+
+    if (rc == 0) {
+        conn_want(c, 1, 0);
+        return;
+    }
+    if (rc < 0) {
+        const char *why = tls_conn_failure(c);
+        char end[64];
+        if (strcmp(why, "version") == 0)
+            STAT_ADD(shard(p), tls_fail_version, 1);
+        else if (strcmp(why, "cipher") == 0)
+            STAT_ADD(shard(p), tls_fail_cipher, 1);
+        else if (strcmp(why, "certificate") == 0)
+            STAT_ADD(shard(p), tls_fail_certificate, 1);
+        else if (strcmp(why, "eof") == 0)
+            STAT_ADD(shard(p), tls_fail_eof, 1);
+        else
+            STAT_ADD(shard(p), tls_fail_other, 1);
+        snprintf(end, sizeof(end), "tls_handshake_%s", why);
+        lc_refuse(lc, "-", end);
+        return;
+    }
+    STAT_ADD(shard(p), tls_handshakes, 1);
+    tls_conn_peer_uri_san(c, uri, sizeof(uri));
+    route_tcp(lc, &p->conf->servers[lc->server].rules, uri);
+}
+
+/* Terminates TLS with server's certificate (the SNI chose it). */
+static void start_handshake(struct l4_conn *lc, size_t server)
+{
+    struct l4_proxy *p = lc->p;
+    struct ssl_ctx_st *fresh = tls_holder_get(p->conf->servers[server].tls,
+                                              &p->gen[server]);
+
+    /* A newer context (first use, or reloaded files) replaces ours. */
+    if (fresh != NULL) {
+        SSL_CTX_free(p->ctx[server]);
+        p->ctx[server] = fresh;
+    }
+    lc->server = (int)server;
+    if (tls_conn_accept(&lc->c, p->ctx[server]) < 0) {
+        lc_refuse(lc, "-", "out_of_memory");
+        return;
+    }
+    lc->stage = ST_HANDSHAKE;
+    event_del(&lc->peek_ev);
+    event_del(&lc->timer);
+    arm(lc, p->conf->handshake_timeout_ms);
+    lc->c.on_io = on_handshake_io;
+    lc->c.arg = lc;
+    on_handshake_io(&lc->c, lc);
+}
+
+static void route_sni(struct l4_conn *lc)
+{
+    const struct l4_proxy_conf *c = lc->p->conf;
+    const struct l4_sni *e = l4_sni_lookup(c, lc->sni);
+
+    if (e == NULL) {
+        STAT_ADD(shard(lc->p), no_route, 1);
+        lc_refuse(lc, "NR", "no_route");
+        return;
+    }
+    if (e->target == L4_TO_TERMINATE) {
+        start_handshake(lc, e->index);
+        return;
+    }
+    lc_relay(lc, &c->passthrough.v[e->index], NULL);
+}
+
+static void inspect(struct l4_conn *lc)
+{
+    struct l4_proxy *p = lc->p;
+    struct clienthello ch;
+    const char *why;
+    ssize_t n;
+    int rc;
+
+    do {
+        n = recv(lc->c.fd, p->peek, p->peek_cap, MSG_PEEK);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    if (n <= 0) {
+        lc_refuse(lc, "-", n == 0 ? "downstream_closed" : "downstream_reset");
+        return;
+    }
+    rc = clienthello_parse(p->peek, (size_t)n, p->scratch,
+                           p->conf->max_client_hello, &ch, &why);
+    if (rc == CH_NEED_MORE && (size_t)n < p->peek_cap)
+        return; /* the edge-triggered event fires on the next bytes */
+    if (rc != CH_OK) {
+        STAT_ADD(shard(p), client_hello_errors, 1);
+        log_debug("listener %s: %s", p->conf->name,
+                  rc == CH_NEED_MORE ? "ClientHello too large" : why);
+        /* No TLS, or none we can read: no filter chain takes it. */
+        lc_refuse(lc, "NR",
+                  rc == CH_NOT_TLS ? "not_tls"
+                  : rc == CH_MALFORMED ? "malformed_client_hello"
+                                       : "client_hello_too_large");
+        return;
+    }
+    for (size_t i = 0; i < ch.sni_len; i++) {
+        char x = (char)ch.sni[i];
+        lc->sni[i] = (x >= 'A' && x <= 'Z') ? (char)(x + 32) : x;
+    }
+    lc->sni[ch.sni_len] = '\0';
+    route_sni(lc);
+}
+
+static void on_peek(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    inspect(arg);
+}
+
+static void on_lc_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct l4_conn *lc = arg;
+
+    (void)fd;
+    (void)what;
+    if (lc->stage == ST_INSPECT) {
+        STAT_ADD(shard(lc->p), client_hello_errors, 1);
+        lc_refuse(lc, "NR", "client_hello_timeout");
+    } else {
+        STAT_ADD(shard(lc->p), tls_fail_other, 1);
+        lc_refuse(lc, "-", "tls_handshake_timeout");
+    }
+}
+
+static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
+                    socklen_t len)
+{
+    struct l4_proxy *p = arg;
+    struct l4_conn *lc = calloc(1, sizeof(*lc));
+
+    STAT_ADD(shard(p), accepted, 1);
+    if (lc == NULL) {
+        close(fd);
+        STAT_ADD(shard(p), closed, 1);
+        log_error("listener %s: out of memory", p->conf->name);
+        return;
+    }
+    lc->p = p;
+    lc->start_ms = clock_ms();
+    if (len <= sizeof(lc->peer)) {
+        memcpy(&lc->peer, peer, len);
+        lc->peerlen = len;
+    }
+    conn_init(&lc->c, p->base, fd, NULL, NULL);
+    event_assign(&lc->peek_ev, p->base, fd, EV_READ | EV_PERSIST | EV_ET,
+                 on_peek, lc);
+    event_assign(&lc->timer, p->base, -1, 0, on_lc_timer, lc);
+    list_append(&p->pending, &lc->link);
+    p->npending++;
+    if (!p->conf->inspect) {
+        route_tcp(lc, &p->conf->tcp, NULL);
+        return;
+    }
+    lc->stage = ST_INSPECT;
+    event_add(&lc->peek_ev, NULL);
+    arm(lc, p->conf->inspect_timeout_ms);
+    inspect(lc);
+}
+
+/* ---- the worker's listener ------------------------------------------------ */
+
+static void check_idle(struct l4_proxy *p)
+{
+    if (!acceptor_running(&p->acc) && p->npending == 0 &&
+        p->relay.active == 0 && p->on_idle != NULL)
+        p->on_idle(&p->pl, p->arg);
+}
+
+static void free_dead(struct l4_proxy *p)
+{
+    while (!LIST_EMPTY(&p->dead)) {
+        struct l4_conn *lc = LIST_ELEM(p->dead.next, struct l4_conn, link);
+        list_del(&lc->link);
+        free(lc);
+    }
+}
+
+static void reap(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    free_dead(arg);
+    check_idle(arg);
+}
+
+static void on_relay_reap(void *arg)
+{
+    check_idle(arg);
+}
+
+static void l4_proxy_free(struct l4_proxy *p);
+
+static struct plistener *ops_start(struct event_base *base, int worker, int fd,
+                                   void *conf, plistener_idle_fn on_idle,
+                                   void *arg)
+{
+    struct l4_proxy_conf *c = conf;
+    struct l4_proxy *p = calloc(1, sizeof(*p));
+
+    if (p == NULL)
+        return NULL;
+    p->pl.ops = &l4_proxy_ops;
+    p->pl.conf = conf;
+    p->pl.fd = fd;
+    LIST_INIT(&p->pl.link);
+    LIST_INIT(&p->pending);
+    LIST_INIT(&p->dead);
+    p->base = base;
+    p->worker = worker;
+    p->conf = l4_proxy_conf_ref(c);
+    p->on_idle = on_idle;
+    p->arg = arg;
+    if (RAND_bytes((uint8_t *)&p->rng, sizeof(p->rng)) != 1 || p->rng == 0)
+        p->rng = 0x9e3779b97f4a7c15ULL ^ (uint64_t)(uintptr_t)p;
+    p->rr = calloc(c->nclusters + 1, sizeof(*p->rr));
+    p->ctx = calloc(c->nservers + 1, sizeof(*p->ctx));
+    p->gen = calloc(c->nservers + 1, sizeof(*p->gen));
+    /* A ClientHello of max_client_hello bytes in 16 KiB records. */
+    p->peek_cap = c->max_client_hello +
+                  REC_OVERHEAD * (c->max_client_hello / 16384 + 2);
+    p->peek = c->inspect ? malloc(p->peek_cap) : NULL;
+    p->scratch = c->inspect ? malloc(c->max_client_hello) : NULL;
+    p->reap_ev = event_new(base, -1, 0, reap, p);
+    if (p->rr == NULL || p->ctx == NULL || p->gen == NULL ||
+        p->reap_ev == NULL ||
+        (c->inspect && (p->peek == NULL || p->scratch == NULL)))
+        goto fail;
+    if (tcp_relay_init(&p->relay, base, worker, &c->relay, on_relay_reap, p) <
+        0)
+        goto fail;
+    p->relay_ok = 1;
+    if (acceptor_start(&p->acc, base, fd, c->name, on_conn, p) < 0)
+        goto fail;
+    return &p->pl;
+fail:
+    l4_proxy_free(p);
+    return NULL;
+}
+
+static void l4_proxy_free(struct l4_proxy *p)
+{
+    if (p == NULL)
+        return;
+    acceptor_stop(&p->acc);
+    while (!LIST_EMPTY(&p->pending))
+        lc_end(LIST_ELEM(p->pending.next, struct l4_conn, link), 1);
+    free_dead(p);
+    if (p->relay_ok)
+        tcp_relay_dispose(&p->relay);
+    if (p->reap_ev != NULL)
+        event_free(p->reap_ev);
+    for (size_t i = 0; p->ctx != NULL && i < p->conf->nservers; i++)
+        SSL_CTX_free(p->ctx[i]);
+    free(p->ctx);
+    free(p->gen);
+    free(p->rr);
+    free(p->peek);
+    free(p->scratch);
+    list_del(&p->pl.link);
+    l4_proxy_conf_unref(p->conf);
+    free(p);
+}
+
+static void ops_stop(struct plistener *l)
+{
+    struct l4_proxy *p = (struct l4_proxy *)(void *)l;
+
+    if (!acceptor_running(&p->acc))
+        return;
+    acceptor_stop(&p->acc);
+    event_active(p->reap_ev, EV_TIMEOUT, 0);
+}
+
+static void ops_free(struct plistener *l)
+{
+    l4_proxy_free((struct l4_proxy *)(void *)l);
+}
+
+const struct plistener_ops l4_proxy_ops = {"l4", ops_start, ops_stop,
+                                           ops_free};

@@ -1,0 +1,152 @@
+#ifndef STRAIT_PROXY_L4_PROXY_H
+#define STRAIT_PROXY_L4_PROXY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/addr.h"
+#include "core/list.h"
+#include "net/acceptor.h"
+#include "proxy/plistener.h"
+#include "proxy/tcp_proxy.h"
+
+struct cluster;
+struct listener_stats;
+struct tls_holder;
+struct ssl_ctx_st;
+
+/*
+ * Gateway listeners of TCP and TLS servers (Istio's tcp and tls routes):
+ * a port's connections are routed by the SNI of their ClientHello (TLS
+ * PASSTHROUGH relays the TLS stream untouched; TLS SIMPLE, MUTUAL and
+ * OPTIONAL_MUTUAL terminate it here first) or, for plaintext TCP, by port
+ * and addresses alone, then relayed by the TCP relay (tcp_proxy.h).
+ */
+
+/* An address range of destinationSubnets or sourceSubnet. */
+struct l4_subnet {
+    int family; /* AF_INET or AF_INET6 */
+    uint8_t addr[16];
+    unsigned prefix;
+};
+
+/* One match block of a rule, kept when its port and gateways fit the
+ * listener; its subnets are checked per connection (empty: any). */
+struct l4_block {
+    struct l4_subnet *dst; /* destinationSubnets: the address connected to */
+    size_t ndst;
+    struct l4_subnet *src; /* sourceSubnet: the client's address */
+    size_t nsrc;
+};
+
+struct l4_dest {
+    size_t cluster; /* index into the conf's clusters */
+    uint32_t weight;
+};
+
+/* A tls or tcp rule: its blocks (none: every connection) and weighted
+ * destinations. */
+struct l4_rule {
+    char *route; /* "ns/name" of the VirtualService, for the access log */
+    struct l4_block *blocks;
+    size_t nblocks;
+    struct l4_dest *dests;
+    size_t ndests;
+    uint64_t total; /* sum of the weights */
+};
+
+struct l4_rules {
+    struct l4_rule *v;
+    size_t n;
+};
+
+enum l4_target { L4_TO_PASSTHROUGH, L4_TO_TERMINATE };
+
+/* An SNI table entry: an exact name, "*.suffix", or "*" (any, and no
+ * SNI), with what to do: relay a tls rule's stream, or terminate TLS for
+ * a server. */
+struct l4_sni {
+    char *name; /* lowercase */
+    int target; /* enum l4_target */
+    size_t index; /* into passthrough or servers */
+};
+
+/* A TLS-terminating server: its certificate and client checks, and the
+ * tcp rules that route what it decrypts. */
+struct l4_server {
+    struct tls_holder *tls;
+    struct l4_rules rules;
+};
+
+struct l4_proxy_conf {
+    int refs;
+    char *name;
+    struct listener_stats *stats; /* one reference held */
+    uint32_t port;
+    int inspect;                  /* peek a ClientHello before routing */
+    struct l4_rules tcp;          /* plaintext TCP servers' rules */
+    struct l4_rules passthrough;  /* tls rules, in SNI table order */
+    struct l4_sni *sni;
+    size_t nsni;
+    struct l4_server *servers;
+    size_t nservers;
+    struct cluster **clusters;    /* one reference each */
+    size_t nclusters;
+    uint64_t inspect_timeout_ms;  /* for the ClientHello */
+    uint64_t handshake_timeout_ms;
+    size_t max_client_hello;
+    struct tcp_relay_params relay; /* name and stats point into the conf */
+};
+
+struct l4_proxy_conf *l4_proxy_conf_new(const char *name,
+                                        struct listener_stats *stats);
+struct l4_proxy_conf *l4_proxy_conf_ref(struct l4_proxy_conf *c);
+void l4_proxy_conf_unref(struct l4_proxy_conf *c);
+
+/* l4_proxy_tls_check() reloads changed certificate files of the conf's
+ * terminating servers (main thread); see tls_holder_check(). */
+int l4_proxy_tls_check(struct l4_proxy_conf *c, char **err);
+
+/*
+ * l4_sni_lookup() picks the SNI entry for name (lowercase; NULL or "":
+ * none sent) as Envoy picks a filter chain by server name: an exact name,
+ * else the longest "*.suffix" that ends it, else "*". Among equal names
+ * the first entry wins. NULL when nothing matches.
+ */
+const struct l4_sni *l4_sni_lookup(const struct l4_proxy_conf *c,
+                                   const char *name);
+
+/* l4_rule_match() returns the first rule of rules whose blocks admit a
+ * connection from peer to local (either may be NULL: unknown, which only
+ * rules without subnets admit), or NULL. */
+const struct l4_rule *l4_rule_match(const struct l4_rules *rules,
+                                    const struct sockaddr *local,
+                                    const struct sockaddr *peer);
+
+/* One worker's side of an L4 Gateway listener (one thread only). */
+struct l4_proxy {
+    struct plistener pl; /* first: workers see a plistener */
+    struct l4_proxy_conf *conf; /* one reference held */
+    struct event_base *base;
+    int worker;
+    struct acceptor acc;
+    struct tcp_relay relay;
+    int relay_ok;
+    struct list pending; /* connections being inspected or handshaken */
+    size_t npending;
+    struct list dead;
+    struct event *reap_ev;
+    uint64_t rng;
+    size_t *rr;                 /* per cluster: next endpoint */
+    struct ssl_ctx_st **ctx;    /* per server: the SSL_CTX in use */
+    unsigned *gen;
+    uint8_t *peek;              /* max_client_hello + record headers */
+    size_t peek_cap;
+    uint8_t *scratch;           /* max_client_hello */
+    plistener_idle_fn on_idle;
+    void *arg;
+};
+
+extern const struct plistener_ops l4_proxy_ops;
+
+#endif

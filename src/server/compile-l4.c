@@ -1,0 +1,485 @@
+/*
+ * Compiling a Gateway listener of TCP and TLS servers into an L4 proxy
+ * conf: the SNI table, the tcp rules, the terminating servers' TLS and the
+ * clusters the rules send to. See compile-l4.h for the binding rules.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <openssl/ssl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/resource.h"
+#include "core/log.h"
+#include "proxy/l4_proxy.h"
+#include "server/compile-l4.h"
+#include "server/istio.h"
+#include "tls/tls.h"
+#include "upstream/cluster.h"
+
+#define HOST_MAX 512
+
+struct l4_build {
+    const struct bootstrap *bs;
+    const struct resource_set *set;
+    const struct gw_listener *g;
+    struct l4_proxy_conf *c;
+    struct istio_clusters table;
+    char **err;
+};
+
+static int b_err(struct l4_build *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int b_err(struct l4_build *b, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (*b->err != NULL)
+        return -1;
+    va_start(ap, fmt);
+    if (vasprintf(b->err, fmt, ap) < 0)
+        *b->err = NULL;
+    va_end(ap);
+    return -1;
+}
+
+void gw_tls_to_cert(const struct gw_tls *t, struct tls_server_cert *c)
+{
+    if (t == NULL || (t->mode != RES_GW_TLS_MUTUAL &&
+                      t->mode != RES_GW_TLS_OPTIONAL_MUTUAL)) {
+        c->verify = TLS_VERIFY_NONE;
+        return;
+    }
+    c->verify = t->mode == RES_GW_TLS_MUTUAL ? TLS_VERIFY_REQUIRED
+                                             : TLS_VERIFY_OPTIONAL;
+    c->ca_path = t->ca;
+    c->sans = (const char *const *)t->sans;
+    c->nsans = t->nsans;
+    c->spki = (const char *const *)t->spki;
+    c->nspki = t->nspki;
+    c->hashes = (const char *const *)t->hashes;
+    c->nhashes = t->nhashes;
+}
+
+/* A VirtualService's gateway reference ("name" in its own namespace, or
+ * "ns/name") names gw ("ns/name"); the router reads them the same way. */
+static int gateway_ref_eq(const char *ref, const char *vs_ns, const char *gw)
+{
+    size_t nl;
+
+    if (strchr(ref, '/') != NULL)
+        return strcmp(ref, gw) == 0;
+    nl = strlen(vs_ns);
+    return strncmp(gw, vs_ns, nl) == 0 && gw[nl] == '/' &&
+           strcmp(gw + nl + 1, ref) == 0;
+}
+
+/* A server host "[ns/]host" of a Gateway in gw_ns lets VirtualServices of
+ * vs_ns bind; *host gets the host part. */
+static int host_admits(const char *server_host, const char *gw,
+                       const char *vs_ns, const char **host)
+{
+    const char *slash = strchr(server_host, '/');
+    const char *gslash = strchr(gw, '/');
+    size_t nl;
+
+    *host = slash != NULL ? slash + 1 : server_host;
+    if (slash == NULL)
+        return 1;
+    nl = (size_t)(slash - server_host);
+    if (nl == 1 && server_host[0] == '*')
+        return 1;
+    if (nl == 1 && server_host[0] == '~')
+        return 0;
+    if (nl == 1 && server_host[0] == '.')
+        return gslash != NULL && strlen(vs_ns) == (size_t)(gslash - gw) &&
+               strncmp(gw, vs_ns, strlen(vs_ns)) == 0;
+    return strlen(vs_ns) == nl && strncmp(server_host, vs_ns, nl) == 0;
+}
+
+/* vs_bound() is true when the VirtualService is bound through srv. */
+static int vs_bound(const struct l4_build *b, const struct resource *r,
+                    const struct gw_server *srv)
+{
+    const struct res_virtual_service *vs = res_virtual_service(r);
+    int listed = 0;
+
+    for (size_t i = 0; i < vs->gateways.n && !listed; i++)
+        listed = gateway_ref_eq(vs->gateways.v[i], r->meta.ns, srv->gateway);
+    if (!listed)
+        return 0;
+    for (size_t h = 0; h < vs->hosts.n; h++) {
+        char fq[HOST_MAX];
+        if (res_host_fqdn(vs->hosts.v[h], r->meta.ns, b->set->domain, fq,
+                          sizeof(fq)) < 0)
+            continue;
+        for (size_t k = 0; k < srv->nhosts; k++) {
+            const char *sh;
+            if (host_admits(srv->hosts[k], srv->gateway, r->meta.ns, &sh) &&
+                res_host_matches(sh, fq))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* block_applies() is Istio's l4SingleMatch on a gateway, with the
+ * source checks the router makes too. */
+static int block_applies(const struct l4_build *b, const struct resource *r,
+                         const struct gw_server *srv,
+                         const struct res_l4_match *m)
+{
+    if (m->port != 0 && m->port != (int64_t)b->g->port)
+        return 0;
+    if (m->gateways.n > 0) {
+        size_t i;
+        for (i = 0; i < m->gateways.n; i++)
+            if (gateway_ref_eq(m->gateways.v[i], r->meta.ns, srv->gateway))
+                break;
+        if (i == m->gateways.n)
+            return 0;
+    }
+    if (m->source_labels.n > 0 &&
+        !res_labels_match(&m->source_labels, &b->bs->node.labels))
+        return 0;
+    if (m->source_namespace != NULL && m->source_namespace[0] != '\0' &&
+        strcmp(m->source_namespace, b->bs->node.ns) != 0)
+        return 0;
+    return 1;
+}
+
+static int subnets(struct l4_build *b, const struct resource *r,
+                   const char *const *v, size_t n, struct l4_subnet **out,
+                   size_t *nout)
+{
+    *out = calloc(n + 1, sizeof(**out));
+    *nout = 0;
+    if (*out == NULL)
+        return b_err(b, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        struct l4_subnet *s = &(*out)[i];
+        const char *why;
+        if (addr_cidr_parse(v[i], &s->family, s->addr, &s->prefix, &why) < 0)
+            return b_err(b, "VirtualService %s/%s: subnet '%s': %s",
+                         r->meta.ns, r->meta.name, v[i], why);
+        (*nout)++;
+    }
+    return 0;
+}
+
+static struct l4_rule *rules_push(struct l4_build *b, struct l4_rules *rs)
+{
+    struct l4_rule *nv = realloc(rs->v, (rs->n + 1) * sizeof(*nv));
+
+    if (nv == NULL) {
+        b_err(b, "out of memory");
+        return NULL;
+    }
+    rs->v = nv;
+    memset(&nv[rs->n], 0, sizeof(nv[0]));
+    return &nv[rs->n++];
+}
+
+/* The route name and weighted destinations of a rule. */
+static int rule_dests(struct l4_build *b, const struct resource *r,
+                      const struct res_l4_route *l, struct l4_rule *out)
+{
+    if (asprintf(&out->route, "%s/%s", r->meta.ns, r->meta.name) < 0) {
+        out->route = NULL;
+        return b_err(b, "out of memory");
+    }
+    out->dests = calloc(l->route.n + 1, sizeof(*out->dests));
+    if (out->dests == NULL)
+        return b_err(b, "out of memory");
+    for (size_t i = 0; i < l->route.n; i++) {
+        const struct res_route_dest *d =
+            (const struct res_route_dest *)l->route.v + i;
+        char fq[HOST_MAX];
+        int id;
+
+        if (d->weight <= 0)
+            continue;
+        if (res_host_fqdn(d->destination.host, r->meta.ns, b->set->domain, fq,
+                          sizeof(fq)) < 0)
+            return b_err(b, "VirtualService %s/%s: host '%s' too long",
+                         r->meta.ns, r->meta.name, d->destination.host);
+        id = istio_cluster_id(&b->table, fq, d->destination.subset,
+                              (uint32_t)d->destination.port.number);
+        if (id < 0)
+            return b_err(b, "out of memory");
+        out->dests[out->ndests].cluster = (size_t)id;
+        out->dests[out->ndests].weight = (uint32_t)d->weight;
+        out->total += (uint64_t)d->weight;
+        out->ndests++;
+    }
+    return 0;
+}
+
+/* The tcp rules bound through srv, appended to rs in set order. */
+static int tcp_rules(struct l4_build *b, const struct gw_server *srv,
+                     struct l4_rules *rs)
+{
+    for (size_t i = 0; i < b->set->n; i++) {
+        const struct resource *r = b->set->v[i];
+        const struct res_virtual_service *vs;
+
+        if (r->kind != RES_VIRTUAL_SERVICE || !vs_bound(b, r, srv))
+            continue;
+        vs = res_virtual_service(r);
+        for (size_t k = 0; k < vs->tcp.n; k++) {
+            const struct res_l4_route *l =
+                (const struct res_l4_route *)vs->tcp.v + k;
+            struct l4_rule *rule;
+            size_t applies = 0;
+
+            for (size_t m = 0; m < l->match.n; m++)
+                applies += block_applies(
+                    b, r, srv, (const struct res_l4_match *)l->match.v + m);
+            if (l->match.n > 0 && applies == 0)
+                continue;
+            rule = rules_push(b, rs);
+            if (rule == NULL)
+                return -1;
+            rule->blocks = calloc(applies + 1, sizeof(*rule->blocks));
+            if (rule->blocks == NULL)
+                return b_err(b, "out of memory");
+            for (size_t m = 0; m < l->match.n; m++) {
+                const struct res_l4_match *mm =
+                    (const struct res_l4_match *)l->match.v + m;
+                struct l4_block *bl;
+                const char *src[1];
+                if (!block_applies(b, r, srv, mm))
+                    continue;
+                bl = &rule->blocks[rule->nblocks++];
+                src[0] = mm->source_subnet;
+                if (subnets(b, r, (const char *const *)mm->destination_subnets.v,
+                            mm->destination_subnets.n, &bl->dst,
+                            &bl->ndst) < 0 ||
+                    subnets(b, r, src,
+                            mm->source_subnet != NULL &&
+                                    mm->source_subnet[0] != '\0'
+                                ? 1
+                                : 0,
+                            &bl->src, &bl->nsrc) < 0)
+                    return -1;
+            }
+            if (rule_dests(b, r, l, rule) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static int sni_has(const struct l4_proxy_conf *c, const char *name)
+{
+    for (size_t i = 0; i < c->nsni; i++)
+        if (strcmp(c->sni[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* sni_add() adds name (lowercased) for target unless the name is taken:
+ * the first server or rule to claim a name keeps it. Returns 1 added, 0
+ * taken, -1 out of memory. */
+static int sni_add(struct l4_build *b, const char *name, int target,
+                   size_t index)
+{
+    struct l4_proxy_conf *c = b->c;
+    struct l4_sni *nv;
+    char *lc = strdup(name);
+
+    if (lc == NULL)
+        return b_err(b, "out of memory");
+    for (char *p = lc; *p != '\0'; p++)
+        if (*p >= 'A' && *p <= 'Z')
+            *p = (char)(*p + 32);
+    if (sni_has(c, lc)) {
+        free(lc);
+        return 0;
+    }
+    nv = realloc(c->sni, (c->nsni + 1) * sizeof(*nv));
+    if (nv == NULL) {
+        free(lc);
+        return b_err(b, "out of memory");
+    }
+    c->sni = nv;
+    nv[c->nsni].name = lc;
+    nv[c->nsni].target = target;
+    nv[c->nsni].index = index;
+    c->nsni++;
+    return 1;
+}
+
+/* The tls rules bound through a PASSTHROUGH server. */
+static int tls_rules(struct l4_build *b, const struct gw_server *srv)
+{
+    for (size_t i = 0; i < b->set->n; i++) {
+        const struct resource *r = b->set->v[i];
+        const struct res_virtual_service *vs;
+
+        if (r->kind != RES_VIRTUAL_SERVICE || !vs_bound(b, r, srv))
+            continue;
+        vs = res_virtual_service(r);
+        for (size_t k = 0; k < vs->tls.n; k++) {
+            const struct res_l4_route *l =
+                (const struct res_l4_route *)vs->tls.v + k;
+            size_t index = b->c->passthrough.n;
+            int used = 0;
+            struct l4_rule *rule;
+
+            for (size_t m = 0; m < l->match.n; m++) {
+                const struct res_l4_match *mm =
+                    (const struct res_l4_match *)l->match.v + m;
+                if (!block_applies(b, r, srv, mm))
+                    continue;
+                if (mm->destination_subnets.n > 0 ||
+                    (mm->source_subnet != NULL && mm->source_subnet[0]))
+                    log_warn("VirtualService %s/%s: tls[%zu].match[%zu]: "
+                             "subnets are not used by TLS routes on a "
+                             "Gateway; the SNI decides",
+                             r->meta.ns, r->meta.name, k, m);
+                for (size_t h = 0; h < mm->sni_hosts.n; h++) {
+                    const char *sni = mm->sni_hosts.v[h];
+                    for (size_t s = 0; s < srv->nhosts; s++) {
+                        const char *sh;
+                        int rc;
+                        if (!host_admits(srv->hosts[s], srv->gateway,
+                                         r->meta.ns, &sh) ||
+                            !res_host_matches(sh, sni))
+                            continue;
+                        /* The narrower of the two names. */
+                        rc = sni_add(b, res_host_covers(sh, sni) ? sni : sh,
+                                     L4_TO_PASSTHROUGH, index);
+                        if (rc < 0)
+                            return -1;
+                        if (rc == 0)
+                            log_warn("listener %s: SNI %s: VirtualService "
+                                     "%s/%s tls[%zu] comes after another "
+                                     "route for it; not used",
+                                     b->g->name, sni, r->meta.ns,
+                                     r->meta.name, k);
+                        used |= rc;
+                    }
+                }
+            }
+            if (!used)
+                continue;
+            rule = rules_push(b, &b->c->passthrough);
+            if (rule == NULL || rule_dests(b, r, l, rule) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* A TLS-terminating server: its certificate (no ALPN: what it carries is
+ * not HTTP) and its client checks; SNI entries for its hosts. */
+static int terminating(struct l4_build *b, const struct gw_server *srv)
+{
+    struct l4_proxy_conf *c = b->c;
+    static const char *const no_alpn[] = {""};
+    struct tls_server_cert cert;
+    struct tls_server_conf tc;
+    struct l4_server *ns, *s;
+    char desc[128];
+    size_t index = c->nservers;
+
+    ns = realloc(c->servers, (c->nservers + 1) * sizeof(*ns));
+    if (ns == NULL)
+        return b_err(b, "out of memory");
+    c->servers = ns;
+    s = &ns[c->nservers++];
+    memset(s, 0, sizeof(*s));
+    memset(&cert, 0, sizeof(cert));
+    cert.cert_path = srv->tls.cert;
+    cert.key_path = srv->tls.key;
+    gw_tls_to_cert(&srv->tls, &cert);
+    memset(&tc, 0, sizeof(tc));
+    tc.certs = &cert;
+    tc.ncerts = 1;
+    tc.min_version = TLS1_2_VERSION;
+    tc.max_version = TLS1_3_VERSION;
+    /* An empty name is skipped when the list is built: no ALPN at all. */
+    tc.alpn = no_alpn;
+    tc.nalpn = 1;
+    snprintf(desc, sizeof(desc), "listener %s", b->g->name);
+    s->tls = tls_holder_new(&tc, desc, b->err);
+    if (s->tls == NULL)
+        return -1;
+    if (tcp_rules(b, srv, &s->rules) < 0)
+        return -1;
+    for (size_t h = 0; h < srv->nhosts; h++) {
+        const char *slash = strchr(srv->hosts[h], '/');
+        if (sni_add(b, slash ? slash + 1 : srv->hosts[h], L4_TO_TERMINATE,
+                    index) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void unref_l4(void *c)
+{
+    l4_proxy_conf_unref(c);
+}
+
+int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
+               const struct gw_listener *g, struct listener_stats *stats,
+               int nworkers, struct dns_cache *dns, const struct strmap *prev,
+               struct strmap *next, struct compiled_listener *out,
+               char **err)
+{
+    struct l4_build b;
+
+    *err = NULL;
+    memset(&b, 0, sizeof(b));
+    b.bs = bs;
+    b.set = set;
+    b.g = g;
+    b.err = err;
+    b.c = l4_proxy_conf_new(g->name, stats);
+    if (b.c == NULL) {
+        *err = strdup("out of memory");
+        return -1;
+    }
+    b.c->port = g->port;
+    b.c->inspect = g->secure;
+    b.c->relay.access_log = bs->log.access_log;
+    istio_clusters_init(&b.table, set, nworkers, prev, next);
+    b.table.node_ns = bs->node.ns;
+    b.table.dns = dns;
+    for (size_t i = 0; set != NULL && i < g->nservers; i++) {
+        const struct gw_server *srv = &g->servers[i];
+        int rc = 0;
+        if (srv->mode == GW_MODE_TCP)
+            rc = tcp_rules(&b, srv, &b.c->tcp);
+        else if (srv->mode == GW_MODE_PASSTHROUGH)
+            rc = tls_rules(&b, srv);
+        else if (srv->mode == GW_MODE_TLS_TCP)
+            rc = terminating(&b, srv);
+        if (rc < 0)
+            goto fail;
+    }
+    /* The table's clusters become the conf's (references move). */
+    b.c->clusters = b.table.v;
+    b.c->nclusters = b.table.n;
+    b.table.v = NULL;
+    b.table.n = 0;
+    istio_clusters_dispose(&b.table);
+    log_info("listener %s: %zu SNI names, %zu tcp rules, %zu terminating "
+             "servers",
+             g->name, b.c->nsni, b.c->tcp.n, b.c->nservers);
+    out->ops = &l4_proxy_ops;
+    out->conf = b.c;
+    out->unref = unref_l4;
+    return 0;
+fail:
+    if (*err == NULL)
+        *err = strdup("out of memory");
+    istio_clusters_dispose(&b.table);
+    l4_proxy_conf_unref(b.c);
+    return -1;
+}
