@@ -250,7 +250,7 @@ static const struct family families[] = {
      offsetof(struct listener_counters, no_route)},
     {"strait_listener_client_hello_errors_total", "counter",
      "Connections closed before routing: no TLS, a malformed or too large "
-     "ClientHello, or none in time.",
+     "ClientHello, or none in time (counted in no_route too).",
      offsetof(struct listener_counters, client_hello_errors)},
     {"strait_http_requests_total", "counter", "HTTP requests answered.",
      offsetof(struct listener_counters, rq_total)},

@@ -288,8 +288,12 @@ static void lc_end(struct l4_conn *lc, int closing)
     event_active(p->reap_ev, EV_TIMEOUT, 0);
 }
 
+/* Every connection closed with NR (no route: no rule, or no ClientHello
+ * to route by) is counted as Envoy's no_filter_chain_match. */
 static void lc_refuse(struct l4_conn *lc, const char *flags, const char *end)
 {
+    if (strcmp(flags, "NR") == 0)
+        STAT_ADD(shard(lc->p), no_route, 1);
     log_refused(lc, flags, end);
     lc_end(lc, 1);
 }
@@ -342,7 +346,6 @@ static void route_tcp(struct l4_conn *lc, const struct l4_rules *rules,
     r = l4_rule_match(rules, len > 0 ? (struct sockaddr *)&local : NULL,
                       lc->peerlen > 0 ? (struct sockaddr *)&lc->peer : NULL);
     if (r == NULL) {
-        STAT_ADD(shard(lc->p), no_route, 1);
         lc_refuse(lc, "NR", "no_route");
         return;
     }
@@ -421,7 +424,6 @@ static void route_sni(struct l4_conn *lc)
     const struct l4_sni *e = l4_sni_lookup(c, lc->sni);
 
     if (e == NULL) {
-        STAT_ADD(shard(lc->p), no_route, 1);
         lc_refuse(lc, "NR", "no_route");
         return;
     }
