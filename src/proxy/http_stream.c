@@ -122,6 +122,7 @@ static void access_log(struct pstream *ps)
     const struct http_field *rid = http_fields_get(&s->req.fields,
                                                    "x-request-id");
     char id[64] = "-";
+    char peer_uri[512] = "";
     struct log_field f[] = {
         {"listener", ps->l->conf->name, 0},
         {"downstream", ps->hc->peer_ip, 0},
@@ -142,6 +143,9 @@ static void access_log(struct pstream *ps)
         {"retries", retries, 1},
         {"request_id", id, 0},
         {"details", ps->details ? ps->details : "-", 0},
+        /* Envoy's %DOWNSTREAM_PEER_URI_SAN%: a verified client's SPIFFE
+         * ID (Gateway MUTUAL or OPTIONAL_MUTUAL). */
+        {"peer_uri_san", NULL, 0}, /* last: set below */
     };
 
     snprintf(method, sizeof(method), "%.*s", (int)s->req.method.n,
@@ -156,6 +160,9 @@ static void access_log(struct pstream *ps)
     snprintf(dur, sizeof(dur), "%" PRIu64, clock_ms() - s->start_ms);
     if (rid != NULL)
         snprintf(id, sizeof(id), "%.*s", (int)rid->value.n, rid->value.p);
+    if (ps->hc->conn.tls != NULL &&
+        tls_conn_peer_uri_san(&ps->hc->conn, peer_uri, sizeof(peer_uri)) > 0)
+        f[sizeof(f) / sizeof(f[0]) - 1].val = peer_uri;
     log_event(LOG_INFO, "http_request", f, (int)(sizeof(f) / sizeof(f[0])));
 }
 

@@ -464,7 +464,7 @@ spec:
   http:
   - route: [{destination: {host: up.svc.test}}]
 """
-    start(strait_factory, tmp_path, text)
+    st = start(strait_factory, tmp_path, text)
 
     def curl(*args):
         return subprocess.run(
@@ -474,6 +474,13 @@ spec:
             capture_output=True, timeout=30)
     assert curl().stdout == b"h"
     assert curl("--cert", FOO[0], "--key", FOO[1]).stdout == b"h"
+    def request_lines():
+        ls = [l for l in st.log().splitlines() if "http_request" in l]
+        return ls if len(ls) >= 2 else None
+    lines = wait_for(request_lines, 10, "two request log lines")
+    # The request without a certificate has no peer; the other has foo's.
+    assert "peer_uri_san" not in lines[0], lines
+    assert f"peer_uri_san={FOO_ID}" in lines[1], lines
     rogue = other_ca_client(tmp_path)
     bad = curl("--cert", rogue[0], "--key", rogue[1])
     assert bad.returncode != 0 and bad.stdout == b"", bad
