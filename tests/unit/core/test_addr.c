@@ -340,6 +340,44 @@ static void test_failed_parse_zeroes(void **state)
     assert_int_equal(a.len, 0);
 }
 
+static void test_cidr_parse(void **state)
+{
+    uint8_t b[16];
+    unsigned pl;
+    int fam;
+    const char *why = NULL;
+    static const uint8_t v6[16] = {0x20, 0x01, 0x0d, 0xb8, 0x80};
+
+    (void)state;
+    assert_int_equal(addr_cidr_parse("10.1.2.3", &fam, b, &pl, &why), 0);
+    assert_int_equal(fam, AF_INET);
+    assert_int_equal(pl, 32);
+    assert_memory_equal(b, "\x0a\x01\x02\x03", 4);
+    /* Bits past the prefix are cleared. */
+    assert_int_equal(addr_cidr_parse("192.168.7.200/25", &fam, b, &pl, &why),
+                     0);
+    assert_int_equal(pl, 25);
+    assert_memory_equal(b, "\xc0\xa8\x07\x80", 4);
+    assert_int_equal(addr_cidr_parse("2001:db8:80ff::1/33", &fam, b, &pl,
+                                     &why),
+                     0);
+    assert_int_equal(fam, AF_INET6);
+    assert_int_equal(pl, 33);
+    assert_memory_equal(b, v6, 16);
+    assert_int_equal(addr_cidr_parse("0.0.0.0/0", &fam, b, &pl, &why), 0);
+    assert_int_equal(pl, 0);
+    /* Refused, with a reason. */
+    static const char *const bad[] = {
+        "", "/8", "10.0.0.0/", "10.0.0.0/33", "::/129", "10.0.0.0/8x",
+        "10.0.0/8", "example.com", "10.0.0.0/-1", "10.0.0.0/99999999999",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        why = NULL;
+        assert_int_equal(addr_cidr_parse(bad[i], &fam, b, &pl, &why), -1);
+        assert_non_null(why);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -359,6 +397,7 @@ int main(void)
         cmocka_unit_test(test_format_sa),
         cmocka_unit_test(test_equal),
         cmocka_unit_test(test_failed_parse_zeroes),
+        cmocka_unit_test(test_cidr_parse),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,338 @@
+/*
+ * Unit tests of src/server/compile-l4.c and the lookups of
+ * src/proxy/l4_proxy.c: Gateways and VirtualServices written as YAML are
+ * lowered (istio_gateways) and compiled (compile_l4), then the SNI table
+ * and the tcp rules are queried the way connections query them.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <cmocka.h>
+
+#include "config/bootstrap.h"
+#include "config/resource.h"
+#include "core/buf.h"
+#include "net/listener.h"
+#include "proxy/l4_proxy.h"
+#include "server/compile-l4.h"
+#include "server/istio.h"
+#include "upstream/cluster.h"
+
+struct fx {
+    struct bootstrap *bs;
+    struct resource_set *set;
+    struct gw_set gws;
+    struct listener_stats *st;
+    struct compiled_listener cl;
+};
+
+static const char *gw_yaml(const char *servers)
+{
+    static char out[4096];
+
+    snprintf(out, sizeof(out),
+             "apiVersion: networking.istio.io/v1\n"
+             "kind: Gateway\n"
+             "metadata: {name: gw, namespace: default}\n"
+             "spec:\n"
+             "  selector: {istio: ingressgateway}\n"
+             "  servers:\n%s",
+             servers);
+    return out;
+}
+
+/* build() compiles the first Gateway listener of text; returns 0, or -1
+ * with the message in *err. */
+static int build(struct fx *f, const char *text, char **err)
+{
+    static const char boot[] =
+        "node: {name: n, namespace: default, labels: {istio: ingressgateway, "
+        "role: edge}}\n";
+    struct buf errs;
+    int nerr = 0;
+
+    memset(f, 0, sizeof(*f));
+    *err = NULL;
+    f->bs = bootstrap_parse(boot, strlen(boot), "b.yaml", err);
+    assert_non_null(f->bs);
+    buf_init(&errs, 1 << 20);
+    f->set = resource_load_mem(text, strlen(text), "r.yaml", &errs, &nerr);
+    if (nerr != 0)
+        fail_msg("resources: %s", buf_cstr(&errs));
+    buf_dispose(&errs);
+    assert_non_null(f->set);
+    if (istio_gateways(f->bs, f->set, &f->gws, err) < 0)
+        return -1;
+    assert_true(f->gws.n >= 1);
+    assert_true(f->gws.v[0].l4);
+    f->st = listener_stats_new("t", 1);
+    return compile_l4(f->bs, f->set, &f->gws.v[0], f->st, 1, &f->cl, err);
+}
+
+static void fx_free(struct fx *f)
+{
+    if (f->cl.conf != NULL)
+        f->cl.unref(f->cl.conf);
+    listener_stats_unref(f->st);
+    gw_set_dispose(&f->gws);
+    resource_set_free(f->set);
+    bootstrap_free(f->bs);
+}
+
+static struct l4_proxy_conf *conf(struct fx *f)
+{
+    return f->cl.conf;
+}
+
+/* The VirtualService a name is relayed by, or NULL. */
+static const char *sni_route(struct fx *f, const char *name)
+{
+    const struct l4_sni *e = l4_sni_lookup(conf(f), name);
+
+    if (e == NULL)
+        return NULL;
+    assert_int_equal(e->target, L4_TO_PASSTHROUGH);
+    return conf(f)->passthrough.v[e->index].route;
+}
+
+static const char *vs(const char *name, const char *ns, const char *hosts,
+                      const char *gateways, const char *body)
+{
+    static char out[8][2048];
+    static int next;
+    char *o = out[next++ % 8];
+
+    snprintf(o, 2048,
+             "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\n"
+             "metadata: {name: %s, namespace: %s}\n"
+             "spec:\n  hosts: %s\n  gateways: %s\n%s",
+             name, ns, hosts, gateways, body);
+    return o;
+}
+
+#define PASSTHROUGH_SERVER                                                     \
+    "  - port: {number: 443, name: tls, protocol: TLS}\n"                     \
+    "    hosts: [\"*.example.com\", \"other/*.other.org\"]\n"                  \
+    "    tls: {mode: PASSTHROUGH}\n"
+
+static void test_passthrough_sni_table(void **state)
+{
+    struct fx f;
+    char *err;
+    char text[16384];
+
+    (void)state;
+    snprintf(
+        text, sizeof(text), "%s%s%s%s%s%s%s%s", gw_yaml(PASSTHROUGH_SERVER),
+        vs("first", "default", "[a.example.com]", "[gw]",
+           "  tls:\n  - match: [{sniHosts: [a.example.com]}]\n"
+           "    route: [{destination: {host: a.svc.test}}]\n"),
+        /* a.example.com again: the first route keeps it. */
+        vs("second", "default", "[a.example.com, b.example.com]",
+           "[default/gw]",
+           "  tls:\n  - match: [{sniHosts: [a.example.com, b.example.com]}]\n"
+           "    route: [{destination: {host: b.svc.test}}]\n"),
+        vs("wild", "default", "[\"*.w.example.com\"]", "[gw]",
+           "  tls:\n  - match: [{sniHosts: [\"*.w.example.com\"]}]\n"
+           "    route: [{destination: {host: w.svc.test}}]\n"),
+        /* "*" is narrowed to the server's hosts it may bind to. */
+        vs("star", "default", "[\"*\"]", "[gw]",
+           "  tls:\n  - match: [{sniHosts: [\"*\"]}]\n"
+           "    route: [{destination: {host: s.svc.test}}]\n"),
+        /* Another Gateway, another port, a namespace the host refuses. */
+        vs("othergw", "default", "[c.example.com]", "[nope]",
+           "  tls:\n  - match: [{sniHosts: [c.example.com]}]\n"
+           "    route: [{destination: {host: c.svc.test}}]\n"),
+        vs("otherport", "default", "[d.example.com]", "[gw]",
+           "  tls:\n  - match: [{port: 8443, sniHosts: [d.example.com]}]\n"
+           "    route: [{destination: {host: d.svc.test}}]\n"),
+        vs("wrongns", "default", "[x.other.org]", "[gw]",
+           "  tls:\n  - match: [{sniHosts: [x.other.org]}]\n"
+           "    route: [{destination: {host: x.svc.test}}]\n"));
+    if (build(&f, text, &err) < 0)
+        fail_msg("%s", err);
+    assert_string_equal(sni_route(&f, "a.example.com"), "default/first");
+    assert_string_equal(sni_route(&f, "b.example.com"), "default/second");
+    /* Exact names before wildcards, the longest wildcard first. */
+    assert_string_equal(sni_route(&f, "x.w.example.com"), "default/wild");
+    assert_string_equal(sni_route(&f, "y.x.w.example.com"), "default/wild");
+    assert_string_equal(sni_route(&f, "q.example.com"), "default/star");
+    assert_string_equal(sni_route(&f, "d.example.com"), "default/star");
+    /* "*.example.com" is not example.com itself. */
+    assert_null(sni_route(&f, "example.com"));
+    assert_null(sni_route(&f, "x.other.org"));
+    assert_null(sni_route(&f, ""));
+    assert_null(sni_route(&f, NULL));
+    fx_free(&f);
+}
+
+static void test_weights_and_clusters(void **state)
+{
+    struct fx f;
+    char *err;
+    char text[8192];
+    const struct l4_rule *r;
+
+    (void)state;
+    snprintf(text, sizeof(text), "%s%s",
+             gw_yaml("  - port: {number: 443, name: tls, protocol: TLS}\n"
+                     "    hosts: [\"*\"]\n    tls: {mode: PASSTHROUGH}\n"),
+             vs("split", "default", "[a.example.com]", "[gw]",
+                "  tls:\n  - match: [{sniHosts: [a.example.com]}]\n"
+                "    route:\n"
+                "    - {destination: {host: a, port: {number: 8443}}, "
+                "weight: 70}\n"
+                "    - {destination: {host: b.svc.test}, weight: 30}\n"
+                "    - {destination: {host: c.svc.test}, weight: 0}\n"));
+    if (build(&f, text, &err) < 0)
+        fail_msg("%s", err);
+    r = &conf(&f)->passthrough.v[l4_sni_lookup(conf(&f), "a.example.com")
+                                     ->index];
+    /* A zero weight never gets a connection; short names are expanded. */
+    assert_int_equal(r->ndests, 2);
+    assert_int_equal(r->total, 100);
+    assert_int_equal(r->dests[0].weight, 70);
+    assert_string_equal(conf(&f)->clusters[r->dests[0].cluster]->name,
+                        "a.default.svc.cluster.local||8443");
+    assert_string_equal(conf(&f)->clusters[r->dests[1].cluster]->name,
+                        "b.svc.test||0");
+    fx_free(&f);
+}
+
+static struct sockaddr_in v4(const char *ip)
+{
+    struct sockaddr_in a;
+
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    inet_pton(AF_INET, ip, &a.sin_addr);
+    return a;
+}
+
+static const char *tcp_route(struct fx *f, const char *local,
+                             const char *peer)
+{
+    struct sockaddr_in l = v4(local), p = v4(peer);
+    const struct l4_rule *r = l4_rule_match(&conf(f)->tcp,
+                                            (struct sockaddr *)&l,
+                                            (struct sockaddr *)&p);
+
+    return r != NULL ? r->route : NULL;
+}
+
+static void test_tcp_rules_in_order(void **state)
+{
+    struct fx f;
+    char *err;
+    char text[8192];
+
+    (void)state;
+    snprintf(
+        text, sizeof(text), "%s%s%s",
+        gw_yaml("  - port: {number: 5432, name: pg, protocol: TCP}\n"
+                "    hosts: [\"*\"]\n"),
+        vs("pg", "default", "[\"*\"]", "[gw]",
+           "  tcp:\n"
+           /* Not this gateway's labels: dropped. */
+           "  - match: [{sourceLabels: {role: core}}]\n"
+           "    route: [{destination: {host: no.svc.test}}]\n"
+           "  - match: [{port: 5432, destinationSubnets: [10.1.0.0/16]}]\n"
+           "    route: [{destination: {host: ten.svc.test}}]\n"
+           "  - match: [{sourceSubnet: 192.168.7.0/25, sourceLabels: {role: "
+           "edge}}]\n"
+           "    route: [{destination: {host: lan.svc.test}}]\n"
+           "  - match: [{port: 1}]\n"
+           "    route: [{destination: {host: one.svc.test}}]\n"),
+        vs("rest", "default", "[\"*\"]", "[gw]",
+           "  tcp:\n  - route: [{destination: {host: rest.svc.test}}]\n"));
+    if (build(&f, text, &err) < 0)
+        fail_msg("%s", err);
+    assert_int_equal(conf(&f)->tcp.n, 3);
+    assert_false(conf(&f)->inspect);
+    assert_string_equal(tcp_route(&f, "10.1.2.3", "1.1.1.1"), "default/pg");
+    assert_string_equal(conf(&f)->clusters[conf(&f)->tcp.v[0].dests[0].cluster]
+                            ->name,
+                        "ten.svc.test||0");
+    assert_string_equal(tcp_route(&f, "10.2.2.3", "192.168.7.100"),
+                        "default/pg");
+    assert_ptr_equal(l4_rule_match(&conf(&f)->tcp, NULL, NULL),
+                     &conf(&f)->tcp.v[2]);
+    /* Past the /25: the last rule, of the next VirtualService. */
+    assert_string_equal(tcp_route(&f, "10.2.2.3", "192.168.7.200"),
+                        "default/rest");
+    fx_free(&f);
+}
+
+static void test_terminating_server_bad_certificate(void **state)
+{
+    struct fx f;
+    char *err = NULL;
+    char text[4096];
+
+    (void)state;
+    snprintf(text, sizeof(text), "%s%s",
+             gw_yaml("  - port: {number: 9443, name: tls, protocol: TLS}\n"
+                     "    hosts: [\"db.example.com\"]\n"
+                     "    tls: {mode: SIMPLE, serverCertificate: "
+                     "/nonexistent/c.pem, privateKey: /nonexistent/k.pem}\n"),
+             vs("db", "default", "[\"*\"]", "[gw]",
+                "  tcp:\n  - route: [{destination: {host: db.svc.test}}]\n"));
+    assert_int_equal(build(&f, text, &err), -1);
+    assert_non_null(err);
+    assert_non_null(strstr(err, "/nonexistent/c.pem"));
+    free(err);
+    fx_free(&f);
+}
+
+static void test_mutual_credential_without_ca(void **state)
+{
+    struct fx f;
+    char *err = NULL;
+    char text[4096];
+
+    (void)state;
+    snprintf(text, sizeof(text), "%s",
+             gw_yaml("  - port: {number: 9443, name: tls, protocol: TLS}\n"
+                     "    hosts: [\"db.example.com\"]\n"
+                     "    tls: {mode: MUTUAL, credentialName: gwcred}\n"));
+    memset(&f, 0, sizeof(f));
+    {
+        static const char boot[] =
+            "node: {labels: {istio: ingressgateway}}\n"
+            "credentials: {dir: /nonexistent-credentials}\n";
+        struct buf errs;
+        int nerr = 0;
+        f.bs = bootstrap_parse(boot, strlen(boot), "b.yaml", &err);
+        buf_init(&errs, 1 << 20);
+        f.set = resource_load_mem(text, strlen(text), "r.yaml", &errs, &nerr);
+        buf_dispose(&errs);
+    }
+    assert_int_equal(istio_gateways(f.bs, f.set, &f.gws, &err), -1);
+    /* Neither gwcred/ca.crt nor gwcred-cacert/ca.crt: a clear error. */
+    assert_non_null(err);
+    assert_non_null(strstr(err, "credential gwcred has no ca.crt"));
+    free(err);
+    fx_free(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_passthrough_sni_table),
+        cmocka_unit_test(test_weights_and_clusters),
+        cmocka_unit_test(test_tcp_rules_in_order),
+        cmocka_unit_test(test_terminating_server_bad_certificate),
+        cmocka_unit_test(test_mutual_credential_without_ca),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
