@@ -438,6 +438,13 @@ static void analyze_vs(struct actx *a, const struct resource *r)
                 (const struct res_l4_route *)rules->v + i;
             res_path(p, sizeof(p), "spec.%s[%zu]", t == 0 ? "tls" : "tcp", i);
             check_dests(a, r, &l->route, &l->mark, p);
+            for (size_t j = 0; j < l->match.n; j++) {
+                const struct res_l4_match *m =
+                    (const struct res_l4_match *)l->match.v + j;
+                char mp[360];
+                res_path(mp, sizeof(mp), "%s.match[%zu].gateways", p, j);
+                check_gateway_refs(a, r, &m->gateways, &m->mark, mp);
+            }
         }
     }
     check_http_rules(a, r, vs);

@@ -995,8 +995,19 @@ static void check_http_route(struct res_check *ck, struct res_http_route *h,
     }
 }
 
+/* Istio's validation: every sniHost is within one of the hosts, both
+ * as written. */
+static int sni_in_hosts(const char *sni, const struct conf_strs *hosts)
+{
+    for (size_t i = 0; i < hosts->n; i++)
+        if (res_host_covers(hosts->v[i], sni))
+            return 1;
+    return 0;
+}
+
 static void check_l4_route(struct res_check *ck, struct res_l4_route *l,
-                           int tls, const char *path)
+                           int tls, const char *path,
+                           const struct conf_strs *hosts)
 {
     char p[300];
 
@@ -1012,6 +1023,11 @@ static void check_l4_route(struct res_check *ck, struct res_l4_route *l,
             res_path(p, sizeof(p), "%s.match[%zu].sniHosts[%zu]", path, i, j);
             res_check_host(ck, &m->mark, p, m->sni_hosts.v[j],
                            RES_HOST_WILDCARD);
+            if (!sni_in_hosts(m->sni_hosts.v[j], hosts))
+                res_err(ck, &m->mark, p,
+                        "the SNI host %s is not a subset of any of the "
+                        "virtual service hosts",
+                        m->sni_hosts.v[j]);
         }
         for (size_t j = 0; j < m->gateways.n; j++) {
             res_path(p, sizeof(p), "%s.match[%zu].gateways[%zu]", path, i, j);
@@ -1085,11 +1101,13 @@ static void vs_check(struct res_check *ck, struct resource *r)
     }
     for (size_t i = 0; i < vs->tls.n; i++) {
         res_path(p, sizeof(p), "spec.tls[%zu]", i);
-        check_l4_route(ck, (struct res_l4_route *)vs->tls.v + i, 1, p);
+        check_l4_route(ck, (struct res_l4_route *)vs->tls.v + i, 1, p,
+                       &vs->hosts);
     }
     for (size_t i = 0; i < vs->tcp.n; i++) {
         res_path(p, sizeof(p), "spec.tcp[%zu]", i);
-        check_l4_route(ck, (struct res_l4_route *)vs->tcp.v + i, 0, p);
+        check_l4_route(ck, (struct res_l4_route *)vs->tcp.v + i, 0, p,
+                       &vs->hosts);
     }
 }
 

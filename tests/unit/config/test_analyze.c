@@ -165,6 +165,30 @@ static void test_ist0101_gateway(void **state)
         0);
 }
 
+/* tls and tcp rules: their destinations and their match blocks'
+ * gateways are checked like http's. */
+static void test_ist0101_l4_rules(void **state)
+{
+    char line[512];
+    static const char bad[] = BACKENDS GATEWAY HDR(
+        "VirtualService",
+        "t") "spec:\n  hosts: [api.example.com]\n  gateways: [gw]\n"
+             "  tls:\n"
+             "  - match: [{sniHosts: [api.example.com], gateways: [gw, "
+             "edge]}]\n"
+             "    route: [{destination: {host: api.example.com}}]\n"
+             "  tcp:\n"
+             "  - match: [{port: 5432, gateways: [default/gw]}]\n"
+             "    route: [{destination: {host: db.example.com}}]\n";
+
+    (void)state;
+    assert_int_equal(run(bad, "IST0101"), 2);
+    assert_string_equal(first(bad, "IST0101", line, sizeof(line)),
+                        "a.yaml:44:13 VirtualService default/t "
+                        "spec.tls[0].match[0].gateways[1]: Referenced gateway "
+                        "not found: \"edge\" (error)");
+}
+
 static void test_ist0101_host_and_subset(void **state)
 {
     char line[512];
@@ -399,6 +423,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_set_is_clean),
         cmocka_unit_test(test_ist0101_gateway),
+        cmocka_unit_test(test_ist0101_l4_rules),
         cmocka_unit_test(test_ist0101_host_and_subset),
         cmocka_unit_test(test_ist0145_conflicting_gateways),
         cmocka_unit_test(test_ist0132_host_not_in_gateway),

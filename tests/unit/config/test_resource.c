@@ -153,7 +153,7 @@ static void test_virtual_service(void **state)
         f,
         HDR("VirtualService",
             "reviews") "spec:\n"
-                       "  hosts: [reviews]\n"
+                       "  hosts: [reviews, \"*.example.com\"]\n"
                        "  gateways: [gw, edge/gw2, mesh]\n"
                        "  http:\n"
                        "  - name: jason\n"
@@ -762,6 +762,35 @@ static void test_err_oneof(void **state)
 static void test_err_semantics(void **state)
 {
     struct fx *f = *state;
+
+    /* Istio's validation: a tls rule's sniHosts lie within the hosts. */
+    load_err(f,
+             HDR("VirtualService", "t") "spec:\n  hosts: [a.example.com]\n"
+                                        "  gateways: [gw]\n  tls:\n"
+                                        "  - match: [{sniHosts: "
+                                        "[b.example.com]}]\n"
+                                        "    route: [{destination: {host: "
+                                        "x}}]\n",
+             "r.yaml:9:13: VirtualService default/t: "
+             "spec.tls[0].match[0].sniHosts[0]: the SNI host b.example.com is "
+             "not a subset of any of the virtual service hosts\n");
+    load_ok(f, HDR("VirtualService", "t") "spec:\n  hosts: [\"*.example.com\"]\n"
+                                          "  gateways: [gw]\n  tls:\n"
+                                          "  - match: [{sniHosts: "
+                                          "[b.example.com, \"*.x.example.com\"]}]\n"
+                                          "    route: [{destination: {host: "
+                                          "x}}]\n");
+    /* Subnets are addresses. */
+    load_err(f,
+             HDR("VirtualService", "t") "spec:\n  hosts: [\"*\"]\n"
+                                        "  gateways: [gw]\n  tcp:\n"
+                                        "  - match: [{destinationSubnets: "
+                                        "[10.0.0.0/40]}]\n"
+                                        "    route: [{destination: {host: "
+                                        "x}}]\n",
+             "r.yaml:9:13: VirtualService default/t: "
+             "spec.tcp[0].match[0].destinationSubnets[0]: '10.0.0.0/40': "
+             "prefix length too long\n");
 
     load_err(
         f,
