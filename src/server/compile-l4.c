@@ -108,6 +108,10 @@ static int vs_bound(const struct l4_build *b, const struct resource *r,
     const struct res_virtual_service *vs = res_virtual_service(r);
     int listed = 0;
 
+    /* exportTo: the gateway sees what is exported to its namespace. */
+    if (b->bs->node.ns != NULL &&
+        !res_visible(r, &vs->export_to, b->bs->node.ns))
+        return 0;
     for (size_t i = 0; i < vs->gateways.n && !listed; i++)
         listed = gateway_ref_eq(vs->gateways.v[i], r->meta.ns, srv->gateway);
     if (!listed)

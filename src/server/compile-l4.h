@@ -16,9 +16,9 @@ struct tls_server_cert;
  * TCP and TLS servers, from the tls and tcp rules of the VirtualServices
  * bound to them, with Istio's rules (pilot's gateway network filters):
  *
- * - a VirtualService is bound through a server when it lists the server's
- *   Gateway and one of its hosts has a name in common with a server host
- *   that admits its namespace;
+ * - a VirtualService exported to the node's namespace is bound through a
+ *   server when it lists the server's Gateway and one of its hosts has a
+ *   name in common with a server host that admits its namespace;
  * - a match block applies when its port is 0 or the listener's, its
  *   gateways are empty or name the server's Gateway, and its sourceLabels
  *   and sourceNamespace (compared with the node's, as on a gateway) fit;
