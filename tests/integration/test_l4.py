@@ -516,3 +516,36 @@ spec:
             capture_output=True, timeout=30)
     assert curl().stdout == b""
     assert curl("--cert", FOO[0], "--key", FOO[1]).stdout == b"h"
+
+
+def test_new_snapshot_reroutes_new_connections_only(strait_factory,
+                                                    upstream_factory, tmp_path):
+    """A changed VirtualService rebuilds the TCP listener: new connections
+    take the new route, an open session goes on with its upstream."""
+    a = upstream_factory(named_handler("a"))
+    b = upstream_factory(named_handler("b"))
+    port = free_port()
+    base = gateway(f"""  - port: {{number: {port}, name: tcp, protocol: TCP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+""") + service("a", a.port) + service("b", b.port)
+    st = start(strait_factory, tmp_path, base + tcp_vs("a"))
+    old = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        old.sendall(b"1")
+        assert recv_exact(old, 3) == b"a:1"
+        conf = tmp_path / "conf.d" / "r.yaml"
+        tmp = tmp_path / "r.tmp"
+        tmp.write_text(base + tcp_vs("b").replace("to-b", "to-a"))
+        os.replace(tmp, conf)
+
+        def reaches_b():
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+                c.sendall(b"2")
+                return recv_exact(c, 3) == b"b:2"
+        wait_for(reaches_b, 15, "new connections routed to b")
+        old.sendall(b"3")
+        assert recv_exact(old, 3) == b"a:3"
+    finally:
+        old.close()
+    assert "listener gateway-127.0.0.1-%d: changed" % port in st.log()
