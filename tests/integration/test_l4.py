@@ -549,3 +549,45 @@ def test_new_snapshot_reroutes_new_connections_only(strait_factory,
     finally:
         old.close()
     assert "listener gateway-127.0.0.1-%d: changed" % port in st.log()
+
+
+def leaf_pins(chain):
+    """(hex SHA-256 of the leaf certificate with colons, base64 SHA-256
+    of its SubjectPublicKeyInfo) of the first certificate in chain."""
+    pem = open(chain).read()
+    first = pem[:pem.index("-----END CERTIFICATE-----") + 25]
+    der = ssl.PEM_cert_to_DER_cert(first)
+    import hashlib
+    import base64
+    digest = hashlib.sha256(der).hexdigest().upper()
+    cert_hash = ":".join(digest[i:i + 2] for i in range(0, 64, 2))
+    pub = subprocess.run(["openssl", "x509", "-pubkey", "-noout"],
+                         input=first.encode(), capture_output=True,
+                         check=True, timeout=30).stdout
+    spki_der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "DER"],
+                              input=pub, capture_output=True, check=True,
+                              timeout=30).stdout
+    spki = base64.b64encode(hashlib.sha256(spki_der).digest()).decode()
+    return cert_hash, spki
+
+
+@pytest.mark.parametrize("pin", ["verifyCertificateHash",
+                                 "verifyCertificateSpki"])
+def test_mutual_certificate_pins(strait_factory, upstream_factory, tmp_path,
+                                 pin):
+    """A pinned certificate (by hash, or by public key) gets through; a
+    certificate of the same CA that is not pinned does not."""
+    echo = upstream_factory(named_handler("p"))
+    gw_crt, gw_key = make_cert(str(tmp_path), "gw", "gw.example.com",
+                               ["gw.example.com"])
+    cert_hash, spki = leaf_pins(BAR[0])
+    value = cert_hash if pin == "verifyCertificateHash" else spki
+    port = free_port()
+    start(strait_factory, tmp_path,
+          gateway(terminating(port, "MUTUAL", gw_crt, gw_key,
+                              f', caCertificates: "{ROOT}", {pin}: ["{value}"]'))
+          + service("echo", echo.port) + tcp_vs("echo"))
+    talk = lambda cert: tls_talk(port, "gw.example.com", cafile=gw_crt,
+                                 cert=cert)
+    assert talk(BAR) == b"p:hello"
+    assert refused(lambda: talk(FOO))

@@ -325,6 +325,44 @@ static void test_mutual_credential_without_ca(void **state)
     fx_free(&f);
 }
 
+/* Pins that are not SHA-256 digests are refused with the value named. */
+static void test_bad_pins(void **state)
+{
+    static const char *const pins[][2] = {
+        {"verifyCertificateHash", "AB:CD"},
+        {"verifyCertificateHash", "zz"},
+        {"verifyCertificateSpki", "bm90IGEgZGlnZXN0"},
+    };
+    const char *certs = "/work/shared/istio-samples/certs";
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(pins) / sizeof(pins[0]); i++) {
+        struct fx f;
+        char *err = NULL;
+        char servers[2048], text[4096], want[128];
+
+        snprintf(servers, sizeof(servers),
+                 "  - port: {number: 9443, name: tls, protocol: TLS}\n"
+                 "    hosts: [\"*\"]\n"
+                 "    tls: {mode: MUTUAL, serverCertificate: "
+                 "%s/workload-foo-cert.pem, privateKey: "
+                 "%s/workload-foo-key.pem, caCertificates: "
+                 "%s/root-cert.pem, %s: [\"%s\"]}\n",
+                 certs, certs, certs, pins[i][0], pins[i][1]);
+        snprintf(text, sizeof(text), "%s%s", gw_yaml(servers),
+                 vs("db", "default", "[\"*\"]", "[gw]",
+                    "  tcp:\n  - route: [{destination: {host: "
+                    "db.svc.test}}]\n"));
+        assert_int_equal(build(&f, text, &err), -1);
+        snprintf(want, sizeof(want), "%s '%s' is not a SHA-256 digest",
+                 pins[i][0], pins[i][1]);
+        if (err == NULL || strstr(err, want) == NULL)
+            fail_msg("got %s, want %s", err ? err : "(none)", want);
+        free(err);
+        fx_free(&f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -333,6 +371,7 @@ int main(void)
         cmocka_unit_test(test_tcp_rules_in_order),
         cmocka_unit_test(test_terminating_server_bad_certificate),
         cmocka_unit_test(test_mutual_credential_without_ca),
+        cmocka_unit_test(test_bad_pins),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
