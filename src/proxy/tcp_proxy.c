@@ -254,18 +254,25 @@ static void flush_down(struct tcp_session *s)
 
 /* Reads from downstream while there is room. TLS may hold decrypted bytes
  * the socket no longer signals, so this reads until the transport says it
- * would block, not once per event. */
-static void down_read(struct tcp_session *s)
+ * would block, not once per event. Returns 1 when it stopped because the
+ * buffer was full (more may be waiting in the transport), else 0. */
+static int down_read(struct tcp_session *s)
 {
-    while (!s->d_eof && buf_room(&s->d2u) > 0) {
+    int full = 0;
+
+    while (!s->d_eof) {
         size_t room;
         char *p;
         ssize_t n;
 
+        if (buf_room(&s->d2u) == 0) {
+            full = 1;
+            break;
+        }
         if (bufpool_fill(&s->r->pool, &s->d2u) < 0 ||
             (p = buf_reserve_any(&s->d2u, &room)) == NULL) {
             session_close(s, "out_of_memory");
-            return;
+            return 0;
         }
         n = conn_read(&s->down, p, room);
         if (n > 0) {
@@ -279,24 +286,40 @@ static void down_read(struct tcp_session *s)
             break;
         } else {
             session_close(s, "downstream_reset");
-            return;
+            return 0;
         }
     }
     bufpool_drain(&s->r->pool, &s->d2u);
+    return full;
 }
+
+/* Rounds of read-then-flush per event, so one fast session cannot hold
+ * the loop; past them the session goes on at the next loop turn. */
+#define DOWN_ROUNDS 8
 
 static void on_down_io(struct conn *c, void *arg)
 {
     struct tcp_session *s = arg;
 
     (void)c;
-    down_read(s);
-    if (s->closed)
-        return;
-    if (s->connected)
+    for (int round = 0;; round++) {
+        int full = down_read(s);
+        if (s->closed)
+            return;
+        if (!s->connected)
+            break;
         flush_up(s);
-    if (s->closed)
-        return;
+        if (s->closed)
+            return;
+        /* A buffer that was full and now has room: the transport may
+         * hold more than the socket will ever signal again. */
+        if (!full || buf_room(&s->d2u) == 0)
+            break;
+        if (round + 1 >= DOWN_ROUNDS) {
+            event_active(&s->down.rev, EV_READ, 0);
+            break;
+        }
+    }
     flush_down(s);
     if (!s->closed)
         session_update(s);

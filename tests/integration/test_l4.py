@@ -591,3 +591,49 @@ def test_mutual_certificate_pins(strait_factory, upstream_factory, tmp_path,
                                  cert=cert)
     assert talk(BAR) == b"p:hello"
     assert refused(lambda: talk(FOO))
+
+
+def test_tls_terminated_large_transfer(strait_factory, upstream_factory,
+                                       tmp_path):
+    """Megabytes each way through a terminating TLS server: decrypted
+    bytes the TLS layer holds past a full relay buffer are not left
+    behind."""
+    raw = upstream_factory()
+    gw_crt, gw_key = make_cert(str(tmp_path), "gw", "gw.example.com",
+                               ["gw.example.com"])
+    port = free_port()
+    start(strait_factory, tmp_path,
+          gateway(terminating(port, "SIMPLE", gw_crt, gw_key))
+          + service("raw", raw.port) + tcp_vs("raw"))
+    payload = os.urandom(4 << 20)
+    ctx = ssl.create_default_context(cafile=gw_crt)
+    got = bytearray()
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as c:
+        with ctx.wrap_socket(c, server_hostname="gw.example.com") as s:
+            view = memoryview(payload)
+            sent = 0
+            s.setblocking(False)
+            import selectors
+            sel = selectors.DefaultSelector()
+            sel.register(s, selectors.EVENT_READ | selectors.EVENT_WRITE)
+            while len(got) < len(payload):
+                events = sel.select(timeout=30)
+                assert events, f"stalled at {len(got)} of {len(payload)}"
+                for _, mask in events:
+                    if mask & selectors.EVENT_READ:
+                        try:
+                            while True:
+                                d = s.recv(1 << 16)
+                                if not d:
+                                    break
+                                got += d
+                        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                            pass
+                    if mask & selectors.EVENT_WRITE and sent < len(payload):
+                        try:
+                            sent += s.send(view[sent:sent + (1 << 16)])
+                        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                            pass
+                    if sent == len(payload):
+                        sel.modify(s, selectors.EVENT_READ)
+    assert bytes(got) == payload
