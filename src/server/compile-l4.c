@@ -432,7 +432,7 @@ static void unref_l4(void *c)
 
 int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
                const struct gw_listener *g, struct listener_stats *stats,
-               int nworkers, struct dns_cache *dns, const struct strmap *prev,
+               const struct compile_env *env, const struct strmap *prev,
                struct strmap *next, struct compiled_listener *out,
                char **err)
 {
@@ -452,9 +452,14 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
     b.c->port = g->port;
     b.c->inspect = g->secure;
     b.c->relay.access_log = bs->log.access_log;
-    istio_clusters_init(&b.table, set, nworkers, prev, next);
+    /* The same table settings as the HTTP routes', so clusters shared by
+     * fingerprint are the same either way. */
+    istio_clusters_init(&b.table, set, env->nworkers, prev, next);
     b.table.node_ns = bs->node.ns;
-    b.table.dns = dns;
+    b.table.dns = env->dns;
+    b.table.identity = env->identity;
+    b.table.trust_domain = bs->trust_domain;
+    b.table.credentials_dir = bs->credentials.dir;
     for (size_t i = 0; set != NULL && i < g->nservers; i++) {
         const struct gw_server *srv = &g->servers[i];
         int rc = 0;

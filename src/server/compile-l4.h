@@ -4,7 +4,6 @@
 #include "config/bootstrap.h"
 #include "server/compile.h"
 
-struct dns_cache;
 struct gw_listener;
 struct strmap;
 struct gw_tls;
@@ -36,7 +35,7 @@ struct tls_server_cert;
  */
 int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
                const struct gw_listener *g, struct listener_stats *stats,
-               int nworkers, struct dns_cache *dns, const struct strmap *prev,
+               const struct compile_env *env, const struct strmap *prev,
                struct strmap *next, struct compiled_listener *out,
                char **err);
 

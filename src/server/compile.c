@@ -260,8 +260,7 @@ int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
 
     *err = NULL;
     if (g->l4)
-        return compile_l4(bs, set, g, stats, nworkers, dns, prev, next, out,
-                          err);
+        return compile_l4(bs, set, g, stats, env, prev, next, out, err);
     c = http_proxy_conf_new(g->name, stats);
     if (c == NULL) {
         *err = strdup("out of memory");

@@ -75,8 +75,11 @@ static int build(struct fx *f, const char *text, char **err)
     assert_true(f->gws.n >= 1);
     assert_true(f->gws.v[0].l4);
     f->st = listener_stats_new("t", 1);
-    return compile_l4(f->bs, f->set, &f->gws.v[0], f->st, 1, NULL, NULL, NULL,
-                      &f->cl, err);
+    {
+        struct compile_env env = {1, NULL, NULL};
+        return compile_l4(f->bs, f->set, &f->gws.v[0], f->st, &env, NULL,
+                          NULL, &f->cl, err);
+    }
 }
 
 static void fx_free(struct fx *f)
