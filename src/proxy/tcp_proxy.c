@@ -37,6 +37,7 @@ struct tcp_session {
     struct conn down;
     int ufd;
     struct event ur, uw, timer;
+    struct event kick; /* runs on_down_io on the next loop turn */
     unsigned ur_on : 1, uw_on : 1;
     unsigned connecting : 1, connected : 1;
     unsigned d_eof : 1, u_eof : 1; /* FIN read from that side */
@@ -180,6 +181,7 @@ static void session_close(struct tcp_session *s, const char *reason)
     s->closed = 1;
     s->reason = reason;
     event_del(&s->timer);
+    event_del(&s->kick);
     if (s->ufd >= 0) {
         event_del(&s->ur);
         event_del(&s->uw);
@@ -316,13 +318,25 @@ static void on_down_io(struct conn *c, void *arg)
         if (!full || buf_room(&s->d2u) == 0)
             break;
         if (round + 1 >= DOWN_ROUNDS) {
-            event_active(&s->down.rev, EV_READ, 0);
+            /* Not the conn's own read event: libevent does not register
+             * an event with epoll when it is added while active, so the
+             * conn would think it is watching the socket when it is not. */
+            event_active(&s->kick, EV_TIMEOUT, 0);
             break;
         }
     }
     flush_down(s);
     if (!s->closed)
         session_update(s);
+}
+
+static void on_kick(evutil_socket_t fd, short what, void *arg)
+{
+    struct tcp_session *s = arg;
+
+    (void)fd;
+    (void)what;
+    on_down_io(&s->down, s);
 }
 
 static void on_up_read(evutil_socket_t fd, short what, void *arg)
@@ -499,6 +513,7 @@ static void session_update(struct tcp_session *s)
     }
     conn_want(&s->down, !s->d_eof && buf_room(&s->d2u) > 0,
               s->connected && buf_len(&s->u2d) > 0);
+
     if (s->ufd < 0)
         return;
     on = s->ur_on;
@@ -550,6 +565,7 @@ void tcp_relay_start(struct tcp_relay *r, struct conn *down,
     buf_init(&s->d2u, r->p.buffer_size);
     buf_init(&s->u2d, r->p.buffer_size);
     event_assign(&s->timer, r->base, -1, 0, on_timer, s);
+    event_assign(&s->kick, r->base, -1, 0, on_kick, s);
     list_append(&r->sessions, &s->link);
     r->active++;
     if (neps == 0) {
