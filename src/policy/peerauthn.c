@@ -31,7 +31,7 @@ enum peer_authn_mode peer_authn_mode(const struct resource_set *set,
                                      const char *root_ns, uint32_t port)
 {
     const struct res_peer_authentication *mesh = NULL, *ns = NULL, *wl = NULL;
-    enum peer_authn_mode m = PEER_AUTHN_PERMISSIVE;
+    enum peer_authn_mode m = PEER_AUTHN_UNSET;
     char key[12];
 
     for (size_t i = 0; set != NULL && i < set->n; i++) {
@@ -77,7 +77,9 @@ const char *peer_authn_mode_name(enum peer_authn_mode m)
     case PEER_AUTHN_DISABLE:
         return "DISABLE";
     case PEER_AUTHN_PERMISSIVE:
+        return "PERMISSIVE";
+    case PEER_AUTHN_UNSET:
         break;
     }
-    return "PERMISSIVE";
+    return "UNSET";
 }

@@ -9,6 +9,7 @@ struct resource_set;
 /* The mTLS a mesh-facing listener of this node requires (Istio's
  * PeerAuthentication modes, resolved). */
 enum peer_authn_mode {
+    PEER_AUTHN_UNSET,      /* no PeerAuthentication says: the listener's own */
     PEER_AUTHN_PERMISSIVE, /* mTLS and plaintext both accepted */
     PEER_AUTHN_STRICT,     /* mTLS only */
     PEER_AUTHN_DISABLE,    /* plaintext only */
@@ -20,7 +21,9 @@ enum peer_authn_mode {
  * policy (root namespace, no selector), overridden by the namespace's (no
  * selector), overridden by the first whose selector matches the node;
  * UNSET inherits; the workload policy's portLevelMtls entry for port
- * overrides its own mode. With nothing set: PERMISSIVE.
+ * overrides its own mode. With nothing set: PEER_AUTHN_UNSET (Istio's
+ * default is PERMISSIVE; a Gateway's ISTIO_MUTUAL server keeps its own
+ * STRICT meaning then).
  */
 enum peer_authn_mode peer_authn_mode(const struct resource_set *set,
                                      const char *node_ns,

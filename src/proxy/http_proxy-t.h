@@ -59,7 +59,14 @@ struct http_listener {
     uint64_t rng;
 };
 
-enum http_conn_stage { HC_HANDSHAKE, HC_DETECT, HC_H1, HC_H2, HC_CLOSED };
+enum http_conn_stage {
+    HC_PEEK, /* PERMISSIVE: TLS or plaintext, by the first byte */
+    HC_HANDSHAKE,
+    HC_DETECT,
+    HC_H1,
+    HC_H2,
+    HC_CLOSED
+};
 
 struct http_conn {
     struct list link;

@@ -471,11 +471,38 @@ static void tls_failed(struct http_conn *hc)
 }
 
 /* Handshake and protocol detection, before a codec owns the connection. */
+static int tls_start(struct http_conn *hc);
+
 static void hc_io(struct conn *c, void *arg)
 {
     struct http_conn *hc = arg;
 
     (void)c;
+    if (hc->stage == HC_PEEK) {
+        /* PeerAuthentication PERMISSIVE: a TLS record starts with 0x16
+         * (handshake); anything else is plaintext HTTP. */
+        unsigned char b;
+        ssize_t n = recv(hc->conn.fd, &b, 1, MSG_PEEK);
+
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            conn_want(&hc->conn, 1, 0);
+            return;
+        }
+        if (n <= 0) {
+            hc_close(hc);
+            return;
+        }
+        if (b == 0x16) {
+            if (tls_start(hc) < 0)
+                return;
+        } else if (hc->l->conf->h2c) {
+            hc->stage = HC_DETECT;
+        } else {
+            event_del(&hc->timer);
+            start_h1(hc);
+            return;
+        }
+    }
     if (hc->stage == HC_HANDSHAKE) {
         int r = hc->conn.ops->handshake(&hc->conn);
         size_t alen;
@@ -544,7 +571,7 @@ static void hc_timeout(evutil_socket_t fd, short what, void *arg)
     if (hc->stage == HC_HANDSHAKE) {
         STAT_ADD(http_shard(hc->l), tls_fail_eof, 1);
         hc_close(hc);
-    } else if (hc->stage == HC_DETECT) {
+    } else if (hc->stage == HC_DETECT || hc->stage == HC_PEEK) {
         hc_close(hc);
     }
 }
@@ -563,12 +590,30 @@ static void peer_ip(struct http_conn *hc)
         snprintf(hc->peer_ip, sizeof(hc->peer_ip), "unix");
 }
 
+/* TLS over hc with the listener's newest context; -1 when hc is gone. */
+static int tls_start(struct http_conn *hc)
+{
+    struct http_listener *l = hc->l;
+    /* A certificate reload shows as a new generation. */
+    SSL_CTX *fresh = tls_holder_get(l->conf->tls, &l->tls_gen);
+
+    if (fresh != NULL) {
+        SSL_CTX_free(l->ssl_ctx);
+        l->ssl_ctx = fresh;
+    }
+    if (tls_conn_accept(&hc->conn, l->ssl_ctx) < 0) {
+        hc_close(hc);
+        return -1;
+    }
+    hc->stage = HC_HANDSHAKE;
+    return 0;
+}
+
 static void conn_start(struct http_listener *l, int fd,
                        const struct sockaddr_storage *peer, socklen_t plen)
 {
     struct http_conn *hc = calloc(1, sizeof(*hc));
     struct timeval tv = {HANDSHAKE_TIMEOUT_MS / 1000, 0};
-    SSL_CTX *fresh;
     int one = 1;
 
     if (hc == NULL) {
@@ -586,18 +631,11 @@ static void conn_start(struct http_listener *l, int fd,
     list_append(&l->conns, &hc->link);
     l->active++;
     STAT_ADD(http_shard(l), accepted, 1);
-    if (l->conf->tls != NULL) {
-        /* A certificate reload shows as a new generation. */
-        fresh = tls_holder_get(l->conf->tls, &l->tls_gen);
-        if (fresh != NULL) {
-            SSL_CTX_free(l->ssl_ctx);
-            l->ssl_ctx = fresh;
-        }
-        if (tls_conn_accept(&hc->conn, l->ssl_ctx) < 0) {
-            hc_close(hc);
+    if (l->conf->tls != NULL && l->conf->tls_permissive) {
+        hc->stage = HC_PEEK;
+    } else if (l->conf->tls != NULL) {
+        if (tls_start(hc) < 0)
             return;
-        }
-        hc->stage = HC_HANDSHAKE;
     } else if (l->conf->h2c) {
         hc->stage = HC_DETECT;
     } else {

@@ -75,6 +75,8 @@ struct http_proxy_conf {
     struct tls_holder *tls; /* NULL: plaintext */
     uint32_t port;          /* the port requests come in on (routing) */
     int https_redirect;     /* every request is redirected to https */
+    int tls_permissive;     /* with tls: plaintext is served too (a peek at
+                             * the first byte tells a ClientHello) */
     int access_log;
     uint32_t xff_trusted_hops;
     struct listener_stats *stats;

@@ -1146,10 +1146,17 @@ static int authorize(struct pstream *ps)
     struct sockaddr_storage remote;
     struct authz_request r;
     struct authz_decision d;
+    char principal[512];
     size_t n;
     char *why;
 
     memset(&r, 0, sizeof(r));
+    /* source.principal: the verified client certificate's SPIFFE ID
+     * without its scheme, as Istio writes principals. */
+    if (tls_conn_peer_uri_san(&ps->hc->conn, principal, sizeof(principal)) >
+            strlen("spiffe://") &&
+        strncmp(principal, "spiffe://", 9) == 0)
+        r.principal = slice_of(principal + 9);
     r.peer = (const struct sockaddr *)&ps->hc->peer;
     if (client != NULL && addr_from_ip(client, &remote) == 0)
         r.remote = (const struct sockaddr *)&remote;

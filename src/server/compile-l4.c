@@ -50,12 +50,13 @@ static int b_err(struct l4_build *b, const char *fmt, ...)
 void gw_tls_to_cert(const struct gw_tls *t, struct tls_server_cert *c)
 {
     if (t == NULL || (t->mode != RES_GW_TLS_MUTUAL &&
-                      t->mode != RES_GW_TLS_OPTIONAL_MUTUAL)) {
+                      t->mode != RES_GW_TLS_OPTIONAL_MUTUAL &&
+                      t->mode != RES_GW_TLS_ISTIO_MUTUAL)) {
         c->verify = TLS_VERIFY_NONE;
         return;
     }
-    c->verify = t->mode == RES_GW_TLS_MUTUAL ? TLS_VERIFY_REQUIRED
-                                             : TLS_VERIFY_OPTIONAL;
+    c->verify = t->mode == RES_GW_TLS_OPTIONAL_MUTUAL ? TLS_VERIFY_OPTIONAL
+                                                      : TLS_VERIFY_REQUIRED;
     c->ca_path = t->ca;
     c->sans = (const char *const *)t->sans;
     c->nsans = t->nsans;

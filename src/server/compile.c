@@ -271,6 +271,7 @@ int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
     http_settings(c, bs, &h, g->tls);
     conf_dispose(&bootstrap_http_section, &h);
     c->https_redirect = g->https_redirect && !g->tls;
+    c->tls_permissive = g->permissive;
     c->port = g->port;
     if (compile_gateway_routes(bs, set, g, env, prev, next, &r, err) < 0)
         goto fail;

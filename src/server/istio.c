@@ -22,6 +22,7 @@
 #include "control/ca/identity.h"
 #include "control/dns.h"
 #include "core/log.h"
+#include "policy/peerauthn.h"
 #include "server/istio.h"
 #include "tls/tls.h"
 #include "upstream/cluster.h"
@@ -124,10 +125,9 @@ static int server_mode(const char *gname, const struct res_gw_server *sv)
         if (tm == RES_GW_TLS_PASSTHROUGH)
             return GW_MODE_PASSTHROUGH;
         if (tm == RES_GW_TLS_SIMPLE || tm == RES_GW_TLS_MUTUAL ||
-            tm == RES_GW_TLS_OPTIONAL_MUTUAL)
+            tm == RES_GW_TLS_OPTIONAL_MUTUAL || tm == RES_GW_TLS_ISTIO_MUTUAL)
             return proto == RES_PROTO_HTTPS ? GW_MODE_HTTPS : GW_MODE_TLS_TCP;
-        why = tm == RES_GW_TLS_AUTO_PASSTHROUGH ? "tls mode AUTO_PASSTHROUGH"
-                                                : "tls mode ISTIO_MUTUAL";
+        why = "tls mode AUTO_PASSTHROUGH";
         break;
     default:
         why = res_protocol_name(proto);
@@ -147,8 +147,10 @@ static void listener_json(struct gw_listener *g)
     buf_init(&b, 1 << 20);
     buf_puts(&b, "{\"address\":");
     json_str(&b, addr_format(&g->address, as, sizeof(as)));
-    buf_printf(&b, ",\"tls\":%d,\"l4\":%d,\"httpsRedirect\":%d,\"certs\":[",
-               g->tls, g->l4, g->https_redirect);
+    buf_printf(&b,
+               ",\"tls\":%d,\"l4\":%d,\"mesh\":%d,\"permissive\":%d,"
+               "\"httpsRedirect\":%d,\"certs\":[",
+               g->tls, g->l4, g->mesh, g->permissive, g->https_redirect);
     for (size_t i = 0; i < 2 * g->ncerts; i++) {
         buf_puts(&b, i ? "," : "");
         json_str(&b, g->certs[i]);
@@ -226,6 +228,24 @@ static int server_tls(const struct bootstrap *bs, const char *gname,
                    t->credential_name[0] != '\0' && dir[0] != '\0';
 
     out->mode = t->mode;
+    if (t->mode == RES_GW_TLS_ISTIO_MUTUAL) {
+        /* The mesh certificate: this node's SPIFFE identity as the CA (or
+         * the CA joined) keeps it in ca.dir/identity, rotated in place;
+         * clients must show one from the same mesh root. */
+        if (asprintf(&out->cert, "%s/identity/cert-chain.pem", bs->ca.dir) < 0 ||
+            asprintf(&out->key, "%s/identity/key.pem", bs->ca.dir) < 0 ||
+            asprintf(&out->ca, "%s/identity/root-cert.pem", bs->ca.dir) < 0)
+            return set_errf(err, "out of memory");
+        if (!file_exists(out->cert) || !file_exists(out->ca))
+            return set_errf(err,
+                            "Gateway %s: port %" PRId64 ": tls mode "
+                            "ISTIO_MUTUAL needs this node's mesh certificate "
+                            "in %s/identity (ca.enabled, or join a CA)",
+                            gname, sv->port.number, bs->ca.dir);
+        if (copy_strs(&out->sans, &out->nsans, &t->subject_alt_names) < 0)
+            return set_errf(err, "out of memory");
+        return 0;
+    }
     if (t->server_certificate != NULL && t->server_certificate[0] != '\0') {
         out->cert = xstrdup(t->server_certificate);
         out->key = xstrdup(t->private_key);
@@ -304,8 +324,25 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
             const struct res_gw_server *sv =
                 &((const struct res_gw_server *)gw->servers.v)[k];
             int mode = server_mode(gname, sv);
-            int l4 = mode == GW_MODE_TCP || mode == GW_MODE_PASSTHROUGH ||
-                     mode == GW_MODE_TLS_TCP;
+            enum peer_authn_mode pa = PEER_AUTHN_UNSET;
+            int l4, mesh_tls = mode >= 0 &&
+                               sv->tls.mode == RES_GW_TLS_ISTIO_MUTUAL;
+
+            /* A mesh-facing (ISTIO_MUTUAL) server follows the node's
+             * PeerAuthentication: STRICT (and, with none, the server's
+             * own meaning) takes mTLS only, PERMISSIVE plaintext too,
+             * DISABLE plaintext only. */
+            if (mesh_tls) {
+                pa = peer_authn_mode(set, bs->node.ns, &bs->node.labels,
+                                     ISTIO_ROOT_NAMESPACE,
+                                     (uint32_t)sv->port.number);
+                if (pa == PEER_AUTHN_DISABLE) {
+                    mode = mode == GW_MODE_HTTPS ? GW_MODE_HTTP : GW_MODE_TCP;
+                    mesh_tls = 0;
+                }
+            }
+            l4 = mode == GW_MODE_TCP || mode == GW_MODE_PASSTHROUGH ||
+                 mode == GW_MODE_TLS_TCP;
             int secure = mode != GW_MODE_HTTP && mode != GW_MODE_TCP;
             struct addr a;
             const char *why;
@@ -390,6 +427,13 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
                 g->tls = 1;
                 if (server_tls(bs, gname, sv, &srv->tls, err) < 0)
                     goto fail;
+            }
+            if (mesh_tls) {
+                g->mesh = 1;
+                /* Plaintext beside mTLS needs a peek at the first byte,
+                 * which the HTTP listener does. */
+                if (pa == PEER_AUTHN_PERMISSIVE && mode == GW_MODE_HTTPS)
+                    g->permissive = 1;
             }
         }
     }

@@ -62,6 +62,9 @@ struct gw_listener {
     int tls;  /* HTTP listeners: TLS is terminated; L4: some server does */
     int l4;   /* TCP and TLS servers (l4_proxy), not HTTP */
     int secure; /* TLS on the wire (HTTPS, TLS), as opposed to plaintext */
+    int mesh;   /* an ISTIO_MUTUAL server: the mesh certificate, which
+                 * rotates often, is checked for changes every 500 ms */
+    int permissive; /* PeerAuthentication PERMISSIVE: plaintext beside mTLS */
     char **certs; /* HTTP listeners: cert, key pairs: 2 * ncerts paths */
     size_t ncerts;
     const struct gw_tls **cert_tls; /* the server settings of each pair */

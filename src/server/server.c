@@ -215,7 +215,9 @@ static int lset_specs(struct server *s, const struct bootstrap *bs,
         sp->address = g->address;
         sp->backlog = 1024;
         sp->gw = g;
-        sp->tls_reload_ms = g->tls ? 5000 : 0;
+        /* The mesh certificate rotates at half its life (24 h by default,
+         * far less in tests): check its files often; a stat is cheap. */
+        sp->tls_reload_ms = g->tls ? (g->mesh ? 500 : 5000) : 0;
         /* Routes are not part of it: a kept Gateway listener gets new
          * routes published into its running conf. An L4 listener's rules
          * are compiled into its conf: new resources or DNS answers build

@@ -51,7 +51,7 @@ static void test_scopes(void **state)
     (void)state;
     assert_string_equal(mode(PA("x", "other", "  mtls: {mode: STRICT}\n"),
                              "edge", 80),
-                        "PERMISSIVE");
+                        "UNSET");
     assert_string_equal(mode(PA("mesh", "istio-system", "  mtls: {mode: STRICT}\n"),
                              "edge", 80),
                         "STRICT");
@@ -81,6 +81,9 @@ static void test_scopes(void **state)
         assert_string_equal(mode(y, "edge", 8080), "DISABLE");
         /* In another namespace the workload policy does not apply. */
         assert_string_equal(mode(y, "elsewhere", 80), "PERMISSIVE");
+        assert_string_equal(mode(PA("ns", "edge", "  mtls: {mode: UNSET}\n"),
+                                 "edge", 80),
+                            "UNSET");
     }
     resource_set_free(set_);
     set_ = NULL;

@@ -1,0 +1,221 @@
+"""Two (three) strait instances on loopback make a small mesh: one runs
+the CA and serves a Gateway with tls mode ISTIO_MUTUAL behind an
+AuthorizationPolicy on the caller's principal; the others join its CA
+with a token and call it through DestinationRule ISTIO_MUTUAL. The
+PeerAuthentication of the called node decides whether plaintext is
+taken beside mTLS."""
+import os
+import socket
+import ssl
+
+from conftest import free_port, wait_for
+from test_ca import Node, nodes, token  # noqa: F401 (nodes is a fixture)
+from test_gateway import get, read_head
+
+
+def echo(c):
+    buf = b""
+    while True:
+        buf = read_head(c, buf)
+        if buf is None:
+            return
+        head, _, buf = buf.partition(b"\r\n\r\n")
+        body = b"echo " + head.split(b" ")[1]
+        c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s"
+                  % (len(body), body))
+
+
+CALLED = """apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: mesh-in, namespace: istio-system}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {port}, name: https-mesh, protocol: HTTPS}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+    tls: {{mode: ISTIO_MUTUAL}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: echo, namespace: istio-system}}
+spec:
+  hosts: [echo.internal]
+  resolution: STATIC
+  ports: [{{number: {echo}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: in, namespace: istio-system}}
+spec:
+  hosts: ["*"]
+  gateways: [mesh-in]
+  http:
+  - route: [{{destination: {{host: echo.internal}}}}]
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {{name: callers, namespace: istio-system}}
+spec:
+  rules:
+  - from: [{{source: {{principals: [example.org/ns/team/sa/caller]}}}}]
+    to: [{{operation: {{paths: ["/allowed*", "/denied*"]}}}}]
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {{name: no-denied, namespace: istio-system}}
+spec:
+  action: DENY
+  rules:
+  - from: [{{source: {{namespaces: [team]}}}}]
+    to: [{{operation: {{paths: ["/denied*"]}}}}]
+"""
+
+CALLER = """apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: edge, namespace: team}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {port}, name: http, protocol: HTTP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: called, namespace: team}}
+spec:
+  hosts: [called.mesh]
+  resolution: STATIC
+  ports: [{{number: {called}, name: https, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: called, namespace: team}}
+spec:
+  host: called.mesh
+  trafficPolicy:
+    tls:
+      mode: ISTIO_MUTUAL
+      subjectAltNames: [spiffe://example.org/ns/istio-system/sa/strait]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: out, namespace: team}}
+spec:
+  hosts: ["*"]
+  gateways: [edge]
+  http:
+  - route: [{{destination: {{host: called.mesh}}}}]
+"""
+
+
+def plain_get(port, path="/allowed"):
+    """A plaintext request straight to the called node: its answer's
+    status line, or b"" when the connection ends without one."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+                  .encode())
+        data = b""
+        try:
+            while True:
+                d = s.recv(4096)
+                if not d:
+                    break
+                data += d
+        except OSError:
+            pass
+    return data.split(b"\r\n")[0] if data.startswith(b"HTTP/") else b""
+
+
+def tls_hello_ok(port):
+    """Whether the called port talks TLS at all (a handshake without a
+    client certificate is refused by STRICT mTLS, but it is TLS)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            with ctx.wrap_socket(s) as t:
+                t.sendall(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+                t.recv(100)
+        return True
+    except ssl.SSLError as e:
+        # The server asked for a certificate and refused us: TLS it is.
+        return "CERTIFICATE_REQUIRED" in str(e) or "alert" in str(e).lower()
+    except OSError:
+        return False
+
+
+def test_two_nodes_istio_mutual_with_authorization(nodes, tmp_path,
+                                                   upstream_factory):
+    up = upstream_factory(echo)
+    called_port, caller_port, other_port = free_port(), free_port(), free_port()
+    ca_port = free_port()
+
+    called_conf = tmp_path / "called-conf"
+    called_conf.mkdir()
+    (called_conf / "r.yaml").write_text(
+        CALLED.format(port=called_port, echo=up.port))
+    called = nodes("called", f"{{enabled: true, dir: {tmp_path / 'called-ca'}, "
+                             f"address: 127.0.0.1:{ca_port}}}",
+                   node_yaml=f"config: {{dir: \"{called_conf}\", "
+                             f"debounce: 10ms}}\n").start()
+    called.ca_url = f"https://127.0.0.1:{ca_port}"
+
+    def caller_node(name, sa, port):
+        conf = tmp_path / f"{name}-conf"
+        conf.mkdir()
+        (conf / "r.yaml").write_text(CALLER.format(port=port,
+                                                   called=called_port))
+        tok = token(called, ns="team", sa=sa)
+        return nodes(name, f"{{dir: {tmp_path / (name + '-ca')}}}",
+                     node_yaml=(f"node: {{namespace: team, serviceAccount: "
+                                f"{sa}}}\nconfig: {{dir: \"{conf}\"}}\n"),
+                     args=["--join", called.ca_url, "--token", tok]).start()
+
+    caller = caller_node("caller", "caller", caller_port)
+    other = caller_node("other", "other", other_port)
+
+    # The caller's principal is allowed on /allowed...
+    status, _, body = get(caller_port, "/allowed/x")
+    assert (status, body) == (200, b"echo /allowed/x")
+    wait_for(lambda: "peer_uri_san=spiffe://example.org/ns/team/sa/caller"
+             in called.log(), 10, "the caller's identity in the access log")
+    # ...denied on /denied by the DENY policy on its namespace...
+    assert get(caller_port, "/denied/x")[0] == 403
+    # ...and another identity of the same mesh is not allowed at all.
+    assert get(other_port, "/allowed/x")[0] == 403
+    wait_for(lambda: "RBAC_ACCESS_DENIED[istio-system/no-denied]" in called.log()
+             and "RBAC_ACCESS_DENIED[none]" in called.log(), 10,
+             "both denials in the access log")
+
+    # STRICT (no PeerAuthentication: ISTIO_MUTUAL's own meaning):
+    # plaintext gets no HTTP answer.
+    assert plain_get(called_port) == b""
+    assert tls_hello_ok(called_port)
+
+    def set_peer_auth(mode):
+        (called_conf / "pa.yaml").write_text(f"""apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {{name: default, namespace: istio-system}}
+spec: {{mtls: {{mode: {mode}}}}}
+""")
+
+    # PERMISSIVE: plaintext is taken beside mTLS (and then authorised:
+    # no principal, so the ALLOW policy refuses it).
+    set_peer_auth("PERMISSIVE")
+    wait_for(lambda: plain_get(called_port) == b"HTTP/1.1 403 Forbidden", 15,
+             "plaintext served under PERMISSIVE")
+    assert get(caller_port, "/allowed/y")[0] == 200
+    # DISABLE: plaintext only.
+    set_peer_auth("DISABLE")
+    wait_for(lambda: not tls_hello_ok(called_port), 15, "TLS off under DISABLE")
+    assert plain_get(called_port) == b"HTTP/1.1 403 Forbidden"
+    # STRICT again: mTLS only.
+    set_peer_auth("STRICT")
+    wait_for(lambda: plain_get(called_port) == b"", 15, "plaintext refused")
+    assert get(caller_port, "/allowed/z")[0] == 200
+    os.remove(called_conf / "pa.yaml")
