@@ -595,18 +595,29 @@ static int src_ok(const struct src *s, const struct authz_request *r)
                          r->remote ? r->remote : r->peer);
 }
 
-static int op_ok(const struct op *o, const struct authz_request *r)
+static int op_ok(const struct op *o, const struct authz_request *r,
+                 int lenient)
 {
+    if (r->tcp) {
+        int http = o->hosts.n || o->not_hosts.n || o->methods.n ||
+                   o->not_methods.n || o->paths.n || o->not_paths.n;
+        if (http && !lenient)
+            return 0;
+        return ports_ok(&o->ports, &o->not_ports, r->port);
+    }
     return field_ok(&o->hosts, &o->not_hosts, strip_port(r->host), 1) &&
            field_ok(&o->methods, &o->not_methods, r->method, 0) &&
            field_ok(&o->paths, &o->not_paths, strip_query(r->path), 0) &&
            ports_ok(&o->ports, &o->not_ports, r->port);
 }
 
-static int cond_ok(const struct cond *c, const struct authz_request *r)
+static int cond_ok(const struct cond *c, const struct authz_request *r,
+                   int lenient)
 {
     switch (c->key) {
     case K_HEADER: {
+        if (r->tcp)
+            return lenient;
         /* Any value of the header may match; an absent header matches
          * no value and every notValue. */
         int in = c->values.n == 0, not = 0;
@@ -642,7 +653,8 @@ static int cond_ok(const struct cond *c, const struct authz_request *r)
     return 0;
 }
 
-static int rule_ok(const struct rule *ru, const struct authz_request *r)
+static int rule_ok(const struct rule *ru, const struct authz_request *r,
+                   int lenient)
 {
     size_t i;
 
@@ -653,13 +665,13 @@ static int rule_ok(const struct rule *ru, const struct authz_request *r)
             return 0;
     }
     if (ru->nto > 0) {
-        for (i = 0; i < ru->nto && !op_ok(&ru->to[i], r); i++)
+        for (i = 0; i < ru->nto && !op_ok(&ru->to[i], r, lenient); i++)
             ;
         if (i == ru->nto)
             return 0;
     }
     for (i = 0; i < ru->nwhen; i++)
-        if (!cond_ok(&ru->when[i], r))
+        if (!cond_ok(&ru->when[i], r, lenient))
             return 0;
     return 1;
 }
@@ -667,8 +679,10 @@ static int rule_ok(const struct rule *ru, const struct authz_request *r)
 /* A policy with no rules matches nothing (an ALLOW one allows nothing). */
 static int policy_ok(const struct policy *p, const struct authz_request *r)
 {
+    int lenient = p->action != RES_AUTHZ_ALLOW;
+
     for (size_t i = 0; i < p->nrules; i++)
-        if (rule_ok(&p->rules[i], r))
+        if (rule_ok(&p->rules[i], r, lenient))
             return 1;
     return 0;
 }

@@ -39,6 +39,11 @@ struct authz_request {
     uint32_t port;       /* destination.port */
     struct slice sni;    /* connection.sni */
     const struct http_fields *headers; /* NULL: none (TCP) */
+    /* A TCP or TLS connection, not a request: as Istio, rules that need
+     * HTTP fields (hosts, methods, paths, request.headers) never match in
+     * ALLOW policies, and those fields are left out of DENY, AUDIT and
+     * CUSTOM ones, which so deny more rather than less. */
+    int tcp;
 };
 
 struct authz_decision {

@@ -78,6 +78,8 @@ struct l4_server {
     struct l4_rules rules;
 };
 
+struct authz;
+
 struct l4_proxy_conf {
     int refs;
     char *name;
@@ -96,6 +98,7 @@ struct l4_proxy_conf {
     uint64_t handshake_timeout_ms;
     size_t max_client_hello;
     struct tcp_relay_params relay; /* name and stats point into the conf */
+    struct authz *authz;          /* one reference; NULL: no policy */
 };
 
 struct l4_proxy_conf *l4_proxy_conf_new(const char *name,

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "proxy/l4_proxy.h"
 #include "server/compile-l4.h"
+#include "policy/authz.h"
 #include "server/istio.h"
 #include "tls/tls.h"
 #include "upstream/cluster.h"
@@ -473,6 +474,10 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
         if (rc < 0)
             goto fail;
     }
+    b.c->authz = authz_build(set, bs->node.ns, &bs->node.labels,
+                             ISTIO_ROOT_NAMESPACE, err);
+    if (b.c->authz == NULL && *err != NULL)
+        goto fail;
     /* The table's clusters become the conf's (references move). */
     b.c->clusters = b.table.v;
     b.c->nclusters = b.table.n;

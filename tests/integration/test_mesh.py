@@ -35,6 +35,29 @@ spec:
     bind: 127.0.0.1
     hosts: ["*"]
     tls: {{mode: ISTIO_MUTUAL}}
+  - port: {{number: {tcp_port}, name: tls-mesh, protocol: TLS}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+    tls: {{mode: ISTIO_MUTUAL}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: echo-tcp, namespace: istio-system}}
+spec:
+  hosts: [echo-tcp.internal]
+  resolution: STATIC
+  ports: [{{number: {raw}, name: tcp, protocol: TCP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: tcp-in, namespace: istio-system}}
+spec:
+  hosts: ["*"]
+  gateways: [mesh-in]
+  tcp:
+  - match: [{{port: {tcp_port}}}]
+    route: [{{destination: {{host: echo-tcp.internal}}}}]
 ---
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
@@ -61,6 +84,8 @@ spec:
   rules:
   - from: [{{source: {{principals: [example.org/ns/team/sa/caller]}}}}]
     to: [{{operation: {{paths: ["/allowed*", "/denied*"]}}}}]
+  - from: [{{source: {{principals: [example.org/ns/team/sa/caller]}}}}]
+    to: [{{operation: {{ports: ["{tcp_port}"]}}}}]
 ---
 apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy
@@ -69,7 +94,7 @@ spec:
   action: DENY
   rules:
   - from: [{{source: {{namespaces: [team]}}}}]
-    to: [{{operation: {{paths: ["/denied*"]}}}}]
+    to: [{{operation: {{ports: ["{port}"], paths: ["/denied*"]}}}}]
 """
 
 CALLER = """apiVersion: networking.istio.io/v1
@@ -149,16 +174,42 @@ def tls_hello_ok(port):
         return False
 
 
+def mtls_echo(port, identity, data=b"ping"):
+    """Sends data over mTLS with the identity directory's certificate;
+    returns what came back before the connection ended."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.load_verify_locations(str(identity / "root-cert.pem"))
+    ctx.load_cert_chain(str(identity / "cert-chain.pem"),
+                        str(identity / "key.pem"))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        with ctx.wrap_socket(s) as t:
+            t.sendall(data)
+            got = b""
+            try:
+                while len(got) < len(data):
+                    d = t.recv(4096)
+                    if not d:
+                        break
+                    got += d
+            except (ssl.SSLError, OSError):
+                pass
+            return got
+
+
 def test_two_nodes_istio_mutual_with_authorization(nodes, tmp_path,
                                                    upstream_factory):
     up = upstream_factory(echo)
+    raw = upstream_factory()  # echoes bytes
+    tcp_port = free_port()
     called_port, caller_port, other_port = free_port(), free_port(), free_port()
     ca_port = free_port()
 
     called_conf = tmp_path / "called-conf"
     called_conf.mkdir()
     (called_conf / "r.yaml").write_text(
-        CALLED.format(port=called_port, echo=up.port))
+        CALLED.format(port=called_port, echo=up.port, tcp_port=tcp_port,
+                      raw=raw.port))
     called = nodes("called", f"{{enabled: true, dir: {tmp_path / 'called-ca'}, "
                              f"address: 127.0.0.1:{ca_port}}}",
                    node_yaml=f"config: {{dir: \"{called_conf}\", "
@@ -191,6 +242,15 @@ def test_two_nodes_istio_mutual_with_authorization(nodes, tmp_path,
     wait_for(lambda: "RBAC_ACCESS_DENIED[istio-system/no-denied]" in called.log()
              and "RBAC_ACCESS_DENIED[none]" in called.log(), 10,
              "both denials in the access log")
+
+    # The TLS (L4) server: authorised when the connection opens, by the
+    # peer's SPIFFE ID and the port.
+    assert mtls_echo(tcp_port, tmp_path / "caller-ca" / "identity") == b"ping"
+    assert mtls_echo(tcp_port, tmp_path / "other-ca" / "identity") == b""
+    wait_for(lambda: called.log().count("RBAC_ACCESS_DENIED") >= 3, 10,
+             "the TCP denial in the access log")
+    assert sum(v for k, v in called.stats().items()
+               if k.endswith(".http.rbac_denied")) >= 3
 
     # STRICT (no PeerAuthentication: ISTIO_MUTUAL's own meaning):
     # plaintext gets no HTTP answer.

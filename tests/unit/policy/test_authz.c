@@ -294,6 +294,41 @@ static void test_conditions(void **state)
     assert_string_equal(decide(f, "", "GET", "a", "/", 80), "deny");
 }
 
+/* TCP connections: HTTP fields make an ALLOW rule fail and are left out
+ * of a DENY rule (Istio's rule for TCP). */
+static void test_tcp_connections(void **state)
+{
+    struct fx *f = *state;
+    struct authz_request r;
+    struct authz_decision d;
+
+    build(f, AP("allow", "istio-system",
+                "  rules:\n"
+                "  - to: [{operation: {ports: [\"5432\"], methods: [GET]}}]\n"
+                "  - to: [{operation: {ports: [\"6379\"]}}]\n")
+                 AP("deny", "istio-system",
+                    "  action: DENY\n"
+                    "  rules:\n"
+                    "  - to: [{operation: {ports: [\"6379\"], paths: [/x]}}]\n"
+                    "    when: [{key: \"request.headers[x]\", values: [y]}]\n"
+                    "    from: [{source: {ipBlocks: [10.9.0.0/16]}}]\n"));
+    peer(f, "10.0.0.1");
+    memset(&r, 0, sizeof(r));
+    r.tcp = 1;
+    r.peer = (const struct sockaddr *)&f->peer;
+    r.port = 5432;
+    authz_check(f->a, &r, &d);
+    assert_false(d.allowed); /* the only rule for 5432 names a method */
+    r.port = 6379;
+    authz_check(f->a, &r, &d);
+    assert_true(d.allowed);
+    /* The DENY rule without its HTTP fields: ports and source decide. */
+    peer(f, "10.9.1.1");
+    authz_check(f->a, &r, &d);
+    assert_false(d.allowed);
+    assert_string_equal(d.policy, "istio-system/deny");
+}
+
 static void test_path_templates(void **state)
 {
     (void)state;
@@ -317,6 +352,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_source_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_operation_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_conditions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tcp_connections, setup, teardown),
         cmocka_unit_test_setup_teardown(test_path_templates, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
