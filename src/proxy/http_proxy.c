@@ -465,8 +465,18 @@ static void tls_failed(struct http_conn *hc)
         STAT_ADD(sh, tls_fail_eof, 1);
     else
         STAT_ADD(sh, tls_fail_other, 1);
-    log_debug("listener %s: %s: TLS handshake failed: %s", hc->l->conf->name,
-              hc->peer_ip, why);
+    {
+        /* A refused client certificate is worth saying at info: it is
+         * a misconfiguration (wrong root, expired, wrong SAN) more often
+         * than an attack; other failures are routine noise. */
+        const char *verr = tls_conn_verify_error(&hc->conn);
+        if (verr != NULL)
+            log_info("listener %s: %s: client certificate refused: %s",
+                     hc->l->conf->name, hc->peer_ip, verr);
+        else
+            log_debug("listener %s: %s: TLS handshake failed: %s",
+                      hc->l->conf->name, hc->peer_ip, why);
+    }
     hc_close(hc);
 }
 

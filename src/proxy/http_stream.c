@@ -657,6 +657,23 @@ static void arm_try_timer(struct pstream *ps)
 static void up_connect_failed(void *ctx, struct h1_client *c, int timeout)
 {
     struct pstream *ps = ctx;
+    const char *verr = tls_conn_verify_error(&c->conn);
+
+    if (verr != NULL) {
+        /* The upstream's certificate was refused: wrong root, expired,
+         * or not the identity the DestinationRule expects. */
+        char as[ADDR_STRLEN];
+        size_t n = strlen("upstream_tls_refused:") + strlen(verr) + 1;
+        char *d = arena_alloc(&ps->s->arena, n);
+        if (d != NULL)
+            snprintf(d, n, "upstream_tls_refused:%s", verr);
+        ps->details = d;
+        log_warn("cluster %s: upstream %s: certificate refused: %s",
+                 ps->pool->cl->name,
+                 addr_format(&ps->pool->cl->endpoints[c->endpoint], as,
+                             sizeof(as)),
+                 verr);
+    }
 
     STAT_ADD(upool_stats(ps->pool),
              cx_connect_fail, 1);

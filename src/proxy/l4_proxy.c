@@ -410,7 +410,8 @@ static void on_handshake_io(struct conn *c, void *arg)
     }
     if (rc < 0) {
         const char *why = tls_conn_failure(c);
-        char end[64];
+        const char *verr = tls_conn_verify_error(c);
+        char end[160];
         if (strcmp(why, "version") == 0)
             STAT_ADD(shard(p), tls_fail_version, 1);
         else if (strcmp(why, "cipher") == 0)
@@ -421,7 +422,12 @@ static void on_handshake_io(struct conn *c, void *arg)
             STAT_ADD(shard(p), tls_fail_eof, 1);
         else
             STAT_ADD(shard(p), tls_fail_other, 1);
-        snprintf(end, sizeof(end), "tls_handshake_%s", why);
+        /* A refused client certificate says why: wrong root, expired,
+         * not the identity asked for. */
+        if (verr != NULL)
+            snprintf(end, sizeof(end), "client_certificate_refused:%s", verr);
+        else
+            snprintf(end, sizeof(end), "tls_handshake_%s", why);
         lc_refuse(lc, "-", end);
         return;
     }

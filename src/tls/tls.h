@@ -121,6 +121,12 @@ const char *tls_conn_sni(const struct conn *c);
  * one and it was verified; returns its length, or 0 (out is ""). */
 size_t tls_conn_peer_uri_san(const struct conn *c, char *out, size_t n);
 
+/* tls_conn_verify_error() says why the peer's certificate was refused
+ * ("certificate has expired", "unable to get local issuer certificate",
+ * "hostname mismatch" for a name or subjectAltNames miss), or NULL when
+ * it was not (or none was checked). */
+const char *tls_conn_verify_error(const struct conn *c);
+
 /* tls_conn_failure() names why the last handshake failed, from a fixed
  * set for metrics: "version", "cipher", "certificate", "eof", "other". */
 const char *tls_conn_failure(const struct conn *c);

@@ -306,6 +306,27 @@ const char *tls_conn_sni(const struct conn *c)
     return n != NULL ? n : "";
 }
 
+const char *tls_conn_verify_error(const struct conn *c)
+{
+    long r;
+
+    if (c->tls == NULL)
+        return NULL;
+    r = SSL_get_verify_result(c->tls);
+    if (r == X509_V_OK)
+        return NULL;
+    /* Nothing was verified: the peer showed no certificate. */
+    if (r == X509_V_ERR_INVALID_CALL)
+        return "no certificate presented";
+    if (r == X509_V_ERR_HOSTNAME_MISMATCH) {
+        const struct client_check *cc = client_check_of(c->tls);
+        if (cc != NULL && cc->nsans > 0)
+            return "certificate identity not among the expected "
+                   "subjectAltNames";
+    }
+    return X509_verify_cert_error_string(r);
+}
+
 const char *tls_conn_failure(const struct conn *c)
 {
     return c->why ? c->why : "other";

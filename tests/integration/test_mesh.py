@@ -8,7 +8,7 @@ import os
 import socket
 import ssl
 
-from conftest import free_port, wait_for
+from conftest import SRCDIR, free_port, wait_for
 from test_ca import Node, nodes, token  # noqa: F401 (nodes is a fixture)
 from test_gateway import get, read_head
 
@@ -247,6 +247,24 @@ def test_two_nodes_istio_mutual_with_authorization(nodes, tmp_path,
     # peer's SPIFFE ID and the port.
     assert mtls_echo(tcp_port, tmp_path / "caller-ca" / "identity") == b"ping"
     assert mtls_echo(tcp_port, tmp_path / "other-ca" / "identity") == b""
+    # A client certificate from another root (Istio's sample CA) is refused
+    # at the handshake, with the reason in the log.
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    samples = f"{SRCDIR}/tests/data/istio-samples/certs"
+    (foreign / "cert-chain.pem").write_text(
+        open(f"{samples}/workload-foo-cert.pem").read())
+    (foreign / "key.pem").write_text(open(f"{samples}/workload-foo-key.pem").read())
+    (foreign / "root-cert.pem").write_text(
+        open(tmp_path / "called-ca" / "identity" / "root-cert.pem").read())
+    try:
+        got = mtls_echo(tcp_port, foreign)
+    except (ssl.SSLError, OSError):
+        got = b""
+    assert got == b""
+    wait_for(lambda: "end=\"client_certificate_refused:unable to get local "
+             "issuer certificate\"" in called.log(), 10,
+             "the refused client certificate in the log")
     wait_for(lambda: called.log().count("RBAC_ACCESS_DENIED") >= 3, 10,
              "the TCP denial in the access log")
     assert sum(v for k, v in called.stats().items()

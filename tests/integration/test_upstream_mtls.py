@@ -324,3 +324,103 @@ def test_mesh_certificate_rotates_under_load(strait_factory, tmp_path):
         assert "rotated" in st.log()
     finally:
         up.stop()
+
+
+REFUSED = """apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {gw}, name: http, protocol: HTTP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+""" + "".join(f"""---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{{{name: {n}, namespace: default}}}}
+spec:
+  hosts: [{n}.example.com]
+  resolution: STATIC
+  ports: [{{{{number: {{{n}}}, name: http, protocol: HTTP}}}}]
+  endpoints: [{{{{address: 127.0.0.1, serviceAccount: backend}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{{{name: {n}, namespace: default}}}}
+spec:
+  host: {n}.example.com
+  trafficPolicy: {{{{tls: {{{{mode: ISTIO_MUTUAL}}}}}}}}
+""" for n in ("root", "expired", "san")) + """---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: vs, namespace: default}}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - match: [{{uri: {{prefix: /root}}}}]
+    route: [{{destination: {{host: root.example.com}}}}]
+  - match: [{{uri: {{prefix: /expired}}}}]
+    route: [{{destination: {{host: expired.example.com}}}}]
+  - route: [{{destination: {{host: san.example.com}}}}]
+"""
+
+
+def test_refused_upstream_certificates_are_logged(strait_factory, tmp_path):
+    """A server certificate from another root, an expired one and one with
+    another identity are each refused (503 UF) with the reason in a log
+    line and in the access log's details."""
+    ca = tmp_path / "ca"
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    gw = free_port()
+    st = strait_factory(extra=(
+        f"config: {{dir: \"{conf}\"}}\n"
+        f"ca: {{enabled: true, dir: \"{ca}\", "
+        f"address: \"127.0.0.1:{free_port()}\"}}\n"))
+    r = subprocess.run([STRAIT, "ca", "init", "-c", str(st.config)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    ca_issue(st.config, tmp_path / "other", "default", "someone-else")
+    r = subprocess.run([STRAIT, "ca", "issue", "--namespace", "default",
+                        "--service-account", "backend", "--ttl", "1s",
+                        "--out", str(tmp_path / "short"), "-c",
+                        str(st.config)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    short = tmp_path / "short" / "cert-chain.pem"
+    wait_for(lambda: subprocess.run(
+        ["openssl", "x509", "-checkend", "0", "-noout", "-in", str(short)],
+        capture_output=True).returncode != 0, 10, "the short certificate to expire")
+    root = str(ca / "root-cert.pem")
+    ups = {
+        # Istio's sample CA signed it, not this mesh's root.
+        "root": TLSUpstream(f"{SAMPLES}/workload-foo-cert.pem",
+                            f"{SAMPLES}/workload-foo-key.pem", root),
+        "expired": TLSUpstream(str(short), str(tmp_path / "short" / "key.pem"),
+                               root),
+        "san": TLSUpstream(str(tmp_path / "other" / "cert-chain.pem"),
+                           str(tmp_path / "other" / "key.pem"), root),
+    }
+    try:
+        (conf / "r.yaml").write_text(REFUSED.format(
+            gw=gw, **{n: u.port for n, u in ups.items()}))
+        st.start()
+        for path in ("/root", "/expired", "/san"):
+            assert get(gw, path)[0] == 503
+        wait_for(lambda: "path=/san" in st.log(), 10, "the access log")
+        log = st.log()
+        assert ("cluster root.example.com||0: upstream 127.0.0.1:"
+                f"{ups['root'].port}: certificate refused: unable to get "
+                "local issuer certificate") in log
+        assert ("expired.example.com||0: upstream 127.0.0.1:"
+                f"{ups['expired'].port}: certificate refused: certificate "
+                "has expired") in log
+        assert ("san.example.com||0: upstream 127.0.0.1:"
+                f"{ups['san'].port}: certificate refused: certificate "
+                "identity not among the expected subjectAltNames") in log
+        assert 'details="upstream_tls_refused:certificate has expired"' in log
+    finally:
+        for u in ups.values():
+            u.stop()
