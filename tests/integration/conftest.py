@@ -232,6 +232,34 @@ class Upstream:
             t.join(5)
 
 
+def read_head(c, buf=b""):
+    """Reads from c until a request head is in buf; returns buf, or None
+    if the peer closed first."""
+    while b"\r\n\r\n" not in buf:
+        d = c.recv(65536)
+        if not d:
+            return None
+        buf += d
+    return buf
+
+
+def responder(answer):
+    """A keep-alive HTTP/1.1 upstream handler (for upstream_factory): each
+    request (bodies are not read) is answered 200 with answer(head), the
+    request head as bytes, for body."""
+    def handler(c):
+        buf = b""
+        while True:
+            buf = read_head(c, buf)
+            if buf is None:
+                return
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            body = answer(head)
+            c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s"
+                      % (len(body), body))
+    return handler
+
+
 def echo_handler(c):
     while True:
         d = c.recv(65536)

@@ -4,8 +4,8 @@ deciding policy in the access log, checked before routing, and policies
 hot reloaded like every other resource."""
 import os
 
-from conftest import wait_for
-from test_gateway import get, read_head, request, start_with_up
+from conftest import responder, wait_for
+from test_gateway import get, request, start_with_up
 
 ROUTES = """apiVersion: networking.istio.io/v1
 kind: VirtualService
@@ -48,15 +48,12 @@ spec:
 SEEN = []
 
 
-def ok_handler(c):
-    buf = b""
-    while True:
-        buf = read_head(c, buf)
-        if buf is None:
-            return
-        head, _, buf = buf.partition(b"\r\n\r\n")
-        SEEN.append(head.split(b" ")[1].decode())
-        c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+def seen(head):
+    SEEN.append(head.split(b" ")[1].decode())
+    return b"ok"
+
+
+ok_handler = responder(seen)
 
 
 def test_authorization_policies(strait_factory, tmp_path, upstream_factory):

@@ -7,8 +7,7 @@ import socket
 import struct
 import threading
 
-from conftest import free_port, wait_for
-from test_gateway import read_head
+from conftest import free_port, responder, wait_for
 
 
 class DNSServer:
@@ -72,18 +71,7 @@ class DNSServer:
 
 
 def named(name):
-    body = name.encode()
-
-    def handler(c):
-        buf = b""
-        while True:
-            buf = read_head(c, buf)
-            if buf is None:
-                return
-            _, _, buf = buf.partition(b"\r\n\r\n")
-            c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s"
-                      % (len(body), body))
-    return handler
+    return responder(lambda head: name.encode())
 
 
 def fetch(port, path):

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from conftest import free_port, wait_for
+from conftest import free_port, read_head, wait_for
 
 
 class Versioned(http.server.BaseHTTPRequestHandler):
@@ -150,17 +150,6 @@ def request(port, method, path, headers):
 
 def get(port, path, headers=None):
     return request(port, "GET", path, headers or {})
-
-
-def read_head(c, buf=b""):
-    """Reads from c until a request head is in buf; returns buf, or None
-    if the peer closed first."""
-    while b"\r\n\r\n" not in buf:
-        d = c.recv(65536)
-        if not d:
-            return None
-        buf += d
-    return buf
 
 
 GATEWAY_AND_UP = """apiVersion: networking.istio.io/v1

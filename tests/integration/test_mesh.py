@@ -8,21 +8,12 @@ import os
 import socket
 import ssl
 
-from conftest import SRCDIR, free_port, wait_for
+from conftest import SRCDIR, free_port, responder, wait_for
 from test_ca import Node, nodes, token  # noqa: F401 (nodes is a fixture)
-from test_gateway import get, read_head
+from test_gateway import get
 
 
-def echo(c):
-    buf = b""
-    while True:
-        buf = read_head(c, buf)
-        if buf is None:
-            return
-        head, _, buf = buf.partition(b"\r\n\r\n")
-        body = b"echo " + head.split(b" ")[1]
-        c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s"
-                  % (len(body), body))
+echo = responder(lambda head: b"echo " + head.split(b" ")[1])
 
 
 CALLED = """apiVersion: networking.istio.io/v1

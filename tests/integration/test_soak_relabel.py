@@ -5,8 +5,7 @@ views) must drop what the old labels built, so memory returns to where it
 was after warm-up."""
 import os
 
-from conftest import free_port, rss_kib, wait_for
-from test_gateway import read_head
+from conftest import free_port, read_head, responder, rss_kib, wait_for
 
 N_WES = 1000
 ROUNDS = 100
@@ -69,18 +68,7 @@ spec:
 
 
 def named(name):
-    body = name.encode()
-
-    def handler(c):
-        buf = b""
-        while True:
-            buf = read_head(c, buf)
-            if buf is None:
-                return
-            _, _, buf = buf.partition(b"\r\n\r\n")
-            c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s"
-                      % (len(body), body))
-    return handler
+    return responder(lambda head: name.encode())
 
 
 def ask(port):
