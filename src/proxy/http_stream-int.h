@@ -1,0 +1,177 @@
+#ifndef STRAIT_PROXY_HTTP_STREAM_INT_H
+#define STRAIT_PROXY_HTTP_STREAM_INT_H
+
+/*
+ * One proxied request's private state, shared by the files that handle
+ * it: http_stream.c (the exchange with the upstream, local answers, the
+ * log), http_filters.c (authorization, routing, CORS, forwarding
+ * headers), http_retry.c (retries and per-try deadlines) and
+ * http_mirror.c (mirrored copies). Nothing else includes this.
+ */
+#include <event2/event.h>
+#include <event2/event_struct.h>
+#include <stdint.h>
+
+#include "net/listener.h"
+#include "proxy/http_proxy-t.h"
+#include "proxy/router.h"
+
+/*
+ * A request body is kept for a retry or a mirror up to this many bytes:
+ * Envoy's default per_request_buffer_limit (its connection buffer limit,
+ * 1 MiB). A longer body is passed on as usual, but the request is no
+ * longer retried and is not mirrored (Envoy's retry_or_shadow_abandoned).
+ */
+#define BODY_KEEP_LIMIT ((size_t)1 << 20)
+
+/* A mirrored copy on a route without a timeout still ends: it gets Envoy's
+ * default route timeout, so a stalled mirror never holds memory for long. */
+#define MIRROR_TIMEOUT_MS 15000
+
+/* Lives in the request's arena; s->proxy points to it while the proxy
+ * holds its reference to the stream. */
+struct pstream {
+    struct hstream *s;
+    struct http_conn *hc;
+    struct http_listener *l;
+    struct wroutes *wr;           /* pinned: the routes this stream runs on */
+    int cluster;                  /* index in wr's clusters; -1: none */
+    uint64_t timeout_ms;          /* the route's; 0: none */
+    struct route_result rr;       /* Gateway listeners: the router's pick */
+    const struct route_action *action;
+    struct slice cors_origin;     /* an allowed CORS Origin; empty: none */
+    struct event delay;           /* fault injection delay */
+    unsigned delay_on : 1;
+    struct upool *pool;
+    struct h1_client *uc;
+    struct h2c_stream *h2s;
+    size_t ep;
+    int attempts;
+    struct event timer;
+    unsigned timer_on : 1;
+    unsigned up_done : 1;
+    unsigned down_done : 1;
+    unsigned counted : 1;
+    unsigned replayed : 1;      /* sent again after a keep-alive race */
+    unsigned retries;           /* retries done (VirtualService retries) */
+    unsigned busy : 1;          /* counted in flight on busy_ep */
+    unsigned admitted : 1;      /* holds a circuit breaker slot */
+    unsigned retry_slot : 1;    /* holds a retry circuit breaker slot */
+    size_t busy_ep;
+    unsigned reuse_blocked : 1; /* take no pooled connection any more */
+    struct upool_waiter waiter; /* waiting for a connection (maxConnections) */
+    unsigned waiting : 1;
+    const char *details;  /* why a local answer was given, for the log */
+    struct slice set_cookie; /* consistent hash: a generated cookie */
+    const char *upstream; /* endpoint address, for the log */
+    const char *client;   /* originating client, after trusted hops */
+    struct event try_timer; /* retries.perTryTimeout of this attempt */
+    unsigned try_on : 1;
+    unsigned body_overflow : 1; /* counted as not retriable for its body */
+    /* The primary: launches the mirror once the whole body is here. A
+     * mirrored copy: drains the copy's response. */
+    struct event aux;
+    unsigned mirror_wait : 1;   /* a mirror waits for the request body */
+    unsigned try_wait : 1;      /* the per-try deadline waits for it too */
+    unsigned shadow : 1;        /* this is a mirrored copy (fire and forget) */
+    unsigned mirrored : 1;      /* the mirror was dealt with */
+    unsigned shadow_failed : 1; /* the copy ended with a local error */
+    struct list link;           /* a copy: in l->mirrors or l->mirrors_dead */
+};
+
+/* http_stream.c: the exchange and its end. */
+
+/* The worker's xorshift64 generator (request ids, weights, backoff
+ * jitter): uniqueness, not secrecy. */
+uint64_t pstream_rng(struct http_listener *l);
+
+/* Answers locally (no route, upstream failures, timeouts) if nothing was
+ * sent yet, as a trailers-only answer for gRPC; otherwise the downstream
+ * codec resets the stream. The request body is no longer read. */
+void pstream_local_reply(struct pstream *ps, int status, unsigned flags,
+                         const char *body);
+
+/* Lets the upstream exchange go: an HTTP/1 connection back to the pool
+ * (reuse) or closed, an HTTP/2 stream cancelled. */
+void pstream_release_upstream(struct pstream *ps, int reuse);
+
+/* The upstream side is over (answered, failed or given up): its timers
+ * stop, and the stream ends once the downstream side is over too. */
+void pstream_up_finished(struct pstream *ps);
+
+/* Both sides are finished: log the request and let the stream go. */
+void pstream_maybe_end(struct pstream *ps);
+
+/* Sends the request on a pooled or new connection to ps->ep, moving on
+ * to the next endpoints when connecting fails; answers 503 when no
+ * attempt is left. */
+void pstream_connect_next(struct pstream *ps);
+
+/* Event callbacks assigned when a stream (or a mirrored copy) starts: the
+ * route's deadline, and the fault delay or retry backoff. */
+void pstream_on_timeout(evutil_socket_t fd, short what, void *arg);
+void pstream_on_delay(evutil_socket_t fd, short what, void *arg);
+
+/* http_filters.c: what a request meets before it goes upstream. */
+
+/* The AuthorizationPolicies of the stream's routes. Returns 0 when the
+ * request may go on; -1 when it was answered 403 (and finished). */
+int pstream_authorize(struct pstream *ps);
+
+/* A Gateway listener's VirtualService routes: returns 0 with the cluster
+ * picked and the request rewritten, or -1 when the request was answered
+ * here (no route, redirect, direct response, fault abort, CORS
+ * preflight) and finished. */
+int pstream_route(struct pstream *ps);
+
+/* Adds X-Forwarded-For/-Proto and X-Request-Id, and finds the originating
+ * client behind trusted hops. -1 when memory is short. */
+int pstream_add_forwarding(struct pstream *ps);
+
+/* The corsPolicy's headers on a response to an allowed cross-origin
+ * request (preflight: the allowed methods, headers and max age). */
+int pstream_cors_headers(struct pstream *ps, int preflight);
+
+/* The request's grpc-timeout in ms; 0 when absent or malformed. */
+uint64_t pstream_grpc_timeout_ms(const struct http_fields *f);
+
+/* http_retry.c: VirtualService retries and retries.perTryTimeout. */
+
+/* The request can be sent again from its first byte. */
+int pstream_replayable(const struct pstream *ps);
+
+/* The route's retry policy covers this answer status / this failure
+ * (HFLAG_* flags). */
+int pstream_retriable_status(const struct pstream *ps, int status);
+int pstream_retriable_failure(const struct pstream *ps, unsigned flags);
+
+/* A failed attempt is tried again: the policy covers it (retriable),
+ * attempts remain, nothing was passed on, the request is replayable and
+ * the cluster's retry breaker admits it. */
+int pstream_should_retry(struct pstream *ps, int retriable);
+
+/* Starts the next try after the backoff, on the next endpoint. */
+void pstream_retry_later(struct pstream *ps);
+
+/* The per-try deadline: armed once an attempt is under way and the whole
+ * request body has arrived; its event callback. */
+void pstream_arm_try_timer(struct pstream *ps);
+void pstream_on_try_timeout(evutil_socket_t fd, short what, void *arg);
+
+/* The request body is all here (or will never be). */
+int pstream_body_complete(const struct pstream *ps);
+
+/* Calls pstream_on_aux (through ps->aux) once the request body ends. */
+void pstream_wait_body(struct pstream *ps);
+
+/* http_mirror.c: mirrored copies. */
+
+/* The router picked this request for mirroring: copy it now, or once its
+ * body has arrived. */
+void pstream_mirror_begin(struct pstream *ps);
+
+/* ps->aux: the request body ended (a primary: mirror and per-try deadline
+ * go on), or a mirrored copy's answer can be drained. */
+void pstream_on_aux(evutil_socket_t fd, short what, void *arg);
+
+#endif
