@@ -31,6 +31,23 @@ def free_port(host="127.0.0.1"):
         return s.getsockname()[1]
 
 
+def http_gateway(port, protocol="HTTP", name="gw", namespace="default"):
+    """The Gateway most tests route through: one server on 127.0.0.1:port
+    for every host, protocol HTTP (or GRPC, HTTP2), selecting every node.
+    A YAML document ending with its '---' separator."""
+    return f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {port}, name: {protocol.lower()}, protocol: {protocol}}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+"""
+
+
 def wait_for(cond, timeout=10.0, what="condition", interval=0.02):
     """Polls cond() until it is truthy; fails the test after timeout."""
     deadline = time.monotonic() + timeout

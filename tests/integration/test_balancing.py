@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from conftest import free_port, wait_for
+from conftest import free_port, http_gateway, wait_for
 
 HOST = "svc.example.com"
 
@@ -40,17 +40,7 @@ def resources(gw_port, ports, policy, extra_endpoints=()):
     eps = "".join(f"  - {{address: 127.0.0.1, ports: {{http: {p}}}}}\n"
                   for p in list(ports) + list(extra_endpoints))
     pol = "".join(f"    {line}\n" for line in policy.strip("\n").split("\n"))
-    return f"""apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: default}}
-spec:
-  selector: {{}}
-  servers:
-  - port: {{number: {gw_port}, name: http, protocol: HTTP}}
-    bind: 127.0.0.1
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
+    return f"""{http_gateway(gw_port)}apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {{name: svc, namespace: default}}
 spec:
@@ -411,17 +401,7 @@ spec:
   weight: {w}
 """ for i, (p, w) in enumerate(zip(ports, weights)))
     pol = "".join(f"    {line}\n" for line in policy.strip("\n").split("\n"))
-    return f"""apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: default}}
-spec:
-  selector: {{}}
-  servers:
-  - port: {{number: {gw_port}, name: http, protocol: HTTP}}
-    bind: 127.0.0.1
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
+    return f"""{http_gateway(gw_port)}apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {{name: svc, namespace: default}}
 spec:

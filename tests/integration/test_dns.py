@@ -7,7 +7,7 @@ import socket
 import struct
 import threading
 
-from conftest import free_port, responder, wait_for
+from conftest import free_port, responder, http_gateway, wait_for
 
 
 class DNSServer:
@@ -88,17 +88,7 @@ def fetch(port, path):
     return int(head.split(b" ")[1]), body
 
 
-RESOURCES = """apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: default}}
-spec:
-  selector: {{}}
-  servers:
-  - port: {{number: {gw}, name: http, protocol: HTTP}}
-    bind: 127.0.0.1
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
+RESOURCES = """{gateway}apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {{name: svc, namespace: default}}
 spec:
@@ -139,7 +129,7 @@ def test_dns_service_entry_follows_the_records(strait_factory, tmp_path,
         conf = tmp_path / "conf.d"
         conf.mkdir()
         gw = free_port()
-        (conf / "r.yaml").write_text(RESOURCES.format(gw=gw, port=one.port))
+        (conf / "r.yaml").write_text(RESOURCES.format(gateway=http_gateway(gw), gw=gw, port=one.port))
         st = strait_factory(extra=(
             f"config: {{dir: \"{conf}\", debounce: 10ms}}\n"
             f"dns: {{nameservers: [\"127.0.0.1:{dns.port}\"], "
@@ -162,7 +152,7 @@ def test_dns_service_entry_follows_the_records(strait_factory, tmp_path,
         assert "dns: svc.test" in st.log()
         dns.failing = False
         # A name the resources no longer use leaves the cache.
-        text = RESOURCES.format(gw=gw, port=one.port)
+        text = RESOURCES.format(gateway=http_gateway(gw), gw=gw, port=one.port)
         text = text.replace("[{address: ep.test}]", "[{address: 127.0.0.1}]")
         tmp = conf / ".r.tmp"
         tmp.write_text(text)

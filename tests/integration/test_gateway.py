@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from conftest import free_port, read_head, wait_for
+from conftest import free_port, http_gateway, read_head, wait_for
 
 
 class Versioned(http.server.BaseHTTPRequestHandler):
@@ -494,17 +494,7 @@ def test_port_level_and_subset_policies(strait_factory, tmp_path, upstream_facto
     conf = tmp_path / "conf.d"
     conf.mkdir()
     port = free_port()
-    (conf / "pl.yaml").write_text(f"""apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: default}}
-spec:
-  selector: {{}}
-  servers:
-  - port: {{number: {port}, name: http, protocol: HTTP}}
-    bind: 127.0.0.1
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
+    (conf / "pl.yaml").write_text(f"""{http_gateway(port)}apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {{name: svc, namespace: default}}
 spec:

@@ -8,7 +8,7 @@ import http.client
 import socket
 import threading
 
-from conftest import free_port, wait_for
+from conftest import free_port, http_gateway, wait_for
 from httpd import MIB, HttpUpstream, pattern, sha256
 from test_gateway import GATEWAY_AND_UP, get, request
 
@@ -511,17 +511,7 @@ def grpc_gateway(strait_factory, tmp_path, backend_port, rules, extra=""):
     conf = tmp_path / "conf.d"
     conf.mkdir()
     port = free_port()
-    (conf / "r.yaml").write_text(f"""apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: default}}
-spec:
-  selector: {{}}
-  servers:
-  - port: {{number: {port}, name: grpc, protocol: GRPC}}
-    bind: 127.0.0.1
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
+    (conf / "r.yaml").write_text(f"""{http_gateway(port, protocol="GRPC")}apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {{name: g, namespace: default}}
 spec:

@@ -9,20 +9,10 @@ import os
 import re
 import subprocess
 
-from conftest import free_port, wait_for
+from conftest import free_port, http_gateway, wait_for
 from test_regressions import one_write_handler
 
-VS = """apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: default}}
-spec:
-  selector: {{}}
-  servers:
-  - port: {{number: {port}, name: http, protocol: HTTP}}
-    bind: 127.0.0.1
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
+VS = """{gateway}apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {{name: up, namespace: default}}
 spec:
@@ -54,7 +44,7 @@ def test_no_request_fails_while_resources_change(strait_factory, upstream_factor
 
     def write(gen):
         tmp = conf / ".r.yaml"
-        tmp.write_text(VS.format(port=port, up_port=up.port, gen=gen))
+        tmp.write_text(VS.format(gateway=http_gateway(port), port=port, up_port=up.port, gen=gen))
         os.replace(tmp, conf / "r.yaml")
 
     write(0)

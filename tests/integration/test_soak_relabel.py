@@ -5,7 +5,7 @@ views) must drop what the old labels built, so memory returns to where it
 was after warm-up."""
 import os
 
-from conftest import free_port, read_head, responder, rss_kib, wait_for
+from conftest import free_port, read_head, responder, rss_kib, http_gateway, wait_for
 
 N_WES = 1000
 ROUNDS = 100
@@ -13,17 +13,7 @@ WARMUP = 10
 
 
 def resources(gw_port, ports, rnd):
-    head = f"""apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: default}}
-spec:
-  selector: {{}}
-  servers:
-  - port: {{number: {gw_port}, name: http, protocol: HTTP}}
-    bind: 127.0.0.1
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
+    head = f"""{http_gateway(gw_port)}apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {{name: svc, namespace: default}}
 spec:

@@ -9,7 +9,7 @@ import ssl
 import subprocess
 import threading
 
-from conftest import STRAIT, SRCDIR, free_port, wait_for
+from conftest import STRAIT, SRCDIR, free_port, http_gateway, wait_for
 from test_gateway import get, read_head
 
 SAMPLES = f"{SRCDIR}/tests/data/istio-samples/certs"
@@ -85,17 +85,7 @@ def ca_issue(cfg, out, ns, sa):
     assert r.returncode == 0, r.stderr
 
 
-RESOURCES = """apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: default}}
-spec:
-  selector: {{}}
-  servers:
-  - port: {{number: {gw}, name: http, protocol: HTTP}}
-    bind: 127.0.0.1
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
+RESOURCES = """{gateway}apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {{name: mesh, namespace: default}}
 spec:
@@ -188,7 +178,7 @@ def test_istio_mutual_and_mutual_origination(strait_factory, tmp_path):
                         f"{SAMPLES}/root-cert.pem")
     try:
         (conf / "r.yaml").write_text(RESOURCES.format(
-            gw=gw, up=mesh.port, up2=files.port, samples=SAMPLES, ca=ca))
+            gateway=http_gateway(gw), gw=gw, up=mesh.port, up2=files.port, samples=SAMPLES, ca=ca))
         st.start()
         # ISTIO_MUTUAL: the upstream saw this node's SPIFFE identity, and
         # Istio's SNI.
@@ -233,7 +223,7 @@ def test_istio_mutual_without_a_mesh_certificate_refuses(strait_factory,
     plain.listen(8)
     try:
         (conf / "r.yaml").write_text(RESOURCES.format(
-            gw=gw, up=plain.getsockname()[1], up2=plain.getsockname()[1],
+            gateway=http_gateway(gw), gw=gw, up=plain.getsockname()[1], up2=plain.getsockname()[1],
             samples=SAMPLES, ca=tmp_path))
         st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
         status, _, body = get(gw, "/")
@@ -294,7 +284,7 @@ def test_mesh_certificate_rotates_under_load(strait_factory, tmp_path):
                         str(tmp_path / "backend" / "key.pem"),
                         str(ca / "root-cert.pem"))
     try:
-        text = RESOURCES.format(gw=gw, up=up.port, up2=up.port,
+        text = RESOURCES.format(gateway=http_gateway(gw), gw=gw, up=up.port, up2=up.port,
                                 samples=SAMPLES, ca=ca)
         # New upstream connections keep coming: each carries the
         # certificate current at its handshake.
@@ -326,17 +316,7 @@ def test_mesh_certificate_rotates_under_load(strait_factory, tmp_path):
         up.stop()
 
 
-REFUSED = """apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: default}}
-spec:
-  selector: {{}}
-  servers:
-  - port: {{number: {gw}, name: http, protocol: HTTP}}
-    bind: 127.0.0.1
-    hosts: ["*"]
-""" + "".join(f"""---
-apiVersion: networking.istio.io/v1
+REFUSED = "{gateway}" + "".join(f"""apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {{{{name: {n}, namespace: default}}}}
 spec:
@@ -351,8 +331,8 @@ metadata: {{{{name: {n}, namespace: default}}}}
 spec:
   host: {n}.example.com
   trafficPolicy: {{{{tls: {{{{mode: ISTIO_MUTUAL}}}}}}}}
-""" for n in ("root", "expired", "san")) + """---
-apiVersion: networking.istio.io/v1
+---
+""" for n in ("root", "expired", "san")) + """apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {{name: vs, namespace: default}}
 spec:
@@ -405,7 +385,7 @@ def test_refused_upstream_certificates_are_logged(strait_factory, tmp_path):
     }
     try:
         (conf / "r.yaml").write_text(REFUSED.format(
-            gw=gw, **{n: u.port for n, u in ups.items()}))
+            gateway=http_gateway(gw), **{n: u.port for n, u in ups.items()}))
         st.start()
         for path in ("/root", "/expired", "/san"):
             assert get(gw, path)[0] == 503
