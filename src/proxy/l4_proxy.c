@@ -335,6 +335,8 @@ static int lc_authorize(struct l4_conn *lc, const char *peer_uri)
     return -1;
 }
 
+static const uint8_t alpn_istio[] = {5, 'i', 's', 't', 'i', 'o'};
+
 static void lc_relay(struct l4_conn *lc, const struct l4_rule *rule,
                      const char *peer_uri)
 {
@@ -364,6 +366,21 @@ static void lc_relay(struct l4_conn *lc, const struct l4_rule *rule,
     meta.cluster = cl != NULL ? cl->name : NULL;
     meta.peer_uri_san = peer_uri;
     meta.tls_terminated = lc->c.tls != NULL;
+    if (cl != NULL) {
+        /* DestinationRule tls: the relay originates it with the cluster's
+         * context, as the HTTP routes do, on every server mode. Over
+         * PASSTHROUGH the client's TLS then travels inside it untouched,
+         * as Istio's passthrough-and-encrypt does. A TCP stream offers no
+         * HTTP ALPN; ISTIO_MUTUAL offers Istio's "istio". */
+        meta.up_tls = cl->tls;
+        meta.up_sni = cl->sni;
+        meta.up_tls_error = cl->tls_error;
+        if (cl->tls_mesh) {
+            meta.up_alpn = alpn_istio;
+            meta.up_alpn_len = sizeof(alpn_istio);
+        }
+        meta.cluster_stats = &cl->w[p->worker];
+    }
     lc_end(lc, 0);
     tcp_relay_start(&p->relay, &lc->c, &lc->peer, lc->peerlen,
                     cl != NULL ? cl->endpoints : NULL,

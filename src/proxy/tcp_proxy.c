@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,8 @@
 #include "net/listener.h"
 #include "net/sock.h"
 #include "proxy/tcp_proxy.h"
+#include "tls/tls.h"
+#include "upstream/cluster.h"
 
 /* Free relay buffers a worker keeps per listener for the next sessions. */
 #define POOL_KEEP 32
@@ -28,18 +31,23 @@
  * side is read only while its buffer has room, so a slow reader stops the
  * fast writer through TCP flow control instead of growing memory. A FIN is
  * passed on (shutdown(SHUT_WR), or close_notify and FIN over TLS) once the
- * bytes before it are written. The downstream side is a conn (plain, or
- * TLS the listener terminated); the upstream side is a plain socket.
+ * bytes before it are written. Both sides are conns: downstream plain or
+ * TLS the listener terminated, upstream plain or TLS the session
+ * originates (DestinationRule tls).
+ *
+ * TLS on either side can hold decrypted bytes the socket no longer
+ * signals, so a side whose read stopped at a full buffer is read again by
+ * hand as soon as the buffer has room (see session_pump), never left to a
+ * socket event that may not come.
  */
 struct tcp_session {
     struct list link;
     struct tcp_relay *r;
     struct conn down;
-    int ufd;
-    struct event ur, uw, timer;
-    struct event kick; /* runs on_down_io on the next loop turn */
-    unsigned ur_on : 1, uw_on : 1;
-    unsigned connecting : 1, connected : 1;
+    struct conn up; /* fd -1 while there is no upstream socket */
+    struct event timer;
+    struct event kick; /* runs session_pump on the next loop turn */
+    unsigned connecting : 1, handshaking : 1, connected : 1;
     unsigned d_eof : 1, u_eof : 1; /* FIN read from that side */
     unsigned u_shut : 1, d_shut : 1; /* FIN passed on to that side */
     unsigned closed : 1;
@@ -48,6 +56,11 @@ struct tcp_session {
     const struct addr *eps;
     size_t neps;
     size_t ep; /* index of the upstream tried last */
+    struct ssl_ctx_st *up_ctx; /* TLS origination; borrowed */
+    const char *up_sni;        /* borrowed */
+    const uint8_t *up_alpn;    /* borrowed */
+    size_t up_alpn_len;
+    struct cluster_counters *cstats; /* NULL: no cluster */
     struct buf d2u, u2d;
     uint64_t start_ms, last_ms;
     uint64_t bytes_in, bytes_out, up_in, up_out;
@@ -57,10 +70,12 @@ struct tcp_session {
     const char *route, *cluster;
     char *peer_uri; /* owned */
     char sni[256];
+    char why[200]; /* the last attempt's TLS failure, "" if none */
 };
 
 static void session_update(struct tcp_session *s);
 static void session_connect(struct tcp_session *s);
+static void session_pump(struct tcp_session *s, int read_down, int read_up);
 
 static struct listener_counters *rshard(const struct tcp_relay *r)
 {
@@ -112,20 +127,11 @@ void tcp_proxy_conf_unref(struct tcp_proxy_conf *c)
     free(c);
 }
 
-static void ev_toggle(struct event *ev, unsigned *on, int want)
-{
-    /* Bitfields cannot be passed by address; callers copy in and out. */
-    if (want && !*on)
-        event_add(ev, NULL);
-    else if (!want && *on)
-        event_del(ev);
-    *on = want ? 1u : 0u;
-}
-
 /* Envoy's response flags for how a session ended. */
 static const char *end_flags(const char *reason)
 {
-    if (strcmp(reason, "upstream_connect_failed") == 0)
+    if (strcmp(reason, "upstream_connect_failed") == 0 ||
+        strncmp(reason, "upstream_tls_", 13) == 0)
         return "UF";
     if (strcmp(reason, "no_healthy_upstream") == 0)
         return "UH";
@@ -147,6 +153,7 @@ static void session_log(const struct tcp_session *s, uint64_t now)
         {"route", s->route, 0},
         {"cluster", s->cluster, 0},
         {"tls", s->tls ? "terminated" : NULL, 0},
+        {"upstream_tls", s->up_ctx != NULL ? "originated" : NULL, 0},
         {"peer_uri_san", s->peer_uri, 0},
         {"bytes_in", in, 1},
         {"bytes_out", out, 1},
@@ -182,12 +189,7 @@ static void session_close(struct tcp_session *s, const char *reason)
     s->reason = reason;
     event_del(&s->timer);
     event_del(&s->kick);
-    if (s->ufd >= 0) {
-        event_del(&s->ur);
-        event_del(&s->uw);
-        close(s->ufd);
-        s->ufd = -1;
-    }
+    conn_close(&s->up);
     conn_close(&s->down);
     bufpool_drain(&r->pool, &s->d2u);
     bufpool_drain(&r->pool, &s->u2d);
@@ -202,22 +204,20 @@ static void session_close(struct tcp_session *s, const char *reason)
     event_active(r->reap_ev, EV_TIMEOUT, 0);
 }
 
-static int io_again(void)
-{
-    return errno == EAGAIN || errno == EWOULDBLOCK;
-}
-
+/* Writes what d2u holds to the upstream; passes the client's FIN on once
+ * it is empty. */
 static void flush_up(struct tcp_session *s)
 {
     uint64_t before = s->up_out;
 
     while (buf_len(&s->d2u) > 0) {
-        ssize_t n = buf_write_fd(&s->d2u, s->ufd);
+        ssize_t n = conn_write(&s->up, buf_ptr(&s->d2u), buf_len(&s->d2u));
         if (n > 0) {
+            buf_consume(&s->d2u, (size_t)n);
             s->up_out += (uint64_t)n;
             continue;
         }
-        if (n < 0 && io_again())
+        if (n == CONN_AGAIN)
             break;
         session_close(s, "upstream_reset");
         return;
@@ -225,7 +225,7 @@ static void flush_up(struct tcp_session *s)
     bufpool_drain(&s->r->pool, &s->d2u);
     STAT_ADD(rshard(s->r), upstream_bytes_out, s->up_out - before);
     if (s->d_eof && buf_len(&s->d2u) == 0 && !s->u_shut) {
-        shutdown(s->ufd, SHUT_WR);
+        s->up.ops->shutdown(&s->up);
         s->u_shut = 1;
     }
 }
@@ -254,115 +254,123 @@ static void flush_down(struct tcp_session *s)
     }
 }
 
-/* Reads from downstream while there is room. TLS may hold decrypted bytes
- * the socket no longer signals, so this reads until the transport says it
- * would block, not once per event. Returns 1 when it stopped because the
- * buffer was full (more may be waiting in the transport), else 0. */
-static int down_read(struct tcp_session *s)
+/* Reads from one side (up: the upstream) into its buffer while there is
+ * room. TLS may hold decrypted bytes the socket no longer signals, so a
+ * TLS side is read until it says it would block, not once per event; a
+ * plain side stops at a short read too (its level-triggered event fires
+ * again for anything left). Returns 1 when it stopped because the buffer
+ * was full (more may be waiting in the transport), else 0. */
+static int side_read(struct tcp_session *s, int up)
 {
+    struct conn *c = up ? &s->up : &s->down;
+    struct buf *b = up ? &s->u2d : &s->d2u;
     int full = 0;
 
-    while (!s->d_eof) {
+    while (!(up ? s->u_eof : s->d_eof)) {
         size_t room;
         char *p;
         ssize_t n;
 
-        if (buf_room(&s->d2u) == 0) {
+        if (buf_room(b) == 0) {
             full = 1;
             break;
         }
-        if (bufpool_fill(&s->r->pool, &s->d2u) < 0 ||
-            (p = buf_reserve_any(&s->d2u, &room)) == NULL) {
+        if (bufpool_fill(&s->r->pool, b) < 0 ||
+            (p = buf_reserve_any(b, &room)) == NULL) {
             session_close(s, "out_of_memory");
             return 0;
         }
-        n = conn_read(&s->down, p, room);
+        n = conn_read(c, p, room);
         if (n > 0) {
-            buf_commit(&s->d2u, (size_t)n);
-            s->bytes_in += (uint64_t)n;
+            buf_commit(b, (size_t)n);
             s->last_ms = clock_ms();
-            STAT_ADD(rshard(s->r), bytes_in, (uint64_t)n);
+            if (up) {
+                s->up_in += (uint64_t)n;
+                STAT_ADD(rshard(s->r), upstream_bytes_in, (uint64_t)n);
+            } else {
+                s->bytes_in += (uint64_t)n;
+                STAT_ADD(rshard(s->r), bytes_in, (uint64_t)n);
+            }
+            if (c->tls == NULL && (size_t)n < room)
+                break;
         } else if (n == 0) {
-            s->d_eof = 1;
+            if (up)
+                s->u_eof = 1;
+            else
+                s->d_eof = 1;
         } else if (n == CONN_AGAIN) {
             break;
         } else {
-            session_close(s, "downstream_reset");
+            session_close(s, up ? "upstream_reset" : "downstream_reset");
             return 0;
         }
     }
-    bufpool_drain(&s->r->pool, &s->d2u);
+    bufpool_drain(&s->r->pool, b);
     return full;
 }
 
 /* Rounds of read-then-flush per event, so one fast session cannot hold
  * the loop; past them the session goes on at the next loop turn. */
-#define DOWN_ROUNDS 8
+#define PUMP_ROUNDS 8
 
-static void on_down_io(struct conn *c, void *arg)
+/*
+ * session_pump() moves bytes both ways: it reads the sides asked for (the
+ * one whose socket fired; both after a kick or once connected), then
+ * writes each buffer to the other side. A side whose buffer was full and
+ * has room again after the writes is read again at once: over TLS its
+ * bytes may wait in the TLS layer, where no socket event will announce
+ * them.
+ */
+static void session_pump(struct tcp_session *s, int read_down, int read_up)
 {
-    struct tcp_session *s = arg;
-
-    (void)c;
     for (int round = 0;; round++) {
-        int full = down_read(s);
+        int dfull = buf_room(&s->d2u) == 0, ufull = buf_room(&s->u2d) == 0;
+
+        if (read_down) {
+            dfull |= side_read(s, 0);
+            if (s->closed)
+                return;
+        }
+        if (read_up && s->connected) {
+            ufull |= side_read(s, 1);
+            if (s->closed)
+                return;
+        }
+        if (s->connected) {
+            flush_up(s);
+            if (s->closed)
+                return;
+        }
+        flush_down(s);
         if (s->closed)
             return;
-        if (!s->connected)
+        read_down = dfull && !s->d_eof && buf_room(&s->d2u) > 0;
+        read_up = ufull && s->connected && !s->u_eof &&
+                  buf_room(&s->u2d) > 0;
+        if (!read_down && !read_up)
             break;
-        flush_up(s);
-        if (s->closed)
-            return;
-        /* A buffer that was full and now has room: the transport may
-         * hold more than the socket will ever signal again. */
-        if (!full || buf_room(&s->d2u) == 0)
-            break;
-        if (round + 1 >= DOWN_ROUNDS) {
-            /* Not the conn's own read event: libevent does not register
-             * an event with epoll when it is added while active, so the
-             * conn would think it is watching the socket when it is not. */
+        if (round + 1 >= PUMP_ROUNDS) {
+            /* Not a conn's own read event: libevent does not register an
+             * event with epoll when it is added while active, so the conn
+             * would think it is watching the socket when it is not. */
             event_active(&s->kick, EV_TIMEOUT, 0);
             break;
         }
     }
-    flush_down(s);
-    if (!s->closed)
-        session_update(s);
+    session_update(s);
+}
+
+static void on_down_io(struct conn *c, void *arg)
+{
+    (void)c;
+    session_pump(arg, 1, 0);
 }
 
 static void on_kick(evutil_socket_t fd, short what, void *arg)
 {
-    struct tcp_session *s = arg;
-
     (void)fd;
     (void)what;
-    on_down_io(&s->down, s);
-}
-
-static void on_up_read(evutil_socket_t fd, short what, void *arg)
-{
-    struct tcp_session *s = arg;
-    ssize_t n;
-
-    (void)what;
-    if (bufpool_fill(&s->r->pool, &s->u2d) < 0) {
-        session_close(s, "out_of_memory");
-        return;
-    }
-    n = buf_read_fd(&s->u2d, fd);
-    if (n > 0) {
-        s->up_in += (uint64_t)n;
-        s->last_ms = clock_ms();
-        STAT_ADD(rshard(s->r), upstream_bytes_in, (uint64_t)n);
-    } else if (n == 0) {
-        s->u_eof = 1;
-    } else if (n == -1 && !io_again()) {
-        session_close(s, "upstream_reset");
-        return;
-    }
-    flush_down(s);
-    if (!s->closed)
-        session_update(s);
+    session_pump(arg, 1, 1);
 }
 
 static void arm_timer(struct tcp_session *s, uint64_t ms)
@@ -374,71 +382,97 @@ static void arm_timer(struct tcp_session *s, uint64_t ms)
 static void session_connected(struct tcp_session *s)
 {
     s->connecting = 0;
+    s->handshaking = 0;
     s->connected = 1;
     s->last_ms = clock_ms();
     arm_timer(s, s->r->p.idle_timeout_ms);
-    flush_up(s);
-    if (s->closed)
-        return;
-    /* Bytes a TLS handshake already decrypted wait in the TLS layer, not
-     * in the socket: read them now. */
-    if (s->tls)
-        on_down_io(&s->down, s);
-    else
-        session_update(s);
+    /* Both sides: bytes a TLS handshake already decrypted (the client's
+     * first bytes, or a server's greeting sent with its last handshake
+     * flight) wait in the TLS layer, not in the socket. */
+    session_pump(s, 1, 1);
 }
 
-/* A failed attempt moves on to the next endpoint, round robin. */
+/* A failed attempt moves on to the next endpoint, round robin. A TLS
+ * handshake failure has put its reason in s->why (the reason the session
+ * ends with if no attempt is left). */
 static void attempt_failed(struct tcp_session *s, int timeout)
 {
     char up[ADDR_STRLEN];
     const struct tcp_relay *r = s->r;
 
-    log_debug("listener %s: upstream %s: %s", r->p.name,
-              addr_format(&s->eps[s->ep % s->neps], up, sizeof(up)),
-              timeout ? "connect timeout" : "connect failed");
+    addr_format(&s->eps[s->ep % s->neps], up, sizeof(up));
+    if (s->why[0] != '\0') {
+        log_warn("listener %s: cluster %s: upstream %s: %s", r->p.name,
+                 s->cluster ? s->cluster : "-", up, s->why);
+    } else {
+        log_debug("listener %s: upstream %s: %s", r->p.name, up,
+                  timeout ? "connect timeout" : "connect failed");
+    }
     if (timeout)
         STAT_ADD(rshard(r), connect_timeouts, 1);
     else
         STAT_ADD(rshard(r), connect_failures, 1);
-    if (s->ufd >= 0) {
-        if (s->uw_on)
-            event_del(&s->uw);
-        if (s->ur_on)
-            event_del(&s->ur);
-        s->uw_on = s->ur_on = 0;
-        close(s->ufd);
-        s->ufd = -1;
+    if (s->cstats != NULL) {
+        STAT_ADD(s->cstats, cx_connect_fail, 1);
+        if (timeout)
+            STAT_ADD(s->cstats, cx_connect_timeout, 1);
     }
+    conn_close(&s->up);
     s->connecting = 0;
+    s->handshaking = 0;
     s->ep++;
     session_connect(s);
 }
 
-static void on_up_write(evutil_socket_t fd, short what, void *arg)
+/* The upstream's TLS handshake; the connect timer still runs, as Envoy's
+ * connect timeout covers the transport's handshake too. */
+static void up_handshake(struct tcp_session *s)
 {
-    struct tcp_session *s = arg;
-    int full;
+    int rc = s->up.ops->handshake(&s->up);
+    const char *verr;
 
-    (void)what;
-    if (s->connecting) {
-        if (sock_error(fd) != 0) {
-            attempt_failed(s, 0);
-            return;
-        }
+    if (rc == 0) {
+        conn_want(&s->up, 1, 0);
+        return;
+    }
+    if (rc > 0) {
+        event_del(&s->timer);
         session_connected(s);
         return;
     }
-    s->last_ms = clock_ms();
-    full = buf_room(&s->d2u) == 0;
-    flush_up(s);
-    if (s->closed)
-        return;
-    /* Room again after a full buffer: TLS may hold bytes for it. */
-    if (full && s->tls)
-        on_down_io(&s->down, s);
+    /* A refused certificate says why (wrong root, expired, not the
+     * identity the DestinationRule asks for), in the HTTP path's words. */
+    verr = tls_conn_verify_error(&s->up);
+    if (verr != NULL)
+        snprintf(s->why, sizeof(s->why), "upstream_tls_refused:%s", verr);
     else
-        session_update(s);
+        snprintf(s->why, sizeof(s->why), "upstream_tls_handshake_%s",
+                 tls_conn_failure(&s->up));
+    attempt_failed(s, 0);
+}
+
+static void on_up_io(struct conn *c, void *arg)
+{
+    struct tcp_session *s = arg;
+
+    if (s->connecting) {
+        if (sock_error(c->fd) != 0) {
+            attempt_failed(s, 0);
+            return;
+        }
+        s->connecting = 0;
+        if (s->up_ctx == NULL) {
+            event_del(&s->timer);
+            session_connected(s);
+            return;
+        }
+        s->handshaking = 1;
+    }
+    if (s->handshaking) {
+        up_handshake(s);
+        return;
+    }
+    session_pump(s, 0, 1);
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *arg)
@@ -448,7 +482,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (s->connecting) {
+    if (s->connecting || s->handshaking) {
         attempt_failed(s, 1);
         return;
     }
@@ -464,6 +498,19 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     arm_timer(s, idle - (now - s->last_ms));
 }
 
+/* Puts TLS over the fresh upstream socket: the cluster's context (its CA
+ * and SAN checks, its client certificate), SNI, and the ALPN of a TCP
+ * stream rather than the HTTP one the context offers. */
+static int up_tls_start(struct tcp_session *s)
+{
+    if (tls_conn_connect(&s->up, s->up_ctx, s->up_sni) < 0)
+        return -1;
+    if (SSL_set_alpn_protos(s->up.tls, s->up_alpn,
+                            s->up_alpn != NULL ? s->up_alpn_len : 0) != 0)
+        return -1;
+    return 0;
+}
+
 static void session_connect(struct tcp_session *s)
 {
     const struct tcp_relay *r = s->r;
@@ -473,57 +520,53 @@ static void session_connect(struct tcp_session *s)
         int inprog, fd;
 
         s->attempts++;
+        /* A session that fails ends with the last attempt's reason. */
+        s->why[0] = '\0';
+        if (s->cstats != NULL)
+            STAT_ADD(s->cstats, cx_total, 1);
         fd = sock_connect(a, &inprog);
         if (fd < 0) {
-            s->ufd = -1;
-            if (s->attempts < r->p.connect_attempts) {
-                log_debug("listener %s: connect: %s", r->p.name,
-                          strerror(errno));
-                STAT_ADD(rshard(s->r), connect_failures, 1);
-                s->ep++;
-                continue;
-            }
+            log_debug("listener %s: connect: %s", r->p.name, strerror(errno));
             STAT_ADD(rshard(s->r), connect_failures, 1);
-            break;
+            if (s->cstats != NULL)
+                STAT_ADD(s->cstats, cx_connect_fail, 1);
+            s->ep++;
+            continue;
         }
-        s->ufd = fd;
-        event_assign(&s->ur, r->base, fd, EV_READ | EV_PERSIST, on_up_read,
-                     s);
-        event_assign(&s->uw, r->base, fd, EV_WRITE | EV_PERSIST,
-                     on_up_write, s);
+        conn_init(&s->up, r->base, fd, on_up_io, s);
+        if (s->up_ctx != NULL && up_tls_start(s) < 0) {
+            session_close(s, "out_of_memory");
+            return;
+        }
+        s->connecting = 1;
+        arm_timer(s, r->p.connect_timeout_ms);
         if (inprog) {
-            s->connecting = 1;
-            arm_timer(s, r->p.connect_timeout_ms);
             session_update(s);
             return;
         }
-        session_connected(s);
+        on_up_io(&s->up, s);
         return;
     }
-    session_close(s, "upstream_connect_failed");
+    session_close(s, s->why[0] != '\0' ? s->why : "upstream_connect_failed");
 }
 
 static void session_update(struct tcp_session *s)
 {
-    unsigned on;
-
     if (s->connected && s->u_shut && s->d_shut) {
         session_close(s, "closed");
         return;
     }
     conn_want(&s->down, !s->d_eof && buf_room(&s->d2u) > 0,
               s->connected && buf_len(&s->u2d) > 0);
-
-    if (s->ufd < 0)
+    if (s->up.fd < 0)
         return;
-    on = s->ur_on;
-    ev_toggle(&s->ur, &on,
-              s->connected && !s->u_eof && buf_room(&s->u2d) > 0);
-    s->ur_on = on;
-    on = s->uw_on;
-    ev_toggle(&s->uw, &on,
-              s->connecting || (s->connected && buf_len(&s->d2u) > 0));
-    s->uw_on = on;
+    if (s->connecting)
+        conn_want(&s->up, 0, 1);
+    else if (s->handshaking)
+        conn_want(&s->up, 1, 0);
+    else
+        conn_want(&s->up, !s->u_eof && buf_room(&s->u2d) > 0,
+                  buf_len(&s->d2u) > 0);
 }
 
 void tcp_relay_start(struct tcp_relay *r, struct conn *down,
@@ -541,7 +584,7 @@ void tcp_relay_start(struct tcp_relay *r, struct conn *down,
     }
     s->r = r;
     conn_move(&s->down, down, r->base, on_down_io, s);
-    s->ufd = -1;
+    s->up.fd = -1;
     s->eps = eps;
     s->neps = neps;
     s->ep = first;
@@ -559,6 +602,11 @@ void tcp_relay_start(struct tcp_relay *r, struct conn *down,
         if (meta->peer_uri_san != NULL && meta->peer_uri_san[0] != '\0')
             s->peer_uri = strdup(meta->peer_uri_san);
         s->tls = meta->tls_terminated ? 1u : 0u;
+        s->up_ctx = meta->up_tls;
+        s->up_sni = meta->up_sni;
+        s->up_alpn = meta->up_alpn;
+        s->up_alpn_len = meta->up_alpn_len;
+        s->cstats = meta->cluster_stats;
     }
     if (peer == NULL || peer->ss_family != AF_UNIX)
         setsockopt(s->down.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -568,6 +616,11 @@ void tcp_relay_start(struct tcp_relay *r, struct conn *down,
     event_assign(&s->kick, r->base, -1, 0, on_kick, s);
     list_append(&r->sessions, &s->link);
     r->active++;
+    if (meta != NULL && meta->up_tls_error) {
+        /* The DestinationRule asks for TLS that could not be set up. */
+        session_close(s, "upstream_tls_unavailable");
+        return;
+    }
     if (neps == 0) {
         session_close(s, "no_healthy_upstream");
         return;

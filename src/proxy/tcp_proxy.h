@@ -11,10 +11,12 @@
 #include "net/conn.h"
 #include "proxy/plistener.h"
 
+struct cluster_counters;
 struct event;
 struct event_base;
 struct listener_stats;
 struct sockaddr_storage;
+struct ssl_ctx_st;
 
 /*
  * What a TCP listener does with a connection, compiled from configuration.
@@ -46,7 +48,8 @@ void tcp_proxy_conf_unref(struct tcp_proxy_conf *c);
  * Gateway TCP/TLS listeners (l4_proxy.c): one per worker per listener, on
  * that worker's thread only. It owns the sessions it relays: each copies
  * bytes between a downstream connection (plain, or TLS it terminated) and
- * an upstream socket it connects to one of the session's endpoints.
+ * an upstream connection it opens to one of the session's endpoints
+ * (plain, or TLS it originates for a DestinationRule).
  */
 struct tcp_relay_params {
     const char *name; /* the listener's, for logs; must outlive the relay */
@@ -91,6 +94,21 @@ struct tcp_relay_meta {
     const char *cluster;      /* idem */
     const char *peer_uri_san; /* copied; the verified client's URI SAN */
     int tls_terminated;
+    /* Upstream TLS origination (DestinationRule tls): the cluster's client
+     * context, with its SAN checks, and SNI; both borrowed and must
+     * outlive the session (the caller's conf holds the cluster). NULL:
+     * plaintext. alpn: the protocols offered, in wire format (NULL: none,
+     * whatever the context offers to HTTP). */
+    struct ssl_ctx_st *up_tls;
+    const char *up_sni;
+    const uint8_t *up_alpn;
+    size_t up_alpn_len;
+    /* TLS was asked for and could not be set up: the session is refused
+     * (flag UF) rather than relayed in the clear. */
+    int up_tls_error;
+    /* The destination cluster's counters of this worker (connections,
+     * failures); NULL: none. Must outlive the session. */
+    struct cluster_counters *cluster_stats;
 };
 
 /*
@@ -100,6 +118,12 @@ struct tcp_relay_meta {
  * eps must outlive the session (the caller's conf, which the caller's
  * plistener holds while it has sessions). neps 0 closes the session with
  * "no_healthy_upstream" (flag UH). peer may be NULL. meta may be NULL.
+ *
+ * With meta->up_tls each upstream connection does a TLS client handshake
+ * (within the connect timeout) before any byte is relayed; one that fails
+ * counts as a failed connect attempt, and when none is left the session
+ * ends "upstream_tls_refused:<why the certificate was refused>" or
+ * "upstream_tls_handshake_<failure>" (flag UF).
  */
 void tcp_relay_start(struct tcp_relay *r, struct conn *down,
                      const struct sockaddr_storage *peer, socklen_t peerlen,

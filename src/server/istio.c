@@ -1002,6 +1002,7 @@ static void apply_tls(const struct istio_clusters *t, struct cluster *c,
         c->sni = strdup(tls->sni);
     else if (tls->mode == RES_TLS_ISTIO_MUTUAL)
         c->sni = strdup(sni);
+    c->tls_mesh = tls->mode == RES_TLS_ISTIO_MUTUAL;
 }
 
 static void apply_policy(const struct istio_clusters *t, struct cluster *c,

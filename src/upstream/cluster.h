@@ -93,6 +93,7 @@ struct cluster {
     int tls_error; /* TLS was asked for and could not be set up: requests
                     * are refused rather than sent in the clear */
     char *sni;
+    int tls_mesh; /* ISTIO_MUTUAL: TCP streams offer Istio's ALPN "istio" */
     struct lb_hash *hash; /* CLUSTER_LB_HASH: ring or table; owned */
     struct outlier *od;   /* outlierDetection; NULL: none; owned */
     int nworkers;
