@@ -392,6 +392,8 @@ static void session_connected(struct tcp_session *s)
     session_pump(s, 1, 1);
 }
 
+#define REFUSED "upstream_tls_refused:"
+
 /* A failed attempt moves on to the next endpoint, round robin. A TLS
  * handshake failure has put its reason in s->why (the reason the session
  * ends with if no attempt is left). */
@@ -401,8 +403,13 @@ static void attempt_failed(struct tcp_session *s, int timeout)
     const struct tcp_relay *r = s->r;
 
     addr_format(&s->eps[s->ep % s->neps], up, sizeof(up));
-    if (s->why[0] != '\0') {
-        log_warn("listener %s: cluster %s: upstream %s: %s", r->p.name,
+    if (strncmp(s->why, REFUSED, strlen(REFUSED)) == 0) {
+        /* In the HTTP path's words. */
+        log_warn("cluster %s: upstream %s: certificate refused: %s",
+                 s->cluster ? s->cluster : "-", up,
+                 s->why + strlen(REFUSED));
+    } else if (s->why[0] != '\0') {
+        log_warn("cluster %s: upstream %s: TLS handshake failed (%s)",
                  s->cluster ? s->cluster : "-", up, s->why);
     } else {
         log_debug("listener %s: upstream %s: %s", r->p.name, up,
@@ -444,7 +451,7 @@ static void up_handshake(struct tcp_session *s)
      * identity the DestinationRule asks for), in the HTTP path's words. */
     verr = tls_conn_verify_error(&s->up);
     if (verr != NULL)
-        snprintf(s->why, sizeof(s->why), "upstream_tls_refused:%s", verr);
+        snprintf(s->why, sizeof(s->why), REFUSED "%s", verr);
     else
         snprintf(s->why, sizeof(s->why), "upstream_tls_handshake_%s",
                  tls_conn_failure(&s->up));
