@@ -399,6 +399,64 @@ static void check_vs_hosts_in_gateways(struct actx *a, const struct resource *r,
     }
 }
 
+/* The client TLS a traffic policy sets for port (0: any), its
+ * portLevelSettings entry for the port winning; *t is left alone when
+ * neither sets it. */
+static void policy_tls(const struct res_traffic_policy *tp, int64_t port,
+                       const struct res_client_tls **t)
+{
+    if (tp->tls.mark.line > 0)
+        *t = &tp->tls;
+    for (size_t i = 0; port > 0 && i < tp->port_level_settings.n; i++) {
+        const struct res_port_policy *pp =
+            (const struct res_port_policy *)tp->port_level_settings.v + i;
+        if (pp->port.number == port && pp->tls.mark.line > 0)
+            *t = &pp->tls;
+    }
+}
+
+/*
+ * A tls route sends the client's TLS stream untouched (PASSTHROUGH); when
+ * its destination's DestinationRule asks for TLS, strait, as Istio does,
+ * sends that stream inside the TLS it originates, which only a
+ * destination that terminates the outer layer understands. Said, since it
+ * is an easy way to break a passthrough route without noticing.
+ */
+static void check_passthrough_tls(struct actx *a, const struct resource *r,
+                                  const struct res_destination *d,
+                                  const char *path)
+{
+    static const char *const modes[] = {"DISABLE", "SIMPLE", "MUTUAL",
+                                        "ISTIO_MUTUAL"};
+    const struct res_client_tls *t = NULL;
+    const struct res_destination_rule *spec;
+    const struct resource *dr;
+    char h[HOST_MAX];
+
+    if (d->host == NULL)
+        return;
+    fqdn(a, r, d->host, h);
+    if ((dr = dr_for(a, h)) == NULL)
+        return;
+    spec = res_destination_rule(dr);
+    policy_tls(&spec->traffic_policy, d->port.number, &t);
+    for (size_t i = 0; d->subset != NULL && i < spec->subsets.n; i++) {
+        const struct res_subset *sub =
+            (const struct res_subset *)spec->subsets.v + i;
+        if (strcmp(sub->name, d->subset) == 0)
+            policy_tls(&sub->traffic_policy, d->port.number, &t);
+    }
+    if (t == NULL || t->mode <= RES_TLS_DISABLE ||
+        t->mode > RES_TLS_ISTIO_MUTUAL)
+        return;
+    finding(a, "IST0106", RES_WARNING, r, &d->mark, path,
+            "DestinationRule %s/%s sets tls mode %s for \"%s\": the "
+            "client's TLS stream of this tls route is sent inside TLS "
+            "originated to the destination, which must terminate it (as in "
+            "Istio); tls mode DISABLE relays the stream as it is",
+            dr->meta.ns, dr->meta.name, modes[t->mode], d->host);
+}
+
 static void analyze_vs(struct actx *a, const struct resource *r)
 {
     const struct res_virtual_service *vs = res_virtual_service(r);
@@ -438,6 +496,15 @@ static void analyze_vs(struct actx *a, const struct resource *r)
                 (const struct res_l4_route *)rules->v + i;
             res_path(p, sizeof(p), "spec.%s[%zu]", t == 0 ? "tls" : "tcp", i);
             check_dests(a, r, &l->route, &l->mark, p);
+            for (size_t j = 0; t == 0 && j < l->route.n; j++) {
+                char dp[360];
+                res_path(dp, sizeof(dp), "%s.route[%zu].destination", p, j);
+                check_passthrough_tls(
+                    a, r,
+                    &((const struct res_route_dest *)l->route.v + j)
+                         ->destination,
+                    dp);
+            }
             for (size_t j = 0; j < l->match.n; j++) {
                 const struct res_l4_match *m =
                     (const struct res_l4_match *)l->match.v + j;

@@ -474,3 +474,49 @@ spec:
     assert first[:1] == b"\x16" and b"inner.example.com" in first
     wait_for(lambda: access_lines(st, "upstream_tls=originated"), 10,
              "the session's log line")
+
+
+def test_check_warns_about_wrapped_passthrough(tmp_path):
+    """strait check says when a tls route's destination has DestinationRule
+    tls (the client's stream will be wrapped), per subset and port, and
+    stays quiet for DISABLE; warnings do not fail the check."""
+    text = gateway("""  - port: {number: 443, name: tls, protocol: TLS}
+    hosts: ["*"]
+    tls: {mode: PASSTHROUGH}
+""") + tcp_service("up", 443) + tcp_service("plain", 443) + """---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: up, namespace: default}
+spec:
+  host: up.svc.test
+  trafficPolicy:
+    portLevelSettings:
+    - port: {number: 443}
+      tls: {mode: DISABLE}
+  subsets:
+  - name: v1
+    labels: {}
+    trafficPolicy: {tls: {mode: ISTIO_MUTUAL}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: pt, namespace: default}
+spec:
+  hosts: [a.example.com, b.example.com]
+  gateways: [gw]
+  tls:
+  - match: [{sniHosts: [a.example.com]}]
+    route: [{destination: {host: up.svc.test, subset: v1, port: {number: 443}}}]
+  - match: [{sniHosts: [b.example.com]}]
+    route: [{destination: {host: up.svc.test, port: {number: 443}}}]
+"""
+    path = tmp_path / "r.yaml"
+    path.write_text(text)
+    r = subprocess.run([STRAIT, "check", str(path)], capture_output=True,
+                       text=True, timeout=30)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    warnings = [l for l in out.splitlines() if "sent inside TLS" in l]
+    assert len(warnings) == 1, out
+    assert "spec.tls[0].route[0].destination" in warnings[0]
+    assert "tls mode ISTIO_MUTUAL" in warnings[0]
