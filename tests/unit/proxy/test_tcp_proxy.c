@@ -29,13 +29,17 @@
 #include <cmocka.h>
 
 #include <event2/event.h>
+#include <openssl/ssl.h>
 
 #include "core/addr.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "net/listener.h"
 #include "net/sock.h"
+#include "net/conn.h"
 #include "proxy/tcp_proxy.h"
+#include "tls/tls.h"
+#include "upstream/cluster.h"
 
 #define DEADLINE_MS 5000
 #define TICK_MS 10
@@ -63,6 +67,13 @@ struct fx {
     struct rlimit saved_nofile; /* restored by teardown when changed */
     int nofile_changed;
     char dir[64]; /* a directory for unix sockets, removed by teardown */
+    /* Relay-level TLS tests: the relay, the contexts, the upstream's SSL,
+     * and the counters a cluster would give; freed by teardown. */
+    struct tcp_relay relay;
+    int relay_ok;
+    SSL_CTX *cctx, *sctx;
+    SSL *ssl;
+    struct cluster_counters cstats;
 };
 
 /* A test peer: sends out[], then optionally shuts down its write side, and
@@ -476,6 +487,11 @@ static int teardown(void **state)
         setrlimit(RLIMIT_NOFILE, &f->saved_nofile);
     tcp_proxy_free(f->p);
     tcp_proxy_conf_unref(f->conf);
+    if (f->relay_ok)
+        tcp_relay_dispose(&f->relay);
+    SSL_free(f->ssl);
+    SSL_CTX_free(f->sctx);
+    SSL_CTX_free(f->cctx);
     listener_stats_unref(f->st);
     for (int i = 0; i < MAX_FDS; i++)
         if (f->fds[i] >= 0)
@@ -1155,6 +1171,338 @@ static void test_free_closes_sessions(void **state)
     assert_true(fcntl(f->lfd, F_GETFD) >= 0);
 }
 
+/* ---- TLS originated to the upstream ------------------------------------- */
+
+#define CERTS SRCDIR "/tests/data/istio-samples/certs"
+#define FOO_ID "spiffe://trust-domain-foo/ns/foo/sa/foo"
+
+/* The upstream's side over TLS: a server handshake, then like a peer. */
+struct tls_peer {
+    SSL *ssl;
+    int hs_done;
+    const unsigned char *out;
+    size_t outlen, sent;
+    const unsigned char *greeting; /* written right after the handshake */
+    size_t greetlen, greeted;
+    int shut_after, shut;
+    unsigned char *in;
+    size_t incap, got, want;
+    int want_eof, eof;
+    int err; /* SSL_get_error of a failure */
+};
+
+static int tls_again(SSL *ssl, int rc)
+{
+    int e = SSL_get_error(ssl, rc);
+
+    return e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE;
+}
+
+static void tls_peer_write(struct tls_peer *pe, const unsigned char *p,
+                           size_t len, size_t *done)
+{
+    while (!pe->err && *done < len) {
+        size_t n = len - *done > 16384 ? 16384 : len - *done;
+        int rc = SSL_write(pe->ssl, p + *done, (int)n);
+        if (rc > 0)
+            *done += (size_t)rc;
+        else if (tls_again(pe->ssl, rc))
+            break;
+        else
+            pe->err = SSL_get_error(pe->ssl, rc);
+    }
+}
+
+static void tls_peer_pump(struct tls_peer *pe)
+{
+    if (!pe->hs_done) {
+        int rc = SSL_do_handshake(pe->ssl);
+        if (rc != 1) {
+            if (!tls_again(pe->ssl, rc))
+                pe->err = SSL_get_error(pe->ssl, rc);
+            return;
+        }
+        pe->hs_done = 1;
+    }
+    tls_peer_write(pe, pe->greeting, pe->greetlen, &pe->greeted);
+    tls_peer_write(pe, pe->out, pe->outlen, &pe->sent);
+    if (!pe->err && pe->shut_after && !pe->shut && pe->sent == pe->outlen) {
+        SSL_shutdown(pe->ssl); /* close_notify, then the FIN */
+        shutdown(SSL_get_fd(pe->ssl), SHUT_WR);
+        pe->shut = 1;
+    }
+    while (!pe->err && !pe->eof) {
+        unsigned char scratch[16384];
+        unsigned char *dst = scratch;
+        size_t room = sizeof(scratch);
+        int rc;
+
+        if (pe->in != NULL && pe->got < pe->incap) {
+            dst = pe->in + pe->got;
+            room = pe->incap - pe->got;
+        }
+        rc = SSL_read(pe->ssl, dst, (int)(room > 16384 ? 16384 : room));
+        if (rc > 0)
+            pe->got += (size_t)rc;
+        else if (SSL_get_error(pe->ssl, rc) == SSL_ERROR_ZERO_RETURN)
+            pe->eof = 1;
+        else if (tls_again(pe->ssl, rc))
+            break;
+        else
+            pe->err = SSL_get_error(pe->ssl, rc);
+    }
+}
+
+static int tls_peer_done(const struct tls_peer *pe)
+{
+    return pe->err != 0 ||
+           (pe->hs_done && pe->greeted == pe->greetlen &&
+            pe->sent == pe->outlen && (!pe->shut_after || pe->shut) &&
+            pe->got >= pe->want && (!pe->want_eof || pe->eof));
+}
+
+struct mixed {
+    struct peer *c;
+    struct tls_peer *u;
+};
+
+static int cond_mixed(struct fx *f, void *arg)
+{
+    struct mixed *m = arg;
+
+    (void)f;
+    peer_pump(m->c);
+    tls_peer_pump(m->u);
+    return peer_done(m->c) && tls_peer_done(m->u);
+}
+
+static void pump_tls(struct fx *f, struct peer *c, struct tls_peer *u)
+{
+    struct mixed m = {c, u};
+
+    if (!run_until(f, cond_mixed, &m))
+        fail_msg("peers stuck: client sent %zu/%zu got %zu/%zu eof %d; "
+                 "upstream handshake %d sent %zu/%zu got %zu/%zu eof %d",
+                 c->sent, c->outlen, c->got, c->want, c->eof, u->hs_done,
+                 u->sent, u->outlen, u->got, u->want, u->eof);
+    assert_int_equal(c->err, 0);
+    assert_int_equal(u->err, 0);
+}
+
+/* A relay of buffer_size bytes per direction on the fixture's loop. */
+static void tls_relay_init(struct fx *f, size_t buffer_size)
+{
+    struct tcp_relay_params rp;
+
+    memset(&rp, 0, sizeof(rp));
+    rp.name = "t";
+    rp.stats = f->st;
+    rp.connect_timeout_ms = 5000;
+    rp.connect_attempts = 1;
+    rp.idle_timeout_ms = 60000;
+    rp.buffer_size = buffer_size;
+    assert_int_equal(tcp_relay_init(&f->relay, f->base, 0, &rp, NULL, NULL),
+                     0);
+    f->relay_ok = 1;
+}
+
+/* The client context the cluster would have: the samples' root, and the
+ * server identity it must show. */
+static SSL_CTX *client_ctx(const char *san)
+{
+    const char *sans[] = {san};
+    struct tls_client_conf tc;
+    char *err = NULL;
+    SSL_CTX *ctx;
+
+    memset(&tc, 0, sizeof(tc));
+    tc.ca_file = CERTS "/root-cert.pem";
+    tc.sans = sans;
+    tc.nsans = 1;
+    ctx = tls_client_ctx_build(&tc, &err);
+    if (ctx == NULL)
+        fail_msg("client context: %s", err ? err : "?");
+    return ctx;
+}
+
+/* A session from a fresh client, through the relay, to the upstream
+ * listener, originating TLS with cctx; returns the client's fd and the
+ * upstream's TLS peer (not handshaken yet). */
+static int tls_session(struct fx *f, SSL_CTX *cctx, struct tls_peer *u)
+{
+    struct tcp_relay_meta meta;
+    struct conn down;
+    int cfd = client_connect(f, &f->laddr, 0);
+    int dfd = accept4(f->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int ufd;
+
+    assert_true(dfd >= 0);
+    memset(&meta, 0, sizeof(meta));
+    meta.up_tls = cctx;
+    meta.up_sni = "foo.example.com";
+    meta.cluster_stats = &f->cstats;
+    conn_init(&down, f->base, dfd, NULL, NULL);
+    tcp_relay_start(&f->relay, &down, NULL, 0, &f->uaddr, 1, 0, &meta,
+                    clock_ms());
+    ufd = upstream_accept(f);
+    memset(u, 0, sizeof(*u));
+    f->ssl = u->ssl = SSL_new(f->sctx);
+    assert_non_null(u->ssl);
+    assert_int_equal(SSL_set_fd(u->ssl, ufd), 1);
+    SSL_set_accept_state(u->ssl);
+    return cfd;
+}
+
+static void server_ctx(struct fx *f)
+{
+    f->sctx = SSL_CTX_new(TLS_method());
+    assert_non_null(f->sctx);
+    assert_int_equal(SSL_CTX_use_certificate_chain_file(
+                         f->sctx, CERTS "/workload-foo-cert.pem"),
+                     1);
+    assert_int_equal(SSL_CTX_use_PrivateKey_file(
+                         f->sctx, CERTS "/workload-foo-key.pem",
+                         SSL_FILETYPE_PEM),
+                     1);
+}
+
+static int cond_relay_empty(struct fx *f, void *arg)
+{
+    (void)arg;
+    return f->relay.active == 0;
+}
+
+/* 1 MiB each way at once through relay buffers of 4 KiB, a quarter of a
+ * TLS record: the relay must read the bytes TLS decrypted past a full
+ * buffer by itself, as no socket event announces them. Then the client's
+ * FIN reaches the upstream as the end of its TLS stream, the upstream's
+ * answer after it still arrives, and its close_notify ends the session. */
+static void test_tls_upstream_both_ways_small_buffers(void **state)
+{
+    struct fx *f = *state;
+    unsigned char *a2b = pattern(f, MIB, 6), *b2a = pattern(f, MIB, 7);
+    unsigned char *at_up = fx_alloc(f, MIB + 1);
+    unsigned char *at_client = fx_alloc(f, MIB + 1);
+    char buf[16];
+    struct peer c;
+    struct tls_peer u;
+    int cfd;
+
+    tls_relay_init(f, 4096);
+    server_ctx(f);
+    f->cctx = client_ctx(FOO_ID);
+    f->cap = 4096;
+    cfd = tls_session(f, f->cctx, &u);
+
+    peer_init(&c, cfd);
+    c.out = a2b;
+    c.outlen = MIB;
+    c.in = at_client;
+    c.incap = MIB + 1;
+    c.want = MIB;
+    u.out = b2a;
+    u.outlen = MIB;
+    u.in = at_up;
+    u.incap = MIB + 1;
+    u.want = MIB;
+    pump_tls(f, &c, &u);
+    assert_int_equal(u.got, MIB);
+    assert_int_equal(c.got, MIB);
+    assert_memory_equal(at_up, a2b, MIB);
+    assert_memory_equal(at_client, b2a, MIB);
+    assert_false(f->cap_violated);
+    /* The SNI asked for; the handshake counted once on the cluster. */
+    assert_string_equal(SSL_get_servername(u.ssl, TLSEXT_NAMETYPE_host_name),
+                        "foo.example.com");
+    assert_int_equal(f->cstats.cx_total, 1);
+    assert_int_equal(f->cstats.cx_connect_fail, 0);
+
+    /* The client half-closes: the upstream reads the end of its stream. */
+    peer_init(&c, cfd);
+    c.shut_after = 1;
+    u.out = NULL;
+    u.outlen = u.sent = 0;
+    u.in = NULL;
+    u.want = 0;
+    u.want_eof = 1;
+    pump_tls(f, &c, &u);
+    assert_true(u.eof);
+    assert_int_equal(f->relay.active, 1);
+
+    /* The upstream answers after it, then ends too. */
+    u.out = (const unsigned char *)"bye";
+    u.outlen = 3;
+    u.shut_after = 1;
+    peer_init(&c, cfd);
+    c.in = (unsigned char *)buf;
+    c.incap = sizeof(buf);
+    c.want = 3;
+    c.want_eof = 1;
+    pump_tls(f, &c, &u);
+    assert_int_equal(c.got, 3);
+    assert_memory_equal(buf, "bye", 3);
+    assert_true(run_until(f, cond_relay_empty, NULL));
+    assert_int_equal(counters(f).bytes_in, MIB);
+    assert_int_equal(counters(f).bytes_out, MIB + 3);
+    assert_false(f->cap_violated);
+}
+
+/* A server that speaks first: its greeting, written as soon as its
+ * handshake is done, reaches a client that sends nothing. */
+static void test_tls_upstream_speaks_first(void **state)
+{
+    struct fx *f = *state;
+    char buf[32];
+    struct peer c;
+    struct tls_peer u;
+    int cfd;
+
+    tls_relay_init(f, 4096);
+    server_ctx(f);
+    f->cctx = client_ctx(FOO_ID);
+    cfd = tls_session(f, f->cctx, &u);
+    u.greeting = (const unsigned char *)"220 ready\r\n";
+    u.greetlen = 11;
+    peer_init(&c, cfd);
+    c.in = (unsigned char *)buf;
+    c.incap = sizeof(buf);
+    c.want = 11;
+    pump_tls(f, &c, &u);
+    assert_memory_equal(buf, "220 ready\r\n", 11);
+}
+
+/* A server whose identity is not the one asked for: the handshake is
+ * refused, the client's connection closed without a byte, and the
+ * failure counted as a failed connect, on the listener and the cluster. */
+static void test_tls_upstream_refused(void **state)
+{
+    struct fx *f = *state;
+    struct peer c;
+    struct tls_peer u;
+    int cfd;
+
+    tls_relay_init(f, 4096);
+    server_ctx(f);
+    f->cctx = client_ctx("spiffe://trust-domain-foo/ns/foo/sa/nobody");
+    cfd = tls_session(f, f->cctx, &u);
+    peer_init(&c, cfd);
+    c.out = (const unsigned char *)"hello";
+    c.outlen = 5;
+    c.want_eof = 1;
+    /* The upstream's handshake fails when the relay refuses it. */
+    u.want_eof = 1;
+    {
+        struct mixed m = {&c, &u};
+        assert_true(run_until(f, cond_mixed, &m) || u.err != 0);
+    }
+    assert_true(run_until(f, cond_relay_empty, NULL));
+    assert_int_equal(c.got, 0);
+    assert_int_equal(u.got, 0);
+    assert_int_equal(counters(f).connect_failures, 1);
+    assert_int_equal(f->cstats.cx_total, 1);
+    assert_int_equal(f->cstats.cx_connect_fail, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1184,6 +1532,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stop_accepting_idle_when_empty,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_free_closes_sessions, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_tls_upstream_both_ways_small_buffers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_upstream_speaks_first, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_tls_upstream_refused, setup,
                                         teardown),
     };
     int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
