@@ -172,17 +172,24 @@ def strait_factory(tmp_path):
 
     yield make
     for s in made:
-        code = None
-        if s.proc is not None and s.proc.poll() is None:
-            try:
-                code = s.stop(timeout=30)
-            except subprocess.TimeoutExpired:
-                s.kill()
-                raise AssertionError("strait did not exit on SIGTERM")
-        s.kill()
-        s.assert_clean_log()
-        if code is not None:
-            assert code == 0, s.log()
+        finish_strait(s)
+
+
+def finish_strait(s):
+    """Stops s (SIGTERM) if it runs; fails on a hang, a non-zero exit or a
+    sanitizer report in its log. For fixtures that start Strait directly
+    (e.g. one process shared by a module's tests)."""
+    code = None
+    if s.proc is not None and s.proc.poll() is None:
+        try:
+            code = s.stop(timeout=30)
+        except subprocess.TimeoutExpired:
+            s.kill()
+            raise AssertionError("strait did not exit on SIGTERM")
+    s.kill()
+    s.assert_clean_log()
+    if code is not None:
+        assert code == 0, s.log()
 
 
 class Upstream:
