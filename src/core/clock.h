@@ -15,4 +15,15 @@ static inline uint64_t clock_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* clock_real_ms() is the real (wall) clock in milliseconds since the
+ * epoch: for times that are compared with dates from outside the process,
+ * such as a certificate's validity. */
+static inline int64_t clock_real_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + (int64_t)ts.tv_nsec / 1000000;
+}
+
 #endif

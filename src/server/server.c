@@ -7,6 +7,7 @@
 
 #include "admin/admin.h"
 #include "config/bootstrap.h"
+#include "control/ca/identity.h"
 #include "control/dns.h"
 #include "core/buf.h"
 #include "core/clock.h"
@@ -770,20 +771,18 @@ static void arm_cert_timer(struct server *s)
 }
 
 /* Certificate files changed on disk are loaded without a restart; a bad
- * file is reported once and the running certificate stays. */
-static void on_cert_timer(evutil_socket_t fd, short what, void *arg)
+ * file is reported once and the running certificate stays. why ends the
+ * log line of a reload ("" or " (reason)"). */
+static void check_certs(struct server *s, const char *why)
 {
-    struct server *s = arg;
-
-    (void)fd;
-    (void)what;
     for (size_t i = 0; i < s->cur.n; i++) {
         char *err = NULL;
         int r = compile_tls_check(&s->cur.v[i].cl, &err);
 
         if (r > 0) {
             s->cert_reloads++;
-            log_info("listener %s: certificates reloaded", s->cur.v[i].name);
+            log_info("listener %s: certificates reloaded%s",
+                     s->cur.v[i].name, why);
         } else if (r < 0) {
             s->cert_reload_failures++;
             log_error("listener %s: certificate reload failed, keeping the "
@@ -792,7 +791,33 @@ static void on_cert_timer(evutil_socket_t fd, short what, void *arg)
         }
         free(err);
     }
+}
+
+static void on_cert_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct server *s = arg;
+
+    (void)fd;
+    (void)what;
+    check_certs(s, "");
     arm_cert_timer(s);
+}
+
+/*
+ * The node's mesh certificate rotated. The CA node stores the new files
+ * before it publishes, so mesh-facing (ISTIO_MUTUAL) listeners can take
+ * them now instead of at the next periodic check: a rotation comes at
+ * half the certificate's life, and with a short certTTL the old one
+ * expires about a second later, sooner than a check period may end.
+ * Main thread, called from ca_identity_publish().
+ */
+static void on_identity(void *arg, struct ca_cred *cred)
+{
+    struct server *s = arg;
+
+    (void)cred;
+    if (!s->draining)
+        check_certs(s, " (mesh certificate rotated)");
 }
 
 struct server *server_new(struct event_base *base, struct bootstrap *bs,
@@ -879,6 +904,10 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
     }
     s->cert_timer = event_new(base, -1, 0, on_cert_timer, s);
     arm_cert_timer(s);
+    if (identity != NULL && ca_identity_watch(identity, on_identity, s) < 0) {
+        *err = strdup("too many watchers of the mesh certificate");
+        goto fail;
+    }
     log_info("strait %s started: %d worker(s), %zu listener(s), admin on %s",
              PACKAGE_VERSION, s->nworkers, s->cur.n,
              addr_format(&bs->admin.address, as, sizeof(as)));
@@ -910,6 +939,8 @@ void server_free(struct server *s)
         event_free(s->drain_timer);
     if (s->cert_timer != NULL)
         event_free(s->cert_timer);
+    if (s->identity != NULL)
+        ca_identity_unwatch(s->identity, on_identity, s);
     lset_release(&s->old);
     /* Drain may have closed cur's sockets already (NULL entries). */
     lset_release(&s->cur);

@@ -123,8 +123,9 @@ size_t tls_conn_peer_uri_san(const struct conn *c, char *out, size_t n);
 
 /* tls_conn_verify_error() says why the peer's certificate was refused
  * ("certificate has expired", "unable to get local issuer certificate",
- * "hostname mismatch" for a name or subjectAltNames miss), or NULL when
- * it was not (or none was checked). */
+ * "hostname mismatch" for a name or subjectAltNames miss, "no
+ * certificate presented" when one was required), or NULL when it was not
+ * (none was checked, or the handshake ended before the certificate came). */
 const char *tls_conn_verify_error(const struct conn *c);
 
 /* tls_conn_failure() names why the last handshake failed, from a fixed

@@ -315,9 +315,14 @@ const char *tls_conn_verify_error(const struct conn *c)
     r = SSL_get_verify_result(c->tls);
     if (r == X509_V_OK)
         return NULL;
-    /* Nothing was verified: the peer showed no certificate. */
+    /* Nothing was verified. That is a refusal only when the handshake
+     * failed over the certificate (the peer showed none where one was
+     * required); a handshake the peer left, or that failed otherwise,
+     * before its certificate came is not. */
     if (r == X509_V_ERR_INVALID_CALL)
-        return "no certificate presented";
+        return c->why != NULL && strcmp(c->why, "certificate") == 0
+                   ? "no certificate presented"
+                   : NULL;
     if (r == X509_V_ERR_HOSTNAME_MISMATCH) {
         const struct client_check *cc = client_check_of(c->tls);
         if (cc != NULL && cc->nsans > 0)

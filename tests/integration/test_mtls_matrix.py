@@ -18,6 +18,8 @@ and the access log tell which requests got through, and with which peer
 identity.
 """
 import re
+import socket
+import ssl
 import subprocess
 import threading
 
@@ -299,6 +301,7 @@ def counts(gw, mode):
         "tls_fail": sum(v for k, v in stats.items()
                         if k.startswith(f"listener.{name}.tls.fail_")),
         "cert_fail": stats[f"listener.{name}.tls.fail_certificate"],
+        "eof": stats[f"listener.{name}.tls.fail_eof"],
         "no_cert": sum(1 for l in log
                        if refused + "no certificate presented" in l),
         "bad_cert": sum(1 for l in log
@@ -346,3 +349,50 @@ def test_client_certificate_matrix(gw, mode, client, kind):
     else:
         assert "peer_uri_san" not in line, line
     assert counts(gw, mode)["tls_fail"] == before["tls_fail"]
+
+
+@pytest.mark.parametrize("mode", ["mutual", "strict"])
+def test_abandoned_handshake_is_not_a_refused_certificate(gw, mode):
+    """A client that leaves once the server asked for its certificate
+    (before sending one) ended the handshake, and is counted as such; it
+    was not refused for having no certificate. (It used to be logged as
+    "client certificate refused: no certificate presented", which under
+    load made every client closing mid-handshake look like a refusal.)"""
+    before = counts(gw, mode)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ctx.wrap_bio(inc, out, server_hostname=HOST)
+    with socket.create_connection(("127.0.0.1", gw.ports[mode]),
+                                  timeout=10) as s:
+        try:
+            tls.do_handshake()
+        except ssl.SSLWantReadError:
+            pass
+        s.sendall(out.read())  # the ClientHello
+        # The server's whole first flight, up to its CertificateRequest
+        # and Finished: it now waits for the client's certificate.
+        while True:
+            inc.write(s.recv(65536))
+            try:
+                tls.do_handshake()
+            except ssl.SSLWantReadError:
+                continue
+            break
+        # The client's handshake is complete (TLS 1.3); its certificate
+        # message is in out, never sent.
+    wait_for(lambda: counts(gw, mode)["eof"] > before["eof"], 10,
+             "the abandoned handshake counted")
+    # A request after it on the same (only) worker: its log line comes
+    # after whatever the abandoned handshake logged.
+    path = f"/{mode}/after-abandoned"
+    status, body, out_text = curl(gw, gw.ports[mode], path,
+                                  gw.cert(mode, "trusted"),
+                                  mode in MESH_MODES, False)
+    assert status == 200, out_text
+    wait_for(lambda: gw.request_line(path), 10, "the request after it")
+    now = counts(gw, mode)
+    assert now["no_cert"] == before["no_cert"]
+    assert now["cert_fail"] == before["cert_fail"]

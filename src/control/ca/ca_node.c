@@ -18,6 +18,7 @@
 #include "control/ca/ca_server.h"
 #include "control/ca/identity.h"
 #include "control/ca/token.h"
+#include "core/clock.h"
 #include "core/log.h"
 
 /* Retries of a failed renewal: 1 s doubling to a minute, jittered. */
@@ -32,6 +33,7 @@ struct slot {
     struct event *timer;
     struct ca_client_req *req;
     int retry_s;
+    int64_t due_s; /* the second a planned renewal is for; 0: a retry */
 };
 
 struct ca_node {
@@ -80,15 +82,26 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     renew(arg);
 }
 
-static void arm(struct slot *s, int64_t delay_s)
+static void arm_ms(struct slot *s, int64_t delay_ms)
 {
     struct timeval tv;
 
-    if (delay_s < 0)
-        delay_s = 0;
-    tv.tv_sec = (time_t)delay_s;
-    tv.tv_usec = 0;
+    if (delay_ms < 0)
+        delay_ms = 0;
+    tv.tv_sec = (time_t)(delay_ms / 1000);
+    tv.tv_usec = (suseconds_t)(delay_ms % 1000) * 1000;
     evtimer_add(s->timer, &tv);
+}
+
+/* Plans s's renewal for cred: at its ca_cred_renew_at() second, timed on
+ * the real clock in milliseconds. Returns the delay. */
+static int64_t plan(struct slot *s, const struct ca_cred *cred)
+{
+    int64_t now_ms = clock_real_ms(), in_ms = ca_cred_renew_in_ms(cred, now_ms);
+
+    s->due_s = (now_ms + in_ms) / 1000;
+    arm_ms(s, in_ms);
+    return in_ms;
 }
 
 static void serial_hex(X509 *x, char *out, size_t n)
@@ -105,7 +118,7 @@ static void serial_hex(X509 *x, char *out, size_t n)
 static int take(struct slot *s, struct ca_cred *cred, const char *how)
 {
     char *err = NULL, serial[64];
-    int64_t at = ca_cred_renew_at(cred), now = (int64_t)time(NULL);
+    int64_t in_ms;
 
     if (s->store && ca_cred_store(cred, s->node->identity_dir, &err) < 0) {
         log_error("CA: cannot store the certificate for %s: %s",
@@ -115,15 +128,15 @@ static int take(struct slot *s, struct ca_cred *cred, const char *how)
         return -1;
     }
     ca_identity_publish(&s->holder, cred);
+    s->retry_s = 0;
+    in_ms = plan(s, cred);
     serial_hex(cred->leaf, serial, sizeof(serial));
     log_info("CA: certificate for %s %s (serial %s, valid %lld s, renewal "
-             "in %lld s)",
+             "in %lld.%03lld s)",
              cred->spiffe_id, how, serial,
              (long long)(cred->not_after - cred->not_before),
-             (long long)(at - now));
+             (long long)(in_ms / 1000), (long long)(in_ms % 1000));
     ca_cred_unref(cred);
-    s->retry_s = 0;
-    arm(s, at - now);
     return 0;
 }
 
@@ -150,7 +163,8 @@ static void retry(struct slot *s, const char *why)
                       cur->spiffe_id);
         ca_cred_unref(cur);
     }
-    arm(s, d);
+    s->due_s = 0;
+    arm_ms(s, d * 1000);
 }
 
 static struct ca_cred *issue_local(struct ca_node *n, const char *id,
@@ -191,6 +205,13 @@ static void renew(struct slot *s)
     struct ca_node *n = s->node;
     char *err = NULL;
 
+    /* The timer can fire a clock tick before time(), which dates the new
+     * certificate, reaches the second the renewal is for; a certificate
+     * dated the second before would be due at once, and renewed twice. */
+    if ((int64_t)time(NULL) < s->due_s) {
+        arm_ms(s, 1);
+        return;
+    }
     if (n->ca != NULL) {
         struct ca_cred *cred = issue_local(n, s->spiffe_id, &err);
         if (cred == NULL || take(s, cred, "rotated") < 0) {
@@ -325,7 +346,7 @@ static int start_join(struct ca_node *n, const struct ca_node_conf *conf,
         log_info("CA: using the stored certificate for %s (valid until "
                  "%lld); renewing over mTLS with %s",
                  cred->spiffe_id, (long long)cred->not_after, n->join_url);
-        arm(&n->self, ca_cred_renew_at(cred) - now);
+        plan(&n->self, cred);
         ca_cred_unref(cred);
         free(why);
         return 0;

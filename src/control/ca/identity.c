@@ -216,6 +216,13 @@ int64_t ca_cred_renew_at(const struct ca_cred *c)
     return c->not_before + life / 2 - (int64_t)(r % (uint32_t)(life / 10 + 1));
 }
 
+int64_t ca_cred_renew_in_ms(const struct ca_cred *c, int64_t now_ms)
+{
+    int64_t d = ca_cred_renew_at(c) * 1000 - now_ms;
+
+    return d > 0 ? d : 0;
+}
+
 void ca_identity_init(struct ca_identity *h)
 {
     memset(h, 0, sizeof(*h));
@@ -290,4 +297,15 @@ int ca_identity_watch(struct ca_identity *h, ca_identity_cb fn, void *arg)
     h->watch[h->nwatch].arg = arg;
     h->nwatch++;
     return 0;
+}
+
+void ca_identity_unwatch(struct ca_identity *h, ca_identity_cb fn, void *arg)
+{
+    for (size_t i = 0; i < h->nwatch; i++)
+        if (h->watch[i].fn == fn && h->watch[i].arg == arg) {
+            memmove(&h->watch[i], &h->watch[i + 1],
+                    (h->nwatch - i - 1) * sizeof(h->watch[0]));
+            h->nwatch--;
+            return;
+        }
 }

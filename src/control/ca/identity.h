@@ -64,6 +64,14 @@ int ca_cred_use(const struct ca_cred *c, SSL_CTX *ctx);
  * not renew together. Seconds since the epoch. */
 int64_t ca_cred_renew_at(const struct ca_cred *c);
 
+/* ca_cred_renew_in_ms() is the time from now_ms (the real clock, in
+ * milliseconds since the epoch) until ca_cred_renew_at(c), 0 when that is
+ * past. The certificate's times are whole seconds but the wait is not: a
+ * delay counted in whole seconds from a truncated now can be up to a
+ * second late, which for a certificate of a few seconds (a short forced
+ * certTTL) is its expiry. */
+int64_t ca_cred_renew_in_ms(const struct ca_cred *c, int64_t now_ms);
+
 typedef void (*ca_identity_cb)(void *arg, struct ca_cred *cred);
 
 #define CA_IDENTITY_MAX_WATCH 8
@@ -103,5 +111,9 @@ int ca_identity_ssl(SSL *ssl, void *arg);
 /* ca_identity_watch() registers fn, called on each publish (main thread).
  * 0, or -1 when the table is full. */
 int ca_identity_watch(struct ca_identity *h, ca_identity_cb fn, void *arg);
+
+/* ca_identity_unwatch() removes what ca_identity_watch(fn, arg) added, if
+ * it is there. Main thread. */
+void ca_identity_unwatch(struct ca_identity *h, ca_identity_cb fn, void *arg);
 
 #endif

@@ -590,6 +590,12 @@ static void test_identity_holder_generations(void **state)
     assert_ptr_equal(got, b);
     ca_cred_unref(got);
     assert_int_equal(watched, 2);
+    /* An unwatched callback is not called again; unwatching what is not
+     * there changes nothing. */
+    ca_identity_unwatch(&h, on_publish, NULL);
+    ca_identity_unwatch(&h, on_publish, NULL);
+    ca_identity_publish(&h, a);
+    assert_int_equal(watched, 2);
     ca_cred_unref(a);
     ca_cred_unref(b);
     ca_identity_dispose(&h);
@@ -649,6 +655,45 @@ static void test_cred_store_load_and_renew_time(void **state)
     ca_free(ca);
 }
 
+/* Regression: the renewal wait was counted in whole seconds from a
+ * truncated now, so a certificate issued late in a second was renewed up
+ * to a second late; with certTTL 2s that is at its expiry, and peers
+ * refused the expired certificate during a rotation under load. */
+static void test_renewal_wait_counts_milliseconds(void **state)
+{
+    struct fx *f = *state;
+    struct ca_conf c = conf_in(f->dir);
+    struct ca *ca;
+    struct ca_cred *a;
+    char *err = NULL;
+
+    ca = ca_open(&c, 1, &err);
+    assert_non_null(ca);
+    a = issue_cred(ca, 2);
+    /* A 2 s life has no jitter (a tenth of it is under a second): the
+     * renewal is due at notBefore + 1 s exactly. */
+    a->not_before = 1000;
+    a->not_after = 1002;
+    assert_int_equal(ca_cred_renew_at(a), 1001);
+    assert_int_equal(ca_cred_renew_in_ms(a, 1000000), 1000);
+    assert_int_equal(ca_cred_renew_in_ms(a, 1000900), 100);
+    assert_int_equal(ca_cred_renew_in_ms(a, 1000999), 1);
+    /* Due or past: now. */
+    assert_int_equal(ca_cred_renew_in_ms(a, 1001000), 0);
+    assert_int_equal(ca_cred_renew_in_ms(a, 1001700), 0);
+    /* A day's certificate: between 0.4 and 0.5 of its life from
+     * notBefore, whatever the jitter. */
+    a->not_after = 1000 + 86400;
+    for (int i = 0; i < 100; i++) {
+        int64_t in = ca_cred_renew_in_ms(a, 1000250);
+        assert_true(in >= 34560 * 1000 - 250);
+        assert_true(in <= 43200 * 1000 - 250);
+        assert_int_equal((in + 250) % 1000, 0);
+    }
+    ca_cred_unref(a);
+    ca_free(ca);
+}
+
 static void test_spiffe_split(void **state)
 {
     char *td, *ns, *sa;
@@ -702,6 +747,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_identity_holder_generations, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cred_store_load_and_renew_time,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_renewal_wait_counts_milliseconds,
                                         setup, teardown),
         cmocka_unit_test(test_spiffe_split),
     };
