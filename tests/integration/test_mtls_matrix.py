@@ -15,7 +15,10 @@ issued by this strait's CA for ISTIO_MUTUAL) and a foreign one (the other
 of the two). Plaintext requests are tried on the ISTIO_MUTUAL ports too.
 Every case is its own test with its own path, so the upstream's record
 and the access log tell which requests got through, and with which peer
-identity.
+identity; a refusal is checked by its reason in the log and the
+listener's TLS failure counters. nghttp does not verify the server's
+certificate (it warns); curl and s_client do, except that curl cannot
+check a mesh server's SPIFFE-only certificate against a host name.
 """
 import re
 import socket
