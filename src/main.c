@@ -85,7 +85,7 @@ static void usage_check(FILE *f)
 {
     fprintf(f,
             "usage: strait check [-c FILE]\n"
-            "       strait check [-o text|json] PATH...\n"
+            "       strait check [-c FILE] [-o text|json] PATH...\n"
             "\n"
             "The first form validates the bootstrap FILE without binding\n"
             "anything: exit 0 when valid, 1 with one 'file:line:col: key:\n"
@@ -95,7 +95,11 @@ static void usage_check(FILE *f)
             "DestinationRule, ServiceEntry, WorkloadEntry) in each PATH, a\n"
             "file or a directory of .yaml/.yml/.json files, and analyses\n"
             "them as istioctl analyze does (IST codes): exit 1 when any\n"
-            "error is found, 0 when only warnings or nothing.\n"
+            "error is found, 0 when only warnings or nothing. With -c, the\n"
+            "bootstrap FILE is validated too and its outboundTrafficPolicy\n"
+            "applies (without -c: REGISTRY_ONLY, the default), so a route to\n"
+            "a host no ServiceEntry declares is an error or a warning as it\n"
+            "would be when strait runs with FILE.\n"
             "\n"
             "  -c, --config FILE   bootstrap file (default %s)\n"
             "  -o, --output FMT    text (default) or json, for resources\n"
@@ -113,7 +117,8 @@ static int cmd_check(int argc, char **argv)
     };
     const char *path = NULL;
     int json = 0, c, code = EXIT_OK;
-    struct bootstrap *bs;
+    int mode = RES_REGISTRY_ONLY;
+    struct bootstrap *bs = NULL;
     char *err = NULL;
 
     optind = 1;
@@ -138,22 +143,29 @@ static int cmd_check(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
+    if (optind == argc && path == NULL)
+        path = DEFAULT_CONFIG;
+    /* The bootstrap first: resources are analysed under its
+     * outboundTrafficPolicy. */
+    if (path != NULL) {
+        bs = bootstrap_load(path, &err);
+        if (bs == NULL) {
+            fprintf(stderr, "%s\n", err ? err : "invalid configuration");
+            free(err);
+            return EXIT_CONFIG;
+        }
+        mode = bs->outbound.mode;
+    }
     /* Resource paths: each is checked and reported on its own. */
     for (int i = optind; i < argc; i++)
-        if (resource_check(argv[i], json, stdout) != 0)
+        if (resource_check(argv[i], json, mode, stdout) != 0)
             code = EXIT_CONFIG;
-    if (optind < argc && path == NULL)
+    if (bs == NULL)
         return code;
-    if (path == NULL)
-        path = DEFAULT_CONFIG;
-    bs = bootstrap_load(path, &err);
-    if (bs == NULL) {
-        fprintf(stderr, "%s\n", err ? err : "invalid configuration");
-        free(err);
-        return EXIT_CONFIG;
-    }
-    printf("%s: valid (%zu listener(s), %d worker(s))\n", path,
-           bs->listeners.n, bootstrap_workers(bs));
+    /* With -o json, stdout holds JSON only. */
+    if (!json || optind == argc)
+        printf("%s: valid (%zu listener(s), %d worker(s))\n", path,
+               bs->listeners.n, bootstrap_workers(bs));
     bootstrap_free(bs);
     return code;
 }

@@ -116,6 +116,8 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
         buf_printf(b, "listener.%s.tls_inspector.client_hello_errors: %" PRIu64
                       "\n",
                    name, c.client_hello_errors);
+        buf_printf(b, "listener.%s.registry_only_refused: %" PRIu64 "\n", name,
+                   c.registry_only);
         buf_printf(b, "listener.%s.http.rq_total: %" PRIu64 "\n", name,
                    c.rq_total);
         for (int k = 1; k <= 5; k++)
@@ -252,6 +254,11 @@ static const struct family families[] = {
      "Connections closed before routing: no TLS, a malformed or too large "
      "ClientHello, or none in time (counted in no_route too).",
      offsetof(struct listener_counters, client_hello_errors)},
+    {"strait_listener_registry_only_refused_total", "counter",
+     "Requests (HTTP, answered 502) and connections (TCP/TLS, closed) sent "
+     "to BlackHoleCluster: their destination host is in no ServiceEntry "
+     "and outboundTrafficPolicy is REGISTRY_ONLY.",
+     offsetof(struct listener_counters, registry_only)},
     {"strait_http_requests_total", "counter", "HTTP requests answered.",
      offsetof(struct listener_counters, rq_total)},
     {"strait_http_protocol_errors_total", "counter",
@@ -577,6 +584,15 @@ void admin_render_clusters(const struct admin_ops *ops, struct buf *b)
                    cl[i]->protocol == CLUSTER_HTTP2 ? "http2" : "http1");
         buf_printf(b, "%s::tls::%s\n", cl[i]->name,
                    cl[i]->tls != NULL ? "on" : "off");
+        if (cl[i]->sni != NULL)
+            buf_printf(b, "%s::sni::%s\n", cl[i]->name, cl[i]->sni);
+        /* Clusters outboundTrafficPolicy made, not a declared service. */
+        if (cl[i]->origin == CLUSTER_PASSTHROUGH)
+            buf_printf(b, "%s::outbound_traffic_policy::ALLOW_ANY\n",
+                       cl[i]->name);
+        else if (cl[i]->origin == CLUSTER_BLACKHOLE)
+            buf_printf(b, "%s::outbound_traffic_policy::REGISTRY_ONLY\n",
+                       cl[i]->name);
         buf_printf(b, "%s::rq_total::%" PRIu64 "\n", cl[i]->name, c.rq_total);
         buf_printf(b, "%s::max_requests::%" PRIu64 "\n", cl[i]->name,
                    cl[i]->max_requests ? cl[i]->max_requests : UINT32_MAX);

@@ -24,6 +24,7 @@ struct svc {
 
 struct actx {
     const struct resource_set *set;
+    int outbound_mode; /* enum res_outbound_mode */
     struct res_msgs *msgs;
     struct svc *svcs;
     size_t nsvc;
@@ -201,10 +202,29 @@ static void check_gateway_refs(struct actx *a, const struct resource *r,
     }
 }
 
+/* The port a passthrough destination is sent to, for messages. */
+static void dest_port_text(const struct res_destination *d, char *out,
+                           size_t n)
+{
+    if (d->port.number > 0)
+        snprintf(out, n, "port %lld", (long long)d->port.number);
+    else
+        snprintf(out, n, "the port of the Gateway server it comes through");
+}
+
+/*
+ * A destination host must be in the registry: a ServiceEntry host or a
+ * service a WorkloadEntry stands for (a DestinationRule alone does not
+ * declare a host). What an undeclared one is depends on the mesh's
+ * outboundTrafficPolicy: under REGISTRY_ONLY an error (it would go to
+ * BlackHoleCluster), under ALLOW_ANY a warning (it is passed through to
+ * the host name, resolved by DNS), unless it is a wildcard, which names
+ * no host to resolve.
+ */
 static void check_destination(struct actx *a, const struct resource *r,
                               const struct res_destination *d, const char *path)
 {
-    char h[HOST_MAX], p[300];
+    char h[HOST_MAX], p[300], port[64];
     const struct resource *dr;
 
     if (d->host == NULL)
@@ -212,10 +232,29 @@ static void check_destination(struct actx *a, const struct resource *r,
     fqdn(a, r, d->host, h);
     dr = dr_for(a, h);
     res_path(p, sizeof(p), "%s.host", path);
-    if (!service_known(a, h) && dr == NULL) {
-        finding(a, "IST0101", RES_ERROR, r, &d->mark, p,
-                "Referenced host not found: \"%s\"", d->host);
-        return;
+    if (!service_known(a, h)) {
+        if (a->outbound_mode != RES_ALLOW_ANY) {
+            finding(a, "IST0101", RES_ERROR, r, &d->mark, p,
+                    "Referenced host not found: \"%s\" (outboundTrafficPolicy "
+                    "is REGISTRY_ONLY: declare the host in a ServiceEntry, or "
+                    "set outboundTrafficPolicy.mode ALLOW_ANY in the "
+                    "bootstrap to pass it through)",
+                    d->host);
+            return;
+        }
+        if (strchr(h, '*') != NULL) {
+            finding(a, "IST0101", RES_ERROR, r, &d->mark, p,
+                    "Referenced host not found: \"%s\" (outboundTrafficPolicy "
+                    "ALLOW_ANY passes a host through by its DNS name, and a "
+                    "wildcard names none: declare it in a ServiceEntry)",
+                    d->host);
+            return;
+        }
+        dest_port_text(d, port, sizeof(port));
+        finding(a, "IST0101", RES_WARNING, r, &d->mark, p,
+                "Referenced host not found: \"%s\" (outboundTrafficPolicy "
+                "ALLOW_ANY: passed through to %s, resolved by DNS, on %s)",
+                d->host, h, port);
     }
     if (d->subset == NULL)
         return;
@@ -638,8 +677,12 @@ static void analyze_dr(struct actx *a, const struct resource *r)
         if (!any) {
             finding(a, "IST0174", RES_WARNING, r, NULL, "spec.host",
                     "DestinationRule host \"%s\" matches no known service "
-                    "(no ServiceEntry or WorkloadEntry provides %s)",
-                    dr->host, h);
+                    "(no ServiceEntry or WorkloadEntry provides %s)%s",
+                    dr->host, h,
+                    a->outbound_mode == RES_ALLOW_ANY
+                        ? "; under outboundTrafficPolicy ALLOW_ANY it "
+                          "applies to routes passed through to that host"
+                        : "");
             return;
         }
     }
@@ -659,13 +702,15 @@ static void analyze_dr(struct actx *a, const struct resource *r)
 /* ---- entry points
  * -------------------------------------------------------------- */
 
-int analyze(const struct resource_set *set, struct analysis *out)
+int analyze(const struct resource_set *set, int outbound_mode,
+            struct analysis *out)
 {
     struct actx a;
 
     memset(out, 0, sizeof(*out));
     memset(&a, 0, sizeof(a));
     a.set = set;
+    a.outbound_mode = outbound_mode;
     a.msgs = &out->msgs;
     for (size_t i = 0; i < set->msgs.n; i++) {
         const struct res_msg *m = &set->msgs.v[i];
@@ -750,7 +795,7 @@ static void print_json(struct buf *b, const struct res_msg *m)
                lower);
 }
 
-int resource_check(const char *path, int json, FILE *out)
+int resource_check(const char *path, int json, int outbound_mode, FILE *out)
 {
     struct resource_set *set;
     struct analysis an;
@@ -766,7 +811,7 @@ int resource_check(const char *path, int json, FILE *out)
     /* Cross-references in a set with schema errors would point at the
      * resources that failed to load; report the schema errors alone. */
     if (nerr == 0) {
-        nerr = analyze(set, &an);
+        nerr = analyze(set, outbound_mode, &an);
         msgs = &an.msgs;
     } else {
         msgs = &set->msgs;

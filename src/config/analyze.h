@@ -11,6 +11,7 @@
  *
  *   IST0101 Error    ReferencedResourceNotFound: a VirtualService's
  *                    gateway, destination host or subset is missing
+ *                    (a Warning for a host under ALLOW_ANY)
  *   IST0106 Error    SchemaValidationError: destination weights sum to 0
  *   IST0130 Error    VirtualServiceUnreachableRule
  *   IST0131 Warning  VirtualServiceIneffectiveMatch
@@ -23,9 +24,11 @@
  * ServiceEntries and the services WorkloadEntries stand for: a
  * WorkloadEntry labelled app=NAME in namespace NS backs
  * NAME.NS.svc.<domain>, as a Kubernetes Service selecting it by its app
- * label would. A destination host is also known when a DestinationRule
- * names it. Short names expand in the namespace of the resource that
- * wrote them.
+ * label would; these are the registry (a DestinationRule alone does not
+ * put a host in it). A destination host outside it is an error under
+ * outboundTrafficPolicy REGISTRY_ONLY and a warning under ALLOW_ANY,
+ * which passes it through by DNS. Short names expand in the namespace of
+ * the resource that wrote them.
  */
 
 struct analysis {
@@ -34,10 +37,12 @@ struct analysis {
 
 /*
  * analyze() checks set and fills out (which the caller disposes with
- * analysis_dispose, whatever the result). set is only read.
- * Returns the number of errors in out, load errors included.
+ * analysis_dispose, whatever the result). set is only read;
+ * outbound_mode is the mesh's enum res_outbound_mode. Returns the number
+ * of errors in out, load errors included.
  */
-int analyze(const struct resource_set *set, struct analysis *out);
+int analyze(const struct resource_set *set, int outbound_mode,
+            struct analysis *out);
 
 void analysis_dispose(struct analysis *a);
 
@@ -52,9 +57,10 @@ const char *res_code_name(const char *code);
  *   Error [IST0101] (VirtualService default/reviews f.yaml:12:9) path: text
  * or, when json is set, as a JSON array of objects with istioctl's fields
  * (code, level, message, origin, documentationUrl) and file, line, column,
- * path. Returns the exit status: 1 when there is any error, else 0.
+ * path. outbound_mode is as for analyze(). Returns the exit status: 1
+ * when there is any error, else 0.
  */
-int resource_check(const char *path, int json, FILE *out);
+int resource_check(const char *path, int json, int outbound_mode, FILE *out);
 
 struct buf;
 

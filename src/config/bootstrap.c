@@ -180,6 +180,31 @@ static const struct conf_key dns_keys[] = {
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 static const struct conf_section dns_section = {dns_keys, 0, SIZE_MAX};
+
+/* In the order of enum res_outbound_mode. */
+static const char *const outbound_modes[] = {"REGISTRY_ONLY", "ALLOW_ANY",
+                                             NULL};
+
+/*
+ * MeshConfig's outboundTrafficPolicy, at the top level as MeshConfig's
+ * other fields that strait takes (trustDomain) are. The default is
+ * REGISTRY_ONLY, not Istio's ALLOW_ANY: Istio's default is for sidecars,
+ * where the application chose the destination; a gateway that forwarded
+ * to any host a route (or a client, through a wildcard route) names would
+ * be an open proxy.
+ */
+static const struct conf_key outbound_keys[] = {
+    {"mode", CONF_ENUM, OFF(struct bootstrap_outbound, mode), 0, 0,
+     "REGISTRY_ONLY",
+     "REGISTRY_ONLY: a route destination whose host no ServiceEntry or "
+     "WorkloadEntry declares is an error (BlackHoleCluster: 502, or the "
+     "connection closed); ALLOW_ANY: it is sent to that host name, resolved "
+     "by DNS",
+     outbound_modes, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section outbound_section = {outbound_keys, 0,
+                                                     SIZE_MAX};
 static const char *const ca_key_types[] = {"ECDSA", "RSA", NULL};
 
 static const struct conf_key ca_join_keys[] = {
@@ -257,6 +282,11 @@ static const struct conf_key bootstrap_keys[] = {
     {"dns", CONF_SECTION, OFF(struct bootstrap, dns), 0, 0, NULL,
      "resolving ServiceEntries with resolution DNS", NULL, &dns_section, NULL,
      NULL},
+    {"outboundTrafficPolicy", CONF_SECTION, OFF(struct bootstrap, outbound),
+     0, 0, NULL,
+     "Istio's MeshConfig outboundTrafficPolicy: routes to hosts not in the "
+     "registry",
+     NULL, &outbound_section, NULL, NULL},
     {"ca", CONF_SECTION, OFF(struct bootstrap, ca), 0, 0, NULL,
      "embedded certificate authority and this node's SPIFFE certificate",
      NULL, &ca_section, NULL, NULL},

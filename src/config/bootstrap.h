@@ -144,6 +144,12 @@ struct bootstrap_dns {
     int64_t timeout_ms;
 };
 
+/* Istio's MeshConfig outboundTrafficPolicy: mode is an enum
+ * res_outbound_mode (REGISTRY_ONLY or ALLOW_ANY). */
+struct bootstrap_outbound {
+    int mode;
+};
+
 enum bootstrap_key_type { BOOTSTRAP_KEY_ECDSA, BOOTSTRAP_KEY_RSA };
 
 /* Where a joining host gets its certificate (src/control/ca). */
@@ -175,6 +181,7 @@ struct bootstrap {
     struct bootstrap_source config;
     struct bootstrap_credentials credentials;
     struct bootstrap_dns dns;
+    struct bootstrap_outbound outbound; /* outboundTrafficPolicy */
     struct bootstrap_ca ca;
     struct conf_list listeners; /* struct bootstrap_listener */
     struct conf_list clusters;  /* struct bootstrap_cluster */

@@ -489,6 +489,15 @@ struct res_se_port {
 };
 
 enum res_location { RES_MESH_EXTERNAL, RES_MESH_INTERNAL };
+
+/*
+ * Istio's MeshConfig outboundTrafficPolicy.mode (the bootstrap's
+ * outboundTrafficPolicy): what a route destination whose host is not in
+ * the registry (no ServiceEntry, no WorkloadEntry standing for it) means.
+ * REGISTRY_ONLY: an error in analysis, BlackHoleCluster at run time;
+ * ALLOW_ANY: a passthrough cluster to the host's DNS name.
+ */
+enum res_outbound_mode { RES_REGISTRY_ONLY, RES_ALLOW_ANY };
 enum res_resolution {
     RES_RESOLVE_NONE,
     RES_RESOLVE_STATIC,

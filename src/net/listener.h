@@ -24,6 +24,10 @@ struct listener_counters {
     /* TCP/TLS Gateway listeners */
     uint64_t no_route;          /* closed: no route matched (Envoy's NR) */
     uint64_t client_hello_errors; /* not TLS, malformed, too large, timeout */
+    /* Gateway listeners: requests (HTTP, answered 502) and connections
+     * (TCP/TLS, closed) routed to BlackHoleCluster, a destination host not
+     * in the registry under outboundTrafficPolicy REGISTRY_ONLY */
+    uint64_t registry_only;
     /* HTTP listeners */
     uint64_t rq_total;
     uint64_t rq_class[6]; /* [1]..[5]: 1xx..5xx */

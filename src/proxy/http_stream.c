@@ -587,6 +587,16 @@ static void on_request(void *ctx, struct hstream *s)
         return;
     }
     ps->pool = http_pool(ps->wr, ps->cluster);
+    if (ps->pool->cl->origin == CLUSTER_BLACKHOLE) {
+        /* outboundTrafficPolicy REGISTRY_ONLY and a host no ServiceEntry
+         * declares: Istio's block_all answer. */
+        STAT_ADD(http_shard(ps->l), registry_only, 1);
+        ps->details = "registry_only";
+        pstream_local_reply(ps, 502, 0,
+                            "destination host is not in the registry\n");
+        pstream_up_finished(ps);
+        return;
+    }
     if (ps->pool->cl->tls_error) {
         /* The DestinationRule asks for TLS that could not be set up. */
         pstream_local_reply(ps, 503, HFLAG_UF, "upstream TLS is not available\n");

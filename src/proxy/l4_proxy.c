@@ -360,6 +360,10 @@ static void lc_relay(struct l4_conn *lc, const struct l4_rule *rule,
             x -= rule->dests[i].weight;
         }
     }
+    /* BlackHoleCluster (outboundTrafficPolicy REGISTRY_ONLY): the relay
+     * closes it, as a cluster without endpoints (UH). */
+    if (cl != NULL && cl->origin == CLUSTER_BLACKHOLE)
+        STAT_ADD(shard(p), registry_only, 1);
     memset(&meta, 0, sizeof(meta));
     meta.sni = lc->sni;
     meta.route = rule->route;

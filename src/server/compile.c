@@ -204,6 +204,8 @@ int compile_gateway_routes(const struct bootstrap *bs,
     table.identity = env->identity;
     table.trust_domain = bs->trust_domain;
     table.credentials_dir = bs->credentials.dir;
+    table.outbound_mode = bs->outbound.mode;
+    table.listener_port = g->port;
     if (r == NULL)
         goto oom;
     servers = calloc(g->nservers ? g->nservers : 1, sizeof(*servers));

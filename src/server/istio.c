@@ -654,6 +654,18 @@ static int se_has_host(const struct resource *r, const struct res_service_entry 
     return 0;
 }
 
+/* host_is_name() is true for a DNS name, as opposed to an IP address or a
+ * wildcard. */
+static int host_is_name(const char *host)
+{
+    struct in6_addr a6;
+    struct in_addr a4;
+
+    return host[0] != '\0' && strchr(host, '*') == NULL &&
+           inet_pton(AF_INET, host, &a4) != 1 &&
+           inet_pton(AF_INET6, host, &a6) != 1;
+}
+
 /* What a DNS name resolves to, as endpoints on one port, each address
  * with the weight of the endpoint that named it. */
 struct dns_add {
@@ -690,7 +702,7 @@ static void eps_add_dns(const struct istio_clusters *t, struct eps *e,
 
 static void collect(const struct istio_clusters *t, const char *host,
                     uint32_t port, const struct conf_strmap *subset_labels,
-                    struct eps *e, int *h2, uint32_t *svc_port)
+                    struct eps *e, int *h2, uint32_t *svc_port, int *external)
 {
     const struct resource_set *set = t->set;
     const char *node_ns = t->node_ns;
@@ -709,6 +721,8 @@ static void collect(const struct istio_clusters *t, const char *host,
             !se_has_host(r, se, host, set->domain))
             continue;
         found = 1;
+        if (se->location == RES_MESH_EXTERNAL)
+            *external = 1;
         for (size_t k = 0; k < se->ports.n; k++) {
             const struct res_se_port *p =
                 &((const struct res_se_port *)se->ports.v)[k];
@@ -1126,6 +1140,82 @@ static int table_add(struct istio_clusters *t, const char *key,
     return (int)t->n++;
 }
 
+/*
+ * host_registered() is true when host (full) is in the registry the node
+ * sees: a host of a ServiceEntry exported to it (a wildcard host covers
+ * its names), or a service a WorkloadEntry stands for (app=NAME). The
+ * same registry `strait check` knows, less what is not exported here.
+ */
+static int host_registered(const struct istio_clusters *t, const char *host)
+{
+    const struct resource_set *set = t->set;
+    char fq[512];
+
+    for (size_t i = 0; i < set->n; i++) {
+        const struct resource *r = set->v[i];
+
+        if (r->kind == RES_SERVICE_ENTRY) {
+            const struct res_service_entry *se = res_service_entry(r);
+            if (t->node_ns != NULL &&
+                !res_visible(r, &se->export_to, t->node_ns))
+                continue;
+            for (size_t k = 0; k < se->hosts.n; k++)
+                if (res_host_fqdn(se->hosts.v[k], r->meta.ns, set->domain, fq,
+                                  sizeof(fq)) >= 0 &&
+                    res_host_covers(fq, host))
+                    return 1;
+        } else if (r->kind == RES_WORKLOAD_ENTRY) {
+            const struct res_workload_entry *we = res_workload_entry(r);
+            for (size_t k = 0; k < we->labels.n; k++)
+                if (strcmp(we->labels.v[k].key, "app") == 0 &&
+                    res_host_fqdn(we->labels.v[k].val, r->meta.ns,
+                                  set->domain, fq, sizeof(fq)) >= 0 &&
+                    strcmp(fq, host) == 0)
+                    return 1;
+        }
+    }
+    return 0;
+}
+
+#define BLACKHOLE_NAME "BlackHoleCluster"
+
+/*
+ * blackhole_id() is the index of the table's BlackHoleCluster, built on
+ * first use. It is one cluster, as Istio's, shared by every listener and
+ * kept across snapshots like any cluster whose fingerprint holds.
+ */
+static int blackhole_id(struct istio_clusters *t)
+{
+    uintptr_t id = (uintptr_t)strmap_get(&t->ids, BLACKHOLE_NAME);
+    struct cluster *c;
+    int r;
+
+    if (id > 0)
+        return (int)(id - 1);
+    c = t->next != NULL ? strmap_get(t->next, BLACKHOLE_NAME) : NULL;
+    if (c == NULL && t->prev != NULL)
+        c = strmap_get(t->prev, BLACKHOLE_NAME);
+    if (c != NULL) {
+        c = cluster_ref(c);
+    } else {
+        c = cluster_new(BLACKHOLE_NAME, NULL, 0, t->nworkers);
+        if (c == NULL)
+            return -1;
+        c->origin = CLUSTER_BLACKHOLE;
+    }
+    if (t->next != NULL && strmap_get(t->next, BLACKHOLE_NAME) == NULL) {
+        if (strmap_put(t->next, BLACKHOLE_NAME, c) < 0) {
+            cluster_unref(c);
+            return -1;
+        }
+        cluster_ref(c);
+    }
+    r = table_add(t, BLACKHOLE_NAME, c);
+    if (r < 0)
+        cluster_unref(c);
+    return r;
+}
+
 int istio_cluster_id(void *table, const char *host, const char *subset,
                      uint32_t port)
 {
@@ -1141,8 +1231,19 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     uintptr_t id;
     int h2 = 0, r;
     uint32_t svc_port = port; /* port 0: the ServiceEntry's only port */
+    int passthrough = 0, external = 0;
 
-    /* The cluster name is what /stats shows: host, subset and port. */
+    if (!host_registered(t, host)) {
+        /* A wildcard names no host to pass through to. */
+        if (t->outbound_mode != RES_ALLOW_ANY || strchr(host, '*') != NULL)
+            return blackhole_id(t);
+        passthrough = external = 1;
+        if (port == 0)
+            svc_port = port = t->listener_port;
+    }
+    /* The cluster name is what /stats shows: host, subset and port. A
+     * passthrough keeps the name a ServiceEntry for the host would give,
+     * so its counters read the same once the host is declared. */
     snprintf(key, sizeof(key), "%s|%s|%" PRIu32, host, subset ? subset : "",
              port);
     memset(&e, 0, sizeof(e));
@@ -1153,10 +1254,25 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     if (subset != NULL && subset[0] != '\0' && sub == NULL)
         log_warn("destination %s: subset %s not found; no endpoints", host,
                  subset);
-    if (subset == NULL || subset[0] == '\0' || sub != NULL)
-        collect(t, host, port, sub ? &sub->labels : NULL, &e, &h2, &svc_port);
+    if (passthrough) {
+        /* The host's own addresses, as for a DNS ServiceEntry without
+         * endpoints: a subset's labels select none of them. */
+        if ((subset == NULL || subset[0] == '\0' || sub != NULL) &&
+            (sub == NULL || sub->labels.n == 0))
+            eps_add_dns(t, &e, host, port, 1);
+    } else if (subset == NULL || subset[0] == '\0' || sub != NULL) {
+        collect(t, host, port, sub ? &sub->labels : NULL, &e, &h2, &svc_port,
+                &external);
+    }
     eff_files(dr, sub, svc_port, &files);
-    fp = fingerprint(key, &e, h2, svc_port, drr, &files);
+    {
+        /* What makes it a passthrough or an external host is part of what
+         * it is built from. */
+        char fkey[700];
+        snprintf(fkey, sizeof(fkey), "%s|passthrough=%d|external=%d", key,
+                 passthrough, external);
+        fp = fingerprint(fkey, &e, h2, svc_port, drr, &files);
+    }
     if (fp == NULL) {
         eps_dispose(&e);
         return -1;
@@ -1190,6 +1306,15 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         c->h2.max_head = c->h1.lim.max_head;
         apply_policy(t, c, dr, sub, host, subset, svc_port, &e.sans);
         eps_dispose(&e);
+        if (passthrough)
+            c->origin = CLUSTER_PASSTHROUGH;
+        /* An external host is known by its name: send it as the SNI and
+         * check the certificate against it (unless subjectAltNames say
+         * otherwise), as Istio's auto SNI and SAN validation do for a
+         * request to it. */
+        if (external && c->tls != NULL && c->sni == NULL &&
+            host_is_name(host))
+            c->sni = strdup(host);
     }
     if (t->next != NULL && strmap_get(t->next, fp) == NULL) {
         if (strmap_put(t->next, fp, c) < 0) {

@@ -119,6 +119,12 @@ struct istio_clusters {
     struct ca_identity *identity;
     const char *trust_domain;
     const char *credentials_dir; /* credentialName NAME -> NAME/tls.crt... */
+    /* outboundTrafficPolicy (enum res_outbound_mode; 0 is REGISTRY_ONLY)
+     * and the port of the Gateway listener the routes are built for: an
+     * undeclared destination host without a port is passed through on it,
+     * as Istio's destination cluster takes the listener's port. */
+    int outbound_mode;
+    uint32_t listener_port;
 };
 
 void istio_clusters_init(struct istio_clusters *t,
@@ -130,9 +136,21 @@ void istio_clusters_dispose(struct istio_clusters *t);
  * holds and frees it. */
 void istio_cluster_map_dispose(struct strmap *m);
 
-/* istio_cluster_id() finds or builds the cluster for a destination and
+/*
+ * istio_cluster_id() finds or builds the cluster for a destination and
  * returns its index, or -1 when memory runs out. A destination with no
- * endpoint still gets a cluster (its requests are answered 503 UH). */
+ * endpoint still gets a cluster (its requests are answered 503 UH).
+ *
+ * A host not in the registry (no ServiceEntry visible to the node covers
+ * it, no WorkloadEntry stands for it) goes by t->outbound_mode: under
+ * REGISTRY_ONLY to the one BlackHoleCluster (no endpoints, origin
+ * CLUSTER_BLACKHOLE); under ALLOW_ANY to a passthrough cluster (origin
+ * CLUSTER_PASSTHROUGH) of the host itself, an IP as is or a name through
+ * t->dns, on the destination's port or else t->listener_port, with the
+ * host's DestinationRule applied. To an external host (a MESH_EXTERNAL
+ * ServiceEntry, or a passthrough) TLS origination without an sni sends
+ * the host name as SNI and checks the certificate against it.
+ */
 int istio_cluster_id(void *table, const char *host, const char *subset,
                      uint32_t port);
 

@@ -7,6 +7,7 @@
 
 #include "admin/admin.h"
 #include "config/bootstrap.h"
+#include "config/resource-t.h"
 #include "control/ca/identity.h"
 #include "control/dns.h"
 #include "core/buf.h"
@@ -232,9 +233,10 @@ static int lset_specs(struct server *s, const struct bootstrap *bs,
             if (s->dns != NULL)
                 dns_cache_stats(s->dns, &ds);
             if (asprintf(&sp->fingerprint,
-                         "%s|log=%d|resources=%" PRIu64 "|dns=%" PRIu64,
+                         "%s|log=%d|resources=%" PRIu64 "|dns=%" PRIu64
+                         "|outbound=%d",
                          g->json, bs->log.access_log, st.reloads_ok,
-                         (uint64_t)ds.changes) < 0) {
+                         (uint64_t)ds.changes, bs->outbound.mode) < 0) {
                 sp->fingerprint = NULL;
                 goto oom;
             }
@@ -577,9 +579,11 @@ void server_reload(struct server *s)
         s->reload_queued = 1;
         return;
     }
-    if (s->source != NULL && !s->rebuild_only)
-        source_reload(s->source, 0);
     bs = bootstrap_load(s->config_path, &err);
+    /* The resources are analysed under the new bootstrap's
+     * outboundTrafficPolicy (the running one when the file is bad). */
+    if (s->source != NULL && !s->rebuild_only)
+        source_reload(s->source, bs != NULL ? bs->outbound.mode : -1, 0);
     if (bs == NULL) {
         log_error("reload failed, keeping the running configuration:\n%s",
                   err ? err : "unknown error");
@@ -587,6 +591,31 @@ void server_reload(struct server *s)
         set_reload_error(s, err);
         free(err);
         return;
+    }
+    if (s->source != NULL && source_mode(s->source) != bs->outbound.mode) {
+        /* The files were not read again (a rebuild for new resources or
+         * DNS answers), or what they hold now was refused: the snapshot in
+         * effect must be valid under the new mode, or a restart with this
+         * bootstrap would refuse it. */
+        if (source_check_mode(s->source, bs->outbound.mode, &err) < 0) {
+            char *m = NULL;
+            if (asprintf(&m,
+                         "outboundTrafficPolicy %s: the resources in effect "
+                         "have errors under it:\n%s",
+                         bs->outbound.mode == RES_ALLOW_ANY ? "ALLOW_ANY"
+                                                            : "REGISTRY_ONLY",
+                         err ? err : "") < 0)
+                m = NULL;
+            log_error("reload failed, keeping the running configuration: %s",
+                      m ? m : "out of memory");
+            s->reloads_failed++;
+            set_reload_error(s, m);
+            free(m);
+            free(err);
+            bootstrap_free(bs);
+            return;
+        }
+        source_set_mode(s->source, bs->outbound.mode);
     }
     if (bootstrap_workers(bs) != s->nworkers)
         log_warn("reload: workers stays %d until restart", s->nworkers);
@@ -701,6 +730,39 @@ static void gateway_routes_json(struct server *s, struct buf *b)
     buf_puts(b, "]");
 }
 
+/* The clusters outboundTrafficPolicy made: ALLOW_ANY's passthroughs and
+ * REGISTRY_ONLY's BlackHoleCluster, with what they send to. */
+static void outbound_clusters_json(struct server *s, struct buf *b)
+{
+    char as[ADDR_STRLEN];
+    int first = 1;
+
+    buf_puts(b, "[");
+    for (size_t i = 0; s->cluster_view != NULL && i < s->ncluster_view; i++) {
+        const struct cluster *c = s->cluster_view[i];
+        if (c->origin == CLUSTER_REGISTRY)
+            continue;
+        buf_puts(b, first ? "{\"name\":" : ",{\"name\":");
+        first = 0;
+        json_str(b, c->name);
+        buf_printf(b, ",\"outboundTrafficPolicy\":\"%s\",\"tls\":%s,\"sni\":",
+                   c->origin == CLUSTER_PASSTHROUGH ? "ALLOW_ANY"
+                                                    : "REGISTRY_ONLY",
+                   c->tls != NULL ? "true" : "false");
+        if (c->sni != NULL)
+            json_str(b, c->sni);
+        else
+            buf_puts(b, "null");
+        buf_puts(b, ",\"endpoints\":[");
+        for (size_t k = 0; k < c->nendpoints; k++) {
+            buf_puts(b, k ? "," : "");
+            json_str(b, addr_format(&c->endpoints[k], as, sizeof(as)));
+        }
+        buf_puts(b, "]}");
+    }
+    buf_puts(b, "]");
+}
+
 static void admin_config(void *arg, struct buf *b)
 {
     struct server *s = arg;
@@ -714,6 +776,8 @@ static void admin_config(void *arg, struct buf *b)
         source_json(s->source, b);
         buf_puts(b, ",\"gatewayRoutes\":");
         gateway_routes_json(s, b);
+        buf_puts(b, ",\"outboundClusters\":");
+        outbound_clusters_json(s, b);
         buf_puts(b, "}");
     }
 }
@@ -876,7 +940,7 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
         }
         s->source = source_new(base, bs->config.dir,
                                (uint64_t)bs->config.debounce_ms,
-                               on_resources, s, err);
+                               bs->outbound.mode, on_resources, s, err);
         if (s->source == NULL) {
             *config_error = 1;
             bootstrap_free(bs);

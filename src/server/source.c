@@ -23,32 +23,26 @@ struct source {
     char *last_error;
     void (*on_change)(void *);
     void *arg;
+    int outbound_mode; /* enum res_outbound_mode the snapshots are
+                        * analysed under */
 };
 
 /*
- * load() reads and analyses dir. Returns the new set, or NULL with the
+ * check() analyses set under outbound_mode. Returns 0, or -1 with the
  * errors (one per line, istioctl style) in the allocated *err. Warnings
  * are logged and do not block.
  */
-static struct resource_set *load(const char *dir, char **err)
+static int check(const struct resource_set *set, int outbound_mode,
+                 char **err)
 {
-    struct buf errs, text;
+    struct buf text;
     struct analysis an;
-    struct resource_set *set;
-    int nerr = 0;
+    int rc = 0;
 
     *err = NULL;
-    buf_init(&errs, ERR_MAX);
     buf_init(&text, ERR_MAX);
-    set = resource_load(dir, &errs, &nerr);
-    buf_dispose(&errs);
-    if (set == NULL) {
-        *err = strdup("out of memory loading resources");
-        buf_dispose(&text);
-        return NULL;
-    }
     memset(&an, 0, sizeof(an));
-    analyze(set, &an);
+    analyze(set, outbound_mode, &an);
     for (size_t i = 0; i < an.msgs.n; i++) {
         const struct res_msg *m = &an.msgs.v[i];
         struct buf line;
@@ -68,20 +62,66 @@ static struct resource_set *load(const char *dir, char **err)
         if (buf_len(&text) > 0)
             text.tail--;
         *err = strndup(buf_ptr(&text), buf_len(&text));
-        analysis_dispose(&an);
-        buf_dispose(&text);
-        resource_set_free(set);
-        return NULL;
+        rc = -1;
     }
     analysis_dispose(&an);
     buf_dispose(&text);
+    return rc;
+}
+
+/*
+ * load() reads and analyses dir. Returns the new set, or NULL with the
+ * errors in the allocated *err.
+ */
+static struct resource_set *load(const char *dir, int outbound_mode,
+                                 char **err)
+{
+    struct buf errs;
+    struct resource_set *set;
+    int nerr = 0;
+
+    *err = NULL;
+    buf_init(&errs, ERR_MAX);
+    set = resource_load(dir, &errs, &nerr);
+    buf_dispose(&errs);
+    if (set == NULL) {
+        *err = strdup("out of memory loading resources");
+        return NULL;
+    }
+    if (check(set, outbound_mode, err) < 0) {
+        resource_set_free(set);
+        return NULL;
+    }
     return set;
 }
 
-int source_reload(struct source *src, int notify)
+int source_check_mode(const struct source *src, int outbound_mode,
+                      char **err)
+{
+    *err = NULL;
+    if (outbound_mode == src->outbound_mode || src->cur == NULL)
+        return 0;
+    return check(src->cur, outbound_mode, err);
+}
+
+void source_set_mode(struct source *src, int outbound_mode)
+{
+    src->outbound_mode = outbound_mode;
+}
+
+int source_mode(const struct source *src)
+{
+    return src->outbound_mode;
+}
+
+int source_reload(struct source *src, int outbound_mode, int notify)
 {
     char *err = NULL;
-    struct resource_set *set = load(src->dir, &err);
+    struct resource_set *set;
+
+    if (outbound_mode < 0)
+        outbound_mode = src->outbound_mode;
+    set = load(src->dir, outbound_mode, &err);
 
     if (set == NULL) {
         src->failed++;
@@ -93,6 +133,7 @@ int source_reload(struct source *src, int notify)
     }
     resource_set_free(src->cur);
     src->cur = set;
+    src->outbound_mode = outbound_mode;
     src->ok++;
     free(src->last_error);
     src->last_error = NULL;
@@ -104,12 +145,12 @@ int source_reload(struct source *src, int notify)
 
 static void on_dir_change(void *arg)
 {
-    source_reload(arg, 1);
+    source_reload(arg, -1, 1);
 }
 
 struct source *source_new(struct event_base *base, const char *dir,
-                          uint64_t quiet_ms, void (*on_change)(void *),
-                          void *arg, char **err)
+                          uint64_t quiet_ms, int outbound_mode,
+                          void (*on_change)(void *), void *arg, char **err)
 {
     struct source *src = calloc(1, sizeof(*src));
 
@@ -119,7 +160,8 @@ struct source *source_new(struct event_base *base, const char *dir,
         *err = strdup("out of memory");
         return NULL;
     }
-    src->cur = load(dir, err);
+    src->outbound_mode = outbound_mode;
+    src->cur = load(dir, outbound_mode, err);
     if (src->cur == NULL) {
         source_free(src);
         return NULL;

@@ -18,15 +18,31 @@ struct source;
 
 /* source_new() loads dir now and watches it; NULL with every problem in
  * the allocated *err when the first snapshot is invalid (start fails).
- * on_change(arg) runs after a new snapshot took effect. */
+ * Snapshots are analysed under outbound_mode (enum res_outbound_mode, the
+ * bootstrap's outboundTrafficPolicy). on_change(arg) runs after a new
+ * snapshot took effect. */
 struct source *source_new(struct event_base *base, const char *dir,
-                          uint64_t quiet_ms, void (*on_change)(void *),
-                          void *arg, char **err);
+                          uint64_t quiet_ms, int outbound_mode,
+                          void (*on_change)(void *), void *arg, char **err);
 void source_free(struct source *src);
 
-/* source_reload() reloads now; 1 when a new snapshot took effect, -1 when
- * the new one was refused. on_change runs only when notify is set. */
-int source_reload(struct source *src, int notify);
+/* source_reload() reloads now, analysing under outbound_mode (-1: the
+ * source's own), which is the source's from then on if the new snapshot
+ * takes effect; 1 when it did, -1 when it was refused. on_change runs only
+ * when notify is set. */
+int source_reload(struct source *src, int outbound_mode, int notify);
+
+/*
+ * A new outboundTrafficPolicy, in two steps so that a reload that fails
+ * later changes nothing: source_check_mode() analyses the snapshot in
+ * effect under outbound_mode (0, or -1 with its errors in the allocated
+ * *err: switching to REGISTRY_ONLY while routes go to undeclared hosts);
+ * source_set_mode() makes it the mode later snapshots are analysed under.
+ */
+int source_check_mode(const struct source *src, int outbound_mode,
+                      char **err);
+void source_set_mode(struct source *src, int outbound_mode);
+int source_mode(const struct source *src);
 
 const struct resource_set *source_current(const struct source *src);
 

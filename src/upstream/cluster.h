@@ -36,6 +36,15 @@ struct cluster_counters {
 
 enum cluster_protocol { CLUSTER_HTTP1, CLUSTER_HTTP2 };
 
+/* Where a cluster's destination comes from (outboundTrafficPolicy). */
+enum cluster_origin {
+    CLUSTER_REGISTRY,    /* a declared service, or a bootstrap cluster */
+    CLUSTER_PASSTHROUGH, /* ALLOW_ANY: an undeclared host, by its DNS name */
+    CLUSTER_BLACKHOLE,   /* REGISTRY_ONLY: Istio's BlackHoleCluster, where
+                          * routes to undeclared hosts go: HTTP is answered
+                          * 502, TCP closed; no endpoints */
+};
+
 /* How an endpoint is picked for a request (DestinationRule loadBalancer). */
 enum cluster_lb {
     CLUSTER_LB_ROUND_ROBIN,
@@ -66,6 +75,7 @@ struct cluster {
     struct addr *endpoints;
     size_t nendpoints;
     enum cluster_protocol protocol;
+    enum cluster_origin origin;
     enum cluster_lb lb;
     /* Endpoint weights (WorkloadEntry weight): NULL when all are equal,
      * which keeps the plain balancers; else nendpoints weights >= 1, their

@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Errors always explain themselves, and only errors fill errs. */
     if ((nerr > 0) != (buf_len(&errs) > 0))
         abort();
-    if (analyze(set, &an) < nerr)
+    if (analyze(set, RES_REGISTRY_ONLY, &an) < nerr)
         abort();
     analysis_dispose(&an);
     {

@@ -61,7 +61,14 @@
 
 /* run() loads text, which must load cleanly, analyses it and returns how
  * many findings carry code; *text_out gets their lines if not NULL. */
+static size_t run_mode(const char *text, const char *code, int mode);
+
 static size_t run(const char *text, const char *code)
+{
+    return run_mode(text, code, RES_REGISTRY_ONLY);
+}
+
+static size_t run_mode(const char *text, const char *code, int mode)
 {
     struct buf errs;
     int nerr = 0;
@@ -74,7 +81,7 @@ static size_t run(const char *text, const char *code)
     assert_non_null(set);
     if (nerr != 0)
         fail_msg("load errors:\n%s", buf_cstr(&errs));
-    analyze(set, &an);
+    analyze(set, mode, &an);
     for (size_t i = 0; i < an.msgs.n; i++) {
         if (strcmp(an.msgs.v[i].code, code) == 0)
             n++;
@@ -87,8 +94,17 @@ static size_t run(const char *text, const char *code)
 
 /* first() returns the first finding with code as a check line, in
  * out (n bytes). */
+static const char *first_mode(const char *text, const char *code, int mode,
+                              char *out, size_t n);
+
 static const char *first(const char *text, const char *code, char *out,
                          size_t n)
+{
+    return first_mode(text, code, RES_REGISTRY_ONLY, out, n);
+}
+
+static const char *first_mode(const char *text, const char *code, int mode,
+                              char *out, size_t n)
 {
     int nerr = 0;
     struct resource_set *set =
@@ -96,7 +112,7 @@ static const char *first(const char *text, const char *code, char *out,
     struct analysis an;
 
     out[0] = '\0';
-    analyze(set, &an);
+    analyze(set, mode, &an);
     for (size_t i = 0; i < an.msgs.n; i++) {
         const struct res_msg *m = &an.msgs.v[i];
         if (strcmp(m->code, code) == 0) {
@@ -133,7 +149,7 @@ static void test_good_set_is_clean(void **state)
     buf_init(&errs, 1 << 20);
     set = resource_load_mem(text, sizeof(text) - 1, "a.yaml", &errs, &nerr);
     assert_int_equal(nerr, 0);
-    assert_int_equal(analyze(set, &an), 0);
+    assert_int_equal(analyze(set, RES_REGISTRY_ONLY, &an), 0);
     if (an.msgs.n != 0)
         fail_msg("unexpected: %s %s", an.msgs.v[0].code, an.msgs.v[0].message);
     analysis_dispose(&an);
@@ -206,7 +222,10 @@ static void test_ist0101_host_and_subset(void **state)
     assert_string_equal(first(bad, "IST0101", line, sizeof(line)),
                         "a.yaml:34:20 VirtualService default/v "
                         "spec.http[0].route[0].destination.host: Referenced "
-                        "host not found: \"ratings\" (error)");
+                        "host not found: \"ratings\" (outboundTrafficPolicy "
+                        "is REGISTRY_ONLY: declare the host in a ServiceEntry, "
+                        "or set outboundTrafficPolicy.mode ALLOW_ANY in the "
+                        "bootstrap to pass it through) (error)");
     assert_int_equal(
         run(BACKENDS HDR("VirtualService",
                          "v") "spec:\n  hosts: [reviews]\n"
@@ -216,6 +235,94 @@ static void test_ist0101_host_and_subset(void **state)
                               "reviews.default.svc.cluster.local, subset: v2}\n"
                               "      weight: 1\n",
             "IST0101"),
+        0);
+}
+
+/* The registry is ServiceEntries and WorkloadEntries; what a destination
+ * outside it is depends on outboundTrafficPolicy. */
+static void test_ist0101_by_outbound_policy(void **state)
+{
+    char line[1024];
+    static const char text[] =
+        BACKENDS HDR("VirtualService",
+                     "v") "spec:\n  hosts: [reviews]\n"
+                          "  http:\n"
+                          "  - route:\n"
+                          "    - destination: {host: pay.example.net}\n"
+                          "  tcp:\n"
+                          "  - route:\n"
+                          "    - destination: {host: db.example.net, port: "
+                          "{number: 5432}}\n";
+    /* A DestinationRule names a host without declaring it. */
+    static const char dr_only[] =
+        BACKENDS HDR("DestinationRule",
+                     "d") "spec: {host: pay.example.net, trafficPolicy: "
+                          "{tls: {mode: SIMPLE}}}\n" HDR("VirtualService",
+                                                          "v")
+            "spec:\n  hosts: [reviews]\n"
+            "  http:\n  - route: [{destination: {host: pay.example.net}}]\n";
+    static const char wildcard[] =
+        BACKENDS HDR("VirtualService", "v") "spec:\n  hosts: [reviews]\n"
+                                            "  http:\n  - route: "
+                                            "[{destination: {host: "
+                                            "\"*.example.net\"}}]\n";
+
+    (void)state;
+    /* REGISTRY_ONLY: errors that say why and what to do. */
+    assert_int_equal(run_mode(text, "IST0101", RES_REGISTRY_ONLY), 2);
+    assert_string_equal(
+        first_mode(text, "IST0101", RES_REGISTRY_ONLY, line, sizeof(line)),
+        "a.yaml:34:20 VirtualService default/v "
+        "spec.http[0].route[0].destination.host: Referenced host not found: "
+        "\"pay.example.net\" (outboundTrafficPolicy is REGISTRY_ONLY: "
+        "declare the host in a ServiceEntry, or set "
+        "outboundTrafficPolicy.mode ALLOW_ANY in the bootstrap to pass it "
+        "through) (error)");
+    assert_int_equal(run_mode(dr_only, "IST0101", RES_REGISTRY_ONLY), 1);
+    /* ALLOW_ANY: warnings that say where it goes. */
+    assert_int_equal(run_mode(text, "IST0101", RES_ALLOW_ANY), 2);
+    assert_string_equal(
+        first_mode(text, "IST0101", RES_ALLOW_ANY, line, sizeof(line)),
+        "a.yaml:34:20 VirtualService default/v "
+        "spec.http[0].route[0].destination.host: Referenced host not found: "
+        "\"pay.example.net\" (outboundTrafficPolicy ALLOW_ANY: passed "
+        "through to pay.example.net, resolved by DNS, on the port of the "
+        "Gateway server it comes through) (warning)");
+    {
+        int nerr = 0;
+        struct resource_set *set =
+            resource_load_mem(text, strlen(text), "a.yaml", NULL, &nerr);
+        struct analysis an;
+        assert_int_equal(nerr, 0);
+        assert_int_equal(analyze(set, RES_ALLOW_ANY, &an), 0);
+        assert_int_equal(an.msgs.n, 2);
+        assert_int_equal(an.msgs.v[1].level, RES_WARNING);
+        assert_non_null(strstr(an.msgs.v[1].message, "on port 5432)"));
+        analysis_dispose(&an);
+        assert_int_equal(analyze(set, RES_REGISTRY_ONLY, &an), 2);
+        analysis_dispose(&an);
+        resource_set_free(set);
+    }
+    /* The DestinationRule applies to the passthrough: no IST0174 noise
+     * without a hint, and the route is a warning. */
+    assert_int_equal(run_mode(dr_only, "IST0101", RES_ALLOW_ANY), 1);
+    assert_non_null(strstr(first_mode(dr_only, "IST0174", RES_ALLOW_ANY,
+                                      line, sizeof(line)),
+                           "under outboundTrafficPolicy ALLOW_ANY it applies "
+                           "to routes passed through to that host"));
+    /* A wildcard names no host to resolve: an error either way. */
+    assert_non_null(strstr(first_mode(wildcard, "IST0101", RES_ALLOW_ANY,
+                                      line, sizeof(line)),
+                           "a wildcard names none: declare it in a "
+                           "ServiceEntry) (error)"));
+    /* Declared hosts are quiet in both modes. */
+    assert_int_equal(
+        run_mode(BACKENDS HDR("VirtualService", "v") "spec:\n  hosts: "
+                                                     "[reviews]\n  http:\n"
+                                                     "  - route: "
+                                                     "[{destination: {host: "
+                                                     "reviews}}]\n",
+                 "IST0101", RES_ALLOW_ANY),
         0);
 }
 
@@ -374,7 +481,7 @@ static int check(const char *text, int json, char **out)
     close(fd);
     mem = open_memstream(out, &n);
     assert_non_null(mem);
-    rc = resource_check(path, json, mem);
+    rc = resource_check(path, json, RES_REGISTRY_ONLY, mem);
     fclose(mem);
     unlink(path);
     return rc;
@@ -425,6 +532,7 @@ int main(void)
         cmocka_unit_test(test_ist0101_gateway),
         cmocka_unit_test(test_ist0101_l4_rules),
         cmocka_unit_test(test_ist0101_host_and_subset),
+        cmocka_unit_test(test_ist0101_by_outbound_policy),
         cmocka_unit_test(test_ist0145_conflicting_gateways),
         cmocka_unit_test(test_ist0132_host_not_in_gateway),
         cmocka_unit_test(test_ist0130_unreachable_rule),

@@ -1074,7 +1074,7 @@ static void load_bad(const char *path)
     assert_non_null(set);
     /* A file that loads must still fail analysis (dangling references). */
     if (nerr == 0)
-        nerr = analyze(set, &an);
+        nerr = analyze(set, RES_REGISTRY_ONLY, &an);
     else
         memset(&an, 0, sizeof(an));
     if (nerr == 0)

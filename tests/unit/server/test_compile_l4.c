@@ -64,8 +64,20 @@ static int build(struct fx *f, const char *text, char **err)
     *err = NULL;
     f->bs = bootstrap_parse(boot, strlen(boot), "b.yaml", err);
     assert_non_null(f->bs);
+    /* The destinations the tests route to are declared (the default
+     * outboundTrafficPolicy, REGISTRY_ONLY, sends others nowhere). */
+    static const char declared[] =
+        "\n---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\n"
+        "metadata: {name: declared, namespace: default}\n"
+        "spec: {hosts: [\"*.svc.test\", a.default.svc.cluster.local], "
+        "resolution: NONE, ports: [{number: 1, name: tcp}]}\n";
+    char *all = NULL;
+
+    if (asprintf(&all, "%s%s", text, declared) < 0)
+        fail_msg("out of memory");
     buf_init(&errs, 1 << 20);
-    f->set = resource_load_mem(text, strlen(text), "r.yaml", &errs, &nerr);
+    f->set = resource_load_mem(all, strlen(all), "r.yaml", &errs, &nerr);
+    free(all);
     if (nerr != 0)
         fail_msg("resources: %s", buf_cstr(&errs));
     buf_dispose(&errs);
