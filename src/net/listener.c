@@ -54,6 +54,7 @@ void listener_stats_sum(const struct listener_stats *st,
         out->idle_timeouts += STAT_GET(c, idle_timeouts);
         out->no_route += STAT_GET(c, no_route);
         out->client_hello_errors += STAT_GET(c, client_hello_errors);
+        out->registry_only += STAT_GET(c, registry_only);
         out->rq_total += STAT_GET(c, rq_total);
         for (int k = 0; k < 6; k++)
             out->rq_class[k] += STAT_GET(c, rq_class[k]);

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "config/bootstrap.h"
+#include "config/resource-t.h"
 #include "core/addr.h"
 #include "core/buf.h"
 
@@ -618,6 +619,35 @@ static void test_ca_section(void **state)
               "1000ms-31536000000ms");
 }
 
+/* outboundTrafficPolicy: REGISTRY_ONLY unless ALLOW_ANY is asked for;
+ * anything else is refused by name. */
+static void test_outbound_traffic_policy(void **state)
+{
+    struct bootstrap *bs;
+    struct buf b;
+
+    (void)state;
+    bs = parse_ok("");
+    assert_int_equal(bs->outbound.mode, RES_REGISTRY_ONLY);
+    bootstrap_free(bs);
+    bs = parse_ok("outboundTrafficPolicy: {mode: ALLOW_ANY}\n");
+    assert_int_equal(bs->outbound.mode, RES_ALLOW_ANY);
+    buf_init(&b, 1 << 20);
+    bootstrap_to_json(bs, &b);
+    assert_non_null(strstr(buf_cstr(&b),
+                           "\"outboundTrafficPolicy\":{\"mode\":\"ALLOW_ANY\"}"));
+    buf_dispose(&b);
+    bootstrap_free(bs);
+    bs = parse_ok("outboundTrafficPolicy:\n  mode: REGISTRY_ONLY\n");
+    assert_int_equal(bs->outbound.mode, RES_REGISTRY_ONLY);
+    bootstrap_free(bs);
+    parse_err("outboundTrafficPolicy: {mode: allow_any}\n",
+              "b.yaml:1:31: outboundTrafficPolicy.mode: unknown value "
+              "'allow_any' (one of: REGISTRY_ONLY, ALLOW_ANY)");
+    parse_err("outboundTrafficPolicy: {mode: ALLOW_ANY, egressProxy: x}\n",
+              "b.yaml:1:42: outboundTrafficPolicy.egressProxy: unknown key");
+}
+
 static void test_listener_equal(void **state)
 {
     const char *text = "listeners:\n"
@@ -758,6 +788,7 @@ int main(void)
         cmocka_unit_test(test_several_errors),
         cmocka_unit_test(test_shipped_file_documents_every_key),
         cmocka_unit_test(test_ca_section),
+        cmocka_unit_test(test_outbound_traffic_policy),
         cmocka_unit_test(test_listener_equal),
         cmocka_unit_test(test_to_json),
         cmocka_unit_test(test_free_null),
