@@ -187,11 +187,12 @@ static const char *const outbound_modes[] = {"REGISTRY_ONLY", "ALLOW_ANY",
 
 /*
  * MeshConfig's outboundTrafficPolicy, at the top level as MeshConfig's
- * other fields that strait takes (trustDomain) are. The default is
- * REGISTRY_ONLY, not Istio's ALLOW_ANY: Istio's default is for sidecars,
- * where the application chose the destination; a gateway that forwarded
- * to any host a route (or a client, through a wildcard route) names would
- * be an open proxy.
+ * other fields that strait takes (trustDomain) are: the bootstrap has no
+ * meshConfig section. The default is REGISTRY_ONLY, not Istio's
+ * ALLOW_ANY: Istio's default is for sidecars, which pass through what
+ * their own application calls; for a gateway the ServiceEntries are the
+ * list of what it may reach, and one that sent to any name written in a
+ * route (a typo included) would be an open door out of the network.
  */
 static const struct conf_key outbound_keys[] = {
     {"mode", CONF_ENUM, OFF(struct bootstrap_outbound, mode), 0, 0,
