@@ -300,12 +300,15 @@ spec:
                  == 502, 15, "REGISTRY_ONLY after the resources changed")
         assert json.loads(st.get("/config_dump")[1])[
             "outboundTrafficPolicy"] == {"mode": "REGISTRY_ONLY"}
+        # The names passthroughs used are dropped with them.
+        wait_for(lambda: st.stats()["dns.names"] == 0, 10, "names swept")
         # ... and back to ALLOW_ANY without a restart.
         pid = st.proc.pid
         set_mode(st, conf, dns, "ALLOW_ANY")
         reload(st)
         wait_for(lambda: get(gw, "/")[2] == b"by-port", 15, "ALLOW_ANY again")
         assert st.proc.pid == pid and st.proc.poll() is None
+        assert st.stats()["dns.names"] == 1
     finally:
         dns.stop()
 

@@ -397,13 +397,14 @@ static void test_render_prometheus(void **state)
     r->k.st.draining = 1;
     s = render(r, admin_render_prometheus);
     samples = check_exposition(s);
-    /* 24 listener families and 10 labelled rows (5 status classes, 5 TLS
+    /* 25 listener families and 10 labelled rows (5 status classes, 5 TLS
      * failure reasons), each x 2 listeners; 3 worker lines; 5 server
      * lines; 3 DNS lines. */
-    assert_int_equal(samples, (24 + 10) * 2 + 3 + 5 + 3);
+    assert_int_equal(samples, (25 + 10) * 2 + 3 + 5 + 3);
     assert_line(s, "# TYPE strait_http_mirror_sent_total counter");
     assert_line(s, "# TYPE strait_http_mirror_skipped_total counter");
     assert_line(s, "# TYPE strait_listener_no_route_total counter");
+    assert_line(s, "# TYPE strait_listener_registry_only_refused_total counter");
     assert_line(s, "# TYPE strait_listener_client_hello_errors_total counter");
     assert_line(s, "# TYPE strait_listener_connections_accepted_total "
                    "counter");
@@ -770,7 +771,7 @@ static void test_http_prometheus(void **state)
     assert_int_equal(r->status, 200);
     assert_string_equal(header(r, "Content-Type"),
                         "text/plain; version=0.0.4; charset=utf-8");
-    assert_int_equal(check_exposition(r->body), (24 + 10) * 2 + 3 + 5 + 3);
+    assert_int_equal(check_exposition(r->body), (25 + 10) * 2 + 3 + 5 + 3);
     assert_line(r->body, "strait_listener_connections_active{listener=\"web\"} "
                          "5");
 }
