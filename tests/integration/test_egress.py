@@ -406,6 +406,8 @@ class TLSServer:
                     (self.sni[-1] or "").encode(), host)
                 s.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s"
                           % (len(body), body))
+                if b"\r\nconnection: close" in head.lower():
+                    return
         except (ssl.SSLError, OSError):
             pass
         finally:
@@ -498,3 +500,73 @@ spec:
         dns.stop()
         api.stop()
         imposter.stop()
+
+
+def test_mesh_external_tls_passthrough_by_sni(strait_factory, tmp_path):
+    """Istio's egress SNI passthrough: a TLS server in PASSTHROUGH mode
+    relays the client's own TLS, by its SNI, to the external host a
+    MESH_EXTERNAL ServiceEntry (protocol TLS, resolution DNS) declares;
+    the client verifies the host's certificate end to end."""
+    d = tmp_path / "certs"
+    d.mkdir()
+    crt, key = make_cert(str(d), "api", "api.external.test",
+                         ["api.external.test"])
+    api = TLSServer(crt, key)
+    dns = DNSServer(ttl=1)
+    try:
+        dns.records = {"api.external.test": ["127.0.0.1"]}
+        conf = tmp_path / "conf.d"
+        conf.mkdir()
+        port = free_port()
+        write(conf / "r.yaml", f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: tls, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {port}, name: tls, protocol: TLS}}
+    bind: 127.0.0.1
+    hosts: [api.external.test]
+    tls: {{mode: PASSTHROUGH}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: api, namespace: default}}
+spec:
+  hosts: [api.external.test]
+  location: MESH_EXTERNAL
+  resolution: DNS
+  ports: [{{number: {api.port}, name: tls, protocol: TLS}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: api, namespace: default}}
+spec:
+  hosts: [api.external.test]
+  gateways: [tls]
+  tls:
+  - match: [{{sniHosts: [api.external.test]}}]
+    route: [{{destination: {{host: api.external.test, port: {{number: {api.port}}}}}}}]
+""")
+        st = strait_factory(extra=boot(conf, dns)).start()
+        ctx = ssl.create_default_context(cafile=crt)
+
+        def fetched():
+            try:
+                with socket.create_connection(("127.0.0.1", port),
+                                              timeout=10) as raw:
+                    with ctx.wrap_socket(
+                            raw, server_hostname="api.external.test") as s:
+                        s.sendall(b"GET / HTTP/1.1\r\nhost: api.external.test"
+                                  b"\r\nconnection: close\r\n\r\n")
+                        return recv_all(s)
+            except (OSError, ssl.SSLError):
+                return b""
+        wait_for(lambda: fetched().endswith(
+            b"tls sni=api.external.test host=api.external.test"), 15,
+            "the client's TLS relayed to api.external.test")
+        wait_for(lambda: "cluster=api.external.test||%d" % api.port
+                 in st.log(), 10, "the tcp_session line")
+    finally:
+        dns.stop()
+        api.stop()
