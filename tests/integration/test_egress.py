@@ -317,23 +317,56 @@ def test_tcp_route_to_undeclared_host_under_allow_any(strait_factory,
                                                       tmp_path,
                                                       upstream_factory):
     """A tcp route to an undeclared name reaches it through DNS, on the
-    Gateway's port when the destination has none."""
-    port = free_port()
-    echo = upstream_factory(host="127.0.0.2", port=port)
+    Gateway's port when the destination has none; the host's
+    DestinationRule tls applies to it, with the host as SNI."""
+    port, sport = free_port(), free_port()
+    upstream_factory(host="127.0.0.2", port=port)
+    d = tmp_path / "certs"
+    d.mkdir()
+    crt, key = make_cert(str(d), "sec", "secure.undeclared.test",
+                         ["secure.undeclared.test"])
+    secure = TLSServer(crt, key)
     dns = DNSServer(ttl=1)
     try:
-        dns.records = {"db.undeclared.test": ["127.0.0.2"]}
+        dns.records = {"db.undeclared.test": ["127.0.0.2"],
+                       "secure.undeclared.test": ["127.0.0.1"]}
         conf = tmp_path / "conf.d"
         conf.mkdir()
-        write(conf / "r.yaml", tcp_gateway(port)[4:] + """---
+        write(conf / "r.yaml", tcp_gateway(port)[4:] + f"""---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: stcp, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {sport}, name: tcp, protocol: TCP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
 apiVersion: networking.istio.io/v1
 kind: VirtualService
-metadata: {name: db, namespace: default}
+metadata: {{name: db, namespace: default}}
 spec:
   hosts: ["*"]
   gateways: [tcp]
   tcp:
-  - route: [{destination: {host: db.undeclared.test}}]
+  - route: [{{destination: {{host: db.undeclared.test}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: secure, namespace: default}}
+spec:
+  hosts: ["*"]
+  gateways: [stcp]
+  tcp:
+  - route: [{{destination: {{host: secure.undeclared.test, port: {{number: {secure.port}}}}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: secure, namespace: default}}
+spec:
+  host: secure.undeclared.test
+  trafficPolicy: {{tls: {{mode: SIMPLE, caCertificates: "{crt}"}}}}
 """)
         st = strait_factory(extra=boot(conf, dns, "ALLOW_ANY")).start()
 
@@ -351,8 +384,23 @@ spec:
         assert (f"db.undeclared.test||{port}::outbound_traffic_policy::"
                 "ALLOW_ANY") in clusters
         assert ("db.undeclared.test", 1) in dns.queries
+
+        def through_tls():
+            try:
+                with socket.create_connection(("127.0.0.1", sport),
+                                              timeout=10) as s:
+                    s.sendall(b"GET / HTTP/1.1\r\nhost: x\r\n"
+                              b"connection: close\r\n\r\n")
+                    return recv_all(s)
+            except OSError:
+                return b""
+        wait_for(lambda: through_tls().endswith(
+            b"tls sni=secure.undeclared.test host=x"), 15,
+            "plaintext in, TLS out to the passthrough")
+        assert set(secure.sni) == {"secure.undeclared.test"}
     finally:
         dns.stop()
+        secure.stop()
 
 
 class TLSServer:
