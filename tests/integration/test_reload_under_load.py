@@ -50,7 +50,8 @@ def test_no_request_fails_while_resources_change(strait_factory, upstream_factor
     write(0)
     st = strait_factory(extra=f"config: {{dir: \"{conf}\", debounce: 20ms}}\n").start()
     url = f"http://127.0.0.1:{port}/"
-    wrk = subprocess.Popen(["wrk", "-t", "1", "-c", "8", "-d", "30s", url],
+    wrk = subprocess.Popen(["wrk", "-t", "1", "-c", "8", "-d", "30s",
+                            "--timeout", "10s", url],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     h2 = subprocess.Popen(["h2load", "-c", "4", "-m", "4", "-D", "30", url],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

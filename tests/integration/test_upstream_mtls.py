@@ -301,6 +301,7 @@ def test_mesh_certificate_rotates_under_load(strait_factory, tmp_path):
         st.start()
         assert get(gw, "/")[0] == 200
         wrk = subprocess.run(["wrk", "-t", "1", "-c", "4", "-d", "6s",
+                              "--timeout", "10s",
                               f"http://127.0.0.1:{gw}/"],
                              capture_output=True, text=True, timeout=60)
         out = wrk.stdout
