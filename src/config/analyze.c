@@ -571,6 +571,156 @@ static const char *strip_ns(const char *h)
     return slash ? slash + 1 : h;
 }
 
+/* How a server's connections are told apart on a port: 'H' plaintext
+ * HTTP, 'T' plaintext TCP, 'S' TLS (HTTPS or TLS: by SNI), 0 neither. */
+static int port_kind(const struct res_gw_server *s)
+{
+    switch (s->port.protocol) {
+    case RES_PROTO_HTTP:
+    case RES_PROTO_HTTP2:
+    case RES_PROTO_GRPC:
+        return 'H';
+    case RES_PROTO_TCP:
+    case RES_PROTO_MONGO:
+    case RES_PROTO_MYSQL:
+    case RES_PROTO_REDIS:
+        return 'T';
+    case RES_PROTO_HTTPS:
+    case RES_PROTO_TLS:
+        return 'S';
+    default:
+        return 0;
+    }
+}
+
+/* Whether strait serves it with its TCP/TLS listener (tcp and tls
+ * routes) rather than its HTTP one. */
+static int served_l4(const struct res_gw_server *s)
+{
+    int k = port_kind(s);
+
+    if (k == 'S')
+        return s->port.protocol != RES_PROTO_HTTPS ||
+               s->tls.mode == RES_GW_TLS_PASSTHROUGH;
+    return k == 'T';
+}
+
+/* What one port holds so far, as istio_gateways() merges its servers. */
+struct port_state {
+    int n;
+    int l4, secure, shared;
+    const struct resource *first; /* the Gateway of its first server */
+};
+
+enum { PORT_OK, PORT_SKIPPED, PORT_REFUSED };
+
+/* port_admit() adds s to the port as the running gateway does: HTTPS and
+ * TLS servers share by SNI; a plaintext server of the other kind is
+ * skipped (as Istio skips it); plaintext and TLS of one kind refuse the
+ * Gateways. */
+static int port_admit(struct port_state *ps, const struct resource *r,
+                      const struct res_gw_server *s)
+{
+    int l4 = served_l4(s), secure = port_kind(s) == 'S';
+
+    if (port_kind(s) == 0)
+        return PORT_OK;
+    if (ps->n++ == 0) {
+        ps->l4 = l4;
+        ps->secure = secure;
+        ps->first = r;
+        return PORT_OK;
+    }
+    if (ps->l4 != l4 && !(ps->secure && secure)) {
+        ps->n--;
+        return PORT_SKIPPED;
+    }
+    if (ps->l4 != l4) {
+        ps->l4 = 1;
+        ps->shared = 1;
+        return PORT_OK;
+    }
+    return ps->secure != secure ? PORT_REFUSED : PORT_OK;
+}
+
+static const char *kind_name(int l4, int secure)
+{
+    if (l4)
+        return secure ? "TLS" : "plaintext TCP";
+    return secure ? "HTTPS" : "plaintext HTTP";
+}
+
+static int same_port(const struct res_gw_server *x,
+                     const struct res_gw_server *y)
+{
+    return x->port.number == y->port.number &&
+           strcmp(x->bind ? x->bind : "", y->bind ? y->bind : "") == 0;
+}
+
+/*
+ * Servers on one port (and bind) share it when the gateway can tell their
+ * connections apart: HTTP servers by Host, TLS servers (HTTPS and TLS,
+ * passthrough or terminated) by SNI. A plaintext HTTP server and a TCP
+ * server cannot be: as Istio does, the later one is not served (a
+ * warning). Plaintext beside TLS servers served the same way (HTTP and
+ * HTTPS, TCP and TLS) is refused at load (an error).
+ */
+static void check_port_sharing(struct actx *a, const struct resource *r,
+                               const struct res_gw_server *srv, size_t s,
+                               const char *path)
+{
+    const struct res_gateway *gw = res_gateway(r);
+    struct port_state ps;
+    int rc;
+
+    if (port_kind(srv) == 0)
+        return;
+    memset(&ps, 0, sizeof(ps));
+    /* The servers before it on the port: earlier Gateways of the same
+     * selector, then its own Gateway's. */
+    for (size_t o = 0; o < a->set->n; o++) {
+        const struct resource *or = a->set->v[o];
+        const struct res_gateway *ogw;
+        if (or->kind != RES_GATEWAY)
+            continue;
+        ogw = res_gateway(or);
+        if (or != r && !same_labels(&gw->selector, &ogw->selector))
+            continue;
+        for (size_t os = 0; os < ogw->servers.n; os++) {
+            const struct res_gw_server *osrv =
+                (const struct res_gw_server *)ogw->servers.v + os;
+            if (or == r && os >= s)
+                break;
+            if (same_port(osrv, srv))
+                port_admit(&ps, or, osrv);
+        }
+        if (or == r)
+            break;
+    }
+    if (ps.n == 0)
+        return;
+    {
+        struct port_state before = ps;
+        int l4 = served_l4(srv), secure = port_kind(srv) == 'S';
+        rc = port_admit(&ps, r, srv);
+        if (rc == PORT_OK)
+            return;
+        finding(a, "IST0145", rc == PORT_REFUSED ? RES_ERROR : RES_WARNING,
+                r, &srv->port.mark, path,
+                "port %lld: this %s server cannot share the port with the "
+                "%s servers before it (Gateway %s/%s) (%s); %s",
+                (long long)srv->port.number, kind_name(l4, secure),
+                before.shared ? "HTTPS and TLS"
+                              : kind_name(before.l4, before.secure),
+                before.first->meta.ns, before.first->meta.name,
+                !secure && !before.secure
+                    ? "in plaintext no SNI tells their connections apart"
+                    : "a port is either plaintext or TLS",
+                rc == PORT_REFUSED ? "the Gateways are refused"
+                                   : "it is not served, as Istio skips it");
+    }
+}
+
 static void analyze_gateway(struct actx *a, size_t idx)
 {
     const struct resource *r = a->set->v[idx];
@@ -581,6 +731,7 @@ static void analyze_gateway(struct actx *a, size_t idx)
             (const struct res_gw_server *)gw->servers.v + s;
         char p[64];
         res_path(p, sizeof(p), "spec.servers[%zu]", s);
+        check_port_sharing(a, r, srv, s, p);
         for (size_t o = 0; o < idx; o++) {
             const struct resource * or = a->set->v[o];
             const struct res_gateway *ogw;

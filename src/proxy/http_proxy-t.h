@@ -57,6 +57,8 @@ struct http_listener {
     struct ssl_ctx_st *ssl_ctx;
     unsigned tls_gen;
     uint64_t rng;
+    int adopting; /* no socket of its own: http_listener_adopt() feeds it */
+    int stopped;  /* stop_accepting ran: adopted connections are drained */
 };
 
 enum http_conn_stage {

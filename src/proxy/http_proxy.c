@@ -620,7 +620,8 @@ static int tls_start(struct http_conn *hc)
 }
 
 static void conn_start(struct http_listener *l, int fd,
-                       const struct sockaddr_storage *peer, socklen_t plen)
+                       const struct sockaddr_storage *peer, socklen_t plen,
+                       int adopted)
 {
     struct http_conn *hc = calloc(1, sizeof(*hc));
     struct timeval tv = {HANDSHAKE_TIMEOUT_MS / 1000, 0};
@@ -640,7 +641,11 @@ static void conn_start(struct http_listener *l, int fd,
     event_assign(&hc->timer, l->base, -1, 0, hc_timeout, hc);
     list_append(&l->conns, &hc->link);
     l->active++;
-    STAT_ADD(http_shard(l), accepted, 1);
+    /* An adopted connection was counted by the listener that took it. */
+    if (!adopted)
+        STAT_ADD(http_shard(l), accepted, 1);
+    /* Handed over after the listener stopped: served once, then closed. */
+    hc->drain = l->stopped;
     if (l->conf->tls != NULL && l->conf->tls_permissive) {
         hc->stage = HC_PEEK;
     } else if (l->conf->tls != NULL) {
@@ -659,7 +664,18 @@ static void conn_start(struct http_listener *l, int fd,
 static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
                     socklen_t len)
 {
-    conn_start(arg, fd, peer, len);
+    conn_start(arg, fd, peer, len, 0);
+}
+
+void http_listener_adopt(struct plistener *pl, int fd,
+                         const struct sockaddr_storage *peer, socklen_t len)
+{
+    conn_start((struct http_listener *)(void *)pl, fd, peer, len, 1);
+}
+
+size_t http_listener_active(const struct plistener *pl)
+{
+    return ((const struct http_listener *)(const void *)pl)->active;
 }
 
 static void listener_free(struct http_listener *l)
@@ -741,8 +757,10 @@ static struct plistener *listener_start(struct event_base *base, int worker,
             goto fail;
     }
     l->reap_ev = event_new(base, -1, 0, reap, l);
+    l->adopting = fd < 0;
     if (l->reap_ev == NULL ||
-        acceptor_start(&l->acc, base, fd, conf->name, on_conn, l) < 0)
+        (!l->adopting &&
+         acceptor_start(&l->acc, base, fd, conf->name, on_conn, l) < 0))
         goto fail;
     return &l->pl;
 fail:
@@ -755,6 +773,7 @@ static void listener_stop(struct plistener *pl)
     struct http_listener *l = (struct http_listener *)(void *)pl;
 
     acceptor_stop(&l->acc);
+    l->stopped = 1;
     /* Finish what is in flight; idle keep-alive connections close now. */
     for (struct list *it = l->conns.next; it != &l->conns;) {
         struct http_conn *hc = LIST_ELEM(it, struct http_conn, link);

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "core/bufpool.h"
 #include "core/list.h"
@@ -101,6 +102,19 @@ struct http_routes *http_proxy_conf_routes(struct http_proxy_conf *c);
 const struct http_route *http_proxy_route(const struct http_proxy_conf *c,
                                           struct slice authority,
                                           struct slice path);
+
+/*
+ * An HTTP listener started with fd -1 (http_proxy_ops.start) accepts
+ * nothing itself: another listener of the same worker (the L4 listener of
+ * a port shared by HTTPS and TLS servers) hands it connections it has
+ * only peeked at. http_listener_adopt() serves fd (owned from now on) as
+ * if it had been accepted: TLS handshake, ALPN, routes; the adopter has
+ * counted it as accepted. http_listener_active() is the number of its
+ * connections still open, for the adopter's idleness. Worker thread only.
+ */
+void http_listener_adopt(struct plistener *pl, int fd,
+                         const struct sockaddr_storage *peer, socklen_t len);
+size_t http_listener_active(const struct plistener *pl);
 
 extern const struct plistener_ops http_proxy_ops;
 

@@ -11,6 +11,10 @@
  *   route      a tls rule by SNI, or the first tcp rule whose subnets
  *              admit the connection; a weighted destination; the relay.
  *
+ * On a port shared with HTTPS servers, an SNI of theirs hands the
+ * connection, still untouched, to the worker's HTTP proxy of those servers
+ * (http_listener_adopt), which runs its handshake and serves it.
+ *
  * A connection no rule takes is closed and counted (Envoy's NR flag).
  */
 #include "config.h"
@@ -33,6 +37,7 @@
 #include "net/conn.h"
 #include "net/listener.h"
 #include "policy/authz.h"
+#include "proxy/http_proxy.h"
 #include "proxy/l4_proxy.h"
 #include "tls/clienthello.h"
 #include "tls/tls.h"
@@ -112,6 +117,7 @@ void l4_proxy_conf_unref(struct l4_proxy_conf *c)
     listener_stats_unref(c->stats);
     free(c->name);
     authz_unref(c->authz);
+    http_proxy_conf_unref(c->http);
     free(c);
 }
 
@@ -122,6 +128,12 @@ int l4_proxy_tls_check(struct l4_proxy_conf *c, char **err)
     *err = NULL;
     for (size_t i = 0; i < c->nservers; i++) {
         int rc = tls_holder_check(c->servers[i].tls, err);
+        if (rc < 0)
+            return -1;
+        changed |= rc;
+    }
+    if (c->http != NULL && c->http->tls != NULL) {
+        int rc = tls_holder_check(c->http->tls, err);
         if (rc < 0)
             return -1;
         changed |= rc;
@@ -483,6 +495,22 @@ static void start_handshake(struct l4_conn *lc, size_t server)
     on_handshake_io(&lc->c, lc);
 }
 
+/* The HTTPS servers' HTTP proxy serves lc from here on: nothing was read
+ * from the socket, so it starts with the client's ClientHello. */
+static void to_http(struct l4_conn *lc)
+{
+    struct l4_proxy *p = lc->p;
+    struct sockaddr_storage peer = lc->peer;
+    socklen_t len = lc->peerlen;
+    int fd = lc->c.fd;
+
+    /* lc's conn never had events added (the peek has its own), so the fd
+     * changes owner as it is. */
+    lc->c.fd = -1;
+    lc_end(lc, 0);
+    http_listener_adopt(p->http, fd, &peer, len);
+}
+
 static void route_sni(struct l4_conn *lc)
 {
     const struct l4_proxy_conf *c = lc->p->conf;
@@ -494,6 +522,10 @@ static void route_sni(struct l4_conn *lc)
     }
     if (e->target == L4_TO_TERMINATE) {
         start_handshake(lc, e->index);
+        return;
+    }
+    if (e->target == L4_TO_HTTP) {
+        to_http(lc);
         return;
     }
     lc_relay(lc, &c->passthrough.v[e->index], NULL);
@@ -520,6 +552,12 @@ static void inspect(struct l4_conn *lc)
                            p->conf->max_client_hello, &ch, &why);
     if (rc == CH_NEED_MORE && (size_t)n < p->peek_cap)
         return; /* the edge-triggered event fires on the next bytes */
+    if (rc == CH_NOT_TLS && p->http != NULL && p->conf->http->tls_permissive) {
+        /* PeerAuthentication PERMISSIVE on the mesh's HTTPS server:
+         * plaintext is HTTP for it (it peeks at the first byte again). */
+        to_http(lc);
+        return;
+    }
     if (rc != CH_OK) {
         STAT_ADD(shard(p), client_hello_errors, 1);
         log_debug("listener %s: %s", p->conf->name,
@@ -601,8 +639,18 @@ static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
 static void check_idle(struct l4_proxy *p)
 {
     if (!acceptor_running(&p->acc) && p->npending == 0 &&
-        p->relay.active == 0 && p->on_idle != NULL)
+        p->relay.active == 0 &&
+        (p->http == NULL || http_listener_active(p->http) == 0) &&
+        p->on_idle != NULL)
         p->on_idle(&p->pl, p->arg);
+}
+
+/* The HTTP part reports idleness on its reaper's turn: the whole listener
+ * may be. */
+static void on_http_idle(struct plistener *l, void *arg)
+{
+    (void)l;
+    check_idle(arg);
 }
 
 static void free_dead(struct l4_proxy *p)
@@ -668,6 +716,12 @@ static struct plistener *ops_start(struct event_base *base, int worker, int fd,
         0)
         goto fail;
     p->relay_ok = 1;
+    if (c->http != NULL) {
+        p->http = http_proxy_ops.start(base, worker, -1, c->http,
+                                       on_http_idle, p);
+        if (p->http == NULL)
+            goto fail;
+    }
     if (acceptor_start(&p->acc, base, fd, c->name, on_conn, p) < 0)
         goto fail;
     return &p->pl;
@@ -684,6 +738,8 @@ static void l4_proxy_free(struct l4_proxy *p)
     while (!LIST_EMPTY(&p->pending))
         lc_end(LIST_ELEM(p->pending.next, struct l4_conn, link), 1);
     free_dead(p);
+    if (p->http != NULL)
+        p->http->ops->free(p->http);
     if (p->relay_ok)
         tcp_relay_dispose(&p->relay);
     if (p->reap_ev != NULL)
@@ -707,6 +763,9 @@ static void ops_stop(struct plistener *l)
     if (!acceptor_running(&p->acc))
         return;
     acceptor_stop(&p->acc);
+    /* HTTP requests in flight finish; idle keep-alives close. */
+    if (p->http != NULL)
+        p->http->ops->stop_accepting(p->http);
     event_active(p->reap_ev, EV_TIMEOUT, 0);
 }
 

@@ -11,6 +11,7 @@
 #include "proxy/tcp_proxy.h"
 
 struct cluster;
+struct http_proxy_conf;
 struct listener_stats;
 struct tls_holder;
 struct ssl_ctx_st;
@@ -60,15 +61,16 @@ struct l4_rules {
     size_t n;
 };
 
-enum l4_target { L4_TO_PASSTHROUGH, L4_TO_TERMINATE };
+enum l4_target { L4_TO_PASSTHROUGH, L4_TO_TERMINATE, L4_TO_HTTP };
 
 /* An SNI table entry: an exact name, "*.suffix", or "*" (any, and no
- * SNI), with what to do: relay a tls rule's stream, or terminate TLS for
- * a server. */
+ * SNI), with what to do: relay a tls rule's stream, terminate TLS for a
+ * server, or hand the connection to the HTTP proxy of the port's HTTPS
+ * servers. */
 struct l4_sni {
     char *name; /* lowercase */
     int target; /* enum l4_target */
-    size_t index; /* into passthrough or servers */
+    size_t index; /* into passthrough or servers; 0 for L4_TO_HTTP */
 };
 
 /* A TLS-terminating server: its certificate and client checks, and the
@@ -99,6 +101,10 @@ struct l4_proxy_conf {
     size_t max_client_hello;
     struct tcp_relay_params relay; /* name and stats point into the conf */
     struct authz *authz;          /* one reference; NULL: no policy */
+    /* A port shared with HTTPS servers: their HTTP proxy (certificates,
+     * routes, its own AuthorizationPolicy checks per request), which each
+     * worker runs without a socket of its own. One reference; NULL: none. */
+    struct http_proxy_conf *http;
 };
 
 struct l4_proxy_conf *l4_proxy_conf_new(const char *name,
@@ -146,6 +152,7 @@ struct l4_proxy {
     uint8_t *peek;              /* max_client_hello + record headers */
     size_t peek_cap;
     uint8_t *scratch;           /* max_client_hello */
+    struct plistener *http;     /* conf->http's listener; NULL: none */
     plistener_idle_fn on_idle;
     void *arg;
 };

@@ -427,6 +427,24 @@ static int terminating(struct l4_build *b, const struct gw_server *srv)
     return 0;
 }
 
+/* An HTTPS server of a shared port: its hosts go to the HTTP proxy. */
+static int https_names(struct l4_build *b, const struct gw_server *srv)
+{
+    for (size_t h = 0; h < srv->nhosts; h++) {
+        const char *slash = strchr(srv->hosts[h], '/');
+        const char *name = slash ? slash + 1 : srv->hosts[h];
+        int rc = sni_add(b, name, L4_TO_HTTP, 0);
+        if (rc < 0)
+            return -1;
+        if (rc == 0)
+            log_warn("listener %s: SNI %s: the HTTPS server of Gateway %s "
+                     "comes after another server or route for it; not used "
+                     "for it",
+                     b->g->name, name, srv->gateway);
+    }
+    return 0;
+}
+
 static void unref_l4(void *c)
 {
     l4_proxy_conf_unref(c);
@@ -473,12 +491,19 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
             rc = tls_rules(&b, srv);
         else if (srv->mode == GW_MODE_TLS_TCP)
             rc = terminating(&b, srv);
+        else if (srv->mode == GW_MODE_HTTPS)
+            rc = https_names(&b, srv);
         if (rc < 0)
             goto fail;
     }
     b.c->authz = authz_build(set, bs->node.ns, &bs->node.labels,
                              ISTIO_ROOT_NAMESPACE, err);
     if (b.c->authz == NULL && *err != NULL)
+        goto fail;
+    /* The HTTPS servers' proxy, with its routes; it shares the listener's
+     * name and counters, and clusters through prev and next. */
+    if (g->shared && compile_gateway_http(bs, set, g, stats, env, prev, next,
+                                          &b.c->http, err) < 0)
         goto fail;
     /* The table's clusters become the conf's (references move). */
     b.c->clusters = b.table.v;
@@ -487,8 +512,9 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
     b.table.n = 0;
     istio_clusters_dispose(&b.table);
     log_info("listener %s: %zu SNI names, %zu tcp rules, %zu terminating "
-             "servers",
-             g->name, b.c->nsni, b.c->tcp.n, b.c->nservers);
+             "servers%s",
+             g->name, b.c->nsni, b.c->tcp.n, b.c->nservers,
+             b.c->http != NULL ? ", HTTPS servers" : "");
     out->ops = &l4_proxy_ops;
     out->conf = b.c;
     out->unref = unref_l4;

@@ -195,6 +195,7 @@ int compile_gateway_routes(const struct bootstrap *bs,
     struct istio_clusters table;
     struct router_server *servers = NULL;
     struct router_params rp;
+    size_t nservers = 0;
 
     *err = NULL;
     *out = NULL;
@@ -211,15 +212,21 @@ int compile_gateway_routes(const struct bootstrap *bs,
     servers = calloc(g->nservers ? g->nservers : 1, sizeof(*servers));
     if (servers == NULL)
         goto oom;
+    /* The HTTP servers' hosts only: on a port shared with TLS servers,
+     * http routes never bind through a PASSTHROUGH or TCP server. */
     for (size_t i = 0; i < g->nservers; i++) {
-        servers[i].gateway = g->servers[i].gateway;
-        servers[i].hosts = (const char *const *)g->servers[i].hosts;
-        servers[i].nhosts = g->servers[i].nhosts;
+        if (g->servers[i].mode != GW_MODE_HTTP &&
+            g->servers[i].mode != GW_MODE_HTTPS)
+            continue;
+        servers[nservers].gateway = g->servers[i].gateway;
+        servers[nservers].hosts = (const char *const *)g->servers[i].hosts;
+        servers[nservers].nhosts = g->servers[i].nhosts;
+        nservers++;
     }
     memset(&rp, 0, sizeof(rp));
     rp.set = set;
     rp.servers = servers;
-    rp.nservers = g->nservers;
+    rp.nservers = nservers;
     rp.cluster_id = istio_cluster_id;
     rp.ctx = &table;
     rp.node_ns = bs->node.ns;
@@ -250,19 +257,20 @@ fail:
     return -1;
 }
 
-int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
-                    const struct gw_listener *g, struct listener_stats *stats,
-                    const struct compile_env *env, const struct strmap *prev,
-                    struct strmap *next, struct compiled_listener *out,
-                    char **err)
+int compile_gateway_http(const struct bootstrap *bs,
+                         const struct resource_set *set,
+                         const struct gw_listener *g,
+                         struct listener_stats *stats,
+                         const struct compile_env *env,
+                         const struct strmap *prev, struct strmap *next,
+                         struct http_proxy_conf **out, char **err)
 {
     struct http_proxy_conf *c;
     struct bootstrap_http h;
     struct http_routes *r;
 
     *err = NULL;
-    if (g->l4)
-        return compile_l4(bs, set, g, stats, env, prev, next, out, err);
+    *out = NULL;
     c = http_proxy_conf_new(g->name, stats);
     if (c == NULL) {
         *err = strdup("out of memory");
@@ -280,13 +288,31 @@ int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
     http_proxy_conf_set_routes(c, r);
     if (g->tls && gateway_tls(g, c, err) < 0)
         goto fail;
-    out->ops = &http_proxy_ops;
-    out->conf = c;
-    out->unref = unref_http;
+    *out = c;
     return 0;
 fail:
     http_proxy_conf_unref(c);
     return -1;
+}
+
+int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
+                    const struct gw_listener *g, struct listener_stats *stats,
+                    const struct compile_env *env, const struct strmap *prev,
+                    struct strmap *next, struct compiled_listener *out,
+                    char **err)
+{
+    struct http_proxy_conf *c;
+
+    *err = NULL;
+    if (g->l4)
+        return compile_l4(bs, set, g, stats, env, prev, next, out, err);
+    if (compile_gateway_http(bs, set, g, stats, env, prev, next, &c, err) <
+        0)
+        return -1;
+    out->ops = &http_proxy_ops;
+    out->conf = c;
+    out->unref = unref_http;
+    return 0;
 }
 
 static int compile_tls(const struct bootstrap_listener *bl,

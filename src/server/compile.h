@@ -54,6 +54,19 @@ int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
                     struct strmap *next, struct compiled_listener *out,
                     char **err);
 
+/* compile_gateway_http() builds the HTTP proxy conf of a Gateway
+ * listener's HTTP and HTTPS servers (their certificates, their first
+ * routes); compile_l4() uses it for the HTTPS servers of a port shared
+ * with TLS servers. *out gets one reference; -1 with an allocated *err. */
+struct http_proxy_conf;
+int compile_gateway_http(const struct bootstrap *bs,
+                         const struct resource_set *set,
+                         const struct gw_listener *g,
+                         struct listener_stats *stats,
+                         const struct compile_env *env,
+                         const struct strmap *prev, struct strmap *next,
+                         struct http_proxy_conf **out, char **err);
+
 /* compile_gateway_routes() builds what a Gateway listener routes by: the
  * router of its VirtualServices and the clusters they send to, reusing the
  * clusters of prev and next whose fingerprint is unchanged (see

@@ -139,6 +139,14 @@ static int server_mode(const char *gname, const struct res_gw_server *sv)
     return -1;
 }
 
+/* What a server on a port is, in messages. */
+static const char *kind_name(int l4, int secure)
+{
+    if (l4)
+        return secure ? "TLS" : "TCP";
+    return secure ? "HTTPS" : "HTTP";
+}
+
 static void listener_json(struct gw_listener *g)
 {
     struct buf b;
@@ -148,9 +156,10 @@ static void listener_json(struct gw_listener *g)
     buf_puts(&b, "{\"address\":");
     json_str(&b, addr_format(&g->address, as, sizeof(as)));
     buf_printf(&b,
-               ",\"tls\":%d,\"l4\":%d,\"mesh\":%d,\"permissive\":%d,"
-               "\"httpsRedirect\":%d,\"certs\":[",
-               g->tls, g->l4, g->mesh, g->permissive, g->https_redirect);
+               ",\"tls\":%d,\"l4\":%d,\"shared\":%d,\"mesh\":%d,"
+               "\"permissive\":%d,\"httpsRedirect\":%d,\"certs\":[",
+               g->tls, g->l4, g->shared, g->mesh, g->permissive,
+               g->https_redirect);
     for (size_t i = 0; i < 2 * g->ncerts; i++) {
         buf_puts(&b, i ? "," : "");
         json_str(&b, g->certs[i]);
@@ -387,14 +396,25 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
                         if (*p == ':' || *p == '[' || *p == ']')
                             *p = '_';
                 }
-            } else if (g->l4 != l4) {
-                /* One port runs one kind of listener: an HTTP proxy or
-                 * an L4 relay (sharing needs SNI dispatch between them). */
+            } else if (g->l4 != l4 && !(g->secure && secure)) {
+                /* HTTP and TCP servers share a port only over TLS, where
+                 * the ClientHello's SNI picks the server; plaintext has
+                 * nothing to tell them apart, and Istio skips the later
+                 * server too. */
                 log_warn("Gateway %s: port %" PRId64 ": a %s server cannot "
-                         "share the port with %s servers; skipped",
-                         gname, sv->port.number, l4 ? "TCP/TLS" : "HTTP",
-                         g->l4 ? "TCP/TLS" : "HTTP");
+                         "share the port with %s servers (in plaintext no "
+                         "SNI tells their connections apart; Istio skips "
+                         "it too); skipped",
+                         gname, sv->port.number, kind_name(l4, secure),
+                         g->shared ? "HTTPS and TLS"
+                                   : kind_name(g->l4, g->secure));
                 continue;
+            } else if (g->l4 != l4) {
+                /* HTTPS beside TLS servers: one L4 listener whose SNI
+                 * table hands the HTTPS servers' names to an HTTP proxy,
+                 * as Envoy's filter chains do on one listener. */
+                g->l4 = 1;
+                g->shared = 1;
             } else if (g->secure != secure) {
                 if (asprintf(err,
                              "Gateway %s: port %" PRId64 " mixes TLS and "
@@ -441,7 +461,7 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
      * server's client-certificate settings. */
     for (size_t i = 0; i < out->n; i++) {
         struct gw_listener *g = &out->v[i];
-        if (g->l4 || !g->tls)
+        if ((g->l4 && !g->shared) || !g->tls)
             continue;
         g->certs = calloc(2 * g->nservers, sizeof(*g->certs));
         g->cert_tls = calloc(g->nservers, sizeof(*g->cert_tls));

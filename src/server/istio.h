@@ -61,11 +61,13 @@ struct gw_listener {
     uint32_t port;
     int tls;  /* HTTP listeners: TLS is terminated; L4: some server does */
     int l4;   /* TCP and TLS servers (l4_proxy), not HTTP */
+    int shared; /* l4 with HTTPS servers too: their SNI names hand a
+                 * connection to an HTTP proxy (certs, cert_tls) */
     int secure; /* TLS on the wire (HTTPS, TLS), as opposed to plaintext */
     int mesh;   /* an ISTIO_MUTUAL server: the mesh certificate, which
                  * rotates often, is checked for changes every 500 ms */
     int permissive; /* PeerAuthentication PERMISSIVE: plaintext beside mTLS */
-    char **certs; /* HTTP listeners: cert, key pairs: 2 * ncerts paths */
+    char **certs; /* HTTPS servers: cert, key pairs: 2 * ncerts paths */
     size_t ncerts;
     const struct gw_tls **cert_tls; /* the server settings of each pair */
     struct gw_server *servers;
@@ -80,10 +82,14 @@ struct gw_set {
 };
 
 /* istio_gateways() lowers the selected Gateways; -1 with *err when two
- * servers on one port cannot share it (plaintext and TLS), or a
- * terminating server's files are missing. HTTP and TCP/TLS servers do
- * not share a port (the later one is skipped with a warning), nor do
- * modes strait does not serve yet (ISTIO_MUTUAL, AUTO_PASSTHROUGH). */
+ * servers on one port cannot share it (plaintext and TLS of the same
+ * kind), or a terminating server's files are missing. HTTPS servers and
+ * TLS servers (PASSTHROUGH or terminated) share a port by SNI, as Envoy's
+ * filter chains do (the listener is l4 and shared). Plaintext HTTP and
+ * TCP servers cannot (no SNI tells their connections apart): as in Istio,
+ * the later one is skipped with a warning, as is a plaintext server of
+ * the other kind beside TLS ones, and modes strait does not serve yet
+ * (AUTO_PASSTHROUGH). */
 int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
                    struct gw_set *out, char **err);
 void gw_set_dispose(struct gw_set *g);

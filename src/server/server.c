@@ -713,10 +713,15 @@ static void gateway_routes_json(struct server *s, struct buf *b)
 
     buf_puts(b, "[");
     for (size_t i = 0; i < s->cur.n; i++) {
+        struct http_proxy_conf *hc = NULL;
         struct http_routes *r;
-        if (s->cur.v[i].cl.ops != &http_proxy_ops)
+        if (s->cur.v[i].cl.ops == &http_proxy_ops)
+            hc = s->cur.v[i].cl.conf;
+        else if (s->cur.v[i].cl.ops == &l4_proxy_ops)
+            hc = ((struct l4_proxy_conf *)s->cur.v[i].cl.conf)->http;
+        if (hc == NULL)
             continue;
-        r = http_proxy_conf_routes(s->cur.v[i].cl.conf);
+        r = http_proxy_conf_routes(hc);
         if (r->router != NULL) {
             buf_puts(b, first ? "{\"listener\":" : ",{\"listener\":");
             json_str(b, s->cur.v[i].name);
