@@ -16,7 +16,8 @@
  *   IST0130 Error    VirtualServiceUnreachableRule
  *   IST0131 Warning  VirtualServiceIneffectiveMatch
  *   IST0132 Warning  VirtualServiceHostNotFoundInGateway
- *   IST0145 Error    ConflictingGateways
+ *   IST0145 Error    ConflictingGateways; also servers that cannot
+ *                    share a port (plaintext HTTP and TCP: a warning)
  *   IST0173 Warning  DestinationRuleSubsetNotSelectPods
  *   IST0174 Warning  DestinationRule host matches no known service
  *

@@ -348,6 +348,57 @@ static void test_ist0145_conflicting_gateways(void **state)
         0);
 }
 
+/* Servers on one port: HTTPS and TLS share it by SNI (quiet); plaintext
+ * HTTP and TCP cannot (a warning on the later one); plaintext HTTP beside
+ * HTTPS refuses the Gateways (an error). */
+static void test_ist0145_port_sharing(void **state)
+{
+#define SRV(port, name, proto, hosts, tls)                                     \
+    "  - port: {number: " port ", name: " name ", protocol: " proto "}\n"     \
+    "    hosts: [" hosts "]\n" tls
+#define GW_SERVERS(name)                                                       \
+    HDR("Gateway", name) "spec:\n  selector: {istio: ingressgateway}\n"       \
+                         "  servers:\n"
+    char line[1024];
+
+    (void)state;
+    assert_int_equal(
+        run(GW_SERVERS("gw")
+                SRV("443", "https", "HTTPS", "app.example.com",
+                    "    tls: {mode: SIMPLE, credentialName: app}\n")
+                    SRV("443", "tls", "TLS", "db.example.com",
+                        "    tls: {mode: PASSTHROUGH}\n")
+                        SRV("443", "term", "TLS", "tcp.example.com",
+                            "    tls: {mode: SIMPLE, credentialName: t}\n"),
+            "IST0145"),
+        0);
+    first(GW_SERVERS("gw") SRV("8080", "http", "HTTP", "\"*\"", "")
+              GW_SERVERS("gw2") SRV("8080", "tcp", "TCP", "\"*\"", ""),
+          "IST0145", line, sizeof(line));
+    assert_non_null(strstr(line, "Gateway default/gw2"));
+    assert_non_null(strstr(line, "spec.servers[0]"));
+    assert_non_null(strstr(line, "this plaintext TCP server cannot share the "
+                                 "port with the plaintext HTTP servers"));
+    assert_non_null(strstr(line, "no SNI"));
+    assert_non_null(strstr(line, "(warning)"));
+    first(GW_SERVERS("gw")
+              SRV("8443", "https", "HTTPS", "\"*\"",
+                  "    tls: {mode: SIMPLE, credentialName: app}\n")
+                  SRV("8443", "http", "HTTP", "\"*\"", ""),
+          "IST0145", line, sizeof(line));
+    assert_non_null(strstr(line, "spec.servers[1]"));
+    assert_non_null(strstr(line, "(error)"));
+    /* Another bind address is another port. */
+    assert_int_equal(
+        run(GW_SERVERS("gw") SRV("8080", "http", "HTTP", "\"*\"", "")
+                "  - port: {number: 8080, name: tcp, protocol: TCP}\n"
+                "    bind: 10.0.0.1\n    hosts: [\"*\"]\n",
+            "IST0145"),
+        0);
+#undef SRV
+#undef GW_SERVERS
+}
+
 static void test_ist0132_host_not_in_gateway(void **state)
 {
     (void)state;
@@ -534,6 +585,7 @@ int main(void)
         cmocka_unit_test(test_ist0101_host_and_subset),
         cmocka_unit_test(test_ist0101_by_outbound_policy),
         cmocka_unit_test(test_ist0145_conflicting_gateways),
+        cmocka_unit_test(test_ist0145_port_sharing),
         cmocka_unit_test(test_ist0132_host_not_in_gateway),
         cmocka_unit_test(test_ist0130_unreachable_rule),
         cmocka_unit_test(test_ist0131_ineffective_match),

@@ -22,6 +22,7 @@
 #include "config/resource.h"
 #include "core/buf.h"
 #include "net/listener.h"
+#include "proxy/http_proxy.h"
 #include "proxy/l4_proxy.h"
 #include "server/compile-l4.h"
 #include "server/istio.h"
@@ -378,6 +379,142 @@ static void test_bad_pins(void **state)
     }
 }
 
+#define SAMPLE_CERT                                                            \
+    "serverCertificate: /work/shared/istio-samples/certs/"                    \
+    "workload-foo-cert.pem, privateKey: /work/shared/istio-samples/certs/"    \
+    "workload-foo-key.pem"
+
+/* What the SNI table does with name: 'H' HTTPS servers' proxy, 'T' TLS
+ * terminated here, else the passthrough route's name; NULL: closed. */
+static const char *shared_target(struct fx *f, const char *name)
+{
+    const struct l4_sni *e = l4_sni_lookup(conf(f), name);
+
+    if (e == NULL)
+        return NULL;
+    if (e->target == L4_TO_HTTP)
+        return "H";
+    if (e->target == L4_TO_TERMINATE)
+        return "T";
+    return conf(f)->passthrough.v[e->index].route;
+}
+
+/* HTTPS and TLS servers on one port: one table, Envoy's precedence. */
+static void test_shared_port_sni_table(void **state)
+{
+    struct fx f;
+    char *err;
+    char text[16384];
+
+    (void)state;
+    snprintf(
+        text, sizeof(text), "%s%s%s",
+        gw_yaml("  - port: {number: 443, name: https, protocol: HTTPS}\n"
+                "    hosts: [App.example.com, \"*.web.example.com\"]\n"
+                "    tls: {mode: SIMPLE, " SAMPLE_CERT "}\n"
+                "  - port: {number: 443, name: pass, protocol: TLS}\n"
+                "    hosts: [\"*.example.com\"]\n"
+                "    tls: {mode: PASSTHROUGH}\n"
+                "  - port: {number: 443, name: term, protocol: TLS}\n"
+                "    hosts: [tcp.example.com]\n"
+                "    tls: {mode: SIMPLE, " SAMPLE_CERT "}\n"
+                /* Later than the passthrough route for db.example.com. */
+                "  - port: {number: 443, name: https2, protocol: HTTPS}\n"
+                "    hosts: [db.example.com]\n"
+                "    tls: {mode: SIMPLE, " SAMPLE_CERT "}\n"),
+        vs("db", "default", "[db.example.com, \"*.example.com\"]", "[gw]",
+           "  tls:\n  - match: [{sniHosts: [db.example.com]}]\n"
+           "    route: [{destination: {host: db.svc.test}}]\n"
+           "  - match: [{sniHosts: [\"*.example.com\"]}]\n"
+           "    route: [{destination: {host: wild.svc.test}}]\n"),
+        vs("tcp", "default", "[tcp.example.com]", "[gw]",
+           "  tcp:\n  - route: [{destination: {host: plain.svc.test}}]\n"));
+    if (build(&f, text, &err) < 0)
+        fail_msg("%s", err);
+    assert_int_equal(f.gws.n, 1);
+    assert_true(f.gws.v[0].shared);
+    assert_int_equal(f.gws.v[0].ncerts, 2);
+    assert_non_null(conf(&f)->http);
+    assert_non_null(conf(&f)->http->tls);
+    assert_int_equal(conf(&f)->nservers, 1);
+    /* Exact names first, whatever server they belong to. */
+    assert_string_equal(shared_target(&f, "app.example.com"), "H");
+    assert_string_equal(shared_target(&f, "tcp.example.com"), "T");
+    assert_string_equal(shared_target(&f, "db.example.com"), "default/db");
+    /* The longest wildcard next: *.web.example.com over *.example.com. */
+    assert_string_equal(shared_target(&f, "x.web.example.com"), "H");
+    assert_string_equal(shared_target(&f, "a.b.web.example.com"), "H");
+    assert_string_equal(shared_target(&f, "web.example.com"), "default/db");
+    assert_string_equal(shared_target(&f, "other.example.com"), "default/db");
+    assert_int_equal(l4_sni_lookup(conf(&f), "other.example.com")->index, 1);
+    /* No "*": an unknown name and no SNI are closed. */
+    assert_null(shared_target(&f, "example.org"));
+    assert_null(shared_target(&f, ""));
+    assert_null(shared_target(&f, NULL));
+    fx_free(&f);
+}
+
+/* An HTTPS server of hosts "*" takes what no name or wildcard does, and
+ * a ClientHello without SNI. */
+static void test_shared_port_star_https(void **state)
+{
+    struct fx f;
+    char *err;
+    char text[8192];
+
+    (void)state;
+    snprintf(text, sizeof(text), "%s%s",
+             gw_yaml("  - port: {number: 443, name: pass, protocol: TLS}\n"
+                     "    hosts: [db.example.com]\n"
+                     "    tls: {mode: PASSTHROUGH}\n"
+                     "  - port: {number: 443, name: https, protocol: HTTPS}\n"
+                     "    hosts: [\"*\"]\n"
+                     "    tls: {mode: SIMPLE, " SAMPLE_CERT "}\n"),
+             vs("db", "default", "[db.example.com]", "[gw]",
+                "  tls:\n  - match: [{sniHosts: [db.example.com]}]\n"
+                "    route: [{destination: {host: db.svc.test}}]\n"));
+    if (build(&f, text, &err) < 0)
+        fail_msg("%s", err);
+    assert_true(f.gws.v[0].shared);
+    assert_string_equal(shared_target(&f, "db.example.com"), "default/db");
+    assert_string_equal(shared_target(&f, "x.db.example.com"), "H");
+    assert_string_equal(shared_target(&f, "example.org"), "H");
+    assert_string_equal(shared_target(&f, ""), "H");
+    assert_string_equal(shared_target(&f, NULL), "H");
+    fx_free(&f);
+}
+
+/* Plaintext HTTP and TCP servers on one port: the later is skipped. */
+static void test_plaintext_http_and_tcp_do_not_share(void **state)
+{
+    static const char boot[] = "node: {labels: {istio: ingressgateway}}\n";
+    const char *text =
+        gw_yaml("  - port: {number: 8080, name: http, protocol: HTTP}\n"
+                "    hosts: [\"*\"]\n"
+                "  - port: {number: 8080, name: tcp, protocol: TCP}\n"
+                "    hosts: [\"*\"]\n");
+    struct fx f;
+    char *err = NULL;
+    struct buf errs;
+    int nerr = 0;
+
+    (void)state;
+    memset(&f, 0, sizeof(f));
+    f.bs = bootstrap_parse(boot, strlen(boot), "b.yaml", &err);
+    assert_non_null(f.bs);
+    buf_init(&errs, 1 << 20);
+    f.set = resource_load_mem(text, strlen(text), "r.yaml", &errs, &nerr);
+    buf_dispose(&errs);
+    assert_int_equal(nerr, 0);
+    assert_int_equal(istio_gateways(f.bs, f.set, &f.gws, &err), 0);
+    assert_int_equal(f.gws.n, 1);
+    assert_false(f.gws.v[0].l4);
+    assert_false(f.gws.v[0].shared);
+    assert_int_equal(f.gws.v[0].nservers, 1);
+    assert_int_equal(f.gws.v[0].servers[0].mode, GW_MODE_HTTP);
+    fx_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -387,6 +524,9 @@ int main(void)
         cmocka_unit_test(test_terminating_server_bad_certificate),
         cmocka_unit_test(test_mutual_credential_without_ca),
         cmocka_unit_test(test_bad_pins),
+        cmocka_unit_test(test_shared_port_sni_table),
+        cmocka_unit_test(test_shared_port_star_https),
+        cmocka_unit_test(test_plaintext_http_and_tcp_do_not_share),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
