@@ -793,5 +793,5 @@ static void listener_free_pl(struct plistener *pl)
     listener_free((struct http_listener *)(void *)pl);
 }
 
-const struct plistener_ops http_proxy_ops = {"http", listener_start,
-                                             listener_stop, listener_free_pl};
+const struct plistener_ops http_proxy_ops = {
+    "http", listener_start, listener_stop, listener_free_pl, NULL};

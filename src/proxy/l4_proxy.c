@@ -495,6 +495,69 @@ static void start_handshake(struct l4_conn *lc, size_t server)
     on_handshake_io(&lc->c, lc);
 }
 
+/*
+ * A worker's HTTP proxy of a shared port's HTTPS servers. It outlives the
+ * L4 listener that started it when the listener is rebuilt (new tls or
+ * tcp rules, new routes) with the same HTTP part: the new listener
+ * inherits it, so HTTPS connections and their keep-alives go on and new
+ * routes reach them by publication, as on an HTTP-only port. Every L4
+ * listener holding it keeps a reference (an older one may still hand it a
+ * connection it was inspecting); the newest, the owner, decides when it
+ * stops and waits for it to be idle. Worker-local: plain counts.
+ */
+struct l4_http {
+    struct plistener *pl;
+    size_t refs;
+    struct l4_proxy *owner; /* NULL once the owner is gone */
+};
+
+static void check_idle(struct l4_proxy *p);
+
+/* The HTTP part reports idleness on its reaper's turn: its owner may be
+ * idle as a whole. */
+static void on_http_idle(struct plistener *l, void *arg)
+{
+    struct l4_http *h = arg;
+
+    (void)l;
+    if (h->owner != NULL)
+        check_idle(h->owner);
+}
+
+static struct l4_http *l4_http_new(struct l4_proxy *p)
+{
+    struct l4_http *h = calloc(1, sizeof(*h));
+
+    if (h == NULL)
+        return NULL;
+    h->refs = 1;
+    h->owner = p;
+    h->pl = http_proxy_ops.start(p->base, p->worker, -1, p->conf->http,
+                                 on_http_idle, h);
+    if (h->pl == NULL) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* p lets go of its HTTP part (closing its connections if p was the last
+ * to hold it). */
+static void l4_http_release(struct l4_proxy *p)
+{
+    struct l4_http *h = p->http;
+
+    if (h == NULL)
+        return;
+    p->http = NULL;
+    if (h->owner == p)
+        h->owner = NULL;
+    if (--h->refs == 0) {
+        h->pl->ops->free(h->pl);
+        free(h);
+    }
+}
+
 /* The HTTPS servers' HTTP proxy serves lc from here on: nothing was read
  * from the socket, so it starts with the client's ClientHello. */
 static void to_http(struct l4_conn *lc)
@@ -508,7 +571,7 @@ static void to_http(struct l4_conn *lc)
      * changes owner as it is. */
     lc->c.fd = -1;
     lc_end(lc, 0);
-    http_listener_adopt(p->http, fd, &peer, len);
+    http_listener_adopt(p->http->pl, fd, &peer, len);
 }
 
 static void route_sni(struct l4_conn *lc)
@@ -638,19 +701,13 @@ static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
 
 static void check_idle(struct l4_proxy *p)
 {
+    /* The HTTP part's connections are waited for by its owner only. */
     if (!acceptor_running(&p->acc) && p->npending == 0 &&
         p->relay.active == 0 &&
-        (p->http == NULL || http_listener_active(p->http) == 0) &&
+        (p->http == NULL || p->http->owner != p ||
+         http_listener_active(p->http->pl) == 0) &&
         p->on_idle != NULL)
         p->on_idle(&p->pl, p->arg);
-}
-
-/* The HTTP part reports idleness on its reaper's turn: the whole listener
- * may be. */
-static void on_http_idle(struct plistener *l, void *arg)
-{
-    (void)l;
-    check_idle(arg);
 }
 
 static void free_dead(struct l4_proxy *p)
@@ -716,12 +773,8 @@ static struct plistener *ops_start(struct event_base *base, int worker, int fd,
         0)
         goto fail;
     p->relay_ok = 1;
-    if (c->http != NULL) {
-        p->http = http_proxy_ops.start(base, worker, -1, c->http,
-                                       on_http_idle, p);
-        if (p->http == NULL)
-            goto fail;
-    }
+    if (c->http != NULL && (p->http = l4_http_new(p)) == NULL)
+        goto fail;
     if (acceptor_start(&p->acc, base, fd, c->name, on_conn, p) < 0)
         goto fail;
     return &p->pl;
@@ -738,8 +791,7 @@ static void l4_proxy_free(struct l4_proxy *p)
     while (!LIST_EMPTY(&p->pending))
         lc_end(LIST_ELEM(p->pending.next, struct l4_conn, link), 1);
     free_dead(p);
-    if (p->http != NULL)
-        p->http->ops->free(p->http);
+    l4_http_release(p);
     if (p->relay_ok)
         tcp_relay_dispose(&p->relay);
     if (p->reap_ev != NULL)
@@ -764,8 +816,8 @@ static void ops_stop(struct plistener *l)
         return;
     acceptor_stop(&p->acc);
     /* HTTP requests in flight finish; idle keep-alives close. */
-    if (p->http != NULL)
-        p->http->ops->stop_accepting(p->http);
+    if (p->http != NULL && p->http->owner == p)
+        p->http->pl->ops->stop_accepting(p->http->pl);
     event_active(p->reap_ev, EV_TIMEOUT, 0);
 }
 
@@ -774,5 +826,22 @@ static void ops_free(struct plistener *l)
     l4_proxy_free((struct l4_proxy *)(void *)l);
 }
 
+/* A rebuilt listener with the same HTTP part (the same conf: server.c
+ * keeps it when only routes changed) takes the running one over. */
+static void ops_inherit(struct plistener *l, struct plistener *prev)
+{
+    struct l4_proxy *p = (struct l4_proxy *)(void *)l;
+    struct l4_proxy *o = (struct l4_proxy *)(void *)prev;
+
+    if (p->http == NULL || o->http == NULL || o->http->owner != o ||
+        p->conf->http != o->conf->http)
+        return;
+    /* p's own is new and empty. */
+    l4_http_release(p);
+    p->http = o->http;
+    p->http->refs++;
+    p->http->owner = p;
+}
+
 const struct plistener_ops l4_proxy_ops = {"l4", ops_start, ops_stop,
-                                           ops_free};
+                                           ops_free, ops_inherit};

@@ -12,6 +12,7 @@
 
 struct cluster;
 struct http_proxy_conf;
+struct l4_http;
 struct listener_stats;
 struct tls_holder;
 struct ssl_ctx_st;
@@ -152,7 +153,7 @@ struct l4_proxy {
     uint8_t *peek;              /* max_client_hello + record headers */
     size_t peek_cap;
     uint8_t *scratch;           /* max_client_hello */
-    struct plistener *http;     /* conf->http's listener; NULL: none */
+    struct l4_http *http;       /* conf->http's listener; NULL: none */
     plistener_idle_fn on_idle;
     void *arg;
 };

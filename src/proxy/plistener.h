@@ -25,6 +25,11 @@ struct plistener_ops {
     void (*stop_accepting)(struct plistener *l);
     /* Close everything now and free. */
     void (*free)(struct plistener *l);
+    /* Optional (NULL: nothing to take): l was just started on the socket
+     * of prev, of the same kind, which it replaces; it takes over what
+     * of prev does not depend on what changed, before prev stops
+     * accepting. */
+    void (*inherit)(struct plistener *l, struct plistener *prev);
 };
 
 struct plistener {

@@ -804,4 +804,4 @@ static void ops_free(struct plistener *l)
 }
 
 const struct plistener_ops tcp_proxy_ops = {"tcp", ops_start, ops_stop,
-                                            ops_free};
+                                            ops_free, NULL};

@@ -256,6 +256,43 @@ oom:
     return -1;
 }
 
+/* What an L4 listener's fingerprint says before its resource and DNS
+ * generations: the Gateway servers and logging, all its HTTP part (of a
+ * port shared by HTTPS and TLS servers) is compiled from besides routes. */
+static int same_http_part(const char *a, const char *b)
+{
+    const char *ea = strstr(a, "|resources="), *eb = strstr(b, "|resources=");
+
+    return ea != NULL && eb != NULL && ea - a == eb - b &&
+           memcmp(a, b, (size_t)(ea - a)) == 0;
+}
+
+/*
+ * keep_http_part() lets a rebuilt L4 listener l of a shared port keep
+ * prev's HTTP part when only what it routes by changed: l's conf takes
+ * prev's HTTP conf, and l's new routes go to *staged, published into it
+ * once the whole set is built. Workers then hand the running HTTP
+ * listener to the new L4 one (l4_proxy inherit), so HTTPS connections
+ * outlive resource changes as on a port of HTTP servers only.
+ */
+static void keep_http_part(const struct srv_listener *prev,
+                           struct srv_listener *l, struct http_routes **staged)
+{
+    struct l4_proxy_conf *nc, *pc;
+
+    if (prev == NULL || prev->cl.ops != &l4_proxy_ops ||
+        l->cl.ops != &l4_proxy_ops)
+        return;
+    nc = l->cl.conf;
+    pc = prev->cl.conf;
+    if (nc->http == NULL || pc->http == NULL ||
+        !same_http_part(prev->fingerprint, l->fingerprint))
+        return;
+    *staged = http_proxy_conf_routes(nc->http);
+    http_proxy_conf_unref(nc->http);
+    nc->http = http_proxy_conf_ref(pc->http);
+}
+
 /*
  * lset_build() turns a bootstrap's listeners into a listener set, reusing
  * what old already runs: an unchanged listener is kept as is (its workers'
@@ -396,6 +433,7 @@ static int lset_build(struct server *s, struct bootstrap *bs,
             out->n++;
             goto fail;
         }
+        keep_http_part(prev, l, &staged[out->n]);
         out->n++;
         log_info("listener %s: %s, %s on %s", sp->name,
                  prev ? "changed" : "added", l->cl.ops->kind,
@@ -410,7 +448,11 @@ static int lset_build(struct server *s, struct bootstrap *bs,
      * their new routes from now on (requests in flight keep theirs). */
     for (size_t i = 0; i < out->n; i++)
         if (staged[i] != NULL)
-            http_proxy_conf_set_routes(out->v[i].cl.conf, staged[i]);
+            http_proxy_conf_set_routes(
+                out->v[i].cl.ops == &l4_proxy_ops
+                    ? ((struct l4_proxy_conf *)out->v[i].cl.conf)->http
+                    : out->v[i].cl.conf,
+                staged[i]);
     free(staged);
     /* Names this snapshot no longer uses are dropped. */
     if (s->dns != NULL)

@@ -83,6 +83,20 @@ static void retire(struct worker *w, struct plistener *p)
     p->ops->stop_accepting(p);
 }
 
+/* A new proxy on the socket of one it replaces (same kind, running, about
+ * to be retired) takes over what it can of it. */
+static void inherit(struct worker *w, struct plistener *l)
+{
+    for (struct list *it = w->proxies.next; it != &w->proxies;
+         it = it->next) {
+        struct plistener *p = LIST_ELEM(it, struct plistener, link);
+        if (p->fd == l->fd && p->ops == l->ops && p->conf != l->conf) {
+            l->ops->inherit(l, p);
+            return;
+        }
+    }
+}
+
 struct apply_msg {
     struct worker *w;
     struct worker_set *set;
@@ -125,6 +139,8 @@ static void do_apply(void *arg)
                           set->v[i].name);
                 continue;
             }
+            if (found->ops->inherit != NULL)
+                inherit(w, found);
         } else {
             list_del(&found->link);
         }

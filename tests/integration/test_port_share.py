@@ -245,30 +245,55 @@ def test_without_sni_a_star_https_server_serves(strait_factory,
     assert curl(e, "unknown.test", "--insecure") == (0, "app-v1", "2")
 
 
-def test_route_change_applies_to_new_requests_in_flight_finish(
-        strait_factory, upstream_factory, tmp_path):
+def https_conn(e, timeout=30):
+    """A keep-alive HTTP/1.1 connection to app.example.test."""
+    ctx = ssl.create_default_context(cafile=e.app_crt)
+    c = http.client.HTTPSConnection("app.example.test", e.port, context=ctx,
+                                    timeout=timeout)
+    c.sock = ctx.wrap_socket(
+        socket.create_connection(("127.0.0.1", e.port), timeout=timeout),
+        server_hostname="app.example.test")
+    return c
+
+
+def get(c, path="/"):
+    c.request("GET", path)
+    r = c.getresponse()
+    return r.status, r.read()
+
+
+def test_route_change_keeps_https_connections(strait_factory,
+                                              upstream_factory, tmp_path):
+    """A changed VirtualService rebuilds the shared port's listener (its
+    tls and tcp rules are compiled in) but keeps its HTTPS part: new
+    requests, on new connections and on open keep-alive ones, take the
+    new route; a request in flight finishes on its own; a passthrough
+    session goes on."""
     gate, seen = threading.Event(), threading.Event()
     e = shared_port(strait_factory, upstream_factory, tmp_path, gate=gate,
-              seen=seen)
+                    seen=seen)
     result = {}
+    keep = https_conn(e)
+    gate.set()
+    assert get(keep) == (200, b"app-v1")
+    gate.clear()
+    seen.clear()
+    db = socket.create_connection(("127.0.0.1", e.port), timeout=10)
+    db_ctx = ssl.create_default_context(cafile=e.db_crt)
+    db = db_ctx.wrap_socket(db, server_hostname="db.example.test")
 
     def in_flight():
-        ctx = ssl.create_default_context(cafile=e.app_crt)
-        c = http.client.HTTPSConnection("app.example.test", e.port,
-                                        context=ctx, timeout=30)
-        c.sock = ctx.wrap_socket(
-            socket.create_connection(("127.0.0.1", e.port), timeout=30),
-            server_hostname="app.example.test")
+        c = https_conn(e)
         try:
-            c.request("GET", "/slow")
-            r = c.getresponse()
-            result["got"] = (r.status, r.read())
+            result["got"] = get(c, "/slow")
         finally:
             c.close()
 
     t = threading.Thread(target=in_flight)
     t.start()
     try:
+        db.sendall(b"1")
+        assert db.recv(100) == b"db:1"
         assert seen.wait(15), "the request never reached the upstream"
         tmp = tmp_path / "r.tmp"
         tmp.write_text(e.text.replace(app_vs("app", e.app.port),
@@ -278,14 +303,48 @@ def test_route_change_applies_to_new_requests_in_flight_finish(
                  "new requests on the shared port routed by the new route")
         assert curl(e, "app.example.test", "--http1.1") == \
             (0, "app-v2", "1.1")
-        # Passthrough and terminated TLS go on on the new listener.
+        # The keep-alive connection opened before the change is still
+        # served, by the new routes.
+        assert get(keep) == (200, b"app-v2")
+        # Passthrough and terminated TLS: new connections, and the
+        # session opened before the change.
         assert tls_talk(e.port, "db.example.test", cafile=e.db_crt) \
             == b"db:hello"
+        db.sendall(b"2")
+        assert db.recv(100) == b"db:2"
     finally:
         gate.set()
         t.join(30)
+        keep.close()
+        db.close()
     # The request that started before the change finished on its route.
     assert result.get("got") == (200, b"app-v1"), result
+    assert f"listener gateway-127.0.0.1-{e.port}: changed" in e.st.log()
+
+
+def test_gateway_change_drains_https_connections(strait_factory,
+                                                 upstream_factory, tmp_path):
+    """A change of the HTTPS servers themselves (here a new host) builds a
+    new HTTPS part: the old one finishes its requests and closes idle
+    keep-alive connections; new connections get the new servers."""
+    e = shared_port(strait_factory, upstream_factory, tmp_path)
+    keep = https_conn(e)
+    assert get(keep) == (200, b"app-v1")
+    tmp = tmp_path / "r.tmp"
+    tmp.write_text(e.text.replace(
+        '[app.example.test, "*.web.example.test"]',
+        '[app.example.test, "*.web.example.test", new.example.test]'))
+    os.replace(tmp, e.conf)
+    wait_for(lambda: curl(e, "new.example.test", "--insecure")[1] == "app-v1",
+             15, "the new HTTPS host served")
+
+    def closed():
+        try:
+            return keep.sock.recv(1) == b""
+        except (ssl.SSLError, OSError):
+            return True
+    wait_for(closed, 15, "the idle keep-alive connection closed")
+    keep.close()
 
 
 def plaintext_conflict(port):

@@ -547,7 +547,7 @@ static struct plistener *start_fails(struct event_base *base, int worker,
 static void test_apply_skips_listener_that_cannot_start(void **state)
 {
     static const struct plistener_ops broken = {"broken", start_fails, NULL,
-                                                NULL};
+                                                NULL, NULL};
     struct fx *f = *state;
     struct worker_set *set = malloc(sizeof(*set) + 2 * sizeof(set->v[0]));
     int c, u;
