@@ -605,11 +605,110 @@ static void test_stop_closes_sessions(void **state)
     assert_true(fcntl(f->lfd, F_GETFD) >= 0);
 }
 
+/* A proxy kind that records what the worker asks of it (on the worker's
+ * thread; read by the test once the worker has reported WORKER_APPLIED,
+ * which the queue orders after it). */
+struct rec_proxy {
+    struct plistener pl;
+    plistener_idle_fn on_idle;
+    void *arg;
+};
+
+static const struct plistener_ops rec_ops;
+
+static struct {
+    int inherits;
+    void *conf, *prev_conf;
+} rec;
+
+static struct plistener *rec_start(struct event_base *base, int worker,
+                                   int fd, void *conf,
+                                   plistener_idle_fn on_idle, void *arg)
+{
+    struct rec_proxy *p = calloc(1, sizeof(*p));
+
+    (void)base;
+    (void)worker;
+    if (p == NULL)
+        return NULL;
+    p->pl.ops = &rec_ops;
+    p->pl.conf = conf;
+    p->pl.fd = fd;
+    LIST_INIT(&p->pl.link);
+    p->on_idle = on_idle;
+    p->arg = arg;
+    return &p->pl;
+}
+
+static void rec_stop(struct plistener *l)
+{
+    struct rec_proxy *p = (struct rec_proxy *)(void *)l;
+
+    p->on_idle(l, p->arg); /* nothing in flight */
+}
+
+static void rec_free(struct plistener *l)
+{
+    list_del(&l->link);
+    free(l);
+}
+
+static void rec_inherit(struct plistener *l, struct plistener *prev)
+{
+    rec.inherits++;
+    rec.conf = l->conf;
+    rec.prev_conf = prev->conf;
+}
+
+static const struct plistener_ops rec_ops = {"rec", rec_start, rec_stop,
+                                             rec_free, rec_inherit};
+
+static void apply_rec(struct fx *f, const struct plistener_ops *ops,
+                      void *conf, int fd)
+{
+    struct worker_set *set = malloc(sizeof(*set) + sizeof(set->v[0]));
+    int before = f->nevents;
+
+    assert_non_null(set);
+    set->n = 1;
+    set->v[0].ops = ops;
+    set->v[0].conf = conf;
+    set->v[0].name = "rec";
+    set->v[0].fd = fd;
+    assert_int_equal(worker_apply(&f->w, set), 0);
+    wait_events(f, before + 1);
+    assert_int_equal(f->events[before], WORKER_APPLIED);
+}
+
+/* A proxy started on the socket of one it replaces, of the same kind, is
+ * offered that one (inherit) before it is retired; not otherwise. */
+static void test_replacement_inherits_from_predecessor(void **state)
+{
+    struct fx *f = *state;
+    static int a, b, c;
+
+    memset(&rec, 0, sizeof(rec));
+    apply_rec(f, &rec_ops, &a, f->lfd);
+    assert_int_equal(rec.inherits, 0);
+    apply_rec(f, &rec_ops, &b, f->lfd);
+    assert_int_equal(rec.inherits, 1);
+    assert_ptr_equal(rec.conf, &b);
+    assert_ptr_equal(rec.prev_conf, &a);
+    /* Kept as it is: nothing to inherit. */
+    apply_rec(f, &rec_ops, &b, f->lfd);
+    assert_int_equal(rec.inherits, 1);
+    /* Another socket: nothing either. */
+    apply_rec(f, &rec_ops, &c, f->ulfd[0]);
+    assert_int_equal(rec.inherits, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_init_dispose_without_start, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            test_replacement_inherits_from_predecessor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_apply_then_proxy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_apply_same_set_keeps_proxy, setup,
                                         teardown),
