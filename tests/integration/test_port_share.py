@@ -14,6 +14,7 @@ import threading
 
 from conftest import STRAIT, free_port, wait_for
 from httpd import make_cert, s_client
+from test_ca import nodes  # noqa: F401 (a fixture)
 from test_l4 import access_lines, named_handler, refused, tls_talk, \
     tls_upstream
 
@@ -345,6 +346,73 @@ def test_gateway_change_drains_https_connections(strait_factory,
             return True
     wait_for(closed, 15, "the idle keep-alive connection closed")
     keep.close()
+
+
+def test_permissive_mesh_https_beside_passthrough(nodes, upstream_factory,
+                                                  tmp_path):
+    """An ISTIO_MUTUAL HTTPS server under PeerAuthentication PERMISSIVE
+    shares its port with a PASSTHROUGH server: plaintext (no ClientHello)
+    is HTTP for the mesh server, TLS goes by SNI, and the mesh server
+    still wants a mesh client certificate."""
+    app = upstream_factory(body_handler("mesh-app"))
+    db, db_crt = tls_upstream(upstream_factory, tmp_path, "db",
+                              "db.example.test")
+    port, ca_port = free_port(), free_port()
+    conf = tmp_path / "mesh-conf"
+    conf.mkdir()
+    (conf / "r.yaml").write_text(f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: istio-system}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {port}, name: https-mesh, protocol: HTTPS}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+    tls: {{mode: ISTIO_MUTUAL}}
+  - port: {{number: {port}, name: tls, protocol: TLS}}
+    bind: 127.0.0.1
+    hosts: [db.example.test]
+    tls: {{mode: PASSTHROUGH}}
+---
+apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {{name: default, namespace: istio-system}}
+spec: {{mtls: {{mode: PERMISSIVE}}}}
+""" + service("app", app.port, "HTTP").replace("namespace: default",
+                                               "namespace: istio-system")
+        + service("db", db.port).replace("namespace: default",
+                                         "namespace: istio-system") + f"""---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: web, namespace: istio-system}}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - route: [{{destination: {{host: app.svc.test, port: {{number: {app.port}}}}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: db, namespace: istio-system}}
+spec:
+  hosts: [db.example.test]
+  gateways: [gw]
+  tls:
+  - match: [{{sniHosts: [db.example.test]}}]
+    route: [{{destination: {{host: db.svc.test}}}}]
+""")
+    nodes("mesh", f"{{enabled: true, dir: {tmp_path / 'mesh-ca'}, "
+                  f"address: 127.0.0.1:{ca_port}}}",
+          node_yaml=f"config: {{dir: \"{conf}\"}}\n").start()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        assert get(c) == (200, b"mesh-app")
+    finally:
+        c.close()
+    assert tls_talk(port, "db.example.test", cafile=db_crt) == b"db:hello"
+    # TLS for the mesh server without a client certificate: refused.
+    assert refused(lambda: tls_talk(port, "app.example.test"))
 
 
 def plaintext_conflict(port):
