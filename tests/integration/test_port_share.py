@@ -15,8 +15,8 @@ import threading
 from conftest import STRAIT, free_port, wait_for
 from httpd import make_cert, s_client
 from test_ca import nodes  # noqa: F401 (a fixture)
-from test_l4 import access_lines, named_handler, refused, tls_talk, \
-    tls_upstream
+from test_l4 import FOO, ROOT, access_lines, named_handler, refused, \
+    tls_talk, tls_upstream
 
 
 def service(name, port, protocol="TCP"):
@@ -413,6 +413,94 @@ spec:
     assert tls_talk(port, "db.example.test", cafile=db_crt) == b"db:hello"
     # TLS for the mesh server without a client certificate: refused.
     assert refused(lambda: tls_talk(port, "app.example.test"))
+
+
+def test_client_certificates_and_policy_per_https_server(
+        strait_factory, upstream_factory, tmp_path):
+    """Two HTTPS servers beside a PASSTHROUGH one: each keeps its own
+    client-certificate settings (by SNI), and AuthorizationPolicy applies
+    to the HTTP requests of the shared port."""
+    app = upstream_factory(body_handler("app"))
+    db, db_crt = tls_upstream(upstream_factory, tmp_path, "db",
+                              "db.example.test")
+    crt, key = make_cert(str(tmp_path), "gw", "app.example.test",
+                         ["app.example.test"])
+    mcrt, mkey = make_cert(str(tmp_path), "mtls", "mtls.example.test",
+                           ["mtls.example.test"])
+    port = free_port()
+    tls = f'serverCertificate: "{crt}", privateKey: "{key}"'
+    mtls = f'serverCertificate: "{mcrt}", privateKey: "{mkey}"'
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    (conf / "r.yaml").write_text(f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {port}, name: https, protocol: HTTPS}}
+    bind: 127.0.0.1
+    hosts: [app.example.test]
+    tls: {{mode: SIMPLE, {tls}}}
+  - port: {{number: {port}, name: https-mtls, protocol: HTTPS}}
+    bind: 127.0.0.1
+    hosts: [mtls.example.test]
+    tls: {{mode: MUTUAL, {mtls}, caCertificates: "{ROOT}"}}
+  - port: {{number: {port}, name: tls, protocol: TLS}}
+    bind: 127.0.0.1
+    hosts: [db.example.test]
+    tls: {{mode: PASSTHROUGH}}
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {{name: no-admin, namespace: istio-system}}
+spec:
+  action: DENY
+  rules:
+  - to: [{{operation: {{paths: ["/admin*"]}}}}]
+""" + service("app", app.port, "HTTP") + service("db", db.port) + f"""---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: web, namespace: default}}
+spec:
+  hosts: [app.example.test, mtls.example.test]
+  gateways: [gw]
+  http:
+  - route: [{{destination: {{host: app.svc.test, port: {{number: {app.port}}}}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: db, namespace: default}}
+spec:
+  hosts: [db.example.test]
+  gateways: [gw]
+  tls:
+  - match: [{{sniHosts: [db.example.test]}}]
+    route: [{{destination: {{host: db.svc.test}}}}]
+""")
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
+
+    def curl(host, path="/", *args):
+        ca = mcrt if host.startswith("mtls") else crt
+        out = subprocess.run(
+            ["curl", "-sS", "--max-time", "10", "--cacert", ca, "--resolve",
+             f"{host}:{port}:127.0.0.1", "-w", " %{http_code}", *args,
+             f"https://{host}:{port}{path}"], capture_output=True, timeout=30)
+        return out.stdout.decode()
+    assert curl("app.example.test") == "app 200"
+    assert curl("app.example.test", "/admin").endswith(" 403")
+    # MUTUAL on its own server only: no certificate, no handshake.
+    assert curl("mtls.example.test") == " 000"
+    assert curl("mtls.example.test", "/", "--cert", FOO[0], "--key",
+                FOO[1]) == "app 200"
+    # The passthrough part is authorised per connection, as Istio does on
+    # TCP: a DENY rule's HTTP-only fields do not narrow it there, so the
+    # connection is refused.
+    assert refused(lambda: tls_talk(port, "db.example.test", cafile=db_crt))
+    wait_for(lambda: access_lines(st, "RBAC_ACCESS_DENIED[istio-system/"
+                                      "no-admin]"), 10,
+             "the refused passthrough session in the access log")
+    assert db.conns == 0
 
 
 def plaintext_conflict(port):
