@@ -6,6 +6,7 @@ client's TLS untouched, TLS servers terminated here relay to tcp routes.
 Plaintext HTTP and TCP servers cannot share a port (no SNI): the later
 one is skipped, and `strait check` says so."""
 import http.client
+import json
 import os
 import socket
 import ssl
@@ -192,6 +193,14 @@ def test_https_passthrough_and_terminated_tls_share_a_port(
     wait_for(lambda: stat(e.st, e.port, "downstream_cx_active") == 0, 10,
              "every connection closed")
     assert stat(e.st, e.port, "downstream_cx_total") == 6
+    # The HTTPS part's routes are shown with the other Gateway routes.
+    code, body, _ = e.st.get("/config_dump")
+    assert code == 200
+    [lst] = json.loads(body)["gatewayRoutes"]
+    assert lst["listener"] == f"gateway-127.0.0.1-{e.port}"
+    [dest] = lst["routes"]["virtualHosts"][0]["rules"][0]["action"][
+        "destinations"]
+    assert dest["cluster"].startswith("app.svc.test|"), dest
 
 
 def test_sni_precedence_exact_then_longest_wildcard(strait_factory,
