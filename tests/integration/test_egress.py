@@ -540,6 +540,11 @@ spec:
         wait_for(lambda: get(gw, "/", {"host": "spoofed.external.test"})[0]
                  == 503, 15, "spoofed.external.test refused")
         assert imposter.sni and set(imposter.sni) == {"spoofed.external.test"}
+        # The access log line is written when the stream ends, which can
+        # be after the client has its answer.
+        wait_for(lambda: any("authority=spoofed.external.test" in l
+                             for l in access_lines(st, "http_request")),
+                 10, "access log line")
         refused = [l for l in access_lines(st, "http_request")
                    if "authority=spoofed.external.test" in l]
         assert refused and "upstream_tls_refused" in refused[-1]
