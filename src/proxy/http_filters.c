@@ -331,6 +331,21 @@ static int addr_from_ip(const char *ip, struct sockaddr_storage *ss)
     return -1;
 }
 
+/* The connection's Gateway server, picked by SNI, serves the request's
+ * host (see http_stream-int.h). */
+int pstream_misdirected(struct pstream *ps)
+{
+    const struct slice a = ps->s->req.authority;
+
+    /* No authority at all (HTTP/1.0): the router decides. */
+    if (a.n == 0 || tls_conn_serves_host(&ps->hc->conn, a.p, a.n))
+        return 0;
+    ps->details = "misdirected_request";
+    pstream_local_reply(ps, 421, 0, "misdirected request\n");
+    pstream_up_finished(ps);
+    return 1;
+}
+
 /*
  * pstream_authorize() applies the AuthorizationPolicies of the stream's routes
  * before routing, as Envoy's RBAC filter runs before the router: a denied

@@ -114,6 +114,13 @@ void pstream_on_delay(evutil_socket_t fd, short what, void *arg);
 
 /* http_filters.c: what a request meets before it goes upstream. */
 
+/* A request for a host the connection's Gateway server does not serve
+ * (its TLS handshake picked another server by SNI): answered 421
+ * Misdirected Request and finished, returning 1, so a client cannot
+ * reach one server's routes through another's handshake and client
+ * checks. 0 when the request belongs here. */
+int pstream_misdirected(struct pstream *ps);
+
 /* The AuthorizationPolicies of the stream's routes. Returns 0 when the
  * request may go on; -1 when it was answered 403 (and finished). */
 int pstream_authorize(struct pstream *ps);

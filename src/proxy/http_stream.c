@@ -565,6 +565,8 @@ static void on_request(void *ctx, struct hstream *s)
     event_assign(&ps->aux, l->base, -1, 0, pstream_on_aux, ps);
     ps->cluster = -1;
     ps->wr = http_listener_pin(l);
+    if (hc->conn.tls != NULL && pstream_misdirected(ps))
+        return;
     if (ps->wr->r->authz != NULL && pstream_authorize(ps) < 0)
         return;
     if (ps->wr->r->router != NULL) {

@@ -162,16 +162,34 @@ static int gateway_tls(const struct gw_listener *g, struct http_proxy_conf *c,
 {
     struct tls_server_cert *certs = calloc(g->ncerts, sizeof(*certs));
     struct tls_server_conf tc;
+    const char **hosts;
     char desc[128];
 
+    c->tls = NULL;
     if (certs == NULL) {
         *err = strdup("out of memory");
         return -1;
     }
     for (size_t i = 0; i < g->ncerts; i++) {
+        const struct gw_server *sv = g->cert_server ? g->cert_server[i] : NULL;
         certs[i].cert_path = g->certs[2 * i];
         certs[i].key_path = g->certs[2 * i + 1];
         gw_tls_to_cert(g->cert_tls ? g->cert_tls[i] : NULL, &certs[i]);
+        if (sv == NULL || sv->nhosts == 0)
+            continue;
+        /* The server's hosts pick its certificate and bound what its
+         * connections serve; "ns/" says who may bind to it, not a name. */
+        hosts = calloc(sv->nhosts, sizeof(*hosts));
+        if (hosts == NULL) {
+            *err = strdup("out of memory");
+            goto done;
+        }
+        for (size_t k = 0; k < sv->nhosts; k++) {
+            const char *slash = strchr(sv->hosts[k], '/');
+            hosts[k] = slash != NULL ? slash + 1 : sv->hosts[k];
+        }
+        certs[i].hosts = hosts;
+        certs[i].nhosts = sv->nhosts;
     }
     memset(&tc, 0, sizeof(tc));
     tc.certs = certs;
@@ -180,6 +198,9 @@ static int gateway_tls(const struct gw_listener *g, struct http_proxy_conf *c,
     tc.max_version = TLS1_3_VERSION;
     snprintf(desc, sizeof(desc), "listener %s", g->name);
     c->tls = tls_holder_new(&tc, desc, err);
+done:
+    for (size_t i = 0; i < g->ncerts; i++)
+        free((void *)certs[i].hosts);
     free(certs);
     return c->tls != NULL ? 0 : -1;
 }

@@ -70,6 +70,7 @@ static void gw_dispose(struct gw_listener *g)
         free(g->certs[i]);
     free(g->certs);
     free(g->cert_tls);
+    free(g->cert_server);
     for (size_t i = 0; i < g->nservers; i++) {
         for (size_t k = 0; k < g->servers[i].nhosts; k++)
             free(g->servers[i].hosts[k]);
@@ -465,7 +466,8 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
             continue;
         g->certs = calloc(2 * g->nservers, sizeof(*g->certs));
         g->cert_tls = calloc(g->nservers, sizeof(*g->cert_tls));
-        if (g->certs == NULL || g->cert_tls == NULL)
+        g->cert_server = calloc(g->nservers, sizeof(*g->cert_server));
+        if (g->certs == NULL || g->cert_tls == NULL || g->cert_server == NULL)
             goto oom;
         for (size_t k = 0; k < g->nservers; k++) {
             const struct gw_server *sv = &g->servers[k];
@@ -474,6 +476,7 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
             g->certs[2 * g->ncerts] = xstrdup(sv->tls.cert);
             g->certs[2 * g->ncerts + 1] = xstrdup(sv->tls.key);
             g->cert_tls[g->ncerts] = &sv->tls;
+            g->cert_server[g->ncerts] = sv;
             g->ncerts++;
             if (g->certs[2 * g->ncerts - 2] == NULL ||
                 g->certs[2 * g->ncerts - 1] == NULL)

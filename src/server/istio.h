@@ -70,6 +70,7 @@ struct gw_listener {
     char **certs; /* HTTPS servers: cert, key pairs: 2 * ncerts paths */
     size_t ncerts;
     const struct gw_tls **cert_tls; /* the server settings of each pair */
+    const struct gw_server **cert_server; /* and the server itself */
     struct gw_server *servers;
     size_t nservers;
     int https_redirect;

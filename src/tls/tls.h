@@ -45,6 +45,14 @@ struct tls_server_cert {
     size_t nspki;
     const char *const *hashes;
     size_t nhashes;
+    /* The Gateway server's hosts ("host", "*.suffix" or "*", no namespace
+     * prefix): a client's SNI picks the server by them, not by the names
+     * in its certificate, as Envoy's filter chains match server_names, so
+     * servers that share a certificate keep their own client checks. A
+     * connection then serves only these hosts (tls_conn_serves_host).
+     * NULL: picked by the certificate's names (bootstrap listeners). */
+    const char *const *hosts;
+    size_t nhosts;
 };
 
 struct tls_server_conf {
@@ -115,6 +123,15 @@ const char *tls_conn_alpn(const struct conn *c, size_t *len);
 
 /* tls_conn_sni() is the server name the client asked for, or "". */
 const char *tls_conn_sni(const struct conn *c);
+
+/*
+ * tls_conn_serves_host() tells whether a request for host (a Host or
+ * :authority, with or without its port) belongs on this connection: the
+ * Gateway server its handshake picked lists that host (exactly, by a
+ * "*.suffix" or by "*"). 1 for a connection without server hosts (plain,
+ * or a bootstrap listener's).
+ */
+int tls_conn_serves_host(const struct conn *c, const char *host, size_t n);
 
 /* tls_conn_peer_uri_san() copies the first URI SAN of the client's
  * certificate into out (NUL-terminated, cut to n) when the client showed

@@ -29,6 +29,7 @@ static void conf_free(struct tls_server_conf *c)
         free_strs(c->certs[i].sans, c->certs[i].nsans);
         free_strs(c->certs[i].spki, c->certs[i].nspki);
         free_strs(c->certs[i].hashes, c->certs[i].nhashes);
+        free_strs(c->certs[i].hosts, c->certs[i].nhosts);
     }
     free((void *)c->certs);
     for (size_t i = 0; i < c->nciphers; i++)
@@ -72,8 +73,9 @@ static int conf_copy(struct tls_server_conf *dst,
         certs[i].spki = (const char *const *)dup_strs(sc->spki, sc->nspki);
         certs[i].hashes =
             (const char *const *)dup_strs(sc->hashes, sc->nhashes);
+        certs[i].hosts = (const char *const *)dup_strs(sc->hosts, sc->nhosts);
         if (certs[i].sans == NULL || certs[i].spki == NULL ||
-            certs[i].hashes == NULL)
+            certs[i].hashes == NULL || certs[i].hosts == NULL)
             return -1;
     }
     if (src->nciphers == 0) {

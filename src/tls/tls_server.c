@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "net/conn.h"
 #include "tls/tls.h"
 
 /* Our TLS 1.2 suites when none are configured: forward secrecy and AEAD
@@ -28,6 +29,8 @@ struct tls_cert {
     int ecdsa;
     char **names; /* lowercase; "*.example.com" for wildcards */
     size_t nnames;
+    char **hosts; /* the Gateway server's hosts, lowercase; NULL: none */
+    size_t nhosts;
     /* Client certificates (enum tls_verify); the CA bundle is in ctx. */
     int verify;
     char **sans;
@@ -44,6 +47,7 @@ struct tls_server {
     SSL_CTX *base; /* connections start here; owns this struct (ex_data) */
     struct tls_cert *certs;
     size_t ncerts;
+    int by_hosts; /* certificates are picked by their servers' hosts */
     unsigned char alpn[32]; /* wire format, in preference order */
     size_t alpn_len;
 };
@@ -60,6 +64,9 @@ static void server_free_parts(struct tls_server *ts)
         for (size_t j = 0; j < ts->certs[i].nnames; j++)
             free(ts->certs[i].names[j]);
         free(ts->certs[i].names);
+        for (size_t j = 0; j < ts->certs[i].nhosts; j++)
+            free(ts->certs[i].hosts[j]);
+        free(ts->certs[i].hosts);
         for (size_t j = 0; j < ts->certs[i].nsans; j++)
             free(ts->certs[i].sans[j]);
         free(ts->certs[i].sans);
@@ -192,10 +199,71 @@ static int name_matches(const char *pattern, const char *host)
     return strcasecmp(pattern, host) == 0;
 }
 
+/*
+ * host_rank() is how well a Gateway server's host pattern covers host
+ * (n bytes, lowercase): 0 not at all, 1 for "*", 2 + the suffix length
+ * for "*.suffix" (any deeper name; the longest suffix wins), SIZE_MAX for
+ * the exact name. Envoy ranks server_names the same way.
+ */
+static size_t host_rank(const char *pattern, const char *host, size_t n)
+{
+    size_t pl = strlen(pattern);
+
+    if (pl == 1 && pattern[0] == '*')
+        return 1;
+    if (pl > 2 && pattern[0] == '*' && pattern[1] == '.')
+        return n > pl - 1 && memcmp(host + n - (pl - 1), pattern + 1,
+                                    pl - 1) == 0
+                   ? 2 + pl
+                   : 0;
+    return pl == n && memcmp(pattern, host, n) == 0 ? SIZE_MAX : 0;
+}
+
+/* The best rank of a certificate's server hosts for host. */
+static size_t cert_rank(const struct tls_cert *c, const char *host, size_t n)
+{
+    size_t best = 0;
+
+    for (size_t i = 0; i < c->nhosts; i++) {
+        size_t r = host_rank(c->hosts[i], host, n);
+        if (r > best)
+            best = r;
+    }
+    return best;
+}
+
+/* A Gateway's certificate by its server's hosts: the best-ranked, the
+ * first server among equals; without SNI, a "*" server. NULL when no
+ * server lists the name. */
+static const struct tls_cert *pick_by_hosts(const struct tls_server *ts,
+                                            const char *host)
+{
+    const struct tls_cert *best = NULL;
+    size_t best_rank = 0;
+
+    for (size_t i = 0; i < ts->ncerts; i++) {
+        const struct tls_cert *c = &ts->certs[i];
+        size_t r = host != NULL ? cert_rank(c, host, strlen(host))
+                                : cert_rank(c, "", 0);
+        if (r > best_rank) {
+            best = c;
+            best_rank = r;
+        }
+    }
+    return best;
+}
+
 static const struct tls_cert *pick(const struct tls_server *ts,
                                    const char *host, int ecdsa)
 {
     const struct tls_cert *best = NULL;
+
+    if (ts->by_hosts) {
+        /* A name no server lists gets the first server's certificate,
+         * and its requests 421 (tls_conn_serves_host). */
+        best = pick_by_hosts(ts, host);
+        return best != NULL ? best : &ts->certs[0];
+    }
 
     /* Exact names first, then wildcards; within a match, the key type the
      * client prefers. */
@@ -552,6 +620,24 @@ static int load_cert(struct tls_cert *c, const struct tls_server_cert *sc,
     if (cert_names(c) < 0)
         return set_err(err, sc->cert_path,
                        "cannot read the certificate's names");
+    if (sc->nhosts > 0) {
+        c->hosts = calloc(sc->nhosts, sizeof(*c->hosts));
+        if (c->hosts == NULL)
+            return set_err(err, sc->cert_path, "out of memory");
+        for (size_t i = 0; i < sc->nhosts; i++) {
+            c->hosts[i] = strdup(sc->hosts[i]);
+            if (c->hosts[i] == NULL)
+                return set_err(err, sc->cert_path, "out of memory");
+            c->nhosts++;
+            for (char *p = c->hosts[i]; *p; p++)
+                if (*p >= 'A' && *p <= 'Z')
+                    *p = (char)(*p + 32);
+        }
+        ts->by_hosts = 1;
+    }
+    /* The certificate's settings, for the checks made once it is chosen
+     * (verify_peer, tls_conn_serves_host). */
+    SSL_CTX_set_ex_data(c->ctx, cert_index, c);
     return load_verify(c, sc, (size_t)(c - ts->certs), err);
 }
 
@@ -611,6 +697,36 @@ fail:
     }
     server_free_parts(ts);
     return NULL;
+}
+
+int tls_conn_serves_host(const struct conn *conn, const char *host, size_t n)
+{
+    const struct tls_cert *c;
+    char lower[256];
+
+    if (conn->tls == NULL)
+        return 1;
+    c = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(conn->tls), cert_index);
+    if (c == NULL || c->nhosts == 0)
+        return 1;
+    /* The port, if any, is not part of the name: "host:443", "[::1]:443". */
+    if (n > 0 && host[0] == '[') {
+        const char *end = memchr(host, ']', n);
+        n = end != NULL ? (size_t)(end - host) + 1 : n;
+    } else {
+        const char *colon = memchr(host, ':', n);
+        if (colon != NULL)
+            n = (size_t)(colon - host);
+    }
+    if (n >= sizeof(lower))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        lower[i] = (host[i] >= 'A' && host[i] <= 'Z') ? (char)(host[i] + 32)
+                                                      : host[i];
+    /* A trailing dot names the same host. */
+    if (n > 0 && lower[n - 1] == '.')
+        n--;
+    return cert_rank(c, lower, n) > 0;
 }
 
 SSL_CTX *tls_server_ctx(const struct tls_server *ts)
