@@ -129,6 +129,8 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
                    c.rq_upstream_errors);
         buf_printf(b, "listener.%s.http.rbac_denied: %" PRIu64 "\n", name,
                    c.rq_rbac_denied);
+        buf_printf(b, "listener.%s.http.jwt_authn.denied: %" PRIu64 "\n",
+                   name, c.rq_jwt_denied);
         buf_printf(b, "listener.%s.http.mirror_sent: %" PRIu64 "\n", name,
                    c.rq_mirror_sent);
         buf_printf(b, "listener.%s.http.mirror_failed: %" PRIu64 "\n", name,
@@ -270,6 +272,10 @@ static const struct family families[] = {
     {"strait_http_rbac_denied_total", "counter",
      "Requests refused by an AuthorizationPolicy (403).",
      offsetof(struct listener_counters, rq_rbac_denied)},
+    {"strait_http_jwt_denied_total", "counter",
+     "Requests refused by RequestAuthentication: a token that does not "
+     "verify (401).",
+     offsetof(struct listener_counters, rq_jwt_denied)},
     {"strait_http_mirror_sent_total", "counter",
      "Mirrored copies of requests sent (VirtualService mirror).",
      offsetof(struct listener_counters, rq_mirror_sent)},

@@ -34,6 +34,7 @@ extern const struct res_kind_ops res_service_entry_ops;
 extern const struct res_kind_ops res_workload_entry_ops;
 extern const struct res_kind_ops res_authorization_policy_ops;
 extern const struct res_kind_ops res_peer_authentication_ops;
+extern const struct res_kind_ops res_request_authentication_ops;
 
 /* The key table of a WorkloadEntry spec, also the element of a
  * ServiceEntry's endpoints. */

@@ -13,6 +13,7 @@
 
 #include "config/res-kinds.h"
 #include "config/resource.h"
+#include "policy/authz.h"
 
 static const char *const authz_actions[] = {"ALLOW", "DENY", "AUDIT",
                                             "CUSTOM", NULL};
@@ -91,7 +92,10 @@ static const struct conf_key condition_keys[] = {
      .type = CONF_STR,
      .off = CO(key),
      .help = "request.headers[NAME], source.ip, remote.ip, source.namespace, "
-             "source.principal, destination.port, connection.sni (required)"},
+             "source.principal, destination.port, connection.sni, "
+             "request.auth.principal, request.auth.audiences, "
+             "request.auth.presenter, request.auth.claims[NAME]... "
+             "(required)"},
     STRS("values", values, struct res_authz_condition, "values that match"),
     STRS("notValues", not_values, struct res_authz_condition,
          "values that must not match"),
@@ -261,14 +265,23 @@ static int port_ok(const char *s)
 }
 
 /* The condition keys strait evaluates, and those it knows but cannot
- * (JWT claims: no request authentication yet). */
+ * (request.regex.headers, experimental.*). */
 static int when_key_ok(const char *k, int *unsupported)
 {
     static const char *const keys[] = {
-        "source.ip",          "remote.ip",        "source.namespace",
-        "source.principal",   "destination.port", "connection.sni",
-        "destination.ip",     NULL,
+        "source.ip",
+        "remote.ip",
+        "source.namespace",
+        "source.principal",
+        "destination.port",
+        "connection.sni",
+        "destination.ip",
+        "request.auth.principal",
+        "request.auth.audiences",
+        "request.auth.presenter",
+        NULL,
     };
+    int depth;
     size_t n = strlen(k);
 
     *unsupported = 0;
@@ -278,8 +291,10 @@ static int when_key_ok(const char *k, int *unsupported)
     if (n > strlen("request.headers[]") &&
         strncmp(k, "request.headers[", 16) == 0 && k[n - 1] == ']')
         return 1;
-    if (strncmp(k, "request.auth.", 13) == 0 ||
-        strcmp(k, "request.regex.headers") == 0 ||
+    depth = authz_claim_path(k, NULL, NULL);
+    if (depth > 0)
+        return depth <= 10; /* authz.c follows ten levels of nesting */
+    if (strcmp(k, "request.regex.headers") == 0 ||
         strncmp(k, "experimental.", 13) == 0) {
         *unsupported = 1;
         return 1;
@@ -343,11 +358,6 @@ static void ap_check(struct res_check *ck, struct resource *r)
                        'c');
             check_strs(ck, &s->mark, p, "notRemoteIpBlocks",
                        &s->not_remote_ip_blocks, 'c');
-            if (s->request_principals.n > 0 || s->not_request_principals.n > 0)
-                res_warn(ck, &s->mark, p,
-                         "requestPrincipals need request authentication (JWT), "
-                         "which strait does not do yet: this source never "
-                         "matches");
         }
         for (size_t k = 0; k < ru->to.n; k++) {
             const struct res_authz_operation *o =
@@ -371,9 +381,8 @@ static void ap_check(struct res_check *ck, struct resource *r)
                 res_err(ck, &c->mark, p, "unknown condition key '%s'", c->key);
             else if (unsupported)
                 res_warn(ck, &c->mark, p,
-                         "'%s' needs request authentication (JWT), which "
-                         "strait does not do yet: this condition never "
-                         "matches",
+                         "'%s' is not evaluated by strait: this condition "
+                         "never matches",
                          c->key);
             if (c->values.n == 0 && c->not_values.n == 0)
                 res_err(ck, &c->mark, p, "values or notValues is required");

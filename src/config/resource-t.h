@@ -28,6 +28,7 @@ enum res_kind {
     RES_WORKLOAD_ENTRY,
     RES_AUTHORIZATION_POLICY, /* security.istio.io from here */
     RES_PEER_AUTHENTICATION,
+    RES_REQUEST_AUTHENTICATION,
     RES_KIND_COUNT,
 };
 
@@ -605,6 +606,44 @@ struct res_peer_authentication {
     } selector;
     struct res_mtls mtls;
     struct conf_map port_level_mtls; /* port number -> struct res_mtls */
+};
+
+/* RequestAuthentication's JWTRule and its parts. */
+struct res_jwt_header {
+    struct conf_mark mark;
+    char *name;
+    char *prefix;
+};
+
+struct res_jwt_claim_header {
+    struct conf_mark mark;
+    char *header;
+    char *claim;
+};
+
+struct res_jwt_rule {
+    struct conf_mark mark;
+    char *issuer;
+    struct conf_strs audiences;
+    char *jwks_uri;
+    char *jwks;
+    struct conf_list from_headers; /* struct res_jwt_header */
+    struct conf_strs from_params;
+    struct conf_strs from_cookies;
+    int forward_original_token;
+    char *output_payload_to_header;
+    struct conf_list output_claim_to_headers; /* struct res_jwt_claim_header */
+    int64_t timeout_ms; /* jwksUri fetch; 0: the default */
+};
+
+struct res_request_authentication {
+    struct {
+        struct conf_mark mark;
+        struct conf_strmap match_labels;
+    } selector;
+    struct conf_list jwt_rules; /* struct res_jwt_rule */
+    struct conf_mark target_ref;
+    struct conf_mark target_refs;
 };
 
 /* --- resources --------------------------------------------------------- */

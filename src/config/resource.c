@@ -146,7 +146,7 @@ void res_path(char *out, size_t n, const char *fmt, ...)
 static const char *const kind_names[RES_KIND_COUNT] = {
     "Gateway",       "VirtualService",      "DestinationRule",
     "ServiceEntry",  "WorkloadEntry",       "AuthorizationPolicy",
-    "PeerAuthentication",
+    "PeerAuthentication", "RequestAuthentication",
 };
 
 static const struct res_kind_ops *const kind_ops[RES_KIND_COUNT] = {
@@ -157,13 +157,14 @@ static const struct res_kind_ops *const kind_ops[RES_KIND_COUNT] = {
     &res_workload_entry_ops,
     &res_authorization_policy_ops,
     &res_peer_authentication_ops,
+    &res_request_authentication_ops,
 };
 
 /* The API group of each kind, and the versions strait reads. */
 static const char *const kind_groups[RES_KIND_COUNT] = {
     "networking.istio.io", "networking.istio.io", "networking.istio.io",
     "networking.istio.io", "networking.istio.io", "security.istio.io",
-    "security.istio.io",
+    "security.istio.io",   "security.istio.io",
 };
 
 const char *res_kind_name(enum res_kind kind)
@@ -573,6 +574,12 @@ res_peer_authentication(const struct resource *r)
     SPEC_OF(r, RES_PEER_AUTHENTICATION, struct res_peer_authentication);
 }
 
+const struct res_request_authentication *
+res_request_authentication(const struct resource *r)
+{
+    SPEC_OF(r, RES_REQUEST_AUTHENTICATION, struct res_request_authentication);
+}
+
 static void load_msg(struct loader *ld, enum res_level level, int line, int col,
                      const char *resource, const char *path, const char *fmt,
                      ...) __attribute__((format(printf, 7, 8)));
@@ -647,7 +654,7 @@ static const char *scalar_of(const struct ynode *n)
 
 static const char *const other_istio_kinds[] = {
     "Sidecar",    "EnvoyFilter", "WorkloadGroup",         "ProxyConfig",
-    "Telemetry",  "WasmPlugin",  "RequestAuthentication", NULL,
+    "Telemetry",  "WasmPlugin",  NULL,
 };
 
 /* add_resource() puts r in the set; a later definition of the same

@@ -3,6 +3,9 @@
 
 #include <stddef.h>
 
+#include "core/slice.h"
+
+struct arena;
 struct buf;
 
 /* json_escape() appends s (n bytes) as a quoted JSON string. Control bytes
@@ -11,5 +14,52 @@ struct buf;
  * the buffer's cap is reached. */
 int json_escape(struct buf *b, const char *s, size_t n);
 int json_str(struct buf *b, const char *s);
+
+/*
+ * A small JSON reader (RFC 8259) for what strait reads from outside: JWT
+ * headers and claims, JWKS documents. The tree lives in the caller's
+ * arena and goes with it. The work is bounded: the caller gives the
+ * input size (json_parse refuses more than JSON_MAX_BYTES), nesting
+ * deeper than the given depth is refused, and every value consumes at
+ * least one input byte, so nodes and decoded strings take at most a small
+ * constant times the input in the arena. Duplicate object keys are kept;
+ * json_get() returns the first.
+ */
+#define JSON_MAX_BYTES (1024 * 1024)
+
+enum json_type {
+    JSON_NULL,
+    JSON_FALSE,
+    JSON_TRUE,
+    JSON_NUMBER,
+    JSON_STRING,
+    JSON_ARRAY,
+    JSON_OBJECT,
+};
+
+struct json {
+    enum json_type type;
+    struct slice str;   /* JSON_STRING: decoded UTF-8, NUL after it;
+                         * JSON_NUMBER: the number as written */
+    double num;         /* JSON_NUMBER */
+    struct slice key;   /* a member of an object: its decoded name */
+    struct json *child; /* JSON_ARRAY, JSON_OBJECT: first element */
+    struct json *next;  /* the next element of the parent */
+    size_t n;           /* JSON_ARRAY, JSON_OBJECT: element count */
+};
+
+/* json_parse() reads the n bytes at p as one JSON value (whitespace
+ * around it allowed, nothing else). Returns the root, owned by a, or NULL
+ * with *why set to a static reason. */
+const struct json *json_parse(struct arena *a, const char *p, size_t n,
+                              int max_depth, const char **why);
+
+/* json_get() returns the first member of object o named key, or NULL
+ * (also when o is NULL or not an object). */
+const struct json *json_get(const struct json *o, const char *key);
+const struct json *json_get_slice(const struct json *o, struct slice key);
+
+/* json_string() returns o's string, or {NULL,0} when o is not a string. */
+struct slice json_string(const struct json *o);
 
 #endif

@@ -61,6 +61,7 @@ void listener_stats_sum(const struct listener_stats *st,
         out->rq_protocol_errors += STAT_GET(c, rq_protocol_errors);
         out->rq_upstream_errors += STAT_GET(c, rq_upstream_errors);
         out->rq_rbac_denied += STAT_GET(c, rq_rbac_denied);
+        out->rq_jwt_denied += STAT_GET(c, rq_jwt_denied);
         out->rq_mirror_sent += STAT_GET(c, rq_mirror_sent);
         out->rq_mirror_failed += STAT_GET(c, rq_mirror_failed);
         out->rq_mirror_skipped += STAT_GET(c, rq_mirror_skipped);

@@ -34,6 +34,7 @@ struct listener_counters {
     uint64_t rq_protocol_errors; /* malformed requests from clients */
     uint64_t rq_upstream_errors; /* upstream failed (502/503/reset) */
     uint64_t rq_rbac_denied;     /* refused by an AuthorizationPolicy */
+    uint64_t rq_jwt_denied;      /* refused: a JWT that does not verify */
     uint64_t rq_mirror_sent;    /* mirrored copies started */
     uint64_t rq_mirror_failed;  /* started copies that did not complete */
     uint64_t rq_mirror_skipped; /* selected copies not sent (body too big,

@@ -14,8 +14,10 @@
 
 #include "config/resource.h"
 #include "core/arena.h"
+#include "core/json.h"
 #include "http/http.h"
 #include "policy/authz.h"
+#include "policy/jwt.h"
 
 enum mkind { M_EXACT, M_PREFIX, M_SUFFIX, M_ANY, M_TEMPLATE };
 
@@ -48,8 +50,8 @@ struct ports {
 
 struct src {
     struct mset principals, not_principals, namespaces, not_namespaces;
+    struct mset req_principals, not_req_principals; /* JWT "iss/sub" */
     struct cidrs ip, not_ip, remote, not_remote;
-    int never; /* requestPrincipals: no JWT here, never matches */
 };
 
 struct op {
@@ -65,12 +67,22 @@ enum ckey {
     K_SOURCE_PRINCIPAL,
     K_DEST_PORT,
     K_SNI,
-    K_NEVER, /* request.auth.*: no JWT here */
+    K_AUTH_PRINCIPAL,  /* request.auth.principal: "iss/sub" */
+    K_AUTH_AUDIENCES,  /* request.auth.audiences: aud */
+    K_AUTH_PRESENTER,  /* request.auth.presenter: azp */
+    K_AUTH_CLAIM,      /* request.auth.claims[a][b]... */
+    K_NEVER,           /* what strait cannot evaluate */
 };
+
+/* Claim paths are at most this deep (Istio has no limit; ten levels of
+ * nested claims is more than tokens carry). */
+#define CLAIM_DEPTH 10
 
 struct cond {
     enum ckey key;
     char header[128]; /* K_HEADER, lowercase */
+    struct slice claim[CLAIM_DEPTH]; /* K_AUTH_CLAIM, in the arena */
+    size_t nclaim;
     struct mset values, not_values;
     struct cidrs ips, not_ips;
     struct ports ports, not_ports;
@@ -216,8 +228,10 @@ static int compile_src(struct arena *a, const struct res_authz_source *s,
                        struct src *out)
 {
     memset(out, 0, sizeof(*out));
-    out->never = s->request_principals.n > 0 || s->not_request_principals.n > 0;
     return compile_mset(a, &s->principals, 0, &out->principals) |
+           compile_mset(a, &s->request_principals, 0, &out->req_principals) |
+           compile_mset(a, &s->not_request_principals, 0,
+                        &out->not_req_principals) |
            compile_mset(a, &s->not_principals, 0, &out->not_principals) |
            compile_mset(a, &s->namespaces, 0, &out->namespaces) |
            compile_mset(a, &s->not_namespaces, 0, &out->not_namespaces) |
@@ -267,6 +281,24 @@ static int compile_cond(struct arena *a, const struct res_authz_condition *c,
         out->key = K_DEST_PORT;
     } else if (strcmp(k, "connection.sni") == 0) {
         out->key = K_SNI;
+    } else if (strcmp(k, "request.auth.principal") == 0) {
+        out->key = K_AUTH_PRINCIPAL;
+    } else if (strcmp(k, "request.auth.audiences") == 0) {
+        out->key = K_AUTH_AUDIENCES;
+    } else if (strcmp(k, "request.auth.presenter") == 0) {
+        out->key = K_AUTH_PRESENTER;
+    } else if (authz_claim_path(k, NULL, 0) > 0) {
+        const char *names[CLAIM_DEPTH];
+        size_t lens[CLAIM_DEPTH];
+        int d = authz_claim_path(k, names, lens);
+        out->key = d > 0 && d <= CLAIM_DEPTH ? K_AUTH_CLAIM : K_NEVER;
+        for (int i = 0; out->key == K_AUTH_CLAIM && i < d; i++) {
+            out->claim[i].p = arena_dup(a, names[i], lens[i]);
+            out->claim[i].n = lens[i];
+            if (out->claim[i].p == NULL)
+                return -1;
+        }
+        out->nclaim = out->key == K_AUTH_CLAIM ? (size_t)d : 0;
     } else {
         out->key = K_NEVER;
     }
@@ -416,6 +448,31 @@ size_t authz_count(const struct authz *a)
 static int bytes_eq(const char *a, const char *b, size_t n, int nocase)
 {
     return nocase ? strncasecmp(a, b, n) == 0 : memcmp(a, b, n) == 0;
+}
+
+int authz_claim_path(const char *key, const char **names, size_t *lens)
+{
+    static const char pre[] = "request.auth.claims";
+    const char *p;
+    int d = 0;
+
+    if (strncmp(key, pre, sizeof(pre) - 1) != 0)
+        return -1;
+    p = key + sizeof(pre) - 1;
+    if (*p != '[')
+        return -1;
+    while (*p == '[') {
+        const char *end = strchr(p + 1, ']');
+        if (end == NULL || end == p + 1 || memchr(p + 1, '[', (size_t)(end - p - 1)))
+            return -1;
+        if (names != NULL && d < CLAIM_DEPTH) {
+            names[d] = p + 1;
+            lens[d] = (size_t)(end - p - 1);
+        }
+        d++;
+        p = end + 1;
+    }
+    return *p == '\0' ? d : -1;
 }
 
 int authz_path_match(const char *pattern, struct slice path)
@@ -582,11 +639,22 @@ static struct slice strip_query(struct slice p)
     return p;
 }
 
-static int src_ok(const struct src *s, const struct authz_request *r)
+/* The request principal: "iss/sub" of a verified JWT; empty without one. */
+static struct slice req_principal(const struct authz_request *r)
+{
+    return r->jwt != NULL ? r->jwt->principal : (struct slice){"", 0};
+}
+
+static int src_ok(const struct src *s, const struct authz_request *r,
+                  int lenient)
 {
     struct slice ns = principal_ns(r->principal);
 
-    if (s->never)
+    if (r->tcp && (s->req_principals.n || s->not_req_principals.n) &&
+        !lenient)
+        return 0;
+    if (!r->tcp && !field_ok(&s->req_principals, &s->not_req_principals,
+                             req_principal(r), 0))
         return 0;
     return field_ok(&s->principals, &s->not_principals, r->principal, 0) &&
            field_ok(&s->namespaces, &s->not_namespaces, ns, 0) &&
@@ -609,6 +677,28 @@ static int op_ok(const struct op *o, const struct authz_request *r,
            field_ok(&o->methods, &o->not_methods, r->method, 0) &&
            field_ok(&o->paths, &o->not_paths, strip_query(r->path), 0) &&
            ports_ok(&o->ports, &o->not_ports, r->port);
+}
+
+/* A claim against values and notValues: a string claim, or any string
+ * of a string-array claim, may match a value; none may match a notValue.
+ * An absent claim (or one of another type) matches no value and every
+ * notValue, as Istio's metadata matchers do. */
+static int json_values_ok(const struct cond *c, const struct json *j)
+{
+    int in = c->values.n == 0, not = 0;
+
+    if (j != NULL && j->type == JSON_STRING) {
+        in = in || mset_any(&c->values, j->str, 0);
+        not = mset_any(&c->not_values, j->str, 0);
+    } else if (j != NULL && j->type == JSON_ARRAY) {
+        for (const struct json *e = j->child; e != NULL; e = e->next) {
+            if (e->type != JSON_STRING)
+                continue;
+            in = in || mset_any(&c->values, e->str, 0);
+            not = not || mset_any(&c->not_values, e->str, 0);
+        }
+    }
+    return in && !not;
 }
 
 static int cond_ok(const struct cond *c, const struct authz_request *r,
@@ -647,6 +737,24 @@ static int cond_ok(const struct cond *c, const struct authz_request *r,
         return ports_ok(&c->ports, &c->not_ports, r->port);
     case K_SNI:
         return field_ok(&c->values, &c->not_values, r->sni, 1);
+    case K_AUTH_PRINCIPAL:
+        if (r->tcp)
+            return lenient;
+        return field_ok(&c->values, &c->not_values, req_principal(r), 0);
+    case K_AUTH_PRESENTER:
+        if (r->tcp)
+            return lenient;
+        return field_ok(&c->values, &c->not_values,
+                        r->jwt ? r->jwt->presenter : (struct slice){"", 0},
+                        0);
+    case K_AUTH_AUDIENCES:
+        if (r->tcp)
+            return lenient;
+        return json_values_ok(c, r->jwt ? r->jwt->aud : NULL);
+    case K_AUTH_CLAIM:
+        if (r->tcp)
+            return lenient;
+        return json_values_ok(c, jwt_claim(r->jwt, c->claim, c->nclaim));
     case K_NEVER:
         return 0;
     }
@@ -659,7 +767,7 @@ static int rule_ok(const struct rule *ru, const struct authz_request *r,
     size_t i;
 
     if (ru->nfrom > 0) {
-        for (i = 0; i < ru->nfrom && !src_ok(&ru->from[i], r); i++)
+        for (i = 0; i < ru->nfrom && !src_ok(&ru->from[i], r, lenient); i++)
             ;
         if (i == ru->nfrom)
             return 0;

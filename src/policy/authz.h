@@ -9,6 +9,7 @@
 
 struct conf_strmap;
 struct http_fields;
+struct jwt_result;
 struct resource_set;
 
 /*
@@ -39,8 +40,12 @@ struct authz_request {
     uint32_t port;       /* destination.port */
     struct slice sni;    /* connection.sni */
     const struct http_fields *headers; /* NULL: none (TCP) */
+    /* The request's verified JWT (requestPrincipals, request.auth.*);
+     * NULL: none, so those fields match no value and every notValue. */
+    const struct jwt_result *jwt;
     /* A TCP or TLS connection, not a request: as Istio, rules that need
-     * HTTP fields (hosts, methods, paths, request.headers) never match in
+     * HTTP fields (hosts, methods, paths, request.headers, and the JWT
+     * fields requestPrincipals and request.auth.*) never match in
      * ALLOW policies, and those fields are left out of DENY, AUDIT and
      * CUSTOM ones, which so deny more rather than less. */
     int tcp;
@@ -74,5 +79,11 @@ size_t authz_count(const struct authz *a);
  * exact, "prefix*", "*suffix", "*", or a template with {*} (one segment)
  * and {**} (the rest). */
 int authz_path_match(const char *pattern, struct slice path);
+
+/* authz_claim_path() reads Istio's claim key "request.auth.claims[a][b]":
+ * returns how many names it has (each non-empty, without '[' in it) and,
+ * when names is not NULL, where each starts and how long it is (the first
+ * 10 only); -1 when key is not of that form. */
+int authz_claim_path(const char *key, const char **names, size_t *lens);
 
 #endif

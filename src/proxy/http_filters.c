@@ -10,8 +10,10 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "policy/authz.h"
+#include "policy/jwt.h"
 #include "proxy/http_stream-int.h"
 #include "tls/tls.h"
 
@@ -381,6 +383,7 @@ int pstream_authorize(struct pstream *ps)
     r.port = ps->l->conf->port;
     r.sni = slice_of(tls_conn_sni(&ps->hc->conn));
     r.headers = &s->req.fields;
+    r.jwt = ps->jwt;
     authz_check(ps->wr->r->authz, &r, &d);
     if (d.allowed)
         return 0;
@@ -391,6 +394,81 @@ int pstream_authorize(struct pstream *ps)
     ps->details = why;
     STAT_ADD(http_shard(ps->l), rq_rbac_denied, 1);
     pstream_local_reply(ps, 403, 0, "RBAC: access denied");
+    pstream_up_finished(ps);
+    return -1;
+}
+
+/* Envoy's response code details for a rejected token:
+ * jwt_authn_access_denied{<status text with '_' for ' '>}. */
+static const char *jwt_details(struct arena *a, const char *text)
+{
+    size_t n = strlen(text);
+    char *d = arena_alloc(a, n + sizeof("jwt_authn_access_denied{}"));
+
+    if (d == NULL)
+        return NULL;
+    snprintf(d, n + sizeof("jwt_authn_access_denied{}"),
+             "jwt_authn_access_denied{%s}", text);
+    for (char *p = d + strlen("jwt_authn_access_denied{"); *p != '}'; p++)
+        if (*p == ' ')
+            *p = '_';
+    return d;
+}
+
+/* WWW-Authenticate as Envoy writes it: the realm is the request's URL
+ * without its query; quotes and backslashes are left out so the value
+ * stays one quoted string. */
+static const char *www_authenticate(struct hstream *s)
+{
+    struct slice path = s->req.path;
+    const char *q = memchr(path.p, '?', path.n);
+    size_t n, k = 0;
+    char *v;
+
+    if (q != NULL)
+        path.n = (size_t)(q - path.p);
+    n = sizeof("Bearer realm=\"://\", error=\"invalid_token\"") +
+        s->req.scheme.n + s->req.authority.n + path.n;
+    v = arena_alloc(&s->arena, n);
+    if (v == NULL)
+        return NULL;
+    snprintf(v, n, "Bearer realm=\"%.*s://%.*s%.*s", (int)s->req.scheme.n,
+             s->req.scheme.p, (int)s->req.authority.n, s->req.authority.p,
+             (int)path.n, path.p);
+    for (size_t i = strlen("Bearer realm=\""); v[i] != '\0'; i++)
+        if (v[i] != '"' && v[i] != '\\')
+            v[strlen("Bearer realm=\"") + k++] = v[i];
+    v[strlen("Bearer realm=\"") + k] = '\0';
+    strncat(v, "\", error=\"invalid_token\"", n - strlen(v) - 1);
+    return v;
+}
+
+int pstream_authenticate(struct pstream *ps)
+{
+    struct hstream *s = ps->s;
+    struct jwt_result *res = arena_alloc(&s->arena, sizeof(*res));
+    const char *provider = NULL, *text, *auth;
+    enum jwt_status st;
+
+    if (res == NULL) {
+        pstream_local_reply(ps, 503, 0, "out of memory\n");
+        pstream_up_finished(ps);
+        return -1;
+    }
+    st = jwt_authn_request(ps->wr->r->jwt, &s->req.fields, s->req.path,
+                           &s->arena, (int64_t)time(NULL), res, &provider);
+    if (st == JWT_OK) {
+        ps->jwt = res;
+        return 0;
+    }
+    if (st == JWT_MISSING)
+        return 0; /* Istio: authorization decides */
+    text = jwt_status_text(st);
+    ps->details = jwt_details(&s->arena, text);
+    STAT_ADD(http_shard(ps->l), rq_jwt_denied, 1);
+    auth = www_authenticate(s);
+    pstream_local_reply_with(ps, 401, 0, text,
+                             auth ? "www-authenticate" : NULL, auth);
     pstream_up_finished(ps);
     return -1;
 }

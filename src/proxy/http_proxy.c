@@ -26,6 +26,7 @@
 #include "net/listener.h"
 #include "proxy/http_proxy-t.h"
 #include "policy/authz.h"
+#include "policy/jwt.h"
 #include "proxy/router.h"
 #include "tls/tls.h"
 
@@ -105,6 +106,7 @@ void http_routes_unref(struct http_routes *r)
     free(r->clusters);
     router_unref(r->router);
     authz_unref(r->authz);
+    jwt_authn_unref(r->jwt);
     free(r);
 }
 

@@ -20,6 +20,7 @@ struct listener_stats;
 struct tls_holder;
 struct router;
 struct authz;
+struct jwt_authn;
 struct ssl_ctx_st;
 
 /* A static route: host (exact, *.suffix or *) and path prefix. */
@@ -44,6 +45,8 @@ struct http_routes {
     struct cluster **clusters; /* one reference each */
     size_t nclusters;
     struct authz *authz;       /* one reference; NULL: no policy applies */
+    struct jwt_authn *jwt;     /* one reference; NULL: no
+                                * RequestAuthentication applies */
 };
 
 /* http_routes_new() returns empty routes with one reference, or NULL. */

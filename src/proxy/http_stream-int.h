@@ -62,6 +62,7 @@ struct pstream {
     struct upool_waiter waiter; /* waiting for a connection (maxConnections) */
     unsigned waiting : 1;
     const char *details;  /* why a local answer was given, for the log */
+    const struct jwt_result *jwt; /* a verified JWT (arena); NULL: none */
     struct slice set_cookie; /* consistent hash: a generated cookie */
     const char *upstream; /* endpoint address, for the log */
     const char *client;   /* originating client, after trusted hops */
@@ -90,6 +91,10 @@ uint64_t pstream_rng(struct http_listener *l);
  * codec resets the stream. The request body is no longer read. */
 void pstream_local_reply(struct pstream *ps, int status, unsigned flags,
                          const char *body);
+/* The same with one extra response field (not on gRPC answers). */
+void pstream_local_reply_with(struct pstream *ps, int status, unsigned flags,
+                              const char *body, const char *extra_name,
+                              const char *extra_value);
 
 /* Lets the upstream exchange go: an HTTP/1 connection back to the pool
  * (reuse) or closed, an HTTP/2 stream cancelled. */
@@ -124,6 +129,13 @@ int pstream_misdirected(struct pstream *ps);
 /* The AuthorizationPolicies of the stream's routes. Returns 0 when the
  * request may go on; -1 when it was answered 403 (and finished). */
 int pstream_authorize(struct pstream *ps);
+
+/* pstream_authenticate() applies the RequestAuthentications of the
+ * stream's routes (Envoy's jwt_authn filter, before RBAC): a request
+ * whose token does not verify is answered 401 with WWW-Authenticate and
+ * returns -1; one with a good token keeps its claims in ps->jwt; one
+ * without a token goes on unauthenticated. */
+int pstream_authenticate(struct pstream *ps);
 
 /* A Gateway listener's VirtualService routes: returns 0 with the cluster
  * picked and the request rewritten, or -1 when the request was answered

@@ -220,6 +220,13 @@ static int is_grpc(const struct hstream *s)
 void pstream_local_reply(struct pstream *ps, int status, unsigned flags,
                         const char *body)
 {
+    pstream_local_reply_with(ps, status, flags, body, NULL, NULL);
+}
+
+void pstream_local_reply_with(struct pstream *ps, int status, unsigned flags,
+                              const char *body, const char *extra_name,
+                              const char *extra_value)
+{
     struct hstream *s = ps->s;
 
     s->flags |= flags;
@@ -230,7 +237,7 @@ void pstream_local_reply(struct pstream *ps, int status, unsigned flags,
         snprintf(code, sizeof(code), "%d", grpc_code(status));
         hstream_respond_grpc(s, code, body);
     } else if (!s->resp_started && !s->down_done) {
-        hstream_respond(s, status, body, NULL, NULL);
+        hstream_respond(s, status, body, extra_name, extra_value);
     } else if (!hpipe_drained(&s->resp_body)) {
         hpipe_abort(&s->resp_body);
     }
@@ -566,6 +573,8 @@ static void on_request(void *ctx, struct hstream *s)
     ps->cluster = -1;
     ps->wr = http_listener_pin(l);
     if (hc->conn.tls != NULL && pstream_misdirected(ps))
+        return;
+    if (ps->wr->r->jwt != NULL && pstream_authenticate(ps) < 0)
         return;
     if (ps->wr->r->authz != NULL && pstream_authorize(ps) < 0)
         return;

@@ -13,6 +13,7 @@
 #include "server/compile.h"
 #include "server/istio.h"
 #include "policy/authz.h"
+#include "policy/jwt.h"
 #include "proxy/router.h"
 #include "config/resource.h"
 #include "tls/tls.h"
@@ -261,6 +262,12 @@ int compile_gateway_routes(const struct bootstrap *bs,
     r->authz = authz_build(set, bs->node.ns, &bs->node.labels,
                            ISTIO_ROOT_NAMESPACE, err);
     if (r->authz == NULL && *err != NULL)
+        goto fail;
+    /* RequestAuthentications, checked before them as Envoy's jwt_authn
+     * filter runs before RBAC. */
+    r->jwt = jwt_authn_build(set, bs->node.ns, &bs->node.labels,
+                             ISTIO_ROOT_NAMESPACE, err);
+    if (r->jwt == NULL && *err != NULL)
         goto fail;
     /* The table's clusters become the routes' (references move). */
     r->clusters = table.v;

@@ -489,9 +489,9 @@ static void test_other_kinds_are_skipped(void **state)
 {
     struct fx *f = *state;
 
-    load_ok(f, "apiVersion: security.istio.io/v1\n"
-               "kind: RequestAuthentication\n"
-               "metadata: {name: jwt}\n"
+    load_ok(f, "apiVersion: networking.istio.io/v1alpha3\n"
+               "kind: EnvoyFilter\n"
+               "metadata: {name: t}\n"
                "spec: {}\n"
                "---\n"
                "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n"
@@ -505,7 +505,7 @@ static void test_other_kinds_are_skipped(void **state)
 
 /* security.istio.io: AuthorizationPolicy and PeerAuthentication load with
  * Istio's defaults; bad CIDRs, ports, path templates and condition keys
- * are errors at their line; JWT-only fields are warnings. */
+ * are errors at their line. */
 static void test_security_kinds(void **state)
 {
     struct fx *f = *state;

@@ -22,7 +22,9 @@
 #include "core/arena.h"
 #include "core/buf.h"
 #include "http/http.h"
+#include "core/json.h"
 #include "policy/authz.h"
+#include "policy/jwt.h"
 
 struct fx {
     struct resource_set *set;
@@ -34,6 +36,7 @@ struct fx {
     int has_remote;
     struct arena arena;
     struct http_fields headers;
+    const struct jwt_result *jwt;
 };
 
 static int setup(void **state)
@@ -114,6 +117,7 @@ static const char *decide(struct fx *f, const char *principal,
     r.port = port;
     r.sni = slice_of("sni.example.com");
     r.headers = &f->headers;
+    r.jwt = f->jwt;
     authz_check(f->a, &r, &d);
     if (d.allowed)
         return "allow";
@@ -286,12 +290,131 @@ static void test_conditions(void **state)
     assert_string_equal(decide(f, "", "GET", "a", "/", 9000), "deny");
     peer(f, "11.0.0.1");
     assert_string_equal(decide(f, "", "GET", "a", "/", 80), "deny");
-    /* JWT keys: never match (warned at load). */
-    build(f, AP("jwt", "istio-system",
-                "  rules: [{when: [{key: \"request.auth.claims[iss]\", values: "
-                "[x]}]}]\n"));
+}
+
+/* token() stands for a verified JWT with these claims (as jwt.c fills a
+ * jwt_result). */
+static void token(struct fx *f, struct jwt_result *res, const char *claims)
+{
+    const char *why;
+    struct slice iss, sub;
+    char *p;
+
+    memset(res, 0, sizeof(*res));
+    res->claims = json_parse(&f->arena, claims, strlen(claims), 16, &why);
+    assert_non_null(res->claims);
+    iss = json_string(json_get(res->claims, "iss"));
+    sub = json_string(json_get(res->claims, "sub"));
+    p = arena_alloc(&f->arena, iss.n + sub.n + 2);
+    snprintf(p, iss.n + sub.n + 2, "%.*s/%.*s", (int)iss.n, iss.p, (int)sub.n,
+             sub.p);
+    res->principal = slice_of(p);
+    res->aud = json_get(res->claims, "aud");
+    res->presenter = json_string(json_get(res->claims, "azp"));
+    if (res->presenter.p == NULL)
+        res->presenter = slice_of("");
+    f->jwt = res;
+}
+
+/* requestPrincipals and request.auth.*: Istio's JWT fields, read from
+ * the verified token; without one they match no value and every
+ * notValue. */
+static void test_jwt_fields(void **state)
+{
+    struct fx *f = *state;
+    struct jwt_result res;
+
     peer(f, "10.1.2.3");
+    build(f, AP("need-jwt", "istio-system",
+                "  rules:\n"
+                "  - from: [{source: {requestPrincipals: [\"https://idp/*\"], "
+                "notRequestPrincipals: [\"*/mallory\"]}}]\n"));
     assert_string_equal(decide(f, "", "GET", "a", "/", 80), "deny");
+    token(f, &res, "{\"iss\":\"https://idp\",\"sub\":\"alice\"}");
+    assert_string_equal(decide(f, "", "GET", "a", "/", 80), "allow");
+    token(f, &res, "{\"iss\":\"https://idp\",\"sub\":\"mallory\"}");
+    assert_string_equal(decide(f, "", "GET", "a", "/", 80), "deny");
+    token(f, &res, "{\"iss\":\"https://other\",\"sub\":\"alice\"}");
+    assert_string_equal(decide(f, "", "GET", "a", "/", 80), "deny");
+
+    /* Any token at all: requestPrincipals ["*"]; a DENY of requests
+     * without one: notRequestPrincipals ["*"]. */
+    build(f, AP("no-anon", "istio-system",
+                "  action: DENY\n"
+                "  rules: [{from: [{source: {notRequestPrincipals: "
+                "[\"*\"]}}]}]\n"));
+    f->jwt = NULL;
+    assert_string_equal(decide(f, "", "GET", "a", "/", 80),
+                        "deny istio-system/no-anon");
+    token(f, &res, "{\"iss\":\"x\",\"sub\":\"y\"}");
+    assert_string_equal(decide(f, "", "GET", "a", "/", 80), "allow");
+
+    build(f, AP("claims", "istio-system",
+                "  rules:\n"
+                "  - when:\n"
+                "    - {key: request.auth.principal, values: [\"idp/*\"]}\n"
+                "    - {key: request.auth.audiences, values: [api]}\n"
+                "    - {key: request.auth.presenter, notValues: [evil]}\n"
+                "    - {key: \"request.auth.claims[groups]\", values: "
+                "[\"admin*\"]}\n"
+                "    - {key: \"request.auth.claims[org][unit][name]\", "
+                "values: [core]}\n"
+                "    - {key: \"request.auth.claims[level]\", notValues: "
+                "[low]}\n"));
+    f->jwt = NULL;
+    assert_string_equal(decide(f, "", "GET", "a", "/", 80), "deny");
+    token(f, &res,
+          "{\"iss\":\"idp\",\"sub\":\"a\",\"aud\":[\"web\",\"api\"],"
+          "\"azp\":\"cli\",\"groups\":[\"dev\",\"admins\"],"
+          "\"org\":{\"unit\":{\"name\":\"core\"}}}");
+    assert_string_equal(decide(f, "", "GET", "a", "/", 80), "allow");
+    /* Each condition on its own fails the rule. */
+    token(f, &res,
+          "{\"iss\":\"idp\",\"sub\":\"a\",\"aud\":\"api\",\"azp\":\"evil\","
+          "\"groups\":\"admin\",\"org\":{\"unit\":{\"name\":\"core\"}}}");
+    assert_string_equal(decide(f, "", "GET", "a", "/", 80), "deny");
+    token(f, &res,
+          "{\"iss\":\"idp\",\"sub\":\"a\",\"aud\":\"api\","
+          "\"groups\":\"admin\",\"org\":{\"unit\":{\"name\":\"core\"}}}");
+    assert_string_equal(decide(f, "", "GET", "a", "/", 80), "allow");
+    token(f, &res,
+          "{\"iss\":\"idp\",\"sub\":\"a\",\"aud\":\"web\","
+          "\"groups\":\"admin\",\"org\":{\"unit\":{\"name\":\"core\"}}}");
+    assert_string_equal(decide(f, "", "GET", "a", "/", 80), "deny");
+    token(f, &res,
+          "{\"iss\":\"idp\",\"sub\":\"a\",\"aud\":\"api\","
+          "\"groups\":[\"dev\"],\"org\":{\"unit\":{\"name\":\"core\"}}}");
+    assert_string_equal(decide(f, "", "GET", "a", "/", 80), "deny");
+    token(f, &res,
+          "{\"iss\":\"idp\",\"sub\":\"a\",\"aud\":\"api\","
+          "\"groups\":\"admin\",\"org\":{\"unit\":\"core\"}}");
+    assert_string_equal(decide(f, "", "GET", "a", "/", 80), "deny");
+    token(f, &res,
+          "{\"iss\":\"idp\",\"sub\":\"a\",\"aud\":\"api\",\"level\":\"low\","
+          "\"groups\":\"admin\",\"org\":{\"unit\":{\"name\":\"core\"}}}");
+    assert_string_equal(decide(f, "", "GET", "a", "/", 80), "deny");
+    f->jwt = NULL;
+}
+
+static void test_claim_path(void **state)
+{
+    const char *names[10];
+    size_t lens[10];
+    (void)state;
+
+    assert_int_equal(authz_claim_path("request.auth.claims[a]", names, lens),
+                     1);
+    assert_int_equal(
+        authz_claim_path("request.auth.claims[a][bb][c]", names, lens), 3);
+    assert_int_equal(lens[1], 2);
+    assert_memory_equal(names[1], "bb", 2);
+    assert_int_equal(authz_claim_path("request.auth.claims", NULL, NULL), -1);
+    assert_int_equal(authz_claim_path("request.auth.claims[]", NULL, NULL),
+                     -1);
+    assert_int_equal(authz_claim_path("request.auth.claims[a]x", NULL, NULL),
+                     -1);
+    assert_int_equal(authz_claim_path("request.auth.claims[a", NULL, NULL),
+                     -1);
 }
 
 /* TCP connections: HTTP fields make an ALLOW rule fail and are left out
@@ -352,6 +475,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_source_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_operation_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_conditions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_jwt_fields, setup, teardown),
+        cmocka_unit_test(test_claim_path),
         cmocka_unit_test_setup_teardown(test_tcp_connections, setup, teardown),
         cmocka_unit_test_setup_teardown(test_path_templates, setup, teardown),
     };

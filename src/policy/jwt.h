@@ -1,0 +1,130 @@
+#ifndef STRAIT_POLICY_JWT_H
+#define STRAIT_POLICY_JWT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/slice.h"
+
+struct arena;
+struct conf_strmap;
+struct http_fields;
+struct json;
+struct resource_set;
+
+/*
+ * Istio's RequestAuthentication for this gateway, as Envoy's jwt_authn
+ * filter applies it. jwt_authn_build() selects the RequestAuthentications
+ * that apply to the node (scoped as AuthorizationPolicy is: root
+ * namespace without a selector for the mesh, the node's namespace, or a
+ * selector matching node labels) and compiles each jwtRule into a
+ * provider: issuer, audiences, keys (the inline jwks, or a jwksUri's
+ * document), token locations and what to forward. The result is immutable
+ * and read by every worker without locks; reference-counted with atomics.
+ *
+ * jwt_authn_request() is Istio's rule: a request without a token passes
+ * unauthenticated (authorization decides); a request with a token must
+ * carry one that verifies against the provider of its issuer, or it is
+ * rejected (the caller answers 401).
+ */
+struct jwt_authn;
+struct jwt_keys;
+
+/* A verified token, for authorization and header output. Every slice
+ * points into the request arena given to jwt_authn_request(). */
+struct jwt_result {
+    struct slice principal; /* "iss/sub" */
+    struct slice issuer;
+    struct slice subject;
+    struct slice presenter;    /* azp; empty when absent */
+    const struct json *aud;    /* the aud claim (string or array), or NULL */
+    const struct json *claims; /* the payload object */
+};
+
+enum jwt_status {
+    JWT_OK = 0,
+    JWT_MISSING,       /* no token in any location: not an error */
+    JWT_BAD_FORMAT,
+    JWT_BAD_HEADER,
+    JWT_BAD_PAYLOAD,
+    JWT_ALG_UNSUPPORTED,
+    JWT_UNKNOWN_ISSUER,
+    JWT_EXPIRED,
+    JWT_NOT_YET_VALID,
+    JWT_AUDIENCE,
+    JWT_NO_KEY,
+    JWT_NO_JWKS,       /* the provider has no keys (jwksUri not fetched) */
+    JWT_BAD_SIGNATURE,
+    JWT_OOM,
+};
+
+/* Envoy's wording of a status ("Jwt is expired"), static. */
+const char *jwt_status_text(enum jwt_status st);
+
+/* The clock skew exp and nbf allow, as Envoy's default. */
+#define JWT_CLOCK_SKEW_S 60
+
+/* ---- keys --------------------------------------------------------------- */
+
+/* jwt_keys_parse() reads a JWKS document ({"keys": [...]}; a single JWK
+ * object is accepted too). RSA keys (n, e) and EC keys on P-256 and P-384
+ * (crv, x, y) are kept; keys of other types (oct, OKP) and keys for
+ * encryption only (use: enc) are skipped, as Envoy does. Returns the keys
+ * (caller frees with jwt_keys_free) or NULL with *why set (static) when
+ * the document is not JSON, has no usable key, or a key is malformed. */
+struct jwt_keys *jwt_keys_parse(const char *p, size_t n, const char **why);
+void jwt_keys_free(struct jwt_keys *k);
+size_t jwt_keys_count(const struct jwt_keys *k);
+
+/* ---- providers ---------------------------------------------------------- */
+
+/* How a provider's keys are found when jwt_authn_build() runs: the inline
+ * jwks, or the jwksUri. file:// documents are read; for http(s) URIs,
+ * which strait does not fetch, the provider has no keys and its tokens
+ * fail with JWT_NO_JWKS. */
+struct jwt_authn *jwt_authn_build(const struct resource_set *set,
+                                  const char *node_ns,
+                                  const struct conf_strmap *node_labels,
+                                  const char *root_ns, char **err);
+struct jwt_authn *jwt_authn_ref(struct jwt_authn *ja);
+void jwt_authn_unref(struct jwt_authn *ja);
+size_t jwt_authn_count(const struct jwt_authn *ja); /* providers */
+
+/* jwt_jwks_load() returns the keys of a jwksUri (file:// only) or an
+ * inline jwks, for `strait check` and jwt_authn_build(): NULL with *err
+ * (allocated) naming the problem. */
+struct jwt_keys *jwt_jwks_load(const char *jwks, const char *uri, char **err);
+
+/*
+ * jwt_authn_request() finds a token in the request (each provider's
+ * locations: fromHeaders with their prefix, fromParams in the query of
+ * path, fromCookies; by default "Authorization: Bearer" and the
+ * access_token parameter), verifies it with the provider of its issuer at
+ * time now (seconds), and on success fills *res, removes the token header
+ * unless forwardOriginalToken, and adds outputPayloadToHeader and
+ * outputClaimToHeaders headers to fields. Returns JWT_OK, JWT_MISSING
+ * (no token: the request goes on unauthenticated) or the failure.
+ * *provider is set to the "ns/name" of the deciding RequestAuthentication
+ * (owned by ja) when a token was found.
+ */
+enum jwt_status jwt_authn_request(const struct jwt_authn *ja,
+                                  struct http_fields *fields, struct slice path,
+                                  struct arena *a, int64_t now,
+                                  struct jwt_result *res,
+                                  const char **provider);
+
+/*
+ * jwt_authn_verify() verifies one compact token (no location rules) with
+ * the provider of its issuer; what jwt_authn_request() does after finding
+ * it, exported for tests and fuzzing. The result's slices live in a.
+ */
+enum jwt_status jwt_authn_verify(const struct jwt_authn *ja, struct slice token,
+                                 struct arena *a, int64_t now,
+                                 struct jwt_result *res);
+
+/* jwt_claim() follows a claim path (names, each one level deeper into
+ * nested objects) from the claims object; NULL when absent. */
+const struct json *jwt_claim(const struct jwt_result *res,
+                             const struct slice *path, size_t depth);
+
+#endif

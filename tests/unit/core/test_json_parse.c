@@ -1,0 +1,149 @@
+/*
+ * Unit tests for src/core/json_parse.c: every value type, escapes and
+ * surrogate pairs, what RFC 8259 refuses, the depth and size bounds, and
+ * member lookup.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/arena.h"
+#include "core/json.h"
+
+static const struct json *parse(struct arena *a, const char *s,
+                                const char **why)
+{
+    *why = NULL;
+    return json_parse(a, s, strlen(s), 8, why);
+}
+
+static void test_values(void **state)
+{
+    struct arena a;
+    const char *why;
+    const struct json *j, *e;
+    (void)state;
+
+    arena_init(&a, 1024);
+    j = parse(&a,
+              " {\"s\": \"x\", \"n\": -12.5e1, \"t\": true, \"f\": false, "
+              "\"z\": null, \"a\": [1, [], {}], \"o\": {\"k\": \"v\"}} ",
+              &why);
+    assert_non_null(j);
+    assert_int_equal(j->type, JSON_OBJECT);
+    assert_int_equal(j->n, 7);
+    assert_true(slice_eq_str(json_string(json_get(j, "s")), "x"));
+    assert_int_equal(json_get(j, "n")->type, JSON_NUMBER);
+    assert_true(json_get(j, "n")->num == -125.0);
+    assert_true(slice_eq_str(json_get(j, "n")->str, "-12.5e1"));
+    assert_int_equal(json_get(j, "t")->type, JSON_TRUE);
+    assert_int_equal(json_get(j, "f")->type, JSON_FALSE);
+    assert_int_equal(json_get(j, "z")->type, JSON_NULL);
+    e = json_get(j, "a");
+    assert_int_equal(e->type, JSON_ARRAY);
+    assert_int_equal(e->n, 3);
+    assert_int_equal(e->child->next->type, JSON_ARRAY);
+    assert_int_equal(e->child->next->n, 0);
+    assert_int_equal(e->child->next->next->type, JSON_OBJECT);
+    assert_true(slice_eq_str(json_string(json_get(json_get(j, "o"), "k")),
+                             "v"));
+    assert_null(json_get(j, "missing"));
+    assert_null(json_get(e, "s")); /* not an object */
+    assert_null(json_string(json_get(j, "t")).p);
+    arena_dispose(&a);
+}
+
+static void test_escapes(void **state)
+{
+    struct arena a;
+    const char *why;
+    const struct json *j;
+    (void)state;
+
+    arena_init(&a, 1024);
+    j = parse(&a, "\"a\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\u20ac\\ud83d\\ude00\"",
+              &why);
+    assert_non_null(j);
+    assert_int_equal(j->str.n, 9 + 2 + 3 + 4);
+    assert_memory_equal(j->str.p,
+                        "a\"\\/\b\f\n\r\t\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
+                        j->str.n);
+    /* A key with an escape is found by its decoded name. */
+    j = parse(&a, "{\"a\\u0062\": 1}", &why);
+    assert_non_null(json_get(j, "ab"));
+    arena_dispose(&a);
+}
+
+static void test_refused(void **state)
+{
+    static const char *const bad[] = {
+        "",          "{",           "[1,]",       "{\"a\":1,}", "{a:1}",
+        "01",        "1.",          "-",          "1e",         ".5",
+        "tru",       "nul",         "\"abc",      "\"\\x\"",    "\"\\u12\"",
+        "\"\\ud800\"", "\"\\udc00\"", "\"a\x01\"",  "[1 2]",      "1 2",
+        "{\"a\" 1}", "[\"a\":1]",   "+1",         "NaN",
+    };
+    struct arena a;
+    const char *why;
+    (void)state;
+
+    arena_init(&a, 1024);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        if (parse(&a, bad[i], &why) != NULL)
+            fail_msg("accepted: %s", bad[i]);
+        assert_non_null(why);
+    }
+    arena_dispose(&a);
+}
+
+static void test_bounds(void **state)
+{
+    struct arena a;
+    const char *why;
+    char deep[64];
+    char *big;
+    (void)state;
+
+    arena_init(&a, 1024);
+    /* Depth 8 is allowed, 9 is not. */
+    memset(deep, '[', 8);
+    memset(deep + 8, ']', 8);
+    deep[16] = '\0';
+    assert_non_null(parse(&a, deep, &why));
+    memset(deep, '[', 9);
+    memset(deep + 9, ']', 9);
+    deep[18] = '\0';
+    assert_null(parse(&a, deep, &why));
+    assert_string_equal(why, "nested too deep");
+    /* Past JSON_MAX_BYTES nothing is read. */
+    big = malloc(JSON_MAX_BYTES + 1);
+    assert_non_null(big);
+    memset(big, ' ', JSON_MAX_BYTES + 1);
+    big[0] = '1';
+    assert_null(json_parse(&a, big, JSON_MAX_BYTES + 1, 8, &why));
+    assert_string_equal(why, "JSON document too large");
+    assert_non_null(json_parse(&a, big, JSON_MAX_BYTES, 8, &why));
+    free(big);
+    /* Input need not be NUL-terminated: only n bytes are read. */
+    assert_non_null(json_parse(&a, "[1]xyz", 3, 8, &why));
+    arena_dispose(&a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_values),
+        cmocka_unit_test(test_escapes),
+        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_bounds),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
