@@ -206,6 +206,21 @@ static const struct conf_key outbound_keys[] = {
 };
 static const struct conf_section outbound_section = {outbound_keys, 0,
                                                      SIZE_MAX};
+
+static const struct conf_key jwt_keys[] = {
+    {"jwksRefresh", CONF_DURATION, OFF(struct bootstrap_jwt, jwks_refresh_ms),
+     1000, 24 * 3600 * 1000, "5m",
+     "how often the JWKS of an http(s) jwksUri is fetched again (Envoy's "
+     "cache_duration); a failed fetch keeps the last keys and is retried "
+     "sooner",
+     NULL, NULL, NULL, NULL},
+    {"jwksCaFile", CONF_STR, OFF(struct bootstrap_jwt, jwks_ca_file), 0, 0,
+     NULL, "CA bundle that https jwksUris are verified with; empty: the "
+     "system bundle",
+     NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section jwt_section = {jwt_keys, 0, SIZE_MAX};
 static const char *const ca_key_types[] = {"ECDSA", "RSA", NULL};
 
 static const struct conf_key ca_join_keys[] = {
@@ -288,6 +303,9 @@ static const struct conf_key bootstrap_keys[] = {
      "Istio's MeshConfig outboundTrafficPolicy: routes to hosts not in the "
      "registry",
      NULL, &outbound_section, NULL, NULL},
+    {"jwt", CONF_SECTION, OFF(struct bootstrap, jwt), 0, 0, NULL,
+     "RequestAuthentication: fetching jwksUri key sets", NULL, &jwt_section,
+     NULL, NULL},
     {"ca", CONF_SECTION, OFF(struct bootstrap, ca), 0, 0, NULL,
      "embedded certificate authority and this node's SPIFFE certificate",
      NULL, &ca_section, NULL, NULL},

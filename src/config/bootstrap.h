@@ -150,6 +150,12 @@ struct bootstrap_outbound {
     int mode;
 };
 
+/* Fetching the JWKS of RequestAuthentication http(s) jwksUris. */
+struct bootstrap_jwt {
+    int64_t jwks_refresh_ms;
+    char *jwks_ca_file; /* "": the system bundle */
+};
+
 enum bootstrap_key_type { BOOTSTRAP_KEY_ECDSA, BOOTSTRAP_KEY_RSA };
 
 /* Where a joining host gets its certificate (src/control/ca). */
@@ -182,6 +188,7 @@ struct bootstrap {
     struct bootstrap_credentials credentials;
     struct bootstrap_dns dns;
     struct bootstrap_outbound outbound; /* outboundTrafficPolicy */
+    struct bootstrap_jwt jwt;
     struct bootstrap_ca ca;
     struct conf_list listeners; /* struct bootstrap_listener */
     struct conf_list clusters;  /* struct bootstrap_cluster */

@@ -62,7 +62,7 @@ static const struct conf_key rule_keys[] = {
      .type = CONF_STR,
      .off = JR(jwks_uri),
      .help = "where the JWKS is: file:// is read at each load; http(s) is "
-             "not fetched by strait"},
+             "fetched by the control thread and refreshed"},
     {.name = "jwks",
      .type = CONF_STR,
      .off = JR(jwks),
@@ -103,7 +103,7 @@ static const struct conf_key rule_keys[] = {
      .off = JR(timeout_ms),
      .min = 0,
      .max = 3600 * 1000,
-     .help = "jwksUri fetch timeout (accepted; strait does not fetch)"},
+     .help = "how long one jwksUri fetch may take (default 5s)"},
     {.name = NULL},
 };
 #undef JR
@@ -186,12 +186,17 @@ static void rule_check(struct res_check *ck, const struct res_jwt_rule *jr,
             res_err(ck, &jr->mark, p,
                     "jwksUri '%s': not an http, https or file URI",
                     jr->jwks_uri);
-        else
-            res_warn(ck, &jr->mark, p,
-                     "jwksUri '%s' is not fetched by strait: tokens of issuer "
-                     "'%s' fail verification (401); give the keys in jwks or "
-                     "a file:// jwksUri",
-                     jr->jwks_uri, jr->issuer ? jr->issuer : "");
+        else {
+            const char *why;
+            char *host = NULL, *path = NULL;
+            int tls, port;
+            if (jwt_parse_url(jr->jwks_uri, &tls, &host, &port, &path,
+                               &why) < 0)
+                res_err(ck, &jr->mark, p, "jwksUri '%s': %s", jr->jwks_uri,
+                        why);
+            free(host);
+            free(path);
+        }
     } else if (jr->jwks != NULL || jr->jwks_uri != NULL) {
         char *err = NULL;
         struct jwt_keys *k = jwt_jwks_load(jr->jwks, jr->jwks_uri, &err);

@@ -822,6 +822,71 @@ enum jwt_status jwt_authn_request(const struct jwt_authn *ja,
     return first;
 }
 
+int jwt_parse_url(const char *url, int *tls, char **host, int *port,
+                   char **path, const char **why)
+{
+    const char *h, *end, *colon, *slash;
+    size_t hn;
+
+    *host = *path = NULL;
+    *why = "jwksUri must look like http(s)://HOST[:PORT]/PATH";
+    if (strncmp(url, "https://", 8) == 0) {
+        *tls = 1;
+        *port = 443;
+        h = url + 8;
+    } else if (strncmp(url, "http://", 7) == 0) {
+        *tls = 0;
+        *port = 80;
+        h = url + 7;
+    } else {
+        return -1;
+    }
+    slash = strpbrk(h, "/?");
+    end = slash ? slash : h + strlen(h);
+    if (memchr(h, '@', (size_t)(end - h)) != NULL)
+        return -1; /* no credentials in the URL */
+    if (*h == '[') {
+        const char *rb = memchr(h, ']', (size_t)(end - h));
+        if (rb == NULL)
+            return -1;
+        colon = rb + 1 < end && rb[1] == ':' ? rb + 1 : NULL;
+        if (colon == NULL && rb + 1 != end)
+            return -1;
+        hn = (size_t)(rb - h - 1);
+        h++;
+    } else {
+        colon = memchr(h, ':', (size_t)(end - h));
+        hn = (size_t)((colon ? colon : end) - h);
+    }
+    if (hn == 0)
+        return -1;
+    if (colon != NULL) {
+        char *e;
+        long p = strtol(colon + 1, &e, 10);
+        if (e != end || colon + 1 == end || p < 1 || p > 65535)
+            return -1;
+        *port = (int)p;
+    }
+    for (const char *p = end; *p != '\0'; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f)
+            return -1; /* the path goes into a request line as it is */
+    *host = strndup(h, hn);
+    if (slash == NULL || *slash == '?') {
+        if (asprintf(path, "/%s", slash ? slash : "") < 0)
+            *path = NULL;
+    } else {
+        *path = strdup(slash);
+    }
+    if (*host == NULL || *path == NULL) {
+        free(*host);
+        free(*path);
+        *host = *path = NULL;
+        *why = "out of memory";
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- building ----------------------------------------------------------- */
 
 static char *read_file(const char *path, size_t *n, char **err)
@@ -907,7 +972,7 @@ static char *lower_dup(struct arena *a, const char *s)
 
 static int compile_rule(struct arena *a, const char *name,
                         const struct res_jwt_rule *in, struct provider *pv,
-                        char **err)
+                        jwt_uri_fn uri_fn, void *uri_arg, char **err)
 {
     size_t nl = in->from_headers.n + in->from_params.n + in->from_cookies.n;
     struct loc *locs;
@@ -925,6 +990,13 @@ static int compile_rule(struct arena *a, const char *name,
         if (pv->keys == NULL)
             return -1; /* `strait check` reports it; a reload keeps the
                         * running snapshot */
+    } else if (in->jwks_uri != NULL && uri_fn != NULL) {
+        size_t n = 0;
+        const char *doc = uri_fn(uri_arg, in->jwks_uri, in->timeout_ms, &n);
+        const char *why;
+        /* The cache only keeps documents that parse. */
+        if (doc != NULL)
+            pv->keys = jwt_keys_parse(doc, n, &why);
     }
     if (in->audiences.n > 0 &&
         (aud = arena_alloc(a, in->audiences.n * sizeof(*aud))) == NULL)
@@ -997,6 +1069,16 @@ struct jwt_authn *jwt_authn_build(const struct resource_set *set,
                                   const struct conf_strmap *node_labels,
                                   const char *root_ns, char **err)
 {
+    return jwt_authn_build_with(set, node_ns, node_labels, root_ns, NULL,
+                                NULL, err);
+}
+
+struct jwt_authn *jwt_authn_build_with(const struct resource_set *set,
+                                       const char *node_ns,
+                                       const struct conf_strmap *node_labels,
+                                       const char *root_ns, jwt_uri_fn uri_fn,
+                                       void *uri_arg, char **err)
+{
     struct jwt_authn *ja = NULL;
     size_t n = 0;
 
@@ -1035,7 +1117,7 @@ struct jwt_authn *jwt_authn_build(const struct resource_set *set,
             char *why = NULL;
             if (compile_rule(&ja->mem, nm,
                              (const struct res_jwt_rule *)ra->jwt_rules.v + k,
-                             &ja->v[ja->n], &why) < 0) {
+                             &ja->v[ja->n], uri_fn, uri_arg, &why) < 0) {
                 jwt_keys_free(ja->v[ja->n].keys);
                 if (why == NULL)
                     goto oom;

@@ -78,14 +78,25 @@ size_t jwt_keys_count(const struct jwt_keys *k);
 
 /* ---- providers ---------------------------------------------------------- */
 
+/* Where the documents of http(s) jwksUris come from (the control
+ * thread's cache): the document of uri and its length, or NULL when none
+ * is known (yet). timeout_ms is the rule's fetch timeout (0: default). */
+typedef const char *(*jwt_uri_fn)(void *arg, const char *uri,
+                                  int64_t timeout_ms, size_t *n);
+
 /* How a provider's keys are found when jwt_authn_build() runs: the inline
- * jwks, or the jwksUri. file:// documents are read; for http(s) URIs,
- * which strait does not fetch, the provider has no keys and its tokens
- * fail with JWT_NO_JWKS. */
+ * jwks, or the jwksUri: file:// documents are read, http(s) ones asked of
+ * uri_fn. A provider without keys (no uri_fn, or no document yet) fails
+ * its tokens with JWT_NO_JWKS. */
 struct jwt_authn *jwt_authn_build(const struct resource_set *set,
                                   const char *node_ns,
                                   const struct conf_strmap *node_labels,
                                   const char *root_ns, char **err);
+struct jwt_authn *jwt_authn_build_with(const struct resource_set *set,
+                                       const char *node_ns,
+                                       const struct conf_strmap *node_labels,
+                                       const char *root_ns, jwt_uri_fn uri_fn,
+                                       void *uri_arg, char **err);
 struct jwt_authn *jwt_authn_ref(struct jwt_authn *ja);
 void jwt_authn_unref(struct jwt_authn *ja);
 size_t jwt_authn_count(const struct jwt_authn *ja); /* providers */
@@ -121,6 +132,13 @@ enum jwt_status jwt_authn_request(const struct jwt_authn *ja,
 enum jwt_status jwt_authn_verify(const struct jwt_authn *ja, struct slice token,
                                  struct arena *a, int64_t now,
                                  struct jwt_result *res);
+
+/* jwt_parse_url() splits an http(s) jwksUri: tls, allocated host
+ * (brackets of an IPv6 literal removed), port, and the path with its
+ * query (allocated; "/" when empty). No credentials, no bytes that would
+ * break a request line. 0, or -1 with a static reason. */
+int jwt_parse_url(const char *url, int *tls, char **host, int *port,
+                  char **path, const char **why);
 
 /* jwt_claim() follows a claim path (names, each one level deeper into
  * nested objects) from the claims object; NULL when absent. */

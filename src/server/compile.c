@@ -13,6 +13,7 @@
 #include "server/compile.h"
 #include "server/istio.h"
 #include "policy/authz.h"
+#include "control/jwks.h"
 #include "policy/jwt.h"
 #include "proxy/router.h"
 #include "config/resource.h"
@@ -206,6 +207,13 @@ done:
     return c->tls != NULL ? 0 : -1;
 }
 
+/* The JWKS cache as RequestAuthentication's source of jwksUri keys. */
+static const char *jwks_lookup(void *arg, const char *uri, int64_t timeout_ms,
+                               size_t *n)
+{
+    return jwks_cache_get(arg, uri, timeout_ms, n);
+}
+
 int compile_gateway_routes(const struct bootstrap *bs,
                            const struct resource_set *set,
                            const struct gw_listener *g,
@@ -265,8 +273,10 @@ int compile_gateway_routes(const struct bootstrap *bs,
         goto fail;
     /* RequestAuthentications, checked before them as Envoy's jwt_authn
      * filter runs before RBAC. */
-    r->jwt = jwt_authn_build(set, bs->node.ns, &bs->node.labels,
-                             ISTIO_ROOT_NAMESPACE, err);
+    r->jwt = jwt_authn_build_with(set, bs->node.ns, &bs->node.labels,
+                                  ISTIO_ROOT_NAMESPACE,
+                                  env->jwks ? jwks_lookup : NULL, env->jwks,
+                                  err);
     if (r->jwt == NULL && *err != NULL)
         goto fail;
     /* The table's clusters become the routes' (references move). */

@@ -44,6 +44,7 @@ struct compile_env {
     int nworkers;
     struct dns_cache *dns;
     struct ca_identity *identity;
+    struct jwks_cache *jwks; /* http(s) jwksUri documents; NULL: none */
 };
 
 /* compile_gateway() builds the HTTP proxy of a Gateway listener with its

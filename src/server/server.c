@@ -10,6 +10,7 @@
 #include "config/resource-t.h"
 #include "control/ca/identity.h"
 #include "control/dns.h"
+#include "control/jwks.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/json.h"
@@ -88,6 +89,7 @@ struct server {
     struct event *cert_timer;
     struct source *source; /* Istio resources; NULL without config.dir */
     struct dns_cache *dns; /* ServiceEntry names; with source only */
+    struct jwks_cache *jwks; /* jwksUri key sets; with source only */
     struct ca_identity *identity; /* the mesh certificate; NULL: no CA */
     int rebuild_only;      /* reloading for new resources only */
     uint64_t cert_reloads;
@@ -311,11 +313,21 @@ static int lset_build(struct server *s, struct bootstrap *bs,
     /* New routes for kept Gateway listeners, published only once the
      * whole set is built. */
     struct http_routes **staged = NULL;
-    const struct compile_env env = {s->nworkers, s->dns, s->identity};
+    const struct compile_env env = {s->nworkers, s->dns, s->identity,
+                                    s->jwks};
+    const struct jwks_conf jc = {bs->jwt.jwks_refresh_ms,
+                                 bs->jwt.jwks_ca_file};
 
     memset(out, 0, sizeof(*out));
     if (s->dns != NULL)
         dns_cache_mark(s->dns);
+    if (s->jwks != NULL) {
+        if (jwks_cache_configure(s->jwks, &jc) < 0) {
+            *err = strdup("out of memory");
+            return -1;
+        }
+        jwks_cache_mark(s->jwks);
+    }
     if (lset_specs(s, bs, out, &specs, &nspecs, err) < 0)
         return -1;
     staged = calloc(nspecs ? nspecs : 1, sizeof(*staged));
@@ -457,6 +469,8 @@ static int lset_build(struct server *s, struct bootstrap *bs,
     /* Names this snapshot no longer uses are dropped. */
     if (s->dns != NULL)
         dns_cache_sweep(s->dns);
+    if (s->jwks != NULL)
+        jwks_cache_sweep(s->jwks);
     return 0;
 fail:
     /* Partially built entries hold references like complete ones; the
@@ -844,6 +858,13 @@ static void on_resources(void *arg)
     s->rebuild_only = 0;
 }
 
+/* A jwksUri's keys arrived or changed: the routes that verify with them
+ * change. */
+static void on_jwks_change(void *arg)
+{
+    on_resources(arg);
+}
+
 /* A DNS name's addresses changed: the clusters built from it change. */
 static void on_dns_change(void *arg)
 {
@@ -985,6 +1006,12 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
             bootstrap_free(bs);
             goto fail;
         }
+        s->jwks = jwks_cache_new(base, on_jwks_change, s);
+        if (s->jwks == NULL) {
+            *err = strdup("out of memory");
+            bootstrap_free(bs);
+            goto fail;
+        }
         s->source = source_new(base, bs->config.dir,
                                (uint64_t)bs->config.debounce_ms,
                                bs->outbound.mode, on_resources, s, err);
@@ -1046,6 +1073,7 @@ void server_free(struct server *s)
     admin_free(s->admin);
     source_free(s->source);
     dns_cache_free(s->dns);
+    jwks_cache_free(s->jwks);
     if (s->drain_timer != NULL)
         event_free(s->drain_timer);
     if (s->cert_timer != NULL)

@@ -3,7 +3,8 @@
  * reader, JWKS documents, compact tokens verified by a provider (keys
  * fixed below; the corpus holds tokens they sign, so the fuzzer reaches
  * the signature and claims checks), the token locations of a request
- * (header, query parameter, cookie) and Istio's claim key syntax.
+ * (header, query parameter, cookie), Istio's claim key syntax and
+ * jwksUri URLs.
  * Build and run with tests/fuzz/run.sh.
  */
 #include "config.h"
@@ -120,10 +121,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (z != NULL) {
         const char *names[10];
         size_t lens[10];
+        char *host, *upath;
+        int tls, port;
         int d = authz_claim_path(z, names, lens);
         for (int i = 0; i < d && i < 10; i++)
             if (lens[i] == 0 || names[i] < z || names[i] + lens[i] > z + size)
                 abort();
+        if (jwt_parse_url(z, &tls, &host, &port, &upath, &why) == 0) {
+            /* What goes into a request line has no space or control. */
+            if (port < 1 || port > 65535 || upath[0] != '/' ||
+                strpbrk(upath, " \r\n") != NULL)
+                abort();
+            free(host);
+            free(upath);
+        }
         free(z);
     }
     return 0;

@@ -218,3 +218,155 @@ def test_request_authentication(strait_factory, tmp_path, upstream_factory):
     wait_for(lambda: "EC key: bad or missing x or y" in st.log(), 15,
              "the refused key set in the log")
     assert get(port, "/api", bearer(unknown_key))[0] == 200
+
+
+class JwksServer:
+    """An HTTP (or, with cert, HTTPS) server on loopback that serves a
+    JWKS document the test can change, or fails with 503; counts GETs."""
+
+    def __init__(self, cert=None):
+        import http.server
+        import ssl
+        import threading
+        outer = self
+        self.doc, self.fail, self.gets = b"{}", False, 0
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.gets += 1
+                if outer.fail:
+                    self.send_response(503)
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(outer.doc)))
+                self.end_headers()
+                self.wfile.write(outer.doc)
+
+            def log_message(self, *a):
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        if cert is not None:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*cert)
+            self.srv.socket = ctx.wrap_socket(self.srv.socket, server_side=True)
+        self.port = self.srv.server_address[1]
+        self.thread = threading.Thread(target=self.srv.serve_forever,
+                                       daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+        self.thread.join(10)
+
+
+def self_signed_ip(tmp_path):
+    """A self-signed certificate for IP 127.0.0.1: the server's and, as
+    jwt.jwksCaFile, the trust."""
+    cert, key = tmp_path / "jwks.crt", tmp_path / "jwks.key"
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt",
+            "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-subj",
+            "/CN=jwks-test", "-addext", "subjectAltName=IP:127.0.0.1",
+            "-keyout", str(key), "-out", str(cert))
+    return str(cert), str(key)
+
+
+def test_jwks_uri_fetched_refreshed_and_kept(strait_factory, tmp_path,
+                                             upstream_factory):
+    k1 = Key(tmp_path / "k1.pem", "RSA", "k1")
+    k2 = Key(tmp_path / "k2.pem", "RSA", "k2")
+    ec = Key(tmp_path / "ec.pem", "EC", "e1")
+    cert = self_signed_ip(tmp_path)
+    plain, tls = JwksServer(), JwksServer(cert)
+    try:
+        plain.doc = jwks(k1).encode()
+        tls.doc = jwks(ec).encode()
+        up = upstream_factory(responder(lambda head: b"ok"))
+        conf = tmp_path / "conf.d"
+        conf.mkdir()
+        from conftest import free_port, http_gateway
+        port = free_port()
+        (conf / "r.yaml").write_text(
+            http_gateway(port) + f"""apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: up, namespace: default}}
+spec:
+  hosts: [up.example.com]
+  resolution: STATIC
+  ports: [{{number: {up.port}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+""" + ROUTES + f"""---
+apiVersion: security.istio.io/v1
+kind: RequestAuthentication
+metadata: {{name: remote, namespace: istio-system}}
+spec:
+  jwtRules:
+  - issuer: {ISS}
+    jwksUri: http://127.0.0.1:{plain.port}/jwks.json
+  - issuer: https://tls.test
+    jwksUri: https://127.0.0.1:{tls.port}/keys?v=1
+    timeout: 2s
+""")
+        st = strait_factory(extra=(
+            f"config: {{dir: \"{conf}\"}}\n"
+            f"jwt: {{jwksRefresh: 1s, jwksCaFile: \"{cert[0]}\"}}\n")).start()
+        t1, t2 = mint(k1, claims()), mint(k2, claims())
+        t_tls = mint(ec, claims(iss="https://tls.test"))
+        # Fetched in the background: tokens verify once the keys are in.
+        wait_for(lambda: get(port, "/", bearer(t1))[0] == 200, 15,
+                 "the http jwksUri fetched")
+        wait_for(lambda: get(port, "/", bearer(t_tls))[0] == 200, 15,
+                 "the https jwksUri fetched (verified with jwksCaFile)")
+        assert get(port, "/", bearer(t2))[0] == 401
+        # Refreshed: the document changes, the keys follow.
+        plain.doc = jwks(k2).encode()
+        wait_for(lambda: get(port, "/", bearer(t2))[0] == 200, 15,
+                 "the refreshed keys")
+        assert get(port, "/", bearer(t1))[0] == 401
+        # A failing server and a broken document keep the last good keys.
+        plain.fail = True
+        seen = plain.gets
+        wait_for(lambda: plain.gets >= seen + 2, 15, "failed refreshes")
+        assert get(port, "/", bearer(t2))[0] == 200
+        plain.fail = False
+        plain.doc = b'{"keys": []}'
+        seen = plain.gets
+        wait_for(lambda: plain.gets >= seen + 2, 15, "refreshes")
+        assert get(port, "/", bearer(t2))[0] == 200
+        wait_for(lambda: "unusable JWKS" in st.log(), 10, "the bad JWKS logged")
+        assert "answered HTTP 503" in st.log()
+    finally:
+        plain.stop()
+        tls.stop()
+
+
+def test_jwks_uri_https_untrusted_is_refused(strait_factory, tmp_path,
+                                             upstream_factory):
+    """Without jwksCaFile the system bundle is the trust: a self-signed
+    server gives no keys, and its tokens fail."""
+    ec = Key(tmp_path / "ec.pem", "EC", "e1")
+    tls = JwksServer(self_signed_ip(tmp_path))
+    try:
+        tls.doc = jwks(ec).encode()
+        up = upstream_factory(responder(lambda head: b"ok"))
+        st, port = start_with_up(strait_factory, tmp_path, up.port,
+                                 ROUTES + f"""---
+apiVersion: security.istio.io/v1
+kind: RequestAuthentication
+metadata: {{name: remote, namespace: istio-system}}
+spec:
+  jwtRules:
+  - issuer: {ISS}
+    jwksUri: https://127.0.0.1:{tls.port}/keys
+""")
+        wait_for(lambda: "TLS handshake with 127.0.0.1 failed" in st.log(),
+                 15, "the refused handshake in the log")
+        status, _, body = get(port, "/", bearer(mint(ec, claims())))
+        assert (status, body) == (401, b"Jwks remote fetch is failed")
+    finally:
+        tls.stop()

@@ -805,6 +805,50 @@ static void test_resource_checks(void **state)
     }
 }
 
+static void test_parse_url(void **state)
+{
+    static const char *const bad[] = {
+        "ftp://h/x", "http://", "http:///x", "http://h:0/", "http://h:70000/",
+        "http://h:x/", "http://u:p@h/", "http://[::1/", "http://h/a b",
+        "http://h/a\r\n",
+    };
+    char *host, *path;
+    const char *why;
+    int tls, port;
+    (void)state;
+
+    assert_int_equal(jwt_parse_url("https://idp.example/keys?v=1", &tls,
+                                   &host, &port, &path, &why),
+                     0);
+    assert_int_equal(tls, 1);
+    assert_int_equal(port, 443);
+    assert_string_equal(host, "idp.example");
+    assert_string_equal(path, "/keys?v=1");
+    free(host);
+    free(path);
+    assert_int_equal(jwt_parse_url("http://[::1]:8080?x", &tls, &host, &port,
+                                   &path, &why),
+                     0);
+    assert_int_equal(tls, 0);
+    assert_int_equal(port, 8080);
+    assert_string_equal(host, "::1");
+    assert_string_equal(path, "/?x");
+    free(host);
+    free(path);
+    assert_int_equal(jwt_parse_url("http://h", &tls, &host, &port, &path,
+                                   &why),
+                     0);
+    assert_string_equal(path, "/");
+    free(host);
+    free(path);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        if (jwt_parse_url(bad[i], &tls, &host, &port, &path, &why) == 0)
+            fail_msg("accepted %s", bad[i]);
+        assert_null(host);
+        assert_null(path);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -832,6 +876,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_scoping, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jwks_file, setup, teardown),
         cmocka_unit_test(test_resource_checks),
+        cmocka_unit_test(test_parse_url),
     };
 
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
