@@ -203,6 +203,8 @@ static int grpc_code(int status)
         return 4; /* DEADLINE_EXCEEDED */
     case 429:
         return 8; /* RESOURCE_EXHAUSTED */
+    case 401:
+        return 16; /* UNAUTHENTICATED: a JWT that does not verify */
     default:
         return 14; /* UNAVAILABLE */
     }

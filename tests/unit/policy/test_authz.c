@@ -450,6 +450,34 @@ static void test_tcp_connections(void **state)
     authz_check(f->a, &r, &d);
     assert_false(d.allowed);
     assert_string_equal(d.policy, "istio-system/deny");
+
+    /* JWT fields are HTTP fields too: they fail an ALLOW rule and are
+     * left out of a DENY rule. */
+    build(f, AP("allow", "istio-system",
+                "  rules:\n"
+                "  - from: [{source: {requestPrincipals: [\"*\"]}}]\n"
+                "    to: [{operation: {ports: [\"5432\"]}}]\n"
+                "  - to: [{operation: {ports: [\"6379\"]}}]\n"
+                "    when: [{key: request.auth.principal, values: [\"*\"]}]\n"
+                "  - to: [{operation: {ports: [\"7000\"]}}]\n")
+                 AP("deny", "istio-system",
+                    "  action: DENY\n"
+                    "  rules:\n"
+                    "  - from: [{source: {notRequestPrincipals: [\"*\"]}}]\n"
+                    "    to: [{operation: {ports: [\"7000\"]}}]\n"
+                    "    when: [{key: \"request.auth.claims[x]\", values: "
+                    "[y]}]\n"));
+    peer(f, "10.0.0.1");
+    r.port = 5432;
+    authz_check(f->a, &r, &d);
+    assert_false(d.allowed);
+    r.port = 6379;
+    authz_check(f->a, &r, &d);
+    assert_false(d.allowed);
+    r.port = 7000;
+    authz_check(f->a, &r, &d);
+    assert_false(d.allowed);
+    assert_string_equal(d.policy, "istio-system/deny");
 }
 
 static void test_path_templates(void **state)
