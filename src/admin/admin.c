@@ -85,6 +85,10 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
         buf_printf(b, "dns.queries: %" PRIu64 "\n", st.dns_queries);
         buf_printf(b, "dns.failures: %" PRIu64 "\n", st.dns_failures);
         buf_printf(b, "dns.changes: %" PRIu64 "\n", st.dns_changes);
+        buf_printf(b, "jwks.uris: %" PRIu64 "\n", st.jwks_uris);
+        buf_printf(b, "jwks.fetches: %" PRIu64 "\n", st.jwks_fetches);
+        buf_printf(b, "jwks.failures: %" PRIu64 "\n", st.jwks_failures);
+        buf_printf(b, "jwks.changes: %" PRIu64 "\n", st.jwks_changes);
     }
     for (size_t i = 0; i < n; i++) {
         struct listener_counters c;

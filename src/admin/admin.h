@@ -34,6 +34,11 @@ struct admin_status {
     uint64_t dns_failures;
     uint64_t dns_changes;
     uint64_t dns_names;
+    /* RequestAuthentication http(s) jwksUris. */
+    uint64_t jwks_fetches;
+    uint64_t jwks_failures;
+    uint64_t jwks_changes;
+    uint64_t jwks_uris;
 };
 
 struct admin_ops {

@@ -737,6 +737,14 @@ static void admin_status(void *arg, struct admin_status *out)
         out->dns_changes = ds.changes;
         out->dns_names = ds.names;
     }
+    if (s->jwks != NULL) {
+        struct jwks_stats js;
+        jwks_cache_stats(s->jwks, &js);
+        out->jwks_fetches = js.fetches;
+        out->jwks_failures = js.failures;
+        out->jwks_changes = js.changes;
+        out->jwks_uris = js.uris;
+    }
 }
 
 static size_t admin_listeners(void *arg, struct listener_stats *const **out)

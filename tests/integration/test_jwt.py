@@ -340,6 +340,12 @@ spec:
         assert get(port, "/", bearer(t2))[0] == 200
         wait_for(lambda: "unusable JWKS" in st.log(), 10, "the bad JWKS logged")
         assert "answered HTTP 503" in st.log()
+        s = st.stats()
+        assert s["jwks.uris"] == 2
+        assert s["jwks.failures"] >= 4
+        # k1 and ec arrived, then k2.
+        assert s["jwks.changes"] == 3
+        assert s["jwks.fetches"] >= plain.gets
     finally:
         plain.stop()
         tls.stop()
