@@ -1,0 +1,354 @@
+/*
+ * Compiling RequestAuthentications into providers (see jwt.h): which apply
+ * to the node, their keys (inline, file://, or the control thread's
+ * cache for http(s)), token locations and outputs.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/resource.h"
+#include "core/arena.h"
+#include "core/json.h"
+#include "policy/jwt-int.h"
+
+int jwt_parse_url(const char *url, int *tls, char **host, int *port,
+                   char **path, const char **why)
+{
+    const char *h, *end, *colon, *slash;
+    size_t hn;
+
+    *host = *path = NULL;
+    *why = "jwksUri must look like http(s)://HOST[:PORT]/PATH";
+    if (strncmp(url, "https://", 8) == 0) {
+        *tls = 1;
+        *port = 443;
+        h = url + 8;
+    } else if (strncmp(url, "http://", 7) == 0) {
+        *tls = 0;
+        *port = 80;
+        h = url + 7;
+    } else {
+        return -1;
+    }
+    slash = strpbrk(h, "/?");
+    end = slash ? slash : h + strlen(h);
+    if (memchr(h, '@', (size_t)(end - h)) != NULL)
+        return -1; /* no credentials in the URL */
+    if (*h == '[') {
+        const char *rb = memchr(h, ']', (size_t)(end - h));
+        if (rb == NULL)
+            return -1;
+        colon = rb + 1 < end && rb[1] == ':' ? rb + 1 : NULL;
+        if (colon == NULL && rb + 1 != end)
+            return -1;
+        hn = (size_t)(rb - h - 1);
+        h++;
+    } else {
+        colon = memchr(h, ':', (size_t)(end - h));
+        hn = (size_t)((colon ? colon : end) - h);
+    }
+    if (hn == 0)
+        return -1;
+    if (colon != NULL) {
+        char *e;
+        long p = strtol(colon + 1, &e, 10);
+        if (e != end || colon + 1 == end || p < 1 || p > 65535)
+            return -1;
+        *port = (int)p;
+    }
+    for (const char *p = end; *p != '\0'; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f)
+            return -1; /* the path goes into a request line as it is */
+    *host = strndup(h, hn);
+    if (slash == NULL || *slash == '?') {
+        if (asprintf(path, "/%s", slash ? slash : "") < 0)
+            *path = NULL;
+    } else {
+        *path = strdup(slash);
+    }
+    if (*host == NULL || *path == NULL) {
+        free(*host);
+        free(*path);
+        *host = *path = NULL;
+        *why = "out of memory";
+        return -1;
+    }
+    return 0;
+}
+
+
+static char *read_file(const char *path, size_t *n, char **err)
+{
+    FILE *f = fopen(path, "rb");
+    char *p = NULL;
+    size_t len = 0;
+
+    if (f == NULL) {
+        if (asprintf(err, "jwksUri %s: %s", path, strerror(errno)) < 0)
+            *err = NULL;
+        return NULL;
+    }
+    p = malloc(JSON_MAX_BYTES + 1);
+    if (p != NULL)
+        len = fread(p, 1, JSON_MAX_BYTES + 1, f);
+    fclose(f);
+    if (p == NULL || len > JSON_MAX_BYTES) {
+        free(p);
+        if (asprintf(err, "jwksUri %s: %s", path,
+                     p == NULL ? "out of memory" : "larger than 1 MiB") < 0)
+            *err = NULL;
+        return NULL;
+    }
+    *n = len;
+    return p;
+}
+
+struct jwt_keys *jwt_jwks_load(const char *jwks, const char *uri, char **err)
+{
+    struct jwt_keys *k;
+    const char *why = NULL;
+    char *doc = NULL;
+    size_t n;
+
+    *err = NULL;
+    if (jwks != NULL) {
+        k = jwt_keys_parse(jwks, strlen(jwks), &why);
+        if (k == NULL && asprintf(err, "jwks: %s", why) < 0)
+            *err = NULL;
+        return k;
+    }
+    if (uri == NULL || strncmp(uri, "file://", 7) != 0) {
+        if (asprintf(err, "jwksUri %s: only file:// URIs are read",
+                     uri ? uri : "(none)") < 0)
+            *err = NULL;
+        return NULL;
+    }
+    doc = read_file(uri + 7, &n, err);
+    if (doc == NULL)
+        return NULL;
+    k = jwt_keys_parse(doc, n, &why);
+    if (k == NULL && asprintf(err, "jwksUri %s: %s", uri, why) < 0)
+        *err = NULL;
+    free(doc);
+    return k;
+}
+
+static int applies(const struct resource *r,
+                   const struct res_request_authentication *ra,
+                   const char *node_ns, const struct conf_strmap *labels,
+                   const char *root_ns)
+{
+    int in_ns = strcmp(r->meta.ns, node_ns) == 0;
+    int in_root = strcmp(r->meta.ns, root_ns) == 0;
+
+    if (!in_ns && !in_root)
+        return 0;
+    if (ra->selector.match_labels.n == 0)
+        return 1;
+    return labels != NULL && res_labels_match(&ra->selector.match_labels, labels);
+}
+
+static char *lower_dup(struct arena *a, const char *s)
+{
+    char *d = arena_dup(a, s, strlen(s));
+
+    for (char *p = d; p != NULL && *p != '\0'; p++)
+        if (*p >= 'A' && *p <= 'Z')
+            *p = (char)(*p + 32);
+    return d;
+}
+
+static int compile_rule(struct arena *a, const char *name,
+                        const struct res_jwt_rule *in, struct jwt_provider *pv,
+                        jwt_uri_fn uri_fn, void *uri_arg, char **err)
+{
+    size_t nl = in->from_headers.n + in->from_params.n + in->from_cookies.n;
+    struct jwt_loc *locs;
+    const char **aud = NULL;
+    struct jwt_claim_header *ch = NULL;
+
+    memset(pv, 0, sizeof(*pv));
+    pv->name = name;
+    pv->issuer = arena_dup(a, in->issuer ? in->issuer : "",
+                           in->issuer ? strlen(in->issuer) : 0);
+    pv->forward = in->forward_original_token;
+    if (in->jwks != NULL || (in->jwks_uri != NULL &&
+                             strncmp(in->jwks_uri, "file://", 7) == 0)) {
+        pv->keys = jwt_jwks_load(in->jwks, in->jwks_uri, err);
+        if (pv->keys == NULL)
+            return -1; /* `strait check` reports it; a reload keeps the
+                        * running snapshot */
+    } else if (in->jwks_uri != NULL && uri_fn != NULL) {
+        size_t n = 0;
+        const char *doc = uri_fn(uri_arg, in->jwks_uri, in->timeout_ms, &n);
+        const char *why;
+        /* The cache only keeps documents that parse. */
+        if (doc != NULL)
+            pv->keys = jwt_keys_parse(doc, n, &why);
+    }
+    if (in->audiences.n > 0 &&
+        (aud = arena_alloc(a, in->audiences.n * sizeof(*aud))) == NULL)
+        return -1;
+    for (size_t i = 0; i < in->audiences.n; i++)
+        if ((aud[i] = arena_dup(a, in->audiences.v[i],
+                                strlen(in->audiences.v[i]))) == NULL)
+            return -1;
+    pv->aud = aud;
+    pv->naud = in->audiences.n;
+    /* Istio's default locations: Authorization: Bearer, ?access_token. */
+    locs = arena_alloc(a, (nl ? nl : 2) * sizeof(*locs));
+    if (locs == NULL)
+        return -1;
+    if (nl == 0) {
+        locs[0] = (struct jwt_loc){JWT_LOC_HEADER, "authorization", "Bearer "};
+        locs[1] = (struct jwt_loc){JWT_LOC_PARAM, "access_token", ""};
+        nl = 2;
+    } else {
+        size_t k = 0;
+        for (size_t i = 0; i < in->from_headers.n; i++) {
+            const struct res_jwt_header *h =
+                (const struct res_jwt_header *)in->from_headers.v + i;
+            locs[k].kind = JWT_LOC_HEADER;
+            locs[k].name = lower_dup(a, h->name ? h->name : "");
+            locs[k].prefix = arena_dup(a, h->prefix ? h->prefix : "",
+                                       h->prefix ? strlen(h->prefix) : 0);
+            if (locs[k].name == NULL || locs[k].prefix == NULL)
+                return -1;
+            k++;
+        }
+        for (size_t i = 0; i < in->from_params.n; i++, k++)
+            locs[k] = (struct jwt_loc){JWT_LOC_PARAM,
+                                   arena_dup(a, in->from_params.v[i],
+                                             strlen(in->from_params.v[i])),
+                                   ""};
+        for (size_t i = 0; i < in->from_cookies.n; i++, k++)
+            locs[k] = (struct jwt_loc){JWT_LOC_COOKIE,
+                                   arena_dup(a, in->from_cookies.v[i],
+                                             strlen(in->from_cookies.v[i])),
+                                   ""};
+    }
+    pv->locs = locs;
+    pv->nlocs = nl;
+    if (in->output_payload_to_header != NULL &&
+        (pv->payload_header = lower_dup(a, in->output_payload_to_header)) ==
+            NULL)
+        return -1;
+    if (in->output_claim_to_headers.n > 0 &&
+        (ch = arena_alloc(a, in->output_claim_to_headers.n * sizeof(*ch))) ==
+            NULL)
+        return -1;
+    for (size_t i = 0; i < in->output_claim_to_headers.n; i++) {
+        const struct res_jwt_claim_header *c =
+            (const struct res_jwt_claim_header *)in->output_claim_to_headers.v +
+            i;
+        ch[i].header = lower_dup(a, c->header ? c->header : "");
+        ch[i].claim = arena_dup(a, c->claim ? c->claim : "",
+                                c->claim ? strlen(c->claim) : 0);
+        if (ch[i].header == NULL || ch[i].claim == NULL)
+            return -1;
+    }
+    pv->claim_headers = ch;
+    pv->nclaim_headers = in->output_claim_to_headers.n;
+    return 0;
+}
+
+struct jwt_authn *jwt_authn_build(const struct resource_set *set,
+                                  const char *node_ns,
+                                  const struct conf_strmap *node_labels,
+                                  const char *root_ns, char **err)
+{
+    return jwt_authn_build_with(set, node_ns, node_labels, root_ns, NULL,
+                                NULL, err);
+}
+
+struct jwt_authn *jwt_authn_build_with(const struct resource_set *set,
+                                       const char *node_ns,
+                                       const struct conf_strmap *node_labels,
+                                       const char *root_ns, jwt_uri_fn uri_fn,
+                                       void *uri_arg, char **err)
+{
+    struct jwt_authn *ja = NULL;
+    size_t n = 0;
+
+    *err = NULL;
+    for (size_t i = 0; set != NULL && i < set->n; i++)
+        if (set->v[i]->kind == RES_REQUEST_AUTHENTICATION &&
+            applies(set->v[i], res_request_authentication(set->v[i]), node_ns,
+                    node_labels, root_ns))
+            n += res_request_authentication(set->v[i])->jwt_rules.n;
+    if (n == 0)
+        return NULL;
+    ja = calloc(1, sizeof(*ja));
+    if (ja == NULL)
+        goto oom;
+    ja->refs = 1;
+    arena_init(&ja->mem, 8 * 1024);
+    ja->v = arena_alloc(&ja->mem, n * sizeof(*ja->v));
+    if (ja->v == NULL)
+        goto oom;
+    for (size_t i = 0; i < set->n; i++) {
+        const struct resource *r = set->v[i];
+        const struct res_request_authentication *ra;
+        char name[520];
+        const char *nm;
+
+        if (r->kind != RES_REQUEST_AUTHENTICATION)
+            continue;
+        ra = res_request_authentication(r);
+        if (!applies(r, ra, node_ns, node_labels, root_ns))
+            continue;
+        snprintf(name, sizeof(name), "%s/%s", r->meta.ns, r->meta.name);
+        nm = arena_dup(&ja->mem, name, strlen(name));
+        if (nm == NULL)
+            goto oom;
+        for (size_t k = 0; k < ra->jwt_rules.n; k++) {
+            char *why = NULL;
+            if (compile_rule(&ja->mem, nm,
+                             (const struct res_jwt_rule *)ra->jwt_rules.v + k,
+                             &ja->v[ja->n], uri_fn, uri_arg, &why) < 0) {
+                jwt_keys_free(ja->v[ja->n].keys);
+                if (why == NULL)
+                    goto oom;
+                if (asprintf(err, "RequestAuthentication %s: jwtRules[%zu]: %s",
+                             name, k, why) < 0)
+                    *err = NULL;
+                free(why);
+                goto fail;
+            }
+            ja->n++;
+        }
+    }
+    return ja;
+oom:
+    *err = strdup("request authentication: out of memory");
+fail:
+    jwt_authn_unref(ja);
+    return NULL;
+}
+
+struct jwt_authn *jwt_authn_ref(struct jwt_authn *ja)
+{
+    if (ja != NULL)
+        __atomic_add_fetch(&ja->refs, 1, __ATOMIC_RELAXED);
+    return ja;
+}
+
+void jwt_authn_unref(struct jwt_authn *ja)
+{
+    if (ja == NULL || __atomic_sub_fetch(&ja->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    for (size_t i = 0; i < ja->n; i++)
+        jwt_keys_free(ja->v[i].keys);
+    arena_dispose(&ja->mem);
+    free(ja);
+}
+
+size_t jwt_authn_count(const struct jwt_authn *ja)
+{
+    return ja != NULL ? ja->n : 0;
+}
+
