@@ -190,8 +190,8 @@ static void rule_check(struct res_check *ck, const struct res_jwt_rule *jr,
             const char *why;
             char *host = NULL, *path = NULL;
             int tls, port;
-            if (jwt_parse_url(jr->jwks_uri, &tls, &host, &port, &path,
-                               &why) < 0)
+            if (jwt_parse_url(jr->jwks_uri, &tls, &host, &port, &path, &why) <
+                0)
                 res_err(ck, &jr->mark, p, "jwksUri '%s': %s", jr->jwks_uri,
                         why);
             free(host);
@@ -225,8 +225,7 @@ static void rule_check(struct res_check *ck, const struct res_jwt_rule *jr,
                 "outputPayloadToHeader must be a header name");
     for (size_t k = 0; k < jr->output_claim_to_headers.n; k++) {
         const struct res_jwt_claim_header *c =
-            (const struct res_jwt_claim_header *)jr->output_claim_to_headers
-                .v +
+            (const struct res_jwt_claim_header *)jr->output_claim_to_headers.v +
             k;
         char q[200];
         res_path(q, sizeof(q), "%s.outputClaimToHeaders[%zu]", p, k);
@@ -243,8 +242,8 @@ static void ra_check(struct res_check *ck, struct resource *r)
     const char **issuers;
 
     if (ra->target_ref.line > 0 || ra->target_refs.line > 0)
-        res_warn(ck, ra->target_ref.line > 0 ? &ra->target_ref
-                                             : &ra->target_refs,
+        res_warn(ck,
+                 ra->target_ref.line > 0 ? &ra->target_ref : &ra->target_refs,
                  "spec.targetRef",
                  "targetRef is for Kubernetes Gateway API resources and is "
                  "ignored: the policy applies by its selector");

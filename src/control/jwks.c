@@ -113,8 +113,8 @@ static void end_fetch(struct entry *e, const char *failure)
                  e->doc ? "keeping the last good keys" : "no keys yet");
         /* Sooner than the refresh: 1 s, 2 s, 4 s ... */
         next = FIRST_RETRY_MS;
-        for (uint64_t i = 0; i < e->failures_in_a_row && next < c->conf.refresh_ms;
-             i++)
+        for (uint64_t i = 0;
+             i < e->failures_in_a_row && next < c->conf.refresh_ms; i++)
             next *= 2;
         if (next > c->conf.refresh_ms)
             next = c->conf.refresh_ms;

@@ -33,7 +33,7 @@ struct jwks_cache;
 typedef void (*jwks_change_fn)(void *arg);
 
 struct jwks_conf {
-    int64_t refresh_ms; /* how often a document is fetched again */
+    int64_t refresh_ms;  /* how often a document is fetched again */
     const char *ca_file; /* https trust; NULL or "": the system bundle */
 };
 

@@ -21,8 +21,8 @@ struct jp {
 
 static void ws(struct jp *j)
 {
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' ||
-                             *j->p == '\r'))
+    while (j->p < j->end &&
+           (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
         j->p++;
 }
 

@@ -16,7 +16,7 @@
 #include "policy/jwt-int.h"
 
 int jwt_parse_url(const char *url, int *tls, char **host, int *port,
-                   char **path, const char **why)
+                  char **path, const char **why)
 {
     const char *h, *end, *colon, *slash;
     size_t hn;
@@ -79,7 +79,6 @@ int jwt_parse_url(const char *url, int *tls, char **host, int *port,
     }
     return 0;
 }
-
 
 static char *read_file(const char *path, size_t *n, char **err)
 {
@@ -149,7 +148,8 @@ static int applies(const struct resource *r,
         return 0;
     if (ra->selector.match_labels.n == 0)
         return 1;
-    return labels != NULL && res_labels_match(&ra->selector.match_labels, labels);
+    return labels != NULL &&
+           res_labels_match(&ra->selector.match_labels, labels);
 }
 
 static char *lower_dup(struct arena *a, const char *s)
@@ -176,8 +176,8 @@ static int compile_rule(struct arena *a, const char *name,
     pv->issuer = arena_dup(a, in->issuer ? in->issuer : "",
                            in->issuer ? strlen(in->issuer) : 0);
     pv->forward = in->forward_original_token;
-    if (in->jwks != NULL || (in->jwks_uri != NULL &&
-                             strncmp(in->jwks_uri, "file://", 7) == 0)) {
+    if (in->jwks != NULL ||
+        (in->jwks_uri != NULL && strncmp(in->jwks_uri, "file://", 7) == 0)) {
         pv->keys = jwt_jwks_load(in->jwks, in->jwks_uri, err);
         if (pv->keys == NULL)
             return -1; /* `strait check` reports it; a reload keeps the
@@ -222,14 +222,14 @@ static int compile_rule(struct arena *a, const char *name,
         }
         for (size_t i = 0; i < in->from_params.n; i++, k++)
             locs[k] = (struct jwt_loc){JWT_LOC_PARAM,
-                                   arena_dup(a, in->from_params.v[i],
-                                             strlen(in->from_params.v[i])),
-                                   ""};
+                                       arena_dup(a, in->from_params.v[i],
+                                                 strlen(in->from_params.v[i])),
+                                       ""};
         for (size_t i = 0; i < in->from_cookies.n; i++, k++)
             locs[k] = (struct jwt_loc){JWT_LOC_COOKIE,
-                                   arena_dup(a, in->from_cookies.v[i],
-                                             strlen(in->from_cookies.v[i])),
-                                   ""};
+                                       arena_dup(a, in->from_cookies.v[i],
+                                                 strlen(in->from_cookies.v[i])),
+                                       ""};
     }
     pv->locs = locs;
     pv->nlocs = nl;
@@ -261,8 +261,8 @@ struct jwt_authn *jwt_authn_build(const struct resource_set *set,
                                   const struct conf_strmap *node_labels,
                                   const char *root_ns, char **err)
 {
-    return jwt_authn_build_with(set, node_ns, node_labels, root_ns, NULL,
-                                NULL, err);
+    return jwt_authn_build_with(set, node_ns, node_labels, root_ns, NULL, NULL,
+                                err);
 }
 
 struct jwt_authn *jwt_authn_build_with(const struct resource_set *set,
@@ -351,4 +351,3 @@ size_t jwt_authn_count(const struct jwt_authn *ja)
 {
     return ja != NULL ? ja->n : 0;
 }
-

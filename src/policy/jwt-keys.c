@@ -242,7 +242,6 @@ fail:
 
 /* ---- signatures ---------------------------------------------------------- */
 
-
 static const struct jwt_alg algs[] = {
     {"RS256", EVP_PKEY_RSA, 0, 0, 0, EVP_sha256},
     {"RS384", EVP_PKEY_RSA, 0, 0, 0, EVP_sha384},

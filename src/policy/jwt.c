@@ -52,7 +52,6 @@ const char *jwt_status_text(enum jwt_status st)
     return "?";
 }
 
-
 /* ---- verification -------------------------------------------------------- */
 
 static int numeric(const struct json *claims, const char *name, double *v,
@@ -111,7 +110,8 @@ static enum jwt_status parse_token(struct slice t, struct arena *a,
     out->payload_b64 = (struct slice){d1 + 1, (size_t)(d2 - d1 - 1)};
     h = jwt_b64url(a, (struct slice){t.p, (size_t)(d1 - t.p)});
     p = jwt_b64url(a, out->payload_b64);
-    out->sig = jwt_b64url(a, (struct slice){d2 + 1, (size_t)(t.p + t.n - d2 - 1)});
+    out->sig =
+        jwt_b64url(a, (struct slice){d2 + 1, (size_t)(t.p + t.n - d2 - 1)});
     if (h.p == NULL || p.p == NULL || out->sig.p == NULL || out->sig.n == 0)
         return JWT_BAD_FORMAT;
     out->header = json_parse(a, h.p, h.n, JWT_MAX_DEPTH, &why);
@@ -124,7 +124,7 @@ static enum jwt_status parse_token(struct slice t, struct arena *a,
 }
 
 static const struct jwt_provider *provider_of(const struct jwt_authn *ja,
-                                          struct slice iss)
+                                              struct slice iss)
 {
     for (size_t i = 0; ja != NULL && i < ja->n; i++)
         if (slice_eq_str(iss, ja->v[i].issuer))
@@ -160,7 +160,8 @@ static enum jwt_status verify(const struct jwt_provider *pv,
     res->aud = json_get(t->claims, "aud");
     if (!aud_allowed(pv, res->aud))
         return JWT_AUDIENCE;
-    st = jwt_keys_verify(pv->keys, al, json_string(kid), t->signed_part, t->sig);
+    st =
+        jwt_keys_verify(pv->keys, al, json_string(kid), t->signed_part, t->sig);
     if (st != JWT_OK)
         return st;
     res->claims = t->claims;
@@ -293,8 +294,8 @@ static struct slice from_cookie(const struct http_fields *f, const char *name)
             continue;
         while (s < end) {
             const char *semi = memchr(s, ';', (size_t)(end - s));
-            struct slice c = trim((struct slice){
-                s, (size_t)((semi ? semi : end) - s)});
+            struct slice c =
+                trim((struct slice){s, (size_t)((semi ? semi : end) - s)});
             if (c.n > nn && memcmp(c.p, name, nn) == 0 && c.p[nn] == '=')
                 return (struct slice){c.p + nn + 1, c.n - nn - 1};
             if (semi == NULL)
@@ -305,8 +306,8 @@ static struct slice from_cookie(const struct http_fields *f, const char *name)
     return SLICE_NULL;
 }
 
-static struct slice find_at(const struct jwt_loc *l, const struct http_fields *f,
-                            struct slice path)
+static struct slice find_at(const struct jwt_loc *l,
+                            const struct http_fields *f, struct slice path)
 {
     switch (l->kind) {
     case JWT_LOC_HEADER:
@@ -388,8 +389,7 @@ static int output_headers(const struct jwt_provider *pv,
 enum jwt_status jwt_authn_request(const struct jwt_authn *ja,
                                   struct http_fields *fields, struct slice path,
                                   struct arena *a, int64_t now,
-                                  struct jwt_result *res,
-                                  const char **provider)
+                                  struct jwt_result *res, const char **provider)
 {
     enum jwt_status first = JWT_MISSING;
 
@@ -438,4 +438,3 @@ enum jwt_status jwt_authn_request(const struct jwt_authn *ja,
     }
     return first;
 }
-

@@ -43,7 +43,7 @@ struct jwt_result {
 
 enum jwt_status {
     JWT_OK = 0,
-    JWT_MISSING,       /* no token in any location: not an error */
+    JWT_MISSING, /* no token in any location: not an error */
     JWT_BAD_FORMAT,
     JWT_BAD_HEADER,
     JWT_BAD_PAYLOAD,
@@ -53,7 +53,7 @@ enum jwt_status {
     JWT_NOT_YET_VALID,
     JWT_AUDIENCE,
     JWT_NO_KEY,
-    JWT_NO_JWKS,       /* the provider has no keys (jwksUri not fetched) */
+    JWT_NO_JWKS, /* the provider has no keys (jwksUri not fetched) */
     JWT_BAD_SIGNATURE,
     JWT_OOM,
 };

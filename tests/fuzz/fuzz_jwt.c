@@ -27,7 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* An EC P-256 key "e1" and an RSA key "r1", public halves only. */
 static const char jwks[] =
-    "{\"keys\": [{\"kty\": \"EC\", \"kid\": \"e1\", \"crv\": \"P-256\", \"x\": \"z"
+    "{\"keys\": [{\"kty\": \"EC\", \"kid\": \"e1\", \"crv\": \"P-256\", \"x\": "
+    "\"z"
     "c6y28LWjko86H3VqhQXnBrakld3C--kYH9xIJpTDnk\", \"y\": \"f4DdKtZqa"
     "ySr4XHeBhuuSTo9ukbjfLb3YZXK_1X5Sho\"}, {\"kty\": \"RSA\", \"kid\": "
     "\"r1\", \"use\": \"sig\", \"n\": \"tRXamyaogrA-WsPHXklUXNwz_Hi9dwB0n6"

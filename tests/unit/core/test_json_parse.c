@@ -52,8 +52,8 @@ static void test_values(void **state)
     assert_int_equal(e->child->next->type, JSON_ARRAY);
     assert_int_equal(e->child->next->n, 0);
     assert_int_equal(e->child->next->next->type, JSON_OBJECT);
-    assert_true(slice_eq_str(json_string(json_get(json_get(j, "o"), "k")),
-                             "v"));
+    assert_true(
+        slice_eq_str(json_string(json_get(json_get(j, "o"), "k")), "v"));
     assert_null(json_get(j, "missing"));
     assert_null(json_get(e, "s")); /* not an object */
     assert_null(json_string(json_get(j, "t")).p);
@@ -84,11 +84,30 @@ static void test_escapes(void **state)
 static void test_refused(void **state)
 {
     static const char *const bad[] = {
-        "",          "{",           "[1,]",       "{\"a\":1,}", "{a:1}",
-        "01",        "1.",          "-",          "1e",         ".5",
-        "tru",       "nul",         "\"abc",      "\"\\x\"",    "\"\\u12\"",
-        "\"\\ud800\"", "\"\\udc00\"", "\"a\x01\"",  "[1 2]",      "1 2",
-        "{\"a\" 1}", "[\"a\":1]",   "+1",         "NaN",
+        "",
+        "{",
+        "[1,]",
+        "{\"a\":1,}",
+        "{a:1}",
+        "01",
+        "1.",
+        "-",
+        "1e",
+        ".5",
+        "tru",
+        "nul",
+        "\"abc",
+        "\"\\x\"",
+        "\"\\u12\"",
+        "\"\\ud800\"",
+        "\"\\udc00\"",
+        "\"a\x01\"",
+        "[1 2]",
+        "1 2",
+        "{\"a\" 1}",
+        "[\"a\":1]",
+        "+1",
+        "NaN",
     };
     struct arena a;
     const char *why;

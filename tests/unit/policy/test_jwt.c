@@ -121,9 +121,9 @@ static void jwk(EVP_PKEY *k, const char *kid, const char *alg, char *out,
         b64u_bn(RSA_get0_n(r), 0, a);
         b64u_bn(RSA_get0_e(r), 0, b);
         fmt(out, n,
-                 "{\"kty\":\"RSA\",\"kid\":\"%s\",\"use\":\"sig\"%s,"
-                 "\"n\":\"%s\",\"e\":\"%s\"}",
-                 kid, algf, a, b);
+            "{\"kty\":\"RSA\",\"kid\":\"%s\",\"use\":\"sig\"%s,"
+            "\"n\":\"%s\",\"e\":\"%s\"}",
+            kid, algf, a, b);
     } else {
         const EC_KEY *ec = EVP_PKEY_get0_EC_KEY(k);
         const EC_GROUP *g = EC_KEY_get0_group(ec);
@@ -135,9 +135,9 @@ static void jwk(EVP_PKEY *k, const char *kid, const char *alg, char *out,
         b64u_bn(x, c, a);
         b64u_bn(y, c, b);
         fmt(out, n,
-                 "{\"kty\":\"EC\",\"kid\":\"%s\",\"crv\":\"%s\"%s,"
-                 "\"x\":\"%s\",\"y\":\"%s\"}",
-                 kid, p384 ? "P-384" : "P-256", algf, a, b);
+            "{\"kty\":\"EC\",\"kid\":\"%s\",\"crv\":\"%s\"%s,"
+            "\"x\":\"%s\",\"y\":\"%s\"}",
+            kid, p384 ? "P-384" : "P-256", algf, a, b);
         BN_free(x);
         BN_free(y);
     }
@@ -202,12 +202,12 @@ static const char *mint(EVP_PKEY *k, const char *alg, const char *kid,
         EVP_PKEY_CTX *pctx;
         assert_true(EVP_DigestSignInit(ctx, &pctx, md, NULL, k));
         if (alg[0] == 'P') {
-            assert_true(EVP_PKEY_CTX_set_rsa_padding(pctx,
-                                                     RSA_PKCS1_PSS_PADDING));
+            assert_true(
+                EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PSS_PADDING));
             assert_true(EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, -1));
         }
-        assert_true(EVP_DigestSign(ctx, sig, &sn, (const uint8_t *)tok,
-                                   strlen(tok)));
+        assert_true(
+            EVP_DigestSign(ctx, sig, &sn, (const uint8_t *)tok, strlen(tok)));
         EVP_MD_CTX_free(ctx);
     }
     b64u(sig, sn, s64);
@@ -302,8 +302,8 @@ static void build(struct fx *f, const char *yaml)
     buf_dispose(&errs);
     free(text);
     assert_int_equal(nerr, 0);
-    f->ja = jwt_authn_build(f->set, "istio-system", &labels, "istio-system",
-                            &err);
+    f->ja =
+        jwt_authn_build(f->set, "istio-system", &labels, "istio-system", &err);
     if (err)
         fprintf(stderr, "%s\n", err);
     assert_null(err);
@@ -345,9 +345,9 @@ static void test_each_alg_verifies(void **state)
         const char *alg, *kid;
         EVP_PKEY **k;
     } cases[] = {
-        {"RS256", "r1", &rsa1}, {"RS384", "r1", &rsa1},
-        {"RS512", "r2", &rsa2}, {"PS256", "r1", &rsa1},
-        {"PS384", "r2", &rsa2}, {"PS512", "r1", &rsa1},
+        {"RS256", "r1", &rsa1},  {"RS384", "r1", &rsa1},
+        {"RS512", "r2", &rsa2},  {"PS256", "r1", &rsa1},
+        {"PS384", "r2", &rsa2},  {"PS512", "r1", &rsa1},
         {"ES256", "e1", &ec256}, {"ES384", "e2", &ec384},
     };
 
@@ -358,8 +358,8 @@ static void test_each_alg_verifies(void **state)
                              claims("https://issuer.example", "\"api\"",
                                     NOW + 600, ",\"azp\":\"cli\""));
         assert_int_equal(verify(f, t), JWT_OK);
-        assert_true(slice_eq_str(f->res.principal,
-                                 "https://issuer.example/alice"));
+        assert_true(
+            slice_eq_str(f->res.principal, "https://issuer.example/alice"));
         assert_true(slice_eq_str(f->res.presenter, "cli"));
     }
 }
@@ -367,8 +367,8 @@ static void test_each_alg_verifies(void **state)
 static void test_wrong_key_or_curve_fails(void **state)
 {
     struct fx *f = *state;
-    const char *c = claims("https://issuer.example", "\"api\"", NOW + 600,
-                           NULL);
+    const char *c =
+        claims("https://issuer.example", "\"api\"", NOW + 600, NULL);
 
     build(f, BASIC);
     /* Signed by rsa2 but naming r1: the signature does not verify. */
@@ -384,8 +384,8 @@ static void test_wrong_key_or_curve_fails(void **state)
 static void test_unknown_kid_and_no_kid(void **state)
 {
     struct fx *f = *state;
-    const char *c = claims("https://issuer.example", "\"api\"", NOW + 600,
-                           NULL);
+    const char *c =
+        claims("https://issuer.example", "\"api\"", NOW + 600, NULL);
 
     build(f, BASIC);
     assert_int_equal(verify(f, mint(rsa1, "RS256", "nope", c)), JWT_NO_KEY);
@@ -401,17 +401,17 @@ static void test_bad_signature(void **state)
     size_t n;
 
     build(f, BASIC);
-    strcpy(t, mint(rsa1, "RS256", "r1",
-                   claims("https://issuer.example", "\"api\"", NOW + 600,
-                          NULL)));
+    strcpy(t,
+           mint(rsa1, "RS256", "r1",
+                claims("https://issuer.example", "\"api\"", NOW + 600, NULL)));
     n = strlen(t);
     /* A changed signature byte (the last char keeps full bits). */
     t[n - 2] = t[n - 2] == 'A' ? 'B' : 'A';
     assert_int_equal(verify(f, t), JWT_BAD_SIGNATURE);
     /* A changed payload under the old signature. */
-    strcpy(t, mint(rsa1, "RS256", "r1",
-                   claims("https://issuer.example", "\"api\"", NOW + 600,
-                          NULL)));
+    strcpy(t,
+           mint(rsa1, "RS256", "r1",
+                claims("https://issuer.example", "\"api\"", NOW + 600, NULL)));
     {
         char *dot = strchr(t, '.');
         dot[1] = dot[1] == 'e' ? 'f' : 'e';
@@ -427,22 +427,22 @@ static void test_expiry_and_not_before_with_skew(void **state)
     build(f, BASIC);
     /* 60 s of skew: 30 s past exp still passes, 61 s does not. */
     assert_int_equal(verify(f, mint(rsa1, "RS256", "r1",
-                                    claims("https://issuer.example",
-                                           "\"api\"", NOW - 30, NULL))),
+                                    claims("https://issuer.example", "\"api\"",
+                                           NOW - 30, NULL))),
                      JWT_OK);
     assert_int_equal(verify(f, mint(rsa1, "RS256", "r1",
-                                    claims("https://issuer.example",
-                                           "\"api\"", NOW - 61, NULL))),
+                                    claims("https://issuer.example", "\"api\"",
+                                           NOW - 61, NULL))),
                      JWT_EXPIRED);
     snprintf(extra, sizeof(extra), ",\"nbf\":%lld", (long long)(NOW + 30));
     assert_int_equal(verify(f, mint(rsa1, "RS256", "r1",
-                                    claims("https://issuer.example",
-                                           "\"api\"", NOW + 600, extra))),
+                                    claims("https://issuer.example", "\"api\"",
+                                           NOW + 600, extra))),
                      JWT_OK);
     snprintf(extra, sizeof(extra), ",\"nbf\":%lld", (long long)(NOW + 61));
     assert_int_equal(verify(f, mint(rsa1, "RS256", "r1",
-                                    claims("https://issuer.example",
-                                           "\"api\"", NOW + 600, extra))),
+                                    claims("https://issuer.example", "\"api\"",
+                                           NOW + 600, extra))),
                      JWT_NOT_YET_VALID);
     /* exp that is not a number is a bad payload. */
     assert_int_equal(
@@ -465,11 +465,11 @@ static void test_issuer_and_audiences(void **state)
                                     claims("https://issuer.example",
                                            "\"mobile\"", NOW + 600, NULL))),
                      JWT_AUDIENCE);
-    assert_int_equal(verify(f, mint(rsa1, "RS256", "r1",
-                                    claims("https://issuer.example",
-                                           "[\"mobile\",\"web\"]", NOW + 600,
-                                           NULL))),
-                     JWT_OK);
+    assert_int_equal(
+        verify(f, mint(rsa1, "RS256", "r1",
+                       claims("https://issuer.example", "[\"mobile\",\"web\"]",
+                              NOW + 600, NULL))),
+        JWT_OK);
     assert_int_equal(
         verify(f, mint(rsa1, "RS256", "r1",
                        "{\"iss\":\"https://issuer.example\",\"sub\":\"a\"}")),
@@ -490,9 +490,9 @@ static void test_malformed_tokens(void **state)
     struct fx *f = *state;
     char t[4096];
     char h64[200];
-    const char *good = mint(rsa1, "RS256", "r1",
-                            claims("https://issuer.example", "\"api\"",
-                                   NOW + 600, NULL));
+    const char *good =
+        mint(rsa1, "RS256", "r1",
+             claims("https://issuer.example", "\"api\"", NOW + 600, NULL));
     const char *dot = strchr(good, '.');
 
     build(f, BASIC);
@@ -568,8 +568,8 @@ static void test_key_alg_must_match(void **state)
 {
     struct fx *f = *state;
     char k[1500];
-    const char *c = claims("https://issuer.example", "\"api\"", NOW + 600,
-                           NULL);
+    const char *c =
+        claims("https://issuer.example", "\"api\"", NOW + 600, NULL);
 
     jwk(rsa1, "r1", "RS256", k, sizeof(k));
     free(f->jwks);
@@ -591,17 +591,17 @@ static enum jwt_status req(struct fx *f, const char *path)
 {
     const char *provider;
 
-    return jwt_authn_request(f->ja, &f->fields, slice_of(path), &f->arena,
-                             NOW, &f->res, &provider);
+    return jwt_authn_request(f->ja, &f->fields, slice_of(path), &f->arena, NOW,
+                             &f->res, &provider);
 }
 
 static void test_default_locations(void **state)
 {
     struct fx *f = *state;
     char path[4200], bearer[4200];
-    const char *t = mint(rsa1, "RS256", "r1",
-                         claims("https://issuer.example", "\"api\"",
-                                NOW + 600, NULL));
+    const char *t =
+        mint(rsa1, "RS256", "r1",
+             claims("https://issuer.example", "\"api\"", NOW + 600, NULL));
 
     build(f, BASIC);
     assert_int_equal(req(f, "/"), JWT_MISSING);
@@ -650,12 +650,12 @@ static void test_custom_locations_and_outputs(void **state)
     snprintf(cookie, sizeof(cookie), "a=b; session=%s; c=d", t);
     add(f, "cookie", cookie);
     assert_int_equal(req(f, "/"), JWT_OK);
-    assert_true(slice_eq_str(http_fields_get(&f->fields, "x-sub")->value,
-                             "bob"));
-    assert_true(slice_eq_str(http_fields_get(&f->fields, "x-team")->value,
-                             "core"));
-    assert_true(slice_eq_str(http_fields_get(&f->fields, "x-admin")->value,
-                             "true"));
+    assert_true(
+        slice_eq_str(http_fields_get(&f->fields, "x-sub")->value, "bob"));
+    assert_true(
+        slice_eq_str(http_fields_get(&f->fields, "x-team")->value, "core"));
+    assert_true(
+        slice_eq_str(http_fields_get(&f->fields, "x-admin")->value, "true"));
     /* A value that would split the header, and an array, are left out. */
     assert_null(http_fields_get(&f->fields, "x-evil"));
     assert_null(http_fields_get(&f->fields, "x-list"));
@@ -706,8 +706,7 @@ static void test_scoping(void **state)
 {
     struct fx *f = *state;
 
-    build(f, RA("other-ns", "shop",
-                "  jwtRules: [{issuer: a, jwks: 'JWKS'}]\n")
+    build(f, RA("other-ns", "shop", "  jwtRules: [{issuer: a, jwks: 'JWKS'}]\n")
                  RA("other-labels", "istio-system",
                     "  selector: {matchLabels: {app: web}}\n"
                     "  jwtRules: [{issuer: b, jwks: 'JWKS'}]\n")
@@ -720,8 +719,8 @@ static void test_scoping(void **state)
                      JWT_UNKNOWN_ISSUER);
     assert_int_equal(verify(f, mint(rsa1, "RS256", "r1", "{\"iss\":\"c\"}")),
                      JWT_OK);
-    build(f, RA("other-ns", "shop",
-                "  jwtRules: [{issuer: a, jwks: 'JWKS'}]\n"));
+    build(f,
+          RA("other-ns", "shop", "  jwtRules: [{issuer: a, jwks: 'JWKS'}]\n"));
     assert_null(f->ja);
 }
 
@@ -750,8 +749,7 @@ static void test_jwks_file(void **state)
                      JWT_OK);
     unlink(path);
     jwt_authn_unref(f->ja);
-    f->ja = jwt_authn_build(f->set, "istio-system", NULL, "istio-system",
-                            &err);
+    f->ja = jwt_authn_build(f->set, "istio-system", NULL, "istio-system", &err);
     assert_null(f->ja);
     assert_non_null(err);
     assert_non_null(strstr(err, "RequestAuthentication istio-system/file"));
@@ -808,17 +806,17 @@ static void test_resource_checks(void **state)
 static void test_parse_url(void **state)
 {
     static const char *const bad[] = {
-        "ftp://h/x", "http://", "http:///x", "http://h:0/", "http://h:70000/",
-        "http://h:x/", "http://u:p@h/", "http://[::1/", "http://h/a b",
-        "http://h/a\r\n",
+        "ftp://h/x",       "http://",        "http:///x",     "http://h:0/",
+        "http://h:70000/", "http://h:x/",    "http://u:p@h/", "http://[::1/",
+        "http://h/a b",    "http://h/a\r\n",
     };
     char *host, *path;
     const char *why;
     int tls, port;
     (void)state;
 
-    assert_int_equal(jwt_parse_url("https://idp.example/keys?v=1", &tls,
-                                   &host, &port, &path, &why),
+    assert_int_equal(jwt_parse_url("https://idp.example/keys?v=1", &tls, &host,
+                                   &port, &path, &why),
                      0);
     assert_int_equal(tls, 1);
     assert_int_equal(port, 443);
@@ -826,17 +824,16 @@ static void test_parse_url(void **state)
     assert_string_equal(path, "/keys?v=1");
     free(host);
     free(path);
-    assert_int_equal(jwt_parse_url("http://[::1]:8080?x", &tls, &host, &port,
-                                   &path, &why),
-                     0);
+    assert_int_equal(
+        jwt_parse_url("http://[::1]:8080?x", &tls, &host, &port, &path, &why),
+        0);
     assert_int_equal(tls, 0);
     assert_int_equal(port, 8080);
     assert_string_equal(host, "::1");
     assert_string_equal(path, "/?x");
     free(host);
     free(path);
-    assert_int_equal(jwt_parse_url("http://h", &tls, &host, &port, &path,
-                                   &why),
+    assert_int_equal(jwt_parse_url("http://h", &tls, &host, &port, &path, &why),
                      0);
     assert_string_equal(path, "/");
     free(host);
@@ -863,8 +860,7 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_issuer_and_audiences, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_malformed_tokens, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_malformed_tokens, setup, teardown),
         cmocka_unit_test(test_jwks_refused),
         cmocka_unit_test_setup_teardown(test_key_alg_must_match, setup,
                                         teardown),
