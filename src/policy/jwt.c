@@ -68,22 +68,49 @@ static int numeric(const struct json *claims, const char *name, double *v,
     return 0;
 }
 
+/* An audience as Envoy compares it: without an http:// or https://
+ * scheme and without a trailing slash, since configurations and tokens
+ * differ in exactly those often. */
+static struct slice aud_norm(struct slice a)
+{
+    if (slice_has_prefix(a, SLICE_LIT("http://"))) {
+        a.p += 7;
+        a.n -= 7;
+    } else if (slice_has_prefix(a, SLICE_LIT("https://"))) {
+        a.p += 8;
+        a.n -= 8;
+    }
+    if (a.n > 0 && a.p[a.n - 1] == '/')
+        a.n--;
+    return a;
+}
+
+static int aud_one(const struct jwt_provider *pv, const struct json *j)
+{
+    struct slice v;
+
+    if (j->type != JSON_STRING)
+        return 0;
+    v = aud_norm(j->str);
+    for (size_t i = 0; i < pv->naud; i++)
+        if (slice_eq(v, aud_norm(slice_of(pv->aud[i]))))
+            return 1;
+    return 0;
+}
+
 static int aud_allowed(const struct jwt_provider *pv, const struct json *aud)
 {
     if (pv->naud == 0)
         return 1;
     if (aud == NULL)
         return 0;
-    for (size_t i = 0; i < pv->naud; i++) {
-        if (aud->type == JSON_STRING && slice_eq_str(aud->str, pv->aud[i]))
-            return 1;
-        if (aud->type != JSON_ARRAY)
-            continue;
+    if (aud->type == JSON_ARRAY) {
         for (const struct json *e = aud->child; e != NULL; e = e->next)
-            if (e->type == JSON_STRING && slice_eq_str(e->str, pv->aud[i]))
+            if (aud_one(pv, e))
                 return 1;
+        return 0;
     }
-    return 0;
+    return aud_one(pv, aud);
 }
 
 /* The parts of a compact token, decoded. */

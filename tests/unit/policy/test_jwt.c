@@ -474,6 +474,18 @@ static void test_issuer_and_audiences(void **state)
         verify(f, mint(rsa1, "RS256", "r1",
                        "{\"iss\":\"https://issuer.example\",\"sub\":\"a\"}")),
         JWT_AUDIENCE);
+    /* Envoy's comparison: no http(s) scheme, no trailing slash, on
+     * either side. */
+    assert_int_equal(verify(f, mint(rsa1, "RS256", "r1",
+                                    claims("https://issuer.example",
+                                           "\"https://api/\"", NOW + 600,
+                                           NULL))),
+                     JWT_OK);
+    assert_int_equal(verify(f, mint(rsa1, "RS256", "r1",
+                                    claims("https://issuer.example",
+                                           "\"ftp://api\"", NOW + 600,
+                                           NULL))),
+                     JWT_AUDIENCE);
     /* Without audiences in the rule, aud is not checked. */
     build(f, RA("jwt", "istio-system",
                 "  jwtRules:\n"
