@@ -128,7 +128,7 @@ static enum jwt_status parse_token(struct slice t, struct arena *a,
     struct slice h, p;
     const char *why;
 
-    if (t.n == 0 || d1 == NULL)
+    if (t.n == 0 || t.n > JWT_MAX_TOKEN || d1 == NULL)
         return JWT_BAD_FORMAT;
     d2 = memchr(d1 + 1, '.', (size_t)(t.p + t.n - d1 - 1));
     if (d2 == NULL || memchr(d2 + 1, '.', (size_t)(t.p + t.n - d2 - 1)))

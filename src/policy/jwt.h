@@ -64,6 +64,12 @@ const char *jwt_status_text(enum jwt_status st);
 /* The clock skew exp and nbf allow, as Envoy's default. */
 #define JWT_CLOCK_SKEW_S 60
 
+/* The longest token read. The decoded payload becomes a JSON tree in the
+ * request arena, a few dozen bytes per value, so this bounds what one
+ * request can make a worker allocate; real tokens, even with large group
+ * claims, stay well under it. */
+#define JWT_MAX_TOKEN 32768
+
 /* ---- keys --------------------------------------------------------------- */
 
 /* jwt_keys_parse() reads a JWKS document ({"keys": [...]}; a single JWK

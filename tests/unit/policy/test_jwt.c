@@ -171,8 +171,9 @@ static const EVP_MD *md_of(const char *alg)
 static const char *mint(EVP_PKEY *k, const char *alg, const char *kid,
                         const char *payload)
 {
-    static char tok[4096];
-    char head[200], h64[400], p64[2048], s64[1024];
+    static char tok[48 * 1024];
+    static char p64[44 * 1024];
+    char head[200], h64[400], s64[1024];
     uint8_t sig[512];
     size_t sn = sizeof(sig);
     const EVP_MD *md = md_of(alg);
@@ -527,6 +528,22 @@ static void test_malformed_tokens(void **state)
     /* A payload that is an array, not an object. */
     assert_int_equal(verify(f, mint(rsa1, "RS256", "r1", "[1,2]")),
                      JWT_BAD_PAYLOAD);
+    /* JWT_MAX_TOKEN: a good token just under it verifies, one just over
+     * it is not read at all. */
+    {
+        static char pl[26 * 1024];
+        const char *c = "{\"iss\":\"https://issuer.example\",\"aud\":\"api\"}";
+        memset(pl, ' ', sizeof(pl));
+        memcpy(pl, c, strlen(c));
+        pl[20000] = '\0';
+        assert_true(strlen(mint(rsa1, "RS256", "r1", pl)) < JWT_MAX_TOKEN);
+        assert_int_equal(verify(f, mint(rsa1, "RS256", "r1", pl)), JWT_OK);
+        pl[20000] = ' ';
+        pl[24600] = '\0';
+        assert_true(strlen(mint(rsa1, "RS256", "r1", pl)) > JWT_MAX_TOKEN);
+        assert_int_equal(verify(f, mint(rsa1, "RS256", "r1", pl)),
+                         JWT_BAD_FORMAT);
+    }
 }
 
 static void test_jwks_refused(void **state)
