@@ -207,33 +207,39 @@ static int try_answer(struct entry *e, int eof)
             return 1;
         }
         break;
-    case H1_BODY_CHUNKED:
-        if (eof) {
-            /* Chunked: decode what came, once it is all here. */
-            struct h1_chunked ch;
-            struct buf body;
-            const char *p = buf_ptr(&e->in) + head;
-            size_t left = have;
-            h1_chunked_init(&ch);
-            buf_init(&body, JSON_MAX_BYTES);
-            while (!h1_chunked_done(&ch)) {
-                struct h1_slice d;
-                ssize_t used = h1_chunked_decode(&ch, p, left, &d, &why);
-                if (used < 0 || (used == 0 && !h1_chunked_done(&ch)) ||
-                    buf_append(&body, d.p, d.n) < 0)
-                    break;
-                p += used;
-                left -= (size_t)used;
+    case H1_BODY_CHUNKED: {
+        /* Decoded from the start each time more arrives: simple, and the
+         * body is bounded by the input buffer. Done once the last chunk
+         * is in, whether or not the server closes. */
+        struct h1_chunked ch;
+        struct buf body;
+        const char *p = buf_ptr(&e->in) + head;
+        size_t left = have;
+        int bad = 0;
+        h1_chunked_init(&ch);
+        buf_init(&body, JSON_MAX_BYTES);
+        while (!h1_chunked_done(&ch)) {
+            struct h1_slice d = {NULL, 0};
+            ssize_t used = h1_chunked_decode(&ch, p, left, &d, &why);
+            if (used < 0 || (d.n > 0 && buf_append(&body, d.p, d.n) < 0)) {
+                bad = 1;
+                break;
             }
-            if (h1_chunked_done(&ch))
-                take_document(e, buf_ptr(&body), buf_len(&body));
-            else
-                end_fetch(e, "bad or cut chunked body");
-            buf_dispose(&body);
-            h1_chunked_dispose(&ch);
-            return 1;
+            if (used == 0)
+                break; /* needs more */
+            p += used;
+            left -= (size_t)used;
         }
-        break;
+        int done = h1_chunked_done(&ch);
+        if (done)
+            take_document(e, buf_ptr(&body), buf_len(&body));
+        else if (bad || eof)
+            end_fetch(e, bad ? "bad chunked body (or over 1 MiB)"
+                             : "answer cut short");
+        buf_dispose(&body);
+        h1_chunked_dispose(&ch);
+        return done || bad || eof;
+    }
     default:
         end_fetch(e, "answer without a body");
         return 1;

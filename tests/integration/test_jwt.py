@@ -224,7 +224,7 @@ class JwksServer:
     """An HTTP (or, with cert, HTTPS) server on loopback that serves a
     JWKS document the test can change, or fails with 503; counts GETs."""
 
-    def __init__(self, cert=None):
+    def __init__(self, cert=None, chunked=False):
         import http.server
         import ssl
         import threading
@@ -232,8 +232,25 @@ class JwksServer:
         self.doc, self.fail, self.gets = b"{}", False, 0
 
         class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if chunked else "HTTP/1.0"
+
             def do_GET(self):
                 outer.gets += 1
+                if chunked:
+                    # Chunks of 100 bytes, and the connection kept open
+                    # despite "Connection: close": the client must see
+                    # the last chunk as the end.
+                    self.close_connection = False
+                    self.send_response(200)
+                    self.send_header("transfer-encoding", "chunked")
+                    self.end_headers()
+                    d = outer.doc
+                    for i in range(0, len(d), 100):
+                        part = d[i:i + 100]
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+                    return
                 if outer.fail:
                     self.send_response(503)
                     self.send_header("content-length", "0")
@@ -430,3 +447,29 @@ spec:
                 assert e.details() == "Jwt is expired"
     finally:
         server.stop(0).wait(5)
+
+
+def test_jwks_uri_chunked_answer(strait_factory, tmp_path, upstream_factory):
+    """A chunked JWKS answer is complete at its last chunk, even when the
+    server keeps the connection open."""
+    k1 = Key(tmp_path / "k1.pem", "RSA", "k1")
+    srv = JwksServer(chunked=True)
+    try:
+        srv.doc = jwks(k1).encode()
+        up = upstream_factory(responder(lambda head: b"ok"))
+        st, port = start_with_up(strait_factory, tmp_path, up.port,
+                                 ROUTES + f"""---
+apiVersion: security.istio.io/v1
+kind: RequestAuthentication
+metadata: {{name: remote, namespace: istio-system}}
+spec:
+  jwtRules:
+  - issuer: {ISS}
+    jwksUri: http://127.0.0.1:{srv.port}/jwks
+    timeout: 30s
+""")
+        wait_for(lambda: get(port, "/", bearer(mint(k1, claims())))[0] == 200,
+                 15, "the chunked JWKS")
+        assert "no answer in time" not in st.log()
+    finally:
+        srv.stop()
