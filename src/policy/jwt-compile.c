@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config/resource.h"
 #include "core/arena.h"
@@ -80,30 +83,51 @@ int jwt_parse_url(const char *url, int *tls, char **host, int *port,
     return 0;
 }
 
+/* read_file() reads a jwksUri file: a regular file of at most 1 MiB,
+ * never a FIFO or device that could block the loader. */
 static char *read_file(const char *path, size_t *n, char **err)
 {
-    FILE *f = fopen(path, "rb");
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    const char *why = NULL;
+    struct stat st;
     char *p = NULL;
     size_t len = 0;
 
-    if (f == NULL) {
-        if (asprintf(err, "jwksUri %s: %s", path, strerror(errno)) < 0)
-            *err = NULL;
-        return NULL;
+    if (fd < 0) {
+        why = strerror(errno);
+        goto fail;
     }
-    p = malloc(JSON_MAX_BYTES + 1);
-    if (p != NULL)
-        len = fread(p, 1, JSON_MAX_BYTES + 1, f);
-    fclose(f);
-    if (p == NULL || len > JSON_MAX_BYTES) {
-        free(p);
-        if (asprintf(err, "jwksUri %s: %s", path,
-                     p == NULL ? "out of memory" : "larger than 1 MiB") < 0)
-            *err = NULL;
-        return NULL;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        why = "not a regular file";
+        goto fail;
     }
+    if (st.st_size > JSON_MAX_BYTES) {
+        why = "larger than 1 MiB";
+        goto fail;
+    }
+    p = malloc((size_t)st.st_size + 1);
+    if (p == NULL) {
+        why = "out of memory";
+        goto fail;
+    }
+    while (len < (size_t)st.st_size) {
+        ssize_t r = read(fd, p + len, (size_t)st.st_size - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break; /* shrank while read: what is there */
+        len += (size_t)r;
+    }
+    close(fd);
     *n = len;
     return p;
+fail:
+    if (fd >= 0)
+        close(fd);
+    free(p);
+    if (asprintf(err, "jwksUri %s: %s", path, why) < 0)
+        *err = NULL;
+    return NULL;
 }
 
 struct jwt_keys *jwt_jwks_load(const char *jwks, const char *uri, char **err)

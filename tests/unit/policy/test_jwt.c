@@ -784,6 +784,21 @@ static void test_jwks_file(void **state)
     assert_non_null(strstr(err, "RequestAuthentication istio-system/file"));
     assert_non_null(strstr(err, "No such file"));
     free(err);
+    /* Only regular files: a FIFO or a device is refused, never read. */
+    snprintf(yaml, sizeof(yaml),
+             RA("dev", "istio-system",
+                "  jwtRules: [{issuer: a, jwksUri: 'file:///dev/zero'}]\n"));
+    resource_set_free(f->set);
+    buf_init(&errs, 1 << 16);
+    f->set = resource_load_mem(yaml, strlen(yaml), "ra.yaml", &errs, &nerr);
+    assert_int_equal(nerr, 1);
+    assert_non_null(strstr(buf_cstr(&errs), "not a regular file"));
+    buf_dispose(&errs);
+    nerr = 0;
+    snprintf(yaml, sizeof(yaml),
+             RA("file", "istio-system",
+                "  jwtRules: [{issuer: a, jwksUri: 'file://%s'}]\n"),
+             path);
     /* The same problem is a load error for `strait check`. */
     resource_set_free(f->set);
     buf_init(&errs, 1 << 16);
