@@ -205,6 +205,8 @@ static int grpc_code(int status)
         return 8; /* RESOURCE_EXHAUSTED */
     case 401:
         return 16; /* UNAUTHENTICATED: a JWT that does not verify */
+    case 403:
+        return 7; /* PERMISSION_DENIED: an AuthorizationPolicy denied it */
     default:
         return 14; /* UNAVAILABLE */
     }
