@@ -651,6 +651,16 @@ static void check_tls(struct res_check *ck, const struct res_client_tls *t,
         t->mode != RES_TLS_ISTIO_MUTUAL)
         res_err(ck, &t->mark, path,
                 "clientCertificate and privateKey go together");
+    if (t->ca_crl != NULL && (t->mode == RES_TLS_DISABLE ||
+                              t->mode == RES_TLS_ISTIO_MUTUAL))
+        res_warn(ck, &t->mark, path,
+                 "caCrl is ignored in tls mode %s: it applies to SIMPLE and "
+                 "MUTUAL, whose servers are checked against your CA",
+                 t->mode == RES_TLS_DISABLE ? "DISABLE" : "ISTIO_MUTUAL");
+    else if (t->ca_crl != NULL && t->insecure_skip_verify)
+        res_warn(ck, &t->mark, path,
+                 "caCrl is ignored: insecureSkipVerify turns the server "
+                 "certificate check off");
 }
 
 static void check_outlier(struct res_check *ck, const struct res_outlier *o,

@@ -257,6 +257,12 @@ static void check_server_tls(struct res_check *ck,
     default:
         break;
     }
+    if (t->ca_crl != NULL && t->mode != RES_GW_TLS_MUTUAL &&
+        t->mode != RES_GW_TLS_OPTIONAL_MUTUAL)
+        res_warn(ck, &t->mark, path,
+                 "caCrl is ignored in tls mode %s: it only applies to client "
+                 "certificates (MUTUAL, OPTIONAL_MUTUAL)",
+                 server_tls_modes[t->mode]);
     if (t->max_protocol_version != RES_TLS_AUTO &&
         t->min_protocol_version > t->max_protocol_version)
         res_err(ck, &t->mark, path,

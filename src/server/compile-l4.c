@@ -59,6 +59,8 @@ void gw_tls_to_cert(const struct gw_tls *t, struct tls_server_cert *c)
     c->verify = t->mode == RES_GW_TLS_OPTIONAL_MUTUAL ? TLS_VERIFY_OPTIONAL
                                                       : TLS_VERIFY_REQUIRED;
     c->ca_path = t->ca;
+    c->crl_path = t->crl;
+    c->crl_optional = t->crl_optional;
     c->sans = (const char *const *)t->sans;
     c->nsans = t->nsans;
     c->spki = (const char *const *)t->spki;

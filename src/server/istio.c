@@ -58,6 +58,7 @@ static void gw_tls_dispose(struct gw_tls *t)
     free(t->cert);
     free(t->key);
     free(t->ca);
+    free(t->crl);
     strs_free(t->sans, t->nsans);
     strs_free(t->spki, t->nspki);
     strs_free(t->hashes, t->nhashes);
@@ -180,6 +181,8 @@ static void listener_json(struct gw_listener *g)
         buf_puts(&b, ",");
         json_str(&b, sv->tls.ca ? sv->tls.ca : "");
         buf_puts(&b, ",");
+        json_str(&b, sv->tls.crl ? sv->tls.crl : "");
+        buf_puts(&b, ",");
         json_strs(&b, sv->tls.sans, sv->tls.nsans);
         buf_puts(&b, ",");
         json_strs(&b, sv->tls.spki, sv->tls.nspki);
@@ -226,7 +229,10 @@ static int copy_strs(char ***dst, size_t *n, const struct conf_strs *src)
  * Gateway, or credentialName in the credentials directory (NAME/tls.crt
  * and NAME/tls.key); for MUTUAL and OPTIONAL_MUTUAL the CA bundle from
  * caCertificates, else the credential's ca.crt, else, as Istio's
- * NAME-cacert secrets, NAME-cacert/ca.crt.
+ * NAME-cacert secrets, NAME-cacert/ca.crt. The CRLs: caCrl, else, when
+ * the CA bundle is the credential's, the ca.crl beside that ca.crt (Istio
+ * reads the key ca.crl from the secret that holds ca.crt), used when it
+ * is there.
  */
 static int server_tls(const struct bootstrap *bs, const char *gname,
                       const struct res_gw_server *sv, struct gw_tls *out,
@@ -296,6 +302,12 @@ static int server_tls(const struct bootstrap *bs, const char *gname,
                                                          : "OPTIONAL_MUTUAL",
                             t->credential_name, dir, t->credential_name,
                             out->ca);
+        if (t->ca_crl == NULL || t->ca_crl[0] == '\0') {
+            size_t l = strlen(out->ca) - strlen("ca.crt");
+            if (asprintf(&out->crl, "%.*sca.crl", (int)l, out->ca) < 0)
+                return set_errf(err, "out of memory");
+            out->crl_optional = 1;
+        }
     } else {
         return set_errf(err,
                         "Gateway %s: port %" PRId64 ": tls mode %s needs "
@@ -304,6 +316,9 @@ static int server_tls(const struct bootstrap *bs, const char *gname,
                         t->mode == RES_GW_TLS_MUTUAL ? "MUTUAL"
                                                      : "OPTIONAL_MUTUAL");
     }
+    if (t->ca_crl != NULL && t->ca_crl[0] != '\0' &&
+        (out->crl = xstrdup(t->ca_crl)) == NULL)
+        return set_errf(err, "out of memory");
     if (out->ca == NULL || copy_strs(&out->sans, &out->nsans,
                                      &t->subject_alt_names) < 0 ||
         copy_strs(&out->spki, &out->nspki, &t->verify_certificate_spki) < 0 ||
@@ -831,10 +846,12 @@ static void collect(const struct istio_clusters *t, const char *host,
     }
 }
 
-/* Files a cluster's TLS settings read. */
+/* Files a cluster's TLS settings read: those named, and a credential's
+ * (cred holds their paths). */
 struct res_eff_files {
-    const char *v[3];
+    const char *v[8];
     size_t n;
+    char cred[4][1024];
 };
 
 /* The policy sections that apply to one cluster, each taken whole from
@@ -961,10 +978,10 @@ static void apply_outlier(struct cluster *c, const struct res_outlier *o)
  */
 /*
  * DestinationRule tls, as Istio's origination does: SIMPLE verifies the
- * server (the CA bundle, else the system one) and its name (the SNI, or
- * subjectAltNames when given); MUTUAL adds a client certificate (files,
- * or credentialName NAME/tls.crt, tls.key, ca.crt); ISTIO_MUTUAL presents
- * this node's mesh certificate (the current one at each handshake, so
+ * server (the CA bundle, else the system one, and caCrl's revocations)
+ * and its name (the SNI, or subjectAltNames when given); MUTUAL adds a
+ * client certificate (files, or credentialName NAME/tls.crt, tls.key,
+ * ca.crt, ca.crl); ISTIO_MUTUAL presents this node's mesh certificate (the current one at each handshake, so
  * rotation needs no rebuild), trusts the mesh root only, checks the
  * server's SPIFFE identity (subjectAltNames, else the service accounts of
  * the endpoints) and sends Istio's SNI outbound_.PORT_.SUBSET_.HOST. A
@@ -977,7 +994,7 @@ static void apply_tls(const struct istio_clusters *t, struct cluster *c,
                       const struct conf_strs *endpoint_sans)
 {
     struct tls_client_conf tc;
-    char cert[1024], key[1024], ca[1024], sni[700];
+    char cert[1024], key[1024], ca[1024], crl[1024], sni[700];
     const char *cred = tls->credential_name;
     struct ca_cred *mesh = NULL;
     char *err = NULL;
@@ -986,6 +1003,7 @@ static void apply_tls(const struct istio_clusters *t, struct cluster *c,
     tc.h2 = c->protocol == CLUSTER_HTTP2;
     tc.insecure = tls->insecure_skip_verify;
     tc.ca_file = tls->ca_certificates;
+    tc.crl_file = tls->ca_crl;
     tc.sans = (const char *const *)tls->subject_alt_names.v;
     tc.nsans = tls->subject_alt_names.n;
     if (tls->mode == RES_TLS_MUTUAL) {
@@ -997,8 +1015,16 @@ static void apply_tls(const struct istio_clusters *t, struct cluster *c,
             snprintf(ca, sizeof(ca), "%s/%s/ca.crt", t->credentials_dir, cred);
             tc.cert_file = cert;
             tc.key_file = key;
-            if (tc.ca_file == NULL || tc.ca_file[0] == '\0')
+            if (tc.ca_file == NULL || tc.ca_file[0] == '\0') {
                 tc.ca_file = access(ca, R_OK) == 0 ? ca : NULL;
+                /* The credential's CRL goes with its CA bundle. */
+                snprintf(crl, sizeof(crl), "%s/%s/ca.crl", t->credentials_dir,
+                         cred);
+                if (tc.ca_file != NULL &&
+                    (tc.crl_file == NULL || tc.crl_file[0] == '\0') &&
+                    access(crl, F_OK) == 0)
+                    tc.crl_file = crl;
+            }
         }
     } else if (tls->mode == RES_TLS_ISTIO_MUTUAL) {
         if (t->identity == NULL ||
@@ -1014,6 +1040,7 @@ static void apply_tls(const struct istio_clusters *t, struct cluster *c,
         tc.cred_arg = t->identity;
         tc.ca_cert = ca_cred_root(mesh);
         tc.ca_file = NULL;
+        tc.crl_file = NULL;
         tc.insecure = 0;
         tc.no_host_check = 1;
         if (tc.nsans == 0 && endpoint_sans != NULL) {
@@ -1128,10 +1155,13 @@ static char *fingerprint(const char *key, const struct eps *e, int h2,
 }
 
 /* The files a policy's client TLS settings name. */
-static void eff_files(const struct res_destination_rule *dr,
+static void eff_files(const struct istio_clusters *t,
+                      const struct res_destination_rule *dr,
                       const struct res_subset *sub, uint32_t port,
                       struct res_eff_files *f)
 {
+    static const char *const cred_files[4] = {"tls.crt", "tls.key", "ca.crt",
+                                              "ca.crl"};
     struct eff_policy e = {NULL, NULL, NULL, NULL};
 
     f->n = 0;
@@ -1147,6 +1177,16 @@ static void eff_files(const struct res_destination_rule *dr,
         f->v[f->n++] = e.tls->client_certificate;
     if (e.tls->private_key != NULL)
         f->v[f->n++] = e.tls->private_key;
+    if (e.tls->ca_crl != NULL)
+        f->v[f->n++] = e.tls->ca_crl;
+    if (e.tls->credential_name == NULL || e.tls->credential_name[0] == '\0' ||
+        t->credentials_dir == NULL)
+        return;
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(f->cred[i], sizeof(f->cred[i]), "%s/%s/%s", t->credentials_dir,
+                 e.tls->credential_name, cred_files[i]);
+        f->v[f->n++] = f->cred[i];
+    }
 }
 
 static int table_add(struct istio_clusters *t, const char *key,
@@ -1287,7 +1327,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         collect(t, host, port, sub ? &sub->labels : NULL, &e, &h2, &svc_port,
                 &external);
     }
-    eff_files(dr, sub, svc_port, &files);
+    eff_files(t, dr, sub, svc_port, &files);
     {
         /* What makes it a passthrough or an external host is part of what
          * it is built from. */

@@ -32,12 +32,15 @@ enum gw_mode {
 };
 
 /* A terminating server's TLS settings (files resolved; credentialName's
- * ca.crt or NAME-cacert/ca.crt for client certificates). */
+ * ca.crt or NAME-cacert/ca.crt for client certificates, and the ca.crl
+ * beside it). */
 struct gw_tls {
     int mode;       /* enum res_server_tls_mode */
     char *cert;     /* certificate chain file */
     char *key;      /* private key file */
     char *ca;       /* MUTUAL, OPTIONAL_MUTUAL: CA bundle file */
+    char *crl;      /* caCrl, or the credential's ca.crl; NULL: none */
+    int crl_optional; /* the credential's ca.crl: absent means no CRL */
     char **sans;    /* subjectAltNames */
     size_t nsans;
     char **spki;    /* verifyCertificateSpki */

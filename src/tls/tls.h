@@ -28,7 +28,8 @@ enum tls_verify {
 /*
  * A certificate and what clients of its names must show (a Gateway
  * server's tls settings): with verify set, client certificates are checked
- * against the CA bundle in ca_path, then, as Envoy does, against sans (one
+ * against the CA bundle in ca_path and the CRLs in crl_path (tls/crl.h),
+ * then, as Envoy does, against sans (one
  * of the certificate's SANs equals one of them) and against spki (base64
  * SHA-256 of the SubjectPublicKeyInfo) or hashes (hex SHA-256 of the DER
  * certificate, colons allowed): one of either list must match when either
@@ -39,6 +40,10 @@ struct tls_server_cert {
     const char *key_path;
     int verify; /* enum tls_verify */
     const char *ca_path;
+    const char *crl_path; /* NULL: no revocation checking */
+    int crl_optional;     /* a missing crl_path is no CRL (a credential's
+                           * ca.crl), not an error; it is picked up when
+                           * it appears */
     const char *const *sans;
     size_t nsans;
     const char *const *spki;
@@ -92,7 +97,8 @@ struct tls_holder {
     struct tls_server *cur;
     unsigned gen;
     struct tls_server_conf conf; /* deep copy */
-    struct stat *st;             /* 3 per certificate: cert, key, CA */
+    struct stat *st;             /* 4 per certificate: cert, key, CA,
+                                  * CRL */
     char *desc;                  /* for logs */
 };
 
@@ -164,6 +170,7 @@ typedef int (*tls_cred_fn)(struct ssl_st *ssl, void *arg);
 /* What DestinationRule tls asks of an upstream connection. */
 struct tls_client_conf {
     const char *ca_file;      /* NULL or "": the system bundle */
+    const char *crl_file;     /* NULL or "": no revocation checking */
     struct x509_st *ca_cert;  /* else trust exactly this root (mesh) */
     int insecure;             /* insecureSkipVerify */
     int h2;                   /* offer ALPN h2 */

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 
 #include "net/conn.h"
+#include "tls/crl.h"
 #include "tls/tls.h"
 
 static const char *failure_reason(void)
@@ -242,6 +243,7 @@ static int verify_sans(int ok, X509_STORE_CTX *xs)
     SSL *ssl;
     const struct client_check *cc;
 
+    ok = crl_verify_cb(ok, xs);
     if (!ok || X509_STORE_CTX_get_error_depth(xs) != 0)
         return ok;
     ssl = X509_STORE_CTX_get_ex_data(xs, SSL_get_ex_data_X509_STORE_CTX_idx());
@@ -399,6 +401,10 @@ SSL_CTX *tls_client_ctx_build(const struct tls_client_conf *c, char **err)
         client_err(err, bundle, "cannot load CA certificates");
         goto fail;
     }
+    /* After the CAs: the CRLs are checked against them. */
+    if (c->crl_file != NULL && c->crl_file[0] != '\0' &&
+        crl_load(SSL_CTX_get_cert_store(ctx), c->crl_file, err) < 0)
+        goto fail;
     pthread_once(&client_once, client_init);
     if (c->nsans > 0 || c->no_host_check) {
         cc = calloc(1, sizeof(*cc));

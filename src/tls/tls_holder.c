@@ -26,6 +26,7 @@ static void conf_free(struct tls_server_conf *c)
         free((char *)c->certs[i].cert_path);
         free((char *)c->certs[i].key_path);
         free((char *)c->certs[i].ca_path);
+        free((char *)c->certs[i].crl_path);
         free_strs(c->certs[i].sans, c->certs[i].nsans);
         free_strs(c->certs[i].spki, c->certs[i].nspki);
         free_strs(c->certs[i].hashes, c->certs[i].nhashes);
@@ -69,6 +70,7 @@ static int conf_copy(struct tls_server_conf *dst,
         certs[i].cert_path = strdup(sc->cert_path);
         certs[i].key_path = strdup(sc->key_path);
         certs[i].ca_path = sc->ca_path ? strdup(sc->ca_path) : NULL;
+        certs[i].crl_path = sc->crl_path ? strdup(sc->crl_path) : NULL;
         certs[i].sans = (const char *const *)dup_strs(sc->sans, sc->nsans);
         certs[i].spki = (const char *const *)dup_strs(sc->spki, sc->nspki);
         certs[i].hashes =
@@ -89,16 +91,22 @@ static int conf_copy(struct tls_server_conf *dst,
     return 0;
 }
 
+/* The files of each certificate, in this order; a missing one (or an
+ * optional CRL that is absent) stats as zeros, so its appearing is a
+ * change too. */
+#define FILES_PER_CERT 4
+
 static void snapshot(const struct tls_server_conf *c, struct stat *st)
 {
     for (size_t i = 0; i < c->ncerts; i++) {
-        if (stat(c->certs[i].cert_path, &st[3 * i]) < 0)
-            memset(&st[3 * i], 0, sizeof(st[0]));
-        if (stat(c->certs[i].key_path, &st[3 * i + 1]) < 0)
-            memset(&st[3 * i + 1], 0, sizeof(st[0]));
-        if (c->certs[i].ca_path == NULL ||
-            stat(c->certs[i].ca_path, &st[3 * i + 2]) < 0)
-            memset(&st[3 * i + 2], 0, sizeof(st[0]));
+        const char *paths[FILES_PER_CERT] = {
+            c->certs[i].cert_path, c->certs[i].key_path, c->certs[i].ca_path,
+            c->certs[i].crl_path};
+        for (size_t k = 0; k < FILES_PER_CERT; k++) {
+            struct stat *s = &st[FILES_PER_CERT * i + k];
+            if (paths[k] == NULL || stat(paths[k], s) < 0)
+                memset(s, 0, sizeof(*s));
+        }
     }
 }
 
@@ -123,7 +131,8 @@ struct tls_holder *tls_holder_new(const struct tls_server_conf *conf,
     h->refs = 1;
     pthread_mutex_init(&h->lock, NULL);
     h->desc = strdup(desc);
-    h->st = calloc(3 * (conf->ncerts ? conf->ncerts : 1), sizeof(*h->st));
+    h->st = calloc(FILES_PER_CERT * (conf->ncerts ? conf->ncerts : 1),
+                   sizeof(*h->st));
     if (h->desc == NULL || h->st == NULL || conf_copy(&h->conf, conf) < 0) {
         *err = strdup("out of memory");
         tls_holder_unref(h);
@@ -159,7 +168,7 @@ void tls_holder_unref(struct tls_holder *h)
 
 int tls_holder_check(struct tls_holder *h, char **err)
 {
-    size_t n = 3 * h->conf.ncerts;
+    size_t n = FILES_PER_CERT * h->conf.ncerts;
     struct stat *now = calloc(n ? n : 1, sizeof(*now));
     struct tls_server *ts, *old;
     int changed = 0;

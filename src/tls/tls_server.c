@@ -13,8 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "net/conn.h"
+#include "tls/crl.h"
 #include "tls/tls.h"
 
 /* Our TLS 1.2 suites when none are configured: forward secrecy and AEAD
@@ -379,6 +381,7 @@ static int verify_peer(int ok, X509_STORE_CTX *store)
         store, SSL_get_ex_data_X509_STORE_CTX_idx());
     const struct tls_cert *c;
 
+    ok = crl_verify_cb(ok, store);
     if (!ok || ssl == NULL || X509_STORE_CTX_get_error_depth(store) != 0)
         return ok;
     c = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), cert_index);
@@ -558,6 +561,13 @@ static int load_verify(struct tls_cert *c, const struct tls_server_cert *sc,
     }
     if (!SSL_CTX_load_verify_locations(c->ctx, sc->ca_path, NULL))
         return set_err(err, sc->ca_path, "cannot load the CA certificates");
+    if (sc->crl_path != NULL && sc->crl_path[0] != '\0') {
+        struct stat st;
+        /* After the CAs: the CRLs are checked against them. */
+        if ((!sc->crl_optional || stat(sc->crl_path, &st) == 0) &&
+            crl_load(SSL_CTX_get_cert_store(c->ctx), sc->crl_path, err) < 0)
+            return -1;
+    }
     c->sans = calloc(sc->nsans + 1, sizeof(*c->sans));
     c->spki = calloc(sc->nspki + 1, sizeof(*c->spki));
     c->hashes = calloc(sc->nhashes + 1, sizeof(*c->hashes));
