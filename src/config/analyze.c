@@ -1,6 +1,9 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <openssl/err.h>
+#include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +14,7 @@
 #include "config/resource.h"
 #include "core/buf.h"
 #include "core/json.h"
+#include "tls/crl.h"
 
 #define HOST_MAX 600
 
@@ -721,6 +725,100 @@ static void check_port_sharing(struct actx *a, const struct resource *r,
     }
 }
 
+/* ---- CRL files
+ * --------------------------------------------------------------- */
+
+/*
+ * A caCrl file is read and checked as strait will load it (tls/crl.h):
+ * PEM CRLs only, none past its nextUpdate, each signed by the CA of its
+ * issuer's name in caCertificates when that file is readable. An
+ * unreadable file is only a warning here, since `strait check` may run
+ * where the files are not; loading it is an error.
+ */
+static void check_crl_file(struct actx *a, const struct resource *r,
+                           const struct conf_mark *mark, const char *path,
+                           const char *crl, const char *ca)
+{
+    STACK_OF(X509_CRL) *crls = NULL;
+    X509_STORE *store = NULL;
+    uint8_t *data = NULL;
+    char *why = NULL;
+    FILE *f;
+    long n;
+
+    if (crl == NULL || crl[0] == '\0')
+        return;
+    f = fopen(crl, "rb");
+    if (f == NULL) {
+        finding(a, "IST0106", RES_WARNING, r, mark, path,
+                "caCrl %s cannot be read here (%s); strait refuses to load "
+                "the configuration without it",
+                crl, strerror(errno));
+        return;
+    }
+    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 ||
+        (unsigned long)n > CRL_MAX_FILE || fseek(f, 0, SEEK_SET) != 0 ||
+        (data = malloc((size_t)n + 1)) == NULL ||
+        fread(data, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f);
+        free(data);
+        finding(a, "IST0106", RES_ERROR, r, mark, path,
+                "caCrl %s: cannot read it (larger than %u bytes, or an I/O "
+                "error)",
+                crl, CRL_MAX_FILE);
+        return;
+    }
+    fclose(f);
+    crls = crl_parse(data, (size_t)n, &why);
+    free(data);
+    if (crls != NULL && ca != NULL && ca[0] != '\0') {
+        store = X509_STORE_new();
+        /* Without the CA file here, the signatures wait for the load. */
+        if (store != NULL && !X509_STORE_load_locations(store, ca, NULL)) {
+            X509_STORE_free(store);
+            store = NULL;
+        }
+        ERR_clear_error();
+    }
+    if (crls != NULL)
+        crl_check(crls, store, time(NULL), &why);
+    if (why != NULL)
+        finding(a, "IST0106", RES_ERROR, r, mark, path, "caCrl %s: %s", crl,
+                why);
+    free(why);
+    X509_STORE_free(store);
+    sk_X509_CRL_pop_free(crls, X509_CRL_free);
+}
+
+static void check_client_tls_crl(struct actx *a, const struct resource *r,
+                                 const struct res_client_tls *t,
+                                 const char *path)
+{
+    char p[160];
+
+    if (t->ca_crl == NULL ||
+        (t->mode != RES_TLS_SIMPLE && t->mode != RES_TLS_MUTUAL) ||
+        t->insecure_skip_verify)
+        return;
+    res_path(p, sizeof(p), "%s.tls.caCrl", path);
+    check_crl_file(a, r, &t->mark, p, t->ca_crl, t->ca_certificates);
+}
+
+static void check_policy_crls(struct actx *a, const struct resource *r,
+                              const struct res_traffic_policy *tp,
+                              const char *path)
+{
+    char p[128];
+
+    check_client_tls_crl(a, r, &tp->tls, path);
+    for (size_t i = 0; i < tp->port_level_settings.n; i++) {
+        const struct res_port_policy *pp =
+            (const struct res_port_policy *)tp->port_level_settings.v + i;
+        res_path(p, sizeof(p), "%s.portLevelSettings[%zu]", path, i);
+        check_client_tls_crl(a, r, &pp->tls, p);
+    }
+}
+
 static void analyze_gateway(struct actx *a, size_t idx)
 {
     const struct resource *r = a->set->v[idx];
@@ -732,6 +830,13 @@ static void analyze_gateway(struct actx *a, size_t idx)
         char p[64];
         res_path(p, sizeof(p), "spec.servers[%zu]", s);
         check_port_sharing(a, r, srv, s, p);
+        if (srv->tls.mode == RES_GW_TLS_MUTUAL ||
+            srv->tls.mode == RES_GW_TLS_OPTIONAL_MUTUAL) {
+            char cp[96];
+            res_path(cp, sizeof(cp), "%s.tls.caCrl", p);
+            check_crl_file(a, r, &srv->tls.mark, cp, srv->tls.ca_crl,
+                           srv->tls.ca_certificates);
+        }
         for (size_t o = 0; o < idx; o++) {
             const struct resource * or = a->set->v[o];
             const struct res_gateway *ogw;
@@ -820,6 +925,13 @@ static void analyze_dr(struct actx *a, const struct resource *r)
     const struct res_destination_rule *dr = res_destination_rule(r);
     char h[HOST_MAX], p[64];
 
+    check_policy_crls(a, r, &dr->traffic_policy, "spec.trafficPolicy");
+    for (size_t i = 0; i < dr->subsets.n; i++) {
+        const struct res_subset *s =
+            (const struct res_subset *)dr->subsets.v + i;
+        res_path(p, sizeof(p), "spec.subsets[%zu].trafficPolicy", i);
+        check_policy_crls(a, r, &s->traffic_policy, p);
+    }
     fqdn(a, r, dr->host, h);
     if (!service_known(a, h)) {
         int any = 0;
