@@ -508,6 +508,27 @@ def test_new_crl_applies_without_restart_and_bad_one_keeps_the_old(
     assert curl(port, pki, pki.good[:2])[1] == b""
 
 
+def test_crl_past_its_next_update_refuses_its_issuers_clients(
+        strait_factory, upstream_factory, tmp_path):
+    """A running CRL whose nextUpdate passes is no longer trusted: the
+    clients of its issuer are refused (fail closed) until a current one
+    is in place."""
+    pki = Pki(tmp_path)
+    soon = datetime.datetime.utcnow() - NOW + datetime.timedelta(seconds=8)
+    write_atomic(pki.crl, pki.root.crl_pem([pki.bad[2]], next_update=soon))
+    up = upstream_factory(hello_handler)
+    port = free_port()
+    st = start(strait_factory, tmp_path,
+               gateway(port, "HTTPS", "MUTUAL", pki) + backend(up.port, "HTTP"))
+    assert curl(port, pki, pki.good[:2])[1] == b"hello"
+    wait_for(lambda: curl(port, pki, pki.good[:2])[1] == b"", 20,
+             "the CRL to expire")
+    assert "client certificate refused: CRL has expired" in st.log()
+    write_atomic(pki.crl, pki.root.crl_pem([pki.bad[2]]))
+    wait_for(lambda: curl(port, pki, pki.good[:2])[1] == b"hello", 20,
+             "the current CRL applied")
+
+
 def test_bad_crl_is_refused_by_check_and_at_start(strait_factory, tmp_path):
     pki = Pki(tmp_path)
     conf = tmp_path / "conf.d"
