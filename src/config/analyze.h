@@ -12,7 +12,9 @@
  *   IST0101 Error    ReferencedResourceNotFound: a VirtualService's
  *                    gateway, destination host or subset is missing
  *                    (a Warning for a host under ALLOW_ANY)
- *   IST0106 Error    SchemaValidationError: destination weights sum to 0
+ *   IST0106 Error    SchemaValidationError: destination weights sum to 0,
+ *                    or a caCrl file that is malformed, expired or signed
+ *                    by another key (a warning when it cannot be read)
  *   IST0130 Error    VirtualServiceUnreachableRule
  *   IST0131 Warning  VirtualServiceIneffectiveMatch
  *   IST0132 Warning  VirtualServiceHostNotFoundInGateway

@@ -979,6 +979,52 @@ static void test_warning_ignored_fields(void **state)
     assert_int_equal(count_warnings(f->set, "localityLbSetting"), 1);
 }
 
+/* caCrl where nothing verifies against it is said to be ignored. */
+static void test_warning_ca_crl_ignored(void **state)
+{
+    struct fx *f = *state;
+
+    load_ok(f, HDR("Gateway", "g") "spec:\n"
+                                   "  servers:\n"
+                                   "  - port: {number: 443, name: https, "
+                                   "protocol: HTTPS}\n"
+                                   "    hosts: [\"*\"]\n"
+                                   "    tls: {mode: SIMPLE, credentialName: c, "
+                                   "caCrl: /x.crl}\n");
+    assert_int_equal(count_warnings(f->set, "caCrl is ignored in tls mode "
+                                            "SIMPLE"),
+                     1);
+    load_ok(f, HDR("Gateway", "g") "spec:\n"
+                                   "  servers:\n"
+                                   "  - port: {number: 443, name: https, "
+                                   "protocol: HTTPS}\n"
+                                   "    hosts: [\"*\"]\n"
+                                   "    tls: {mode: MUTUAL, credentialName: c, "
+                                   "caCrl: /x.crl}\n");
+    assert_int_equal(count_warnings(f->set, "caCrl"), 0);
+    load_ok(f, HDR("DestinationRule", "d") "spec:\n"
+                                           "  host: a\n"
+                                           "  trafficPolicy:\n"
+                                           "    tls: {mode: ISTIO_MUTUAL, "
+                                           "caCrl: /x.crl}\n");
+    assert_int_equal(count_warnings(f->set, "caCrl is ignored in tls mode "
+                                            "ISTIO_MUTUAL"),
+                     1);
+    load_ok(f, HDR("DestinationRule", "d") "spec:\n"
+                                           "  host: a\n"
+                                           "  trafficPolicy:\n"
+                                           "    tls: {mode: SIMPLE, "
+                                           "insecureSkipVerify: true, "
+                                           "caCrl: /x.crl}\n");
+    assert_int_equal(count_warnings(f->set, "insecureSkipVerify turns"), 1);
+    load_ok(f, HDR("DestinationRule", "d") "spec:\n"
+                                           "  host: a\n"
+                                           "  trafficPolicy:\n"
+                                           "    tls: {mode: SIMPLE, "
+                                           "caCrl: /x.crl}\n");
+    assert_int_equal(count_warnings(f->set, "caCrl"), 0);
+}
+
 /* ---- hosts
  * ------------------------------------------------------------------- */
 
@@ -1183,6 +1229,7 @@ int main(void)
         T(test_err_load_balancer),
         T(test_err_keeps_good_resources),
         T(test_warning_ignored_fields),
+        T(test_warning_ca_crl_ignored),
         cmocka_unit_test(test_host_fqdn),
         cmocka_unit_test(test_host_matching),
         cmocka_unit_test(test_istio_samples_load),
