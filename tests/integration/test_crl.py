@@ -640,42 +640,60 @@ def http_get(port, path):
 def test_destination_rule_refuses_revoked_upstream(strait_factory,
                                                    upstream_factory,
                                                    tmp_path):
-    """SIMPLE and MUTUAL with caCrl: a revoked server certificate is
-    refused (503 UF, the reason logged and in the access log), a good one
-    serves; a new CRL applies at the next reload (SIGHUP)."""
+    """SIMPLE and MUTUAL with caCrl, and MUTUAL with a credential's
+    ca.crl: a revoked server certificate is refused (503 UF, the reason
+    logged and in the access log), a good one serves; a new CRL applies
+    at the next reload (SIGHUP)."""
     pki = Pki(tmp_path)
     good_srv = pki.root.issue("good-srv", dns=["good.example.com"],
                               client=False)
     bad_srv = pki.root.issue("bad-srv", dns=["bad.example.com"], client=False)
     mtls_srv = pki.root.issue("mtls-srv", dns=["mtls.example.com"],
                               client=False)
+    cred_srv = pki.root.issue("cred-srv", dns=["cred.example.com"],
+                              client=False)
     write_atomic(pki.crl, pki.root.crl_pem([bad_srv[2], mtls_srv[2]]))
+    # credentialName: the client certificate, the CA and its ca.crl.
+    creds = tmp_path / "creds"
+    cred = creds / "drcred"
+    cred.mkdir(parents=True)
+    for src, dst in ((pki.good[0], "tls.crt"), (pki.good[1], "tls.key"),
+                     (pki.root.path, "ca.crt")):
+        with open(src, "rb") as f:
+            (cred / dst).write_bytes(f.read())
+    write_atomic(cred / "ca.crl", pki.root.crl_pem([cred_srv[2]]))
     ups = {"good": tls_backend(upstream_factory, pki, good_srv),
            "bad": tls_backend(upstream_factory, pki, bad_srv),
            "mtls": tls_backend(upstream_factory, pki, mtls_srv,
+                               client_ca=pki.root.path),
+           "cred": tls_backend(upstream_factory, pki, cred_srv,
                                client_ca=pki.root.path)}
     simple = (f'mode: SIMPLE, caCertificates: "{pki.root.path}", '
               f'caCrl: "{pki.crl}"')
     tls = {"good": simple, "bad": simple,
            "mtls": (f'mode: MUTUAL, clientCertificate: "{pki.good[0]}", '
                     f'privateKey: "{pki.good[1]}", '
-                    f'caCertificates: "{pki.root.path}", caCrl: "{pki.crl}"')}
+                    f'caCertificates: "{pki.root.path}", caCrl: "{pki.crl}"'),
+           "cred": "mode: MUTUAL, credentialName: drcred"}
     conf = tmp_path / "conf.d"
     conf.mkdir()
     gw = free_port()
     (conf / "r.yaml").write_text(dr_resources(
         gw, {n: u.port for n, u in ups.items()}, tls))
-    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n"
+                        f"credentials: {{dir: \"{creds}\"}}\n").start()
     assert http_get(gw, "/good").endswith(b"hello")
-    for path in ("/bad", "/mtls"):
+    for path in ("/bad", "/mtls", "/cred"):
         assert http_get(gw, path).startswith(b"HTTP/1.1 503"), path
-    wait_for(lambda: "path=/mtls" in st.log(), 10, "the access log")
+    wait_for(lambda: "path=/cred" in st.log(), 10, "the access log")
     log = st.log()
-    for n in ("bad", "mtls"):
+    for n in ("bad", "mtls", "cred"):
         assert (f"cluster {n}.example.com||0: upstream 127.0.0.1:"
                 f"{ups[n].port}: certificate refused: certificate revoked"
                 in log), log
-    assert 'details="upstream_tls_refused:certificate revoked"' in log
+    line = [l for l in log.splitlines() if "path=/bad" in l][0]
+    assert "status=503" in line and "flags=UF" in line, line
+    assert 'details="upstream_tls_refused:certificate revoked"' in line, line
     assert ups["mtls"].conns >= 1
 
     # good is revoked too; the clusters pick the new CRL up at a reload.
