@@ -981,12 +981,12 @@ static void apply_outlier(struct cluster *c, const struct res_outlier *o)
  * server (the CA bundle, else the system one, and caCrl's revocations)
  * and its name (the SNI, or subjectAltNames when given); MUTUAL adds a
  * client certificate (files, or credentialName NAME/tls.crt, tls.key,
- * ca.crt, ca.crl); ISTIO_MUTUAL presents this node's mesh certificate (the current one at each handshake, so
- * rotation needs no rebuild), trusts the mesh root only, checks the
- * server's SPIFFE identity (subjectAltNames, else the service accounts of
- * the endpoints) and sends Istio's SNI outbound_.PORT_.SUBSET_.HOST. A
- * cluster whose TLS cannot be set up refuses requests rather than talk in
- * the clear.
+ * ca.crt, ca.crl); ISTIO_MUTUAL presents this node's mesh certificate
+ * (the current one at each handshake, so rotation needs no rebuild),
+ * trusts the mesh root only, checks the server's SPIFFE identity
+ * (subjectAltNames, else the service accounts of the endpoints) and sends
+ * Istio's SNI outbound_.PORT_.SUBSET_.HOST. A cluster whose TLS cannot be
+ * set up refuses requests rather than talk in the clear.
  */
 static void apply_tls(const struct istio_clusters *t, struct cluster *c,
                       const struct res_client_tls *tls, const char *host,
