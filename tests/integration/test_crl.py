@@ -372,6 +372,14 @@ def test_tls_server_mutual_refuses_revoked_client(strait_factory,
     wait_for(lambda: len(refusals(st)) >= 2, 10, "two refusals logged")
     # Only the good client reached the upstream.
     assert echo.conns == 1
+    # A new CRL revoking good too applies to new TLS sessions.
+    write_atomic(pki.crl, pki.root.crl_pem([pki.bad[2], pki.good[2]]))
+    wait_for(lambda: refused_tls(port, pki, pki.good[:2]), 20,
+             "the new CRL applied")
+    # (Until then good was let through.) Refused, it reaches nobody.
+    conns = echo.conns
+    assert refused_tls(port, pki, pki.good[:2])
+    assert echo.conns == conns
 
 
 def test_credential_ca_crl_and_issuers_without_crl(strait_factory,
@@ -420,14 +428,20 @@ def test_credential_ca_crl_and_issuers_without_crl(strait_factory,
 
 def test_credential_ca_crl_appearing_later_is_picked_up(
         strait_factory, upstream_factory, tmp_path):
+    """Istio's split layout: the CA (and so the CRL) in NAME-cacert. A
+    ca.crl that appears is used from then on; one that goes away turns
+    checking off again (it is optional, unlike caCrl)."""
     pki = Pki(tmp_path)
     creds = tmp_path / "creds"
     cred = creds / "gwcred"
+    cacert = creds / "gwcred-cacert"
     cred.mkdir(parents=True)
-    for src, dst in ((pki.server[0], "tls.crt"), (pki.server[1], "tls.key"),
-                     (pki.root.path, "ca.crt")):
+    cacert.mkdir()
+    for src, dst in ((pki.server[0], cred / "tls.crt"),
+                     (pki.server[1], cred / "tls.key"),
+                     (pki.root.path, cacert / "ca.crt")):
         with open(src, "rb") as f:
-            (cred / dst).write_bytes(f.read())
+            dst.write_bytes(f.read())
     up = upstream_factory(hello_handler)
     port = free_port()
     start(strait_factory, tmp_path,
@@ -435,10 +449,15 @@ def test_credential_ca_crl_appearing_later_is_picked_up(
           + backend(up.port, "HTTP"),
           extra=f"credentials: {{dir: \"{creds}\"}}\n")
     assert curl(port, pki, pki.bad[:2])[1] == b"hello"
-    write_atomic(cred / "ca.crl", pki.root.crl_pem([pki.bad[2]]))
+    # Beside the certificate, not the CA: not this credential's CRL.
+    write_atomic(cred / "ca.crl", pki.root.crl_pem([pki.good[2]]))
+    write_atomic(cacert / "ca.crl", pki.root.crl_pem([pki.bad[2]]))
     wait_for(lambda: curl(port, pki, pki.bad[:2])[1] == b"", 20,
              "the new ca.crl applied")
     assert curl(port, pki, pki.good[:2])[1] == b"hello"
+    os.unlink(cacert / "ca.crl")
+    wait_for(lambda: curl(port, pki, pki.bad[:2])[1] == b"hello", 20,
+             "checking off with the ca.crl gone")
 
 
 # -- reload -------------------------------------------------------------------------
