@@ -7,7 +7,8 @@ mode, HTTPS and TLS (L4) alike, shown with curl, openssl s_client, nghttp
 and Python's ssl; a good one passes. A new CRL applies to new handshakes
 without a restart; a bad one is refused by `strait check` and on reload,
 where the running context stays. DestinationRule SIMPLE and MUTUAL refuse
-a revoked upstream certificate (503 UF, upstream_tls_refused)."""
+a revoked upstream certificate (503 UF, upstream_tls_refused), on tcp
+routes too."""
 import datetime
 import os
 import signal
@@ -721,3 +722,90 @@ def test_destination_rule_refuses_revoked_upstream(strait_factory,
     st.signal(signal.SIGHUP)
     wait_for(lambda: http_get(gw, "/good").startswith(b"HTTP/1.1 503"), 20,
              "the new CRL applied to the cluster")
+
+
+def test_destination_rule_crl_on_a_tcp_route(strait_factory, upstream_factory,
+                                             tmp_path):
+    """DestinationRule tls on a tcp route (the TCP relay originates TLS
+    with the cluster's context): a revoked upstream is refused, the
+    client's connection closed without a byte."""
+    pki = Pki(tmp_path)
+    good_srv = pki.root.issue("good-srv", dns=["good.example.com"],
+                              client=False)
+    bad_srv = pki.root.issue("bad-srv", dns=["bad.example.com"], client=False)
+    write_atomic(pki.crl, pki.root.crl_pem([bad_srv[2]]))
+    ups = {}
+    for name, srv in (("good", good_srv), ("bad", bad_srv)):
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(srv[0], srv[1])
+
+        def handler(c, ctx=ctx):
+            try:
+                s = ctx.wrap_socket(c, server_side=True)
+            except (ssl.SSLError, OSError):
+                return
+            echo_handler(s)
+        ups[name] = upstream_factory(handler)
+    ports = {"good": free_port(), "bad": free_port()}
+    text = """apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: default}
+spec:
+  selector: {}
+  servers:
+"""
+    for name, port in ports.items():
+        text += f"""  - port: {{number: {port}, name: tcp-{name}, protocol: TCP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+"""
+    for name, port in ports.items():
+        text += f"""---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: {name}, namespace: default}}
+spec:
+  hosts: [{name}.svc.test]
+  resolution: STATIC
+  ports: [{{number: {ups[name].port}, name: tcp, protocol: TCP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: {name}, namespace: default}}
+spec:
+  host: {name}.svc.test
+  trafficPolicy:
+    tls: {{mode: SIMPLE, sni: {name}.example.com, caCertificates: "{pki.root.path}", caCrl: "{pki.crl}"}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: {name}, namespace: default}}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  tcp:
+  - match: [{{port: {port}}}]
+    route: [{{destination: {{host: {name}.svc.test}}}}]
+"""
+    st = start(strait_factory, tmp_path, text)
+
+    def talk(port):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+            c.sendall(b"ping")
+            out = b""
+            try:
+                while len(out) < 4:
+                    d = c.recv(100)
+                    if not d:
+                        break
+                    out += d
+            except ConnectionResetError:
+                pass
+            return out
+    assert talk(ports["good"]) == b"ping"
+    assert talk(ports["bad"]) == b""
+    wait_for(lambda: "certificate refused: certificate revoked" in st.log(),
+             10, "the refusal logged")
+    assert (f"cluster bad.svc.test||0: upstream 127.0.0.1:{ups['bad'].port}: "
+            "certificate refused: certificate revoked") in st.log()
