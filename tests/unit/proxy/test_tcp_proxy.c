@@ -1048,11 +1048,13 @@ static void test_activity_defers_idle_timeout(void **state)
     int cfd, ufd, rounds = 0;
 
     make_conf(f, &f->uaddr, 1);
-    f->conf->idle_timeout_ms = 100;
+    /* Long enough that a busy machine never holds the test between two
+     * messages for a whole idle period. */
+    f->conf->idle_timeout_ms = 1000;
     start_proxy(f);
     open_session(f, &cfd, &ufd);
-    /* Traffic every few ticks for three idle periods keeps it open. */
-    while (clock_ms() - t0 < 300) {
+    /* Traffic every few ticks for over two idle periods keeps it open. */
+    while (clock_ms() - t0 < 2500) {
         relay_msg(f, cfd, ufd, "k");
         rounds++;
         run_turns(f, 1);
