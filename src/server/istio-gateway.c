@@ -1,0 +1,511 @@
+/*
+ * Lowering Istio Gateways into the listeners the proxy runs: servers
+ * merged by port, their modes, TLS files and PeerAuthentication, as
+ * Istio merges them. Route destinations become clusters in
+ * istio-cluster.c; the router (src/proxy/router.c) turns VirtualServices
+ * into route tables.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "config/bootstrap.h"
+#include "config/resource.h"
+#include "control/ca/identity.h"
+#include "core/buf.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "policy/peerauthn.h"
+#include "server/istio.h"
+#include "tls/tls.h"
+#include "upstream/cluster.h"
+
+static char *xstrdup(const char *s)
+{
+    return strdup(s ? s : "");
+}
+
+static int push_str(char ***v, size_t *n, const char *s)
+{
+    char **nv = realloc(*v, (*n + 1) * sizeof(**v));
+
+    if (nv == NULL)
+        return -1;
+    *v = nv;
+    nv[*n] = xstrdup(s);
+    if (nv[*n] == NULL)
+        return -1;
+    (*n)++;
+    return 0;
+}
+
+static void strs_free(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static void gw_tls_dispose(struct gw_tls *t)
+{
+    free(t->cert);
+    free(t->key);
+    free(t->ca);
+    free(t->crl);
+    strs_free(t->sans, t->nsans);
+    strs_free(t->spki, t->nspki);
+    strs_free(t->hashes, t->nhashes);
+    memset(t, 0, sizeof(*t));
+}
+
+static void gw_dispose(struct gw_listener *g)
+{
+    for (size_t i = 0; i < 2 * g->ncerts; i++)
+        free(g->certs[i]);
+    free(g->certs);
+    free(g->cert_tls);
+    free(g->cert_server);
+    for (size_t i = 0; i < g->nservers; i++) {
+        for (size_t k = 0; k < g->servers[i].nhosts; k++)
+            free(g->servers[i].hosts[k]);
+        free(g->servers[i].hosts);
+        free(g->servers[i].gateway);
+        gw_tls_dispose(&g->servers[i].tls);
+    }
+    free(g->servers);
+    free(g->json);
+}
+
+void gw_set_dispose(struct gw_set *g)
+{
+    for (size_t i = 0; i < g->n; i++)
+        gw_dispose(&g->v[i]);
+    free(g->v);
+    g->v = NULL;
+    g->n = 0;
+}
+
+static void json_strs(struct buf *b, char *const *v, size_t n)
+{
+    buf_puts(b, "[");
+    for (size_t i = 0; i < n; i++) {
+        buf_puts(b, i ? "," : "");
+        json_str(b, v[i]);
+    }
+    buf_puts(b, "]");
+}
+
+/* server_mode() is how strait serves a Gateway server, or -1 (with a
+ * warning) for what it does not serve from Gateways. */
+static int server_mode(const char *gname, const struct res_gw_server *sv)
+{
+    int64_t proto = sv->port.protocol;
+    int tm = sv->tls.mode;
+    const char *why = NULL;
+
+    switch (proto) {
+    case RES_PROTO_HTTP:
+    case RES_PROTO_HTTP2:
+    case RES_PROTO_GRPC:
+        return GW_MODE_HTTP;
+    case RES_PROTO_TCP:
+    case RES_PROTO_MONGO:
+    case RES_PROTO_MYSQL:
+    case RES_PROTO_REDIS:
+        return GW_MODE_TCP;
+    case RES_PROTO_HTTPS:
+    case RES_PROTO_TLS:
+        /* HTTPS with PASSTHROUGH is routed by SNI like TLS (Istio's own
+         * SNI passthrough example is written that way). */
+        if (tm == RES_GW_TLS_PASSTHROUGH)
+            return GW_MODE_PASSTHROUGH;
+        if (tm == RES_GW_TLS_SIMPLE || tm == RES_GW_TLS_MUTUAL ||
+            tm == RES_GW_TLS_OPTIONAL_MUTUAL || tm == RES_GW_TLS_ISTIO_MUTUAL)
+            return proto == RES_PROTO_HTTPS ? GW_MODE_HTTPS : GW_MODE_TLS_TCP;
+        why = "tls mode AUTO_PASSTHROUGH";
+        break;
+    default:
+        why = res_protocol_name(proto);
+        break;
+    }
+    log_warn("Gateway %s: port %" PRId64 ": %s is not served from Gateways "
+             "yet; skipped",
+             gname, sv->port.number, why);
+    return -1;
+}
+
+/* What a server on a port is, in messages. */
+static const char *kind_name(int l4, int secure)
+{
+    if (l4)
+        return secure ? "TLS" : "TCP";
+    return secure ? "HTTPS" : "HTTP";
+}
+
+static void listener_json(struct gw_listener *g)
+{
+    struct buf b;
+    char as[ADDR_STRLEN];
+
+    buf_init(&b, 1 << 20);
+    buf_puts(&b, "{\"address\":");
+    json_str(&b, addr_format(&g->address, as, sizeof(as)));
+    buf_printf(&b,
+               ",\"tls\":%d,\"l4\":%d,\"shared\":%d,\"mesh\":%d,"
+               "\"permissive\":%d,\"httpsRedirect\":%d,\"certs\":[",
+               g->tls, g->l4, g->shared, g->mesh, g->permissive,
+               g->https_redirect);
+    for (size_t i = 0; i < 2 * g->ncerts; i++) {
+        buf_puts(&b, i ? "," : "");
+        json_str(&b, g->certs[i]);
+    }
+    buf_puts(&b, "],\"servers\":[");
+    for (size_t i = 0; i < g->nservers; i++) {
+        buf_puts(&b, i ? ",{\"gateway\":" : "{\"gateway\":");
+        json_str(&b, g->servers[i].gateway);
+        const struct gw_server *sv = &g->servers[i];
+        buf_puts(&b, ",\"hosts\":");
+        json_strs(&b, sv->hosts, sv->nhosts);
+        buf_printf(&b, ",\"mode\":%d,\"tlsMode\":%d,\"tls\":[", sv->mode,
+                   sv->tls.mode);
+        json_str(&b, sv->tls.cert ? sv->tls.cert : "");
+        buf_puts(&b, ",");
+        json_str(&b, sv->tls.key ? sv->tls.key : "");
+        buf_puts(&b, ",");
+        json_str(&b, sv->tls.ca ? sv->tls.ca : "");
+        buf_puts(&b, ",");
+        json_str(&b, sv->tls.crl ? sv->tls.crl : "");
+        buf_puts(&b, ",");
+        json_strs(&b, sv->tls.sans, sv->tls.nsans);
+        buf_puts(&b, ",");
+        json_strs(&b, sv->tls.spki, sv->tls.nspki);
+        buf_puts(&b, ",");
+        json_strs(&b, sv->tls.hashes, sv->tls.nhashes);
+        buf_puts(&b, "]}");
+    }
+    buf_puts(&b, "]}");
+    g->json = strndup(buf_ptr(&b), buf_len(&b));
+    buf_dispose(&b);
+}
+
+static int file_exists(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int set_errf(char **err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int set_errf(char **err, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    if (vasprintf(err, fmt, ap) < 0)
+        *err = NULL;
+    va_end(ap);
+    return -1;
+}
+
+static int copy_strs(char ***dst, size_t *n, const struct conf_strs *src)
+{
+    for (size_t i = 0; i < src->n; i++)
+        if (push_str(dst, n, src->v[i]) < 0)
+            return -1;
+    return 0;
+}
+
+/*
+ * A terminating server's TLS: the certificate from files named in the
+ * Gateway, or credentialName in the credentials directory (NAME/tls.crt
+ * and NAME/tls.key); for MUTUAL and OPTIONAL_MUTUAL the CA bundle from
+ * caCertificates, else the credential's ca.crt, else, as Istio's
+ * NAME-cacert secrets, NAME-cacert/ca.crt. The CRLs: caCrl, else, when
+ * the CA bundle is the credential's, the ca.crl beside that ca.crt (Istio
+ * reads the key ca.crl from the secret that holds ca.crt), used when it
+ * is there.
+ */
+static int server_tls(const struct bootstrap *bs, const char *gname,
+                      const struct res_gw_server *sv, struct gw_tls *out,
+                      char **err)
+{
+    const struct res_gw_tls *t = &sv->tls;
+    const char *dir = bs->credentials.dir;
+    int has_cred = t->credential_name != NULL &&
+                   t->credential_name[0] != '\0' && dir[0] != '\0';
+
+    out->mode = t->mode;
+    if (t->mode == RES_GW_TLS_ISTIO_MUTUAL) {
+        /* The mesh certificate: this node's SPIFFE identity as the CA (or
+         * the CA joined) keeps it in ca.dir/identity, rotated in place;
+         * clients must show one from the same mesh root. */
+        if (asprintf(&out->cert, "%s/identity/cert-chain.pem", bs->ca.dir) < 0 ||
+            asprintf(&out->key, "%s/identity/key.pem", bs->ca.dir) < 0 ||
+            asprintf(&out->ca, "%s/identity/root-cert.pem", bs->ca.dir) < 0)
+            return set_errf(err, "out of memory");
+        if (!file_exists(out->cert) || !file_exists(out->ca))
+            return set_errf(err,
+                            "Gateway %s: port %" PRId64 ": tls mode "
+                            "ISTIO_MUTUAL needs this node's mesh certificate "
+                            "in %s/identity (ca.enabled, or join a CA)",
+                            gname, sv->port.number, bs->ca.dir);
+        if (copy_strs(&out->sans, &out->nsans, &t->subject_alt_names) < 0)
+            return set_errf(err, "out of memory");
+        return 0;
+    }
+    if (t->server_certificate != NULL && t->server_certificate[0] != '\0') {
+        out->cert = xstrdup(t->server_certificate);
+        out->key = xstrdup(t->private_key);
+    } else if (has_cred) {
+        if (asprintf(&out->cert, "%s/%s/tls.crt", dir, t->credential_name) <
+                0 ||
+            asprintf(&out->key, "%s/%s/tls.key", dir, t->credential_name) < 0)
+            return set_errf(err, "out of memory");
+    } else {
+        return set_errf(err,
+                        "Gateway %s: port %" PRId64 ": a TLS-terminating "
+                        "server needs serverCertificate and privateKey, or "
+                        "credentialName with credentials.dir",
+                        gname, sv->port.number);
+    }
+    if (out->cert == NULL || out->key == NULL)
+        return set_errf(err, "out of memory");
+    if (t->mode != RES_GW_TLS_MUTUAL && t->mode != RES_GW_TLS_OPTIONAL_MUTUAL)
+        return 0;
+    if (t->ca_certificates != NULL && t->ca_certificates[0] != '\0') {
+        out->ca = xstrdup(t->ca_certificates);
+    } else if (has_cred) {
+        if (asprintf(&out->ca, "%s/%s/ca.crt", dir, t->credential_name) < 0)
+            return set_errf(err, "out of memory");
+        if (!file_exists(out->ca)) {
+            free(out->ca);
+            if (asprintf(&out->ca, "%s/%s-cacert/ca.crt", dir,
+                         t->credential_name) < 0)
+                return set_errf(err, "out of memory");
+        }
+        if (!file_exists(out->ca))
+            return set_errf(err,
+                            "Gateway %s: port %" PRId64 ": tls mode %s: "
+                            "credential %s has no ca.crt (looked for "
+                            "%s/%s/ca.crt and %s)",
+                            gname, sv->port.number,
+                            t->mode == RES_GW_TLS_MUTUAL ? "MUTUAL"
+                                                         : "OPTIONAL_MUTUAL",
+                            t->credential_name, dir, t->credential_name,
+                            out->ca);
+        if (t->ca_crl == NULL || t->ca_crl[0] == '\0') {
+            size_t l = strlen(out->ca) - strlen("ca.crt");
+            if (asprintf(&out->crl, "%.*sca.crl", (int)l, out->ca) < 0)
+                return set_errf(err, "out of memory");
+            out->crl_optional = 1;
+        }
+    } else {
+        return set_errf(err,
+                        "Gateway %s: port %" PRId64 ": tls mode %s needs "
+                        "caCertificates, or credentialName with a ca.crt",
+                        gname, sv->port.number,
+                        t->mode == RES_GW_TLS_MUTUAL ? "MUTUAL"
+                                                     : "OPTIONAL_MUTUAL");
+    }
+    if (t->ca_crl != NULL && t->ca_crl[0] != '\0' &&
+        (out->crl = xstrdup(t->ca_crl)) == NULL)
+        return set_errf(err, "out of memory");
+    if (out->ca == NULL || copy_strs(&out->sans, &out->nsans,
+                                     &t->subject_alt_names) < 0 ||
+        copy_strs(&out->spki, &out->nspki, &t->verify_certificate_spki) < 0 ||
+        copy_strs(&out->hashes, &out->nhashes,
+                  &t->verify_certificate_hash) < 0)
+        return set_errf(err, "out of memory");
+    return 0;
+}
+
+int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
+                   struct gw_set *out, char **err)
+{
+    memset(out, 0, sizeof(*out));
+    *err = NULL;
+    for (size_t i = 0; set != NULL && i < set->n; i++) {
+        const struct resource *r = set->v[i];
+        const struct res_gateway *gw;
+        char gname[512];
+
+        if (r->kind != RES_GATEWAY)
+            continue;
+        gw = res_gateway(r);
+        /* Istio's selector: every label must be on this node. */
+        if (!res_labels_match(&gw->selector, &bs->node.labels))
+            continue;
+        snprintf(gname, sizeof(gname), "%s/%s", r->meta.ns, r->meta.name);
+        for (size_t k = 0; k < gw->servers.n; k++) {
+            const struct res_gw_server *sv =
+                &((const struct res_gw_server *)gw->servers.v)[k];
+            int mode = server_mode(gname, sv);
+            enum peer_authn_mode pa = PEER_AUTHN_UNSET;
+            int l4, mesh_tls = mode >= 0 &&
+                               sv->tls.mode == RES_GW_TLS_ISTIO_MUTUAL;
+
+            /* A mesh-facing (ISTIO_MUTUAL) server follows the node's
+             * PeerAuthentication: STRICT (and, with none, the server's
+             * own meaning) takes mTLS only, PERMISSIVE plaintext too,
+             * DISABLE plaintext only. */
+            if (mesh_tls) {
+                pa = peer_authn_mode(set, bs->node.ns, &bs->node.labels,
+                                     ISTIO_ROOT_NAMESPACE,
+                                     (uint32_t)sv->port.number);
+                if (pa == PEER_AUTHN_DISABLE) {
+                    mode = mode == GW_MODE_HTTPS ? GW_MODE_HTTP : GW_MODE_TCP;
+                    mesh_tls = 0;
+                }
+            }
+            l4 = mode == GW_MODE_TCP || mode == GW_MODE_PASSTHROUGH ||
+                 mode == GW_MODE_TLS_TCP;
+            int secure = mode != GW_MODE_HTTP && mode != GW_MODE_TCP;
+            struct addr a;
+            const char *why;
+            char astr[128];
+            struct gw_listener *g = NULL;
+            struct gw_server *srv;
+
+            if (mode < 0)
+                continue;
+            snprintf(astr, sizeof(astr), "%s:%" PRId64,
+                     sv->bind && sv->bind[0] ? sv->bind : "0.0.0.0",
+                     sv->port.number);
+            if (addr_parse(&a, astr, strlen(astr), 0, &why) < 0) {
+                if (asprintf(err, "Gateway %s: bind '%s': %s", gname, astr,
+                             why) < 0)
+                    *err = NULL;
+                goto fail;
+            }
+            for (size_t j = 0; j < out->n; j++)
+                if (addr_equal(&out->v[j].address, &a))
+                    g = &out->v[j];
+            if (g == NULL) {
+                struct gw_listener *nv = realloc(out->v,
+                                                 (out->n + 1) * sizeof(*nv));
+                if (nv == NULL)
+                    goto oom;
+                out->v = nv;
+                g = &out->v[out->n++];
+                memset(g, 0, sizeof(*g));
+                g->address = a;
+                g->port = (uint32_t)sv->port.number;
+                g->l4 = l4;
+                g->secure = secure;
+                snprintf(g->name, sizeof(g->name), "gateway-%" PRId64,
+                         sv->port.number);
+                if (sv->bind && sv->bind[0]) {
+                    char *p;
+                    snprintf(g->name, sizeof(g->name), "gateway-%s-%" PRId64,
+                             sv->bind, sv->port.number);
+                    /* Keep to the listener-name alphabet. */
+                    for (p = g->name; *p; p++)
+                        if (*p == ':' || *p == '[' || *p == ']')
+                            *p = '_';
+                }
+            } else if (g->l4 != l4 && !(g->secure && secure)) {
+                /* HTTP and TCP servers share a port only over TLS, where
+                 * the ClientHello's SNI picks the server; plaintext has
+                 * nothing to tell them apart, and Istio skips the later
+                 * server too. */
+                log_warn("Gateway %s: port %" PRId64 ": a %s server cannot "
+                         "share the port with %s servers (in plaintext no "
+                         "SNI tells their connections apart; Istio skips "
+                         "it too); skipped",
+                         gname, sv->port.number, kind_name(l4, secure),
+                         g->shared ? "HTTPS and TLS"
+                                   : kind_name(g->l4, g->secure));
+                continue;
+            } else if (g->l4 != l4) {
+                /* HTTPS beside TLS servers: one L4 listener whose SNI
+                 * table hands the HTTPS servers' names to an HTTP proxy,
+                 * as Envoy's filter chains do on one listener. */
+                g->l4 = 1;
+                g->shared = 1;
+            } else if (g->secure != secure) {
+                if (asprintf(err,
+                             "Gateway %s: port %" PRId64 " mixes TLS and "
+                             "plaintext servers",
+                             gname, sv->port.number) < 0)
+                    *err = NULL;
+                goto fail;
+            }
+            {
+                struct gw_server *ns = realloc(
+                    g->servers, (g->nservers + 1) * sizeof(*ns));
+                if (ns == NULL)
+                    goto oom;
+                g->servers = ns;
+                srv = &g->servers[g->nservers++];
+                memset(srv, 0, sizeof(*srv));
+                srv->mode = mode;
+                srv->gateway = strdup(gname);
+                if (srv->gateway == NULL)
+                    goto oom;
+                for (size_t h = 0; h < sv->hosts.n; h++)
+                    if (push_str(&srv->hosts, &srv->nhosts, sv->hosts.v[h]) <
+                        0)
+                        goto oom;
+            }
+            if (sv->tls.https_redirect)
+                g->https_redirect = 1;
+            srv->tls.mode = sv->tls.mode;
+            if (mode == GW_MODE_HTTPS || mode == GW_MODE_TLS_TCP) {
+                g->tls = 1;
+                if (server_tls(bs, gname, sv, &srv->tls, err) < 0)
+                    goto fail;
+            }
+            if (mesh_tls) {
+                g->mesh = 1;
+                /* Plaintext beside mTLS needs a peek at the first byte,
+                 * which the HTTP listener does. */
+                if (pa == PEER_AUTHN_PERMISSIVE && mode == GW_MODE_HTTPS)
+                    g->permissive = 1;
+            }
+        }
+    }
+    /* An HTTP listener's certificates, in server order, each with its
+     * server's client-certificate settings. */
+    for (size_t i = 0; i < out->n; i++) {
+        struct gw_listener *g = &out->v[i];
+        if ((g->l4 && !g->shared) || !g->tls)
+            continue;
+        g->certs = calloc(2 * g->nservers, sizeof(*g->certs));
+        g->cert_tls = calloc(g->nservers, sizeof(*g->cert_tls));
+        g->cert_server = calloc(g->nservers, sizeof(*g->cert_server));
+        if (g->certs == NULL || g->cert_tls == NULL || g->cert_server == NULL)
+            goto oom;
+        for (size_t k = 0; k < g->nservers; k++) {
+            const struct gw_server *sv = &g->servers[k];
+            if (sv->mode != GW_MODE_HTTPS)
+                continue;
+            g->certs[2 * g->ncerts] = xstrdup(sv->tls.cert);
+            g->certs[2 * g->ncerts + 1] = xstrdup(sv->tls.key);
+            g->cert_tls[g->ncerts] = &sv->tls;
+            g->cert_server[g->ncerts] = sv;
+            g->ncerts++;
+            if (g->certs[2 * g->ncerts - 2] == NULL ||
+                g->certs[2 * g->ncerts - 1] == NULL)
+                goto oom;
+        }
+    }
+    for (size_t i = 0; i < out->n; i++) {
+        listener_json(&out->v[i]);
+        if (out->v[i].json == NULL)
+            goto oom;
+    }
+    return 0;
+oom:
+    if (*err == NULL)
+        *err = strdup("out of memory");
+fail:
+    gw_set_dispose(out);
+    return -1;
+}
