@@ -526,9 +526,14 @@ static void process(struct h1_server *hs)
     }
     do {
         progress = 0;
-        if (flush_out(hs) < 0)
+        /* A blocked write is retried first; otherwise the body goes
+         * before the flush, so a small one joins the head still waiting
+         * in out and head and body leave in one send. */
+        if (hs->write_blocked && flush_out(hs) < 0)
             goto fail;
         if (hs->s != NULL && hs->rs == RS_BODY && pump_response_body(hs) < 0)
+            goto fail;
+        if (flush_out(hs) < 0)
             goto fail;
         if (hs->s != NULL && hs->rs == RS_DONE && buf_len(&hs->out) == 0) {
             /* The response is complete. A request whose body we did not

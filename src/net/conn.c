@@ -12,13 +12,21 @@ static ssize_t plain_read(struct conn *c, void *p, size_t n)
 {
     ssize_t r;
 
+    /* The last read left the socket empty and no read event has fired
+     * since: a recv() now would only say EAGAIN. */
+    if (!c->readable)
+        return CONN_AGAIN;
     do {
         r = recv(c->fd, p, n, 0);
     } while (r < 0 && errno == EINTR);
+    if (r > 0 && (size_t)r < n)
+        c->readable = 0;
     if (r >= 0)
         return r;
-    if (errno == EAGAIN || errno == EWOULDBLOCK)
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        c->readable = 0;
         return CONN_AGAIN;
+    }
     c->why = errno == ECONNRESET ? "connection reset" : "read error";
     return CONN_ERROR;
 }
@@ -64,7 +72,8 @@ static void on_event(evutil_socket_t fd, short what, void *arg)
     struct conn *c = arg;
 
     (void)fd;
-    (void)what;
+    if (what & EV_READ)
+        c->readable = 1;
     c->on_io(c, c->arg);
 }
 
@@ -74,6 +83,7 @@ void conn_init(struct conn *c, struct event_base *base, int fd,
     memset(c, 0, sizeof(*c));
     c->fd = fd;
     c->ops = &conn_plain_ops;
+    c->readable = 1;
     c->on_io = on_io;
     c->arg = arg;
     event_assign(&c->rev, base, fd, EV_READ | EV_PERSIST, on_event, c);

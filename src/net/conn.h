@@ -43,6 +43,12 @@ struct conn {
     unsigned write_needs_read : 1;
     unsigned handshaking : 1;
     unsigned eof : 1;
+    /* Plain transport: the socket may hold bytes. Cleared when a read
+     * came back short (the kernel's buffer was empty after it) or would
+     * block, set again when the read event fires; while clear, a read
+     * answers CONN_AGAIN without a syscall. Epoll is level-triggered, so
+     * bytes that arrive later always fire the event. */
+    unsigned readable : 1;
     const char *why;
     void (*on_io)(struct conn *c, void *arg);
     void *arg;
