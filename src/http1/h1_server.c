@@ -533,7 +533,9 @@ static void process(struct h1_server *hs)
             goto fail;
         if (hs->s != NULL && hs->rs == RS_BODY && pump_response_body(hs) < 0)
             goto fail;
-        if (flush_out(hs) < 0)
+        /* Not after a blocked write: flushing an empty out would clear
+         * write_blocked and leave the connection waiting for nothing. */
+        if (!hs->write_blocked && flush_out(hs) < 0)
             goto fail;
         if (hs->s != NULL && hs->rs == RS_DONE && buf_len(&hs->out) == 0) {
             /* The response is complete. A request whose body we did not
