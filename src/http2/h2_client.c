@@ -126,10 +126,12 @@ static void client_close(struct h2_client *c)
     event_del(&c->timer);
     conn_want(&c->conn, 0, 0);
     /* A connection that never became ready failed to connect: exchanges
-     * may try another endpoint. */
+     * may try another endpoint, or the proxy answers itself, so their
+     * response pipes (still untouched) are not failed. */
     while (!LIST_EMPTY(&c->streams))
         stream_end(LIST_ELEM(c->streams.next, struct h2c_stream, link), 0,
-                   c->state == H2C_READY ? HFLAG_UC : HFLAG_UF, 1);
+                   c->state == H2C_READY ? HFLAG_UC : HFLAG_UF,
+                   c->state == H2C_READY);
     c->hooks->closed(c->owner, c);
 }
 

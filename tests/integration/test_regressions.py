@@ -129,6 +129,9 @@ def test_h2_cluster_connect_timeout_is_kept(strait_factory):
                             "-m", "20", f"http://127.0.0.1:{port}/"],
                            capture_output=True, text=True, timeout=30)
         assert r.stdout == "503", r.stdout
+        # The whole answer: a failed connect used to fail the response
+        # pipe too, so the 503 lost its body (curl: partial file).
+        assert r.returncode == 0, r.returncode
         assert time.monotonic() - t0 < 15
     finally:
         for f in filler:
