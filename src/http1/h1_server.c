@@ -32,7 +32,6 @@ enum rb_mode { RB_NONE, RB_LENGTH, RB_CHUNKED, RB_EOF, RB_TUNNEL };
 struct h1_server {
     struct conn *c;
     struct event_base *base;
-    struct event defer;
     struct event timer;
     const struct h1_server_conf *conf;
     struct h1_server_hooks hooks;
@@ -65,15 +64,10 @@ static void schedule(void *arg)
 {
     struct h1_server *hs = arg;
 
+    /* The connection's own event runs process() on the next turn: no
+     * event of ours to keep per connection. */
     if (!hs->closed)
-        event_active(&hs->defer, EV_TIMEOUT, 0);
-}
-
-static void on_defer(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    process(arg);
+        conn_wake(hs->c);
 }
 
 static void on_io(struct conn *c, void *arg)
@@ -116,7 +110,6 @@ static void server_close(struct h1_server *hs)
         stream_release(hs);
     }
     event_del(&hs->timer);
-    event_del(&hs->defer);
     conn_want(hs->c, 0, 0);
     hs->hooks.closed(hs->hooks.owner);
 }
@@ -776,7 +769,6 @@ struct h1_server *h1_server_new(struct event_base *base, struct conn *c,
     hs->scratch = scratch;
     buf_init(&hs->in, conf->lim.max_head);
     buf_init(&hs->out, OUT_MAX);
-    event_assign(&hs->defer, base, -1, 0, on_defer, hs);
     event_assign(&hs->timer, base, -1, 0, on_timer, hs);
     c->on_io = on_io;
     c->arg = hs;
@@ -814,7 +806,6 @@ void h1_server_free(struct h1_server *hs)
         }
     }
     event_del(&hs->timer);
-    event_del(&hs->defer);
     h1_chunked_dispose(&hs->chunked);
     buf_dispose(&hs->in);
     buf_dispose(&hs->out);

@@ -72,6 +72,7 @@ static void on_event(evutil_socket_t fd, short what, void *arg)
     struct conn *c = arg;
 
     (void)fd;
+    c->woken = 0;
     if (what & EV_READ)
         c->readable = 1;
     c->on_io(c, c->arg);
@@ -86,24 +87,20 @@ void conn_init(struct conn *c, struct event_base *base, int fd,
     c->readable = 1;
     c->on_io = on_io;
     c->arg = arg;
-    event_assign(&c->rev, base, fd, EV_READ | EV_PERSIST, on_event, c);
-    event_assign(&c->wev, base, fd, EV_WRITE | EV_PERSIST, on_event, c);
+    event_assign(&c->ev, base, fd, EV_PERSIST, on_event, c);
 }
 
 void conn_move(struct conn *dst, struct conn *src, struct event_base *base,
                void (*on_io)(struct conn *, void *), void *arg)
 {
-    event_del(&src->rev);
-    event_del(&src->wev);
+    event_del(&src->ev);
     src->rev_on = src->wev_on = 0;
+    src->woken = 0;
     /* Events are registered by address, so dst gets its own. */
     *dst = *src;
     dst->on_io = on_io;
     dst->arg = arg;
-    event_assign(&dst->rev, base, dst->fd, EV_READ | EV_PERSIST, on_event,
-                 dst);
-    event_assign(&dst->wev, base, dst->fd, EV_WRITE | EV_PERSIST, on_event,
-                 dst);
+    event_assign(&dst->ev, base, dst->fd, EV_PERSIST, on_event, dst);
     src->fd = -1;
     src->tls = NULL;
     src->ops = &conn_plain_ops;
@@ -111,30 +108,46 @@ void conn_move(struct conn *dst, struct conn *src, struct event_base *base,
 
 void conn_want(struct conn *c, int want_read, int want_write)
 {
-    int r = (want_read && !c->read_needs_write) ||
-            (want_write && c->write_needs_read);
-    int w = (want_write && !c->write_needs_read) ||
-            (want_read && c->read_needs_write);
+    unsigned r = (want_read && !c->read_needs_write) ||
+                 (want_write && c->write_needs_read);
+    unsigned w = (want_write && !c->write_needs_read) ||
+                 (want_read && c->read_needs_write);
+    struct event_base *base;
 
-    if (r && !c->rev_on)
-        event_add(&c->rev, NULL);
-    else if (!r && c->rev_on)
-        event_del(&c->rev);
-    if (w && !c->wev_on)
-        event_add(&c->wev, NULL);
-    else if (!w && c->wev_on)
-        event_del(&c->wev);
-    c->rev_on = r ? 1u : 0u;
-    c->wev_on = w ? 1u : 0u;
+    if (r == c->rev_on && w == c->wev_on)
+        return;
+    /* One event for both directions: a change of interest is a delete
+     * and an add with the new flags, which libevent's change list folds
+     * into one epoll_ctl(MOD). Deleting also drops a pending wake, so it
+     * is queued again. */
+    base = event_get_base(&c->ev);
+    event_del(&c->ev);
+    event_assign(&c->ev, base, c->fd,
+                 (short)((r ? EV_READ : 0) | (w ? EV_WRITE : 0) | EV_PERSIST),
+                 on_event, c);
+    if (r || w)
+        event_add(&c->ev, NULL);
+    if (c->woken)
+        event_active(&c->ev, EV_TIMEOUT, 0);
+    c->rev_on = r;
+    c->wev_on = w;
+}
+
+void conn_wake(struct conn *c)
+{
+    if (c->woken || c->fd < 0)
+        return;
+    c->woken = 1;
+    event_active(&c->ev, EV_TIMEOUT, 0);
 }
 
 void conn_close(struct conn *c)
 {
     if (c->fd < 0)
         return;
-    event_del(&c->rev);
-    event_del(&c->wev);
+    event_del(&c->ev);
     c->rev_on = c->wev_on = 0;
+    c->woken = 0;
     c->ops->dispose(c);
     close(c->fd);
     c->fd = -1;

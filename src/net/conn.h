@@ -11,8 +11,11 @@
  * what they want next; it maps that onto socket readiness, including
  * TLS's "this read needs the socket writable" cases.
  *
- * Both socket events call on_io(c, arg); a codec tries both directions
- * each time, so it never matters which event fired.
+ * One event carries both directions and calls on_io(c, arg); a codec
+ * tries both directions each time, so it never matters why it fired.
+ * conn_wake() runs on_io on the loop's next turn, so a codec needs no
+ * event of its own to defer work (an idle connection holds one event,
+ * not three or four).
  */
 struct conn;
 
@@ -37,8 +40,9 @@ struct conn {
     int fd;
     const struct conn_ops *ops;
     void *tls; /* owned by the TLS ops */
-    struct event rev, wev;
-    unsigned rev_on : 1, wev_on : 1;
+    struct event ev;
+    unsigned rev_on : 1, wev_on : 1; /* the interest ev is added with */
+    unsigned woken : 1;              /* a conn_wake() not yet delivered */
     unsigned read_needs_write : 1; /* the last read wants the socket writable */
     unsigned write_needs_read : 1;
     unsigned handshaking : 1;
@@ -80,6 +84,11 @@ static inline ssize_t conn_write(struct conn *c, const void *p, size_t n)
 
 /* conn_want() sets socket interest from what the codec wants to do. */
 void conn_want(struct conn *c, int want_read, int want_write);
+
+/* conn_wake() calls on_io once on a later turn of the loop, whatever the
+ * socket's state; several wakes before then make one call. conn_close()
+ * cancels it. */
+void conn_wake(struct conn *c);
 
 /* The plain transport, for codecs that set ops back after TLS. */
 extern const struct conn_ops conn_plain_ops;
