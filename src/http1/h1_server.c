@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/arena.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "http1/h1_server.h"
@@ -32,7 +33,7 @@ enum rb_mode { RB_NONE, RB_LENGTH, RB_CHUNKED, RB_EOF, RB_TUNNEL };
 struct h1_server {
     struct conn *c;
     struct event_base *base;
-    struct event timer;
+    struct event *timer; /* the owner's storage (h1_server_new) */
     const struct h1_server_conf *conf;
     struct h1_server_hooks hooks;
     struct bufpool *pool;
@@ -44,7 +45,9 @@ struct h1_server {
     enum rs_state rs;
     enum rb_mode rb;
     uint64_t rq_left;
-    struct h1_chunked chunked;
+    /* The decoder of a chunked request body, from the stream's arena:
+     * only while such a body is read, never on an idle connection. */
+    struct h1_chunked *chunked;
     unsigned keep_alive : 1;
     unsigned closing : 1;   /* close once out is flushed */
     unsigned closed : 1;
@@ -79,7 +82,7 @@ static void on_io(struct conn *c, void *arg)
 static void arm_timer(struct h1_server *hs, uint64_t ms)
 {
     struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-    event_add(&hs->timer, &tv);
+    event_add(hs->timer, &tv);
 }
 
 /* The stream is over for this side: the proxy hears of it once. */
@@ -93,9 +96,12 @@ static void stream_release(struct h1_server *hs)
     s->down_done = 1;
     s->req_body.wake_writer = NULL;
     s->resp_body.wake_reader = NULL;
+    if (hs->chunked != NULL) {
+        h1_chunked_dispose(hs->chunked); /* before its arena goes */
+        hs->chunked = NULL;
+    }
     hs->hooks.handler->on_down_done(hs->hooks.ctx, s);
     hstream_unref(s);
-    h1_chunked_dispose(&hs->chunked);
 }
 
 static void server_close(struct h1_server *hs)
@@ -109,7 +115,7 @@ static void server_close(struct h1_server *hs)
         hs->s->flags |= hs->rs == RS_DONE ? 0 : HFLAG_DC;
         stream_release(hs);
     }
-    event_del(&hs->timer);
+    event_del(hs->timer);
     conn_want(hs->c, 0, 0);
     hs->hooks.closed(hs->hooks.owner);
 }
@@ -239,7 +245,7 @@ static void parse_head(struct h1_server *hs)
         fail_request(hs, status, why ? why : "bad request");
         return;
     }
-    event_del(&hs->timer);
+    event_del(hs->timer);
     s = hstream_new(hs->pool, hs->conf->body_cap);
     if (s == NULL || build_request(hs, s, &r) < 0) {
         hstream_unref(s);
@@ -256,7 +262,14 @@ static void parse_head(struct h1_server *hs)
         hs->rq_left = r.content_length;
     } else if (r.body == H1_BODY_CHUNKED) {
         hs->rq = RQ_BODY;
-        h1_chunked_init(&hs->chunked);
+        hs->chunked = arena_alloc(&s->arena, sizeof(*hs->chunked));
+        if (hs->chunked == NULL) {
+            hs->s = NULL;
+            hstream_unref(s);
+            fail_request(hs, 500, "out of memory");
+            return;
+        }
+        h1_chunked_init(hs->chunked);
     } else {
         hs->rq = RQ_DONE;
     }
@@ -317,7 +330,7 @@ static void pump_request_body(struct h1_server *hs)
              * fits the pipe. */
             struct h1_slice data = {NULL, 0};
             const char *why = NULL;
-            ssize_t used = h1_chunked_decode(&hs->chunked, buf_ptr(&hs->in),
+            ssize_t used = h1_chunked_decode(hs->chunked, buf_ptr(&hs->in),
                                              avail < room ? avail : room,
                                              &data, &why);
             if (used < 0) {
@@ -338,9 +351,9 @@ static void pump_request_body(struct h1_server *hs)
                 s->bytes_in += data.n;
             }
             buf_consume(&hs->in, (size_t)used);
-            if (h1_chunked_done(&hs->chunked)) {
+            if (h1_chunked_done(hs->chunked)) {
                 struct h1_slice tr;
-                if (h1_chunked_trailers(&hs->chunked, &tr) == 0 && tr.n > 0) {
+                if (h1_chunked_trailers(hs->chunked, &tr) == 0 && tr.n > 0) {
                     size_t nf = 0;
                     const char *why2 = NULL;
                     int st = 400;
@@ -755,7 +768,8 @@ struct h1_server *h1_server_new(struct event_base *base, struct conn *c,
                                 const struct h1_server_conf *conf,
                                 const struct h1_server_hooks *hooks,
                                 struct bufpool *pool,
-                                struct h1_scratch *scratch)
+                                struct h1_scratch *scratch,
+                                struct event *timer)
 {
     struct h1_server *hs = calloc(1, sizeof(*hs));
 
@@ -769,7 +783,8 @@ struct h1_server *h1_server_new(struct event_base *base, struct conn *c,
     hs->scratch = scratch;
     buf_init(&hs->in, conf->lim.max_head);
     buf_init(&hs->out, OUT_MAX);
-    event_assign(&hs->timer, base, -1, 0, on_timer, hs);
+    hs->timer = timer;
+    event_assign(hs->timer, base, -1, 0, on_timer, hs);
     c->on_io = on_io;
     c->arg = hs;
     start_head_wait(hs);
@@ -805,8 +820,7 @@ void h1_server_free(struct h1_server *hs)
             stream_release(hs);
         }
     }
-    event_del(&hs->timer);
-    h1_chunked_dispose(&hs->chunked);
+    event_del(hs->timer);
     buf_dispose(&hs->in);
     buf_dispose(&hs->out);
     free(hs);

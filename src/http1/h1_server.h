@@ -9,6 +9,7 @@
 
 struct bufpool;
 struct conn;
+struct event;
 struct event_base;
 
 /* Per-listener settings of the HTTP/1 server side; immutable, shared. */
@@ -43,12 +44,17 @@ struct h1_server;
  * h1_server_new() serves HTTP/1.x on c, which must be connected (and past
  * any TLS handshake); the server takes over c's callbacks but not its
  * memory. pool supplies body buffers; scratch is the worker's.
+ * timer: storage for the server's timer (not pending), owned by the
+ * caller and kept until h1_server_free(); the server assigns it. An
+ * owner that timed the connection's start (a handshake) lends the same
+ * event, so an idle connection holds one timer, not two.
  */
 struct h1_server *h1_server_new(struct event_base *base, struct conn *c,
                                 const struct h1_server_conf *conf,
                                 const struct h1_server_hooks *hooks,
                                 struct bufpool *pool,
-                                struct h1_scratch *scratch);
+                                struct h1_scratch *scratch,
+                                struct event *timer);
 
 /* h1_server_drain() answers the request in flight with Connection: close
  * and closes an idle connection at once. */

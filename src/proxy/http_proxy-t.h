@@ -4,6 +4,7 @@
 /* Types shared by http_proxy.c (listener, connections) and http_stream.c
  * (routing and upstream exchanges); not an API. */
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "net/acceptor.h"
@@ -70,17 +71,29 @@ enum http_conn_stage {
     HC_CLOSED
 };
 
+/* A downstream peer's address: IPv4 or IPv6 (a unix-socket peer keeps
+ * its family only); a sockaddr_storage would be 100 bytes more on every
+ * connection. */
+union http_peer {
+    struct sockaddr sa;
+    struct sockaddr_in in;
+    struct sockaddr_in6 in6;
+};
+
+/* One per downstream connection, kept while it is idle: keep it small. */
 struct http_conn {
     struct list link;
     struct http_listener *l;
     struct conn conn;
+    /* The handshake/detection timeout; lent to the HTTP/1 codec as its
+     * timer once the codec owns the connection. */
     struct event timer;
     enum http_conn_stage stage;
     int drain; /* the listener stopped while this one was still starting */
     struct h1_server *h1;
     struct h2_server *h2;
-    struct sockaddr_storage peer;
-    socklen_t peerlen;
+    union http_peer peer;
+    socklen_t peerlen; /* bytes of peer in use */
     char peer_ip[48];
 };
 

@@ -430,8 +430,9 @@ static void start_h1(struct http_conn *hc)
                                     codec_closed, hc};
 
     hc->stage = HC_H1;
+    event_del(&hc->timer); /* the codec's from now on */
     hc->h1 = h1_server_new(l->base, &hc->conn, &l->conf->h1s, &hooks,
-                           &l->pool, &l->scratch);
+                           &l->pool, &l->scratch, &hc->timer);
     if (hc->h1 == NULL)
         hc_close(hc);
     else if (hc->drain)
@@ -534,7 +535,7 @@ static void hc_io(struct conn *c, void *arg)
          * flight, so nothing of ours answers the client's Finished: the
          * kernel would delay its ACK, and a client with Nagle on holds its
          * first request for that ACK (~40 ms). Acknowledge at once. */
-        if (hc->peer.ss_family != AF_UNIX) {
+        if (hc->peer.sa.sa_family != AF_UNIX) {
             int one = 1;
             setsockopt(hc->conn.fd, IPPROTO_TCP, TCP_QUICKACK, &one,
                        sizeof(one));
@@ -634,8 +635,8 @@ static void conn_start(struct http_listener *l, int fd,
         return;
     }
     hc->l = l;
-    memcpy(&hc->peer, peer, plen <= sizeof(hc->peer) ? plen : sizeof(hc->peer));
-    hc->peerlen = plen;
+    hc->peerlen = plen <= sizeof(hc->peer) ? plen : sizeof(hc->peer);
+    memcpy(&hc->peer, peer, hc->peerlen);
     peer_ip(hc);
     if (peer->ss_family != AF_UNIX)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
