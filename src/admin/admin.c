@@ -129,6 +129,9 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
                        c.rq_class[k]);
         buf_printf(b, "listener.%s.http.protocol_errors: %" PRIu64 "\n", name,
                    c.rq_protocol_errors);
+        buf_printf(b,
+                   "listener.%s.http.downstream_buffers_active: %" PRIu64 "\n",
+                   name, c.h1_bufs_taken - c.h1_bufs_released);
         buf_printf(b, "listener.%s.http.upstream_errors: %" PRIu64 "\n", name,
                    c.rq_upstream_errors);
         buf_printf(b, "listener.%s.http.rbac_denied: %" PRIu64 "\n", name,

@@ -79,6 +79,10 @@ static void finish(struct h1_client *c, int ok, unsigned flags)
     }
     c->state = UC_READY;
     detach_stream(c);
+    /* A parked connection holds no I/O buffer: the next exchange takes
+     * one again when its bytes come. */
+    buf_release_if_empty(&c->in);
+    buf_release_if_empty(&c->out);
     /* Socket interest is left as it is: the owner parks the connection
      * (read interest on, as it is now) or abandons it (all off), and
      * either way two epoll_ctl calls per request are saved. */

@@ -56,12 +56,36 @@ struct h1_server {
     unsigned write_blocked : 1;
     unsigned timer_head : 1; /* the timer runs the headers timeout */
     unsigned lingering : 1;  /* closing: dropping the client's last bytes */
+    unsigned bufs : 2;       /* I/O buffers with storage, as last counted */
     size_t linger_left;
     int minor;
 };
 
 static void process(struct h1_server *hs);
 static void linger(struct h1_server *hs);
+
+static void stat_add(uint64_t *c, uint64_t n)
+{
+    __atomic_store_n(c, *c + n, __ATOMIC_RELAXED);
+}
+
+/* Brings the worker's buffer counters up to date with what hs holds now.
+ * Called where the server goes back to the loop, so a buffer taken and
+ * released within one turn is not counted. */
+static void count_bufs(struct h1_server *hs)
+{
+    unsigned n = (hs->in.data != NULL) + (hs->out.data != NULL);
+
+    if (n == hs->bufs)
+        return;
+    if (hs->scratch->bufs_taken != NULL) {
+        if (n > hs->bufs)
+            stat_add(hs->scratch->bufs_taken, n - hs->bufs);
+        else
+            stat_add(hs->scratch->bufs_released, hs->bufs - n);
+    }
+    hs->bufs = n & 3u;
+}
 
 static void schedule(void *arg)
 {
@@ -520,7 +544,7 @@ static int want_read(const struct h1_server *hs)
     return 1;
 }
 
-static void process(struct h1_server *hs)
+static void process_turn(struct h1_server *hs)
 {
     int progress;
 
@@ -628,6 +652,12 @@ fail:
         hs->s->flags |= HFLAG_DC;
 done:
     server_close(hs);
+}
+
+static void process(struct h1_server *hs)
+{
+    process_turn(hs);
+    count_bufs(hs);
 }
 
 /* Lingering: read and drop until EOF, an error, the byte budget or the
@@ -823,5 +853,6 @@ void h1_server_free(struct h1_server *hs)
     event_del(hs->timer);
     buf_dispose(&hs->in);
     buf_dispose(&hs->out);
+    count_bufs(hs);
     free(hs);
 }

@@ -26,6 +26,13 @@ struct h1_server_conf {
 struct h1_scratch {
     struct h1_header *hdrs;
     size_t cap;
+    /* Optional (NULL: not counted): I/O buffers the worker's HTTP/1
+     * servers took and gave back, counters in the owner's stats shard
+     * (written with relaxed atomic stores, read by another thread).
+     * taken - released is what they hold now: an idle connection holds
+     * none. */
+    uint64_t *bufs_taken;
+    uint64_t *bufs_released;
 };
 
 struct h1_server_hooks {

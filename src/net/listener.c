@@ -59,6 +59,8 @@ void listener_stats_sum(const struct listener_stats *st,
         for (int k = 0; k < 6; k++)
             out->rq_class[k] += STAT_GET(c, rq_class[k]);
         out->rq_protocol_errors += STAT_GET(c, rq_protocol_errors);
+        out->h1_bufs_taken += STAT_GET(c, h1_bufs_taken);
+        out->h1_bufs_released += STAT_GET(c, h1_bufs_released);
         out->rq_upstream_errors += STAT_GET(c, rq_upstream_errors);
         out->rq_rbac_denied += STAT_GET(c, rq_rbac_denied);
         out->rq_jwt_denied += STAT_GET(c, rq_jwt_denied);

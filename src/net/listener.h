@@ -49,6 +49,10 @@ struct listener_counters {
     uint64_t h2_flood;        /* SETTINGS/PING/empty-frame floods */
     uint64_t h2_continuation; /* CONTINUATION floods */
     uint64_t h2_stream_errors;
+    /* I/O buffers HTTP/1 client connections took and gave back: the
+     * difference is what they hold now (none while idle). */
+    uint64_t h1_bufs_taken;
+    uint64_t h1_bufs_released;
 } __attribute__((aligned(64)));
 
 #define STAT_ADD(shard, field, n)                                              \

@@ -742,6 +742,8 @@ static struct plistener *listener_start(struct event_base *base, int worker,
     if (conf->h1c.lim.max_headers > cap)
         cap = conf->h1c.lim.max_headers;
     l->scratch.cap = cap;
+    l->scratch.bufs_taken = &http_shard(l)->h1_bufs_taken;
+    l->scratch.bufs_released = &http_shard(l)->h1_bufs_released;
     l->scratch.hdrs = calloc(cap, sizeof(*l->scratch.hdrs));
     if (l->scratch.hdrs == NULL)
         goto fail;

@@ -495,3 +495,45 @@ def test_stats_count_responses_by_class(strait_factory, httpd_factory):
     code, body, _ = st.get("/stats/prometheus")
     assert re.search(r'strait_http_responses_total\{[^}]*listener="web"[^}]*'
                      r'class="2xx"[^}]*\} 2\b', body), body
+
+
+def test_idle_keepalive_connections_hold_no_buffers(strait_factory,
+                                                    httpd_factory):
+    """An idle keep-alive connection gives its read and write buffers back
+    and takes them again only when bytes come (nginx's lazy buffers): the
+    buffers gauge returns to its baseline with 40 idle connections open,
+    and counts the connections that hold part of a request head."""
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr])
+    key = "listener.web.http.downstream_buffers_active"
+    assert st.stats()[key] == 0
+    conns = []
+    try:
+        for _ in range(40):
+            c = connect(port)
+            f = c.makefile("rb")
+            c.sendall(b"GET /one HTTP/1.1\r\nHost: a\r\n\r\n")
+            assert read_response(f, "GET").status == 200
+            conns.append((c, f))
+        wait_for(lambda: st.stats()[key] == 0, 10,
+                 "idle connections to give their buffers back")
+        s = st.stats()
+        assert s["listener.web.downstream_cx_active"] == 40
+        assert s["listener.web.http.rq_total"] == 40
+
+        # Part of a head waits in a read buffer until the rest comes.
+        for c, _ in conns[:5]:
+            c.sendall(b"GET /two HTTP/1.1\r\nHo")
+        wait_for(lambda: st.stats()[key] == 5, 10,
+                 "five connections holding a partial head")
+        for c, f in conns[:5]:
+            c.sendall(b"st: a\r\n\r\n")
+            r = read_response(f, "GET")
+            assert r.status == 200 and r.json()["path"] == "/two"
+        wait_for(lambda: st.stats()[key] == 0, 10,
+                 "the buffers to come back after the second requests")
+        assert st.stats()["listener.web.downstream_cx_active"] == 40
+    finally:
+        for c, f in conns:
+            f.close()
+            c.close()
