@@ -41,20 +41,34 @@ int bufpool_fill(struct bufpool *p, struct buf *b)
     return 0;
 }
 
+/* Keeps mem on the free list if there is room, else frees it. */
+static void give_back(struct bufpool *p, void *mem)
+{
+    if (p->free == NULL && p->keep > 0)
+        p->free = calloc(p->keep, sizeof(*p->free));
+    if (p->free != NULL && p->n < p->keep)
+        p->free[p->n++] = mem;
+    else
+        free(mem);
+}
+
+void bufpool_put(struct bufpool *p, struct buf *b)
+{
+    if (b->data == NULL || buf_len(b) != 0)
+        return;
+    give_back(p, b->data);
+    b->data = NULL;
+    b->head = b->tail = b->alloc = 0;
+}
+
 void bufpool_drain(struct bufpool *p, struct buf *b)
 {
     if (b->data == NULL || buf_len(b) != 0)
         return;
     /* Only buffers of the pool's size may come back to it. */
-    if (b->alloc == p->size && (p->free != NULL || p->keep > 0)) {
-        if (p->free == NULL)
-            p->free = calloc(p->keep, sizeof(*p->free));
-        if (p->free != NULL && p->n < p->keep) {
-            p->free[p->n++] = b->data;
-            b->data = NULL;
-        }
-    }
-    if (b->data != NULL)
+    if (b->alloc == p->size)
+        give_back(p, b->data);
+    else
         free(b->data);
     b->data = NULL;
     b->head = b->tail = b->alloc = 0;

@@ -30,4 +30,17 @@ int bufpool_fill(struct bufpool *p, struct buf *b);
  * still holds bytes or no storage. */
 void bufpool_drain(struct bufpool *p, struct buf *b);
 
+/* bufpool_fits() is true when a buffer capped at max can live in the
+ * pool's buffers: filled from the pool it never grows, so
+ * bufpool_put() may take it back whatever its alloc says. */
+static inline int bufpool_fits(const struct bufpool *p, size_t max)
+{
+    return max <= p->size;
+}
+
+/* bufpool_put() takes back the storage of an empty b that
+ * bufpool_fill(p) gave and that fits (bufpool_fits(p, b->max)); a no-op
+ * if b still holds bytes or no storage. */
+void bufpool_put(struct bufpool *p, struct buf *b);
+
 #endif

@@ -144,3 +144,29 @@ int units_size(const char *s, size_t n, int64_t *bytes, const char **why)
     *why = "unknown size suffix (use KiB, MiB or GiB)";
     return -1;
 }
+
+size_t units_fmt_u64(char *out, uint64_t v)
+{
+    char tmp[UNITS_U64_LEN];
+    size_t n = 0;
+
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    for (size_t i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
+    out[n] = '\0';
+    return n;
+}
+
+char *units_fmt_hex(char *out, uint64_t v, int digits)
+{
+    static const char hex[] = "0123456789abcdef";
+
+    for (int i = digits - 1; i >= 0; i--) {
+        out[i] = hex[v & 0xf];
+        v >>= 4;
+    }
+    return out + digits;
+}

@@ -19,4 +19,14 @@ int units_size(const char *s, size_t n, int64_t *bytes, const char **why);
 /* units_int() parses a decimal integer, optionally signed. */
 int units_int(const char *s, size_t n, int64_t *v, const char **why);
 
+/* units_fmt_u64() writes v in decimal and a NUL to out, which must hold
+ * UNITS_U64_LEN bytes; returns the number of digits. For the data path,
+ * where a printf-family call would cost more than the whole header. */
+#define UNITS_U64_LEN 21
+size_t units_fmt_u64(char *out, uint64_t v);
+
+/* units_fmt_hex() writes the low 4*digits bits of v as lowercase hex,
+ * digits characters, no NUL; returns out + digits. */
+char *units_fmt_hex(char *out, uint64_t v, int digits);
+
 #endif

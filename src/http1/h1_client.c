@@ -81,7 +81,7 @@ static void finish(struct h1_client *c, int ok, unsigned flags)
     detach_stream(c);
     /* A parked connection holds no I/O buffer: the next exchange takes
      * one again when its bytes come. */
-    buf_release_if_empty(&c->in);
+    h1_in_release(c->scratch, &c->in, 0);
     buf_release_if_empty(&c->out);
     /* Socket interest is left as it is: the owner parks the connection
      * (read interest on, as it is now) or abandons it (all off), and
@@ -374,7 +374,7 @@ static int pump_response(struct h1_client *c)
 static int read_in(struct h1_client *c)
 {
     size_t room;
-    char *p = buf_reserve_any(&c->in, &room);
+    char *p = h1_in_reserve(c->scratch, &c->in, &room);
     ssize_t n;
 
     if (p == NULL)
@@ -384,7 +384,7 @@ static int read_in(struct h1_client *c)
         buf_commit(&c->in, (size_t)n);
         return 1;
     }
-    buf_release_if_empty(&c->in);
+    h1_in_release(c->scratch, &c->in, 0);
     if (n == 0) {
         c->eof = 1;
         return 0;
@@ -664,6 +664,7 @@ void h1_client_free(struct h1_client *c)
     event_del(&c->timer);
     conn_close(&c->conn);
     h1_chunked_dispose(&c->chunked);
+    h1_in_release(c->scratch, &c->in, 1);
     buf_dispose(&c->in);
     buf_dispose(&c->out);
     list_del(&c->link);

@@ -16,6 +16,7 @@
 #include "core/arena.h"
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/units.h"
 #include "http1/h1_server.h"
 #include "http1/writer.h"
 #include "net/conn.h"
@@ -512,7 +513,7 @@ static int pump_response_body(struct h1_server *hs)
 static int read_in(struct h1_server *hs)
 {
     size_t room;
-    char *p = buf_reserve_any(&hs->in, &room);
+    char *p = h1_in_reserve(hs->scratch, &hs->in, &room);
     ssize_t n;
 
     if (p == NULL)
@@ -522,7 +523,7 @@ static int read_in(struct h1_server *hs)
         buf_commit(&hs->in, (size_t)n);
         return 1;
     }
-    buf_release_if_empty(&hs->in);
+    h1_in_release(hs->scratch, &hs->in, 0);
     if (n == 0) {
         hs->eof = 1;
         return 0;
@@ -705,7 +706,7 @@ static void response_head(struct hstream *s)
      * ours to extend (nobody reads them after this). */
     {
         struct http_fields *f = &s->resp.fields;
-        char cl[24];
+        char cl[UNITS_U64_LEN];
         int rc = 0;
 
         if (hs->rb == RB_TUNNEL) {
@@ -720,9 +721,9 @@ static void response_head(struct hstream *s)
         }
         if (r->content_length >= 0 && (hs->rb == RB_LENGTH || no_body) &&
             r->status >= 200 && r->status != 204) {
-            snprintf(cl, sizeof(cl), "%" PRId64, r->content_length);
+            size_t cn = units_fmt_u64(cl, (uint64_t)r->content_length);
             rc |= http_fields_add(f, &s->arena, SLICE_LIT("content-length"),
-                                  slice_of(cl), SIZE_MAX);
+                                  (struct slice){cl, cn}, SIZE_MAX);
         }
         if (hs->rb != RB_TUNNEL) {
             if (!hs->keep_alive)
@@ -851,6 +852,7 @@ void h1_server_free(struct h1_server *hs)
         }
     }
     event_del(hs->timer);
+    h1_in_release(hs->scratch, &hs->in, 1);
     buf_dispose(&hs->in);
     buf_dispose(&hs->out);
     count_bufs(hs);

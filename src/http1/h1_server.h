@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/buf.h"
+#include "core/bufpool.h"
 #include "http/stream.h"
 #include "http1/parser.h"
 
@@ -33,7 +35,38 @@ struct h1_scratch {
      * none. */
     uint64_t *bufs_taken;
     uint64_t *bufs_released;
+    /* Optional: the worker's free list of read buffers. A connection
+     * takes one when bytes arrive and gives it back when it runs empty,
+     * so idle connections hold none and the request path does not go
+     * through malloc for them. */
+    struct bufpool *io;
 };
+
+/* h1_in_reserve() is buf_reserve_any() on a connection's read buffer,
+ * taking storage from the scratch's pool when it has none. */
+static inline char *h1_in_reserve(struct h1_scratch *sc, struct buf *in,
+                                  size_t *room)
+{
+    if (in->data == NULL && sc != NULL && sc->io != NULL &&
+        bufpool_fits(sc->io, in->max) && bufpool_fill(sc->io, in) < 0) {
+        *room = 0;
+        return NULL;
+    }
+    return buf_reserve_any(in, room);
+}
+
+/* h1_in_release() gives an empty read buffer's storage back (to the pool
+ * when it came from there); bytes still in it are dropped when drop. */
+static inline void h1_in_release(struct h1_scratch *sc, struct buf *in,
+                                 int drop)
+{
+    if (drop)
+        buf_consume(in, buf_len(in));
+    if (sc != NULL && sc->io != NULL && bufpool_fits(sc->io, in->max))
+        bufpool_put(sc->io, in);
+    else
+        buf_release_if_empty(in);
+}
 
 struct h1_server_hooks {
     const struct hstream_handler *handler;

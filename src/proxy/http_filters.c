@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/units.h"
 #include "policy/authz.h"
 #include "policy/jwt.h"
 #include "proxy/http_stream-int.h"
@@ -159,14 +160,24 @@ int pstream_add_forwarding(struct pstream *ps)
     if (http_fields_get(&q->fields, "x-request-id") == NULL) {
         a = pstream_rng(ps->l);
         b = pstream_rng(ps->l);
-        /* A version 4 UUID from the worker's generator. */
-        snprintf(id, sizeof(id), "%08x-%04x-4%03x-%04x-%012" PRIx64,
-                 (unsigned)(a >> 32), (unsigned)(a >> 16) & 0xffff,
-                 (unsigned)a & 0xfff, (unsigned)((b >> 48) & 0x3fff) | 0x8000,
-                 (uint64_t)(b & UINT64_C(0xffffffffffff)));
+        /* A version 4 UUID from the worker's generator, written by hand:
+         * snprintf cost more than the rest of the request's headers. */
+        char *p = id;
+        p = units_fmt_hex(p, a >> 32, 8);
+        *p++ = '-';
+        p = units_fmt_hex(p, a >> 16, 4);
+        *p++ = '-';
+        *p++ = '4';
+        p = units_fmt_hex(p, a, 3);
+        *p++ = '-';
+        p = units_fmt_hex(p, ((b >> 48) & 0x3fff) | 0x8000, 4);
+        *p++ = '-';
+        p = units_fmt_hex(p, b, 12);
         if (http_fields_add_ref(&q->fields, &s->arena,
                                 SLICE_LIT("x-request-id"),
-                                arena_slice(&s->arena, slice_of(id))) < 0)
+                                arena_slice(&s->arena,
+                                            (struct slice){id, (size_t)(p - id)})) <
+            0)
             return -1;
     }
     return 0;

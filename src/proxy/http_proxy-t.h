@@ -49,6 +49,7 @@ struct http_listener {
     plistener_idle_fn on_idle;
     void *arg;
     struct bufpool pool; /* body buffers */
+    struct bufpool io;   /* HTTP/1 read buffers (scratch.io) */
     struct h1_scratch scratch;
     struct wroutes *routes; /* the current view */
     struct list old;        /* replaced views still pinned */

@@ -32,6 +32,9 @@
 
 #define HANDSHAKE_TIMEOUT_MS 10000
 #define BODY_POOL_KEEP 64
+/* Read buffers are taken and given back within a turn on the request
+ * path: a few free ones serve a busy worker. */
+#define IO_POOL_KEEP 16
 
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -705,6 +708,7 @@ static void listener_free(struct http_listener *l)
         event_free(l->reap_ev);
     SSL_CTX_free(l->ssl_ctx);
     bufpool_dispose(&l->pool);
+    bufpool_dispose(&l->io);
     free(l->scratch.hdrs);
     list_del(&l->pl.link);
     http_proxy_conf_unref(l->conf);
@@ -741,6 +745,11 @@ static struct plistener *listener_start(struct event_base *base, int worker,
     bufpool_init(&l->pool, conf->h1s.body_cap, BODY_POOL_KEEP);
     if (conf->h1c.lim.max_headers > cap)
         cap = conf->h1c.lim.max_headers;
+    bufpool_init(&l->io, conf->h1s.lim.max_head > conf->h1c.lim.max_head
+                             ? conf->h1s.lim.max_head
+                             : conf->h1c.lim.max_head,
+                 IO_POOL_KEEP);
+    l->scratch.io = &l->io;
     l->scratch.cap = cap;
     l->scratch.bufs_taken = &http_shard(l)->h1_bufs_taken;
     l->scratch.bufs_released = &http_shard(l)->h1_bufs_released;

@@ -64,7 +64,9 @@ struct pstream {
     const char *details;  /* why a local answer was given, for the log */
     const struct jwt_result *jwt; /* a verified JWT (arena); NULL: none */
     struct slice set_cookie; /* consistent hash: a generated cookie */
-    const char *upstream; /* endpoint address, for the log */
+    /* The endpoint, for the log (formatted only there); owned by the
+     * cluster of the pinned routes. */
+    const struct addr *upstream;
     const char *client;   /* originating client, after trusted hops */
     struct event try_timer; /* retries.perTryTimeout of this attempt */
     unsigned try_on : 1;

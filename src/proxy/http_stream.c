@@ -59,6 +59,7 @@ static void access_log(struct pstream *ps)
                                                    "x-request-id");
     char id[64] = "-";
     char peer_uri[512] = "";
+    char upstream[ADDR_STRLEN] = "-";
     struct log_field f[] = {
         {"listener", ps->l->conf->name, 0},
         {"downstream", ps->hc->peer_ip, 0},
@@ -71,7 +72,7 @@ static void access_log(struct pstream *ps)
         {"bytes_in", in, 1},
         {"bytes_out", out, 1},
         {"duration_ms", dur, 1},
-        {"upstream", ps->upstream ? ps->upstream : "-", 0},
+        {"upstream", upstream, 0},
         {"cluster",
          ps->cluster >= 0 ? http_cluster(ps->wr, ps->cluster)->name : "-", 0},
         {"route", ps->action ? ps->action->vs : NULL, 0},
@@ -84,6 +85,8 @@ static void access_log(struct pstream *ps)
         {"peer_uri_san", NULL, 0}, /* last: set below */
     };
 
+    if (ps->upstream != NULL)
+        addr_format(ps->upstream, upstream, sizeof(upstream));
     snprintf(method, sizeof(method), "%.*s", (int)s->req.method.n,
              s->req.method.p);
     snprintf(authority, sizeof(authority), "%.*s", (int)s->req.authority.n,
@@ -453,7 +456,6 @@ void pstream_connect_next(struct pstream *ps)
 {
     struct upool *p = ps->pool;
     const struct cluster *cl = p->cl;
-    char as[ADDR_STRLEN];
 
     while (ps->attempts < CONNECT_ATTEMPTS &&
            (size_t)ps->attempts < cl->nendpoints + 1) {
@@ -467,8 +469,7 @@ void pstream_connect_next(struct pstream *ps)
                 ps->ep = upool_next(p, ps->ep);
                 continue;
             }
-            addr_format(&cl->endpoints[ps->ep], as, sizeof(as));
-            ps->upstream = arena_dup(&ps->s->arena, as, strlen(as));
+            ps->upstream = &cl->endpoints[ps->ep];
             ps->h2s = h2_client_submit(h2, ps->s, &h2_hooks, ps);
             if (ps->h2s == NULL)
                 break;
@@ -501,8 +502,7 @@ void pstream_connect_next(struct pstream *ps)
         } else {
             h1_client_set_owner(c, &up_hooks, ps);
         }
-        addr_format(&cl->endpoints[ps->ep], as, sizeof(as));
-        ps->upstream = arena_dup(&ps->s->arena, as, strlen(as));
+        ps->upstream = &cl->endpoints[ps->ep];
         ps->uc = c;
         h1_client_start(c, ps->s);
         pstream_arm_try_timer(ps);

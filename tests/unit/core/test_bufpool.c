@@ -105,9 +105,41 @@ static void test_fill_is_noop_when_storage_present(void **state)
     bufpool_dispose(&p);
 }
 
+/* A buffer capped below the pool's size (a 60 KiB read buffer from a
+ * 64 KiB pool) comes back to the free list through bufpool_put, and the
+ * next fill reuses the same storage. */
+static void test_put_takes_back_smaller_capped_buffer(void **state)
+{
+    struct bufpool p;
+    struct buf b;
+    void *first;
+
+    (void)state;
+    bufpool_init(&p, 4096, 2);
+    buf_init(&b, 3000);
+    assert_true(bufpool_fits(&p, b.max));
+    assert_int_equal(bufpool_fill(&p, &b), 0);
+    assert_int_equal(b.alloc, 3000);
+    first = b.data;
+    assert_int_equal(buf_append(&b, "x", 1), 0);
+    bufpool_put(&p, &b); /* not empty: kept */
+    assert_ptr_equal(b.data, first);
+    buf_consume(&b, 1);
+    bufpool_put(&p, &b);
+    assert_null(b.data);
+    assert_int_equal(p.n, 1);
+    assert_int_equal(bufpool_fill(&p, &b), 0);
+    assert_ptr_equal(b.data, first);
+    assert_int_equal(p.n, 0);
+    bufpool_put(&p, &b);
+    bufpool_dispose(&p);
+    assert_false(bufpool_fits(&p, 5000));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_put_takes_back_smaller_capped_buffer),
         cmocka_unit_test(test_fill_gives_full_size_buffer),
         cmocka_unit_test(test_drain_returns_only_empty_buffers),
         cmocka_unit_test(test_buffers_are_reused_without_malloc),

@@ -4,10 +4,12 @@
  */
 #include "config.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -264,6 +266,40 @@ static void test_int_errors(void **state)
     assert_int_equal(v, 12);
 }
 
+static void test_fmt_u64(void **state)
+{
+    char out[UNITS_U64_LEN];
+    char want[32];
+    const uint64_t vals[] = {0, 1, 9, 10, 99, 100, 12345, 4294967295u,
+                             4294967296u, UINT64_MAX / 10, UINT64_MAX};
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+        size_t n = units_fmt_u64(out, vals[i]);
+        snprintf(want, sizeof(want), "%" PRIu64, vals[i]);
+        assert_string_equal(out, want);
+        assert_int_equal(n, strlen(want));
+    }
+}
+
+static void test_fmt_hex(void **state)
+{
+    char out[17];
+    char *end;
+
+    (void)state;
+    end = units_fmt_hex(out, 0xabc, 4);
+    *end = '\0';
+    assert_string_equal(out, "0abc");
+    end = units_fmt_hex(out, UINT64_C(0x0123456789abcdef), 16);
+    *end = '\0';
+    assert_string_equal(out, "0123456789abcdef");
+    /* Only the low digits*4 bits. */
+    end = units_fmt_hex(out, UINT64_C(0xfff12), 3);
+    *end = '\0';
+    assert_string_equal(out, "f12");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -279,6 +315,8 @@ int main(void)
         cmocka_unit_test(test_size_overflow),
         cmocka_unit_test(test_int),
         cmocka_unit_test(test_int_errors),
+        cmocka_unit_test(test_fmt_u64),
+        cmocka_unit_test(test_fmt_hex),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
