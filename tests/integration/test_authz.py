@@ -6,6 +6,7 @@ import os
 
 from conftest import responder, wait_for
 from test_gateway import get, request, start_with_up
+from test_grpc import grpc_backend, grpc_gateway  # noqa: F401 (a fixture)
 
 ROUTES = """apiVersion: networking.istio.io/v1
 kind: VirtualService
@@ -93,55 +94,24 @@ def test_authorization_policies(strait_factory, tmp_path, upstream_factory):
     assert request(port, "POST", "/x", {"content-length": "0"})[0] == 403
 
 
-def test_grpc_denied_is_permission_denied(strait_factory, tmp_path):
+def test_grpc_denied_is_permission_denied(strait_factory, tmp_path,
+                                         grpc_backend):
     """A gRPC call an AuthorizationPolicy denies ends with grpc-status 7
     (PERMISSION_DENIED), as Envoy maps its 403; other calls go through."""
     import grpc
-    from concurrent import futures
-    from conftest import free_port, http_gateway
-    from test_grpc import handlers
 
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    server.add_generic_rpc_handlers((handlers(),))
-    backend = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        conf = tmp_path / "conf.d"
-        conf.mkdir()
-        port = free_port()
-        (conf / "r.yaml").write_text(
-            http_gateway(port, protocol="GRPC") + f"""apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {{name: g, namespace: default}}
-spec:
-  hosts: [g.example.com]
-  resolution: STATIC
-  ports: [{{number: {backend}, name: grpc, protocol: GRPC}}]
-  endpoints: [{{address: 127.0.0.1}}]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {{name: vs, namespace: default}}
-spec:
-  hosts: ["*"]
-  gateways: [gw]
-  http:
-  - route: [{{destination: {{host: g.example.com}}}}]
----
+    _, port = grpc_gateway(strait_factory, tmp_path, grpc_backend, extra="""---
 apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy
-metadata: {{name: no-unary, namespace: istio-system}}
+metadata: {name: no-unary, namespace: istio-system}
 spec:
   action: DENY
-  rules: [{{to: [{{operation: {{paths: [/t.S/Unary]}}}}]}}]
+  rules: [{to: [{operation: {paths: [/t.S/Unary]}}]}]
 """)
-        strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
-            assert list(ch.unary_stream("/t.S/ServerStream")(b"3", timeout=10))
-            try:
-                ch.unary_unary("/t.S/Unary")(b"x", timeout=10)
-                raise AssertionError("a denied call went through")
-            except grpc.RpcError as e:
-                assert e.code() == grpc.StatusCode.PERMISSION_DENIED, e
-    finally:
-        server.stop(0).wait(5)
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        assert list(ch.unary_stream("/t.S/ServerStream")(b"3", timeout=10))
+        try:
+            ch.unary_unary("/t.S/Unary")(b"x", timeout=10)
+            raise AssertionError("a denied call went through")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.PERMISSION_DENIED, e

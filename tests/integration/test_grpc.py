@@ -9,7 +9,7 @@ from concurrent import futures
 import grpc
 import pytest
 
-from conftest import free_port, wait_for
+from conftest import free_port, http_gateway, wait_for
 
 
 def handlers():
@@ -60,6 +60,38 @@ def gateway(strait_factory, backend_port, route_extra=""):
     extra = (f"clusters:\n  - name: grpc\n    endpoints: [\"127.0.0.1:{backend_port}\"]\n"
              f"    protocol: http2\n")
     st = strait_factory(yaml, extra=extra).start()
+    return st, port
+
+
+def grpc_gateway(strait_factory, tmp_path, backend_port, rules="", extra=""):
+    """A Gateway (protocol GRPC) routing every call to the gRPC server on
+    backend_port; rules: more keys of the http rule (match, retries...);
+    extra: more YAML documents, each starting with ---. Returns (strait,
+    port)."""
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    (conf / "r.yaml").write_text(f"""{http_gateway(port, protocol="GRPC")}apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: g, namespace: default}}
+spec:
+  hosts: [g.example.com]
+  resolution: STATIC
+  ports: [{{number: {backend_port}, name: grpc, protocol: GRPC}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: vs, namespace: default}}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - {rules}
+    route:
+    - destination: {{host: g.example.com}}
+{extra}""")
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
     return st, port
 
 

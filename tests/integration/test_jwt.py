@@ -13,6 +13,7 @@ import time
 
 from conftest import STRAIT, responder, wait_for
 from test_gateway import get, start_with_up
+from test_grpc import grpc_backend  # noqa: F401 (a fixture)
 
 ISS = "https://idp.test"
 
@@ -395,58 +396,29 @@ spec:
         tls.stop()
 
 
-def test_grpc_bad_token_is_unauthenticated(strait_factory, tmp_path):
+def test_grpc_bad_token_is_unauthenticated(strait_factory, tmp_path,
+                                           grpc_backend):
     """gRPC clients get the 401 as grpc-status 16 (UNAUTHENTICATED)."""
     import grpc
-    from concurrent import futures
-    from conftest import free_port, http_gateway
-    from test_grpc import handlers
+    from test_grpc import grpc_gateway
 
     k1 = Key(tmp_path / "k1.pem", "RSA", "k1")
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    server.add_generic_rpc_handlers((handlers(),))
-    backend = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        conf = tmp_path / "conf.d"
-        conf.mkdir()
-        port = free_port()
-        (conf / "r.yaml").write_text(
-            http_gateway(port, protocol="GRPC") + f"""apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {{name: g, namespace: default}}
-spec:
-  hosts: [g.example.com]
-  resolution: STATIC
-  ports: [{{number: {backend}, name: grpc, protocol: GRPC}}]
-  endpoints: [{{address: 127.0.0.1}}]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {{name: vs, namespace: default}}
-spec:
-  hosts: ["*"]
-  gateways: [gw]
-  http:
-  - route: [{{destination: {{host: g.example.com}}}}]
-""" + request_authn(jwks(k1)))
-        strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
-        good = mint(k1, claims())
-        bad = mint(k1, claims(exp=int(time.time()) - 3600))
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
-            call = ch.unary_unary("/t.S/Unary")
-            assert call(b"x", timeout=10,
-                        metadata=(("authorization", f"Bearer {good}"),)) \
-                == b"echo:x"
-            try:
-                call(b"x", timeout=10,
-                     metadata=(("authorization", f"Bearer {bad}"),))
-                raise AssertionError("an expired token was accepted")
-            except grpc.RpcError as e:
-                assert e.code() == grpc.StatusCode.UNAUTHENTICATED
-                assert e.details() == "Jwt is expired"
-    finally:
-        server.stop(0).wait(5)
+    _, port = grpc_gateway(strait_factory, tmp_path, grpc_backend,
+                           extra=request_authn(jwks(k1)))
+    good = mint(k1, claims())
+    bad = mint(k1, claims(exp=int(time.time()) - 3600))
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        call = ch.unary_unary("/t.S/Unary")
+        assert call(b"x", timeout=10,
+                    metadata=(("authorization", f"Bearer {good}"),)) \
+            == b"echo:x"
+        try:
+            call(b"x", timeout=10,
+                 metadata=(("authorization", f"Bearer {bad}"),))
+            raise AssertionError("an expired token was accepted")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.UNAUTHENTICATED
+            assert e.details() == "Jwt is expired"
 
 
 def test_jwks_uri_chunked_answer(strait_factory, tmp_path, upstream_factory):

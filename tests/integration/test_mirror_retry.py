@@ -11,6 +11,7 @@ import threading
 from conftest import free_port, http_gateway, wait_for
 from httpd import MIB, HttpUpstream, pattern, sha256
 from test_gateway import GATEWAY_AND_UP, get, request
+from test_grpc import grpc_gateway
 
 import pytest
 
@@ -505,34 +506,6 @@ def test_h2_client_body_retry(strait_factory, tmp_path, ups):
     assert p.stdout.decode() == "200 2", p.stderr
     got = for_path(up, "/h2?fail=1")
     assert [r["body_sha256"] for r in got] == [sha256(body)] * 2
-
-
-def grpc_gateway(strait_factory, tmp_path, backend_port, rules, extra=""):
-    conf = tmp_path / "conf.d"
-    conf.mkdir()
-    port = free_port()
-    (conf / "r.yaml").write_text(f"""{http_gateway(port, protocol="GRPC")}apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {{name: g, namespace: default}}
-spec:
-  hosts: [g.example.com]
-  resolution: STATIC
-  ports: [{{number: {backend_port}, name: grpc, protocol: GRPC}}]
-  endpoints: [{{address: 127.0.0.1}}]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {{name: vs, namespace: default}}
-spec:
-  hosts: ["*"]
-  gateways: [gw]
-  http:
-  - {rules}
-    route:
-    - destination: {{host: g.example.com}}
-{extra}""")
-    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
-    return st, port
 
 
 @pytest.fixture
