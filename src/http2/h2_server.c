@@ -750,6 +750,11 @@ static void on_drain_notice(evutil_socket_t fd, short what, void *arg)
     schedule(hs);
 }
 
+int h2_server_received(struct h2_server *hs, const uint8_t *data, size_t n)
+{
+    return nghttp2_session_mem_recv(hs->ng, data, n) == (ssize_t)n ? 0 : -1;
+}
+
 void h2_server_drain(struct h2_server *hs)
 {
     struct timeval tv = {DRAIN_NOTICE_MS / 1000,

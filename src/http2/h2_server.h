@@ -39,6 +39,12 @@ struct h2_server *h2_server_new(struct event_base *base, struct conn *c,
                                 struct bufpool *pool,
                                 struct listener_stats *stats, int worker);
 
+/* h2_server_received() hands the session bytes of the connection the
+ * caller has read already (the start of a client preface taken while
+ * detecting h2c), before anything is read from c; call it right after
+ * h2_server_new(). 0, or -1 when the session refuses them. */
+int h2_server_received(struct h2_server *hs, const uint8_t *data, size_t n);
+
 /* h2_server_drain() sends GOAWAY: streams open now finish, no new ones. */
 void h2_server_drain(struct h2_server *hs);
 

@@ -91,6 +91,9 @@ struct http_conn {
     struct event timer;
     enum http_conn_stage stage;
     int drain; /* the listener stopped while this one was still starting */
+    /* HC_DETECT: bytes of the h2c preface already taken off the socket
+     * (a preface that arrives in pieces). */
+    unsigned preface_got;
     struct h1_server *h1;
     struct h2_server *h2;
     union http_peer peer;

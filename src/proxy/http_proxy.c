@@ -554,7 +554,8 @@ static void hc_io(struct conn *c, void *arg)
         /* Plaintext: the h2c preface (prior knowledge) or HTTP/1. Peeking
          * leaves the bytes for the codec. */
         char buf[sizeof(h2_preface) - 1];
-        ssize_t n = recv(hc->conn.fd, buf, sizeof(buf), MSG_PEEK);
+        size_t got = hc->preface_got;
+        ssize_t n = recv(hc->conn.fd, buf, sizeof(buf) - got, MSG_PEEK);
 
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             conn_want(&hc->conn, 1, 0);
@@ -564,17 +565,36 @@ static void hc_io(struct conn *c, void *arg)
             hc_close(hc);
             return;
         }
-        if (memcmp(buf, h2_preface, (size_t)n) != 0) {
+        if (memcmp(buf, h2_preface + got, (size_t)n) != 0) {
+            if (got > 0) {
+                /* "PRI * HTTP/2.0..." gone astray after its first piece:
+                 * neither HTTP/2 nor an HTTP/1 request. */
+                STAT_ADD(http_shard(hc->l), rq_protocol_errors, 1);
+                hc_close(hc);
+                return;
+            }
             event_del(&hc->timer);
             start_h1(hc);
             return;
         }
-        if ((size_t)n < sizeof(buf)) {
+        if (got + (size_t)n < sizeof(buf)) {
+            /* A preface in pieces: take this one off the socket, which
+             * would otherwise stay readable and wake the loop on every
+             * turn (level-triggered) until the rest came. What was taken
+             * is known: the preface's first bytes. */
+            if (recv(hc->conn.fd, buf, (size_t)n, 0) != n) {
+                hc_close(hc);
+                return;
+            }
+            hc->preface_got += (unsigned)n;
             conn_want(&hc->conn, 1, 0);
             return;
         }
         event_del(&hc->timer);
         start_h2(hc);
+        if (got > 0 && hc->h2 != NULL &&
+            h2_server_received(hc->h2, (const uint8_t *)h2_preface, got) < 0)
+            hc_close(hc);
     }
 }
 

@@ -417,3 +417,79 @@ def test_goaway_on_drain_lets_inflight_stream_finish(strait_factory,
     assert re.search(r"recv DATA frame <length=\d+, flags=0x01", text), text
     assert text.index("recv GOAWAY") < text.rindex("recv DATA frame")
     assert st.proc.wait(timeout=15) == 0
+
+
+def cpu_ticks(pid):
+    """User + system CPU time of a process, in clock ticks."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def server_rx_queue(port, client):
+    """Bytes waiting unread in strait's socket of the loopback connection
+    from client (a connected socket) to port (/proc/net/tcp)."""
+    peer = client.getsockname()[1]
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            cols = line.split()
+            local, remote = cols[1], cols[2]
+            if (int(local.split(":")[1], 16) == port and
+                    int(remote.split(":")[1], 16) == peer):
+                return int(cols[4].split(":")[1], 16)
+    return None
+
+
+def test_h2c_preface_in_pieces(strait_factory, httpd_factory):
+    """A prior-knowledge client whose preface arrives in pieces is served
+    once the rest comes; while it waits, the worker does not spin on the
+    piece it has (left in the socket, it kept the socket readable and woke
+    the loop on every turn until the 10 s detection deadline)."""
+    up = httpd_factory()
+    st, port = start(strait_factory, up, workers=1)
+    c = H2Client.__new__(H2Client)
+    c.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    c.conn = h2.connection.H2Connection(
+        config=h2.config.H2Configuration(client_side=True,
+                                         header_encoding="utf-8"))
+    c.conn.initiate_connection()
+    c.streams, c.goaway, c.closed = {}, None, False
+    hello = c.conn.data_to_send()
+    c.sock.sendall(hello[:5])  # "PRI *"
+    # strait takes the piece off its socket (a piece left there keeps it
+    # readable).
+    wait_for(lambda: server_rx_queue(port, c.sock) == 0, 10,
+             "the first piece taken")
+    # Not a synchronisation: the CPU strait uses over a quiet second and a
+    # half, while it holds a piece of a preface. A spinning worker burns
+    # most of it; a waiting one next to none.
+    before = cpu_ticks(st.proc.pid)
+    time.sleep(1.5)
+    spent = cpu_ticks(st.proc.pid) - before
+    assert spent < 50, f"{spent} ticks of CPU while waiting for the preface"
+    c.sock.sendall(hello[5:17])
+    c.sock.sendall(hello[17:])
+    sid = c.request("/pieces")
+    c.wait(lambda: c.done(sid), what="the response")
+    assert c.streams[sid]["headers"][":status"] == "200"
+    assert json.loads(bytes(c.streams[sid]["data"]))["path"] == "/pieces"
+    c.close()
+
+
+def test_h2c_preface_gone_astray_is_closed(strait_factory, httpd_factory):
+    """A preface that goes astray is neither HTTP/2 nor an HTTP/1 request:
+    once its first piece was taken on its own, the connection is closed
+    and counted as a protocol error, and the listener goes on serving."""
+    up = httpd_factory()
+    st, port = start(strait_factory, up, workers=1)
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"PRI * HTTP/2.0\r\n")
+    wait_for(lambda: server_rx_queue(port, s) == 0, 10,
+             "the first piece taken")
+    s.sendall(b"\r\nXX\r\n\r\n")
+    assert read_until_closed(s) == (True, b"")
+    wait_for(lambda: st.stats()["listener.web.http.protocol_errors"] == 1,
+             10, "the protocol error counted")
+    p = run(["curl", "-sS", "--http2-prior-knowledge", "-o", "/dev/null",
+             "-w", "%{http_code}", f"http://127.0.0.1:{port}/after"])
+    assert p.stdout == b"200", p.stderr
