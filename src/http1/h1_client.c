@@ -377,8 +377,10 @@ static int read_in(struct h1_client *c)
     char *p = h1_in_reserve(c->scratch, &c->in, &room);
     ssize_t n;
 
+    /* No memory for a read buffer ends the connection: waiting would
+     * leave a readable socket waking the loop on every turn. */
     if (p == NULL)
-        return 0;
+        return buf_room(&c->in) > 0 ? -1 : 0;
     n = conn_read(&c->conn, p, room);
     if (n > 0) {
         buf_commit(&c->in, (size_t)n);

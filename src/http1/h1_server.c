@@ -516,8 +516,10 @@ static int read_in(struct h1_server *hs)
     char *p = h1_in_reserve(hs->scratch, &hs->in, &room);
     ssize_t n;
 
+    /* No memory for a read buffer ends the connection: waiting would
+     * leave a readable socket waking the loop on every turn. */
     if (p == NULL)
-        return 0;
+        return buf_room(&hs->in) > 0 ? -1 : 0;
     n = conn_read(hs->c, p, room);
     if (n > 0) {
         buf_commit(&hs->in, (size_t)n);
