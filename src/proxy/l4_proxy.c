@@ -509,19 +509,22 @@ struct l4_http {
     struct plistener *pl;
     size_t refs;
     struct l4_proxy *owner; /* NULL once the owner is gone */
+    struct list holders;    /* every l4_proxy holding a reference */
 };
 
 static void check_idle(struct l4_proxy *p);
 
-/* The HTTP part reports idleness on its reaper's turn: its owner may be
- * idle as a whole. */
+/* The HTTP part reports idleness on its reaper's turn: its holders may
+ * be idle as a whole (the owner, or older listeners once the owner is
+ * gone). check_idle() only reports to the worker, which frees on a later
+ * turn, so the list stays as it is while we walk it. */
 static void on_http_idle(struct plistener *l, void *arg)
 {
     struct l4_http *h = arg;
 
     (void)l;
-    if (h->owner != NULL)
-        check_idle(h->owner);
+    for (struct list *it = h->holders.next; it != &h->holders; it = it->next)
+        check_idle(LIST_ELEM(it, struct l4_proxy, http_link));
 }
 
 static struct l4_http *l4_http_new(struct l4_proxy *p)
@@ -532,12 +535,14 @@ static struct l4_http *l4_http_new(struct l4_proxy *p)
         return NULL;
     h->refs = 1;
     h->owner = p;
+    LIST_INIT(&h->holders);
     h->pl = http_proxy_ops.start(p->base, p->worker, -1, p->conf->http,
                                  on_http_idle, h);
     if (h->pl == NULL) {
         free(h);
         return NULL;
     }
+    list_append(&h->holders, &p->http_link);
     return h;
 }
 
@@ -550,6 +555,7 @@ static void l4_http_release(struct l4_proxy *p)
     if (h == NULL)
         return;
     p->http = NULL;
+    list_del(&p->http_link);
     if (h->owner == p)
         h->owner = NULL;
     if (--h->refs == 0) {
@@ -701,10 +707,14 @@ static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
 
 static void check_idle(struct l4_proxy *p)
 {
-    /* The HTTP part's connections are waited for by its owner only. */
+    /* The HTTP part's connections are waited for by its owner, or, once
+     * the owner is gone, by every listener still holding it: an older
+     * one may have handed it a connection after the owner left, and the
+     * last to let go closes what it still serves. */
     if (!acceptor_running(&p->acc) && p->npending == 0 &&
         p->relay.active == 0 &&
-        (p->http == NULL || p->http->owner != p ||
+        (p->http == NULL ||
+         (p->http->owner != NULL && p->http->owner != p) ||
          http_listener_active(p->http->pl) == 0) &&
         p->on_idle != NULL)
         p->on_idle(&p->pl, p->arg);
@@ -841,6 +851,7 @@ static void ops_inherit(struct plistener *l, struct plistener *prev)
     p->http = o->http;
     p->http->refs++;
     p->http->owner = p;
+    list_append(&p->http->holders, &p->http_link);
 }
 
 const struct plistener_ops l4_proxy_ops = {"l4", ops_start, ops_stop,

@@ -154,6 +154,7 @@ struct l4_proxy {
     size_t peek_cap;
     uint8_t *scratch;           /* max_client_hello */
     struct l4_http *http;       /* conf->http's listener; NULL: none */
+    struct list http_link;      /* in http->holders */
     plistener_idle_fn on_idle;
     void *arg;
 };

@@ -357,6 +357,47 @@ def test_gateway_change_drains_https_connections(strait_factory,
     keep.close()
 
 
+def test_connection_inspected_across_two_reloads_is_served(
+        strait_factory, upstream_factory, tmp_path):
+    """A connection still waiting for its ClientHello on a listener two
+    rebuilds old (a route change kept the HTTPS part, then a change of the
+    HTTPS servers replaced it) is handed to that old HTTPS part when its
+    ClientHello comes, and is served there once, not closed mid-handshake
+    as the old listener and its part go away."""
+    e = shared_port(strait_factory, upstream_factory, tmp_path)
+    before = stat(e.st, e.port, "downstream_cx_total")
+    pending = socket.create_connection(("127.0.0.1", e.port), timeout=30)
+    wait_for(lambda: stat(e.st, e.port, "downstream_cx_total") > before, 10,
+             "the connection accepted")
+    try:
+        tmp = tmp_path / "r.tmp"
+        # 1: a route change; the rebuilt listener keeps the HTTPS part.
+        text = e.text.replace(app_vs("app", e.app.port),
+                              app_vs("app2", e.app2.port))
+        tmp.write_text(text)
+        os.replace(tmp, e.conf)
+        wait_for(lambda: curl(e, "app.example.test")[1] == "app-v2", 15,
+                 "the first change applied")
+        # 2: new HTTPS servers; the kept HTTPS part stops and its owner
+        # goes once it is idle.
+        tmp.write_text(text.replace(
+            '[app.example.test, "*.web.example.test"]',
+            '[app.example.test, "*.web.example.test", new.example.test]'))
+        os.replace(tmp, e.conf)
+        wait_for(lambda: curl(e, "new.example.test",
+                              "--insecure")[1] == "app-v2",
+                 15, "the second change applied")
+        ctx = ssl.create_default_context(cafile=e.app_crt)
+        c = http.client.HTTPSConnection("app.example.test", e.port,
+                                        context=ctx, timeout=30)
+        c.sock = ctx.wrap_socket(pending, server_hostname="app.example.test")
+        status, body = get(c)
+        assert (status, body) == (200, b"app-v2")
+        c.close()
+    finally:
+        pending.close()
+
+
 def test_permissive_mesh_https_beside_passthrough(nodes, upstream_factory,
                                                   tmp_path):
     """An ISTIO_MUTUAL HTTPS server under PeerAuthentication PERMISSIVE
