@@ -743,33 +743,27 @@ static void check_crl_file(struct actx *a, const struct resource *r,
     X509_STORE *store = NULL;
     uint8_t *data = NULL;
     char *why = NULL;
-    FILE *f;
-    long n;
+    size_t n;
+    int rc;
 
     if (crl == NULL || crl[0] == '\0')
         return;
-    f = fopen(crl, "rb");
-    if (f == NULL) {
+    rc = crl_read_file(crl, &data, &n, &why);
+    if (rc == -1) {
+        /* check may run on another machine than the gateway. */
         finding(a, "IST0106", RES_WARNING, r, mark, path,
-                "caCrl %s cannot be read here (%s); strait refuses to load "
-                "the configuration without it",
-                crl, strerror(errno));
+                "caCrl %s; strait refuses to load the configuration "
+                "without it",
+                why);
+        free(why);
         return;
     }
-    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 ||
-        (unsigned long)n > CRL_MAX_FILE || fseek(f, 0, SEEK_SET) != 0 ||
-        (data = malloc((size_t)n + 1)) == NULL ||
-        fread(data, 1, (size_t)n, f) != (size_t)n) {
-        fclose(f);
-        free(data);
-        finding(a, "IST0106", RES_ERROR, r, mark, path,
-                "caCrl %s: cannot read it (larger than %u bytes, or an I/O "
-                "error)",
-                crl, CRL_MAX_FILE);
+    if (rc < 0) {
+        finding(a, "IST0106", RES_ERROR, r, mark, path, "caCrl %s", why);
+        free(why);
         return;
     }
-    fclose(f);
-    crls = crl_parse(data, (size_t)n, &why);
+    crls = crl_parse(data, n, &why);
     free(data);
     if (crls != NULL && ca != NULL && ca[0] != '\0') {
         store = X509_STORE_new();

@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "tls/crl.h"
 
@@ -249,43 +251,56 @@ int crl_check(STACK_OF(X509_CRL) *crls, X509_STORE *store, time_t now,
     return 0;
 }
 
-/* Reads a whole file of at most CRL_MAX_FILE bytes. */
-static uint8_t *read_file(const char *path, size_t *len, char **err)
+int crl_read_file(const char *path, uint8_t **out, size_t *len, char **err)
 {
-    FILE *f = fopen(path, "rb");
+    /* O_NONBLOCK: a FIFO or a device named as a CRL must not block the
+     * control thread in open(); it is refused as not a regular file. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
     uint8_t *buf = NULL;
     size_t got = 0;
 
-    if (f == NULL) {
+    *out = NULL;
+    *len = 0;
+    if (fd < 0) {
         fail(err, "%s: cannot read the CRL file: %s", path, strerror(errno));
-        return NULL;
+        return -1;
     }
-    if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         fail(err, "%s: the CRL file is not a regular file", path);
-        goto out;
+        goto bad;
     }
     if ((uint64_t)st.st_size > CRL_MAX_FILE) {
         fail(err, "%s: the CRL file is larger than %u bytes", path,
              CRL_MAX_FILE);
-        goto out;
+        goto bad;
     }
     buf = malloc((size_t)st.st_size + 1);
     if (buf == NULL) {
         fail(err, "%s: out of memory", path);
-        goto out;
+        goto bad;
     }
-    got = fread(buf, 1, (size_t)st.st_size, f);
-    if (ferror(f)) {
-        fail(err, "%s: cannot read the CRL file: %s", path, strerror(errno));
-        free(buf);
-        buf = NULL;
-        goto out;
+    while (got < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            fail(err, "%s: cannot read the CRL file: %s", path,
+                 strerror(errno));
+            goto bad;
+        }
+        if (n == 0)
+            break; /* shrank while we read: what is there is the file */
+        got += (size_t)n;
     }
+    close(fd);
+    *out = buf;
     *len = got;
-out:
-    fclose(f);
-    return buf;
+    return 0;
+bad:
+    free(buf);
+    close(fd);
+    return -2;
 }
 
 int crl_load(X509_STORE *store, const char *path, char **err)
@@ -296,8 +311,7 @@ int crl_load(X509_STORE *store, const char *path, char **err)
     char *why = NULL;
 
     *err = NULL;
-    data = read_file(path, &len, err);
-    if (data == NULL)
+    if (crl_read_file(path, &data, &len, err) < 0)
         return -1;
     crls = crl_parse(data, len, &why);
     free(data);

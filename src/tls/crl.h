@@ -46,6 +46,15 @@ int crl_check(STACK_OF(X509_CRL) *crls, X509_STORE *store, time_t now,
               char **err);
 
 /*
+ * crl_read_file() reads a whole CRL file of at most CRL_MAX_FILE bytes
+ * into *out (malloc'd, the caller frees) without ever blocking: a FIFO
+ * or device is refused. 0; -1 when the file cannot be opened; -2 when it
+ * is not a regular file, too large or unreadable; *err (allocated)
+ * names path on failure.
+ */
+int crl_read_file(const char *path, uint8_t **out, size_t *len, char **err);
+
+/*
  * crl_load() reads path (at most CRL_MAX_FILE bytes), parses and checks
  * it (against the CA certificates already in store, at the current time),
  * then adds its CRLs to store and turns CRL checking on for it. 0, or -1

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <openssl/err.h>
@@ -245,6 +247,27 @@ static void load_names_the_file(void **state)
     X509_STORE_free(st);
 }
 
+/* A FIFO named as a CRL is refused at once: opening it for reading
+ * would block the control thread until a writer came. */
+static void load_refuses_a_fifo(void **state)
+{
+    char dir[] = "/tmp/strait-crl-XXXXXX";
+    char path[64];
+    char *err = NULL;
+    X509_STORE *st = X509_STORE_new();
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/ca.crl", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_equal(crl_load(st, path, &err), -1);
+    assert_non_null(strstr(err, "the CRL file is not a regular file"));
+    free(err);
+    unlink(path);
+    rmdir(dir);
+    X509_STORE_free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -254,6 +277,7 @@ int main(void)
         cmocka_unit_test(check_signers),
         cmocka_unit_test(only_issuers_with_a_crl_are_checked),
         cmocka_unit_test(load_names_the_file),
+        cmocka_unit_test(load_refuses_a_fifo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
