@@ -1,0 +1,395 @@
+/*
+ * One HTTP/1.1 exchange over the conn transport (see fetch.h): the request
+ * is written whole, the answer collected in one capped buffer and parsed
+ * again from its start each time bytes arrive, which is simple and cheap
+ * for the few small answers the control thread asks for.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <netdb.h>
+#include <openssl/mem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "control/fetch.h"
+#include "core/addr.h"
+#include "core/buf.h"
+#include "http1/parser.h"
+#include "net/conn.h"
+#include "net/sock.h"
+#include "tls/tls.h"
+
+#define MAX_HEADERS 64
+#define MAX_HEAD (16 * 1024)
+
+struct fetch {
+    fetch_cb cb;
+    void *arg;
+    char *host, *name;
+    int port, tls, connecting;
+    size_t max_body;
+    struct conn conn;
+    struct event *deadline;
+    struct buf out, in, body;
+    struct h1_header hdrs[MAX_HEADERS];
+};
+
+/* finish() closes the connection and calls back; nothing touches f after
+ * the call, which may free it. */
+static void finish(struct fetch *f, const struct fetch_answer *a,
+                   const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void finish(struct fetch *f, const struct fetch_answer *a,
+                   const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    if (f->conn.fd >= 0)
+        conn_close(&f->conn);
+    f->conn.fd = -1;
+    evtimer_del(f->deadline);
+    if (fmt != NULL) {
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+    }
+    f->cb(f->arg, a, fmt ? msg : NULL);
+}
+
+static void answer(struct fetch *f, int status, size_t nheaders,
+                   const char *body, size_t n)
+{
+    struct fetch_answer a = {status, f->hdrs, nheaders, body, n};
+
+    finish(f, &a, NULL);
+}
+
+/* The chunked body from p: 1 when done (or failed; handled), 0 for more.
+ * Decoded from the start each time more arrives; the body is bounded by
+ * the input buffer and by max_body. */
+static int try_chunked(struct fetch *f, int status, size_t nheaders,
+                       const char *p, size_t left, int eof)
+{
+    struct h1_chunked ch;
+    const char *why = NULL;
+    int done;
+
+    h1_chunked_init(&ch);
+    buf_dispose(&f->body);
+    while (!h1_chunked_done(&ch)) {
+        struct h1_slice d = {NULL, 0};
+        ssize_t used = h1_chunked_decode(&ch, p, left, &d, &why);
+        if (used < 0)
+            break;
+        if (d.n > 0 && buf_append(&f->body, d.p, d.n) < 0) {
+            why = "too large";
+            break;
+        }
+        if (used == 0)
+            break; /* needs more */
+        p += used;
+        left -= (size_t)used;
+    }
+    done = h1_chunked_done(&ch);
+    h1_chunked_dispose(&ch);
+    if (done)
+        answer(f, status, nheaders, buf_ptr(&f->body), buf_len(&f->body));
+    else if (why != NULL)
+        finish(f, NULL, "%s sent a bad chunked body (%s)", f->name, why);
+    else if (eof)
+        finish(f, NULL, "the answer from %s was cut short", f->name);
+    return done || why != NULL || eof;
+}
+
+/* 1 when the answer is complete (and handled), 0 for more bytes. */
+static int try_answer(struct fetch *f, int eof)
+{
+    struct h1_limits lim = h1_limits_default();
+    struct h1_response resp;
+    const char *p = buf_ptr(&f->in), *why;
+    size_t len = buf_len(&f->in), have;
+    int status, head;
+
+    lim.max_headers = MAX_HEADERS;
+    lim.underscores = H1_US_ALLOW;
+    resp.headers = f->hdrs;
+    for (;;) {
+        head = h1_parse_response(p, len, &lim, NULL, &resp, &why, &status);
+        if (head <= 0 || resp.status >= 200 || resp.status == 101)
+            break;
+        /* An interim answer (100 Continue): the real one follows. */
+        p += head;
+        len -= (size_t)head;
+    }
+    if (head < 0) {
+        finish(f, NULL, "%s answered with bad HTTP (%s)", f->name, why);
+        return 1;
+    }
+    if (head == 0) {
+        if (eof)
+            finish(f, NULL, "%s closed the connection without an answer",
+                   f->name);
+        return eof;
+    }
+    p += head;
+    have = len - (size_t)head;
+    switch (resp.body) {
+    case H1_BODY_LENGTH:
+        if (resp.content_length > f->max_body) {
+            finish(f, NULL, "the answer from %s is larger than %zu bytes",
+                   f->name, f->max_body);
+            return 1;
+        }
+        if (have >= resp.content_length) {
+            answer(f, resp.status, resp.nheaders, p,
+                   (size_t)resp.content_length);
+            return 1;
+        }
+        break;
+    case H1_BODY_EOF:
+        if (have > f->max_body) {
+            finish(f, NULL, "the answer from %s is larger than %zu bytes",
+                   f->name, f->max_body);
+            return 1;
+        }
+        if (eof) {
+            answer(f, resp.status, resp.nheaders, p, have);
+            return 1;
+        }
+        break;
+    case H1_BODY_CHUNKED:
+        return try_chunked(f, resp.status, resp.nheaders, p, have, eof);
+    default:
+        answer(f, resp.status, resp.nheaders, "", 0);
+        return 1;
+    }
+    if (eof) {
+        finish(f, NULL, "the answer from %s was cut short", f->name);
+        return 1;
+    }
+    return 0;
+}
+
+static void on_io(struct conn *cn, void *arg)
+{
+    struct fetch *f = arg;
+
+    if (f->connecting) {
+        int err = sock_error(cn->fd);
+        if (err != 0) {
+            finish(f, NULL, "cannot connect to %s: %s", f->name,
+                   strerror(err));
+            return;
+        }
+        f->connecting = 0;
+        cn->handshaking = f->tls;
+    }
+    if (cn->handshaking) {
+        int rc = cn->ops->handshake(cn);
+        if (rc < 0) {
+            const char *v = tls_conn_verify_error(cn);
+            finish(f, NULL, "TLS handshake with %s failed (%s)", f->name,
+                   v ? v : tls_conn_failure(cn));
+            return;
+        }
+        if (rc == 0) {
+            conn_want(cn, 1, 0);
+            return;
+        }
+        cn->handshaking = 0;
+    }
+    while (buf_len(&f->out) > 0) {
+        ssize_t w = conn_write(cn, buf_ptr(&f->out), buf_len(&f->out));
+        if (w == CONN_AGAIN) {
+            conn_want(cn, 0, 1);
+            return;
+        }
+        if (w <= 0) {
+            finish(f, NULL, "lost the connection to %s while sending (%s)",
+                   f->name, cn->why ? cn->why : "closed");
+            return;
+        }
+        buf_consume(&f->out, (size_t)w);
+    }
+    for (;;) {
+        size_t room;
+        char *p = buf_reserve_any(&f->in, &room);
+        ssize_t n;
+
+        if (p == NULL) {
+            finish(f, NULL, "the answer from %s is larger than %zu bytes",
+                   f->name, f->max_body);
+            return;
+        }
+        n = conn_read(cn, p, room);
+        if (n == CONN_AGAIN) {
+            conn_want(cn, 1, 0);
+            return;
+        }
+        if (n == CONN_ERROR) {
+            finish(f, NULL, "lost the connection to %s (%s)", f->name,
+                   cn->why ? cn->why : "error");
+            return;
+        }
+        if (n > 0)
+            buf_commit(&f->in, (size_t)n);
+        if (try_answer(f, n == 0))
+            return;
+    }
+}
+
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    struct fetch *f = arg;
+
+    (void)fd;
+    (void)what;
+    finish(f, NULL, "no answer in time from %s", f->name);
+}
+
+static int resolve(const char *host, int port, struct addr *a)
+{
+    struct addrinfo hints, *res = NULL;
+    char ps[8];
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_socktype = SOCK_STREAM;
+    snprintf(ps, sizeof(ps), "%d", port);
+    if (getaddrinfo(host, ps, &hints, &res) != 0 || res == NULL)
+        return -1;
+    memset(a, 0, sizeof(*a));
+    memcpy(&a->ss, res->ai_addr, res->ai_addrlen);
+    a->len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* A name is sent as SNI and checked against the certificate's DNS names;
+ * an address literal is checked against its IP names. */
+static int tls_setup(struct fetch *f, struct ssl_ctx_st *ctx, int verify_name)
+{
+    struct in6_addr ip;
+    int literal = inet_pton(AF_INET, f->host, &ip) == 1 ||
+                  inet_pton(AF_INET6, f->host, &ip) == 1;
+
+    if (!verify_name)
+        return tls_conn_connect(&f->conn, ctx, NULL);
+    if (tls_conn_connect(&f->conn, ctx, literal ? NULL : f->host) < 0)
+        return -1;
+    if (literal &&
+        !X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(f->conn.tls), f->host))
+        return -1;
+    return 0;
+}
+
+static void set_err(char **err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void set_err(char **err, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    if (vasprintf(err, fmt, ap) < 0)
+        *err = NULL;
+    va_end(ap);
+}
+
+struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
+                        fetch_cb cb, void *arg, char **err)
+{
+    struct fetch *f = calloc(1, sizeof(*f));
+    int64_t to = conf->timeout_ms > 0 ? conf->timeout_ms : 15000;
+    struct timeval tv = {(time_t)(to / 1000), (suseconds_t)(to % 1000) * 1000};
+    struct addr a;
+    int fd, in_progress = 0;
+
+    *err = NULL;
+    if (f == NULL) {
+        *err = strdup("out of memory");
+        return NULL;
+    }
+    f->cb = cb;
+    f->arg = arg;
+    f->conn.fd = -1;
+    f->port = conf->port;
+    f->tls = conf->ctx != NULL;
+    f->max_body = conf->max_body;
+    buf_init(&f->out, strlen(conf->path) + conf->body_n + 8192 +
+                          (conf->headers ? strlen(conf->headers) : 0));
+    buf_init(&f->in, conf->max_body + MAX_HEAD);
+    buf_init(&f->body, conf->max_body);
+    f->host = strdup(conf->host);
+    f->name = strdup(conf->name ? conf->name : conf->host);
+    f->deadline = evtimer_new(base, on_deadline, f);
+    if (f->host == NULL || f->name == NULL || f->deadline == NULL) {
+        *err = strdup("out of memory");
+        goto fail;
+    }
+    if (resolve(f->host, f->port, &a) < 0) {
+        set_err(err, "cannot resolve %s", f->host);
+        goto fail;
+    }
+    buf_printf(&f->out, "%s %s HTTP/1.1\r\nHost: %s\r\n%s", conf->method,
+               conf->path, f->host, conf->headers ? conf->headers : "");
+    if (conf->body != NULL)
+        buf_printf(&f->out, "Content-Length: %zu\r\n", conf->body_n);
+    buf_printf(&f->out, "Connection: close\r\n\r\n");
+    if (conf->body != NULL &&
+        buf_append(&f->out, conf->body, conf->body_n) < 0) {
+        *err = strdup("out of memory");
+        goto fail;
+    }
+    fd = sock_connect(&a, &in_progress);
+    if (fd < 0) {
+        set_err(err, "cannot connect to %s: %s", f->name, strerror(errno));
+        goto fail;
+    }
+    conn_init(&f->conn, base, fd, on_io, f);
+    if (f->tls && tls_setup(f, conf->ctx, conf->verify_name) < 0) {
+        *err = strdup("cannot set up TLS");
+        goto fail;
+    }
+    if (evtimer_add(f->deadline, &tv) < 0) {
+        *err = strdup("cannot arm a timer");
+        goto fail;
+    }
+    f->connecting = in_progress;
+    if (in_progress) {
+        conn_want(&f->conn, 0, 1);
+    } else {
+        f->conn.handshaking = f->tls;
+        conn_want(&f->conn, 1, 1);
+    }
+    return f;
+fail:
+    fetch_free(f);
+    return NULL;
+}
+
+void fetch_free(struct fetch *f)
+{
+    if (f == NULL)
+        return;
+    if (f->conn.fd >= 0)
+        conn_close(&f->conn);
+    if (f->deadline != NULL)
+        event_free(f->deadline);
+    if (buf_len(&f->out) > 0)
+        OPENSSL_cleanse((void *)buf_ptr(&f->out), buf_len(&f->out));
+    buf_dispose(&f->out);
+    buf_dispose(&f->in);
+    buf_dispose(&f->body);
+    free(f->host);
+    free(f->name);
+    free(f);
+}

@@ -1,0 +1,75 @@
+#ifndef STRAIT_CONTROL_FETCH_H
+#define STRAIT_CONTROL_FETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http1/parser-t.h"
+
+struct event_base;
+struct ssl_ctx_st;
+
+/*
+ * One HTTP/1.1 exchange of the control thread ("Connection: close"): the
+ * CA client's certificate request and the JWKS cache's document fetch.
+ * Resolves host with getaddrinfo() (a slow resolver delays the control
+ * loop, never traffic), connects over plain TCP or TLS, writes the
+ * request, reads the answer with the HTTP/1 parser (Content-Length,
+ * chunked or close-delimited body) and calls back once.
+ */
+struct fetch;
+
+struct fetch_conf {
+    const char *host; /* connect to, and the Host header */
+    int port;
+    const char *method; /* "GET", "POST" */
+    const char *path;
+    /* Extra header lines, each ending in CRLF, or NULL. Host,
+     * Content-Length (when body is not NULL) and Connection: close are
+     * written by the fetch. */
+    const char *headers;
+    const char *body; /* NULL: none */
+    size_t body_n;
+    /* TLS when not NULL; the caller keeps the context alive until the
+     * fetch is freed. verify_name: send host as SNI and check it against
+     * the certificate's DNS names (an address literal: against its IP
+     * names, no SNI); 0 leaves the check to ctx's own verify callback. */
+    struct ssl_ctx_st *ctx;
+    int verify_name;
+    /* Who the messages speak of ("the CA"); NULL: host. */
+    const char *name;
+    int64_t timeout_ms; /* connect to last byte; 0: 15 s */
+    size_t max_body;    /* the largest body taken (after de-chunking) */
+};
+
+/* The answer; its bytes belong to the fetch (valid until fetch_free()). */
+struct fetch_answer {
+    int status;
+    const struct h1_header *headers;
+    size_t nheaders;
+    const char *body;
+    size_t n;
+};
+
+/* Called once: the answer (any status) and NULL, or NULL and a message
+ * naming what failed (connect, TLS and its verify reason, timeout, size,
+ * bad HTTP). The fetch is done and does nothing more after the call; the
+ * callee frees it with fetch_free(), inside the callback or later. */
+typedef void (*fetch_cb)(void *arg, const struct fetch_answer *a,
+                         const char *err);
+
+/*
+ * fetch_new() starts the exchange on base. The conf strings are copied.
+ * Returns the fetch, or NULL with an allocated message in *err when it
+ * cannot even start (unresolvable host, no socket, no memory); cb is then
+ * never called.
+ */
+struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
+                        fetch_cb cb, void *arg, char **err);
+
+/* fetch_free() cancels a fetch in flight (cb is not called) or frees a
+ * finished one; the request bytes are wiped (they may carry a token).
+ * NULL: no-op. */
+void fetch_free(struct fetch *f);
+
+#endif
