@@ -27,7 +27,6 @@
 #include "net/sock.h"
 #include "tls/tls.h"
 
-#define MAX_HEADERS 64
 #define MAX_HEAD (16 * 1024)
 
 struct fetch {
@@ -39,7 +38,7 @@ struct fetch {
     struct conn conn;
     struct event *deadline;
     struct buf out, in, body;
-    struct h1_header hdrs[MAX_HEADERS];
+    struct h1_header hdrs[FETCH_MAX_HEADERS];
 };
 
 /* finish() closes the connection and calls back; nothing touches f after
@@ -65,33 +64,26 @@ static void finish(struct fetch *f, const struct fetch_answer *a,
     f->cb(f->arg, a, fmt ? msg : NULL);
 }
 
-static void answer(struct fetch *f, int status, size_t nheaders,
-                   const char *body, size_t n)
-{
-    struct fetch_answer a = {status, f->hdrs, nheaders, body, n};
-
-    finish(f, &a, NULL);
-}
-
-/* The chunked body from p: 1 when done (or failed; handled), 0 for more.
- * Decoded from the start each time more arrives; the body is bounded by
- * the input buffer and by max_body. */
-static int try_chunked(struct fetch *f, int status, size_t nheaders,
-                       const char *p, size_t left, int eof)
+/* The chunked body in p: FETCH_DONE, FETCH_MORE or an error. Decoded from
+ * the start each time more arrives; the body is bounded by the input
+ * buffer and by max_body. */
+static int parse_chunked(const char *p, size_t left, int eof,
+                         struct buf *body, struct fetch_answer *a,
+                         const char **why)
 {
     struct h1_chunked ch;
-    const char *why = NULL;
     int done;
 
+    *why = NULL;
     h1_chunked_init(&ch);
-    buf_dispose(&f->body);
+    buf_dispose(body);
     while (!h1_chunked_done(&ch)) {
         struct h1_slice d = {NULL, 0};
-        ssize_t used = h1_chunked_decode(&ch, p, left, &d, &why);
+        ssize_t used = h1_chunked_decode(&ch, p, left, &d, why);
         if (used < 0)
             break;
-        if (d.n > 0 && buf_append(&f->body, d.p, d.n) < 0) {
-            why = "too large";
+        if (d.n > 0 && buf_append(body, d.p, d.n) < 0) {
+            *why = "too large";
             break;
         }
         if (used == 0)
@@ -101,82 +93,101 @@ static int try_chunked(struct fetch *f, int status, size_t nheaders,
     }
     done = h1_chunked_done(&ch);
     h1_chunked_dispose(&ch);
-    if (done)
-        answer(f, status, nheaders, buf_ptr(&f->body), buf_len(&f->body));
-    else if (why != NULL)
-        finish(f, NULL, "%s sent a bad chunked body (%s)", f->name, why);
-    else if (eof)
-        finish(f, NULL, "the answer from %s was cut short", f->name);
-    return done || why != NULL || eof;
+    if (done) {
+        /* buf_ptr() of a buffer never filled is NULL plus an offset. */
+        a->n = buf_len(body);
+        a->body = a->n > 0 ? buf_ptr(body) : "";
+        return FETCH_DONE;
+    }
+    if (*why != NULL)
+        return FETCH_BAD_CHUNKED;
+    return eof ? FETCH_CUT_SHORT : FETCH_MORE;
 }
 
-/* 1 when the answer is complete (and handled), 0 for more bytes. */
-static int try_answer(struct fetch *f, int eof)
+int fetch_parse(const char *p, size_t len, int eof, size_t max_body,
+                struct h1_header *hdrs, struct buf *body,
+                struct fetch_answer *a, const char **why)
 {
     struct h1_limits lim = h1_limits_default();
     struct h1_response resp;
-    const char *p = buf_ptr(&f->in), *why;
-    size_t len = buf_len(&f->in), have;
+    size_t have;
     int status, head;
 
-    lim.max_headers = MAX_HEADERS;
+    lim.max_headers = FETCH_MAX_HEADERS;
     lim.underscores = H1_US_ALLOW;
-    resp.headers = f->hdrs;
+    resp.headers = hdrs;
     for (;;) {
-        head = h1_parse_response(p, len, &lim, NULL, &resp, &why, &status);
+        head = h1_parse_response(p, len, &lim, NULL, &resp, why, &status);
         if (head <= 0 || resp.status >= 200 || resp.status == 101)
             break;
         /* An interim answer (100 Continue): the real one follows. */
         p += head;
         len -= (size_t)head;
     }
-    if (head < 0) {
-        finish(f, NULL, "%s answered with bad HTTP (%s)", f->name, why);
-        return 1;
-    }
-    if (head == 0) {
-        if (eof)
-            finish(f, NULL, "%s closed the connection without an answer",
-                   f->name);
-        return eof;
-    }
+    if (head < 0)
+        return FETCH_BAD_HTTP;
+    if (head == 0)
+        return eof ? FETCH_NO_ANSWER : FETCH_MORE;
     p += head;
     have = len - (size_t)head;
+    a->status = resp.status;
+    a->headers = hdrs;
+    a->nheaders = resp.nheaders;
+    a->body = p;
     switch (resp.body) {
     case H1_BODY_LENGTH:
-        if (resp.content_length > f->max_body) {
-            finish(f, NULL, "the answer from %s is larger than %zu bytes",
-                   f->name, f->max_body);
-            return 1;
-        }
-        if (have >= resp.content_length) {
-            answer(f, resp.status, resp.nheaders, p,
-                   (size_t)resp.content_length);
-            return 1;
-        }
-        break;
+        if (resp.content_length > max_body)
+            return FETCH_TOO_LARGE;
+        if (have < resp.content_length)
+            return eof ? FETCH_CUT_SHORT : FETCH_MORE;
+        a->n = (size_t)resp.content_length;
+        return FETCH_DONE;
     case H1_BODY_EOF:
-        if (have > f->max_body) {
-            finish(f, NULL, "the answer from %s is larger than %zu bytes",
-                   f->name, f->max_body);
-            return 1;
-        }
-        if (eof) {
-            answer(f, resp.status, resp.nheaders, p, have);
-            return 1;
-        }
-        break;
+        if (have > max_body)
+            return FETCH_TOO_LARGE;
+        a->n = have;
+        return eof ? FETCH_DONE : FETCH_MORE;
     case H1_BODY_CHUNKED:
-        return try_chunked(f, resp.status, resp.nheaders, p, have, eof);
+        return parse_chunked(p, have, eof, body, a, why);
     default:
-        answer(f, resp.status, resp.nheaders, "", 0);
-        return 1;
+        a->body = "";
+        a->n = 0;
+        return FETCH_DONE;
     }
-    if (eof) {
+}
+
+/* 1 when the answer is complete (and handled), 0 for more bytes. */
+static int try_answer(struct fetch *f, int eof)
+{
+    struct fetch_answer a;
+    const char *why = NULL;
+
+    switch (fetch_parse(buf_ptr(&f->in), buf_len(&f->in), eof, f->max_body,
+                        f->hdrs, &f->body, &a, &why)) {
+    case FETCH_MORE:
+        return 0;
+    case FETCH_DONE:
+        finish(f, &a, NULL);
+        break;
+    case FETCH_BAD_HTTP:
+        finish(f, NULL, "%s answered with bad HTTP (%s)", f->name, why);
+        break;
+    case FETCH_NO_ANSWER:
+        finish(f, NULL, "%s closed the connection without an answer",
+               f->name);
+        break;
+    case FETCH_TOO_LARGE:
+        finish(f, NULL, "the answer from %s is larger than %zu bytes",
+               f->name, f->max_body);
+        break;
+    case FETCH_CUT_SHORT:
         finish(f, NULL, "the answer from %s was cut short", f->name);
-        return 1;
+        break;
+    default:
+        finish(f, NULL, "%s sent a bad chunked body (%s)", f->name, why);
+        break;
     }
-    return 0;
+    return 1;
 }
 
 static void on_io(struct conn *cn, void *arg)

@@ -6,6 +6,7 @@
 
 #include "http1/parser-t.h"
 
+struct buf;
 struct event_base;
 struct ssl_ctx_st;
 
@@ -71,5 +72,36 @@ struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
  * finished one; the request bytes are wiped (they may carry a token).
  * NULL: no-op. */
 void fetch_free(struct fetch *f);
+
+/* How many header lines an answer may have. */
+#define FETCH_MAX_HEADERS 64
+
+enum fetch_parse_result {
+    FETCH_DONE = 1,
+    FETCH_MORE = 0,
+    FETCH_BAD_HTTP = -1,    /* *why: the parser's reason */
+    FETCH_NO_ANSWER = -2,   /* closed before a whole head */
+    FETCH_TOO_LARGE = -3,   /* the body is over max_body */
+    FETCH_CUT_SHORT = -4,   /* closed before the whole body */
+    FETCH_BAD_CHUNKED = -5, /* *why: the decoder's reason or "too large" */
+};
+
+/*
+ * fetch_parse() reads an answer from the bytes received so far; the fetch
+ * calls it each time more arrive (exposed for tests/fuzz/fuzz_fetch.c).
+ *
+ * p, len:   everything received; eof: the peer has closed, nothing more
+ *           comes.
+ * max_body: the largest body taken.
+ * hdrs:     room for FETCH_MAX_HEADERS headers.
+ * body:     where a chunked body is decoded (cap it at max_body); emptied
+ *           first.
+ * Returns FETCH_DONE with *a pointing into p, hdrs and body, FETCH_MORE,
+ * or one of the errors above (with a static reason in *why where noted).
+ * Interim 1xx answers are skipped.
+ */
+int fetch_parse(const char *p, size_t len, int eof, size_t max_body,
+                struct h1_header *hdrs, struct buf *body,
+                struct fetch_answer *a, const char **why);
 
 #endif
