@@ -302,19 +302,6 @@ static int tls_setup(struct fetch *f, struct ssl_ctx_st *ctx, int verify_name)
     return 0;
 }
 
-static void set_err(char **err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void set_err(char **err, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    if (vasprintf(err, fmt, ap) < 0)
-        *err = NULL;
-    va_end(ap);
-}
-
 struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
                         fetch_cb cb, void *arg, char **err)
 {
@@ -347,7 +334,8 @@ struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
         goto fail;
     }
     if (resolve(f->host, f->port, &a) < 0) {
-        set_err(err, "cannot resolve %s", f->host);
+        if (asprintf(err, "cannot resolve %s", f->host) < 0)
+            *err = NULL;
         goto fail;
     }
     buf_printf(&f->out, "%s %s HTTP/1.1\r\nHost: %s\r\n%s", conf->method,
@@ -362,7 +350,9 @@ struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
     }
     fd = sock_connect(&a, &in_progress);
     if (fd < 0) {
-        set_err(err, "cannot connect to %s: %s", f->name, strerror(errno));
+        if (asprintf(err, "cannot connect to %s: %s", f->name,
+                     strerror(errno)) < 0)
+            *err = NULL;
         goto fail;
     }
     conn_init(&f->conn, base, fd, on_io, f);
