@@ -54,6 +54,14 @@ struct json {
 const struct json *json_parse(struct arena *a, const char *p, size_t n,
                               int max_depth, const char **why);
 
+/* json_parse_max() is json_parse() with a budget: a document of more than
+ * max_nodes values (0: no limit beyond the input length) is refused
+ * before more arena is used, for input from untrusted peers that is read
+ * on the request path. */
+const struct json *json_parse_max(struct arena *a, const char *p, size_t n,
+                                  int max_depth, size_t max_nodes,
+                                  const char **why);
+
 /* json_get() returns the first member of object o named key, or NULL
  * (also when o is NULL or not an object). */
 const struct json *json_get(const struct json *o, const char *key);

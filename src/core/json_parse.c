@@ -16,6 +16,7 @@ struct jp {
     struct arena *a;
     const char *p, *end;
     int depth, max_depth;
+    size_t nodes, max_nodes; /* max_nodes 0: unlimited */
     const char *why;
 };
 
@@ -232,7 +233,10 @@ static int container(struct jp *j, struct json *v, int obj)
         return 0;
     }
     for (;;) {
-        struct json *e = arena_alloc(j->a, sizeof(*e));
+        struct json *e;
+        if (j->max_nodes != 0 && ++j->nodes > j->max_nodes)
+            return fail(j, "too many values");
+        e = arena_alloc(j->a, sizeof(*e));
         if (e == NULL)
             return fail(j, "out of memory");
         memset(e, 0, sizeof(*e));
@@ -293,7 +297,14 @@ static int value(struct jp *j, struct json *v)
 const struct json *json_parse(struct arena *a, const char *p, size_t n,
                               int max_depth, const char **why)
 {
-    struct jp j = {a, p, p + n, 0, max_depth, NULL};
+    return json_parse_max(a, p, n, max_depth, 0, why);
+}
+
+const struct json *json_parse_max(struct arena *a, const char *p, size_t n,
+                                  int max_depth, size_t max_nodes,
+                                  const char **why)
+{
+    struct jp j = {a, p, p + n, 0, max_depth, 1, max_nodes, NULL};
     struct json *root;
 
     if (n > JSON_MAX_BYTES) {

@@ -141,10 +141,10 @@ static enum jwt_status parse_token(struct slice t, struct arena *a,
         jwt_b64url(a, (struct slice){d2 + 1, (size_t)(t.p + t.n - d2 - 1)});
     if (h.p == NULL || p.p == NULL || out->sig.p == NULL || out->sig.n == 0)
         return JWT_BAD_FORMAT;
-    out->header = json_parse(a, h.p, h.n, JWT_MAX_DEPTH, &why);
+    out->header = json_parse_max(a, h.p, h.n, JWT_MAX_DEPTH, JWT_MAX_NODES, &why);
     if (out->header == NULL || out->header->type != JSON_OBJECT)
         return JWT_BAD_HEADER;
-    out->claims = json_parse(a, p.p, p.n, JWT_MAX_DEPTH, &why);
+    out->claims = json_parse_max(a, p.p, p.n, JWT_MAX_DEPTH, JWT_MAX_NODES, &why);
     if (out->claims == NULL || out->claims->type != JSON_OBJECT)
         return JWT_BAD_PAYLOAD;
     return JWT_OK;
@@ -265,8 +265,11 @@ static struct slice trim(struct slice s)
     return s;
 }
 
-static struct slice from_header(const struct http_fields *f,
-                                const struct jwt_loc *l)
+/* Every token at a location is handed to fn, which returns < 0 to stop. */
+typedef int (*tok_fn)(void *arg, struct slice tok);
+
+static int from_header(const struct http_fields *f, const struct jwt_loc *l,
+                       tok_fn fn, void *arg)
 {
     size_t np = strlen(l->prefix);
 
@@ -281,36 +284,44 @@ static struct slice from_header(const struct http_fields *f,
             v.n -= np;
         }
         v = trim(v);
-        if (v.n > 0)
-            return v;
+        if (v.n > 0 && fn(arg, v) < 0)
+            return -1;
     }
-    return SLICE_NULL;
+    return 0;
 }
 
-static struct slice from_param(struct slice path, const char *name)
+/* The query of path, without a fragment; {NULL,0} when none. */
+static struct slice query_of(struct slice path)
 {
-    const char *q = memchr(path.p, '?', path.n);
-    size_t nn = strlen(name);
-    const char *end = path.p + path.n, *s;
+    const char *q = memchr(path.p, '?', path.n), *hash;
 
     if (q == NULL)
         return SLICE_NULL;
-    for (s = q + 1; s < end;) {
-        const char *amp = memchr(s, '&', (size_t)(end - s));
-        const char *e = amp ? amp : end;
-        const char *hash = memchr(s, '#', (size_t)(e - s));
-        if (hash != NULL)
-            e = hash;
-        if ((size_t)(e - s) > nn && memcmp(s, name, nn) == 0 && s[nn] == '=')
-            return (struct slice){s + nn + 1, (size_t)(e - s - nn - 1)};
-        if (amp == NULL || hash != NULL)
-            break;
-        s = amp + 1;
-    }
-    return SLICE_NULL;
+    q++;
+    hash = memchr(q, '#', (size_t)(path.p + path.n - q));
+    return (struct slice){q, (size_t)((hash ? hash : path.p + path.n) - q)};
 }
 
-static struct slice from_cookie(const struct http_fields *f, const char *name)
+static int from_param(struct slice path, const char *name, tok_fn fn,
+                      void *arg)
+{
+    struct slice q = query_of(path);
+    size_t nn = strlen(name);
+    const char *end = q.p + q.n, *s;
+
+    for (s = q.p; s != NULL && s < end;) {
+        const char *amp = memchr(s, '&', (size_t)(end - s));
+        const char *e = amp ? amp : end;
+        if ((size_t)(e - s) > nn && memcmp(s, name, nn) == 0 && s[nn] == '=' &&
+            fn(arg, (struct slice){s + nn + 1, (size_t)(e - s - nn - 1)}) < 0)
+            return -1;
+        s = amp ? amp + 1 : NULL;
+    }
+    return 0;
+}
+
+static int from_cookie(const struct http_fields *f, const char *name,
+                       tok_fn fn, void *arg)
 {
     size_t nn = strlen(name);
 
@@ -323,28 +334,29 @@ static struct slice from_cookie(const struct http_fields *f, const char *name)
             const char *semi = memchr(s, ';', (size_t)(end - s));
             struct slice c =
                 trim((struct slice){s, (size_t)((semi ? semi : end) - s)});
-            if (c.n > nn && memcmp(c.p, name, nn) == 0 && c.p[nn] == '=')
-                return (struct slice){c.p + nn + 1, c.n - nn - 1};
+            if (c.n > nn && memcmp(c.p, name, nn) == 0 && c.p[nn] == '=' &&
+                fn(arg, (struct slice){c.p + nn + 1, c.n - nn - 1}) < 0)
+                return -1;
             if (semi == NULL)
                 break;
             s = semi + 1;
         }
     }
-    return SLICE_NULL;
+    return 0;
 }
 
-static struct slice find_at(const struct jwt_loc *l,
-                            const struct http_fields *f, struct slice path)
+static int each_at(const struct jwt_loc *l, const struct http_fields *f,
+                   struct slice path, tok_fn fn, void *arg)
 {
     switch (l->kind) {
     case JWT_LOC_HEADER:
-        return from_header(f, l);
+        return from_header(f, l, fn, arg);
     case JWT_LOC_PARAM:
-        return from_param(path, l->name);
+        return from_param(path, l->name, fn, arg);
     case JWT_LOC_COOKIE:
-        return from_cookie(f, l->name);
+        return from_cookie(f, l->name, fn, arg);
     }
-    return SLICE_NULL;
+    return 0;
 }
 
 /* A claim as a header value: strings, numbers and booleans; nothing with
@@ -413,55 +425,230 @@ static int output_headers(const struct jwt_provider *pv,
     return 0;
 }
 
-enum jwt_status jwt_authn_request(const struct jwt_authn *ja,
-                                  struct http_fields *fields, struct slice path,
-                                  struct arena *a, int64_t now,
-                                  struct jwt_result *res, const char **provider)
+/* The distinct tokens of one request, and which providers saw each at
+ * one of their locations. */
+struct found {
+    struct slice tok;
+    unsigned char *seen;          /* [ja->n]: provider i looked there */
+    const struct jwt_provider *by; /* the provider that accepted it */
+};
+
+struct collect {
+    const struct jwt_authn *ja;
+    struct arena *a;
+    struct found v[JWT_MAX_TOKENS];
+    size_t n;
+    size_t pv; /* the provider whose locations are being read */
+    int too_many, oom;
+};
+
+static struct found *found_of(struct found *v, size_t n, struct slice tok)
 {
-    enum jwt_status first = JWT_MISSING;
+    for (size_t i = 0; i < n; i++)
+        if (slice_eq(v[i].tok, tok))
+            return &v[i];
+    return NULL;
+}
+
+static int collect_one(void *arg, struct slice tok)
+{
+    struct collect *c = arg;
+    struct found *fd = found_of(c->v, c->n, tok);
+
+    if (fd == NULL) {
+        if (c->n == JWT_MAX_TOKENS) {
+            c->too_many = 1;
+            return -1;
+        }
+        fd = &c->v[c->n];
+        fd->tok = tok;
+        fd->by = NULL;
+        fd->seen = arena_alloc(c->a, c->ja->n);
+        if (fd->seen == NULL) {
+            c->oom = 1;
+            return -1;
+        }
+        memset(fd->seen, 0, c->ja->n);
+        c->n++;
+    }
+    fd->seen[c->pv] = 1;
+    return 0;
+}
+
+/* A token found where it is not forwarded: the header goes; a query
+ * parameter is cut out of the path. */
+struct strip {
+    struct collect *c;
+    int hit;
+};
+
+static int strip_one(void *arg, struct slice tok)
+{
+    struct strip *st = arg;
+    struct found *fd = found_of(st->c->v, st->c->n, tok);
+
+    if (fd != NULL && fd->by != NULL && !fd->by->forward)
+        st->hit = 1;
+    return 0;
+}
+
+/* path without the parameters name=<a token not forwarded>; 0 or -1. */
+static int strip_params(struct collect *c, const char *name, struct slice *path)
+{
+    struct slice q = query_of(*path);
+    size_t nn = strlen(name), o;
+    const char *end = q.p + q.n, *s;
+    char *np;
+
+    struct strip st = {c, 0};
+
+    from_param(*path, name, strip_one, &st);
+    if (!st.hit)
+        return 0;
+    np = arena_alloc(c->a, path->n + 1);
+    if (np == NULL)
+        return -1;
+    o = (size_t)(q.p - path->p);
+    memcpy(np, path->p, o);
+    for (s = q.p; s != NULL && s < end;) {
+        const char *amp = memchr(s, '&', (size_t)(end - s));
+        const char *e = amp ? amp : end;
+        struct found *fd = NULL;
+        if ((size_t)(e - s) > nn && memcmp(s, name, nn) == 0 && s[nn] == '=')
+            fd = found_of(c->v, c->n,
+                          (struct slice){s + nn + 1, (size_t)(e - s - nn - 1)});
+        if (fd == NULL || fd->by == NULL || fd->by->forward) {
+            if (np[o - 1] != '?')
+                np[o++] = '&';
+            memcpy(np + o, s, (size_t)(e - s));
+            o += (size_t)(e - s);
+        }
+        s = amp ? amp + 1 : NULL;
+    }
+    if (np[o - 1] == '?')
+        o--; /* nothing is left of the query */
+    memcpy(np + o, end, (size_t)(path->p + path->n - end)); /* fragment */
+    o += (size_t)(path->p + path->n - end);
+    np[o] = '\0';
+    *path = (struct slice){np, o};
+    return 0;
+}
+
+/* check_found() verifies one distinct token with each provider of its
+ * issuer that looked where it was found; the first to accept it wins. */
+static enum jwt_status check_found(const struct jwt_authn *ja, struct found *fd,
+                                   struct arena *a, int64_t now,
+                                   struct jwt_result *res,
+                                   struct slice *payload, const char **provider)
+{
+    struct parsed t;
+    struct slice iss;
+    enum jwt_status st, first = JWT_UNKNOWN_ISSUER;
+
+    for (size_t i = 0; i < ja->n && *provider == NULL; i++)
+        if (fd->seen[i])
+            *provider = ja->v[i].name;
+    st = parse_token(fd->tok, a, &t);
+    if (st != JWT_OK)
+        return st;
+    iss = json_string(json_get(t.claims, "iss"));
+    for (size_t i = 0; i < ja->n; i++) {
+        const struct jwt_provider *pv = &ja->v[i];
+        if (!fd->seen[i] || !slice_eq_str(iss, pv->issuer))
+            continue;
+        memset(res, 0, sizeof(*res));
+        st = verify(pv, &t, now, a, res);
+        if (st == JWT_OK) {
+            fd->by = pv;
+            *provider = pv->name;
+            *payload = t.payload_b64;
+            return JWT_OK;
+        }
+        if (first == JWT_UNKNOWN_ISSUER) {
+            first = st;
+            *provider = pv->name;
+        }
+    }
+    return first;
+}
+
+enum jwt_status jwt_authn_request(const struct jwt_authn *ja,
+                                  struct http_fields *fields,
+                                  struct slice *path, struct arena *a,
+                                  int64_t now, struct jwt_result *res,
+                                  const char **provider)
+{
+    struct collect *c;
+    struct jwt_result one;
+    struct slice payload;
 
     memset(res, 0, sizeof(*res));
     *provider = NULL;
     if (ja == NULL)
         return JWT_MISSING;
-    /* Each provider looks in its own locations; a token found there is
-     * checked by the provider of its issuer when that provider looks in
-     * the same place, as Envoy's extractor pairs locations with issuers.
-     * The first token found decides. */
+    c = arena_alloc(a, sizeof(*c));
+    if (c == NULL)
+        return JWT_OOM;
+    memset(c, 0, sizeof(*c));
+    c->ja = ja;
+    c->a = a;
+    /* Every token in every provider's locations, each once (Envoy: all
+     * tokens of a request must be valid). */
+    for (c->pv = 0; c->pv < ja->n; c->pv++) {
+        const struct jwt_provider *pv = &ja->v[c->pv];
+        for (size_t k = 0; k < pv->nlocs; k++)
+            if (each_at(&pv->locs[k], fields, *path, collect_one, c) < 0)
+                goto stop;
+    }
+stop:
+    if (c->oom)
+        return JWT_OOM;
+    /* What the token would write is never taken from the client. The
+     * token slices stay valid: removal only drops entries of fields. */
+    for (size_t i = 0; i < ja->n; i++) {
+        const struct jwt_provider *pv = &ja->v[i];
+        if (pv->payload_header != NULL)
+            http_fields_remove(fields, pv->payload_header);
+        for (size_t k = 0; k < pv->nclaim_headers; k++)
+            http_fields_remove(fields, pv->claim_headers[k].header);
+    }
+    if (c->too_many) {
+        *provider = ja->v[c->pv].name;
+        return JWT_BAD_FORMAT;
+    }
+    if (c->n == 0)
+        return JWT_MISSING;
+    for (size_t i = 0; i < c->n; i++) {
+        const char *by = NULL;
+        enum jwt_status st =
+            check_found(ja, &c->v[i], a, now, i == 0 ? res : &one, &payload, &by);
+        if (i == 0 || st != JWT_OK)
+            *provider = by;
+        if (st != JWT_OK) {
+            memset(res, 0, sizeof(*res));
+            return st;
+        }
+        if (output_headers(c->v[i].by, i == 0 ? res : &one, payload, fields,
+                           a) < 0)
+            return JWT_OOM;
+    }
+    /* Tokens not forwarded leave the request. */
     for (size_t i = 0; i < ja->n; i++) {
         const struct jwt_provider *pv = &ja->v[i];
         for (size_t k = 0; k < pv->nlocs; k++) {
             const struct jwt_loc *l = &pv->locs[k];
-            struct slice tok = find_at(l, fields, path);
-            const struct jwt_provider *by;
-            struct parsed t;
-            enum jwt_status st;
-
-            if (tok.p == NULL)
-                continue;
-            st = parse_token(tok, a, &t);
-            if (st != JWT_OK) {
-                *provider = pv->name;
-                return st;
-            }
-            by = provider_of(ja, json_string(json_get(t.claims, "iss")));
-            if (by != pv) {
-                /* Another provider's token, or an unknown issuer's:
-                 * remembered in case no provider claims it. */
-                if (first == JWT_MISSING)
-                    first = JWT_UNKNOWN_ISSUER;
+            struct strip st = {c, 0};
+            if (l->kind == JWT_LOC_PARAM) {
+                if (strip_params(c, l->name, path) < 0)
+                    return JWT_OOM;
                 continue;
             }
-            *provider = pv->name;
-            st = verify(pv, &t, now, a, res);
-            if (st != JWT_OK)
-                return st;
-            if (!pv->forward && l->kind == JWT_LOC_HEADER)
+            if (l->kind != JWT_LOC_HEADER)
+                continue;
+            from_header(fields, l, strip_one, &st);
+            if (st.hit)
                 http_fields_remove(fields, l->name);
-            if (output_headers(pv, res, t.payload_b64, fields, a) < 0)
-                return JWT_OOM;
-            return JWT_OK;
         }
     }
-    return first;
+    return JWT_OK;
 }

@@ -70,6 +70,14 @@ const char *jwt_status_text(enum jwt_status st);
  * claims, stay well under it. */
 #define JWT_MAX_TOKEN 32768
 
+/* The most values a token's header or claims may hold (each is a node of
+ * a few dozen bytes in the request arena); a token is parsed once per
+ * request whatever the number of providers. */
+#define JWT_MAX_NODES 4096
+
+/* The most distinct tokens one request may carry; more is a bad request. */
+#define JWT_MAX_TOKENS 8
+
 /* ---- keys --------------------------------------------------------------- */
 
 /* jwt_keys_parse() reads a JWKS document ({"keys": [...]}; a single JWK
@@ -113,21 +121,29 @@ size_t jwt_authn_count(const struct jwt_authn *ja); /* providers */
 struct jwt_keys *jwt_jwks_load(const char *jwks, const char *uri, char **err);
 
 /*
- * jwt_authn_request() finds a token in the request (each provider's
- * locations: fromHeaders with their prefix, fromParams in the query of
- * path, fromCookies; by default "Authorization: Bearer" and the
- * access_token parameter), verifies it with the provider of its issuer at
- * time now (seconds), and on success fills *res, removes the token header
- * unless forwardOriginalToken, and adds outputPayloadToHeader and
- * outputClaimToHeaders headers to fields. Returns JWT_OK, JWT_MISSING
- * (no token: the request goes on unauthenticated) or the failure.
- * *provider is set to the "ns/name" of the deciding RequestAuthentication
- * (owned by ja) when a token was found.
+ * jwt_authn_request() applies the providers to a request, as Envoy's
+ * jwt_authn does with Istio's configuration. It collects every token in
+ * every provider's locations (fromHeaders with their prefix, fromParams
+ * in the query of *path, fromCookies; by default "Authorization: Bearer"
+ * and the access_token parameter), each distinct token once, and
+ * verifies each at time now (seconds) with the providers of its issuer
+ * that look where it was found (one of them accepting it is enough).
+ * Every token must verify: one that does not, or whose issuer no
+ * provider there knows, fails the request. First, whatever the outcome,
+ * the outputPayloadToHeader and outputClaimToHeaders headers of every
+ * provider are removed from fields (the client never sets them). On
+ * success *res is the first token's, each token's provider writes its
+ * output headers, and the tokens of providers without
+ * forwardOriginalToken leave the request: the header is removed, the
+ * parameter is cut out of *path (rewritten in a). Returns JWT_OK,
+ * JWT_MISSING (no token: the request goes on unauthenticated) or the
+ * failure. *provider is set to the "ns/name" of the deciding
+ * RequestAuthentication (owned by ja) when a token was found.
  */
 enum jwt_status jwt_authn_request(const struct jwt_authn *ja,
-                                  struct http_fields *fields, struct slice path,
-                                  struct arena *a, int64_t now,
-                                  struct jwt_result *res,
+                                  struct http_fields *fields,
+                                  struct slice *path, struct arena *a,
+                                  int64_t now, struct jwt_result *res,
                                   const char **provider);
 
 /*

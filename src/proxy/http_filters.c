@@ -466,7 +466,7 @@ int pstream_authenticate(struct pstream *ps)
         pstream_up_finished(ps);
         return -1;
     }
-    st = jwt_authn_request(ps->wr->r->jwt, &s->req.fields, s->req.path,
+    st = jwt_authn_request(ps->wr->r->jwt, &s->req.fields, &s->req.path,
                            &s->arena, (int64_t)time(NULL), res, &provider);
     if (st == JWT_OK) {
         ps->jwt = res;

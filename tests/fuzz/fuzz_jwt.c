@@ -88,6 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct jwt_result res;
     struct http_fields f;
     char *z, *path;
+    struct slice ps;
 
     arena_init(&a, 4096);
     j = json_parse(&a, s, size, 32, &why);
@@ -110,12 +111,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     snprintf(z, size + 32, "Bearer %.*s", (int)size, s);
     http_fields_add(&f, &a, SLICE_LIT("authorization"), slice_of(z), 100);
-    jwt_authn_request(ja, &f, SLICE_LIT("/"), &a, 1700000000, &res, &prov);
+    ps = SLICE_LIT("/");
+    jwt_authn_request(ja, &f, &ps, &a, 1700000000, &res, &prov);
     memset(&f, 0, sizeof(f));
     snprintf(z, size + 32, "a=b; tok=%.*s", (int)size, s);
     http_fields_add(&f, &a, SLICE_LIT("cookie"), slice_of(z), 100);
     snprintf(path, size + 32, "/p?x&access_token=%.*s", (int)size, s);
-    jwt_authn_request(ja, &f, slice_of(path), &a, 1700000000, &res, &prov);
+    ps = slice_of(path);
+    jwt_authn_request(ja, &f, &ps, &a, 1700000000, &res, &prov);
     arena_dispose(&a);
 
     z = strndup(s, size);

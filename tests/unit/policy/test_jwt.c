@@ -616,11 +616,15 @@ static void add(struct fx *f, const char *name, const char *value)
                      0);
 }
 
+/* The path after jwt_authn_request(). */
+static struct slice req_path;
+
 static enum jwt_status req(struct fx *f, const char *path)
 {
     const char *provider;
 
-    return jwt_authn_request(f->ja, &f->fields, slice_of(path), &f->arena, NOW,
+    req_path = slice_of(path);
+    return jwt_authn_request(f->ja, &f->fields, &req_path, &f->arena, NOW,
                              &f->res, &provider);
 }
 
@@ -727,6 +731,108 @@ static void test_two_providers(void **state)
              mint(rsa1, "RS256", "r1", "{\"iss\":\"three\"}"));
     add(f, "authorization", bearer);
     assert_int_equal(req(f, "/"), JWT_UNKNOWN_ISSUER);
+}
+
+/* Every token of a request must verify, wherever it is and whatever
+ * its issuer; tokens not forwarded leave the request. */
+static void test_every_token_is_checked(void **state)
+{
+    struct fx *f = *state;
+    char path[9000], bearer[4200], forged[4200], h64[64], p64[200];
+    const char *fp = "{\"iss\":\"https://issuer.example\",\"sub\":\"root\"}";
+    char *good = strdup(
+        mint(rsa1, "RS256", "r1",
+             claims("https://issuer.example", "\"api\"", NOW + 600, NULL)));
+
+    assert_non_null(good);
+    build(f, BASIC);
+    /* A valid Bearer token and an unsigned one in the parameter. */
+    b64u((const uint8_t *)"{\"alg\":\"none\"}", 14, h64);
+    b64u((const uint8_t *)fp, strlen(fp), p64);
+    snprintf(forged, sizeof(forged), "%s.%s.", h64, p64);
+    snprintf(bearer, sizeof(bearer), "Bearer %s", good);
+    add(f, "authorization", bearer);
+    snprintf(path, sizeof(path), "/x?access_token=%s", forged);
+    assert_int_not_equal(req(f, path), JWT_OK);
+    /* A forged Bearer token of an unknown issuer and a valid parameter. */
+    f->fields.n = 0;
+    snprintf(bearer, sizeof(bearer), "Bearer %s",
+             mint(rsa2, "RS256", NULL, "{\"iss\":\"https://evil\"}"));
+    add(f, "authorization", bearer);
+    snprintf(path, sizeof(path), "/x?access_token=%s", good);
+    assert_int_equal(req(f, path), JWT_UNKNOWN_ISSUER);
+    /* The same valid token twice is one token; both places are cleaned
+     * (forwardOriginalToken is false), the other parameters stay. */
+    f->fields.n = 0;
+    snprintf(bearer, sizeof(bearer), "Bearer %s", good);
+    add(f, "authorization", bearer);
+    snprintf(path, sizeof(path), "/x?a=1&access_token=%s&b=2#f", good);
+    assert_int_equal(req(f, path), JWT_OK);
+    assert_null(http_fields_get(&f->fields, "authorization"));
+    assert_true(slice_eq_str(req_path, "/x?a=1&b=2#f"));
+    snprintf(path, sizeof(path), "/x?access_token=%s", good);
+    assert_int_equal(req(f, path), JWT_OK);
+    assert_true(slice_eq_str(req_path, "/x"));
+    /* Two authorization headers: the second is checked too. */
+    f->fields.n = 0;
+    add(f, "authorization", bearer);
+    snprintf(forged, sizeof(forged), "Bearer %s",
+             mint(rsa2, "RS256", "r1",
+                  claims("https://issuer.example", "\"api\"", NOW + 600,
+                         NULL)));
+    add(f, "authorization", forged);
+    assert_int_equal(req(f, "/"), JWT_BAD_SIGNATURE);
+    free(good);
+}
+
+/* A token is parsed once per request however many providers look at its
+ * location, and its values are bounded: the arena grows by a small
+ * multiple of the token's length. */
+static void test_one_parse_per_token(void **state)
+{
+    struct fx *f = *state;
+    static char yaml[64 * 1024], big[40 * 1024];
+    char bearer[44 * 1024];
+    const char *t;
+    size_t o = 0, g1, g20, before;
+
+    /* One issuer among twenty reads the token. */
+    for (int i = 0; i < 20; i++)
+        o += (size_t)snprintf(yaml + o, sizeof(yaml) - o,
+                              RA("r%d", "istio-system",
+                                 "  jwtRules: [{issuer: i%d, jwks: 'JWKS'}]\n"),
+                              i, i);
+    o = (size_t)snprintf(big, sizeof(big), "{\"iss\":\"i19\",\"x\":[0");
+    for (int i = 0; i < 3000; i++)
+        o += (size_t)snprintf(big + o, sizeof(big) - o, ",0");
+    snprintf(big + o, sizeof(big) - o, "]}");
+    t = mint(rsa1, "RS256", "r1", big);
+    snprintf(bearer, sizeof(bearer), "Bearer %s", t);
+
+    build(f, RA("r19", "istio-system",
+                "  jwtRules: [{issuer: i19, jwks: 'JWKS'}]\n"));
+    add(f, "authorization", bearer);
+    before = f->arena.total;
+    assert_int_equal(req(f, "/"), JWT_OK);
+    g1 = f->arena.total - before;
+
+    build(f, yaml);
+    assert_int_equal(jwt_authn_count(f->ja), 20);
+    f->fields.n = 0;
+    add(f, "authorization", bearer);
+    before = f->arena.total;
+    assert_int_equal(req(f, "/"), JWT_OK);
+    g20 = f->arena.total - before;
+    assert_true(g20 <= g1 + 1024);
+    assert_true(g20 <= 40 * strlen(t));
+
+    /* More values than JWT_MAX_NODES: refused before the signature. */
+    o = (size_t)snprintf(big, sizeof(big), "{\"iss\":\"i19\",\"x\":[0");
+    for (int i = 0; i < JWT_MAX_NODES; i++)
+        o += (size_t)snprintf(big + o, sizeof(big) - o, ",0");
+    snprintf(big + o, sizeof(big) - o, "]}");
+    assert_int_equal(verify(f, mint(rsa1, "RS256", "r1", big)),
+                     JWT_BAD_PAYLOAD);
 }
 
 /* Scoping as AuthorizationPolicy: root namespace, node namespace, or a
@@ -913,6 +1019,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_custom_locations_and_outputs,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_providers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_every_token_is_checked, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_one_parse_per_token, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_scoping, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jwks_file, setup, teardown),
         cmocka_unit_test(test_resource_checks),
