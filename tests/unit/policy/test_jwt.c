@@ -835,6 +835,39 @@ static void test_one_parse_per_token(void **state)
                      JWT_BAD_PAYLOAD);
 }
 
+/* The headers a token would write are never the client's: gone without
+ * a token, with a token lacking the claim, and with a failing token. */
+static void test_client_output_headers_removed(void **state)
+{
+    struct fx *f = *state;
+    char bearer[4200];
+
+    build(f, RA("jwt", "istio-system",
+                "  jwtRules:\n"
+                "  - issuer: https://issuer.example\n"
+                "    jwks: 'JWKS'\n"
+                "    outputPayloadToHeader: x-jwt-payload\n"
+                "    outputClaimToHeaders: [{header: x-team, claim: team}]\n"));
+    add(f, "x-team", "admins");
+    add(f, "X-Jwt-Payload", "eyJhZG1pbiI6dHJ1ZX0");
+    assert_int_equal(req(f, "/"), JWT_MISSING);
+    assert_null(http_fields_get(&f->fields, "x-team"));
+    assert_null(http_fields_get(&f->fields, "x-jwt-payload"));
+    add(f, "x-team", "admins");
+    snprintf(bearer, sizeof(bearer), "Bearer %s",
+             mint(rsa1, "RS256", "r1",
+                  "{\"iss\":\"https://issuer.example\",\"sub\":\"a\"}"));
+    add(f, "authorization", bearer);
+    assert_int_equal(req(f, "/"), JWT_OK);
+    assert_null(http_fields_get(&f->fields, "x-team"));
+    assert_non_null(http_fields_get(&f->fields, "x-jwt-payload"));
+    f->fields.n = 0;
+    add(f, "x-team", "admins");
+    add(f, "authorization", "Bearer a.b.c");
+    assert_int_not_equal(req(f, "/"), JWT_OK);
+    assert_null(http_fields_get(&f->fields, "x-team"));
+}
+
 /* Scoping as AuthorizationPolicy: root namespace, node namespace, or a
  * selector that matches the node's labels. */
 static void test_scoping(void **state)
@@ -1023,6 +1056,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_one_parse_per_token, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_client_output_headers_removed,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_scoping, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jwks_file, setup, teardown),
         cmocka_unit_test(test_resource_checks),
