@@ -109,6 +109,9 @@ static void take_document(struct entry *e, const char *body, size_t n)
         end_fetch(e, msg);
         return;
     }
+    if (jwt_keys_skipped(k, &why) > 0)
+        log_warn("jwksUri %s: %zu unusable key(s) skipped (%s)", e->uri,
+                 jwt_keys_skipped(k, &why), why);
     jwt_keys_free(k);
     if (e->doc != NULL && e->n == n && memcmp(e->doc, body, n) == 0) {
         end_fetch(e, NULL);

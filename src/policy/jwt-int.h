@@ -27,6 +27,8 @@ struct jwt_key {
 struct jwt_keys {
     struct jwt_key *v;
     size_t n;
+    size_t skipped;       /* unusable keys left out */
+    const char *skip_why; /* the first one's reason (static) */
 };
 
 enum jwt_loc_kind { JWT_LOC_HEADER, JWT_LOC_PARAM, JWT_LOC_COOKIE };

@@ -87,6 +87,12 @@ size_t jwt_keys_count(const struct jwt_keys *k)
     return k != NULL ? k->n : 0;
 }
 
+size_t jwt_keys_skipped(const struct jwt_keys *k, const char **why)
+{
+    *why = k != NULL ? k->skip_why : NULL;
+    return k != NULL ? k->skipped : 0;
+}
+
 static BIGNUM *bn_member(struct arena *a, const struct json *jwk,
                          const char *name)
 {
@@ -197,39 +203,42 @@ struct jwt_keys *jwt_keys_parse(const char *p, size_t n, const char **why)
         goto fail;
     }
     jwk = list != NULL ? list->child : doc;
+    /* A key strait cannot use is skipped (and counted), as Envoy does;
+     * the document fails only when no usable key remains. */
     for (; jwk != NULL; jwk = list != NULL ? jwk->next : NULL) {
         struct slice kty = json_string(json_get(jwk, "kty"));
         struct slice use = json_string(json_get(jwk, "use"));
         struct jwt_key *key = &k->v[k->n];
+        const char *bad = NULL;
 
         if (jwk->type != JSON_OBJECT) {
-            *why = "a key is not a JSON object";
-            goto fail;
-        }
-        if (kty.p == NULL) {
-            *why = "a key has no \"kty\"";
-            goto fail;
-        }
-        if (use.p != NULL && !slice_eq_str(use, "sig"))
+            bad = "a key is not a JSON object";
+        } else if (kty.p == NULL) {
+            bad = "a key has no \"kty\"";
+        } else if (use.p != NULL && !slice_eq_str(use, "sig")) {
             continue; /* an encryption key */
-        if (slice_eq_str(kty, "RSA")) {
+        } else if (slice_eq_str(kty, "RSA")) {
             key->type = EVP_PKEY_RSA;
-            key->pkey = rsa_key(&a, jwk, why);
+            key->pkey = rsa_key(&a, jwk, &bad);
         } else if (slice_eq_str(kty, "EC")) {
             key->type = EVP_PKEY_EC;
-            key->pkey = ec_key(&a, jwk, why);
+            key->pkey = ec_key(&a, jwk, &bad);
         } else {
             continue; /* oct, OKP: not verified here, as Envoy skips
                        * what it cannot use */
         }
-        if (key->pkey == NULL)
-            goto fail;
+        if (key->pkey == NULL) {
+            if (k->skipped++ == 0)
+                k->skip_why = bad;
+            continue;
+        }
         k->n++;
         key->kid = dup_str(json_string(json_get(jwk, "kid")));
         key->alg = dup_str(json_string(json_get(jwk, "alg")));
     }
     if (k->n == 0) {
-        *why = "no RSA or EC signing key in the JWKS";
+        *why = k->skip_why != NULL ? k->skip_why
+                                   : "no RSA or EC signing key in the JWKS";
         goto fail;
     }
     arena_dispose(&a);

@@ -81,14 +81,20 @@ const char *jwt_status_text(enum jwt_status st);
 /* ---- keys --------------------------------------------------------------- */
 
 /* jwt_keys_parse() reads a JWKS document ({"keys": [...]}; a single JWK
- * object is accepted too). RSA keys (n, e) and EC keys on P-256 and P-384
- * (crv, x, y) are kept; keys of other types (oct, OKP) and keys for
- * encryption only (use: enc) are skipped, as Envoy does. Returns the keys
- * (caller frees with jwt_keys_free) or NULL with *why set (static) when
- * the document is not JSON, has no usable key, or a key is malformed. */
+ * object is accepted too). RSA keys (n, e; at least 1024 bits) and EC keys
+ * on P-256 and P-384 (crv, x, y) are kept; keys of other types (oct, OKP)
+ * and keys for encryption only (use: enc) are left out, as Envoy does, and
+ * so are keys strait cannot use (malformed, other curves, short RSA keys),
+ * which jwt_keys_skipped() counts. Returns the keys (caller frees with
+ * jwt_keys_free) or NULL with *why set (static) when the document is not
+ * JSON or no usable key remains (*why then names the first unusable key's
+ * problem, if any). */
 struct jwt_keys *jwt_keys_parse(const char *p, size_t n, const char **why);
 void jwt_keys_free(struct jwt_keys *k);
 size_t jwt_keys_count(const struct jwt_keys *k);
+/* The unusable keys left out, and the first one's reason (static; NULL
+ * when none). */
+size_t jwt_keys_skipped(const struct jwt_keys *k, const char **why);
 
 /* ---- providers ---------------------------------------------------------- */
 

@@ -592,6 +592,45 @@ static void test_jwks_refused(void **state)
     }
 }
 
+/* One unusable key does not make the whole set unusable: the good keys
+ * stay and tokens signed with them verify. */
+static void test_jwks_skips_unusable_keys(void **state)
+{
+    struct fx *f = *state;
+    const char *why = NULL;
+    char k[1500], doc[4000];
+    struct jwt_keys *ks;
+
+    jwk(rsa1, "r1", "RS256", k, sizeof(k));
+    snprintf(doc, sizeof(doc),
+             "{\"keys\":[{\"kty\":\"EC\",\"crv\":\"P-521\",\"x\":\"AQ\","
+             "\"y\":\"Ag\"},"
+             "{\"kty\":\"RSA\",\"kid\":\"short\",\"n\":\"AQAB\","
+             "\"e\":\"AQAB\"},"
+             "{\"kty\":\"RSA\",\"kid\":\"broken\",\"n\":\"!!\"},"
+             "{\"kid\":\"nokty\"}, 7, %s]}",
+             k);
+    ks = jwt_keys_parse(doc, strlen(doc), &why);
+    assert_non_null(ks);
+    assert_int_equal(jwt_keys_count(ks), 1);
+    assert_int_equal(jwt_keys_skipped(ks, &why), 5);
+    assert_string_equal(why, "EC key: crv is not P-256 or P-384");
+    jwt_keys_free(ks);
+    free(f->jwks);
+    f->jwks = strdup(doc);
+    build(f, BASIC);
+    assert_int_equal(
+        verify(f, mint(rsa1, "RS256", "r1",
+                       claims("https://issuer.example", "\"api\"", NOW + 600,
+                              NULL))),
+        JWT_OK);
+    /* Nothing usable: refused, naming the first problem. */
+    snprintf(doc, sizeof(doc),
+             "{\"keys\":[{\"kty\":\"RSA\",\"n\":\"AQAB\",\"e\":\"AQAB\"}]}");
+    assert_null(jwt_keys_parse(doc, strlen(doc), &why));
+    assert_string_equal(why, "RSA key: shorter than 1024 bits");
+}
+
 /* A JWK with alg set only verifies tokens of that alg. */
 static void test_key_alg_must_match(void **state)
 {
@@ -1045,6 +1084,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_malformed_tokens, setup, teardown),
         cmocka_unit_test(test_jwks_refused),
+        cmocka_unit_test_setup_teardown(test_jwks_skips_unusable_keys, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_key_alg_must_match, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_default_locations, setup,
