@@ -150,15 +150,6 @@ static enum jwt_status parse_token(struct slice t, struct arena *a,
     return JWT_OK;
 }
 
-static const struct jwt_provider *provider_of(const struct jwt_authn *ja,
-                                              struct slice iss)
-{
-    for (size_t i = 0; ja != NULL && i < ja->n; i++)
-        if (slice_eq_str(iss, ja->v[i].issuer))
-            return &ja->v[i];
-    return NULL;
-}
-
 /* verify() checks a parsed token against pv, in Envoy's order: the
  * header, the times, the audiences, then the signature. */
 static enum jwt_status verify(const struct jwt_provider *pv,
@@ -210,36 +201,48 @@ static enum jwt_status verify(const struct jwt_provider *pv,
     return JWT_OK;
 }
 
-/* check_token() picks the provider by the token's issuer among those
- * allowed for its location (pv: only that one; NULL: any). */
-static enum jwt_status check_token(const struct jwt_authn *ja,
-                                   struct slice token, struct arena *a,
-                                   int64_t now, struct jwt_result *res,
-                                   const struct jwt_provider **out)
+/* check_parsed() verifies a parsed token with each provider of its
+ * issuer allowed for where it was found (seen[i]; NULL: any); the first
+ * to accept it wins (*by), else the first one's failure. */
+static enum jwt_status check_parsed(const struct jwt_authn *ja,
+                                    const struct parsed *t,
+                                    const unsigned char *seen, struct arena *a,
+                                    int64_t now, struct jwt_result *res,
+                                    const struct jwt_provider **by)
 {
-    struct parsed t;
-    enum jwt_status st;
-    const struct jwt_provider *pv;
+    struct slice iss = json_string(json_get(t->claims, "iss"));
+    enum jwt_status st, first = JWT_UNKNOWN_ISSUER;
 
+    for (size_t i = 0; ja != NULL && i < ja->n; i++) {
+        const struct jwt_provider *pv = &ja->v[i];
+        if ((seen != NULL && !seen[i]) || !slice_eq_str(iss, pv->issuer))
+            continue;
+        memset(res, 0, sizeof(*res));
+        st = verify(pv, t, now, a, res);
+        if (st == JWT_OK || first == JWT_UNKNOWN_ISSUER)
+            *by = pv;
+        if (st == JWT_OK)
+            return JWT_OK;
+        if (first == JWT_UNKNOWN_ISSUER)
+            first = st;
+    }
     memset(res, 0, sizeof(*res));
-    *out = NULL;
-    st = parse_token(token, a, &t);
-    if (st != JWT_OK)
-        return st;
-    pv = provider_of(ja, json_string(json_get(t.claims, "iss")));
-    if (pv == NULL)
-        return JWT_UNKNOWN_ISSUER;
-    *out = pv;
-    return verify(pv, &t, now, a, res);
+    return first;
 }
 
 enum jwt_status jwt_authn_verify(const struct jwt_authn *ja, struct slice token,
                                  struct arena *a, int64_t now,
                                  struct jwt_result *res)
 {
-    const struct jwt_provider *pv;
+    const struct jwt_provider *pv = NULL;
+    struct parsed t;
+    enum jwt_status st;
 
-    return check_token(ja, token, a, now, res, &pv);
+    memset(res, 0, sizeof(*res));
+    st = parse_token(token, a, &t);
+    if (st != JWT_OK)
+        return st;
+    return check_parsed(ja, &t, NULL, a, now, res, &pv);
 }
 
 const struct json *jwt_claim(const struct jwt_result *res,
@@ -534,16 +537,16 @@ static int strip_params(struct collect *c, const char *name, struct slice *path)
     return 0;
 }
 
-/* check_found() verifies one distinct token with each provider of its
- * issuer that looked where it was found; the first to accept it wins. */
+/* check_found() parses one distinct token and verifies it with each
+ * provider of its issuer that looked where it was found. */
 static enum jwt_status check_found(const struct jwt_authn *ja, struct found *fd,
                                    struct arena *a, int64_t now,
                                    struct jwt_result *res,
                                    struct slice *payload, const char **provider)
 {
     struct parsed t;
-    struct slice iss;
-    enum jwt_status st, first = JWT_UNKNOWN_ISSUER;
+    const struct jwt_provider *by = NULL;
+    enum jwt_status st;
 
     for (size_t i = 0; i < ja->n && *provider == NULL; i++)
         if (fd->seen[i])
@@ -551,25 +554,14 @@ static enum jwt_status check_found(const struct jwt_authn *ja, struct found *fd,
     st = parse_token(fd->tok, a, &t);
     if (st != JWT_OK)
         return st;
-    iss = json_string(json_get(t.claims, "iss"));
-    for (size_t i = 0; i < ja->n; i++) {
-        const struct jwt_provider *pv = &ja->v[i];
-        if (!fd->seen[i] || !slice_eq_str(iss, pv->issuer))
-            continue;
-        memset(res, 0, sizeof(*res));
-        st = verify(pv, &t, now, a, res);
-        if (st == JWT_OK) {
-            fd->by = pv;
-            *provider = pv->name;
-            *payload = t.payload_b64;
-            return JWT_OK;
-        }
-        if (first == JWT_UNKNOWN_ISSUER) {
-            first = st;
-            *provider = pv->name;
-        }
+    st = check_parsed(ja, &t, fd->seen, a, now, res, &by);
+    if (by != NULL)
+        *provider = by->name;
+    if (st == JWT_OK) {
+        fd->by = by;
+        *payload = t.payload_b64;
     }
-    return first;
+    return st;
 }
 
 enum jwt_status jwt_authn_request(const struct jwt_authn *ja,

@@ -23,9 +23,10 @@ struct resource_set;
  * and read by every worker without locks; reference-counted with atomics.
  *
  * jwt_authn_request() is Istio's rule: a request without a token passes
- * unauthenticated (authorization decides); a request with a token must
- * carry one that verifies against the provider of its issuer, or it is
- * rejected (the caller answers 401).
+ * unauthenticated (authorization decides); every token a request carries
+ * must verify against a provider of its issuer (several
+ * RequestAuthentications may name the same issuer), or it is rejected
+ * (the caller answers 401, or 403 for an audience not allowed).
  */
 struct jwt_authn;
 struct jwt_keys;
@@ -154,8 +155,9 @@ enum jwt_status jwt_authn_request(const struct jwt_authn *ja,
 
 /*
  * jwt_authn_verify() verifies one compact token (no location rules) with
- * the provider of its issuer; what jwt_authn_request() does after finding
- * it, exported for tests and fuzzing. The result's slices live in a.
+ * the providers of its issuer (one accepting it is enough); what
+ * jwt_authn_request() does with each token it finds, exported for tests
+ * and fuzzing. The result's slices live in a.
  */
 enum jwt_status jwt_authn_verify(const struct jwt_authn *ja, struct slice token,
                                  struct arena *a, int64_t now,

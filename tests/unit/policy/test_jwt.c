@@ -907,6 +907,56 @@ static void test_client_output_headers_removed(void **state)
     assert_null(http_fields_get(&f->fields, "x-team"));
 }
 
+/* One issuer in two RequestAuthentications: each one's locations, keys
+ * and audiences count (Istio merges them); one accepting is enough. */
+static void test_same_issuer_twice(void **state)
+{
+    struct fx *f = *state;
+    char k1[1500], k2[1500], yaml[8192], bearer[4200];
+
+    jwk(rsa1, "r1", "RS256", k1, sizeof(k1));
+    jwk(rsa2, "r2", "RS256", k2, sizeof(k2));
+    snprintf(yaml, sizeof(yaml),
+             RA("a", "istio-system",
+                "  jwtRules:\n"
+                "  - issuer: same\n"
+                "    audiences: [one]\n"
+                "    jwks: '{\"keys\":[%s]}'\n")
+                 RA("b", "istio-system",
+                    "  jwtRules:\n"
+                    "  - issuer: same\n"
+                    "    audiences: [two]\n"
+                    "    fromHeaders: [{name: x-tok}]\n"
+                    "    jwks: '{\"keys\":[%s]}'\n"),
+             k1, k2);
+    build(f, yaml);
+    assert_int_equal(jwt_authn_count(f->ja), 2);
+    /* The second's key and audience. */
+    assert_int_equal(verify(f, mint(rsa2, "RS256", "r2",
+                                    claims("same", "\"two\"", NOW + 600,
+                                           NULL))),
+                     JWT_OK);
+    assert_int_equal(verify(f, mint(rsa1, "RS256", "r1",
+                                    claims("same", "\"one\"", NOW + 600,
+                                           NULL))),
+                     JWT_OK);
+    assert_int_not_equal(verify(f, mint(rsa1, "RS256", "r1",
+                                        claims("same", "\"two\"", NOW + 600,
+                                               NULL))),
+                         JWT_OK);
+    /* The second's location. */
+    add(f, "x-tok", mint(rsa2, "RS256", "r2",
+                         claims("same", "\"two\"", NOW + 600, NULL)));
+    assert_int_equal(req(f, "/"), JWT_OK);
+    /* A token where only the first looks is the first's to accept. */
+    f->fields.n = 0;
+    snprintf(bearer, sizeof(bearer), "Bearer %s",
+             mint(rsa2, "RS256", "r2",
+                  claims("same", "\"two\"", NOW + 600, NULL)));
+    add(f, "authorization", bearer);
+    assert_int_not_equal(req(f, "/"), JWT_OK);
+}
+
 /* Scoping as AuthorizationPolicy: root namespace, node namespace, or a
  * selector that matches the node's labels. */
 static void test_scoping(void **state)
@@ -1099,6 +1149,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_client_output_headers_removed,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_same_issuer_twice, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_scoping, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jwks_file, setup, teardown),
         cmocka_unit_test(test_resource_checks),
