@@ -194,6 +194,11 @@ static void rule_check(struct res_check *ck, const struct res_jwt_rule *jr,
                 0)
                 res_err(ck, &jr->mark, p, "jwksUri '%s': %s", jr->jwks_uri,
                         why);
+            else if (!tls)
+                res_warn(ck, &jr->mark, p,
+                         "jwksUri '%s' is plain http: anyone on the path "
+                         "can substitute the keys; use https",
+                         jr->jwks_uri);
             free(host);
             free(path);
         }

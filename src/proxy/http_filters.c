@@ -478,7 +478,9 @@ int pstream_authenticate(struct pstream *ps)
     ps->details = jwt_details(&s->arena, text);
     STAT_ADD(http_shard(ps->l), rq_jwt_denied, 1);
     auth = www_authenticate(s);
-    pstream_local_reply_with(ps, 401, 0, text,
+    /* Envoy: an audience not allowed is 403 (JwtAudienceNotAllowed),
+     * every other failure 401. */
+    pstream_local_reply_with(ps, st == JWT_AUDIENCE ? 403 : 401, 0, text,
                              auth ? "www-authenticate" : NULL, auth);
     pstream_up_finished(ps);
     return -1;

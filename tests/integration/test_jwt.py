@@ -161,8 +161,27 @@ def test_request_authentication(strait_factory, tmp_path, upstream_factory):
     assert status == 200, body
     assert b"\r\nx-jwt-sub: alice" in body
     assert b"authorization" not in body.lower()
-    # ?access_token is read too.
-    assert get(port, "/api?access_token=" + good)[0] == 200
+    # ?access_token is read too, and removed like the header.
+    status, _, body = get(port, "/api?a=1&access_token=" + good)
+    assert status == 200, body
+    assert b"GET /api?a=1 " in body
+    assert good.encode() not in body
+
+    # Every token must verify: a valid one does not carry a forged one,
+    # nor one of an unknown issuer, in another location.
+    unsigned = (b64u(b'{"alg":"none"}') + "." +
+                b64u(json.dumps(claims(sub="root")).encode()) + ".")
+    status, _, body = get(port, "/api?access_token=" + unsigned,
+                          bearer(good))
+    assert status == 401, body
+    other_iss = mint(k1, claims(iss="https://evil.test"))
+    status, _, body = get(port, "/api?access_token=" + good,
+                          bearer(other_iss))
+    assert (status, body) == (401, b"Jwt issuer is not configured")
+    # Headers a token would write are never the client's.
+    status, _, body = get(port, "/public", {"x-jwt-sub": "root"})
+    assert status == 200, body
+    assert b"x-jwt-sub" not in body.lower()
 
     # A bad token is 401 wherever it goes, even where no policy needs one.
     expired = mint(k1, claims(exp=int(time.time()) - 3600))
@@ -172,9 +191,10 @@ def test_request_authentication(strait_factory, tmp_path, upstream_factory):
         f'Bearer realm="http://127.0.0.1:{port}/api/x", '
         'error="invalid_token"')
     assert get(port, "/public", bearer(expired))[0] == 401
+    # An audience not allowed is 403, as Envoy's JwtAudienceNotAllowed.
     wrong_aud = mint(k1, claims(aud="other"))
-    assert get(port, "/api", bearer(wrong_aud))[2] == \
-        b"Audiences in Jwt are not allowed"
+    assert get(port, "/api", bearer(wrong_aud))[:3:2] == \
+        (403, b"Audiences in Jwt are not allowed")
     forged = good[:-4] + ("AAAA" if not good.endswith("AAAA") else "BBBB")
     assert get(port, "/api", bearer(forged))[2] == b"Jwt verification fails"
     other_iss = mint(k1, claims(iss="https://evil.test"))
@@ -186,7 +206,7 @@ def test_request_authentication(strait_factory, tmp_path, upstream_factory):
              10, "the JWT failure in the access log")
     s = st.stats()
     assert sum(v for k, v in s.items()
-               if k.endswith(".http.jwt_authn.denied")) == 6
+               if k.endswith(".http.jwt_authn.denied")) == 8
     assert "strait_http_jwt_denied_total" in st.get("/stats/prometheus")[1]
 
     # Claims-based: /admin needs groups to hold "admin" (ES256 token).
@@ -341,10 +361,14 @@ spec:
         wait_for(lambda: get(port, "/", bearer(t_tls))[0] == 200, 15,
                  "the https jwksUri fetched (verified with jwksCaFile)")
         assert get(port, "/", bearer(t2))[0] == 401
-        # Refreshed: the document changes, the keys follow.
-        plain.doc = jwks(k2).encode()
+        # Refreshed: the document changes, the keys follow; a key strait
+        # cannot use (P-521) is skipped, not fatal to the others.
+        plain.doc = json.dumps({"keys": [
+            {"kty": "EC", "crv": "P-521", "x": "AQ", "y": "AQ"},
+            k2.jwk]}).encode()
         wait_for(lambda: get(port, "/", bearer(t2))[0] == 200, 15,
                  "the refreshed keys")
+        assert "1 unusable key(s) skipped" in st.log()
         assert get(port, "/", bearer(t1))[0] == 401
         # A failing server and a broken document keep the last good keys.
         plain.fail = True
@@ -364,6 +388,14 @@ spec:
         # k1 and ec arrived, then k2.
         assert s["jwks.changes"] == 3
         assert s["jwks.fetches"] >= plain.gets
+        # strait check warns about the plain http jwksUri, and only it.
+        r = subprocess.run([STRAIT, "check", str(conf / "r.yaml")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        out = r.stdout + r.stderr
+        assert f"jwksUri 'http://127.0.0.1:{plain.port}/jwks.json' is " \
+            "plain http" in out
+        assert out.count("is plain http") == 1
     finally:
         plain.stop()
         tls.stop()
