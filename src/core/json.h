@@ -55,9 +55,10 @@ const struct json *json_parse(struct arena *a, const char *p, size_t n,
                               int max_depth, const char **why);
 
 /* json_parse_max() is json_parse() with a budget: a document of more than
- * max_nodes values (0: no limit beyond the input length) is refused
- * before more arena is used, for input from untrusted peers that is read
- * on the request path. */
+ * max_nodes values, the root included (0: no limit beyond the input
+ * length), is refused before more arena is used; for input from
+ * untrusted peers read on the request path. Numbers of any length are
+ * converted (num), not only short ones. */
 const struct json *json_parse_max(struct arena *a, const char *p, size_t n,
                                   int max_depth, size_t max_nodes,
                                   const char **why);

@@ -193,13 +193,19 @@ static int number(struct jp *j, struct json *v)
     v->type = JSON_NUMBER;
     v->str.p = s;
     v->str.n = (size_t)(j->p - s);
-    if (v->str.n >= sizeof(tmp)) {
-        v->num = 0; /* too long to be a time or a count: kept as text */
+    if (v->str.n < sizeof(tmp)) {
+        memcpy(tmp, s, v->str.n);
+        tmp[v->str.n] = '\0';
+        v->num = strtod(tmp, NULL);
         return 0;
     }
-    memcpy(tmp, s, v->str.n);
-    tmp[v->str.n] = '\0';
-    v->num = strtod(tmp, NULL);
+    /* A long number is converted all the same (never a silent 0). */
+    {
+        char *big = arena_dup(j->a, s, v->str.n);
+        if (big == NULL)
+            return fail(j, "out of memory");
+        v->num = strtod(big, NULL);
+    }
     return 0;
 }
 

@@ -78,8 +78,9 @@ struct jwt_alg {
 /* jwt_alg_find() is the algorithm called name, or NULL. */
 const struct jwt_alg *jwt_alg_find(struct slice name);
 
-/* jwt_b64url() decodes base64url (padding optional) into the arena; the
- * output has a NUL after it. {NULL,0} when malformed or out of memory. */
+/* jwt_b64url() decodes base64url into the arena; the output has a NUL
+ * after it. {NULL,0} when malformed (a byte outside the alphabet, '='
+ * padding, non-zero bits after the last byte) or out of memory. */
 struct slice jwt_b64url(struct arena *a, struct slice in);
 
 /* jwt_keys_verify() checks sig over data with the keys Envoy's rule

@@ -45,8 +45,8 @@ struct slice jwt_b64url(struct arena *a, struct slice in)
     uint32_t acc = 0;
     int bits = 0;
 
-    while (in.n > 0 && in.p[in.n - 1] == '=')
-        in.n--;
+    /* Strict (RFC 7515 section 2): no padding, and the bits after the
+     * last whole byte are zero, so each value has one encoding. */
     if (in.n % 4 == 1)
         return SLICE_NULL;
     out = arena_alloc(a, in.n * 3 / 4 + 1);
@@ -63,6 +63,8 @@ struct slice jwt_b64url(struct arena *a, struct slice in)
             out[o++] = (uint8_t)(acc >> bits);
         }
     }
+    if ((acc & ((1u << bits) - 1)) != 0)
+        return SLICE_NULL;
     out[o] = 0;
     return (struct slice){(const char *)out, o};
 }

@@ -6,6 +6,8 @@
  */
 #include "config.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +56,9 @@ const char *jwt_status_text(enum jwt_status st)
 
 /* ---- verification -------------------------------------------------------- */
 
+/* A time claim (exp, nbf) as Envoy reads it: a whole non-negative
+ * number, here no more than 2^53 (exact in a double); anything else makes
+ * the payload bad. */
 static int numeric(const struct json *claims, const char *name, double *v,
                    int *has)
 {
@@ -62,7 +67,9 @@ static int numeric(const struct json *claims, const char *name, double *v,
     *has = j != NULL;
     if (j == NULL)
         return 0;
-    if (j->type != JSON_NUMBER)
+    if (j->type != JSON_NUMBER || !isfinite(j->num) || j->num < 0 ||
+        j->num > 9007199254740992.0 ||
+        (double)(uint64_t)j->num != j->num /* not whole */)
         return -1;
     *v = j->num;
     return 0;

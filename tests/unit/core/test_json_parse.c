@@ -155,6 +155,46 @@ static void test_bounds(void **state)
     arena_dispose(&a);
 }
 
+/* A number of 64 characters and more is converted, not left at 0. */
+static void test_long_number(void **state)
+{
+    struct arena a;
+    const char *why;
+    const struct json *j;
+    char big[200];
+    (void)state;
+
+    arena_init(&a, 1024);
+    snprintf(big, sizeof(big), "17%s", "0000000000000000000000000000000000"
+                                      "00000000000000000000000000000000e-66");
+    j = parse(&a, big, &why);
+    assert_non_null(j);
+    assert_int_equal(j->type, JSON_NUMBER);
+    assert_true(j->num > 16.9 && j->num < 17.1);
+    assert_int_equal(j->str.n, strlen(big));
+    arena_dispose(&a);
+}
+
+/* json_parse_max(): a document of more values than the budget is
+ * refused; as many is read. */
+static void test_node_budget(void **state)
+{
+    struct arena a;
+    const char *why = NULL;
+    (void)state;
+
+    arena_init(&a, 1024);
+    /* The root, the array and three elements: 5 values. */
+    assert_non_null(json_parse_max(&a, "{\"a\":[1,2,3]}", 13, 8, 5, &why));
+    assert_null(json_parse_max(&a, "{\"a\":[1,2,3]}", 13, 8, 4, &why));
+    assert_string_equal(why, "too many values");
+    assert_non_null(json_parse_max(&a, "[1,2,3]", 7, 8, 4, &why));
+    assert_null(json_parse_max(&a, "[1,2,3,4]", 9, 8, 4, &why));
+    /* 0: no budget. */
+    assert_non_null(json_parse_max(&a, "[1,2,3,4]", 9, 8, 0, &why));
+    arena_dispose(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -162,6 +202,8 @@ int main(void)
         cmocka_unit_test(test_escapes),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_long_number),
+        cmocka_unit_test(test_node_budget),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -33,6 +33,7 @@
 #include "core/buf.h"
 #include "core/json.h"
 #include "http/http.h"
+#include "policy/jwt-int.h" /* jwt_b64url */
 #include "policy/jwt.h"
 
 #define NOW INT64_C(1700000000)
@@ -451,6 +452,74 @@ static void test_expiry_and_not_before_with_skew(void **state)
                        "{\"iss\":\"https://issuer.example\",\"aud\":\"api\","
                        "\"exp\":\"soon\"}")),
         JWT_BAD_PAYLOAD);
+}
+
+/* exp and nbf are whole non-negative numbers up to 2^53; a long number
+ * is read as what it is (it once became 0: never expired). */
+static void test_time_claims_strict(void **state)
+{
+    struct fx *f = *state;
+    static const char *bad[] = {
+        "\"exp\":1.5e-3",
+        "\"exp\":-1",
+        "\"exp\":1700000000.5",
+        "\"exp\":9007199254740994",
+        "\"exp\":1e999",
+        "\"nbf\":-0.5",
+        "\"exp\":true",
+    };
+    char p[512];
+
+    build(f, BASIC);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(p, sizeof(p),
+                 "{\"iss\":\"https://issuer.example\",\"aud\":\"api\",%s}",
+                 bad[i]);
+        assert_int_equal(verify(f, mint(rsa1, "RS256", "r1", p)),
+                         JWT_BAD_PAYLOAD);
+    }
+    /* 64 digits and more: a time long past, not 0. */
+    snprintf(p, sizeof(p),
+             "{\"iss\":\"https://issuer.example\",\"aud\":\"api\","
+             "\"exp\":1000000000000000000000000000000000000000000000000000000000000000"
+             "e-63}");
+    assert_int_equal(verify(f, mint(rsa1, "RS256", "r1", p)), JWT_EXPIRED);
+    snprintf(p, sizeof(p),
+             "{\"iss\":\"https://issuer.example\",\"aud\":\"api\","
+             "\"exp\":%lld.0000000000000000000000000000000000000000000000000000"
+             "0000000000}",
+             (long long)NOW + 600);
+    assert_int_equal(verify(f, mint(rsa1, "RS256", "r1", p)), JWT_OK);
+    /* A whole number written 1.7e9 is whole. */
+    snprintf(p, sizeof(p),
+             "{\"iss\":\"https://issuer.example\",\"aud\":\"api\","
+             "\"nbf\":1.7e9}");
+    assert_int_equal(verify(f, mint(rsa1, "RS256", "r1", p)), JWT_OK);
+}
+
+/* base64url is strict: no padding, no stray bits after the last byte. */
+static void test_b64url_strict(void **state)
+{
+    struct fx *f = *state;
+    struct slice d;
+    char tok[4200];
+    const char *t;
+
+    d = jwt_b64url(&f->arena, SLICE_LIT("YQ"));
+    assert_true(slice_eq_str(d, "a"));
+    assert_null(jwt_b64url(&f->arena, SLICE_LIT("YQ==")).p);
+    assert_null(jwt_b64url(&f->arena, SLICE_LIT("YR")).p); /* bits left */
+    assert_true(slice_eq_str(jwt_b64url(&f->arena, SLICE_LIT("YWI")), "ab"));
+    assert_null(jwt_b64url(&f->arena, SLICE_LIT("YWJ")).p);
+    assert_null(jwt_b64url(&f->arena, SLICE_LIT("Y")).p);
+    assert_null(jwt_b64url(&f->arena, SLICE_LIT("Y+Q")).p);
+    /* A token with padding on its signature is malformed. */
+    build(f, BASIC);
+    t = mint(rsa1, "RS256", "r1",
+             claims("https://issuer.example", "\"api\"", NOW + 600, NULL));
+    assert_int_equal(verify(f, t), JWT_OK);
+    snprintf(tok, sizeof(tok), "%s=", t);
+    assert_int_equal(verify(f, tok), JWT_BAD_FORMAT);
 }
 
 static void test_issuer_and_audiences(void **state)
@@ -1130,6 +1199,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_signature, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expiry_and_not_before_with_skew,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_time_claims_strict, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_b64url_strict, setup, teardown),
         cmocka_unit_test_setup_teardown(test_issuer_and_audiences, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_malformed_tokens, setup, teardown),
