@@ -22,8 +22,9 @@ int json_str(struct buf *b, const char *s);
  * input size (json_parse refuses more than JSON_MAX_BYTES), nesting
  * deeper than the given depth is refused, and every value consumes at
  * least one input byte, so nodes and decoded strings take at most a small
- * constant times the input in the arena. Duplicate object keys are kept;
- * json_get() returns the first.
+ * constant times the input in the arena. Duplicate object keys are kept
+ * (json_get() returns the first) unless json_parse_max() is told to
+ * refuse them.
  */
 #define JSON_MAX_BYTES (1024 * 1024)
 
@@ -54,14 +55,18 @@ struct json {
 const struct json *json_parse(struct arena *a, const char *p, size_t n,
                               int max_depth, const char **why);
 
-/* json_parse_max() is json_parse() with a budget: a document of more than
- * max_nodes values, the root included (0: no limit beyond the input
- * length), is refused before more arena is used; for input from
- * untrusted peers read on the request path. Numbers of any length are
+/* json_parse_max() is json_parse() with a budget and flags: a document
+ * of more than max_nodes values, the root included (0: no limit beyond
+ * the input length), is refused before more arena is used; for input from
+ * untrusted peers read on the request path. With JSON_NO_DUPLICATES an
+ * object with two members of one name is refused (RFC 7515 section 4 for
+ * JOSE headers, RFC 7519 for claims). Numbers of any length are
  * converted (num), not only short ones. */
+#define JSON_NO_DUPLICATES 1u
+
 const struct json *json_parse_max(struct arena *a, const char *p, size_t n,
                                   int max_depth, size_t max_nodes,
-                                  const char **why);
+                                  unsigned flags, const char **why);
 
 /* json_get() returns the first member of object o named key, or NULL
  * (also when o is NULL or not an object). */

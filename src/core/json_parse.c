@@ -17,6 +17,7 @@ struct jp {
     const char *p, *end;
     int depth, max_depth;
     size_t nodes, max_nodes; /* max_nodes 0: unlimited */
+    unsigned flags;
     const char *why;
 };
 
@@ -222,6 +223,48 @@ static int lit(struct jp *j, const char *w, enum json_type t, struct json *v)
 
 static int value(struct jp *j, struct json *v);
 
+static uint32_t key_hash(struct slice k)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+
+    for (size_t i = 0; i < k.n; i++)
+        h = (h ^ (unsigned char)k.p[i]) * 16777619u;
+    return h;
+}
+
+/* 0 when the members of object o have distinct names, else -1. Small
+ * objects are compared pairwise; larger ones through a hash table in the
+ * arena (a few pointers per member), so the work stays linear. */
+static int unique_keys(struct jp *j, const struct json *o)
+{
+    const struct json **tab;
+    size_t size = 16;
+
+    if (o->n <= 8) {
+        for (const struct json *e = o->child; e != NULL; e = e->next)
+            for (const struct json *f = e->next; f != NULL; f = f->next)
+                if (slice_eq(e->key, f->key))
+                    return fail(j, "duplicate member name");
+        return 0;
+    }
+    while (size < 2 * o->n)
+        size *= 2;
+    tab = arena_alloc(j->a, size * sizeof(*tab));
+    if (tab == NULL)
+        return fail(j, "out of memory");
+    memset(tab, 0, size * sizeof(*tab));
+    for (const struct json *e = o->child; e != NULL; e = e->next) {
+        size_t i = key_hash(e->key) & (size - 1);
+        while (tab[i] != NULL) {
+            if (slice_eq(tab[i]->key, e->key))
+                return fail(j, "duplicate member name");
+            i = (i + 1) & (size - 1);
+        }
+        tab[i] = e;
+    }
+    return 0;
+}
+
 /* The elements of an array or object, after its opening bracket. */
 static int container(struct jp *j, struct json *v, int obj)
 {
@@ -270,6 +313,8 @@ static int container(struct jp *j, struct json *v, int obj)
         if (j->p < j->end && *j->p == close) {
             j->p++;
             j->depth--;
+            if (obj && (j->flags & JSON_NO_DUPLICATES) != 0)
+                return unique_keys(j, v);
             return 0;
         }
         return fail(j, obj ? "expected ',' or '}'" : "expected ',' or ']'");
@@ -303,14 +348,14 @@ static int value(struct jp *j, struct json *v)
 const struct json *json_parse(struct arena *a, const char *p, size_t n,
                               int max_depth, const char **why)
 {
-    return json_parse_max(a, p, n, max_depth, 0, why);
+    return json_parse_max(a, p, n, max_depth, 0, 0, why);
 }
 
 const struct json *json_parse_max(struct arena *a, const char *p, size_t n,
                                   int max_depth, size_t max_nodes,
-                                  const char **why)
+                                  unsigned flags, const char **why)
 {
-    struct jp j = {a, p, p + n, 0, max_depth, 1, max_nodes, NULL};
+    struct jp j = {a, p, p + n, 0, max_depth, 1, max_nodes, flags, NULL};
     struct json *root;
 
     if (n > JSON_MAX_BYTES) {

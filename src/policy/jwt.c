@@ -148,10 +148,12 @@ static enum jwt_status parse_token(struct slice t, struct arena *a,
         jwt_b64url(a, (struct slice){d2 + 1, (size_t)(t.p + t.n - d2 - 1)});
     if (h.p == NULL || p.p == NULL || out->sig.p == NULL || out->sig.n == 0)
         return JWT_BAD_FORMAT;
-    out->header = json_parse_max(a, h.p, h.n, JWT_MAX_DEPTH, JWT_MAX_NODES, &why);
+    out->header = json_parse_max(a, h.p, h.n, JWT_MAX_DEPTH, JWT_MAX_NODES,
+                                 JSON_NO_DUPLICATES, &why);
     if (out->header == NULL || out->header->type != JSON_OBJECT)
         return JWT_BAD_HEADER;
-    out->claims = json_parse_max(a, p.p, p.n, JWT_MAX_DEPTH, JWT_MAX_NODES, &why);
+    out->claims = json_parse_max(a, p.p, p.n, JWT_MAX_DEPTH, JWT_MAX_NODES,
+                                 JSON_NO_DUPLICATES, &why);
     if (out->claims == NULL || out->claims->type != JSON_OBJECT)
         return JWT_BAD_PAYLOAD;
     return JWT_OK;

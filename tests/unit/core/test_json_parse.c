@@ -185,13 +185,55 @@ static void test_node_budget(void **state)
 
     arena_init(&a, 1024);
     /* The root, the array and three elements: 5 values. */
-    assert_non_null(json_parse_max(&a, "{\"a\":[1,2,3]}", 13, 8, 5, &why));
-    assert_null(json_parse_max(&a, "{\"a\":[1,2,3]}", 13, 8, 4, &why));
+    assert_non_null(json_parse_max(&a, "{\"a\":[1,2,3]}", 13, 8, 5, 0, &why));
+    assert_null(json_parse_max(&a, "{\"a\":[1,2,3]}", 13, 8, 4, 0, &why));
     assert_string_equal(why, "too many values");
-    assert_non_null(json_parse_max(&a, "[1,2,3]", 7, 8, 4, &why));
-    assert_null(json_parse_max(&a, "[1,2,3,4]", 9, 8, 4, &why));
+    assert_non_null(json_parse_max(&a, "[1,2,3]", 7, 8, 4, 0, &why));
+    assert_null(json_parse_max(&a, "[1,2,3,4]", 9, 8, 4, 0, &why));
     /* 0: no budget. */
-    assert_non_null(json_parse_max(&a, "[1,2,3,4]", 9, 8, 0, &why));
+    assert_non_null(json_parse_max(&a, "[1,2,3,4]", 9, 8, 0, 0, &why));
+    arena_dispose(&a);
+}
+
+/* JSON_NO_DUPLICATES refuses an object with a name twice, at any depth
+ * and in small and large objects; without it the first is found. */
+static void test_duplicates(void **state)
+{
+    struct arena a;
+    const char *why = NULL;
+    char big[4096];
+    size_t o;
+    (void)state;
+
+    arena_init(&a, 1024);
+    assert_non_null(json_parse_max(&a, "{\"a\":1,\"b\":2}", 13, 8, 0,
+                                   JSON_NO_DUPLICATES, &why));
+    assert_null(json_parse_max(&a, "{\"a\":1,\"a\":2}", 13, 8, 0,
+                               JSON_NO_DUPLICATES, &why));
+    assert_string_equal(why, "duplicate member name");
+    why = NULL;
+    assert_null(json_parse_max(&a, "[{\"x\":{\"k\":1,\"k\":1}}]", 21, 8, 0,
+                               JSON_NO_DUPLICATES, &why));
+    assert_string_equal(why, "duplicate member name");
+    /* An escaped name equal to a plain one is the same name. */
+    assert_null(json_parse_max(&a, "{\"a\":1,\"\\u0061\":2}", 18, 8, 0,
+                               JSON_NO_DUPLICATES, &why));
+    /* Without the flag: kept, the first found. */
+    assert_int_equal(json_get(json_parse_max(&a, "{\"a\":1,\"a\":2}", 13,
+                                             8, 0, 0, &why),
+                              "a")
+                         ->num,
+                     1);
+    /* 300 members: distinct passes, one repeated at the end does not. */
+    o = (size_t)snprintf(big, sizeof(big), "{\"k0\":0");
+    for (int i = 1; i < 300; i++)
+        o += (size_t)snprintf(big + o, sizeof(big) - o, ",\"k%d\":0", i);
+    snprintf(big + o, sizeof(big) - o, "}");
+    assert_non_null(json_parse_max(&a, big, strlen(big), 8, 0,
+                                   JSON_NO_DUPLICATES, &why));
+    snprintf(big + o, sizeof(big) - o, ",\"k150\":1}");
+    assert_null(json_parse_max(&a, big, strlen(big), 8, 0, JSON_NO_DUPLICATES,
+                               &why));
     arena_dispose(&a);
 }
 
@@ -204,6 +246,7 @@ int main(void)
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_long_number),
         cmocka_unit_test(test_node_budget),
+        cmocka_unit_test(test_duplicates),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -454,6 +454,36 @@ static void test_expiry_and_not_before_with_skew(void **state)
         JWT_BAD_PAYLOAD);
 }
 
+/* A JOSE header or claims set with a name twice is refused (RFC 7515
+ * section 4): "iss" twice could name one issuer to one reader and
+ * another to the next. */
+static void test_duplicate_names(void **state)
+{
+    struct fx *f = *state;
+
+    build(f, BASIC);
+    assert_int_equal(
+        verify(f, mint(rsa1, "RS256", "r1",
+                       "{\"iss\":\"https://issuer.example\",\"aud\":\"api\","
+                       "\"iss\":\"https://evil\"}")),
+        JWT_BAD_PAYLOAD);
+    assert_int_equal(
+        verify(f, mint(rsa1, "RS256", "r1",
+                       "{\"iss\":\"https://issuer.example\",\"aud\":\"api\","
+                       "\"sub\":\"a\",\"sub\":\"b\"}")),
+        JWT_BAD_PAYLOAD);
+    /* The header: refused before any signature is looked at. */
+    {
+        const char *h = "{\"alg\":\"RS256\",\"kid\":\"r1\",\"kid\":\"r2\"}";
+        const char *p = "{\"iss\":\"https://issuer.example\"}";
+        char h64[200], p64[200], tok[500];
+        b64u((const uint8_t *)h, strlen(h), h64);
+        b64u((const uint8_t *)p, strlen(p), p64);
+        snprintf(tok, sizeof(tok), "%s.%s.AAAA", h64, p64);
+        assert_int_equal(verify(f, tok), JWT_BAD_HEADER);
+    }
+}
+
 /* exp and nbf are whole non-negative numbers up to 2^53; a long number
  * is read as what it is (it once became 0: never expired). */
 static void test_time_claims_strict(void **state)
@@ -1199,6 +1229,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_signature, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expiry_and_not_before_with_skew,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_duplicate_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_time_claims_strict, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_b64url_strict, setup, teardown),
