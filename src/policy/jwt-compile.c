@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,38 @@
 #include "core/arena.h"
 #include "core/json.h"
 #include "policy/jwt-int.h"
+
+/* A host as it may go into a Host header and a DNS query: LDH labels
+ * separated by dots (an IPv4 address is one), or, bracketed in the URL,
+ * an IPv6 literal of hex digits, colons and dots. */
+static int host_ok(const char *h, size_t n, int v6)
+{
+    size_t label = 0;
+
+    if (v6) {
+        if (memchr(h, ':', n) == NULL)
+            return 0;
+        for (size_t i = 0; i < n; i++)
+            if (!isxdigit((unsigned char)h[i]) && h[i] != ':' && h[i] != '.')
+                return 0;
+        return 1;
+    }
+    if (n > 253)
+        return 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i == n || h[i] == '.') {
+            if (label == 0 || label > 63 || h[i - 1] == '-')
+                return 0;
+            label = 0;
+            continue;
+        }
+        if (!isalnum((unsigned char)h[i]) && h[i] != '-')
+            return 0;
+        if (label++ == 0 && h[i] == '-')
+            return 0;
+    }
+    return 1;
+}
 
 int jwt_parse_url(const char *url, int *tls, char **host, int *port,
                   char **path, const char **why)
@@ -56,6 +89,11 @@ int jwt_parse_url(const char *url, int *tls, char **host, int *port,
     }
     if (hn == 0)
         return -1;
+    if (!host_ok(h, hn, h[-1] == '[')) {
+        *why = "jwksUri host must be a DNS name, an IPv4 address or a "
+               "bracketed IPv6 address";
+        return -1;
+    }
     if (colon != NULL) {
         char *e;
         long p = strtol(colon + 1, &e, 10);

@@ -136,6 +136,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (port < 1 || port > 65535 || upath[0] != '/' ||
                 strpbrk(upath, " \r\n") != NULL)
                 abort();
+            /* The host: LDH, dots, and (IPv6) hex digits and colons. */
+            if (host[0] == '\0' ||
+                strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTU"
+                             "VWXYZ0123456789-.:") != strlen(host))
+                abort();
             free(host);
             free(upath);
         }

@@ -1180,6 +1180,11 @@ static void test_parse_url(void **state)
         "ftp://h/x",       "http://",        "http:///x",     "http://h:0/",
         "http://h:70000/", "http://h:x/",    "http://u:p@h/", "http://[::1/",
         "http://h/a b",    "http://h/a\r\n",
+        /* Hosts: LDH labels and dots, or a bracketed IPv6 literal. */
+        "http://h\r\nx: y/", "http://h\tx/", "http://a..b/", "http://a./",
+        "http://-a/", "http://a-/", "http://a_b/", "http://h%00/",
+        "http://[::1\n]/", "http://[v1.x]/", "http://[1.2.3.4]/",
+        "http://h\x7f/",
     };
     char *host, *path;
     const char *why;
@@ -1202,6 +1207,17 @@ static void test_parse_url(void **state)
     assert_int_equal(port, 8080);
     assert_string_equal(host, "::1");
     assert_string_equal(path, "/?x");
+    free(host);
+    free(path);
+    assert_int_equal(jwt_parse_url("http://10.0.0.1:81/k", &tls, &host,
+                                   &port, &path, &why),
+                     0);
+    assert_string_equal(host, "10.0.0.1");
+    free(host);
+    free(path);
+    assert_int_equal(jwt_parse_url("https://Key-Server.idp-1.example/k", &tls,
+                                   &host, &port, &path, &why),
+                     0);
     free(host);
     free(path);
     assert_int_equal(jwt_parse_url("http://h", &tls, &host, &port, &path, &why),
