@@ -319,8 +319,11 @@ static int from_param(struct slice path, const char *name, tok_fn fn,
 {
     struct slice q = query_of(path);
     size_t nn = strlen(name);
-    const char *end = q.p + q.n, *s;
+    const char *end, *s;
 
+    if (q.p == NULL)
+        return 0;
+    end = q.p + q.n;
     for (s = q.p; s != NULL && s < end;) {
         const char *amp = memchr(s, '&', (size_t)(end - s));
         const char *e = amp ? amp : end;
@@ -509,14 +512,14 @@ static int strip_params(struct collect *c, const char *name, struct slice *path)
 {
     struct slice q = query_of(*path);
     size_t nn = strlen(name), o;
-    const char *end = q.p + q.n, *s;
+    const char *end, *s;
     char *np;
-
     struct strip st = {c, 0};
 
     from_param(*path, name, strip_one, &st);
-    if (!st.hit)
+    if (q.p == NULL || !st.hit)
         return 0;
+    end = q.p + q.n;
     np = arena_alloc(c->a, path->n + 1);
     if (np == NULL)
         return -1;
