@@ -314,8 +314,7 @@ static struct slice query_of(struct slice path)
     return (struct slice){q, (size_t)((hash ? hash : path.p + path.n) - q)};
 }
 
-static int from_param(struct slice path, const char *name, tok_fn fn,
-                      void *arg)
+static int from_param(struct slice path, const char *name, tok_fn fn, void *arg)
 {
     struct slice q = query_of(path);
     size_t nn = strlen(name);
@@ -335,8 +334,8 @@ static int from_param(struct slice path, const char *name, tok_fn fn,
     return 0;
 }
 
-static int from_cookie(const struct http_fields *f, const char *name,
-                       tok_fn fn, void *arg)
+static int from_cookie(const struct http_fields *f, const char *name, tok_fn fn,
+                       void *arg)
 {
     size_t nn = strlen(name);
 
@@ -444,7 +443,7 @@ static int output_headers(const struct jwt_provider *pv,
  * one of their locations. */
 struct found {
     struct slice tok;
-    unsigned char *seen;          /* [ja->n]: provider i looked there */
+    unsigned char *seen;           /* [ja->n]: provider i looked there */
     const struct jwt_provider *by; /* the provider that accepted it */
 };
 
@@ -624,8 +623,8 @@ stop:
         return JWT_MISSING;
     for (size_t i = 0; i < c->n; i++) {
         const char *by = NULL;
-        enum jwt_status st =
-            check_found(ja, &c->v[i], a, now, i == 0 ? res : &one, &payload, &by);
+        enum jwt_status st = check_found(ja, &c->v[i], a, now,
+                                         i == 0 ? res : &one, &payload, &by);
         if (i == 0 || st != JWT_OK)
             *provider = by;
         if (st != JWT_OK) {

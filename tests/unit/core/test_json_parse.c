@@ -165,8 +165,9 @@ static void test_long_number(void **state)
     (void)state;
 
     arena_init(&a, 1024);
-    snprintf(big, sizeof(big), "17%s", "0000000000000000000000000000000000"
-                                      "00000000000000000000000000000000e-66");
+    snprintf(big, sizeof(big), "17%s",
+             "0000000000000000000000000000000000"
+             "00000000000000000000000000000000e-66");
     j = parse(&a, big, &why);
     assert_non_null(j);
     assert_int_equal(j->type, JSON_NUMBER);
@@ -219,33 +220,30 @@ static void test_duplicates(void **state)
     assert_null(json_parse_max(&a, "{\"a\":1,\"\\u0061\":2}", 18, 8, 0,
                                JSON_NO_DUPLICATES, &why));
     /* Without the flag: kept, the first found. */
-    assert_int_equal(json_get(json_parse_max(&a, "{\"a\":1,\"a\":2}", 13,
-                                             8, 0, 0, &why),
-                              "a")
-                         ->num,
-                     1);
+    assert_int_equal(
+        json_get(json_parse_max(&a, "{\"a\":1,\"a\":2}", 13, 8, 0, 0, &why),
+                 "a")
+            ->num,
+        1);
     /* 300 members: distinct passes, one repeated at the end does not. */
     o = (size_t)snprintf(big, sizeof(big), "{\"k0\":0");
     for (int i = 1; i < 300; i++)
         o += (size_t)snprintf(big + o, sizeof(big) - o, ",\"k%d\":0", i);
     snprintf(big + o, sizeof(big) - o, "}");
-    assert_non_null(json_parse_max(&a, big, strlen(big), 8, 0,
-                                   JSON_NO_DUPLICATES, &why));
+    assert_non_null(
+        json_parse_max(&a, big, strlen(big), 8, 0, JSON_NO_DUPLICATES, &why));
     snprintf(big + o, sizeof(big) - o, ",\"k150\":1}");
-    assert_null(json_parse_max(&a, big, strlen(big), 8, 0, JSON_NO_DUPLICATES,
-                               &why));
+    assert_null(
+        json_parse_max(&a, big, strlen(big), 8, 0, JSON_NO_DUPLICATES, &why));
     arena_dispose(&a);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_values),
-        cmocka_unit_test(test_escapes),
-        cmocka_unit_test(test_refused),
-        cmocka_unit_test(test_bounds),
-        cmocka_unit_test(test_long_number),
-        cmocka_unit_test(test_node_budget),
+        cmocka_unit_test(test_values),      cmocka_unit_test(test_escapes),
+        cmocka_unit_test(test_refused),     cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_long_number), cmocka_unit_test(test_node_budget),
         cmocka_unit_test(test_duplicates),
     };
 
