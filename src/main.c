@@ -35,9 +35,9 @@
 /* Exit codes, documented in --help and README.md. */
 enum {
     EXIT_OK = 0,
-    EXIT_CONFIG = 1,   /* the configuration is invalid */
-    EXIT_USAGE = 2,    /* bad command line */
-    EXIT_RUNTIME = 3,  /* valid configuration, but strait could not start */
+    EXIT_CONFIG = 1,  /* the configuration is invalid */
+    EXIT_USAGE = 2,   /* bad command line */
+    EXIT_RUNTIME = 3, /* valid configuration, but strait could not start */
 };
 
 static struct event_base *main_base;
@@ -46,39 +46,39 @@ static int main_signals_seen;
 
 static void usage_main(FILE *f)
 {
-    fprintf(f,
-            "usage: strait <command> [options]\n"
-            "\n"
-            "commands:\n"
-            "  run        run the gateway in the foreground\n"
-            "  check      validate a configuration and exit\n"
-            "  version    print strait's version and its libraries'\n"
-            "  reference  list every bootstrap key with type and default\n"
-            "  ca         the embedded CA: init, show, token create, issue\n"
-            "\n"
-            "'strait <command> --help' describes a command.\n"
-            "exit codes: 0 ok, 1 invalid configuration, 2 usage error,\n"
-            "            3 could not start (e.g. address in use)\n");
+    fprintf(f, "usage: strait <command> [options]\n"
+               "\n"
+               "commands:\n"
+               "  run        run the gateway in the foreground\n"
+               "  check      validate a configuration and exit\n"
+               "  version    print strait's version and its libraries'\n"
+               "  reference  list every bootstrap key with type and default\n"
+               "  ca         the embedded CA: init, show, token create, issue\n"
+               "\n"
+               "'strait <command> --help' describes a command.\n"
+               "exit codes: 0 ok, 1 invalid configuration, 2 usage error,\n"
+               "            3 could not start (e.g. address in use)\n");
 }
 
 static void usage_run(FILE *f)
 {
-    fprintf(f,
-            "usage: strait run [-c FILE] [--join URL [--token TOKEN]]\n"
-            "\n"
-            "Runs the gateway in the foreground until SIGTERM or SIGINT\n"
-            "(drain, then exit 0) or POST /quitquitquit on the admin API.\n"
-            "SIGHUP re-reads FILE; a bad file is logged and changes nothing.\n"
-            "\n"
-            "  -c, --config FILE   bootstrap file (default %s)\n"
-            "  -j, --join URL      get this node's certificate from the strait\n"
-            "                      CA at URL (https://HOST:15012); overrides\n"
-            "                      ca.join.address\n"
-            "  -t, --token TOKEN   single-use join token ('strait ca token\n"
-            "                      create'); only needed while no valid\n"
-            "                      certificate is stored in ca.dir/identity\n"
-            "  -h, --help          this text\n",
-            DEFAULT_CONFIG);
+    fprintf(
+        f,
+        "usage: strait run [-c FILE] [--join URL [--token TOKEN]]\n"
+        "\n"
+        "Runs the gateway in the foreground until SIGTERM or SIGINT\n"
+        "(drain, then exit 0) or POST /quitquitquit on the admin API.\n"
+        "SIGHUP re-reads FILE; a bad file is logged and changes nothing.\n"
+        "\n"
+        "  -c, --config FILE   bootstrap file (default %s)\n"
+        "  -j, --join URL      get this node's certificate from the strait\n"
+        "                      CA at URL (https://HOST:15012); overrides\n"
+        "                      ca.join.address\n"
+        "  -t, --token TOKEN   single-use join token ('strait ca token\n"
+        "                      create'); only needed while no valid\n"
+        "                      certificate is stored in ca.dir/identity\n"
+        "  -h, --help          this text\n",
+        DEFAULT_CONFIG);
 }
 
 static void usage_check(FILE *f)
@@ -174,8 +174,8 @@ static int cmd_version(int argc, char **argv)
 {
     int lmaj, lmin, lpat;
 
-    if (argc > 1 && (strcmp(argv[1], "--help") == 0 ||
-                     strcmp(argv[1], "-h") == 0)) {
+    if (argc > 1 &&
+        (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         printf("usage: strait version\n\nPrints strait's version and the "
                "versions of the libraries it runs with.\n");
         return EXIT_OK;
@@ -300,8 +300,8 @@ static int cmd_run(int argc, char **argv)
         free(err);
         return EXIT_CONFIG;
     }
-    log_configure((enum log_level)bs->log.level, (enum log_format)bs->log.format,
-                  2);
+    log_configure((enum log_level)bs->log.level,
+                  (enum log_format)bs->log.format, 2);
     signal(SIGPIPE, SIG_IGN);
     main_base = event_base_new();
     if (main_base == NULL) {

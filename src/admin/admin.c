@@ -40,17 +40,18 @@ static void outlier_stats(struct buf *b, const char *name, struct outlier *od)
                "cluster.%s.outlier_detection.ejections_enforced_total: %" PRIu64
                "\n",
                name, __atomic_load_n(&od->total, __ATOMIC_RELAXED));
-    buf_printf(b, "cluster.%s.outlier_detection.ejections_active: %" PRIu64 "\n",
+    buf_printf(b,
+               "cluster.%s.outlier_detection.ejections_active: %" PRIu64 "\n",
                name, outlier_active(od, clock_ms()));
     buf_printf(b,
                "cluster.%s.outlier_detection.ejections_overflow: %" PRIu64 "\n",
                name, __atomic_load_n(&od->overflow, __ATOMIC_RELAXED));
     for (int r = 0; r < OUTLIER_NREASONS; r++)
-        buf_printf(b,
-                   "cluster.%s.outlier_detection.ejections_enforced_%s: %" PRIu64
-                   "\n",
-                   name, reason[r],
-                   __atomic_load_n(&od->by_reason[r], __ATOMIC_RELAXED));
+        buf_printf(
+            b,
+            "cluster.%s.outlier_detection.ejections_enforced_%s: %" PRIu64 "\n",
+            name, reason[r],
+            __atomic_load_n(&od->by_reason[r], __ATOMIC_RELAXED));
 }
 
 void admin_render_stats(const struct admin_ops *ops, struct buf *b)
@@ -99,8 +100,8 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
                    c.accepted);
         buf_printf(b, "listener.%s.downstream_cx_active: %" PRIu64 "\n", name,
                    c.accepted - c.closed);
-        buf_printf(b, "listener.%s.downstream_cx_destroy: %" PRIu64 "\n",
-                   name, c.closed);
+        buf_printf(b, "listener.%s.downstream_cx_destroy: %" PRIu64 "\n", name,
+                   c.closed);
         buf_printf(b, "listener.%s.downstream_cx_rx_bytes_total: %" PRIu64 "\n",
                    name, c.bytes_in);
         buf_printf(b, "listener.%s.downstream_cx_tx_bytes_total: %" PRIu64 "\n",
@@ -115,11 +116,11 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
                    name, c.connect_timeouts);
         buf_printf(b, "listener.%s.idle_timeout: %" PRIu64 "\n", name,
                    c.idle_timeouts);
-        buf_printf(b, "listener.%s.no_filter_chain_match: %" PRIu64 "\n",
-                   name, c.no_route);
-        buf_printf(b, "listener.%s.tls_inspector.client_hello_errors: %" PRIu64
-                      "\n",
-                   name, c.client_hello_errors);
+        buf_printf(b, "listener.%s.no_filter_chain_match: %" PRIu64 "\n", name,
+                   c.no_route);
+        buf_printf(
+            b, "listener.%s.tls_inspector.client_hello_errors: %" PRIu64 "\n",
+            name, c.client_hello_errors);
         buf_printf(b, "listener.%s.registry_only_refused: %" PRIu64 "\n", name,
                    c.registry_only);
         buf_printf(b, "listener.%s.http.rq_total: %" PRIu64 "\n", name,
@@ -136,8 +137,8 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
                    c.rq_upstream_errors);
         buf_printf(b, "listener.%s.http.rbac_denied: %" PRIu64 "\n", name,
                    c.rq_rbac_denied);
-        buf_printf(b, "listener.%s.http.jwt_authn.denied: %" PRIu64 "\n",
-                   name, c.rq_jwt_denied);
+        buf_printf(b, "listener.%s.http.jwt_authn.denied: %" PRIu64 "\n", name,
+                   c.rq_jwt_denied);
         buf_printf(b, "listener.%s.http.mirror_sent: %" PRIu64 "\n", name,
                    c.rq_mirror_sent);
         buf_printf(b, "listener.%s.http.mirror_failed: %" PRIu64 "\n", name,
@@ -165,10 +166,9 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
         buf_printf(b, "listener.%s.http2.stream_errors: %" PRIu64 "\n", name,
                    c.h2_stream_errors);
         for (int w = 0; w < ls[i]->nworkers; w++)
-            buf_printf(b,
-                       "listener.%s.worker_%d.downstream_cx_total: %" PRIu64
-                       "\n",
-                       name, w, STAT_GET(&ls[i]->w[w], accepted));
+            buf_printf(
+                b, "listener.%s.worker_%d.downstream_cx_total: %" PRIu64 "\n",
+                name, w, STAT_GET(&ls[i]->w[w], accepted));
     }
     if (ops->clusters != NULL) {
         struct cluster *const *cl;
@@ -205,8 +205,7 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
             buf_printf(b,
                        "cluster.%s.upstream_rq_per_try_timeout: %" PRIu64 "\n",
                        name, c.rq_per_try_timeout);
-            buf_printf(b,
-                       "cluster.%s.retry_or_shadow_abandoned: %" PRIu64 "\n",
+            buf_printf(b, "cluster.%s.retry_or_shadow_abandoned: %" PRIu64 "\n",
                        name, c.rq_retry_body_overflow);
             buf_printf(b, "cluster.%s.upstream_cx_overflow: %" PRIu64 "\n",
                        name, c.cx_overflow);
@@ -244,8 +243,7 @@ static const struct family families[] = {
     {"strait_upstream_received_bytes_total", "counter",
      "Bytes received from upstreams.",
      offsetof(struct listener_counters, upstream_bytes_in)},
-    {"strait_upstream_sent_bytes_total", "counter",
-     "Bytes sent to upstreams.",
+    {"strait_upstream_sent_bytes_total", "counter", "Bytes sent to upstreams.",
      offsetof(struct listener_counters, upstream_bytes_out)},
     {"strait_upstream_connect_failures_total", "counter",
      "Upstream connection attempts that failed.",
@@ -357,8 +355,7 @@ static const struct family cluster_families[] = {
 };
 
 /* Outlier detection families: one sample per cluster that has it. */
-static void render_outliers(struct cluster *const *cl, size_t nc,
-                            struct buf *b)
+static void render_outliers(struct cluster *const *cl, size_t nc, struct buf *b)
 {
     static const struct {
         const char *name, *type, *help;
@@ -373,8 +370,8 @@ static void render_outliers(struct cluster *const *cl, size_t nc,
     uint64_t now = clock_ms();
 
     for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
-        buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name,
-                   fam[f].help, fam[f].name, fam[f].type);
+        buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name, fam[f].help,
+                   fam[f].name, fam[f].type);
         for (size_t i = 0; i < nc; i++) {
             struct outlier *od = cl[i]->od;
             uint64_t v;
@@ -402,8 +399,8 @@ static void render_clusters(const struct admin_ops *ops, struct buf *b)
         return;
     for (size_t i = 0; i < nc; i++)
         cluster_sum(cl[i], &sums[i]);
-    for (size_t f = 0; f < sizeof(cluster_families) / sizeof(cluster_families[0]);
-         f++) {
+    for (size_t f = 0;
+         f < sizeof(cluster_families) / sizeof(cluster_families[0]); f++) {
         const struct family *fam = &cluster_families[f];
         buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", fam->name, fam->help,
                    fam->name, fam->type);
@@ -428,19 +425,24 @@ struct labelled {
 };
 
 static const struct labelled labelled[] = {
-    {"strait_http_responses_total", "HTTP responses by status class.",
-     "class", "1xx", offsetof(struct listener_counters, rq_class[1])},
-    {NULL, NULL, "class", "2xx", offsetof(struct listener_counters, rq_class[2])},
-    {NULL, NULL, "class", "3xx", offsetof(struct listener_counters, rq_class[3])},
-    {NULL, NULL, "class", "4xx", offsetof(struct listener_counters, rq_class[4])},
-    {NULL, NULL, "class", "5xx", offsetof(struct listener_counters, rq_class[5])},
+    {"strait_http_responses_total", "HTTP responses by status class.", "class",
+     "1xx", offsetof(struct listener_counters, rq_class[1])},
+    {NULL, NULL, "class", "2xx",
+     offsetof(struct listener_counters, rq_class[2])},
+    {NULL, NULL, "class", "3xx",
+     offsetof(struct listener_counters, rq_class[3])},
+    {NULL, NULL, "class", "4xx",
+     offsetof(struct listener_counters, rq_class[4])},
+    {NULL, NULL, "class", "5xx",
+     offsetof(struct listener_counters, rq_class[5])},
     {"strait_tls_handshake_failures_total", "Failed TLS handshakes by reason.",
      "reason", "version", offsetof(struct listener_counters, tls_fail_version)},
     {NULL, NULL, "reason", "cipher",
      offsetof(struct listener_counters, tls_fail_cipher)},
     {NULL, NULL, "reason", "certificate",
      offsetof(struct listener_counters, tls_fail_certificate)},
-    {NULL, NULL, "reason", "eof", offsetof(struct listener_counters, tls_fail_eof)},
+    {NULL, NULL, "reason", "eof",
+     offsetof(struct listener_counters, tls_fail_eof)},
     {NULL, NULL, "reason", "other",
      offsetof(struct listener_counters, tls_fail_other)},
 };
@@ -451,7 +453,8 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
     size_t n = ops->listeners(ops->arg, &ls);
     /* The counters are cache-line aligned types: calloc's alignment is
      * not enough for them. */
-    struct listener_counters *sums = aligned_alloc(64, (n ? n : 1) * sizeof(*sums));
+    struct listener_counters *sums =
+        aligned_alloc(64, (n ? n : 1) * sizeof(*sums));
     struct admin_status st;
 
     ops->status(ops->arg, &st);
@@ -487,8 +490,8 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
         for (size_t i = 0; i < n; i++) {
             uint64_t v;
             memcpy(&v, (const char *)&sums[i] + lf->off, sizeof(v));
-            buf_printf(b, "%s{listener=\"%s\",%s=\"%s\"} %" PRIu64 "\n",
-                       name, ls[i]->name, lf->label, lf->value, v);
+            buf_printf(b, "%s{listener=\"%s\",%s=\"%s\"} %" PRIu64 "\n", name,
+                       ls[i]->name, lf->label, lf->value, v);
         }
     }
     buf_puts(b, "# HELP strait_worker_connections_accepted_total Downstream "
@@ -543,8 +546,8 @@ static const char *lb_name(const struct cluster *c)
 }
 
 /*
- * One endpoint's lines: its weight, Envoy's health_flags (/failed_outlier_check while
- * ejected) and, under outlier detection, how many times it was ejected
+ * One endpoint's lines: its weight, Envoy's health_flags (/failed_outlier_check
+ * while ejected) and, under outlier detection, how many times it was ejected
  * and, while it is, until when (wall clock) and for how much longer.
  */
 static void endpoint_lines(struct buf *b, const struct cluster *c, size_t k,
@@ -565,8 +568,10 @@ static void endpoint_lines(struct buf *b, const struct cluster *c, size_t k,
                st.ejections);
     if (st.ejected) {
         uint64_t left = st.until - mono;
-        time_t secs = real->tv_sec + (time_t)((uint64_t)real->tv_nsec / 1000000 + left) / 1000;
-        unsigned ms = (unsigned)(((uint64_t)real->tv_nsec / 1000000 + left) % 1000);
+        time_t secs = real->tv_sec +
+                      (time_t)((uint64_t)real->tv_nsec / 1000000 + left) / 1000;
+        unsigned ms =
+            (unsigned)(((uint64_t)real->tv_nsec / 1000000 + left) % 1000);
         struct tm tm;
         char when[40];
 
@@ -651,8 +656,8 @@ static void reply(struct evhttp_request *req, int code, const char *reason,
 
     evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                       ctype);
-    evhttp_add_header(evhttp_request_get_output_headers(req),
-                      "Cache-Control", "no-store");
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control",
+                      "no-store");
     /* evhttp does not drop the body of a HEAD answer itself; a body there
      * would be read as the start of the next response. */
     if (evhttp_request_get_command(req) != EVHTTP_REQ_HEAD)
@@ -695,8 +700,7 @@ static void handle(struct evhttp_request *req, void *arg)
             buf_puts(&body, "LIVE\n");
         }
         if (st.last_reload_error != NULL)
-            buf_printf(&body, "last reload failed: %s\n",
-                       st.last_reload_error);
+            buf_printf(&body, "last reload failed: %s\n", st.last_reload_error);
         if (st.resource_error != NULL)
             buf_printf(&body, "last resource reload failed:\n%s\n",
                        st.resource_error);
@@ -740,14 +744,15 @@ static void handle(struct evhttp_request *req, void *arg)
         buf_puts(&body, "OK\n");
         reply(req, 200, "OK", "text/plain", &body);
     } else if (strcmp(path, "/") == 0) {
-        buf_puts(&body, "strait admin\n"
-                        "  GET  /healthz/ready      200, or 503 while draining\n"
-                        "  GET  /stats              counters as text\n"
-                        "  GET  /stats/prometheus   Prometheus exposition\n"
-                        "  GET  /config_dump        effective bootstrap (JSON)\n"
-                        "  GET  /clusters           clusters and their endpoints\n"
-                        "  POST /reload             re-read bootstrap and resources\n"
-                        "  POST /quitquitquit       drain and exit\n");
+        buf_puts(&body,
+                 "strait admin\n"
+                 "  GET  /healthz/ready      200, or 503 while draining\n"
+                 "  GET  /stats              counters as text\n"
+                 "  GET  /stats/prometheus   Prometheus exposition\n"
+                 "  GET  /config_dump        effective bootstrap (JSON)\n"
+                 "  GET  /clusters           clusters and their endpoints\n"
+                 "  POST /reload             re-read bootstrap and resources\n"
+                 "  POST /quitquitquit       drain and exit\n");
         reply(req, 200, "OK", "text/plain", &body);
     } else {
         buf_puts(&body, "not found; GET / lists the endpoints\n");

@@ -207,8 +207,7 @@ static void check_gateway_refs(struct actx *a, const struct resource *r,
 }
 
 /* The port a passthrough destination is sent to, for messages. */
-static void dest_port_text(const struct res_destination *d, char *out,
-                           size_t n)
+static void dest_port_text(const struct res_destination *d, char *out, size_t n)
 {
     if (d->port.number > 0)
         snprintf(out, n, "port %lld", (long long)d->port.number);
@@ -683,7 +682,7 @@ static void check_port_sharing(struct actx *a, const struct resource *r,
     /* The servers before it on the port: earlier Gateways of the same
      * selector, then its own Gateway's. */
     for (size_t o = 0; o < a->set->n; o++) {
-        const struct resource *or = a->set->v[o];
+        const struct resource * or = a->set->v[o];
         const struct res_gateway *ogw;
         if (or->kind != RES_GATEWAY)
             continue;
@@ -709,8 +708,8 @@ static void check_port_sharing(struct actx *a, const struct resource *r,
         rc = port_admit(&ps, r, srv);
         if (rc == PORT_OK)
             return;
-        finding(a, "IST0145", rc == PORT_REFUSED ? RES_ERROR : RES_WARNING,
-                r, &srv->port.mark, path,
+        finding(a, "IST0145", rc == PORT_REFUSED ? RES_ERROR : RES_WARNING, r,
+                &srv->port.mark, path,
                 "port %lld: this %s server cannot share the port with the "
                 "%s servers before it (Gateway %s/%s) (%s); %s",
                 (long long)srv->port.number, kind_name(l4, secure),

@@ -13,10 +13,13 @@
 #include "core/buf.h"
 
 #define OFF(type, field) offsetof(type, field)
-#define END {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL}
+#define END                                                                    \
+    {                                                                          \
+        NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL                   \
+    }
 
 static const char *const tls_versions[] = {"TLS_AUTO", "TLSV1_0", "TLSV1_1",
-                                           "TLSV1_2", "TLSV1_3", NULL};
+                                           "TLSV1_2",  "TLSV1_3", NULL};
 static const char *const underscores[] = {"ALLOW", "REJECT_REQUEST",
                                           "DROP_HEADER", NULL};
 static const char *const up_protocols[] = {"http1", "http2", NULL};
@@ -39,13 +42,13 @@ static const struct conf_key tls_keys[] = {
      "ECDSA before RSA when the client offers it, the first is the default",
      NULL, &cert_section, NULL, NULL},
     {"minProtocolVersion", CONF_ENUM, OFF(struct bootstrap_tls, min_version), 0,
-     0, "TLSV1_2", "TLS_AUTO (TLSV1_2), TLSV1_2 or TLSV1_3", tls_versions,
-     NULL, NULL, NULL},
+     0, "TLSV1_2", "TLS_AUTO (TLSV1_2), TLSV1_2 or TLSV1_3", tls_versions, NULL,
+     NULL, NULL},
     {"maxProtocolVersion", CONF_ENUM, OFF(struct bootstrap_tls, max_version), 0,
-     0, "TLSV1_3", "TLS_AUTO (TLSV1_3), TLSV1_2 or TLSV1_3", tls_versions,
-     NULL, NULL, NULL},
-    {"cipherSuites", CONF_STR_LIST, OFF(struct bootstrap_tls, cipher_suites),
-     0, 64, NULL,
+     0, "TLSV1_3", "TLS_AUTO (TLSV1_3), TLSV1_2 or TLSV1_3", tls_versions, NULL,
+     NULL, NULL},
+    {"cipherSuites", CONF_STR_LIST, OFF(struct bootstrap_tls, cipher_suites), 0,
+     64, NULL,
      "TLS 1.2 cipher suites by OpenSSL name (default: ECDHE with AES-GCM "
      "and ChaCha20); TLS 1.3 suites are fixed",
      NULL, NULL, NULL, NULL},
@@ -64,8 +67,8 @@ const struct conf_section bootstrap_tls_section = {tls_keys, 0, SIZE_MAX};
 static const struct conf_key http_keys[] = {
     {"maxRequestHeadersSize", CONF_SIZE,
      OFF(struct bootstrap_http, max_head_bytes), 1024, 1024 * 1024, "60KiB",
-     "largest request head (request line and headers); larger is a 431",
-     NULL, NULL, NULL, NULL},
+     "largest request head (request line and headers); larger is a 431", NULL,
+     NULL, NULL, NULL},
     {"maxRequestHeaders", CONF_INT, OFF(struct bootstrap_http, max_headers), 1,
      10000, "100", "most request headers; more is a 431", NULL, NULL, NULL,
      NULL},
@@ -88,16 +91,16 @@ static const struct conf_key http_keys[] = {
      NULL, NULL, NULL, NULL},
     {"idleTimeout", CONF_DURATION, OFF(struct bootstrap_http, idle_timeout_ms),
      1, INT64_C(7) * 24 * 3600 * 1000, "1h",
-     "close a client connection with no request in flight for this long",
-     NULL, NULL, NULL, NULL},
+     "close a client connection with no request in flight for this long", NULL,
+     NULL, NULL, NULL},
     {"requestHeadersTimeout", CONF_DURATION,
      OFF(struct bootstrap_http, headers_timeout_ms), 1, 3600 * 1000, "10s",
      "time allowed to receive a whole request head (slowloris)", NULL, NULL,
      NULL, NULL},
     {"bodyBufferSize", CONF_SIZE, OFF(struct bootstrap_http, body_buffer),
      65536, 16 * 1024 * 1024, "64KiB",
-     "body bytes buffered per stream and direction (backpressure bound)",
-     NULL, NULL, NULL, NULL},
+     "body bytes buffered per stream and direction (backpressure bound)", NULL,
+     NULL, NULL, NULL},
     {"h2c", CONF_BOOL, OFF(struct bootstrap_http, h2c), 0, 0, "true",
      "accept HTTP/2 with prior knowledge on plaintext listeners", NULL, NULL,
      NULL, NULL},
@@ -111,12 +114,11 @@ static const struct conf_key route_keys[] = {
     {"pathPrefix", CONF_STR, OFF(struct bootstrap_route, path_prefix), 0, 0,
      "/", "path prefix to match", NULL, NULL, NULL, NULL},
     {"cluster", CONF_STR, OFF(struct bootstrap_route, cluster), 0, 0, NULL,
-     "cluster to send matching requests to (required)", NULL, NULL, NULL,
-     NULL},
+     "cluster to send matching requests to (required)", NULL, NULL, NULL, NULL},
     {"timeout", CONF_DURATION, OFF(struct bootstrap_route, timeout_ms), 0,
      INT64_C(24) * 3600 * 1000, "0s",
-     "time allowed for the whole response; 0s for none (Istio's default)",
-     NULL, NULL, NULL, NULL},
+     "time allowed for the whole response; 0s for none (Istio's default)", NULL,
+     NULL, NULL, NULL},
     END,
 };
 const struct conf_section bootstrap_route_section = {
@@ -161,8 +163,9 @@ static const struct conf_key cluster_keys[] = {
      "close pooled connections idle for this long", NULL, NULL, NULL, NULL},
     {"maxRequestsPerConnection", CONF_INT,
      OFF(struct bootstrap_cluster, max_requests_per_connection), 0,
-     INT64_C(1) << 40, "0", "requests per connection before a new one; 0: no limit",
-     NULL, NULL, NULL, NULL},
+     INT64_C(1) << 40, "0",
+     "requests per connection before a new one; 0: no limit", NULL, NULL, NULL,
+     NULL},
     {"tls", CONF_SECTION, OFF(struct bootstrap_cluster, tls), 0, 0, NULL,
      "TLS to the endpoints", NULL, &up_tls_section, NULL, NULL},
     END,
@@ -171,8 +174,8 @@ const struct conf_section bootstrap_cluster_section = {
     cluster_keys, sizeof(struct bootstrap_cluster),
     OFF(struct bootstrap_cluster, mark)};
 
-const struct bootstrap_cluster *bootstrap_find_cluster(const struct bootstrap *bs,
-                                                       const char *name)
+const struct bootstrap_cluster *
+bootstrap_find_cluster(const struct bootstrap *bs, const char *name)
 {
     for (size_t i = 0; i < bs->clusters.n; i++) {
         const struct bootstrap_cluster *c = bootstrap_cluster_at(bs, i);

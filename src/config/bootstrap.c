@@ -61,8 +61,8 @@ static const struct conf_key node_keys[] = {
      "node name (default: the host name)", NULL, NULL, NULL, NULL},
     {"namespace", CONF_STR, OFF(struct bootstrap_node, ns), 0, 0,
      "istio-system", "namespace the gateway runs in", NULL, NULL, NULL, NULL},
-    {"serviceAccount", CONF_STR, OFF(struct bootstrap_node, service_account),
-     0, 0, "strait", "service account of the gateway's SPIFFE identity", NULL,
+    {"serviceAccount", CONF_STR, OFF(struct bootstrap_node, service_account), 0,
+     0, "strait", "service account of the gateway's SPIFFE identity", NULL,
      NULL, NULL, NULL},
     {"labels", CONF_STR_MAP, OFF(struct bootstrap_node, labels), 0, 0, NULL,
      "labels matched by Gateway selectors", NULL, NULL, NULL, NULL},
@@ -106,10 +106,10 @@ static const struct conf_key listener_keys[] = {
     {"idleTimeout", CONF_DURATION,
      OFF(struct bootstrap_listener, idle_timeout_ms), 1,
      INT64_C(7) * 24 * 3600 * 1000, "1h",
-     "close a session with no traffic in either direction for this long",
-     NULL, NULL, NULL, NULL},
-    {"bufferSize", CONF_SIZE, OFF(struct bootstrap_listener, buffer_size),
-     1024, 16 * 1024 * 1024, "64KiB",
+     "close a session with no traffic in either direction for this long", NULL,
+     NULL, NULL, NULL},
+    {"bufferSize", CONF_SIZE, OFF(struct bootstrap_listener, buffer_size), 1024,
+     16 * 1024 * 1024, "64KiB",
      "bytes buffered per direction before reading stops (backpressure)", NULL,
      NULL, NULL, NULL},
     {"backlog", CONF_INT, OFF(struct bootstrap_listener, backlog), 1, 65535,
@@ -123,19 +123,20 @@ static const struct conf_section listener_section = {
     OFF(struct bootstrap_listener, mark)};
 
 static const struct conf_key admin_keys[] = {
-    {"address", CONF_ADDR, OFF(struct bootstrap_admin, address), 0, 0, "127.0.0.1:15000",
-     "admin API address (keep it on loopback)", NULL, NULL, NULL, NULL},
+    {"address", CONF_ADDR, OFF(struct bootstrap_admin, address), 0, 0,
+     "127.0.0.1:15000", "admin API address (keep it on loopback)", NULL, NULL,
+     NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 static const struct conf_section admin_section = {admin_keys, 0, SIZE_MAX};
 
 static const struct conf_key log_keys[] = {
-    {"level", CONF_ENUM, OFF(struct bootstrap_log, level), 0, 0, "info", "debug, info, warn or error",
-     log_levels, NULL, NULL, NULL},
-    {"format", CONF_ENUM, OFF(struct bootstrap_log, format), 0, 0, "text", "text or json",
-     log_formats, NULL, NULL, NULL},
-    {"accessLog", CONF_BOOL, OFF(struct bootstrap_log, access_log), 0, 0, "true",
-     "one line per finished session", NULL, NULL, NULL, NULL},
+    {"level", CONF_ENUM, OFF(struct bootstrap_log, level), 0, 0, "info",
+     "debug, info, warn or error", log_levels, NULL, NULL, NULL},
+    {"format", CONF_ENUM, OFF(struct bootstrap_log, format), 0, 0, "text",
+     "text or json", log_formats, NULL, NULL, NULL},
+    {"accessLog", CONF_BOOL, OFF(struct bootstrap_log, access_log), 0, 0,
+     "true", "one line per finished session", NULL, NULL, NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 static const struct conf_section log_section = {log_keys, 0, SIZE_MAX};
@@ -146,9 +147,8 @@ static const struct conf_key source_keys[] = {
      "for none",
      NULL, NULL, NULL, NULL},
     {"debounce", CONF_DURATION, OFF(struct bootstrap_source, debounce_ms), 1,
-     60000, "100ms",
-     "quiet time after a change in dir before it is reloaded", NULL, NULL,
-     NULL, NULL},
+     60000, "100ms", "quiet time after a change in dir before it is reloaded",
+     NULL, NULL, NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 static const struct conf_section source_section = {source_keys, 0, SIZE_MAX};
@@ -215,7 +215,8 @@ static const struct conf_key jwt_keys[] = {
      "sooner",
      NULL, NULL, NULL, NULL},
     {"jwksCaFile", CONF_STR, OFF(struct bootstrap_jwt, jwks_ca_file), 0, 0,
-     NULL, "CA bundle that https jwksUris are verified with; empty: the "
+     NULL,
+     "CA bundle that https jwksUris are verified with; empty: the "
      "system bundle",
      NULL, NULL, NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
@@ -225,26 +226,24 @@ static const char *const ca_key_types[] = {"ECDSA", "RSA", NULL};
 
 static const struct conf_key ca_join_keys[] = {
     {"address", CONF_STR, OFF(struct bootstrap_ca_join, address), 0, 0, "",
-     "CA to join: https://HOST:PORT (\"\" for none; strait run --join)",
-     NULL, NULL, NULL, NULL},
+     "CA to join: https://HOST:PORT (\"\" for none; strait run --join)", NULL,
+     NULL, NULL, NULL},
     {"token", CONF_STR, OFF(struct bootstrap_ca_join, token), 0, 0, "",
      "single-use join token from 'strait ca token create' (strait run "
      "--token); not needed once a certificate is stored",
      NULL, NULL, NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
-static const struct conf_section ca_join_section = {ca_join_keys, 0,
-                                                    SIZE_MAX};
+static const struct conf_section ca_join_section = {ca_join_keys, 0, SIZE_MAX};
 
 static const struct conf_key ca_keys[] = {
     {"enabled", CONF_BOOL, OFF(struct bootstrap_ca, enabled), 0, 0, "false",
      "run the embedded CA: issue this node's certificate and serve joining "
      "hosts",
      NULL, NULL, NULL, NULL},
-    {"dir", CONF_STR, OFF(struct bootstrap_ca, dir), 0, 0,
-     "/var/lib/strait/ca",
-     "CA state (root, key, join tokens) and this node's identity/", NULL,
-     NULL, NULL, NULL},
+    {"dir", CONF_STR, OFF(struct bootstrap_ca, dir), 0, 0, "/var/lib/strait/ca",
+     "CA state (root, key, join tokens) and this node's identity/", NULL, NULL,
+     NULL, NULL},
     {"cacerts", CONF_STR, OFF(struct bootstrap_ca, cacerts), 0, 0, "",
      "Istio plug-in CA directory (ca-cert.pem, ca-key.pem, root-cert.pem, "
      "cert-chain.pem): run as an intermediate; \"\" for a self-signed root",
@@ -253,8 +252,8 @@ static const struct conf_key ca_keys[] = {
      "keys made here: ECDSA (P-256) or RSA (2048 bits)", ca_key_types, NULL,
      NULL, NULL},
     {"address", CONF_ADDR, OFF(struct bootstrap_ca, address), 0, 0,
-     "0.0.0.0:15012", "address of the CA API (TLS), like istiod's", NULL,
-     NULL, NULL, NULL},
+     "0.0.0.0:15012", "address of the CA API (TLS), like istiod's", NULL, NULL,
+     NULL, NULL},
     {"rootCertTTL", CONF_DURATION, OFF(struct bootstrap_ca, root_cert_ttl_ms),
      3600 * 1000, INT64_C(876000) * 3600 * 1000, "87600h",
      "validity of a new self-signed root", NULL, NULL, NULL, NULL},
@@ -265,8 +264,8 @@ static const struct conf_key ca_keys[] = {
      NULL, NULL, NULL, NULL},
     {"maxCertTTL", CONF_DURATION, OFF(struct bootstrap_ca, max_cert_ttl_ms),
      1000, INT64_C(8760) * 3600 * 1000, "2160h",
-     "longest validity the CA grants; longer requests are capped", NULL,
-     NULL, NULL, NULL},
+     "longest validity the CA grants; longer requests are capped", NULL, NULL,
+     NULL, NULL},
     {"join", CONF_SECTION, OFF(struct bootstrap_ca, join), 0, 0, NULL,
      "get this node's certificate from another strait's CA", NULL,
      &ca_join_section, NULL, NULL},
@@ -280,16 +279,16 @@ static const struct conf_key bootstrap_keys[] = {
     {"trustDomain", CONF_STR, OFF(struct bootstrap, trust_domain), 0, 0,
      "cluster.local", "SPIFFE trust domain", NULL, NULL, NULL, NULL},
     {"workers", CONF_CUSTOM, OFF(struct bootstrap, workers), 0, 0, "auto",
-     "worker threads: auto (one per core) or 1-256", NULL, NULL,
-     parse_workers, workers_json},
+     "worker threads: auto (one per core) or 1-256", NULL, NULL, parse_workers,
+     workers_json},
     {"admin", CONF_SECTION, OFF(struct bootstrap, admin), 0, 0, NULL,
      "admin API", NULL, &admin_section, NULL, NULL},
     {"log", CONF_SECTION, OFF(struct bootstrap, log), 0, 0, NULL, "logging",
      NULL, &log_section, NULL, NULL},
     {"drainTimeout", CONF_DURATION, OFF(struct bootstrap, drain_timeout_ms), 0,
      3600 * 1000, "30s",
-     "on SIGTERM, how long open connections may finish before exit", NULL,
-     NULL, NULL, NULL},
+     "on SIGTERM, how long open connections may finish before exit", NULL, NULL,
+     NULL, NULL},
     {"config", CONF_SECTION, OFF(struct bootstrap, config), 0, 0, NULL,
      "Istio resources", NULL, &source_section, NULL, NULL},
     {"credentials", CONF_SECTION, OFF(struct bootstrap, credentials), 0, 0,
@@ -298,8 +297,8 @@ static const struct conf_key bootstrap_keys[] = {
     {"dns", CONF_SECTION, OFF(struct bootstrap, dns), 0, 0, NULL,
      "resolving ServiceEntries with resolution DNS", NULL, &dns_section, NULL,
      NULL},
-    {"outboundTrafficPolicy", CONF_SECTION, OFF(struct bootstrap, outbound),
-     0, 0, NULL,
+    {"outboundTrafficPolicy", CONF_SECTION, OFF(struct bootstrap, outbound), 0,
+     0, NULL,
      "Istio's MeshConfig outboundTrafficPolicy: routes to hosts not in the "
      "registry",
      NULL, &outbound_section, NULL, NULL},
@@ -307,8 +306,8 @@ static const struct conf_key bootstrap_keys[] = {
      "RequestAuthentication: fetching jwksUri key sets", NULL, &jwt_section,
      NULL, NULL},
     {"ca", CONF_SECTION, OFF(struct bootstrap, ca), 0, 0, NULL,
-     "embedded certificate authority and this node's SPIFFE certificate",
-     NULL, &ca_section, NULL, NULL},
+     "embedded certificate authority and this node's SPIFFE certificate", NULL,
+     &ca_section, NULL, NULL},
     {"listeners", CONF_LIST, OFF(struct bootstrap, listeners), 0, 4096, NULL,
      "TCP and HTTP listeners", NULL, &listener_section, NULL, NULL},
     {"clusters", CONF_LIST, OFF(struct bootstrap, clusters), 0, 100000, NULL,
@@ -327,8 +326,7 @@ static int name_ok(const char *s)
         return 0;
     for (; *s; s++)
         if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-              (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' ||
-              *s == '.'))
+              (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.'))
             return 0;
     return 1;
 }
@@ -588,7 +586,8 @@ void bootstrap_clusters_to_json(const struct bootstrap *bs, struct buf *b)
     buf_puts(b, "[");
     for (size_t i = 0; i < bs->clusters.n; i++) {
         buf_puts(b, i ? "," : "");
-        conf_to_json(&bootstrap_cluster_section, bootstrap_cluster_at(bs, i), b);
+        conf_to_json(&bootstrap_cluster_section, bootstrap_cluster_at(bs, i),
+                     b);
     }
     buf_puts(b, "]");
 }

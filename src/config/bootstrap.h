@@ -72,7 +72,7 @@ struct bootstrap_http {
 /* A static route, until VirtualServices: first match wins. */
 struct bootstrap_route {
     struct conf_mark mark;
-    char *host;        /* exact, *.suffix, or * */
+    char *host; /* exact, *.suffix, or * */
     char *path_prefix;
     char *cluster;
     int64_t timeout_ms; /* 0: none */
@@ -121,7 +121,7 @@ struct bootstrap_admin {
 };
 
 struct bootstrap_log {
-    int level; /* enum log_level */
+    int level;  /* enum log_level */
     int format; /* enum bootstrap_log_format */
     int access_log;
 };
@@ -166,10 +166,10 @@ struct bootstrap_ca_join {
 
 /* The embedded CA and this node's own SPIFFE certificate. */
 struct bootstrap_ca {
-    int enabled;     /* run the CA (issue, serve the API) */
-    char *dir;       /* CA state, and this node's identity/ */
-    char *cacerts;   /* Istio plug-in layout; "" for a self-signed root */
-    int key_type;    /* enum bootstrap_key_type */
+    int enabled;   /* run the CA (issue, serve the API) */
+    char *dir;     /* CA state, and this node's identity/ */
+    char *cacerts; /* Istio plug-in layout; "" for a self-signed root */
+    int key_type;  /* enum bootstrap_key_type */
     struct addr address;
     int64_t root_cert_ttl_ms;
     int64_t cert_ttl_ms;
@@ -209,8 +209,8 @@ bootstrap_cluster_at(const struct bootstrap *bs, size_t i)
 }
 
 /* bootstrap_find_cluster() returns the cluster called name, or NULL. */
-const struct bootstrap_cluster *bootstrap_find_cluster(const struct bootstrap *bs,
-                                                       const char *name);
+const struct bootstrap_cluster *
+bootstrap_find_cluster(const struct bootstrap *bs, const char *name);
 
 extern const struct conf_section bootstrap_section;
 

@@ -206,9 +206,8 @@ static int decode_scalar(struct conf_ctx *ctx, const struct conf_key *k,
             char choices[256] = "";
             size_t used = 0;
             for (int i = 0; k->enums[i] != NULL && used < sizeof(choices); i++)
-                used += (size_t)snprintf(choices + used,
-                                         sizeof(choices) - used, "%s%s",
-                                         i ? ", " : "", k->enums[i]);
+                used += (size_t)snprintf(choices + used, sizeof(choices) - used,
+                                         "%s%s", i ? ", " : "", k->enums[i]);
             CTX_ERR(ctx, node, path, "unknown value '%s' (one of: %s)",
                     node->str, choices);
         }
@@ -456,8 +455,9 @@ static int decode_key(struct conf_ctx *ctx, const struct conf_key *k,
         int bad = 0;
 
         if ((int64_t)n < k->min || (int64_t)n > k->max) {
-            CTX_ERR(ctx, where, path, "needs %" PRId64 " to %" PRId64
-                    " entries, has %zu", k->min, k->max, n);
+            CTX_ERR(ctx, where, path,
+                    "needs %" PRId64 " to %" PRId64 " entries, has %zu", k->min,
+                    k->max, n);
             return -1;
         }
         if (n == 0)
@@ -472,8 +472,8 @@ static int decode_key(struct conf_ctx *ctx, const struct conf_key *k,
             sl->n = n;
             for (size_t i = 0; i < n; i++) {
                 path_fmt(sub, "%s[%zu]", path, i);
-                if (decode_scalar(ctx, &str_key, node->items[i],
-                                  arr + i * esz, sub) < 0)
+                if (decode_scalar(ctx, &str_key, node->items[i], arr + i * esz,
+                                  sub) < 0)
                     bad = -1;
             }
             return bad;
@@ -485,8 +485,8 @@ static int decode_key(struct conf_ctx *ctx, const struct conf_key *k,
             al->n = n;
             for (size_t i = 0; i < n; i++) {
                 path_fmt(sub, "%s[%zu]", path, i);
-                if (decode_scalar(ctx, &addr_key, node->items[i],
-                                  arr + i * esz, sub) < 0)
+                if (decode_scalar(ctx, &addr_key, node->items[i], arr + i * esz,
+                                  sub) < 0)
                     bad = -1;
             }
             return bad;
@@ -528,8 +528,7 @@ static int decode_section(struct conf_ctx *ctx, const struct conf_section *sec,
         const struct ynode *key = map->pairs[i].key;
         const struct conf_key *k;
 
-        path_fmt(path, "%s%s%s", prefix, prefix[0] ? "." : "",
-                 key->str);
+        path_fmt(path, "%s%s%s", prefix, prefix[0] ? "." : "", key->str);
         for (k = sec->keys; k->name != NULL; k++)
             if (k->type != CONF_ONEOF && strcmp(k->name, key->str) == 0)
                 break;
@@ -794,8 +793,7 @@ static void value_json(const struct conf_key *k, const char *p, struct buf *b)
         buf_puts(b, "[");
         for (size_t j = 0; j < l->n; j++) {
             buf_puts(b, j ? "," : "");
-            conf_to_json(k->sub, (const char *)l->v + j * k->sub->elem_size,
-                         b);
+            conf_to_json(k->sub, (const char *)l->v + j * k->sub->elem_size, b);
         }
         buf_puts(b, "]");
         break;
@@ -880,8 +878,7 @@ static void reference(const struct conf_section *sec, const char *prefix,
     char path[CONF_PATH_MAX];
 
     for (const struct conf_key *k = sec->keys; k->name != NULL; k++) {
-        path_fmt(path, "%s%s%s", prefix, prefix[0] ? "." : "",
-                 k->name);
+        path_fmt(path, "%s%s%s", prefix, prefix[0] ? "." : "", k->name);
         if (k->type == CONF_SECTION) {
             reference(k->sub, path, b);
             continue;
@@ -891,8 +888,7 @@ static void reference(const struct conf_section *sec, const char *prefix,
         buf_printf(b, "%s\t%s\t%s\t%s\n", path, ref_type(k->type),
                    k->def ? k->def : "", k->help ? k->help : "");
         if (k->type == CONF_LIST) {
-            path_fmt(path, "%s%s%s[]", prefix,
-                     prefix[0] ? "." : "", k->name);
+            path_fmt(path, "%s%s%s[]", prefix, prefix[0] ? "." : "", k->name);
             reference(k->sub, path, b);
         }
         if (k->type == CONF_MAP) {

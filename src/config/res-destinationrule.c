@@ -651,8 +651,8 @@ static void check_tls(struct res_check *ck, const struct res_client_tls *t,
         t->mode != RES_TLS_ISTIO_MUTUAL)
         res_err(ck, &t->mark, path,
                 "clientCertificate and privateKey go together");
-    if (t->ca_crl != NULL && (t->mode == RES_TLS_DISABLE ||
-                              t->mode == RES_TLS_ISTIO_MUTUAL))
+    if (t->ca_crl != NULL &&
+        (t->mode == RES_TLS_DISABLE || t->mode == RES_TLS_ISTIO_MUTUAL))
         res_warn(ck, &t->mark, path,
                  "caCrl is ignored in tls mode %s: it applies to SIMPLE and "
                  "MUTUAL, whose servers are checked against your CA",

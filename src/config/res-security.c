@@ -15,8 +15,8 @@
 #include "config/resource.h"
 #include "policy/authz.h"
 
-static const char *const authz_actions[] = {"ALLOW", "DENY", "AUDIT",
-                                            "CUSTOM", NULL};
+static const char *const authz_actions[] = {"ALLOW", "DENY", "AUDIT", "CUSTOM",
+                                            NULL};
 static const char *const mtls_modes[] = {"UNSET", "DISABLE", "PERMISSIVE",
                                          "STRICT", NULL};
 
@@ -66,8 +66,9 @@ static const struct conf_key operation_keys[] = {
     OP("notPorts", not_ports, "ports that must not match"),
     OP("methods", methods, "HTTP methods"),
     OP("notMethods", not_methods, "methods that must not match"),
-    OP("paths", paths, "paths: exact, prefix*, *suffix, * or {*}/{**} "
-                       "templates"),
+    OP("paths", paths,
+       "paths: exact, prefix*, *suffix, * or {*}/{**} "
+       "templates"),
     OP("notPaths", not_paths, "paths that must not match"),
     {.name = NULL},
 };
@@ -328,8 +329,8 @@ static void ap_check(struct res_check *ck, struct resource *r)
     char p[200];
 
     if (ap->target_ref.line > 0 || ap->target_refs.line > 0)
-        res_warn(ck, ap->target_ref.line > 0 ? &ap->target_ref
-                                             : &ap->target_refs,
+        res_warn(ck,
+                 ap->target_ref.line > 0 ? &ap->target_ref : &ap->target_refs,
                  "spec.targetRef",
                  "targetRef is for Kubernetes Gateway API resources and is "
                  "ignored: the policy applies by its selector");

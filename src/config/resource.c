@@ -144,9 +144,14 @@ void res_path(char *out, size_t n, const char *fmt, ...)
 /* ---- names, hosts, labels ---------------------------------------------- */
 
 static const char *const kind_names[RES_KIND_COUNT] = {
-    "Gateway",       "VirtualService",      "DestinationRule",
-    "ServiceEntry",  "WorkloadEntry",       "AuthorizationPolicy",
-    "PeerAuthentication", "RequestAuthentication",
+    "Gateway",
+    "VirtualService",
+    "DestinationRule",
+    "ServiceEntry",
+    "WorkloadEntry",
+    "AuthorizationPolicy",
+    "PeerAuthentication",
+    "RequestAuthentication",
 };
 
 static const struct res_kind_ops *const kind_ops[RES_KIND_COUNT] = {
@@ -653,8 +658,8 @@ static const char *scalar_of(const struct ynode *n)
 }
 
 static const char *const other_istio_kinds[] = {
-    "Sidecar",    "EnvoyFilter", "WorkloadGroup",         "ProxyConfig",
-    "Telemetry",  "WasmPlugin",  NULL,
+    "Sidecar",    "EnvoyFilter", "WorkloadGroup", "ProxyConfig", "Telemetry",
+    "WasmPlugin", NULL,
 };
 
 /* add_resource() puts r in the set; a later definition of the same
@@ -959,8 +964,8 @@ static void load_dir(struct resource_set *set, const char *path, DIR *d)
         names = v;
         size_t plen = strlen(path);
         int slash = plen > 0 && path[plen - 1] == '/';
-        if (asprintf(&names[n], "%s%s%s", path, slash ? "" : "/",
-                     de->d_name) < 0)
+        if (asprintf(&names[n], "%s%s%s", path, slash ? "" : "/", de->d_name) <
+            0)
             break;
         n++;
     }

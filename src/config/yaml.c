@@ -14,11 +14,10 @@ struct yload {
     char **err;
 };
 
-static int yerr(struct yload *ld, size_t line, size_t col, const char *fmt,
-                ...) __attribute__((format(printf, 4, 5)));
+static int yerr(struct yload *ld, size_t line, size_t col, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
-static int yerr(struct yload *ld, size_t line, size_t col, const char *fmt,
-                ...)
+static int yerr(struct yload *ld, size_t line, size_t col, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -30,8 +29,8 @@ static int yerr(struct yload *ld, size_t line, size_t col, const char *fmt,
     n = snprintf(NULL, 0, "%s:%zu:%zu: %s", ld->name, line, col, msg);
     *ld->err = malloc((size_t)n + 1);
     if (*ld->err != NULL)
-        snprintf(*ld->err, (size_t)n + 1, "%s:%zu:%zu: %s", ld->name, line,
-                 col, msg);
+        snprintf(*ld->err, (size_t)n + 1, "%s:%zu:%zu: %s", ld->name, line, col,
+                 msg);
     return -1;
 }
 
@@ -202,10 +201,9 @@ static struct ynode *parse_node(yaml_parser_t *p, yaml_event_t *ev,
         break;
     case YAML_MAPPING_START_EVENT:
     case YAML_SEQUENCE_START_EVENT:
-        n = ynode_new(ld,
-                      ev->type == YAML_MAPPING_START_EVENT ? YNODE_MAP
-                                                           : YNODE_SEQ,
-                      &ev->start_mark);
+        n = ynode_new(
+            ld, ev->type == YAML_MAPPING_START_EVENT ? YNODE_MAP : YNODE_SEQ,
+            &ev->start_mark);
         if (n == NULL)
             break;
         if (parse_children(p, n, ld, depth) < 0) {

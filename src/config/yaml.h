@@ -26,12 +26,12 @@ struct ypair {
 
 struct ynode {
     enum ynode_type type;
-    int line; /* 1-based */
-    int col;  /* 1-based */
+    int line;   /* 1-based */
+    int col;    /* 1-based */
     int quoted; /* scalar written with quotes or as a block: always a string */
     char *str;  /* scalar bytes, NUL-terminated; NULL for collections */
     size_t len;
-    size_t n; /* items in a map or sequence */
+    size_t n;             /* items in a map or sequence */
     struct ypair *pairs;  /* map */
     struct ynode **items; /* sequence */
 };

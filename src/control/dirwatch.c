@@ -46,8 +46,8 @@ static void schedule_retry(struct dirwatch *w)
      * directory vanished do not come back in lockstep. */
     jitter = w->backoff_ms / 2 + r % (w->backoff_ms / 2 + 1);
     arm(w->retry, jitter);
-    w->backoff_ms = w->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
-                                                       : w->backoff_ms * 2;
+    w->backoff_ms =
+        w->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : w->backoff_ms * 2;
 }
 
 static int add_watch(struct dirwatch *w)
@@ -91,7 +91,8 @@ static void on_quiet(evutil_socket_t fd, short what, void *arg)
 static void on_io(evutil_socket_t fd, short what, void *arg)
 {
     struct dirwatch *w = arg;
-    char buf[16 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
+    char buf[16 * 1024]
+        __attribute__((aligned(__alignof__(struct inotify_event))));
     int lost = 0, changed = 0;
 
     (void)what;

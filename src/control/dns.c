@@ -26,10 +26,10 @@ struct dns_entry {
     char *name;
     char (*ips)[INET6_ADDRSTRLEN];
     size_t n;
-    unsigned mark;       /* the build that used it last */
-    int resolved;        /* an answer came at least once */
-    int v6;              /* this query asks for AAAA */
-    int dead;            /* swept while a query runs: freed by its callback */
+    unsigned mark; /* the build that used it last */
+    int resolved;  /* an answer came at least once */
+    int v6;        /* this query asks for AAAA */
+    int dead;      /* swept while a query runs: freed by its callback */
     struct evdns_request *req;
     struct event *timer;
 };
@@ -103,7 +103,7 @@ static void on_answer(int result, char type, int count, int ttl,
 {
     struct dns_entry *e = arg;
     struct dns_cache *c = e->c;
-    char (*ips)[INET6_ADDRSTRLEN];
+    char(*ips)[INET6_ADDRSTRLEN];
     size_t n = 0;
 
     e->req = NULL;
@@ -142,9 +142,10 @@ static void on_answer(int result, char type, int count, int ttl,
         return;
     }
     for (int i = 0; i < count; i++) {
-        const void *a = type == DNS_IPv4_A
-                            ? (const void *)((const uint32_t *)addresses + i)
-                            : (const void *)((const uint8_t *)addresses + 16 * i);
+        const void *a =
+            type == DNS_IPv4_A
+                ? (const void *)((const uint32_t *)addresses + i)
+                : (const void *)((const uint8_t *)addresses + 16 * i);
         if (inet_ntop(type == DNS_IPv4_A ? AF_INET : AF_INET6, a, ips[n],
                       sizeof(ips[n])) != NULL)
             n++;
@@ -187,8 +188,7 @@ static void on_notify(evutil_socket_t fd, short what, void *arg)
 
 struct dns_cache *dns_cache_new(struct event_base *base,
                                 const struct dns_conf *conf,
-                                dns_change_fn on_change, void *arg,
-                                char **err)
+                                dns_change_fn on_change, void *arg, char **err)
 {
     struct dns_cache *c = calloc(1, sizeof(*c));
     char buf[32];
@@ -203,10 +203,9 @@ struct dns_cache *dns_cache_new(struct event_base *base,
     c->on_change = on_change;
     c->arg = arg;
     c->notify = event_new(base, -1, 0, on_notify, c);
-    c->dns = evdns_base_new(base, (conf->nnameservers > 0
-                                       ? 0
-                                       : EVDNS_BASE_INITIALIZE_NAMESERVERS) |
-                                      EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    c->dns = evdns_base_new(
+        base, (conf->nnameservers > 0 ? 0 : EVDNS_BASE_INITIALIZE_NAMESERVERS) |
+                  EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     if (c->notify == NULL || c->dns == NULL)
         goto oom;
     for (size_t i = 0; i < conf->nnameservers; i++)
@@ -238,7 +237,8 @@ void dns_cache_free(struct dns_cache *c)
     if (c->dns != NULL)
         evdns_base_free(c->dns, 0);
     while (!LIST_EMPTY(&c->entries)) {
-        struct dns_entry *e = LIST_ELEM(c->entries.next, struct dns_entry, link);
+        struct dns_entry *e =
+            LIST_ELEM(c->entries.next, struct dns_entry, link);
         list_del(&e->link);
         entry_free(e);
     }

@@ -44,8 +44,7 @@ typedef void (*dns_change_fn)(void *arg);
  * *err. */
 struct dns_cache *dns_cache_new(struct event_base *base,
                                 const struct dns_conf *conf,
-                                dns_change_fn on_change, void *arg,
-                                char **err);
+                                dns_change_fn on_change, void *arg, char **err);
 /* dns_cache_free() cancels what is in flight and frees; NULL is a no-op. */
 void dns_cache_free(struct dns_cache *c);
 

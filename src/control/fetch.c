@@ -67,9 +67,8 @@ static void finish(struct fetch *f, const struct fetch_answer *a,
 /* The chunked body in p: FETCH_DONE, FETCH_MORE or an error. Decoded from
  * the start each time more arrives; the body is bounded by the input
  * buffer and by max_body. */
-static int parse_chunked(const char *p, size_t left, int eof,
-                         struct buf *body, struct fetch_answer *a,
-                         const char **why)
+static int parse_chunked(const char *p, size_t left, int eof, struct buf *body,
+                         struct fetch_answer *a, const char **why)
 {
     struct h1_chunked ch;
     int done;
@@ -173,12 +172,11 @@ static int try_answer(struct fetch *f, int eof)
         finish(f, NULL, "%s answered with bad HTTP (%s)", f->name, why);
         break;
     case FETCH_NO_ANSWER:
-        finish(f, NULL, "%s closed the connection without an answer",
-               f->name);
+        finish(f, NULL, "%s closed the connection without an answer", f->name);
         break;
     case FETCH_TOO_LARGE:
-        finish(f, NULL, "the answer from %s is larger than %zu bytes",
-               f->name, f->max_body);
+        finish(f, NULL, "the answer from %s is larger than %zu bytes", f->name,
+               f->max_body);
         break;
     case FETCH_CUT_SHORT:
         finish(f, NULL, "the answer from %s was cut short", f->name);
@@ -197,8 +195,7 @@ static void on_io(struct conn *cn, void *arg)
     if (f->connecting) {
         int err = sock_error(cn->fd);
         if (err != 0) {
-            finish(f, NULL, "cannot connect to %s: %s", f->name,
-                   strerror(err));
+            finish(f, NULL, "cannot connect to %s: %s", f->name, strerror(err));
             return;
         }
         f->connecting = 0;

@@ -33,7 +33,7 @@ struct entry {
     int64_t timeout_ms;
     uint64_t failures_in_a_row;
     struct event *timer; /* next fetch */
-    struct fetch *f; /* the fetch in flight, or NULL */
+    struct fetch *f;     /* the fetch in flight, or NULL */
     struct entry *next;
 };
 
@@ -132,8 +132,7 @@ static void take_document(struct entry *e, const char *body, size_t n)
     changed(e->c);
 }
 
-static void on_fetched(void *arg, const struct fetch_answer *a,
-                       const char *err)
+static void on_fetched(void *arg, const struct fetch_answer *a, const char *err)
 {
     struct entry *e = arg;
     char msg[160];

@@ -214,6 +214,6 @@ int addr_cidr_parse(const char *s, int *family, uint8_t bytes[16],
     }
     *prefix = pl;
     for (unsigned b = pl; b < max; b++)
-        bytes[b / 8] &= (uint8_t)~(0x80u >> (b % 8));
+        bytes[b / 8] &= (uint8_t) ~(0x80u >> (b % 8));
     return 0;
 }

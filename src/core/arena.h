@@ -16,7 +16,7 @@ struct arena_chunk;
 struct arena {
     struct arena_chunk *chunks;
     size_t chunk_size;
-    size_t used; /* in the newest chunk */
+    size_t used;  /* in the newest chunk */
     size_t total; /* bytes handed out, for limits and tests */
 };
 

@@ -44,8 +44,7 @@ static struct strmap_slot *find(const struct strmap *m, const char *key,
 
     for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
         struct strmap_slot *s = &m->v[i];
-        if (s->key == NULL ||
-            (s->hash == h && strcmp(s->key, key) == 0))
+        if (s->key == NULL || (s->hash == h && strcmp(s->key, key) == 0))
             return s;
     }
 }

@@ -42,8 +42,10 @@ int units_duration_ms(const char *s, size_t n, int64_t *ms, const char **why)
     static const struct {
         const char *name;
         int64_t us;
-    } units[] = {{"ms", 1000},          {"us", 1},
-                 {"s", 1000000},        {"m", 60 * INT64_C(1000000)},
+    } units[] = {{"ms", 1000},
+                 {"us", 1},
+                 {"s", 1000000},
+                 {"m", 60 * INT64_C(1000000)},
                  {"h", 3600 * INT64_C(1000000)}};
     int64_t total = 0;
     size_t i = 0;

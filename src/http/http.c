@@ -96,14 +96,15 @@ int http_token_list_has(struct slice list, const char *tok)
     while (i < list.n) {
         size_t start, end;
 
-        while (i < list.n && (list.p[i] == ' ' || list.p[i] == '\t' ||
-                              list.p[i] == ','))
+        while (i < list.n &&
+               (list.p[i] == ' ' || list.p[i] == '\t' || list.p[i] == ','))
             i++;
         start = i;
         while (i < list.n && list.p[i] != ',')
             i++;
         end = i;
-        while (end > start && (list.p[end - 1] == ' ' || list.p[end - 1] == '\t'))
+        while (end > start &&
+               (list.p[end - 1] == ' ' || list.p[end - 1] == '\t'))
             end--;
         if (end - start == tlen && strncasecmp(list.p + start, tok, tlen) == 0)
             return 1;
@@ -113,9 +114,9 @@ int http_token_list_has(struct slice list, const char *tok)
 
 size_t http_fields_strip_hop(struct http_fields *f)
 {
-    static const char *const hop[] = {"connection",        "keep-alive",
-                                      "proxy-connection",  "transfer-encoding",
-                                      "upgrade",           "te"};
+    static const char *const hop[] = {"connection",       "keep-alive",
+                                      "proxy-connection", "transfer-encoding",
+                                      "upgrade",          "te"};
     size_t removed = 0;
     const struct http_field *conn = http_fields_get(f, "connection");
 

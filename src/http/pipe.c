@@ -45,8 +45,8 @@ size_t hpipe_write(struct hpipe *p, const void *data, size_t n)
         p->was_full = n > 0;
         return 0;
     }
-    if (p->buf.data == NULL && p->pool != NULL &&
-        p->pool->size == p->buf.max && bufpool_fill(p->pool, &p->buf) < 0)
+    if (p->buf.data == NULL && p->pool != NULL && p->pool->size == p->buf.max &&
+        bufpool_fill(p->pool, &p->buf) < 0)
         return 0;
     if (buf_append(&p->buf, data, take) < 0)
         return 0;

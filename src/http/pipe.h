@@ -34,7 +34,7 @@ struct hpipe {
      * once it reaches the end, reads come from buf again. */
     struct buf kept;
     size_t replay;
-    unsigned keeping : 1;  /* consumed bytes are kept */
+    unsigned keeping : 1;   /* consumed bytes are kept */
     unsigned kept_over : 1; /* the body outgrew kept.max: no replay */
     /* Told (directly, from hpipe_finish or hpipe_abort) that the producer
      * is done; for a third party such as a mirror waiting for a whole

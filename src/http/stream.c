@@ -52,10 +52,9 @@ int hstream_reply_begin(struct hstream *s, int status, const char *body)
     s->resp.content_length = (int64_t)blen;
     s->resp.has_body = blen > 0;
     /* content-length is the codecs' to write, from content_length. */
-    if (blen > 0 &&
-        http_fields_add_ref(&s->resp.fields, &s->arena,
-                            SLICE_LIT("content-type"),
-                            SLICE_LIT("text/plain")) < 0)
+    if (blen > 0 && http_fields_add_ref(&s->resp.fields, &s->arena,
+                                        SLICE_LIT("content-type"),
+                                        SLICE_LIT("text/plain")) < 0)
         return -1;
     return 0;
 }
@@ -86,7 +85,7 @@ int hstream_respond(struct hstream *s, int status, const char *body,
 
 const char *hstream_flags_str(unsigned flags, char *out, size_t n)
 {
-    static const char *const names[] = {"NR", "UH",  "UF",  "UC", "UT", "DC",
+    static const char *const names[] = {"NR",  "UH",  "UF", "UC", "UT", "DC",
                                         "UPE", "DPE", "UO", "SI", "FI", "URX"};
     size_t used = 0;
 
@@ -94,8 +93,8 @@ const char *hstream_flags_str(unsigned flags, char *out, size_t n)
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (!(flags & (1u << i)))
             continue;
-        int w = snprintf(out + used, n - used, "%s%s", used ? "," : "",
-                         names[i]);
+        int w =
+            snprintf(out + used, n - used, "%s%s", used ? "," : "", names[i]);
         if (w < 0 || (size_t)w >= n - used)
             break;
         used += (size_t)w;

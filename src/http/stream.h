@@ -38,17 +38,17 @@ struct hstream_handler {
 
 /* Envoy-style response flags for the access log. */
 enum {
-    HFLAG_NR = 1 << 0,  /* no route */
-    HFLAG_UH = 1 << 1,  /* no healthy upstream */
-    HFLAG_UF = 1 << 2,  /* upstream connection failure */
-    HFLAG_UC = 1 << 3,  /* upstream connection terminated */
-    HFLAG_UT = 1 << 4,  /* upstream request timeout */
-    HFLAG_DC = 1 << 5,  /* downstream connection terminated */
-    HFLAG_UPE = 1 << 6, /* upstream protocol error */
-    HFLAG_DPE = 1 << 7, /* downstream protocol error */
-    HFLAG_UO = 1 << 8,  /* upstream overflow (circuit breaker) */
-    HFLAG_SI = 1 << 9,  /* stream idle timeout */
-    HFLAG_FI = 1 << 10, /* fault injected (abort) */
+    HFLAG_NR = 1 << 0,   /* no route */
+    HFLAG_UH = 1 << 1,   /* no healthy upstream */
+    HFLAG_UF = 1 << 2,   /* upstream connection failure */
+    HFLAG_UC = 1 << 3,   /* upstream connection terminated */
+    HFLAG_UT = 1 << 4,   /* upstream request timeout */
+    HFLAG_DC = 1 << 5,   /* downstream connection terminated */
+    HFLAG_UPE = 1 << 6,  /* upstream protocol error */
+    HFLAG_DPE = 1 << 7,  /* downstream protocol error */
+    HFLAG_UO = 1 << 8,   /* upstream overflow (circuit breaker) */
+    HFLAG_SI = 1 << 9,   /* stream idle timeout */
+    HFLAG_FI = 1 << 10,  /* fault injected (abort) */
     HFLAG_URX = 1 << 11, /* upstream retry limit exceeded */
 };
 
@@ -65,7 +65,7 @@ struct hstream {
     uint64_t start_ms;
     uint64_t bytes_in;  /* request body bytes from downstream */
     uint64_t bytes_out; /* response body bytes to downstream */
-    unsigned flags; /* HFLAG_* */
+    unsigned flags;     /* HFLAG_* */
     unsigned resp_started : 1;
     unsigned down_done : 1;
     int32_t h2_stream_id; /* downstream HTTP/2 stream, 0 for HTTP/1 */

@@ -93,10 +93,10 @@ static int write_head(struct h1_client *c)
 {
     struct hstream *s = c->s;
     const struct http_request *q = &s->req;
-    int with_cl = q->content_length >= 0 &&
-                  (q->has_body || slice_eq_str(q->method, "POST") ||
-                   slice_eq_str(q->method, "PUT") ||
-                   slice_eq_str(q->method, "PATCH"));
+    int with_cl =
+        q->content_length >= 0 &&
+        (q->has_body || slice_eq_str(q->method, "POST") ||
+         slice_eq_str(q->method, "PUT") || slice_eq_str(q->method, "PATCH"));
     /* Host and our framing join the request's own fields in a copy: the
      * request itself stays as the client sent it. */
     size_t n = q->fields.n + 4;
@@ -110,8 +110,8 @@ static int write_head(struct h1_client *c)
     memcpy(f + k, q->fields.v, q->fields.n * sizeof(*f));
     k += q->fields.n;
     if (q->upgrade) {
-        f[k++] = (struct http_field){SLICE_LIT("connection"),
-                                     SLICE_LIT("upgrade")};
+        f[k++] =
+            (struct http_field){SLICE_LIT("connection"), SLICE_LIT("upgrade")};
         f[k++] = (struct http_field){SLICE_LIT("upgrade"), q->upgrade_proto};
         c->wq = WQ_TUNNEL;
     } else if (with_cl) {
@@ -265,8 +265,8 @@ static int parse_head(struct h1_client *c)
                 s->resp.content_length = (int64_t)r.content_length;
             continue;
         }
-        if (http_fields_add(&s->resp.fields, &s->arena, name, value,
-                            SIZE_MAX) < 0)
+        if (http_fields_add(&s->resp.fields, &s->arena, name, value, SIZE_MAX) <
+            0)
             return -1;
     }
     http_fields_strip_hop(&s->resp.fields);
@@ -335,9 +335,9 @@ static int pump_response(struct h1_client *c)
         } else {
             struct h1_slice data = {NULL, 0};
             const char *why = NULL;
-            ssize_t used = h1_chunked_decode(&c->chunked, buf_ptr(&c->in),
-                                             avail < room ? avail : room,
-                                             &data, &why);
+            ssize_t used =
+                h1_chunked_decode(&c->chunked, buf_ptr(&c->in),
+                                  avail < room ? avail : room, &data, &why);
             if (used < 0)
                 return -1;
             if (data.n > 0)

@@ -64,7 +64,7 @@ struct h1_client {
     unsigned closed : 1;
     unsigned write_failed : 1; /* the upstream stopped taking the request */
     uint64_t requests;
-    size_t endpoint; /* index in the owner's endpoint list */
+    size_t endpoint;  /* index in the owner's endpoint list */
     struct list link; /* the owner's lists */
 };
 

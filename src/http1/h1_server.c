@@ -50,9 +50,9 @@ struct h1_server {
      * only while such a body is read, never on an idle connection. */
     struct h1_chunked *chunked;
     unsigned keep_alive : 1;
-    unsigned closing : 1;   /* close once out is flushed */
+    unsigned closing : 1; /* close once out is flushed */
     unsigned closed : 1;
-    unsigned eof : 1;       /* the client sent FIN */
+    unsigned eof : 1; /* the client sent FIN */
     unsigned draining : 1;
     unsigned write_blocked : 1;
     unsigned timer_head : 1; /* the timer runs the headers timeout */
@@ -204,13 +204,14 @@ static int build_request(struct h1_server *hs, struct hstream *s,
     struct http_request *q = &s->req;
     struct slice target = {r->target.p, r->target.n};
 
-    q->method = arena_slice(&s->arena, (struct slice){r->method.p, r->method.n});
+    q->method =
+        arena_slice(&s->arena, (struct slice){r->method.p, r->method.n});
     q->scheme = hs->conf->tls ? SLICE_LIT("https") : SLICE_LIT("http");
     q->version = r->minor ? HTTP_11 : HTTP_10;
     if (target.n > 0 && target.p[0] == '/') {
         q->path = arena_slice(&s->arena, target);
-        q->authority = arena_slice(&s->arena,
-                                   (struct slice){r->host.p, r->host.n});
+        q->authority =
+            arena_slice(&s->arena, (struct slice){r->host.p, r->host.n});
     } else {
         struct slice auth, path;
         if (split_absolute(target, &auth, &path) < 0)
@@ -257,8 +258,8 @@ static void parse_head(struct h1_server *hs)
 
     memset(&r, 0, sizeof(r));
     r.headers = hs->scratch->hdrs;
-    n = h1_parse_request(buf_ptr(&hs->in), buf_len(&hs->in), &hs->conf->lim,
-                         &r, &why, &status);
+    n = h1_parse_request(buf_ptr(&hs->in), buf_len(&hs->in), &hs->conf->lim, &r,
+                         &why, &status);
     if (n == 0) {
         if (buf_len(&hs->in) > 0 && !hs->timer_head) {
             hs->timer_head = 1;
@@ -355,9 +356,9 @@ static void pump_request_body(struct h1_server *hs)
              * fits the pipe. */
             struct h1_slice data = {NULL, 0};
             const char *why = NULL;
-            ssize_t used = h1_chunked_decode(hs->chunked, buf_ptr(&hs->in),
-                                             avail < room ? avail : room,
-                                             &data, &why);
+            ssize_t used =
+                h1_chunked_decode(hs->chunked, buf_ptr(&hs->in),
+                                  avail < room ? avail : room, &data, &why);
             if (used < 0) {
                 hpipe_abort(&s->req_body);
                 hs->hooks.protocol_error(hs->hooks.ctx, 400,
@@ -735,8 +736,8 @@ static void response_head(struct hstream *s)
                 rc |= http_fields_add_ref(f, &s->arena, SLICE_LIT("connection"),
                                           SLICE_LIT("keep-alive"));
         }
-        if (rc != 0 || h1_write_response_head(&hs->out, r->status, NULL, f->v,
-                                              f->n) < 0)
+        if (rc != 0 ||
+            h1_write_response_head(&hs->out, r->status, NULL, f->v, f->n) < 0)
             goto fail;
     }
     hs->rs = hs->rb == RB_NONE ? RS_DONE : RS_BODY;
@@ -801,8 +802,7 @@ struct h1_server *h1_server_new(struct event_base *base, struct conn *c,
                                 const struct h1_server_conf *conf,
                                 const struct h1_server_hooks *hooks,
                                 struct bufpool *pool,
-                                struct h1_scratch *scratch,
-                                struct event *timer)
+                                struct h1_scratch *scratch, struct event *timer)
 {
     struct h1_server *hs = calloc(1, sizeof(*hs));
 

@@ -88,8 +88,8 @@ static void stream_end(struct h2c_stream *st, int ok, unsigned flags,
      * good with every response. */
     if (st->id != 0 && c->ng != NULL && !c->closed &&
         st->written > st->reported) {
-        nghttp2_session_consume_connection(c->ng,
-                                           (size_t)(st->written - st->reported));
+        nghttp2_session_consume_connection(
+            c->ng, (size_t)(st->written - st->reported));
         st->reported = st->written;
         schedule(c);
     }
@@ -141,7 +141,8 @@ static void resp_consumed(void *arg)
     uint64_t done = st->written - buf_len(&st->s->resp_body.buf);
 
     if (done > st->reported && !st->c->closed) {
-        nghttp2_session_consume(st->c->ng, st->id, (size_t)(done - st->reported));
+        nghttp2_session_consume(st->c->ng, st->id,
+                                (size_t)(done - st->reported));
         st->reported = done;
         schedule(st->c);
     }
@@ -185,8 +186,8 @@ static ssize_t read_req(nghttp2_session *ng, int32_t id, uint8_t *buf,
     if (hpipe_drained(p)) {
         *flags |= NGHTTP2_DATA_FLAG_EOF;
         if (p->trailers.n > 0) {
-            nghttp2_nv *nva = arena_alloc(&st->s->arena,
-                                          p->trailers.n * sizeof(*nva));
+            nghttp2_nv *nva =
+                arena_alloc(&st->s->arena, p->trailers.n * sizeof(*nva));
             if (nva != NULL) {
                 for (size_t i = 0; i < p->trailers.n; i++)
                     nva[i] = (nghttp2_nv){(uint8_t *)p->trailers.v[i].name.p,
@@ -215,8 +216,10 @@ static int submit(struct h2_client *c, struct h2c_stream *st)
     int32_t id;
 
 #define NV(n, nl, v, vl)                                                       \
-    nva[k++] = (nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), (nl), (vl),        \
-                            NGHTTP2_NV_FLAG_NONE}
+    nva[k++] = (nghttp2_nv)                                                    \
+    {                                                                          \
+        (uint8_t *)(n), (uint8_t *)(v), (nl), (vl), NGHTTP2_NV_FLAG_NONE       \
+    }
     if (nva == NULL)
         return -1;
     NV(":method", 7, q->method.p, q->method.n);
@@ -224,8 +227,8 @@ static int submit(struct h2_client *c, struct h2c_stream *st)
     NV(":authority", 10, q->authority.p, q->authority.n);
     NV(":path", 5, q->path.p, q->path.n);
     for (size_t i = 0; i < q->fields.n; i++)
-        NV(q->fields.v[i].name.p, q->fields.v[i].name.n,
-           q->fields.v[i].value.p, q->fields.v[i].value.n);
+        NV(q->fields.v[i].name.p, q->fields.v[i].name.n, q->fields.v[i].value.p,
+           q->fields.v[i].value.n);
     if (q->te_trailers)
         NV("te", 2, "trailers", 8);
     if (q->content_length >= 0 && q->has_body) {
@@ -233,8 +236,8 @@ static int submit(struct h2_client *c, struct h2c_stream *st)
         NV("content-length", 14, cl, strlen(cl));
     }
 #undef NV
-    id = nghttp2_submit_request(c->ng, NULL, nva, k,
-                                q->has_body ? &prd : NULL, st);
+    id = nghttp2_submit_request(c->ng, NULL, nva, k, q->has_body ? &prd : NULL,
+                                st);
     if (id < 0)
         return -1;
     st->id = id;
@@ -251,8 +254,8 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
                      const uint8_t *name, size_t namelen, const uint8_t *value,
                      size_t valuelen, uint8_t flags, void *arg)
 {
-    struct h2c_stream *st = nghttp2_session_get_stream_user_data(ng,
-                                                                 f->hd.stream_id);
+    struct h2c_stream *st =
+        nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
     struct hstream *s;
     struct slice n = {(const char *)name, namelen};
     struct slice v = {(const char *)value, valuelen};
@@ -288,11 +291,10 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
     return 0;
 }
 
-static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
-                         void *arg)
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
 {
-    struct h2c_stream *st = nghttp2_session_get_stream_user_data(ng,
-                                                                 f->hd.stream_id);
+    struct h2c_stream *st =
+        nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
     int end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
 
     (void)arg;
@@ -315,8 +317,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
             s->resp.has_body = !end;
             st->hooks->head(st->ctx);
             /* The hook may have cancelled (and freed) st: look it up. */
-            if (nghttp2_session_get_stream_user_data(ng, f->hd.stream_id) !=
-                st)
+            if (nghttp2_session_get_stream_user_data(ng, f->hd.stream_id) != st)
                 return 0;
         }
         if (end && !st->resp_ended) {
@@ -386,8 +387,7 @@ static int start_session(struct h2_client *c)
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb,
                                                               on_data_chunk);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cb,
-                                                           on_stream_close);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
     nghttp2_option_set_no_auto_window_update(opt, 1);
     nghttp2_option_set_max_outbound_ack(opt, 1000);
     rc = nghttp2_session_client_new2(&ng, cb, c, opt);

@@ -59,7 +59,7 @@ struct h2_client {
     size_t endpoint;
     uint64_t requests;
     uint64_t max_requests; /* 0: no limit; then no new streams (drain) */
-    struct list link; /* the owner's list */
+    struct list link;      /* the owner's list */
 };
 
 /* h2_client_connect() starts a connection to a; with tls, TLS (ALPN h2) is

@@ -154,8 +154,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f,
                      ? hs->conf->body_cap
                      : hs->h2.stream_window;
 
-    if (f->hd.type != NGHTTP2_HEADERS ||
-        f->headers.cat != NGHTTP2_HCAT_REQUEST)
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
     st = calloc(1, sizeof(*st));
     if (st == NULL)
@@ -202,8 +201,8 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
                      size_t valuelen, uint8_t flags, void *arg)
 {
     struct h2_server *hs = arg;
-    struct h2_stream *st = nghttp2_session_get_stream_user_data(ng,
-                                                                f->hd.stream_id);
+    struct h2_stream *st =
+        nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
     struct hstream *s;
     struct slice n = {(const char *)name, namelen};
     struct slice v = {(const char *)value, valuelen};
@@ -317,12 +316,11 @@ static void dispatch(struct h2_server *hs, struct h2_stream *st, int end)
     hs->hooks.handler->on_request(hs->hooks.ctx, s);
 }
 
-static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
-                         void *arg)
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
 {
     struct h2_server *hs = arg;
-    struct h2_stream *st = nghttp2_session_get_stream_user_data(ng,
-                                                                f->hd.stream_id);
+    struct h2_stream *st =
+        nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
     int end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
 
     switch (f->hd.type) {
@@ -343,7 +341,8 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
              * our GOAWAY. */
             if (++hs->empty_frames == EMPTY_FRAMES_MAX + 1) {
                 STAT_ADD(hs->sh, h2_flood, 1);
-                nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+                nghttp2_session_terminate_session(ng,
+                                                  NGHTTP2_ENHANCE_YOUR_CALM);
             }
             return 0;
         }
@@ -405,8 +404,8 @@ static void stream_release(struct h2_server *hs, struct h2_stream *st,
      * more: return their connection credit now, or every reset or early
      * answer shrinks the connection window for good. */
     if (!hs->closed && st->written > st->reported) {
-        nghttp2_session_consume_connection(hs->ng,
-                                           (size_t)(st->written - st->reported));
+        nghttp2_session_consume_connection(
+            hs->ng, (size_t)(st->written - st->reported));
         st->reported = st->written;
         schedule(hs);
     }
@@ -466,8 +465,8 @@ static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf,
     if (hpipe_drained(p)) {
         *data_flags |= NGHTTP2_DATA_FLAG_EOF;
         if (p->trailers.n > 0) {
-            nghttp2_nv *nva = arena_alloc(&st->s->arena,
-                                          p->trailers.n * sizeof(*nva));
+            nghttp2_nv *nva =
+                arena_alloc(&st->s->arena, p->trailers.n * sizeof(*nva));
             if (nva != NULL) {
                 for (size_t i = 0; i < p->trailers.n; i++) {
                     nva[i].name = (uint8_t *)p->trailers.v[i].name.p;
@@ -515,8 +514,8 @@ static void response_head(struct hstream *s)
                                 NGHTTP2_NV_FLAG_NONE};
     if (r->content_length >= 0 && r->status >= 200 && r->status != 204) {
         snprintf(cl, sizeof(cl), "%" PRId64, r->content_length);
-        nva[k++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)cl,
-                                14, strlen(cl), NGHTTP2_NV_FLAG_NONE};
+        nva[k++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)cl, 14,
+                                strlen(cl), NGHTTP2_NV_FLAG_NONE};
     }
     if (no_body) {
         size_t left;
@@ -686,7 +685,8 @@ struct h2_server *h2_server_new(struct event_base *base, struct conn *c,
     event_assign(&hs->defer, base, -1, 0, on_defer, hs);
     event_assign(&hs->timer, base, -1, 0, on_idle, hs);
     event_assign(&hs->drain_ev, base, -1, 0, on_drain_notice, hs);
-    if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&opt) != 0)
+    if (nghttp2_session_callbacks_new(&cb) != 0 ||
+        nghttp2_option_new(&opt) != 0)
         goto fail;
     nghttp2_session_callbacks_set_on_begin_headers_callback(cb,
                                                             on_begin_headers);
@@ -694,8 +694,7 @@ struct h2_server *h2_server_new(struct event_base *base, struct conn *c,
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb,
                                                               on_data_chunk);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cb,
-                                                           on_stream_close);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
     /* Window updates follow what the proxy consumed, not what arrived. */
     nghttp2_option_set_no_auto_window_update(opt, 1);
     nghttp2_option_set_max_outbound_ack(opt, 1000);

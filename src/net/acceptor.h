@@ -12,8 +12,7 @@ struct event_base;
  * (the socket stays readable, so accepting again at once would spin).
  */
 typedef void (*acceptor_fn)(void *arg, int fd,
-                            const struct sockaddr_storage *peer,
-                            socklen_t len);
+                            const struct sockaddr_storage *peer, socklen_t len);
 
 struct acceptor {
     struct event *ev;     /* NULL once stopped */

@@ -63,9 +63,8 @@ static void plain_dispose(struct conn *c)
     (void)c;
 }
 
-const struct conn_ops conn_plain_ops = {plain_read, plain_write,
-                                        plain_handshake, plain_shutdown,
-                                        plain_dispose};
+const struct conn_ops conn_plain_ops = {
+    plain_read, plain_write, plain_handshake, plain_shutdown, plain_dispose};
 
 static void on_event(evutil_socket_t fd, short what, void *arg)
 {

@@ -85,8 +85,7 @@ struct listener_socks *listener_socks_open(const struct addr *a, int nworkers,
 {
     int shared = addr_family(a) == AF_UNIX;
     int n = shared ? 1 : nworkers;
-    struct listener_socks *s =
-        calloc(1, sizeof(*s) + (size_t)n * sizeof(int));
+    struct listener_socks *s = calloc(1, sizeof(*s) + (size_t)n * sizeof(int));
 
     *err = NULL;
     if (s == NULL) {

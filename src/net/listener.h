@@ -22,7 +22,7 @@ struct listener_counters {
     uint64_t connect_timeouts;
     uint64_t idle_timeouts;
     /* TCP/TLS Gateway listeners */
-    uint64_t no_route;          /* closed: no route matched (Envoy's NR) */
+    uint64_t no_route;            /* closed: no route matched (Envoy's NR) */
     uint64_t client_hello_errors; /* not TLS, malformed, too large, timeout */
     /* Gateway listeners: requests (HTTP, answered 502) and connections
      * (TCP/TLS, closed) routed to BlackHoleCluster, a destination host not
@@ -30,15 +30,15 @@ struct listener_counters {
     uint64_t registry_only;
     /* HTTP listeners */
     uint64_t rq_total;
-    uint64_t rq_class[6]; /* [1]..[5]: 1xx..5xx */
+    uint64_t rq_class[6];        /* [1]..[5]: 1xx..5xx */
     uint64_t rq_protocol_errors; /* malformed requests from clients */
     uint64_t rq_upstream_errors; /* upstream failed (502/503/reset) */
     uint64_t rq_rbac_denied;     /* refused by an AuthorizationPolicy */
     uint64_t rq_jwt_denied;      /* refused: a JWT that does not verify */
-    uint64_t rq_mirror_sent;    /* mirrored copies started */
-    uint64_t rq_mirror_failed;  /* started copies that did not complete */
-    uint64_t rq_mirror_skipped; /* selected copies not sent (body too big,
-                                   no endpoint, circuit breaker) */
+    uint64_t rq_mirror_sent;     /* mirrored copies started */
+    uint64_t rq_mirror_failed;   /* started copies that did not complete */
+    uint64_t rq_mirror_skipped;  /* selected copies not sent (body too big,
+                                    no endpoint, circuit breaker) */
     uint64_t tls_handshakes;
     uint64_t tls_fail_version;
     uint64_t tls_fail_cipher;
@@ -57,7 +57,8 @@ struct listener_counters {
 
 #define STAT_ADD(shard, field, n)                                              \
     __atomic_store_n(&(shard)->field, (shard)->field + (n), __ATOMIC_RELAXED)
-#define STAT_GET(shard, field) __atomic_load_n(&(shard)->field, __ATOMIC_RELAXED)
+#define STAT_GET(shard, field)                                                 \
+    __atomic_load_n(&(shard)->field, __ATOMIC_RELAXED)
 
 /*
  * The counters of a listener, by name. A reload that changes a listener

@@ -61,8 +61,8 @@ int sock_listen(const struct addr *a, int backlog, int reuseport, char **err)
 
 int sock_connect(const struct addr *a, int *in_progress)
 {
-    int fd = socket(addr_family(a), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    0);
+    int fd =
+        socket(addr_family(a), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
 
     *in_progress = 0;

@@ -67,11 +67,11 @@ enum ckey {
     K_SOURCE_PRINCIPAL,
     K_DEST_PORT,
     K_SNI,
-    K_AUTH_PRINCIPAL,  /* request.auth.principal: "iss/sub" */
-    K_AUTH_AUDIENCES,  /* request.auth.audiences: aud */
-    K_AUTH_PRESENTER,  /* request.auth.presenter: azp */
-    K_AUTH_CLAIM,      /* request.auth.claims[a][b]... */
-    K_NEVER,           /* what strait cannot evaluate */
+    K_AUTH_PRINCIPAL, /* request.auth.principal: "iss/sub" */
+    K_AUTH_AUDIENCES, /* request.auth.audiences: aud */
+    K_AUTH_PRESENTER, /* request.auth.presenter: azp */
+    K_AUTH_CLAIM,     /* request.auth.claims[a][b]... */
+    K_NEVER,          /* what strait cannot evaluate */
 };
 
 /* Claim paths are at most this deep (Istio has no limit; ten levels of
@@ -80,7 +80,7 @@ enum ckey {
 
 struct cond {
     enum ckey key;
-    char header[128]; /* K_HEADER, lowercase */
+    char header[128];                /* K_HEADER, lowercase */
     struct slice claim[CLAIM_DEPTH]; /* K_AUTH_CLAIM, in the arena */
     size_t nclaim;
     struct mset values, not_values;
@@ -114,8 +114,8 @@ struct authz {
 
 /* ---- compiling ---------------------------------------------------------- */
 
-static int compile_mset(struct arena *a, const struct conf_strs *in,
-                        int paths, struct mset *out)
+static int compile_mset(struct arena *a, const struct conf_strs *in, int paths,
+                        struct mset *out)
 {
     struct matcher *v;
 
@@ -325,7 +325,8 @@ static int compile_rule(struct arena *a, const struct res_authz_rule *in,
         (in->when.n && !(when = arena_alloc(a, in->when.n * sizeof(*when)))))
         return -1;
     for (size_t i = 0; i < in->from.n; i++)
-        if (compile_src(a, &((const struct res_authz_from *)in->from.v)[i].source,
+        if (compile_src(a,
+                        &((const struct res_authz_from *)in->from.v)[i].source,
                         &from[i]) < 0)
             return -1;
     for (size_t i = 0; i < in->to.n; i++)
@@ -358,7 +359,8 @@ static int applies(const struct resource *r,
         return 0;
     if (ap->selector.match_labels.n == 0)
         return 1;
-    return labels != NULL && res_labels_match(&ap->selector.match_labels, labels);
+    return labels != NULL &&
+           res_labels_match(&ap->selector.match_labels, labels);
 }
 
 struct authz *authz_build(const struct resource_set *set, const char *node_ns,
@@ -463,7 +465,8 @@ int authz_claim_path(const char *key, const char **names, size_t *lens)
         return -1;
     while (*p == '[') {
         const char *end = strchr(p + 1, ']');
-        if (end == NULL || end == p + 1 || memchr(p + 1, '[', (size_t)(end - p - 1)))
+        if (end == NULL || end == p + 1 ||
+            memchr(p + 1, '[', (size_t)(end - p - 1)))
             return -1;
         if (names != NULL && d < CLAIM_DEPTH) {
             names[d] = p + 1;
@@ -526,12 +529,12 @@ static int mset_any(const struct mset *s, struct slice v, int nocase)
 }
 
 /* A field with values must match one; a not- field must match none. */
-static int field_ok(const struct mset *in, const struct mset *not,
+static int field_ok(const struct mset *in, const struct mset * not,
                     struct slice v, int nocase)
 {
     if (in->n > 0 && !mset_any(in, v, nocase))
         return 0;
-    return not->n == 0 || !mset_any(not, v, nocase);
+    return not ->n == 0 || !mset_any(not, v, nocase);
 }
 
 /* The address of sa as family and bytes; IPv4-mapped IPv6 as IPv4. */
@@ -547,7 +550,7 @@ static int sa_bytes(const struct sockaddr *sa, uint8_t out[16])
     if (sa->sa_family == AF_INET6) {
         const uint8_t *b =
             ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
-        static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0,
+        static const uint8_t mapped[12] = {0, 0, 0, 0, 0,    0,
                                            0, 0, 0, 0, 0xff, 0xff};
         if (memcmp(b, mapped, 12) == 0) {
             memcpy(out, b + 12, 4);
@@ -576,12 +579,12 @@ static int cidrs_any(const struct cidrs *c, const struct sockaddr *sa)
     return 0;
 }
 
-static int cidr_field_ok(const struct cidrs *in, const struct cidrs *not,
+static int cidr_field_ok(const struct cidrs *in, const struct cidrs * not,
                          const struct sockaddr *sa)
 {
     if (in->n > 0 && !cidrs_any(in, sa))
         return 0;
-    return not->n == 0 || !cidrs_any(not, sa);
+    return not ->n == 0 || !cidrs_any(not, sa);
 }
 
 static int ports_has(const struct ports *p, uint32_t port)
@@ -592,12 +595,12 @@ static int ports_has(const struct ports *p, uint32_t port)
     return 0;
 }
 
-static int ports_ok(const struct ports *in, const struct ports *not,
+static int ports_ok(const struct ports *in, const struct ports * not,
                     uint32_t port)
 {
     if (in->n > 0 && !ports_has(in, port))
         return 0;
-    return not->n == 0 || !ports_has(not, port);
+    return not ->n == 0 || !ports_has(not, port);
 }
 
 /* The namespace of a principal "td/ns/NS/sa/SA"; empty when it has none. */
@@ -650,8 +653,7 @@ static int src_ok(const struct src *s, const struct authz_request *r,
 {
     struct slice ns = principal_ns(r->principal);
 
-    if (r->tcp && (s->req_principals.n || s->not_req_principals.n) &&
-        !lenient)
+    if (r->tcp && (s->req_principals.n || s->not_req_principals.n) && !lenient)
         return 0;
     if (!r->tcp && !field_ok(&s->req_principals, &s->not_req_principals,
                              req_principal(r), 0))
@@ -663,8 +665,7 @@ static int src_ok(const struct src *s, const struct authz_request *r,
                          r->remote ? r->remote : r->peer);
 }
 
-static int op_ok(const struct op *o, const struct authz_request *r,
-                 int lenient)
+static int op_ok(const struct op *o, const struct authz_request *r, int lenient)
 {
     if (r->tcp) {
         int http = o->hosts.n || o->not_hosts.n || o->methods.n ||
@@ -698,7 +699,7 @@ static int json_values_ok(const struct cond *c, const struct json *j)
             not = not || mset_any(&c->not_values, e->str, 0);
         }
     }
-    return in && !not;
+    return in && !not ;
 }
 
 static int cond_ok(const struct cond *c, const struct authz_request *r,
@@ -721,7 +722,7 @@ static int cond_ok(const struct cond *c, const struct authz_request *r,
             if (c->not_values.n > 0 && mset_any(&c->not_values, f->value, 0))
                 not = 1;
         }
-        return in && !not;
+        return in && !not ;
     }
     case K_SOURCE_IP:
         return cidr_field_ok(&c->ips, &c->not_ips, r->peer);
@@ -729,8 +730,8 @@ static int cond_ok(const struct cond *c, const struct authz_request *r,
         return cidr_field_ok(&c->ips, &c->not_ips,
                              r->remote ? r->remote : r->peer);
     case K_SOURCE_NS:
-        return field_ok(&c->values, &c->not_values,
-                        principal_ns(r->principal), 0);
+        return field_ok(&c->values, &c->not_values, principal_ns(r->principal),
+                        0);
     case K_SOURCE_PRINCIPAL:
         return field_ok(&c->values, &c->not_values, r->principal, 0);
     case K_DEST_PORT:
@@ -745,8 +746,7 @@ static int cond_ok(const struct cond *c, const struct authz_request *r,
         if (r->tcp)
             return lenient;
         return field_ok(&c->values, &c->not_values,
-                        r->jwt ? r->jwt->presenter : (struct slice){"", 0},
-                        0);
+                        r->jwt ? r->jwt->presenter : (struct slice){"", 0}, 0);
     case K_AUTH_AUDIENCES:
         if (r->tcp)
             return lenient;

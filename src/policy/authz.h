@@ -34,11 +34,11 @@ struct authz_request {
     struct slice principal; /* peer SPIFFE ID without spiffe://; empty: none */
     const struct sockaddr *peer;   /* source.ip */
     const struct sockaddr *remote; /* remote.ip (X-Forwarded-For); NULL: peer */
-    struct slice host;   /* Host / :authority (a port is ignored) */
+    struct slice host;             /* Host / :authority (a port is ignored) */
     struct slice method;
-    struct slice path;   /* with the query, which is not matched */
-    uint32_t port;       /* destination.port */
-    struct slice sni;    /* connection.sni */
+    struct slice path; /* with the query, which is not matched */
+    uint32_t port;     /* destination.port */
+    struct slice sni;  /* connection.sni */
     const struct http_fields *headers; /* NULL: none (TCP) */
     /* The request's verified JWT (requestPrincipals, request.auth.*);
      * NULL: none, so those fields match no value and every notValue. */

@@ -63,8 +63,9 @@ enum peer_authn_mode peer_authn_mode(const struct resource_set *set,
         snprintf(key, sizeof(key), "%u", (unsigned)port);
         for (size_t i = 0; i < wl->port_level_mtls.n; i++)
             if (strcmp(wl->port_level_mtls.keys[i], key) == 0)
-                set_mode(((const struct res_mtls *)wl->port_level_mtls.v)[i].mode,
-                         &m);
+                set_mode(
+                    ((const struct res_mtls *)wl->port_level_mtls.v)[i].mode,
+                    &m);
     }
     return m;
 }

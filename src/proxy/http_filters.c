@@ -21,10 +21,10 @@
 static const char *trusted_client(struct pstream *ps, struct slice xff);
 
 /*
- * pstream_cors_headers() adds the corsPolicy's answer to an allowed cross-origin
- * request, as Envoy's CORS filter does: the origin echoed back, the
- * credentials flag, and either the exposed headers (actual requests) or
- * the allowed methods, headers and max age (preflights).
+ * pstream_cors_headers() adds the corsPolicy's answer to an allowed
+ * cross-origin request, as Envoy's CORS filter does: the origin echoed back,
+ * the credentials flag, and either the exposed headers (actual requests) or the
+ * allowed methods, headers and max age (preflights).
  */
 int pstream_cors_headers(struct pstream *ps, int preflight)
 {
@@ -35,8 +35,8 @@ int pstream_cors_headers(struct pstream *ps, int preflight)
 
     if (c == NULL || ps->cors_origin.n == 0)
         return 0;
-    if (http_fields_set(f, a, "access-control-allow-origin",
-                        ps->cors_origin) < 0)
+    if (http_fields_set(f, a, "access-control-allow-origin", ps->cors_origin) <
+        0)
         return -1;
     if (c->allow_credentials &&
         http_fields_set(f, a, "access-control-allow-credentials",
@@ -127,8 +127,8 @@ int pstream_add_forwarding(struct pstream *ps)
 {
     struct hstream *s = ps->s;
     struct http_request *q = &s->req;
-    const struct http_field *xff = http_fields_get(&q->fields,
-                                                   "x-forwarded-for");
+    const struct http_field *xff =
+        http_fields_get(&q->fields, "x-forwarded-for");
     char id[40];
     uint64_t a, b;
 
@@ -144,11 +144,9 @@ int pstream_add_forwarding(struct pstream *ps)
         if (http_fields_set(&q->fields, &s->arena, "x-forwarded-for",
                             (struct slice){v, n}) < 0)
             return -1;
-    } else if (http_fields_add_ref(&q->fields, &s->arena,
-                                   SLICE_LIT("x-forwarded-for"),
-                                   arena_slice(&s->arena,
-                                               slice_of(ps->hc->peer_ip))) <
-               0) {
+    } else if (http_fields_add_ref(
+                   &q->fields, &s->arena, SLICE_LIT("x-forwarded-for"),
+                   arena_slice(&s->arena, slice_of(ps->hc->peer_ip))) < 0) {
         return -1;
     }
     /* X-Forwarded-Proto from a client is kept only behind trusted proxies. */
@@ -173,10 +171,9 @@ int pstream_add_forwarding(struct pstream *ps)
         p = units_fmt_hex(p, ((b >> 48) & 0x3fff) | 0x8000, 4);
         *p++ = '-';
         p = units_fmt_hex(p, b, 12);
-        if (http_fields_add_ref(&q->fields, &s->arena,
-                                SLICE_LIT("x-request-id"),
-                                arena_slice(&s->arena,
-                                            (struct slice){id, (size_t)(p - id)})) <
+        if (http_fields_add_ref(
+                &q->fields, &s->arena, SLICE_LIT("x-request-id"),
+                arena_slice(&s->arena, (struct slice){id, (size_t)(p - id)})) <
             0)
             return -1;
     }
@@ -272,8 +269,8 @@ int pstream_route(struct pstream *ps)
         pstream_up_finished(ps);
         return -1;
     }
-    a = router_match(ps->wr->r->router, &s->req, c->port, pstream_rng(ps->l), &s->arena,
-                     &ps->rr);
+    a = router_match(ps->wr->r->router, &s->req, c->port, pstream_rng(ps->l),
+                     &s->arena, &ps->rr);
     if (a == NULL) {
         pstream_local_reply(ps, 404, HFLAG_NR, "no route\n");
         pstream_up_finished(ps);
@@ -292,17 +289,18 @@ int pstream_route(struct pstream *ps)
         return -1;
     }
     if (a->kind == ROUTE_DIRECT) {
-        const char *body = a->direct.body.n > 0
-                               ? arena_dup(&s->arena, a->direct.body.p,
-                                           a->direct.body.n)
-                               : NULL;
+        const char *body =
+            a->direct.body.n > 0
+                ? arena_dup(&s->arena, a->direct.body.p, a->direct.body.n)
+                : NULL;
         route_reply(ps, a->direct.status, body, NULL, NULL);
         pstream_up_finished(ps);
         return -1;
     }
     if (ps->rr.abort_status > 0) {
         /* Envoy marks injected faults FI. */
-        pstream_local_reply(ps, ps->rr.abort_status, HFLAG_FI, "fault filter abort\n");
+        pstream_local_reply(ps, ps->rr.abort_status, HFLAG_FI,
+                            "fault filter abort\n");
         pstream_up_finished(ps);
         return -1;
     }
@@ -368,8 +366,8 @@ int pstream_misdirected(struct pstream *ps)
 int pstream_authorize(struct pstream *ps)
 {
     struct hstream *s = ps->s;
-    const struct http_field *xff = http_fields_get(&s->req.fields,
-                                                   "x-forwarded-for");
+    const struct http_field *xff =
+        http_fields_get(&s->req.fields, "x-forwarded-for");
     const char *client = xff != NULL ? trusted_client(ps, xff->value) : NULL;
     struct sockaddr_storage remote;
     struct authz_request r;
@@ -401,7 +399,8 @@ int pstream_authorize(struct pstream *ps)
     n = strlen("RBAC_ACCESS_DENIED[]") + (d.policy ? strlen(d.policy) : 4) + 1;
     why = arena_alloc(&s->arena, n);
     if (why != NULL)
-        snprintf(why, n, "RBAC_ACCESS_DENIED[%s]", d.policy ? d.policy : "none");
+        snprintf(why, n, "RBAC_ACCESS_DENIED[%s]",
+                 d.policy ? d.policy : "none");
     ps->details = why;
     STAT_ADD(http_shard(ps->l), rq_rbac_denied, 1);
     pstream_local_reply(ps, 403, 0, "RBAC: access denied");

@@ -134,8 +134,7 @@ static struct hstream *shadow_copy(struct pstream *ps, size_t body_len)
         for (size_t i = 0; i < s->req_body.trailers.n; i++)
             if (http_fields_add(&m->req_body.trailers, &m->arena,
                                 s->req_body.trailers.v[i].name,
-                                s->req_body.trailers.v[i].value,
-                                SIZE_MAX) < 0)
+                                s->req_body.trailers.v[i].value, SIZE_MAX) < 0)
                 goto fail;
     }
     hpipe_finish(&m->req_body);
@@ -237,8 +236,8 @@ void pstream_mirror_begin(struct pstream *ps)
 void http_mirrors_reap(struct http_listener *l)
 {
     while (!LIST_EMPTY(&l->mirrors_dead)) {
-        struct pstream *ps = LIST_ELEM(l->mirrors_dead.next, struct pstream,
-                                       link);
+        struct pstream *ps =
+            LIST_ELEM(l->mirrors_dead.next, struct pstream, link);
         struct hstream *m = ps->s;
 
         list_del(&ps->link);

@@ -36,7 +36,7 @@ struct wroutes {
 };
 
 struct http_listener {
-    struct plistener pl; /* first: workers see a plistener */
+    struct plistener pl;          /* first: workers see a plistener */
     struct http_proxy_conf *conf; /* one reference */
     struct event_base *base;
     int worker;
@@ -51,9 +51,9 @@ struct http_listener {
     struct bufpool pool; /* body buffers */
     struct bufpool io;   /* HTTP/1 read buffers (scratch.io) */
     struct h1_scratch scratch;
-    struct wroutes *routes; /* the current view */
-    struct list old;        /* replaced views still pinned */
-    struct list dead_routes; /* unpinned views, freed by the reaper */
+    struct wroutes *routes;   /* the current view */
+    struct list old;          /* replaced views still pinned */
+    struct list dead_routes;  /* unpinned views, freed by the reaper */
     struct list mirrors;      /* mirrored requests in flight (pstream) */
     struct list mirrors_dead; /* finished ones, freed by the reaper */
     struct ssl_ctx_st *ssl_ctx;
@@ -101,7 +101,8 @@ struct http_conn {
     char peer_ip[48];
 };
 
-static inline struct listener_counters *http_shard(const struct http_listener *l)
+static inline struct listener_counters *
+http_shard(const struct http_listener *l)
 {
     return &l->conf->stats->w[l->worker];
 }

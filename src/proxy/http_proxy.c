@@ -318,7 +318,8 @@ static void wroutes_retire(struct http_listener *l, struct wroutes *w)
 static void reap_routes(struct http_listener *l)
 {
     while (!LIST_EMPTY(&l->dead_routes)) {
-        struct wroutes *w = LIST_ELEM(l->dead_routes.next, struct wroutes, link);
+        struct wroutes *w =
+            LIST_ELEM(l->dead_routes.next, struct wroutes, link);
         list_del(&w->link);
         wroutes_free(w);
     }
@@ -434,8 +435,8 @@ static void start_h1(struct http_conn *hc)
 
     hc->stage = HC_H1;
     event_del(&hc->timer); /* the codec's from now on */
-    hc->h1 = h1_server_new(l->base, &hc->conn, &l->conf->h1s, &hooks,
-                           &l->pool, &l->scratch, &hc->timer);
+    hc->h1 = h1_server_new(l->base, &hc->conn, &l->conf->h1s, &hooks, &l->pool,
+                           &l->scratch, &hc->timer);
     if (hc->h1 == NULL)
         hc_close(hc);
     else if (hc->drain)
@@ -765,9 +766,10 @@ static struct plistener *listener_start(struct event_base *base, int worker,
     bufpool_init(&l->pool, conf->h1s.body_cap, BODY_POOL_KEEP);
     if (conf->h1c.lim.max_headers > cap)
         cap = conf->h1c.lim.max_headers;
-    bufpool_init(&l->io, conf->h1s.lim.max_head > conf->h1c.lim.max_head
-                             ? conf->h1s.lim.max_head
-                             : conf->h1c.lim.max_head,
+    bufpool_init(&l->io,
+                 conf->h1s.lim.max_head > conf->h1c.lim.max_head
+                     ? conf->h1s.lim.max_head
+                     : conf->h1c.lim.max_head,
                  IO_POOL_KEEP);
     l->scratch.io = &l->io;
     l->scratch.cap = cap;

@@ -28,7 +28,7 @@ struct http_route {
     char *host;
     char *prefix;
     size_t prefix_len;
-    size_t cluster; /* index into the conf's clusters */
+    size_t cluster;      /* index into the conf's clusters */
     uint64_t timeout_ms; /* 0: none */
 };
 
@@ -44,9 +44,9 @@ struct http_routes {
     struct router *router;     /* one reference; NULL: static routes */
     struct cluster **clusters; /* one reference each */
     size_t nclusters;
-    struct authz *authz;       /* one reference; NULL: no policy applies */
-    struct jwt_authn *jwt;     /* one reference; NULL: no
-                                * RequestAuthentication applies */
+    struct authz *authz;   /* one reference; NULL: no policy applies */
+    struct jwt_authn *jwt; /* one reference; NULL: no
+                            * RequestAuthentication applies */
 };
 
 /* http_routes_new() returns empty routes with one reference, or NULL. */

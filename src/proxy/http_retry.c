@@ -49,10 +49,8 @@ static int retriable_grpc(const struct pstream *ps, const struct route_retry *r)
         int code;
         uint32_t bit;
     } codes[] = {
-        {1, ROUTE_RETRY_CANCELLED},
-        {4, ROUTE_RETRY_DEADLINE_EXCEEDED},
-        {8, ROUTE_RETRY_RESOURCE_EXHAUSTED},
-        {13, ROUTE_RETRY_INTERNAL},
+        {1, ROUTE_RETRY_CANCELLED},          {4, ROUTE_RETRY_DEADLINE_EXCEEDED},
+        {8, ROUTE_RETRY_RESOURCE_EXHAUSTED}, {13, ROUTE_RETRY_INTERNAL},
         {14, ROUTE_RETRY_UNAVAILABLE},
     };
     const struct http_field *g;
@@ -106,8 +104,8 @@ int pstream_retriable_failure(const struct pstream *ps, unsigned flags)
     r = &ps->action->retry;
     if (r->on & ROUTE_RETRY_5XX)
         return 1; /* Envoy's 5xx covers connect failures and resets */
-    if ((flags & HFLAG_UF) && (r->on & (ROUTE_RETRY_CONNECT_FAILURE |
-                                        ROUTE_RETRY_GATEWAY_ERROR)))
+    if ((flags & HFLAG_UF) &&
+        (r->on & (ROUTE_RETRY_CONNECT_FAILURE | ROUTE_RETRY_GATEWAY_ERROR)))
         return 1;
     return (r->on & (ROUTE_RETRY_RESET | ROUTE_RETRY_GATEWAY_ERROR)) != 0;
 }
@@ -117,10 +115,9 @@ int pstream_retriable_failure(const struct pstream *ps, unsigned flags)
  * gateway-error, reset). */
 static int retriable_timeout(const struct pstream *ps)
 {
-    return ps->action != NULL &&
-           (ps->action->retry.on & (ROUTE_RETRY_5XX |
-                                    ROUTE_RETRY_GATEWAY_ERROR |
-                                    ROUTE_RETRY_RESET)) != 0;
+    return ps->action != NULL && (ps->action->retry.on &
+                                  (ROUTE_RETRY_5XX | ROUTE_RETRY_GATEWAY_ERROR |
+                                   ROUTE_RETRY_RESET)) != 0;
 }
 
 /*
@@ -202,7 +199,7 @@ void pstream_on_try_timeout(evutil_socket_t fd, short what, void *arg)
     }
     STAT_ADD(upool_stats(ps->pool), rq_timeout, 1);
     pstream_local_reply(ps, 504, HFLAG_UT | (ps->retries > 0 ? HFLAG_URX : 0),
-                "upstream request timeout\n");
+                        "upstream request timeout\n");
     pstream_up_finished(ps);
 }
 

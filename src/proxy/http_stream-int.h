@@ -34,13 +34,13 @@ struct pstream {
     struct hstream *s;
     struct http_conn *hc;
     struct http_listener *l;
-    struct wroutes *wr;           /* pinned: the routes this stream runs on */
-    int cluster;                  /* index in wr's clusters; -1: none */
-    uint64_t timeout_ms;          /* the route's; 0: none */
-    struct route_result rr;       /* Gateway listeners: the router's pick */
+    struct wroutes *wr;     /* pinned: the routes this stream runs on */
+    int cluster;            /* index in wr's clusters; -1: none */
+    uint64_t timeout_ms;    /* the route's; 0: none */
+    struct route_result rr; /* Gateway listeners: the router's pick */
     const struct route_action *action;
-    struct slice cors_origin;     /* an allowed CORS Origin; empty: none */
-    struct event delay;           /* fault injection delay */
+    struct slice cors_origin; /* an allowed CORS Origin; empty: none */
+    struct event delay;       /* fault injection delay */
     unsigned delay_on : 1;
     struct upool *pool;
     struct h1_client *uc;
@@ -52,22 +52,22 @@ struct pstream {
     unsigned up_done : 1;
     unsigned down_done : 1;
     unsigned counted : 1;
-    unsigned replayed : 1;      /* sent again after a keep-alive race */
-    unsigned retries;           /* retries done (VirtualService retries) */
-    unsigned busy : 1;          /* counted in flight on busy_ep */
-    unsigned admitted : 1;      /* holds a circuit breaker slot */
-    unsigned retry_slot : 1;    /* holds a retry circuit breaker slot */
+    unsigned replayed : 1;   /* sent again after a keep-alive race */
+    unsigned retries;        /* retries done (VirtualService retries) */
+    unsigned busy : 1;       /* counted in flight on busy_ep */
+    unsigned admitted : 1;   /* holds a circuit breaker slot */
+    unsigned retry_slot : 1; /* holds a retry circuit breaker slot */
     size_t busy_ep;
     unsigned reuse_blocked : 1; /* take no pooled connection any more */
     struct upool_waiter waiter; /* waiting for a connection (maxConnections) */
     unsigned waiting : 1;
-    const char *details;  /* why a local answer was given, for the log */
+    const char *details; /* why a local answer was given, for the log */
     const struct jwt_result *jwt; /* a verified JWT (arena); NULL: none */
-    struct slice set_cookie; /* consistent hash: a generated cookie */
+    struct slice set_cookie;      /* consistent hash: a generated cookie */
     /* The endpoint, for the log (formatted only there); owned by the
      * cluster of the pinned routes. */
     const struct addr *upstream;
-    const char *client;   /* originating client, after trusted hops */
+    const char *client;     /* originating client, after trusted hops */
     struct event try_timer; /* retries.perTryTimeout of this attempt */
     unsigned try_on : 1;
     unsigned body_overflow : 1; /* counted as not retriable for its body */

@@ -55,8 +55,8 @@ static void access_log(struct pstream *ps)
     struct hstream *s = ps->s;
     char status[8], in[24], out[24], dur[24], flags[64], retries[12];
     char method[16], authority[256], path[1024];
-    const struct http_field *rid = http_fields_get(&s->req.fields,
-                                                   "x-request-id");
+    const struct http_field *rid =
+        http_fields_get(&s->req.fields, "x-request-id");
     char id[64] = "-";
     char peer_uri[512] = "";
     char upstream[ADDR_STRLEN] = "-";
@@ -217,15 +217,15 @@ static int grpc_code(int status)
 
 static int is_grpc(const struct hstream *s)
 {
-    const struct http_field *ct = http_fields_get(&s->req.fields,
-                                                  "content-type");
+    const struct http_field *ct =
+        http_fields_get(&s->req.fields, "content-type");
 
-    return ct != NULL && slice_has_prefix(ct->value,
-                                          SLICE_LIT("application/grpc"));
+    return ct != NULL &&
+           slice_has_prefix(ct->value, SLICE_LIT("application/grpc"));
 }
 
 void pstream_local_reply(struct pstream *ps, int status, unsigned flags,
-                        const char *body)
+                         const char *body)
 {
     pstream_local_reply_with(ps, status, flags, body, NULL, NULL);
 }
@@ -302,15 +302,14 @@ static void up_connect_failed(void *ctx, struct h1_client *c, int timeout)
         if (d != NULL)
             snprintf(d, n, "upstream_tls_refused:%s", verr);
         ps->details = d;
-        log_warn("cluster %s: upstream %s: certificate refused: %s",
-                 ps->pool->cl->name,
-                 addr_format(&ps->pool->cl->endpoints[c->endpoint], as,
-                             sizeof(as)),
-                 verr);
+        log_warn(
+            "cluster %s: upstream %s: certificate refused: %s",
+            ps->pool->cl->name,
+            addr_format(&ps->pool->cl->endpoints[c->endpoint], as, sizeof(as)),
+            verr);
     }
 
-    STAT_ADD(upool_stats(ps->pool),
-             cx_connect_fail, 1);
+    STAT_ADD(upool_stats(ps->pool), cx_connect_fail, 1);
     upool_report(ps->pool, c->endpoint, OUTLIER_CONNECT_FAILED);
     if (timeout)
         STAT_ADD(upool_stats(ps->pool), cx_connect_timeout, 1);
@@ -330,7 +329,8 @@ static void up_head(void *ctx, struct h1_client *c)
     /* The client side may have answered already (a bad request body). */
     if (s->down_done || s->resp_started)
         return;
-    if (pstream_should_retry(ps, pstream_retriable_status(ps, s->resp.status))) {
+    if (pstream_should_retry(ps,
+                             pstream_retriable_status(ps, s->resp.status))) {
         pstream_release_upstream(ps, 0);
         pstream_retry_later(ps);
         return;
@@ -344,8 +344,8 @@ static void up_head(void *ctx, struct h1_client *c)
          pstream_cors_headers(ps, 0) < 0))
         s->flags |= HFLAG_UPE;
     if (ps->set_cookie.n > 0 &&
-        http_fields_add_ref(&s->resp.fields, &s->arena,
-                            SLICE_LIT("set-cookie"), ps->set_cookie) < 0)
+        http_fields_add_ref(&s->resp.fields, &s->arena, SLICE_LIT("set-cookie"),
+                            ps->set_cookie) < 0)
         s->flags |= HFLAG_UPE;
     s->resp_started = 1;
     /* A per-try deadline no longer applies (Envoy ignores it from here). */
@@ -400,7 +400,7 @@ static void up_done(void *ctx, struct h1_client *c, int ok, int reusable,
             s->flags |= HFLAG_URX;
         pstream_release_upstream(ps, 0);
         pstream_local_reply(ps, flags & HFLAG_UPE ? 502 : 503, flags,
-                    "upstream connect error or disconnect\n");
+                            "upstream connect error or disconnect\n");
     } else {
         pstream_release_upstream(ps, reusable && !s->down_done);
     }
@@ -444,9 +444,9 @@ static const struct h2c_stream_hooks h2_hooks = {h2_head, h2_done};
 /* A connection of the pool went idle or closed: try again. */
 static void on_wake(struct upool_waiter *w)
 {
-    struct pstream *ps = (struct pstream *)(void *)((char *)w -
-                                                    offsetof(struct pstream,
-                                                             waiter));
+    struct pstream *ps =
+        (struct pstream *)(void *)((char *)w -
+                                   offsetof(struct pstream, waiter));
 
     ps->waiting = 0;
     pstream_connect_next(ps);
@@ -486,7 +486,8 @@ void pstream_connect_next(struct pstream *ps)
                  * connections, up to http1MaxPendingRequests at once. */
                 if (upool_wait(p, &ps->waiter) < 0) {
                     STAT_ADD(upool_stats(p), rq_overflow, 1);
-                    pstream_local_reply(ps, 503, HFLAG_UO, "upstream overflow\n");
+                    pstream_local_reply(ps, 503, HFLAG_UO,
+                                        "upstream overflow\n");
                     pstream_up_finished(ps);
                     return;
                 }
@@ -515,7 +516,7 @@ void pstream_connect_next(struct pstream *ps)
     if (!ps->shadow)
         STAT_ADD(http_shard(ps->l), rq_upstream_errors, 1);
     pstream_local_reply(ps, 503, HFLAG_UF | (ps->retries ? HFLAG_URX : 0),
-                "upstream connect error\n");
+                        "upstream connect error\n");
     pstream_up_finished(ps);
 }
 
@@ -614,7 +615,8 @@ static void on_request(void *ctx, struct hstream *s)
     }
     if (ps->pool->cl->tls_error) {
         /* The DestinationRule asks for TLS that could not be set up. */
-        pstream_local_reply(ps, 503, HFLAG_UF, "upstream TLS is not available\n");
+        pstream_local_reply(ps, 503, HFLAG_UF,
+                            "upstream TLS is not available\n");
         pstream_up_finished(ps);
         return;
     }
@@ -699,9 +701,8 @@ static void on_down_done(void *ctx, struct hstream *s)
         /* The client went away (or the response is out) while the upstream
          * exchange still runs: that connection cannot be reused. */
         if (!ps->up_done)
-            s->flags |= s->resp_started && hpipe_drained(&s->resp_body)
-                            ? 0
-                            : HFLAG_DC;
+            s->flags |=
+                s->resp_started && hpipe_drained(&s->resp_body) ? 0 : HFLAG_DC;
         pstream_release_upstream(ps, 0);
         ps->up_done = 1;
     }

@@ -473,8 +473,8 @@ static void on_handshake_io(struct conn *c, void *arg)
 static void start_handshake(struct l4_conn *lc, size_t server)
 {
     struct l4_proxy *p = lc->p;
-    struct ssl_ctx_st *fresh = tls_holder_get(p->conf->servers[server].tls,
-                                              &p->gen[server]);
+    struct ssl_ctx_st *fresh =
+        tls_holder_get(p->conf->servers[server].tls, &p->gen[server]);
 
     /* A newer context (first use, or reloaded files) replaces ours. */
     if (fresh != NULL) {
@@ -633,7 +633,7 @@ static void inspect(struct l4_conn *lc)
                   rc == CH_NEED_MORE ? "ClientHello too large" : why);
         /* No TLS, or none we can read: no filter chain takes it. */
         lc_refuse(lc, "NR",
-                  rc == CH_NOT_TLS ? "not_tls"
+                  rc == CH_NOT_TLS     ? "not_tls"
                   : rc == CH_MALFORMED ? "malformed_client_hello"
                                        : "client_hello_too_large");
         return;
@@ -703,7 +703,8 @@ static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
     inspect(lc);
 }
 
-/* ---- the worker's listener ------------------------------------------------ */
+/* ---- the worker's listener ------------------------------------------------
+ */
 
 static void check_idle(struct l4_proxy *p)
 {
@@ -713,8 +714,7 @@ static void check_idle(struct l4_proxy *p)
      * last to let go closes what it still serves. */
     if (!acceptor_running(&p->acc) && p->npending == 0 &&
         p->relay.active == 0 &&
-        (p->http == NULL ||
-         (p->http->owner != NULL && p->http->owner != p) ||
+        (p->http == NULL || (p->http->owner != NULL && p->http->owner != p) ||
          http_listener_active(p->http->pl) == 0) &&
         p->on_idle != NULL)
         p->on_idle(&p->pl, p->arg);
@@ -770,8 +770,8 @@ static struct plistener *ops_start(struct event_base *base, int worker, int fd,
     p->ctx = calloc(c->nservers + 1, sizeof(*p->ctx));
     p->gen = calloc(c->nservers + 1, sizeof(*p->gen));
     /* A ClientHello of max_client_hello bytes in 16 KiB records. */
-    p->peek_cap = c->max_client_hello +
-                  REC_OVERHEAD * (c->max_client_hello / 16384 + 2);
+    p->peek_cap =
+        c->max_client_hello + REC_OVERHEAD * (c->max_client_hello / 16384 + 2);
     p->peek = c->inspect ? malloc(p->peek_cap) : NULL;
     p->scratch = c->inspect ? malloc(c->max_client_hello) : NULL;
     p->reap_ev = event_new(base, -1, 0, reap, p);
@@ -854,5 +854,5 @@ static void ops_inherit(struct plistener *l, struct plistener *prev)
     list_append(&p->http->holders, &p->http_link);
 }
 
-const struct plistener_ops l4_proxy_ops = {"l4", ops_start, ops_stop,
-                                           ops_free, ops_inherit};
+const struct plistener_ops l4_proxy_ops = {"l4", ops_start, ops_stop, ops_free,
+                                           ops_inherit};

@@ -69,8 +69,8 @@ enum l4_target { L4_TO_PASSTHROUGH, L4_TO_TERMINATE, L4_TO_HTTP };
  * server, or hand the connection to the HTTP proxy of the port's HTTPS
  * servers. */
 struct l4_sni {
-    char *name; /* lowercase */
-    int target; /* enum l4_target */
+    char *name;   /* lowercase */
+    int target;   /* enum l4_target */
     size_t index; /* into passthrough or servers; 0 for L4_TO_HTTP */
 };
 
@@ -88,20 +88,20 @@ struct l4_proxy_conf {
     char *name;
     struct listener_stats *stats; /* one reference held */
     uint32_t port;
-    int inspect;                  /* peek a ClientHello before routing */
-    struct l4_rules tcp;          /* plaintext TCP servers' rules */
-    struct l4_rules passthrough;  /* tls rules, in SNI table order */
+    int inspect;                 /* peek a ClientHello before routing */
+    struct l4_rules tcp;         /* plaintext TCP servers' rules */
+    struct l4_rules passthrough; /* tls rules, in SNI table order */
     struct l4_sni *sni;
     size_t nsni;
     struct l4_server *servers;
     size_t nservers;
-    struct cluster **clusters;    /* one reference each */
+    struct cluster **clusters; /* one reference each */
     size_t nclusters;
-    uint64_t inspect_timeout_ms;  /* for the ClientHello */
+    uint64_t inspect_timeout_ms; /* for the ClientHello */
     uint64_t handshake_timeout_ms;
     size_t max_client_hello;
     struct tcp_relay_params relay; /* name and stats point into the conf */
-    struct authz *authz;          /* one reference; NULL: no policy */
+    struct authz *authz;           /* one reference; NULL: no policy */
     /* A port shared with HTTPS servers: their HTTP proxy (certificates,
      * routes, its own AuthorizationPolicy checks per request), which each
      * worker runs without a socket of its own. One reference; NULL: none. */
@@ -135,7 +135,7 @@ const struct l4_rule *l4_rule_match(const struct l4_rules *rules,
 
 /* One worker's side of an L4 Gateway listener (one thread only). */
 struct l4_proxy {
-    struct plistener pl; /* first: workers see a plistener */
+    struct plistener pl;        /* first: workers see a plistener */
     struct l4_proxy_conf *conf; /* one reference held */
     struct event_base *base;
     int worker;
@@ -147,14 +147,14 @@ struct l4_proxy {
     struct list dead;
     struct event *reap_ev;
     uint64_t rng;
-    size_t *rr;                 /* per cluster: next endpoint */
-    struct ssl_ctx_st **ctx;    /* per server: the SSL_CTX in use */
+    size_t *rr;              /* per cluster: next endpoint */
+    struct ssl_ctx_st **ctx; /* per server: the SSL_CTX in use */
     unsigned *gen;
-    uint8_t *peek;              /* max_client_hello + record headers */
+    uint8_t *peek; /* max_client_hello + record headers */
     size_t peek_cap;
-    uint8_t *scratch;           /* max_client_hello */
-    struct l4_http *http;       /* conf->http's listener; NULL: none */
-    struct list http_link;      /* in http->holders */
+    uint8_t *scratch;      /* max_client_hello */
+    struct l4_http *http;  /* conf->http's listener; NULL: none */
+    struct list http_link; /* in http->holders */
     plistener_idle_fn on_idle;
     void *arg;
 };

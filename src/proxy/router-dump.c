@@ -78,9 +78,9 @@ static void action_json(struct buf *b, const struct route_action *a,
                 json_str(b, d->subset);
             else
                 buf_puts(b, "null");
-            buf_printf(b, ",\"port\":%" PRIu32 ",\"weight\":%" PRIu32
-                          ",\"cluster\":",
-                       d->port, d->weight);
+            buf_printf(
+                b, ",\"port\":%" PRIu32 ",\"weight\":%" PRIu32 ",\"cluster\":",
+                d->port, d->weight);
             if (cn != NULL)
                 json_str(b, cn);
             else
@@ -91,7 +91,8 @@ static void action_json(struct buf *b, const struct route_action *a,
     } else if (a->kind == ROUTE_DIRECT) {
         buf_printf(b, ",\"status\":%d", a->direct.status);
     } else {
-        buf_printf(b, ",\"code\":%d", a->redirect.code ? a->redirect.code : 301);
+        buf_printf(b, ",\"code\":%d",
+                   a->redirect.code ? a->redirect.code : 301);
     }
     if (a->timeout_ms > 0)
         buf_printf(b, ",\"timeoutMs\":%" PRIu64, a->timeout_ms);

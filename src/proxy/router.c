@@ -529,8 +529,7 @@ struct router *router_build(const struct router_params *p, char **err)
             continue;
         /* exportTo: the gateway sees what is exported to its namespace. */
         if (p->node_ns != NULL &&
-            !res_visible(res, &res_virtual_service(res)->export_to,
-                         p->node_ns))
+            !res_visible(res, &res_virtual_service(res)->export_to, p->node_ns))
             continue;
         b.res = res;
         b.vs = res_virtual_service(res);

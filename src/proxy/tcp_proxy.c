@@ -48,14 +48,14 @@ struct tcp_session {
     struct event timer;
     struct event kick; /* runs session_pump on the next loop turn */
     unsigned connecting : 1, handshaking : 1, connected : 1;
-    unsigned d_eof : 1, u_eof : 1; /* FIN read from that side */
+    unsigned d_eof : 1, u_eof : 1;   /* FIN read from that side */
     unsigned u_shut : 1, d_shut : 1; /* FIN passed on to that side */
     unsigned closed : 1;
     unsigned tls : 1;
     int attempts;
     const struct addr *eps;
     size_t neps;
-    size_t ep; /* index of the upstream tried last */
+    size_t ep;                 /* index of the upstream tried last */
     struct ssl_ctx_st *up_ctx; /* TLS origination; borrowed */
     const char *up_sni;        /* borrowed */
     const uint8_t *up_alpn;    /* borrowed */
@@ -345,8 +345,7 @@ static void session_pump(struct tcp_session *s, int read_down, int read_up)
         if (s->closed)
             return;
         read_down = dfull && !s->d_eof && buf_room(&s->d2u) > 0;
-        read_up = ufull && s->connected && !s->u_eof &&
-                  buf_room(&s->u2d) > 0;
+        read_up = ufull && s->connected && !s->u_eof && buf_room(&s->u2d) > 0;
         if (!read_down && !read_up)
             break;
         if (round + 1 >= PUMP_ROUNDS) {
@@ -406,8 +405,7 @@ static void attempt_failed(struct tcp_session *s, int timeout)
     if (strncmp(s->why, REFUSED, strlen(REFUSED)) == 0) {
         /* In the HTTP path's words. */
         log_warn("cluster %s: upstream %s: certificate refused: %s",
-                 s->cluster ? s->cluster : "-", up,
-                 s->why + strlen(REFUSED));
+                 s->cluster ? s->cluster : "-", up, s->why + strlen(REFUSED));
     } else if (s->why[0] != '\0') {
         log_warn("cluster %s: upstream %s: TLS handshake failed (%s)",
                  s->cluster ? s->cluster : "-", up, s->why);
@@ -648,8 +646,8 @@ static void relay_reap(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     while (!LIST_EMPTY(&r->dead)) {
-        struct tcp_session *s = LIST_ELEM(r->dead.next, struct tcp_session,
-                                          link);
+        struct tcp_session *s =
+            LIST_ELEM(r->dead.next, struct tcp_session, link);
         list_del(&s->link);
         session_free(s);
     }
@@ -658,8 +656,8 @@ static void relay_reap(evutil_socket_t fd, short what, void *arg)
 }
 
 int tcp_relay_init(struct tcp_relay *r, struct event_base *base, int worker,
-                   const struct tcp_relay_params *p,
-                   void (*on_reap)(void *arg), void *arg)
+                   const struct tcp_relay_params *p, void (*on_reap)(void *arg),
+                   void *arg)
 {
     memset(r, 0, sizeof(*r));
     r->p = *p;
@@ -686,13 +684,13 @@ void tcp_relay_kick(struct tcp_relay *r)
 void tcp_relay_dispose(struct tcp_relay *r)
 {
     while (!LIST_EMPTY(&r->sessions)) {
-        struct tcp_session *s = LIST_ELEM(r->sessions.next,
-                                          struct tcp_session, link);
+        struct tcp_session *s =
+            LIST_ELEM(r->sessions.next, struct tcp_session, link);
         session_close(s, "shutdown");
     }
     while (!LIST_EMPTY(&r->dead)) {
-        struct tcp_session *s = LIST_ELEM(r->dead.next, struct tcp_session,
-                                          link);
+        struct tcp_session *s =
+            LIST_ELEM(r->dead.next, struct tcp_session, link);
         list_del(&s->link);
         session_free(s);
     }

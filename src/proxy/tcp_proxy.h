@@ -78,8 +78,8 @@ struct tcp_relay {
  * sessions were freed (owners check there whether they are idle). 0 or
  * -1. */
 int tcp_relay_init(struct tcp_relay *r, struct event_base *base, int worker,
-                   const struct tcp_relay_params *p,
-                   void (*on_reap)(void *arg), void *arg);
+                   const struct tcp_relay_params *p, void (*on_reap)(void *arg),
+                   void *arg);
 
 /* tcp_relay_dispose() closes every session at once and frees r's parts. */
 void tcp_relay_dispose(struct tcp_relay *r);
@@ -138,7 +138,7 @@ void tcp_relay_start(struct tcp_relay *r, struct conn *down,
  * session ends; on_idle tells the owner when that happens.
  */
 struct tcp_proxy {
-    struct plistener pl; /* first: workers see a plistener */
+    struct plistener pl;         /* first: workers see a plistener */
     struct tcp_proxy_conf *conf; /* one reference held */
     struct event_base *base;
     int worker;

@@ -172,8 +172,8 @@ static int subnets(struct l4_build *b, const struct resource *r,
         struct l4_subnet *s = &(*out)[i];
         const char *why;
         if (addr_cidr_parse(v[i], &s->family, s->addr, &s->prefix, &why) < 0)
-            return b_err(b, "VirtualService %s/%s: subnet '%s': %s",
-                         r->meta.ns, r->meta.name, v[i], why);
+            return b_err(b, "VirtualService %s/%s: subnet '%s': %s", r->meta.ns,
+                         r->meta.name, v[i], why);
         (*nout)++;
     }
     return 0;
@@ -264,9 +264,9 @@ static int tcp_rules(struct l4_build *b, const struct gw_server *srv,
                     continue;
                 bl = &rule->blocks[rule->nblocks++];
                 src[0] = mm->source_subnet;
-                if (subnets(b, r, (const char *const *)mm->destination_subnets.v,
-                            mm->destination_subnets.n, &bl->dst,
-                            &bl->ndst) < 0 ||
+                if (subnets(
+                        b, r, (const char *const *)mm->destination_subnets.v,
+                        mm->destination_subnets.n, &bl->dst, &bl->ndst) < 0 ||
                     subnets(b, r, src,
                             mm->source_subnet != NULL &&
                                     mm->source_subnet[0] != '\0'
@@ -368,8 +368,8 @@ static int tls_rules(struct l4_build *b, const struct gw_server *srv)
                             log_warn("listener %s: SNI %s: VirtualService "
                                      "%s/%s tls[%zu] comes after another "
                                      "route for it; not used",
-                                     b->g->name, sni, r->meta.ns,
-                                     r->meta.name, k);
+                                     b->g->name, sni, r->meta.ns, r->meta.name,
+                                     k);
                         used |= rc;
                     }
                 }
@@ -455,8 +455,7 @@ static void unref_l4(void *c)
 int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
                const struct gw_listener *g, struct listener_stats *stats,
                const struct compile_env *env, const struct strmap *prev,
-               struct strmap *next, struct compiled_listener *out,
-               char **err)
+               struct strmap *next, struct compiled_listener *out, char **err)
 {
     struct l4_build b;
 

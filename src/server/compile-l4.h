@@ -36,8 +36,7 @@ struct tls_server_cert;
 int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
                const struct gw_listener *g, struct listener_stats *stats,
                const struct compile_env *env, const struct strmap *prev,
-               struct strmap *next, struct compiled_listener *out,
-               char **err);
+               struct strmap *next, struct compiled_listener *out, char **err);
 
 /* gw_tls_to_cert() fills c's client-certificate settings from a Gateway
  * server's (c keeps pointers into t). t NULL: none. */

@@ -41,8 +41,8 @@ static uint16_t tls_version(int v, uint16_t auto_value)
 struct cluster **compile_clusters(const struct bootstrap *bs, int nworkers,
                                   char **err)
 {
-    struct cluster **out = calloc(bs->clusters.n ? bs->clusters.n : 1,
-                                  sizeof(*out));
+    struct cluster **out =
+        calloc(bs->clusters.n ? bs->clusters.n : 1, sizeof(*out));
 
     if (out == NULL) {
         *err = strdup("out of memory");
@@ -50,15 +50,15 @@ struct cluster **compile_clusters(const struct bootstrap *bs, int nworkers,
     }
     for (size_t i = 0; i < bs->clusters.n; i++) {
         const struct bootstrap_cluster *bc = bootstrap_cluster_at(bs, i);
-        struct cluster *c = cluster_new(bc->name, bc->endpoints.v,
-                                        bc->endpoints.n, nworkers);
+        struct cluster *c =
+            cluster_new(bc->name, bc->endpoints.v, bc->endpoints.n, nworkers);
         if (c == NULL) {
             compile_clusters_free(out, i);
             *err = strdup("out of memory");
             return NULL;
         }
-        c->protocol = bc->protocol == BOOTSTRAP_UP_HTTP2 ? CLUSTER_HTTP2
-                                                         : CLUSTER_HTTP1;
+        c->protocol =
+            bc->protocol == BOOTSTRAP_UP_HTTP2 ? CLUSTER_HTTP2 : CLUSTER_HTTP1;
         c->h1.lim = h1_limits_default();
         c->h1.lim.underscores = H1_US_ALLOW;
         c->h1.connect_timeout_ms = (uint64_t)bc->connect_timeout_ms;
@@ -136,8 +136,8 @@ static int compile_tcp(const struct bootstrap *bs,
                        struct listener_stats *stats,
                        struct compiled_listener *out, char **err)
 {
-    struct tcp_proxy_conf *c = tcp_proxy_conf_new(bl->name, bl->upstreams.v,
-                                                  bl->upstreams.n, stats);
+    struct tcp_proxy_conf *c =
+        tcp_proxy_conf_new(bl->name, bl->upstreams.v, bl->upstreams.n, stats);
 
     if (c == NULL) {
         *err = strdup("out of memory");
@@ -273,10 +273,9 @@ int compile_gateway_routes(const struct bootstrap *bs,
         goto fail;
     /* RequestAuthentications, checked before them as Envoy's jwt_authn
      * filter runs before RBAC. */
-    r->jwt = jwt_authn_build_with(set, bs->node.ns, &bs->node.labels,
-                                  ISTIO_ROOT_NAMESPACE,
-                                  env->jwks ? jwks_lookup : NULL, env->jwks,
-                                  err);
+    r->jwt = jwt_authn_build_with(
+        set, bs->node.ns, &bs->node.labels, ISTIO_ROOT_NAMESPACE,
+        env->jwks ? jwks_lookup : NULL, env->jwks, err);
     if (r->jwt == NULL && *err != NULL)
         goto fail;
     /* The table's clusters become the routes' (references move). */
@@ -344,8 +343,7 @@ int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
     *err = NULL;
     if (g->l4)
         return compile_l4(bs, set, g, stats, env, prev, next, out, err);
-    if (compile_gateway_http(bs, set, g, stats, env, prev, next, &c, err) <
-        0)
+    if (compile_gateway_http(bs, set, g, stats, env, prev, next, &c, err) < 0)
         return -1;
     out->ops = &http_proxy_ops;
     out->conf = c;
@@ -357,8 +355,7 @@ static int compile_tls(const struct bootstrap_listener *bl,
                        struct http_proxy_conf *c, char **err)
 {
     const struct bootstrap_tls *t = &bl->tls;
-    struct tls_server_cert *certs = calloc(t->certificates.n,
-                                           sizeof(*certs));
+    struct tls_server_cert *certs = calloc(t->certificates.n, sizeof(*certs));
     struct tls_server_conf tc;
     char desc[128];
 
@@ -389,8 +386,7 @@ static int compile_tls(const struct bootstrap_listener *bl,
 
 static int compile_http(const struct bootstrap *bs,
                         const struct bootstrap_listener *bl,
-                        struct cluster **clusters,
-                        struct listener_stats *stats,
+                        struct cluster **clusters, struct listener_stats *stats,
                         struct compiled_listener *out, char **err)
 {
     struct http_proxy_conf *c = http_proxy_conf_new(bl->name, stats);
@@ -399,8 +395,8 @@ static int compile_http(const struct bootstrap *bs,
     if (c == NULL)
         goto oom;
     http_settings(c, bs, h, bl->tls.certificates.n > 0);
-    c->cur->clusters = calloc(bs->clusters.n ? bs->clusters.n : 1,
-                              sizeof(*c->cur->clusters));
+    c->cur->clusters =
+        calloc(bs->clusters.n ? bs->clusters.n : 1, sizeof(*c->cur->clusters));
     c->routes = calloc(bl->routes.n ? bl->routes.n : 1, sizeof(*c->routes));
     if (c->cur->clusters == NULL || c->routes == NULL)
         goto oom;

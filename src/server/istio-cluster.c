@@ -91,8 +91,8 @@ static void eps_sa(struct eps *e, const char *td, const char *ns,
 
     if (sa == NULL || sa[0] == '\0')
         return;
-    snprintf(id, sizeof(id), "spiffe://%s/ns/%s/sa/%s", td ? td : "cluster.local",
-             ns, sa);
+    snprintf(id, sizeof(id), "spiffe://%s/ns/%s/sa/%s",
+             td ? td : "cluster.local", ns, sa);
     eps_san(e, id);
 }
 
@@ -154,12 +154,10 @@ static int64_t endpoint_port(const struct res_workload_entry *we,
     return sp->target_port > 0 ? sp->target_port : sp->number;
 }
 
-static const struct res_subset *find_subset(const struct resource_set *set,
-                                            const char *node_ns,
-                                            const char *host,
-                                            const char *subset,
-                                            const struct res_destination_rule **dr,
-                                            const struct resource **drr)
+static const struct res_subset *
+find_subset(const struct resource_set *set, const char *node_ns,
+            const char *host, const char *subset,
+            const struct res_destination_rule **dr, const struct resource **drr)
 {
     char fq[512];
 
@@ -191,8 +189,9 @@ static const struct res_subset *find_subset(const struct resource_set *set,
     return NULL;
 }
 
-static int se_has_host(const struct resource *r, const struct res_service_entry *se,
-                       const char *host, const char *domain)
+static int se_has_host(const struct resource *r,
+                       const struct res_service_entry *se, const char *host,
+                       const char *domain)
 {
     char fq[512];
 
@@ -279,8 +278,8 @@ static void collect(const struct istio_clusters *t, const char *host,
             if ((port == 0 && se->ports.n == 1) || p->number == port)
                 sp = p;
         }
-        if (sp != NULL && (sp->protocol == RES_PROTO_HTTP2 ||
-                           sp->protocol == RES_PROTO_GRPC))
+        if (sp != NULL &&
+            (sp->protocol == RES_PROTO_HTTP2 || sp->protocol == RES_PROTO_GRPC))
             *h2 = 1;
         if (port == 0 && sp != NULL)
             port = (uint32_t)sp->number;
@@ -522,8 +521,10 @@ static void apply_tls(const struct istio_clusters *t, struct cluster *c,
         tc.cert_file = tls->client_certificate;
         tc.key_file = tls->private_key;
         if (cred != NULL && cred[0] != '\0' && t->credentials_dir != NULL) {
-            snprintf(cert, sizeof(cert), "%s/%s/tls.crt", t->credentials_dir, cred);
-            snprintf(key, sizeof(key), "%s/%s/tls.key", t->credentials_dir, cred);
+            snprintf(cert, sizeof(cert), "%s/%s/tls.crt", t->credentials_dir,
+                     cred);
+            snprintf(key, sizeof(key), "%s/%s/tls.key", t->credentials_dir,
+                     cred);
             snprintf(ca, sizeof(ca), "%s/%s/ca.crt", t->credentials_dir, cred);
             tc.cert_file = cert;
             tc.key_file = key;
@@ -743,8 +744,8 @@ static int host_registered(const struct istio_clusters *t, const char *host)
             const struct res_workload_entry *we = res_workload_entry(r);
             for (size_t k = 0; k < we->labels.n; k++)
                 if (strcmp(we->labels.v[k].key, "app") == 0 &&
-                    res_host_fqdn(we->labels.v[k].val, r->meta.ns,
-                                  set->domain, fq, sizeof(fq)) >= 0 &&
+                    res_host_fqdn(we->labels.v[k].val, r->meta.ns, set->domain,
+                                  fq, sizeof(fq)) >= 0 &&
                     strcmp(fq, host) == 0)
                     return 1;
         }
@@ -863,7 +864,8 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         c = cluster_new(key, e.v, e.n, t->nworkers);
         if (c != NULL && e.n > 0 && cluster_set_weights(c, e.w) < 0)
             log_error("cluster %s: endpoint weights: out of memory; "
-                      "balancing as if equal", key);
+                      "balancing as if equal",
+                      key);
         if (c == NULL) {
             eps_dispose(&e);
             free(fp);
@@ -887,8 +889,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
          * check the certificate against it (unless subjectAltNames say
          * otherwise), as Istio's auto SNI and SAN validation do for a
          * request to it. */
-        if (external && c->tls != NULL && c->sni == NULL &&
-            host_is_name(host))
+        if (external && c->tls != NULL && c->sni == NULL && host_is_name(host))
             c->sni = strdup(host);
     }
     if (t->next != NULL && strmap_get(t->next, fp) == NULL) {

@@ -246,7 +246,8 @@ static int server_tls(const struct bootstrap *bs, const char *gname,
         /* The mesh certificate: this node's SPIFFE identity as the CA (or
          * the CA joined) keeps it in ca.dir/identity, rotated in place;
          * clients must show one from the same mesh root. */
-        if (asprintf(&out->cert, "%s/identity/cert-chain.pem", bs->ca.dir) < 0 ||
+        if (asprintf(&out->cert, "%s/identity/cert-chain.pem", bs->ca.dir) <
+                0 ||
             asprintf(&out->key, "%s/identity/key.pem", bs->ca.dir) < 0 ||
             asprintf(&out->ca, "%s/identity/root-cert.pem", bs->ca.dir) < 0)
             return set_errf(err, "out of memory");
@@ -291,15 +292,14 @@ static int server_tls(const struct bootstrap *bs, const char *gname,
                 return set_errf(err, "out of memory");
         }
         if (!file_exists(out->ca))
-            return set_errf(err,
-                            "Gateway %s: port %" PRId64 ": tls mode %s: "
-                            "credential %s has no ca.crt (looked for "
-                            "%s/%s/ca.crt and %s)",
-                            gname, sv->port.number,
-                            t->mode == RES_GW_TLS_MUTUAL ? "MUTUAL"
-                                                         : "OPTIONAL_MUTUAL",
-                            t->credential_name, dir, t->credential_name,
-                            out->ca);
+            return set_errf(
+                err,
+                "Gateway %s: port %" PRId64 ": tls mode %s: "
+                "credential %s has no ca.crt (looked for "
+                "%s/%s/ca.crt and %s)",
+                gname, sv->port.number,
+                t->mode == RES_GW_TLS_MUTUAL ? "MUTUAL" : "OPTIONAL_MUTUAL",
+                t->credential_name, dir, t->credential_name, out->ca);
         if (t->ca_crl == NULL || t->ca_crl[0] == '\0') {
             size_t l = strlen(out->ca) - strlen("ca.crt");
             if (asprintf(&out->crl, "%.*sca.crl", (int)l, out->ca) < 0)
@@ -317,11 +317,10 @@ static int server_tls(const struct bootstrap *bs, const char *gname,
     if (t->ca_crl != NULL && t->ca_crl[0] != '\0' &&
         (out->crl = xstrdup(t->ca_crl)) == NULL)
         return set_errf(err, "out of memory");
-    if (out->ca == NULL || copy_strs(&out->sans, &out->nsans,
-                                     &t->subject_alt_names) < 0 ||
+    if (out->ca == NULL ||
+        copy_strs(&out->sans, &out->nsans, &t->subject_alt_names) < 0 ||
         copy_strs(&out->spki, &out->nspki, &t->verify_certificate_spki) < 0 ||
-        copy_strs(&out->hashes, &out->nhashes,
-                  &t->verify_certificate_hash) < 0)
+        copy_strs(&out->hashes, &out->nhashes, &t->verify_certificate_hash) < 0)
         return set_errf(err, "out of memory");
     return 0;
 }
@@ -348,8 +347,8 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
                 &((const struct res_gw_server *)gw->servers.v)[k];
             int mode = server_mode(gname, sv);
             enum peer_authn_mode pa = PEER_AUTHN_UNSET;
-            int l4, mesh_tls = mode >= 0 &&
-                               sv->tls.mode == RES_GW_TLS_ISTIO_MUTUAL;
+            int l4,
+                mesh_tls = mode >= 0 && sv->tls.mode == RES_GW_TLS_ISTIO_MUTUAL;
 
             /* A mesh-facing (ISTIO_MUTUAL) server follows the node's
              * PeerAuthentication: STRICT (and, with none, the server's
@@ -388,8 +387,8 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
                 if (addr_equal(&out->v[j].address, &a))
                     g = &out->v[j];
             if (g == NULL) {
-                struct gw_listener *nv = realloc(out->v,
-                                                 (out->n + 1) * sizeof(*nv));
+                struct gw_listener *nv =
+                    realloc(out->v, (out->n + 1) * sizeof(*nv));
                 if (nv == NULL)
                     goto oom;
                 out->v = nv;
@@ -438,8 +437,8 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
                 goto fail;
             }
             {
-                struct gw_server *ns = realloc(
-                    g->servers, (g->nservers + 1) * sizeof(*ns));
+                struct gw_server *ns =
+                    realloc(g->servers, (g->nservers + 1) * sizeof(*ns));
                 if (ns == NULL)
                     goto oom;
                 g->servers = ns;
@@ -450,8 +449,7 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
                 if (srv->gateway == NULL)
                     goto oom;
                 for (size_t h = 0; h < sv->hosts.n; h++)
-                    if (push_str(&srv->hosts, &srv->nhosts, sv->hosts.v[h]) <
-                        0)
+                    if (push_str(&srv->hosts, &srv->nhosts, sv->hosts.v[h]) < 0)
                         goto oom;
             }
             if (sv->tls.https_redirect)

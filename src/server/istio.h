@@ -35,17 +35,17 @@ enum gw_mode {
  * ca.crt or NAME-cacert/ca.crt for client certificates, and the ca.crl
  * beside it). */
 struct gw_tls {
-    int mode;       /* enum res_server_tls_mode */
-    char *cert;     /* certificate chain file */
-    char *key;      /* private key file */
-    char *ca;       /* MUTUAL, OPTIONAL_MUTUAL: CA bundle file */
-    char *crl;      /* caCrl, or the credential's ca.crl; NULL: none */
+    int mode;         /* enum res_server_tls_mode */
+    char *cert;       /* certificate chain file */
+    char *key;        /* private key file */
+    char *ca;         /* MUTUAL, OPTIONAL_MUTUAL: CA bundle file */
+    char *crl;        /* caCrl, or the credential's ca.crl; NULL: none */
     int crl_optional; /* the credential's ca.crl: absent means no CRL */
-    char **sans;    /* subjectAltNames */
+    char **sans;      /* subjectAltNames */
     size_t nsans;
-    char **spki;    /* verifyCertificateSpki */
+    char **spki; /* verifyCertificateSpki */
     size_t nspki;
-    char **hashes;  /* verifyCertificateHash */
+    char **hashes; /* verifyCertificateHash */
     size_t nhashes;
 };
 
@@ -54,7 +54,7 @@ struct gw_server {
     char *gateway; /* "ns/name" */
     char **hosts;  /* "[ns/]host" as written */
     size_t nhosts;
-    int mode;      /* enum gw_mode */
+    int mode; /* enum gw_mode */
     struct gw_tls tls;
 };
 
@@ -62,17 +62,17 @@ struct gw_listener {
     char name[64];
     struct addr address;
     uint32_t port;
-    int tls;  /* HTTP listeners: TLS is terminated; L4: some server does */
-    int l4;   /* TCP and TLS servers (l4_proxy), not HTTP */
+    int tls;    /* HTTP listeners: TLS is terminated; L4: some server does */
+    int l4;     /* TCP and TLS servers (l4_proxy), not HTTP */
     int shared; /* l4 with HTTPS servers too: their SNI names hand a
                  * connection to an HTTP proxy (certs, cert_tls) */
     int secure; /* TLS on the wire (HTTPS, TLS), as opposed to plaintext */
     int mesh;   /* an ISTIO_MUTUAL server: the mesh certificate, which
                  * rotates often, is checked for changes every 500 ms */
     int permissive; /* PeerAuthentication PERMISSIVE: plaintext beside mTLS */
-    char **certs; /* HTTPS servers: cert, key pairs: 2 * ncerts paths */
+    char **certs;   /* HTTPS servers: cert, key pairs: 2 * ncerts paths */
     size_t ncerts;
-    const struct gw_tls **cert_tls; /* the server settings of each pair */
+    const struct gw_tls **cert_tls;       /* the server settings of each pair */
     const struct gw_server **cert_server; /* and the server itself */
     struct gw_server *servers;
     size_t nservers;

@@ -35,8 +35,8 @@ struct srv_listener {
     struct compiled_listener cl;
     struct listener_socks *socks;
     struct listener_stats *stats;
-    const char *name;      /* in the lset's bootstrap or Gateway set */
-    char *fingerprint;     /* what it does; equal means keep it running */
+    const char *name;       /* in the lset's bootstrap or Gateway set */
+    char *fingerprint;      /* what it does; equal means keep it running */
     uint64_t tls_reload_ms; /* 0 without TLS */
 };
 
@@ -45,8 +45,8 @@ struct lset {
     size_t n;
     struct cluster **clusters; /* one reference each, for reuse and stats */
     size_t nclusters;
-    struct bootstrap *bs; /* the bootstrap the names point into */
-    struct gw_set gws;    /* the Gateway listeners the names point into */
+    struct bootstrap *bs;     /* the bootstrap the names point into */
+    struct gw_set gws;        /* the Gateway listeners the names point into */
     struct strmap gwclusters; /* the Gateway listeners' clusters by
                                * fingerprint, one reference each */
 };
@@ -70,7 +70,7 @@ struct server {
     int nworkers;
     struct worker *workers;
     struct lset cur;
-    struct lset old;        /* retired set, released once workers ack */
+    struct lset old; /* retired set, released once workers ack */
     int acks_pending;
     int reload_queued;
     struct admin *admin;
@@ -87,11 +87,11 @@ struct server {
     int idle_workers;
     struct event *drain_timer;
     struct event *cert_timer;
-    struct source *source; /* Istio resources; NULL without config.dir */
-    struct dns_cache *dns; /* ServiceEntry names; with source only */
-    struct jwks_cache *jwks; /* jwksUri key sets; with source only */
+    struct source *source;        /* Istio resources; NULL without config.dir */
+    struct dns_cache *dns;        /* ServiceEntry names; with source only */
+    struct jwks_cache *jwks;      /* jwksUri key sets; with source only */
     struct ca_identity *identity; /* the mesh certificate; NULL: no CA */
-    int rebuild_only;      /* reloading for new resources only */
+    int rebuild_only;             /* reloading for new resources only */
     uint64_t cert_reloads;
     uint64_t cert_reload_failures;
 };
@@ -307,16 +307,15 @@ static int lset_build(struct server *s, struct bootstrap *bs,
 {
     char as[ADDR_STRLEN];
     struct cluster **clusters;
-    int clusters_same = old->bs != NULL && bootstrap_clusters_equal(old->bs, bs);
+    int clusters_same =
+        old->bs != NULL && bootstrap_clusters_equal(old->bs, bs);
     struct lspec *specs = NULL;
     size_t nspecs = 0;
     /* New routes for kept Gateway listeners, published only once the
      * whole set is built. */
     struct http_routes **staged = NULL;
-    const struct compile_env env = {s->nworkers, s->dns, s->identity,
-                                    s->jwks};
-    const struct jwks_conf jc = {bs->jwt.jwks_refresh_ms,
-                                 bs->jwt.jwks_ca_file};
+    const struct compile_env env = {s->nworkers, s->dns, s->identity, s->jwks};
+    const struct jwks_conf jc = {bs->jwt.jwks_refresh_ms, bs->jwt.jwks_ca_file};
 
     memset(out, 0, sizeof(*out));
     if (s->dns != NULL)
@@ -347,8 +346,8 @@ static int lset_build(struct server *s, struct bootstrap *bs,
     if (clusters_same) {
         /* Unchanged clusters keep their objects: listeners that stay share
          * them with listeners that change, and counters go on. */
-        clusters = calloc(old->nclusters ? old->nclusters : 1,
-                          sizeof(*clusters));
+        clusters =
+            calloc(old->nclusters ? old->nclusters : 1, sizeof(*clusters));
         if (clusters != NULL)
             for (size_t i = 0; i < old->nclusters; i++)
                 clusters[i] = cluster_ref(old->clusters[i]);
@@ -392,9 +391,8 @@ static int lset_build(struct server *s, struct bootstrap *bs,
             out->n++;
             if (sp->gw != NULL && !sp->gw->l4 &&
                 compile_gateway_routes(bs, source_current_or_null(s), sp->gw,
-                                       &env, &old->gwclusters,
-                                       &out->gwclusters, &staged[out->n - 1],
-                                       err) < 0) {
+                                       &env, &old->gwclusters, &out->gwclusters,
+                                       &staged[out->n - 1], err) < 0) {
                 char *m = NULL;
                 if (asprintf(&m, "listener %s: %s", sp->name,
                              *err ? *err : "cannot compile") < 0)
@@ -431,8 +429,7 @@ static int lset_build(struct server *s, struct bootstrap *bs,
             goto fail;
         }
         if ((sp->bl != NULL
-                 ? compile_listener(bs, sp->bl, clusters, l->stats, &l->cl,
-                                    err)
+                 ? compile_listener(bs, sp->bl, clusters, l->stats, &l->cl, err)
                  : compile_gateway(bs, source_current_or_null(s), sp->gw,
                                    l->stats, &env, &old->gwclusters,
                                    &out->gwclusters, &l->cl, err)) < 0) {
@@ -692,8 +689,8 @@ void server_reload(struct server *s)
         bootstrap_free(bs);
         return;
     }
-    log_configure((enum log_level)bs->log.level, (enum log_format)bs->log.format,
-                  2);
+    log_configure((enum log_level)bs->log.level,
+                  (enum log_format)bs->log.format, 2);
     s->old = s->cur;
     s->cur = next;
     stats_view_update(s);
@@ -921,8 +918,8 @@ static void check_certs(struct server *s, const char *why)
 
         if (r > 0) {
             s->cert_reloads++;
-            log_info("listener %s: certificates reloaded%s",
-                     s->cur.v[i].name, why);
+            log_info("listener %s: certificates reloaded%s", s->cur.v[i].name,
+                     why);
         } else if (r < 0) {
             s->cert_reload_failures++;
             log_error("listener %s: certificate reload failed, keeping the "
@@ -961,9 +958,8 @@ static void on_identity(void *arg, struct ca_cred *cred)
 }
 
 struct server *server_new(struct event_base *base, struct bootstrap *bs,
-                          const char *config_path,
-                          struct ca_identity *identity, int *config_error,
-                          char **err)
+                          const char *config_path, struct ca_identity *identity,
+                          int *config_error, char **err)
 {
     struct server *s = calloc(1, sizeof(*s));
     struct lset empty = {0};
@@ -1020,9 +1016,9 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
             bootstrap_free(bs);
             goto fail;
         }
-        s->source = source_new(base, bs->config.dir,
-                               (uint64_t)bs->config.debounce_ms,
-                               bs->outbound.mode, on_resources, s, err);
+        s->source =
+            source_new(base, bs->config.dir, (uint64_t)bs->config.debounce_ms,
+                       bs->outbound.mode, on_resources, s, err);
         if (s->source == NULL) {
             *config_error = 1;
             bootstrap_free(bs);

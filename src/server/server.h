@@ -21,9 +21,8 @@ struct ca_identity;
  * should exit non-zero.
  */
 struct server *server_new(struct event_base *base, struct bootstrap *bs,
-                          const char *config_path,
-                          struct ca_identity *identity, int *config_error,
-                          char **err);
+                          const char *config_path, struct ca_identity *identity,
+                          int *config_error, char **err);
 
 /* server_reload() re-reads the bootstrap file; a bad file is logged and
  * changes nothing. */

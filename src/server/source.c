@@ -32,8 +32,7 @@ struct source {
  * errors (one per line, istioctl style) in the allocated *err. Warnings
  * are logged and do not block.
  */
-static int check(const struct resource_set *set, int outbound_mode,
-                 char **err)
+static int check(const struct resource_set *set, int outbound_mode, char **err)
 {
     struct buf text;
     struct analysis an;
@@ -73,8 +72,7 @@ static int check(const struct resource_set *set, int outbound_mode,
  * load() reads and analyses dir. Returns the new set, or NULL with the
  * errors in the allocated *err.
  */
-static struct resource_set *load(const char *dir, int outbound_mode,
-                                 char **err)
+static struct resource_set *load(const char *dir, int outbound_mode, char **err)
 {
     struct buf errs;
     struct resource_set *set;
@@ -95,8 +93,7 @@ static struct resource_set *load(const char *dir, int outbound_mode,
     return set;
 }
 
-int source_check_mode(const struct source *src, int outbound_mode,
-                      char **err)
+int source_check_mode(const struct source *src, int outbound_mode, char **err)
 {
     *err = NULL;
     if (outbound_mode == src->outbound_mode || src->cur == NULL)

@@ -39,8 +39,7 @@ int source_reload(struct source *src, int outbound_mode, int notify);
  * *err: switching to REGISTRY_ONLY while routes go to undeclared hosts);
  * source_set_mode() makes it the mode later snapshots are analysed under.
  */
-int source_check_mode(const struct source *src, int outbound_mode,
-                      char **err);
+int source_check_mode(const struct source *src, int outbound_mode, char **err);
 void source_set_mode(struct source *src, int outbound_mode);
 int source_mode(const struct source *src);
 

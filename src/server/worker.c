@@ -87,8 +87,7 @@ static void retire(struct worker *w, struct plistener *p)
  * to be retired) takes over what it can of it. */
 static void inherit(struct worker *w, struct plistener *l)
 {
-    for (struct list *it = w->proxies.next; it != &w->proxies;
-         it = it->next) {
+    for (struct list *it = w->proxies.next; it != &w->proxies; it = it->next) {
         struct plistener *p = LIST_ELEM(it, struct plistener, link);
         if (p->fd == l->fd && p->ops == l->ops && p->conf != l->conf) {
             l->ops->inherit(l, p);

@@ -34,7 +34,7 @@ struct worker_set {
 };
 
 enum worker_event {
-    WORKER_APPLIED,       /* a worker_set is in effect */
+    WORKER_APPLIED,        /* a worker_set is in effect */
     WORKER_STOPPED_ACCEPT, /* drain: the worker accepts nothing more */
     WORKER_IDLE,           /* drain: the worker's last session ended */
 };
@@ -53,9 +53,9 @@ struct worker {
     struct event_base *base;
     struct mq *inbox;
     struct worker_hooks hooks;
-    struct list proxies;   /* accepting */
-    struct list retired;   /* no longer accepting, sessions still open */
-    struct list dead;      /* idle retired proxies, freed on the next turn */
+    struct list proxies; /* accepting */
+    struct list retired; /* no longer accepting, sessions still open */
+    struct list dead;    /* idle retired proxies, freed on the next turn */
     struct event *reap_ev;
     int draining;
     int idle_sent;

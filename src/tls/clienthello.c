@@ -125,9 +125,9 @@ static int read_body(struct rd body, struct clienthello *out, const char **why)
     struct rd random, sid, suites, comp, exts;
     int seen_sni = 0, seen_alpn = 0;
 
-    if (rd_u16(&body, &out->version) < 0 ||
-        rd_bytes(&body, 32, &random) < 0 || rd_vec8(&body, &sid) < 0 ||
-        rd_vec16(&body, &suites) < 0 || rd_vec8(&body, &comp) < 0)
+    if (rd_u16(&body, &out->version) < 0 || rd_bytes(&body, 32, &random) < 0 ||
+        rd_vec8(&body, &sid) < 0 || rd_vec16(&body, &suites) < 0 ||
+        rd_vec8(&body, &comp) < 0)
         return fail(why, "truncated ClientHello", CH_MALFORMED);
     if ((out->version >> 8) != 3)
         return fail(why, "unsupported ClientHello version", CH_MALFORMED);
@@ -207,11 +207,10 @@ int clienthello_parse(const uint8_t *in, size_t len, uint8_t *scratch,
         before = have;
         have += take;
         if (need == 0 && have >= HS_HEADER) {
-            size_t mlen = (size_t)scratch[1] << 16 | (size_t)scratch[2] << 8 |
-                          scratch[3];
+            size_t mlen =
+                (size_t)scratch[1] << 16 | (size_t)scratch[2] << 8 | scratch[3];
             if (scratch[0] != HS_CLIENT_HELLO)
-                return fail(why,
-                            "first handshake message is not a ClientHello",
+                return fail(why, "first handshake message is not a ClientHello",
                             CH_MALFORMED);
             if (cap < HS_HEADER || mlen > cap - HS_HEADER)
                 return fail(why, "ClientHello too large", CH_TOO_LARGE);

@@ -19,9 +19,9 @@
  */
 
 enum clienthello_result {
-    CH_OK = 0,        /* a whole ClientHello was read */
-    CH_NEED_MORE = 1, /* well-formed so far; more bytes are needed */
-    CH_NOT_TLS = -1,  /* the stream does not start with a TLS handshake */
+    CH_OK = 0,         /* a whole ClientHello was read */
+    CH_NEED_MORE = 1,  /* well-formed so far; more bytes are needed */
+    CH_NOT_TLS = -1,   /* the stream does not start with a TLS handshake */
     CH_MALFORMED = -2, /* a TLS handshake, but not a valid ClientHello */
     CH_TOO_LARGE = -3, /* the ClientHello does not fit the scratch buffer */
 };

@@ -49,7 +49,7 @@ static const char *ssl_detail(char *buf, size_t n)
     return buf;
 }
 
-STACK_OF(X509_CRL) *crl_parse(const uint8_t *data, size_t len, char **err)
+STACK_OF(X509_CRL) * crl_parse(const uint8_t *data, size_t len, char **err)
 {
     STACK_OF(X509_CRL) *out = NULL;
     BIO *bio = NULL;
@@ -202,7 +202,7 @@ static int issuer_check(X509_CRL *crl, size_t index, X509_STORE *store,
     return 1;
 }
 
-int crl_check(STACK_OF(X509_CRL) *crls, X509_STORE *store, time_t now,
+int crl_check(STACK_OF(X509_CRL) * crls, X509_STORE *store, time_t now,
               char **err)
 {
     size_t n = sk_X509_CRL_num(crls);
@@ -232,8 +232,9 @@ int crl_check(STACK_OF(X509_CRL) *crls, X509_STORE *store, time_t now,
         for (size_t j = 0; j < n && !current; j++) {
             X509_CRL *o = sk_X509_CRL_value(crls, j);
             const ASN1_TIME *on = X509_CRL_get0_nextUpdate(o);
-            if (j != i && X509_NAME_cmp(X509_CRL_get_issuer(o),
-                                        X509_CRL_get_issuer(crl)) == 0 &&
+            if (j != i &&
+                X509_NAME_cmp(X509_CRL_get_issuer(o),
+                              X509_CRL_get_issuer(crl)) == 0 &&
                 (on == NULL || X509_cmp_time(on, &now) > 0))
                 current = 1;
         }
@@ -305,7 +306,7 @@ bad:
 
 int crl_load(X509_STORE *store, const char *path, char **err)
 {
-    STACK_OF(X509_CRL) *crls;
+    STACK_OF(X509_CRL) * crls;
     uint8_t *data;
     size_t len = 0;
     char *why = NULL;
@@ -337,14 +338,14 @@ int crl_load(X509_STORE *store, const char *path, char **err)
     sk_X509_CRL_pop_free(crls, X509_CRL_free);
     /* The whole chain: a CRL that revokes an intermediate is honoured
      * too. Issuers without a CRL are let through by crl_verify_cb(). */
-    X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK |
-                                    X509_V_FLAG_CRL_CHECK_ALL);
+    X509_STORE_set_flags(store,
+                         X509_V_FLAG_CRL_CHECK | X509_V_FLAG_CRL_CHECK_ALL);
     return 0;
 }
 
 int crl_verify_cb(int ok, X509_STORE_CTX *xs)
 {
-    STACK_OF(X509_CRL) *crls;
+    STACK_OF(X509_CRL) * crls;
     X509 *x;
     int none;
 

@@ -31,7 +31,7 @@
  * holding at least one CRL, or NULL with *err an allocated message that
  * does not name the file (the caller adds it).
  */
-STACK_OF(X509_CRL) *crl_parse(const uint8_t *data, size_t len, char **err);
+STACK_OF(X509_CRL) * crl_parse(const uint8_t *data, size_t len, char **err);
 
 /*
  * crl_check() is what a CRL file must pass before it is used, at now:
@@ -42,7 +42,7 @@ STACK_OF(X509_CRL) *crl_parse(const uint8_t *data, size_t len, char **err);
  * store (an intermediate the peer sends) are checked at the handshake.
  * 0, or -1 with *err allocated (no file name).
  */
-int crl_check(STACK_OF(X509_CRL) *crls, X509_STORE *store, time_t now,
+int crl_check(STACK_OF(X509_CRL) * crls, X509_STORE *store, time_t now,
               char **err);
 
 /*

@@ -157,8 +157,8 @@ const char *tls_conn_failure(const struct conn *c);
 
 /* The client context of an upstream cluster: verification against ca_file
  * (NULL: the system bundle) unless insecure; ALPN h2 when h2 is set. */
-struct ssl_ctx_st *tls_client_ctx_new(const char *ca_file, int insecure,
-                                      int h2, char **err);
+struct ssl_ctx_st *tls_client_ctx_new(const char *ca_file, int insecure, int h2,
+                                      char **err);
 
 /*
  * A credential provider: sets the certificate, chain and key ssl presents,
@@ -169,15 +169,15 @@ typedef int (*tls_cred_fn)(struct ssl_st *ssl, void *arg);
 
 /* What DestinationRule tls asks of an upstream connection. */
 struct tls_client_conf {
-    const char *ca_file;      /* NULL or "": the system bundle */
-    const char *crl_file;     /* NULL or "": no revocation checking */
-    struct x509_st *ca_cert;  /* else trust exactly this root (mesh) */
-    int insecure;             /* insecureSkipVerify */
-    int h2;                   /* offer ALPN h2 */
-    const char *cert_file;    /* MUTUAL: client certificate chain */
+    const char *ca_file;     /* NULL or "": the system bundle */
+    const char *crl_file;    /* NULL or "": no revocation checking */
+    struct x509_st *ca_cert; /* else trust exactly this root (mesh) */
+    int insecure;            /* insecureSkipVerify */
+    int h2;                  /* offer ALPN h2 */
+    const char *cert_file;   /* MUTUAL: client certificate chain */
     const char *key_file;
-    tls_cred_fn cred;         /* ISTIO_MUTUAL: the mesh certificate */
-    void *cred_arg;           /* must outlive the context */
+    tls_cred_fn cred; /* ISTIO_MUTUAL: the mesh certificate */
+    void *cred_arg;   /* must outlive the context */
     /* subjectAltNames: the server's certificate must carry one of these
      * as a URI or DNS name; the SNI is then not checked as a host name. */
     const char *const *sans;

@@ -214,8 +214,8 @@ static const struct client_check *client_check_of(const SSL *ssl)
  * DNS name, compared exactly. */
 static int leaf_has_san(X509 *leaf, const struct client_check *cc)
 {
-    GENERAL_NAMES *gens = X509_get_ext_d2i(leaf, NID_subject_alt_name, NULL,
-                                           NULL);
+    GENERAL_NAMES *gens =
+        X509_get_ext_d2i(leaf, NID_subject_alt_name, NULL, NULL);
     int found = 0;
 
     for (size_t i = 0; gens != NULL && !found && i < sk_GENERAL_NAME_num(gens);
@@ -255,7 +255,6 @@ static int verify_sans(int ok, X509_STORE_CTX *xs)
     X509_STORE_CTX_set_error(xs, X509_V_ERR_HOSTNAME_MISMATCH);
     return 0;
 }
-
 
 int tls_conn_accept(struct conn *c, SSL_CTX *ctx)
 {
@@ -302,8 +301,8 @@ const char *tls_conn_alpn(const struct conn *c, size_t *len)
 
 const char *tls_conn_sni(const struct conn *c)
 {
-    const char *n = c->tls ? SSL_get_servername(c->tls, TLSEXT_NAMETYPE_host_name)
-                           : NULL;
+    const char *n =
+        c->tls ? SSL_get_servername(c->tls, TLSEXT_NAMETYPE_host_name) : NULL;
 
     return n != NULL ? n : "";
 }
@@ -353,7 +352,8 @@ static int client_err(char **err, const char *file, const char *what)
 SSL_CTX *tls_client_ctx_build(const struct tls_client_conf *c, char **err)
 {
     static const uint8_t alpn_h2[] = {2, 'h', '2'};
-    static const uint8_t alpn_h1[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+    static const uint8_t alpn_h1[] = {8,   'h', 't', 't', 'p',
+                                      '/', '1', '.', '1'};
     SSL_CTX *ctx = SSL_CTX_new(TLS_method());
     const char *bundle = c->ca_file && c->ca_file[0]
                              ? c->ca_file
@@ -373,15 +373,16 @@ SSL_CTX *tls_client_ctx_build(const struct tls_client_conf *c, char **err)
         SSL_CTX_set_alpn_protos(ctx, alpn_h1, sizeof(alpn_h1));
     if (c->cert_file != NULL && c->cert_file[0] != '\0' &&
         (SSL_CTX_use_certificate_chain_file(ctx, c->cert_file) != 1
-             ? client_err(err, c->cert_file, "cannot load the client certificate")
-             : SSL_CTX_use_PrivateKey_file(ctx, c->key_file ? c->key_file : "",
-                                           SSL_FILETYPE_PEM) != 1
-                   ? client_err(err, c->key_file ? c->key_file : "(none)",
-                                "cannot load the client key")
-                   : SSL_CTX_check_private_key(ctx) != 1
-                         ? client_err(err, c->key_file,
-                                      "does not match the client certificate")
-                         : 0) < 0)
+             ? client_err(err, c->cert_file,
+                          "cannot load the client certificate")
+         : SSL_CTX_use_PrivateKey_file(ctx, c->key_file ? c->key_file : "",
+                                       SSL_FILETYPE_PEM) != 1
+             ? client_err(err, c->key_file ? c->key_file : "(none)",
+                          "cannot load the client key")
+         : SSL_CTX_check_private_key(ctx) != 1
+             ? client_err(err, c->key_file,
+                          "does not match the client certificate")
+             : 0) < 0)
         goto fail;
     if (c->cred != NULL) {
         /* The provider and its argument live as long as the context: the

@@ -55,8 +55,8 @@ static char **dup_strs(const char *const *v, size_t n)
 static int conf_copy(struct tls_server_conf *dst,
                      const struct tls_server_conf *src)
 {
-    struct tls_server_cert *certs = calloc(src->ncerts ? src->ncerts : 1,
-                                           sizeof(*certs));
+    struct tls_server_cert *certs =
+        calloc(src->ncerts ? src->ncerts : 1, sizeof(*certs));
 
     *dst = *src;
     dst->certs = certs;
@@ -113,8 +113,7 @@ static void snapshot(const struct tls_server_conf *c, struct stat *st)
 static int same(const struct stat *a, const struct stat *b)
 {
     return a->st_ino == b->st_ino && a->st_dev == b->st_dev &&
-           a->st_size == b->st_size &&
-           a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+           a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
            a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
 }
 

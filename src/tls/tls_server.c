@@ -170,8 +170,8 @@ static int client_hello_ecdsa(const SSL_CLIENT_HELLO *ch)
     }
     if (!sig)
         return 0;
-    if (SSL_early_callback_ctx_extension_get(
-            ch, TLSEXT_TYPE_supported_versions, &data, &len)) {
+    if (SSL_early_callback_ctx_extension_get(ch, TLSEXT_TYPE_supported_versions,
+                                             &data, &len)) {
         CBS_init(&ext, data, len);
         CBS vers;
         uint16_t v;
@@ -181,8 +181,8 @@ static int client_hello_ecdsa(const SSL_CLIENT_HELLO *ch)
                     return 1;
     }
     for (size_t i = 0; i + 1 < ch->cipher_suites_len; i += 2) {
-        uint16_t cs = (uint16_t)(ch->cipher_suites[i] << 8 |
-                                 ch->cipher_suites[i + 1]);
+        uint16_t cs =
+            (uint16_t)(ch->cipher_suites[i] << 8 | ch->cipher_suites[i + 1]);
         /* ECDHE_ECDSA suites: 0xC009/0xC00A, 0xC02B/0xC02C, 0xCCA9. */
         if (cs == 0xC02B || cs == 0xC02C || cs == 0xCCA9 || cs == 0xC009 ||
             cs == 0xC00A)
@@ -214,8 +214,8 @@ static size_t host_rank(const char *pattern, const char *host, size_t n)
     if (pl == 1 && pattern[0] == '*')
         return 1;
     if (pl > 2 && pattern[0] == '*' && pattern[1] == '.')
-        return n > pl - 1 && memcmp(host + n - (pl - 1), pattern + 1,
-                                    pl - 1) == 0
+        return n > pl - 1 &&
+                       memcmp(host + n - (pl - 1), pattern + 1, pl - 1) == 0
                    ? 2 + pl
                    : 0;
     return pl == n && memcmp(pattern, host, n) == 0 ? SIZE_MAX : 0;
@@ -341,11 +341,10 @@ static int leaf_allowed(const struct tls_cert *c, X509 *x)
     int ok;
 
     if (c->nsans > 0) {
-        GENERAL_NAMES *sans = X509_get_ext_d2i(x, NID_subject_alt_name, NULL,
-                                               NULL);
+        GENERAL_NAMES *sans =
+            X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
         ok = 0;
-        for (size_t i = 0; sans != NULL && !ok &&
-                           i < sk_GENERAL_NAME_num(sans);
+        for (size_t i = 0; sans != NULL && !ok && i < sk_GENERAL_NAME_num(sans);
              i++)
             ok = san_listed(c, sk_GENERAL_NAME_value(sans, i));
         GENERAL_NAMES_free(sans);
@@ -377,8 +376,8 @@ static int leaf_allowed(const struct tls_cert *c, X509 *x)
 
 static int verify_peer(int ok, X509_STORE_CTX *store)
 {
-    SSL *ssl = X509_STORE_CTX_get_ex_data(
-        store, SSL_get_ex_data_X509_STORE_CTX_idx());
+    SSL *ssl =
+        X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx());
     const struct tls_cert *c;
 
     ok = crl_verify_cb(ok, store);
@@ -411,10 +410,9 @@ static enum ssl_select_cert_result_t select_cert(const SSL_CLIENT_HELLO *ch)
      * context), so no ticket skips another name's client check. */
     if (c->verify != TLS_VERIFY_NONE) {
         SSL_set_verify(ssl,
-                       SSL_VERIFY_PEER |
-                           (c->verify == TLS_VERIFY_REQUIRED
-                                ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT
-                                : 0),
+                       SSL_VERIFY_PEER | (c->verify == TLS_VERIFY_REQUIRED
+                                              ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT
+                                              : 0),
                        verify_peer);
         SSL_set_session_id_context(ssl, c->sid_ctx, c->sid_len);
     }
@@ -455,9 +453,9 @@ static int cert_names(struct tls_cert *c)
         const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, (size_t)i);
         if (g->type != GEN_DNS)
             continue;
-        c->names[c->nnames] = strndup((const char *)ASN1_STRING_get0_data(
-                                          g->d.dNSName),
-                                      (size_t)ASN1_STRING_length(g->d.dNSName));
+        c->names[c->nnames] =
+            strndup((const char *)ASN1_STRING_get0_data(g->d.dNSName),
+                    (size_t)ASN1_STRING_length(g->d.dNSName));
         if (c->names[c->nnames] != NULL)
             c->nnames++;
     }
@@ -465,8 +463,8 @@ static int cert_names(struct tls_cert *c)
     if (c->nnames == 0) {
         /* No DNS SANs: fall back to the subject's common name. */
         char cn[256];
-        if (X509_NAME_get_text_by_NID(X509_get_subject_name(x),
-                                      NID_commonName, cn, sizeof(cn)) > 0)
+        if (X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName,
+                                      cn, sizeof(cn)) > 0)
             c->names[c->nnames++] = strdup(cn);
     }
     for (size_t i = 0; i < c->nnames; i++)
@@ -485,8 +483,8 @@ static int ctx_settings(SSL_CTX *ctx, const struct tls_server_conf *conf,
     SSL_CTX_set_min_proto_version(ctx, conf->min_version);
     SSL_CTX_set_max_proto_version(ctx, conf->max_version);
     for (size_t i = 0; i < conf->nciphers; i++) {
-        int w = snprintf(list + used, sizeof(list) - used, "%s%s",
-                         i ? ":" : "", conf->ciphers[i]);
+        int w = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ":" : "",
+                         conf->ciphers[i]);
         if (w < 0 || (size_t)w >= sizeof(list) - used)
             return set_err(err, "cipherSuites", "list too long");
         used += (size_t)w;
@@ -585,8 +583,7 @@ static int load_verify(struct tls_cert *c, const struct tls_server_cert *sc,
     }
     for (; c->nspki < sc->nspki; c->nspki++)
         if (b64_sha256(sc->spki[c->nspki], c->spki[c->nspki]) < 0)
-            return verify_err(err, "verifyCertificateSpki",
-                              sc->spki[c->nspki]);
+            return verify_err(err, "verifyCertificateSpki", sc->spki[c->nspki]);
     for (; c->nhashes < sc->nhashes; c->nhashes++)
         if (hex_sha256(sc->hashes[c->nhashes], c->hashes[c->nhashes]) < 0)
             return verify_err(err, "verifyCertificateHash",
@@ -597,10 +594,9 @@ static int load_verify(struct tls_cert *c, const struct tls_server_cert *sc,
     c->sid_len = (unsigned)snprintf((char *)c->sid_ctx, sizeof(c->sid_ctx),
                                     "strait-v%zu", index);
     SSL_CTX_set_verify(c->ctx,
-                       SSL_VERIFY_PEER |
-                           (sc->verify == TLS_VERIFY_REQUIRED
-                                ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT
-                                : 0),
+                       SSL_VERIFY_PEER | (sc->verify == TLS_VERIFY_REQUIRED
+                                              ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT
+                                              : 0),
                        verify_peer);
     SSL_CTX_set_ex_data(c->ctx, cert_index, c);
     return 0;
@@ -618,8 +614,7 @@ static int load_cert(struct tls_cert *c, const struct tls_server_cert *sc,
     if (ctx_settings(c->ctx, conf, ts, err) < 0)
         return -1;
     if (!SSL_CTX_use_certificate_chain_file(c->ctx, sc->cert_path))
-        return set_err(err, sc->cert_path,
-                       "cannot load the certificate chain");
+        return set_err(err, sc->cert_path, "cannot load the certificate chain");
     if (!SSL_CTX_use_PrivateKey_file(c->ctx, sc->key_path, SSL_FILETYPE_PEM))
         return set_err(err, sc->key_path, "cannot load the private key");
     if (!SSL_CTX_check_private_key(c->ctx))
@@ -666,8 +661,8 @@ struct tls_server *tls_server_new(const struct tls_server_conf *conf,
         return NULL;
     }
     ts = calloc(1, sizeof(*ts));
-    if (ts == NULL || (ts->certs = calloc(conf->ncerts, sizeof(*ts->certs))) ==
-                          NULL) {
+    if (ts == NULL ||
+        (ts->certs = calloc(conf->ncerts, sizeof(*ts->certs))) == NULL) {
         free(ts);
         *err = strdup("out of memory");
         return NULL;
@@ -690,7 +685,8 @@ struct tls_server *tls_server_new(const struct tls_server_conf *conf,
         goto fail;
     /* The base context holds the default certificate too, so it can answer
      * on its own if the selection callback were bypassed. */
-    if (!SSL_CTX_use_certificate_chain_file(ts->base, conf->certs[0].cert_path) ||
+    if (!SSL_CTX_use_certificate_chain_file(ts->base,
+                                            conf->certs[0].cert_path) ||
         !SSL_CTX_use_PrivateKey_file(ts->base, conf->certs[0].key_path,
                                      SSL_FILETYPE_PEM)) {
         set_err(err, conf->certs[0].cert_path, "cannot load");
@@ -731,8 +727,8 @@ int tls_conn_serves_host(const struct conn *conn, const char *host, size_t n)
     if (n >= sizeof(lower))
         return 0;
     for (size_t i = 0; i < n; i++)
-        lower[i] = (host[i] >= 'A' && host[i] <= 'Z') ? (char)(host[i] + 32)
-                                                      : host[i];
+        lower[i] =
+            (host[i] >= 'A' && host[i] <= 'Z') ? (char)(host[i] + 32) : host[i];
     /* A trailing dot names the same host. */
     if (n > 0 && lower[n - 1] == '.')
         n--;

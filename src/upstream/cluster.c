@@ -14,8 +14,8 @@
  * close. */
 #define UPOOL_MAX_IDLE 512
 
-struct cluster *cluster_new(const char *name, const struct addr *eps,
-                            size_t n, int nworkers)
+struct cluster *cluster_new(const char *name, const struct addr *eps, size_t n,
+                            int nworkers)
 {
     struct cluster *c = calloc(1, sizeof(*c));
 
@@ -25,8 +25,8 @@ struct cluster *cluster_new(const char *name, const struct addr *eps,
     c->name = strdup(name);
     c->endpoints = calloc(n ? n : 1, sizeof(*eps));
     c->nworkers = nworkers;
-    if (posix_memalign((void **)&c->w, 64,
-                       (size_t)nworkers * sizeof(*c->w)) != 0)
+    if (posix_memalign((void **)&c->w, 64, (size_t)nworkers * sizeof(*c->w)) !=
+        0)
         c->w = NULL;
     if (c->name == NULL || c->endpoints == NULL || c->w == NULL) {
         cluster_unref(c);
@@ -510,8 +510,7 @@ int upool_init(struct upool *p, struct cluster *cl, struct event_base *base,
     LIST_INIT(&p->h2conns);
     LIST_INIT(&p->h2dead);
     LIST_INIT(&p->waiters);
-    p->active = calloc(cl->nendpoints ? cl->nendpoints : 1,
-                       sizeof(*p->active));
+    p->active = calloc(cl->nendpoints ? cl->nendpoints : 1, sizeof(*p->active));
     p->reap_ev = event_new(base, -1, 0, reap, p);
     p->wake_ev = event_new(base, -1, 0, wake, p);
     if (p->active == NULL || p->reap_ev == NULL || p->wake_ev == NULL ||
@@ -637,8 +636,7 @@ static size_t draw_weighted(struct upool *p)
     const struct cluster_alias *a =
         &p->cl->alias[((r >> 32) * p->cl->nendpoints) >> 32];
 
-    return (r & UINT32_MAX) < a->below ? (size_t)(a - p->cl->alias)
-                                       : a->other;
+    return (r & UINT32_MAX) < a->below ? (size_t)(a - p->cl->alias) : a->other;
 }
 
 /* A weighted draw among the endpoints in service only: drawing again

@@ -22,16 +22,16 @@ struct cluster_counters {
     uint64_t cx_connect_fail;
     uint64_t cx_connect_timeout;
     uint64_t cx_reused;
-    uint64_t rq_error;   /* reset or protocol error mid-exchange */
-    uint64_t rq_timeout; /* route timeout */
-    uint64_t rq_overflow; /* refused by the circuit breaker (503 UO) */
-    uint64_t rq_retry_overflow; /* retries the circuit breaker refused */
-    uint64_t rq_retry;          /* retries sent (VirtualService retries) */
+    uint64_t rq_error;           /* reset or protocol error mid-exchange */
+    uint64_t rq_timeout;         /* route timeout */
+    uint64_t rq_overflow;        /* refused by the circuit breaker (503 UO) */
+    uint64_t rq_retry_overflow;  /* retries the circuit breaker refused */
+    uint64_t rq_retry;           /* retries sent (VirtualService retries) */
     uint64_t rq_per_try_timeout; /* attempts past retries.perTryTimeout */
     uint64_t rq_retry_body_overflow; /* bodies past the retry buffer: the
                                         request could not be retried */
-    uint64_t cx_overflow;    /* connections max_connections held back */
-    uint64_t rq_pending;     /* requests that waited for a connection */
+    uint64_t cx_overflow;            /* connections max_connections held back */
+    uint64_t rq_pending;             /* requests that waited for a connection */
 } __attribute__((aligned(64)));
 
 enum cluster_protocol { CLUSTER_HTTP1, CLUSTER_HTTP2 };
@@ -89,16 +89,16 @@ struct cluster {
     struct h2_client_conf h2;
     uint64_t max_requests_per_conn; /* 0: no limit */
     uint64_t max_requests;          /* in flight at once; 0: no limit */
-    uint64_t rq_active; /* atomics only; the proxy counts only when limited */
-    uint64_t max_retries;           /* retries at once; 0: no limit */
-    uint64_t retries_active;        /* atomics only */
+    uint64_t rq_active;   /* atomics only; the proxy counts only when limited */
+    uint64_t max_retries; /* retries at once; 0: no limit */
+    uint64_t retries_active; /* atomics only */
     /* tcp.maxConnections: connections to all endpoints at once, counted
      * only when limited; http1MaxPendingRequests: requests waiting for one
      * at once (0: no limit). */
     uint64_t max_connections;
-    uint64_t cx_active;   /* atomics only */
+    uint64_t cx_active; /* atomics only */
     uint64_t max_pending;
-    uint64_t rq_waiting;  /* atomics only */
+    uint64_t rq_waiting;    /* atomics only */
     struct ssl_ctx_st *tls; /* NULL: plaintext; one reference */
     int tls_error; /* TLS was asked for and could not be set up: requests
                     * are refused rather than sent in the clear */
@@ -110,8 +110,8 @@ struct cluster {
     struct cluster_counters *w; /* nworkers shards */
 };
 
-struct cluster *cluster_new(const char *name, const struct addr *eps,
-                            size_t n, int nworkers);
+struct cluster *cluster_new(const char *name, const struct addr *eps, size_t n,
+                            int nworkers);
 struct cluster *cluster_ref(struct cluster *c);
 
 /*
@@ -168,7 +168,7 @@ struct upool {
      * heap until they return. */
     struct upool_edf *edf;
     size_t nedf;
-    double vtime;     /* the deadline of the last pick */
+    double vtime; /* the deadline of the last pick */
     uint32_t *parked;
     size_t nparked;
     struct list idle; /* struct h1_client, most recently used last */
@@ -178,8 +178,8 @@ struct upool {
     struct list h2dead;
     struct event *reap_ev;
     struct h1_scratch *scratch;
-    size_t nconns;        /* this worker's connections, open or opening */
-    struct list waiters;  /* struct upool_waiter, first come first served */
+    size_t nconns;       /* this worker's connections, open or opening */
+    struct list waiters; /* struct upool_waiter, first come first served */
     struct event *wake_ev;
 };
 
@@ -205,8 +205,8 @@ void upool_dispose(struct upool *p);
  * mode). A consistent-hash cluster picks at random for a request without
  * a key. With weights, each endpoint's share of the picks is its weight
  * over the total of those in service (LEAST_REQUEST: weight over requests
- * in flight plus one, as Envoy's). upool_busy()/upool_done() count requests in flight per endpoint
- * (for LEAST_REQUEST). */
+ * in flight plus one, as Envoy's). upool_busy()/upool_done() count requests in
+ * flight per endpoint (for LEAST_REQUEST). */
 size_t upool_pick(struct upool *p);
 void upool_busy(struct upool *p, size_t ep);
 void upool_done(struct upool *p, size_t ep);

@@ -216,8 +216,8 @@ static int build_maglev(struct lb_hash *h, uint64_t m, const struct addr *eps,
         char as[ADDR_STRLEN];
         size_t len = strlen(addr_format(&eps[e], as, sizeof(as)));
         offset[e] = lb_hash_bytes(as, len, MAGLEV_SEED_OFFSET) % m;
-        skip[e] = m > 1 ? lb_hash_bytes(as, len, MAGLEV_SEED_SKIP) % (m - 1) + 1
-                        : 1;
+        skip[e] =
+            m > 1 ? lb_hash_bytes(as, len, MAGLEV_SEED_SKIP) % (m - 1) + 1 : 1;
     }
     for (; n > 0 && filled < h->size; round++) {
         for (size_t e = 0; e < n && filled < h->size; e++) {

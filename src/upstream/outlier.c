@@ -107,7 +107,8 @@ static int too_few(const struct outlier *od, uint64_t active)
 {
     uint64_t healthy = active < od->n ? od->n - active : 0;
 
-    return healthy == 0 || healthy * 100 < (uint64_t)od->conf.min_health_pct * od->n;
+    return healthy == 0 ||
+           healthy * 100 < (uint64_t)od->conf.min_health_pct * od->n;
 }
 
 int outlier_maybe_panic(const struct outlier *od)
@@ -178,9 +179,9 @@ static void eject(struct outlier *od, size_t ep, enum outlier_reason why,
     ADD(&od->total, 1);
     ADD(&od->by_reason[why], 1);
     ne = LOAD(&od->next_expiry);
-    while (until < ne && !__atomic_compare_exchange_n(
-                             &od->next_expiry, &ne, until, 0, __ATOMIC_ACQ_REL,
-                             __ATOMIC_ACQUIRE))
+    while (until < ne &&
+           !__atomic_compare_exchange_n(&od->next_expiry, &ne, until, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         ;
 }
 
@@ -236,8 +237,8 @@ void outlier_report(struct outlier *od, size_t ep, int result, uint64_t now)
         return;
     if (result < 0) {
         if (od->conf.split_local) {
-            count(od, ep, &h->clocal, od->conf.consecutive_local,
-                  OUTLIER_LOCAL, now);
+            count(od, ep, &h->clocal, od->conf.consecutive_local, OUTLIER_LOCAL,
+                  now);
             return;
         }
         status = result == OUTLIER_TIMEOUT ? 504 : 503;

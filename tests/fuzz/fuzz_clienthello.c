@@ -53,8 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (ch.consumed == 0 || ch.consumed > size)
             abort();
         /* Any shorter peek waits for more; it never decides otherwise. */
-        for (size_t i = size < 64 ? 0 : ch.consumed - 1; i < ch.consumed;
-             i++)
+        for (size_t i = size < 64 ? 0 : ch.consumed - 1; i < ch.consumed; i++)
             if (clienthello_parse(data, i, scratch, caps[c], &ch, &why) !=
                 CH_NEED_MORE)
                 abort();

@@ -241,8 +241,7 @@ out:
     finish(r, cred, cred ? NULL : msg);
 }
 
-static void on_fetched(void *arg, const struct fetch_answer *a,
-                       const char *err)
+static void on_fetched(void *arg, const struct fetch_answer *a, const char *err)
 {
     struct ca_client_req *r = arg;
 
@@ -305,7 +304,8 @@ struct ca_client_req *ca_client_request(struct event_base *base,
     fc.body_n = buf_len(&body);
     fc.ctx = r->ctx;
     fc.name = "the CA";
-    fc.timeout_ms = (int64_t)(conf->timeout_s > 0 ? conf->timeout_s : 15) * 1000;
+    fc.timeout_ms =
+        (int64_t)(conf->timeout_s > 0 ? conf->timeout_s : 15) * 1000;
     fc.max_body = CA_API_MAX_BODY;
     r->f = fetch_new(base, &fc, on_fetched, r, &ferr);
     if (r->f == NULL) {

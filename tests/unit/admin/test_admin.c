@@ -138,9 +138,9 @@ static void fake_dispose(struct fake *k)
 
 static struct admin_ops fake_ops(struct fake *k)
 {
-    struct admin_ops ops = {k,             fake_status,      fake_listeners,
-                            fake_clusters, fake_config_json, fake_quit,
-                            fake_reload};
+    struct admin_ops ops = {
+        k,         fake_status, fake_listeners, fake_clusters, fake_config_json,
+        fake_quit, fake_reload};
     return ops;
 }
 
@@ -405,7 +405,8 @@ static void test_render_prometheus(void **state)
     assert_line(s, "# TYPE strait_http_mirror_sent_total counter");
     assert_line(s, "# TYPE strait_http_mirror_skipped_total counter");
     assert_line(s, "# TYPE strait_listener_no_route_total counter");
-    assert_line(s, "# TYPE strait_listener_registry_only_refused_total counter");
+    assert_line(s,
+                "# TYPE strait_listener_registry_only_refused_total counter");
     assert_line(s, "# TYPE strait_listener_client_hello_errors_total counter");
     assert_line(s, "# TYPE strait_listener_connections_accepted_total "
                    "counter");
@@ -913,13 +914,15 @@ static void test_render_clusters(void **state)
     buf_dispose(&b);
     buf_init(&b, 1 << 20);
     admin_render_prometheus(&ops, &b);
-    assert_non_null(strstr(buf_cstr(&b),
-                           "\nstrait_cluster_requests_total{cluster=\"up\"} 7\n"));
-    assert_non_null(strstr(buf_cstr(&b),
-                           "# TYPE strait_cluster_connect_failures_total counter\n"
-                           "strait_cluster_connect_failures_total{cluster=\"up\"} 2\n"));
+    assert_non_null(strstr(
+        buf_cstr(&b), "\nstrait_cluster_requests_total{cluster=\"up\"} 7\n"));
+    assert_non_null(
+        strstr(buf_cstr(&b),
+               "# TYPE strait_cluster_connect_failures_total counter\n"
+               "strait_cluster_connect_failures_total{cluster=\"up\"} 2\n"));
     /* No outlier detection: no outlier samples. */
-    assert_null(strstr(buf_cstr(&b), "strait_cluster_outlier_ejections_total{"));
+    assert_null(
+        strstr(buf_cstr(&b), "strait_cluster_outlier_ejections_total{"));
     buf_dispose(&b);
     cluster_unref(one_cluster);
 }
@@ -960,8 +963,8 @@ static void test_render_outlier_detection(void **state)
     buf_init(&b, 1 << 20);
     admin_render_stats(&ops, &b);
     s = buf_cstr(&b);
-    assert_non_null(
-        strstr(s, "cluster.up.outlier_detection.ejections_enforced_total: 1\n"));
+    assert_non_null(strstr(
+        s, "cluster.up.outlier_detection.ejections_enforced_total: 1\n"));
     assert_non_null(
         strstr(s, "cluster.up.outlier_detection.ejections_active: 1\n"));
     assert_non_null(
@@ -977,7 +980,8 @@ static void test_render_outlier_detection(void **state)
                               "gauge\nstrait_cluster_outlier_ejections_active{"
                               "cluster=\"up\"} 1\n"));
     assert_non_null(strstr(
-        s, "strait_cluster_outlier_ejections_overflow_total{cluster=\"up\"} 1\n"));
+        s,
+        "strait_cluster_outlier_ejections_overflow_total{cluster=\"up\"} 1\n"));
     buf_dispose(&b);
 
     buf_init(&b, 1 << 20);
@@ -996,8 +1000,8 @@ static void test_render_outlier_detection(void **state)
         /* Until at most an hour from now. */
         const char *r = strstr(s, "::outlier_ejection_remaining_ms::");
         assert_non_null(r);
-        long left = strtol(r + strlen("::outlier_ejection_remaining_ms::"),
-                           NULL, 10);
+        long left =
+            strtol(r + strlen("::outlier_ejection_remaining_ms::"), NULL, 10);
         assert_true(left > 0 && left <= 3600 * 1000);
     }
     buf_dispose(&b);

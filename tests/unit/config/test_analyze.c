@@ -254,13 +254,13 @@ static void test_ist0101_by_outbound_policy(void **state)
                           "    - destination: {host: db.example.net, port: "
                           "{number: 5432}}\n";
     /* A DestinationRule names a host without declaring it. */
-    static const char dr_only[] =
-        BACKENDS HDR("DestinationRule",
-                     "d") "spec: {host: pay.example.net, trafficPolicy: "
-                          "{tls: {mode: SIMPLE}}}\n" HDR("VirtualService",
-                                                          "v")
-            "spec:\n  hosts: [reviews]\n"
-            "  http:\n  - route: [{destination: {host: pay.example.net}}]\n";
+    static const char dr_only[] = BACKENDS HDR(
+        "DestinationRule", "d") "spec: {host: pay.example.net, trafficPolicy: "
+                                "{tls: {mode: SIMPLE}}}\n" HDR(
+                                    "VirtualService",
+                                    "v") "spec:\n  hosts: [reviews]\n"
+                                         "  http:\n  - route: [{destination: "
+                                         "{host: pay.example.net}}]\n";
     static const char wildcard[] =
         BACKENDS HDR("VirtualService", "v") "spec:\n  hosts: [reviews]\n"
                                             "  http:\n  - route: "
@@ -306,15 +306,15 @@ static void test_ist0101_by_outbound_policy(void **state)
     /* The DestinationRule applies to the passthrough: no IST0174 noise
      * without a hint, and the route is a warning. */
     assert_int_equal(run_mode(dr_only, "IST0101", RES_ALLOW_ANY), 1);
-    assert_non_null(strstr(first_mode(dr_only, "IST0174", RES_ALLOW_ANY,
-                                      line, sizeof(line)),
-                           "under outboundTrafficPolicy ALLOW_ANY it applies "
-                           "to routes passed through to that host"));
+    assert_non_null(strstr(
+        first_mode(dr_only, "IST0174", RES_ALLOW_ANY, line, sizeof(line)),
+        "under outboundTrafficPolicy ALLOW_ANY it applies "
+        "to routes passed through to that host"));
     /* A wildcard names no host to resolve: an error either way. */
-    assert_non_null(strstr(first_mode(wildcard, "IST0101", RES_ALLOW_ANY,
-                                      line, sizeof(line)),
-                           "a wildcard names none: declare it in a "
-                           "ServiceEntry) (error)"));
+    assert_non_null(strstr(
+        first_mode(wildcard, "IST0101", RES_ALLOW_ANY, line, sizeof(line)),
+        "a wildcard names none: declare it in a "
+        "ServiceEntry) (error)"));
     /* Declared hosts are quiet in both modes. */
     assert_int_equal(
         run_mode(BACKENDS HDR("VirtualService", "v") "spec:\n  hosts: "
@@ -354,11 +354,12 @@ static void test_ist0145_conflicting_gateways(void **state)
 static void test_ist0145_port_sharing(void **state)
 {
 #define SRV(port, name, proto, hosts, tls)                                     \
-    "  - port: {number: " port ", name: " name ", protocol: " proto "}\n"     \
+    "  - port: {number: " port ", name: " name ", protocol: " proto "}\n"      \
     "    hosts: [" hosts "]\n" tls
 #define GW_SERVERS(name)                                                       \
-    HDR("Gateway", name) "spec:\n  selector: {istio: ingressgateway}\n"       \
-                         "  servers:\n"
+    HDR("Gateway", name)                                                       \
+    "spec:\n  selector: {istio: ingressgateway}\n"                             \
+    "  servers:\n"
     char line[1024];
 
     (void)state;
@@ -381,18 +382,18 @@ static void test_ist0145_port_sharing(void **state)
                                  "port with the plaintext HTTP servers"));
     assert_non_null(strstr(line, "no SNI"));
     assert_non_null(strstr(line, "(warning)"));
-    first(GW_SERVERS("gw")
-              SRV("8443", "https", "HTTPS", "\"*\"",
-                  "    tls: {mode: SIMPLE, credentialName: app}\n")
-                  SRV("8443", "http", "HTTP", "\"*\"", ""),
+    first(GW_SERVERS("gw") SRV("8443", "https", "HTTPS", "\"*\"",
+                               "    tls: {mode: SIMPLE, credentialName: app}\n")
+              SRV("8443", "http", "HTTP", "\"*\"", ""),
           "IST0145", line, sizeof(line));
     assert_non_null(strstr(line, "spec.servers[1]"));
     assert_non_null(strstr(line, "(error)"));
     /* Another bind address is another port. */
     assert_int_equal(
-        run(GW_SERVERS("gw") SRV("8080", "http", "HTTP", "\"*\"", "")
-                "  - port: {number: 8080, name: tcp, protocol: TCP}\n"
-                "    bind: 10.0.0.1\n    hosts: [\"*\"]\n",
+        run(GW_SERVERS("gw")
+                SRV("8080", "http", "HTTP", "\"*\"",
+                    "") "  - port: {number: 8080, name: tcp, protocol: TCP}\n"
+                        "    bind: 10.0.0.1\n    hosts: [\"*\"]\n",
             "IST0145"),
         0);
 #undef SRV

@@ -634,8 +634,8 @@ static void test_outbound_traffic_policy(void **state)
     assert_int_equal(bs->outbound.mode, RES_ALLOW_ANY);
     buf_init(&b, 1 << 20);
     bootstrap_to_json(bs, &b);
-    assert_non_null(strstr(buf_cstr(&b),
-                           "\"outboundTrafficPolicy\":{\"mode\":\"ALLOW_ANY\"}"));
+    assert_non_null(strstr(
+        buf_cstr(&b), "\"outboundTrafficPolicy\":{\"mode\":\"ALLOW_ANY\"}"));
     buf_dispose(&b);
     bootstrap_free(bs);
     bs = parse_ok("outboundTrafficPolicy:\n  mode: REGISTRY_ONLY\n");

@@ -513,26 +513,25 @@ static void test_security_kinds(void **state)
     const struct res_peer_authentication *pa;
     const struct res_authz_rule *ru;
 
-    load_ok(f,
-            "apiVersion: security.istio.io/v1\n"
-            "kind: AuthorizationPolicy\n"
-            "metadata: {name: ap, namespace: istio-system}\n"
-            "spec:\n"
-            "  selector: {matchLabels: {istio: ingressgateway}}\n"
-            "  rules:\n"
-            "  - from: [{source: {principals: [cluster.local/ns/a/sa/b], "
-            "ipBlocks: [10.0.0.0/8, \"::1\"]}}]\n"
-            "    to: [{operation: {methods: [GET], paths: [\"/api/{*}/x\", "
-            "\"/files/{**}\", \"/pre*\"], ports: [\"8080\"]}}]\n"
-            "    when: [{key: \"request.headers[x-env]\", values: [prod]}]\n"
-            "---\n"
-            "apiVersion: security.istio.io/v1beta1\n"
-            "kind: PeerAuthentication\n"
-            "metadata: {name: pa, namespace: istio-system}\n"
-            "spec:\n"
-            "  selector: {matchLabels: {istio: ingressgateway}}\n"
-            "  mtls: {mode: STRICT}\n"
-            "  portLevelMtls: {\"8080\": {mode: PERMISSIVE}}\n");
+    load_ok(f, "apiVersion: security.istio.io/v1\n"
+               "kind: AuthorizationPolicy\n"
+               "metadata: {name: ap, namespace: istio-system}\n"
+               "spec:\n"
+               "  selector: {matchLabels: {istio: ingressgateway}}\n"
+               "  rules:\n"
+               "  - from: [{source: {principals: [cluster.local/ns/a/sa/b], "
+               "ipBlocks: [10.0.0.0/8, \"::1\"]}}]\n"
+               "    to: [{operation: {methods: [GET], paths: [\"/api/{*}/x\", "
+               "\"/files/{**}\", \"/pre*\"], ports: [\"8080\"]}}]\n"
+               "    when: [{key: \"request.headers[x-env]\", values: [prod]}]\n"
+               "---\n"
+               "apiVersion: security.istio.io/v1beta1\n"
+               "kind: PeerAuthentication\n"
+               "metadata: {name: pa, namespace: istio-system}\n"
+               "spec:\n"
+               "  selector: {matchLabels: {istio: ingressgateway}}\n"
+               "  mtls: {mode: STRICT}\n"
+               "  portLevelMtls: {\"8080\": {mode: PERMISSIVE}}\n");
     assert_int_equal(f->set->n, 2);
     ap = res_authorization_policy(f->set->v[0]);
     assert_int_equal(ap->action, RES_AUTHZ_ALLOW);
@@ -569,22 +568,24 @@ static void test_security_kinds(void **state)
              "r.yaml:6:22: AuthorizationPolicy default/ap: "
              "spec.rules[0].to[0].operation.paths[0]: '/a/{**}/b': {**} must "
              "be the last segment\n");
-    load_err(f,
-             "apiVersion: security.istio.io/v1\n"
-             "kind: AuthorizationPolicy\n"
-             "metadata: {name: ap}\n"
-             "spec:\n"
-             "  rules:\n"
-             "  - when: [{key: request.bogus, values: [x]}]\n",
-             "r.yaml:6:12: AuthorizationPolicy default/ap: spec.rules[0].when[0]: "
-             "unknown condition key 'request.bogus'\n");
-    load_err(f,
-             "apiVersion: security.istio.io/v1\n"
-             "kind: AuthorizationPolicy\n"
-             "metadata: {name: ap}\n"
-             "spec: {action: CUSTOM}\n",
-             "r.yaml:1:1: AuthorizationPolicy default/ap: spec.provider: action "
-             "CUSTOM needs an extension provider\n");
+    load_err(
+        f,
+        "apiVersion: security.istio.io/v1\n"
+        "kind: AuthorizationPolicy\n"
+        "metadata: {name: ap}\n"
+        "spec:\n"
+        "  rules:\n"
+        "  - when: [{key: request.bogus, values: [x]}]\n",
+        "r.yaml:6:12: AuthorizationPolicy default/ap: spec.rules[0].when[0]: "
+        "unknown condition key 'request.bogus'\n");
+    load_err(
+        f,
+        "apiVersion: security.istio.io/v1\n"
+        "kind: AuthorizationPolicy\n"
+        "metadata: {name: ap}\n"
+        "spec: {action: CUSTOM}\n",
+        "r.yaml:1:1: AuthorizationPolicy default/ap: spec.provider: action "
+        "CUSTOM needs an extension provider\n");
     load_err(f,
              "apiVersion: security.istio.io/v1alpha3\n"
              "kind: PeerAuthentication\n"
@@ -774,12 +775,13 @@ static void test_err_semantics(void **state)
              "r.yaml:9:13: VirtualService default/t: "
              "spec.tls[0].match[0].sniHosts[0]: the SNI host b.example.com is "
              "not a subset of any of the virtual service hosts\n");
-    load_ok(f, HDR("VirtualService", "t") "spec:\n  hosts: [\"*.example.com\"]\n"
-                                          "  gateways: [gw]\n  tls:\n"
-                                          "  - match: [{sniHosts: "
-                                          "[b.example.com, \"*.x.example.com\"]}]\n"
-                                          "    route: [{destination: {host: "
-                                          "x}}]\n");
+    load_ok(
+        f, HDR("VirtualService", "t") "spec:\n  hosts: [\"*.example.com\"]\n"
+                                      "  gateways: [gw]\n  tls:\n"
+                                      "  - match: [{sniHosts: "
+                                      "[b.example.com, \"*.x.example.com\"]}]\n"
+                                      "    route: [{destination: {host: "
+                                      "x}}]\n");
     /* Subnets are addresses. */
     load_err(f,
              HDR("VirtualService", "t") "spec:\n  hosts: [\"*\"]\n"
@@ -883,14 +885,13 @@ static void test_err_load_balancer(void **state)
     const struct res_destination_rule *dr;
 
     load_err(f,
-             HDR("DestinationRule",
-                 "d") "spec:\n"
-                      "  host: a\n"
-                      "  trafficPolicy:\n"
-                      "    loadBalancer:\n"
-                      "      consistentHash:\n"
-                      "        useSourceIp: true\n"
-                      "        maglev: {tableSize: 65536}\n",
+             HDR("DestinationRule", "d") "spec:\n"
+                                         "  host: a\n"
+                                         "  trafficPolicy:\n"
+                                         "    loadBalancer:\n"
+                                         "      consistentHash:\n"
+                                         "        useSourceIp: true\n"
+                                         "        maglev: {tableSize: 65536}\n",
              "r.yaml:11:17: DestinationRule default/d: "
              "spec.trafficPolicy.loadBalancer.consistentHash: maglev "
              "tableSize 65536 is not a prime number; Envoy needs a prime (the "
@@ -936,10 +937,10 @@ static void test_err_load_balancer(void **state)
     dr = res_destination_rule(f->set->v[0]);
     assert_int_equal(
         dr->traffic_policy.load_balancer.consistent_hash.http_cookie.ttl, 0);
-    assert_int_equal(((const struct res_subset *)dr->subsets.v)
-                         ->traffic_policy.load_balancer.consistent_hash
-                         .http_cookie.ttl,
-                     1);
+    assert_int_equal(
+        ((const struct res_subset *)dr->subsets.v)
+            ->traffic_policy.load_balancer.consistent_hash.http_cookie.ttl,
+        1);
     assert_int_equal(count_warnings(f->set, "consecutiveErrors is deprecated"),
                      1);
     load_ok(f, HDR("DestinationRule",

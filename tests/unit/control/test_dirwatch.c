@@ -145,8 +145,8 @@ static void test_missing_directory_is_retried(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_change_fires_once_per_burst,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_change_fires_once_per_burst, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_dotfiles_are_ignored, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(

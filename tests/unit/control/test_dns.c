@@ -31,10 +31,10 @@ struct fx {
     int changes;
     int queries;
     int aaaa_queries;
-    int fail;                  /* answer SERVFAIL */
-    const char *a[4];          /* A answer for every name */
+    int fail;         /* answer SERVFAIL */
+    const char *a[4]; /* A answer for every name */
     size_t na;
-    const char *aaaa;          /* AAAA answer, or NULL */
+    const char *aaaa; /* AAAA answer, or NULL */
     char got[8][64];
     size_t ngot;
 };
@@ -78,8 +78,8 @@ static void on_query(evutil_socket_t fd, short what, void *arg)
     out[8] = out[9] = out[10] = out[11] = 0;
     o = i;
     for (uint16_t k = 0; k < count; k++) {
-        uint8_t rr[10] = {0xc0, 0x0c, 0, (uint8_t)(qtype == 1 ? 1 : 28), 0, 1,
-                          0, 0, 0, 0};
+        uint8_t rr[10] = {
+            0xc0, 0x0c, 0, (uint8_t)(qtype == 1 ? 1 : 28), 0, 1, 0, 0, 0, 0};
         memcpy(out + o, rr, sizeof(rr));
         o += sizeof(rr);
         if (qtype == 1) {

@@ -62,10 +62,10 @@ static void read_request(struct srv *s, int fd, SSL *ssl)
     for (;;) {
         char *end;
         const char *cl;
-        ssize_t n = ssl ? SSL_read(ssl, s->req + s->reqn,
-                                   (int)(sizeof(s->req) - 1 - s->reqn))
-                        : recv(fd, s->req + s->reqn,
-                               sizeof(s->req) - 1 - s->reqn, 0);
+        ssize_t n =
+            ssl ? SSL_read(ssl, s->req + s->reqn,
+                           (int)(sizeof(s->req) - 1 - s->reqn))
+                : recv(fd, s->req + s->reqn, sizeof(s->req) - 1 - s->reqn, 0);
         if (n <= 0)
             return;
         s->reqn += (size_t)n;
@@ -122,8 +122,7 @@ out:
     return NULL;
 }
 
-static void srv_start(struct srv *s, const char *answer, SSL_CTX *tls,
-                      int hang)
+static void srv_start(struct srv *s, const char *answer, SSL_CTX *tls, int hang)
 {
     struct sockaddr_in a = {0};
     socklen_t al = sizeof(a);
@@ -280,7 +279,8 @@ static void test_interim_and_no_body(void **state)
     struct res r;
     (void)state;
 
-    fetch_plain(&r, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+    fetch_plain(&r,
+                "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
                 1024);
     assert_null(r.err);
     assert_int_equal(r.status, 204);
@@ -293,8 +293,9 @@ static void test_too_large(void **state)
     struct res r;
     (void)state;
 
-    fetch_plain(&r, "HTTP/1.1 200 OK\r\nContent-Length: 17\r\n\r\n"
-                    "0123456789abcdefg",
+    fetch_plain(&r,
+                "HTTP/1.1 200 OK\r\nContent-Length: 17\r\n\r\n"
+                "0123456789abcdefg",
                 16);
     assert_non_null(r.err);
     assert_string_equal(r.err,
@@ -308,12 +309,12 @@ static void test_too_large(void **state)
                 "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                 "9\r\n012345678\r\n9\r\n012345678\r\n0\r\n\r\n",
                 16);
-    assert_string_equal(r.err,
-                        "127.0.0.1 sent a bad chunked body (too large)");
+    assert_string_equal(r.err, "127.0.0.1 sent a bad chunked body (too large)");
     res_dispose(&r);
     /* Exactly the cap is fine. */
-    fetch_plain(&r, "HTTP/1.1 200 OK\r\nContent-Length: 16\r\n\r\n"
-                    "0123456789abcdef",
+    fetch_plain(&r,
+                "HTTP/1.1 200 OK\r\nContent-Length: 16\r\n\r\n"
+                "0123456789abcdef",
                 16);
     assert_null(r.err);
     assert_int_equal(r.n, 16);
@@ -454,8 +455,7 @@ static EVP_PKEY *ec_key(void)
 
 /* Fetches over TLS from a server showing its own self-signed certificate,
  * the client trusting trusted (a PEM file written here). */
-static void fetch_tls(struct res *r, X509 *server, EVP_PKEY *key,
-                      X509 *trusted)
+static void fetch_tls(struct res *r, X509 *server, EVP_PKEY *key, X509 *trusted)
 {
     char path[] = "/tmp/test_fetch_ca_XXXXXX";
     int fd = mkstemp(path);
@@ -475,8 +475,7 @@ static void fetch_tls(struct res *r, X509 *server, EVP_PKEY *key,
     unlink(path);
     assert_true(SSL_CTX_use_certificate(sctx, server));
     assert_true(SSL_CTX_use_PrivateKey(sctx, key));
-    srv_start(&s, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", sctx,
-              0);
+    srv_start(&s, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", sctx, 0);
     c = get_conf(s.port);
     c.ctx = cctx;
     c.verify_name = 1;

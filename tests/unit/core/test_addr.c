@@ -358,8 +358,7 @@ static void test_cidr_parse(void **state)
                      0);
     assert_int_equal(pl, 25);
     assert_memory_equal(b, "\xc0\xa8\x07\x80", 4);
-    assert_int_equal(addr_cidr_parse("2001:db8:80ff::1/33", &fam, b, &pl,
-                                     &why),
+    assert_int_equal(addr_cidr_parse("2001:db8:80ff::1/33", &fam, b, &pl, &why),
                      0);
     assert_int_equal(fam, AF_INET6);
     assert_int_equal(pl, 33);
@@ -368,8 +367,16 @@ static void test_cidr_parse(void **state)
     assert_int_equal(pl, 0);
     /* Refused, with a reason. */
     static const char *const bad[] = {
-        "", "/8", "10.0.0.0/", "10.0.0.0/33", "::/129", "10.0.0.0/8x",
-        "10.0.0/8", "example.com", "10.0.0.0/-1", "10.0.0.0/99999999999",
+        "",
+        "/8",
+        "10.0.0.0/",
+        "10.0.0.0/33",
+        "::/129",
+        "10.0.0.0/8x",
+        "10.0.0/8",
+        "example.com",
+        "10.0.0.0/-1",
+        "10.0.0.0/99999999999",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         why = NULL;

@@ -270,8 +270,10 @@ static void test_fmt_u64(void **state)
 {
     char out[UNITS_U64_LEN];
     char want[32];
-    const uint64_t vals[] = {0, 1, 9, 10, 99, 100, 12345, 4294967295u,
-                             4294967296u, UINT64_MAX / 10, UINT64_MAX};
+    const uint64_t vals[] = {
+        0,         1,     9,           10,          99,
+        100,       12345, 4294967295u, 4294967296u, UINT64_MAX / 10,
+        UINT64_MAX};
 
     (void)state;
     for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {

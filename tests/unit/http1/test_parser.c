@@ -974,15 +974,16 @@ static void test_response_chunked(void **state)
     struct parsed p = {0};
 
     (void)state;
-    resp_ok(&p, NULL,
-            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+    resp_ok(&p, NULL, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
     assert_int_equal(p.res.body, H1_BODY_CHUNKED);
     assert_true(p.res.keep_alive);
     parsed_free(&p);
     /* Codings other than chunked cannot be forwarded as they are: the
      * response is refused (502) instead of re-framed without them. */
-    resp_fail(NULL, "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n");
-    resp_fail(NULL, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n");
+    resp_fail(NULL,
+              "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n");
+    resp_fail(NULL,
+              "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n");
     resp_fail(NULL, "HTTP/1.1 200 OK\r\nTransfer-Encoding: br\r\n\r\n");
 }
 

@@ -78,8 +78,8 @@ static void build(struct fx *f, const char *yaml)
         fprintf(stderr, "%s", buf_cstr(&errs));
     buf_dispose(&errs);
     assert_int_equal(nerr, 0);
-    f->a = authz_build(f->set, "istio-system", &f->labels, "istio-system",
-                       &err);
+    f->a =
+        authz_build(f->set, "istio-system", &f->labels, "istio-system", &err);
     assert_null(err);
 }
 
@@ -166,11 +166,12 @@ static void test_order_and_allow_nothing(void **state)
 {
     struct fx *f = *state;
 
-    build(f, AP("allow-get", "istio-system",
-                "  rules: [{to: [{operation: {methods: [GET]}}]}]\n")
-                 AP("deny-admin", "istio-system",
-                    "  action: DENY\n"
-                    "  rules: [{to: [{operation: {paths: [\"/admin*\"]}}]}]\n"));
+    build(f,
+          AP("allow-get", "istio-system",
+             "  rules: [{to: [{operation: {methods: [GET]}}]}]\n")
+              AP("deny-admin", "istio-system",
+                 "  action: DENY\n"
+                 "  rules: [{to: [{operation: {paths: [\"/admin*\"]}}]}]\n"));
     peer(f, "10.0.0.1");
     assert_string_equal(decide(f, "", "GET", "a.com", "/x", 80), "allow");
     /* DENY wins over a matching ALLOW. */
@@ -199,25 +200,29 @@ static void test_source_fields(void **state)
 {
     struct fx *f = *state;
 
-    build(f, AP("src", "istio-system",
-                "  action: DENY\n"
-                "  rules:\n"
-                "  - from: [{source: {principals: [cluster.local/ns/bad/sa/x]}}]\n"
-                "  - from: [{source: {namespaces: [evil]}}]\n"
-                "  - from: [{source: {ipBlocks: [192.168.0.0/16], notIpBlocks: "
-                "[192.168.7.7]}}]\n"
-                "  - from: [{source: {remoteIpBlocks: [203.0.113.0/24]}}]\n"
-                "  - from: [{source: {notPrincipals: [\"*\"], ipBlocks: "
-                "[10.9.0.0/16]}}]\n"));
+    build(f,
+          AP("src", "istio-system",
+             "  action: DENY\n"
+             "  rules:\n"
+             "  - from: [{source: {principals: [cluster.local/ns/bad/sa/x]}}]\n"
+             "  - from: [{source: {namespaces: [evil]}}]\n"
+             "  - from: [{source: {ipBlocks: [192.168.0.0/16], notIpBlocks: "
+             "[192.168.7.7]}}]\n"
+             "  - from: [{source: {remoteIpBlocks: [203.0.113.0/24]}}]\n"
+             "  - from: [{source: {notPrincipals: [\"*\"], ipBlocks: "
+             "[10.9.0.0/16]}}]\n"));
     peer(f, "10.0.0.1");
-    assert_string_equal(decide(f, "cluster.local/ns/bad/sa/x", "GET", "a", "/", 1),
-                        "deny istio-system/src");
-    assert_string_equal(decide(f, "cluster.local/ns/good/sa/x", "GET", "a", "/", 1),
-                        "allow");
-    assert_string_equal(decide(f, "cluster.local/ns/evil/sa/y", "GET", "a", "/", 1),
-                        "deny istio-system/src");
+    assert_string_equal(
+        decide(f, "cluster.local/ns/bad/sa/x", "GET", "a", "/", 1),
+        "deny istio-system/src");
+    assert_string_equal(
+        decide(f, "cluster.local/ns/good/sa/x", "GET", "a", "/", 1), "allow");
+    assert_string_equal(
+        decide(f, "cluster.local/ns/evil/sa/y", "GET", "a", "/", 1),
+        "deny istio-system/src");
     peer(f, "192.168.1.2");
-    assert_string_equal(decide(f, "", "GET", "a", "/", 1), "deny istio-system/src");
+    assert_string_equal(decide(f, "", "GET", "a", "/", 1),
+                        "deny istio-system/src");
     peer(f, "192.168.7.7");
     assert_string_equal(decide(f, "", "GET", "a", "/", 1), "allow");
     /* remote.ip: the client behind trusted proxies, else the peer. */
@@ -225,13 +230,15 @@ static void test_source_fields(void **state)
     f->has_remote = 1;
     f->remote.sin_family = AF_INET;
     inet_pton(AF_INET, "203.0.113.9", &f->remote.sin_addr);
-    assert_string_equal(decide(f, "", "GET", "a", "/", 1), "deny istio-system/src");
+    assert_string_equal(decide(f, "", "GET", "a", "/", 1),
+                        "deny istio-system/src");
     f->has_remote = 0;
     /* notPrincipals "*": only peers without an identity. */
     peer(f, "10.9.1.1");
-    assert_string_equal(decide(f, "", "GET", "a", "/", 1), "deny istio-system/src");
-    assert_string_equal(decide(f, "cluster.local/ns/a/sa/b", "GET", "a", "/", 1),
-                        "allow");
+    assert_string_equal(decide(f, "", "GET", "a", "/", 1),
+                        "deny istio-system/src");
+    assert_string_equal(
+        decide(f, "cluster.local/ns/a/sa/b", "GET", "a", "/", 1), "allow");
 }
 
 static void test_operation_fields(void **state)
@@ -245,9 +252,9 @@ static void test_operation_fields(void **state)
                 "paths: [\"/api/{*}/items\", \"/files/{**}\", /exact, "
                 "\"*.png\"], notPaths: [\"/files/secret*\"]}}]\n"));
     peer(f, "10.0.0.1");
-    assert_string_equal(decide(f, "", "GET", "a.example.com:8080",
-                               "/api/v1/items?x=1", 8080),
-                        "allow");
+    assert_string_equal(
+        decide(f, "", "GET", "a.example.com:8080", "/api/v1/items?x=1", 8080),
+        "allow");
     assert_string_equal(decide(f, "", "GET", "A.Example.COM", "/exact", 8080),
                         "allow");
     assert_string_equal(decide(f, "", "GET", "bad.example.com", "/exact", 8080),
@@ -257,19 +264,17 @@ static void test_operation_fields(void **state)
     assert_string_equal(decide(f, "", "GET", "a.example.com", "/exact", 80),
                         "deny");
     /* {*} is one whole segment. */
-    assert_string_equal(decide(f, "", "GET", "a.example.com", "/api/v1/v2/items",
-                               8080),
-                        "deny");
-    assert_string_equal(decide(f, "", "GET", "a.example.com", "/api//items", 8080),
-                        "deny");
-    assert_string_equal(decide(f, "", "GET", "a.example.com", "/files/a/b/c",
-                               8080),
-                        "allow");
-    assert_string_equal(decide(f, "", "GET", "a.example.com", "/files/secret/1",
-                               8080),
-                        "deny");
-    assert_string_equal(decide(f, "", "GET", "a.example.com", "/img/x.png", 8080),
-                        "allow");
+    assert_string_equal(
+        decide(f, "", "GET", "a.example.com", "/api/v1/v2/items", 8080),
+        "deny");
+    assert_string_equal(
+        decide(f, "", "GET", "a.example.com", "/api//items", 8080), "deny");
+    assert_string_equal(
+        decide(f, "", "GET", "a.example.com", "/files/a/b/c", 8080), "allow");
+    assert_string_equal(
+        decide(f, "", "GET", "a.example.com", "/files/secret/1", 8080), "deny");
+    assert_string_equal(
+        decide(f, "", "GET", "a.example.com", "/img/x.png", 8080), "allow");
 }
 
 static void test_conditions(void **state)
@@ -279,7 +284,8 @@ static void test_conditions(void **state)
     build(f, AP("when", "istio-system",
                 "  rules:\n"
                 "  - when:\n"
-                "    - {key: \"request.headers[X-Env]\", values: [prod, \"stag*\"]}\n"
+                "    - {key: \"request.headers[X-Env]\", values: [prod, "
+                "\"stag*\"]}\n"
                 "    - {key: destination.port, notValues: [\"9000\"]}\n"
                 "    - {key: connection.sni, values: [\"*.example.com\"]}\n"
                 "    - {key: source.ip, values: [10.0.0.0/8]}\n"));
@@ -409,12 +415,10 @@ static void test_claim_path(void **state)
     assert_int_equal(lens[1], 2);
     assert_memory_equal(names[1], "bb", 2);
     assert_int_equal(authz_claim_path("request.auth.claims", NULL, NULL), -1);
-    assert_int_equal(authz_claim_path("request.auth.claims[]", NULL, NULL),
-                     -1);
+    assert_int_equal(authz_claim_path("request.auth.claims[]", NULL, NULL), -1);
     assert_int_equal(authz_claim_path("request.auth.claims[a]x", NULL, NULL),
                      -1);
-    assert_int_equal(authz_claim_path("request.auth.claims[a", NULL, NULL),
-                     -1);
+    assert_int_equal(authz_claim_path("request.auth.claims[a", NULL, NULL), -1);
 }
 
 /* TCP connections: HTTP fields make an ALLOW rule fail and are left out

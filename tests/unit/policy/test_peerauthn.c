@@ -49,12 +49,13 @@ static const char *mode(const char *yaml, const char *node_ns, uint32_t port)
 static void test_scopes(void **state)
 {
     (void)state;
-    assert_string_equal(mode(PA("x", "other", "  mtls: {mode: STRICT}\n"),
-                             "edge", 80),
-                        "UNSET");
-    assert_string_equal(mode(PA("mesh", "istio-system", "  mtls: {mode: STRICT}\n"),
-                             "edge", 80),
-                        "STRICT");
+    assert_string_equal(
+        mode(PA("x", "other", "  mtls: {mode: STRICT}\n"), "edge", 80),
+        "UNSET");
+    assert_string_equal(
+        mode(PA("mesh", "istio-system", "  mtls: {mode: STRICT}\n"), "edge",
+             80),
+        "STRICT");
     assert_string_equal(
         mode(PA("mesh", "istio-system", "  mtls: {mode: STRICT}\n")
                  PA("ns", "edge", "  mtls: {mode: DISABLE}\n"),
@@ -81,9 +82,9 @@ static void test_scopes(void **state)
         assert_string_equal(mode(y, "edge", 8080), "DISABLE");
         /* In another namespace the workload policy does not apply. */
         assert_string_equal(mode(y, "elsewhere", 80), "PERMISSIVE");
-        assert_string_equal(mode(PA("ns", "edge", "  mtls: {mode: UNSET}\n"),
-                                 "edge", 80),
-                            "UNSET");
+        assert_string_equal(
+            mode(PA("ns", "edge", "  mtls: {mode: UNSET}\n"), "edge", 80),
+            "UNSET");
     }
     resource_set_free(set_);
     set_ = NULL;

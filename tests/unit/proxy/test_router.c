@@ -675,8 +675,8 @@ static void test_shadow_authority(void **state)
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct slice out = router_shadow_authority(slice_of(cases[i][0]),
-                                                   &f->arena);
+        struct slice out =
+            router_shadow_authority(slice_of(cases[i][0]), &f->arena);
         assert_non_null(out.p);
         assert_int_equal(out.n, strlen(cases[i][1]));
         assert_memory_equal(out.p, cases[i][1], out.n);
@@ -993,41 +993,40 @@ static void test_binding(void **state)
 static void test_export_to(void **state)
 {
     struct fx *f = *state;
-    const char *yaml =
-        "apiVersion: networking.istio.io/v1\n"
-        "kind: VirtualService\n"
-        "metadata: {name: own, namespace: default}\n"
-        "spec:\n"
-        "  hosts: [own.com]\n"
-        "  gateways: [gw]\n"
-        "  exportTo: [.]\n"
-        "  http: [{route: [{destination: {host: own}}]}]\n"
-        "---\n"
-        "apiVersion: networking.istio.io/v1\n"
-        "kind: VirtualService\n"
-        "metadata: {name: listed, namespace: default}\n"
-        "spec:\n"
-        "  hosts: [listed.com]\n"
-        "  gateways: [gw]\n"
-        "  exportTo: [istio-system]\n"
-        "  http: [{route: [{destination: {host: listed}}]}]\n"
-        "---\n"
-        "apiVersion: networking.istio.io/v1\n"
-        "kind: VirtualService\n"
-        "metadata: {name: hidden, namespace: default}\n"
-        "spec:\n"
-        "  hosts: [hidden.com]\n"
-        "  gateways: [gw]\n"
-        "  exportTo: [\"~\"]\n"
-        "  http: [{route: [{destination: {host: hidden}}]}]\n"
-        "---\n"
-        "apiVersion: networking.istio.io/v1\n"
-        "kind: VirtualService\n"
-        "metadata: {name: all, namespace: default}\n"
-        "spec:\n"
-        "  hosts: [all.com]\n"
-        "  gateways: [gw]\n"
-        "  http: [{route: [{destination: {host: all}}]}]\n";
+    const char *yaml = "apiVersion: networking.istio.io/v1\n"
+                       "kind: VirtualService\n"
+                       "metadata: {name: own, namespace: default}\n"
+                       "spec:\n"
+                       "  hosts: [own.com]\n"
+                       "  gateways: [gw]\n"
+                       "  exportTo: [.]\n"
+                       "  http: [{route: [{destination: {host: own}}]}]\n"
+                       "---\n"
+                       "apiVersion: networking.istio.io/v1\n"
+                       "kind: VirtualService\n"
+                       "metadata: {name: listed, namespace: default}\n"
+                       "spec:\n"
+                       "  hosts: [listed.com]\n"
+                       "  gateways: [gw]\n"
+                       "  exportTo: [istio-system]\n"
+                       "  http: [{route: [{destination: {host: listed}}]}]\n"
+                       "---\n"
+                       "apiVersion: networking.istio.io/v1\n"
+                       "kind: VirtualService\n"
+                       "metadata: {name: hidden, namespace: default}\n"
+                       "spec:\n"
+                       "  hosts: [hidden.com]\n"
+                       "  gateways: [gw]\n"
+                       "  exportTo: [\"~\"]\n"
+                       "  http: [{route: [{destination: {host: hidden}}]}]\n"
+                       "---\n"
+                       "apiVersion: networking.istio.io/v1\n"
+                       "kind: VirtualService\n"
+                       "metadata: {name: all, namespace: default}\n"
+                       "spec:\n"
+                       "  hosts: [all.com]\n"
+                       "  gateways: [gw]\n"
+                       "  http: [{route: [{destination: {host: all}}]}]\n";
 
     f->node_ns = "istio-system";
     build(f, yaml);
@@ -1053,37 +1052,49 @@ static void test_delegate(void **state)
     struct http_request q;
     const struct route_action *a;
 
-    build(f,
-          VS_HEAD("root", "[a.com]")
-          "  - match: [{uri: {prefix: /shop}}, {uri: {prefix: /store}}]\n"
-          "    delegate: {name: shop, namespace: team}\n"
-          "  - match: [{uri: {prefix: /gone}}]\n"
-          "    delegate: {name: missing}\n"
-          "  - match: [{uri: {prefix: /private}}]\n"
-          "    delegate: {name: private, namespace: team}\n"
-          CATCH("fallback")
-          "---\n"
-          "apiVersion: networking.istio.io/v1\n"
-          "kind: VirtualService\n"
-          "metadata: {name: shop, namespace: team}\n"
-          "spec:\n"
-          "  http:\n"
-          "  - match: [{uri: {prefix: /shop/cart}}]\n"
-          "    route: [{destination: {host: cart}}]\n"
-          "  - match: [{uri: {prefix: /other}}]\n"
-          "    route: [{destination: {host: other}}]\n"
-          "  - match: [{headers: {x-beta: {exact: \"1\"}}}]\n"
-          "    route: [{destination: {host: beta}}]\n"
-          "  - match: [{uri: {prefix: /shop/again}}]\n"
-          "    delegate: {name: private}\n"
-          "  - route: [{destination: {host: rest}}]\n"
-          "---\n"
-          "apiVersion: networking.istio.io/v1\n"
-          "kind: VirtualService\n"
-          "metadata: {name: private, namespace: team}\n"
-          "spec:\n"
-          "  exportTo: [.]\n"
-          "  http: [{route: [{destination: {host: private}}]}]\n");
+    build(
+        f,
+        VS_HEAD(
+            "root",
+            "[a.com]") "  - match: [{uri: {prefix: /shop}}, {uri: {prefix: "
+                       "/store}}]\n"
+                       "    delegate: {name: shop, namespace: team}\n"
+                       "  - match: [{uri: {prefix: /gone}}]\n"
+                       "    delegate: {name: missing}\n"
+                       "  - match: [{uri: {prefix: /private}}]\n"
+                       "    delegate: {name: private, namespace: team}\n" CATCH(
+                           "fallback") "---\n"
+                                       "apiVersion: networking.istio.io/v1\n"
+                                       "kind: VirtualService\n"
+                                       "metadata: {name: shop, namespace: "
+                                       "team}\n"
+                                       "spec:\n"
+                                       "  http:\n"
+                                       "  - match: [{uri: {prefix: "
+                                       "/shop/cart}}]\n"
+                                       "    route: [{destination: {host: "
+                                       "cart}}]\n"
+                                       "  - match: [{uri: {prefix: /other}}]\n"
+                                       "    route: [{destination: {host: "
+                                       "other}}]\n"
+                                       "  - match: [{headers: {x-beta: {exact: "
+                                       "\"1\"}}}]\n"
+                                       "    route: [{destination: {host: "
+                                       "beta}}]\n"
+                                       "  - match: [{uri: {prefix: "
+                                       "/shop/again}}]\n"
+                                       "    delegate: {name: private}\n"
+                                       "  - route: [{destination: {host: "
+                                       "rest}}]\n"
+                                       "---\n"
+                                       "apiVersion: networking.istio.io/v1\n"
+                                       "kind: VirtualService\n"
+                                       "metadata: {name: private, namespace: "
+                                       "team}\n"
+                                       "spec:\n"
+                                       "  exportTo: [.]\n"
+                                       "  http: [{route: [{destination: {host: "
+                                       "private}}]}]\n");
     assert_string_equal(where(f, "a.com", "/shop/cart/1", NULL),
                         "cart.team.svc.cluster.local||0");
     /* Either of the root's blocks admits the delegate's rules. */
@@ -1351,8 +1362,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bookinfo_details_v2, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_ten_thousand, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_shadow_authority, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_shadow_authority, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

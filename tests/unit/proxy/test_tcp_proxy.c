@@ -1303,8 +1303,7 @@ static void tls_relay_init(struct fx *f, size_t buffer_size)
     rp.connect_attempts = 1;
     rp.idle_timeout_ms = 60000;
     rp.buffer_size = buffer_size;
-    assert_int_equal(tcp_relay_init(&f->relay, f->base, 0, &rp, NULL, NULL),
-                     0);
+    assert_int_equal(tcp_relay_init(&f->relay, f->base, 0, &rp, NULL, NULL), 0);
     f->relay_ok = 1;
 }
 
@@ -1362,9 +1361,9 @@ static void server_ctx(struct fx *f)
     assert_int_equal(SSL_CTX_use_certificate_chain_file(
                          f->sctx, CERTS "/workload-foo-cert.pem"),
                      1);
-    assert_int_equal(SSL_CTX_use_PrivateKey_file(
-                         f->sctx, CERTS "/workload-foo-key.pem",
-                         SSL_FILETYPE_PEM),
+    assert_int_equal(SSL_CTX_use_PrivateKey_file(f->sctx,
+                                                 CERTS "/workload-foo-key.pem",
+                                                 SSL_FILETYPE_PEM),
                      1);
 }
 

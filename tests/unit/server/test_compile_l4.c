@@ -90,8 +90,8 @@ static int build(struct fx *f, const char *text, char **err)
     f->st = listener_stats_new("t", 1);
     {
         struct compile_env env = {1, NULL, NULL, NULL};
-        return compile_l4(f->bs, f->set, &f->gws.v[0], f->st, &env, NULL,
-                          NULL, &f->cl, err);
+        return compile_l4(f->bs, f->set, &f->gws.v[0], f->st, &env, NULL, NULL,
+                          &f->cl, err);
     }
 }
 
@@ -137,7 +137,7 @@ static const char *vs(const char *name, const char *ns, const char *hosts,
 }
 
 #define PASSTHROUGH_SERVER                                                     \
-    "  - port: {number: 443, name: tls, protocol: TLS}\n"                     \
+    "  - port: {number: 443, name: tls, protocol: TLS}\n"                      \
     "    hosts: [\"*.example.com\", \"other/*.other.org\"]\n"                  \
     "    tls: {mode: PASSTHROUGH}\n"
 
@@ -212,8 +212,8 @@ static void test_weights_and_clusters(void **state)
                 "    - {destination: {host: c.svc.test}, weight: 0}\n"));
     if (build(&f, text, &err) < 0)
         fail_msg("%s", err);
-    r = &conf(&f)->passthrough.v[l4_sni_lookup(conf(&f), "a.example.com")
-                                     ->index];
+    r = &conf(&f)
+             ->passthrough.v[l4_sni_lookup(conf(&f), "a.example.com")->index];
     /* A zero weight never gets a connection; short names are expanded. */
     assert_int_equal(r->ndests, 2);
     assert_int_equal(r->total, 100);
@@ -235,13 +235,11 @@ static struct sockaddr_in v4(const char *ip)
     return a;
 }
 
-static const char *tcp_route(struct fx *f, const char *local,
-                             const char *peer)
+static const char *tcp_route(struct fx *f, const char *local, const char *peer)
 {
     struct sockaddr_in l = v4(local), p = v4(peer);
-    const struct l4_rule *r = l4_rule_match(&conf(f)->tcp,
-                                            (struct sockaddr *)&l,
-                                            (struct sockaddr *)&p);
+    const struct l4_rule *r = l4_rule_match(
+        &conf(f)->tcp, (struct sockaddr *)&l, (struct sockaddr *)&p);
 
     return r != NULL ? r->route : NULL;
 }
@@ -276,9 +274,9 @@ static void test_tcp_rules_in_order(void **state)
     assert_int_equal(conf(&f)->tcp.n, 3);
     assert_false(conf(&f)->inspect);
     assert_string_equal(tcp_route(&f, "10.1.2.3", "1.1.1.1"), "default/pg");
-    assert_string_equal(conf(&f)->clusters[conf(&f)->tcp.v[0].dests[0].cluster]
-                            ->name,
-                        "ten.svc.test||0");
+    assert_string_equal(
+        conf(&f)->clusters[conf(&f)->tcp.v[0].dests[0].cluster]->name,
+        "ten.svc.test||0");
     assert_string_equal(tcp_route(&f, "10.2.2.3", "192.168.7.100"),
                         "default/pg");
     assert_ptr_equal(l4_rule_match(&conf(&f)->tcp, NULL, NULL),
@@ -380,8 +378,8 @@ static void test_bad_pins(void **state)
 }
 
 #define SAMPLE_CERT                                                            \
-    "serverCertificate: /work/shared/istio-samples/certs/"                    \
-    "workload-foo-cert.pem, privateKey: /work/shared/istio-samples/certs/"    \
+    "serverCertificate: /work/shared/istio-samples/certs/"                     \
+    "workload-foo-cert.pem, privateKey: /work/shared/istio-samples/certs/"     \
     "workload-foo-key.pem"
 
 /* What the SNI table does with name: 'H' HTTPS servers' proxy, 'T' TLS

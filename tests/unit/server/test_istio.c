@@ -1,9 +1,9 @@
 /*
- * Unit tests of the outboundTrafficPolicy decision in src/server/istio-cluster.c:
- * which destinations istio_cluster_id() sends to BlackHoleCluster
- * (REGISTRY_ONLY), which become passthrough clusters (ALLOW_ANY), on what
- * port, with what DestinationRule TLS and SNI; and what the host's
- * ServiceEntry location changes.
+ * Unit tests of the outboundTrafficPolicy decision in
+ * src/server/istio-cluster.c: which destinations istio_cluster_id() sends to
+ * BlackHoleCluster (REGISTRY_ONLY), which become passthrough clusters
+ * (ALLOW_ANY), on what port, with what DestinationRule TLS and SNI; and what
+ * the host's ServiceEntry location changes.
  */
 #include "config.h"
 
@@ -32,35 +32,78 @@
 
 /* A declared external API, a declared internal service, and rules for
  * them and for hosts nobody declares. */
-static const char RESOURCES[] =
-    HDR("ServiceEntry", "api")
-    "spec: {hosts: [api.example.com], location: MESH_EXTERNAL, "
-    "resolution: STATIC, ports: [{number: 443, name: https, protocol: TLS}], "
-    "endpoints: [{address: 192.0.2.10}]}\n"
-    HDR("ServiceEntry", "inner")
-    "spec: {hosts: [inner.example.com], location: MESH_INTERNAL, "
-    "resolution: STATIC, ports: [{number: 443, name: https, protocol: TLS}], "
-    "endpoints: [{address: 192.0.2.11}]}\n"
-    HDR("ServiceEntry", "wild")
-    "spec: {hosts: [\"*.wild.example.com\"], resolution: NONE, "
-    "ports: [{number: 443, name: https, protocol: TLS}]}\n"
-    HDR("DestinationRule", "api")
-    "spec: {host: api.example.com, trafficPolicy: {tls: {mode: SIMPLE, "
-    "caCertificates: " ROOT "}}}\n"
-    HDR("DestinationRule", "inner")
-    "spec: {host: inner.example.com, trafficPolicy: {tls: {mode: SIMPLE, "
-    "caCertificates: " ROOT "}}}\n"
-    HDR("DestinationRule", "pay")
-    "spec:\n  host: pay.example.net\n"
-    "  trafficPolicy: {tls: {mode: SIMPLE, caCertificates: " ROOT "}}\n"
-    "  subsets:\n  - {name: plain}\n"
-    HDR("DestinationRule", "named")
-    "spec: {host: sni.example.net, trafficPolicy: {tls: {mode: SIMPLE, "
-    "sni: front.example.net, caCertificates: " ROOT "}}}\n"
-    HDR("DestinationRule", "ip")
-    "spec:\n  host: 192.0.2.99\n"
-    "  trafficPolicy: {tls: {mode: SIMPLE, caCertificates: " ROOT "}}\n"
-    "  subsets:\n  - {name: plain}\n  - {name: labelled, labels: {v: '1'}}\n";
+static const char RESOURCES[] = HDR(
+    "ServiceEntry",
+    "api") "spec: {hosts: [api.example.com], location: MESH_EXTERNAL, "
+           "resolution: STATIC, ports: [{number: 443, name: https, protocol: "
+           "TLS}], "
+           "endpoints: [{address: 192.0.2.10}]}\n" HDR(
+               "ServiceEntry",
+               "inner") "spec: {hosts: [inner.example.com], location: "
+                        "MESH_INTERNAL, "
+                        "resolution: STATIC, ports: [{number: 443, name: "
+                        "https, protocol: TLS}], "
+                        "endpoints: [{address: 192.0.2.11}]}\n" HDR(
+                            "ServiceEntry",
+                            "wild") "spec: {hosts: [\"*.wild.example.com\"], "
+                                    "resolution: NONE, "
+                                    "ports: [{number: 443, name: https, "
+                                    "protocol: TLS}]}\n" HDR(
+                                        "DestinationRule",
+                                        "api") "spec: {host: api.example.com, "
+                                               "trafficPolicy: {tls: {mode: "
+                                               "SIMPLE, "
+                                               "caCertificates: " ROOT
+                                               "}}}\n" HDR(
+                                                   "DestinationRule",
+                                                   "inner") "spec: {host: "
+                                                            "inner.example.com,"
+                                                            " trafficPolicy: "
+                                                            "{tls: {mode: "
+                                                            "SIMPLE, "
+                                                            "caCertificates:"
+                                                            " " ROOT
+                                                            "}}}\n" HDR(
+                                                                "DestinationRul"
+                                                                "e",
+                                                                "pay") "spec:"
+                                                                       "\n  "
+                                                                       "host: "
+                                                                       "pay."
+                                                                       "example"
+                                                                       ".net\n"
+                                                                       "  "
+                                                                       "traffic"
+                                                                       "Policy:"
+                                                                       " {tls: "
+                                                                       "{mode: "
+                                                                       "SIMPLE,"
+                                                                       " caCert"
+                                                                       "ificate"
+                                                                       "s:"
+                                                                       " " ROOT
+                                                                       "}}\n"
+                                                                       "  "
+                                                                       "subsets"
+                                                                       ":\n  - "
+                                                                       "{name: "
+                                                                       "plain}"
+                                                                       "\n" HDR(
+                                                                           "Des"
+                                                                           "tin"
+                                                                           "ati"
+                                                                           "onR"
+                                                                           "ul"
+                                                                           "e",
+                                                                           "nam"
+                                                                           "ed") "spec: {host: sni.example.net, trafficPolicy: {tls: {mode: SIMPLE, "
+                                                                                 "sni: front.example.net, caCertificates: " ROOT
+                                                                                 "}}}\n" HDR(
+                                                                                     "DestinationRule",
+                                                                                     "ip") "spec:\n  host: 192.0.2.99\n"
+                                                                                           "  trafficPolicy: {tls: {mode: SIMPLE, caCertificates: " ROOT
+                                                                                           "}}\n"
+                                                                                           "  subsets:\n  - {name: plain}\n  - {name: labelled, labels: {v: '1'}}\n";
 
 struct fx {
     struct resource_set *set;
@@ -75,8 +118,8 @@ static void setup(struct fx *f, int mode, uint32_t listener_port,
 
     memset(f, 0, sizeof(*f));
     buf_init(&errs, 1 << 20);
-    f->set = resource_load_mem(RESOURCES, strlen(RESOURCES), "r.yaml", &errs,
-                               &nerr);
+    f->set =
+        resource_load_mem(RESOURCES, strlen(RESOURCES), "r.yaml", &errs, &nerr);
     if (nerr != 0)
         fail_msg("resources: %s", buf_cstr(&errs));
     buf_dispose(&errs);
@@ -252,7 +295,8 @@ static void test_clusters_follow_the_mode_across_snapshots(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_registry_only_sends_undeclared_hosts_to_blackhole),
+        cmocka_unit_test(
+            test_registry_only_sends_undeclared_hosts_to_blackhole),
         cmocka_unit_test(test_allow_any_passes_through),
         cmocka_unit_test(test_subset_labels_select_no_passthrough_address),
         cmocka_unit_test(test_external_hosts_get_sni),

@@ -621,9 +621,9 @@ static struct {
     void *conf, *prev_conf;
 } rec;
 
-static struct plistener *rec_start(struct event_base *base, int worker,
-                                   int fd, void *conf,
-                                   plistener_idle_fn on_idle, void *arg)
+static struct plistener *rec_start(struct event_base *base, int worker, int fd,
+                                   void *conf, plistener_idle_fn on_idle,
+                                   void *arg)
 {
     struct rec_proxy *p = calloc(1, sizeof(*p));
 
@@ -663,8 +663,8 @@ static void rec_inherit(struct plistener *l, struct plistener *prev)
 static const struct plistener_ops rec_ops = {"rec", rec_start, rec_stop,
                                              rec_free, rec_inherit};
 
-static void apply_rec(struct fx *f, const struct plistener_ops *ops,
-                      void *conf, int fd)
+static void apply_rec(struct fx *f, const struct plistener_ops *ops, void *conf,
+                      int fd)
 {
     struct worker_set *set = malloc(sizeof(*set) + sizeof(set->v[0]));
     int before = f->nevents;

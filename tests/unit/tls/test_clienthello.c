@@ -48,16 +48,16 @@ static void putb(struct wb *w, const void *p, size_t n)
 
 /* What to put in a built hello; the *_bad fields break one thing. */
 struct spec {
-    const char *sni;        /* NULL: no server_name */
-    size_t sni_len;         /* 0: strlen(sni) */
-    const char *alpn[3];    /* NULL-terminated */
-    size_t pad;             /* bytes of an extra padding extension */
-    int dup_sni;            /* two server_name extensions */
-    int odd_suites;         /* an odd cipher suites length */
-    int long_sid;           /* a 33-byte session id */
-    int ext_len_off;        /* added to the extensions length */
-    int empty_alpn_name;    /* a zero-length ALPN name */
-    unsigned hs_type;       /* 0: ClientHello */
+    const char *sni;     /* NULL: no server_name */
+    size_t sni_len;      /* 0: strlen(sni) */
+    const char *alpn[3]; /* NULL-terminated */
+    size_t pad;          /* bytes of an extra padding extension */
+    int dup_sni;         /* two server_name extensions */
+    int odd_suites;      /* an odd cipher suites length */
+    int long_sid;        /* a 33-byte session id */
+    int ext_len_off;     /* added to the extensions length */
+    int empty_alpn_name; /* a zero-length ALPN name */
+    unsigned hs_type;    /* 0: ClientHello */
 };
 
 /* build_msg() writes a handshake message (header and body) into out. */
@@ -341,9 +341,9 @@ static void expect_malformed(const struct spec *s)
     const char *why = NULL;
     size_t n = build(s, 16384, in);
 
-    assert_int_equal(clienthello_parse(in, n, scratch, sizeof(scratch), &ch,
-                                       &why),
-                     CH_MALFORMED);
+    assert_int_equal(
+        clienthello_parse(in, n, scratch, sizeof(scratch), &ch, &why),
+        CH_MALFORMED);
     assert_non_null(why);
     assert_int_equal(ch.sni_len, 0);
 }

@@ -38,12 +38,12 @@ static char *slurp(const char *name, size_t *len)
     return buf;
 }
 
-static STACK_OF(X509_CRL) *parse_text(const char *text, char **err)
+static STACK_OF(X509_CRL) * parse_text(const char *text, char **err)
 {
     return crl_parse((const uint8_t *)text, strlen(text), err);
 }
 
-static STACK_OF(X509_CRL) *parse_file(const char *name)
+static STACK_OF(X509_CRL) * parse_file(const char *name)
 {
     size_t len;
     char *buf = slurp(name, &len), *err = NULL;
@@ -67,7 +67,7 @@ static void assert_parse_error(const char *text, const char *want)
     free(err);
 }
 
-static void free_crls(STACK_OF(X509_CRL) *s)
+static void free_crls(STACK_OF(X509_CRL) * s)
 {
     sk_X509_CRL_pop_free(s, X509_CRL_free);
 }
@@ -83,12 +83,14 @@ static void parse_refuses_what_is_not_a_crl(void **state)
     assert_parse_error("", "no CRL in the file");
     assert_parse_error("just some text\n", "no CRL in the file");
     assert_parse_error(cert, "PEM block 1 is a CERTIFICATE, not an X509 CRL");
-    assert_parse_error("-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n",
-                       "CRL 1 cannot be parsed");
-    assert_parse_error("-----BEGIN X509 CRL-----\n!!!!\n-----END X509 CRL-----\n",
-                       "PEM block 1 is malformed");
+    assert_parse_error(
+        "-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n",
+        "CRL 1 cannot be parsed");
+    assert_parse_error(
+        "-----BEGIN X509 CRL-----\n!!!!\n-----END X509 CRL-----\n",
+        "PEM block 1 is malformed");
     assert_parse_error("-----BEGIN X509 CRL-----\nMIIB\n", "PEM block 1 is "
-                                                            "malformed");
+                                                           "malformed");
     /* A good CRL, then a certificate: the whole file is refused. */
     assert_true(asprintf(&mixed, "%s%s", crl, cert) > 0);
     assert_parse_error(mixed, "PEM block 2 is a CERTIFICATE");

@@ -265,9 +265,9 @@ static void test_hash_walks_past_ejected_endpoints(void **state)
     assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
     for (uint64_t k = 0; k < 2000; k++) {
         home[k] = upool_pick_hash(&f->pool, lb_hash_bytes(&k, sizeof(k), 7));
-        assert_int_equal(home[k],
-                         upool_pick_hash(&f->pool,
-                                         lb_hash_bytes(&k, sizeof(k), 7)));
+        assert_int_equal(
+            home[k],
+            upool_pick_hash(&f->pool, lb_hash_bytes(&k, sizeof(k), 7)));
     }
     victim = home[0];
     eject(&f->pool, victim);
@@ -287,9 +287,9 @@ static void test_hash_walks_past_ejected_endpoints(void **state)
         outlier_report(f->cl->od, victim, 503,
                        clock_ms() - f->cl->od->conf.base_ejection_ms - 1);
     for (uint64_t k = 0; k < 2000; k++)
-        assert_int_equal(home[k],
-                         upool_pick_hash(&f->pool,
-                                         lb_hash_bytes(&k, sizeof(k), 7)));
+        assert_int_equal(
+            home[k],
+            upool_pick_hash(&f->pool, lb_hash_bytes(&k, sizeof(k), 7)));
     /* No key: random points, every endpoint gets some. */
     count(f, hits);
     for (int i = 0; i < NEP; i++)
@@ -519,8 +519,7 @@ static void test_weighted_hash_cluster(void **state)
     hc.key = LB_KEY_SOURCE_IP;
     hc.algo = LB_MAGLEV;
     hc.size = 65537;
-    f->cl->hash =
-        lb_hash_new(&hc, f->cl->endpoints, f->cl->weights, NEP, &err);
+    f->cl->hash = lb_hash_new(&hc, f->cl->endpoints, f->cl->weights, NEP, &err);
     assert_non_null(f->cl->hash);
     f->cl->lb = CLUSTER_LB_HASH;
     add_detector(f->cl, 0);
@@ -544,8 +543,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_robin_is_exact, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_random_is_spread, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_random_is_spread, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_least_request_avoids_the_busy_endpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(
@@ -556,10 +554,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_panic_uses_every_endpoint, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(
-            test_hash_walks_past_ejected_endpoints, setup, teardown),
-        cmocka_unit_test_setup_teardown(
-            test_equal_weights_keep_plain_balancing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hash_walks_past_ejected_endpoints,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_equal_weights_keep_plain_balancing,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_weighted_round_robin_follows_weights, setup, teardown),
         cmocka_unit_test_setup_teardown(test_weighted_random_follows_weights,
@@ -568,8 +566,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(
             test_weighted_balancers_skip_ejected_endpoints, setup, teardown),
-        cmocka_unit_test_setup_teardown(
-            test_weighted_panic_uses_every_endpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_weighted_panic_uses_every_endpoint,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_weighted_hash_cluster, setup,
                                         teardown),
     };

@@ -31,8 +31,8 @@ static void make_eps(struct addr *eps, size_t n, int base_port)
 }
 
 static struct lb_hash *build_weighted(enum lb_hash_algo algo, uint64_t size,
-                                      const struct addr *eps,
-                                      const uint32_t *w, size_t n)
+                                      const struct addr *eps, const uint32_t *w,
+                                      size_t n)
 {
     struct lb_hash_conf c;
     char *err = NULL;
@@ -124,8 +124,8 @@ static void check_spread(const struct lb_hash *h, size_t n, double table_sd)
 {
     unsigned hits[MAXEP] = {0};
     double p = 1.0 / (double)n;
-    double sd = sqrt((double)KEYS * p * (1 - p) +
-                     pow((double)KEYS * table_sd, 2));
+    double sd =
+        sqrt((double)KEYS * p * (1 - p) + pow((double)KEYS * table_sd, 2));
 
     for (unsigned i = 0; i < KEYS; i++)
         hits[lookup(h, key_hash(i))]++;
@@ -205,8 +205,8 @@ static void check_weighted_spread(const struct lb_hash *h, const uint32_t *w,
     for (size_t e = 0; e < n; e++) {
         double p = w[e] / total;
         double table_sd = ring ? sqrt((double)pts[e]) / (double)h->size : 0;
-        double sd = sqrt((double)KEYS * p * (1 - p) +
-                         pow((double)KEYS * table_sd, 2));
+        double sd =
+            sqrt((double)KEYS * p * (1 - p) + pow((double)KEYS * table_sd, 2));
         assert_true(fabs((double)hits[e] - (double)KEYS * p) <= 6 * sd);
     }
 }
@@ -505,7 +505,8 @@ static void test_cookie_generated_with_ttl(void **state)
     assert_non_null(strstr(line, "; Path=/app"));
     assert_non_null(strstr(line, "; HttpOnly"));
     /* The same connection gets the same cookie. */
-    assert_int_equal(lb_hash_request(h, &a.r, no_src, conn, &a.a, &hb, &sc2), 1);
+    assert_int_equal(lb_hash_request(h, &a.r, no_src, conn, &a.a, &hb, &sc2),
+                     1);
     assert_true(ha == hb && slice_eq(sc, sc2));
     /* The client sends it back: same hash, nothing generated. */
     req_init(&b, "/");
@@ -540,15 +541,15 @@ static void test_source_ip_key(void **state)
 
     (void)state;
     req_init(&a, "/");
-    assert_int_equal(lb_hash_request(h, &a.r, slice_of("192.0.2.7"), conn,
-                                     &a.a, &h1, &sc),
-                     1);
+    assert_int_equal(
+        lb_hash_request(h, &a.r, slice_of("192.0.2.7"), conn, &a.a, &h1, &sc),
+        1);
     assert_int_equal(lb_hash_request(h, &a.r, slice_of("192.0.2.7"),
                                      slice_of("other-conn"), &a.a, &h2, &sc),
                      1);
-    assert_int_equal(lb_hash_request(h, &a.r, slice_of("192.0.2.8"), conn,
-                                     &a.a, &h3, &sc),
-                     1);
+    assert_int_equal(
+        lb_hash_request(h, &a.r, slice_of("192.0.2.8"), conn, &a.a, &h3, &sc),
+        1);
     assert_true(h1 == h2 && h1 != h3);
     arena_dispose(&a.a);
     lb_hash_free(h);
