@@ -21,6 +21,10 @@ check() {
     }
 }
 
+step "source checks: clang-format, layer order"
+bash scripts/check-format
+bash scripts/check-layers
+
 step "unit and integration tests"
 check build
 

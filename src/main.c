@@ -28,7 +28,7 @@
 #include "control/ca/ca_cli.h"
 #include "control/ca/ca_node.h"
 #include "core/log.h"
-#include "server/server.h"
+#include "control/loop.h"
 
 #define DEFAULT_CONFIG "/etc/strait/strait.yaml"
 

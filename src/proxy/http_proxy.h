@@ -11,7 +11,7 @@
 #include "http1/h1_client.h"
 #include "http1/h1_server.h"
 #include "http2/h2_server.h"
-#include "proxy/plistener.h"
+#include "net/plistener.h"
 #include "upstream/cluster.h"
 
 struct event;

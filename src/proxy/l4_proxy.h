@@ -7,7 +7,7 @@
 #include "core/addr.h"
 #include "core/list.h"
 #include "net/acceptor.h"
-#include "proxy/plistener.h"
+#include "net/plistener.h"
 #include "proxy/tcp_proxy.h"
 
 struct cluster;

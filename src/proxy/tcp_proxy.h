@@ -9,7 +9,7 @@
 #include "core/list.h"
 #include "net/acceptor.h"
 #include "net/conn.h"
-#include "proxy/plistener.h"
+#include "net/plistener.h"
 
 struct cluster_counters;
 struct event;

@@ -1,5 +1,5 @@
-#ifndef STRAIT_SERVER_SOURCE_H
-#define STRAIT_SERVER_SOURCE_H
+#ifndef STRAIT_CONTROL_SOURCE_DIR_H
+#define STRAIT_CONTROL_SOURCE_DIR_H
 
 #include <stdint.h>
 

@@ -1,5 +1,5 @@
-#ifndef STRAIT_PROXY_PLISTENER_H
-#define STRAIT_PROXY_PLISTENER_H
+#ifndef STRAIT_NET_PLISTENER_H
+#define STRAIT_NET_PLISTENER_H
 
 #include "core/list.h"
 

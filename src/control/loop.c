@@ -21,13 +21,13 @@
 #include "proxy/l4_proxy.h"
 #include "proxy/router.h"
 #include "proxy/tcp_proxy.h"
-#include "server/compile.h"
-#include "server/source.h"
-#include "server/istio.h"
+#include "compile/compile.h"
+#include "control/source_dir.h"
+#include "compile/istio.h"
 #include <inttypes.h>
 #include "upstream/cluster.h"
-#include "server/server.h"
-#include "server/worker.h"
+#include "control/loop.h"
+#include "net/worker.h"
 
 /* A listener as the main thread sees it: what it does (conf), where it
  * listens (socks) and its counters. Each field holds one reference. */

@@ -24,8 +24,8 @@
 #include "net/listener.h"
 #include "proxy/http_proxy.h"
 #include "proxy/l4_proxy.h"
-#include "server/compile-l4.h"
-#include "server/istio.h"
+#include "compile/l4.h"
+#include "compile/istio.h"
 #include "upstream/cluster.h"
 
 struct fx {

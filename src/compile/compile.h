@@ -1,5 +1,5 @@
-#ifndef STRAIT_SERVER_COMPILE_H
-#define STRAIT_SERVER_COMPILE_H
+#ifndef STRAIT_COMPILE_COMPILE_H
+#define STRAIT_COMPILE_COMPILE_H
 
 #include "config/bootstrap.h"
 

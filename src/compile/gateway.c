@@ -21,7 +21,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "policy/peerauthn.h"
-#include "server/istio.h"
+#include "compile/istio.h"
 #include "tls/tls.h"
 #include "upstream/cluster.h"
 

@@ -1,5 +1,5 @@
-#ifndef STRAIT_SERVER_ISTIO_H
-#define STRAIT_SERVER_ISTIO_H
+#ifndef STRAIT_COMPILE_ISTIO_H
+#define STRAIT_COMPILE_ISTIO_H
 
 #include <stddef.h>
 #include <stdint.h>

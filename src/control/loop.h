@@ -1,5 +1,5 @@
-#ifndef STRAIT_SERVER_SERVER_H
-#define STRAIT_SERVER_SERVER_H
+#ifndef STRAIT_CONTROL_LOOP_H
+#define STRAIT_CONTROL_LOOP_H
 
 #include <stdint.h>
 

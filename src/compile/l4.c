@@ -15,9 +15,9 @@
 #include "config/resource.h"
 #include "core/log.h"
 #include "proxy/l4_proxy.h"
-#include "server/compile-l4.h"
+#include "compile/l4.h"
 #include "policy/authz.h"
-#include "server/istio.h"
+#include "compile/istio.h"
 #include "tls/tls.h"
 #include "upstream/cluster.h"
 

@@ -33,9 +33,9 @@
 #include "event/mq.h"
 #include "net/listener.h"
 #include "net/sock.h"
-#include "proxy/plistener.h"
+#include "net/plistener.h"
 #include "proxy/tcp_proxy.h"
-#include "server/worker.h"
+#include "net/worker.h"
 
 #define DEADLINE_MS 5000
 #define TICK_MS 10

@@ -20,7 +20,7 @@
 #include "control/dns.h"
 #include "core/buf.h"
 #include "core/log.h"
-#include "server/istio.h"
+#include "compile/istio.h"
 #include "tls/tls.h"
 #include "upstream/cluster.h"
 

@@ -8,8 +8,8 @@
 
 #include "core/log.h"
 #include "event/mq.h"
-#include "proxy/plistener.h"
-#include "server/worker.h"
+#include "net/plistener.h"
+#include "net/worker.h"
 
 struct worker_msg {
     struct worker *w;

@@ -10,7 +10,7 @@
 #include "core/buf.h"
 #include "core/json.h"
 #include "core/log.h"
-#include "server/source.h"
+#include "control/source_dir.h"
 
 #define ERR_MAX (256 * 1024)
 

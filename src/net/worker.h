@@ -1,5 +1,5 @@
-#ifndef STRAIT_SERVER_WORKER_H
-#define STRAIT_SERVER_WORKER_H
+#ifndef STRAIT_NET_WORKER_H
+#define STRAIT_NET_WORKER_H
 
 #include <pthread.h>
 #include <stddef.h>

@@ -1,8 +1,8 @@
-#ifndef STRAIT_SERVER_COMPILE_L4_H
-#define STRAIT_SERVER_COMPILE_L4_H
+#ifndef STRAIT_COMPILE_L4_H
+#define STRAIT_COMPILE_L4_H
 
 #include "config/bootstrap.h"
-#include "server/compile.h"
+#include "compile/compile.h"
 
 struct gw_listener;
 struct strmap;

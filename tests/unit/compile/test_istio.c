@@ -21,7 +21,7 @@
 #include "core/addr.h"
 #include "core/buf.h"
 #include "core/strmap.h"
-#include "server/istio.h"
+#include "compile/istio.h"
 #include "upstream/cluster.h"
 
 #define ROOT SRCDIR "/tests/data/istio-samples/certs/root-cert.pem"
