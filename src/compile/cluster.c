@@ -872,8 +872,8 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
             return -1;
         }
         c->protocol = h2 ? CLUSTER_HTTP2 : CLUSTER_HTTP1;
-        c->h1.lim = h1_limits_default();
-        c->h1.lim.underscores = H1_US_ALLOW;
+        c->h1.lim = http_limits_default();
+        c->h1.lim.underscores = HTTP_US_ALLOW;
         c->h1.connect_timeout_ms = 10000; /* Istio's default connectTimeout */
         c->h1.idle_timeout_ms = 3600 * 1000;
         c->h2.connect_timeout_ms = c->h1.connect_timeout_ms;

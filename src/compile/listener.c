@@ -20,10 +20,10 @@
 #include "tls/tls.h"
 #include "upstream/cluster.h"
 
-static const enum h1_underscore underscore_map[] = {
-    [BOOTSTRAP_US_ALLOW] = H1_US_ALLOW,
-    [BOOTSTRAP_US_REJECT] = H1_US_REJECT,
-    [BOOTSTRAP_US_DROP] = H1_US_DROP,
+static const enum http_underscore underscore_map[] = {
+    [BOOTSTRAP_US_ALLOW] = HTTP_US_ALLOW,
+    [BOOTSTRAP_US_REJECT] = HTTP_US_REJECT,
+    [BOOTSTRAP_US_DROP] = HTTP_US_DROP,
 };
 
 static uint16_t tls_version(int v, uint16_t auto_value)
@@ -59,8 +59,8 @@ struct cluster **compile_clusters(const struct bootstrap *bs, int nworkers,
         }
         c->protocol =
             bc->protocol == BOOTSTRAP_UP_HTTP2 ? CLUSTER_HTTP2 : CLUSTER_HTTP1;
-        c->h1.lim = h1_limits_default();
-        c->h1.lim.underscores = H1_US_ALLOW;
+        c->h1.lim = http_limits_default();
+        c->h1.lim.underscores = HTTP_US_ALLOW;
         c->h1.connect_timeout_ms = (uint64_t)bc->connect_timeout_ms;
         c->h1.idle_timeout_ms = (uint64_t)bc->idle_timeout_ms;
         c->max_requests_per_conn = (uint64_t)bc->max_requests_per_connection;
@@ -106,13 +106,13 @@ void compile_clusters_free(struct cluster **cl, size_t n)
 static void http_settings(struct http_proxy_conf *c, const struct bootstrap *bs,
                           const struct bootstrap_http *h, int tls)
 {
-    c->h1s.lim.max_head = (size_t)h->max_head_bytes;
-    c->h1s.lim.max_headers = (size_t)h->max_headers;
-    c->h1s.lim.underscores = underscore_map[h->underscores];
-    c->h1s.body_cap = (size_t)h->body_buffer;
-    c->h1s.idle_timeout_ms = (uint64_t)h->idle_timeout_ms;
-    c->h1s.headers_timeout_ms = (uint64_t)h->headers_timeout_ms;
-    c->h1s.tls = tls;
+    c->downstream.lim.max_head = (size_t)h->max_head_bytes;
+    c->downstream.lim.max_headers = (size_t)h->max_headers;
+    c->downstream.lim.underscores = underscore_map[h->underscores];
+    c->downstream.body_cap = (size_t)h->body_buffer;
+    c->downstream.idle_timeout_ms = (uint64_t)h->idle_timeout_ms;
+    c->downstream.headers_timeout_ms = (uint64_t)h->headers_timeout_ms;
+    c->downstream.tls = tls;
     c->h2.max_concurrent_streams = (uint32_t)h->max_concurrent_streams;
     c->h2.stream_window = (uint32_t)h->stream_window;
     c->h2.connection_window = (uint32_t)h->connection_window;

@@ -107,13 +107,13 @@ int fetch_parse(const char *p, size_t len, int eof, size_t max_body,
                 struct h1_header *hdrs, struct buf *body,
                 struct fetch_answer *a, const char **why)
 {
-    struct h1_limits lim = h1_limits_default();
+    struct http_limits lim = http_limits_default();
     struct h1_response resp;
     size_t have;
     int status, head;
 
     lim.max_headers = FETCH_MAX_HEADERS;
-    lim.underscores = H1_US_ALLOW;
+    lim.underscores = HTTP_US_ALLOW;
     resp.headers = hdrs;
     for (;;) {
         head = h1_parse_response(p, len, &lim, NULL, &resp, why, &status);

@@ -35,7 +35,7 @@ struct h1_client_hooks {
 };
 
 struct h1_client_conf {
-    struct h1_limits lim;
+    struct http_limits lim;
     uint64_t connect_timeout_ms;
     uint64_t idle_timeout_ms;
 };

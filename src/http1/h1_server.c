@@ -35,7 +35,7 @@ struct h1_server {
     struct conn *c;
     struct event_base *base;
     struct event *timer; /* the owner's storage (h1_server_new) */
-    const struct h1_server_conf *conf;
+    const struct http_conn_conf *conf;
     struct h1_server_hooks hooks;
     struct bufpool *pool;
     struct h1_scratch *scratch;
@@ -799,7 +799,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 }
 
 struct h1_server *h1_server_new(struct event_base *base, struct conn *c,
-                                const struct h1_server_conf *conf,
+                                const struct http_conn_conf *conf,
                                 const struct h1_server_hooks *hooks,
                                 struct bufpool *pool,
                                 struct h1_scratch *scratch, struct event *timer)

@@ -6,6 +6,7 @@
 
 #include "core/buf.h"
 #include "core/bufpool.h"
+#include "http/conn_conf-t.h"
 #include "http/stream.h"
 #include "http1/parser.h"
 
@@ -13,15 +14,6 @@ struct bufpool;
 struct conn;
 struct event;
 struct event_base;
-
-/* Per-listener settings of the HTTP/1 server side; immutable, shared. */
-struct h1_server_conf {
-    struct h1_limits lim;
-    size_t body_cap;             /* per pipe */
-    uint64_t idle_timeout_ms;    /* between requests */
-    uint64_t headers_timeout_ms; /* to receive one request head */
-    int tls;                     /* requests arrive over TLS: scheme https */
-};
 
 /* Per-worker scratch the parser fills; one array serves every connection
  * of the worker because parsing never yields to the loop. */
@@ -90,7 +82,7 @@ struct h1_server;
  * event, so an idle connection holds one timer, not two.
  */
 struct h1_server *h1_server_new(struct event_base *base, struct conn *c,
-                                const struct h1_server_conf *conf,
+                                const struct http_conn_conf *conf,
                                 const struct h1_server_hooks *hooks,
                                 struct bufpool *pool,
                                 struct h1_scratch *scratch,

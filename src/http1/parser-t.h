@@ -14,23 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* What to do with a header whose name contains '_'. Some back ends treat
- * "X_User" and "X-User" as the same field (CGI turns both into HTTP_X_USER),
- * so a client could smuggle a value past a rule that checks only one of
- * them; rejecting or dropping such names closes that gap. */
-enum h1_underscore {
-    H1_US_REJECT, /* answer 400 */
-    H1_US_DROP,   /* skip the header as if it had not been sent */
-    H1_US_ALLOW,  /* keep it like any other header */
-};
-
-/* Bounds on what a peer can make us buffer and parse. */
-struct h1_limits {
-    size_t max_request_line; /* request or status line without CRLF -> 414 */
-    size_t max_head;         /* whole head including the empty line -> 431 */
-    size_t max_headers;      /* field lines in the head -> 431 */
-    enum h1_underscore underscores;
-};
+#include "http/conn_conf-t.h"
 
 /* A byte range in someone else's buffer; not NUL-terminated. */
 struct h1_slice {

@@ -190,17 +190,6 @@ static int split_param(struct h1_slice e, struct h1_slice *name, int *params)
     return 0;
 }
 
-struct h1_limits h1_limits_default(void)
-{
-    struct h1_limits lim = {
-        .max_request_line = 8 * 1024,
-        .max_head = 60 * 1024,
-        .max_headers = 100,
-        .underscores = H1_US_REJECT,
-    };
-    return lim;
-}
-
 /* ---- finding the head ---------------------------------------------- */
 
 /* Where the parts of a complete head are, as offsets into the buffer. */
@@ -228,7 +217,7 @@ static int fail(const char **why, int *status, const char *reason, int code)
  * Returns 1 with *h filled when the head is complete, 0 when more bytes are
  * needed, -1 with *why and *status (400, 414, 431).
  */
-static int scan_head(const char *buf, size_t len, const struct h1_limits *lim,
+static int scan_head(const char *buf, size_t len, const struct http_limits *lim,
                      int skip_empty, struct h1_head *h, const char **why,
                      int *status)
 {
@@ -366,7 +355,7 @@ static int parse_field_line(const char *p, size_t n, struct h1_header *hdr,
 
 /* parse_fields() is h1_parse_fields() for bytes check_octets() passed. */
 static int parse_fields(const char *buf, size_t len,
-                        const struct h1_limits *lim, struct h1_header *out,
+                        const struct http_limits *lim, struct h1_header *out,
                         size_t cap, size_t *n, const char **why, int *status)
 {
     size_t limit = cap < lim->max_headers ? cap : lim->max_headers;
@@ -396,9 +385,9 @@ static int parse_fields(const char *buf, size_t len,
         }
         pos = e + 1;
         if (memchr(hdr.name.p, '_', hdr.name.n) != NULL) {
-            if (lim->underscores == H1_US_REJECT)
+            if (lim->underscores == HTTP_US_REJECT)
                 return fail(why, status, "underscore in header name", 400);
-            if (lim->underscores == H1_US_DROP)
+            if (lim->underscores == HTTP_US_DROP)
                 continue;
         }
         out[(*n)++] = hdr;
@@ -406,18 +395,18 @@ static int parse_fields(const char *buf, size_t len,
     return 0;
 }
 
-int h1_parse_fields(const char *buf, size_t len, const struct h1_limits *lim,
+int h1_parse_fields(const char *buf, size_t len, const struct http_limits *lim,
                     struct h1_header *out, size_t cap, size_t *n,
                     const char **why, int *status)
 {
-    struct h1_limits def;
+    struct http_limits def;
 
     *n = 0;
     /* An empty section may come as (NULL, 0); memchr() must not see it. */
     if (len == 0)
         return 0;
     if (lim == NULL) {
-        def = h1_limits_default();
+        def = http_limits_default();
         lim = &def;
     }
     if (check_octets(buf, len, why) < 0) {
@@ -732,17 +721,17 @@ static int request_framing(const struct h1_meta *m, struct h1_request *req,
     return 0;
 }
 
-int h1_parse_request(const char *buf, size_t len, const struct h1_limits *lim,
+int h1_parse_request(const char *buf, size_t len, const struct http_limits *lim,
                      struct h1_request *req, const char **why, int *status)
 {
-    struct h1_limits def;
+    struct http_limits def;
     struct h1_header *headers = req->headers;
     struct h1_head h;
     struct h1_meta m;
     int rc;
 
     if (lim == NULL) {
-        def = h1_limits_default();
+        def = http_limits_default();
         lim = &def;
     }
     memset(req, 0, sizeof(*req));
@@ -814,18 +803,19 @@ static int response_framing(const struct h1_meta *m,
     return 0;
 }
 
-int h1_parse_response(const char *buf, size_t len, const struct h1_limits *lim,
+int h1_parse_response(const char *buf, size_t len,
+                      const struct http_limits *lim,
                       const struct h1_slice *request_method,
                       struct h1_response *resp, const char **why, int *status)
 {
-    struct h1_limits def;
+    struct http_limits def;
     struct h1_header *headers = resp->headers;
     struct h1_head h;
     struct h1_meta m;
     int rc;
 
     if (lim == NULL) {
-        def = h1_limits_default();
+        def = http_limits_default();
         lim = &def;
     }
     memset(resp, 0, sizeof(*resp));

@@ -17,6 +17,7 @@
 
 #include <sys/types.h>
 
+#include "http/conn_conf.h"
 #include "http1/parser-t.h"
 
 /* Chunk sizes and Content-Length above this are refused as overflow. */
@@ -26,15 +27,11 @@
 /* Largest trailer section the chunked decoder collects. */
 #define H1_TRAILERS_MAX 8192
 
-/* h1_limits_default(): 8 KiB request line, 60 KiB head, 100 headers,
- * header names with '_' rejected. */
-struct h1_limits h1_limits_default(void);
-
 /*
  * h1_parse_request() parses a request head at the start of buf.
  *
  * buf, len: the bytes received so far; nothing is copied out of them.
- * lim:      the limits; NULL means h1_limits_default().
+ * lim:      the limits; NULL means http_limits_default().
  * req:      the result. req->headers must point to an array with room for
  *           lim->max_headers headers; every other field is overwritten.
  * Returns the length of the head including its final CRLF (> 0) when it is
@@ -46,7 +43,7 @@ struct h1_limits h1_limits_default(void);
  * Empty lines before the request line are skipped (RFC 9112 section 2.2) and
  * counted in the returned length. A head longer than INT_MAX is refused.
  */
-int h1_parse_request(const char *buf, size_t len, const struct h1_limits *lim,
+int h1_parse_request(const char *buf, size_t len, const struct http_limits *lim,
                      struct h1_request *req, const char **why, int *status);
 
 /*
@@ -62,7 +59,8 @@ int h1_parse_request(const char *buf, size_t len, const struct h1_limits *lim,
  * response: parse the next head after it.
  * Errors set *status to 502, the answer a proxy gives for a bad upstream.
  */
-int h1_parse_response(const char *buf, size_t len, const struct h1_limits *lim,
+int h1_parse_response(const char *buf, size_t len,
+                      const struct http_limits *lim,
                       const struct h1_slice *request_method,
                       struct h1_response *resp, const char **why, int *status);
 
@@ -77,7 +75,7 @@ int h1_parse_response(const char *buf, size_t len, const struct h1_limits *lim,
  * those the underscore policy drops.
  * Returns 0, or -1 with *why and *status (400, or 431 for too many fields).
  */
-int h1_parse_fields(const char *buf, size_t len, const struct h1_limits *lim,
+int h1_parse_fields(const char *buf, size_t len, const struct http_limits *lim,
                     struct h1_header *out, size_t cap, size_t *n,
                     const char **why, int *status);
 

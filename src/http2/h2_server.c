@@ -56,7 +56,7 @@ struct h2_server {
     struct event timer;
     struct event drain_ev; /* from the shutdown notice to the last GOAWAY */
     nghttp2_session *ng;
-    const struct h1_server_conf *conf;
+    const struct http_conn_conf *conf;
     struct h2_settings h2;
     struct h2_server_hooks hooks;
     struct bufpool *pool;
@@ -239,11 +239,11 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
         return 0;
     }
     underscore = has_underscore(name, namelen);
-    if (underscore && hs->conf->lim.underscores == H1_US_REJECT) {
+    if (underscore && hs->conf->lim.underscores == HTTP_US_REJECT) {
         st->bad_status = 400;
         return 0;
     }
-    if (underscore && hs->conf->lim.underscores == H1_US_DROP)
+    if (underscore && hs->conf->lim.underscores == HTTP_US_DROP)
         return 0;
     if (slice_eq_str(n, "host")) {
         if (!st->has_authority)
@@ -660,7 +660,7 @@ static void on_idle(evutil_socket_t fd, short what, void *arg)
 }
 
 struct h2_server *h2_server_new(struct event_base *base, struct conn *c,
-                                const struct h1_server_conf *conf,
+                                const struct http_conn_conf *conf,
                                 const struct h2_settings *h2,
                                 const struct h2_server_hooks *hooks,
                                 struct bufpool *pool,

@@ -3,8 +3,8 @@
 
 #include <stdint.h>
 
+#include "http/conn_conf-t.h"
 #include "http/stream.h"
-#include "http1/h1_server.h"
 
 struct bufpool;
 struct conn;
@@ -29,11 +29,11 @@ struct h2_server;
 /*
  * h2_server_new() serves HTTP/2 on c (after TLS with ALPN h2, or in
  * plaintext after the client preface was seen). Limits and timeouts come
- * from the HTTP/1 server settings of the listener; flood counters go to
- * stats->w[worker].
+ * from the listener's HTTP connection settings, the same conf its HTTP/1
+ * connections use; flood counters go to stats->w[worker].
  */
 struct h2_server *h2_server_new(struct event_base *base, struct conn *c,
-                                const struct h1_server_conf *conf,
+                                const struct http_conn_conf *conf,
                                 const struct h2_settings *h2,
                                 const struct h2_server_hooks *hooks,
                                 struct bufpool *pool,

@@ -98,7 +98,7 @@ static struct hstream *shadow_copy(struct pstream *ps, size_t body_len)
 {
     const struct hstream *s = ps->s;
     struct http_listener *l = ps->l;
-    struct hstream *m = hstream_new(&l->pool, l->conf->h1s.body_cap);
+    struct hstream *m = hstream_new(&l->pool, l->conf->downstream.body_cap);
     struct http_request *q;
     const char *part;
     size_t n;

@@ -57,8 +57,8 @@ struct http_proxy_conf *http_proxy_conf_new(const char *name,
     pthread_mutex_init(&c->lock, NULL);
     c->gen = 1;
     c->stats = listener_stats_ref(stats);
-    c->h1s.lim = h1_limits_default();
-    c->h1c.lim = h1_limits_default();
+    c->downstream.lim = http_limits_default();
+    c->h1c.lim = http_limits_default();
     return c;
 }
 
@@ -435,8 +435,8 @@ static void start_h1(struct http_conn *hc)
 
     hc->stage = HC_H1;
     event_del(&hc->timer); /* the codec's from now on */
-    hc->h1 = h1_server_new(l->base, &hc->conn, &l->conf->h1s, &hooks, &l->pool,
-                           &l->scratch, &hc->timer);
+    hc->h1 = h1_server_new(l->base, &hc->conn, &l->conf->downstream, &hooks,
+                           &l->pool, &l->scratch, &hc->timer);
     if (hc->h1 == NULL)
         hc_close(hc);
     else if (hc->drain)
@@ -449,8 +449,9 @@ static void start_h2(struct http_conn *hc)
     struct h2_server_hooks hooks = {&http_stream_handler, hc, codec_closed, hc};
 
     hc->stage = HC_H2;
-    hc->h2 = h2_server_new(l->base, &hc->conn, &l->conf->h1s, &l->conf->h2,
-                           &hooks, &l->pool, l->conf->stats, l->worker);
+    hc->h2 =
+        h2_server_new(l->base, &hc->conn, &l->conf->downstream, &l->conf->h2,
+                      &hooks, &l->pool, l->conf->stats, l->worker);
     if (hc->h2 == NULL)
         hc_close(hc);
     else if (hc->drain)
@@ -743,7 +744,7 @@ static struct plistener *listener_start(struct event_base *base, int worker,
 {
     struct http_proxy_conf *conf = arg;
     struct http_listener *l = calloc(1, sizeof(*l));
-    size_t cap = conf->h1s.lim.max_headers;
+    size_t cap = conf->downstream.lim.max_headers;
 
     if (l == NULL)
         return NULL;
@@ -763,12 +764,12 @@ static struct plistener *listener_start(struct event_base *base, int worker,
     LIST_INIT(&l->dead_routes);
     LIST_INIT(&l->mirrors);
     LIST_INIT(&l->mirrors_dead);
-    bufpool_init(&l->pool, conf->h1s.body_cap, BODY_POOL_KEEP);
+    bufpool_init(&l->pool, conf->downstream.body_cap, BODY_POOL_KEEP);
     if (conf->h1c.lim.max_headers > cap)
         cap = conf->h1c.lim.max_headers;
     bufpool_init(&l->io,
-                 conf->h1s.lim.max_head > conf->h1c.lim.max_head
-                     ? conf->h1s.lim.max_head
+                 conf->downstream.lim.max_head > conf->h1c.lim.max_head
+                     ? conf->downstream.lim.max_head
                      : conf->h1c.lim.max_head,
                  IO_POOL_KEEP);
     l->scratch.io = &l->io;

@@ -65,7 +65,8 @@ void http_routes_unref(struct http_routes *r);
 struct http_proxy_conf {
     int refs;
     char *name;
-    struct h1_server_conf h1s;
+    /* Settings of every downstream connection, HTTP/1 and HTTP/2 alike. */
+    struct http_conn_conf downstream;
     struct h1_client_conf h1c;
     struct h2_settings h2;
     int h2c;

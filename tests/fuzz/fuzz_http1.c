@@ -52,7 +52,7 @@ static int slice_same(struct h1_slice a, struct h1_slice b)
 
 /* Parse one head; resp selects response, method (may be NULL) applies to
  * responses. The bytes are copied so the buffer ends exactly at n. */
-static int parse_copy(int resp, const struct h1_limits *lim,
+static int parse_copy(int resp, const struct http_limits *lim,
                       const struct h1_slice *method, const char *p, size_t n)
 {
     struct h1_header hdrs[MAX_HDRS];
@@ -70,7 +70,7 @@ static int parse_copy(int resp, const struct h1_limits *lim,
     return rc;
 }
 
-static void check_prefixes(int resp, const struct h1_limits *lim,
+static void check_prefixes(int resp, const struct http_limits *lim,
                            const struct h1_slice *method, const char *p,
                            int head)
 {
@@ -142,7 +142,7 @@ static void fuzz_request(const char *p, size_t n)
 {
     struct h1_header hdrs[MAX_HDRS];
     struct h1_request req = {.headers = hdrs};
-    struct h1_limits small = h1_limits_default();
+    struct http_limits small = http_limits_default();
     const char *why = NULL;
     int status = 0, rc;
 
@@ -162,7 +162,7 @@ static void fuzz_request(const char *p, size_t n)
     small.max_request_line = 32;
     small.max_head = 128;
     small.max_headers = 4;
-    small.underscores = n > 0 && (p[n - 1] & 1) ? H1_US_DROP : H1_US_ALLOW;
+    small.underscores = n > 0 && (p[n - 1] & 1) ? HTTP_US_DROP : HTTP_US_ALLOW;
     rc = h1_parse_request(p, n, &small, &req, &why, &status);
     CHECK(rc <= 128);
     if (rc > 0)

@@ -355,13 +355,13 @@ done:
 static int try_request(struct sconn *sc)
 {
     struct h1_header hdrs[CA_MAX_HEADERS];
-    struct h1_limits lim = h1_limits_default();
+    struct http_limits lim = http_limits_default();
     struct h1_request req;
     const char *why;
     int status, head;
 
     lim.max_headers = CA_MAX_HEADERS;
-    lim.underscores = H1_US_ALLOW;
+    lim.underscores = HTTP_US_ALLOW;
     req.headers = hdrs;
     head = h1_parse_request(buf_ptr(&sc->in), buf_len(&sc->in), &lim, &req,
                             &why, &status);

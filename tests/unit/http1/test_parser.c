@@ -44,7 +44,7 @@ static void parsed_free(struct parsed *p)
 }
 
 /* parse_n() parses a copy of s[0..n) of exactly n bytes. */
-static int parse_n(struct parsed *p, const struct h1_limits *lim, int resp,
+static int parse_n(struct parsed *p, const struct http_limits *lim, int resp,
                    const char *method, const char *s, size_t n)
 {
     struct h1_slice m = {method, method ? strlen(method) : 0};
@@ -75,7 +75,7 @@ static int parse_n(struct parsed *p, const struct h1_limits *lim, int resp,
  * and once it fails every longer prefix fails); from the head's end on it
  * must give the same length.
  */
-static void check_prefixes(const struct h1_limits *lim, int resp,
+static void check_prefixes(const struct http_limits *lim, int resp,
                            const char *method, const char *s, size_t n,
                            int final_rc, int final_status)
 {
@@ -102,7 +102,7 @@ static void check_prefixes(const struct h1_limits *lim, int resp,
 }
 
 /* req_ok() parses s as a request that must be complete and valid. */
-static int req_ok_lim(struct parsed *p, const struct h1_limits *lim,
+static int req_ok_lim(struct parsed *p, const struct http_limits *lim,
                       const char *s, size_t n)
 {
     int rc = parse_n(p, lim, 0, NULL, s, n);
@@ -120,7 +120,7 @@ static int req_ok(struct parsed *p, const char *s)
     return req_ok_lim(p, NULL, s, strlen(s));
 }
 
-static void req_fail_lim(const struct h1_limits *lim, const char *s, size_t n,
+static void req_fail_lim(const struct http_limits *lim, const char *s, size_t n,
                          int status)
 {
     struct parsed p = {0};
@@ -597,13 +597,13 @@ static void test_header_name_octets(void **state)
     static const char tchars[] = "!#$%&'*+-.^_`|~0123456789"
                                  "abcdefghijklmnopqrstuvwxyz"
                                  "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
-    struct h1_limits lim = h1_limits_default();
+    struct http_limits lim = http_limits_default();
     struct parsed p = {0};
     char s[64];
     int c;
 
     (void)state;
-    lim.underscores = H1_US_ALLOW;
+    lim.underscores = HTTP_US_ALLOW;
     for (c = 0; c < 256; c++) {
         int n = snprintf(s, sizeof(s),
                          "GET / HTTP/1.1\r\nHost: h\r\nX?Y: v"
@@ -739,7 +739,7 @@ static char *make_line(size_t n, size_t *len)
 
 static void test_max_request_line(void **state)
 {
-    struct h1_limits lim = h1_limits_default();
+    struct http_limits lim = http_limits_default();
     struct parsed p = {0};
     size_t len;
     char *s;
@@ -785,7 +785,7 @@ static char *make_head(size_t n)
 
 static void test_max_head(void **state)
 {
-    struct h1_limits lim = h1_limits_default();
+    struct http_limits lim = http_limits_default();
     struct parsed p = {0};
     char *s;
 
@@ -822,17 +822,17 @@ static void test_underscore_policies(void **state)
 {
     static const char s[] = "GET / HTTP/1.1\r\nHost: h\r\nX_User: a\r\n"
                             "X-User: b\r\n\r\n";
-    struct h1_limits lim = h1_limits_default();
+    struct http_limits lim = http_limits_default();
     struct parsed p = {0};
 
     (void)state;
-    assert_int_equal(lim.underscores, H1_US_REJECT);
+    assert_int_equal(lim.underscores, HTTP_US_REJECT);
     req_fail_lim(&lim, LIT(s), 400);
-    lim.underscores = H1_US_DROP;
+    lim.underscores = HTTP_US_DROP;
     req_ok_lim(&p, &lim, LIT(s));
     assert_int_equal(p.req.nheaders, 2);
     assert_slice(p.req.headers[1].name, "X-User");
-    lim.underscores = H1_US_ALLOW;
+    lim.underscores = HTTP_US_ALLOW;
     req_ok_lim(&p, &lim, LIT(s));
     assert_int_equal(p.req.nheaders, 3);
     assert_slice(p.req.headers[1].name, "X_User");
@@ -1149,7 +1149,7 @@ static void test_response_pipelined(void **state)
 
 static void test_response_limits(void **state)
 {
-    struct h1_limits lim = h1_limits_default();
+    struct http_limits lim = http_limits_default();
     struct parsed p = {0};
 
     (void)state;
@@ -1168,7 +1168,7 @@ static void test_response_limits(void **state)
 static void test_parse_fields(void **state)
 {
     struct h1_header out[4];
-    struct h1_limits lim = h1_limits_default();
+    struct http_limits lim = http_limits_default();
     const char *why = NULL;
     size_t n = 99;
     int status = 0;
