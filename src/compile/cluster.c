@@ -15,9 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/x509.h>
+
 #include "config/resource.h"
-#include "control/ca/identity.h"
-#include "control/dns.h"
+#include "compile/compile.h"
 #include "core/buf.h"
 #include "core/log.h"
 #include "compile/istio.h"
@@ -242,11 +243,12 @@ static void eps_add_dns(const struct istio_clusters *t, struct eps *e,
     if (name == NULL || port <= 0 || port > 65535)
         return;
     if (inet_pton(AF_INET, name, &a4) == 1 ||
-        inet_pton(AF_INET6, name, &a6) == 1 || t->dns == NULL) {
+        inet_pton(AF_INET6, name, &a6) == 1 || t->dns == NULL ||
+        t->dns->lookup == NULL) {
         eps_add(e, name, port, weight);
         return;
     }
-    dns_cache_lookup(t->dns, name, dns_each, &d);
+    t->dns->lookup(t->dns->arg, name, dns_each, &d);
 }
 
 static void collect(const struct istio_clusters *t, const char *host,
@@ -507,7 +509,7 @@ static void apply_tls(const struct istio_clusters *t, struct cluster *c,
     struct tls_client_conf tc;
     char cert[1024], key[1024], ca[1024], crl[1024], sni[700];
     const char *cred = tls->credential_name;
-    struct ca_cred *mesh = NULL;
+    X509 *root = NULL;
     char *err = NULL;
 
     memset(&tc, 0, sizeof(tc));
@@ -541,7 +543,7 @@ static void apply_tls(const struct istio_clusters *t, struct cluster *c,
         }
     } else if (tls->mode == RES_TLS_ISTIO_MUTUAL) {
         if (t->identity == NULL ||
-            (mesh = ca_identity_current(t->identity)) == NULL) {
+            !t->identity->current(t->identity->arg, &root)) {
             log_error("cluster %s: tls mode ISTIO_MUTUAL needs this node's "
                       "mesh certificate (ca.enabled or ca.join); requests "
                       "are refused",
@@ -549,9 +551,9 @@ static void apply_tls(const struct istio_clusters *t, struct cluster *c,
             c->tls_error = 1;
             return;
         }
-        tc.cred = ca_identity_ssl;
-        tc.cred_arg = t->identity;
-        tc.ca_cert = ca_cred_root(mesh);
+        tc.cred = t->identity->ssl;
+        tc.cred_arg = t->identity->arg;
+        tc.ca_cert = root;
         tc.ca_file = NULL;
         tc.crl_file = NULL;
         tc.insecure = 0;
@@ -564,7 +566,7 @@ static void apply_tls(const struct istio_clusters *t, struct cluster *c,
                  subset ? subset : "", host);
     }
     c->tls = tls_client_ctx_build(&tc, &err);
-    ca_cred_unref(mesh);
+    X509_free(root);
     if (c->tls == NULL) {
         log_error("cluster %s: TLS origination cannot be set up, requests "
                   "are refused: %s",

@@ -1,6 +1,9 @@
 #ifndef STRAIT_COMPILE_COMPILE_H
 #define STRAIT_COMPILE_COMPILE_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "config/bootstrap.h"
 
 struct cluster;
@@ -35,16 +38,50 @@ struct gw_listener;
 struct http_routes;
 struct resource_set;
 struct strmap;
-struct dns_cache;
-struct ca_identity;
+struct ssl_st;
+struct x509_st;
 
-/* What compiling Gateway routes reads besides resources: the names DNS
- * resolved, and this node's mesh identity (NULL without a CA). */
+/*
+ * What compiling reads from the control loop's caches. compile/ never
+ * names control/: the loop hands these function tables in, and a NULL
+ * table means the input is not there (no DNS cache, no CA, no JWKS).
+ */
+
+/* DNS: lookup() calls each(ctx, ip) for every address known for name now
+ * and returns how many; a name seen for the first time is resolved in the
+ * background (none known yet). */
+struct compile_dns {
+    size_t (*lookup)(void *arg, const char *name,
+                     void (*each)(void *ctx, const char *ip), void *ctx);
+    void *arg;
+};
+
+/* This node's mesh identity: current() returns 0 before the first
+ * credential, else 1 with *root the root certificate of the current one
+ * (NULL when its chain has none) with a reference the caller drops
+ * (X509_free); ssl() is a certificate callback that presents the current
+ * credential (arg: arg, which outlives the contexts built). */
+struct compile_identity {
+    int (*current)(void *arg, struct x509_st **root);
+    int (*ssl)(struct ssl_st *ssl, void *arg);
+    void *arg;
+};
+
+/* JWKS: get() returns the last good document of a jwksUri (owned by the
+ * cache, valid until control returns to the loop) and its length, or
+ * NULL when none has arrived yet. */
+struct compile_jwks {
+    const char *(*get)(void *arg, const char *uri, int64_t timeout_ms,
+                       size_t *n);
+    void *arg;
+};
+
+/* What compiling Gateway routes reads besides resources. */
 struct compile_env {
     int nworkers;
-    struct dns_cache *dns;
-    struct ca_identity *identity;
-    struct jwks_cache *jwks; /* http(s) jwksUri documents; NULL: none */
+    const struct compile_dns *dns;           /* NULL: names used as IPs */
+    const struct compile_identity *identity; /* NULL: no CA */
+    const struct compile_jwks *jwks; /* http(s) jwksUri documents; NULL */
 };
 
 /* compile_gateway() builds the HTTP proxy of a Gateway listener with its

@@ -16,7 +16,6 @@
 
 #include "config/bootstrap.h"
 #include "config/resource.h"
-#include "control/ca/identity.h"
 #include "core/buf.h"
 #include "core/json.h"
 #include "core/log.h"

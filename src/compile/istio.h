@@ -12,8 +12,8 @@
 
 struct bootstrap;
 struct cluster;
-struct dns_cache;
-struct ca_identity;
+struct compile_dns;
+struct compile_identity;
 struct resource_set;
 
 /*
@@ -123,10 +123,10 @@ struct istio_clusters {
      * exported to it apply. NULL: all do. */
     const char *node_ns;
     /* Names of ServiceEntries with resolution DNS; NULL: used as IPs. */
-    struct dns_cache *dns;
+    const struct compile_dns *dns;
     /* DestinationRule ISTIO_MUTUAL: this node's mesh certificate, rotated
      * (NULL: no CA, such clusters refuse requests). */
-    struct ca_identity *identity;
+    const struct compile_identity *identity;
     const char *trust_domain;
     const char *credentials_dir; /* credentialName NAME -> NAME/tls.crt... */
     /* outboundTrafficPolicy (enum res_outbound_mode; 0 is REGISTRY_ONLY)

@@ -13,7 +13,6 @@
 #include "compile/compile.h"
 #include "compile/istio.h"
 #include "policy/authz.h"
-#include "control/jwks.h"
 #include "policy/jwt.h"
 #include "proxy/router.h"
 #include "config/resource.h"
@@ -207,13 +206,6 @@ done:
     return c->tls != NULL ? 0 : -1;
 }
 
-/* The JWKS cache as RequestAuthentication's source of jwksUri keys. */
-static const char *jwks_lookup(void *arg, const char *uri, int64_t timeout_ms,
-                               size_t *n)
-{
-    return jwks_cache_get(arg, uri, timeout_ms, n);
-}
-
 int compile_gateway_routes(const struct bootstrap *bs,
                            const struct resource_set *set,
                            const struct gw_listener *g,
@@ -273,9 +265,10 @@ int compile_gateway_routes(const struct bootstrap *bs,
         goto fail;
     /* RequestAuthentications, checked before them as Envoy's jwt_authn
      * filter runs before RBAC. */
-    r->jwt = jwt_authn_build_with(
-        set, bs->node.ns, &bs->node.labels, ISTIO_ROOT_NAMESPACE,
-        env->jwks ? jwks_lookup : NULL, env->jwks, err);
+    r->jwt = jwt_authn_build_with(set, bs->node.ns, &bs->node.labels,
+                                  ISTIO_ROOT_NAMESPACE,
+                                  env->jwks ? env->jwks->get : NULL,
+                                  env->jwks ? env->jwks->arg : NULL, err);
     if (r->jwt == NULL && *err != NULL)
         goto fail;
     /* The table's clusters become the routes' (references move). */

@@ -94,7 +94,37 @@ struct server {
     int rebuild_only;             /* reloading for new resources only */
     uint64_t cert_reloads;
     uint64_t cert_reload_failures;
+    /* The caches above as compile/ reads them. */
+    struct compile_dns dns_fn;
+    struct compile_identity identity_fn;
+    struct compile_jwks jwks_fn;
 };
+
+static size_t dns_lookup(void *arg, const char *name,
+                         void (*each)(void *ctx, const char *ip), void *ctx)
+{
+    return dns_cache_lookup(arg, name, each, ctx);
+}
+
+static int identity_current(void *arg, X509 **root)
+{
+    struct ca_cred *cred = ca_identity_current(arg);
+
+    *root = NULL;
+    if (cred == NULL)
+        return 0;
+    *root = ca_cred_root(cred);
+    if (*root != NULL)
+        X509_up_ref(*root);
+    ca_cred_unref(cred);
+    return 1;
+}
+
+static const char *jwks_get(void *arg, const char *uri, int64_t timeout_ms,
+                            size_t *n)
+{
+    return jwks_cache_get(arg, uri, timeout_ms, n);
+}
 
 static void arm_cert_timer(struct server *s);
 
@@ -314,7 +344,10 @@ static int lset_build(struct server *s, struct bootstrap *bs,
     /* New routes for kept Gateway listeners, published only once the
      * whole set is built. */
     struct http_routes **staged = NULL;
-    const struct compile_env env = {s->nworkers, s->dns, s->identity, s->jwks};
+    const struct compile_env env = {
+        s->nworkers, s->dns != NULL ? &s->dns_fn : NULL,
+        s->identity != NULL ? &s->identity_fn : NULL,
+        s->jwks != NULL ? &s->jwks_fn : NULL};
     const struct jwks_conf jc = {bs->jwt.jwks_refresh_ms, bs->jwt.jwks_ca_file};
 
     memset(out, 0, sizeof(*out));
@@ -977,6 +1010,9 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
     }
     s->base = base;
     s->identity = identity;
+    s->identity_fn.current = identity_current;
+    s->identity_fn.ssl = ca_identity_ssl;
+    s->identity_fn.arg = identity;
     s->start_ms = clock_ms();
     s->config_path = strdup(config_path);
     s->nworkers = bootstrap_workers(bs);
@@ -1006,11 +1042,15 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
                               (uint64_t)bs->dns.min_refresh_ms,
                               (uint64_t)bs->dns.timeout_ms};
         s->dns = dns_cache_new(base, &dc, on_dns_change, s, err);
+        s->dns_fn.lookup = dns_lookup;
+        s->dns_fn.arg = s->dns;
         if (s->dns == NULL) {
             bootstrap_free(bs);
             goto fail;
         }
         s->jwks = jwks_cache_new(base, on_jwks_change, s);
+        s->jwks_fn.get = jwks_get;
+        s->jwks_fn.arg = s->jwks;
         if (s->jwks == NULL) {
             *err = strdup("out of memory");
             bootstrap_free(bs);
