@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "core/addr.h"
+#include "core/stats.h"
 
 /*
  * Per-worker counters of one listener. Each worker writes only its own
@@ -54,11 +55,6 @@ struct listener_counters {
     uint64_t h1_bufs_taken;
     uint64_t h1_bufs_released;
 } __attribute__((aligned(64)));
-
-#define STAT_ADD(shard, field, n)                                              \
-    __atomic_store_n(&(shard)->field, (shard)->field + (n), __ATOMIC_RELAXED)
-#define STAT_GET(shard, field)                                                 \
-    __atomic_load_n(&(shard)->field, __ATOMIC_RELAXED)
 
 /*
  * The counters of a listener, by name. A reload that changes a listener

@@ -7,7 +7,6 @@
 
 #include "core/clock.h"
 #include "core/log.h"
-#include "net/listener.h"
 #include "upstream/cluster.h"
 
 /* Idle connections a worker keeps per cluster beyond which the oldest

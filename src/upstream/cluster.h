@@ -6,6 +6,7 @@
 
 #include "core/addr.h"
 #include "core/list.h"
+#include "core/stats.h"
 #include "http1/h1_client.h"
 #include "http2/h2_client.h"
 #include "upstream/hash.h"
@@ -15,7 +16,7 @@ struct event;
 struct ssl_ctx_st;
 struct event_base;
 
-/* Per-worker counters of a cluster; see listener_counters for the rules. */
+/* Per-worker counters of a cluster; see core/stats.h for the rules. */
 struct cluster_counters {
     uint64_t rq_total;
     uint64_t cx_total;
