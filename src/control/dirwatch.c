@@ -10,6 +10,7 @@
 
 #include "control/dirwatch.h"
 #include "core/log.h"
+#include "event/timer.h"
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 30000
@@ -22,19 +23,13 @@ struct dirwatch {
     uint64_t quiet_ms;
     uint64_t backoff_ms;
     struct event *io;
-    struct event *quiet;
-    struct event *retry;
+    struct timer quiet;
+    struct timer retry;
     dirwatch_fn fn;
     void *arg;
     unsigned added;
     unsigned fired;
 };
-
-static void arm(struct event *ev, uint64_t ms)
-{
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-    event_add(ev, &tv);
-}
 
 static void schedule_retry(struct dirwatch *w)
 {
@@ -45,7 +40,7 @@ static void schedule_retry(struct dirwatch *w)
     /* Full jitter over [backoff/2, backoff]: many hosts whose shared
      * directory vanished do not come back in lockstep. */
     jitter = w->backoff_ms / 2 + r % (w->backoff_ms / 2 + 1);
-    arm(w->retry, jitter);
+    timer_arm(&w->retry, jitter);
     w->backoff_ms =
         w->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : w->backoff_ms * 2;
 }
@@ -63,27 +58,23 @@ static int add_watch(struct dirwatch *w)
     return 0;
 }
 
-static void on_retry(evutil_socket_t fd, short what, void *arg)
+static void on_retry(void *arg)
 {
     struct dirwatch *w = arg;
 
-    (void)fd;
-    (void)what;
     if (add_watch(w) < 0) {
         schedule_retry(w);
         return;
     }
     log_info("watching %s again", w->path);
     /* Whatever happened while nobody watched counts as a change. */
-    arm(w->quiet, w->quiet_ms);
+    timer_arm(&w->quiet, w->quiet_ms);
 }
 
-static void on_quiet(evutil_socket_t fd, short what, void *arg)
+static void on_quiet(void *arg)
 {
     struct dirwatch *w = arg;
 
-    (void)fd;
-    (void)what;
     w->fired++;
     w->fn(w->arg);
 }
@@ -120,7 +111,7 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
         changed = 1;
     }
     if (changed)
-        arm(w->quiet, w->quiet_ms); /* restart the quiet period */
+        timer_arm(&w->quiet, w->quiet_ms); /* restart the quiet period */
 }
 
 struct dirwatch *dirwatch_new(struct event_base *base, const char *path,
@@ -142,10 +133,9 @@ struct dirwatch *dirwatch_new(struct event_base *base, const char *path,
     if (w->path == NULL || w->fd < 0)
         goto fail;
     w->io = event_new(base, w->fd, EV_READ | EV_PERSIST, on_io, w);
-    w->quiet = event_new(base, -1, 0, on_quiet, w);
-    w->retry = event_new(base, -1, 0, on_retry, w);
-    if (w->io == NULL || w->quiet == NULL || w->retry == NULL ||
-        event_add(w->io, NULL) < 0)
+    timer_init(&w->quiet, base, on_quiet, w);
+    timer_init(&w->retry, base, on_retry, w);
+    if (w->io == NULL || event_add(w->io, NULL) < 0)
         goto fail;
     if (add_watch(w) < 0) {
         log_warn("cannot watch %s: %s; retrying", path, strerror(errno));
@@ -163,10 +153,8 @@ void dirwatch_free(struct dirwatch *w)
         return;
     if (w->io != NULL)
         event_free(w->io);
-    if (w->quiet != NULL)
-        event_free(w->quiet);
-    if (w->retry != NULL)
-        event_free(w->retry);
+    timer_dispose(&w->quiet);
+    timer_dispose(&w->retry);
     if (w->fd >= 0)
         close(w->fd);
     free(w->path);

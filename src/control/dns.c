@@ -16,6 +16,7 @@
 #include "control/dns.h"
 #include "core/list.h"
 #include "core/log.h"
+#include "event/timer.h"
 
 /* More than this many addresses for one name are not used. */
 #define DNS_MAX_ADDRS 64
@@ -31,7 +32,7 @@ struct dns_entry {
     int v6;        /* this query asks for AAAA */
     int dead;      /* swept while a query runs: freed by its callback */
     struct evdns_request *req;
-    struct event *timer;
+    struct timer timer;
 };
 
 struct dns_cache {
@@ -50,8 +51,7 @@ struct dns_cache {
 
 static void entry_free(struct dns_entry *e)
 {
-    if (e->timer != NULL)
-        event_free(e->timer);
+    timer_dispose(&e->timer);
     free(e->ips);
     free(e->name);
     free(e);
@@ -61,19 +61,13 @@ static void resolve(struct dns_entry *e);
 
 static void arm(struct dns_entry *e, uint64_t ms)
 {
-    struct timeval tv;
-
     if (ms < e->c->min_refresh_ms)
         ms = e->c->min_refresh_ms;
-    tv.tv_sec = (time_t)(ms / 1000);
-    tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
-    evtimer_add(e->timer, &tv);
+    timer_arm(&e->timer, ms);
 }
 
-static void on_timer(evutil_socket_t fd, short what, void *arg)
+static void on_timer(void *arg)
 {
-    (void)fd;
-    (void)what;
     resolve(arg);
 }
 
@@ -173,7 +167,7 @@ static void resolve(struct dns_entry *e)
     /* evdns may answer at once (a failure) and have cleared e->req in the
      * callback already; a NULL return with no callback is a failure to
      * start, retried later. */
-    if (e->req == NULL && !e->dead && !evtimer_pending(e->timer, NULL))
+    if (e->req == NULL && !e->dead && !timer_armed(&e->timer))
         arm(e, c->min_refresh_ms);
 }
 
@@ -270,7 +264,7 @@ void dns_cache_sweep(struct dns_cache *c)
             /* Its callback frees it (with DNS_ERR_CANCEL). */
             e->dead = 1;
             list_append(&c->dead, &e->link);
-            evtimer_del(e->timer);
+            timer_cancel(&e->timer);
             evdns_cancel_request(c->dns, e->req);
         } else {
             entry_free(e);
@@ -296,8 +290,8 @@ size_t dns_cache_lookup(struct dns_cache *c, const char *name,
             return 0;
         e->c = c;
         e->name = strdup(name);
-        e->timer = evtimer_new(c->base, on_timer, e);
-        if (e->name == NULL || e->timer == NULL) {
+        timer_init(&e->timer, c->base, on_timer, e);
+        if (e->name == NULL) {
             entry_free(e);
             return 0;
         }

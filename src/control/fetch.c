@@ -22,6 +22,7 @@
 #include "control/fetch.h"
 #include "core/addr.h"
 #include "core/buf.h"
+#include "event/timer.h"
 #include "http1/parser.h"
 #include "net/conn.h"
 #include "net/sock.h"
@@ -36,7 +37,7 @@ struct fetch {
     int port, tls, connecting;
     size_t max_body;
     struct conn conn;
-    struct event *deadline;
+    struct timer deadline;
     struct buf out, in, body;
     struct h1_header hdrs[FETCH_MAX_HEADERS];
 };
@@ -55,7 +56,7 @@ static void finish(struct fetch *f, const struct fetch_answer *a,
     if (f->conn.fd >= 0)
         conn_close(&f->conn);
     f->conn.fd = -1;
-    evtimer_del(f->deadline);
+    timer_cancel(&f->deadline);
     if (fmt != NULL) {
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -255,12 +256,10 @@ static void on_io(struct conn *cn, void *arg)
     }
 }
 
-static void on_deadline(evutil_socket_t fd, short what, void *arg)
+static void on_deadline(void *arg)
 {
     struct fetch *f = arg;
 
-    (void)fd;
-    (void)what;
     finish(f, NULL, "no answer in time from %s", f->name);
 }
 
@@ -304,7 +303,6 @@ struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
 {
     struct fetch *f = calloc(1, sizeof(*f));
     int64_t to = conf->timeout_ms > 0 ? conf->timeout_ms : 15000;
-    struct timeval tv = {(time_t)(to / 1000), (suseconds_t)(to % 1000) * 1000};
     struct addr a;
     int fd, in_progress = 0;
 
@@ -325,8 +323,8 @@ struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
     buf_init(&f->body, conf->max_body);
     f->host = strdup(conf->host);
     f->name = strdup(conf->name ? conf->name : conf->host);
-    f->deadline = evtimer_new(base, on_deadline, f);
-    if (f->host == NULL || f->name == NULL || f->deadline == NULL) {
+    timer_init(&f->deadline, base, on_deadline, f);
+    if (f->host == NULL || f->name == NULL) {
         *err = strdup("out of memory");
         goto fail;
     }
@@ -357,10 +355,7 @@ struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
         *err = strdup("cannot set up TLS");
         goto fail;
     }
-    if (evtimer_add(f->deadline, &tv) < 0) {
-        *err = strdup("cannot arm a timer");
-        goto fail;
-    }
+    timer_arm(&f->deadline, (uint64_t)to);
     f->connecting = in_progress;
     if (in_progress) {
         conn_want(&f->conn, 0, 1);
@@ -380,8 +375,7 @@ void fetch_free(struct fetch *f)
         return;
     if (f->conn.fd >= 0)
         conn_close(&f->conn);
-    if (f->deadline != NULL)
-        event_free(f->deadline);
+    timer_dispose(&f->deadline);
     if (buf_len(&f->out) > 0)
         OPENSSL_cleanse((void *)buf_ptr(&f->out), buf_len(&f->out));
     buf_dispose(&f->out);

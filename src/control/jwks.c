@@ -17,6 +17,7 @@
 #include "control/jwks.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "event/timer.h"
 #include "policy/jwt.h"
 #include "tls/tls.h"
 
@@ -32,8 +33,8 @@ struct entry {
     int used;
     int64_t timeout_ms;
     uint64_t failures_in_a_row;
-    struct event *timer; /* next fetch */
-    struct fetch *f;     /* the fetch in flight, or NULL */
+    struct timer timer; /* next fetch */
+    struct fetch *f;    /* the fetch in flight, or NULL */
     struct entry *next;
 };
 
@@ -64,13 +65,6 @@ static void on_change_ev(evutil_socket_t fd, short what, void *arg)
     c->on_change(c->arg);
 }
 
-static void arm(struct entry *e, int64_t ms)
-{
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-
-    evtimer_add(e->timer, &tv);
-}
-
 /* end_fetch() closes the fetch in flight and schedules the next one. */
 static void end_fetch(struct entry *e, const char *failure)
 {
@@ -94,7 +88,7 @@ static void end_fetch(struct entry *e, const char *failure)
     } else {
         e->failures_in_a_row = 0;
     }
-    arm(e, next);
+    timer_arm(&e->timer, (uint64_t)next);
 }
 
 static void take_document(struct entry *e, const char *body, size_t n)
@@ -188,10 +182,8 @@ fail:
     }
 }
 
-static void on_timer(evutil_socket_t fd, short what, void *arg)
+static void on_timer(void *arg)
 {
-    (void)fd;
-    (void)what;
     start_fetch(arg);
 }
 
@@ -200,8 +192,7 @@ static void entry_free(struct entry *e)
     if (e == NULL)
         return;
     fetch_free(e->f);
-    if (e->timer != NULL)
-        event_free(e->timer);
+    timer_dispose(&e->timer);
     free(e->doc);
     free(e->uri);
     free(e);
@@ -297,8 +288,8 @@ const char *jwks_cache_get(struct jwks_cache *c, const char *uri,
             return NULL;
         e->c = c;
         e->uri = strdup(uri);
-        e->timer = evtimer_new(c->base, on_timer, e);
-        if (e->uri == NULL || e->timer == NULL) {
+        timer_init(&e->timer, c->base, on_timer, e);
+        if (e->uri == NULL) {
             entry_free(e);
             return NULL;
         }
@@ -306,7 +297,7 @@ const char *jwks_cache_get(struct jwks_cache *c, const char *uri,
         c->list = e;
         c->st.uris++;
         /* Fetched from the loop, not inside the build that asks. */
-        arm(e, 0);
+        timer_arm(&e->timer, 0);
     }
     e->used = 1;
     e->timeout_ms = timeout_ms;

@@ -16,6 +16,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "event/mq.h"
+#include "event/timer.h"
 #include "net/listener.h"
 #include "proxy/http_proxy.h"
 #include "proxy/l4_proxy.h"
@@ -85,8 +86,8 @@ struct server {
     int stopping; /* server_free: acknowledgements are only freed */
     int stopped_accepting;
     int idle_workers;
-    struct event *drain_timer;
-    struct event *cert_timer;
+    struct timer drain_timer;
+    struct timer cert_timer;
     struct source *source;        /* Istio resources; NULL without config.dir */
     struct dns_cache *dns;        /* ServiceEntry names; with source only */
     struct jwks_cache *jwks;      /* jwksUri key sets; with source only */
@@ -617,12 +618,10 @@ static void on_worker_event(void *arg, int worker, enum worker_event ev)
     }
 }
 
-static void on_drain_deadline(evutil_socket_t fd, short what, void *arg)
+static void on_drain_deadline(void *arg)
 {
     struct server *s = arg;
 
-    (void)fd;
-    (void)what;
     log_warn("drain deadline reached; closing the connections still open");
     event_base_loopbreak(s->base);
 }
@@ -630,15 +629,12 @@ static void on_drain_deadline(evutil_socket_t fd, short what, void *arg)
 void server_drain(struct server *s, const char *why)
 {
     int64_t ms = s->cur.bs->drain_timeout_ms;
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
 
     if (s->draining)
         return;
     s->draining = 1;
     log_info("%s: draining (deadline %lld ms)", why, (long long)ms);
-    s->drain_timer = event_new(s->base, -1, 0, on_drain_deadline, s);
-    if (s->drain_timer != NULL)
-        event_add(s->drain_timer, &tv);
+    timer_arm(&s->drain_timer, (uint64_t)ms);
     for (int w = 0; w < s->nworkers; w++)
         worker_drain(&s->workers[w]);
 }
@@ -931,13 +927,10 @@ static uint64_t cert_interval(const struct server *s)
 static void arm_cert_timer(struct server *s)
 {
     uint64_t ms = cert_interval(s);
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
 
-    if (s->cert_timer == NULL)
-        return;
-    event_del(s->cert_timer);
+    timer_cancel(&s->cert_timer);
     if (ms > 0 && !s->draining)
-        event_add(s->cert_timer, &tv);
+        timer_arm(&s->cert_timer, ms);
 }
 
 /* Certificate files changed on disk are loaded without a restart; a bad
@@ -963,12 +956,10 @@ static void check_certs(struct server *s, const char *why)
     }
 }
 
-static void on_cert_timer(evutil_socket_t fd, short what, void *arg)
+static void on_cert_timer(void *arg)
 {
     struct server *s = arg;
 
-    (void)fd;
-    (void)what;
     check_certs(s, "");
     arm_cert_timer(s);
 }
@@ -1009,6 +1000,8 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
         return NULL;
     }
     s->base = base;
+    timer_init(&s->drain_timer, base, on_drain_deadline, s);
+    timer_init(&s->cert_timer, base, on_cert_timer, s);
     s->identity = identity;
     s->identity_fn.current = identity_current;
     s->identity_fn.ssl = ca_identity_ssl;
@@ -1084,7 +1077,6 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
         *err = strdup("out of memory");
         goto fail;
     }
-    s->cert_timer = event_new(base, -1, 0, on_cert_timer, s);
     arm_cert_timer(s);
     if (identity != NULL && ca_identity_watch(identity, on_identity, s) < 0) {
         *err = strdup("too many watchers of the mesh certificate");
@@ -1118,10 +1110,8 @@ void server_free(struct server *s)
     source_free(s->source);
     dns_cache_free(s->dns);
     jwks_cache_free(s->jwks);
-    if (s->drain_timer != NULL)
-        event_free(s->drain_timer);
-    if (s->cert_timer != NULL)
-        event_free(s->cert_timer);
+    timer_dispose(&s->drain_timer);
+    timer_dispose(&s->cert_timer);
     if (s->identity != NULL)
         ca_identity_unwatch(s->identity, on_identity, s);
     lset_release(&s->old);

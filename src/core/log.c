@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,14 +49,14 @@ const char *log_level_name(enum log_level level)
 
 static void log_timestamp(char *out, size_t n)
 {
-    struct timeval tv;
+    struct timespec ts;
     struct tm tm;
 
-    gettimeofday(&tv, NULL);
-    gmtime_r(&tv.tv_sec, &tm);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
     size_t len = strftime(out, n, "%Y-%m-%dT%H:%M:%S", &tm);
 
-    snprintf(out + len, n - len, ".%03dZ", (int)(tv.tv_usec / 1000) % 1000);
+    snprintf(out + len, n - len, ".%03dZ", (int)(ts.tv_nsec / 1000000) % 1000);
 }
 
 static void log_write(struct buf *b)

@@ -48,12 +48,6 @@ static void on_io(struct conn *conn, void *arg)
     process(arg);
 }
 
-static void arm_timer(struct h1_client *c, uint64_t ms)
-{
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-    event_add(&c->timer, &tv);
-}
-
 static void detach_stream(struct h1_client *c)
 {
     struct hstream *s = c->s;
@@ -411,7 +405,7 @@ static int want_read(const struct h1_client *c)
 
 static void connected(struct h1_client *c)
 {
-    event_del(&c->timer);
+    timer_cancel(&c->timer);
     c->state = c->s != NULL ? UC_ACTIVE : UC_READY;
     if (c->s != NULL && write_head(c) < 0) {
         finish(c, 0, HFLAG_UPE);
@@ -541,12 +535,10 @@ fail:
     finish(c, 0, HFLAG_UC);
 }
 
-static void on_timer(evutil_socket_t fd, short what, void *arg)
+static void on_timer(void *arg)
 {
     struct h1_client *c = arg;
 
-    (void)fd;
-    (void)what;
     if (c->state == UC_CONNECTING || c->state == UC_HANDSHAKE) {
         c->closed = 1;
         conn_want(&c->conn, 0, 0);
@@ -587,14 +579,14 @@ struct h1_client *h1_client_connect(struct event_base *base,
     buf_init(&c->in, conf->lim.max_head);
     buf_init(&c->out, OUT_MAX);
     event_assign(&c->defer, base, -1, 0, on_defer, c);
-    event_assign(&c->timer, base, -1, 0, on_timer, c);
+    timer_init(&c->timer, base, on_timer, c);
     if (tls != NULL && tls_conn_connect(&c->conn, tls, sni) < 0) {
         h1_client_free(c);
         return NULL;
     }
     c->state = UC_CONNECTING;
     if (inprog) {
-        arm_timer(c, conf->connect_timeout_ms);
+        timer_arm(&c->timer, conf->connect_timeout_ms);
         conn_want(&c->conn, 0, 1);
     } else {
         schedule(c);
@@ -625,7 +617,7 @@ void h1_client_start(struct h1_client *c, struct hstream *s)
     h1_chunked_init(&c->chunked);
     if (c->state == UC_CONNECTING || c->state == UC_HANDSHAKE)
         return; /* connected() sends it */
-    event_del(&c->timer);
+    timer_cancel(&c->timer);
     c->state = UC_ACTIVE;
     if (write_head(c) < 0) {
         finish(c, 0, HFLAG_UPE);
@@ -637,7 +629,7 @@ void h1_client_start(struct h1_client *c, struct hstream *s)
 void h1_client_idle(struct h1_client *c)
 {
     c->state = UC_IDLE;
-    arm_timer(c, c->conf->idle_timeout_ms);
+    timer_arm(&c->timer, c->conf->idle_timeout_ms);
     conn_want(&c->conn, 1, 0);
 }
 
@@ -650,7 +642,7 @@ void h1_client_abandon(struct h1_client *c)
     c->closed = 1;
     detach_stream(c);
     event_del(&c->defer);
-    event_del(&c->timer);
+    timer_cancel(&c->timer);
     conn_want(&c->conn, 0, 0);
 }
 
@@ -663,7 +655,7 @@ void h1_client_free(struct h1_client *c)
         hpipe_abort(&c->s->resp_body);
     detach_stream(c);
     event_del(&c->defer);
-    event_del(&c->timer);
+    timer_dispose(&c->timer);
     conn_close(&c->conn);
     h1_chunked_dispose(&c->chunked);
     h1_in_release(c->scratch, &c->in, 1);

@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "core/list.h"
+#include "event/timer.h"
 #include "http/stream.h"
 #include "http1/h1_server.h"
 #include "net/conn.h"
@@ -44,7 +45,7 @@ struct h1_client {
     struct conn conn;
     struct event_base *base;
     struct event defer;
-    struct event timer;
+    struct timer timer;
     const struct h1_client_conf *conf;
     const struct h1_client_hooks *hooks;
     void *ctx;

@@ -17,6 +17,7 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/units.h"
+#include "event/timer.h"
 #include "http1/h1_server.h"
 #include "http1/writer.h"
 #include "net/conn.h"
@@ -34,7 +35,7 @@ enum rb_mode { RB_NONE, RB_LENGTH, RB_CHUNKED, RB_EOF, RB_TUNNEL };
 struct h1_server {
     struct conn *c;
     struct event_base *base;
-    struct event *timer; /* the owner's storage (h1_server_new) */
+    struct timer *timer; /* the owner's storage (h1_server_new) */
     const struct http_conn_conf *conf;
     struct h1_server_hooks hooks;
     struct bufpool *pool;
@@ -104,12 +105,6 @@ static void on_io(struct conn *c, void *arg)
     process(arg);
 }
 
-static void arm_timer(struct h1_server *hs, uint64_t ms)
-{
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-    event_add(hs->timer, &tv);
-}
-
 /* The stream is over for this side: the proxy hears of it once. */
 static void stream_release(struct h1_server *hs)
 {
@@ -140,7 +135,7 @@ static void server_close(struct h1_server *hs)
         hs->s->flags |= hs->rs == RS_DONE ? 0 : HFLAG_DC;
         stream_release(hs);
     }
-    event_del(hs->timer);
+    timer_cancel(hs->timer);
     conn_want(hs->c, 0, 0);
     hs->hooks.closed(hs->hooks.owner);
 }
@@ -167,8 +162,8 @@ static void start_head_wait(struct h1_server *hs)
     hs->rs = RS_WAIT;
     hs->rb = RB_NONE;
     hs->timer_head = buf_len(&hs->in) > 0;
-    arm_timer(hs, hs->timer_head ? hs->conf->headers_timeout_ms
-                                 : hs->conf->idle_timeout_ms);
+    timer_arm(hs->timer, hs->timer_head ? hs->conf->headers_timeout_ms
+                                        : hs->conf->idle_timeout_ms);
 }
 
 /* Splits an absolute-form target (http://host/path) into authority and
@@ -263,7 +258,7 @@ static void parse_head(struct h1_server *hs)
     if (n == 0) {
         if (buf_len(&hs->in) > 0 && !hs->timer_head) {
             hs->timer_head = 1;
-            arm_timer(hs, hs->conf->headers_timeout_ms);
+            timer_arm(hs->timer, hs->conf->headers_timeout_ms);
         }
         return;
     }
@@ -271,7 +266,7 @@ static void parse_head(struct h1_server *hs)
         fail_request(hs, status, why ? why : "bad request");
         return;
     }
-    event_del(hs->timer);
+    timer_cancel(hs->timer);
     s = hstream_new(hs->pool, hs->conf->body_cap);
     if (s == NULL || build_request(hs, s, &r) < 0) {
         hstream_unref(s);
@@ -585,7 +580,7 @@ static void process_turn(struct h1_server *hs)
              * right away. Keep the connection for a short grace: that
              * request gets Connection: close; silence ends it. */
             if (hs->draining && buf_len(&hs->in) == 0)
-                arm_timer(hs, DRAIN_IDLE_GRACE_MS);
+                timer_arm(hs->timer, DRAIN_IDLE_GRACE_MS);
             progress = 1;
         }
         if (hs->closing && buf_len(&hs->out) == 0)
@@ -645,7 +640,7 @@ linger:
         hs->c->ops->shutdown(hs->c);
         hs->lingering = 1;
         hs->linger_left = LINGER_BYTES;
-        arm_timer(hs, LINGER_MS);
+        timer_arm(hs->timer, LINGER_MS);
         buf_consume(&hs->in, buf_len(&hs->in));
         conn_want(hs->c, 1, 0);
         return;
@@ -778,12 +773,10 @@ static void continue_100(struct hstream *s)
 
 static const struct hstream_down_ops down_ops = {response_head, continue_100};
 
-static void on_timer(evutil_socket_t fd, short what, void *arg)
+static void on_timer(void *arg)
 {
     struct h1_server *hs = arg;
 
-    (void)fd;
-    (void)what;
     if (hs->lingering) {
         server_close(hs);
         return;
@@ -802,7 +795,7 @@ struct h1_server *h1_server_new(struct event_base *base, struct conn *c,
                                 const struct http_conn_conf *conf,
                                 const struct h1_server_hooks *hooks,
                                 struct bufpool *pool,
-                                struct h1_scratch *scratch, struct event *timer)
+                                struct h1_scratch *scratch, struct timer *timer)
 {
     struct h1_server *hs = calloc(1, sizeof(*hs));
 
@@ -817,7 +810,7 @@ struct h1_server *h1_server_new(struct event_base *base, struct conn *c,
     buf_init(&hs->in, conf->lim.max_head);
     buf_init(&hs->out, OUT_MAX);
     hs->timer = timer;
-    event_assign(hs->timer, base, -1, 0, on_timer, hs);
+    timer_init(hs->timer, base, on_timer, hs);
     c->on_io = on_io;
     c->arg = hs;
     start_head_wait(hs);
@@ -836,7 +829,7 @@ void h1_server_drain(struct h1_server *hs)
      * with Connection: close. */
     if (hs->s == NULL && buf_len(&hs->in) == 0) {
         hs->timer_head = 0;
-        arm_timer(hs, DRAIN_IDLE_GRACE_MS);
+        timer_arm(hs->timer, DRAIN_IDLE_GRACE_MS);
     }
 }
 
@@ -853,7 +846,7 @@ void h1_server_free(struct h1_server *hs)
             stream_release(hs);
         }
     }
-    event_del(hs->timer);
+    timer_cancel(hs->timer);
     h1_in_release(hs->scratch, &hs->in, 1);
     buf_dispose(&hs->in);
     buf_dispose(&hs->out);

@@ -12,7 +12,7 @@
 
 struct bufpool;
 struct conn;
-struct event;
+struct timer;
 struct event_base;
 
 /* Per-worker scratch the parser fills; one array serves every connection
@@ -79,14 +79,14 @@ struct h1_server;
  * timer: storage for the server's timer (not pending), owned by the
  * caller and kept until h1_server_free(); the server assigns it. An
  * owner that timed the connection's start (a handshake) lends the same
- * event, so an idle connection holds one timer, not two.
+ * timer, so an idle connection holds one timer, not two.
  */
 struct h1_server *h1_server_new(struct event_base *base, struct conn *c,
                                 const struct http_conn_conf *conf,
                                 const struct h1_server_hooks *hooks,
                                 struct bufpool *pool,
                                 struct h1_scratch *scratch,
-                                struct event *timer);
+                                struct timer *timer);
 
 /* h1_server_drain() answers the request in flight with Connection: close
  * and closes an idle connection at once. */

@@ -61,15 +61,6 @@ static void on_io(struct conn *conn, void *arg)
     process(arg);
 }
 
-static void arm_timer(struct h2_client *c, uint64_t ms)
-{
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-    event_add(&c->timer, &tv);
-}
-
-/* Ends an exchange once: the hooks hear of it and the stream goes. */
-static void arm_timer(struct h2_client *c, uint64_t ms);
-
 /* Ends an exchange once: the hooks hear of it and the stream goes.
  * abort_resp: fail the response pipe if unfinished (not when the proxy
  * cancelled, since it answers the client itself). */
@@ -112,7 +103,7 @@ static void stream_end(struct h2c_stream *st, int ok, unsigned flags,
             nghttp2_session_terminate_session(c->ng, NGHTTP2_NO_ERROR);
             schedule(c);
         } else {
-            arm_timer(c, c->conf->idle_timeout_ms);
+            timer_arm(&c->timer, c->conf->idle_timeout_ms);
         }
     }
 }
@@ -123,7 +114,7 @@ static void client_close(struct h2_client *c)
         return;
     c->closed = 1;
     event_del(&c->defer);
-    event_del(&c->timer);
+    timer_cancel(&c->timer);
     conn_want(&c->conn, 0, 0);
     /* A connection that never became ready failed to connect: exchanges
      * may try another endpoint, or the proxy answers itself, so their
@@ -407,7 +398,7 @@ static int start_session(struct h2_client *c)
 
 static void ready(struct h2_client *c)
 {
-    event_del(&c->timer);
+    timer_cancel(&c->timer);
     if (start_session(c) < 0) {
         client_close(c);
         return;
@@ -520,12 +511,10 @@ static void process(struct h2_client *c)
     conn_want(&c->conn, 1, c->write_blocked);
 }
 
-static void on_timer(evutil_socket_t fd, short what, void *arg)
+static void on_timer(void *arg)
 {
     struct h2_client *c = arg;
 
-    (void)fd;
-    (void)what;
     if (c->state != H2C_READY || c->nstreams == 0)
         client_close(c);
 }
@@ -558,7 +547,7 @@ struct h2_client *h2_client_connect(struct event_base *base,
     LIST_INIT(&c->streams);
     LIST_INIT(&c->link);
     event_assign(&c->defer, base, -1, 0, on_defer, c);
-    event_assign(&c->timer, base, -1, 0, on_timer, c);
+    timer_init(&c->timer, base, on_timer, c);
     if (tls != NULL && tls_conn_connect(&c->conn, tls, sni) < 0) {
         conn_close(&c->conn);
         free(c->out);
@@ -566,7 +555,7 @@ struct h2_client *h2_client_connect(struct event_base *base,
         return NULL;
     }
     c->state = H2C_CONNECTING;
-    arm_timer(c, conf->connect_timeout_ms);
+    timer_arm(&c->timer, conf->connect_timeout_ms);
     if (inprog)
         conn_want(&c->conn, 0, 1);
     else
@@ -604,7 +593,7 @@ struct h2c_stream *h2_client_submit(struct h2_client *c, struct hstream *s,
     c->nstreams++;
     /* Only the idle timer goes; a connect timeout still stands. */
     if (c->state == H2C_READY)
-        event_del(&c->timer);
+        timer_cancel(&c->timer);
     if (c->state == H2C_READY) {
         if (submit(c, st) < 0) {
             st->hooks = NULL;
@@ -640,7 +629,7 @@ void h2_client_free(struct h2_client *c)
                        HFLAG_UC, 1);
     }
     event_del(&c->defer);
-    event_del(&c->timer);
+    timer_dispose(&c->timer);
     if (c->ng != NULL)
         nghttp2_session_del(c->ng);
     conn_close(&c->conn);

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "core/list.h"
+#include "event/timer.h"
 #include "http/stream.h"
 #include "net/conn.h"
 
@@ -44,7 +45,7 @@ struct h2_client {
     struct conn conn;
     struct event_base *base;
     struct event defer;
-    struct event timer;
+    struct timer timer;
     void *ng; /* nghttp2_session */
     const struct h2_client_conf *conf;
     const struct h2_client_hooks *hooks;

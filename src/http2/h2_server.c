@@ -18,6 +18,7 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/list.h"
+#include "event/timer.h"
 #include "http2/h2_server.h"
 #include "net/conn.h"
 #include "net/listener.h"
@@ -53,8 +54,8 @@ struct h2_server {
     struct conn *c;
     struct event_base *base;
     struct event defer;
-    struct event timer;
-    struct event drain_ev; /* from the shutdown notice to the last GOAWAY */
+    struct timer timer;
+    struct timer drain_ev; /* from the shutdown notice to the last GOAWAY */
     nghttp2_session *ng;
     const struct http_conn_conf *conf;
     struct h2_settings h2;
@@ -75,7 +76,7 @@ struct h2_server {
 };
 
 static void process(struct h2_server *hs);
-static void on_drain_notice(evutil_socket_t fd, short what, void *arg);
+static void on_drain_notice(void *arg);
 static const struct hstream_down_ops down_ops;
 
 static void schedule(void *arg)
@@ -101,11 +102,8 @@ static void on_io(struct conn *c, void *arg)
 
 static void arm_idle(struct h2_server *hs)
 {
-    uint64_t ms = hs->conf->idle_timeout_ms;
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-
     if (hs->nstreams == 0)
-        event_add(&hs->timer, &tv);
+        timer_arm(&hs->timer, hs->conf->idle_timeout_ms);
 }
 
 static void server_close(struct h2_server *hs)
@@ -114,8 +112,8 @@ static void server_close(struct h2_server *hs)
         return;
     hs->closed = 1;
     event_del(&hs->defer);
-    event_del(&hs->timer);
-    event_del(&hs->drain_ev);
+    timer_cancel(&hs->timer);
+    timer_cancel(&hs->drain_ev);
     conn_want(hs->c, 0, 0);
     hs->hooks.closed(hs->hooks.owner);
 }
@@ -174,7 +172,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f,
     nghttp2_session_set_stream_user_data(ng, st->id, st);
     list_append(&hs->streams, &st->link);
     hs->nstreams++;
-    event_del(&hs->timer);
+    timer_cancel(&hs->timer);
     return 0;
 }
 
@@ -645,12 +643,10 @@ static void process(struct h2_server *hs)
               hs->write_blocked);
 }
 
-static void on_idle(evutil_socket_t fd, short what, void *arg)
+static void on_idle(void *arg)
 {
     struct h2_server *hs = arg;
 
-    (void)fd;
-    (void)what;
     if (hs->nstreams > 0)
         return;
     nghttp2_session_terminate_session(hs->ng, NGHTTP2_NO_ERROR);
@@ -683,8 +679,8 @@ struct h2_server *h2_server_new(struct event_base *base, struct conn *c,
     LIST_INIT(&hs->streams);
     buf_init(&hs->out, OUT_MAX);
     event_assign(&hs->defer, base, -1, 0, on_defer, hs);
-    event_assign(&hs->timer, base, -1, 0, on_idle, hs);
-    event_assign(&hs->drain_ev, base, -1, 0, on_drain_notice, hs);
+    timer_init(&hs->timer, base, on_idle, hs);
+    timer_init(&hs->drain_ev, base, on_drain_notice, hs);
     if (nghttp2_session_callbacks_new(&cb) != 0 ||
         nghttp2_option_new(&opt) != 0)
         goto fail;
@@ -732,12 +728,10 @@ fail:
     return NULL;
 }
 
-static void on_drain_notice(evutil_socket_t fd, short what, void *arg)
+static void on_drain_notice(void *arg)
 {
     struct h2_server *hs = arg;
 
-    (void)fd;
-    (void)what;
     if (hs->closed || hs->goaway_final)
         return;
     /* Streams the client opened before it saw the notice have arrived by
@@ -756,9 +750,6 @@ int h2_server_received(struct h2_server *hs, const uint8_t *data, size_t n)
 
 void h2_server_drain(struct h2_server *hs)
 {
-    struct timeval tv = {DRAIN_NOTICE_MS / 1000,
-                         (DRAIN_NOTICE_MS % 1000) * 1000};
-
     if (hs->draining || hs->closed)
         return;
     hs->draining = 1;
@@ -766,7 +757,7 @@ void h2_server_drain(struct h2_server *hs)
      * client already sent. First the notice (GOAWAY with the highest
      * stream id: open no more), a moment later the real one. */
     nghttp2_submit_shutdown_notice(hs->ng);
-    event_add(&hs->drain_ev, &tv);
+    timer_arm(&hs->drain_ev, DRAIN_NOTICE_MS);
     schedule(hs);
 }
 
@@ -777,8 +768,8 @@ void h2_server_free(struct h2_server *hs)
     hs->hooks.closed = NULL;
     hs->closed = 1;
     event_del(&hs->defer);
-    event_del(&hs->timer);
-    event_del(&hs->drain_ev);
+    timer_dispose(&hs->timer);
+    timer_dispose(&hs->drain_ev);
     /* nghttp2_session_del() does not report open streams: release them
      * here, as reset by us. */
     while (!LIST_EMPTY(&hs->streams))

@@ -31,22 +31,19 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
             errno == ENOMEM) {
             /* Connections wait in the backlog while we pause. */
-            struct timeval tv = {0, ACCEPT_PAUSE_MS * 1000};
             log_warn("listener %s: accept: %s; pausing %d ms", a->name,
                      strerror(errno), ACCEPT_PAUSE_MS);
             event_del(a->ev);
-            event_add(a->resume, &tv);
+            timer_arm(&a->resume, ACCEPT_PAUSE_MS);
         }
         break;
     }
 }
 
-static void on_resume(evutil_socket_t fd, short what, void *arg)
+static void on_resume(void *arg)
 {
     struct acceptor *a = arg;
 
-    (void)fd;
-    (void)what;
     if (a->ev != NULL)
         event_add(a->ev, NULL);
 }
@@ -58,9 +55,9 @@ int acceptor_start(struct acceptor *a, struct event_base *base, int fd,
     a->name = name;
     a->fn = fn;
     a->arg = arg;
-    a->resume = event_new(base, -1, 0, on_resume, a);
+    timer_init(&a->resume, base, on_resume, a);
     a->ev = event_new(base, fd, EV_READ | EV_PERSIST, on_accept, a);
-    if (a->resume == NULL || a->ev == NULL || event_add(a->ev, NULL) < 0) {
+    if (a->ev == NULL || event_add(a->ev, NULL) < 0) {
         acceptor_stop(a);
         return -1;
     }
@@ -72,7 +69,5 @@ void acceptor_stop(struct acceptor *a)
     if (a->ev != NULL)
         event_free(a->ev);
     a->ev = NULL;
-    if (a->resume != NULL)
-        event_free(a->resume);
-    a->resume = NULL;
+    timer_dispose(&a->resume);
 }

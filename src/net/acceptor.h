@@ -3,6 +3,8 @@
 
 #include <sys/socket.h>
 
+#include "event/timer.h"
+
 struct event;
 struct event_base;
 
@@ -15,9 +17,9 @@ typedef void (*acceptor_fn)(void *arg, int fd,
                             const struct sockaddr_storage *peer, socklen_t len);
 
 struct acceptor {
-    struct event *ev;     /* NULL once stopped */
-    struct event *resume; /* ends a pause */
-    const char *name;     /* for logs; owned by the caller */
+    struct event *ev;    /* NULL once stopped */
+    struct timer resume; /* ends a pause */
+    const char *name;    /* for logs; owned by the caller */
     acceptor_fn fn;
     void *arg;
 };

@@ -197,18 +197,13 @@ static void mirror_launch(struct pstream *ps)
     m->down_ctx = sp;
     m->resp_body.wake_reader = shadow_wake;
     m->resp_body.reader = sp;
-    event_assign(&sp->timer, l->base, -1, 0, pstream_on_timeout, sp);
-    event_assign(&sp->delay, l->base, -1, 0, pstream_on_delay, sp);
-    event_assign(&sp->try_timer, l->base, -1, 0, pstream_on_try_timeout, sp);
+    timer_init(&sp->timer, l->base, pstream_on_timeout, sp);
+    timer_init(&sp->delay, l->base, pstream_on_delay, sp);
+    timer_init(&sp->try_timer, l->base, pstream_on_try_timeout, sp);
     event_assign(&sp->aux, l->base, -1, 0, pstream_on_aux, sp);
     list_append(&l->mirrors, &sp->link);
     ms = ps->timeout_ms > 0 ? ps->timeout_ms : MIRROR_TIMEOUT_MS;
-    {
-        struct timeval tv = {(time_t)(ms / 1000),
-                             (suseconds_t)(ms % 1000) * 1000};
-        event_add(&sp->timer, &tv);
-        sp->timer_on = 1;
-    }
+    timer_arm(&sp->timer, ms);
     sp->ep = upool_pick(pool);
     sp->busy = 1;
     sp->busy_ep = sp->ep;

@@ -9,6 +9,7 @@
 
 #include "net/acceptor.h"
 #include "net/conn.h"
+#include "event/timer.h"
 #include "proxy/http_proxy.h"
 
 struct h2_server;
@@ -88,7 +89,7 @@ struct http_conn {
     struct conn conn;
     /* The handshake/detection timeout; lent to the HTTP/1 codec as its
      * timer once the codec owns the connection. */
-    struct event timer;
+    struct timer timer;
     enum http_conn_stage stage;
     int drain; /* the listener stopped while this one was still starting */
     /* HC_DETECT: bytes of the h2c preface already taken off the socket

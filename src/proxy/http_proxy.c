@@ -357,7 +357,7 @@ void http_listener_unpin(struct http_listener *l, struct wroutes *w)
 static void conn_free_now(struct http_conn *hc)
 {
     list_del(&hc->link);
-    event_del(&hc->timer);
+    timer_dispose(&hc->timer);
     h1_server_free(hc->h1);
     h2_server_free(hc->h2);
     conn_close(&hc->conn);
@@ -387,7 +387,7 @@ static void hc_close(struct http_conn *hc)
         return;
     hc->stage = HC_CLOSED;
     conn_want(&hc->conn, 0, 0);
-    event_del(&hc->timer);
+    timer_cancel(&hc->timer);
     STAT_ADD(http_shard(l), closed, 1);
     l->active--;
     list_del(&hc->link);
@@ -434,7 +434,7 @@ static void start_h1(struct http_conn *hc)
                                     codec_closed, hc};
 
     hc->stage = HC_H1;
-    event_del(&hc->timer); /* the codec's from now on */
+    timer_cancel(&hc->timer); /* the codec's from now on */
     hc->h1 = h1_server_new(l->base, &hc->conn, &l->conf->downstream, &hooks,
                            &l->pool, &l->scratch, &hc->timer);
     if (hc->h1 == NULL)
@@ -516,7 +516,7 @@ static void hc_io(struct conn *c, void *arg)
         } else if (hc->l->conf->h2c) {
             hc->stage = HC_DETECT;
         } else {
-            event_del(&hc->timer);
+            timer_cancel(&hc->timer);
             start_h1(hc);
             return;
         }
@@ -535,7 +535,7 @@ static void hc_io(struct conn *c, void *arg)
             return;
         }
         STAT_ADD(http_shard(hc->l), tls_handshakes, 1);
-        event_del(&hc->timer);
+        timer_cancel(&hc->timer);
         /* BoringSSL sends its session tickets with the server's first
          * flight, so nothing of ours answers the client's Finished: the
          * kernel would delay its ACK, and a client with Nagle on holds its
@@ -575,7 +575,7 @@ static void hc_io(struct conn *c, void *arg)
                 hc_close(hc);
                 return;
             }
-            event_del(&hc->timer);
+            timer_cancel(&hc->timer);
             start_h1(hc);
             return;
         }
@@ -592,7 +592,7 @@ static void hc_io(struct conn *c, void *arg)
             conn_want(&hc->conn, 1, 0);
             return;
         }
-        event_del(&hc->timer);
+        timer_cancel(&hc->timer);
         start_h2(hc);
         if (got > 0 && hc->h2 != NULL &&
             h2_server_received(hc->h2, (const uint8_t *)h2_preface, got) < 0)
@@ -600,12 +600,10 @@ static void hc_io(struct conn *c, void *arg)
     }
 }
 
-static void hc_timeout(evutil_socket_t fd, short what, void *arg)
+static void hc_timeout(void *arg)
 {
     struct http_conn *hc = arg;
 
-    (void)fd;
-    (void)what;
     if (hc->stage == HC_HANDSHAKE) {
         STAT_ADD(http_shard(hc->l), tls_fail_eof, 1);
         hc_close(hc);
@@ -652,7 +650,6 @@ static void conn_start(struct http_listener *l, int fd,
                        int adopted)
 {
     struct http_conn *hc = calloc(1, sizeof(*hc));
-    struct timeval tv = {HANDSHAKE_TIMEOUT_MS / 1000, 0};
     int one = 1;
 
     if (hc == NULL) {
@@ -666,7 +663,7 @@ static void conn_start(struct http_listener *l, int fd,
     if (peer->ss_family != AF_UNIX)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     conn_init(&hc->conn, l->base, fd, hc_io, hc);
-    event_assign(&hc->timer, l->base, -1, 0, hc_timeout, hc);
+    timer_init(&hc->timer, l->base, hc_timeout, hc);
     list_append(&l->conns, &hc->link);
     l->active++;
     /* An adopted connection was counted by the listener that took it. */
@@ -685,7 +682,7 @@ static void conn_start(struct http_listener *l, int fd,
         start_h1(hc);
         return;
     }
-    event_add(&hc->timer, &tv);
+    timer_arm(&hc->timer, HANDSHAKE_TIMEOUT_MS);
     conn_want(&hc->conn, 1, 0);
 }
 

@@ -151,12 +151,8 @@ void pstream_retry_later(struct pstream *ps)
     struct hstream *s = ps->s;
     uint64_t base = UINT64_C(25) << (ps->retries < 6 ? ps->retries : 6);
     uint64_t ms = base / 2 + pstream_rng(ps->l) % (base / 2 + 1);
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
 
-    if (ps->try_on) {
-        event_del(&ps->try_timer);
-        ps->try_on = 0;
-    }
+    timer_cancel(&ps->try_timer);
     if (s->req.has_body)
         hpipe_rewind(&s->req_body); /* pstream_replayable() held */
     STAT_ADD(upool_stats(ps->pool), rq_retry, 1);
@@ -166,8 +162,7 @@ void pstream_retry_later(struct pstream *ps)
     hpipe_reset(&s->resp_body);
     ps->attempts = 0;
     ps->ep = upool_next(ps->pool, ps->ep);
-    event_add(&ps->delay, &tv);
-    ps->delay_on = 1;
+    timer_arm(&ps->delay, ms);
 }
 
 /*
@@ -180,13 +175,10 @@ void pstream_retry_later(struct pstream *ps)
  * answer has started the deadline is ignored, as Envoy does: the
  * response goes on up to the route's timeout.
  */
-void pstream_on_try_timeout(evutil_socket_t fd, short what, void *arg)
+void pstream_on_try_timeout(void *arg)
 {
     struct pstream *ps = arg;
 
-    (void)fd;
-    (void)what;
-    ps->try_on = 0;
     if (ps->s->resp_started)
         return;
     STAT_ADD(upool_stats(ps->pool), rq_per_try_timeout, 1);
@@ -233,15 +225,13 @@ void pstream_wait_body(struct pstream *ps)
 void pstream_arm_try_timer(struct pstream *ps)
 {
     uint64_t ms = ps->action != NULL ? ps->action->retry.per_try_timeout_ms : 0;
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
 
-    if (ms == 0 || ps->try_on)
+    if (ms == 0 || timer_armed(&ps->try_timer))
         return;
     if (!pstream_body_complete(ps)) {
         ps->try_wait = 1;
         pstream_wait_body(ps);
         return;
     }
-    event_add(&ps->try_timer, &tv);
-    ps->try_on = 1;
+    timer_arm(&ps->try_timer, ms);
 }

@@ -12,6 +12,7 @@
 #include <event2/event_struct.h>
 #include <stdint.h>
 
+#include "event/timer.h"
 #include "net/listener.h"
 #include "proxy/http_proxy-t.h"
 #include "proxy/router.h"
@@ -40,15 +41,13 @@ struct pstream {
     struct route_result rr; /* Gateway listeners: the router's pick */
     const struct route_action *action;
     struct slice cors_origin; /* an allowed CORS Origin; empty: none */
-    struct event delay;       /* fault injection delay */
-    unsigned delay_on : 1;
+    struct timer delay;       /* fault injection delay */
     struct upool *pool;
     struct h1_client *uc;
     struct h2c_stream *h2s;
     size_t ep;
     int attempts;
-    struct event timer;
-    unsigned timer_on : 1;
+    struct timer timer;
     unsigned up_done : 1;
     unsigned down_done : 1;
     unsigned counted : 1;
@@ -67,9 +66,8 @@ struct pstream {
     /* The endpoint, for the log (formatted only there); owned by the
      * cluster of the pinned routes. */
     const struct addr *upstream;
-    const char *client;     /* originating client, after trusted hops */
-    struct event try_timer; /* retries.perTryTimeout of this attempt */
-    unsigned try_on : 1;
+    const char *client;         /* originating client, after trusted hops */
+    struct timer try_timer;     /* retries.perTryTimeout of this attempt */
     unsigned body_overflow : 1; /* counted as not retriable for its body */
     /* The primary: launches the mirror once the whole body is here. A
      * mirrored copy: drains the copy's response. */
@@ -114,10 +112,10 @@ void pstream_maybe_end(struct pstream *ps);
  * attempt is left. */
 void pstream_connect_next(struct pstream *ps);
 
-/* Event callbacks assigned when a stream (or a mirrored copy) starts: the
+/* Timer callbacks set when a stream (or a mirrored copy) starts: the
  * route's deadline, and the fault delay or retry backoff. */
-void pstream_on_timeout(evutil_socket_t fd, short what, void *arg);
-void pstream_on_delay(evutil_socket_t fd, short what, void *arg);
+void pstream_on_timeout(void *arg);
+void pstream_on_delay(void *arg);
 
 /* http_filters.c: what a request meets before it goes upstream. */
 
@@ -177,7 +175,7 @@ void pstream_retry_later(struct pstream *ps);
 /* The per-try deadline: armed once an attempt is under way and the whole
  * request body has arrived; its event callback. */
 void pstream_arm_try_timer(struct pstream *ps);
-void pstream_on_try_timeout(evutil_socket_t fd, short what, void *arg);
+void pstream_on_try_timeout(void *arg);
 
 /* The request body is all here (or will never be). */
 int pstream_body_complete(const struct pstream *ps);

@@ -112,14 +112,8 @@ void pstream_maybe_end(struct pstream *ps)
 
     if (!ps->up_done || !ps->down_done)
         return;
-    if (ps->timer_on) {
-        event_del(&ps->timer);
-        ps->timer_on = 0;
-    }
-    if (ps->try_on) {
-        event_del(&ps->try_timer);
-        ps->try_on = 0;
-    }
+    timer_cancel(&ps->timer);
+    timer_cancel(&ps->try_timer);
     event_del(&ps->aux);
     if (s->req_body.end_arg == ps) {
         s->req_body.on_end = NULL;
@@ -131,10 +125,7 @@ void pstream_maybe_end(struct pstream *ps)
         ps->mirror_wait = 0;
         STAT_ADD(http_shard(ps->l), rq_mirror_skipped, 1);
     }
-    if (ps->delay_on) {
-        event_del(&ps->delay);
-        ps->delay_on = 0;
-    }
+    timer_cancel(&ps->delay);
     if (ps->admitted) {
         cluster_release(ps->pool->cl);
         ps->admitted = 0;
@@ -177,19 +168,10 @@ void pstream_up_finished(struct pstream *ps)
     }
     /* The upstream side is over: its deadline no longer applies (a slow
      * client still reading the last bytes is not a timeout). */
-    if (ps->timer_on) {
-        event_del(&ps->timer);
-        ps->timer_on = 0;
-    }
-    if (ps->try_on) {
-        event_del(&ps->try_timer);
-        ps->try_on = 0;
-    }
+    timer_cancel(&ps->timer);
+    timer_cancel(&ps->try_timer);
     ps->try_wait = 0;
-    if (ps->delay_on) {
-        event_del(&ps->delay); /* a retry's backoff, cut short */
-        ps->delay_on = 0;
-    }
+    timer_cancel(&ps->delay); /* a retry's backoff, cut short */
     ps->up_done = 1;
     pstream_maybe_end(ps);
 }
@@ -273,13 +255,10 @@ void pstream_release_upstream(struct pstream *ps, int reuse)
         upool_discard(ps->pool, uc);
 }
 
-void pstream_on_timeout(evutil_socket_t fd, short what, void *arg)
+void pstream_on_timeout(void *arg)
 {
     struct pstream *ps = arg;
 
-    (void)fd;
-    (void)what;
-    ps->timer_on = 0;
     STAT_ADD(upool_stats(ps->pool), rq_timeout, 1);
     if ((ps->uc != NULL || ps->h2s != NULL) && ps->s->resp.status == 0)
         upool_report(ps->pool, ps->ep, OUTLIER_TIMEOUT);
@@ -349,10 +328,7 @@ static void up_head(void *ctx, struct h1_client *c)
         s->flags |= HFLAG_UPE;
     s->resp_started = 1;
     /* A per-try deadline no longer applies (Envoy ignores it from here). */
-    if (ps->try_on) {
-        event_del(&ps->try_timer);
-        ps->try_on = 0;
-    }
+    timer_cancel(&ps->try_timer);
     ps->try_wait = 0;
     /* The answer is passed on: no retry can follow, so the kept body is
      * let go (a long gRPC stream would keep it for nothing) unless a
@@ -520,13 +496,10 @@ void pstream_connect_next(struct pstream *ps)
     pstream_up_finished(ps);
 }
 
-void pstream_on_delay(evutil_socket_t fd, short what, void *arg)
+void pstream_on_delay(void *arg)
 {
     struct pstream *ps = arg;
 
-    (void)fd;
-    (void)what;
-    ps->delay_on = 0;
     /* After a fault delay (not a retry's backoff), the mirror's turn: the
      * copy follows the delayed request, as Envoy's router runs after its
      * fault filter. */
@@ -569,11 +542,11 @@ static void on_request(void *ctx, struct hstream *s)
     ps->hc = hc;
     ps->l = l;
     s->proxy = ps;
-    event_assign(&ps->timer, l->base, -1, 0, pstream_on_timeout, ps);
+    timer_init(&ps->timer, l->base, pstream_on_timeout, ps);
     ps->waiter.wake = on_wake;
     LIST_INIT(&ps->waiter.link);
-    event_assign(&ps->delay, l->base, -1, 0, pstream_on_delay, ps);
-    event_assign(&ps->try_timer, l->base, -1, 0, pstream_on_try_timeout, ps);
+    timer_init(&ps->delay, l->base, pstream_on_delay, ps);
+    timer_init(&ps->try_timer, l->base, pstream_on_try_timeout, ps);
     event_assign(&ps->aux, l->base, -1, 0, pstream_on_aux, ps);
     ps->cluster = -1;
     ps->wr = http_listener_pin(l);
@@ -651,12 +624,8 @@ static void on_request(void *ctx, struct hstream *s)
         uint64_t g = pstream_grpc_timeout_ms(&s->req.fields);
         if (g > 0 && (ms == 0 || g < ms))
             ms = g;
-        if (ms > 0) {
-            struct timeval tv = {(time_t)(ms / 1000),
-                                 (suseconds_t)(ms % 1000) * 1000};
-            event_add(&ps->timer, &tv);
-            ps->timer_on = 1;
-        }
+        if (ms > 0)
+            timer_arm(&ps->timer, ms);
     }
     /* A body that may have to be sent again (retries) or copied (mirror)
      * is kept as it streams, up to the limit; one announced longer is not
@@ -670,10 +639,7 @@ static void on_request(void *ctx, struct hstream *s)
         s->down->continue_100(s);
     if (ps->rr.delay_ms > 0) {
         /* Fault injection: hold the request, then send it on. */
-        struct timeval tv = {(time_t)(ps->rr.delay_ms / 1000),
-                             (suseconds_t)(ps->rr.delay_ms % 1000) * 1000};
-        event_add(&ps->delay, &tv);
-        ps->delay_on = 1;
+        timer_arm(&ps->delay, ps->rr.delay_ms);
         return;
     }
     if (ps->rr.mirror) {

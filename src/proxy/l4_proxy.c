@@ -34,6 +34,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "event/timer.h"
 #include "net/conn.h"
 #include "net/listener.h"
 #include "policy/authz.h"
@@ -231,7 +232,7 @@ struct l4_conn {
     struct l4_proxy *p;
     struct conn c;
     struct event peek_ev; /* edge-triggered: fires on new bytes only */
-    struct event timer;
+    struct timer timer;
     int stage;
     int server; /* terminating: index into conf->servers */
     uint64_t start_ms;
@@ -291,7 +292,7 @@ static void lc_end(struct l4_conn *lc, int closing)
         return;
     lc->stage = ST_DONE;
     event_del(&lc->peek_ev);
-    event_del(&lc->timer);
+    timer_cancel(&lc->timer);
     if (closing) {
         conn_close(&lc->c);
         STAT_ADD(shard(p), closed, 1);
@@ -423,13 +424,6 @@ static void route_tcp(struct l4_conn *lc, const struct l4_rules *rules,
     lc_relay(lc, r, peer_uri);
 }
 
-static void arm(struct l4_conn *lc, uint64_t ms)
-{
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-
-    event_add(&lc->timer, &tv);
-}
-
 static void on_handshake_io(struct conn *c, void *arg)
 {
     struct l4_conn *lc = arg;
@@ -488,8 +482,8 @@ static void start_handshake(struct l4_conn *lc, size_t server)
     }
     lc->stage = ST_HANDSHAKE;
     event_del(&lc->peek_ev);
-    event_del(&lc->timer);
-    arm(lc, p->conf->handshake_timeout_ms);
+    timer_cancel(&lc->timer);
+    timer_arm(&lc->timer, p->conf->handshake_timeout_ms);
     lc->c.on_io = on_handshake_io;
     lc->c.arg = lc;
     on_handshake_io(&lc->c, lc);
@@ -653,12 +647,10 @@ static void on_peek(evutil_socket_t fd, short what, void *arg)
     inspect(arg);
 }
 
-static void on_lc_timer(evutil_socket_t fd, short what, void *arg)
+static void on_lc_timer(void *arg)
 {
     struct l4_conn *lc = arg;
 
-    (void)fd;
-    (void)what;
     if (lc->stage == ST_INSPECT) {
         STAT_ADD(shard(lc->p), client_hello_errors, 1);
         lc_refuse(lc, "NR", "client_hello_timeout");
@@ -690,7 +682,7 @@ static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
     conn_init(&lc->c, p->base, fd, NULL, NULL);
     event_assign(&lc->peek_ev, p->base, fd, EV_READ | EV_PERSIST | EV_ET,
                  on_peek, lc);
-    event_assign(&lc->timer, p->base, -1, 0, on_lc_timer, lc);
+    timer_init(&lc->timer, p->base, on_lc_timer, lc);
     list_append(&p->pending, &lc->link);
     p->npending++;
     if (!p->conf->inspect) {
@@ -699,7 +691,7 @@ static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
     }
     lc->stage = ST_INSPECT;
     event_add(&lc->peek_ev, NULL);
-    arm(lc, p->conf->inspect_timeout_ms);
+    timer_arm(&lc->timer, p->conf->inspect_timeout_ms);
     inspect(lc);
 }
 

@@ -16,6 +16,7 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "event/timer.h"
 #include "net/conn.h"
 #include "net/listener.h"
 #include "net/sock.h"
@@ -45,7 +46,7 @@ struct tcp_session {
     struct tcp_relay *r;
     struct conn down;
     struct conn up; /* fd -1 while there is no upstream socket */
-    struct event timer;
+    struct timer timer;
     struct event kick; /* runs session_pump on the next loop turn */
     unsigned connecting : 1, handshaking : 1, connected : 1;
     unsigned d_eof : 1, u_eof : 1;   /* FIN read from that side */
@@ -187,7 +188,7 @@ static void session_close(struct tcp_session *s, const char *reason)
         return;
     s->closed = 1;
     s->reason = reason;
-    event_del(&s->timer);
+    timer_cancel(&s->timer);
     event_del(&s->kick);
     conn_close(&s->up);
     conn_close(&s->down);
@@ -372,19 +373,13 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
     session_pump(arg, 1, 1);
 }
 
-static void arm_timer(struct tcp_session *s, uint64_t ms)
-{
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-    event_add(&s->timer, &tv);
-}
-
 static void session_connected(struct tcp_session *s)
 {
     s->connecting = 0;
     s->handshaking = 0;
     s->connected = 1;
     s->last_ms = clock_ms();
-    arm_timer(s, s->r->p.idle_timeout_ms);
+    timer_arm(&s->timer, s->r->p.idle_timeout_ms);
     /* Both sides: bytes a TLS handshake already decrypted (the client's
      * first bytes, or a server's greeting sent with its last handshake
      * flight) wait in the TLS layer, not in the socket. */
@@ -441,7 +436,7 @@ static void up_handshake(struct tcp_session *s)
         return;
     }
     if (rc > 0) {
-        event_del(&s->timer);
+        timer_cancel(&s->timer);
         session_connected(s);
         return;
     }
@@ -467,7 +462,7 @@ static void on_up_io(struct conn *c, void *arg)
         }
         s->connecting = 0;
         if (s->up_ctx == NULL) {
-            event_del(&s->timer);
+            timer_cancel(&s->timer);
             session_connected(s);
             return;
         }
@@ -480,13 +475,11 @@ static void on_up_io(struct conn *c, void *arg)
     session_pump(s, 0, 1);
 }
 
-static void on_timer(evutil_socket_t fd, short what, void *arg)
+static void on_timer(void *arg)
 {
     struct tcp_session *s = arg;
     uint64_t now, idle;
 
-    (void)fd;
-    (void)what;
     if (s->connecting || s->handshaking) {
         attempt_failed(s, 1);
         return;
@@ -500,7 +493,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         session_close(s, "idle_timeout");
         return;
     }
-    arm_timer(s, idle - (now - s->last_ms));
+    timer_arm(&s->timer, idle - (now - s->last_ms));
 }
 
 /* Puts TLS over the fresh upstream socket: the cluster's context (its CA
@@ -544,7 +537,7 @@ static void session_connect(struct tcp_session *s)
             return;
         }
         s->connecting = 1;
-        arm_timer(s, r->p.connect_timeout_ms);
+        timer_arm(&s->timer, r->p.connect_timeout_ms);
         if (inprog) {
             session_update(s);
             return;
@@ -617,7 +610,7 @@ void tcp_relay_start(struct tcp_relay *r, struct conn *down,
         setsockopt(s->down.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     buf_init(&s->d2u, r->p.buffer_size);
     buf_init(&s->u2d, r->p.buffer_size);
-    event_assign(&s->timer, r->base, -1, 0, on_timer, s);
+    timer_init(&s->timer, r->base, on_timer, s);
     event_assign(&s->kick, r->base, -1, 0, on_kick, s);
     list_append(&r->sessions, &s->link);
     r->active++;

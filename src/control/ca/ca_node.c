@@ -20,6 +20,7 @@
 #include "control/ca/token.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "event/timer.h"
 
 /* Retries of a failed renewal: 1 s doubling to a minute, jittered. */
 #define RETRY_MIN_S 1
@@ -30,7 +31,7 @@ struct slot {
     struct ca_identity holder;
     char *spiffe_id; /* local issue: the identity to issue */
     int store;       /* write to DIR/identity */
-    struct event *timer;
+    struct timer timer;
     struct ca_client_req *req;
     int retry_s;
     int64_t due_s; /* the second a planned renewal is for; 0: a retry */
@@ -75,22 +76,15 @@ int ca_node_wanted(const struct ca_node_conf *c)
 
 static void renew(struct slot *s);
 
-static void on_timer(evutil_socket_t fd, short what, void *arg)
+static void on_timer(void *arg)
 {
-    (void)fd;
-    (void)what;
     renew(arg);
 }
 
+/* A renewal already overdue runs on the next turn. */
 static void arm_ms(struct slot *s, int64_t delay_ms)
 {
-    struct timeval tv;
-
-    if (delay_ms < 0)
-        delay_ms = 0;
-    tv.tv_sec = (time_t)(delay_ms / 1000);
-    tv.tv_usec = (suseconds_t)(delay_ms % 1000) * 1000;
-    evtimer_add(s->timer, &tv);
+    timer_arm(&s->timer, delay_ms > 0 ? (uint64_t)delay_ms : 0);
 }
 
 /* Plans s's renewal for cred: at its ca_cred_renew_at() second, timed on
@@ -251,8 +245,8 @@ static int slot_init(struct ca_node *n, struct slot *s, const char *id,
     ca_identity_init(&s->holder);
     s->store = store;
     s->spiffe_id = id ? strdup(id) : NULL;
-    s->timer = evtimer_new(n->base, on_timer, s);
-    return s->timer != NULL && (id == NULL || s->spiffe_id != NULL) ? 0 : -1;
+    timer_init(&s->timer, n->base, on_timer, s);
+    return id == NULL || s->spiffe_id != NULL ? 0 : -1;
 }
 
 static void slot_dispose(struct slot *s)
@@ -260,8 +254,7 @@ static void slot_dispose(struct slot *s)
     if (s->node == NULL)
         return;
     ca_client_cancel(s->req);
-    if (s->timer)
-        event_free(s->timer);
+    timer_dispose(&s->timer);
     free(s->spiffe_id);
     ca_identity_dispose(&s->holder);
 }

@@ -26,13 +26,14 @@
 #include "control/ca/token.h"
 #include "core/buf.h"
 #include "core/log.h"
+#include "event/timer.h"
 #include "http1/parser.h"
 #include "net/conn.h"
 #include "net/sock.h"
 #include "tls/tls.h"
 
 /* A client has this long to send its request and read the answer. */
-#define CA_CONN_TIMEOUT_S 10
+#define CA_CONN_TIMEOUT_MS 10000
 #define CA_MAX_CONNS 256
 #define CA_MAX_HEADERS 32
 
@@ -56,7 +57,7 @@ struct sconn {
     struct ca_server *s;
     struct sconn *prev, *next;
     struct conn c;
-    struct event *timer;
+    struct timer timer;
     struct buf in, out;
     int writing;
     char peer[ADDR_STRLEN];
@@ -128,9 +129,7 @@ static void sconn_close(struct sconn *sc)
         sc->next->prev = sc->prev;
     s->nconns--;
     conn_close(&sc->c);
-    if (sc->timer)
-        event_free(sc->timer);
-    sc->timer = NULL;
+    timer_dispose(&sc->timer);
     /* Freed on the loop's next turn, never inside its own callback. */
     if (event_base_once(s->base, -1, EV_TIMEOUT, sconn_free_cb, sc, NULL) < 0)
         sconn_free_cb(-1, 0, sc);
@@ -443,12 +442,10 @@ static void on_io(struct conn *c, void *arg)
     sconn_close(sc);
 }
 
-static void on_timeout(evutil_socket_t fd, short what, void *arg)
+static void on_timeout(void *arg)
 {
     struct sconn *sc = arg;
 
-    (void)fd;
-    (void)what;
     log_debug("CA: connection from %s timed out", sc->peer);
     sconn_close(sc);
 }
@@ -458,7 +455,6 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     struct ca_server *s = arg;
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
-    struct timeval tv = {CA_CONN_TIMEOUT_S, 0};
     struct sconn *sc;
     int fd;
 
@@ -483,10 +479,9 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     buf_init(&sc->in, CA_API_MAX_BODY + 16 * 1024);
     buf_init(&sc->out, CA_API_MAX_BODY + 4096);
     conn_init(&sc->c, s->base, fd, on_io, sc);
-    sc->timer = evtimer_new(s->base, on_timeout, sc);
-    if (sc->timer == NULL || tls_conn_accept(&sc->c, s->ctx) < 0) {
-        if (sc->timer)
-            event_free(sc->timer);
+    timer_init(&sc->timer, s->base, on_timeout, sc);
+    if (tls_conn_accept(&sc->c, s->ctx) < 0) {
+        timer_dispose(&sc->timer);
         conn_close(&sc->c);
         buf_dispose(&sc->in);
         buf_dispose(&sc->out);
@@ -499,7 +494,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         s->conns->prev = sc;
     s->conns = sc;
     s->nconns++;
-    evtimer_add(sc->timer, &tv);
+    timer_arm(&sc->timer, CA_CONN_TIMEOUT_MS);
     conn_want(&sc->c, 1, 0);
 }
 
@@ -557,8 +552,7 @@ void ca_server_free(struct ca_server *s)
         struct sconn *sc = s->conns;
         s->conns = sc->next;
         conn_close(&sc->c);
-        if (sc->timer)
-            event_free(sc->timer);
+        timer_dispose(&sc->timer);
         buf_dispose(&sc->in);
         buf_dispose(&sc->out);
         free(sc);

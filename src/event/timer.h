@@ -1,0 +1,52 @@
+#ifndef STRAIT_EVENT_TIMER_H
+#define STRAIT_EVENT_TIMER_H
+
+#include <event2/event_struct.h>
+#include <stdint.h>
+#include <sys/time.h>
+
+/*
+ * A one-shot timer on one thread's event loop, in milliseconds (nginx's
+ * ngx_add_timer, H2O's h2o_timer_link). It is embedded in its owner, so
+ * arming never allocates and cannot fail. Whether it is armed is asked of
+ * the loop (timer_armed), never kept in a flag beside it.
+ *
+ * A timer is touched only by the thread that runs its loop.
+ */
+typedef void (*timer_fn)(void *arg);
+
+struct timer {
+    struct event ev;
+    timer_fn cb;
+    void *arg;
+};
+
+/* ms_to_timeval() converts a duration in milliseconds, for the few
+ * libevent calls that still take a struct timeval. */
+struct timeval ms_to_timeval(uint64_t ms);
+
+/* timer_init() prepares t (not armed) to call cb(arg) on base's loop.
+ * A zeroed timer that was never initialised may still be cancelled and
+ * disposed (both do nothing), so an owner's cleanup needs no flag. */
+void timer_init(struct timer *t, struct event_base *base, timer_fn cb,
+                void *arg);
+
+/* timer_arm() makes t fire once, ms milliseconds from the loop's current
+ * time; arming an armed timer moves it. cb runs on a later turn of the
+ * loop, never inside timer_arm(); t is disarmed when cb runs, so cb may
+ * arm it again. */
+void timer_arm(struct timer *t, uint64_t ms);
+
+/* timer_cancel() disarms t; its callback will not run. No-op when t is
+ * not armed. */
+void timer_cancel(struct timer *t);
+
+/* timer_armed() is 1 while t is armed and has not fired, else 0. */
+int timer_armed(const struct timer *t);
+
+/* timer_dispose() cancels t; the owner may then free its memory. A
+ * disposed timer is as one never initialised (disposing again is a
+ * no-op); timer_init() makes it usable again. */
+void timer_dispose(struct timer *t);
+
+#endif
