@@ -501,14 +501,16 @@ static void apply_outlier(struct cluster *c, const struct res_outlier *o)
  * Istio's SNI outbound_.PORT_.SUBSET_.HOST. A cluster whose TLS cannot be
  * set up refuses requests rather than talk in the clear.
  */
-static void apply_tls(const struct istio_clusters *t, struct cluster *c,
-                      const struct res_client_tls *tls, const char *host,
-                      const char *subset, uint32_t port,
-                      const struct conf_strs *endpoint_sans)
+static int apply_tls(const struct istio_clusters *t, struct cluster *c,
+                     const struct res_client_tls *tls, const char *host,
+                     const char *subset, uint32_t port,
+                     const struct conf_strs *endpoint_sans, char **errp)
 {
     struct tls_client_conf tc;
     char cert[1024], key[1024], ca[1024], crl[1024], sni[700];
     const char *cred = tls->credential_name;
+    const struct compile_identity *identity = t != NULL ? t->identity : NULL;
+    const char *cred_dir = t != NULL ? t->credentials_dir : NULL;
     X509 *root = NULL;
     char *err = NULL;
 
@@ -522,19 +524,16 @@ static void apply_tls(const struct istio_clusters *t, struct cluster *c,
     if (tls->mode == RES_TLS_MUTUAL) {
         tc.cert_file = tls->client_certificate;
         tc.key_file = tls->private_key;
-        if (cred != NULL && cred[0] != '\0' && t->credentials_dir != NULL) {
-            snprintf(cert, sizeof(cert), "%s/%s/tls.crt", t->credentials_dir,
-                     cred);
-            snprintf(key, sizeof(key), "%s/%s/tls.key", t->credentials_dir,
-                     cred);
-            snprintf(ca, sizeof(ca), "%s/%s/ca.crt", t->credentials_dir, cred);
+        if (cred != NULL && cred[0] != '\0' && cred_dir != NULL) {
+            snprintf(cert, sizeof(cert), "%s/%s/tls.crt", cred_dir, cred);
+            snprintf(key, sizeof(key), "%s/%s/tls.key", cred_dir, cred);
+            snprintf(ca, sizeof(ca), "%s/%s/ca.crt", cred_dir, cred);
             tc.cert_file = cert;
             tc.key_file = key;
             if (tc.ca_file == NULL || tc.ca_file[0] == '\0') {
                 tc.ca_file = access(ca, R_OK) == 0 ? ca : NULL;
                 /* The credential's CRL goes with its CA bundle. */
-                snprintf(crl, sizeof(crl), "%s/%s/ca.crl", t->credentials_dir,
-                         cred);
+                snprintf(crl, sizeof(crl), "%s/%s/ca.crl", cred_dir, cred);
                 if (tc.ca_file != NULL &&
                     (tc.crl_file == NULL || tc.crl_file[0] == '\0') &&
                     access(crl, F_OK) == 0)
@@ -542,17 +541,16 @@ static void apply_tls(const struct istio_clusters *t, struct cluster *c,
             }
         }
     } else if (tls->mode == RES_TLS_ISTIO_MUTUAL) {
-        if (t->identity == NULL ||
-            !t->identity->current(t->identity->arg, &root)) {
+        if (identity == NULL || !identity->current(identity->arg, &root)) {
             log_error("cluster %s: tls mode ISTIO_MUTUAL needs this node's "
                       "mesh certificate (ca.enabled or ca.join); requests "
                       "are refused",
                       c->name);
             c->tls_error = 1;
-            return;
+            return 0;
         }
-        tc.cred = t->identity->ssl;
-        tc.cred_arg = t->identity->arg;
+        tc.cred = identity->ssl;
+        tc.cred_arg = identity->arg;
         tc.ca_cert = root;
         tc.ca_file = NULL;
         tc.crl_file = NULL;
@@ -567,13 +565,22 @@ static void apply_tls(const struct istio_clusters *t, struct cluster *c,
     }
     c->tls = tls_client_ctx_build(&tc, &err);
     X509_free(root);
+    if (c->tls == NULL && errp != NULL) {
+        /* The bootstrap's clusters: a context that does not load is a
+         * config error, as it always was. */
+        if (asprintf(errp, "cluster %s: %s", c->name,
+                     err ? err : "TLS setup failed") < 0)
+            *errp = NULL;
+        free(err);
+        return -1;
+    }
     if (c->tls == NULL) {
         log_error("cluster %s: TLS origination cannot be set up, requests "
                   "are refused: %s",
                   c->name, err ? err : "unknown error");
         c->tls_error = 1;
         free(err);
-        return;
+        return 0;
     }
     free(c->sni);
     c->sni = NULL;
@@ -582,35 +589,29 @@ static void apply_tls(const struct istio_clusters *t, struct cluster *c,
     else if (tls->mode == RES_TLS_ISTIO_MUTUAL)
         c->sni = strdup(sni);
     c->tls_mesh = tls->mode == RES_TLS_ISTIO_MUTUAL;
+    return 0;
 }
 
-static void apply_policy(const struct istio_clusters *t, struct cluster *c,
-                         const struct res_destination_rule *dr,
-                         const struct res_subset *sub, const char *host,
-                         const char *subset, uint32_t port,
-                         const struct conf_strs *sans)
+/* The traffic policy sections of a spec, over the defaults cluster_new()
+ * and compile_cluster() set. */
+static int apply_policy(const struct istio_clusters *t, struct cluster *c,
+                        const struct cluster_spec *sp, char **err)
 {
-    struct eff_policy e = {NULL, NULL, NULL, NULL};
-
-    if (dr != NULL)
-        merge_policy(&e, &dr->traffic_policy, port);
-    if (sub != NULL)
-        merge_policy(&e, &sub->traffic_policy, port);
-    if (e.lb != NULL) {
-        if (e.lb->simple == RES_LB_RANDOM)
+    if (sp->lb != NULL) {
+        if (sp->lb->simple == RES_LB_RANDOM)
             c->lb = CLUSTER_LB_RANDOM;
-        else if (e.lb->simple == RES_LB_LEAST_REQUEST ||
-                 e.lb->simple == RES_LB_LEAST_CONN)
+        else if (sp->lb->simple == RES_LB_LEAST_REQUEST ||
+                 sp->lb->simple == RES_LB_LEAST_CONN)
             c->lb = CLUSTER_LB_LEAST_REQUEST;
-        else if (e.lb->simple == RES_LB_ROUND_ROBIN)
+        else if (sp->lb->simple == RES_LB_ROUND_ROBIN)
             c->lb = CLUSTER_LB_ROUND_ROBIN;
-        if (e.lb->consistent_hash.mark.line > 0)
-            apply_hash(c, &e.lb->consistent_hash);
+        if (sp->lb->consistent_hash.mark.line > 0)
+            apply_hash(c, &sp->lb->consistent_hash);
     }
-    if (e.od != NULL)
-        apply_outlier(c, e.od);
-    if (e.pool != NULL) {
-        const struct res_connection_pool *cp = e.pool;
+    if (sp->od != NULL)
+        apply_outlier(c, sp->od);
+    if (sp->pool != NULL) {
+        const struct res_connection_pool *cp = sp->pool;
         if (cp->http.max_requests_per_connection > 0)
             c->max_requests_per_conn =
                 (uint64_t)cp->http.max_requests_per_connection;
@@ -629,8 +630,48 @@ static void apply_policy(const struct istio_clusters *t, struct cluster *c,
             c->h1.idle_timeout_ms = c->h2.idle_timeout_ms =
                 (uint64_t)cp->http.idle_timeout_ms;
     }
-    if (e.tls != NULL && e.tls->mode != RES_TLS_DISABLE)
-        apply_tls(t, c, e.tls, host, subset, port, sans);
+    if (sp->tls != NULL && sp->tls->mode != RES_TLS_DISABLE)
+        return apply_tls(t, c, sp->tls, sp->host, sp->subset, sp->port,
+                         sp->sans, err);
+    return 0;
+}
+
+struct cluster *compile_cluster(const struct istio_clusters *t,
+                                const struct cluster_spec *sp, int nworkers,
+                                char **err)
+{
+    struct cluster *c =
+        cluster_new(sp->name, sp->endpoints, sp->nendpoints, nworkers);
+
+    if (c == NULL) {
+        if (err != NULL)
+            *err = strdup("out of memory");
+        return NULL;
+    }
+    if (sp->weights != NULL && sp->nendpoints > 0 &&
+        cluster_set_weights(c, sp->weights) < 0)
+        log_error("cluster %s: endpoint weights: out of memory; "
+                  "balancing as if equal",
+                  sp->name);
+    c->protocol = sp->http2 ? CLUSTER_HTTP2 : CLUSTER_HTTP1;
+    c->implicit = sp->implicit;
+    c->h1.lim = http_limits_default();
+    c->h1.lim.underscores = HTTP_US_ALLOW;
+    c->h1.connect_timeout_ms = sp->connect_timeout_ms;
+    c->h1.idle_timeout_ms = sp->idle_timeout_ms;
+    c->max_requests_per_conn = sp->max_requests_per_conn;
+    c->h2.connect_timeout_ms = c->h1.connect_timeout_ms;
+    c->h2.idle_timeout_ms = c->h1.idle_timeout_ms;
+    /* Response DATA in flight per stream never exceeds the pipe that
+     * holds it (the downstream side's body buffer, 64 KiB at least). */
+    c->h2.stream_window = 65535;
+    c->h2.connection_window = 1024 * 1024;
+    c->h2.max_head = c->h1.lim.max_head;
+    if (apply_policy(t, c, sp, err) < 0) {
+        cluster_unref(c);
+        return NULL;
+    }
+    return c;
 }
 
 /* The fingerprint of a cluster: everything it is built from (endpoint
@@ -863,27 +904,35 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         eps_dispose(&e);
         c = cluster_ref(c);
     } else {
-        c = cluster_new(key, e.v, e.n, t->nworkers);
-        if (c != NULL && e.n > 0 && cluster_set_weights(c, e.w) < 0)
-            log_error("cluster %s: endpoint weights: out of memory; "
-                      "balancing as if equal",
-                      key);
+        struct eff_policy ep = {NULL, NULL, NULL, NULL};
+        struct cluster_spec sp;
+
+        if (dr != NULL)
+            merge_policy(&ep, &dr->traffic_policy, svc_port);
+        if (sub != NULL)
+            merge_policy(&ep, &sub->traffic_policy, svc_port);
+        memset(&sp, 0, sizeof(sp));
+        sp.name = key;
+        sp.endpoints = e.v;
+        sp.weights = e.n > 0 ? e.w : NULL;
+        sp.nendpoints = e.n;
+        sp.http2 = h2;
+        sp.connect_timeout_ms = 10000; /* Istio's default connectTimeout */
+        sp.idle_timeout_ms = 3600 * 1000;
+        sp.lb = ep.lb;
+        sp.pool = ep.pool;
+        sp.od = ep.od;
+        sp.tls = ep.tls;
+        sp.host = host;
+        sp.subset = subset;
+        sp.port = svc_port;
+        sp.sans = &e.sans;
+        c = compile_cluster(t, &sp, t->nworkers, NULL);
         if (c == NULL) {
             eps_dispose(&e);
             free(fp);
             return -1;
         }
-        c->protocol = h2 ? CLUSTER_HTTP2 : CLUSTER_HTTP1;
-        c->h1.lim = http_limits_default();
-        c->h1.lim.underscores = HTTP_US_ALLOW;
-        c->h1.connect_timeout_ms = 10000; /* Istio's default connectTimeout */
-        c->h1.idle_timeout_ms = 3600 * 1000;
-        c->h2.connect_timeout_ms = c->h1.connect_timeout_ms;
-        c->h2.idle_timeout_ms = c->h1.idle_timeout_ms;
-        c->h2.stream_window = 65535;
-        c->h2.connection_window = 1024 * 1024;
-        c->h2.max_head = c->h1.lim.max_head;
-        apply_policy(t, c, dr, sub, host, subset, svc_port, &e.sans);
         eps_dispose(&e);
         if (passthrough)
             c->origin = CLUSTER_PASSTHROUGH;

@@ -164,4 +164,57 @@ void istio_cluster_map_dispose(struct strmap *m);
 int istio_cluster_id(void *table, const char *host, const char *subset,
                      uint32_t port);
 
+struct conf_strs;
+struct res_load_balancer;
+struct res_connection_pool;
+struct res_outlier;
+struct res_client_tls;
+
+/*
+ * What a cluster is built from once lowered, whichever config world it
+ * comes from: a ServiceEntry host with its DestinationRule (Istio's
+ * defaults), a bootstrap `clusters:` entry, or the `upstreams` of a
+ * bootstrap tcp listener (the bootstrap's defaults). Every cluster is
+ * built by compile_cluster(), so balancing, breakers, outlier detection
+ * and TLS origination are the same objects in both worlds.
+ */
+struct cluster_spec {
+    const char *name;
+    const struct addr *endpoints;
+    const uint32_t *weights; /* NULL: all equal */
+    size_t nendpoints;
+    /* The defaults of the world it comes from. */
+    int http2;                      /* protocol http2 (else HTTP/1.1) */
+    uint64_t connect_timeout_ms;    /* Istio: 10 s; bootstrap: its key */
+    uint64_t idle_timeout_ms;       /* Istio: 1 h; bootstrap: its key */
+    uint64_t max_requests_per_conn; /* 0: no limit */
+    /* A bootstrap tcp listener's upstreams: a cluster without a name of
+     * its own (see cluster.implicit). */
+    int implicit;
+    /* The traffic policy, each section NULL when not set: round robin, no
+     * limits, no outlier detection, plaintext. */
+    const struct res_load_balancer *lb;
+    const struct res_connection_pool *pool;
+    const struct res_outlier *od;
+    const struct res_client_tls *tls;
+    /* The destination TLS is originated for (ISTIO_MUTUAL's SNI and the
+     * endpoints' service accounts); NULL/0 for the bootstrap. */
+    const char *host;
+    const char *subset;
+    uint32_t port;
+    const struct conf_strs *sans;
+};
+
+/*
+ * compile_cluster() builds the cluster of sp (nothing of sp is kept).
+ * t gives what TLS origination may need (the mesh identity, the
+ * credentials directory); NULL: neither. With err NULL a TLS context
+ * that cannot be set up is logged and the cluster refuses requests
+ * (Istio's way); with err, it fails the build with an allocated *err
+ * (the bootstrap's way). Returns the cluster with one reference, or NULL.
+ */
+struct cluster *compile_cluster(const struct istio_clusters *t,
+                                const struct cluster_spec *sp, int nworkers,
+                                char **err);
+
 #endif

@@ -12,6 +12,7 @@
 #include "compile/l4.h"
 #include "compile/compile.h"
 #include "compile/istio.h"
+#include "compile/lower.h"
 #include "policy/authz.h"
 #include "policy/jwt.h"
 #include "proxy/router.h"
@@ -48,45 +49,10 @@ struct cluster **compile_clusters(const struct bootstrap *bs, int nworkers,
         return NULL;
     }
     for (size_t i = 0; i < bs->clusters.n; i++) {
-        const struct bootstrap_cluster *bc = bootstrap_cluster_at(bs, i);
-        struct cluster *c =
-            cluster_new(bc->name, bc->endpoints.v, bc->endpoints.n, nworkers);
-        if (c == NULL) {
+        out[i] = lower_cluster(bootstrap_cluster_at(bs, i), nworkers, err);
+        if (out[i] == NULL) {
             compile_clusters_free(out, i);
-            *err = strdup("out of memory");
             return NULL;
-        }
-        c->protocol =
-            bc->protocol == BOOTSTRAP_UP_HTTP2 ? CLUSTER_HTTP2 : CLUSTER_HTTP1;
-        c->h1.lim = http_limits_default();
-        c->h1.lim.underscores = HTTP_US_ALLOW;
-        c->h1.connect_timeout_ms = (uint64_t)bc->connect_timeout_ms;
-        c->h1.idle_timeout_ms = (uint64_t)bc->idle_timeout_ms;
-        c->max_requests_per_conn = (uint64_t)bc->max_requests_per_connection;
-        c->h2.connect_timeout_ms = c->h1.connect_timeout_ms;
-        c->h2.idle_timeout_ms = c->h1.idle_timeout_ms;
-        /* Response DATA in flight per stream never exceeds the pipe that
-         * holds it (the downstream side's body buffer, 64 KiB at least). */
-        c->h2.stream_window = 65535;
-        c->h2.connection_window = 1024 * 1024;
-        c->h2.max_head = c->h1.lim.max_head;
-        out[i] = c;
-        if (bc->tls.enabled) {
-            c->tls = tls_client_ctx_new(bc->tls.ca_certificates,
-                                        bc->tls.insecure_skip_verify,
-                                        c->protocol == CLUSTER_HTTP2, err);
-            if (c->tls == NULL) {
-                char *m = NULL;
-                if (asprintf(&m, "cluster %s: %s", bc->name,
-                             *err ? *err : "TLS setup failed") < 0)
-                    m = NULL;
-                free(*err);
-                *err = m;
-                compile_clusters_free(out, i + 1);
-                return NULL;
-            }
-            if (bc->tls.sni != NULL && bc->tls.sni[0] != '\0')
-                c->sni = strdup(bc->tls.sni);
         }
     }
     return out;

@@ -105,6 +105,9 @@ struct cluster {
                     * are refused rather than sent in the clear */
     char *sni;
     int tls_mesh; /* ISTIO_MUTUAL: TCP streams offer Istio's ALPN "istio" */
+    /* Lowered from a bootstrap tcp listener's upstreams: it has no name of
+     * its own, so access logs and the admin API leave it out. */
+    int implicit;
     struct lb_hash *hash; /* CLUSTER_LB_HASH: ring or table; owned */
     struct outlier *od;   /* outlierDetection; NULL: none; owned */
     int nworkers;

@@ -1,0 +1,27 @@
+#ifndef STRAIT_COMPILE_LOWER_H
+#define STRAIT_COMPILE_LOWER_H
+
+#include "config/bootstrap.h"
+
+struct cluster;
+
+/*
+ * Lowering the bootstrap's `listeners:`, `routes:` and `clusters:` into
+ * the model Gateways, VirtualServices and DestinationRules compile into,
+ * as nginx lowers an implicit proxy_pass upstream into the same upstream
+ * object as an explicit one: an http listener's routes become router
+ * rules (router_build_rules()), a cluster is built by compile_cluster(),
+ * and a tcp listener becomes an L4 listener with one tcp route to the
+ * cluster of its upstreams. What runs is then the same code whichever
+ * world a listener comes from. Main thread only.
+ */
+
+/* lower_cluster() builds a bootstrap cluster: its endpoints with the
+ * bootstrap's defaults (its protocol, connectTimeout, idleTimeout and
+ * maxRequestsPerConnection; round robin; no retry budget, breaker or
+ * outlier detection), its tls block as DestinationRule tls SIMPLE. NULL
+ * with an allocated *err (a CA file that does not load). */
+struct cluster *lower_cluster(const struct bootstrap_cluster *bc, int nworkers,
+                              char **err);
+
+#endif
