@@ -387,3 +387,89 @@ def test_unreachable_ca_is_a_clear_error(nodes, tmp_path):
     assert j.exit_code() == 3
     assert "cannot join the CA at https://127.0.0.1:" in j.log()
     assert "cannot connect to the CA" in j.log()
+
+
+def block_identity_writes(n):
+    """Makes every write of n's identity set fail the way a full or broken
+    disk does, deterministically and also as root: the journal directory
+    the writes go through is taken by a plain file."""
+    d = identity(n)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / ".pending").write_text("in the way\n")
+    return d / ".pending"
+
+
+def test_unstorable_certificate_is_used_from_memory_and_stored_later(
+        nodes, tmp_path):
+    """Issue 12 item 9: a certificate that cannot be written is still the
+    one in use, and is written once the disk takes it again."""
+    ca = ca_node(nodes, tmp_path).start()
+    tok = token(ca)
+    j = joiner(nodes, ca, "j", tok)
+    blocker = block_identity_writes(j)
+    j.start()
+    wait_for(lambda: "it is in use from memory" in j.log(), 10,
+             "the store failure to be logged")
+    idir = identity(j)
+    assert not (idir / "cert-chain.pem").exists()
+    # The key the token was spent for is kept until the set is stored.
+    assert (idir / "join-key.pem").exists()
+    assert mode(idir / "join-key.pem") == 0o600
+    blocker.unlink()
+    wait_for(lambda: "is stored in" in j.log(), 30,
+             "the retried store to succeed")
+    assert (idir / "cert-chain.pem").exists()
+    assert not (idir / "join-key.pem").exists()
+    assert not (idir / ".pending").exists()
+    r1 = openssl("x509", "-in", str(idir / "cert-chain.pem"), "-noout",
+                 "-pubkey")
+    r2 = openssl("pkey", "-in", str(idir / "key.pem"), "-pubout")
+    assert r1.stdout == r2.stdout
+
+
+def test_join_interrupted_after_the_spend_retries_with_its_key(
+        nodes, tmp_path):
+    """Issue 12 item 10: a join that spent its token and died before its
+    certificate reached the disk is retried with the same token and the
+    key it kept; the token stays refused to any other key."""
+    ca = ca_node(nodes, tmp_path).start()
+    tok = token(ca)
+    j = joiner(nodes, ca, "j", tok)
+    blocker = block_identity_writes(j)
+    j.start()
+    wait_for(lambda: "it is in use from memory" in j.log(), 10,
+             "the store failure to be logged")
+    j.kill()  # SIGKILL: nothing was stored
+    blocker.unlink()
+    assert not (identity(j) / "cert-chain.pem").exists()
+    # The same host starts again, with the same token.
+    again = joiner(nodes, ca, "j", tok).start()
+    assert "retrying an interrupted join with the key kept" in again.log()
+    assert (identity(j) / "cert-chain.pem").exists()
+    assert not (identity(j) / "join-key.pem").exists()
+    leaf = split_chain(identity(j) / "cert-chain.pem", tmp_path)[0]
+    assert "URI:spiffe://example.org/ns/foo/sa/bar" in san_of(leaf)
+    # Another host with the same token has another key: refused.
+    other = joiner(nodes, ca, "k", tok).start(wait=False)
+    assert other.exit_code() == 3
+    assert "join token already used" in other.log()
+    assert "create a new one with 'strait ca token create'" in other.log()
+
+
+def test_interrupted_root_creation_is_undone(nodes, tmp_path):
+    """Issue 12 item 10: a first start killed while it wrote the CA's
+    files leaves a journal that the next start undoes (or finishes), never
+    a partial layout that stops every later start."""
+    ca = ca_node(nodes, tmp_path)
+    d = ca.ca_dir
+    # What a SIGKILL after two of the four files leaves: .pending without
+    # its completion marker.
+    (d / ".pending").mkdir(parents=True)
+    (d / ".pending" / "ca-cert.pem").write_text("half\n")
+    (d / ".pending" / "ca-key.pem").write_text("half\n")
+    ca.start()
+    assert not (d / ".pending").exists()
+    for f in ("ca-cert.pem", "ca-key.pem", "root-cert.pem", "cert-chain.pem"):
+        assert (d / f).exists(), f
+    r = openssl("x509", "-in", str(d / "ca-cert.pem"), "-noout", "-subject")
+    assert r.returncode == 0, r.stderr

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "control/ca/ca.h"
+#include "control/ca/fileset.h"
 #include "core/buf.h"
 
 static const char *const layout_files[4] = {"ca-cert.pem", "ca-key.pem",
@@ -160,53 +161,34 @@ static X509 *make_root(EVP_PKEY *key, const char *td, int64_t ttl_s)
     return x;
 }
 
-static int write_public(const char *path, X509 *x, char **err)
-{
-    struct buf b;
-    int rc;
-
-    buf_init(&b, PKI_MAX_FILE);
-    rc = pki_cert_pem(x, &b);
-    /* Certificates are public, but the same atomic write keeps a reader
-     * from ever seeing half a file. */
-    if (rc == 0)
-        rc = pki_write_private(path, buf_ptr(&b), buf_len(&b), err);
-    if (rc == 0 && chmod(path, 0644) < 0) {
-        errf(err, "%s: chmod: %s", path, strerror(errno));
-        rc = -1;
-    }
-    buf_dispose(&b);
-    return rc;
-}
-
 static int create_root(const struct ca_conf *conf, char **err)
 {
     EVP_PKEY *key = pki_key_new(conf->key_type);
     X509 *root = NULL;
-    struct buf kb;
-    char *p = NULL;
+    struct buf kb, cb;
     int rc = -1;
 
     buf_init(&kb, PKI_MAX_FILE);
+    buf_init(&cb, PKI_MAX_FILE);
     if (pki_mkdirs(conf->dir, err) < 0)
         goto done;
     root = key ? make_root(key, conf->trust_domain, conf->root_ttl_s) : NULL;
-    if (root == NULL || pki_key_pem(key, &kb) < 0) {
+    if (root == NULL || pki_key_pem(key, &kb) < 0 ||
+        pki_cert_pem(root, &cb) < 0) {
         errf(err, "%s: cannot create a root certificate", conf->dir);
         goto done;
     }
-    /* The key goes first: a crash part way leaves an incomplete layout,
-     * which the next start reports, rather than a certificate whose key
-     * is lost. */
-    p = path_join(conf->dir, "ca-key.pem");
-    if (p == NULL || pki_write_private(p, buf_ptr(&kb), buf_len(&kb), err) < 0)
-        goto done;
-    for (int i = 0; i < 4; i++) {
-        if (i == 1)
-            continue;
-        free(p);
-        p = path_join(conf->dir, layout_files[i]);
-        if (p == NULL || write_public(p, root, err) < 0)
+    {
+        /* The four files go in as one set (fileset.h): a crash at any
+         * point leaves no layout or the whole new one, never a partial
+         * one that would stop every later start. */
+        const struct fileset_file files[4] = {
+            {layout_files[0], buf_ptr(&cb), buf_len(&cb), 0644},
+            {layout_files[1], buf_ptr(&kb), buf_len(&kb), 0600},
+            {layout_files[2], buf_ptr(&cb), buf_len(&cb), 0644},
+            {layout_files[3], buf_ptr(&cb), buf_len(&cb), 0644},
+        };
+        if (fileset_write(conf->dir, files, 4, err) < 0)
             goto done;
     }
     rc = 0;
@@ -215,7 +197,7 @@ done:
     if (buf_len(&kb) > 0)
         OPENSSL_cleanse((void *)buf_ptr(&kb), buf_len(&kb));
     buf_dispose(&kb);
-    free(p);
+    buf_dispose(&cb);
     X509_free(root);
     EVP_PKEY_free(key);
     return rc;
@@ -366,6 +348,10 @@ struct ca *ca_open(const struct ca_conf *conf, int create, char **err)
         *err = strdup("out of memory");
         goto fail;
     }
+    /* A root creation interrupted by a crash is finished or undone. A
+     * plugged-in directory is the operator's and is never written. */
+    if (!ca->intermediate && fileset_recover(conf->dir, err) < 0)
+        goto fail;
     mask = present(dir);
     if (mask == 0 && !ca->intermediate && create) {
         if (create_root(conf, err) < 0)

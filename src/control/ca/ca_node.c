@@ -4,12 +4,14 @@
 #include "config.h"
 
 #include <event2/event.h>
+#include <openssl/mem.h>
 #include <openssl/rand.h>
 #include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "config/bootstrap.h"
 #include "control/ca/ca.h"
@@ -18,6 +20,7 @@
 #include "control/ca/ca_server.h"
 #include "control/ca/identity.h"
 #include "control/ca/token.h"
+#include "core/buf.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "event/timer.h"
@@ -35,6 +38,14 @@ struct slot {
     struct ca_client_req *req;
     int retry_s;
     int64_t due_s; /* the second a planned renewal is for; 0: a retry */
+    /* A credential in use that could not be written to DIR/identity (a
+     * full or failing disk): kept in memory and written again with
+     * backoff; NULL once stored. */
+    struct ca_cred *unstored;
+    struct timer store_timer;
+    int store_retry_s;
+    uint64_t store_failures;
+    char *store_error;
 };
 
 struct ca_node {
@@ -48,6 +59,10 @@ struct ca_node {
     struct slot self;   /* this node's workload identity */
     struct slot server; /* the CA API's certificate */
     struct ca_server *srv;
+    /* Joining: the key the join token was (or is being) spent for, kept in
+     * DIR/identity/join-key.pem until the certificate is stored, so an
+     * interrupted join retries with it (token_redeem()). */
+    char *join_key_path;
 };
 
 void ca_node_conf_init(struct ca_node_conf *c, const struct bootstrap *bs)
@@ -108,18 +123,86 @@ static void serial_hex(X509 *x, char *out, size_t n)
     pki_hex(ASN1_STRING_get0_data(sn), len, out);
 }
 
-/* A new credential for s: store it, publish it, plan its renewal. */
+static void store_later(struct slot *s, struct ca_cred *cred, char *why);
+
+/* The credential is on disk: whatever waited to be written is done. */
+static void stored(struct slot *s)
+{
+    struct ca_node *n = s->node;
+
+    if (s->unstored != NULL) {
+        log_info("CA: the certificate for %s is stored in %s now",
+                 s->unstored->spiffe_id, n->identity_dir);
+        ca_cred_unref(s->unstored);
+        s->unstored = NULL;
+    }
+    free(s->store_error);
+    s->store_error = NULL;
+    s->store_retry_s = 0;
+    timer_cancel(&s->store_timer);
+    if (s == &n->self && n->join_key_path != NULL) {
+        /* The key is in key.pem beside its chain now. */
+        unlink(n->join_key_path);
+        free(n->join_key_path);
+        n->join_key_path = NULL;
+    }
+}
+
+static void on_store_timer(void *arg)
+{
+    struct slot *s = arg;
+    struct ca_cred *cred = s->unstored;
+    char *err = NULL;
+
+    if (cred == NULL)
+        return;
+    if (ca_cred_store(cred, s->node->identity_dir, &err) < 0) {
+        s->unstored = NULL;
+        store_later(s, cred, err);
+        ca_cred_unref(cred);
+        return;
+    }
+    stored(s);
+}
+
+/*
+ * store_later() keeps cred (a reference is taken) to be written again:
+ * a certificate that cannot be written is still the one in use, so the
+ * node rotates even on a full disk, and the write is retried with
+ * backoff (1 s doubling to a minute). Takes why.
+ */
+static void store_later(struct slot *s, struct ca_cred *cred, char *why)
+{
+    int d;
+
+    ca_cred_unref(s->unstored);
+    s->unstored = ca_cred_ref(cred);
+    s->store_failures++;
+    free(s->store_error);
+    s->store_error = why ? why : strdup("unknown error");
+    s->store_retry_s = s->store_retry_s ? s->store_retry_s * 2 : RETRY_MIN_S;
+    if (s->store_retry_s > RETRY_MAX_S)
+        s->store_retry_s = RETRY_MAX_S;
+    d = s->store_retry_s;
+    log_error("CA: cannot store the certificate for %s in %s: %s; it is in "
+              "use from memory, next attempt to store it in %d s",
+              cred->spiffe_id, s->node->identity_dir,
+              s->store_error ? s->store_error : "?", d);
+    timer_arm(&s->store_timer, (uint64_t)d * 1000);
+}
+
+/* A new credential for s: store it (or keep it to store later), publish
+ * it, plan its renewal. Takes cred. */
 static int take(struct slot *s, struct ca_cred *cred, const char *how)
 {
     char *err = NULL, serial[64];
     int64_t in_ms;
 
-    if (s->store && ca_cred_store(cred, s->node->identity_dir, &err) < 0) {
-        log_error("CA: cannot store the certificate for %s: %s",
-                  cred->spiffe_id, err ? err : "?");
-        free(err);
-        ca_cred_unref(cred);
-        return -1;
+    if (s->store) {
+        if (ca_cred_store(cred, s->node->identity_dir, &err) < 0)
+            store_later(s, cred, err);
+        else
+            stored(s);
     }
     ca_identity_publish(&s->holder, cred);
     s->retry_s = 0;
@@ -246,6 +329,7 @@ static int slot_init(struct ca_node *n, struct slot *s, const char *id,
     s->store = store;
     s->spiffe_id = id ? strdup(id) : NULL;
     timer_init(&s->timer, n->base, on_timer, s);
+    timer_init(&s->store_timer, n->base, on_store_timer, s);
     return id == NULL || s->spiffe_id != NULL ? 0 : -1;
 }
 
@@ -255,6 +339,9 @@ static void slot_dispose(struct slot *s)
         return;
     ca_client_cancel(s->req);
     timer_dispose(&s->timer);
+    timer_dispose(&s->store_timer);
+    ca_cred_unref(s->unstored);
+    free(s->store_error);
     free(s->spiffe_id);
     ca_identity_dispose(&s->holder);
 }
@@ -311,6 +398,57 @@ done:
     return rc;
 }
 
+/*
+ * join_key() is the key a join spends its token for: the one kept in
+ * DIR/identity/join-key.pem by an earlier attempt that did not finish,
+ * or a new one, written there before the token is sent. NULL with *err
+ * when it cannot be kept (the token is then not spent).
+ */
+static EVP_PKEY *join_key(struct ca_node *n, char **err)
+{
+    struct buf b;
+    char *data, *rerr = NULL;
+    size_t len = 0;
+    EVP_PKEY *key;
+
+    if (asprintf(&n->join_key_path, "%s/join-key.pem", n->identity_dir) < 0) {
+        n->join_key_path = NULL;
+        *err = strdup("out of memory");
+        return NULL;
+    }
+    data = pki_read_file(n->join_key_path, &len, &rerr);
+    free(rerr);
+    rerr = NULL;
+    if (data != NULL) {
+        key = pki_key_parse(data, len, n->join_key_path, err);
+        OPENSSL_cleanse(data, len);
+        free(data);
+        if (key == NULL)
+            return NULL;
+        log_info("CA: retrying an interrupted join with the key kept in %s",
+                 n->join_key_path);
+        return key;
+    }
+    key = pki_key_new(n->key_type);
+    if (key == NULL) {
+        *err = strdup("cannot make a key");
+        return NULL;
+    }
+    buf_init(&b, PKI_MAX_FILE);
+    if (pki_key_pem(key, &b) < 0 ||
+        pki_write_private(n->join_key_path, buf_ptr(&b), buf_len(&b), err) <
+            0) {
+        if (*err == NULL)
+            *err = strdup("out of memory");
+        EVP_PKEY_free(key);
+        key = NULL;
+    }
+    if (buf_len(&b) > 0)
+        OPENSSL_cleanse((void *)buf_ptr(&b), buf_len(&b));
+    buf_dispose(&b);
+    return key;
+}
+
 static int start_join(struct ca_node *n, const struct ca_node_conf *conf,
                       char **err)
 {
@@ -354,7 +492,8 @@ static int start_join(struct ca_node *n, const struct ca_node_conf *conf,
         return -1;
     }
     free(why);
-    /* The directory must be writable before a token is spent. */
+    /* The directory must be writable, and the key kept, before a token
+     * is spent. */
     if (pki_mkdirs(n->identity_dir, err) < 0)
         return -1;
     {
@@ -371,27 +510,33 @@ static int start_join(struct ca_node *n, const struct ca_node_conf *conf,
             return -1;
         }
         memcpy(n->pin, t.pin, 32);
-        key = pki_key_new(n->key_type);
+        key = join_key(n, err);
+        if (key == NULL)
+            return -1;
         memset(&cc, 0, sizeof(cc));
         cc.url = n->join_url;
         cc.pin = n->pin;
         cc.token = conf->join_token;
         cc.key = key;
         cc.validity_s = n->cert_ttl_s;
-        cred = key ? ca_client_fetch(&cc, &ferr) : NULL;
+        cred = ca_client_fetch(&cc, &ferr);
         EVP_PKEY_free(key);
         if (cred == NULL) {
-            if (asprintf(err, "cannot join the CA at %s: %s", n->join_url,
-                         ferr ? ferr : "cannot make a key") < 0)
+            int used = ferr != NULL && strstr(ferr, "already used") != NULL;
+            if (asprintf(err, "cannot join the CA at %s: %s%s", n->join_url,
+                         ferr ? ferr : "no answer",
+                         used ? " (a join token is single use, and this one "
+                                "was spent for another key: create a new "
+                                "one with 'strait ca token create' on the "
+                                "CA)"
+                              : "") < 0)
                 *err = NULL;
             free(ferr);
             return -1;
         }
-        if (take(&n->self, cred, "issued by joining") < 0) {
-            /* take() logged why; the token is spent by now. */
-            *err = strdup("cannot store the new certificate");
-            return -1;
-        }
+        /* A certificate that cannot be stored is used from memory and
+         * written later (take()); join-key.pem stays until it is. */
+        take(&n->self, cred, "issued by joining");
     }
     return 0;
 }
@@ -448,6 +593,7 @@ void ca_node_free(struct ca_node *n)
     slot_dispose(&n->server);
     slot_dispose(&n->self);
     ca_free(n->ca);
+    free(n->join_key_path);
     free(n->identity_dir);
     free(n->join_url);
     free(n);

@@ -275,6 +275,7 @@ static void handle(struct sconn *sc, const struct h1_request *req,
     auth = h1_header_find(req->headers, req->nheaders, "authorization");
     if (auth != NULL) {
         struct token t;
+        uint8_t kh[32];
         if (auth->value.n < 7 ||
             strncasecmp(auth->value.p, "Bearer ", 7) != 0) {
             respond_error(sc, 401,
@@ -286,8 +287,11 @@ static void handle(struct sconn *sc, const struct h1_request *req,
             respond_error(sc, 401, why);
             goto done;
         }
-        if (token_redeem(ca->dir, ca->pin, &t, (int64_t)time(NULL), &ns, &sa,
-                         &err) < 0) {
+        /* The key the CSR proved possession of: a join interrupted after
+         * the spend may be retried with it (token_redeem()). */
+        pki_key_spki_sha256(pub, kh);
+        if (token_redeem(ca->dir, ca->pin, &t, kh, (int64_t)time(NULL), &ns,
+                         &sa, &err) < 0) {
             respond_error(sc, 401, err ? err : "join token refused");
             goto done;
         }

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "control/ca/fileset.h"
 #include "control/ca/identity.h"
 #include "control/ca/pki.h"
 #include "core/buf.h"
@@ -105,21 +106,6 @@ X509 *ca_cred_root(const struct ca_cred *c)
     return n ? sk_X509_value(c->chain, n - 1) : NULL;
 }
 
-static int store_one(const char *dir, const char *name, struct buf *b,
-                     char **err)
-{
-    char *p = NULL;
-    int rc;
-
-    if (asprintf(&p, "%s/%s", dir, name) < 0) {
-        *err = strdup("out of memory");
-        return -1;
-    }
-    rc = pki_write_private(p, buf_len(b) ? buf_ptr(b) : "", buf_len(b), err);
-    free(p);
-    return rc;
-}
-
 int ca_cred_store(const struct ca_cred *c, const char *dir, char **err)
 {
     struct buf key, chain, root;
@@ -138,10 +124,16 @@ int ca_cred_store(const struct ca_cred *c, const char *dir, char **err)
             goto oom;
     if (ca_cred_root(c) != NULL && pki_cert_pem(ca_cred_root(c), &root) < 0)
         goto oom;
-    if (store_one(dir, "key.pem", &key, err) < 0 ||
-        store_one(dir, "cert-chain.pem", &chain, err) < 0 ||
-        store_one(dir, "root-cert.pem", &root, err) < 0)
-        goto done;
+    {
+        /* One set: a crash never leaves a key beside another's chain. */
+        const struct fileset_file files[] = {
+            {"key.pem", buf_ptr(&key), buf_len(&key), 0600},
+            {"cert-chain.pem", buf_ptr(&chain), buf_len(&chain), 0600},
+            {"root-cert.pem", buf_ptr(&root), buf_len(&root), 0600},
+        };
+        if (fileset_write(dir, files, 3, err) < 0)
+            goto done;
+    }
     rc = 0;
     goto done;
 oom:
@@ -167,6 +159,9 @@ struct ca_cred *ca_cred_load(const char *dir, char **err)
         *err = strdup("out of memory");
         goto done;
     }
+    /* An interrupted store is finished or undone before anything is read. */
+    if (fileset_recover(dir, err) < 0)
+        goto done;
     chain = pki_read_file(cp, &cn, err);
     if (chain == NULL)
         goto done;

@@ -355,6 +355,19 @@ void pki_spki_sha256(const X509 *x, uint8_t out[32])
     OPENSSL_free(der);
 }
 
+void pki_key_spki_sha256(const EVP_PKEY *k, uint8_t out[32])
+{
+    uint8_t *der = NULL;
+    int n = k ? i2d_PUBKEY((EVP_PKEY *)k, &der) : -1;
+
+    if (n <= 0) {
+        memset(out, 0, 32);
+        return;
+    }
+    SHA256(der, (size_t)n, out);
+    OPENSSL_free(der);
+}
+
 char *pki_spiffe_id(const X509 *x)
 {
     GENERAL_NAMES *names =

@@ -58,6 +58,10 @@ int pki_key_pem(EVP_PKEY *k, struct buf *b);
 /* pki_spki_sha256() hashes the DER SubjectPublicKeyInfo of x. */
 void pki_spki_sha256(const X509 *x, uint8_t out[32]);
 
+/* pki_key_spki_sha256() hashes the DER SubjectPublicKeyInfo of k's public
+ * part: the same value pki_spki_sha256() gives for a certificate of k. */
+void pki_key_spki_sha256(const EVP_PKEY *k, uint8_t out[32]);
+
 /* pki_spiffe_id() returns the first spiffe:// URI SAN of x, allocated,
  * or NULL when it has none. */
 char *pki_spiffe_id(const X509 *x);

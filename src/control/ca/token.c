@@ -202,14 +202,44 @@ static void fmt_time(int64_t t, char *out, size_t n)
         snprintf(out, n, "%lld", (long long)t);
 }
 
+/* The spent record's key file: "DIR/tokens/spent/ID.key". */
+static char *key_path(const char *spent)
+{
+    char *p = NULL;
+
+    if (asprintf(&p, "%s.key", spent) < 0)
+        return NULL;
+    return p;
+}
+
+/* 1 when the spent token's recorded key is key. */
+static int spent_by(const char *spent, const uint8_t key[32])
+{
+    char *kp = key_path(spent), *data = NULL, *rerr = NULL, hex[65];
+    size_t n = 0;
+    int same = 0;
+
+    if (kp != NULL && key != NULL)
+        data = pki_read_file(kp, &n, &rerr);
+    if (data != NULL) {
+        pki_hex(key, 32, hex);
+        same = n >= 64 && CRYPTO_memcmp(data, hex, 64) == 0;
+    }
+    free(data);
+    free(rerr);
+    free(kp);
+    return same;
+}
+
 int token_redeem(const char *dir, const uint8_t pin[32], const struct token *t,
-                 int64_t now, char **ns, char **sa, char **err)
+                 const uint8_t key[32], int64_t now, char **ns, char **sa,
+                 char **err)
 {
     char id[65], *path = NULL, *spent = NULL, *data = NULL, *rerr = NULL;
     const char *why;
     int64_t expires;
     size_t n;
-    int rc = -1;
+    int rc = -1, again = 0;
 
     *err = NULL;
     *ns = *sa = NULL;
@@ -227,12 +257,25 @@ int token_redeem(const char *dir, const uint8_t pin[32], const struct token *t,
     data = pki_read_file(path, &n, &rerr);
     if (data == NULL) {
         struct stat st;
-        if (errno == ENOENT || access(path, F_OK) < 0)
-            *err = strdup(stat(spent, &st) == 0 ? "join token already used"
-                                                : "unknown join token");
-        else
+        if (errno == ENOENT || access(path, F_OK) < 0) {
+            if (stat(spent, &st) != 0) {
+                *err = strdup("unknown join token");
+                goto done;
+            }
+            if (!spent_by(spent, key)) {
+                *err = strdup("join token already used");
+                goto done;
+            }
+            /* Spent for this very key: the same host asks again. */
+            free(rerr);
+            rerr = NULL;
+            data = pki_read_file(spent, &n, &rerr);
+            again = 1;
+        }
+        if (data == NULL) {
             *err = strdup("join token record unreadable");
-        goto done;
+            goto done;
+        }
     }
     if (token_record_parse(data, n, ns, sa, &expires, &why) < 0) {
         *err = strdup(why);
@@ -245,12 +288,25 @@ int token_redeem(const char *dir, const uint8_t pin[32], const struct token *t,
             *err = NULL;
         goto done;
     }
-    /* The rename is the spend: of two redeemers racing, exactly one
-     * succeeds. */
-    if (rename(path, spent) < 0) {
-        *err = strdup(errno == ENOENT ? "join token already used"
-                                      : "cannot mark the join token used");
-        goto done;
+    if (!again) {
+        /* The rename is the spend: of two redeemers racing, exactly one
+         * succeeds. */
+        if (rename(path, spent) < 0) {
+            *err = strdup(errno == ENOENT ? "join token already used"
+                                          : "cannot mark the join token used");
+            goto done;
+        }
+        if (key != NULL) {
+            /* Without this record a retry is refused as already used,
+             * which is how spends behaved before; not an error. */
+            char *kp = key_path(spent), hex[66];
+            pki_hex(key, 32, hex);
+            hex[64] = '\n';
+            hex[65] = '\0';
+            if (kp != NULL)
+                pki_write_private(kp, hex, 65, &rerr);
+            free(kp);
+        }
     }
     rc = 0;
 done:
@@ -322,8 +378,13 @@ static int prune_in(const char *tdir, int64_t before)
         data = pki_read_file(p, &n, &err);
         if (data != NULL &&
             token_record_parse(data, n, &ns, &sa, &exp, &why) == 0) {
-            if (exp < before && unlink(p) == 0)
+            if (exp < before && unlink(p) == 0) {
+                char *kp = key_path(p);
+                if (kp != NULL)
+                    unlink(kp); /* a spent record's key, if any */
+                free(kp);
                 removed++;
+            }
             free(ns);
             free(sa);
         }

@@ -56,9 +56,17 @@ int token_create(const char *dir, const uint8_t pin[32], const char *ns,
  * this CA (pin); -1 with an allocated message for the client otherwise
  * ("join token already used", "join token expired at ...", "unknown join
  * token", ...). An expired or foreign token is not spent.
+ *
+ * key is the SHA-256 of the SubjectPublicKeyInfo the certificate is for
+ * (the CSR's, whose signature proved possession of the private key); NULL
+ * when unknown. A spend records it beside the spent record, and a spent,
+ * unexpired token is redeemed again for that same key: a host whose join
+ * was interrupted after the spend (a crash, a full disk) retries with the
+ * key it kept, while the token stays useless to anyone without that key.
  */
 int token_redeem(const char *dir, const uint8_t pin[32], const struct token *t,
-                 int64_t now, char **ns, char **sa, char **err);
+                 const uint8_t key[32], int64_t now, char **ns, char **sa,
+                 char **err);
 
 /*
  * token_record_parse() reads one record file. 0, or -1 with *why.

@@ -192,8 +192,8 @@ static void test_workload_posing_as_ca_is_not_trusted(void **state)
     assert_non_null(strstr(f->err, "the server is not a strait CA"));
     /* The client gave up in the handshake: the token was never sent. */
     assert_int_equal(token_parse(tok, strlen(tok), &t, &why), 0);
-    assert_int_equal(token_redeem(f->dir, f->ca->pin, &t, (int64_t)time(NULL),
-                                  &ns, &sa, &err),
+    assert_int_equal(token_redeem(f->dir, f->ca->pin, &t, NULL,
+                                  (int64_t)time(NULL), &ns, &sa, &err),
                      0);
     free(ns);
     free(sa);

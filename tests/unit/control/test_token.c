@@ -151,13 +151,15 @@ static void test_create_redeem_once(void **state)
     free(data);
     assert_int_equal(token_parse(tok, strlen(tok), &t, &why), 0);
     assert_memory_equal(t.pin, pin, 32);
-    assert_int_equal(token_redeem(f->dir, pin, &t, now, &ns, &sa, &err), 0);
+    assert_int_equal(token_redeem(f->dir, pin, &t, NULL, now, &ns, &sa, &err),
+                     0);
     assert_string_equal(ns, "foo");
     assert_string_equal(sa, "bar");
     free(ns);
     free(sa);
     /* Spent: a second use is refused and says why. */
-    assert_int_equal(token_redeem(f->dir, pin, &t, now, &ns, &sa, &err), -1);
+    assert_int_equal(token_redeem(f->dir, pin, &t, NULL, now, &ns, &sa, &err),
+                     -1);
     assert_string_equal(err, "join token already used");
     assert_null(ns);
     free(err);
@@ -175,30 +177,33 @@ static void test_unknown_expired_and_foreign(void **state)
 
     memset(&t, 9, sizeof(t));
     memcpy(t.pin, pin, 32);
-    assert_int_equal(token_redeem(f->dir, pin, &t, now, &ns, &sa, &err), -1);
+    assert_int_equal(token_redeem(f->dir, pin, &t, NULL, now, &ns, &sa, &err),
+                     -1);
     assert_string_equal(err, "unknown join token");
     free(err);
 
     assert_int_equal(
         token_create(f->dir, pin, "foo", "bar", 60, now, tok, &err), 0);
     assert_int_equal(token_parse(tok, strlen(tok), &t, &why), 0);
-    assert_int_equal(token_redeem(f->dir, pin, &t, now + 60, &ns, &sa, &err),
-                     -1);
+    assert_int_equal(
+        token_redeem(f->dir, pin, &t, NULL, now + 60, &ns, &sa, &err), -1);
     assert_non_null(strstr(err, "join token expired at "));
     free(err);
     /* Still expired (not "already used"): an expired token is not
      * spent. */
-    assert_int_equal(token_redeem(f->dir, pin, &t, now + 61, &ns, &sa, &err),
-                     -1);
+    assert_int_equal(
+        token_redeem(f->dir, pin, &t, NULL, now + 61, &ns, &sa, &err), -1);
     assert_non_null(strstr(err, "expired"));
     free(err);
 
     memset(other, 0xee, sizeof(other));
-    assert_int_equal(token_redeem(f->dir, other, &t, now, &ns, &sa, &err), -1);
+    assert_int_equal(token_redeem(f->dir, other, &t, NULL, now, &ns, &sa, &err),
+                     -1);
     assert_non_null(strstr(err, "different CA"));
     free(err);
     /* And it is still good for the right CA. */
-    assert_int_equal(token_redeem(f->dir, pin, &t, now, &ns, &sa, &err), 0);
+    assert_int_equal(token_redeem(f->dir, pin, &t, NULL, now, &ns, &sa, &err),
+                     0);
     free(ns);
     free(sa);
 }
@@ -270,7 +275,8 @@ static void test_count_outstanding(void **state)
                      0);
     assert_int_equal(token_count(f->dir, now), 2);
     assert_int_equal(token_parse(tok, strlen(tok), &t, &why), 0);
-    assert_int_equal(token_redeem(f->dir, pin, &t, now, &ns, &sa, &err), 0);
+    assert_int_equal(token_redeem(f->dir, pin, &t, NULL, now, &ns, &sa, &err),
+                     0);
     free(ns);
     free(sa);
     assert_int_equal(token_count(f->dir, now), 1);
@@ -295,7 +301,7 @@ static void test_prune_old_records(void **state)
     /* old2 was spent while it was valid. */
     assert_int_equal(token_parse(old2, strlen(old2), &t, &why), 0);
     assert_int_equal(
-        token_redeem(f->dir, pin, &t, long_ago + 1, &ns, &sa, &err), 0);
+        token_redeem(f->dir, pin, &t, NULL, long_ago + 1, &ns, &sa, &err), 0);
     free(ns);
     free(sa);
     p1 = record_path(f->dir, old1);
@@ -315,6 +321,61 @@ static void test_prune_old_records(void **state)
     free(p2);
 }
 
+/*
+ * A token spent for a key is redeemed again for that key only (a join
+ * interrupted after the spend retries with the key it kept), while it is
+ * unexpired; prune removes the key record with the spent one.
+ */
+static void test_spent_token_again_for_the_same_key(void **state)
+{
+    struct fx *f = *state;
+    char tok[TOKEN_STRLEN], *err = NULL, *ns, *sa, kp[160];
+    struct token t;
+    const char *why;
+    uint8_t k1[32], k2[32];
+    int64_t now = (int64_t)time(NULL);
+    struct stat st;
+    char *rp;
+
+    memset(k1, 0x11, sizeof(k1));
+    memset(k2, 0x22, sizeof(k2));
+    assert_int_equal(
+        token_create(f->dir, pin, "foo", "bar", 60, now, tok, &err), 0);
+    assert_int_equal(token_parse(tok, strlen(tok), &t, &why), 0);
+    assert_int_equal(token_redeem(f->dir, pin, &t, k1, now, &ns, &sa, &err), 0);
+    free(ns);
+    free(sa);
+    /* The same key again: the same identity. */
+    assert_int_equal(token_redeem(f->dir, pin, &t, k1, now, &ns, &sa, &err), 0);
+    assert_string_equal(ns, "foo");
+    assert_string_equal(sa, "bar");
+    free(ns);
+    free(sa);
+    /* Another key, or none: spent. */
+    assert_int_equal(token_redeem(f->dir, pin, &t, k2, now, &ns, &sa, &err),
+                     -1);
+    assert_string_equal(err, "join token already used");
+    free(err);
+    assert_int_equal(token_redeem(f->dir, pin, &t, NULL, now, &ns, &sa, &err),
+                     -1);
+    assert_string_equal(err, "join token already used");
+    free(err);
+    /* Past its expiry not even the same key gets it. */
+    assert_int_equal(
+        token_redeem(f->dir, pin, &t, k1, now + 60, &ns, &sa, &err), -1);
+    assert_non_null(strstr(err, "expired"));
+    free(err);
+    /* Pruning takes the key record too. */
+    rp = record_path(f->dir, tok);
+    snprintf(kp, sizeof(kp), "%s/tokens/spent/%s.key", f->dir,
+             strrchr(rp, '/') + 1);
+    assert_int_equal(stat(kp, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    token_prune(f->dir, now + 60 + TOKEN_KEEP_S + 1);
+    assert_int_equal(stat(kp, &st), -1);
+    free(rp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -332,6 +393,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_prune_old_records, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_spent_token_again_for_the_same_key,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
