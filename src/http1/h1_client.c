@@ -31,15 +31,10 @@ static void schedule(void *arg)
 {
     struct h1_client *c = arg;
 
+    /* The connection's own event runs process() on the next turn: no
+     * event of ours to keep per connection. */
     if (!c->closed)
-        event_active(&c->defer, EV_TIMEOUT, 0);
-}
-
-static void on_defer(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    process(arg);
+        conn_wake(&c->conn);
 }
 
 static void on_io(struct conn *conn, void *arg)
@@ -578,7 +573,6 @@ struct h1_client *h1_client_connect(struct event_base *base,
     LIST_INIT(&c->link);
     buf_init(&c->in, conf->lim.max_head);
     buf_init(&c->out, OUT_MAX);
-    event_assign(&c->defer, base, -1, 0, on_defer, c);
     timer_init(&c->timer, base, on_timer, c);
     if (tls != NULL && tls_conn_connect(&c->conn, tls, sni) < 0) {
         h1_client_free(c);
@@ -641,7 +635,6 @@ void h1_client_abandon(struct h1_client *c)
      * response pipe is left alone for it. */
     c->closed = 1;
     detach_stream(c);
-    event_del(&c->defer);
     timer_cancel(&c->timer);
     conn_want(&c->conn, 0, 0);
 }
@@ -654,7 +647,6 @@ void h1_client_free(struct h1_client *c)
     if (c->s != NULL && c->rp != RP_DONE)
         hpipe_abort(&c->s->resp_body);
     detach_stream(c);
-    event_del(&c->defer);
     timer_dispose(&c->timer);
     conn_close(&c->conn);
     h1_chunked_dispose(&c->chunked);

@@ -44,7 +44,6 @@ struct h1_client_conf {
 struct h1_client {
     struct conn conn;
     struct event_base *base;
-    struct event defer;
     struct timer timer;
     const struct h1_client_conf *conf;
     const struct h1_client_hooks *hooks;

@@ -44,15 +44,10 @@ static void schedule(void *arg)
 {
     struct h2_client *c = arg;
 
+    /* The connection's own event runs process() on the next turn: no
+     * event of ours to keep per connection. */
     if (!c->closed)
-        event_active(&c->defer, EV_TIMEOUT, 0);
-}
-
-static void on_defer(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    process(arg);
+        conn_wake(&c->conn);
 }
 
 static void on_io(struct conn *conn, void *arg)
@@ -113,7 +108,6 @@ static void client_close(struct h2_client *c)
     if (c->closed)
         return;
     c->closed = 1;
-    event_del(&c->defer);
     timer_cancel(&c->timer);
     conn_want(&c->conn, 0, 0);
     /* A connection that never became ready failed to connect: exchanges
@@ -546,7 +540,6 @@ struct h2_client *h2_client_connect(struct event_base *base,
     c->owner = owner;
     LIST_INIT(&c->streams);
     LIST_INIT(&c->link);
-    event_assign(&c->defer, base, -1, 0, on_defer, c);
     timer_init(&c->timer, base, on_timer, c);
     if (tls != NULL && tls_conn_connect(&c->conn, tls, sni) < 0) {
         conn_close(&c->conn);
@@ -628,7 +621,6 @@ void h2_client_free(struct h2_client *c)
             stream_end(LIST_ELEM(c->streams.next, struct h2c_stream, link), 0,
                        HFLAG_UC, 1);
     }
-    event_del(&c->defer);
     timer_dispose(&c->timer);
     if (c->ng != NULL)
         nghttp2_session_del(c->ng);

@@ -44,7 +44,6 @@ struct h2_client_conf {
 struct h2_client {
     struct conn conn;
     struct event_base *base;
-    struct event defer;
     struct timer timer;
     void *ng; /* nghttp2_session */
     const struct h2_client_conf *conf;

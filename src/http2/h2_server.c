@@ -53,7 +53,6 @@ struct h2_stream {
 struct h2_server {
     struct conn *c;
     struct event_base *base;
-    struct event defer;
     struct timer timer;
     struct timer drain_ev; /* from the shutdown notice to the last GOAWAY */
     nghttp2_session *ng;
@@ -83,15 +82,10 @@ static void schedule(void *arg)
 {
     struct h2_server *hs = arg;
 
+    /* The connection's own event runs process() on the next turn: no
+     * event of ours to keep per connection. */
     if (!hs->closed)
-        event_active(&hs->defer, EV_TIMEOUT, 0);
-}
-
-static void on_defer(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    process(arg);
+        conn_wake(hs->c);
 }
 
 static void on_io(struct conn *c, void *arg)
@@ -111,7 +105,6 @@ static void server_close(struct h2_server *hs)
     if (hs->closed)
         return;
     hs->closed = 1;
-    event_del(&hs->defer);
     timer_cancel(&hs->timer);
     timer_cancel(&hs->drain_ev);
     conn_want(hs->c, 0, 0);
@@ -678,7 +671,6 @@ struct h2_server *h2_server_new(struct event_base *base, struct conn *c,
     hs->sh = &stats->w[worker];
     LIST_INIT(&hs->streams);
     buf_init(&hs->out, OUT_MAX);
-    event_assign(&hs->defer, base, -1, 0, on_defer, hs);
     timer_init(&hs->timer, base, on_idle, hs);
     timer_init(&hs->drain_ev, base, on_drain_notice, hs);
     if (nghttp2_session_callbacks_new(&cb) != 0 ||
@@ -767,7 +759,6 @@ void h2_server_free(struct h2_server *hs)
         return;
     hs->hooks.closed = NULL;
     hs->closed = 1;
-    event_del(&hs->defer);
     timer_dispose(&hs->timer);
     timer_dispose(&hs->drain_ev);
     /* nghttp2_session_del() does not report open streams: release them
