@@ -1,5 +1,5 @@
 /*
- * pick_bench: the cost of one upool_pick() (ns), unweighted and weighted,
+ * pick_bench: the cost of one balancer_pick() (ns), unweighted and weighted,
  * for ROUND_ROBIN, RANDOM and LEAST_REQUEST over 8 endpoints, one worker,
  * no outlier detection. Best of 5 runs of 10M picks each.
  *
@@ -13,7 +13,9 @@
 #include <time.h>
 
 #include "core/addr.h"
+#include "upstream/balancer.h"
 #include "upstream/cluster.h"
+#include "upstream/pool.h"
 
 #define NEP 8
 #define PICKS 10000000L
@@ -54,7 +56,7 @@ static double bench(struct event_base *base, enum cluster_lb lb,
     for (int r = 0; r < RUNS; r++) {
         double t0 = now_ns(), dt;
         for (long i = 0; i < PICKS; i++)
-            sink += upool_pick(&p);
+            sink += balancer_pick(&p.lb);
         dt = (now_ns() - t0) / PICKS;
         if (dt < best)
             best = dt;

@@ -18,6 +18,8 @@
 #include "net/listener.h"
 #include "net/sock.h"
 #include "upstream/cluster.h"
+#include "upstream/hash.h"
+#include "upstream/outlier.h"
 
 #define ADMIN_BODY_MAX (16 * 1024 * 1024)
 

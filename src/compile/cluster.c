@@ -24,6 +24,8 @@
 #include "compile/istio.h"
 #include "tls/tls.h"
 #include "upstream/cluster.h"
+#include "upstream/hash.h"
+#include "upstream/outlier.h"
 
 void istio_clusters_init(struct istio_clusters *t,
                          const struct resource_set *set, int nworkers,

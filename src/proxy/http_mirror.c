@@ -204,10 +204,10 @@ static void mirror_launch(struct pstream *ps)
     list_append(&l->mirrors, &sp->link);
     ms = ps->timeout_ms > 0 ? ps->timeout_ms : MIRROR_TIMEOUT_MS;
     timer_arm(&sp->timer, ms);
-    sp->ep = upool_pick(pool);
+    sp->ep = balancer_pick(&pool->lb);
     sp->busy = 1;
     sp->busy_ep = sp->ep;
-    upool_busy(pool, sp->ep);
+    balancer_busy(&pool->lb, sp->ep);
     STAT_ADD(upool_stats(pool), rq_total, 1);
     STAT_ADD(sh, rq_mirror_sent, 1);
     pstream_connect_next(sp);

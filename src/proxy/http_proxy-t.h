@@ -11,6 +11,7 @@
 #include "net/conn.h"
 #include "event/timer.h"
 #include "proxy/http_proxy.h"
+#include "upstream/pool-t.h"
 
 struct h2_server;
 

@@ -29,6 +29,7 @@
 #include "policy/jwt.h"
 #include "proxy/router.h"
 #include "tls/tls.h"
+#include "upstream/pool.h"
 
 #define HANDSHAKE_TIMEOUT_MS 10000
 #define BODY_POOL_KEEP 64

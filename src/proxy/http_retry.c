@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "proxy/http_stream-int.h"
+#include "upstream/outlier.h"
 
 /*
  * The request can be sent again from its start: it has no body, or all of
@@ -161,7 +162,7 @@ void pstream_retry_later(struct pstream *ps)
     s->resp.content_length = -1;
     hpipe_reset(&s->resp_body);
     ps->attempts = 0;
-    ps->ep = upool_next(ps->pool, ps->ep);
+    ps->ep = balancer_next(&ps->pool->lb, ps->ep);
     timer_arm(&ps->delay, ms);
 }
 
@@ -183,7 +184,7 @@ void pstream_on_try_timeout(void *arg)
         return;
     STAT_ADD(upool_stats(ps->pool), rq_per_try_timeout, 1);
     if (ps->uc != NULL || ps->h2s != NULL)
-        upool_report(ps->pool, ps->ep, OUTLIER_TIMEOUT);
+        cluster_report(ps->pool->cl, ps->ep, OUTLIER_TIMEOUT);
     pstream_release_upstream(ps, 0);
     if (pstream_should_retry(ps, retriable_timeout(ps))) {
         pstream_retry_later(ps);

@@ -16,6 +16,9 @@
 #include "net/listener.h"
 #include "proxy/http_proxy-t.h"
 #include "proxy/router.h"
+#include "upstream/balancer.h"
+#include "upstream/cluster.h"
+#include "upstream/pool.h"
 
 /*
  * A request body is kept for a retry or a mirror up to this many bytes:

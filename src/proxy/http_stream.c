@@ -16,6 +16,8 @@
 #include "net/listener.h"
 #include "proxy/http_stream-int.h"
 #include "tls/tls.h"
+#include "upstream/hash.h"
+#include "upstream/outlier.h"
 
 #define CONNECT_ATTEMPTS 3
 
@@ -163,7 +165,7 @@ void pstream_up_finished(struct pstream *ps)
         ps->waiting = 0;
     }
     if (ps->busy) {
-        upool_done(ps->pool, ps->busy_ep);
+        balancer_done(&ps->pool->lb, ps->busy_ep);
         ps->busy = 0;
     }
     /* The upstream side is over: its deadline no longer applies (a slow
@@ -261,7 +263,7 @@ void pstream_on_timeout(void *arg)
 
     STAT_ADD(upool_stats(ps->pool), rq_timeout, 1);
     if ((ps->uc != NULL || ps->h2s != NULL) && ps->s->resp.status == 0)
-        upool_report(ps->pool, ps->ep, OUTLIER_TIMEOUT);
+        cluster_report(ps->pool->cl, ps->ep, OUTLIER_TIMEOUT);
     pstream_release_upstream(ps, 0);
     pstream_local_reply(ps, 504, HFLAG_UT, "upstream request timeout\n");
     pstream_up_finished(ps);
@@ -289,12 +291,12 @@ static void up_connect_failed(void *ctx, struct h1_client *c, int timeout)
     }
 
     STAT_ADD(upool_stats(ps->pool), cx_connect_fail, 1);
-    upool_report(ps->pool, c->endpoint, OUTLIER_CONNECT_FAILED);
+    cluster_report(ps->pool->cl, c->endpoint, OUTLIER_CONNECT_FAILED);
     if (timeout)
         STAT_ADD(upool_stats(ps->pool), cx_connect_timeout, 1);
     ps->uc = NULL;
     upool_discard(ps->pool, c);
-    ps->ep = upool_next(ps->pool, ps->ep);
+    ps->ep = balancer_next(&ps->pool->lb, ps->ep);
     pstream_connect_next(ps);
 }
 
@@ -304,7 +306,7 @@ static void up_head(void *ctx, struct h1_client *c)
     struct hstream *s = ps->s;
 
     (void)c;
-    upool_report(ps->pool, ps->ep, s->resp.status);
+    cluster_report(ps->pool->cl, ps->ep, s->resp.status);
     /* The client side may have answered already (a bad request body). */
     if (s->down_done || s->resp_started)
         return;
@@ -362,7 +364,7 @@ static void up_done(void *ctx, struct h1_client *c, int ok, int reusable,
     /* Broken before any answer: the endpoint's failure, for outlier
      * detection (an answer was counted when its head came). */
     if (!ok && s->resp.status == 0 && !(flags & HFLAG_DC))
-        upool_report(ps->pool, ps->ep, OUTLIER_RESET);
+        cluster_report(ps->pool->cl, ps->ep, OUTLIER_RESET);
     if (!ok && pstream_should_retry(ps, pstream_retriable_failure(ps, flags))) {
         pstream_release_upstream(ps, 0);
         pstream_retry_later(ps);
@@ -407,8 +409,8 @@ static void h2_done(void *ctx, int ok, unsigned flags)
     if (!ok && (flags & HFLAG_UF) && !ps->s->resp_started) {
         /* The connection never came up: try the next endpoint. */
         STAT_ADD(upool_stats(ps->pool), cx_connect_fail, 1);
-        upool_report(ps->pool, ps->ep, OUTLIER_CONNECT_FAILED);
-        ps->ep = upool_next(ps->pool, ps->ep);
+        cluster_report(ps->pool->cl, ps->ep, OUTLIER_CONNECT_FAILED);
+        ps->ep = balancer_next(&ps->pool->lb, ps->ep);
         pstream_connect_next(ps);
         return;
     }
@@ -442,7 +444,7 @@ void pstream_connect_next(struct pstream *ps)
             ps->attempts++;
             if (h2 == NULL) {
                 STAT_ADD(upool_stats(p), cx_connect_fail, 1);
-                ps->ep = upool_next(p, ps->ep);
+                ps->ep = balancer_next(&p->lb, ps->ep);
                 continue;
             }
             ps->upstream = &cl->endpoints[ps->ep];
@@ -473,7 +475,7 @@ void pstream_connect_next(struct pstream *ps)
             ps->attempts++;
             if (c == NULL) {
                 STAT_ADD(upool_stats(p), cx_connect_fail, 1);
-                ps->ep = upool_next(p, ps->ep);
+                ps->ep = balancer_next(&p->lb, ps->ep);
                 continue;
             }
         } else {
@@ -523,8 +525,8 @@ static size_t pick_endpoint(struct pstream *ps)
                         slice_of(ps->client ? ps->client : hc->peer_ip),
                         (struct slice){(const char *)&hc->peer, hc->peerlen},
                         &ps->s->arena, &key, &ps->set_cookie))
-        return upool_pick_hash(ps->pool, key);
-    return upool_pick(ps->pool);
+        return balancer_pick_hash(&ps->pool->lb, key);
+    return balancer_pick(&ps->pool->lb);
 }
 
 static void on_request(void *ctx, struct hstream *s)
@@ -615,7 +617,7 @@ static void on_request(void *ctx, struct hstream *s)
      * (retries move on but count against the first pick). */
     ps->busy = 1;
     ps->busy_ep = ps->ep;
-    upool_busy(ps->pool, ps->ep);
+    balancer_busy(&ps->pool->lb, ps->ep);
     STAT_ADD(upool_stats(ps->pool), rq_total, 1);
     {
         /* The deadline: the route's timeout, or the client's grpc-timeout

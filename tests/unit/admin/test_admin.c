@@ -30,6 +30,7 @@
 
 #include "admin/admin.h"
 #include "upstream/cluster.h"
+#include "upstream/outlier.h"
 #include "core/addr.h"
 #include "core/buf.h"
 #include "core/clock.h"

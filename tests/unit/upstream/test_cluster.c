@@ -1,42 +1,37 @@
 #include "config.h"
 
-#include <event2/event.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
-#include <math.h>
 
 #include "core/addr.h"
 #include "core/clock.h"
-#include "net/listener.h"
 #include "upstream/cluster.h"
+#include "upstream/outlier.h"
 
 #define NEP 4
-#define PICKS 40000
 
 struct fx {
-    struct event_base *base;
+    struct addr eps[NEP];
     struct cluster *cl;
-    struct upool pool;
 };
 
 static int setup(void **state)
 {
     static struct fx f;
-    struct addr eps[NEP];
     const char *why;
 
     memset(&f, 0, sizeof(f));
     for (int i = 0; i < NEP; i++) {
         char s[32];
         snprintf(s, sizeof(s), "127.0.0.1:%d", 9000 + i);
-        assert_int_equal(addr_parse(&eps[i], s, strlen(s), 0, &why), 0);
+        assert_int_equal(addr_parse(&f.eps[i], s, strlen(s), 0, &why), 0);
     }
-    f.base = event_base_new();
-    f.cl = cluster_new("c", eps, NEP, 1);
+    f.cl = cluster_new("c", f.eps, NEP, 1);
     assert_non_null(f.cl);
     *state = &f;
     return 0;
@@ -46,65 +41,62 @@ static int teardown(void **state)
 {
     struct fx *f = *state;
 
-    upool_dispose(&f->pool);
     cluster_unref(f->cl);
-    event_base_free(f->base);
     return 0;
 }
 
-static void count(struct fx *f, unsigned *hits)
-{
-    memset(hits, 0, NEP * sizeof(*hits));
-    for (int i = 0; i < PICKS; i++)
-        hits[upool_pick(&f->pool)]++;
-}
-
-static void test_round_robin_is_exact(void **state)
+/* A new cluster holds its own copy of the endpoints, one reference, and
+ * zeroed counters; one without endpoints needs no array. */
+static void test_new_copies_endpoints(void **state)
 {
     struct fx *f = *state;
-    unsigned hits[NEP];
+    struct cluster *empty = cluster_new("e", NULL, 0, 2);
+    struct cluster_counters sum;
 
-    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
-    count(f, hits);
-    for (int i = 0; i < NEP; i++)
-        assert_int_equal(hits[i], PICKS / NEP);
+    assert_string_equal(f->cl->name, "c");
+    assert_int_equal(f->cl->nendpoints, NEP);
+    assert_ptr_not_equal(f->cl->endpoints, f->eps);
+    assert_memory_equal(f->cl->endpoints, f->eps, sizeof(f->eps));
+    assert_int_equal(f->cl->refs, 1);
+    cluster_sum(f->cl, &sum);
+    assert_int_equal(sum.rq_total, 0);
+    assert_non_null(empty);
+    assert_int_equal(empty->nendpoints, 0);
+    assert_int_equal(empty->nworkers, 2);
+    cluster_unref(empty);
+    cluster_unref(NULL);
 }
 
-static void test_random_is_spread(void **state)
+/* Each reference is dropped once; the cluster lives until the last. */
+static void test_ref_counts(void **state)
 {
     struct fx *f = *state;
-    unsigned hits[NEP];
 
-    f->cl->lb = CLUSTER_LB_RANDOM;
-    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
-    count(f, hits);
-    /* Each share within 10% of a quarter (over 20 standard deviations of
-     * room: this never fails by chance). */
-    for (int i = 0; i < NEP; i++)
-        assert_true(hits[i] > PICKS / NEP * 9 / 10 &&
-                    hits[i] < PICKS / NEP * 11 / 10);
+    assert_ptr_equal(cluster_ref(f->cl), f->cl);
+    assert_int_equal(f->cl->refs, 2);
+    cluster_unref(f->cl);
+    assert_int_equal(f->cl->refs, 1);
 }
 
-static void test_least_request_avoids_the_busy_endpoint(void **state)
+/* cluster_sum() adds every worker's shard, counter by counter. */
+static void test_sum_adds_every_worker(void **state)
 {
-    struct fx *f = *state;
-    unsigned hits[NEP];
+    struct cluster *c = cluster_new("w", NULL, 0, 3);
+    struct cluster_counters sum;
 
-    f->cl->lb = CLUSTER_LB_LEAST_REQUEST;
-    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
-    for (int i = 0; i < 100; i++)
-        upool_busy(&f->pool, 0);
-    count(f, hits);
-    /* Endpoint 0 wins only when both choices fall on it: 1/16. */
-    assert_true(hits[0] < PICKS / 16 * 13 / 10);
-    assert_true(hits[0] > PICKS / 16 * 7 / 10);
-    for (int i = 0; i < 100; i++)
-        upool_done(&f->pool, 0);
-    count(f, hits);
-    assert_true(hits[0] > PICKS / NEP * 9 / 10);
-    /* done() never goes below zero. */
-    upool_done(&f->pool, 1);
-    assert_int_equal(f->pool.active[1], 0);
+    (void)state;
+    assert_non_null(c);
+    for (int i = 0; i < 3; i++) {
+        c->w[i].rq_total = (uint64_t)i + 1;
+        c->w[i].cx_overflow = 10;
+        c->w[i].rq_pending = (uint64_t)i;
+    }
+    cluster_sum(c, &sum);
+    assert_int_equal(sum.rq_total, 6);
+    assert_int_equal(sum.cx_overflow, 30);
+    assert_int_equal(sum.rq_pending, 3);
+    assert_int_equal(sum.cx_total, 0);
+    cluster_unref(c);
 }
 
 static void test_circuit_breaker_admits_up_to_the_limit(void **state)
@@ -145,430 +137,116 @@ static void test_circuit_breaker_admits_up_to_the_limit(void **state)
     assert_int_equal(f->cl->retries_active, 0);
 }
 
-/* Outlier detection on the cluster: consecutive 5xx 3, 1 h ejections, up
- * to 75% ejected, panic when none is left. */
-static void add_detector(struct cluster *cl, uint32_t min_health)
+/* The connections breaker counts only when limited; a forced slot goes
+ * past the limit and is given back like any other. */
+static void test_connection_breaker(void **state)
 {
+    struct fx *f = *state;
+
+    for (int i = 0; i < 10; i++)
+        assert_true(cluster_admit_conn(f->cl));
+    assert_int_equal(f->cl->cx_active, 0);
+    cluster_release_conn(f->cl);
+    assert_int_equal(f->cl->cx_active, 0);
+
+    f->cl->max_connections = 1;
+    assert_true(cluster_admit_conn(f->cl));
+    assert_false(cluster_admit_conn(f->cl));
+    assert_int_equal(f->cl->cx_active, 1);
+    cluster_force_conn(f->cl);
+    assert_int_equal(f->cl->cx_active, 2);
+    cluster_release_conn(f->cl);
+    assert_false(cluster_admit_conn(f->cl));
+    cluster_release_conn(f->cl);
+    assert_true(cluster_admit_conn(f->cl));
+    cluster_release_conn(f->cl);
+    assert_int_equal(f->cl->cx_active, 0);
+}
+
+/* The pending-requests breaker counts every waiting request. */
+static void test_pending_breaker(void **state)
+{
+    struct fx *f = *state;
+
+    assert_true(cluster_admit_pending(f->cl));
+    assert_true(cluster_admit_pending(f->cl));
+    assert_int_equal(f->cl->rq_waiting, 2);
+    cluster_release_pending(f->cl);
+    f->cl->max_pending = 1;
+    assert_false(cluster_admit_pending(f->cl));
+    cluster_release_pending(f->cl);
+    assert_true(cluster_admit_pending(f->cl));
+    cluster_release_pending(f->cl);
+    assert_int_equal(f->cl->rq_waiting, 0);
+}
+
+/* Weights are kept (0 as 1) with their inverses and an alias table only
+ * when they differ. */
+static void test_set_weights(void **state)
+{
+    struct fx *f = *state;
+    const uint32_t w[NEP] = {0, 2, 4, 1}, same[NEP] = {3, 3, 3, 3};
+
+    assert_int_equal(cluster_set_weights(f->cl, w), 0);
+    assert_non_null(f->cl->weights);
+    assert_non_null(f->cl->alias);
+    assert_int_equal(cluster_weight(f->cl, 0), 1);
+    assert_int_equal(cluster_weight(f->cl, 2), 4);
+    assert_true(f->cl->inv_weights[2] == 0.25);
+    assert_int_equal(cluster_set_weights(f->cl, same), 0);
+    assert_null(f->cl->weights);
+    assert_null(f->cl->inv_weights);
+    assert_null(f->cl->alias);
+    assert_int_equal(cluster_weight(f->cl, 2), 1);
+}
+
+/* Reports reach the cluster's detector: three 5xx in a row eject, a
+ * success breaks the run, an endpoint the cluster does not have is
+ * ignored; without a detector a report does nothing. */
+static void test_report_reaches_the_detector(void **state)
+{
+    struct fx *f = *state;
     struct outlier_conf c;
 
+    cluster_report(f->cl, 1, 503); /* no detector */
     memset(&c, 0, sizeof(c));
     c.consecutive_5xx = 3;
     c.interval_ms = 10000;
     c.base_ejection_ms = 3600 * 1000;
     c.max_ejection_ms = c.base_ejection_ms;
     c.max_ejection_pct = 75;
-    c.min_health_pct = min_health;
-    cl->od = outlier_new(&c, cl->nendpoints);
-    assert_non_null(cl->od);
-}
-
-static void eject(struct upool *p, size_t ep)
-{
-    for (int i = 0; i < 3; i++)
-        upool_report(p, ep, 503);
-    assert_true(outlier_ejected(p->cl->od, ep, clock_ms()));
-}
-
-/* Every balancer skips an ejected endpoint; round robin shares evenly
- * among the others. */
-static void test_balancers_skip_ejected_endpoints(void **state)
-{
-    struct fx *f = *state;
-    unsigned hits[NEP];
-    const enum cluster_lb lbs[] = {CLUSTER_LB_ROUND_ROBIN, CLUSTER_LB_RANDOM,
-                                   CLUSTER_LB_LEAST_REQUEST};
-
-    add_detector(f->cl, 0);
-    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
-    eject(&f->pool, 2);
-    for (size_t k = 0; k < sizeof(lbs) / sizeof(lbs[0]); k++) {
-        f->cl->lb = lbs[k];
-        count(f, hits);
-        assert_int_equal(hits[2], 0);
-        for (int i = 0; i < NEP; i++)
-            if (i != 2)
-                /* A third each, within 10% (over 15 standard deviations). */
-                assert_true(hits[i] > PICKS / 3 * 9 / 10 &&
-                            hits[i] < PICKS / 3 * 11 / 10);
-        if (lbs[k] == CLUSTER_LB_ROUND_ROBIN)
-            for (int i = 0; i < NEP; i++)
-                assert_true(i == 2 || hits[i] == PICKS / 3 ||
-                            hits[i] == PICKS / 3 + 1);
-    }
-    /* The next endpoint for another try skips it too. */
-    assert_int_equal(upool_next(&f->pool, 1), 3);
-    assert_int_equal(upool_next(&f->pool, 3), 0);
-}
-
-/* Two workers' pools share the cluster's detector: failures seen by each
- * add up to one run, as Envoy's detector is per cluster. */
-static void test_workers_share_the_detector(void **state)
-{
-    struct fx *f = *state;
-    struct upool other;
-
-    add_detector(f->cl, 0);
-    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
-    assert_int_equal(upool_init(&other, f->cl, f->base, 1, NULL), 0);
-    upool_report(&f->pool, 1, 500);
-    upool_report(&other, 1, 502);
+    f->cl->od = outlier_new(&c, f->cl->nendpoints);
+    assert_non_null(f->cl->od);
+    cluster_report(f->cl, 1, 503);
+    cluster_report(f->cl, 1, 503);
+    cluster_report(f->cl, 1, 200);
+    cluster_report(f->cl, 1, 503);
     assert_false(outlier_ejected(f->cl->od, 1, clock_ms()));
-    upool_report(&f->pool, 1, 503);
-    for (int i = 0; i < 1000; i++) {
-        assert_int_not_equal(upool_pick(&f->pool), 1);
-        assert_int_not_equal(upool_pick(&other), 1);
-    }
-    upool_dispose(&other);
-}
-
-/* With every endpoint ejected (or fewer healthy than minHealthPercent),
- * balancing ignores ejections instead of failing every request. */
-static void test_panic_uses_every_endpoint(void **state)
-{
-    struct fx *f = *state;
-    unsigned hits[NEP];
-
-    add_detector(f->cl, 50);
-    f->cl->od->conf.max_ejection_pct = 100;
-    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
-    eject(&f->pool, 0);
-    eject(&f->pool, 1);
-    count(f, hits); /* 50% healthy: not below 50%, still honoured */
-    assert_int_equal(hits[0] + hits[1], 0);
-    eject(&f->pool, 2);
-    count(f, hits);
+    cluster_report(f->cl, 1, 503);
+    cluster_report(f->cl, 1, OUTLIER_CONNECT_FAILED);
+    assert_true(outlier_ejected(f->cl->od, 1, clock_ms()));
+    cluster_report(f->cl, NEP, 503);
+    cluster_report(f->cl, NEP, 503);
+    cluster_report(f->cl, NEP, 503);
     for (int i = 0; i < NEP; i++)
-        assert_int_equal(hits[i], PICKS / NEP);
-}
-
-/* A consistent-hash cluster: a key keeps its endpoint; when that one is
- * ejected the key moves to the next point's endpoint and only those keys
- * move; when its time is up (a clock set back an hour stands in for the
- * wait) the keys come home. Requests without a key spread. */
-static void test_hash_walks_past_ejected_endpoints(void **state)
-{
-    struct fx *f = *state;
-    struct lb_hash_conf hc;
-    char *err = NULL;
-    size_t home[2000];
-    unsigned hits[NEP];
-    size_t victim;
-    unsigned moved = 0;
-
-    memset(&hc, 0, sizeof(hc));
-    hc.key = LB_KEY_SOURCE_IP;
-    hc.algo = LB_RING_HASH;
-    f->cl->hash = lb_hash_new(&hc, f->cl->endpoints, NULL, NEP, &err);
-    assert_non_null(f->cl->hash);
-    f->cl->lb = CLUSTER_LB_HASH;
-    add_detector(f->cl, 0);
-    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
-    for (uint64_t k = 0; k < 2000; k++) {
-        home[k] = upool_pick_hash(&f->pool, lb_hash_bytes(&k, sizeof(k), 7));
-        assert_int_equal(
-            home[k],
-            upool_pick_hash(&f->pool, lb_hash_bytes(&k, sizeof(k), 7)));
-    }
-    victim = home[0];
-    eject(&f->pool, victim);
-    for (uint64_t k = 0; k < 2000; k++) {
-        size_t e = upool_pick_hash(&f->pool, lb_hash_bytes(&k, sizeof(k), 7));
-        assert_int_not_equal(e, victim);
-        if (home[k] != victim)
-            assert_int_equal(e, home[k]);
-        else
-            moved++;
-    }
-    assert_true(moved > 0);
-    /* Its ejection, seen from an hour later, is over. */
-    outlier_free(f->cl->od);
-    add_detector(f->cl, 0);
-    for (int i = 0; i < 3; i++)
-        outlier_report(f->cl->od, victim, 503,
-                       clock_ms() - f->cl->od->conf.base_ejection_ms - 1);
-    for (uint64_t k = 0; k < 2000; k++)
-        assert_int_equal(
-            home[k],
-            upool_pick_hash(&f->pool, lb_hash_bytes(&k, sizeof(k), 7)));
-    /* No key: random points, every endpoint gets some. */
-    count(f, hits);
-    for (int i = 0; i < NEP; i++)
-        assert_true(hits[i] > 0);
-}
-
-/* Weights of the weighted tests: unequal, and the heaviest (2) is the
- * one they eject. */
-static const uint32_t weights[NEP] = {1, 2, 7, 3};
-
-/*
- * Each endpoint's share of PICKS is its weight over the total of the
- * endpoints in service (skip: one that is out, or -1), within 6 standard
- * deviations of a binomial count; the one out gets nothing.
- */
-static void check_shares(const unsigned *hits, const uint32_t *w, int skip)
-{
-    double total = 0;
-
-    for (int i = 0; i < NEP; i++)
-        if (i != skip)
-            total += w[i];
-    for (int i = 0; i < NEP; i++) {
-        double p = i == skip ? 0 : w[i] / total;
-        double sd = sqrt(PICKS * p * (1 - p));
-        if (i == skip)
-            assert_int_equal(hits[i], 0);
-        else
-            assert_true(fabs(hits[i] - PICKS * p) <= 6 * sd);
-    }
-}
-
-static void weigh(struct fx *f, const uint32_t *w)
-{
-    assert_int_equal(cluster_set_weights(f->cl, w), 0);
-    assert_non_null(f->cl->weights);
-}
-
-/* Equal weights (0 counts as 1) keep the cluster unweighted, so its
- * balancers are the plain ones, exactly as without weights. */
-static void test_equal_weights_keep_plain_balancing(void **state)
-{
-    struct fx *f = *state;
-    const uint32_t same[NEP] = {5, 5, 5, 5}, ones[NEP] = {0, 1, 1, 0};
-    unsigned hits[NEP];
-
-    assert_int_equal(cluster_set_weights(f->cl, same), 0);
-    assert_null(f->cl->weights);
-    assert_int_equal(cluster_set_weights(f->cl, ones), 0);
-    assert_null(f->cl->weights);
-    assert_int_equal(cluster_weight(f->cl, 1), 1);
-    weigh(f, weights);
-    assert_int_equal(cluster_weight(f->cl, 2), 7);
-    /* Back to equal: the weights go. */
-    assert_int_equal(cluster_set_weights(f->cl, same), 0);
-    assert_null(f->cl->weights);
-    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
-    assert_null(f->pool.edf);
-    count(f, hits);
-    for (int i = 0; i < NEP; i++)
-        assert_int_equal(hits[i], PICKS / NEP);
-}
-
-/*
- * Weighted round robin (Envoy's EDF scheduler): each endpoint's count is
- * its weight's share, to a pick, and the turns are spread: in every run
- * of 13 picks (the total weight) each endpoint has its weight's worth of
- * them, give or take one, rather than 7 in a row for the heaviest.
- */
-static void test_weighted_round_robin_follows_weights(void **state)
-{
-    struct fx *f = *state;
-    unsigned hits[NEP];
-    size_t seq[PICKS];
-
-    weigh(f, weights);
-    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
-    memset(hits, 0, sizeof(hits));
-    for (int i = 0; i < PICKS; i++) {
-        seq[i] = upool_pick(&f->pool);
-        hits[seq[i]]++;
-    }
-    check_shares(hits, weights, -1);
-    for (int i = 0; i < NEP; i++)
-        assert_true(fabs(hits[i] - PICKS * weights[i] / 13.0) <= 1);
-    for (int start = 0; start + 13 <= PICKS; start++) {
-        unsigned win[NEP] = {0};
-        for (int k = 0; k < 13; k++)
-            win[seq[start + k]]++;
-        for (int i = 0; i < NEP; i++)
-            assert_true(win[i] + 1 >= weights[i] && win[i] <= weights[i] + 1);
-    }
-}
-
-/* Slot i of the alias table gives below/2^32 of its 1/NEP to i and the
- * rest to its alias: the sums are the weights' shares. */
-static void check_alias(const struct cluster *cl, const uint32_t *w)
-{
-    double got[NEP] = {0}, total = 0;
-
-    for (int i = 0; i < NEP; i++) {
-        double own = cl->alias[i].below / 4294967296.0;
-        assert_true(own <= 1.0);
-        got[i] += own / NEP;
-        got[cl->alias[i].other] += (1 - own) / NEP;
-        total += w[i];
-    }
-    for (int i = 0; i < NEP; i++)
-        assert_true(fabs(got[i] - w[i] / total) < 1e-9);
-}
-
-/* Weighted random (Walker's alias table): each endpoint's share is its
- * weight's, in the table exactly and in draws within 6 sd. */
-static void test_weighted_random_follows_weights(void **state)
-{
-    struct fx *f = *state;
-    unsigned hits[NEP];
-
-    const uint32_t extreme[NEP] = {1, UINT32_MAX, 3, 1000000};
-
-    f->cl->lb = CLUSTER_LB_RANDOM;
-    /* The alias table holds each endpoint's exact share (to 2^-32), even
-     * for weights far apart. */
-    weigh(f, extreme);
-    check_alias(f->cl, extreme);
-    weigh(f, weights);
-    check_alias(f->cl, weights);
-    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
-    count(f, hits);
-    check_shares(hits, weights, -1);
-}
-
-/*
- * Weighted least request (Envoy's, active_request_bias 1.0): an endpoint
- * is scheduled by weight / (requests in flight + 1). Idle, the shares are
- * the weights; with 6 requests in flight on the weight-7 endpoint it
- * counts as weight 1.
- */
-static void test_weighted_least_request(void **state)
-{
-    struct fx *f = *state;
-    const uint32_t busy[NEP] = {1, 2, 1, 3};
-    unsigned hits[NEP];
-
-    f->cl->lb = CLUSTER_LB_LEAST_REQUEST;
-    weigh(f, weights);
-    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
-    count(f, hits);
-    check_shares(hits, weights, -1);
-    for (int i = 0; i < 6; i++)
-        upool_busy(&f->pool, 2);
-    count(f, hits);
-    check_shares(hits, busy, -1);
-    for (int i = 0; i < 6; i++)
-        upool_done(&f->pool, 2);
-    count(f, hits);
-    check_shares(hits, weights, -1);
-}
-
-/*
- * Every weighted balancer skips an ejected endpoint, here the heaviest
- * (7 of 13): the others share by weight among themselves. When it is back
- * (a new detector with nothing ejected stands in for the end of its
- * ejection) it gets its share again.
- */
-static void test_weighted_balancers_skip_ejected_endpoints(void **state)
-{
-    struct fx *f = *state;
-    unsigned hits[NEP];
-    const enum cluster_lb lbs[] = {CLUSTER_LB_ROUND_ROBIN, CLUSTER_LB_RANDOM,
-                                   CLUSTER_LB_LEAST_REQUEST};
-
-    weigh(f, weights);
-    for (size_t k = 0; k < sizeof(lbs) / sizeof(lbs[0]); k++) {
-        f->cl->lb = lbs[k];
-        add_detector(f->cl, 0);
-        assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
-        count(f, hits);
-        check_shares(hits, weights, -1);
-        eject(&f->pool, 2);
-        count(f, hits);
-        check_shares(hits, weights, 2);
-        if (lbs[k] != CLUSTER_LB_RANDOM) /* parked, not drawn again */
-            assert_int_equal(f->pool.nparked, 1);
-        /* The next endpoint for another try skips it too. */
-        assert_int_equal(upool_next(&f->pool, 1), 3);
-        outlier_free(f->cl->od);
-        add_detector(f->cl, 0);
-        count(f, hits);
-        check_shares(hits, weights, -1);
-        if (lbs[k] != CLUSTER_LB_RANDOM)
-            assert_int_equal(f->pool.nparked, 0);
-        upool_dispose(&f->pool);
-        outlier_free(f->cl->od);
-        f->cl->od = NULL;
-    }
-}
-
-/* With every endpoint ejected, weighted balancing uses them all, by
- * weight (panic mode). */
-static void test_weighted_panic_uses_every_endpoint(void **state)
-{
-    struct fx *f = *state;
-    unsigned hits[NEP];
-
-    weigh(f, weights);
-    add_detector(f->cl, 0);
-    f->cl->od->conf.max_ejection_pct = 100;
-    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
-    for (int i = 0; i < NEP; i++)
-        eject(&f->pool, (size_t)i);
-    count(f, hits);
-    check_shares(hits, weights, -1);
-}
-
-/* A weighted Maglev cluster: keys keep their endpoint, an ejected
- * endpoint's keys go elsewhere, keyless requests spread by weight. */
-static void test_weighted_hash_cluster(void **state)
-{
-    struct fx *f = *state;
-    struct lb_hash_conf hc;
-    char *err = NULL;
-    unsigned hits[NEP];
-
-    weigh(f, weights);
-    memset(&hc, 0, sizeof(hc));
-    hc.key = LB_KEY_SOURCE_IP;
-    hc.algo = LB_MAGLEV;
-    hc.size = 65537;
-    f->cl->hash = lb_hash_new(&hc, f->cl->endpoints, f->cl->weights, NEP, &err);
-    assert_non_null(f->cl->hash);
-    f->cl->lb = CLUSTER_LB_HASH;
-    add_detector(f->cl, 0);
-    assert_int_equal(upool_init(&f->pool, f->cl, f->base, 0, NULL), 0);
-    /* Slots are weights' shares within a slot or two (test_hash): the
-     * table adds nothing to the sampling spread worth counting. */
-    count(f, hits);
-    check_shares(hits, weights, -1);
-    eject(&f->pool, 2);
-    for (uint64_t k = 0; k < 2000; k++)
-        assert_int_not_equal(
-            upool_pick_hash(&f->pool, lb_hash_bytes(&k, sizeof(k), 7)), 2);
-    count(f, hits);
-    assert_int_equal(hits[2], 0);
-    for (int i = 0; i < NEP; i++)
-        assert_true(i == 2 || hits[i] > 0);
+        assert_true(i == 1 ||
+                    !outlier_ejected(f->cl->od, (size_t)i, clock_ms()));
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_round_robin_is_exact, setup,
+        cmocka_unit_test_setup_teardown(test_new_copies_endpoints, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_random_is_spread, setup, teardown),
-        cmocka_unit_test_setup_teardown(
-            test_least_request_avoids_the_busy_endpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ref_counts, setup, teardown),
+        cmocka_unit_test(test_sum_adds_every_worker),
         cmocka_unit_test_setup_teardown(
             test_circuit_breaker_admits_up_to_the_limit, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_balancers_skip_ejected_endpoints,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_workers_share_the_detector, setup,
+        cmocka_unit_test_setup_teardown(test_connection_breaker, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_panic_uses_every_endpoint, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_hash_walks_past_ejected_endpoints,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_equal_weights_keep_plain_balancing,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(
-            test_weighted_round_robin_follows_weights, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_weighted_random_follows_weights,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_weighted_least_request, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(
-            test_weighted_balancers_skip_ejected_endpoints, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_weighted_panic_uses_every_endpoint,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_weighted_hash_cluster, setup,
+        cmocka_unit_test_setup_teardown(test_pending_breaker, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_set_weights, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_report_reaches_the_detector, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
