@@ -20,6 +20,7 @@
 #include "config/resource.h"
 #include "compile/compile.h"
 #include "core/buf.h"
+#include "core/err.h"
 #include "core/log.h"
 #include "compile/istio.h"
 #include "tls/tls.h"
@@ -570,9 +571,8 @@ static int apply_tls(const struct istio_clusters *t, struct cluster *c,
     if (c->tls == NULL && errp != NULL) {
         /* The bootstrap's clusters: a context that does not load is a
          * config error, as it always was. */
-        if (asprintf(errp, "cluster %s: %s", c->name,
-                     err ? err : "TLS setup failed") < 0)
-            *errp = NULL;
+        err_set(errp, "cluster %s: %s", c->name,
+                err ? err : "TLS setup failed");
         free(err);
         return -1;
     }

@@ -17,6 +17,7 @@
 #include "config/bootstrap.h"
 #include "config/resource.h"
 #include "core/buf.h"
+#include "core/err.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "policy/peerauthn.h"
@@ -199,20 +200,6 @@ static int file_exists(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-static int set_errf(char **err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static int set_errf(char **err, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    if (vasprintf(err, fmt, ap) < 0)
-        *err = NULL;
-    va_end(ap);
-    return -1;
-}
-
 static int copy_strs(char ***dst, size_t *n, const struct conf_strs *src)
 {
     for (size_t i = 0; i < src->n; i++)
@@ -249,15 +236,15 @@ static int server_tls(const struct bootstrap *bs, const char *gname,
                 0 ||
             asprintf(&out->key, "%s/identity/key.pem", bs->ca.dir) < 0 ||
             asprintf(&out->ca, "%s/identity/root-cert.pem", bs->ca.dir) < 0)
-            return set_errf(err, "out of memory");
+            return err_set(err, "out of memory");
         if (!file_exists(out->cert) || !file_exists(out->ca))
-            return set_errf(err,
-                            "Gateway %s: port %" PRId64 ": tls mode "
-                            "ISTIO_MUTUAL needs this node's mesh certificate "
-                            "in %s/identity (ca.enabled, or join a CA)",
-                            gname, sv->port.number, bs->ca.dir);
+            return err_set(err,
+                           "Gateway %s: port %" PRId64 ": tls mode "
+                           "ISTIO_MUTUAL needs this node's mesh certificate "
+                           "in %s/identity (ca.enabled, or join a CA)",
+                           gname, sv->port.number, bs->ca.dir);
         if (copy_strs(&out->sans, &out->nsans, &t->subject_alt_names) < 0)
-            return set_errf(err, "out of memory");
+            return err_set(err, "out of memory");
         return 0;
     }
     if (t->server_certificate != NULL && t->server_certificate[0] != '\0') {
@@ -267,31 +254,31 @@ static int server_tls(const struct bootstrap *bs, const char *gname,
         if (asprintf(&out->cert, "%s/%s/tls.crt", dir, t->credential_name) <
                 0 ||
             asprintf(&out->key, "%s/%s/tls.key", dir, t->credential_name) < 0)
-            return set_errf(err, "out of memory");
+            return err_set(err, "out of memory");
     } else {
-        return set_errf(err,
-                        "Gateway %s: port %" PRId64 ": a TLS-terminating "
-                        "server needs serverCertificate and privateKey, or "
-                        "credentialName with credentials.dir",
-                        gname, sv->port.number);
+        return err_set(err,
+                       "Gateway %s: port %" PRId64 ": a TLS-terminating "
+                       "server needs serverCertificate and privateKey, or "
+                       "credentialName with credentials.dir",
+                       gname, sv->port.number);
     }
     if (out->cert == NULL || out->key == NULL)
-        return set_errf(err, "out of memory");
+        return err_set(err, "out of memory");
     if (t->mode != RES_GW_TLS_MUTUAL && t->mode != RES_GW_TLS_OPTIONAL_MUTUAL)
         return 0;
     if (t->ca_certificates != NULL && t->ca_certificates[0] != '\0') {
         out->ca = xstrdup(t->ca_certificates);
     } else if (has_cred) {
         if (asprintf(&out->ca, "%s/%s/ca.crt", dir, t->credential_name) < 0)
-            return set_errf(err, "out of memory");
+            return err_set(err, "out of memory");
         if (!file_exists(out->ca)) {
             free(out->ca);
             if (asprintf(&out->ca, "%s/%s-cacert/ca.crt", dir,
                          t->credential_name) < 0)
-                return set_errf(err, "out of memory");
+                return err_set(err, "out of memory");
         }
         if (!file_exists(out->ca))
-            return set_errf(
+            return err_set(
                 err,
                 "Gateway %s: port %" PRId64 ": tls mode %s: "
                 "credential %s has no ca.crt (looked for "
@@ -302,25 +289,25 @@ static int server_tls(const struct bootstrap *bs, const char *gname,
         if (t->ca_crl == NULL || t->ca_crl[0] == '\0') {
             size_t l = strlen(out->ca) - strlen("ca.crt");
             if (asprintf(&out->crl, "%.*sca.crl", (int)l, out->ca) < 0)
-                return set_errf(err, "out of memory");
+                return err_set(err, "out of memory");
             out->crl_optional = 1;
         }
     } else {
-        return set_errf(err,
-                        "Gateway %s: port %" PRId64 ": tls mode %s needs "
-                        "caCertificates, or credentialName with a ca.crt",
-                        gname, sv->port.number,
-                        t->mode == RES_GW_TLS_MUTUAL ? "MUTUAL"
-                                                     : "OPTIONAL_MUTUAL");
+        return err_set(err,
+                       "Gateway %s: port %" PRId64 ": tls mode %s needs "
+                       "caCertificates, or credentialName with a ca.crt",
+                       gname, sv->port.number,
+                       t->mode == RES_GW_TLS_MUTUAL ? "MUTUAL"
+                                                    : "OPTIONAL_MUTUAL");
     }
     if (t->ca_crl != NULL && t->ca_crl[0] != '\0' &&
         (out->crl = xstrdup(t->ca_crl)) == NULL)
-        return set_errf(err, "out of memory");
+        return err_set(err, "out of memory");
     if (out->ca == NULL ||
         copy_strs(&out->sans, &out->nsans, &t->subject_alt_names) < 0 ||
         copy_strs(&out->spki, &out->nspki, &t->verify_certificate_spki) < 0 ||
         copy_strs(&out->hashes, &out->nhashes, &t->verify_certificate_hash) < 0)
-        return set_errf(err, "out of memory");
+        return err_set(err, "out of memory");
     return 0;
 }
 
@@ -377,9 +364,7 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
                      sv->bind && sv->bind[0] ? sv->bind : "0.0.0.0",
                      sv->port.number);
             if (addr_parse(&a, astr, strlen(astr), 0, &why) < 0) {
-                if (asprintf(err, "Gateway %s: bind '%s': %s", gname, astr,
-                             why) < 0)
-                    *err = NULL;
+                err_set(err, "Gateway %s: bind '%s': %s", gname, astr, why);
                 goto fail;
             }
             for (size_t j = 0; j < out->n; j++)
@@ -428,11 +413,10 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
                 g->l4 = 1;
                 g->shared = 1;
             } else if (g->secure != secure) {
-                if (asprintf(err,
-                             "Gateway %s: port %" PRId64 " mixes TLS and "
-                             "plaintext servers",
-                             gname, sv->port.number) < 0)
-                    *err = NULL;
+                err_set(err,
+                        "Gateway %s: port %" PRId64 " mixes TLS and "
+                        "plaintext servers",
+                        gname, sv->port.number);
                 goto fail;
             }
             {

@@ -16,6 +16,7 @@
 
 #include "config/resource.h"
 #include "core/arena.h"
+#include "core/err.h"
 #include "core/json.h"
 #include "policy/jwt-int.h"
 
@@ -163,8 +164,7 @@ fail:
     if (fd >= 0)
         close(fd);
     free(p);
-    if (asprintf(err, "jwksUri %s: %s", path, why) < 0)
-        *err = NULL;
+    err_set(err, "jwksUri %s: %s", path, why);
     return NULL;
 }
 
@@ -178,22 +178,21 @@ struct jwt_keys *jwt_jwks_load(const char *jwks, const char *uri, char **err)
     *err = NULL;
     if (jwks != NULL) {
         k = jwt_keys_parse(jwks, strlen(jwks), &why);
-        if (k == NULL && asprintf(err, "jwks: %s", why) < 0)
-            *err = NULL;
+        if (k == NULL)
+            err_set(err, "jwks: %s", why);
         return k;
     }
     if (uri == NULL || strncmp(uri, "file://", 7) != 0) {
-        if (asprintf(err, "jwksUri %s: only file:// URIs are read",
-                     uri ? uri : "(none)") < 0)
-            *err = NULL;
+        err_set(err, "jwksUri %s: only file:// URIs are read",
+                uri ? uri : "(none)");
         return NULL;
     }
     doc = read_file(uri + 7, &n, err);
     if (doc == NULL)
         return NULL;
     k = jwt_keys_parse(doc, n, &why);
-    if (k == NULL && asprintf(err, "jwksUri %s: %s", uri, why) < 0)
-        *err = NULL;
+    if (k == NULL)
+        err_set(err, "jwksUri %s: %s", uri, why);
     free(doc);
     return k;
 }
@@ -375,9 +374,8 @@ struct jwt_authn *jwt_authn_build_with(const struct resource_set *set,
                 jwt_keys_free(ja->v[ja->n].keys);
                 if (why == NULL)
                     goto oom;
-                if (asprintf(err, "RequestAuthentication %s: jwtRules[%zu]: %s",
-                             name, k, why) < 0)
-                    *err = NULL;
+                err_set(err, "RequestAuthentication %s: jwtRules[%zu]: %s",
+                        name, k, why);
                 free(why);
                 goto fail;
             }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "config/resource.h"
+#include "core/err.h"
 #include "core/log.h"
 #include "proxy/l4_proxy.h"
 #include "compile/l4.h"
@@ -31,22 +32,6 @@ struct l4_build {
     struct istio_clusters table;
     char **err;
 };
-
-static int b_err(struct l4_build *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static int b_err(struct l4_build *b, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (*b->err != NULL)
-        return -1;
-    va_start(ap, fmt);
-    if (vasprintf(b->err, fmt, ap) < 0)
-        *b->err = NULL;
-    va_end(ap);
-    return -1;
-}
 
 void gw_tls_to_cert(const struct gw_tls *t, struct tls_server_cert *c)
 {
@@ -167,13 +152,13 @@ static int subnets(struct l4_build *b, const struct resource *r,
     *out = calloc(n + 1, sizeof(**out));
     *nout = 0;
     if (*out == NULL)
-        return b_err(b, "out of memory");
+        return err_set(b->err, "out of memory");
     for (size_t i = 0; i < n; i++) {
         struct l4_subnet *s = &(*out)[i];
         const char *why;
         if (addr_cidr_parse(v[i], &s->family, s->addr, &s->prefix, &why) < 0)
-            return b_err(b, "VirtualService %s/%s: subnet '%s': %s", r->meta.ns,
-                         r->meta.name, v[i], why);
+            return err_set(b->err, "VirtualService %s/%s: subnet '%s': %s",
+                           r->meta.ns, r->meta.name, v[i], why);
         (*nout)++;
     }
     return 0;
@@ -184,7 +169,7 @@ static struct l4_rule *rules_push(struct l4_build *b, struct l4_rules *rs)
     struct l4_rule *nv = realloc(rs->v, (rs->n + 1) * sizeof(*nv));
 
     if (nv == NULL) {
-        b_err(b, "out of memory");
+        err_set(b->err, "out of memory");
         return NULL;
     }
     rs->v = nv;
@@ -198,11 +183,11 @@ static int rule_dests(struct l4_build *b, const struct resource *r,
 {
     if (asprintf(&out->route, "%s/%s", r->meta.ns, r->meta.name) < 0) {
         out->route = NULL;
-        return b_err(b, "out of memory");
+        return err_set(b->err, "out of memory");
     }
     out->dests = calloc(l->route.n + 1, sizeof(*out->dests));
     if (out->dests == NULL)
-        return b_err(b, "out of memory");
+        return err_set(b->err, "out of memory");
     for (size_t i = 0; i < l->route.n; i++) {
         const struct res_route_dest *d =
             (const struct res_route_dest *)l->route.v + i;
@@ -213,12 +198,12 @@ static int rule_dests(struct l4_build *b, const struct resource *r,
             continue;
         if (res_host_fqdn(d->destination.host, r->meta.ns, b->set->domain, fq,
                           sizeof(fq)) < 0)
-            return b_err(b, "VirtualService %s/%s: host '%s' too long",
-                         r->meta.ns, r->meta.name, d->destination.host);
+            return err_set(b->err, "VirtualService %s/%s: host '%s' too long",
+                           r->meta.ns, r->meta.name, d->destination.host);
         id = istio_cluster_id(&b->table, fq, d->destination.subset,
                               (uint32_t)d->destination.port.number);
         if (id < 0)
-            return b_err(b, "out of memory");
+            return err_set(b->err, "out of memory");
         out->dests[out->ndests].cluster = (size_t)id;
         out->dests[out->ndests].weight = (uint32_t)d->weight;
         out->total += (uint64_t)d->weight;
@@ -254,7 +239,7 @@ static int tcp_rules(struct l4_build *b, const struct gw_server *srv,
                 return -1;
             rule->blocks = calloc(applies + 1, sizeof(*rule->blocks));
             if (rule->blocks == NULL)
-                return b_err(b, "out of memory");
+                return err_set(b->err, "out of memory");
             for (size_t m = 0; m < l->match.n; m++) {
                 const struct res_l4_match *mm =
                     (const struct res_l4_match *)l->match.v + m;
@@ -301,7 +286,7 @@ static int sni_add(struct l4_build *b, const char *name, int target,
     char *lc = strdup(name);
 
     if (lc == NULL)
-        return b_err(b, "out of memory");
+        return err_set(b->err, "out of memory");
     for (char *p = lc; *p != '\0'; p++)
         if (*p >= 'A' && *p <= 'Z')
             *p = (char)(*p + 32);
@@ -312,7 +297,7 @@ static int sni_add(struct l4_build *b, const char *name, int target,
     nv = realloc(c->sni, (c->nsni + 1) * sizeof(*nv));
     if (nv == NULL) {
         free(lc);
-        return b_err(b, "out of memory");
+        return err_set(b->err, "out of memory");
     }
     c->sni = nv;
     nv[c->nsni].name = lc;
@@ -398,7 +383,7 @@ static int terminating(struct l4_build *b, const struct gw_server *srv)
 
     ns = realloc(c->servers, (c->nservers + 1) * sizeof(*ns));
     if (ns == NULL)
-        return b_err(b, "out of memory");
+        return err_set(b->err, "out of memory");
     c->servers = ns;
     s = &ns[c->nservers++];
     memset(s, 0, sizeof(*s));

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "config/resource.h"
+#include "core/err.h"
 #include "proxy/router-int.h"
 
 #define HOST_MAX 512
@@ -51,8 +52,8 @@ static void build_err(struct rt_build *b, const struct conf_mark *mark,
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    rt_set_err(b->err, "%s:%d:%d: VirtualService %s: %s: %s", b->res->file,
-               line, col, b->vs_id, path, text);
+    err_set(b->err, "%s:%d:%d: VirtualService %s: %s: %s", b->res->file, line,
+            col, b->vs_id, path, text);
 }
 
 /* ---- regular expressions ------------------------------------------------ */
@@ -87,7 +88,7 @@ static const struct route_regex *rt_regex(struct rt_build *b, const char *re,
         size_t cap = r->regex_cap ? r->regex_cap * 2 : 16;
         struct route_regex **v = realloc(r->regexes, cap * sizeof(*v));
         if (v == NULL) {
-            rt_set_err(b->err, "router: out of memory");
+            err_set(b->err, "router: out of memory");
             return NULL;
         }
         r->regexes = v;
@@ -189,7 +190,7 @@ static int add_strmatch_cond(struct rt_build *b, struct condvec *cv,
     struct rt_cond *c = condvec_push(cv);
 
     if (c == NULL) {
-        rt_set_err(b->err, "router: out of memory");
+        err_set(b->err, "router: out of memory");
         return -1;
     }
     c->what = what;
@@ -304,7 +305,7 @@ static int compile_block(struct rt_build *b, const struct res_http_match *m,
     rc = 0;
 fail:
     if (rc < 0)
-        rt_set_err(b->err, "router: out of memory");
+        err_set(b->err, "router: out of memory");
     free(cv.v);
     return rc;
 }
@@ -365,11 +366,11 @@ static int dest_cluster(struct rt_build *b, const struct res_destination *d,
     if (d->host == NULL ||
         res_host_fqdn(d->host, b->res->meta.ns, b->p->set->domain, fqdn,
                       sizeof(fqdn)) < 0) {
-        rt_set_err(b->err,
-                   "%s:%d:%d: VirtualService %s: destination host '%s' "
-                   "is too long",
-                   b->res->file, d->mark.line, d->mark.col, b->vs_id,
-                   d->host ? d->host : "");
+        err_set(b->err,
+                "%s:%d:%d: VirtualService %s: destination host '%s' "
+                "is too long",
+                b->res->file, d->mark.line, d->mark.col, b->vs_id,
+                d->host ? d->host : "");
         return -1;
     }
     *host_out = rt_cstr(b, fqdn);
@@ -786,7 +787,7 @@ static int push_rule(struct rt_build *b, struct rt_rule **rules, size_t *n,
         size_t nc = *cap ? 2 * *cap : 8;
         struct rt_rule *nv = realloc(*rules, nc * sizeof(*nv));
         if (nv == NULL) {
-            rt_set_err(b->err, "router: out of memory");
+            err_set(b->err, "router: out of memory");
             return -1;
         }
         *rules = nv;
@@ -881,7 +882,7 @@ int rt_compile_delegate(struct rt_build *b, const struct res_http_route *h,
     rc = 0;
 out:
     if (rc < 0 && b->err != NULL && *b->err == NULL)
-        rt_set_err(b->err, "router: out of memory");
+        err_set(b->err, "router: out of memory");
     b->res = root_res;
     b->vs = root_vs;
     b->vs_name = root_name;

@@ -11,6 +11,7 @@
 #include "config/bootstrap.h"
 #include "config/yaml.h"
 #include "core/buf.h"
+#include "core/err.h"
 #include "core/units.h"
 
 /* A bootstrap file is a page of YAML; anything this big is a mistake. */
@@ -486,16 +487,14 @@ struct bootstrap *bootstrap_load(const char *path, char **err)
 
     *err = NULL;
     if (f == NULL) {
-        if (asprintf(err, "%s: cannot open: %s", path, strerror(errno)) < 0)
-            *err = NULL;
+        err_set(err, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode) ||
         st.st_size > BOOTSTRAP_MAX_BYTES) {
         fclose(f);
-        if (asprintf(err, "%s: not a regular file of at most %d bytes", path,
-                     BOOTSTRAP_MAX_BYTES) < 0)
-            *err = NULL;
+        err_set(err, "%s: not a regular file of at most %d bytes", path,
+                BOOTSTRAP_MAX_BYTES);
         return NULL;
     }
     data = malloc((size_t)st.st_size + 1);

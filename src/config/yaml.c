@@ -7,6 +7,7 @@
 #include <yaml.h>
 
 #include "config/yaml.h"
+#include "core/err.h"
 
 struct yload {
     const char *name;
@@ -21,17 +22,11 @@ static int yerr(struct yload *ld, size_t line, size_t col, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
-    int n;
 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    n = snprintf(NULL, 0, "%s:%zu:%zu: %s", ld->name, line, col, msg);
-    *ld->err = malloc((size_t)n + 1);
-    if (*ld->err != NULL)
-        snprintf(*ld->err, (size_t)n + 1, "%s:%zu:%zu: %s", ld->name, line, col,
-                 msg);
-    return -1;
+    return err_set(ld->err, "%s:%zu:%zu: %s", ld->name, line, col, msg);
 }
 
 void ynode_free(struct ynode *n)

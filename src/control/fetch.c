@@ -22,6 +22,7 @@
 #include "control/fetch.h"
 #include "core/addr.h"
 #include "core/buf.h"
+#include "core/err.h"
 #include "event/timer.h"
 #include "http1/parser.h"
 #include "net/conn.h"
@@ -329,8 +330,7 @@ struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
         goto fail;
     }
     if (resolve(f->host, f->port, &a) < 0) {
-        if (asprintf(err, "cannot resolve %s", f->host) < 0)
-            *err = NULL;
+        err_set(err, "cannot resolve %s", f->host);
         goto fail;
     }
     buf_printf(&f->out, "%s %s HTTP/1.1\r\nHost: %s\r\n%s", conf->method,
@@ -345,9 +345,7 @@ struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
     }
     fd = sock_connect(&a, &in_progress);
     if (fd < 0) {
-        if (asprintf(err, "cannot connect to %s: %s", f->name,
-                     strerror(errno)) < 0)
-            *err = NULL;
+        err_set(err, "cannot connect to %s: %s", f->name, strerror(errno));
         goto fail;
     }
     conn_init(&f->conn, base, fd, on_io, f);

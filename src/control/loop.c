@@ -13,6 +13,7 @@
 #include "control/jwks.h"
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/err.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "event/mq.h"
@@ -237,11 +238,10 @@ static int lset_specs(struct server *s, const struct bootstrap *bs,
         for (size_t k = 0; k < bs->listeners.n; k++)
             if (strcmp(v[k].name, g->name) == 0 ||
                 addr_equal(&v[k].address, &g->address)) {
-                if (asprintf(err,
-                             "Gateway listener %s clashes with bootstrap "
-                             "listener %s (name or address)",
-                             g->name, v[k].name) < 0)
-                    *err = NULL;
+                err_set(err,
+                        "Gateway listener %s clashes with bootstrap "
+                        "listener %s (name or address)",
+                        g->name, v[k].name);
                 lspecs_free(v, n);
                 gw_set_dispose(&out->gws);
                 return -1;
@@ -427,12 +427,8 @@ static int lset_build(struct server *s, struct bootstrap *bs,
                 compile_gateway_routes(bs, source_current_or_null(s), sp->gw,
                                        &env, &old->gwclusters, &out->gwclusters,
                                        &staged[out->n - 1], err) < 0) {
-                char *m = NULL;
-                if (asprintf(&m, "listener %s: %s", sp->name,
-                             *err ? *err : "cannot compile") < 0)
-                    m = NULL;
-                free(*err);
-                *err = m;
+                err_set(err, "cannot compile");
+                err_prefix(err, "listener %s: ", sp->name);
                 goto fail;
             }
             continue;
@@ -444,12 +440,8 @@ static int lset_build(struct server *s, struct bootstrap *bs,
             l->socks = listener_socks_open(&sp->address, s->nworkers,
                                            sp->backlog, err);
             if (l->socks == NULL) {
-                char *m = NULL;
-                if (asprintf(&m, "listener %s: %s", sp->name,
-                             *err ? *err : "cannot listen") < 0)
-                    m = NULL;
-                free(*err);
-                *err = m;
+                err_set(err, "cannot listen");
+                err_prefix(err, "listener %s: ", sp->name);
                 out->n++;
                 goto fail;
             }
@@ -467,12 +459,8 @@ static int lset_build(struct server *s, struct bootstrap *bs,
                  : compile_gateway(bs, source_current_or_null(s), sp->gw,
                                    l->stats, &env, &old->gwclusters,
                                    &out->gwclusters, &l->cl, err)) < 0) {
-            char *m = NULL;
-            if (asprintf(&m, "listener %s: %s", sp->name,
-                         *err ? *err : "cannot compile") < 0)
-                m = NULL;
-            free(*err);
-            *err = m;
+            err_set(err, "cannot compile");
+            err_prefix(err, "listener %s: ", sp->name);
             out->n++;
             goto fail;
         }
@@ -680,19 +668,15 @@ void server_reload(struct server *s)
          * effect must be valid under the new mode, or a restart with this
          * bootstrap would refuse it. */
         if (source_check_mode(s->source, bs->outbound.mode, &err) < 0) {
-            char *m = NULL;
-            if (asprintf(&m,
-                         "outboundTrafficPolicy %s: the resources in effect "
-                         "have errors under it:\n%s",
-                         bs->outbound.mode == RES_ALLOW_ANY ? "ALLOW_ANY"
-                                                            : "REGISTRY_ONLY",
-                         err ? err : "") < 0)
-                m = NULL;
+            err_prefix(&err,
+                       "outboundTrafficPolicy %s: the resources in effect "
+                       "have errors under it:\n",
+                       bs->outbound.mode == RES_ALLOW_ANY ? "ALLOW_ANY"
+                                                          : "REGISTRY_ONLY");
             log_error("reload failed, keeping the running configuration: %s",
-                      m ? m : "out of memory");
+                      err ? err : "out of memory");
             s->reloads_failed++;
-            set_reload_error(s, m);
-            free(m);
+            set_reload_error(s, err);
             free(err);
             bootstrap_free(bs);
             return;
@@ -1022,11 +1006,8 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
     ops.arg = s;
     s->admin = admin_new(base, &bs->admin.address, &ops, err);
     if (s->admin == NULL) {
-        char *m = NULL;
-        if (asprintf(&m, "admin API: %s", *err ? *err : "cannot start") < 0)
-            m = NULL;
-        free(*err);
-        *err = m;
+        err_set(err, "cannot start");
+        err_prefix(err, "admin API: ");
         bootstrap_free(bs);
         goto fail;
     }

@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "core/err.h"
 #include "net/sock.h"
 
 static int fail_msg(char **err, int fd, const char *what, const struct addr *a)
@@ -20,9 +21,8 @@ static int fail_msg(char **err, int fd, const char *what, const struct addr *a)
 
     if (fd >= 0)
         close(fd);
-    if (asprintf(err, "%s %s: %s", what, addr_format(a, as, sizeof(as)),
-                 strerror(e)) < 0)
-        *err = NULL;
+    err_set(err, "%s %s: %s", what, addr_format(a, as, sizeof(as)),
+            strerror(e));
     errno = e;
     return -1;
 }

@@ -127,10 +127,6 @@ struct rt_build {
     size_t ngws;
 };
 
-/* rt_set_err() sets *err (once: the first error is kept). */
-void rt_set_err(char **err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
 /* Memory of the router being built: zeroed; strings copied as
  * NUL-terminated slices (lowercased when lower is set). They set *b->err
  * when memory is short. */

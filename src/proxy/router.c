@@ -17,6 +17,7 @@
 #include <strings.h>
 
 #include "config/resource.h"
+#include "core/err.h"
 #include "proxy/router-int.h"
 
 #define ROUTER_ARENA_CHUNK (64u * 1024)
@@ -75,18 +76,6 @@ static int strvec_add_lower(struct strvec *s, const char *x)
 
 /* ---- errors and memory ------------------------------------------------ */
 
-void rt_set_err(char **err, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || *err != NULL)
-        return;
-    va_start(ap, fmt);
-    if (vasprintf(err, fmt, ap) < 0)
-        *err = NULL;
-    va_end(ap);
-}
-
 void *rt_alloc(struct rt_build *b, size_t n)
 {
     void *p;
@@ -95,7 +84,7 @@ void *rt_alloc(struct rt_build *b, size_t n)
         n = 1;
     p = arena_alloc(&b->r->mem, n);
     if (p == NULL)
-        rt_set_err(b->err, "router: out of memory");
+        err_set(b->err, "router: out of memory");
     else
         memset(p, 0, n);
     return p;
@@ -109,7 +98,7 @@ int rt_str(struct rt_build *b, const char *s, int lower, struct slice *out)
     char *c = arena_dup(&b->r->mem, s != NULL ? s : "", n);
 
     if (c == NULL) {
-        rt_set_err(b->err, "router: out of memory");
+        err_set(b->err, "router: out of memory");
         return -1;
     }
     if (lower)
@@ -243,7 +232,7 @@ static int vhost_get(struct rt_build *b, const char *domain)
     r->nvhosts++;
     return idx;
 fail:
-    rt_set_err(b->err, "router: out of memory");
+    err_set(b->err, "router: out of memory");
     return -1;
 }
 
@@ -264,7 +253,7 @@ static int vhost_alias(struct rt_build *b, const char *key, size_t len,
     if (rt_str(b, tmp, 1, &k) < 0)
         return -1;
     if (table_put(&b->r->exact, k.p, k.n, (uint32_t)vhost) < 0) {
-        rt_set_err(b->err, "router: out of memory");
+        err_set(b->err, "router: out of memory");
         return -1;
     }
     return 0;
@@ -282,7 +271,7 @@ static int vhost_add_rules(struct rt_build *b, int idx,
             cap *= 2;
         v = realloc(vh->rules, cap * sizeof(*v));
         if (v == NULL) {
-            rt_set_err(b->err, "router: out of memory");
+            err_set(b->err, "router: out of memory");
             return -1;
         }
         vh->rules = v;
@@ -428,7 +417,7 @@ static int bind_vs(struct rt_build *b)
     snprintf(b->vs_id, sizeof(b->vs_id), "%s/%s", b->res->meta.ns,
              b->res->meta.name);
     if (vs_domains(b, &domains, &mesh) < 0) {
-        rt_set_err(b->err, "router: out of memory");
+        err_set(b->err, "router: out of memory");
         goto fail;
     }
     if (domains.n == 0 || b->vs->http.n == 0) {
@@ -454,7 +443,7 @@ static int bind_vs(struct rt_build *b)
             cap = cap ? 2 * cap : 8;
             nv = realloc(rules, cap * sizeof(*rules));
             if (nv == NULL) {
-                rt_set_err(b->err, "router: out of memory");
+                err_set(b->err, "router: out of memory");
                 goto fail;
             }
             rules = nv;
@@ -539,7 +528,7 @@ struct router *router_build(const struct router_params *p, char **err)
     free(b.gws);
     return r;
 nomem:
-    rt_set_err(err, "router: out of memory");
+    err_set(err, "router: out of memory");
 fail:
     free(b.gws);
     router_free(r);

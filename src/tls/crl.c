@@ -20,21 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/err.h"
 #include "tls/crl.h"
-
-static int fail(char **err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static int fail(char **err, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    if (vasprintf(err, fmt, ap) < 0)
-        *err = NULL;
-    va_end(ap);
-    return -1;
-}
 
 /* BoringSSL's reason for the last failure, or "invalid". */
 static const char *ssl_detail(char *buf, size_t n)
@@ -57,13 +44,13 @@ STACK_OF(X509_CRL) * crl_parse(const uint8_t *data, size_t len, char **err)
 
     *err = NULL;
     if (len > CRL_MAX_FILE) {
-        fail(err, "larger than %u bytes", CRL_MAX_FILE);
+        err_set(err, "larger than %u bytes", CRL_MAX_FILE);
         return NULL;
     }
     out = sk_X509_CRL_new_null();
     bio = BIO_new_mem_buf(data, (int)len);
     if (out == NULL || bio == NULL) {
-        fail(err, "out of memory");
+        err_set(err, "out of memory");
         goto fail;
     }
     for (size_t block = 1;; block++) {
@@ -81,15 +68,15 @@ STACK_OF(X509_CRL) * crl_parse(const uint8_t *data, size_t len, char **err)
                 ERR_clear_error();
                 break;
             }
-            fail(err, "PEM block %zu is malformed: %s", block,
-                 ssl_detail(detail, sizeof(detail)));
+            err_set(err, "PEM block %zu is malformed: %s", block,
+                    ssl_detail(detail, sizeof(detail)));
             goto fail;
         }
         if (strcmp(name, "X509 CRL") != 0) {
-            fail(err,
-                 "PEM block %zu is a %.64s, not an X509 CRL (a CRL file "
-                 "holds only \"-----BEGIN X509 CRL-----\" blocks)",
-                 block, name);
+            err_set(err,
+                    "PEM block %zu is a %.64s, not an X509 CRL (a CRL file "
+                    "holds only \"-----BEGIN X509 CRL-----\" blocks)",
+                    block, name);
             OPENSSL_free(name);
             OPENSSL_free(header);
             OPENSSL_free(der);
@@ -106,19 +93,19 @@ STACK_OF(X509_CRL) * crl_parse(const uint8_t *data, size_t len, char **err)
         OPENSSL_free(header);
         OPENSSL_free(der);
         if (crl == NULL) {
-            fail(err, "CRL %zu cannot be parsed: %s", block,
-                 ssl_detail(detail, sizeof(detail)));
+            err_set(err, "CRL %zu cannot be parsed: %s", block,
+                    ssl_detail(detail, sizeof(detail)));
             goto fail;
         }
         if (!sk_X509_CRL_push(out, crl)) {
             X509_CRL_free(crl);
-            fail(err, "out of memory");
+            err_set(err, "out of memory");
             goto fail;
         }
     }
     if (sk_X509_CRL_num(out) == 0) {
-        fail(err, "no CRL in the file (PEM \"-----BEGIN X509 CRL-----\" "
-                  "blocks expected)");
+        err_set(err, "no CRL in the file (PEM \"-----BEGIN X509 CRL-----\" "
+                     "blocks expected)");
         goto fail;
     }
     BIO_free(bio);
@@ -189,16 +176,16 @@ static int issuer_check(X509_CRL *crl, size_t index, X509_STORE *store,
     if (!named)
         return 0;
     if (!signed_by)
-        return fail(err,
-                    "CRL %zu of %s is not signed by the CA certificate of "
-                    "that name (a CRL from another key, or altered)",
-                    index, name_text(issuer, nb, sizeof(nb)));
+        return err_set(err,
+                       "CRL %zu of %s is not signed by the CA certificate of "
+                       "that name (a CRL from another key, or altered)",
+                       index, name_text(issuer, nb, sizeof(nb)));
     if (!may_sign)
-        return fail(err,
-                    "CRL %zu: the CA %s may not sign CRLs (its keyUsage "
-                    "lacks cRLSign), so its CRL would refuse every "
-                    "certificate it issued",
-                    index, name_text(issuer, nb, sizeof(nb)));
+        return err_set(err,
+                       "CRL %zu: the CA %s may not sign CRLs (its keyUsage "
+                       "lacks cRLSign), so its CRL would refuse every "
+                       "certificate it issued",
+                       index, name_text(issuer, nb, sizeof(nb)));
     return 1;
 }
 
@@ -216,14 +203,16 @@ int crl_check(STACK_OF(X509_CRL) * crls, X509_STORE *store, time_t now,
         int cmp;
 
         if (last == NULL || X509_cmp_time(last, &now) == 0)
-            return fail(err, "CRL %zu of %s has a malformed lastUpdate", i + 1,
-                        name_text(X509_CRL_get_issuer(crl), nb, sizeof(nb)));
+            return err_set(err, "CRL %zu of %s has a malformed lastUpdate",
+                           i + 1,
+                           name_text(X509_CRL_get_issuer(crl), nb, sizeof(nb)));
         if (next == NULL)
             continue;
         cmp = X509_cmp_time(next, &now);
         if (cmp == 0)
-            return fail(err, "CRL %zu of %s has a malformed nextUpdate", i + 1,
-                        name_text(X509_CRL_get_issuer(crl), nb, sizeof(nb)));
+            return err_set(err, "CRL %zu of %s has a malformed nextUpdate",
+                           i + 1,
+                           name_text(X509_CRL_get_issuer(crl), nb, sizeof(nb)));
         if (cmp > 0)
             continue;
         /* Past its nextUpdate: fine only if a current CRL of the same
@@ -239,12 +228,12 @@ int crl_check(STACK_OF(X509_CRL) * crls, X509_STORE *store, time_t now,
                 current = 1;
         }
         if (!current)
-            return fail(err,
-                        "the CRL of %s expired at %s (its nextUpdate): "
-                        "certificates it covers would all be refused; "
-                        "publish a current CRL",
-                        name_text(X509_CRL_get_issuer(crl), nb, sizeof(nb)),
-                        time_text(next, tb, sizeof(tb)));
+            return err_set(err,
+                           "the CRL of %s expired at %s (its nextUpdate): "
+                           "certificates it covers would all be refused; "
+                           "publish a current CRL",
+                           name_text(X509_CRL_get_issuer(crl), nb, sizeof(nb)),
+                           time_text(next, tb, sizeof(tb)));
     }
     for (size_t i = 0; store != NULL && i < n; i++)
         if (issuer_check(sk_X509_CRL_value(crls, i), i + 1, store, err) < 0)
@@ -264,21 +253,21 @@ int crl_read_file(const char *path, uint8_t **out, size_t *len, char **err)
     *out = NULL;
     *len = 0;
     if (fd < 0) {
-        fail(err, "%s: cannot read the CRL file: %s", path, strerror(errno));
+        err_set(err, "%s: cannot read the CRL file: %s", path, strerror(errno));
         return -1;
     }
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        fail(err, "%s: the CRL file is not a regular file", path);
+        err_set(err, "%s: the CRL file is not a regular file", path);
         goto bad;
     }
     if ((uint64_t)st.st_size > CRL_MAX_FILE) {
-        fail(err, "%s: the CRL file is larger than %u bytes", path,
-             CRL_MAX_FILE);
+        err_set(err, "%s: the CRL file is larger than %u bytes", path,
+                CRL_MAX_FILE);
         goto bad;
     }
     buf = malloc((size_t)st.st_size + 1);
     if (buf == NULL) {
-        fail(err, "%s: out of memory", path);
+        err_set(err, "%s: out of memory", path);
         goto bad;
     }
     while (got < (size_t)st.st_size) {
@@ -286,8 +275,8 @@ int crl_read_file(const char *path, uint8_t **out, size_t *len, char **err)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            fail(err, "%s: cannot read the CRL file: %s", path,
-                 strerror(errno));
+            err_set(err, "%s: cannot read the CRL file: %s", path,
+                    strerror(errno));
             goto bad;
         }
         if (n == 0)
@@ -317,7 +306,7 @@ int crl_load(X509_STORE *store, const char *path, char **err)
     crls = crl_parse(data, len, &why);
     free(data);
     if (crls == NULL || crl_check(crls, store, time(NULL), &why) < 0) {
-        fail(err, "%s: %s", path, why ? why : "out of memory");
+        err_set(err, "%s: %s", path, why ? why : "out of memory");
         free(why);
         sk_X509_CRL_pop_free(crls, X509_CRL_free);
         return -1;
@@ -331,7 +320,7 @@ int crl_load(X509_STORE *store, const char *path, char **err)
         if (ERR_GET_LIB(e) == ERR_LIB_X509 &&
             ERR_GET_REASON(e) == X509_R_CERT_ALREADY_IN_HASH_TABLE)
             continue;
-        fail(err, "%s: cannot add CRL %zu to the trust store", path, i + 1);
+        err_set(err, "%s: cannot add CRL %zu to the trust store", path, i + 1);
         sk_X509_CRL_pop_free(crls, X509_CRL_free);
         return -1;
     }

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "core/err.h"
 #include "net/conn.h"
 #include "tls/crl.h"
 #include "tls/tls.h"
@@ -344,8 +345,7 @@ static int client_err(char **err, const char *file, const char *what)
 
     ERR_error_string_n(ERR_peek_last_error(), detail, sizeof(detail));
     ERR_clear_error();
-    if (asprintf(err, "%s: %s: %s", file, what, detail) < 0)
-        *err = NULL;
+    err_set(err, "%s: %s: %s", file, what, detail);
     return -1;
 }
 

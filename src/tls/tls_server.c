@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "core/err.h"
 #include "net/conn.h"
 #include "tls/crl.h"
 #include "tls/tls.h"
@@ -109,9 +110,7 @@ static int set_err(char **err, const char *subject, const char *what)
     if (e != 0)
         ERR_error_string_n(e, detail, sizeof(detail));
     ERR_clear_error();
-    if (asprintf(err, "%s: %s: %s", subject, what,
-                 detail[0] ? detail : "invalid") < 0)
-        *err = NULL;
+    err_set(err, "%s: %s: %s", subject, what, detail[0] ? detail : "invalid");
     return -1;
 }
 
@@ -539,8 +538,7 @@ static int b64_sha256(const char *s, uint8_t *out)
 
 static int verify_err(char **err, const char *what, const char *value)
 {
-    if (asprintf(err, "%s '%s' is not a SHA-256 digest", what, value) < 0)
-        *err = NULL;
+    err_set(err, "%s '%s' is not a SHA-256 digest", what, value);
     return -1;
 }
 
@@ -552,9 +550,7 @@ static int load_verify(struct tls_cert *c, const struct tls_server_cert *sc,
     if (sc->verify == TLS_VERIFY_NONE)
         return 0;
     if (sc->ca_path == NULL || sc->ca_path[0] == '\0') {
-        if (asprintf(err, "%s: client certificates need a CA bundle",
-                     sc->cert_path) < 0)
-            *err = NULL;
+        err_set(err, "%s: client certificates need a CA bundle", sc->cert_path);
         return -1;
     }
     if (!SSL_CTX_load_verify_locations(c->ctx, sc->ca_path, NULL))

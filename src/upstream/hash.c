@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/err.h"
 #include "http/http.h"
 #include "upstream/hash.h"
 
@@ -274,12 +275,10 @@ struct lb_hash *lb_hash_new(const struct lb_hash_conf *conf,
         if (size == 0)
             size = LB_MAGLEV_DEFAULT;
         if (size >= LB_MAGLEV_MAX || !lb_is_prime(size)) {
-            if (asprintf(err,
-                         "maglev tableSize %llu must be a prime number below "
-                         "%d (the default is %d)",
-                         (unsigned long long)size, LB_MAGLEV_MAX,
-                         LB_MAGLEV_DEFAULT) < 0)
-                *err = NULL;
+            err_set(err,
+                    "maglev tableSize %llu must be a prime number below "
+                    "%d (the default is %d)",
+                    (unsigned long long)size, LB_MAGLEV_MAX, LB_MAGLEV_DEFAULT);
             goto fail;
         }
         if (build_maglev(h, size, eps, weights, n) < 0)

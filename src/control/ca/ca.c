@@ -24,6 +24,7 @@
 #include "control/ca/ca.h"
 #include "control/ca/fileset.h"
 #include "core/buf.h"
+#include "core/err.h"
 
 static const char *const layout_files[4] = {"ca-cert.pem", "ca-key.pem",
                                             "root-cert.pem", "cert-chain.pem"};
@@ -41,21 +42,6 @@ static char *path_join(const char *dir, const char *name)
     if (asprintf(&p, "%s/%s", dir, name) < 0)
         return NULL;
     return p;
-}
-
-static void errf(char **err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void errf(char **err, const char *fmt, ...)
-{
-    va_list ap;
-
-    free(*err);
-    *err = NULL;
-    va_start(ap, fmt);
-    if (vasprintf(err, fmt, ap) < 0)
-        *err = NULL;
-    va_end(ap);
 }
 
 void ca_free(struct ca *ca)
@@ -175,7 +161,7 @@ static int create_root(const struct ca_conf *conf, char **err)
     root = key ? make_root(key, conf->trust_domain, conf->root_ttl_s) : NULL;
     if (root == NULL || pki_key_pem(key, &kb) < 0 ||
         pki_cert_pem(root, &cb) < 0) {
-        errf(err, "%s: cannot create a root certificate", conf->dir);
+        err_set(err, "%s: cannot create a root certificate", conf->dir);
         goto done;
     }
     {
@@ -257,10 +243,10 @@ static int verify_chain(struct ca *ca, STACK_OF(X509) * untrusted,
         goto done;
     if (X509_verify_cert(ctx) != 1) {
         int e = X509_STORE_CTX_get_error(ctx);
-        errf(err,
-             "%s/ca-cert.pem does not chain to %s/root-cert.pem through "
-             "cert-chain.pem: %s",
-             dir, dir, X509_verify_cert_error_string(e));
+        err_set(err,
+                "%s/ca-cert.pem does not chain to %s/root-cert.pem through "
+                "cert-chain.pem: %s",
+                dir, dir, X509_verify_cert_error_string(e));
         goto done;
     }
     ca->chain = X509_STORE_CTX_get1_chain(ctx);
@@ -298,19 +284,19 @@ static int load(struct ca *ca, const char *dir, char **err)
         goto done;
     if (!X509_check_private_key(ca->cert, ca->key)) {
         ERR_clear_error();
-        errf(err, "%s/ca-key.pem does not match %s/ca-cert.pem", dir, dir);
+        err_set(err, "%s/ca-key.pem does not match %s/ca-cert.pem", dir, dir);
         goto done;
     }
     if (!pki_is_ca(ca->cert)) {
-        errf(err,
-             "%s/ca-cert.pem is not a CA certificate (basicConstraints "
-             "CA:TRUE is missing)",
-             dir);
+        err_set(err,
+                "%s/ca-cert.pem is not a CA certificate (basicConstraints "
+                "CA:TRUE is missing)",
+                dir);
         goto done;
     }
     if (pki_time(X509_get0_notAfter(ca->cert)) <= now ||
         pki_time(X509_get0_notBefore(ca->cert)) > now) {
-        errf(err, "%s/ca-cert.pem is outside its validity period", dir);
+        err_set(err, "%s/ca-cert.pem is outside its validity period", dir);
         goto done;
     }
     ca->roots = certs_in(dir, "root-cert.pem", err);
@@ -365,11 +351,12 @@ struct ca *ca_open(const struct ca_conf *conf, int create, char **err)
             if (!(mask & (1 << i)))
                 buf_printf(&b, "%s%s", buf_len(&b) ? ", " : "",
                            layout_files[i]);
-        errf(err,
-             "%s: %s CA layout (ca-cert.pem, ca-key.pem, root-cert.pem, "
-             "cert-chain.pem): missing %s%s",
-             dir, mask ? "incomplete" : "no", buf_cstr(&b),
-             mask == 0 && !ca->intermediate ? " (run 'strait ca init')" : "");
+        err_set(err,
+                "%s: %s CA layout (ca-cert.pem, ca-key.pem, root-cert.pem, "
+                "cert-chain.pem): missing %s%s",
+                dir, mask ? "incomplete" : "no", buf_cstr(&b),
+                mask == 0 && !ca->intermediate ? " (run 'strait ca init')"
+                                               : "");
         buf_dispose(&b);
         goto fail;
     }
@@ -418,8 +405,8 @@ X509 *ca_issue(const struct ca *ca, EVP_PKEY *pub, const char *spiffe_id,
          !add_ext(x, ca->cert, NID_authority_key_identifier, "keyid")) ||
         !add_uri_san(x, spiffe_id) || !sign(x, ca->key)) {
         char detail[160];
-        errf(err, "cannot issue a certificate: %s",
-             pki_ssl_error(detail, sizeof(detail)));
+        err_set(err, "cannot issue a certificate: %s",
+                pki_ssl_error(detail, sizeof(detail)));
         goto fail;
     }
     X509_NAME_free(empty);

@@ -24,6 +24,7 @@
 #include "control/ca/pki.h"
 #include "control/fetch.h"
 #include "core/buf.h"
+#include "core/err.h"
 
 struct ca_client_req {
     ca_client_cb cb;
@@ -275,8 +276,7 @@ struct ca_client_req *ca_client_request(struct event_base *base,
     buf_init(&body, CA_API_MAX_BODY);
     buf_init(&hdrs, 8192);
     if (ca_client_parse_url(conf->url, &host, &fc.port, &why) < 0) {
-        if (asprintf(err, "%s: %s", conf->url, why) < 0)
-            *err = NULL;
+        err_set(err, "%s: %s", conf->url, why);
         goto fail;
     }
     if (csr_new(r->key, &csr) < 0 ||
@@ -309,8 +309,7 @@ struct ca_client_req *ca_client_request(struct event_base *base,
     fc.max_body = CA_API_MAX_BODY;
     r->f = fetch_new(base, &fc, on_fetched, r, &ferr);
     if (r->f == NULL) {
-        if (asprintf(err, "%s: %s", conf->url, ferr ? ferr : "?") < 0)
-            *err = NULL;
+        err_set(err, "%s: %s", conf->url, ferr ? ferr : "?");
         goto fail;
     }
     OPENSSL_cleanse((void *)buf_ptr(&hdrs), buf_len(&hdrs));

@@ -22,6 +22,7 @@
 #include "control/ca/token.h"
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/err.h"
 #include "core/log.h"
 #include "event/timer.h"
 
@@ -483,11 +484,10 @@ static int start_join(struct ca_node *n, const struct ca_node_conf *conf,
         return 0;
     }
     if (conf->join_token == NULL || conf->join_token[0] == '\0') {
-        if (asprintf(err,
-                     "%s holds no usable certificate (%s) and no join token "
-                     "was given (--token or ca.join.token)",
-                     n->identity_dir, why ? why : "none") < 0)
-            *err = NULL;
+        err_set(err,
+                "%s holds no usable certificate (%s) and no join token "
+                "was given (--token or ca.join.token)",
+                n->identity_dir, why ? why : "none");
         free(why);
         return -1;
     }
@@ -505,8 +505,7 @@ static int start_join(struct ca_node *n, const struct ca_node_conf *conf,
 
         if (token_parse(conf->join_token, strlen(conf->join_token), &t, &tw) <
             0) {
-            if (asprintf(err, "join token: %s", tw) < 0)
-                *err = NULL;
+            err_set(err, "join token: %s", tw);
             return -1;
         }
         memcpy(n->pin, t.pin, 32);
@@ -523,14 +522,13 @@ static int start_join(struct ca_node *n, const struct ca_node_conf *conf,
         EVP_PKEY_free(key);
         if (cred == NULL) {
             int used = ferr != NULL && strstr(ferr, "already used") != NULL;
-            if (asprintf(err, "cannot join the CA at %s: %s%s", n->join_url,
-                         ferr ? ferr : "no answer",
-                         used ? " (a join token is single use, and this one "
-                                "was spent for another key: create a new "
-                                "one with 'strait ca token create' on the "
-                                "CA)"
-                              : "") < 0)
-                *err = NULL;
+            err_set(err, "cannot join the CA at %s: %s%s", n->join_url,
+                    ferr ? ferr : "no answer",
+                    used ? " (a join token is single use, and this one "
+                           "was spent for another key: create a new "
+                           "one with 'strait ca token create' on the "
+                           "CA)"
+                         : "");
             free(ferr);
             return -1;
         }

@@ -16,22 +16,7 @@
 #include <unistd.h>
 
 #include "control/ca/fileset.h"
-
-static void fail_msg(char **err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-/* The first message wins: a later cleanup failure never hides the cause. */
-static void fail_msg(char **err, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || *err != NULL)
-        return;
-    va_start(ap, fmt);
-    if (vasprintf(err, fmt, ap) < 0)
-        *err = NULL;
-    va_end(ap);
-}
+#include "core/err.h"
 
 static char *join(const char *a, const char *b)
 {
@@ -62,12 +47,12 @@ static int write_file(const char *path, const void *data, size_t n, mode_t mode,
         open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 
     if (fd < 0) {
-        fail_msg(err, "%s: cannot create: %s", path, strerror(errno));
+        err_set(err, "%s: cannot create: %s", path, strerror(errno));
         return -1;
     }
     /* Exact mode whatever the umask; keys stay 0600 from the first byte. */
     if (fchmod(fd, mode) < 0) {
-        fail_msg(err, "%s: chmod: %s", path, strerror(errno));
+        err_set(err, "%s: chmod: %s", path, strerror(errno));
         goto fail;
     }
     while (n > 0) {
@@ -75,19 +60,19 @@ static int write_file(const char *path, const void *data, size_t n, mode_t mode,
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            fail_msg(err, "%s: write: %s", path,
-                     w < 0 ? strerror(errno) : "no space");
+            err_set(err, "%s: write: %s", path,
+                    w < 0 ? strerror(errno) : "no space");
             goto fail;
         }
         p += w;
         n -= (size_t)w;
     }
     if (fsync(fd) < 0) {
-        fail_msg(err, "%s: sync: %s", path, strerror(errno));
+        err_set(err, "%s: sync: %s", path, strerror(errno));
         goto fail;
     }
     if (close(fd) < 0) {
-        fail_msg(err, "%s: close: %s", path, strerror(errno));
+        err_set(err, "%s: close: %s", path, strerror(errno));
         return -1;
     }
     return 0;
@@ -110,8 +95,8 @@ static int remove_pending(const char *pending, char **err)
             continue;
         p = join(pending, e->d_name);
         if (p == NULL || (unlink(p) < 0 && errno != ENOENT)) {
-            fail_msg(err, "%s: cannot remove: %s", p ? p : pending,
-                     p ? strerror(errno) : "out of memory");
+            err_set(err, "%s: cannot remove: %s", p ? p : pending,
+                    p ? strerror(errno) : "out of memory");
             free(p);
             closedir(d);
             return -1;
@@ -120,7 +105,7 @@ static int remove_pending(const char *pending, char **err)
     }
     closedir(d);
     if (rmdir(pending) < 0 && errno != ENOENT) {
-        fail_msg(err, "%s: cannot remove: %s", pending, strerror(errno));
+        err_set(err, "%s: cannot remove: %s", pending, strerror(errno));
         return -1;
     }
     return 0;
@@ -136,8 +121,8 @@ static int roll_forward(const char *dir, const char *pending, char **err)
     int rc = -1;
 
     if (d == NULL || marker == NULL) {
-        fail_msg(err, "%s: cannot read: %s", pending,
-                 d == NULL ? strerror(errno) : "out of memory");
+        err_set(err, "%s: cannot read: %s", pending,
+                d == NULL ? strerror(errno) : "out of memory");
         goto done;
     }
     while ((e = readdir(d)) != NULL) {
@@ -147,8 +132,8 @@ static int roll_forward(const char *dir, const char *pending, char **err)
         from = join(pending, e->d_name);
         to = join(dir, e->d_name);
         if (from == NULL || to == NULL || rename(from, to) < 0) {
-            fail_msg(err, "%s: cannot move into %s: %s", e->d_name, dir,
-                     from && to ? strerror(errno) : "out of memory");
+            err_set(err, "%s: cannot move into %s: %s", e->d_name, dir,
+                    from && to ? strerror(errno) : "out of memory");
             free(from);
             free(to);
             goto done;
@@ -157,11 +142,11 @@ static int roll_forward(const char *dir, const char *pending, char **err)
         free(to);
     }
     if (sync_dir(dir) < 0) {
-        fail_msg(err, "%s: sync: %s", dir, strerror(errno));
+        err_set(err, "%s: sync: %s", dir, strerror(errno));
         goto done;
     }
     if (unlink(marker) < 0 && errno != ENOENT) {
-        fail_msg(err, "%s: cannot remove: %s", marker, strerror(errno));
+        err_set(err, "%s: cannot remove: %s", marker, strerror(errno));
         goto done;
     }
     rc = remove_pending(pending, err);
@@ -180,7 +165,7 @@ int fileset_recover(const char *dir, char **err)
     int rc;
 
     if (pending == NULL || marker == NULL) {
-        fail_msg(err, "out of memory");
+        err_set(err, "out of memory");
         rc = -1;
         goto done;
     }
@@ -189,10 +174,10 @@ int fileset_recover(const char *dir, char **err)
         goto done;
     }
     if (!S_ISDIR(st.st_mode)) {
-        fail_msg(err,
-                 "%s is not a directory: strait keeps interrupted writes "
-                 "there; remove it",
-                 pending);
+        err_set(err,
+                "%s is not a directory: strait keeps interrupted writes "
+                "there; remove it",
+                pending);
         rc = -1;
         goto done;
     }
@@ -216,16 +201,16 @@ int fileset_write_steps(const char *dir, const struct fileset_file *files,
     if (err != NULL)
         *err = NULL;
     if (pending == NULL) {
-        fail_msg(err, "out of memory");
+        err_set(err, "out of memory");
         return -1;
     }
     if (n == 0 || n > FILESET_MAX) {
-        fail_msg(err, "%s: %zu files in one set", dir, n);
+        err_set(err, "%s: %zu files in one set", dir, n);
         goto done;
     }
     for (size_t i = 0; i < n; i++)
         if (strchr(files[i].name, '/') != NULL || files[i].name[0] == '.') {
-            fail_msg(err, "%s: bad file name %s", dir, files[i].name);
+            err_set(err, "%s: bad file name %s", dir, files[i].name);
             goto done;
         }
     if (fileset_recover(dir, err) < 0)
@@ -239,7 +224,7 @@ int fileset_write_steps(const char *dir, const struct fileset_file *files,
     } while (0)
     STEP();
     if (mkdir(pending, 0700) < 0) {
-        fail_msg(err, "%s: cannot create: %s", pending, strerror(errno));
+        err_set(err, "%s: cannot create: %s", pending, strerror(errno));
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
@@ -269,25 +254,25 @@ int fileset_write_steps(const char *dir, const struct fileset_file *files,
         }
         r = from && to ? rename(from, to) : -1;
         if (r < 0)
-            fail_msg(err, "%s: cannot move into %s: %s", files[i].name, dir,
-                     from && to ? strerror(errno) : "out of memory");
+            err_set(err, "%s: cannot move into %s: %s", files[i].name, dir,
+                    from && to ? strerror(errno) : "out of memory");
         free(from);
         free(to);
         if (r < 0)
             goto done; /* recover() redoes the rest next time */
     }
     if (sync_dir(dir) < 0) {
-        fail_msg(err, "%s: sync: %s", dir, strerror(errno));
+        err_set(err, "%s: sync: %s", dir, strerror(errno));
         goto done;
     }
     STEP();
     if (unlink(p) < 0) {
-        fail_msg(err, "%s: cannot remove: %s", p, strerror(errno));
+        err_set(err, "%s: cannot remove: %s", p, strerror(errno));
         goto done;
     }
     STEP();
     if (rmdir(pending) < 0) {
-        fail_msg(err, "%s: cannot remove: %s", pending, strerror(errno));
+        err_set(err, "%s: cannot remove: %s", pending, strerror(errno));
         goto done;
     }
 #undef STEP
@@ -296,7 +281,7 @@ int fileset_write_steps(const char *dir, const struct fileset_file *files,
 undo:
     /* Not decided yet: the old set stays; drop what was written. */
     if (p == NULL)
-        fail_msg(err, "out of memory");
+        err_set(err, "out of memory");
     remove_pending(pending, NULL);
 done:
     free(p);

@@ -19,6 +19,7 @@
 #include "control/ca/identity.h"
 #include "control/ca/pki.h"
 #include "core/buf.h"
+#include "core/err.h"
 
 struct ca_cred *ca_cred_new(X509 *leaf, STACK_OF(X509) * chain, EVP_PKEY *key,
                             char **err)
@@ -170,11 +171,8 @@ struct ca_cred *ca_cred_load(const char *dir, char **err)
         goto done;
     c = ca_cred_from_pem(chain, cn, key, kn, err);
     if (c == NULL) {
-        char *m = NULL;
-        if (asprintf(&m, "%s: %s", dir, *err ? *err : "bad credential") < 0)
-            m = NULL;
-        free(*err);
-        *err = m;
+        err_set(err, "bad credential");
+        err_prefix(err, "%s: ", dir);
     }
 done:
     if (key != NULL)

@@ -29,22 +29,7 @@
 
 #include "control/ca/pki.h"
 #include "core/buf.h"
-
-static void set_err(char **err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void set_err(char **err, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL)
-        return;
-    free(*err);
-    va_start(ap, fmt);
-    if (vasprintf(err, fmt, ap) < 0)
-        *err = NULL;
-    va_end(ap);
-}
+#include "core/err.h"
 
 EVP_PKEY *pki_key_new(enum pki_key_type type)
 {
@@ -89,18 +74,18 @@ int pki_write_private(const char *path, const void *data, size_t n, char **err)
     pki_hex(rnd, sizeof(rnd), hex);
     if (asprintf(&tmp, "%s.%s.tmp", path, hex) < 0) {
         tmp = NULL;
-        set_err(err, "%s: %s", path, "out of memory");
+        err_set(err, "%s: %s", path, "out of memory");
         return -1;
     }
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
-        set_err(err, "%s: cannot create: %s", tmp, strerror(errno));
+        err_set(err, "%s: cannot create: %s", tmp, strerror(errno));
         goto fail;
     }
     /* open() applies the umask, which can only narrow 0600; fchmod makes
      * the mode exact whatever the umask. */
     if (fchmod(fd, 0600) < 0) {
-        set_err(err, "%s: chmod: %s", tmp, strerror(errno));
+        err_set(err, "%s: chmod: %s", tmp, strerror(errno));
         goto fail;
     }
     while (n > 0) {
@@ -108,7 +93,7 @@ int pki_write_private(const char *path, const void *data, size_t n, char **err)
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            set_err(err, "%s: write: %s", tmp, strerror(errno));
+            err_set(err, "%s: write: %s", tmp, strerror(errno));
             goto fail;
         }
         p += w;
@@ -116,12 +101,12 @@ int pki_write_private(const char *path, const void *data, size_t n, char **err)
     }
     if (fsync(fd) < 0 || close(fd) < 0) {
         fd = -1;
-        set_err(err, "%s: sync: %s", tmp, strerror(errno));
+        err_set(err, "%s: sync: %s", tmp, strerror(errno));
         goto fail;
     }
     fd = -1;
     if (rename(tmp, path) < 0) {
-        set_err(err, "%s: rename: %s", path, strerror(errno));
+        err_set(err, "%s: rename: %s", path, strerror(errno));
         goto fail;
     }
     free(tmp);
@@ -139,7 +124,7 @@ int pki_mkdirs(const char *dir, char **err)
     char *p = strdup(dir);
 
     if (p == NULL) {
-        set_err(err, "out of memory");
+        err_set(err, "out of memory");
         return -1;
     }
     for (char *q = p + 1;; q++) {
@@ -148,7 +133,7 @@ int pki_mkdirs(const char *dir, char **err)
         char c = *q;
         *q = '\0';
         if (mkdir(p, 0700) < 0 && errno != EEXIST) {
-            set_err(err, "%s: cannot create: %s", p, strerror(errno));
+            err_set(err, "%s: cannot create: %s", p, strerror(errno));
             free(p);
             return -1;
         }
@@ -168,19 +153,19 @@ char *pki_read_file(const char *path, size_t *n, char **err)
     size_t got = 0;
 
     if (fd < 0) {
-        set_err(err, "%s: cannot read: %s", path, strerror(errno));
+        err_set(err, "%s: cannot read: %s", path, strerror(errno));
         return NULL;
     }
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
         st.st_size > PKI_MAX_FILE) {
-        set_err(err, "%s: %s", path, "not a regular file of at most 256 KiB");
+        err_set(err, "%s: %s", path, "not a regular file of at most 256 KiB");
         close(fd);
         return NULL;
     }
     data = malloc((size_t)st.st_size + 1);
     if (data == NULL) {
         close(fd);
-        set_err(err, "%s: %s", path, "out of memory");
+        err_set(err, "%s: %s", path, "out of memory");
         return NULL;
     }
     while (got < (size_t)st.st_size) {
@@ -188,7 +173,7 @@ char *pki_read_file(const char *path, size_t *n, char **err)
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
-            set_err(err, "%s: cannot read: %s", path, strerror(errno));
+            err_set(err, "%s: cannot read: %s", path, strerror(errno));
             free(data);
             close(fd);
             return NULL;
@@ -225,7 +210,7 @@ STACK_OF(X509) *
 
     if (n > INT32_MAX || sk == NULL) {
         sk_X509_free(sk);
-        set_err(err, "%s: %s", what, "too large");
+        err_set(err, "%s: %s", what, "too large");
         return NULL;
     }
     bio = BIO_new_mem_buf(pem, (int)n);
@@ -252,7 +237,7 @@ STACK_OF(X509) *
             snprintf(detail, sizeof(detail), "no PEM certificate found");
         else
             pki_ssl_error(detail, sizeof(detail));
-        set_err(err, "%s: not a valid PEM certificate list: %s", what, detail);
+        err_set(err, "%s: not a valid PEM certificate list: %s", what, detail);
         sk_X509_pop_free(sk, X509_free);
         ERR_clear_error();
         return NULL;
@@ -287,12 +272,12 @@ EVP_PKEY *pki_key_parse(const char *pem, size_t n, const char *what, char **err)
     BIO_free(bio);
     if (k == NULL) {
         /* The detail names the failing step, never the key's bytes. */
-        set_err(err, "%s: not a readable PEM private key (%s)", what,
+        err_set(err, "%s: not a readable PEM private key (%s)", what,
                 pki_ssl_error(detail, sizeof(detail)));
         return NULL;
     }
     if (EVP_PKEY_id(k) != EVP_PKEY_EC && EVP_PKEY_id(k) != EVP_PKEY_RSA) {
-        set_err(err, "%s: %s", what, "only ECDSA and RSA keys are supported");
+        err_set(err, "%s: %s", what, "only ECDSA and RSA keys are supported");
         EVP_PKEY_free(k);
         return NULL;
     }

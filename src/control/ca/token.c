@@ -17,6 +17,7 @@
 
 #include "control/ca/pki.h"
 #include "control/ca/token.h"
+#include "core/err.h"
 
 #define RECORD_MAGIC "strait-join-token 1\n"
 
@@ -83,9 +84,8 @@ static int mkdirs(const char *dir, char **err)
         goto done;
     if ((mkdir(a, 0700) < 0 && errno != EEXIST) ||
         (mkdir(b, 0700) < 0 && errno != EEXIST)) {
-        if (asprintf(err, "%s: cannot create the token directory: %s", b,
-                     strerror(errno)) < 0)
-            *err = NULL;
+        err_set(err, "%s: cannot create the token directory: %s", b,
+                strerror(errno));
         goto done;
     }
     rc = 0;
@@ -284,8 +284,7 @@ int token_redeem(const char *dir, const uint8_t pin[32], const struct token *t,
     if (now >= expires) {
         char when[32];
         fmt_time(expires, when, sizeof(when));
-        if (asprintf(err, "join token expired at %s", when) < 0)
-            *err = NULL;
+        err_set(err, "join token expired at %s", when);
         goto done;
     }
     if (!again) {
