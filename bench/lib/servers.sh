@@ -4,7 +4,9 @@
 # IDLE_MAX (largest idle connection count, sizes connection limits).
 # Each proxy gets the same shape: a plaintext HTTP port (P_PLAIN), a TLS
 # port with ALPN h2,http/1.1 and TLS 1.2-1.3 (P_TLS), a TCP relay port
-# (P_TCP), N workers, keep-alive to the upstream, no access log.
+# (P_TCP), N workers, keep-alive to the upstream, no access log. strait
+# is measured twice: through its bootstrap listeners (strait) and through
+# a Gateway + VirtualService + ServiceEntry in config.dir (strait-gw).
 
 NGINX_STREAM_MODULE=/usr/lib/nginx/modules/ngx_stream_module.so
 
@@ -77,26 +79,110 @@ proxy_ports() {
     read -r P_PLAIN P_TLS P_TCP P_ADMIN < <(free_ports 4 | paste -sd' ')
 }
 
-# strait_start WORKERS: writes $WORK/strait/strait.yaml and runs strait.
+# strait_resources DIR: the Gateway, VirtualServices and ServiceEntry
+# of the strait-gw mode, in DIR/bench.yaml, the way users configure an
+# Istio gateway: a Gateway selecting this node by its labels (an HTTP
+# server on G_PLAIN, an HTTPS server on G_TLS whose certificate comes from
+# credentials.dir through credentialName, a TCP server on G_TCP), one
+# VirtualService routing every host to the upstream's ServiceEntry host,
+# one relaying the TCP server to it, and the ServiceEntry: host
+# upstream.bench.internal, port 80, resolution STATIC, one endpoint
+# 127.0.0.1:UP_PLAIN.
+strait_resources() {
+    cat >"$1/bench.yaml" <<CONF
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: bench, namespace: istio-system}
+spec:
+  selector: {app: strait-bench}
+  servers:
+  - port: {number: $G_PLAIN, name: http, protocol: HTTP}
+    bind: 127.0.0.1
+    hosts: ["*"]
+  - port: {number: $G_TLS, name: https, protocol: HTTPS}
+    bind: 127.0.0.1
+    hosts: ["*"]
+    tls:
+      mode: SIMPLE
+      credentialName: bench-cert
+      minProtocolVersion: TLSV1_2
+      maxProtocolVersion: TLSV1_3
+  - port: {number: $G_TCP, name: tcp, protocol: TCP}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: upstream, namespace: istio-system}
+spec:
+  hosts: ["*"]
+  gateways: [bench]
+  http:
+  - route:
+    - destination: {host: upstream.bench.internal, port: {number: 80}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: upstream-tcp, namespace: istio-system}
+spec:
+  hosts: ["*"]
+  gateways: [bench]
+  tcp:
+  - match: [{port: $G_TCP}]
+    route:
+    - destination: {host: upstream.bench.internal, port: {number: 80}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: upstream, namespace: istio-system}
+spec:
+  hosts: [upstream.bench.internal]
+  location: MESH_EXTERNAL
+  resolution: STATIC
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  endpoints:
+  - {address: 127.0.0.1, ports: {http: $UP_PLAIN}}
+CONF
+}
+
+# strait_start WORKERS MODE: writes $WORK/NAME/strait.yaml (NAME: strait
+# or strait-gw) and the resources of config.dir, and runs strait. One configuration serves both
+# modes side by side: the bootstrap listeners (plain, tls, tcp; cluster
+# up) and the Gateway's three servers. MODE picks which ports the
+# scenarios use: bootstrap (P_* = the bootstrap listeners) or gateway
+# (P_* = the Gateway's servers). Sets STRAIT_LISTENERS to the listener
+# names readiness waits for in /stats.
 strait_start() {
-    local w=$1 d=$WORK/strait
-    mkdir -p "$d"
-    proxy_ports
+    local w=$1 mode=$2 d=$WORK/strait
+    [ "$mode" = gateway ] && d=$WORK/strait-gw
+    mkdir -p "$d/conf" "$d/creds/bench-cert"
+    cp "$CERT" "$d/creds/bench-cert/tls.crt"
+    cp "$KEY" "$d/creds/bench-cert/tls.key"
+    read -r B_PLAIN B_TLS B_TCP G_PLAIN G_TLS G_TCP P_ADMIN \
+        < <(free_ports 7 | paste -sd' ')
+    strait_resources "$d/conf"
     cat >"$d/strait.yaml" <<CONF
 workers: $w
+node:
+  namespace: istio-system
+  labels: {app: strait-bench}
 admin:
   address: 127.0.0.1:$P_ADMIN
 log:
   level: warn
   accessLog: false
 drainTimeout: 1s
+config:
+  dir: $d/conf
+credentials:
+  dir: $d/creds
 listeners:
   - name: plain
-    address: 127.0.0.1:$P_PLAIN
+    address: 127.0.0.1:$B_PLAIN
     protocol: http
     routes: [{host: "*", pathPrefix: /, cluster: up}]
   - name: tls
-    address: 127.0.0.1:$P_TLS
+    address: 127.0.0.1:$B_TLS
     protocol: http
     tls:
       certificates:
@@ -107,7 +193,7 @@ listeners:
       alpn: [h2, http/1.1]
     routes: [{host: "*", pathPrefix: /, cluster: up}]
   - name: tcp
-    address: 127.0.0.1:$P_TCP
+    address: 127.0.0.1:$B_TCP
     protocol: tcp
     upstreams: [127.0.0.1:$UP_PLAIN]
     backlog: 4096
@@ -116,10 +202,44 @@ clusters:
     endpoints: [127.0.0.1:$UP_PLAIN]
     protocol: http1
 CONF
+    STRAIT_LISTENERS="plain tls tcp"
+    for p in "$G_PLAIN" "$G_TLS" "$G_TCP"; do
+        STRAIT_LISTENERS+=" gateway-127.0.0.1-$p"
+    done
+    if [ "$mode" = gateway ]; then
+        P_PLAIN=$G_PLAIN P_TLS=$G_TLS P_TCP=$G_TCP
+    else
+        P_PLAIN=$B_PLAIN P_TLS=$B_TLS P_TCP=$B_TCP
+    fi
     "$STRAIT_BIN" check -c "$d/strait.yaml" >"$d/check.log" 2>&1 \
         || die "strait check refused the config: $(cat "$d/check.log")"
     start_bg "$d/stderr.log" "$STRAIT_BIN" run -c "$d/strait.yaml"
     PROXY_PID=$LAST_PID
+}
+
+# strait_ready SECONDS: waits, through the admin API, until strait says
+# it is ready (GET /healthz/ready is 200 with no failed resource load) and
+# every listener of STRAIT_LISTENERS is in /stats. Listeners are bound
+# before the admin API answers its first request, so this is the moment
+# the ports accept. Polls every 50 ms; fails when strait exits or after
+# SECONDS.
+strait_ready() {
+    local limit=$1 i ready stats name missing
+    for ((i = 0; i < limit * 20; i++)); do
+        kill -0 "$PROXY_PID" 2>/dev/null || return 1
+        ready=$(curl -s -m 1 -w '%{http_code}' "http://127.0.0.1:$P_ADMIN/healthz/ready" || true)
+        if [ "${ready: -3}" = 200 ] && ! grep -q 'failed' <<<"$ready"; then
+            stats=$(curl -s -m 1 "http://127.0.0.1:$P_ADMIN/stats" || true)
+            missing=0
+            for name in $STRAIT_LISTENERS; do
+                grep -q "^listener\.$name\.downstream_cx_total: " <<<"$stats" \
+                    || { missing=1; break; }
+            done
+            [ "$missing" = 0 ] && return 0
+        fi
+        sleep 0.05
+    done
+    return 1
 }
 
 # haproxy_start WORKERS: one process, WORKERS threads. The open-file limit
@@ -231,7 +351,15 @@ proxy_start() {
         direct)
             P_PLAIN=$UP_PLAIN P_TLS=$UP_TLS P_TCP=$UP_PLAIN PROXY_PID=$UP_PID
             return 0 ;;
-        strait) strait_start "$w" ;;
+        strait | strait-gw)
+            local mode=bootstrap
+            [ "$name" = strait-gw ] && mode=gateway
+            strait_start "$w" "$mode"
+            if ! strait_ready 20; then
+                log "$name is not ready: $(tail -n 5 "$WORK/$name/stderr.log" 2>/dev/null)"
+                return 1
+            fi
+            return 0 ;;
         haproxy) haproxy_start "$w" ;;
         nginx) nginx_start "$w" ;;
         *) die "unknown proxy $name" ;;
