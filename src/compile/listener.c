@@ -349,48 +349,28 @@ static int compile_http(const struct bootstrap *bs,
                         struct compiled_listener *out, char **err)
 {
     struct http_proxy_conf *c = http_proxy_conf_new(bl->name, stats);
-    const struct bootstrap_http *h = &bl->http;
+    struct http_routes *r;
 
-    if (c == NULL)
-        goto oom;
-    http_settings(c, bs, h, bl->tls.certificates.n > 0);
-    c->cur->clusters =
-        calloc(bs->clusters.n ? bs->clusters.n : 1, sizeof(*c->cur->clusters));
-    c->routes = calloc(bl->routes.n ? bl->routes.n : 1, sizeof(*c->routes));
-    if (c->cur->clusters == NULL || c->routes == NULL)
-        goto oom;
-    /* Every cluster is reachable by index; routes name them. Nothing but a
-     * new listener changes them, so they are set before any worker sees
-     * the conf. */
-    for (size_t i = 0; i < bs->clusters.n; i++)
-        c->cur->clusters[c->cur->nclusters++] = cluster_ref(clusters[i]);
-    for (size_t i = 0; i < bl->routes.n; i++) {
-        const struct bootstrap_route *br =
-            &((const struct bootstrap_route *)bl->routes.v)[i];
-        struct http_route *r = &c->routes[c->nroutes];
-
-        r->host = strdup(br->host);
-        r->prefix = strdup(br->path_prefix);
-        c->nroutes++;
-        if (r->host == NULL || r->prefix == NULL)
-            goto oom;
-        r->prefix_len = strlen(r->prefix);
-        r->timeout_ms = (uint64_t)br->timeout_ms;
-        for (size_t k = 0; k < bs->clusters.n; k++)
-            if (strcmp(bootstrap_cluster_at(bs, k)->name, br->cluster) == 0)
-                r->cluster = k;
-    }
-    if (bl->tls.certificates.n > 0 && compile_tls(bl, c, err) < 0) {
-        http_proxy_conf_unref(c);
+    if (c == NULL) {
+        *err = strdup("out of memory");
         return -1;
     }
+    http_settings(c, bs, &bl->http, bl->tls.certificates.n > 0);
+    /* The routes, lowered into a router as a Gateway listener's are.
+     * Nothing but a new listener changes them, so they are set before any
+     * worker sees the conf. */
+    r = lower_http_routes(bs, bl, clusters, err);
+    if (r == NULL)
+        goto fail;
+    http_proxy_conf_set_routes(c, r);
+    if (bl->tls.certificates.n > 0 && compile_tls(bl, c, err) < 0)
+        goto fail;
     out->ops = &http_proxy_ops;
     out->conf = c;
     out->unref = unref_http;
     return 0;
-oom:
+fail:
     http_proxy_conf_unref(c);
-    *err = strdup("out of memory");
     return -1;
 }
 

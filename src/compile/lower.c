@@ -1,7 +1,7 @@
 /*
  * The bootstrap's listeners, routes and clusters lowered into the model
  * Gateways, VirtualServices and DestinationRules compile into (see
- * lower.h): clusters built by compile_cluster().
+ * lower.h): clusters built by compile_cluster(), and router rules.
  */
 #include "config.h"
 
@@ -11,6 +11,8 @@
 #include "compile/istio.h"
 #include "compile/lower.h"
 #include "config/resource.h"
+#include "proxy/http_proxy.h"
+#include "proxy/router.h"
 #include "upstream/cluster.h"
 
 struct cluster *lower_cluster(const struct bootstrap_cluster *bc, int nworkers,
@@ -39,4 +41,48 @@ struct cluster *lower_cluster(const struct bootstrap_cluster *bc, int nworkers,
         sp.tls = &tls;
     }
     return compile_cluster(NULL, &sp, nworkers, err);
+}
+
+struct http_routes *lower_http_routes(const struct bootstrap *bs,
+                                      const struct bootstrap_listener *bl,
+                                      struct cluster *const *clusters,
+                                      char **err)
+{
+    struct http_routes *r = http_routes_new();
+    struct router_rule *rules =
+        calloc(bl->routes.n ? bl->routes.n : 1, sizeof(*rules));
+
+    *err = NULL;
+    if (r == NULL || rules == NULL)
+        goto oom;
+    /* Every cluster is reachable by index; routes name them. */
+    r->clusters =
+        calloc(bs->clusters.n ? bs->clusters.n : 1, sizeof(*r->clusters));
+    if (r->clusters == NULL)
+        goto oom;
+    for (size_t i = 0; i < bs->clusters.n; i++)
+        r->clusters[r->nclusters++] = cluster_ref(clusters[i]);
+    for (size_t i = 0; i < bl->routes.n; i++) {
+        const struct bootstrap_route *br =
+            &((const struct bootstrap_route *)bl->routes.v)[i];
+
+        rules[i].host = br->host;
+        rules[i].prefix = br->path_prefix;
+        rules[i].timeout_ms = (uint64_t)br->timeout_ms;
+        /* Validation made sure the cluster exists. */
+        for (size_t k = 0; k < bs->clusters.n; k++)
+            if (strcmp(bootstrap_cluster_at(bs, k)->name, br->cluster) == 0)
+                rules[i].cluster = (int)k;
+    }
+    r->router = router_build_rules(rules, bl->routes.n, err);
+    if (r->router == NULL)
+        goto fail;
+    free(rules);
+    return r;
+oom:
+    *err = strdup("out of memory");
+fail:
+    free(rules);
+    http_routes_unref(r);
+    return NULL;
 }

@@ -4,6 +4,7 @@
 #include "config/bootstrap.h"
 
 struct cluster;
+struct http_routes;
 
 /*
  * Lowering the bootstrap's `listeners:`, `routes:` and `clusters:` into
@@ -23,5 +24,18 @@ struct cluster;
  * with an allocated *err (a CA file that does not load). */
 struct cluster *lower_cluster(const struct bootstrap_cluster *bc, int nworkers,
                               char **err);
+
+/*
+ * lower_http_routes() builds what an http listener routes by: every
+ * bootstrap cluster (clusters, bs->clusters.n of them, one reference
+ * taken each, in order, so a route's cluster is its index) and a router
+ * of one rule per route (host, pathPrefix, cluster, timeout; first match
+ * wins). Returns routes with one reference, or NULL with an allocated
+ * *err.
+ */
+struct http_routes *lower_http_routes(const struct bootstrap *bs,
+                                      const struct bootstrap_listener *bl,
+                                      struct cluster *const *clusters,
+                                      char **err);
 
 #endif

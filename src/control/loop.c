@@ -780,6 +780,16 @@ static const char *routes_cluster_name(void *ctx, int id)
     return id >= 0 && (size_t)id < r->nclusters ? r->clusters[id]->name : NULL;
 }
 
+/* A bootstrap listener's routes run on a router too, but what they are
+ * is in "listeners" already: gatewayRoutes stays the Gateways'. */
+static int is_bootstrap_listener(const struct bootstrap *bs, const char *name)
+{
+    for (size_t i = 0; bs != NULL && i < bs->listeners.n; i++)
+        if (strcmp(bootstrap_listener_at(bs, i)->name, name) == 0)
+            return 1;
+    return 0;
+}
+
 /* The routes each Gateway listener runs now. */
 static void gateway_routes_json(struct server *s, struct buf *b)
 {
@@ -789,6 +799,8 @@ static void gateway_routes_json(struct server *s, struct buf *b)
     for (size_t i = 0; i < s->cur.n; i++) {
         struct http_proxy_conf *hc = NULL;
         struct http_routes *r;
+        if (is_bootstrap_listener(s->cur.bs, s->cur.v[i].name))
+            continue;
         if (s->cur.v[i].cl.ops == &http_proxy_ops)
             hc = s->cur.v[i].cl.conf;
         else if (s->cur.v[i].cl.ops == &l4_proxy_ops)

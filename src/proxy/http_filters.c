@@ -245,8 +245,9 @@ static void route_reply(struct pstream *ps, int status, const char *body,
 }
 
 /*
- * pstream_route() decides a Gateway listener's request with its
- * VirtualService routes: answers it (no route, redirect, direct response,
+ * pstream_route() decides a request with its listener's router (the
+ * same for a Gateway's VirtualServices and a bootstrap listener's routes):
+ * answers it (no route, redirect, direct response,
  * fault abort) and returns -1, or picks the cluster, rewrites the request
  * and returns 0.
  */

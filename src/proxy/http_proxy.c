@@ -73,11 +73,6 @@ void http_proxy_conf_unref(struct http_proxy_conf *c)
 {
     if (c == NULL || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
-    for (size_t i = 0; i < c->nroutes; i++) {
-        free(c->routes[i].host);
-        free(c->routes[i].prefix);
-    }
-    free(c->routes);
     http_routes_unref(c->cur);
     pthread_mutex_destroy(&c->lock);
     tls_holder_unref(c->tls);
@@ -135,47 +130,6 @@ struct http_routes *http_proxy_conf_routes(struct http_proxy_conf *c)
     r = http_routes_ref(c->cur);
     pthread_mutex_unlock(&c->lock);
     return r;
-}
-
-static int host_matches(const char *pattern, struct slice host)
-{
-    size_t plen = strlen(pattern);
-
-    if (plen == 1 && pattern[0] == '*')
-        return 1;
-    if (plen >= 2 && pattern[0] == '*' && pattern[1] == '.') {
-        /* *.example.com matches a.example.com and a.b.example.com, as
-         * Istio's wildcard hosts do. */
-        size_t suf = plen - 1;
-        return host.n > suf &&
-               strncasecmp(host.p + host.n - suf, pattern + 1, suf) == 0;
-    }
-    return host.n == plen && strncasecmp(host.p, pattern, plen) == 0;
-}
-
-const struct http_route *http_proxy_route(const struct http_proxy_conf *c,
-                                          struct slice authority,
-                                          struct slice path)
-{
-    struct slice host = authority;
-
-    /* The port is not part of the host to match. */
-    if (host.n > 0 && host.p[0] == '[') {
-        const char *end = memchr(host.p, ']', host.n);
-        if (end != NULL)
-            host.n = (size_t)(end - host.p) + 1;
-    } else {
-        const char *colon = memchr(host.p, ':', host.n);
-        if (colon != NULL)
-            host.n = (size_t)(colon - host.p);
-    }
-    for (size_t i = 0; i < c->nroutes; i++) {
-        const struct http_route *r = &c->routes[i];
-        if (host_matches(r->host, host) && path.n >= r->prefix_len &&
-            memcmp(path.p, r->prefix, r->prefix_len) == 0)
-            return r;
-    }
-    return NULL;
 }
 
 /* ---- route views ---------------------------------------------------- */

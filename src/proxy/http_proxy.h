@@ -23,25 +23,16 @@ struct authz;
 struct jwt_authn;
 struct ssl_ctx_st;
 
-/* A static route: host (exact, *.suffix or *) and path prefix. */
-struct http_route {
-    char *host;
-    char *prefix;
-    size_t prefix_len;
-    size_t cluster;      /* index into the conf's clusters */
-    uint64_t timeout_ms; /* 0: none */
-};
-
 /*
- * What a listener routes by: a Gateway listener's VirtualService router
- * (NULL for a bootstrap listener, which uses its conf's static routes) and
- * the clusters routes name by index. Immutable once built, shared by every
- * worker, reference-counted with atomics: a worker takes one reference per
- * generation it serves, never one per request.
+ * What a listener routes by: its router (a Gateway listener's
+ * VirtualServices, or a bootstrap listener's routes lowered into router
+ * rules) and the clusters routes name by index. Immutable once built, shared by
+ * every worker, reference-counted with atomics: a worker takes one reference
+ * per generation it serves, never one per request.
  */
 struct http_routes {
     int refs;
-    struct router *router;     /* one reference; NULL: static routes */
+    struct router *router;     /* one reference; NULL: no route */
     struct cluster **clusters; /* one reference each */
     size_t nclusters;
     struct authz *authz;   /* one reference; NULL: no policy applies */
@@ -70,8 +61,6 @@ struct http_proxy_conf {
     struct h1_client_conf h1c;
     struct h2_settings h2;
     int h2c;
-    struct http_route *routes;
-    size_t nroutes;
     /* The current routes: written by the control thread under the lock,
      * read by workers when gen moves (one atomic load per request). */
     pthread_mutex_t lock;
@@ -100,12 +89,6 @@ void http_proxy_conf_set_routes(struct http_proxy_conf *c,
 /* http_proxy_conf_routes() returns a reference to c's current routes
  * (for the admin API and the control thread). */
 struct http_routes *http_proxy_conf_routes(struct http_proxy_conf *c);
-
-/* http_proxy_route() returns the first route matching authority and path,
- * or NULL (404). */
-const struct http_route *http_proxy_route(const struct http_proxy_conf *c,
-                                          struct slice authority,
-                                          struct slice path);
 
 /*
  * An HTTP listener started with fd -1 (http_proxy_ops.start) accepts

@@ -41,7 +41,7 @@ struct pstream {
     struct wroutes *wr;     /* pinned: the routes this stream runs on */
     int cluster;            /* index in wr's clusters; -1: none */
     uint64_t timeout_ms;    /* the route's; 0: none */
-    struct route_result rr; /* Gateway listeners: the router's pick */
+    struct route_result rr; /* the router's pick */
     const struct route_action *action;
     struct slice cors_origin; /* an allowed CORS Origin; empty: none */
     struct timer delay;       /* fault injection delay */
@@ -140,7 +140,8 @@ int pstream_authorize(struct pstream *ps);
  * without a token goes on unauthenticated. */
 int pstream_authenticate(struct pstream *ps);
 
-/* A Gateway listener's VirtualService routes: returns 0 with the cluster
+/* The listener's router (VirtualService routes, or a bootstrap
+ * listener's routes lowered into it): returns 0 with the cluster
  * picked and the request rewritten, or -1 when the request was answered
  * here (no route, redirect, direct response, fault abort, CORS
  * preflight) and finished. */

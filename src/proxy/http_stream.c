@@ -558,20 +558,8 @@ static void on_request(void *ctx, struct hstream *s)
         return;
     if (ps->wr->r->authz != NULL && pstream_authorize(ps) < 0)
         return;
-    if (ps->wr->r->router != NULL) {
-        if (pstream_route(ps) < 0)
-            return;
-    } else {
-        const struct http_route *r =
-            http_proxy_route(l->conf, s->req.authority, s->req.path);
-        if (r == NULL) {
-            pstream_local_reply(ps, 404, HFLAG_NR, "no route\n");
-            pstream_up_finished(ps);
-            return;
-        }
-        ps->cluster = (int)r->cluster;
-        ps->timeout_ms = r->timeout_ms;
-    }
+    if (pstream_route(ps) < 0)
+        return;
     if (pstream_add_forwarding(ps) < 0) {
         pstream_local_reply(ps, 503, 0, "out of memory\n");
         pstream_up_finished(ps);

@@ -487,6 +487,27 @@ static void router_free(struct router *r)
     free(r);
 }
 
+/* router_alloc() makes an empty router with one reference, or NULL. */
+static struct router *router_alloc(void)
+{
+    struct router *r = calloc(1, sizeof(*r));
+
+    if (r == NULL)
+        return NULL;
+    atomic_init(&r->refs, 1);
+    arena_init(&r->mem, ROUTER_ARENA_CHUNK);
+    r->catch_all = -1;
+    r->mctx = pcre2_match_context_create(NULL);
+    if (r->mctx == NULL) {
+        router_free(r);
+        return NULL;
+    }
+    pcre2_set_match_limit(r->mctx, ROUTER_REGEX_MATCH_LIMIT);
+    pcre2_set_depth_limit(r->mctx, ROUTER_REGEX_DEPTH_LIMIT);
+    pcre2_set_heap_limit(r->mctx, ROUTER_REGEX_HEAP_LIMIT_KIB);
+    return r;
+}
+
 struct router *router_build(const struct router_params *p, char **err)
 {
     struct rt_build b = {0};
@@ -494,18 +515,9 @@ struct router *router_build(const struct router_params *p, char **err)
 
     if (err != NULL)
         *err = NULL;
-    r = calloc(1, sizeof(*r));
+    r = router_alloc();
     if (r == NULL)
         goto nomem;
-    atomic_init(&r->refs, 1);
-    arena_init(&r->mem, ROUTER_ARENA_CHUNK);
-    r->catch_all = -1;
-    r->mctx = pcre2_match_context_create(NULL);
-    if (r->mctx == NULL)
-        goto nomem;
-    pcre2_set_match_limit(r->mctx, ROUTER_REGEX_MATCH_LIMIT);
-    pcre2_set_depth_limit(r->mctx, ROUTER_REGEX_DEPTH_LIMIT);
-    pcre2_set_heap_limit(r->mctx, ROUTER_REGEX_HEAP_LIMIT_KIB);
     b.r = r;
     b.p = p;
     b.err = err;
@@ -531,6 +543,118 @@ nomem:
     err_set(err, "router: out of memory");
 fail:
     free(b.gws);
+    router_free(r);
+    return NULL;
+}
+
+/* ---- rules lowered from outside VirtualServices ------------------------- */
+
+/*
+ * host_covers() is true when every host pattern h (lowercase: a name,
+ * "*.suffix" or "*") matches is also matched by pattern p (lowercase):
+ * "*" covers everything, a pattern covers itself, and "*.s" covers a name
+ * longer than ".s" that ends with it and a "*.t" whose ".t" ends with ".s".
+ */
+static int host_covers(const char *p, const char *h)
+{
+    const char *hs = h;
+    size_t pn, hn;
+
+    if (strcmp(p, "*") == 0 || strcmp(p, h) == 0)
+        return 1;
+    if (p[0] != '*' || p[1] != '.' || strcmp(h, "*") == 0)
+        return 0;
+    if (h[0] == '*')
+        hs = h + 1;
+    pn = strlen(p + 1);
+    hn = strlen(hs);
+    return (h[0] == '*' ? hn >= pn : hn > pn) &&
+           memcmp(hs + hn - pn, p + 1, pn) == 0;
+}
+
+/* lowered_rule() compiles one lowered rule into out: a uri prefix block
+ * and a forward action to its one cluster, in the router's memory. */
+static int lowered_rule(struct rt_build *b, const struct router_rule *lr,
+                        size_t index, struct rt_rule *out)
+{
+    struct route_destination *d = rt_alloc(b, sizeof(*d));
+    struct route_action *a = rt_alloc(b, sizeof(*a));
+    struct rt_block *blk = rt_alloc(b, sizeof(*blk));
+    struct rt_cond *c = rt_alloc(b, sizeof(*c));
+
+    if (d == NULL || a == NULL || blk == NULL || c == NULL)
+        return -1;
+    c->what = RT_URI;
+    c->cost = (int)RT_URI;
+    c->m.kind = ROUTE_MATCH_PREFIX;
+    if (rt_str(b, lr->prefix != NULL ? lr->prefix : "", 0, &c->m.text) < 0)
+        return -1;
+    blk->conds = c;
+    blk->nconds = 1;
+    blk->index = 0;
+    blk->uri_kind = ROUTE_MATCH_PREFIX;
+    blk->uri_prefix_len = c->m.text.n;
+    d->cluster = lr->cluster;
+    d->weight = 1;
+    a->kind = ROUTE_FORWARD;
+    a->rule = index;
+    a->dests = d;
+    a->ndests = 1;
+    a->total_weight = 1;
+    a->timeout_ms = lr->timeout_ms;
+    b->r->nactions++;
+    out->blocks = blk;
+    out->nblocks = 1;
+    out->action = a;
+    return 0;
+}
+
+struct router *router_build_rules(const struct router_rule *v, size_t n,
+                                  char **err)
+{
+    struct rt_build b = {0};
+    struct rt_rule *rules = calloc(n ? n : 1, sizeof(*rules));
+    struct slice *hosts = calloc(n ? n : 1, sizeof(*hosts));
+    struct router *r = router_alloc();
+
+    if (err != NULL)
+        *err = NULL;
+    b.r = r;
+    b.err = err;
+    if (r == NULL || rules == NULL || hosts == NULL)
+        goto nomem;
+    for (size_t i = 0; i < n; i++)
+        if (rt_str(&b, v[i].host != NULL ? v[i].host : "*", 1, &hosts[i]) < 0 ||
+            lowered_rule(&b, &v[i], i, &rules[i]) < 0)
+            goto fail;
+    /* First match wins across hosts: each host's virtual host holds, in
+     * order, every rule whose host covers it. The virtual host a request
+     * selects (exact, else longest suffix, else "*") is the narrowest
+     * pattern matching its host, and a rule's pattern matches the host
+     * exactly when it covers that narrowest one. */
+    for (size_t i = 0; i < n; i++) {
+        int idx, seen = 0;
+
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = strcmp(hosts[k].p, hosts[i].p) == 0;
+        if (seen)
+            continue;
+        idx = vhost_get(&b, hosts[i].p);
+        if (idx < 0)
+            goto fail;
+        for (size_t k = 0; k < n; k++)
+            if (host_covers(hosts[k].p, hosts[i].p) &&
+                vhost_add_rules(&b, idx, &rules[k], 1) < 0)
+                goto fail;
+    }
+    free(hosts);
+    free(rules);
+    return r;
+nomem:
+    err_set(err, "router: out of memory");
+fail:
+    free(hosts);
+    free(rules);
     router_free(r);
     return NULL;
 }

@@ -74,6 +74,31 @@ struct router_params {
  */
 struct router *router_build(const struct router_params *p, char **err);
 
+/*
+ * A rule lowered into the router from outside VirtualServices (a
+ * bootstrap listener's `routes:`): a host pattern (a name, "*.suffix" or
+ * "*", without regard to case), a path prefix (the path without its
+ * query must start with it; "" matches every path), one destination
+ * cluster (an index the caller gives meaning to) and a timeout (0: none).
+ * No retries, faults, mirror or header operations.
+ */
+struct router_rule {
+    const char *host;
+    const char *prefix;
+    int cluster;
+    uint64_t timeout_ms;
+};
+
+/*
+ * router_build_rules() compiles n lowered rules into a router where a
+ * request takes the first rule, in the order given, whose host and prefix
+ * match it (the bootstrap's rule), whatever hosts the other rules name.
+ * Nothing of v is kept. Returns a router with one reference, or NULL with
+ * an allocated *err.
+ */
+struct router *router_build_rules(const struct router_rule *v, size_t n,
+                                  char **err);
+
 /* router_ref() takes a reference; router_unref() drops one and frees the
  * router with the last. Both are safe from any thread; unref(NULL) is a
  * no-op. */

@@ -15,9 +15,14 @@
 #include <stdarg.h>
 #include <cmocka.h>
 
+#include "compile/compile.h"
 #include "compile/lower.h"
 #include "config/bootstrap.h"
 #include "core/addr.h"
+#include "core/arena.h"
+#include "http/http.h"
+#include "proxy/http_proxy.h"
+#include "proxy/router.h"
 #include "upstream/cluster.h"
 
 #define ROOT SRCDIR "/tests/data/istio-samples/certs/root-cert.pem"
@@ -33,17 +38,19 @@ static struct bootstrap *parse(const char *text)
     return bs;
 }
 
-static const char CLUSTERS[] =
-    "clusters:\n"
-    "  - name: plain\n"
-    "    endpoints: [127.0.0.1:8080, 127.0.0.1:8081]\n"
-    "    connectTimeout: 2s\n"
-    "    idleTimeout: 90s\n"
-    "    maxRequestsPerConnection: 7\n"
-    "  - name: secure\n"
-    "    endpoints: [127.0.0.1:8443]\n"
-    "    protocol: http2\n"
-    "    tls: {enabled: true, sni: api.internal, caCertificates: " ROOT "}\n";
+#define CLUSTERS_YAML                                                          \
+    "clusters:\n"                                                              \
+    "  - name: plain\n"                                                        \
+    "    endpoints: [127.0.0.1:8080, 127.0.0.1:8081]\n"                        \
+    "    connectTimeout: 2s\n"                                                 \
+    "    idleTimeout: 90s\n"                                                   \
+    "    maxRequestsPerConnection: 7\n"                                        \
+    "  - name: secure\n"                                                       \
+    "    endpoints: [127.0.0.1:8443]\n"                                        \
+    "    protocol: http2\n"                                                    \
+    "    tls: {enabled: true, sni: api.internal, caCertificates: " ROOT "}\n"
+
+static const char CLUSTERS[] = CLUSTERS_YAML;
 
 /* A bootstrap cluster is built by the one cluster builder with the
  * bootstrap's defaults: its protocol and timeouts, round robin, and none
@@ -124,12 +131,189 @@ static void test_cluster_tls_error(void **state)
     bootstrap_free(bs);
 }
 
+/* An http listener whose routes name hosts in an order a virtual-host
+ * table would not keep by itself: the first matching route wins. */
+static const char HTTP_BS[] =
+    "listeners:\n"
+    "  - name: web\n"
+    "    address: 127.0.0.1:18080\n"
+    "    protocol: http\n"
+    "    routes:\n"
+    "      - {host: \"*\", pathPrefix: /a, cluster: secure}\n"
+    "      - {host: Foo.Example.com, pathPrefix: /, cluster: plain, "
+    "timeout: 3s}\n"
+    "      - {host: \"*.example.com\", pathPrefix: /b, cluster: secure, "
+    "timeout: 250ms}\n"
+    "      - {host: \"*\", pathPrefix: /, cluster: plain}\n" CLUSTERS_YAML;
+
+struct fx {
+    struct bootstrap *bs;
+    struct cluster **clusters;
+    struct http_routes *r;
+    struct arena arena;
+};
+
+static struct fx *fx_new(const char *text)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    char *err = NULL;
+
+    assert_non_null(f);
+    f->bs = parse(text);
+    f->clusters = compile_clusters(f->bs, 2, &err);
+    assert_non_null(f->clusters);
+    f->r = lower_http_routes(f->bs, bootstrap_listener_at(f->bs, 0),
+                             f->clusters, &err);
+    if (f->r == NULL)
+        fail_msg("lower_http_routes: %s", err ? err : "?");
+    arena_init(&f->arena, 4096);
+    return f;
+}
+
+static void fx_free(struct fx *f)
+{
+    arena_dispose(&f->arena);
+    http_routes_unref(f->r);
+    compile_clusters_free(f->clusters, f->bs->clusters.n);
+    bootstrap_free(f->bs);
+    free(f);
+}
+
+/* route() returns the action a request takes, or NULL (404). */
+static const struct route_action *route(struct fx *f, const char *authority,
+                                        const char *path,
+                                        struct route_result *res)
+{
+    struct http_request q;
+
+    memset(&q, 0, sizeof(q));
+    q.method = slice_of("GET");
+    q.scheme = slice_of("http");
+    q.authority = slice_of(authority);
+    q.path = slice_of(path);
+    return router_match(f->r->router, &q, 0, 12345, &f->arena, res);
+}
+
+/* The name of the cluster a request is sent to, or "404". */
+static const char *where(struct fx *f, const char *authority, const char *path)
+{
+    struct route_result res;
+    const struct route_action *a = route(f, authority, path, &res);
+
+    if (a == NULL)
+        return "404";
+    assert_int_equal(a->kind, ROUTE_FORWARD);
+    assert_int_equal(res.dest, 0);
+    return f->r->clusters[a->dests[res.dest].cluster]->name;
+}
+
+/* The routes lower into the one router: every bootstrap cluster by index,
+ * one rule per route with its prefix, cluster and timeout, and nothing a
+ * VirtualService could add (no retries, faults, mirror, CORS, headers). */
+static void test_http_routes_fields(void **state)
+{
+    struct fx *f = fx_new(HTTP_BS);
+    struct route_result res;
+    struct router_stats st;
+    const struct route_action *a;
+
+    (void)state;
+    assert_int_equal(f->r->nclusters, 2);
+    assert_string_equal(f->r->clusters[0]->name, "plain");
+    assert_string_equal(f->r->clusters[1]->name, "secure");
+    assert_ptr_equal(f->r->clusters[0], f->clusters[0]);
+    assert_null(f->r->authz);
+    assert_null(f->r->jwt);
+    router_get_stats(f->r->router, &st);
+    assert_int_equal(st.actions, 4);
+    /* Three virtual hosts: "*", foo.example.com and *.example.com. */
+    assert_int_equal(st.vhosts, 3);
+
+    a = route(f, "foo.example.com", "/x", &res);
+    assert_non_null(a);
+    assert_int_equal(a->rule, 1);
+    assert_int_equal(a->ndests, 1);
+    assert_int_equal(a->dests[0].cluster, 0);
+    assert_int_equal(a->timeout_ms, 3000);
+    assert_int_equal(a->retry.attempts, 0);
+    assert_int_equal(a->retry.on, 0);
+    assert_int_equal(a->fault.delay_ppm, 0);
+    assert_int_equal(a->fault.abort_ppm, 0);
+    assert_false(a->mirror.enabled);
+    assert_null(a->cors);
+    assert_null(a->vs); /* the access log's route stays empty */
+    assert_int_equal(res.uri_kind, ROUTE_MATCH_PREFIX);
+    assert_int_equal(res.uri_prefix_len, 1);
+    assert_false(res.mirror);
+    assert_int_equal(res.delay_ms, 0);
+    assert_int_equal(res.abort_status, 0);
+
+    a = route(f, "a.example.com:8080", "/b/c", &res);
+    assert_non_null(a);
+    assert_int_equal(a->rule, 2);
+    assert_int_equal(a->dests[0].cluster, 1);
+    assert_int_equal(a->timeout_ms, 250);
+    a = route(f, "other", "/", &res);
+    assert_non_null(a);
+    assert_int_equal(a->rule, 3);
+    assert_int_equal(a->timeout_ms, 0);
+    fx_free(f);
+}
+
+/* First match wins over the routes as listed, whatever hosts they name:
+ * a "*" route before a host's own routes still takes its paths. */
+static void test_http_routes_first_match(void **state)
+{
+    struct fx *f = fx_new(HTTP_BS);
+
+    (void)state;
+    assert_string_equal(where(f, "foo.example.com", "/a/1"), "secure");
+    assert_string_equal(where(f, "FOO.example.com:80", "/x"), "plain");
+    assert_string_equal(where(f, "foo.example.com", "/b"), "plain");
+    assert_string_equal(where(f, "bar.example.com", "/b"), "secure");
+    assert_string_equal(where(f, "bar.example.com", "/a"), "secure");
+    assert_string_equal(where(f, "bar.example.com", "/c"), "plain");
+    assert_string_equal(where(f, "a.b.example.com", "/bee"), "secure");
+    /* "*.example.com" needs a label before the suffix. */
+    assert_string_equal(where(f, "example.com", "/b"), "plain");
+    assert_string_equal(where(f, "", "/b"), "plain");
+    assert_string_equal(where(f, "[::1]:8080", "/a"), "secure");
+    fx_free(f);
+}
+
+/* No route for a request: NULL, which the pipeline answers 404 NR. */
+static void test_http_routes_no_match(void **state)
+{
+    static const char text[] =
+        "listeners:\n"
+        "  - name: web\n"
+        "    address: 127.0.0.1:18080\n"
+        "    protocol: http\n"
+        "    routes:\n"
+        "      - {host: api.example.com, pathPrefix: /v1/, cluster: plain}\n"
+        "      - {host: \"*.example.org\", pathPrefix: /, cluster: "
+        "plain}\n" CLUSTERS_YAML;
+    struct fx *f = fx_new(text);
+
+    (void)state;
+    assert_string_equal(where(f, "api.example.com", "/v1/x"), "plain");
+    assert_string_equal(where(f, "api.example.com", "/v1"), "404");
+    assert_string_equal(where(f, "api.example.com", "/v2/x"), "404");
+    assert_string_equal(where(f, "www.example.com", "/v1/x"), "404");
+    assert_string_equal(where(f, "x.example.org", "/"), "plain");
+    assert_string_equal(where(f, "example.org", "/"), "404");
+    fx_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cluster_defaults),
         cmocka_unit_test(test_cluster_tls),
         cmocka_unit_test(test_cluster_tls_error),
+        cmocka_unit_test(test_http_routes_fields),
+        cmocka_unit_test(test_http_routes_first_match),
+        cmocka_unit_test(test_http_routes_no_match),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
