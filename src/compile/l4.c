@@ -259,6 +259,8 @@ static int tcp_rules(struct l4_build *b, const struct gw_server *srv,
                                 : 0,
                             &bl->src, &bl->nsrc) < 0)
                     return -1;
+                if (bl->ndst > 0)
+                    rs->by_local = 1;
             }
             if (rule_dests(b, r, l, rule) < 0)
                 return -1;

@@ -8,7 +8,6 @@
 #include "net/listener.h"
 #include "proxy/http_proxy.h"
 #include "proxy/l4_proxy.h"
-#include "proxy/tcp_proxy.h"
 #include "compile/l4.h"
 #include "compile/compile.h"
 #include "compile/istio.h"
@@ -86,9 +85,9 @@ static void http_settings(struct http_proxy_conf *c, const struct bootstrap *bs,
     c->xff_trusted_hops = (uint32_t)h->xff_trusted_hops;
 }
 
-static void unref_tcp(void *c)
+static void unref_l4(void *c)
 {
-    tcp_proxy_conf_unref(c);
+    l4_proxy_conf_unref(c);
 }
 
 static void unref_http(void *c)
@@ -96,26 +95,20 @@ static void unref_http(void *c)
     http_proxy_conf_unref(c);
 }
 
+/* A tcp listener runs as an L4 listener: one tcp route to the cluster of
+ * its upstreams, on the relay Gateway TCP routes use. */
 static int compile_tcp(const struct bootstrap *bs,
                        const struct bootstrap_listener *bl,
                        struct listener_stats *stats,
                        struct compiled_listener *out, char **err)
 {
-    struct tcp_proxy_conf *c =
-        tcp_proxy_conf_new(bl->name, bl->upstreams.v, bl->upstreams.n, stats);
+    struct l4_proxy_conf *c = lower_tcp_listener(bs, bl, stats, err);
 
-    if (c == NULL) {
-        *err = strdup("out of memory");
+    if (c == NULL)
         return -1;
-    }
-    c->connect_timeout_ms = (uint64_t)bl->connect_timeout_ms;
-    c->connect_attempts = (int)bl->connect_attempts;
-    c->idle_timeout_ms = (uint64_t)bl->idle_timeout_ms;
-    c->buffer_size = (size_t)bl->buffer_size;
-    c->access_log = bs->log.access_log;
-    out->ops = &tcp_proxy_ops;
+    out->ops = &l4_proxy_ops;
     out->conf = c;
-    out->unref = unref_tcp;
+    out->unref = unref_l4;
     return 0;
 }
 

@@ -1,7 +1,8 @@
 /*
  * The bootstrap's listeners, routes and clusters lowered into the model
  * Gateways, VirtualServices and DestinationRules compile into (see
- * lower.h): clusters built by compile_cluster(), and router rules.
+ * lower.h): router rules, clusters built by compile_cluster(), and L4
+ * listeners with tcp routes.
  */
 #include "config.h"
 
@@ -9,9 +10,12 @@
 #include <string.h>
 
 #include "compile/istio.h"
+#include "core/err.h"
 #include "compile/lower.h"
 #include "config/resource.h"
+#include "net/listener.h"
 #include "proxy/http_proxy.h"
+#include "proxy/l4_proxy.h"
 #include "proxy/router.h"
 #include "upstream/cluster.h"
 
@@ -80,9 +84,62 @@ struct http_routes *lower_http_routes(const struct bootstrap *bs,
     free(rules);
     return r;
 oom:
-    *err = strdup("out of memory");
+    err_set(err, "out of memory");
 fail:
     free(rules);
     http_routes_unref(r);
+    return NULL;
+}
+
+struct l4_proxy_conf *lower_tcp_listener(const struct bootstrap *bs,
+                                         const struct bootstrap_listener *bl,
+                                         struct listener_stats *stats,
+                                         char **err)
+{
+    struct l4_proxy_conf *c = l4_proxy_conf_new(bl->name, stats);
+    struct cluster_spec sp;
+    struct l4_rule *rule;
+
+    *err = NULL;
+    if (c == NULL)
+        goto oom;
+    c->relay.connect_timeout_ms = (uint64_t)bl->connect_timeout_ms;
+    c->relay.connect_attempts = (int)bl->connect_attempts;
+    c->relay.idle_timeout_ms = (uint64_t)bl->idle_timeout_ms;
+    c->relay.buffer_size = (size_t)bl->buffer_size;
+    c->relay.access_log = bs->log.access_log;
+    /* The upstreams are the listener's implicit cluster. */
+    memset(&sp, 0, sizeof(sp));
+    sp.name = bl->name;
+    sp.endpoints = bl->upstreams.v;
+    sp.nendpoints = bl->upstreams.n;
+    sp.connect_timeout_ms = (uint64_t)bl->connect_timeout_ms;
+    sp.idle_timeout_ms = (uint64_t)bl->idle_timeout_ms;
+    sp.implicit = 1;
+    c->clusters = calloc(1, sizeof(*c->clusters));
+    if (c->clusters == NULL)
+        goto oom;
+    c->clusters[0] = compile_cluster(NULL, &sp, stats->nworkers, err);
+    if (c->clusters[0] == NULL)
+        goto fail;
+    c->nclusters = 1;
+    /* One tcp route, without match blocks: every connection takes it. */
+    c->tcp.v = calloc(1, sizeof(*c->tcp.v));
+    if (c->tcp.v == NULL)
+        goto oom;
+    c->tcp.n = 1;
+    rule = &c->tcp.v[0];
+    rule->dests = calloc(1, sizeof(*rule->dests));
+    if (rule->dests == NULL)
+        goto oom;
+    rule->dests[0].cluster = 0;
+    rule->dests[0].weight = 1;
+    rule->ndests = 1;
+    rule->total = 1;
+    return c;
+oom:
+    err_set(err, "out of memory");
+fail:
+    l4_proxy_conf_unref(c);
     return NULL;
 }

@@ -5,6 +5,8 @@
 
 struct cluster;
 struct http_routes;
+struct l4_proxy_conf;
+struct listener_stats;
 
 /*
  * Lowering the bootstrap's `listeners:`, `routes:` and `clusters:` into
@@ -37,5 +39,20 @@ struct http_routes *lower_http_routes(const struct bootstrap *bs,
                                       const struct bootstrap_listener *bl,
                                       struct cluster *const *clusters,
                                       char **err);
+
+/*
+ * lower_tcp_listener() builds the L4 listener of a tcp listener: no
+ * ClientHello inspection, one tcp route (no match blocks) to one cluster
+ * of its upstreams (round robin per worker, as before), relayed with its
+ * connectTimeout, connectAttempts, idleTimeout and bufferSize. The
+ * cluster is implicit: named after the listener, left out of access logs
+ * and the admin API as the listener's upstreams always were. stats gets
+ * one reference. Returns the conf with one reference, or NULL with an
+ * allocated *err.
+ */
+struct l4_proxy_conf *lower_tcp_listener(const struct bootstrap *bs,
+                                         const struct bootstrap_listener *bl,
+                                         struct listener_stats *stats,
+                                         char **err);
 
 #endif

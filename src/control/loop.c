@@ -22,7 +22,6 @@
 #include "proxy/http_proxy.h"
 #include "proxy/l4_proxy.h"
 #include "proxy/router.h"
-#include "proxy/tcp_proxy.h"
 #include "compile/compile.h"
 #include "control/source_dir.h"
 #include "compile/istio.h"
@@ -413,9 +412,7 @@ static int lset_build(struct server *s, struct bootstrap *bs,
          * equal means the running listener stays, with its connections. */
         if (prev != NULL && strcmp(prev->fingerprint, l->fingerprint) == 0) {
             l->cl = prev->cl;
-            if (prev->cl.ops == &tcp_proxy_ops)
-                tcp_proxy_conf_ref(prev->cl.conf);
-            else if (prev->cl.ops == &l4_proxy_ops)
+            if (prev->cl.ops == &l4_proxy_ops)
                 l4_proxy_conf_ref(prev->cl.conf);
             else
                 http_proxy_conf_ref(prev->cl.conf);

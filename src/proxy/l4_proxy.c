@@ -380,7 +380,8 @@ static void lc_relay(struct l4_conn *lc, const struct l4_rule *rule,
     memset(&meta, 0, sizeof(meta));
     meta.sni = lc->sni;
     meta.route = rule->route;
-    meta.cluster = cl != NULL ? cl->name : NULL;
+    /* A bootstrap tcp listener's upstreams have no name of their own. */
+    meta.cluster = cl != NULL && !cl->implicit ? cl->name : NULL;
     meta.peer_uri_san = peer_uri;
     meta.tls_terminated = lc->c.tls != NULL;
     if (cl != NULL) {
@@ -413,7 +414,9 @@ static void route_tcp(struct l4_conn *lc, const struct l4_rules *rules,
     socklen_t len = sizeof(local);
     const struct l4_rule *r;
 
-    if (getsockname(lc->c.fd, (struct sockaddr *)&local, &len) < 0)
+    /* The address connected to only matters to destinationSubnets. */
+    if (!rules->by_local ||
+        getsockname(lc->c.fd, (struct sockaddr *)&local, &len) < 0)
         len = 0;
     r = l4_rule_match(rules, len > 0 ? (struct sockaddr *)&local : NULL,
                       lc->peerlen > 0 ? (struct sockaddr *)&lc->peer : NULL);

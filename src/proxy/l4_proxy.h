@@ -60,6 +60,7 @@ struct l4_rule {
 struct l4_rules {
     struct l4_rule *v;
     size_t n;
+    int by_local; /* some block has destinationSubnets */
 };
 
 enum l4_target { L4_TO_PASSTHROUGH, L4_TO_TERMINATE, L4_TO_HTTP };

@@ -1,3 +1,9 @@
+/*
+ * The L4 relay: bytes copied between a downstream connection and an
+ * upstream one, with bounded buffers, connect attempts over a cluster's
+ * endpoints, idle timeouts and upstream TLS origination. Every TCP and TLS
+ * route runs on it (l4_proxy.c), a bootstrap tcp listener's too.
+ */
 #include "config.h"
 
 #include <errno.h>
@@ -81,51 +87,6 @@ static void session_pump(struct tcp_session *s, int read_down, int read_up);
 static struct listener_counters *rshard(const struct tcp_relay *r)
 {
     return &r->p.stats->w[r->worker];
-}
-
-struct tcp_proxy_conf *tcp_proxy_conf_new(const char *name,
-                                          const struct addr *upstreams,
-                                          size_t nupstreams,
-                                          struct listener_stats *stats)
-{
-    struct tcp_proxy_conf *c = calloc(1, sizeof(*c));
-
-    if (c == NULL)
-        return NULL;
-    c->refs = 1;
-    c->name = strdup(name);
-    c->upstreams = calloc(nupstreams ? nupstreams : 1, sizeof(*c->upstreams));
-    if (c->name == NULL || c->upstreams == NULL) {
-        free(c->name);
-        free(c->upstreams);
-        free(c);
-        return NULL;
-    }
-    memcpy(c->upstreams, upstreams, nupstreams * sizeof(*upstreams));
-    c->nupstreams = nupstreams;
-    c->connect_timeout_ms = 5000;
-    c->connect_attempts = 3;
-    c->idle_timeout_ms = 3600 * 1000;
-    c->buffer_size = 64 * 1024;
-    c->access_log = 1;
-    c->stats = listener_stats_ref(stats);
-    return c;
-}
-
-struct tcp_proxy_conf *tcp_proxy_conf_ref(struct tcp_proxy_conf *c)
-{
-    __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
-    return c;
-}
-
-void tcp_proxy_conf_unref(struct tcp_proxy_conf *c)
-{
-    if (c == NULL || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
-        return;
-    listener_stats_unref(c->stats);
-    free(c->upstreams);
-    free(c->name);
-    free(c);
 }
 
 /* Envoy's response flags for how a session ended. */
@@ -692,107 +653,3 @@ void tcp_relay_dispose(struct tcp_relay *r)
     r->reap_ev = NULL;
     bufpool_dispose(&r->pool);
 }
-
-/* ---- bootstrap TCP listeners -------------------------------------------- */
-
-static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
-                    socklen_t len)
-{
-    struct tcp_proxy *p = arg;
-    struct conn c;
-
-    STAT_ADD(&p->conf->stats->w[p->worker], accepted, 1);
-    conn_init(&c, p->base, fd, NULL, NULL);
-    tcp_relay_start(&p->relay, &c, peer, len, p->conf->upstreams,
-                    p->conf->nupstreams, p->rr++, NULL, clock_ms());
-}
-
-static void on_reap(void *arg)
-{
-    struct tcp_proxy *p = arg;
-
-    if (!acceptor_running(&p->acc) && p->relay.active == 0 &&
-        p->on_idle != NULL)
-        p->on_idle(&p->pl, p->arg);
-}
-
-struct tcp_proxy *tcp_proxy_new(struct event_base *base, int worker, int fd,
-                                struct tcp_proxy_conf *conf,
-                                plistener_idle_fn on_idle, void *arg)
-{
-    struct tcp_proxy *p = calloc(1, sizeof(*p));
-    struct tcp_relay_params rp;
-
-    if (p == NULL)
-        return NULL;
-    p->pl.ops = &tcp_proxy_ops;
-    p->pl.conf = conf;
-    p->pl.fd = fd;
-    LIST_INIT(&p->pl.link);
-    p->base = base;
-    p->worker = worker;
-    p->fd = fd;
-    p->conf = tcp_proxy_conf_ref(conf);
-    p->on_idle = on_idle;
-    p->arg = arg;
-    rp.name = conf->name;
-    rp.stats = conf->stats;
-    rp.connect_timeout_ms = conf->connect_timeout_ms;
-    rp.connect_attempts = conf->connect_attempts;
-    rp.idle_timeout_ms = conf->idle_timeout_ms;
-    rp.buffer_size = conf->buffer_size;
-    rp.access_log = conf->access_log;
-    if (tcp_relay_init(&p->relay, base, worker, &rp, on_reap, p) < 0) {
-        tcp_proxy_free(p);
-        return NULL;
-    }
-    p->relay_ok = 1;
-    if (acceptor_start(&p->acc, base, fd, conf->name, on_conn, p) < 0) {
-        tcp_proxy_free(p);
-        return NULL;
-    }
-    return p;
-}
-
-void tcp_proxy_stop_accepting(struct tcp_proxy *p)
-{
-    if (!acceptor_running(&p->acc))
-        return;
-    acceptor_stop(&p->acc);
-    /* Let the reaper report idleness on the next turn if nothing is open. */
-    tcp_relay_kick(&p->relay);
-}
-
-void tcp_proxy_free(struct tcp_proxy *p)
-{
-    if (p == NULL)
-        return;
-    acceptor_stop(&p->acc);
-    if (p->relay_ok)
-        tcp_relay_dispose(&p->relay);
-    list_del(&p->pl.link);
-    tcp_proxy_conf_unref(p->conf);
-    free(p);
-}
-
-static struct plistener *ops_start(struct event_base *base, int worker, int fd,
-                                   void *conf, plistener_idle_fn on_idle,
-                                   void *arg)
-{
-    struct tcp_proxy *p = tcp_proxy_new(base, worker, fd, conf, on_idle, arg);
-
-    return p != NULL ? &p->pl : NULL;
-}
-
-static void ops_stop(struct plistener *l)
-{
-    tcp_proxy_stop_accepting((struct tcp_proxy *)(void *)l);
-}
-
-static void ops_free(struct plistener *l)
-{
-    tcp_proxy_free((struct tcp_proxy *)(void *)l);
-}
-
-const struct plistener_ops tcp_proxy_ops = {"tcp", ops_start, ops_stop,
-                                            ops_free, NULL};

@@ -21,7 +21,9 @@
 #include "core/addr.h"
 #include "core/arena.h"
 #include "http/http.h"
+#include "net/listener.h"
 #include "proxy/http_proxy.h"
+#include "proxy/l4_proxy.h"
 #include "proxy/router.h"
 #include "upstream/cluster.h"
 
@@ -305,6 +307,80 @@ static void test_http_routes_no_match(void **state)
     fx_free(f);
 }
 
+/* A tcp listener lowers into an L4 listener: no ClientHello inspection,
+ * one tcp route without match blocks to one implicit cluster of its
+ * upstreams, and the relay with its own keys. */
+static void test_tcp_listener(void **state)
+{
+    static const char text[] =
+        "log: {accessLog: false}\n"
+        "listeners:\n"
+        "  - name: pg\n"
+        "    address: 127.0.0.1:16432\n"
+        "    upstreams: [127.0.0.1:5432, 127.0.0.1:5433]\n"
+        "    connectTimeout: 750ms\n"
+        "    connectAttempts: 5\n"
+        "    idleTimeout: 2m\n"
+        "    bufferSize: 16KiB\n";
+    struct bootstrap *bs = parse(text);
+    struct listener_stats *st = listener_stats_new("pg", 3);
+    char *err = NULL;
+    struct l4_proxy_conf *c;
+    const struct cluster *cl;
+    char as[ADDR_STRLEN];
+
+    (void)state;
+    assert_non_null(st);
+    c = lower_tcp_listener(bs, bootstrap_listener_at(bs, 0), st, &err);
+    assert_non_null(c);
+    assert_null(err);
+    assert_string_equal(c->name, "pg");
+    assert_ptr_equal(c->stats, st);
+    assert_int_equal(st->refs, 2);
+    assert_false(c->inspect);
+    assert_int_equal(c->nsni, 0);
+    assert_int_equal(c->nservers, 0);
+    assert_int_equal(c->passthrough.n, 0);
+    assert_null(c->authz);
+    assert_null(c->http);
+    /* The relay: the listener's keys. */
+    assert_int_equal(c->relay.connect_timeout_ms, 750);
+    assert_int_equal(c->relay.connect_attempts, 5);
+    assert_int_equal(c->relay.idle_timeout_ms, 120000);
+    assert_int_equal(c->relay.buffer_size, 16 * 1024);
+    assert_false(c->relay.access_log);
+    assert_ptr_equal(c->relay.stats, st);
+    assert_string_equal(c->relay.name, "pg");
+    /* One route, every connection, to the one cluster. */
+    assert_int_equal(c->tcp.n, 1);
+    assert_false(c->tcp.by_local);
+    assert_int_equal(c->tcp.v[0].nblocks, 0);
+    assert_null(c->tcp.v[0].route);
+    assert_int_equal(c->tcp.v[0].ndests, 1);
+    assert_int_equal(c->tcp.v[0].dests[0].cluster, 0);
+    assert_true(c->tcp.v[0].total > 0);
+    assert_ptr_equal(l4_rule_match(&c->tcp, NULL, NULL), &c->tcp.v[0]);
+    /* The cluster of its upstreams, in order, balanced round robin. */
+    assert_int_equal(c->nclusters, 1);
+    cl = c->clusters[0];
+    assert_string_equal(cl->name, "pg");
+    assert_true(cl->implicit);
+    assert_int_equal(cl->origin, CLUSTER_REGISTRY);
+    assert_int_equal(cl->lb, CLUSTER_LB_ROUND_ROBIN);
+    assert_int_equal(cl->nworkers, 3);
+    assert_int_equal(cl->nendpoints, 2);
+    assert_string_equal(addr_format(&cl->endpoints[0], as, sizeof(as)),
+                        "127.0.0.1:5432");
+    assert_string_equal(addr_format(&cl->endpoints[1], as, sizeof(as)),
+                        "127.0.0.1:5433");
+    assert_null(cl->tls);
+    assert_false(cl->tls_error);
+    l4_proxy_conf_unref(c);
+    assert_int_equal(st->refs, 1);
+    listener_stats_unref(st);
+    bootstrap_free(bs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -314,6 +390,7 @@ int main(void)
         cmocka_unit_test(test_http_routes_fields),
         cmocka_unit_test(test_http_routes_first_match),
         cmocka_unit_test(test_http_routes_no_match),
+        cmocka_unit_test(test_tcp_listener),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

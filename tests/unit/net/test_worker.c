@@ -34,7 +34,9 @@
 #include "net/listener.h"
 #include "net/sock.h"
 #include "net/plistener.h"
-#include "proxy/tcp_proxy.h"
+#include "compile/lower.h"
+#include "config/bootstrap.h"
+#include "proxy/l4_proxy.h"
 #include "net/worker.h"
 
 #define DEADLINE_MS 5000
@@ -57,7 +59,7 @@ struct fx {
     int ulfd[2]; /* two upstreams, to tell confs apart */
     struct addr uaddr[2];
     struct listener_stats *st[2];
-    struct tcp_proxy_conf *conf[2]; /* the test's references */
+    struct l4_proxy_conf *conf[2]; /* the test's references */
     int fds[MAX_FDS];
 };
 
@@ -242,7 +244,7 @@ static void wait_events(struct fx *f, int n)
 
 /* refs_become() waits until conf's reference count is n (the worker drops
  * its references on its own thread). */
-static void refs_become(struct tcp_proxy_conf *c, int n)
+static void refs_become(struct l4_proxy_conf *c, int n)
 {
     uint64_t deadline = clock_ms() + DEADLINE_MS;
 
@@ -284,7 +286,7 @@ static void apply(struct fx *f, int i)
 
     assert_non_null(set);
     set->n = 1;
-    set->v[0].ops = &tcp_proxy_ops;
+    set->v[0].ops = &l4_proxy_ops;
     set->v[0].conf = f->conf[i];
     set->v[0].name = f->conf[i]->name;
     set->v[0].fd = f->lfd;
@@ -294,6 +296,32 @@ static void apply(struct fx *f, int i)
 }
 
 /* ---- fixture ------------------------------------------------------------- */
+
+/* A bootstrap tcp listener to up, as it runs: an L4 listener's conf. */
+static struct l4_proxy_conf *tcp_conf(const char *name, const struct addr *up,
+                                      struct listener_stats *st)
+{
+    char text[512], as[ADDR_STRLEN];
+    struct bootstrap *bs;
+    struct l4_proxy_conf *c;
+    char *err = NULL;
+
+    snprintf(text, sizeof(text),
+             "listeners:\n"
+             "  - name: %s\n"
+             "    address: 127.0.0.1:1\n"
+             "    upstreams: [\"%s\"]\n",
+             name, addr_format(up, as, sizeof(as)));
+    bs = bootstrap_parse(text, strlen(text), "b.yaml", &err);
+    if (bs == NULL) {
+        free(err);
+        return NULL;
+    }
+    c = lower_tcp_listener(bs, bootstrap_listener_at(bs, 0), st, &err);
+    free(err);
+    bootstrap_free(bs);
+    return c;
+}
 
 static int setup(void **state)
 {
@@ -321,10 +349,10 @@ static int setup(void **state)
         f->st[i] = listener_stats_new(names[i], WORKER_ID + 1);
         if (f->st[i] == NULL)
             return -1;
-        f->conf[i] = tcp_proxy_conf_new(names[i], &f->uaddr[i], 1, f->st[i]);
+        f->conf[i] = tcp_conf(names[i], &f->uaddr[i], f->st[i]);
         if (f->conf[i] == NULL)
             return -1;
-        f->conf[i]->access_log = 0;
+        f->conf[i]->relay.access_log = 0;
     }
     hooks.main = f->mq;
     hooks.event = on_worker_event;
@@ -351,7 +379,7 @@ static int teardown(void **state)
         mq_free(f->mq);
     }
     for (int i = 0; i < 2; i++) {
-        tcp_proxy_conf_unref(f->conf[i]);
+        l4_proxy_conf_unref(f->conf[i]);
         listener_stats_unref(f->st[i]);
     }
     for (int i = 0; i < MAX_FDS; i++)
@@ -558,7 +586,7 @@ static void test_apply_skips_listener_that_cannot_start(void **state)
     set->v[0].conf = f->conf[1];
     set->v[0].name = "broken";
     set->v[0].fd = f->ulfd[1];
-    set->v[1].ops = &tcp_proxy_ops;
+    set->v[1].ops = &l4_proxy_ops;
     set->v[1].conf = f->conf[0];
     set->v[1].name = f->conf[0]->name;
     set->v[1].fd = f->lfd;

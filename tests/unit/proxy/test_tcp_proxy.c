@@ -1,5 +1,8 @@
 /*
- * Unit tests of src/proxy/tcp_proxy.c.
+ * Unit tests of the L4 relay (src/proxy/tcp_proxy.c), driven through a
+ * bootstrap tcp listener as it runs now: lowered (lower_tcp_listener())
+ * onto the L4 listener (src/proxy/l4_proxy.c) with one tcp route to the
+ * cluster of its upstreams.
  *
  * Everything runs on the test's thread: the proxy, its event loop, and the
  * two peers (a client and an upstream server), which are plain non-blocking
@@ -37,6 +40,9 @@
 #include "net/listener.h"
 #include "net/sock.h"
 #include "net/conn.h"
+#include "compile/lower.h"
+#include "config/bootstrap.h"
+#include "proxy/l4_proxy.h"
 #include "proxy/tcp_proxy.h"
 #include "tls/tls.h"
 #include "upstream/cluster.h"
@@ -51,8 +57,8 @@ struct fx {
     struct event_base *base;
     struct event *tick;
     struct listener_stats *st;
-    struct tcp_proxy_conf *conf;
-    struct tcp_proxy *p;
+    struct l4_proxy_conf *conf;
+    struct l4_proxy *p;
     int lfd; /* the proxy's listening socket */
     struct addr laddr;
     int ulfd; /* the upstream's listening socket */
@@ -479,14 +485,38 @@ static int setup(void **state)
     return 0;
 }
 
+/* The L4 listener's side of what the bootstrap TCP listener's API was. */
+static struct l4_proxy *l4_start(struct fx *f)
+{
+    struct plistener *pl =
+        l4_proxy_ops.start(f->base, 0, f->lfd, f->conf, on_idle, f);
+
+    return (struct l4_proxy *)(void *)pl;
+}
+
+static int l4_accepting(const struct l4_proxy *p)
+{
+    return acceptor_running(&p->acc);
+}
+
+static void l4_stop_accepting(struct l4_proxy *p)
+{
+    l4_proxy_ops.stop_accepting(&p->pl);
+}
+
+static void l4_free(struct l4_proxy *p)
+{
+    l4_proxy_ops.free(p != NULL ? &p->pl : NULL);
+}
+
 static int teardown(void **state)
 {
     struct fx *f = *state;
 
     if (f->nofile_changed)
         setrlimit(RLIMIT_NOFILE, &f->saved_nofile);
-    tcp_proxy_free(f->p);
-    tcp_proxy_conf_unref(f->conf);
+    l4_free(f->p);
+    l4_proxy_conf_unref(f->conf);
     if (f->relay_ok)
         tcp_relay_dispose(&f->relay);
     SSL_free(f->ssl);
@@ -517,15 +547,36 @@ static int teardown(void **state)
 /* The conf the next start_proxy() uses; tests adjust fields in between. */
 static void make_conf(struct fx *f, const struct addr *ups, size_t n)
 {
-    f->conf = tcp_proxy_conf_new("t", ups, n, f->st);
-    assert_non_null(f->conf);
+    char text[2048], as[ADDR_STRLEN];
+    size_t len;
+    struct bootstrap *bs;
+    char *err = NULL;
+
+    len = (size_t)snprintf(text, sizeof(text),
+                           "listeners:\n"
+                           "  - name: t\n"
+                           "    address: 127.0.0.1:1\n"
+                           "    upstreams: [");
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(text + len, sizeof(text) - len, "%s\"%s\"",
+                                i ? ", " : "",
+                                addr_format(&ups[i], as, sizeof(as)));
+    snprintf(text + len, sizeof(text) - len, "]\n");
+    bs = bootstrap_parse(text, strlen(text), "b.yaml", &err);
+    if (bs == NULL)
+        fail_msg("bootstrap_parse: %s", err ? err : "?");
+    f->conf = lower_tcp_listener(bs, bootstrap_listener_at(bs, 0), f->st, &err);
+    if (f->conf == NULL)
+        fail_msg("lower_tcp_listener: %s", err ? err : "?");
+    /* What the relay runs is copied out of the bootstrap. */
+    bootstrap_free(bs);
 }
 
 static void start_proxy(struct fx *f)
 {
-    f->p = tcp_proxy_new(f->base, 0, f->lfd, f->conf, on_idle, f);
+    f->p = l4_start(f);
     assert_non_null(f->p);
-    assert_true(tcp_proxy_accepting(f->p));
+    assert_true(l4_accepting(f->p));
 }
 
 /* A client connected through the proxy and the upstream's end of it. */
@@ -543,25 +594,26 @@ static void test_conf_defaults_and_refs(void **state)
 
     make_conf(f, &f->uaddr, 1);
     assert_string_equal(f->conf->name, "t");
-    assert_int_equal(f->conf->nupstreams, 1);
-    assert_true(addr_equal(&f->conf->upstreams[0], &f->uaddr));
-    assert_int_equal(f->conf->connect_timeout_ms, 5000);
-    assert_int_equal(f->conf->connect_attempts, 3);
-    assert_int_equal(f->conf->buffer_size, 64 * 1024);
+    assert_int_equal(f->conf->nclusters, 1);
+    assert_int_equal(f->conf->clusters[0]->nendpoints, 1);
+    assert_true(addr_equal(&f->conf->clusters[0]->endpoints[0], &f->uaddr));
+    assert_int_equal(f->conf->relay.connect_timeout_ms, 5000);
+    assert_int_equal(f->conf->relay.connect_attempts, 3);
+    assert_int_equal(f->conf->relay.buffer_size, 64 * 1024);
     /* The conf holds a stats reference of its own. */
     assert_int_equal(f->st->refs, 2);
-    assert_ptr_equal(tcp_proxy_conf_ref(f->conf), f->conf);
+    assert_ptr_equal(l4_proxy_conf_ref(f->conf), f->conf);
     assert_int_equal(f->conf->refs, 2);
-    tcp_proxy_conf_unref(f->conf);
+    l4_proxy_conf_unref(f->conf);
     assert_int_equal(f->conf->refs, 1);
     /* A proxy takes its own reference and drops it when freed. */
     start_proxy(f);
     assert_int_equal(f->conf->refs, 2);
-    tcp_proxy_free(f->p);
+    l4_free(f->p);
     f->p = NULL;
     assert_int_equal(f->conf->refs, 1);
-    tcp_proxy_conf_unref(NULL);
-    tcp_proxy_free(NULL);
+    l4_proxy_conf_unref(NULL);
+    l4_free(NULL);
 }
 
 static void test_relay_both_ways(void **state)
@@ -734,7 +786,7 @@ static void test_backpressure(void **state)
     int cfd, ufd, quiet = 0, small = 4096;
 
     make_conf(f, &f->uaddr, 1);
-    f->conf->buffer_size = cap;
+    f->conf->relay.buffer_size = cap;
     start_proxy(f);
     f->cap = cap;
     cfd = client_connect(f, &f->laddr, small);
@@ -843,7 +895,7 @@ static void test_all_upstreams_refuse(void **state)
     closed_port(f, &ups[0]);
     closed_port(f, &ups[1]);
     make_conf(f, ups, 2);
-    f->conf->connect_attempts = 3;
+    f->conf->relay.connect_attempts = 3;
     start_proxy(f);
     cfd = client_connect(f, &f->laddr, 0);
     expect_eof(f, cfd, -1);
@@ -897,8 +949,8 @@ static void test_connect_timeout(void **state)
         skip();
     }
     make_conf(f, ups, 1);
-    f->conf->connect_timeout_ms = 100;
-    f->conf->connect_attempts = 2;
+    f->conf->relay.connect_timeout_ms = 100;
+    f->conf->relay.connect_attempts = 2;
     start_proxy(f);
     t0 = clock_ms();
     cfd = client_connect(f, &f->laddr, 0);
@@ -924,7 +976,7 @@ static void test_connect_timeout_then_next_upstream(void **state)
     }
     ups[1] = f->uaddr;
     make_conf(f, ups, 2);
-    f->conf->connect_timeout_ms = 100;
+    f->conf->relay.connect_timeout_ms = 100;
     start_proxy(f);
     /* The bytes sent while connecting wait for the upstream that works. */
     open_session(f, &cfd, &ufd);
@@ -968,7 +1020,7 @@ static void test_accept_pauses_when_out_of_fds(void **state)
     }
     assert_true(by_tick >= 4);
     assert_int_equal(counters(f).accepted, 0);
-    assert_true(tcp_proxy_accepting(f->p));
+    assert_true(l4_accepting(f->p));
 
     /* Descriptors are back: the waiting client is served. */
     assert_int_equal(setrlimit(RLIMIT_NOFILE, &f->saved_nofile), 0);
@@ -1026,7 +1078,7 @@ static void test_idle_timeout(void **state)
     int cfd, ufd;
 
     make_conf(f, &f->uaddr, 1);
-    f->conf->idle_timeout_ms = 50;
+    f->conf->relay.idle_timeout_ms = 50;
     start_proxy(f);
     open_session(f, &cfd, &ufd);
     relay_msg(f, cfd, ufd, "x");
@@ -1050,7 +1102,7 @@ static void test_activity_defers_idle_timeout(void **state)
     make_conf(f, &f->uaddr, 1);
     /* Long enough that a busy machine never holds the test between two
      * messages for a whole idle period. */
-    f->conf->idle_timeout_ms = 1000;
+    f->conf->relay.idle_timeout_ms = 1000;
     start_proxy(f);
     open_session(f, &cfd, &ufd);
     /* Traffic every few ticks for over two idle periods keeps it open. */
@@ -1074,7 +1126,7 @@ static void test_stats_accepted_closed(void **state)
     struct listener_counters st;
 
     make_conf(f, &f->uaddr, 1);
-    f->conf->access_log = 0;
+    f->conf->relay.access_log = 0;
     start_proxy(f);
     for (int i = 0; i < 3; i++)
         open_session(f, &cfd[i], &ufd[i]);
@@ -1104,9 +1156,9 @@ static void test_stop_accepting_idle_after_last_session(void **state)
     make_conf(f, &f->uaddr, 1);
     start_proxy(f);
     open_session(f, &cfd, &ufd);
-    tcp_proxy_stop_accepting(f->p);
-    assert_false(tcp_proxy_accepting(f->p));
-    tcp_proxy_stop_accepting(f->p); /* twice is harmless */
+    l4_stop_accepting(f->p);
+    assert_false(l4_accepting(f->p));
+    l4_stop_accepting(f->p); /* twice is harmless */
     run_turns(f, 5);
     assert_int_equal(f->idle_calls, 0);
 
@@ -1137,7 +1189,7 @@ static void test_stop_accepting_idle_when_empty(void **state)
 
     make_conf(f, &f->uaddr, 1);
     start_proxy(f);
-    tcp_proxy_stop_accepting(f->p);
+    l4_stop_accepting(f->p);
     /* Reported on the loop, not from inside the call. */
     assert_int_equal(f->idle_calls, 0);
     assert_true(run_until(f, cond_idle_called, NULL));
@@ -1159,7 +1211,7 @@ static void test_free_closes_sessions(void **state)
         relay_msg(f, ufd[i], cfd[i], "b");
     }
     assert_int_equal(f->conf->refs, 2);
-    tcp_proxy_free(f->p);
+    l4_free(f->p);
     f->p = NULL;
     /* Closed at once, counted, and the conf reference dropped. */
     st = counters(f);
