@@ -33,7 +33,7 @@ SCENARIOS = [
     ("idletls", "idle keep-alive connections, TLS 1.3 HTTP/1.1: RSS growth per connection",
      [("bytes_per_conn", "B/conn", True)]),
 ]
-PROXIES = ["direct", "strait", "strait-gw", "haproxy", "nginx"]
+PROXIES = ["direct", "base", "base-gw", "strait", "strait-gw", "haproxy", "nginx"]
 
 
 def load(path):
@@ -150,8 +150,9 @@ def targets(summary):
     return res
 
 
-# strait's two ways in: the bootstrap listeners and a Gateway.
-STRAITS = ("strait", "strait-gw")
+# strait's two ways in, the bootstrap listeners and a Gateway, for the
+# binary measured and the --base one.
+STRAITS = ("base", "base-gw", "strait", "strait-gw")
 
 
 def targets_of(summary, w, sp):

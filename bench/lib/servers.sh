@@ -1,12 +1,15 @@
 # shellcheck shell=bash
 # Configurations and start/stop of the upstream and the three proxies.
-# Needs common.sh. Globals in: WORK (scratch dir), STRAIT_BIN, UP_WORKERS,
+# Needs common.sh. Globals in: WORK (scratch dir), STRAIT_BIN,
+# STRAIT_BASE_BIN (the base and base-gw proxies: a second strait binary
+# measured the same way, for before/after in one run), UP_WORKERS,
 # IDLE_MAX (largest idle connection count, sizes connection limits).
 # Each proxy gets the same shape: a plaintext HTTP port (P_PLAIN), a TLS
 # port with ALPN h2,http/1.1 and TLS 1.2-1.3 (P_TLS), a TCP relay port
 # (P_TCP), N workers, keep-alive to the upstream, no access log. strait
 # is measured twice: through its bootstrap listeners (strait) and through
-# a Gateway + VirtualService + ServiceEntry in config.dir (strait-gw).
+# a Gateway + VirtualService + ServiceEntry in config.dir (strait-gw);
+# base and base-gw are the same two with STRAIT_BASE_BIN.
 
 NGINX_STREAM_MODULE=/usr/lib/nginx/modules/ngx_stream_module.so
 
@@ -145,16 +148,15 @@ spec:
 CONF
 }
 
-# strait_start WORKERS MODE: writes $WORK/NAME/strait.yaml (NAME: strait
-# or strait-gw) and the resources of config.dir, and runs strait. One configuration serves both
-# modes side by side: the bootstrap listeners (plain, tls, tcp; cluster
-# up) and the Gateway's three servers. MODE picks which ports the
-# scenarios use: bootstrap (P_* = the bootstrap listeners) or gateway
-# (P_* = the Gateway's servers). Sets STRAIT_LISTENERS to the listener
+# strait_start NAME WORKERS MODE BIN: writes $WORK/NAME/strait.yaml and
+# the resources of config.dir, and runs strait binary BIN. One
+# configuration serves both modes side by side: the bootstrap listeners
+# (plain, tls, tcp; cluster up) and the Gateway's three servers. MODE
+# picks which ports the scenarios use: bootstrap (P_* = the bootstrap
+# listeners) or gateway (P_* = the Gateway's servers). Sets STRAIT_LISTENERS to the listener
 # names readiness waits for in /stats.
 strait_start() {
-    local w=$1 mode=$2 d=$WORK/strait
-    [ "$mode" = gateway ] && d=$WORK/strait-gw
+    local d=$WORK/$1 w=$2 mode=$3 bin=$4
     mkdir -p "$d/conf" "$d/creds/bench-cert"
     cp "$CERT" "$d/creds/bench-cert/tls.crt"
     cp "$KEY" "$d/creds/bench-cert/tls.key"
@@ -211,9 +213,9 @@ CONF
     else
         P_PLAIN=$B_PLAIN P_TLS=$B_TLS P_TCP=$B_TCP
     fi
-    "$STRAIT_BIN" check -c "$d/strait.yaml" >"$d/check.log" 2>&1 \
+    "$bin" check -c "$d/strait.yaml" >"$d/check.log" 2>&1 \
         || die "strait check refused the config: $(cat "$d/check.log")"
-    start_bg "$d/stderr.log" "$STRAIT_BIN" run -c "$d/strait.yaml"
+    start_bg "$d/stderr.log" "$bin" run -c "$d/strait.yaml"
     PROXY_PID=$LAST_PID
 }
 
@@ -351,10 +353,11 @@ proxy_start() {
         direct)
             P_PLAIN=$UP_PLAIN P_TLS=$UP_TLS P_TCP=$UP_PLAIN PROXY_PID=$UP_PID
             return 0 ;;
-        strait | strait-gw)
-            local mode=bootstrap
-            [ "$name" = strait-gw ] && mode=gateway
-            strait_start "$w" "$mode"
+        strait | strait-gw | base | base-gw)
+            local mode=bootstrap bin=$STRAIT_BIN
+            case $name in *-gw) mode=gateway ;; esac
+            case $name in base*) bin=$STRAIT_BASE_BIN ;; esac
+            strait_start "$name" "$w" "$mode" "$bin"
             if ! strait_ready 20; then
                 log "$name is not ready: $(tail -n 5 "$WORK/$name/stderr.log" 2>/dev/null)"
                 return 1
