@@ -168,6 +168,24 @@ int addr_equal(const struct addr *a, const struct addr *b)
     return a->len == b->len && memcmp(&a->ss, &b->ss, a->len) == 0;
 }
 
+int addr_same_host(const struct addr *a, const struct addr *b)
+{
+    if (a->ss.ss_family != b->ss.ss_family)
+        return 0;
+    switch (a->ss.ss_family) {
+    case AF_INET:
+        return memcmp(&((const struct sockaddr_in *)&a->ss)->sin_addr,
+                      &((const struct sockaddr_in *)&b->ss)->sin_addr,
+                      sizeof(struct in_addr)) == 0;
+    case AF_INET6:
+        return memcmp(&((const struct sockaddr_in6 *)&a->ss)->sin6_addr,
+                      &((const struct sockaddr_in6 *)&b->ss)->sin6_addr,
+                      sizeof(struct in6_addr)) == 0;
+    default:
+        return 1; /* unix sockets: one local host */
+    }
+}
+
 int addr_cidr_parse(const char *s, int *family, uint8_t bytes[16],
                     unsigned *prefix, const char **why)
 {

@@ -36,6 +36,11 @@ const char *addr_format_sa(const struct sockaddr *sa, socklen_t len, char *out,
 
 int addr_equal(const struct addr *a, const struct addr *b);
 
+/* addr_same_host() is true when a and b have the same family and IP
+ * address, whatever their ports (a client's source, for per-source
+ * limits); unix socket addresses are all one host. */
+int addr_same_host(const struct addr *a, const struct addr *b);
+
 static inline int addr_family(const struct addr *a)
 {
     return a->ss.ss_family;

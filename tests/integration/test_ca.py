@@ -67,11 +67,12 @@ def nodes(tmp_path):
             assert code == 0, n.log()
 
 
-def ca_node(nodes, tmp_path, cacerts="", extra=""):
+def ca_node(nodes, tmp_path, cacerts="", extra="", node_yaml=""):
     port = free_port()
     d = tmp_path / "ca-state"
     ca = nodes("ca", f"{{enabled: true, dir: {d}, address: 127.0.0.1:{port}"
-                     f"{', cacerts: ' + cacerts if cacerts else ''}{extra}}}")
+                     f"{', cacerts: ' + cacerts if cacerts else ''}{extra}}}",
+               node_yaml=node_yaml)
     ca.ca_dir = d
     ca.ca_url = f"https://127.0.0.1:{port}"
     return ca
@@ -242,7 +243,9 @@ def test_renewal_over_mtls_without_token_and_after_restart(nodes, tmp_path):
     assert "using the stored certificate" in again.log()
     before = serial_of(chain)
     wait_for(lambda: serial_of(chain) != before, 15, "a renewal after restart")
-    assert "renewed over mTLS" in again.log()
+    # The certificate is stored before the renewal is logged.
+    wait_for(lambda: "renewed over mTLS" in again.log(), 10,
+             "the renewal log after restart")
     for f in ("key.pem", "cert-chain.pem", "root-cert.pem"):
         assert mode(identity(j) / f) == 0o600
 
@@ -473,3 +476,116 @@ def test_interrupted_root_creation_is_undone(nodes, tmp_path):
         assert (d / f).exists(), f
     r = openssl("x509", "-in", str(d / "ca-cert.pem"), "-noout", "-subject")
     assert r.returncode == 0, r.stderr
+
+
+def _raw_connect(port, source, timeout=10):
+    import socket
+    return socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                    source_address=(source, 0))
+
+
+def _closed_by_peer(sock):
+    """Blocks until the peer closes (EOF or reset); False on our timeout."""
+    import socket
+    try:
+        while True:
+            if not sock.recv(4096):
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+def _ca_request_from(port, source):
+    """One TLS request without credentials from source: the CA answers
+    401. Connections queued before it have been accepted by then."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with ctx.wrap_socket(_raw_connect(port, source)) as t:
+        body = b'{"csr": "x"}'
+        t.sendall(b"POST /v1/certificate HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        answer = b""
+        while True:
+            chunk = t.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+    return answer
+
+
+def test_ca_api_per_source_limit_and_handshake_deadline(nodes, tmp_path):
+    """Issue 12 item 6: one source holds at most 16 connections (the 17th
+    is refused), and a connection that never starts its handshake is
+    closed at the handshake deadline, which the CA names in its (debug)
+    log."""
+    ca = ca_node(nodes, tmp_path, node_yaml="log: {level: debug}\n").start()
+    port = int(ca.ca_url.rsplit(":", 1)[1])
+    socks = [_raw_connect(port, "127.0.0.2") for _ in range(16)]
+    try:
+        # Once a later connection is answered, the 16 were accepted.
+        assert _ca_request_from(port, "127.0.0.3").startswith(
+            b"HTTP/1.1 400 ")
+        assert "per-source connection limit" not in ca.log()
+        socks.append(_raw_connect(port, "127.0.0.2"))
+        wait_for(lambda: "per-source connection limit" in ca.log(), 10,
+                 "the 17th connection from one source to be refused")
+        assert ca.log().count("refused a connection from 127.0.0.2") == 1
+        # Every one is closed by the CA: the 17th at once, the others at
+        # the handshake deadline.
+        assert all(_closed_by_peer(s) for s in socks)
+    finally:
+        for s in socks:
+            s.close()
+    wait_for(lambda: ca.log().count("timed out (handshake or first byte)")
+             >= 16, 10, "the handshake deadline to close the 16")
+    # The source may connect again once its connections are gone.
+    assert _ca_request_from(port, "127.0.0.2").startswith(b"HTTP/1.1 400 ")
+
+
+def test_ca_api_renewals_are_served_while_join_slots_are_full(nodes,
+                                                              tmp_path):
+    """Issue 12 item 6: clients that finish a handshake without a client
+    certificate and then idle (sending one byte) fill the join slots; a
+    further join is answered 503 busy, and renewals, which present a client
+    certificate, still get their certificates."""
+    import ssl
+
+    ca = ca_node(nodes, tmp_path).start()
+    port = int(ca.ca_url.rsplit(":", 1)[1])
+    j = joiner(nodes, ca, "j", token(ca), ttl="2s").start()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    held = []
+    try:
+        # 9 sources x 15 = 135 > the 128 join slots; each below the
+        # per-source limit.
+        busy = 0
+        for i in range(9):
+            for _ in range(15):
+                t = ctx.wrap_socket(_raw_connect(port, f"127.0.0.{10 + i}"))
+                t.sendall(b"P")  # the first byte: the slot is held 10 s
+                held.append(t)
+        wait_for(lambda: "join slots full" in ca.log(), 10,
+                 "the join slots to fill")
+        for t in held:
+            t.settimeout(0.001)
+            try:
+                data = t.recv(4096)
+            except (ssl.SSLWantReadError, TimeoutError, OSError):
+                continue
+            if data.startswith(b"HTTP/1.1 503 "):
+                assert b"CA busy" in data
+                busy += 1
+        assert busy >= 1
+        # The joiner renews over mTLS every second or so (certTTL 2s).
+        before = j.log().count("renewed over mTLS")
+        wait_for(lambda: j.log().count("renewed over mTLS") > before, 8,
+                 "a renewal while the join slots are full")
+    finally:
+        for t in held:
+            t.close()

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <event2/event.h>
+#include <inttypes.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -25,6 +26,7 @@
 #include "control/ca/identity.h"
 #include "control/ca/token.h"
 #include "core/buf.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "event/timer.h"
 #include "http1/parser.h"
@@ -32,10 +34,33 @@
 #include "net/sock.h"
 #include "tls/tls.h"
 
-/* A client has this long to send its request and read the answer. */
+/*
+ * Limits (README, "Certificate authority", API limits). A client has
+ * CA_HANDSHAKE_TIMEOUT_MS to finish its TLS handshake and send the first
+ * byte of its request, and CA_CONN_TIMEOUT_MS from accept to send the
+ * whole request and read the answer. One source address holds at most
+ * CA_MAX_PER_SOURCE connections. Slots are kept apart by what a
+ * connection is: CA_MAX_PENDING still in their handshake, then
+ * CA_MAX_TOKEN without a client certificate (joins) and CA_MAX_RENEWAL
+ * with one (renewals), so idle or token-bearing clients never take the
+ * slots renewals need.
+ */
+#define CA_HANDSHAKE_TIMEOUT_MS 3000
 #define CA_CONN_TIMEOUT_MS 10000
-#define CA_MAX_CONNS 256
+#define CA_MAX_PER_SOURCE 16
+#define CA_MAX_PENDING 128
+#define CA_MAX_TOKEN 128
+#define CA_MAX_RENEWAL 128
 #define CA_MAX_HEADERS 32
+/* Refusals are summed into one warning per this many ms. */
+#define CA_REFUSAL_LOG_MS 10000
+
+/* What a connection is, for its slot. */
+enum sconn_kind {
+    SCONN_PENDING, /* TLS handshake not finished */
+    SCONN_TOKEN,   /* no client certificate: a join */
+    SCONN_RENEWAL, /* a client certificate: a renewal */
+};
 
 struct sconn;
 
@@ -50,7 +75,11 @@ struct ca_server {
     struct event *accept_ev;
     struct sconn *conns;
     size_t nconns;
+    size_t nkind[3]; /* by enum sconn_kind */
     struct ca_server_stats stats;
+    /* Refusals since the last summary warning. */
+    uint64_t refusals_unlogged;
+    uint64_t refusal_log_ms;
 };
 
 struct sconn {
@@ -60,6 +89,10 @@ struct sconn {
     struct timer timer;
     struct buf in, out;
     int writing;
+    int kind;     /* enum sconn_kind */
+    int got_byte; /* a byte of the request arrived */
+    uint64_t accept_ms;
+    struct addr src; /* the client's address, for its source's limit */
     char peer[ADDR_STRLEN];
 };
 
@@ -128,6 +161,7 @@ static void sconn_close(struct sconn *sc)
     if (sc->next)
         sc->next->prev = sc->prev;
     s->nconns--;
+    s->nkind[sc->kind]--;
     conn_close(&sc->c);
     timer_dispose(&sc->timer);
     /* Freed on the loop's next turn, never inside its own callback. */
@@ -160,11 +194,33 @@ static const char *reason(int status)
         return "Request Header Fields Too Large";
     case 501:
         return "Not Implemented";
+    case 503:
+        return "Service Unavailable";
     case 505:
         return "HTTP Version Not Supported";
     default:
         return "Internal Server Error";
     }
+}
+
+/* Counts a connection refused for a limit; warns at most once per
+ * CA_REFUSAL_LOG_MS, so a flood does not flood the log too. */
+static void refused_conn(struct ca_server *s, uint64_t *counter,
+                         const char *peer, const char *why)
+{
+    uint64_t now = clock_ms();
+
+    (*counter)++;
+    s->refusals_unlogged++;
+    log_debug("CA: refused a connection from %s: %s", peer, why);
+    if (s->refusal_log_ms != 0 && now - s->refusal_log_ms < CA_REFUSAL_LOG_MS)
+        return;
+    log_warn("CA: refused %" PRIu64 " connection(s) at their limits (last: "
+             "%s, %s); totals: %" PRIu64 " per source, %" PRIu64 " busy",
+             s->refusals_unlogged, peer, why, s->stats.refused_per_source,
+             s->stats.refused_busy);
+    s->refusals_unlogged = 0;
+    s->refusal_log_ms = now;
 }
 
 static void respond(struct sconn *sc, int status, struct buf *body)
@@ -390,6 +446,50 @@ static int try_request(struct sconn *sc)
     return 1;
 }
 
+static void sconn_set_kind(struct sconn *sc, int kind)
+{
+    sc->s->nkind[sc->kind]--;
+    sc->kind = kind;
+    sc->s->nkind[kind]++;
+}
+
+/*
+ * classify() moves a connection whose handshake just finished to the
+ * slots of its kind: with a client certificate this CA issued it is a
+ * renewal, else a join. When those slots are full it is answered 503 and
+ * closed; -1 then (sc is closed).
+ */
+static int classify(struct sconn *sc)
+{
+    struct ca_server *s = sc->s;
+    const char *why;
+    /* Only a certificate this CA issued makes a renewal: any other one
+     * (self-signed by a flooder, say) competes with joins. */
+    char *id = client_identity(sc, &why);
+    int kind = id != NULL ? SCONN_RENEWAL : SCONN_TOKEN;
+    size_t max = kind == SCONN_RENEWAL ? CA_MAX_RENEWAL : CA_MAX_TOKEN;
+
+    free(id);
+    sconn_set_kind(sc, kind);
+    if (s->nkind[kind] <= max)
+        return 0;
+    refused_conn(s, &s->stats.refused_busy, sc->peer,
+                 kind == SCONN_RENEWAL ? "renewal slots full"
+                                       : "join slots full");
+    {
+        struct buf b;
+        buf_init(&b, 1024);
+        ca_api_error_write(&b, "CA busy: too many connections; retry later");
+        respond(sc, 503, &b);
+        buf_dispose(&b);
+    }
+    /* One attempt to send the answer; a client that does not read it
+     * loses nothing it could have had. */
+    conn_write(&sc->c, buf_ptr(&sc->out), buf_len(&sc->out));
+    sconn_close(sc);
+    return -1;
+}
+
 static void on_io(struct conn *c, void *arg)
 {
     struct sconn *sc = arg;
@@ -407,6 +507,8 @@ static void on_io(struct conn *c, void *arg)
             return;
         }
         c->handshaking = 0;
+        if (classify(sc) < 0)
+            return;
     }
     while (!sc->writing) {
         size_t room;
@@ -427,6 +529,15 @@ static void on_io(struct conn *c, void *arg)
             return;
         }
         buf_commit(&sc->in, (size_t)r);
+        if (!sc->got_byte) {
+            /* The first byte is in: the rest of the whole exchange's time
+             * is the client's. */
+            uint64_t spent = clock_ms() - sc->accept_ms;
+            sc->got_byte = 1;
+            timer_arm(&sc->timer, spent < CA_CONN_TIMEOUT_MS
+                                      ? CA_CONN_TIMEOUT_MS - spent
+                                      : 0);
+        }
         if (try_request(sc) != 0)
             break;
     }
@@ -450,8 +561,21 @@ static void on_timeout(void *arg)
 {
     struct sconn *sc = arg;
 
-    log_debug("CA: connection from %s timed out", sc->peer);
+    sc->s->stats.timed_out++;
+    log_debug("CA: connection from %s timed out (%s)", sc->peer,
+              sc->got_byte ? "request" : "handshake or first byte");
     sconn_close(sc);
+}
+
+/* Connections from the same IP address as a (any port). */
+static size_t from_source(const struct ca_server *s, const struct addr *a)
+{
+    size_t n = 0;
+
+    for (const struct sconn *sc = s->conns; sc != NULL; sc = sc->next)
+        if (addr_same_host(&sc->src, a))
+            n++;
+    return n;
 }
 
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
@@ -460,6 +584,8 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     struct sconn *sc;
+    struct addr src;
+    char peer[ADDR_STRLEN];
     int fd;
 
     (void)what;
@@ -467,8 +593,19 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0)
         return;
-    if (s->nconns >= CA_MAX_CONNS) {
+    memset(&src, 0, sizeof(src));
+    memcpy(&src.ss, &ss, sl);
+    src.len = sl;
+    addr_format_sa((struct sockaddr *)&ss, sl, peer, sizeof(peer));
+    if (from_source(s, &src) >= CA_MAX_PER_SOURCE) {
         close(fd);
+        refused_conn(s, &s->stats.refused_per_source, peer,
+                     "per-source connection limit");
+        return;
+    }
+    if (s->nkind[SCONN_PENDING] >= CA_MAX_PENDING) {
+        close(fd);
+        refused_conn(s, &s->stats.refused_busy, peer, "handshake slots full");
         return;
     }
     refresh_ctx(s);
@@ -479,7 +616,10 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         return;
     }
     sc->s = s;
-    addr_format_sa((struct sockaddr *)&ss, sl, sc->peer, sizeof(sc->peer));
+    sc->src = src;
+    sc->kind = SCONN_PENDING;
+    sc->accept_ms = clock_ms();
+    memcpy(sc->peer, peer, sizeof(peer));
     buf_init(&sc->in, CA_API_MAX_BODY + 16 * 1024);
     buf_init(&sc->out, CA_API_MAX_BODY + 4096);
     conn_init(&sc->c, s->base, fd, on_io, sc);
@@ -498,7 +638,10 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         s->conns->prev = sc;
     s->conns = sc;
     s->nconns++;
-    timer_arm(&sc->timer, CA_CONN_TIMEOUT_MS);
+    s->nkind[SCONN_PENDING]++;
+    /* A short first deadline: a client that connects and says nothing
+     * gives its slot back soon. */
+    timer_arm(&sc->timer, CA_HANDSHAKE_TIMEOUT_MS);
     conn_want(&sc->c, 1, 0);
 }
 

@@ -41,7 +41,10 @@ const struct addr *ca_server_addr(const struct ca_server *s);
 struct ca_server_stats {
     uint64_t issued_token;
     uint64_t issued_renewal;
-    uint64_t refused;
+    uint64_t refused;            /* requests answered with an error */
+    uint64_t refused_per_source; /* connections over CA_MAX_PER_SOURCE */
+    uint64_t refused_busy;       /* connections over a kind's slots */
+    uint64_t timed_out;          /* connections closed at a deadline */
 };
 const struct ca_server_stats *ca_server_stats(const struct ca_server *s);
 

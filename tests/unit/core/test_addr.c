@@ -298,6 +298,25 @@ static void test_format_sa(void **state)
     assert_string_equal(out, "10.0.");
 }
 
+static void test_same_host(void **state)
+{
+    struct addr a, b;
+
+    (void)state;
+    parse_ok(&a, "127.0.0.1:80", 0);
+    parse_ok(&b, "127.0.0.1:5555", 0);
+    assert_true(addr_same_host(&a, &b));
+    parse_ok(&b, "127.0.0.2:80", 0);
+    assert_false(addr_same_host(&a, &b));
+    parse_ok(&b, "[::ffff:127.0.0.1]:80", 0);
+    assert_false(addr_same_host(&a, &b));
+    parse_ok(&a, "[::1]:80", 0);
+    parse_ok(&b, "[0:0::1]:9", 0);
+    assert_true(addr_same_host(&a, &b));
+    parse_ok(&b, "[::2]:80", 0);
+    assert_false(addr_same_host(&a, &b));
+}
+
 static void test_equal(void **state)
 {
     struct addr a, b;
@@ -403,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_format_long_unix),
         cmocka_unit_test(test_format_sa),
         cmocka_unit_test(test_equal),
+        cmocka_unit_test(test_same_host),
         cmocka_unit_test(test_failed_parse_zeroes),
         cmocka_unit_test(test_cidr_parse),
     };
