@@ -338,6 +338,10 @@ def test_mirror_copies_request_and_body(strait_factory, tmp_path, ups, chunked):
     assert header(shadow.requests[1], "host") == "plain.test-shadow"
     wait_for(lambda: total(st.stats(), ".http.mirror_sent") == 2, 10,
              "mirror_sent")
+    # A request is counted when its stream ends, which may be a moment
+    # after the client has read the response.
+    wait_for(lambda: total(st.stats(), ".http.rq_total") >= 2, 10,
+             "both requests to be counted")
     stats = st.stats()
     assert total(stats, ".http.mirror_failed") == 0
     assert total(stats, ".http.mirror_skipped") == 0
