@@ -20,7 +20,7 @@
 #include "core/err.h"
 #include "core/json.h"
 #include "core/log.h"
-#include "policy/peerauthn.h"
+#include "compile/peerauthn.h"
 #include "compile/istio.h"
 #include "tls/tls.h"
 #include "upstream/cluster.h"

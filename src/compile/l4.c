@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "proxy/l4_proxy.h"
 #include "compile/l4.h"
+#include "compile/authz.h"
 #include "policy/authz.h"
 #include "compile/istio.h"
 #include "tls/tls.h"
@@ -484,8 +485,8 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
         if (rc < 0)
             goto fail;
     }
-    b.c->authz = authz_build(set, bs->node.ns, &bs->node.labels,
-                             ISTIO_ROOT_NAMESPACE, err);
+    b.c->authz = compile_authz(set, bs->node.ns, &bs->node.labels,
+                               ISTIO_ROOT_NAMESPACE, err);
     if (b.c->authz == NULL && *err != NULL)
         goto fail;
     /* The HTTPS servers' proxy, with its routes; it shares the listener's

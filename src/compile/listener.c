@@ -12,6 +12,7 @@
 #include "compile/compile.h"
 #include "compile/istio.h"
 #include "compile/lower.h"
+#include "compile/authz.h"
 #include "policy/authz.h"
 #include "policy/jwt.h"
 #include "proxy/router.h"
@@ -218,8 +219,8 @@ int compile_gateway_routes(const struct bootstrap *bs,
         goto fail;
     /* AuthorizationPolicies that apply to this node, checked before
      * routing as Envoy's RBAC filter is. */
-    r->authz = authz_build(set, bs->node.ns, &bs->node.labels,
-                           ISTIO_ROOT_NAMESPACE, err);
+    r->authz = compile_authz(set, bs->node.ns, &bs->node.labels,
+                             ISTIO_ROOT_NAMESPACE, err);
     if (r->authz == NULL && *err != NULL)
         goto fail;
     /* RequestAuthentications, checked before them as Envoy's jwt_authn

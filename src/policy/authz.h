@@ -6,21 +6,18 @@
 #include <sys/socket.h>
 
 #include "core/slice.h"
+#include "policy/authz-t.h"
 
-struct conf_strmap;
+struct arena;
 struct http_fields;
 struct jwt_result;
-struct resource_set;
 
 /*
- * Istio's AuthorizationPolicy for this gateway. authz_build() selects the
- * policies that apply to the node (a policy in the root namespace without
- * a selector applies to the whole mesh, one in the node's namespace
- * without a selector to the namespace, one with a selector where its
- * labels match the node's, in its namespace or in the root namespace) and
- * compiles their rules: values become exact/prefix/suffix/any matchers or
- * path templates, IP blocks become prefixes. The result is immutable and
- * read by every worker without locks; reference-counted with atomics.
+ * Istio's AuthorizationPolicy for this gateway, compiled: the policies
+ * that apply to the node with their rules in the form of authz-t.h
+ * (compile/authz.c selects and compiles them from the resource model).
+ * Once built the set is immutable and read by every worker without locks;
+ * reference-counted with atomics.
  *
  * authz_check() decides as Istio does: CUSTOM policies first (strait has
  * no extension provider, so a request one matches is denied), then DENY,
@@ -58,13 +55,22 @@ struct authz_decision {
                          * policies that all failed: NULL; owned by authz */
 };
 
-/* authz_build() returns the policies of set that apply to a node in
- * namespace node_ns with labels node_labels (root_ns: Istio's root
- * namespace), NULL when none does (every request passes), or NULL with
- * *err set when memory runs out. */
-struct authz *authz_build(const struct resource_set *set, const char *node_ns,
-                          const struct conf_strmap *node_labels,
-                          const char *root_ns, char **err);
+/* authz_new() returns an empty set with room for n policies and one
+ * reference, or NULL when memory is short. The caller fills it with
+ * authz_add() before anyone else sees it, then only reads it. */
+struct authz *authz_new(size_t n);
+
+/* authz_arena() is where the compiled rules of a's policies must live
+ * (they go when a does); owned by a. */
+struct arena *authz_arena(struct authz *a);
+
+/* authz_add() appends a policy called name ("ns/name", copied) with its
+ * action and rules (nrules of them, in authz_arena(a), kept by pointer).
+ * 0, or -1 when memory is short or the n policies of authz_new() are
+ * there already. */
+int authz_add(struct authz *a, const char *name, enum authz_action action,
+              const struct authz_rule *rules, size_t nrules);
+
 struct authz *authz_ref(struct authz *a);
 void authz_unref(struct authz *a);
 

@@ -15,6 +15,7 @@
 #include "config/analyze.h"
 #include "config/resource.h"
 #include "core/buf.h"
+#include "compile/authz.h"
 #include "policy/authz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -49,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* Whatever policies loaded compile and decide a request. */
         char *err = NULL;
         struct authz *a =
-            authz_build(set, "istio-system", NULL, "istio-system", &err);
+            compile_authz(set, "istio-system", NULL, "istio-system", &err);
         struct authz_request r = {0};
         struct authz_decision d;
         r.principal = slice_of("cluster.local/ns/a/sa/b");

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "config/resource.h"
-#include "policy/peerauthn.h"
+#include "compile/peerauthn.h"
 
 static int set_mode(int mode, enum peer_authn_mode *out)
 {

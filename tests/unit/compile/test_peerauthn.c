@@ -1,5 +1,5 @@
 /*
- * Unit tests for src/policy/peerauthn.c: the default, mesh, namespace and
+ * Unit tests for src/compile/peerauthn.c: the default, mesh, namespace and
  * workload scopes overriding each other, UNSET inheriting, portLevelMtls,
  * and policies of other namespaces or labels left out.
  */
@@ -17,7 +17,7 @@
 #include "config/conf.h"
 #include "config/resource.h"
 #include "core/buf.h"
-#include "policy/peerauthn.h"
+#include "compile/peerauthn.h"
 
 static struct resource_set *set_;
 
