@@ -1,201 +1,21 @@
 /*
- * Compiling RequestAuthentications into providers (see jwt.h): which apply
+ * Compiling RequestAuthentications into providers (see compile/jwt.h and
+ * policy/jwt.h): which apply
  * to the node, their keys (inline, file://, or the control thread's
  * cache for http(s)), token locations and outputs.
  */
 #include "config.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "compile/jwt.h"
 #include "config/resource.h"
 #include "core/arena.h"
 #include "core/err.h"
 #include "core/json.h"
 #include "policy/jwt-int.h"
-
-/* A host as it may go into a Host header and a DNS query: LDH labels
- * separated by dots (an IPv4 address is one), or, bracketed in the URL,
- * an IPv6 literal of hex digits, colons and dots. */
-static int host_ok(const char *h, size_t n, int v6)
-{
-    size_t label = 0;
-
-    if (v6) {
-        if (memchr(h, ':', n) == NULL)
-            return 0;
-        for (size_t i = 0; i < n; i++)
-            if (!isxdigit((unsigned char)h[i]) && h[i] != ':' && h[i] != '.')
-                return 0;
-        return 1;
-    }
-    if (n > 253)
-        return 0;
-    for (size_t i = 0; i <= n; i++) {
-        if (i == n || h[i] == '.') {
-            if (label == 0 || label > 63 || h[i - 1] == '-')
-                return 0;
-            label = 0;
-            continue;
-        }
-        if (!isalnum((unsigned char)h[i]) && h[i] != '-')
-            return 0;
-        if (label++ == 0 && h[i] == '-')
-            return 0;
-    }
-    return 1;
-}
-
-int jwt_parse_url(const char *url, int *tls, char **host, int *port,
-                  char **path, const char **why)
-{
-    const char *h, *end, *colon, *slash;
-    size_t hn;
-
-    *host = *path = NULL;
-    *why = "jwksUri must look like http(s)://HOST[:PORT]/PATH";
-    if (strncmp(url, "https://", 8) == 0) {
-        *tls = 1;
-        *port = 443;
-        h = url + 8;
-    } else if (strncmp(url, "http://", 7) == 0) {
-        *tls = 0;
-        *port = 80;
-        h = url + 7;
-    } else {
-        return -1;
-    }
-    slash = strpbrk(h, "/?");
-    end = slash ? slash : h + strlen(h);
-    if (memchr(h, '@', (size_t)(end - h)) != NULL)
-        return -1; /* no credentials in the URL */
-    if (*h == '[') {
-        const char *rb = memchr(h, ']', (size_t)(end - h));
-        if (rb == NULL)
-            return -1;
-        colon = rb + 1 < end && rb[1] == ':' ? rb + 1 : NULL;
-        if (colon == NULL && rb + 1 != end)
-            return -1;
-        hn = (size_t)(rb - h - 1);
-        h++;
-    } else {
-        colon = memchr(h, ':', (size_t)(end - h));
-        hn = (size_t)((colon ? colon : end) - h);
-    }
-    if (hn == 0)
-        return -1;
-    if (!host_ok(h, hn, h[-1] == '[')) {
-        *why = "jwksUri host must be a DNS name, an IPv4 address or a "
-               "bracketed IPv6 address";
-        return -1;
-    }
-    if (colon != NULL) {
-        char *e;
-        long p = strtol(colon + 1, &e, 10);
-        if (e != end || colon + 1 == end || p < 1 || p > 65535)
-            return -1;
-        *port = (int)p;
-    }
-    for (const char *p = end; *p != '\0'; p++)
-        if ((unsigned char)*p <= ' ' || *p == 0x7f)
-            return -1; /* the path goes into a request line as it is */
-    *host = strndup(h, hn);
-    if (slash == NULL || *slash == '?') {
-        if (asprintf(path, "/%s", slash ? slash : "") < 0)
-            *path = NULL;
-    } else {
-        *path = strdup(slash);
-    }
-    if (*host == NULL || *path == NULL) {
-        free(*host);
-        free(*path);
-        *host = *path = NULL;
-        *why = "out of memory";
-        return -1;
-    }
-    return 0;
-}
-
-/* read_file() reads a jwksUri file: a regular file of at most 1 MiB,
- * never a FIFO or device that could block the loader. */
-static char *read_file(const char *path, size_t *n, char **err)
-{
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    const char *why = NULL;
-    struct stat st;
-    char *p = NULL;
-    size_t len = 0;
-
-    if (fd < 0) {
-        why = strerror(errno);
-        goto fail;
-    }
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        why = "not a regular file";
-        goto fail;
-    }
-    if (st.st_size > JSON_MAX_BYTES) {
-        why = "larger than 1 MiB";
-        goto fail;
-    }
-    p = malloc((size_t)st.st_size + 1);
-    if (p == NULL) {
-        why = "out of memory";
-        goto fail;
-    }
-    while (len < (size_t)st.st_size) {
-        ssize_t r = read(fd, p + len, (size_t)st.st_size - len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break; /* shrank while read: what is there */
-        len += (size_t)r;
-    }
-    close(fd);
-    *n = len;
-    return p;
-fail:
-    if (fd >= 0)
-        close(fd);
-    free(p);
-    err_set(err, "jwksUri %s: %s", path, why);
-    return NULL;
-}
-
-struct jwt_keys *jwt_jwks_load(const char *jwks, const char *uri, char **err)
-{
-    struct jwt_keys *k;
-    const char *why = NULL;
-    char *doc = NULL;
-    size_t n;
-
-    *err = NULL;
-    if (jwks != NULL) {
-        k = jwt_keys_parse(jwks, strlen(jwks), &why);
-        if (k == NULL)
-            err_set(err, "jwks: %s", why);
-        return k;
-    }
-    if (uri == NULL || strncmp(uri, "file://", 7) != 0) {
-        err_set(err, "jwksUri %s: only file:// URIs are read",
-                uri ? uri : "(none)");
-        return NULL;
-    }
-    doc = read_file(uri + 7, &n, err);
-    if (doc == NULL)
-        return NULL;
-    k = jwt_keys_parse(doc, n, &why);
-    if (k == NULL)
-        err_set(err, "jwksUri %s: %s", uri, why);
-    free(doc);
-    return k;
-}
 
 static int applies(const struct resource *r,
                    const struct res_request_authentication *ra,
@@ -388,26 +208,4 @@ oom:
 fail:
     jwt_authn_unref(ja);
     return NULL;
-}
-
-struct jwt_authn *jwt_authn_ref(struct jwt_authn *ja)
-{
-    if (ja != NULL)
-        __atomic_add_fetch(&ja->refs, 1, __ATOMIC_RELAXED);
-    return ja;
-}
-
-void jwt_authn_unref(struct jwt_authn *ja)
-{
-    if (ja == NULL || __atomic_sub_fetch(&ja->refs, 1, __ATOMIC_ACQ_REL) != 0)
-        return;
-    for (size_t i = 0; i < ja->n; i++)
-        jwt_keys_free(ja->v[i].keys);
-    arena_dispose(&ja->mem);
-    free(ja);
-}
-
-size_t jwt_authn_count(const struct jwt_authn *ja)
-{
-    return ja != NULL ? ja->n : 0;
 }

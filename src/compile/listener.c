@@ -14,6 +14,7 @@
 #include "compile/lower.h"
 #include "compile/authz.h"
 #include "policy/authz.h"
+#include "compile/jwt.h"
 #include "policy/jwt.h"
 #include "proxy/router.h"
 #include "config/resource.h"

@@ -1,12 +1,18 @@
 /*
  * JWKS documents into BoringSSL keys, and JWS signatures checked with
  * them (see jwt.h, jwt-int.h): RSA (PKCS #1 v1.5 and PSS) and ECDSA on
- * P-256 and P-384.
+ * P-256 and P-384; the key set of a jwtRule's inline jwks or file://
+ * jwksUri (jwt_jwks_load), for the compiler and `strait check`.
  */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <openssl/bn.h>
 #include <openssl/digest.h>
@@ -18,6 +24,7 @@
 #include <openssl/rsa.h>
 
 #include "core/arena.h"
+#include "core/err.h"
 #include "core/json.h"
 #include "policy/jwt-int.h"
 
@@ -350,4 +357,81 @@ const struct jwt_alg *jwt_alg_find(struct slice name)
         if (slice_eq_str(name, algs[i].name))
             return &algs[i];
     return NULL;
+}
+
+/* ---- key sets from a resource -------------------------------------------- */
+
+/* read_file() reads a jwksUri file: a regular file of at most 1 MiB,
+ * never a FIFO or device that could block the loader. */
+static char *read_file(const char *path, size_t *n, char **err)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    const char *why = NULL;
+    struct stat st;
+    char *p = NULL;
+    size_t len = 0;
+
+    if (fd < 0) {
+        why = strerror(errno);
+        goto fail;
+    }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        why = "not a regular file";
+        goto fail;
+    }
+    if (st.st_size > JSON_MAX_BYTES) {
+        why = "larger than 1 MiB";
+        goto fail;
+    }
+    p = malloc((size_t)st.st_size + 1);
+    if (p == NULL) {
+        why = "out of memory";
+        goto fail;
+    }
+    while (len < (size_t)st.st_size) {
+        ssize_t r = read(fd, p + len, (size_t)st.st_size - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break; /* shrank while read: what is there */
+        len += (size_t)r;
+    }
+    close(fd);
+    *n = len;
+    return p;
+fail:
+    if (fd >= 0)
+        close(fd);
+    free(p);
+    err_set(err, "jwksUri %s: %s", path, why);
+    return NULL;
+}
+
+struct jwt_keys *jwt_jwks_load(const char *jwks, const char *uri, char **err)
+{
+    struct jwt_keys *k;
+    const char *why = NULL;
+    char *doc = NULL;
+    size_t n;
+
+    *err = NULL;
+    if (jwks != NULL) {
+        k = jwt_keys_parse(jwks, strlen(jwks), &why);
+        if (k == NULL)
+            err_set(err, "jwks: %s", why);
+        return k;
+    }
+    if (uri == NULL || strncmp(uri, "file://", 7) != 0) {
+        err_set(err, "jwksUri %s: only file:// URIs are read",
+                uri ? uri : "(none)");
+        return NULL;
+    }
+    doc = read_file(uri + 7, &n, err);
+    if (doc == NULL)
+        return NULL;
+    k = jwt_keys_parse(doc, n, &why);
+    if (k == NULL)
+        err_set(err, "jwksUri %s: %s", uri, why);
+    free(doc);
+    return k;
 }

@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -654,4 +655,132 @@ stop:
         }
     }
     return JWT_OK;
+}
+
+/* ---- the compiled set --------------------------------------------------- */
+
+struct jwt_authn *jwt_authn_ref(struct jwt_authn *ja)
+{
+    if (ja != NULL)
+        __atomic_add_fetch(&ja->refs, 1, __ATOMIC_RELAXED);
+    return ja;
+}
+
+void jwt_authn_unref(struct jwt_authn *ja)
+{
+    if (ja == NULL || __atomic_sub_fetch(&ja->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    for (size_t i = 0; i < ja->n; i++)
+        jwt_keys_free(ja->v[i].keys);
+    arena_dispose(&ja->mem);
+    free(ja);
+}
+
+size_t jwt_authn_count(const struct jwt_authn *ja)
+{
+    return ja != NULL ? ja->n : 0;
+}
+
+/* ---- jwksUri ------------------------------------------------------------ */
+
+/* A host as it may go into a Host header and a DNS query: LDH labels
+ * separated by dots (an IPv4 address is one), or, bracketed in the URL,
+ * an IPv6 literal of hex digits, colons and dots. */
+static int host_ok(const char *h, size_t n, int v6)
+{
+    size_t label = 0;
+
+    if (v6) {
+        if (memchr(h, ':', n) == NULL)
+            return 0;
+        for (size_t i = 0; i < n; i++)
+            if (!isxdigit((unsigned char)h[i]) && h[i] != ':' && h[i] != '.')
+                return 0;
+        return 1;
+    }
+    if (n > 253)
+        return 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i == n || h[i] == '.') {
+            if (label == 0 || label > 63 || h[i - 1] == '-')
+                return 0;
+            label = 0;
+            continue;
+        }
+        if (!isalnum((unsigned char)h[i]) && h[i] != '-')
+            return 0;
+        if (label++ == 0 && h[i] == '-')
+            return 0;
+    }
+    return 1;
+}
+
+int jwt_parse_url(const char *url, int *tls, char **host, int *port,
+                  char **path, const char **why)
+{
+    const char *h, *end, *colon, *slash;
+    size_t hn;
+
+    *host = *path = NULL;
+    *why = "jwksUri must look like http(s)://HOST[:PORT]/PATH";
+    if (strncmp(url, "https://", 8) == 0) {
+        *tls = 1;
+        *port = 443;
+        h = url + 8;
+    } else if (strncmp(url, "http://", 7) == 0) {
+        *tls = 0;
+        *port = 80;
+        h = url + 7;
+    } else {
+        return -1;
+    }
+    slash = strpbrk(h, "/?");
+    end = slash ? slash : h + strlen(h);
+    if (memchr(h, '@', (size_t)(end - h)) != NULL)
+        return -1; /* no credentials in the URL */
+    if (*h == '[') {
+        const char *rb = memchr(h, ']', (size_t)(end - h));
+        if (rb == NULL)
+            return -1;
+        colon = rb + 1 < end && rb[1] == ':' ? rb + 1 : NULL;
+        if (colon == NULL && rb + 1 != end)
+            return -1;
+        hn = (size_t)(rb - h - 1);
+        h++;
+    } else {
+        colon = memchr(h, ':', (size_t)(end - h));
+        hn = (size_t)((colon ? colon : end) - h);
+    }
+    if (hn == 0)
+        return -1;
+    if (!host_ok(h, hn, h[-1] == '[')) {
+        *why = "jwksUri host must be a DNS name, an IPv4 address or a "
+               "bracketed IPv6 address";
+        return -1;
+    }
+    if (colon != NULL) {
+        char *e;
+        long p = strtol(colon + 1, &e, 10);
+        if (e != end || colon + 1 == end || p < 1 || p > 65535)
+            return -1;
+        *port = (int)p;
+    }
+    for (const char *p = end; *p != '\0'; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f)
+            return -1; /* the path goes into a request line as it is */
+    *host = strndup(h, hn);
+    if (slash == NULL || *slash == '?') {
+        if (asprintf(path, "/%s", slash ? slash : "") < 0)
+            *path = NULL;
+    } else {
+        *path = strdup(slash);
+    }
+    if (*host == NULL || *path == NULL) {
+        free(*host);
+        free(*path);
+        *host = *path = NULL;
+        *why = "out of memory";
+        return -1;
+    }
+    return 0;
 }

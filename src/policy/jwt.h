@@ -7,20 +7,18 @@
 #include "core/slice.h"
 
 struct arena;
-struct conf_strmap;
 struct http_fields;
 struct json;
-struct resource_set;
 
 /*
  * Istio's RequestAuthentication for this gateway, as Envoy's jwt_authn
- * filter applies it. jwt_authn_build() selects the RequestAuthentications
- * that apply to the node (scoped as AuthorizationPolicy is: root
- * namespace without a selector for the mesh, the node's namespace, or a
- * selector matching node labels) and compiles each jwtRule into a
- * provider: issuer, audiences, keys (the inline jwks, or a jwksUri's
- * document), token locations and what to forward. The result is immutable
- * and read by every worker without locks; reference-counted with atomics.
+ * filter applies it. jwt_authn_build() (compile/jwt.h) selects the
+ * RequestAuthentications that apply to the node (scoped as AuthorizationPolicy
+ * is: root namespace without a selector for the mesh, the node's namespace, or
+ * a selector matching node labels) and compiles each jwtRule into a provider:
+ * issuer, audiences, keys (the inline jwks, or a jwksUri's document), token
+ * locations and what to forward. The result is immutable and read by every
+ * worker without locks; reference-counted with atomics.
  *
  * jwt_authn_request() is Istio's rule: a request without a token passes
  * unauthenticated (authorization decides); every token a request carries
@@ -99,31 +97,12 @@ size_t jwt_keys_skipped(const struct jwt_keys *k, const char **why);
 
 /* ---- providers ---------------------------------------------------------- */
 
-/* Where the documents of http(s) jwksUris come from (the control
- * thread's cache): the document of uri and its length, or NULL when none
- * is known (yet). timeout_ms is the rule's fetch timeout (0: default). */
-typedef const char *(*jwt_uri_fn)(void *arg, const char *uri,
-                                  int64_t timeout_ms, size_t *n);
-
-/* How a provider's keys are found when jwt_authn_build() runs: the inline
- * jwks, or the jwksUri: file:// documents are read, http(s) ones asked of
- * uri_fn. A provider without keys (no uri_fn, or no document yet) fails
- * its tokens with JWT_NO_JWKS. */
-struct jwt_authn *jwt_authn_build(const struct resource_set *set,
-                                  const char *node_ns,
-                                  const struct conf_strmap *node_labels,
-                                  const char *root_ns, char **err);
-struct jwt_authn *jwt_authn_build_with(const struct resource_set *set,
-                                       const char *node_ns,
-                                       const struct conf_strmap *node_labels,
-                                       const char *root_ns, jwt_uri_fn uri_fn,
-                                       void *uri_arg, char **err);
 struct jwt_authn *jwt_authn_ref(struct jwt_authn *ja);
 void jwt_authn_unref(struct jwt_authn *ja);
 size_t jwt_authn_count(const struct jwt_authn *ja); /* providers */
 
 /* jwt_jwks_load() returns the keys of a jwksUri (file:// only) or an
- * inline jwks, for `strait check` and jwt_authn_build(): NULL with *err
+ * inline jwks, for `strait check` and the compiler: NULL with *err
  * (allocated) naming the problem. */
 struct jwt_keys *jwt_jwks_load(const char *jwks, const char *uri, char **err);
 

@@ -21,6 +21,7 @@
 #include "core/json.h"
 #include "http/http.h"
 #include "policy/authz.h"
+#include "compile/jwt.h"
 #include "policy/jwt.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

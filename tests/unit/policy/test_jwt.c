@@ -34,6 +34,7 @@
 #include "core/json.h"
 #include "http/http.h"
 #include "policy/jwt-int.h" /* jwt_b64url */
+#include "compile/jwt.h"
 #include "policy/jwt.h"
 
 #define NOW INT64_C(1700000000)
