@@ -16,6 +16,7 @@
 #include "policy/authz.h"
 #include "compile/jwt.h"
 #include "policy/jwt.h"
+#include "compile/router.h"
 #include "proxy/router.h"
 #include "config/resource.h"
 #include "tls/tls.h"

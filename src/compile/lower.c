@@ -16,6 +16,7 @@
 #include "net/listener.h"
 #include "proxy/http_proxy.h"
 #include "proxy/l4_proxy.h"
+#include "compile/router.h"
 #include "proxy/router.h"
 #include "upstream/cluster.h"
 

@@ -13,7 +13,7 @@
 
 #include "config/resource.h"
 #include "core/err.h"
-#include "proxy/router-int.h"
+#include "compile/router-int.h"
 
 #define HOST_MAX 512
 

@@ -16,6 +16,7 @@
 #include "config/resource.h"
 #include "core/arena.h"
 #include "http/http.h"
+#include "compile/router.h"
 #include "proxy/router.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

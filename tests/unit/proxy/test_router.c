@@ -22,6 +22,7 @@
 #include "core/arena.h"
 #include "core/buf.h"
 #include "http/http.h"
+#include "compile/router.h"
 #include "proxy/router.h"
 
 /* The build passes the source tree as SRCDIR, as for test_resource. */
