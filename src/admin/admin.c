@@ -15,7 +15,7 @@
 #include "core/clock.h"
 #include "core/json.h"
 #include "core/log.h"
-#include "net/listener.h"
+#include "proxy/stats.h"
 #include "net/sock.h"
 #include "upstream/cluster.h"
 #include "upstream/hash.h"
@@ -56,9 +56,24 @@ static void outlier_stats(struct buf *b, const char *name, struct outlier *od)
             __atomic_load_n(&od->by_reason[r], __ATOMIC_RELAXED));
 }
 
+/* Where stats_each() prints a listener's counters. */
+struct stat_line {
+    struct buf *b;
+    const char *name;
+};
+
+static void print_stat(void *arg, const char *prefix, const char *name,
+                       uint64_t value)
+{
+    const struct stat_line *line = arg;
+
+    buf_printf(line->b, "listener.%s.%s%s: %" PRIu64 "\n", line->name, prefix,
+               name, value);
+}
+
 void admin_render_stats(const struct admin_ops *ops, struct buf *b)
 {
-    struct listener_stats *const *ls;
+    struct stats_block *const *ls;
     size_t n = ops->listeners(ops->arg, &ls);
     struct admin_status st;
 
@@ -94,83 +109,14 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
         buf_printf(b, "jwks.changes: %" PRIu64 "\n", st.jwks_changes);
     }
     for (size_t i = 0; i < n; i++) {
-        struct listener_counters c;
-        const char *name = ls[i]->name;
+        struct stat_line line = {b, ls[i]->name};
 
-        listener_stats_sum(ls[i], &c);
-        buf_printf(b, "listener.%s.downstream_cx_total: %" PRIu64 "\n", name,
-                   c.accepted);
-        buf_printf(b, "listener.%s.downstream_cx_active: %" PRIu64 "\n", name,
-                   c.accepted - c.closed);
-        buf_printf(b, "listener.%s.downstream_cx_destroy: %" PRIu64 "\n", name,
-                   c.closed);
-        buf_printf(b, "listener.%s.downstream_cx_rx_bytes_total: %" PRIu64 "\n",
-                   name, c.bytes_in);
-        buf_printf(b, "listener.%s.downstream_cx_tx_bytes_total: %" PRIu64 "\n",
-                   name, c.bytes_out);
-        buf_printf(b, "listener.%s.upstream_cx_rx_bytes_total: %" PRIu64 "\n",
-                   name, c.upstream_bytes_in);
-        buf_printf(b, "listener.%s.upstream_cx_tx_bytes_total: %" PRIu64 "\n",
-                   name, c.upstream_bytes_out);
-        buf_printf(b, "listener.%s.upstream_cx_connect_fail: %" PRIu64 "\n",
-                   name, c.connect_failures);
-        buf_printf(b, "listener.%s.upstream_cx_connect_timeout: %" PRIu64 "\n",
-                   name, c.connect_timeouts);
-        buf_printf(b, "listener.%s.idle_timeout: %" PRIu64 "\n", name,
-                   c.idle_timeouts);
-        buf_printf(b, "listener.%s.no_filter_chain_match: %" PRIu64 "\n", name,
-                   c.no_route);
-        buf_printf(
-            b, "listener.%s.tls_inspector.client_hello_errors: %" PRIu64 "\n",
-            name, c.client_hello_errors);
-        buf_printf(b, "listener.%s.registry_only_refused: %" PRIu64 "\n", name,
-                   c.registry_only);
-        buf_printf(b, "listener.%s.http.rq_total: %" PRIu64 "\n", name,
-                   c.rq_total);
-        for (int k = 1; k <= 5; k++)
-            buf_printf(b, "listener.%s.http.rq_%dxx: %" PRIu64 "\n", name, k,
-                       c.rq_class[k]);
-        buf_printf(b, "listener.%s.http.protocol_errors: %" PRIu64 "\n", name,
-                   c.rq_protocol_errors);
-        buf_printf(b,
-                   "listener.%s.http.downstream_buffers_active: %" PRIu64 "\n",
-                   name, c.h1_bufs_taken - c.h1_bufs_released);
-        buf_printf(b, "listener.%s.http.upstream_errors: %" PRIu64 "\n", name,
-                   c.rq_upstream_errors);
-        buf_printf(b, "listener.%s.http.rbac_denied: %" PRIu64 "\n", name,
-                   c.rq_rbac_denied);
-        buf_printf(b, "listener.%s.http.jwt_authn.denied: %" PRIu64 "\n", name,
-                   c.rq_jwt_denied);
-        buf_printf(b, "listener.%s.http.mirror_sent: %" PRIu64 "\n", name,
-                   c.rq_mirror_sent);
-        buf_printf(b, "listener.%s.http.mirror_failed: %" PRIu64 "\n", name,
-                   c.rq_mirror_failed);
-        buf_printf(b, "listener.%s.http.mirror_skipped: %" PRIu64 "\n", name,
-                   c.rq_mirror_skipped);
-        buf_printf(b, "listener.%s.tls.handshakes: %" PRIu64 "\n", name,
-                   c.tls_handshakes);
-        buf_printf(b, "listener.%s.tls.fail_version: %" PRIu64 "\n", name,
-                   c.tls_fail_version);
-        buf_printf(b, "listener.%s.tls.fail_cipher: %" PRIu64 "\n", name,
-                   c.tls_fail_cipher);
-        buf_printf(b, "listener.%s.tls.fail_certificate: %" PRIu64 "\n", name,
-                   c.tls_fail_certificate);
-        buf_printf(b, "listener.%s.tls.fail_eof: %" PRIu64 "\n", name,
-                   c.tls_fail_eof);
-        buf_printf(b, "listener.%s.tls.fail_other: %" PRIu64 "\n", name,
-                   c.tls_fail_other);
-        buf_printf(b, "listener.%s.http2.rapid_reset: %" PRIu64 "\n", name,
-                   c.h2_rapid_reset);
-        buf_printf(b, "listener.%s.http2.flood: %" PRIu64 "\n", name,
-                   c.h2_flood);
-        buf_printf(b, "listener.%s.http2.continuation_flood: %" PRIu64 "\n",
-                   name, c.h2_continuation);
-        buf_printf(b, "listener.%s.http2.stream_errors: %" PRIu64 "\n", name,
-                   c.h2_stream_errors);
-        for (int w = 0; w < ls[i]->nworkers; w++)
+        stats_each(ls[i], print_stat, &line);
+        for (int w = 0; w < ls[i]->nshards; w++)
             buf_printf(
                 b, "listener.%s.worker_%d.downstream_cx_total: %" PRIu64 "\n",
-                name, w, STAT_GET(&ls[i]->w[w], accepted));
+                line.name, w,
+                STAT_GET(&proxy_counters(ls[i], w)->listener, accepted));
     }
     if (ops->clusters != NULL) {
         struct cluster *const *cl;
@@ -224,90 +170,90 @@ struct family {
     const char *name;
     const char *type;
     const char *help;
-    size_t off; /* offset in listener_counters, or SIZE_MAX for active */
+    size_t off; /* offset in proxy_counters, or SIZE_MAX for active */
 };
 
 static const struct family families[] = {
     {"strait_listener_connections_accepted_total", "counter",
      "Downstream connections accepted.",
-     offsetof(struct listener_counters, accepted)},
+     offsetof(struct proxy_counters, listener.accepted)},
     {"strait_listener_connections_active", "gauge",
      "Downstream connections open now.", SIZE_MAX},
     {"strait_listener_connections_closed_total", "counter",
      "Downstream connections closed.",
-     offsetof(struct listener_counters, closed)},
+     offsetof(struct proxy_counters, listener.closed)},
     {"strait_listener_received_bytes_total", "counter",
      "Bytes received from downstream clients.",
-     offsetof(struct listener_counters, bytes_in)},
+     offsetof(struct proxy_counters, relay.bytes_in)},
     {"strait_listener_sent_bytes_total", "counter",
      "Bytes sent to downstream clients.",
-     offsetof(struct listener_counters, bytes_out)},
+     offsetof(struct proxy_counters, relay.bytes_out)},
     {"strait_upstream_received_bytes_total", "counter",
      "Bytes received from upstreams.",
-     offsetof(struct listener_counters, upstream_bytes_in)},
+     offsetof(struct proxy_counters, relay.upstream_bytes_in)},
     {"strait_upstream_sent_bytes_total", "counter", "Bytes sent to upstreams.",
-     offsetof(struct listener_counters, upstream_bytes_out)},
+     offsetof(struct proxy_counters, relay.upstream_bytes_out)},
     {"strait_upstream_connect_failures_total", "counter",
      "Upstream connection attempts that failed.",
-     offsetof(struct listener_counters, connect_failures)},
+     offsetof(struct proxy_counters, relay.connect_failures)},
     {"strait_upstream_connect_timeouts_total", "counter",
      "Upstream connection attempts that timed out.",
-     offsetof(struct listener_counters, connect_timeouts)},
+     offsetof(struct proxy_counters, relay.connect_timeouts)},
     {"strait_listener_idle_timeouts_total", "counter",
      "Sessions closed by the idle timeout.",
-     offsetof(struct listener_counters, idle_timeouts)},
+     offsetof(struct proxy_counters, relay.idle_timeouts)},
     {"strait_listener_no_route_total", "counter",
      "TCP and TLS connections closed because no route matched them.",
-     offsetof(struct listener_counters, no_route)},
+     offsetof(struct proxy_counters, relay.no_route)},
     {"strait_listener_client_hello_errors_total", "counter",
      "Connections closed before routing: no TLS, a malformed or too large "
      "ClientHello, or none in time (counted in no_route too).",
-     offsetof(struct listener_counters, client_hello_errors)},
+     offsetof(struct proxy_counters, relay.client_hello_errors)},
     {"strait_listener_registry_only_refused_total", "counter",
      "Requests (HTTP, answered 502) and connections (TCP/TLS, closed) sent "
      "to BlackHoleCluster: their destination host is in no ServiceEntry "
      "and outboundTrafficPolicy is REGISTRY_ONLY.",
-     offsetof(struct listener_counters, registry_only)},
+     offsetof(struct proxy_counters, relay.registry_only)},
     {"strait_http_requests_total", "counter", "HTTP requests answered.",
-     offsetof(struct listener_counters, rq_total)},
+     offsetof(struct proxy_counters, http.rq_total)},
     {"strait_http_protocol_errors_total", "counter",
      "Malformed requests from clients (answered 4xx and closed).",
-     offsetof(struct listener_counters, rq_protocol_errors)},
+     offsetof(struct proxy_counters, http.rq_protocol_errors)},
     {"strait_http_upstream_errors_total", "counter",
      "Requests whose upstream failed (connect, reset, protocol error).",
-     offsetof(struct listener_counters, rq_upstream_errors)},
+     offsetof(struct proxy_counters, http.rq_upstream_errors)},
     {"strait_http_rbac_denied_total", "counter",
      "Requests refused by an AuthorizationPolicy (403).",
-     offsetof(struct listener_counters, rq_rbac_denied)},
+     offsetof(struct proxy_counters, http.rq_rbac_denied)},
     {"strait_http_jwt_denied_total", "counter",
      "Requests refused by RequestAuthentication: a token that does not "
      "verify (401).",
-     offsetof(struct listener_counters, rq_jwt_denied)},
+     offsetof(struct proxy_counters, http.rq_jwt_denied)},
     {"strait_http_mirror_sent_total", "counter",
      "Mirrored copies of requests sent (VirtualService mirror).",
-     offsetof(struct listener_counters, rq_mirror_sent)},
+     offsetof(struct proxy_counters, http.rq_mirror_sent)},
     {"strait_http_mirror_failed_total", "counter",
      "Mirrored copies that failed (connect, reset, timeout, local error).",
-     offsetof(struct listener_counters, rq_mirror_failed)},
+     offsetof(struct proxy_counters, http.rq_mirror_failed)},
     {"strait_http_mirror_skipped_total", "counter",
      "Requests selected for mirroring whose copy was not sent (body over "
      "the buffer limit, no endpoint, circuit breaker).",
-     offsetof(struct listener_counters, rq_mirror_skipped)},
+     offsetof(struct proxy_counters, http.rq_mirror_skipped)},
     {"strait_tls_handshakes_total", "counter", "Completed TLS handshakes.",
-     offsetof(struct listener_counters, tls_handshakes)},
+     offsetof(struct proxy_counters, tls.handshakes)},
     {"strait_http2_rapid_reset_total", "counter",
      "HTTP/2 connections closed for resetting streams too fast "
      "(CVE-2023-44487).",
-     offsetof(struct listener_counters, h2_rapid_reset)},
+     offsetof(struct proxy_counters, h2.rapid_reset)},
     {"strait_http2_flood_total", "counter",
      "HTTP/2 connections closed for SETTINGS, PING or empty-frame floods.",
-     offsetof(struct listener_counters, h2_flood)},
+     offsetof(struct proxy_counters, h2.flood)},
     {"strait_http2_continuation_flood_total", "counter",
      "HTTP/2 connections closed for CONTINUATION floods.",
-     offsetof(struct listener_counters, h2_continuation)},
+     offsetof(struct proxy_counters, h2.continuation)},
     {"strait_http2_stream_errors_total", "counter",
      "HTTP/2 streams ended with an error code.",
-     offsetof(struct listener_counters, h2_stream_errors)},
+     offsetof(struct proxy_counters, h2.stream_errors)},
 };
 
 /* Cluster families: one sample per cluster. */
@@ -428,42 +374,39 @@ struct labelled {
 
 static const struct labelled labelled[] = {
     {"strait_http_responses_total", "HTTP responses by status class.", "class",
-     "1xx", offsetof(struct listener_counters, rq_class[1])},
+     "1xx", offsetof(struct proxy_counters, http.rq_class[1])},
     {NULL, NULL, "class", "2xx",
-     offsetof(struct listener_counters, rq_class[2])},
+     offsetof(struct proxy_counters, http.rq_class[2])},
     {NULL, NULL, "class", "3xx",
-     offsetof(struct listener_counters, rq_class[3])},
+     offsetof(struct proxy_counters, http.rq_class[3])},
     {NULL, NULL, "class", "4xx",
-     offsetof(struct listener_counters, rq_class[4])},
+     offsetof(struct proxy_counters, http.rq_class[4])},
     {NULL, NULL, "class", "5xx",
-     offsetof(struct listener_counters, rq_class[5])},
+     offsetof(struct proxy_counters, http.rq_class[5])},
     {"strait_tls_handshake_failures_total", "Failed TLS handshakes by reason.",
-     "reason", "version", offsetof(struct listener_counters, tls_fail_version)},
+     "reason", "version", offsetof(struct proxy_counters, tls.fail_version)},
     {NULL, NULL, "reason", "cipher",
-     offsetof(struct listener_counters, tls_fail_cipher)},
+     offsetof(struct proxy_counters, tls.fail_cipher)},
     {NULL, NULL, "reason", "certificate",
-     offsetof(struct listener_counters, tls_fail_certificate)},
+     offsetof(struct proxy_counters, tls.fail_certificate)},
     {NULL, NULL, "reason", "eof",
-     offsetof(struct listener_counters, tls_fail_eof)},
+     offsetof(struct proxy_counters, tls.fail_eof)},
     {NULL, NULL, "reason", "other",
-     offsetof(struct listener_counters, tls_fail_other)},
+     offsetof(struct proxy_counters, tls.fail_other)},
 };
 
 void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
 {
-    struct listener_stats *const *ls;
+    struct stats_block *const *ls;
     size_t n = ops->listeners(ops->arg, &ls);
-    /* The counters are cache-line aligned types: calloc's alignment is
-     * not enough for them. */
-    struct listener_counters *sums =
-        aligned_alloc(64, (n ? n : 1) * sizeof(*sums));
+    struct proxy_counters *sums = calloc(n ? n : 1, sizeof(*sums));
     struct admin_status st;
 
     ops->status(ops->arg, &st);
     if (sums == NULL)
         return;
     for (size_t i = 0; i < n; i++)
-        listener_stats_sum(ls[i], &sums[i]);
+        stats_sum(ls[i], &sums[i]);
     for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++) {
         const struct family *fam = &families[f];
 
@@ -472,7 +415,7 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
         for (size_t i = 0; i < n; i++) {
             uint64_t v;
             if (fam->off == SIZE_MAX)
-                v = sums[i].accepted - sums[i].closed;
+                v = sums[i].listener.accepted - sums[i].listener.closed;
             else
                 memcpy(&v, (const char *)&sums[i] + fam->off, sizeof(v));
             buf_printf(b, "%s{listener=\"%s\"} %" PRIu64 "\n", fam->name,
@@ -500,11 +443,12 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
                 "connections accepted, per worker thread.\n"
                 "# TYPE strait_worker_connections_accepted_total counter\n");
     for (size_t i = 0; i < n; i++)
-        for (int w = 0; w < ls[i]->nworkers; w++)
+        for (int w = 0; w < ls[i]->nshards; w++)
             buf_printf(b,
                        "strait_worker_connections_accepted_total{listener=\"%s"
                        "\",worker=\"%d\"} %" PRIu64 "\n",
-                       ls[i]->name, w, STAT_GET(&ls[i]->w[w], accepted));
+                       ls[i]->name, w,
+                       STAT_GET(&proxy_counters(ls[i], w)->listener, accepted));
     render_clusters(ops, b);
     buf_printf(b,
                "# HELP strait_workers Worker threads.\n"

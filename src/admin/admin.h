@@ -8,7 +8,7 @@
 
 struct buf;
 struct event_base;
-struct listener_stats;
+struct stats_block;
 struct cluster;
 
 /*
@@ -44,9 +44,9 @@ struct admin_status {
 struct admin_ops {
     void *arg;
     void (*status)(void *arg, struct admin_status *out);
-    /* Current listeners' stats; the array and entries stay valid until the
-     * main loop runs again. */
-    size_t (*listeners)(void *arg, struct listener_stats *const **out);
+    /* Current listeners' counters (blocks of proxy_stats_layout); the
+     * array and entries stay valid until the main loop runs again. */
+    size_t (*listeners)(void *arg, struct stats_block *const **out);
     /* Current upstream clusters; same lifetime rule. */
     size_t (*clusters)(void *arg, struct cluster *const **out);
     void (*config_json)(void *arg, struct buf *b);

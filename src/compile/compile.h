@@ -7,7 +7,7 @@
 #include "config/bootstrap.h"
 
 struct cluster;
-struct listener_stats;
+struct stats_block;
 struct plistener_ops;
 
 /*
@@ -31,7 +31,7 @@ void compile_clusters_free(struct cluster **cl, size_t n);
  * certificate that does not load). */
 int compile_listener(const struct bootstrap *bs,
                      const struct bootstrap_listener *bl,
-                     struct cluster **clusters, struct listener_stats *stats,
+                     struct cluster **clusters, struct stats_block *stats,
                      struct compiled_listener *out, char **err);
 
 struct gw_listener;
@@ -87,7 +87,7 @@ struct compile_env {
 /* compile_gateway() builds the HTTP proxy of a Gateway listener with its
  * first routes (compile_gateway_routes()). */
 int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
-                    const struct gw_listener *g, struct listener_stats *stats,
+                    const struct gw_listener *g, struct stats_block *stats,
                     const struct compile_env *env, const struct strmap *prev,
                     struct strmap *next, struct compiled_listener *out,
                     char **err);
@@ -99,8 +99,7 @@ int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
 struct http_proxy_conf;
 int compile_gateway_http(const struct bootstrap *bs,
                          const struct resource_set *set,
-                         const struct gw_listener *g,
-                         struct listener_stats *stats,
+                         const struct gw_listener *g, struct stats_block *stats,
                          const struct compile_env *env,
                          const struct strmap *prev, struct strmap *next,
                          struct http_proxy_conf **out, char **err);

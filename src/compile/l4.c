@@ -441,7 +441,7 @@ static void unref_l4(void *c)
 }
 
 int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
-               const struct gw_listener *g, struct listener_stats *stats,
+               const struct gw_listener *g, struct stats_block *stats,
                const struct compile_env *env, const struct strmap *prev,
                struct strmap *next, struct compiled_listener *out, char **err)
 {

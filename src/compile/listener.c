@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "net/listener.h"
 #include "proxy/http_proxy.h"
 #include "proxy/l4_proxy.h"
 #include "compile/l4.h"
@@ -102,8 +101,8 @@ static void unref_http(void *c)
  * its upstreams, on the relay Gateway TCP routes use. */
 static int compile_tcp(const struct bootstrap *bs,
                        const struct bootstrap_listener *bl,
-                       struct listener_stats *stats,
-                       struct compiled_listener *out, char **err)
+                       struct stats_block *stats, struct compiled_listener *out,
+                       char **err)
 {
     struct l4_proxy_conf *c = lower_tcp_listener(bs, bl, stats, err);
 
@@ -251,8 +250,7 @@ fail:
 
 int compile_gateway_http(const struct bootstrap *bs,
                          const struct resource_set *set,
-                         const struct gw_listener *g,
-                         struct listener_stats *stats,
+                         const struct gw_listener *g, struct stats_block *stats,
                          const struct compile_env *env,
                          const struct strmap *prev, struct strmap *next,
                          struct http_proxy_conf **out, char **err)
@@ -288,7 +286,7 @@ fail:
 }
 
 int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
-                    const struct gw_listener *g, struct listener_stats *stats,
+                    const struct gw_listener *g, struct stats_block *stats,
                     const struct compile_env *env, const struct strmap *prev,
                     struct strmap *next, struct compiled_listener *out,
                     char **err)
@@ -341,7 +339,7 @@ static int compile_tls(const struct bootstrap_listener *bl,
 
 static int compile_http(const struct bootstrap *bs,
                         const struct bootstrap_listener *bl,
-                        struct cluster **clusters, struct listener_stats *stats,
+                        struct cluster **clusters, struct stats_block *stats,
                         struct compiled_listener *out, char **err)
 {
     struct http_proxy_conf *c = http_proxy_conf_new(bl->name, stats);
@@ -372,7 +370,7 @@ fail:
 
 int compile_listener(const struct bootstrap *bs,
                      const struct bootstrap_listener *bl,
-                     struct cluster **clusters, struct listener_stats *stats,
+                     struct cluster **clusters, struct stats_block *stats,
                      struct compiled_listener *out, char **err)
 {
     *err = NULL;

@@ -13,7 +13,7 @@
 #include "core/err.h"
 #include "compile/lower.h"
 #include "config/resource.h"
-#include "net/listener.h"
+#include "core/stats.h"
 #include "proxy/http_proxy.h"
 #include "proxy/l4_proxy.h"
 #include "compile/router.h"
@@ -94,8 +94,7 @@ fail:
 
 struct l4_proxy_conf *lower_tcp_listener(const struct bootstrap *bs,
                                          const struct bootstrap_listener *bl,
-                                         struct listener_stats *stats,
-                                         char **err)
+                                         struct stats_block *stats, char **err)
 {
     struct l4_proxy_conf *c = l4_proxy_conf_new(bl->name, stats);
     struct cluster_spec sp;
@@ -120,7 +119,7 @@ struct l4_proxy_conf *lower_tcp_listener(const struct bootstrap *bs,
     c->clusters = calloc(1, sizeof(*c->clusters));
     if (c->clusters == NULL)
         goto oom;
-    c->clusters[0] = compile_cluster(NULL, &sp, stats->nworkers, err);
+    c->clusters[0] = compile_cluster(NULL, &sp, stats->nshards, err);
     if (c->clusters[0] == NULL)
         goto fail;
     c->nclusters = 1;

@@ -6,7 +6,7 @@
 struct cluster;
 struct http_routes;
 struct l4_proxy_conf;
-struct listener_stats;
+struct stats_block;
 
 /*
  * Lowering the bootstrap's `listeners:`, `routes:` and `clusters:` into
@@ -52,7 +52,6 @@ struct http_routes *lower_http_routes(const struct bootstrap *bs,
  */
 struct l4_proxy_conf *lower_tcp_listener(const struct bootstrap *bs,
                                          const struct bootstrap_listener *bl,
-                                         struct listener_stats *stats,
-                                         char **err);
+                                         struct stats_block *stats, char **err);
 
 #endif

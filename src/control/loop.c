@@ -19,6 +19,7 @@
 #include "event/mq.h"
 #include "event/timer.h"
 #include "net/listener.h"
+#include "proxy/stats.h"
 #include "proxy/http_proxy.h"
 #include "proxy/l4_proxy.h"
 #include "proxy/router.h"
@@ -35,7 +36,7 @@
 struct srv_listener {
     struct compiled_listener cl;
     struct listener_socks *socks;
-    struct listener_stats *stats;
+    struct stats_block *stats;
     const char *name;       /* in the lset's bootstrap or Gateway set */
     char *fingerprint;      /* what it does; equal means keep it running */
     uint64_t tls_reload_ms; /* 0 without TLS */
@@ -75,8 +76,8 @@ struct server {
     int acks_pending;
     int reload_queued;
     struct admin *admin;
-    struct listener_stats **stats_view; /* for the admin, rebuilt on change */
-    struct cluster **cluster_view;      /* bootstrap and Gateway clusters */
+    struct stats_block **stats_view; /* for the admin, rebuilt on change */
+    struct cluster **cluster_view;   /* bootstrap and Gateway clusters */
     size_t ncluster_view;
     uint64_t start_ms;
     uint64_t reloads_ok;
@@ -135,7 +136,7 @@ static void lset_release(struct lset *ls)
         if (ls->v[i].cl.conf != NULL)
             ls->v[i].cl.unref(ls->v[i].cl.conf);
         listener_socks_unref(ls->v[i].socks);
-        listener_stats_unref(ls->v[i].stats);
+        stats_block_unref(ls->v[i].stats);
         free(ls->v[i].fingerprint);
     }
     free(ls->v);
@@ -418,7 +419,7 @@ static int lset_build(struct server *s, struct bootstrap *bs,
                 http_proxy_conf_ref(prev->cl.conf);
             l->socks = prev->socks;
             l->socks->refs++;
-            l->stats = listener_stats_ref(prev->stats);
+            l->stats = stats_block_ref(prev->stats);
             out->n++;
             if (sp->gw != NULL && !sp->gw->l4 &&
                 compile_gateway_routes(bs, source_current_or_null(s), sp->gw,
@@ -443,8 +444,8 @@ static int lset_build(struct server *s, struct bootstrap *bs,
                 goto fail;
             }
         }
-        l->stats = prev != NULL ? listener_stats_ref(prev->stats)
-                                : listener_stats_new(sp->name, s->nworkers);
+        l->stats = prev != NULL ? stats_block_ref(prev->stats)
+                                : proxy_stats_new(sp->name, s->nworkers);
         if (l->stats == NULL) {
             if (*err == NULL)
                 *err = strdup("out of memory");
@@ -754,7 +755,7 @@ static void admin_status(void *arg, struct admin_status *out)
     }
 }
 
-static size_t admin_listeners(void *arg, struct listener_stats *const **out)
+static size_t admin_listeners(void *arg, struct stats_block *const **out)
 {
     struct server *s = arg;
 

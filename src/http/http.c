@@ -3,6 +3,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/stats.h"
 #include "http/http.h"
 
 static int fields_grow(struct http_fields *f, struct arena *a)
@@ -145,3 +146,29 @@ size_t http_fields_strip_hop(struct http_fields *f)
         removed += http_fields_remove(f, hop[i]);
     return removed;
 }
+
+#define HTTP_FIELD(name, member)                                               \
+    {                                                                          \
+        name, offsetof(struct http_counters, member), STATS_NONE               \
+    }
+
+static const struct stats_field http_fields[] = {
+    HTTP_FIELD("rq_total", rq_total),
+    HTTP_FIELD("rq_1xx", rq_class[1]),
+    HTTP_FIELD("rq_2xx", rq_class[2]),
+    HTTP_FIELD("rq_3xx", rq_class[3]),
+    HTTP_FIELD("rq_4xx", rq_class[4]),
+    HTTP_FIELD("rq_5xx", rq_class[5]),
+    HTTP_FIELD("protocol_errors", rq_protocol_errors),
+    {"downstream_buffers_active", offsetof(struct http_counters, bufs_taken),
+     offsetof(struct http_counters, bufs_released)},
+    HTTP_FIELD("upstream_errors", rq_upstream_errors),
+    HTTP_FIELD("rbac_denied", rq_rbac_denied),
+    HTTP_FIELD("jwt_authn.denied", rq_jwt_denied),
+    HTTP_FIELD("mirror_sent", rq_mirror_sent),
+    HTTP_FIELD("mirror_failed", rq_mirror_failed),
+    HTTP_FIELD("mirror_skipped", rq_mirror_skipped),
+};
+
+const struct stats_desc http_counters_desc = {
+    "http.", http_fields, sizeof(http_fields) / sizeof(http_fields[0])};

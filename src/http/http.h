@@ -7,6 +7,8 @@
 #include "core/arena.h"
 #include "core/slice.h"
 
+struct stats_desc;
+
 /*
  * Protocol-neutral requests and responses. Codecs translate HTTP/1.x and
  * HTTP/2 into these and back, so the proxy never knows which protocol a
@@ -82,6 +84,30 @@ size_t http_fields_strip_hop(struct http_fields *f);
 /* http_token_list_has() is true when a comma-separated list contains tok,
  * compared case-insensitively (Connection: keep-alive, Upgrade). */
 int http_token_list_has(struct slice list, const char *tok);
+
+/*
+ * The HTTP counters of a listener, one shard per worker (core/stats.h),
+ * written by the codecs (protocol errors, buffers) and the request path.
+ */
+struct http_counters {
+    uint64_t rq_total;
+    uint64_t rq_class[6];        /* [1]..[5]: 1xx..5xx */
+    uint64_t rq_protocol_errors; /* malformed requests from clients */
+    /* I/O buffers HTTP/1 server connections took and gave back: the
+     * difference is what they hold now (none while idle). */
+    uint64_t bufs_taken;
+    uint64_t bufs_released;
+    uint64_t rq_upstream_errors; /* upstream failed (502/503/reset) */
+    uint64_t rq_rbac_denied;     /* refused by an AuthorizationPolicy */
+    uint64_t rq_jwt_denied;      /* refused: a JWT that does not verify */
+    uint64_t rq_mirror_sent;     /* mirrored copies started */
+    uint64_t rq_mirror_failed;   /* started copies that did not complete */
+    uint64_t rq_mirror_skipped;  /* selected copies not sent (body too big,
+                                    no endpoint, circuit breaker) */
+};
+
+/* Their names in the admin API's /stats ("http.rq_total", ...). */
+extern const struct stats_desc http_counters_desc;
 
 /* http_status_class() is 1..5 for 1xx..5xx, 0 for anything else. */
 static inline int http_status_class(int status)

@@ -18,10 +18,11 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/list.h"
+#include "core/stats.h"
 #include "event/timer.h"
+#include "http/http.h"
 #include "http2/h2_server.h"
 #include "net/conn.h"
-#include "net/listener.h"
 
 #define OUT_MAX (64 * 1024)
 #define READ_CHUNK (16 * 1024)
@@ -60,7 +61,8 @@ struct h2_server {
     struct h2_settings h2;
     struct h2_server_hooks hooks;
     struct bufpool *pool;
-    struct listener_counters *sh;
+    struct http_counters *http; /* the worker's shards */
+    struct h2_counters *sh;
     struct buf out;
     struct list streams;
     size_t nstreams;
@@ -298,7 +300,7 @@ static void dispatch(struct h2_server *hs, struct h2_stream *st, int end)
                         st->bad_status == 431 ? "request headers too large\n"
                                               : "bad request\n",
                         NULL, NULL);
-        STAT_ADD(hs->sh, rq_protocol_errors, 1);
+        STAT_ADD(hs->http, rq_protocol_errors, 1);
         /* No proxy took the stream: the local answer is all there is. */
         s->proxy = NULL;
         hstream_unref(s);
@@ -331,7 +333,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
             /* Counted once: frames already in flight keep arriving after
              * our GOAWAY. */
             if (++hs->empty_frames == EMPTY_FRAMES_MAX + 1) {
-                STAT_ADD(hs->sh, h2_flood, 1);
+                STAT_ADD(hs->sh, flood, 1);
                 nghttp2_session_terminate_session(ng,
                                                   NGHTTP2_ENHANCE_YOUR_CALM);
             }
@@ -350,7 +352,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
             hs->rst_count = 0;
         }
         if (++hs->rst_count == RST_PER_SECOND + 1) {
-            STAT_ADD(hs->sh, h2_rapid_reset, 1);
+            STAT_ADD(hs->sh, rapid_reset, 1);
             nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
         }
         return 0;
@@ -402,7 +404,7 @@ static void stream_release(struct h2_server *hs, struct h2_stream *st,
     }
 
     if (code != NGHTTP2_NO_ERROR) {
-        STAT_ADD(hs->sh, h2_stream_errors, 1);
+        STAT_ADD(hs->sh, stream_errors, 1);
         if (!hpipe_drained(&s->resp_body))
             s->flags |= HFLAG_DC;
     }
@@ -589,11 +591,11 @@ static int read_some(struct h2_server *hs)
         used = nghttp2_session_mem_recv(hs->ng, chunk, (size_t)n);
         if (used < 0) {
             if (used == NGHTTP2_ERR_FLOODED)
-                STAT_ADD(hs->sh, h2_flood, 1);
+                STAT_ADD(hs->sh, flood, 1);
             else if (used == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS)
-                STAT_ADD(hs->sh, h2_continuation, 1);
+                STAT_ADD(hs->sh, continuation, 1);
             else
-                STAT_ADD(hs->sh, rq_protocol_errors, 1);
+                STAT_ADD(hs->http, rq_protocol_errors, 1);
             return -1;
         }
         if (hs->closed)
@@ -648,12 +650,11 @@ static void on_idle(void *arg)
     process(hs);
 }
 
-struct h2_server *h2_server_new(struct event_base *base, struct conn *c,
-                                const struct http_conn_conf *conf,
-                                const struct h2_settings *h2,
-                                const struct h2_server_hooks *hooks,
-                                struct bufpool *pool,
-                                struct listener_stats *stats, int worker)
+struct h2_server *
+h2_server_new(struct event_base *base, struct conn *c,
+              const struct http_conn_conf *conf, const struct h2_settings *h2,
+              const struct h2_server_hooks *hooks, struct bufpool *pool,
+              struct http_counters *http, struct h2_counters *counters)
 {
     struct h2_server *hs = calloc(1, sizeof(*hs));
     nghttp2_session_callbacks *cb = NULL;
@@ -668,7 +669,8 @@ struct h2_server *h2_server_new(struct event_base *base, struct conn *c,
     hs->h2 = *h2;
     hs->hooks = *hooks;
     hs->pool = pool;
-    hs->sh = &stats->w[worker];
+    hs->http = http;
+    hs->sh = counters;
     LIST_INIT(&hs->streams);
     buf_init(&hs->out, OUT_MAX);
     timer_init(&hs->timer, base, on_idle, hs);
@@ -770,3 +772,14 @@ void h2_server_free(struct h2_server *hs)
     buf_dispose(&hs->out);
     free(hs);
 }
+
+static const struct stats_field h2_fields[] = {
+    {"rapid_reset", offsetof(struct h2_counters, rapid_reset), STATS_NONE},
+    {"flood", offsetof(struct h2_counters, flood), STATS_NONE},
+    {"continuation_flood", offsetof(struct h2_counters, continuation),
+     STATS_NONE},
+    {"stream_errors", offsetof(struct h2_counters, stream_errors), STATS_NONE},
+};
+
+const struct stats_desc h2_counters_desc = {
+    "http2.", h2_fields, sizeof(h2_fields) / sizeof(h2_fields[0])};

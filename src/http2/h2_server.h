@@ -9,7 +9,8 @@
 struct bufpool;
 struct conn;
 struct event_base;
-struct listener_stats;
+struct http_counters;
+struct stats_desc;
 
 struct h2_settings {
     uint32_t max_concurrent_streams;
@@ -26,18 +27,30 @@ struct h2_server_hooks {
 
 struct h2_server;
 
+/* The HTTP/2 counters of a listener, one shard per worker (core/stats.h):
+ * connections closed for an attack, and streams ended with an error. */
+struct h2_counters {
+    uint64_t rapid_reset;  /* CVE-2023-44487 */
+    uint64_t flood;        /* SETTINGS/PING/empty-frame floods */
+    uint64_t continuation; /* CONTINUATION floods */
+    uint64_t stream_errors;
+};
+
+/* Their names in the admin API's /stats ("http2.rapid_reset", ...). */
+extern const struct stats_desc h2_counters_desc;
+
 /*
  * h2_server_new() serves HTTP/2 on c (after TLS with ALPN h2, or in
  * plaintext after the client preface was seen). Limits and timeouts come
  * from the listener's HTTP connection settings, the same conf its HTTP/1
- * connections use; flood counters go to stats->w[worker].
+ * connections use. The server counts in the worker's shards http (protocol
+ * errors) and counters (floods, stream errors), which must outlive it.
  */
-struct h2_server *h2_server_new(struct event_base *base, struct conn *c,
-                                const struct http_conn_conf *conf,
-                                const struct h2_settings *h2,
-                                const struct h2_server_hooks *hooks,
-                                struct bufpool *pool,
-                                struct listener_stats *stats, int worker);
+struct h2_server *
+h2_server_new(struct event_base *base, struct conn *c,
+              const struct http_conn_conf *conf, const struct h2_settings *h2,
+              const struct h2_server_hooks *hooks, struct bufpool *pool,
+              struct http_counters *http, struct h2_counters *counters);
 
 /* h2_server_received() hands the session bytes of the connection the
  * caller has read already (the start of a client preface taken while

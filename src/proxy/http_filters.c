@@ -403,7 +403,7 @@ int pstream_authorize(struct pstream *ps)
         snprintf(why, n, "RBAC_ACCESS_DENIED[%s]",
                  d.policy ? d.policy : "none");
     ps->details = why;
-    STAT_ADD(http_shard(ps->l), rq_rbac_denied, 1);
+    STAT_ADD(&http_shard(ps->l)->http, rq_rbac_denied, 1);
     pstream_local_reply(ps, 403, 0, "RBAC: access denied");
     pstream_up_finished(ps);
     return -1;
@@ -476,7 +476,7 @@ int pstream_authenticate(struct pstream *ps)
         return 0; /* Istio: authorization decides */
     text = jwt_status_text(st);
     ps->details = jwt_details(&s->arena, text);
-    STAT_ADD(http_shard(ps->l), rq_jwt_denied, 1);
+    STAT_ADD(&http_shard(ps->l)->http, rq_jwt_denied, 1);
     auth = www_authenticate(s);
     /* Envoy: an audience not allowed is 403 (JwtAudienceNotAllowed),
      * every other failure 401. */

@@ -150,7 +150,7 @@ static void mirror_launch(struct pstream *ps)
 {
     const struct route_mirror *mr = &ps->action->mirror;
     struct http_listener *l = ps->l;
-    struct listener_counters *sh = http_shard(l);
+    struct proxy_counters *sh = http_shard(l);
     const struct hpipe *b = &ps->s->req_body;
     struct upool *pool = http_pool(ps->wr, mr->cluster);
     size_t kept = 0, live = 0;
@@ -209,11 +209,11 @@ static void mirror_launch(struct pstream *ps)
     sp->busy_ep = sp->ep;
     balancer_busy(&pool->lb, sp->ep);
     STAT_ADD(upool_stats(pool), rq_total, 1);
-    STAT_ADD(sh, rq_mirror_sent, 1);
+    STAT_ADD(&sh->http, rq_mirror_sent, 1);
     pstream_connect_next(sp);
     return;
 skip:
-    STAT_ADD(sh, rq_mirror_skipped, 1);
+    STAT_ADD(&sh->http, rq_mirror_skipped, 1);
 }
 
 /* The router picked this request for mirroring: copy it now, or once its

@@ -11,6 +11,7 @@
 #include "net/conn.h"
 #include "event/timer.h"
 #include "proxy/http_proxy.h"
+#include "proxy/stats.h"
 #include "upstream/pool-t.h"
 
 struct h2_server;
@@ -103,10 +104,9 @@ struct http_conn {
     char peer_ip[48];
 };
 
-static inline struct listener_counters *
-http_shard(const struct http_listener *l)
+static inline struct proxy_counters *http_shard(const struct http_listener *l)
 {
-    return &l->conf->stats->w[l->worker];
+    return proxy_counters(l->conf->stats, l->worker);
 }
 
 /*

@@ -23,7 +23,6 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "http2/h2_server.h"
-#include "net/listener.h"
 #include "proxy/http_proxy-t.h"
 #include "policy/authz.h"
 #include "policy/jwt.h"
@@ -40,7 +39,7 @@
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 struct http_proxy_conf *http_proxy_conf_new(const char *name,
-                                            struct listener_stats *stats)
+                                            struct stats_block *stats)
 {
     struct http_proxy_conf *c = calloc(1, sizeof(*c));
 
@@ -57,7 +56,7 @@ struct http_proxy_conf *http_proxy_conf_new(const char *name,
     }
     pthread_mutex_init(&c->lock, NULL);
     c->gen = 1;
-    c->stats = listener_stats_ref(stats);
+    c->stats = stats_block_ref(stats);
     c->downstream.lim = http_limits_default();
     c->h1c.lim = http_limits_default();
     return c;
@@ -76,7 +75,7 @@ void http_proxy_conf_unref(struct http_proxy_conf *c)
     http_routes_unref(c->cur);
     pthread_mutex_destroy(&c->lock);
     tls_holder_unref(c->tls);
-    listener_stats_unref(c->stats);
+    stats_block_unref(c->stats);
     free(c->name);
     free(c);
 }
@@ -343,7 +342,7 @@ static void hc_close(struct http_conn *hc)
     hc->stage = HC_CLOSED;
     conn_want(&hc->conn, 0, 0);
     timer_cancel(&hc->timer);
-    STAT_ADD(http_shard(l), closed, 1);
+    STAT_ADD(&http_shard(l)->listener, closed, 1);
     l->active--;
     list_del(&hc->link);
     list_append(&l->dead, &hc->link);
@@ -360,7 +359,7 @@ static void codec_closed(void *owner)
 static void protocol_error(void *ctx, int status, const char *why)
 {
     struct http_conn *hc = ctx;
-    struct listener_counters *sh = http_shard(hc->l);
+    struct proxy_counters *sh = http_shard(hc->l);
     char st[8];
     struct log_field f[] = {
         {"listener", hc->l->conf->name, 0},
@@ -372,10 +371,10 @@ static void protocol_error(void *ctx, int status, const char *why)
         {"reason", why, 0},
     };
 
-    STAT_ADD(sh, rq_protocol_errors, 1);
-    STAT_ADD(sh, rq_total, 1);
+    STAT_ADD(&sh->http, rq_protocol_errors, 1);
+    STAT_ADD(&sh->http, rq_total, 1);
     if (http_status_class(status) > 0)
-        STAT_ADD(sh, rq_class[http_status_class(status)], 1);
+        STAT_ADD(&sh->http, rq_class[http_status_class(status)], 1);
     if (hc->l->conf->access_log) {
         snprintf(st, sizeof(st), "%d", status);
         log_event(LOG_INFO, "http_request", f, (int)(sizeof(f) / sizeof(f[0])));
@@ -404,9 +403,9 @@ static void start_h2(struct http_conn *hc)
     struct h2_server_hooks hooks = {&http_stream_handler, hc, codec_closed, hc};
 
     hc->stage = HC_H2;
-    hc->h2 =
-        h2_server_new(l->base, &hc->conn, &l->conf->downstream, &l->conf->h2,
-                      &hooks, &l->pool, l->conf->stats, l->worker);
+    hc->h2 = h2_server_new(l->base, &hc->conn, &l->conf->downstream,
+                           &l->conf->h2, &hooks, &l->pool, &http_shard(l)->http,
+                           &http_shard(l)->h2);
     if (hc->h2 == NULL)
         hc_close(hc);
     else if (hc->drain)
@@ -415,19 +414,9 @@ static void start_h2(struct http_conn *hc)
 
 static void tls_failed(struct http_conn *hc)
 {
-    struct listener_counters *sh = http_shard(hc->l);
     const char *why = tls_conn_failure(&hc->conn);
 
-    if (strcmp(why, "version") == 0)
-        STAT_ADD(sh, tls_fail_version, 1);
-    else if (strcmp(why, "cipher") == 0)
-        STAT_ADD(sh, tls_fail_cipher, 1);
-    else if (strcmp(why, "certificate") == 0)
-        STAT_ADD(sh, tls_fail_certificate, 1);
-    else if (strcmp(why, "eof") == 0)
-        STAT_ADD(sh, tls_fail_eof, 1);
-    else
-        STAT_ADD(sh, tls_fail_other, 1);
+    tls_count_failure(&http_shard(hc->l)->tls, &hc->conn);
     {
         /* A refused client certificate is worth saying at info: it is
          * a misconfiguration (wrong root, expired, wrong SAN) more often
@@ -489,7 +478,7 @@ static void hc_io(struct conn *c, void *arg)
             conn_want(&hc->conn, 1, 0);
             return;
         }
-        STAT_ADD(http_shard(hc->l), tls_handshakes, 1);
+        STAT_ADD(&http_shard(hc->l)->tls, handshakes, 1);
         timer_cancel(&hc->timer);
         /* BoringSSL sends its session tickets with the server's first
          * flight, so nothing of ours answers the client's Finished: the
@@ -526,7 +515,7 @@ static void hc_io(struct conn *c, void *arg)
             if (got > 0) {
                 /* "PRI * HTTP/2.0..." gone astray after its first piece:
                  * neither HTTP/2 nor an HTTP/1 request. */
-                STAT_ADD(http_shard(hc->l), rq_protocol_errors, 1);
+                STAT_ADD(&http_shard(hc->l)->http, rq_protocol_errors, 1);
                 hc_close(hc);
                 return;
             }
@@ -560,7 +549,7 @@ static void hc_timeout(void *arg)
     struct http_conn *hc = arg;
 
     if (hc->stage == HC_HANDSHAKE) {
-        STAT_ADD(http_shard(hc->l), tls_fail_eof, 1);
+        STAT_ADD(&http_shard(hc->l)->tls, fail_eof, 1);
         hc_close(hc);
     } else if (hc->stage == HC_DETECT || hc->stage == HC_PEEK) {
         hc_close(hc);
@@ -623,7 +612,7 @@ static void conn_start(struct http_listener *l, int fd,
     l->active++;
     /* An adopted connection was counted by the listener that took it. */
     if (!adopted)
-        STAT_ADD(http_shard(l), accepted, 1);
+        STAT_ADD(&http_shard(l)->listener, accepted, 1);
     /* Handed over after the listener stopped: served once, then closed. */
     hc->drain = l->stopped;
     if (l->conf->tls != NULL && l->conf->tls_permissive) {
@@ -726,8 +715,8 @@ static struct plistener *listener_start(struct event_base *base, int worker,
                  IO_POOL_KEEP);
     l->scratch.io = &l->io;
     l->scratch.cap = cap;
-    l->scratch.bufs_taken = &http_shard(l)->h1_bufs_taken;
-    l->scratch.bufs_released = &http_shard(l)->h1_bufs_released;
+    l->scratch.bufs_taken = &http_shard(l)->http.bufs_taken;
+    l->scratch.bufs_released = &http_shard(l)->http.bufs_released;
     l->scratch.hdrs = calloc(cap, sizeof(*l->scratch.hdrs));
     if (l->scratch.hdrs == NULL)
         goto fail;

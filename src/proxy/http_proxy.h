@@ -16,7 +16,7 @@
 
 struct event;
 struct event_base;
-struct listener_stats;
+struct stats_block;
 struct tls_holder;
 struct router;
 struct authz;
@@ -73,11 +73,11 @@ struct http_proxy_conf {
                              * the first byte tells a ClientHello) */
     int access_log;
     uint32_t xff_trusted_hops;
-    struct listener_stats *stats;
+    struct stats_block *stats;
 };
 
 struct http_proxy_conf *http_proxy_conf_new(const char *name,
-                                            struct listener_stats *stats);
+                                            struct stats_block *stats);
 struct http_proxy_conf *http_proxy_conf_ref(struct http_proxy_conf *c);
 void http_proxy_conf_unref(struct http_proxy_conf *c);
 

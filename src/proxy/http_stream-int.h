@@ -13,7 +13,6 @@
 #include <stdint.h>
 
 #include "event/timer.h"
-#include "net/listener.h"
 #include "proxy/http_proxy-t.h"
 #include "proxy/router.h"
 #include "upstream/balancer.h"

@@ -13,7 +13,6 @@
 
 #include "core/clock.h"
 #include "core/log.h"
-#include "net/listener.h"
 #include "proxy/http_stream-int.h"
 #include "tls/tls.h"
 #include "upstream/hash.h"
@@ -36,15 +35,15 @@ uint64_t pstream_rng(struct http_listener *l)
 
 static void count_status(struct pstream *ps, int status)
 {
-    struct listener_counters *sh = http_shard(ps->l);
+    struct proxy_counters *sh = http_shard(ps->l);
     int cls = http_status_class(status);
 
     if (ps->counted)
         return;
     ps->counted = 1;
-    STAT_ADD(sh, rq_total, 1);
+    STAT_ADD(&sh->http, rq_total, 1);
     if (cls > 0)
-        STAT_ADD(sh, rq_class[cls], 1);
+        STAT_ADD(&sh->http, rq_class[cls], 1);
 }
 
 static const char *proto_name(enum http_version v)
@@ -125,7 +124,7 @@ void pstream_maybe_end(struct pstream *ps)
     if (ps->mirror_wait) {
         /* The request ended before its body was whole: no copy. */
         ps->mirror_wait = 0;
-        STAT_ADD(http_shard(ps->l), rq_mirror_skipped, 1);
+        STAT_ADD(&http_shard(ps->l)->http, rq_mirror_skipped, 1);
     }
     timer_cancel(&ps->delay);
     if (ps->admitted) {
@@ -140,7 +139,7 @@ void pstream_maybe_end(struct pstream *ps)
         /* A copy is not a request of the listener: it is neither counted
          * nor logged there. Its memory goes on the reaper's turn. */
         if (ps->shadow_failed)
-            STAT_ADD(http_shard(ps->l), rq_mirror_failed, 1);
+            STAT_ADD(&http_shard(ps->l)->http, rq_mirror_failed, 1);
         s->resp_body.wake_reader = NULL;
         http_listener_unpin(ps->l, ps->wr);
         s->proxy = NULL;
@@ -373,7 +372,7 @@ static void up_done(void *ctx, struct h1_client *c, int ok, int reusable,
     if (!ok) {
         STAT_ADD(upool_stats(ps->pool), rq_error, 1);
         if (!ps->shadow)
-            STAT_ADD(http_shard(ps->l), rq_upstream_errors, 1);
+            STAT_ADD(&http_shard(ps->l)->http, rq_upstream_errors, 1);
         if (ps->retries > 0)
             s->flags |= HFLAG_URX;
         pstream_release_upstream(ps, 0);
@@ -492,7 +491,7 @@ void pstream_connect_next(struct pstream *ps)
         return;
     }
     if (!ps->shadow)
-        STAT_ADD(http_shard(ps->l), rq_upstream_errors, 1);
+        STAT_ADD(&http_shard(ps->l)->http, rq_upstream_errors, 1);
     pstream_local_reply(ps, 503, HFLAG_UF | (ps->retries ? HFLAG_URX : 0),
                         "upstream connect error\n");
     pstream_up_finished(ps);
@@ -569,7 +568,7 @@ static void on_request(void *ctx, struct hstream *s)
     if (ps->pool->cl->origin == CLUSTER_BLACKHOLE) {
         /* outboundTrafficPolicy REGISTRY_ONLY and a host no ServiceEntry
          * declares: Istio's block_all answer. */
-        STAT_ADD(http_shard(ps->l), registry_only, 1);
+        STAT_ADD(&http_shard(ps->l)->relay, registry_only, 1);
         ps->details = "registry_only";
         pstream_local_reply(ps, 502, 0,
                             "destination host is not in the registry\n");

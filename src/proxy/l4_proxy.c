@@ -36,7 +36,7 @@
 #include "core/log.h"
 #include "event/timer.h"
 #include "net/conn.h"
-#include "net/listener.h"
+#include "proxy/stats.h"
 #include "policy/authz.h"
 #include "proxy/http_proxy.h"
 #include "proxy/l4_proxy.h"
@@ -49,7 +49,7 @@
 /* ---- configuration ------------------------------------------------------ */
 
 struct l4_proxy_conf *l4_proxy_conf_new(const char *name,
-                                        struct listener_stats *stats)
+                                        struct stats_block *stats)
 {
     struct l4_proxy_conf *c = calloc(1, sizeof(*c));
 
@@ -61,7 +61,7 @@ struct l4_proxy_conf *l4_proxy_conf_new(const char *name,
         free(c);
         return NULL;
     }
-    c->stats = listener_stats_ref(stats);
+    c->stats = stats_block_ref(stats);
     /* Envoy's listener filter timeout and Istio's handshake timeout. */
     c->inspect_timeout_ms = 15000;
     c->handshake_timeout_ms = 10000;
@@ -115,7 +115,7 @@ void l4_proxy_conf_unref(struct l4_proxy_conf *c)
     for (size_t i = 0; i < c->nclusters; i++)
         cluster_unref(c->clusters[i]);
     free(c->clusters);
-    listener_stats_unref(c->stats);
+    stats_block_unref(c->stats);
     free(c->name);
     authz_unref(c->authz);
     http_proxy_conf_unref(c->http);
@@ -241,9 +241,9 @@ struct l4_conn {
     char sni[256];
 };
 
-static struct listener_counters *shard(const struct l4_proxy *p)
+static struct proxy_counters *shard(const struct l4_proxy *p)
 {
-    return &p->conf->stats->w[p->worker];
+    return proxy_counters(p->conf->stats, p->worker);
 }
 
 static uint64_t next_random(struct l4_proxy *p)
@@ -295,7 +295,7 @@ static void lc_end(struct l4_conn *lc, int closing)
     timer_cancel(&lc->timer);
     if (closing) {
         conn_close(&lc->c);
-        STAT_ADD(shard(p), closed, 1);
+        STAT_ADD(&shard(p)->listener, closed, 1);
     }
     p->npending--;
     list_del(&lc->link);
@@ -308,7 +308,7 @@ static void lc_end(struct l4_conn *lc, int closing)
 static void lc_refuse(struct l4_conn *lc, const char *flags, const char *end)
 {
     if (strcmp(flags, "NR") == 0)
-        STAT_ADD(shard(lc->p), no_route, 1);
+        STAT_ADD(&shard(lc->p)->relay, no_route, 1);
     log_refused(lc, flags, end);
     lc_end(lc, 1);
 }
@@ -340,7 +340,7 @@ static int lc_authorize(struct l4_conn *lc, const char *peer_uri)
     authz_check(c->authz, &r, &d);
     if (d.allowed)
         return 0;
-    STAT_ADD(shard(lc->p), rq_rbac_denied, 1);
+    STAT_ADD(&shard(lc->p)->http, rq_rbac_denied, 1);
     snprintf(end, sizeof(end), "RBAC_ACCESS_DENIED[%s]",
              d.policy ? d.policy : "none");
     log_refused(lc, "-", end);
@@ -376,7 +376,7 @@ static void lc_relay(struct l4_conn *lc, const struct l4_rule *rule,
     /* BlackHoleCluster (outboundTrafficPolicy REGISTRY_ONLY): the relay
      * closes it, as a cluster without endpoints (UH). */
     if (cl != NULL && cl->origin == CLUSTER_BLACKHOLE)
-        STAT_ADD(shard(p), registry_only, 1);
+        STAT_ADD(&shard(p)->relay, registry_only, 1);
     memset(&meta, 0, sizeof(meta));
     meta.sni = lc->sni;
     meta.route = rule->route;
@@ -442,16 +442,7 @@ static void on_handshake_io(struct conn *c, void *arg)
         const char *why = tls_conn_failure(c);
         const char *verr = tls_conn_verify_error(c);
         char end[160];
-        if (strcmp(why, "version") == 0)
-            STAT_ADD(shard(p), tls_fail_version, 1);
-        else if (strcmp(why, "cipher") == 0)
-            STAT_ADD(shard(p), tls_fail_cipher, 1);
-        else if (strcmp(why, "certificate") == 0)
-            STAT_ADD(shard(p), tls_fail_certificate, 1);
-        else if (strcmp(why, "eof") == 0)
-            STAT_ADD(shard(p), tls_fail_eof, 1);
-        else
-            STAT_ADD(shard(p), tls_fail_other, 1);
+        tls_count_failure(&shard(p)->tls, c);
         /* A refused client certificate says why: wrong root, expired,
          * not the identity asked for. */
         if (verr != NULL)
@@ -461,7 +452,7 @@ static void on_handshake_io(struct conn *c, void *arg)
         lc_refuse(lc, "-", end);
         return;
     }
-    STAT_ADD(shard(p), tls_handshakes, 1);
+    STAT_ADD(&shard(p)->tls, handshakes, 1);
     tls_conn_peer_uri_san(c, uri, sizeof(uri));
     route_tcp(lc, &p->conf->servers[lc->server].rules, uri);
 }
@@ -625,7 +616,7 @@ static void inspect(struct l4_conn *lc)
         return;
     }
     if (rc != CH_OK) {
-        STAT_ADD(shard(p), client_hello_errors, 1);
+        STAT_ADD(&shard(p)->relay, client_hello_errors, 1);
         log_debug("listener %s: %s", p->conf->name,
                   rc == CH_NEED_MORE ? "ClientHello too large" : why);
         /* No TLS, or none we can read: no filter chain takes it. */
@@ -655,10 +646,10 @@ static void on_lc_timer(void *arg)
     struct l4_conn *lc = arg;
 
     if (lc->stage == ST_INSPECT) {
-        STAT_ADD(shard(lc->p), client_hello_errors, 1);
+        STAT_ADD(&shard(lc->p)->relay, client_hello_errors, 1);
         lc_refuse(lc, "NR", "client_hello_timeout");
     } else {
-        STAT_ADD(shard(lc->p), tls_fail_other, 1);
+        STAT_ADD(&shard(lc->p)->tls, fail_other, 1);
         lc_refuse(lc, "-", "tls_handshake_timeout");
     }
 }
@@ -669,10 +660,10 @@ static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
     struct l4_proxy *p = arg;
     struct l4_conn *lc = calloc(1, sizeof(*lc));
 
-    STAT_ADD(shard(p), accepted, 1);
+    STAT_ADD(&shard(p)->listener, accepted, 1);
     if (lc == NULL) {
         close(fd);
-        STAT_ADD(shard(p), closed, 1);
+        STAT_ADD(&shard(p)->listener, closed, 1);
         log_error("listener %s: out of memory", p->conf->name);
         return;
     }

@@ -13,7 +13,7 @@
 struct cluster;
 struct http_proxy_conf;
 struct l4_http;
-struct listener_stats;
+struct stats_block;
 struct tls_holder;
 struct ssl_ctx_st;
 
@@ -87,7 +87,7 @@ struct authz;
 struct l4_proxy_conf {
     int refs;
     char *name;
-    struct listener_stats *stats; /* one reference held */
+    struct stats_block *stats; /* one reference held */
     uint32_t port;
     int inspect;                 /* peek a ClientHello before routing */
     struct l4_rules tcp;         /* plaintext TCP servers' rules */
@@ -110,7 +110,7 @@ struct l4_proxy_conf {
 };
 
 struct l4_proxy_conf *l4_proxy_conf_new(const char *name,
-                                        struct listener_stats *stats);
+                                        struct stats_block *stats);
 struct l4_proxy_conf *l4_proxy_conf_ref(struct l4_proxy_conf *c);
 void l4_proxy_conf_unref(struct l4_proxy_conf *c);
 

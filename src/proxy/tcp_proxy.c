@@ -24,7 +24,7 @@
 #include "core/log.h"
 #include "event/timer.h"
 #include "net/conn.h"
-#include "net/listener.h"
+#include "proxy/stats.h"
 #include "net/sock.h"
 #include "proxy/tcp_proxy.h"
 #include "tls/tls.h"
@@ -84,9 +84,9 @@ static void session_update(struct tcp_session *s);
 static void session_connect(struct tcp_session *s);
 static void session_pump(struct tcp_session *s, int read_down, int read_up);
 
-static struct listener_counters *rshard(const struct tcp_relay *r)
+static struct proxy_counters *rshard(const struct tcp_relay *r)
 {
-    return &r->p.stats->w[r->worker];
+    return proxy_counters(r->p.stats, r->worker);
 }
 
 /* Envoy's response flags for how a session ended. */
@@ -159,7 +159,7 @@ static void session_close(struct tcp_session *s, const char *reason)
     buf_dispose(&s->u2d);
     if (r->p.access_log)
         session_log(s, clock_ms());
-    STAT_ADD(rshard(r), closed, 1);
+    STAT_ADD(&rshard(r)->listener, closed, 1);
     r->active--;
     list_del(&s->link);
     list_append(&r->dead, &s->link);
@@ -185,7 +185,7 @@ static void flush_up(struct tcp_session *s)
         return;
     }
     bufpool_drain(&s->r->pool, &s->d2u);
-    STAT_ADD(rshard(s->r), upstream_bytes_out, s->up_out - before);
+    STAT_ADD(&rshard(s->r)->relay, upstream_bytes_out, s->up_out - before);
     if (s->d_eof && buf_len(&s->d2u) == 0 && !s->u_shut) {
         s->up.ops->shutdown(&s->up);
         s->u_shut = 1;
@@ -209,7 +209,7 @@ static void flush_down(struct tcp_session *s)
         return;
     }
     bufpool_drain(&s->r->pool, &s->u2d);
-    STAT_ADD(rshard(s->r), bytes_out, s->bytes_out - before);
+    STAT_ADD(&rshard(s->r)->relay, bytes_out, s->bytes_out - before);
     if (s->u_eof && buf_len(&s->u2d) == 0 && !s->d_shut) {
         s->down.ops->shutdown(&s->down);
         s->d_shut = 1;
@@ -248,10 +248,10 @@ static int side_read(struct tcp_session *s, int up)
             s->last_ms = clock_ms();
             if (up) {
                 s->up_in += (uint64_t)n;
-                STAT_ADD(rshard(s->r), upstream_bytes_in, (uint64_t)n);
+                STAT_ADD(&rshard(s->r)->relay, upstream_bytes_in, (uint64_t)n);
             } else {
                 s->bytes_in += (uint64_t)n;
-                STAT_ADD(rshard(s->r), bytes_in, (uint64_t)n);
+                STAT_ADD(&rshard(s->r)->relay, bytes_in, (uint64_t)n);
             }
             if (c->tls == NULL && (size_t)n < room)
                 break;
@@ -370,9 +370,9 @@ static void attempt_failed(struct tcp_session *s, int timeout)
                   timeout ? "connect timeout" : "connect failed");
     }
     if (timeout)
-        STAT_ADD(rshard(r), connect_timeouts, 1);
+        STAT_ADD(&rshard(r)->relay, connect_timeouts, 1);
     else
-        STAT_ADD(rshard(r), connect_failures, 1);
+        STAT_ADD(&rshard(r)->relay, connect_failures, 1);
     if (s->cstats != NULL) {
         STAT_ADD(s->cstats, cx_connect_fail, 1);
         if (timeout)
@@ -450,7 +450,7 @@ static void on_timer(void *arg)
     now = clock_ms();
     idle = s->r->p.idle_timeout_ms;
     if (now - s->last_ms >= idle) {
-        STAT_ADD(rshard(s->r), idle_timeouts, 1);
+        STAT_ADD(&rshard(s->r)->relay, idle_timeouts, 1);
         session_close(s, "idle_timeout");
         return;
     }
@@ -486,7 +486,7 @@ static void session_connect(struct tcp_session *s)
         fd = sock_connect(a, &inprog);
         if (fd < 0) {
             log_debug("listener %s: connect: %s", r->p.name, strerror(errno));
-            STAT_ADD(rshard(s->r), connect_failures, 1);
+            STAT_ADD(&rshard(s->r)->relay, connect_failures, 1);
             if (s->cstats != NULL)
                 STAT_ADD(s->cstats, cx_connect_fail, 1);
             s->ep++;

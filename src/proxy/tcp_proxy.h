@@ -12,7 +12,7 @@
 struct cluster_counters;
 struct event;
 struct event_base;
-struct listener_stats;
+struct stats_block;
 struct sockaddr_storage;
 struct ssl_ctx_st;
 
@@ -26,7 +26,7 @@ struct ssl_ctx_st;
  */
 struct tcp_relay_params {
     const char *name; /* the listener's, for logs; must outlive the relay */
-    struct listener_stats *stats; /* not referenced; must outlive it */
+    struct stats_block *stats; /* not referenced; must outlive it */
     uint64_t connect_timeout_ms;
     int connect_attempts;
     uint64_t idle_timeout_ms;

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 struct conn;
+struct stats_desc;
 struct ssl_ctx_st;
 struct ssl_st;
 struct x509_st;
@@ -154,6 +155,24 @@ const char *tls_conn_verify_error(const struct conn *c);
 /* tls_conn_failure() names why the last handshake failed, from a fixed
  * set for metrics: "version", "cipher", "certificate", "eof", "other". */
 const char *tls_conn_failure(const struct conn *c);
+
+/* The TLS counters of a listener, one shard per worker (core/stats.h):
+ * completed server handshakes and failed ones by tls_conn_failure(). */
+struct tls_counters {
+    uint64_t handshakes;
+    uint64_t fail_version;
+    uint64_t fail_cipher;
+    uint64_t fail_certificate;
+    uint64_t fail_eof;
+    uint64_t fail_other;
+};
+
+/* Their names in the admin API's /stats ("tls.handshakes", ...). */
+extern const struct stats_desc tls_counters_desc;
+
+/* tls_count_failure() counts the failed handshake of c in the worker's
+ * shard sh, by the reason tls_conn_failure() gives. */
+void tls_count_failure(struct tls_counters *sh, const struct conn *c);
 
 /* The client context of an upstream cluster: verification against ca_file
  * (NULL: the system bundle) unless insecure; ALPN h2 when h2 is set. */

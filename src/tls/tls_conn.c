@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 
 #include "core/err.h"
+#include "core/stats.h"
 #include "net/conn.h"
 #include "tls/crl.h"
 #include "tls/tls.h"
@@ -337,6 +338,35 @@ const char *tls_conn_verify_error(const struct conn *c)
 const char *tls_conn_failure(const struct conn *c)
 {
     return c->why ? c->why : "other";
+}
+
+static const struct stats_field tls_fields[] = {
+    {"handshakes", offsetof(struct tls_counters, handshakes), STATS_NONE},
+    {"fail_version", offsetof(struct tls_counters, fail_version), STATS_NONE},
+    {"fail_cipher", offsetof(struct tls_counters, fail_cipher), STATS_NONE},
+    {"fail_certificate", offsetof(struct tls_counters, fail_certificate),
+     STATS_NONE},
+    {"fail_eof", offsetof(struct tls_counters, fail_eof), STATS_NONE},
+    {"fail_other", offsetof(struct tls_counters, fail_other), STATS_NONE},
+};
+
+const struct stats_desc tls_counters_desc = {
+    "tls.", tls_fields, sizeof(tls_fields) / sizeof(tls_fields[0])};
+
+void tls_count_failure(struct tls_counters *sh, const struct conn *c)
+{
+    const char *why = tls_conn_failure(c);
+
+    if (strcmp(why, "version") == 0)
+        STAT_ADD(sh, fail_version, 1);
+    else if (strcmp(why, "cipher") == 0)
+        STAT_ADD(sh, fail_cipher, 1);
+    else if (strcmp(why, "certificate") == 0)
+        STAT_ADD(sh, fail_certificate, 1);
+    else if (strcmp(why, "eof") == 0)
+        STAT_ADD(sh, fail_eof, 1);
+    else
+        STAT_ADD(sh, fail_other, 1);
 }
 
 static int client_err(char **err, const char *file, const char *what)

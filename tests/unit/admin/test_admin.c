@@ -35,7 +35,7 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "event/mq.h"
-#include "net/listener.h"
+#include "proxy/stats.h"
 #include "net/sock.h"
 
 #define DEADLINE_MS 5000
@@ -46,7 +46,7 @@
 
 struct fake {
     struct admin_status st;
-    struct listener_stats *ls[2];
+    struct stats_block *ls[2];
     size_t nls;
     int quits;
     int config_calls;
@@ -60,7 +60,7 @@ static void fake_status(void *arg, struct admin_status *out)
     *out = k->st;
 }
 
-static size_t fake_listeners(void *arg, struct listener_stats *const **out)
+static size_t fake_listeners(void *arg, struct stats_block *const **out)
 {
     struct fake *k = arg;
 
@@ -98,18 +98,18 @@ static void fake_quit(void *arg)
     k->quits++;
 }
 
-static void shard_set(struct listener_counters *c, uint64_t accepted,
+static void shard_set(struct proxy_counters *c, uint64_t accepted,
                       uint64_t closed, uint64_t base)
 {
-    c->accepted = accepted;
-    c->closed = closed;
-    c->bytes_in = base + 1;
-    c->bytes_out = base + 2;
-    c->upstream_bytes_in = base + 3;
-    c->upstream_bytes_out = base + 4;
-    c->connect_failures = base + 5;
-    c->connect_timeouts = base + 6;
-    c->idle_timeouts = base + 7;
+    c->listener.accepted = accepted;
+    c->listener.closed = closed;
+    c->relay.bytes_in = base + 1;
+    c->relay.bytes_out = base + 2;
+    c->relay.upstream_bytes_in = base + 3;
+    c->relay.upstream_bytes_out = base + 4;
+    c->relay.connect_failures = base + 5;
+    c->relay.connect_timeouts = base + 6;
+    c->relay.idle_timeouts = base + 7;
 }
 
 /* "web" has two workers (5+3 accepted, 2+1 closed, so 5 active); "db" has
@@ -121,20 +121,20 @@ static void fake_init(struct fake *k)
     k->st.uptime_ms = 12345;
     k->st.reloads_ok = 3;
     k->st.reloads_failed = 1;
-    k->ls[0] = listener_stats_new("web", 2);
-    k->ls[1] = listener_stats_new("db", 1);
+    k->ls[0] = proxy_stats_new("web", 2);
+    k->ls[1] = proxy_stats_new("db", 1);
     assert_non_null(k->ls[0]);
     assert_non_null(k->ls[1]);
-    shard_set(&k->ls[0]->w[0], 5, 2, 100);
-    shard_set(&k->ls[0]->w[1], 3, 1, 200);
-    shard_set(&k->ls[1]->w[0], 4, 4, 1000);
+    shard_set(proxy_counters(k->ls[0], 0), 5, 2, 100);
+    shard_set(proxy_counters(k->ls[0], 1), 3, 1, 200);
+    shard_set(proxy_counters(k->ls[1], 0), 4, 4, 1000);
     k->nls = 2;
 }
 
 static void fake_dispose(struct fake *k)
 {
-    listener_stats_unref(k->ls[0]);
-    listener_stats_unref(k->ls[1]);
+    stats_block_unref(k->ls[0]);
+    stats_block_unref(k->ls[1]);
 }
 
 static struct admin_ops fake_ops(struct fake *k)
@@ -877,7 +877,7 @@ static size_t real_clusters(void *arg, struct cluster *const **out)
     return 1;
 }
 
-static size_t no_listeners(void *arg, struct listener_stats *const **out)
+static size_t no_listeners(void *arg, struct stats_block *const **out)
 {
     (void)arg;
     *out = NULL;

@@ -21,7 +21,7 @@
 #include "config/bootstrap.h"
 #include "config/resource.h"
 #include "core/buf.h"
-#include "net/listener.h"
+#include "proxy/stats.h"
 #include "proxy/http_proxy.h"
 #include "proxy/l4_proxy.h"
 #include "compile/l4.h"
@@ -32,7 +32,7 @@ struct fx {
     struct bootstrap *bs;
     struct resource_set *set;
     struct gw_set gws;
-    struct listener_stats *st;
+    struct stats_block *st;
     struct compiled_listener cl;
 };
 
@@ -87,7 +87,7 @@ static int build(struct fx *f, const char *text, char **err)
         return -1;
     assert_true(f->gws.n >= 1);
     assert_true(f->gws.v[0].l4);
-    f->st = listener_stats_new("t", 1);
+    f->st = proxy_stats_new("t", 1);
     {
         struct compile_env env = {1, NULL, NULL, NULL};
         return compile_l4(f->bs, f->set, &f->gws.v[0], f->st, &env, NULL, NULL,
@@ -99,7 +99,7 @@ static void fx_free(struct fx *f)
 {
     if (f->cl.conf != NULL)
         f->cl.unref(f->cl.conf);
-    listener_stats_unref(f->st);
+    stats_block_unref(f->st);
     gw_set_dispose(&f->gws);
     resource_set_free(f->set);
     bootstrap_free(f->bs);

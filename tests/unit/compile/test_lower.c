@@ -21,7 +21,7 @@
 #include "core/addr.h"
 #include "core/arena.h"
 #include "http/http.h"
-#include "net/listener.h"
+#include "proxy/stats.h"
 #include "proxy/http_proxy.h"
 #include "proxy/l4_proxy.h"
 #include "proxy/router.h"
@@ -323,7 +323,7 @@ static void test_tcp_listener(void **state)
         "    idleTimeout: 2m\n"
         "    bufferSize: 16KiB\n";
     struct bootstrap *bs = parse(text);
-    struct listener_stats *st = listener_stats_new("pg", 3);
+    struct stats_block *st = proxy_stats_new("pg", 3);
     char *err = NULL;
     struct l4_proxy_conf *c;
     const struct cluster *cl;
@@ -377,7 +377,7 @@ static void test_tcp_listener(void **state)
     assert_false(cl->tls_error);
     l4_proxy_conf_unref(c);
     assert_int_equal(st->refs, 1);
-    listener_stats_unref(st);
+    stats_block_unref(st);
     bootstrap_free(bs);
 }
 

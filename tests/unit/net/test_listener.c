@@ -28,115 +28,6 @@
 
 #define NWORKERS 4
 
-static void test_stats_new(void **state)
-{
-    struct listener_stats *st = listener_stats_new("echo", NWORKERS);
-    struct listener_counters sum;
-
-    (void)state;
-    assert_non_null(st);
-    assert_int_equal(st->refs, 1);
-    assert_int_equal(st->nworkers, NWORKERS);
-    assert_string_equal(st->name, "echo");
-    /* Counters start at zero. */
-    listener_stats_sum(st, &sum);
-    assert_int_equal(sum.accepted, 0);
-    assert_int_equal(sum.idle_timeouts, 0);
-    listener_stats_unref(st);
-}
-
-static void test_stats_long_name(void **state)
-{
-    char name[200];
-    struct listener_stats *st;
-
-    (void)state;
-    memset(name, 'n', sizeof(name) - 1);
-    name[sizeof(name) - 1] = '\0';
-    st = listener_stats_new(name, 1);
-    assert_non_null(st);
-    assert_int_equal(strlen(st->name), sizeof(st->name) - 1);
-    assert_memory_equal(st->name, name, sizeof(st->name) - 1);
-    listener_stats_unref(st);
-}
-
-/* Each worker's shard sits on its own cache lines. */
-static void test_shards_aligned(void **state)
-{
-    struct listener_stats *st = listener_stats_new("a", 7);
-
-    (void)state;
-    assert_non_null(st);
-    assert_int_equal(sizeof(struct listener_counters) % 64, 0);
-    assert_int_equal((uintptr_t)st % 64, 0);
-    for (int i = 0; i < 7; i++) {
-        assert_int_equal((uintptr_t)&st->w[i] % 64, 0);
-        if (i > 0)
-            assert_true((uintptr_t)&st->w[i] - (uintptr_t)&st->w[i - 1] >= 64);
-    }
-    /* The header does not share a line with shard 0. */
-    assert_true((uintptr_t)&st->w[0] >=
-                (uintptr_t)(st->name + sizeof(st->name)));
-    listener_stats_unref(st);
-}
-
-static void test_stats_ref_unref(void **state)
-{
-    struct listener_stats *st = listener_stats_new("r", 2);
-
-    (void)state;
-    assert_non_null(st);
-    assert_ptr_equal(listener_stats_ref(st), st);
-    assert_int_equal(st->refs, 2);
-    assert_ptr_equal(listener_stats_ref(st), st);
-    assert_int_equal(st->refs, 3);
-    listener_stats_unref(st);
-    listener_stats_unref(st);
-    /* Still alive with one reference: usable. */
-    assert_int_equal(st->refs, 1);
-    STAT_ADD(&st->w[1], accepted, 1);
-    assert_int_equal(STAT_GET(&st->w[1], accepted), 1);
-    listener_stats_unref(st); /* freed: the ASan build checks */
-    listener_stats_unref(NULL);
-}
-
-static void test_stats_sum(void **state)
-{
-    struct listener_stats *st = listener_stats_new("sum", NWORKERS);
-    struct listener_counters sum;
-
-    (void)state;
-    assert_non_null(st);
-    for (int i = 0; i < NWORKERS; i++) {
-        uint64_t k = (uint64_t)i + 1;
-        STAT_ADD(&st->w[i], accepted, k);
-        STAT_ADD(&st->w[i], closed, k * 2);
-        STAT_ADD(&st->w[i], bytes_in, k * 100);
-        STAT_ADD(&st->w[i], bytes_out, k * 1000);
-        STAT_ADD(&st->w[i], upstream_bytes_in, k * 10000);
-        STAT_ADD(&st->w[i], upstream_bytes_out, k * 100000);
-        STAT_ADD(&st->w[i], connect_failures, k * 3);
-        STAT_ADD(&st->w[i], connect_timeouts, k * 5);
-        STAT_ADD(&st->w[i], idle_timeouts, k * 7);
-        STAT_ADD(&st->w[i], accepted, 1);
-    }
-    /* 1+2+3+4 = 10 */
-    listener_stats_sum(st, &sum);
-    assert_int_equal(sum.accepted, 10 + NWORKERS);
-    assert_int_equal(sum.closed, 20);
-    assert_int_equal(sum.bytes_in, 1000);
-    assert_int_equal(sum.bytes_out, 10000);
-    assert_int_equal(sum.upstream_bytes_in, 100000);
-    assert_int_equal(sum.upstream_bytes_out, 1000000);
-    assert_int_equal(sum.connect_failures, 30);
-    assert_int_equal(sum.connect_timeouts, 50);
-    assert_int_equal(sum.idle_timeouts, 70);
-    /* The output is overwritten, not added to. */
-    listener_stats_sum(st, &sum);
-    assert_int_equal(sum.closed, 20);
-    listener_stats_unref(st);
-}
-
 static uint16_t port_of(const struct addr *a)
 {
     return ntohs(((const struct sockaddr_in *)&a->ss)->sin_port);
@@ -390,11 +281,6 @@ static void test_socks_unix_fail_keeps_file(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stats_new),
-        cmocka_unit_test(test_stats_long_name),
-        cmocka_unit_test(test_shards_aligned),
-        cmocka_unit_test(test_stats_ref_unref),
-        cmocka_unit_test(test_stats_sum),
         cmocka_unit_test(test_socks_tcp_per_worker),
         cmocka_unit_test(test_socks_refs),
         cmocka_unit_test(test_socks_tcp_in_use),

@@ -31,7 +31,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "event/mq.h"
-#include "net/listener.h"
+#include "proxy/stats.h"
 #include "net/sock.h"
 #include "net/plistener.h"
 #include "compile/lower.h"
@@ -58,7 +58,7 @@ struct fx {
     struct addr laddr;
     int ulfd[2]; /* two upstreams, to tell confs apart */
     struct addr uaddr[2];
-    struct listener_stats *st[2];
+    struct stats_block *st[2];
     struct l4_proxy_conf *conf[2]; /* the test's references */
     int fds[MAX_FDS];
 };
@@ -256,11 +256,11 @@ static void refs_become(struct l4_proxy_conf *c, int n)
     }
 }
 
-static struct listener_counters counters(const struct fx *f, int i)
+static struct proxy_counters counters(const struct fx *f, int i)
 {
-    struct listener_counters c;
+    struct proxy_counters c;
 
-    listener_stats_sum(f->st[i], &c);
+    stats_sum(f->st[i], &c);
     return c;
 }
 
@@ -269,10 +269,10 @@ static void closed_becomes(struct fx *f, int i, uint64_t n)
 {
     uint64_t deadline = clock_ms() + DEADLINE_MS;
 
-    while (counters(f, i).closed != n) {
+    while (counters(f, i).listener.closed != n) {
         if (clock_ms() > deadline)
             fail_msg("listener %d: %" PRIu64 " closed, expected %" PRIu64, i,
-                     counters(f, i).closed, n);
+                     counters(f, i).listener.closed, n);
         poll(NULL, 0, 1);
     }
 }
@@ -299,7 +299,7 @@ static void apply(struct fx *f, int i)
 
 /* A bootstrap tcp listener to up, as it runs: an L4 listener's conf. */
 static struct l4_proxy_conf *tcp_conf(const char *name, const struct addr *up,
-                                      struct listener_stats *st)
+                                      struct stats_block *st)
 {
     char text[512], as[ADDR_STRLEN];
     struct bootstrap *bs;
@@ -346,7 +346,7 @@ static int setup(void **state)
     for (int i = 0; i < 2; i++) {
         f->ulfd[i] = listen_any(f, &f->uaddr[i]);
         /* One shard per worker; this worker is number WORKER_ID. */
-        f->st[i] = listener_stats_new(names[i], WORKER_ID + 1);
+        f->st[i] = proxy_stats_new(names[i], WORKER_ID + 1);
         if (f->st[i] == NULL)
             return -1;
         f->conf[i] = tcp_conf(names[i], &f->uaddr[i], f->st[i]);
@@ -380,7 +380,7 @@ static int teardown(void **state)
     }
     for (int i = 0; i < 2; i++) {
         l4_proxy_conf_unref(f->conf[i]);
-        listener_stats_unref(f->st[i]);
+        stats_block_unref(f->st[i]);
     }
     for (int i = 0; i < MAX_FDS; i++)
         if (f->fds[i] >= 0)
@@ -423,11 +423,12 @@ static void test_apply_then_proxy(void **state)
     exchange(c, u, "one");
     /* Counted in the worker's own shard only. */
     for (int i = 0; i <= WORKER_ID; i++)
-        assert_int_equal(STAT_GET(&f->st[0]->w[i], accepted),
-                         i == WORKER_ID ? 1 : 0);
+        assert_int_equal(
+            STAT_GET(&proxy_counters(f->st[0], i)->listener, accepted),
+            i == WORKER_ID ? 1 : 0);
     end_session(f, c, u);
     closed_becomes(f, 0, 1);
-    assert_int_equal(counters(f, 0).accepted, 1);
+    assert_int_equal(counters(f, 0).listener.accepted, 1);
     assert_int_equal(f->nevents, 1);
 }
 
@@ -470,8 +471,8 @@ static void test_reload_retires_old_proxy(void **state)
     none.events = POLLIN;
     none.revents = 0;
     assert_int_equal(poll(&none, 1, 0), 0); /* nothing went to upstream a */
-    assert_int_equal(counters(f, 0).accepted, 1);
-    assert_int_equal(counters(f, 1).accepted, 1);
+    assert_int_equal(counters(f, 0).listener.accepted, 1);
+    assert_int_equal(counters(f, 1).listener.accepted, 1);
 
     /* The retired proxy's session still works both ways. */
     assert_int_equal(__atomic_load_n(&f->conf[0]->refs, __ATOMIC_ACQUIRE), 2);
@@ -516,7 +517,7 @@ static void test_drain_reports_stop_then_idle(void **state)
     taken = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
     assert_true(taken >= 0);
     fx_track(f, taken);
-    assert_int_equal(counters(f, 0).accepted, 1);
+    assert_int_equal(counters(f, 0).listener.accepted, 1);
     (void)late;
 
     /* A reload during the drain changes nothing but is acknowledged. */
@@ -528,7 +529,7 @@ static void test_drain_reports_stop_then_idle(void **state)
     wait_events(f, 4);
     assert_int_equal(f->events[3], WORKER_IDLE);
     refs_become(f->conf[0], 1);
-    assert_int_equal(counters(f, 0).closed, 1);
+    assert_int_equal(counters(f, 0).listener.closed, 1);
 
     /* A second drain is a no-op. */
     assert_int_equal(worker_drain(&f->w), 0);
@@ -620,8 +621,8 @@ static void test_stop_closes_sessions(void **state)
     assert_false(f->w.running);
     assert_int_equal(__atomic_load_n(&f->conf[0]->refs, __ATOMIC_ACQUIRE), 1);
     assert_int_equal(__atomic_load_n(&f->conf[1]->refs, __ATOMIC_ACQUIRE), 1);
-    assert_int_equal(counters(f, 0).closed, 1);
-    assert_int_equal(counters(f, 1).closed, 1);
+    assert_int_equal(counters(f, 0).listener.closed, 1);
+    assert_int_equal(counters(f, 1).listener.closed, 1);
     recv_eof(c1);
     recv_eof(u1);
     recv_eof(c2);

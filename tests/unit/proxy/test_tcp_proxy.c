@@ -37,7 +37,7 @@
 #include "core/addr.h"
 #include "core/clock.h"
 #include "core/log.h"
-#include "net/listener.h"
+#include "proxy/stats.h"
 #include "net/sock.h"
 #include "net/conn.h"
 #include "compile/lower.h"
@@ -56,7 +56,7 @@
 struct fx {
     struct event_base *base;
     struct event *tick;
-    struct listener_stats *st;
+    struct stats_block *st;
     struct l4_proxy_conf *conf;
     struct l4_proxy *p;
     int lfd; /* the proxy's listening socket */
@@ -204,22 +204,22 @@ static void on_idle(struct plistener *l, void *arg)
     f->idle_calls++;
 }
 
-static struct listener_counters counters(const struct fx *f)
+static struct proxy_counters counters(const struct fx *f)
 {
-    struct listener_counters c;
+    struct proxy_counters c;
 
-    listener_stats_sum(f->st, &c);
+    stats_sum(f->st, &c);
     return c;
 }
 
 static void check_cap(struct fx *f)
 {
-    struct listener_counters c = counters(f);
+    struct proxy_counters c = counters(f);
 
     if (f->cap == 0)
         return;
-    if (c.upstream_bytes_in - c.bytes_out > f->cap ||
-        c.bytes_in - c.upstream_bytes_out > f->cap)
+    if (c.relay.upstream_bytes_in - c.relay.bytes_out > f->cap ||
+        c.relay.bytes_in - c.relay.upstream_bytes_out > f->cap)
         f->cap_violated = 1;
 }
 
@@ -277,14 +277,14 @@ static int upstream_accept(struct fx *f)
 
 static int cond_closed(struct fx *f, void *arg)
 {
-    return counters(f).closed >= *(const uint64_t *)arg;
+    return counters(f).listener.closed >= *(const uint64_t *)arg;
 }
 
 static void wait_closed(struct fx *f, uint64_t n)
 {
     if (!run_until(f, cond_closed, &n))
         fail_msg("closed sessions: %" PRIu64 ", expected %" PRIu64,
-                 counters(f).closed, n);
+                 counters(f).listener.closed, n);
 }
 
 static int cond_idle_called(struct fx *f, void *arg)
@@ -475,7 +475,7 @@ static int setup(void **state)
         f->fds[i] = -1;
     f->base = event_base_new();
     f->tick = event_new(f->base, -1, EV_PERSIST, on_tick, f);
-    f->st = listener_stats_new("t", 1);
+    f->st = proxy_stats_new("t", 1);
     if (f->base == NULL || f->tick == NULL || f->st == NULL ||
         event_add(f->tick, &tv) < 0)
         return -1;
@@ -522,7 +522,7 @@ static int teardown(void **state)
     SSL_free(f->ssl);
     SSL_CTX_free(f->sctx);
     SSL_CTX_free(f->cctx);
-    listener_stats_unref(f->st);
+    stats_block_unref(f->st);
     for (int i = 0; i < MAX_FDS; i++)
         if (f->fds[i] >= 0)
             close(f->fds[i]);
@@ -623,7 +623,7 @@ static void test_relay_both_ways(void **state)
     unsigned char *at_up = fx_alloc(f, MIB + 1);
     unsigned char *at_client = fx_alloc(f, MIB + 1);
     struct peer c, u;
-    struct listener_counters st;
+    struct proxy_counters st;
     int cfd, ufd;
 
     make_conf(f, &f->uaddr, 1);
@@ -657,13 +657,13 @@ static void test_relay_both_ways(void **state)
     wait_closed(f, 1);
 
     st = counters(f);
-    assert_int_equal(st.accepted, 1);
-    assert_int_equal(st.closed, 1);
-    assert_int_equal(st.bytes_in, MIB);
-    assert_int_equal(st.bytes_out, MIB);
-    assert_int_equal(st.upstream_bytes_in, MIB);
-    assert_int_equal(st.upstream_bytes_out, MIB);
-    assert_int_equal(st.connect_failures, 0);
+    assert_int_equal(st.listener.accepted, 1);
+    assert_int_equal(st.listener.closed, 1);
+    assert_int_equal(st.relay.bytes_in, MIB);
+    assert_int_equal(st.relay.bytes_out, MIB);
+    assert_int_equal(st.relay.upstream_bytes_in, MIB);
+    assert_int_equal(st.relay.upstream_bytes_out, MIB);
+    assert_int_equal(st.relay.connect_failures, 0);
     assert_int_equal(f->p->relay.active, 0);
 }
 
@@ -705,7 +705,7 @@ static void test_half_close(void **state)
 
     /* The session stays open for the other direction. */
     assert_true(run_until(f, cond_open_turns, &turns));
-    assert_int_equal(counters(f).closed, 0);
+    assert_int_equal(counters(f).listener.closed, 0);
 
     /* The upstream answers after the FIN, then closes. */
     peer_init(&u, ufd);
@@ -725,8 +725,8 @@ static void test_half_close(void **state)
     /* Both directions are finished: the session closes by itself. */
     wait_closed(f, 1);
     assert_int_equal(f->p->relay.active, 0);
-    assert_int_equal(counters(f).bytes_in, 4);
-    assert_int_equal(counters(f).bytes_out, reply);
+    assert_int_equal(counters(f).relay.bytes_in, 4);
+    assert_int_equal(counters(f).relay.bytes_out, reply);
 }
 
 static void test_half_close_from_upstream(void **state)
@@ -771,7 +771,7 @@ static void test_half_close_from_upstream(void **state)
     assert_int_equal(u.got, more);
     assert_memory_equal(got, data, more);
     wait_closed(f, 1);
-    assert_int_equal(counters(f).upstream_bytes_out, more);
+    assert_int_equal(counters(f).relay.upstream_bytes_out, more);
 }
 
 static void test_backpressure(void **state)
@@ -779,7 +779,7 @@ static void test_backpressure(void **state)
     struct fx *f = *state;
     const size_t cap = 4096;
     unsigned char *got;
-    struct listener_counters st;
+    struct proxy_counters st;
     struct peer c, u;
     size_t written = 0;
     uint64_t deadline;
@@ -798,7 +798,7 @@ static void test_backpressure(void **state)
      * until its writes block and the proxy makes no more progress. */
     deadline = clock_ms() + DEADLINE_MS;
     while (quiet < 50) {
-        struct listener_counters before = counters(f);
+        struct proxy_counters before = counters(f);
         size_t n = 0;
 
         for (;;) {
@@ -816,8 +816,9 @@ static void test_backpressure(void **state)
         written += n;
         run_turns(f, 1);
         st = counters(f);
-        if (n == 0 && st.upstream_bytes_in == before.upstream_bytes_in &&
-            st.bytes_out == before.bytes_out)
+        if (n == 0 &&
+            st.relay.upstream_bytes_in == before.relay.upstream_bytes_in &&
+            st.relay.bytes_out == before.relay.bytes_out)
             quiet++;
         else
             quiet = 0;
@@ -828,10 +829,10 @@ static void test_backpressure(void **state)
     st = counters(f);
     /* The proxy holds at most one buffer of the stream... */
     assert_false(f->cap_violated);
-    assert_true(st.upstream_bytes_in - st.bytes_out <= cap);
+    assert_true(st.relay.upstream_bytes_in - st.relay.bytes_out <= cap);
     /* ...and stopped reading the upstream: the rest waits in the kernel. */
-    assert_true(written > st.upstream_bytes_in);
-    assert_true(st.upstream_bytes_in > 0);
+    assert_true(written > st.relay.upstream_bytes_in);
+    assert_true(st.relay.upstream_bytes_in > 0);
     /* Stopped polling it too: with nothing to do, only the tick wakes the
      * loop (a proxy that kept the full side armed would spin). */
     for (int i = 0; i < 3; i++) {
@@ -839,7 +840,8 @@ static void test_backpressure(void **state)
         event_base_loop(f->base, EVLOOP_ONCE);
         assert_int_equal(f->ticks, ticks + 1);
     }
-    assert_int_equal(counters(f).upstream_bytes_in, st.upstream_bytes_in);
+    assert_int_equal(counters(f).relay.upstream_bytes_in,
+                     st.relay.upstream_bytes_in);
 
     /* Nothing was lost: once the client reads, all of it arrives. */
     got = fx_alloc(f, written + 1);
@@ -859,14 +861,14 @@ static void test_backpressure(void **state)
     expect_eof(f, ufd, -1);
     wait_closed(f, 1);
     assert_false(f->cap_violated);
-    assert_int_equal(counters(f).bytes_out, written);
+    assert_int_equal(counters(f).relay.bytes_out, written);
 }
 
 static void test_connect_retry(void **state)
 {
     struct fx *f = *state;
     struct addr ups[2];
-    struct listener_counters st;
+    struct proxy_counters st;
     int cfd, ufd;
 
     closed_port(f, &ups[0]);
@@ -879,17 +881,17 @@ static void test_connect_retry(void **state)
     relay_msg(f, cfd, ufd, "hello upstream");
     relay_msg(f, ufd, cfd, "hello client");
     st = counters(f);
-    assert_int_equal(st.connect_failures, 1);
-    assert_int_equal(st.connect_timeouts, 0);
-    assert_int_equal(st.accepted, 1);
-    assert_int_equal(st.closed, 0);
+    assert_int_equal(st.relay.connect_failures, 1);
+    assert_int_equal(st.relay.connect_timeouts, 0);
+    assert_int_equal(st.listener.accepted, 1);
+    assert_int_equal(st.listener.closed, 0);
 }
 
 static void test_all_upstreams_refuse(void **state)
 {
     struct fx *f = *state;
     struct addr ups[2];
-    struct listener_counters st;
+    struct proxy_counters st;
     int cfd;
 
     closed_port(f, &ups[0]);
@@ -901,9 +903,9 @@ static void test_all_upstreams_refuse(void **state)
     expect_eof(f, cfd, -1);
     wait_closed(f, 1);
     st = counters(f);
-    assert_int_equal(st.connect_failures, 3);
-    assert_int_equal(st.connect_timeouts, 0);
-    assert_int_equal(st.accepted, 1);
+    assert_int_equal(st.relay.connect_failures, 3);
+    assert_int_equal(st.relay.connect_timeouts, 0);
+    assert_int_equal(st.listener.accepted, 1);
     assert_int_equal(f->p->relay.active, 0);
 }
 
@@ -940,7 +942,7 @@ static void test_connect_timeout(void **state)
 {
     struct fx *f = *state;
     struct addr ups[1];
-    struct listener_counters st;
+    struct proxy_counters st;
     uint64_t t0;
     int cfd;
 
@@ -957,8 +959,8 @@ static void test_connect_timeout(void **state)
     expect_eof(f, cfd, -1);
     wait_closed(f, 1);
     st = counters(f);
-    assert_int_equal(st.connect_timeouts, 2);
-    assert_int_equal(st.connect_failures, 0);
+    assert_int_equal(st.relay.connect_timeouts, 2);
+    assert_int_equal(st.relay.connect_failures, 0);
     /* Two attempts of 100 ms each (the coarse clock may lag by a tick). */
     assert_true(clock_ms() - t0 >= 180);
 }
@@ -967,7 +969,7 @@ static void test_connect_timeout_then_next_upstream(void **state)
 {
     struct fx *f = *state;
     struct addr ups[2];
-    struct listener_counters st;
+    struct proxy_counters st;
     int cfd, ufd;
 
     if (!blackhole(f, &ups[0])) {
@@ -983,9 +985,9 @@ static void test_connect_timeout_then_next_upstream(void **state)
     relay_msg(f, cfd, ufd, "after a timeout");
     relay_msg(f, ufd, cfd, "reply");
     st = counters(f);
-    assert_int_equal(st.connect_timeouts, 1);
-    assert_int_equal(st.connect_failures, 0);
-    assert_int_equal(st.closed, 0);
+    assert_int_equal(st.relay.connect_timeouts, 1);
+    assert_int_equal(st.relay.connect_failures, 0);
+    assert_int_equal(st.listener.closed, 0);
 }
 
 static void test_accept_pauses_when_out_of_fds(void **state)
@@ -1019,7 +1021,7 @@ static void test_accept_pauses_when_out_of_fds(void **state)
         by_tick += f->ticks > ticks;
     }
     assert_true(by_tick >= 4);
-    assert_int_equal(counters(f).accepted, 0);
+    assert_int_equal(counters(f).listener.accepted, 0);
     assert_true(l4_accepting(f->p));
 
     /* Descriptors are back: the waiting client is served. */
@@ -1027,14 +1029,14 @@ static void test_accept_pauses_when_out_of_fds(void **state)
     f->nofile_changed = 0;
     ufd = upstream_accept(f);
     relay_msg(f, cfd, ufd, "late but served");
-    assert_int_equal(counters(f).accepted, 1);
+    assert_int_equal(counters(f).listener.accepted, 1);
 }
 
 static void test_unix_sockets(void **state)
 {
     struct fx *f = *state;
     char path[128];
-    struct listener_counters st;
+    struct proxy_counters st;
     char *err = NULL;
     int cfd, ufd;
 
@@ -1065,15 +1067,15 @@ static void test_unix_sockets(void **state)
     expect_eof(f, cfd, -1);
     wait_closed(f, 1);
     st = counters(f);
-    assert_int_equal(st.bytes_in, 9);
-    assert_int_equal(st.bytes_out, 7);
-    assert_int_equal(st.connect_failures, 0);
+    assert_int_equal(st.relay.bytes_in, 9);
+    assert_int_equal(st.relay.bytes_out, 7);
+    assert_int_equal(st.relay.connect_failures, 0);
 }
 
 static void test_idle_timeout(void **state)
 {
     struct fx *f = *state;
-    struct listener_counters st;
+    struct proxy_counters st;
     uint64_t t0;
     int cfd, ufd;
 
@@ -1088,8 +1090,8 @@ static void test_idle_timeout(void **state)
     assert_true(clock_ms() - t0 >= 40);
     wait_closed(f, 1);
     st = counters(f);
-    assert_int_equal(st.idle_timeouts, 1);
-    assert_int_equal(st.closed, 1);
+    assert_int_equal(st.relay.idle_timeouts, 1);
+    assert_int_equal(st.listener.closed, 1);
     assert_int_equal(f->p->relay.active, 0);
 }
 
@@ -1113,17 +1115,17 @@ static void test_activity_defers_idle_timeout(void **state)
         event_base_loop(f->base, EVLOOP_ONCE); /* at most one tick */
     }
     assert_true(rounds > 3);
-    assert_int_equal(counters(f).idle_timeouts, 0);
-    assert_int_equal(counters(f).closed, 0);
+    assert_int_equal(counters(f).relay.idle_timeouts, 0);
+    assert_int_equal(counters(f).listener.closed, 0);
     expect_eof(f, cfd, ufd);
-    assert_int_equal(counters(f).idle_timeouts, 1);
+    assert_int_equal(counters(f).relay.idle_timeouts, 1);
 }
 
 static void test_stats_accepted_closed(void **state)
 {
     struct fx *f = *state;
     int cfd[3], ufd[3];
-    struct listener_counters st;
+    struct proxy_counters st;
 
     make_conf(f, &f->uaddr, 1);
     f->conf->relay.access_log = 0;
@@ -1131,8 +1133,8 @@ static void test_stats_accepted_closed(void **state)
     for (int i = 0; i < 3; i++)
         open_session(f, &cfd[i], &ufd[i]);
     st = counters(f);
-    assert_int_equal(st.accepted, 3);
-    assert_int_equal(st.closed, 0);
+    assert_int_equal(st.listener.accepted, 3);
+    assert_int_equal(st.listener.closed, 0);
     assert_int_equal(f->p->relay.active, 3);
     for (int i = 0; i < 3; i++) {
         /* A client that goes away: the upstream sees EOF, then goes. */
@@ -1143,8 +1145,8 @@ static void test_stats_accepted_closed(void **state)
         assert_int_equal(f->p->relay.active, 2 - (size_t)i);
     }
     st = counters(f);
-    assert_int_equal(st.accepted, 3);
-    assert_int_equal(st.closed, 3);
+    assert_int_equal(st.listener.accepted, 3);
+    assert_int_equal(st.listener.closed, 3);
     assert_int_equal(f->idle_calls, 0); /* still accepting */
 }
 
@@ -1166,7 +1168,7 @@ static void test_stop_accepting_idle_after_last_session(void **state)
     late = client_connect(f, &f->laddr, 0);
     (void)late;
     run_turns(f, 5);
-    assert_int_equal(counters(f).accepted, 1);
+    assert_int_equal(counters(f).listener.accepted, 1);
 
     /* The open session still relays. */
     relay_msg(f, cfd, ufd, "still here");
@@ -1179,8 +1181,8 @@ static void test_stop_accepting_idle_after_last_session(void **state)
     assert_true(run_until(f, cond_idle_called, NULL));
     run_turns(f, 5);
     assert_int_equal(f->idle_calls, 1);
-    assert_int_equal(counters(f).closed, 1);
-    assert_int_equal(counters(f).accepted, 1);
+    assert_int_equal(counters(f).listener.closed, 1);
+    assert_int_equal(counters(f).listener.accepted, 1);
 }
 
 static void test_stop_accepting_idle_when_empty(void **state)
@@ -1201,7 +1203,7 @@ static void test_free_closes_sessions(void **state)
 {
     struct fx *f = *state;
     int cfd[2], ufd[2];
-    struct listener_counters st;
+    struct proxy_counters st;
 
     make_conf(f, &f->uaddr, 1);
     start_proxy(f);
@@ -1215,8 +1217,8 @@ static void test_free_closes_sessions(void **state)
     f->p = NULL;
     /* Closed at once, counted, and the conf reference dropped. */
     st = counters(f);
-    assert_int_equal(st.accepted, 2);
-    assert_int_equal(st.closed, 2);
+    assert_int_equal(st.listener.accepted, 2);
+    assert_int_equal(st.listener.closed, 2);
     assert_int_equal(f->conf->refs, 1);
     assert_int_equal(f->idle_calls, 0);
     for (int i = 0; i < 2; i++)
@@ -1495,8 +1497,8 @@ static void test_tls_upstream_both_ways_small_buffers(void **state)
     assert_int_equal(c.got, 3);
     assert_memory_equal(buf, "bye", 3);
     assert_true(run_until(f, cond_relay_empty, NULL));
-    assert_int_equal(counters(f).bytes_in, MIB);
-    assert_int_equal(counters(f).bytes_out, MIB + 3);
+    assert_int_equal(counters(f).relay.bytes_in, MIB);
+    assert_int_equal(counters(f).relay.bytes_out, MIB + 3);
     assert_false(f->cap_violated);
 }
 
@@ -1551,7 +1553,7 @@ static void test_tls_upstream_refused(void **state)
     assert_true(run_until(f, cond_relay_empty, NULL));
     assert_int_equal(c.got, 0);
     assert_int_equal(u.got, 0);
-    assert_int_equal(counters(f).connect_failures, 1);
+    assert_int_equal(counters(f).relay.connect_failures, 1);
     assert_int_equal(f->cstats.cx_total, 1);
     assert_int_equal(f->cstats.cx_connect_fail, 1);
 }

@@ -1,0 +1,43 @@
+#include "config.h"
+
+#include <stddef.h>
+
+#include "proxy/stats.h"
+
+#define RELAY_FIELD(name, member)                                              \
+    {                                                                          \
+        name, offsetof(struct relay_counters, member), STATS_NONE              \
+    }
+
+static const struct stats_field relay_fields[] = {
+    RELAY_FIELD("downstream_cx_rx_bytes_total", bytes_in),
+    RELAY_FIELD("downstream_cx_tx_bytes_total", bytes_out),
+    RELAY_FIELD("upstream_cx_rx_bytes_total", upstream_bytes_in),
+    RELAY_FIELD("upstream_cx_tx_bytes_total", upstream_bytes_out),
+    RELAY_FIELD("upstream_cx_connect_fail", connect_failures),
+    RELAY_FIELD("upstream_cx_connect_timeout", connect_timeouts),
+    RELAY_FIELD("idle_timeout", idle_timeouts),
+    RELAY_FIELD("no_filter_chain_match", no_route),
+    RELAY_FIELD("tls_inspector.client_hello_errors", client_hello_errors),
+    RELAY_FIELD("registry_only_refused", registry_only),
+};
+
+const struct stats_desc relay_counters_desc = {
+    "", relay_fields, sizeof(relay_fields) / sizeof(relay_fields[0])};
+
+static const struct stats_part proxy_parts[] = {
+    {&listener_counters_desc, offsetof(struct proxy_counters, listener)},
+    {&relay_counters_desc, offsetof(struct proxy_counters, relay)},
+    {&http_counters_desc, offsetof(struct proxy_counters, http)},
+    {&tls_counters_desc, offsetof(struct proxy_counters, tls)},
+    {&h2_counters_desc, offsetof(struct proxy_counters, h2)},
+};
+
+const struct stats_layout proxy_stats_layout = {
+    sizeof(struct proxy_counters), proxy_parts,
+    sizeof(proxy_parts) / sizeof(proxy_parts[0])};
+
+struct stats_block *proxy_stats_new(const char *name, int nworkers)
+{
+    return stats_block_new(&proxy_stats_layout, name, nworkers);
+}
