@@ -24,9 +24,9 @@
 #include "core/log.h"
 #include "event/timer.h"
 #include "net/conn.h"
-#include "proxy/stats.h"
 #include "net/sock.h"
 #include "proxy/tcp_proxy.h"
+#include "proxy/stats.h"
 #include "tls/tls.h"
 #include "upstream/cluster.h"
 
