@@ -21,6 +21,7 @@
 #include "compile/compile.h"
 #include "core/buf.h"
 #include "core/err.h"
+#include "core/host.h"
 #include "core/log.h"
 #include "compile/istio.h"
 #include "tls/tls.h"
@@ -783,7 +784,7 @@ static int host_registered(const struct istio_clusters *t, const char *host)
             for (size_t k = 0; k < se->hosts.n; k++)
                 if (res_host_fqdn(se->hosts.v[k], r->meta.ns, set->domain, fq,
                                   sizeof(fq)) >= 0 &&
-                    res_host_covers(fq, host))
+                    host_covers(fq, host))
                     return 1;
         } else if (r->kind == RES_WORKLOAD_ENTRY) {
             const struct res_workload_entry *we = res_workload_entry(r);

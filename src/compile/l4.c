@@ -14,6 +14,7 @@
 
 #include "config/resource.h"
 #include "core/err.h"
+#include "core/host.h"
 #include "core/log.h"
 #include "proxy/l4_proxy.h"
 #include "compile/l4.h"
@@ -114,7 +115,7 @@ static int vs_bound(const struct l4_build *b, const struct resource *r,
         for (size_t k = 0; k < srv->nhosts; k++) {
             const char *sh;
             if (host_admits(srv->hosts[k], srv->gateway, r->meta.ns, &sh) &&
-                res_host_matches(sh, fq))
+                host_intersect(sh, fq))
                 return 1;
         }
     }
@@ -345,10 +346,10 @@ static int tls_rules(struct l4_build *b, const struct gw_server *srv)
                         int rc;
                         if (!host_admits(srv->hosts[s], srv->gateway,
                                          r->meta.ns, &sh) ||
-                            !res_host_matches(sh, sni))
+                            !host_intersect(sh, sni))
                             continue;
                         /* The narrower of the two names. */
-                        rc = sni_add(b, res_host_covers(sh, sni) ? sni : sh,
+                        rc = sni_add(b, host_covers(sh, sni) ? sni : sh,
                                      L4_TO_PASSTHROUGH, index);
                         if (rc < 0)
                             return -1;

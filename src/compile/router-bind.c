@@ -20,6 +20,7 @@
 
 #include "config/resource.h"
 #include "core/err.h"
+#include "core/host.h"
 #include "compile/router-int.h"
 
 #define HOST_MAX 512
@@ -350,10 +351,10 @@ static int vs_domains(struct rt_build *b, struct strvec *out, int *mesh)
             for (size_t k = 0; k < srv->nhosts; k++) {
                 const char *sh;
                 if (!server_host_admits(srv->hosts[k], gw_ns, vs_ns, &sh) ||
-                    !res_host_matches(sh, fqdn))
+                    !host_intersect(sh, fqdn))
                     continue;
-                if (strvec_add_lower(out,
-                                     res_host_covers(sh, fqdn) ? fqdn : sh) < 0)
+                if (strvec_add_lower(out, host_covers(sh, fqdn) ? fqdn : sh) <
+                    0)
                     return -1;
             }
         }
@@ -506,29 +507,6 @@ fail:
 
 /* ---- rules lowered from outside VirtualServices ------------------------- */
 
-/*
- * host_covers() is true when every host pattern h (lowercase: a name,
- * "*.suffix" or "*") matches is also matched by pattern p (lowercase):
- * "*" covers everything, a pattern covers itself, and "*.s" covers a name
- * longer than ".s" that ends with it and a "*.t" whose ".t" ends with ".s".
- */
-static int host_covers(const char *p, const char *h)
-{
-    const char *hs = h;
-    size_t pn, hn;
-
-    if (strcmp(p, "*") == 0 || strcmp(p, h) == 0)
-        return 1;
-    if (p[0] != '*' || p[1] != '.' || strcmp(h, "*") == 0)
-        return 0;
-    if (h[0] == '*')
-        hs = h + 1;
-    pn = strlen(p + 1);
-    hn = strlen(hs);
-    return (h[0] == '*' ? hn >= pn : hn > pn) &&
-           memcmp(hs + hn - pn, p + 1, pn) == 0;
-}
-
 /* lowered_rule() compiles one lowered rule into out: a uri prefix block
  * and a forward action to its one cluster, in the router's memory. */
 static int lowered_rule(struct rt_build *b, const struct router_rule *lr,
@@ -585,10 +563,10 @@ struct router *router_build_rules(const struct router_rule *v, size_t n,
             lowered_rule(&b, &v[i], i, &rules[i]) < 0)
             goto fail;
     /* First match wins across hosts: each host's virtual host holds, in
-     * order, every rule whose host covers it. The virtual host a request
-     * selects (exact, else longest suffix, else "*") is the narrowest
-     * pattern matching its host, and a rule's pattern matches the host
-     * exactly when it covers that narrowest one. */
+     * order, every rule whose host covers it (host_covers, core/host.h). The
+     * virtual host a request selects (exact, else longest suffix, else "*") is
+     * the narrowest pattern matching its host, and a rule's pattern matches the
+     * host exactly when it covers that narrowest one. */
     for (size_t i = 0; i < n; i++) {
         int idx, seen = 0;
 

@@ -13,6 +13,7 @@
 #include "config/res-kinds.h"
 #include "config/resource.h"
 #include "core/buf.h"
+#include "core/host.h"
 #include "core/json.h"
 #include "tls/crl.h"
 
@@ -146,7 +147,7 @@ static void collect_services(struct actx *a)
 static int service_known(const struct actx *a, const char *host)
 {
     for (size_t i = 0; i < a->nsvc; i++)
-        if (res_host_covers(a->svcs[i].host, host))
+        if (host_covers(a->svcs[i].host, host))
             return 1;
     return 0;
 }
@@ -168,7 +169,7 @@ static const struct resource *dr_for(const struct actx *a, const char *host)
         fqdn(a, r, dr->host, h);
         if (strcasecmp(h, host) == 0)
             return r;
-        if (res_host_covers(h, host) && strlen(h) > best_len) {
+        if (host_covers(h, host) && strlen(h) > best_len) {
             best = r;
             best_len = strlen(h);
         }
@@ -403,7 +404,7 @@ static int gw_host_ok(const char *gw_host, const char *gw_ns, const char *ns,
             return 0;
         }
     }
-    return res_host_matches(host, h);
+    return host_intersect(host, h);
 }
 
 static void check_vs_hosts_in_gateways(struct actx *a, const struct resource *r,
@@ -846,8 +847,8 @@ static void analyze_gateway(struct actx *a, size_t idx)
                 for (size_t i = 0; i < srv->hosts.n; i++) {
                     size_t j;
                     for (j = 0; j < osrv->hosts.n; j++)
-                        if (res_host_matches(strip_ns(srv->hosts.v[i]),
-                                             strip_ns(osrv->hosts.v[j])))
+                        if (host_intersect(strip_ns(srv->hosts.v[i]),
+                                           strip_ns(osrv->hosts.v[j])))
                             break;
                     if (j == osrv->hosts.n)
                         continue;
@@ -876,7 +877,7 @@ static int endpoint_selected(const struct actx *a, const char *host,
 {
     for (size_t i = 0; i < a->nsvc; i++) {
         const struct svc *s = &a->svcs[i];
-        if (!res_host_matches(s->host, host))
+        if (!host_intersect(s->host, host))
             continue;
         if (s->we != NULL &&
             res_labels_match(sel, &res_workload_entry(s->we)->labels))
@@ -929,7 +930,7 @@ static void analyze_dr(struct actx *a, const struct resource *r)
     if (!service_known(a, h)) {
         int any = 0;
         for (size_t i = 0; i < a->nsvc && !any; i++)
-            any = res_host_matches(h, a->svcs[i].host);
+            any = host_intersect(h, a->svcs[i].host);
         if (!any) {
             finding(a, "IST0174", RES_WARNING, r, NULL, "spec.host",
                     "DestinationRule host \"%s\" matches no known service "

@@ -13,6 +13,7 @@
 #include "config/res-kinds.h"
 #include "config/resource.h"
 #include "core/addr.h"
+#include "core/host.h"
 #include "core/units.h"
 
 /* Istio's (and Envoy's) retry policy when a route does not name one. */
@@ -1000,7 +1001,7 @@ static void check_http_route(struct res_check *ck, struct res_http_route *h,
 static int sni_in_hosts(const char *sni, const struct conf_strs *hosts)
 {
     for (size_t i = 0; i < hosts->n; i++)
-        if (res_host_covers(hosts->v[i], sni))
+        if (host_covers(hosts->v[i], sni))
             return 1;
     return 0;
 }

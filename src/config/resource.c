@@ -282,25 +282,6 @@ static int suffix_of(const char *s, const char *suffix)
     return n >= m && strcasecmp(s + n - m, suffix) == 0;
 }
 
-int res_host_covers(const char *pattern, const char *b)
-{
-    if (strcmp(pattern, "*") == 0)
-        return 1;
-    if (pattern[0] == '*') {
-        /* "*.foo.com" covers "a.foo.com" and "*.b.foo.com" but not
-         * "foo.com"; "*" is covered only by "*". */
-        if (strcmp(b, "*") == 0)
-            return 0;
-        return strlen(b) > strlen(pattern) - 1 && suffix_of(b, pattern + 1);
-    }
-    return b[0] != '*' && strcasecmp(pattern, b) == 0;
-}
-
-int res_host_matches(const char *a, const char *b)
-{
-    return res_host_covers(a, b) || res_host_covers(b, a);
-}
-
 int res_visible(const struct resource *r, const struct conf_strs *export_to,
                 const char *ns)
 {

@@ -99,12 +99,8 @@ enum res_strmatch_kind res_strmatch_kind(const struct res_strmatch *m);
 int res_host_fqdn(const char *host, const char *ns, const char *domain,
                   char *out, size_t n);
 
-/* res_host_matches() is true when hosts a and b (either may be a wildcard
- * "*" or "*.suffix") have a name in common. */
-int res_host_matches(const char *a, const char *b);
-
-/* res_host_covers() is true when every name of b is a name of a. */
-int res_host_covers(const char *pattern, const char *b);
+/* Host patterns ("*", "*.suffix", exact) are compared with core/host.h:
+ * host_covers() and host_intersect(). */
 
 /* res_labels_match() is true when every selector label is in labels. */
 int res_labels_match(const struct conf_strmap *selector,

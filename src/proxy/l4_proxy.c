@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/host.h"
 #include "core/log.h"
 #include "event/timer.h"
 #include "net/conn.h"
@@ -145,33 +146,24 @@ int l4_proxy_tls_check(struct l4_proxy_conf *c, char **err)
 const struct l4_sni *l4_sni_lookup(const struct l4_proxy_conf *c,
                                    const char *name)
 {
-    const struct l4_sni *best = NULL, *any = NULL;
-    size_t best_len = 0, n = name != NULL ? strlen(name) : 0;
+    const struct l4_sni *best = NULL;
+    size_t best_rank = 0, n = name != NULL ? strlen(name) : 0;
 
+    /* The exact name, then the longest "*.suffix" (a name with at least
+     * one more label), then "*"; the first entry among equals. Without
+     * SNI only "*" applies. */
     for (size_t i = 0; i < c->nsni; i++) {
         const struct l4_sni *e = &c->sni[i];
-        size_t l;
-        if (e->name[0] == '*' && e->name[1] == '\0') {
-            if (any == NULL)
-                any = e;
+        size_t r;
+        if (n == 0 && host_pattern_kind(e->name) != HOST_ANY)
             continue;
-        }
-        if (n == 0)
-            continue;
-        if (e->name[0] != '*') {
-            if (strcmp(e->name, name) == 0)
-                return e;
-            continue;
-        }
-        /* "*.example.com" ends a name with at least one more label. */
-        l = strlen(e->name) - 1;
-        if (n > l && memcmp(name + n - l, e->name + 1, l) == 0 &&
-            l > best_len) {
+        r = host_match_rank(e->name, n ? name : "", n);
+        if (r > best_rank) {
             best = e;
-            best_len = l;
+            best_rank = r;
         }
     }
-    return best != NULL ? best : any;
+    return best;
 }
 
 static int subnet_has(const struct l4_subnet *s, const struct sockaddr *sa)

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "core/err.h"
+#include "core/host.h"
 #include "net/conn.h"
 #include "tls/crl.h"
 #include "tls/tls.h"
@@ -190,43 +191,15 @@ static int client_hello_ecdsa(const SSL_CLIENT_HELLO *ch)
     return suite;
 }
 
-static int name_matches(const char *pattern, const char *host)
-{
-    if (pattern[0] == '*' && pattern[1] == '.') {
-        const char *dot = strchr(host, '.');
-        /* A wildcard stands for exactly one label. */
-        return dot != NULL && dot != host && strcasecmp(dot, pattern + 1) == 0;
-    }
-    return strcasecmp(pattern, host) == 0;
-}
-
-/*
- * host_rank() is how well a Gateway server's host pattern covers host
- * (n bytes, lowercase): 0 not at all, 1 for "*", 2 + the suffix length
- * for "*.suffix" (any deeper name; the longest suffix wins), SIZE_MAX for
- * the exact name. Envoy ranks server_names the same way.
- */
-static size_t host_rank(const char *pattern, const char *host, size_t n)
-{
-    size_t pl = strlen(pattern);
-
-    if (pl == 1 && pattern[0] == '*')
-        return 1;
-    if (pl > 2 && pattern[0] == '*' && pattern[1] == '.')
-        return n > pl - 1 &&
-                       memcmp(host + n - (pl - 1), pattern + 1, pl - 1) == 0
-                   ? 2 + pl
-                   : 0;
-    return pl == n && memcmp(pattern, host, n) == 0 ? SIZE_MAX : 0;
-}
-
-/* The best rank of a certificate's server hosts for host. */
+/* The best rank of a certificate's server hosts for host (n bytes): a
+ * Gateway server's host pattern covers any deeper name by "*.suffix", the
+ * longest suffix wins, as Envoy ranks server_names (host_match_rank). */
 static size_t cert_rank(const struct tls_cert *c, const char *host, size_t n)
 {
     size_t best = 0;
 
     for (size_t i = 0; i < c->nhosts; i++) {
-        size_t r = host_rank(c->hosts[i], host, n);
+        size_t r = host_match_rank(c->hosts[i], host, n);
         if (r > best)
             best = r;
     }
@@ -266,14 +239,15 @@ static const struct tls_cert *pick(const struct tls_server *ts,
         return best != NULL ? best : &ts->certs[0];
     }
 
-    /* Exact names first, then wildcards; within a match, the key type the
-     * client prefers. */
+    /* Exact names first, then wildcards (one label, RFC 6125:
+     * host_cert_match); within a match, the key type the client prefers. */
     for (int pass = 0; pass < 2 && host != NULL; pass++) {
         for (size_t i = 0; i < ts->ncerts; i++) {
             const struct tls_cert *c = &ts->certs[i];
             for (size_t j = 0; j < c->nnames; j++) {
                 int wild = c->names[j][0] == '*';
-                if (wild != pass || !name_matches(c->names[j], host))
+                if (wild != pass ||
+                    !host_cert_match(c->names[j], host, strlen(host)))
                     continue;
                 if (best == NULL || (c->ecdsa == ecdsa && best->ecdsa != ecdsa))
                     best = c;

@@ -1047,20 +1047,6 @@ static void test_host_fqdn(void **state)
                      -1);
 }
 
-static void test_host_matching(void **state)
-{
-    (void)state;
-    assert_true(res_host_covers("*", "a.example.com"));
-    assert_true(res_host_covers("*.example.com", "a.example.com"));
-    assert_true(res_host_covers("*.example.com", "*.a.example.com"));
-    assert_false(res_host_covers("*.example.com", "example.com"));
-    assert_false(res_host_covers("*.example.com", "*"));
-    assert_true(res_host_covers("A.example.com", "a.EXAMPLE.com"));
-    assert_false(res_host_covers("a.example.com", "*.example.com"));
-    assert_true(res_host_matches("a.example.com", "*.example.com"));
-    assert_false(res_host_matches("a.example.org", "*.example.com"));
-}
-
 /* ---- Istio's samples ------------------------------------------------------
  */
 
@@ -1232,7 +1218,6 @@ int main(void)
         T(test_warning_ignored_fields),
         T(test_warning_ca_crl_ignored),
         cmocka_unit_test(test_host_fqdn),
-        cmocka_unit_test(test_host_matching),
         cmocka_unit_test(test_istio_samples_load),
         cmocka_unit_test(test_bad_corpus),
         cmocka_unit_test(test_huge_file),
