@@ -184,11 +184,13 @@ static int table_put(struct rt_table *t, const char *key, size_t len,
 }
 
 /* vhost_get() returns the index of the virtual host for domain (lowercase),
- * creating it; -1 when memory is short. */
+ * creating it; -1 when memory is short. Exact names and "*.suffix"
+ * patterns go into two tables that find_vhost() probes by host_match()'s
+ * rule (core/host.h). */
 static int vhost_get(struct rt_build *b, const char *domain)
 {
     struct router *r = b->r;
-    int is_wild = domain[0] == '*' && domain[1] == '.';
+    int is_wild = host_pattern_kind(domain) == HOST_SUFFIX;
     struct rt_table *t = is_wild ? &r->wild : &r->exact;
     const char *key = is_wild ? domain + 1 : domain;
     struct slice d;
