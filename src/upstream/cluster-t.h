@@ -10,12 +10,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/addr.h"
 /* The HTTP/1 and HTTP/2 client settings are embedded; those layers have
  * no type-only headers yet, so their API headers stand in. */
 #include "http1/h1_client.h"
 #include "http2/h2_client.h"
 
+struct addr;
 struct balancer_alias;
 struct lb_hash;
 struct outlier;

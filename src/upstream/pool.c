@@ -1,7 +1,6 @@
 #include "config.h"
 
 #include <event2/event.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "http1/h1_client.h"

@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "upstream/cluster.h"
+#include "upstream/cluster-t.h"
 #include "upstream/pool-t.h"
 
 struct h1_client;
