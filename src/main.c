@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <yaml.h>
 
 #include "config/bootstrap.h"
@@ -278,6 +279,38 @@ static const char *parse_run_opts(int argc, char **argv, const char **join,
     return path;
 }
 
+/*
+ * raise_nofile() raises the soft limit on open files to the hard limit: a
+ * gateway holds two descriptors per proxied connection, and the soft
+ * default (1024 under systemd) is far below what the hard limit allows
+ * (524288 under systemd). Logs what it set; a failure is a warning.
+ */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    rlim_t was;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        log_warn("cannot read the open-file limit: %s", strerror(errno));
+        return;
+    }
+    if (rl.rlim_cur >= rl.rlim_max) {
+        log_info("open-file limit (RLIMIT_NOFILE): %llu",
+                 (unsigned long long)rl.rlim_cur);
+        return;
+    }
+    was = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        log_warn("cannot raise the open-file limit from %llu to %llu: %s",
+                 (unsigned long long)was, (unsigned long long)rl.rlim_max,
+                 strerror(errno));
+        return;
+    }
+    log_info("open-file limit (RLIMIT_NOFILE) raised from %llu to %llu",
+             (unsigned long long)was, (unsigned long long)rl.rlim_cur);
+}
+
 static int cmd_run(int argc, char **argv)
 {
     int code = EXIT_OK;
@@ -302,6 +335,7 @@ static int cmd_run(int argc, char **argv)
     }
     log_configure((enum log_level)bs->log.level,
                   (enum log_format)bs->log.format, 2);
+    raise_nofile();
     signal(SIGPIPE, SIG_IGN);
     main_base = event_base_new();
     if (main_base == NULL) {

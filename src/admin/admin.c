@@ -4,6 +4,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +16,10 @@
 #include "core/clock.h"
 #include "core/json.h"
 #include "core/log.h"
-#include "proxy/stats.h"
+#include "event/timer.h"
+#include "net/acceptor.h"
 #include "net/sock.h"
+#include "proxy/stats.h"
 #include "upstream/cluster.h"
 #include "upstream/hash.h"
 #include "upstream/outlier.h"
@@ -708,9 +711,44 @@ done:
     buf_dispose(&body);
 }
 
+static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    evconnlistener_enable(arg);
+}
+
+/*
+ * libevent's listener calls this when accept() fails for other than a
+ * retriable reason. Out of descriptors the socket stays readable, and
+ * without this the listener retried at once and logged every attempt
+ * (a core at 100% and ~580k lines a second): pause ACCEPT_PAUSE_MS
+ * instead, and warn at most once per ACCEPT_LOG_MS. libevent hands the
+ * callback evhttp's pointer, not ours, so the pause and the rate limit
+ * keep no state in struct admin (one admin API per process).
+ */
+static void on_accept_error(struct evconnlistener *lev, void *arg)
+{
+    int e = EVUTIL_SOCKET_ERROR();
+    struct timeval tv = ms_to_timeval(ACCEPT_PAUSE_MS);
+
+    (void)arg;
+    if (!accept_error_pauses(e)) {
+        LOG_LIMITED(ACCEPT_LOG_MS, LOG_WARN, "admin: accept: %s", strerror(e));
+        return;
+    }
+    LOG_LIMITED(ACCEPT_LOG_MS, LOG_WARN, "admin: accept: %s; pausing %d ms",
+                strerror(e), ACCEPT_PAUSE_MS);
+    evconnlistener_disable(lev);
+    if (event_base_once(evconnlistener_get_base(lev), -1, EV_TIMEOUT,
+                        on_accept_resume, lev, &tv) < 0)
+        evconnlistener_enable(lev);
+}
+
 struct admin *admin_new(struct event_base *base, const struct addr *addr,
                         const struct admin_ops *ops, char **err)
 {
+    struct evhttp_bound_socket *bound;
     struct admin *a = calloc(1, sizeof(*a));
 
     *err = NULL;
@@ -733,10 +771,13 @@ struct admin *admin_new(struct event_base *base, const struct addr *addr,
     a->fd = sock_listen(addr, 128, 0, err);
     if (a->fd < 0)
         goto fail;
-    if (evhttp_accept_socket_with_handle(a->http, a->fd) == NULL) {
+    bound = evhttp_accept_socket_with_handle(a->http, a->fd);
+    if (bound == NULL) {
         *err = strdup("admin: cannot accept on the admin socket");
         goto fail;
     }
+    evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(bound),
+                                on_accept_error);
     return a;
 fail:
     admin_free(a);

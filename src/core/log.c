@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/clock.h"
 #include "core/json.h"
 #include "core/log.h"
 
@@ -161,4 +162,30 @@ void log_event(enum log_level level, const char *msg,
     if ((int)level < __atomic_load_n(&log_level_cur, __ATOMIC_RELAXED))
         return;
     log_emit(level, msg, fields, nfields);
+}
+
+void log_limited(struct log_limit *lim, uint64_t interval_ms,
+                 enum log_level level, const char *fmt, ...)
+{
+    char msg[LOG_LINE_MAX / 2];
+    uint64_t now = clock_ms();
+    va_list ap;
+    int n;
+
+    if ((int)level < __atomic_load_n(&log_level_cur, __ATOMIC_RELAXED))
+        return;
+    if (lim->last_ms != 0 && now - lim->last_ms < interval_ms) {
+        lim->suppressed++;
+        return;
+    }
+    va_start(ap, fmt);
+    n = vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (lim->suppressed > 0 && n >= 0 && (size_t)n < sizeof(msg))
+        snprintf(msg + n, sizeof(msg) - (size_t)n,
+                 " (%llu more like this suppressed)",
+                 (unsigned long long)lim->suppressed);
+    lim->suppressed = 0;
+    lim->last_ms = now ? now : 1;
+    log_emit(level, msg, NULL, 0);
 }

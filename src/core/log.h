@@ -2,6 +2,7 @@
 #define STRAIT_CORE_LOG_H
 
 #include <stdarg.h>
+#include <stdint.h>
 
 /*
  * One line per event, as text or JSON, written with a single write(2) so
@@ -37,6 +38,33 @@ void log_msg(enum log_level level, const char *fmt, ...)
  * line: text "msg k=v k=v", JSON {"ts":..,"level":..,"msg":..,"k":"v"}. */
 void log_event(enum log_level level, const char *msg,
                const struct log_field *fields, int nfields);
+
+/*
+ * A rate limit for one kind of repeated line (accept failures at the
+ * descriptor limit, refused floods): log_limited() writes at most one line
+ * per interval_ms through lim, and says how many it held back since the
+ * last one ("(N more like this suppressed)"). The caller owns lim, zeroed
+ * before first use; one thread uses a given lim.
+ */
+struct log_limit {
+    uint64_t last_ms;    /* when the last line was written; 0: never */
+    uint64_t suppressed; /* lines held back since */
+};
+
+void log_limited(struct log_limit *lim, uint64_t interval_ms,
+                 enum log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/*
+ * LOG_LIMITED() is log_limited() with a limit of its own per call site and
+ * thread, for callbacks that have no object of theirs to keep one in
+ * (like the line cap and level, part of the sink's state: see above).
+ */
+#define LOG_LIMITED(interval_ms, level, ...)                                   \
+    do {                                                                       \
+        static __thread struct log_limit log_limited_site_;                    \
+        log_limited(&log_limited_site_, (interval_ms), (level), __VA_ARGS__);  \
+    } while (0)
 
 #define log_debug(...)                                                         \
     do {                                                                       \

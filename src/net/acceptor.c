@@ -9,7 +9,11 @@
 #include "net/acceptor.h"
 
 #define ACCEPT_BATCH 64
-#define ACCEPT_PAUSE_MS 100
+
+int accept_error_pauses(int err)
+{
+    return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+}
 
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
 {
@@ -28,11 +32,11 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         }
         if (errno == EINTR || errno == ECONNABORTED)
             continue;
-        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-            errno == ENOMEM) {
+        if (accept_error_pauses(errno)) {
             /* Connections wait in the backlog while we pause. */
-            log_warn("listener %s: accept: %s; pausing %d ms", a->name,
-                     strerror(errno), ACCEPT_PAUSE_MS);
+            log_limited(&a->pause_log, ACCEPT_LOG_MS, LOG_WARN,
+                        "listener %s: accept: %s; pausing %d ms", a->name,
+                        strerror(errno), ACCEPT_PAUSE_MS);
             event_del(a->ev);
             timer_arm(&a->resume, ACCEPT_PAUSE_MS);
         }

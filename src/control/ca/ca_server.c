@@ -30,6 +30,7 @@
 #include "core/log.h"
 #include "event/timer.h"
 #include "http1/parser.h"
+#include "net/acceptor.h"
 #include "net/conn.h"
 #include "net/sock.h"
 #include "tls/tls.h"
@@ -73,6 +74,8 @@ struct ca_server {
     int fd;
     struct addr addr;
     struct event *accept_ev;
+    struct timer accept_resume; /* ends a pause at the descriptor limit */
+    struct log_limit accept_log;
     struct sconn *conns;
     size_t nconns;
     size_t nkind[3]; /* by enum sconn_kind */
@@ -578,6 +581,13 @@ static size_t from_source(const struct ca_server *s, const struct addr *a)
     return n;
 }
 
+static void on_accept_resume(void *arg)
+{
+    struct ca_server *s = arg;
+
+    event_add(s->accept_ev, NULL);
+}
+
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
 {
     struct ca_server *s = arg;
@@ -591,8 +601,18 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     (void)what;
     fd =
         accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0)
+    if (fd < 0) {
+        if (accept_error_pauses(errno)) {
+            /* The socket stays readable: accepting again at once would
+             * spin. Clients wait in the backlog meanwhile. */
+            log_limited(&s->accept_log, ACCEPT_LOG_MS, LOG_WARN,
+                        "CA: accept: %s; pausing %d ms", strerror(errno),
+                        ACCEPT_PAUSE_MS);
+            event_del(s->accept_ev);
+            timer_arm(&s->accept_resume, ACCEPT_PAUSE_MS);
+        }
         return;
+    }
     memset(&src, 0, sizeof(src));
     memcpy(&src.ss, &ss, sl);
     src.len = sl;
@@ -670,6 +690,7 @@ struct ca_server *ca_server_new(struct event_base *base, const struct addr *a,
         goto fail;
     if (sock_local_addr(s->fd, &s->addr) < 0)
         s->addr = *a;
+    timer_init(&s->accept_resume, base, on_accept_resume, s);
     s->accept_ev = event_new(base, s->fd, EV_READ | EV_PERSIST, on_accept, s);
     if (s->accept_ev == NULL || event_add(s->accept_ev, NULL) < 0) {
         *err = strdup("CA server: cannot watch the listening socket");
@@ -704,6 +725,7 @@ void ca_server_free(struct ca_server *s)
         buf_dispose(&sc->out);
         free(sc);
     }
+    timer_dispose(&s->accept_resume);
     if (s->accept_ev)
         event_free(s->accept_ev);
     if (s->fd >= 0)

@@ -410,6 +410,35 @@ static void test_threads_do_not_interleave(void **state)
     assert_int_equal(lines, LOG_THREADS * LOG_LINES);
 }
 
+/* A limited line is written once per interval, and the next one after the
+ * interval says how many were held back. */
+static void test_limited_lines(void **state)
+{
+    struct sink *s = *state;
+    struct log_limit lim = {0, 0};
+
+    log_limited(&lim, 3600 * 1000, LOG_WARN, "accept: %s", "EMFILE");
+    drain(s);
+    assert_non_null(strstr(s->out, " warn accept: EMFILE\n"));
+    for (int i = 0; i < 1000; i++)
+        log_limited(&lim, 3600 * 1000, LOG_WARN, "accept: %s", "EMFILE");
+    assert_int_equal(drain(s), 0);
+    assert_int_equal(lim.suppressed, 1000);
+    /* The interval has passed: the limit's clock is reset, as time would
+     * (the held-back count stays). */
+    lim.last_ms = 0;
+    log_limited(&lim, 3600 * 1000, LOG_WARN, "accept: %s", "EMFILE");
+    drain(s);
+    assert_non_null(
+        strstr(s->out, "accept: EMFILE (1000 more like this suppressed)\n"));
+    assert_int_equal(lim.suppressed, 0);
+    /* Below the level: neither written nor counted. */
+    lim.last_ms = 0;
+    log_limited(&lim, 3600 * 1000, LOG_DEBUG, "quiet");
+    assert_int_equal(drain(s), 0);
+    assert_int_equal(lim.suppressed, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -428,6 +457,7 @@ int main(void)
             test_long_event_text_is_truncated_not_dropped, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_text_message_newline_stays_one_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_limited_lines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads_do_not_interleave, setup,
                                         teardown),
     };
