@@ -395,24 +395,28 @@ static uint32_t percent_ppm(double v)
     return (uint32_t)(v * 10000.0 + 0.5);
 }
 
-static const char *const retry_names[] = {
-    "5xx",
-    "gateway-error",
-    "reset",
-    "reset-before-request",
-    "connect-failure",
-    "envoy-ratelimited",
-    "retriable-4xx",
-    "refused-stream",
-    "retriable-status-codes",
-    "retriable-headers",
-    "http3-post-connect-failure",
-    "cancelled",
-    "deadline-exceeded",
-    "internal",
-    "resource-exhausted",
-    "unavailable",
-};
+/* A retryOn name's condition (config/, enum res_retry_on) is the bit of
+ * the same index in route_retry.on. */
+#define SAME_BIT(name)                                                         \
+    _Static_assert(ROUTE_RETRY_##name == 1u << RES_RETRY_##name,               \
+                   "ROUTE_RETRY_" #name " is not 1u << RES_RETRY_" #name)
+SAME_BIT(5XX);
+SAME_BIT(GATEWAY_ERROR);
+SAME_BIT(RESET);
+SAME_BIT(RESET_BEFORE_REQUEST);
+SAME_BIT(CONNECT_FAILURE);
+SAME_BIT(ENVOY_RATELIMITED);
+SAME_BIT(RETRIABLE_4XX);
+SAME_BIT(REFUSED_STREAM);
+SAME_BIT(RETRIABLE_STATUS_CODES);
+SAME_BIT(RETRIABLE_HEADERS);
+SAME_BIT(HTTP3_POST_CONNECT_FAILURE);
+SAME_BIT(CANCELLED);
+SAME_BIT(DEADLINE_EXCEEDED);
+SAME_BIT(INTERNAL);
+SAME_BIT(RESOURCE_EXHAUSTED);
+SAME_BIT(UNAVAILABLE);
+#undef SAME_BIT
 
 /* compile_retry() turns Istio's retries into Envoy's policy: retryOn names
  * become bits, status codes become retriable-status-codes; with none given
@@ -420,24 +424,16 @@ static const char *const retry_names[] = {
 static void compile_retry(const struct res_retries *rt, struct route_retry *out)
 {
     const char *p = rt->retry_on != NULL ? rt->retry_on : "";
+    const char *tok;
+    size_t tn;
 
     out->attempts = rt->attempts > 0 ? (uint32_t)rt->attempts : 0;
     out->per_try_timeout_ms = (uint64_t)rt->per_try_timeout_ms;
-    while (*p != '\0') {
-        size_t n = strcspn(p, ",");
-        const char *tok = p;
-        size_t tn = n;
+    while (res_retry_on_next(&p, &tok, &tn)) {
+        int c = res_retry_on_lookup(tok, tn);
 
-        while (tn > 0 && (*tok == ' ' || *tok == '\t')) {
-            tok++;
-            tn--;
-        }
-        while (tn > 0 && (tok[tn - 1] == ' ' || tok[tn - 1] == '\t'))
-            tn--;
-        for (size_t i = 0; i < sizeof(retry_names) / sizeof(*retry_names); i++)
-            if (strlen(retry_names[i]) == tn &&
-                memcmp(retry_names[i], tok, tn) == 0)
-                out->on |= 1u << i;
+        if (c >= 0)
+            out->on |= 1u << c;
         if (tn == 3 && tok[0] >= '1' && tok[0] <= '5' && tok[1] >= '0' &&
             tok[1] <= '9' && tok[2] >= '0' && tok[2] <= '9' &&
             out->nstatuses < ROUTE_MAX_RETRY_STATUSES) {
@@ -446,7 +442,6 @@ static void compile_retry(const struct res_retries *rt, struct route_retry *out)
                            (tok[2] - '0'));
             out->on |= ROUTE_RETRY_RETRIABLE_STATUS_CODES;
         }
-        p += n + (p[n] == ',');
     }
     if ((out->on & ROUTE_RETRY_RETRIABLE_STATUS_CODES) && out->nstatuses == 0)
         out->statuses[out->nstatuses++] = 503;

@@ -765,48 +765,69 @@ static const struct conf_section vs_section = {vs_keys, 0, SIZE_MAX};
 /* ---- checks ----------------------------------------------------------------
  */
 
-static const char *const retry_policies[] = {
-    "5xx",
-    "gateway-error",
-    "reset",
-    "reset-before-request",
-    "connect-failure",
-    "envoy-ratelimited",
-    "retriable-4xx",
-    "refused-stream",
-    "retriable-status-codes",
-    "retriable-headers",
-    "http3-post-connect-failure",
-    "cancelled",
-    "deadline-exceeded",
-    "internal",
-    "resource-exhausted",
-    "unavailable",
-    NULL,
+/* The names of enum res_retry_on, in its order: the one table of them
+ * (validation here, compile/router.c's condition bits). */
+static const char *const retry_on_names[RES_RETRY_NCONDS] = {
+    [RES_RETRY_5XX] = "5xx",
+    [RES_RETRY_GATEWAY_ERROR] = "gateway-error",
+    [RES_RETRY_RESET] = "reset",
+    [RES_RETRY_RESET_BEFORE_REQUEST] = "reset-before-request",
+    [RES_RETRY_CONNECT_FAILURE] = "connect-failure",
+    [RES_RETRY_ENVOY_RATELIMITED] = "envoy-ratelimited",
+    [RES_RETRY_RETRIABLE_4XX] = "retriable-4xx",
+    [RES_RETRY_REFUSED_STREAM] = "refused-stream",
+    [RES_RETRY_RETRIABLE_STATUS_CODES] = "retriable-status-codes",
+    [RES_RETRY_RETRIABLE_HEADERS] = "retriable-headers",
+    [RES_RETRY_HTTP3_POST_CONNECT_FAILURE] = "http3-post-connect-failure",
+    [RES_RETRY_CANCELLED] = "cancelled",
+    [RES_RETRY_DEADLINE_EXCEEDED] = "deadline-exceeded",
+    [RES_RETRY_INTERNAL] = "internal",
+    [RES_RETRY_RESOURCE_EXHAUSTED] = "resource-exhausted",
+    [RES_RETRY_UNAVAILABLE] = "unavailable",
 };
+
+int res_retry_on_next(const char **p, const char **tok, size_t *n)
+{
+    const char *s = *p;
+    size_t len, tn;
+
+    if (*s == '\0')
+        return 0;
+    len = strcspn(s, ",");
+    *tok = s;
+    tn = len;
+    while (tn > 0 && (**tok == ' ' || **tok == '\t')) {
+        (*tok)++;
+        tn--;
+    }
+    while (tn > 0 && ((*tok)[tn - 1] == ' ' || (*tok)[tn - 1] == '\t'))
+        tn--;
+    *n = tn;
+    *p = s + len + (s[len] == ',');
+    return 1;
+}
+
+int res_retry_on_lookup(const char *tok, size_t n)
+{
+    for (int i = 0; i < RES_RETRY_NCONDS; i++)
+        if (strlen(retry_on_names[i]) == n &&
+            memcmp(retry_on_names[i], tok, n) == 0)
+            return i;
+    return -1;
+}
 
 static void check_retry_on(struct res_check *ck, const struct res_retries *rt,
                            const char *path)
 {
     const char *p = rt->retry_on;
+    const char *tok;
+    size_t tn;
 
-    while (*p != '\0') {
-        size_t n = strcspn(p, ",");
-        const char *tok = p;
-        size_t tn = n;
+    while (res_retry_on_next(&p, &tok, &tn)) {
         int64_t code;
         const char *why;
-        int ok = 0;
+        int ok = res_retry_on_lookup(tok, tn) >= 0;
 
-        while (tn > 0 && (*tok == ' ' || *tok == '\t')) {
-            tok++;
-            tn--;
-        }
-        while (tn > 0 && (tok[tn - 1] == ' ' || tok[tn - 1] == '\t'))
-            tn--;
-        for (int i = 0; retry_policies[i] != NULL && !ok; i++)
-            ok = strlen(retry_policies[i]) == tn &&
-                 memcmp(retry_policies[i], tok, tn) == 0;
         if (!ok && tn > 0 && units_int(tok, tn, &code, &why) == 0 &&
             code >= 100 && code <= 599)
             ok = 1;
@@ -816,7 +837,6 @@ static void check_retry_on(struct res_check *ck, const struct res_retries *rt,
                     (int)tn, tok);
             return;
         }
-        p += n + (p[n] == ',');
     }
 }
 

@@ -228,6 +228,33 @@ struct res_rewrite {
     struct res_regex_rewrite uri_regex_rewrite;
 };
 
+/*
+ * The retry conditions a VirtualService's retries.retryOn names: Envoy's
+ * x-envoy-retry-on and x-envoy-retry-grpc-on policies, which Istio passes
+ * on unchanged. The value is the bit index of the compiled condition set
+ * (ROUTE_RETRY_* in proxy/router-t.h is 1u << each of these; compile/
+ * checks it). res_retry_on_lookup() reads a name.
+ */
+enum res_retry_on {
+    RES_RETRY_5XX,
+    RES_RETRY_GATEWAY_ERROR,
+    RES_RETRY_RESET,
+    RES_RETRY_RESET_BEFORE_REQUEST,
+    RES_RETRY_CONNECT_FAILURE,
+    RES_RETRY_ENVOY_RATELIMITED,
+    RES_RETRY_RETRIABLE_4XX,
+    RES_RETRY_REFUSED_STREAM,
+    RES_RETRY_RETRIABLE_STATUS_CODES,
+    RES_RETRY_RETRIABLE_HEADERS,
+    RES_RETRY_HTTP3_POST_CONNECT_FAILURE,
+    RES_RETRY_CANCELLED, /* gRPC status names from here */
+    RES_RETRY_DEADLINE_EXCEEDED,
+    RES_RETRY_INTERNAL,
+    RES_RETRY_RESOURCE_EXHAUSTED,
+    RES_RETRY_UNAVAILABLE,
+    RES_RETRY_NCONDS
+};
+
 /* Istio's defaults when no retries section is given: 2 attempts on
  * connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes.
  * A section given without attempts disables retries. */

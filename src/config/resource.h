@@ -102,6 +102,19 @@ int res_host_fqdn(const char *host, const char *ns, const char *domain,
 /* Host patterns ("*", "*.suffix", exact) are compared with core/host.h:
  * host_covers() and host_intersect(). */
 
+/*
+ * res_retry_on_next() reads the next comma-separated entry of a retryOn
+ * string: *p walks the string, *tok and *n get the entry without the
+ * blanks around it (n may be 0 for an empty entry). Returns 0 at the end
+ * of the string, else 1.
+ */
+int res_retry_on_next(const char **p, const char **tok, size_t *n);
+
+/* res_retry_on_lookup() is the retry condition named by (tok, n), exactly
+ * as Envoy spells it ("5xx", "gateway-error", "connect-failure", ...), or
+ * -1 for any other text (an HTTP status code is not a name). */
+int res_retry_on_lookup(const char *tok, size_t n);
+
 /* res_labels_match() is true when every selector label is in labels. */
 int res_labels_match(const struct conf_strmap *selector,
                      const struct conf_strmap *labels);

@@ -1029,6 +1029,64 @@ static void test_warning_ca_crl_ignored(void **state)
 /* ---- hosts
  * ------------------------------------------------------------------- */
 
+/* The one table of retryOn names: every Envoy name, exactly spelled. */
+static void test_retry_on_names(void **state)
+{
+    static const char *const names[] = {
+        "5xx",
+        "gateway-error",
+        "reset",
+        "reset-before-request",
+        "connect-failure",
+        "envoy-ratelimited",
+        "retriable-4xx",
+        "refused-stream",
+        "retriable-status-codes",
+        "retriable-headers",
+        "http3-post-connect-failure",
+        "cancelled",
+        "deadline-exceeded",
+        "internal",
+        "resource-exhausted",
+        "unavailable",
+    };
+
+    (void)state;
+    assert_int_equal(sizeof(names) / sizeof(*names), RES_RETRY_NCONDS);
+    for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)
+        assert_int_equal(res_retry_on_lookup(names[i], strlen(names[i])),
+                         (int)i);
+    assert_int_equal(res_retry_on_lookup("gateway-error", 13),
+                     RES_RETRY_GATEWAY_ERROR);
+    assert_int_equal(res_retry_on_lookup("connect-failure", 15),
+                     RES_RETRY_CONNECT_FAILURE);
+    assert_int_equal(res_retry_on_lookup("5XX", 3), -1);
+    assert_int_equal(res_retry_on_lookup("503", 3), -1);
+    assert_int_equal(res_retry_on_lookup("5xx", 2), -1);
+    assert_int_equal(res_retry_on_lookup("", 0), -1);
+}
+
+static void test_retry_on_next(void **state)
+{
+    const char *p = " 5xx ,\treset,,503,";
+    const char *tok;
+    size_t n;
+
+    (void)state;
+    assert_int_equal(res_retry_on_next(&p, &tok, &n), 1);
+    assert_int_equal(n, 3);
+    assert_memory_equal(tok, "5xx", 3);
+    assert_int_equal(res_retry_on_next(&p, &tok, &n), 1);
+    assert_int_equal(n, 5);
+    assert_memory_equal(tok, "reset", 5);
+    assert_int_equal(res_retry_on_next(&p, &tok, &n), 1);
+    assert_int_equal(n, 0);
+    assert_int_equal(res_retry_on_next(&p, &tok, &n), 1);
+    assert_int_equal(n, 3);
+    assert_memory_equal(tok, "503", 3);
+    assert_int_equal(res_retry_on_next(&p, &tok, &n), 0);
+}
+
 static void test_host_fqdn(void **state)
 {
     char out[128];
@@ -1218,6 +1276,8 @@ int main(void)
         T(test_warning_ignored_fields),
         T(test_warning_ca_crl_ignored),
         cmocka_unit_test(test_host_fqdn),
+        cmocka_unit_test(test_retry_on_names),
+        cmocka_unit_test(test_retry_on_next),
         cmocka_unit_test(test_istio_samples_load),
         cmocka_unit_test(test_bad_corpus),
         cmocka_unit_test(test_huge_file),
