@@ -2,9 +2,9 @@
 #define STRAIT_POLICY_JWT_INT_H
 
 /*
- * What src/policy/jwt*.c share and nothing else includes: the compiled
- * providers (jwt-compile.c builds them, jwt.c applies them), the keys
- * and the algorithms (jwt-keys.c).
+ * What src/policy/jwt*.c and the compiler (src/compile/jwt.c) share and
+ * nothing else includes: the compiled providers (compile/jwt.c builds
+ * them, jwt.c applies them), the keys and the algorithms (jwt-keys.c).
  */
 #include <stddef.h>
 

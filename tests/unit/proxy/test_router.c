@@ -1,8 +1,10 @@
 /*
- * Unit tests of src/proxy/router.c and router-match.c: VirtualServices are
- * loaded from YAML with the real loader, compiled with router_build()
- * against a test cluster registry (every host gets an index, except those
- * starting with "unknown"), and matched with hand-made requests.
+ * Unit tests of the router: src/proxy/router.c and router-match.c (the
+ * run-time side) with src/compile/router-bind.c and compile/router.c (the
+ * building side). VirtualServices are loaded from YAML with the real
+ * loader, compiled with router_build() against a test cluster registry
+ * (every host gets an index, except those starting with "unknown"), and
+ * matched with hand-made requests.
  */
 #include "config.h"
 
@@ -24,6 +26,7 @@
 #include "http/http.h"
 #include "compile/router.h"
 #include "proxy/router.h"
+#include "proxy/router-int.h"
 
 /* The build passes the source tree as SRCDIR, as for test_resource. */
 #ifndef SRCDIR
@@ -1323,9 +1326,32 @@ static void test_ten_thousand(void **state)
            t_load, t_build, st.bytes / 1024, t_match / n * 1e6);
 }
 
+/* router_new() (proxy/router.c): an empty router has nothing to match,
+ * holds no rules, and goes with its last reference. */
+static void test_empty_router(void **state)
+{
+    struct fx *f = *state;
+    struct router *r = router_new();
+    struct router_stats st;
+    struct route_result res;
+    struct http_request q = req(f, "a.example.com", "/", NULL);
+
+    assert_non_null(r);
+    router_get_stats(r, &st);
+    assert_int_equal(st.vhosts, 0);
+    assert_int_equal(st.rules, 0);
+    assert_int_equal(st.actions, 0);
+    assert_int_equal(st.regexes, 0);
+    assert_null(router_match(r, &q, 80, 0, &f->arena, &res));
+    assert_ptr_equal(router_ref(r), r);
+    router_unref(r);
+    router_unref(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_empty_router, setup, teardown),
         cmocka_unit_test_setup_teardown(test_uri, setup, teardown),
         cmocka_unit_test_setup_teardown(test_export_to, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delegate, setup, teardown),
