@@ -130,38 +130,11 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
             const char *name = cl[i]->name;
 
             cluster_sum(cl[i], &c);
-            buf_printf(b, "cluster.%s.upstream_rq_total: %" PRIu64 "\n", name,
-                       c.rq_total);
-            buf_printf(b, "cluster.%s.upstream_cx_total: %" PRIu64 "\n", name,
-                       c.cx_total);
-            buf_printf(b, "cluster.%s.upstream_cx_reused: %" PRIu64 "\n", name,
-                       c.cx_reused);
-            buf_printf(b, "cluster.%s.upstream_cx_connect_fail: %" PRIu64 "\n",
-                       name, c.cx_connect_fail);
-            buf_printf(b,
-                       "cluster.%s.upstream_cx_connect_timeout: %" PRIu64 "\n",
-                       name, c.cx_connect_timeout);
-            buf_printf(b, "cluster.%s.upstream_rq_error: %" PRIu64 "\n", name,
-                       c.rq_error);
-            buf_printf(b, "cluster.%s.upstream_rq_timeout: %" PRIu64 "\n", name,
-                       c.rq_timeout);
-            buf_printf(b,
-                       "cluster.%s.upstream_rq_pending_overflow: %" PRIu64 "\n",
-                       name, c.rq_overflow);
-            buf_printf(b,
-                       "cluster.%s.upstream_rq_retry_overflow: %" PRIu64 "\n",
-                       name, c.rq_retry_overflow);
-            buf_printf(b, "cluster.%s.upstream_rq_retry: %" PRIu64 "\n", name,
-                       c.rq_retry);
-            buf_printf(b,
-                       "cluster.%s.upstream_rq_per_try_timeout: %" PRIu64 "\n",
-                       name, c.rq_per_try_timeout);
-            buf_printf(b, "cluster.%s.retry_or_shadow_abandoned: %" PRIu64 "\n",
-                       name, c.rq_retry_body_overflow);
-            buf_printf(b, "cluster.%s.upstream_cx_overflow: %" PRIu64 "\n",
-                       name, c.cx_overflow);
-            buf_printf(b, "cluster.%s.upstream_rq_pending_total: %" PRIu64 "\n",
-                       name, c.rq_pending);
+            for (size_t f = 0; f < cluster_counters_desc.nfields; f++) {
+                const struct stats_field *fd = &cluster_counters_desc.fields[f];
+                buf_printf(b, "cluster.%s.%s: %" PRIu64 "\n", name, fd->name,
+                           stats_field_value(&c, 0, fd));
+            }
             if (cl[i]->od != NULL)
                 outlier_stats(b, name, cl[i]->od);
         }

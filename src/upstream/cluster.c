@@ -159,25 +159,34 @@ void cluster_unref(struct cluster *c)
 
 void cluster_sum(const struct cluster *c, struct cluster_counters *out)
 {
-    memset(out, 0, sizeof(*out));
-    for (int i = 0; i < c->nworkers; i++) {
-        const struct cluster_counters *s = &c->w[i];
-        out->rq_total += STAT_GET(s, rq_total);
-        out->cx_total += STAT_GET(s, cx_total);
-        out->cx_connect_fail += STAT_GET(s, cx_connect_fail);
-        out->cx_connect_timeout += STAT_GET(s, cx_connect_timeout);
-        out->cx_reused += STAT_GET(s, cx_reused);
-        out->rq_error += STAT_GET(s, rq_error);
-        out->rq_timeout += STAT_GET(s, rq_timeout);
-        out->rq_overflow += STAT_GET(s, rq_overflow);
-        out->rq_retry_overflow += STAT_GET(s, rq_retry_overflow);
-        out->rq_retry += STAT_GET(s, rq_retry);
-        out->rq_per_try_timeout += STAT_GET(s, rq_per_try_timeout);
-        out->rq_retry_body_overflow += STAT_GET(s, rq_retry_body_overflow);
-        out->cx_overflow += STAT_GET(s, cx_overflow);
-        out->rq_pending += STAT_GET(s, rq_pending);
-    }
+    /* The shards were zeroed whole at cluster_new(), padding included. */
+    stats_sum_shards(c->w, sizeof(*c->w), c->nworkers, sizeof(*out), out);
 }
+
+#define CLUSTER_FIELD(name, member)                                            \
+    {                                                                          \
+        name, offsetof(struct cluster_counters, member), STATS_NONE            \
+    }
+
+static const struct stats_field cluster_fields[] = {
+    CLUSTER_FIELD("upstream_rq_total", rq_total),
+    CLUSTER_FIELD("upstream_cx_total", cx_total),
+    CLUSTER_FIELD("upstream_cx_reused", cx_reused),
+    CLUSTER_FIELD("upstream_cx_connect_fail", cx_connect_fail),
+    CLUSTER_FIELD("upstream_cx_connect_timeout", cx_connect_timeout),
+    CLUSTER_FIELD("upstream_rq_error", rq_error),
+    CLUSTER_FIELD("upstream_rq_timeout", rq_timeout),
+    CLUSTER_FIELD("upstream_rq_pending_overflow", rq_overflow),
+    CLUSTER_FIELD("upstream_rq_retry_overflow", rq_retry_overflow),
+    CLUSTER_FIELD("upstream_rq_retry", rq_retry),
+    CLUSTER_FIELD("upstream_rq_per_try_timeout", rq_per_try_timeout),
+    CLUSTER_FIELD("retry_or_shadow_abandoned", rq_retry_body_overflow),
+    CLUSTER_FIELD("upstream_cx_overflow", cx_overflow),
+    CLUSTER_FIELD("upstream_rq_pending_total", rq_pending),
+};
+
+const struct stats_desc cluster_counters_desc = {
+    "", cluster_fields, sizeof(cluster_fields) / sizeof(cluster_fields[0])};
 
 void cluster_report_slow(struct cluster *c, size_t ep, int result)
 {

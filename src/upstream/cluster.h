@@ -44,6 +44,10 @@ void cluster_unref(struct cluster *c);
 /* cluster_sum() adds up every worker's counters into out. */
 void cluster_sum(const struct cluster *c, struct cluster_counters *out);
 
+/* The names of cluster_counters in the admin API's /stats
+ * (upstream_rq_total, ...). */
+extern const struct stats_desc cluster_counters_desc;
+
 /*
  * The requests circuit breaker (DestinationRule http2MaxRequests, Envoy's
  * max_requests): cluster_admit() takes a slot and returns 1, or returns 0

@@ -99,6 +99,35 @@ static void test_sum_adds_every_worker(void **state)
     cluster_unref(c);
 }
 
+/* The /stats names of a cluster's counters, in order: the admin API prints
+ * them and users read them. */
+static void test_stats_names(void **state)
+{
+    static const char *const names[] = {
+        "upstream_rq_total",           "upstream_cx_total",
+        "upstream_cx_reused",          "upstream_cx_connect_fail",
+        "upstream_cx_connect_timeout", "upstream_rq_error",
+        "upstream_rq_timeout",         "upstream_rq_pending_overflow",
+        "upstream_rq_retry_overflow",  "upstream_rq_retry",
+        "upstream_rq_per_try_timeout", "retry_or_shadow_abandoned",
+        "upstream_cx_overflow",        "upstream_rq_pending_total",
+    };
+    struct cluster_counters c = {0};
+
+    (void)state;
+    c.rq_overflow = 5;
+    c.rq_retry_body_overflow = 9;
+    assert_int_equal(cluster_counters_desc.nfields,
+                     sizeof(names) / sizeof(names[0]));
+    for (size_t i = 0; i < cluster_counters_desc.nfields; i++)
+        assert_string_equal(cluster_counters_desc.fields[i].name, names[i]);
+    assert_int_equal(stats_field_value(&c, 0, &cluster_counters_desc.fields[7]),
+                     5);
+    assert_int_equal(
+        stats_field_value(&c, 0, &cluster_counters_desc.fields[11]), 9);
+    assert_string_equal(cluster_counters_desc.prefix, "");
+}
+
 static void test_circuit_breaker_admits_up_to_the_limit(void **state)
 {
     struct fx *f = *state;
@@ -240,6 +269,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_ref_counts, setup, teardown),
         cmocka_unit_test(test_sum_adds_every_worker),
+        cmocka_unit_test(test_stats_names),
         cmocka_unit_test_setup_teardown(
             test_circuit_breaker_admits_up_to_the_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connection_breaker, setup,
