@@ -96,13 +96,13 @@ int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
  * listener's HTTP and HTTPS servers (their certificates, their first
  * routes); compile_l4() uses it for the HTTPS servers of a port shared
  * with TLS servers. *out gets one reference; -1 with an allocated *err. */
-struct http_proxy_conf;
+struct http_listener_conf;
 int compile_gateway_http(const struct bootstrap *bs,
                          const struct resource_set *set,
                          const struct gw_listener *g, struct stats_block *stats,
                          const struct compile_env *env,
                          const struct strmap *prev, struct strmap *next,
-                         struct http_proxy_conf **out, char **err);
+                         struct http_listener_conf **out, char **err);
 
 /* compile_gateway_routes() builds what a Gateway listener routes by: the
  * router of its VirtualServices and the clusters they send to, reusing the

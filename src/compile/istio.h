@@ -63,7 +63,7 @@ struct gw_listener {
     struct addr address;
     uint32_t port;
     int tls;    /* HTTP listeners: TLS is terminated; L4: some server does */
-    int l4;     /* TCP and TLS servers (l4_proxy), not HTTP */
+    int l4;     /* TCP and TLS servers (l4_listener), not HTTP */
     int shared; /* l4 with HTTPS servers too: their SNI names hand a
                  * connection to an HTTP proxy (certs, cert_tls) */
     int secure; /* TLS on the wire (HTTPS, TLS), as opposed to plaintext */

@@ -16,7 +16,7 @@
 #include "core/err.h"
 #include "core/host.h"
 #include "core/log.h"
-#include "proxy/l4_proxy.h"
+#include "proxy/l4_listener.h"
 #include "compile/l4.h"
 #include "compile/authz.h"
 #include "policy/authz.h"
@@ -30,7 +30,7 @@ struct l4_build {
     const struct bootstrap *bs;
     const struct resource_set *set;
     const struct gw_listener *g;
-    struct l4_proxy_conf *c;
+    struct l4_listener_conf *c;
     struct istio_clusters table;
     char **err;
 };
@@ -271,7 +271,7 @@ static int tcp_rules(struct l4_build *b, const struct gw_server *srv,
     return 0;
 }
 
-static int sni_has(const struct l4_proxy_conf *c, const char *name)
+static int sni_has(const struct l4_listener_conf *c, const char *name)
 {
     for (size_t i = 0; i < c->nsni; i++)
         if (strcmp(c->sni[i].name, name) == 0)
@@ -285,7 +285,7 @@ static int sni_has(const struct l4_proxy_conf *c, const char *name)
 static int sni_add(struct l4_build *b, const char *name, int target,
                    size_t index)
 {
-    struct l4_proxy_conf *c = b->c;
+    struct l4_listener_conf *c = b->c;
     struct l4_sni *nv;
     char *lc = strdup(name);
 
@@ -377,7 +377,7 @@ static int tls_rules(struct l4_build *b, const struct gw_server *srv)
  * not HTTP) and its client checks; SNI entries for its hosts. */
 static int terminating(struct l4_build *b, const struct gw_server *srv)
 {
-    struct l4_proxy_conf *c = b->c;
+    struct l4_listener_conf *c = b->c;
     static const char *const no_alpn[] = {""};
     struct tls_server_cert cert;
     struct tls_server_conf tc;
@@ -438,7 +438,7 @@ static int https_names(struct l4_build *b, const struct gw_server *srv)
 
 static void unref_l4(void *c)
 {
-    l4_proxy_conf_unref(c);
+    l4_listener_conf_unref(c);
 }
 
 int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
@@ -454,7 +454,7 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
     b.set = set;
     b.g = g;
     b.err = err;
-    b.c = l4_proxy_conf_new(g->name, stats);
+    b.c = l4_listener_conf_new(g->name, stats);
     if (b.c == NULL) {
         *err = strdup("out of memory");
         return -1;
@@ -505,7 +505,7 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
              "servers%s",
              g->name, b.c->nsni, b.c->tcp.n, b.c->nservers,
              b.c->http != NULL ? ", HTTPS servers" : "");
-    out->ops = &l4_proxy_ops;
+    out->ops = &l4_listener_ops;
     out->conf = b.c;
     out->unref = unref_l4;
     return 0;
@@ -513,6 +513,6 @@ fail:
     if (*err == NULL)
         *err = strdup("out of memory");
     istio_clusters_dispose(&b.table);
-    l4_proxy_conf_unref(b.c);
+    l4_listener_conf_unref(b.c);
     return -1;
 }

@@ -11,7 +11,7 @@ struct resource_set;
 struct tls_server_cert;
 
 /*
- * compile_l4() builds the L4 proxy (l4_proxy.h) of a Gateway listener of
+ * compile_l4() builds the L4 proxy (l4_listener.h) of a Gateway listener of
  * TCP and TLS servers, from the tls and tcp rules of the VirtualServices
  * bound to them, with Istio's rules (pilot's gateway network filters):
  *

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/http_proxy.h"
-#include "proxy/l4_proxy.h"
+#include "proxy/http_listener.h"
+#include "proxy/l4_listener.h"
 #include "compile/l4.h"
 #include "compile/compile.h"
 #include "compile/istio.h"
@@ -69,7 +69,8 @@ void compile_clusters_free(struct cluster **cl, size_t n)
 }
 
 /* The HTTP settings of a listener, from its http block. */
-static void http_settings(struct http_proxy_conf *c, const struct bootstrap *bs,
+static void http_settings(struct http_listener_conf *c,
+                          const struct bootstrap *bs,
                           const struct bootstrap_http *h, int tls)
 {
     c->downstream.lim.max_head = (size_t)h->max_head_bytes;
@@ -89,12 +90,12 @@ static void http_settings(struct http_proxy_conf *c, const struct bootstrap *bs,
 
 static void unref_l4(void *c)
 {
-    l4_proxy_conf_unref(c);
+    l4_listener_conf_unref(c);
 }
 
 static void unref_http(void *c)
 {
-    http_proxy_conf_unref(c);
+    http_listener_conf_unref(c);
 }
 
 /* A tcp listener runs as an L4 listener: one tcp route to the cluster of
@@ -104,23 +105,23 @@ static int compile_tcp(const struct bootstrap *bs,
                        struct stats_block *stats, struct compiled_listener *out,
                        char **err)
 {
-    struct l4_proxy_conf *c = lower_tcp_listener(bs, bl, stats, err);
+    struct l4_listener_conf *c = lower_tcp_listener(bs, bl, stats, err);
 
     if (c == NULL)
         return -1;
-    out->ops = &l4_proxy_ops;
+    out->ops = &l4_listener_ops;
     out->conf = c;
     out->unref = unref_l4;
     return 0;
 }
 
 static int compile_tls(const struct bootstrap_listener *bl,
-                       struct http_proxy_conf *c, char **err);
+                       struct http_listener_conf *c, char **err);
 
 /* A Gateway listener's TLS: its servers' certificates, Istio's defaults
  * for the rest (TLS 1.2 and 1.3, our suites, h2 and http/1.1). */
-static int gateway_tls(const struct gw_listener *g, struct http_proxy_conf *c,
-                       char **err)
+static int gateway_tls(const struct gw_listener *g,
+                       struct http_listener_conf *c, char **err)
 {
     struct tls_server_cert *certs = calloc(g->ncerts, sizeof(*certs));
     struct tls_server_conf tc;
@@ -253,15 +254,15 @@ int compile_gateway_http(const struct bootstrap *bs,
                          const struct gw_listener *g, struct stats_block *stats,
                          const struct compile_env *env,
                          const struct strmap *prev, struct strmap *next,
-                         struct http_proxy_conf **out, char **err)
+                         struct http_listener_conf **out, char **err)
 {
-    struct http_proxy_conf *c;
+    struct http_listener_conf *c;
     struct bootstrap_http h;
     struct http_routes *r;
 
     *err = NULL;
     *out = NULL;
-    c = http_proxy_conf_new(g->name, stats);
+    c = http_listener_conf_new(g->name, stats);
     if (c == NULL) {
         *err = strdup("out of memory");
         return -1;
@@ -275,13 +276,13 @@ int compile_gateway_http(const struct bootstrap *bs,
     c->port = g->port;
     if (compile_gateway_routes(bs, set, g, env, prev, next, &r, err) < 0)
         goto fail;
-    http_proxy_conf_set_routes(c, r);
+    http_listener_conf_set_routes(c, r);
     if (g->tls && gateway_tls(g, c, err) < 0)
         goto fail;
     *out = c;
     return 0;
 fail:
-    http_proxy_conf_unref(c);
+    http_listener_conf_unref(c);
     return -1;
 }
 
@@ -291,21 +292,21 @@ int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
                     struct strmap *next, struct compiled_listener *out,
                     char **err)
 {
-    struct http_proxy_conf *c;
+    struct http_listener_conf *c;
 
     *err = NULL;
     if (g->l4)
         return compile_l4(bs, set, g, stats, env, prev, next, out, err);
     if (compile_gateway_http(bs, set, g, stats, env, prev, next, &c, err) < 0)
         return -1;
-    out->ops = &http_proxy_ops;
+    out->ops = &http_listener_ops;
     out->conf = c;
     out->unref = unref_http;
     return 0;
 }
 
 static int compile_tls(const struct bootstrap_listener *bl,
-                       struct http_proxy_conf *c, char **err)
+                       struct http_listener_conf *c, char **err)
 {
     const struct bootstrap_tls *t = &bl->tls;
     struct tls_server_cert *certs = calloc(t->certificates.n, sizeof(*certs));
@@ -342,7 +343,7 @@ static int compile_http(const struct bootstrap *bs,
                         struct cluster **clusters, struct stats_block *stats,
                         struct compiled_listener *out, char **err)
 {
-    struct http_proxy_conf *c = http_proxy_conf_new(bl->name, stats);
+    struct http_listener_conf *c = http_listener_conf_new(bl->name, stats);
     struct http_routes *r;
 
     if (c == NULL) {
@@ -356,15 +357,15 @@ static int compile_http(const struct bootstrap *bs,
     r = lower_http_routes(bs, bl, clusters, err);
     if (r == NULL)
         goto fail;
-    http_proxy_conf_set_routes(c, r);
+    http_listener_conf_set_routes(c, r);
     if (bl->tls.certificates.n > 0 && compile_tls(bl, c, err) < 0)
         goto fail;
-    out->ops = &http_proxy_ops;
+    out->ops = &http_listener_ops;
     out->conf = c;
     out->unref = unref_http;
     return 0;
 fail:
-    http_proxy_conf_unref(c);
+    http_listener_conf_unref(c);
     return -1;
 }
 
@@ -381,12 +382,12 @@ int compile_listener(const struct bootstrap *bs,
 
 int compile_tls_check(const struct compiled_listener *cl, char **err)
 {
-    const struct http_proxy_conf *c;
+    const struct http_listener_conf *c;
 
     *err = NULL;
-    if (cl->ops == &l4_proxy_ops)
-        return l4_proxy_tls_check(cl->conf, err);
-    if (cl->ops != &http_proxy_ops)
+    if (cl->ops == &l4_listener_ops)
+        return l4_listener_tls_check(cl->conf, err);
+    if (cl->ops != &http_listener_ops)
         return 0;
     c = cl->conf;
     return c->tls != NULL ? tls_holder_check(c->tls, err) : 0;

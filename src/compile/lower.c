@@ -14,8 +14,8 @@
 #include "compile/lower.h"
 #include "config/resource.h"
 #include "core/stats.h"
-#include "proxy/http_proxy.h"
-#include "proxy/l4_proxy.h"
+#include "proxy/http_listener.h"
+#include "proxy/l4_listener.h"
 #include "compile/router.h"
 #include "proxy/router.h"
 #include "upstream/cluster.h"
@@ -92,11 +92,12 @@ fail:
     return NULL;
 }
 
-struct l4_proxy_conf *lower_tcp_listener(const struct bootstrap *bs,
-                                         const struct bootstrap_listener *bl,
-                                         struct stats_block *stats, char **err)
+struct l4_listener_conf *lower_tcp_listener(const struct bootstrap *bs,
+                                            const struct bootstrap_listener *bl,
+                                            struct stats_block *stats,
+                                            char **err)
 {
-    struct l4_proxy_conf *c = l4_proxy_conf_new(bl->name, stats);
+    struct l4_listener_conf *c = l4_listener_conf_new(bl->name, stats);
     struct cluster_spec sp;
     struct l4_rule *rule;
 
@@ -140,6 +141,6 @@ struct l4_proxy_conf *lower_tcp_listener(const struct bootstrap *bs,
 oom:
     err_set(err, "out of memory");
 fail:
-    l4_proxy_conf_unref(c);
+    l4_listener_conf_unref(c);
     return NULL;
 }

@@ -5,7 +5,7 @@
 
 struct cluster;
 struct http_routes;
-struct l4_proxy_conf;
+struct l4_listener_conf;
 struct stats_block;
 
 /*
@@ -50,8 +50,9 @@ struct http_routes *lower_http_routes(const struct bootstrap *bs,
  * one reference. Returns the conf with one reference, or NULL with an
  * allocated *err.
  */
-struct l4_proxy_conf *lower_tcp_listener(const struct bootstrap *bs,
-                                         const struct bootstrap_listener *bl,
-                                         struct stats_block *stats, char **err);
+struct l4_listener_conf *lower_tcp_listener(const struct bootstrap *bs,
+                                            const struct bootstrap_listener *bl,
+                                            struct stats_block *stats,
+                                            char **err);
 
 #endif

@@ -19,8 +19,8 @@
 #include "event/mq.h"
 #include "event/timer.h"
 #include "net/listener.h"
-#include "proxy/http_proxy.h"
-#include "proxy/l4_proxy.h"
+#include "proxy/http_listener.h"
+#include "proxy/l4_listener.h"
 #include "proxy/router.h"
 #include "proxy/stats.h"
 #include "compile/compile.h"
@@ -305,25 +305,25 @@ static int same_http_part(const char *a, const char *b)
  * prev's HTTP part when only what it routes by changed: l's conf takes
  * prev's HTTP conf, and l's new routes go to *staged, published into it
  * once the whole set is built. Workers then hand the running HTTP
- * listener to the new L4 one (l4_proxy inherit), so HTTPS connections
+ * listener to the new L4 one (l4_listener inherit), so HTTPS connections
  * outlive resource changes as on a port of HTTP servers only.
  */
 static void keep_http_part(const struct srv_listener *prev,
                            struct srv_listener *l, struct http_routes **staged)
 {
-    struct l4_proxy_conf *nc, *pc;
+    struct l4_listener_conf *nc, *pc;
 
-    if (prev == NULL || prev->cl.ops != &l4_proxy_ops ||
-        l->cl.ops != &l4_proxy_ops)
+    if (prev == NULL || prev->cl.ops != &l4_listener_ops ||
+        l->cl.ops != &l4_listener_ops)
         return;
     nc = l->cl.conf;
     pc = prev->cl.conf;
     if (nc->http == NULL || pc->http == NULL ||
         !same_http_part(prev->fingerprint, l->fingerprint))
         return;
-    *staged = http_proxy_conf_routes(nc->http);
-    http_proxy_conf_unref(nc->http);
-    nc->http = http_proxy_conf_ref(pc->http);
+    *staged = http_listener_conf_routes(nc->http);
+    http_listener_conf_unref(nc->http);
+    nc->http = http_listener_conf_ref(pc->http);
 }
 
 /*
@@ -413,10 +413,10 @@ static int lset_build(struct server *s, struct bootstrap *bs,
          * equal means the running listener stays, with its connections. */
         if (prev != NULL && strcmp(prev->fingerprint, l->fingerprint) == 0) {
             l->cl = prev->cl;
-            if (prev->cl.ops == &l4_proxy_ops)
-                l4_proxy_conf_ref(prev->cl.conf);
+            if (prev->cl.ops == &l4_listener_ops)
+                l4_listener_conf_ref(prev->cl.conf);
             else
-                http_proxy_conf_ref(prev->cl.conf);
+                http_listener_conf_ref(prev->cl.conf);
             l->socks = prev->socks;
             l->socks->refs++;
             l->stats = stats_block_ref(prev->stats);
@@ -477,9 +477,9 @@ static int lset_build(struct server *s, struct bootstrap *bs,
      * their new routes from now on (requests in flight keep theirs). */
     for (size_t i = 0; i < out->n; i++)
         if (staged[i] != NULL)
-            http_proxy_conf_set_routes(
-                out->v[i].cl.ops == &l4_proxy_ops
-                    ? ((struct l4_proxy_conf *)out->v[i].cl.conf)->http
+            http_listener_conf_set_routes(
+                out->v[i].cl.ops == &l4_listener_ops
+                    ? ((struct l4_listener_conf *)out->v[i].cl.conf)->http
                     : out->v[i].cl.conf,
                 staged[i]);
     free(staged);
@@ -795,17 +795,17 @@ static void gateway_routes_json(struct server *s, struct buf *b)
 
     buf_puts(b, "[");
     for (size_t i = 0; i < s->cur.n; i++) {
-        struct http_proxy_conf *hc = NULL;
+        struct http_listener_conf *hc = NULL;
         struct http_routes *r;
         if (is_bootstrap_listener(s->cur.bs, s->cur.v[i].name))
             continue;
-        if (s->cur.v[i].cl.ops == &http_proxy_ops)
+        if (s->cur.v[i].cl.ops == &http_listener_ops)
             hc = s->cur.v[i].cl.conf;
-        else if (s->cur.v[i].cl.ops == &l4_proxy_ops)
-            hc = ((struct l4_proxy_conf *)s->cur.v[i].cl.conf)->http;
+        else if (s->cur.v[i].cl.ops == &l4_listener_ops)
+            hc = ((struct l4_listener_conf *)s->cur.v[i].cl.conf)->http;
         if (hc == NULL)
             continue;
-        r = http_proxy_conf_routes(hc);
+        r = http_listener_conf_routes(hc);
         if (r->router != NULL) {
             buf_puts(b, first ? "{\"listener\":" : ",{\"listener\":");
             json_str(b, s->cur.v[i].name);

@@ -15,7 +15,7 @@
 #include "core/units.h"
 #include "policy/authz.h"
 #include "policy/jwt.h"
-#include "proxy/http_stream-int.h"
+#include "proxy/pipeline-int.h"
 #include "tls/tls.h"
 
 static const char *trusted_client(struct pstream *ps, struct slice xff);
@@ -259,7 +259,7 @@ static void route_reply(struct pstream *ps, int status, const char *body,
 int pstream_route(struct pstream *ps)
 {
     struct hstream *s = ps->s;
-    const struct http_proxy_conf *c = ps->l->conf;
+    const struct http_listener_conf *c = ps->l->conf;
     const struct route_action *a;
 
     if (c->https_redirect) {
@@ -349,7 +349,7 @@ static int addr_from_ip(const char *ip, struct sockaddr_storage *ss)
 }
 
 /* The connection's Gateway server, picked by SNI, serves the request's
- * host (see http_stream-int.h). */
+ * host (see pipeline-int.h). */
 int pstream_misdirected(struct pstream *ps)
 {
     const struct slice a = ps->s->req.authority;

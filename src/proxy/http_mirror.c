@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "proxy/http_stream-int.h"
+#include "proxy/pipeline-int.h"
 
 static void mirror_launch(struct pstream *ps);
 

@@ -1,13 +1,13 @@
 /*
  * VirtualService retries (retryOn, attempts, the retry circuit breaker,
  * backoff with jitter) and retries.perTryTimeout, for the exchange in
- * http_stream.c.
+ * pipeline.c.
  */
 #include "config.h"
 
 #include <string.h>
 
-#include "proxy/http_stream-int.h"
+#include "proxy/pipeline-int.h"
 #include "upstream/outlier.h"
 
 /*

@@ -1,6 +1,6 @@
 /*
  * Unit tests of src/server/compile-l4.c and the lookups of
- * src/proxy/l4_proxy.c: Gateways and VirtualServices written as YAML are
+ * src/proxy/l4_listener.c: Gateways and VirtualServices written as YAML are
  * lowered (istio_gateways) and compiled (compile_l4), then the SNI table
  * and the tcp rules are queried the way connections query them.
  */
@@ -22,8 +22,8 @@
 #include "config/resource.h"
 #include "core/buf.h"
 #include "proxy/stats.h"
-#include "proxy/http_proxy.h"
-#include "proxy/l4_proxy.h"
+#include "proxy/http_listener.h"
+#include "proxy/l4_listener.h"
 #include "compile/l4.h"
 #include "compile/istio.h"
 #include "upstream/cluster.h"
@@ -105,7 +105,7 @@ static void fx_free(struct fx *f)
     bootstrap_free(f->bs);
 }
 
-static struct l4_proxy_conf *conf(struct fx *f)
+static struct l4_listener_conf *conf(struct fx *f)
 {
     return f->cl.conf;
 }

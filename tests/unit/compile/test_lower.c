@@ -22,8 +22,8 @@
 #include "core/arena.h"
 #include "http/http.h"
 #include "proxy/stats.h"
-#include "proxy/http_proxy.h"
-#include "proxy/l4_proxy.h"
+#include "proxy/http_listener.h"
+#include "proxy/l4_listener.h"
 #include "proxy/router.h"
 #include "upstream/cluster.h"
 
@@ -325,7 +325,7 @@ static void test_tcp_listener(void **state)
     struct bootstrap *bs = parse(text);
     struct stats_block *st = proxy_stats_new("pg", 3);
     char *err = NULL;
-    struct l4_proxy_conf *c;
+    struct l4_listener_conf *c;
     const struct cluster *cl;
     char as[ADDR_STRLEN];
 
@@ -375,7 +375,7 @@ static void test_tcp_listener(void **state)
                         "127.0.0.1:5433");
     assert_null(cl->tls);
     assert_false(cl->tls_error);
-    l4_proxy_conf_unref(c);
+    l4_listener_conf_unref(c);
     assert_int_equal(st->refs, 1);
     stats_block_unref(st);
     bootstrap_free(bs);

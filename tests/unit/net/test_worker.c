@@ -36,7 +36,7 @@
 #include "net/plistener.h"
 #include "compile/lower.h"
 #include "config/bootstrap.h"
-#include "proxy/l4_proxy.h"
+#include "proxy/l4_listener.h"
 #include "net/worker.h"
 
 #define DEADLINE_MS 5000
@@ -59,7 +59,7 @@ struct fx {
     int ulfd[2]; /* two upstreams, to tell confs apart */
     struct addr uaddr[2];
     struct stats_block *st[2];
-    struct l4_proxy_conf *conf[2]; /* the test's references */
+    struct l4_listener_conf *conf[2]; /* the test's references */
     int fds[MAX_FDS];
 };
 
@@ -244,7 +244,7 @@ static void wait_events(struct fx *f, int n)
 
 /* refs_become() waits until conf's reference count is n (the worker drops
  * its references on its own thread). */
-static void refs_become(struct l4_proxy_conf *c, int n)
+static void refs_become(struct l4_listener_conf *c, int n)
 {
     uint64_t deadline = clock_ms() + DEADLINE_MS;
 
@@ -286,7 +286,7 @@ static void apply(struct fx *f, int i)
 
     assert_non_null(set);
     set->n = 1;
-    set->v[0].ops = &l4_proxy_ops;
+    set->v[0].ops = &l4_listener_ops;
     set->v[0].conf = f->conf[i];
     set->v[0].name = f->conf[i]->name;
     set->v[0].fd = f->lfd;
@@ -298,12 +298,12 @@ static void apply(struct fx *f, int i)
 /* ---- fixture ------------------------------------------------------------- */
 
 /* A bootstrap tcp listener to up, as it runs: an L4 listener's conf. */
-static struct l4_proxy_conf *tcp_conf(const char *name, const struct addr *up,
-                                      struct stats_block *st)
+static struct l4_listener_conf *
+tcp_conf(const char *name, const struct addr *up, struct stats_block *st)
 {
     char text[512], as[ADDR_STRLEN];
     struct bootstrap *bs;
-    struct l4_proxy_conf *c;
+    struct l4_listener_conf *c;
     char *err = NULL;
 
     snprintf(text, sizeof(text),
@@ -379,7 +379,7 @@ static int teardown(void **state)
         mq_free(f->mq);
     }
     for (int i = 0; i < 2; i++) {
-        l4_proxy_conf_unref(f->conf[i]);
+        l4_listener_conf_unref(f->conf[i]);
         stats_block_unref(f->st[i]);
     }
     for (int i = 0; i < MAX_FDS; i++)
@@ -587,7 +587,7 @@ static void test_apply_skips_listener_that_cannot_start(void **state)
     set->v[0].conf = f->conf[1];
     set->v[0].name = "broken";
     set->v[0].fd = f->ulfd[1];
-    set->v[1].ops = &l4_proxy_ops;
+    set->v[1].ops = &l4_listener_ops;
     set->v[1].conf = f->conf[0];
     set->v[1].name = f->conf[0]->name;
     set->v[1].fd = f->lfd;

@@ -1,5 +1,5 @@
-#ifndef STRAIT_PROXY_L4_PROXY_H
-#define STRAIT_PROXY_L4_PROXY_H
+#ifndef STRAIT_PROXY_L4_LISTENER_H
+#define STRAIT_PROXY_L4_LISTENER_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -8,10 +8,10 @@
 #include "core/list.h"
 #include "net/acceptor.h"
 #include "net/plistener.h"
-#include "proxy/tcp_proxy.h"
+#include "proxy/l4_relay.h"
 
 struct cluster;
-struct http_proxy_conf;
+struct http_listener_conf;
 struct l4_http;
 struct stats_block;
 struct tls_holder;
@@ -22,7 +22,7 @@ struct ssl_ctx_st;
  * a port's connections are routed by the SNI of their ClientHello (TLS
  * PASSTHROUGH relays the TLS stream untouched; TLS SIMPLE, MUTUAL and
  * OPTIONAL_MUTUAL terminate it here first) or, for plaintext TCP, by port
- * and addresses alone, then relayed by the TCP relay (tcp_proxy.h).
+ * and addresses alone, then relayed by the TCP relay (l4_relay.h).
  */
 
 /* An address range of destinationSubnets or sourceSubnet. */
@@ -84,7 +84,7 @@ struct l4_server {
 
 struct authz;
 
-struct l4_proxy_conf {
+struct l4_listener_conf {
     int refs;
     char *name;
     struct stats_block *stats; /* one reference held */
@@ -101,22 +101,22 @@ struct l4_proxy_conf {
     uint64_t inspect_timeout_ms; /* for the ClientHello */
     uint64_t handshake_timeout_ms;
     size_t max_client_hello;
-    struct tcp_relay_params relay; /* name and stats point into the conf */
-    struct authz *authz;           /* one reference; NULL: no policy */
+    struct l4_relay_params relay; /* name and stats point into the conf */
+    struct authz *authz;          /* one reference; NULL: no policy */
     /* A port shared with HTTPS servers: their HTTP proxy (certificates,
      * routes, its own AuthorizationPolicy checks per request), which each
      * worker runs without a socket of its own. One reference; NULL: none. */
-    struct http_proxy_conf *http;
+    struct http_listener_conf *http;
 };
 
-struct l4_proxy_conf *l4_proxy_conf_new(const char *name,
-                                        struct stats_block *stats);
-struct l4_proxy_conf *l4_proxy_conf_ref(struct l4_proxy_conf *c);
-void l4_proxy_conf_unref(struct l4_proxy_conf *c);
+struct l4_listener_conf *l4_listener_conf_new(const char *name,
+                                              struct stats_block *stats);
+struct l4_listener_conf *l4_listener_conf_ref(struct l4_listener_conf *c);
+void l4_listener_conf_unref(struct l4_listener_conf *c);
 
-/* l4_proxy_tls_check() reloads changed certificate files of the conf's
+/* l4_listener_tls_check() reloads changed certificate files of the conf's
  * terminating servers (main thread); see tls_holder_check(). */
-int l4_proxy_tls_check(struct l4_proxy_conf *c, char **err);
+int l4_listener_tls_check(struct l4_listener_conf *c, char **err);
 
 /*
  * l4_sni_lookup() picks the SNI entry for name (lowercase; NULL or "":
@@ -124,7 +124,7 @@ int l4_proxy_tls_check(struct l4_proxy_conf *c, char **err);
  * else the longest "*.suffix" that ends it, else "*". Among equal names
  * the first entry wins. NULL when nothing matches.
  */
-const struct l4_sni *l4_sni_lookup(const struct l4_proxy_conf *c,
+const struct l4_sni *l4_sni_lookup(const struct l4_listener_conf *c,
                                    const char *name);
 
 /* l4_rule_match() returns the first rule of rules whose blocks admit a
@@ -135,13 +135,13 @@ const struct l4_rule *l4_rule_match(const struct l4_rules *rules,
                                     const struct sockaddr *peer);
 
 /* One worker's side of an L4 Gateway listener (one thread only). */
-struct l4_proxy {
-    struct plistener pl;        /* first: workers see a plistener */
-    struct l4_proxy_conf *conf; /* one reference held */
+struct l4_listener {
+    struct plistener pl;           /* first: workers see a plistener */
+    struct l4_listener_conf *conf; /* one reference held */
     struct event_base *base;
     int worker;
     struct acceptor acc;
-    struct tcp_relay relay;
+    struct l4_relay relay;
     int relay_ok;
     struct list pending; /* connections being inspected or handshaken */
     size_t npending;
@@ -160,6 +160,6 @@ struct l4_proxy {
     void *arg;
 };
 
-extern const struct plistener_ops l4_proxy_ops;
+extern const struct plistener_ops l4_listener_ops;
 
 #endif

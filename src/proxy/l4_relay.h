@@ -1,5 +1,5 @@
-#ifndef STRAIT_PROXY_TCP_PROXY_H
-#define STRAIT_PROXY_TCP_PROXY_H
+#ifndef STRAIT_PROXY_L4_RELAY_H
+#define STRAIT_PROXY_L4_RELAY_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -17,14 +17,14 @@ struct sockaddr_storage;
 struct ssl_ctx_st;
 
 /*
- * The relay engine of every L4 listener (l4_proxy.c: Gateway TCP and TLS
+ * The relay engine of every L4 listener (l4_listener.c: Gateway TCP and TLS
  * routes, and bootstrap tcp listeners): one per worker per listener, on
  * that worker's thread only. It owns the sessions it relays: each copies
  * bytes between a downstream connection (plain, or TLS it terminated) and
  * an upstream connection it opens to one of the session's endpoints
  * (plain, or TLS it originates for a DestinationRule).
  */
-struct tcp_relay_params {
+struct l4_relay_params {
     const char *name; /* the listener's, for logs; must outlive the relay */
     struct stats_block *stats; /* not referenced; must outlive it */
     uint64_t connect_timeout_ms;
@@ -34,8 +34,8 @@ struct tcp_relay_params {
     int access_log;
 };
 
-struct tcp_relay {
-    struct tcp_relay_params p;
+struct l4_relay {
+    struct l4_relay_params p;
     struct event_base *base;
     int worker;
     size_t active;
@@ -47,21 +47,21 @@ struct tcp_relay {
     void *arg;
 };
 
-/* tcp_relay_init() prepares r; on_reap(arg) runs on the loop after closed
+/* l4_relay_init() prepares r; on_reap(arg) runs on the loop after closed
  * sessions were freed (owners check there whether they are idle). 0 or
  * -1. */
-int tcp_relay_init(struct tcp_relay *r, struct event_base *base, int worker,
-                   const struct tcp_relay_params *p, void (*on_reap)(void *arg),
-                   void *arg);
+int l4_relay_init(struct l4_relay *r, struct event_base *base, int worker,
+                  const struct l4_relay_params *p, void (*on_reap)(void *arg),
+                  void *arg);
 
-/* tcp_relay_dispose() closes every session at once and frees r's parts. */
-void tcp_relay_dispose(struct tcp_relay *r);
+/* l4_relay_dispose() closes every session at once and frees r's parts. */
+void l4_relay_dispose(struct l4_relay *r);
 
-/* tcp_relay_kick() makes on_reap run on the next loop turn. */
-void tcp_relay_kick(struct tcp_relay *r);
+/* l4_relay_kick() makes on_reap run on the next loop turn. */
+void l4_relay_kick(struct l4_relay *r);
 
 /* What the access log says of a session besides addresses and bytes. */
-struct tcp_relay_meta {
+struct l4_relay_meta {
     const char *sni;          /* copied; NULL or "": none */
     const char *route;        /* must outlive the session (the conf's) */
     const char *cluster;      /* idem */
@@ -85,7 +85,7 @@ struct tcp_relay_meta {
 };
 
 /*
- * tcp_relay_start() relays down to one of eps (tried from first % neps
+ * l4_relay_start() relays down to one of eps (tried from first % neps
  * on, round robin over the connect attempts). down is moved into the
  * session (conn_move): its fd and TLS state are the session's from now on.
  * eps must outlive the session (the caller's conf, which the caller's
@@ -98,9 +98,9 @@ struct tcp_relay_meta {
  * ends "upstream_tls_refused:<why the certificate was refused>" or
  * "upstream_tls_handshake_<failure>" (flag UF).
  */
-void tcp_relay_start(struct tcp_relay *r, struct conn *down,
-                     const struct sockaddr_storage *peer, socklen_t peerlen,
-                     const struct addr *eps, size_t neps, size_t first,
-                     const struct tcp_relay_meta *meta, uint64_t start_ms);
+void l4_relay_start(struct l4_relay *r, struct conn *down,
+                    const struct sockaddr_storage *peer, socklen_t peerlen,
+                    const struct addr *eps, size_t neps, size_t first,
+                    const struct l4_relay_meta *meta, uint64_t start_ms);
 
 #endif

@@ -1,5 +1,5 @@
-#ifndef STRAIT_PROXY_HTTP_PROXY_H
-#define STRAIT_PROXY_HTTP_PROXY_H
+#ifndef STRAIT_PROXY_HTTP_LISTENER_H
+#define STRAIT_PROXY_HTTP_LISTENER_H
 
 #include <pthread.h>
 #include <stddef.h>
@@ -49,11 +49,11 @@ void http_routes_unref(struct http_routes *r);
  * What an HTTP listener does, compiled from configuration. Shared by
  * every worker, reference-counted with atomics. Everything is immutable
  * once built but the routes: a new resource snapshot publishes new routes
- * into the running conf (http_proxy_conf_set_routes), so the listener
+ * into the running conf (http_listener_conf_set_routes), so the listener
  * keeps its connections, and each request finishes on the routes it
  * started with.
  */
-struct http_proxy_conf {
+struct http_listener_conf {
     int refs;
     char *name;
     /* Settings of every downstream connection, HTTP/1 and HTTP/2 alike. */
@@ -76,22 +76,22 @@ struct http_proxy_conf {
     struct stats_block *stats;
 };
 
-struct http_proxy_conf *http_proxy_conf_new(const char *name,
-                                            struct stats_block *stats);
-struct http_proxy_conf *http_proxy_conf_ref(struct http_proxy_conf *c);
-void http_proxy_conf_unref(struct http_proxy_conf *c);
+struct http_listener_conf *http_listener_conf_new(const char *name,
+                                                  struct stats_block *stats);
+struct http_listener_conf *http_listener_conf_ref(struct http_listener_conf *c);
+void http_listener_conf_unref(struct http_listener_conf *c);
 
-/* http_proxy_conf_set_routes() publishes r (its reference moves to c) as
+/* http_listener_conf_set_routes() publishes r (its reference moves to c) as
  * what new requests route by; requests in flight keep theirs. Any thread. */
-void http_proxy_conf_set_routes(struct http_proxy_conf *c,
-                                struct http_routes *r);
+void http_listener_conf_set_routes(struct http_listener_conf *c,
+                                   struct http_routes *r);
 
-/* http_proxy_conf_routes() returns a reference to c's current routes
+/* http_listener_conf_routes() returns a reference to c's current routes
  * (for the admin API and the control thread). */
-struct http_routes *http_proxy_conf_routes(struct http_proxy_conf *c);
+struct http_routes *http_listener_conf_routes(struct http_listener_conf *c);
 
 /*
- * An HTTP listener started with fd -1 (http_proxy_ops.start) accepts
+ * An HTTP listener started with fd -1 (http_listener_ops.start) accepts
  * nothing itself: another listener of the same worker (the L4 listener of
  * a port shared by HTTPS and TLS servers) hands it connections it has
  * only peeked at. http_listener_adopt() serves fd (owned from now on) as
@@ -103,6 +103,6 @@ void http_listener_adopt(struct plistener *pl, int fd,
                          const struct sockaddr_storage *peer, socklen_t len);
 size_t http_listener_active(const struct plistener *pl);
 
-extern const struct plistener_ops http_proxy_ops;
+extern const struct plistener_ops http_listener_ops;
 
 #endif

@@ -1,7 +1,7 @@
 /*
- * Unit tests of the L4 relay (src/proxy/tcp_proxy.c), driven through a
+ * Unit tests of the L4 relay (src/proxy/l4_relay.c), driven through a
  * bootstrap tcp listener as it runs now: lowered (lower_tcp_listener())
- * onto the L4 listener (src/proxy/l4_proxy.c) with one tcp route to the
+ * onto the L4 listener (src/proxy/l4_listener.c) with one tcp route to the
  * cluster of its upstreams.
  *
  * Everything runs on the test's thread: the proxy, its event loop, and the
@@ -42,8 +42,8 @@
 #include "net/conn.h"
 #include "compile/lower.h"
 #include "config/bootstrap.h"
-#include "proxy/l4_proxy.h"
-#include "proxy/tcp_proxy.h"
+#include "proxy/l4_listener.h"
+#include "proxy/l4_relay.h"
 #include "tls/tls.h"
 #include "upstream/cluster.h"
 
@@ -57,8 +57,8 @@ struct fx {
     struct event_base *base;
     struct event *tick;
     struct stats_block *st;
-    struct l4_proxy_conf *conf;
-    struct l4_proxy *p;
+    struct l4_listener_conf *conf;
+    struct l4_listener *p;
     int lfd; /* the proxy's listening socket */
     struct addr laddr;
     int ulfd; /* the upstream's listening socket */
@@ -75,7 +75,7 @@ struct fx {
     char dir[64]; /* a directory for unix sockets, removed by teardown */
     /* Relay-level TLS tests: the relay, the contexts, the upstream's SSL,
      * and the counters a cluster would give; freed by teardown. */
-    struct tcp_relay relay;
+    struct l4_relay relay;
     int relay_ok;
     SSL_CTX *cctx, *sctx;
     SSL *ssl;
@@ -486,27 +486,27 @@ static int setup(void **state)
 }
 
 /* The L4 listener's side of what the bootstrap TCP listener's API was. */
-static struct l4_proxy *l4_start(struct fx *f)
+static struct l4_listener *l4_start(struct fx *f)
 {
     struct plistener *pl =
-        l4_proxy_ops.start(f->base, 0, f->lfd, f->conf, on_idle, f);
+        l4_listener_ops.start(f->base, 0, f->lfd, f->conf, on_idle, f);
 
-    return (struct l4_proxy *)(void *)pl;
+    return (struct l4_listener *)(void *)pl;
 }
 
-static int l4_accepting(const struct l4_proxy *p)
+static int l4_accepting(const struct l4_listener *p)
 {
     return acceptor_running(&p->acc);
 }
 
-static void l4_stop_accepting(struct l4_proxy *p)
+static void l4_stop_accepting(struct l4_listener *p)
 {
-    l4_proxy_ops.stop_accepting(&p->pl);
+    l4_listener_ops.stop_accepting(&p->pl);
 }
 
-static void l4_free(struct l4_proxy *p)
+static void l4_free(struct l4_listener *p)
 {
-    l4_proxy_ops.free(p != NULL ? &p->pl : NULL);
+    l4_listener_ops.free(p != NULL ? &p->pl : NULL);
 }
 
 static int teardown(void **state)
@@ -516,9 +516,9 @@ static int teardown(void **state)
     if (f->nofile_changed)
         setrlimit(RLIMIT_NOFILE, &f->saved_nofile);
     l4_free(f->p);
-    l4_proxy_conf_unref(f->conf);
+    l4_listener_conf_unref(f->conf);
     if (f->relay_ok)
-        tcp_relay_dispose(&f->relay);
+        l4_relay_dispose(&f->relay);
     SSL_free(f->ssl);
     SSL_CTX_free(f->sctx);
     SSL_CTX_free(f->cctx);
@@ -602,9 +602,9 @@ static void test_conf_defaults_and_refs(void **state)
     assert_int_equal(f->conf->relay.buffer_size, 64 * 1024);
     /* The conf holds a stats reference of its own. */
     assert_int_equal(f->st->refs, 2);
-    assert_ptr_equal(l4_proxy_conf_ref(f->conf), f->conf);
+    assert_ptr_equal(l4_listener_conf_ref(f->conf), f->conf);
     assert_int_equal(f->conf->refs, 2);
-    l4_proxy_conf_unref(f->conf);
+    l4_listener_conf_unref(f->conf);
     assert_int_equal(f->conf->refs, 1);
     /* A proxy takes its own reference and drops it when freed. */
     start_proxy(f);
@@ -612,7 +612,7 @@ static void test_conf_defaults_and_refs(void **state)
     l4_free(f->p);
     f->p = NULL;
     assert_int_equal(f->conf->refs, 1);
-    l4_proxy_conf_unref(NULL);
+    l4_listener_conf_unref(NULL);
     l4_free(NULL);
 }
 
@@ -1348,7 +1348,7 @@ static void pump_tls(struct fx *f, struct peer *c, struct tls_peer *u)
 /* A relay of buffer_size bytes per direction on the fixture's loop. */
 static void tls_relay_init(struct fx *f, size_t buffer_size)
 {
-    struct tcp_relay_params rp;
+    struct l4_relay_params rp;
 
     memset(&rp, 0, sizeof(rp));
     rp.name = "t";
@@ -1357,7 +1357,7 @@ static void tls_relay_init(struct fx *f, size_t buffer_size)
     rp.connect_attempts = 1;
     rp.idle_timeout_ms = 60000;
     rp.buffer_size = buffer_size;
-    assert_int_equal(tcp_relay_init(&f->relay, f->base, 0, &rp, NULL, NULL), 0);
+    assert_int_equal(l4_relay_init(&f->relay, f->base, 0, &rp, NULL, NULL), 0);
     f->relay_ok = 1;
 }
 
@@ -1385,7 +1385,7 @@ static SSL_CTX *client_ctx(const char *san)
  * upstream's TLS peer (not handshaken yet). */
 static int tls_session(struct fx *f, SSL_CTX *cctx, struct tls_peer *u)
 {
-    struct tcp_relay_meta meta;
+    struct l4_relay_meta meta;
     struct conn down;
     int cfd = client_connect(f, &f->laddr, 0);
     int dfd = accept4(f->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -1397,8 +1397,8 @@ static int tls_session(struct fx *f, SSL_CTX *cctx, struct tls_peer *u)
     meta.up_sni = "foo.example.com";
     meta.cluster_stats = &f->cstats;
     conn_init(&down, f->base, dfd, NULL, NULL);
-    tcp_relay_start(&f->relay, &down, NULL, 0, &f->uaddr, 1, 0, &meta,
-                    clock_ms());
+    l4_relay_start(&f->relay, &down, NULL, 0, &f->uaddr, 1, 0, &meta,
+                   clock_ms());
     ufd = upstream_accept(f);
     memset(u, 0, sizeof(*u));
     f->ssl = u->ssl = SSL_new(f->sctx);

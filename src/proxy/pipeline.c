@@ -13,7 +13,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
-#include "proxy/http_stream-int.h"
+#include "proxy/pipeline-int.h"
 #include "tls/tls.h"
 #include "upstream/hash.h"
 #include "upstream/outlier.h"
@@ -664,4 +664,4 @@ static void on_down_done(void *ctx, struct hstream *s)
     pstream_maybe_end(ps);
 }
 
-const struct hstream_handler http_stream_handler = {on_request, on_down_done};
+const struct hstream_handler pipeline_handler = {on_request, on_down_done};

@@ -2,7 +2,7 @@
  * The HTTP listener of one worker: accepts connections, runs the TLS
  * handshake, picks HTTP/1.1 or HTTP/2 (ALPN, or the h2c preface in
  * plaintext) and hands the connection to that codec. Requests then go to
- * http_stream.c.
+ * pipeline.c.
  */
 #include "config.h"
 
@@ -23,7 +23,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "http2/h2_server.h"
-#include "proxy/http_proxy-t.h"
+#include "proxy/http_listener-t.h"
 #include "policy/authz.h"
 #include "policy/jwt.h"
 #include "proxy/router.h"
@@ -38,10 +38,10 @@
 
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-struct http_proxy_conf *http_proxy_conf_new(const char *name,
-                                            struct stats_block *stats)
+struct http_listener_conf *http_listener_conf_new(const char *name,
+                                                  struct stats_block *stats)
 {
-    struct http_proxy_conf *c = calloc(1, sizeof(*c));
+    struct http_listener_conf *c = calloc(1, sizeof(*c));
 
     if (c == NULL)
         return NULL;
@@ -62,13 +62,13 @@ struct http_proxy_conf *http_proxy_conf_new(const char *name,
     return c;
 }
 
-struct http_proxy_conf *http_proxy_conf_ref(struct http_proxy_conf *c)
+struct http_listener_conf *http_listener_conf_ref(struct http_listener_conf *c)
 {
     __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
     return c;
 }
 
-void http_proxy_conf_unref(struct http_proxy_conf *c)
+void http_listener_conf_unref(struct http_listener_conf *c)
 {
     if (c == NULL || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
@@ -108,8 +108,8 @@ void http_routes_unref(struct http_routes *r)
     free(r);
 }
 
-void http_proxy_conf_set_routes(struct http_proxy_conf *c,
-                                struct http_routes *r)
+void http_listener_conf_set_routes(struct http_listener_conf *c,
+                                   struct http_routes *r)
 {
     struct http_routes *old;
 
@@ -121,7 +121,7 @@ void http_proxy_conf_set_routes(struct http_proxy_conf *c,
     http_routes_unref(old);
 }
 
-struct http_routes *http_proxy_conf_routes(struct http_proxy_conf *c)
+struct http_routes *http_listener_conf_routes(struct http_listener_conf *c)
 {
     struct http_routes *r;
 
@@ -133,7 +133,7 @@ struct http_routes *http_proxy_conf_routes(struct http_proxy_conf *c)
 
 /* ---- route views ---------------------------------------------------- */
 
-static struct http_routes *conf_current(struct http_proxy_conf *c,
+static struct http_routes *conf_current(struct http_listener_conf *c,
                                         unsigned *gen)
 {
     struct http_routes *r;
@@ -384,7 +384,7 @@ static void protocol_error(void *ctx, int status, const char *why)
 static void start_h1(struct http_conn *hc)
 {
     struct http_listener *l = hc->l;
-    struct h1_server_hooks hooks = {&http_stream_handler, hc, protocol_error,
+    struct h1_server_hooks hooks = {&pipeline_handler, hc, protocol_error,
                                     codec_closed, hc};
 
     hc->stage = HC_H1;
@@ -400,7 +400,7 @@ static void start_h1(struct http_conn *hc)
 static void start_h2(struct http_conn *hc)
 {
     struct http_listener *l = hc->l;
-    struct h2_server_hooks hooks = {&http_stream_handler, hc, codec_closed, hc};
+    struct h2_server_hooks hooks = {&pipeline_handler, hc, codec_closed, hc};
 
     hc->stage = HC_H2;
     hc->h2 = h2_server_new(l->base, &hc->conn, &l->conf->downstream,
@@ -674,7 +674,7 @@ static void listener_free(struct http_listener *l)
     bufpool_dispose(&l->io);
     free(l->scratch.hdrs);
     list_del(&l->pl.link);
-    http_proxy_conf_unref(l->conf);
+    http_listener_conf_unref(l->conf);
     free(l);
 }
 
@@ -683,17 +683,17 @@ static struct plistener *listener_start(struct event_base *base, int worker,
                                         plistener_idle_fn on_idle,
                                         void *idle_arg)
 {
-    struct http_proxy_conf *conf = arg;
+    struct http_listener_conf *conf = arg;
     struct http_listener *l = calloc(1, sizeof(*l));
     size_t cap = conf->downstream.lim.max_headers;
 
     if (l == NULL)
         return NULL;
-    l->pl.ops = &http_proxy_ops;
+    l->pl.ops = &http_listener_ops;
     l->pl.conf = conf;
     l->pl.fd = fd;
     LIST_INIT(&l->pl.link);
-    l->conf = http_proxy_conf_ref(conf);
+    l->conf = http_listener_conf_ref(conf);
     l->base = base;
     l->worker = worker;
     l->fd = fd;
@@ -771,5 +771,5 @@ static void listener_free_pl(struct plistener *pl)
     listener_free((struct http_listener *)(void *)pl);
 }
 
-const struct plistener_ops http_proxy_ops = {
+const struct plistener_ops http_listener_ops = {
     "http", listener_start, listener_stop, listener_free_pl, NULL};

@@ -1,9 +1,9 @@
-#ifndef STRAIT_PROXY_HTTP_STREAM_INT_H
-#define STRAIT_PROXY_HTTP_STREAM_INT_H
+#ifndef STRAIT_PROXY_PIPELINE_INT_H
+#define STRAIT_PROXY_PIPELINE_INT_H
 
 /*
  * One proxied request's private state, shared by the files that handle
- * it: http_stream.c (the exchange with the upstream, local answers, the
+ * it: pipeline.c (the exchange with the upstream, local answers, the
  * log), http_filters.c (authorization, routing, CORS, forwarding
  * headers), http_retry.c (retries and per-try deadlines) and
  * http_mirror.c (mirrored copies). Nothing else includes this.
@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "event/timer.h"
-#include "proxy/http_proxy-t.h"
+#include "proxy/http_listener-t.h"
 #include "proxy/router.h"
 #include "upstream/balancer.h"
 #include "upstream/cluster.h"
@@ -82,7 +82,7 @@ struct pstream {
     struct list link;           /* a copy: in l->mirrors or l->mirrors_dead */
 };
 
-/* http_stream.c: the exchange and its end. */
+/* pipeline.c: the exchange and its end. */
 
 /* The worker's xorshift64 generator (request ids, weights, backoff
  * jitter): uniqueness, not secrecy. */

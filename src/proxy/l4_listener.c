@@ -38,8 +38,8 @@
 #include "event/timer.h"
 #include "net/conn.h"
 #include "policy/authz.h"
-#include "proxy/http_proxy.h"
-#include "proxy/l4_proxy.h"
+#include "proxy/http_listener.h"
+#include "proxy/l4_listener.h"
 #include "proxy/stats.h"
 #include "tls/clienthello.h"
 #include "tls/tls.h"
@@ -49,10 +49,10 @@
 
 /* ---- configuration ------------------------------------------------------ */
 
-struct l4_proxy_conf *l4_proxy_conf_new(const char *name,
-                                        struct stats_block *stats)
+struct l4_listener_conf *l4_listener_conf_new(const char *name,
+                                              struct stats_block *stats)
 {
-    struct l4_proxy_conf *c = calloc(1, sizeof(*c));
+    struct l4_listener_conf *c = calloc(1, sizeof(*c));
 
     if (c == NULL)
         return NULL;
@@ -77,7 +77,7 @@ struct l4_proxy_conf *l4_proxy_conf_new(const char *name,
     return c;
 }
 
-struct l4_proxy_conf *l4_proxy_conf_ref(struct l4_proxy_conf *c)
+struct l4_listener_conf *l4_listener_conf_ref(struct l4_listener_conf *c)
 {
     __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
     return c;
@@ -99,7 +99,7 @@ static void rules_dispose(struct l4_rules *r)
     memset(r, 0, sizeof(*r));
 }
 
-void l4_proxy_conf_unref(struct l4_proxy_conf *c)
+void l4_listener_conf_unref(struct l4_listener_conf *c)
 {
     if (c == NULL || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
@@ -119,11 +119,11 @@ void l4_proxy_conf_unref(struct l4_proxy_conf *c)
     stats_block_unref(c->stats);
     free(c->name);
     authz_unref(c->authz);
-    http_proxy_conf_unref(c->http);
+    http_listener_conf_unref(c->http);
     free(c);
 }
 
-int l4_proxy_tls_check(struct l4_proxy_conf *c, char **err)
+int l4_listener_tls_check(struct l4_listener_conf *c, char **err)
 {
     int changed = 0;
 
@@ -143,7 +143,7 @@ int l4_proxy_tls_check(struct l4_proxy_conf *c, char **err)
     return changed;
 }
 
-const struct l4_sni *l4_sni_lookup(const struct l4_proxy_conf *c,
+const struct l4_sni *l4_sni_lookup(const struct l4_listener_conf *c,
                                    const char *name)
 {
     const struct l4_sni *best = NULL;
@@ -221,7 +221,7 @@ enum stage { ST_INSPECT, ST_HANDSHAKE, ST_DONE };
 
 struct l4_conn {
     struct list link;
-    struct l4_proxy *p;
+    struct l4_listener *p;
     struct conn c;
     struct event peek_ev; /* edge-triggered: fires on new bytes only */
     struct timer timer;
@@ -233,12 +233,12 @@ struct l4_conn {
     char sni[256];
 };
 
-static struct proxy_counters *shard(const struct l4_proxy *p)
+static struct proxy_counters *shard(const struct l4_listener *p)
 {
     return proxy_counters(p->conf->stats, p->worker);
 }
 
-static uint64_t next_random(struct l4_proxy *p)
+static uint64_t next_random(struct l4_listener *p)
 {
     /* xorshift64*: per worker, seeded from the system's generator. */
     p->rng ^= p->rng >> 12;
@@ -278,7 +278,7 @@ static void log_refused(const struct l4_conn *lc, const char *flags,
  * loop turn. closing: the connection is closed (else it moved on). */
 static void lc_end(struct l4_conn *lc, int closing)
 {
-    struct l4_proxy *p = lc->p;
+    struct l4_listener *p = lc->p;
 
     if (lc->stage == ST_DONE)
         return;
@@ -315,7 +315,7 @@ static void lc_refuse(struct l4_conn *lc, const char *flags, const char *end)
  */
 static int lc_authorize(struct l4_conn *lc, const char *peer_uri)
 {
-    const struct l4_proxy_conf *c = lc->p->conf;
+    const struct l4_listener_conf *c = lc->p->conf;
     struct authz_request r;
     struct authz_decision d;
     char end[600];
@@ -345,9 +345,9 @@ static const uint8_t alpn_istio[] = {5, 'i', 's', 't', 'i', 'o'};
 static void lc_relay(struct l4_conn *lc, const struct l4_rule *rule,
                      const char *peer_uri)
 {
-    struct l4_proxy *p = lc->p;
-    const struct l4_proxy_conf *c = p->conf;
-    struct tcp_relay_meta meta;
+    struct l4_listener *p = lc->p;
+    const struct l4_listener_conf *c = p->conf;
+    struct l4_relay_meta meta;
     const struct cluster *cl = NULL;
     size_t first = 0;
 
@@ -392,10 +392,9 @@ static void lc_relay(struct l4_conn *lc, const struct l4_rule *rule,
         meta.cluster_stats = &cl->w[p->worker];
     }
     lc_end(lc, 0);
-    tcp_relay_start(&p->relay, &lc->c, &lc->peer, lc->peerlen,
-                    cl != NULL ? cl->endpoints : NULL,
-                    cl != NULL ? cl->nendpoints : 0, first, &meta,
-                    lc->start_ms);
+    l4_relay_start(&p->relay, &lc->c, &lc->peer, lc->peerlen,
+                   cl != NULL ? cl->endpoints : NULL,
+                   cl != NULL ? cl->nendpoints : 0, first, &meta, lc->start_ms);
 }
 
 /* The tcp rules of rules for a connection, by its addresses. */
@@ -422,7 +421,7 @@ static void route_tcp(struct l4_conn *lc, const struct l4_rules *rules,
 static void on_handshake_io(struct conn *c, void *arg)
 {
     struct l4_conn *lc = arg;
-    struct l4_proxy *p = lc->p;
+    struct l4_listener *p = lc->p;
     int rc = c->ops->handshake(c);
     char uri[512];
 
@@ -452,7 +451,7 @@ static void on_handshake_io(struct conn *c, void *arg)
 /* Terminates TLS with server's certificate (the SNI chose it). */
 static void start_handshake(struct l4_conn *lc, size_t server)
 {
-    struct l4_proxy *p = lc->p;
+    struct l4_listener *p = lc->p;
     struct ssl_ctx_st *fresh =
         tls_holder_get(p->conf->servers[server].tls, &p->gen[server]);
 
@@ -488,11 +487,11 @@ static void start_handshake(struct l4_conn *lc, size_t server)
 struct l4_http {
     struct plistener *pl;
     size_t refs;
-    struct l4_proxy *owner; /* NULL once the owner is gone */
-    struct list holders;    /* every l4_proxy holding a reference */
+    struct l4_listener *owner; /* NULL once the owner is gone */
+    struct list holders;       /* every l4_listener holding a reference */
 };
 
-static void check_idle(struct l4_proxy *p);
+static void check_idle(struct l4_listener *p);
 
 /* The HTTP part reports idleness on its reaper's turn: its holders may
  * be idle as a whole (the owner, or older listeners once the owner is
@@ -504,10 +503,10 @@ static void on_http_idle(struct plistener *l, void *arg)
 
     (void)l;
     for (struct list *it = h->holders.next; it != &h->holders; it = it->next)
-        check_idle(LIST_ELEM(it, struct l4_proxy, http_link));
+        check_idle(LIST_ELEM(it, struct l4_listener, http_link));
 }
 
-static struct l4_http *l4_http_new(struct l4_proxy *p)
+static struct l4_http *l4_http_new(struct l4_listener *p)
 {
     struct l4_http *h = calloc(1, sizeof(*h));
 
@@ -516,8 +515,8 @@ static struct l4_http *l4_http_new(struct l4_proxy *p)
     h->refs = 1;
     h->owner = p;
     LIST_INIT(&h->holders);
-    h->pl = http_proxy_ops.start(p->base, p->worker, -1, p->conf->http,
-                                 on_http_idle, h);
+    h->pl = http_listener_ops.start(p->base, p->worker, -1, p->conf->http,
+                                    on_http_idle, h);
     if (h->pl == NULL) {
         free(h);
         return NULL;
@@ -528,7 +527,7 @@ static struct l4_http *l4_http_new(struct l4_proxy *p)
 
 /* p lets go of its HTTP part (closing its connections if p was the last
  * to hold it). */
-static void l4_http_release(struct l4_proxy *p)
+static void l4_http_release(struct l4_listener *p)
 {
     struct l4_http *h = p->http;
 
@@ -548,7 +547,7 @@ static void l4_http_release(struct l4_proxy *p)
  * from the socket, so it starts with the client's ClientHello. */
 static void to_http(struct l4_conn *lc)
 {
-    struct l4_proxy *p = lc->p;
+    struct l4_listener *p = lc->p;
     struct sockaddr_storage peer = lc->peer;
     socklen_t len = lc->peerlen;
     int fd = lc->c.fd;
@@ -562,7 +561,7 @@ static void to_http(struct l4_conn *lc)
 
 static void route_sni(struct l4_conn *lc)
 {
-    const struct l4_proxy_conf *c = lc->p->conf;
+    const struct l4_listener_conf *c = lc->p->conf;
     const struct l4_sni *e = l4_sni_lookup(c, lc->sni);
 
     if (e == NULL) {
@@ -582,7 +581,7 @@ static void route_sni(struct l4_conn *lc)
 
 static void inspect(struct l4_conn *lc)
 {
-    struct l4_proxy *p = lc->p;
+    struct l4_listener *p = lc->p;
     struct clienthello ch;
     const char *why;
     ssize_t n;
@@ -649,7 +648,7 @@ static void on_lc_timer(void *arg)
 static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
                     socklen_t len)
 {
-    struct l4_proxy *p = arg;
+    struct l4_listener *p = arg;
     struct l4_conn *lc = calloc(1, sizeof(*lc));
 
     STAT_ADD(&shard(p)->listener, accepted, 1);
@@ -684,7 +683,7 @@ static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
 /* ---- the worker's listener ------------------------------------------------
  */
 
-static void check_idle(struct l4_proxy *p)
+static void check_idle(struct l4_listener *p)
 {
     /* The HTTP part's connections are waited for by its owner, or, once
      * the owner is gone, by every listener still holding it: an older
@@ -698,7 +697,7 @@ static void check_idle(struct l4_proxy *p)
         p->on_idle(&p->pl, p->arg);
 }
 
-static void free_dead(struct l4_proxy *p)
+static void free_dead(struct l4_listener *p)
 {
     while (!LIST_EMPTY(&p->dead)) {
         struct l4_conn *lc = LIST_ELEM(p->dead.next, struct l4_conn, link);
@@ -720,18 +719,18 @@ static void on_relay_reap(void *arg)
     check_idle(arg);
 }
 
-static void l4_proxy_free(struct l4_proxy *p);
+static void l4_listener_free(struct l4_listener *p);
 
 static struct plistener *ops_start(struct event_base *base, int worker, int fd,
                                    void *conf, plistener_idle_fn on_idle,
                                    void *arg)
 {
-    struct l4_proxy_conf *c = conf;
-    struct l4_proxy *p = calloc(1, sizeof(*p));
+    struct l4_listener_conf *c = conf;
+    struct l4_listener *p = calloc(1, sizeof(*p));
 
     if (p == NULL)
         return NULL;
-    p->pl.ops = &l4_proxy_ops;
+    p->pl.ops = &l4_listener_ops;
     p->pl.conf = conf;
     p->pl.fd = fd;
     LIST_INIT(&p->pl.link);
@@ -739,7 +738,7 @@ static struct plistener *ops_start(struct event_base *base, int worker, int fd,
     LIST_INIT(&p->dead);
     p->base = base;
     p->worker = worker;
-    p->conf = l4_proxy_conf_ref(c);
+    p->conf = l4_listener_conf_ref(c);
     p->on_idle = on_idle;
     p->arg = arg;
     if (RAND_bytes((uint8_t *)&p->rng, sizeof(p->rng)) != 1 || p->rng == 0)
@@ -757,8 +756,7 @@ static struct plistener *ops_start(struct event_base *base, int worker, int fd,
         p->reap_ev == NULL ||
         (c->inspect && (p->peek == NULL || p->scratch == NULL)))
         goto fail;
-    if (tcp_relay_init(&p->relay, base, worker, &c->relay, on_relay_reap, p) <
-        0)
+    if (l4_relay_init(&p->relay, base, worker, &c->relay, on_relay_reap, p) < 0)
         goto fail;
     p->relay_ok = 1;
     if (c->http != NULL && (p->http = l4_http_new(p)) == NULL)
@@ -767,11 +765,11 @@ static struct plistener *ops_start(struct event_base *base, int worker, int fd,
         goto fail;
     return &p->pl;
 fail:
-    l4_proxy_free(p);
+    l4_listener_free(p);
     return NULL;
 }
 
-static void l4_proxy_free(struct l4_proxy *p)
+static void l4_listener_free(struct l4_listener *p)
 {
     if (p == NULL)
         return;
@@ -781,7 +779,7 @@ static void l4_proxy_free(struct l4_proxy *p)
     free_dead(p);
     l4_http_release(p);
     if (p->relay_ok)
-        tcp_relay_dispose(&p->relay);
+        l4_relay_dispose(&p->relay);
     if (p->reap_ev != NULL)
         event_free(p->reap_ev);
     for (size_t i = 0; p->ctx != NULL && i < p->conf->nservers; i++)
@@ -792,13 +790,13 @@ static void l4_proxy_free(struct l4_proxy *p)
     free(p->peek);
     free(p->scratch);
     list_del(&p->pl.link);
-    l4_proxy_conf_unref(p->conf);
+    l4_listener_conf_unref(p->conf);
     free(p);
 }
 
 static void ops_stop(struct plistener *l)
 {
-    struct l4_proxy *p = (struct l4_proxy *)(void *)l;
+    struct l4_listener *p = (struct l4_listener *)(void *)l;
 
     if (!acceptor_running(&p->acc))
         return;
@@ -811,15 +809,15 @@ static void ops_stop(struct plistener *l)
 
 static void ops_free(struct plistener *l)
 {
-    l4_proxy_free((struct l4_proxy *)(void *)l);
+    l4_listener_free((struct l4_listener *)(void *)l);
 }
 
 /* A rebuilt listener with the same HTTP part (the same conf: server.c
  * keeps it when only routes changed) takes the running one over. */
 static void ops_inherit(struct plistener *l, struct plistener *prev)
 {
-    struct l4_proxy *p = (struct l4_proxy *)(void *)l;
-    struct l4_proxy *o = (struct l4_proxy *)(void *)prev;
+    struct l4_listener *p = (struct l4_listener *)(void *)l;
+    struct l4_listener *o = (struct l4_listener *)(void *)prev;
 
     if (p->http == NULL || o->http == NULL || o->http->owner != o ||
         p->conf->http != o->conf->http)
@@ -832,5 +830,5 @@ static void ops_inherit(struct plistener *l, struct plistener *prev)
     list_append(&p->http->holders, &p->http_link);
 }
 
-const struct plistener_ops l4_proxy_ops = {"l4", ops_start, ops_stop, ops_free,
-                                           ops_inherit};
+const struct plistener_ops l4_listener_ops = {"l4", ops_start, ops_stop,
+                                              ops_free, ops_inherit};

@@ -2,7 +2,7 @@
  * The L4 relay: bytes copied between a downstream connection and an
  * upstream one, with bounded buffers, connect attempts over a cluster's
  * endpoints, idle timeouts and upstream TLS origination. Every TCP and TLS
- * route runs on it (l4_proxy.c), a bootstrap tcp listener's too.
+ * route runs on it (l4_listener.c), a bootstrap tcp listener's too.
  */
 #include "config.h"
 
@@ -25,7 +25,7 @@
 #include "event/timer.h"
 #include "net/conn.h"
 #include "net/sock.h"
-#include "proxy/tcp_proxy.h"
+#include "proxy/l4_relay.h"
 #include "proxy/stats.h"
 #include "tls/tls.h"
 #include "upstream/cluster.h"
@@ -49,7 +49,7 @@
  */
 struct tcp_session {
     struct list link;
-    struct tcp_relay *r;
+    struct l4_relay *r;
     struct conn down;
     struct conn up; /* fd -1 while there is no upstream socket */
     struct timer timer;
@@ -84,7 +84,7 @@ static void session_update(struct tcp_session *s);
 static void session_connect(struct tcp_session *s);
 static void session_pump(struct tcp_session *s, int read_down, int read_up);
 
-static struct proxy_counters *rshard(const struct tcp_relay *r)
+static struct proxy_counters *rshard(const struct l4_relay *r)
 {
     return proxy_counters(r->p.stats, r->worker);
 }
@@ -106,7 +106,7 @@ static void session_log(const struct tcp_session *s, uint64_t now)
 {
     char peer[ADDR_STRLEN] = "-", up[ADDR_STRLEN] = "-";
     char in[24], out[24], uin[24], uout[24], dur[24];
-    const struct tcp_relay *r = s->r;
+    const struct l4_relay *r = s->r;
     struct log_field f[] = {
         {"listener", r->p.name, 0},
         {"downstream", peer, 0},
@@ -143,7 +143,7 @@ static void session_log(const struct tcp_session *s, uint64_t now)
  * loop turn (see reap), never inside the callback that closed it. */
 static void session_close(struct tcp_session *s, const char *reason)
 {
-    struct tcp_relay *r = s->r;
+    struct l4_relay *r = s->r;
 
     if (s->closed)
         return;
@@ -355,7 +355,7 @@ static void session_connected(struct tcp_session *s)
 static void attempt_failed(struct tcp_session *s, int timeout)
 {
     char up[ADDR_STRLEN];
-    const struct tcp_relay *r = s->r;
+    const struct l4_relay *r = s->r;
 
     addr_format(&s->eps[s->ep % s->neps], up, sizeof(up));
     if (strncmp(s->why, REFUSED, strlen(REFUSED)) == 0) {
@@ -472,7 +472,7 @@ static int up_tls_start(struct tcp_session *s)
 
 static void session_connect(struct tcp_session *s)
 {
-    const struct tcp_relay *r = s->r;
+    const struct l4_relay *r = s->r;
 
     while (s->attempts < r->p.connect_attempts) {
         const struct addr *a = &s->eps[s->ep % s->neps];
@@ -528,10 +528,10 @@ static void session_update(struct tcp_session *s)
                   buf_len(&s->d2u) > 0);
 }
 
-void tcp_relay_start(struct tcp_relay *r, struct conn *down,
-                     const struct sockaddr_storage *peer, socklen_t peerlen,
-                     const struct addr *eps, size_t neps, size_t first,
-                     const struct tcp_relay_meta *meta, uint64_t start_ms)
+void l4_relay_start(struct l4_relay *r, struct conn *down,
+                    const struct sockaddr_storage *peer, socklen_t peerlen,
+                    const struct addr *eps, size_t neps, size_t first,
+                    const struct l4_relay_meta *meta, uint64_t start_ms)
 {
     struct tcp_session *s = calloc(1, sizeof(*s));
     int one = 1;
@@ -595,7 +595,7 @@ static void session_free(struct tcp_session *s)
 
 static void relay_reap(evutil_socket_t fd, short what, void *arg)
 {
-    struct tcp_relay *r = arg;
+    struct l4_relay *r = arg;
 
     (void)fd;
     (void)what;
@@ -609,9 +609,9 @@ static void relay_reap(evutil_socket_t fd, short what, void *arg)
         r->on_reap(r->arg);
 }
 
-int tcp_relay_init(struct tcp_relay *r, struct event_base *base, int worker,
-                   const struct tcp_relay_params *p, void (*on_reap)(void *arg),
-                   void *arg)
+int l4_relay_init(struct l4_relay *r, struct event_base *base, int worker,
+                  const struct l4_relay_params *p, void (*on_reap)(void *arg),
+                  void *arg)
 {
     memset(r, 0, sizeof(*r));
     r->p = *p;
@@ -630,12 +630,12 @@ int tcp_relay_init(struct tcp_relay *r, struct event_base *base, int worker,
     return 0;
 }
 
-void tcp_relay_kick(struct tcp_relay *r)
+void l4_relay_kick(struct l4_relay *r)
 {
     event_active(r->reap_ev, EV_TIMEOUT, 0);
 }
 
-void tcp_relay_dispose(struct tcp_relay *r)
+void l4_relay_dispose(struct l4_relay *r)
 {
     while (!LIST_EMPTY(&r->sessions)) {
         struct tcp_session *s =

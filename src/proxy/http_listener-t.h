@@ -1,7 +1,7 @@
-#ifndef STRAIT_PROXY_HTTP_PROXY_T_H
-#define STRAIT_PROXY_HTTP_PROXY_T_H
+#ifndef STRAIT_PROXY_HTTP_LISTENER_T_H
+#define STRAIT_PROXY_HTTP_LISTENER_T_H
 
-/* Types shared by http_proxy.c (listener, connections) and http_stream.c
+/* Types shared by http_listener.c (listener, connections) and pipeline.c
  * (routing and upstream exchanges); not an API. */
 
 #include <netinet/in.h>
@@ -10,7 +10,7 @@
 #include "net/acceptor.h"
 #include "net/conn.h"
 #include "event/timer.h"
-#include "proxy/http_proxy.h"
+#include "proxy/http_listener.h"
 #include "proxy/stats.h"
 #include "upstream/pool-t.h"
 
@@ -39,8 +39,8 @@ struct wroutes {
 };
 
 struct http_listener {
-    struct plistener pl;          /* first: workers see a plistener */
-    struct http_proxy_conf *conf; /* one reference */
+    struct plistener pl;             /* first: workers see a plistener */
+    struct http_listener_conf *conf; /* one reference */
     struct event_base *base;
     int worker;
     int fd;
@@ -142,8 +142,8 @@ static inline const struct cluster *http_cluster(const struct wroutes *w,
     return w->r->clusters[cluster];
 }
 
-/* http_stream.c */
-extern const struct hstream_handler http_stream_handler;
+/* pipeline.c */
+extern const struct hstream_handler pipeline_handler;
 
 /* http_mirrors_reap() frees the listener's finished mirrored requests (on
  * the reaper's turn, never inside their own callbacks); http_mirrors_free()
