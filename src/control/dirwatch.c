@@ -1,11 +1,14 @@
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
+#include <stdio.h>
 #include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "control/dirwatch.h"
@@ -14,6 +17,35 @@
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 30000
+
+/* Kubernetes ConfigMap and Secret volumes: the kubelet writes a new
+ * timestamped directory and swaps this symlink to it. */
+#define KUBE_DATA_LINK "..data"
+
+/* What the main directory's watch asks for. IN_MODIFY and IN_ATTRIB too:
+ * a file being written restarts the quiet time, and a chmod that fixes
+ * a permission error is a change. */
+#define DIR_MASK                                                               \
+    (IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE |    \
+     IN_DELETE_SELF | IN_MOVE_SELF | IN_MODIFY | IN_ATTRIB | IN_ONLYDIR)
+/* What the watch of a symlink's target directory asks for. */
+#define LINK_MASK                                                              \
+    (IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE |    \
+     IN_MODIFY | IN_ATTRIB)
+
+/* The most files written at once that are tracked as open, and the most
+ * symlink target directories watched. */
+#define MAX_WRITING 256
+#define MAX_LINK_WATCHES 64
+
+/* How long to wait for files still being written before reading anyway,
+ * in quiet periods (5 s with the default config.debounce of 100 ms). */
+#define MAX_QUIET_ROUNDS 50
+
+struct link_watch {
+    int wd;
+    char *path; /* the directory watched */
+};
 
 struct dirwatch {
     struct event_base *base;
@@ -29,7 +61,173 @@ struct dirwatch {
     void *arg;
     unsigned added;
     unsigned fired;
+    /* Files of the directory opened for writing and not yet closed
+     * (IN_CREATE or IN_MODIFY, then no IN_CLOSE_WRITE): a reload waits
+     * for them. */
+    char *writing[MAX_WRITING];
+    size_t nwriting;
+    /* The directory's fingerprint at the last quiet check: a reload
+     * happens once it holds still for a whole quiet period. */
+    uint64_t fp;
+    unsigned rounds; /* quiet checks since the last change */
+    struct link_watch links[MAX_LINK_WATCHES];
+    size_t nlinks;
 };
+
+static void writing_add(struct dirwatch *w, const char *name)
+{
+    for (size_t i = 0; i < w->nwriting; i++)
+        if (strcmp(w->writing[i], name) == 0)
+            return;
+    if (w->nwriting < MAX_WRITING) {
+        char *d = strdup(name);
+        if (d != NULL)
+            w->writing[w->nwriting++] = d;
+    }
+}
+
+static void writing_del(struct dirwatch *w, const char *name)
+{
+    for (size_t i = 0; i < w->nwriting; i++)
+        if (strcmp(w->writing[i], name) == 0) {
+            free(w->writing[i]);
+            w->writing[i] = w->writing[--w->nwriting];
+            return;
+        }
+}
+
+static void writing_clear(struct dirwatch *w)
+{
+    for (size_t i = 0; i < w->nwriting; i++)
+        free(w->writing[i]);
+    w->nwriting = 0;
+}
+
+/* FNV-1a over bytes, folded into h. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+
+    for (size_t i = 0; i < n; i++) {
+        h ^= c[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/*
+ * fingerprint() sums up what a reload would read: each entry's name and
+ * what stat() (following symlinks) says of its target, in readdir order
+ * folded order-independently. Equal fingerprints a quiet period apart
+ * mean nothing moved in between.
+ */
+static uint64_t fingerprint(const struct dirwatch *w)
+{
+    DIR *d = opendir(w->path);
+    struct dirent *e;
+    uint64_t sum = 0;
+
+    if (d == NULL)
+        return 0;
+    while ((e = readdir(d)) != NULL) {
+        char *p = NULL;
+        struct stat st;
+        uint64_t h = 0xcbf29ce484222325ull;
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (asprintf(&p, "%s/%s", w->path, e->d_name) < 0)
+            continue;
+        h = fnv(h, e->d_name, strlen(e->d_name));
+        if (stat(p, &st) == 0) {
+            h = fnv(h, &st.st_ino, sizeof(st.st_ino));
+            h = fnv(h, &st.st_size, sizeof(st.st_size));
+            h = fnv(h, &st.st_mtim, sizeof(st.st_mtim));
+            h = fnv(h, &st.st_mode, sizeof(st.st_mode));
+        }
+        free(p);
+        sum += h;
+    }
+    closedir(d);
+    return sum;
+}
+
+static void links_clear(struct dirwatch *w)
+{
+    for (size_t i = 0; i < w->nlinks; i++) {
+        if (w->links[i].wd >= 0)
+            inotify_rm_watch(w->fd, w->links[i].wd);
+        free(w->links[i].path);
+    }
+    w->nlinks = 0;
+}
+
+/*
+ * refresh_links() watches the directories that the directory's symlinks
+ * point into (a file linked from elsewhere, the kubelet's ..data), so an
+ * edit there is a change too; watches of directories no longer pointed
+ * into are dropped. The watched directory itself needs none.
+ */
+static void refresh_links(struct dirwatch *w)
+{
+    struct link_watch next[MAX_LINK_WATCHES];
+    size_t n = 0;
+    char *self = realpath(w->path, NULL);
+    DIR *d = self ? opendir(w->path) : NULL;
+    struct dirent *e;
+
+    while (d != NULL && (e = readdir(d)) != NULL && n < MAX_LINK_WATCHES) {
+        char *p = NULL, *target, *dir;
+        struct stat st;
+        if (e->d_name[0] == '.' && strcmp(e->d_name, KUBE_DATA_LINK) != 0)
+            continue;
+        if (asprintf(&p, "%s/%s", w->path, e->d_name) < 0)
+            continue;
+        if (lstat(p, &st) < 0 || !S_ISLNK(st.st_mode) ||
+            (target = realpath(p, NULL)) == NULL) {
+            free(p);
+            continue;
+        }
+        free(p);
+        if (stat(target, &st) == 0 && S_ISDIR(st.st_mode)) {
+            dir = target;
+        } else {
+            char *slash = strrchr(target, '/');
+            if (slash != NULL && slash != target)
+                *slash = '\0';
+            dir = target;
+        }
+        {
+            int dup = strcmp(dir, self) == 0;
+            for (size_t i = 0; i < n && !dup; i++)
+                dup = strcmp(next[i].path, dir) == 0;
+            if (dup) {
+                free(dir);
+                continue;
+            }
+        }
+        next[n].path = dir;
+        next[n].wd = -1;
+        n++;
+    }
+    if (d != NULL)
+        closedir(d);
+    free(self);
+    /* inotify gives the same wd for a directory watched twice, so adding
+     * the new set first and removing only what it no longer holds keeps
+     * the watches of directories in both. */
+    for (size_t i = 0; i < n; i++)
+        next[i].wd = inotify_add_watch(w->fd, next[i].path, LINK_MASK);
+    for (size_t i = 0; i < w->nlinks; i++) {
+        int keep = 0;
+        for (size_t k = 0; k < n && !keep; k++)
+            keep = next[k].wd == w->links[i].wd;
+        if (!keep && w->links[i].wd >= 0)
+            inotify_rm_watch(w->fd, w->links[i].wd);
+        free(w->links[i].path);
+    }
+    memcpy(w->links, next, n * sizeof(next[0]));
+    w->nlinks = n;
+}
 
 static void schedule_retry(struct dirwatch *w)
 {
@@ -47,14 +245,12 @@ static void schedule_retry(struct dirwatch *w)
 
 static int add_watch(struct dirwatch *w)
 {
-    w->wd = inotify_add_watch(w->fd, w->path,
-                              IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM |
-                                  IN_CREATE | IN_DELETE | IN_DELETE_SELF |
-                                  IN_MOVE_SELF | IN_ONLYDIR);
+    w->wd = inotify_add_watch(w->fd, w->path, DIR_MASK);
     if (w->wd < 0)
         return -1;
     w->added++;
     w->backoff_ms = BACKOFF_MIN_MS;
+    refresh_links(w);
     return 0;
 }
 
@@ -71,12 +267,57 @@ static void on_retry(void *arg)
     timer_arm(&w->quiet, w->quiet_ms);
 }
 
+/*
+ * The directory was quiet for a period. It is read only when nothing in
+ * it is still open for writing and it held still since the last check
+ * (size and mtime of every file), so a file written in steps with pauses
+ * longer than the quiet time is read whole; after MAX_QUIET_ROUNDS checks
+ * it is read anyway, with a warning.
+ */
 static void on_quiet(void *arg)
 {
     struct dirwatch *w = arg;
+    uint64_t fp = fingerprint(w);
 
+    if ((w->nwriting > 0 || fp != w->fp) && ++w->rounds < MAX_QUIET_ROUNDS) {
+        w->fp = fp;
+        timer_arm(&w->quiet, w->quiet_ms);
+        return;
+    }
+    if (w->rounds >= MAX_QUIET_ROUNDS)
+        log_warn("%s: %zu file(s) still open for writing after %u quiet "
+                 "periods; reading the directory as it is",
+                 w->path, w->nwriting, w->rounds);
+    w->fp = fp;
+    w->rounds = 0;
+    writing_clear(w);
+    refresh_links(w);
     w->fired++;
     w->fn(w->arg);
+}
+
+/* What one event of the main directory says: 1 when it is a change. */
+static int dir_event(struct dirwatch *w, const struct inotify_event *e)
+{
+    char *p = NULL;
+    struct stat st;
+
+    if (e->len == 0)
+        return (e->mask & IN_ATTRIB) != 0; /* the directory's own mode */
+    /* Dotfiles are editors' temporaries, except the kubelet's ..data. */
+    if (e->name[0] == '.' && strcmp(e->name, KUBE_DATA_LINK) != 0)
+        return 0;
+    if (e->mask & (IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE))
+        writing_del(w, e->name);
+    else if ((e->mask & (IN_CREATE | IN_MODIFY)) && !(e->mask & IN_ISDIR) &&
+             asprintf(&p, "%s/%s", w->path, e->name) >= 0) {
+        /* A regular file created or written is open until its close; a
+         * symlink or a directory has no close to wait for. */
+        if (lstat(p, &st) == 0 && S_ISREG(st.st_mode))
+            writing_add(w, e->name);
+        free(p);
+    }
+    return 1;
 }
 
 static void on_io(evutil_socket_t fd, short what, void *arg)
@@ -93,10 +334,15 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
             break;
         for (char *p = buf; p < buf + n;) {
             const struct inotify_event *e = (const struct inotify_event *)p;
-            if (e->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED))
+            if (e->wd != w->wd) {
+                /* A symlink target's directory; one that went away is
+                 * dropped at the next refresh. */
+                if (!(e->mask & IN_IGNORED))
+                    changed = 1;
+            } else if (e->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED))
                 lost = 1;
-            else if (e->len == 0 || e->name[0] != '.')
-                changed = 1; /* dotfiles are editors' temporaries */
+            else if (dir_event(w, e))
+                changed = 1;
             if (e->mask & IN_Q_OVERFLOW)
                 changed = 1;
             p += sizeof(*e) + e->len;
@@ -106,12 +352,16 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
         /* The directory itself went away: the kernel dropped the watch. */
         inotify_rm_watch(w->fd, w->wd);
         w->wd = -1;
+        links_clear(w);
+        writing_clear(w);
         log_warn("%s disappeared; waiting for it to come back", w->path);
         schedule_retry(w);
         changed = 1;
     }
-    if (changed)
+    if (changed) {
+        w->rounds = 0;
         timer_arm(&w->quiet, w->quiet_ms); /* restart the quiet period */
+    }
 }
 
 struct dirwatch *dirwatch_new(struct event_base *base, const char *path,
@@ -130,6 +380,8 @@ struct dirwatch *dirwatch_new(struct event_base *base, const char *path,
     w->arg = arg;
     w->path = strdup(path);
     w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (w->path != NULL)
+        w->fp = fingerprint(w);
     if (w->path == NULL || w->fd < 0)
         goto fail;
     w->io = event_new(base, w->fd, EV_READ | EV_PERSIST, on_io, w);
@@ -155,6 +407,8 @@ void dirwatch_free(struct dirwatch *w)
         event_free(w->io);
     timer_dispose(&w->quiet);
     timer_dispose(&w->retry);
+    writing_clear(w);
+    links_clear(w);
     if (w->fd >= 0)
         close(w->fd);
     free(w->path);

@@ -10,6 +10,16 @@ struct event_base;
  * coalesced: a burst of writes (an editor's save, a kubectl-style atomic
  * swap) becomes one call after the directory has been quiet for a moment.
  *
+ * A call comes only once the directory holds still: no file of it is
+ * still open for writing (created or written and not yet closed), and
+ * every file's size and mtime are the same as one quiet period before;
+ * a writer that keeps a file open is waited for up to 50 quiet periods.
+ * Names starting with '.' are editors' temporaries and ignored, except
+ * Kubernetes' "..data" symlink, which the kubelet swaps to publish a new
+ * ConfigMap or Secret. Symlinked files and directories are followed: the
+ * directories they point into are watched too (and a chmod, IN_ATTRIB,
+ * is a change).
+ *
  * A watcher owns exactly one inotify descriptor and one watch for its
  * whole life, however often it fires. When the directory is missing or
  * the watch fails, it retries with jittered exponential backoff (from

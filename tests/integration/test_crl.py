@@ -809,3 +809,55 @@ spec:
              10, "the refusal logged")
     assert (f"cluster bad.svc.test||0: upstream 127.0.0.1:{ups['bad'].port}: "
             "certificate refused: certificate revoked") in st.log()
+
+
+def _kube_volume(d, version, files):
+    """d as the kubelet lays out a Secret volume: ..<version>/ holds the
+    files, ..data points at it, each name links through ..data; a later
+    call swaps ..data to a new version and removes the old one."""
+    d.mkdir(parents=True, exist_ok=True)
+    new = d / f"..{version}"
+    new.mkdir()
+    for name, data in files.items():
+        (new / name).write_bytes(data)
+    old = (d / "..data").resolve() if (d / "..data").exists() else None
+    os.symlink(new.name, d / "..data_tmp")
+    os.replace(d / "..data_tmp", d / "..data")
+    for name in files:
+        if not (d / name).is_symlink():
+            os.symlink(f"..data/{name}", d / name)
+    if old is not None:
+        for f in old.iterdir():
+            f.unlink()
+        old.rmdir()
+
+
+def test_secret_volume_update_in_credentials_dir_is_picked_up(
+        strait_factory, upstream_factory, tmp_path):
+    """Issue 12 item 4, credentials.dir: a credential mounted as a
+    Kubernetes Secret volume is reloaded when the kubelet swaps ..data
+    (here: a new ca.crl that revokes a client)."""
+    pki = Pki(tmp_path)
+
+    def read(p):
+        with open(p, "rb") as f:
+            return f.read()
+
+    files = {"tls.crt": read(pki.server[0]), "tls.key": read(pki.server[1]),
+             "ca.crt": read(pki.root.path),
+             "ca.crl": pki.root.crl_pem([])}
+    creds = tmp_path / "creds"
+    _kube_volume(creds / "gwcred", "2026_12_01_00_00_00.1", files)
+    up = upstream_factory(hello_handler)
+    port = free_port()
+    st = start(strait_factory, tmp_path,
+               gateway(port, "HTTPS", "MUTUAL", pki, cred="gwcred")
+               + backend(up.port, "HTTP"),
+               extra=f"credentials: {{dir: \"{creds}\"}}\n")
+    assert curl(port, pki, pki.bad[:2])[1] == b"hello"
+    files["ca.crl"] = pki.root.crl_pem([pki.bad[2]])
+    _kube_volume(creds / "gwcred", "2026_12_01_00_00_01.2", files)
+    wait_for(lambda: curl(port, pki, pki.bad[:2])[1] == b"", 20,
+             "the swapped ca.crl applied")
+    assert curl(port, pki, pki.good[:2])[1] == b"hello"
+    assert "certificates reloaded" in st.log()

@@ -109,3 +109,64 @@ def test_invalid_resources_at_start_exit_1(tmp_path):
                        text=True, timeout=30)
     assert r.returncode == 1
     assert "Error [IST0101]" in r.stderr and "bad.yaml" in r.stderr
+
+
+def kube_volume(d, version, files):
+    """Lays out d as the kubelet does a ConfigMap or Secret volume:
+    ..<version>/ holds the files, ..data points at it, and each name is a
+    symlink through ..data. A later call swaps ..data atomically to the
+    new version and removes the old one, exactly as the kubelet updates."""
+    d.mkdir(exist_ok=True)
+    new = d / f"..{version}"
+    new.mkdir()
+    for name, text in files.items():
+        (new / name).write_text(text)
+    old = (d / "..data").resolve() if (d / "..data").exists() else None
+    tmp = d / "..data_tmp"
+    os.symlink(new.name, tmp)
+    os.replace(tmp, d / "..data")
+    for name in files:
+        if not (d / name).is_symlink():
+            os.symlink(f"..data/{name}", d / name)
+    if old is not None:
+        for f in old.iterdir():
+            f.unlink()
+        old.rmdir()
+
+
+def test_configmap_volume_update_is_picked_up(strait_factory, tmp_path):
+    """Issue 12 item 4: the kubelet's ..data swap is a change (names
+    starting with a dot used to be ignored as editors' temporaries)."""
+    conf = tmp_path / "conf.d"
+    kube_volume(conf, "2026_12_01_00_00_00.1", {"good.yaml": GOOD})
+    st = strait_factory(
+        extra=f"config: {{dir: \"{conf}\", debounce: 50ms}}\n").start()
+    assert names(st) == ["backend", "vs"]
+    kube_volume(conf, "2026_12_01_00_00_01.2",
+                {"good.yaml": GOOD.replace("name: vs", "name: vs-v2")})
+    wait_for(lambda: names(st) == ["backend", "vs-v2"], 10,
+             "the ConfigMap's new version")
+
+
+def test_file_written_in_two_steps_is_read_whole(strait_factory, tmp_path):
+    """Issue 12 item 11: a file written in two steps, kept open, with a
+    pause of several debounce periods at a document boundary, is loaded
+    once, whole: no snapshot with only its first half is applied."""
+    import time
+    st, conf = start(strait_factory, tmp_path)
+    before = st.stats()["resources.reloads_ok"]
+    first, second = GOOD.split("---\n")
+    more = conf / "more.yaml"
+    with open(more, "w") as f:
+        f.write(first.replace("name: backend", "name: backend2")
+                .replace("hosts: [backend.example.com]",
+                         "hosts: [backend2.example.com]"))
+        f.write("---\n")
+        f.flush()
+        time.sleep(0.5)  # the writer's pause (ten debounce periods)
+        f.write(second.replace("name: vs", "name: vs2")
+                .replace("backend.example.com", "backend2.example.com"))
+    wait_for(lambda: names(st) == ["backend", "backend2", "vs", "vs2"], 10,
+             "the whole file")
+    assert st.stats()["resources.reloads_ok"] == before + 1
+    assert st.stats()["resources.reloads_failed"] == 0

@@ -142,9 +142,108 @@ static void test_missing_directory_is_retried(void **state)
     dirwatch_free(w);
 }
 
+/* Runs the loop for ms and checks that no call came meanwhile. */
+static void no_call_for(struct fx *f, int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    int before = f->calls;
+
+    event_base_loopexit(f->base, &tv);
+    event_base_dispatch(f->base);
+    assert_int_equal(f->calls, before);
+}
+
+/* Runs a shell command with $D set to the test's directory. */
+static void sh(const struct fx *f, const char *cmd)
+{
+    assert_int_equal(setenv("D", f->dir, 1), 0);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* The kubelet's ConfigMap update: a new timestamped directory, the
+ * ..data symlink renamed over to point at it, the old one removed. */
+static void test_kubelet_data_swap_is_a_change(void **state)
+{
+    struct fx *f = *state;
+    struct dirwatch *w;
+
+    sh(f, "mkdir $D/..2026_a && echo a > $D/..2026_a/x.yaml && "
+          "ln -s ..2026_a $D/..data && ln -s ..data/x.yaml $D/x.yaml");
+    w = dirwatch_new(f->base, f->dir, 20, on_change, f);
+    assert_non_null(w);
+    sh(f, "mkdir $D/..2026_b && echo b > $D/..2026_b/x.yaml && "
+          "ln -s ..2026_b $D/..data_tmp && mv -T $D/..data_tmp $D/..data && "
+          "rm -rf $D/..2026_a");
+    wait_calls(f, 1);
+    dirwatch_free(w);
+}
+
+/* A file symlinked from another directory: an edit of the target is a
+ * change, though nothing happens in the watched directory itself. */
+static void test_symlink_target_edit_is_a_change(void **state)
+{
+    struct fx *f = *state;
+    struct dirwatch *w;
+
+    sh(f, "mkdir -p $D-other && echo a > $D-other/y.yaml && "
+          "ln -s $D-other/y.yaml $D/y.yaml");
+    w = dirwatch_new(f->base, f->dir, 20, on_change, f);
+    assert_non_null(w);
+    sh(f, "echo b >> $D-other/y.yaml");
+    wait_calls(f, 1);
+    dirwatch_free(w);
+    sh(f, "rm -rf $D-other");
+}
+
+static void test_chmod_is_a_change(void **state)
+{
+    struct fx *f = *state;
+    char path[128];
+    struct dirwatch *w;
+
+    touch(f, "z.yaml");
+    w = dirwatch_new(f->base, f->dir, 20, on_change, f);
+    assert_non_null(w);
+    snprintf(path, sizeof(path), "%s/z.yaml", f->dir);
+    assert_int_equal(chmod(path, 0600), 0);
+    wait_calls(f, 1);
+    dirwatch_free(w);
+}
+
+/* A file written in two steps with a pause of many quiet periods between
+ * them, kept open: no call until it is closed, then one. */
+static void test_file_open_for_writing_is_waited_for(void **state)
+{
+    struct fx *f = *state;
+    char path[128];
+    struct dirwatch *w = dirwatch_new(f->base, f->dir, 20, on_change, f);
+    FILE *fp;
+
+    assert_non_null(w);
+    snprintf(path, sizeof(path), "%s/two-steps.yaml", f->dir);
+    fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs("kind: A\n---\n", fp);
+    fflush(fp);
+    no_call_for(f, 200); /* ten quiet periods */
+    fputs("kind: B\n", fp);
+    fclose(fp);
+    wait_calls(f, 1);
+    no_call_for(f, 100);
+    dirwatch_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_kubelet_data_swap_is_a_change,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_symlink_target_edit_is_a_change,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chmod_is_a_change, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_file_open_for_writing_is_waited_for, setup, teardown),
         cmocka_unit_test_setup_teardown(test_change_fires_once_per_burst, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_dotfiles_are_ignored, setup,
