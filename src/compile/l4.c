@@ -69,29 +69,6 @@ static int gateway_ref_eq(const char *ref, const char *vs_ns, const char *gw)
            strcmp(gw + nl + 1, ref) == 0;
 }
 
-/* A server host "[ns/]host" of a Gateway in gw_ns lets VirtualServices of
- * vs_ns bind; *host gets the host part. */
-static int host_admits(const char *server_host, const char *gw,
-                       const char *vs_ns, const char **host)
-{
-    const char *slash = strchr(server_host, '/');
-    const char *gslash = strchr(gw, '/');
-    size_t nl;
-
-    *host = slash != NULL ? slash + 1 : server_host;
-    if (slash == NULL)
-        return 1;
-    nl = (size_t)(slash - server_host);
-    if (nl == 1 && server_host[0] == '*')
-        return 1;
-    if (nl == 1 && server_host[0] == '~')
-        return 0;
-    if (nl == 1 && server_host[0] == '.')
-        return gslash != NULL && strlen(vs_ns) == (size_t)(gslash - gw) &&
-               strncmp(gw, vs_ns, strlen(vs_ns)) == 0;
-    return strlen(vs_ns) == nl && strncmp(server_host, vs_ns, nl) == 0;
-}
-
 /* vs_bound() is true when the VirtualService is bound through srv. */
 static int vs_bound(const struct l4_build *b, const struct resource *r,
                     const struct gw_server *srv)
@@ -114,7 +91,9 @@ static int vs_bound(const struct l4_build *b, const struct resource *r,
             continue;
         for (size_t k = 0; k < srv->nhosts; k++) {
             const char *sh;
-            if (host_admits(srv->hosts[k], srv->gateway, r->meta.ns, &sh) &&
+            if (res_gw_host_admits(srv->hosts[k], srv->gateway,
+                                   res_ref_ns_len(srv->gateway), r->meta.ns,
+                                   &sh) &&
                 host_intersect(sh, fq))
                 return 1;
         }
@@ -344,8 +323,9 @@ static int tls_rules(struct l4_build *b, const struct gw_server *srv)
                     for (size_t s = 0; s < srv->nhosts; s++) {
                         const char *sh;
                         int rc;
-                        if (!host_admits(srv->hosts[s], srv->gateway,
-                                         r->meta.ns, &sh) ||
+                        if (!res_gw_host_admits(srv->hosts[s], srv->gateway,
+                                                res_ref_ns_len(srv->gateway),
+                                                r->meta.ns, &sh) ||
                             !host_intersect(sh, sni))
                             continue;
                         /* The narrower of the two names. */

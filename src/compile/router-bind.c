@@ -283,40 +283,6 @@ static int vhost_add_rules(struct rt_build *b, int idx,
 
 /* ---- binding ------------------------------------------------------------ */
 
-/* server_host_admits() is true when a Gateway server host ("[ns/]host",
- * of a Gateway in gw_ns) lets VirtualServices of vs_ns bind; *host gets
- * the host part. */
-static int server_host_admits(const char *server_host, const char *gw_ns,
-                              const char *vs_ns, const char **host)
-{
-    const char *slash = strchr(server_host, '/');
-    size_t nl;
-
-    *host = slash != NULL ? slash + 1 : server_host;
-    if (slash == NULL)
-        return 1;
-    nl = (size_t)(slash - server_host);
-    if (nl == 1 && server_host[0] == '*')
-        return 1;
-    if (nl == 1 && server_host[0] == '~')
-        return 0;
-    if (nl == 1 && server_host[0] == '.')
-        return strcmp(vs_ns, gw_ns) == 0;
-    return strlen(vs_ns) == nl && strncmp(server_host, vs_ns, nl) == 0;
-}
-
-/* The namespace part of "ns/name" into out ("" for "mesh"). */
-static void gateway_ns(const char *gw, char *out, size_t n)
-{
-    const char *slash = strchr(gw, '/');
-    size_t l = slash != NULL ? (size_t)(slash - gw) : 0;
-
-    if (l >= n)
-        l = n - 1;
-    memcpy(out, gw, l);
-    out[l] = '\0';
-}
-
 /*
  * vs_domains() collects the domains the VirtualService answers to through
  * the servers it is bound to: for each of its hosts (expanded in its
@@ -332,7 +298,6 @@ static int vs_domains(struct rt_build *b, struct strvec *out, int *mesh)
     *mesh = 0;
     for (size_t s = 0; s < p->nservers; s++) {
         const struct router_server *srv = &p->servers[s];
-        char gw_ns[256];
         int bound = 0;
 
         if (b->vs->gateways.n == 0)
@@ -344,7 +309,6 @@ static int vs_domains(struct rt_build *b, struct strvec *out, int *mesh)
             continue;
         if (strcmp(srv->gateway, "mesh") == 0)
             *mesh = 1;
-        gateway_ns(srv->gateway, gw_ns, sizeof(gw_ns));
         for (size_t h = 0; h < b->vs->hosts.n; h++) {
             char fqdn[HOST_MAX];
             if (res_host_fqdn(b->vs->hosts.v[h], vs_ns, p->set->domain, fqdn,
@@ -352,7 +316,11 @@ static int vs_domains(struct rt_build *b, struct strvec *out, int *mesh)
                 continue;
             for (size_t k = 0; k < srv->nhosts; k++) {
                 const char *sh;
-                if (!server_host_admits(srv->hosts[k], gw_ns, vs_ns, &sh) ||
+                /* The Gateway's namespace, from its "ns/name" ("" for
+                 * "mesh"). */
+                if (!res_gw_host_admits(srv->hosts[k], srv->gateway,
+                                        res_ref_ns_len(srv->gateway), vs_ns,
+                                        &sh) ||
                     !host_intersect(sh, fqdn))
                     continue;
                 if (strvec_add_lower(out, host_covers(sh, fqdn) ? fqdn : sh) <

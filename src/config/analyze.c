@@ -388,23 +388,10 @@ out:
 static int gw_host_ok(const char *gw_host, const char *gw_ns, const char *ns,
                       const char *h)
 {
-    const char *slash = strchr(gw_host, '/');
-    const char *host = slash ? slash + 1 : gw_host;
+    const char *host;
 
-    if (slash != NULL) {
-        size_t nl = (size_t)(slash - gw_host);
-        if (nl == 1 && gw_host[0] == '*')
-            ;
-        else if (nl == 1 && gw_host[0] == '.') {
-            if (strcmp(ns, gw_ns) != 0)
-                return 0;
-        } else if (nl == 1 && gw_host[0] == '~') {
-            return 0;
-        } else if (strlen(ns) != nl || strncmp(gw_host, ns, nl) != 0) {
-            return 0;
-        }
-    }
-    return host_intersect(host, h);
+    return res_gw_host_admits(gw_host, gw_ns, strlen(gw_ns), ns, &host) &&
+           host_intersect(host, h);
 }
 
 static void check_vs_hosts_in_gateways(struct actx *a, const struct resource *r,

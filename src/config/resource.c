@@ -282,6 +282,34 @@ static int suffix_of(const char *s, const char *suffix)
     return n >= m && strcasecmp(s + n - m, suffix) == 0;
 }
 
+int res_gw_host_admits(const char *server_host, const char *gw_ns,
+                       size_t gw_ns_len, const char *vs_ns, const char **host)
+{
+    const char *slash = strchr(server_host, '/');
+    size_t nl;
+
+    *host = slash != NULL ? slash + 1 : server_host;
+    if (slash == NULL)
+        return 1;
+    nl = (size_t)(slash - server_host);
+    if (nl == 1 && server_host[0] == '*')
+        return 1;
+    if (nl == 1 && server_host[0] == '~')
+        return 0;
+    /* "./host": the namespace of the Gateway that lists the host. */
+    if (nl == 1 && server_host[0] == '.')
+        return strlen(vs_ns) == gw_ns_len &&
+               strncmp(vs_ns, gw_ns, gw_ns_len) == 0;
+    return strlen(vs_ns) == nl && strncmp(server_host, vs_ns, nl) == 0;
+}
+
+size_t res_ref_ns_len(const char *ref)
+{
+    const char *slash = strchr(ref, '/');
+
+    return slash != NULL ? (size_t)(slash - ref) : 0;
+}
+
 int res_visible(const struct resource *r, const struct conf_strs *export_to,
                 const char *ns)
 {

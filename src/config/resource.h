@@ -72,6 +72,22 @@ res_request_authentication(const struct resource *r);
 /* res_kind_name() returns "Gateway", "VirtualService", ... */
 const char *res_kind_name(enum res_kind kind);
 
+/*
+ * res_gw_host_admits() tells whether a Gateway server host
+ * ("[namespace/]dnsName") lets VirtualServices of namespace vs_ns bind to
+ * it, by Istio's Gateway.servers.hosts: no namespace part or "*" admits
+ * every namespace, "." the Gateway's own namespace (gw_ns, gw_ns_len
+ * bytes: the Gateway's, never the VirtualService's), "~" none, and any
+ * other name that one namespace. *host gets the dnsName part, a pointer
+ * into server_host.
+ */
+int res_gw_host_admits(const char *server_host, const char *gw_ns,
+                       size_t gw_ns_len, const char *vs_ns, const char **host);
+
+/* res_ref_ns_len() is the length of the namespace of an "ns/name"
+ * reference such as a compiled Gateway's name; 0 without a slash. */
+size_t res_ref_ns_len(const char *ref);
+
 /* res_visible() is true when r, with exportTo list export_to, is visible
  * from namespace ns, by Istio's rules: no list or "*" everywhere, "." its
  * own namespace, "~" nowhere, otherwise the namespaces listed. */

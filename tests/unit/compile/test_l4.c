@@ -192,6 +192,35 @@ static void test_passthrough_sni_table(void **state)
     fx_free(&f);
 }
 
+/* "./host" on a Gateway server admits VirtualServices of the Gateway's
+ * namespace only (Istio's Gateway.servers.hosts), through the one rule
+ * of config/ (res_gw_host_admits) that the router binding uses too. */
+static void test_passthrough_dot_namespace(void **state)
+{
+    struct fx f;
+    char *err;
+    char text[8192];
+
+    (void)state;
+    snprintf(text, sizeof(text), "%s%s%s",
+             gw_yaml("  - port: {number: 443, name: tls, protocol: TLS}\n"
+                     "    hosts: [\"./own.example.com\", "
+                     "\"./team.example.com\"]\n"
+                     "    tls: {mode: PASSTHROUGH}\n"),
+             vs("own", "default", "[own.example.com]", "[gw]",
+                "  tls:\n  - match: [{sniHosts: [own.example.com]}]\n"
+                "    route: [{destination: {host: a.svc.test}}]\n"),
+             vs("team", "team", "[team.example.com]", "[default/gw]",
+                "  tls:\n  - match: [{sniHosts: [team.example.com]}]\n"
+                "    route: [{destination: {host: a.svc.test}}]\n"));
+    if (build(&f, text, &err) < 0)
+        fail_msg("%s", err);
+    assert_string_equal(sni_route(&f, "own.example.com"), "default/own");
+    /* The VirtualService's own namespace is not the Gateway's. */
+    assert_null(sni_route(&f, "team.example.com"));
+    fx_free(&f);
+}
+
 static void test_weights_and_clusters(void **state)
 {
     struct fx f;
@@ -517,6 +546,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_passthrough_sni_table),
+        cmocka_unit_test(test_passthrough_dot_namespace),
         cmocka_unit_test(test_weights_and_clusters),
         cmocka_unit_test(test_tcp_rules_in_order),
         cmocka_unit_test(test_terminating_server_bad_certificate),

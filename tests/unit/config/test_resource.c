@@ -1087,6 +1087,48 @@ static void test_retry_on_next(void **state)
     assert_int_equal(res_retry_on_next(&p, &tok, &n), 0);
 }
 
+/* Istio's Gateway.servers.hosts namespace part: none or "*" any
+ * namespace, "." the Gateway's own, "~" none, else that namespace. */
+static void test_gw_host_admits(void **state)
+{
+    const char *h = NULL;
+
+    (void)state;
+    assert_true(res_gw_host_admits("a.example.com", "gw", 2, "app", &h));
+    assert_string_equal(h, "a.example.com");
+    assert_true(res_gw_host_admits("*/a.example.com", "gw", 2, "app", &h));
+    assert_string_equal(h, "a.example.com");
+    assert_false(res_gw_host_admits("~/a.example.com", "gw", 2, "gw", &h));
+    assert_true(res_gw_host_admits("app/*", "gw", 2, "app", &h));
+    assert_string_equal(h, "*");
+    assert_false(res_gw_host_admits("app/*", "gw", 2, "other", &h));
+    assert_false(res_gw_host_admits("app/*", "gw", 2, "ap", &h));
+    assert_false(res_gw_host_admits("app/*", "gw", 2, "apps", &h));
+}
+
+/* "./host" is the Gateway's namespace, never the VirtualService's own
+ * (which would admit every namespace) nor the gateway node's. */
+static void test_gw_host_dot_is_the_gateways_namespace(void **state)
+{
+    const char *h = NULL;
+    const char *gw = "edge/public"; /* a compiled Gateway's "ns/name" */
+
+    (void)state;
+    assert_int_equal(res_ref_ns_len(gw), 4);
+    assert_int_equal(res_ref_ns_len("mesh"), 0);
+    assert_true(res_gw_host_admits("./a.example.com", gw, res_ref_ns_len(gw),
+                                   "edge", &h));
+    assert_string_equal(h, "a.example.com");
+    assert_false(res_gw_host_admits("./a.example.com", gw, res_ref_ns_len(gw),
+                                    "app", &h));
+    assert_false(res_gw_host_admits("./a.example.com", gw, res_ref_ns_len(gw),
+                                    "edg", &h));
+    assert_false(res_gw_host_admits("./a.example.com", gw, res_ref_ns_len(gw),
+                                    "edge2", &h));
+    /* No Gateway namespace (the "mesh" pseudo-gateway): nothing binds. */
+    assert_false(res_gw_host_admits("./a.example.com", "mesh", 0, "edge", &h));
+}
+
 static void test_host_fqdn(void **state)
 {
     char out[128];
@@ -1276,6 +1318,8 @@ int main(void)
         T(test_warning_ignored_fields),
         T(test_warning_ca_crl_ignored),
         cmocka_unit_test(test_host_fqdn),
+        cmocka_unit_test(test_gw_host_admits),
+        cmocka_unit_test(test_gw_host_dot_is_the_gateways_namespace),
         cmocka_unit_test(test_retry_on_names),
         cmocka_unit_test(test_retry_on_next),
         cmocka_unit_test(test_istio_samples_load),
