@@ -5,9 +5,12 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,7 +33,137 @@ struct admin {
     struct evhttp *http;
     struct admin_ops ops;
     int fd;
+    struct addr bound; /* the admin's own address, allowed as Host */
+    /* The policy in effect: owned copies. */
+    char **hosts;
+    size_t nhosts;
+    char **origins;
+    size_t norigins;
 };
+
+static void strs_free(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static char **strs_dup(const char *const *v, size_t n)
+{
+    char **out = calloc(n ? n : 1, sizeof(*out));
+
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if ((out[i] = strdup(v[i])) == NULL) {
+            strs_free(out, i);
+            return NULL;
+        }
+    return out;
+}
+
+int admin_set_policy(struct admin *a, const struct admin_policy *p)
+{
+    char **h = strs_dup(p->hosts, p->nhosts);
+    char **o = strs_dup(p->origins, p->norigins);
+
+    if (h == NULL || o == NULL) {
+        strs_free(h, h ? p->nhosts : 0);
+        strs_free(o, o ? p->norigins : 0);
+        return -1;
+    }
+    strs_free(a->hosts, a->nhosts);
+    strs_free(a->origins, a->norigins);
+    a->hosts = h;
+    a->nhosts = p->nhosts;
+    a->origins = o;
+    a->norigins = p->norigins;
+    return 0;
+}
+
+/* The host part of a Host value: "[::1]:80" -> "::1", "a:80" -> "a". */
+static void host_part(const char *host, char *out, size_t n)
+{
+    const char *end;
+    size_t len;
+
+    if (host[0] == '[') {
+        host++;
+        end = strchr(host, ']');
+    } else {
+        end = strrchr(host, ':');
+        /* More than one colon without brackets: not a host:port. */
+        if (end != NULL && strchr(host, ':') != end)
+            end = NULL;
+    }
+    len = end != NULL ? (size_t)(end - host) : strlen(host);
+    if (len >= n)
+        len = n - 1;
+    memcpy(out, host, len);
+    out[len] = '\0';
+    /* A fully qualified name may end with a dot. */
+    if (len > 0 && out[len - 1] == '.')
+        out[len - 1] = '\0';
+}
+
+static int is_loopback_literal(const char *h)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+
+    if (inet_pton(AF_INET, h, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, h, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6);
+    return strcasecmp(h, "localhost") == 0;
+}
+
+int admin_host_allowed(const struct admin_policy *p, const struct addr *bound,
+                       const char *host)
+{
+    char h[256], b[ADDR_STRLEN], bh[256];
+
+    /* No Host at all (HTTP/1.0, some probes) is never a browser's. */
+    if (host == NULL || host[0] == '\0')
+        return 1;
+    host_part(host, h, sizeof(h));
+    if (is_loopback_literal(h))
+        return 1;
+    if (bound != NULL) {
+        host_part(addr_format(bound, b, sizeof(b)), bh, sizeof(bh));
+        if (strcasecmp(h, bh) == 0 && strcmp(bh, "0.0.0.0") != 0 &&
+            strcmp(bh, "::") != 0)
+            return 1;
+    }
+    for (size_t i = 0; i < p->nhosts; i++) {
+        char allowed[256];
+        if (strcasecmp(host, p->hosts[i]) == 0)
+            return 1;
+        /* An entry without a port admits the name on any port. */
+        host_part(p->hosts[i], allowed, sizeof(allowed));
+        if (strcmp(allowed, p->hosts[i]) == 0 && strcasecmp(h, allowed) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+int admin_origin_allowed(const struct admin_policy *p, const char *origin)
+{
+    if (origin == NULL)
+        return 1; /* not a browser's cross-site request */
+    for (size_t i = 0; i < p->norigins; i++)
+        if (strcasecmp(origin, p->origins[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static void admin_policy_of(const struct admin *a, struct admin_policy *p)
+{
+    p->hosts = (const char *const *)a->hosts;
+    p->nhosts = a->nhosts;
+    p->origins = (const char *const *)a->origins;
+    p->norigins = a->norigins;
+}
 
 /* Envoy's outlier detection statistics of a cluster. */
 static void outlier_stats(struct buf *b, const char *name, struct outlier *od)
@@ -611,6 +744,39 @@ static void handle(struct evhttp_request *req, void *arg)
     buf_init(&body, ADMIN_BODY_MAX);
     if (path == NULL)
         path = "/";
+    {
+        struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+        enum evhttp_cmd_type m = evhttp_request_get_command(req);
+        struct admin_policy pol;
+        const char *host = evhttp_find_header(in, "Host");
+        const char *origin = evhttp_find_header(in, "Origin");
+        admin_policy_of(a, &pol);
+        if (!admin_host_allowed(&pol, &a->bound, host)) {
+            LOG_LIMITED(10000, LOG_WARN,
+                        "admin: refused a request for Host %s (not loopback, "
+                        "the admin address or admin.allowedHosts)",
+                        host ? host : "(none)");
+            buf_puts(&body, "forbidden: this Host is not allowed (see "
+                            "admin.allowedHosts)\n");
+            reply(req, 403, "Forbidden", "text/plain", &body);
+            goto done;
+        }
+        if ((m == EVHTTP_REQ_POST || m == EVHTTP_REQ_PUT ||
+             m == EVHTTP_REQ_DELETE) &&
+            !admin_origin_allowed(&pol, origin)) {
+            LOG_LIMITED(10000, LOG_WARN,
+                        "admin: refused a %s %s from Origin %s (not in "
+                        "admin.allowedOrigins)",
+                        m == EVHTTP_REQ_POST  ? "POST"
+                        : m == EVHTTP_REQ_PUT ? "PUT"
+                                              : "DELETE",
+                        path, origin);
+            buf_puts(&body, "forbidden: cross-origin requests may not "
+                            "change state (see admin.allowedOrigins)\n");
+            reply(req, 403, "Forbidden", "text/plain", &body);
+            goto done;
+        }
+    }
     if (strcmp(path, "/healthz/ready") == 0 || strcmp(path, "/ready") == 0) {
         struct admin_status st;
         if (!method_is(req, EVHTTP_REQ_GET, &body))
@@ -744,6 +910,8 @@ struct admin *admin_new(struct event_base *base, const struct addr *addr,
     a->fd = sock_listen(addr, 128, 0, err);
     if (a->fd < 0)
         goto fail;
+    if (sock_local_addr(a->fd, &a->bound) < 0)
+        a->bound = *addr;
     bound = evhttp_accept_socket_with_handle(a->http, a->fd);
     if (bound == NULL) {
         *err = strdup("admin: cannot accept on the admin socket");
@@ -766,5 +934,7 @@ void admin_free(struct admin *a)
         evhttp_free(a->http);
     else if (a->fd >= 0)
         close(a->fd);
+    strs_free(a->hosts, a->nhosts);
+    strs_free(a->origins, a->norigins);
     free(a);
 }

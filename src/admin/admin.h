@@ -57,6 +57,34 @@ struct admin_ops {
 
 struct admin;
 
+/*
+ * Who may talk to the admin API from a browser's point of view. A request
+ * whose Host is not a loopback literal (127.0.0.0/8, [::1]), "localhost",
+ * the admin's own bound address or one of hosts is refused with 403 (one
+ * with no Host at all is not a browser's and is answered): a
+ * page on another site that rebinds its name to 127.0.0.1 (DNS rebinding)
+ * cannot read /config_dump. A POST, PUT or DELETE that carries an Origin
+ * not listed in origins is refused with 403: a cross-site form or fetch
+ * cannot /quitquitquit or /reload. Clients that send no Origin (curl,
+ * Prometheus, kubelet probes) are not affected.
+ */
+struct admin_policy {
+    const char *const *hosts; /* "name" or "name:port" */
+    size_t nhosts;
+    const char *const *origins; /* "scheme://host[:port]" */
+    size_t norigins;
+};
+
+/* admin_set_policy() copies p; it applies to the next request on. 0, or
+ * -1 when memory runs out (the policy in effect stays). */
+int admin_set_policy(struct admin *a, const struct admin_policy *p);
+
+/* admin_host_allowed() and admin_origin_allowed() are the checks, apart
+ * from HTTP, for tests: bound is the admin's own address. */
+int admin_host_allowed(const struct admin_policy *p, const struct addr *bound,
+                       const char *host);
+int admin_origin_allowed(const struct admin_policy *p, const char *origin);
+
 /* admin_new() listens on a; NULL with an allocated message in *err. */
 struct admin *admin_new(struct event_base *base, const struct addr *a,
                         const struct admin_ops *ops, char **err);

@@ -127,6 +127,18 @@ static const struct conf_key admin_keys[] = {
     {"address", CONF_ADDR, OFF(struct bootstrap_admin, address), 0, 0,
      "127.0.0.1:15000", "admin API address (keep it on loopback)", NULL, NULL,
      NULL, NULL},
+    {"allowedHosts", CONF_STR_LIST, OFF(struct bootstrap_admin, allowed_hosts),
+     0, 64, NULL,
+     "Host header values (name or IP, with or without :port) the admin API "
+     "answers besides loopback ones and its own address; others are 403 "
+     "(DNS rebinding)",
+     NULL, NULL, NULL, NULL},
+    {"allowedOrigins", CONF_STR_LIST,
+     OFF(struct bootstrap_admin, allowed_origins), 0, 64, NULL,
+     "Origin values (scheme://host[:port]) allowed on POST, PUT and DELETE; "
+     "a state-changing request with any other Origin is 403 (cross-site "
+     "requests from browsers)",
+     NULL, NULL, NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 static const struct conf_section admin_section = {admin_keys, 0, SIZE_MAX};
@@ -231,8 +243,9 @@ static const struct conf_key ca_join_keys[] = {
      NULL, NULL, NULL},
     {"token", CONF_STR, OFF(struct bootstrap_ca_join, token), 0, 0, "",
      "single-use join token from 'strait ca token create' (strait run "
-     "--token); not needed once a certificate is stored",
-     NULL, NULL, NULL, NULL},
+     "--token); not needed once a certificate is stored; never shown in "
+     "/config_dump",
+     NULL, NULL, NULL, conf_secret_json},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 static const struct conf_section ca_join_section = {ca_join_keys, 0, SIZE_MAX};

@@ -118,6 +118,8 @@ enum bootstrap_log_format { BOOTSTRAP_LOG_TEXT, BOOTSTRAP_LOG_JSON };
 
 struct bootstrap_admin {
     struct addr address;
+    struct conf_strs allowed_hosts; /* Host values answered besides loopback */
+    struct conf_strs allowed_origins; /* Origins allowed on POST/PUT/DELETE */
 };
 
 struct bootstrap_log {

@@ -723,7 +723,10 @@ static void value_json(const struct conf_key *k, const char *p, struct buf *b)
 
     switch (k->type) {
     case CONF_STR:
-        json_str(b, *(char *const *)(const void *)p);
+        if (k->custom_json != NULL)
+            k->custom_json(b, p); /* e.g. a secret, redacted */
+        else
+            json_str(b, *(char *const *)(const void *)p);
         break;
     case CONF_INT:
     case CONF_SIZE:
@@ -835,6 +838,13 @@ static void value_json(const struct conf_key *k, const char *p, struct buf *b)
         buf_puts(b, "null");
         break;
     }
+}
+
+void conf_secret_json(struct buf *b, const void *src)
+{
+    const char *v = *(char *const *)src;
+
+    json_str(b, v != NULL && v[0] != '\0' ? "<redacted>" : "");
 }
 
 void conf_to_json(const struct conf_section *sec, const void *dst,

@@ -128,7 +128,9 @@ struct conf_key {
     const struct conf_section *sub; /* SECTION, LIST */
     /* CUSTOM: parse scalar s into dst; return 0 or -1 with *why. */
     int (*custom)(const char *s, size_t n, void *dst, const char **why);
-    /* CUSTOM: write the value at src as JSON into b. */
+    /* CUSTOM: write the value at src as JSON into b. STR: when set, it
+     * writes the value instead of the plain string (conf_secret_json for a
+     * secret). */
     void (*custom_json)(struct buf *b, const void *src);
 };
 
@@ -157,6 +159,10 @@ void conf_dispose(const struct conf_section *sec, void *dst);
 /* conf_to_json() writes the effective values of dst as a JSON object. */
 void conf_to_json(const struct conf_section *sec, const void *dst,
                   struct buf *b);
+
+/* conf_secret_json() is the custom_json of a CONF_STR secret (a join
+ * token): "<redacted>" when set, "" when not, never the value. */
+void conf_secret_json(struct buf *b, const void *src);
 
 /* conf_reference() writes one line per key: path, type, default, help. */
 void conf_reference(const struct conf_section *sec, struct buf *b);

@@ -631,6 +631,21 @@ static void set_reload_error(struct server *s, const char *msg)
     s->last_reload_error = msg ? strdup(msg) : NULL;
 }
 
+/* admin.allowedHosts and admin.allowedOrigins take effect at start and
+ * on every bootstrap reload. */
+static void set_admin_policy(struct admin *a, const struct bootstrap *bs)
+{
+    const struct admin_policy p = {
+        (const char *const *)bs->admin.allowed_hosts.v,
+        bs->admin.allowed_hosts.n,
+        (const char *const *)bs->admin.allowed_origins.v,
+        bs->admin.allowed_origins.n};
+
+    if (admin_set_policy(a, &p) < 0)
+        log_error("admin: cannot apply admin.allowedHosts/allowedOrigins "
+                  "(out of memory); the previous ones stay");
+}
+
 void server_reload(struct server *s)
 {
     struct bootstrap *bs;
@@ -702,6 +717,7 @@ void server_reload(struct server *s)
     }
     log_configure((enum log_level)bs->log.level,
                   (enum log_format)bs->log.format, 2);
+    set_admin_policy(s->admin, bs);
     s->old = s->cur;
     s->cur = next;
     stats_view_update(s);
@@ -1021,6 +1037,7 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
         bootstrap_free(bs);
         goto fail;
     }
+    set_admin_policy(s->admin, bs);
     if (bs->config.dir[0] != '\0') {
         struct dns_conf dc = {bs->dns.nameservers.v, bs->dns.nameservers.n,
                               (uint64_t)bs->dns.min_refresh_ms,

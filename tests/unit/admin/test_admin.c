@@ -1009,9 +1009,50 @@ static void test_render_outlier_detection(void **state)
     cluster_unref(one_cluster);
 }
 
+static void test_host_and_origin_policy(void **state)
+{
+    const char *hosts[] = {"gw-1.example.com", "10.0.0.9:15000"};
+    const char *origins[] = {"https://console.example.com"};
+    const struct admin_policy none = {NULL, 0, NULL, 0};
+    const struct admin_policy p = {hosts, 2, origins, 1};
+    struct addr lo, any, bound;
+    const char *why = NULL;
+
+    (void)state;
+    assert_int_equal(addr_parse(&lo, "127.0.0.1:15000", 15, 0, &why), 0);
+    assert_int_equal(addr_parse(&any, "0.0.0.0:15000", 13, 0, &why), 0);
+    assert_int_equal(addr_parse(&bound, "192.0.2.7:15000", 15, 0, &why), 0);
+    /* Loopback literals, localhost, no Host at all: always. */
+    assert_true(admin_host_allowed(&none, &lo, "127.0.0.1:15000"));
+    assert_true(admin_host_allowed(&none, &lo, "127.9.9.9"));
+    assert_true(admin_host_allowed(&none, &lo, "[::1]:15000"));
+    assert_true(admin_host_allowed(&none, &lo, "LocalHost:15000"));
+    assert_true(admin_host_allowed(&none, &lo, "localhost."));
+    assert_true(admin_host_allowed(&none, &lo, NULL));
+    /* DNS rebinding: a name that now resolves to loopback. */
+    assert_false(admin_host_allowed(&none, &lo, "evil.example:15000"));
+    assert_false(admin_host_allowed(&none, &lo, "127.0.0.1.evil.example"));
+    assert_false(admin_host_allowed(&none, &lo, "[::2]:15000"));
+    /* The admin's own address, but never a wildcard one. */
+    assert_true(admin_host_allowed(&none, &bound, "192.0.2.7:15000"));
+    assert_false(admin_host_allowed(&none, &any, "0.0.0.0:15000"));
+    /* Configured: a name on any port; name:port on that port only. */
+    assert_true(admin_host_allowed(&p, &lo, "gw-1.example.com:15000"));
+    assert_true(admin_host_allowed(&p, &lo, "GW-1.example.com"));
+    assert_true(admin_host_allowed(&p, &lo, "10.0.0.9:15000"));
+    assert_false(admin_host_allowed(&p, &lo, "10.0.0.9:8080"));
+    /* Origins: none sent passes; others must be listed exactly. */
+    assert_true(admin_origin_allowed(&none, NULL));
+    assert_false(admin_origin_allowed(&none, "http://127.0.0.1:15000"));
+    assert_false(admin_origin_allowed(&none, "null"));
+    assert_true(admin_origin_allowed(&p, "https://console.example.com"));
+    assert_false(admin_origin_allowed(&p, "https://console.example.com.evil"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_host_and_origin_policy),
         cmocka_unit_test(test_render_clusters),
         cmocka_unit_test(test_render_outlier_detection),
         cmocka_unit_test_setup_teardown(test_render_stats, setup_render,
