@@ -718,9 +718,8 @@ static void test_to_json(void **state)
     assert_non_null(strstr(json, "\"labels\":{\"istio\":\"ingressgateway\"}"));
     assert_non_null(strstr(json, "\"trustDomain\":\"cluster.local\""));
     assert_non_null(strstr(json, "\"workers\":\"auto\""));
-    assert_non_null(
-        strstr(json, "\"admin\":{\"address\":\"127.0.0.1:15000\","
-                     "\"allowedHosts\":[],\"allowedOrigins\":[]}"));
+    assert_non_null(strstr(json, "\"admin\":{\"address\":\"127.0.0.1:15000\","
+                                 "\"allowedHosts\":[],\"allowedOrigins\":[]}"));
     assert_non_null(strstr(
         json,
         "\"log\":{\"level\":\"info\",\"format\":\"text\",\"accessLog\":true}"));
