@@ -30,6 +30,7 @@
 #include "control/ca/ca_node.h"
 #include "core/log.h"
 #include "control/loop.h"
+#include "event/reap.h"
 
 #define DEFAULT_CONFIG "/etc/strait/strait.yaml"
 
@@ -318,6 +319,8 @@ static int cmd_run(int argc, char **argv)
     const char *path = parse_run_opts(argc, argv, &join, &token, &code);
     struct ca_node_conf cnc;
     struct ca_node *node = NULL;
+    /* The main thread's deferred-free list (the workers have their own). */
+    struct reaper reaper;
     struct event *sigs[3] = {NULL, NULL, NULL};
     const int signums[3] = {SIGTERM, SIGINT, SIGHUP};
     struct bootstrap *bs;
@@ -343,6 +346,7 @@ static int cmd_run(int argc, char **argv)
         bootstrap_free(bs);
         return EXIT_RUNTIME;
     }
+    reaper_init(&reaper, main_base);
     for (int i = 0; i < 3; i++) {
         sigs[i] = evsignal_new(main_base, signums[i], on_signal, NULL);
         if (sigs[i] == NULL || event_add(sigs[i], NULL) < 0) {
@@ -374,7 +378,7 @@ static int cmd_run(int argc, char **argv)
         goto done;
     }
     if (ca_node_wanted(&cnc)) {
-        node = ca_node_new(main_base, &cnc, &err);
+        node = ca_node_new(main_base, &reaper, &cnc, &err);
         if (node == NULL) {
             fprintf(stderr, "strait: CA: %s\n", err ? err : "cannot start");
             log_error("CA: %s", err ? err : "cannot start");
@@ -410,6 +414,7 @@ done:
     for (int i = 0; i < 3; i++)
         if (sigs[i] != NULL)
             event_free(sigs[i]);
+    reaper_dispose(&reaper);
     event_base_free(main_base);
     main_base = NULL;
     return code;

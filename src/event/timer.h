@@ -1,9 +1,10 @@
 #ifndef STRAIT_EVENT_TIMER_H
 #define STRAIT_EVENT_TIMER_H
 
-#include <event2/event_struct.h>
 #include <stdint.h>
 #include <sys/time.h>
+
+#include "event/timer-t.h"
 
 /*
  * A one-shot timer on one thread's event loop, in milliseconds (nginx's
@@ -13,13 +14,6 @@
  *
  * A timer is touched only by the thread that runs its loop.
  */
-typedef void (*timer_fn)(void *arg);
-
-struct timer {
-    struct event ev;
-    timer_fn cb;
-    void *arg;
-};
 
 /* ms_to_timeval() converts a duration in milliseconds, for the few
  * libevent calls that still take a struct timeval. */

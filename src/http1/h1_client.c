@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "event/timer.h"
 #include "http1/h1_client.h"
 #include "http1/writer.h"
 #include "net/sock.h"

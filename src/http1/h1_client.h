@@ -4,7 +4,7 @@
 #include <stdint.h>
 
 #include "core/list.h"
-#include "event/timer.h"
+#include "event/timer-t.h"
 #include "http/stream.h"
 #include "http1/h1_server.h"
 #include "net/conn.h"

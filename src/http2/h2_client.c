@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "event/timer.h"
 #include "http2/h2_client.h"
 #include "net/sock.h"
 #include "tls/tls.h"

@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "core/list.h"
-#include "event/timer.h"
+#include "event/timer-t.h"
 #include "http/stream.h"
 #include "net/conn.h"
 

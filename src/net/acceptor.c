@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include "core/log.h"
+#include "event/timer.h"
 #include "net/acceptor.h"
 
 #define ACCEPT_BATCH 64

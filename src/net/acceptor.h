@@ -4,7 +4,7 @@
 #include <sys/socket.h>
 
 #include "core/log.h"
-#include "event/timer.h"
+#include "event/timer-t.h"
 
 struct event;
 struct event_base;

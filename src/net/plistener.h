@@ -4,6 +4,7 @@
 #include "core/list.h"
 
 struct event_base;
+struct reaper;
 
 /*
  * What a worker runs on one listening socket: the TCP relay or the HTTP
@@ -17,10 +18,11 @@ typedef void (*plistener_idle_fn)(struct plistener *l, void *arg);
 struct plistener_ops {
     const char *kind;
     /* Start accepting on fd (not owned) for conf (a reference is taken);
-     * on_idle runs once stopped and empty. NULL on failure. */
-    struct plistener *(*start)(struct event_base *base, int worker, int fd,
-                               void *conf, plistener_idle_fn on_idle,
-                               void *arg);
+     * on_idle runs once stopped and empty. reaper: the worker's deferred
+     * free list, which outlives the listener. NULL on failure. */
+    struct plistener *(*start)(struct event_base *base, struct reaper *reaper,
+                               int worker, int fd, void *conf,
+                               plistener_idle_fn on_idle, void *arg);
     /* Stop accepting; finish what is in flight, close idle keep-alives. */
     void (*stop_accepting)(struct plistener *l);
     /* Close everything now and free. */

@@ -8,6 +8,7 @@
 
 #include "core/log.h"
 #include "event/mq.h"
+#include "event/reap.h"
 #include "net/plistener.h"
 #include "net/worker.h"
 
@@ -51,12 +52,10 @@ static void check_idle(struct worker *w)
     }
 }
 
-static void reap(evutil_socket_t fd, short what, void *arg)
+static void reap(struct reap_node *n)
 {
-    struct worker *w = arg;
+    struct worker *w = LIST_ELEM(n, struct worker, reap);
 
-    (void)fd;
-    (void)what;
     while (!LIST_EMPTY(&w->dead)) {
         struct plistener *l = LIST_ELEM(w->dead.next, struct plistener, link);
         l->ops->free(l);
@@ -72,7 +71,7 @@ static void proxy_idle(struct plistener *p, void *arg)
 
     list_del(&p->link);
     list_append(&w->dead, &p->link);
-    event_active(w->reap_ev, EV_TIMEOUT, 0);
+    reaper_defer(&w->reaper, &w->reap, reap);
 }
 
 static void retire(struct worker *w, struct plistener *p)
@@ -131,8 +130,9 @@ static void do_apply(void *arg)
             }
         }
         if (found == NULL) {
-            found = set->v[i].ops->start(w->base, w->id, set->v[i].fd,
-                                         set->v[i].conf, proxy_idle, w);
+            found =
+                set->v[i].ops->start(w->base, &w->reaper, w->id, set->v[i].fd,
+                                     set->v[i].conf, proxy_idle, w);
             if (found == NULL) {
                 log_error("worker %d: cannot start listener %s", w->id,
                           set->v[i].name);
@@ -211,9 +211,9 @@ int worker_init(struct worker *w, int id, const struct worker_hooks *hooks)
     w->base = event_base_new();
     if (w->base == NULL)
         return -1;
+    reaper_init(&w->reaper, w->base);
     w->inbox = mq_new(w->base);
-    w->reap_ev = event_new(w->base, -1, 0, reap, w);
-    if (w->inbox == NULL || w->reap_ev == NULL)
+    if (w->inbox == NULL)
         return -1;
     return 0;
 }
@@ -269,8 +269,10 @@ void worker_dispose(struct worker *w)
     free_all(&w->proxies);
     free_all(&w->retired);
     free_all(&w->dead);
-    if (w->reap_ev != NULL)
-        event_free(w->reap_ev);
+    /* What the listeners left queued (their own nodes are cancelled as
+     * they are freed) goes before the loop does. */
+    reaper_cancel(&w->reap);
+    reaper_dispose(&w->reaper);
     mq_free(w->inbox);
     if (w->base != NULL)
         event_base_free(w->base);

@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "core/list.h"
+#include "event/reap-t.h"
 
 struct event_base;
 struct event;
@@ -56,7 +57,10 @@ struct worker {
     struct list proxies; /* accepting */
     struct list retired; /* no longer accepting, sessions still open */
     struct list dead;    /* idle retired proxies, freed on the next turn */
-    struct event *reap_ev;
+    /* The worker's one deferred-free list: the listeners it starts, and
+     * what they own, free through it. */
+    struct reaper reaper;
+    struct reap_node reap; /* frees dead */
     int draining;
     int idle_sent;
 };

@@ -9,7 +9,8 @@
 
 #include "net/acceptor.h"
 #include "net/conn.h"
-#include "event/timer.h"
+#include "event/reap-t.h"
+#include "event/timer-t.h"
 #include "proxy/http_listener.h"
 #include "proxy/stats.h"
 #include "upstream/pool-t.h"
@@ -45,7 +46,8 @@ struct http_listener {
     int worker;
     int fd;
     struct acceptor acc;
-    struct event *reap_ev;
+    struct reaper *reaper; /* the worker's */
+    struct reap_node reap; /* frees dead, dead_routes, mirrors_dead */
     size_t active;
     struct list conns;
     struct list dead;
@@ -150,5 +152,10 @@ extern const struct hstream_handler pipeline_handler;
  * also stops those still in flight, before the pools go. */
 void http_mirrors_reap(struct http_listener *l);
 void http_mirrors_free(struct http_listener *l);
+
+/* http_listener_reap_later() has the worker's reaper free l's dead
+ * connections, views and mirrored requests on a later loop turn, then
+ * report idleness if l is stopped and empty. */
+void http_listener_reap_later(struct http_listener *l);
 
 #endif

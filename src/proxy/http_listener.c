@@ -22,6 +22,8 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "event/reap.h"
+#include "event/timer.h"
 #include "http2/h2_server.h"
 #include "proxy/http_listener-t.h"
 #include "policy/authz.h"
@@ -240,8 +242,8 @@ static struct wroutes *wroutes_new(struct http_listener *l,
             lp = calloc(1, sizeof(*lp));
             if (lp == NULL)
                 goto fail;
-            if (upool_init(&lp->p, r->clusters[i], l->base, l->worker,
-                           &l->scratch) < 0) {
+            if (upool_init(&lp->p, r->clusters[i], l->base, l->reaper,
+                           l->worker, &l->scratch) < 0) {
                 free(lp);
                 goto fail;
             }
@@ -266,7 +268,7 @@ static void wroutes_retire(struct http_listener *l, struct wroutes *w)
 {
     list_del(&w->link);
     list_append(&l->dead_routes, &w->link);
-    event_active(l->reap_ev, EV_TIMEOUT, 0);
+    http_listener_reap_later(l);
 }
 
 static void reap_routes(struct http_listener *l)
@@ -318,18 +320,21 @@ static void conn_free_now(struct http_conn *hc)
     free(hc);
 }
 
-static void reap(evutil_socket_t fd, short what, void *arg)
+static void reap(struct reap_node *n)
 {
-    struct http_listener *l = arg;
+    struct http_listener *l = LIST_ELEM(n, struct http_listener, reap);
 
-    (void)fd;
-    (void)what;
     while (!LIST_EMPTY(&l->dead))
         conn_free_now(LIST_ELEM(l->dead.next, struct http_conn, link));
     http_mirrors_reap(l);
     reap_routes(l);
     if (!acceptor_running(&l->acc) && l->active == 0 && l->on_idle != NULL)
         l->on_idle(&l->pl, l->arg);
+}
+
+void http_listener_reap_later(struct http_listener *l)
+{
+    reaper_defer(l->reaper, &l->reap, reap);
 }
 
 /* Ends a connection now; its memory goes on the next loop turn. */
@@ -346,7 +351,7 @@ static void hc_close(struct http_conn *hc)
     l->active--;
     list_del(&hc->link);
     list_append(&l->dead, &hc->link);
-    event_active(l->reap_ev, EV_TIMEOUT, 0);
+    http_listener_reap_later(l);
 }
 
 static void codec_closed(void *owner)
@@ -667,8 +672,7 @@ static void listener_free(struct http_listener *l)
         wroutes_free(w);
     }
     reap_routes(l);
-    if (l->reap_ev != NULL)
-        event_free(l->reap_ev);
+    reaper_cancel(&l->reap);
     SSL_CTX_free(l->ssl_ctx);
     bufpool_dispose(&l->pool);
     bufpool_dispose(&l->io);
@@ -678,10 +682,9 @@ static void listener_free(struct http_listener *l)
     free(l);
 }
 
-static struct plistener *listener_start(struct event_base *base, int worker,
-                                        int fd, void *arg,
-                                        plistener_idle_fn on_idle,
-                                        void *idle_arg)
+static struct plistener *
+listener_start(struct event_base *base, struct reaper *reaper, int worker,
+               int fd, void *arg, plistener_idle_fn on_idle, void *idle_arg)
 {
     struct http_listener_conf *conf = arg;
     struct http_listener *l = calloc(1, sizeof(*l));
@@ -695,6 +698,7 @@ static struct plistener *listener_start(struct event_base *base, int worker,
     LIST_INIT(&l->pl.link);
     l->conf = http_listener_conf_ref(conf);
     l->base = base;
+    l->reaper = reaper;
     l->worker = worker;
     l->fd = fd;
     l->on_idle = on_idle;
@@ -734,11 +738,9 @@ static struct plistener *listener_start(struct event_base *base, int worker,
         if (l->ssl_ctx == NULL)
             goto fail;
     }
-    l->reap_ev = event_new(base, -1, 0, reap, l);
     l->adopting = fd < 0;
-    if (l->reap_ev == NULL ||
-        (!l->adopting &&
-         acceptor_start(&l->acc, base, fd, conf->name, on_conn, l) < 0))
+    if (!l->adopting &&
+        acceptor_start(&l->acc, base, fd, conf->name, on_conn, l) < 0)
         goto fail;
     return &l->pl;
 fail:
@@ -763,7 +765,7 @@ static void listener_stop(struct plistener *pl)
         else
             hc->drain = 1; /* still in its handshake: drained once served */
     }
-    event_active(l->reap_ev, EV_TIMEOUT, 0);
+    http_listener_reap_later(l);
 }
 
 static void listener_free_pl(struct plistener *pl)

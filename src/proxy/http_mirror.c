@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "event/timer.h"
 #include "proxy/pipeline-int.h"
 
 static void mirror_launch(struct pstream *ps);

@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "event/timer.h"
 #include "proxy/pipeline-int.h"
 #include "upstream/outlier.h"
 

@@ -35,6 +35,7 @@
 #include "core/clock.h"
 #include "core/host.h"
 #include "core/log.h"
+#include "event/reap.h"
 #include "event/timer.h"
 #include "net/conn.h"
 #include "policy/authz.h"
@@ -274,6 +275,8 @@ static void log_refused(const struct l4_conn *lc, const char *flags,
     log_event(LOG_INFO, "tcp_session", f, (int)(sizeof(f) / sizeof(f[0])));
 }
 
+static void reap(struct reap_node *n);
+
 /* lc_end() takes lc out of the pending list; its memory goes on the next
  * loop turn. closing: the connection is closed (else it moved on). */
 static void lc_end(struct l4_conn *lc, int closing)
@@ -292,7 +295,7 @@ static void lc_end(struct l4_conn *lc, int closing)
     p->npending--;
     list_del(&lc->link);
     list_append(&p->dead, &lc->link);
-    event_active(p->reap_ev, EV_TIMEOUT, 0);
+    reaper_defer(p->reaper, &p->reap, reap);
 }
 
 /* Every connection closed with NR (no route: no rule, or no ClientHello
@@ -515,8 +518,8 @@ static struct l4_http *l4_http_new(struct l4_listener *p)
     h->refs = 1;
     h->owner = p;
     LIST_INIT(&h->holders);
-    h->pl = http_listener_ops.start(p->base, p->worker, -1, p->conf->http,
-                                    on_http_idle, h);
+    h->pl = http_listener_ops.start(p->base, p->reaper, p->worker, -1,
+                                    p->conf->http, on_http_idle, h);
     if (h->pl == NULL) {
         free(h);
         return NULL;
@@ -706,12 +709,12 @@ static void free_dead(struct l4_listener *p)
     }
 }
 
-static void reap(evutil_socket_t fd, short what, void *arg)
+static void reap(struct reap_node *n)
 {
-    (void)fd;
-    (void)what;
-    free_dead(arg);
-    check_idle(arg);
+    struct l4_listener *p = LIST_ELEM(n, struct l4_listener, reap);
+
+    free_dead(p);
+    check_idle(p);
 }
 
 static void on_relay_reap(void *arg)
@@ -721,7 +724,8 @@ static void on_relay_reap(void *arg)
 
 static void l4_listener_free(struct l4_listener *p);
 
-static struct plistener *ops_start(struct event_base *base, int worker, int fd,
+static struct plistener *ops_start(struct event_base *base,
+                                   struct reaper *reaper, int worker, int fd,
                                    void *conf, plistener_idle_fn on_idle,
                                    void *arg)
 {
@@ -737,6 +741,7 @@ static struct plistener *ops_start(struct event_base *base, int worker, int fd,
     LIST_INIT(&p->pending);
     LIST_INIT(&p->dead);
     p->base = base;
+    p->reaper = reaper;
     p->worker = worker;
     p->conf = l4_listener_conf_ref(c);
     p->on_idle = on_idle;
@@ -751,12 +756,11 @@ static struct plistener *ops_start(struct event_base *base, int worker, int fd,
         c->max_client_hello + REC_OVERHEAD * (c->max_client_hello / 16384 + 2);
     p->peek = c->inspect ? malloc(p->peek_cap) : NULL;
     p->scratch = c->inspect ? malloc(c->max_client_hello) : NULL;
-    p->reap_ev = event_new(base, -1, 0, reap, p);
     if (p->rr == NULL || p->ctx == NULL || p->gen == NULL ||
-        p->reap_ev == NULL ||
         (c->inspect && (p->peek == NULL || p->scratch == NULL)))
         goto fail;
-    if (l4_relay_init(&p->relay, base, worker, &c->relay, on_relay_reap, p) < 0)
+    if (l4_relay_init(&p->relay, base, reaper, worker, &c->relay, on_relay_reap,
+                      p) < 0)
         goto fail;
     p->relay_ok = 1;
     if (c->http != NULL && (p->http = l4_http_new(p)) == NULL)
@@ -780,8 +784,7 @@ static void l4_listener_free(struct l4_listener *p)
     l4_http_release(p);
     if (p->relay_ok)
         l4_relay_dispose(&p->relay);
-    if (p->reap_ev != NULL)
-        event_free(p->reap_ev);
+    reaper_cancel(&p->reap);
     for (size_t i = 0; p->ctx != NULL && i < p->conf->nservers; i++)
         SSL_CTX_free(p->ctx[i]);
     free(p->ctx);
@@ -804,7 +807,7 @@ static void ops_stop(struct plistener *l)
     /* HTTP requests in flight finish; idle keep-alives close. */
     if (p->http != NULL && p->http->owner == p)
         p->http->pl->ops->stop_accepting(p->http->pl);
-    event_active(p->reap_ev, EV_TIMEOUT, 0);
+    reaper_defer(p->reaper, &p->reap, reap);
 }
 
 static void ops_free(struct plistener *l)

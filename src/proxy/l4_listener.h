@@ -6,6 +6,7 @@
 
 #include "core/addr.h"
 #include "core/list.h"
+#include "event/reap-t.h"
 #include "net/acceptor.h"
 #include "net/plistener.h"
 #include "proxy/l4_relay.h"
@@ -146,7 +147,8 @@ struct l4_listener {
     struct list pending; /* connections being inspected or handshaken */
     size_t npending;
     struct list dead;
-    struct event *reap_ev;
+    struct reaper *reaper; /* the worker's */
+    struct reap_node reap; /* frees dead, then checks idleness */
     uint64_t rng;
     size_t *rr;              /* per cluster: next endpoint */
     struct ssl_ctx_st **ctx; /* per server: the SSL_CTX in use */

@@ -22,6 +22,7 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "event/reap.h"
 #include "event/timer.h"
 #include "net/conn.h"
 #include "net/sock.h"
@@ -163,7 +164,7 @@ static void session_close(struct tcp_session *s, const char *reason)
     r->active--;
     list_del(&s->link);
     list_append(&r->dead, &s->link);
-    event_active(r->reap_ev, EV_TIMEOUT, 0);
+    l4_relay_kick(r);
 }
 
 /* Writes what d2u holds to the upstream; passes the client's FIN on once
@@ -593,12 +594,10 @@ static void session_free(struct tcp_session *s)
     free(s);
 }
 
-static void relay_reap(evutil_socket_t fd, short what, void *arg)
+static void relay_reap(struct reap_node *n)
 {
-    struct l4_relay *r = arg;
+    struct l4_relay *r = LIST_ELEM(n, struct l4_relay, reap);
 
-    (void)fd;
-    (void)what;
     while (!LIST_EMPTY(&r->dead)) {
         struct tcp_session *s =
             LIST_ELEM(r->dead.next, struct tcp_session, link);
@@ -609,30 +608,27 @@ static void relay_reap(evutil_socket_t fd, short what, void *arg)
         r->on_reap(r->arg);
 }
 
-int l4_relay_init(struct l4_relay *r, struct event_base *base, int worker,
+int l4_relay_init(struct l4_relay *r, struct event_base *base,
+                  struct reaper *reaper, int worker,
                   const struct l4_relay_params *p, void (*on_reap)(void *arg),
                   void *arg)
 {
     memset(r, 0, sizeof(*r));
     r->p = *p;
     r->base = base;
+    r->reaper = reaper;
     r->worker = worker;
     r->on_reap = on_reap;
     r->arg = arg;
     LIST_INIT(&r->sessions);
     LIST_INIT(&r->dead);
     bufpool_init(&r->pool, p->buffer_size, POOL_KEEP);
-    r->reap_ev = event_new(base, -1, 0, relay_reap, r);
-    if (r->reap_ev == NULL) {
-        bufpool_dispose(&r->pool);
-        return -1;
-    }
     return 0;
 }
 
 void l4_relay_kick(struct l4_relay *r)
 {
-    event_active(r->reap_ev, EV_TIMEOUT, 0);
+    reaper_defer(r->reaper, &r->reap, relay_reap);
 }
 
 void l4_relay_dispose(struct l4_relay *r)
@@ -648,8 +644,6 @@ void l4_relay_dispose(struct l4_relay *r)
         list_del(&s->link);
         session_free(s);
     }
-    if (r->reap_ev != NULL)
-        event_free(r->reap_ev);
-    r->reap_ev = NULL;
+    reaper_cancel(&r->reap);
     bufpool_dispose(&r->pool);
 }

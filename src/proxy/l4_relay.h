@@ -7,6 +7,7 @@
 #include "core/addr.h"
 #include "core/bufpool.h"
 #include "core/list.h"
+#include "event/reap-t.h"
 #include "net/conn.h"
 
 struct cluster_counters;
@@ -40,17 +41,19 @@ struct l4_relay {
     int worker;
     size_t active;
     struct list sessions;
-    struct bufpool pool; /* relay buffers of p.buffer_size */
-    struct list dead;    /* closed sessions freed on the next loop turn */
-    struct event *reap_ev;
+    struct bufpool pool;   /* relay buffers of p.buffer_size */
+    struct list dead;      /* closed sessions freed on the next loop turn */
+    struct reaper *reaper; /* the worker's */
+    struct reap_node reap; /* frees dead */
     void (*on_reap)(void *arg); /* after each reaping turn */
     void *arg;
 };
 
-/* l4_relay_init() prepares r; on_reap(arg) runs on the loop after closed
- * sessions were freed (owners check there whether they are idle). 0 or
- * -1. */
-int l4_relay_init(struct l4_relay *r, struct event_base *base, int worker,
+/* l4_relay_init() prepares r; closed sessions are freed through reaper
+ * (the worker's, which outlives r), and on_reap(arg) runs on the loop
+ * after they were (owners check there whether they are idle). 0 or -1. */
+int l4_relay_init(struct l4_relay *r, struct event_base *base,
+                  struct reaper *reaper, int worker,
                   const struct l4_relay_params *p, void (*on_reap)(void *arg),
                   void *arg);
 

@@ -12,7 +12,7 @@
 #include <event2/event_struct.h>
 #include <stdint.h>
 
-#include "event/timer.h"
+#include "event/timer-t.h"
 #include "proxy/http_listener-t.h"
 #include "proxy/router.h"
 #include "upstream/balancer.h"

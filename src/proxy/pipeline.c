@@ -13,6 +13,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "event/timer.h"
 #include "proxy/pipeline-int.h"
 #include "tls/tls.h"
 #include "upstream/hash.h"
@@ -145,7 +146,7 @@ void pstream_maybe_end(struct pstream *ps)
         s->proxy = NULL;
         list_del(&ps->link);
         list_append(&ps->l->mirrors_dead, &ps->link);
-        event_active(ps->l->reap_ev, EV_TIMEOUT, 0);
+        http_listener_reap_later(ps->l);
         hstream_unref(s); /* the proxy's; the reaper drops the copy's own */
         return;
     }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "core/list.h"
+#include "event/reap-t.h"
 #include "upstream/balancer-t.h"
 
 struct cluster;
@@ -31,7 +32,8 @@ struct upool {
     struct list dead;
     struct list h2conns; /* struct h2_client, busy or not */
     struct list h2dead;
-    struct event *reap_ev;
+    struct reaper *reaper; /* the worker's */
+    struct reap_node reap; /* frees dead and h2dead */
     struct h1_scratch *scratch;
     size_t nconns;       /* this worker's connections, open or opening */
     struct list waiters; /* struct upool_waiter, first come first served */

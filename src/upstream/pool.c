@@ -6,6 +6,7 @@
 #include "http1/h1_client.h"
 #include "http2/h2_client.h"
 #include "core/stats.h"
+#include "event/reap.h"
 #include "upstream/balancer.h"
 #include "upstream/cluster.h"
 #include "upstream/pool.h"
@@ -24,12 +25,10 @@ static void conn_gone(struct upool *p)
         event_active(p->wake_ev, EV_TIMEOUT, 0);
 }
 
-static void reap(evutil_socket_t fd, short what, void *arg)
+static void reap(struct reap_node *n)
 {
-    struct upool *p = arg;
+    struct upool *p = LIST_ELEM(n, struct upool, reap);
 
-    (void)fd;
-    (void)what;
     while (!LIST_EMPTY(&p->dead)) {
         h1_client_free(LIST_ELEM(p->dead.next, struct h1_client, link));
         conn_gone(p);
@@ -114,7 +113,7 @@ static void h2_closed(void *owner, struct h2_client *c)
 
     list_del(&c->link);
     list_append(&p->h2dead, &c->link);
-    event_active(p->reap_ev, EV_TIMEOUT, 0);
+    reaper_defer(p->reaper, &p->reap, reap);
 }
 
 static const struct h2_client_hooks h2_pool_hooks = {h2_closed};
@@ -167,7 +166,7 @@ void upool_discard(struct upool *p, struct h1_client *c)
     h1_client_abandon(c);
     list_del(&c->link);
     list_append(&p->dead, &c->link);
-    event_active(p->reap_ev, EV_TIMEOUT, 0);
+    reaper_defer(p->reaper, &p->reap, reap);
 }
 
 static void idle_closed(void *ctx, struct h1_client *c)
@@ -204,11 +203,12 @@ static const struct h1_client_hooks pool_hooks = {no_connect, no_head, no_done,
                                                   idle_closed};
 
 int upool_init(struct upool *p, struct cluster *cl, struct event_base *base,
-               int worker, struct h1_scratch *scratch)
+               struct reaper *reaper, int worker, struct h1_scratch *scratch)
 {
     memset(p, 0, sizeof(*p));
     p->cl = cluster_ref(cl);
     p->base = base;
+    p->reaper = reaper;
     p->worker = worker;
     p->scratch = scratch;
     LIST_INIT(&p->idle);
@@ -216,10 +216,8 @@ int upool_init(struct upool *p, struct cluster *cl, struct event_base *base,
     LIST_INIT(&p->h2conns);
     LIST_INIT(&p->h2dead);
     LIST_INIT(&p->waiters);
-    p->reap_ev = event_new(base, -1, 0, reap, p);
     p->wake_ev = event_new(base, -1, 0, wake, p);
-    if (p->reap_ev == NULL || p->wake_ev == NULL ||
-        balancer_init(&p->lb, cl, worker) < 0)
+    if (p->wake_ev == NULL || balancer_init(&p->lb, cl, worker) < 0)
         goto fail;
     return 0;
 fail:
@@ -248,8 +246,7 @@ void upool_dispose(struct upool *p)
         h2_client_free(LIST_ELEM(p->h2dead.next, struct h2_client, link));
         conn_gone(p);
     }
-    if (p->reap_ev != NULL)
-        event_free(p->reap_ev);
+    reaper_cancel(&p->reap);
     if (p->wake_ev != NULL)
         event_free(p->wake_ev);
     balancer_dispose(&p->lb);

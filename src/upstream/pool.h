@@ -19,11 +19,12 @@ struct h1_client_hooks;
 struct h2_client;
 
 /* upool_init() takes a reference to cl and sets up worker's pool and
- * balancer on base; scratch is the worker's HTTP/1 parse scratch (may be
- * NULL when no HTTP/1 connection is made). Returns 0, or -1 with nothing
- * left to dispose (memory). */
+ * balancer on base; closed connections are freed through reaper (the
+ * worker's, which outlives the pool); scratch is the worker's HTTP/1 parse
+ * scratch (may be NULL when no HTTP/1 connection is made). Returns 0, or -1
+ * with nothing left to dispose (memory). */
 int upool_init(struct upool *p, struct cluster *cl, struct event_base *base,
-               int worker, struct h1_scratch *scratch);
+               struct reaper *reaper, int worker, struct h1_scratch *scratch);
 
 /* upool_dispose() closes every connection and drops the cluster
  * reference; safe on a zeroed or disposed pool. No request may wait. */

@@ -51,6 +51,7 @@ struct slot {
 
 struct ca_node {
     struct event_base *base;
+    struct reaper *reaper; /* the main thread's */
     char *identity_dir;
     char *join_url;
     enum pki_key_type key_type;
@@ -386,8 +387,8 @@ static int start_ca(struct ca_node *n, const struct ca_node_conf *conf,
     cred = issue_local(n, srv, err);
     if (cred == NULL || take(&n->server, cred, "issued") < 0)
         goto done;
-    n->srv =
-        ca_server_new(n->base, &conf->address, n->ca, &n->server.holder, err);
+    n->srv = ca_server_new(n->base, n->reaper, &conf->address, n->ca,
+                           &n->server.holder, err);
     if (n->srv == NULL)
         goto done;
     log_info("CA: API on %s (POST /v1/certificate)",
@@ -539,7 +540,7 @@ static int start_join(struct ca_node *n, const struct ca_node_conf *conf,
     return 0;
 }
 
-struct ca_node *ca_node_new(struct event_base *base,
+struct ca_node *ca_node_new(struct event_base *base, struct reaper *reaper,
                             const struct ca_node_conf *conf, char **err)
 {
     struct ca_node *n = calloc(1, sizeof(*n));
@@ -550,6 +551,7 @@ struct ca_node *ca_node_new(struct event_base *base,
         return NULL;
     }
     n->base = base;
+    n->reaper = reaper;
     n->key_type = conf->key_type;
     n->cert_ttl_s = conf->cert_ttl_s;
     n->join_url = strdup(conf->join_url ? conf->join_url : "");

@@ -6,6 +6,8 @@
 #include "control/ca/pki.h"
 #include "core/addr.h"
 
+struct reaper;
+
 struct bootstrap;
 struct ca;
 struct ca_identity;
@@ -50,8 +52,9 @@ int ca_node_wanted(const struct ca_node_conf *conf);
 struct ca_node;
 
 /* ca_node_new() sets everything up (a first join runs to completion
- * before it returns). NULL with an allocated message in *err. */
-struct ca_node *ca_node_new(struct event_base *base,
+ * before it returns). reaper: the main thread's deferred-free list, which
+ * must outlive the node. NULL with an allocated message in *err. */
+struct ca_node *ca_node_new(struct event_base *base, struct reaper *reaper,
                             const struct ca_node_conf *conf, char **err);
 
 /* The node's own credential holder; valid while the node lives. */

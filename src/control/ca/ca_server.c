@@ -28,6 +28,7 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "event/reap.h"
 #include "event/timer.h"
 #include "http1/parser.h"
 #include "net/acceptor.h"
@@ -67,6 +68,7 @@ struct sconn;
 
 struct ca_server {
     struct event_base *base;
+    struct reaper *reaper;
     const struct ca *ca;
     struct ca_identity *id;
     unsigned gen;
@@ -90,6 +92,7 @@ struct sconn {
     struct sconn *prev, *next;
     struct conn c;
     struct timer timer;
+    struct reap_node reap; /* freed through the reaper once closed */
     struct buf in, out;
     int writing;
     int kind;     /* enum sconn_kind */
@@ -142,12 +145,12 @@ static void refresh_ctx(struct ca_server *s)
     ca_cred_unref(cred);
 }
 
-static void sconn_free_cb(evutil_socket_t fd, short what, void *arg)
+/* A closed connection's memory; it needs nothing of its server, so it may
+ * go after the server does. */
+static void sconn_reap(struct reap_node *n)
 {
-    struct sconn *sc = arg;
+    struct sconn *sc = LIST_ELEM(n, struct sconn, reap);
 
-    (void)fd;
-    (void)what;
     buf_dispose(&sc->in);
     buf_dispose(&sc->out);
     free(sc);
@@ -168,8 +171,7 @@ static void sconn_close(struct sconn *sc)
     conn_close(&sc->c);
     timer_dispose(&sc->timer);
     /* Freed on the loop's next turn, never inside its own callback. */
-    if (event_base_once(s->base, -1, EV_TIMEOUT, sconn_free_cb, sc, NULL) < 0)
-        sconn_free_cb(-1, 0, sc);
+    reaper_defer(s->reaper, &sc->reap, sconn_reap);
 }
 
 static const char *reason(int status)
@@ -665,9 +667,9 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     conn_want(&sc->c, 1, 0);
 }
 
-struct ca_server *ca_server_new(struct event_base *base, const struct addr *a,
-                                const struct ca *ca, struct ca_identity *tls_id,
-                                char **err)
+struct ca_server *ca_server_new(struct event_base *base, struct reaper *reaper,
+                                const struct addr *a, const struct ca *ca,
+                                struct ca_identity *tls_id, char **err)
 {
     struct ca_server *s = calloc(1, sizeof(*s));
 
@@ -677,6 +679,7 @@ struct ca_server *ca_server_new(struct event_base *base, const struct addr *a,
         return NULL;
     }
     s->base = base;
+    s->reaper = reaper;
     s->ca = ca;
     s->id = tls_id;
     s->fd = -1;

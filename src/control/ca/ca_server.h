@@ -5,6 +5,8 @@
 
 #include "core/addr.h"
 
+struct reaper;
+
 struct ca;
 struct ca_identity;
 struct event_base;
@@ -28,11 +30,12 @@ struct event_base;
 
 struct ca_server;
 
-/* ca_server_new() listens on a. ca and tls_id must outlive the server.
- * NULL with an allocated message in *err. */
-struct ca_server *ca_server_new(struct event_base *base, const struct addr *a,
-                                const struct ca *ca, struct ca_identity *tls_id,
-                                char **err);
+/* ca_server_new() listens on a. ca and tls_id must outlive the server;
+ * reaper (the thread's deferred-free list, where closed connections go)
+ * must outlive it too. NULL with an allocated message in *err. */
+struct ca_server *ca_server_new(struct event_base *base, struct reaper *reaper,
+                                const struct addr *a, const struct ca *ca,
+                                struct ca_identity *tls_id, char **err);
 
 /* The bound address (port 0 resolved). */
 const struct addr *ca_server_addr(const struct ca_server *s);

@@ -18,10 +18,12 @@
 #include "control/ca/identity.h"
 #include "control/ca/token.h"
 #include "core/addr.h"
+#include "event/reap.h"
 
 struct fx {
     char dir[64], other[80];
     struct event_base *base;
+    struct reaper reaper;
     struct ca *ca;
     struct ca_identity tls_id;
     struct ca_server *srv;
@@ -63,12 +65,13 @@ static int setup(void **state)
     f->ca = ca_open(&c, 1, &err);
     assert_non_null(f->ca);
     f->base = event_base_new();
+    reaper_init(&f->reaper, f->base);
     ca_identity_init(&f->tls_id);
     srv = cred_for(f->ca, "spiffe://example.org" CA_SERVER_ID_PATH, 3600);
     ca_identity_publish(&f->tls_id, srv);
     ca_cred_unref(srv);
     assert_int_equal(addr_parse(&a, "127.0.0.1:0", 11, 1, &why), 0);
-    f->srv = ca_server_new(f->base, &a, f->ca, &f->tls_id, &err);
+    f->srv = ca_server_new(f->base, &f->reaper, &a, f->ca, &f->tls_id, &err);
     assert_non_null(f->srv);
     snprintf(f->url, sizeof(f->url), "https://%s",
              addr_format(ca_server_addr(f->srv), as, sizeof(as)));
@@ -85,6 +88,7 @@ static int teardown(void **state)
     ca_server_free(f->srv);
     ca_identity_dispose(&f->tls_id);
     ca_free(f->ca);
+    reaper_dispose(&f->reaper);
     event_base_free(f->base);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
     assert_int_equal(system(cmd), 0);

@@ -560,11 +560,13 @@ static void test_drain_before_any_apply(void **state)
     assert_int_equal(f->events[1], WORKER_IDLE);
 }
 
-static struct plistener *start_fails(struct event_base *base, int worker,
-                                     int fd, void *conf,
-                                     plistener_idle_fn on_idle, void *arg)
+static struct plistener *start_fails(struct event_base *base,
+                                     struct reaper *reaper, int worker, int fd,
+                                     void *conf, plistener_idle_fn on_idle,
+                                     void *arg)
 {
     (void)base;
+    (void)reaper;
     (void)worker;
     (void)fd;
     (void)conf;
@@ -650,13 +652,15 @@ static struct {
     void *conf, *prev_conf;
 } rec;
 
-static struct plistener *rec_start(struct event_base *base, int worker, int fd,
+static struct plistener *rec_start(struct event_base *base,
+                                   struct reaper *reaper, int worker, int fd,
                                    void *conf, plistener_idle_fn on_idle,
                                    void *arg)
 {
     struct rec_proxy *p = calloc(1, sizeof(*p));
 
     (void)base;
+    (void)reaper;
     (void)worker;
     if (p == NULL)
         return NULL;

@@ -37,6 +37,7 @@
 #include "core/addr.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "event/reap.h"
 #include "proxy/stats.h"
 #include "net/sock.h"
 #include "net/conn.h"
@@ -55,6 +56,7 @@
 
 struct fx {
     struct event_base *base;
+    struct reaper reaper; /* the worker's, in the real thing */
     struct event *tick;
     struct stats_block *st;
     struct l4_listener_conf *conf;
@@ -474,6 +476,8 @@ static int setup(void **state)
     for (int i = 0; i < MAX_FDS; i++)
         f->fds[i] = -1;
     f->base = event_base_new();
+    if (f->base != NULL)
+        reaper_init(&f->reaper, f->base);
     f->tick = event_new(f->base, -1, EV_PERSIST, on_tick, f);
     f->st = proxy_stats_new("t", 1);
     if (f->base == NULL || f->tick == NULL || f->st == NULL ||
@@ -488,8 +492,8 @@ static int setup(void **state)
 /* The L4 listener's side of what the bootstrap TCP listener's API was. */
 static struct l4_listener *l4_start(struct fx *f)
 {
-    struct plistener *pl =
-        l4_listener_ops.start(f->base, 0, f->lfd, f->conf, on_idle, f);
+    struct plistener *pl = l4_listener_ops.start(f->base, &f->reaper, 0, f->lfd,
+                                                 f->conf, on_idle, f);
 
     return (struct l4_listener *)(void *)pl;
 }
@@ -538,6 +542,7 @@ static int teardown(void **state)
     }
     if (f->tick != NULL)
         event_free(f->tick);
+    reaper_dispose(&f->reaper);
     if (f->base != NULL)
         event_base_free(f->base);
     free(f);
@@ -1357,7 +1362,8 @@ static void tls_relay_init(struct fx *f, size_t buffer_size)
     rp.connect_attempts = 1;
     rp.idle_timeout_ms = 60000;
     rp.buffer_size = buffer_size;
-    assert_int_equal(l4_relay_init(&f->relay, f->base, 0, &rp, NULL, NULL), 0);
+    assert_int_equal(
+        l4_relay_init(&f->relay, f->base, &f->reaper, 0, &rp, NULL, NULL), 0);
     f->relay_ok = 1;
 }
 

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "core/addr.h"
+#include "event/reap.h"
 #include "http1/h1_client.h"
 #include "http2/h2_client.h"
 #include "upstream/cluster.h"
@@ -30,6 +31,7 @@
 
 struct fx {
     struct event_base *base;
+    struct reaper reaper; /* the worker's, in the real thing */
     int lfd;
     struct cluster *cl;
     struct upool pool;
@@ -63,7 +65,8 @@ static int setup(void **state)
     /* No timer of a connection fires while a test runs the loop. */
     f.cl->h1.connect_timeout_ms = 3600 * 1000;
     f.cl->h1.idle_timeout_ms = 3600 * 1000;
-    assert_int_equal(upool_init(&f.pool, f.cl, f.base, 0, NULL), 0);
+    reaper_init(&f.reaper, f.base);
+    assert_int_equal(upool_init(&f.pool, f.cl, f.base, &f.reaper, 0, NULL), 0);
     *state = &f;
     return 0;
 }
@@ -73,6 +76,7 @@ static int teardown(void **state)
     struct fx *f = *state;
 
     upool_dispose(&f->pool);
+    reaper_dispose(&f->reaper);
     cluster_unref(f->cl);
     event_base_free(f->base);
     close(f->lfd);
