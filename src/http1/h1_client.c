@@ -99,7 +99,10 @@ static int write_head(struct h1_client *c)
     f[k++] = (struct http_field){SLICE_LIT("host"), q->authority};
     memcpy(f + k, q->fields.v, q->fields.n * sizeof(*f));
     k += q->fields.n;
-    if (q->upgrade) {
+    /* Only a request without a body becomes a tunnel: one with a body
+     * keeps its framing, so its bytes can never be read upstream as a
+     * request of their own. */
+    if (q->upgrade && !q->has_body && q->content_length <= 0) {
         f[k++] =
             (struct http_field){SLICE_LIT("connection"), SLICE_LIT("upgrade")};
         f[k++] = (struct http_field){SLICE_LIT("upgrade"), q->upgrade_proto};
@@ -155,6 +158,10 @@ static int pump_request(struct h1_client *c)
 
         if (p->aborted)
             return -1;
+        /* Nothing goes up a tunnel before the upstream's 101: until it
+         * has switched protocols, what it reads is HTTP. */
+        if (c->wq == WQ_TUNNEL && c->rp != RP_TUNNEL)
+            return 0;
         if (avail == 0) {
             if (!p->eof)
                 return 0;
@@ -245,6 +252,10 @@ static int parse_head(struct h1_client *c)
         }
         break;
     }
+    /* A 101 to a request that asked for no tunnel would leave the two
+     * sides disagreeing on what the following bytes are. */
+    if (r.status == 101 && c->wq != WQ_TUNNEL)
+        return -1;
     s->resp.status = r.status;
     s->resp.content_length = -1;
     for (size_t i = 0; i < r.nheaders; i++) {
@@ -285,7 +296,7 @@ static int parse_head(struct h1_client *c)
     /* A declined upgrade: the request is complete, nothing is tunnelled. */
     if (s->req.upgrade && r.status != 101 && c->wq == WQ_TUNNEL)
         c->wq = WQ_DONE;
-    if (r.status == 101 && s->req.upgrade) {
+    if (r.status == 101) {
         c->rp = RP_TUNNEL;
         c->keep_alive = 0;
         s->resp.has_body = 1;

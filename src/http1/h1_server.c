@@ -193,6 +193,24 @@ static int split_absolute(struct slice target, struct slice *authority,
     return authority->n > 0 ? 0 : -1;
 }
 
+/*
+ * upgrade_tunnelled() decides whether an Upgrade request may become a
+ * tunnel after the upstream's 101. Only the protocols strait relays are
+ * (Envoy's upgrade_configs: websocket), and only a request without a body:
+ * the bytes after the head of a request that has one are its body, framed
+ * by Content-Length or chunked, and relaying them raw to an upstream that
+ * does not switch protocols would run them there as a second request
+ * (request smuggling). Any other Upgrade (h2c included) is forwarded as a
+ * plain request without its Upgrade header, which strip_hop removes.
+ */
+static int upgrade_tunnelled(const struct h1_request *r, struct slice proto)
+{
+    if (r->body == H1_BODY_CHUNKED ||
+        (r->body == H1_BODY_LENGTH && r->content_length > 0))
+        return 0;
+    return slice_case_eq_str(proto, "websocket");
+}
+
 static int build_request(struct h1_server *hs, struct hstream *s,
                          const struct h1_request *r)
 {
@@ -221,6 +239,11 @@ static int build_request(struct h1_server *hs, struct hstream *s,
             slice_case_eq_str(name, "content-length") ||
             slice_case_eq_str(name, "expect"))
             continue;
+        /* HTTP2-Settings belongs to an h2c upgrade, which is never
+         * tunnelled (see upgrade_tunnelled()): it means nothing to the
+         * upstream and is dropped with the Upgrade header. */
+        if (slice_case_eq_str(name, "http2-settings"))
+            continue;
         if (slice_case_eq_str(name, "upgrade"))
             q->upgrade_proto = arena_slice(&s->arena, value);
         if (http_fields_add(&q->fields, &s->arena, name, value, SIZE_MAX) < 0)
@@ -228,7 +251,7 @@ static int build_request(struct h1_server *hs, struct hstream *s,
     }
     http_fields_strip_hop(&q->fields);
     q->expect_continue = r->expect_continue;
-    q->upgrade = r->upgrade && q->upgrade_proto.n > 0;
+    q->upgrade = r->upgrade && upgrade_tunnelled(r, q->upgrade_proto);
     q->te_trailers = r->te_trailers;
     if (r->body == H1_BODY_LENGTH) {
         q->content_length = (int64_t)r->content_length;

@@ -537,3 +537,113 @@ def test_idle_keepalive_connections_hold_no_buffers(strait_factory,
         for c, f in conns:
             f.close()
             c.close()
+
+
+# -- smuggling and request forms (issue 12) -----------------------------------
+
+def plain_upstream(upstream_factory):
+    """A keep-alive HTTP/1.1 upstream that never switches protocols: it
+    reads each request (Content-Length or chunked body), records (request
+    line, headers, body) in .seen, and answers 200 "ok"."""
+    seen = []
+
+    def handler(c):
+        f = c.makefile("rb")
+        while True:
+            line = f.readline()
+            if not line:
+                return
+            if line == b"\r\n":
+                continue
+            hdrs = []
+            while True:
+                h = f.readline()
+                if h in (b"\r\n", b""):
+                    break
+                k, _, v = h.decode("latin-1").partition(":")
+                hdrs.append((k.strip().lower(), v.strip()))
+            d = dict(hdrs)
+            body = b""
+            if "chunked" in d.get("transfer-encoding", "").lower():
+                while True:
+                    n = int(f.readline().split(b";")[0], 16)
+                    if n == 0:
+                        while f.readline() not in (b"\r\n", b""):
+                            pass
+                        break
+                    body += f.read(n)
+                    f.readline()
+            elif "content-length" in d:
+                body = f.read(int(d["content-length"]))
+            seen.append((line.rstrip(b"\r\n").decode("latin-1"), hdrs, body))
+            c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+
+    up = upstream_factory(handler)
+    up.seen = seen
+    return up
+
+
+SMUGGLED = b"GET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n"
+
+
+@pytest.mark.parametrize("proto", [b"websocket", b"h2c", b"foo"])
+@pytest.mark.parametrize("framing", ["length", "chunked"])
+def test_upgrade_with_body_is_not_smuggled(strait_factory, upstream_factory,
+                                           proto, framing):
+    """Issue 12 item 17: a request with Connection: Upgrade and a body went
+    upstream without its framing, the body following raw; an upstream that
+    does not switch protocols ran the body as a second request."""
+    up = plain_upstream(upstream_factory)
+    st, port = start(strait_factory, [up.addr])
+    if framing == "length":
+        frame = b"Content-Length: %d\r\n\r\n%s" % (len(SMUGGLED), SMUGGLED)
+    else:
+        frame = (b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n"
+                 % (len(SMUGGLED), SMUGGLED))
+    with connect(port) as c:
+        c.sendall(b"POST /up HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\n"
+                  b"Upgrade: " + proto + b"\r\n" + frame)
+        f = c.makefile("rb")
+        r = read_response(f, "POST")
+        assert r.status == 200, (r.status, r.body)
+        # The connection stays HTTP: a next request is answered too.
+        c.sendall(b"GET /next HTTP/1.1\r\nHost: a\r\n\r\n")
+        assert read_response(f).status == 200
+    lines = [s[0] for s in up.seen]
+    assert lines == ["POST /up HTTP/1.1", "GET /next HTTP/1.1"], lines
+    assert up.seen[0][2] == SMUGGLED
+    assert "upgrade" not in [k for k, _ in up.seen[0][1]]
+
+
+def test_h2c_upgrade_forwarded_as_plain_request(strait_factory,
+                                                upstream_factory):
+    """An h2c upgrade is not tunnelled: Upgrade and HTTP2-Settings are
+    dropped and the request goes upstream as plain HTTP/1.1."""
+    up = plain_upstream(upstream_factory)
+    st, port = start(strait_factory, [up.addr])
+    r = request(port, b"GET /h2c HTTP/1.1\r\nHost: a\r\n"
+                      b"Connection: Upgrade, HTTP2-Settings\r\n"
+                      b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"
+                      b"\r\n")
+    assert r.status == 200
+    assert [s[0] for s in up.seen] == ["GET /h2c HTTP/1.1"]
+    got = [k for k, _ in up.seen[0][1]]
+    assert "upgrade" not in got and "http2-settings" not in got, got
+
+
+def test_upgrade_bytes_wait_for_the_101(strait_factory, upstream_factory):
+    """Bytes a client sends after a WebSocket upgrade head go upstream only
+    after the upstream's 101; an upstream that declines sees them as the
+    next request, never as part of the first."""
+    up = plain_upstream(upstream_factory)
+    st, port = start(strait_factory, [up.addr])
+    with connect(port) as c:
+        c.sendall(b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\n"
+                  b"Upgrade: websocket\r\n\r\n" + SMUGGLED)
+        f = c.makefile("rb")
+        r = read_response(f)
+        assert r.status == 200
+        r = read_response(f)
+        assert r.status == 200
+    lines = [s[0] for s in up.seen]
+    assert lines == ["GET /ws HTTP/1.1", "GET /smuggled HTTP/1.1"], lines
