@@ -13,6 +13,7 @@
 #include "compile/jwt.h"
 #include "config/resource.h"
 #include "core/arena.h"
+#include "core/ascii.h"
 #include "core/err.h"
 #include "core/json.h"
 #include "policy/jwt-int.h"
@@ -37,9 +38,7 @@ static char *lower_dup(struct arena *a, const char *s)
 {
     char *d = arena_dup(a, s, strlen(s));
 
-    for (char *p = d; p != NULL && *p != '\0'; p++)
-        if (*p >= 'A' && *p <= 'Z')
-            *p = (char)(*p + 32);
+    ascii_lower_str(d);
     return d;
 }
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "config/resource.h"
+#include "core/ascii.h"
 #include "core/err.h"
 #include "core/host.h"
 #include "core/log.h"
@@ -270,9 +271,7 @@ static int sni_add(struct l4_build *b, const char *name, int target,
 
     if (lc == NULL)
         return err_set(b->err, "out of memory");
-    for (char *p = lc; *p != '\0'; p++)
-        if (*p >= 'A' && *p <= 'Z')
-            *p = (char)(*p + 32);
+    ascii_lower_str(lc);
     if (sni_has(c, lc)) {
         free(lc);
         return 0;

@@ -19,6 +19,7 @@
 #include <strings.h>
 
 #include "config/resource.h"
+#include "core/ascii.h"
 #include "core/err.h"
 #include "core/host.h"
 #include "compile/router-int.h"
@@ -65,9 +66,7 @@ static int strvec_add_lower(struct strvec *s, const char *x)
     c = strdup(x);
     if (c == NULL)
         return -1;
-    for (char *q = c; *q != '\0'; q++)
-        if (*q >= 'A' && *q <= 'Z')
-            *q = (char)(*q + ('a' - 'A'));
+    ascii_lower_str(c);
     if (strvec_has(s, c)) {
         free(c);
         return 0;
@@ -104,9 +103,7 @@ int rt_str(struct rt_build *b, const char *s, int lower, struct slice *out)
         return -1;
     }
     if (lower)
-        for (size_t i = 0; i < n; i++)
-            if (c[i] >= 'A' && c[i] <= 'Z')
-                c[i] = (char)(c[i] + ('a' - 'A'));
+        ascii_lower_n(c, n);
     out->p = c;
     out->n = n;
     return 0;

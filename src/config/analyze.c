@@ -12,6 +12,7 @@
 #include "config/analyze.h"
 #include "config/res-kinds.h"
 #include "config/resource.h"
+#include "core/ascii.h"
 #include "core/buf.h"
 #include "core/host.h"
 #include "core/json.h"
@@ -1019,7 +1020,7 @@ static void print_json(struct buf *b, const struct res_msg *m)
     size_t i;
 
     for (i = 0; m->code[i] != '\0' && i + 1 < sizeof(lower); i++)
-        lower[i] = (char)tolower((unsigned char)m->code[i]);
+        lower[i] = ascii_lower(m->code[i]);
     lower[i] = '\0';
     buf_puts(b, "{\"code\":");
     json_str(b, m->code);

@@ -3,19 +3,15 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/ascii.h"
 #include "core/host.h"
-
-static unsigned char lower(unsigned char c)
-{
-    return c >= 'A' && c <= 'Z' ? (unsigned char)(c + ('a' - 'A')) : c;
-}
 
 int host_eq(const char *a, size_t an, const char *b, size_t bn)
 {
     if (an != bn)
         return 0;
     for (size_t i = 0; i < an; i++)
-        if (lower((unsigned char)a[i]) != lower((unsigned char)b[i]))
+        if (ascii_lower(a[i]) != ascii_lower(b[i]))
             return 0;
     return 1;
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/ascii.h"
 #include "core/stats.h"
 #include "http/http.h"
 
@@ -47,9 +48,7 @@ int http_fields_add(struct http_fields *f, struct arena *a, struct slice name,
     v = arena_dup(a, value.p, value.n);
     if (n == NULL || v == NULL)
         return -1;
-    for (size_t i = 0; i < name.n; i++)
-        if (n[i] >= 'A' && n[i] <= 'Z')
-            n[i] = (char)(n[i] + ('a' - 'A'));
+    ascii_lower_n(n, name.n);
     return http_fields_add_ref(f, a, (struct slice){n, name.n},
                                (struct slice){v, value.n});
 }

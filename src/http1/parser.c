@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ascii.h"
 #include "http1/parser.h"
 
 /*
@@ -66,16 +67,11 @@ static int is_host_char(unsigned char c)
     return c != '\0' && strchr("-._~!$&'()*+,;=:[]%", c) != NULL;
 }
 
-static unsigned char ascii_lower(unsigned char c)
-{
-    return c >= 'A' && c <= 'Z' ? (unsigned char)(c + 32) : c;
-}
-
 static int hex_value(unsigned char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
-    c = ascii_lower(c);
+    c = (unsigned char)ascii_lower((char)c);
     if (c >= 'a' && c <= 'f')
         return c - 'a' + 10;
     return -1;
@@ -105,8 +101,7 @@ int h1_slice_eq_ci(struct h1_slice s, const char *lit)
     size_t i;
 
     for (i = 0; i < s.n; i++) {
-        if (lit[i] == '\0' || ascii_lower((unsigned char)s.p[i]) !=
-                                  ascii_lower((unsigned char)lit[i]))
+        if (lit[i] == '\0' || ascii_lower(s.p[i]) != ascii_lower(lit[i]))
             return 0;
     }
     return lit[i] == '\0';

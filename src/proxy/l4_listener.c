@@ -32,6 +32,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/ascii.h"
 #include "core/clock.h"
 #include "core/host.h"
 #include "core/log.h"
@@ -620,10 +621,7 @@ static void inspect(struct l4_conn *lc)
                                        : "client_hello_too_large");
         return;
     }
-    for (size_t i = 0; i < ch.sni_len; i++) {
-        char x = (char)ch.sni[i];
-        lc->sni[i] = (x >= 'A' && x <= 'Z') ? (char)(x + 32) : x;
-    }
+    ascii_lower_copy(lc->sni, (const char *)ch.sni, ch.sni_len);
     lc->sni[ch.sni_len] = '\0';
     route_sni(lc);
 }

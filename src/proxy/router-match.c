@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/ascii.h"
 #include "http/http.h"
 #include "proxy/router-int.h"
 
@@ -261,10 +262,7 @@ static const struct rt_vhost *find_vhost(const struct router *r,
             break;
     }
     if (n > 0 && n < sizeof(host)) {
-        for (size_t i = 0; i < n; i++) {
-            char c = authority.p[i];
-            host[i] = c >= 'A' && c <= 'Z' ? (char)(c + ('a' - 'A')) : c;
-        }
+        ascii_lower_copy(host, authority.p, n);
         host[n] = '\0';
         if ((idx = rt_table_get(&r->exact, host, n)) >= 0)
             return &r->vhosts[idx];

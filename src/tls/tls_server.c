@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "core/ascii.h"
 #include "core/err.h"
 #include "core/host.h"
 #include "net/conn.h"
@@ -137,10 +138,7 @@ static int client_hello_sni(const SSL_CLIENT_HELLO *ch, char *out, size_t n)
             continue;
         if (CBS_len(&name) == 0 || CBS_len(&name) >= n)
             return 0;
-        for (size_t i = 0; i < CBS_len(&name); i++) {
-            char ch2 = (char)CBS_data(&name)[i];
-            out[i] = (ch2 >= 'A' && ch2 <= 'Z') ? (char)(ch2 + 32) : ch2;
-        }
+        ascii_lower_copy(out, (const char *)CBS_data(&name), CBS_len(&name));
         out[CBS_len(&name)] = '\0';
         return 1;
     }
@@ -441,9 +439,7 @@ static int cert_names(struct tls_cert *c)
             c->names[c->nnames++] = strdup(cn);
     }
     for (size_t i = 0; i < c->nnames; i++)
-        for (char *p = c->names[i]; p && *p; p++)
-            if (*p >= 'A' && *p <= 'Z')
-                *p = (char)(*p + 32);
+        ascii_lower_str(c->names[i]);
     return 0;
 }
 
@@ -604,9 +600,7 @@ static int load_cert(struct tls_cert *c, const struct tls_server_cert *sc,
             if (c->hosts[i] == NULL)
                 return set_err(err, sc->cert_path, "out of memory");
             c->nhosts++;
-            for (char *p = c->hosts[i]; *p; p++)
-                if (*p >= 'A' && *p <= 'Z')
-                    *p = (char)(*p + 32);
+            ascii_lower_str(c->hosts[i]);
         }
         ts->by_hosts = 1;
     }
@@ -696,9 +690,7 @@ int tls_conn_serves_host(const struct conn *conn, const char *host, size_t n)
     }
     if (n >= sizeof(lower))
         return 0;
-    for (size_t i = 0; i < n; i++)
-        lower[i] =
-            (host[i] >= 'A' && host[i] <= 'Z') ? (char)(host[i] + 32) : host[i];
+    ascii_lower_copy(lower, host, n);
     /* A trailing dot names the same host. */
     if (n > 0 && lower[n - 1] == '.')
         n--;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ascii.h"
 #include "core/err.h"
 #include "http/http.h"
 #include "upstream/hash.h"
@@ -264,8 +265,7 @@ struct lb_hash *lb_hash_new(const struct lb_hash_conf *conf,
     if (h->name == NULL)
         goto oom;
     if (conf->key == LB_KEY_HEADER)
-        for (char *c = h->name; *c; c++)
-            *c = (char)tolower((unsigned char)*c);
+        ascii_lower_str(h->name);
     if (conf->cookie_path != NULL && conf->cookie_path[0] != '\0') {
         h->cookie_path = strdup(conf->cookie_path);
         if (h->cookie_path == NULL)

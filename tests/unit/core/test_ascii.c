@@ -1,0 +1,78 @@
+/*
+ * Unit tests for src/core/ascii.h: ASCII lowercase only, whatever the
+ * locale, bytes past 0x7f untouched.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/ascii.h"
+
+static void test_lower_char(void **state)
+{
+    (void)state;
+    assert_int_equal(ascii_lower('A'), 'a');
+    assert_int_equal(ascii_lower('Z'), 'z');
+    assert_int_equal(ascii_lower('a'), 'a');
+    assert_int_equal(ascii_lower('0'), '0');
+    assert_int_equal(ascii_lower('@'), '@'); /* 'A' - 1 */
+    assert_int_equal(ascii_lower('['), '['); /* 'Z' + 1 */
+    assert_int_equal(ascii_lower('-'), '-');
+    /* UTF-8 bytes ("É" is C3 89) are never touched. */
+    assert_int_equal((unsigned char)ascii_lower((char)0xC3), 0xC3);
+    assert_int_equal((unsigned char)ascii_lower((char)0x89), 0x89);
+}
+
+static void test_lower_n(void **state)
+{
+    char s[] = "Content-TYPE: X";
+
+    (void)state;
+    ascii_lower_n(s, 12);
+    /* Only n bytes change. */
+    assert_string_equal(s, "content-type: X");
+}
+
+static void test_lower_str(void **state)
+{
+    char s[] = "WWW.Example.COM";
+    char utf8[] = "\xC3\x89T\xC3\xA9";
+
+    (void)state;
+    ascii_lower_str(s);
+    assert_string_equal(s, "www.example.com");
+    ascii_lower_str(utf8);
+    assert_string_equal(utf8, "\xC3\x89t\xC3\xA9");
+    ascii_lower_str(NULL);
+}
+
+static void test_lower_copy(void **state)
+{
+    char out[8];
+    char same[] = "AbC";
+
+    (void)state;
+    memset(out, '#', sizeof(out));
+    ascii_lower_copy(out, "SNI.ORG", 7);
+    assert_memory_equal(out, "sni.org#", 8);
+    ascii_lower_copy(same, same, 3);
+    assert_string_equal(same, "abc");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lower_char),
+        cmocka_unit_test(test_lower_n),
+        cmocka_unit_test(test_lower_str),
+        cmocka_unit_test(test_lower_copy),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
