@@ -36,6 +36,7 @@
 #include "core/clock.h"
 #include "core/host.h"
 #include "core/log.h"
+#include "core/rng.h"
 #include "event/reap.h"
 #include "event/timer.h"
 #include "net/conn.h"
@@ -242,11 +243,8 @@ static struct proxy_counters *shard(const struct l4_listener *p)
 
 static uint64_t next_random(struct l4_listener *p)
 {
-    /* xorshift64*: per worker, seeded from the system's generator. */
-    p->rng ^= p->rng >> 12;
-    p->rng ^= p->rng << 25;
-    p->rng ^= p->rng >> 27;
-    return p->rng * 2685821657736338717ULL;
+    /* Per worker, seeded from the system's generator. */
+    return rng_next(&p->rng);
 }
 
 /* A connection that ends before it is relayed gets an access log line of

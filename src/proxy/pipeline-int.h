@@ -84,7 +84,7 @@ struct pstream {
 
 /* pipeline.c: the exchange and its end. */
 
-/* The worker's xorshift64 generator (request ids, weights, backoff
+/* The worker's generator (core/rng.h: request ids, weights, backoff
  * jitter): uniqueness, not secrecy. */
 uint64_t pstream_rng(struct http_listener *l);
 

@@ -13,6 +13,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/rng.h"
 #include "event/timer.h"
 #include "proxy/pipeline-int.h"
 #include "tls/tls.h"
@@ -25,13 +26,8 @@ static const struct h1_client_hooks up_hooks;
 
 uint64_t pstream_rng(struct http_listener *l)
 {
-    /* xorshift64: request ids need uniqueness, not secrecy. */
-    uint64_t x = l->rng;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    l->rng = x;
-    return x;
+    /* Request ids need uniqueness, not secrecy. */
+    return rng_next(&l->rng);
 }
 
 static void count_status(struct pstream *ps, int status)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/rng.h"
 #include "upstream/balancer.h"
 #include "upstream/cluster.h"
 #include "upstream/hash.h"
@@ -178,13 +179,8 @@ void balancer_dispose(struct balancer *b)
 
 static uint64_t lb_rand(struct balancer *b)
 {
-    /* xorshift64: balancing needs spread, not secrecy. */
-    uint64_t x = b->rng;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    b->rng = x;
-    return x;
+    /* Balancing needs spread, not secrecy. */
+    return rng_next(&b->rng);
 }
 
 /* One pick by the balancer alone. */
