@@ -43,7 +43,7 @@ enum {
 };
 
 static struct event_base *main_base;
-static struct server *main_server;
+static struct loop *main_loop;
 static int main_signals_seen;
 
 static void usage_main(FILE *f)
@@ -222,7 +222,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     (void)arg;
     if (sig == SIGHUP) {
         log_info("SIGHUP: reloading");
-        server_reload(main_server);
+        loop_reload_bootstrap(main_loop);
         return;
     }
     /* A second SIGTERM or SIGINT stops at once, for impatient operators. */
@@ -231,7 +231,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         event_base_loopbreak(main_base);
         return;
     }
-    server_drain(main_server, strsignal((int)sig));
+    loop_drain(main_loop, strsignal((int)sig));
 }
 
 /* Options of run: -c, --join, --token. NULL after help or a usage error
@@ -394,11 +394,11 @@ static int cmd_run(int argc, char **argv)
     for (int i = 0; i < 3; i++)
         sigaddset(&block, signums[i]);
     pthread_sigmask(SIG_BLOCK, &block, &old);
-    main_server = server_new(main_base, bs, path,
-                             node != NULL ? ca_node_identity(node) : NULL,
-                             &config_error, &err);
+    main_loop = loop_new(main_base, bs, path,
+                         node != NULL ? ca_node_identity(node) : NULL,
+                         &config_error, &err);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (main_server == NULL) {
+    if (main_loop == NULL) {
         fprintf(stderr, "strait: %s\n", err ? err : "cannot start");
         log_error("cannot start: %s", err ? err : "unknown error");
         free(err);
@@ -406,8 +406,8 @@ static int cmd_run(int argc, char **argv)
         goto done;
     }
     event_base_dispatch(main_base);
-    server_free(main_server);
-    main_server = NULL;
+    loop_free(main_loop);
+    main_loop = NULL;
     log_info("exit");
 done:
     ca_node_free(node);

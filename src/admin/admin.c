@@ -224,6 +224,13 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
         json_str(b, st.last_reload_error);
         buf_puts(b, "\n");
     }
+    buf_printf(b, "server.rebuilds_ok: %" PRIu64 "\n", st.rebuilds_ok);
+    buf_printf(b, "server.rebuilds_failed: %" PRIu64 "\n", st.rebuilds_failed);
+    if (st.last_rebuild_error != NULL) {
+        buf_puts(b, "server.last_rebuild_error: ");
+        json_str(b, st.last_rebuild_error);
+        buf_puts(b, "\n");
+    }
     if (st.has_resources) {
         buf_printf(b, "resources.count: %zu\n", st.resources);
         buf_printf(b, "resources.reloads_ok: %" PRIu64 "\n",

@@ -23,6 +23,10 @@ struct admin_status {
     uint64_t reloads_ok;
     uint64_t reloads_failed;
     const char *last_reload_error; /* NULL when the last reload succeeded */
+    /* Rebuilds from the inputs in effect (resources, DNS, JWKS). */
+    uint64_t rebuilds_ok;
+    uint64_t rebuilds_failed;
+    const char *last_rebuild_error; /* NULL when the last one succeeded */
     uint64_t uptime_ms;
     int has_resources; /* a config.dir is in use */
     size_t resources;

@@ -385,10 +385,12 @@ int compile_tls_check(const struct compiled_listener *cl, char **err)
     const struct http_listener_conf *c;
 
     *err = NULL;
-    if (cl->ops == &l4_listener_ops)
+    switch (cl->ops->kind) {
+    case PLISTENER_L4:
         return l4_listener_tls_check(cl->conf, err);
-    if (cl->ops != &http_listener_ops)
-        return 0;
-    c = cl->conf;
-    return c->tls != NULL ? tls_holder_check(c->tls, err) : 0;
+    case PLISTENER_HTTP:
+        c = cl->conf;
+        return c->tls != NULL ? tls_holder_check(c->tls, err) : 0;
+    }
+    return 0;
 }

@@ -1,16 +1,23 @@
 #include "config.h"
 
 #include <event2/event.h>
+#include <inttypes.h>
+#include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "admin/admin.h"
+#include "compile/compile.h"
+#include "compile/istio.h"
+#include "compile/snapshot.h"
 #include "config/bootstrap.h"
 #include "config/resource-t.h"
 #include "control/ca/identity.h"
 #include "control/dns.h"
 #include "control/jwks.h"
+#include "control/loop.h"
+#include "control/source_dir.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/err.h"
@@ -19,72 +26,41 @@
 #include "event/mq.h"
 #include "event/timer.h"
 #include "net/listener.h"
-#include "proxy/http_listener.h"
-#include "proxy/l4_listener.h"
-#include "proxy/router.h"
-#include "proxy/stats.h"
-#include "compile/compile.h"
-#include "control/source_dir.h"
-#include "compile/istio.h"
-#include <inttypes.h>
-#include "upstream/cluster.h"
-#include "control/loop.h"
 #include "net/worker.h"
+#include "proxy/http_listener.h"
+#include "proxy/router.h"
+#include "upstream/cluster.h"
 
-/* A listener as the main thread sees it: what it does (conf), where it
- * listens (socks) and its counters. Each field holds one reference. */
-struct srv_listener {
-    struct compiled_listener cl;
-    struct listener_socks *socks;
-    struct stats_block *stats;
-    const char *name;       /* in the lset's bootstrap or Gateway set */
-    char *fingerprint;      /* what it does; equal means keep it running */
-    uint64_t tls_reload_ms; /* 0 without TLS */
+/* What is waiting for the workers to acknowledge the last publish. */
+enum {
+    PENDING_REBUILD = 1,   /* rebuild from the inputs in effect */
+    PENDING_BOOTSTRAP = 2, /* re-read the bootstrap, then rebuild */
 };
 
-struct lset {
-    struct srv_listener *v;
-    size_t n;
-    struct cluster **clusters; /* one reference each, for reuse and stats */
-    size_t nclusters;
-    struct bootstrap *bs;     /* the bootstrap the names point into */
-    struct gw_set gws;        /* the Gateway listeners the names point into */
-    struct strmap gwclusters; /* the Gateway listeners' clusters by
-                               * fingerprint, one reference each */
-};
-
-/* What a listener is before it runs: a bootstrap listener or the servers
- * of Gateways on one port. */
-struct lspec {
-    const char *name;
-    struct addr address;
-    int backlog;
-    char *fingerprint;
-    uint64_t tls_reload_ms;
-    const struct bootstrap_listener *bl;
-    const struct gw_listener *gw;
-};
-
-struct server {
+struct loop {
     struct event_base *base;
     struct mq *inbox;
     char *config_path;
     int nworkers;
     struct worker *workers;
-    struct lset cur;
-    struct lset old; /* retired set, released once workers ack */
+    /* The bootstrap in effect, owned; rebuilds use it, only a bootstrap
+     * reload replaces it. */
+    struct bootstrap *bs;
+    struct snapshot *cur;     /* what workers run (or are switching to) */
+    struct snapshot *old;     /* the one before, released once workers ack */
+    struct bootstrap *old_bs; /* old's bootstrap when bs replaced it */
     int acks_pending;
-    int reload_queued;
+    int pending; /* PENDING_* requested while acks were pending */
     struct admin *admin;
-    struct stats_block **stats_view; /* for the admin, rebuilt on change */
-    struct cluster **cluster_view;   /* bootstrap and Gateway clusters */
-    size_t ncluster_view;
     uint64_t start_ms;
-    uint64_t reloads_ok;
+    uint64_t reloads_ok; /* bootstrap reloads (SIGHUP, POST /reload) */
     uint64_t reloads_failed;
     char *last_reload_error;
+    uint64_t rebuilds_ok; /* rebuilds for resource, DNS, JWKS changes */
+    uint64_t rebuilds_failed;
+    char *last_rebuild_error;
     int draining;
-    int stopping; /* server_free: acknowledgements are only freed */
+    int stopping; /* loop_free: acknowledgements are only freed */
     int stopped_accepting;
     int idle_workers;
     struct timer drain_timer;
@@ -93,7 +69,6 @@ struct server {
     struct dns_cache *dns;        /* ServiceEntry names; with source only */
     struct jwks_cache *jwks;      /* jwksUri key sets; with source only */
     struct ca_identity *identity; /* the mesh certificate; NULL: no CA */
-    int rebuild_only;             /* reloading for new resources only */
     uint64_t cert_reloads;
     uint64_t cert_reload_failures;
     /* The caches above as compile/ reads them. */
@@ -128,447 +103,147 @@ static const char *jwks_get(void *arg, const char *uri, int64_t timeout_ms,
     return jwks_cache_get(arg, uri, timeout_ms, n);
 }
 
-static void arm_cert_timer(struct server *s);
+static void arm_cert_timer(struct loop *s);
 
-static void lset_release(struct lset *ls)
-{
-    for (size_t i = 0; i < ls->n; i++) {
-        if (ls->v[i].cl.conf != NULL)
-            ls->v[i].cl.unref(ls->v[i].cl.conf);
-        listener_socks_unref(ls->v[i].socks);
-        stats_block_unref(ls->v[i].stats);
-        free(ls->v[i].fingerprint);
-    }
-    free(ls->v);
-    compile_clusters_free(ls->clusters, ls->nclusters);
-    istio_cluster_map_dispose(&ls->gwclusters);
-    gw_set_dispose(&ls->gws);
-    bootstrap_free(ls->bs);
-    memset(ls, 0, sizeof(*ls));
-}
-
-static struct srv_listener *lset_find_name(const struct lset *ls,
-                                           const char *name)
-{
-    for (size_t i = 0; i < ls->n; i++)
-        if (strcmp(ls->v[i].name, name) == 0)
-            return &ls->v[i];
-    return NULL;
-}
-
-static struct srv_listener *lset_find_addr(const struct lset *ls,
-                                           const struct addr *a)
-{
-    for (size_t i = 0; i < ls->n; i++)
-        if (addr_equal(&ls->v[i].socks->addr, a))
-            return &ls->v[i];
-    return NULL;
-}
-
-static const struct resource_set *source_current_or_null(const struct server *s)
+static const struct resource_set *source_current_or_null(const struct loop *s)
 {
     return s->source != NULL ? source_current(s->source) : NULL;
 }
 
-static void lspecs_free(struct lspec *v, size_t n)
+/* Every worker serves cur: what only old held can go. */
+static void release_old(struct loop *s)
 {
-    for (size_t i = 0; i < n; i++)
-        free(v[i].fingerprint);
-    free(v);
-}
-
-/* The fingerprint of a bootstrap listener: its own keys, the logging it
- * compiles in, and for HTTP the clusters it may route to. */
-static char *bootstrap_fingerprint(const struct bootstrap *bs,
-                                   const struct bootstrap_listener *bl)
-{
-    struct buf b;
-    char *out;
-
-    buf_init(&b, 64 * 1024 * 1024);
-    bootstrap_listener_to_json(bl, &b);
-    buf_printf(&b, "|log=%d|", bs->log.access_log);
-    if (bl->protocol == BOOTSTRAP_HTTP)
-        bootstrap_clusters_to_json(bs, &b);
-    out = strndup(buf_ptr(&b), buf_len(&b));
-    buf_dispose(&b);
-    return out;
+    snapshot_unref(s->old);
+    s->old = NULL;
+    bootstrap_free(s->old_bs);
+    s->old_bs = NULL;
 }
 
 /*
- * lset_specs() lists what the listener set should hold: the bootstrap's
- * listeners, then the Gateways' (kept in out->gws, which the specs point
- * into). A Gateway listener's fingerprint holds the resource snapshot's
- * number, so a new snapshot rebuilds its routes.
+ * build() compiles the inputs in effect under bs (the bootstrap in
+ * effect, or the one a reload just read) into *out, reusing what cur
+ * runs. On failure nothing in effect changes.
  */
-static int lset_specs(struct server *s, const struct bootstrap *bs,
-                      struct lset *out, struct lspec **specs, size_t *nspecs,
-                      char **err)
+static int build(struct loop *s, const struct bootstrap *bs,
+                 struct snapshot **out, char **err)
 {
-    const struct resource_set *set = source_current_or_null(s);
-    size_t n;
-    struct lspec *v;
-
-    *specs = NULL;
-    *nspecs = 0;
-    if (set != NULL && istio_gateways(bs, set, &out->gws, err) < 0)
-        return -1;
-    n = bs->listeners.n + out->gws.n;
-    v = calloc(n ? n : 1, sizeof(*v));
-    if (v == NULL)
-        goto oom;
-    for (size_t i = 0; i < bs->listeners.n; i++) {
-        const struct bootstrap_listener *bl = bootstrap_listener_at(bs, i);
-        struct lspec *sp = &v[i];
-
-        sp->name = bl->name;
-        sp->address = bl->address;
-        sp->backlog = (int)bl->backlog;
-        sp->bl = bl;
-        if (bl->protocol == BOOTSTRAP_HTTP && bl->tls.certificates.n > 0)
-            sp->tls_reload_ms = (uint64_t)bl->tls.reload_interval_ms;
-        sp->fingerprint = bootstrap_fingerprint(bs, bl);
-        if (sp->fingerprint == NULL)
-            goto oom;
-    }
-    for (size_t i = 0; i < out->gws.n; i++) {
-        const struct gw_listener *g = &out->gws.v[i];
-        struct lspec *sp = &v[bs->listeners.n + i];
-
-        for (size_t k = 0; k < bs->listeners.n; k++)
-            if (strcmp(v[k].name, g->name) == 0 ||
-                addr_equal(&v[k].address, &g->address)) {
-                err_set(err,
-                        "Gateway listener %s clashes with bootstrap "
-                        "listener %s (name or address)",
-                        g->name, v[k].name);
-                lspecs_free(v, n);
-                gw_set_dispose(&out->gws);
-                return -1;
-            }
-        sp->name = g->name;
-        sp->address = g->address;
-        sp->backlog = 1024;
-        sp->gw = g;
-        /* The mesh certificate rotates at half its life (24 h by default,
-         * far less in tests): check its files often; a stat is cheap. */
-        sp->tls_reload_ms = g->tls ? (g->mesh ? 500 : 5000) : 0;
-        /* Routes are not part of it: a kept Gateway listener gets new
-         * routes published into its running conf. An L4 listener's rules
-         * are compiled into its conf: new resources or DNS answers build
-         * a new one, which takes the sockets over while sessions finish on
-         * the old one. */
-        if (g->l4) {
-            struct source_status st;
-            struct dns_stats ds;
-            memset(&ds, 0, sizeof(ds));
-            source_status(s->source, &st);
-            if (s->dns != NULL)
-                dns_cache_stats(s->dns, &ds);
-            if (asprintf(&sp->fingerprint,
-                         "%s|log=%d|resources=%" PRIu64 "|dns=%" PRIu64
-                         "|outbound=%d",
-                         g->json, bs->log.access_log, st.reloads_ok,
-                         (uint64_t)ds.changes, bs->outbound.mode) < 0) {
-                sp->fingerprint = NULL;
-                goto oom;
-            }
-        } else if (asprintf(&sp->fingerprint, "%s|log=%d", g->json,
-                            bs->log.access_log) < 0) {
-            sp->fingerprint = NULL;
-            goto oom;
-        }
-    }
-    *specs = v;
-    *nspecs = n;
-    return 0;
-oom:
-    lspecs_free(v, n);
-    gw_set_dispose(&out->gws);
-    *err = strdup("out of memory");
-    return -1;
-}
-
-/* What an L4 listener's fingerprint says before its resource and DNS
- * generations: the Gateway servers and logging, all its HTTP part (of a
- * port shared by HTTPS and TLS servers) is compiled from besides routes. */
-static int same_http_part(const char *a, const char *b)
-{
-    const char *ea = strstr(a, "|resources="), *eb = strstr(b, "|resources=");
-
-    return ea != NULL && eb != NULL && ea - a == eb - b &&
-           memcmp(a, b, (size_t)(ea - a)) == 0;
-}
-
-/*
- * keep_http_part() lets a rebuilt L4 listener l of a shared port keep
- * prev's HTTP part when only what it routes by changed: l's conf takes
- * prev's HTTP conf, and l's new routes go to *staged, published into it
- * once the whole set is built. Workers then hand the running HTTP
- * listener to the new L4 one (l4_listener inherit), so HTTPS connections
- * outlive resource changes as on a port of HTTP servers only.
- */
-static void keep_http_part(const struct srv_listener *prev,
-                           struct srv_listener *l, struct http_routes **staged)
-{
-    struct l4_listener_conf *nc, *pc;
-
-    if (prev == NULL || prev->cl.ops != &l4_listener_ops ||
-        l->cl.ops != &l4_listener_ops)
-        return;
-    nc = l->cl.conf;
-    pc = prev->cl.conf;
-    if (nc->http == NULL || pc->http == NULL ||
-        !same_http_part(prev->fingerprint, l->fingerprint))
-        return;
-    *staged = http_listener_conf_routes(nc->http);
-    http_listener_conf_unref(nc->http);
-    nc->http = http_listener_conf_ref(pc->http);
-}
-
-/*
- * lset_build() turns a bootstrap's listeners into a listener set, reusing
- * what old already runs: an unchanged listener is kept as is (its workers'
- * proxies keep their sessions), a listener on an address old already binds
- * takes over those sockets, and stats follow the listener's name. Only new
- * addresses are bound. On failure nothing of old is changed.
- */
-static int lset_build(struct server *s, struct bootstrap *bs,
-                      const struct lset *old, struct lset *out, char **err)
-{
-    char as[ADDR_STRLEN];
-    struct cluster **clusters;
-    int clusters_same =
-        old->bs != NULL && bootstrap_clusters_equal(old->bs, bs);
-    struct lspec *specs = NULL;
-    size_t nspecs = 0;
-    /* New routes for kept Gateway listeners, published only once the
-     * whole set is built. */
-    struct http_routes **staged = NULL;
-    const struct compile_env env = {
-        s->nworkers, s->dns != NULL ? &s->dns_fn : NULL,
-        s->identity != NULL ? &s->identity_fn : NULL,
-        s->jwks != NULL ? &s->jwks_fn : NULL};
     const struct jwks_conf jc = {bs->jwt.jwks_refresh_ms, bs->jwt.jwks_ca_file};
+    struct compile_inputs in;
 
-    memset(out, 0, sizeof(*out));
+    memset(&in, 0, sizeof(in));
+    in.bs = bs;
+    in.set = source_current_or_null(s);
+    in.nworkers = s->nworkers;
+    in.dns = s->dns != NULL ? &s->dns_fn : NULL;
+    in.identity = s->identity != NULL ? &s->identity_fn : NULL;
+    in.jwks = s->jwks != NULL ? &s->jwks_fn : NULL;
     if (s->dns != NULL)
         dns_cache_mark(s->dns);
     if (s->jwks != NULL) {
         if (jwks_cache_configure(s->jwks, &jc) < 0) {
-            *err = strdup("out of memory");
+            err_set(err, "out of memory");
             return -1;
         }
         jwks_cache_mark(s->jwks);
     }
-    if (lset_specs(s, bs, out, &specs, &nspecs, err) < 0)
+    if (snapshot_build(&in, s->cur, out, err) < 0)
         return -1;
-    staged = calloc(nspecs ? nspecs : 1, sizeof(*staged));
-    if (staged == NULL) {
-        lspecs_free(specs, nspecs);
-        gw_set_dispose(&out->gws);
-        *err = strdup("out of memory");
-        return -1;
-    }
-    out->v = calloc(nspecs ? nspecs : 1, sizeof(*out->v));
-    if (out->v == NULL) {
-        lspecs_free(specs, nspecs);
-        gw_set_dispose(&out->gws);
-        *err = strdup("out of memory");
-        return -1;
-    }
-    if (clusters_same) {
-        /* Unchanged clusters keep their objects: listeners that stay share
-         * them with listeners that change, and counters go on. */
-        clusters =
-            calloc(old->nclusters ? old->nclusters : 1, sizeof(*clusters));
-        if (clusters != NULL)
-            for (size_t i = 0; i < old->nclusters; i++)
-                clusters[i] = cluster_ref(old->clusters[i]);
-        else
-            *err = strdup("out of memory");
-    } else {
-        clusters = compile_clusters(bs, s->nworkers, err);
-    }
-    if (clusters == NULL) {
-        free(out->v);
-        out->v = NULL;
-        lspecs_free(specs, nspecs);
-        gw_set_dispose(&out->gws);
-        return -1;
-    }
-    out->clusters = clusters;
-    out->nclusters = bs->clusters.n;
-    for (size_t i = 0; i < nspecs; i++) {
-        struct lspec *sp = &specs[i];
-        struct srv_listener *prev = lset_find_name(old, sp->name);
-        struct srv_listener *same_addr = lset_find_addr(old, &sp->address);
-        struct srv_listener *l = &out->v[out->n];
-
-        l->name = sp->name;
-        l->tls_reload_ms = sp->tls_reload_ms;
-        l->fingerprint = sp->fingerprint;
-        sp->fingerprint = NULL;
-        /* Everything the compiled conf depends on is in the fingerprint:
-         * equal means the running listener stays, with its connections. */
-        if (prev != NULL && strcmp(prev->fingerprint, l->fingerprint) == 0) {
-            l->cl = prev->cl;
-            if (prev->cl.ops == &l4_listener_ops)
-                l4_listener_conf_ref(prev->cl.conf);
-            else
-                http_listener_conf_ref(prev->cl.conf);
-            l->socks = prev->socks;
-            l->socks->refs++;
-            l->stats = stats_block_ref(prev->stats);
-            out->n++;
-            if (sp->gw != NULL && !sp->gw->l4 &&
-                compile_gateway_routes(bs, source_current_or_null(s), sp->gw,
-                                       &env, &old->gwclusters, &out->gwclusters,
-                                       &staged[out->n - 1], err) < 0) {
-                err_set(err, "cannot compile");
-                err_prefix(err, "listener %s: ", sp->name);
-                goto fail;
-            }
-            continue;
-        }
-        if (same_addr != NULL) {
-            l->socks = same_addr->socks;
-            l->socks->refs++;
-        } else {
-            l->socks = listener_socks_open(&sp->address, s->nworkers,
-                                           sp->backlog, err);
-            if (l->socks == NULL) {
-                err_set(err, "cannot listen");
-                err_prefix(err, "listener %s: ", sp->name);
-                out->n++;
-                goto fail;
-            }
-        }
-        l->stats = prev != NULL ? stats_block_ref(prev->stats)
-                                : proxy_stats_new(sp->name, s->nworkers);
-        if (l->stats == NULL) {
-            if (*err == NULL)
-                *err = strdup("out of memory");
-            out->n++;
-            goto fail;
-        }
-        if ((sp->bl != NULL
-                 ? compile_listener(bs, sp->bl, clusters, l->stats, &l->cl, err)
-                 : compile_gateway(bs, source_current_or_null(s), sp->gw,
-                                   l->stats, &env, &old->gwclusters,
-                                   &out->gwclusters, &l->cl, err)) < 0) {
-            err_set(err, "cannot compile");
-            err_prefix(err, "listener %s: ", sp->name);
-            out->n++;
-            goto fail;
-        }
-        keep_http_part(prev, l, &staged[out->n]);
-        out->n++;
-        log_info("listener %s: %s, %s on %s", sp->name,
-                 prev ? "changed" : "added", l->cl.ops->kind,
-                 addr_format(&sp->address, as, sizeof(as)));
-    }
-    for (size_t i = 0; i < old->n; i++)
-        if (lset_find_name(out, old->v[i].name) == NULL)
-            log_info("listener %s: removed", old->v[i].name);
-    out->bs = bs;
-    lspecs_free(specs, nspecs);
-    /* Everything is built: kept Gateway listeners route new requests by
-     * their new routes from now on (requests in flight keep theirs). */
-    for (size_t i = 0; i < out->n; i++)
-        if (staged[i] != NULL)
-            http_listener_conf_set_routes(
-                out->v[i].cl.ops == &l4_listener_ops
-                    ? ((struct l4_listener_conf *)out->v[i].cl.conf)->http
-                    : out->v[i].cl.conf,
-                staged[i]);
-    free(staged);
     /* Names this snapshot no longer uses are dropped. */
     if (s->dns != NULL)
         dns_cache_sweep(s->dns);
     if (s->jwks != NULL)
         jwks_cache_sweep(s->jwks);
     return 0;
-fail:
-    /* Partially built entries hold references like complete ones; the
-     * bootstrap stays the caller's. */
-    for (size_t i = 0; i < nspecs; i++)
-        http_routes_unref(staged[i]);
-    free(staged);
-    lspecs_free(specs, nspecs);
-    out->bs = NULL;
-    lset_release(out);
-    return -1;
 }
 
-static int cluster_by_name(const void *a, const void *b)
+/*
+ * loop_publish() makes next the snapshot in effect (it takes the
+ * reference): the difference from cur is logged and handed to every
+ * worker, which keeps the listeners kept, starts the added and changed
+ * ones (a changed one on the sockets and with what it can inherit of the
+ * one it replaces) and retires the rest. cur becomes old until every
+ * worker has acknowledged.
+ */
+static void loop_publish(struct loop *s, struct snapshot *next)
 {
-    const struct cluster *const *x = a, *const *y = b;
+    struct snapshot_diff d;
+    char as[ADDR_STRLEN];
 
-    return strcmp((*x)->name, (*y)->name);
-}
-
-static void stats_view_update(struct server *s)
-{
-    size_t n = s->cur.nclusters + s->cur.gwclusters.n, pos = 0;
-    const char *k;
-    void *v;
-
-    free(s->stats_view);
-    s->stats_view = calloc(s->cur.n ? s->cur.n : 1, sizeof(*s->stats_view));
-    if (s->stats_view == NULL)
-        return;
-    for (size_t i = 0; i < s->cur.n; i++)
-        s->stats_view[i] = s->cur.v[i].stats;
-    /* The admin sees the bootstrap's clusters and the Gateway listeners'
-     * (the cur set holds references to all of them), sorted by name within
-     * each, so /clusters reads the same after every reload. */
-    free(s->cluster_view);
-    s->ncluster_view = 0;
-    s->cluster_view = calloc(n ? n : 1, sizeof(*s->cluster_view));
-    if (s->cluster_view == NULL)
-        return;
-    for (size_t i = 0; i < s->cur.nclusters; i++)
-        s->cluster_view[s->ncluster_view++] = s->cur.clusters[i];
-    while (strmap_next(&s->cur.gwclusters, &pos, &k, &v))
-        s->cluster_view[s->ncluster_view++] = v;
-    qsort(s->cluster_view + s->cur.nclusters,
-          s->ncluster_view - s->cur.nclusters, sizeof(*s->cluster_view),
-          cluster_by_name);
-}
-
-static int publish(struct server *s)
-{
+    if (snapshot_diff(s->cur, next, &d) < 0) {
+        d.v = NULL;
+        d.n = 0;
+        log_error("publish: out of memory computing the difference");
+    }
+    for (size_t i = 0; i < d.n; i++) {
+        const struct snapshot_change_entry *e = &d.v[i];
+        if (e->change == SNAPSHOT_ADDED || e->change == SNAPSHOT_CHANGED)
+            log_info("listener %s: %s, %s on %s", e->next->name,
+                     snapshot_change_name(e->change), e->next->cl.ops->name,
+                     addr_format(&e->next->address, as, sizeof(as)));
+        else if (e->change == SNAPSHOT_REMOVED)
+            log_info("listener %s: removed", e->prev->name);
+    }
+    s->old = s->cur;
+    s->cur = next;
     for (int w = 0; w < s->nworkers; w++) {
         struct worker_set *set =
-            malloc(sizeof(*set) + s->cur.n * sizeof(set->v[0]));
+            malloc(sizeof(*set) + next->n * sizeof(set->v[0]));
         if (set == NULL)
-            return -1;
-        set->n = s->cur.n;
-        for (size_t i = 0; i < s->cur.n; i++) {
-            set->v[i].ops = s->cur.v[i].cl.ops;
-            set->v[i].conf = s->cur.v[i].cl.conf;
-            set->v[i].name = s->cur.v[i].name;
-            set->v[i].fd = listener_socks_fd(s->cur.v[i].socks, w);
+            goto oom;
+        set->n = next->n;
+        for (size_t i = 0; i < next->n; i++) {
+            const struct snapshot_listener *l = &next->v[i];
+            struct worker_slot *slot = &set->v[i];
+            slot->ops = l->cl.ops;
+            slot->conf = l->cl.conf;
+            slot->name = l->name;
+            slot->fd = listener_socks_fd(l->socks, w);
+            slot->replaces = NULL;
         }
+        /* Entries of next's listeners come first, in next's order. */
+        for (size_t i = 0; i < d.n && i < next->n; i++)
+            if (d.v[i].change == SNAPSHOT_CHANGED)
+                set->v[i].replaces = d.v[i].prev->cl.conf;
         if (worker_apply(&s->workers[w], set) < 0) {
             free(set);
-            return -1;
+            goto oom;
         }
         s->acks_pending++;
     }
-    return 0;
+    snapshot_diff_dispose(&d);
+    return;
+oom:
+    snapshot_diff_dispose(&d);
+    log_error("publish: cannot reach every worker (out of memory)");
 }
 
-static void drain_done(struct server *s)
+static void drain_done(struct loop *s)
 {
     log_info("drained; exiting");
     event_base_loopbreak(s->base);
 }
 
+static int loop_reload_bootstrap_now(struct loop *s);
+
+/* Requests that came while workers acknowledged run now, in order: a
+ * bootstrap reload rebuilds too; when it fails, a rebuild asked for on
+ * its own still happens. */
+static void run_pending(struct loop *s)
+{
+    int p = s->pending;
+
+    s->pending = 0;
+    if (p & PENDING_BOOTSTRAP) {
+        if (loop_reload_bootstrap_now(s) < 0 && (p & PENDING_REBUILD))
+            loop_rebuild(s);
+    } else if (p & PENDING_REBUILD) {
+        loop_rebuild(s);
+    }
+}
+
 static void on_worker_event(void *arg, int worker, enum worker_event ev)
 {
-    struct server *s = arg;
+    struct loop *s = arg;
 
     (void)worker;
     if (s->stopping)
@@ -577,12 +252,9 @@ static void on_worker_event(void *arg, int worker, enum worker_event ev)
     case WORKER_APPLIED:
         if (--s->acks_pending > 0)
             return;
-        /* Every worker now serves cur: what only old held can go. */
-        lset_release(&s->old);
-        if (s->reload_queued && !s->draining) {
-            s->reload_queued = 0;
-            server_reload(s);
-        }
+        release_old(s);
+        if (s->pending != 0 && !s->draining)
+            run_pending(s);
         return;
     case WORKER_STOPPED_ACCEPT:
         if (++s->stopped_accepting < s->nworkers)
@@ -591,11 +263,8 @@ static void on_worker_event(void *arg, int worker, enum worker_event ev)
          * are refused by the kernel instead of waiting in a backlog. */
         log_info("drain: listeners closed");
         if (s->acks_pending == 0)
-            lset_release(&s->old);
-        for (size_t i = 0; i < s->cur.n; i++) {
-            listener_socks_unref(s->cur.v[i].socks);
-            s->cur.v[i].socks = NULL;
-        }
+            release_old(s);
+        snapshot_close_sockets(s->cur);
         return;
     case WORKER_IDLE:
         if (++s->idle_workers == s->nworkers)
@@ -606,15 +275,15 @@ static void on_worker_event(void *arg, int worker, enum worker_event ev)
 
 static void on_drain_deadline(void *arg)
 {
-    struct server *s = arg;
+    struct loop *s = arg;
 
     log_warn("drain deadline reached; closing the connections still open");
     event_base_loopbreak(s->base);
 }
 
-void server_drain(struct server *s, const char *why)
+void loop_drain(struct loop *s, const char *why)
 {
-    int64_t ms = s->cur.bs->drain_timeout_ms;
+    int64_t ms = s->bs->drain_timeout_ms;
 
     if (s->draining)
         return;
@@ -625,10 +294,10 @@ void server_drain(struct server *s, const char *why)
         worker_drain(&s->workers[w]);
 }
 
-static void set_reload_error(struct server *s, const char *msg)
+static void set_error(char **slot, const char *msg)
 {
-    free(s->last_reload_error);
-    s->last_reload_error = msg ? strdup(msg) : NULL;
+    free(*slot);
+    *slot = msg ? strdup(msg) : NULL;
 }
 
 /* admin.allowedHosts and admin.allowedOrigins take effect at start and
@@ -646,96 +315,137 @@ static void set_admin_policy(struct admin *a, const struct bootstrap *bs)
                   "(out of memory); the previous ones stay");
 }
 
-void server_reload(struct server *s)
+/* A request is held while the workers switch to the last snapshot; 1
+ * when it must wait (or be dropped while draining). */
+static int must_wait(struct loop *s, int kind)
 {
-    struct bootstrap *bs;
-    struct lset next;
-    char *err = NULL;
-    char as1[ADDR_STRLEN];
-
     if (s->draining) {
         log_warn("reload ignored while draining");
-        return;
+        return 1;
     }
     if (s->acks_pending > 0) {
-        /* Workers are still switching to the last set; go once they are. */
-        s->reload_queued = 1;
-        return;
+        s->pending |= kind;
+        return 1;
     }
-    bs = bootstrap_load(s->config_path, &err);
-    /* The resources are analysed under the new bootstrap's
-     * outboundTrafficPolicy (the running one when the file is bad). */
-    if (s->source != NULL && !s->rebuild_only)
-        source_reload(s->source, bs != NULL ? bs->outbound.mode : -1, 0);
-    if (bs == NULL) {
-        log_error("reload failed, keeping the running configuration:\n%s",
+    return 0;
+}
+
+void loop_rebuild(struct loop *s)
+{
+    struct snapshot *next;
+    char *err = NULL;
+
+    if (must_wait(s, PENDING_REBUILD))
+        return;
+    if (build(s, s->bs, &next, &err) < 0) {
+        log_error("rebuild failed, keeping the running configuration: %s",
                   err ? err : "unknown error");
-        s->reloads_failed++;
-        set_reload_error(s, err);
+        s->rebuilds_failed++;
+        set_error(&s->last_rebuild_error, err);
         free(err);
         return;
     }
+    loop_publish(s, next);
+    if (s->acks_pending == 0)
+        release_old(s);
+    s->rebuilds_ok++;
+    set_error(&s->last_rebuild_error, NULL);
+    arm_cert_timer(s);
+    log_info("rebuild: %zu listener(s) in effect", s->cur->n);
+}
+
+/* A bootstrap reload failed: count it, say why, keep what runs. */
+static int reload_failed(struct loop *s, const char *sep, const char *err)
+{
+    log_error("reload failed, keeping the running configuration:%s%s", sep,
+              err ? err : "unknown error");
+    s->reloads_failed++;
+    set_error(&s->last_reload_error, err);
+    return -1;
+}
+
+/* loop_reload_bootstrap_now() re-reads the bootstrap and rebuilds; 0, or
+ * -1 when the file (or what it builds) is refused. */
+static int loop_reload_bootstrap_now(struct loop *s)
+{
+    struct bootstrap *bs;
+    struct snapshot *next;
+    char *err = NULL;
+    char as1[ADDR_STRLEN];
+    int rc;
+
+    if (must_wait(s, PENDING_BOOTSTRAP))
+        return 0;
+    bs = bootstrap_load(s->config_path, &err);
+    /* The resources are analysed under the new bootstrap's
+     * outboundTrafficPolicy (the running one when the file is bad). */
+    if (s->source != NULL)
+        source_reload(s->source, bs != NULL ? bs->outbound.mode : -1, 0);
+    if (bs == NULL) {
+        rc = reload_failed(s, "\n", err);
+        free(err);
+        return rc;
+    }
     if (s->source != NULL && source_mode(s->source) != bs->outbound.mode) {
-        /* The files were not read again (a rebuild for new resources or
-         * DNS answers), or what they hold now was refused: the snapshot in
-         * effect must be valid under the new mode, or a restart with this
-         * bootstrap would refuse it. */
+        /* What the files hold now was refused: the resources in effect
+         * must be valid under the new mode, or a restart with this
+         * bootstrap would refuse them. */
         if (source_check_mode(s->source, bs->outbound.mode, &err) < 0) {
             err_prefix(&err,
                        "outboundTrafficPolicy %s: the resources in effect "
                        "have errors under it:\n",
                        bs->outbound.mode == RES_ALLOW_ANY ? "ALLOW_ANY"
                                                           : "REGISTRY_ONLY");
-            log_error("reload failed, keeping the running configuration: %s",
-                      err ? err : "out of memory");
-            s->reloads_failed++;
-            set_reload_error(s, err);
+            rc = reload_failed(s, " ", err ? err : "out of memory");
             free(err);
             bootstrap_free(bs);
-            return;
+            return rc;
         }
         source_set_mode(s->source, bs->outbound.mode);
     }
     if (bootstrap_workers(bs) != s->nworkers)
         log_warn("reload: workers stays %d until restart", s->nworkers);
-    if (!bootstrap_dns_equal(bs, s->cur.bs))
+    if (!bootstrap_dns_equal(bs, s->bs))
         log_warn("reload: dns settings stay as they are until restart");
-    if (strcmp(bs->config.dir, s->cur.bs->config.dir) != 0)
+    if (strcmp(bs->config.dir, s->bs->config.dir) != 0)
         log_warn("reload: config.dir stays %s until restart",
-                 s->cur.bs->config.dir[0] ? s->cur.bs->config.dir : "(none)");
-    if (!addr_equal(&bs->admin.address, &s->cur.bs->admin.address))
+                 s->bs->config.dir[0] ? s->bs->config.dir : "(none)");
+    if (!addr_equal(&bs->admin.address, &s->bs->admin.address))
         log_warn("reload: admin.address stays %s until restart",
-                 addr_format(&s->cur.bs->admin.address, as1, sizeof(as1)));
-    if (lset_build(s, bs, &s->cur, &next, &err) < 0) {
-        log_error("reload failed, keeping the running configuration: %s",
-                  err ? err : "unknown error");
-        s->reloads_failed++;
-        set_reload_error(s, err);
+                 addr_format(&s->bs->admin.address, as1, sizeof(as1)));
+    if (build(s, bs, &next, &err) < 0) {
+        rc = reload_failed(s, " ", err);
         free(err);
         bootstrap_free(bs);
-        return;
+        return rc;
     }
     log_configure((enum log_level)bs->log.level,
                   (enum log_format)bs->log.format, 2);
     set_admin_policy(s->admin, bs);
-    s->old = s->cur;
-    s->cur = next;
-    stats_view_update(s);
-    if (publish(s) < 0)
-        log_error("reload: cannot reach every worker (out of memory)");
+    /* old was released (no acks were pending): cur's bootstrap goes with
+     * cur once the workers have switched. */
+    s->old_bs = s->bs;
+    s->bs = bs;
+    loop_publish(s, next);
     if (s->acks_pending == 0)
-        lset_release(&s->old);
+        release_old(s);
     s->reloads_ok++;
-    set_reload_error(s, NULL);
+    set_error(&s->last_reload_error, NULL);
     arm_cert_timer(s);
-    log_info("reload: %zu listener(s) in effect", s->cur.n);
+    log_info("reload: %zu listener(s) in effect", s->cur->n);
+    return 0;
+}
+
+void loop_reload_bootstrap(struct loop *s)
+{
+    loop_reload_bootstrap_now(s);
 }
 
 /* Admin callbacks. */
 
 static void admin_status(void *arg, struct admin_status *out)
 {
-    struct server *s = arg;
+    struct loop *s = arg;
 
     memset(out, 0, sizeof(*out));
     out->draining = s->draining;
@@ -743,6 +453,9 @@ static void admin_status(void *arg, struct admin_status *out)
     out->reloads_ok = s->reloads_ok;
     out->reloads_failed = s->reloads_failed;
     out->last_reload_error = s->last_reload_error;
+    out->rebuilds_ok = s->rebuilds_ok;
+    out->rebuilds_failed = s->rebuilds_failed;
+    out->last_rebuild_error = s->last_rebuild_error;
     out->uptime_ms = clock_ms() - s->start_ms;
     out->has_resources = s->source != NULL;
     if (s->source != NULL) {
@@ -773,18 +486,22 @@ static void admin_status(void *arg, struct admin_status *out)
 
 static size_t admin_listeners(void *arg, struct stats_block *const **out)
 {
-    struct server *s = arg;
+    struct loop *s = arg;
 
-    *out = s->stats_view;
-    return s->stats_view ? s->cur.n : 0;
+    if (s->cur == NULL)
+        return 0;
+    *out = s->cur->stats_view;
+    return s->cur->n;
 }
 
 static size_t admin_clusters(void *arg, struct cluster *const **out)
 {
-    struct server *s = arg;
+    struct loop *s = arg;
 
-    *out = s->cluster_view;
-    return s->cluster_view ? s->ncluster_view : 0;
+    if (s->cur == NULL)
+        return 0;
+    *out = s->cur->cluster_view;
+    return s->cur->ncluster_view;
 }
 
 static const char *routes_cluster_name(void *ctx, int id)
@@ -794,37 +511,24 @@ static const char *routes_cluster_name(void *ctx, int id)
     return id >= 0 && (size_t)id < r->nclusters ? r->clusters[id]->name : NULL;
 }
 
-/* A bootstrap listener's routes run on a router too, but what they are
- * is in "listeners" already: gatewayRoutes stays the Gateways'. */
-static int is_bootstrap_listener(const struct bootstrap *bs, const char *name)
-{
-    for (size_t i = 0; bs != NULL && i < bs->listeners.n; i++)
-        if (strcmp(bootstrap_listener_at(bs, i)->name, name) == 0)
-            return 1;
-    return 0;
-}
-
 /* The routes each Gateway listener runs now. */
-static void gateway_routes_json(struct server *s, struct buf *b)
+static void gateway_routes_json(struct loop *s, struct buf *b)
 {
     int first = 1;
 
     buf_puts(b, "[");
-    for (size_t i = 0; i < s->cur.n; i++) {
-        struct http_listener_conf *hc = NULL;
+    for (size_t i = 0; i < s->cur->n; i++) {
+        struct http_listener_conf *hc = snapshot_listener_http(&s->cur->v[i]);
         struct http_routes *r;
-        if (is_bootstrap_listener(s->cur.bs, s->cur.v[i].name))
-            continue;
-        if (s->cur.v[i].cl.ops == &http_listener_ops)
-            hc = s->cur.v[i].cl.conf;
-        else if (s->cur.v[i].cl.ops == &l4_listener_ops)
-            hc = ((struct l4_listener_conf *)s->cur.v[i].cl.conf)->http;
-        if (hc == NULL)
+        /* A bootstrap listener's routes run on a router too, but what
+         * they are is in "listeners" already: gatewayRoutes stays the
+         * Gateways'. */
+        if (hc == NULL || !s->cur->v[i].gateway)
             continue;
         r = http_listener_conf_routes(hc);
         if (r->router != NULL) {
             buf_puts(b, first ? "{\"listener\":" : ",{\"listener\":");
-            json_str(b, s->cur.v[i].name);
+            json_str(b, s->cur->v[i].name);
             buf_puts(b, ",\"routes\":");
             router_to_json(r->router, b, routes_cluster_name, r);
             buf_puts(b, "}");
@@ -837,14 +541,14 @@ static void gateway_routes_json(struct server *s, struct buf *b)
 
 /* The clusters outboundTrafficPolicy made: ALLOW_ANY's passthroughs and
  * REGISTRY_ONLY's BlackHoleCluster, with what they send to. */
-static void outbound_clusters_json(struct server *s, struct buf *b)
+static void outbound_clusters_json(struct loop *s, struct buf *b)
 {
     char as[ADDR_STRLEN];
     int first = 1;
 
     buf_puts(b, "[");
-    for (size_t i = 0; s->cluster_view != NULL && i < s->ncluster_view; i++) {
-        const struct cluster *c = s->cluster_view[i];
+    for (size_t i = 0; i < s->cur->ncluster_view; i++) {
+        const struct cluster *c = s->cur->cluster_view[i];
         if (c->origin == CLUSTER_REGISTRY)
             continue;
         buf_puts(b, first ? "{\"name\":" : ",{\"name\":");
@@ -870,11 +574,11 @@ static void outbound_clusters_json(struct server *s, struct buf *b)
 
 static void admin_config(void *arg, struct buf *b)
 {
-    struct server *s = arg;
+    struct loop *s = arg;
 
     /* The bootstrap's keys at the top, the resources and the routes
      * compiled from them beside them. */
-    bootstrap_to_json(s->cur.bs, b);
+    bootstrap_to_json(s->bs, b);
     if (s->source != NULL && buf_len(b) > 0) {
         b->tail--; /* the bootstrap object's closing brace */
         buf_puts(b, ",\"resources\":");
@@ -889,17 +593,15 @@ static void admin_config(void *arg, struct buf *b)
 
 static void admin_reload(void *arg)
 {
-    server_reload(arg);
+    loop_reload_bootstrap(arg);
 }
 
 /* A new resource snapshot: rebuild the listeners it shapes (Gateways). */
 static void on_resources(void *arg)
 {
-    struct server *s = arg;
+    struct loop *s = arg;
 
-    s->rebuild_only = 1;
-    server_reload(s);
-    s->rebuild_only = 0;
+    loop_rebuild(s);
 }
 
 /* A jwksUri's keys arrived or changed: the routes that verify with them
@@ -917,24 +619,24 @@ static void on_dns_change(void *arg)
 
 static void admin_quit(void *arg)
 {
-    server_drain(arg, "admin /quitquitquit");
+    loop_drain(arg, "admin /quitquitquit");
 }
 
 /* The shortest certificate check interval of the running listeners;
  * 0 when no listener terminates TLS. */
-static uint64_t cert_interval(const struct server *s)
+static uint64_t cert_interval(const struct loop *s)
 {
     uint64_t ms = 0;
 
-    for (size_t i = 0; i < s->cur.n; i++) {
-        uint64_t t = s->cur.v[i].tls_reload_ms;
+    for (size_t i = 0; i < s->cur->n; i++) {
+        uint64_t t = s->cur->v[i].tls_reload_ms;
         if (t > 0 && (ms == 0 || t < ms))
             ms = t;
     }
     return ms;
 }
 
-static void arm_cert_timer(struct server *s)
+static void arm_cert_timer(struct loop *s)
 {
     uint64_t ms = cert_interval(s);
 
@@ -946,21 +648,21 @@ static void arm_cert_timer(struct server *s)
 /* Certificate files changed on disk are loaded without a restart; a bad
  * file is reported once and the running certificate stays. why ends the
  * log line of a reload ("" or " (reason)"). */
-static void check_certs(struct server *s, const char *why)
+static void check_certs(struct loop *s, const char *why)
 {
-    for (size_t i = 0; i < s->cur.n; i++) {
+    for (size_t i = 0; i < s->cur->n; i++) {
+        const struct snapshot_listener *l = &s->cur->v[i];
         char *err = NULL;
-        int r = compile_tls_check(&s->cur.v[i].cl, &err);
+        int r = compile_tls_check(&l->cl, &err);
 
         if (r > 0) {
             s->cert_reloads++;
-            log_info("listener %s: certificates reloaded%s", s->cur.v[i].name,
-                     why);
+            log_info("listener %s: certificates reloaded%s", l->name, why);
         } else if (r < 0) {
             s->cert_reload_failures++;
             log_error("listener %s: certificate reload failed, keeping the "
                       "running certificates: %s",
-                      s->cur.v[i].name, err ? err : "unknown error");
+                      l->name, err ? err : "unknown error");
         }
         free(err);
     }
@@ -968,7 +670,7 @@ static void check_certs(struct server *s, const char *why)
 
 static void on_cert_timer(void *arg)
 {
-    struct server *s = arg;
+    struct loop *s = arg;
 
     check_certs(s, "");
     arm_cert_timer(s);
@@ -984,19 +686,19 @@ static void on_cert_timer(void *arg)
  */
 static void on_identity(void *arg, struct ca_cred *cred)
 {
-    struct server *s = arg;
+    struct loop *s = arg;
 
     (void)cred;
     if (!s->draining)
         check_certs(s, " (mesh certificate rotated)");
 }
 
-struct server *server_new(struct event_base *base, struct bootstrap *bs,
-                          const char *config_path, struct ca_identity *identity,
-                          int *config_error, char **err)
+struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
+                      const char *config_path, struct ca_identity *identity,
+                      int *config_error, char **err)
 {
-    struct server *s = calloc(1, sizeof(*s));
-    struct lset empty = {0};
+    struct loop *s = calloc(1, sizeof(*s));
+    struct snapshot *next = NULL;
     struct worker_hooks hooks;
     struct admin_ops ops = {NULL,           admin_status, admin_listeners,
                             admin_clusters, admin_config, admin_quit,
@@ -1006,9 +708,9 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
     *err = NULL;
     *config_error = 0;
     if (s == NULL) {
-        bootstrap_free(bs);
         return NULL;
     }
+    s->bs = bs; /* freed by loop_free() from here on */
     s->base = base;
     timer_init(&s->drain_timer, base, on_drain_deadline, s);
     timer_init(&s->cert_timer, base, on_cert_timer, s);
@@ -1022,8 +724,7 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
     s->inbox = mq_new(base);
     s->workers = calloc((size_t)s->nworkers, sizeof(*s->workers));
     if (s->config_path == NULL || s->inbox == NULL || s->workers == NULL) {
-        bootstrap_free(bs);
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         goto fail;
     }
     /* The admin address first: a second strait started by mistake with
@@ -1034,10 +735,9 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
     if (s->admin == NULL) {
         err_set(err, "cannot start");
         err_prefix(err, "admin API: ");
-        bootstrap_free(bs);
         goto fail;
     }
-    set_admin_policy(s->admin, bs);
+    set_admin_policy(s->admin, s->bs);
     if (bs->config.dir[0] != '\0') {
         struct dns_conf dc = {bs->dns.nameservers.v, bs->dns.nameservers.n,
                               (uint64_t)bs->dns.min_refresh_ms,
@@ -1046,15 +746,13 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
         s->dns_fn.lookup = dns_lookup;
         s->dns_fn.arg = s->dns;
         if (s->dns == NULL) {
-            bootstrap_free(bs);
             goto fail;
         }
         s->jwks = jwks_cache_new(base, on_jwks_change, s);
         s->jwks_fn.get = jwks_get;
         s->jwks_fn.arg = s->jwks;
         if (s->jwks == NULL) {
-            *err = strdup("out of memory");
-            bootstrap_free(bs);
+            err_set(err, "out of memory");
             goto fail;
         }
         s->source =
@@ -1062,15 +760,11 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
                        bs->outbound.mode, on_resources, s, err);
         if (s->source == NULL) {
             *config_error = 1;
-            bootstrap_free(bs);
             goto fail;
         }
     }
-    if (lset_build(s, bs, &empty, &s->cur, err) < 0) {
-        bootstrap_free(bs);
+    if (build(s, bs, &next, err) < 0)
         goto fail;
-    }
-    stats_view_update(s);
     hooks.main = s->inbox;
     hooks.event = on_worker_event;
     hooks.arg = s;
@@ -1081,8 +775,10 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
             goto fail;
         }
     }
-    if (publish(s) < 0) {
-        *err = strdup("out of memory");
+    loop_publish(s, next);
+    next = NULL;
+    if (s->acks_pending < s->nworkers) {
+        err_set(err, "out of memory");
         goto fail;
     }
     arm_cert_timer(s);
@@ -1091,15 +787,16 @@ struct server *server_new(struct event_base *base, struct bootstrap *bs,
         goto fail;
     }
     log_info("strait %s started: %d worker(s), %zu listener(s), admin on %s",
-             PACKAGE_VERSION, s->nworkers, s->cur.n,
+             PACKAGE_VERSION, s->nworkers, s->cur->n,
              addr_format(&bs->admin.address, as, sizeof(as)));
     return s;
 fail:
-    server_free(s);
+    snapshot_unref(next);
+    loop_free(s);
     return NULL;
 }
 
-void server_free(struct server *s)
+void loop_free(struct loop *s)
 {
     if (s == NULL)
         return;
@@ -1122,12 +819,12 @@ void server_free(struct server *s)
     timer_dispose(&s->cert_timer);
     if (s->identity != NULL)
         ca_identity_unwatch(s->identity, on_identity, s);
-    lset_release(&s->old);
+    release_old(s);
     /* Drain may have closed cur's sockets already (NULL entries). */
-    lset_release(&s->cur);
-    free(s->stats_view);
-    free(s->cluster_view);
+    snapshot_unref(s->cur);
+    bootstrap_free(s->bs);
     free(s->last_reload_error);
+    free(s->last_rebuild_error);
     free(s->workers);
     free(s->config_path);
     free(s);

@@ -5,34 +5,51 @@
 
 struct bootstrap;
 struct event_base;
-
-/*
- * The server: the main thread's control loop, the workers, the listeners
- * and the admin API. Only the main thread touches it.
- */
-struct server;
 struct ca_identity;
 
 /*
- * server_new() takes ownership of bs, loads the resources of config.dir,
- * binds every listener and the admin API, and starts the workers. NULL
- * with an allocated message in *err (e.g. an address already in use), and
- * *config_error set when the cause is invalid configuration; the process
- * should exit non-zero.
+ * The control loop: the main thread's inputs (the bootstrap, the resource
+ * source, the DNS and JWKS caches, the mesh identity), the snapshot they
+ * compile into, the workers it is published to, and the admin API. Only
+ * the main thread touches it.
  */
-struct server *server_new(struct event_base *base, struct bootstrap *bs,
-                          const char *config_path, struct ca_identity *identity,
-                          int *config_error, char **err);
+struct loop;
 
-/* server_reload() re-reads the bootstrap file; a bad file is logged and
- * changes nothing. */
-void server_reload(struct server *s);
+/*
+ * loop_new() takes ownership of bs (the bootstrap in effect), loads the
+ * resources of config.dir, binds every listener and the admin API, and
+ * starts the workers. NULL with an allocated message in *err (e.g. an
+ * address already in use), and *config_error set when the cause is
+ * invalid configuration; the process should exit non-zero.
+ */
+struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
+                      const char *config_path, struct ca_identity *identity,
+                      int *config_error, char **err);
 
-/* server_drain() stops accepting, lets sessions finish, and ends the main
+/*
+ * loop_rebuild() compiles a new snapshot from the inputs in effect (the
+ * bootstrap in effect, never re-read; the resources, DNS answers and
+ * JWKS key sets now) and publishes it: for resource, DNS, JWKS and
+ * certificate changes. A failure is logged, counted as a rebuild failure
+ * and changes nothing.
+ */
+void loop_rebuild(struct loop *s);
+
+/*
+ * loop_reload_bootstrap() re-reads the bootstrap file (SIGHUP, POST
+ * /reload), then rebuilds under it; a bad file is logged, counted as a
+ * reload failure and changes nothing.
+ *
+ * Either request, made while the workers are still switching to the last
+ * snapshot, is remembered and runs once they all have.
+ */
+void loop_reload_bootstrap(struct loop *s);
+
+/* loop_drain() stops accepting, lets sessions finish, and ends the main
  * loop when they have or at the drain deadline. */
-void server_drain(struct server *s, const char *why);
+void loop_drain(struct loop *s, const char *why);
 
-/* server_free() stops the workers, closes everything and frees s. */
-void server_free(struct server *s);
+/* loop_free() stops the workers, closes everything and frees s. */
+void loop_free(struct loop *s);
 
 #endif

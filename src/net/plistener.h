@@ -15,8 +15,21 @@ struct plistener;
 
 typedef void (*plistener_idle_fn)(struct plistener *l, void *arg);
 
+/* What a listener does: each ops table names one, so code that must know
+ * (the admin's route dump, certificate checks) asks the table and never
+ * compares table pointers. */
+enum plistener_kind {
+    PLISTENER_HTTP, /* HTTP proxy */
+    PLISTENER_L4,   /* Gateway TCP/TLS servers, maybe with HTTPS ones */
+};
+
 struct plistener_ops {
-    const char *kind;
+    enum plistener_kind kind;
+    const char *name; /* the kind for logs: "tcp", "http", "l4" */
+    /* A reference to a conf of this kind is taken and dropped through
+     * these, so holders of a conf need not know its type. */
+    void *(*conf_ref)(void *conf);
+    void (*conf_unref)(void *conf);
     /* Start accepting on fd (not owned) for conf (a reference is taken);
      * on_idle runs once stopped and empty. reaper: the worker's deferred
      * free list, which outlives the listener. NULL on failure. */

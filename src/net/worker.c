@@ -82,13 +82,14 @@ static void retire(struct worker *w, struct plistener *p)
     p->ops->stop_accepting(p);
 }
 
-/* A new proxy on the socket of one it replaces (same kind, running, about
- * to be retired) takes over what it can of it. */
-static void inherit(struct worker *w, struct plistener *l)
+/* A new proxy on the socket of the one it replaces (same kind, running,
+ * about to be retired) takes over what it can of it. */
+static void inherit(struct worker *w, struct plistener *l, const void *replaces)
 {
     for (struct list *it = w->proxies.next; it != &w->proxies; it = it->next) {
         struct plistener *p = LIST_ELEM(it, struct plistener, link);
-        if (p->fd == l->fd && p->ops == l->ops && p->conf != l->conf) {
+        if (p->conf == replaces && p->fd == l->fd &&
+            p->ops->kind == l->ops->kind) {
             l->ops->inherit(l, p);
             return;
         }
@@ -138,8 +139,8 @@ static void do_apply(void *arg)
                           set->v[i].name);
                 continue;
             }
-            if (found->ops->inherit != NULL)
-                inherit(w, found);
+            if (found->ops->inherit != NULL && set->v[i].replaces != NULL)
+                inherit(w, found, set->v[i].replaces);
         } else {
             list_del(&found->link);
         }

@@ -24,6 +24,10 @@ struct worker_slot {
     void *conf;
     const char *name;
     int fd;
+    /* A listener of another conf this one replaces (same name, changed):
+     * a new proxy of the same kind on the same socket inherits what it
+     * can of the running one. NULL: added or kept. */
+    const void *replaces;
 };
 
 /* The listeners a worker should serve; allocated by the main thread, freed

@@ -773,5 +773,22 @@ static void listener_free_pl(struct plistener *pl)
     listener_free((struct http_listener *)(void *)pl);
 }
 
+static void *conf_ref_pl(void *conf)
+{
+    return http_listener_conf_ref(conf);
+}
+
+static void conf_unref_pl(void *conf)
+{
+    http_listener_conf_unref(conf);
+}
+
 const struct plistener_ops http_listener_ops = {
-    "http", listener_start, listener_stop, listener_free_pl, NULL};
+    .kind = PLISTENER_HTTP,
+    .name = "http",
+    .conf_ref = conf_ref_pl,
+    .conf_unref = conf_unref_pl,
+    .start = listener_start,
+    .stop_accepting = listener_stop,
+    .free = listener_free_pl,
+};

@@ -829,5 +829,23 @@ static void ops_inherit(struct plistener *l, struct plistener *prev)
     list_append(&p->http->holders, &p->http_link);
 }
 
-const struct plistener_ops l4_listener_ops = {"l4", ops_start, ops_stop,
-                                              ops_free, ops_inherit};
+static void *conf_ref_pl(void *conf)
+{
+    return l4_listener_conf_ref(conf);
+}
+
+static void conf_unref_pl(void *conf)
+{
+    l4_listener_conf_unref(conf);
+}
+
+const struct plistener_ops l4_listener_ops = {
+    .kind = PLISTENER_L4,
+    .name = "l4",
+    .conf_ref = conf_ref_pl,
+    .conf_unref = conf_unref_pl,
+    .start = ops_start,
+    .stop_accepting = ops_stop,
+    .free = ops_free,
+    .inherit = ops_inherit,
+};

@@ -294,8 +294,11 @@ spec:
             "outboundTrafficPolicy"] == {"mode": "ALLOW_ANY"}
 
         # With only the hidden host left (declared, not visible here), the
-        # switch is taken: the same route now goes to BlackHoleCluster...
+        # switch is taken on the next reload (a resource change alone
+        # never re-reads strait.yaml): the same route now goes to
+        # BlackHoleCluster...
         write(conf / "r.yaml", http_gateway(gw) + HIDDEN.format(up=up.port))
+        reload(st)
         wait_for(lambda: get(gw, "/", {"host": "pass.example.test"})[0]
                  == 502, 15, "REGISTRY_ONLY after the resources changed")
         assert json.loads(st.get("/config_dump")[1])[

@@ -290,6 +290,7 @@ static void apply(struct fx *f, int i)
     set->v[0].conf = f->conf[i];
     set->v[0].name = f->conf[i]->name;
     set->v[0].fd = f->lfd;
+    set->v[0].replaces = NULL;
     assert_int_equal(worker_apply(&f->w, set), 0);
     wait_events(f, before + 1);
     assert_int_equal(f->events[before], WORKER_APPLIED);
@@ -577,8 +578,8 @@ static struct plistener *start_fails(struct event_base *base,
 
 static void test_apply_skips_listener_that_cannot_start(void **state)
 {
-    static const struct plistener_ops broken = {"broken", start_fails, NULL,
-                                                NULL, NULL};
+    static const struct plistener_ops broken = {
+        .kind = PLISTENER_HTTP, .name = "broken", .start = start_fails};
     struct fx *f = *state;
     struct worker_set *set = malloc(sizeof(*set) + 2 * sizeof(set->v[0]));
     int c, u;
@@ -589,10 +590,12 @@ static void test_apply_skips_listener_that_cannot_start(void **state)
     set->v[0].conf = f->conf[1];
     set->v[0].name = "broken";
     set->v[0].fd = f->ulfd[1];
+    set->v[0].replaces = NULL;
     set->v[1].ops = &l4_listener_ops;
     set->v[1].conf = f->conf[0];
     set->v[1].name = f->conf[0]->name;
     set->v[1].fd = f->lfd;
+    set->v[1].replaces = NULL;
     assert_int_equal(worker_apply(&f->w, set), 0);
     wait_events(f, 1);
     assert_int_equal(f->events[0], WORKER_APPLIED);
@@ -693,11 +696,17 @@ static void rec_inherit(struct plistener *l, struct plistener *prev)
     rec.prev_conf = prev->conf;
 }
 
-static const struct plistener_ops rec_ops = {"rec", rec_start, rec_stop,
-                                             rec_free, rec_inherit};
+static const struct plistener_ops rec_ops = {
+    .kind = PLISTENER_L4,
+    .name = "rec",
+    .start = rec_start,
+    .stop_accepting = rec_stop,
+    .free = rec_free,
+    .inherit = rec_inherit,
+};
 
 static void apply_rec(struct fx *f, const struct plistener_ops *ops, void *conf,
-                      int fd)
+                      int fd, const void *replaces)
 {
     struct worker_set *set = malloc(sizeof(*set) + sizeof(set->v[0]));
     int before = f->nevents;
@@ -708,30 +717,35 @@ static void apply_rec(struct fx *f, const struct plistener_ops *ops, void *conf,
     set->v[0].conf = conf;
     set->v[0].name = "rec";
     set->v[0].fd = fd;
+    set->v[0].replaces = replaces;
     assert_int_equal(worker_apply(&f->w, set), 0);
     wait_events(f, before + 1);
     assert_int_equal(f->events[before], WORKER_APPLIED);
 }
 
-/* A proxy started on the socket of one it replaces, of the same kind, is
- * offered that one (inherit) before it is retired; not otherwise. */
+/* A proxy started on the socket of the one its slot says it replaces, of
+ * the same kind, is offered that one (inherit) before it is retired; not
+ * otherwise. */
 static void test_replacement_inherits_from_predecessor(void **state)
 {
     struct fx *f = *state;
     static int a, b, c;
 
     memset(&rec, 0, sizeof(rec));
-    apply_rec(f, &rec_ops, &a, f->lfd);
+    apply_rec(f, &rec_ops, &a, f->lfd, NULL);
     assert_int_equal(rec.inherits, 0);
-    apply_rec(f, &rec_ops, &b, f->lfd);
+    apply_rec(f, &rec_ops, &b, f->lfd, &a);
     assert_int_equal(rec.inherits, 1);
     assert_ptr_equal(rec.conf, &b);
     assert_ptr_equal(rec.prev_conf, &a);
     /* Kept as it is: nothing to inherit. */
-    apply_rec(f, &rec_ops, &b, f->lfd);
+    apply_rec(f, &rec_ops, &b, f->lfd, NULL);
     assert_int_equal(rec.inherits, 1);
     /* Another socket: nothing either. */
-    apply_rec(f, &rec_ops, &c, f->ulfd[0]);
+    apply_rec(f, &rec_ops, &c, f->ulfd[0], &b);
+    assert_int_equal(rec.inherits, 1);
+    /* Replacing nothing (an added listener): nothing to take. */
+    apply_rec(f, &rec_ops, &a, f->ulfd[0], NULL);
     assert_int_equal(rec.inherits, 1);
 }
 

@@ -1,0 +1,869 @@
+/*
+ * Snapshots: the inputs in effect compiled into what workers run, each
+ * part kept across snapshots by structural identity, and the difference
+ * between two snapshots for publishing.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile/snapshot.h"
+#include "config/bootstrap.h"
+#include "config/resource.h"
+#include "core/buf.h"
+#include "core/err.h"
+#include "core/stats.h"
+#include "net/listener.h"
+#include "proxy/stats.h"
+#include "proxy/http_listener.h"
+#include "proxy/l4_listener.h"
+#include "upstream/cluster.h"
+
+/* ---- identities --------------------------------------------------------- */
+
+/*
+ * An identity is built by feeding it the inputs a part is compiled from,
+ * each as a tag byte and, for bytes, a length first, so two different
+ * sequences of inputs never give the same bytes.
+ */
+struct idb {
+    struct buf b;
+    int oom;
+};
+
+#define ID_MAX ((size_t)256 * 1024 * 1024)
+
+static void idb_init(struct idb *d)
+{
+    buf_init(&d->b, ID_MAX);
+    d->oom = 0;
+}
+
+static void id_raw(struct idb *d, const void *p, size_t n)
+{
+    if (buf_append(&d->b, p, n) < 0)
+        d->oom = 1;
+}
+
+static void id_u64(struct idb *d, char tag, uint64_t v)
+{
+    unsigned char x[9];
+
+    x[0] = (unsigned char)tag;
+    for (int i = 0; i < 8; i++)
+        x[1 + i] = (unsigned char)(v >> (8 * i));
+    id_raw(d, x, sizeof(x));
+}
+
+static void id_bytes(struct idb *d, char tag, const void *p, size_t n)
+{
+    id_u64(d, tag, n);
+    id_raw(d, p, n);
+}
+
+/* A string; NULL and "" differ. */
+static void id_str(struct idb *d, char tag, const char *s)
+{
+    if (s == NULL)
+        id_u64(d, '0', 0);
+    else
+        id_bytes(d, tag, s, strlen(s));
+}
+
+static void id_id(struct idb *d, const struct snapshot_id *id)
+{
+    id_bytes(d, 'i', id->bytes, id->len);
+}
+
+static uint64_t fnv1a64(const unsigned char *p, size_t n)
+{
+    uint64_t h = UINT64_C(14695981039346656037);
+
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= UINT64_C(1099511628211);
+    }
+    return h;
+}
+
+/* idb_finish() moves d's bytes into out and disposes of d; -1 when memory
+ * ran out on the way. */
+static int idb_finish(struct idb *d, struct snapshot_id *out)
+{
+    size_t n = buf_len(&d->b);
+
+    memset(out, 0, sizeof(*out));
+    if (!d->oom) {
+        out->bytes = malloc(n ? n : 1);
+        if (out->bytes != NULL) {
+            memcpy(out->bytes, buf_ptr(&d->b), n);
+            out->len = n;
+            out->hash = fnv1a64(out->bytes, n);
+        }
+    }
+    buf_dispose(&d->b);
+    return out->bytes != NULL ? 0 : -1;
+}
+
+static void id_dispose(struct snapshot_id *id)
+{
+    free(id->bytes);
+    memset(id, 0, sizeof(*id));
+}
+
+int snapshot_id_equal(const struct snapshot_id *a, const struct snapshot_id *b)
+{
+    return a->bytes != NULL && b->bytes != NULL && a->hash == b->hash &&
+           a->len == b->len && memcmp(a->bytes, b->bytes, a->len) == 0;
+}
+
+/* What conf_to_json-style writers produce, as one input. */
+static void id_json_listener(struct idb *d, const struct bootstrap_listener *bl)
+{
+    struct buf t;
+
+    buf_init(&t, ID_MAX);
+    bootstrap_listener_to_json(bl, &t);
+    id_bytes(d, 'j', buf_ptr(&t), buf_len(&t));
+    buf_dispose(&t);
+}
+
+static int cluster_identity(const struct bootstrap *bs, size_t i, int nworkers,
+                            struct snapshot_id *out)
+{
+    struct idb d;
+    struct buf t;
+
+    idb_init(&d);
+    buf_init(&t, ID_MAX);
+    conf_to_json(&bootstrap_cluster_section, bootstrap_cluster_at(bs, i), &t);
+    id_str(&d, 'k', "bootstrap-cluster");
+    id_bytes(&d, 'j', buf_ptr(&t), buf_len(&t));
+    id_u64(&d, 'w', (uint64_t)nworkers);
+    buf_dispose(&t);
+    return idb_finish(&d, out);
+}
+
+/* A bootstrap listener: its own keys, the logging it compiles in, and
+ * for HTTP the clusters its routes index (by identity, in order). */
+static int bootstrap_listener_identity(const struct compile_inputs *in,
+                                       const struct bootstrap_listener *bl,
+                                       const struct snapshot_id *cluster_ids,
+                                       size_t nclusters,
+                                       struct snapshot_id *out)
+{
+    struct idb d;
+
+    idb_init(&d);
+    id_str(&d, 'k', "bootstrap-listener");
+    id_json_listener(&d, bl);
+    id_u64(&d, 'l', (uint64_t)in->bs->log.access_log);
+    id_u64(&d, 'w', (uint64_t)in->nworkers);
+    if (bl->protocol == BOOTSTRAP_HTTP) {
+        id_u64(&d, 'n', nclusters);
+        for (size_t i = 0; i < nclusters; i++)
+            id_id(&d, &cluster_ids[i]);
+    }
+    return idb_finish(&d, out);
+}
+
+static void id_strmap(struct idb *d, const struct conf_strmap *m)
+{
+    id_u64(d, 'm', m->n);
+    for (size_t i = 0; i < m->n; i++) {
+        id_str(d, 'K', m->v[i].key);
+        id_str(d, 'V', m->v[i].val);
+    }
+}
+
+/* A Gateway listener without its routes (rebuilt on every snapshot and
+ * published into the running conf) and, for L4, without its rules: the
+ * servers on the port and what of the bootstrap the conf is built from. */
+static void gateway_base(struct idb *d, const struct compile_inputs *in,
+                         const struct gw_listener *g)
+{
+    const struct bootstrap *bs = in->bs;
+
+    id_str(d, 'k', g->l4 ? "gateway-l4" : "gateway-http");
+    id_str(d, 'j', g->json);
+    id_u64(d, 'l', (uint64_t)bs->log.access_log);
+    id_u64(d, 'w', (uint64_t)in->nworkers);
+    if (!g->l4)
+        return;
+    id_u64(d, 'o', (uint64_t)bs->outbound.mode);
+    id_str(d, 's', bs->node.ns);
+    id_strmap(d, &bs->node.labels);
+    id_str(d, 't', bs->trust_domain);
+    id_str(d, 'c', bs->credentials.dir);
+}
+
+/* Is r read when an L4 listener's rules are compiled? VirtualServices
+ * with tls or tcp rules (all of them on a port shared with HTTPS
+ * servers, whose HTTP part is compiled with the rules), what clusters
+ * are built from, and the policies checked per connection. */
+static int l4_reads(const struct resource *r, int shared)
+{
+    const struct res_virtual_service *vs;
+
+    switch (r->kind) {
+    case RES_VIRTUAL_SERVICE:
+        vs = res_virtual_service(r);
+        return shared || vs->tls.n > 0 || vs->tcp.n > 0;
+    case RES_DESTINATION_RULE:
+    case RES_SERVICE_ENTRY:
+    case RES_WORKLOAD_ENTRY:
+    case RES_AUTHORIZATION_POLICY:
+    case RES_PEER_AUTHENTICATION:
+        return 1;
+    case RES_REQUEST_AUTHENTICATION:
+        return shared;
+    default:
+        return 0;
+    }
+}
+
+/* The content of the resources an L4 listener's rules are compiled from:
+ * each one's kind, name and spec as strait runs it. */
+static void l4_resources(struct idb *d, const struct resource_set *set,
+                         int shared)
+{
+    struct buf t;
+
+    if (set == NULL)
+        return;
+    id_str(d, 'D', set->domain);
+    buf_init(&t, ID_MAX);
+    for (size_t i = 0; i < set->n; i++) {
+        const struct resource *r = set->v[i];
+        if (!l4_reads(r, shared))
+            continue;
+        id_u64(d, 'R', (uint64_t)r->kind);
+        id_str(d, 'N', r->meta.ns);
+        id_str(d, 'n', r->meta.name);
+        id_strmap(d, &r->meta.labels);
+        buf_consume(&t, buf_len(&t));
+        res_spec_json(&t, r);
+        id_bytes(d, 'S', buf_ptr(&t), buf_len(&t));
+    }
+    buf_dispose(&t);
+}
+
+/*
+ * The DNS answers a build used: a lookup table in front of the inputs'
+ * that writes every name looked up and the addresses it gave into an
+ * identity, and keeps the names so the next build can ask for them again
+ * before deciding to compile.
+ */
+struct dns_rec {
+    const struct compile_dns *real;
+    struct compile_dns fn; /* what compile calls */
+    struct idb *id;
+    char **names;
+    size_t nnames;
+    int oom;
+};
+
+struct rec_each {
+    struct dns_rec *r;
+    void (*each)(void *ctx, const char *ip);
+    void *ctx;
+};
+
+static void rec_each_fn(void *arg, const char *ip)
+{
+    struct rec_each *e = arg;
+
+    id_str(e->r->id, 'A', ip);
+    if (e->each != NULL)
+        e->each(e->ctx, ip);
+}
+
+static size_t rec_lookup(void *arg, const char *name,
+                         void (*each)(void *ctx, const char *ip), void *ctx)
+{
+    struct dns_rec *r = arg;
+    struct rec_each e = {r, each, ctx};
+    char **nv;
+    size_t n;
+
+    id_str(r->id, 'Q', name);
+    n = r->real->lookup(r->real->arg, name, rec_each_fn, &e);
+    id_u64(r->id, 'E', n);
+    nv = realloc(r->names, (r->nnames + 1) * sizeof(*nv));
+    if (nv == NULL || (nv[r->nnames] = strdup(name)) == NULL) {
+        r->oom = 1;
+        if (nv != NULL)
+            r->names = nv;
+        return n;
+    }
+    r->names = nv;
+    r->nnames++;
+    return n;
+}
+
+static void rec_init(struct dns_rec *r, const struct compile_dns *real,
+                     struct idb *id)
+{
+    memset(r, 0, sizeof(*r));
+    r->real = real;
+    r->fn.lookup = rec_lookup;
+    r->fn.arg = r;
+    r->id = id;
+}
+
+static void names_free(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* ---- the snapshot ------------------------------------------------------- */
+
+struct snapshot *snapshot_ref(struct snapshot *s)
+{
+    s->refs++;
+    return s;
+}
+
+static void listener_dispose(struct snapshot_listener *l)
+{
+    if (l->cl.conf != NULL)
+        l->cl.ops->conf_unref(l->cl.conf);
+    listener_socks_unref(l->socks);
+    stats_block_unref(l->stats);
+    id_dispose(&l->id);
+    id_dispose(&l->base);
+    names_free(l->dns_names, l->ndns_names);
+    free(l->name);
+}
+
+void snapshot_unref(struct snapshot *s)
+{
+    if (s == NULL || --s->refs > 0)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        listener_dispose(&s->v[i]);
+    free(s->v);
+    compile_clusters_free(s->clusters, s->nclusters);
+    for (size_t i = 0; s->cluster_ids != NULL && i < s->nclusters; i++)
+        id_dispose(&s->cluster_ids[i]);
+    free(s->cluster_ids);
+    istio_cluster_map_dispose(&s->gwclusters);
+    gw_set_dispose(&s->gws);
+    free(s->stats_view);
+    free(s->cluster_view);
+    free(s);
+}
+
+void snapshot_close_sockets(struct snapshot *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        listener_socks_unref(s->v[i].socks);
+        s->v[i].socks = NULL;
+    }
+}
+
+const struct snapshot_listener *snapshot_listener_find(const struct snapshot *s,
+                                                       const char *name)
+{
+    for (size_t i = 0; s != NULL && i < s->n; i++)
+        if (strcmp(s->v[i].name, name) == 0)
+            return &s->v[i];
+    return NULL;
+}
+
+static const struct snapshot_listener *find_addr(const struct snapshot *s,
+                                                 const struct addr *a)
+{
+    for (size_t i = 0; s != NULL && i < s->n; i++)
+        if (s->v[i].socks != NULL && addr_equal(&s->v[i].address, a))
+            return &s->v[i];
+    return NULL;
+}
+
+struct http_listener_conf *
+snapshot_listener_http(const struct snapshot_listener *l)
+{
+    if (l->cl.conf == NULL)
+        return NULL;
+    switch (l->cl.ops->kind) {
+    case PLISTENER_HTTP:
+        return l->cl.conf;
+    case PLISTENER_L4:
+        return ((struct l4_listener_conf *)l->cl.conf)->http;
+    }
+    return NULL;
+}
+
+/* The bootstrap clusters: each kept from prev when its identity is. */
+static int build_clusters(struct snapshot *s, const struct compile_inputs *in,
+                          const struct snapshot *prev, char **err)
+{
+    const struct bootstrap *bs = in->bs;
+    size_t n = bs->clusters.n;
+    int same = prev != NULL && prev->nclusters == n;
+
+    s->cluster_ids = calloc(n ? n : 1, sizeof(*s->cluster_ids));
+    if (s->cluster_ids == NULL)
+        goto oom;
+    for (size_t i = 0; i < n; i++) {
+        if (cluster_identity(bs, i, in->nworkers, &s->cluster_ids[i]) < 0)
+            goto oom;
+        if (same &&
+            !snapshot_id_equal(&s->cluster_ids[i], &prev->cluster_ids[i]))
+            same = 0;
+    }
+    if (same) {
+        /* Nothing changed: no cluster is built again. */
+        s->clusters = calloc(n ? n : 1, sizeof(*s->clusters));
+        if (s->clusters == NULL)
+            goto oom;
+        for (size_t i = 0; i < n; i++)
+            s->clusters[i] = cluster_ref(prev->clusters[i]);
+        s->nclusters = n;
+        return 0;
+    }
+    s->clusters = compile_clusters(bs, in->nworkers, err);
+    if (s->clusters == NULL)
+        return -1;
+    s->nclusters = n;
+    /* A cluster whose inputs did not change stays the object prev has,
+     * with its pools and counters, even when others changed. */
+    for (size_t i = 0; prev != NULL && i < n; i++)
+        for (size_t k = 0; k < prev->nclusters; k++)
+            if (snapshot_id_equal(&s->cluster_ids[i], &prev->cluster_ids[k])) {
+                cluster_unref(s->clusters[i]);
+                s->clusters[i] = cluster_ref(prev->clusters[k]);
+                break;
+            }
+    return 0;
+oom:
+    err_set(err, "out of memory");
+    return -1;
+}
+
+/* A kept L4 listener's clusters stay in the fingerprint map, for the
+ * admin and for the next snapshot to reuse. */
+static int carry_clusters(struct snapshot *s, const struct snapshot *prev,
+                          const struct l4_listener_conf *c)
+{
+    size_t pos = 0;
+    const char *k;
+    void *v;
+
+    while (strmap_next(&prev->gwclusters, &pos, &k, &v)) {
+        for (size_t i = 0; i < c->nclusters; i++) {
+            if (c->clusters[i] != v || strmap_get(&s->gwclusters, k) != NULL)
+                continue;
+            if (strmap_put(&s->gwclusters, k, v) < 0)
+                return -1;
+            cluster_ref(v);
+            break;
+        }
+    }
+    return 0;
+}
+
+/*
+ * keep_http_part() lets a rebuilt L4 listener l of a shared port keep
+ * prev's HTTP part when only its rules' inputs changed: l's conf takes
+ * prev's HTTP conf, and l's new routes go to *staged, published into it
+ * once the whole snapshot is built. Workers then hand the running HTTP
+ * listener to the new L4 one (l4_listener inherit), so HTTPS connections
+ * outlive resource changes as on a port of HTTP servers only.
+ */
+static void keep_http_part(const struct snapshot_listener *prev,
+                           struct snapshot_listener *l,
+                           struct http_routes **staged)
+{
+    struct l4_listener_conf *nc, *pc;
+
+    if (prev == NULL || prev->cl.ops->kind != PLISTENER_L4 ||
+        l->cl.ops->kind != PLISTENER_L4 ||
+        !snapshot_id_equal(&prev->base, &l->base))
+        return;
+    nc = l->cl.conf;
+    pc = prev->cl.conf;
+    if (nc->http == NULL || pc->http == NULL)
+        return;
+    *staged = http_listener_conf_routes(nc->http);
+    http_listener_conf_unref(nc->http);
+    nc->http = http_listener_conf_ref(pc->http);
+}
+
+/* What build_listener() works from: a bootstrap listener or a Gateway's. */
+struct lspec {
+    const char *name;
+    struct addr address;
+    int backlog;
+    uint64_t tls_reload_ms;
+    const struct bootstrap_listener *bl;
+    const struct gw_listener *gw;
+};
+
+/* l4_try_keep() is 1 when old's rules were compiled from what they would
+ * be now: the same listener, resources (pre: base and resources, as
+ * identity bytes) and the same answers for the DNS names old's clusters
+ * looked up, asked again (which also keeps them in the DNS cache). Then
+ * l gets the identity and the names. */
+static int l4_try_keep(const struct compile_inputs *in,
+                       const struct snapshot_listener *old,
+                       struct snapshot_listener *l, const struct idb *pre)
+{
+    struct idb t;
+    struct dns_rec rec;
+    struct snapshot_id cand;
+    int same;
+
+    if (old == NULL || !snapshot_id_equal(&old->base, &l->base))
+        return 0;
+    idb_init(&t);
+    id_raw(&t, buf_ptr(&pre->b), buf_len(&pre->b));
+    rec_init(&rec, in->dns, &t);
+    for (size_t i = 0; in->dns != NULL && i < old->ndns_names; i++)
+        rec_lookup(&rec, old->dns_names[i], NULL, NULL);
+    if (idb_finish(&t, &cand) < 0 || rec.oom) {
+        id_dispose(&cand);
+        names_free(rec.names, rec.nnames);
+        return -1;
+    }
+    same = snapshot_id_equal(&old->id, &cand);
+    if (!same) {
+        id_dispose(&cand);
+        names_free(rec.names, rec.nnames);
+        return 0;
+    }
+    l->id = cand;
+    l->dns_names = rec.names;
+    l->ndns_names = rec.nnames;
+    return 1;
+}
+
+/* build_listener() adds the listener sp to s: old's when its identity is
+ * unchanged, else compiled. -1 with *err. */
+static int build_listener(struct snapshot *s, const struct compile_inputs *in,
+                          const struct snapshot *prev, const struct lspec *sp,
+                          struct http_routes **staged, char **err)
+{
+    const struct snapshot_listener *old =
+        snapshot_listener_find(prev, sp->name);
+    const struct snapshot_listener *same_addr = find_addr(prev, &sp->address);
+    struct snapshot_listener *l = &s->v[s->n];
+    const struct strmap *prev_map = prev != NULL ? &prev->gwclusters : NULL;
+    struct compile_env env = {in->nworkers, in->dns, in->identity, in->jwks};
+    struct idb d;
+    struct dns_rec rec;
+    int l4 = sp->gw != NULL && sp->gw->l4, kept = 0, rc, live = 0;
+
+    /* Counted from here: a half-built entry is disposed of like a whole. */
+    s->n++;
+    rec_init(&rec, in->dns, &d);
+    l->name = strdup(sp->name);
+    if (l->name == NULL)
+        goto oom;
+    l->address = sp->address;
+    l->tls_reload_ms = sp->tls_reload_ms;
+    l->gateway = sp->gw != NULL;
+    if (sp->bl != NULL) {
+        if (bootstrap_listener_identity(in, sp->bl, s->cluster_ids,
+                                        s->nclusters, &l->id) < 0)
+            goto oom;
+        kept = old != NULL && snapshot_id_equal(&old->id, &l->id);
+    } else if (!l4) {
+        idb_init(&d);
+        gateway_base(&d, in, sp->gw);
+        if (idb_finish(&d, &l->id) < 0)
+            goto oom;
+        kept = old != NULL && snapshot_id_equal(&old->id, &l->id);
+    } else {
+        /* An L4 listener's rules are compiled into its conf: its identity
+         * holds what they were compiled from, the resources they read and
+         * the DNS answers its clusters used, so an unrelated change keeps
+         * it running. */
+        idb_init(&d);
+        gateway_base(&d, in, sp->gw);
+        if (idb_finish(&d, &l->base) < 0)
+            goto oom;
+        idb_init(&d);
+        live = 1;
+        id_id(&d, &l->base);
+        l4_resources(&d, in->set, sp->gw->shared);
+        kept = l4_try_keep(in, old, l, &d);
+        if (kept < 0)
+            goto oom;
+        if (kept) {
+            buf_dispose(&d.b);
+            live = 0;
+        } else if (in->dns != NULL) {
+            env.dns = &rec.fn; /* records the answers compile uses */
+        }
+    }
+    if (kept) {
+        l->cl = old->cl;
+        l->cl.ops->conf_ref(l->cl.conf);
+        l->socks = old->socks;
+        l->socks->refs++;
+        l->stats = stats_block_ref(old->stats);
+        if (l4 && carry_clusters(s, prev, l->cl.conf) < 0)
+            goto oom;
+        /* A kept Gateway listener routes by new routes (which may send to
+         * new clusters, verify with new keys). */
+        if (sp->gw != NULL && snapshot_listener_http(l) != NULL &&
+            compile_gateway_routes(in->bs, in->set, sp->gw, &env, prev_map,
+                                   &s->gwclusters, staged, err) < 0) {
+            err_set(err, "cannot compile");
+            err_prefix(err, "listener %s: ", sp->name);
+            return -1;
+        }
+        return 0;
+    }
+    if (same_addr != NULL) {
+        l->socks = same_addr->socks;
+        l->socks->refs++;
+    } else {
+        l->socks =
+            listener_socks_open(&sp->address, in->nworkers, sp->backlog, err);
+        if (l->socks == NULL) {
+            err_set(err, "cannot listen");
+            err_prefix(err, "listener %s: ", sp->name);
+            goto fail;
+        }
+    }
+    l->stats = old != NULL ? stats_block_ref(old->stats)
+                           : proxy_stats_new(sp->name, in->nworkers);
+    if (l->stats == NULL)
+        goto oom;
+    if (sp->bl != NULL)
+        rc = compile_listener(in->bs, sp->bl, s->clusters, l->stats, &l->cl,
+                              err);
+    else
+        rc = compile_gateway(in->bs, in->set, sp->gw, l->stats, &env, prev_map,
+                             &s->gwclusters, &l->cl, err);
+    if (rc < 0) {
+        l->cl.conf = NULL;
+        err_set(err, "cannot compile");
+        err_prefix(err, "listener %s: ", sp->name);
+        goto fail;
+    }
+    if (l4) {
+        live = 0;
+        if (idb_finish(&d, &l->id) < 0 || rec.oom)
+            goto oom;
+        l->dns_names = rec.names;
+        l->ndns_names = rec.nnames;
+        rec.names = NULL;
+        rec.nnames = 0;
+        keep_http_part(old, l, staged);
+    }
+    return 0;
+oom:
+    err_set(err, "out of memory");
+fail:
+    if (live)
+        buf_dispose(&d.b);
+    names_free(rec.names, rec.nnames);
+    return -1;
+}
+
+static int cluster_by_name(const void *a, const void *b)
+{
+    const struct cluster *const *x = a, *const *y = b;
+
+    return strcmp((*x)->name, (*y)->name);
+}
+
+/* The admin's views: listener stats in order, the bootstrap's clusters
+ * and the Gateway listeners' sorted by name, so /clusters reads the same
+ * after every rebuild. */
+static int build_views(struct snapshot *s)
+{
+    size_t n = s->nclusters + s->gwclusters.n, pos = 0;
+    const char *k;
+    void *v;
+
+    s->stats_view = calloc(s->n ? s->n : 1, sizeof(*s->stats_view));
+    s->cluster_view = calloc(n ? n : 1, sizeof(*s->cluster_view));
+    if (s->stats_view == NULL || s->cluster_view == NULL)
+        return -1;
+    for (size_t i = 0; i < s->n; i++)
+        s->stats_view[i] = s->v[i].stats;
+    for (size_t i = 0; i < s->nclusters; i++)
+        s->cluster_view[s->ncluster_view++] = s->clusters[i];
+    while (strmap_next(&s->gwclusters, &pos, &k, &v))
+        s->cluster_view[s->ncluster_view++] = v;
+    qsort(s->cluster_view + s->nclusters, s->ncluster_view - s->nclusters,
+          sizeof(*s->cluster_view), cluster_by_name);
+    return 0;
+}
+
+/* The listeners the snapshot should hold: the bootstrap's, then the
+ * Gateways' (s->gws, which the specs point into). */
+static int build_specs(struct snapshot *s, const struct compile_inputs *in,
+                       struct lspec **out, size_t *nout, char **err)
+{
+    const struct bootstrap *bs = in->bs;
+    struct lspec *v;
+    size_t n;
+
+    *out = NULL;
+    *nout = 0;
+    if (in->set != NULL && istio_gateways(bs, in->set, &s->gws, err) < 0)
+        return -1;
+    n = bs->listeners.n + s->gws.n;
+    v = calloc(n ? n : 1, sizeof(*v));
+    if (v == NULL) {
+        err_set(err, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < bs->listeners.n; i++) {
+        const struct bootstrap_listener *bl = bootstrap_listener_at(bs, i);
+        v[i].name = bl->name;
+        v[i].address = bl->address;
+        v[i].backlog = (int)bl->backlog;
+        v[i].bl = bl;
+        if (bl->protocol == BOOTSTRAP_HTTP && bl->tls.certificates.n > 0)
+            v[i].tls_reload_ms = (uint64_t)bl->tls.reload_interval_ms;
+    }
+    for (size_t i = 0; i < s->gws.n; i++) {
+        const struct gw_listener *g = &s->gws.v[i];
+        struct lspec *sp = &v[bs->listeners.n + i];
+
+        for (size_t k = 0; k < bs->listeners.n; k++)
+            if (strcmp(v[k].name, g->name) == 0 ||
+                addr_equal(&v[k].address, &g->address)) {
+                err_set(err,
+                        "Gateway listener %s clashes with bootstrap "
+                        "listener %s (name or address)",
+                        g->name, v[k].name);
+                free(v);
+                return -1;
+            }
+        sp->name = g->name;
+        sp->address = g->address;
+        sp->backlog = 1024;
+        sp->gw = g;
+        /* The mesh certificate rotates at half its life (24 h by default,
+         * far less in tests): check its files often; a stat is cheap. */
+        sp->tls_reload_ms = g->tls ? (g->mesh ? 500 : 5000) : 0;
+    }
+    *out = v;
+    *nout = n;
+    return 0;
+}
+
+int snapshot_build(const struct compile_inputs *in, const struct snapshot *prev,
+                   struct snapshot **out, char **err)
+{
+    struct snapshot *s = calloc(1, sizeof(*s));
+    struct http_routes **staged = NULL;
+    struct lspec *specs = NULL;
+    size_t nspecs = 0;
+
+    *out = NULL;
+    *err = NULL;
+    if (s == NULL) {
+        err_set(err, "out of memory");
+        return -1;
+    }
+    s->refs = 1;
+    s->bs = in->bs;
+    strmap_init(&s->gwclusters);
+    if (build_specs(s, in, &specs, &nspecs, err) < 0)
+        goto fail;
+    /* New routes for kept Gateway listeners, published only once the
+     * whole snapshot is built. */
+    staged = calloc(nspecs ? nspecs : 1, sizeof(*staged));
+    s->v = calloc(nspecs ? nspecs : 1, sizeof(*s->v));
+    if (staged == NULL || s->v == NULL) {
+        err_set(err, "out of memory");
+        goto fail;
+    }
+    if (build_clusters(s, in, prev, err) < 0)
+        goto fail;
+    for (size_t i = 0; i < nspecs; i++)
+        if (build_listener(s, in, prev, &specs[i], &staged[i], err) < 0)
+            goto fail;
+    if (build_views(s) < 0) {
+        err_set(err, "out of memory");
+        goto fail;
+    }
+    /* Everything is built: kept Gateway listeners route new requests by
+     * their new routes from now on (requests in flight keep theirs). */
+    for (size_t i = 0; i < s->n; i++)
+        if (staged[i] != NULL)
+            http_listener_conf_set_routes(snapshot_listener_http(&s->v[i]),
+                                          staged[i]);
+    free(staged);
+    free(specs);
+    *out = s;
+    return 0;
+fail:
+    for (size_t i = 0; staged != NULL && i < nspecs; i++)
+        http_routes_unref(staged[i]);
+    free(staged);
+    free(specs);
+    snapshot_unref(s);
+    return -1;
+}
+
+/* ---- the difference ----------------------------------------------------- */
+
+int snapshot_diff(const struct snapshot *prev, const struct snapshot *next,
+                  struct snapshot_diff *out)
+{
+    size_t cap = next->n + (prev != NULL ? prev->n : 0);
+
+    out->n = 0;
+    out->v = calloc(cap ? cap : 1, sizeof(*out->v));
+    if (out->v == NULL)
+        return -1;
+    for (size_t i = 0; i < next->n; i++) {
+        const struct snapshot_listener *l = &next->v[i];
+        const struct snapshot_listener *p =
+            snapshot_listener_find(prev, l->name);
+        struct snapshot_change_entry *e = &out->v[out->n++];
+
+        e->prev = p;
+        e->next = l;
+        if (p == NULL)
+            e->change = SNAPSHOT_ADDED;
+        else if (snapshot_id_equal(&p->id, &l->id))
+            e->change = SNAPSHOT_KEPT;
+        else
+            e->change = SNAPSHOT_CHANGED;
+    }
+    for (size_t i = 0; prev != NULL && i < prev->n; i++) {
+        if (snapshot_listener_find(next, prev->v[i].name) != NULL)
+            continue;
+        out->v[out->n].change = SNAPSHOT_REMOVED;
+        out->v[out->n].prev = &prev->v[i];
+        out->v[out->n].next = NULL;
+        out->n++;
+    }
+    return 0;
+}
+
+void snapshot_diff_dispose(struct snapshot_diff *d)
+{
+    free(d->v);
+    d->v = NULL;
+    d->n = 0;
+}
+
+const char *snapshot_change_name(enum snapshot_change c)
+{
+    switch (c) {
+    case SNAPSHOT_ADDED:
+        return "added";
+    case SNAPSHOT_CHANGED:
+        return "changed";
+    case SNAPSHOT_KEPT:
+        return "kept";
+    case SNAPSHOT_REMOVED:
+        return "removed";
+    }
+    return "?";
+}
