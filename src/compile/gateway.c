@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <openssl/ssl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,7 @@ static void gw_tls_dispose(struct gw_tls *t)
     strs_free(t->sans, t->nsans);
     strs_free(t->spki, t->nspki);
     strs_free(t->hashes, t->nhashes);
+    strs_free(t->ciphers, t->nciphers);
     memset(t, 0, sizeof(*t));
 }
 
@@ -186,6 +188,9 @@ static void listener_json(struct gw_listener *g)
         json_strs(&b, sv->tls.spki, sv->tls.nspki);
         buf_puts(&b, ",");
         json_strs(&b, sv->tls.hashes, sv->tls.nhashes);
+        buf_printf(&b, ",%u,%u,", (unsigned)sv->tls.min_version,
+                   (unsigned)sv->tls.max_version);
+        json_strs(&b, sv->tls.ciphers, sv->tls.nciphers);
         buf_puts(&b, "]}");
     }
     buf_puts(&b, "]}");
@@ -208,6 +213,20 @@ static int copy_strs(char ***dst, size_t *n, const struct conf_strs *src)
     return 0;
 }
 
+/* A Gateway's TLS version (enum res_tls_version) as BoringSSL's; 0 for
+ * TLS_AUTO. */
+static uint16_t tls_version_of(int v)
+{
+    switch (v) {
+    case RES_TLSV1_2:
+        return TLS1_2_VERSION;
+    case RES_TLSV1_3:
+        return TLS1_3_VERSION;
+    default:
+        return 0;
+    }
+}
+
 /*
  * A terminating server's TLS: the certificate from files named in the
  * Gateway, or credentialName in the credentials directory (NAME/tls.crt
@@ -228,6 +247,12 @@ static int server_tls(const struct bootstrap *bs, const char *gname,
                    t->credential_name[0] != '\0' && dir[0] != '\0';
 
     out->mode = t->mode;
+    /* Versions and suites apply to every terminating mode (the config
+     * layer refuses TLS 1.0 and 1.1, which strait never offers). */
+    out->min_version = tls_version_of(t->min_protocol_version);
+    out->max_version = tls_version_of(t->max_protocol_version);
+    if (copy_strs(&out->ciphers, &out->nciphers, &t->cipher_suites) < 0)
+        return err_set(err, "out of memory");
     if (t->mode == RES_GW_TLS_ISTIO_MUTUAL) {
         /* The mesh certificate: this node's SPIFFE identity as the CA (or
          * the CA joined) keeps it in ca.dir/identity, rotated in place;

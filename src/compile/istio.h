@@ -47,6 +47,12 @@ struct gw_tls {
     size_t nspki;
     char **hashes; /* verifyCertificateHash */
     size_t nhashes;
+    /* minProtocolVersion, maxProtocolVersion as TLS1_x_VERSION; 0: TLS 1.2
+     * and TLS 1.3 (Istio's TLS_AUTO on a gateway). */
+    uint16_t min_version;
+    uint16_t max_version;
+    char **ciphers; /* cipherSuites, OpenSSL names; NULL: ours */
+    size_t nciphers;
 };
 
 /* One Gateway server on the listener's port. */

@@ -38,6 +38,12 @@ struct l4_build {
 
 void gw_tls_to_cert(const struct gw_tls *t, struct tls_server_cert *c)
 {
+    if (t != NULL) {
+        c->min_version = t->min_version;
+        c->max_version = t->max_version;
+        c->ciphers = (const char *const *)t->ciphers;
+        c->nciphers = t->nciphers;
+    }
     if (t == NULL || (t->mode != RES_GW_TLS_MUTUAL &&
                       t->mode != RES_GW_TLS_OPTIONAL_MUTUAL &&
                       t->mode != RES_GW_TLS_ISTIO_MUTUAL)) {

@@ -11,6 +11,7 @@
 
 #include "config/res-kinds.h"
 #include "config/resource.h"
+#include "tls/tls.h"
 
 static const char *const server_tls_modes[] = {
     "PASSTHROUGH",  "SIMPLE",          "MUTUAL", "AUTO_PASSTHROUGH",
@@ -267,6 +268,29 @@ static void check_server_tls(struct res_check *ck,
         t->min_protocol_version > t->max_protocol_version)
         res_err(ck, &t->mark, path,
                 "minProtocolVersion is above maxProtocolVersion");
+    if ((t->mode == RES_GW_TLS_PASSTHROUGH ||
+         t->mode == RES_GW_TLS_AUTO_PASSTHROUGH) &&
+        (t->min_protocol_version != RES_TLS_AUTO ||
+         t->max_protocol_version != RES_TLS_AUTO || t->cipher_suites.n > 0))
+        res_warn(ck, &t->mark, path,
+                 "minProtocolVersion, maxProtocolVersion and cipherSuites are "
+                 "ignored in tls mode %s: the backend terminates TLS",
+                 server_tls_modes[t->mode]);
+    /* strait offers TLS 1.2 and 1.3 only (as bootstrap listeners do):
+     * asking for an older version cannot be honoured, so it is refused. */
+    if (t->min_protocol_version == RES_TLSV1_0 ||
+        t->min_protocol_version == RES_TLSV1_1 ||
+        t->max_protocol_version == RES_TLSV1_0 ||
+        t->max_protocol_version == RES_TLSV1_1)
+        res_err(ck, &t->mark, path,
+                "TLS 1.0 and 1.1 are not offered: strait serves TLSV1_2 and "
+                "TLSV1_3 only (use TLS_AUTO, TLSV1_2 or TLSV1_3)");
+    if (t->cipher_suites.n > 0) {
+        const char *why = NULL;
+        if (tls_cipher_list_check((const char *const *)t->cipher_suites.v,
+                                  t->cipher_suites.n, &why) < 0)
+            res_err(ck, &t->mark, path, "cipherSuites: %s", why);
+    }
 }
 
 static void gateway_check(struct res_check *ck, struct resource *r)

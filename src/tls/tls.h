@@ -59,6 +59,14 @@ struct tls_server_cert {
      * NULL: picked by the certificate's names (bootstrap listeners). */
     const char *const *hosts;
     size_t nhosts;
+    /* This certificate's own TLS versions (TLS1_x_VERSION) and TLS 1.2
+     * suites, applied to a connection once its ClientHello picked it (a
+     * Gateway server's minProtocolVersion, maxProtocolVersion and
+     * cipherSuites); 0 and NULL: the listener's (tls_server_conf). */
+    uint16_t min_version;
+    uint16_t max_version;
+    const char *const *ciphers;
+    size_t nciphers;
 };
 
 struct tls_server_conf {
@@ -73,6 +81,10 @@ struct tls_server_conf {
 };
 
 struct tls_server;
+
+/* tls_cipher_list_check() checks that names (OpenSSL suite names) make a
+ * list BoringSSL accepts; 0, or -1 with a static reason in *why. */
+int tls_cipher_list_check(const char *const *names, size_t n, const char **why);
 
 /* tls_server_new() loads every certificate and key; NULL with an allocated
  * message naming the file in *err. */

@@ -46,6 +46,10 @@ struct tls_cert {
     size_t nhashes;
     uint8_t sid_ctx[SSL_MAX_SID_CTX_LENGTH];
     unsigned sid_len;
+    /* The server's own versions and suites (0 and NULL: the base's). */
+    uint16_t min_version;
+    uint16_t max_version;
+    char *cipher_list;
 };
 
 struct tls_server {
@@ -77,6 +81,7 @@ static void server_free_parts(struct tls_server *ts)
         free(ts->certs[i].sans);
         free(ts->certs[i].spki);
         free(ts->certs[i].hashes);
+        free(ts->certs[i].cipher_list);
     }
     free(ts->certs);
     free(ts);
@@ -375,6 +380,16 @@ static enum ssl_select_cert_result_t select_cert(const SSL_CLIENT_HELLO *ch)
         return ssl_select_cert_error;
     c = pick(ts, have ? host : NULL, client_hello_ecdsa(ch));
     SSL_set_SSL_CTX(ssl, c->ctx);
+    /* The chosen server's versions and suites. BoringSSL fixes the
+     * version range after this callback and picks the suite later, so
+     * both apply to this very handshake. */
+    if ((c->min_version != 0 &&
+         !SSL_set_min_proto_version(ssl, c->min_version)) ||
+        (c->max_version != 0 &&
+         !SSL_set_max_proto_version(ssl, c->max_version)) ||
+        (c->cipher_list != NULL &&
+         !SSL_set_strict_cipher_list(ssl, c->cipher_list)))
+        return ssl_select_cert_error;
     /* The verify mode stays the base context's through SSL_set_SSL_CTX;
      * the certificate's own is set here, before the server's flight. A
      * session is resumed only where it was made (its own session id
@@ -443,23 +458,60 @@ static int cert_names(struct tls_cert *c)
     return 0;
 }
 
+/* join_ciphers() writes names as one OpenSSL cipher string "a:b:c";
+ * 0, or -1 when it does not fit in n bytes. */
+static int join_ciphers(const char *const *names, size_t nn, char *out,
+                        size_t n)
+{
+    size_t used = 0;
+
+    out[0] = '\0';
+    for (size_t i = 0; i < nn; i++) {
+        int w = snprintf(out + used, n - used, "%s%s", i ? ":" : "", names[i]);
+        if (w < 0 || (size_t)w >= n - used)
+            return -1;
+        used += (size_t)w;
+    }
+    return 0;
+}
+
+int tls_cipher_list_check(const char *const *names, size_t n, const char **why)
+{
+    char list[2048];
+    SSL_CTX *ctx;
+    int ok;
+
+    if (join_ciphers(names, n, list, sizeof(list)) < 0) {
+        *why = "the list is too long";
+        return -1;
+    }
+    ctx = SSL_CTX_new(TLS_method());
+    if (ctx == NULL) {
+        *why = "out of memory";
+        return -1;
+    }
+    ok = SSL_CTX_set_strict_cipher_list(ctx, list);
+    ERR_clear_error();
+    SSL_CTX_free(ctx);
+    if (!ok) {
+        *why = "a name is not a cipher suite BoringSSL knows (use OpenSSL "
+               "names, e.g. ECDHE-ECDSA-AES128-GCM-SHA256)";
+        return -1;
+    }
+    return 0;
+}
+
 static int ctx_settings(SSL_CTX *ctx, const struct tls_server_conf *conf,
                         struct tls_server *ts, char **err)
 {
     char list[2048] = "";
-    size_t used = 0;
 
     SSL_CTX_set_min_proto_version(ctx, conf->min_version);
     SSL_CTX_set_max_proto_version(ctx, conf->max_version);
-    for (size_t i = 0; i < conf->nciphers; i++) {
-        int w = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ":" : "",
-                         conf->ciphers[i]);
-        if (w < 0 || (size_t)w >= sizeof(list) - used)
-            return set_err(err, "cipherSuites", "list too long");
-        used += (size_t)w;
-    }
-    if (!SSL_CTX_set_strict_cipher_list(ctx, used ? list : DEFAULT_CIPHERS))
-        return set_err(err, used ? list : DEFAULT_CIPHERS,
+    if (join_ciphers(conf->ciphers, conf->nciphers, list, sizeof(list)) < 0)
+        return set_err(err, "cipherSuites", "list too long");
+    if (!SSL_CTX_set_strict_cipher_list(ctx, list[0] ? list : DEFAULT_CIPHERS))
+        return set_err(err, list[0] ? list : DEFAULT_CIPHERS,
                        "unknown cipher suite");
     SSL_CTX_set_alpn_select_cb(ctx, select_alpn, ts);
     /* Idle connections should not pin 16 KiB buffers. */
@@ -603,6 +655,19 @@ static int load_cert(struct tls_cert *c, const struct tls_server_cert *sc,
             ascii_lower_str(c->hosts[i]);
         }
         ts->by_hosts = 1;
+    }
+    c->min_version = sc->min_version;
+    c->max_version = sc->max_version;
+    if (sc->nciphers > 0) {
+        char list[2048];
+        if (join_ciphers(sc->ciphers, sc->nciphers, list, sizeof(list)) < 0)
+            return set_err(err, "cipherSuites", "list too long");
+        /* Checked here, applied per connection in select_cert(). */
+        if (!SSL_CTX_set_strict_cipher_list(c->ctx, list))
+            return set_err(err, list, "unknown cipher suite");
+        c->cipher_list = strdup(list);
+        if (c->cipher_list == NULL)
+            return set_err(err, sc->cert_path, "out of memory");
     }
     /* The certificate's settings, for the checks made once it is chosen
      * (verify_peer, tls_conn_serves_host). */
