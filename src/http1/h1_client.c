@@ -353,7 +353,11 @@ static int pump_response(struct h1_client *c)
                                         c->scratch->hdrs, c->scratch->cap, &nf,
                                         &why, &st) < 0)
                         return -1;
-                    for (size_t i = 0; i < nf; i++)
+                    for (size_t i = 0; i < nf; i++) {
+                        /* Framing and routing fields have no place in
+                         * trailers: a next hop could act on them. */
+                        if (!h1_trailer_allowed(c->scratch->hdrs[i].name))
+                            continue;
                         http_fields_add(
                             &p->trailers, &s->arena,
                             (struct slice){c->scratch->hdrs[i].name.p,
@@ -361,6 +365,7 @@ static int pump_response(struct h1_client *c)
                             (struct slice){c->scratch->hdrs[i].value.p,
                                            c->scratch->hdrs[i].value.n},
                             SIZE_MAX);
+                    }
                 }
                 c->rp = RP_DONE;
                 hpipe_finish(p);

@@ -221,7 +221,11 @@ static int build_request(struct h1_server *hs, struct hstream *s,
         arena_slice(&s->arena, (struct slice){r->method.p, r->method.n});
     q->scheme = hs->conf->tls ? SLICE_LIT("https") : SLICE_LIT("http");
     q->version = r->minor ? HTTP_11 : HTTP_10;
-    if (target.n > 0 && target.p[0] == '/') {
+    /* The asterisk form (OPTIONS *, RFC 9112 section 3.2.4) asks about the
+     * server as a whole: it is forwarded as it is, to the Host's route. */
+    if ((target.n > 0 && target.p[0] == '/') ||
+        (target.n == 1 && target.p[0] == '*' &&
+         slice_eq_str(q->method, "OPTIONS"))) {
         q->path = arena_slice(&s->arena, target);
         q->authority =
             arena_slice(&s->arena, (struct slice){r->host.p, r->host.n});
@@ -404,7 +408,11 @@ static void pump_request_body(struct h1_server *hs)
                     if (h1_parse_fields(tr.p, tr.n, &hs->conf->lim,
                                         hs->scratch->hdrs, hs->scratch->cap,
                                         &nf, &why2, &st) >= 0) {
-                        for (size_t i = 0; i < nf; i++)
+                        for (size_t i = 0; i < nf; i++) {
+                            /* Framing and routing fields have no place in
+                             * trailers: a next hop could act on them. */
+                            if (!h1_trailer_allowed(hs->scratch->hdrs[i].name))
+                                continue;
                             http_fields_add(
                                 &s->req_body.trailers, &s->arena,
                                 (struct slice){hs->scratch->hdrs[i].name.p,
@@ -412,6 +420,7 @@ static void pump_request_body(struct h1_server *hs)
                                 (struct slice){hs->scratch->hdrs[i].value.p,
                                                hs->scratch->hdrs[i].value.n},
                                 SIZE_MAX);
+                        }
                     }
                 }
                 hs->rq = RQ_DONE;

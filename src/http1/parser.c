@@ -114,6 +114,20 @@ static int slice_eq(struct h1_slice s, const char *lit)
     return s.n == n && memcmp(s.p, lit, n) == 0;
 }
 
+int h1_trailer_allowed(struct h1_slice name)
+{
+    static const char *const banned[] = {
+        "content-length", "transfer-encoding", "host", "connection",
+        "keep-alive",     "proxy-connection",  "te",   "trailer",
+        "upgrade"};
+    size_t k;
+
+    for (k = 0; k < sizeof(banned) / sizeof(banned[0]); k++)
+        if (h1_slice_eq_ci(name, banned[k]))
+            return 0;
+    return 1;
+}
+
 const struct h1_header *h1_header_find(const struct h1_header *hdrs, size_t n,
                                        const char *name)
 {
@@ -348,6 +362,38 @@ static int parse_field_line(const char *p, size_t n, struct h1_header *hdr,
     return 0;
 }
 
+/*
+ * framing_alias() is true for a name that reads as a framing or connection
+ * field once '_' is taken for '-' (Transfer_Encoding, Content_Length). A
+ * back end that maps both to one name (CGI's HTTP_TRANSFER_ENCODING) would
+ * frame the body by a field we never checked, so such a field is dropped
+ * even when underscores are otherwise allowed.
+ */
+static int framing_alias(struct h1_slice name)
+{
+    static const char *const framing[] = {"content-length", "transfer-encoding",
+                                          "host",           "connection",
+                                          "upgrade",        "te",
+                                          "keep-alive",     "trailer"};
+    size_t i, k;
+
+    for (k = 0; k < sizeof(framing) / sizeof(framing[0]); k++) {
+        const char *f = framing[k];
+
+        if (strlen(f) != name.n)
+            continue;
+        for (i = 0; i < name.n; i++) {
+            unsigned char c = ascii_lower((unsigned char)name.p[i]);
+
+            if (c != (unsigned char)f[i] && !(c == '_' && f[i] == '-'))
+                break;
+        }
+        if (i == name.n)
+            return 1;
+    }
+    return 0;
+}
+
 /* parse_fields() is h1_parse_fields() for bytes check_octets() passed. */
 static int parse_fields(const char *buf, size_t len,
                         const struct http_limits *lim, struct h1_header *out,
@@ -382,7 +428,7 @@ static int parse_fields(const char *buf, size_t len,
         if (memchr(hdr.name.p, '_', hdr.name.n) != NULL) {
             if (lim->underscores == HTTP_US_REJECT)
                 return fail(why, status, "underscore in header name", 400);
-            if (lim->underscores == HTTP_US_DROP)
+            if (lim->underscores == HTTP_US_DROP || framing_alias(hdr.name))
                 continue;
         }
         out[(*n)++] = hdr;
@@ -607,16 +653,48 @@ static int keep_alive(const struct h1_meta *m, int minor)
 /* ---- start lines ------------------------------------------------------ */
 
 /* HTTP-version = "HTTP/" DIGIT "." DIGIT, case-sensitive. A well-formed
- * version we do not speak is a 505; anything else is a 400. */
+ * version of another major is a 505; anything else is a 400. A higher
+ * minor version of HTTP/1 is handled as HTTP/1.1, the highest we speak
+ * (RFC 9112 section 2.3): minor versions stay compatible by design. */
 static int parse_version(const char *p, size_t n, int *minor, const char **why,
                          int *status)
 {
     if (n != 8 || memcmp(p, "HTTP/", 5) != 0 || p[5] < '0' || p[5] > '9' ||
         p[6] != '.' || p[7] < '0' || p[7] > '9')
         return fail(why, status, "invalid HTTP version", 400);
-    if (p[5] != '1' || p[7] > '1')
+    if (p[5] != '1')
         return fail(why, status, "unsupported HTTP version", 505);
-    *minor = p[7] - '0';
+    *minor = p[7] > '1' ? 1 : p[7] - '0';
+    return 0;
+}
+
+/*
+ * check_target() refuses two request targets that servers behind us read
+ * differently from us. A fragment (#...) is not part of a request target
+ * (RFC 9112 section 3.2); passed on, it would let a path slip past rules
+ * that match its end (Envoy refuses it too). Userinfo in an absolute or
+ * authority form ("http://a@b/") is deprecated (RFC 9110 section 4.2.4) and
+ * makes the host ambiguous: nginx and HAProxy answer 400, and so do we.
+ */
+static int check_target(struct h1_slice t, const char **why, int *status)
+{
+    const char *auth = t.p, *end = t.p + t.n, *sep;
+    size_t i;
+
+    if (memchr(t.p, '#', t.n) != NULL)
+        return fail(why, status, "fragment in request target", 400);
+    if (t.p[0] == '/' || (t.n == 1 && t.p[0] == '*'))
+        return 0;
+    /* absolute-form: scheme "://" authority; else authority-form. */
+    for (i = 0; i + 2 < t.n && t.p[i] != '/' && t.p[i] != '?'; i++) {
+        if (t.p[i] == ':' && t.p[i + 1] == '/' && t.p[i + 2] == '/') {
+            auth = t.p + i + 3;
+            break;
+        }
+    }
+    for (sep = auth; sep < end && *sep != '/' && *sep != '?'; sep++)
+        if (*sep == '@')
+            return fail(why, status, "userinfo in request target", 400);
     return 0;
 }
 
@@ -642,6 +720,8 @@ static int parse_request_line(const char *p, size_t n, struct h1_request *req,
     if (p[i] != ' ')
         return fail(why, status, "invalid character in request target", 400);
     req->target = slice(p + start, i - start);
+    if (check_target(req->target, why, status) < 0)
+        return -1;
     i++;
     return parse_version(p + i, n - i, &req->minor, why, status);
 }
@@ -922,14 +1002,15 @@ ssize_t h1_chunked_decode(struct h1_chunked *c, const char *in, size_t len,
         case H1_CH_SIZE:
             d = hex_value(ch);
             if (d >= 0) {
-                /* 16 digits hold any size below the 2^62 bound; more
-                 * can only be leading zeros, which serve no one. */
-                if (c->ndigits == 16)
+                /* Leading zeros are valid (RFC 9112 section 7.1): they
+                 * add nothing to the size, only to the line, which the
+                 * extension bound covers. The overflow check does the
+                 * rest: 16 significant digits hold the 2^62 bound. */
+                if (++c->ndigits > H1_CHUNK_EXT_MAX)
                     return chunked_fail(c, "chunk size too long", why);
                 if (c->size > (H1_MAX_LENGTH - (uint64_t)d) / 16)
                     return chunked_fail(c, "chunk size too large", why);
                 c->size = c->size * 16 + (uint64_t)d;
-                c->ndigits++;
             } else if (c->ndigits == 0) {
                 return chunked_fail(c, "invalid chunk size", why);
             } else if (is_ows(ch)) {

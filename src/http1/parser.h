@@ -83,6 +83,13 @@ int h1_parse_fields(const char *buf, size_t len, const struct http_limits *lim,
  * ignoring case (field names and tokens are case-insensitive). */
 int h1_slice_eq_ci(struct h1_slice s, const char *lit);
 
+/* h1_trailer_allowed() is false for a field that must not come in a
+ * trailer section (RFC 9110 section 6.5.1): framing (Content-Length,
+ * Transfer-Encoding), routing (Host) and connection options: a next hop
+ * that merged them into the head would frame or route by them. The caller
+ * drops them. */
+int h1_trailer_allowed(struct h1_slice name);
+
 /* h1_header_find() returns the first header called name (any case), or
  * NULL. The result points into hdrs. */
 const struct h1_header *h1_header_find(const struct h1_header *hdrs, size_t n,

@@ -317,6 +317,10 @@ const struct route_action *router_match(const struct router *r,
     const struct rt_vhost *vh;
     struct rt_req q = {req, port, path_only(req->path), {arena, NULL, NULL}};
 
+    /* OPTIONS * (the asterisk form) asks about the server as a whole: it
+     * is routed as "/" of its host, and forwarded as "*". */
+    if (q.path.n == 1 && q.path.p[0] == '*')
+        q.path = SLICE_LIT("/");
     memset(out, 0, sizeof(*out));
     out->dest = -1;
     out->match = -1;

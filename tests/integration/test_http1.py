@@ -544,7 +544,7 @@ def test_idle_keepalive_connections_hold_no_buffers(strait_factory,
 def plain_upstream(upstream_factory):
     """A keep-alive HTTP/1.1 upstream that never switches protocols: it
     reads each request (Content-Length or chunked body), records (request
-    line, headers, body) in .seen, and answers 200 "ok"."""
+    line, headers, body, trailers) in .seen, and answers 200 "ok"."""
     seen = []
 
     def handler(c):
@@ -564,18 +564,24 @@ def plain_upstream(upstream_factory):
                 hdrs.append((k.strip().lower(), v.strip()))
             d = dict(hdrs)
             body = b""
+            trailers = []
             if "chunked" in d.get("transfer-encoding", "").lower():
                 while True:
                     n = int(f.readline().split(b";")[0], 16)
                     if n == 0:
-                        while f.readline() not in (b"\r\n", b""):
-                            pass
+                        while True:
+                            t = f.readline()
+                            if t in (b"\r\n", b""):
+                                break
+                            k, _, v = t.decode("latin-1").partition(":")
+                            trailers.append((k.strip().lower(), v.strip()))
                         break
                     body += f.read(n)
                     f.readline()
             elif "content-length" in d:
                 body = f.read(int(d["content-length"]))
-            seen.append((line.rstrip(b"\r\n").decode("latin-1"), hdrs, body))
+            seen.append((line.rstrip(b"\r\n").decode("latin-1"), hdrs, body,
+                         trailers))
             c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
 
     up = upstream_factory(handler)
@@ -647,3 +653,103 @@ def test_upgrade_bytes_wait_for_the_101(strait_factory, upstream_factory):
         assert r.status == 200
     lines = [s[0] for s in up.seen]
     assert lines == ["GET /ws HTTP/1.1", "GET /smuggled HTTP/1.1"], lines
+
+
+def test_chunk_size_with_many_leading_zeros(strait_factory, upstream_factory):
+    """Issue 12 item 19: a chunk size with leading zeros is valid
+    (RFC 9112 7.1) and was refused past 16 digits."""
+    up = plain_upstream(upstream_factory)
+    st, port = start(strait_factory, [up.addr])
+    r = request(port, b"POST /z HTTP/1.1\r\nHost: a\r\n"
+                      b"Transfer-Encoding: chunked\r\n\r\n"
+                      b"0000000000000000005\r\nhello\r\n"
+                      b"00000000000000000000000000000\r\n\r\n", "POST")
+    assert r.status == 200, (r.status, r.body)
+    assert [(s[0], s[2]) for s in up.seen] == [("POST /z HTTP/1.1", b"hello")]
+
+
+def test_options_asterisk_forwarded(strait_factory, upstream_factory):
+    """OPTIONS * (RFC 9112 3.2.4) was a 400."""
+    up = plain_upstream(upstream_factory)
+    st, port = start(strait_factory, [up.addr])
+    r = request(port, b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", "OPTIONS")
+    assert r.status == 200, (r.status, r.body)
+    assert [s[0] for s in up.seen] == ["OPTIONS * HTTP/1.1"]
+    # '*' is only the asterisk form of OPTIONS.
+    r = request(port, b"GET * HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert r.status == 400
+
+
+def test_higher_minor_version_is_http11(strait_factory, upstream_factory):
+    """HTTP/1.2 is handled as HTTP/1.1 (RFC 9112 2.3), not a 505."""
+    up = plain_upstream(upstream_factory)
+    st, port = start(strait_factory, [up.addr])
+    with connect(port) as c:
+        c.sendall(b"GET /v12 HTTP/1.2\r\nHost: a\r\n\r\n")
+        f = c.makefile("rb")
+        r = read_response(f)
+        assert r.status == 200 and r.version == "HTTP/1.1", (r.status,
+                                                             r.version)
+        # Kept alive, as HTTP/1.1 is.
+        c.sendall(b"GET /again HTTP/1.2\r\nHost: a\r\n\r\n")
+        assert read_response(f).status == 200
+    assert [s[0] for s in up.seen] == ["GET /v12 HTTP/1.1",
+                                       "GET /again HTTP/1.1"]
+
+
+def test_framing_fields_in_trailers_dropped(strait_factory, upstream_factory):
+    """Content-Length and Transfer-Encoding in chunked trailers were
+    forwarded; other trailers still are."""
+    up = plain_upstream(upstream_factory)
+    st, port = start(strait_factory, [up.addr])
+    r = request(port, b"POST /tr HTTP/1.1\r\nHost: a\r\nTE: trailers\r\n"
+                      b"Transfer-Encoding: chunked\r\n\r\n"
+                      b"5\r\nhello\r\n0\r\nContent-Length: 99\r\n"
+                      b"Transfer-Encoding: chunked\r\nHost: evil\r\n"
+                      b"X-Sum: 42\r\n\r\n", "POST")
+    assert r.status == 200, (r.status, r.body)
+    (line, _, body, trailers), = up.seen
+    assert body == b"hello"
+    assert trailers == [("x-sum", "42")], trailers
+
+
+def test_underscore_framing_alias_dropped(strait_factory, upstream_factory):
+    """Transfer_Encoding (read as Transfer-Encoding by CGI-style back ends)
+    was forwarded under the default ALLOW underscore policy."""
+    up = plain_upstream(upstream_factory)
+    st, port = start(strait_factory, [up.addr])
+    r = request(port, b"POST /us HTTP/1.1\r\nHost: a\r\n"
+                      b"Transfer_Encoding: chunked\r\nContent_Length: 1\r\n"
+                      b"X_Other: 1\r\nContent-Length: 5\r\n\r\nhello", "POST")
+    assert r.status == 200, (r.status, r.body)
+    (line, hdrs, body, _), = up.seen
+    got = [k for k, _ in hdrs]
+    assert "transfer_encoding" not in got and "content_length" not in got, got
+    assert "x_other" in got and body == b"hello"
+
+
+@pytest.mark.parametrize("target", [b"/a#frag", b"/a?x=1#/admin",
+                                    b"http://a/b#c"])
+def test_fragment_in_target_is_400(strait_factory, upstream_factory, target):
+    """A #fragment was forwarded in the request target; Envoy refuses it."""
+    up = plain_upstream(upstream_factory)
+    st, port = start(strait_factory, [up.addr])
+    r = request(port, b"GET " + target + b" HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert r.status == 400
+    assert up.seen == []
+
+
+@pytest.mark.parametrize("target", [b"http://a@other.example/",
+                                    b"http://user:pw@a/x", b"https://a@b"])
+def test_absolute_form_with_userinfo_is_400(strait_factory, upstream_factory,
+                                            target):
+    """Issue 12 item 18: GET http://a@other.example/ went upstream as
+    Host: a@other.example."""
+    up = plain_upstream(upstream_factory)
+    st, port = start(strait_factory, [up.addr])
+    r = request(port, b"GET " + target + b" HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert r.status == 400
+    assert up.seen == []
+    r = request(port, b"GET http://other.example/?q=a@b HTTP/1.1\r\n"
+                      b"Host: other.example\r\n\r\n")
+    assert r.status == 200

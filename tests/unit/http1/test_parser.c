@@ -350,8 +350,17 @@ static void test_versions(void **state)
     req_ok(&p, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
     assert_int_equal(p.req.minor, 1);
     parsed_free(&p);
+    /* A higher HTTP/1 minor version is HTTP/1.1 (RFC 9112 2.3). */
+    req_ok(&p, "GET / HTTP/1.2\r\nHost: h\r\n\r\n");
+    assert_int_equal(p.req.minor, 1);
+    assert_int_equal(p.req.keep_alive, 1);
+    req_ok(&p, "GET / HTTP/1.9\r\nHost: h\r\n\r\n");
+    assert_int_equal(p.req.minor, 1);
+    resp_ok(&p, "GET", "HTTP/1.2 200 OK\r\nContent-Length: 0\r\n\r\n");
+    assert_int_equal(p.res.minor, 1);
+    parsed_free(&p);
+    req_fail("GET / HTTP/1.2\r\n\r\n", 400); /* HTTP/1.1 rules: Host */
     req_fail("GET / HTTP/2.0\r\nHost: h\r\n\r\n", 505);
-    req_fail("GET / HTTP/1.2\r\nHost: h\r\n\r\n", 505);
     req_fail("GET / HTTP/0.9\r\nHost: h\r\n\r\n", 505);
     req_fail("GET / HTTP/3.1\r\nHost: h\r\n\r\n", 505);
 }
@@ -839,6 +848,83 @@ static void test_underscore_policies(void **state)
     parsed_free(&p);
 }
 
+/* A name that reads as a framing field with '_' for '-' is dropped even
+ * when underscores are allowed: CGI-style back ends merge the two. */
+static void test_underscore_framing_alias_dropped(void **state)
+{
+    static const char s[] = "POST / HTTP/1.1\r\nHost: h\r\n"
+                            "Transfer_Encoding: chunked\r\n"
+                            "CONTENT_LENGTH: 9\r\nX_User: a\r\n"
+                            "Content-Length: 1\r\n\r\n";
+    struct http_limits lim = http_limits_default();
+    struct parsed p = {0};
+    size_t i;
+
+    (void)state;
+    lim.underscores = HTTP_US_ALLOW;
+    req_ok_lim(&p, &lim, LIT(s));
+    assert_int_equal(p.req.nheaders, 3);
+    for (i = 0; i < p.req.nheaders; i++) {
+        assert_false(
+            h1_slice_eq_ci(p.req.headers[i].name, "transfer_encoding"));
+        assert_false(h1_slice_eq_ci(p.req.headers[i].name, "content_length"));
+    }
+    assert_slice(p.req.headers[1].name, "X_User");
+    assert_int_equal(p.req.body, H1_BODY_LENGTH);
+    assert_int_equal(p.req.content_length, 1);
+    parsed_free(&p);
+}
+
+/* ---- request target --------------------------------------------------- */
+
+static void test_target_fragment_refused(void **state)
+{
+    (void)state;
+    req_fail_why(LIT("GET /a#b HTTP/1.1\r\nHost: h\r\n\r\n"), 400, "fragment");
+    req_fail_why(LIT("GET /a?x#/admin HTTP/1.1\r\nHost: h\r\n\r\n"), 400,
+                 "fragment");
+    req_fail_why(LIT("GET http://h/#x HTTP/1.1\r\nHost: h\r\n\r\n"), 400,
+                 "fragment");
+}
+
+static void test_target_userinfo_refused(void **state)
+{
+    struct parsed p = {0};
+
+    (void)state;
+    req_fail_why(LIT("GET http://a@other.example/ HTTP/1.1\r\nHost: a\r\n\r\n"),
+                 400, "userinfo");
+    req_fail_why(LIT("GET https://u:p@h HTTP/1.1\r\nHost: h\r\n\r\n"), 400,
+                 "userinfo");
+    req_fail_why(LIT("CONNECT u@h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n"), 400,
+                 "userinfo");
+    /* '@' after the authority is part of a path or query. */
+    req_ok(&p, "GET http://h/a@b?c@d HTTP/1.1\r\nHost: h\r\n\r\n");
+    req_ok(&p, "GET /a@b HTTP/1.1\r\nHost: h\r\n\r\n");
+    req_ok(&p, "GET http://h?u@x HTTP/1.1\r\nHost: h\r\n\r\n");
+    req_ok(&p, "OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_slice(p.req.target, "*");
+    parsed_free(&p);
+}
+
+static void test_trailer_allowed(void **state)
+{
+    static const char *const banned[] = {"Content-Length", "transfer-encoding",
+                                         "HOST",           "Connection",
+                                         "keep-alive",     "TE",
+                                         "Trailer",        "Upgrade"};
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(banned) / sizeof(banned[0]); i++) {
+        struct h1_slice n = {banned[i], strlen(banned[i])};
+        assert_false(h1_trailer_allowed(n));
+    }
+    assert_true(h1_trailer_allowed((struct h1_slice){"X-Sum", 5}));
+    assert_true(h1_trailer_allowed((struct h1_slice){"grpc-status", 11}));
+    assert_true(h1_trailer_allowed((struct h1_slice){"Content-Lengths", 15}));
+}
+
 /* ---- connection semantics ----------------------------------------------- */
 
 static void test_keep_alive(void **state)
@@ -1104,7 +1190,7 @@ static void test_response_status_line(void **state)
     resp_fail("GET", "HTTP/1.1  200 OK\r\n\r\n");
     resp_fail("GET", "HTTP/1.1 200 O\x01K\r\n\r\n");
     resp_fail("GET", "HTTP/1.1\r\n\r\n");
-    resp_fail("GET", "HTTP/1.2 200 OK\r\n\r\n");
+    resp_fail("GET", "HTTP/2.0 200 OK\r\n\r\n"); /* 1.2 is 1.1 */
     resp_fail("GET", "HTTP/2 200 OK\r\n\r\n");
     resp_fail("GET", "http/1.1 200 OK\r\n\r\n");
     resp_fail("GET", "ICY 200 OK\r\n\r\n");
@@ -1457,13 +1543,13 @@ static void test_chunked_bad_size(void **state)
         "-5\r\n",
         "5 \r\nhello\r\n", /* whitespace must lead to ';' */
         "5 x\r\n",
-        "5\rhello",               /* bare CR */
-        "5\nhello\r\n",           /* bare LF */
-        "4000000000000001\r\n",   /* above 2^62 */
-        "ffffffffffffffffff\r\n", /* overflow */
-        "00000000000000005\r\n",  /* 17 digits */
-        ";a\r\n",                 /* extension without size */
-        "5;a\x01\r\nhello\r\n",   /* control in extension */
+        "5\rhello",                /* bare CR */
+        "5\nhello\r\n",            /* bare LF */
+        "4000000000000001\r\n",    /* above 2^62 */
+        "ffffffffffffffffff\r\n",  /* overflow */
+        "0004000000000000001\r\n", /* above 2^62 after zeros */
+        ";a\r\n",                  /* extension without size */
+        "5;a\x01\r\nhello\r\n",    /* control in extension */
         "5;a\nhello\r\n",
     };
     struct out o;
@@ -1500,6 +1586,43 @@ static void test_chunked_size_bound(void **state)
         feed(&c, LIT("0000000000000002\r\nab\r\n0\r\n\r\n"), &o, &why), 27);
     assert_true(h1_chunked_done(&c));
     h1_chunked_dispose(&c);
+}
+
+/* Leading zeros are valid in a chunk size, however many (RFC 9112 7.1):
+ * only the size line's length is bounded. */
+static void test_chunked_leading_zeros(void **state)
+{
+    size_t n = H1_CHUNK_EXT_MAX + 16;
+    char *s = malloc(n);
+    struct h1_chunked c = {0};
+    struct out o = {.n = 0};
+    const char *why;
+
+    (void)state;
+    assert_int_equal(feed(&c,
+                          LIT("0000000000000000005\r\nhello\r\n"
+                              "00000000000000000000000\r\n\r\n"),
+                          &o, &why),
+                     55);
+    assert_true(h1_chunked_done(&c));
+    assert_int_equal(o.n, 5);
+    assert_memory_equal(o.data, "hello", 5);
+    h1_chunked_dispose(&c);
+    /* H1_CHUNK_EXT_MAX digits: accepted; one more: refused. */
+    assert_non_null(s);
+    memset(s, '0', H1_CHUNK_EXT_MAX - 1);
+    memcpy(s + H1_CHUNK_EXT_MAX - 1, "1\r\nx\r\n0\r\n\r\n", 11);
+    o.n = 0;
+    assert_int_equal(feed(&c, s, H1_CHUNK_EXT_MAX + 10, &o, &why),
+                     H1_CHUNK_EXT_MAX + 10);
+    assert_true(h1_chunked_done(&c));
+    h1_chunked_dispose(&c);
+    memset(s, '0', H1_CHUNK_EXT_MAX);
+    memcpy(s + H1_CHUNK_EXT_MAX, "1\r\nx\r\n0\r\n\r\n", 11);
+    o.n = 0;
+    assert_int_equal(feed(&c, s, H1_CHUNK_EXT_MAX + 11, &o, &why), -1);
+    h1_chunked_dispose(&c);
+    free(s);
 }
 
 static void test_chunked_extension_bound(void **state)
@@ -1618,6 +1741,10 @@ int main(void)
         cmocka_unit_test(test_max_request_line),
         cmocka_unit_test(test_max_head),
         cmocka_unit_test(test_underscore_policies),
+        cmocka_unit_test(test_underscore_framing_alias_dropped),
+        cmocka_unit_test(test_target_fragment_refused),
+        cmocka_unit_test(test_target_userinfo_refused),
+        cmocka_unit_test(test_trailer_allowed),
         cmocka_unit_test(test_keep_alive),
         cmocka_unit_test(test_expect_continue),
         cmocka_unit_test(test_upgrade),
@@ -1642,6 +1769,7 @@ int main(void)
         cmocka_unit_test(test_chunked_trailer_syntax),
         cmocka_unit_test(test_chunked_bad_size),
         cmocka_unit_test(test_chunked_size_bound),
+        cmocka_unit_test(test_chunked_leading_zeros),
         cmocka_unit_test(test_chunked_extension_bound),
         cmocka_unit_test(test_chunked_missing_crlf_after_data),
         cmocka_unit_test(test_chunked_done_leaves_rest),
