@@ -45,7 +45,7 @@ struct dns_cache {
     uint64_t min_refresh_ms;
     dns_change_fn on_change;
     void *arg;
-    struct event *notify; /* runs on_change once per loop turn */
+    struct timer notify; /* deferred: on_change once per loop turn */
     struct dns_stats st;
 };
 
@@ -148,7 +148,7 @@ static void on_answer(int result, char type, int count, int ttl,
         c->st.changes++;
         log_info("dns: %s: %zu address%s, ttl %ds", e->name, n,
                  n == 1 ? "" : "es", ttl);
-        event_active(c->notify, EV_TIMEOUT, 0);
+        timer_defer(&c->notify);
     }
     arm(e, ttl > 0 ? (uint64_t)ttl * 1000 : 0);
 }
@@ -171,12 +171,10 @@ static void resolve(struct dns_entry *e)
         arm(e, c->min_refresh_ms);
 }
 
-static void on_notify(evutil_socket_t fd, short what, void *arg)
+static void on_notify(void *arg)
 {
     struct dns_cache *c = arg;
 
-    (void)fd;
-    (void)what;
     c->on_change(c->arg);
 }
 
@@ -196,11 +194,11 @@ struct dns_cache *dns_cache_new(struct event_base *base,
     c->min_refresh_ms = conf->min_refresh_ms ? conf->min_refresh_ms : 1;
     c->on_change = on_change;
     c->arg = arg;
-    c->notify = event_new(base, -1, 0, on_notify, c);
+    timer_init(&c->notify, base, on_notify, c);
     c->dns = evdns_base_new(
         base, (conf->nnameservers > 0 ? 0 : EVDNS_BASE_INITIALIZE_NAMESERVERS) |
                   EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-    if (c->notify == NULL || c->dns == NULL)
+    if (c->dns == NULL)
         goto oom;
     for (size_t i = 0; i < conf->nnameservers; i++)
         if (evdns_base_nameserver_sockaddr_add(
@@ -241,8 +239,7 @@ void dns_cache_free(struct dns_cache *c)
         list_del(&e->link);
         entry_free(e);
     }
-    if (c->notify != NULL)
-        event_free(c->notify);
+    timer_dispose(&c->notify);
     free(c);
 }
 

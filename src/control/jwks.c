@@ -42,7 +42,7 @@ struct jwks_cache {
     struct event_base *base;
     jwks_change_fn on_change;
     void *arg;
-    struct event *change_ev;
+    struct timer change_ev; /* deferred: on_change on the next turn */
     struct jwks_conf conf;
     char *ca_file;
     struct ssl_ctx_st *ctx; /* https; made on first use */
@@ -53,15 +53,13 @@ struct jwks_cache {
 static void changed(struct jwks_cache *c)
 {
     c->st.changes++;
-    event_active(c->change_ev, EV_TIMEOUT, 0);
+    timer_defer(&c->change_ev);
 }
 
-static void on_change_ev(evutil_socket_t fd, short what, void *arg)
+static void on_change_ev(void *arg)
 {
     struct jwks_cache *c = arg;
 
-    (void)fd;
-    (void)what;
     c->on_change(c->arg);
 }
 
@@ -209,11 +207,7 @@ struct jwks_cache *jwks_cache_new(struct event_base *base,
     c->on_change = on_change;
     c->arg = arg;
     c->conf.refresh_ms = 5 * 60 * 1000;
-    c->change_ev = event_new(base, -1, 0, on_change_ev, c);
-    if (c->change_ev == NULL) {
-        free(c);
-        return NULL;
-    }
+    timer_init(&c->change_ev, base, on_change_ev, c);
     return c;
 }
 
@@ -226,7 +220,7 @@ void jwks_cache_free(struct jwks_cache *c)
         c->list = e->next;
         entry_free(e);
     }
-    event_free(c->change_ev);
+    timer_dispose(&c->change_ev);
     SSL_CTX_free(c->ctx);
     free(c->ca_file);
     free(c);

@@ -40,6 +40,11 @@ void timer_arm(struct timer *t, uint64_t ms)
     event_add(&t->ev, &tv);
 }
 
+void timer_defer(struct timer *t)
+{
+    event_active(&t->ev, EV_TIMEOUT, 0);
+}
+
 void timer_cancel(struct timer *t)
 {
     /* A timer that was never initialised has no base to delete from. */

@@ -31,6 +31,14 @@ void timer_init(struct timer *t, struct event_base *base, timer_fn cb,
  * arm it again. */
 void timer_arm(struct timer *t, uint64_t ms);
 
+/* timer_defer() runs t's callback once on the loop's current pass, after
+ * the callbacks already due and never inside this call (libevent's
+ * event_active): how a module puts work off to the next turn without an
+ * event of its own. Deferring again before it ran makes one call; an
+ * armed timer runs now instead of at its delay. timer_armed() is 1 and
+ * timer_cancel() takes it back until it runs. */
+void timer_defer(struct timer *t);
+
 /* timer_cancel() disarms t; its callback will not run. No-op when t is
  * not armed. */
 void timer_cancel(struct timer *t);

@@ -52,7 +52,7 @@ static void shadow_wake(void *arg)
 {
     struct pstream *ps = arg;
 
-    event_active(&ps->aux, EV_TIMEOUT, 0);
+    timer_defer(&ps->aux);
 }
 
 static void shadow_head(struct hstream *m)
@@ -69,12 +69,10 @@ static void shadow_continue(struct hstream *m)
 static const struct hstream_down_ops shadow_down = {shadow_head,
                                                     shadow_continue};
 
-void pstream_on_aux(evutil_socket_t fd, short what, void *arg)
+void pstream_on_aux(void *arg)
 {
     struct pstream *ps = arg;
 
-    (void)fd;
-    (void)what;
     if (ps->shadow) {
         shadow_drain(ps);
         return;
@@ -201,7 +199,7 @@ static void mirror_launch(struct pstream *ps)
     timer_init(&sp->timer, l->base, pstream_on_timeout, sp);
     timer_init(&sp->delay, l->base, pstream_on_delay, sp);
     timer_init(&sp->try_timer, l->base, pstream_on_try_timeout, sp);
-    event_assign(&sp->aux, l->base, -1, 0, pstream_on_aux, sp);
+    timer_init(&sp->aux, l->base, pstream_on_aux, sp);
     list_append(&l->mirrors, &sp->link);
     ms = ps->timeout_ms > 0 ? ps->timeout_ms : MIRROR_TIMEOUT_MS;
     timer_arm(&sp->timer, ms);

@@ -199,12 +199,12 @@ void pstream_on_try_timeout(void *arg)
 
 /* The request body ended (or failed): what waited for it (a mirror, the
  * per-try deadline) goes on. Called from inside hpipe_finish/hpipe_abort,
- * so it only arms an event (pstream_on_aux). */
+ * so it only defers pstream_on_aux. */
 static void body_end(void *arg)
 {
     struct pstream *ps = arg;
 
-    event_active(&ps->aux, EV_TIMEOUT, 0);
+    timer_defer(&ps->aux);
 }
 
 int pstream_body_complete(const struct pstream *ps)

@@ -54,7 +54,7 @@ struct tcp_session {
     struct conn down;
     struct conn up; /* fd -1 while there is no upstream socket */
     struct timer timer;
-    struct event kick; /* runs session_pump on the next loop turn */
+    struct timer kick; /* deferred: session_pump on the next loop turn */
     unsigned connecting : 1, handshaking : 1, connected : 1;
     unsigned d_eof : 1, u_eof : 1;   /* FIN read from that side */
     unsigned u_shut : 1, d_shut : 1; /* FIN passed on to that side */
@@ -151,7 +151,7 @@ static void session_close(struct tcp_session *s, const char *reason)
     s->closed = 1;
     s->reason = reason;
     timer_cancel(&s->timer);
-    event_del(&s->kick);
+    timer_cancel(&s->kick);
     conn_close(&s->up);
     conn_close(&s->down);
     bufpool_drain(&r->pool, &s->d2u);
@@ -315,7 +315,7 @@ static void session_pump(struct tcp_session *s, int read_down, int read_up)
             /* Not a conn's own read event: libevent does not register an
              * event with epoll when it is added while active, so the conn
              * would think it is watching the socket when it is not. */
-            event_active(&s->kick, EV_TIMEOUT, 0);
+            timer_defer(&s->kick);
             break;
         }
     }
@@ -328,10 +328,8 @@ static void on_down_io(struct conn *c, void *arg)
     session_pump(arg, 1, 0);
 }
 
-static void on_kick(evutil_socket_t fd, short what, void *arg)
+static void on_kick(void *arg)
 {
-    (void)fd;
-    (void)what;
     session_pump(arg, 1, 1);
 }
 
@@ -573,7 +571,7 @@ void l4_relay_start(struct l4_relay *r, struct conn *down,
     buf_init(&s->d2u, r->p.buffer_size);
     buf_init(&s->u2d, r->p.buffer_size);
     timer_init(&s->timer, r->base, on_timer, s);
-    event_assign(&s->kick, r->base, -1, 0, on_kick, s);
+    timer_init(&s->kick, r->base, on_kick, s);
     list_append(&r->sessions, &s->link);
     r->active++;
     if (meta != NULL && meta->up_tls_error) {

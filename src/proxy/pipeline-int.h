@@ -8,8 +8,6 @@
  * headers), http_retry.c (retries and per-try deadlines) and
  * http_mirror.c (mirrored copies). Nothing else includes this.
  */
-#include <event2/event.h>
-#include <event2/event_struct.h>
 #include <stdint.h>
 
 #include "event/timer-t.h"
@@ -73,7 +71,7 @@ struct pstream {
     unsigned body_overflow : 1; /* counted as not retriable for its body */
     /* The primary: launches the mirror once the whole body is here. A
      * mirrored copy: drains the copy's response. */
-    struct event aux;
+    struct timer aux;           /* deferred (timer_defer), never armed */
     unsigned mirror_wait : 1;   /* a mirror waits for the request body */
     unsigned try_wait : 1;      /* the per-try deadline waits for it too */
     unsigned shadow : 1;        /* this is a mirrored copy (fire and forget) */
@@ -194,6 +192,6 @@ void pstream_mirror_begin(struct pstream *ps);
 
 /* ps->aux: the request body ended (a primary: mirror and per-try deadline
  * go on), or a mirrored copy's answer can be drained. */
-void pstream_on_aux(evutil_socket_t fd, short what, void *arg);
+void pstream_on_aux(void *arg);
 
 #endif

@@ -112,7 +112,7 @@ void pstream_maybe_end(struct pstream *ps)
         return;
     timer_cancel(&ps->timer);
     timer_cancel(&ps->try_timer);
-    event_del(&ps->aux);
+    timer_cancel(&ps->aux);
     if (s->req_body.end_arg == ps) {
         s->req_body.on_end = NULL;
         s->req_body.end_arg = NULL;
@@ -545,7 +545,7 @@ static void on_request(void *ctx, struct hstream *s)
     LIST_INIT(&ps->waiter.link);
     timer_init(&ps->delay, l->base, pstream_on_delay, ps);
     timer_init(&ps->try_timer, l->base, pstream_on_try_timeout, ps);
-    event_assign(&ps->aux, l->base, -1, 0, pstream_on_aux, ps);
+    timer_init(&ps->aux, l->base, pstream_on_aux, ps);
     ps->cluster = -1;
     ps->wr = http_listener_pin(l);
     if (hc->conn.tls != NULL && pstream_misdirected(ps))

@@ -11,6 +11,7 @@
 
 #include "core/list.h"
 #include "event/reap-t.h"
+#include "event/timer-t.h"
 #include "upstream/balancer-t.h"
 
 struct cluster;
@@ -37,7 +38,7 @@ struct upool {
     struct h1_scratch *scratch;
     size_t nconns;       /* this worker's connections, open or opening */
     struct list waiters; /* struct upool_waiter, first come first served */
-    struct event *wake_ev;
+    struct timer wake;   /* deferred: wakes the waiters */
 };
 
 /*

@@ -7,6 +7,7 @@
 #include "http2/h2_client.h"
 #include "core/stats.h"
 #include "event/reap.h"
+#include "event/timer.h"
 #include "upstream/balancer.h"
 #include "upstream/cluster.h"
 #include "upstream/pool.h"
@@ -22,7 +23,7 @@ static void conn_gone(struct upool *p)
     p->nconns--;
     cluster_release_conn(p->cl);
     if (!LIST_EMPTY(&p->waiters))
-        event_active(p->wake_ev, EV_TIMEOUT, 0);
+        timer_defer(&p->wake);
 }
 
 static void reap(struct reap_node *n)
@@ -41,13 +42,11 @@ static void reap(struct reap_node *n)
 
 /* Wakes every waiting request; those that still find no connection queue
  * again behind the ones that did. */
-static void wake(evutil_socket_t fd, short what, void *arg)
+static void wake(void *arg)
 {
     struct upool *p = arg;
     struct list now;
 
-    (void)fd;
-    (void)what;
     LIST_INIT(&now);
     while (!LIST_EMPTY(&p->waiters)) {
         struct list *it = p->waiters.next;
@@ -216,8 +215,8 @@ int upool_init(struct upool *p, struct cluster *cl, struct event_base *base,
     LIST_INIT(&p->h2conns);
     LIST_INIT(&p->h2dead);
     LIST_INIT(&p->waiters);
-    p->wake_ev = event_new(base, -1, 0, wake, p);
-    if (p->wake_ev == NULL || balancer_init(&p->lb, cl, worker) < 0)
+    timer_init(&p->wake, base, wake, p);
+    if (balancer_init(&p->lb, cl, worker) < 0)
         goto fail;
     return 0;
 fail:
@@ -247,8 +246,7 @@ void upool_dispose(struct upool *p)
         conn_gone(p);
     }
     reaper_cancel(&p->reap);
-    if (p->wake_ev != NULL)
-        event_free(p->wake_ev);
+    timer_dispose(&p->wake);
     balancer_dispose(&p->lb);
     cluster_unref(p->cl);
     memset(p, 0, sizeof(*p));
@@ -288,5 +286,5 @@ void upool_put(struct upool *p, struct h1_client *c)
     h1_client_idle(c);
     /* A request waiting for a connection takes this one. */
     if (!LIST_EMPTY(&p->waiters))
-        event_active(p->wake_ev, EV_TIMEOUT, 0);
+        timer_defer(&p->wake);
 }

@@ -220,6 +220,38 @@ static void test_rearm_from_callback(void **state)
     assert_int_equal(timer_armed(&a.t), 0);
 }
 
+/* timer_defer(): one call on the loop, after the call that deferred it,
+ * however often it was deferred; cancel takes it back. */
+static void test_defer(void **state)
+{
+    struct event_base *base = *state;
+    struct rec r = {{0}, 0};
+    struct tt a, b, c;
+
+    tt_init(&a, base, &r, 'a');
+    tt_init(&b, base, &r, 'b');
+    tt_init(&c, base, &r, 'c');
+    timer_arm(&c.t, 50); /* due long after the deferred ones */
+    timer_defer(&a.t);
+    timer_defer(&a.t);
+    timer_defer(&b.t);
+    assert_int_equal(a.fired, 0);
+    assert_int_equal(timer_armed(&a.t), 1);
+    timer_cancel(&b.t);
+    assert_int_equal(timer_armed(&b.t), 0);
+    run_until(base, &r, 1);
+    assert_int_equal(r.order[0], 'a');
+    assert_int_equal(timer_armed(&a.t), 0);
+    /* An armed timer deferred runs now, once, not again at its delay. */
+    timer_defer(&c.t);
+    run_until(base, &r, 2);
+    assert_int_equal(r.order[1], 'c');
+    assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 1);
+    assert_int_equal(a.fired, 1);
+    assert_int_equal(b.fired, 0);
+    assert_int_equal(c.fired, 1);
+}
+
 /* A zeroed timer that was never initialised can be asked, cancelled and
  * disposed: an owner's cleanup path needs no flag. */
 static void test_zeroed_timer(void **state)
@@ -246,6 +278,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_armed_state, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rearm_from_callback, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_defer, setup, teardown),
         cmocka_unit_test(test_zeroed_timer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
