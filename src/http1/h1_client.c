@@ -262,7 +262,10 @@ static int parse_head(struct h1_client *c)
         struct slice name = {r.headers[i].name.p, r.headers[i].name.n};
         struct slice value = {r.headers[i].value.p, r.headers[i].value.n};
         if (slice_case_eq_str(name, "content-length")) {
-            if (r.body == H1_BODY_NONE && r.content_length > 0)
+            /* A response without a body (HEAD, 304) still tells the
+             * length of the one a GET would get, 0 included (RFC 9110
+             * sections 8.6 and 9.3.2): it is passed on, not dropped. */
+            if (r.body == H1_BODY_NONE && r.status >= 200 && r.status != 204)
                 s->resp.content_length = (int64_t)r.content_length;
             continue;
         }

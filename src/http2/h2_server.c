@@ -222,9 +222,16 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
         struct slice copy = arena_slice(&s->arena, v);
         if (slice_eq_str(n, ":method"))
             s->req.method = copy;
-        else if (slice_eq_str(n, ":scheme"))
-            s->req.scheme = copy;
-        else if (slice_eq_str(n, ":authority")) {
+        else if (slice_eq_str(n, ":scheme")) {
+            /* A client's :scheme says nothing of how it reached us: an
+             * h2c client claiming https would become x-forwarded-proto:
+             * https upstream. The scheme is the connection's, as on
+             * HTTP/1; a scheme this gateway cannot serve is a 400. */
+            if (!slice_case_eq_str(v, "http") && !slice_case_eq_str(v, "https"))
+                st->bad_status = 400;
+            s->req.scheme =
+                hs->conf->tls ? SLICE_LIT("https") : SLICE_LIT("http");
+        } else if (slice_eq_str(n, ":authority")) {
             s->req.authority = copy;
             st->has_authority = 1;
         } else if (slice_eq_str(n, ":path"))

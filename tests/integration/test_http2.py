@@ -66,9 +66,9 @@ class H2Client:
             self.sock.sendall(data)
 
     def request(self, path, method="GET", body=None, headers=(),
-                authority="example.com"):
+                authority="example.com", scheme="http"):
         sid = self.conn.get_next_available_stream_id()
-        hdrs = [(":method", method), (":scheme", "http"), (":path", path),
+        hdrs = [(":method", method), (":scheme", scheme), (":path", path),
                 (":authority", authority), *headers]
         self.conn.send_headers(sid, hdrs, end_stream=body is None)
         self.streams[sid] = {"headers": None, "data": bytearray(),
@@ -493,3 +493,118 @@ def test_h2c_preface_gone_astray_is_closed(strait_factory, httpd_factory):
     p = run(["curl", "-sS", "--http2-prior-knowledge", "-o", "/dev/null",
              "-w", "%{http_code}", f"http://127.0.0.1:{port}/after"])
     assert p.stdout == b"200", p.stderr
+
+
+# -- issue 12 items 16 and 18 ---------------------------------------------------
+
+def head_upstream(upstream_factory):
+    """An HTTP/1.1 upstream answering HEAD with content-length: 1234 and no
+    body, GET with 4 bytes; it records each request head in .heads."""
+    heads = []
+
+    def handler(c):
+        buf = b""
+        while True:
+            while b"\r\n\r\n" not in buf:
+                d = c.recv(65536)
+                if not d:
+                    return
+                buf += d
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            heads.append(head.decode("latin-1"))
+            if head.startswith(b"HEAD /empty"):
+                c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+            elif head.startswith(b"HEAD "):
+                c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 1234\r\n\r\n")
+            else:
+                c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nbody")
+
+    up = upstream_factory(handler)
+    up.heads = heads
+    return up
+
+
+def test_head_response_keeps_content_length(strait_factory, upstream_factory):
+    """Item 16: HEAD responses lost their content-length on the way
+    through (RFC 9110 9.3.2 says it is the GET's length); h1 and h2."""
+    from conftest import connect
+    from httpd import read_response
+    up = head_upstream(upstream_factory)
+    st, port = start(strait_factory, up)
+    with connect(port) as s:
+        s.sendall(b"HEAD /h HTTP/1.1\r\nHost: a\r\n\r\n")
+        f = s.makefile("rb")
+        r = read_response(f, "HEAD")
+        assert r.status == 200
+        assert r.header("content-length") == "1234", r.headers
+        assert r.body == b""
+        # The connection is still in step: no body bytes were sent.
+        s.sendall(b"GET /g HTTP/1.1\r\nHost: a\r\n\r\n")
+        r = read_response(f)
+        assert r.status == 200 and r.body == b"body"
+        # An empty resource says so: content-length: 0.
+        s.sendall(b"HEAD /empty HTTP/1.1\r\nHost: a\r\n\r\n")
+        r = read_response(f, "HEAD")
+        assert r.header("content-length") == "0", r.headers
+    c = H2Client(port)
+    try:
+        sid = c.request("/h2", method="HEAD")
+        sid0 = c.request("/empty", method="HEAD")
+        c.wait(lambda: c.done(sid) and c.done(sid0))
+    finally:
+        c.close()
+    h = c.streams[sid]["headers"]
+    assert h[":status"] == "200"
+    assert h.get("content-length") == "1234", h
+    assert bytes(c.streams[sid]["data"]) == b""
+    assert c.streams[sid0]["headers"].get("content-length") == "0", \
+        c.streams[sid0]["headers"]
+
+
+def test_head_content_length_through_h2_cluster(strait_factory,
+                                                upstream_factory):
+    """The same across an HTTP/2 hop: front (h1) -> h2 cluster -> back."""
+    from conftest import connect
+    from httpd import read_response
+    from test_regressions import chain
+    up = head_upstream(upstream_factory)
+    st, front = chain(strait_factory, up.addr)
+    for path, want in ((b"/h", "1234"), (b"/empty", "0")):
+        with connect(front) as s:
+            s.sendall(b"HEAD " + path + b" HTTP/1.1\r\nHost: a\r\n\r\n")
+            r = read_response(s.makefile("rb"), "HEAD")
+            assert r.status == 200
+            assert r.header("content-length") == want, (path, r.headers)
+
+
+def forwarded_proto(up, path):
+    for head in up.heads:
+        if head.split(" ")[1] == path:
+            for line in head.split("\r\n")[1:]:
+                k, _, v = line.partition(":")
+                if k.strip().lower() == "x-forwarded-proto":
+                    return v.strip()
+            return None
+    raise AssertionError(f"{path} never reached the upstream")
+
+
+def test_h2c_scheme_is_not_forwarded_proto(strait_factory, upstream_factory):
+    """Item 18: on h2c, a client's :scheme https became x-forwarded-proto:
+    https upstream. It comes from the connection; an unknown scheme is a
+    400."""
+    up = head_upstream(upstream_factory)
+    st, port = start(strait_factory, up)
+    c = H2Client(port)
+    try:
+        a = c.request("/https", scheme="https")
+        b = c.request("/gopher", scheme="gopher")
+        d = c.request("/http", scheme="http")
+        c.wait(lambda: c.done(a) and c.done(b) and c.done(d))
+    finally:
+        c.close()
+    assert c.streams[a]["headers"][":status"] == "200"
+    assert c.streams[b]["headers"][":status"] == "400"
+    assert c.streams[d]["headers"][":status"] == "200"
+    assert forwarded_proto(up, "/https") == "http"
+    assert forwarded_proto(up, "/http") == "http"
+    assert not any(h.split(" ")[1] == "/gopher" for h in up.heads)
