@@ -23,7 +23,7 @@ check() {
 
 step "source checks: clang-format, layer order"
 bash scripts/check-format
-bash scripts/check-layers
+python3 scripts/check-layers
 
 step "unit and integration tests"
 check build
