@@ -67,11 +67,15 @@ const struct conf_section bootstrap_tls_section = {tls_keys, 0, SIZE_MAX};
 static const struct conf_key http_keys[] = {
     {"maxRequestHeadersSize", CONF_SIZE,
      OFF(struct bootstrap_http, max_head_bytes), 1024, 1024 * 1024, "60KiB",
-     "largest request head (request line and headers); larger is a 431", NULL,
-     NULL, NULL, NULL},
+     "largest request head (request line and headers); larger is a 431. "
+     "Request trailers get the same bound: over it an HTTP/2 stream is "
+     "reset, an HTTP/1 request is a 400 and its connection closed",
+     NULL, NULL, NULL, NULL},
     {"maxRequestHeaders", CONF_INT, OFF(struct bootstrap_http, max_headers), 1,
-     10000, "100", "most request headers; more is a 431", NULL, NULL, NULL,
-     NULL},
+     10000, "100",
+     "most request headers; more is a 431. The same bound applies to "
+     "request trailers (HTTP/2: stream reset; HTTP/1: 431, closed)",
+     NULL, NULL, NULL, NULL},
     {"headersWithUnderscoresAction", CONF_ENUM,
      OFF(struct bootstrap_http, underscores), 0, 0, "ALLOW",
      "ALLOW, REJECT_REQUEST (400) or DROP_HEADER, as Istio names them",

@@ -318,6 +318,8 @@ static void parse_head(struct h1_server *hs)
             return;
         }
         h1_chunked_init(hs->chunked);
+        /* Trailers count against the head's size limit too. */
+        hs->chunked->trailers_max = hs->conf->lim.max_head;
     } else {
         hs->rq = RQ_DONE;
     }
@@ -344,6 +346,29 @@ static void dispatch(struct h1_server *hs)
 }
 
 /* Moves request body bytes from in to the request pipe. */
+/* body_error() ends a request whose body (or its trailers) is malformed
+ * or over a limit: the proxy's side is aborted, the client gets status
+ * unless a response has started, and the connection closes after it, as
+ * the rest of its bytes can no longer be framed. */
+static void body_error(struct h1_server *hs, int status, const char *why)
+{
+    struct hstream *s = hs->s;
+
+    hpipe_abort(&s->req_body);
+    hs->hooks.protocol_error(hs->hooks.ctx, status,
+                             why ? why : "bad chunked body");
+    s->flags |= HFLAG_DPE;
+    /* Set before the answer's head is written, so it says
+     * connection: close. */
+    hs->keep_alive = 0;
+    if (!s->resp_started)
+        hstream_respond(s, status,
+                        status == 431 ? "request trailers too large\n"
+                                      : "bad chunked body\n",
+                        NULL, NULL);
+    hs->rq = RQ_DONE;
+}
+
 static void pump_request_body(struct h1_server *hs)
 {
     struct hstream *s = hs->s;
@@ -382,16 +407,7 @@ static void pump_request_body(struct h1_server *hs)
                 h1_chunked_decode(hs->chunked, buf_ptr(&hs->in),
                                   avail < room ? avail : room, &data, &why);
             if (used < 0) {
-                hpipe_abort(&s->req_body);
-                hs->hooks.protocol_error(hs->hooks.ctx, 400,
-                                         why ? why : "bad chunked body");
-                s->flags |= HFLAG_DPE;
-                /* Set before the answer's head is written, so it says
-                 * connection: close. */
-                hs->keep_alive = 0;
-                if (!s->resp_started)
-                    hstream_respond(s, 400, "bad chunked body\n", NULL, NULL);
-                hs->rq = RQ_DONE;
+                body_error(hs, 400, why ? why : "bad chunked body");
                 return;
             }
             if (data.n > 0) {
@@ -405,22 +421,27 @@ static void pump_request_body(struct h1_server *hs)
                     size_t nf = 0;
                     const char *why2 = NULL;
                     int st = 400;
+                    /* More trailers than headers are allowed, or a bad
+                     * one, end the request as a bad body would: dropping
+                     * them quietly would hand on a different message. */
                     if (h1_parse_fields(tr.p, tr.n, &hs->conf->lim,
                                         hs->scratch->hdrs, hs->scratch->cap,
-                                        &nf, &why2, &st) >= 0) {
-                        for (size_t i = 0; i < nf; i++) {
-                            /* Framing and routing fields have no place in
-                             * trailers: a next hop could act on them. */
-                            if (!h1_trailer_allowed(hs->scratch->hdrs[i].name))
-                                continue;
-                            http_fields_add(
-                                &s->req_body.trailers, &s->arena,
-                                (struct slice){hs->scratch->hdrs[i].name.p,
-                                               hs->scratch->hdrs[i].name.n},
-                                (struct slice){hs->scratch->hdrs[i].value.p,
-                                               hs->scratch->hdrs[i].value.n},
-                                SIZE_MAX);
-                        }
+                                        &nf, &why2, &st) < 0) {
+                        body_error(hs, st, why2);
+                        return;
+                    }
+                    for (size_t i = 0; i < nf; i++) {
+                        /* Framing and routing fields have no place in
+                         * trailers: a next hop could act on them. */
+                        if (!h1_trailer_allowed(hs->scratch->hdrs[i].name))
+                            continue;
+                        http_fields_add(
+                            &s->req_body.trailers, &s->arena,
+                            (struct slice){hs->scratch->hdrs[i].name.p,
+                                           hs->scratch->hdrs[i].name.n},
+                            (struct slice){hs->scratch->hdrs[i].value.p,
+                                           hs->scratch->hdrs[i].value.n},
+                            SIZE_MAX);
                     }
                 }
                 hs->rq = RQ_DONE;

@@ -97,6 +97,10 @@ struct h1_chunked {
     char *trailers;   /* trailer field lines, each with its CRLF */
     size_t trailers_len;
     size_t trailers_alloc;
+    /* Set by the caller after h1_chunked_init(): the most trailer bytes
+     * to collect, below H1_TRAILERS_MAX (the header-size limit applies to
+     * trailers too); 0 means H1_TRAILERS_MAX. */
+    size_t trailers_max;
 };
 
 #endif

@@ -948,19 +948,24 @@ static ssize_t chunked_fail(struct h1_chunked *c, const char *reason,
 }
 
 /* trailer_put() appends one byte to the trailer copy, which grows by
- * doubling up to H1_TRAILERS_MAX. Returns 0, or -1 with *why. */
+ * doubling up to the decoder's bound (trailers_max, at most
+ * H1_TRAILERS_MAX). Returns 0, or -1 with *why. */
 static int trailer_put(struct h1_chunked *c, char ch, const char **why)
 {
+    size_t max = c->trailers_max > 0 && c->trailers_max < H1_TRAILERS_MAX
+                     ? c->trailers_max
+                     : H1_TRAILERS_MAX;
+
+    if (c->trailers_len >= max) {
+        *why = "trailer section too large";
+        return -1;
+    }
     if (c->trailers_len == c->trailers_alloc) {
         size_t n = c->trailers_alloc ? c->trailers_alloc * 2 : 256;
         char *p;
 
-        if (c->trailers_len >= H1_TRAILERS_MAX) {
-            *why = "trailer section too large";
-            return -1;
-        }
-        if (n > H1_TRAILERS_MAX)
-            n = H1_TRAILERS_MAX;
+        if (n > max)
+            n = max;
         p = realloc(c->trailers, n);
         if (p == NULL) {
             *why = "out of memory for trailers";

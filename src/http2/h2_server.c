@@ -42,6 +42,8 @@ struct h2_stream {
     int32_t id;
     size_t head_bytes;
     size_t nfields;
+    size_t trailer_bytes; /* the trailer section, counted like the head */
+    size_t ntrailers;
     uint64_t written;  /* request body bytes put in the pipe */
     uint64_t reported; /* of those, returned to the window */
     int bad_status;    /* answer locally instead of dispatching */
@@ -206,8 +208,21 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
         return 0;
     s = st->s;
     if (st->dispatched) {
-        /* Trailers. */
-        http_fields_add(&s->req_body.trailers, &s->arena, n, v, 1000);
+        /* Trailers: a header list of their own under the head's limits,
+         * as Envoy and nginx apply them. A 1-byte HPACK index can stand
+         * for a 4 KiB field, so the decoded size is what counts. Over the
+         * limit nghttp2 resets the stream (INTERNAL_ERROR, as Envoy's
+         * codec does) and skips the rest of the block; the stream's
+         * memory goes when the proxy lets go of it. */
+        st->trailer_bytes += namelen + valuelen + 32;
+        if (st->trailer_bytes > hs->conf->lim.max_head ||
+            ++st->ntrailers > hs->conf->lim.max_headers) {
+            STAT_ADD(hs->http, rq_protocol_errors, 1);
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        }
+        if (http_fields_add(&s->req_body.trailers, &s->arena, n, v, SIZE_MAX) <
+            0)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
         return 0;
     }
     if (st->bad_status)

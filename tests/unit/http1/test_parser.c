@@ -1510,6 +1510,32 @@ static void test_chunked_trailers_bounded(void **state)
     free(s);
 }
 
+/* Regression: trailers were bounded only by H1_TRAILERS_MAX, whatever the
+ * head limit said; trailers_max (the listener's header-size limit) now
+ * bounds them too: exactly that many bytes pass, one more fails. */
+static void test_chunked_trailers_max_follows_head_limit(void **state)
+{
+    static const char ok[] = "0\r\nX-A: 1234\r\n\r\n"; /* 11 bytes */
+    static const char over[] = "0\r\nX-A: 12345\r\n\r\n";
+    struct h1_chunked c;
+    struct out o = {.n = 0};
+    const char *why = NULL;
+    struct h1_slice t;
+
+    (void)state;
+    h1_chunked_init(&c);
+    c.trailers_max = 11;
+    assert_int_equal(feed(&c, ok, sizeof(ok) - 1, &o, &why), sizeof(ok) - 1);
+    assert_true(h1_chunked_done(&c));
+    assert_int_equal(h1_chunked_trailers(&c, &t), 0);
+    assert_int_equal(t.n, 11);
+    h1_chunked_dispose(&c);
+    c.trailers_max = 11;
+    assert_int_equal(feed(&c, over, sizeof(over) - 1, &o, &why), -1);
+    assert_string_equal(why, "trailer section too large");
+    h1_chunked_dispose(&c);
+}
+
 static void test_chunked_trailer_syntax(void **state)
 {
     static const char *const bad[] = {
@@ -1766,6 +1792,7 @@ int main(void)
         cmocka_unit_test(test_chunked_every_split),
         cmocka_unit_test(test_chunked_trailers_parsed),
         cmocka_unit_test(test_chunked_trailers_bounded),
+        cmocka_unit_test(test_chunked_trailers_max_follows_head_limit),
         cmocka_unit_test(test_chunked_trailer_syntax),
         cmocka_unit_test(test_chunked_bad_size),
         cmocka_unit_test(test_chunked_size_bound),

@@ -1,0 +1,153 @@
+"""Header-list limits on HTTP/2 and HTTP/1 trailers and upstream heads, and
+the HTTP/2 conformance checks h2spec makes (http2/5.1.1/2, http2/3.5/2),
+written with python3-h2 and raw sockets."""
+from test_http1 import request as h1_request
+from test_http2 import H2Client, start
+
+# The listener defaults (README): maxRequestHeadersSize 60 KiB,
+# maxRequestHeaders 100. A field costs name + value + 32 octets (HPACK's
+# entry size), as for the head.
+MAX_HEAD = 60 * 1024
+MAX_FIELDS = 100
+
+
+def vm_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def send_with_trailers(c, trailers, path="/t"):
+    """A POST whose body ends with the given trailer section."""
+    sid = c.conn.get_next_available_stream_id()
+    c.conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"),
+                              (":path", path), (":authority", "example.com")])
+    c.streams[sid] = {"headers": None, "data": bytearray(), "trailers": None,
+                      "ended": False, "reset": None}
+    c.conn.send_data(sid, b"body")
+    c.conn.send_headers(sid, trailers, end_stream=True)
+    c.flush()
+    return sid
+
+
+def fields_of_size(total, n):
+    """n trailer fields whose sizes (name + value + 32) add up to total."""
+    out, left = [], total
+    for i in range(n):
+        name = f"x-t{i:03d}"
+        size = left // (n - i)
+        out.append((name, "v" * (size - 32 - len(name))))
+        left -= size
+    assert sum(len(a) + len(b) + 32 for a, b in out) == total
+    return out
+
+
+def test_h2_trailers_at_the_limit_pass_one_byte_over_is_reset(
+        strait_factory, httpd_factory):
+    """A trailer section is a header list under the head's limits: one of
+    exactly maxRequestHeadersSize passes, one octet more resets the stream
+    (Envoy resets it too), and the connection goes on serving."""
+    up = httpd_factory()
+    st, port = start(strait_factory, up, workers=1)
+    c = H2Client(port)
+    ok = send_with_trailers(c, fields_of_size(MAX_HEAD, 16))
+    c.wait(lambda: c.done(ok), what="the at-the-limit request")
+    assert c.streams[ok]["reset"] is None
+    assert c.streams[ok]["headers"][":status"] == "200"
+    over = send_with_trailers(c, fields_of_size(MAX_HEAD + 1, 16))
+    c.wait(lambda: c.done(over), what="the over-the-limit request")
+    assert c.streams[over]["reset"] is not None
+    # Count: 100 fields pass, 101 do not.
+    many = [(f"x-n{i}", "1") for i in range(MAX_FIELDS)]
+    ok2 = send_with_trailers(c, many)
+    c.wait(lambda: c.done(ok2), what="100 trailers")
+    assert c.streams[ok2]["reset"] is None
+    over2 = send_with_trailers(c, many + [("x-last", "1")])
+    c.wait(lambda: c.done(over2), what="101 trailers")
+    assert c.streams[over2]["reset"] is not None
+    after = c.request("/after")
+    c.wait(lambda: c.done(after), what="a request after the resets")
+    assert c.streams[after]["headers"][":status"] == "200"
+    c.close()
+
+
+def test_h2_hpack_indexed_trailer_bomb_is_refused_and_rss_bounded(
+        strait_factory, httpd_factory):
+    """Each 1-byte HPACK index in a trailer block can stand for a 4 KiB
+    field. 1000 of them per stream on 2 connections, 40 streams each, were
+    ~160 MiB decoded from ~300 KiB on the wire and stayed in RSS; now each
+    stream is reset at the header-list limit and RSS stays bounded."""
+    up = httpd_factory()
+    st, port = start(strait_factory, up, workers=1)
+    warm = H2Client(port)
+    sid = warm.request("/warm")
+    warm.wait(lambda: warm.done(sid), what="a warm-up request")
+    warm.close()
+    before = vm_rss_kib(st.proc.pid)
+    # Fits the 4096-octet HPACK table (3 + 4000 + 32): indexed once, then
+    # each repetition is one octet on the wire.
+    bomb = [("x-a", "a" * 4000)] * 1000
+    conns = [H2Client(port) for _ in range(2)]
+    for c in conns:
+        sids = [send_with_trailers(c, bomb) for _ in range(40)]
+        c.wait(lambda: all(c.done(s) for s in sids), what="the bomb streams")
+        assert all(c.streams[s]["reset"] is not None for s in sids)
+    grown = vm_rss_kib(st.proc.pid) - before
+    for c in conns:
+        c.close()
+    assert grown < 32 * 1024, f"RSS grew by {grown} KiB"
+    assert st.stats()["listener.web.http.protocol_errors"] >= 80
+    again = H2Client(port)
+    sid = again.request("/again")
+    again.wait(lambda: again.done(sid), what="a request after the bomb")
+    assert again.streams[sid]["headers"][":status"] == "200"
+    again.close()
+
+
+def chunked_with_trailers(section):
+    return (b"POST /h1t HTTP/1.1\r\nHost: a\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n0\r\n" +
+            section + b"\r\n")
+
+
+def trailer_section(total, n):
+    """n trailer lines (each with its CRLF) of total bytes together."""
+    out, left = b"", total
+    for i in range(n):
+        name = b"x-t%03d: " % i
+        size = left // (n - i)
+        out += name + b"v" * (size - len(name) - 2) + b"\r\n"
+        left -= size
+    assert len(out) == total
+    return out
+
+
+def test_h1_chunked_trailers_under_the_head_limits(strait_factory,
+                                                    httpd_factory):
+    """HTTP/1 chunked trailers count against maxRequestHeadersSize and
+    maxRequestHeaders as the head does: at the limit they reach the
+    upstream; one byte or one field more ends the request (400 / 431,
+    closed) instead of dropping the trailers without a word."""
+    up = httpd_factory()
+    st, port = start(strait_factory, up, workers=1,
+                     http={"maxRequestHeadersSize": 2048,
+                           "maxRequestHeaders": 10})
+    r = h1_request(port, chunked_with_trailers(trailer_section(2048, 4)),
+                   "POST")
+    assert r.status == 200
+    assert len(r.json()["trailers"]) == 4
+    r = h1_request(port, chunked_with_trailers(trailer_section(2049, 4)),
+                   "POST")
+    assert r.status == 400
+    assert r.header("connection") == "close"
+    r = h1_request(port, chunked_with_trailers(trailer_section(200, 10)),
+                   "POST")
+    assert r.status == 200
+    assert len(r.json()["trailers"]) == 10
+    r = h1_request(port, chunked_with_trailers(trailer_section(220, 11)),
+                   "POST")
+    assert r.status == 431
+    assert r.header("connection") == "close"
+
