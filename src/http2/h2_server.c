@@ -70,6 +70,14 @@ struct h2_server {
     size_t nstreams;
     uint64_t rst_start;
     unsigned rst_count;
+    /* Stream identifiers the client skipped over (RFC 9113 5.1.1: they
+     * are closed for good): the last few gaps, as ranges. A HEADERS frame
+     * in one of them is a connection error; nghttp2 ignores it. */
+    int32_t max_id; /* the highest stream the client opened */
+    struct {
+        int32_t lo, hi;
+    } gaps[8];
+    unsigned ngaps; /* gaps recorded so far; the ring holds the last 8 */
     unsigned empty_frames;
     unsigned closed : 1;
     unsigned draining : 1;
@@ -138,6 +146,63 @@ static void resp_ready(void *arg)
         return;
     nghttp2_session_resume_data(st->hs->ng, st->id);
     schedule(st->hs);
+}
+
+/* note_new_id() records the identifiers a new stream skipped over. */
+static void note_new_id(struct h2_server *hs, int32_t id)
+{
+    int32_t next = hs->max_id == 0 ? 1 : hs->max_id + 2;
+
+    if (id > next) {
+        unsigned k = hs->ngaps++ % (sizeof(hs->gaps) / sizeof(hs->gaps[0]));
+        hs->gaps[k].lo = next;
+        hs->gaps[k].hi = id - 2;
+    }
+    if (id > hs->max_id)
+        hs->max_id = id;
+}
+
+/* skipped_id() is true when the client never opened stream id although it
+ * opened a higher one. A closed stream it did open is not: after our
+ * RST_STREAM, frames already in flight on it must be ignored (RFC 9113
+ * 5.1), as nghttp2 does. */
+static int skipped_id(const struct h2_server *hs, int32_t id)
+{
+    size_t n = sizeof(hs->gaps) / sizeof(hs->gaps[0]);
+
+    if (id >= hs->max_id)
+        return 0;
+    if (hs->ngaps < n)
+        n = hs->ngaps;
+    for (size_t i = 0; i < n; i++)
+        if (id >= hs->gaps[i].lo && id <= hs->gaps[i].hi)
+            return 1;
+    return 0;
+}
+
+/* A HEADERS frame on a stream identifier below one the client opened, on
+ * a stream it never opened, is a connection error PROTOCOL_ERROR (RFC 9113
+ * 5.1.1; h2spec http2/5.1.1/2). nghttp2 1.52 drops such a frame without a
+ * word, before any other callback sees it: catch it at the frame header. */
+static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd,
+                          void *arg)
+{
+    struct h2_server *hs = arg;
+
+    if (hd->type != NGHTTP2_HEADERS || (hd->stream_id & 1) == 0)
+        return 0;
+    /* Noted here, not when the stream opens: a stream nghttp2 refuses
+     * (too many open) is still one the client opened. */
+    if (hd->stream_id > hs->max_id) {
+        note_new_id(hs, hd->stream_id);
+        return 0;
+    }
+    if (nghttp2_session_get_stream_user_data(ng, hd->stream_id) != NULL ||
+        !skipped_id(hs, hd->stream_id))
+        return 0;
+    STAT_ADD(hs->http, rq_protocol_errors, 1);
+    nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
+    return 0;
 }
 
 static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f,
@@ -700,6 +765,7 @@ h2_server_new(struct event_base *base, struct conn *c,
     if (nghttp2_session_callbacks_new(&cb) != 0 ||
         nghttp2_option_new(&opt) != 0)
         goto fail;
+    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
     nghttp2_session_callbacks_set_on_begin_headers_callback(cb,
                                                             on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(cb, on_header);

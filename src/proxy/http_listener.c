@@ -517,9 +517,14 @@ static void hc_io(struct conn *c, void *arg)
             return;
         }
         if (memcmp(buf, h2_preface + got, (size_t)n) != 0) {
-            if (got > 0) {
-                /* "PRI * HTTP/2.0..." gone astray after its first piece:
-                 * neither HTTP/2 nor an HTTP/1 request. */
+            size_t same = 0;
+            while (same < (size_t)n && buf[same] == h2_preface[got + same])
+                same++;
+            /* "PRI * HTTP/2.0..." gone astray, in its first piece or
+             * after it (whose bytes we took): neither HTTP/2 nor an
+             * HTTP/1 request (RFC 9113 3.4 reserves the PRI method;
+             * h2spec http2/3.5/2). Close. */
+            if (got > 0 || same >= sizeof("PRI ") - 1) {
                 STAT_ADD(&http_shard(hc->l)->http, rq_protocol_errors, 1);
                 hc_close(hc);
                 return;
@@ -554,7 +559,8 @@ static void hc_timeout(void *arg)
     struct http_conn *hc = arg;
 
     if (hc->stage == HC_HANDSHAKE) {
-        STAT_ADD(&http_shard(hc->l)->tls, fail_eof, 1);
+        /* The client went quiet: a timeout, not an "eof". */
+        STAT_ADD(&http_shard(hc->l)->tls, fail_timeout, 1);
         hc_close(hc);
     } else if (hc->stage == HC_DETECT || hc->stage == HC_PEEK) {
         hc_close(hc);

@@ -1,8 +1,11 @@
 """Header-list limits on HTTP/2 and HTTP/1 trailers and upstream heads, and
 the HTTP/2 conformance checks h2spec makes (http2/5.1.1/2, http2/3.5/2),
 written with python3-h2 and raw sockets."""
+import socket
+
+from conftest import wait_for
 from test_http1 import request as h1_request
-from test_http2 import H2Client, start
+from test_http2 import H2Client, goaway_code, read_until_closed, start
 
 # The listener defaults (README): maxRequestHeadersSize 60 KiB,
 # maxRequestHeaders 100. A field costs name + value + 32 octets (HPACK's
@@ -151,3 +154,79 @@ def test_h1_chunked_trailers_under_the_head_limits(strait_factory,
     assert r.status == 431
     assert r.header("connection") == "close"
 
+
+# -- conformance (h2spec) --------------------------------------------------
+def headers_frame(c, sid, end_stream=True):
+    """A HEADERS frame for GET / on stream sid, framed by hand so that the
+    identifier is not checked on our side."""
+    block = c.conn.encoder.encode([(":method", "GET"), (":scheme", "http"),
+                                   (":path", "/"),
+                                   (":authority", "example.com")])
+    flags = 0x4 | (0x1 if end_stream else 0)
+    return (len(block).to_bytes(3, "big") + bytes([1, flags]) +
+            sid.to_bytes(4, "big") + block)
+
+
+def check_smaller_stream_id(port, tls):
+    c = H2Client(port, tls=tls)
+    c.sock.sendall(headers_frame(c, 5))
+    c.sock.sendall(headers_frame(c, 3))
+    closed, raw = read_until_closed(c.sock)
+    assert closed
+    # raw starts with the server's SETTINGS; the GOAWAY says PROTOCOL_ERROR.
+    assert goaway_code(raw) == 1, raw
+    c.close()
+
+
+def test_h2c_headers_on_smaller_stream_id_is_protocol_error(strait_factory,
+                                                           httpd_factory):
+    """http2/5.1.1/2: HEADERS on stream 3 after stream 5 is a connection
+    error PROTOCOL_ERROR (nghttp2 1.52 drops the frame silently)."""
+    up = httpd_factory()
+    st, port = start(strait_factory, up, workers=1)
+    check_smaller_stream_id(port, tls=False)
+    # A client that skips identifiers upwards is served as before.
+    c = H2Client(port)
+    for sid in (1, 7):
+        c.conn.send_headers(sid, [(":method", "GET"), (":scheme", "http"),
+                                  (":path", "/"),
+                                  (":authority", "example.com")],
+                            end_stream=True)
+        c.streams[sid] = {"headers": None, "data": bytearray(),
+                          "trailers": None, "ended": False, "reset": None}
+    c.flush()
+    c.wait(lambda: c.done(1) and c.done(7), what="both streams")
+    assert c.streams[7]["headers"][":status"] == "200"
+    assert c.goaway is None
+    c.close()
+
+
+def test_h2_tls_headers_on_smaller_stream_id_is_protocol_error(
+        strait_factory, httpd_factory, certs):
+    up = httpd_factory()
+    crt, key = certs["ec"]
+    st, port = start(strait_factory, up, workers=1, tls={
+        "certificates": [{"serverCertificate": crt, "privateKey": key}]})
+    check_smaller_stream_id(port, tls=True)
+
+
+def test_h2c_invalid_preface_is_closed_not_http1(strait_factory,
+                                                 httpd_factory):
+    """http2/3.5/2: a preface that starts like "PRI * HTTP/2.0" but is
+    wrong, in one piece, ends the connection; it is no HTTP/1 request."""
+    up = httpd_factory()
+    st, port = start(strait_factory, up, workers=1)
+    for bad in (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\rQ",
+                b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n"):
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.sendall(bad)
+        assert read_until_closed(s) == (True, b"")
+        s.close()
+    # h2spec's own "INVALID CONNECTION PREFACE": an HTTP/1 error, closed.
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"INVALID CONNECTION PREFACE\r\n\r\n")
+    closed, raw = read_until_closed(s)
+    assert closed and (raw == b"" or raw.startswith(b"HTTP/1.1 400")), raw
+    s.close()
+    wait_for(lambda: st.stats()["listener.web.http.protocol_errors"] >= 2,
+             10, "the protocol errors counted")
