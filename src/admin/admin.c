@@ -509,6 +509,8 @@ static const struct labelled labelled[] = {
      offsetof(struct proxy_counters, tls.fail_eof)},
     {NULL, NULL, "reason", "other",
      offsetof(struct proxy_counters, tls.fail_other)},
+    {NULL, NULL, "reason", "timeout",
+     offsetof(struct proxy_counters, tls.fail_timeout)},
 };
 
 void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)

@@ -639,7 +639,7 @@ static void on_lc_timer(void *arg)
         STAT_ADD(&shard(lc->p)->relay, client_hello_errors, 1);
         lc_refuse(lc, "NR", "client_hello_timeout");
     } else {
-        STAT_ADD(&shard(lc->p)->tls, fail_other, 1);
+        STAT_ADD(&shard(lc->p)->tls, fail_timeout, 1);
         lc_refuse(lc, "-", "tls_handshake_timeout");
     }
 }

@@ -169,7 +169,9 @@ const char *tls_conn_verify_error(const struct conn *c);
 const char *tls_conn_failure(const struct conn *c);
 
 /* The TLS counters of a listener, one shard per worker (core/stats.h):
- * completed server handshakes and failed ones by tls_conn_failure(). */
+ * completed server handshakes and failed ones by tls_conn_failure(), and
+ * those the listener gave up on at its handshake deadline (a client that
+ * went quiet is no "eof"). */
 struct tls_counters {
     uint64_t handshakes;
     uint64_t fail_version;
@@ -177,6 +179,7 @@ struct tls_counters {
     uint64_t fail_certificate;
     uint64_t fail_eof;
     uint64_t fail_other;
+    uint64_t fail_timeout; /* the handshake did not finish in time */
 };
 
 /* Their names in the admin API's /stats ("tls.handshakes", ...). */

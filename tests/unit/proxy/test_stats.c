@@ -47,6 +47,7 @@ static const char *const names[] = {
     "tls.fail_certificate",
     "tls.fail_eof",
     "tls.fail_other",
+    "tls.fail_timeout",
     "http2.rapid_reset",
     "http2.flood",
     "http2.continuation_flood",
