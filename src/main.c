@@ -159,9 +159,21 @@ static int cmd_check(int argc, char **argv)
         mode = bs->outbound.mode;
     }
     /* Resource paths: each is checked and reported on its own. */
-    for (int i = optind; i < argc; i++)
-        if (resource_check(argv[i], json, mode, stdout) != 0)
-            code = EXIT_CONFIG;
+    /* With -c, the node's namespace and labels: what selects nothing on
+     * this node is said (IST0127). */
+    {
+        struct analysis_node node = {0};
+        if (bs != NULL) {
+            node.name = bs->node.name;
+            node.ns = bs->node.ns;
+            node.labels = &bs->node.labels;
+            node.root_ns = "istio-system";
+        }
+        for (int i = optind; i < argc; i++)
+            if (resource_check_node(argv[i], json, mode,
+                                    bs != NULL ? &node : NULL, stdout) != 0)
+                code = EXIT_CONFIG;
+    }
     if (bs == NULL)
         return code;
     /* With -o json, stdout holds JSON only. */

@@ -47,6 +47,20 @@ struct analysis {
 int analyze(const struct resource_set *set, int outbound_mode,
             struct analysis *out);
 
+/* What `strait check -c` knows of the node the set is for (all owned by
+ * the caller). */
+struct analysis_node {
+    const char *name;
+    const char *ns;
+    const struct conf_strmap *labels;
+    const char *root_ns; /* Istio's root namespace: istio-system */
+};
+
+/* analyze_node() is analyze() for node (NULL: not known), which adds
+ * IST0127 for policies that select nothing on it and IST0149. */
+int analyze_node(const struct resource_set *set, int outbound_mode,
+                 const struct analysis_node *node, struct analysis *out);
+
 void analysis_dispose(struct analysis *a);
 
 /* res_code_name() returns istioctl's name for a code
@@ -64,6 +78,8 @@ const char *res_code_name(const char *code);
  * when there is any error, else 0.
  */
 int resource_check(const char *path, int json, int outbound_mode, FILE *out);
+int resource_check_node(const char *path, int json, int outbound_mode,
+                        const struct analysis_node *node, FILE *out);
 
 struct buf;
 

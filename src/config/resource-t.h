@@ -715,6 +715,9 @@ struct res_msg {
     char *resource;
     char *path;
     char *message;
+    int inert; /* an error about configuration this gateway never uses
+                * (VirtualServices bound only to mesh): `strait check`
+                * reports it as istioctl does, a load is not refused */
 };
 
 struct res_msgs {

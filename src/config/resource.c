@@ -94,6 +94,13 @@ void res_msg_line(struct buf *b, const struct res_msg *m)
     buf_printf(b, "%s\n", m->message);
 }
 
+const char *res_level_code(enum res_level level)
+{
+    return level == RES_ERROR     ? "IST0106"
+           : level == RES_WARNING ? "STR0002"
+                                  : "STR0001";
+}
+
 static void vreport(struct res_check *ck, enum res_level level,
                     const struct conf_mark *mark, const char *path,
                     const char *fmt, va_list ap)
@@ -106,7 +113,7 @@ static void vreport(struct res_check *ck, enum res_level level,
         col = mark->col;
     }
     vsnprintf(text, sizeof(text), fmt, ap);
-    res_msgs_add(ck->msgs, "IST0106", level, ck->r->file, line, col,
+    res_msgs_add(ck->msgs, res_level_code(level), level, ck->r->file, line, col,
                  ck->resource, path, "%s", text);
     if (level == RES_ERROR)
         ck->nerr++;
@@ -608,8 +615,8 @@ static void load_msg(struct loader *ld, enum res_level level, int line, int col,
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    res_msgs_add(&ld->set->msgs, "IST0106", level, ld->file, line, col,
-                 resource, path, "%s", text);
+    res_msgs_add(&ld->set->msgs, res_level_code(level), level, ld->file, line,
+                 col, resource, path, "%s", text);
 }
 
 /*
@@ -742,7 +749,7 @@ static void load_doc(struct loader *ld, const struct ynode *root)
             strncmp(api, kind_groups[k], (size_t)(group_end - api)) == 0)
             break;
     if (k == RES_KIND_COUNT) {
-        load_msg(ld, RES_WARNING, root->line, root->col, resource, "apiVersion",
+        load_msg(ld, RES_INFO, root->line, root->col, resource, "apiVersion",
                  "%s: not an Istio networking or security resource; ignored",
                  api);
         goto out;
@@ -760,8 +767,8 @@ static void load_doc(struct loader *ld, const struct ynode *root)
     if (k == RES_KIND_COUNT) {
         for (int i = 0; other_istio_kinds[i] != NULL; i++) {
             if (strcmp(kind, other_istio_kinds[i]) == 0) {
-                load_msg(ld, RES_WARNING, root->line, root->col, resource,
-                         "kind", "%s is not used by strait; ignored", kind);
+                load_msg(ld, RES_INFO, root->line, root->col, resource, "kind",
+                         "%s is not used by strait; ignored", kind);
                 goto out;
             }
         }
@@ -857,6 +864,38 @@ out:
     buf_dispose(&text);
 }
 
+/*
+ * load_doc_or_list() loads a document, or each item of a `kind: List`
+ * (apiVersion v1), as kubectl and istioctl read one: `kubectl get -o
+ * yaml` writes several resources that way.
+ */
+static void load_doc_or_list(struct loader *ld, const struct ynode *root)
+{
+    const char *api, *kind;
+    const struct ynode *items;
+
+    if (root->type == YNODE_MAP) {
+        api = scalar_of(ymap_get(root, "apiVersion"));
+        kind = scalar_of(ymap_get(root, "kind"));
+        if (api != NULL && kind != NULL && strcmp(api, "v1") == 0 &&
+            strcmp(kind, "List") == 0) {
+            items = ymap_get(root, "items");
+            if (items == NULL || items->type != YNODE_SEQ) {
+                if (items != NULL && !yscalar_is_null(items))
+                    load_msg(ld, RES_ERROR, items->line, items->col, "List",
+                             "items",
+                             "a List's items are a list of resources, got %s",
+                             ynode_type_name(items));
+                return;
+            }
+            for (size_t i = 0; i < items->n; i++)
+                load_doc(ld, items->items[i]);
+            return;
+        }
+    }
+    load_doc(ld, root);
+}
+
 /* add_file() records a file name in the set; messages point at it. */
 static const char *add_file(struct resource_set *set, const char *name)
 {
@@ -905,7 +944,7 @@ static void load_bytes(struct resource_set *set, const char *data, size_t len,
     }
     for (size_t i = 0; i < ndocs; i++)
         if (docs[i].root != NULL)
-            load_doc(&ld, docs[i].root);
+            load_doc_or_list(&ld, docs[i].root);
     yaml_docs_free(docs, ndocs);
 }
 

@@ -151,9 +151,20 @@ void res_msgs_add(struct res_msgs *m, const char *code, enum res_level level,
     __attribute__((format(printf, 9, 10)));
 void res_msgs_dispose(struct res_msgs *m);
 
+/* res_level_code() is the code of a load message of level: IST0106
+ * SchemaValidationError for errors (Istio's schema errors are always
+ * errors); strait's own STR0002 for warnings (a setting strait reads but
+ * does not fully honour, or one that is risky) and STR0001 for
+ * information (a document or rule strait does not use). */
+const char *res_level_code(enum res_level level);
+
 /* res_http_match_json() writes a match's conditions (not its name) as
  * JSON; two matches with the same text select the same requests. */
 void res_http_match_json(struct buf *b, const struct res_http_match *m);
+
+/* res_l4_match_json() is res_http_match_json() for a tls (tls set) or
+ * tcp rule's match. */
+void res_l4_match_json(struct buf *b, const struct res_l4_match *m, int tls);
 
 /* res_msg_line() appends "file:line:col: Kind ns/name: path: reason\n". */
 void res_msg_line(struct buf *b, const struct res_msg *m);

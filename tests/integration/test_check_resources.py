@@ -63,20 +63,123 @@ def test_bookinfo_with_backends_is_clean(tmp_path):
 
 
 def test_missing_backend_is_ist0101_with_position(tmp_path):
+    shutil.copy(BOOKINFO / "bookinfo-gateway.yaml", tmp_path / "gw.yaml")
+    r = check(str(tmp_path / "gw.yaml"))
+    assert r.returncode == 1
+    assert "Error [IST0101] (VirtualService default/bookinfo " in r.stdout
+    assert "gw.yaml:41:9) spec.http[0].route[0].destination.host" in r.stdout
+
+
+def test_mesh_virtual_service_is_ignored_not_checked(tmp_path):
+    """bookinfo's reviews VirtualService has no gateways: mesh only. A
+    gateway never uses it, so its destinations are not checked."""
     shutil.copy(BOOKINFO / "virtual-service-reviews-90-10.yaml", tmp_path / "vs.yaml")
     r = check(str(tmp_path / "vs.yaml"))
-    assert r.returncode == 1
-    assert "Error [IST0101] (VirtualService default/reviews " in r.stdout
-    assert "vs.yaml:11:9) spec.http[0].route[0].destination.host" in r.stdout
+    assert r.returncode == 0, r.stdout
+    assert "IST0101" not in r.stdout
+    assert "Info [STR0001] (VirtualService default/reviews " in r.stdout
 
 
 def test_json_output(tmp_path):
-    shutil.copy(BOOKINFO / "virtual-service-reviews-90-10.yaml", tmp_path / "vs.yaml")
-    r = check("-o", "json", str(tmp_path / "vs.yaml"))
+    shutil.copy(BOOKINFO / "bookinfo-gateway.yaml", tmp_path / "gw.yaml")
+    r = check("-o", "json", str(tmp_path / "gw.yaml"))
     assert r.returncode == 1
-    msgs = json.loads(r.stdout)
-    assert msgs and msgs[0]["code"] == "IST0101" and msgs[0]["level"] == "Error"
-    assert msgs[0]["line"] == 11 and msgs[0]["origin"] == "VirtualService default/reviews"
+    msgs = [m for m in json.loads(r.stdout) if m["code"] == "IST0101"]
+    assert msgs and msgs[0]["level"] == "Error"
+    assert msgs[0]["name"] == "ReferencedResourceNotFound"
+    assert msgs[0]["line"] == 41 and msgs[0]["origin"] == "VirtualService default/bookinfo"
+
+
+# Istio's egress-gateway task (istio.io, docs/tasks/traffic-management/
+# egress/egress-gateway, "Egress gateway for HTTP traffic"), unchanged.
+EGRESS_GATEWAY_TASK = """apiVersion: networking.istio.io/v1alpha3
+kind: ServiceEntry
+metadata:
+  name: cnn
+spec:
+  hosts:
+  - edition.cnn.com
+  ports:
+  - number: 80
+    name: http-port
+    protocol: HTTP
+  - number: 443
+    name: https
+    protocol: HTTPS
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1alpha3
+kind: Gateway
+metadata:
+  name: istio-egressgateway
+spec:
+  selector:
+    istio: egressgateway
+  servers:
+  - port:
+      number: 80
+      name: http
+      protocol: HTTP
+    hosts:
+    - edition.cnn.com
+---
+apiVersion: networking.istio.io/v1alpha3
+kind: DestinationRule
+metadata:
+  name: egressgateway-for-cnn
+spec:
+  host: istio-egressgateway.istio-system.svc.cluster.local
+  subsets:
+  - name: cnn
+---
+apiVersion: networking.istio.io/v1alpha3
+kind: VirtualService
+metadata:
+  name: direct-cnn-through-egress-gateway
+spec:
+  hosts:
+  - edition.cnn.com
+  gateways:
+  - istio-egressgateway
+  - mesh
+  http:
+  - match:
+    - gateways:
+      - mesh
+      port: 80
+    route:
+    - destination:
+        host: istio-egressgateway.istio-system.svc.cluster.local
+        subset: cnn
+        port:
+          number: 80
+      weight: 100
+  - match:
+    - gateways:
+      - istio-egressgateway
+      port: 80
+    route:
+    - destination:
+        host: edition.cnn.com
+        port:
+          number: 80
+      weight: 100
+"""
+
+
+def test_egress_gateway_task_is_accepted_by_check_and_run(tmp_path, strait_factory):
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    (conf / "egress.yaml").write_text(EGRESS_GATEWAY_TASK)
+    r = check(str(conf))
+    assert r.returncode == 0, r.stdout
+    assert "IST0101" not in r.stdout
+    assert "Info [STR0001] (VirtualService default/direct-cnn-through-egress-gateway" in r.stdout
+    # The node is the egress gateway the task's Gateway selects.
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n"
+                              "node: {labels: {istio: egressgateway}}\n")
+    st.start()
+    assert st.proc.poll() is None
 
 
 def test_bad_output_format_is_usage_error():

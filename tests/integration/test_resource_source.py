@@ -33,6 +33,7 @@ kind: VirtualService
 metadata: {name: broken, namespace: default}
 spec:
   hosts: [x.example.com]
+  gateways: [edge]  # bound to a gateway: one bound only to mesh is ignored
   http:
   - route:
     - destination: {host: nowhere.example.com}

@@ -31,27 +31,37 @@
     "spec: {address: 10.0.0.1, labels: {app: reviews, version: v1}}\n" HDR(    \
         "WorkloadEntry",                                                       \
         "reviews-v2") "spec: {address: 10.0.0.2, labels: {app: reviews, "      \
-                      "version: v2}}\n" HDR("ServiceEntry",                    \
-                                            "api") "spec: {hosts: "            \
-                                                   "[api.example.com], "       \
-                                                   "ports: [{number: 443, "    \
-                                                   "name: tls}], "             \
-                                                   "resolution: DNS}\n" HDR(   \
-                                                       "DestinationRule",      \
-                                                       "reviews") "spec: "     \
-                                                                  "{host: "    \
-                                                                  "reviews, "  \
-                                                                  "subsets: "  \
-                                                                  "[{name: "   \
-                                                                  "v1, "       \
-                                                                  "labels: "   \
-                                                                  "{version: " \
-                                                                  "v1}}, "     \
-                                                                  "{name: "    \
-                                                                  "v2, "       \
-                                                                  "labels: "   \
-                                                                  "{version: " \
-                                                                  "v2}}]}\n"
+                      "version: v2}}\n" HDR(                                   \
+                          "ServiceEntry",                                      \
+                          "api") "spec: {hosts: "                              \
+                                 "[api.example.com], "                         \
+                                 "ports: [{number: 443, "                      \
+                                 "name: tls}], "                               \
+                                 "resolution: DNS}\n" HDR(                     \
+                                     "DestinationRule",                        \
+                                     "reviews") "spec: "                       \
+                                                "{host: "                      \
+                                                "reviews, "                    \
+                                                "subsets: "                    \
+                                                "[{name: "                     \
+                                                "v1, "                         \
+                                                "labels: "                     \
+                                                "{version: "                   \
+                                                "v1}}, "                       \
+                                                "{name: "                      \
+                                                "v2, "                         \
+                                                "labels: "                     \
+                                                "{version: "                   \
+                                                "v2}}]}\n" HDR(                \
+                                                    "Gateway",                 \
+                                                    "edge") "spec: {servers: " \
+                                                            "[{port: "         \
+                                                            "{number: 8080, "  \
+                                                            "name: http, "     \
+                                                            "protocol: "       \
+                                                            "HTTP}, "          \
+                                                            "hosts: "          \
+                                                            "['*']}]}\n"
 
 #define GATEWAY                                                                \
     HDR("Gateway", "gw")                                                       \
@@ -118,7 +128,9 @@ static const char *first_mode(const char *text, const char *code, int mode,
         if (strcmp(m->code, code) == 0) {
             snprintf(out, n, "%s:%d:%d %s %s: %s (%s)", m->file, m->line,
                      m->col, m->resource, m->path, m->message,
-                     m->level == RES_ERROR ? "error" : "warning");
+                     m->level == RES_ERROR     ? "error"
+                     : m->level == RES_WARNING ? "warning"
+                                               : "info");
             break;
         }
     }
@@ -168,7 +180,7 @@ static void test_ist0101_gateway(void **state)
     (void)state;
     assert_int_equal(run(bad, "IST0101"), 1);
     assert_string_equal(first(bad, "IST0101", line, sizeof(line)),
-                        "a.yaml:26:1 VirtualService default/v "
+                        "a.yaml:32:1 VirtualService default/v "
                         "spec.gateways[0]: Referenced gateway not found: "
                         "\"gw\" (error)");
     assert_int_equal(
@@ -191,7 +203,7 @@ static void test_ist0101_l4_rules(void **state)
         "t") "spec:\n  hosts: [api.example.com]\n  gateways: [gw]\n"
              "  tls:\n"
              "  - match: [{sniHosts: [api.example.com], gateways: [gw, "
-             "edge]}]\n"
+             "nosuch]}]\n"
              "    route: [{destination: {host: api.example.com}}]\n"
              "  tcp:\n"
              "  - match: [{port: 5432, gateways: [default/gw]}]\n"
@@ -200,9 +212,9 @@ static void test_ist0101_l4_rules(void **state)
     (void)state;
     assert_int_equal(run(bad, "IST0101"), 2);
     assert_string_equal(first(bad, "IST0101", line, sizeof(line)),
-                        "a.yaml:44:13 VirtualService default/t "
+                        "a.yaml:50:13 VirtualService default/t "
                         "spec.tls[0].match[0].gateways[1]: Referenced gateway "
-                        "not found: \"edge\" (error)");
+                        "not found: \"nosuch\" (error)");
 }
 
 static void test_ist0101_host_and_subset(void **state)
@@ -210,7 +222,7 @@ static void test_ist0101_host_and_subset(void **state)
     char line[512];
     static const char bad[] =
         BACKENDS HDR("VirtualService",
-                     "v") "spec:\n  hosts: [reviews]\n"
+                     "v") "spec:\n  hosts: [reviews]\n  gateways: [edge]\n"
                           "  http:\n"
                           "  - route:\n"
                           "    - destination: {host: ratings}\n"
@@ -220,7 +232,7 @@ static void test_ist0101_host_and_subset(void **state)
     (void)state;
     assert_int_equal(run(bad, "IST0101"), 2);
     assert_string_equal(first(bad, "IST0101", line, sizeof(line)),
-                        "a.yaml:34:20 VirtualService default/v "
+                        "a.yaml:41:20 VirtualService default/v "
                         "spec.http[0].route[0].destination.host: Referenced "
                         "host not found: \"ratings\" (outboundTrafficPolicy "
                         "is REGISTRY_ONLY: declare the host in a ServiceEntry, "
@@ -228,7 +240,7 @@ static void test_ist0101_host_and_subset(void **state)
                         "bootstrap to pass it through) (error)");
     assert_int_equal(
         run(BACKENDS HDR("VirtualService",
-                         "v") "spec:\n  hosts: [reviews]\n"
+                         "v") "spec:\n  hosts: [reviews]\n  gateways: [edge]\n"
                               "  http:\n  - route:\n"
                               "    - destination: {host: api.example.com}\n"
                               "    - destination: {host: "
@@ -245,7 +257,7 @@ static void test_ist0101_by_outbound_policy(void **state)
     char line[1024];
     static const char text[] =
         BACKENDS HDR("VirtualService",
-                     "v") "spec:\n  hosts: [reviews]\n"
+                     "v") "spec:\n  hosts: [reviews]\n  gateways: [edge]\n"
                           "  http:\n"
                           "  - route:\n"
                           "    - destination: {host: pay.example.net}\n"
@@ -255,24 +267,25 @@ static void test_ist0101_by_outbound_policy(void **state)
                           "{number: 5432}}\n";
     /* A DestinationRule names a host without declaring it. */
     static const char dr_only[] = BACKENDS HDR(
-        "DestinationRule", "d") "spec: {host: pay.example.net, trafficPolicy: "
-                                "{tls: {mode: SIMPLE}}}\n" HDR(
-                                    "VirtualService",
-                                    "v") "spec:\n  hosts: [reviews]\n"
-                                         "  http:\n  - route: [{destination: "
-                                         "{host: pay.example.net}}]\n";
-    static const char wildcard[] =
-        BACKENDS HDR("VirtualService", "v") "spec:\n  hosts: [reviews]\n"
-                                            "  http:\n  - route: "
-                                            "[{destination: {host: "
-                                            "\"*.example.net\"}}]\n";
+        "DestinationRule",
+        "d") "spec: {host: pay.example.net, trafficPolicy: "
+             "{tls: {mode: SIMPLE}}}\n" HDR(
+                 "VirtualService",
+                 "v") "spec:\n  hosts: [reviews]\n  gateways: [edge]\n"
+                      "  http:\n  - route: [{destination: "
+                      "{host: pay.example.net}}]\n";
+    static const char wildcard[] = BACKENDS HDR(
+        "VirtualService", "v") "spec:\n  hosts: [reviews]\n  gateways: [edge]\n"
+                               "  http:\n  - route: "
+                               "[{destination: {host: "
+                               "\"*.example.net\"}}]\n";
 
     (void)state;
     /* REGISTRY_ONLY: errors that say why and what to do. */
     assert_int_equal(run_mode(text, "IST0101", RES_REGISTRY_ONLY), 2);
     assert_string_equal(
         first_mode(text, "IST0101", RES_REGISTRY_ONLY, line, sizeof(line)),
-        "a.yaml:34:20 VirtualService default/v "
+        "a.yaml:41:20 VirtualService default/v "
         "spec.http[0].route[0].destination.host: Referenced host not found: "
         "\"pay.example.net\" (outboundTrafficPolicy is REGISTRY_ONLY: "
         "declare the host in a ServiceEntry, or set "
@@ -283,7 +296,7 @@ static void test_ist0101_by_outbound_policy(void **state)
     assert_int_equal(run_mode(text, "IST0101", RES_ALLOW_ANY), 2);
     assert_string_equal(
         first_mode(text, "IST0101", RES_ALLOW_ANY, line, sizeof(line)),
-        "a.yaml:34:20 VirtualService default/v "
+        "a.yaml:41:20 VirtualService default/v "
         "spec.http[0].route[0].destination.host: Referenced host not found: "
         "\"pay.example.net\" (outboundTrafficPolicy ALLOW_ANY: passed "
         "through to pay.example.net, resolved by DNS, on the port of the "
@@ -317,35 +330,49 @@ static void test_ist0101_by_outbound_policy(void **state)
         "ServiceEntry) (error)"));
     /* Declared hosts are quiet in both modes. */
     assert_int_equal(
-        run_mode(BACKENDS HDR("VirtualService", "v") "spec:\n  hosts: "
-                                                     "[reviews]\n  http:\n"
-                                                     "  - route: "
-                                                     "[{destination: {host: "
-                                                     "reviews}}]\n",
+        run_mode(BACKENDS HDR("VirtualService",
+                              "v") "spec:\n  hosts: "
+                                   "[reviews]\n  gateways: [edge]\n  http:\n"
+                                   "  - route: "
+                                   "[{destination: {host: "
+                                   "reviews}}]\n",
                  "IST0101", RES_ALLOW_ANY),
         0);
 }
 
 static void test_ist0145_conflicting_gateways(void **state)
 {
+    char line[1024];
+#define GW2(hosts)                                                             \
+    HDR("Gateway", "gw2")                                                      \
+    "spec:\n  selector: {istio: ingressgateway}\n"                             \
+    "  servers:\n"                                                             \
+    "  - port: {number: 80, name: http2, protocol: "                           \
+    "HTTP}\n    hosts: [" hosts "]\n"
+
     (void)state;
-    assert_int_equal(
-        run(GATEWAY HDR("Gateway",
-                        "gw2") "spec:\n  selector: {istio: ingressgateway}\n"
-                               "  servers:\n"
-                               "  - port: {number: 80, name: http2, protocol: "
-                               "HTTP}\n    hosts: [\"a.example.com\"]\n",
-            "IST0145"),
-        1);
+    /* The same host on the same port and selector: both Gateways. */
+    assert_int_equal(run(GATEWAY GW2("\"*.example.com\""), "IST0145"), 2);
+    first(GATEWAY GW2("\"*.example.com\""), "IST0145", line, sizeof(line));
+    assert_string_equal(line, "a.yaml:9:5 Gateway default/gw spec.servers[0]: "
+                              "Conflict with gateways default/gw2 (workload "
+                              "selector istio=ingressgateway, port 80, hosts "
+                              "*.example.com). (error)");
+    /* Hosts are compared as written, as Istio does: a narrower host,
+     * or the same one with a namespace, is not a conflict. */
+    assert_int_equal(run(GATEWAY GW2("\"a.example.com\""), "IST0145"), 0);
+    assert_int_equal(run(GATEWAY GW2("\"*/*.example.com\""), "IST0145"), 0);
+    assert_int_equal(run(GATEWAY GW2("\"./*.example.com\""), "IST0145"), 0);
     assert_int_equal(
         run(GATEWAY HDR(
                 "Gateway",
                 "gw2") "spec:\n  selector: {istio: ingressgateway}\n"
                        "  servers:\n"
                        "  - port: {number: 8080, name: http2, protocol: "
-                       "HTTP}\n    hosts: [\"a.example.com\"]\n",
+                       "HTTP}\n    hosts: [\"*.example.com\"]\n",
             "IST0145"),
         0);
+#undef GW2
 }
 
 /* Servers on one port: HTTPS and TLS share it by SNI (quiet); plaintext
@@ -374,7 +401,8 @@ static void test_ist0145_port_sharing(void **state)
             "IST0145"),
         0);
     first(GW_SERVERS("gw") SRV("8080", "http", "HTTP", "\"*\"", "")
-              GW_SERVERS("gw2") SRV("8080", "tcp", "TCP", "\"*\"", ""),
+              GW_SERVERS("gw2")
+                  SRV("8080", "tcp", "TCP", "tcp.example.com", ""),
           "IST0145", line, sizeof(line));
     assert_non_null(strstr(line, "Gateway default/gw2"));
     assert_non_null(strstr(line, "spec.servers[0]"));
@@ -425,19 +453,21 @@ static void test_ist0130_unreachable_rule(void **state)
 {
     (void)state;
     assert_int_equal(
-        run(BACKENDS HDR("VirtualService",
-                         "v") "spec:\n  hosts: [reviews]\n  http:\n"
-                              "  - route: [{destination: {host: reviews}}]\n"
-                              "  - match: [{uri: {prefix: /a}}]\n"
-                              "    route: [{destination: {host: reviews}}]\n",
+        run(BACKENDS HDR(
+                "VirtualService",
+                "v") "spec:\n  hosts: [reviews]\n  gateways: [edge]\n  http:\n"
+                     "  - route: [{destination: {host: reviews}}]\n"
+                     "  - match: [{uri: {prefix: /a}}]\n"
+                     "    route: [{destination: {host: reviews}}]\n",
             "IST0130"),
         1);
     assert_int_equal(
-        run(BACKENDS HDR("VirtualService",
-                         "v") "spec:\n  hosts: [reviews]\n  http:\n"
-                              "  - match: [{uri: {prefix: /a}}]\n"
-                              "    route: [{destination: {host: reviews}}]\n"
-                              "  - route: [{destination: {host: reviews}}]\n",
+        run(BACKENDS HDR(
+                "VirtualService",
+                "v") "spec:\n  hosts: [reviews]\n  gateways: [edge]\n  http:\n"
+                     "  - match: [{uri: {prefix: /a}}]\n"
+                     "    route: [{destination: {host: reviews}}]\n"
+                     "  - route: [{destination: {host: reviews}}]\n",
             "IST0130"),
         0);
 }
@@ -446,7 +476,7 @@ static void test_ist0131_ineffective_match(void **state)
 {
     static const char bad[] = BACKENDS HDR(
         "VirtualService",
-        "v") "spec:\n  hosts: [reviews]\n  http:\n"
+        "v") "spec:\n  hosts: [reviews]\n  gateways: [edge]\n  http:\n"
              "  - match: [{uri: {prefix: /a}}, {uri: {prefix: /b}}]\n"
              "    route: [{destination: {host: reviews}}]\n"
              "  - match: [{uri: {prefix: /a}, name: again}, {uri: {prefix: "
@@ -458,12 +488,13 @@ static void test_ist0131_ineffective_match(void **state)
     /* The rule still has a match of its own: it is reachable. */
     assert_int_equal(run(bad, "IST0130"), 0);
     assert_int_equal(
-        run(BACKENDS HDR("VirtualService",
-                         "v") "spec:\n  hosts: [reviews]\n  http:\n"
-                              "  - match: [{uri: {prefix: /a}}]\n"
-                              "    route: [{destination: {host: reviews}}]\n"
-                              "  - match: [{uri: {exact: /a}}]\n"
-                              "    route: [{destination: {host: reviews}}]\n",
+        run(BACKENDS HDR(
+                "VirtualService",
+                "v") "spec:\n  hosts: [reviews]\n  gateways: [edge]\n  http:\n"
+                     "  - match: [{uri: {prefix: /a}}]\n"
+                     "    route: [{destination: {host: reviews}}]\n"
+                     "  - match: [{uri: {exact: /a}}]\n"
+                     "    route: [{destination: {host: reviews}}]\n",
             "IST0131"),
         0);
 }
@@ -504,7 +535,8 @@ static void test_weights_sum_to_zero(void **state)
     assert_int_equal(
         run(BACKENDS HDR(
                 "VirtualService",
-                "v") "spec:\n  hosts: [reviews]\n  http:\n  - route:\n"
+                "v") "spec:\n  hosts: [reviews]\n  gateways: [edge]\n  http:\n "
+                     " - route:\n"
                      "    - {destination: {host: reviews, subset: v1}}\n"
                      "    - {destination: {host: reviews, subset: v2}}\n",
             "IST0106"),
@@ -512,7 +544,8 @@ static void test_weights_sum_to_zero(void **state)
     assert_int_equal(
         run(BACKENDS HDR(
                 "VirtualService",
-                "v") "spec:\n  hosts: [reviews]\n  tcp:\n  - route:\n"
+                "v") "spec:\n  hosts: [reviews]\n  gateways: [edge]\n  tcp:\n  "
+                     "- route:\n"
                      "    - {destination: {host: reviews}, weight: 1}\n"
                      "    - {destination: {host: reviews}}\n",
             "IST0106"),
@@ -555,9 +588,10 @@ static void test_resource_check(void **state)
     free(out);
 
     assert_int_equal(
-        check(BACKENDS HDR("VirtualService",
-                           "v") "spec: {hosts: [a], http: [{route: "
-                                "[{destination: {host: b}}]}]}\n",
+        check(BACKENDS HDR(
+                  "VirtualService",
+                  "v") "spec: {hosts: [a], gateways: [edge], http: [{route: "
+                       "[{destination: {host: b}}]}]}\n",
               1, &out),
         1);
     assert_non_null(strstr(out, "\"code\":\"IST0101\""));
@@ -577,6 +611,520 @@ static void test_resource_check(void **state)
     assert_string_equal(res_code_name("IST0145"), "ConflictingGateways");
 }
 
+/* Istio's egress-gateway task: the rule bound to mesh routes to the
+ * egress gateway's Service, which a gateway never uses: not checked
+ * (no IST0101), an Info instead; the gateway's own rule is. */
+static const char egress_task[] =
+    "apiVersion: networking.istio.io/v1alpha3\nkind: ServiceEntry\n"
+    "metadata:\n  name: cnn\nspec:\n  hosts:\n  - edition.cnn.com\n"
+    "  ports:\n  - number: 80\n    name: http-port\n    protocol: HTTP\n"
+    "  - number: 443\n    name: https\n    protocol: HTTPS\n"
+    "  resolution: DNS\n"
+    "---\napiVersion: networking.istio.io/v1alpha3\nkind: Gateway\n"
+    "metadata:\n  name: istio-egressgateway\nspec:\n  selector:\n"
+    "    istio: egressgateway\n  servers:\n  - port:\n      number: 80\n"
+    "      name: http\n      protocol: HTTP\n    hosts:\n"
+    "    - edition.cnn.com\n"
+    "---\napiVersion: networking.istio.io/v1alpha3\nkind: VirtualService\n"
+    "metadata:\n  name: direct-cnn-through-egress-gateway\nspec:\n"
+    "  hosts:\n  - edition.cnn.com\n  gateways:\n  - istio-egressgateway\n"
+    "  - mesh\n  http:\n  - match:\n    - gateways:\n      - mesh\n"
+    "      port: 80\n    route:\n    - destination:\n"
+    "        host: istio-egressgateway.istio-system.svc.cluster.local\n"
+    "        subset: cnn\n        port:\n          number: 80\n"
+    "      weight: 100\n  - match:\n    - gateways:\n"
+    "      - istio-egressgateway\n      port: 80\n    route:\n"
+    "    - destination:\n        host: edition.cnn.com\n        port:\n"
+    "          number: 80\n      weight: 100\n";
+
+static void test_mesh_rules_are_not_checked(void **state)
+{
+    char line[512];
+    static const char mesh_vs[] =
+        HDR("VirtualService", "m") "spec: {hosts: [a], http: [{route: "
+                                   "[{destination: {host: nowhere}}]}]}\n";
+    static const char gw_rule_bad[] = HDR(
+        "Gateway",
+        "g") "spec: {servers: [{port: {number: 80, name: h, "
+             "protocol: HTTP}, hosts: ['*']}]}\n" HDR(
+                 "VirtualService",
+                 "m") "spec: {hosts: [a], gateways: [g, mesh], http: [{match: "
+                      "[{gateways: [mesh]}], route: [{destination: {host: "
+                      "x}}]}, "
+                      "{route: [{destination: {host: nowhere}}]}]}\n";
+
+    (void)state;
+    assert_int_equal(run(egress_task, "IST0101"), 0);
+    assert_int_equal(run(egress_task, "STR0001"), 1);
+    assert_string_equal(first(egress_task, "STR0001", line, sizeof(line)),
+                        "a.yaml:43:5 VirtualService "
+                        "default/direct-cnn-through-egress-gateway "
+                        "spec.http[0]: rule bound only to mesh: sidecars use "
+                        "it, a gateway ignores it (its destinations are not "
+                        "checked) (info)");
+    /* No gateways at all: mesh; the whole VirtualService is ignored. */
+    assert_int_equal(run(mesh_vs, "IST0101"), 0);
+    assert_int_equal(run(mesh_vs, "STR0001"), 1);
+    /* The rule the gateway uses is still checked. */
+    assert_int_equal(run(gw_rule_bad, "IST0101"), 1);
+}
+
+/* A schema error leaves the bad resource out and the rest analysed; the
+ * check still fails. A kind: List is read item by item. */
+static void test_schema_error_does_not_stop_analysis(void **state)
+{
+    char *out = NULL;
+    size_t len = 0;
+    char path[] = "/tmp/strait-check-XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f, *o;
+    static const char text[] =
+        "apiVersion: v1\nkind: List\nitems:\n"
+        "- apiVersion: networking.istio.io/v1\n  kind: VirtualService\n"
+        "  metadata: {name: bad}\n  spec: {hostz: [a]}\n"
+        "- apiVersion: networking.istio.io/v1\n  kind: VirtualService\n"
+        "  metadata: {name: v}\n"
+        "  spec: {hosts: [a], gateways: [nogw], http: [{route: "
+        "[{destination: {host: b}}]}]}\n";
+
+    (void)state;
+    assert_true(fd >= 0);
+    f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+    o = open_memstream(&out, &len);
+    assert_int_equal(resource_check(path, 0, RES_REGISTRY_ONLY, o), 1);
+    fclose(o);
+    unlink(path);
+    assert_non_null(
+        strstr(out, "Error [IST0106] (VirtualService default/bad "));
+    assert_non_null(strstr(out, "Error [IST0101] (VirtualService default/v "));
+    assert_non_null(strstr(out, "Referenced gateway not found: \"nogw\""));
+    free(out);
+}
+
+static void test_levels_and_names(void **state)
+{
+    (void)state;
+    assert_string_equal(res_code_name("IST0174"), "UnknownDestinationRuleHost");
+    assert_string_equal(res_code_name("IST0130"),
+                        "VirtualServiceUnreachableRule");
+    assert_string_equal(res_code_name("IST0131"),
+                        "VirtualServiceIneffectiveMatch");
+}
+
+/* msg_of() returns the message text of the first finding with code
+ * under node (NULL: none), or "" when there is none; count in *n. */
+static const char *msg_of(const char *text, const char *code,
+                          const struct analysis_node *node, size_t *n,
+                          char *out, size_t len)
+{
+    int nerr = 0;
+    struct resource_set *set =
+        resource_load_mem(text, strlen(text), "a.yaml", NULL, &nerr);
+    struct analysis an;
+
+    assert_non_null(set);
+    assert_int_equal(nerr, 0);
+    out[0] = '\0';
+    *n = 0;
+    analyze_node(set, RES_REGISTRY_ONLY, node, &an);
+    for (size_t i = 0; i < an.msgs.n; i++) {
+        const struct res_msg *m = &an.msgs.v[i];
+        if (strcmp(m->code, code) != 0)
+            continue;
+        if ((*n)++ == 0)
+            snprintf(out, len, "%s", m->message);
+    }
+    analysis_dispose(&an);
+    resource_set_free(set);
+    return out;
+}
+
+#define SE(name, host, ports)                                                  \
+    HDR("ServiceEntry", name)                                                  \
+    "spec: {hosts: [" host "], resolution: DNS, ports: [" ports "]}\n"
+#define P(n, proto) "{number: " #n ", name: p" #n ", protocol: " #proto "}"
+
+static void test_ist0109_mesh_hosts(void **state)
+{
+    char m[1024];
+    size_t n;
+    static const char two[] = HDR(
+        "VirtualService", "a") "spec: {hosts: [reviews], http: [{route: "
+                               "[{destination: {host: reviews}}]}]}\n" HDR(
+                                   "VirtualService",
+                                   "b") "spec: {hosts: [reviews], gateways: "
+                                        "[mesh], http: [{route: "
+                                        "[{destination: {host: reviews}}]}]}\n";
+    static const char gw[] = HDR(
+        "VirtualService", "a") "spec: {hosts: [reviews], http: [{route: "
+                               "[{destination: {host: reviews}}]}]}\n" HDR(
+                                   "VirtualService",
+                                   "b") "spec: {hosts: [reviews], gateways: "
+                                        "[edge], http: [{route: "
+                                        "[{destination: {host: reviews}}]}]}\n";
+
+    (void)state;
+    msg_of(two, "IST0109", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 2);
+    assert_string_equal(
+        m, "The VirtualServices default/a,default/b associated with mesh "
+           "gateway define the same host "
+           "*/reviews.default.svc.cluster.local which can lead to undefined "
+           "behavior. This can be fixed by merging the conflicting "
+           "VirtualServices into a single resource.");
+    msg_of(gw, "IST0109", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+    /* About the sidecars only: inert, a load is not refused for it. */
+    {
+        int nerr = 0;
+        struct resource_set *set =
+            resource_load_mem(two, strlen(two), "a.yaml", NULL, &nerr);
+        struct analysis an;
+        analyze(set, RES_REGISTRY_ONLY, &an);
+        for (size_t i = 0; i < an.msgs.n; i++)
+            if (strcmp(an.msgs.v[i].code, "IST0109") == 0)
+                assert_true(an.msgs.v[i].inert);
+        analysis_dispose(&an);
+        resource_set_free(set);
+    }
+}
+
+static void test_ist0112_port_required(void **state)
+{
+    char m[1024];
+    size_t n;
+#define VS_TO(port)                                                            \
+    HDR("VirtualService", "v")                                                 \
+    "spec: {hosts: [x.example.com], gateways: [edge], http: [{route: "         \
+    "[{destination: {host: api.example.org" port "}}]}]}\n"
+#define EDGE                                                                   \
+    HDR("Gateway", "edge")                                                     \
+    "spec: {servers: [{port: {number: 8080, name: http, protocol: HTTP}, "     \
+    "hosts: ['*']}]}\n"
+    static const char two_ports[] =
+        EDGE SE("api", "api.example.org", P(80, HTTP) ", " P(443, HTTPS))
+            VS_TO("");
+    static const char with_port[] =
+        EDGE SE("api", "api.example.org", P(80, HTTP) ", " P(443, HTTPS))
+            VS_TO(", port: {number: 80}");
+    static const char bad_port[] =
+        EDGE SE("api", "api.example.org", P(80, HTTP) ", " P(443, HTTPS))
+            VS_TO(", port: {number: 81}");
+    static const char one_port[] =
+        EDGE SE("api", "api.example.org", P(80, HTTP)) VS_TO("");
+
+    (void)state;
+    msg_of(two_ports, "IST0112", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(m, "This VirtualService routes to a service "
+                           "\"api.example.org\" that exposes multiple ports "
+                           "[80 443]. Specifying a port in the destination is "
+                           "required to disambiguate.");
+    msg_of(with_port, "IST0112", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+    msg_of(one_port, "IST0112", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+    msg_of(bad_port, "IST0101", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(m, "Referenced host:port not found: "
+                           "\"api.example.org:81\"");
+#undef VS_TO
+}
+
+static void test_ist0127_node_policies(void **state)
+{
+    char m[1024];
+    size_t n;
+    struct conf_strpair pairs[] = {{"app", "edge"}, {"istio", "ingress"}};
+    struct conf_strmap labels = {pairs, 2};
+    struct analysis_node node = {"n1", "default", &labels, "istio-system"};
+    static const char set[] =
+        "---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\n"
+        "metadata: {name: other, namespace: default}\n"
+        "spec: {selector: {matchLabels: {app: other, tier: x}}, action: "
+        "DENY, rules: [{}]}\n"
+        "---\napiVersion: security.istio.io/v1\nkind: RequestAuthentication\n"
+        "metadata: {name: elsewhere, namespace: shop}\nspec: {}\n"
+        "---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\n"
+        "metadata: {name: here, namespace: default}\n"
+        "spec: {selector: {matchLabels: {app: edge}}, action: DENY, rules: "
+        "[{}]}\n"
+        "---\napiVersion: security.istio.io/v1\nkind: PeerAuthentication\n"
+        "metadata: {name: mesh, namespace: istio-system}\n"
+        "spec: {mtls: {mode: STRICT}}\n";
+
+    (void)state;
+    msg_of(set, "IST0127", &node, &n, m, sizeof(m));
+    assert_int_equal(n, 2);
+    assert_string_equal(m, "No matching workloads for this resource with the "
+                           "following labels: app=other,tier=x");
+    /* Without the node, nothing is known of what it selects. */
+    msg_of(set, "IST0127", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+}
+
+static void test_ist0128_ist0129_no_ca(void **state)
+{
+    char m[1024];
+    size_t n;
+    static const char dr[] = SE("api", "api.example.org", P(443, TLS))
+        HDR("DestinationRule",
+            "api") "spec: {host: api.example.org, trafficPolicy: {tls: "
+                   "{mode: SIMPLE}, portLevelSettings: [{port: {number: "
+                   "443}, tls: {mode: SIMPLE}}]}}\n";
+    static const char with_ca[] = SE("api", "api.example.org", P(443, TLS))
+        HDR("DestinationRule",
+            "api") "spec: {host: api.example.org, trafficPolicy: {tls: "
+                   "{mode: SIMPLE, caCertificates: /etc/ca.pem}}}\n";
+
+    (void)state;
+    msg_of(dr, "IST0128", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(m, "DestinationRule default/api in namespace default "
+                           "has TLS mode set to SIMPLE but no caCertificates "
+                           "are set to validate server identity for host: "
+                           "api.example.org");
+    msg_of(dr, "IST0129", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(m, "DestinationRule default/api in namespace default "
+                           "has TLS mode set to SIMPLE but no caCertificates "
+                           "are set to validate server identity for host: "
+                           "api.example.org at port number:443");
+    msg_of(with_ca, "IST0128", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+}
+
+static void test_ist0138_duplicate_certificate(void **state)
+{
+    char m[1024];
+    size_t n;
+#define TLSGW(name, cred)                                                      \
+    HDR("Gateway", name)                                                       \
+    "spec: {selector: {istio: ingressgateway}, servers: [{port: {number: "     \
+    "443, name: https, protocol: HTTPS}, hosts: [" name ".example.com], "      \
+    "tls: {mode: SIMPLE, credentialName: " cred "}}]}\n"
+
+    (void)state;
+    msg_of(TLSGW("a", "shared") TLSGW("b", "shared"), "IST0138", NULL, &n, m,
+           sizeof(m));
+    assert_int_equal(n, 2);
+    assert_string_equal(m, "Duplicate certificate in multiple gateways "
+                           "[default/a default/b] may cause 404s if clients "
+                           "re-use HTTP2 connections.");
+    msg_of(TLSGW("a", "one") TLSGW("b", "two"), "IST0138", NULL, &n, m,
+           sizeof(m));
+    assert_int_equal(n, 0);
+#undef TLSGW
+}
+
+static void test_ist0140_subset_not_at_ingress(void **state)
+{
+    char m[1024];
+    size_t n;
+    static const char text[] =
+        BACKENDS HDR("VirtualService",
+                     "ingress") "spec: {hosts: ['*'], gateways: [edge], "
+                                "http: [{route: [{destination: {host: "
+                                "reviews}}]}]}\n" HDR("VirtualService",
+                                                      "reviews") "spec: "
+                                                                 "{hosts: "
+                                                                 "[reviews], "
+                                                                 "http: "
+                                                                 "[{route: "
+                                                                 "[{destinati"
+                                                                 "on: {host: "
+                                                                 "reviews, "
+                                                                 "subset: "
+                                                                 "v1}}]}]}\n";
+    static const char quiet[] = BACKENDS HDR(
+        "VirtualService", "ingress") "spec: {hosts: ['*'], gateways: [edge], "
+                                     "http: [{route: [{destination: {host: "
+                                     "reviews, subset: v2}}]}]}\n";
+
+    (void)state;
+    msg_of(text, "IST0140", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(m, "Subset in virtual service default/reviews has no "
+                           "effect on ingress gateway default/ingress "
+                           "requests");
+    msg_of(quiet, "IST0140", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+}
+
+static void test_ist0149_jwt_claim_route(void **state)
+{
+    char m[2048];
+    size_t n;
+    struct conf_strpair pairs[] = {{"istio", "ingressgateway"}};
+    struct conf_strmap labels = {pairs, 1};
+    struct analysis_node node = {"node-1", "default", &labels, "istio-system"};
+#define CLAIM_VS                                                               \
+    GATEWAY HDR(                                                               \
+        "VirtualService",                                                      \
+        "v") "spec: {hosts: [a.example.com], gateways: [gw], http: [{match: "  \
+             "[{headers: {'@request.auth.claims.groups': {exact: group1}}}], " \
+             "route: [{destination: {host: api.example.com, port: {number: "   \
+             "443}}}]}]}\n" HDR("ServiceEntry",                                \
+                                "api") "spec: {hosts: [api.example.com], "     \
+                                       "resolution: DNS, ports: [{number: "    \
+                                       "443, name: tls}]}\n"
+    static const char with_ra[] =
+        CLAIM_VS "---\napiVersion: security.istio.io/v1\n"
+                 "kind: RequestAuthentication\nmetadata: {name: jwt, "
+                 "namespace: istio-system}\n"
+                 "spec: {jwtRules: [{issuer: i, jwksUri: "
+                 "'https://idp.example.com/jwks'}]}\n";
+
+    (void)state;
+    msg_of(CLAIM_VS, "IST0149", &node, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(
+        m, "The virtual service uses the JWT claim based routing (key: "
+           "@request.auth.claims.groups) but found no request authentication "
+           "for the gateway (default/gw) pod (node-1). The request "
+           "authentication must first be applied for the gateway pods to "
+           "validate the JWT token and make the claims available for "
+           "routing.");
+    msg_of(with_ra, "IST0149", &node, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+#undef CLAIM_VS
+}
+
+static void test_ist0165_internal_gateway(void **state)
+{
+    char m[1024];
+    size_t n;
+    static const char text[] =
+        HDR("VirtualService",
+            "v") "spec: {hosts: [a.example.com], gateways: "
+                 "[default/gw-istio-autogenerated-k8s-gateway~istio-"
+                 "autogenerated-k8s-gateway~http], http: [{route: "
+                 "[{destination: {host: a.example.com}}]}]}\n";
+
+    (void)state;
+    msg_of(text, "IST0165", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(
+        m, "Gateway reference in VirtualService default/v is to an "
+           "implementation-generated internal Gateway: "
+           "default/gw-istio-autogenerated-k8s-gateway~istio-autogenerated-"
+           "k8s-gateway~http.");
+    msg_of(BACKENDS HDR("VirtualService",
+                        "v") "spec: {hosts: [reviews], gateways: [edge], "
+                             "http: [{route: [{destination: {host: "
+                             "reviews}}]}]}\n",
+           "IST0165", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+}
+
+static void test_ist0177_conflicting_protocols(void **state)
+{
+    char m[1024];
+    size_t n;
+
+    (void)state;
+    msg_of(SE("a", "db.example.org", P(5432, TCP))
+               SE("b", "db.example.org", P(5432, HTTP)),
+           "IST0177", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 2);
+    assert_string_equal(m, "Multiple ServiceEntries (default/a, default/b) "
+                           "define the same host \"db.example.org\" and port "
+                           "5432 with conflicting protocols (HTTP, TCP).");
+    msg_of(SE("a", "db.example.org", P(5432, TCP))
+               SE("b", "db.example.org", P(5432, TCP)),
+           "IST0177", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+}
+
+static void test_ist0002_deprecated(void **state)
+{
+    char m[1024];
+    size_t n;
+
+    (void)state;
+    msg_of(BACKENDS HDR("VirtualService",
+                        "v") "spec: {hosts: [reviews], gateways: [edge], "
+                             "http: [{fault: {delay: {fixedDelay: 1s, "
+                             "percent: 10}}, route: [{destination: {host: "
+                             "reviews}}]}]}\n",
+           "IST0002", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(m, "Deprecated: HTTPRoute.fault.delay.percent is "
+                           "deprecated; use HTTPRoute.fault.delay.percentage");
+    msg_of(BACKENDS HDR("VirtualService",
+                        "v") "spec: {hosts: [reviews], gateways: [edge], "
+                             "http: [{fault: {delay: {fixedDelay: 1s, "
+                             "percentage: {value: 10}}}, route: "
+                             "[{destination: {host: reviews}}]}]}\n",
+           "IST0002", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+}
+
+/* IST0130/IST0131 on tcp and tls rules, and uri prefixes an earlier
+ * prefix covers, with Istio's texts. */
+static void test_ist0130_0131_l4_and_prefix(void **state)
+{
+    char m[1024];
+    size_t n;
+    static const char tcp[] =
+        BACKENDS HDR("VirtualService",
+                     "v") "spec: {hosts: [reviews], gateways: [edge], tcp: "
+                          "[{match: [{port: 5432}], route: [{destination: "
+                          "{host: reviews}}]}, {match: [{port: 5432}], route: "
+                          "[{destination: {host: reviews}}]}]}\n";
+    static const char prefix[] =
+        BACKENDS HDR("VirtualService",
+                     "v") "spec: {hosts: [reviews], gateways: [edge], http: "
+                          "[{match: [{uri: {prefix: /debug}}], route: "
+                          "[{destination: {host: reviews}}]}, {match: [{uri: "
+                          "{prefix: /debugs}}], route: [{destination: {host: "
+                          "reviews}}]}]}\n";
+    static const char prefix_ok[] =
+        BACKENDS HDR("VirtualService",
+                     "v") "spec: {hosts: [reviews], gateways: [edge], http: "
+                          "[{match: [{uri: {prefix: /debugs}}], route: "
+                          "[{destination: {host: reviews}}]}, {match: [{uri: "
+                          "{prefix: /debug}}], route: [{destination: {host: "
+                          "reviews}}]}]}\n";
+
+    (void)state;
+    msg_of(tcp, "IST0131", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(m, "VirtualService rule #1 match #0 is not used "
+                           "(duplicate/overlapping match in rule #0).");
+    msg_of(tcp, "IST0130", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(m, "VirtualService rule #1 not used (all matches used "
+                           "by prior rules).");
+    msg_of(prefix, "IST0131", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(m, "VirtualService rule #1 match #0 of prefix /debugs "
+                           "is not used (duplicate/overlapping match in rule "
+                           "#0 of prefix /debug on #0).");
+    msg_of(prefix_ok, "IST0131", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+}
+
+/* IST0132 once per Gateway, with every host, as Istio words it. */
+static void test_ist0132_per_gateway(void **state)
+{
+    char m[1024];
+    size_t n;
+
+    (void)state;
+    msg_of(GATEWAY HDR("VirtualService",
+                       "v") "spec: {hosts: [a.example.org, b.example.org], "
+                            "gateways: [gw], http: [{route: [{destination: "
+                            "{host: a.example.org}}]}]}\n",
+           "IST0132", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(m, "one or more host [a.example.org b.example.org] "
+                           "defined in VirtualService default/v not found in "
+                           "Gateway default/gw.");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -594,6 +1142,21 @@ int main(void)
         cmocka_unit_test(test_ist0174_dr_host_unknown),
         cmocka_unit_test(test_weights_sum_to_zero),
         cmocka_unit_test(test_resource_check),
+        cmocka_unit_test(test_mesh_rules_are_not_checked),
+        cmocka_unit_test(test_schema_error_does_not_stop_analysis),
+        cmocka_unit_test(test_levels_and_names),
+        cmocka_unit_test(test_ist0109_mesh_hosts),
+        cmocka_unit_test(test_ist0112_port_required),
+        cmocka_unit_test(test_ist0127_node_policies),
+        cmocka_unit_test(test_ist0128_ist0129_no_ca),
+        cmocka_unit_test(test_ist0138_duplicate_certificate),
+        cmocka_unit_test(test_ist0140_subset_not_at_ingress),
+        cmocka_unit_test(test_ist0149_jwt_claim_route),
+        cmocka_unit_test(test_ist0165_internal_gateway),
+        cmocka_unit_test(test_ist0177_conflicting_protocols),
+        cmocka_unit_test(test_ist0002_deprecated),
+        cmocka_unit_test(test_ist0130_0131_l4_and_prefix),
+        cmocka_unit_test(test_ist0132_per_gateway),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
