@@ -7,21 +7,14 @@
 
 /*
  * Cross-resource analysis of a loaded set, in the manner of istioctl
- * analyze and with its message codes and levels:
- *
- *   IST0101 Error    ReferencedResourceNotFound: a VirtualService's
- *                    gateway, destination host or subset is missing
- *                    (a Warning for a host under ALLOW_ANY)
- *   IST0106 Error    SchemaValidationError: destination weights sum to 0,
- *                    or a caCrl file that is malformed, expired or signed
- *                    by another key (a warning when it cannot be read)
- *   IST0130 Error    VirtualServiceUnreachableRule
- *   IST0131 Warning  VirtualServiceIneffectiveMatch
- *   IST0132 Warning  VirtualServiceHostNotFoundInGateway
- *   IST0145 Error    ConflictingGateways; also servers that cannot
- *                    share a port (plaintext HTTP and TCP: a warning)
- *   IST0173 Warning  DestinationRuleSubsetNotSelectPods
- *   IST0174 Warning  DestinationRule host matches no known service
+ * analyze, with its codes, names, levels and message texts
+ * (pkg/config/analysis/msg/messages.yaml): IST0002, IST0101, IST0106,
+ * IST0109, IST0112, IST0127 (node known), IST0128, IST0129, IST0130,
+ * IST0131, IST0132, IST0138, IST0140, IST0145, IST0149 (node known),
+ * IST0165, IST0173, IST0174, IST0177; and strait's own STR0001 (Info:
+ * ignored, e.g. a VirtualService or rule bound only to mesh, whose
+ * destinations are not checked) and STR0002 (Warning). README's
+ * "strait check" section says when each fires.
  *
  * Without Kubernetes, the services strait knows are the hosts of
  * ServiceEntries and the services WorkloadEntries stand for: a

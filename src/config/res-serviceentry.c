@@ -18,6 +18,21 @@ static const char *const resolutions[] = {"NONE", "STATIC", "DNS",
                                           "DNS_ROUND_ROBIN", NULL};
 
 #define WE(f) RES_OFF(struct res_workload_entry, f)
+/* A ServiceEntry port's protocol; "" is accepted as Istio accepts it
+ * (its sidecars sniff the protocol) and means what an omitted protocol
+ * means to strait: TCP, the upstream spoken to as routed (HTTP/1.1 for
+ * http routes). */
+static int se_parse_protocol(const char *s, size_t n, void *dst,
+                             const char **why)
+{
+    if (n == 0) {
+        int64_t v = RES_PROTO_TCP;
+        memcpy(dst, &v, sizeof(v));
+        return 0;
+    }
+    return res_parse_protocol(s, n, dst, why);
+}
+
 static const struct conf_key we_keys[] = {
     {.name = "address",
      .type = CONF_STR,
@@ -71,7 +86,7 @@ static const struct conf_key se_port_keys[] = {
      .off = SP(protocol),
      .def = "TCP",
      .help = "HTTP, HTTPS, HTTP2, GRPC, TLS, TCP, ...",
-     .custom = res_parse_protocol,
+     .custom = se_parse_protocol,
      .custom_json = res_protocol_json},
     {.name = "name", .type = CONF_STR, .off = SP(name), .help = "port name"},
     {.name = "targetPort",

@@ -1004,9 +1004,12 @@ static void check_http_route(struct res_check *ck, struct res_http_route *h,
         res_path(p, sizeof(p), "%s.fault", path);
         if (h->fault.delay.mark.line == 0 && h->fault.abort.mark.line == 0)
             res_err(ck, &h->fault.mark, p, "needs delay or abort");
+        /* Istio accepts a delay without fixedDelay and injects none
+         * (its translation drops it): so does strait, and says so. */
         if (h->fault.delay.mark.line > 0 && h->fault.delay.fixed_delay_ms == 0)
-            res_err(ck, &h->fault.delay.mark, p,
-                    "delay: missing key 'fixedDelay'");
+            res_warn(ck, &h->fault.delay.mark, p,
+                     "delay without fixedDelay: no delay is injected (as in "
+                     "Istio)");
     }
     if (h->mirror.mark.line > 0) {
         res_path(p, sizeof(p), "%s.mirror", path);

@@ -841,11 +841,14 @@ static void load_doc(struct loader *ld, const struct ynode *root)
     }
 
     spec = ymap_get(root, "spec");
-    if (spec == NULL) {
+    /* An AuthorizationPolicy without spec is Istio's allow-nothing
+     * (ALLOW, no rules): it is one, and denies every request. */
+    if (spec == NULL && k != RES_AUTHORIZATION_POLICY) {
         load_msg(ld, RES_ERROR, root->line, root->col, resource, "",
                  "missing key 'spec'");
         nerr++;
-    } else if (!(spec->type == YNODE_SCALAR && yscalar_is_null(spec)) &&
+    } else if (spec != NULL &&
+               !(spec->type == YNODE_SCALAR && yscalar_is_null(spec)) &&
                conf_decode(kind_ops[k]->spec, spec, r->spec, ld->file, &text) >
                    0) {
         nerr += take_conf_errors(ld, &text, resource, "spec");

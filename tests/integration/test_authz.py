@@ -115,3 +115,20 @@ spec:
             raise AssertionError("a denied call went through")
         except grpc.RpcError as e:
             assert e.code() == grpc.StatusCode.PERMISSION_DENIED, e
+
+
+def test_policy_without_spec_allows_nothing(strait_factory, tmp_path,
+                                           upstream_factory):
+    """Istio's allow-nothing policy, as its docs write it: no spec at all.
+    It loads, and denies every request, as `spec: {}` does."""
+    up = upstream_factory(ok_handler)
+    st, port = start_with_up(strait_factory, tmp_path, up.port, ROUTES + """---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata:
+  name: allow-nothing
+  namespace: istio-system
+""")
+    assert get(port, "/x")[0] == 403
+    assert "RBAC_ACCESS_DENIED[none]" in st.log() or wait_for(
+        lambda: "RBAC_ACCESS_DENIED[none]" in st.log(), 10, "the denial logged")

@@ -185,3 +185,52 @@ def test_egress_gateway_task_is_accepted_by_check_and_run(tmp_path, strait_facto
 def test_bad_output_format_is_usage_error():
     r = check("-o", "yaml", str(BOOKINFO))
     assert r.returncode == 2
+
+
+def test_check_with_node_says_what_selects_nothing_here(tmp_path):
+    """With -c, the node's namespace and labels: a copied DENY whose
+    selector is another workload's, and a policy of another namespace,
+    select nothing on this node (IST0127, Istio's text)."""
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    (conf / "authz.yaml").write_text("""apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata:
+  name: deny-get
+  namespace: foo
+spec:
+  selector:
+    matchLabels:
+      app: httpbin
+  action: DENY
+  rules:
+  - to:
+    - operation:
+        methods: ["GET"]
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata:
+  name: deny-here
+  namespace: istio-system
+spec:
+  selector:
+    matchLabels:
+      istio: ingressgateway
+  action: DENY
+  rules:
+  - to:
+    - operation:
+        paths: ["/admin"]
+""")
+    boot = tmp_path / "strait.yaml"
+    boot.write_text("node: {namespace: istio-system, labels: {istio: ingressgateway}}\n")
+    r = check("-c", str(boot), str(conf))
+    assert r.returncode == 0, r.stdout
+    lines = [l for l in r.stdout.splitlines() if "IST0127" in l]
+    assert len(lines) == 1, r.stdout
+    assert lines[0].startswith("Warning [IST0127] (AuthorizationPolicy foo/deny-get ")
+    assert lines[0].endswith("metadata.namespace: No matching workloads for this "
+                             "resource with the following labels: app=httpbin")
+    # Without -c nothing is known of the node.
+    assert "IST0127" not in check(str(conf)).stdout

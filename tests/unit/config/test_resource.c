@@ -1311,6 +1311,72 @@ static void test_missing_path(void **state)
     resource_set_free(NULL);
 }
 
+/* Three inputs Istio's validation accepts, and strait now too: a
+ * ServiceEntry port with protocol "" (TCP, as omitted), an
+ * AuthorizationPolicy without spec (allow-nothing), a fault delay without
+ * fixedDelay (no delay, with a warning). */
+static void test_accepted_as_istio_does(void **state)
+{
+    static const char text[] =
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\n"
+        "metadata: {name: se}\n"
+        "spec: {hosts: [a.example.com], resolution: DNS, ports: [{number: "
+        "80, name: p, protocol: \"\"}]}\n"
+        "---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\n"
+        "metadata: {name: allow-nothing}\n"
+        "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\n"
+        "metadata: {name: v}\n"
+        "spec: {hosts: [a.example.com], http: [{fault: {delay: "
+        "{percentage: {value: 50}}}, route: [{destination: {host: "
+        "a.example.com}}]}]}\n";
+    int nerr = -1;
+    struct resource_set *set;
+    const struct resource *r;
+
+    (void)state;
+    set = resource_load_mem(text, strlen(text), "r.yaml", NULL, &nerr);
+    assert_non_null(set);
+    assert_int_equal(nerr, 0);
+    assert_int_equal(set->n, 3);
+    r = resource_find(set, RES_SERVICE_ENTRY, "default", "se");
+    assert_non_null(r);
+    assert_int_equal(
+        ((const struct res_se_port *)res_service_entry(r)->ports.v)[0].protocol,
+        RES_PROTO_TCP);
+    r = resource_find(set, RES_AUTHORIZATION_POLICY, "default",
+                      "allow-nothing");
+    assert_non_null(r);
+    assert_int_equal(res_authorization_policy(r)->action, RES_AUTHZ_ALLOW);
+    assert_int_equal(res_authorization_policy(r)->rules.n, 0);
+    assert_int_equal(count_warnings(set, "no delay is injected"), 1);
+    resource_set_free(set);
+}
+
+/* A kind: List is read item by item. */
+static void test_list_is_expanded(void **state)
+{
+    static const char text[] =
+        "apiVersion: v1\nkind: List\nitems:\n"
+        "- apiVersion: networking.istio.io/v1\n  kind: ServiceEntry\n"
+        "  metadata: {name: a}\n"
+        "  spec: {hosts: [a.example.com], resolution: DNS, ports: "
+        "[{number: 80, name: p}]}\n"
+        "- apiVersion: networking.istio.io/v1\n  kind: ServiceEntry\n"
+        "  metadata: {name: b}\n"
+        "  spec: {hosts: [b.example.com], resolution: DNS, ports: "
+        "[{number: 80, name: p}]}\n";
+    int nerr = -1;
+    struct resource_set *set;
+
+    (void)state;
+    set = resource_load_mem(text, strlen(text), "r.yaml", NULL, &nerr);
+    assert_non_null(set);
+    assert_int_equal(nerr, 0);
+    assert_int_equal(set->n, 2);
+    assert_non_null(resource_find(set, RES_SERVICE_ENTRY, "default", "b"));
+    resource_set_free(set);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -1333,6 +1399,8 @@ int main(void)
         T(test_err_keeps_good_resources),
         T(test_warning_ignored_fields),
         T(test_warning_ca_crl_ignored),
+        cmocka_unit_test(test_accepted_as_istio_does),
+        cmocka_unit_test(test_list_is_expanded),
         cmocka_unit_test(test_host_fqdn),
         cmocka_unit_test(test_gw_host_admits),
         cmocka_unit_test(test_gw_host_dot_is_the_gateways_namespace),
