@@ -168,6 +168,7 @@ static int cmd_check(int argc, char **argv)
             node.ns = bs->node.ns;
             node.labels = &bs->node.labels;
             node.root_ns = "istio-system";
+            node.credentials_dir = bs->credentials.dir;
         }
         for (int i = optind; i < argc; i++)
             if (resource_check_node(argv[i], json, mode,

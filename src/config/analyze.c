@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +58,9 @@ static const struct {
     {"IST0140", "IngressRouteRulesNotAffected"},
     {"IST0145", "ConflictingGateways"},
     {"IST0149", "JwtClaimBasedRoutingWithoutRequestAuthN"},
+    {"IST0161", "InvalidGatewayCredential"},
     {"IST0165", "ReferencedInternalGateway"},
+    {"IST0171", "NegativeConditionStatus"},
     {"IST0173", "DestinationRuleSubsetNotSelectPods"},
     {"IST0174", "UnknownDestinationRuleHost"},
     {"IST0177", "ConflictingServiceEntryProtocol"},
@@ -1482,6 +1485,68 @@ static void check_duplicate_certs(struct actx *a, const struct resource *r)
     }
 }
 
+/* credential_ok() is true when dir/name holds a tls.crt that parses and
+ * is valid now and a tls.key that matches it, as strait loads them. */
+static int credential_ok(const char *dir, const char *name)
+{
+    char path[1024];
+    FILE *f;
+    X509 *cert = NULL;
+    EVP_PKEY *key = NULL;
+    int ok = 0;
+
+    snprintf(path, sizeof(path), "%s/%s/tls.crt", dir, name);
+    if ((f = fopen(path, "r")) != NULL) {
+        cert = PEM_read_X509(f, NULL, NULL, NULL);
+        fclose(f);
+    }
+    snprintf(path, sizeof(path), "%s/%s/tls.key", dir, name);
+    if ((f = fopen(path, "r")) != NULL) {
+        key = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+        fclose(f);
+    }
+    if (cert != NULL && key != NULL &&
+        X509_cmp_current_time(X509_get0_notAfter(cert)) > 0 &&
+        X509_cmp_current_time(X509_get0_notBefore(cert)) < 0 &&
+        X509_check_private_key(cert, key) == 1)
+        ok = 1;
+    ERR_clear_error();
+    X509_free(cert);
+    EVP_PKEY_free(key);
+    return ok;
+}
+
+/*
+ * With the node's credentials directory known, as Istio's SecretAnalyzer
+ * checks a credentialName's Secret: none there is IST0101; a cert or key
+ * missing, unreadable, not valid now, or not a pair is IST0161.
+ */
+static void check_credentials(struct actx *a, const struct resource *r,
+                              const struct res_gw_server *srv, const char *path)
+{
+    const char *dir = a->node ? a->node->credentials_dir : NULL;
+    const char *name = srv->tls.credential_name;
+    char d[1024], p[128];
+    FILE *f;
+
+    if (dir == NULL || dir[0] == '\0' || name == NULL || name[0] == '\0')
+        return;
+    res_path(p, sizeof(p), "%s.tls.credentialName", path);
+    snprintf(d, sizeof(d), "%s/%s", dir, name);
+    if ((f = fopen(d, "r")) == NULL) {
+        finding(a, "IST0101", RES_ERROR, r, &srv->tls.mark, p,
+                "Referenced credentialName not found: \"%s\"", name);
+        return;
+    }
+    fclose(f);
+    if (!credential_ok(dir, name))
+        finding(a, "IST0161", RES_ERROR, r, &srv->tls.mark, p,
+                "The credential referenced by the Gateway %s in namespace %s "
+                "is invalid, which can cause the traffic not to work as "
+                "expected.",
+                r->meta.name, a->node->ns ? a->node->ns : r->meta.ns);
+}
+
 static void analyze_gateway(struct actx *a, size_t idx)
 {
     const struct resource *r = a->set->v[idx];
@@ -1511,6 +1576,7 @@ static void analyze_gateway(struct actx *a, size_t idx)
                            srv->tls.ca_certificates);
         }
         check_conflicts(a, r, srv, p);
+        check_credentials(a, r, srv, p);
     }
     check_duplicate_certs(a, r);
 }

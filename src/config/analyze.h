@@ -11,10 +11,11 @@
  * (pkg/config/analysis/msg/messages.yaml): IST0002, IST0101, IST0106,
  * IST0109, IST0112, IST0127 (node known), IST0128, IST0129, IST0130,
  * IST0131, IST0132, IST0138, IST0140, IST0145, IST0149 (node known),
- * IST0165, IST0173, IST0174, IST0177; and strait's own STR0001 (Info:
- * ignored, e.g. a VirtualService or rule bound only to mesh, whose
- * destinations are not checked) and STR0002 (Warning). README's
- * "strait check" section says when each fires.
+ * IST0161 (node's credentials directory known),
+ * IST0165, IST0171 (from the loader), IST0173, IST0174, IST0177; and strait's
+ * own STR0001 (Info: ignored, e.g. a VirtualService or rule bound only to mesh,
+ * whose destinations are not checked) and STR0002 (Warning). README's "strait
+ * check" section says when each fires.
  *
  * Without Kubernetes, the services strait knows are the hosts of
  * ServiceEntries and the services WorkloadEntries stand for: a
@@ -46,7 +47,9 @@ struct analysis_node {
     const char *name;
     const char *ns;
     const struct conf_strmap *labels;
-    const char *root_ns; /* Istio's root namespace: istio-system */
+    const char *root_ns;         /* Istio's root namespace: istio-system */
+    const char *credentials_dir; /* credentialName NAME is DIR/NAME/;
+                                  * NULL or "": not checked */
 };
 
 /* analyze_node() is analyze() for node (NULL: not known), which adds

@@ -711,6 +711,48 @@ static int add_resource(struct loader *ld, struct resource *r,
 static const char *const top_keys[] = {"apiVersion", "kind",   "metadata",
                                        "spec",       "status", NULL};
 
+/*
+ * negative_conditions() is Istio's ConditionAnalyzer (IST0171) for the
+ * kinds strait reads: a status condition that says the resource is not
+ * in effect (AuthorizationPolicy ZtunnelAccepted or WaypointAccepted
+ * False, or WaypointAccepted PartiallyInvalid; ServiceEntry and
+ * WorkloadEntry istio.io/WaypointBound False).
+ */
+static void negative_conditions(struct loader *ld, int kind,
+                                const struct ynode *root, const char *resource)
+{
+    const struct ynode *conds =
+        ymap_get(ymap_get(root, "status"), "conditions");
+
+    if (conds == NULL || conds->type != YNODE_SEQ)
+        return;
+    for (size_t i = 0; i < conds->n; i++) {
+        const struct ynode *c = conds->items[i];
+        const char *type = scalar_of(ymap_get(c, "type"));
+        const char *status = scalar_of(ymap_get(c, "status"));
+        const char *reason = scalar_of(ymap_get(c, "reason"));
+        const char *message = scalar_of(ymap_get(c, "message"));
+        int is_false = status != NULL && strcmp(status, "False") == 0;
+        int report = 0;
+
+        if (type == NULL)
+            continue;
+        if (kind == RES_AUTHORIZATION_POLICY)
+            report = (is_false && (strcmp(type, "ZtunnelAccepted") == 0 ||
+                                   strcmp(type, "WaypointAccepted") == 0)) ||
+                     (strcmp(type, "WaypointAccepted") == 0 && reason &&
+                      strcmp(reason, "PartiallyInvalid") == 0);
+        else if (kind == RES_SERVICE_ENTRY || kind == RES_WORKLOAD_ENTRY)
+            report = is_false && strcmp(type, "istio.io/WaypointBound") == 0;
+        if (report)
+            res_msgs_add(&ld->set->msgs, "IST0171", RES_WARNING, ld->file,
+                         c->line, c->col, resource, "status.conditions",
+                         "A condition with a negative status is present: "
+                         "type=%s, reason=%s, message=%s.",
+                         type, reason ? reason : "", message ? message : "");
+    }
+}
+
 /* load_doc() checks and decodes one document. */
 static void load_doc(struct loader *ld, const struct ynode *root)
 {
@@ -859,6 +901,7 @@ static void load_doc(struct loader *ld, const struct ynode *root)
         nerr += ck.nerr;
     }
     if (nerr == 0) {
+        negative_conditions(ld, k, root, resource);
         if (add_resource(ld, r, resource) == 0)
             r = NULL;
     }

@@ -15,6 +15,10 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <openssl/ec.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <sys/stat.h>
 
 #include "config/analyze.h"
 #include "config/resource.h"
@@ -839,7 +843,8 @@ static void test_ist0127_node_policies(void **state)
     size_t n;
     struct conf_strpair pairs[] = {{"app", "edge"}, {"istio", "ingress"}};
     struct conf_strmap labels = {pairs, 2};
-    struct analysis_node node = {"n1", "default", &labels, "istio-system"};
+    struct analysis_node node = {"n1", "default", &labels, "istio-system",
+                                 NULL};
     static const char set[] =
         "---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\n"
         "metadata: {name: other, namespace: default}\n"
@@ -959,7 +964,8 @@ static void test_ist0149_jwt_claim_route(void **state)
     size_t n;
     struct conf_strpair pairs[] = {{"istio", "ingressgateway"}};
     struct conf_strmap labels = {pairs, 1};
-    struct analysis_node node = {"node-1", "default", &labels, "istio-system"};
+    struct analysis_node node = {"node-1", "default", &labels, "istio-system",
+                                 NULL};
 #define CLAIM_VS                                                               \
     GATEWAY HDR(                                                               \
         "VirtualService",                                                      \
@@ -1125,6 +1131,117 @@ static void test_ist0132_per_gateway(void **state)
                            "Gateway default/gw.");
 }
 
+/* Writes DIR/NAME/tls.crt and tls.key: a self-signed EC certificate
+ * valid from now+from_s to now+to_s, with its key, or another key when
+ * mismatch is set. */
+static void write_credential(const char *dir, const char *name, long from_s,
+                             long to_s, int mismatch)
+{
+    char path[512];
+    EVP_PKEY *k = EVP_PKEY_new(), *other = EVP_PKEY_new();
+    EC_KEY *ec = EC_KEY_new_by_curve_name(NID_X9_62_prime256v1);
+    EC_KEY *ec2 = EC_KEY_new_by_curve_name(NID_X9_62_prime256v1);
+    X509 *x = X509_new();
+    X509_NAME *nm = X509_NAME_new();
+    FILE *f;
+
+    assert_true(EC_KEY_generate_key(ec) && EC_KEY_generate_key(ec2));
+    EVP_PKEY_assign_EC_KEY(k, ec);
+    EVP_PKEY_assign_EC_KEY(other, ec2);
+    X509_set_version(x, 2);
+    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+    X509_NAME_add_entry_by_txt(nm, "CN", MBSTRING_ASC,
+                               (const unsigned char *)name, -1, -1, 0);
+    X509_set_subject_name(x, nm);
+    X509_set_issuer_name(x, nm);
+    X509_NAME_free(nm);
+    X509_gmtime_adj(X509_getm_notBefore(x), from_s);
+    X509_gmtime_adj(X509_getm_notAfter(x), to_s);
+    X509_set_pubkey(x, k);
+    assert_true(X509_sign(x, k, EVP_sha256()) > 0);
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(path, sizeof(path), "%s/%s/tls.crt", dir, name);
+    assert_non_null(f = fopen(path, "w"));
+    assert_true(PEM_write_X509(f, x));
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/%s/tls.key", dir, name);
+    assert_non_null(f = fopen(path, "w"));
+    assert_true(PEM_write_PrivateKey(f, mismatch ? other : k, NULL, NULL, 0,
+                                     NULL, NULL));
+    fclose(f);
+    X509_free(x);
+    EVP_PKEY_free(k);
+    EVP_PKEY_free(other);
+}
+
+static void test_ist0161_invalid_credential(void **state)
+{
+    char dir[] = "/tmp/strait-creds-XXXXXX", m[1024], cmd[600];
+    size_t n;
+    struct conf_strmap labels = {NULL, 0};
+    struct analysis_node node = {"n1", "istio-system", &labels, "istio-system",
+                                 dir};
+#define CRED_GW(cred)                                                          \
+    HDR("Gateway", "gw")                                                       \
+    "spec: {servers: [{port: {number: 443, name: https, protocol: HTTPS}, "    \
+    "hosts: ['*'], tls: {mode: SIMPLE, credentialName: " cred "}}]}\n"
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    write_credential(dir, "good", -3600, 3600, 0);
+    write_credential(dir, "expired", -7200, -3600, 0);
+    write_credential(dir, "mismatched", -3600, 3600, 1);
+    msg_of(CRED_GW("good"), "IST0161", &node, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+    msg_of(CRED_GW("good"), "IST0101", &node, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+    msg_of(CRED_GW("expired"), "IST0161", &node, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(m, "The credential referenced by the Gateway gw in "
+                           "namespace istio-system is invalid, which can "
+                           "cause the traffic not to work as expected.");
+    msg_of(CRED_GW("mismatched"), "IST0161", &node, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    msg_of(CRED_GW("absent"), "IST0101", &node, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(m, "Referenced credentialName not found: \"absent\"");
+    /* Without the node's credentials directory, nothing is checked. */
+    msg_of(CRED_GW("absent"), "IST0101", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+#undef CRED_GW
+}
+
+static void test_ist0171_negative_condition(void **state)
+{
+    char m[1024];
+    size_t n;
+    static const char bad[] =
+        "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\n"
+        "metadata: {name: p, namespace: istio-system}\n"
+        "spec: {action: DENY, rules: [{}]}\n"
+        "status:\n  conditions:\n  - type: WaypointAccepted\n"
+        "    status: \"False\"\n    reason: Invalid\n"
+        "    message: not bound\n";
+    static const char good[] =
+        "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\n"
+        "metadata: {name: p, namespace: istio-system}\n"
+        "spec: {action: DENY, rules: [{}]}\n"
+        "status:\n  conditions:\n  - type: WaypointAccepted\n"
+        "    status: \"True\"\n    reason: Accepted\n";
+
+    (void)state;
+    msg_of(bad, "IST0171", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(m, "A condition with a negative status is present: "
+                           "type=WaypointAccepted, reason=Invalid, "
+                           "message=not bound.");
+    msg_of(good, "IST0171", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1157,6 +1274,8 @@ int main(void)
         cmocka_unit_test(test_ist0002_deprecated),
         cmocka_unit_test(test_ist0130_0131_l4_and_prefix),
         cmocka_unit_test(test_ist0132_per_gateway),
+        cmocka_unit_test(test_ist0161_invalid_credential),
+        cmocka_unit_test(test_ist0171_negative_condition),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
