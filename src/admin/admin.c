@@ -17,6 +17,7 @@
 #include "admin/admin.h"
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/err.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "event/timer.h"
@@ -906,7 +907,7 @@ struct admin *admin_new(struct event_base *base, const struct addr *addr,
     a->ops = *ops;
     a->http = evhttp_new(base);
     if (a->http == NULL) {
-        *err = strdup("admin: cannot create the HTTP server");
+        err_set(err, "admin: cannot create the HTTP server");
         goto fail;
     }
     evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
@@ -923,7 +924,7 @@ struct admin *admin_new(struct event_base *base, const struct addr *addr,
         a->bound = *addr;
     bound = evhttp_accept_socket_with_handle(a->http, a->fd);
     if (bound == NULL) {
-        *err = strdup("admin: cannot accept on the admin socket");
+        err_set(err, "admin: cannot accept on the admin socket");
         goto fail;
     }
     evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(bound),

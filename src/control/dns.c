@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "control/dns.h"
+#include "core/err.h"
 #include "core/list.h"
 #include "core/log.h"
 #include "event/timer.h"
@@ -204,7 +205,7 @@ struct dns_cache *dns_cache_new(struct event_base *base,
         if (evdns_base_nameserver_sockaddr_add(
                 c->dns, (const struct sockaddr *)&conf->nameservers[i].ss,
                 conf->nameservers[i].len, 0) != 0) {
-            *err = strdup("dns: cannot add a nameserver");
+            err_set(err, "dns: cannot add a nameserver");
             dns_cache_free(c);
             return NULL;
         }
@@ -215,7 +216,7 @@ struct dns_cache *dns_cache_new(struct event_base *base,
     evdns_base_set_option(c->dns, "attempts:", "2");
     return c;
 oom:
-    *err = strdup("dns: out of memory");
+    err_set(err, "dns: out of memory");
     dns_cache_free(c);
     return NULL;
 }

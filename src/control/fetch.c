@@ -309,7 +309,7 @@ struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
 
     *err = NULL;
     if (f == NULL) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         return NULL;
     }
     f->cb = cb;
@@ -326,7 +326,7 @@ struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
     f->name = strdup(conf->name ? conf->name : conf->host);
     timer_init(&f->deadline, base, on_deadline, f);
     if (f->host == NULL || f->name == NULL) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         goto fail;
     }
     if (resolve(f->host, f->port, &a) < 0) {
@@ -340,7 +340,7 @@ struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
     buf_printf(&f->out, "Connection: close\r\n\r\n");
     if (conf->body != NULL &&
         buf_append(&f->out, conf->body, conf->body_n) < 0) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         goto fail;
     }
     fd = sock_connect(&a, &in_progress);
@@ -350,7 +350,7 @@ struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
     }
     conn_init(&f->conn, base, fd, on_io, f);
     if (f->tls && tls_setup(f, conf->ctx, conf->verify_name) < 0) {
-        *err = strdup("cannot set up TLS");
+        err_set(err, "cannot set up TLS");
         goto fail;
     }
     timer_arm(&f->deadline, (uint64_t)to);

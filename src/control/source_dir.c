@@ -8,6 +8,7 @@
 #include "config/resource.h"
 #include "control/dirwatch.h"
 #include "core/buf.h"
+#include "core/err.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "control/source_dir.h"
@@ -87,7 +88,7 @@ static struct resource_set *load(const char *dir, int outbound_mode, char **err)
     set = resource_load(dir, &errs, &nerr);
     buf_dispose(&errs);
     if (set == NULL) {
-        *err = strdup("out of memory loading resources");
+        err_set(err, "out of memory loading resources");
         return NULL;
     }
     if (check(set, outbound_mode, err) < 0) {
@@ -158,7 +159,7 @@ struct source *source_new(struct event_base *base, const char *dir,
     *err = NULL;
     if (src == NULL || (src->dir = strdup(dir)) == NULL) {
         free(src);
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         return NULL;
     }
     src->outbound_mode = outbound_mode;

@@ -393,7 +393,7 @@ SSL_CTX *tls_client_ctx_build(const struct tls_client_conf *c, char **err)
 
     *err = NULL;
     if (ctx == NULL) {
-        *err = strdup("cannot create a TLS client context");
+        err_set(err, "cannot create a TLS client context");
         return NULL;
     }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
@@ -459,7 +459,7 @@ SSL_CTX *tls_client_ctx_build(const struct tls_client_conf *c, char **err)
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, verify_sans);
     return ctx;
 oom:
-    *err = strdup("TLS client context: out of memory");
+    err_set(err, "TLS client context: out of memory");
 fail:
     client_check_free(NULL, cc, NULL, 0, 0, NULL);
     SSL_CTX_free(ctx);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/err.h"
 #include "tls/tls.h"
 
 static void free_strs(const char *const *v, size_t n)
@@ -124,7 +125,7 @@ struct tls_holder *tls_holder_new(const struct tls_server_conf *conf,
 
     *err = NULL;
     if (h == NULL) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         return NULL;
     }
     h->refs = 1;
@@ -133,7 +134,7 @@ struct tls_holder *tls_holder_new(const struct tls_server_conf *conf,
     h->st = calloc(FILES_PER_CERT * (conf->ncerts ? conf->ncerts : 1),
                    sizeof(*h->st));
     if (h->desc == NULL || h->st == NULL || conf_copy(&h->conf, conf) < 0) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         tls_holder_unref(h);
         return NULL;
     }

@@ -588,13 +588,13 @@ static int load_verify(struct tls_cert *c, const struct tls_server_cert *sc,
     c->spki = calloc(sc->nspki + 1, sizeof(*c->spki));
     c->hashes = calloc(sc->nhashes + 1, sizeof(*c->hashes));
     if (c->sans == NULL || c->spki == NULL || c->hashes == NULL) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         return -1;
     }
     for (size_t i = 0; i < sc->nsans; i++) {
         c->sans[i] = strdup(sc->sans[i]);
         if (c->sans[i] == NULL) {
-            *err = strdup("out of memory");
+            err_set(err, "out of memory");
             return -1;
         }
         c->nsans++;
@@ -686,14 +686,14 @@ struct tls_server *tls_server_new(const struct tls_server_conf *conf,
     *err = NULL;
     pthread_once(&ex_once, ex_init);
     if (conf->ncerts == 0) {
-        *err = strdup("TLS needs at least one certificate");
+        err_set(err, "TLS needs at least one certificate");
         return NULL;
     }
     ts = calloc(1, sizeof(*ts));
     if (ts == NULL ||
         (ts->certs = calloc(conf->ncerts, sizeof(*ts->certs))) == NULL) {
         free(ts);
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         return NULL;
     }
     for (size_t i = 0; i < nalpn; i++) {

@@ -322,7 +322,7 @@ struct ca *ca_open(const struct ca_conf *conf, int create, char **err)
 
     *err = NULL;
     if (ca == NULL) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         return NULL;
     }
     ca->dir = strdup(conf->dir);
@@ -331,7 +331,7 @@ struct ca *ca_open(const struct ca_conf *conf, int create, char **err)
     ca->default_ttl_s = conf->default_ttl_s;
     ca->max_ttl_s = conf->max_ttl_s;
     if (ca->dir == NULL || ca->trust_domain == NULL) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         goto fail;
     }
     /* A root creation interrupted by a crash is finished or undone. A
@@ -384,7 +384,7 @@ X509 *ca_issue(const struct ca *ca, EVP_PKEY *pub, const char *spiffe_id,
     if ((int64_t)now + ttl_s > ca_end)
         ttl_s = ca_end - (int64_t)now;
     if (ttl_s <= 0) {
-        *err = strdup("the CA certificate has expired");
+        err_set(err, "the CA certificate has expired");
         goto fail;
     }
     /* No subject, like Istio's workload certificates: the identity is the

@@ -264,7 +264,7 @@ struct ca_client_req *ca_client_request(struct event_base *base,
 
     *err = NULL;
     if (r == NULL) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         return NULL;
     }
     r->cb = cb;
@@ -281,7 +281,7 @@ struct ca_client_req *ca_client_request(struct event_base *base,
     }
     if (csr_new(r->key, &csr) < 0 ||
         ca_api_request_write(&body, buf_cstr(&csr), conf->validity_s) < 0) {
-        *err = strdup("cannot build the certificate request");
+        err_set(err, "cannot build the certificate request");
         goto fail;
     }
     if (conf->token != NULL && conf->token[0] != '\0')
@@ -290,7 +290,7 @@ struct ca_client_req *ca_client_request(struct event_base *base,
     r->ctx = SSL_CTX_new(TLS_method());
     if (r->ctx == NULL ||
         (conf->cred != NULL && ca_cred_use(conf->cred, r->ctx) < 0)) {
-        *err = strdup("cannot set up TLS");
+        err_set(err, "cannot set up TLS");
         goto fail;
     }
     SSL_CTX_set_min_proto_version(r->ctx, TLS1_2_VERSION);
@@ -364,7 +364,7 @@ struct ca_cred *ca_client_fetch(const struct ca_client_conf *conf, char **err)
 
     *err = NULL;
     if (f.base == NULL) {
-        *err = strdup("cannot create an event loop");
+        err_set(err, "cannot create an event loop");
         return NULL;
     }
     if (ca_client_request(f.base, conf, blocking_done, &f, err) != NULL)

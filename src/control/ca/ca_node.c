@@ -254,7 +254,7 @@ static struct ca_cred *issue_local(struct ca_node *n, const char *id,
     X509 *leaf;
 
     if (key == NULL) {
-        *err = strdup("cannot make a key");
+        err_set(err, "cannot make a key");
         return NULL;
     }
     leaf = ca_issue(n->ca, key, id, n->cert_ttl_s, err);
@@ -363,7 +363,7 @@ static int start_ca(struct ca_node *n, const struct ca_node_conf *conf,
         0)
         srv = NULL;
     if (self == NULL || srv == NULL) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         goto done;
     }
     n->ca = ca_open(&cc, 1, err);
@@ -375,13 +375,12 @@ static int start_ca(struct ca_node *n, const struct ca_node_conf *conf,
              ca_layout_dir(&cc));
     if (slot_init(n, &n->self, self, 1) < 0 ||
         slot_init(n, &n->server, srv, 0) < 0) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         goto done;
     }
     cred = issue_local(n, self, err);
     if (cred == NULL || take(&n->self, cred, "issued") < 0) {
-        if (*err == NULL)
-            *err = strdup("cannot store this node's certificate");
+        err_set(err, "cannot store this node's certificate");
         goto done;
     }
     cred = issue_local(n, srv, err);
@@ -415,7 +414,7 @@ static EVP_PKEY *join_key(struct ca_node *n, char **err)
 
     if (asprintf(&n->join_key_path, "%s/join-key.pem", n->identity_dir) < 0) {
         n->join_key_path = NULL;
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         return NULL;
     }
     data = pki_read_file(n->join_key_path, &len, &rerr);
@@ -433,15 +432,14 @@ static EVP_PKEY *join_key(struct ca_node *n, char **err)
     }
     key = pki_key_new(n->key_type);
     if (key == NULL) {
-        *err = strdup("cannot make a key");
+        err_set(err, "cannot make a key");
         return NULL;
     }
     buf_init(&b, PKI_MAX_FILE);
     if (pki_key_pem(key, &b) < 0 ||
         pki_write_private(n->join_key_path, buf_ptr(&b), buf_len(&b), err) <
             0) {
-        if (*err == NULL)
-            *err = strdup("out of memory");
+        err_set(err, "out of memory");
         EVP_PKEY_free(key);
         key = NULL;
     }
@@ -459,7 +457,7 @@ static int start_join(struct ca_node *n, const struct ca_node_conf *conf,
     int64_t now = (int64_t)time(NULL);
 
     if (slot_init(n, &n->self, NULL, 1) < 0) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         return -1;
     }
     cred = ca_cred_load(n->identity_dir, &why);
@@ -547,7 +545,7 @@ struct ca_node *ca_node_new(struct event_base *base, struct reaper *reaper,
 
     *err = NULL;
     if (n == NULL) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         return NULL;
     }
     n->base = base;
@@ -558,12 +556,12 @@ struct ca_node *ca_node_new(struct event_base *base, struct reaper *reaper,
     if (asprintf(&n->identity_dir, "%s/identity", conf->dir) < 0)
         n->identity_dir = NULL;
     if (n->identity_dir == NULL || n->join_url == NULL) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         goto fail;
     }
     if (!pki_name_ok(conf->ns) || !pki_name_ok(conf->sa)) {
-        *err = strdup("node.namespace and node.serviceAccount must be "
-                      "DNS-style names (a-z 0-9 - .) for a SPIFFE ID");
+        err_set(err, "node.namespace and node.serviceAccount must be "
+                     "DNS-style names (a-z 0-9 - .) for a SPIFFE ID");
         goto fail;
     }
     if (conf->enabled ? start_ca(n, conf, err) < 0

@@ -27,6 +27,7 @@
 #include "control/ca/token.h"
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/err.h"
 #include "core/log.h"
 #include "event/reap.h"
 #include "event/timer.h"
@@ -675,7 +676,7 @@ struct ca_server *ca_server_new(struct event_base *base, struct reaper *reaper,
 
     *err = NULL;
     if (s == NULL) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         return NULL;
     }
     s->base = base;
@@ -685,7 +686,7 @@ struct ca_server *ca_server_new(struct event_base *base, struct reaper *reaper,
     s->fd = -1;
     refresh_ctx(s);
     if (s->ctx == NULL) {
-        *err = strdup("CA server: no usable server certificate");
+        err_set(err, "CA server: no usable server certificate");
         goto fail;
     }
     s->fd = sock_listen(a, 128, 0, err);
@@ -696,7 +697,7 @@ struct ca_server *ca_server_new(struct event_base *base, struct reaper *reaper,
     timer_init(&s->accept_resume, base, on_accept_resume, s);
     s->accept_ev = event_new(base, s->fd, EV_READ | EV_PERSIST, on_accept, s);
     if (s->accept_ev == NULL || event_add(s->accept_ev, NULL) < 0) {
-        *err = strdup("CA server: cannot watch the listening socket");
+        err_set(err, "CA server: cannot watch the listening socket");
         goto fail;
     }
     return s;

@@ -28,7 +28,7 @@ struct ca_cred *ca_cred_new(X509 *leaf, STACK_OF(X509) * chain, EVP_PKEY *key,
 
     *err = NULL;
     if (c == NULL) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         goto fail;
     }
     c->refs = 1;
@@ -39,17 +39,17 @@ struct ca_cred *ca_cred_new(X509 *leaf, STACK_OF(X509) * chain, EVP_PKEY *key,
     chain = NULL;
     key = NULL;
     if (c->leaf == NULL || c->key == NULL || c->chain == NULL) {
-        *err = strdup("incomplete credential");
+        err_set(err, "incomplete credential");
         goto fail;
     }
     if (!X509_check_private_key(c->leaf, c->key)) {
         ERR_clear_error();
-        *err = strdup("the private key does not match the certificate");
+        err_set(err, "the private key does not match the certificate");
         goto fail;
     }
     c->spiffe_id = pki_spiffe_id(c->leaf);
     if (c->spiffe_id == NULL) {
-        *err = strdup("the certificate has no spiffe:// URI SAN");
+        err_set(err, "the certificate has no spiffe:// URI SAN");
         goto fail;
     }
     c->not_before = pki_time(X509_get0_notBefore(c->leaf));
@@ -138,7 +138,7 @@ int ca_cred_store(const struct ca_cred *c, const char *dir, char **err)
     rc = 0;
     goto done;
 oom:
-    *err = strdup("out of memory");
+    err_set(err, "out of memory");
 done:
     if (buf_len(&key) > 0)
         OPENSSL_cleanse((void *)buf_ptr(&key), buf_len(&key));
@@ -157,7 +157,7 @@ struct ca_cred *ca_cred_load(const char *dir, char **err)
     *err = NULL;
     if (asprintf(&kp, "%s/key.pem", dir) < 0 ||
         asprintf(&cp, "%s/cert-chain.pem", dir) < 0) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         goto done;
     }
     /* An interrupted store is finished or undone before anything is read. */

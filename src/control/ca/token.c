@@ -105,13 +105,13 @@ int token_create(const char *dir, const uint8_t pin[32], const char *ns,
 
     *err = NULL;
     if (!pki_name_ok(ns) || !pki_name_ok(sa)) {
-        *err = strdup("namespace and service account must be 1-253 "
-                      "characters of a-z 0-9 - . (starting and ending "
-                      "with a letter or digit)");
+        err_set(err, "namespace and service account must be 1-253 "
+                     "characters of a-z 0-9 - . (starting and ending "
+                     "with a letter or digit)");
         return -1;
     }
     if (ttl_s <= 0) {
-        *err = strdup("the token's time to live must be positive");
+        err_set(err, "the token's time to live must be positive");
         return -1;
     }
     if (mkdirs(dir, err) < 0)
@@ -125,7 +125,7 @@ int token_create(const char *dir, const uint8_t pin[32], const char *ns,
                               "expires %lld\n",
                  ns, sa, (long long)(now + ttl_s));
     if (n < 0 || asprintf(&path, "%s/tokens/%s", dir, id) < 0) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         goto done;
     }
     if (pki_write_private(path, rec, (size_t)n, err) < 0)
@@ -244,14 +244,14 @@ int token_redeem(const char *dir, const uint8_t pin[32], const struct token *t,
     *err = NULL;
     *ns = *sa = NULL;
     if (CRYPTO_memcmp(pin, t->pin, 32) != 0) {
-        *err = strdup("join token was created for a different CA (its "
-                      "root pin does not match)");
+        err_set(err, "join token was created for a different CA (its "
+                     "root pin does not match)");
         return -1;
     }
     token_id(t, id);
     if (asprintf(&path, "%s/tokens/%s", dir, id) < 0 ||
         asprintf(&spent, "%s/tokens/spent/%s", dir, id) < 0) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         goto done;
     }
     data = pki_read_file(path, &n, &rerr);
@@ -259,11 +259,11 @@ int token_redeem(const char *dir, const uint8_t pin[32], const struct token *t,
         struct stat st;
         if (errno == ENOENT || access(path, F_OK) < 0) {
             if (stat(spent, &st) != 0) {
-                *err = strdup("unknown join token");
+                err_set(err, "unknown join token");
                 goto done;
             }
             if (!spent_by(spent, key)) {
-                *err = strdup("join token already used");
+                err_set(err, "join token already used");
                 goto done;
             }
             /* Spent for this very key: the same host asks again. */
@@ -273,12 +273,12 @@ int token_redeem(const char *dir, const uint8_t pin[32], const struct token *t,
             again = 1;
         }
         if (data == NULL) {
-            *err = strdup("join token record unreadable");
+            err_set(err, "join token record unreadable");
             goto done;
         }
     }
     if (token_record_parse(data, n, ns, sa, &expires, &why) < 0) {
-        *err = strdup(why);
+        err_set(err, "%s", why);
         goto done;
     }
     if (now >= expires) {
@@ -291,8 +291,9 @@ int token_redeem(const char *dir, const uint8_t pin[32], const struct token *t,
         /* The rename is the spend: of two redeemers racing, exactly one
          * succeeds. */
         if (rename(path, spent) < 0) {
-            *err = strdup(errno == ENOENT ? "join token already used"
-                                          : "cannot mark the join token used");
+            err_set(err, "%s",
+                    errno == ENOENT ? "join token already used"
+                                    : "cannot mark the join token used");
             goto done;
         }
         if (key != NULL) {
