@@ -663,9 +663,13 @@ static void process_turn(struct h1_server *hs)
     if (hs->eof) {
         if (hs->s == NULL && buf_len(&hs->out) == 0)
             goto done;
-        /* The client left before any answer: the exchange is abandoned
-         * (nginx's 499), not kept waiting on the upstream. */
-        if (hs->s != NULL && hs->rs == RS_WAIT && hs->rq != RQ_TUNNEL) {
+        /* The client left before its answer was complete: before any
+         * answer (nginx's 499) or while one streams (an SSE or long-poll
+         * response the upstream holds open). The exchange ends as a
+         * downstream reset, as Envoy treats a FIN without half-close
+         * support, instead of waiting on the upstream for good. Only a
+         * tunnel (after a 101) passes the half-close on. */
+        if (hs->s != NULL && hs->rs != RS_DONE && hs->rq != RQ_TUNNEL) {
             hs->s->flags |= HFLAG_DC;
             goto done;
         }

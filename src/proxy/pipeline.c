@@ -643,20 +643,18 @@ static void on_down_done(void *ctx, struct hstream *s)
     if (ps == NULL)
         return;
     ps->down_done = 1;
-    if (ps->waiting) {
-        /* Gone while waiting for a connection: nothing was sent. */
-        s->flags |= HFLAG_DC;
+    if (!ps->up_done) {
+        /* The client went away (or the whole response is out) while the
+         * upstream side still runs: an exchange in flight, a wait for a
+         * connection, a retry's backoff or a fault delay. Its connection
+         * cannot be reused, and the upstream side ends here, so that its
+         * balancer slot and timers go with it and the request is logged
+         * now, not when (or if) the upstream finishes. */
+        if (!s->resp_started || !hpipe_drained(&s->resp_body))
+            s->flags |= HFLAG_DC;
+        pstream_release_upstream(ps, 0);
         pstream_up_finished(ps);
         return;
-    }
-    if (ps->uc != NULL || ps->h2s != NULL) {
-        /* The client went away (or the response is out) while the upstream
-         * exchange still runs: that connection cannot be reused. */
-        if (!ps->up_done)
-            s->flags |=
-                s->resp_started && hpipe_drained(&s->resp_body) ? 0 : HFLAG_DC;
-        pstream_release_upstream(ps, 0);
-        ps->up_done = 1;
     }
     pstream_maybe_end(ps);
 }
