@@ -25,6 +25,9 @@ step "source checks: clang-format, layer order"
 bash scripts/check-format
 python3 scripts/check-layers
 
+step "systemd unit: systemd-analyze verify, security exposure <= 2.0"
+bash scripts/check-systemd build/strait
+
 step "unit and integration tests"
 check build
 

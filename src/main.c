@@ -30,6 +30,7 @@
 #include "control/ca/ca_node.h"
 #include "core/log.h"
 #include "control/loop.h"
+#include "control/reload_cli.h"
 #include "event/reap.h"
 
 #define DEFAULT_CONFIG "/etc/strait/strait.yaml"
@@ -48,18 +49,21 @@ static int main_signals_seen;
 
 static void usage_main(FILE *f)
 {
-    fprintf(f, "usage: strait <command> [options]\n"
-               "\n"
-               "commands:\n"
-               "  run        run the gateway in the foreground\n"
-               "  check      validate a configuration and exit\n"
-               "  version    print strait's version and its libraries'\n"
-               "  reference  list every bootstrap key with type and default\n"
-               "  ca         the embedded CA: init, show, token create, issue\n"
-               "\n"
-               "'strait <command> --help' describes a command.\n"
-               "exit codes: 0 ok, 1 invalid configuration, 2 usage error,\n"
-               "            3 could not start (e.g. address in use)\n");
+    fprintf(f,
+            "usage: strait <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  run        run the gateway in the foreground\n"
+            "  check      validate a configuration and exit\n"
+            "  reload     make the running strait re-read its configuration\n"
+            "             and wait for the outcome\n"
+            "  version    print strait's version and its libraries'\n"
+            "  reference  list every bootstrap key with type and default\n"
+            "  ca         the embedded CA: init, show, token create, issue\n"
+            "\n"
+            "'strait <command> --help' describes a command.\n"
+            "exit codes: 0 ok, 1 invalid configuration, 2 usage error,\n"
+            "            3 could not start (e.g. address in use)\n");
 }
 
 static void usage_run(FILE *f)
@@ -450,6 +454,8 @@ int main(int argc, char **argv)
         return cmd_version(argc - 1, argv + 1);
     if (strcmp(cmd, "reference") == 0)
         return cmd_reference(argc - 1, argv + 1);
+    if (strcmp(cmd, "reload") == 0)
+        return reload_cli_main(argc - 1, argv + 1, DEFAULT_CONFIG);
     if (strcmp(cmd, "ca") == 0)
         return ca_cli_main(argc - 1, argv + 1, DEFAULT_CONFIG);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 ||

@@ -744,6 +744,43 @@ static int method_is(struct evhttp_request *req, enum evhttp_cmd_type want,
     return 0;
 }
 
+/*
+ * POST /reload runs the reload on this (the main) thread before it
+ * answers, so the answer's first line says what happened: "reloaded",
+ * "reload failed: REASON" (200 both: the request was carried out; `strait
+ * reload` and ExecReload read the line), "reload queued" (it runs once
+ * the workers have switched to the last configuration; its outcome shows
+ * in server.reloads_ok / reloads_failed), or 503 "draining".
+ */
+static void reload_reply(struct admin *a, struct evhttp_request *req,
+                         struct buf *body)
+{
+    enum admin_reload r =
+        a->ops.reload != NULL ? a->ops.reload(a->ops.arg) : ADMIN_RELOADED;
+    struct admin_status st;
+
+    switch (r) {
+    case ADMIN_RELOADED:
+        buf_puts(body, "reloaded\n");
+        break;
+    case ADMIN_RELOAD_FAILED:
+        a->ops.status(a->ops.arg, &st);
+        buf_printf(body, "reload failed: %s\n",
+                   st.last_reload_error ? st.last_reload_error
+                                        : "unknown error");
+        break;
+    case ADMIN_RELOAD_QUEUED:
+        buf_puts(body, "reload queued: it runs once the workers have "
+                       "switched to the last configuration\n");
+        break;
+    case ADMIN_RELOAD_DRAINING:
+        buf_puts(body, "draining: reload ignored\n");
+        reply(req, 503, "Service Unavailable", "text/plain", body);
+        return;
+    }
+    reply(req, 200, "OK", "text/plain; charset=utf-8", body);
+}
+
 static void handle(struct evhttp_request *req, void *arg)
 {
     struct admin *a = arg;
@@ -837,10 +874,7 @@ static void handle(struct evhttp_request *req, void *arg)
         if (!method_is(req, EVHTTP_REQ_POST, &body))
             goto done;
         log_info("admin: /reload");
-        if (a->ops.reload != NULL)
-            a->ops.reload(a->ops.arg);
-        buf_puts(&body, "OK\n");
-        reply(req, 200, "OK", "text/plain", &body);
+        reload_reply(a, req, &body);
     } else if (strcmp(path, "/") == 0) {
         buf_puts(&body,
                  "strait admin\n"

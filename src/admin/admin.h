@@ -45,6 +45,14 @@ struct admin_status {
     uint64_t jwks_uris;
 };
 
+/* What a POST /reload did; the body of the answer says it. */
+enum admin_reload {
+    ADMIN_RELOADED,        /* in effect */
+    ADMIN_RELOAD_FAILED,   /* refused: last_reload_error says why */
+    ADMIN_RELOAD_QUEUED,   /* runs once the workers have switched */
+    ADMIN_RELOAD_DRAINING, /* ignored while draining */
+};
+
 struct admin_ops {
     void *arg;
     void (*status)(void *arg, struct admin_status *out);
@@ -55,8 +63,9 @@ struct admin_ops {
     size_t (*clusters)(void *arg, struct cluster *const **out);
     void (*config_json)(void *arg, struct buf *b);
     void (*quit)(void *arg);
-    /* POST /reload: re-read the bootstrap and the resources (SIGHUP). */
-    void (*reload)(void *arg);
+    /* POST /reload: re-read the bootstrap and the resources (SIGHUP), on
+     * the main thread, before the answer is written. */
+    enum admin_reload (*reload)(void *arg);
 };
 
 struct admin;

@@ -1,11 +1,13 @@
 #include "config.h"
 
+#include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
 #include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "admin/admin.h"
 #include "compile/compile.h"
@@ -17,6 +19,7 @@
 #include "control/dns.h"
 #include "control/jwks.h"
 #include "control/loop.h"
+#include "control/notify.h"
 #include "control/source_dir.h"
 #include "core/buf.h"
 #include "core/clock.h"
@@ -75,6 +78,13 @@ struct loop {
     struct compile_dns dns_fn;
     struct compile_identity identity_fn;
     struct compile_jwks jwks_fn;
+    /* The service manager (systemd Type=notify): see "Service manager
+     * notifications" below. */
+    struct notify notify;
+    int ready_sent;
+    uint64_t watchdog_usec; /* 0: no watchdog */
+    struct timer watchdog_timer;
+    int watchdog_due; /* WORKER_ALIVE answers still due this round */
 };
 
 static size_t dns_lookup(void *arg, const char *name,
@@ -217,6 +227,132 @@ oom:
     log_error("publish: cannot reach every worker (out of memory)");
 }
 
+/*
+ * Service manager notifications (sd_notify(3), systemd's Type=notify).
+ * READY=1 once the first snapshot is in effect on every worker;
+ * RELOADING=1 with MONOTONIC_USEC= when a bootstrap reload starts and
+ * READY=1 with a STATUS= line when it ends, failed or not (systemd has no
+ * "reload failed" message; systemd 252 ignores MONOTONIC_USEC, newer ones
+ * pair the two with it); STOPPING=1 on drain; WATCHDOG=1 at half of
+ * $WATCHDOG_USEC, only after every worker has answered a ping from its
+ * own loop, so a stuck worker makes systemd restart strait.
+ */
+static void sd_start(struct loop *s)
+{
+    const char *why = NULL;
+
+    if (notify_init(&s->notify, getenv("NOTIFY_SOCKET"), &why) < 0)
+        log_warn("%s", why);
+    if (!notify_enabled(&s->notify))
+        return;
+    s->watchdog_usec = notify_watchdog_usec(getenv("WATCHDOG_USEC"),
+                                            getenv("WATCHDOG_PID"), getpid());
+}
+
+static void sd_send(struct loop *s, const char *msg)
+{
+    if (notify_send(&s->notify, msg) < 0)
+        LOG_LIMITED(10000, LOG_WARN, "cannot notify the service manager: %s",
+                    strerror(errno));
+}
+
+/* The length of msg's first line, at most 200 bytes: STATUS= is one. */
+static int first_line(const char *msg)
+{
+    size_t n = strcspn(msg, "\n");
+
+    return (int)(n > 200 ? 200 : n);
+}
+
+static void sd_status_ready(struct loop *s, const char *what)
+{
+    char msg[512];
+
+    snprintf(msg, sizeof(msg), "READY=1\nSTATUS=%s: %zu listener(s) in effect",
+             what, s->cur->n);
+    sd_send(s, msg);
+}
+
+/* Every worker runs cur: the first time, strait is ready. */
+static void sd_applied(struct loop *s)
+{
+    if (s->ready_sent || s->draining)
+        return;
+    s->ready_sent = 1;
+    sd_status_ready(s, "serving");
+}
+
+static void sd_reloading(struct loop *s)
+{
+    char msg[256];
+
+    snprintf(msg, sizeof(msg),
+             "RELOADING=1\nSTATUS=reloading %s\nMONOTONIC_USEC=%llu",
+             s->config_path, (unsigned long long)notify_monotonic_usec());
+    sd_send(s, msg);
+}
+
+/* A bootstrap reload ended; err is NULL when it took effect. */
+static void sd_reloaded(struct loop *s, const char *err)
+{
+    char msg[512];
+
+    if (err == NULL) {
+        sd_status_ready(s, "reloaded");
+        return;
+    }
+    snprintf(msg, sizeof(msg),
+             "READY=1\nSTATUS=reload failed, the running configuration "
+             "stays: %.*s",
+             first_line(err), err);
+    sd_send(s, msg);
+}
+
+static void sd_stopping(struct loop *s, const char *why)
+{
+    char msg[256];
+
+    snprintf(msg, sizeof(msg), "STOPPING=1\nSTATUS=draining (%s)", why);
+    sd_send(s, msg);
+}
+
+/* Each round pings every worker; the answers send WATCHDOG=1. A round
+ * still open at the next tick means a worker's loop is stuck: no
+ * keep-alive then, and systemd acts at WATCHDOG_USEC. */
+static void on_watchdog_timer(void *arg)
+{
+    struct loop *s = arg;
+
+    if (s->watchdog_due > 0) {
+        LOG_LIMITED(10000, LOG_ERROR,
+                    "watchdog: %d worker(s) did not answer within %llu ms; "
+                    "no keep-alive sent",
+                    s->watchdog_due,
+                    (unsigned long long)(s->watchdog_usec / 2000));
+    } else {
+        s->watchdog_due = s->nworkers;
+        for (int w = 0; w < s->nworkers; w++)
+            if (worker_ping(&s->workers[w]) < 0)
+                log_error("watchdog: cannot ping worker %d (out of memory)", w);
+    }
+    timer_arm(&s->watchdog_timer, s->watchdog_usec / 2000);
+}
+
+static void sd_worker_alive(struct loop *s)
+{
+    if (s->watchdog_due > 0 && --s->watchdog_due == 0)
+        sd_send(s, "WATCHDOG=1");
+}
+
+static void sd_watchdog_start(struct loop *s)
+{
+    if (s->watchdog_usec == 0)
+        return;
+    log_info("watchdog: keep-alive every %llu ms while the workers answer",
+             (unsigned long long)(s->watchdog_usec / 2000));
+    on_watchdog_timer(s);
+}
+
 static void drain_done(struct loop *s)
 {
     log_info("drained; exiting");
@@ -253,6 +389,7 @@ static void on_worker_event(void *arg, int worker, enum worker_event ev)
         if (--s->acks_pending > 0)
             return;
         release_old(s);
+        sd_applied(s);
         if (s->pending != 0 && !s->draining)
             run_pending(s);
         return;
@@ -269,6 +406,9 @@ static void on_worker_event(void *arg, int worker, enum worker_event ev)
     case WORKER_IDLE:
         if (++s->idle_workers == s->nworkers)
             drain_done(s);
+        return;
+    case WORKER_ALIVE:
+        sd_worker_alive(s);
         return;
     }
 }
@@ -289,6 +429,7 @@ void loop_drain(struct loop *s, const char *why)
         return;
     s->draining = 1;
     log_info("%s: draining (deadline %lld ms)", why, (long long)ms);
+    sd_stopping(s, why);
     timer_arm(&s->drain_timer, (uint64_t)ms);
     for (int w = 0; w < s->nworkers; w++)
         worker_drain(&s->workers[w]);
@@ -361,11 +502,13 @@ static int reload_failed(struct loop *s, const char *sep, const char *err)
               err ? err : "unknown error");
     s->reloads_failed++;
     set_error(&s->last_reload_error, err);
+    sd_reloaded(s, err != NULL ? err : "unknown error");
     return -1;
 }
 
-/* loop_reload_bootstrap_now() re-reads the bootstrap and rebuilds; 0, or
- * -1 when the file (or what it builds) is refused. */
+/* loop_reload_bootstrap_now() re-reads the bootstrap and rebuilds: a
+ * LOOP_RELOAD_* result (-1 when the file, or what it builds, is
+ * refused). */
 static int loop_reload_bootstrap_now(struct loop *s)
 {
     struct bootstrap *bs;
@@ -375,7 +518,8 @@ static int loop_reload_bootstrap_now(struct loop *s)
     int rc;
 
     if (must_wait(s, PENDING_BOOTSTRAP))
-        return 0;
+        return s->draining ? LOOP_RELOAD_DRAINING : LOOP_RELOAD_QUEUED;
+    sd_reloading(s);
     bs = bootstrap_load(s->config_path, &err);
     /* The resources are analysed under the new bootstrap's
      * outboundTrafficPolicy (the running one when the file is bad). */
@@ -433,12 +577,13 @@ static int loop_reload_bootstrap_now(struct loop *s)
     set_error(&s->last_reload_error, NULL);
     arm_cert_timer(s);
     log_info("reload: %zu listener(s) in effect", s->cur->n);
-    return 0;
+    sd_reloaded(s, NULL);
+    return LOOP_RELOADED;
 }
 
-void loop_reload_bootstrap(struct loop *s)
+int loop_reload_bootstrap(struct loop *s)
 {
-    loop_reload_bootstrap_now(s);
+    return loop_reload_bootstrap_now(s);
 }
 
 /* Admin callbacks. */
@@ -591,9 +736,18 @@ static void admin_config(void *arg, struct buf *b)
     }
 }
 
-static void admin_reload(void *arg)
+static enum admin_reload admin_reload(void *arg)
 {
-    loop_reload_bootstrap(arg);
+    switch (loop_reload_bootstrap(arg)) {
+    case LOOP_RELOADED:
+        return ADMIN_RELOADED;
+    case LOOP_RELOAD_QUEUED:
+        return ADMIN_RELOAD_QUEUED;
+    case LOOP_RELOAD_DRAINING:
+        return ADMIN_RELOAD_DRAINING;
+    default:
+        return ADMIN_RELOAD_FAILED;
+    }
 }
 
 /* A new resource snapshot: rebuild the listeners it shapes (Gateways). */
@@ -714,6 +868,8 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     s->base = base;
     timer_init(&s->drain_timer, base, on_drain_deadline, s);
     timer_init(&s->cert_timer, base, on_cert_timer, s);
+    timer_init(&s->watchdog_timer, base, on_watchdog_timer, s);
+    sd_start(s);
     s->identity = identity;
     s->identity_fn.current = identity_current;
     s->identity_fn.ssl = ca_identity_ssl;
@@ -782,6 +938,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
         goto fail;
     }
     arm_cert_timer(s);
+    sd_watchdog_start(s);
     if (identity != NULL && ca_identity_watch(identity, on_identity, s) < 0) {
         *err = strdup("too many watchers of the mesh certificate");
         goto fail;
@@ -817,6 +974,8 @@ void loop_free(struct loop *s)
     jwks_cache_free(s->jwks);
     timer_dispose(&s->drain_timer);
     timer_dispose(&s->cert_timer);
+    timer_dispose(&s->watchdog_timer);
+    notify_dispose(&s->notify);
     if (s->identity != NULL)
         ca_identity_unwatch(s->identity, on_identity, s);
     release_old(s);

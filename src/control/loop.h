@@ -35,15 +35,25 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
  */
 void loop_rebuild(struct loop *s);
 
+/* What loop_reload_bootstrap() did. */
+enum loop_reload_result {
+    LOOP_RELOADED = 0,        /* the new bootstrap is in effect */
+    LOOP_RELOAD_FAILED = -1,  /* refused; the reason is the last error */
+    LOOP_RELOAD_QUEUED = 1,   /* runs once the workers have switched */
+    LOOP_RELOAD_DRAINING = 2, /* ignored: strait is draining */
+};
+
 /*
  * loop_reload_bootstrap() re-reads the bootstrap file (SIGHUP, POST
  * /reload), then rebuilds under it; a bad file is logged, counted as a
- * reload failure and changes nothing.
+ * reload failure (server.reloads_failed, last_reload_error) and changes
+ * nothing. Returns a LOOP_RELOAD_* result.
  *
  * Either request, made while the workers are still switching to the last
- * snapshot, is remembered and runs once they all have.
+ * snapshot, is remembered and runs once they all have (LOOP_RELOAD_QUEUED;
+ * its outcome shows in the counters).
  */
-void loop_reload_bootstrap(struct loop *s);
+int loop_reload_bootstrap(struct loop *s);
 
 /* loop_drain() stops accepting, lets sessions finish, and ends the main
  * loop when they have or at the drain deadline. */

@@ -172,6 +172,11 @@ static void do_drain(void *arg)
     check_idle(w);
 }
 
+static void do_ping(void *arg)
+{
+    notify(arg, WORKER_ALIVE);
+}
+
 static void free_all(struct list *l)
 {
     while (!LIST_EMPTY(l)) {
@@ -249,6 +254,11 @@ int worker_apply(struct worker *w, struct worker_set *set)
 int worker_drain(struct worker *w)
 {
     return mq_post(w->inbox, do_drain, w);
+}
+
+int worker_ping(struct worker *w)
+{
+    return mq_post(w->inbox, do_ping, w);
 }
 
 void worker_stop(struct worker *w)

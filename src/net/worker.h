@@ -42,6 +42,7 @@ enum worker_event {
     WORKER_APPLIED,        /* a worker_set is in effect */
     WORKER_STOPPED_ACCEPT, /* drain: the worker accepts nothing more */
     WORKER_IDLE,           /* drain: the worker's last session ended */
+    WORKER_ALIVE,          /* answer to worker_ping(): the loop turns */
 };
 
 struct worker_hooks {
@@ -82,6 +83,11 @@ int worker_apply(struct worker *w, struct worker_set *set);
 /* worker_drain() tells the worker to stop accepting and report when its
  * sessions are gone. Any thread. */
 int worker_drain(struct worker *w);
+
+/* worker_ping() asks the worker to answer WORKER_ALIVE from its own loop,
+ * which proves the loop still turns (the service manager's watchdog).
+ * Any thread; 0, or -1 when memory is short. */
+int worker_ping(struct worker *w);
 
 /* worker_stop() ends the worker's loop, closing whatever is still open, and
  * joins the thread. Main thread. */

@@ -51,6 +51,7 @@ struct fake {
     int quits;
     int config_calls;
     int reloads;
+    enum admin_reload reload_result;
 };
 
 static void fake_status(void *arg, struct admin_status *out)
@@ -68,12 +69,16 @@ static size_t fake_listeners(void *arg, struct stats_block *const **out)
     return k->nls;
 }
 
-static void fake_reload(void *arg)
+static enum admin_reload fake_reload(void *arg)
 {
     struct fake *k = arg;
 
-    if (k != NULL)
-        k->reloads++;
+    if (k == NULL)
+        return ADMIN_RELOADED;
+    k->reloads++;
+    if (k->reload_result == ADMIN_RELOAD_FAILED)
+        k->st.last_reload_error = "strait.yaml:3:5: workers: not a number";
+    return k->reload_result;
 }
 
 static size_t fake_clusters(void *arg, struct cluster *const **out)
@@ -820,6 +825,30 @@ static void test_http_reload(void **state)
     r = http(f, "POST /reload HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
     assert_int_equal(r->status, 200);
     assert_int_equal(f->k.reloads, 1);
+    assert_string_equal(r->body, "reloaded\n");
+}
+
+/* The answer says what the reload did: `strait reload` exits on it. */
+static void test_http_reload_says_the_outcome(void **state)
+{
+    struct fx *f = *state;
+    struct http_reply *r;
+    const char *post = "POST /reload HTTP/1.0\r\nContent-Length: 0\r\n\r\n";
+
+    f->k.reload_result = ADMIN_RELOAD_FAILED;
+    r = http(f, post);
+    assert_int_equal(r->status, 200);
+    assert_string_equal(
+        r->body, "reload failed: strait.yaml:3:5: workers: not a number\n");
+    f->k.reload_result = ADMIN_RELOAD_QUEUED;
+    r = http(f, post);
+    assert_int_equal(r->status, 200);
+    assert_true(strncmp(r->body, "reload queued", 13) == 0);
+    f->k.reload_result = ADMIN_RELOAD_DRAINING;
+    r = http(f, post);
+    assert_int_equal(r->status, 503);
+    assert_true(strncmp(r->body, "draining", 8) == 0);
+    assert_int_equal(f->k.reloads, 3);
 }
 
 static void test_http_not_found_and_index(void **state)
@@ -1071,6 +1100,8 @@ int main(void)
                                         teardown_http),
         cmocka_unit_test_setup_teardown(test_http_reload, setup_http,
                                         teardown_http),
+        cmocka_unit_test_setup_teardown(test_http_reload_says_the_outcome,
+                                        setup_http, teardown_http),
         cmocka_unit_test_setup_teardown(test_http_quit, setup_http,
                                         teardown_http),
         cmocka_unit_test_setup_teardown(test_http_not_found_and_index,

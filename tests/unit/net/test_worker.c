@@ -551,6 +551,23 @@ static void test_drain_without_sessions(void **state)
     refs_become(f->conf[0], 1);
 }
 
+/* The watchdog's question: a ping is answered from the worker's own loop,
+ * once per ping, during a drain too. */
+static void test_ping_is_answered_alive(void **state)
+{
+    struct fx *f = *state;
+
+    assert_int_equal(worker_ping(&f->w), 0);
+    wait_events(f, 1);
+    assert_int_equal(f->events[0], WORKER_ALIVE);
+    assert_int_equal(worker_drain(&f->w), 0);
+    assert_int_equal(worker_ping(&f->w), 0);
+    wait_events(f, 4);
+    assert_int_equal(f->events[1], WORKER_STOPPED_ACCEPT);
+    assert_int_equal(f->events[2], WORKER_IDLE);
+    assert_int_equal(f->events[3], WORKER_ALIVE);
+}
+
 static void test_drain_before_any_apply(void **state)
 {
     struct fx *f = *state;
@@ -757,6 +774,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_replacement_inherits_from_predecessor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_apply_then_proxy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ping_is_answered_alive, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_apply_same_set_keeps_proxy, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reload_retires_old_proxy, setup,
