@@ -670,6 +670,7 @@ struct cluster *compile_cluster(const struct istio_clusters *t,
     c->h2.stream_window = 65535;
     c->h2.connection_window = 1024 * 1024;
     c->h2.max_head = c->h1.lim.max_head;
+    c->h2.max_headers = c->h1.lim.max_headers;
     if (apply_policy(t, c, sp, err) < 0) {
         cluster_unref(c);
         return NULL;

@@ -285,6 +285,8 @@ static int parse_head(struct h1_client *c)
     case H1_BODY_CHUNKED:
         s->resp.has_body = 1;
         h1_chunked_init(&c->chunked);
+        /* Trailers count against the head's size limit too. */
+        c->chunked.trailers_max = c->conf->lim.max_head;
         c->rp = RP_BODY;
         break;
     case H1_BODY_EOF:

@@ -34,9 +34,12 @@ struct h2c_stream {
     void *ctx;
     uint64_t written;
     uint64_t reported;
+    size_t field_bytes; /* of the head or trailer block being decoded */
+    size_t nfields;
     unsigned head_seen : 1;
     unsigned resp_ended : 1;
     unsigned finished : 1;
+    unsigned over_limit : 1; /* a header block past the limits: UPE */
 };
 
 static void process(struct h2_client *c);
@@ -114,10 +117,15 @@ static void client_close(struct h2_client *c)
     /* A connection that never became ready failed to connect: exchanges
      * may try another endpoint, or the proxy answers itself, so their
      * response pipes (still untouched) are not failed. */
-    while (!LIST_EMPTY(&c->streams))
-        stream_end(LIST_ELEM(c->streams.next, struct h2c_stream, link), 0,
-                   c->state == H2C_READY ? HFLAG_UC : HFLAG_UF,
-                   c->state == H2C_READY);
+    while (!LIST_EMPTY(&c->streams)) {
+        struct h2c_stream *st =
+            LIST_ELEM(c->streams.next, struct h2c_stream, link);
+        unsigned flags = c->state == H2C_READY ? HFLAG_UC : HFLAG_UF;
+        /* A head past the limits was never handed on: the pipe stays
+         * untouched, so the proxy can still answer 502 itself. */
+        stream_end(st, 0, st->over_limit ? HFLAG_UPE : flags,
+                   c->state == H2C_READY && (!st->over_limit || st->head_seen));
+    }
     c->hooks->closed(c->owner, c);
 }
 
@@ -242,17 +250,31 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
 {
     struct h2c_stream *st =
         nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+    struct h2_client *c = arg;
     struct hstream *s;
     struct slice n = {(const char *)name, namelen};
     struct slice v = {(const char *)value, valuelen};
 
     (void)flags;
-    (void)arg;
     if (st == NULL)
         return 0;
     s = st->s;
+    /* The head and the trailers are each a header list under the limits
+     * a listener applies to requests, counted as decoded (a 1-byte HPACK
+     * index can stand for a 4 KiB field). An upstream past them is broken
+     * or hostile: the exchange fails with UPE (502 when nothing went
+     * downstream yet) and the connection closes, for nghttp2 stops
+     * decoding at a callback failure and its HPACK state is then lost. */
+    st->field_bytes += namelen + valuelen + 32;
+    if (st->field_bytes > c->conf->max_head ||
+        ++st->nfields > c->conf->max_headers) {
+        st->over_limit = 1;
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
     if (st->head_seen) {
-        http_fields_add(&s->resp_body.trailers, &s->arena, n, v, 1000);
+        if (http_fields_add(&s->resp_body.trailers, &s->arena, n, v, SIZE_MAX) <
+            0)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
         return 0;
     }
     /* nghttp2 checked both are digits; lengths bound the arithmetic. */
@@ -293,6 +315,10 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
         return 0;
     if (f->hd.type == NGHTTP2_HEADERS) {
         struct hstream *s = st->s;
+        /* The next block (final head after an interim one, trailers)
+         * gets a budget of its own. */
+        st->field_bytes = 0;
+        st->nfields = 0;
         if (!st->head_seen) {
             if (s->resp.status >= 100 && s->resp.status < 200) {
                 /* Interim: forget it, wait for the final head. */

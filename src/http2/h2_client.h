@@ -38,7 +38,10 @@ struct h2_client_conf {
     uint64_t idle_timeout_ms;
     uint32_t stream_window;
     uint32_t connection_window;
+    /* Bounds on one response head or trailer block, decoded: octets
+     * (name + value + 32 per field) and fields. Past them: UPE, closed. */
     size_t max_head;
+    size_t max_headers;
 };
 
 struct h2_client {

@@ -2,9 +2,18 @@
 the HTTP/2 conformance checks h2spec makes (http2/5.1.1/2, http2/3.5/2),
 written with python3-h2 and raw sockets."""
 import socket
+import subprocess
+import threading
 
-from conftest import wait_for
-from test_http1 import request as h1_request
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
+import pytest
+
+from conftest import free_port, wait_for
+from httpd import clusters, http_listener
+from test_http1 import log_line, request as h1_request
 from test_http2 import H2Client, goaway_code, read_until_closed, start
 
 # The listener defaults (README): maxRequestHeadersSize 60 KiB,
@@ -230,3 +239,165 @@ def test_h2c_invalid_preface_is_closed_not_http1(strait_factory,
     s.close()
     wait_for(lambda: st.stats()["listener.web.http.protocol_errors"] >= 2,
              10, "the protocol errors counted")
+
+
+# -- upstream response heads -----------------------------------------------
+class H2Upstream:
+    """An h2c upstream written with python3-h2 on loopback. /huge answers
+    with a head of 1000 HPACK-indexed 4 KiB fields (~4 MiB decoded from
+    ~5 KiB on the wire); /hugetrailers with a normal head, a body and such
+    trailers; anything else with 200 "ok". It counts the connections it
+    accepted and those its peer closed."""
+
+    BOMB = [("x-a", "a" * 4000)] * 1000
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.addr = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.accepted = 0
+        self.closed = 0
+        self.lock = threading.Lock()
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                s, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.accepted += 1
+            threading.Thread(target=self.conn, args=(s,), daemon=True).start()
+
+    def conn(self, s):
+        c = h2.connection.H2Connection(
+            config=h2.config.H2Configuration(client_side=False,
+                                             header_encoding="utf-8"))
+        c.initiate_connection()
+        s.sendall(c.data_to_send())
+        try:
+            while True:
+                data = s.recv(65536)
+                if not data:
+                    break
+                for ev in c.receive_data(data):
+                    if isinstance(ev, h2.events.RequestReceived):
+                        self.answer(c, ev.stream_id, dict(ev.headers))
+                s.sendall(c.data_to_send())
+        except (OSError, h2.exceptions.ProtocolError):
+            pass
+        with self.lock:
+            self.closed += 1
+        s.close()
+
+    def answer(self, c, sid, req):
+        path = req[":path"]
+        if path.startswith("/huge") and not path.startswith("/hugetrailers"):
+            c.send_headers(sid, [(":status", "200")] + self.BOMB,
+                           end_stream=True)
+        elif path.startswith("/hugetrailers"):
+            c.send_headers(sid, [(":status", "200")])
+            c.send_data(sid, b"body")
+            c.send_headers(sid, self.BOMB, end_stream=True)
+        else:
+            c.send_headers(sid, [(":status", "200"),
+                                 ("content-length", "2")])
+            c.send_data(sid, b"ok", end_stream=True)
+
+    def close(self):
+        self.sock.close()
+
+
+def h2_upstream_strait(strait_factory, up):
+    port = free_port()
+    st = strait_factory(
+        http_listener("web", port), workers=1,
+        extra=clusters(backend={"endpoints": [up.addr],
+                                "protocol": "http2"})).start()
+    return st, port
+
+
+@pytest.mark.parametrize("path", ["/huge", "/hugetrailers"])
+def test_h2_upstream_huge_header_block_is_502_upe_and_closed(
+        strait_factory, path):
+    """An h2 upstream's response head (or trailers) past the limits
+    (60 KiB decoded, 100 fields: the listener defaults) fails the exchange
+    with UPE, a 502 when nothing went downstream yet, and the upstream
+    connection is closed; the next request gets a fresh connection."""
+    up = H2Upstream()
+    st, port = h2_upstream_strait(strait_factory, up)
+    p = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w",
+                        "%{http_code}", f"http://127.0.0.1:{port}{path}"],
+                       capture_output=True, timeout=30)
+    if path == "/huge":
+        assert p.stdout == b"502", p.stderr
+    else:
+        # The head went downstream: the client sees the stream fail.
+        assert p.returncode != 0 or p.stdout != b"200"
+    line = log_line(st, path)
+    assert "UPE" in line.split(" flags=")[1].split()[0], line
+    if path == "/huge":
+        assert "status=502" in line, line
+    wait_for(lambda: up.closed == 1, 10, "the upstream connection closed")
+    p = subprocess.run(["curl", "-sS", f"http://127.0.0.1:{port}/fine"],
+                       capture_output=True, timeout=30)
+    assert p.stdout == b"ok", p.stderr
+    assert up.accepted == 2
+    up.close()
+
+
+def test_h1_upstream_huge_head_is_502_upe(strait_factory):
+    """The same limits hold for an HTTP/1 upstream: a head past 60 KiB or
+    with more than 100 fields is a 502 UPE, and that connection closes."""
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(8)
+    addr = "127.0.0.1:%d" % lsock.getsockname()[1]
+    closed = []
+
+    def serve():
+        while True:
+            try:
+                s, _ = lsock.accept()
+            except OSError:
+                return
+            req = b""
+            while b"\r\n\r\n" not in req:
+                d = s.recv(65536)
+                if not d:
+                    break
+                req += d
+            path = req.split(b" ")[1] if req else b""
+            if path == b"/big":
+                head = b"HTTP/1.1 200 OK\r\n" + \
+                    b"x-a: " + b"a" * (70 * 1024) + b"\r\n\r\n"
+            elif path == b"/many":
+                head = b"HTTP/1.1 200 OK\r\n" + b"".join(
+                    b"x-%d: 1\r\n" % i for i in range(101)) + b"\r\n"
+            else:
+                head = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+            try:
+                s.sendall(head)
+                s.settimeout(10)
+                while s.recv(65536):
+                    pass
+            except OSError:
+                pass
+            closed.append(path)
+            s.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    port = free_port()
+    st = strait_factory(http_listener("web", port), workers=1,
+                        extra=clusters(backend=[addr])).start()
+    for path in ("/big", "/many"):
+        p = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w",
+                            "%{http_code}", f"http://127.0.0.1:{port}{path}"],
+                           capture_output=True, timeout=30)
+        line = log_line(st, path)
+        assert p.stdout == b"502", (path, p.stderr, line)
+        assert "flags=UPE" in line and "status=502" in line, line
+        wait_for(lambda: path.encode() in closed, 10, "upstream closed")
+    lsock.close()
