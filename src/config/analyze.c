@@ -1694,12 +1694,12 @@ static void analyze_dr(struct actx *a, const struct resource *r)
             any = host_intersect(h, a->svcs[i].host);
         if (!any) {
             finding(a, "IST0174", RES_WARNING, r, NULL, "spec.host",
-                    "DestinationRule host \"%s\" matches no known service "
-                    "(no ServiceEntry or WorkloadEntry provides %s)%s",
-                    dr->host, h,
+                    "The host %s defined in the DestinationRule does not "
+                    "match any services in the mesh.%s",
+                    dr->host,
                     a->outbound_mode == RES_ALLOW_ANY
-                        ? "; under outboundTrafficPolicy ALLOW_ANY it "
-                          "applies to routes passed through to that host"
+                        ? " (under outboundTrafficPolicy ALLOW_ANY it "
+                          "applies to routes passed through to that host)"
                         : "");
             return;
         }
@@ -1710,10 +1710,16 @@ static void analyze_dr(struct actx *a, const struct resource *r)
         if (endpoint_selected(a, h, &s->labels))
             continue;
         res_path(p, sizeof(p), "spec.subsets[%zu]", i);
-        finding(a, "IST0173", RES_WARNING, r, &s->mark, p,
+        /* Istio's level is Error; a subset may get endpoints later, and
+         * strait sends its requests nowhere meanwhile (503), so it does
+         * not refuse a load for it: inert. */
+        finding(a, "IST0173", RES_ERROR, r, &s->mark, p,
                 "The Subset %s defined in the DestinationRule does not "
-                "select any pods.",
+                "select any pods. Which may lead to 503 UH "
+                "(NoHealthyUpstream).",
                 s->name);
+        if (a->msgs->n > 0)
+            a->msgs->v[a->msgs->n - 1].inert = 1;
     }
 }
 

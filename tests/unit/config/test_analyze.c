@@ -106,6 +106,10 @@ static size_t run_mode(const char *text, const char *code, int mode)
     return n;
 }
 
+static const char *msg_of(const char *text, const char *code,
+                          const struct analysis_node *node, size_t *n,
+                          char *out, size_t len);
+
 /* first() returns the first finding with code as a check line, in
  * out (n bytes). */
 static const char *first_mode(const char *text, const char *code, int mode,
@@ -519,6 +523,22 @@ static void test_ist0173_subset_selects_nothing(void **state)
             "IST0173"),
         1);
     assert_int_equal(run(BACKENDS, "IST0173"), 0);
+    {
+        char m[512];
+        size_t n;
+        msg_of(HDR("WorkloadEntry",
+                   "r1") "spec: {address: 10.0.0.1, labels: "
+                         "{app: reviews}}\n" HDR(
+                             "DestinationRule",
+                             "reviews") "spec: {host: reviews, subsets: "
+                                        "[{name: v9, "
+                                        "labels: {version: v9}}]}\n",
+               "IST0173", NULL, &n, m, sizeof(m));
+        assert_int_equal(n, 1);
+        assert_string_equal(m, "The Subset v9 defined in the DestinationRule "
+                               "does not select any pods. Which may lead to "
+                               "503 UH (NoHealthyUpstream).");
+    }
 }
 
 static void test_ist0174_dr_host_unknown(void **state)
