@@ -17,8 +17,7 @@ struct plistener_ops;
  */
 struct compiled_listener {
     const struct plistener_ops *ops;
-    void *conf;
-    void (*unref)(void *conf);
+    void *conf; /* one reference: ops->conf_ref, ops->conf_unref */
 };
 
 /* compile_clusters() builds one cluster per bootstrap cluster, in order;

@@ -421,11 +421,6 @@ static int https_names(struct l4_build *b, const struct gw_server *srv)
     return 0;
 }
 
-static void unref_l4(void *c)
-{
-    l4_listener_conf_unref(c);
-}
-
 int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
                const struct gw_listener *g, struct stats_block *stats,
                const struct compile_env *env, const struct strmap *prev,
@@ -492,7 +487,6 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
              b.c->http != NULL ? ", HTTPS servers" : "");
     out->ops = &l4_listener_ops;
     out->conf = b.c;
-    out->unref = unref_l4;
     return 0;
 fail:
     if (*err == NULL)

@@ -88,16 +88,6 @@ static void http_settings(struct http_listener_conf *c,
     c->xff_trusted_hops = (uint32_t)h->xff_trusted_hops;
 }
 
-static void unref_l4(void *c)
-{
-    l4_listener_conf_unref(c);
-}
-
-static void unref_http(void *c)
-{
-    http_listener_conf_unref(c);
-}
-
 /* A tcp listener runs as an L4 listener: one tcp route to the cluster of
  * its upstreams, on the relay Gateway TCP routes use. */
 static int compile_tcp(const struct bootstrap *bs,
@@ -111,7 +101,6 @@ static int compile_tcp(const struct bootstrap *bs,
         return -1;
     out->ops = &l4_listener_ops;
     out->conf = c;
-    out->unref = unref_l4;
     return 0;
 }
 
@@ -301,7 +290,6 @@ int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
         return -1;
     out->ops = &http_listener_ops;
     out->conf = c;
-    out->unref = unref_http;
     return 0;
 }
 
@@ -362,7 +350,6 @@ static int compile_http(const struct bootstrap *bs,
         goto fail;
     out->ops = &http_listener_ops;
     out->conf = c;
-    out->unref = unref_http;
     return 0;
 fail:
     http_listener_conf_unref(c);

@@ -98,7 +98,7 @@ static int build(struct fx *f, const char *text, char **err)
 static void fx_free(struct fx *f)
 {
     if (f->cl.conf != NULL)
-        f->cl.unref(f->cl.conf);
+        f->cl.ops->conf_unref(f->cl.conf);
     stats_block_unref(f->st);
     gw_set_dispose(&f->gws);
     resource_set_free(f->set);
