@@ -866,6 +866,162 @@ void conf_to_json(const struct conf_section *sec, const void *dst,
     buf_puts(b, "}");
 }
 
+/* ---- identity bytes ----------------------------------------------------- */
+
+static void id_u64(const struct conf_sink *s, unsigned char tag, uint64_t v)
+{
+    unsigned char x[9];
+
+    x[0] = tag;
+    for (int i = 0; i < 8; i++)
+        x[1 + i] = (unsigned char)(v >> (8 * i));
+    s->write(s->arg, x, sizeof(x));
+}
+
+static void id_bytes(const struct conf_sink *s, unsigned char tag,
+                     const void *p, size_t n)
+{
+    id_u64(s, tag, n);
+    s->write(s->arg, p, n);
+}
+
+/* NULL and "" differ. */
+static void id_str(const struct conf_sink *s, const char *v)
+{
+    if (v == NULL)
+        id_u64(s, 'z', 0);
+    else
+        id_bytes(s, 's', v, strlen(v));
+}
+
+static void id_addr(const struct conf_sink *s, const struct addr *a)
+{
+    char tmp[ADDR_STRLEN];
+
+    id_str(s, addr_format(a, tmp, sizeof(tmp)));
+}
+
+static void value_identity(const struct conf_key *k, const char *p,
+                           const struct conf_sink *s)
+{
+    int64_t v;
+    int i;
+
+    switch (k->type) {
+    case CONF_STR:
+        id_str(s, *(char *const *)(const void *)p);
+        break;
+    case CONF_INT:
+    case CONF_SIZE:
+    case CONF_DURATION:
+        memcpy(&v, p, sizeof(v));
+        id_u64(s, 'n', (uint64_t)v);
+        break;
+    case CONF_BOOL:
+    case CONF_ENUM:
+        memcpy(&i, p, sizeof(i));
+        id_u64(s, 'n', (uint64_t)(int64_t)i);
+        break;
+    case CONF_ADDR:
+        id_addr(s, (const struct addr *)(const void *)p);
+        break;
+    case CONF_ADDR_LIST: {
+        const struct conf_addrs *al = (const void *)p;
+        id_u64(s, 'l', al->n);
+        for (size_t j = 0; j < al->n; j++)
+            id_addr(s, &al->v[j]);
+        break;
+    }
+    case CONF_STR_LIST: {
+        const struct conf_strs *sl = (const void *)p;
+        id_u64(s, 'l', sl->n);
+        for (size_t j = 0; j < sl->n; j++)
+            id_str(s, sl->v[j]);
+        break;
+    }
+    case CONF_STR_MAP: {
+        const struct conf_strmap *m = (const void *)p;
+        id_u64(s, 'm', m->n);
+        for (size_t j = 0; j < m->n; j++) {
+            id_str(s, m->v[j].key);
+            id_str(s, m->v[j].val);
+        }
+        break;
+    }
+    case CONF_SECTION:
+        conf_identity(k->sub, p, s);
+        break;
+    case CONF_LIST: {
+        const struct conf_list *l = (const void *)p;
+        id_u64(s, 'l', l->n);
+        for (size_t j = 0; j < l->n; j++)
+            conf_identity(k->sub, (const char *)l->v + j * k->sub->elem_size,
+                          s);
+        break;
+    }
+    case CONF_CUSTOM: {
+        /* Only the key knows its storage: its JSON, for this one value. */
+        struct buf t;
+        buf_init(&t, 1024 * 1024);
+        k->custom_json(&t, p);
+        id_bytes(s, 'j', buf_ptr(&t), buf_len(&t));
+        buf_dispose(&t);
+        break;
+    }
+    case CONF_DOUBLE: {
+        double d;
+        uint64_t bits;
+        memcpy(&d, p, sizeof(d));
+        if (d == 0)
+            d = 0; /* -0 is 0 */
+        memcpy(&bits, &d, sizeof(bits));
+        id_u64(s, 'd', bits);
+        break;
+    }
+    case CONF_MAP: {
+        const struct conf_map *m = (const void *)p;
+        id_u64(s, 'm', m->n);
+        for (size_t j = 0; j < m->n; j++) {
+            id_str(s, m->keys[j]);
+            conf_identity(k->sub, (const char *)m->v + j * k->sub->elem_size,
+                          s);
+        }
+        break;
+    }
+    case CONF_INT_MAP: {
+        const struct conf_intmap *m = (const void *)p;
+        id_u64(s, 'm', m->n);
+        for (size_t j = 0; j < m->n; j++) {
+            id_str(s, m->v[j].key);
+            id_u64(s, 'n', (uint64_t)m->v[j].val);
+        }
+        break;
+    }
+    case CONF_ONEOF:
+    case CONF_IGNORE:
+        break;
+    }
+}
+
+void conf_identity(const struct conf_section *sec, const void *dst,
+                   const struct conf_sink *sink)
+{
+    size_t n = 0;
+
+    for (const struct conf_key *k = sec->keys; k->name != NULL; k++)
+        if (k->type != CONF_ONEOF && k->type != CONF_IGNORE)
+            n++;
+    /* The key count frames the section, so sections nest unambiguously. */
+    id_u64(sink, '{', n);
+    for (const struct conf_key *k = sec->keys; k->name != NULL; k++) {
+        if (k->type == CONF_ONEOF || k->type == CONF_IGNORE)
+            continue;
+        id_bytes(sink, (unsigned char)('A' + k->type), k->name,
+                 strlen(k->name));
+        value_identity(k, (const char *)dst + k->off, sink);
+    }
+}
+
 /* The reference names types without the article error messages use. */
 static const char *ref_type(enum conf_type t)
 {

@@ -160,6 +160,25 @@ void conf_dispose(const struct conf_section *sec, void *dst);
 void conf_to_json(const struct conf_section *sec, const void *dst,
                   struct buf *b);
 
+/*
+ * conf_identity() writes the effective values of dst as canonical binary
+ * for structural identities (compile/identity.h): the keys conf_to_json
+ * writes, in its order, each as a type tag, its name and its value, with
+ * every string and list length-prefixed and sections nested in place, so
+ * equal values give equal bytes (a default and the same value written out
+ * alike) and any changed value changes them. A CONF_STR is its own bytes
+ * (a secret too: the bytes are compared, never shown); a CONF_CUSTOM,
+ * whose storage only its key knows, is its custom_json text. Bytes go to
+ * sink->write(sink->arg, p, n), which keeps its own errors.
+ */
+struct conf_sink {
+    void (*write)(void *arg, const void *p, size_t n);
+    void *arg;
+};
+
+void conf_identity(const struct conf_section *sec, const void *dst,
+                   const struct conf_sink *sink);
+
 /* conf_secret_json() is the custom_json of a CONF_STR secret (a join
  * token): "<redacted>" when set, "" when not, never the value. */
 void conf_secret_json(struct buf *b, const void *src);

@@ -189,6 +189,11 @@ void res_spec_json(struct buf *b, const struct resource *r)
     conf_to_json(kind_ops[r->kind]->spec, r->spec, b);
 }
 
+void res_spec_identity(const struct resource *r, const struct conf_sink *sink)
+{
+    conf_identity(kind_ops[r->kind]->spec, r->spec, sink);
+}
+
 static const char *const protocol_names[] = {
     "HTTP", "HTTPS", "HTTP2", "GRPC",  "GRPC-WEB", "TCP",
     "TLS",  "MONGO", "MYSQL", "REDIS", "UDP",      "HBONE",

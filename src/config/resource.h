@@ -100,6 +100,11 @@ int res_visible(const struct resource *r, const struct conf_strs *export_to,
 struct buf;
 void res_spec_json(struct buf *b, const struct resource *r);
 
+/* res_spec_identity() writes r's spec as conf_identity() bytes: what
+ * res_spec_json() shows, for structural identities. */
+struct conf_sink;
+void res_spec_identity(const struct resource *r, const struct conf_sink *sink);
+
 /* res_protocol_name() returns "HTTP", "HTTPS", ... */
 const char *res_protocol_name(int64_t protocol);
 

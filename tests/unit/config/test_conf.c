@@ -611,6 +611,142 @@ static void test_to_json_values(void **state)
     buf_dispose(&b);
 }
 
+/* ---- conf_identity --------------------------------------------------- */
+
+static void sink_buf(void *arg, const void *p, size_t n)
+{
+    assert_int_equal(buf_append(arg, p, n), 0);
+}
+
+/* identity_of() decodes text into a fresh t_conf and leaves its
+ * conf_identity() bytes in out. */
+static void identity_of(const char *text, struct buf *out)
+{
+    struct t_conf c;
+    struct ydoc *docs = NULL;
+    size_t ndocs = 0;
+    struct buf errs;
+    char *err = NULL;
+    struct conf_sink sink = {sink_buf, out};
+
+    buf_init(out, 1 << 20);
+    buf_init(&errs, 65536);
+    conf_defaults(&t_section, &c);
+    if (yaml_load(text, strlen(text), "t.yaml", &docs, &ndocs, &err) < 0)
+        fail_msg("yaml_load: %s", err ? err : "?");
+    if (conf_decode(&t_section, docs[0].root, &c, "t.yaml", &errs) != 0)
+        fail_msg("decode %s: %s", text, buf_cstr(&errs));
+    conf_identity(&t_section, &c, &sink);
+    conf_dispose(&t_section, &c);
+    yaml_docs_free(docs, ndocs);
+    buf_dispose(&errs);
+}
+
+static int same_bytes(const struct buf *a, const struct buf *b)
+{
+    return buf_len(a) == buf_len(b) &&
+           memcmp(buf_ptr(a), buf_ptr(b), buf_len(a)) == 0;
+}
+
+#define BASE                                                                   \
+    "name: n\ncount: 3\ndebug: false\ntimeout: 2s\nsize: 4KiB\n"               \
+    "mode: fast\nlisten: 127.0.0.1:1\npeers: [1.2.3.4:5]\n"                    \
+    "labels: {a: b}\ninner: {port: 81, host: h}\n"                             \
+    "items: [{name: x, weight: 2}]\nlevel: high\n"
+
+/* Equal configurations give equal bytes, and a default gives the bytes
+ * of the same value written out, as conf_to_json does. */
+static void test_identity_equal_and_defaults(void **state)
+{
+    struct buf a, b, d, e;
+
+    (void)state;
+    identity_of(BASE, &a);
+    identity_of(BASE, &b);
+    assert_true(buf_len(&a) > 0);
+    assert_true(same_bytes(&a, &b));
+    identity_of("items: [{name: x}]\n", &d);
+    identity_of("name: anon\ncount: 5\ndebug: false\ntimeout: 1500ms\n"
+                "size: 65536\nmode: safe\nlisten: 127.0.0.1:8080\n"
+                "inner: {port: 80}\nitems: [{name: x, weight: 1}]\n"
+                "level: low\n",
+                &e);
+    assert_true(same_bytes(&d, &e));
+    assert_false(same_bytes(&a, &d));
+    buf_dispose(&a);
+    buf_dispose(&b);
+    buf_dispose(&d);
+    buf_dispose(&e);
+}
+
+/* Changing any one field of BASE changes the bytes, each differently:
+ * each variant replaces one line of BASE. */
+static void test_identity_every_field_counts(void **state)
+{
+    static const char *const variants[][2] = {
+        {"name: n\n", "name: m\n"},
+        {"count: 3\n", "count: 4\n"},
+        {"debug: false\n", "debug: true\n"},
+        {"timeout: 2s\n", "timeout: 3s\n"},
+        {"size: 4KiB\n", "size: 8KiB\n"},
+        {"mode: fast\n", "mode: slow\n"},
+        {"listen: 127.0.0.1:1\n", "listen: 127.0.0.1:2\n"},
+        {"peers: [1.2.3.4:5]\n", "peers: [1.2.3.4:6]\n"},
+        {"peers: [1.2.3.4:5]\n", "peers: [1.2.3.4:5, 1.2.3.4:5]\n"},
+        {"labels: {a: b}\n", "labels: {a: c}\n"},
+        {"labels: {a: b}\n", "labels: {b: b}\n"},
+        {"labels: {a: b}\n", "labels: {}\n"},
+        {"inner: {port: 81, host: h}\n", "inner: {port: 82, host: h}\n"},
+        {"inner: {port: 81, host: h}\n", "inner: {port: 81, host: i}\n"},
+        {"inner: {port: 81, host: h}\n", "inner: {port: 81}\n"},
+        {"items: [{name: x, weight: 2}]\n", "items: [{name: y, weight: 2}]\n"},
+        {"items: [{name: x, weight: 2}]\n", "items: [{name: x, weight: 3}]\n"},
+        {"items: [{name: x, weight: 2}]\n",
+         "items: [{name: x, weight: 2}, {name: x, weight: 2}]\n"},
+        {"level: high\n", "level: low\n"},
+    };
+    enum { N = sizeof(variants) / sizeof(*variants) };
+    struct buf base, v[N];
+
+    (void)state;
+    identity_of(BASE, &base);
+    for (size_t i = 0; i < N; i++) {
+        char text[1024];
+        const char *at = strstr(BASE, variants[i][0]);
+        assert_non_null(at);
+        snprintf(text, sizeof(text), "%.*s%s%s", (int)(at - BASE), BASE,
+                 variants[i][1], at + strlen(variants[i][0]));
+        identity_of(text, &v[i]);
+        if (same_bytes(&base, &v[i]))
+            fail_msg("variant %zu: %s gives the base's bytes", i, text);
+        for (size_t k = 0; k < i; k++)
+            if (same_bytes(&v[k], &v[i]))
+                fail_msg("variants %zu and %zu give equal bytes", k, i);
+    }
+    buf_dispose(&base);
+    for (size_t i = 0; i < N; i++)
+        buf_dispose(&v[i]);
+}
+
+/* Strings are length-framed: moving a character from a map key to its
+ * value, or from one item to the next, changes the bytes. */
+static void test_identity_framing(void **state)
+{
+    struct buf a, b, c, d;
+
+    (void)state;
+    identity_of("labels: {ab: c}\nitems: [{name: x}]\n", &a);
+    identity_of("labels: {a: bc}\nitems: [{name: x}]\n", &b);
+    assert_false(same_bytes(&a, &b));
+    identity_of("items: [{name: ab}, {name: c}]\n", &c);
+    identity_of("items: [{name: a}, {name: bc}]\n", &d);
+    assert_false(same_bytes(&c, &d));
+    buf_dispose(&a);
+    buf_dispose(&b);
+    buf_dispose(&c);
+    buf_dispose(&d);
+}
+
 /* Durations are shown in the largest unit that divides them. */
 static void test_to_json_durations(void **state)
 {
@@ -929,6 +1065,9 @@ int main(void)
         cmocka_unit_test(test_new_types_decode),
         cmocka_unit_test(test_new_types_errors),
         cmocka_unit_test(test_new_types_reference),
+        cmocka_unit_test(test_identity_equal_and_defaults),
+        cmocka_unit_test(test_identity_every_field_counts),
+        cmocka_unit_test(test_identity_framing),
     };
 #undef T
 
