@@ -23,180 +23,89 @@
 
 /* ---- identities --------------------------------------------------------- */
 
-/*
- * An identity is built by feeding it the inputs a part is compiled from,
- * each as a tag byte and, for bytes, a length first, so two different
- * sequences of inputs never give the same bytes.
- */
-struct idb {
-    struct buf b;
-    int oom;
-};
-
-#define ID_MAX ((size_t)256 * 1024 * 1024)
-
-static void idb_init(struct idb *d)
+int snapshot_id_equal(const struct ident_id *a, const struct ident_id *b)
 {
-    buf_init(&d->b, ID_MAX);
-    d->oom = 0;
-}
-
-static void id_raw(struct idb *d, const void *p, size_t n)
-{
-    if (buf_append(&d->b, p, n) < 0)
-        d->oom = 1;
-}
-
-static void id_u64(struct idb *d, char tag, uint64_t v)
-{
-    unsigned char x[9];
-
-    x[0] = (unsigned char)tag;
-    for (int i = 0; i < 8; i++)
-        x[1 + i] = (unsigned char)(v >> (8 * i));
-    id_raw(d, x, sizeof(x));
-}
-
-static void id_bytes(struct idb *d, char tag, const void *p, size_t n)
-{
-    id_u64(d, tag, n);
-    id_raw(d, p, n);
-}
-
-/* A string; NULL and "" differ. */
-static void id_str(struct idb *d, char tag, const char *s)
-{
-    if (s == NULL)
-        id_u64(d, '0', 0);
-    else
-        id_bytes(d, tag, s, strlen(s));
-}
-
-static void id_id(struct idb *d, const struct snapshot_id *id)
-{
-    id_bytes(d, 'i', id->bytes, id->len);
-}
-
-static uint64_t fnv1a64(const unsigned char *p, size_t n)
-{
-    uint64_t h = UINT64_C(14695981039346656037);
-
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= UINT64_C(1099511628211);
-    }
-    return h;
-}
-
-/* idb_finish() moves d's bytes into out and disposes of d; -1 when memory
- * ran out on the way. */
-static int idb_finish(struct idb *d, struct snapshot_id *out)
-{
-    size_t n = buf_len(&d->b);
-
-    memset(out, 0, sizeof(*out));
-    if (!d->oom) {
-        out->bytes = malloc(n ? n : 1);
-        if (out->bytes != NULL) {
-            memcpy(out->bytes, buf_ptr(&d->b), n);
-            out->len = n;
-            out->hash = fnv1a64(out->bytes, n);
-        }
-    }
-    buf_dispose(&d->b);
-    return out->bytes != NULL ? 0 : -1;
-}
-
-static void id_dispose(struct snapshot_id *id)
-{
-    free(id->bytes);
-    memset(id, 0, sizeof(*id));
-}
-
-int snapshot_id_equal(const struct snapshot_id *a, const struct snapshot_id *b)
-{
-    return a->bytes != NULL && b->bytes != NULL && a->hash == b->hash &&
-           a->len == b->len && memcmp(a->bytes, b->bytes, a->len) == 0;
+    return ident_equal(a, b);
 }
 
 /* What conf_to_json-style writers produce, as one input. */
-static void id_json_listener(struct idb *d, const struct bootstrap_listener *bl)
+static void id_json_listener(struct ident *d,
+                             const struct bootstrap_listener *bl)
 {
     struct buf t;
 
-    buf_init(&t, ID_MAX);
+    buf_init(&t, 256 * 1024 * 1024);
     bootstrap_listener_to_json(bl, &t);
-    id_bytes(d, 'j', buf_ptr(&t), buf_len(&t));
+    ident_bytes(d, 'j', buf_ptr(&t), buf_len(&t));
     buf_dispose(&t);
 }
 
 static int cluster_identity(const struct bootstrap *bs, size_t i, int nworkers,
-                            struct snapshot_id *out)
+                            struct ident_id *out)
 {
-    struct idb d;
+    struct ident d;
     struct buf t;
 
-    idb_init(&d);
-    buf_init(&t, ID_MAX);
+    ident_init(&d);
+    buf_init(&t, 256 * 1024 * 1024);
     conf_to_json(&bootstrap_cluster_section, bootstrap_cluster_at(bs, i), &t);
-    id_str(&d, 'k', "bootstrap-cluster");
-    id_bytes(&d, 'j', buf_ptr(&t), buf_len(&t));
-    id_u64(&d, 'w', (uint64_t)nworkers);
+    ident_str(&d, 'k', "bootstrap-cluster");
+    ident_bytes(&d, 'j', buf_ptr(&t), buf_len(&t));
+    ident_u64(&d, 'w', (uint64_t)nworkers);
     buf_dispose(&t);
-    return idb_finish(&d, out);
+    return ident_finish(&d, out);
 }
 
 /* A bootstrap listener: its own keys, the logging it compiles in, and
  * for HTTP the clusters its routes index (by identity, in order). */
 static int bootstrap_listener_identity(const struct compile_inputs *in,
                                        const struct bootstrap_listener *bl,
-                                       const struct snapshot_id *cluster_ids,
-                                       size_t nclusters,
-                                       struct snapshot_id *out)
+                                       const struct ident_id *cluster_ids,
+                                       size_t nclusters, struct ident_id *out)
 {
-    struct idb d;
+    struct ident d;
 
-    idb_init(&d);
-    id_str(&d, 'k', "bootstrap-listener");
+    ident_init(&d);
+    ident_str(&d, 'k', "bootstrap-listener");
     id_json_listener(&d, bl);
-    id_u64(&d, 'l', (uint64_t)in->bs->log.access_log);
-    id_u64(&d, 'w', (uint64_t)in->nworkers);
+    ident_u64(&d, 'l', (uint64_t)in->bs->log.access_log);
+    ident_u64(&d, 'w', (uint64_t)in->nworkers);
     if (bl->protocol == BOOTSTRAP_HTTP) {
-        id_u64(&d, 'n', nclusters);
+        ident_u64(&d, 'n', nclusters);
         for (size_t i = 0; i < nclusters; i++)
-            id_id(&d, &cluster_ids[i]);
+            ident_sub(&d, &cluster_ids[i]);
     }
-    return idb_finish(&d, out);
+    return ident_finish(&d, out);
 }
 
-static void id_strmap(struct idb *d, const struct conf_strmap *m)
+static void id_strmap(struct ident *d, const struct conf_strmap *m)
 {
-    id_u64(d, 'm', m->n);
+    ident_u64(d, 'm', m->n);
     for (size_t i = 0; i < m->n; i++) {
-        id_str(d, 'K', m->v[i].key);
-        id_str(d, 'V', m->v[i].val);
+        ident_str(d, 'K', m->v[i].key);
+        ident_str(d, 'V', m->v[i].val);
     }
 }
 
 /* A Gateway listener without its routes (rebuilt on every snapshot and
  * published into the running conf) and, for L4, without its rules: the
  * servers on the port and what of the bootstrap the conf is built from. */
-static void gateway_base(struct idb *d, const struct compile_inputs *in,
+static void gateway_base(struct ident *d, const struct compile_inputs *in,
                          const struct gw_listener *g)
 {
     const struct bootstrap *bs = in->bs;
 
-    id_str(d, 'k', g->l4 ? "gateway-l4" : "gateway-http");
-    id_str(d, 'j', g->json);
-    id_u64(d, 'l', (uint64_t)bs->log.access_log);
-    id_u64(d, 'w', (uint64_t)in->nworkers);
+    ident_str(d, 'k', g->l4 ? "gateway-l4" : "gateway-http");
+    ident_str(d, 'j', g->json);
+    ident_u64(d, 'l', (uint64_t)bs->log.access_log);
+    ident_u64(d, 'w', (uint64_t)in->nworkers);
     if (!g->l4)
         return;
-    id_u64(d, 'o', (uint64_t)bs->outbound.mode);
-    id_str(d, 's', bs->node.ns);
+    ident_u64(d, 'o', (uint64_t)bs->outbound.mode);
+    ident_str(d, 's', bs->node.ns);
     id_strmap(d, &bs->node.labels);
-    id_str(d, 't', bs->trust_domain);
-    id_str(d, 'c', bs->credentials.dir);
+    ident_str(d, 't', bs->trust_domain);
+    ident_str(d, 'c', bs->credentials.dir);
 }
 
 /* Is r read when an L4 listener's rules are compiled? VirtualServices
@@ -226,26 +135,26 @@ static int l4_reads(const struct resource *r, int shared)
 
 /* The content of the resources an L4 listener's rules are compiled from:
  * each one's kind, name and spec as strait runs it. */
-static void l4_resources(struct idb *d, const struct resource_set *set,
+static void l4_resources(struct ident *d, const struct resource_set *set,
                          int shared)
 {
     struct buf t;
 
     if (set == NULL)
         return;
-    id_str(d, 'D', set->domain);
-    buf_init(&t, ID_MAX);
+    ident_str(d, 'D', set->domain);
+    buf_init(&t, 256 * 1024 * 1024);
     for (size_t i = 0; i < set->n; i++) {
         const struct resource *r = set->v[i];
         if (!l4_reads(r, shared))
             continue;
-        id_u64(d, 'R', (uint64_t)r->kind);
-        id_str(d, 'N', r->meta.ns);
-        id_str(d, 'n', r->meta.name);
+        ident_u64(d, 'R', (uint64_t)r->kind);
+        ident_str(d, 'N', r->meta.ns);
+        ident_str(d, 'n', r->meta.name);
         id_strmap(d, &r->meta.labels);
         buf_consume(&t, buf_len(&t));
         res_spec_json(&t, r);
-        id_bytes(d, 'S', buf_ptr(&t), buf_len(&t));
+        ident_bytes(d, 'S', buf_ptr(&t), buf_len(&t));
     }
     buf_dispose(&t);
 }
@@ -259,7 +168,7 @@ static void l4_resources(struct idb *d, const struct resource_set *set,
 struct dns_rec {
     const struct compile_dns *real;
     struct compile_dns fn; /* what compile calls */
-    struct idb *id;
+    struct ident *id;
     char **names;
     size_t nnames;
     int oom;
@@ -275,7 +184,7 @@ static void rec_each_fn(void *arg, const char *ip)
 {
     struct rec_each *e = arg;
 
-    id_str(e->r->id, 'A', ip);
+    ident_str(e->r->id, 'A', ip);
     if (e->each != NULL)
         e->each(e->ctx, ip);
 }
@@ -288,9 +197,9 @@ static size_t rec_lookup(void *arg, const char *name,
     char **nv;
     size_t n;
 
-    id_str(r->id, 'Q', name);
+    ident_str(r->id, 'Q', name);
     n = r->real->lookup(r->real->arg, name, rec_each_fn, &e);
-    id_u64(r->id, 'E', n);
+    ident_u64(r->id, 'E', n);
     nv = realloc(r->names, (r->nnames + 1) * sizeof(*nv));
     if (nv == NULL || (nv[r->nnames] = strdup(name)) == NULL) {
         r->oom = 1;
@@ -304,7 +213,7 @@ static size_t rec_lookup(void *arg, const char *name,
 }
 
 static void rec_init(struct dns_rec *r, const struct compile_dns *real,
-                     struct idb *id)
+                     struct ident *id)
 {
     memset(r, 0, sizeof(*r));
     r->real = real;
@@ -334,8 +243,8 @@ static void listener_dispose(struct snapshot_listener *l)
         l->cl.ops->conf_unref(l->cl.conf);
     listener_socks_unref(l->socks);
     stats_block_unref(l->stats);
-    id_dispose(&l->id);
-    id_dispose(&l->base);
+    ident_id_dispose(&l->id);
+    ident_id_dispose(&l->base);
     names_free(l->dns_names, l->ndns_names);
     free(l->name);
 }
@@ -349,7 +258,7 @@ void snapshot_unref(struct snapshot *s)
     free(s->v);
     compile_clusters_free(s->clusters, s->nclusters);
     for (size_t i = 0; s->cluster_ids != NULL && i < s->nclusters; i++)
-        id_dispose(&s->cluster_ids[i]);
+        ident_id_dispose(&s->cluster_ids[i]);
     free(s->cluster_ids);
     istio_cluster_map_dispose(&s->gwclusters);
     gw_set_dispose(&s->gws);
@@ -511,28 +420,28 @@ struct lspec {
  * l gets the identity and the names. */
 static int l4_try_keep(const struct compile_inputs *in,
                        const struct snapshot_listener *old,
-                       struct snapshot_listener *l, const struct idb *pre)
+                       struct snapshot_listener *l, const struct ident *pre)
 {
-    struct idb t;
+    struct ident t;
     struct dns_rec rec;
-    struct snapshot_id cand;
+    struct ident_id cand;
     int same;
 
     if (old == NULL || !snapshot_id_equal(&old->base, &l->base))
         return 0;
-    idb_init(&t);
-    id_raw(&t, buf_ptr(&pre->b), buf_len(&pre->b));
+    ident_init(&t);
+    ident_copy(&t, pre);
     rec_init(&rec, in->dns, &t);
     for (size_t i = 0; in->dns != NULL && i < old->ndns_names; i++)
         rec_lookup(&rec, old->dns_names[i], NULL, NULL);
-    if (idb_finish(&t, &cand) < 0 || rec.oom) {
-        id_dispose(&cand);
+    if (ident_finish(&t, &cand) < 0 || rec.oom) {
+        ident_id_dispose(&cand);
         names_free(rec.names, rec.nnames);
         return -1;
     }
     same = snapshot_id_equal(&old->id, &cand);
     if (!same) {
-        id_dispose(&cand);
+        ident_id_dispose(&cand);
         names_free(rec.names, rec.nnames);
         return 0;
     }
@@ -554,7 +463,7 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
     struct snapshot_listener *l = &s->v[s->n];
     const struct strmap *prev_map = prev != NULL ? &prev->gwclusters : NULL;
     struct compile_env env = {in->nworkers, in->dns, in->identity, in->jwks};
-    struct idb d;
+    struct ident d;
     struct dns_rec rec;
     int l4 = sp->gw != NULL && sp->gw->l4, kept = 0, rc, live = 0;
 
@@ -573,9 +482,9 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
             goto oom;
         kept = old != NULL && snapshot_id_equal(&old->id, &l->id);
     } else if (!l4) {
-        idb_init(&d);
+        ident_init(&d);
         gateway_base(&d, in, sp->gw);
-        if (idb_finish(&d, &l->id) < 0)
+        if (ident_finish(&d, &l->id) < 0)
             goto oom;
         kept = old != NULL && snapshot_id_equal(&old->id, &l->id);
     } else {
@@ -583,19 +492,19 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
          * holds what they were compiled from, the resources they read and
          * the DNS answers its clusters used, so an unrelated change keeps
          * it running. */
-        idb_init(&d);
+        ident_init(&d);
         gateway_base(&d, in, sp->gw);
-        if (idb_finish(&d, &l->base) < 0)
+        if (ident_finish(&d, &l->base) < 0)
             goto oom;
-        idb_init(&d);
+        ident_init(&d);
         live = 1;
-        id_id(&d, &l->base);
+        ident_sub(&d, &l->base);
         l4_resources(&d, in->set, sp->gw->shared);
         kept = l4_try_keep(in, old, l, &d);
         if (kept < 0)
             goto oom;
         if (kept) {
-            buf_dispose(&d.b);
+            ident_abandon(&d);
             live = 0;
         } else if (in->dns != NULL) {
             env.dns = &rec.fn; /* records the answers compile uses */
@@ -650,7 +559,7 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
     }
     if (l4) {
         live = 0;
-        if (idb_finish(&d, &l->id) < 0 || rec.oom)
+        if (ident_finish(&d, &l->id) < 0 || rec.oom)
             goto oom;
         l->dns_names = rec.names;
         l->ndns_names = rec.nnames;
@@ -663,7 +572,7 @@ oom:
     err_set(err, "out of memory");
 fail:
     if (live)
-        buf_dispose(&d.b);
+        ident_abandon(&d);
     names_free(rec.names, rec.nnames);
     return -1;
 }

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "compile/compile.h"
+#include "compile/identity.h"
 #include "compile/istio.h"
 #include "core/addr.h"
 #include "core/strmap.h"
@@ -31,14 +32,10 @@ struct resource_set;
  * same conf object (so the workers' proxies and their sessions stay), the
  * same clusters (their pools, counters, breakers and outlier state).
  */
-struct snapshot_id {
-    uint64_t hash;
-    unsigned char *bytes; /* canonical inputs, owned */
-    size_t len;
-};
 
-/* snapshot_id_equal() is 1 when a and b were built from equal inputs. */
-int snapshot_id_equal(const struct snapshot_id *a, const struct snapshot_id *b);
+/* snapshot_id_equal() is ident_equal(): 1 when a and b were built from
+ * equal inputs. */
+int snapshot_id_equal(const struct ident_id *a, const struct ident_id *b);
 
 struct snapshot_listener {
     char *name;
@@ -49,11 +46,11 @@ struct snapshot_listener {
     uint64_t tls_reload_ms;       /* certificate checks; 0: no TLS */
     int gateway;                  /* from Gateways (routes rebuilt) */
     /* What cl was compiled from; equal across snapshots: kept. */
-    struct snapshot_id id;
+    struct ident_id id;
     /* L4 listeners: the identity without what their rules are compiled
      * from (resources, DNS answers); equal: the HTTP part of a shared
      * port is kept while the rules are rebuilt. */
-    struct snapshot_id base;
+    struct ident_id base;
     /* L4 listeners: the DNS names their clusters looked up. */
     char **dns_names;
     size_t ndns_names;
@@ -70,7 +67,7 @@ struct snapshot {
     size_t n;
     /* Bootstrap clusters, in bootstrap order: one reference each. */
     struct cluster **clusters;
-    struct snapshot_id *cluster_ids;
+    struct ident_id *cluster_ids;
     size_t nclusters;
     /* Gateway clusters by fingerprint (see istio_clusters), one
      * reference each. */
