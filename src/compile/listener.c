@@ -80,6 +80,8 @@ static void http_settings(struct http_listener_conf *c,
     c->downstream.idle_timeout_ms = (uint64_t)h->idle_timeout_ms;
     c->downstream.headers_timeout_ms = (uint64_t)h->headers_timeout_ms;
     c->downstream.tls = tls;
+    snprintf(c->downstream.upgrade_types, sizeof(c->downstream.upgrade_types),
+             "%s", h->upgrade_types != NULL ? h->upgrade_types : "");
     c->h2.max_concurrent_streams = (uint32_t)h->max_concurrent_streams;
     c->h2.stream_window = (uint32_t)h->stream_window;
     c->h2.connection_window = (uint32_t)h->connection_window;

@@ -11,6 +11,7 @@
 
 #include "config/bootstrap.h"
 #include "core/buf.h"
+#include "http/conn_conf-t.h"
 
 #define OFF(type, field) offsetof(type, field)
 #define END                                                                    \
@@ -64,6 +65,43 @@ static const struct conf_key tls_keys[] = {
 };
 const struct conf_section bootstrap_tls_section = {tls_keys, 0, SIZE_MAX};
 
+/* upgradeTypes: a comma-separated list of tokens that fits the listener's
+ * buffer. h2c is refused: an h2c upgrade is answered as HTTP/1.1, never
+ * relayed, since strait speaks HTTP/2 itself. */
+static int check_upgrade_types(const char *s, size_t n, void *dst,
+                               const char **why)
+{
+    size_t i, start = 0;
+
+    (void)dst;
+    if (n >= HTTP_UPGRADE_TYPES_MAX) {
+        *why = "list too long";
+        return -1;
+    }
+    for (i = 0; i <= n; i++) {
+        if (i < n && s[i] != ',') {
+            if (!strchr("!#$%&'*+-.^_`|~", s[i]) &&
+                !((s[i] >= '0' && s[i] <= '9') ||
+                  (s[i] >= 'a' && s[i] <= 'z') ||
+                  (s[i] >= 'A' && s[i] <= 'Z'))) {
+                *why = "not a comma-separated list of tokens";
+                return -1;
+            }
+            continue;
+        }
+        if (i == start && n > 0) {
+            *why = "empty element";
+            return -1;
+        }
+        if (i - start == 3 && strncasecmp(s + start, "h2c", 3) == 0) {
+            *why = "h2c upgrades are never tunnelled";
+            return -1;
+        }
+        start = i + 1;
+    }
+    return 0;
+}
+
 static const struct conf_key http_keys[] = {
     {"maxRequestHeadersSize", CONF_SIZE,
      OFF(struct bootstrap_http, max_head_bytes), 1024, 1024 * 1024, "60KiB",
@@ -108,6 +146,12 @@ static const struct conf_key http_keys[] = {
     {"h2c", CONF_BOOL, OFF(struct bootstrap_http, h2c), 0, 0, "true",
      "accept HTTP/2 with prior knowledge on plaintext listeners", NULL, NULL,
      NULL, NULL},
+    {"upgradeTypes", CONF_STR, OFF(struct bootstrap_http, upgrade_types), 0, 0,
+     "websocket",
+     "Upgrade protocols relayed as a tunnel after the upstream's 101, "
+     "comma-separated (Envoy's upgrade_configs); \"\" for none. Other "
+     "Upgrades are forwarded as plain requests",
+     NULL, NULL, check_upgrade_types, NULL},
     END,
 };
 const struct conf_section bootstrap_http_section = {http_keys, 0, SIZE_MAX};

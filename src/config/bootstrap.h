@@ -66,7 +66,8 @@ struct bootstrap_http {
     int64_t idle_timeout_ms;
     int64_t headers_timeout_ms;
     int64_t body_buffer;
-    int h2c; /* accept h2c prior knowledge on plaintext */
+    int h2c;             /* accept h2c prior knowledge on plaintext */
+    char *upgrade_types; /* comma-separated Upgrade tokens tunnelled */
 };
 
 /* A static route, until VirtualServices: first match wins. */

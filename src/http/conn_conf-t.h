@@ -29,6 +29,9 @@ struct http_limits {
     enum http_underscore underscores;
 };
 
+/* Room for the Upgrade protocols a listener tunnels, comma-separated. */
+#define HTTP_UPGRADE_TYPES_MAX 128
+
 /* Per-listener settings of the server side of an HTTP connection, whatever
  * its protocol; immutable, shared by every connection of the listener. */
 struct http_conn_conf {
@@ -37,6 +40,9 @@ struct http_conn_conf {
     uint64_t idle_timeout_ms;    /* between requests */
     uint64_t headers_timeout_ms; /* to receive one request head */
     int tls;                     /* requests arrive over TLS: scheme https */
+    /* The Upgrade protocols relayed as a tunnel after the upstream's 101,
+     * as a comma-separated list of tokens ("websocket"); empty: none. */
+    char upgrade_types[HTTP_UPGRADE_TYPES_MAX];
 };
 
 #endif

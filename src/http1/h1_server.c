@@ -196,19 +196,31 @@ static int split_absolute(struct slice target, struct slice *authority,
 /*
  * upgrade_tunnelled() decides whether an Upgrade request may become a
  * tunnel after the upstream's 101. Only the protocols strait relays are
- * (Envoy's upgrade_configs: websocket), and only a request without a body:
+ * (the listener's upgradeTypes, Envoy's upgrade_configs: websocket by
+ * default), and only a request without a body:
  * the bytes after the head of a request that has one are its body, framed
  * by Content-Length or chunked, and relaying them raw to an upstream that
  * does not switch protocols would run them there as a second request
  * (request smuggling). Any other Upgrade (h2c included) is forwarded as a
  * plain request without its Upgrade header, which strip_hop removes.
  */
-static int upgrade_tunnelled(const struct h1_request *r, struct slice proto)
+static int upgrade_tunnelled(const struct h1_server *hs,
+                             const struct h1_request *r, struct slice proto)
 {
+    const char *list = hs->conf->upgrade_types;
+
     if (r->body == H1_BODY_CHUNKED ||
-        (r->body == H1_BODY_LENGTH && r->content_length > 0))
+        (r->body == H1_BODY_LENGTH && r->content_length > 0) || proto.n == 0)
         return 0;
-    return slice_case_eq_str(proto, "websocket");
+    /* The listener's list is tokens joined by commas, checked at load. */
+    while (*list != '\0') {
+        size_t n = strcspn(list, ",");
+
+        if (n == proto.n && strncasecmp(list, proto.p, n) == 0)
+            return 1;
+        list += n + (list[n] == ',');
+    }
+    return 0;
 }
 
 static int build_request(struct h1_server *hs, struct hstream *s,
@@ -255,7 +267,7 @@ static int build_request(struct h1_server *hs, struct hstream *s,
     }
     http_fields_strip_hop(&q->fields);
     q->expect_continue = r->expect_continue;
-    q->upgrade = r->upgrade && upgrade_tunnelled(r, q->upgrade_proto);
+    q->upgrade = r->upgrade && upgrade_tunnelled(hs, r, q->upgrade_proto);
     q->te_trailers = r->te_trailers;
     if (r->body == H1_BODY_LENGTH) {
         q->content_length = (int64_t)r->content_length;

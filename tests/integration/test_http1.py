@@ -753,3 +753,43 @@ def test_absolute_form_with_userinfo_is_400(strait_factory, upstream_factory,
     r = request(port, b"GET http://other.example/?q=a@b HTTP/1.1\r\n"
                       b"Host: other.example\r\n\r\n")
     assert r.status == 200
+
+
+def ws_upgrade(port, proto=b"websocket"):
+    """Sends an Upgrade request; returns the status strait answered."""
+    with connect(port) as c:
+        c.sendall(b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\n"
+                  b"Upgrade: " + proto + b"\r\n\r\n")
+        return read_response(c.makefile("rb")).status
+
+
+def test_upgrade_types_are_configured(strait_factory, httpd_factory):
+    """Only the listener's upgradeTypes are tunnelled (websocket by
+    default); another Upgrade goes upstream as a plain request."""
+    up = httpd_factory()  # answers 101 to any Upgrade it sees
+    st, port = start(strait_factory, [up.addr])
+    assert ws_upgrade(port) == 101
+    assert ws_upgrade(port, b"foo") == 200
+    assert "upgrade" not in names(up.requests[-1])
+    st2, port2 = start(strait_factory, [up.addr],
+                       http={"upgradeTypes": "websocket,foo"})
+    assert ws_upgrade(port2, b"FOO") == 101
+    assert ws_upgrade(port2) == 101
+    st3, port3 = start(strait_factory, [up.addr], http={"upgradeTypes": ""})
+    assert ws_upgrade(port3) == 200
+    assert "upgrade" not in names(up.requests[-1])
+
+
+@pytest.mark.parametrize("value", ["h2c", "websocket,,foo", "web socket"])
+def test_upgrade_types_refused_by_check(tmp_path, value):
+    """strait check refuses an upgradeTypes it could not honour."""
+    import os
+    from httpd import http_listener as hl
+    conf = tmp_path / "strait.yaml"
+    conf.write_text("listeners:\n" + hl("web", free_port(),
+                                          http={"upgradeTypes": value}) +
+                    clusters(backend=["127.0.0.1:1"]))
+    p = subprocess.run([os.environ["STRAIT_BIN"], "check", "-c", str(conf)],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0, p.stdout + p.stderr
+    assert "upgradeTypes" in p.stdout + p.stderr
