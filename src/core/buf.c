@@ -96,6 +96,17 @@ void buf_consume(struct buf *b, size_t n)
     b->head += n;
 }
 
+void buf_truncate(struct buf *b, size_t len)
+{
+    if (len >= buf_len(b))
+        return;
+    if (len == 0) {
+        b->head = b->tail = 0;
+        return;
+    }
+    b->tail = b->head + len;
+}
+
 void buf_release_if_empty(struct buf *b)
 {
     if (buf_len(b) == 0 && b->data != NULL)

@@ -62,6 +62,11 @@ void buf_commit(struct buf *b, size_t n);
  * its offsets reset so the next read starts at the front. */
 void buf_consume(struct buf *b, size_t n);
 
+/* buf_truncate() keeps the first len bytes and drops the rest (the most
+ * recently appended): how a writer takes back what it queued but has not
+ * sent yet. No-op when the buffer holds len bytes or fewer. */
+void buf_truncate(struct buf *b, size_t len);
+
 /* buf_release() frees the storage if the buffer is empty, so idle
  * connections hold no I/O memory. */
 void buf_release_if_empty(struct buf *b);

@@ -24,6 +24,17 @@ struct hstream_down_ops {
     void (*response_head)(struct hstream *s);
     /* An interim 100 Continue may be sent now (Expect: 100-continue). */
     void (*continue_100)(struct hstream *s);
+    /* The proxy cannot finish the response it started (the upstream
+     * failed after its head): takes the head back if no byte of the
+     * response has left for the client yet, and returns 0 (the proxy
+     * then answers afresh, an error in place of an empty reply); -1 when
+     * something went out, and nothing changes. NULL: never possible. */
+    int (*retract)(struct hstream *s);
+    /* Ends the stream abruptly, whatever was sent: HTTP/1 closes the
+     * connection, HTTP/2 sends RST_STREAM, so the client sees that the
+     * message was cut short. The codec calls on_down_done afterwards, on
+     * a later turn. NULL: the proxy only fails the response pipe. */
+    void (*reset)(struct hstream *s);
 };
 
 /* What the proxy offers downstream codecs. */

@@ -58,7 +58,12 @@ struct h1_server {
     unsigned write_blocked : 1;
     unsigned timer_head : 1; /* the timer runs the headers timeout */
     unsigned lingering : 1;  /* closing: dropping the client's last bytes */
-    unsigned bufs : 2;       /* I/O buffers with storage, as last counted */
+    unsigned head_sent : 1;  /* a byte of the response head left */
+    unsigned reset : 1;      /* the proxy gave up on the response: close */
+    /* Bytes of out ahead of the response head (a 100 Continue not yet
+     * written): the head is what follows them. */
+    size_t head_at;
+    unsigned bufs : 2; /* I/O buffers with storage, as last counted */
     size_t linger_left;
     int minor;
 };
@@ -132,7 +137,8 @@ static void server_close(struct h1_server *hs)
     if (hs->s != NULL) {
         if (hs->rq == RQ_BODY || hs->rq == RQ_TUNNEL)
             hpipe_abort(&hs->s->req_body);
-        hs->s->flags |= hs->rs == RS_DONE ? 0 : HFLAG_DC;
+        /* Not the client's doing when the proxy reset the stream. */
+        hs->s->flags |= hs->rs == RS_DONE || hs->reset ? 0 : HFLAG_DC;
         stream_release(hs);
     }
     timer_cancel(hs->timer);
@@ -480,6 +486,19 @@ static void pump_tunnel_in(struct h1_server *hs)
     }
 }
 
+/* n bytes of out were written: once they reach past head_at, a part of
+ * the response head is out and the response can no longer be taken
+ * back (retract). */
+static void note_sent(struct h1_server *hs, size_t n)
+{
+    if (hs->rs == RS_WAIT || hs->head_sent)
+        return;
+    if (n > hs->head_at)
+        hs->head_sent = 1;
+    else
+        hs->head_at -= n;
+}
+
 /* Writes out; returns -1 when the connection failed. */
 static int flush_out(struct h1_server *hs)
 {
@@ -492,6 +511,7 @@ static int flush_out(struct h1_server *hs)
         if (n < 0)
             return -1;
         buf_consume(&hs->out, (size_t)n);
+        note_sent(hs, (size_t)n);
     }
     hs->write_blocked = 0;
     buf_release_if_empty(&hs->out);
@@ -510,8 +530,11 @@ static int pump_response_body(struct h1_server *hs)
 
         if (p->aborted) {
             /* The upstream failed mid-response: HTTP/1 can only say so by
-             * closing the connection. */
+             * closing the connection, before the end of the message, so
+             * the client sees it truncated. Not the client's fault (no
+             * DC). */
             hs->keep_alive = 0;
+            hs->reset = 1;
             return -1;
         }
         if (avail == 0) {
@@ -618,6 +641,8 @@ static void process_turn(struct h1_server *hs)
         linger(hs);
         return;
     }
+    if (hs->reset)
+        goto done;
     do {
         progress = 0;
         /* A blocked write is retried first; otherwise the body goes
@@ -716,7 +741,7 @@ linger:
     }
     goto done;
 fail:
-    if (hs->s != NULL)
+    if (hs->s != NULL && !hs->reset)
         hs->s->flags |= HFLAG_DC;
 done:
     server_close(hs);
@@ -757,6 +782,8 @@ static void response_head(struct hstream *s)
 
     if (hs->draining)
         hs->keep_alive = 0;
+    hs->head_at = buf_len(&hs->out);
+    hs->head_sent = 0;
     if (r->status == 101 && s->req.upgrade) {
         hs->rb = RB_TUNNEL;
     } else if (no_body) {
@@ -840,7 +867,35 @@ static void continue_100(struct hstream *s)
     }
 }
 
-static const struct hstream_down_ops down_ops = {response_head, continue_100};
+/* Takes back a response head still waiting in out, so that the proxy
+ * can answer in its place; not once a byte of it was written, nor after
+ * a 101 (the connection is a tunnel now). */
+static int retract(struct hstream *s)
+{
+    struct h1_server *hs = s->down_ctx;
+
+    if (hs->head_sent || hs->closing || hs->closed || hs->rs == RS_WAIT ||
+        hs->rb == RB_TUNNEL)
+        return -1;
+    buf_truncate(&hs->out, hs->head_at);
+    hs->rs = RS_WAIT;
+    hs->rb = RB_NONE;
+    return 0;
+}
+
+/* The proxy gives up on the stream: the connection closes on the next
+ * turn, the message unfinished. */
+static void reset(struct hstream *s)
+{
+    struct h1_server *hs = s->down_ctx;
+
+    hs->reset = 1;
+    hs->keep_alive = 0;
+    schedule(hs);
+}
+
+static const struct hstream_down_ops down_ops = {response_head, continue_100,
+                                                 retract, reset};
 
 static void on_timer(void *arg)
 {

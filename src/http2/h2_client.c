@@ -365,6 +365,25 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
     return 0;
 }
 
+/*
+ * A stream the upstream ended with an error is its protocol error (UPE,
+ * answered 502 when nothing was passed on yet) when it broke a response
+ * it had started (any error code after the head: the client would get a
+ * truncated message), or when its frames broke the protocol (nghttp2
+ * resets the stream with PROTOCOL_ERROR for a malformed head). Other
+ * resets before any answer (REFUSED_STREAM, CANCEL, ...) stay connection
+ * failures (UC).
+ */
+static int upstream_broke(const struct h2c_stream *st, uint32_t code)
+{
+    if (code == NGHTTP2_NO_ERROR)
+        return st->head_seen && !st->resp_ended;
+    return st->head_seen || code == NGHTTP2_PROTOCOL_ERROR ||
+           code == NGHTTP2_FRAME_SIZE_ERROR ||
+           code == NGHTTP2_COMPRESSION_ERROR ||
+           code == NGHTTP2_FLOW_CONTROL_ERROR;
+}
+
 static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code,
                            void *arg)
 {
@@ -376,6 +395,8 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code,
     (void)c;
     if (code == NGHTTP2_NO_ERROR && st->resp_ended)
         stream_end(st, 1, 0, 1);
+    else if (upstream_broke(st, code))
+        stream_end(st, 0, HFLAG_UPE, 1);
     else
         stream_end(st, 0, HFLAG_UC, 1);
     return 0;

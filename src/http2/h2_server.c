@@ -50,6 +50,9 @@ struct h2_stream {
     unsigned dispatched : 1;
     unsigned req_ended : 1;
     unsigned has_authority : 1;
+    unsigned head_pending : 1; /* in hs->heads: the response head waits */
+    unsigned reset : 1;        /* the proxy reset it (not the client) */
+    struct list head_link;
     struct slice cookie;
 };
 
@@ -67,6 +70,9 @@ struct h2_server {
     struct h2_counters *sh;
     struct buf out;
     struct list streams;
+    /* Streams whose response head is submitted at the next flush, not
+     * at once: until then the proxy may take it back (retract). */
+    struct list heads;
     size_t nstreams;
     uint64_t rst_start;
     unsigned rst_count;
@@ -490,9 +496,15 @@ static void stream_release(struct h2_server *hs, struct h2_stream *st,
         schedule(hs);
     }
 
+    if (st->head_pending) {
+        list_del(&st->head_link);
+        st->head_pending = 0;
+    }
     if (code != NGHTTP2_NO_ERROR) {
         STAT_ADD(hs->sh, stream_errors, 1);
-        if (!hpipe_drained(&s->resp_body))
+        /* A reset for a response the proxy failed is not the client's. */
+        if (!hpipe_drained(&s->resp_body) && !s->resp_body.aborted &&
+            !st->reset)
             s->flags |= HFLAG_DC;
     }
     if (!st->req_ended)
@@ -566,10 +578,10 @@ static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf,
     return (ssize_t)avail;
 }
 
-static void response_head(struct hstream *s)
+/* The response head of st, submitted now (see heads). */
+static void submit_head(struct h2_server *hs, struct h2_stream *st)
 {
-    struct h2_stream *st = s->down_ctx;
-    struct h2_server *hs = st->hs;
+    struct hstream *s = st->s;
     const struct http_response *r = &s->resp;
     size_t n = r->fields.n + 2;
     nghttp2_nv *nva = arena_alloc(&s->arena, n * sizeof(*nva));
@@ -606,6 +618,62 @@ static void response_head(struct hstream *s)
                                 no_body ? NULL : &prd) != 0)
         nghttp2_submit_rst_stream(hs->ng, NGHTTP2_FLAG_NONE, st->id,
                                   NGHTTP2_INTERNAL_ERROR);
+}
+
+static void submit_heads(struct h2_server *hs)
+{
+    while (!LIST_EMPTY(&hs->heads)) {
+        struct h2_stream *st =
+            LIST_ELEM(hs->heads.next, struct h2_stream, head_link);
+        list_del(&st->head_link);
+        st->head_pending = 0;
+        submit_head(hs, st);
+    }
+}
+
+/* The proxy's response head: submitted at the next flush (the same turn
+ * of the loop), so that an upstream failing right behind its head can
+ * still be answered with an error instead. */
+static void response_head(struct hstream *s)
+{
+    struct h2_stream *st = s->down_ctx;
+    struct h2_server *hs = st->hs;
+
+    if (hs->closed)
+        return;
+    if (!st->head_pending) {
+        st->head_pending = 1;
+        list_append(&hs->heads, &st->head_link);
+    }
+    schedule(hs);
+}
+
+/* Takes back a head not yet submitted. */
+static int retract(struct hstream *s)
+{
+    struct h2_stream *st = s->down_ctx;
+
+    if (!st->head_pending)
+        return -1;
+    list_del(&st->head_link);
+    st->head_pending = 0;
+    return 0;
+}
+
+static void reset(struct hstream *s)
+{
+    struct h2_stream *st = s->down_ctx;
+    struct h2_server *hs = st->hs;
+
+    if (st->head_pending) {
+        list_del(&st->head_link);
+        st->head_pending = 0;
+    }
+    if (hs->closed)
+        return;
+    st->reset = 1;
+    nghttp2_submit_rst_stream(hs->ng, NGHTTP2_FLAG_NONE, st->id,
+                              NGHTTP2_INTERNAL_ERROR);
     schedule(hs);
 }
 
@@ -621,10 +689,12 @@ static void continue_100(struct hstream *s)
     schedule(st->hs);
 }
 
-static const struct hstream_down_ops down_ops = {response_head, continue_100};
+static const struct hstream_down_ops down_ops = {response_head, continue_100,
+                                                 retract, reset};
 
 static int flush_out(struct h2_server *hs)
 {
+    submit_heads(hs);
     for (;;) {
         while (buf_len(&hs->out) < OUT_MAX) {
             const uint8_t *data;
@@ -759,6 +829,7 @@ h2_server_new(struct event_base *base, struct conn *c,
     hs->http = http;
     hs->sh = counters;
     LIST_INIT(&hs->streams);
+    LIST_INIT(&hs->heads);
     buf_init(&hs->out, OUT_MAX);
     timer_init(&hs->timer, base, on_idle, hs);
     timer_init(&hs->drain_ev, base, on_drain_notice, hs);

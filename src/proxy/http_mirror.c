@@ -65,9 +65,10 @@ static void shadow_continue(struct hstream *m)
     (void)m;
 }
 
-/* The "downstream" of a copy: a sink. */
-static const struct hstream_down_ops shadow_down = {shadow_head,
-                                                    shadow_continue};
+/* The "downstream" of a copy: a sink, with nothing to take back or
+ * reset (a failed copy is only counted). */
+static const struct hstream_down_ops shadow_down = {
+    shadow_head, shadow_continue, NULL, NULL};
 
 void pstream_on_aux(void *arg)
 {

@@ -219,6 +219,16 @@ void pstream_local_reply_with(struct pstream *ps, int status, unsigned flags,
     s->flags |= flags;
     if (ps->shadow)
         ps->shadow_failed = 1;
+    /* The upstream's answer failed after its head (a malformed chunk, a
+     * reset stream), but no byte of it has left for the client yet: it
+     * is taken back, and the client gets this answer instead of an empty
+     * reply. A complete answer stays as it is. */
+    if (s->resp_started && !s->down_done && !s->resp_body.eof &&
+        s->down->retract != NULL && s->down->retract(s) == 0) {
+        s->resp_started = 0;
+        s->bytes_out = 0;
+        hpipe_reset(&s->resp_body);
+    }
     if (!s->resp_started && !s->down_done && is_grpc(s)) {
         char code[8];
         snprintf(code, sizeof(code), "%d", grpc_code(status));

@@ -144,3 +144,163 @@ def test_h1_client_fin_mid_response_does_not_hold_drain(
     # With the 600 s drain deadline, a prompt exit proves nothing waited.
     assert st.stop(timeout=20) == 0
 
+
+# -- item 12: an upstream that breaks its response after the head --------
+
+class BreaksAfterHead:
+    """An HTTP/1.1 upstream that sends a chunked head, optionally a good
+    chunk (then waits for `go`), then a malformed chunk size."""
+
+    def __init__(self, first_chunk=b""):
+        self.first = first_chunk
+        self.go = threading.Event()
+
+    def __call__(self, c):
+        if read_head(c) is None:
+            return
+        head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+        if self.first:
+            c.sendall(head + b"%x\r\n%s\r\n" % (len(self.first), self.first))
+            if not self.go.wait(20):
+                return
+            c.sendall(b"zz-not-a-size\r\n")
+        else:
+            # Head and the bad chunk in one write: strait reads them in
+            # one go, before any of the head can reach the client.
+            c.sendall(head + b"zz-not-a-size\r\n")
+        c.settimeout(20)
+        try:
+            while c.recv(65536):
+                pass
+        except OSError:
+            pass
+
+
+def test_h1_upstream_bad_chunk_before_anything_sent_is_502_upe(
+        strait_factory, upstream_factory):
+    up = upstream_factory(BreaksAfterHead())
+    st, port = start(strait_factory, up.addr)
+    with connect(port) as c:
+        c.sendall(b"GET /bad-chunk HTTP/1.1\r\nHost: a\r\n\r\n")
+        f = c.makefile("rb")
+        from httpd import read_response
+        r = read_response(f)
+        assert r is not None, "an empty reply"
+        assert r.status == 502, r.status
+    line = log_line(st, "path=/bad-chunk")
+    assert "status=502" in line and "flags=UPE" in line, line
+
+
+def test_h1_upstream_bad_chunk_after_bytes_sent_truncates(
+        strait_factory, upstream_factory):
+    h = BreaksAfterHead(b"first-part")
+    up = upstream_factory(h)
+    st, port = start(strait_factory, up.addr)
+    with connect(port) as c:
+        c.sendall(b"GET /bad-later HTTP/1.1\r\nHost: a\r\n\r\n")
+        got = read_until(c, b"first-part\r\n")
+        assert got.startswith(b"HTTP/1.1 200")
+        h.go.set()
+        c.settimeout(10)
+        rest = b""
+        try:
+            while True:
+                d = c.recv(65536)
+                if not d:
+                    break
+                rest += d
+        except ConnectionResetError:
+            pass
+        # Closed without the last chunk: the client knows it is cut short.
+        assert b"0\r\n\r\n" not in got + rest, got + rest
+    line = log_line(st, "path=/bad-later")
+    # The status that was sent, and the upstream's fault, not the client's.
+    assert "status=200" in line and "flags=UPE" in line, line
+
+
+def test_h2_client_upstream_bad_chunk_before_anything_sent_is_502(
+        strait_factory, upstream_factory):
+    from test_http2 import H2Client
+    up = upstream_factory(BreaksAfterHead())
+    st, port = start(strait_factory, up.addr)
+    cl = H2Client(port)
+    try:
+        sid = cl.request("/h2-bad-chunk")
+        cl.wait(lambda: cl.done(sid), what="the answer")
+        assert cl.streams[sid]["headers"][":status"] == "502"
+        assert cl.streams[sid]["ended"]
+    finally:
+        cl.close()
+    line = log_line(st, "path=/h2-bad-chunk")
+    assert "status=502" in line and "flags=UPE" in line, line
+
+
+def test_h2_client_upstream_bad_chunk_after_bytes_sent_is_reset(
+        strait_factory, upstream_factory):
+    from test_http2 import H2Client
+    h = BreaksAfterHead(b"first-part")
+    up = upstream_factory(h)
+    st, port = start(strait_factory, up.addr)
+    cl = H2Client(port)
+    try:
+        sid = cl.request("/h2-bad-later")
+        cl.wait(lambda: b"first-part" in cl.streams[sid]["data"],
+                what="the first part")
+        assert cl.streams[sid]["headers"][":status"] == "200"
+        h.go.set()
+        cl.wait(lambda: cl.done(sid), what="the end of the stream")
+        assert cl.streams[sid]["reset"] is not None
+        assert not cl.streams[sid]["ended"]
+    finally:
+        cl.close()
+    line = log_line(st, "path=/h2-bad-later")
+    assert "status=200" in line and "flags=UPE" in line, line
+
+
+def h2_upstream(answer):
+    """An HTTP/2 (h2c) upstream handler: answer(conn, stream_id) is called
+    for each request; what it queued is sent in one write."""
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    def handler(c):
+        conn = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=False))
+        conn.initiate_connection()
+        c.sendall(conn.data_to_send())
+        while True:
+            try:
+                data = c.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.RequestReceived):
+                    answer(conn, ev.stream_id)
+            out = conn.data_to_send()
+            if out:
+                c.sendall(out)
+    return handler
+
+
+def test_h2_upstream_reset_right_after_head_is_502_upe(
+        strait_factory, upstream_factory):
+    import h2.errors
+
+    def refuse_after_head(conn, sid):
+        conn.send_headers(sid, [(":status", "200"),
+                                ("content-type", "text/plain")])
+        conn.reset_stream(sid, h2.errors.ErrorCodes.REFUSED_STREAM)
+
+    up = upstream_factory(h2_upstream(refuse_after_head))
+    st, port = start(strait_factory, up.addr, protocol="http2")
+    with connect(port) as c:
+        c.sendall(b"GET /h2-refused HTTP/1.1\r\nHost: a\r\n\r\n")
+        from httpd import read_response
+        r = read_response(c.makefile("rb"))
+        assert r is not None, "an empty reply"
+        assert r.status == 502, r.status
+    line = log_line(st, "path=/h2-refused")
+    assert "status=502" in line and "flags=UPE" in line, line

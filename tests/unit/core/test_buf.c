@@ -278,6 +278,31 @@ static void test_consume_resets(void **state)
     buf_dispose(&b);
 }
 
+/* What was appended last goes; what was consumed stays consumed. */
+static void test_truncate_drops_the_tail(void **state)
+{
+    struct buf b;
+
+    (void)state;
+    buf_init(&b, 100);
+    assert_int_equal(buf_puts(&b, "100 xx|HEAD"), 0);
+    buf_consume(&b, 4);
+    buf_truncate(&b, 2);
+    assert_int_equal(buf_len(&b), 2);
+    assert_memory_equal(buf_ptr(&b), "xx", 2);
+    /* Longer than what is there: nothing changes. */
+    buf_truncate(&b, 50);
+    assert_int_equal(buf_len(&b), 2);
+    assert_int_equal(buf_puts(&b, "NEW"), 0);
+    assert_memory_equal(buf_ptr(&b), "xxNEW", 5);
+    /* To nothing: the offsets reset as after a full consume. */
+    buf_truncate(&b, 0);
+    assert_int_equal(buf_len(&b), 0);
+    assert_int_equal(b.head, 0);
+    assert_int_equal(b.tail, 0);
+    buf_dispose(&b);
+}
+
 static void test_release_if_empty(void **state)
 {
     struct buf b;
@@ -496,6 +521,7 @@ int main(void)
         cmocka_unit_test(test_reserve_reuses_consumed_room_at_cap),
         cmocka_unit_test(test_reserve_any),
         cmocka_unit_test(test_consume_resets),
+        cmocka_unit_test(test_truncate_drops_the_tail),
         cmocka_unit_test(test_release_if_empty),
         cmocka_unit_test(test_cstr),
         cmocka_unit_test(test_read_fd),
