@@ -303,6 +303,12 @@ static const struct conf_key bootstrap_keys[] = {
      3600 * 1000, "30s",
      "on SIGTERM, how long open connections may finish before exit", NULL, NULL,
      NULL, NULL},
+    {"drainWindow", CONF_DURATION, OFF(struct bootstrap, drain_window_ms), 0,
+     3600 * 1000, "0s",
+     "on SIGTERM, keep accepting this long (readiness says DRAINING), "
+     "answering with Connection: close and HTTP/2 GOAWAY, before the "
+     "listeners close; 0: close them at once. Counts within drainTimeout",
+     NULL, NULL, NULL, NULL},
     {"config", CONF_SECTION, OFF(struct bootstrap, config), 0, 0, NULL,
      "Istio resources", NULL, &source_section, NULL, NULL},
     {"credentials", CONF_SECTION, OFF(struct bootstrap, credentials), 0, 0,
@@ -421,6 +427,14 @@ static int bootstrap_validate(const struct bootstrap *bs, const char *file,
     if (addr_family(&bs->admin.address) == AF_UNIX) {
         conf_error(errs, file, 0, 0, "admin.address",
                    "the admin API listens on TCP only");
+        nerr++;
+    }
+    if (bs->drain_window_ms > 0 &&
+        bs->drain_window_ms >= bs->drain_timeout_ms) {
+        conf_error(errs, file, 0, 0, "drainWindow",
+                   "must be shorter than drainTimeout (%lld ms): the window "
+                   "counts within the drain deadline",
+                   (long long)bs->drain_timeout_ms);
         nerr++;
     }
     return nerr;

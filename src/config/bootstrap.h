@@ -187,6 +187,7 @@ struct bootstrap {
     struct bootstrap_admin admin;
     struct bootstrap_log log;
     int64_t drain_timeout_ms;
+    int64_t drain_window_ms; /* keep accepting this long after SIGTERM */
     struct bootstrap_source config;
     struct bootstrap_credentials credentials;
     struct bootstrap_dns dns;

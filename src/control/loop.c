@@ -67,6 +67,7 @@ struct loop {
     int stopped_accepting;
     int idle_workers;
     struct timer drain_timer;
+    struct timer drain_window_timer; /* the end of drainWindow */
     struct timer cert_timer;
     struct source *source;        /* Istio resources; NULL without config.dir */
     struct dns_cache *dns;        /* ServiceEntry names; with source only */
@@ -421,9 +422,24 @@ static void on_drain_deadline(void *arg)
     event_base_loopbreak(s->base);
 }
 
+/* The listeners stop accepting: now, or at the end of drainWindow. */
+static void stop_accepting(struct loop *s)
+{
+    for (int w = 0; w < s->nworkers; w++)
+        worker_drain(&s->workers[w]);
+}
+
+static void on_drain_window(void *arg)
+{
+    struct loop *s = arg;
+
+    log_info("drain: window over, closing the listeners");
+    stop_accepting(s);
+}
+
 void loop_drain(struct loop *s, const char *why)
 {
-    int64_t ms = s->bs->drain_timeout_ms;
+    int64_t ms = s->bs->drain_timeout_ms, win = s->bs->drain_window_ms;
 
     if (s->draining)
         return;
@@ -431,8 +447,19 @@ void loop_drain(struct loop *s, const char *why)
     log_info("%s: draining (deadline %lld ms)", why, (long long)ms);
     sd_stopping(s, why);
     timer_arm(&s->drain_timer, (uint64_t)ms);
+    if (win <= 0) {
+        stop_accepting(s);
+        return;
+    }
+    /* Envoy's way: keep accepting for a while, so clients that learn of
+     * the drain late (a Kubernetes Service still sending here) lose
+     * nothing; every connection is told to go after its request. */
+    log_info("drain: accepting for %lld ms more; connections close after "
+             "their current request",
+             (long long)win);
     for (int w = 0; w < s->nworkers; w++)
-        worker_drain(&s->workers[w]);
+        worker_drain_connections(&s->workers[w]);
+    timer_arm(&s->drain_window_timer, (uint64_t)win);
 }
 
 static void set_error(char **slot, const char *msg)
@@ -867,6 +894,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     s->bs = bs; /* freed by loop_free() from here on */
     s->base = base;
     timer_init(&s->drain_timer, base, on_drain_deadline, s);
+    timer_init(&s->drain_window_timer, base, on_drain_window, s);
     timer_init(&s->cert_timer, base, on_cert_timer, s);
     timer_init(&s->watchdog_timer, base, on_watchdog_timer, s);
     sd_start(s);
@@ -973,6 +1001,7 @@ void loop_free(struct loop *s)
     dns_cache_free(s->dns);
     jwks_cache_free(s->jwks);
     timer_dispose(&s->drain_timer);
+    timer_dispose(&s->drain_window_timer);
     timer_dispose(&s->cert_timer);
     timer_dispose(&s->watchdog_timer);
     notify_dispose(&s->notify);

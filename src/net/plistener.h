@@ -38,6 +38,11 @@ struct plistener_ops {
                                plistener_idle_fn on_idle, void *arg);
     /* Stop accepting; finish what is in flight, close idle keep-alives. */
     void (*stop_accepting)(struct plistener *l);
+    /* Optional (NULL: nothing to tell): the process drains but l keeps
+     * accepting for a while (drainWindow); every connection, open or new,
+     * is told to go after its current request (HTTP/1 Connection: close,
+     * HTTP/2 GOAWAY). stop_accepting() follows later. */
+    void (*drain_connections)(struct plistener *l);
     /* Close everything now and free. */
     void (*free)(struct plistener *l);
     /* Optional (NULL: nothing to take): l was just started on the socket

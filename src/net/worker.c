@@ -177,6 +177,19 @@ static void do_ping(void *arg)
     notify(arg, WORKER_ALIVE);
 }
 
+static void do_drain_connections(void *arg)
+{
+    struct worker *w = arg;
+
+    if (w->draining)
+        return;
+    for (struct list *it = w->proxies.next; it != &w->proxies; it = it->next) {
+        struct plistener *p = LIST_ELEM(it, struct plistener, link);
+        if (p->ops->drain_connections != NULL)
+            p->ops->drain_connections(p);
+    }
+}
+
 static void free_all(struct list *l)
 {
     while (!LIST_EMPTY(l)) {
@@ -259,6 +272,11 @@ int worker_drain(struct worker *w)
 int worker_ping(struct worker *w)
 {
     return mq_post(w->inbox, do_ping, w);
+}
+
+int worker_drain_connections(struct worker *w)
+{
+    return mq_post(w->inbox, do_drain_connections, w);
 }
 
 void worker_stop(struct worker *w)

@@ -89,6 +89,11 @@ int worker_drain(struct worker *w);
  * Any thread; 0, or -1 when memory is short. */
 int worker_ping(struct worker *w);
 
+/* worker_drain_connections() tells the worker's listeners that the
+ * process drains while they keep accepting (drainWindow): connections are
+ * told to go after their current request. Any thread. */
+int worker_drain_connections(struct worker *w);
+
 /* worker_stop() ends the worker's loop, closing whatever is still open, and
  * joins the thread. Main thread. */
 void worker_stop(struct worker *w);

@@ -66,6 +66,7 @@ struct http_listener {
     uint64_t rng;
     int adopting; /* no socket of its own: http_listener_adopt() feeds it */
     int stopped;  /* stop_accepting ran: adopted connections are drained */
+    int draining; /* drain_connections ran: new connections are drained */
 };
 
 enum http_conn_stage {

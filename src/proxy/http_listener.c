@@ -624,8 +624,9 @@ static void conn_start(struct http_listener *l, int fd,
     /* An adopted connection was counted by the listener that took it. */
     if (!adopted)
         STAT_ADD(&http_shard(l)->listener, accepted, 1);
-    /* Handed over after the listener stopped: served once, then closed. */
-    hc->drain = l->stopped;
+    /* Handed over after the listener stopped, or accepted in the drain
+     * window: served once, then closed. */
+    hc->drain = l->stopped || l->draining;
     if (l->conf->tls != NULL && l->conf->tls_permissive) {
         hc->stage = HC_PEEK;
     } else if (l->conf->tls != NULL) {
@@ -754,13 +755,11 @@ fail:
     return NULL;
 }
 
-static void listener_stop(struct plistener *pl)
+/* Every open connection goes after its current request: HTTP/1 answers
+ * with Connection: close, HTTP/2 sends GOAWAY; one still in its handshake
+ * is drained once served. */
+static void drain_conns(struct http_listener *l)
 {
-    struct http_listener *l = (struct http_listener *)(void *)pl;
-
-    acceptor_stop(&l->acc);
-    l->stopped = 1;
-    /* Finish what is in flight; idle keep-alive connections close now. */
     for (struct list *it = l->conns.next; it != &l->conns;) {
         struct http_conn *hc = LIST_ELEM(it, struct http_conn, link);
         it = it->next;
@@ -769,8 +768,26 @@ static void listener_stop(struct plistener *pl)
         else if (hc->h2 != NULL)
             h2_server_drain(hc->h2);
         else
-            hc->drain = 1; /* still in its handshake: drained once served */
+            hc->drain = 1;
     }
+}
+
+static void listener_drain_conns(struct plistener *pl)
+{
+    struct http_listener *l = (struct http_listener *)(void *)pl;
+
+    l->draining = 1;
+    drain_conns(l);
+}
+
+static void listener_stop(struct plistener *pl)
+{
+    struct http_listener *l = (struct http_listener *)(void *)pl;
+
+    acceptor_stop(&l->acc);
+    l->stopped = 1;
+    /* Finish what is in flight; idle keep-alive connections close now. */
+    drain_conns(l);
     http_listener_reap_later(l);
 }
 
@@ -796,5 +813,6 @@ const struct plistener_ops http_listener_ops = {
     .conf_unref = conf_unref_pl,
     .start = listener_start,
     .stop_accepting = listener_stop,
+    .drain_connections = listener_drain_conns,
     .free = listener_free_pl,
 };

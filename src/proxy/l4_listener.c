@@ -806,6 +806,17 @@ static void ops_stop(struct plistener *l)
     reaper_defer(p->reaper, &p->reap, reap);
 }
 
+/* TCP sessions have nothing to be told; the HTTP part of a shared port
+ * drains its connections as an HTTP listener does. */
+static void ops_drain_conns(struct plistener *l)
+{
+    struct l4_listener *p = (struct l4_listener *)(void *)l;
+
+    if (p->http != NULL && p->http->owner == p &&
+        p->http->pl->ops->drain_connections != NULL)
+        p->http->pl->ops->drain_connections(p->http->pl);
+}
+
 static void ops_free(struct plistener *l)
 {
     l4_listener_free((struct l4_listener *)(void *)l);
@@ -846,6 +857,7 @@ const struct plistener_ops l4_listener_ops = {
     .conf_unref = conf_unref_pl,
     .start = ops_start,
     .stop_accepting = ops_stop,
+    .drain_connections = ops_drain_conns,
     .free = ops_free,
     .inherit = ops_inherit,
 };
