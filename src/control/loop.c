@@ -955,7 +955,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     for (int w = 0; w < s->nworkers; w++) {
         if (worker_init(&s->workers[w], w, &hooks) < 0 ||
             worker_start(&s->workers[w]) < 0) {
-            *err = strdup("cannot start worker threads");
+            err_set(err, "cannot start worker threads");
             goto fail;
         }
     }
@@ -968,7 +968,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     arm_cert_timer(s);
     sd_watchdog_start(s);
     if (identity != NULL && ca_identity_watch(identity, on_identity, s) < 0) {
-        *err = strdup("too many watchers of the mesh certificate");
+        err_set(err, "too many watchers of the mesh certificate");
         goto fail;
     }
     log_info("strait %s started: %d worker(s), %zu listener(s), admin on %s",

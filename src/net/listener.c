@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "core/err.h"
 #include "net/listener.h"
 #include "net/sock.h"
 
@@ -30,7 +31,7 @@ struct listener_socks *listener_socks_open(const struct addr *a, int nworkers,
 
     *err = NULL;
     if (s == NULL) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         return NULL;
     }
     s->refs = 1;

@@ -294,7 +294,7 @@ struct lb_hash *lb_hash_new(const struct lb_hash_conf *conf,
     }
     return h;
 oom:
-    *err = strdup("out of memory");
+    err_set(err, "out of memory");
 fail:
     lb_hash_free(h);
     return NULL;
