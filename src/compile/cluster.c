@@ -2,7 +2,7 @@
  * Lowering route destinations into clusters: (host, subset, port)
  * resolved against ServiceEntries, WorkloadEntries and DNS, with the
  * DestinationRule's policy applied (balancing, hashing, outlier
- * detection, pools, TLS origination), kept by fingerprint across
+ * detection, pools, TLS origination), kept by identity across
  * snapshots, and the outboundTrafficPolicy for undeclared hosts.
  */
 #include "config.h"
@@ -23,6 +23,7 @@
 #include "core/err.h"
 #include "core/host.h"
 #include "core/log.h"
+#include "compile/identity.h"
 #include "compile/istio.h"
 #include "tls/tls.h"
 #include "upstream/cluster.h"
@@ -31,7 +32,7 @@
 
 void istio_clusters_init(struct istio_clusters *t,
                          const struct resource_set *set, int nworkers,
-                         const struct strmap *prev, struct strmap *next)
+                         const struct ident_map *prev, struct ident_map *next)
 {
     memset(t, 0, sizeof(*t));
     t->set = set;
@@ -50,15 +51,15 @@ void istio_clusters_dispose(struct istio_clusters *t)
     memset(t, 0, sizeof(*t));
 }
 
-void istio_cluster_map_dispose(struct strmap *m)
+void istio_cluster_map_dispose(struct ident_map *m)
 {
     size_t pos = 0;
-    const char *k;
+    const struct ident_id *k;
     void *v;
 
-    while (strmap_next(m, &pos, &k, &v))
+    while (ident_map_next(m, &pos, &k, &v))
         cluster_unref(v);
-    strmap_dispose(m);
+    ident_map_dispose(m);
 }
 
 /* Endpoints being collected for one cluster, with their weights
@@ -678,40 +679,51 @@ struct cluster *compile_cluster(const struct istio_clusters *t,
     return c;
 }
 
-/* The fingerprint of a cluster: everything it is built from (endpoint
+/* The identity of a cluster: everything it is built from (endpoint
  * weights too, so a new weight makes a new cluster). Files the
  * DestinationRule names are identified by their inode and mtime, so a
- * replaced CA file makes a new cluster at the next snapshot. */
-static char *fingerprint(const char *key, const struct eps *e, int h2,
-                         uint32_t svc_port, const struct resource *drr,
-                         const struct res_eff_files *files)
+ * replaced CA file makes a new cluster at the next snapshot. -1 when
+ * memory runs out. */
+static int cluster_identity(const char *key, int passthrough, int external,
+                            const struct eps *e, int h2, uint32_t svc_port,
+                            const struct resource *drr,
+                            const struct res_eff_files *files,
+                            struct ident_id *out)
 {
     char as[ADDR_STRLEN];
-    struct buf b;
-    char *out;
+    struct ident d;
 
-    buf_init(&b, 64 * 1024 * 1024);
-    buf_printf(&b, "%s|h2=%d|port=%" PRIu32 "|eps=", key, h2, svc_port);
-    for (size_t i = 0; i < e->n; i++)
-        buf_printf(&b, "%s*%" PRIu32 ",", addr_format(&e->v[i], as, sizeof(as)),
-                   e->w[i]);
-    buf_puts(&b, "|sans=");
+    ident_init(&d);
+    ident_str(&d, 'k', key);
+    /* What makes it a passthrough or an external host is part of what it
+     * is built from. */
+    ident_u64(&d, 'p', (uint64_t)passthrough);
+    ident_u64(&d, 'x', (uint64_t)external);
+    ident_u64(&d, '2', (uint64_t)h2);
+    ident_u64(&d, 'P', svc_port);
+    ident_u64(&d, 'E', e->n);
+    for (size_t i = 0; i < e->n; i++) {
+        ident_str(&d, 'a', addr_format(&e->v[i], as, sizeof(as)));
+        ident_u64(&d, 'w', e->w[i]);
+    }
+    ident_u64(&d, 'S', e->sans.n);
     for (size_t i = 0; i < e->sans.n; i++)
-        buf_printf(&b, "%s,", e->sans.v[i]);
+        ident_str(&d, 's', e->sans.v[i]);
     if (drr != NULL) {
-        buf_printf(&b, "|dr=%s/%s:", drr->meta.ns, drr->meta.name);
-        res_spec_json(&b, drr);
+        ident_str(&d, 'N', drr->meta.ns);
+        ident_str(&d, 'n', drr->meta.name);
+        ident_res_spec(&d, 'D', drr);
     }
     for (size_t i = 0; files != NULL && i < files->n; i++) {
         struct stat st;
-        if (stat(files->v[i], &st) == 0)
-            buf_printf(&b, "|%s:%llu:%lld.%09ld", files->v[i],
-                       (unsigned long long)st.st_ino,
-                       (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+        if (stat(files->v[i], &st) != 0)
+            continue;
+        ident_str(&d, 'f', files->v[i]);
+        ident_u64(&d, 'I', (uint64_t)st.st_ino);
+        ident_u64(&d, 'T', (uint64_t)st.st_mtim.tv_sec);
+        ident_u64(&d, 't', (uint64_t)st.st_mtim.tv_nsec);
     }
-    out = strndup(buf_ptr(&b), buf_len(&b));
-    buf_dispose(&b);
-    return out;
+    return ident_finish(&d, out);
 }
 
 /* The files a policy's client TLS settings name. */
@@ -805,38 +817,48 @@ static int host_registered(const struct istio_clusters *t, const char *host)
 /*
  * blackhole_id() is the index of the table's BlackHoleCluster, built on
  * first use. It is one cluster, as Istio's, shared by every listener and
- * kept across snapshots like any cluster whose fingerprint holds.
+ * kept across snapshots like any cluster whose identity holds.
  */
 static int blackhole_id(struct istio_clusters *t)
 {
     uintptr_t id = (uintptr_t)strmap_get(&t->ids, BLACKHOLE_NAME);
+    struct ident_id key;
+    struct ident d;
     struct cluster *c;
     int r;
 
     if (id > 0)
         return (int)(id - 1);
-    c = t->next != NULL ? strmap_get(t->next, BLACKHOLE_NAME) : NULL;
-    if (c == NULL && t->prev != NULL)
-        c = strmap_get(t->prev, BLACKHOLE_NAME);
+    ident_init(&d);
+    ident_str(&d, 'B', BLACKHOLE_NAME);
+    if (ident_finish(&d, &key) < 0)
+        return -1;
+    c = ident_map_get(t->next, &key);
+    if (c == NULL)
+        c = ident_map_get(t->prev, &key);
     if (c != NULL) {
         c = cluster_ref(c);
     } else {
         c = cluster_new(BLACKHOLE_NAME, NULL, 0, t->nworkers);
         if (c == NULL)
-            return -1;
+            goto fail;
         c->origin = CLUSTER_BLACKHOLE;
     }
-    if (t->next != NULL && strmap_get(t->next, BLACKHOLE_NAME) == NULL) {
-        if (strmap_put(t->next, BLACKHOLE_NAME, c) < 0) {
+    if (t->next != NULL && ident_map_get(t->next, &key) == NULL) {
+        if (ident_map_put(t->next, &key, c) < 0) {
             cluster_unref(c);
-            return -1;
+            goto fail;
         }
         cluster_ref(c);
     }
+    ident_id_dispose(&key);
     r = table_add(t, BLACKHOLE_NAME, c);
     if (r < 0)
         cluster_unref(c);
     return r;
+fail:
+    ident_id_dispose(&key);
+    return -1;
 }
 
 int istio_cluster_id(void *table, const char *host, const char *subset,
@@ -850,7 +872,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     struct eps e;
     struct res_eff_files files;
     struct cluster *c;
-    char *fp;
+    struct ident_id fp;
     uintptr_t id;
     int h2 = 0, r;
     uint32_t svc_port = port; /* port 0: the ServiceEntry's only port */
@@ -888,21 +910,14 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
                 &external);
     }
     eff_files(t, dr, sub, svc_port, &files);
-    {
-        /* What makes it a passthrough or an external host is part of what
-         * it is built from. */
-        char fkey[700];
-        snprintf(fkey, sizeof(fkey), "%s|passthrough=%d|external=%d", key,
-                 passthrough, external);
-        fp = fingerprint(fkey, &e, h2, svc_port, drr, &files);
-    }
-    if (fp == NULL) {
+    if (cluster_identity(key, passthrough, external, &e, h2, svc_port, drr,
+                         &files, &fp) < 0) {
         eps_dispose(&e);
         return -1;
     }
-    c = t->next != NULL ? strmap_get(t->next, fp) : NULL;
-    if (c == NULL && t->prev != NULL)
-        c = strmap_get(t->prev, fp);
+    c = ident_map_get(t->next, &fp);
+    if (c == NULL)
+        c = ident_map_get(t->prev, &fp);
     if (c != NULL) {
         /* Built from the same things: the same cluster. */
         eps_dispose(&e);
@@ -934,7 +949,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         c = compile_cluster(t, &sp, t->nworkers, NULL);
         if (c == NULL) {
             eps_dispose(&e);
-            free(fp);
+            ident_id_dispose(&fp);
             return -1;
         }
         eps_dispose(&e);
@@ -947,15 +962,15 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         if (external && c->tls != NULL && c->sni == NULL && host_is_name(host))
             c->sni = strdup(host);
     }
-    if (t->next != NULL && strmap_get(t->next, fp) == NULL) {
-        if (strmap_put(t->next, fp, c) < 0) {
-            free(fp);
+    if (t->next != NULL && ident_map_get(t->next, &fp) == NULL) {
+        if (ident_map_put(t->next, &fp, c) < 0) {
+            ident_id_dispose(&fp);
             cluster_unref(c);
             return -1;
         }
         cluster_ref(c);
     }
-    free(fp);
+    ident_id_dispose(&fp);
     r = table_add(t, key, c);
     if (r < 0)
         cluster_unref(c);

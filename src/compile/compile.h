@@ -36,7 +36,7 @@ int compile_listener(const struct bootstrap *bs,
 struct gw_listener;
 struct http_routes;
 struct resource_set;
-struct strmap;
+struct ident_map;
 struct ssl_st;
 struct x509_st;
 
@@ -87,8 +87,8 @@ struct compile_env {
  * first routes (compile_gateway_routes()). */
 int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
                     const struct gw_listener *g, struct stats_block *stats,
-                    const struct compile_env *env, const struct strmap *prev,
-                    struct strmap *next, struct compiled_listener *out,
+                    const struct compile_env *env, const struct ident_map *prev,
+                    struct ident_map *next, struct compiled_listener *out,
                     char **err);
 
 /* compile_gateway_http() builds the HTTP proxy conf of a Gateway
@@ -100,19 +100,19 @@ int compile_gateway_http(const struct bootstrap *bs,
                          const struct resource_set *set,
                          const struct gw_listener *g, struct stats_block *stats,
                          const struct compile_env *env,
-                         const struct strmap *prev, struct strmap *next,
+                         const struct ident_map *prev, struct ident_map *next,
                          struct http_listener_conf **out, char **err);
 
 /* compile_gateway_routes() builds what a Gateway listener routes by: the
  * router of its VirtualServices and the clusters they send to, reusing the
- * clusters of prev and next whose fingerprint is unchanged (see
+ * clusters of prev and next whose identity is unchanged (see
  * istio_clusters) and adding the rest to next. *out gets one reference;
  * -1 with an allocated *err. */
 int compile_gateway_routes(const struct bootstrap *bs,
                            const struct resource_set *set,
                            const struct gw_listener *g,
                            const struct compile_env *env,
-                           const struct strmap *prev, struct strmap *next,
+                           const struct ident_map *prev, struct ident_map *next,
                            struct http_routes **out, char **err);
 
 /* compile_tls_check() reloads changed certificate files of conf (an HTTP

@@ -19,9 +19,9 @@
 #include "config/resource.h"
 #include "core/buf.h"
 #include "core/err.h"
-#include "core/json.h"
 #include "core/log.h"
 #include "compile/peerauthn.h"
+#include "compile/identity.h"
 #include "compile/istio.h"
 #include "tls/tls.h"
 #include "upstream/cluster.h"
@@ -80,7 +80,7 @@ static void gw_dispose(struct gw_listener *g)
         gw_tls_dispose(&g->servers[i].tls);
     }
     free(g->servers);
-    free(g->json);
+    ident_id_dispose(&g->id);
 }
 
 void gw_set_dispose(struct gw_set *g)
@@ -90,16 +90,6 @@ void gw_set_dispose(struct gw_set *g)
     free(g->v);
     g->v = NULL;
     g->n = 0;
-}
-
-static void json_strs(struct buf *b, char *const *v, size_t n)
-{
-    buf_puts(b, "[");
-    for (size_t i = 0; i < n; i++) {
-        buf_puts(b, i ? "," : "");
-        json_str(b, v[i]);
-    }
-    buf_puts(b, "]");
 }
 
 /* server_mode() is how strait serves a Gateway server, or -1 (with a
@@ -149,53 +139,56 @@ static const char *kind_name(int l4, int secure)
     return secure ? "HTTPS" : "HTTP";
 }
 
-static void listener_json(struct gw_listener *g)
+static void ident_strs(struct ident *d, char *const *v, size_t n)
 {
-    struct buf b;
-    char as[ADDR_STRLEN];
+    ident_u64(d, 'l', n);
+    for (size_t i = 0; i < n; i++)
+        ident_str(d, 's', v[i]);
+}
 
-    buf_init(&b, 1 << 20);
-    buf_puts(&b, "{\"address\":");
-    json_str(&b, addr_format(&g->address, as, sizeof(as)));
-    buf_printf(&b,
-               ",\"tls\":%d,\"l4\":%d,\"shared\":%d,\"mesh\":%d,"
-               "\"permissive\":%d,\"httpsRedirect\":%d,\"certs\":[",
-               g->tls, g->l4, g->shared, g->mesh, g->permissive,
-               g->https_redirect);
-    for (size_t i = 0; i < 2 * g->ncerts; i++) {
-        buf_puts(&b, i ? "," : "");
-        json_str(&b, g->certs[i]);
-    }
-    buf_puts(&b, "],\"servers\":[");
+/* listener_identity() sets g->id from what the listener is: its address,
+ * its kind and flags, the certificate files it loads, and each server on
+ * the port with its hosts, mode and TLS settings (files by path: their
+ * content is checked by the certificate reload). -1 when memory runs
+ * out. */
+static int listener_identity(struct gw_listener *g)
+{
+    char as[ADDR_STRLEN];
+    struct ident d;
+
+    ident_init(&d);
+    ident_str(&d, 'a', addr_format(&g->address, as, sizeof(as)));
+    ident_u64(&d, 'p', g->port);
+    ident_u64(&d, 't', (uint64_t)g->tls);
+    ident_u64(&d, '4', (uint64_t)g->l4);
+    ident_u64(&d, 'h', (uint64_t)g->shared);
+    ident_u64(&d, 'e', (uint64_t)g->secure);
+    ident_u64(&d, 'm', (uint64_t)g->mesh);
+    ident_u64(&d, 'P', (uint64_t)g->permissive);
+    ident_u64(&d, 'r', (uint64_t)g->https_redirect);
+    ident_strs(&d, g->certs, 2 * g->ncerts);
+    ident_u64(&d, 'S', g->nservers);
     for (size_t i = 0; i < g->nservers; i++) {
-        buf_puts(&b, i ? ",{\"gateway\":" : "{\"gateway\":");
-        json_str(&b, g->servers[i].gateway);
         const struct gw_server *sv = &g->servers[i];
-        buf_puts(&b, ",\"hosts\":");
-        json_strs(&b, sv->hosts, sv->nhosts);
-        buf_printf(&b, ",\"mode\":%d,\"tlsMode\":%d,\"tls\":[", sv->mode,
-                   sv->tls.mode);
-        json_str(&b, sv->tls.cert ? sv->tls.cert : "");
-        buf_puts(&b, ",");
-        json_str(&b, sv->tls.key ? sv->tls.key : "");
-        buf_puts(&b, ",");
-        json_str(&b, sv->tls.ca ? sv->tls.ca : "");
-        buf_puts(&b, ",");
-        json_str(&b, sv->tls.crl ? sv->tls.crl : "");
-        buf_puts(&b, ",");
-        json_strs(&b, sv->tls.sans, sv->tls.nsans);
-        buf_puts(&b, ",");
-        json_strs(&b, sv->tls.spki, sv->tls.nspki);
-        buf_puts(&b, ",");
-        json_strs(&b, sv->tls.hashes, sv->tls.nhashes);
-        buf_printf(&b, ",%u,%u,", (unsigned)sv->tls.min_version,
-                   (unsigned)sv->tls.max_version);
-        json_strs(&b, sv->tls.ciphers, sv->tls.nciphers);
-        buf_puts(&b, "]}");
+        const struct gw_tls *t = &sv->tls;
+
+        ident_str(&d, 'g', sv->gateway);
+        ident_strs(&d, sv->hosts, sv->nhosts);
+        ident_u64(&d, 'M', (uint64_t)sv->mode);
+        ident_u64(&d, 'T', (uint64_t)t->mode);
+        ident_str(&d, 'c', t->cert);
+        ident_str(&d, 'k', t->key);
+        ident_str(&d, 'C', t->ca);
+        ident_str(&d, 'R', t->crl);
+        ident_u64(&d, 'o', (uint64_t)t->crl_optional);
+        ident_strs(&d, t->sans, t->nsans);
+        ident_strs(&d, t->spki, t->nspki);
+        ident_strs(&d, t->hashes, t->nhashes);
+        ident_u64(&d, 'v', t->min_version);
+        ident_u64(&d, 'V', t->max_version);
+        ident_strs(&d, t->ciphers, t->nciphers);
     }
-    buf_puts(&b, "]}");
-    g->json = strndup(buf_ptr(&b), buf_len(&b));
-    buf_dispose(&b);
+    return ident_finish(&d, &g->id);
 }
 
 static int file_exists(const char *path)
@@ -503,8 +496,7 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
         }
     }
     for (size_t i = 0; i < out->n; i++) {
-        listener_json(&out->v[i]);
-        if (out->v[i].json == NULL)
+        if (listener_identity(&out->v[i]) < 0)
             goto oom;
     }
     return 0;

@@ -102,7 +102,7 @@ void ident_copy(struct ident *d, const struct ident *src)
         d->oom = 1;
 }
 
-static void sink_write(void *arg, const void *p, size_t n)
+void ident_sink_write(void *arg, const void *p, size_t n)
 {
     raw(arg, p, n);
 }
@@ -111,7 +111,7 @@ static void sink_write(void *arg, const void *p, size_t n)
 void ident_conf(struct ident *d, char tag, const struct conf_section *sec,
                 const void *dst)
 {
-    struct conf_sink sink = {sink_write, d};
+    struct conf_sink sink = {ident_sink_write, d};
 
     ident_u64(d, tag, 0);
     conf_identity(sec, dst, &sink);
@@ -119,7 +119,7 @@ void ident_conf(struct ident *d, char tag, const struct conf_section *sec,
 
 void ident_res_spec(struct ident *d, char tag, const struct resource *r)
 {
-    struct conf_sink sink = {sink_write, d};
+    struct conf_sink sink = {ident_sink_write, d};
 
     ident_u64(d, tag, (uint64_t)r->kind);
     res_spec_identity(r, &sink);

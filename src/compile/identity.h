@@ -59,6 +59,10 @@ void ident_copy(struct ident *d, const struct ident *src);
 void ident_conf(struct ident *d, char tag, const struct conf_section *sec,
                 const void *dst);
 void ident_res_spec(struct ident *d, char tag, const struct resource *r);
+/* ident_sink_write() is a struct conf_sink's write for a builder (arg: the
+ * struct ident), for the config layer's other conf_identity() writers;
+ * their bytes are framed by their own tags and counts. */
+void ident_sink_write(void *arg, const void *p, size_t n);
 
 /* ident_finish() moves d's bytes into out and disposes of d; -1 when
  * memory ran out on the way (out is then empty). */

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "compile/identity.h"
 #include "core/addr.h"
 #include "core/strmap.h"
 
@@ -83,7 +84,7 @@ struct gw_listener {
     struct gw_server *servers;
     size_t nservers;
     int https_redirect;
-    char *json; /* what the listener is, for change detection */
+    struct ident_id id; /* what the listener is, for change detection */
 };
 
 struct gw_set {
@@ -109,9 +110,9 @@ void gw_set_dispose(struct gw_set *g);
  * ServiceEntries, WorkloadEntries and DestinationRules. A table collects
  * them while a router is built and owns one reference to each.
  *
- * Clusters are also kept by fingerprint (the key, the endpoints, the
+ * Clusters are also kept by identity (the key, the endpoints, the
  * protocol and the DestinationRule they come from): a table reuses the
- * cluster of an equal fingerprint from prev (the running snapshot's) or
+ * cluster of an equal identity from prev (the running snapshot's) or
  * from next (this build's, shared with other listeners), so a cluster that
  * did not change keeps its object across snapshots: its workers' pools and
  * their idle connections, its counters, circuit breakers and outlier
@@ -122,9 +123,9 @@ struct istio_clusters {
     int nworkers;
     struct cluster **v;
     size_t n;
-    struct strmap ids;         /* "host|subset|port" -> index + 1 */
-    const struct strmap *prev; /* NULL: nothing to reuse */
-    struct strmap *next;       /* NULL: do not share */
+    struct strmap ids;            /* "host|subset|port" -> index + 1 */
+    const struct ident_map *prev; /* NULL: nothing to reuse */
+    struct ident_map *next;       /* NULL: do not share */
     /* The gateway's namespace: only DestinationRules and ServiceEntries
      * exported to it apply. NULL: all do. */
     const char *node_ns;
@@ -145,12 +146,12 @@ struct istio_clusters {
 
 void istio_clusters_init(struct istio_clusters *t,
                          const struct resource_set *set, int nworkers,
-                         const struct strmap *prev, struct strmap *next);
+                         const struct ident_map *prev, struct ident_map *next);
 void istio_clusters_dispose(struct istio_clusters *t);
 
-/* istio_cluster_map_dispose() drops the references a fingerprint map
+/* istio_cluster_map_dispose() drops the references an identity map
  * holds and frees it. */
-void istio_cluster_map_dispose(struct strmap *m);
+void istio_cluster_map_dispose(struct ident_map *m);
 
 /*
  * istio_cluster_id() finds or builds the cluster for a destination and

@@ -423,8 +423,9 @@ static int https_names(struct l4_build *b, const struct gw_server *srv)
 
 int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
                const struct gw_listener *g, struct stats_block *stats,
-               const struct compile_env *env, const struct strmap *prev,
-               struct strmap *next, struct compiled_listener *out, char **err)
+               const struct compile_env *env, const struct ident_map *prev,
+               struct ident_map *next, struct compiled_listener *out,
+               char **err)
 {
     struct l4_build b;
 
@@ -443,7 +444,7 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
     b.c->inspect = g->secure;
     b.c->relay.access_log = bs->log.access_log;
     /* The same table settings as the HTTP routes', so clusters shared by
-     * fingerprint are the same either way. */
+     * identity are the same either way. */
     istio_clusters_init(&b.table, set, env->nworkers, prev, next);
     b.table.node_ns = bs->node.ns;
     b.table.dns = env->dns;

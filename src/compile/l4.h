@@ -5,7 +5,7 @@
 #include "compile/compile.h"
 
 struct gw_listener;
-struct strmap;
+struct ident_map;
 struct gw_tls;
 struct resource_set;
 struct tls_server_cert;
@@ -35,8 +35,9 @@ struct tls_server_cert;
  */
 int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
                const struct gw_listener *g, struct stats_block *stats,
-               const struct compile_env *env, const struct strmap *prev,
-               struct strmap *next, struct compiled_listener *out, char **err);
+               const struct compile_env *env, const struct ident_map *prev,
+               struct ident_map *next, struct compiled_listener *out,
+               char **err);
 
 /* gw_tls_to_cert() fills c's client-certificate settings from a Gateway
  * server's (c keeps pointers into t). t NULL: none. */

@@ -163,7 +163,7 @@ int compile_gateway_routes(const struct bootstrap *bs,
                            const struct resource_set *set,
                            const struct gw_listener *g,
                            const struct compile_env *env,
-                           const struct strmap *prev, struct strmap *next,
+                           const struct ident_map *prev, struct ident_map *next,
                            struct http_routes **out, char **err)
 {
     struct http_routes *r = http_routes_new();
@@ -244,7 +244,7 @@ int compile_gateway_http(const struct bootstrap *bs,
                          const struct resource_set *set,
                          const struct gw_listener *g, struct stats_block *stats,
                          const struct compile_env *env,
-                         const struct strmap *prev, struct strmap *next,
+                         const struct ident_map *prev, struct ident_map *next,
                          struct http_listener_conf **out, char **err)
 {
     struct http_listener_conf *c;
@@ -279,8 +279,8 @@ fail:
 
 int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,
                     const struct gw_listener *g, struct stats_block *stats,
-                    const struct compile_env *env, const struct strmap *prev,
-                    struct strmap *next, struct compiled_listener *out,
+                    const struct compile_env *env, const struct ident_map *prev,
+                    struct ident_map *next, struct compiled_listener *out,
                     char **err)
 {
     struct http_listener_conf *c;

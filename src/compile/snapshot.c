@@ -28,46 +28,40 @@ int snapshot_id_equal(const struct ident_id *a, const struct ident_id *b)
     return ident_equal(a, b);
 }
 
-/* What conf_to_json-style writers produce, as one input. */
-static void id_json_listener(struct ident *d,
-                             const struct bootstrap_listener *bl)
+/* A bootstrap listener's keys, as conf_identity() bytes. */
+static void ident_listener(struct ident *d, const struct bootstrap_listener *bl)
 {
-    struct buf t;
+    struct conf_sink sink = {ident_sink_write, d};
 
-    buf_init(&t, 256 * 1024 * 1024);
-    bootstrap_listener_to_json(bl, &t);
-    ident_bytes(d, 'j', buf_ptr(&t), buf_len(&t));
-    buf_dispose(&t);
+    ident_u64(d, 'L', 0);
+    bootstrap_listener_identity(bl, &sink);
 }
 
 static int cluster_identity(const struct bootstrap *bs, size_t i, int nworkers,
                             struct ident_id *out)
 {
     struct ident d;
-    struct buf t;
 
     ident_init(&d);
-    buf_init(&t, 256 * 1024 * 1024);
-    conf_to_json(&bootstrap_cluster_section, bootstrap_cluster_at(bs, i), &t);
     ident_str(&d, 'k', "bootstrap-cluster");
-    ident_bytes(&d, 'j', buf_ptr(&t), buf_len(&t));
+    ident_conf(&d, 'c', &bootstrap_cluster_section,
+               bootstrap_cluster_at(bs, i));
     ident_u64(&d, 'w', (uint64_t)nworkers);
-    buf_dispose(&t);
     return ident_finish(&d, out);
 }
 
 /* A bootstrap listener: its own keys, the logging it compiles in, and
  * for HTTP the clusters its routes index (by identity, in order). */
-static int bootstrap_listener_identity(const struct compile_inputs *in,
-                                       const struct bootstrap_listener *bl,
-                                       const struct ident_id *cluster_ids,
-                                       size_t nclusters, struct ident_id *out)
+static int listener_identity(const struct compile_inputs *in,
+                             const struct bootstrap_listener *bl,
+                             const struct ident_id *cluster_ids,
+                             size_t nclusters, struct ident_id *out)
 {
     struct ident d;
 
     ident_init(&d);
     ident_str(&d, 'k', "bootstrap-listener");
-    id_json_listener(&d, bl);
+    ident_listener(&d, bl);
     ident_u64(&d, 'l', (uint64_t)in->bs->log.access_log);
     ident_u64(&d, 'w', (uint64_t)in->nworkers);
     if (bl->protocol == BOOTSTRAP_HTTP) {
@@ -96,7 +90,7 @@ static void gateway_base(struct ident *d, const struct compile_inputs *in,
     const struct bootstrap *bs = in->bs;
 
     ident_str(d, 'k', g->l4 ? "gateway-l4" : "gateway-http");
-    ident_str(d, 'j', g->json);
+    ident_sub(d, &g->id);
     ident_u64(d, 'l', (uint64_t)bs->log.access_log);
     ident_u64(d, 'w', (uint64_t)in->nworkers);
     if (!g->l4)
@@ -138,12 +132,9 @@ static int l4_reads(const struct resource *r, int shared)
 static void l4_resources(struct ident *d, const struct resource_set *set,
                          int shared)
 {
-    struct buf t;
-
     if (set == NULL)
         return;
     ident_str(d, 'D', set->domain);
-    buf_init(&t, 256 * 1024 * 1024);
     for (size_t i = 0; i < set->n; i++) {
         const struct resource *r = set->v[i];
         if (!l4_reads(r, shared))
@@ -152,11 +143,8 @@ static void l4_resources(struct ident *d, const struct resource_set *set,
         ident_str(d, 'N', r->meta.ns);
         ident_str(d, 'n', r->meta.name);
         id_strmap(d, &r->meta.labels);
-        buf_consume(&t, buf_len(&t));
-        res_spec_json(&t, r);
-        ident_bytes(d, 'S', buf_ptr(&t), buf_len(&t));
+        ident_res_spec(d, 'S', r);
     }
-    buf_dispose(&t);
 }
 
 /*
@@ -354,20 +342,20 @@ oom:
     return -1;
 }
 
-/* A kept L4 listener's clusters stay in the fingerprint map, for the
+/* A kept L4 listener's clusters stay in the identity map, for the
  * admin and for the next snapshot to reuse. */
 static int carry_clusters(struct snapshot *s, const struct snapshot *prev,
                           const struct l4_listener_conf *c)
 {
     size_t pos = 0;
-    const char *k;
+    const struct ident_id *k;
     void *v;
 
-    while (strmap_next(&prev->gwclusters, &pos, &k, &v)) {
+    while (ident_map_next(&prev->gwclusters, &pos, &k, &v)) {
         for (size_t i = 0; i < c->nclusters; i++) {
-            if (c->clusters[i] != v || strmap_get(&s->gwclusters, k) != NULL)
+            if (c->clusters[i] != v || ident_map_get(&s->gwclusters, k) != NULL)
                 continue;
-            if (strmap_put(&s->gwclusters, k, v) < 0)
+            if (ident_map_put(&s->gwclusters, k, v) < 0)
                 return -1;
             cluster_ref(v);
             break;
@@ -461,7 +449,7 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
         snapshot_listener_find(prev, sp->name);
     const struct snapshot_listener *same_addr = find_addr(prev, &sp->address);
     struct snapshot_listener *l = &s->v[s->n];
-    const struct strmap *prev_map = prev != NULL ? &prev->gwclusters : NULL;
+    const struct ident_map *prev_map = prev != NULL ? &prev->gwclusters : NULL;
     struct compile_env env = {in->nworkers, in->dns, in->identity, in->jwks};
     struct ident d;
     struct dns_rec rec;
@@ -477,8 +465,8 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
     l->tls_reload_ms = sp->tls_reload_ms;
     l->gateway = sp->gw != NULL;
     if (sp->bl != NULL) {
-        if (bootstrap_listener_identity(in, sp->bl, s->cluster_ids,
-                                        s->nclusters, &l->id) < 0)
+        if (listener_identity(in, sp->bl, s->cluster_ids, s->nclusters,
+                              &l->id) < 0)
             goto oom;
         kept = old != NULL && snapshot_id_equal(&old->id, &l->id);
     } else if (!l4) {
@@ -590,7 +578,7 @@ static int cluster_by_name(const void *a, const void *b)
 static int build_views(struct snapshot *s)
 {
     size_t n = s->nclusters + s->gwclusters.n, pos = 0;
-    const char *k;
+    const struct ident_id *k;
     void *v;
 
     s->stats_view = calloc(s->n ? s->n : 1, sizeof(*s->stats_view));
@@ -601,7 +589,7 @@ static int build_views(struct snapshot *s)
         s->stats_view[i] = s->v[i].stats;
     for (size_t i = 0; i < s->nclusters; i++)
         s->cluster_view[s->ncluster_view++] = s->clusters[i];
-    while (strmap_next(&s->gwclusters, &pos, &k, &v))
+    while (ident_map_next(&s->gwclusters, &pos, &k, &v))
         s->cluster_view[s->ncluster_view++] = v;
     qsort(s->cluster_view + s->nclusters, s->ncluster_view - s->nclusters,
           sizeof(*s->cluster_view), cluster_by_name);
@@ -679,7 +667,7 @@ int snapshot_build(const struct compile_inputs *in, const struct snapshot *prev,
     }
     s->refs = 1;
     s->bs = in->bs;
-    strmap_init(&s->gwclusters);
+    ident_map_init(&s->gwclusters);
     if (build_specs(s, in, &specs, &nspecs, err) < 0)
         goto fail;
     /* New routes for kept Gateway listeners, published only once the

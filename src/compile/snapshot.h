@@ -8,7 +8,6 @@
 #include "compile/identity.h"
 #include "compile/istio.h"
 #include "core/addr.h"
-#include "core/strmap.h"
 
 struct bootstrap;
 struct cluster;
@@ -69,9 +68,9 @@ struct snapshot {
     struct cluster **clusters;
     struct ident_id *cluster_ids;
     size_t nclusters;
-    /* Gateway clusters by fingerprint (see istio_clusters), one
+    /* Gateway clusters by identity (see istio_clusters), one
      * reference each. */
-    struct strmap gwclusters;
+    struct ident_map gwclusters;
     /* For the admin: each listener's stats in order; the bootstrap
      * clusters, then the Gateway ones sorted by name. */
     struct stats_block **stats_view;

@@ -601,6 +601,12 @@ int bootstrap_dns_equal(const struct bootstrap *a, const struct bootstrap *b)
     return section_equal(&dns_section, &a->dns, &b->dns);
 }
 
+void bootstrap_listener_identity(const struct bootstrap_listener *bl,
+                                 const struct conf_sink *sink)
+{
+    conf_identity(&listener_section, bl, sink);
+}
+
 void bootstrap_listener_to_json(const struct bootstrap_listener *bl,
                                 struct buf *b)
 {

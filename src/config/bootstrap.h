@@ -255,6 +255,12 @@ int bootstrap_clusters_equal(const struct bootstrap *a,
 
 /* The JSON of one listener and of all clusters, as /config_dump shows
  * them (also what reloads compare). */
+/* bootstrap_listener_identity() writes bl's effective keys as
+ * conf_identity() bytes (structural identities). */
+struct conf_sink;
+void bootstrap_listener_identity(const struct bootstrap_listener *bl,
+                                 const struct conf_sink *sink);
+
 void bootstrap_listener_to_json(const struct bootstrap_listener *bl,
                                 struct buf *b);
 void bootstrap_clusters_to_json(const struct bootstrap *bs, struct buf *b);

@@ -20,7 +20,7 @@
 #include "config/resource.h"
 #include "core/addr.h"
 #include "core/buf.h"
-#include "core/strmap.h"
+#include "compile/identity.h"
 #include "compile/istio.h"
 #include "upstream/cluster.h"
 
@@ -111,7 +111,7 @@ struct fx {
 };
 
 static void setup(struct fx *f, int mode, uint32_t listener_port,
-                  const struct strmap *prev, struct strmap *next)
+                  const struct ident_map *prev, struct ident_map *next)
 {
     struct buf errs;
     int nerr = 0;
@@ -265,17 +265,17 @@ static void test_external_hosts_get_sni(void **state)
 }
 
 /* A mode switch builds what the new mode says; the same mode again keeps
- * the cluster objects (and their counters) by fingerprint. */
+ * the cluster objects (and their counters) by identity. */
 static void test_clusters_follow_the_mode_across_snapshots(void **state)
 {
     struct fx a, b, c;
-    struct strmap m1, m2, m3;
+    struct ident_map m1, m2, m3;
     const struct cluster *pass, *hole;
 
     (void)state;
-    strmap_init(&m1);
-    strmap_init(&m2);
-    strmap_init(&m3);
+    ident_map_init(&m1);
+    ident_map_init(&m2);
+    ident_map_init(&m3);
     setup(&a, RES_ALLOW_ANY, 8080, NULL, &m1);
     pass = cl(&a, "198.51.100.7", NULL, 0);
     setup(&b, RES_ALLOW_ANY, 8080, &m1, &m2);
