@@ -88,6 +88,7 @@ static void http_settings(struct http_listener_conf *c,
     c->h2c = h->h2c;
     c->access_log = bs->log.access_log;
     c->xff_trusted_hops = (uint32_t)h->xff_trusted_hops;
+    c->stream_idle_timeout_ms = (uint64_t)h->stream_idle_timeout_ms;
 }
 
 /* A tcp listener runs as an L4 listener: one tcp route to the cluster of

@@ -139,6 +139,14 @@ static const struct conf_key http_keys[] = {
      OFF(struct bootstrap_http, headers_timeout_ms), 1, 3600 * 1000, "10s",
      "time allowed to receive a whole request head (slowloris)", NULL, NULL,
      NULL, NULL},
+    {"streamIdleTimeout", CONF_DURATION,
+     OFF(struct bootstrap_http, stream_idle_timeout_ms), 0,
+     INT64_C(24) * 3600 * 1000, "5m",
+     "end a request on which no byte moved either way for this long "
+     "(Envoy's stream_idle_timeout): 408 while its body is still "
+     "arriving, else 504, flag SI; an answer already under way is cut "
+     "short. 0s turns it off",
+     NULL, NULL, NULL, NULL},
     {"bodyBufferSize", CONF_SIZE, OFF(struct bootstrap_http, body_buffer),
      65536, 16 * 1024 * 1024, "64KiB",
      "body bytes buffered per stream and direction (backpressure bound)", NULL,

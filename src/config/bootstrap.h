@@ -65,6 +65,7 @@ struct bootstrap_http {
     int64_t xff_trusted_hops;
     int64_t idle_timeout_ms;
     int64_t headers_timeout_ms;
+    int64_t stream_idle_timeout_ms; /* 0: none */
     int64_t body_buffer;
     int h2c;             /* accept h2c prior knowledge on plaintext */
     char *upgrade_types; /* comma-separated Upgrade tokens tunnelled */

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/bufpool.h"
+#include "core/clock.h"
 #include "http/pipe.h"
 
 void hpipe_init(struct hpipe *p, struct bufpool *pool, size_t cap)
@@ -50,6 +51,7 @@ size_t hpipe_write(struct hpipe *p, const void *data, size_t n)
         return 0;
     if (buf_append(&p->buf, data, take) < 0)
         return 0;
+    p->active_ms = clock_ms();
     /* Full now (even if everything fit): the producer will stop reading,
      * so the consumer must wake it once room returns. */
     if (take < n || buf_room(&p->buf) == 0)
@@ -102,6 +104,7 @@ void hpipe_consume(struct hpipe *p, size_t n)
 {
     if (n == 0)
         return;
+    p->active_ms = clock_ms();
     if (p->replay < buf_len(&p->kept)) {
         /* A rewound reader reads kept bytes again: the producer has had
          * its room (and HTTP/2 credit) for them already. */

@@ -2,6 +2,7 @@
 #define STRAIT_HTTP_PIPE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/buf.h"
 #include "http/http.h"
@@ -45,6 +46,9 @@ struct hpipe {
     void *reader;
     void (*wake_writer)(void *arg);
     void *writer;
+    /* When bytes last went in or out (clock_ms): the stream idle timeout
+     * reads it, so no timer is moved per byte. */
+    uint64_t active_ms;
 };
 
 void hpipe_init(struct hpipe *p, struct bufpool *pool, size_t cap);

@@ -366,17 +366,22 @@ static void protocol_error(void *ctx, int status, const char *why)
     struct http_conn *hc = ctx;
     struct proxy_counters *sh = http_shard(hc->l);
     char st[8];
+    /* The request head timeout (408) is no malformed request: Envoy
+     * logs it without a flag, details request_header_timeout. */
+    int timeout = status == 408;
     struct log_field f[] = {
         {"listener", hc->l->conf->name, 0},
         {"downstream", hc->peer_ip, 0},
         {"method", "-", 0},
         {"protocol", "HTTP/1.1", 0},
         {"status", st, 1},
-        {"flags", "DPE", 0},
+        {"flags", timeout ? "-" : "DPE", 0},
         {"reason", why, 0},
+        {"details", timeout ? "request_header_timeout" : "-", 0},
     };
 
-    STAT_ADD(&sh->http, rq_protocol_errors, 1);
+    if (!timeout)
+        STAT_ADD(&sh->http, rq_protocol_errors, 1);
     STAT_ADD(&sh->http, rq_total, 1);
     if (http_status_class(status) > 0)
         STAT_ADD(&sh->http, rq_class[http_status_class(status)], 1);

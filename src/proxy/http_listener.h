@@ -73,6 +73,9 @@ struct http_listener_conf {
                              * the first byte tells a ClientHello) */
     int access_log;
     uint32_t xff_trusted_hops;
+    /* A request with no byte moving either way for this long ends
+     * (Envoy's stream_idle_timeout); 0: never. */
+    uint64_t stream_idle_timeout_ms;
     struct stats_block *stats;
 };
 

@@ -78,6 +78,12 @@ struct pstream {
     unsigned mirrored : 1;      /* the mirror was dealt with */
     unsigned shadow_failed : 1; /* the copy ended with a local error */
     struct list link;           /* a copy: in l->mirrors or l->mirrors_dead */
+    /* The stream idle timeout: it fires at the listener's interval and
+     * looks at when bytes last moved (the pipes' active_ms, active_ms
+     * here for the start and the response head), so nothing moves it
+     * per byte. Never armed on a mirrored copy. */
+    struct timer idle;
+    uint64_t active_ms;
 };
 
 /* pipeline.c: the exchange and its end. */

@@ -113,6 +113,7 @@ void pstream_maybe_end(struct pstream *ps)
     timer_cancel(&ps->timer);
     timer_cancel(&ps->try_timer);
     timer_cancel(&ps->aux);
+    timer_cancel(&ps->idle);
     if (s->req_body.end_arg == ps) {
         s->req_body.on_end = NULL;
         s->req_body.end_arg = NULL;
@@ -335,6 +336,7 @@ static void up_head(void *ctx, struct h1_client *c)
                             ps->set_cookie) < 0)
         s->flags |= HFLAG_UPE;
     s->resp_started = 1;
+    ps->active_ms = clock_ms();
     /* A per-try deadline no longer applies (Envoy ignores it from here). */
     timer_cancel(&ps->try_timer);
     ps->try_wait = 0;
@@ -504,6 +506,43 @@ void pstream_connect_next(struct pstream *ps)
     pstream_up_finished(ps);
 }
 
+/*
+ * The stream idle timeout (Envoy's stream_idle_timeout): no byte moved
+ * either way for the listener's interval. Before the answer has left,
+ * the client gets 408 while its request is still arriving, else 504,
+ * flag SI; an answer under way is cut short (HTTP/1 closes, HTTP/2
+ * resets), and the log keeps the status that was sent.
+ */
+static void on_idle(void *arg)
+{
+    struct pstream *ps = arg;
+    struct hstream *s = ps->s;
+    uint64_t limit = ps->l->conf->stream_idle_timeout_ms;
+    uint64_t last = ps->active_ms, now = clock_ms();
+
+    if (s->req_body.active_ms > last)
+        last = s->req_body.active_ms;
+    if (s->resp_body.active_ms > last)
+        last = s->resp_body.active_ms;
+    if (now - last < limit) {
+        timer_arm(&ps->idle, limit - (now - last));
+        return;
+    }
+    ps->details = "stream_idle_timeout";
+    if (!ps->up_done) {
+        pstream_release_upstream(ps, 0);
+        pstream_local_reply(ps, pstream_body_complete(ps) ? 504 : 408, HFLAG_SI,
+                            "stream timeout\n");
+        pstream_up_finished(ps);
+        return;
+    }
+    /* The upstream is done, the client has not taken the end of the
+     * answer: nothing will move any more. */
+    s->flags |= HFLAG_SI;
+    if (!s->down_done && s->down->reset != NULL)
+        s->down->reset(s);
+}
+
 void pstream_on_delay(void *arg)
 {
     struct pstream *ps = arg;
@@ -556,6 +595,12 @@ static void on_request(void *ctx, struct hstream *s)
     timer_init(&ps->delay, l->base, pstream_on_delay, ps);
     timer_init(&ps->try_timer, l->base, pstream_on_try_timeout, ps);
     timer_init(&ps->aux, l->base, pstream_on_aux, ps);
+    timer_init(&ps->idle, l->base, on_idle, ps);
+    ps->active_ms = clock_ms();
+    /* Armed before anything can end the stream (pstream_maybe_end
+     * cancels it). */
+    if (l->conf->stream_idle_timeout_ms > 0)
+        timer_arm(&ps->idle, l->conf->stream_idle_timeout_ms);
     ps->cluster = -1;
     ps->wr = http_listener_pin(l);
     if (hc->conn.tls != NULL && pstream_misdirected(ps))

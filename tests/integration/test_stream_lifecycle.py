@@ -304,3 +304,90 @@ def test_h2_upstream_reset_right_after_head_is_502_upe(
         assert r.status == 502, r.status
     line = log_line(st, "path=/h2-refused")
     assert "status=502" in line and "flags=UPE" in line, line
+
+
+# -- item 7: the stream idle timeout and the request head timeout -------
+
+IDLE = {"streamIdleTimeout": "200ms"}
+
+
+def test_stream_idle_timeout_before_answer_is_504_si(
+        strait_factory, upstream_factory):
+    """Istio's routes have no timeout: an upstream that never answers used
+    to hold the request for good."""
+    up_h = Stalling(b"")
+    up = upstream_factory(up_h)
+    st, port = start(strait_factory, up.addr, http=IDLE)
+    with connect(port) as c:
+        c.sendall(b"GET /idle-wait HTTP/1.1\r\nHost: a\r\n\r\n")
+        from httpd import read_response
+        r = read_response(c.makefile("rb"))
+        assert r is not None and r.status == 504, r and r.status
+    line = log_line(st, "path=/idle-wait")
+    assert "status=504" in line and "flags=SI" in line, line
+    assert "details=stream_idle_timeout" in line, line
+    assert up_h.closed.wait(10), "the upstream connection stayed open"
+
+
+def test_stream_idle_timeout_with_body_unfinished_is_408(
+        strait_factory, upstream_factory):
+    up_h = Stalling(b"")
+    up = upstream_factory(up_h)
+    st, port = start(strait_factory, up.addr, http=IDLE)
+    with connect(port) as c:
+        c.sendall(b"POST /idle-body HTTP/1.1\r\nHost: a\r\n"
+                  b"Content-Length: 10\r\n\r\nhalf-")
+        from httpd import read_response
+        r = read_response(c.makefile("rb"), "POST")
+        assert r is not None and r.status == 408, r and r.status
+    line = log_line(st, "path=/idle-body")
+    assert "status=408" in line and "flags=SI" in line, line
+
+
+def test_stream_idle_timeout_cuts_a_stalled_answer(
+        strait_factory, upstream_factory):
+    up_h = Stalling(SSE_HEAD)
+    up = upstream_factory(up_h)
+    st, port = start(strait_factory, up.addr, http=IDLE)
+    c = connect(port)
+    c.sendall(b"GET /idle-sse HTTP/1.1\r\nHost: a\r\n\r\n")
+    got = read_until(c, b"data: hello")
+    assert got.startswith(b"HTTP/1.1 200")
+    # Nothing moves any more: strait ends the message unfinished.
+    assert eof_after(c)
+    c.close()
+    line = log_line(st, "path=/idle-sse")
+    assert "status=200" in line and "flags=SI" in line, line
+    assert up_h.closed.wait(10), "the upstream connection stayed open"
+
+
+def test_stream_idle_timeout_over_h2_is_504(strait_factory, upstream_factory):
+    from test_http2 import H2Client
+    up = upstream_factory(Stalling(b""))
+    st, port = start(strait_factory, up.addr, http=IDLE)
+    cl = H2Client(port)
+    try:
+        sid = cl.request("/h2-idle")
+        cl.wait(lambda: cl.done(sid), what="the answer")
+        assert cl.streams[sid]["headers"][":status"] == "504"
+    finally:
+        cl.close()
+    line = log_line(st, "path=/h2-idle")
+    assert "status=504" in line and "flags=SI" in line, line
+
+
+def test_request_head_timeout_is_logged_as_envoy_does(strait_factory,
+                                                      upstream_factory):
+    up = upstream_factory(Stalling(b""))
+    st, port = start(strait_factory, up.addr,
+                     http={"requestHeadersTimeout": "200ms"})
+    with connect(port) as c:
+        c.sendall(b"GET /slow-head HTTP/1.1\r\nHost: a\r\nX-A: ")
+        from httpd import read_response
+        r = read_response(c.makefile("rb"))
+        assert r is not None and r.status == 408
+    line = wait_for(lambda: next((x for x in st.log().splitlines()
+                                  if "http_request" in x and "status=408" in x),
+                                 None), 10, "the 408 line")
+    assert "flags=-" in line and "details=request_header_timeout" in line, line
+    assert st.stats().get("listener.web.http.protocol_errors", 0) == 0

@@ -44,6 +44,29 @@ static void count_wake(void *arg)
     wakes++;
 }
 
+/* Bytes going in or out stamp the pipe (the stream idle timeout reads
+ * it); a write that takes nothing does not. */
+static void test_write_and_consume_stamp_activity(void **state)
+{
+    struct hpipe p;
+    const char *d;
+    size_t n;
+
+    (void)state;
+    hpipe_init(&p, NULL, 8);
+    assert_int_equal(p.active_ms, 0);
+    assert_int_equal(hpipe_write(&p, "12345678", 8), 8);
+    assert_true(p.active_ms > 0);
+    p.active_ms = 1;
+    assert_int_equal(hpipe_write(&p, "9", 1), 0); /* full */
+    assert_int_equal(p.active_ms, 1);
+    d = hpipe_peek(&p, &n);
+    assert_non_null(d);
+    hpipe_consume(&p, 4);
+    assert_true(p.active_ms > 1);
+    hpipe_dispose(&p);
+}
+
 static void test_rewind_replays_whole_body(void **state)
 {
     struct bufpool pool;
@@ -217,6 +240,7 @@ static void test_on_end_hears_finish_and_abort(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_write_and_consume_stamp_activity),
         cmocka_unit_test(test_rewind_replays_whole_body),
         cmocka_unit_test(test_body_past_limit_is_passed_on_but_not_kept),
         cmocka_unit_test(test_no_keep_no_rewind),
