@@ -9,7 +9,8 @@ build_pkgs=(gcc make autoconf automake pkg-config
 test_pkgs=(python3 python3-pytest python3-prometheus-client python3-grpcio
     python3-h2 python3-cryptography curl nghttp2-client wrk openssl clang-14
     libclang-rt-14-dev clang-format-14
-    testssl.sh systemd)
+    testssl.sh systemd
+    dpkg-dev debhelper lintian rpm rpmlint)
 
 pkgs=("${build_pkgs[@]}")
 if [ "${1:-}" = "--test" ]; then

@@ -38,6 +38,10 @@ check build-asan
 step "fuzz targets, ${fuzz_seconds}s each"
 BUILDDIR="$top/build" bash tests/fuzz/run.sh "$fuzz_seconds"
 
+step "packages: .deb (lintian) and its install test, .rpm (rpmlint)"
+JOBS="$jobs" bash scripts/build-packages.sh all
+bash scripts/test-deb-install.sh packages/strait_*.deb
+
 step "make distcheck"
 make -C build -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror
 
