@@ -42,6 +42,11 @@ step "packages: .deb (lintian) and its install test, .rpm (rpmlint)"
 JOBS="$jobs" bash scripts/build-packages.sh all
 bash scripts/test-deb-install.sh packages/strait_*.deb
 
+step "container image (buildah, umoci + chroot test), Kubernetes manifests"
+bash packaging/container/build.sh build/strait
+bash packaging/container/test.sh
+/usr/bin/python3 scripts/check-kubernetes build/strait
+
 step "make distcheck"
 make -C build -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror
 
