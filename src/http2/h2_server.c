@@ -90,6 +90,10 @@ struct h2_server {
     unsigned goaway_final : 1; /* the GOAWAY naming the last stream is out */
     unsigned eof : 1;
     unsigned write_blocked : 1;
+    /* A request's header block is arriving (HEADERS without END_HEADERS
+     * so far): the timer runs requestHeadersTimeout. nghttp2 takes one
+     * header block at a time, so one timer serves the connection. */
+    unsigned head_wait : 1;
 };
 
 static void process(struct h2_server *hs);
@@ -240,8 +244,19 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f,
     nghttp2_session_set_stream_user_data(ng, st->id, st);
     list_append(&hs->streams, &st->link);
     hs->nstreams++;
-    timer_cancel(&hs->timer);
+    hs->head_wait = 1;
+    timer_arm(&hs->timer, hs->conf->headers_timeout_ms);
     return 0;
+}
+
+/* The header block that began (on_begin_headers) is over: complete, or
+ * its stream gone. */
+static void head_done(struct h2_server *hs)
+{
+    if (!hs->head_wait)
+        return;
+    hs->head_wait = 0;
+    timer_cancel(&hs->timer);
 }
 
 static int has_underscore(const uint8_t *p, size_t n)
@@ -371,6 +386,7 @@ static void dispatch(struct h2_server *hs, struct h2_stream *st, int end)
 {
     struct hstream *s = st->s;
 
+    head_done(hs);
     st->dispatched = 1;
     if (st->cookie.n > 0)
         http_fields_add_ref(&s->req.fields, &s->arena, SLICE_LIT("cookie"),
@@ -485,6 +501,9 @@ static void stream_release(struct h2_server *hs, struct h2_stream *st,
                            uint32_t code)
 {
     struct hstream *s = st->s;
+
+    if (!st->dispatched)
+        head_done(hs); /* its header block ended with it */
 
     /* Request bytes left in the pipe will not be consumed through us any
      * more: return their connection credit now, or every reset or early
@@ -799,6 +818,16 @@ static void on_idle(void *arg)
 {
     struct h2_server *hs = arg;
 
+    if (hs->head_wait) {
+        /* A request head that never ended (slowloris over HTTP/2): until
+         * it does, the connection can carry nothing else. */
+        hs->head_wait = 0;
+        nghttp2_session_terminate_session(hs->ng, NGHTTP2_NO_ERROR);
+        hs->draining = 1;
+        hs->goaway_final = 1;
+        process(hs);
+        return;
+    }
     if (hs->nstreams > 0)
         return;
     nghttp2_session_terminate_session(hs->ng, NGHTTP2_NO_ERROR);

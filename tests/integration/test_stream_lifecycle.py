@@ -391,3 +391,47 @@ def test_request_head_timeout_is_logged_as_envoy_does(strait_factory,
                                  None), 10, "the 408 line")
     assert "flags=-" in line and "details=request_header_timeout" in line, line
     assert st.stats().get("listener.web.http.protocol_errors", 0) == 0
+
+
+def test_gateway_listener_has_the_request_head_timeout(strait_factory,
+                                                       tmp_path):
+    """Gateway listeners take the http defaults: a head that never ends is
+    answered 408 at requestHeadersTimeout (10 s), as on bootstrap
+    listeners. Waits the default out once."""
+    from test_gateway import start_with_up
+    st, port = start_with_up(strait_factory, tmp_path, free_port(), "")
+    with connect(port, timeout=30) as c:
+        c.sendall(b"GET /gw-slow-head HTTP/1.1\r\nHost: a\r\nX-A: ")
+        from httpd import read_response
+        r = read_response(c.makefile("rb"))
+        assert r is not None and r.status == 408
+    line = wait_for(lambda: next((x for x in st.log().splitlines()
+                                  if "http_request" in x and "status=408" in x),
+                                 None), 10, "the 408 line")
+    assert "details=request_header_timeout" in line, line
+
+
+def test_h2_request_head_that_never_ends_closes_the_connection(
+        strait_factory, upstream_factory):
+    """HEADERS without END_HEADERS, and no CONTINUATION: the connection
+    used to be held for good (its idle timer stopped at the stream's
+    first frame). requestHeadersTimeout applies to HTTP/2 too."""
+    import struct
+
+    import hpack
+    up = upstream_factory(Stalling(b""))
+    st, port = start(strait_factory, up.addr,
+                     http={"requestHeadersTimeout": "200ms"})
+    block = hpack.Encoder().encode([(":method", "GET"), (":scheme", "http"),
+                                    (":path", "/h2-half-head"),
+                                    (":authority", "a")])
+    frame = struct.pack(">I", len(block))[1:] + bytes([1, 0]) + \
+        struct.pack(">I", 1) + block  # HEADERS, no END_HEADERS, stream 1
+    c = connect(port)
+    c.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" +
+              b"\x00\x00\x00\x04\x00\x00\x00\x00\x00" + frame)
+    assert eof_after(c), "the connection stayed open"
+    c.close()
+    wait_for(lambda: st.stats()["listener.web.downstream_cx_active"] == 0,
+             10, "the connection to be freed")
+    assert up.conns == 0
