@@ -362,38 +362,6 @@ static int parse_field_line(const char *p, size_t n, struct h1_header *hdr,
     return 0;
 }
 
-/*
- * framing_alias() is true for a name that reads as a framing or connection
- * field once '_' is taken for '-' (Transfer_Encoding, Content_Length). A
- * back end that maps both to one name (CGI's HTTP_TRANSFER_ENCODING) would
- * frame the body by a field we never checked, so such a field is dropped
- * even when underscores are otherwise allowed.
- */
-static int framing_alias(struct h1_slice name)
-{
-    static const char *const framing[] = {"content-length", "transfer-encoding",
-                                          "host",           "connection",
-                                          "upgrade",        "te",
-                                          "keep-alive",     "trailer"};
-    size_t i, k;
-
-    for (k = 0; k < sizeof(framing) / sizeof(framing[0]); k++) {
-        const char *f = framing[k];
-
-        if (strlen(f) != name.n)
-            continue;
-        for (i = 0; i < name.n; i++) {
-            unsigned char c = ascii_lower((unsigned char)name.p[i]);
-
-            if (c != (unsigned char)f[i] && !(c == '_' && f[i] == '-'))
-                break;
-        }
-        if (i == name.n)
-            return 1;
-    }
-    return 0;
-}
-
 /* parse_fields() is h1_parse_fields() for bytes check_octets() passed. */
 static int parse_fields(const char *buf, size_t len,
                         const struct http_limits *lim, struct h1_header *out,
@@ -428,7 +396,8 @@ static int parse_fields(const char *buf, size_t len,
         if (memchr(hdr.name.p, '_', hdr.name.n) != NULL) {
             if (lim->underscores == HTTP_US_REJECT)
                 return fail(why, status, "underscore in header name", 400);
-            if (lim->underscores == HTTP_US_DROP || framing_alias(hdr.name))
+            if (lim->underscores == HTTP_US_DROP ||
+                http_name_framing_alias(hdr.name.p, hdr.name.n))
                 continue;
         }
         out[(*n)++] = hdr;

@@ -20,6 +20,7 @@
 #include "core/list.h"
 #include "core/stats.h"
 #include "event/timer.h"
+#include "http/conn_conf.h"
 #include "http/http.h"
 #include "http2/h2_server.h"
 #include "net/conn.h"
@@ -344,7 +345,8 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
         st->bad_status = 400;
         return 0;
     }
-    if (underscore && hs->conf->lim.underscores == HTTP_US_DROP)
+    if (underscore && (hs->conf->lim.underscores == HTTP_US_DROP ||
+                       http_name_framing_alias(n.p, n.n)))
         return 0;
     if (slice_eq_str(n, "host")) {
         if (!st->has_authority)

@@ -608,3 +608,23 @@ def test_h2c_scheme_is_not_forwarded_proto(strait_factory, upstream_factory):
     assert forwarded_proto(up, "/https") == "http"
     assert forwarded_proto(up, "/http") == "http"
     assert not any(h.split(" ")[1] == "/gopher" for h in up.heads)
+
+
+def test_h2_underscore_framing_alias_dropped(strait_factory, upstream_factory):
+    """Item 19 on HTTP/2: transfer_encoding and content_length from an h2
+    client reached the HTTP/1.1 upstream under the default ALLOW policy."""
+    up = head_upstream(upstream_factory)
+    st, port = start(strait_factory, up)
+    c = H2Client(port)
+    try:
+        sid = c.request("/us", headers=[("transfer_encoding", "chunked"),
+                                        ("content_length", "5"),
+                                        ("x_other", "1")])
+        c.wait(lambda: c.done(sid))
+    finally:
+        c.close()
+    assert c.streams[sid]["headers"][":status"] == "200"
+    head, = [h for h in up.heads if h.split(" ")[1] == "/us"]
+    names = [line.partition(":")[0].lower() for line in head.split("\r\n")[1:]]
+    assert "transfer_encoding" not in names and "content_length" not in names
+    assert "x_other" in names, names
