@@ -793,3 +793,28 @@ def test_upgrade_types_refused_by_check(tmp_path, value):
                        capture_output=True, text=True, timeout=30)
     assert p.returncode != 0, p.stdout + p.stderr
     assert "upgradeTypes" in p.stdout + p.stderr
+
+
+def test_upgrade_with_body_is_not_smuggled_over_tls(strait_factory,
+                                                    upstream_factory, certs):
+    """The Upgrade smuggling vector, reproduced over TLS by the attack run:
+    the same single request reaches the upstream."""
+    import ssl
+    up = plain_upstream(upstream_factory)
+    crt, key = certs["ec"]
+    port = free_port()
+    strait_factory(http_listener("web", port, tls={
+        "certificates": [{"serverCertificate": crt, "privateKey": key}],
+        "alpn": ["http/1.1"]}),
+        workers=2, extra=clusters(backend=[up.addr])).start()
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with ctx.wrap_socket(connect(port), server_hostname="example.com") as c:
+        c.sendall(b"POST /up HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\n"
+                  b"Upgrade: websocket\r\nContent-Length: %d\r\n\r\n%s"
+                  % (len(SMUGGLED), SMUGGLED))
+        r = read_response(c.makefile("rb"), "POST")
+        assert r.status == 200, (r.status, r.body)
+    assert [s[0] for s in up.seen] == ["POST /up HTTP/1.1"]
+    assert up.seen[0][2] == SMUGGLED
