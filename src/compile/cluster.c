@@ -51,6 +51,37 @@ void istio_clusters_dispose(struct istio_clusters *t)
     memset(t, 0, sizeof(*t));
 }
 
+void istio_used_init(struct istio_used *u)
+{
+    memset(u, 0, sizeof(*u));
+    ident_init(&u->clusters);
+    ident_init(&u->files);
+}
+
+void istio_used_dispose(struct istio_used *u)
+{
+    ident_abandon(&u->clusters);
+    ident_abandon(&u->files);
+    for (size_t i = 0; i < u->npaths; i++)
+        free(u->paths[i]);
+    free(u->paths);
+    memset(u, 0, sizeof(*u));
+}
+
+void istio_file_ident(struct ident *d, const char *path)
+{
+    struct stat st;
+
+    ident_str(d, 'f', path);
+    if (stat(path, &st) != 0) {
+        ident_u64(d, '-', 0);
+        return;
+    }
+    ident_u64(d, 'I', (uint64_t)st.st_ino);
+    ident_u64(d, 'T', (uint64_t)st.st_mtim.tv_sec);
+    ident_u64(d, 't', (uint64_t)st.st_mtim.tv_nsec);
+}
+
 void istio_cluster_map_dispose(struct ident_map *m)
 {
     size_t pos = 0;
@@ -714,15 +745,8 @@ static int cluster_identity(const char *key, int passthrough, int external,
         ident_str(&d, 'n', drr->meta.name);
         ident_res_spec(&d, 'D', drr);
     }
-    for (size_t i = 0; files != NULL && i < files->n; i++) {
-        struct stat st;
-        if (stat(files->v[i], &st) != 0)
-            continue;
-        ident_str(&d, 'f', files->v[i]);
-        ident_u64(&d, 'I', (uint64_t)st.st_ino);
-        ident_u64(&d, 'T', (uint64_t)st.st_mtim.tv_sec);
-        ident_u64(&d, 't', (uint64_t)st.st_mtim.tv_nsec);
-    }
+    for (size_t i = 0; files != NULL && i < files->n; i++)
+        istio_file_ident(&d, files->v[i]);
     return ident_finish(&d, out);
 }
 
@@ -812,6 +836,30 @@ static int host_registered(const struct istio_clusters *t, const char *host)
     return 0;
 }
 
+/* used_cluster() records that the table took the cluster of identity id,
+ * built from files. */
+static void used_cluster(struct istio_used *u, const struct ident_id *id,
+                         const struct res_eff_files *files)
+{
+    if (u == NULL)
+        return;
+    ident_sub(&u->clusters, id);
+    for (size_t i = 0; files != NULL && i < files->n; i++) {
+        char **nv = realloc(u->paths, (u->npaths + 1) * sizeof(*nv));
+        if (nv == NULL) {
+            u->oom = 1;
+            return;
+        }
+        u->paths = nv;
+        if ((u->paths[u->npaths] = strdup(files->v[i])) == NULL) {
+            u->oom = 1;
+            return;
+        }
+        u->npaths++;
+        istio_file_ident(&u->files, files->v[i]);
+    }
+}
+
 #define BLACKHOLE_NAME "BlackHoleCluster"
 
 /*
@@ -851,6 +899,7 @@ static int blackhole_id(struct istio_clusters *t)
         }
         cluster_ref(c);
     }
+    used_cluster(t->used, &key, NULL);
     ident_id_dispose(&key);
     r = table_add(t, BLACKHOLE_NAME, c);
     if (r < 0)
@@ -970,6 +1019,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         }
         cluster_ref(c);
     }
+    used_cluster(t->used, &fp, &files);
     ident_id_dispose(&fp);
     r = table_add(t, key, c);
     if (r < 0)

@@ -37,6 +37,7 @@ struct gw_listener;
 struct http_routes;
 struct resource_set;
 struct ident_map;
+struct istio_used;
 struct ssl_st;
 struct x509_st;
 
@@ -81,6 +82,9 @@ struct compile_env {
     const struct compile_dns *dns;           /* NULL: names used as IPs */
     const struct compile_identity *identity; /* NULL: no CA */
     const struct compile_jwks *jwks; /* http(s) jwksUri documents; NULL */
+    /* What the routes' clusters were built from (istio.h), recorded for
+     * the routes' identity; NULL: not recorded. */
+    struct istio_used *used;
 };
 
 /* compile_gateway() builds the HTTP proxy of a Gateway listener with its

@@ -31,6 +31,14 @@ int ident_equal(const struct ident_id *a, const struct ident_id *b)
            a->len == b->len && memcmp(a->bytes, b->bytes, a->len) == 0;
 }
 
+int ident_has_prefix(const struct ident_id *id, const struct ident *pre)
+{
+    size_t n = buf_len(&pre->b);
+
+    return id->bytes != NULL && !pre->oom && id->len >= n &&
+           memcmp(id->bytes, buf_ptr(&pre->b), n) == 0;
+}
+
 int ident_id_copy(struct ident_id *out, const struct ident_id *id)
 {
     memset(out, 0, sizeof(*out));
@@ -93,6 +101,13 @@ void ident_sub(struct ident *d, const struct ident_id *id)
         d->oom = 1;
     else
         ident_bytes(d, 'i', id->bytes, id->len);
+}
+
+void ident_nest(struct ident *d, char tag, const struct ident *src)
+{
+    ident_bytes(d, tag, buf_ptr(&src->b), buf_len(&src->b));
+    if (src->oom)
+        d->oom = 1;
 }
 
 void ident_copy(struct ident *d, const struct ident *src)

@@ -28,6 +28,11 @@ struct ident_id {
  * identity without bytes (memory ran out building it) equals nothing. */
 int ident_equal(const struct ident_id *a, const struct ident_id *b);
 
+/* ident_has_prefix() is 1 when id's bytes begin with what pre holds so
+ * far: id was built from the same first inputs. */
+struct ident;
+int ident_has_prefix(const struct ident_id *id, const struct ident *pre);
+
 /* ident_id_copy() makes out an owned copy of id; -1 when memory runs out
  * (out is then empty). */
 int ident_id_copy(struct ident_id *out, const struct ident_id *id);
@@ -52,6 +57,9 @@ void ident_bytes(struct ident *d, char tag, const void *p, size_t n);
 void ident_str(struct ident *d, char tag, const char *s);
 /* Another identity, as one input. */
 void ident_sub(struct ident *d, const struct ident_id *id);
+/* ident_nest() appends everything src holds so far as one framed input
+ * (src is unchanged). */
+void ident_nest(struct ident *d, char tag, const struct ident *src);
 /* ident_copy() appends everything src holds so far (src is unchanged). */
 void ident_copy(struct ident *d, const struct ident *src);
 /* The effective values of a conf table (conf_identity()), or a resource's

@@ -118,6 +118,29 @@ void gw_set_dispose(struct gw_set *g);
  * their idle connections, its counters, circuit breakers and outlier
  * state. next's values hold one reference each.
  */
+/*
+ * What a table's clusters were built from besides the resources and the
+ * DNS answers (both recorded by the caller): the identity of each cluster
+ * the table took, in order, and the files their TLS settings name with
+ * what they were (inode, mtime) when read, in order, with their paths so
+ * a later build can look at them again (istio_file_ident()). For the
+ * identity of the routes that point to the clusters.
+ */
+struct istio_used {
+    struct ident clusters; /* each cluster's identity, in table order */
+    struct ident files;    /* istio_file_ident() of each file read */
+    char **paths;          /* the files read, in order */
+    size_t npaths;
+    int oom;
+};
+
+void istio_used_init(struct istio_used *u);
+void istio_used_dispose(struct istio_used *u);
+
+/* istio_file_ident() feeds path and what it is now (inode and mtime, or
+ * absent) into d. */
+void istio_file_ident(struct ident *d, const char *path);
+
 struct istio_clusters {
     const struct resource_set *set;
     int nworkers;
@@ -142,6 +165,8 @@ struct istio_clusters {
      * as Istio's destination cluster takes the listener's port. */
     int outbound_mode;
     uint32_t listener_port;
+    /* What the clusters were built from, recorded; NULL: not. */
+    struct istio_used *used;
 };
 
 void istio_clusters_init(struct istio_clusters *t,

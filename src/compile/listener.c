@@ -183,6 +183,7 @@ int compile_gateway_routes(const struct bootstrap *bs,
     table.credentials_dir = bs->credentials.dir;
     table.outbound_mode = bs->outbound.mode;
     table.listener_port = g->port;
+    table.used = env->used;
     if (r == NULL)
         goto oom;
     servers = calloc(g->nservers ? g->nservers : 1, sizeof(*servers));

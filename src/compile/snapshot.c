@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compile/router-int.h"
 #include "compile/snapshot.h"
 #include "config/bootstrap.h"
 #include "config/resource.h"
@@ -217,6 +218,278 @@ static void names_free(char **v, size_t n)
     free(v);
 }
 
+/*
+ * The JWKS key sets a build used, recorded like the DNS answers: every
+ * jwksUri asked for and the document it gave go into an identity, and
+ * the uris are kept so the next build can ask for them again.
+ */
+struct jwks_rec {
+    const struct compile_jwks *real;
+    struct compile_jwks fn; /* what compile calls */
+    struct ident *id;
+    char **uris;
+    int64_t *timeouts;
+    size_t n;
+    int oom;
+};
+
+static const char *jrec_get(void *arg, const char *uri, int64_t timeout_ms,
+                            size_t *n)
+{
+    struct jwks_rec *r = arg;
+    const char *doc = r->real->get(r->real->arg, uri, timeout_ms, n);
+    char **nu;
+    int64_t *nt;
+
+    ident_str(r->id, 'U', uri);
+    ident_u64(r->id, 'T', (uint64_t)timeout_ms);
+    if (doc != NULL)
+        ident_bytes(r->id, 'J', doc, *n);
+    else
+        ident_u64(r->id, '-', 0);
+    nu = realloc(r->uris, (r->n + 1) * sizeof(*nu));
+    if (nu != NULL)
+        r->uris = nu;
+    nt = realloc(r->timeouts, (r->n + 1) * sizeof(*nt));
+    if (nt != NULL)
+        r->timeouts = nt;
+    if (nu == NULL || nt == NULL || (nu[r->n] = strdup(uri)) == NULL) {
+        r->oom = 1;
+        return doc;
+    }
+    nt[r->n++] = timeout_ms;
+    return doc;
+}
+
+static void jrec_init(struct jwks_rec *r, const struct compile_jwks *real,
+                      struct ident *id)
+{
+    memset(r, 0, sizeof(*r));
+    r->real = real;
+    r->fn.get = jrec_get;
+    r->fn.arg = r;
+    r->id = id;
+}
+
+static void jrec_dispose(struct jwks_rec *r)
+{
+    names_free(r->uris, r->n);
+    free(r->timeouts);
+    r->uris = NULL;
+    r->timeouts = NULL;
+    r->n = 0;
+}
+
+/* Is vs left out of g's routes? Only when it names gateways and none of
+ * them is one of g's servers' (an empty list binds to mesh, but it may be
+ * a delegate: counted). */
+static int vs_elsewhere(const struct resource *r, const struct gw_listener *g)
+{
+    const struct res_virtual_service *vs = res_virtual_service(r);
+
+    if (vs->gateways.n == 0)
+        return 0;
+    for (size_t i = 0; i < vs->gateways.n; i++)
+        for (size_t k = 0; k < g->nservers; k++)
+            if (rt_gateway_ref_eq(vs->gateways.v[i], r->meta.ns,
+                                  g->servers[k].gateway))
+                return 0;
+    return 1;
+}
+
+/* Is r read when g's routes are compiled? The VirtualServices bound to
+ * it (or that may be delegates), what clusters are built from, and the
+ * policies checked per request. */
+static int routes_read(const struct resource *r, const struct gw_listener *g)
+{
+    switch (r->kind) {
+    case RES_VIRTUAL_SERVICE:
+        return !vs_elsewhere(r, g);
+    case RES_DESTINATION_RULE:
+    case RES_SERVICE_ENTRY:
+    case RES_WORKLOAD_ENTRY:
+    case RES_AUTHORIZATION_POLICY:
+    case RES_REQUEST_AUTHENTICATION:
+    case RES_PEER_AUTHENTICATION:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* What a Gateway HTTP listener's routes are compiled from besides DNS,
+ * JWKS, files and clusters: the bootstrap bits they read and the
+ * resources, each with its content. */
+static void route_inputs(struct ident *d, const struct compile_inputs *in,
+                         const struct gw_listener *g)
+{
+    const struct bootstrap *bs = in->bs;
+    const struct resource_set *set = in->set;
+
+    ident_str(d, 'k', "gateway-routes");
+    ident_str(d, 's', bs->node.ns);
+    id_strmap(d, &bs->node.labels);
+    ident_str(d, 't', bs->trust_domain);
+    ident_str(d, 'c', bs->credentials.dir);
+    ident_u64(d, 'o', (uint64_t)bs->outbound.mode);
+    ident_u64(d, 'd', in->dns != NULL);
+    ident_u64(d, 'j', in->jwks != NULL);
+    ident_u64(d, 'y', in->identity != NULL);
+    if (set == NULL)
+        return;
+    ident_str(d, 'D', set->domain);
+    for (size_t i = 0; i < set->n; i++) {
+        const struct resource *r = set->v[i];
+        if (!routes_read(r, g))
+            continue;
+        ident_u64(d, 'R', (uint64_t)r->kind);
+        ident_str(d, 'N', r->meta.ns);
+        ident_str(d, 'n', r->meta.name);
+        id_strmap(d, &r->meta.labels);
+        ident_res_spec(d, 'S', r);
+    }
+}
+
+/* What a routes build recorded, while it compiles. */
+struct routes_rec {
+    struct ident dns, jwks;
+    struct dns_rec drec;
+    struct jwks_rec jrec;
+    struct istio_used used;
+};
+
+static void routes_rec_init(struct routes_rec *rr,
+                            const struct compile_inputs *in)
+{
+    ident_init(&rr->dns);
+    ident_init(&rr->jwks);
+    rec_init(&rr->drec, in->dns, &rr->dns);
+    jrec_init(&rr->jrec, in->jwks, &rr->jwks);
+    istio_used_init(&rr->used);
+}
+
+static void routes_rec_dispose(struct routes_rec *rr)
+{
+    ident_abandon(&rr->dns);
+    ident_abandon(&rr->jwks);
+    names_free(rr->drec.names, rr->drec.nnames);
+    jrec_dispose(&rr->jrec);
+    istio_used_dispose(&rr->used);
+}
+
+/* routes_id() is pre and what rr recorded, clusters' identities as the
+ * bytes of clusters; -1 when memory ran out. */
+static int routes_id(const struct ident *pre, struct routes_rec *rr,
+                     const struct ident_id *clusters, struct ident_id *out)
+{
+    struct ident t;
+
+    ident_init(&t);
+    ident_copy(&t, pre);
+    ident_nest(&t, 'Q', &rr->dns);
+    ident_nest(&t, 'W', &rr->jwks);
+    ident_nest(&t, 'F', &rr->used.files);
+    if (clusters->bytes == NULL)
+        t.oom = 1;
+    else
+        ident_bytes(&t, 'C', clusters->bytes, clusters->len);
+    if (rr->drec.oom || rr->jrec.oom || rr->used.oom)
+        t.oom = 1;
+    return ident_finish(&t, out);
+}
+
+/* routes_keep_lists() moves what rr recorded (names, uris, paths) to l. */
+static void routes_keep_lists(struct snapshot_listener *l,
+                              struct routes_rec *rr)
+{
+    l->dns_names = rr->drec.names;
+    l->ndns_names = rr->drec.nnames;
+    rr->drec.names = NULL;
+    rr->drec.nnames = 0;
+    l->jwks_uris = rr->jrec.uris;
+    l->jwks_timeouts = rr->jrec.timeouts;
+    l->njwks = rr->jrec.n;
+    rr->jrec.uris = NULL;
+    rr->jrec.timeouts = NULL;
+    rr->jrec.n = 0;
+    l->paths = rr->used.paths;
+    l->npaths = rr->used.npaths;
+    rr->used.paths = NULL;
+    rr->used.npaths = 0;
+}
+
+/* routes_finish() gives l the identity of the routes just compiled with
+ * rr recording; -1 when memory ran out. */
+static int routes_finish(struct snapshot_listener *l, const struct ident *pre,
+                         struct routes_rec *rr)
+{
+    if (ident_finish(&rr->used.clusters, &l->routes_clusters) < 0 ||
+        routes_id(pre, rr, &l->routes_clusters, &l->routes_id) < 0)
+        return -1;
+    ident_init(&rr->used.clusters); /* finished: disposable again */
+    routes_keep_lists(l, rr);
+    return 0;
+}
+
+/* routes_try_keep() is 1 when old's routes were compiled from what they
+ * would be now: pre (the listener, the bootstrap bits, the resources),
+ * and the same answers, key sets and files for what old's routes asked
+ * for, asked again (only when pre is equal: asking keeps a name in the
+ * DNS cache); the clusters are then those old's routes point to.
+ * Then l gets the identity and the lists. -1 when memory runs out. */
+static int routes_try_keep(const struct compile_inputs *in,
+                           const struct snapshot_listener *old,
+                           struct snapshot_listener *l, const struct ident *pre)
+{
+    struct routes_rec rr;
+    struct ident_id cand;
+    size_t n;
+    int same;
+
+    /* Asking again marks names and uris as in use (the caches drop the
+     * rest): only when everything else is equal. */
+    if (old == NULL || !ident_has_prefix(&old->routes_id, pre))
+        return 0;
+    routes_rec_init(&rr, in);
+    for (size_t i = 0; in->dns != NULL && i < old->ndns_names; i++)
+        rec_lookup(&rr.drec, old->dns_names[i], NULL, NULL);
+    for (size_t i = 0; in->jwks != NULL && i < old->njwks; i++)
+        jrec_get(&rr.jrec, old->jwks_uris[i], old->jwks_timeouts[i], &n);
+    for (size_t i = 0; i < old->npaths; i++)
+        istio_file_ident(&rr.used.files, old->paths[i]);
+    if (routes_id(pre, &rr, &old->routes_clusters, &cand) < 0) {
+        routes_rec_dispose(&rr);
+        return -1;
+    }
+    same = ident_equal(&old->routes_id, &cand);
+    if (!same) {
+        ident_id_dispose(&cand);
+        routes_rec_dispose(&rr);
+        return 0;
+    }
+    if (ident_id_copy(&l->routes_clusters, &old->routes_clusters) < 0) {
+        ident_id_dispose(&cand);
+        routes_rec_dispose(&rr);
+        return -1;
+    }
+    l->routes_id = cand;
+    /* The files were not read by a cluster this time: old's paths. */
+    for (size_t i = 0; i < old->npaths; i++) {
+        char **nv = realloc(rr.used.paths, (i + 1) * sizeof(*nv));
+        if (nv == NULL || (nv[i] = strdup(old->paths[i])) == NULL) {
+            if (nv != NULL)
+                rr.used.paths = nv;
+            routes_rec_dispose(&rr);
+            return -1;
+        }
+        rr.used.paths = nv;
+        rr.used.npaths = i + 1;
+    }
+    routes_keep_lists(l, &rr);
+    routes_rec_dispose(&rr);
+    return 1;
+}
+
 /* ---- the snapshot ------------------------------------------------------- */
 
 struct snapshot *snapshot_ref(struct snapshot *s)
@@ -234,6 +507,11 @@ static void listener_dispose(struct snapshot_listener *l)
     ident_id_dispose(&l->id);
     ident_id_dispose(&l->base);
     names_free(l->dns_names, l->ndns_names);
+    ident_id_dispose(&l->routes_id);
+    ident_id_dispose(&l->routes_clusters);
+    names_free(l->jwks_uris, l->njwks);
+    free(l->jwks_timeouts);
+    names_free(l->paths, l->npaths);
     free(l->name);
 }
 
@@ -342,18 +620,19 @@ oom:
     return -1;
 }
 
-/* A kept L4 listener's clusters stay in the identity map, for the
- * admin and for the next snapshot to reuse. */
+/* A kept L4 listener's clusters, or a Gateway HTTP listener's kept
+ * routes' (cl, n), stay in the identity map, for the admin and for the
+ * next snapshot to reuse. */
 static int carry_clusters(struct snapshot *s, const struct snapshot *prev,
-                          const struct l4_listener_conf *c)
+                          struct cluster *const *cl, size_t n)
 {
     size_t pos = 0;
     const struct ident_id *k;
     void *v;
 
     while (ident_map_next(&prev->gwclusters, &pos, &k, &v)) {
-        for (size_t i = 0; i < c->nclusters; i++) {
-            if (c->clusters[i] != v || ident_map_get(&s->gwclusters, k) != NULL)
+        for (size_t i = 0; i < n; i++) {
+            if (cl[i] != v || ident_map_get(&s->gwclusters, k) != NULL)
                 continue;
             if (ident_map_put(&s->gwclusters, k, v) < 0)
                 return -1;
@@ -362,6 +641,18 @@ static int carry_clusters(struct snapshot *s, const struct snapshot *prev,
         }
     }
     return 0;
+}
+
+/* carry_routes() carries the clusters of l's routes (kept). */
+static int carry_routes(struct snapshot *s, const struct snapshot *prev,
+                        const struct snapshot_listener *l)
+{
+    struct http_routes *r =
+        http_listener_conf_routes(snapshot_listener_http(l));
+    int rc = r != NULL ? carry_clusters(s, prev, r->clusters, r->nclusters) : 0;
+
+    http_routes_unref(r);
+    return rc;
 }
 
 /*
@@ -450,14 +741,19 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
     const struct snapshot_listener *same_addr = find_addr(prev, &sp->address);
     struct snapshot_listener *l = &s->v[s->n];
     const struct ident_map *prev_map = prev != NULL ? &prev->gwclusters : NULL;
-    struct compile_env env = {in->nworkers, in->dns, in->identity, in->jwks};
-    struct ident d;
+    struct compile_env env = {in->nworkers, in->dns, in->identity, in->jwks,
+                              NULL};
+    struct ident d, pre;
     struct dns_rec rec;
+    struct routes_rec rr;
     int l4 = sp->gw != NULL && sp->gw->l4, kept = 0, rc, live = 0;
+    int http_gw = sp->gw != NULL && !l4, routes_kept = 0;
 
     /* Counted from here: a half-built entry is disposed of like a whole. */
     s->n++;
     rec_init(&rec, in->dns, &d);
+    ident_init(&pre);
+    routes_rec_init(&rr, in);
     l->name = strdup(sp->name);
     if (l->name == NULL)
         goto oom;
@@ -475,6 +771,20 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
         if (ident_finish(&d, &l->id) < 0)
             goto oom;
         kept = old != NULL && snapshot_id_equal(&old->id, &l->id);
+        /* Its routes: kept too when what they are compiled from did not
+         * change, else compiled with what they use recorded. */
+        ident_sub(&pre, &l->id);
+        route_inputs(&pre, in, sp->gw);
+        if (kept) {
+            routes_kept = routes_try_keep(in, old, l, &pre);
+            if (routes_kept < 0)
+                goto oom;
+        }
+        if (in->dns != NULL)
+            env.dns = &rr.drec.fn;
+        if (in->jwks != NULL)
+            env.jwks = &rr.jrec.fn;
+        env.used = &rr.used;
     } else {
         /* An L4 listener's rules are compiled into its conf: its identity
          * holds what they were compiled from, the resources they read and
@@ -504,17 +814,29 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
         l->socks = old->socks;
         l->socks->refs++;
         l->stats = stats_block_ref(old->stats);
-        if (l4 && carry_clusters(s, prev, l->cl.conf) < 0)
-            goto oom;
-        /* A kept Gateway listener routes by new routes (which may send to
-         * new clusters, verify with new keys). */
-        if (sp->gw != NULL && snapshot_listener_http(l) != NULL &&
-            compile_gateway_routes(in->bs, in->set, sp->gw, &env, prev_map,
-                                   &s->gwclusters, staged, err) < 0) {
-            err_set(err, "cannot compile");
-            err_prefix(err, "listener %s: ", sp->name);
-            return -1;
+        if (l4) {
+            const struct l4_listener_conf *c = l->cl.conf;
+            if (carry_clusters(s, prev, c->clusters, c->nclusters) < 0)
+                goto oom;
         }
+        /* A kept Gateway listener keeps its routes when they would be
+         * compiled from the same inputs, else routes by new routes (which
+         * may send to new clusters, verify with new keys). */
+        if (routes_kept) {
+            if (carry_routes(s, prev, l) < 0)
+                goto oom;
+        } else if (sp->gw != NULL && snapshot_listener_http(l) != NULL) {
+            if (compile_gateway_routes(in->bs, in->set, sp->gw, &env, prev_map,
+                                       &s->gwclusters, staged, err) < 0) {
+                err_set(err, "cannot compile");
+                err_prefix(err, "listener %s: ", sp->name);
+                goto fail;
+            }
+            if (http_gw && routes_finish(l, &pre, &rr) < 0)
+                goto oom;
+        }
+        ident_abandon(&pre);
+        routes_rec_dispose(&rr);
         return 0;
     }
     if (same_addr != NULL) {
@@ -555,6 +877,10 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
         rec.nnames = 0;
         keep_http_part(old, l, staged);
     }
+    if (http_gw && routes_finish(l, &pre, &rr) < 0)
+        goto oom;
+    ident_abandon(&pre);
+    routes_rec_dispose(&rr);
     return 0;
 oom:
     err_set(err, "out of memory");
@@ -562,6 +888,8 @@ fail:
     if (live)
         ident_abandon(&d);
     names_free(rec.names, rec.nnames);
+    ident_abandon(&pre);
+    routes_rec_dispose(&rr);
     return -1;
 }
 

@@ -50,9 +50,23 @@ struct snapshot_listener {
      * from (resources, DNS answers); equal: the HTTP part of a shared
      * port is kept while the rules are rebuilt. */
     struct ident_id base;
-    /* L4 listeners: the DNS names their clusters looked up. */
+    /* L4 listeners: the DNS names their clusters looked up; Gateway
+     * HTTP listeners: the names their routes' clusters looked up. */
     char **dns_names;
     size_t ndns_names;
+    /* Gateway HTTP listeners: what their routes were compiled from (the
+     * listener, the resources they read, the bootstrap bits, the DNS
+     * answers, JWKS key sets and files used, the clusters they point
+     * to); equal across snapshots: the routes object is kept, neither
+     * compiled nor published again. With what a later build asks for
+     * again before deciding: the jwksUris fetched and the files read. */
+    struct ident_id routes_id;
+    struct ident_id routes_clusters; /* the clusters' identities */
+    char **jwks_uris;
+    int64_t *jwks_timeouts;
+    size_t njwks;
+    char **paths;
+    size_t npaths;
 };
 
 struct snapshot {

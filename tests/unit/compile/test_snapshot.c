@@ -29,6 +29,7 @@
 #include "core/log.h"
 #include "net/listener.h"
 #include "net/plistener.h"
+#include "proxy/http_listener.h"
 #include "upstream/cluster.h"
 
 static char dir[64];
@@ -383,6 +384,121 @@ static void test_l4_identity_follows_dns_answers_and_resources(void **state)
     bootstrap_free(bs);
 }
 
+/* ---- Gateway HTTP listeners: routes kept by identity ------------------ */
+
+/* An HTTP Gateway gw on port (selected), a Gateway other (not selected),
+ * the VirtualService web bound to gw routing to dest, and extra. */
+static struct resource_set *http_set(int port, const char *dest,
+                                     const char *extra)
+{
+    char text[4096];
+    struct buf errs;
+    int nerr = 0;
+    struct resource_set *set;
+
+    snprintf(text, sizeof(text),
+             "apiVersion: networking.istio.io/v1\nkind: Gateway\n"
+             "metadata: {name: gw, namespace: default}\n"
+             "spec:\n  selector: {}\n  servers:\n"
+             "  - port: {number: %d, name: http, protocol: HTTP}\n"
+             "    bind: 127.0.0.1\n    hosts: [\"*\"]\n"
+             "---\napiVersion: networking.istio.io/v1\nkind: Gateway\n"
+             "metadata: {name: other, namespace: default}\n"
+             "spec:\n  selector: {istio: elsewhere}\n  servers:\n"
+             "  - port: {number: 80, name: http, protocol: HTTP}\n"
+             "    hosts: [\"*\"]\n"
+             "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\n"
+             "metadata: {name: web, namespace: default}\n"
+             "spec: {hosts: [web.example.test, api.example.test], "
+             "resolution: STATIC, endpoints: [{address: 127.0.0.9}], "
+             "ports: [{number: 80, name: http, protocol: HTTP}]}\n"
+             "---\napiVersion: networking.istio.io/v1\n"
+             "kind: VirtualService\n"
+             "metadata: {name: web, namespace: default}\n"
+             "spec:\n  hosts: [web.example.test]\n  gateways: [gw]\n  http:\n"
+             "  - route: [{destination: {host: %s}}]\n%s",
+             port, dest, extra);
+    buf_init(&errs, 1 << 20);
+    set = resource_load_mem(text, strlen(text), "r.yaml", &errs, &nerr);
+    if (set == NULL || nerr != 0)
+        fail_msg("resources: %s", buf_cstr(&errs));
+    buf_dispose(&errs);
+    return set;
+}
+
+static const char OTHER_VS[] =
+    "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\n"
+    "metadata: {name: elsewhere, namespace: default}\n"
+    "spec:\n  hosts: [web.example.test]\n  gateways: [other]\n  http:\n"
+    "  - route: [{destination: {host: api.example.test}}]\n";
+
+/* routes() is the routes object l routes by now (not a reference). */
+static const struct http_routes *routes(const struct snapshot_listener *l)
+{
+    struct http_routes *r =
+        http_listener_conf_routes(snapshot_listener_http(l));
+
+    assert_non_null(r);
+    http_routes_unref(r); /* the conf holds it */
+    return r;
+}
+
+/*
+ * A Gateway HTTP listener's routes are kept when what they are compiled
+ * from did not change: an unrelated resource (a VirtualService bound to
+ * another Gateway) keeps the routes object; a change to a bound
+ * VirtualService compiles new routes into the kept listener.
+ */
+static void test_gateway_routes_kept_by_identity(void **state)
+{
+    static const char boot_text[] = "node: {name: n, namespace: default}\n";
+    int port = unused_port();
+    struct resource_set *r1 = http_set(port, "web.example.test", "");
+    struct resource_set *r2 = http_set(port, "web.example.test", OTHER_VS);
+    struct resource_set *r3 = http_set(port, "api.example.test", OTHER_VS);
+    char *err = NULL;
+    struct bootstrap *bs =
+        bootstrap_parse(boot_text, strlen(boot_text), "b.yaml", &err);
+    struct snapshot *s1, *s2, *s3, *s4;
+    const struct http_routes *rt1;
+
+    (void)state;
+    assert_non_null(bs);
+    s1 = build(bs, r1, NULL, NULL);
+    assert_int_equal(s1->n, 1);
+    assert_int_equal(s1->v[0].cl.ops->kind, PLISTENER_HTTP);
+    rt1 = routes(&s1->v[0]);
+    assert_non_null(s1->v[0].routes_id.bytes);
+
+    /* A VirtualService bound to another Gateway: the same listener, the
+     * same routes object, its cluster still listed. */
+    s2 = build(bs, r2, NULL, s1);
+    assert_ptr_equal(s2->v[0].cl.conf, s1->v[0].cl.conf);
+    assert_ptr_equal(routes(&s2->v[0]), rt1);
+    assert_true(snapshot_id_equal(&s2->v[0].routes_id, &s1->v[0].routes_id));
+    assert_int_equal(s2->gwclusters.n, s1->gwclusters.n);
+    assert_int_equal(s2->ncluster_view, s1->ncluster_view);
+
+    /* The bound VirtualService changed: new routes in the same listener. */
+    s3 = build(bs, r3, NULL, s2);
+    assert_ptr_equal(s3->v[0].cl.conf, s1->v[0].cl.conf);
+    assert_ptr_not_equal(routes(&s3->v[0]), rt1);
+    assert_false(snapshot_id_equal(&s3->v[0].routes_id, &s2->v[0].routes_id));
+
+    /* And nothing changed since: kept again. */
+    s4 = build(bs, r3, NULL, s3);
+    assert_ptr_equal(routes(&s4->v[0]), routes(&s3->v[0]));
+
+    snapshot_unref(s4);
+    snapshot_unref(s3);
+    snapshot_unref(s2);
+    snapshot_unref(s1);
+    resource_set_free(r3);
+    resource_set_free(r2);
+    resource_set_free(r1);
+    bootstrap_free(bs);
+}
+
 /* A listener that cannot be built fails the whole build and leaves prev
  * as it was. */
 static void test_failed_build_changes_nothing(void **state)
@@ -426,6 +542,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_l4_identity_follows_dns_answers_and_resources, setup,
             teardown),
+        cmocka_unit_test_setup_teardown(test_gateway_routes_kept_by_identity,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_build_changes_nothing,
                                         setup, teardown),
     };
