@@ -106,6 +106,7 @@ static void test_sub_and_copy(void **state)
     assert_int_equal(ident_finish(&pre, &c2), 0);
     assert_true(ident_equal(&c1, &c2));
     /* An identity without bytes equals nothing, itself included. */
+    ident_id_dispose(&outer2);
     memset(&outer2, 0, sizeof(outer2));
     assert_false(ident_equal(&outer2, &outer2));
     ident_id_dispose(&ia);
