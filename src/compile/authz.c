@@ -14,6 +14,7 @@
 #include "compile/authz.h"
 #include "config/resource.h"
 #include "core/arena.h"
+#include "core/err.h"
 #include "policy/authz.h"
 
 static int compile_mset(struct arena *a, const struct conf_strs *in, int paths,
@@ -326,7 +327,7 @@ struct authz *compile_authz(const struct resource_set *set, const char *node_ns,
     }
     return a;
 fail:
-    *err = strdup("authorization policies: out of memory");
+    err_set(err, "authorization policies: out of memory");
     authz_unref(a);
     return NULL;
 }

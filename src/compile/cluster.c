@@ -680,7 +680,7 @@ struct cluster *compile_cluster(const struct istio_clusters *t,
 
     if (c == NULL) {
         if (err != NULL)
-            *err = strdup("out of memory");
+            err_set(err, "out of memory");
         return NULL;
     }
     if (sp->weights != NULL && sp->nendpoints > 0 &&

@@ -502,7 +502,7 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
     return 0;
 oom:
     if (*err == NULL)
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
 fail:
     gw_set_dispose(out);
     return -1;

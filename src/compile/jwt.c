@@ -203,7 +203,7 @@ struct jwt_authn *jwt_authn_build_with(const struct resource_set *set,
     }
     return ja;
 oom:
-    *err = strdup("request authentication: out of memory");
+    err_set(err, "request authentication: out of memory");
 fail:
     jwt_authn_unref(ja);
     return NULL;

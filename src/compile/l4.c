@@ -437,7 +437,7 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
     b.err = err;
     b.c = l4_listener_conf_new(g->name, stats);
     if (b.c == NULL) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         return -1;
     }
     b.c->port = g->port;
@@ -491,7 +491,7 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
     return 0;
 fail:
     if (*err == NULL)
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
     istio_clusters_dispose(&b.table);
     l4_listener_conf_unref(b.c);
     return -1;

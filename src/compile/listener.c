@@ -10,6 +10,7 @@
 #include "compile/l4.h"
 #include "compile/compile.h"
 #include "compile/istio.h"
+#include "core/err.h"
 #include "compile/lower.h"
 #include "compile/authz.h"
 #include "policy/authz.h"
@@ -46,7 +47,7 @@ struct cluster **compile_clusters(const struct bootstrap *bs, int nworkers,
         calloc(bs->clusters.n ? bs->clusters.n : 1, sizeof(*out));
 
     if (out == NULL) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         return NULL;
     }
     for (size_t i = 0; i < bs->clusters.n; i++) {
@@ -122,7 +123,7 @@ static int gateway_tls(const struct gw_listener *g,
 
     c->tls = NULL;
     if (certs == NULL) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         return -1;
     }
     for (size_t i = 0; i < g->ncerts; i++) {
@@ -136,7 +137,7 @@ static int gateway_tls(const struct gw_listener *g,
          * connections serve; "ns/" says who may bind to it, not a name. */
         hosts = calloc(sv->nhosts, sizeof(*hosts));
         if (hosts == NULL) {
-            *err = strdup("out of memory");
+            err_set(err, "out of memory");
             goto done;
         }
         for (size_t k = 0; k < sv->nhosts; k++) {
@@ -235,7 +236,7 @@ int compile_gateway_routes(const struct bootstrap *bs,
     *out = r;
     return 0;
 oom:
-    *err = strdup("out of memory");
+    err_set(err, "out of memory");
 fail:
     istio_clusters_dispose(&table);
     http_routes_unref(r);
@@ -257,7 +258,7 @@ int compile_gateway_http(const struct bootstrap *bs,
     *out = NULL;
     c = http_listener_conf_new(g->name, stats);
     if (c == NULL) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         return -1;
     }
     /* Gateway listeners take the defaults of an http block. */
@@ -306,7 +307,7 @@ static int compile_tls(const struct bootstrap_listener *bl,
     char desc[128];
 
     if (certs == NULL) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         return -1;
     }
     for (size_t i = 0; i < t->certificates.n; i++) {
@@ -339,7 +340,7 @@ static int compile_http(const struct bootstrap *bs,
     struct http_routes *r;
 
     if (c == NULL) {
-        *err = strdup("out of memory");
+        err_set(err, "out of memory");
         return -1;
     }
     http_settings(c, bs, &bl->http, bl->tls.certificates.n > 0);
