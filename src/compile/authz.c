@@ -256,15 +256,8 @@ static int applies(const struct resource *r,
                    const char *node_ns, const struct conf_strmap *labels,
                    const char *root_ns)
 {
-    int in_ns = strcmp(r->meta.ns, node_ns) == 0;
-    int in_root = strcmp(r->meta.ns, root_ns) == 0;
-
-    if (!in_ns && !in_root)
-        return 0;
-    if (ap->selector.match_labels.n == 0)
-        return 1;
-    return labels != NULL &&
-           res_labels_match(&ap->selector.match_labels, labels);
+    return res_policy_scope(r, &ap->selector.match_labels, node_ns, labels,
+                            root_ns) == RES_SCOPE_APPLIES;
 }
 
 /* The run-time action of a resource's (enum res_authz_action). */

@@ -18,20 +18,14 @@
 #include "core/json.h"
 #include "policy/jwt-int.h"
 
+/* Istio's scoping: which policies a workload (the node) is under. */
 static int applies(const struct resource *r,
                    const struct res_request_authentication *ra,
                    const char *node_ns, const struct conf_strmap *labels,
                    const char *root_ns)
 {
-    int in_ns = strcmp(r->meta.ns, node_ns) == 0;
-    int in_root = strcmp(r->meta.ns, root_ns) == 0;
-
-    if (!in_ns && !in_root)
-        return 0;
-    if (ra->selector.match_labels.n == 0)
-        return 1;
-    return labels != NULL &&
-           res_labels_match(&ra->selector.match_labels, labels);
+    return res_policy_scope(r, &ra->selector.match_labels, node_ns, labels,
+                            root_ns) == RES_SCOPE_APPLIES;
 }
 
 static char *lower_dup(struct arena *a, const char *s)

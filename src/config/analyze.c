@@ -1842,21 +1842,17 @@ static void check_node_policies(struct actx *a)
             sel = &res_peer_authentication(r)->selector.match_labels;
         else
             continue;
-        selector_text(text, sizeof(text), sel);
-        if (strcmp(r->meta.ns, root) != 0 &&
-            (node->ns == NULL || strcmp(r->meta.ns, node->ns) != 0)) {
-            finding(a, "IST0127", RES_WARNING, r, NULL, "metadata.namespace",
-                    "No matching workloads for this resource with the "
-                    "following labels: %s",
-                    text);
+        enum res_policy_scope scope =
+            res_policy_scope(r, sel, node->ns, node->labels, root);
+        if (scope == RES_SCOPE_APPLIES)
             continue;
-        }
-        if (sel->n > 0 &&
-            (node->labels == NULL || !res_labels_match(sel, node->labels)))
-            finding(a, "IST0127", RES_WARNING, r, NULL, "spec.selector",
-                    "No matching workloads for this resource with the "
-                    "following labels: %s",
-                    text);
+        selector_text(text, sizeof(text), sel);
+        finding(a, "IST0127", RES_WARNING, r, NULL,
+                scope == RES_SCOPE_OTHER_NAMESPACE ? "metadata.namespace"
+                                                   : "spec.selector",
+                "No matching workloads for this resource with the "
+                "following labels: %s",
+                text);
     }
 }
 

@@ -352,6 +352,21 @@ int res_labels_match(const struct conf_strmap *selector,
     return 1;
 }
 
+enum res_policy_scope res_policy_scope(const struct resource *r,
+                                       const struct conf_strmap *selector,
+                                       const char *node_ns,
+                                       const struct conf_strmap *labels,
+                                       const char *root_ns)
+{
+    if (strcmp(r->meta.ns, root_ns) != 0 &&
+        (node_ns == NULL || strcmp(r->meta.ns, node_ns) != 0))
+        return RES_SCOPE_OTHER_NAMESPACE;
+    if (selector->n > 0 &&
+        (labels == NULL || !res_labels_match(selector, labels)))
+        return RES_SCOPE_SELECTOR;
+    return RES_SCOPE_APPLIES;
+}
+
 void res_check_host(struct res_check *ck, const struct conf_mark *mark,
                     const char *path, const char *host, int flags)
 {

@@ -141,6 +141,25 @@ int res_labels_match(const struct conf_strmap *selector,
                      const struct conf_strmap *labels);
 
 /*
+ * Istio's scoping of a workload policy (AuthorizationPolicy,
+ * RequestAuthentication, PeerAuthentication's selector part) to the node:
+ * it applies when it lives in the node's namespace or the root namespace
+ * and its selector (empty: every workload) matches the node's labels
+ * (NULL: none). res_policy_scope() says which, or why not, so `strait
+ * check` can name the field; the gateway and the analyzer share it.
+ */
+enum res_policy_scope {
+    RES_SCOPE_APPLIES,
+    RES_SCOPE_OTHER_NAMESPACE, /* neither the node's nor the root's */
+    RES_SCOPE_SELECTOR,        /* the selector does not match the node */
+};
+enum res_policy_scope res_policy_scope(const struct resource *r,
+                                       const struct conf_strmap *selector,
+                                       const char *node_ns,
+                                       const struct conf_strmap *labels,
+                                       const char *root_ns);
+
+/*
  * res_regex_check() compiles re as the router will (PCRE2, UTF, JIT when
  * available) and refuses what would not run in bounded time or is not
  * Istio's regex dialect (backreferences). Returns 0, or -1 with a reason

@@ -1105,6 +1105,42 @@ static void test_retry_on_next(void **state)
 
 /* Istio's Gateway.servers.hosts namespace part: none or "*" any
  * namespace, "." the Gateway's own, "~" none, else that namespace. */
+static void test_policy_scope(void **state)
+{
+    struct conf_strpair sel_v[] = {{"app", "gw"}};
+    struct conf_strpair lab_v[] = {{"app", "gw"}, {"zone", "a"}};
+    struct conf_strpair other_v[] = {{"app", "web"}};
+    const struct conf_strmap sel = {sel_v, 1}, none = {NULL, 0};
+    const struct conf_strmap labels = {lab_v, 2}, other = {other_v, 1};
+    struct resource r;
+
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    r.meta.ns = "edge";
+    /* The node's namespace, empty selector or a matching one. */
+    assert_int_equal(
+        res_policy_scope(&r, &none, "edge", &labels, "istio-system"),
+        RES_SCOPE_APPLIES);
+    assert_int_equal(
+        res_policy_scope(&r, &sel, "edge", &labels, "istio-system"),
+        RES_SCOPE_APPLIES);
+    assert_int_equal(res_policy_scope(&r, &sel, "edge", &other, "istio-system"),
+                     RES_SCOPE_SELECTOR);
+    assert_int_equal(res_policy_scope(&r, &sel, "edge", NULL, "istio-system"),
+                     RES_SCOPE_SELECTOR);
+    /* The root namespace applies mesh-wide; any other does not. */
+    r.meta.ns = "istio-system";
+    assert_int_equal(
+        res_policy_scope(&r, &none, "edge", &labels, "istio-system"),
+        RES_SCOPE_APPLIES);
+    r.meta.ns = "web";
+    assert_int_equal(
+        res_policy_scope(&r, &none, "edge", &labels, "istio-system"),
+        RES_SCOPE_OTHER_NAMESPACE);
+    assert_int_equal(res_policy_scope(&r, &none, NULL, &labels, "istio-system"),
+                     RES_SCOPE_OTHER_NAMESPACE);
+}
+
 static void test_gw_host_admits(void **state)
 {
     const char *h = NULL;
@@ -1403,6 +1439,7 @@ int main(void)
         cmocka_unit_test(test_list_is_expanded),
         cmocka_unit_test(test_host_fqdn),
         cmocka_unit_test(test_gw_host_admits),
+        cmocka_unit_test(test_policy_scope),
         cmocka_unit_test(test_gw_host_dot_is_the_gateways_namespace),
         cmocka_unit_test(test_retry_on_names),
         cmocka_unit_test(test_retry_on_next),
