@@ -28,7 +28,8 @@ static uint64_t fnv1a64(const unsigned char *p, size_t n)
 int ident_equal(const struct ident_id *a, const struct ident_id *b)
 {
     return a->bytes != NULL && b->bytes != NULL && a->hash == b->hash &&
-           a->len == b->len && memcmp(a->bytes, b->bytes, a->len) == 0;
+           a->len == b->len &&
+           (a->len == 0 || memcmp(a->bytes, b->bytes, a->len) == 0);
 }
 
 int ident_has_prefix(const struct ident_id *id, const struct ident *pre)
@@ -36,7 +37,7 @@ int ident_has_prefix(const struct ident_id *id, const struct ident *pre)
     size_t n = buf_len(&pre->b);
 
     return id->bytes != NULL && !pre->oom && id->len >= n &&
-           memcmp(id->bytes, buf_ptr(&pre->b), n) == 0;
+           (n == 0 || memcmp(id->bytes, buf_ptr(&pre->b), n) == 0);
 }
 
 int ident_id_copy(struct ident_id *out, const struct ident_id *id)
@@ -47,7 +48,8 @@ int ident_id_copy(struct ident_id *out, const struct ident_id *id)
     out->bytes = malloc(id->len ? id->len : 1);
     if (out->bytes == NULL)
         return -1;
-    memcpy(out->bytes, id->bytes, id->len);
+    if (id->len > 0)
+        memcpy(out->bytes, id->bytes, id->len);
     out->len = id->len;
     out->hash = id->hash;
     return 0;
@@ -148,7 +150,9 @@ int ident_finish(struct ident *d, struct ident_id *out)
     if (!d->oom) {
         out->bytes = malloc(n ? n : 1);
         if (out->bytes != NULL) {
-            memcpy(out->bytes, buf_ptr(&d->b), n);
+            /* An empty builder has no buffer at all. */
+            if (n > 0)
+                memcpy(out->bytes, buf_ptr(&d->b), n);
             out->len = n;
             out->hash = fnv1a64(out->bytes, n);
         }
