@@ -24,8 +24,32 @@ SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
                      "runtime error:", "WARNING: ThreadSanitizer")
 
 
+def _ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+            return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port(host="127.0.0.1"):
+    """A free port to listen on, outside the kernel's ephemeral range: a
+    port the kernel hands out for bind(0) may be taken a moment later as
+    the local port of some outgoing connection, before the process under
+    test binds it (seen as "Address already in use"). Bounded tries."""
+    import random
     fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    lo, hi = _ephemeral_range()
+    candidates = [p for p in range(10000, 32000) if not lo <= p <= hi]
+    for _ in range(200):
+        port = random.choice(candidates)
+        with socket.socket(fam, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(fam, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
