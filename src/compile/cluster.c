@@ -368,30 +368,39 @@ static void collect(const struct istio_clusters *t, const char *host,
     if (found)
         return;
     /* No ServiceEntry: WorkloadEntries labelled app=<service> stand for
-     * the service (the convention strait check uses too). */
-    for (size_t k = 0; k < set->n; k++) {
-        const struct resource *w = set->v[k];
-        const struct res_workload_entry *we;
-        char fq[512];
-        const char *app = NULL;
+     * the service (the convention strait check uses too). Its ports are
+     * the port names they list; without a destination port, the only
+     * one, each endpoint on its own number for it. With several, or none,
+     * there is no port to pick: strait check says so (IST0112) and the
+     * cluster gets no endpoints rather than a guessed port. */
+    {
+        const char *only = NULL;
+        int nports =
+            port == 0 ? res_we_service_ports(set, host, &only, NULL) : 0;
 
-        if (w->kind != RES_WORKLOAD_ENTRY)
-            continue;
-        we = res_workload_entry(w);
-        for (size_t j = 0; j < we->labels.n; j++)
-            if (strcmp(we->labels.v[j].key, "app") == 0)
-                app = we->labels.v[j].val;
-        if (app == NULL ||
-            res_host_fqdn(app, w->meta.ns, set->domain, fq, sizeof(fq)) < 0 ||
-            strcmp(fq, host) != 0)
-            continue;
-        if (subset_labels != NULL &&
-            !res_labels_match(subset_labels, &we->labels))
-            continue;
-        eps_add(e, we->address,
-                port ? port : (we->ports.n ? (uint32_t)we->ports.v[0].val : 80),
-                we_weight(we));
-        eps_sa(e, t->trust_domain, w->meta.ns, we->service_account);
+        if (port == 0 && nports >= 0 && only == NULL)
+            log_warn("destination %s: no port given and the service has %d; "
+                     "no endpoints",
+                     host, nports);
+        for (size_t k = 0; k < set->n; k++) {
+            const struct resource *w = set->v[k];
+            const struct res_workload_entry *we;
+            int64_t p = port;
+
+            if (!res_we_backs(set, w, host))
+                continue;
+            we = res_workload_entry(w);
+            if (subset_labels != NULL &&
+                !res_labels_match(subset_labels, &we->labels))
+                continue;
+            for (size_t j = 0; p == 0 && only != NULL && j < we->ports.n; j++)
+                if (strcmp(we->ports.v[j].key, only) == 0)
+                    p = we->ports.v[j].val;
+            if (p == 0)
+                continue;
+            eps_add(e, we->address, p, we_weight(we));
+            eps_sa(e, t->trust_domain, w->meta.ns, we->service_account);
+        }
     }
 }
 

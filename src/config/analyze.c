@@ -67,6 +67,7 @@ static const struct {
     /* strait's own, for what istioctl has no code for */
     {"STR0001", "NotUsedByGateway"},
     {"STR0002", "GatewayConfigWarning"},
+    {"STR0003", "DestinationPortUnknown"},
 };
 
 const char *res_code_name(const char *code)
@@ -301,6 +302,37 @@ static const struct resource *se_for(const struct actx *a, const char *host)
     return NULL;
 }
 
+/* A service WorkloadEntries stand for has the port names they list
+ * (res_we_service_ports()): without a destination port, several are as
+ * ambiguous as a ServiceEntry's (IST0112), and none leaves no port to
+ * send to. */
+static void check_we_dest_port(struct actx *a, const struct resource *r,
+                               const struct res_destination *d,
+                               const char *host, const char *path)
+{
+    const char *only;
+    struct buf names;
+    int n;
+
+    if (d->port.number != 0)
+        return;
+    buf_init(&names, 4096);
+    n = res_we_service_ports(a->set, host, &only, &names);
+    if (n > 1)
+        finding(a, "IST0112", RES_ERROR, r, &d->mark, path,
+                "This VirtualService routes to a service \"%s\" that exposes "
+                "multiple ports %s. Specifying a port in the destination is "
+                "required to disambiguate.",
+                d->host, buf_cstr(&names));
+    else if (n == 0)
+        finding(a, "STR0003", RES_ERROR, r, &d->mark, path,
+                "The service \"%s\" has no port: none of its "
+                "WorkloadEntries lists one in ports. Give the destination a "
+                "port, or the WorkloadEntries ports.",
+                d->host);
+    buf_dispose(&names);
+}
+
 /* Istio's checkServiceEntryPorts: without a port, a ServiceEntry of
  * several ports is ambiguous (IST0112); a port it does not list is not
  * found (IST0101). */
@@ -313,8 +345,10 @@ static void check_dest_port(struct actx *a, const struct resource *r,
     char ports[512];
     size_t off = 0;
 
-    if (ser == NULL)
+    if (ser == NULL) {
+        check_we_dest_port(a, r, d, host, path);
         return;
+    }
     se = res_service_entry(ser);
     if (d->port.number == 0) {
         if (se->ports.n < 2)

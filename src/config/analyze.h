@@ -14,7 +14,8 @@
  * IST0161 (node's credentials directory known),
  * IST0165, IST0171 (from the loader), IST0173, IST0174, IST0177; and strait's
  * own STR0001 (Info: ignored, e.g. a VirtualService or rule bound only to mesh,
- * whose destinations are not checked) and STR0002 (Warning). README's "strait
+ * whose destinations are not checked), STR0002 (Warning) and STR0003 (Error:
+ * no port to send a destination to). README's "strait
  * check" section says when each fires.
  *
  * Without Kubernetes, the services strait knows are the hosts of

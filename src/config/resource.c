@@ -352,6 +352,60 @@ int res_labels_match(const struct conf_strmap *selector,
     return 1;
 }
 
+int res_we_backs(const struct resource_set *set, const struct resource *w,
+                 const char *host)
+{
+    char fq[512];
+    const char *app = NULL;
+    const struct res_workload_entry *we;
+
+    if (w->kind != RES_WORKLOAD_ENTRY)
+        return 0;
+    we = res_workload_entry(w);
+    for (size_t j = 0; j < we->labels.n; j++)
+        if (strcmp(we->labels.v[j].key, "app") == 0)
+            app = we->labels.v[j].val;
+    return app != NULL &&
+           res_host_fqdn(app, w->meta.ns, set->domain, fq, sizeof(fq)) >= 0 &&
+           strcmp(fq, host) == 0;
+}
+
+int res_we_service_ports(const struct resource_set *set, const char *host,
+                         const char **only, struct buf *names)
+{
+    const char *seen[RES_WE_MAX_PORT_NAMES];
+    size_t nseen = 0;
+    int backed = 0;
+
+    *only = NULL;
+    for (size_t i = 0; i < set->n; i++) {
+        const struct res_workload_entry *we;
+        if (!res_we_backs(set, set->v[i], host))
+            continue;
+        backed = 1;
+        we = res_workload_entry(set->v[i]);
+        for (size_t k = 0; k < we->ports.n; k++) {
+            size_t j;
+            for (j = 0; j < nseen; j++)
+                if (strcmp(seen[j], we->ports.v[k].key) == 0)
+                    break;
+            if (j == nseen && nseen < RES_WE_MAX_PORT_NAMES)
+                seen[nseen++] = we->ports.v[k].key;
+        }
+    }
+    if (!backed)
+        return -1;
+    if (nseen == 1)
+        *only = seen[0];
+    if (names != NULL) {
+        buf_puts(names, "[");
+        for (size_t j = 0; j < nseen; j++)
+            buf_printf(names, "%s%s", j ? " " : "", seen[j]);
+        buf_puts(names, "]");
+    }
+    return (int)nseen;
+}
+
 enum res_policy_scope res_policy_scope(const struct resource *r,
                                        const struct conf_strmap *selector,
                                        const char *node_ns,

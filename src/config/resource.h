@@ -141,6 +141,29 @@ int res_labels_match(const struct conf_strmap *selector,
                      const struct conf_strmap *labels);
 
 /*
+ * A service known only from WorkloadEntries: those labelled app=NAME in
+ * namespace NS stand for NAME.NS.svc.<domain>, as a Kubernetes Service
+ * selecting them by their app label would. res_we_backs() is true when
+ * resource w is such a WorkloadEntry for host (a full name).
+ */
+int res_we_backs(const struct resource_set *set, const struct resource *w,
+                 const char *host);
+
+/* Port names res_we_service_ports() tells apart; more count as these. */
+#define RES_WE_MAX_PORT_NAMES 64
+
+/*
+ * res_we_service_ports() gives the ports of such a service: the port
+ * names its WorkloadEntries list (a WorkloadEntry's ports map a service
+ * port name to the port it listens on). Returns how many distinct names
+ * there are (0 when none lists a port), or -1 when no WorkloadEntry
+ * stands for host. *only gets the name when there is exactly one (a
+ * pointer into set), else NULL; names, if not NULL, gets "[a b]".
+ */
+int res_we_service_ports(const struct resource_set *set, const char *host,
+                         const char **only, struct buf *names);
+
+/*
  * Istio's scoping of a workload policy (AuthorizationPolicy,
  * RequestAuthentication, PeerAuthentication's selector part) to the node:
  * it applies when it lives in the node's namespace or the root namespace

@@ -110,16 +110,16 @@ struct fx {
     struct istio_clusters t;
 };
 
-static void setup(struct fx *f, int mode, uint32_t listener_port,
-                  const struct ident_map *prev, struct ident_map *next)
+static void setup_text(struct fx *f, const char *text, int mode,
+                       uint32_t listener_port, const struct ident_map *prev,
+                       struct ident_map *next)
 {
     struct buf errs;
     int nerr = 0;
 
     memset(f, 0, sizeof(*f));
     buf_init(&errs, 1 << 20);
-    f->set =
-        resource_load_mem(RESOURCES, strlen(RESOURCES), "r.yaml", &errs, &nerr);
+    f->set = resource_load_mem(text, strlen(text), "r.yaml", &errs, &nerr);
     if (nerr != 0)
         fail_msg("resources: %s", buf_cstr(&errs));
     buf_dispose(&errs);
@@ -127,6 +127,12 @@ static void setup(struct fx *f, int mode, uint32_t listener_port,
     f->t.node_ns = "istio-system";
     f->t.outbound_mode = mode;
     f->t.listener_port = listener_port;
+}
+
+static void setup(struct fx *f, int mode, uint32_t listener_port,
+                  const struct ident_map *prev, struct ident_map *next)
+{
+    setup_text(f, RESOURCES, mode, listener_port, prev, next);
 }
 
 static void teardown(struct fx *f)
@@ -292,6 +298,43 @@ static void test_clusters_follow_the_mode_across_snapshots(void **state)
     istio_cluster_map_dispose(&m3);
 }
 
+/* A service known only from WorkloadEntries, without a destination port:
+ * its only port name, each endpoint on its own number for it (it used to
+ * be port 80); with several names there is no port to pick. */
+static void test_workload_entry_service_uses_its_only_port(void **state)
+{
+    static const char text[] = HDR(
+        "WorkloadEntry",
+        "a") "spec: {address: 192.0.2.1, ports: {http: "
+             "8001}, labels: {app: one}}\n" HDR(
+                 "WorkloadEntry",
+                 "b") "spec: {address: 192.0.2.2, ports: {http: 8002}, labels: "
+                      "{app: one}}\n" HDR(
+                          "WorkloadEntry",
+                          "c") "spec: {address: 192.0.2.3, ports: "
+                               "{http: 8003, grpc: 9003}, labels: "
+                               "{app: two}}\n";
+    struct fx f;
+    const struct cluster *c;
+    char as[ADDR_STRLEN];
+
+    (void)state;
+    setup_text(&f, text, RES_REGISTRY_ONLY, 8080, NULL, NULL);
+    c = cl(&f, "one.default.svc.cluster.local", NULL, 0);
+    assert_int_equal(c->nendpoints, 2);
+    assert_string_equal(ep(c, 0, as, sizeof(as)), "192.0.2.1:8001");
+    assert_string_equal(ep(c, 1, as, sizeof(as)), "192.0.2.2:8002");
+    /* A port given is the port. */
+    c = cl(&f, "one.default.svc.cluster.local", NULL, 7000);
+    assert_string_equal(ep(c, 0, as, sizeof(as)), "192.0.2.1:7000");
+    /* Two names: no guess. */
+    c = cl(&f, "two.default.svc.cluster.local", NULL, 0);
+    assert_int_equal(c->nendpoints, 0);
+    c = cl(&f, "two.default.svc.cluster.local", NULL, 9003);
+    assert_string_equal(ep(c, 0, as, sizeof(as)), "192.0.2.3:9003");
+    teardown(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -301,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_subset_labels_select_no_passthrough_address),
         cmocka_unit_test(test_external_hosts_get_sni),
         cmocka_unit_test(test_clusters_follow_the_mode_across_snapshots),
+        cmocka_unit_test(test_workload_entry_service_uses_its_only_port),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -32,9 +32,11 @@
  * external API by a ServiceEntry. */
 #define BACKENDS                                                               \
     HDR("WorkloadEntry", "reviews-v1")                                         \
-    "spec: {address: 10.0.0.1, labels: {app: reviews, version: v1}}\n" HDR(    \
+    "spec: {address: 10.0.0.1, ports: {http: 9080}, labels: {app: reviews, "   \
+    "version: v1}}\n" HDR(                                                     \
         "WorkloadEntry",                                                       \
-        "reviews-v2") "spec: {address: 10.0.0.2, labels: {app: reviews, "      \
+        "reviews-v2") "spec: {address: 10.0.0.2, ports: {http: 9080}, "        \
+                      "labels: {app: reviews, "                                \
                       "version: v2}}\n" HDR(                                   \
                           "ServiceEntry",                                      \
                           "api") "spec: {hosts: "                              \
@@ -857,6 +859,54 @@ static void test_ist0112_port_required(void **state)
 #undef VS_TO
 }
 
+/* A service known only from WorkloadEntries has the port names they
+ * list: one is used without a port, several are IST0112, none is
+ * STR0003 (there is no port to send to; strait used to guess 80). */
+static void test_ist0112_workload_entry_ports(void **state)
+{
+    char m[1024];
+    size_t n;
+#define WE(name, ports)                                                        \
+    HDR("WorkloadEntry", name)                                                 \
+    "spec: {address: 10.0.0.9, " ports "labels: {app: vm}}\n"
+#define VS_VM(port)                                                            \
+    HDR("VirtualService", "v")                                                 \
+    "spec: {hosts: [x.example.com], gateways: [edge], http: [{route: "         \
+    "[{destination: {host: vm" port "}}]}]}\n"
+    static const char one[] = EDGE WE("a", "ports: {http: 8001}, ")
+        WE("b", "ports: {http: 8002}, ") VS_VM("");
+    static const char two[] = EDGE WE("a", "ports: {http: 8001, grpc: 9001}, ")
+        WE("b", "ports: {http: 8002}, ") VS_VM("");
+    static const char two_with_port[] =
+        EDGE WE("a", "ports: {http: 8001, grpc: 9001}, ")
+            VS_VM(", port: {number: 8001}");
+    static const char none[] = EDGE WE("a", "") VS_VM("");
+    static const char none_with_port[] =
+        EDGE WE("a", "") VS_VM(", port: {number: 8001}");
+
+    (void)state;
+    msg_of(one, "IST0112", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+    msg_of(one, "STR0003", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+    msg_of(two, "IST0112", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(m, "This VirtualService routes to a service \"vm\" "
+                           "that exposes multiple ports [http grpc]. "
+                           "Specifying a port in the destination is required "
+                           "to disambiguate.");
+    msg_of(two_with_port, "IST0112", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+    msg_of(none, "STR0003", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(m, "none of its WorkloadEntries lists one"));
+    msg_of(none_with_port, "STR0003", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+    assert_string_equal(res_code_name("STR0003"), "DestinationPortUnknown");
+#undef WE
+#undef VS_VM
+}
+
 static void test_ist0127_node_policies(void **state)
 {
     char m[1024];
@@ -1284,6 +1334,7 @@ int main(void)
         cmocka_unit_test(test_levels_and_names),
         cmocka_unit_test(test_ist0109_mesh_hosts),
         cmocka_unit_test(test_ist0112_port_required),
+        cmocka_unit_test(test_ist0112_workload_entry_ports),
         cmocka_unit_test(test_ist0127_node_policies),
         cmocka_unit_test(test_ist0128_ist0129_no_ca),
         cmocka_unit_test(test_ist0138_duplicate_certificate),
