@@ -356,6 +356,13 @@ static const struct family families[] = {
      "Requests selected for mirroring whose copy was not sent (body over "
      "the buffer limit, no endpoint, circuit breaker).",
      offsetof(struct proxy_counters, http.rq_mirror_skipped)},
+    {"strait_http_stream_idle_timeouts_total", "counter",
+     "Requests ended by the stream idle timeout (flag SI).",
+     offsetof(struct proxy_counters, http.rq_idle_timeout)},
+    {"strait_http_request_header_timeouts_total", "counter",
+     "Connections closed because a request head did not arrive whole "
+     "within the request headers timeout.",
+     offsetof(struct proxy_counters, http.rq_header_timeout)},
     {"strait_tls_handshakes_total", "counter", "Completed TLS handshakes.",
      offsetof(struct proxy_counters, tls.handshakes)},
     {"strait_http2_rapid_reset_total", "counter",

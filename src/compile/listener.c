@@ -261,8 +261,11 @@ int compile_gateway_http(const struct bootstrap *bs,
         err_set(err, "out of memory");
         return -1;
     }
-    /* Gateway listeners take the defaults of an http block. */
+    /* Gateway listeners take the defaults of an http block, and the
+     * bootstrap's top-level http section for the keys it has. */
     conf_defaults(&bootstrap_http_section, &h);
+    h.headers_timeout_ms = bs->http.headers_timeout_ms;
+    h.stream_idle_timeout_ms = bs->http.stream_idle_timeout_ms;
     http_settings(c, bs, &h, g->tls);
     conf_dispose(&bootstrap_http_section, &h);
     c->https_redirect = g->https_redirect && !g->tls;

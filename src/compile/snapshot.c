@@ -94,6 +94,9 @@ static void gateway_base(struct ident *d, const struct compile_inputs *in,
     ident_sub(d, &g->id);
     ident_u64(d, 'l', (uint64_t)bs->log.access_log);
     ident_u64(d, 'w', (uint64_t)in->nworkers);
+    /* An L4 listener's HTTP part (a port shared with HTTPS servers) takes
+     * them too. */
+    ident_conf(d, 'h', &bootstrap_gateway_http_section, &bs->http);
     if (!g->l4)
         return;
     ident_u64(d, 'o', (uint64_t)bs->outbound.mode);

@@ -102,6 +102,33 @@ static int check_upgrade_types(const char *s, size_t n, void *dst,
     return 0;
 }
 
+/*
+ * The two timeouts a listener's http block and the top-level http
+ * section (every Gateway listener) share: one name, range, default and
+ * help text for both, written once.
+ */
+#define HEADERS_TIMEOUT_KEY(type)                                              \
+    {                                                                          \
+        "requestHeadersTimeout", CONF_DURATION, OFF(type, headers_timeout_ms), \
+            1, 3600 * 1000, "10s",                                             \
+            "time allowed to receive a whole request head (slowloris): "       \
+            "HTTP/1 "                                                          \
+            "is answered 408 and closed, HTTP/2 closed with GOAWAY; counted "  \
+            "in "                                                              \
+            "http.rq_header_timeout",                                          \
+            NULL, NULL, NULL, NULL                                             \
+    }
+#define STREAM_IDLE_TIMEOUT_KEY(type)                                          \
+    {                                                                          \
+        "streamIdleTimeout", CONF_DURATION, OFF(type, stream_idle_timeout_ms), \
+            0, INT64_C(24) * 3600 * 1000, "5m",                                \
+            "end a request on which no byte moved either way for this long "   \
+            "(Envoy's stream_idle_timeout): 408 while its body is still "      \
+            "arriving, else 504, flag SI; an answer already under way is cut " \
+            "short; counted in http.rq_idle_timeout. 0s turns it off",         \
+            NULL, NULL, NULL, NULL                                             \
+    }
+
 static const struct conf_key http_keys[] = {
     {"maxRequestHeadersSize", CONF_SIZE,
      OFF(struct bootstrap_http, max_head_bytes), 1024, 1024 * 1024, "60KiB",
@@ -135,18 +162,8 @@ static const struct conf_key http_keys[] = {
      1, INT64_C(7) * 24 * 3600 * 1000, "1h",
      "close a client connection with no request in flight for this long", NULL,
      NULL, NULL, NULL},
-    {"requestHeadersTimeout", CONF_DURATION,
-     OFF(struct bootstrap_http, headers_timeout_ms), 1, 3600 * 1000, "10s",
-     "time allowed to receive a whole request head (slowloris)", NULL, NULL,
-     NULL, NULL},
-    {"streamIdleTimeout", CONF_DURATION,
-     OFF(struct bootstrap_http, stream_idle_timeout_ms), 0,
-     INT64_C(24) * 3600 * 1000, "5m",
-     "end a request on which no byte moved either way for this long "
-     "(Envoy's stream_idle_timeout): 408 while its body is still "
-     "arriving, else 504, flag SI; an answer already under way is cut "
-     "short. 0s turns it off",
-     NULL, NULL, NULL, NULL},
+    HEADERS_TIMEOUT_KEY(struct bootstrap_http),
+    STREAM_IDLE_TIMEOUT_KEY(struct bootstrap_http),
     {"bodyBufferSize", CONF_SIZE, OFF(struct bootstrap_http, body_buffer),
      65536, 16 * 1024 * 1024, "64KiB",
      "body bytes buffered per stream and direction (backpressure bound)", NULL,
@@ -163,6 +180,17 @@ static const struct conf_key http_keys[] = {
     END,
 };
 const struct conf_section bootstrap_http_section = {http_keys, 0, SIZE_MAX};
+
+/* The top-level http section: what every Gateway listener takes from the
+ * bootstrap (its other HTTP settings are the defaults of a listener's
+ * http block). Bootstrap listeners keep their own http block. */
+static const struct conf_key gateway_http_keys[] = {
+    HEADERS_TIMEOUT_KEY(struct bootstrap_gateway_http),
+    STREAM_IDLE_TIMEOUT_KEY(struct bootstrap_gateway_http),
+    END,
+};
+const struct conf_section bootstrap_gateway_http_section = {gateway_http_keys,
+                                                            0, SIZE_MAX};
 
 static const struct conf_key route_keys[] = {
     {"host", CONF_STR, OFF(struct bootstrap_route, host), 0, 0, "*",

@@ -325,6 +325,10 @@ static const struct conf_key bootstrap_keys[] = {
     {"jwt", CONF_SECTION, OFF(struct bootstrap, jwt), 0, 0, NULL,
      "RequestAuthentication: fetching jwksUri key sets", NULL, &jwt_section,
      NULL, NULL},
+    {"http", CONF_SECTION, OFF(struct bootstrap, http), 0, 0, NULL,
+     "HTTP settings of every Gateway listener (bootstrap listeners have "
+     "their own http block)",
+     NULL, &bootstrap_gateway_http_section, NULL, NULL},
     {"ca", CONF_SECTION, OFF(struct bootstrap, ca), 0, 0, NULL,
      "embedded certificate authority and this node's SPIFFE certificate", NULL,
      &ca_section, NULL, NULL},

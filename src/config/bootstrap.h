@@ -71,6 +71,13 @@ struct bootstrap_http {
     char *upgrade_types; /* comma-separated Upgrade tokens tunnelled */
 };
 
+/* The top-level http section: the keys of a listener's http block that
+ * every Gateway listener takes from the bootstrap. */
+struct bootstrap_gateway_http {
+    int64_t headers_timeout_ms;
+    int64_t stream_idle_timeout_ms; /* 0: none */
+};
+
 /* A static route, until VirtualServices: first match wins. */
 struct bootstrap_route {
     struct conf_mark mark;
@@ -194,6 +201,7 @@ struct bootstrap {
     struct bootstrap_dns dns;
     struct bootstrap_outbound outbound; /* outboundTrafficPolicy */
     struct bootstrap_jwt jwt;
+    struct bootstrap_gateway_http http; /* every Gateway listener */
     struct bootstrap_ca ca;
     struct conf_list listeners; /* struct bootstrap_listener */
     struct conf_list clusters;  /* struct bootstrap_cluster */
@@ -202,6 +210,7 @@ struct bootstrap {
 /* Tables and checks of the HTTP parts, in bootstrap-http.c. */
 extern const struct conf_section bootstrap_tls_section;
 extern const struct conf_section bootstrap_http_section;
+extern const struct conf_section bootstrap_gateway_http_section;
 extern const struct conf_section bootstrap_route_section;
 extern const struct conf_section bootstrap_cluster_section;
 int bootstrap_http_validate(const struct bootstrap *bs, const char *file,

@@ -167,6 +167,10 @@ static const struct stats_field http_fields[] = {
     HTTP_FIELD("mirror_sent", rq_mirror_sent),
     HTTP_FIELD("mirror_failed", rq_mirror_failed),
     HTTP_FIELD("mirror_skipped", rq_mirror_skipped),
+    /* Envoy's downstream_rq_idle_timeout and downstream_rq_header_timeout,
+     * without the prefix this block leaves out everywhere. */
+    HTTP_FIELD("rq_idle_timeout", rq_idle_timeout),
+    HTTP_FIELD("rq_header_timeout", rq_header_timeout),
 };
 
 const struct stats_desc http_counters_desc = {

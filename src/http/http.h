@@ -104,6 +104,9 @@ struct http_counters {
     uint64_t rq_mirror_failed;   /* started copies that did not complete */
     uint64_t rq_mirror_skipped;  /* selected copies not sent (body too big,
                                     no endpoint, circuit breaker) */
+    uint64_t rq_idle_timeout;    /* ended by streamIdleTimeout (flag SI) */
+    uint64_t rq_header_timeout;  /* a request head not whole in time
+                                    (requestHeadersTimeout) */
 };
 
 /* Their names in the admin API's /stats ("http.rq_total", ...). */

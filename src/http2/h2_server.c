@@ -824,6 +824,7 @@ static void on_idle(void *arg)
         /* A request head that never ended (slowloris over HTTP/2): until
          * it does, the connection can carry nothing else. */
         hs->head_wait = 0;
+        STAT_ADD(hs->http, rq_header_timeout, 1);
         nghttp2_session_terminate_session(hs->ng, NGHTTP2_NO_ERROR);
         hs->draining = 1;
         hs->goaway_final = 1;

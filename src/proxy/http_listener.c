@@ -382,6 +382,8 @@ static void protocol_error(void *ctx, int status, const char *why)
 
     if (!timeout)
         STAT_ADD(&sh->http, rq_protocol_errors, 1);
+    else
+        STAT_ADD(&sh->http, rq_header_timeout, 1);
     STAT_ADD(&sh->http, rq_total, 1);
     if (http_status_class(status) > 0)
         STAT_ADD(&sh->http, rq_class[http_status_class(status)], 1);

@@ -529,6 +529,8 @@ static void on_idle(void *arg)
         return;
     }
     ps->details = "stream_idle_timeout";
+    if (!ps->shadow)
+        STAT_ADD(&http_shard(ps->l)->http, rq_idle_timeout, 1);
     if (!ps->up_done) {
         pstream_release_upstream(ps, 0);
         pstream_local_reply(ps, pstream_body_complete(ps) ? 504 : 408, HFLAG_SI,

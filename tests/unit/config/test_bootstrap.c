@@ -648,6 +648,42 @@ static void test_outbound_traffic_policy(void **state)
               "b.yaml:1:42: outboundTrafficPolicy.egressProxy: unknown key");
 }
 
+/* The top-level http section: the two timeouts of every Gateway
+ * listener, with the defaults, ranges and names of a listener's http
+ * block; nothing else of that block is accepted there. */
+static void test_gateway_http(void **state)
+{
+    struct bootstrap *bs;
+    struct buf b;
+
+    (void)state;
+    bs = parse_ok("");
+    assert_int_equal(bs->http.stream_idle_timeout_ms, 5 * 60 * 1000);
+    assert_int_equal(bs->http.headers_timeout_ms, 10 * 1000);
+    bootstrap_free(bs);
+    bs = parse_ok("http: {streamIdleTimeout: 0s, requestHeadersTimeout: 1s}\n");
+    assert_int_equal(bs->http.stream_idle_timeout_ms, 0);
+    assert_int_equal(bs->http.headers_timeout_ms, 1000);
+    buf_init(&b, 1 << 20);
+    bootstrap_to_json(bs, &b);
+    assert_non_null(strstr(buf_cstr(&b), "\"http\":{\"requestHeadersTimeout\":"
+                                         "\"1s\",\"streamIdleTimeout\":"
+                                         "\"0s\"}"));
+    buf_dispose(&b);
+    bootstrap_free(bs);
+    parse_err("http:\n  requestHeadersTimeout: 0s\n",
+              "b.yaml:2:26: http.requestHeadersTimeout: value '0s' out of "
+              "range 1ms-3600000ms");
+    parse_err("http: {streamIdleTimeout: 25h}\n",
+              "b.yaml:1:27: http.streamIdleTimeout: value '25h' out of "
+              "range 0ms-86400000ms");
+    parse_err("http: {streamIdleTimeout: soon}\n",
+              "b.yaml:1:27: http.streamIdleTimeout: bad duration 'soon': "
+              "duration must look like 250ms, 5s, 1m or 1h");
+    parse_err("http: {idleTimeout: 1h}\n",
+              "b.yaml:1:8: http.idleTimeout: unknown key");
+}
+
 static void test_listener_equal(void **state)
 {
     const char *text = "listeners:\n"
@@ -789,6 +825,7 @@ int main(void)
         cmocka_unit_test(test_shipped_file_documents_every_key),
         cmocka_unit_test(test_ca_section),
         cmocka_unit_test(test_outbound_traffic_policy),
+        cmocka_unit_test(test_gateway_http),
         cmocka_unit_test(test_listener_equal),
         cmocka_unit_test(test_to_json),
         cmocka_unit_test(test_free_null),
