@@ -403,13 +403,15 @@ static void test_render_prometheus(void **state)
     r->k.st.draining = 1;
     s = render(r, admin_render_prometheus);
     samples = check_exposition(s);
-    /* 26 listener families and 11 labelled rows (5 status classes, 6 TLS
+    /* 28 listener families and 11 labelled rows (5 status classes, 6 TLS
      * failure reasons), each x 2 listeners; 3 worker lines; 5 server
      * lines; 3 DNS lines. */
-    assert_int_equal(samples, (26 + 11) * 2 + 3 + 5 + 3);
+    assert_int_equal(samples, (28 + 11) * 2 + 3 + 5 + 3);
     assert_line(s, "# TYPE strait_http_jwt_denied_total counter");
     assert_line(s, "# TYPE strait_http_mirror_sent_total counter");
     assert_line(s, "# TYPE strait_http_mirror_skipped_total counter");
+    assert_line(s, "# TYPE strait_http_stream_idle_timeouts_total counter");
+    assert_line(s, "# TYPE strait_http_request_header_timeouts_total counter");
     assert_line(s, "# TYPE strait_listener_no_route_total counter");
     assert_line(s,
                 "# TYPE strait_listener_registry_only_refused_total counter");
@@ -779,7 +781,7 @@ static void test_http_prometheus(void **state)
     assert_int_equal(r->status, 200);
     assert_string_equal(header(r, "Content-Type"),
                         "text/plain; version=0.0.4; charset=utf-8");
-    assert_int_equal(check_exposition(r->body), (26 + 11) * 2 + 3 + 5 + 3);
+    assert_int_equal(check_exposition(r->body), (28 + 11) * 2 + 3 + 5 + 3);
     assert_line(r->body, "strait_listener_connections_active{listener=\"web\"} "
                          "5");
 }

@@ -41,6 +41,8 @@ static const char *const names[] = {
     "http.mirror_sent",
     "http.mirror_failed",
     "http.mirror_skipped",
+    "http.rq_idle_timeout",
+    "http.rq_header_timeout",
     "tls.handshakes",
     "tls.fail_version",
     "tls.fail_cipher",
@@ -114,6 +116,8 @@ static void test_each_layer_counts_under_its_names(void **state)
         STAT_ADD(&c->http, bufs_released, 3);
         STAT_ADD(&c->tls, fail_eof, 7);
         STAT_ADD(&c->h2, continuation, 11);
+        STAT_ADD(&c->http, rq_idle_timeout, 13);
+        STAT_ADD(&c->http, rq_header_timeout, 17);
     }
     assert_int_equal(stats_each(b, collect, &seen), 0);
     assert_int_equal(seen.value[find(&seen, "downstream_cx_total")], 15);
@@ -127,6 +131,8 @@ static void test_each_layer_counts_under_its_names(void **state)
     assert_int_equal(seen.value[find(&seen, "tls.fail_eof")], 21);
     assert_int_equal(seen.value[find(&seen, "http2.continuation_flood")], 33);
     assert_int_equal(seen.value[find(&seen, "http2.flood")], 0);
+    assert_int_equal(seen.value[find(&seen, "http.rq_idle_timeout")], 39);
+    assert_int_equal(seen.value[find(&seen, "http.rq_header_timeout")], 51);
     stats_block_unref(b);
 }
 
