@@ -173,6 +173,7 @@ static int cmd_check(int argc, char **argv)
             node.labels = &bs->node.labels;
             node.root_ns = "istio-system";
             node.credentials_dir = bs->credentials.dir;
+            node.default_ns = bs->config.default_ns;
         }
         for (int i = optind; i < argc; i++)
             if (resource_check_node(argv[i], json, mode,

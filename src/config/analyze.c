@@ -68,6 +68,7 @@ static const struct {
     {"STR0001", "NotUsedByGateway"},
     {"STR0002", "GatewayConfigWarning"},
     {"STR0003", "DestinationPortUnknown"},
+    {"STR0004", "DuplicateResource"},
 };
 
 const char *res_code_name(const char *code)
@@ -2016,7 +2017,8 @@ int resource_check_node(const char *path, int json, int outbound_mode,
     int nerr = 0;
 
     memset(&an, 0, sizeof(an));
-    set = resource_load(path, NULL, &nerr);
+    set = resource_load_ns(path, node != NULL ? node->default_ns : NULL, NULL,
+                           &nerr);
     if (set == NULL) {
         fprintf(out, json ? "[]\n" : "Error: out of memory\n");
         return 1;

@@ -14,8 +14,9 @@
  * IST0161 (node's credentials directory known),
  * IST0165, IST0171 (from the loader), IST0173, IST0174, IST0177; and strait's
  * own STR0001 (Info: ignored, e.g. a VirtualService or rule bound only to mesh,
- * whose destinations are not checked), STR0002 (Warning) and STR0003 (Error:
- * no port to send a destination to). README's "strait
+ * whose destinations are not checked), STR0002 (Warning), STR0003 (Error:
+ * no port to send a destination to) and STR0004 (Error, from the loader:
+ * a resource defined twice). README's "strait
  * check" section says when each fires.
  *
  * Without Kubernetes, the services strait knows are the hosts of
@@ -51,6 +52,7 @@ struct analysis_node {
     const char *root_ns;         /* Istio's root namespace: istio-system */
     const char *credentials_dir; /* credentialName NAME is DIR/NAME/;
                                   * NULL or "": not checked */
+    const char *default_ns;      /* config.defaultNamespace; NULL: default */
 };
 
 /* analyze_node() is analyze() for node (NULL: not known), which adds

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "config/bootstrap.h"
+#include "config/res-kinds.h"
 #include "config/yaml.h"
 #include "core/buf.h"
 #include "core/err.h"
@@ -162,6 +163,12 @@ static const struct conf_key source_keys[] = {
     {"debounce", CONF_DURATION, OFF(struct bootstrap_source, debounce_ms), 1,
      60000, "100ms", "quiet time after a change in dir before it is reloaded",
      NULL, NULL, NULL, NULL},
+    {"defaultNamespace", CONF_STR, OFF(struct bootstrap_source, default_ns), 0,
+     0, "default",
+     "namespace of resources in dir without metadata.namespace (kubectl "
+     "apply -n); a subdirectory's resources default to its name; restart "
+     "to change",
+     NULL, NULL, res_valid_label, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 static const struct conf_section source_section = {source_keys, 0, SIZE_MAX};

@@ -141,6 +141,7 @@ struct bootstrap_log {
 struct bootstrap_source {
     char *dir; /* "" for none */
     int64_t debounce_ms;
+    char *default_ns; /* namespace of documents that give none */
 };
 
 /* credentialName NAME -> NAME/tls.crt, NAME/tls.key, NAME/ca.crt here. */

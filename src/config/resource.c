@@ -581,7 +581,8 @@ static const struct conf_section meta_section = {meta_keys, 0, SIZE_MAX};
 
 struct loader {
     struct resource_set *set;
-    const char *file; /* owned by set->files */
+    const char *file;       /* owned by set->files */
+    const char *default_ns; /* for documents without metadata.namespace */
 };
 
 static void resource_free(struct resource *r)
@@ -752,8 +753,14 @@ static const char *const other_istio_kinds[] = {
     "WasmPlugin", NULL,
 };
 
-/* add_resource() puts r in the set; a later definition of the same
- * Kind ns/name replaces an earlier one, with a warning. */
+/*
+ * add_resource() puts r in the set. A Kind ns/name defined twice (in two
+ * files, or twice in one) is an error at both places, never a silent
+ * choice by file name: the set then has errors, so a running gateway
+ * keeps the definition in effect and a start is refused. The first
+ * definition read stays in the set, so the rest can be analysed.
+ * Returns 0 when r was taken, 1 when it was refused, -1 without memory.
+ */
 static int add_resource(struct loader *ld, struct resource *r,
                         const char *resource)
 {
@@ -763,12 +770,19 @@ static int add_resource(struct loader *ld, struct resource *r,
         struct resource *o = set->v[i];
         if (o->kind == r->kind && strcmp(o->meta.name, r->meta.name) == 0 &&
             strcmp(o->meta.ns, r->meta.ns) == 0) {
-            load_msg(ld, RES_WARNING, r->line, r->col, resource, "metadata",
-                     "also defined at %s:%d:%d; this definition replaces it",
-                     o->file, o->line, o->col);
-            resource_free(o);
-            set->v[i] = r;
-            return 0;
+            res_msgs_add(&set->msgs, "STR0004", RES_ERROR, r->file, r->line,
+                         r->col, resource, "metadata",
+                         "%s %s/%s is also defined at %s:%d:%d: a resource "
+                         "is defined once (this definition is not used)",
+                         res_kind_name(r->kind), r->meta.ns, r->meta.name,
+                         o->file, o->line, o->col);
+            res_msgs_add(&set->msgs, "STR0004", RES_ERROR, o->file, o->line,
+                         o->col, resource, "metadata",
+                         "%s %s/%s is also defined at %s:%d:%d: a resource "
+                         "is defined once",
+                         res_kind_name(r->kind), r->meta.ns, r->meta.name,
+                         r->file, r->line, r->col);
+            return 1;
         }
     }
     if ((set->n & (set->n - 1)) == 0) {
@@ -851,7 +865,7 @@ static void load_doc(struct loader *ld, const struct ynode *root)
     name = scalar_of(ymap_get(meta, "name"));
     ns = scalar_of(ymap_get(meta, "namespace"));
     snprintf(resource, sizeof(resource), "%.64s %.253s/%.253s",
-             kind ? kind : "(no kind)", ns ? ns : "default",
+             kind ? kind : "(no kind)", ns ? ns : ld->default_ns,
              name ? name : "(no name)");
     if (api == NULL || kind == NULL) {
         load_msg(ld, RES_ERROR, root->line, root->col, resource, "",
@@ -956,6 +970,17 @@ static void load_doc(struct loader *ld, const struct ynode *root)
         nerr++;
     }
 
+    /* Without metadata.namespace: the namespace of the directory the
+     * file is in, else config.defaultNamespace (kubectl apply -n). */
+    if (ns == NULL && r->meta.ns != NULL &&
+        strcmp(r->meta.ns, ld->default_ns) != 0) {
+        char *d = strdup(ld->default_ns);
+        if (d == NULL)
+            goto out;
+        free(r->meta.ns);
+        r->meta.ns = d;
+    }
+
     spec = ymap_get(root, "spec");
     /* An AuthorizationPolicy without spec is Istio's allow-nothing
      * (ALLOW, no rules): it is one, and denies every request. */
@@ -1031,9 +1056,9 @@ static const char *add_file(struct resource_set *set, const char *name)
 }
 
 static void load_bytes(struct resource_set *set, const char *data, size_t len,
-                       const char *name)
+                       const char *name, const char *default_ns)
 {
-    struct loader ld = {set, add_file(set, name)};
+    struct loader ld = {set, add_file(set, name), default_ns};
     struct ydoc *docs = NULL;
     size_t ndocs = 0;
     char *err = NULL;
@@ -1068,7 +1093,8 @@ static void load_bytes(struct resource_set *set, const char *data, size_t len,
     yaml_docs_free(docs, ndocs);
 }
 
-static void load_file(struct resource_set *set, const char *path)
+static void load_file(struct resource_set *set, const char *path,
+                      const char *default_ns)
 {
     FILE *f = fopen(path, "rb");
     struct stat st;
@@ -1096,7 +1122,7 @@ static void load_file(struct resource_set *set, const char *path)
     }
     n = fread(data, 1, (size_t)st.st_size, f);
     fclose(f);
-    load_bytes(set, data, n, path);
+    load_bytes(set, data, n, path, default_ns);
     free(data);
 }
 
@@ -1111,15 +1137,26 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void load_dir(struct resource_set *set, const char *path, DIR *d)
+/*
+ * load_dir() loads the resource files of directory path (d open on it) in
+ * name order, with default_ns for documents without a namespace. At the
+ * top (ns_dirs set), each subdirectory whose name is a namespace name is
+ * loaded the same way with its name as the default namespace (conf.d/foo/
+ * x.yaml is in foo unless it says otherwise); deeper ones, names starting
+ * with '.' (editors' temporaries, the kubelet's ..data) and directories
+ * named like files are not read.
+ */
+static void load_dir(struct resource_set *set, const char *path, DIR *d,
+                     const char *default_ns, int ns_dirs)
 {
     struct dirent *de;
     char **names = NULL;
-    size_t n = 0;
+    size_t n = 0, plen = strlen(path);
+    int slash = plen > 0 && path[plen - 1] == '/';
 
     while ((de = readdir(d)) != NULL) {
         char **v;
-        if (de->d_name[0] == '.' || !has_ext(de->d_name))
+        if (de->d_name[0] == '.' || (!has_ext(de->d_name) && !ns_dirs))
             continue;
         if (n == RES_MAX_FILES) {
             res_msgs_add(&set->msgs, "IST0106", RES_ERROR, path, 0, 0, "", "",
@@ -1130,8 +1167,6 @@ static void load_dir(struct resource_set *set, const char *path, DIR *d)
         if (v == NULL)
             break;
         names = v;
-        size_t plen = strlen(path);
-        int slash = plen > 0 && path[plen - 1] == '/';
         if (asprintf(&names[n], "%s%s%s", path, slash ? "" : "/", de->d_name) <
             0)
             break;
@@ -1139,13 +1174,29 @@ static void load_dir(struct resource_set *set, const char *path, DIR *d)
     }
     qsort(names, n, sizeof(*names), cmp_str);
     for (size_t i = 0; i < n; i++) {
+        const char *base = names[i] + plen + !slash;
         struct stat st;
-        /* Subdirectories named like files are not descended into. */
-        if (stat(names[i], &st) == 0 && S_ISDIR(st.st_mode)) {
-            free(names[i]);
-            continue;
+        int is_dir = stat(names[i], &st) == 0 && S_ISDIR(st.st_mode);
+
+        if (is_dir && !has_ext(base)) {
+            const char *why = NULL;
+            DIR *sub;
+            if (res_valid_label(base, strlen(base), NULL, &why) < 0)
+                res_msgs_add(&set->msgs, "STR0001", RES_INFO, names[i], 0, 0,
+                             "", "",
+                             "not read: a subdirectory holds the resources "
+                             "of the namespace it is named after, and '%s' "
+                             "is not a namespace name (%s)",
+                             base, why);
+            else if ((sub = opendir(names[i])) != NULL) {
+                load_dir(set, names[i], sub, base, 0);
+                closedir(sub);
+            } else
+                res_msgs_add(&set->msgs, "IST0106", RES_ERROR, names[i], 0, 0,
+                             "", "", "cannot read: %s", strerror(errno));
+        } else if (!is_dir && has_ext(base)) {
+            load_file(set, names[i], default_ns);
         }
-        load_file(set, names[i]);
         free(names[i]);
     }
     free(names);
@@ -1189,6 +1240,12 @@ static struct resource_set *finish(struct resource_set *set, struct buf *errs,
 struct resource_set *resource_load(const char *path, struct buf *errs,
                                    int *nerr)
 {
+    return resource_load_ns(path, NULL, errs, nerr);
+}
+
+struct resource_set *resource_load_ns(const char *path, const char *default_ns,
+                                      struct buf *errs, int *nerr)
+{
     struct resource_set *set = set_new();
     DIR *d;
 
@@ -1197,12 +1254,14 @@ struct resource_set *resource_load(const char *path, struct buf *errs,
             *nerr = 1;
         return NULL;
     }
+    if (default_ns == NULL || default_ns[0] == '\0')
+        default_ns = "default";
     d = opendir(path);
     if (d != NULL) {
-        load_dir(set, path, d);
+        load_dir(set, path, d, default_ns, 1);
         closedir(d);
     } else if (errno == ENOTDIR) {
-        load_file(set, path);
+        load_file(set, path, default_ns);
     } else {
         res_msgs_add(&set->msgs, "IST0106", RES_ERROR, path, 0, 0, "", "",
                      "cannot read: %s", strerror(errno));
@@ -1221,6 +1280,6 @@ struct resource_set *resource_load_mem(const char *data, size_t len,
             *nerr = 1;
         return NULL;
     }
-    load_bytes(set, data, len, name);
+    load_bytes(set, data, len, name, "default");
     return finish(set, errs, nerr);
 }

@@ -25,7 +25,8 @@ struct buf;
 
 /*
  * resource_load() reads path: a directory (its *.yaml, *.yml and *.json
- * files in name order, not recursively) or a single file of any name. Each
+ * files in name order, and those of its namespace subdirectories, below)
+ * or a single file of any name. Each
  * file may hold several YAML documents, or one JSON object.
  *
  * errs:  if not NULL, receives one line per error,
@@ -39,6 +40,18 @@ struct buf;
  */
 struct resource_set *resource_load(const char *path, struct buf *errs,
                                    int *nerr);
+
+/*
+ * resource_load_ns() is resource_load() with default_ns (NULL or "":
+ * "default") as the namespace of documents without metadata.namespace,
+ * as `kubectl apply -n` gives. In a directory, each subdirectory named
+ * like a namespace holds that namespace's files (dir/foo/x.yaml defaults
+ * to foo, unless it names one); subdirectories are read one level deep.
+ * A Kind ns/name defined twice, in any files, is an error at both places
+ * (STR0004), and the first definition read is the one kept in the set.
+ */
+struct resource_set *resource_load_ns(const char *path, const char *default_ns,
+                                      struct buf *errs, int *nerr);
 
 /* resource_load_mem() is resource_load() on one file's bytes; name is the
  * file name used in messages. data need not be NUL-terminated. */

@@ -34,7 +34,7 @@
      IN_MODIFY | IN_ATTRIB)
 
 /* The most files written at once that are tracked as open, and the most
- * symlink target directories watched. */
+ * subdirectories and symlink target directories watched. */
 #define MAX_WRITING 256
 #define MAX_LINK_WATCHES 64
 
@@ -72,6 +72,7 @@ struct dirwatch {
     unsigned rounds; /* quiet checks since the last change */
     struct link_watch links[MAX_LINK_WATCHES];
     size_t nlinks;
+    size_t links_over; /* directories found beyond MAX_LINK_WATCHES */
 };
 
 static void writing_add(struct dirwatch *w, const char *name)
@@ -121,9 +122,9 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
  * folded order-independently. Equal fingerprints a quiet period apart
  * mean nothing moved in between.
  */
-static uint64_t fingerprint(const struct dirwatch *w)
+static uint64_t fingerprint_dir(const char *path, int depth)
 {
-    DIR *d = opendir(w->path);
+    DIR *d = opendir(path);
     struct dirent *e;
     uint64_t sum = 0;
 
@@ -135,7 +136,7 @@ static uint64_t fingerprint(const struct dirwatch *w)
         uint64_t h = 0xcbf29ce484222325ull;
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
-        if (asprintf(&p, "%s/%s", w->path, e->d_name) < 0)
+        if (asprintf(&p, "%s/%s", path, e->d_name) < 0)
             continue;
         h = fnv(h, e->d_name, strlen(e->d_name));
         if (stat(p, &st) == 0) {
@@ -143,12 +144,20 @@ static uint64_t fingerprint(const struct dirwatch *w)
             h = fnv(h, &st.st_size, sizeof(st.st_size));
             h = fnv(h, &st.st_mtim, sizeof(st.st_mtim));
             h = fnv(h, &st.st_mode, sizeof(st.st_mode));
+            /* A namespace subdirectory's files are read too. */
+            if (depth == 0 && S_ISDIR(st.st_mode) && e->d_name[0] != '.')
+                h += fingerprint_dir(p, 1);
         }
         free(p);
         sum += h;
     }
     closedir(d);
     return sum;
+}
+
+static uint64_t fingerprint(const struct dirwatch *w)
+{
+    return fingerprint_dir(w->path, 0);
 }
 
 static void links_clear(struct dirwatch *w)
@@ -162,32 +171,39 @@ static void links_clear(struct dirwatch *w)
 }
 
 /*
- * refresh_links() watches the directories that the directory's symlinks
+ * refresh_links() watches the directory's subdirectories (resource_load
+ * reads a namespace's files there) and the directories that its symlinks
  * point into (a file linked from elsewhere, the kubelet's ..data), so an
- * edit there is a change too; watches of directories no longer pointed
- * into are dropped. The watched directory itself needs none.
+ * edit there is a change too; watches of directories no longer there or
+ * pointed into are dropped. The watched directory itself needs none. At
+ * most MAX_LINK_WATCHES are watched; a change beyond them is read at the
+ * next change elsewhere, or on SIGHUP, with a warning.
  */
 static void refresh_links(struct dirwatch *w)
 {
     struct link_watch next[MAX_LINK_WATCHES];
-    size_t n = 0;
+    size_t n = 0, over = 0;
     char *self = realpath(w->path, NULL);
     DIR *d = self ? opendir(w->path) : NULL;
     struct dirent *e;
 
-    while (d != NULL && (e = readdir(d)) != NULL && n < MAX_LINK_WATCHES) {
+    while (d != NULL && (e = readdir(d)) != NULL) {
         char *p = NULL, *target, *dir;
         struct stat st;
         if (e->d_name[0] == '.' && strcmp(e->d_name, KUBE_DATA_LINK) != 0)
             continue;
         if (asprintf(&p, "%s/%s", w->path, e->d_name) < 0)
             continue;
-        if (lstat(p, &st) < 0 || !S_ISLNK(st.st_mode) ||
+        if (lstat(p, &st) < 0 ||
+            !(S_ISLNK(st.st_mode) ||
+              (S_ISDIR(st.st_mode) && e->d_name[0] != '.')) ||
             (target = realpath(p, NULL)) == NULL) {
             free(p);
             continue;
         }
         free(p);
+        /* A subdirectory (its namespace's resources) is watched itself;
+         * a symlink, the directory it points into. */
         if (stat(target, &st) == 0 && S_ISDIR(st.st_mode)) {
             dir = target;
         } else {
@@ -205,6 +221,11 @@ static void refresh_links(struct dirwatch *w)
                 continue;
             }
         }
+        if (n == MAX_LINK_WATCHES) {
+            over++;
+            free(dir);
+            continue;
+        }
         next[n].path = dir;
         next[n].wd = -1;
         n++;
@@ -212,6 +233,12 @@ static void refresh_links(struct dirwatch *w)
     if (d != NULL)
         closedir(d);
     free(self);
+    if (over > 0 && over != w->links_over)
+        log_warn("%s: %zu subdirectories or symlink targets beyond the %d "
+                 "watched; changes there are read at the next other change "
+                 "or SIGHUP",
+                 w->path, over, MAX_LINK_WATCHES);
+    w->links_over = over;
     /* inotify gives the same wd for a directory watched twice, so adding
      * the new set first and removing only what it no longer holds keeps
      * the watches of directories in both. */
@@ -423,4 +450,11 @@ unsigned dirwatch_watches_added(const struct dirwatch *w)
 unsigned dirwatch_fired(const struct dirwatch *w)
 {
     return w->fired;
+}
+
+size_t dirwatch_dirs_watched(const struct dirwatch *w, size_t *over)
+{
+    if (over != NULL)
+        *over = w->links_over;
+    return w->nlinks;
 }

@@ -1,6 +1,7 @@
 #ifndef STRAIT_CONTROL_DIRWATCH_H
 #define STRAIT_CONTROL_DIRWATCH_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct event_base;
@@ -18,7 +19,7 @@ struct event_base;
  * Kubernetes' "..data" symlink, which the kubelet swaps to publish a new
  * ConfigMap or Secret. Symlinked files and directories are followed: the
  * directories they point into are watched too (and a chmod, IN_ATTRIB,
- * is a change).
+ * is a change), as are subdirectories (one level: a namespace's files).
  *
  * A watcher owns exactly one inotify descriptor and one watch for its
  * whole life, however often it fires. When the directory is missing or
@@ -41,5 +42,10 @@ void dirwatch_free(struct dirwatch *w);
  * the directory went away and came back) and calls made. */
 unsigned dirwatch_watches_added(const struct dirwatch *w);
 unsigned dirwatch_fired(const struct dirwatch *w);
+
+/* dirwatch_dirs_watched() is how many other directories are watched
+ * (subdirectories, symlink targets; at most 64), *over how many more
+ * were found beyond that limit. */
+size_t dirwatch_dirs_watched(const struct dirwatch *w, size_t *over);
 
 #endif

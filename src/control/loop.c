@@ -581,6 +581,9 @@ static int loop_reload_bootstrap_now(struct loop *s)
     if (strcmp(bs->config.dir, s->bs->config.dir) != 0)
         log_warn("reload: config.dir stays %s until restart",
                  s->bs->config.dir[0] ? s->bs->config.dir : "(none)");
+    if (strcmp(bs->config.default_ns, s->bs->config.default_ns) != 0)
+        log_warn("reload: config.defaultNamespace stays %s until restart",
+                 s->bs->config.default_ns);
     if (!addr_equal(&bs->admin.address, &s->bs->admin.address))
         log_warn("reload: admin.address stays %s until restart",
                  addr_format(&s->bs->admin.address, as1, sizeof(as1)));
@@ -939,9 +942,9 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
             err_set(err, "out of memory");
             goto fail;
         }
-        s->source =
-            source_new(base, bs->config.dir, (uint64_t)bs->config.debounce_ms,
-                       bs->outbound.mode, on_resources, s, err);
+        s->source = source_new(base, bs->config.dir, bs->config.default_ns,
+                               (uint64_t)bs->config.debounce_ms,
+                               bs->outbound.mode, on_resources, s, err);
         if (s->source == NULL) {
             *config_error = 1;
             goto fail;

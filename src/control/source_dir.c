@@ -17,6 +17,7 @@
 
 struct source {
     char *dir;
+    char *default_ns;
     struct dirwatch *watch;
     struct resource_set *cur;
     uint64_t ok;
@@ -77,7 +78,8 @@ static int check(const struct resource_set *set, int outbound_mode, char **err)
  * load() reads and analyses dir. Returns the new set, or NULL with the
  * errors in the allocated *err.
  */
-static struct resource_set *load(const char *dir, int outbound_mode, char **err)
+static struct resource_set *load(const char *dir, const char *default_ns,
+                                 int outbound_mode, char **err)
 {
     struct buf errs;
     struct resource_set *set;
@@ -85,7 +87,7 @@ static struct resource_set *load(const char *dir, int outbound_mode, char **err)
 
     *err = NULL;
     buf_init(&errs, ERR_MAX);
-    set = resource_load(dir, &errs, &nerr);
+    set = resource_load_ns(dir, default_ns, &errs, &nerr);
     buf_dispose(&errs);
     if (set == NULL) {
         err_set(err, "out of memory loading resources");
@@ -123,7 +125,7 @@ int source_reload(struct source *src, int outbound_mode, int notify)
 
     if (outbound_mode < 0)
         outbound_mode = src->outbound_mode;
-    set = load(src->dir, outbound_mode, &err);
+    set = load(src->dir, src->default_ns, outbound_mode, &err);
 
     if (set == NULL) {
         src->failed++;
@@ -151,19 +153,24 @@ static void on_dir_change(void *arg)
 }
 
 struct source *source_new(struct event_base *base, const char *dir,
-                          uint64_t quiet_ms, int outbound_mode,
-                          void (*on_change)(void *), void *arg, char **err)
+                          const char *default_ns, uint64_t quiet_ms,
+                          int outbound_mode, void (*on_change)(void *),
+                          void *arg, char **err)
 {
     struct source *src = calloc(1, sizeof(*src));
 
     *err = NULL;
-    if (src == NULL || (src->dir = strdup(dir)) == NULL) {
+    if (src == NULL || (src->dir = strdup(dir)) == NULL ||
+        (src->default_ns =
+             strdup(default_ns != NULL ? default_ns : "default")) == NULL) {
+        if (src != NULL)
+            free(src->dir);
         free(src);
         err_set(err, "out of memory");
         return NULL;
     }
     src->outbound_mode = outbound_mode;
-    src->cur = load(dir, outbound_mode, err);
+    src->cur = load(dir, src->default_ns, outbound_mode, err);
     if (src->cur == NULL) {
         source_free(src);
         return NULL;
@@ -185,6 +192,7 @@ void source_free(struct source *src)
     resource_set_free(src->cur);
     free(src->last_error);
     free(src->dir);
+    free(src->default_ns);
     free(src);
 }
 

@@ -16,14 +16,16 @@ struct resource_set;
  */
 struct source;
 
-/* source_new() loads dir now and watches it; NULL with every problem in
- * the allocated *err when the first snapshot is invalid (start fails).
- * Snapshots are analysed under outbound_mode (enum res_outbound_mode, the
- * bootstrap's outboundTrafficPolicy). on_change(arg) runs after a new
+/* source_new() loads dir now and watches it (its namespace subdirectories
+ * too), with default_ns for resources that name no namespace; NULL with every
+ * problem in the allocated *err when the first snapshot is invalid (start
+ * fails). Snapshots are analysed under outbound_mode (enum res_outbound_mode,
+ * the bootstrap's outboundTrafficPolicy). on_change(arg) runs after a new
  * snapshot took effect. */
 struct source *source_new(struct event_base *base, const char *dir,
-                          uint64_t quiet_ms, int outbound_mode,
-                          void (*on_change)(void *), void *arg, char **err);
+                          const char *default_ns, uint64_t quiet_ms,
+                          int outbound_mode, void (*on_change)(void *),
+                          void *arg, char **err);
 void source_free(struct source *src);
 
 /* source_reload() reloads now, analysing under outbound_mode (-1: the

@@ -52,8 +52,9 @@ def test_every_bad_file_is_an_error_not_a_crash(name):
 
 
 def test_bookinfo_with_backends_is_clean(tmp_path):
+    # virtual-service-reviews-90-10.yaml and -jason-v2-v3.yaml are two
+    # versions of one VirtualService: together they are a duplicate.
     for f in ("bookinfo-gateway.yaml", "destination-rule-all.yaml",
-              "virtual-service-reviews-90-10.yaml",
               "virtual-service-reviews-jason-v2-v3.yaml"):
         shutil.copy(BOOKINFO / f, tmp_path / f)
     (tmp_path / "backends.yaml").write_text(BACKENDS)
@@ -234,3 +235,43 @@ spec:
                              "resource with the following labels: app=httpbin")
     # Without -c nothing is known of the node.
     assert "IST0127" not in check(str(conf)).stdout
+
+
+def test_resource_in_two_files_is_an_error_naming_both(tmp_path):
+    """Issue 13 item 6: `strait check` reports a resource defined twice."""
+    shutil.copy(BOOKINFO / "destination-rule-all.yaml", tmp_path / "a.yaml")
+    shutil.copy(BOOKINFO / "destination-rule-all-mtls.yaml", tmp_path / "b.yaml")
+    r = check(str(tmp_path))
+    assert r.returncode == 1
+    lines = [x for x in r.stdout.splitlines() if "[STR0004]" in x and
+             "DestinationRule default/reviews" in x]
+    assert len(lines) == 2, r.stdout
+    assert any(f"b.yaml:15:1)" in x and f"{tmp_path}/a.yaml:12:1" in x for x in lines), lines
+    assert any(f"a.yaml:12:1)" in x and f"{tmp_path}/b.yaml:15:1" in x for x in lines), lines
+
+
+def test_subdirectory_and_default_namespace(tmp_path):
+    """Issue 13 item 5: with -c, config.defaultNamespace is the namespace of
+    files that give none; a subdirectory's name that of its files."""
+    conf = tmp_path / "conf.d"
+    (conf / "shop").mkdir(parents=True)
+    vs = """apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: vs}
+spec:
+  hosts: [x.example.com]
+  gateways: [gw]
+  http:
+  - route:
+    - destination: {host: nowhere.example.com}
+"""
+    (conf / "vs.yaml").write_text(vs)
+    (conf / "shop" / "vs.yaml").write_text(vs)
+    boot = tmp_path / "strait.yaml"
+    boot.write_text(f"config: {{dir: \"{conf}\", defaultNamespace: edge}}\n")
+    r = check("-c", str(boot), str(conf))
+    assert "(VirtualService edge/vs " in r.stdout, r.stdout
+    assert "(VirtualService shop/vs " in r.stdout, r.stdout
+    boot.write_text(f"config: {{dir: \"{conf}\", defaultNamespace: Bad_NS}}\n")
+    r = check("-c", str(boot), str(conf))
+    assert r.returncode != 0 and "defaultNamespace" in r.stderr, (r.stdout, r.stderr)

@@ -171,3 +171,66 @@ def test_file_written_in_two_steps_is_read_whole(strait_factory, tmp_path):
              "the whole file")
     assert st.stats()["resources.reloads_ok"] == before + 1
     assert st.stats()["resources.reloads_failed"] == 0
+
+
+def resources(st):
+    dump = json.loads(st.get("/config_dump")[1])
+    return {(r["kind"], r["namespace"], r["name"]): r
+            for r in dump["resources"]["resources"]}
+
+
+def test_resource_in_two_files_keeps_the_one_in_effect(strait_factory, tmp_path):
+    """Issue 13 item 6: a second definition of default/vs in a file named
+    after the first used to replace it by file-name order. It is an error
+    naming both places; the running definition stays."""
+    st, conf = start(strait_factory, tmp_path)
+    write(conf / "zz.yaml", """apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: vs, namespace: default}
+spec:
+  hosts: [other.example.com]
+  http:
+  - route:
+    - destination: {host: backend.example.com}
+""")
+    wait_for(lambda: st.stats()["resources.reloads_failed"] == 1, 10,
+             "refused reload")
+    vs = resources(st)[("VirtualService", "default", "vs")]
+    assert vs["file"].endswith("good.yaml")
+    assert vs["spec"]["hosts"] == ["backend.example.com"]
+    err = st.get("/healthz/ready")[1]
+    assert "STR0004" in err
+    assert f"{conf}/zz.yaml:1:1" in err and f"{conf}/good.yaml:11:1" in err
+
+
+def test_subdirectory_is_the_namespace_of_its_files(strait_factory, tmp_path):
+    """Issue 13 item 5: conf.d/foo/x.yaml without metadata.namespace is in
+    foo (kubectl apply -n foo); config.defaultNamespace is that of the top
+    directory's files; an edit in the subdirectory is a change."""
+    conf = tmp_path / "conf.d"
+    (conf / "shop").mkdir(parents=True)
+    se = GOOD.split("---\n")[0].replace("namespace: default", "namespace: ns1")
+    write(conf / "se.yaml", se.replace("metadata: {name: backend, namespace: ns1}",
+                                       "metadata: {name: backend}"))
+    write(conf / "shop" / "vs.yaml", """apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: vs}
+spec:
+  hosts: [backend.example.com]
+  http:
+  - route:
+    - destination: {host: backend.example.com}
+""")
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\", debounce: 50ms, "
+                        f"defaultNamespace: edge}}\n").start()
+    assert set(resources(st)) == {("ServiceEntry", "edge", "backend"),
+                                  ("VirtualService", "shop", "vs")}
+    write(conf / "shop" / "vs2.yaml",
+          (conf / "shop" / "vs.yaml").read_text().replace("name: vs", "name: vs2"))
+    wait_for(lambda: ("VirtualService", "shop", "vs2") in resources(st), 10,
+             "the subdirectory's new file")
+    # A new namespace directory is watched too.
+    (conf / "late").mkdir()
+    write(conf / "late" / "vs.yaml", (conf / "shop" / "vs.yaml").read_text())
+    wait_for(lambda: ("VirtualService", "late", "vs") in resources(st), 10,
+             "the new subdirectory's file")

@@ -195,6 +195,43 @@ static void test_symlink_target_edit_is_a_change(void **state)
     sh(f, "rm -rf $D-other");
 }
 
+/* A namespace subdirectory's files are read (conf.d/foo/x.yaml): a file
+ * written there is a change, one in a subdirectory made later too. */
+static void test_subdirectory_edit_is_a_change(void **state)
+{
+    struct fx *f = *state;
+    struct dirwatch *w;
+
+    sh(f, "mkdir $D/foo && echo a > $D/foo/x.yaml");
+    w = dirwatch_new(f->base, f->dir, 20, on_change, f);
+    assert_non_null(w);
+    assert_int_equal(dirwatch_dirs_watched(w, NULL), 1);
+    sh(f, "echo b >> $D/foo/x.yaml");
+    wait_calls(f, 1);
+    sh(f, "mkdir $D/bar");
+    wait_calls(f, 2);
+    assert_int_equal(dirwatch_dirs_watched(w, NULL), 2);
+    sh(f, "echo c > $D/bar/y.yaml");
+    wait_calls(f, 3);
+    dirwatch_free(w);
+}
+
+/* At most 64 other directories are watched; one more is counted, not
+ * watched. */
+static void test_subdirectory_watches_are_bounded(void **state)
+{
+    struct fx *f = *state;
+    struct dirwatch *w;
+    size_t over = 0;
+
+    sh(f, "for i in $(seq 1 65); do mkdir $D/ns$i; done");
+    w = dirwatch_new(f->base, f->dir, 20, on_change, f);
+    assert_non_null(w);
+    assert_int_equal(dirwatch_dirs_watched(w, &over), 64);
+    assert_int_equal(over, 1);
+    dirwatch_free(w);
+}
+
 static void test_chmod_is_a_change(void **state)
 {
     struct fx *f = *state;
@@ -239,6 +276,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kubelet_data_swap_is_a_change,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_symlink_target_edit_is_a_change,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_subdirectory_edit_is_a_change,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_subdirectory_watches_are_bounded,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_chmod_is_a_change, setup,
                                         teardown),
