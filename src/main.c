@@ -75,6 +75,7 @@ static void usage_run(FILE *f)
         "Runs the gateway in the foreground until SIGTERM or SIGINT\n"
         "(drain, then exit 0) or POST /quitquitquit on the admin API.\n"
         "SIGHUP re-reads FILE; a bad file is logged and changes nothing.\n"
+        "SIGUSR1 reopens log.accessLogFile (after logrotate moved it).\n"
         "\n"
         "  -c, --config FILE   bootstrap file (default %s)\n"
         "  -j, --join URL      get this node's certificate from the strait\n"
@@ -243,6 +244,11 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         loop_reload_bootstrap(main_loop);
         return;
     }
+    if (sig == SIGUSR1) {
+        if (main_loop != NULL)
+            loop_reopen_logs(main_loop);
+        return;
+    }
     /* A second SIGTERM or SIGINT stops at once, for impatient operators. */
     if (main_signals_seen++ > 0) {
         log_warn("%s again: stopping now", strsignal((int)sig));
@@ -339,8 +345,8 @@ static int cmd_run(int argc, char **argv)
     struct ca_node *node = NULL;
     /* The main thread's deferred-free list (the workers have their own). */
     struct reaper reaper;
-    struct event *sigs[3] = {NULL, NULL, NULL};
-    const int signums[3] = {SIGTERM, SIGINT, SIGHUP};
+    struct event *sigs[4] = {NULL, NULL, NULL, NULL};
+    const int signums[4] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1};
     struct bootstrap *bs;
     sigset_t block, old;
     char *err = NULL;
@@ -365,7 +371,7 @@ static int cmd_run(int argc, char **argv)
         return EXIT_RUNTIME;
     }
     reaper_init(&reaper, main_base);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         sigs[i] = evsignal_new(main_base, signums[i], on_signal, NULL);
         if (sigs[i] == NULL || event_add(sigs[i], NULL) < 0) {
             fprintf(stderr, "strait: cannot install signal handlers\n");
@@ -409,7 +415,7 @@ static int cmd_run(int argc, char **argv)
     /* Workers inherit a mask that blocks these signals, so only the main
      * thread receives them. */
     sigemptyset(&block);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         sigaddset(&block, signums[i]);
     pthread_sigmask(SIG_BLOCK, &block, &old);
     main_loop = loop_new(main_base, bs, path,
@@ -429,7 +435,7 @@ static int cmd_run(int argc, char **argv)
     log_info("exit");
 done:
     ca_node_free(node);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (sigs[i] != NULL)
             event_free(sigs[i]);
     reaper_dispose(&reaper);

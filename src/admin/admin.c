@@ -232,6 +232,11 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
         json_str(b, st.last_rebuild_error);
         buf_puts(b, "\n");
     }
+    buf_printf(b, "access_log.written: %" PRIu64 "\n", st.alog_written);
+    buf_printf(b, "access_log.dropped: %" PRIu64 "\n", st.alog_dropped);
+    buf_printf(b, "access_log.write_errors: %" PRIu64 "\n",
+               st.alog_write_errors);
+    buf_printf(b, "access_log.reopens: %" PRIu64 "\n", st.alog_reopens);
     if (st.has_resources) {
         buf_printf(b, "resources.count: %zu\n", st.resources);
         buf_printf(b, "resources.reloads_ok: %" PRIu64 "\n",

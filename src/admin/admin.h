@@ -43,6 +43,11 @@ struct admin_status {
     uint64_t jwks_failures;
     uint64_t jwks_changes;
     uint64_t jwks_uris;
+    /* The access log's writer (event/logsink.h). */
+    uint64_t alog_written;
+    uint64_t alog_dropped;
+    uint64_t alog_write_errors;
+    uint64_t alog_reopens;
 };
 
 /* What a POST /reload did; the body of the answer says it. */

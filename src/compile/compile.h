@@ -28,9 +28,13 @@ void compile_clusters_free(struct cluster **cl, size_t n);
 
 /* compile_listener() builds bl's conf; -1 with an allocated *err (e.g. a
  * certificate that does not load). */
+struct compile_env;
+struct lsink;
+
 int compile_listener(const struct bootstrap *bs,
                      const struct bootstrap_listener *bl,
                      struct cluster **clusters, struct stats_block *stats,
+                     const struct compile_env *env,
                      struct compiled_listener *out, char **err);
 
 struct gw_listener;
@@ -85,6 +89,9 @@ struct compile_env {
     /* What the routes' clusters were built from (istio.h), recorded for
      * the routes' identity; NULL: not recorded. */
     struct istio_used *used;
+    /* Where access-log lines go (the process's writer); NULL: straight
+     * to the log. */
+    struct lsink *alog_sink;
 };
 
 /* compile_gateway() builds the HTTP proxy of a Gateway listener with its

@@ -70,9 +70,10 @@ void compile_clusters_free(struct cluster **cl, size_t n)
 }
 
 /* The HTTP settings of a listener, from its http block. */
-static void http_settings(struct http_listener_conf *c,
-                          const struct bootstrap *bs,
-                          const struct bootstrap_http *h, int tls)
+static int http_settings(struct http_listener_conf *c,
+                         const struct bootstrap *bs,
+                         const struct bootstrap_http *h, int tls,
+                         const struct compile_env *env, char **err)
 {
     c->downstream.lim.max_head = (size_t)h->max_head_bytes;
     c->downstream.lim.max_headers = (size_t)h->max_headers;
@@ -90,6 +91,15 @@ static void http_settings(struct http_listener_conf *c,
     c->access_log = bs->log.access_log;
     c->xff_trusted_hops = (uint32_t)h->xff_trusted_hops;
     c->stream_idle_timeout_ms = (uint64_t)h->stream_idle_timeout_ms;
+    c->alog_sink = env != NULL ? env->alog_sink : NULL;
+    if (bs->log.access_log &&
+        bs->log.access_log_encoding != BOOTSTRAP_ALOG_STRAIT) {
+        /* Checked when the bootstrap was loaded: only memory can fail. */
+        c->alog_fmt = bootstrap_alog_compile(&bs->log, err);
+        if (c->alog_fmt == NULL)
+            return -1;
+    }
+    return 0;
 }
 
 /* A tcp listener runs as an L4 listener: one tcp route to the cluster of
@@ -266,7 +276,10 @@ int compile_gateway_http(const struct bootstrap *bs,
     conf_defaults(&bootstrap_http_section, &h);
     h.headers_timeout_ms = bs->http.headers_timeout_ms;
     h.stream_idle_timeout_ms = bs->http.stream_idle_timeout_ms;
-    http_settings(c, bs, &h, g->tls);
+    if (http_settings(c, bs, &h, g->tls, env, err) < 0) {
+        conf_dispose(&bootstrap_http_section, &h);
+        goto fail;
+    }
     conf_dispose(&bootstrap_http_section, &h);
     c->https_redirect = g->https_redirect && !g->tls;
     c->tls_permissive = g->permissive;
@@ -337,6 +350,7 @@ static int compile_tls(const struct bootstrap_listener *bl,
 static int compile_http(const struct bootstrap *bs,
                         const struct bootstrap_listener *bl,
                         struct cluster **clusters, struct stats_block *stats,
+                        const struct compile_env *env,
                         struct compiled_listener *out, char **err)
 {
     struct http_listener_conf *c = http_listener_conf_new(bl->name, stats);
@@ -346,7 +360,9 @@ static int compile_http(const struct bootstrap *bs,
         err_set(err, "out of memory");
         return -1;
     }
-    http_settings(c, bs, &bl->http, bl->tls.certificates.n > 0);
+    if (http_settings(c, bs, &bl->http, bl->tls.certificates.n > 0, env, err) <
+        0)
+        goto fail;
     /* The routes, lowered into a router as a Gateway listener's are.
      * Nothing but a new listener changes them, so they are set before any
      * worker sees the conf. */
@@ -367,11 +383,12 @@ fail:
 int compile_listener(const struct bootstrap *bs,
                      const struct bootstrap_listener *bl,
                      struct cluster **clusters, struct stats_block *stats,
+                     const struct compile_env *env,
                      struct compiled_listener *out, char **err)
 {
     *err = NULL;
     if (bl->protocol == BOOTSTRAP_HTTP)
-        return compile_http(bs, bl, clusters, stats, out, err);
+        return compile_http(bs, bl, clusters, stats, env, out, err);
     return compile_tcp(bs, bl, stats, out, err);
 }
 

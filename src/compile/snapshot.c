@@ -51,6 +51,14 @@ static int cluster_identity(const struct bootstrap *bs, size_t i, int nworkers,
     return ident_finish(&d, out);
 }
 
+/* The access logging a listener compiles in. */
+static void ident_alog(struct ident *d, const struct bootstrap_log *lg)
+{
+    ident_u64(d, 'l', (uint64_t)lg->access_log);
+    ident_u64(d, 'e', (uint64_t)lg->access_log_encoding);
+    ident_str(d, 'f', lg->access_log_format);
+}
+
 /* A bootstrap listener: its own keys, the logging it compiles in, and
  * for HTTP the clusters its routes index (by identity, in order). */
 static int listener_identity(const struct compile_inputs *in,
@@ -63,7 +71,7 @@ static int listener_identity(const struct compile_inputs *in,
     ident_init(&d);
     ident_str(&d, 'k', "bootstrap-listener");
     ident_listener(&d, bl);
-    ident_u64(&d, 'l', (uint64_t)in->bs->log.access_log);
+    ident_alog(&d, &in->bs->log);
     ident_u64(&d, 'w', (uint64_t)in->nworkers);
     if (bl->protocol == BOOTSTRAP_HTTP) {
         ident_u64(&d, 'n', nclusters);
@@ -92,7 +100,7 @@ static void gateway_base(struct ident *d, const struct compile_inputs *in,
 
     ident_str(d, 'k', g->l4 ? "gateway-l4" : "gateway-http");
     ident_sub(d, &g->id);
-    ident_u64(d, 'l', (uint64_t)bs->log.access_log);
+    ident_alog(d, &bs->log);
     ident_u64(d, 'w', (uint64_t)in->nworkers);
     /* An L4 listener's HTTP part (a port shared with HTTPS servers) takes
      * them too. */
@@ -744,8 +752,8 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
     const struct snapshot_listener *same_addr = find_addr(prev, &sp->address);
     struct snapshot_listener *l = &s->v[s->n];
     const struct ident_map *prev_map = prev != NULL ? &prev->gwclusters : NULL;
-    struct compile_env env = {in->nworkers, in->dns, in->identity, in->jwks,
-                              NULL};
+    struct compile_env env = {in->nworkers, in->dns, in->identity,
+                              in->jwks,     NULL,    in->alog_sink};
     struct ident d, pre;
     struct dns_rec rec;
     struct routes_rec rr;
@@ -859,8 +867,8 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
     if (l->stats == NULL)
         goto oom;
     if (sp->bl != NULL)
-        rc = compile_listener(in->bs, sp->bl, s->clusters, l->stats, &l->cl,
-                              err);
+        rc = compile_listener(in->bs, sp->bl, s->clusters, l->stats, &env,
+                              &l->cl, err);
     else
         rc = compile_gateway(in->bs, in->set, sp->gw, l->stats, &env, prev_map,
                              &s->gwclusters, &l->cl, err);

@@ -101,6 +101,7 @@ struct compile_inputs {
     const struct compile_dns *dns;           /* NULL: none */
     const struct compile_identity *identity; /* NULL: no CA */
     const struct compile_jwks *jwks;         /* NULL: none */
+    struct lsink *alog_sink; /* access-log writer; NULL: the log itself */
 };
 
 /*

@@ -14,6 +14,7 @@
 #include "core/buf.h"
 #include "core/err.h"
 #include "core/units.h"
+#include "http/access_format.h"
 
 /* A bootstrap file is a page of YAML; anything this big is a mistake. */
 #define BOOTSTRAP_MAX_BYTES (4 * 1024 * 1024)
@@ -24,6 +25,7 @@
 static const char *const log_levels[] = {"debug", "info", "warn", "error",
                                          NULL};
 static const char *const log_formats[] = {"text", "json", NULL};
+static const char *const alog_encodings[] = {"STRAIT", "TEXT", "JSON", NULL};
 static const char *const listener_protocols[] = {"tcp", "http", NULL};
 
 /* workers: "auto" or a count. */
@@ -151,9 +153,32 @@ static const struct conf_key log_keys[] = {
      "text or json", log_formats, NULL, NULL, NULL},
     {"accessLog", CONF_BOOL, OFF(struct bootstrap_log, access_log), 0, 0,
      "true", "one line per finished session", NULL, NULL, NULL, NULL},
+    {"accessLogEncoding", CONF_ENUM,
+     OFF(struct bootstrap_log, access_log_encoding), 0, 0, "STRAIT",
+     "STRAIT: strait's key=value line (text or JSON as log.format); TEXT or "
+     "JSON: Envoy format strings, as Istio's meshConfig.accessLogEncoding",
+     alog_encodings, NULL, NULL, NULL},
+    {"accessLogFormat", CONF_STR, OFF(struct bootstrap_log, access_log_format),
+     0, 0, "",
+     "with TEXT, an Envoy format string (%REQ(X)%, %RESPONSE_CODE%, ...); "
+     "with JSON, a JSON object of keys to format strings; \"\": Istio's "
+     "default format for the encoding",
+     NULL, NULL, NULL, NULL},
+    {"accessLogFile", CONF_STR, OFF(struct bootstrap_log, access_log_file), 0,
+     0, "",
+     "file the access log is appended to, reopened on SIGUSR1 (logrotate); "
+     "\"\": stderr; restart to change",
+     NULL, NULL, NULL, NULL},
+    {"accessLogBuffer", CONF_SIZE, OFF(struct bootstrap_log, access_log_buffer),
+     16384, INT64_C(1) << 30, "1MiB",
+     "access-log bytes waiting for the writer thread, at most; lines past it "
+     "are dropped and counted (access_log.dropped), never waited for; "
+     "restart to change",
+     NULL, NULL, NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
-static const struct conf_section log_section = {log_keys, 0, SIZE_MAX};
+static const struct conf_section log_section = {
+    log_keys, 0, OFF(struct bootstrap_log, mark)};
 
 static const struct conf_key source_keys[] = {
     {"dir", CONF_STR, OFF(struct bootstrap_source, dir), 0, 0, "",
@@ -362,6 +387,46 @@ static int name_ok(const char *s)
     return 1;
 }
 
+/* log.accessLogFormat compiles for its encoding (the same compiler the
+ * listeners use, so `strait check` refuses what a reload would). */
+static int alog_validate(const struct bootstrap_log *lg, const char *file,
+                         struct buf *errs)
+{
+    struct afmt *f;
+    char *err = NULL;
+
+    if (lg->access_log_encoding == BOOTSTRAP_ALOG_STRAIT) {
+        if (lg->access_log_format[0] == '\0')
+            return 0;
+        conf_error(errs, file, lg->mark.line, lg->mark.col,
+                   "log.accessLogFormat",
+                   "a format needs accessLogEncoding TEXT or JSON (STRAIT "
+                   "writes strait's own line)");
+        return 1;
+    }
+    f = bootstrap_alog_compile(lg, &err);
+    if (f != NULL) {
+        afmt_free(f);
+        return 0;
+    }
+    conf_error(errs, file, lg->mark.line, lg->mark.col, "log.accessLogFormat",
+               "%s", err ? err : "out of memory");
+    free(err);
+    return 1;
+}
+
+struct afmt *bootstrap_alog_compile(const struct bootstrap_log *lg, char **err)
+{
+    const char *s = lg->access_log_format;
+    int json = lg->access_log_encoding == BOOTSTRAP_ALOG_JSON;
+
+    if (lg->access_log_encoding == BOOTSTRAP_ALOG_STRAIT)
+        return NULL;
+    if (s[0] == '\0')
+        return json ? afmt_istio_json(err) : afmt_istio_text(err);
+    return afmt_compile(s, strlen(s), json, err);
+}
+
 /* Checks that span keys: required keys, unique names and addresses. */
 static int bootstrap_validate(const struct bootstrap *bs, const char *file,
                               struct buf *errs)
@@ -440,6 +505,7 @@ static int bootstrap_validate(const struct bootstrap *bs, const char *file,
                    "the admin API listens on TCP only");
         nerr++;
     }
+    nerr += alog_validate(&bs->log, file, errs);
     if (bs->drain_window_ms > 0 &&
         bs->drain_window_ms >= bs->drain_timeout_ms) {
         conf_error(errs, file, 0, 0, "drainWindow",

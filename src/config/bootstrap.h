@@ -131,10 +131,22 @@ struct bootstrap_admin {
     struct conf_strs allowed_origins; /* Origins allowed on POST/PUT/DELETE */
 };
 
+/* log.accessLogEncoding: strait's own line, or Envoy format strings. */
+enum bootstrap_alog_encoding {
+    BOOTSTRAP_ALOG_STRAIT,
+    BOOTSTRAP_ALOG_TEXT,
+    BOOTSTRAP_ALOG_JSON
+};
+
 struct bootstrap_log {
     int level;  /* enum log_level */
     int format; /* enum bootstrap_log_format */
     int access_log;
+    int access_log_encoding;   /* enum bootstrap_alog_encoding */
+    char *access_log_format;   /* "": Istio's default for the encoding */
+    char *access_log_file;     /* "": stderr */
+    int64_t access_log_buffer; /* bytes waiting for the writer, at most */
+    struct conf_mark mark;
 };
 
 /* Where Istio resources come from. */
@@ -242,6 +254,13 @@ struct bootstrap *bootstrap_parse(const char *data, size_t len,
                                   const char *name, char **err);
 
 void bootstrap_free(struct bootstrap *bs);
+
+struct afmt;
+
+/* bootstrap_alog_compile() compiles lg's access-log format for its
+ * encoding: the format, owned by the caller (afmt_free), NULL for the
+ * STRAIT encoding (*err untouched), or NULL with an allocated *err. */
+struct afmt *bootstrap_alog_compile(const struct bootstrap_log *lg, char **err);
 
 static inline struct bootstrap_listener *
 bootstrap_listener_at(const struct bootstrap *bs, size_t i)

@@ -26,6 +26,7 @@
 #include "core/err.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "event/logsink.h"
 #include "event/mq.h"
 #include "event/timer.h"
 #include "net/listener.h"
@@ -83,6 +84,7 @@ struct loop {
      * notifications" below. */
     struct notify notify;
     int ready_sent;
+    struct lsink *alog;     /* the access log's writer thread */
     uint64_t watchdog_usec; /* 0: no watchdog */
     struct timer watchdog_timer;
     int watchdog_due; /* WORKER_ALIVE answers still due this round */
@@ -148,6 +150,7 @@ static int build(struct loop *s, const struct bootstrap *bs,
     in.dns = s->dns != NULL ? &s->dns_fn : NULL;
     in.identity = s->identity != NULL ? &s->identity_fn : NULL;
     in.jwks = s->jwks != NULL ? &s->jwks_fn : NULL;
+    in.alog_sink = s->alog;
     if (s->dns != NULL)
         dns_cache_mark(s->dns);
     if (s->jwks != NULL) {
@@ -611,6 +614,11 @@ static int loop_reload_bootstrap_now(struct loop *s)
     return LOOP_RELOADED;
 }
 
+void loop_reopen_logs(struct loop *s)
+{
+    lsink_reopen(s->alog);
+}
+
 int loop_reload_bootstrap(struct loop *s)
 {
     return loop_reload_bootstrap_now(s);
@@ -648,6 +656,14 @@ static void admin_status(void *arg, struct admin_status *out)
         out->dns_failures = ds.failures;
         out->dns_changes = ds.changes;
         out->dns_names = ds.names;
+    }
+    if (s->alog != NULL) {
+        struct lsink_stats ls;
+        lsink_stats(s->alog, &ls);
+        out->alog_written = ls.written;
+        out->alog_dropped = ls.dropped;
+        out->alog_write_errors = ls.write_errors;
+        out->alog_reopens = ls.reopens;
     }
     if (s->jwks != NULL) {
         struct jwks_stats js;
@@ -925,6 +941,10 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
         goto fail;
     }
     set_admin_policy(s->admin, s->bs);
+    s->alog = lsink_new(bs->log.access_log_file,
+                        (size_t)bs->log.access_log_buffer, err);
+    if (s->alog == NULL)
+        goto fail;
     if (bs->config.dir[0] != '\0') {
         struct dns_conf dc = {bs->dns.nameservers.v, bs->dns.nameservers.n,
                               (uint64_t)bs->dns.min_refresh_ms,
@@ -1013,6 +1033,9 @@ void loop_free(struct loop *s)
     release_old(s);
     /* Drain may have closed cur's sockets already (NULL entries). */
     snapshot_unref(s->cur);
+    /* After the workers: their buffers were handed over as they
+     * stopped, and what is pending is written now. */
+    lsink_free(s->alog);
     bootstrap_free(s->bs);
     free(s->last_reload_error);
     free(s->last_rebuild_error);

@@ -55,6 +55,10 @@ enum loop_reload_result {
  */
 int loop_reload_bootstrap(struct loop *s);
 
+/* loop_reopen_logs() reopens the access log file (SIGUSR1, after
+ * logrotate moved it). */
+void loop_reopen_logs(struct loop *s);
+
 /* loop_drain() stops accepting, lets sessions finish, and ends the main
  * loop when they have or at the drain deadline. */
 void loop_drain(struct loop *s, const char *why);

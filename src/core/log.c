@@ -91,13 +91,12 @@ static void text_value(struct buf *b, const char *v)
         json_str(b, v);
 }
 
-static void log_emit(enum log_level level, const char *msg,
-                     const struct log_field *fields, int nfields)
+/* One record, without its newline, appended to b. */
+static void log_render(struct buf *b, enum log_level level, const char *msg,
+                       const struct log_field *fields, int nfields)
 {
     char cut[LOG_LINE_MAX / 2];
     char ts[40];
-    char storage[LOG_LINE_MAX];
-    struct buf b = {storage, 0, 0, sizeof(storage), sizeof(storage)};
     int json = __atomic_load_n(&log_format_cur, __ATOMIC_RELAXED) == LOG_JSON;
 
     /* A message longer than half a line is cut, so the record keeps its
@@ -109,36 +108,52 @@ static void log_emit(enum log_level level, const char *msg,
     }
     log_timestamp(ts, sizeof(ts));
     if (json) {
-        buf_printf(&b, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":", ts,
+        buf_printf(b, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":", ts,
                    level_names[level]);
-        json_str(&b, msg);
+        json_str(b, msg);
         for (int i = 0; i < nfields; i++) {
             if (fields[i].val == NULL)
                 continue;
-            buf_puts(&b, ",");
-            json_str(&b, fields[i].key);
-            buf_puts(&b, ":");
+            buf_puts(b, ",");
+            json_str(b, fields[i].key);
+            buf_puts(b, ":");
             if (fields[i].raw)
-                buf_puts(&b, fields[i].val);
+                buf_puts(b, fields[i].val);
             else
-                json_str(&b, fields[i].val);
+                json_str(b, fields[i].val);
         }
-        buf_puts(&b, "}");
+        buf_puts(b, "}");
     } else {
         /* A message with a line break is quoted, so a caller-supplied
          * string can never start a forged line of its own. */
-        buf_printf(&b, "%s %s ", ts, level_names[level]);
+        buf_printf(b, "%s %s ", ts, level_names[level]);
         if (strpbrk(msg, "\n\r") != NULL)
-            json_str(&b, msg);
+            json_str(b, msg);
         else
-            buf_puts(&b, msg);
+            buf_puts(b, msg);
         for (int i = 0; i < nfields; i++) {
             if (fields[i].val == NULL)
                 continue;
-            buf_printf(&b, " %s=", fields[i].key);
-            text_value(&b, fields[i].val);
+            buf_printf(b, " %s=", fields[i].key);
+            text_value(b, fields[i].val);
         }
     }
+}
+
+int log_event_render(struct buf *b, enum log_level level, const char *msg,
+                     const struct log_field *fields, int nfields)
+{
+    log_render(b, level, msg, fields, nfields);
+    return buf_append(b, "\n", 1);
+}
+
+static void log_emit(enum log_level level, const char *msg,
+                     const struct log_field *fields, int nfields)
+{
+    char storage[LOG_LINE_MAX];
+    struct buf b = {storage, 0, 0, sizeof(storage), sizeof(storage)};
+
+    log_render(&b, level, msg, fields, nfields);
     /* The buffer points at stack storage: never call buf_dispose here. */
     log_write(&b);
 }

@@ -39,6 +39,14 @@ void log_msg(enum log_level level, const char *fmt, ...)
 void log_event(enum log_level level, const char *msg,
                const struct log_field *fields, int nfields);
 
+struct buf;
+
+/* log_event_render() appends the record log_event() would write (with
+ * its newline) to b instead, for callers that write it elsewhere (the
+ * access log's writer thread). 0, or -1 when b is full (a cut record). */
+int log_event_render(struct buf *b, enum log_level level, const char *msg,
+                     const struct log_field *fields, int nfields);
+
 /*
  * A rate limit for one kind of repeated line (accept failures at the
  * descriptor limit, refused floods): log_limited() writes at most one line

@@ -9,6 +9,7 @@
 
 #include "net/acceptor.h"
 #include "net/conn.h"
+#include "event/logsink.h"
 #include "event/reap-t.h"
 #include "event/timer-t.h"
 #include "proxy/http_listener.h"
@@ -67,6 +68,7 @@ struct http_listener {
     int adopting; /* no socket of its own: http_listener_adopt() feeds it */
     int stopped;  /* stop_accepting ran: adopted connections are drained */
     int draining; /* drain_connections ran: new connections are drained */
+    struct lsink_buf alog; /* access-log lines of this worker's turn */
 };
 
 enum http_conn_stage {

@@ -22,8 +22,10 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "event/logsink.h"
 #include "event/reap.h"
 #include "event/timer.h"
+#include "http/access_format.h"
 #include "http2/h2_server.h"
 #include "proxy/http_listener-t.h"
 #include "policy/authz.h"
@@ -78,6 +80,7 @@ void http_listener_conf_unref(struct http_listener_conf *c)
     pthread_mutex_destroy(&c->lock);
     tls_holder_unref(c->tls);
     stats_block_unref(c->stats);
+    afmt_free(c->alog_fmt);
     free(c->name);
     free(c);
 }
@@ -687,6 +690,7 @@ static void listener_free(struct http_listener *l)
     }
     reap_routes(l);
     reaper_cancel(&l->reap);
+    lsink_buf_dispose(&l->alog);
     SSL_CTX_free(l->ssl_ctx);
     bufpool_dispose(&l->pool);
     bufpool_dispose(&l->io);
@@ -717,6 +721,8 @@ listener_start(struct event_base *base, struct reaper *reaper, int worker,
     l->fd = fd;
     l->on_idle = on_idle;
     l->arg = idle_arg;
+    if (conf->alog_sink != NULL)
+        lsink_buf_init(&l->alog, conf->alog_sink, base);
     LIST_INIT(&l->conns);
     LIST_INIT(&l->dead);
     LIST_INIT(&l->old);

@@ -22,6 +22,8 @@ struct router;
 struct authz;
 struct jwt_authn;
 struct ssl_ctx_st;
+struct afmt;
+struct lsink;
 
 /*
  * What a listener routes by: its router (a Gateway listener's
@@ -72,6 +74,11 @@ struct http_listener_conf {
     int tls_permissive;     /* with tls: plaintext is served too (a peek at
                              * the first byte tells a ClientHello) */
     int access_log;
+    /* The access log's Envoy format (owned; NULL: strait's own line),
+     * and where lines go (the process's writer; NULL: straight to the
+     * log, as in unit tests). */
+    struct afmt *alog_fmt;
+    struct lsink *alog_sink;
     uint32_t xff_trusted_hops;
     /* A request with no byte moving either way for this long ends
      * (Envoy's stream_idle_timeout); 0: never. */

@@ -84,6 +84,9 @@ struct pstream {
      * per byte. Never armed on a mirrored copy. */
     struct timer idle;
     uint64_t active_ms;
+    /* The local address of the last attempt's upstream socket, for the
+     * access log, when its format asks (arena); NULL: not known. */
+    const char *up_local;
 };
 
 /* pipeline.c: the exchange and its end. */
@@ -109,6 +112,10 @@ void pstream_release_upstream(struct pstream *ps, int reuse);
 /* The upstream side is over (answered, failed or given up): its timers
  * stop, and the stream ends once the downstream side is over too. */
 void pstream_up_finished(struct pstream *ps);
+
+/* An attempt goes out on upstream socket fd: what the log and the
+ * trace want of it is noted. */
+void pstream_attempt_started(struct pstream *ps, int fd);
 
 /* Both sides are finished: log the request and let the stream go. */
 void pstream_maybe_end(struct pstream *ps);

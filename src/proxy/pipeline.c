@@ -7,14 +7,21 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 
+#include "core/buf.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "event/logsink.h"
 #include "event/timer.h"
+#include "http/access_format.h"
 #include "proxy/pipeline-int.h"
 #include "tls/tls.h"
 #include "upstream/hash.h"
@@ -48,7 +55,7 @@ static const char *proto_name(enum http_version v)
     return v == HTTP_2 ? "HTTP/2" : v == HTTP_10 ? "HTTP/1.0" : "HTTP/1.1";
 }
 
-static void access_log(struct pstream *ps)
+static void strait_log(struct pstream *ps)
 {
     struct hstream *s = ps->s;
     char status[8], in[24], out[24], dur[24], flags[64], retries[12];
@@ -100,7 +107,155 @@ static void access_log(struct pstream *ps)
     if (ps->hc->conn.tls != NULL &&
         tls_conn_peer_uri_san(&ps->hc->conn, peer_uri, sizeof(peer_uri)) > 0)
         f[sizeof(f) / sizeof(f[0]) - 1].val = peer_uri;
-    log_event(LOG_INFO, "http_request", f, (int)(sizeof(f) / sizeof(f[0])));
+    if (ps->l->conf->alog_sink == NULL) {
+        log_event(LOG_INFO, "http_request", f, (int)(sizeof(f) / sizeof(f[0])));
+        return;
+    }
+    if (log_get_level() > LOG_INFO)
+        return;
+    {
+        char line[LSINK_CHUNK];
+        struct buf b = {line, 0, 0, sizeof(line), sizeof(line)};
+
+        /* A record cut at the cap still ends its line. */
+        log_event_render(&b, LOG_INFO, "http_request", f,
+                         (int)(sizeof(f) / sizeof(f[0])));
+        lsink_buf_line(&ps->l->alog, buf_ptr(&b), buf_len(&b));
+    }
+}
+
+/* IP:PORT of a socket address ([IP6]:PORT); "" when not IP. */
+static void sa_format(const struct sockaddr *sa, char *out, size_t n)
+{
+    char ip[INET6_ADDRSTRLEN];
+
+    out[0] = '\0';
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const void *)sa;
+        if (inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip)) != NULL)
+            snprintf(out, n, "%s:%u", ip, (unsigned)ntohs(in->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const void *)sa;
+        if (inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip)) != NULL)
+            snprintf(out, n, "[%s]:%u", ip, (unsigned)ntohs(in6->sin6_port));
+    }
+}
+
+static void sock_local(int fd, char *out, size_t n)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+
+    out[0] = '\0';
+    if (fd >= 0 && getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+        sa_format((struct sockaddr *)&ss, out, n);
+}
+
+void pstream_attempt_started(struct pstream *ps, int fd)
+{
+    const struct afmt *f = ps->l->conf->alog_fmt;
+    char local[ADDR_STRLEN + 8];
+
+    if (f == NULL || !(afmt_needs(f) & AFMT_NEED_UPSTREAM_LOCAL))
+        return;
+    sock_local(fd, local, sizeof(local));
+    ps->up_local = arena_dup(&ps->s->arena, local, strlen(local) + 1);
+}
+
+/* Envoy's %RESPONSE_CODE_DETAILS%: strait's reason for a local answer,
+ * via_upstream for an answer passed on, else what ended it. */
+static const char *code_details(const struct pstream *ps)
+{
+    const struct hstream *s = ps->s;
+
+    if (ps->details != NULL)
+        return ps->details;
+    if (s->flags & HFLAG_DC)
+        return "downstream_remote_disconnect";
+    if (s->resp.status > 0 && ps->upstream != NULL && !(s->flags & ~HFLAG_URX))
+        return "via_upstream";
+    return NULL;
+}
+
+/* The upstream's failure, Envoy's %UPSTREAM_TRANSPORT_FAILURE_REASON%. */
+static const char *transport_failure(const struct pstream *ps)
+{
+    if (ps->details != NULL &&
+        strncmp(ps->details, "upstream_tls_refused:", 21) == 0)
+        return ps->details + 21;
+    if (ps->s->flags & HFLAG_UF)
+        return "connection_failure";
+    return NULL;
+}
+
+/* An Envoy-format line (log.accessLogEncoding TEXT or JSON). */
+static void envoy_log(struct pstream *ps, const struct afmt *fmt)
+{
+    struct hstream *s = ps->s;
+    struct http_conn *hc = ps->hc;
+    unsigned needs = afmt_needs(fmt);
+    char flags[64], upstream[ADDR_STRLEN] = "", remote[64] = "";
+    char direct[64] = "", local[64] = "", peer_uri[512] = "";
+    char line[LSINK_CHUNK];
+    struct buf b = {line, 0, 0, sizeof(line), sizeof(line)};
+    struct timespec now;
+    uint64_t dur = clock_ms() - s->start_ms;
+    struct afmt_ctx c;
+
+    clock_gettime(CLOCK_REALTIME, &now);
+    memset(&c, 0, sizeof(c));
+    c.req = &s->req;
+    c.resp = s->resp.status > 0 ? &s->resp.fields : NULL;
+    c.start_us = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000 -
+                 (int64_t)dur * 1000;
+    c.duration_ms = dur;
+    c.status = s->resp.status;
+    c.flags = hstream_flags_str(s->flags, flags, sizeof(flags));
+    c.details = code_details(ps);
+    c.upstream_failure = transport_failure(ps);
+    c.bytes_received = s->bytes_in;
+    c.bytes_sent = s->bytes_out;
+    if (ps->upstream != NULL)
+        c.upstream_host = addr_format(ps->upstream, upstream, sizeof(upstream));
+    c.upstream_cluster =
+        ps->cluster >= 0 ? http_cluster(ps->wr, ps->cluster)->name : NULL;
+    c.upstream_local = ps->up_local;
+    sa_format(&hc->peer.sa, direct, sizeof(direct));
+    c.downstream_direct_remote = direct[0] ? direct : hc->peer_ip;
+    /* Behind trusted proxies, the client they name (no port known). */
+    if (ps->client != NULL && strcmp(ps->client, hc->peer_ip) != 0) {
+        snprintf(remote, sizeof(remote),
+                 strchr(ps->client, ':') ? "[%s]:0" : "%s:0", ps->client);
+        c.downstream_remote = remote;
+    } else {
+        c.downstream_remote = c.downstream_direct_remote;
+    }
+    if (needs & AFMT_NEED_DOWNSTREAM_LOCAL) {
+        sock_local(hc->conn.fd, local, sizeof(local));
+        c.downstream_local = local;
+    }
+    if (hc->conn.tls != NULL) {
+        c.sni = tls_conn_sni(&hc->conn);
+        if ((needs & AFMT_NEED_PEER_URI_SAN) &&
+            tls_conn_peer_uri_san(&hc->conn, peer_uri, sizeof(peer_uri)) > 0)
+            c.peer_uri_san = peer_uri;
+    }
+    c.route = ps->action ? ps->action->vs : NULL;
+    c.protocol = proto_name(s->req.version);
+    c.attempts = ps->upstream != NULL ? ps->retries + 1 : 0;
+    afmt_write(fmt, &c, &b);
+    if (buf_len(&b) > 0)
+        lsink_buf_line(&ps->l->alog, buf_ptr(&b), buf_len(&b));
+}
+
+static void access_log(struct pstream *ps)
+{
+    const struct afmt *fmt = ps->l->conf->alog_fmt;
+
+    if (fmt != NULL && ps->l->conf->alog_sink != NULL)
+        envoy_log(ps, fmt);
+    else
+        strait_log(ps);
 }
 
 /* Both sides are finished with the stream: log it and let it go. */
@@ -456,6 +611,7 @@ void pstream_connect_next(struct pstream *ps)
                 continue;
             }
             ps->upstream = &cl->endpoints[ps->ep];
+            pstream_attempt_started(ps, h2->conn.fd);
             ps->h2s = h2_client_submit(h2, ps->s, &h2_hooks, ps);
             if (ps->h2s == NULL)
                 break;
@@ -490,6 +646,7 @@ void pstream_connect_next(struct pstream *ps)
             h1_client_set_owner(c, &up_hooks, ps);
         }
         ps->upstream = &cl->endpoints[ps->ep];
+        pstream_attempt_started(ps, c->conn.fd);
         ps->uc = c;
         h1_client_start(c, ps->s);
         pstream_arm_try_timer(ps);

@@ -271,6 +271,16 @@ static void test_err_wrong_type(void **state)
               "b.yaml:1:10: workers: expected a value, got a list");
     parse_err("log:\n  accessLog: 1\n",
               "b.yaml:2:14: log.accessLog: expected true or false, got '1'");
+    parse_err("log:\n  accessLogEncoding: TEXT\n  accessLogFormat: 'a %B%'\n",
+              "b.yaml:2:3: log.accessLogFormat: column 3: unknown operator "
+              "%B%");
+    parse_err("log:\n  accessLogFormat: '%DURATION%'\n",
+              "b.yaml:2:3: log.accessLogFormat: a format needs "
+              "accessLogEncoding TEXT or JSON (STRAIT writes strait's own "
+              "line)");
+    parse_err("log:\n  accessLogBuffer: 16383\n",
+              "b.yaml:2:20: log.accessLogBuffer: value '16383' out of range "
+              "16384-1073741824");
     parse_err("node: [a]\n",
               "b.yaml:1:7: node: expected a mapping, got a list");
     parse_err("listeners: {a: 1}\n",
@@ -758,7 +768,9 @@ static void test_to_json(void **state)
                                  "\"allowedHosts\":[],\"allowedOrigins\":[]}"));
     assert_non_null(strstr(
         json,
-        "\"log\":{\"level\":\"info\",\"format\":\"text\",\"accessLog\":true}"));
+        "\"log\":{\"level\":\"info\",\"format\":\"text\",\"accessLog\":true,"
+        "\"accessLogEncoding\":\"STRAIT\",\"accessLogFormat\":\"\","
+        "\"accessLogFile\":\"\",\"accessLogBuffer\":1048576}"));
     assert_non_null(strstr(json, "\"drainTimeout\":\"30s\""));
     {
         /* The listener's own keys, whatever other keys sit between them. */
