@@ -32,6 +32,7 @@
 
 struct admin {
     struct evhttp *http;
+    enum admin_port kind;
     struct admin_ops ops;
     int fd;
     struct addr bound; /* the admin's own address, allowed as Host */
@@ -581,6 +582,8 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
                        ls[i]->name, w,
                        STAT_GET(&proxy_counters(ls[i], w)->listener, accepted));
     render_clusters(ops, b);
+    if (ops->metrics != NULL)
+        admin_render_istio(ops->metrics(ops->arg), b);
     buf_printf(b,
                "# HELP strait_workers Worker threads.\n"
                "# TYPE strait_workers gauge\nstrait_workers %d\n"
@@ -803,7 +806,16 @@ static void handle(struct evhttp_request *req, void *arg)
     buf_init(&body, ADMIN_BODY_MAX);
     if (path == NULL)
         path = "/";
-    {
+    if (a->kind != ADMIN_PORT_ALL) {
+        const char *only = a->kind == ADMIN_PORT_METRICS ? "/stats/prometheus"
+                                                         : "/healthz/ready";
+        if (strcmp(path, only) != 0) {
+            buf_printf(&body, "not found; this port serves GET %s only\n",
+                       only);
+            reply(req, 404, "Not Found", "text/plain", &body);
+            goto done;
+        }
+    } else {
         struct evkeyvalq *in = evhttp_request_get_input_headers(req);
         enum evhttp_cmd_type m = evhttp_request_get_command(req);
         struct admin_policy pol;
@@ -943,6 +955,13 @@ static void on_accept_error(struct evconnlistener *lev, void *arg)
 struct admin *admin_new(struct event_base *base, const struct addr *addr,
                         const struct admin_ops *ops, char **err)
 {
+    return admin_port_new(base, addr, ops, ADMIN_PORT_ALL, err);
+}
+
+struct admin *admin_port_new(struct event_base *base, const struct addr *addr,
+                             const struct admin_ops *ops, enum admin_port kind,
+                             char **err)
+{
     struct evhttp_bound_socket *bound;
     struct admin *a = calloc(1, sizeof(*a));
 
@@ -951,6 +970,7 @@ struct admin *admin_new(struct event_base *base, const struct addr *addr,
         return NULL;
     a->fd = -1;
     a->ops = *ops;
+    a->kind = kind;
     a->http = evhttp_new(base);
     if (a->http == NULL) {
         err_set(err, "admin: cannot create the HTTP server");

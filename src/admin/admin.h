@@ -10,6 +10,7 @@ struct buf;
 struct event_base;
 struct stats_block;
 struct cluster;
+struct series_table;
 
 /*
  * The admin API: health, stats, config dump and shutdown over HTTP on the
@@ -71,6 +72,9 @@ struct admin_ops {
     /* POST /reload: re-read the bootstrap and the resources (SIGHUP), on
      * the main thread, before the answer is written. */
     enum admin_reload (*reload)(void *arg);
+    /* Istio's metrics tables (core/series.h); NULL (or a NULL answer):
+     * none. Valid while the server runs. */
+    struct series_table *(*metrics)(void *arg);
 };
 
 struct admin;
@@ -108,9 +112,26 @@ struct admin *admin_new(struct event_base *base, const struct addr *a,
                         const struct admin_ops *ops, char **err);
 void admin_free(struct admin *a);
 
+/*
+ * A port that serves one thing of the admin API, for scrapers and probes
+ * that reach a pod by its IP: ADMIN_PORT_METRICS answers GET
+ * /stats/prometheus (Envoy's 15090), ADMIN_PORT_READY GET /healthz/ready
+ * (Istio's 15021); every other path is 404. They change nothing and
+ * show no configuration, so they take any Host (a kubelet or Prometheus
+ * sends the pod IP). Freed with admin_free(). NULL with *err.
+ */
+enum admin_port { ADMIN_PORT_ALL, ADMIN_PORT_METRICS, ADMIN_PORT_READY };
+struct admin *admin_port_new(struct event_base *base, const struct addr *a,
+                             const struct admin_ops *ops, enum admin_port kind,
+                             char **err);
+
 /* The response bodies, apart from HTTP, for tests and the fuzzers. */
 void admin_render_stats(const struct admin_ops *ops, struct buf *b);
 void admin_render_prometheus(const struct admin_ops *ops, struct buf *b);
 void admin_render_clusters(const struct admin_ops *ops, struct buf *b);
+
+/* admin_render_istio() appends Istio's standard metrics of t (every
+ * worker's series summed by label set) and strait's overflow counter. */
+void admin_render_istio(const struct series_table *t, struct buf *b);
 
 #endif

@@ -25,6 +25,8 @@
 #include "core/log.h"
 #include "compile/identity.h"
 #include "compile/istio.h"
+#include "compile/metrics.h"
+#include "core/series.h"
 #include "tls/tls.h"
 #include "upstream/cluster.h"
 #include "upstream/hash.h"
@@ -95,12 +97,80 @@ void istio_cluster_map_dispose(struct ident_map *m)
 
 /* Endpoints being collected for one cluster, with their weights
  * (WorkloadEntry weight; 0 or absent counts as 1). */
+/* What the workloads behind a cluster say of themselves, for Istio's
+ * destination_* labels: a value all of them share, else unknown. */
+struct eps_meta {
+    size_t n; /* workloads seen */
+    const char *ns, *name, *sa;
+    const struct conf_strmap *labels;
+    unsigned mixed; /* META_* */
+};
+
+#define META_NS 1u
+#define META_NAME 2u
+#define META_SA 4u
+#define META_LABELS 8u
+
 struct eps {
     struct addr *v;
     uint32_t *w;
     size_t n;
     struct conf_strs sans; /* identities the endpoints may present */
+    struct eps_meta meta;
+    /* The registry entry: the ServiceEntry's namespace and the host, or
+     * a WorkloadEntry's namespace and app (borrowed from the set). */
+    const char *svc_ns, *svc_name;
 };
+
+static const char *meta_label(const struct conf_strmap *m, const char *key)
+{
+    for (size_t i = 0; m != NULL && i < m->n; i++)
+        if (strcmp(m->v[i].key, key) == 0)
+            return m->v[i].val;
+    return NULL;
+}
+
+static int str_same(const char *a, const char *b)
+{
+    return (a == NULL && b == NULL) || (a && b && strcmp(a, b) == 0);
+}
+
+/* A workload behind the cluster: ns and name of its WorkloadEntry (name
+ * NULL for a ServiceEntry's inline endpoint). */
+static void eps_meta_add(struct eps *e, const char *ns, const char *name,
+                         const struct res_workload_entry *we)
+{
+    static const char *const keys[] = {"app",
+                                       "version",
+                                       "service.istio.io/canonical-name",
+                                       "service.istio.io/canonical-revision",
+                                       "app.kubernetes.io/name",
+                                       "app.kubernetes.io/version",
+                                       "service.istio.io/workload-name",
+                                       "topology.istio.io/cluster"};
+    struct eps_meta *m = &e->meta;
+    const char *sa = we->service_account && we->service_account[0]
+                         ? we->service_account
+                         : NULL;
+
+    if (m->n++ == 0) {
+        m->ns = ns;
+        m->name = name;
+        m->sa = sa;
+        m->labels = &we->labels;
+        return;
+    }
+    if (!str_same(m->ns, ns))
+        m->mixed |= META_NS;
+    if (!str_same(m->name, name))
+        m->mixed |= META_NAME;
+    if (!str_same(m->sa, sa))
+        m->mixed |= META_SA;
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (!str_same(meta_label(m->labels, keys[i]),
+                      meta_label(&we->labels, keys[i])))
+            m->mixed |= META_LABELS;
+}
 
 /* An identity an endpoint may present (its SPIFFE ID from its service
  * account, or a ServiceEntry's subjectAltNames), for ISTIO_MUTUAL. */
@@ -308,6 +378,8 @@ static void collect(const struct istio_clusters *t, const char *host,
             !se_has_host(r, se, host, set->domain))
             continue;
         found = 1;
+        if (e->svc_ns == NULL)
+            e->svc_ns = r->meta.ns;
         if (se->location == RES_MESH_EXTERNAL)
             *external = 1;
         for (size_t k = 0; k < se->ports.n; k++) {
@@ -336,6 +408,7 @@ static void collect(const struct istio_clusters *t, const char *host,
                 eps_add(e, we->address, endpoint_port(we, sp, port),
                         we_weight(we));
             eps_sa(e, t->trust_domain, r->meta.ns, we->service_account);
+            eps_meta_add(e, r->meta.ns, NULL, we);
         }
         for (size_t k = 0; k < se->subject_alt_names.n; k++)
             eps_san(e, se->subject_alt_names.v[k]);
@@ -361,6 +434,7 @@ static void collect(const struct istio_clusters *t, const char *host,
                 eps_add(e, we->address, endpoint_port(we, sp, port),
                         we_weight(we));
                 eps_sa(e, t->trust_domain, w->meta.ns, we->service_account);
+                eps_meta_add(e, w->meta.ns, w->meta.name, we);
             }
         }
     }
@@ -400,6 +474,11 @@ static void collect(const struct istio_clusters *t, const char *host,
                 continue;
             eps_add(e, we->address, p, we_weight(we));
             eps_sa(e, t->trust_domain, w->meta.ns, we->service_account);
+            eps_meta_add(e, w->meta.ns, w->meta.name, we);
+            if (e->svc_ns == NULL) {
+                e->svc_ns = w->meta.ns;
+                e->svc_name = meta_label(&we->labels, "app");
+            }
         }
     }
 }
@@ -716,6 +795,12 @@ struct cluster *compile_cluster(const struct istio_clusters *t,
         cluster_unref(c);
         return NULL;
     }
+    /* Until the registry says more (istio_cluster_id): all unknown,
+     * destination_service from the request's Host. */
+    {
+        const struct metrics_dest none = {0};
+        c->metrics = metrics_dest_labels(&none);
+    }
     return c;
 }
 
@@ -728,13 +813,15 @@ static int cluster_identity(const char *key, int passthrough, int external,
                             const struct eps *e, int h2, uint32_t svc_port,
                             const struct resource *drr,
                             const struct res_eff_files *files,
-                            struct ident_id *out)
+                            const char *mtext, struct ident_id *out)
 {
     char as[ADDR_STRLEN];
     struct ident d;
 
     ident_init(&d);
     ident_str(&d, 'k', key);
+    /* The metric labels, from the workloads' labels the rest ignores. */
+    ident_str(&d, 'M', mtext);
     /* What makes it a passthrough or an external host is part of what it
      * is built from. */
     ident_u64(&d, 'p', (uint64_t)passthrough);
@@ -896,10 +983,13 @@ static int blackhole_id(struct istio_clusters *t)
     if (c != NULL) {
         c = cluster_ref(c);
     } else {
+        const struct metrics_dest bh = {.service = BLACKHOLE_NAME,
+                                        .service_name = BLACKHOLE_NAME};
         c = cluster_new(BLACKHOLE_NAME, NULL, 0, t->nworkers);
         if (c == NULL)
             goto fail;
         c->origin = CLUSTER_BLACKHOLE;
+        c->metrics = metrics_dest_labels(&bh);
     }
     if (t->next != NULL && ident_map_get(t->next, &key) == NULL) {
         if (ident_map_put(t->next, &key, c) < 0) {
@@ -919,6 +1009,44 @@ fail:
     return -1;
 }
 
+/* The destination run of a cluster (compile/metrics.h): the service
+ * from its registry entry, the workloads from what they all share. */
+static void dest_text(const struct istio_clusters *t, const char *host,
+                      int passthrough, const struct eps *e, struct buf *b)
+{
+    const struct eps_meta *m = &e->meta;
+    char principal[600] = "";
+    struct metrics_dest d;
+
+    memset(&d, 0, sizeof(d));
+    if (passthrough) {
+        d.service = d.service_name = "PassthroughCluster";
+    } else {
+        d.service = host;
+        d.service_name = e->svc_name != NULL ? e->svc_name : host;
+        d.service_ns = e->svc_ns;
+    }
+    if (m->n > 0) {
+        if (!(m->mixed & META_NS))
+            d.workload_ns = m->ns;
+        if (!(m->mixed & META_LABELS)) {
+            d.labels = m->labels;
+            d.workload =
+                meta_label(m->labels, "service.istio.io/workload-name");
+            d.cluster = meta_label(m->labels, "topology.istio.io/cluster");
+        }
+        if (d.workload == NULL && !(m->mixed & (META_NAME | META_LABELS)))
+            d.workload = m->name;
+        if (!(m->mixed & (META_SA | META_NS)) && m->sa != NULL) {
+            snprintf(principal, sizeof(principal), "spiffe://%s/ns/%s/sa/%s",
+                     t->trust_domain ? t->trust_domain : "cluster.local", m->ns,
+                     m->sa);
+            d.principal = principal;
+        }
+    }
+    metrics_dest_text(b, &d);
+}
+
 int istio_cluster_id(void *table, const char *host, const char *subset,
                      uint32_t port)
 {
@@ -931,6 +1059,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     struct res_eff_files files;
     struct cluster *c;
     struct ident_id fp;
+    struct buf mtext;
     uintptr_t id;
     int h2 = 0, r;
     uint32_t svc_port = port; /* port 0: the ServiceEntry's only port */
@@ -968,8 +1097,11 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
                 &external);
     }
     eff_files(t, dr, sub, svc_port, &files);
+    buf_init(&mtext, 64 * 1024);
+    dest_text(t, host, passthrough, &e, &mtext);
     if (cluster_identity(key, passthrough, external, &e, h2, svc_port, drr,
-                         &files, &fp) < 0) {
+                         &files, buf_cstr(&mtext), &fp) < 0) {
+        buf_dispose(&mtext);
         eps_dispose(&e);
         return -1;
     }
@@ -1011,6 +1143,8 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
             return -1;
         }
         eps_dispose(&e);
+        series_labels_unref(c->metrics);
+        c->metrics = series_labels_new(buf_ptr(&mtext), buf_len(&mtext), 0);
         if (passthrough)
             c->origin = CLUSTER_PASSTHROUGH;
         /* An external host is known by its name: send it as the SNI and
@@ -1028,6 +1162,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         }
         cluster_ref(c);
     }
+    buf_dispose(&mtext);
     used_cluster(t->used, &fp, &files);
     ident_id_dispose(&fp);
     r = table_add(t, key, c);

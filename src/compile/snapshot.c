@@ -15,9 +15,11 @@
 #include "config/resource.h"
 #include "core/buf.h"
 #include "core/err.h"
+#include "core/series.h"
 #include "core/stats.h"
 #include "net/listener.h"
 #include "proxy/stats.h"
+#include "compile/metrics.h"
 #include "proxy/http_listener.h"
 #include "proxy/l4_listener.h"
 #include "upstream/cluster.h"
@@ -59,6 +61,17 @@ static void ident_alog(struct ident *d, const struct bootstrap_log *lg)
     ident_str(d, 'f', lg->access_log_format);
 }
 
+/* The metric labels a listener records with: a relabelled node makes
+ * new listeners. */
+static void ident_metrics(struct ident *d, const struct compile_inputs *in)
+{
+    struct series_labels *l =
+        in->metrics != NULL ? metrics_source_labels(in->bs) : NULL;
+
+    ident_str(d, 'M', l != NULL ? l->text : "");
+    series_labels_unref(l);
+}
+
 /* A bootstrap listener: its own keys, the logging it compiles in, and
  * for HTTP the clusters its routes index (by identity, in order). */
 static int listener_identity(const struct compile_inputs *in,
@@ -73,6 +86,7 @@ static int listener_identity(const struct compile_inputs *in,
     ident_listener(&d, bl);
     ident_alog(&d, &in->bs->log);
     ident_u64(&d, 'w', (uint64_t)in->nworkers);
+    ident_metrics(&d, in);
     if (bl->protocol == BOOTSTRAP_HTTP) {
         ident_u64(&d, 'n', nclusters);
         for (size_t i = 0; i < nclusters; i++)
@@ -105,6 +119,7 @@ static void gateway_base(struct ident *d, const struct compile_inputs *in,
     /* An L4 listener's HTTP part (a port shared with HTTPS servers) takes
      * them too. */
     ident_conf(d, 'h', &bootstrap_gateway_http_section, &bs->http);
+    ident_metrics(d, in);
     if (!g->l4)
         return;
     ident_u64(d, 'o', (uint64_t)bs->outbound.mode);
@@ -540,6 +555,7 @@ void snapshot_unref(struct snapshot *s)
     istio_cluster_map_dispose(&s->gwclusters);
     gw_set_dispose(&s->gws);
     free(s->stats_view);
+    series_labels_unref(s->metrics_src);
     free(s->cluster_view);
     free(s);
 }
@@ -878,6 +894,8 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
         err_prefix(err, "listener %s: ", sp->name);
         goto fail;
     }
+    metrics_attach(&l->cl, s->metrics_src != NULL ? in->metrics : NULL,
+                   s->metrics_src);
     if (l4) {
         live = 0;
         if (ident_finish(&d, &l->id) < 0 || rec.oom)
@@ -1007,6 +1025,17 @@ int snapshot_build(const struct compile_inputs *in, const struct snapshot *prev,
     s->refs = 1;
     s->bs = in->bs;
     ident_map_init(&s->gwclusters);
+    if (in->metrics != NULL) {
+        s->metrics_src = metrics_source_labels(in->bs);
+        if (s->metrics_src != NULL && prev != NULL &&
+            prev->metrics_src != NULL &&
+            prev->metrics_src->len == s->metrics_src->len &&
+            memcmp(prev->metrics_src->text, s->metrics_src->text,
+                   s->metrics_src->len) == 0) {
+            series_labels_unref(s->metrics_src);
+            s->metrics_src = series_labels_ref(prev->metrics_src);
+        }
+    }
     if (build_specs(s, in, &specs, &nspecs, err) < 0)
         goto fail;
     /* New routes for kept Gateway listeners, published only once the

@@ -69,6 +69,9 @@ struct snapshot_listener {
     size_t npaths;
 };
 
+struct series_labels;
+struct series_table;
+
 struct snapshot {
     int refs;
     /* The bootstrap it was built from: not owned, outlives the snapshot
@@ -90,6 +93,11 @@ struct snapshot {
     struct stats_block **stats_view;
     struct cluster **cluster_view;
     size_t ncluster_view;
+    /* The node's label run of Istio's metrics, shared by every listener
+     * it builds (and the next snapshot's, while its text holds), so
+     * their requests hit one series without comparing bytes. One
+     * reference; NULL: metrics off. */
+    struct series_labels *metrics_src;
 };
 
 /* What a snapshot is compiled from. Only read; bs and set must outlive
@@ -102,6 +110,9 @@ struct compile_inputs {
     const struct compile_identity *identity; /* NULL: no CA */
     const struct compile_jwks *jwks;         /* NULL: none */
     struct lsink *alog_sink; /* access-log writer; NULL: the log itself */
+    /* Istio's metrics table (borrowed; outlives every snapshot); NULL:
+     * metrics.enabled is false. */
+    struct series_table *metrics;
 };
 
 /*

@@ -146,6 +146,44 @@ static const struct conf_key admin_keys[] = {
 };
 static const struct conf_section admin_section = {admin_keys, 0, SIZE_MAX};
 
+static const struct conf_key metrics_keys[] = {
+    {"enabled", CONF_BOOL, OFF(struct bootstrap_metrics, enabled), 0, 0, "true",
+     "record Istio's standard metrics (istio_requests_total, ...) on "
+     "/stats/prometheus; read at start",
+     NULL, NULL, NULL, NULL},
+    {"address", CONF_ADDR, OFF(struct bootstrap_metrics, address), 0, 0, NULL,
+     "a port that serves only GET /stats/prometheus, as Envoy's 15090 "
+     "(e.g. 0.0.0.0:15090 in a pod; default none: scrape the admin API); "
+     "no Host check, nothing else is served there; read at start",
+     NULL, NULL, NULL, NULL},
+    {"maxSeries", CONF_INT, OFF(struct bootstrap_metrics, max_series), 1,
+     1000000, "2000",
+     "label sets of istio_* metrics each worker keeps; a request or "
+     "connection with a new label set past it is not recorded and counts "
+     "in strait_istio_series_overflow_total; read at start",
+     NULL, NULL, NULL, NULL},
+    {"extraLabels", CONF_STR_MAP, OFF(struct bootstrap_metrics, extra_labels),
+     0, 16, NULL,
+     "labels added with these fixed values to every istio_* series (names "
+     "[a-zA-Z_][a-zA-Z0-9_]*, not one of Istio's)",
+     NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+
+static const struct conf_section metrics_section = {metrics_keys, 0, SIZE_MAX};
+
+static const struct conf_key readiness_keys[] = {
+    {"address", CONF_ADDR, OFF(struct bootstrap_readiness, address), 0, 0, NULL,
+     "a port that serves only GET /healthz/ready (200 LIVE, 503 DRAINING), "
+     "as Istio's 15021 (e.g. 0.0.0.0:15021 in a pod; default none: probe "
+     "the admin API); no Host check; read at start",
+     NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+
+static const struct conf_section readiness_section = {readiness_keys, 0,
+                                                      SIZE_MAX};
+
 static const struct conf_key log_keys[] = {
     {"level", CONF_ENUM, OFF(struct bootstrap_log, level), 0, 0, "info",
      "debug, info, warn or error", log_levels, NULL, NULL, NULL},
@@ -329,6 +367,11 @@ static const struct conf_key bootstrap_keys[] = {
      workers_json},
     {"admin", CONF_SECTION, OFF(struct bootstrap, admin), 0, 0, NULL,
      "admin API", NULL, &admin_section, NULL, NULL},
+    {"metrics", CONF_SECTION, OFF(struct bootstrap, metrics), 0, 0, NULL,
+     "Istio's standard metrics and their scrape port", NULL, &metrics_section,
+     NULL, NULL},
+    {"readiness", CONF_SECTION, OFF(struct bootstrap, readiness), 0, 0, NULL,
+     "the readiness probe port", NULL, &readiness_section, NULL, NULL},
     {"log", CONF_SECTION, OFF(struct bootstrap, log), 0, 0, NULL, "logging",
      NULL, &log_section, NULL, NULL},
     {"drainTimeout", CONF_DURATION, OFF(struct bootstrap, drain_timeout_ms), 0,
@@ -427,6 +470,96 @@ struct afmt *bootstrap_alog_compile(const struct bootstrap_log *lg, char **err)
     return afmt_compile(s, strlen(s), json, err);
 }
 
+/* Istio's own label names: an extra label may not shadow one. */
+static const char *const istio_labels[] = {"reporter",
+                                           "source_workload",
+                                           "source_canonical_service",
+                                           "source_canonical_revision",
+                                           "source_workload_namespace",
+                                           "source_principal",
+                                           "source_app",
+                                           "source_version",
+                                           "source_cluster",
+                                           "destination_workload",
+                                           "destination_workload_namespace",
+                                           "destination_principal",
+                                           "destination_app",
+                                           "destination_version",
+                                           "destination_service",
+                                           "destination_service_name",
+                                           "destination_service_namespace",
+                                           "destination_canonical_service",
+                                           "destination_canonical_revision",
+                                           "destination_cluster",
+                                           "request_protocol",
+                                           "response_code",
+                                           "grpc_response_status",
+                                           "response_flags",
+                                           "connection_security_policy",
+                                           "le",
+                                           NULL};
+
+static int label_name_ok(const char *s)
+{
+    if (s == NULL ||
+        !((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+              (*s >= '0' && *s <= '9') || *s == '_'))
+            return 0;
+    return 1;
+}
+
+/* metrics.extraLabels names and the scrape and probe ports. */
+static int metrics_validate(const struct bootstrap *bs, const char *file,
+                            struct buf *errs)
+{
+    const struct addr *ports[2] = {&bs->metrics.address,
+                                   &bs->readiness.address};
+    const char *names[2] = {"metrics.address", "readiness.address"};
+    char a1[ADDR_STRLEN];
+    int nerr = 0;
+
+    for (size_t i = 0; i < bs->metrics.extra_labels.n; i++) {
+        const char *k = bs->metrics.extra_labels.v[i].key;
+        int clash = 0;
+        for (size_t j = 0; istio_labels[j] != NULL; j++)
+            clash |= strcmp(k, istio_labels[j]) == 0;
+        if (!label_name_ok(k) || clash || strncmp(k, "__", 2) == 0) {
+            conf_error(errs, file, 0, 0, "metrics.extraLabels",
+                       "label name '%s' must match [a-zA-Z_][a-zA-Z0-9_]*, "
+                       "not start with __ and not be one of Istio's",
+                       k);
+            nerr++;
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        if (ports[i]->len == 0)
+            continue;
+        if (addr_family(ports[i]) == AF_UNIX) {
+            conf_error(errs, file, 0, 0, names[i], "TCP addresses only");
+            nerr++;
+        }
+        if (addr_equal(ports[i], &bs->admin.address) ||
+            (i == 1 && addr_equal(ports[1], ports[0]))) {
+            conf_error(errs, file, 0, 0, names[i],
+                       "address %s is already in use (admin API or "
+                       "metrics.address)",
+                       addr_format(ports[i], a1, sizeof(a1)));
+            nerr++;
+        }
+        for (size_t j = 0; j < bs->listeners.n; j++)
+            if (addr_equal(ports[i], &bootstrap_listener_at(bs, j)->address)) {
+                conf_error(errs, file, 0, 0, names[i],
+                           "address %s is listeners[%zu]'s",
+                           addr_format(ports[i], a1, sizeof(a1)), j);
+                nerr++;
+            }
+    }
+    return nerr;
+}
+
 /* Checks that span keys: required keys, unique names and addresses. */
 static int bootstrap_validate(const struct bootstrap *bs, const char *file,
                               struct buf *errs)
@@ -494,6 +627,7 @@ static int bootstrap_validate(const struct bootstrap *bs, const char *file,
                    "the CA API listens on TCP only");
         nerr++;
     }
+    nerr += metrics_validate(bs, file, errs);
     if (bs->ca.enabled && addr_equal(&bs->ca.address, &bs->admin.address)) {
         conf_error(errs, file, 0, 0, "ca.address",
                    "address %s is the admin API's address",

@@ -138,6 +138,19 @@ enum bootstrap_alog_encoding {
     BOOTSTRAP_ALOG_JSON
 };
 
+/* Istio's standard metrics (istio_*) and the ports Kubernetes probes and
+ * Prometheus scrape. */
+struct bootstrap_metrics {
+    int enabled;
+    struct addr address; /* GET /stats/prometheus only; len 0: none */
+    int64_t max_series;  /* label sets per worker */
+    struct conf_strmap extra_labels;
+};
+
+struct bootstrap_readiness {
+    struct addr address; /* GET /healthz/ready only; len 0: none */
+};
+
 struct bootstrap_log {
     int level;  /* enum log_level */
     int format; /* enum bootstrap_log_format */
@@ -206,6 +219,8 @@ struct bootstrap {
     char *trust_domain;
     int64_t workers; /* 0: auto, one per core */
     struct bootstrap_admin admin;
+    struct bootstrap_metrics metrics;
+    struct bootstrap_readiness readiness;
     struct bootstrap_log log;
     int64_t drain_timeout_ms;
     int64_t drain_window_ms; /* keep accepting this long after SIGTERM */

@@ -21,6 +21,7 @@
 #include "control/loop.h"
 #include "control/notify.h"
 #include "control/source_dir.h"
+#include "core/series.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/err.h"
@@ -56,6 +57,12 @@ struct loop {
     int acks_pending;
     int pending; /* PENDING_* requested while acks were pending */
     struct admin *admin;
+    /* metrics.address and readiness.address (NULL: none). */
+    struct admin *metrics_port;
+    struct admin *ready_port;
+    /* Istio's metrics, one table per worker; NULL: metrics.enabled is
+     * false. Freed last, once no worker or snapshot uses it. */
+    struct series_table *metrics;
     uint64_t start_ms;
     uint64_t reloads_ok; /* bootstrap reloads (SIGHUP, POST /reload) */
     uint64_t reloads_failed;
@@ -151,6 +158,7 @@ static int build(struct loop *s, const struct bootstrap *bs,
     in.identity = s->identity != NULL ? &s->identity_fn : NULL;
     in.jwks = s->jwks != NULL ? &s->jwks_fn : NULL;
     in.alog_sink = s->alog;
+    in.metrics = s->metrics;
     if (s->dns != NULL)
         dns_cache_mark(s->dns);
     if (s->jwks != NULL) {
@@ -587,6 +595,13 @@ static int loop_reload_bootstrap_now(struct loop *s)
     if (strcmp(bs->config.default_ns, s->bs->config.default_ns) != 0)
         log_warn("reload: config.defaultNamespace stays %s until restart",
                  s->bs->config.default_ns);
+    if (bs->metrics.enabled != s->bs->metrics.enabled ||
+        bs->metrics.max_series != s->bs->metrics.max_series ||
+        !addr_equal(&bs->metrics.address, &s->bs->metrics.address) ||
+        !addr_equal(&bs->readiness.address, &s->bs->readiness.address))
+        log_warn("reload: metrics.enabled, metrics.maxSeries, "
+                 "metrics.address and readiness.address stay as they are "
+                 "until restart");
     if (!addr_equal(&bs->admin.address, &s->bs->admin.address))
         log_warn("reload: admin.address stays %s until restart",
                  addr_format(&s->bs->admin.address, as1, sizeof(as1)));
@@ -673,6 +688,13 @@ static void admin_status(void *arg, struct admin_status *out)
         out->jwks_changes = js.changes;
         out->jwks_uris = js.uris;
     }
+}
+
+static struct series_table *admin_metrics(void *arg)
+{
+    struct loop *s = arg;
+
+    return s->metrics;
 }
 
 static size_t admin_listeners(void *arg, struct stats_block *const **out)
@@ -902,7 +924,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     struct worker_hooks hooks;
     struct admin_ops ops = {NULL,           admin_status, admin_listeners,
                             admin_clusters, admin_config, admin_quit,
-                            admin_reload};
+                            admin_reload,   admin_metrics};
     char as[ADDR_STRLEN];
 
     *err = NULL;
@@ -945,6 +967,30 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
                         (size_t)bs->log.access_log_buffer, err);
     if (s->alog == NULL)
         goto fail;
+    if (bs->metrics.address.len > 0) {
+        s->metrics_port = admin_port_new(base, &bs->metrics.address, &ops,
+                                         ADMIN_PORT_METRICS, err);
+        if (s->metrics_port == NULL) {
+            err_prefix(err, "metrics.address: ");
+            goto fail;
+        }
+    }
+    if (bs->readiness.address.len > 0) {
+        s->ready_port = admin_port_new(base, &bs->readiness.address, &ops,
+                                       ADMIN_PORT_READY, err);
+        if (s->ready_port == NULL) {
+            err_prefix(err, "readiness.address: ");
+            goto fail;
+        }
+    }
+    if (bs->metrics.enabled) {
+        s->metrics =
+            series_table_new(s->nworkers, (size_t)bs->metrics.max_series);
+        if (s->metrics == NULL) {
+            err_set(err, "out of memory");
+            goto fail;
+        }
+    }
     if (bs->config.dir[0] != '\0') {
         struct dns_conf dc = {bs->dns.nameservers.v, bs->dns.nameservers.n,
                               (uint64_t)bs->dns.min_refresh_ms,
@@ -1020,6 +1066,8 @@ void loop_free(struct loop *s)
         mq_drain(s->inbox);
     mq_free(s->inbox);
     admin_free(s->admin);
+    admin_free(s->metrics_port);
+    admin_free(s->ready_port);
     source_free(s->source);
     dns_cache_free(s->dns);
     jwks_cache_free(s->jwks);
@@ -1041,5 +1089,6 @@ void loop_free(struct loop *s)
     free(s->last_rebuild_error);
     free(s->workers);
     free(s->config_path);
+    series_table_free(s->metrics);
     free(s);
 }

@@ -36,6 +36,31 @@ static void wake(void (*fn)(void *), void *arg)
         fn(arg);
 }
 
+/* Follows the gRPC length prefixes through n written bytes. */
+static void grpc_scan(struct hpipe *p, const unsigned char *d, size_t n)
+{
+    while (n > 0) {
+        if (p->grpc_left > 0) {
+            size_t k = p->grpc_left < n ? (size_t)p->grpc_left : n;
+            p->grpc_left -= k;
+            d += k;
+            n -= k;
+            continue;
+        }
+        /* Byte 0 is the compressed flag; 1-4 the length. */
+        if (p->grpc_hdr > 0)
+            p->grpc_len = (p->grpc_len << 8) | *d;
+        d++;
+        n--;
+        if (++p->grpc_hdr == 5) {
+            p->grpc_msgs++;
+            p->grpc_left = p->grpc_len;
+            p->grpc_hdr = 0;
+            p->grpc_len = 0;
+        }
+    }
+}
+
 size_t hpipe_write(struct hpipe *p, const void *data, size_t n)
 {
     size_t take = hpipe_room(p);
@@ -51,6 +76,8 @@ size_t hpipe_write(struct hpipe *p, const void *data, size_t n)
         return 0;
     if (buf_append(&p->buf, data, take) < 0)
         return 0;
+    if (p->grpc_on)
+        grpc_scan(p, data, take);
     p->active_ms = clock_ms();
     /* Full now (even if everything fit): the producer will stop reading,
      * so the consumer must wake it once room returns. */
@@ -132,6 +159,7 @@ void hpipe_reset(struct hpipe *p)
     p->aborted = 0;
     p->was_full = 0;
     p->trailers.n = 0;
+    p->grpc_msgs = p->grpc_left = p->grpc_len = p->grpc_hdr = 0;
     buf_dispose(&p->kept);
     p->replay = 0;
     p->keeping = 0;

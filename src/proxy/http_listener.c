@@ -20,6 +20,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "core/series.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "event/logsink.h"
@@ -81,6 +82,8 @@ void http_listener_conf_unref(struct http_listener_conf *c)
     tls_holder_unref(c->tls);
     stats_block_unref(c->stats);
     afmt_free(c->alog_fmt);
+    series_labels_unref(c->metrics_src);
+    series_labels_unref(c->metrics_nodst);
     free(c->name);
     free(c);
 }

@@ -16,6 +16,8 @@
 
 struct event;
 struct event_base;
+struct series_labels;
+struct series_table;
 struct stats_block;
 struct tls_holder;
 struct router;
@@ -84,6 +86,12 @@ struct http_listener_conf {
      * (Envoy's stream_idle_timeout); 0: never. */
     uint64_t stream_idle_timeout_ms;
     struct stats_block *stats;
+    /* Istio's metrics (proxy/istio_metrics.h): the table (borrowed, it
+     * outlives every conf; NULL: off), the node's labels and those of a
+     * request that reaches no cluster (one reference each). */
+    struct series_table *metrics;
+    struct series_labels *metrics_src;
+    struct series_labels *metrics_nodst;
 };
 
 struct http_listener_conf *http_listener_conf_new(const char *name,

@@ -32,6 +32,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/series.h"
 #include "core/ascii.h"
 #include "core/clock.h"
 #include "core/host.h"
@@ -120,6 +121,7 @@ void l4_listener_conf_unref(struct l4_listener_conf *c)
         cluster_unref(c->clusters[i]);
     free(c->clusters);
     stats_block_unref(c->stats);
+    series_labels_unref(c->metrics_src);
     free(c->name);
     authz_unref(c->authz);
     http_listener_conf_unref(c->http);
@@ -392,6 +394,7 @@ static void lc_relay(struct l4_conn *lc, const struct l4_rule *rule,
             meta.up_alpn_len = sizeof(alpn_istio);
         }
         meta.cluster_stats = &cl->w[p->worker];
+        meta.metrics_dst = cl->metrics;
     }
     lc_end(lc, 0);
     l4_relay_start(&p->relay, &lc->c, &lc->peer, lc->peerlen,

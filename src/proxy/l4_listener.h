@@ -108,6 +108,7 @@ struct l4_listener_conf {
      * routes, its own AuthorizationPolicy checks per request), which each
      * worker runs without a socket of its own. One reference; NULL: none. */
     struct http_listener_conf *http;
+    struct series_labels *metrics_src; /* one reference; relay borrows it */
 };
 
 struct l4_listener_conf *l4_listener_conf_new(const char *name,

@@ -26,6 +26,7 @@
 #include "event/timer.h"
 #include "net/conn.h"
 #include "net/sock.h"
+#include "proxy/istio_metrics.h"
 #include "proxy/l4_relay.h"
 #include "proxy/stats.h"
 #include "tls/tls.h"
@@ -69,6 +70,11 @@ struct tcp_session {
     const uint8_t *up_alpn;    /* borrowed */
     size_t up_alpn_len;
     struct cluster_counters *cstats; /* NULL: no cluster */
+    /* Istio's TCP series of the session while it lives (bytes are added
+     * as they move, so a scrape sees a long connection's traffic before
+     * it ends), and the cluster's labels; NULL: metrics off. */
+    struct series *ms;
+    struct series_labels *mdst;
     struct buf d2u, u2d;
     uint64_t start_ms, last_ms;
     uint64_t bytes_in, bytes_out, up_in, up_out;
@@ -160,6 +166,17 @@ static void session_close(struct tcp_session *s, const char *reason)
     buf_dispose(&s->u2d);
     if (r->p.access_log)
         session_log(s, clock_ms());
+    if (s->ms != NULL) {
+        /* Closed under the flags it ended with, as Istio's last report. */
+        const char *fl = end_flags(reason);
+        struct series *m =
+            fl[0] == '-' ? s->ms
+                         : istio_tcp_series(&r->p.metrics->shards[r->worker],
+                                            r->p.metrics_src, s->mdst, fl);
+        if (m != NULL)
+            series_add(m, SERIES_TCP_CLOSED, 1);
+        s->ms = NULL;
+    }
     STAT_ADD(&rshard(r)->listener, closed, 1);
     r->active--;
     list_del(&s->link);
@@ -211,6 +228,8 @@ static void flush_down(struct tcp_session *s)
     }
     bufpool_drain(&s->r->pool, &s->u2d);
     STAT_ADD(&rshard(s->r)->relay, bytes_out, s->bytes_out - before);
+    if (s->ms != NULL)
+        series_add(s->ms, SERIES_TCP_SENT, s->bytes_out - before);
     if (s->u_eof && buf_len(&s->u2d) == 0 && !s->d_shut) {
         s->down.ops->shutdown(&s->down);
         s->d_shut = 1;
@@ -253,6 +272,8 @@ static int side_read(struct tcp_session *s, int up)
             } else {
                 s->bytes_in += (uint64_t)n;
                 STAT_ADD(&rshard(s->r)->relay, bytes_in, (uint64_t)n);
+                if (s->ms != NULL)
+                    series_add(s->ms, SERIES_TCP_RECEIVED, (uint64_t)n);
             }
             if (c->tls == NULL && (size_t)n < room)
                 break;
@@ -565,6 +586,13 @@ void l4_relay_start(struct l4_relay *r, struct conn *down,
         s->up_alpn = meta->up_alpn;
         s->up_alpn_len = meta->up_alpn_len;
         s->cstats = meta->cluster_stats;
+        s->mdst = meta->metrics_dst;
+    }
+    if (r->p.metrics != NULL) {
+        s->ms = istio_tcp_series(&r->p.metrics->shards[r->worker],
+                                 r->p.metrics_src, s->mdst, "-");
+        if (s->ms != NULL)
+            series_add(s->ms, SERIES_TCP_OPENED, 1);
     }
     if (peer == NULL || peer->ss_family != AF_UNIX)
         setsockopt(s->down.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

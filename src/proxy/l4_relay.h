@@ -14,6 +14,8 @@ struct cluster_counters;
 struct event;
 struct event_base;
 struct stats_block;
+struct series_labels;
+struct series_table;
 struct sockaddr_storage;
 struct ssl_ctx_st;
 
@@ -33,6 +35,10 @@ struct l4_relay_params {
     uint64_t idle_timeout_ms;
     size_t buffer_size;
     int access_log;
+    /* Istio's TCP metrics: the table (NULL: off) and the node's labels,
+     * both borrowed from the conf. */
+    struct series_table *metrics;
+    struct series_labels *metrics_src;
 };
 
 struct l4_relay {
@@ -85,6 +91,9 @@ struct l4_relay_meta {
     /* The destination cluster's counters of this worker (connections,
      * failures); NULL: none. Must outlive the session. */
     struct cluster_counters *cluster_stats;
+    /* The destination cluster's metric labels (borrowed like the
+     * cluster's name); NULL: unknown. */
+    struct series_labels *metrics_dst;
 };
 
 /*

@@ -22,6 +22,7 @@
 #include "event/logsink.h"
 #include "event/timer.h"
 #include "http/access_format.h"
+#include "proxy/istio_metrics.h"
 #include "proxy/pipeline-int.h"
 #include "tls/tls.h"
 #include "upstream/hash.h"
@@ -258,6 +259,68 @@ static void access_log(struct pstream *ps)
         strait_log(ps);
 }
 
+static int is_grpc(const struct hstream *s);
+
+/* The bytes of a head as Envoy's HeaderMap::byteSize() counts them:
+ * names and values, pseudo-headers included. */
+static uint64_t fields_bytes(const struct http_fields *f)
+{
+    uint64_t n = 0;
+
+    for (size_t i = 0; i < f->n; i++)
+        n += f->v[i].name.n + f->v[i].value.n;
+    return n;
+}
+
+static int grpc_status_of(const struct hstream *s)
+{
+    const struct http_field *g =
+        http_fields_get(&s->resp_body.trailers, "grpc-status");
+    int v = 0;
+
+    if (g == NULL) /* a trailers-only answer has it in the head */
+        g = http_fields_get(&s->resp.fields, "grpc-status");
+    if (g == NULL || g->value.n == 0 || g->value.n > 3)
+        return -1;
+    for (size_t i = 0; i < g->value.n; i++) {
+        if (g->value.p[i] < '0' || g->value.p[i] > '9')
+            return -1;
+        v = v * 10 + (g->value.p[i] - '0');
+    }
+    return v;
+}
+
+/* Istio's standard metrics of the request (reporter source). */
+static void record_metrics(struct pstream *ps)
+{
+    const struct http_listener_conf *conf = ps->l->conf;
+    struct hstream *s = ps->s;
+    struct series_labels *dst = NULL;
+    const struct http_request *rq = &s->req;
+    struct istio_http_sample x;
+
+    if (ps->cluster >= 0)
+        dst = http_cluster(ps->wr, ps->cluster)->metrics;
+    if (dst == NULL)
+        dst = conf->metrics_nodst;
+    x.authority = rq->authority;
+    x.grpc = is_grpc(s);
+    x.code = s->resp.status;
+    x.grpc_status = x.grpc ? grpc_status_of(s) : -1;
+    x.flags = s->flags;
+    x.duration_ms = clock_ms() - s->start_ms;
+    x.req_bytes = fields_bytes(&rq->fields) + s->bytes_in + rq->method.n +
+                  rq->path.n + rq->authority.n + rq->scheme.n +
+                  sizeof(":method:path:authority:scheme") - 1;
+    x.resp_bytes = fields_bytes(&s->resp.fields) +
+                   fields_bytes(&s->resp_body.trailers) + s->bytes_out +
+                   sizeof(":status") - 1 + 3;
+    x.req_msgs = s->req_body.grpc_msgs;
+    x.resp_msgs = s->resp_body.grpc_msgs;
+    istio_http_record(&conf->metrics->shards[ps->l->worker], conf->metrics_src,
+                      dst, &x);
+}
+
 /* Both sides are finished with the stream: log it and let it go. */
 void pstream_maybe_end(struct pstream *ps)
 {
@@ -303,6 +366,8 @@ void pstream_maybe_end(struct pstream *ps)
         return;
     }
     count_status(ps, s->resp.status);
+    if (ps->l->conf->metrics != NULL)
+        record_metrics(ps);
     if (ps->l->conf->access_log)
         access_log(ps);
     http_listener_unpin(ps->l, ps->wr);
@@ -761,6 +826,10 @@ static void on_request(void *ctx, struct hstream *s)
     if (l->conf->stream_idle_timeout_ms > 0)
         timer_arm(&ps->idle, l->conf->stream_idle_timeout_ms);
     ps->cluster = -1;
+    if (l->conf->metrics != NULL && is_grpc(s)) {
+        hpipe_count_grpc(&s->req_body);
+        hpipe_count_grpc(&s->resp_body);
+    }
     ps->wr = http_listener_pin(l);
     if (hc->conn.tls != NULL && pstream_misdirected(ps))
         return;

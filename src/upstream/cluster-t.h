@@ -19,6 +19,7 @@ struct addr;
 struct balancer_alias;
 struct lb_hash;
 struct outlier;
+struct series_labels;
 struct ssl_ctx_st;
 
 /* Per-worker counters of a cluster; see core/stats.h for the rules. */
@@ -108,6 +109,9 @@ struct cluster {
     int implicit;
     struct lb_hash *hash; /* CLUSTER_LB_HASH: ring or table; owned */
     struct outlier *od;   /* outlierDetection; NULL: none; owned */
+    /* The destination_* labels of Istio's metrics for this cluster (its
+     * registry entry), one reference; NULL: all unknown. */
+    struct series_labels *metrics;
     int nworkers;
     struct cluster_counters *w; /* nworkers shards */
 };

@@ -6,6 +6,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/series.h"
 #include "core/stats.h"
 #include "upstream/balancer.h"
 #include "upstream/cluster.h"
@@ -149,6 +150,7 @@ void cluster_unref(struct cluster *c)
     free(c->w);
     lb_hash_free(c->hash);
     outlier_free(c->od);
+    series_labels_unref(c->metrics);
     SSL_CTX_free(c->tls);
     free(c->sni);
     drop_weights(c);

@@ -29,6 +29,7 @@
 #include <event2/event.h>
 
 #include "admin/admin.h"
+#include "core/series.h"
 #include "upstream/cluster.h"
 #include "upstream/outlier.h"
 #include "core/addr.h"
@@ -144,9 +145,14 @@ static void fake_dispose(struct fake *k)
 
 static struct admin_ops fake_ops(struct fake *k)
 {
-    struct admin_ops ops = {
-        k,         fake_status, fake_listeners, fake_clusters, fake_config_json,
-        fake_quit, fake_reload};
+    struct admin_ops ops = {k,
+                            fake_status,
+                            fake_listeners,
+                            fake_clusters,
+                            fake_config_json,
+                            fake_quit,
+                            fake_reload,
+                            NULL};
     return ops;
 }
 
@@ -921,12 +927,70 @@ static void zero_status(void *arg, struct admin_status *out)
     memset(out, 0, sizeof(*out));
 }
 
+/* Istio's metrics: every worker's series of one label set summed into
+ * one sample, histograms cumulative on Envoy's bounds with _sum and
+ * _count, TCP series only in the TCP families, the overflow counted. */
+static void test_render_istio(void **state)
+{
+    struct series_table *t = series_table_new(2, 1);
+    struct series_labels *src = series_labels_new("reporter=\"source\"", 17, 0);
+    const char *http = "request_protocol=\"http\",response_code=\"200\"";
+    const char *tcp = "request_protocol=\"tcp\"";
+    struct series *s0, *s1, *tc;
+    struct buf b;
+    const char *out;
+
+    (void)state;
+    s0 = series_get(&t->shards[0], src, NULL, http, strlen(http));
+    s1 = series_get(&t->shards[1], src, NULL, http, strlen(http));
+    series_add(s0, SERIES_REQUESTS, 2);
+    series_add(s1, SERIES_REQUESTS, 3);
+    series_observe(s0, SERIES_DURATION, 3);
+    series_observe(s1, SERIES_DURATION, 700);
+    /* Each worker's table has its own bound (1 here): both are full. */
+    assert_null(series_get(&t->shards[1], src, NULL, tcp, strlen(tcp)));
+    assert_null(series_get(&t->shards[0], src, NULL, tcp, strlen(tcp)));
+    series_table_free(t);
+    t = series_table_new(1, 4);
+    s0 = series_get(&t->shards[0], src, NULL, http, strlen(http));
+    series_add(s0, SERIES_REQUESTS, 5);
+    series_observe(s0, SERIES_DURATION, 3);
+    series_observe(s0, SERIES_DURATION, 700);
+    tc = series_get(&t->shards[0], src, NULL, tcp, strlen(tcp));
+    series_add(tc, SERIES_TCP_SENT, 42);
+    t->shards[0].overflow = 3;
+    buf_init(&b, 1 << 20);
+    admin_render_istio(t, &b);
+    out = buf_cstr(&b);
+    assert_non_null(strstr(out, "# TYPE istio_requests_total counter\n"
+                                "istio_requests_total{reporter=\"source\","
+                                "request_protocol=\"http\",response_code="
+                                "\"200\"} 5\n"));
+    assert_non_null(strstr(out, "# TYPE istio_request_duration_milliseconds "
+                                "histogram\n"));
+    assert_non_null(strstr(out, "response_code=\"200\",le=\"0.5\"} 0\n"));
+    assert_non_null(strstr(out, "response_code=\"200\",le=\"5\"} 1\n"));
+    assert_non_null(strstr(out, "response_code=\"200\",le=\"1000\"} 2\n"));
+    assert_non_null(strstr(out, "response_code=\"200\",le=\"+Inf\"} 2\n"));
+    assert_non_null(strstr(out, "istio_request_duration_milliseconds_sum{"
+                                "reporter=\"source\",request_protocol=\"http"
+                                "\",response_code=\"200\"} 703\n"));
+    assert_non_null(strstr(out, "istio_tcp_sent_bytes_total{reporter=\"source"
+                                "\",request_protocol=\"tcp\"} 42\n"));
+    assert_null(strstr(out, "istio_requests_total{reporter=\"source\","
+                            "request_protocol=\"tcp\""));
+    assert_non_null(strstr(out, "\nstrait_istio_series_overflow_total 3\n"));
+    buf_dispose(&b);
+    series_table_free(t);
+    series_labels_unref(src);
+}
+
 /* Cluster counters are summed over workers in both renderings. */
 static void test_render_clusters(void **state)
 {
-    struct admin_ops ops = {NULL,          zero_status,      no_listeners,
-                            real_clusters, fake_config_json, fake_quit,
-                            fake_reload};
+    struct admin_ops ops = {
+        NULL,      zero_status, no_listeners, real_clusters, fake_config_json,
+        fake_quit, fake_reload, NULL};
     struct addr a;
     const char *why;
     struct buf b;
@@ -964,9 +1028,9 @@ static void test_render_clusters(void **state)
  * many times it was. */
 static void test_render_outlier_detection(void **state)
 {
-    struct admin_ops ops = {NULL,          zero_status,      no_listeners,
-                            real_clusters, fake_config_json, fake_quit,
-                            fake_reload};
+    struct admin_ops ops = {
+        NULL,      zero_status, no_listeners, real_clusters, fake_config_json,
+        fake_quit, fake_reload, NULL};
     struct outlier_conf oc;
     struct addr a[2];
     const char *why;
@@ -1085,6 +1149,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_host_and_origin_policy),
         cmocka_unit_test(test_render_clusters),
+        cmocka_unit_test(test_render_istio),
         cmocka_unit_test(test_render_outlier_detection),
         cmocka_unit_test_setup_teardown(test_render_stats, setup_render,
                                         teardown_render),
