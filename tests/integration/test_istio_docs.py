@@ -90,6 +90,9 @@ class Httpbin(http.server.BaseHTTPRequestHandler):
         elif parts[0] == "delay":
             time.sleep(float(parts[1]))
             self.answer(200, b"{}")
+        elif parts[0] in ("ip", "post"):
+            self.answer(200, json.dumps({"origin": self.client_address[0]})
+                        .encode())
         elif parts[0] == "hello":
             self.answer(200, b"Hello version: v1, instance: helloworld-v1\n",
                         "text/plain")
@@ -97,6 +100,7 @@ class Httpbin(http.server.BaseHTTPRequestHandler):
             self.answer(404, b"", "text/plain")
 
     do_HEAD = do_GET
+    do_POST = do_GET
 
     def log_message(self, *a):
         pass
@@ -144,18 +148,21 @@ spec:
 
 
 class Node:
-    """strait with conf.d and credentials.dir in tmp_path, the node
-    labelled as Istio's ingress gateway."""
+    """strait with conf.d and credentials.dir in tmp_path; the node
+    (bootstrap node: keys) labelled as Istio's ingress gateway unless
+    node says otherwise."""
 
-    def __init__(self, strait_factory, tmp_path, workers=2):
+    def __init__(self, strait_factory, tmp_path, workers=2,
+                 node="labels: {istio: ingressgateway, app: istio-ingressgateway}",
+                 extra=""):
         self.conf = tmp_path / "conf.d"
         self.creds = tmp_path / "credentials"
         self.conf.mkdir()
         self.creds.mkdir()
         self.st = strait_factory(workers=workers, extra=(
-            "node: {labels: {istio: ingressgateway, app: istio-ingressgateway}}\n"
+            f"node: {{{node}}}\n"
             f"config: {{dir: \"{self.conf}\", debounce: 20ms}}\n"
-            f"credentials: {{dir: \"{self.creds}\"}}\n"))
+            f"credentials: {{dir: \"{self.creds}\"}}\n{extra}"))
 
     def apply(self, src, name=None, ns=None, subst=None):
         """kubectl apply -f src [-n ns]: the file, unchanged but for the
@@ -529,6 +536,184 @@ def test_authz_ingress_ip_allow_and_deny(node, backends):
     node.apply(DOCS / "authz-ingress" / "deny-client-ip.yaml", "policy.yaml",
                subst=ip)
     wait_code(403, url, what="the deny list with the client")
+
+
+# -- traffic-management/egress/egress-gateway ----------------------------------
+
+class Cnn(http.server.BaseHTTPRequestHandler):
+    """edition.cnn.com over plain HTTP: the redirect the task shows."""
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        self.wfile.write(b"HTTP/1.1 301 Moved Permanently\r\n"
+                         b"location: https://edition.cnn.com" + self.path.encode()
+                         + b"\r\ncontent-length: 0\r\n\r\n")
+
+    def log_message(self, *a):
+        pass
+
+
+class Remote(http.server.ThreadingHTTPServer):
+    """A remote host on 127.0.0.2, on the port the task's ServiceEntry
+    names. strait's Gateway listens on 0.0.0.0 at the same port: both
+    sockets share it by SO_REUSEPORT, and a connection to 127.0.0.2 goes
+    to the socket bound to that address."""
+    allow_reuse_port = True
+
+
+def remote(handler, port, tls=None):
+    srv = Remote(("127.0.0.2", port), handler)
+    if tls is not None:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(*tls)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+@pytest.fixture
+def egress(netns, strait_factory, tmp_path):
+    """The node is Istio's egress gateway (istio: egressgateway); names
+    resolve through a DNS server on loopback that puts edition.cnn.com
+    on 127.0.0.2."""
+    from test_dns import DNSServer
+    dns = DNSServer(ttl=60)
+    dns.records["edition.cnn.com"] = ["127.0.0.2"]
+    dns.records["www.wikipedia.org"] = ["127.0.0.2"]
+    yield Node(strait_factory, tmp_path, node="labels: {istio: egressgateway}",
+               extra=f"dns: {{nameservers: [\"127.0.0.1:{dns.port}\"]}}\n")
+    dns.stop()
+
+
+def test_egress_gateway_http(egress):
+    """HTTP to edition.cnn.com through the egress gateway: the sidecar's
+    rule (gateways: mesh) is not the gateway's and is ignored; the
+    gateway's sends the request on to edition.cnn.com:80, whose 301 to
+    https comes back, and the gateway's log and counters show it."""
+    node = egress
+    srv = remote(Cnn, 80)
+    try:
+        node.apply(DOCS / "egress-gateway" / "http-serviceentry.yaml")
+        node.apply(DOCS / "egress-gateway" / "http-gateway.yaml")
+        node.apply(DOCS / "egress-gateway" / "http-virtualservice.yaml")
+        node.start()
+        # What the sidecar sends to the egress gateway: the request for
+        # edition.cnn.com, on the gateway's port 80.
+        wait_code(301, "-D", "-", "-HHost:edition.cnn.com",
+                  "http://127.0.0.1:80/politics", what="the 301 from cnn")
+        code, out = curl("-D", "-", "-HHost:edition.cnn.com",
+                         "http://127.0.0.1:80/politics")
+        assert "location: https://edition.cnn.com/politics" in out, out
+        stats = node.st.stats()
+        assert stats["cluster.edition.cnn.com||80.upstream_rq_total"] >= 1
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_egress_gateway_https_passthrough(egress, tmp_path):
+    """HTTPS to edition.cnn.com through the egress gateway, passed through
+    by SNI: the client sees edition.cnn.com's own certificate."""
+    node = egress
+    c = example_certs(tmp_path / "certs", "edition.cnn.com")
+    srv = remote(Nginx, 443, tls=c["edition.cnn.com"])
+    try:
+        node.apply(DOCS / "egress-gateway" / "https-serviceentry.yaml")
+        node.apply(DOCS / "egress-gateway" / "https-gateway.yaml")
+        node.start()
+        args = ("-v", "--resolve", "edition.cnn.com:443:127.0.0.1", "--cacert",
+                c["example.com"][0], "https://edition.cnn.com:443/politics")
+        wait_code(200, *args, what="edition.cnn.com through the gateway")
+        code, out = curl(*args)
+        assert "CN=edition.cnn.com" in out and "SSL certificate verify ok" in out
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+# -- traffic-management/egress/wildcard-egress-hosts ---------------------------
+
+class Wikipedia(http.server.BaseHTTPRequestHandler):
+    """www.wikipedia.org, serving every language by its Host."""
+    protocol_version = "HTTP/1.1"
+    titles = {"en.wikipedia.org": "Wikipedia, the free encyclopedia",
+              "de.wikipedia.org": "Wikipedia \u2013 Die freie Enzyklop\u00e4die"}
+
+    def do_GET(self):
+        title = self.titles.get(self.headers.get("host"), "?")
+        body = f"<title>{title}</title>\n".encode()
+        self.wfile.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s"
+                         % (len(body), body))
+
+    def log_message(self, *a):
+        pass
+
+
+def test_wildcard_egress_hosts(egress, tmp_path):
+    """*.wikipedia.org through the egress gateway by SNI, every name to
+    the one host www.wikipedia.org: en. and de. both answer, over two
+    connections to www.wikipedia.org's cluster."""
+    node = egress
+    c = example_certs(tmp_path / "certs", "*.wikipedia.org")
+    srv = remote(Wikipedia, 443, tls=c["*.wikipedia.org"])
+    try:
+        node.apply(DOCS / "wildcard-egress-hosts" / "egress-gateway.yaml")
+        node.apply(DOCS / "wildcard-egress-hosts" / "www-wikipedia-serviceentry.yaml")
+        node.start()
+        ca = c["example.com"][0]
+        en = ("--resolve", "en.wikipedia.org:443:127.0.0.1", "--cacert", ca,
+              "https://en.wikipedia.org:443/wiki/Main_Page")
+        wait_code(200, *en, what="en.wikipedia.org through the gateway")
+        before = node.st.stats()["cluster.www.wikipedia.org||443.upstream_cx_total"]
+        code, out = curl(*en)
+        assert "<title>Wikipedia, the free encyclopedia</title>" in out
+        code, out = curl("--resolve", "de.wikipedia.org:443:127.0.0.1",
+                         "--cacert", ca,
+                         "https://de.wikipedia.org:443/wiki/Wikipedia:Hauptseite")
+        assert "<title>Wikipedia \u2013 Die freie Enzyklop\u00e4die</title>" in out
+        assert node.st.stats()["cluster.www.wikipedia.org||443.upstream_cx_total"] \
+            == before + 2
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+# -- security/authorization/authz-deny ------------------------------------------
+
+def test_authz_deny_at_a_node_fronting_httpbin(netns, strait_factory, tmp_path,
+                                               backends):
+    """The task's policies select the httpbin workload (app: httpbin in
+    foo). A node that stands in front of httpbin takes them on by wearing
+    its namespace and labels; then, as the task shows: GET is denied, POST
+    is not; with the x-token condition only a non-admin GET is denied;
+    with allow-path-ip, /ip is allowed to admin only (the DENY comes
+    first) and every other path is denied."""
+    node = Node(strait_factory, tmp_path,
+                node="namespace: foo, labels: {app: httpbin, istio: ingressgateway}")
+    node.add("vm-node.yaml", service_entry("httpbin", "foo", 8000,
+                                           [(None, backends())]))
+    node.apply(SAMPLES / "httpbin" / "httpbin-gateway.yaml", ns="foo")
+    node.start()
+    base = "http://127.0.0.1:80"
+
+    def code(path, method="GET", token=None):
+        args = ["-X", method, base + path]
+        if token is not None:
+            args += ["-H", f"x-token: {token}"]
+        return curl(*args)[0]
+
+    assert code("/ip") == 200
+    node.apply(DOCS / "authz-deny" / "deny-method-get.yaml", "deny.yaml")
+    wait_code(403, base + "/get", what="GET denied")
+    assert code("/post", "POST") == 200
+    node.apply(DOCS / "authz-deny" / "deny-method-get-not-admin.yaml", "deny.yaml")
+    wait_code(200, "-H", "x-token: admin", base + "/get", what="admin's GET")
+    assert code("/get", token="guest") == 403
+    node.apply(DOCS / "authz-deny" / "allow-path-ip.yaml")
+    wait_code(403, "-H", "x-token: admin", base + "/get",
+              what="only /ip allowed")
+    assert code("/ip", token="guest") == 403
+    assert code("/ip", token="admin") == 200
 
 
 # -- tasks whose rules are for sidecars -----------------------------------------
