@@ -25,6 +25,7 @@
 #include "config/bootstrap.h"
 #include "config/conf.h"
 #include "config/analyze.h"
+#include "config/res-k8s.h"
 #include "core/buf.h"
 #include "control/ca/ca_cli.h"
 #include "control/ca/ca_node.h"
@@ -222,10 +223,18 @@ static int cmd_reference(int argc, char **argv)
 {
     struct buf b;
 
-    (void)argv;
+    if (argc > 1 && strcmp(argv[1], "kubernetes") == 0 && argc == 2) {
+        buf_init(&b, 1024 * 1024);
+        res_k8s_reference(&b);
+        fwrite(buf_ptr(&b), 1, buf_len(&b), stdout);
+        buf_dispose(&b);
+        return EXIT_OK;
+    }
     if (argc > 1) {
-        printf("usage: strait reference\n\nLists every bootstrap key: path, "
-               "type, default and help, tab-separated.\n");
+        printf("usage: strait reference [kubernetes]\n\nLists every "
+               "bootstrap key (or, with kubernetes, every key of the "
+               "Kubernetes kinds strait reads): path, type, default and "
+               "help, tab-separated.\n");
         return strcmp(argv[1], "--help") == 0 ? EXIT_OK : EXIT_USAGE;
     }
     buf_init(&b, 1024 * 1024);

@@ -371,7 +371,7 @@ static void collect(const struct istio_clusters *t, const char *host,
         const struct res_se_port *sp = NULL;
         int dns;
 
-        if (r->kind != RES_SERVICE_ENTRY)
+        if (!res_is_service(r))
             continue;
         se = res_service_entry(r);
         if ((node_ns != NULL && !res_visible(r, &se->export_to, node_ns)) ||
@@ -909,7 +909,7 @@ static int host_registered(const struct istio_clusters *t, const char *host)
     for (size_t i = 0; i < set->n; i++) {
         const struct resource *r = set->v[i];
 
-        if (r->kind == RES_SERVICE_ENTRY) {
+        if (res_is_service(r)) {
             const struct res_service_entry *se = res_service_entry(r);
             if (t->node_ns != NULL &&
                 !res_visible(r, &se->export_to, t->node_ns))

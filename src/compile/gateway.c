@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "config/bootstrap.h"
+#include "config/res-k8s.h"
 #include "config/resource.h"
 #include "core/buf.h"
 #include "core/err.h"
@@ -230,14 +231,77 @@ static uint16_t tls_version_of(int v)
  * reads the key ca.crl from the secret that holds ca.crt), used when it
  * is there.
  */
-static int server_tls(const struct bootstrap *bs, const char *gname,
-                      const struct res_gw_server *sv, struct gw_tls *out,
-                      char **err)
+/*
+ * A credentialName that names a Secret of the Gateway's namespace (type
+ * kubernetes.io/tls or Opaque) is read from it, as istiod reads one: the
+ * certificate and key from it, for MUTUAL the CA bundle from it or else
+ * from the Secret NAME-cacert, and the CRL from the Secret that holds the
+ * CA. The credentials directory is not consulted for that name then: a
+ * Secret in the configuration wins over files of the same name. The
+ * control loop has made each value a file (res_secret_set_path()).
+ * Returns 1 when a Secret was used, 0 when there is none, -1 with *err.
+ */
+static int secret_tls(const struct resource_set *set, const char *gw_ns,
+                      const char *gname, const struct res_gw_server *sv,
+                      struct gw_tls *out, char **err)
+{
+    const struct res_gw_tls *t = &sv->tls;
+    const struct resource *r, *car;
+    const struct res_k8s_secret *s, *ca;
+    char cacert[300];
+
+    if (set == NULL || t->credential_name == NULL ||
+        t->credential_name[0] == '\0' ||
+        (r = res_k8s_find_secret(set, gw_ns, t->credential_name)) == NULL)
+        return 0;
+    s = res_k8s_secret(r);
+    if (s->path[RES_SECRET_CERT] == NULL || s->path[RES_SECRET_KEY] == NULL)
+        return err_set(err,
+                       "Gateway %s: port %" PRId64 ": Secret %s/%s has no "
+                       "tls.crt and tls.key (or cert and key)",
+                       gname, sv->port.number, gw_ns, t->credential_name);
+    out->cert = xstrdup(s->path[RES_SECRET_CERT]);
+    out->key = xstrdup(s->path[RES_SECRET_KEY]);
+    if (out->cert == NULL || out->key == NULL)
+        return err_set(err, "out of memory");
+    if (t->mode != RES_GW_TLS_MUTUAL && t->mode != RES_GW_TLS_OPTIONAL_MUTUAL)
+        return 1;
+    if (t->ca_certificates != NULL && t->ca_certificates[0] != '\0')
+        return 1; /* caCertificates, as for files: the caller's */
+    ca = s;
+    if (ca->path[RES_SECRET_CA] == NULL) {
+        snprintf(cacert, sizeof(cacert), "%s-cacert", t->credential_name);
+        car = res_k8s_find_secret(set, gw_ns, cacert);
+        ca = car != NULL ? res_k8s_secret(car) : NULL;
+        if (ca == NULL || ca->path[RES_SECRET_CA] == NULL)
+            return err_set(err,
+                           "Gateway %s: port %" PRId64 ": tls mode %s: "
+                           "Secret %s/%s has no ca.crt (nor cacert), and "
+                           "there is no Secret %s/%s with one",
+                           gname, sv->port.number,
+                           t->mode == RES_GW_TLS_MUTUAL ? "MUTUAL"
+                                                        : "OPTIONAL_MUTUAL",
+                           gw_ns, t->credential_name, gw_ns, cacert);
+    }
+    if ((out->ca = xstrdup(ca->path[RES_SECRET_CA])) == NULL)
+        return err_set(err, "out of memory");
+    if ((t->ca_crl == NULL || t->ca_crl[0] == '\0') &&
+        ca->path[RES_SECRET_CRL] != NULL &&
+        (out->crl = xstrdup(ca->path[RES_SECRET_CRL])) == NULL)
+        return err_set(err, "out of memory");
+    return 1;
+}
+
+static int server_tls(const struct bootstrap *bs,
+                      const struct resource_set *set, const char *gw_ns,
+                      const char *gname, const struct res_gw_server *sv,
+                      struct gw_tls *out, char **err)
 {
     const struct res_gw_tls *t = &sv->tls;
     const char *dir = bs->credentials.dir;
     int has_cred = t->credential_name != NULL &&
                    t->credential_name[0] != '\0' && dir[0] != '\0';
+    int rc;
 
     out->mode = t->mode;
     /* Versions and suites apply to every terminating mode (the config
@@ -268,6 +332,16 @@ static int server_tls(const struct bootstrap *bs, const char *gname,
     if (t->server_certificate != NULL && t->server_certificate[0] != '\0') {
         out->cert = xstrdup(t->server_certificate);
         out->key = xstrdup(t->private_key);
+    } else if ((rc = secret_tls(set, gw_ns, gname, sv, out, err)) != 0) {
+        if (rc < 0)
+            return -1;
+        /* The Secret gave all but, perhaps, caCertificates and caCrl. */
+        has_cred = 0;
+        if (t->mode != RES_GW_TLS_MUTUAL &&
+            t->mode != RES_GW_TLS_OPTIONAL_MUTUAL)
+            return 0;
+        if (out->ca != NULL)
+            goto verify;
     } else if (has_cred) {
         if (asprintf(&out->cert, "%s/%s/tls.crt", dir, t->credential_name) <
                 0 ||
@@ -318,6 +392,7 @@ static int server_tls(const struct bootstrap *bs, const char *gname,
                        t->mode == RES_GW_TLS_MUTUAL ? "MUTUAL"
                                                     : "OPTIONAL_MUTUAL");
     }
+verify:
     if (t->ca_crl != NULL && t->ca_crl[0] != '\0' &&
         (out->crl = xstrdup(t->ca_crl)) == NULL)
         return err_set(err, "out of memory");
@@ -458,7 +533,8 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
             srv->tls.mode = sv->tls.mode;
             if (mode == GW_MODE_HTTPS || mode == GW_MODE_TLS_TCP) {
                 g->tls = 1;
-                if (server_tls(bs, gname, sv, &srv->tls, err) < 0)
+                if (server_tls(bs, set, r->meta.ns, gname, sv, &srv->tls, err) <
+                    0)
                     goto fail;
             }
             if (mesh_tls) {

@@ -144,6 +144,8 @@ static int l4_reads(const struct resource *r, int shared)
     case RES_DESTINATION_RULE:
     case RES_SERVICE_ENTRY:
     case RES_WORKLOAD_ENTRY:
+    case RES_SERVICE:
+    case RES_ENDPOINT_SLICE:
     case RES_AUTHORIZATION_POLICY:
     case RES_PEER_AUTHENTICATION:
         return 1;
@@ -334,6 +336,8 @@ static int routes_read(const struct resource *r, const struct gw_listener *g)
     case RES_DESTINATION_RULE:
     case RES_SERVICE_ENTRY:
     case RES_WORKLOAD_ENTRY:
+    case RES_SERVICE:
+    case RES_ENDPOINT_SLICE:
     case RES_AUTHORIZATION_POLICY:
     case RES_REQUEST_AUTHENTICATION:
     case RES_PEER_AUTHENTICATION:

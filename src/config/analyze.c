@@ -148,7 +148,7 @@ static void collect_services(struct actx *a)
 
     for (size_t i = 0; i < a->set->n; i++) {
         const struct resource *r = a->set->v[i];
-        if (r->kind == RES_SERVICE_ENTRY) {
+        if (res_is_service(r)) {
             const struct res_service_entry *se = res_service_entry(r);
             for (size_t j = 0; j < se->hosts.n; j++) {
                 fqdn(a, r, se->hosts.v[j], h);

@@ -12,12 +12,27 @@
 
 #include "config/resource-t.h"
 
+struct buf;
+
 /* What a check reports to. */
 struct res_check {
     struct res_msgs *msgs;
     const struct resource *r;
     const char *resource; /* "Kind ns/name" */
     int nerr;
+};
+
+struct res_kind_ext {
+    /* The spec's keys are the document's own top-level keys (a Secret's
+     * data, an EndpointSlice's endpoints). */
+    int toplevel;
+    /* The spec may be left out (a Namespace). */
+    int optional_spec;
+    /* Frees what check or link added beyond the table; NULL: nothing. */
+    void (*dispose)(void *spec);
+    /* Writes the spec as JSON instead of the table (a Secret's values
+     * are never shown); NULL: conf_to_json(). */
+    void (*json)(struct buf *b, const struct resource *r);
 };
 
 struct res_kind_ops {
@@ -35,6 +50,15 @@ extern const struct res_kind_ops res_workload_entry_ops;
 extern const struct res_kind_ops res_authorization_policy_ops;
 extern const struct res_kind_ops res_peer_authentication_ops;
 extern const struct res_kind_ops res_request_authentication_ops;
+extern const struct res_kind_ops res_k8s_service_ops;
+extern const struct res_kind_ops res_k8s_endpoint_slice_ops;
+extern const struct res_kind_ops res_k8s_secret_ops;
+extern const struct res_kind_ops res_k8s_namespace_ops;
+/* What the Kubernetes kinds need beyond their ops. */
+extern const struct res_kind_ext res_k8s_service_ext;
+extern const struct res_kind_ext res_k8s_endpoint_slice_ext;
+extern const struct res_kind_ext res_k8s_secret_ext;
+extern const struct res_kind_ext res_k8s_namespace_ext;
 
 /* The key table of a WorkloadEntry spec, also the element of a
  * ServiceEntry's endpoints. */

@@ -29,6 +29,10 @@ enum res_kind {
     RES_AUTHORIZATION_POLICY, /* security.istio.io from here */
     RES_PEER_AUTHENTICATION,
     RES_REQUEST_AUTHENTICATION,
+    RES_SERVICE, /* Kubernetes kinds from here (res-k8s.c) */
+    RES_ENDPOINT_SLICE,
+    RES_SECRET,
+    RES_NAMESPACE,
     RES_KIND_COUNT,
 };
 
@@ -671,6 +675,116 @@ struct res_request_authentication {
     struct conf_list jwt_rules; /* struct res_jwt_rule */
     struct conf_mark target_ref;
     struct conf_mark target_refs;
+};
+
+/* --- Kubernetes: v1 Service, Secret, Namespace; discovery.k8s.io/v1
+ * EndpointSlice (res-k8s.c) ------------------------------------------- */
+
+/* A Service port's targetPort: a number, or the name of a container port
+ * (name[0] set), which only an EndpointSlice's ports resolve. */
+struct res_k8s_target_port {
+    int64_t number;
+    char name[64];
+};
+
+enum res_k8s_l4 { RES_K8S_TCP, RES_K8S_UDP, RES_K8S_SCTP };
+
+struct res_k8s_port {
+    struct conf_mark mark;
+    char *name;
+    int64_t port;
+    struct res_k8s_target_port target_port;
+    int protocol; /* enum res_k8s_l4 */
+    char *app_protocol;
+    int64_t node_port;
+};
+
+enum res_k8s_svc_type {
+    RES_K8S_CLUSTER_IP,
+    RES_K8S_NODE_PORT,
+    RES_K8S_LOAD_BALANCER,
+    RES_K8S_EXTERNAL_NAME,
+};
+
+struct res_k8s_service {
+    struct conf_list ports; /* struct res_k8s_port */
+    struct conf_strmap selector;
+    char *cluster_ip;
+    struct conf_strs cluster_ips;
+    int type; /* enum res_k8s_svc_type */
+    char *external_name;
+    int publish_not_ready_addresses;
+    int session_affinity; /* 0 None, 1 ClientIP */
+    struct conf_mark ignored[12];
+    /* Made by res_k8s_link() once every file is read: the registry entry
+     * this Service is, as a ServiceEntry of resolution STATIC (DNS for
+     * type ExternalName) with host NAME.NS.svc.DOMAIN, the ports with
+     * Istio's protocol, the ready endpoints of its EndpointSlices and the
+     * WorkloadEntries its selector picks. Owned by the Service. */
+    struct res_service_entry *entry;
+};
+
+/* An EndpointSlice condition: unset (Kubernetes: nil), false or true. */
+enum res_k8s_cond { RES_K8S_UNSET, RES_K8S_FALSE, RES_K8S_TRUE };
+
+struct res_k8s_endpoint {
+    struct conf_mark mark;
+    struct conf_strs addresses;
+    struct {
+        struct conf_mark mark;
+        int64_t ready; /* enum res_k8s_cond */
+        int64_t serving;
+        int64_t terminating;
+    } conditions;
+    char *hostname;
+    char *node_name;
+    char *zone;
+    struct conf_mark ignored[3]; /* targetRef, hints, deprecatedTopology */
+};
+
+struct res_k8s_slice_port {
+    struct conf_mark mark;
+    char *name;
+    int64_t port;
+    int protocol; /* enum res_k8s_l4 */
+    char *app_protocol;
+};
+
+enum res_k8s_addr_type { RES_K8S_IPV4, RES_K8S_IPV6, RES_K8S_FQDN };
+
+struct res_k8s_endpoint_slice {
+    int address_type;           /* enum res_k8s_addr_type */
+    struct conf_list endpoints; /* struct res_k8s_endpoint */
+    struct conf_list ports;     /* struct res_k8s_slice_port */
+};
+
+/* The credential keys of a Secret, as Istio reads them: a TLS Secret's
+ * tls.crt, tls.key, ca.crt, ca.crl, or a generic one's cert, key, cacert,
+ * crl. */
+enum res_secret_key {
+    RES_SECRET_CERT,
+    RES_SECRET_KEY,
+    RES_SECRET_CA,
+    RES_SECRET_CRL,
+    RES_SECRET_NKEYS
+};
+
+struct res_k8s_secret {
+    char *type;
+    struct conf_strmap data;        /* key -> base64, as written */
+    struct conf_strmap string_data; /* key -> text */
+    int immutable;
+    /* Filled by the check: each credential key's bytes (decoded), NULL
+     * when absent; owned by the Secret, never logged or shown. */
+    unsigned char *val[RES_SECRET_NKEYS];
+    size_t len[RES_SECRET_NKEYS];
+    /* Where the running gateway reads each key from (a file the control
+     * loop made, see res_secret_set_path()); NULL: not made. */
+    char *path[RES_SECRET_NKEYS];
+};
+
+struct res_k8s_namespace {
+    struct conf_mark finalizers; /* spec.finalizers: accepted */
 };
 
 /* --- resources --------------------------------------------------------- */

@@ -14,6 +14,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "config/res-k8s.h"
 #include "config/res-kinds.h"
 #include "config/resource.h"
 #include "config/yaml.h"
@@ -159,6 +160,10 @@ static const char *const kind_names[RES_KIND_COUNT] = {
     "AuthorizationPolicy",
     "PeerAuthentication",
     "RequestAuthentication",
+    "Service",
+    "EndpointSlice",
+    "Secret",
+    "Namespace",
 };
 
 static const struct res_kind_ops *const kind_ops[RES_KIND_COUNT] = {
@@ -170,13 +175,43 @@ static const struct res_kind_ops *const kind_ops[RES_KIND_COUNT] = {
     &res_authorization_policy_ops,
     &res_peer_authentication_ops,
     &res_request_authentication_ops,
+    &res_k8s_service_ops,
+    &res_k8s_endpoint_slice_ops,
+    &res_k8s_secret_ops,
+    &res_k8s_namespace_ops,
+};
+
+static const struct res_kind_ext no_ext;
+
+static const struct res_kind_ext *const kind_ext[RES_KIND_COUNT] = {
+    &no_ext,
+    &no_ext,
+    &no_ext,
+    &no_ext,
+    &no_ext,
+    &no_ext,
+    &no_ext,
+    &no_ext,
+    &res_k8s_service_ext,
+    &res_k8s_endpoint_slice_ext,
+    &res_k8s_secret_ext,
+    &res_k8s_namespace_ext,
 };
 
 /* The API group of each kind, and the versions strait reads. */
 static const char *const kind_groups[RES_KIND_COUNT] = {
-    "networking.istio.io", "networking.istio.io", "networking.istio.io",
-    "networking.istio.io", "networking.istio.io", "security.istio.io",
-    "security.istio.io",   "security.istio.io",
+    "networking.istio.io",
+    "networking.istio.io",
+    "networking.istio.io",
+    "networking.istio.io",
+    "networking.istio.io",
+    "security.istio.io",
+    "security.istio.io",
+    "security.istio.io",
+    "",
+    "discovery.k8s.io",
+    "",
+    "",
 };
 
 const char *res_kind_name(enum res_kind kind)
@@ -186,7 +221,10 @@ const char *res_kind_name(enum res_kind kind)
 
 void res_spec_json(struct buf *b, const struct resource *r)
 {
-    conf_to_json(kind_ops[r->kind]->spec, r->spec, b);
+    if (kind_ext[r->kind]->json != NULL)
+        kind_ext[r->kind]->json(b, r);
+    else
+        conf_to_json(kind_ops[r->kind]->spec, r->spec, b);
 }
 
 void res_spec_identity(const struct resource *r, const struct conf_sink *sink)
@@ -590,6 +628,8 @@ static void resource_free(struct resource *r)
     if (r == NULL)
         return;
     if (r->spec != NULL) {
+        if (kind_ext[r->kind]->dispose != NULL)
+            kind_ext[r->kind]->dispose(r->spec);
         conf_dispose(kind_ops[r->kind]->spec, r->spec);
         free(r->spec);
     }
@@ -650,7 +690,19 @@ res_destination_rule(const struct resource *r)
 
 const struct res_service_entry *res_service_entry(const struct resource *r)
 {
+    static const struct res_service_entry none;
+
+    /* A Kubernetes Service is the registry entry res_k8s_link() made. */
+    if (r->kind == RES_SERVICE) {
+        const struct res_k8s_service *svc = r->spec;
+        return svc->entry != NULL ? svc->entry : &none;
+    }
     SPEC_OF(r, RES_SERVICE_ENTRY, struct res_service_entry);
+}
+
+int res_is_service(const struct resource *r)
+{
+    return r->kind == RES_SERVICE_ENTRY || r->kind == RES_SERVICE;
 }
 
 const struct res_workload_entry *res_workload_entry(const struct resource *r)
@@ -849,7 +901,10 @@ static void load_doc(struct loader *ld, const struct ynode *root)
     char resource[600];
     struct resource *r = NULL;
     struct buf text;
+    struct ynode body;
     int k, nerr = 0, bad_version = 0;
+
+    memset(&body, 0, sizeof(body));
 
     buf_init(&text, 256 * 1024);
     if (root->type != YNODE_MAP) {
@@ -872,6 +927,9 @@ static void load_doc(struct loader *ld, const struct ynode *root)
                  "missing key '%s'", api == NULL ? "apiVersion" : "kind");
         goto out;
     }
+    k = res_k8s_kind(api, kind);
+    if (k >= 0)
+        goto decode;
     group_end = strchr(api, '/');
     for (k = 0; k < RES_KIND_COUNT; k++)
         if (group_end != NULL &&
@@ -880,8 +938,10 @@ static void load_doc(struct loader *ld, const struct ynode *root)
             break;
     if (k == RES_KIND_COUNT) {
         load_msg(ld, RES_INFO, root->line, root->col, resource, "apiVersion",
-                 "%s: not an Istio networking or security resource; ignored",
-                 api);
+                 "%s %s: not an Istio networking or security resource, nor "
+                 "a Kubernetes kind strait reads (v1 Service, Secret, "
+                 "Namespace; discovery.k8s.io/v1 EndpointSlice); ignored",
+                 api, kind);
         goto out;
     }
     group = kind_groups[k];
@@ -920,7 +980,8 @@ static void load_doc(struct loader *ld, const struct ynode *root)
                      : "v1, v1beta1 or v1alpha3");
         nerr++;
     }
-    for (size_t i = 0; i < root->n; i++) {
+decode:
+    for (size_t i = 0; !kind_ext[k]->toplevel && i < root->n; i++) {
         const char *key = root->pairs[i].key->str;
         int j;
         for (j = 0; top_keys[j] != NULL; j++)
@@ -982,9 +1043,26 @@ static void load_doc(struct loader *ld, const struct ynode *root)
     }
 
     spec = ymap_get(root, "spec");
+    if (kind_ext[k]->toplevel) {
+        /* The document itself, less its identity, holds the keys. */
+        body.type = YNODE_MAP;
+        body.line = root->line;
+        body.col = root->col;
+        body.pairs = calloc(root->n ? root->n : 1, sizeof(*body.pairs));
+        if (body.pairs == NULL)
+            goto out;
+        for (size_t i = 0; i < root->n; i++) {
+            const char *key = root->pairs[i].key->str;
+            if (strcmp(key, "apiVersion") != 0 && strcmp(key, "kind") != 0 &&
+                strcmp(key, "metadata") != 0)
+                body.pairs[body.n++] = root->pairs[i];
+        }
+        spec = &body;
+    }
     /* An AuthorizationPolicy without spec is Istio's allow-nothing
      * (ALLOW, no rules): it is one, and denies every request. */
-    if (spec == NULL && k != RES_AUTHORIZATION_POLICY) {
+    if (spec == NULL && k != RES_AUTHORIZATION_POLICY &&
+        !kind_ext[k]->optional_spec) {
         load_msg(ld, RES_ERROR, root->line, root->col, resource, "",
                  "missing key 'spec'");
         nerr++;
@@ -992,7 +1070,8 @@ static void load_doc(struct loader *ld, const struct ynode *root)
                !(spec->type == YNODE_SCALAR && yscalar_is_null(spec)) &&
                conf_decode(kind_ops[k]->spec, spec, r->spec, ld->file, &text) >
                    0) {
-        nerr += take_conf_errors(ld, &text, resource, "spec");
+        nerr += take_conf_errors(ld, &text, resource,
+                                 kind_ext[k]->toplevel ? "" : "spec");
     }
     if (nerr == 0) {
         struct res_check ck = {&ld->set->msgs, r, resource, 0};
@@ -1005,6 +1084,7 @@ static void load_doc(struct loader *ld, const struct ynode *root)
             r = NULL;
     }
 out:
+    free(body.pairs);
     resource_free(r);
     buf_dispose(&text);
 }
@@ -1220,6 +1300,9 @@ static struct resource_set *set_new(void)
 static struct resource_set *finish(struct resource_set *set, struct buf *errs,
                                    int *nerr)
 {
+    if (res_k8s_link(set) < 0)
+        res_msgs_add(&set->msgs, "IST0106", RES_ERROR, "", 0, 0, "", "",
+                     "out of memory building the Services' endpoints");
     if (errs != NULL) {
         for (size_t i = 0; i < set->msgs.n; i++) {
             if (set->msgs.v[i].level != RES_ERROR)

@@ -73,7 +73,12 @@ const struct res_gateway *res_gateway(const struct resource *r);
 const struct res_virtual_service *res_virtual_service(const struct resource *r);
 const struct res_destination_rule *
 res_destination_rule(const struct resource *r);
+/* res_service_entry() also takes a Kubernetes Service: the registry
+ * entry made of it (see res-k8s.h). */
 const struct res_service_entry *res_service_entry(const struct resource *r);
+/* res_is_service() is true for a registry entry: a ServiceEntry or a
+ * Kubernetes Service. */
+int res_is_service(const struct resource *r);
 const struct res_workload_entry *res_workload_entry(const struct resource *r);
 const struct res_authorization_policy *
 res_authorization_policy(const struct resource *r);

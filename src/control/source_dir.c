@@ -11,6 +11,7 @@
 #include "core/err.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "control/secrets.h"
 #include "control/source_dir.h"
 
 #define ERR_MAX (256 * 1024)
@@ -25,8 +26,9 @@ struct source {
     char *last_error;
     void (*on_change)(void *);
     void *arg;
-    int outbound_mode; /* enum res_outbound_mode the snapshots are
-                        * analysed under */
+    int outbound_mode;            /* enum res_outbound_mode the snapshots are
+                                   * analysed under */
+    struct secret_store *secrets; /* the Secrets' values as files */
 };
 
 /*
@@ -79,7 +81,8 @@ static int check(const struct resource_set *set, int outbound_mode, char **err)
  * errors in the allocated *err.
  */
 static struct resource_set *load(const char *dir, const char *default_ns,
-                                 int outbound_mode, char **err)
+                                 int outbound_mode,
+                                 struct secret_store *secrets, char **err)
 {
     struct buf errs;
     struct resource_set *set;
@@ -97,6 +100,10 @@ static struct resource_set *load(const char *dir, const char *default_ns,
         resource_set_free(set);
         return NULL;
     }
+    if (secrets != NULL && secret_store_apply(secrets, set) < 0)
+        log_error("resources in %s: a Secret's value could not be made a "
+                  "file; the Gateways that use it will say so",
+                  dir);
     return set;
 }
 
@@ -125,7 +132,7 @@ int source_reload(struct source *src, int outbound_mode, int notify)
 
     if (outbound_mode < 0)
         outbound_mode = src->outbound_mode;
-    set = load(src->dir, src->default_ns, outbound_mode, &err);
+    set = load(src->dir, src->default_ns, outbound_mode, src->secrets, &err);
 
     if (set == NULL) {
         src->failed++;
@@ -137,6 +144,7 @@ int source_reload(struct source *src, int outbound_mode, int notify)
     }
     resource_set_free(src->cur);
     src->cur = set;
+    secret_store_commit(src->secrets, set);
     src->outbound_mode = outbound_mode;
     src->ok++;
     free(src->last_error);
@@ -170,11 +178,17 @@ struct source *source_new(struct event_base *base, const char *dir,
         return NULL;
     }
     src->outbound_mode = outbound_mode;
-    src->cur = load(dir, src->default_ns, outbound_mode, err);
+    if ((src->secrets = secret_store_new()) == NULL) {
+        source_free(src);
+        err_set(err, "out of memory");
+        return NULL;
+    }
+    src->cur = load(dir, src->default_ns, outbound_mode, src->secrets, err);
     if (src->cur == NULL) {
         source_free(src);
         return NULL;
     }
+    secret_store_commit(src->secrets, src->cur);
     src->ok = 1;
     src->on_change = on_change;
     src->arg = arg;
@@ -190,6 +204,7 @@ void source_free(struct source *src)
         return;
     dirwatch_free(src->watch);
     resource_set_free(src->cur);
+    secret_store_free(src->secrets);
     free(src->last_error);
     free(src->dir);
     free(src->default_ns);

@@ -1,0 +1,382 @@
+"""Kubernetes kinds in the configuration directory, as istiod reads them:
+a v1 Service whose endpoints come from discovery.k8s.io/v1 EndpointSlices
+(only ready ones), a v1 Secret that is a Gateway's credentialName, and
+kinds strait does not read (Pod, Deployment) ignored with an Info. The
+YAML is as `kubectl get -o yaml` writes it."""
+import base64
+import json
+import subprocess
+
+from conftest import STRAIT, free_port, responder, wait_for
+from httpd import make_cert
+
+
+def service(name="httpbin", port=8000, target=8080):
+    return f"""apiVersion: v1
+kind: Service
+metadata:
+  annotations:
+    kubectl.kubernetes.io/last-applied-configuration: |
+      {{"apiVersion":"v1","kind":"Service"}}
+  creationTimestamp: "2026-11-30T10:00:00Z"
+  labels:
+    app: {name}
+    service: {name}
+  name: {name}
+  namespace: default
+  resourceVersion: "1234"
+  uid: 0b5c0e2a-4f1e-4d8a-9a43-5f0c7d2e9b10
+spec:
+  clusterIP: 10.96.12.34
+  clusterIPs:
+  - 10.96.12.34
+  internalTrafficPolicy: Cluster
+  ipFamilies:
+  - IPv4
+  ipFamilyPolicy: SingleStack
+  ports:
+  - name: http
+    port: {port}
+    protocol: TCP
+    targetPort: {target}
+  selector:
+    app: {name}
+  sessionAffinity: None
+  type: ClusterIP
+status:
+  loadBalancer: {{}}
+---
+"""
+
+
+def slice_(suffix, port, endpoints, service_name="httpbin"):
+    return f"""addressType: IPv4
+apiVersion: discovery.k8s.io/v1
+endpoints:
+{endpoints}kind: EndpointSlice
+metadata:
+  annotations:
+    endpoints.kubernetes.io/last-change-trigger-time: "2026-11-30T10:00:05Z"
+  creationTimestamp: "2026-11-30T10:00:00Z"
+  generateName: {service_name}-
+  generation: 3
+  labels:
+    app: {service_name}
+    endpointslice.kubernetes.io/managed-by: endpointslice-controller.k8s.io
+    kubernetes.io/service-name: {service_name}
+    service: {service_name}
+  name: {service_name}-{suffix}
+  namespace: default
+  ownerReferences:
+  - apiVersion: v1
+    blockOwnerDeletion: true
+    controller: true
+    kind: Service
+    name: {service_name}
+    uid: 0b5c0e2a-4f1e-4d8a-9a43-5f0c7d2e9b10
+  resourceVersion: "1240"
+  uid: 7d1e4a3b-{suffix}
+ports:
+- name: http
+  port: {port}
+  protocol: TCP
+---
+"""
+
+
+def endpoint(ip, conditions, pod):
+    cond = "".join(f"    {k}: {v}\n" for k, v in conditions.items())
+    return (f"- addresses:\n  - {ip}\n"
+            + (f"  conditions:\n{cond}" if conditions else "")
+            + f"""  nodeName: kind-worker
+  targetRef:
+    kind: Pod
+    name: {pod}
+    namespace: default
+    uid: 1f2e3d4c-{pod}
+  zone: zone-a
+""")
+
+
+IGNORED = """apiVersion: v1
+kind: Pod
+metadata:
+  labels:
+    app: httpbin
+  name: httpbin-7b5b5c9f6c-abcde
+  namespace: default
+spec:
+  containers:
+  - image: docker.io/kong/httpbin:0.1.0
+    name: httpbin
+    ports:
+    - containerPort: 8080
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: httpbin
+  namespace: default
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: httpbin
+  template:
+    metadata:
+      labels:
+        app: httpbin
+    spec:
+      containers:
+      - image: docker.io/kong/httpbin:0.1.0
+        name: httpbin
+---
+"""
+
+
+def routing(port):
+    return f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata:
+  name: httpbin-gateway
+  namespace: default
+spec:
+  selector:
+    istio: ingressgateway
+  servers:
+  - port:
+      number: {port}
+      name: http
+      protocol: HTTP
+    bind: 127.0.0.1
+    hosts:
+    - "*"
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata:
+  name: httpbin
+  namespace: default
+spec:
+  hosts:
+  - "*"
+  gateways:
+  - httpbin-gateway
+  http:
+  - route:
+    - destination:
+        host: httpbin
+        port:
+          number: 8000
+"""
+
+
+NODE = "node: {labels: {istio: ingressgateway}}\n"
+
+
+def get(port, path="/"):
+    p = subprocess.run(["curl", "-sS", "--max-time", "10", "-o", "-",
+                        "-w", "\n%{http_code}", f"http://127.0.0.1:{port}{path}"],
+                       capture_output=True, text=True, timeout=30)
+    body, _, code = p.stdout.rpartition("\n")
+    return (int(code) if code.isdigit() else None), body
+
+
+def test_service_endpoints_come_from_ready_endpointslice_addresses(
+        strait_factory, upstream_factory, tmp_path):
+    """The VirtualService routes to the Service httpbin (port 8000); its
+    endpoints are the ready addresses of its EndpointSlices on the slice's
+    port for the Service port's name: ready: true and ready unset are
+    used, ready: false (terminating) never is."""
+    ready = upstream_factory(responder(lambda h: b"ready"))
+    unset = upstream_factory(responder(lambda h: b"unset"))
+    notready = upstream_factory(responder(lambda h: b"notready"))
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    (conf / "httpbin.yaml").write_text(
+        service()
+        + slice_("a1", ready.port, endpoint(
+            "127.0.0.1", {"ready": "true", "serving": "true",
+                          "terminating": "false"}, "pod-a"))
+        + slice_("b2", notready.port, endpoint(
+            "127.0.0.1", {"ready": "false", "serving": "false",
+                          "terminating": "true"}, "pod-b"))
+        + slice_("c3", unset.port, endpoint("127.0.0.1", {}, "pod-c"))
+        + IGNORED)
+    (conf / "routing.yaml").write_text(routing(port))
+    st = strait_factory(extra=NODE + f"config: {{dir: \"{conf}\"}}\n").start()
+    wait_for(lambda: get(port)[0] == 200, 10, "a route to the Service")
+    seen = set()
+    for _ in range(20):
+        code, body = get(port)
+        assert code == 200, body
+        seen.add(body)
+    assert seen == {"ready", "unset"}, seen
+    assert notready.conns == 0
+    # The Service is shown with the registry entry it is.
+    code, body, _ = st.get("/config_dump")
+    assert code == 200
+    dump = json.loads(body)
+    text = json.dumps(dump)
+    assert "httpbin.default.svc.cluster.local" in text
+    # Pod and Deployment are ignored: not in effect, and no error.
+    kinds = {r["kind"] for r in find_resources(dump)}
+    assert "Service" in kinds and "EndpointSlice" in kinds
+    assert "Pod" not in kinds and "Deployment" not in kinds
+
+
+def find_resources(obj):
+    """Every {"kind", "namespace", "name", ...} resource in a dump."""
+    out = []
+    if isinstance(obj, dict):
+        if "kind" in obj and "name" in obj and "spec" in obj:
+            out.append(obj)
+        for v in obj.values():
+            out += find_resources(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            out += find_resources(v)
+    return out
+
+
+def test_check_reports_ignored_kubernetes_kinds_as_info(tmp_path):
+    """`strait check` on a directory with a Pod and a Deployment beside a
+    Service says Info for each, at its file:line:col, and exits 0."""
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    (conf / "a.yaml").write_text(service() + slice_("a1", 8080, endpoint(
+        "10.244.0.5", {"ready": "true"}, "pod-a")) + IGNORED)
+    p = subprocess.run([STRAIT, "check", str(conf)], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = p.stdout + p.stderr
+    assert "Info [STR0001] (Pod default/httpbin-7b5b5c9f6c-abcde " in out, out
+    assert f"{conf}/a.yaml:" in out
+    assert "Info [STR0001] (Deployment default/httpbin " in out, out
+    assert "Error" not in out and "Warning" not in out, out
+
+
+def test_check_names_file_line_col_of_a_bad_service(tmp_path):
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    (conf / "a.yaml").write_text(
+        service().replace("targetPort: 8080", "targetPort: Not_A_Name"))
+    p = subprocess.run([STRAIT, "check", str(conf)], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode != 0
+    out = p.stdout + p.stderr
+    line = next(i for i, l in enumerate(service().splitlines(), 1)
+                if "targetPort" in l)
+    assert f"{conf}/a.yaml:{line}:17" in out, out
+    assert "IST0106" in out and "spec.ports[0].targetPort" in out, out
+
+
+def secret_yaml(name, crt, key, ns="default", type_="kubernetes.io/tls"):
+    b64 = lambda p: base64.b64encode(open(p, "rb").read()).decode()
+    return f"""apiVersion: v1
+data:
+  tls.crt: {b64(crt)}
+  tls.key: {b64(key)}
+kind: Secret
+metadata:
+  creationTimestamp: "2026-11-30T10:00:00Z"
+  name: {name}
+  namespace: {ns}
+  resourceVersion: "2001"
+  uid: 9a8b7c6d-1111-2222-3333-444455556666
+type: {type_}
+---
+"""
+
+
+def tls_gateway(port, up, cred):
+    return f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata:
+  name: mygateway
+  namespace: default
+spec:
+  selector:
+    istio: ingressgateway
+  servers:
+  - port:
+      number: {port}
+      name: https
+      protocol: HTTPS
+    bind: 127.0.0.1
+    tls:
+      mode: SIMPLE
+      credentialName: {cred}
+    hosts:
+    - httpbin.example.com
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: up, namespace: default}}
+spec:
+  hosts: [up.internal]
+  resolution: STATIC
+  ports: [{{number: {up}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata:
+  name: httpbin
+  namespace: default
+spec:
+  hosts:
+  - httpbin.example.com
+  gateways:
+  - mygateway
+  http:
+  - route:
+    - destination:
+        host: up.internal
+"""
+
+
+def curl_tls(port, ca):
+    p = subprocess.run(["curl", "-sS", "--max-time", "10", "-o", "-",
+                        "-w", "\n%{http_code}", "--cacert", ca,
+                        "--resolve", f"httpbin.example.com:{port}:127.0.0.1",
+                        f"https://httpbin.example.com:{port}/"],
+                       capture_output=True, text=True, timeout=30)
+    body, _, code = p.stdout.rpartition("\n")
+    return (int(code) if p.returncode == 0 and code.isdigit() else None), \
+        body + p.stderr
+
+
+def test_secret_is_the_gateway_credential(strait_factory, upstream_factory,
+                                          tmp_path):
+    """A kubernetes.io/tls Secret in the Gateway's namespace is its
+    credentialName without any file in credentials.dir: curl verifies the
+    certificate against the Secret's own tls.crt. No part of the Secret's
+    values is shown by /config_dump or written to the log."""
+    d = tmp_path / "certs"
+    d.mkdir()
+    crt, key = make_cert(str(d), "httpbin", "httpbin.example.com",
+                         ["httpbin.example.com"])
+    up = upstream_factory(responder(lambda h: b"via-secret"))
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    (conf / "secret.yaml").write_text(secret_yaml("httpbin-credential", crt, key))
+    (conf / "gw.yaml").write_text(tls_gateway(port, up.port, "httpbin-credential"))
+    creds = tmp_path / "credentials"
+    creds.mkdir()
+    st = strait_factory(extra=NODE + f"config: {{dir: \"{conf}\"}}\n"
+                        f"credentials: {{dir: \"{creds}\"}}\n").start()
+    wait_for(lambda: curl_tls(port, crt)[0] == 200, 10, "TLS with the Secret")
+    code, body = curl_tls(port, crt)
+    assert (code, body) == (200, "via-secret"), body
+    code, dump, _ = st.get("/config_dump")
+    assert code == 200
+    b64key = base64.b64encode(open(key, "rb").read()).decode()
+    b64crt = base64.b64encode(open(crt, "rb").read()).decode()
+    pem_key_line = open(key).read().splitlines()[1]
+    for secret in (b64key, b64crt, b64key[:40], b64crt[:40], pem_key_line):
+        assert secret not in dump
+        assert secret not in st.log()
+    assert '"tls.key":"<redacted>"' in dump
