@@ -232,8 +232,10 @@ static uint16_t tls_version_of(int v)
  * is there.
  */
 /*
- * A credentialName that names a Secret of the Gateway's namespace (type
- * kubernetes.io/tls or Opaque) is read from it, as istiod reads one: the
+ * A credentialName that names a Secret of the gateway's namespace
+ * (node.namespace: istiod looks in the gateway workload's namespace, not
+ * the Gateway resource's; type kubernetes.io/tls or Opaque) is read from
+ * it, as istiod reads one: the
  * certificate and key from it, for MUTUAL the CA bundle from it or else
  * from the Secret NAME-cacert, and the CRL from the Secret that holds the
  * CA. The credentials directory is not consulted for that name then: a
@@ -533,8 +535,11 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
             srv->tls.mode = sv->tls.mode;
             if (mode == GW_MODE_HTTPS || mode == GW_MODE_TLS_TCP) {
                 g->tls = 1;
-                if (server_tls(bs, set, r->meta.ns, gname, sv, &srv->tls, err) <
-                    0)
+                /* As istiod, a credentialName's Secret is looked for
+                 * in the namespace of the gateway workload (this
+                 * node), not the Gateway's. */
+                if (server_tls(bs, set, bs->node.ns, gname, sv, &srv->tls,
+                               err) < 0)
                     goto fail;
             }
             if (mesh_tls) {

@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
@@ -11,6 +12,7 @@
 #include <strings.h>
 
 #include "config/analyze.h"
+#include "config/res-k8s.h"
 #include "config/res-kinds.h"
 #include "config/resource.h"
 #include "core/ascii.h"
@@ -59,6 +61,7 @@ static const struct {
     {"IST0145", "ConflictingGateways"},
     {"IST0149", "JwtClaimBasedRoutingWithoutRequestAuthN"},
     {"IST0161", "InvalidGatewayCredential"},
+    {"IST0162", "GatewayPortNotDefinedOnService"},
     {"IST0165", "ReferencedInternalGateway"},
     {"IST0171", "NegativeConditionStatus"},
     {"IST0173", "DestinationRuleSubsetNotSelectPods"},
@@ -1556,17 +1559,62 @@ static int credential_ok(const char *dir, const char *name)
  * checks a credentialName's Secret: none there is IST0101; a cert or key
  * missing, unreadable, not valid now, or not a pair is IST0161.
  */
+/* secret_ok() is credential_ok() for a Secret's tls.crt and tls.key. */
+static int secret_ok(const struct res_k8s_secret *s)
+{
+    BIO *bc = NULL, *bk = NULL;
+    X509 *cert = NULL;
+    EVP_PKEY *key = NULL;
+    int ok = 0;
+
+    if (s->val[RES_SECRET_CERT] == NULL || s->val[RES_SECRET_KEY] == NULL)
+        return 0;
+    bc = BIO_new_mem_buf(s->val[RES_SECRET_CERT], (int)s->len[RES_SECRET_CERT]);
+    bk = BIO_new_mem_buf(s->val[RES_SECRET_KEY], (int)s->len[RES_SECRET_KEY]);
+    if (bc != NULL && bk != NULL) {
+        cert = PEM_read_bio_X509(bc, NULL, NULL, NULL);
+        key = PEM_read_bio_PrivateKey(bk, NULL, NULL, NULL);
+    }
+    if (cert != NULL && key != NULL &&
+        X509_cmp_current_time(X509_get0_notAfter(cert)) > 0 &&
+        X509_cmp_current_time(X509_get0_notBefore(cert)) < 0 &&
+        X509_check_private_key(cert, key) == 1)
+        ok = 1;
+    ERR_clear_error();
+    X509_free(cert);
+    EVP_PKEY_free(key);
+    BIO_free(bc);
+    BIO_free(bk);
+    return ok;
+}
+
 static void check_credentials(struct actx *a, const struct resource *r,
                               const struct res_gw_server *srv, const char *path)
 {
     const char *dir = a->node ? a->node->credentials_dir : NULL;
     const char *name = srv->tls.credential_name;
+    const struct resource *sec;
     char d[1024], p[128];
     FILE *f;
 
-    if (dir == NULL || dir[0] == '\0' || name == NULL || name[0] == '\0')
+    if (a->node == NULL || name == NULL || name[0] == '\0')
         return;
     res_path(p, sizeof(p), "%s.tls.credentialName", path);
+    /* A Secret of the gateway's namespace is the credential, before the
+     * directory (the gateway reads it so). */
+    sec = res_k8s_find_secret(a->set, a->node->ns ? a->node->ns : r->meta.ns,
+                              name);
+    if (sec != NULL) {
+        if (!secret_ok(res_k8s_secret(sec)))
+            finding(a, "IST0161", RES_ERROR, r, &srv->tls.mark, p,
+                    "The credential referenced by the Gateway %s in "
+                    "namespace %s is invalid, which can cause the traffic "
+                    "not to work as expected.",
+                    r->meta.name, a->node->ns ? a->node->ns : r->meta.ns);
+        return;
+    }
+    if (dir == NULL || dir[0] == '\0')
+        return;
     snprintf(d, sizeof(d), "%s/%s", dir, name);
     if ((f = fopen(d, "r")) == NULL) {
         finding(a, "IST0101", RES_ERROR, r, &srv->tls.mark, p,
@@ -1580,6 +1628,70 @@ static void check_credentials(struct actx *a, const struct resource *r,
                 "is invalid, which can cause the traffic not to work as "
                 "expected.",
                 r->meta.name, a->node->ns ? a->node->ns : r->meta.ns);
+}
+
+/*
+ * IST0162 as Istio's IngressGatewayPortAnalyzer, with this node as the
+ * gateway's workload: the TCP ports of the Kubernetes Services of the
+ * node's namespace whose selector matches the node's labels, each by its
+ * targetPort when that is a number, else its port, are what the gateway
+ * is reached on; a server port outside them is reported. Without such a
+ * Service (a VM with nothing in front of it) there is nothing to compare
+ * with, and nothing is said, where Istio, which always has the Service,
+ * would report every port.
+ */
+static void check_service_ports(struct actx *a, const struct resource *r)
+{
+    const struct res_gateway *gw = res_gateway(r);
+    int64_t ports[1024];
+    size_t np = 0, nsvc = 0;
+    char sel[1024];
+
+    if (a->node == NULL || a->node->labels == NULL ||
+        !res_labels_match(&gw->selector, a->node->labels))
+        return;
+    for (size_t i = 0; i < a->set->n; i++) {
+        const struct resource *o = a->set->v[i];
+        const struct res_k8s_service *svc;
+        if (o->kind != RES_SERVICE ||
+            strcmp(o->meta.ns, a->node->ns ? a->node->ns : "") != 0)
+            continue;
+        svc = o->spec;
+        if (svc->selector.n == 0 ||
+            !res_labels_match(&svc->selector, a->node->labels))
+            continue;
+        nsvc++;
+        for (size_t k = 0; k < svc->ports.n && np < 1024; k++) {
+            const struct res_k8s_port *sp =
+                (const struct res_k8s_port *)svc->ports.v + k;
+            if (sp->protocol != RES_K8S_TCP)
+                continue;
+            ports[np++] =
+                sp->target_port.number > 0 ? sp->target_port.number : sp->port;
+        }
+    }
+    if (nsvc == 0)
+        return;
+    selector_text(sel, sizeof(sel), &gw->selector);
+    for (size_t s = 0; s < gw->servers.n; s++) {
+        const struct res_gw_server *srv =
+            (const struct res_gw_server *)gw->servers.v + s;
+        char p[64];
+        size_t k;
+        for (k = 0; k < np; k++)
+            if (ports[k] == srv->port.number)
+                break;
+        if (k < np)
+            continue;
+        res_path(p, sizeof(p), "spec.servers[%zu].port", s);
+        finding(a, "IST0162", RES_WARNING, r, &srv->port.mark, p,
+                "The gateway is listening on a target port (port %lld) that "
+                "is not defined in the Service associated with its workload "
+                "instances (Pod selector %s). If you need to access the "
+                "gateway port through the gateway Service, it will not be "
+                "available.",
+                (long long)srv->port.number, sel);
+    }
 }
 
 static void analyze_gateway(struct actx *a, size_t idx)
@@ -1614,6 +1726,7 @@ static void analyze_gateway(struct actx *a, size_t idx)
         check_credentials(a, r, srv, p);
     }
     check_duplicate_certs(a, r);
+    check_service_ports(a, r);
 }
 
 /* ---- DestinationRule

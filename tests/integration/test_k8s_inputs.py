@@ -272,8 +272,11 @@ def test_check_names_file_line_col_of_a_bad_service(tmp_path):
     assert "IST0106" in out and "spec.ports[0].targetPort" in out, out
 
 
-def secret_yaml(name, crt, key, ns="default", type_="kubernetes.io/tls"):
-    b64 = lambda p: base64.b64encode(open(p, "rb").read()).decode()
+def b64(path):
+    return base64.b64encode(open(path, "rb").read()).decode()
+
+
+def secret_yaml(name, crt, key, ns="istio-system", type_="kubernetes.io/tls"):
     return f"""apiVersion: v1
 data:
   tls.crt: {b64(crt)}
@@ -290,7 +293,7 @@ type: {type_}
 """
 
 
-def tls_gateway(port, up, cred):
+def tls_gateway(port, up, cred, mode="SIMPLE"):
     return f"""apiVersion: networking.istio.io/v1
 kind: Gateway
 metadata:
@@ -306,7 +309,7 @@ spec:
       protocol: HTTPS
     bind: 127.0.0.1
     tls:
-      mode: SIMPLE
+      mode: {mode}
       credentialName: {cred}
     hosts:
     - httpbin.example.com
@@ -337,9 +340,10 @@ spec:
 """
 
 
-def curl_tls(port, ca):
+def curl_tls(port, ca, cert=None):
+    extra = ["--cert", cert[0], "--key", cert[1]] if cert else []
     p = subprocess.run(["curl", "-sS", "--max-time", "10", "-o", "-",
-                        "-w", "\n%{http_code}", "--cacert", ca,
+                        "-w", "\n%{http_code}", "--cacert", ca, *extra,
                         "--resolve", f"httpbin.example.com:{port}:127.0.0.1",
                         f"https://httpbin.example.com:{port}/"],
                        capture_output=True, text=True, timeout=30)
@@ -350,8 +354,10 @@ def curl_tls(port, ca):
 
 def test_secret_is_the_gateway_credential(strait_factory, upstream_factory,
                                           tmp_path):
-    """A kubernetes.io/tls Secret in the Gateway's namespace is its
-    credentialName without any file in credentials.dir: curl verifies the
+    """A kubernetes.io/tls Secret in the gateway's namespace (the node's,
+    istio-system, as istiod looks in the gateway workload's; the Gateway is
+    in default, as in Istio's secure ingress task) is its credentialName
+    without any file in credentials.dir: curl verifies the
     certificate against the Secret's own tls.crt. No part of the Secret's
     values is shown by /config_dump or written to the log."""
     d = tmp_path / "certs"
@@ -380,3 +386,47 @@ def test_secret_is_the_gateway_credential(strait_factory, upstream_factory,
         assert secret not in dump
         assert secret not in st.log()
     assert '"tls.key":"<redacted>"' in dump
+
+
+def test_secret_mutual_with_cacert_secret(strait_factory, upstream_factory,
+                                          tmp_path):
+    """MUTUAL: the server certificate from Secret NAME, the client CA from
+    Istio's NAME-cacert Secret (an Opaque one, key ca.crt); a client with
+    a certificate from that CA gets 200, one without none is refused. A
+    file credential of the same name in credentials.dir is not read."""
+    d = tmp_path / "certs"
+    d.mkdir()
+    crt, key = make_cert(str(d), "srv", "httpbin.example.com",
+                         ["httpbin.example.com"])
+    client = make_cert(str(d), "client", "client.example.com",
+                       ["client.example.com"])
+    up = upstream_factory(responder(lambda h: b"mutual"))
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    (conf / "secret.yaml").write_text(
+        secret_yaml("mtls-credential", crt, key)
+        + f"""apiVersion: v1
+data:
+  ca.crt: {b64(client[0])}
+kind: Secret
+metadata:
+  name: mtls-credential-cacert
+  namespace: istio-system
+type: Opaque
+""")
+    (conf / "gw.yaml").write_text(
+        tls_gateway(port, up.port, "mtls-credential", mode="MUTUAL"))
+    creds = tmp_path / "credentials"
+    (creds / "mtls-credential").mkdir(parents=True)
+    # A decoy of the same name: never read while the Secret exists.
+    other = make_cert(str(d), "decoy", "decoy.test", ["decoy.test"])
+    (creds / "mtls-credential" / "tls.crt").write_bytes(open(other[0], "rb").read())
+    (creds / "mtls-credential" / "tls.key").write_bytes(open(other[1], "rb").read())
+    strait_factory(extra=NODE + f"config: {{dir: \"{conf}\"}}\n"
+                   f"credentials: {{dir: \"{creds}\"}}\n").start()
+    wait_for(lambda: curl_tls(port, crt, client)[0] == 200, 10,
+             "mutual TLS with the Secrets")
+    assert curl_tls(port, crt, client) == (200, "mutual")
+    code, err = curl_tls(port, crt)
+    assert code is None, err

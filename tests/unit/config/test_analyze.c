@@ -1284,6 +1284,141 @@ static void test_ist0161_invalid_credential(void **state)
 #undef CRED_GW
 }
 
+/* secret_yaml() appends to b a Secret NAME of istio-system (or ns)
+ * holding DIR/FILE's tls.crt and tls.key as stringData. */
+static void secret_yaml(struct buf *b, const char *dir, const char *file,
+                        const char *name, const char *ns)
+{
+    static const char *const keys[2] = {"tls.crt", "tls.key"};
+
+    buf_printf(b,
+               "apiVersion: v1\nkind: Secret\ntype: kubernetes.io/tls\n"
+               "metadata: {name: %s, namespace: %s}\nstringData:\n",
+               name, ns);
+    for (int k = 0; k < 2; k++) {
+        char path[600], line[1024];
+        FILE *f;
+        snprintf(path, sizeof(path), "%s/%s/%s", dir, file, keys[k]);
+        assert_non_null(f = fopen(path, "r"));
+        buf_printf(b, "  %s: |\n", keys[k]);
+        while (fgets(line, sizeof(line), f) != NULL)
+            buf_printf(b, "    %s", line);
+        fclose(f);
+    }
+    buf_puts(b, "---\n");
+}
+
+/* A Secret of the gateway's namespace (the node's) is the credential:
+ * found before the directory, checked as a file would be; the same name
+ * in another namespace is no credential here. */
+static void test_ist0161_secret_credential(void **state)
+{
+    char dir[] = "/tmp/strait-creds-XXXXXX", m[1024], cmd[600];
+    size_t n;
+    struct conf_strmap labels = {NULL, 0};
+    struct analysis_node node = {"n1", "istio-system", &labels, "istio-system",
+                                 NULL};
+    struct buf b;
+#define GW(cred)                                                               \
+    HDR("Gateway", "gw")                                                       \
+    "spec: {servers: [{port: {number: 443, name: https, protocol: HTTPS}, "    \
+    "hosts: ['*'], tls: {mode: SIMPLE, credentialName: " cred "}}]}\n"
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    write_credential(dir, "good", -3600, 3600, 0);
+    write_credential(dir, "expired", -7200, -3600, 0);
+    buf_init(&b, 1024 * 1024);
+    secret_yaml(&b, dir, "good", "good", "istio-system");
+    secret_yaml(&b, dir, "expired", "expired", "istio-system");
+    secret_yaml(&b, dir, "good", "elsewhere", "default");
+    buf_puts(&b, GW("good") "---\n");
+    msg_of(buf_cstr(&b), "IST0161", &node, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+    msg_of(buf_cstr(&b), "IST0101", &node, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+    buf_puts(&b, GW("expired"));
+    msg_of(buf_cstr(&b), "IST0161", &node, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(m, "The credential referenced by the Gateway gw in "
+                           "namespace istio-system is invalid, which can "
+                           "cause the traffic not to work as expected.");
+    /* The Secret of another namespace does not count; with a directory
+     * known, the name is looked for there next. */
+    buf_dispose(&b);
+    buf_init(&b, 1024 * 1024);
+    secret_yaml(&b, dir, "good", "elsewhere", "default");
+    buf_puts(&b, GW("elsewhere"));
+    node.credentials_dir = dir;
+    msg_of(buf_cstr(&b), "IST0101", &node, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(m,
+                        "Referenced credentialName not found: \"elsewhere\"");
+    buf_dispose(&b);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+#undef GW
+}
+
+/* IST0162 with the node as the gateway's workload: a server port that no
+ * Service selecting the node exposes (by targetPort, else port), TCP
+ * ports only; nothing without such a Service. */
+static void test_ist0162_gateway_port_not_on_service(void **state)
+{
+    char m[1024];
+    size_t n;
+    struct conf_strpair lp = {"istio", "ingressgateway"};
+    struct conf_strmap labels = {&lp, 1};
+    struct analysis_node node = {"n1", "istio-system", &labels, "istio-system",
+                                 NULL};
+#define GWS                                                                    \
+    "apiVersion: networking.istio.io/v1\nkind: Gateway\n"                      \
+    "metadata: {name: httpbin-gateway, namespace: default}\n"                  \
+    "spec:\n  selector: {istio: ingressgateway}\n  servers:\n"                 \
+    "  - port: {number: 8080, name: http, protocol: HTTP}\n"                   \
+    "    hosts: ['*']\n"                                                       \
+    "  - port: {number: 80, name: http2, protocol: HTTP}\n"                    \
+    "    hosts: ['*']\n"                                                       \
+    "  - port: {number: 9000, name: udp, protocol: HTTP}\n"                    \
+    "    hosts: ['*']\n"
+#define SVC(ns, sel, ports)                                                    \
+    "apiVersion: v1\nkind: Service\n"                                          \
+    "metadata: {name: istio-ingressgateway, namespace: " ns "}\n"              \
+    "spec: {type: LoadBalancer, selector: " sel ", ports: " ports "}\n---\n"
+
+    (void)state;
+    msg_of(SVC("istio-system", "{istio: ingressgateway}",
+               "[{name: http2, port: 80, targetPort: 8080}, "
+               "{name: web, port: 9000, protocol: UDP}]") GWS,
+           "IST0162", &node, &n, m, sizeof(m));
+    /* 80 is not the Service's target port, 9000 is UDP. */
+    assert_int_equal(n, 2);
+    assert_string_equal(
+        m, "The gateway is listening on a target port (port 80) that is not "
+           "defined in the Service associated with its workload instances "
+           "(Pod selector istio=ingressgateway). If you need to access the "
+           "gateway port through the gateway Service, it will not be "
+           "available.");
+    /* A named targetPort counts by the Service port. */
+    msg_of(SVC("istio-system", "{istio: ingressgateway}",
+               "[{name: a, port: 8080, targetPort: http}, {name: b, port: 80}, "
+               "{name: c, port: 9000}]") GWS,
+           "IST0162", &node, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+    /* No Service of the node's namespace selecting it: nothing to say. */
+    msg_of(SVC("default", "{istio: ingressgateway}", "[{port: 1}]") GWS,
+           "IST0162", &node, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+    msg_of(SVC("istio-system", "{app: other}", "[{port: 1}]") GWS, "IST0162",
+           &node, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+    msg_of(SVC("istio-system", "{istio: ingressgateway}", "[{port: 1}]") GWS,
+           "IST0162", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+#undef SVC
+#undef GWS
+}
+
 static void test_ist0171_negative_condition(void **state)
 {
     char m[1024];
@@ -1346,6 +1481,8 @@ int main(void)
         cmocka_unit_test(test_ist0130_0131_l4_and_prefix),
         cmocka_unit_test(test_ist0132_per_gateway),
         cmocka_unit_test(test_ist0161_invalid_credential),
+        cmocka_unit_test(test_ist0161_secret_credential),
+        cmocka_unit_test(test_ist0162_gateway_port_not_on_service),
         cmocka_unit_test(test_ist0171_negative_condition),
     };
 
