@@ -1316,8 +1316,8 @@ static void test_ist0161_secret_credential(void **state)
     char dir[] = "/tmp/strait-creds-XXXXXX", m[1024], cmd[600];
     size_t n;
     struct conf_strmap labels = {NULL, 0};
-    struct analysis_node node = {"n1", "istio-system", &labels, "istio-system",
-                                 NULL};
+    struct analysis_node node = {"n1",           "istio-system", &labels,
+                                 "istio-system", NULL,           NULL};
     struct buf b;
 #define GW(cred)                                                               \
     HDR("Gateway", "gw")                                                       \
@@ -1337,6 +1337,9 @@ static void test_ist0161_secret_credential(void **state)
     assert_int_equal(n, 0);
     msg_of(buf_cstr(&b), "IST0101", &node, &n, m, sizeof(m));
     assert_int_equal(n, 0);
+    buf_dispose(&b);
+    buf_init(&b, 1024 * 1024);
+    secret_yaml(&b, dir, "expired", "expired", "istio-system");
     buf_puts(&b, GW("expired"));
     msg_of(buf_cstr(&b), "IST0161", &node, &n, m, sizeof(m));
     assert_int_equal(n, 1);
@@ -1369,8 +1372,8 @@ static void test_ist0162_gateway_port_not_on_service(void **state)
     size_t n;
     struct conf_strpair lp = {"istio", "ingressgateway"};
     struct conf_strmap labels = {&lp, 1};
-    struct analysis_node node = {"n1", "istio-system", &labels, "istio-system",
-                                 NULL};
+    struct analysis_node node = {"n1",           "istio-system", &labels,
+                                 "istio-system", NULL,           NULL};
 #define GWS                                                                    \
     "apiVersion: networking.istio.io/v1\nkind: Gateway\n"                      \
     "metadata: {name: httpbin-gateway, namespace: default}\n"                  \
