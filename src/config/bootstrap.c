@@ -248,8 +248,9 @@ static const struct conf_section cred_section = {cred_keys, 0, SIZE_MAX};
 static const struct conf_key dns_keys[] = {
     {"nameservers", CONF_ADDR_LIST, OFF(struct bootstrap_dns, nameservers), 0,
      16, NULL,
-     "DNS servers (IP:port) for ServiceEntries with resolution DNS; none: "
-     "those of /etc/resolv.conf",
+     "DNS servers (IP:port) for every name strait resolves "
+     "(ServiceEntries with resolution DNS, jwksUri hosts, the CA joined); "
+     "none: those of /etc/resolv.conf",
      NULL, NULL, NULL, NULL},
     {"minRefresh", CONF_DURATION, OFF(struct bootstrap_dns, min_refresh_ms), 10,
      3600 * 1000, "5s",
@@ -390,8 +391,9 @@ static const struct conf_key bootstrap_keys[] = {
      NULL, "certificates named by credentialName", NULL, &cred_section, NULL,
      NULL},
     {"dns", CONF_SECTION, OFF(struct bootstrap, dns), 0, 0, NULL,
-     "resolving ServiceEntries with resolution DNS", NULL, &dns_section, NULL,
-     NULL},
+     "resolving names: ServiceEntries with resolution DNS, jwksUri hosts, "
+     "the CA joined",
+     NULL, &dns_section, NULL, NULL},
     {"outboundTrafficPolicy", CONF_SECTION, OFF(struct bootstrap, outbound), 0,
      0, NULL,
      "Istio's MeshConfig outboundTrafficPolicy: routes to hosts not in the "

@@ -9,6 +9,8 @@
 #include <arpa/inet.h>
 #include <event2/dns.h>
 #include <event2/event.h>
+#include <event2/util.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,12 +38,30 @@ struct dns_entry {
     struct timer timer;
 };
 
+/* One dns_resolve(): in c->queries from start to free. */
+struct dns_query {
+    struct list link;
+    struct dns_cache *c;
+    char *name;
+    int port;
+    int v6;        /* this query asks for AAAA */
+    int cancelled; /* by its owner: freed without a callback */
+    int ok;
+    const char *why;
+    struct addr a;
+    struct evdns_getaddrinfo_request *req;
+    struct timer deliver; /* the callback, on the loop */
+    dns_resolve_fn cb;
+    void *arg;
+};
+
 struct dns_cache {
     struct event_base *base;
     struct evdns_base *dns;
     struct list entries;
-    struct list dead; /* swept entries whose cancelled query has not
-                       * called back yet */
+    struct list dead;    /* swept entries whose cancelled query has not
+                          * called back yet */
+    struct list queries; /* dns_resolve() queries not freed yet */
     unsigned mark;
     uint64_t min_refresh_ms;
     dns_change_fn on_change;
@@ -172,6 +192,157 @@ static void resolve(struct dns_entry *e)
         arm(e, c->min_refresh_ms);
 }
 
+static void query_free(struct dns_query *q)
+{
+    list_del(&q->link);
+    timer_dispose(&q->deliver);
+    free(q->name);
+    free(q);
+}
+
+static void query_send(struct dns_query *q);
+
+static void query_done(struct dns_query *q, const char *why)
+{
+    q->why = why;
+    if (why != NULL)
+        q->c->st.failures++;
+    timer_defer(&q->deliver);
+}
+
+static void on_query_answer(int result, struct evutil_addrinfo *res, void *arg)
+{
+    struct dns_query *q = arg;
+
+    q->req = NULL;
+    if (q->cancelled) {
+        if (res != NULL)
+            evutil_freeaddrinfo(res);
+        query_free(q);
+        return;
+    }
+    if (result == 0 && res != NULL && res->ai_addrlen <= sizeof(q->a.ss)) {
+        memset(&q->a, 0, sizeof(q->a));
+        memcpy(&q->a.ss, res->ai_addr, res->ai_addrlen);
+        q->a.len = res->ai_addrlen;
+        evutil_freeaddrinfo(res);
+        q->ok = 1;
+        query_done(q, NULL);
+        return;
+    }
+    if (res != NULL)
+        evutil_freeaddrinfo(res);
+    /* No A record: ask for AAAA before calling it a failure (Envoy's
+     * V4_PREFERRED). */
+    if (!q->v6 &&
+        (result == EVUTIL_EAI_NODATA || result == EVUTIL_EAI_NONAME)) {
+        q->v6 = 1;
+        query_send(q);
+        return;
+    }
+    query_done(q, result == EVUTIL_EAI_CANCEL ? "the resolver shut down"
+                                              : evutil_gai_strerror(result));
+}
+
+/* evdns's getaddrinfo: /etc/hosts first (loaded at dns_cache_new()),
+ * then the nameservers, one family at a time. */
+static void query_send(struct dns_query *q)
+{
+    struct dns_cache *c = q->c;
+    struct evutil_addrinfo hints;
+    struct evdns_getaddrinfo_request *r;
+    char port[8];
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = q->v6 ? AF_INET6 : AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_protocol = IPPROTO_TCP;
+    snprintf(port, sizeof(port), "%d", q->port);
+    c->st.queries++;
+    /* An answer known at once (the hosts file, a failure) calls back
+     * inside the call and gives NULL; that callback may have sent the
+     * AAAA query already, whose request must not be overwritten. */
+    r = evdns_getaddrinfo(c->dns, q->name, port, &hints, on_query_answer, q);
+    if (r != NULL)
+        q->req = r;
+}
+
+static void on_deliver(void *arg)
+{
+    struct dns_query *q = arg;
+    dns_resolve_fn cb = q->cb;
+    void *cb_arg = q->arg;
+    struct addr a = q->a;
+    const char *why = q->why;
+    int ok = q->ok;
+
+    /* Freed before the call, which may start another query. */
+    query_free(q);
+    cb(cb_arg, ok ? &a : NULL, ok ? NULL : why);
+}
+
+/* RFC 6761 6.3: localhost and its subdomains are loopback, never asked. */
+static int is_localhost(const char *name)
+{
+    size_t n = strlen(name);
+
+    if (n > 0 && name[n - 1] == '.')
+        n--;
+    return (n == 9 && strncasecmp(name, "localhost", 9) == 0) ||
+           (n > 10 && strncasecmp(name + n - 10, ".localhost", 10) == 0);
+}
+
+struct dns_query *dns_resolve(struct dns_cache *c, const char *name, int port,
+                              dns_resolve_fn cb, void *arg)
+{
+    struct dns_query *q = calloc(1, sizeof(*q));
+
+    if (q == NULL)
+        return NULL;
+    q->name = strdup(name);
+    if (q->name == NULL) {
+        free(q);
+        return NULL;
+    }
+    q->c = c;
+    q->port = port;
+    q->cb = cb;
+    q->arg = arg;
+    timer_init(&q->deliver, c->base, on_deliver, q);
+    list_append(&c->queries, &q->link);
+    if (is_localhost(name)) {
+        struct sockaddr_in sin;
+
+        memset(&sin, 0, sizeof(sin));
+        sin.sin_family = AF_INET;
+        sin.sin_port = htons((uint16_t)port);
+        sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        memcpy(&q->a.ss, &sin, sizeof(sin));
+        q->a.len = sizeof(sin);
+        q->ok = 1;
+        timer_defer(&q->deliver);
+        return q;
+    }
+    query_send(q);
+    return q;
+}
+
+void dns_query_cancel(struct dns_query *q)
+{
+    if (q == NULL)
+        return;
+    if (q->req == NULL) {
+        /* Answered (its callback is deferred) or never sent. */
+        query_free(q);
+        return;
+    }
+    /* evdns calls back (EVUTIL_EAI_CANCEL) on a later turn: freed then,
+     * or by dns_cache_free() if the cache goes first. */
+    q->cancelled = 1;
+    timer_cancel(&q->deliver);
+    evdns_getaddrinfo_cancel(q->req);
+}
+
 static void on_notify(void *arg)
 {
     struct dns_cache *c = arg;
@@ -192,6 +363,7 @@ struct dns_cache *dns_cache_new(struct event_base *base,
     c->base = base;
     LIST_INIT(&c->entries);
     LIST_INIT(&c->dead);
+    LIST_INIT(&c->queries);
     c->min_refresh_ms = conf->min_refresh_ms ? conf->min_refresh_ms : 1;
     c->on_change = on_change;
     c->arg = arg;
@@ -201,6 +373,10 @@ struct dns_cache *dns_cache_new(struct event_base *base,
                   EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     if (c->dns == NULL)
         goto oom;
+    /* Names in /etc/hosts resolve for dns_resolve() whatever the
+     * nameservers (evdns reads it with resolv.conf, not without). */
+    if (conf->nnameservers > 0)
+        evdns_base_load_hosts(c->dns, NULL);
     for (size_t i = 0; i < conf->nnameservers; i++)
         if (evdns_base_nameserver_sockaddr_add(
                 c->dns, (const struct sockaddr *)&conf->nameservers[i].ss,
@@ -240,6 +416,8 @@ void dns_cache_free(struct dns_cache *c)
         list_del(&e->link);
         entry_free(e);
     }
+    while (!LIST_EMPTY(&c->queries))
+        query_free(LIST_ELEM(c->queries.next, struct dns_query, link));
     timer_dispose(&c->notify);
     free(c);
 }

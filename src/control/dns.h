@@ -62,4 +62,31 @@ size_t dns_cache_lookup(struct dns_cache *c, const char *name,
 
 void dns_cache_stats(const struct dns_cache *c, struct dns_stats *out);
 
+/*
+ * dns_resolve() looks name up once through c's resolver (the cache's own
+ * nameservers, timeout and attempts), without keeping it in the cache:
+ * the connections of the control thread itself (jwksUri fetches, the CA
+ * client) resolve as ServiceEntry names do, never with a blocking
+ * getaddrinfo(). /etc/hosts is looked in first (as getaddrinfo() did),
+ * then the nameservers: IPv4 first, IPv6 when there is no A record
+ * (Envoy's V4_PREFERRED); "localhost" and names under ".localhost" are
+ * 127.0.0.1 without a query (RFC 6761). Counted in dns.queries and
+ * dns.failures.
+ *
+ * cb(arg, a, NULL) gets the first address with port set, or
+ * cb(arg, NULL, why) a static reason. cb runs from the loop, never inside
+ * dns_resolve(), and exactly once unless the query is cancelled first.
+ * Returns the query (owned by c until cb has run or it is cancelled), or
+ * NULL when memory is short; cb is then never called.
+ */
+struct dns_query;
+typedef void (*dns_resolve_fn)(void *arg, const struct addr *a,
+                               const char *why);
+struct dns_query *dns_resolve(struct dns_cache *c, const char *name, int port,
+                              dns_resolve_fn cb, void *arg);
+
+/* dns_query_cancel() stops q before its callback: cb is never called.
+ * NULL is a no-op; q must not be used afterwards. */
+void dns_query_cancel(struct dns_query *q);
+
 #endif

@@ -9,7 +9,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
-#include <netdb.h>
 #include <openssl/mem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -19,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "control/dns.h"
 #include "control/fetch.h"
 #include "core/addr.h"
 #include "core/buf.h"
@@ -35,7 +35,10 @@ struct fetch {
     fetch_cb cb;
     void *arg;
     char *host, *name;
-    int port, tls, connecting;
+    int port, tls, connecting, verify_name;
+    struct ssl_ctx_st *ctx;
+    struct event_base *base;
+    struct dns_query *q; /* resolving host, or NULL */
     size_t max_body;
     struct conn conn;
     struct timer deadline;
@@ -57,6 +60,8 @@ static void finish(struct fetch *f, const struct fetch_answer *a,
     if (f->conn.fd >= 0)
         conn_close(&f->conn);
     f->conn.fd = -1;
+    dns_query_cancel(f->q);
+    f->q = NULL;
     timer_cancel(&f->deadline);
     if (fmt != NULL) {
         va_start(ap, fmt);
@@ -261,24 +266,44 @@ static void on_deadline(void *arg)
 {
     struct fetch *f = arg;
 
-    finish(f, NULL, "no answer in time from %s", f->name);
+    if (f->q != NULL)
+        finish(f, NULL, "cannot resolve %s in time", f->host);
+    else
+        finish(f, NULL, "no answer in time from %s", f->name);
 }
 
-static int resolve(const char *host, int port, struct addr *a)
+/* An address literal (IPv4, IPv6 with or without brackets) as a; 0, or
+ * -1 for a name. */
+static int literal(const char *host, int port, struct addr *a)
 {
-    struct addrinfo hints, *res = NULL;
-    char ps[8];
+    struct sockaddr_in sin;
+    struct sockaddr_in6 sin6;
+    char v6[INET6_ADDRSTRLEN + 2];
+    size_t n = strlen(host);
 
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_socktype = SOCK_STREAM;
-    snprintf(ps, sizeof(ps), "%d", port);
-    if (getaddrinfo(host, ps, &hints, &res) != 0 || res == NULL)
-        return -1;
     memset(a, 0, sizeof(*a));
-    memcpy(&a->ss, res->ai_addr, res->ai_addrlen);
-    a->len = res->ai_addrlen;
-    freeaddrinfo(res);
-    return 0;
+    memset(&sin, 0, sizeof(sin));
+    if (inet_pton(AF_INET, host, &sin.sin_addr) == 1) {
+        sin.sin_family = AF_INET;
+        sin.sin_port = htons((uint16_t)port);
+        memcpy(&a->ss, &sin, sizeof(sin));
+        a->len = sizeof(sin);
+        return 0;
+    }
+    if (n >= 2 && host[0] == '[' && host[n - 1] == ']' && n - 2 < sizeof(v6)) {
+        memcpy(v6, host + 1, n - 2);
+        v6[n - 2] = '\0';
+        host = v6;
+    }
+    memset(&sin6, 0, sizeof(sin6));
+    if (inet_pton(AF_INET6, host, &sin6.sin6_addr) == 1) {
+        sin6.sin6_family = AF_INET6;
+        sin6.sin6_port = htons((uint16_t)port);
+        memcpy(&a->ss, &sin6, sizeof(sin6));
+        a->len = sizeof(sin6);
+        return 0;
+    }
+    return -1;
 }
 
 /* A name is sent as SNI and checked against the certificate's DNS names;
@@ -299,13 +324,54 @@ static int tls_setup(struct fetch *f, struct ssl_ctx_st *ctx, int verify_name)
     return 0;
 }
 
+/* Opens the connection to a (the host's address) and starts the
+ * exchange; 0, or -1 with an allocated message in *err. */
+static int start_connect(struct fetch *f, const struct addr *a, char **err)
+{
+    int fd, in_progress = 0;
+
+    fd = sock_connect(a, &in_progress);
+    if (fd < 0) {
+        err_set(err, "cannot connect to %s: %s", f->name, strerror(errno));
+        return -1;
+    }
+    conn_init(&f->conn, f->base, fd, on_io, f);
+    if (f->tls && tls_setup(f, f->ctx, f->verify_name) < 0) {
+        err_set(err, "cannot set up TLS");
+        return -1;
+    }
+    f->connecting = in_progress;
+    if (in_progress) {
+        conn_want(&f->conn, 0, 1);
+    } else {
+        f->conn.handshaking = f->tls;
+        conn_want(&f->conn, 1, 1);
+    }
+    return 0;
+}
+
+static void on_resolved(void *arg, const struct addr *a, const char *why)
+{
+    struct fetch *f = arg;
+    char *err = NULL;
+
+    f->q = NULL;
+    if (a == NULL) {
+        finish(f, NULL, "cannot resolve %s (%s)", f->host, why);
+        return;
+    }
+    if (start_connect(f, a, &err) < 0) {
+        finish(f, NULL, "%s", err ? err : "out of memory");
+        free(err);
+    }
+}
+
 struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
                         fetch_cb cb, void *arg, char **err)
 {
     struct fetch *f = calloc(1, sizeof(*f));
     int64_t to = conf->timeout_ms > 0 ? conf->timeout_ms : 15000;
     struct addr a;
-    int fd, in_progress = 0;
 
     *err = NULL;
     if (f == NULL) {
@@ -314,9 +380,12 @@ struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
     }
     f->cb = cb;
     f->arg = arg;
+    f->base = base;
     f->conn.fd = -1;
     f->port = conf->port;
     f->tls = conf->ctx != NULL;
+    f->ctx = conf->ctx;
+    f->verify_name = conf->verify_name;
     f->max_body = conf->max_body;
     buf_init(&f->out, strlen(conf->path) + conf->body_n + 8192 +
                           (conf->headers ? strlen(conf->headers) : 0));
@@ -329,10 +398,6 @@ struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
         err_set(err, "out of memory");
         goto fail;
     }
-    if (resolve(f->host, f->port, &a) < 0) {
-        err_set(err, "cannot resolve %s", f->host);
-        goto fail;
-    }
     buf_printf(&f->out, "%s %s HTTP/1.1\r\nHost: %s\r\n%s", conf->method,
                conf->path, f->host, conf->headers ? conf->headers : "");
     if (conf->body != NULL)
@@ -343,24 +408,22 @@ struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
         err_set(err, "out of memory");
         goto fail;
     }
-    fd = sock_connect(&a, &in_progress);
-    if (fd < 0) {
-        err_set(err, "cannot connect to %s: %s", f->name, strerror(errno));
+    /* The deadline covers resolving the name too. */
+    if (literal(f->host, f->port, &a) == 0) {
+        if (start_connect(f, &a, err) < 0)
+            goto fail;
+    } else if (conf->dns == NULL) {
+        err_set(err, "cannot resolve %s: no resolver here (use an address)",
+                f->host);
         goto fail;
-    }
-    conn_init(&f->conn, base, fd, on_io, f);
-    if (f->tls && tls_setup(f, conf->ctx, conf->verify_name) < 0) {
-        err_set(err, "cannot set up TLS");
-        goto fail;
+    } else {
+        f->q = dns_resolve(conf->dns, f->host, f->port, on_resolved, f);
+        if (f->q == NULL) {
+            err_set(err, "out of memory");
+            goto fail;
+        }
     }
     timer_arm(&f->deadline, (uint64_t)to);
-    f->connecting = in_progress;
-    if (in_progress) {
-        conn_want(&f->conn, 0, 1);
-    } else {
-        f->conn.handshaking = f->tls;
-        conn_want(&f->conn, 1, 1);
-    }
     return f;
 fail:
     fetch_free(f);
@@ -373,6 +436,7 @@ void fetch_free(struct fetch *f)
         return;
     if (f->conn.fd >= 0)
         conn_close(&f->conn);
+    dns_query_cancel(f->q);
     timer_dispose(&f->deadline);
     if (buf_len(&f->out) > 0)
         OPENSSL_cleanse((void *)buf_ptr(&f->out), buf_len(&f->out));

@@ -7,14 +7,17 @@
 #include "http1/parser-t.h"
 
 struct buf;
+struct dns_cache;
 struct event_base;
 struct ssl_ctx_st;
 
 /*
  * One HTTP/1.1 exchange of the control thread ("Connection: close"): the
  * CA client's certificate request and the JWKS cache's document fetch.
- * Resolves host with getaddrinfo() (a slow resolver delays the control
- * loop, never traffic), connects over plain TCP or TLS, writes the
+ * Resolves a host name through the control thread's asynchronous
+ * resolver (control/dns.h: evdns with the bootstrap's dns settings, so a
+ * slow or dead nameserver never holds the loop), connects over plain TCP
+ * or TLS, writes the
  * request, reads the answer with the HTTP/1 parser (Content-Length,
  * chunked or close-delimited body) and calls back once.
  */
@@ -37,6 +40,9 @@ struct fetch_conf {
      * names, no SNI); 0 leaves the check to ctx's own verify callback. */
     struct ssl_ctx_st *ctx;
     int verify_name;
+    /* Resolves host when it is a name (an address literal needs none);
+     * NULL: names are refused. Must outlive the fetch. */
+    struct dns_cache *dns;
     /* Who the messages speak of ("the CA"); NULL: host. */
     const char *name;
     int64_t timeout_ms; /* connect to last byte; 0: 15 s */
@@ -62,8 +68,10 @@ typedef void (*fetch_cb)(void *arg, const struct fetch_answer *a,
 /*
  * fetch_new() starts the exchange on base. The conf strings are copied.
  * Returns the fetch, or NULL with an allocated message in *err when it
- * cannot even start (unresolvable host, no socket, no memory); cb is then
- * never called.
+ * cannot even start (a name without a resolver, no socket, no memory); cb
+ * is then never called. A name that does not resolve is reported through
+ * cb, as is a timeout (conf->timeout_ms counts from here, resolving
+ * included).
  */
 struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
                         fetch_cb cb, void *arg, char **err);

@@ -40,6 +40,7 @@ struct entry {
 
 struct jwks_cache {
     struct event_base *base;
+    struct dns_cache *dns;
     jwks_change_fn on_change;
     void *arg;
     struct timer change_ev; /* deferred: on_change on the next turn */
@@ -170,6 +171,7 @@ static void start_fetch(struct entry *e)
     fc.verify_name = 1;
     fc.timeout_ms = e->timeout_ms > 0 ? e->timeout_ms : 5000;
     fc.max_body = JSON_MAX_BYTES;
+    fc.dns = c->dns;
     e->f = fetch_new(c->base, &fc, on_fetched, e, &err);
 fail:
     free(host);
@@ -197,6 +199,7 @@ static void entry_free(struct entry *e)
 }
 
 struct jwks_cache *jwks_cache_new(struct event_base *base,
+                                  struct dns_cache *dns,
                                   jwks_change_fn on_change, void *arg)
 {
     struct jwks_cache *c = calloc(1, sizeof(*c));
@@ -204,6 +207,7 @@ struct jwks_cache *jwks_cache_new(struct event_base *base,
     if (c == NULL)
         return NULL;
     c->base = base;
+    c->dns = dns;
     c->on_change = on_change;
     c->arg = arg;
     c->conf.refresh_ms = 5 * 60 * 1000;

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct dns_cache;
 struct event_base;
 
 /*
@@ -20,9 +21,11 @@ struct event_base;
  *
  * https is verified against ca_file (NULL: the system bundle) with the
  * URL's host as the name. Answers over 1 MiB, other than 200, or slower
- * than the timeout are failures. Names are resolved with getaddrinfo(),
- * as the CA client does: a slow resolver delays the control loop, never
- * traffic.
+ * than the timeout are failures (resolving the name included). Names
+ * are resolved through the dns cache given (control/dns.h: evdns with the
+ * bootstrap's dns.nameservers and dns.timeout), never with a blocking
+ * getaddrinfo(): a slow or dead nameserver holds neither traffic nor the
+ * control loop (reloads, the admin API).
  *
  * Entries are kept by use, as the DNS cache's: jwks_cache_mark() before a
  * build, lookups mark, jwks_cache_sweep() after a kept build drops what
@@ -44,9 +47,11 @@ struct jwks_stats {
     uint64_t uris;     /* in the cache now */
 };
 
-/* jwks_cache_new() returns a cache on base, or NULL when memory is
- * short. */
+/* jwks_cache_new() returns a cache on base that resolves names with dns
+ * (which must outlive it; NULL: only address literals), or NULL when
+ * memory is short. */
 struct jwks_cache *jwks_cache_new(struct event_base *base,
+                                  struct dns_cache *dns,
                                   jwks_change_fn on_change, void *arg);
 /* jwks_cache_free() cancels what is in flight and frees; NULL: no-op. */
 void jwks_cache_free(struct jwks_cache *c);

@@ -1001,7 +1001,9 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
         if (s->dns == NULL) {
             goto fail;
         }
-        s->jwks = jwks_cache_new(base, on_jwks_change, s);
+        /* jwksUri names go through the same resolver as ServiceEntry
+         * names. */
+        s->jwks = jwks_cache_new(base, s->dns, on_jwks_change, s);
         s->jwks_fn.get = jwks_get;
         s->jwks_fn.arg = s->jwks;
         if (s->jwks == NULL) {
@@ -1069,8 +1071,9 @@ void loop_free(struct loop *s)
     admin_free(s->metrics_port);
     admin_free(s->ready_port);
     source_free(s->source);
-    dns_cache_free(s->dns);
+    /* The JWKS fetches resolve through the dns cache: they go first. */
     jwks_cache_free(s->jwks);
+    dns_cache_free(s->dns);
     timer_dispose(&s->drain_timer);
     timer_dispose(&s->drain_window_timer);
     timer_dispose(&s->cert_timer);

@@ -589,3 +589,27 @@ def test_ca_api_renewals_are_served_while_join_slots_are_full(nodes,
     finally:
         for t in held:
             t.close()
+
+
+def test_join_and_renew_by_name_through_dns_nameservers(nodes, tmp_path):
+    """A CA address given by name (ca.test, which no system resolver
+    knows) is resolved through dns.nameservers, for the join at start and
+    for renewals on the control loop alike (issue 13 item 3)."""
+    from test_dns import DNSServer
+    dns = DNSServer(ttl=30)
+    try:
+        dns.records["ca.test"] = ["127.0.0.1"]
+        ca = ca_node(nodes, tmp_path).start()
+        url = ca.ca_url.replace("127.0.0.1", "ca.test")
+        j = nodes("j1", f"{{dir: {tmp_path / 'j1-state'}, certTTL: 6s}}",
+                  node_yaml=("node: {namespace: foo, serviceAccount: bar}\n"
+                             f"dns: {{nameservers: [\"127.0.0.1:{dns.port}\"]}}\n"),
+                  args=["--join", url, "--token", token(ca)]).start()
+        assert "issued by joining" in j.log(), j.log()
+        joined = len(dns.queries)
+        assert ("ca.test", 1) in dns.queries
+        wait_for(lambda: "renewed over mTLS" in j.log(), 15, "a renewal")
+        assert len(dns.queries) > joined, "the renewal did not ask the " \
+            "configured nameserver"
+    finally:
+        dns.stop()

@@ -22,6 +22,7 @@
 #include "control/ca/csr.h"
 #include "control/ca/identity.h"
 #include "control/ca/pki.h"
+#include "control/dns.h"
 #include "control/fetch.h"
 #include "core/buf.h"
 #include "core/err.h"
@@ -307,6 +308,7 @@ struct ca_client_req *ca_client_request(struct event_base *base,
     fc.timeout_ms =
         (int64_t)(conf->timeout_s > 0 ? conf->timeout_s : 15) * 1000;
     fc.max_body = CA_API_MAX_BODY;
+    fc.dns = conf->dns;
     r->f = fetch_new(base, &fc, on_fetched, r, &ferr);
     if (r->f == NULL) {
         err_set(err, "%s: %s", conf->url, ferr ? ferr : "?");
@@ -358,18 +360,39 @@ static void blocking_done(void *arg, struct ca_cred *cred, const char *err)
     event_base_loopbreak(f->base);
 }
 
+static void no_change(void *arg)
+{
+    (void)arg;
+}
+
 struct ca_cred *ca_client_fetch(const struct ca_client_conf *conf, char **err)
 {
     struct blocking f = {event_base_new(), NULL, NULL, 0};
+    const struct dns_conf sys = {NULL, 0, 5000, 5000};
+    struct ca_client_conf cc = *conf;
+    struct ca_client_req *r;
 
     *err = NULL;
     if (f.base == NULL) {
         err_set(err, "cannot create an event loop");
         return NULL;
     }
-    if (ca_client_request(f.base, conf, blocking_done, &f, err) != NULL)
+    /* The private loop's own resolver, with the bootstrap's settings: a
+     * join by name resolves as every other name does. */
+    cc.dns = dns_cache_new(f.base, conf->dns_conf ? conf->dns_conf : &sys,
+                           no_change, NULL, err);
+    if (cc.dns == NULL) {
+        event_base_free(f.base);
+        return NULL;
+    }
+    r = ca_client_request(f.base, &cc, blocking_done, &f, err);
+    if (r != NULL) {
         while (!f.done && event_base_dispatch(f.base) == 0)
             ;
+        if (!f.done)
+            ca_client_cancel(r);
+    }
+    dns_cache_free(cc.dns);
     event_base_free(f.base);
     if (f.err != NULL)
         *err = f.err;

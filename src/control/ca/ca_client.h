@@ -5,6 +5,8 @@
 #include <stdint.h>
 
 struct ca_cred;
+struct dns_cache;
+struct dns_conf;
 struct event_base;
 
 /*
@@ -25,6 +27,12 @@ struct ca_client_conf {
     EVP_PKEY *key;              /* the key to certify (a reference is taken) */
     int64_t validity_s;         /* requested; 0: the CA's default */
     int timeout_s;              /* whole exchange; 0: 15 s */
+    /* ca_client_request(): resolves a host name in url (control/dns.h),
+     * on the request's loop; NULL: only an address literal works. */
+    struct dns_cache *dns;
+    /* ca_client_fetch(): the settings of the resolver it makes on its own
+     * loop for a host name; NULL: the system's (/etc/resolv.conf). */
+    const struct dns_conf *dns_conf;
 };
 
 /* Called once with a new credential (the callee owns the reference) or

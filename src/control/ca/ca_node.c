@@ -65,6 +65,9 @@ struct ca_node {
      * DIR/identity/join-key.pem until the certificate is stored, so an
      * interrupted join retries with it (token_redeem()). */
     char *join_key_path;
+    /* Resolves the CA's host name for renewals, with the bootstrap's dns
+     * settings (a joined node only). */
+    struct dns_cache *dns;
 };
 
 void ca_node_conf_init(struct ca_node_conf *c, const struct bootstrap *bs)
@@ -84,6 +87,10 @@ void ca_node_conf_init(struct ca_node_conf *c, const struct bootstrap *bs)
     c->address = bs->ca.address;
     c->join_url = bs->ca.join.address;
     c->join_token = bs->ca.join.token;
+    c->dns.nameservers = bs->dns.nameservers.v;
+    c->dns.nnameservers = bs->dns.nameservers.n;
+    c->dns.min_refresh_ms = (uint64_t)bs->dns.min_refresh_ms;
+    c->dns.timeout_ms = (uint64_t)bs->dns.timeout_ms;
 }
 
 int ca_node_wanted(const struct ca_node_conf *c)
@@ -92,6 +99,12 @@ int ca_node_wanted(const struct ca_node_conf *c)
 }
 
 static void renew(struct slot *s);
+
+/* The node's resolver keeps no names, so nothing in it changes. */
+static void no_change(void *arg)
+{
+    (void)arg;
+}
 
 static void on_timer(void *arg)
 {
@@ -312,6 +325,7 @@ static void renew(struct slot *s)
         cc.cred = cur;
         cc.key = key;
         cc.validity_s = n->cert_ttl_s;
+        cc.dns = n->dns;
         s->req =
             key ? ca_client_request(n->base, &cc, on_fetched, s, &err) : NULL;
         EVP_PKEY_free(key);
@@ -517,6 +531,7 @@ static int start_join(struct ca_node *n, const struct ca_node_conf *conf,
         cc.token = conf->join_token;
         cc.key = key;
         cc.validity_s = n->cert_ttl_s;
+        cc.dns_conf = &conf->dns;
         cred = ca_client_fetch(&cc, &ferr);
         EVP_PKEY_free(key);
         if (cred == NULL) {
@@ -564,6 +579,11 @@ struct ca_node *ca_node_new(struct event_base *base, struct reaper *reaper,
                      "DNS-style names (a-z 0-9 - .) for a SPIFFE ID");
         goto fail;
     }
+    if (!conf->enabled) {
+        n->dns = dns_cache_new(base, &conf->dns, no_change, NULL, err);
+        if (n->dns == NULL)
+            goto fail;
+    }
     if (conf->enabled ? start_ca(n, conf, err) < 0
                       : start_join(n, conf, err) < 0)
         goto fail;
@@ -591,6 +611,8 @@ void ca_node_free(struct ca_node *n)
     slot_dispose(&n->server);
     slot_dispose(&n->self);
     ca_free(n->ca);
+    /* After the slots: a renewal in flight resolves through it. */
+    dns_cache_free(n->dns);
     free(n->join_key_path);
     free(n->identity_dir);
     free(n->join_url);

@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "control/ca/pki.h"
+#include "control/dns.h"
 #include "core/addr.h"
 
 struct reaper;
@@ -41,6 +42,7 @@ struct ca_node_conf {
     struct addr address;
     const char *join_url;   /* "" or NULL: not joining */
     const char *join_token; /* "" or NULL: none */
+    struct dns_conf dns;    /* resolving a join_url host name */
 };
 
 /* ca_node_conf_init() fills conf from the bootstrap (pointers into bs). */

@@ -269,6 +269,89 @@ static void test_sweep_drops_unused(void **state)
     dns_cache_free(c);
 }
 
+/* dns_resolve(): one answer, through the cache's nameserver, always on
+ * a later loop turn. */
+struct answer {
+    int calls;
+    char ip[64];
+    int port;
+    char why[128];
+};
+
+static void on_resolved(void *arg, const struct addr *a, const char *why)
+{
+    struct answer *r = arg;
+
+    r->calls++;
+    if (a != NULL) {
+        addr_format(a, r->ip, sizeof(r->ip));
+    } else {
+        snprintf(r->why, sizeof(r->why), "%s", why);
+    }
+}
+
+static void test_resolve_once(void **state)
+{
+    struct fx *f = *state;
+    struct dns_cache *c = cache(f);
+    struct answer r = {0}, r6 = {0}, lo = {0}, bad = {0}, gone = {0};
+    struct dns_stats st;
+
+    f->a[0] = "127.0.0.7";
+    f->na = 1;
+    assert_non_null(dns_resolve(c, "jwks.test", 8443, on_resolved, &r));
+    assert_int_equal(r.calls, 0); /* never inside the call */
+    run_until(f, &r.calls, 1);
+    assert_string_equal(r.ip, "127.0.0.7:8443");
+    assert_int_equal(f->queries, 1);
+    /* Not kept: the cache holds no name. */
+    dns_cache_stats(c, &st);
+    assert_int_equal(st.names, 0);
+    assert_int_equal(st.queries, 1);
+
+    /* No A record: AAAA. */
+    f->na = 0;
+    f->aaaa = "::1";
+    assert_non_null(dns_resolve(c, "v6.test", 80, on_resolved, &r6));
+    run_until(f, &r6.calls, 1);
+    assert_string_equal(r6.ip, "[::1]:80");
+
+    /* localhost is never asked. */
+    int before = f->queries;
+    assert_non_null(dns_resolve(c, "LocalHost.", 9, on_resolved, &lo));
+    assert_int_equal(lo.calls, 0);
+    run_until(f, &lo.calls, 1);
+    assert_string_equal(lo.ip, "127.0.0.1:9");
+    assert_int_equal(f->queries, before);
+
+    /* A failure says why. */
+    f->fail = 1;
+    assert_non_null(dns_resolve(c, "down.test", 80, on_resolved, &bad));
+    run_until(f, &bad.calls, 1);
+    assert_int_equal(bad.ip[0], '\0');
+    assert_true(bad.why[0] != '\0');
+    dns_cache_stats(c, &st);
+    assert_true(st.failures >= 1);
+
+    /* Cancelled, in flight and answered-but-not-delivered: no call. */
+    f->fail = 0;
+    f->na = 1;
+    dns_query_cancel(dns_resolve(c, "gone.test", 80, on_resolved, &gone));
+    dns_query_cancel(dns_resolve(c, "localhost", 80, on_resolved, &gone));
+    before = f->queries;
+    run_until(f, &f->queries, before + 1);
+    {
+        struct timeval tv = {0, 100 * 1000};
+        event_base_loopexit(f->base, &tv);
+        event_base_dispatch(f->base);
+    }
+    assert_int_equal(gone.calls, 0);
+    /* In flight when the cache goes: dropped without a call. */
+    assert_non_null(dns_resolve(c, "late.test", 80, on_resolved, &gone));
+    dns_cache_free(c);
+    assert_int_equal(gone.calls, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +360,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_aaaa_when_no_a, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_drops_unused, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_resolve_once, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

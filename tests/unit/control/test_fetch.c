@@ -404,7 +404,8 @@ static void test_refused_and_unresolvable(void **state)
     c.host = "no-such-host.invalid";
     err = NULL;
     assert_null(fetch_new(base, &c, on_done, &r, &err));
-    assert_string_equal(err, "cannot resolve no-such-host.invalid");
+    assert_string_equal(err, "cannot resolve no-such-host.invalid: no "
+                             "resolver here (use an address)");
     free(err);
     event_base_free(base);
 }

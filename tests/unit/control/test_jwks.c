@@ -128,7 +128,7 @@ static int setup(void **state)
     f->port = ntohs(a.sin_port);
     f->lev = event_new(f->base, f->lfd, EV_READ | EV_PERSIST, on_accept, f);
     event_add(f->lev, NULL);
-    f->c = jwks_cache_new(f->base, on_change, f);
+    f->c = jwks_cache_new(f->base, NULL, on_change, f);
     assert_non_null(f->c);
     assert_int_equal(jwks_cache_configure(f->c, &conf), 0);
     snprintf(f->uri, sizeof(f->uri), "http://127.0.0.1:%d/jwks?x=1", f->port);
