@@ -9,7 +9,6 @@
 #include <arpa/inet.h>
 #include <event2/dns.h>
 #include <event2/event.h>
-#include <event2/util.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +48,7 @@ struct dns_query {
     int ok;
     const char *why;
     struct addr a;
-    struct evdns_getaddrinfo_request *req;
+    struct evdns_request *req;
     struct timer deliver; /* the callback, on the loop */
     dns_resolve_fn cb;
     void *arg;
@@ -210,61 +209,77 @@ static void query_done(struct dns_query *q, const char *why)
     timer_defer(&q->deliver);
 }
 
-static void on_query_answer(int result, struct evutil_addrinfo *res, void *arg)
+static void on_query_answer(int result, char type, int count, int ttl,
+                            void *addresses, void *arg)
 {
     struct dns_query *q = arg;
+    struct sockaddr_in sin;
+    struct sockaddr_in6 sin6;
 
+    (void)ttl;
     q->req = NULL;
     if (q->cancelled) {
-        if (res != NULL)
-            evutil_freeaddrinfo(res);
         query_free(q);
         return;
     }
-    if (result == 0 && res != NULL && res->ai_addrlen <= sizeof(q->a.ss)) {
-        memset(&q->a, 0, sizeof(q->a));
-        memcpy(&q->a.ss, res->ai_addr, res->ai_addrlen);
-        q->a.len = res->ai_addrlen;
-        evutil_freeaddrinfo(res);
-        q->ok = 1;
-        query_done(q, NULL);
+    if (result == DNS_ERR_SHUTDOWN || result == DNS_ERR_CANCEL) {
+        query_done(q, "the resolver shut down");
         return;
     }
-    if (res != NULL)
-        evutil_freeaddrinfo(res);
-    /* No A record: ask for AAAA before calling it a failure (Envoy's
-     * V4_PREFERRED). */
-    if (!q->v6 &&
-        (result == EVUTIL_EAI_NODATA || result == EVUTIL_EAI_NONAME)) {
-        q->v6 = 1;
-        query_send(q);
+    if (result != DNS_ERR_NONE || count <= 0 ||
+        (type != DNS_IPv4_A && type != DNS_IPv6_AAAA)) {
+        /* No A record: ask for AAAA before calling it a failure (Envoy's
+         * V4_PREFERRED). */
+        if (!q->v6 && (result == DNS_ERR_NONE || result == DNS_ERR_NODATA ||
+                       result == DNS_ERR_NOTEXIST)) {
+            q->v6 = 1;
+            query_send(q);
+            return;
+        }
+        query_done(q, result != DNS_ERR_NONE ? evdns_err_to_string(result)
+                                             : "no address");
         return;
     }
-    query_done(q, result == EVUTIL_EAI_CANCEL ? "the resolver shut down"
-                                              : evutil_gai_strerror(result));
+    memset(&q->a, 0, sizeof(q->a));
+    if (type == DNS_IPv4_A) {
+        memset(&sin, 0, sizeof(sin));
+        sin.sin_family = AF_INET;
+        sin.sin_port = htons((uint16_t)q->port);
+        memcpy(&sin.sin_addr, addresses, 4);
+        memcpy(&q->a.ss, &sin, sizeof(sin));
+        q->a.len = sizeof(sin);
+    } else {
+        memset(&sin6, 0, sizeof(sin6));
+        sin6.sin6_family = AF_INET6;
+        sin6.sin6_port = htons((uint16_t)q->port);
+        memcpy(&sin6.sin6_addr, addresses, 16);
+        memcpy(&q->a.ss, &sin6, sizeof(sin6));
+        q->a.len = sizeof(sin6);
+    }
+    q->ok = 1;
+    query_done(q, NULL);
 }
 
-/* evdns's getaddrinfo: /etc/hosts first (loaded at dns_cache_new()),
- * then the nameservers, one family at a time. */
+/*
+ * The cache's own queries (evdns_base_resolve_*), not evdns's
+ * getaddrinfo: a getaddrinfo request still in flight when the base is
+ * freed is never given back (a leak at every exit with a name
+ * unresolved), while these are freed with the base.
+ */
 static void query_send(struct dns_query *q)
 {
     struct dns_cache *c = q->c;
-    struct evutil_addrinfo hints;
-    struct evdns_getaddrinfo_request *r;
-    char port[8];
 
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = q->v6 ? AF_INET6 : AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_protocol = IPPROTO_TCP;
-    snprintf(port, sizeof(port), "%d", q->port);
     c->st.queries++;
-    /* An answer known at once (the hosts file, a failure) calls back
-     * inside the call and gives NULL; that callback may have sent the
-     * AAAA query already, whose request must not be overwritten. */
-    r = evdns_getaddrinfo(c->dns, q->name, port, &hints, on_query_answer, q);
-    if (r != NULL)
-        q->req = r;
+    q->req = q->v6
+                 ? evdns_base_resolve_ipv6(c->dns, q->name, DNS_QUERY_NO_SEARCH,
+                                           on_query_answer, q)
+                 : evdns_base_resolve_ipv4(c->dns, q->name, DNS_QUERY_NO_SEARCH,
+                                           on_query_answer, q);
+    /* evdns calls back on a later turn, never inside the call; NULL means
+     * the query could not start and no callback comes. */
+    if (q->req == NULL)
+        query_done(q, "cannot start a DNS query");
 }
 
 static void on_deliver(void *arg)
@@ -336,11 +351,12 @@ void dns_query_cancel(struct dns_query *q)
         query_free(q);
         return;
     }
-    /* evdns calls back (EVUTIL_EAI_CANCEL) on a later turn: freed then,
-     * or by dns_cache_free() if the cache goes first. */
+    /* Left to finish (within the resolver's timeout) and freed by its
+     * callback, or by dns_cache_free() if the cache goes first: a query
+     * evdns_cancel_request() cancelled would keep its handle until a
+     * later loop turn, which at exit never comes. */
     q->cancelled = 1;
     timer_cancel(&q->deliver);
-    evdns_getaddrinfo_cancel(q->req);
 }
 
 static void on_notify(void *arg)
@@ -373,10 +389,6 @@ struct dns_cache *dns_cache_new(struct event_base *base,
                   EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     if (c->dns == NULL)
         goto oom;
-    /* Names in /etc/hosts resolve for dns_resolve() whatever the
-     * nameservers (evdns reads it with resolv.conf, not without). */
-    if (conf->nnameservers > 0)
-        evdns_base_load_hosts(c->dns, NULL);
     for (size_t i = 0; i < conf->nnameservers; i++)
         if (evdns_base_nameserver_sockaddr_add(
                 c->dns, (const struct sockaddr *)&conf->nameservers[i].ss,

@@ -67,8 +67,8 @@ void dns_cache_stats(const struct dns_cache *c, struct dns_stats *out);
  * nameservers, timeout and attempts), without keeping it in the cache:
  * the connections of the control thread itself (jwksUri fetches, the CA
  * client) resolve as ServiceEntry names do, never with a blocking
- * getaddrinfo(). /etc/hosts is looked in first (as getaddrinfo() did),
- * then the nameservers: IPv4 first, IPv6 when there is no A record
+ * getaddrinfo(). Only the nameservers are asked (/etc/hosts is not
+ * read, as for ServiceEntry names): IPv4 first, IPv6 when there is no A record
  * (Envoy's V4_PREFERRED); "localhost" and names under ".localhost" are
  * 127.0.0.1 without a query (RFC 6761). Counted in dns.queries and
  * dns.failures.
