@@ -238,6 +238,17 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
     buf_printf(b, "access_log.write_errors: %" PRIu64 "\n",
                st.alog_write_errors);
     buf_printf(b, "access_log.reopens: %" PRIu64 "\n", st.alog_reopens);
+    buf_printf(b, "server.downstream_cx_active: %" PRId64 "\n", st.cx_active);
+    buf_printf(b, "server.max_connections: %" PRId64 "\n", st.cx_max);
+    buf_printf(b, "overload.memory_limit_bytes: %" PRIu64 "\n",
+               st.memory_limit);
+    buf_printf(b, "overload.memory_used_bytes: %" PRIu64 "\n", st.memory_used);
+    for (int a = 0; a < OVERLOAD_NACTIONS; a++) {
+        buf_printf(b, "overload.%s.active: %d\n", overload_action_name(a),
+                   (st.overload & OVERLOAD_BIT(a)) != 0);
+        buf_printf(b, "overload.%s.activations: %" PRIu64 "\n",
+                   overload_action_name(a), st.overload_activations[a]);
+    }
     if (st.has_resources) {
         buf_printf(b, "resources.count: %zu\n", st.resources);
         buf_printf(b, "resources.reloads_ok: %" PRIu64 "\n",
@@ -305,6 +316,21 @@ static const struct family families[] = {
     {"strait_listener_connections_closed_total", "counter",
      "Downstream connections closed.",
      offsetof(struct proxy_counters, listener.closed)},
+    {"strait_listener_connections_overflow_total", "counter",
+     "Connections accepted and closed at once: the listener's connection "
+     "limit was reached (limits.action close).",
+     offsetof(struct proxy_counters, listener.cx_overflow)},
+    {"strait_listener_connections_global_overflow_total", "counter",
+     "Connections accepted and closed at once: limits.maxConnections was "
+     "reached (limits.action close).",
+     offsetof(struct proxy_counters, listener.global_cx_overflow)},
+    {"strait_listener_accept_limit_pauses_total", "counter",
+     "Times accepting paused at a connection limit (limits.action pause).",
+     offsetof(struct proxy_counters, listener.cx_limit_paused)},
+    {"strait_listener_accept_overload_pauses_total", "counter",
+     "Times accepting paused by the memory action "
+     "stop_accepting_connections.",
+     offsetof(struct proxy_counters, listener.cx_overload_paused)},
     {"strait_listener_received_bytes_total", "counter",
      "Bytes received from downstream clients.",
      offsetof(struct proxy_counters, relay.bytes_in)},
@@ -585,6 +611,39 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
     if (ops->metrics != NULL)
         admin_render_istio(ops->metrics(ops->arg), b);
     buf_printf(b,
+               "# HELP strait_downstream_connections_active Downstream "
+               "connections open, every listener together.\n"
+               "# TYPE strait_downstream_connections_active gauge\n"
+               "strait_downstream_connections_active %" PRId64 "\n"
+               "# HELP strait_downstream_connections_limit "
+               "limits.maxConnections (0: none).\n"
+               "# TYPE strait_downstream_connections_limit gauge\n"
+               "strait_downstream_connections_limit %" PRId64 "\n"
+               "# HELP strait_overload_memory_limit_bytes "
+               "overload.memoryLimit (0: no memory actions).\n"
+               "# TYPE strait_overload_memory_limit_bytes gauge\n"
+               "strait_overload_memory_limit_bytes %" PRIu64 "\n"
+               "# HELP strait_overload_memory_used_bytes Resident memory at "
+               "the last check.\n"
+               "# TYPE strait_overload_memory_used_bytes gauge\n"
+               "strait_overload_memory_used_bytes %" PRIu64 "\n",
+               st.cx_active, st.cx_max, st.memory_limit, st.memory_used);
+    buf_puts(b, "# HELP strait_overload_action_active 1 while the memory "
+                "action is in effect.\n"
+                "# TYPE strait_overload_action_active gauge\n");
+    for (int a = 0; a < OVERLOAD_NACTIONS; a++)
+        buf_printf(b, "strait_overload_action_active{action=\"%s\"} %d\n",
+                   overload_action_name(a),
+                   (st.overload & OVERLOAD_BIT(a)) != 0);
+    buf_puts(b, "# HELP strait_overload_action_activations_total Times the "
+                "memory action came into effect.\n"
+                "# TYPE strait_overload_action_activations_total counter\n");
+    for (int a = 0; a < OVERLOAD_NACTIONS; a++)
+        buf_printf(b,
+                   "strait_overload_action_activations_total{action=\"%s\"} "
+                   "%" PRIu64 "\n",
+                   overload_action_name(a), st.overload_activations[a]);
+    buf_printf(b,
                "# HELP strait_workers Worker threads.\n"
                "# TYPE strait_workers gauge\nstrait_workers %d\n"
                "# HELP strait_draining 1 while the server drains.\n"
@@ -857,6 +916,17 @@ static void handle(struct evhttp_request *req, void *arg)
             buf_puts(&body, "DRAINING\n");
         } else {
             buf_puts(&body, "LIVE\n");
+        }
+        /* Overloaded is still ready: the pod keeps serving what it
+         * accepted, and pulling every overloaded replica out of its
+         * Service at once would move the load nowhere. */
+        if (st.overload != 0) {
+            buf_puts(&body, "OVERLOADED:");
+            for (int ac = 0; ac < OVERLOAD_NACTIONS; ac++)
+                if (st.overload & OVERLOAD_BIT(ac))
+                    buf_printf(&body, " %s", overload_action_name(ac));
+            buf_printf(&body, " (memory %" PRIu64 " of %" PRIu64 " bytes)\n",
+                       st.memory_used, st.memory_limit);
         }
         if (st.last_reload_error != NULL)
             buf_printf(&body, "last reload failed: %s\n", st.last_reload_error);

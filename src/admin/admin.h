@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "core/addr.h"
+#include "net/overload.h"
 
 struct buf;
 struct event_base;
@@ -49,6 +50,13 @@ struct admin_status {
     uint64_t alog_dropped;
     uint64_t alog_write_errors;
     uint64_t alog_reopens;
+    /* Overload protection (net/overload.h). */
+    int64_t cx_active;     /* downstream connections open, all listeners */
+    int64_t cx_max;        /* limits.maxConnections; 0: none */
+    uint64_t memory_limit; /* overload.memoryLimit; 0: no memory actions */
+    uint64_t memory_used;  /* resident memory at the last check */
+    unsigned overload;     /* OVERLOAD_BIT()s in effect */
+    uint64_t overload_activations[OVERLOAD_NACTIONS];
 };
 
 /* What a POST /reload did; the body of the answer says it. */

@@ -18,6 +18,7 @@
 #include "core/series.h"
 #include "core/stats.h"
 #include "net/listener.h"
+#include "net/overload.h"
 #include "proxy/stats.h"
 #include "compile/metrics.h"
 #include "proxy/http_listener.h"
@@ -534,6 +535,7 @@ static void listener_dispose(struct snapshot_listener *l)
         l->cl.ops->conf_unref(l->cl.conf);
     listener_socks_unref(l->socks);
     stats_block_unref(l->stats);
+    cx_limit_unref(l->cx);
     ident_id_dispose(&l->id);
     ident_id_dispose(&l->base);
     names_free(l->dns_names, l->ndns_names);
@@ -1012,6 +1014,51 @@ static int build_specs(struct snapshot *s, const struct compile_inputs *in,
     return 0;
 }
 
+/*
+ * Each listener's connection limit: the counter of its name in prev (so
+ * connections of every generation count on one), else a new one under
+ * the process's; its limit from the bootstrap now. A conf built by this
+ * snapshot gets it before workers see it; a kept one has it already.
+ */
+static int attach_limits(struct snapshot *s, const struct compile_inputs *in,
+                         const struct snapshot *prev, const struct lspec *specs)
+{
+    enum cx_action act =
+        in->bs->limits.action == BOOTSTRAP_LIMIT_CLOSE ? CX_CLOSE : CX_PAUSE;
+
+    if (in->cx_root == NULL)
+        return 0;
+    cx_limit_set(in->cx_root, in->bs->limits.max_connections, act);
+    for (size_t i = 0; i < s->n; i++) {
+        struct snapshot_listener *l = &s->v[i];
+        const struct snapshot_listener *old =
+            snapshot_listener_find(prev, l->name);
+        const struct lspec *sp = &specs[i];
+        struct http_listener_conf *hc = snapshot_listener_http(l);
+        struct cx_limit **slot = NULL;
+
+        l->cx = old != NULL && old->cx != NULL ? cx_limit_ref(old->cx)
+                                               : cx_limit_new(in->cx_root);
+        if (l->cx == NULL)
+            return -1;
+        cx_limit_set(l->cx,
+                     bootstrap_listener_limit(
+                         in->bs, sp->bl, sp->gw != NULL ? sp->gw->port : 0),
+                     act);
+        if (l->cl.ops->kind == PLISTENER_L4)
+            slot = &((struct l4_listener_conf *)l->cl.conf)->cx;
+        else
+            slot = &((struct http_listener_conf *)l->cl.conf)->cx;
+        if (*slot == NULL)
+            *slot = cx_limit_ref(l->cx);
+        /* A shared port's HTTP part serves connections the L4 listener
+         * took slots for: it holds the counter they give back to. */
+        if (hc != NULL && hc->cx == NULL)
+            hc->cx = cx_limit_ref(l->cx);
+    }
+    return 0;
+}
+
 int snapshot_build(const struct compile_inputs *in, const struct snapshot *prev,
                    struct snapshot **out, char **err)
 {
@@ -1055,7 +1102,7 @@ int snapshot_build(const struct compile_inputs *in, const struct snapshot *prev,
     for (size_t i = 0; i < nspecs; i++)
         if (build_listener(s, in, prev, &specs[i], &staged[i], err) < 0)
             goto fail;
-    if (build_views(s) < 0) {
+    if (build_views(s) < 0 || attach_limits(s, in, prev, specs) < 0) {
         err_set(err, "out of memory");
         goto fail;
     }

@@ -14,6 +14,7 @@ struct cluster;
 struct http_listener_conf;
 struct listener_socks;
 struct stats_block;
+struct cx_limit;
 struct resource_set;
 
 /*
@@ -42,8 +43,12 @@ struct snapshot_listener {
     struct compiled_listener cl;  /* one reference (cl.ops->conf_unref) */
     struct listener_socks *socks; /* one reference; NULL once drained */
     struct stats_block *stats;    /* one reference; follows the name */
-    uint64_t tls_reload_ms;       /* certificate checks; 0: no TLS */
-    int gateway;                  /* from Gateways (routes rebuilt) */
+    /* The connection limit; one reference, follows the name like stats
+     * (connections of retired generations still count on it); NULL
+     * without compile_inputs.cx_root. */
+    struct cx_limit *cx;
+    uint64_t tls_reload_ms; /* certificate checks; 0: no TLS */
+    int gateway;            /* from Gateways (routes rebuilt) */
     /* What cl was compiled from; equal across snapshots: kept. */
     struct ident_id id;
     /* L4 listeners: the identity without what their rules are compiled
@@ -113,6 +118,9 @@ struct compile_inputs {
     /* Istio's metrics table (borrowed; outlives every snapshot); NULL:
      * metrics.enabled is false. */
     struct series_table *metrics;
+    /* The process's connection limit, parent of every listener's (set
+     * from bs->limits by snapshot_build); NULL: nothing counted. */
+    struct cx_limit *cx_root;
 };
 
 /*

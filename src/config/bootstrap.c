@@ -119,6 +119,11 @@ static const struct conf_key listener_keys[] = {
     {"backlog", CONF_INT, OFF(struct bootstrap_listener, backlog), 1, 65535,
      "1024", "listen(2) backlog of each worker's socket", NULL, NULL, NULL,
      NULL},
+    {"maxConnections", CONF_INT,
+     OFF(struct bootstrap_listener, max_connections), 0, 10000000, "0",
+     "connections this listener holds open at most, all workers together "
+     "(over it: limits.action); 0: limits.maxConnectionsPerListener",
+     NULL, NULL, NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -358,6 +363,80 @@ static const struct conf_key ca_keys[] = {
 };
 static const struct conf_section ca_section = {ca_keys, 0, SIZE_MAX};
 
+static const char *const limit_actions[] = {"pause", "close", NULL};
+
+static const struct conf_key port_limit_keys[] = {
+    {"port", CONF_INT, OFF(struct bootstrap_port_limit, port), 1, 65535, NULL,
+     "a Gateway server port (required)", NULL, NULL, NULL, NULL},
+    {"maxConnections", CONF_INT,
+     OFF(struct bootstrap_port_limit, max_connections), 0, 10000000, "0",
+     "connections the Gateway listener on this port holds open at most; 0: "
+     "none",
+     NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section port_limit_section = {
+    port_limit_keys, sizeof(struct bootstrap_port_limit),
+    OFF(struct bootstrap_port_limit, mark)};
+
+static const struct conf_key limits_keys[] = {
+    {"maxConnections", CONF_INT, OFF(struct bootstrap_limits, max_connections),
+     0, 100000000, "0",
+     "downstream connections the whole process holds open at most, every "
+     "listener and worker together (HAProxy's global maxconn); 0: none",
+     NULL, NULL, NULL, NULL},
+    {"maxConnectionsPerListener", CONF_INT,
+     OFF(struct bootstrap_limits, max_connections_per_listener), 0, 10000000,
+     "0",
+     "connections each listener (bootstrap or Gateway) holds open at most, "
+     "unless its own maxConnections or limits.ports says otherwise; 0: none",
+     NULL, NULL, NULL, NULL},
+    {"action", CONF_ENUM, OFF(struct bootstrap_limits, action), 0, 0, "pause",
+     "over a limit: pause (stop accepting until a connection closes; the "
+     "listen backlog holds new clients) or close (accept and close at once, "
+     "counted in downstream_cx_overflow)",
+     limit_actions, NULL, NULL, NULL},
+    {"ports", CONF_LIST, OFF(struct bootstrap_limits, ports), 0, 4096, NULL,
+     "per-port limits of Gateway listeners", NULL, &port_limit_section, NULL,
+     NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section limits_section = {limits_keys, 0, SIZE_MAX};
+
+static const struct conf_key overload_keys[] = {
+    {"memoryLimit", CONF_SIZE, OFF(struct bootstrap_overload, memory_limit), 0,
+     INT64_C(1) << 50, "0",
+     "resident memory (RSS) the actions below are measured against; 0: no "
+     "memory actions",
+     NULL, NULL, NULL, NULL},
+    {"checkInterval", CONF_DURATION,
+     OFF(struct bootstrap_overload, check_interval_ms), 10, 60000, "250ms",
+     "how often resident memory is measured (/proc/self/statm)", NULL, NULL,
+     NULL, NULL},
+    {"stopAcceptingConnections", CONF_INT,
+     OFF(struct bootstrap_overload, stop_accepting_connections), 1, 100, "90",
+     "percent of memoryLimit at which listeners stop accepting connections",
+     NULL, NULL, NULL, NULL},
+    {"disableKeepalive", CONF_INT,
+     OFF(struct bootstrap_overload, disable_keepalive), 1, 100, "95",
+     "percent of memoryLimit at which connections close after their current "
+     "request (HTTP/1 Connection: close, HTTP/2 GOAWAY)",
+     NULL, NULL, NULL, NULL},
+    {"stopAcceptingRequests", CONF_INT,
+     OFF(struct bootstrap_overload, stop_accepting_requests), 1, 100, "98",
+     "percent of memoryLimit at which new requests are answered 503 with "
+     "response flag OM",
+     NULL, NULL, NULL, NULL},
+    {"hysteresis", CONF_INT, OFF(struct bootstrap_overload, hysteresis), 0, 50,
+     "5",
+     "percent points below its threshold memory must fall before an action "
+     "ends",
+     NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section overload_section = {overload_keys, 0,
+                                                     SIZE_MAX};
+
 static const struct conf_key bootstrap_keys[] = {
     {"node", CONF_SECTION, OFF(struct bootstrap, node), 0, 0, NULL,
      "this gateway's identity", NULL, &node_section, NULL, NULL},
@@ -409,6 +488,11 @@ static const struct conf_key bootstrap_keys[] = {
     {"ca", CONF_SECTION, OFF(struct bootstrap, ca), 0, 0, NULL,
      "embedded certificate authority and this node's SPIFFE certificate", NULL,
      &ca_section, NULL, NULL},
+    {"limits", CONF_SECTION, OFF(struct bootstrap, limits), 0, 0, NULL,
+     "connection limits", NULL, &limits_section, NULL, NULL},
+    {"overload", CONF_SECTION, OFF(struct bootstrap, overload), 0, 0, NULL,
+     "memory limit and what happens as it nears", NULL, &overload_section, NULL,
+     NULL},
     {"listeners", CONF_LIST, OFF(struct bootstrap, listeners), 0, 4096, NULL,
      "TCP and HTTP listeners", NULL, &listener_section, NULL, NULL},
     {"clusters", CONF_LIST, OFF(struct bootstrap, clusters), 0, 100000, NULL,
@@ -562,6 +646,64 @@ static int metrics_validate(const struct bootstrap *bs, const char *file,
     return nerr;
 }
 
+/* Connection limits and memory thresholds: ports named once, thresholds
+ * in the order their actions come into effect. */
+static int limits_validate(const struct bootstrap *bs, const char *file,
+                           struct buf *errs)
+{
+    const struct bootstrap_overload *o = &bs->overload;
+    int nerr = 0;
+    char path[64];
+
+    for (size_t i = 0; i < bs->limits.ports.n; i++) {
+        const struct bootstrap_port_limit *p =
+            &((const struct bootstrap_port_limit *)bs->limits.ports.v)[i];
+
+        snprintf(path, sizeof(path), "limits.ports[%zu]", i);
+        if (p->port == 0) {
+            conf_error(errs, file, p->mark.line, p->mark.col, path,
+                       "missing key 'port'");
+            nerr++;
+        }
+        for (size_t j = 0; j < i; j++)
+            if (p->port != 0 &&
+                ((const struct bootstrap_port_limit *)bs->limits.ports.v)[j]
+                        .port == p->port) {
+                conf_error(errs, file, p->mark.line, p->mark.col, path,
+                           "port %lld is already limited by "
+                           "limits.ports[%zu]",
+                           (long long)p->port, j);
+                nerr++;
+            }
+    }
+    if (o->memory_limit > 0 && o->memory_limit < 1024 * 1024) {
+        conf_error(errs, file, 0, 0, "overload.memoryLimit",
+                   "%lld bytes is below 1MiB: strait alone is bigger "
+                   "(0 turns the memory actions off)",
+                   (long long)o->memory_limit);
+        nerr++;
+    }
+    if (o->stop_accepting_connections > o->disable_keepalive ||
+        o->disable_keepalive > o->stop_accepting_requests) {
+        conf_error(errs, file, 0, 0, "overload",
+                   "thresholds must not decrease: stopAcceptingConnections "
+                   "(%lld) <= disableKeepalive (%lld) <= "
+                   "stopAcceptingRequests (%lld)",
+                   (long long)o->stop_accepting_connections,
+                   (long long)o->disable_keepalive,
+                   (long long)o->stop_accepting_requests);
+        nerr++;
+    }
+    if (o->hysteresis >= o->stop_accepting_connections) {
+        conf_error(errs, file, 0, 0, "overload.hysteresis",
+                   "must be below stopAcceptingConnections (%lld): an action "
+                   "would never end",
+                   (long long)o->stop_accepting_connections);
+        nerr++;
+    }
+    return nerr;
+}
+
 /* Checks that span keys: required keys, unique names and addresses. */
 static int bootstrap_validate(const struct bootstrap *bs, const char *file,
                               struct buf *errs)
@@ -642,6 +784,7 @@ static int bootstrap_validate(const struct bootstrap *bs, const char *file,
         nerr++;
     }
     nerr += alog_validate(&bs->log, file, errs);
+    nerr += limits_validate(bs, file, errs);
     if (bs->drain_window_ms > 0 &&
         bs->drain_window_ms >= bs->drain_timeout_ms) {
         conf_error(errs, file, 0, 0, "drainWindow",
@@ -755,6 +898,22 @@ void bootstrap_free(struct bootstrap *bs)
         return;
     conf_dispose(&bootstrap_section, bs);
     free(bs);
+}
+
+int64_t bootstrap_listener_limit(const struct bootstrap *bs,
+                                 const struct bootstrap_listener *bl,
+                                 uint32_t port)
+{
+    if (bl != NULL && bl->max_connections > 0)
+        return bl->max_connections;
+    if (bl == NULL)
+        for (size_t i = 0; i < bs->limits.ports.n; i++) {
+            const struct bootstrap_port_limit *p =
+                &((const struct bootstrap_port_limit *)bs->limits.ports.v)[i];
+            if ((uint32_t)p->port == port)
+                return p->max_connections;
+        }
+    return bs->limits.max_connections_per_listener;
 }
 
 int bootstrap_workers(const struct bootstrap *bs)

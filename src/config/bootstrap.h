@@ -121,6 +121,7 @@ struct bootstrap_listener {
     int64_t idle_timeout_ms;
     int64_t buffer_size;
     int64_t backlog;
+    int64_t max_connections; /* 0: limits.maxConnectionsPerListener */
 };
 
 enum bootstrap_log_format { BOOTSTRAP_LOG_TEXT, BOOTSTRAP_LOG_JSON };
@@ -214,6 +215,34 @@ struct bootstrap_ca {
     struct bootstrap_ca_join join;
 };
 
+/* The connection limit of a Gateway port (limits.ports). */
+struct bootstrap_port_limit {
+    struct conf_mark mark;
+    int64_t port;
+    int64_t max_connections;
+};
+
+enum bootstrap_limit_action { BOOTSTRAP_LIMIT_PAUSE, BOOTSTRAP_LIMIT_CLOSE };
+
+/* Connection limits (net/overload.h); 0: none. */
+struct bootstrap_limits {
+    int64_t max_connections;              /* the whole process */
+    int64_t max_connections_per_listener; /* each listener by default */
+    int action;                           /* enum bootstrap_limit_action */
+    struct conf_list ports;               /* struct bootstrap_port_limit */
+};
+
+/* Memory actions (Envoy's overload manager); thresholds in percent of
+ * memory_limit. */
+struct bootstrap_overload {
+    int64_t memory_limit; /* bytes; 0: none */
+    int64_t check_interval_ms;
+    int64_t stop_accepting_connections;
+    int64_t disable_keepalive;
+    int64_t stop_accepting_requests;
+    int64_t hysteresis;
+};
+
 struct bootstrap {
     struct bootstrap_node node;
     char *trust_domain;
@@ -231,6 +260,8 @@ struct bootstrap {
     struct bootstrap_jwt jwt;
     struct bootstrap_gateway_http http; /* every Gateway listener */
     struct bootstrap_ca ca;
+    struct bootstrap_limits limits;
+    struct bootstrap_overload overload;
     struct conf_list listeners; /* struct bootstrap_listener */
     struct conf_list clusters;  /* struct bootstrap_cluster */
 };
@@ -282,6 +313,14 @@ bootstrap_listener_at(const struct bootstrap *bs, size_t i)
 {
     return &((struct bootstrap_listener *)bs->listeners.v)[i];
 }
+
+/* bootstrap_listener_limit() is the connection limit of the listener
+ * named name on port (bl: its bootstrap entry, NULL for a Gateway's):
+ * its own maxConnections, else its port's in limits.ports (Gateway
+ * listeners), else limits.maxConnectionsPerListener; 0: none. */
+int64_t bootstrap_listener_limit(const struct bootstrap *bs,
+                                 const struct bootstrap_listener *bl,
+                                 uint32_t port);
 
 /* bootstrap_workers() resolves "auto" to the number of online cores. */
 int bootstrap_workers(const struct bootstrap *bs);

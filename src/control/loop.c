@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <event2/event.h>
 #include <inttypes.h>
 #include <openssl/x509.h>
@@ -31,6 +32,7 @@
 #include "event/mq.h"
 #include "event/timer.h"
 #include "net/listener.h"
+#include "net/overload.h"
 #include "net/worker.h"
 #include "proxy/http_listener.h"
 #include "proxy/router.h"
@@ -95,6 +97,14 @@ struct loop {
     uint64_t watchdog_usec; /* 0: no watchdog */
     struct timer watchdog_timer;
     int watchdog_due; /* WORKER_ALIVE answers still due this round */
+    /* The process's connection limit: every listener's counts under it,
+     * and it carries the memory actions in effect to the workers. */
+    struct cx_limit *cx_root;
+    /* The memory actions: see "Overload" below. */
+    struct timer overload_timer;
+    uint64_t memory_used; /* resident bytes at the last check */
+    unsigned overload;    /* OVERLOAD_BIT()s in effect */
+    uint64_t overload_activations[OVERLOAD_NACTIONS];
 };
 
 static size_t dns_lookup(void *arg, const char *name,
@@ -159,6 +169,7 @@ static int build(struct loop *s, const struct bootstrap *bs,
     in.jwks = s->jwks != NULL ? &s->jwks_fn : NULL;
     in.alog_sink = s->alog;
     in.metrics = s->metrics;
+    in.cx_root = s->cx_root;
     if (s->dns != NULL)
         dns_cache_mark(s->dns);
     if (s->jwks != NULL) {
@@ -363,6 +374,67 @@ static void sd_watchdog_start(struct loop *s)
     log_info("watchdog: keep-alive every %llu ms while the workers answer",
              (unsigned long long)(s->watchdog_usec / 2000));
     on_watchdog_timer(s);
+}
+
+/*
+ * Overload: every overload.checkInterval the process's resident memory
+ * is measured (/proc/self/statm, one small read) and the memory actions
+ * in effect follow overload_eval(); workers see them through the root
+ * connection limit with one relaxed load per accept or request. While
+ * any is in effect, freed heap memory is handed back to the kernel
+ * (malloc_trim, Envoy's shrink_heap), so resident memory falls as the
+ * connections that used it close and the actions can end.
+ */
+static void overload_apply(struct loop *s, unsigned next)
+{
+    for (int a = 0; a < OVERLOAD_NACTIONS; a++) {
+        unsigned bit = OVERLOAD_BIT(a);
+        if ((next & bit) && !(s->overload & bit)) {
+            s->overload_activations[a]++;
+            log_warn("overload: %s on (memory %" PRIu64 " of %" PRId64
+                     " bytes)",
+                     overload_action_name(a), s->memory_used,
+                     s->bs->overload.memory_limit);
+        } else if (!(next & bit) && (s->overload & bit)) {
+            log_info("overload: %s off (memory %" PRIu64 " of %" PRId64
+                     " bytes)",
+                     overload_action_name(a), s->memory_used,
+                     s->bs->overload.memory_limit);
+        }
+    }
+    s->overload = next;
+    cx_set_overload(s->cx_root, next);
+}
+
+static void on_overload_timer(void *arg)
+{
+    struct loop *s = arg;
+    const struct bootstrap_overload *o = &s->bs->overload;
+    struct overload_conf c = {(uint64_t)o->memory_limit,
+                              {(unsigned)o->stop_accepting_connections,
+                               (unsigned)o->disable_keepalive,
+                               (unsigned)o->stop_accepting_requests},
+                              (unsigned)o->hysteresis};
+
+    if (o->memory_limit <= 0)
+        return;
+    if (s->overload != 0)
+        malloc_trim(0);
+    s->memory_used = overload_rss_bytes();
+    overload_apply(s, overload_eval(&c, s->memory_used, s->overload));
+    timer_arm(&s->overload_timer, (uint64_t)o->check_interval_ms);
+}
+
+/* The bootstrap in effect changed: measure under its settings now. */
+static void overload_configure(struct loop *s)
+{
+    timer_cancel(&s->overload_timer);
+    if (s->bs->overload.memory_limit <= 0) {
+        s->memory_used = 0;
+        overload_apply(s, 0);
+        return;
+    }
+    on_overload_timer(s);
 }
 
 static void drain_done(struct loop *s)
@@ -624,6 +696,7 @@ static int loop_reload_bootstrap_now(struct loop *s)
     s->reloads_ok++;
     set_error(&s->last_reload_error, NULL);
     arm_cert_timer(s);
+    overload_configure(s);
     log_info("reload: %zu listener(s) in effect", s->cur->n);
     sd_reloaded(s, NULL);
     return LOOP_RELOADED;
@@ -655,6 +728,13 @@ static void admin_status(void *arg, struct admin_status *out)
     out->rebuilds_failed = s->rebuilds_failed;
     out->last_rebuild_error = s->last_rebuild_error;
     out->uptime_ms = clock_ms() - s->start_ms;
+    out->cx_active = cx_active(s->cx_root);
+    out->cx_max = s->bs->limits.max_connections;
+    out->memory_limit = (uint64_t)s->bs->overload.memory_limit;
+    out->memory_used = s->memory_used;
+    out->overload = s->overload;
+    memcpy(out->overload_activations, s->overload_activations,
+           sizeof(out->overload_activations));
     out->has_resources = s->source != NULL;
     if (s->source != NULL) {
         struct source_status ss;
@@ -938,6 +1018,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     timer_init(&s->drain_window_timer, base, on_drain_window, s);
     timer_init(&s->cert_timer, base, on_cert_timer, s);
     timer_init(&s->watchdog_timer, base, on_watchdog_timer, s);
+    timer_init(&s->overload_timer, base, on_overload_timer, s);
     sd_start(s);
     s->identity = identity;
     s->identity_fn.current = identity_current;
@@ -948,7 +1029,9 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     s->nworkers = bootstrap_workers(bs);
     s->inbox = mq_new(base);
     s->workers = calloc((size_t)s->nworkers, sizeof(*s->workers));
-    if (s->config_path == NULL || s->inbox == NULL || s->workers == NULL) {
+    s->cx_root = cx_limit_new(NULL);
+    if (s->config_path == NULL || s->inbox == NULL || s->workers == NULL ||
+        s->cx_root == NULL) {
         err_set(err, "out of memory");
         goto fail;
     }
@@ -1037,6 +1120,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
         goto fail;
     }
     arm_cert_timer(s);
+    overload_configure(s);
     sd_watchdog_start(s);
     if (identity != NULL && ca_identity_watch(identity, on_identity, s) < 0) {
         err_set(err, "too many watchers of the mesh certificate");
@@ -1078,6 +1162,7 @@ void loop_free(struct loop *s)
     timer_dispose(&s->drain_window_timer);
     timer_dispose(&s->cert_timer);
     timer_dispose(&s->watchdog_timer);
+    timer_dispose(&s->overload_timer);
     notify_dispose(&s->notify);
     if (s->identity != NULL)
         ca_identity_unwatch(s->identity, on_identity, s);
@@ -1088,6 +1173,7 @@ void loop_free(struct loop *s)
      * stopped, and what is pending is written now. */
     lsink_free(s->alog);
     bootstrap_free(s->bs);
+    cx_limit_unref(s->cx_root);
     free(s->last_reload_error);
     free(s->last_rebuild_error);
     free(s->workers);

@@ -171,6 +171,9 @@ static const struct stats_field http_fields[] = {
      * without the prefix this block leaves out everywhere. */
     HTTP_FIELD("rq_idle_timeout", rq_idle_timeout),
     HTTP_FIELD("rq_header_timeout", rq_header_timeout),
+    HTTP_FIELD("downstream_rq_overload_close", rq_overload),
+    HTTP_FIELD("downstream_cx_overload_disable_keepalive",
+               cx_overload_keepalive),
 };
 
 const struct stats_desc http_counters_desc = {

@@ -107,6 +107,10 @@ struct http_counters {
     uint64_t rq_idle_timeout;    /* ended by streamIdleTimeout (flag SI) */
     uint64_t rq_header_timeout;  /* a request head not whole in time
                                     (requestHeadersTimeout) */
+    /* Memory overload (net/overload.h): requests answered 503 OM, and
+     * connections told to close after their request. */
+    uint64_t rq_overload;
+    uint64_t cx_overload_keepalive;
 };
 
 /* Their names in the admin API's /stats ("http.rq_total", ...). */

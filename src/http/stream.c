@@ -85,8 +85,9 @@ int hstream_respond(struct hstream *s, int status, const char *body,
 
 const char *hstream_flags_str(unsigned flags, char *out, size_t n)
 {
-    static const char *const names[] = {"NR",  "UH",  "UF", "UC", "UT", "DC",
-                                        "UPE", "DPE", "UO", "SI", "FI", "URX"};
+    static const char *const names[] = {"NR", "UH",  "UF",  "UC", "UT",
+                                        "DC", "UPE", "DPE", "UO", "SI",
+                                        "FI", "URX", "OM"};
     size_t used = 0;
 
     out[0] = '\0';

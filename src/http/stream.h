@@ -61,6 +61,7 @@ enum {
     HFLAG_SI = 1 << 9,   /* stream idle timeout */
     HFLAG_FI = 1 << 10,  /* fault injected (abort) */
     HFLAG_URX = 1 << 11, /* upstream retry limit exceeded */
+    HFLAG_OM = 1 << 12,  /* refused by the overload manager (memory) */
 };
 
 struct hstream {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "net/conn.h"
+#include "net/overload.h"
 
 static ssize_t plain_read(struct conn *c, void *p, size_t n)
 {
@@ -103,6 +104,7 @@ void conn_move(struct conn *dst, struct conn *src, struct event_base *base,
     src->fd = -1;
     src->tls = NULL;
     src->ops = &conn_plain_ops;
+    src->cx = NULL;
 }
 
 void conn_want(struct conn *c, int want_read, int want_write)
@@ -150,4 +152,7 @@ void conn_close(struct conn *c)
     c->ops->dispose(c);
     close(c->fd);
     c->fd = -1;
+    if (c->cx != NULL)
+        cx_release(c->cx);
+    c->cx = NULL;
 }

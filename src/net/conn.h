@@ -18,6 +18,7 @@
  * not three or four).
  */
 struct conn;
+struct cx_limit;
 
 enum {
     CONN_AGAIN = -1, /* would block; wait for conn_want() to fire */
@@ -56,6 +57,10 @@ struct conn {
     const char *why;
     void (*on_io)(struct conn *c, void *arg);
     void *arg;
+    /* The connection-limit slot a downstream connection holds (set by
+     * whoever accepted it; NULL: none), given back by conn_close() and
+     * carried by conn_move(). */
+    struct cx_limit *cx;
 };
 
 /* conn_init() wraps fd (owned from now on) as a plain connection. */
@@ -69,7 +74,8 @@ void conn_init(struct conn *c, struct event_base *base, int fd,
 void conn_move(struct conn *dst, struct conn *src, struct event_base *base,
                void (*on_io)(struct conn *, void *), void *arg);
 
-/* conn_close() stops the events, frees transport state and closes fd. */
+/* conn_close() stops the events, frees transport state, closes fd and
+ * gives back the connection-limit slot. */
 void conn_close(struct conn *c);
 
 static inline ssize_t conn_read(struct conn *c, void *p, size_t n)

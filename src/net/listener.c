@@ -17,6 +17,14 @@ static const struct stats_field listener_fields[] = {
      offsetof(struct listener_counters, closed)},
     {"downstream_cx_destroy", offsetof(struct listener_counters, closed),
      STATS_NONE},
+    {"downstream_cx_overflow", offsetof(struct listener_counters, cx_overflow),
+     STATS_NONE},
+    {"downstream_global_cx_overflow",
+     offsetof(struct listener_counters, global_cx_overflow), STATS_NONE},
+    {"downstream_cx_limit_paused",
+     offsetof(struct listener_counters, cx_limit_paused), STATS_NONE},
+    {"downstream_cx_overload_paused",
+     offsetof(struct listener_counters, cx_overload_paused), STATS_NONE},
 };
 
 const struct stats_desc listener_counters_desc = {

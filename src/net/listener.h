@@ -15,10 +15,16 @@
 struct listener_counters {
     uint64_t accepted;
     uint64_t closed;
+    /* Overload protection (net/overload.h), counted by the acceptor. */
+    uint64_t cx_overflow;        /* closed at once: the listener's limit */
+    uint64_t global_cx_overflow; /* closed at once: the process's limit */
+    uint64_t cx_limit_paused;    /* accepting paused at a limit */
+    uint64_t cx_overload_paused; /* paused: stop_accepting_connections */
 };
 
 /* The names of listener_counters in the admin API's /stats
- * (downstream_cx_total, downstream_cx_active, downstream_cx_destroy). */
+ * (downstream_cx_total, downstream_cx_active, downstream_cx_destroy,
+ * downstream_cx_overflow, ...). */
 extern const struct stats_desc listener_counters_desc;
 
 /*

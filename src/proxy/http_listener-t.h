@@ -99,6 +99,7 @@ struct http_conn {
     struct timer timer;
     enum http_conn_stage stage;
     int drain; /* the listener stopped while this one was still starting */
+    int overload_drained; /* told to close by disable_http_keepalive */
     /* HC_DETECT: bytes of the h2c preface already taken off the socket
      * (a preface that arrives in pieces). */
     unsigned preface_got;

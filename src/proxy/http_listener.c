@@ -28,6 +28,7 @@
 #include "event/timer.h"
 #include "http/access_format.h"
 #include "http2/h2_server.h"
+#include "net/overload.h"
 #include "proxy/http_listener-t.h"
 #include "policy/authz.h"
 #include "policy/jwt.h"
@@ -84,6 +85,7 @@ void http_listener_conf_unref(struct http_listener_conf *c)
     afmt_free(c->alog_fmt);
     series_labels_unref(c->metrics_src);
     series_labels_unref(c->metrics_nodst);
+    cx_limit_unref(c->cx);
     free(c->name);
     free(c);
 }
@@ -615,13 +617,15 @@ static int tls_start(struct http_conn *hc)
 
 static void conn_start(struct http_listener *l, int fd,
                        const struct sockaddr_storage *peer, socklen_t plen,
-                       int adopted)
+                       int adopted, struct cx_limit *cx)
 {
     struct http_conn *hc = calloc(1, sizeof(*hc));
     int one = 1;
 
     if (hc == NULL) {
         close(fd);
+        if (cx != NULL)
+            cx_release(cx);
         return;
     }
     hc->l = l;
@@ -631,6 +635,7 @@ static void conn_start(struct http_listener *l, int fd,
     if (peer->ss_family != AF_UNIX)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     conn_init(&hc->conn, l->base, fd, hc_io, hc);
+    hc->conn.cx = cx;
     timer_init(&hc->timer, l->base, hc_timeout, hc);
     list_append(&l->conns, &hc->link);
     l->active++;
@@ -658,13 +663,16 @@ static void conn_start(struct http_listener *l, int fd,
 static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
                     socklen_t len)
 {
-    conn_start(arg, fd, peer, len, 0);
+    struct http_listener *l = arg;
+
+    conn_start(l, fd, peer, len, 0, l->conf->cx);
 }
 
 void http_listener_adopt(struct plistener *pl, int fd,
-                         const struct sockaddr_storage *peer, socklen_t len)
+                         const struct sockaddr_storage *peer, socklen_t len,
+                         struct cx_limit *cx)
 {
-    conn_start((struct http_listener *)(void *)pl, fd, peer, len, 1);
+    conn_start((struct http_listener *)(void *)pl, fd, peer, len, 1, cx);
 }
 
 size_t http_listener_active(const struct plistener *pl)
@@ -765,6 +773,8 @@ listener_start(struct event_base *base, struct reaper *reaper, int worker,
     if (!l->adopting &&
         acceptor_start(&l->acc, base, fd, conf->name, on_conn, l) < 0)
         goto fail;
+    if (!l->adopting && conf->cx != NULL)
+        acceptor_limit(&l->acc, conf->cx, &http_shard(l)->listener);
     return &l->pl;
 fail:
     listener_free(l);

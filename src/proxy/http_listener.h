@@ -19,6 +19,7 @@ struct event_base;
 struct series_labels;
 struct series_table;
 struct stats_block;
+struct cx_limit;
 struct tls_holder;
 struct router;
 struct authz;
@@ -92,6 +93,9 @@ struct http_listener_conf {
     struct series_table *metrics;
     struct series_labels *metrics_src;
     struct series_labels *metrics_nodst;
+    /* The connection limit its connections count against; one
+     * reference, NULL: uncounted. Set before the conf is published. */
+    struct cx_limit *cx;
 };
 
 struct http_listener_conf *http_listener_conf_new(const char *name,
@@ -114,11 +118,14 @@ struct http_routes *http_listener_conf_routes(struct http_listener_conf *c);
  * a port shared by HTTPS and TLS servers) hands it connections it has
  * only peeked at. http_listener_adopt() serves fd (owned from now on) as
  * if it had been accepted: TLS handshake, ALPN, routes; the adopter has
- * counted it as accepted. http_listener_active() is the number of its
- * connections still open, for the adopter's idleness. Worker thread only.
+ * counted it as accepted, and cx (NULL: none) is the connection-limit
+ * slot it took, which the connection gives back when it closes.
+ * http_listener_active() is the number of its connections still open, for the
+ * adopter's idleness. Worker thread only.
  */
 void http_listener_adopt(struct plistener *pl, int fd,
-                         const struct sockaddr_storage *peer, socklen_t len);
+                         const struct sockaddr_storage *peer, socklen_t len,
+                         struct cx_limit *cx);
 size_t http_listener_active(const struct plistener *pl);
 
 extern const struct plistener_ops http_listener_ops;

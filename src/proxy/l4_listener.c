@@ -41,6 +41,7 @@
 #include "event/reap.h"
 #include "event/timer.h"
 #include "net/conn.h"
+#include "net/overload.h"
 #include "policy/authz.h"
 #include "proxy/http_listener.h"
 #include "proxy/l4_listener.h"
@@ -122,6 +123,7 @@ void l4_listener_conf_unref(struct l4_listener_conf *c)
     free(c->clusters);
     stats_block_unref(c->stats);
     series_labels_unref(c->metrics_src);
+    cx_limit_unref(c->cx);
     free(c->name);
     authz_unref(c->authz);
     http_listener_conf_unref(c->http);
@@ -557,11 +559,14 @@ static void to_http(struct l4_conn *lc)
     socklen_t len = lc->peerlen;
     int fd = lc->c.fd;
 
+    struct cx_limit *cx = lc->c.cx;
+
     /* lc's conn never had events added (the peek has its own), so the fd
-     * changes owner as it is. */
+     * changes owner as it is, with its connection-limit slot. */
     lc->c.fd = -1;
+    lc->c.cx = NULL;
     lc_end(lc, 0);
-    http_listener_adopt(p->http->pl, fd, &peer, len);
+    http_listener_adopt(p->http->pl, fd, &peer, len, cx);
 }
 
 static void route_sni(struct l4_conn *lc)
@@ -656,6 +661,8 @@ static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
     STAT_ADD(&shard(p)->listener, accepted, 1);
     if (lc == NULL) {
         close(fd);
+        if (p->conf->cx != NULL)
+            cx_release(p->conf->cx);
         STAT_ADD(&shard(p)->listener, closed, 1);
         log_error("listener %s: out of memory", p->conf->name);
         return;
@@ -667,6 +674,7 @@ static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
         lc->peerlen = len;
     }
     conn_init(&lc->c, p->base, fd, NULL, NULL);
+    lc->c.cx = p->conf->cx;
     event_assign(&lc->peek_ev, p->base, fd, EV_READ | EV_PERSIST | EV_ET,
                  on_peek, lc);
     timer_init(&lc->timer, p->base, on_lc_timer, lc);
@@ -766,6 +774,8 @@ static struct plistener *ops_start(struct event_base *base,
         goto fail;
     if (acceptor_start(&p->acc, base, fd, c->name, on_conn, p) < 0)
         goto fail;
+    if (c->cx != NULL)
+        acceptor_limit(&p->acc, c->cx, &shard(p)->listener);
     return &p->pl;
 fail:
     l4_listener_free(p);

@@ -12,6 +12,7 @@
 #include "proxy/l4_relay.h"
 
 struct cluster;
+struct cx_limit;
 struct http_listener_conf;
 struct l4_http;
 struct stats_block;
@@ -109,6 +110,9 @@ struct l4_listener_conf {
      * worker runs without a socket of its own. One reference; NULL: none. */
     struct http_listener_conf *http;
     struct series_labels *metrics_src; /* one reference; relay borrows it */
+    /* The connection limit its connections count against (adopted ones
+     * by the HTTP part too); one reference, NULL: uncounted. */
+    struct cx_limit *cx;
 };
 
 struct l4_listener_conf *l4_listener_conf_new(const char *name,

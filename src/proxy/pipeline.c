@@ -23,6 +23,7 @@
 #include "event/timer.h"
 #include "http/access_format.h"
 #include "proxy/istio_metrics.h"
+#include "net/overload.h"
 #include "proxy/pipeline-int.h"
 #include "tls/tls.h"
 #include "upstream/hash.h"
@@ -798,6 +799,38 @@ static size_t pick_endpoint(struct pstream *ps)
     return balancer_pick(&ps->pool->lb);
 }
 
+/*
+ * The memory actions, per request (Envoy's overload manager): with
+ * disable_http_keepalive the connection goes after this request (HTTP/1
+ * Connection: close, HTTP/2 GOAWAY); with stop_accepting_requests the
+ * request is answered 503 with response flag OM before it costs
+ * anything more. 1 when it was answered.
+ */
+static int pstream_overloaded(struct pstream *ps, unsigned ov)
+{
+    struct http_conn *hc = ps->hc;
+    struct proxy_counters *sh = http_shard(ps->l);
+
+    if (ov == 0)
+        return 0;
+    if ((ov & OVERLOAD_BIT(OVERLOAD_DISABLE_KEEPALIVE)) &&
+        !hc->overload_drained) {
+        hc->overload_drained = 1;
+        STAT_ADD(&sh->http, cx_overload_keepalive, 1);
+        if (hc->h1 != NULL)
+            h1_server_drain(hc->h1);
+        else if (hc->h2 != NULL)
+            h2_server_drain(hc->h2);
+    }
+    if (!(ov & OVERLOAD_BIT(OVERLOAD_STOP_ACCEPTING_REQUESTS)))
+        return 0;
+    STAT_ADD(&sh->http, rq_overload, 1);
+    ps->details = "overload";
+    pstream_local_reply(ps, 503, HFLAG_OM, "overloaded\n");
+    pstream_up_finished(ps);
+    return 1;
+}
+
 static void on_request(void *ctx, struct hstream *s)
 {
     struct http_conn *hc = ctx;
@@ -831,6 +864,8 @@ static void on_request(void *ctx, struct hstream *s)
         hpipe_count_grpc(&s->resp_body);
     }
     ps->wr = http_listener_pin(l);
+    if (l->conf->cx != NULL && pstream_overloaded(ps, cx_overload(l->conf->cx)))
+        return;
     if (hc->conn.tls != NULL && pstream_misdirected(ps))
         return;
     if (ps->wr->r->jwt != NULL && pstream_authenticate(ps) < 0)

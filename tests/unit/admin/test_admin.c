@@ -281,6 +281,15 @@ static void test_render_stats(void **state)
     s = render(r, admin_render_stats);
     assert_line(s, "server.draining: 1");
     assert_line(s, "server.last_reload_error: \"bad \\\"key\\\"\\n\"");
+    r->k.st.cx_active = 7;
+    r->k.st.overload = OVERLOAD_BIT(OVERLOAD_DISABLE_KEEPALIVE);
+    r->k.st.overload_activations[OVERLOAD_DISABLE_KEEPALIVE] = 2;
+    s = render(r, admin_render_stats);
+    assert_line(s, "server.downstream_cx_active: 7");
+    assert_line(s, "overload.disable_http_keepalive.active: 1");
+    assert_line(s, "overload.disable_http_keepalive.activations: 2");
+    assert_line(s, "overload.stop_accepting_requests.active: 0");
+    r->k.st.overload = 0;
 
     /* No listeners at all. */
     r->k.nls = 0;
@@ -409,10 +418,15 @@ static void test_render_prometheus(void **state)
     r->k.st.draining = 1;
     s = render(r, admin_render_prometheus);
     samples = check_exposition(s);
-    /* 28 listener families and 11 labelled rows (5 status classes, 6 TLS
+    /* 32 listener families and 11 labelled rows (5 status classes, 6 TLS
      * failure reasons), each x 2 listeners; 3 worker lines; 5 server
-     * lines; 3 DNS lines. */
-    assert_int_equal(samples, (28 + 11) * 2 + 3 + 5 + 3);
+     * lines, 4 overload gauges and 2 x 3 overload action lines; 3 DNS
+     * lines. */
+    assert_int_equal(samples, (32 + 11) * 2 + 3 + 5 + 10 + 3);
+    assert_line(s, "strait_overload_action_active{action="
+                   "\"stop_accepting_requests\"} 0");
+    assert_line(s, "# TYPE strait_listener_connections_overflow_total "
+                   "counter");
     assert_line(s, "# TYPE strait_http_jwt_denied_total counter");
     assert_line(s, "# TYPE strait_http_mirror_sent_total counter");
     assert_line(s, "# TYPE strait_http_mirror_skipped_total counter");
@@ -460,7 +474,8 @@ static void test_render_prometheus(void **state)
     /* Without listeners the families are still declared, and valid. */
     r->k.nls = 0;
     s = render(r, admin_render_prometheus);
-    assert_int_equal(check_exposition(s), 5 + 3); /* server, DNS lines */
+    /* server, overload and DNS lines */
+    assert_int_equal(check_exposition(s), 5 + 10 + 3);
     assert_line(s, "# TYPE strait_listener_connections_active gauge");
 }
 
@@ -741,6 +756,19 @@ static void test_http_ready(void **state)
     assert_string_equal(r->body, "LIVE\nlast reload failed: listeners[0]: "
                                  "bad address\n");
 
+    /* Memory actions in effect: named, and still ready. */
+    f->k.st.last_reload_error = NULL;
+    f->k.st.overload = OVERLOAD_BIT(OVERLOAD_STOP_ACCEPTING_CONNECTIONS) |
+                       OVERLOAD_BIT(OVERLOAD_STOP_ACCEPTING_REQUESTS);
+    f->k.st.memory_used = 950;
+    f->k.st.memory_limit = 1000;
+    r = http(f, "GET /healthz/ready HTTP/1.0\r\n\r\n");
+    assert_int_equal(r->status, 200);
+    assert_string_equal(r->body, "LIVE\nOVERLOADED: stop_accepting_connections "
+                                 "stop_accepting_requests (memory 950 of "
+                                 "1000 bytes)\n");
+    f->k.st.overload = 0;
+
     r = http(f, "POST /healthz/ready HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
     assert_int_equal(r->status, 405);
     assert_string_equal(header(r, "Allow"), "GET, HEAD");
@@ -787,7 +815,7 @@ static void test_http_prometheus(void **state)
     assert_int_equal(r->status, 200);
     assert_string_equal(header(r, "Content-Type"),
                         "text/plain; version=0.0.4; charset=utf-8");
-    assert_int_equal(check_exposition(r->body), (28 + 11) * 2 + 3 + 5 + 3);
+    assert_int_equal(check_exposition(r->body), (32 + 11) * 2 + 3 + 5 + 10 + 3);
     assert_line(r->body, "strait_listener_connections_active{listener=\"web\"} "
                          "5");
 }
