@@ -10,7 +10,8 @@ test_pkgs=(python3 python3-pytest python3-prometheus-client python3-grpcio
     python3-h2 python3-cryptography curl nghttp2-client wrk openssl clang-14
     libclang-rt-14-dev clang-format-14
     testssl.sh systemd
-    dpkg-dev debhelper lintian rpm rpmlint buildah umoci python3-yaml)
+    dpkg-dev debhelper lintian rpm rpmlint buildah umoci python3-yaml
+    etcd-server etcd-client)
 
 pkgs=("${build_pkgs[@]}")
 if [ "${1:-}" = "--test" ]; then

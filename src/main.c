@@ -28,6 +28,7 @@
 #include "config/res-k8s.h"
 #include "core/buf.h"
 #include "control/ca/ca_cli.h"
+#include "control/etcd_cli.h"
 #include "control/ca/ca_node.h"
 #include "core/log.h"
 #include "control/loop.h"
@@ -50,21 +51,26 @@ static int main_signals_seen;
 
 static void usage_main(FILE *f)
 {
-    fprintf(f,
-            "usage: strait <command> [options]\n"
-            "\n"
-            "commands:\n"
-            "  run        run the gateway in the foreground\n"
-            "  check      validate a configuration and exit\n"
-            "  reload     make the running strait re-read its configuration\n"
-            "             and wait for the outcome\n"
-            "  version    print strait's version and its libraries'\n"
-            "  reference  list every bootstrap key with type and default\n"
-            "  ca         the embedded CA: init, show, token create, issue\n"
-            "\n"
-            "'strait <command> --help' describes a command.\n"
-            "exit codes: 0 ok, 1 invalid configuration, 2 usage error,\n"
-            "            3 could not start (e.g. address in use)\n");
+    fprintf(
+        f,
+        "usage: strait <command> [options]\n"
+        "\n"
+        "commands:\n"
+        "  run        run the gateway in the foreground\n"
+        "  check      validate a configuration and exit\n"
+        "  reload     make the running strait re-read its configuration\n"
+        "             and wait for the outcome\n"
+        "  version    print strait's version and its libraries'\n"
+        "  reference  list every bootstrap key with type and default\n"
+        "  ca         the embedded CA: init, show, token create, issue\n"
+        "  apply      write resources to etcd (config.etcd) after checking\n"
+        "             them against what it holds: apply -f FILE|DIR\n"
+        "  delete     delete a resource from etcd: delete KIND NAME [-n NS]\n"
+        "  get        list resources in etcd: get KIND [NAME] [-n NS]\n"
+        "\n"
+        "'strait <command> --help' describes a command.\n"
+        "exit codes: 0 ok, 1 invalid configuration, 2 usage error,\n"
+        "            3 could not start (e.g. address in use)\n");
 }
 
 static void usage_run(FILE *f)
@@ -474,6 +480,9 @@ int main(int argc, char **argv)
         return reload_cli_main(argc - 1, argv + 1, DEFAULT_CONFIG);
     if (strcmp(cmd, "ca") == 0)
         return ca_cli_main(argc - 1, argv + 1, DEFAULT_CONFIG);
+    if (strcmp(cmd, "apply") == 0 || strcmp(cmd, "delete") == 0 ||
+        strcmp(cmd, "get") == 0)
+        return etcd_cli_main(cmd, argc - 1, argv + 1, DEFAULT_CONFIG);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 ||
         strcmp(cmd, "-h") == 0) {
         usage_main(stdout);

@@ -269,6 +269,34 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
         buf_printf(b, "jwks.failures: %" PRIu64 "\n", st.jwks_failures);
         buf_printf(b, "jwks.changes: %" PRIu64 "\n", st.jwks_changes);
     }
+    if (st.has_etcd) {
+        buf_printf(b, "etcd.synced: %d\n", st.etcd_synced);
+        buf_printf(b, "etcd.watching: %d\n", st.etcd_watching);
+        buf_printf(b, "etcd.revision: %" PRId64 "\n", st.etcd_revision);
+        buf_printf(b, "etcd.keys: %zu\n", st.etcd_keys);
+        buf_puts(b, "etcd.endpoint: ");
+        json_str(b, st.etcd_endpoint ? st.etcd_endpoint : "");
+        buf_puts(b, "\n");
+        buf_printf(b, "etcd.down_ms: %" PRIu64 "\n", st.etcd_down_ms);
+        buf_printf(b, "etcd.watches_started: %" PRIu64 "\n",
+                   st.etcd_watches_started);
+        buf_printf(b, "etcd.reconnects: %" PRIu64 "\n", st.etcd_reconnects);
+        buf_printf(b, "etcd.ranges: %" PRIu64 "\n", st.etcd_ranges);
+        buf_printf(b, "etcd.compactions: %" PRIu64 "\n", st.etcd_compactions);
+        buf_printf(b, "etcd.events: %" PRIu64 "\n", st.etcd_events);
+        buf_printf(b, "etcd.progress_notifications: %" PRIu64 "\n",
+                   st.etcd_progress);
+        buf_printf(b, "etcd.failures: %" PRIu64 "\n", st.etcd_failures);
+        buf_printf(b, "etcd.last_backoff_ms: %" PRIu64 "\n",
+                   st.etcd_last_backoff_ms);
+        buf_printf(b, "etcd.watch_created_unix_ms: %" PRId64 "\n",
+                   st.etcd_watch_created_ms);
+        if (st.etcd_error != NULL) {
+            buf_puts(b, "etcd.last_error: ");
+            json_str(b, st.etcd_error);
+            buf_puts(b, "\n");
+        }
+    }
     for (size_t i = 0; i < n; i++) {
         struct stat_line line = {b, ls[i]->name};
 
@@ -933,8 +961,27 @@ static void handle(struct evhttp_request *req, void *arg)
         if (st.resource_error != NULL)
             buf_printf(&body, "last resource reload failed:\n%s\n",
                        st.resource_error);
-        reply(req, st.draining ? 503 : 200,
-              st.draining ? "Service Unavailable" : "OK", "text/plain", &body);
+        /* Until etcd's prefix has been read once the gateway runs without
+         * the fleet's resources: not ready. Once read, a lost cluster
+         * leaves the last good snapshot serving, and this says so. */
+        if (st.has_etcd && !st.etcd_synced)
+            buf_printf(&body, "etcd: not read yet (%s)\n",
+                       st.etcd_error ? st.etcd_error : "connecting");
+        else if (st.has_etcd && !st.etcd_watching)
+            buf_printf(&body,
+                       "etcd: no member answers for %" PRIu64
+                       " ms; serving the last good snapshot (revision %" PRId64
+                       "): %s\n",
+                       st.etcd_down_ms, st.etcd_revision,
+                       st.etcd_error ? st.etcd_error : "reconnecting");
+        else if (st.has_etcd)
+            buf_printf(&body, "etcd: watching at revision %" PRId64 " (%s)\n",
+                       st.etcd_revision, st.etcd_endpoint);
+        {
+            int down = st.draining || (st.has_etcd && !st.etcd_synced);
+            reply(req, down ? 503 : 200, down ? "Service Unavailable" : "OK",
+                  "text/plain", &body);
+        }
     } else if (strcmp(path, "/stats") == 0) {
         if (!method_is(req, EVHTTP_REQ_GET, &body))
             goto done;

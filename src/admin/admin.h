@@ -35,6 +35,24 @@ struct admin_status {
     uint64_t resource_reloads_ok;
     uint64_t resource_reloads_failed;
     const char *resource_error; /* NULL when the last load succeeded */
+    /* config.etcd */
+    int has_etcd;
+    int etcd_synced;
+    int etcd_watching;
+    int64_t etcd_revision;
+    size_t etcd_keys;
+    const char *etcd_endpoint;
+    const char *etcd_error; /* NULL while watching */
+    uint64_t etcd_down_ms;
+    uint64_t etcd_watches_started;
+    uint64_t etcd_reconnects;
+    uint64_t etcd_ranges;
+    uint64_t etcd_compactions;
+    uint64_t etcd_events;
+    uint64_t etcd_progress;
+    uint64_t etcd_failures;
+    uint64_t etcd_last_backoff_ms;
+    int64_t etcd_watch_created_ms; /* wall clock of the last watch made */
     /* ServiceEntries resolved with DNS. */
     uint64_t dns_queries;
     uint64_t dns_failures;

@@ -223,6 +223,57 @@ static const struct conf_key log_keys[] = {
 static const struct conf_section log_section = {
     log_keys, 0, OFF(struct bootstrap_log, mark)};
 
+static const struct conf_key etcd_keys[] = {
+    {"endpoints", CONF_STR_LIST, OFF(struct bootstrap_etcd, endpoints), 0, 64,
+     NULL,
+     "etcd members' client URLs, http://HOST:PORT or https://HOST:PORT; "
+     "none: no etcd. On failure the next one is tried",
+     NULL, NULL, NULL, NULL},
+    {"prefix", CONF_STR, OFF(struct bootstrap_etcd, prefix), 0, 0, "/strait",
+     "keys PREFIX/KIND/NAMESPACE/NAME hold one resource each (YAML or JSON); "
+     "one watch on the prefix for the life of the process",
+     NULL, NULL, NULL, NULL},
+    {"caFile", CONF_STR, OFF(struct bootstrap_etcd, ca_file), 0, 0, "",
+     "https endpoints: CA bundle the members are verified with; \"\": the "
+     "system bundle",
+     NULL, NULL, NULL, NULL},
+    {"certFile", CONF_STR, OFF(struct bootstrap_etcd, cert_file), 0, 0, "",
+     "https endpoints: client certificate (PEM chain) shown to etcd", NULL,
+     NULL, NULL, NULL},
+    {"keyFile", CONF_STR, OFF(struct bootstrap_etcd, key_file), 0, 0, "",
+     "the client certificate's key", NULL, NULL, NULL, NULL},
+    {"username", CONF_STR, OFF(struct bootstrap_etcd, username), 0, 0, "",
+     "etcd user (auth enabled); \"\": none", NULL, NULL, NULL, NULL},
+    {"password", CONF_STR, OFF(struct bootstrap_etcd, password), 0, 0, "",
+     "the etcd user's password; never shown in /config_dump", NULL, NULL, NULL,
+     conf_secret_json},
+    {"dialTimeout", CONF_DURATION, OFF(struct bootstrap_etcd, dial_timeout_ms),
+     100, 60000, "5s",
+     "connecting to a member up to its answer's head (a watch has no "
+     "deadline after that)",
+     NULL, NULL, NULL, NULL},
+    {"requestTimeout", CONF_DURATION,
+     OFF(struct bootstrap_etcd, request_timeout_ms), 100, 600000, "30s",
+     "a whole range, txn or authenticate answer", NULL, NULL, NULL, NULL},
+    {"backoff", CONF_DURATION, OFF(struct bootstrap_etcd, backoff_ms), 10,
+     60000, "500ms",
+     "first reconnect delay when no member answers; each failure doubles "
+     "it up to backoffMax; every delay is drawn at random in its upper half "
+     "(the first in [0, backoff]) so a fleet does not reconnect at once",
+     NULL, NULL, NULL, NULL},
+    {"backoffMax", CONF_DURATION, OFF(struct bootstrap_etcd, backoff_max_ms),
+     10, 3600 * 1000, "30s", "the cap of the reconnect delay", NULL, NULL, NULL,
+     NULL},
+    {"maxResponseBytes", CONF_SIZE,
+     OFF(struct bootstrap_etcd, max_response_bytes), 4096, INT64_C(1) << 32,
+     "64MiB",
+     "the largest range answer (the whole prefix) or watch message taken; a "
+     "larger one is an error and the last good resources stay",
+     NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section etcd_section = {etcd_keys, 0, SIZE_MAX};
+
 static const struct conf_key source_keys[] = {
     {"dir", CONF_STR, OFF(struct bootstrap_source, dir), 0, 0, "",
      "directory of Istio resources (YAML/JSON), watched for changes; \"\" "
@@ -237,6 +288,10 @@ static const struct conf_key source_keys[] = {
      "apply -n); a subdirectory's resources default to its name; restart "
      "to change",
      NULL, NULL, res_valid_label, NULL},
+    {"etcd", CONF_SECTION, OFF(struct bootstrap_source, etcd), 0, 0, NULL,
+     "Istio resources in etcd v3 (fleet configuration); a resource in etcd "
+     "replaces one of the same kind, namespace and name in dir",
+     NULL, &etcd_section, NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 static const struct conf_section source_section = {source_keys, 0, SIZE_MAX};
@@ -785,6 +840,43 @@ static int bootstrap_validate(const struct bootstrap *bs, const char *file,
     }
     nerr += alog_validate(&bs->log, file, errs);
     nerr += limits_validate(bs, file, errs);
+    for (size_t i = 0; i < bs->config.etcd.endpoints.n; i++) {
+        const char *why = NULL;
+        char host[256];
+        int tls, port;
+        snprintf(path, sizeof(path), "config.etcd.endpoints[%zu]", i);
+        if (bootstrap_etcd_endpoint(bs->config.etcd.endpoints.v[i], &tls, host,
+                                    sizeof(host), &port, &why) < 0) {
+            conf_error(errs, file, 0, 0, path, "%s", why);
+            nerr++;
+        }
+    }
+    if (bs->config.etcd.endpoints.n > 0) {
+        const struct bootstrap_etcd *e = &bs->config.etcd;
+        size_t pn = strlen(e->prefix);
+        if (pn == 0 || e->prefix[0] != '/' || e->prefix[pn - 1] == '/') {
+            conf_error(errs, file, 0, 0, "config.etcd.prefix",
+                       "'%s': a prefix starts with '/' and does not end "
+                       "with one",
+                       e->prefix);
+            nerr++;
+        }
+        if ((e->cert_file[0] != '\0') != (e->key_file[0] != '\0')) {
+            conf_error(errs, file, 0, 0, "config.etcd.certFile",
+                       "certFile and keyFile go together");
+            nerr++;
+        }
+        if (e->password[0] != '\0' && e->username[0] == '\0') {
+            conf_error(errs, file, 0, 0, "config.etcd.password",
+                       "a password without a username");
+            nerr++;
+        }
+        if (e->backoff_max_ms < e->backoff_ms) {
+            conf_error(errs, file, 0, 0, "config.etcd.backoffMax",
+                       "shorter than backoff");
+            nerr++;
+        }
+    }
     if (bs->drain_window_ms > 0 &&
         bs->drain_window_ms >= bs->drain_timeout_ms) {
         conf_error(errs, file, 0, 0, "drainWindow",
@@ -794,6 +886,61 @@ static int bootstrap_validate(const struct bootstrap *bs, const char *file,
         nerr++;
     }
     return nerr;
+}
+
+int bootstrap_etcd_endpoint(const char *url, int *tls, char *host, size_t n,
+                            int *port, const char **why)
+{
+    const char *h, *end, *colon;
+    long v = 0;
+    size_t hn;
+
+    if (strncmp(url, "http://", 7) == 0) {
+        *tls = 0;
+        h = url + 7;
+    } else if (strncmp(url, "https://", 8) == 0) {
+        *tls = 1;
+        h = url + 8;
+    } else {
+        *why = "expected http://HOST:PORT or https://HOST:PORT";
+        return -1;
+    }
+    if (*h == '[') {
+        end = strchr(h, ']');
+        if (end == NULL || end[1] != ':') {
+            *why = "expected [IPv6]:PORT after the scheme";
+            return -1;
+        }
+        h++;
+        hn = (size_t)(end - h);
+        colon = end + 1;
+    } else {
+        colon = strrchr(h, ':');
+        if (colon == NULL) {
+            *why = "the port is missing (etcd's client port is usually 2379)";
+            return -1;
+        }
+        hn = (size_t)(colon - h);
+    }
+    if (hn == 0 || hn >= n || memchr(h, '/', hn) != NULL) {
+        *why = "bad host";
+        return -1;
+    }
+    for (const char *p = colon + 1; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9' || v > 65535) {
+            *why = *p == '/' ? "no path may follow the port" : "bad port";
+            return -1;
+        }
+        v = v * 10 + (*p - '0');
+    }
+    if (colon[1] == '\0' || v < 1 || v > 65535) {
+        *why = "bad port";
+        return -1;
+    }
+    memcpy(host, h, hn);
+    host[hn] = '\0';
+    *port = (int)v;
+    return 0;
 }
 
 static char *errs_take(struct buf *errs)

@@ -163,12 +163,39 @@ struct bootstrap_log {
     struct conf_mark mark;
 };
 
+/* Istio resources in etcd v3 (its JSON gateway), one per key
+ * <prefix>/<Kind>/<namespace>/<name>. Off without endpoints. */
+struct bootstrap_etcd {
+    struct conf_strs endpoints; /* http://HOST:PORT or https://HOST:PORT */
+    char *prefix;               /* no trailing '/' */
+    char *ca_file;              /* https: verify members with this CA */
+    char *cert_file;            /* https: client certificate */
+    char *key_file;
+    char *username; /* "" for none */
+    char *password;
+    int64_t dial_timeout_ms;    /* connect to the head of an answer */
+    int64_t request_timeout_ms; /* a whole range or txn answer */
+    int64_t backoff_ms;         /* first reconnect delay (jittered) */
+    int64_t backoff_max_ms;     /* the cap */
+    int64_t max_response_bytes; /* a range answer or one watch message */
+};
+
 /* Where Istio resources come from. */
 struct bootstrap_source {
     char *dir; /* "" for none */
     int64_t debounce_ms;
     char *default_ns; /* namespace of documents that give none */
+    struct bootstrap_etcd etcd;
 };
+
+/*
+ * bootstrap_etcd_endpoint() reads one config.etcd.endpoints entry,
+ * http://HOST:PORT or https://HOST:PORT (HOST a name, an IPv4 address or
+ * a bracketed IPv6 one; no path). Returns 0 with *tls, host (n bytes,
+ * without brackets) and *port set, or -1 with a static reason in *why.
+ */
+int bootstrap_etcd_endpoint(const char *url, int *tls, char *host, size_t n,
+                            int *port, const char **why);
 
 /* credentialName NAME -> NAME/tls.crt, NAME/tls.key, NAME/ca.crt here. */
 struct bootstrap_credentials {

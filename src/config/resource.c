@@ -621,6 +621,8 @@ struct loader {
     struct resource_set *set;
     const char *file;       /* owned by set->files */
     const char *default_ns; /* for documents without metadata.namespace */
+    /* An etcd key: the one resource its value may hold (NULL: a file). */
+    const struct res_input *expect;
 };
 
 static void resource_free(struct resource *r)
@@ -1042,6 +1044,21 @@ decode:
         r->meta.ns = d;
     }
 
+    /* An etcd key names its resource: a value that is another one would
+     * be found under the wrong key by strait get and delete. */
+    if (ld->expect != NULL && nerr == 0 && r->meta.name != NULL &&
+        r->meta.ns != NULL &&
+        (strcmp(kind, ld->expect->kind) != 0 ||
+         strcmp(r->meta.ns, ld->expect->ns) != 0 ||
+         strcmp(r->meta.name, ld->expect->rname) != 0)) {
+        load_msg(ld, RES_ERROR, meta != NULL ? meta->line : root->line,
+                 meta != NULL ? meta->col : root->col, resource, "metadata",
+                 "the key is for %s %s/%s, the value is %s %s/%s",
+                 ld->expect->kind, ld->expect->ns, ld->expect->rname, kind,
+                 r->meta.ns, r->meta.name);
+        nerr++;
+    }
+
     spec = ymap_get(root, "spec");
     if (kind_ext[k]->toplevel) {
         /* The document itself, less its identity, holds the keys. */
@@ -1135,10 +1152,11 @@ static const char *add_file(struct resource_set *set, const char *name)
     return v[set->nfiles++];
 }
 
-static void load_bytes(struct resource_set *set, const char *data, size_t len,
-                       const char *name, const char *default_ns)
+static void load_bytes_as(struct resource_set *set, const char *data,
+                          size_t len, const char *name, const char *default_ns,
+                          const struct res_input *expect)
 {
-    struct loader ld = {set, add_file(set, name), default_ns};
+    struct loader ld = {set, add_file(set, name), default_ns, expect};
     struct ydoc *docs = NULL;
     size_t ndocs = 0;
     char *err = NULL;
@@ -1167,10 +1185,35 @@ static void load_bytes(struct resource_set *set, const char *data, size_t len,
         free(err);
         return;
     }
+    if (expect != NULL) {
+        const struct ynode *second = NULL;
+        size_t n = 0;
+        for (size_t i = 0; i < ndocs; i++)
+            if (docs[i].root != NULL && ++n == 2)
+                second = docs[i].root;
+        if (n != 1) {
+            load_msg(&ld, RES_ERROR, second ? second->line : 1,
+                     second ? second->col : 1, "", "",
+                     "an etcd key holds one resource, this value has %zu", n);
+            yaml_docs_free(docs, ndocs);
+            return;
+        }
+        for (size_t i = 0; i < ndocs; i++)
+            if (docs[i].root != NULL)
+                load_doc(&ld, docs[i].root);
+        yaml_docs_free(docs, ndocs);
+        return;
+    }
     for (size_t i = 0; i < ndocs; i++)
         if (docs[i].root != NULL)
             load_doc_or_list(&ld, docs[i].root);
     yaml_docs_free(docs, ndocs);
+}
+
+static void load_bytes(struct resource_set *set, const char *data, size_t len,
+                       const char *name, const char *default_ns)
+{
+    load_bytes_as(set, data, len, name, default_ns, NULL);
 }
 
 static void load_file(struct resource_set *set, const char *path,
@@ -1348,6 +1391,51 @@ struct resource_set *resource_load_ns(const char *path, const char *default_ns,
     } else {
         res_msgs_add(&set->msgs, "IST0106", RES_ERROR, path, 0, 0, "", "",
                      "cannot read: %s", strerror(errno));
+    }
+    return finish(set, errs, nerr);
+}
+
+struct resource_set *resource_load_inputs(const char *dir,
+                                          const char *default_ns,
+                                          const struct res_input *in, size_t n,
+                                          struct buf *errs, int *nerr)
+{
+    struct resource_set *set = set_new();
+
+    if (set == NULL) {
+        if (nerr != NULL)
+            *nerr = 1;
+        return NULL;
+    }
+    if (default_ns == NULL || default_ns[0] == '\0')
+        default_ns = "default";
+    if (dir != NULL && dir[0] != '\0') {
+        DIR *d = opendir(dir);
+        if (d != NULL) {
+            load_dir(set, dir, d, default_ns, 1);
+            closedir(d);
+        } else if (errno == ENOTDIR) {
+            load_file(set, dir, default_ns);
+        } else {
+            res_msgs_add(&set->msgs, "IST0106", RES_ERROR, dir, 0, 0, "", "",
+                         "cannot read: %s", strerror(errno));
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (in[i].kind != NULL && in[i].kind[0] == '\0') {
+            const char *f = add_file(set, in[i].name);
+            res_msgs_add(&set->msgs, "IST0106", RES_ERROR, f ? f : "", 1, 1, "",
+                         "",
+                         "a key is PREFIX/KIND/NAMESPACE/NAME (KIND one of "
+                         "Gateway, VirtualService, DestinationRule, "
+                         "ServiceEntry, WorkloadEntry, AuthorizationPolicy, "
+                         "PeerAuthentication, RequestAuthentication)");
+            continue;
+        }
+        /* A value without metadata.namespace is in its key's namespace. */
+        load_bytes_as(set, in[i].data, in[i].len, in[i].name,
+                      in[i].kind != NULL ? in[i].ns : default_ns,
+                      in[i].kind != NULL ? &in[i] : NULL);
     }
     return finish(set, errs, nerr);
 }

@@ -59,6 +59,34 @@ struct resource_set *resource_load_mem(const char *data, size_t len,
                                        const char *name, struct buf *errs,
                                        int *nerr);
 
+/*
+ * One value of a key-value source (etcd): name is the key, used in
+ * messages as a file name is; kind, ns and name the resource the key is
+ * for (kind NULL: none is expected). The value must hold exactly that one
+ * resource.
+ */
+struct res_input {
+    const char *name;
+    const char *data;
+    size_t len;
+    const char *kind; /* "VirtualService"; "": the key is not of that
+                       * shape (an error naming it) */
+    const char *ns;
+    const char *rname;
+};
+
+/*
+ * resource_load_inputs() is resource_load_ns() of dir (NULL or "": none)
+ * followed by each input, in order: a resource defined again later
+ * replaces the earlier one (with a warning), so inputs take precedence
+ * over the directory. An input's value without metadata.namespace is in
+ * its key's namespace.
+ */
+struct resource_set *resource_load_inputs(const char *dir,
+                                          const char *default_ns,
+                                          const struct res_input *in, size_t n,
+                                          struct buf *errs, int *nerr);
+
 /* resource_set_free() frees a set and everything in it; NULL is a no-op. */
 void resource_set_free(struct resource_set *set);
 

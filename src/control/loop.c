@@ -23,6 +23,7 @@
 #include "control/notify.h"
 #include "control/source_dir.h"
 #include "core/series.h"
+#include "control/source_etcd.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/err.h"
@@ -79,7 +80,9 @@ struct loop {
     struct timer drain_timer;
     struct timer drain_window_timer; /* the end of drainWindow */
     struct timer cert_timer;
-    struct source *source;        /* Istio resources; NULL without config.dir */
+    struct source *source;        /* Istio resources; NULL without config.dir
+                                   * or config.etcd */
+    struct source_etcd *etcd;     /* config.etcd; its keys feed source */
     struct dns_cache *dns;        /* ServiceEntry names; with source only */
     struct jwks_cache *jwks;      /* jwksUri key sets; with source only */
     struct ca_identity *identity; /* the mesh certificate; NULL: no CA */
@@ -605,6 +608,34 @@ void loop_rebuild(struct loop *s)
     log_info("rebuild: %zu listener(s) in effect", s->cur->n);
 }
 
+/* Two config.etcd sections ask for the same watch and connections. */
+static int strs_equal(const struct conf_strs *a, const struct conf_strs *b)
+{
+    if (a->n != b->n)
+        return 0;
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->v[i], b->v[i]) != 0)
+            return 0;
+    return 1;
+}
+
+static int etcd_conf_equal(const struct bootstrap_etcd *a,
+                           const struct bootstrap_etcd *b)
+{
+    return strs_equal(&a->endpoints, &b->endpoints) &&
+           strcmp(a->prefix, b->prefix) == 0 &&
+           strcmp(a->ca_file, b->ca_file) == 0 &&
+           strcmp(a->cert_file, b->cert_file) == 0 &&
+           strcmp(a->key_file, b->key_file) == 0 &&
+           strcmp(a->username, b->username) == 0 &&
+           strcmp(a->password, b->password) == 0 &&
+           a->dial_timeout_ms == b->dial_timeout_ms &&
+           a->request_timeout_ms == b->request_timeout_ms &&
+           a->backoff_ms == b->backoff_ms &&
+           a->backoff_max_ms == b->backoff_max_ms &&
+           a->max_response_bytes == b->max_response_bytes;
+}
+
 /* A bootstrap reload failed: count it, say why, keep what runs. */
 static int reload_failed(struct loop *s, const char *sep, const char *err)
 {
@@ -674,6 +705,9 @@ static int loop_reload_bootstrap_now(struct loop *s)
         log_warn("reload: metrics.enabled, metrics.maxSeries, "
                  "metrics.address and readiness.address stay as they are "
                  "until restart");
+    if (!etcd_conf_equal(&bs->config.etcd, &s->bs->config.etcd))
+        log_warn("reload: config.etcd stays as it is until restart (its one "
+                 "watch is the process's)");
     if (!addr_equal(&bs->admin.address, &s->bs->admin.address))
         log_warn("reload: admin.address stays %s until restart",
                  addr_format(&s->bs->admin.address, as1, sizeof(as1)));
@@ -743,6 +777,27 @@ static void admin_status(void *arg, struct admin_status *out)
         out->resource_reloads_ok = ss.reloads_ok;
         out->resource_reloads_failed = ss.reloads_failed;
         out->resource_error = ss.last_error;
+    }
+    if (s->etcd != NULL) {
+        struct source_etcd_status es;
+        source_etcd_status(s->etcd, &es);
+        out->has_etcd = 1;
+        out->etcd_synced = es.synced;
+        out->etcd_watching = es.watching;
+        out->etcd_revision = es.revision;
+        out->etcd_keys = es.keys;
+        out->etcd_endpoint = es.endpoint;
+        out->etcd_error = es.last_error;
+        out->etcd_down_ms = es.down_ms;
+        out->etcd_watches_started = es.watches_started;
+        out->etcd_reconnects = es.reconnects;
+        out->etcd_ranges = es.ranges;
+        out->etcd_compactions = es.compactions;
+        out->etcd_events = es.events;
+        out->etcd_progress = es.progress;
+        out->etcd_failures = es.failures;
+        out->etcd_last_backoff_ms = es.last_backoff_ms;
+        out->etcd_watch_created_ms = es.watch_created_ms;
     }
     if (s->dns != NULL) {
         struct dns_stats ds;
@@ -876,6 +931,10 @@ static void admin_config(void *arg, struct buf *b)
         b->tail--; /* the bootstrap object's closing brace */
         buf_puts(b, ",\"resources\":");
         source_json(s->source, b);
+        if (s->etcd != NULL) {
+            buf_puts(b, ",\"etcd\":");
+            source_etcd_json(s->etcd, b);
+        }
         buf_puts(b, ",\"gatewayRoutes\":");
         gateway_routes_json(s, b);
         buf_puts(b, ",\"outboundClusters\":");
@@ -904,6 +963,21 @@ static void on_resources(void *arg)
     struct loop *s = arg;
 
     loop_rebuild(s);
+}
+
+/* The keys under the etcd prefix changed: load them with the directory's
+ * resources; a snapshot with any error keeps the running one. */
+static size_t etcd_inputs(void *arg, const struct res_input **v)
+{
+    return source_etcd_inputs(arg, v);
+}
+
+static void on_etcd_change(void *arg)
+{
+    struct loop *s = arg;
+
+    if (s->source != NULL)
+        source_reload(s->source, -1, 1);
 }
 
 /* A jwksUri's keys arrived or changed: the routes that verify with them
@@ -1002,6 +1076,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     struct loop *s = calloc(1, sizeof(*s));
     struct snapshot *next = NULL;
     struct worker_hooks hooks;
+    struct source_inputs ins = {NULL, NULL, NULL};
     struct admin_ops ops = {NULL,           admin_status, admin_listeners,
                             admin_clusters, admin_config, admin_quit,
                             admin_reload,   admin_metrics};
@@ -1074,7 +1149,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
             goto fail;
         }
     }
-    if (bs->config.dir[0] != '\0') {
+    if (bs->config.dir[0] != '\0' || bs->config.etcd.endpoints.n > 0) {
         struct dns_conf dc = {bs->dns.nameservers.v, bs->dns.nameservers.n,
                               (uint64_t)bs->dns.min_refresh_ms,
                               (uint64_t)bs->dns.timeout_ms};
@@ -1093,7 +1168,19 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
             err_set(err, "out of memory");
             goto fail;
         }
+        if (bs->config.etcd.endpoints.n > 0) {
+            s->etcd =
+                source_etcd_new(base, &bs->config.etcd, on_etcd_change, s, err);
+            if (s->etcd == NULL) {
+                *config_error = 1;
+                goto fail;
+            }
+            ins.get = etcd_inputs;
+            ins.arg = s->etcd;
+            ins.name = "etcd";
+        }
         s->source = source_new(base, bs->config.dir, bs->config.default_ns,
+                               s->etcd != NULL ? &ins : NULL,
                                (uint64_t)bs->config.debounce_ms,
                                bs->outbound.mode, on_resources, s, err);
         if (s->source == NULL) {
@@ -1155,6 +1242,7 @@ void loop_free(struct loop *s)
     admin_free(s->metrics_port);
     admin_free(s->ready_port);
     source_free(s->source);
+    source_etcd_free(s->etcd);
     /* The JWKS fetches resolve through the dns cache: they go first. */
     jwks_cache_free(s->jwks);
     dns_cache_free(s->dns);

@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,8 +18,10 @@
 #define ERR_MAX (256 * 1024)
 
 struct source {
-    char *dir;
+    char *dir; /* "" for none */
     char *default_ns;
+    char *name; /* what log lines call it: the directory, "etcd", both */
+    struct source_inputs inputs;
     struct dirwatch *watch;
     struct resource_set *cur;
     uint64_t ok;
@@ -80,17 +83,22 @@ static int check(const struct resource_set *set, int outbound_mode, char **err)
  * load() reads and analyses dir. Returns the new set, or NULL with the
  * errors in the allocated *err.
  */
-static struct resource_set *load(const char *dir, const char *default_ns,
-                                 int outbound_mode,
-                                 struct secret_store *secrets, char **err)
+static struct resource_set *load(const struct source *src, int outbound_mode,
+                                 char **err)
 {
+    const char *dir = src->name;
+    struct secret_store *secrets = src->secrets;
+    const struct res_input *in = NULL;
+    size_t n = 0;
     struct buf errs;
     struct resource_set *set;
     int nerr = 0;
 
     *err = NULL;
+    if (src->inputs.get != NULL)
+        n = src->inputs.get(src->inputs.arg, &in);
     buf_init(&errs, ERR_MAX);
-    set = resource_load_ns(dir, default_ns, &errs, &nerr);
+    set = resource_load_inputs(src->dir, src->default_ns, in, n, &errs, &nerr);
     buf_dispose(&errs);
     if (set == NULL) {
         err_set(err, "out of memory loading resources");
@@ -132,12 +140,12 @@ int source_reload(struct source *src, int outbound_mode, int notify)
 
     if (outbound_mode < 0)
         outbound_mode = src->outbound_mode;
-    set = load(src->dir, src->default_ns, outbound_mode, src->secrets, &err);
+    set = load(src, outbound_mode, &err);
 
     if (set == NULL) {
         src->failed++;
         log_error("resources in %s refused, keeping the running ones:\n%s",
-                  src->dir, err ? err : "unknown error");
+                  src->name, err ? err : "unknown error");
         free(src->last_error);
         src->last_error = err;
         return -1;
@@ -149,7 +157,7 @@ int source_reload(struct source *src, int outbound_mode, int notify)
     src->ok++;
     free(src->last_error);
     src->last_error = NULL;
-    log_info("resources in %s: %zu in effect", src->dir, set->n);
+    log_info("resources in %s: %zu in effect", src->name, set->n);
     if (notify && src->on_change != NULL)
         src->on_change(src->arg);
     return 1;
@@ -161,7 +169,8 @@ static void on_dir_change(void *arg)
 }
 
 struct source *source_new(struct event_base *base, const char *dir,
-                          const char *default_ns, uint64_t quiet_ms,
+                          const char *default_ns,
+                          const struct source_inputs *inputs, uint64_t quiet_ms,
                           int outbound_mode, void (*on_change)(void *),
                           void *arg, char **err)
 {
@@ -177,13 +186,23 @@ struct source *source_new(struct event_base *base, const char *dir,
         err_set(err, "out of memory");
         return NULL;
     }
+    if (inputs != NULL)
+        src->inputs = *inputs;
+    if (asprintf(&src->name, "%s%s%s", dir,
+                 dir[0] && inputs != NULL ? " and " : "",
+                 inputs != NULL ? inputs->name : "") < 0) {
+        src->name = NULL;
+        source_free(src);
+        err_set(err, "out of memory");
+        return NULL;
+    }
     src->outbound_mode = outbound_mode;
     if ((src->secrets = secret_store_new()) == NULL) {
         source_free(src);
         err_set(err, "out of memory");
         return NULL;
     }
-    src->cur = load(dir, src->default_ns, outbound_mode, src->secrets, err);
+    src->cur = load(src, outbound_mode, err);
     if (src->cur == NULL) {
         source_free(src);
         return NULL;
@@ -192,6 +211,8 @@ struct source *source_new(struct event_base *base, const char *dir,
     src->ok = 1;
     src->on_change = on_change;
     src->arg = arg;
+    if (dir[0] == '\0')
+        return src;
     src->watch = dirwatch_new(base, dir, quiet_ms, on_dir_change, src);
     if (src->watch == NULL)
         log_warn("cannot watch %s; changes apply on SIGHUP only", dir);
@@ -208,6 +229,7 @@ void source_free(struct source *src)
     free(src->last_error);
     free(src->dir);
     free(src->default_ns);
+    free(src->name);
     free(src);
 }
 
@@ -229,6 +251,8 @@ void source_json(const struct source *src, struct buf *b)
 {
     buf_puts(b, "{\"dir\":");
     json_str(b, src->dir);
+    buf_puts(b, ",\"source\":");
+    json_str(b, src->name);
     buf_printf(b, ",\"reloadsOk\":%" PRIu64 ",\"reloadsFailed\":%" PRIu64,
                src->ok, src->failed);
     buf_puts(b, ",\"lastError\":");

@@ -16,14 +16,27 @@ struct resource_set;
  */
 struct source;
 
-/* source_new() loads dir now and watches it (its namespace subdirectories
+/* Resources of another source (etcd), loaded after dir's at every load
+ * (so they take precedence): get() sets *v to the inputs in effect
+ * (owned by the other source, valid until it runs again) and returns
+ * their count. name is what messages call that source. */
+struct res_input;
+struct source_inputs {
+    size_t (*get)(void *arg, const struct res_input **v);
+    void *arg;
+    const char *name;
+};
+
+/* source_new() loads dir ("": none) and inputs (NULL: none) now and
+ * watches dir (its namespace subdirectories
  * too), with default_ns for resources that name no namespace; NULL with every
  * problem in the allocated *err when the first snapshot is invalid (start
  * fails). Snapshots are analysed under outbound_mode (enum res_outbound_mode,
  * the bootstrap's outboundTrafficPolicy). on_change(arg) runs after a new
  * snapshot took effect. */
 struct source *source_new(struct event_base *base, const char *dir,
-                          const char *default_ns, uint64_t quiet_ms,
+                          const char *default_ns,
+                          const struct source_inputs *inputs, uint64_t quiet_ms,
                           int outbound_mode, void (*on_change)(void *),
                           void *arg, char **err);
 void source_free(struct source *src);

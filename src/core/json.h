@@ -63,6 +63,9 @@ const struct json *json_parse(struct arena *a, const char *p, size_t n,
  * JOSE headers, RFC 7519 for claims). Numbers of any length are
  * converted (num), not only short ones. */
 #define JSON_NO_DUPLICATES 1u
+/* With JSON_ANY_SIZE the document may be longer than JSON_MAX_BYTES: the
+ * caller has bounded n itself (etcd's range of a whole prefix). */
+#define JSON_ANY_SIZE 2u
 
 const struct json *json_parse_max(struct arena *a, const char *p, size_t n,
                                   int max_depth, size_t max_nodes,

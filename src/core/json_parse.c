@@ -358,7 +358,7 @@ const struct json *json_parse_max(struct arena *a, const char *p, size_t n,
     struct jp j = {a, p, p + n, 0, max_depth, 1, max_nodes, flags, NULL};
     struct json *root;
 
-    if (n > JSON_MAX_BYTES) {
+    if (n > JSON_MAX_BYTES && !(flags & JSON_ANY_SIZE)) {
         *why = "JSON document too large";
         return NULL;
     }

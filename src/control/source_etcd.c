@@ -1,0 +1,854 @@
+/*
+ * The etcd source (see source_etcd.h): one state machine on the control
+ * loop. At most one request is in flight (authenticate, range or the
+ * watch), so "one watch per prefix" holds by construction: a new watch is
+ * only ever started after the previous one's connection is gone.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <openssl/mem.h>
+#include <openssl/ssl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config/bootstrap.h"
+#include "config/resource-t.h"
+#include "config/resource.h"
+#include "control/dns.h"
+#include "control/etcd_http.h"
+#include "control/etcd_proto.h"
+#include "control/source_etcd.h"
+#include "core/arena.h"
+#include "core/buf.h"
+#include "core/clock.h"
+#include "core/err.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "event/timer.h"
+#include "tls/tls.h"
+
+struct endpoint {
+    char *url;
+    int tls;
+    char host[256];
+    int port;
+};
+
+/* One key held, with the resource its name says it holds. */
+struct entry {
+    char *key; /* NUL-terminated; keys with a NUL byte are not ours */
+    char *value;
+    size_t vlen;
+    int64_t mod_revision;
+    char *kind, *ns, *name; /* into one allocation; kind "" if bad shape */
+    int seen;               /* in the range being applied */
+};
+
+enum what { IDLE, AUTH, RANGE, WATCH };
+
+struct source_etcd {
+    struct event_base *base;
+    struct endpoint *eps;
+    size_t neps, cur;
+    char *prefix; /* with the trailing '/' */
+    size_t prefix_n;
+    char *username, *password;
+    int64_t dial_ms, request_ms, backoff_ms, backoff_max_ms;
+    size_t max_bytes;
+    struct ssl_ctx_st *ctx;
+    struct dns_cache *dns;
+    char *token;
+
+    enum what what;
+    struct etcd_http *req;
+    struct timer retry;
+    struct timer notify;
+    int fails; /* consecutive failures */
+    int need_range;
+    int synced, watching;
+    int64_t rev;
+    uint64_t down_since; /* clock_ms(); 0 while up */
+    uint64_t rng;
+
+    struct entry *v;
+    size_t n, cap;
+    struct res_input *inputs;
+
+    void (*on_change)(void *);
+    void *arg;
+    char *last_error;
+    struct source_etcd_status st;
+};
+
+/* --- keys held ------------------------------------------------------- */
+
+static void entry_dispose(struct entry *en)
+{
+    free(en->key);
+    free(en->value);
+    free(en->kind);
+}
+
+/* Splits key (after the prefix) into KIND/NS/NAME. */
+static int entry_names(struct source_etcd *e, struct entry *en)
+{
+    const char *rest = en->key + e->prefix_n;
+    char *s = strdup(rest), *a, *b;
+    int k;
+
+    if (s == NULL)
+        return -1;
+    en->kind = s;
+    a = strchr(s, '/');
+    b = a ? strchr(a + 1, '/') : NULL;
+    if (a == NULL || b == NULL || strchr(b + 1, '/') != NULL || a == s ||
+        b == a + 1 || b[1] == '\0')
+        goto bad;
+    *a = '\0';
+    *b = '\0';
+    for (k = 0; k < RES_KIND_COUNT; k++)
+        if (strcmp(s, res_kind_name((enum res_kind)k)) == 0)
+            break;
+    if (k == RES_KIND_COUNT)
+        goto bad;
+    en->ns = a + 1;
+    en->name = b + 1;
+    return 0;
+bad:
+    s[0] = '\0';
+    en->ns = s;
+    en->name = s;
+    return 0;
+}
+
+static size_t find(const struct source_etcd *e, const char *key, int *found)
+{
+    size_t lo = 0, hi = e->n;
+
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(e->v[mid].key, key);
+        if (c == 0) {
+            *found = 1;
+            return mid;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = 0;
+    return lo;
+}
+
+/* A key of ours: under the prefix, no NUL byte in it. */
+static int ours(const struct source_etcd *e, struct slice key)
+{
+    return key.n > e->prefix_n && memcmp(key.p, e->prefix, e->prefix_n) == 0 &&
+           memchr(key.p, '\0', key.n) == NULL;
+}
+
+/* put() sets key to value; 1 when that changed something, -1 on OOM. */
+static int put(struct source_etcd *e, const struct etcd_kv *kv)
+{
+    int found;
+    size_t i;
+    struct entry en;
+
+    if (!ours(e, kv->key))
+        return 0;
+    i = find(e, kv->key.p, &found);
+    if (found) {
+        struct entry *o = &e->v[i];
+        char *val;
+        if (o->vlen == kv->value.n &&
+            (o->vlen == 0 || memcmp(o->value, kv->value.p, o->vlen) == 0)) {
+            o->mod_revision = kv->mod_revision;
+            return 0;
+        }
+        val = malloc(kv->value.n + 1);
+        if (val == NULL)
+            return -1;
+        if (kv->value.n > 0)
+            memcpy(val, kv->value.p, kv->value.n);
+        val[kv->value.n] = '\0';
+        free(o->value);
+        o->value = val;
+        o->vlen = kv->value.n;
+        o->mod_revision = kv->mod_revision;
+        return 1;
+    }
+    memset(&en, 0, sizeof(en));
+    en.key = strndup(kv->key.p, kv->key.n);
+    en.value = malloc(kv->value.n + 1);
+    if (en.key == NULL || en.value == NULL || entry_names(e, &en) < 0)
+        goto oom;
+    if (kv->value.n > 0)
+        memcpy(en.value, kv->value.p, kv->value.n);
+    en.value[kv->value.n] = '\0';
+    en.vlen = kv->value.n;
+    en.mod_revision = kv->mod_revision;
+    if (e->n == e->cap) {
+        size_t cap = e->cap ? e->cap * 2 : 16;
+        struct entry *v = realloc(e->v, cap * sizeof(*v));
+        if (v == NULL)
+            goto oom;
+        e->v = v;
+        e->cap = cap;
+    }
+    memmove(&e->v[i + 1], &e->v[i], (e->n - i) * sizeof(*e->v));
+    e->v[i] = en;
+    e->n++;
+    return 1;
+oom:
+    entry_dispose(&en);
+    return -1;
+}
+
+static int del(struct source_etcd *e, struct slice key)
+{
+    int found;
+    size_t i;
+
+    if (!ours(e, key))
+        return 0;
+    i = find(e, key.p, &found);
+    if (!found)
+        return 0;
+    entry_dispose(&e->v[i]);
+    memmove(&e->v[i], &e->v[i + 1], (e->n - i - 1) * sizeof(*e->v));
+    e->n--;
+    return 1;
+}
+
+size_t source_etcd_inputs(struct source_etcd *e, const struct res_input **v)
+{
+    struct res_input *in = realloc(e->inputs, (e->n + 1) * sizeof(*in));
+
+    *v = NULL;
+    if (in == NULL)
+        return 0;
+    e->inputs = in;
+    for (size_t i = 0; i < e->n; i++) {
+        in[i].name = e->v[i].key;
+        in[i].data = e->v[i].value;
+        in[i].len = e->v[i].vlen;
+        in[i].kind = e->v[i].kind;
+        in[i].ns = e->v[i].ns;
+        in[i].rname = e->v[i].name;
+    }
+    *v = in;
+    return e->n;
+}
+
+/* --- the state machine ------------------------------------------------ */
+
+static void step(struct source_etcd *e);
+
+static void set_error(struct source_etcd *e, const char *msg)
+{
+    char *m = msg ? strdup(msg) : NULL;
+
+    free(e->last_error);
+    e->last_error = m;
+}
+
+static void changed(struct source_etcd *e)
+{
+    timer_defer(&e->notify);
+}
+
+static void on_notify(void *arg)
+{
+    struct source_etcd *e = arg;
+
+    e->on_change(e->arg);
+}
+
+/* The next delay: the first failure in [0, backoff], then each one
+ * doubles, capped, drawn in the upper half of its span: enough spread
+ * that a fleet cut off together does not come back together. */
+static uint64_t backoff(struct source_etcd *e)
+{
+    uint64_t d = (uint64_t)e->backoff_ms, lo;
+    int k = e->fails - 1;
+
+    if (e->fails <= 1)
+        return rng_next(&e->rng) % (d + 1);
+    while (k-- > 0 && d < (uint64_t)e->backoff_max_ms)
+        d *= 2;
+    if (d > (uint64_t)e->backoff_max_ms)
+        d = (uint64_t)e->backoff_max_ms;
+    lo = d / 2;
+    return lo + rng_next(&e->rng) % (d - lo + 1);
+}
+
+/* A request failed: the next member, after a delay. */
+static void failed(struct source_etcd *e, const char *what, const char *why)
+{
+    char msg[768];
+    const struct endpoint *ep = &e->eps[e->cur];
+    uint64_t ms;
+
+    snprintf(msg, sizeof(msg), "%s on %s: %s", what, ep->url, why);
+    set_error(e, msg);
+    e->st.failures++;
+    e->what = IDLE;
+    if (e->watching || e->down_since == 0)
+        e->down_since = clock_ms();
+    e->watching = 0;
+    e->fails++;
+    e->cur = (e->cur + 1) % e->neps;
+    ms = backoff(e);
+    e->st.last_backoff_ms = ms;
+    LOG_LIMITED(1000, LOG_WARN,
+                "etcd: %s; %s%s, next try on %s in %" PRIu64 " ms", msg,
+                e->synced ? "keeping the resources of revision " : "",
+                e->synced ? "" : "not synced yet", e->eps[e->cur].url, ms);
+    if (e->synced)
+        log_debug("etcd: holding revision %" PRId64, e->rev);
+    timer_arm(&e->retry, ms);
+}
+
+static void on_retry(void *arg)
+{
+    step(arg);
+}
+
+/* Errors that say the token is no longer good: authenticate again. */
+static void check_auth(struct source_etcd *e, int status, int64_t code,
+                       struct slice msg)
+{
+    if (status == 401 || code == 16 ||
+        (msg.n > 0 && memmem(msg.p, msg.n, "auth", 4) != NULL)) {
+        free(e->token);
+        e->token = NULL;
+    }
+}
+
+/* What an answer other than 200 says, for messages. */
+static void error_text(int status, const char *body, size_t n, char *out,
+                       size_t on, struct source_etcd *e)
+{
+    struct arena a;
+    struct etcd_error er;
+    const char *why = NULL;
+
+    arena_init(&a, 4096);
+    if (etcd_parse_error(&a, body, n, &er, &why) == 0 && er.message.n > 0) {
+        snprintf(out, on, "HTTP %d: %.*s", status, (int)er.message.n,
+                 er.message.p);
+        check_auth(e, status, er.code, er.message);
+    } else {
+        snprintf(out, on, "HTTP %d", status);
+        check_auth(e, status, 0, SLICE_NULL);
+    }
+    arena_dispose(&a);
+}
+
+/* The request is over: e->req is cleared at once (so step() may start
+ * the next one) and freed when its callback returns, since the answer's
+ * bytes are its own until then. */
+static void req_done_common(struct source_etcd *e)
+{
+    e->req = NULL;
+}
+
+static void handle_auth(void *arg, int status, const char *body, size_t n,
+                        const char *err)
+{
+    struct source_etcd *e = arg;
+    struct arena a;
+    struct slice tok;
+    const char *why = NULL;
+    char msg[512];
+
+    req_done_common(e);
+    if (err != NULL) {
+        failed(e, "authenticate", err);
+        return;
+    }
+    if (status != 200) {
+        error_text(status, body, n, msg, sizeof(msg), e);
+        failed(e, "authenticate", msg);
+        return;
+    }
+    arena_init(&a, 4096);
+    if (etcd_parse_auth(&a, body, n, &tok, &why) < 0) {
+        arena_dispose(&a);
+        failed(e, "authenticate", why);
+        return;
+    }
+    free(e->token);
+    e->token = strndup(tok.p, tok.n);
+    arena_dispose(&a);
+    step(e);
+}
+
+static void handle_range(void *arg, int status, const char *body, size_t n,
+                         const char *err)
+{
+    struct source_etcd *e = arg;
+    struct etcd_range r;
+    struct arena a;
+    const char *why = NULL;
+    char msg[512];
+    int diff = 0;
+
+    req_done_common(e);
+    if (err != NULL) {
+        failed(e, "range", err);
+        return;
+    }
+    if (status != 200) {
+        error_text(status, body, n, msg, sizeof(msg), e);
+        failed(e, "range", msg);
+        return;
+    }
+    arena_init(&a, 64 * 1024);
+    if (etcd_parse_range(&a, body, n, &r, &why) < 0) {
+        arena_dispose(&a);
+        failed(e, "range", why);
+        return;
+    }
+    e->st.ranges++;
+    /* The answer is the whole prefix: every key held that it lacks was
+     * deleted meanwhile (a compaction hid the DELETE events). */
+    for (size_t i = 0; i < e->n; i++)
+        e->v[i].seen = 0;
+    for (size_t k = 0; k < r.n; k++) {
+        int c = put(e, &r.kvs[k]), found = 0;
+        size_t i;
+        if (c < 0) {
+            arena_dispose(&a);
+            failed(e, "range", "out of memory");
+            return;
+        }
+        diff += c;
+        if (ours(e, r.kvs[k].key)) {
+            i = find(e, r.kvs[k].key.p, &found);
+            if (found)
+                e->v[i].seen = 1;
+        }
+    }
+    for (size_t i = e->n; i-- > 0;) {
+        if (e->v[i].seen)
+            continue;
+        entry_dispose(&e->v[i]);
+        memmove(&e->v[i], &e->v[i + 1], (e->n - i - 1) * sizeof(*e->v));
+        e->n--;
+        diff++;
+    }
+    e->rev = r.header.revision;
+    arena_dispose(&a);
+    e->need_range = 0;
+    log_info("etcd: read %s on %s: %zu key(s) at revision %" PRId64
+             ", %d changed",
+             e->prefix, e->eps[e->cur].url, e->n, e->rev, diff);
+    if (diff > 0 || !e->synced) {
+        e->synced = 1;
+        changed(e);
+    }
+    step(e);
+}
+
+static int handle_line(void *arg, const char *p, size_t n)
+{
+    struct source_etcd *e = arg;
+    struct etcd_watch_msg m;
+    struct arena a;
+    const char *why = NULL;
+    int diff = 0;
+    int64_t top = 0;
+
+    arena_init(&a, 16 * 1024);
+    if (etcd_parse_watch(&a, p, n, &m, &why) < 0) {
+        arena_dispose(&a);
+        req_done_common(e);
+        failed(e, "watch", why);
+        return 1;
+    }
+    if (m.is_error) {
+        char msg[512];
+        snprintf(msg, sizeof(msg), "%.*s", (int)m.error.n, m.error.p);
+        check_auth(e, 0, m.error_code, m.error);
+        arena_dispose(&a);
+        req_done_common(e);
+        failed(e, "watch", msg);
+        return 1;
+    }
+    if (m.created) {
+        if (e->st.watches_started > 1)
+            log_info("etcd: watching %s on %s again from revision %" PRId64,
+                     e->prefix, e->eps[e->cur].url, e->rev + 1);
+        e->watching = 1;
+        e->st.watch_created_ms = clock_real_ms();
+        e->fails = 0;
+        e->down_since = 0;
+        set_error(e, NULL);
+    }
+    if (m.canceled) {
+        char msg[512];
+        req_done_common(e);
+        if (m.compact_revision > 0) {
+            e->st.compactions++;
+            log_warn("etcd: revision %" PRId64 " was compacted (oldest kept: "
+                     "%" PRId64 "); reading %s again",
+                     e->rev + 1, m.compact_revision, e->prefix);
+            arena_dispose(&a);
+            e->need_range = 1;
+            e->watching = 0;
+            e->what = IDLE;
+            step(e);
+            return 1;
+        }
+        snprintf(msg, sizeof(msg), "canceled: %.*s", (int)m.cancel_reason.n,
+                 m.cancel_reason.p);
+        arena_dispose(&a);
+        failed(e, "watch", msg);
+        return 1;
+    }
+    for (size_t i = 0; i < m.n; i++) {
+        const struct etcd_event *ev = &m.events[i];
+        int c = ev->type == ETCD_DELETE ? del(e, ev->kv.key) : put(e, &ev->kv);
+        if (c < 0) {
+            arena_dispose(&a);
+            req_done_common(e);
+            failed(e, "watch", "out of memory");
+            return 1;
+        }
+        diff += c;
+        if (ev->kv.mod_revision > top)
+            top = ev->kv.mod_revision;
+    }
+    e->st.events += m.n;
+    if (m.n > 0) {
+        if (top > e->rev)
+            e->rev = top;
+    } else if (!m.created && m.header.revision > 0) {
+        /* A progress notification: every event up to it was delivered. */
+        e->st.progress++;
+        if (m.header.revision > e->rev)
+            e->rev = m.header.revision;
+    }
+    arena_dispose(&a);
+    if (diff > 0)
+        changed(e);
+    return 0;
+}
+
+static void handle_watch_done(void *arg, int status, const char *body, size_t n,
+                              const char *err)
+{
+    struct source_etcd *e = arg;
+    char msg[512];
+
+    req_done_common(e);
+    if (err != NULL) {
+        failed(e, "watch", err);
+        return;
+    }
+    if (status != 200) {
+        error_text(status, body, n, msg, sizeof(msg), e);
+        failed(e, "watch", msg);
+        return;
+    }
+    failed(e, "watch", "the stream ended");
+}
+
+static void on_auth(void *arg, int status, const char *body, size_t n,
+                    const char *err)
+{
+    struct source_etcd *e = arg;
+    struct etcd_http *h = e->req;
+
+    handle_auth(arg, status, body, n, err);
+    etcd_http_free(h);
+}
+
+static void on_range(void *arg, int status, const char *body, size_t n,
+                     const char *err)
+{
+    struct source_etcd *e = arg;
+    struct etcd_http *h = e->req;
+
+    handle_range(arg, status, body, n, err);
+    etcd_http_free(h);
+}
+
+static int on_watch_line(void *arg, const char *p, size_t n)
+{
+    struct source_etcd *e = arg;
+    struct etcd_http *h = e->req;
+
+    if (handle_line(arg, p, n) == 0)
+        return 0;
+    etcd_http_free(h);
+    return 1;
+}
+
+static void on_watch_done(void *arg, int status, const char *body, size_t n,
+                          const char *err)
+{
+    struct source_etcd *e = arg;
+    struct etcd_http *h = e->req;
+
+    handle_watch_done(arg, status, body, n, err);
+    etcd_http_free(h);
+}
+
+/* The first address a lookup gives. */
+static void first_ip(void *ctx, const char *a)
+{
+    char *ip = ctx;
+
+    if (ip[0] == '\0')
+        snprintf(ip, INET6_ADDRSTRLEN, "%s", a);
+}
+
+/* The member's address: a literal, or from the evdns cache (then a first
+ * attempt fails and the next one, or the answer, retries). */
+static int endpoint_addr(struct source_etcd *e, const struct endpoint *ep,
+                         struct addr *out, const char **why)
+{
+    char buf[300];
+    char ip[INET6_ADDRSTRLEN] = "";
+    struct in6_addr tmp;
+
+    if (inet_pton(AF_INET, ep->host, &tmp) == 1) {
+        snprintf(buf, sizeof(buf), "%s:%d", ep->host, ep->port);
+    } else if (inet_pton(AF_INET6, ep->host, &tmp) == 1) {
+        snprintf(buf, sizeof(buf), "[%s]:%d", ep->host, ep->port);
+    } else {
+        if (e->dns == NULL ||
+            dns_cache_lookup(e->dns, ep->host, first_ip, ip) == 0) {
+            *why = "its name is not resolved (yet)";
+            return -1;
+        }
+        if (strchr(ip, ':') != NULL)
+            snprintf(buf, sizeof(buf), "[%s]:%d", ip, ep->port);
+        else
+            snprintf(buf, sizeof(buf), "%s:%d", ip, ep->port);
+    }
+    return addr_parse(out, buf, strlen(buf), 0, why);
+}
+
+static void start(struct source_etcd *e, enum what w, const char *path,
+                  struct buf *body, int stream, int64_t timeout_ms)
+{
+    const struct endpoint *ep = &e->eps[e->cur];
+    struct etcd_http_conf c;
+    struct etcd_http_cb cb;
+    const char *why = NULL;
+
+    memset(&c, 0, sizeof(c));
+    if (endpoint_addr(e, ep, &c.addr, &why) < 0) {
+        failed(e, "connect", why);
+        return;
+    }
+    c.host = ep->host;
+    c.ctx = ep->tls ? e->ctx : NULL;
+    c.path = path;
+    c.token = w == AUTH ? NULL : e->token;
+    c.body = buf_len(body) > 0 ? buf_ptr(body) : "";
+    c.body_n = buf_len(body);
+    c.timeout_ms = timeout_ms;
+    c.max_body = e->max_bytes;
+    c.stream = stream;
+    cb.arg = e;
+    cb.line = on_watch_line;
+    cb.done = w == AUTH ? on_auth : w == RANGE ? on_range : on_watch_done;
+    e->what = w;
+    e->req = etcd_http_new(e->base, &c, &cb, &why);
+    if (e->req == NULL)
+        failed(e, "connect", why);
+}
+
+static void step(struct source_etcd *e)
+{
+    struct buf body;
+    struct slice key = {e->prefix, e->prefix_n};
+    char end[512];
+    struct slice se;
+
+    if (e->req != NULL)
+        return; /* one request at a time, ever */
+    timer_cancel(&e->retry);
+    buf_init(&body, 64 * 1024);
+    se.p = end;
+    se.n = etcd_prefix_end(e->prefix, e->prefix_n, end);
+    if (e->username[0] != '\0' && e->token == NULL) {
+        etcd_req_auth(&body, e->username, e->password);
+        start(e, AUTH, "/v3/auth/authenticate", &body, 0, e->request_ms);
+    } else if (!e->synced || e->need_range) {
+        etcd_req_range(&body, key, se, 0);
+        start(e, RANGE, "/v3/kv/range", &body, 0, e->request_ms);
+    } else {
+        etcd_req_watch(&body, key, se, e->rev + 1, 1);
+        e->st.watches_started++;
+        if (e->st.watches_started > 1)
+            e->st.reconnects++;
+        start(e, WATCH, "/v3/watch", &body, 1, e->dial_ms);
+    }
+    if (buf_len(&body) > 0)
+        OPENSSL_cleanse((void *)buf_ptr(&body), buf_len(&body));
+    buf_dispose(&body);
+}
+
+/* A name resolved: a wait for it ends now. */
+static void on_dns(void *arg)
+{
+    struct source_etcd *e = arg;
+
+    if (e->req == NULL && timer_armed(&e->retry))
+        step(e);
+}
+
+static void conf_free(struct source_etcd *e)
+{
+    for (size_t i = 0; i < e->neps; i++)
+        free(e->eps[i].url);
+    free(e->eps);
+    free(e->prefix);
+    free(e->username);
+    if (e->password != NULL)
+        OPENSSL_cleanse(e->password, strlen(e->password));
+    free(e->password);
+}
+
+struct source_etcd *source_etcd_new(struct event_base *base,
+                                    const struct bootstrap_etcd *conf,
+                                    void (*on_change)(void *), void *arg,
+                                    char **err)
+{
+    struct source_etcd *e = calloc(1, sizeof(*e));
+    int need_tls = 0, need_dns = 0;
+
+    *err = NULL;
+    if (e == NULL)
+        return NULL;
+    e->base = base;
+    e->on_change = on_change;
+    e->arg = arg;
+    timer_init(&e->retry, base, on_retry, e);
+    timer_init(&e->notify, base, on_notify, e);
+    e->rng = (uint64_t)clock_real_ms() * 2654435761u ^ (uint64_t)getpid() << 32;
+    if (e->rng == 0)
+        e->rng = 1;
+    e->eps = calloc(conf->endpoints.n, sizeof(*e->eps));
+    e->neps = conf->endpoints.n;
+    if (e->eps == NULL || asprintf(&e->prefix, "%s/", conf->prefix) < 0 ||
+        (e->username = strdup(conf->username)) == NULL ||
+        (e->password = strdup(conf->password)) == NULL) {
+        err_set(err, "out of memory");
+        goto fail;
+    }
+    e->prefix_n = strlen(e->prefix);
+    for (size_t i = 0; i < e->neps; i++) {
+        struct endpoint *ep = &e->eps[i];
+        const char *why = NULL;
+        struct in6_addr tmp;
+        ep->url = strdup(conf->endpoints.v[i]);
+        if (ep->url == NULL ||
+            bootstrap_etcd_endpoint(ep->url, &ep->tls, ep->host,
+                                    sizeof(ep->host), &ep->port, &why) < 0) {
+            err_set(err, "config.etcd.endpoints[%zu]: %s", i,
+                    why ? why : "out of memory");
+            goto fail;
+        }
+        need_tls |= ep->tls;
+        if (inet_pton(AF_INET, ep->host, &tmp) != 1 &&
+            inet_pton(AF_INET6, ep->host, &tmp) != 1)
+            need_dns = 1;
+    }
+    e->dial_ms = conf->dial_timeout_ms;
+    e->request_ms = conf->request_timeout_ms;
+    e->backoff_ms = conf->backoff_ms;
+    e->backoff_max_ms = conf->backoff_max_ms;
+    e->max_bytes = (size_t)conf->max_response_bytes;
+    if (need_tls) {
+        struct tls_client_conf tc;
+        memset(&tc, 0, sizeof(tc));
+        tc.ca_file = conf->ca_file;
+        tc.cert_file = conf->cert_file[0] ? conf->cert_file : NULL;
+        tc.key_file = conf->key_file[0] ? conf->key_file : NULL;
+        e->ctx = tls_client_ctx_build(&tc, err);
+        if (e->ctx == NULL) {
+            err_prefix(err, "config.etcd: ");
+            goto fail;
+        }
+    }
+    if (need_dns) {
+        struct dns_conf dc = {NULL, 0, 5000, 5000};
+        e->dns = dns_cache_new(base, &dc, on_dns, e, err);
+        if (e->dns == NULL)
+            goto fail;
+    }
+    log_info("etcd: %zu endpoint(s), prefix %s", e->neps, e->prefix);
+    e->down_since = clock_ms();
+    step(e);
+    return e;
+fail:
+    source_etcd_free(e);
+    return NULL;
+}
+
+void source_etcd_free(struct source_etcd *e)
+{
+    if (e == NULL)
+        return;
+    etcd_http_free(e->req);
+    timer_dispose(&e->retry);
+    timer_dispose(&e->notify);
+    dns_cache_free(e->dns);
+    SSL_CTX_free(e->ctx);
+    for (size_t i = 0; i < e->n; i++)
+        entry_dispose(&e->v[i]);
+    free(e->v);
+    free(e->inputs);
+    if (e->token != NULL)
+        OPENSSL_cleanse(e->token, strlen(e->token));
+    free(e->token);
+    free(e->last_error);
+    conf_free(e);
+    free(e);
+}
+
+void source_etcd_status(const struct source_etcd *e,
+                        struct source_etcd_status *out)
+{
+    *out = e->st;
+    out->synced = e->synced;
+    out->watching = e->watching;
+    out->revision = e->rev;
+    out->keys = e->n;
+    out->endpoint = e->eps[e->cur].url;
+    out->last_error = e->last_error;
+    out->down_ms = e->down_since ? clock_ms() - e->down_since : 0;
+}
+
+void source_etcd_json(const struct source_etcd *e, struct buf *b)
+{
+    struct source_etcd_status st;
+
+    source_etcd_status(e, &st);
+    buf_puts(b, "{\"prefix\":");
+    json_escape(b, e->prefix, e->prefix_n - 1);
+    buf_puts(b, ",\"endpoint\":");
+    json_str(b, st.endpoint);
+    buf_printf(b,
+               ",\"synced\":%s,\"watching\":%s,\"revision\":%" PRId64
+               ",\"keys\":%zu,\"downMs\":%" PRIu64 ",\"lastError\":",
+               st.synced ? "true" : "false", st.watching ? "true" : "false",
+               st.revision, st.keys, st.down_ms);
+    if (st.last_error != NULL)
+        json_str(b, st.last_error);
+    else
+        buf_puts(b, "null");
+    buf_puts(b, "}");
+}
