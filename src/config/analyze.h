@@ -11,7 +11,8 @@
  * (pkg/config/analysis/msg/messages.yaml): IST0002, IST0101, IST0106,
  * IST0109, IST0112, IST0127 (node known), IST0128, IST0129, IST0130,
  * IST0131, IST0132, IST0138, IST0140, IST0145, IST0149 (node known),
- * IST0161 (node's credentials directory known),
+ * IST0161 (node known: a Secret of its namespace, or its credentials
+ * directory), IST0162 (node known, with a Service selecting it),
  * IST0165, IST0171 (from the loader), IST0173, IST0174, IST0177; and strait's
  * own STR0001 (Info: ignored, e.g. a VirtualService or rule bound only to mesh,
  * whose destinations are not checked), STR0002 (Warning), STR0003 (Error:

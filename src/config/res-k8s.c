@@ -906,6 +906,29 @@ static struct res_service_entry *build_entry(const struct resource_set *set,
              set->domain);
     if (strs_push(&se->hosts, host) < 0)
         goto fail;
+    /* Istio reads a Service's exportTo from this annotation: namespaces
+     * (".", "*", "~" or names) separated by commas. */
+    for (size_t i = 0; i < r->meta.annotations.n; i++) {
+        const char *p = r->meta.annotations.v[i].val;
+        if (strcmp(r->meta.annotations.v[i].key,
+                   "networking.istio.io/exportTo") != 0)
+            continue;
+        while (*p != '\0') {
+            char part[254];
+            size_t n = strcspn(p, ","), b = 0, e = n;
+            while (b < e && (p[b] == ' ' || p[b] == '\t'))
+                b++;
+            while (e > b && (p[e - 1] == ' ' || p[e - 1] == '\t'))
+                e--;
+            if (e > b && e - b < sizeof(part)) {
+                memcpy(part, p + b, e - b);
+                part[e - b] = '\0';
+                if (strs_push(&se->export_to, part) < 0)
+                    goto fail;
+            }
+            p += n + (p[n] == ',');
+        }
+    }
     if (svc->ports.n > 0 &&
         (se->ports.v = calloc(svc->ports.n, sizeof(struct res_se_port))) ==
             NULL)

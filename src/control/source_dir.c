@@ -271,7 +271,17 @@ void source_json(const struct source *src, struct buf *b)
         json_str(b, r->meta.name);
         buf_printf(b, ",\"file\":");
         json_str(b, r->file);
-        buf_printf(b, ",\"line\":%d,\"spec\":", r->line);
+        buf_printf(b, ",\"line\":%d", r->line);
+        /* Labels: what selectors match (a Namespace is kept for them). */
+        buf_puts(b, ",\"labels\":{");
+        for (size_t k = 0; k < r->meta.labels.n; k++) {
+            if (k > 0)
+                buf_puts(b, ",");
+            json_str(b, r->meta.labels.v[k].key);
+            buf_puts(b, ":");
+            json_str(b, r->meta.labels.v[k].val);
+        }
+        buf_puts(b, "},\"spec\":");
         res_spec_json(b, r);
         buf_puts(b, "}");
     }

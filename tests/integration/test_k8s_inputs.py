@@ -430,3 +430,46 @@ type: Opaque
     assert curl_tls(port, crt, client) == (200, "mutual")
     code, err = curl_tls(port, crt)
     assert code is None, err
+
+
+def test_changed_secret_is_served_and_namespace_labels_shown(
+        strait_factory, upstream_factory, tmp_path):
+    """Replacing the Secret's certificate (as `kubectl apply` of a new one
+    would) is picked up on the directory's reload: clients then verify
+    against the new one only. A Namespace is shown with its labels."""
+    d = tmp_path / "certs"
+    d.mkdir()
+    old = make_cert(str(d), "old", "httpbin.example.com", ["httpbin.example.com"])
+    new = make_cert(str(d), "new", "httpbin.example.com", ["httpbin.example.com"])
+    up = upstream_factory(responder(lambda h: b"ok"))
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    ns = """apiVersion: v1
+kind: Namespace
+metadata:
+  labels:
+    istio-injection: enabled
+    kubernetes.io/metadata.name: istio-system
+  name: istio-system
+spec:
+  finalizers:
+  - kubernetes
+status:
+  phase: Active
+"""
+    (conf / "ns.yaml").write_text(ns)
+    (conf / "secret.yaml").write_text(secret_yaml("httpbin-credential", *old))
+    (conf / "gw.yaml").write_text(tls_gateway(port, up.port, "httpbin-credential"))
+    st = strait_factory(extra=NODE + f"config: {{dir: \"{conf}\"}}\n").start()
+    wait_for(lambda: curl_tls(port, old[0])[0] == 200, 10, "the old certificate")
+    assert curl_tls(port, new[0])[0] is None
+    code, dump, _ = st.get("/config_dump")
+    nsr = [r for r in find_resources(json.loads(dump))
+           if r["kind"] == "Namespace"]
+    assert nsr and nsr[0]["labels"]["istio-injection"] == "enabled", nsr
+    tmp = conf / ".secret.tmp"
+    tmp.write_text(secret_yaml("httpbin-credential", *new))
+    tmp.rename(conf / "secret.yaml")
+    wait_for(lambda: curl_tls(port, new[0])[0] == 200, 10, "the new certificate")
+    assert curl_tls(port, old[0])[0] is None

@@ -222,6 +222,26 @@ static void slices_of_other_services_and_namespaces_are_not_used(void **state)
     assert_true(has_msg(f, RES_INFO, "belongs to no Service"));
 }
 
+static void export_to_annotation_is_read(void **state)
+{
+    struct fx *f = *state;
+    const struct resource *r;
+    const struct res_service_entry *se;
+
+    load_ok(f, "apiVersion: v1\nkind: Service\n"
+               "metadata:\n  name: s\n  namespace: a\n"
+               "  annotations: {networking.istio.io/exportTo: \". , b\"}\n"
+               "spec: {ports: [{port: 80}]}\n");
+    r = find(f, RES_SERVICE, "a", "s");
+    se = res_service_entry(r);
+    assert_int_equal(se->export_to.n, 2);
+    assert_string_equal(se->export_to.v[0], ".");
+    assert_string_equal(se->export_to.v[1], "b");
+    assert_true(res_visible(r, &se->export_to, "a"));
+    assert_true(res_visible(r, &se->export_to, "b"));
+    assert_false(res_visible(r, &se->export_to, "istio-system"));
+}
+
 static void publish_not_ready_addresses_uses_every_endpoint(void **state)
 {
     struct fx *f = *state;
@@ -493,6 +513,8 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(
             publish_not_ready_addresses_uses_every_endpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(export_to_annotation_is_read, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(external_name_is_resolved_by_dns, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(service_errors_name_the_place, setup,
