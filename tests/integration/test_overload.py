@@ -352,3 +352,105 @@ def test_memory_limit_sheds_and_recovers(strait_factory, upstream_factory):
         c.close()
     kept[0].close()
     assert st.proc.poll() is None
+
+
+def test_every_kind_of_connection_gives_its_slot_back(
+        strait_factory, upstream_factory, tmp_path):
+    """On a port shared by HTTPS, PASSTHROUGH and terminated TLS servers
+    the L4 listener takes the slot, and the connection gives it back
+    wherever it ends: handed to the HTTP proxy (h2 and http/1.1),
+    relayed untouched, or terminated and relayed. With a limit of 2,
+    twelve connections one after another all succeed, the count returns
+    to 0, and two held connections still make the third overflow."""
+    from test_l4 import tls_talk
+    from test_port_share import curl, shared_port
+
+    def limited(listeners_yaml="", **kw):
+        kw["extra"] = kw.get("extra", "") + (
+            "limits: {maxConnectionsPerListener: 2, action: close}\n")
+        return strait_factory(listeners_yaml, **kw)
+
+    e = shared_port(limited, upstream_factory, tmp_path)
+    for _ in range(3):
+        assert curl(e, "app.example.test", "--http2") == (0, "app-v1", "2")
+        assert curl(e, "app.example.test", "--http1.1") == \
+            (0, "app-v1", "1.1")
+        assert tls_talk(e.port, "db.example.test", cafile=e.db_crt) == \
+            b"db:hello"
+        assert tls_talk(e.port, "tcp.example.test", cafile=e.tcp_crt) == \
+            b"plain:hello"
+    wait_for(lambda: e.st.stats()["server.downstream_cx_active"] == 0, 10,
+             "every slot given back")
+    name = f"gateway-127.0.0.1-{e.port}"
+    assert e.st.stats()[f"listener.{name}.downstream_cx_overflow"] == 0
+    held = [connect(e.port), connect(e.port)]
+    wait_for(lambda: e.st.stats()["server.downstream_cx_active"] == 2, 10,
+             "two connections held")
+    c = connect(e.port)
+    assert closed_by_peer(c)
+    wait_for(lambda: e.st.stats()[f"listener.{name}.downstream_cx_overflow"]
+             == 1, 5, "the overflow")
+    for x in held + [c]:
+        x.close()
+
+
+def test_http2_under_memory_actions(strait_factory, upstream_factory):
+    """A memory limit below what strait uses turns every action on at the
+    next check (a reload): an HTTP/2 connection accepted before gets 503
+    with flag OM and a GOAWAY; a reload without the limit turns them off
+    and a new connection is served."""
+    import h2.connection
+
+    up = upstream_factory(responder(lambda head: b"ok"))
+    port = free_port()
+    lst = http_listener("web", port)
+    extra = clusters(backend=[up.addr])
+    st = strait_factory(lst, extra=extra).start()
+    s = connect(port)
+    h2c = h2.connection.H2Connection()
+    h2c.initiate_connection()
+    s.sendall(h2c.data_to_send())
+    # Accepted before the actions start (else it waits in the backlog).
+    wait_for(lambda: st.stats()["listener.web.downstream_cx_active"] == 1,
+             10, "the HTTP/2 connection to be accepted")
+    st.write_config(lst, extra + "overload: {memoryLimit: 1MiB}\n")
+    assert st.get("/reload", method="POST")[0] == 200
+    assert overloaded(st)
+    h2c.send_headers(1, [(":method", "GET"), (":path", "/h2"),
+                         (":scheme", "http"), (":authority", "x")],
+                     end_stream=True)
+    s.sendall(h2c.data_to_send())
+    # The GOAWAY (open no more streams) may come before the answer,
+    # which the h2 library refuses: frames are read as they come.
+    import hpack
+    from hyperframe.frame import Frame, GoAwayFrame, HeadersFrame
+    dec = hpack.Decoder()
+    buf = b""
+    status = goaway = None
+    while status is None or goaway is None:
+        data = s.recv(65535)
+        assert data, "closed before the answer and GOAWAY"
+        buf += data
+        while len(buf) >= 9:
+            f, n = Frame.parse_frame_header(memoryview(buf[:9]))
+            if len(buf) < 9 + n:
+                break
+            f.parse_body(memoryview(buf[9:9 + n]))
+            buf = buf[9 + n:]
+            if isinstance(f, HeadersFrame) and f.stream_id == 1:
+                status = dict(dec.decode(f.data))[":status"]
+            if isinstance(f, GoAwayFrame):
+                goaway = f
+    status = status.encode() if isinstance(status, str) else status
+    assert status == b"503"
+    s.close()
+    wait_for(lambda: re.search(r"http_request .*path=/h2 .*flags=OM",
+                               st.log()), 10, "the OM access log line")
+    st.write_config(lst, extra)
+    assert st.get("/reload", method="POST")[0] == 200
+    assert not overloaded(st)
+    assert st.stats()["overload.memory_limit_bytes"] == 0
+    c = connect(port)
+    head, body = http_get(c)
+    assert head.startswith("HTTP/1.1 200") and body == b"ok"
+    c.close()
