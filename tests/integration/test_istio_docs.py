@@ -716,6 +716,104 @@ def test_authz_deny_at_a_node_fronting_httpbin(netns, strait_factory, tmp_path,
     assert code("/ip", token="admin") == 200
 
 
+# -- security/authentication/authn-policy: end-user authentication ------------
+
+class RawGithub(http.server.BaseHTTPRequestHandler):
+    """raw.githubusercontent.com serving Istio's sample JWKS."""
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        # Any branch: the tasks name master and release-1.8.
+        if self.path.startswith("/istio/istio/") and self.path.endswith(
+                "/security/tools/jwt/samples/jwks.json"):
+            body = (DOCS / "jwt-samples" / "jwks.json").read_bytes()
+            head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        else:
+            body, head = b"", b"HTTP/1.1 404 Not Found\r\n"
+        self.wfile.write(head + b"content-length: %d\r\n\r\n%s"
+                         % (len(body), body))
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def jwks_node(netns, strait_factory, tmp_path):
+    """make(node=...): a Node whose jwksUri host raw.githubusercontent.com
+    is a server on 127.0.0.2 (found through a DNS server on loopback, its
+    certificate trusted by jwt.jwksCaFile) serving Istio's sample JWKS."""
+    from test_dns import DNSServer
+    c = example_certs(tmp_path / "certs", "raw.githubusercontent.com")
+    dns = DNSServer(ttl=60)
+    dns.records["raw.githubusercontent.com"] = ["127.0.0.2"]
+    srv = remote(RawGithub, 443, tls=c["raw.githubusercontent.com"])
+
+    def make(**kw):
+        return Node(strait_factory, tmp_path, extra=(
+            f"dns: {{nameservers: [\"127.0.0.1:{dns.port}\"]}}\n"
+            f"jwt: {{jwksCaFile: \"{c['example.com'][0]}\"}}\n"), **kw)
+    yield make
+    srv.shutdown()
+    srv.server_close()
+    dns.stop()
+
+
+def bearer(name):
+    token = (DOCS / "jwt-samples" / name).read_text().strip()
+    return ("--header", f"Authorization: Bearer {token}")
+
+
+def test_authz_jwt_at_a_node_fronting_httpbin(jwks_node, backends):
+    """authz-jwt's policies select httpbin in foo: on a node wearing its
+    namespace and labels, an invalid token is 401 and none 200; with
+    require-jwt, none is 403 and the demo token 200; requiring the claim
+    groups=group1, the groups token is 200 and the demo token 403."""
+    node = jwks_node(
+        node="namespace: foo, labels: {app: httpbin, istio: ingressgateway}")
+    node.add("vm-node.yaml", service_entry("httpbin", "foo", 8000,
+                                           [(None, backends())]))
+    node.apply(SAMPLES / "httpbin" / "httpbin-gateway.yaml", ns="foo")
+    node.start()
+    url = "http://127.0.0.1:80/headers"
+    node.apply(DOCS / "authz-jwt" / "requestauthentication.yaml")
+    wait_code(401, "-H", "Authorization: Bearer invalidToken", url,
+              what="an invalid token refused")
+    assert curl(url)[0] == 200
+    node.apply(DOCS / "authz-jwt" / "require-jwt.yaml", "require.yaml")
+    wait_code(403, url, what="a token required")
+    assert curl(*bearer("demo.jwt"), url)[0] == 200
+    node.apply(DOCS / "authz-jwt" / "require-jwt-group1.yaml", "require.yaml")
+    wait_code(403, *bearer("demo.jwt"), url, what="group1 required")
+    assert curl(*bearer("groups-scope.jwt"), url)[0] == 200
+
+
+def test_enduser_authentication_at_ingress(jwks_node, backends):
+    """RequestAuthentication at the ingress gateway, the jwksUri on
+    raw.githubusercontent.com: no token passes, a bad one is 401, Istio's
+    demo token 200; with frontend-ingress a request without a token is
+    403, and with the per-path version only /headers needs one."""
+    node = jwks_node()
+    node.add("vm-node.yaml", service_entry("httpbin", "foo", 8000,
+                                           [(None, backends())]))
+    node.apply(DOCS / "authn-policy" / "gateway.yaml")
+    node.apply(DOCS / "authn-policy" / "virtualservice.yaml")
+    node.start()
+    url = "http://127.0.0.1:80/headers"
+    assert curl(url)[0] == 200
+    node.apply(DOCS / "authn-policy" / "requestauthentication.yaml")
+    wait_code(401, "--header", "Authorization: Bearer deadbeef", url,
+              what="a bad token refused")
+    good = (*bearer("demo.jwt"), url)
+    wait_code(200, *good, what="the demo token accepted")
+    assert curl(url)[0] == 200
+    node.apply(DOCS / "authn-policy" / "require-token.yaml", "frontend.yaml")
+    wait_code(403, url, what="a token required")
+    assert curl(*good)[0] == 200
+    node.apply(DOCS / "authn-policy" / "require-token-per-path.yaml",
+               "frontend.yaml")
+    wait_code(200, "http://127.0.0.1:80/ip", what="/ip without a token")
+    assert curl(url)[0] == 403
+
+
 # -- tasks whose rules are for sidecars -----------------------------------------
 
 @pytest.mark.parametrize("files", [
