@@ -249,6 +249,19 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
         buf_printf(b, "overload.%s.activations: %" PRIu64 "\n",
                    overload_action_name(a), st.overload_activations[a]);
     }
+    if (st.tracing) {
+        buf_printf(b, "tracing.spans_queued: %" PRIu64 "\n", st.spans_queued);
+        buf_printf(b, "tracing.spans_dropped: %" PRIu64 "\n", st.spans_dropped);
+        buf_printf(b, "tracing.spans_pending: %" PRIu64 "\n", st.spans_pending);
+        buf_printf(b, "tracing.spans_exported: %" PRIu64 "\n",
+                   st.spans_exported);
+        buf_printf(b, "tracing.export_requests: %" PRIu64 "\n",
+                   st.export_requests);
+        buf_printf(b, "tracing.export_failures: %" PRIu64 "\n",
+                   st.export_failures);
+        buf_printf(b, "tracing.export_retries: %" PRIu64 "\n",
+                   st.export_retries);
+    }
     if (st.has_resources) {
         buf_printf(b, "resources.count: %zu\n", st.resources);
         buf_printf(b, "resources.reloads_ok: %" PRIu64 "\n",

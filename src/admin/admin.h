@@ -75,6 +75,15 @@ struct admin_status {
     uint64_t memory_used;  /* resident memory at the last check */
     unsigned overload;     /* OVERLOAD_BIT()s in effect */
     uint64_t overload_activations[OVERLOAD_NACTIONS];
+    /* Tracing (tracing.endpoint set). */
+    int tracing;
+    uint64_t spans_queued;
+    uint64_t spans_dropped;
+    uint64_t spans_pending;
+    uint64_t spans_exported;
+    uint64_t export_requests;
+    uint64_t export_failures;
+    uint64_t export_retries;
 };
 
 /* What a POST /reload did; the body of the answer says it. */

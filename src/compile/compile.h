@@ -30,6 +30,7 @@ void compile_clusters_free(struct cluster **cl, size_t n);
  * certificate that does not load). */
 struct compile_env;
 struct lsink;
+struct spanq;
 
 int compile_listener(const struct bootstrap *bs,
                      const struct bootstrap_listener *bl,
@@ -92,6 +93,8 @@ struct compile_env {
     /* Where access-log lines go (the process's writer); NULL: straight
      * to the log. */
     struct lsink *alog_sink;
+    /* The exporter's span queue; NULL: no tracing. */
+    struct spanq *spans;
 };
 
 /* compile_gateway() builds the HTTP proxy of a Gateway listener with its

@@ -92,6 +92,8 @@ static int http_settings(struct http_listener_conf *c,
     c->xff_trusted_hops = (uint32_t)h->xff_trusted_hops;
     c->stream_idle_timeout_ms = (uint64_t)h->stream_idle_timeout_ms;
     c->alog_sink = env != NULL ? env->alog_sink : NULL;
+    c->spans = env != NULL ? env->spans : NULL;
+    c->sample_ppm = (uint32_t)(bs->tracing.sampling * 10000.0 + 0.5);
     if (bs->log.access_log &&
         bs->log.access_log_encoding != BOOTSTRAP_ALOG_STRAIT) {
         /* Checked when the bootstrap was loaded: only memory can fail. */

@@ -73,6 +73,12 @@ static void ident_metrics(struct ident *d, const struct compile_inputs *in)
     series_labels_unref(l);
 }
 
+/* The tracing a listener compiles in (the exporter is the process's). */
+static void ident_tracing(struct ident *d, const struct bootstrap *bs)
+{
+    ident_u64(d, 't', (uint64_t)(bs->tracing.sampling * 10000.0 + 0.5));
+}
+
 /* A bootstrap listener: its own keys, the logging it compiles in, and
  * for HTTP the clusters its routes index (by identity, in order). */
 static int listener_identity(const struct compile_inputs *in,
@@ -86,6 +92,7 @@ static int listener_identity(const struct compile_inputs *in,
     ident_str(&d, 'k', "bootstrap-listener");
     ident_listener(&d, bl);
     ident_alog(&d, &in->bs->log);
+    ident_tracing(&d, in->bs);
     ident_u64(&d, 'w', (uint64_t)in->nworkers);
     ident_metrics(&d, in);
     if (bl->protocol == BOOTSTRAP_HTTP) {
@@ -116,6 +123,7 @@ static void gateway_base(struct ident *d, const struct compile_inputs *in,
     ident_str(d, 'k', g->l4 ? "gateway-l4" : "gateway-http");
     ident_sub(d, &g->id);
     ident_alog(d, &bs->log);
+    ident_tracing(d, bs);
     ident_u64(d, 'w', (uint64_t)in->nworkers);
     /* An L4 listener's HTTP part (a port shared with HTTPS servers) takes
      * them too. */
@@ -775,7 +783,8 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
     struct snapshot_listener *l = &s->v[s->n];
     const struct ident_map *prev_map = prev != NULL ? &prev->gwclusters : NULL;
     struct compile_env env = {in->nworkers, in->dns, in->identity,
-                              in->jwks,     NULL,    in->alog_sink};
+                              in->jwks,     NULL,    in->alog_sink,
+                              in->spans};
     struct ident d, pre;
     struct dns_rec rec;
     struct routes_rec rr;

@@ -121,6 +121,7 @@ struct compile_inputs {
     /* The process's connection limit, parent of every listener's (set
      * from bs->limits by snapshot_build); NULL: nothing counted. */
     struct cx_limit *cx_root;
+    struct spanq *spans; /* the span exporter's queue; NULL: none */
 };
 
 /*

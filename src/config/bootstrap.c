@@ -274,6 +274,47 @@ static const struct conf_key etcd_keys[] = {
 };
 static const struct conf_section etcd_section = {etcd_keys, 0, SIZE_MAX};
 
+static const struct conf_key tracing_keys[] = {
+    {"endpoint", CONF_STR, OFF(struct bootstrap_tracing, endpoint), 0, 0, "",
+     "OTLP/HTTP traces endpoint, http://HOST:PORT[/PATH] (path default "
+     "/v1/traces); \"\": no tracing (traceparent passes untouched); "
+     "restart to change",
+     NULL, NULL, NULL, NULL},
+    {"sampling", CONF_DOUBLE, OFF(struct bootstrap_tracing, sampling), 0, 100,
+     "1",
+     "percent of requests traced when the caller did not decide (a "
+     "traceparent's or B3's sampled flag is honoured), as Istio's sampling",
+     NULL, NULL, NULL, NULL},
+    {"serviceName", CONF_STR, OFF(struct bootstrap_tracing, service_name), 0, 0,
+     "", "service.name of the spans; \"\": NODE.NAMESPACE", NULL, NULL, NULL,
+     NULL},
+    {"maxQueueSize", CONF_INT, OFF(struct bootstrap_tracing, max_queue), 1,
+     1000000, "2048",
+     "spans waiting for export, at most; past it spans are dropped and "
+     "counted (tracing.spans_dropped); restart to change",
+     NULL, NULL, NULL, NULL},
+    {"maxBatchSize", CONF_INT, OFF(struct bootstrap_tracing, max_batch), 1,
+     100000, "512", "spans per export request, at most; restart to change",
+     NULL, NULL, NULL, NULL},
+    {"flushInterval", CONF_DURATION,
+     OFF(struct bootstrap_tracing, flush_interval_ms), 10, 3600 * 1000, "5s",
+     "how often waiting spans are exported; restart to change", NULL, NULL,
+     NULL, NULL},
+    {"exportTimeout", CONF_DURATION,
+     OFF(struct bootstrap_tracing, export_timeout_ms), 100, 600 * 1000, "10s",
+     "one export request, connect to answer; restart to change", NULL, NULL,
+     NULL, NULL},
+    {"maxRetries", CONF_INT, OFF(struct bootstrap_tracing, max_retries), 0, 10,
+     "3",
+     "retries of a batch the collector answered 429, 502, 503 or 504 "
+     "(after its Retry-After, else 1s, 2s, 4s...), then its spans are "
+     "dropped; restart to change",
+     NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section tracing_section = {
+    tracing_keys, 0, OFF(struct bootstrap_tracing, mark)};
+
 static const struct conf_key source_keys[] = {
     {"dir", CONF_STR, OFF(struct bootstrap_source, dir), 0, 0, "",
      "directory of Istio resources (YAML/JSON), watched for changes; \"\" "
@@ -509,6 +550,9 @@ static const struct conf_key bootstrap_keys[] = {
      "the readiness probe port", NULL, &readiness_section, NULL, NULL},
     {"log", CONF_SECTION, OFF(struct bootstrap, log), 0, 0, NULL, "logging",
      NULL, &log_section, NULL, NULL},
+    {"tracing", CONF_SECTION, OFF(struct bootstrap, tracing), 0, 0, NULL,
+     "spans of requests, exported over OTLP/HTTP", NULL, &tracing_section, NULL,
+     NULL},
     {"drainTimeout", CONF_DURATION, OFF(struct bootstrap, drain_timeout_ms), 0,
      3600 * 1000, "30s",
      "on SIGTERM, how long open connections may finish before exit", NULL, NULL,
@@ -597,6 +641,72 @@ static int alog_validate(const struct bootstrap_log *lg, const char *file,
                "%s", err ? err : "out of memory");
     free(err);
     return 1;
+}
+
+int bootstrap_parse_url(const char *s, struct bootstrap_url *u,
+                        const char **why)
+{
+    const char *host, *end, *colon;
+    size_t hn;
+    long port = 0;
+
+    memset(u, 0, sizeof(*u));
+    if (strncmp(s, "https://", 8) == 0) {
+        *why = "https:// is not supported: use http:// (a collector on "
+               "loopback or a sidecar)";
+        return -1;
+    }
+    if (strncmp(s, "http://", 7) != 0) {
+        *why = "expected http://HOST:PORT[/PATH]";
+        return -1;
+    }
+    host = s + 7;
+    end = strchr(host, '/');
+    if (end == NULL)
+        end = host + strlen(host);
+    colon = memrchr(host, ':', (size_t)(end - host));
+    if (host[0] == '[') {
+        const char *rb = memchr(host, ']', (size_t)(end - host));
+        if (rb == NULL || (rb + 1 != end && rb[1] != ':')) {
+            *why = "bad [IPv6] address";
+            return -1;
+        }
+        colon = rb + 1 != end ? rb + 1 : NULL;
+    }
+    hn = (size_t)((colon ? colon : end) - host);
+    if (hn == 0 || hn >= sizeof(u->host)) {
+        *why = "expected http://HOST:PORT[/PATH]";
+        return -1;
+    }
+    if (colon != NULL) {
+        for (const char *p = colon + 1; p < end; p++) {
+            if (*p < '0' || *p > '9' || port > 65535) {
+                *why = "bad port";
+                return -1;
+            }
+            port = port * 10 + (*p - '0');
+        }
+        if (port < 1 || port > 65535) {
+            *why = "bad port";
+            return -1;
+        }
+    } else {
+        port = 80;
+    }
+    if (host[0] == '[') {
+        memcpy(u->host, host + 1, hn - 2);
+        u->host[hn - 2] = '\0';
+    } else {
+        memcpy(u->host, host, hn);
+        u->host[hn] = '\0';
+    }
+    u->port = (int)port;
+    snprintf(u->path, sizeof(u->path), "%s", *end ? end : "/v1/traces");
+    if (strlen(*end ? end : "") >= sizeof(u->path)) {
+        *why = "path too long";
+        return -1;
+    }
+    return 0;
 }
 
 struct afmt *bootstrap_alog_compile(const struct bootstrap_log *lg, char **err)
@@ -874,6 +984,15 @@ static int bootstrap_validate(const struct bootstrap *bs, const char *file,
         if (e->backoff_max_ms < e->backoff_ms) {
             conf_error(errs, file, 0, 0, "config.etcd.backoffMax",
                        "shorter than backoff");
+            nerr++;
+        }
+    }
+    if (bs->tracing.endpoint[0] != '\0') {
+        struct bootstrap_url u;
+        const char *why = NULL;
+        if (bootstrap_parse_url(bs->tracing.endpoint, &u, &why) < 0) {
+            conf_error(errs, file, bs->tracing.mark.line, bs->tracing.mark.col,
+                       "tracing.endpoint", "%s", why);
             nerr++;
         }
     }

@@ -180,6 +180,19 @@ struct bootstrap_etcd {
     int64_t max_response_bytes; /* a range answer or one watch message */
 };
 
+/* Tracing: spans exported over OTLP/HTTP (JSON). */
+struct bootstrap_tracing {
+    char *endpoint;     /* "http://HOST:PORT[/PATH]"; "": tracing off */
+    double sampling;    /* percent of requests without a caller's decision */
+    char *service_name; /* "": NODE.NAMESPACE */
+    int64_t max_queue;  /* spans waiting for export, at most */
+    int64_t max_batch;  /* spans per export request, at most */
+    int64_t flush_interval_ms;
+    int64_t export_timeout_ms;
+    int64_t max_retries; /* of one batch on 429, 502, 503, 504 */
+    struct conf_mark mark;
+};
+
 /* Where Istio resources come from. */
 struct bootstrap_source {
     char *dir; /* "" for none */
@@ -278,6 +291,7 @@ struct bootstrap {
     struct bootstrap_metrics metrics;
     struct bootstrap_readiness readiness;
     struct bootstrap_log log;
+    struct bootstrap_tracing tracing;
     int64_t drain_timeout_ms;
     int64_t drain_window_ms; /* keep accepting this long after SIGTERM */
     struct bootstrap_source config;
@@ -329,6 +343,17 @@ struct bootstrap *bootstrap_parse(const char *data, size_t len,
 void bootstrap_free(struct bootstrap *bs);
 
 struct afmt;
+
+/* An http:// URL (tracing.endpoint), split. */
+struct bootstrap_url {
+    char host[256]; /* name or IP, without [] */
+    int port;       /* 80 when not written */
+    char path[512]; /* "/v1/traces" when not written */
+};
+
+/* bootstrap_parse_url() splits s; 0, or -1 with a static *why. */
+int bootstrap_parse_url(const char *s, struct bootstrap_url *u,
+                        const char **why);
 
 /* bootstrap_alog_compile() compiles lg's access-log format for its
  * encoding: the format, owned by the caller (afmt_free), NULL for the

@@ -21,6 +21,7 @@
 #include "control/jwks.h"
 #include "control/loop.h"
 #include "control/notify.h"
+#include "control/otlp.h"
 #include "control/source_dir.h"
 #include "core/series.h"
 #include "control/source_etcd.h"
@@ -30,6 +31,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "event/logsink.h"
+#include "event/spanq.h"
 #include "event/mq.h"
 #include "event/timer.h"
 #include "net/listener.h"
@@ -97,6 +99,8 @@ struct loop {
     struct notify notify;
     int ready_sent;
     struct lsink *alog;     /* the access log's writer thread */
+    struct spanq *spans;    /* finished spans; NULL: no tracing */
+    struct otlp *otlp;      /* their exporter */
     uint64_t watchdog_usec; /* 0: no watchdog */
     struct timer watchdog_timer;
     int watchdog_due; /* WORKER_ALIVE answers still due this round */
@@ -173,6 +177,7 @@ static int build(struct loop *s, const struct bootstrap *bs,
     in.alog_sink = s->alog;
     in.metrics = s->metrics;
     in.cx_root = s->cx_root;
+    in.spans = s->spans;
     if (s->dns != NULL)
         dns_cache_mark(s->dns);
     if (s->jwks != NULL) {
@@ -807,6 +812,20 @@ static void admin_status(void *arg, struct admin_status *out)
         out->dns_changes = ds.changes;
         out->dns_names = ds.names;
     }
+    if (s->otlp != NULL) {
+        struct otlp_stats os;
+        struct spanq_stats qs;
+        otlp_stats(s->otlp, &os);
+        spanq_stats(s->spans, &qs);
+        out->tracing = 1;
+        out->spans_queued = qs.queued;
+        out->spans_dropped = qs.dropped;
+        out->spans_pending = qs.pending;
+        out->spans_exported = os.exported;
+        out->export_requests = os.requests;
+        out->export_failures = os.failures;
+        out->export_retries = os.retries;
+    }
     if (s->alog != NULL) {
         struct lsink_stats ls;
         lsink_stats(s->alog, &ls);
@@ -1069,6 +1088,46 @@ static void on_identity(void *arg, struct ca_cred *cred)
         check_certs(s, " (mesh certificate rotated)");
 }
 
+/* The span queue and its exporter (tracing.endpoint, checked when the
+ * bootstrap was loaded). */
+static int start_tracing(struct loop *s, const struct bootstrap *bs, char **err)
+{
+    const struct bootstrap_tracing *t = &bs->tracing;
+    struct bootstrap_url u;
+    struct otlp_conf oc;
+    const char *why = NULL;
+    char service[512];
+
+    if (bootstrap_parse_url(t->endpoint, &u, &why) < 0) {
+        err_set(err, "tracing.endpoint: %s", why);
+        return -1;
+    }
+    if (t->service_name[0] != '\0')
+        snprintf(service, sizeof(service), "%s", t->service_name);
+    else
+        snprintf(service, sizeof(service), "%s.%s", bs->node.name, bs->node.ns);
+    memset(&oc, 0, sizeof(oc));
+    oc.host = u.host;
+    oc.port = u.port;
+    oc.path = u.path;
+    oc.service_name = service;
+    oc.host_name = bs->node.name;
+    oc.max_batch = (size_t)t->max_batch;
+    oc.flush_ms = (uint64_t)t->flush_interval_ms;
+    oc.timeout_ms = (uint64_t)t->export_timeout_ms;
+    oc.max_retries = (int)t->max_retries;
+    oc.dns = s->dns;
+    s->spans = spanq_new((size_t)t->max_queue);
+    s->otlp = s->spans != NULL ? otlp_new(s->base, s->spans, &oc) : NULL;
+    if (s->otlp == NULL) {
+        err_set(err, "out of memory");
+        return -1;
+    }
+    log_info("tracing: spans to http://%s:%d%s, sampling %g%%", u.host, u.port,
+             u.path, t->sampling);
+    return 0;
+}
+
 struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
                       const char *config_path, struct ca_identity *identity,
                       int *config_error, char **err)
@@ -1188,6 +1247,9 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
             goto fail;
         }
     }
+    /* After the resolver: the endpoint may be a name. */
+    if (bs->tracing.endpoint[0] != '\0' && start_tracing(s, bs, err) < 0)
+        goto fail;
     if (build(s, bs, &next, err) < 0)
         goto fail;
     hooks.main = s->inbox;
@@ -1245,6 +1307,8 @@ void loop_free(struct loop *s)
     source_etcd_free(s->etcd);
     /* The JWKS fetches resolve through the dns cache: they go first. */
     jwks_cache_free(s->jwks);
+    /* Before the resolver its request in flight may use. */
+    otlp_free(s->otlp);
     dns_cache_free(s->dns);
     timer_dispose(&s->drain_timer);
     timer_dispose(&s->drain_window_timer);
@@ -1260,6 +1324,7 @@ void loop_free(struct loop *s)
     /* After the workers: their buffers were handed over as they
      * stopped, and what is pending is written now. */
     lsink_free(s->alog);
+    spanq_free(s->spans);
     bootstrap_free(s->bs);
     cx_limit_unref(s->cx_root);
     free(s->last_reload_error);

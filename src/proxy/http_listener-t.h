@@ -11,6 +11,7 @@
 #include "net/conn.h"
 #include "event/logsink.h"
 #include "event/reap-t.h"
+#include "event/spanq.h"
 #include "event/timer-t.h"
 #include "proxy/http_listener.h"
 #include "proxy/stats.h"
@@ -68,7 +69,8 @@ struct http_listener {
     int adopting; /* no socket of its own: http_listener_adopt() feeds it */
     int stopped;  /* stop_accepting ran: adopted connections are drained */
     int draining; /* drain_connections ran: new connections are drained */
-    struct lsink_buf alog; /* access-log lines of this worker's turn */
+    struct lsink_buf alog;  /* access-log lines of this worker's turn */
+    struct spanq_buf spans; /* finished spans of this worker's turn */
 };
 
 enum http_conn_stage {

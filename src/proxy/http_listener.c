@@ -702,6 +702,7 @@ static void listener_free(struct http_listener *l)
     reap_routes(l);
     reaper_cancel(&l->reap);
     lsink_buf_dispose(&l->alog);
+    spanq_buf_dispose(&l->spans);
     SSL_CTX_free(l->ssl_ctx);
     bufpool_dispose(&l->pool);
     bufpool_dispose(&l->io);
@@ -734,6 +735,8 @@ listener_start(struct event_base *base, struct reaper *reaper, int worker,
     l->arg = idle_arg;
     if (conf->alog_sink != NULL)
         lsink_buf_init(&l->alog, conf->alog_sink, base);
+    if (conf->spans != NULL)
+        spanq_buf_init(&l->spans, conf->spans, base);
     LIST_INIT(&l->conns);
     LIST_INIT(&l->dead);
     LIST_INIT(&l->old);

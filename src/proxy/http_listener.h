@@ -27,6 +27,7 @@ struct jwt_authn;
 struct ssl_ctx_st;
 struct afmt;
 struct lsink;
+struct spanq;
 
 /*
  * What a listener routes by: its router (a Gateway listener's
@@ -82,6 +83,11 @@ struct http_listener_conf {
      * log, as in unit tests). */
     struct afmt *alog_fmt;
     struct lsink *alog_sink;
+    /* Where finished spans go (the exporter's queue; NULL: no tracing),
+     * and the share of requests traced when the caller did not decide,
+     * per million. */
+    struct spanq *spans;
+    uint32_t sample_ppm;
     uint32_t xff_trusted_hops;
     /* A request with no byte moving either way for this long ends
      * (Envoy's stream_idle_timeout); 0: never. */

@@ -192,6 +192,7 @@ static void mirror_launch(struct pstream *ps)
     sp->cluster = mr->cluster;
     sp->pool = pool;
     sp->admitted = (unsigned)admitted;
+    pstream_trace_copy(sp, ps);
     m->proxy = sp;
     m->down = &shadow_down;
     m->down_ctx = sp;

@@ -158,6 +158,7 @@ void pstream_retry_later(struct pstream *ps)
     if (s->req.has_body)
         hpipe_rewind(&s->req_body); /* pstream_replayable() held */
     STAT_ADD(upool_stats(ps->pool), rq_retry, 1);
+    pstream_trace_attempt_end(ps, s->resp.status);
     ps->retries++;
     memset(&s->resp, 0, sizeof(s->resp));
     s->resp.content_length = -1;

@@ -87,6 +87,8 @@ struct pstream {
     /* The local address of the last attempt's upstream socket, for the
      * access log, when its format asks (arena); NULL: not known. */
     const char *up_local;
+    /* The request's trace (http_trace.c, arena); NULL: not traced. */
+    struct ptrace *trace;
 };
 
 /* pipeline.c: the exchange and its end. */
@@ -196,6 +198,26 @@ int pstream_body_complete(const struct pstream *ps);
 
 /* Calls pstream_on_aux (through ps->aux) once the request body ends. */
 void pstream_wait_body(struct pstream *ps);
+
+/* http_trace.c: spans of the request and of each upstream attempt. */
+
+/* The request arrived: its context is read (traceparent, B3), sampled or
+ * not, and its server span starts. Nothing when the listener does not
+ * trace. */
+void pstream_trace_begin(struct pstream *ps);
+
+/* An attempt goes out (ps->upstream set): its client span starts and the
+ * request's trace headers name it as the parent. */
+void pstream_trace_attempt(struct pstream *ps);
+
+/* The current attempt ended with status (0: no answer). */
+void pstream_trace_attempt_end(struct pstream *ps, int status);
+
+/* The request is over: its spans are queued for export when sampled. */
+void pstream_trace_end(struct pstream *ps);
+
+/* A mirrored copy continues the trace of the request it copies. */
+void pstream_trace_copy(struct pstream *copy, const struct pstream *ps);
 
 /* http_mirror.c: mirrored copies. */
 

@@ -158,6 +158,7 @@ void pstream_attempt_started(struct pstream *ps, int fd)
     const struct afmt *f = ps->l->conf->alog_fmt;
     char local[ADDR_STRLEN + 8];
 
+    pstream_trace_attempt(ps);
     if (f == NULL || !(afmt_needs(f) & AFMT_NEED_UPSTREAM_LOCAL))
         return;
     sock_local(fd, local, sizeof(local));
@@ -352,6 +353,7 @@ void pstream_maybe_end(struct pstream *ps)
         cluster_release_retry(ps->pool->cl);
         ps->retry_slot = 0;
     }
+    pstream_trace_end(ps);
     if (ps->shadow) {
         /* A copy is not a request of the listener: it is neither counted
          * nor logged there. Its memory goes on the reaper's turn. */
@@ -866,6 +868,7 @@ static void on_request(void *ctx, struct hstream *s)
     ps->wr = http_listener_pin(l);
     if (l->conf->cx != NULL && pstream_overloaded(ps, cx_overload(l->conf->cx)))
         return;
+    pstream_trace_begin(ps);
     if (hc->conn.tls != NULL && pstream_misdirected(ps))
         return;
     if (ps->wr->r->jwt != NULL && pstream_authenticate(ps) < 0)
