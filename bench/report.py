@@ -33,7 +33,8 @@ SCENARIOS = [
     ("idletls", "idle keep-alive connections, TLS 1.3 HTTP/1.1: RSS growth per connection",
      [("bytes_per_conn", "B/conn", True)]),
 ]
-PROXIES = ["direct", "base", "base-gw", "strait", "strait-gw", "haproxy", "nginx"]
+PROXIES = ["direct", "base", "base-gw", "strait", "strait-nm", "strait-gw",
+           "strait-gw-nm", "haproxy", "nginx"]
 
 
 def load(path):

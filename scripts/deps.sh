@@ -11,7 +11,7 @@ test_pkgs=(python3 python3-pytest python3-prometheus-client python3-grpcio
     libclang-rt-14-dev clang-format-14
     testssl.sh systemd
     dpkg-dev debhelper lintian rpm rpmlint buildah umoci python3-yaml
-    etcd-server etcd-client)
+    etcd-server etcd-client prometheus)
 
 pkgs=("${build_pkgs[@]}")
 if [ "${1:-}" = "--test" ]; then

@@ -173,6 +173,8 @@ admin:
 log:
   level: warn
   accessLog: false
+metrics:
+  enabled: $(case $1 in *-nm) echo false ;; *) echo true ;; esac)
 drainTimeout: 1s
 config:
   dir: $d/conf
@@ -353,9 +355,9 @@ proxy_start() {
         direct)
             P_PLAIN=$UP_PLAIN P_TLS=$UP_TLS P_TCP=$UP_PLAIN PROXY_PID=$UP_PID
             return 0 ;;
-        strait | strait-gw | base | base-gw)
+        strait | strait-gw | base | base-gw | strait-nm | strait-gw-nm)
             local mode=bootstrap bin=$STRAIT_BIN
-            case $name in *-gw) mode=gateway ;; esac
+            case $name in *-gw | *-gw-nm) mode=gateway ;; esac
             case $name in base*) bin=$STRAIT_BASE_BIN ;; esac
             strait_start "$name" "$w" "$mode" "$bin"
             if ! strait_ready 20; then

@@ -63,6 +63,7 @@ ctr="$("${bh[@]}" from --isolation chroot scratch)"
     --entrypoint '["/usr/sbin/strait", "run", "-c", "/etc/strait/strait.yaml"]' \
     --cmd '[]' \
     --port 15021/tcp \
+    --port 15090/tcp \
     --stop-signal SIGTERM \
     --volume /var/lib/strait \
     --label org.opencontainers.image.title=strait \

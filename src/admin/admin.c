@@ -648,6 +648,16 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
                        "\",worker=\"%d\"} %" PRIu64 "\n",
                        ls[i]->name, w,
                        STAT_GET(&proxy_counters(ls[i], w)->listener, accepted));
+    /* The /stats counters without a family above, under strait_ too. */
+    buf_puts(b, "# HELP strait_http_downstream_buffers_active I/O buffers "
+                "HTTP/1 client connections hold now (none while idle).\n"
+                "# TYPE strait_http_downstream_buffers_active gauge\n");
+    for (size_t i = 0; i < n; i++)
+        buf_printf(b,
+                   "strait_http_downstream_buffers_active{listener=\"%s\"} "
+                   "%" PRIu64 "\n",
+                   ls[i]->name,
+                   sums[i].http.bufs_taken - sums[i].http.bufs_released);
     render_clusters(ops, b);
     if (ops->metrics != NULL)
         admin_render_istio(ops->metrics(ops->arg), b);
@@ -684,6 +694,31 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
                    "strait_overload_action_activations_total{action=\"%s\"} "
                    "%" PRIu64 "\n",
                    overload_action_name(a), st.overload_activations[a]);
+    buf_printf(b,
+               "# HELP strait_config_rebuilds_total Rebuilds from the inputs "
+               "in effect (resources, DNS answers, key sets).\n"
+               "# TYPE strait_config_rebuilds_total counter\n"
+               "strait_config_rebuilds_total{result=\"ok\"} %" PRIu64 "\n"
+               "strait_config_rebuilds_total{result=\"error\"} %" PRIu64 "\n",
+               st.rebuilds_ok, st.rebuilds_failed);
+    if (st.has_resources)
+        buf_printf(
+            b,
+            "# HELP strait_resources Istio resources in effect.\n"
+            "# TYPE strait_resources gauge\nstrait_resources %zu\n"
+            "# HELP strait_resource_reloads_total Loads of config.dir.\n"
+            "# TYPE strait_resource_reloads_total counter\n"
+            "strait_resource_reloads_total{result=\"ok\"} %" PRIu64 "\n"
+            "strait_resource_reloads_total{result=\"error\"} %" PRIu64 "\n"
+            "# HELP strait_jwks_fetches_total jwksUri fetches, by result.\n"
+            "# TYPE strait_jwks_fetches_total counter\n"
+            "strait_jwks_fetches_total{result=\"sent\"} %" PRIu64 "\n"
+            "strait_jwks_fetches_total{result=\"failed\"} %" PRIu64 "\n"
+            "# HELP strait_jwks_changes_total Times a key set changed.\n"
+            "# TYPE strait_jwks_changes_total counter\n"
+            "strait_jwks_changes_total %" PRIu64 "\n",
+            st.resources, st.resource_reloads_ok, st.resource_reloads_failed,
+            st.jwks_fetches, st.jwks_failures, st.jwks_changes);
     buf_printf(b,
                "# HELP strait_workers Worker threads.\n"
                "# TYPE strait_workers gauge\nstrait_workers %d\n"

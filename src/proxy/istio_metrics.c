@@ -79,10 +79,14 @@ void istio_http_record(struct series_shard *sh, struct series_labels *src,
     RUN_LIT(&r, "\",grpc_response_status=\"");
     if (x->grpc_status >= 0)
         run_uint(&r, (uint64_t)x->grpc_status);
-    RUN_LIT(&r, "\",response_flags=\"");
-    hstream_flags_str(x->flags, flags, sizeof(flags));
-    run_lit(&r, flags, strlen(flags));
-    RUN_LIT(&r, "\"");
+    if (x->flags == 0) {
+        RUN_LIT(&r, "\",response_flags=\"-\"");
+    } else {
+        RUN_LIT(&r, "\",response_flags=\"");
+        hstream_flags_str(x->flags, flags, sizeof(flags));
+        run_lit(&r, flags, strlen(flags));
+        RUN_LIT(&r, "\"");
+    }
     s = series_get(sh, src, dst, buf, r.n);
     if (s == NULL)
         return;

@@ -184,3 +184,39 @@ def test_many_concurrent_calls_one_connection(strait_factory, grpc_backend):
         call = ch.unary_unary("/t.S/Unary")
         futs = [call.future(b"%d" % i, timeout=20) for i in range(300)]
         assert [f.result() for f in futs] == [b"echo:%d" % i for i in range(300)]
+
+
+def test_istio_metrics_grpc(strait_factory, tmp_path, grpc_backend):
+    """Istio's gRPC labels and message counters: request_protocol grpc,
+    grpc_response_status from the trailers (or a trailers-only answer),
+    istio_request_messages_total / istio_response_messages_total counted
+    in the streams, messages split across DATA frames included."""
+    import urllib.request
+    from prometheus_client.parser import text_string_to_metric_families
+
+    st, port = grpc_gateway(strait_factory, tmp_path, grpc_backend)
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        assert len(list(ch.unary_stream("/t.S/ServerStream")(
+            b"300", timeout=20))) == 300
+        # 3 messages of 100 KiB: each spans several DATA frames.
+        assert ch.stream_unary("/t.S/ClientStream")(
+            iter([b"x" * 102400] * 3), timeout=20) == b"307200"
+        with pytest.raises(grpc.RpcError):
+            ch.unary_unary("/t.S/Unary")(b"fail", timeout=10)
+    with urllib.request.urlopen(st.url("/stats/prometheus"), timeout=5) as r:
+        text = r.read().decode()
+
+    def val(name, **want):
+        got = [s.value for f in text_string_to_metric_families(text)
+               for s in f.samples if s.name == name
+               and all(s.labels.get(k) == v for k, v in want.items())]
+        return sum(got) if got else None
+
+    ok = dict(request_protocol="grpc", response_code="200",
+              grpc_response_status="0", destination_service="g.example.com")
+    assert val("istio_requests_total", **ok) == 2
+    assert val("istio_request_messages_total", **ok) == 1 + 3
+    assert val("istio_response_messages_total", **ok) == 300 + 1
+    # FAILED_PRECONDITION is 9; the HTTP status stays 200.
+    assert val("istio_requests_total", request_protocol="grpc",
+               response_code="200", grpc_response_status="9") == 1

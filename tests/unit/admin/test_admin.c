@@ -418,15 +418,17 @@ static void test_render_prometheus(void **state)
     r->k.st.draining = 1;
     s = render(r, admin_render_prometheus);
     samples = check_exposition(s);
-    /* 32 listener families and 11 labelled rows (5 status classes, 6 TLS
-     * failure reasons), each x 2 listeners; 3 worker lines; 5 server
-     * lines, 4 overload gauges and 2 x 3 overload action lines; 3 DNS
-     * lines. */
-    assert_int_equal(samples, (32 + 11) * 2 + 3 + 5 + 10 + 3);
+    /* 32 listener families, 11 labelled rows (5 status classes, 6 TLS
+     * failure reasons) and the buffers gauge, each x 2 listeners; 3
+     * worker lines; 5 server lines, 4 overload gauges and 2 x 3 overload
+     * action lines; 3 DNS lines; 2 rebuild lines. */
+    assert_int_equal(samples, (32 + 11 + 1) * 2 + 3 + 5 + 10 + 3 + 2);
     assert_line(s, "strait_overload_action_active{action="
                    "\"stop_accepting_requests\"} 0");
     assert_line(s, "# TYPE strait_listener_connections_overflow_total "
                    "counter");
+    assert_line(s, "# TYPE strait_http_downstream_buffers_active gauge");
+    assert_line(s, "# TYPE strait_config_rebuilds_total counter");
     assert_line(s, "# TYPE strait_http_jwt_denied_total counter");
     assert_line(s, "# TYPE strait_http_mirror_sent_total counter");
     assert_line(s, "# TYPE strait_http_mirror_skipped_total counter");
@@ -474,8 +476,8 @@ static void test_render_prometheus(void **state)
     /* Without listeners the families are still declared, and valid. */
     r->k.nls = 0;
     s = render(r, admin_render_prometheus);
-    /* server, overload and DNS lines */
-    assert_int_equal(check_exposition(s), 5 + 10 + 3);
+    /* server, overload, DNS and rebuild lines */
+    assert_int_equal(check_exposition(s), 5 + 10 + 3 + 2);
     assert_line(s, "# TYPE strait_listener_connections_active gauge");
 }
 
@@ -815,7 +817,8 @@ static void test_http_prometheus(void **state)
     assert_int_equal(r->status, 200);
     assert_string_equal(header(r, "Content-Type"),
                         "text/plain; version=0.0.4; charset=utf-8");
-    assert_int_equal(check_exposition(r->body), (32 + 11) * 2 + 3 + 5 + 10 + 3);
+    assert_int_equal(check_exposition(r->body),
+                     (32 + 11 + 1) * 2 + 3 + 5 + 10 + 3 + 2);
     assert_line(r->body, "strait_listener_connections_active{listener=\"web\"} "
                          "5");
 }
