@@ -270,22 +270,52 @@ static void on_notify(void *arg)
     e->on_change(e->arg);
 }
 
-/* The next delay: the first failure in [0, backoff], then each one
- * doubles, capped, drawn in the upper half of its span: enough spread
- * that a fleet cut off together does not come back together. */
-static uint64_t backoff(struct source_etcd *e)
+/* The span of the delay after fails consecutive failures: backoff,
+ * doubled per failure after the first, capped at backoffMax. */
+static uint64_t backoff_span(const struct source_etcd *e)
 {
-    uint64_t d = (uint64_t)e->backoff_ms, lo;
+    uint64_t d = (uint64_t)e->backoff_ms;
     int k = e->fails - 1;
 
-    if (e->fails <= 1)
-        return rng_next(&e->rng) % (d + 1);
     while (k-- > 0 && d < (uint64_t)e->backoff_max_ms)
         d *= 2;
     if (d > (uint64_t)e->backoff_max_ms)
         d = (uint64_t)e->backoff_max_ms;
+    return d;
+}
+
+/* The next delay: the first failure in [0, backoff], then drawn in the
+ * upper half of its span: enough spread that a fleet cut off together
+ * does not come back together. */
+static uint64_t backoff(struct source_etcd *e)
+{
+    uint64_t d = backoff_span(e), lo;
+
+    if (e->fails <= 1)
+        return rng_next(&e->rng) % (d + 1);
     lo = d / 2;
     return lo + rng_next(&e->rng) % (d - lo + 1);
+}
+
+/*
+ * How long an attempt after a failure waits for the answer's head. A
+ * member that restarts accepts connections before it serves: what it
+ * holds then is answered all at once when it is ready, whatever the
+ * jitter spread. Attempts that give up after a quarter of the backoff
+ * span (at least 200 ms, at most the normal timeout, which the span
+ * reaches as failures go on) leave only about a quarter of a fleet
+ * waiting at that moment; the rest come at their own jittered times.
+ */
+static int64_t attempt_timeout(const struct source_etcd *e, int64_t normal)
+{
+    int64_t t;
+
+    if (e->fails == 0)
+        return normal;
+    t = (int64_t)(backoff_span(e) / 4);
+    if (t < 200)
+        t = 200;
+    return t < normal ? t : normal;
 }
 
 /* A request failed: the next member, after a delay. */
@@ -657,7 +687,7 @@ static void start(struct source_etcd *e, enum what w, const char *path,
     c.token = w == AUTH ? NULL : e->token;
     c.body = buf_len(body) > 0 ? buf_ptr(body) : "";
     c.body_n = buf_len(body);
-    c.timeout_ms = timeout_ms;
+    c.timeout_ms = attempt_timeout(e, timeout_ms);
     c.max_body = e->max_bytes;
     c.stream = stream;
     cb.arg = e;

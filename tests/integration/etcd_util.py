@@ -1,0 +1,243 @@
+"""Real etcd members (Debian's etcd-server 3.4) for the fleet tests: each on
+loopback with random ports and a temp data dir, stopped by PID. Also a
+client for the JSON gateway and a TCP relay that can cut strait off from a
+member without stopping it."""
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from conftest import free_port, wait_for
+
+ETCD = shutil.which("etcd") or "/usr/bin/etcd"
+
+
+def b64(s):
+    if isinstance(s, str):
+        s = s.encode()
+    return base64.b64encode(s).decode()
+
+
+class Member:
+    def __init__(self, tmp, name):
+        self.name = name
+        self.dir = tmp / f"etcd-{name}"
+        self.client = free_port()
+        self.peer = free_port()
+        self.metrics_port = free_port()
+        self.proc = None
+        self.log_path = tmp / f"etcd-{name}.log"
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.client}"
+
+    def start(self, cluster, state="new"):
+        logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([
+            ETCD, "--name", self.name, "--data-dir", str(self.dir),
+            "--listen-client-urls", self.url,
+            "--advertise-client-urls", self.url,
+            "--listen-peer-urls", f"http://127.0.0.1:{self.peer}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peer}",
+            "--listen-metrics-urls", f"http://127.0.0.1:{self.metrics_port}",
+            "--initial-cluster", cluster, "--initial-cluster-state", state,
+            "--initial-cluster-token", "strait-test",
+            "--heartbeat-interval", "50", "--election-timeout", "500",
+            "--experimental-watch-progress-notify-interval", "1s",
+            "--log-outputs", "stderr", "--logger", "zap",
+        ], stdout=logf, stderr=logf)
+        logf.close()
+        return self
+
+    def healthy(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
+                return json.loads(r.read()).get("health") == "true"
+        except (OSError, ValueError):
+            return False
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def metrics(self):
+        out = {}
+        with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("etcd_debugging_mvcc_watch"):
+                    k, _, v = line.partition(" ")
+                    out[k] = float(v)
+        return out
+
+    def watchers(self):
+        m = self.metrics()
+        return (int(m.get("etcd_debugging_mvcc_watcher_total", -1)),
+                int(m.get("etcd_debugging_mvcc_watch_stream_total", -1)))
+
+
+class Cluster:
+    def __init__(self, tmp, n=1):
+        self.members = [Member(tmp, f"e{i}") for i in range(n)]
+        self.spec = ",".join(f"{m.name}=http://127.0.0.1:{m.peer}"
+                             for m in self.members)
+
+    def start(self):
+        for m in self.members:
+            m.start(self.spec)
+        self.wait_healthy()
+        return self
+
+    def wait_healthy(self, members=None):
+        for m in members or self.members:
+            wait_for(m.healthy, 30, f"etcd {m.name} healthy")
+
+    def stop(self):
+        for m in self.members:
+            m.stop()
+
+    def kill(self):
+        for m in self.members:
+            m.kill()
+
+    @property
+    def endpoints(self):
+        return [m.url for m in self.members]
+
+    def live(self):
+        for m in self.members:
+            if m.proc is not None and m.proc.poll() is None:
+                return m
+        raise AssertionError("no live member")
+
+    def call(self, path, body, member=None):
+        m = member or self.live()
+        req = urllib.request.Request(m.url + path, data=json.dumps(body).encode(),
+                                     method="POST")
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    return json.loads(r.read())
+            except urllib.error.HTTPError as e:
+                # A new leader is being elected after a kill: retry.
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"{path}: {e.code} {e.read()}")
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.05)
+
+    def put(self, key, value, member=None):
+        return int(self.call("/v3/kv/put", {"key": b64(key), "value": b64(value)},
+                             member)["header"]["revision"])
+
+    def delete(self, key, member=None):
+        return int(self.call("/v3/kv/deleterange", {"key": b64(key)},
+                             member)["header"]["revision"])
+
+    def compact(self, revision, member=None):
+        return self.call("/v3/kv/compaction",
+                         {"revision": str(revision), "physical": True}, member)
+
+    def revision(self, member=None):
+        return int(self.call("/v3/kv/range", {"key": b64("/")},
+                             member)["header"]["revision"])
+
+
+class Relay:
+    """A TCP relay 127.0.0.1:port -> target. cut() closes every relayed
+    connection and stops listening (connections are refused); resume()
+    listens again on the same port."""
+
+    def __init__(self, target_port):
+        self.target = target_port
+        self.port = free_port()
+        self.lock = threading.Lock()
+        self.conns = []
+        self.lsock = None
+        self.thread = None
+        self.resume()
+
+    def resume(self):
+        ls = socket.socket()
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind(("127.0.0.1", self.port))
+        ls.listen(64)
+        self.lsock = ls
+        self.thread = threading.Thread(target=self._accept, args=(ls,),
+                                       daemon=True)
+        self.thread.start()
+
+    def _accept(self, ls):
+        while True:
+            try:
+                c, _ = ls.accept()
+            except OSError:
+                return
+            try:
+                u = socket.create_connection(("127.0.0.1", self.target), 5)
+            except OSError:
+                c.close()
+                continue
+            with self.lock:
+                self.conns += [c, u]
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pipe, args=(a, b),
+                                 daemon=True).start()
+
+    def _pipe(self, a, b):
+        try:
+            while True:
+                d = a.recv(65536)
+                if not d:
+                    break
+                b.sendall(d)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self):
+        ls, self.lsock = self.lsock, None
+        if ls is not None:
+            try:
+                ls.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            ls.close()
+            self.thread.join(5)
+        with self.lock:
+            conns, self.conns = self.conns, []
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self):
+        self.cut()

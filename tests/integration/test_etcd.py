@@ -1,0 +1,443 @@
+"""Fleet configuration on etcd (config.etcd, strait apply/delete/get)
+against real etcd members started here (loopback, random ports, temp data
+dirs, stopped by PID): several strait processes take a change; a member
+dies; the whole cluster stops and comes back; a compaction passes a
+strait that was cut off; a poisoned value; etcd's own watcher gauges stay
+at processes x prefixes; reconnects are spread by the jitter.
+"""
+import os
+import signal
+import statistics
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import STRAIT, Strait, finish_strait, free_port, wait_for
+from etcd_util import Cluster, Relay
+
+PREFIX = "/strait"
+
+
+def gateway(name, port, app):
+    return f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: {name}, namespace: default}}
+spec:
+  selector: {{app: {app}}}
+  servers:
+  - port: {{number: {port}, name: http, protocol: HTTP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+"""
+
+
+def vs(name, gateways, status, host="*"):
+    gws = ", ".join(gateways)
+    return f"""apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: {name}, namespace: default}}
+spec:
+  hosts: ["{host}"]
+  gateways: [{gws}]
+  http:
+  - directResponse: {{status: {status}}}
+"""
+
+
+def key(kind, name, ns="default"):
+    return f"{PREFIX}/{kind}/{ns}/{name}"
+
+
+def status_of(port, host="svc.example", path="/"):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
+                                 headers={"Host": host})
+    try:
+        with urllib.request.urlopen(req, timeout=3) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return None
+
+
+class Fleet:
+    """n strait processes, each node labelled app=gw<i> and served by its
+    own Gateway gw<i> on its own port, all reading one etcd prefix."""
+
+    def __init__(self, tmp, cluster, n, endpoints=None, etcd_extra=""):
+        self.cluster = cluster
+        self.straits = []
+        self.ports = []
+        for i in range(n):
+            d = tmp / f"s{i}"
+            d.mkdir()
+            s = Strait(d, workers=1)
+            eps = endpoints(i) if endpoints else cluster.endpoints
+            s.write_config("", raw=(
+                f"workers: 1\n"
+                f"admin: {{address: 127.0.0.1:{s.admin_port}}}\n"
+                f"node: {{name: gw{i}, namespace: default, labels: {{app: gw{i}}}}}\n"
+                f"log: {{accessLog: false}}\n"
+                f"config:\n  etcd:\n    endpoints: [{', '.join(eps)}]\n"
+                f"    prefix: {PREFIX}\n    backoff: 400ms\n    backoffMax: 2s\n"
+                f"{etcd_extra}"))
+            self.straits.append(s)
+            self.ports.append(free_port())
+
+    def seed(self, status=200):
+        """The Gateways and one VirtualService over all of them."""
+        for i, p in enumerate(self.ports):
+            self.cluster.put(key("Gateway", f"gw{i}"), gateway(f"gw{i}", p, f"gw{i}"))
+        gws = [f"gw{i}" for i in range(len(self.ports))]
+        return self.cluster.put(key("VirtualService", "web"), vs("web", gws, status))
+
+    def start(self):
+        for s in self.straits:
+            s.start(wait=False)
+        for s in self.straits:
+            wait_for(s.ready_or_dead, 30, "strait ready")
+        return self
+
+    def all_serve(self, status, host="svc.example", timeout=15):
+        wait_for(lambda: all(status_of(p, host) == status for p in self.ports),
+                 timeout, f"every strait to answer {status} for {host}")
+
+    def stop(self):
+        for s in self.straits:
+            finish_strait(s)
+
+
+@pytest.fixture
+def single(tmp_path):
+    c = Cluster(tmp_path, 1).start()
+    yield c
+    c.kill()
+
+
+@pytest.fixture
+def fleets():
+    made = []
+    yield made
+    for f in made:
+        f.stop()
+
+
+def apply(cluster, path, *extra, ok=True):
+    r = subprocess.run([STRAIT, "apply", "-f", str(path), "--endpoints",
+                        ",".join(cluster.endpoints), "--prefix", PREFIX, *extra],
+                       capture_output=True, text=True, timeout=60)
+    if ok:
+        assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def test_apply_is_served_by_every_strait(tmp_path, single, fleets):
+    f = Fleet(tmp_path, single, 3)
+    fleets.append(f)
+    f.seed(200)
+    f.start()
+    f.all_serve(200)
+    before = [s.stats()["resources.reloads_ok"] for s in f.straits]
+    # Two resources in one apply: one transaction, one revision, one
+    # snapshot on every gateway.
+    gws = ", ".join(f"gw{i}" for i in range(3))
+    (tmp_path / "change.yaml").write_text(
+        vs("web", gws.split(", "), 203) + "---\n" +
+        vs("api", gws.split(", "), 202, host="api.example"))
+    t0 = time.monotonic()
+    r = apply(single, tmp_path / "change.yaml")
+    assert "VirtualService default/web configured" in r.stdout
+    assert "VirtualService default/api created" in r.stdout
+    f.all_serve(203)
+    f.all_serve(202, host="api.example")
+    spread = time.monotonic() - t0
+    print(f"apply to served on 3 gateways: {spread * 1000:.0f} ms")
+    for s, b in zip(f.straits, before):
+        assert s.stats()["resources.reloads_ok"] == b + 1
+    revs = set()
+    for line in subprocess.run(
+            [STRAIT, "get", "vs", "--endpoints", single.endpoints[0]],
+            capture_output=True, text=True, check=True).stdout.splitlines()[1:]:
+        revs.add(line.split()[2])
+    assert len(revs) == 1, revs
+    # get NAME prints the stored value, as applied.
+    out = subprocess.run([STRAIT, "get", "VirtualService", "api", "--endpoints",
+                          single.endpoints[0]], capture_output=True, text=True,
+                         check=True).stdout
+    assert "api.example" in out
+    # delete takes it away everywhere.
+    r = subprocess.run([STRAIT, "delete", "vs", "api", "-n", "default",
+                        "--endpoints", single.endpoints[0]],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    f.all_serve(203, host="api.example")  # the "*" of web again
+
+
+def test_apply_refuses_what_check_refuses(tmp_path, single, fleets):
+    f = Fleet(tmp_path, single, 1)
+    fleets.append(f)
+    f.seed(200)
+    f.start()
+    f.all_serve(200)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(vs("web", ["nosuchgateway"], 500))
+    r = apply(single, bad, ok=False)
+    assert r.returncode == 1
+    check = subprocess.run([STRAIT, "check", str(bad)], capture_output=True,
+                           text=True)
+    # The message strait check prints for the file is among apply's.
+    ref = [l for l in check.stdout.splitlines() if "nosuchgateway" in l]
+    assert ref and ref[0] in r.stderr, (check.stdout, r.stderr)
+    assert "nothing was written" in r.stderr
+    f.all_serve(200)
+    # delete of what others need is refused too.
+    r = subprocess.run([STRAIT, "delete", "Gateway", "gw0", "--endpoints",
+                        single.endpoints[0]], capture_output=True, text=True)
+    assert r.returncode == 1 and "nothing was deleted" in r.stderr, r.stderr
+
+
+def test_poisoned_value_keeps_the_snapshot(tmp_path, single, fleets):
+    f = Fleet(tmp_path, single, 2)
+    fleets.append(f)
+    f.seed(200)
+    f.start()
+    f.all_serve(200)
+    s = f.straits[0]
+    failed = s.stats()["resources.reloads_failed"]
+    # Invalid YAML, written behind strait apply's back.
+    poison = key("VirtualService", "poison")
+    single.put(poison, "apiVersion: networking.istio.io/v1\nkind: VirtualService\n"
+               "metadata: {name: poison, namespace: default}\nspec:\n"
+               "  hosts: [\"*\"\n  http: 3\n")
+    wait_for(lambda: s.stats()["resources.reloads_failed"] > failed, 10,
+             "the poisoned value to be refused")
+    code, body, _ = s.get("/healthz/ready")
+    assert code == 200
+    # The key, and line:col inside the value.
+    assert f"({poison}:6:3)" in body, body
+    f.all_serve(200)
+    # A good change meanwhile is held back too: the set with the poisoned
+    # value is invalid as a whole, as a directory with a bad file is.
+    single.put(key("VirtualService", "web"),
+               vs("web", ["gw0", "gw1"], 201))
+    wait_for(lambda: s.stats()["resources.reloads_failed"] > failed + 1, 10,
+             "the next change to be refused while the poison stays")
+    f.all_serve(200)
+    single.delete(poison)
+    f.all_serve(201)
+    # A key that is not PREFIX/KIND/NAMESPACE/NAME is named in the error.
+    odd = f"{PREFIX}/VirtualService/web"
+    single.put(odd, "x")
+    wait_for(lambda: odd in (s.get("/healthz/ready")[1]), 10, "bad key named")
+    single.delete(odd)
+    # A value that is another resource than its key says.
+    single.put(key("VirtualService", "other"), vs("web", ["gw0"], 500))
+    wait_for(lambda: "the key is for VirtualService default/other" in
+             s.get("/healthz/ready")[1], 10, "mismatch named")
+    f.all_serve(201)
+
+
+def test_whole_cluster_down_then_back(tmp_path, single, fleets):
+    f = Fleet(tmp_path, single, 2)
+    fleets.append(f)
+    f.seed(200)
+    f.start()
+    f.all_serve(200)
+    s = f.straits[0]
+    wait_for(lambda: s.stats()["etcd.watching"] == 1, 10, "watching")
+    ranges = s.stats()["etcd.ranges"]
+    single.stop()
+    wait_for(lambda: "serving the last good snapshot" in s.get("/healthz/ready")[1],
+             10, "ready to say etcd is gone")
+    st = s.stats()
+    assert st["etcd.watching"] == 0 and st["etcd.down_ms"] >= 0
+    assert "etcd.last_error" in st
+    f.all_serve(200)  # still serving
+    # Back, with the same data: the watch resumes from the revision held,
+    # with no new read of the prefix.
+    single.members[0].start(single.spec)
+    single.wait_healthy()
+    single.put(key("VirtualService", "web"), vs("web", ["gw0", "gw1"], 205))
+    f.all_serve(205, timeout=30)
+    for x in f.straits:
+        assert x.stats()["etcd.ranges"] == ranges
+    wait_for(lambda: single.members[0].watchers() == (2, 2), 10,
+             "one watch per strait after the restart")
+
+
+def test_member_killed_fails_over(tmp_path, fleets):
+    c = Cluster(tmp_path, 3).start()
+    try:
+        eps = c.endpoints
+        f = Fleet(tmp_path, c, 3,
+                  endpoints=lambda i: eps[i % 3:] + eps[:i % 3])
+        fleets.append(f)
+        f.seed(200)
+        f.start()
+        f.all_serve(200)
+        s = f.straits[0]
+        wait_for(lambda: s.stats()["etcd.watching"] == 1, 10, "watching")
+        used = s.stats()["etcd.endpoint"].strip('"')
+        victim = next(m for m in c.members if m.url == used)
+        victim.kill()
+        others = [m for m in c.members if m is not victim]
+        c.put(key("VirtualService", "web"), vs("web", ["gw0", "gw1", "gw2"], 206),
+              member=others[0])
+        f.all_serve(206, timeout=30)
+        wait_for(lambda: s.stats()["etcd.watching"] == 1, 10, "watching again")
+        assert s.stats()["etcd.endpoint"].strip('"') != used
+        assert s.stats()["etcd.reconnects"] >= 1
+        # Still exactly one watch per strait, all on the two members left.
+        wait_for(lambda: sum(m.watchers()[0] for m in others) == 3, 10,
+                 "three watchers on the members left")
+    finally:
+        c.kill()
+
+
+def test_compaction_past_a_cut_off_strait(tmp_path, single, fleets):
+    relay = Relay(single.members[0].client)
+    try:
+        f = Fleet(tmp_path, single, 1,
+                  endpoints=lambda i: [f"http://127.0.0.1:{relay.port}"])
+        fleets.append(f)
+        f.seed(200)
+        single.put(key("VirtualService", "gone"),
+                   vs("gone", ["gw0"], 207, host="gone.example"))
+        f.start()
+        f.all_serve(200)
+        f.all_serve(207, host="gone.example")
+        s = f.straits[0]
+        wait_for(lambda: s.stats()["etcd.watching"] == 1, 10, "watching")
+        relay.cut()
+        wait_for(lambda: s.stats()["etcd.watching"] == 0, 10, "cut off")
+        # Meanwhile: a change, a delete, and a compaction past all of it.
+        single.put(key("VirtualService", "web"), vs("web", ["gw0"], 208))
+        rev = single.delete(key("VirtualService", "gone"))
+        single.compact(rev)
+        relay.resume()
+        f.all_serve(208, timeout=30)
+        f.all_serve(208, host="gone.example")  # gone: web's "*" answers
+        st = s.stats()
+        assert st["etcd.compactions"] >= 1
+        assert st["etcd.ranges"] == 2
+        assert st["etcd.keys"] == 2  # gw0 and web
+    finally:
+        relay.close()
+
+
+def test_progress_notifications(tmp_path, single, fleets):
+    f = Fleet(tmp_path, single, 1)
+    fleets.append(f)
+    f.seed(200)
+    f.start()
+    s = f.straits[0]
+    # The members send one a second (--experimental-watch-progress-
+    # notify-interval 1s): the revision held follows writes elsewhere.
+    wait_for(lambda: s.stats()["etcd.progress_notifications"] >= 1, 15,
+             "a progress notification")
+    rev = single.put("/elsewhere/x", "1")
+    wait_for(lambda: s.stats()["etcd.revision"] >= rev, 15,
+             "the revision to follow progress")
+
+
+def test_watches_stay_one_per_process(tmp_path, single, fleets):
+    """The issue's numbers, which fit a CI run (about 40 s here): 10,000
+    writes and 1,000 SIGHUPs per process, then an etcd restart."""
+    n = 3
+    f = Fleet(tmp_path, single, n)
+    fleets.append(f)
+    f.seed(200)
+    f.start()
+    m = single.members[0]
+    wait_for(lambda: m.watchers() == (n, n), 10, "one watch per strait")
+    for i in range(10000):
+        single.put(key("VirtualService", "web"),
+                   vs("web", [f"gw{k}" for k in range(n)], 200 + i % 50))
+        if i % 500 == 0:
+            assert m.watchers() == (n, n)
+    for r in range(1000):
+        for s in f.straits:
+            s.signal(signal.SIGHUP)
+        for s in f.straits:
+            wait_for(lambda: s.stats()["server.reloads_ok"] >= r + 1, 10,
+                     "the reload")
+        assert m.watchers() == (n, n)
+    f.all_serve(200 + 9999 % 50)
+    assert m.watchers() == (n, n)
+    for s in f.straits:
+        assert s.stats()["etcd.watches_started"] == 1
+    # After an etcd restart: one each again, none left behind.
+    m.stop()
+    m.start(single.spec)
+    single.wait_healthy()
+    wait_for(lambda: m.watchers() == (n, n), 20, "one watch each after restart")
+    for s in f.straits:
+        wait_for(lambda: s.stats()["etcd.watching"] == 1, 10, "watching")
+        assert s.stats()["etcd.watches_started"] >= 2
+
+
+def test_maxresponsebytes_one_over(tmp_path, single, fleets):
+    f = Fleet(tmp_path, single, 1, etcd_extra="    maxResponseBytes: 4096\n")
+    fleets.append(f)
+    f.seed(200)
+    f.start()
+    f.all_serve(200)
+    s = f.straits[0]
+    # A watch message over 4096 bytes: refused, the snapshot stays.
+    big = vs("web", ["gw0"], 209) + "# " + "x" * 4096 + "\n"
+    single.put(key("VirtualService", "web"), big)
+    wait_for(lambda: "larger than the limit" in str(s.stats().get("etcd.last_error")),
+             10, "the limit to be named")
+    f.all_serve(200)
+
+
+def test_auth_user_password(tmp_path, single, fleets):
+    ep = single.endpoints[0]
+    run = lambda *a: subprocess.run(["etcdctl", "--endpoints", ep, *a],
+                                    capture_output=True, text=True, check=True,
+                                    env=dict(os.environ, ETCDCTL_API="3"))
+    run("user", "add", "root:rootpw")
+    run("user", "add", "gw:gwpw")
+    run("role", "add", "reader")
+    run("role", "grant-permission", "reader", "--prefix=true", "read", PREFIX + "/")
+    run("user", "grant-role", "gw", "reader")
+    run("auth", "enable")
+    f = Fleet(tmp_path, single, 1,
+              etcd_extra="    username: gw\n    password: gwpw\n")
+    fleets.append(f)
+    run("--user", "root:rootpw", "put", key("Gateway", "gw0"),
+        gateway("gw0", f.ports[0], "gw0"))
+    run("--user", "root:rootpw", "put", key("VirtualService", "web"),
+        vs("web", ["gw0"], 210))
+    f.start()
+    f.all_serve(210)
+    # /config_dump never shows the password.
+    assert "gwpw" not in f.straits[0].get("/config_dump")[1]
+
+
+def test_reconnect_spread_after_restart(tmp_path, single, fleets):
+    n = 20
+    f = Fleet(tmp_path, single, n)
+    fleets.append(f)
+    f.seed(200)
+    f.start()
+    m = single.members[0]
+    wait_for(lambda: m.watchers() == (n, n), 30, "every strait watching")
+    m.stop()
+    for s in f.straits:
+        wait_for(lambda: s.stats()["etcd.watching"] == 0, 10, "cut off")
+    m.start(single.spec)
+    single.wait_healthy()
+    wait_for(lambda: all(s.stats()["etcd.watching"] == 1 for s in f.straits),
+             30, "every strait watching again")
+    times = sorted(s.stats()["etcd.watch_created_unix_ms"] for s in f.straits)
+    rel = [t - times[0] for t in times]
+    print("reconnect times (ms after the first):", rel,
+          "median", statistics.median(rel))
+    within = sum(1 for t in rel if t < 100)
+    assert within < n, rel
+    assert rel[-1] >= 100, rel
+    wait_for(lambda: m.watchers() == (n, n), 10, "one watch each")
