@@ -1613,8 +1613,13 @@ static void check_credentials(struct actx *a, const struct resource *r,
                     r->meta.name, a->node->ns ? a->node->ns : r->meta.ns);
         return;
     }
-    if (dir == NULL || dir[0] == '\0')
+    /* Neither a Secret nor a credentials directory: the gateway has
+     * nowhere to read it from. */
+    if (dir == NULL || dir[0] == '\0') {
+        finding(a, "IST0101", RES_ERROR, r, &srv->tls.mark, p,
+                "Referenced credentialName not found: \"%s\"", name);
         return;
+    }
     snprintf(d, sizeof(d), "%s/%s", dir, name);
     if ((f = fopen(d, "r")) == NULL) {
         finding(a, "IST0101", RES_ERROR, r, &srv->tls.mark, p,

@@ -473,3 +473,53 @@ status:
     tmp.rename(conf / "secret.yaml")
     wait_for(lambda: curl_tls(port, new[0])[0] == 200, 10, "the new certificate")
     assert curl_tls(port, old[0])[0] is None
+
+
+def test_service_selector_picks_workload_entries(strait_factory,
+                                                 upstream_factory, tmp_path):
+    """A Service with no EndpointSlice: its endpoints are the
+    WorkloadEntries of its namespace its selector matches (a VM behind a
+    Kubernetes Service, as istiod adds them), on the WorkloadEntry's port
+    for the Service port's name; a DestinationRule subset picks among
+    them by label."""
+    v1 = upstream_factory(responder(lambda h: b"v1"))
+    v2 = upstream_factory(responder(lambda h: b"v2"))
+    other = upstream_factory(responder(lambda h: b"other"))
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    wes = "".join(f"""apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata:
+  name: {name}
+  namespace: default
+spec:
+  address: 127.0.0.1
+  labels:
+    app: {app}
+    version: {version}
+  ports:
+    http: {up.port}
+---
+""" for name, app, version, up in (("vm-1", "httpbin", "v1", v1),
+                                   ("vm-2", "httpbin", "v2", v2),
+                                   ("vm-3", "other", "v1", other)))
+    (conf / "httpbin.yaml").write_text(service() + wes + """apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata:
+  name: httpbin
+  namespace: default
+spec:
+  host: httpbin
+  subsets:
+  - name: v2
+    labels:
+      version: v2
+""")
+    (conf / "routing.yaml").write_text(routing(port).replace(
+        "          number: 8000\n",
+        "          number: 8000\n        subset: v2\n"))
+    strait_factory(extra=NODE + f"config: {{dir: \"{conf}\"}}\n").start()
+    wait_for(lambda: get(port)[0] == 200, 10, "a route to the Service")
+    assert {get(port)[1] for _ in range(6)} == {"v2"}
+    assert v1.conns == 0 and other.conns == 0

@@ -1357,6 +1357,10 @@ static void test_ist0161_secret_credential(void **state)
     assert_int_equal(n, 1);
     assert_string_equal(m,
                         "Referenced credentialName not found: \"elsewhere\"");
+    /* Nor without a directory: nowhere to read it from. */
+    node.credentials_dir = NULL;
+    msg_of(buf_cstr(&b), "IST0101", &node, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
     buf_dispose(&b);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
