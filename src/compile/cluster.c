@@ -17,6 +17,7 @@
 
 #include <openssl/x509.h>
 
+#include "config/res-k8s.h"
 #include "config/resource.h"
 #include "compile/compile.h"
 #include "core/buf.h"
@@ -483,6 +484,24 @@ static void collect(const struct istio_clusters *t, const char *host,
     }
 }
 
+/*
+ * cred_secret() is the Secret a DestinationRule's credentialName names,
+ * as istiod reads it for a gateway: of the gateway's namespace
+ * (node.namespace), type kubernetes.io/tls or Opaque; NULL when there is
+ * none (the credentials directory is used). A Secret comes first.
+ */
+static const struct res_k8s_secret *cred_secret(const struct istio_clusters *t,
+                                                const char *cred)
+{
+    const struct resource *r;
+
+    if (t == NULL || t->set == NULL || cred == NULL || cred[0] == '\0')
+        return NULL;
+    r = res_k8s_find_secret(t->set, t->node_ns ? t->node_ns : "istio-system",
+                            cred);
+    return r != NULL ? res_k8s_secret(r) : NULL;
+}
+
 /* Files a cluster's TLS settings read: those named, and a credential's
  * (cred holds their paths). */
 struct res_eff_files {
@@ -646,9 +665,20 @@ static int apply_tls(const struct istio_clusters *t, struct cluster *c,
     tc.sans = (const char *const *)tls->subject_alt_names.v;
     tc.nsans = tls->subject_alt_names.n;
     if (tls->mode == RES_TLS_MUTUAL) {
+        const struct res_k8s_secret *sec = cred_secret(t, cred);
         tc.cert_file = tls->client_certificate;
         tc.key_file = tls->private_key;
-        if (cred != NULL && cred[0] != '\0' && cred_dir != NULL) {
+        if (sec != NULL) {
+            /* Paths the control loop made of the Secret's values; a
+             * missing one fails the context below, which says so. */
+            tc.cert_file = sec->path[RES_SECRET_CERT];
+            tc.key_file = sec->path[RES_SECRET_KEY];
+            if (tc.ca_file == NULL || tc.ca_file[0] == '\0') {
+                tc.ca_file = sec->path[RES_SECRET_CA];
+                if (tc.crl_file == NULL || tc.crl_file[0] == '\0')
+                    tc.crl_file = sec->path[RES_SECRET_CRL];
+            }
+        } else if (cred != NULL && cred[0] != '\0' && cred_dir != NULL) {
             snprintf(cert, sizeof(cert), "%s/%s/tls.crt", cred_dir, cred);
             snprintf(key, sizeof(key), "%s/%s/tls.key", cred_dir, cred);
             snprintf(ca, sizeof(ca), "%s/%s/ca.crt", cred_dir, cred);
@@ -871,8 +901,21 @@ static void eff_files(const struct istio_clusters *t,
         f->v[f->n++] = e.tls->private_key;
     if (e.tls->ca_crl != NULL)
         f->v[f->n++] = e.tls->ca_crl;
-    if (e.tls->credential_name == NULL || e.tls->credential_name[0] == '\0' ||
-        t->credentials_dir == NULL)
+    if (e.tls->credential_name == NULL || e.tls->credential_name[0] == '\0')
+        return;
+    {
+        const struct res_k8s_secret *sec =
+            e.tls->mode == RES_TLS_MUTUAL
+                ? cred_secret(t, e.tls->credential_name)
+                : NULL;
+        if (sec != NULL) {
+            for (int k = 0; k < RES_SECRET_NKEYS && f->n < 8; k++)
+                if (sec->path[k] != NULL)
+                    f->v[f->n++] = sec->path[k];
+            return;
+        }
+    }
+    if (t->credentials_dir == NULL)
         return;
     for (size_t i = 0; i < 4; i++) {
         snprintf(f->cred[i], sizeof(f->cred[i]), "%s/%s/%s", t->credentials_dir,

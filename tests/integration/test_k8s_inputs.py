@@ -523,3 +523,79 @@ spec:
     wait_for(lambda: get(port)[0] == 200, 10, "a route to the Service")
     assert {get(port)[1] for _ in range(6)} == {"v2"}
     assert v1.conns == 0 and other.conns == 0
+
+
+def test_destination_rule_credential_from_secret(strait_factory, tmp_path):
+    """DestinationRule tls MUTUAL credentialName: the client certificate,
+    key and CA from a generic Secret of the gateway's namespace (what
+    `kubectl create secret generic client-credential --from-file=tls.key
+    --from-file=tls.crt --from-file=ca.crt -n istio-system` makes, as in
+    Istio's egress TLS origination task): the upstream sees the client
+    certificate and strait verifies the upstream by the Secret's CA."""
+    from test_upstream_mtls import TLSUpstream
+    d = tmp_path / "certs"
+    d.mkdir()
+    srv = make_cert(str(d), "up", "up.internal", ["up.internal"])
+    client = make_cert(str(d), "client", "client.example.com",
+                       ["client.example.com"])
+    up = TLSUpstream(srv[0], srv[1], client[0])
+    try:
+        conf = tmp_path / "conf.d"
+        conf.mkdir()
+        port = free_port()
+        (conf / "r.yaml").write_text(f"""apiVersion: v1
+data:
+  ca.crt: {b64(srv[0])}
+  tls.crt: {b64(client[0])}
+  tls.key: {b64(client[1])}
+kind: Secret
+metadata:
+  name: client-credential
+  namespace: istio-system
+type: Opaque
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: up, namespace: default}}
+spec:
+  hosts: [up.internal]
+  location: MESH_EXTERNAL
+  resolution: STATIC
+  ports: [{{number: {up.port}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: up, namespace: default}}
+spec:
+  host: up.internal
+  trafficPolicy:
+    tls:
+      mode: MUTUAL
+      credentialName: client-credential
+      sni: up.internal
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  selector: {{istio: ingressgateway}}
+  servers:
+  - port: {{number: {port}, name: http, protocol: HTTP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: vs, namespace: default}}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - route: [{{destination: {{host: up.internal}}}}]
+""")
+        strait_factory(extra=NODE + f"config: {{dir: \"{conf}\"}}\n").start()
+        wait_for(lambda: get(port)[0] == 200, 10, "mTLS origination")
+        assert up.handshakes >= 1
+    finally:
+        up.stop()
