@@ -599,3 +599,34 @@ spec:
         assert up.handshakes >= 1
     finally:
         up.stop()
+
+
+def test_endpoint_turning_not_ready_leaves_the_service(strait_factory,
+                                                       upstream_factory,
+                                                       tmp_path):
+    """An EndpointSlice rewritten with the endpoint not ready (a pod going
+    away) takes it out on the directory's reload: 503 once it is the
+    last; ready again, it is back."""
+    up = upstream_factory(responder(lambda h: b"up"))
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
+
+    def write(ready):
+        tmp = conf / ".slice.tmp"
+        tmp.write_text(slice_("a1", up.port, endpoint(
+            "127.0.0.1", {"ready": ready}, "pod-a")))
+        tmp.rename(conf / "slice.yaml")
+
+    (conf / "svc.yaml").write_text(service())
+    write("true")
+    (conf / "routing.yaml").write_text(routing(port))
+    strait_factory(extra=NODE + f"config: {{dir: \"{conf}\"}}\n").start()
+    wait_for(lambda: get(port)[0] == 200, 10, "the ready endpoint")
+    write("false")
+    wait_for(lambda: get(port)[0] == 503, 10, "no endpoint left")
+    before = up.conns
+    assert get(port)[0] == 503
+    assert up.conns == before
+    write("true")
+    wait_for(lambda: get(port)[0] == 200, 10, "the endpoint back")
