@@ -631,6 +631,65 @@ def test_egress_gateway_https_passthrough(egress, tmp_path):
         srv.server_close()
 
 
+# -- traffic-management/egress/egress-gateway-tls-origination -----------------
+
+def start_with_system_ca(node, ca):
+    """Starts node's strait in a mount namespace of its own in which the
+    system CA bundle (what a DestinationRule tls SIMPLE without
+    caCertificates trusts) is ca: the stand-in for edition.cnn.com has no
+    publicly trusted certificate. The shell execs strait, so the PID the
+    test stops is strait's."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare(1) for a mount namespace")
+    st = node.st
+    st.logf = open(st.log_path, "ab")
+    script = ('mount --bind "$1" /etc/ssl/certs/ca-certificates.crt && '
+              'exec "$2" run -c "$3"')
+    st.proc = subprocess.Popen(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script,
+         "sh", ca, STRAIT, str(st.config)], stdout=st.logf, stderr=st.logf)
+    try:
+        wait_for(st.ready_or_dead, 15, "strait to become ready")
+    except AssertionError as e:
+        if "mount" in st.log() or "unshare" in st.log():
+            pytest.skip("cannot make a mount namespace: " + st.log())
+        raise e
+
+
+class CnnHttps(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        body = b"<title>CNN</title>\n"
+        self.wfile.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\n"
+                         b"content-length: %d\r\n\r\n%s" % (len(body), body))
+
+    def log_message(self, *a):
+        pass
+
+
+def test_egress_gateway_tls_origination(egress, tmp_path):
+    """Plain HTTP for edition.cnn.com reaches the egress gateway on port
+    80, which sends it to edition.cnn.com:443 over TLS it originates (the
+    DestinationRule's portLevelSettings SIMPLE, verified against the
+    system CA bundle): 200 instead of the 301 to https."""
+    node = egress
+    c = example_certs(tmp_path / "certs", "edition.cnn.com")
+    srv = remote(CnnHttps, 443, tls=c["edition.cnn.com"])
+    try:
+        d = DOCS / "egress-gateway-tls-origination"
+        node.apply(d / "serviceentry.yaml")
+        node.apply(d / "gateway.yaml")
+        node.apply(d / "virtualservice-destinationrule.yaml")
+        start_with_system_ca(node, c["example.com"][0])
+        wait_code(200, "-HHost:edition.cnn.com", "http://127.0.0.1:80/politics",
+                  what="the page over originated TLS")
+        assert node.st.stats()["cluster.edition.cnn.com||443.upstream_rq_total"] >= 1
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
 # -- traffic-management/egress/wildcard-egress-hosts ---------------------------
 
 class Wikipedia(http.server.BaseHTTPRequestHandler):
@@ -816,23 +875,40 @@ def test_enduser_authentication_at_ingress(jwks_node, backends):
 
 # -- tasks whose rules are for sidecars -----------------------------------------
 
+BOOKINFO = SAMPLES / "bookinfo" / "networking"
+
+
 @pytest.mark.parametrize("files", [
     # request-routing
-    ("destination-rule-all.yaml", "virtual-service-all-v1.yaml"),
-    ("destination-rule-all.yaml", "virtual-service-reviews-test-v2.yaml"),
+    (BOOKINFO / "destination-rule-all.yaml",
+     BOOKINFO / "virtual-service-all-v1.yaml"),
+    (BOOKINFO / "destination-rule-all.yaml",
+     BOOKINFO / "virtual-service-reviews-test-v2.yaml"),
     # traffic-shifting
-    ("destination-rule-all.yaml", "virtual-service-reviews-50-v3.yaml"),
+    (BOOKINFO / "destination-rule-all.yaml",
+     BOOKINFO / "virtual-service-reviews-50-v3.yaml"),
     # fault-injection
-    ("destination-rule-all.yaml", "virtual-service-ratings-test-delay.yaml"),
-    ("destination-rule-all.yaml", "virtual-service-ratings-test-abort.yaml"),
-])
-def test_bookinfo_sidecar_tasks_load_and_say_so(tmp_path, files):
-    """The request-routing, traffic-shifting and fault-injection tasks
-    route between bookinfo's services: their VirtualServices have no
-    gateways (mesh), which a gateway never uses. strait check loads them
-    unchanged, says so (STR0001) and finds nothing wrong."""
+    (BOOKINFO / "destination-rule-all.yaml",
+     BOOKINFO / "virtual-service-ratings-test-delay.yaml"),
+    (BOOKINFO / "destination-rule-all.yaml",
+     BOOKINFO / "virtual-service-ratings-test-abort.yaml"),
+    # request-timeouts
+    (BOOKINFO / "destination-rule-all.yaml",
+     DOCS / "request-timeouts" / "ratings-delay.yaml",
+     DOCS / "request-timeouts" / "reviews-timeout.yaml"),
+    # mirroring (mirrorPercent: Istio's deprecated spelling, IST0002)
+    (DOCS / "mirroring" / "default-routing.yaml",),
+    (DOCS / "mirroring" / "mirror-v2.yaml",),
+], ids=["routing-all-v1", "routing-jason", "shifting-50-v3", "fault-delay",
+        "fault-abort", "timeouts", "mirroring-default", "mirroring-v2"])
+def test_sidecar_tasks_load_and_say_so(tmp_path, files):
+    """The request-routing, traffic-shifting, fault-injection, request
+    timeouts and mirroring tasks route between services: their
+    VirtualServices have no gateways (mesh), which a gateway never uses.
+    strait check loads them unchanged, says so (STR0001) and finds no
+    error."""
     for f in files:
-        shutil.copy(SAMPLES / "bookinfo" / "networking" / f, tmp_path / f)
+        shutil.copy(f, tmp_path / f.name)
     r = subprocess.run([STRAIT, "check", str(tmp_path)], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0, r.stdout
