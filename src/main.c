@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "config/bootstrap.h"
@@ -27,13 +28,16 @@
 #include "config/analyze.h"
 #include "config/res-k8s.h"
 #include "core/buf.h"
+#include "core/err.h"
 #include "control/ca/ca_cli.h"
 #include "control/etcd_cli.h"
 #include "control/ca/ca_node.h"
 #include "core/log.h"
 #include "control/loop.h"
 #include "control/reload_cli.h"
+#include "control/upgrade.h"
 #include "event/reap.h"
+#include "net/sock_pool.h"
 
 #define DEFAULT_CONFIG "/etc/strait/strait.yaml"
 
@@ -48,6 +52,7 @@ enum {
 static struct event_base *main_base;
 static struct loop *main_loop;
 static int main_signals_seen;
+static const char *main_argv0;
 
 static void usage_main(FILE *f)
 {
@@ -60,6 +65,8 @@ static void usage_main(FILE *f)
         "  check      validate a configuration and exit\n"
         "  reload     make the running strait re-read its configuration\n"
         "             and wait for the outcome\n"
+        "  upgrade    make the running strait hand its sockets to a new\n"
+        "             binary and drain; wait for the outcome\n"
         "  version    print strait's version and its libraries'\n"
         "  reference  list every bootstrap key with type and default\n"
         "  ca         the embedded CA: init, show, token create, issue\n"
@@ -83,6 +90,7 @@ static void usage_run(FILE *f)
         "(drain, then exit 0) or POST /quitquitquit on the admin API.\n"
         "SIGHUP re-reads FILE; a bad file is logged and changes nothing.\n"
         "SIGUSR1 reopens log.accessLogFile (after logrotate moved it).\n"
+        "SIGUSR2 starts a binary upgrade (see 'strait upgrade --help').\n"
         "\n"
         "  -c, --config FILE   bootstrap file (default %s)\n"
         "  -j, --join URL      get this node's certificate from the strait\n"
@@ -264,6 +272,15 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
             loop_reopen_logs(main_loop);
         return;
     }
+    if (sig == SIGUSR2) {
+        char *why = NULL;
+        int pid;
+        log_info("SIGUSR2: binary upgrade");
+        if (loop_upgrade(main_loop, &pid, &why) < 0)
+            log_error("upgrade refused: %s", why ? why : "out of memory");
+        free(why);
+        return;
+    }
     /* A second SIGTERM or SIGINT stops at once, for impatient operators. */
     if (main_signals_seen++ > 0) {
         log_warn("%s again: stopping now", strsignal((int)sig));
@@ -351,6 +368,48 @@ static void raise_nofile(void)
              (unsigned long long)was, (unsigned long long)rl.rlim_cur);
 }
 
+/*
+ * self_exe() is the executable a binary upgrade starts by default, as
+ * an absolute path to look up again at upgrade time (so a package that
+ * replaced the file is what starts): argv[0] when it is absolute, made
+ * absolute against the working directory when relative (Kong could not
+ * upgrade with a relative one), and /proc/self/exe when it came from
+ * PATH. NULL when unknown. Allocated.
+ */
+static char *self_exe(void)
+{
+    char cwd[4096], buf[4096 + 1];
+    ssize_t n;
+
+    if (main_argv0 != NULL && main_argv0[0] == '/')
+        return strdup(main_argv0);
+    if (main_argv0 != NULL && strchr(main_argv0, '/') != NULL &&
+        getcwd(cwd, sizeof(cwd)) != NULL) {
+        size_t len = strlen(cwd) + 1 + strlen(main_argv0) + 1;
+        char *p = malloc(len);
+        if (p != NULL)
+            snprintf(p, len, "%s/%s", cwd, main_argv0);
+        return p;
+    }
+    n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return NULL;
+    buf[n] = '\0';
+    return strdup(buf);
+}
+
+/* A start-up failure: said on stderr and, when a binary upgrade started
+ * this process, to the process that keeps serving. */
+static void run_failed(int *ufd, const char *msg)
+{
+    fprintf(stderr, "strait: %s\n", msg);
+    if (*ufd >= 0) {
+        upgrade_child_fail(*ufd, msg);
+        close(*ufd);
+        *ufd = -1;
+    }
+}
+
 static int cmd_run(int argc, char **argv)
 {
     int code = EXIT_OK;
@@ -360,18 +419,27 @@ static int cmd_run(int argc, char **argv)
     struct ca_node *node = NULL;
     /* The main thread's deferred-free list (the workers have their own). */
     struct reaper reaper;
-    struct event *sigs[4] = {NULL, NULL, NULL, NULL};
-    const int signums[4] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1};
+    struct event *sigs[5] = {NULL, NULL, NULL, NULL, NULL};
+    const int signums[5] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};
     struct bootstrap *bs;
+    struct sock_pool inherited;
+    struct loop_start start;
     sigset_t block, old;
     char *err = NULL;
     int config_error = 0;
+    /* Set when a binary upgrade started this process. */
+    int ufd = upgrade_child_fd();
+    pid_t parent = 0;
 
-    if (path == NULL)
+    sock_pool_init(&inherited);
+    if (path == NULL) {
+        run_failed(&ufd, "bad command line");
         return code;
+    }
     bs = bootstrap_load(path, &err);
     if (bs == NULL) {
         fprintf(stderr, "%s\n", err ? err : "invalid configuration");
+        upgrade_child_fail(ufd, err ? err : "invalid configuration");
         free(err);
         return EXIT_CONFIG;
     }
@@ -379,6 +447,16 @@ static int cmd_run(int argc, char **argv)
                   (enum log_format)bs->log.format, 2);
     raise_nofile();
     signal(SIGPIPE, SIG_IGN);
+    /* Before anything binds: the sockets of the process being upgraded. */
+    if (ufd >= 0 && upgrade_child_receive(ufd, bootstrap_workers(bs),
+                                          (uint64_t)bs->upgrade.timeout_ms,
+                                          &inherited, &parent, &err) < 0) {
+        log_error("upgrade: %s", err ? err : "cannot take the sockets over");
+        run_failed(&ufd, err ? err : "cannot take the sockets over");
+        free(err);
+        bootstrap_free(bs);
+        return EXIT_RUNTIME;
+    }
     main_base = event_base_new();
     if (main_base == NULL) {
         fprintf(stderr, "strait: cannot create the event loop\n");
@@ -386,7 +464,7 @@ static int cmd_run(int argc, char **argv)
         return EXIT_RUNTIME;
     }
     reaper_init(&reaper, main_base);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         sigs[i] = evsignal_new(main_base, signums[i], on_signal, NULL);
         if (sigs[i] == NULL || event_add(sigs[i], NULL) < 0) {
             fprintf(stderr, "strait: cannot install signal handlers\n");
@@ -398,6 +476,7 @@ static int cmd_run(int argc, char **argv)
      * one should fail before it binds anything. Command-line values win
      * over ca.join in the file. */
     ca_node_conf_init(&cnc, bs);
+    cnc.inherited = &inherited;
     if (join != NULL)
         cnc.join_url = join;
     if (token != NULL)
@@ -419,8 +498,9 @@ static int cmd_run(int argc, char **argv)
     if (ca_node_wanted(&cnc)) {
         node = ca_node_new(main_base, &reaper, &cnc, &err);
         if (node == NULL) {
-            fprintf(stderr, "strait: CA: %s\n", err ? err : "cannot start");
-            log_error("CA: %s", err ? err : "cannot start");
+            err_prefix(&err, "CA: ");
+            run_failed(&ufd, err ? err : "CA: cannot start");
+            log_error("%s", err ? err : "CA: cannot start");
             free(err);
             bootstrap_free(bs);
             code = EXIT_RUNTIME;
@@ -430,27 +510,50 @@ static int cmd_run(int argc, char **argv)
     /* Workers inherit a mask that blocks these signals, so only the main
      * thread receives them. */
     sigemptyset(&block);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         sigaddset(&block, signums[i]);
+    sigaddset(&block, SIGCHLD);
+    start.self_exe = self_exe();
+    start.inherited = &inherited;
+    start.parent_fd = ufd;
     pthread_sigmask(SIG_BLOCK, &block, &old);
     main_loop = loop_new(main_base, bs, path,
-                         node != NULL ? ca_node_identity(node) : NULL,
+                         node != NULL ? ca_node_identity(node) : NULL, &start,
                          &config_error, &err);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    free((char *)start.self_exe);
     if (main_loop == NULL) {
-        fprintf(stderr, "strait: %s\n", err ? err : "cannot start");
+        run_failed(&ufd, err ? err : "cannot start");
         log_error("cannot start: %s", err ? err : "unknown error");
         free(err);
         code = config_error ? EXIT_CONFIG : EXIT_RUNTIME;
         goto done;
+    }
+    ufd = -1; /* the loop's now */
+    {
+        size_t n = sock_pool_close_rest(&inherited);
+        if (n > 0)
+            log_info("upgrade: closed %zu handed-over socket(s) this "
+                     "configuration does not listen on",
+                     n);
+    }
+    if (node != NULL) {
+        const struct ca_node_conf *c = &cnc;
+        if (loop_handoff_add(main_loop, SOCK_POOL_CA, &c->address,
+                             ca_node_listen_fd(node)) < 0 &&
+            ca_node_listen_fd(node) >= 0)
+            log_warn("upgrade: the CA's socket will not be handed over");
     }
     event_base_dispatch(main_base);
     loop_free(main_loop);
     main_loop = NULL;
     log_info("exit");
 done:
+    if (code != EXIT_OK && ufd >= 0)
+        run_failed(&ufd, "cannot start; its log says why");
+    sock_pool_dispose(&inherited);
     ca_node_free(node);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         if (sigs[i] != NULL)
             event_free(sigs[i]);
     reaper_dispose(&reaper);
@@ -467,6 +570,7 @@ int main(int argc, char **argv)
         usage_main(stderr);
         return EXIT_USAGE;
     }
+    main_argv0 = argv[0];
     cmd = argv[1];
     if (strcmp(cmd, "run") == 0)
         return cmd_run(argc - 1, argv + 1);
@@ -478,6 +582,8 @@ int main(int argc, char **argv)
         return cmd_reference(argc - 1, argv + 1);
     if (strcmp(cmd, "reload") == 0)
         return reload_cli_main(argc - 1, argv + 1, DEFAULT_CONFIG);
+    if (strcmp(cmd, "upgrade") == 0)
+        return upgrade_cli_main(argc - 1, argv + 1, DEFAULT_CONFIG);
     if (strcmp(cmd, "ca") == 0)
         return ca_cli_main(argc - 1, argv + 1, DEFAULT_CONFIG);
     if (strcmp(cmd, "apply") == 0 || strcmp(cmd, "delete") == 0 ||

@@ -23,6 +23,7 @@
 #include "event/timer.h"
 #include "net/acceptor.h"
 #include "net/sock.h"
+#include "net/sock_pool.h"
 #include "proxy/stats.h"
 #include "upstream/cluster.h"
 #include "upstream/hash.h"
@@ -33,6 +34,7 @@
 struct admin {
     struct evhttp *http;
     enum admin_port kind;
+    struct evhttp_bound_socket *bound_sock; /* NULL once stopped */
     struct admin_ops ops;
     int fd;
     struct addr bound; /* the admin's own address, allowed as Host */
@@ -224,6 +226,16 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
     if (st.last_reload_error != NULL) {
         buf_puts(b, "server.last_reload_error: ");
         json_str(b, st.last_reload_error);
+        buf_puts(b, "\n");
+    }
+    buf_printf(b, "server.pid: %d\n", st.pid);
+    buf_printf(b, "server.upgrades_ok: %" PRIu64 "\n", st.upgrades_ok);
+    buf_printf(b, "server.upgrades_failed: %" PRIu64 "\n", st.upgrades_failed);
+    buf_printf(b, "server.upgrade_running: %d\n", st.upgrade_running);
+    buf_printf(b, "server.upgrade_pid: %d\n", st.upgrade_pid);
+    if (st.last_upgrade_error != NULL) {
+        buf_puts(b, "server.last_upgrade_error: ");
+        json_str(b, st.last_upgrade_error);
         buf_puts(b, "\n");
     }
     buf_printf(b, "server.rebuilds_ok: %" PRIu64 "\n", st.rebuilds_ok);
@@ -931,6 +943,35 @@ static void reload_reply(struct admin *a, struct evhttp_request *req,
     reply(req, 200, "OK", "text/plain; charset=utf-8", body);
 }
 
+/*
+ * POST /upgrade starts a binary upgrade and answers at once: "upgrade
+ * started: pid N" (200; `strait upgrade` then watches server.pid and
+ * server.upgrades_failed in /stats), "upgrade refused: REASON" (409), or
+ * 503 while draining.
+ */
+static void upgrade_reply(struct admin *a, struct evhttp_request *req,
+                          struct buf *body)
+{
+    struct admin_status st;
+    struct buf why;
+    int pid = 0;
+
+    buf_init(&why, 4096);
+    if (a->ops.upgrade(a->ops.arg, &pid, &why) == 0) {
+        buf_printf(body, "upgrade started: pid %d\n", pid);
+        reply(req, 200, "OK", "text/plain; charset=utf-8", body);
+    } else {
+        a->ops.status(a->ops.arg, &st);
+        buf_printf(body, "upgrade refused: %.*s\n", (int)buf_len(&why),
+                   buf_ptr(&why));
+        if (st.draining)
+            reply(req, 503, "Service Unavailable", "text/plain", body);
+        else
+            reply(req, 409, "Conflict", "text/plain; charset=utf-8", body);
+    }
+    buf_dispose(&why);
+}
+
 static void handle(struct evhttp_request *req, void *arg)
 {
     struct admin *a = arg;
@@ -1064,6 +1105,11 @@ static void handle(struct evhttp_request *req, void *arg)
             goto done;
         log_info("admin: /reload");
         reload_reply(a, req, &body);
+    } else if (strcmp(path, "/upgrade") == 0 && a->ops.upgrade != NULL) {
+        if (!method_is(req, EVHTTP_REQ_POST, &body))
+            goto done;
+        log_info("admin: /upgrade");
+        upgrade_reply(a, req, &body);
     } else if (strcmp(path, "/") == 0) {
         buf_puts(&body,
                  "strait admin\n"
@@ -1073,6 +1119,7 @@ static void handle(struct evhttp_request *req, void *arg)
                  "  GET  /config_dump        effective bootstrap (JSON)\n"
                  "  GET  /clusters           clusters and their endpoints\n"
                  "  POST /reload             re-read bootstrap and resources\n"
+                 "  POST /upgrade            start the binary upgrade.binary\n"
                  "  POST /quitquitquit       drain and exit\n");
         reply(req, 200, "OK", "text/plain", &body);
     } else {
@@ -1118,14 +1165,15 @@ static void on_accept_error(struct evconnlistener *lev, void *arg)
 }
 
 struct admin *admin_new(struct event_base *base, const struct addr *addr,
-                        const struct admin_ops *ops, char **err)
+                        const struct admin_ops *ops, struct sock_pool *pool,
+                        char **err)
 {
-    return admin_port_new(base, addr, ops, ADMIN_PORT_ALL, err);
+    return admin_port_new(base, addr, ops, ADMIN_PORT_ALL, pool, err);
 }
 
 struct admin *admin_port_new(struct event_base *base, const struct addr *addr,
                              const struct admin_ops *ops, enum admin_port kind,
-                             char **err)
+                             struct sock_pool *pool, char **err)
 {
     struct evhttp_bound_socket *bound;
     struct admin *a = calloc(1, sizeof(*a));
@@ -1148,7 +1196,8 @@ struct admin *admin_port_new(struct event_base *base, const struct addr *addr,
     evhttp_set_max_body_size(a->http, 64 * 1024);
     evhttp_set_timeout(a->http, 30);
     evhttp_set_gencb(a->http, handle, a);
-    a->fd = sock_listen(addr, 128, 0, err);
+    a->fd =
+        sock_pool_listen(pool, SOCK_POOL_ADMIN, addr, (int)kind, 128, 0, err);
     if (a->fd < 0)
         goto fail;
     if (sock_local_addr(a->fd, &a->bound) < 0)
@@ -1160,10 +1209,26 @@ struct admin *admin_port_new(struct event_base *base, const struct addr *addr,
     }
     evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(bound),
                                 on_accept_error);
+    a->bound_sock = bound;
     return a;
 fail:
     admin_free(a);
     return NULL;
+}
+
+int admin_listen_fd(const struct admin *a)
+{
+    return a->bound_sock != NULL ? a->fd : -1;
+}
+
+void admin_stop_accepting(struct admin *a)
+{
+    if (a->bound_sock == NULL)
+        return;
+    /* evhttp closes the socket it accepted on. */
+    evhttp_del_accept_socket(a->http, a->bound_sock);
+    a->bound_sock = NULL;
+    a->fd = -1;
 }
 
 void admin_free(struct admin *a)

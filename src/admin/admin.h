@@ -84,6 +84,13 @@ struct admin_status {
     uint64_t export_requests;
     uint64_t export_failures;
     uint64_t export_retries;
+    /* Binary upgrades (POST /upgrade, SIGUSR2, strait upgrade). */
+    int pid;              /* this process */
+    int upgrade_pid;      /* the new process of the last upgrade; 0: none */
+    int upgrade_running;  /* 1 while one runs */
+    uint64_t upgrades_ok; /* handed over: the new process serves */
+    uint64_t upgrades_failed;
+    const char *last_upgrade_error; /* NULL when the last one succeeded */
 };
 
 /* What a POST /reload did; the body of the answer says it. */
@@ -110,6 +117,11 @@ struct admin_ops {
     /* Istio's metrics tables (core/series.h); NULL (or a NULL answer):
      * none. Valid while the server runs. */
     struct series_table *(*metrics)(void *arg);
+    /* POST /upgrade: start a binary upgrade. 0 with the new process's pid
+     * in *pid (it runs on; its outcome shows in /stats), or -1 with the
+     * reason in why (refused: draining, one already running, the binary
+     * cannot be started). NULL: 404. */
+    int (*upgrade)(void *arg, int *pid, struct buf *why);
 };
 
 struct admin;
@@ -142,9 +154,23 @@ int admin_host_allowed(const struct admin_policy *p, const struct addr *bound,
                        const char *host);
 int admin_origin_allowed(const struct admin_policy *p, const char *origin);
 
-/* admin_new() listens on a; NULL with an allocated message in *err. */
+struct sock_pool;
+
+/* admin_new() listens on a, adopting pool's admin socket for a when
+ * there is one (pool may be NULL); NULL with an allocated message in
+ * *err. */
 struct admin *admin_new(struct event_base *base, const struct addr *a,
-                        const struct admin_ops *ops, char **err);
+                        const struct admin_ops *ops, struct sock_pool *pool,
+                        char **err);
+
+/* admin_listen_fd() is the listening socket (owned by a), for a binary
+ * upgrade to hand over; -1 once admin_stop_accepting() ran. */
+int admin_listen_fd(const struct admin *a);
+
+/* admin_stop_accepting() stops accepting and closes a's copy of the
+ * listening socket (the process an upgrade handed it to goes on
+ * accepting on it); requests on open connections are still answered. */
+void admin_stop_accepting(struct admin *a);
 void admin_free(struct admin *a);
 
 /*
@@ -153,12 +179,13 @@ void admin_free(struct admin *a);
  * /stats/prometheus (Envoy's 15090), ADMIN_PORT_READY GET /healthz/ready
  * (Istio's 15021); every other path is 404. They change nothing and
  * show no configuration, so they take any Host (a kubelet or Prometheus
- * sends the pod IP). Freed with admin_free(). NULL with *err.
+ * sends the pod IP). Freed with admin_free(). NULL with *err. pool: as
+ * for admin_new(), the socket named (SOCK_POOL_ADMIN, a, kind).
  */
 enum admin_port { ADMIN_PORT_ALL, ADMIN_PORT_METRICS, ADMIN_PORT_READY };
 struct admin *admin_port_new(struct event_base *base, const struct addr *a,
                              const struct admin_ops *ops, enum admin_port kind,
-                             char **err);
+                             struct sock_pool *pool, char **err);
 
 /* The response bodies, apart from HTTP, for tests and the fuzzers. */
 void admin_render_stats(const struct admin_ops *ops, struct buf *b);

@@ -582,6 +582,13 @@ void snapshot_close_sockets(struct snapshot *s)
     }
 }
 
+void snapshot_keep_paths(struct snapshot *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->v[i].socks != NULL)
+            s->v[i].socks->keep_path = 1;
+}
+
 const struct snapshot_listener *snapshot_listener_find(const struct snapshot *s,
                                                        const char *name)
 {
@@ -885,8 +892,8 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
         l->socks = same_addr->socks;
         l->socks->refs++;
     } else {
-        l->socks =
-            listener_socks_open(&sp->address, in->nworkers, sp->backlog, err);
+        l->socks = listener_socks_open(&sp->address, in->nworkers, sp->backlog,
+                                       in->inherited, err);
         if (l->socks == NULL) {
             err_set(err, "cannot listen");
             err_prefix(err, "listener %s: ", sp->name);

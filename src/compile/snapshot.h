@@ -13,6 +13,7 @@ struct bootstrap;
 struct cluster;
 struct http_listener_conf;
 struct listener_socks;
+struct sock_pool;
 struct stats_block;
 struct cx_limit;
 struct resource_set;
@@ -122,6 +123,9 @@ struct compile_inputs {
      * from bs->limits by snapshot_build); NULL: nothing counted. */
     struct cx_limit *cx_root;
     struct spanq *spans; /* the span exporter's queue; NULL: none */
+    /* Sockets handed over by the strait this one upgrades: addresses
+     * found there are adopted, not bound. NULL: none. */
+    struct sock_pool *inherited;
 };
 
 /*
@@ -144,6 +148,11 @@ void snapshot_unref(struct snapshot *s); /* NULL: no-op */
 /* snapshot_close_sockets() drops s's listening sockets (drain: the
  * kernel refuses new connections once no snapshot holds them). */
 void snapshot_close_sockets(struct snapshot *s);
+
+/* snapshot_keep_paths() marks s's unix-socket listeners as served by
+ * another process (a binary upgrade handed them over): closing them
+ * leaves their paths in place. */
+void snapshot_keep_paths(struct snapshot *s);
 
 /* snapshot_listener_find() is the listener named name, or NULL. */
 const struct snapshot_listener *snapshot_listener_find(const struct snapshot *s,

@@ -532,6 +532,19 @@ static const struct conf_key overload_keys[] = {
 };
 static const struct conf_section overload_section = {overload_keys, 0,
                                                      SIZE_MAX};
+static const struct conf_key upgrade_keys[] = {
+    {"binary", CONF_STR, OFF(struct bootstrap_upgrade, binary), 0, 0, "",
+     "executable a binary upgrade starts (absolute path); \"\": the one "
+     "strait was started from, as it is on disk now",
+     NULL, NULL, NULL, NULL},
+    {"timeout", CONF_DURATION, OFF(struct bootstrap_upgrade, timeout_ms), 100,
+     3600 * 1000, "30s",
+     "how long the new process may take to start, take the sockets and "
+     "serve; past it, it is killed and this one keeps serving",
+     NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section upgrade_section = {upgrade_keys, 0, SIZE_MAX};
 
 static const struct conf_key bootstrap_keys[] = {
     {"node", CONF_SECTION, OFF(struct bootstrap, node), 0, 0, NULL,
@@ -592,6 +605,10 @@ static const struct conf_key bootstrap_keys[] = {
     {"overload", CONF_SECTION, OFF(struct bootstrap, overload), 0, 0, NULL,
      "memory limit and what happens as it nears", NULL, &overload_section, NULL,
      NULL},
+    {"upgrade", CONF_SECTION, OFF(struct bootstrap, upgrade), 0, 0, NULL,
+     "binary upgrade: a new executable takes the listening sockets over "
+     "and this process drains",
+     NULL, &upgrade_section, NULL, NULL},
     {"listeners", CONF_LIST, OFF(struct bootstrap, listeners), 0, 4096, NULL,
      "TCP and HTTP listeners", NULL, &listener_section, NULL, NULL},
     {"clusters", CONF_LIST, OFF(struct bootstrap, clusters), 0, 100000, NULL,
@@ -995,6 +1012,12 @@ static int bootstrap_validate(const struct bootstrap *bs, const char *file,
                        "tracing.endpoint", "%s", why);
             nerr++;
         }
+    }
+    if (bs->upgrade.binary[0] != '\0' && bs->upgrade.binary[0] != '/') {
+        conf_error(errs, file, 0, 0, "upgrade.binary",
+                   "must be an absolute path (the working directory of the "
+                   "running process is not the operator's)");
+        nerr++;
     }
     if (bs->drain_window_ms > 0 &&
         bs->drain_window_ms >= bs->drain_timeout_ms) {

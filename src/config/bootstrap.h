@@ -283,6 +283,12 @@ struct bootstrap_overload {
     int64_t hysteresis;
 };
 
+/* Binary upgrades (strait upgrade, POST /upgrade, SIGUSR2). */
+struct bootstrap_upgrade {
+    char *binary;       /* "": the executable strait was started from */
+    int64_t timeout_ms; /* how long the new process may take to serve */
+};
+
 struct bootstrap {
     struct bootstrap_node node;
     char *trust_domain;
@@ -303,6 +309,7 @@ struct bootstrap {
     struct bootstrap_ca ca;
     struct bootstrap_limits limits;
     struct bootstrap_overload overload;
+    struct bootstrap_upgrade upgrade;
     struct conf_list listeners; /* struct bootstrap_listener */
     struct conf_list clusters;  /* struct bootstrap_cluster */
 };

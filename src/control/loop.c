@@ -5,6 +5,7 @@
 #include <event2/event.h>
 #include <inttypes.h>
 #include <openssl/x509.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "control/notify.h"
 #include "control/otlp.h"
 #include "control/source_dir.h"
+#include "control/upgrade.h"
 #include "core/series.h"
 #include "control/source_etcd.h"
 #include "core/buf.h"
@@ -36,6 +38,7 @@
 #include "event/timer.h"
 #include "net/listener.h"
 #include "net/overload.h"
+#include "net/sock_pool.h"
 #include "net/worker.h"
 #include "proxy/http_listener.h"
 #include "proxy/router.h"
@@ -112,6 +115,18 @@ struct loop {
     uint64_t memory_used; /* resident bytes at the last check */
     unsigned overload;    /* OVERLOAD_BIT()s in effect */
     uint64_t overload_activations[OVERLOAD_NACTIONS];
+    /* Binary upgrade (control/upgrade.h), see "Binary upgrade" below. */
+    char *self_exe;              /* NULL: unknown */
+    struct sock_pool *inherited; /* the first build only */
+    int parent_fd;               /* the new process, until 'K'; -1 */
+    struct event *parent_ev;
+    struct upgrade *up; /* the last one, until the next or loop_free */
+    int upgrade_pid;
+    uint64_t upgrades_ok;
+    uint64_t upgrades_failed;
+    char *last_upgrade_error;
+    struct upgrade_fd extra[4]; /* loop_handoff_add() */
+    size_t nextra;
 };
 
 static size_t dns_lookup(void *arg, const char *name,
@@ -178,6 +193,7 @@ static int build(struct loop *s, const struct bootstrap *bs,
     in.metrics = s->metrics;
     in.cx_root = s->cx_root;
     in.spans = s->spans;
+    in.inherited = s->inherited;
     if (s->dns != NULL)
         dns_cache_mark(s->dns);
     if (s->jwks != NULL) {
@@ -304,12 +320,19 @@ static void sd_status_ready(struct loop *s, const char *what)
     sd_send(s, msg);
 }
 
-/* Every worker runs cur: the first time, strait is ready. */
+static void upgrade_child_serving(struct loop *s);
+
+/* Every worker runs cur: the first time, strait is ready. A process an
+ * upgrade started tells the old one instead, which tells systemd. */
 static void sd_applied(struct loop *s)
 {
     if (s->ready_sent || s->draining)
         return;
     s->ready_sent = 1;
+    if (s->parent_fd >= 0) {
+        upgrade_child_serving(s);
+        return;
+    }
     sd_status_ready(s, "serving");
 }
 
@@ -559,6 +582,219 @@ static void set_error(char **slot, const char *msg)
     *slot = msg ? strdup(msg) : NULL;
 }
 
+/*
+ * Binary upgrade, the old process's side. The new process gets every
+ * socket cur listens on (one per worker per listener), the admin API's
+ * and the CA's; once it serves, systemd learns its pid (MAINPID=, sent
+ * from this process while it is still the main one, so NotifyAccess=main
+ * is enough) and this process goes quiet towards systemd, stops
+ * accepting on the admin socket and drains as on SIGTERM. The sockets
+ * stay open in the new process, so closing ours refuses nothing.
+ */
+static void on_upgrade_ready(void *arg, pid_t pid)
+{
+    struct loop *s = arg;
+    char msg[128];
+
+    s->upgrades_ok++;
+    set_error(&s->last_upgrade_error, NULL);
+    log_info("upgrade: pid %d serves; this process (pid %d) drains", (int)pid,
+             (int)getpid());
+    snprintf(msg, sizeof(msg), "MAINPID=%d\nSTATUS=upgraded: pid %d serves",
+             (int)pid, (int)pid);
+    sd_send(s, msg);
+    notify_dispose(&s->notify);
+    timer_cancel(&s->watchdog_timer);
+    s->watchdog_usec = 0;
+    snapshot_keep_paths(s->cur);
+    if (s->old != NULL)
+        snapshot_keep_paths(s->old);
+    admin_stop_accepting(s->admin);
+    if (s->metrics_port != NULL)
+        admin_stop_accepting(s->metrics_port);
+    if (s->ready_port != NULL)
+        admin_stop_accepting(s->ready_port);
+    loop_drain(s, "upgrade");
+}
+
+static void on_upgrade_failed(void *arg, const char *why)
+{
+    struct loop *s = arg;
+    char msg[512];
+
+    s->upgrades_failed++;
+    set_error(&s->last_upgrade_error, why);
+    log_error("upgrade failed, this process (pid %d) keeps serving: %s",
+              (int)getpid(), why);
+    snprintf(msg, sizeof(msg),
+             "STATUS=upgrade failed, pid %d keeps serving: "
+             "%.*s",
+             (int)getpid(), first_line(why), why);
+    sd_send(s, msg);
+}
+
+/* What the new process gets: cur's listeners (each set of sockets once),
+ * the admin API, and what loop_handoff_add() named. */
+static struct upgrade_fd *handoff_fds(struct loop *s, size_t *n)
+{
+    struct admin *ports[3] = {s->admin, s->metrics_port, s->ready_port};
+    const struct addr *paddr[3] = {&s->bs->admin.address,
+                                   &s->bs->metrics.address,
+                                   &s->bs->readiness.address};
+    const int pkind[3] = {ADMIN_PORT_ALL, ADMIN_PORT_METRICS, ADMIN_PORT_READY};
+    size_t cap = s->nextra + 3, k = 0;
+    struct upgrade_fd *v;
+
+    for (size_t i = 0; i < s->cur->n; i++)
+        if (s->cur->v[i].socks != NULL)
+            cap += (size_t)s->cur->v[i].socks->nfds;
+    v = calloc(cap, sizeof(*v));
+    if (v == NULL)
+        return NULL;
+    for (size_t i = 0; i < s->cur->n; i++) {
+        const struct listener_socks *ls = s->cur->v[i].socks;
+        int seen = 0;
+        if (ls == NULL)
+            continue;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = s->cur->v[j].socks == ls;
+        for (int w = 0; !seen && w < ls->nfds; w++) {
+            v[k].rec.kind = SOCK_POOL_LISTENER;
+            v[k].rec.index = w;
+            v[k].rec.addr = ls->addr;
+            v[k++].fd = ls->fds[w];
+        }
+    }
+    /* The admin API's ports: the index says which. */
+    for (int i = 0; i < 3; i++) {
+        int fd = ports[i] != NULL ? admin_listen_fd(ports[i]) : -1;
+        if (fd < 0)
+            continue;
+        v[k].rec.kind = SOCK_POOL_ADMIN;
+        v[k].rec.index = pkind[i];
+        v[k].rec.addr = *paddr[i];
+        v[k++].fd = fd;
+    }
+    for (size_t i = 0; i < s->nextra; i++)
+        v[k++] = s->extra[i];
+    *n = k;
+    return v;
+}
+
+int loop_upgrade(struct loop *s, int *pid, char **why)
+{
+    const char *binary = s->bs->upgrade.binary;
+    struct upgrade_hooks hooks = {on_upgrade_ready, on_upgrade_failed, s};
+    struct upgrade_conf uc;
+    struct upgrade_fd *fds;
+    size_t n = 0;
+
+    *why = NULL;
+    if (s->draining)
+        return err_set(why, "strait is draining");
+    if (s->up != NULL && !upgrade_finished(s->up))
+        return err_set(why, "an upgrade to pid %d is running",
+                       (int)upgrade_pid(s->up));
+    if (binary[0] == '\0')
+        binary = s->self_exe;
+    if (binary == NULL)
+        return err_set(why, "the path of the running executable is unknown; "
+                            "set upgrade.binary");
+    fds = handoff_fds(s, &n);
+    if (fds == NULL)
+        return err_set(why, "out of memory");
+    memset(&uc, 0, sizeof(uc));
+    uc.binary = binary;
+    uc.config_path = s->config_path;
+    uc.nworkers = s->nworkers;
+    uc.timeout_ms = (uint64_t)s->bs->upgrade.timeout_ms;
+    uc.fds = fds;
+    uc.nfds = n;
+    upgrade_free(s->up);
+    s->up = upgrade_start(s->base, &uc, &hooks, why);
+    free(fds);
+    if (s->up == NULL) {
+        err_prefix(why, "cannot start %s: ", binary);
+        s->upgrades_failed++;
+        set_error(&s->last_upgrade_error, *why);
+        log_error("upgrade failed, this process keeps serving: %s", *why);
+        return -1;
+    }
+    s->upgrade_pid = (int)upgrade_pid(s->up);
+    *pid = s->upgrade_pid;
+    log_info("upgrade: started %s (pid %d), handing over %zu socket(s)", binary,
+             *pid, n);
+    return 0;
+}
+
+int loop_handoff_add(struct loop *s, int kind, const struct addr *a, int fd)
+{
+    if (s->nextra == sizeof(s->extra) / sizeof(s->extra[0]) || fd < 0)
+        return -1;
+    s->extra[s->nextra].rec.kind = kind;
+    s->extra[s->nextra].rec.index = 0;
+    s->extra[s->nextra].rec.addr = *a;
+    s->extra[s->nextra++].fd = fd;
+    return 0;
+}
+
+/* The new process's side: the old one said 'K' (systemd knows this
+ * process now) or went away; either way this one is on its own and
+ * starts its watchdog keep-alives. */
+static void on_parent(evutil_socket_t fd, short what, void *arg)
+{
+    struct loop *s = arg;
+    int r = upgrade_child_done((int)fd);
+
+    (void)what;
+    if (r == 0)
+        return;
+    if (r < 0)
+        log_warn("upgrade: the old process went away before confirming");
+    else
+        log_info("upgrade: the old process confirmed; serving");
+    event_free(s->parent_ev);
+    s->parent_ev = NULL;
+    close(s->parent_fd);
+    s->parent_fd = -1;
+    sd_watchdog_start(s);
+}
+
+static void upgrade_child_serving(struct loop *s)
+{
+    if (upgrade_child_ready(s->parent_fd) < 0) {
+        log_warn("upgrade: cannot tell the old process this one serves: %s",
+                 strerror(errno));
+        close(s->parent_fd);
+        s->parent_fd = -1;
+        sd_watchdog_start(s);
+        return;
+    }
+    log_info("upgrade: every worker serves; telling the old process");
+    s->parent_ev =
+        event_new(s->base, s->parent_fd, EV_READ | EV_PERSIST, on_parent, s);
+    if (s->parent_ev == NULL || event_add(s->parent_ev, NULL) < 0) {
+        log_warn("upgrade: cannot wait for the old process (out of memory)");
+        if (s->parent_ev != NULL)
+            event_free(s->parent_ev);
+        s->parent_ev = NULL;
+        close(s->parent_fd);
+        s->parent_fd = -1;
+        sd_watchdog_start(s);
+    }
+}
+
+static int admin_upgrade(void *arg, int *pid, struct buf *why)
+{
+    char *err = NULL;
+
+    if (loop_upgrade(arg, pid, &err) == 0)
+        return 0;
+    buf_puts(why, err != NULL ? err : "out of memory");
+    free(err);
+    return -1;
+}
+
 /* admin.allowedHosts and admin.allowedOrigins take effect at start and
  * on every bootstrap reload. */
 static void set_admin_policy(struct admin *a, const struct bootstrap *bs)
@@ -774,6 +1010,12 @@ static void admin_status(void *arg, struct admin_status *out)
     out->overload = s->overload;
     memcpy(out->overload_activations, s->overload_activations,
            sizeof(out->overload_activations));
+    out->pid = (int)getpid();
+    out->upgrade_pid = s->upgrade_pid;
+    out->upgrade_running = s->up != NULL && !upgrade_finished(s->up);
+    out->upgrades_ok = s->upgrades_ok;
+    out->upgrades_failed = s->upgrades_failed;
+    out->last_upgrade_error = s->last_upgrade_error;
     out->has_resources = s->source != NULL;
     if (s->source != NULL) {
         struct source_status ss;
@@ -1130,15 +1372,16 @@ static int start_tracing(struct loop *s, const struct bootstrap *bs, char **err)
 
 struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
                       const char *config_path, struct ca_identity *identity,
-                      int *config_error, char **err)
+                      const struct loop_start *start, int *config_error,
+                      char **err)
 {
     struct loop *s = calloc(1, sizeof(*s));
     struct snapshot *next = NULL;
     struct worker_hooks hooks;
     struct source_inputs ins = {NULL, NULL, NULL};
-    struct admin_ops ops = {NULL,           admin_status, admin_listeners,
-                            admin_clusters, admin_config, admin_quit,
-                            admin_reload,   admin_metrics};
+    struct admin_ops ops = {NULL,           admin_status,  admin_listeners,
+                            admin_clusters, admin_config,  admin_quit,
+                            admin_reload,   admin_metrics, admin_upgrade};
     char as[ADDR_STRLEN];
 
     *err = NULL;
@@ -1148,6 +1391,16 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     }
     s->bs = bs; /* freed by loop_free() from here on */
     s->base = base;
+    s->parent_fd = -1;
+    if (start != NULL) {
+        s->inherited = start->inherited;
+        s->parent_fd = start->parent_fd;
+        if (start->self_exe != NULL &&
+            (s->self_exe = strdup(start->self_exe)) == NULL) {
+            err_set(err, "out of memory");
+            goto fail;
+        }
+    }
     timer_init(&s->drain_timer, base, on_drain_deadline, s);
     timer_init(&s->drain_window_timer, base, on_drain_window, s);
     timer_init(&s->cert_timer, base, on_cert_timer, s);
@@ -1173,7 +1426,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
      * the same file fails here, before SO_REUSEPORT lets it share (and
      * steal connections from) the running one's listeners. */
     ops.arg = s;
-    s->admin = admin_new(base, &bs->admin.address, &ops, err);
+    s->admin = admin_new(base, &bs->admin.address, &ops, s->inherited, err);
     if (s->admin == NULL) {
         err_set(err, "cannot start");
         err_prefix(err, "admin API: ");
@@ -1186,7 +1439,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
         goto fail;
     if (bs->metrics.address.len > 0) {
         s->metrics_port = admin_port_new(base, &bs->metrics.address, &ops,
-                                         ADMIN_PORT_METRICS, err);
+                                         ADMIN_PORT_METRICS, s->inherited, err);
         if (s->metrics_port == NULL) {
             err_prefix(err, "metrics.address: ");
             goto fail;
@@ -1194,7 +1447,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     }
     if (bs->readiness.address.len > 0) {
         s->ready_port = admin_port_new(base, &bs->readiness.address, &ops,
-                                       ADMIN_PORT_READY, err);
+                                       ADMIN_PORT_READY, s->inherited, err);
         if (s->ready_port == NULL) {
             err_prefix(err, "readiness.address: ");
             goto fail;
@@ -1270,7 +1523,10 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     }
     arm_cert_timer(s);
     overload_configure(s);
-    sd_watchdog_start(s);
+    /* After an upgrade, once the old process made this one systemd's. */
+    if (s->parent_fd < 0)
+        sd_watchdog_start(s);
+    s->inherited = NULL;
     if (identity != NULL && ca_identity_watch(identity, on_identity, s) < 0) {
         err_set(err, "too many watchers of the mesh certificate");
         goto fail;
@@ -1281,6 +1537,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     return s;
 fail:
     snapshot_unref(next);
+    s->parent_fd = -1; /* still the caller's, to say why */
     loop_free(s);
     return NULL;
 }
@@ -1316,6 +1573,13 @@ void loop_free(struct loop *s)
     timer_dispose(&s->watchdog_timer);
     timer_dispose(&s->overload_timer);
     notify_dispose(&s->notify);
+    upgrade_free(s->up);
+    if (s->parent_ev != NULL)
+        event_free(s->parent_ev);
+    if (s->parent_fd >= 0)
+        close(s->parent_fd);
+    free(s->last_upgrade_error);
+    free(s->self_exe);
     if (s->identity != NULL)
         ca_identity_unwatch(s->identity, on_identity, s);
     release_old(s);

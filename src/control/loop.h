@@ -14,6 +14,22 @@ struct ca_identity;
  * the main thread touches it.
  */
 struct loop;
+struct addr;
+struct sock_pool;
+
+/* How this process came to be: started afresh, or by a binary upgrade
+ * (control/upgrade.h). */
+struct loop_start {
+    /* The executable this process runs, as an absolute path, for
+     * upgrade.binary "" (NULL: unknown; upgrades then need the key). */
+    const char *self_exe;
+    /* Sockets the upgraded process handed over; the first snapshot and
+     * the admin API adopt them. NULL: none. */
+    struct sock_pool *inherited;
+    /* The upgrade socket to the old process: told 'R' once every worker
+     * serves, instead of READY=1 to systemd. -1: not an upgrade. */
+    int parent_fd;
+};
 
 /*
  * loop_new() takes ownership of bs (the bootstrap in effect), loads the
@@ -24,7 +40,23 @@ struct loop;
  */
 struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
                       const char *config_path, struct ca_identity *identity,
-                      int *config_error, char **err);
+                      const struct loop_start *start, int *config_error,
+                      char **err);
+
+/*
+ * loop_upgrade() starts a binary upgrade (POST /upgrade, SIGUSR2):
+ * upgrade.binary (or the executable this process runs) is started and
+ * handed every listening socket; once it serves, systemd is told its
+ * MAINPID and this process drains. 0 with the new pid in *pid (the
+ * outcome shows in the admin's upgrade counters), or -1 with an
+ * allocated reason in *why (draining, one running, cannot start).
+ */
+int loop_upgrade(struct loop *s, int *pid, char **why);
+
+/* loop_handoff_add() names one more listening socket a binary upgrade
+ * hands over (the CA's API): kind from net/sock_pool.h, a as
+ * configured, fd owned by the caller and open while s lives. 0 or -1. */
+int loop_handoff_add(struct loop *s, int kind, const struct addr *a, int fd);
 
 /*
  * loop_rebuild() compiles a new snapshot from the inputs in effect (the

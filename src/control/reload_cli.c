@@ -352,3 +352,210 @@ int reload_cli_main(int argc, char **argv, const char *default_config)
     free(c.err);
     return rc;
 }
+
+/* ---- strait upgrade ----------------------------------------------------- */
+
+void upgrade_cli_usage(FILE *f, const char *default_config)
+{
+    fprintf(f,
+            "usage: strait upgrade [-c FILE] [--timeout SECONDS]\n"
+            "\n"
+            "Asks the strait running with FILE (POST /upgrade on its\n"
+            "admin.address) to start a new binary: upgrade.binary, by\n"
+            "default the executable it was started from as it is on disk\n"
+            "now. The new process takes over every listening socket, so no\n"
+            "connection is refused; the old one then drains and exits, and\n"
+            "systemd is told the new MAINPID. SIGUSR2 does the same without\n"
+            "waiting. Waits for the outcome: exit 0 when the new process\n"
+            "serves, 1 with the reason when it failed (the running strait\n"
+            "keeps serving), 3 when strait cannot be reached, is draining or\n"
+            "did not finish in time.\n"
+            "\n"
+            "  -c, --config FILE       bootstrap file (default %s)\n"
+            "  -t, --timeout SECONDS   longest wait (default 90)\n"
+            "  -h, --help              this text\n",
+            default_config);
+}
+
+int upgrade_started_pid(const char *body, size_t n)
+{
+    const char *prefix = "upgrade started: pid ";
+    size_t k = strlen(prefix);
+    long v = 0;
+
+    if (n <= k || memcmp(body, prefix, k) != 0)
+        return 0;
+    for (size_t i = k; i < n && body[i] >= '0' && body[i] <= '9'; i++) {
+        v = v * 10 + (body[i] - '0');
+        if (v > 0x7fffffff)
+            return 0;
+    }
+    return (int)v;
+}
+
+/* The line "server.last_upgrade_error: ..." of the last /stats answer. */
+static void print_upgrade_error(struct call *c)
+{
+    const char *key = "server.last_upgrade_error: ";
+    const char *p =
+        memmem(buf_ptr(&c->body), buf_len(&c->body), key, strlen(key));
+    const char *end = buf_ptr(&c->body) + buf_len(&c->body);
+    const char *nl;
+
+    if (p == NULL) {
+        fprintf(stderr, "strait: upgrade failed\n");
+        return;
+    }
+    p += strlen(key);
+    nl = memchr(p, '\n', (size_t)(end - p));
+    fprintf(stderr,
+            "strait: upgrade failed, the running strait keeps "
+            "serving: %.*s\n",
+            (int)((nl != NULL ? nl : end) - p), p);
+}
+
+static int stat_of(struct call *c, const char *key, uint64_t *v)
+{
+    return reload_stat(buf_ptr(&c->body), buf_len(&c->body), key, v);
+}
+
+/*
+ * The outcome shows in /stats: server.pid is the new pid once the new
+ * process answers (the old one stops accepting on the admin socket then),
+ * or the old one counts a failure for that pid. A failed poll is retried:
+ * the socket changes hands in between.
+ */
+static int ask_upgrade(struct call *c, const char *host, int port,
+                       int64_t timeout_ms)
+{
+    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+    uint64_t failed0, old_pid, v;
+    const char *body;
+    size_t n;
+    int pid;
+
+    if (call(c, host, port, "GET", "/stats", timeout_ms) < 0 ||
+        c->status != 200 ||
+        stat_of(c, "server.upgrades_failed", &failed0) < 0 ||
+        stat_of(c, "server.pid", &old_pid) < 0) {
+        fprintf(stderr, "strait: upgrade: cannot reach strait on %s:%d: %s\n",
+                host, port, c->err ? c->err : "no upgrade counters in /stats");
+        return RC_UNREACHABLE;
+    }
+    if (call(c, host, port, "POST", "/upgrade", timeout_ms) < 0) {
+        fprintf(stderr, "strait: upgrade: %s\n", c->err);
+        return RC_UNREACHABLE;
+    }
+    body = buf_ptr(&c->body);
+    n = buf_len(&c->body);
+    if (c->status != 200) {
+        fprintf(stderr, "strait: %.*s", (int)n, body);
+        if (n == 0 || body[n - 1] != '\n')
+            fputc('\n', stderr);
+        return c->status == 409 ? RC_REFUSED : RC_UNREACHABLE;
+    }
+    pid = upgrade_started_pid(body, n);
+    if (pid <= 0) {
+        fprintf(stderr, "strait: upgrade: unexpected answer: %.*s\n", (int)n,
+                body);
+        return RC_UNREACHABLE;
+    }
+    while (now_ms() < deadline) {
+        const struct timespec pause = {0, POLL_MS * 1000000L};
+        if (call(c, host, port, "GET", "/stats",
+                 (int64_t)(deadline - now_ms()) + 1) == 0 &&
+            c->status == 200 && stat_of(c, "server.pid", &v) == 0) {
+            uint64_t failed, upid;
+            if (v == (uint64_t)pid) {
+                printf("upgraded: pid %d serves (pid %llu drains)\n", pid,
+                       (unsigned long long)old_pid);
+                return RC_OK;
+            }
+            if (v == old_pid &&
+                stat_of(c, "server.upgrades_failed", &failed) == 0 &&
+                stat_of(c, "server.upgrade_pid", &upid) == 0 &&
+                failed > failed0 && upid == (uint64_t)pid) {
+                print_upgrade_error(c);
+                return RC_REFUSED;
+            }
+        }
+        nanosleep(&pause, NULL);
+    }
+    fprintf(stderr,
+            "strait: upgrade: pid %d did not take over within the "
+            "timeout\n",
+            pid);
+    return RC_UNREACHABLE;
+}
+
+int upgrade_cli_main(int argc, char **argv, const char *default_config)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"timeout", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *path = default_config;
+    long timeout_s = 90;
+    struct bootstrap *bs;
+    struct call c;
+    char host[INET6_ADDRSTRLEN];
+    char *err = NULL, *end;
+    int opt, port, rc;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "c:t:h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            path = optarg;
+            break;
+        case 't':
+            errno = 0;
+            timeout_s = strtol(optarg, &end, 10);
+            if (errno != 0 || *end != '\0' || timeout_s <= 0 ||
+                timeout_s > 86400) {
+                fprintf(stderr, "strait: --timeout takes 1-86400 seconds\n");
+                return RC_USAGE;
+            }
+            break;
+        case 'h':
+            upgrade_cli_usage(stdout, default_config);
+            return RC_OK;
+        default:
+            upgrade_cli_usage(stderr, default_config);
+            return RC_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "strait: unexpected argument '%s'\n", argv[optind]);
+        return RC_USAGE;
+    }
+    bs = bootstrap_load(path, &err);
+    if (bs == NULL) {
+        fprintf(stderr, "%s\nstrait: upgrade: cannot read admin.address\n",
+                err ? err : "invalid configuration");
+        free(err);
+        return RC_REFUSED;
+    }
+    if (admin_target(&bs->admin.address, host, sizeof(host), &port) < 0) {
+        fprintf(stderr, "strait: upgrade: admin.address is not an IP "
+                        "address\n");
+        bootstrap_free(bs);
+        return RC_USAGE;
+    }
+    bootstrap_free(bs);
+    memset(&c, 0, sizeof(c));
+    buf_init(&c.body, ANSWER_MAX);
+    c.base = event_base_new();
+    if (c.base == NULL) {
+        fprintf(stderr, "strait: cannot create the event loop\n");
+        buf_dispose(&c.body);
+        return RC_UNREACHABLE;
+    }
+    rc = ask_upgrade(&c, host, port, (int64_t)timeout_s * 1000);
+    event_base_free(c.base);
+    buf_dispose(&c.body);
+    free(c.err);
+    return rc;
+}

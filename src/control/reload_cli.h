@@ -18,6 +18,22 @@ int reload_cli_main(int argc, char **argv, const char *default_config);
 
 void reload_cli_usage(FILE *f, const char *default_config);
 
+/*
+ * `strait upgrade [-c FILE] [--timeout SECONDS]`: asks the strait running
+ * with FILE to start a binary upgrade (POST /upgrade) and returns once the
+ * new process serves (0, its pid on stdout) or the upgrade failed (1, the
+ * reason on stderr; the running strait keeps serving). 2 usage error, 3
+ * strait could not be asked or did not finish in time. argv[0] is
+ * "upgrade".
+ */
+int upgrade_cli_main(int argc, char **argv, const char *default_config);
+
+void upgrade_cli_usage(FILE *f, const char *default_config);
+
+/* upgrade_started_pid() reads the pid of a POST /upgrade answer
+ * ("upgrade started: pid N"); 0 when the body says something else. */
+int upgrade_started_pid(const char *body, size_t n);
+
 /* What the first line of a POST /reload answer says. */
 enum reload_outcome {
     RELOAD_DONE,

@@ -9,6 +9,7 @@
 #include "core/err.h"
 #include "net/listener.h"
 #include "net/sock.h"
+#include "net/sock_pool.h"
 
 static const struct stats_field listener_fields[] = {
     {"downstream_cx_total", offsetof(struct listener_counters, accepted),
@@ -31,7 +32,8 @@ const struct stats_desc listener_counters_desc = {
     "", listener_fields, sizeof(listener_fields) / sizeof(listener_fields[0])};
 
 struct listener_socks *listener_socks_open(const struct addr *a, int nworkers,
-                                           int backlog, char **err)
+                                           int backlog, struct sock_pool *pool,
+                                           char **err)
 {
     int shared = addr_family(a) == AF_UNIX;
     int n = shared ? 1 : nworkers;
@@ -44,8 +46,14 @@ struct listener_socks *listener_socks_open(const struct addr *a, int nworkers,
     }
     s->refs = 1;
     s->addr = *a;
+    /* An adopted unix socket's path belongs to the process that bound
+     * it, which keeps serving if this one fails to start: never unlink
+     * it here (a later bind replaces a stale one anyway). */
+    if (shared && pool != NULL && sock_pool_has(pool, SOCK_POOL_LISTENER, a, 0))
+        s->keep_path = 1;
     for (int i = 0; i < n; i++) {
-        s->fds[i] = sock_listen(a, backlog, !shared, err);
+        s->fds[i] = sock_pool_listen(pool, SOCK_POOL_LISTENER, a, i, backlog,
+                                     !shared, err);
         if (s->fds[i] < 0)
             goto fail;
         s->nfds++;
@@ -62,7 +70,7 @@ void listener_socks_unref(struct listener_socks *s)
         return;
     for (int i = 0; i < s->nfds; i++)
         close(s->fds[i]);
-    if (addr_family(&s->addr) == AF_UNIX && s->nfds > 0)
+    if (addr_family(&s->addr) == AF_UNIX && s->nfds > 0 && !s->keep_path)
         unlink(((const struct sockaddr_un *)&s->addr.ss)->sun_path);
     free(s);
 }

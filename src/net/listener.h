@@ -36,13 +36,22 @@ extern const struct stats_desc listener_counters_desc;
  */
 struct listener_socks {
     int refs;
+    int keep_path; /* a unix path another process now serves: no unlink */
     struct addr addr;
     int nfds;
     int fds[];
 };
 
+struct sock_pool;
+
+/*
+ * listener_socks_open() opens the sockets of a for nworkers workers,
+ * adopting the ones an upgraded strait handed over in pool (NULL: none)
+ * and binding the rest. NULL with an allocated message in *err.
+ */
 struct listener_socks *listener_socks_open(const struct addr *a, int nworkers,
-                                           int backlog, char **err);
+                                           int backlog, struct sock_pool *pool,
+                                           char **err);
 void listener_socks_unref(struct listener_socks *s);
 
 static inline int listener_socks_fd(const struct listener_socks *s, int worker)

@@ -401,7 +401,7 @@ static int start_ca(struct ca_node *n, const struct ca_node_conf *conf,
     if (cred == NULL || take(&n->server, cred, "issued") < 0)
         goto done;
     n->srv = ca_server_new(n->base, n->reaper, &conf->address, n->ca,
-                           &n->server.holder, err);
+                           &n->server.holder, conf->inherited, err);
     if (n->srv == NULL)
         goto done;
     log_info("CA: API on %s (POST /v1/certificate)",
@@ -601,6 +601,11 @@ struct ca_identity *ca_node_identity(struct ca_node *n)
 const struct addr *ca_node_server_addr(const struct ca_node *n)
 {
     return n->srv ? ca_server_addr(n->srv) : NULL;
+}
+
+int ca_node_listen_fd(const struct ca_node *n)
+{
+    return n->srv ? ca_server_listen_fd(n->srv) : -1;
 }
 
 void ca_node_free(struct ca_node *n)

@@ -28,6 +28,8 @@ struct event_base;
  * (generation-numbered, see identity.h) for TLS contexts to pick up, and
  * stored in DIR/identity/ (key.pem, cert-chain.pem, root-cert.pem, 0600).
  */
+struct sock_pool;
+
 struct ca_node_conf {
     int enabled;
     const char *dir;
@@ -43,6 +45,8 @@ struct ca_node_conf {
     const char *join_url;   /* "" or NULL: not joining */
     const char *join_token; /* "" or NULL: none */
     struct dns_conf dns;    /* resolving a join_url host name */
+    /* Sockets a binary upgrade handed over; NULL: none. */
+    struct sock_pool *inherited;
 };
 
 /* ca_node_conf_init() fills conf from the bootstrap (pointers into bs). */
@@ -64,6 +68,10 @@ struct ca_identity *ca_node_identity(struct ca_node *n);
 
 /* The CA API's bound address, or NULL when this node runs no CA. */
 const struct addr *ca_node_server_addr(const struct ca_node *n);
+
+/* ca_node_listen_fd() is the CA API's listening socket (owned by n), or
+ * -1 when this node runs no CA. */
+int ca_node_listen_fd(const struct ca_node *n);
 
 void ca_node_free(struct ca_node *n);
 

@@ -35,6 +35,7 @@
 #include "net/acceptor.h"
 #include "net/conn.h"
 #include "net/sock.h"
+#include "net/sock_pool.h"
 #include "tls/tls.h"
 
 /*
@@ -670,7 +671,8 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 
 struct ca_server *ca_server_new(struct event_base *base, struct reaper *reaper,
                                 const struct addr *a, const struct ca *ca,
-                                struct ca_identity *tls_id, char **err)
+                                struct ca_identity *tls_id,
+                                struct sock_pool *pool, char **err)
 {
     struct ca_server *s = calloc(1, sizeof(*s));
 
@@ -689,7 +691,7 @@ struct ca_server *ca_server_new(struct event_base *base, struct reaper *reaper,
         err_set(err, "CA server: no usable server certificate");
         goto fail;
     }
-    s->fd = sock_listen(a, 128, 0, err);
+    s->fd = sock_pool_listen(pool, SOCK_POOL_CA, a, 0, 128, 0, err);
     if (s->fd < 0)
         goto fail;
     if (sock_local_addr(s->fd, &s->addr) < 0)
@@ -704,6 +706,11 @@ struct ca_server *ca_server_new(struct event_base *base, struct reaper *reaper,
 fail:
     ca_server_free(s);
     return NULL;
+}
+
+int ca_server_listen_fd(const struct ca_server *s)
+{
+    return s->fd;
 }
 
 const struct addr *ca_server_addr(const struct ca_server *s)

@@ -30,12 +30,19 @@ struct event_base;
 
 struct ca_server;
 
-/* ca_server_new() listens on a. ca and tls_id must outlive the server;
+/* ca_server_new() listens on a (adopting pool's CA socket for a when
+ * there is one; pool may be NULL). ca and tls_id must outlive the server;
  * reaper (the thread's deferred-free list, where closed connections go)
  * must outlive it too. NULL with an allocated message in *err. */
+struct sock_pool;
 struct ca_server *ca_server_new(struct event_base *base, struct reaper *reaper,
                                 const struct addr *a, const struct ca *ca,
-                                struct ca_identity *tls_id, char **err);
+                                struct ca_identity *tls_id,
+                                struct sock_pool *pool, char **err);
+
+/* ca_server_listen_fd() is the listening socket (owned by s), for a
+ * binary upgrade to hand over. */
+int ca_server_listen_fd(const struct ca_server *s);
 
 /* The bound address (port 0 resolved). */
 const struct addr *ca_server_addr(const struct ca_server *s);

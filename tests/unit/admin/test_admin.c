@@ -53,6 +53,8 @@ struct fake {
     int config_calls;
     int reloads;
     enum admin_reload reload_result;
+    int upgrades;
+    int upgrade_refused;
 };
 
 static void fake_status(void *arg, struct admin_status *out)
@@ -68,6 +70,19 @@ static size_t fake_listeners(void *arg, struct stats_block *const **out)
 
     *out = k->ls;
     return k->nls;
+}
+
+static int fake_upgrade(void *arg, int *pid, struct buf *why)
+{
+    struct fake *k = arg;
+
+    k->upgrades++;
+    if (k->upgrade_refused) {
+        buf_puts(why, "an upgrade to pid 77 is running");
+        return -1;
+    }
+    *pid = 4321;
+    return 0;
 }
 
 static enum admin_reload fake_reload(void *arg)
@@ -145,14 +160,9 @@ static void fake_dispose(struct fake *k)
 
 static struct admin_ops fake_ops(struct fake *k)
 {
-    struct admin_ops ops = {k,
-                            fake_status,
-                            fake_listeners,
-                            fake_clusters,
-                            fake_config_json,
-                            fake_quit,
-                            fake_reload,
-                            NULL};
+    struct admin_ops ops = {
+        k,         fake_status, fake_listeners, fake_clusters, fake_config_json,
+        fake_quit, fake_reload, NULL,           fake_upgrade};
     return ops;
 }
 
@@ -705,7 +715,7 @@ static int setup_http(void **state)
         f->port = free_port();
         snprintf(s, sizeof(s), "127.0.0.1:%d", f->port);
         assert_int_equal(addr_parse(&a, s, strlen(s), 0, &why), 0);
-        f->admin = admin_new(f->base, &a, &ops, &err);
+        f->admin = admin_new(f->base, &a, &ops, NULL, &err);
         free(err);
     }
     return f->admin != NULL ? 0 : -1;
@@ -890,6 +900,41 @@ static void test_http_reload_says_the_outcome(void **state)
     assert_int_equal(f->k.reloads, 3);
 }
 
+/* POST /upgrade answers at once with the new pid, or why not. */
+static void test_http_upgrade(void **state)
+{
+    struct fx *f = *state;
+    struct http_reply *r;
+    const char *post = "POST /upgrade HTTP/1.0\r\nContent-Length: 0\r\n\r\n";
+
+    r = http(f, "GET /upgrade HTTP/1.0\r\n\r\n");
+    assert_int_equal(r->status, 405);
+    assert_int_equal(f->k.upgrades, 0);
+    r = http(f, post);
+    assert_int_equal(r->status, 200);
+    assert_string_equal(r->body, "upgrade started: pid 4321\n");
+    f->k.upgrade_refused = 1;
+    r = http(f, post);
+    assert_int_equal(r->status, 409);
+    assert_string_equal(r->body,
+                        "upgrade refused: an upgrade to pid 77 is running\n");
+    f->k.st.draining = 1;
+    r = http(f, post);
+    assert_int_equal(r->status, 503);
+    assert_int_equal(f->k.upgrades, 3);
+    /* The outcome is in /stats. */
+    f->k.st.draining = 0;
+    f->k.st.pid = 99;
+    f->k.st.upgrade_pid = 4321;
+    f->k.st.upgrades_failed = 1;
+    f->k.st.last_upgrade_error = "exited with status 1";
+    r = http(f, "GET /stats HTTP/1.0\r\n\r\n");
+    assert_line(r->body, "server.pid: 99");
+    assert_line(r->body, "server.upgrade_pid: 4321");
+    assert_line(r->body, "server.upgrades_failed: 1");
+    assert_line(r->body, "server.last_upgrade_error: \"exited with status 1\"");
+}
+
 static void test_http_not_found_and_index(void **state)
 {
     struct fx *f = *state;
@@ -922,7 +967,7 @@ static void test_admin_new_port_in_use(void **state)
     /* The fixture's admin holds the port. */
     snprintf(s, sizeof(s), "127.0.0.1:%d", f->port);
     assert_int_equal(addr_parse(&a, s, strlen(s), 0, &why), 0);
-    a2 = admin_new(f->base, &a, &ops, &err);
+    a2 = admin_new(f->base, &a, &ops, NULL, &err);
     assert_null(a2);
     assert_non_null(err);
     assert_non_null(strstr(err, s));
@@ -931,7 +976,7 @@ static void test_admin_new_port_in_use(void **state)
 
     /* admin_free() releases the port: it can be bound again at once. */
     admin_free(f->admin);
-    f->admin = admin_new(f->base, &a, &ops, &err);
+    f->admin = admin_new(f->base, &a, &ops, NULL, &err);
     assert_non_null(f->admin);
     assert_null(err);
 }
@@ -1021,7 +1066,7 @@ static void test_render_clusters(void **state)
 {
     struct admin_ops ops = {
         NULL,      zero_status, no_listeners, real_clusters, fake_config_json,
-        fake_quit, fake_reload, NULL};
+        fake_quit, fake_reload, NULL,         NULL};
     struct addr a;
     const char *why;
     struct buf b;
@@ -1061,7 +1106,7 @@ static void test_render_outlier_detection(void **state)
 {
     struct admin_ops ops = {
         NULL,      zero_status, no_listeners, real_clusters, fake_config_json,
-        fake_quit, fake_reload, NULL};
+        fake_quit, fake_reload, NULL,         NULL};
     struct outlier_conf oc;
     struct addr a[2];
     const char *why;
@@ -1197,6 +1242,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_http_config_dump, setup_http,
                                         teardown_http),
         cmocka_unit_test_setup_teardown(test_http_reload, setup_http,
+                                        teardown_http),
+        cmocka_unit_test_setup_teardown(test_http_upgrade, setup_http,
                                         teardown_http),
         cmocka_unit_test_setup_teardown(test_http_reload_says_the_outcome,
                                         setup_http, teardown_http),

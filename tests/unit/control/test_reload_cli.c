@@ -50,11 +50,26 @@ static void test_stat_reads_whole_lines(void **state)
     assert_int_equal(reload_stat(S("a: 99999999999999999999999"), "a", &v), -1);
 }
 
+static void test_upgrade_started_pid(void **state)
+{
+    const char *ok = "upgrade started: pid 12345\n";
+    const char *refused = "upgrade refused: strait is draining\n";
+
+    (void)state;
+    assert_int_equal(upgrade_started_pid(ok, strlen(ok)), 12345);
+    assert_int_equal(upgrade_started_pid(refused, strlen(refused)), 0);
+    assert_int_equal(upgrade_started_pid(ok, 10), 0);
+    assert_int_equal(upgrade_started_pid("upgrade started: pid x", 22), 0);
+    assert_int_equal(
+        upgrade_started_pid("upgrade started: pid 99999999999", 32), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_outcome_is_the_first_line),
         cmocka_unit_test(test_stat_reads_whole_lines),
+        cmocka_unit_test(test_upgrade_started_pid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

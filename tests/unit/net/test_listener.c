@@ -68,7 +68,7 @@ static void test_socks_tcp_per_worker(void **state)
     int fds[NWORKERS];
 
     (void)state;
-    s = listener_socks_open(&a, NWORKERS, 16, &err);
+    s = listener_socks_open(&a, NWORKERS, 16, NULL, &err);
     if (s == NULL)
         fail_msg("listener_socks_open: %s", err ? err : "?");
     assert_null(err);
@@ -136,7 +136,7 @@ static void test_socks_refs(void **state)
     int fd0;
 
     (void)state;
-    s = listener_socks_open(&a, 2, 16, &err);
+    s = listener_socks_open(&a, 2, 16, NULL, &err);
     assert_non_null(s);
     close(holder);
     fd0 = s->fds[0];
@@ -181,7 +181,7 @@ static void test_socks_tcp_in_use(void **state)
     assert_int_equal(sock_local_addr(holder, &a), 0);
     addr_format(&a, s, sizeof(s));
 
-    assert_null(listener_socks_open(&a, NWORKERS, 16, &err));
+    assert_null(listener_socks_open(&a, NWORKERS, 16, NULL, &err));
     assert_non_null(err);
     assert_non_null(strstr(err, s));
     assert_non_null(strstr(err, strerror(EADDRINUSE)));
@@ -235,7 +235,7 @@ static void test_socks_unix_shared(void **state)
 
     snprintf(spec, sizeof(spec), "unix:%s", t->path);
     assert_int_equal(addr_parse(&a, spec, strlen(spec), 0, &why), 0);
-    s = listener_socks_open(&a, NWORKERS, 16, &err);
+    s = listener_socks_open(&a, NWORKERS, 16, NULL, &err);
     if (s == NULL)
         fail_msg("listener_socks_open: %s", err ? err : "?");
     assert_null(err);
@@ -269,7 +269,7 @@ static void test_socks_unix_fail_keeps_file(void **state)
     close(fd);
     snprintf(spec, sizeof(spec), "unix:%s", t->path);
     assert_int_equal(addr_parse(&a, spec, strlen(spec), 0, &why), 0);
-    assert_null(listener_socks_open(&a, NWORKERS, 16, &err));
+    assert_null(listener_socks_open(&a, NWORKERS, 16, NULL, &err));
     assert_non_null(err);
     assert_non_null(strstr(err, t->path));
     free(err);
