@@ -106,7 +106,9 @@ def test_unary_with_trailers(strait_factory, grpc_backend):
             call(b"fail", timeout=10)
         assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert e.value.details() == "told to fail"
-    assert "protocol=HTTP/2 status=200" in st.log()
+    # Access lines are written by the log's writer thread: wait for it.
+    wait_for(lambda: "protocol=HTTP/2 status=200" in st.log(), 10,
+             "the access log line")
 
 
 def test_streaming_all_kinds(strait_factory, grpc_backend):
