@@ -97,6 +97,14 @@ struct compile_env {
     struct spanq *spans;
 };
 
+struct l4_listener_conf;
+
+/* compile_l4_alog() gives an L4 listener's relay the access log's writer
+ * and its Envoy format (log.accessLogEncoding TEXT or JSON); -1 with an
+ * allocated *err when memory is short. */
+int compile_l4_alog(struct l4_listener_conf *c, const struct bootstrap *bs,
+                    const struct compile_env *env, char **err);
+
 /* compile_gateway() builds the HTTP proxy of a Gateway listener with its
  * first routes (compile_gateway_routes()). */
 int compile_gateway(const struct bootstrap *bs, const struct resource_set *set,

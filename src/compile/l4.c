@@ -443,6 +443,10 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
     b.c->port = g->port;
     b.c->inspect = g->secure;
     b.c->relay.access_log = bs->log.access_log;
+    if (compile_l4_alog(b.c, bs, env, err) < 0) {
+        l4_listener_conf_unref(b.c);
+        return -1;
+    }
     /* The same table settings as the HTTP routes', so clusters shared by
      * identity are the same either way. */
     istio_clusters_init(&b.table, set, env->nworkers, prev, next);

@@ -106,15 +106,31 @@ static int http_settings(struct http_listener_conf *c,
 
 /* A tcp listener runs as an L4 listener: one tcp route to the cluster of
  * its upstreams, on the relay Gateway TCP routes use. */
+int compile_l4_alog(struct l4_listener_conf *c, const struct bootstrap *bs,
+                    const struct compile_env *env, char **err)
+{
+    c->relay.alog_sink = env != NULL ? env->alog_sink : NULL;
+    if (!bs->log.access_log ||
+        bs->log.access_log_encoding == BOOTSTRAP_ALOG_STRAIT)
+        return 0;
+    /* Checked when the bootstrap was loaded: only memory can fail. */
+    c->relay.alog_fmt = bootstrap_alog_compile(&bs->log, err);
+    return c->relay.alog_fmt != NULL ? 0 : -1;
+}
+
 static int compile_tcp(const struct bootstrap *bs,
                        const struct bootstrap_listener *bl,
-                       struct stats_block *stats, struct compiled_listener *out,
-                       char **err)
+                       struct stats_block *stats, const struct compile_env *env,
+                       struct compiled_listener *out, char **err)
 {
     struct l4_listener_conf *c = lower_tcp_listener(bs, bl, stats, err);
 
     if (c == NULL)
         return -1;
+    if (compile_l4_alog(c, bs, env, err) < 0) {
+        l4_listener_conf_unref(c);
+        return -1;
+    }
     out->ops = &l4_listener_ops;
     out->conf = c;
     return 0;
@@ -391,7 +407,7 @@ int compile_listener(const struct bootstrap *bs,
     *err = NULL;
     if (bl->protocol == BOOTSTRAP_HTTP)
         return compile_http(bs, bl, clusters, stats, env, out, err);
-    return compile_tcp(bs, bl, stats, out, err);
+    return compile_tcp(bs, bl, stats, env, out, err);
 }
 
 int compile_tls_check(const struct compiled_listener *cl, char **err)

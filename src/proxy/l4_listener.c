@@ -39,6 +39,7 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "event/reap.h"
+#include "http/access_format.h"
 #include "event/timer.h"
 #include "net/conn.h"
 #include "net/overload.h"
@@ -122,6 +123,7 @@ void l4_listener_conf_unref(struct l4_listener_conf *c)
         cluster_unref(c->clusters[i]);
     free(c->clusters);
     stats_block_unref(c->stats);
+    afmt_free(c->relay.alog_fmt);
     series_labels_unref(c->metrics_src);
     cx_limit_unref(c->cx);
     free(c->name);

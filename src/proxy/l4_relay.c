@@ -22,8 +22,10 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "event/logsink.h"
 #include "event/reap.h"
 #include "event/timer.h"
+#include "http/access_format.h"
 #include "net/conn.h"
 #include "net/sock.h"
 #include "proxy/istio_metrics.h"
@@ -109,11 +111,11 @@ static const char *end_flags(const char *reason)
     return "-";
 }
 
-static void session_log(const struct tcp_session *s, uint64_t now)
+static void session_log(struct tcp_session *s, uint64_t now)
 {
     char peer[ADDR_STRLEN] = "-", up[ADDR_STRLEN] = "-";
     char in[24], out[24], uin[24], uout[24], dur[24];
-    const struct l4_relay *r = s->r;
+    struct l4_relay *r = s->r;
     struct log_field f[] = {
         {"listener", r->p.name, 0},
         {"downstream", peer, 0},
@@ -143,7 +145,83 @@ static void session_log(const struct tcp_session *s, uint64_t now)
     snprintf(uin, sizeof(uin), "%" PRIu64, s->up_in);
     snprintf(uout, sizeof(uout), "%" PRIu64, s->up_out);
     snprintf(dur, sizeof(dur), "%" PRIu64, now - s->start_ms);
-    log_event(LOG_INFO, "tcp_session", f, (int)(sizeof(f) / sizeof(f[0])));
+    if (r->p.alog_sink == NULL) {
+        log_event(LOG_INFO, "tcp_session", f, (int)(sizeof(f) / sizeof(f[0])));
+        return;
+    }
+    if (log_get_level() > LOG_INFO)
+        return;
+    {
+        char line[LSINK_CHUNK];
+        struct buf b = {line, 0, 0, sizeof(line), sizeof(line)};
+
+        log_event_render(&b, LOG_INFO, "tcp_session", f,
+                         (int)(sizeof(f) / sizeof(f[0])));
+        lsink_buf_line(&r->alog, buf_ptr(&b), buf_len(&b));
+    }
+}
+
+static void l4_sock_local(int fd, char *out, size_t n)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+
+    out[0] = '\0';
+    if (fd >= 0 && getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+        addr_format_sa((const struct sockaddr *)&ss, len, out, n);
+}
+
+/* A session in an Envoy format (log.accessLogEncoding TEXT or JSON): the
+ * HTTP operators are missing ("-"), %RESPONSE_CODE% is 0. */
+static void session_envoy_log(struct tcp_session *s, uint64_t now)
+{
+    struct l4_relay *r = s->r;
+    const struct afmt *fmt = r->p.alog_fmt;
+    char peer[ADDR_STRLEN] = "", up[ADDR_STRLEN] = "", local[ADDR_STRLEN];
+    char uplocal[ADDR_STRLEN], line[LSINK_CHUNK];
+    struct buf b = {line, 0, 0, sizeof(line), sizeof(line)};
+    struct timespec ts;
+    struct afmt_ctx c;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    memset(&c, 0, sizeof(c));
+    c.duration_ms = now - s->start_ms;
+    c.start_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 -
+                 (int64_t)c.duration_ms * 1000;
+    c.flags = end_flags(s->reason);
+    c.termination = s->reason;
+    if (strncmp(s->reason, "upstream_tls_refused:", 21) == 0)
+        c.upstream_failure = s->reason + 21;
+    else if (strcmp(c.flags, "UF") == 0)
+        c.upstream_failure = s->reason;
+    c.bytes_received = s->bytes_in;
+    c.bytes_sent = s->bytes_out;
+    if (s->peerlen > 0) {
+        addr_format_sa((const struct sockaddr *)&s->peer, s->peerlen, peer,
+                       sizeof(peer));
+        c.downstream_remote = peer;
+        c.downstream_direct_remote = peer;
+    }
+    if (s->attempts > 0 && s->neps > 0) {
+        addr_format(&s->eps[s->ep % s->neps], up, sizeof(up));
+        c.upstream_host = up;
+    }
+    c.upstream_cluster = s->cluster;
+    c.route = s->route;
+    c.sni = s->sni[0] ? s->sni : NULL;
+    c.peer_uri_san = s->peer_uri;
+    c.attempts = (unsigned)s->attempts;
+    if (afmt_needs(fmt) & AFMT_NEED_DOWNSTREAM_LOCAL) {
+        l4_sock_local(s->down.fd, local, sizeof(local));
+        c.downstream_local = local[0] ? local : NULL;
+    }
+    if (afmt_needs(fmt) & AFMT_NEED_UPSTREAM_LOCAL) {
+        l4_sock_local(s->up.fd, uplocal, sizeof(uplocal));
+        c.upstream_local = uplocal[0] ? uplocal : NULL;
+    }
+    afmt_write(fmt, &c, &b);
+    if (buf_len(&b) > 0)
+        lsink_buf_line(&r->alog, buf_ptr(&b), buf_len(&b));
 }
 
 /* session_close() ends the session now; the memory is freed on the next
@@ -158,14 +236,18 @@ static void session_close(struct tcp_session *s, const char *reason)
     s->reason = reason;
     timer_cancel(&s->timer);
     timer_cancel(&s->kick);
+    /* Logged while the sockets are open: a format may ask their local
+     * addresses. */
+    if (r->p.access_log && r->p.alog_fmt != NULL && r->p.alog_sink != NULL)
+        session_envoy_log(s, clock_ms());
+    else if (r->p.access_log)
+        session_log(s, clock_ms());
     conn_close(&s->up);
     conn_close(&s->down);
     bufpool_drain(&r->pool, &s->d2u);
     bufpool_drain(&r->pool, &s->u2d);
     buf_dispose(&s->d2u);
     buf_dispose(&s->u2d);
-    if (r->p.access_log)
-        session_log(s, clock_ms());
     if (s->ms != NULL) {
         /* Closed under the flags it ended with, as Istio's last report. */
         const char *fl = end_flags(reason);
@@ -649,6 +731,8 @@ int l4_relay_init(struct l4_relay *r, struct event_base *base,
     LIST_INIT(&r->sessions);
     LIST_INIT(&r->dead);
     bufpool_init(&r->pool, p->buffer_size, POOL_KEEP);
+    if (p->alog_sink != NULL)
+        lsink_buf_init(&r->alog, p->alog_sink, base);
     return 0;
 }
 
@@ -672,4 +756,5 @@ void l4_relay_dispose(struct l4_relay *r)
     }
     reaper_cancel(&r->reap);
     bufpool_dispose(&r->pool);
+    lsink_buf_dispose(&r->alog);
 }

@@ -7,6 +7,7 @@
 #include "core/addr.h"
 #include "core/bufpool.h"
 #include "core/list.h"
+#include "event/logsink.h"
 #include "event/reap-t.h"
 #include "net/conn.h"
 
@@ -18,6 +19,8 @@ struct series_labels;
 struct series_table;
 struct sockaddr_storage;
 struct ssl_ctx_st;
+struct afmt;
+struct lsink;
 
 /*
  * The relay engine of every L4 listener (l4_listener.c: Gateway TCP and TLS
@@ -35,6 +38,10 @@ struct l4_relay_params {
     uint64_t idle_timeout_ms;
     size_t buffer_size;
     int access_log;
+    /* The access log's Envoy format (owned by the listener's conf; NULL:
+     * strait's own line) and its writer (NULL: straight to the log). */
+    struct afmt *alog_fmt;
+    struct lsink *alog_sink;
     /* Istio's TCP metrics: the table (NULL: off) and the node's labels,
      * both borrowed from the conf. */
     struct series_table *metrics;
@@ -53,6 +60,7 @@ struct l4_relay {
     struct reap_node reap; /* frees dead */
     void (*on_reap)(void *arg); /* after each reaping turn */
     void *arg;
+    struct lsink_buf alog; /* access-log lines of this worker's turn */
 };
 
 /* l4_relay_init() prepares r; closed sessions are freed through reaper

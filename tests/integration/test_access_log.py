@@ -259,3 +259,27 @@ def test_bad_format_refused(tmp_path):
                        text=True, timeout=20)
     assert r.returncode == 1
     assert "member \"a\"" in r.stderr and "needs a header name" in r.stderr
+
+
+def test_tcp_session_envoy_format(strait_factory, up, tmp_path):
+    """A tcp listener's sessions take the same format (HTTP operators are
+    missing: "-", %RESPONSE_CODE% 0) and go to the same file."""
+    port = free_port()
+    path = tmp_path / "access.log"
+    yaml = (f"  - name: t\n    address: \"127.0.0.1:{port}\"\n"
+            f"    upstreams: [\"127.0.0.1:{up.port}\"]\n")
+    extra = (f"log: {{accessLogEncoding: TEXT, accessLogFile: \"{path}\", "
+             "accessLogFormat: 'TCP %BYTES_RECEIVED% %BYTES_SENT% "
+             "%UPSTREAM_HOST% %RESPONSE_CODE% %REQ(:METHOD)% "
+             "%DOWNSTREAM_LOCAL_ADDRESS% %UPSTREAM_LOCAL_ADDRESS%'}\n")
+    st = strait_factory(yaml, extra=extra, workers=1).start()
+    assert curl(port, "/tcp", "-H", "Connection: close") == 200
+    wait_for(lambda: path.exists() and "TCP " in path.read_text(), 10,
+             "the session's line")
+    line = [ln for ln in path.read_text().splitlines() if "TCP " in ln][0]
+    m = re.fullmatch(r"TCP (\d+) (\d+) 127\.0\.0\.1:(\d+) 0 - "
+                     r"127\.0\.0\.1:(\d+) 127\.0\.0\.1:(\d+)", line)
+    assert m, line
+    assert int(m.group(1)) > 0 and int(m.group(2)) > 0
+    assert int(m.group(3)) == up.port and int(m.group(4)) == port
+    assert "tcp_session" not in st.log()
