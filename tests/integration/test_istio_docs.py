@@ -35,6 +35,7 @@ from conftest import SRCDIR, STRAIT, wait_for
 
 DOCS = pathlib.Path(__file__).resolve().parent / "istio-docs"
 SAMPLES = pathlib.Path(SRCDIR) / "tests" / "data" / "istio-samples"
+BOOKINFO = SAMPLES / "bookinfo" / "networking"
 CLONE_NEWNET = 0x40000000
 
 
@@ -60,8 +61,8 @@ def netns():
 
 
 class Httpbin(http.server.BaseHTTPRequestHandler):
-    """What the tasks ask of httpbin: /status/CODE, /headers, /get,
-    /delay/SECONDS; and helloworld's /hello."""
+    """What the tasks ask of httpbin: /status/CODE, /headers, /get, /ip,
+    /post, /delay/SECONDS; helloworld's /hello; bookinfo's /productpage."""
     protocol_version = "HTTP/1.1"
     gate = None  # a threading.Event /get waits for, when set
     arrived = None  # a Semaphore released when /get arrives
@@ -93,6 +94,9 @@ class Httpbin(http.server.BaseHTTPRequestHandler):
         elif parts[0] in ("ip", "post"):
             self.answer(200, json.dumps({"origin": self.client_address[0]})
                         .encode())
+        elif parts[0] == "productpage":
+            self.answer(200, b"<title>Simple Bookstore App</title>\n",
+                        "text/html")
         elif parts[0] == "hello":
             self.answer(200, b"Hello version: v1, instance: helloworld-v1\n",
                         "text/plain")
@@ -775,6 +779,39 @@ def test_authz_deny_at_a_node_fronting_httpbin(netns, strait_factory, tmp_path,
     assert code("/ip", token="admin") == 200
 
 
+# -- security/authorization/authz-http ------------------------------------------
+
+def test_authz_http_at_a_node_fronting_productpage(netns, strait_factory,
+                                                   tmp_path, backends):
+    """bookinfo's gateway on a node that fronts productpage (namespace
+    default, app: productpage): allow-nothing denies every request (403);
+    productpage-viewer then allows GET, not POST. details-viewer selects
+    another workload and changes nothing here, which strait check -c
+    says (IST0127)."""
+    node = Node(strait_factory, tmp_path, node=(
+        "namespace: default, labels: {app: productpage, istio: ingressgateway}"))
+    node.add("vm-node.yaml", service_entry("productpage", "default", 9080,
+                                           [(None, backends())]))
+    node.apply(BOOKINFO / "bookinfo-gateway.yaml")
+    node.start()
+    url = "http://127.0.0.1:8080/productpage"
+    assert curl(url)[0] == 200
+    node.apply(DOCS / "authz-http" / "allow-nothing.yaml")
+    wait_code(403, url, what="allow-nothing")
+    node.apply(DOCS / "authz-http" / "productpage-viewer.yaml")
+    wait_code(200, url, what="GET allowed")
+    assert curl("-X", "POST", url)[0] == 403
+    before = node.reloads()
+    node.apply(DOCS / "authz-http" / "details-viewer.yaml")
+    wait_for(lambda: node.reloads() > before, 10, "details-viewer loaded")
+    assert curl(url)[0] == 200
+    r = subprocess.run([STRAIT, "check", "-c", str(node.st.config),
+                        str(node.conf)], capture_output=True, text=True,
+                       timeout=60)
+    assert "Warning [IST0127] (AuthorizationPolicy default/details-viewer " \
+        in r.stdout, r.stdout
+
+
 # -- security/authentication/authn-policy: end-user authentication ------------
 
 class RawGithub(http.server.BaseHTTPRequestHandler):
@@ -874,9 +911,6 @@ def test_enduser_authentication_at_ingress(jwks_node, backends):
 
 
 # -- tasks whose rules are for sidecars -----------------------------------------
-
-BOOKINFO = SAMPLES / "bookinfo" / "networking"
-
 
 @pytest.mark.parametrize("files", [
     # request-routing
