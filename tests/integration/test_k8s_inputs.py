@@ -630,3 +630,79 @@ def test_endpoint_turning_not_ready_leaves_the_service(strait_factory,
     assert up.conns == before
     write("true")
     wait_for(lambda: get(port)[0] == 200, 10, "the endpoint back")
+
+
+def test_check_reports_gateway_port_not_on_service(tmp_path):
+    """`strait check -c` with the ingress gateway's own Service (as Istio
+    installs it) in node.namespace: a Gateway port its targetPorts do not
+    reach is IST0162, a Warning at the server's port, exit code 0."""
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    (conf / "gw.yaml").write_text("""apiVersion: v1
+kind: Service
+metadata:
+  labels:
+    app: istio-ingressgateway
+    istio: ingressgateway
+  name: istio-ingressgateway
+  namespace: istio-system
+spec:
+  ports:
+  - name: status-port
+    nodePort: 31441
+    port: 15021
+    protocol: TCP
+    targetPort: 15021
+  - name: http2
+    nodePort: 30080
+    port: 80
+    protocol: TCP
+    targetPort: 8080
+  - name: https
+    nodePort: 30443
+    port: 443
+    protocol: TCP
+    targetPort: 8443
+  selector:
+    app: istio-ingressgateway
+    istio: ingressgateway
+  type: LoadBalancer
+status:
+  loadBalancer: {}
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata:
+  name: httpbin-gateway
+spec:
+  selector:
+    istio: ingressgateway
+  servers:
+  - port:
+      number: 8080
+      name: http
+      protocol: HTTP
+    hosts:
+    - "httpbin.example.com"
+  - port:
+      number: 9090
+      name: http-other
+      protocol: HTTP
+    hosts:
+    - "httpbin.example.com"
+""")
+    boot = tmp_path / "strait.yaml"
+    boot.write_text("node: {namespace: istio-system, labels: "
+                    "{istio: ingressgateway, app: istio-ingressgateway}}\n")
+    p = subprocess.run([STRAIT, "check", "-c", str(boot), str(conf)],
+                       capture_output=True, text=True, timeout=30)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert out.count("IST0162") == 1, out
+    assert (f"Warning [IST0162] (Gateway default/httpbin-gateway "
+            f"{conf}/gw.yaml:48:7) spec.servers[1].port: The gateway is "
+            "listening on a target port (port 9090) that is not defined in "
+            "the Service associated with its workload instances (Pod "
+            "selector istio=ingressgateway). If you need to access the "
+            "gateway port through the gateway Service, it will not be "
+            "available.") in out, out

@@ -460,6 +460,36 @@ static void other_kubernetes_kinds_are_ignored_with_info(void **state)
         assert_int_equal(f->set->msgs.v[i].level, RES_INFO);
 }
 
+/* `kubectl get svc,endpointslices -o yaml` writes a List. */
+static void kubectl_list_of_kinds(void **state)
+{
+    struct fx *f = *state;
+    const struct res_service_entry *se;
+
+    load_ok(f, "apiVersion: v1\n"
+               "items:\n"
+               "- apiVersion: v1\n"
+               "  kind: Service\n"
+               "  metadata: {name: web, namespace: shop}\n"
+               "  spec:\n"
+               "    ports: [{name: http, port: 80, targetPort: 8080}]\n"
+               "    selector: {app: web}\n"
+               "  status: {loadBalancer: {}}\n"
+               "- addressType: IPv4\n"
+               "  apiVersion: discovery.k8s.io/v1\n"
+               "  endpoints: [{addresses: [10.1.0.9], conditions: {ready: "
+               "true}}]\n"
+               "  kind: EndpointSlice\n"
+               "  metadata: {name: web-x, namespace: shop, labels: "
+               "{kubernetes.io/service-name: web}}\n"
+               "  ports: [{name: http, port: 8080, protocol: TCP}]\n"
+               "kind: List\n"
+               "metadata: {resourceVersion: \"\"}\n");
+    se = res_service_entry(find(f, RES_SERVICE, "shop", "web"));
+    assert_int_equal(se->endpoints.n, 1);
+    assert_int_equal(ep_port(se_ep(se, 0), "http"), 8080);
+}
+
 /* Kubernetes' own limits on a slice: 1000 endpoints, 100 ports, 100
  * addresses an endpoint; one more is an error. */
 static void slice_limits(void **state)
@@ -530,6 +560,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             other_kubernetes_kinds_are_ignored_with_info, setup, teardown),
         cmocka_unit_test_setup_teardown(slice_limits, setup, teardown),
+        cmocka_unit_test_setup_teardown(kubectl_list_of_kinds, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
