@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/arena.h"
 #include "core/ascii.h"
@@ -356,6 +357,19 @@ static long op_parse(struct afmt *f, const char *s, size_t n, size_t col,
         err_set(err, "column %zu: %%%s%%: argument longer than %d bytes",
                 col - 1, d->name, AFMT_MAX_ARG);
         return -1;
+    }
+    if (d->kind == AF_HOSTNAME) {
+        /* The machine's name, read once here (Envoy's %HOSTNAME%). */
+        char host[256];
+        if (gethostname(host, sizeof(host)) < 0)
+            host[0] = '\0';
+        host[sizeof(host) - 1] = '\0';
+        op->a = dup_n(host, strlen(host));
+        op->an = strlen(host);
+        if (op->a == NULL) {
+            err_set(err, "out of memory");
+            return -1;
+        }
     }
     switch (d->arg) {
     case ARG_NONE:
@@ -790,7 +804,7 @@ static void op_value(const struct afmt_op *op, const struct afmt_ctx *c,
         str_val(v, c->peer_uri_san);
         break;
     case AF_HOSTNAME:
-        str_val(v, c->hostname);
+        str_val(v, c->hostname != NULL ? c->hostname : op->a);
         break;
     case AF_UPSTREAM_REQUEST_ATTEMPT_COUNT:
         num_val(v, c->attempts);

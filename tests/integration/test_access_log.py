@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 
 from conftest import STRAIT, free_port, wait_for
@@ -92,6 +93,9 @@ def test_every_operator(strait_factory, up):
         "%REQUESTED_SERVER_NAME%", "%ROUTE_NAME%",
         "%UPSTREAM_TRANSPORT_FAILURE_REASON%", "%PROTOCOL%",
         "%UPSTREAM_REQUEST_ATTEMPT_COUNT%", "%REQ(:AUTHORITY)%",
+        "%HOSTNAME%", "%DOWNSTREAM_DIRECT_REMOTE_ADDRESS%",
+        "%DOWNSTREAM_LOCAL_ADDRESS_WITHOUT_PORT%", "%REQ(:SCHEME)%",
+        "%CONNECTION_TERMINATION_DETAILS%", "%DOWNSTREAM_PEER_URI_SAN%",
     ]
     fmt = "|".join(["AL"] + ops)
     dead = free_port()
@@ -127,6 +131,13 @@ def test_every_operator(strait_factory, up):
     assert v["%PROTOCOL%"] == "HTTP/1.1"
     assert v["%UPSTREAM_REQUEST_ATTEMPT_COUNT%"] == "1"
     assert v["%REQ(:AUTHORITY)%"] == f"127.0.0.1:{port}"
+    assert v["%HOSTNAME%"] == socket.gethostname()
+    assert v["%DOWNSTREAM_DIRECT_REMOTE_ADDRESS%"] == \
+        v["%DOWNSTREAM_REMOTE_ADDRESS%"]
+    assert v["%DOWNSTREAM_LOCAL_ADDRESS_WITHOUT_PORT%"] == "127.0.0.1"
+    assert v["%REQ(:SCHEME)%"] == "http"
+    assert v["%CONNECTION_TERMINATION_DETAILS%"] == "-"
+    assert v["%DOWNSTREAM_PEER_URI_SAN%"] == "-"   # no client certificate
     w = dict(zip(ops, bad[1:]))
     assert w["%RESPONSE_CODE%"] == "503"
     assert w["%RESPONSE_FLAGS%"] == "UF"

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -121,6 +122,12 @@ static void test_operators(void **state)
     expect("%CONNECTION_TERMINATION_DETAILS%", "-");
     expect("%UPSTREAM_REQUEST_ATTEMPT_COUNT%", "2");
     expect("100%% %DURATION%ms", "100% 12ms");
+    {
+        char host[256];
+        assert_int_equal(gethostname(host, sizeof(host)), 0);
+        host[sizeof(host) - 1] = '\0';
+        expect("%HOSTNAME%", host); /* read when compiled */
+    }
     expect("", "");
 }
 
