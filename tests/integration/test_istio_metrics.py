@@ -23,6 +23,20 @@ def scrape(url):
         return r.read().decode()
 
 
+def settled(st, requests):
+    """The exposition once the workers have recorded `requests` requests:
+    a request is counted when its stream ends, which can be just after the
+    client has read the response."""
+    url = st.url("/stats/prometheus")
+    box = {}
+
+    def done():
+        box["text"] = scrape(url)
+        return value(box["text"], "istio_requests_total") == requests
+    wait_for(done, 10, f"{requests} requests in istio_requests_total")
+    return box["text"]
+
+
 def samples(text, name):
     """[(labels, value)] of every sample called name."""
     out = []
@@ -160,7 +174,7 @@ def test_http_labels_buckets_and_metrics_port(strait_factory, httpd_factory,
         assert get(gw, "/r?status=500")[0] == 500
     assert get(gw, "/nowhere")[0] == 502
 
-    text = scrape(st.url("/stats/prometheus"))
+    text = settled(st, 8)
     # The dedicated port serves the same families, and nothing else.
     port_text = scrape(f"http://127.0.0.1:{mport}/stats/prometheus")
     assert "istio_requests_total" in port_text
@@ -261,16 +275,18 @@ def test_series_bound_counts_overflow(strait_factory, httpd_factory):
     st.start()
     for host in ("a.example.com", "b.example.com", "c.example.com"):
         assert get(port, "/", host=host)[0] == 200
-    text = scrape(st.url("/stats/prometheus"))
+    text = settled(st, 2)
     rows = samples(text, "istio_requests_total")
     assert sorted(l["destination_service"] for l, _ in rows) == [
         "a.example.com", "b.example.com"]
     # Istio's host fallback: first DNS label as the service name.
     assert {l["destination_service_name"] for l, _ in rows} == {"a", "b"}
-    assert value(text, "strait_istio_series_overflow_total") == 1
+    wait_for(lambda: value(scrape(st.url("/stats/prometheus")),
+                           "strait_istio_series_overflow_total") == 1,
+             10, "the third label set counted as overflow")
     # A label set already there is still recorded past the bound.
     assert get(port, "/", host="a.example.com")[0] == 200
-    text = scrape(st.url("/stats/prometheus"))
+    text = settled(st, 3)
     assert value(text, "istio_requests_total",
                  destination_service="a.example.com") == 2
 
@@ -284,7 +300,7 @@ def test_extra_labels_escaped(strait_factory, httpd_factory):
                                + clusters(backend=[up.addr])))
     st.start()
     assert get(port, "/", host="www.example.com:8080")[0] == 200
-    text = scrape(st.url("/stats/prometheus"))  # parses: values escaped
+    text = settled(st, 1)  # parses: values escaped
     assert value(text, "istio_requests_total", env="prod",
                  note='say "hi" \\o/', destination_service="www.example.com:8080",
                  destination_service_name="www") == 1
