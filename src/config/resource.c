@@ -623,6 +623,9 @@ struct loader {
     const char *default_ns; /* for documents without metadata.namespace */
     /* An etcd key: the one resource its value may hold (NULL: a file). */
     const struct res_input *expect;
+    /* With expect: the resources before this index came from the
+     * directory, and one of them with the same identity gives way. */
+    size_t dir_n;
 };
 
 static void resource_free(struct resource *r)
@@ -822,6 +825,21 @@ static int add_resource(struct loader *ld, struct resource *r,
 
     for (size_t i = 0; i < set->n; i++) {
         struct resource *o = set->v[i];
+        if (o->kind == r->kind && strcmp(o->meta.name, r->meta.name) == 0 &&
+            strcmp(o->meta.ns, r->meta.ns) == 0 && ld->expect != NULL &&
+            i < ld->dir_n) {
+            /* The documented precedence: etcd's definition (the fleet's)
+             * replaces the directory's (the node's). */
+            res_msgs_add(&set->msgs, "STR0002", RES_WARNING, r->file, r->line,
+                         r->col, resource, "metadata",
+                         "%s %s/%s replaces the one at %s:%d:%d (etcd "
+                         "takes precedence over config.dir)",
+                         res_kind_name(r->kind), r->meta.ns, r->meta.name,
+                         o->file, o->line, o->col);
+            resource_free(o);
+            set->v[i] = r;
+            return 0;
+        }
         if (o->kind == r->kind && strcmp(o->meta.name, r->meta.name) == 0 &&
             strcmp(o->meta.ns, r->meta.ns) == 0) {
             res_msgs_add(&set->msgs, "STR0004", RES_ERROR, r->file, r->line,
@@ -1154,9 +1172,9 @@ static const char *add_file(struct resource_set *set, const char *name)
 
 static void load_bytes_as(struct resource_set *set, const char *data,
                           size_t len, const char *name, const char *default_ns,
-                          const struct res_input *expect)
+                          const struct res_input *expect, size_t dir_n)
 {
-    struct loader ld = {set, add_file(set, name), default_ns, expect};
+    struct loader ld = {set, add_file(set, name), default_ns, expect, dir_n};
     struct ydoc *docs = NULL;
     size_t ndocs = 0;
     char *err = NULL;
@@ -1213,7 +1231,7 @@ static void load_bytes_as(struct resource_set *set, const char *data,
 static void load_bytes(struct resource_set *set, const char *data, size_t len,
                        const char *name, const char *default_ns)
 {
-    load_bytes_as(set, data, len, name, default_ns, NULL);
+    load_bytes_as(set, data, len, name, default_ns, NULL, 0);
 }
 
 static void load_file(struct resource_set *set, const char *path,
@@ -1401,6 +1419,7 @@ struct resource_set *resource_load_inputs(const char *dir,
                                           struct buf *errs, int *nerr)
 {
     struct resource_set *set = set_new();
+    size_t dir_n;
 
     if (set == NULL) {
         if (nerr != NULL)
@@ -1421,6 +1440,7 @@ struct resource_set *resource_load_inputs(const char *dir,
                          "cannot read: %s", strerror(errno));
         }
     }
+    dir_n = set->n;
     for (size_t i = 0; i < n; i++) {
         if (in[i].kind != NULL && in[i].kind[0] == '\0') {
             const char *f = add_file(set, in[i].name);
@@ -1435,7 +1455,7 @@ struct resource_set *resource_load_inputs(const char *dir,
         /* A value without metadata.namespace is in its key's namespace. */
         load_bytes_as(set, in[i].data, in[i].len, in[i].name,
                       in[i].kind != NULL ? in[i].ns : default_ns,
-                      in[i].kind != NULL ? &in[i] : NULL);
+                      in[i].kind != NULL ? &in[i] : NULL, dir_n);
     }
     return finish(set, errs, nerr);
 }

@@ -77,9 +77,10 @@ struct res_input {
 
 /*
  * resource_load_inputs() is resource_load_ns() of dir (NULL or "": none)
- * followed by each input, in order: a resource defined again later
- * replaces the earlier one (with a warning), so inputs take precedence
- * over the directory. An input's value without metadata.namespace is in
+ * followed by each input, in order. An input's resource replaces one of
+ * the same kind, namespace and name from dir (a warning: inputs take
+ * precedence over the directory); defined twice within dir or within the
+ * inputs it is an error (STR0004) as ever. An input's value without metadata.namespace is in
  * its key's namespace.
  */
 struct resource_set *resource_load_inputs(const char *dir,

@@ -13,12 +13,19 @@ import time
 import urllib.error
 import urllib.request
 
+import shutil
+
 import pytest
 
 from conftest import STRAIT, Strait, finish_strait, free_port, wait_for
 from etcd_util import Cluster, Relay
 
 PREFIX = "/strait"
+
+# Debian's etcd-server and etcd-client (scripts/deps.sh --test).
+pytestmark = pytest.mark.skipif(
+    shutil.which("etcd") is None or shutil.which("etcdctl") is None,
+    reason="etcd-server and etcd-client are not installed")
 
 
 def gateway(name, port, app):
@@ -67,7 +74,8 @@ class Fleet:
     """n strait processes, each node labelled app=gw<i> and served by its
     own Gateway gw<i> on its own port, all reading one etcd prefix."""
 
-    def __init__(self, tmp, cluster, n, endpoints=None, etcd_extra=""):
+    def __init__(self, tmp, cluster, n, endpoints=None, etcd_extra="",
+                 config_extra=""):
         self.cluster = cluster
         self.straits = []
         self.ports = []
@@ -81,7 +89,7 @@ class Fleet:
                 f"admin: {{address: 127.0.0.1:{s.admin_port}}}\n"
                 f"node: {{name: gw{i}, namespace: default, labels: {{app: gw{i}}}}}\n"
                 f"log: {{accessLog: false}}\n"
-                f"config:\n  etcd:\n    endpoints: [{', '.join(eps)}]\n"
+                f"config:\n{config_extra}  etcd:\n    endpoints: [{', '.join(eps)}]\n"
                 f"    prefix: {PREFIX}\n    backoff: 400ms\n    backoffMax: 2s\n"
                 f"{etcd_extra}"))
             self.straits.append(s)
@@ -441,3 +449,23 @@ def test_reconnect_spread_after_restart(tmp_path, single, fleets):
     assert within < n, rel
     assert rel[-1] >= 100, rel
     wait_for(lambda: m.watchers() == (n, n), 10, "one watch each")
+
+
+def test_etcd_takes_precedence_over_the_directory(tmp_path, single, fleets):
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    f = Fleet(tmp_path, single, 1, config_extra=f"  dir: {conf}\n")
+    fleets.append(f)
+    # The node's own files: its Gateway and a VirtualService.
+    (conf / "gw.yaml").write_text(gateway("gw0", f.ports[0], "gw0"))
+    (conf / "vs.yaml").write_text(vs("web", ["gw0"], 211))
+    f.start()
+    f.all_serve(211)
+    s = f.straits[0]
+    # The fleet's definition of the same VirtualService replaces it.
+    single.put(key("VirtualService", "web"), vs("web", ["gw0"], 212))
+    f.all_serve(212)
+    assert "etcd takes precedence over config.dir" in s.log()
+    # Gone from etcd: the directory's comes back.
+    single.delete(key("VirtualService", "web"))
+    f.all_serve(211)
