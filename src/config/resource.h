@@ -80,8 +80,8 @@ struct res_input {
  * followed by each input, in order. An input's resource replaces one of
  * the same kind, namespace and name from dir (a warning: inputs take
  * precedence over the directory); defined twice within dir or within the
- * inputs it is an error (STR0004) as ever. An input's value without metadata.namespace is in
- * its key's namespace.
+ * inputs it is an error (STR0004) as ever. An input's value without
+ * metadata.namespace is in its key's namespace.
  */
 struct resource_set *resource_load_inputs(const char *dir,
                                           const char *default_ns,
