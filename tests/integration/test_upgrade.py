@@ -337,3 +337,47 @@ def test_systemd_hears_the_new_mainpid(strait_factory, upstream_factory,
         ns.close()
         if new is not None:
             stop_pid(new)
+
+
+def test_tcp_and_unix_listeners_move_and_keep_their_sessions(
+        strait_factory, upstream_factory, tmp_path):
+    """Bootstrap TCP listeners, one on a unix path: an open session goes on
+    in the old process until it ends, new ones reach the new process, and
+    the path the old one bound is still there once it has exited."""
+    from conftest import echo_handler, recv_exact
+    up = upstream_factory(echo_handler)
+    port = free_port()
+    path = tmp_path / "in.sock"
+    yaml = (f"  - name: tcp\n    address: 127.0.0.1:{port}\n"
+            f"    upstreams: [\"{up.addr}\"]\n"
+            f"  - name: ux\n    address: unix:{path}\n"
+            f"    upstreams: [\"{up.addr}\"]\n")
+    st = strait_factory(yaml, extra="drainTimeout: 20s\n").start()
+    old = st.proc.pid
+    held = socket.create_connection(("127.0.0.1", port), timeout=10)
+    held.sendall(b"before")
+    assert recv_exact(held, 6) == b"before"
+    r = upgrade(st)
+    assert r.returncode == 0, r.stderr
+    new = serving_pid(st)
+    # Two workers' sockets for tcp, one shared unix socket, the admin API.
+    assert f"upgrade: handed 4 socket(s) to pid {new}" in st.log()
+    # The session opened before the upgrade still relays (old process).
+    held.sendall(b"during")
+    assert recv_exact(held, 6) == b"during"
+    assert st.proc.poll() is None
+    held.close()
+    wait_for(lambda: st.proc.poll() is not None, 30, "the old one to exit")
+    assert st.proc.returncode == 0
+    assert path.exists()
+    for family, target in ((socket.AF_INET, ("127.0.0.1", port)),
+                           (socket.AF_UNIX, str(path))):
+        c = socket.socket(family)
+        c.settimeout(10)
+        c.connect(target)
+        with c:
+            c.sendall(b"after")
+            assert recv_exact(c, 5) == b"after"
+    assert f"upgrade: pid {new} serves; this process (pid {old}) drains" in \
+        st.log()
+    stop_pid(new)
