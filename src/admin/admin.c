@@ -229,6 +229,7 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
         buf_puts(b, "\n");
     }
     buf_printf(b, "server.pid: %d\n", st.pid);
+    buf_printf(b, "server.serving: %d\n", st.serving);
     buf_printf(b, "server.upgrades_ok: %" PRIu64 "\n", st.upgrades_ok);
     buf_printf(b, "server.upgrades_failed: %" PRIu64 "\n", st.upgrades_failed);
     buf_printf(b, "server.upgrade_running: %d\n", st.upgrade_running);

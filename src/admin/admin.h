@@ -86,6 +86,7 @@ struct admin_status {
     uint64_t export_retries;
     /* Binary upgrades (POST /upgrade, SIGUSR2, strait upgrade). */
     int pid;              /* this process */
+    int serving;          /* every worker ran the first configuration */
     int upgrade_pid;      /* the new process of the last upgrade; 0: none */
     int upgrade_running;  /* 1 while one runs */
     uint64_t upgrades_ok; /* handed over: the new process serves */

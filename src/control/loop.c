@@ -1011,6 +1011,7 @@ static void admin_status(void *arg, struct admin_status *out)
     memcpy(out->overload_activations, s->overload_activations,
            sizeof(out->overload_activations));
     out->pid = (int)getpid();
+    out->serving = s->ready_sent;
     out->upgrade_pid = s->upgrade_pid;
     out->upgrade_running = s->up != NULL && !upgrade_finished(s->up);
     out->upgrades_ok = s->upgrades_ok;

@@ -465,8 +465,12 @@ static int ask_upgrade(struct call *c, const char *host, int port,
         if (call(c, host, port, "GET", "/stats",
                  (int64_t)(deadline - now_ms()) + 1) == 0 &&
             c->status == 200 && stat_of(c, "server.pid", &v) == 0) {
-            uint64_t failed, upid;
-            if (v == (uint64_t)pid) {
+            uint64_t failed, upid, serving = 0;
+            /* The new process answers the admin port as soon as it runs;
+             * it serves once its workers run its configuration (and it
+             * has told the old one so). */
+            if (v == (uint64_t)pid &&
+                stat_of(c, "server.serving", &serving) == 0 && serving == 1) {
                 printf("upgraded: pid %d serves (pid %llu drains)\n", pid,
                        (unsigned long long)old_pid);
                 return RC_OK;

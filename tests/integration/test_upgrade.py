@@ -126,11 +126,11 @@ def test_ten_upgrades_under_load_lose_nothing(strait_factory, upstream_factory,
                      extra="drainWindow: 1s\n")
     url = f"http://127.0.0.1:{port}/"
     pids = [st.proc.pid]
-    wrk = subprocess.Popen(["wrk", "-t", "1", "-c", "8", "-d", "15s",
+    wrk = subprocess.Popen(["wrk", "-t", "1", "-c", "8", "-d", "25s",
                             "--timeout", "10s", url],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True)
-    h2 = subprocess.Popen(["h2load", "-c", "4", "-m", "4", "-D", "15", url],
+    h2 = subprocess.Popen(["h2load", "-c", "4", "-m", "4", "-D", "25", url],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True)
     fresh = NewConnections(port)
@@ -146,7 +146,7 @@ def test_ten_upgrades_under_load_lose_nothing(strait_factory, upstream_factory,
             assert serving_pid(st) == new
             pids.append(new)
             before = fresh.ok
-            wait_for(lambda: fresh.ok > before + 20, 10,
+            wait_for(lambda: fresh.ok > before + 20, 20,
                      f"requests after upgrade {i + 1}")
         # Every old process drained and exited; the last one serves.
         for pid in pids[:-1]:

@@ -925,11 +925,13 @@ static void test_http_upgrade(void **state)
     /* The outcome is in /stats. */
     f->k.st.draining = 0;
     f->k.st.pid = 99;
+    f->k.st.serving = 1;
     f->k.st.upgrade_pid = 4321;
     f->k.st.upgrades_failed = 1;
     f->k.st.last_upgrade_error = "exited with status 1";
     r = http(f, "GET /stats HTTP/1.0\r\n\r\n");
     assert_line(r->body, "server.pid: 99");
+    assert_line(r->body, "server.serving: 1");
     assert_line(r->body, "server.upgrade_pid: 4321");
     assert_line(r->body, "server.upgrades_failed: 1");
     assert_line(r->body, "server.last_upgrade_error: \"exited with status 1\"");
