@@ -343,3 +343,52 @@ def test_readiness_port(strait_factory, httpd_factory, upstream_factory,
     assert r.status == 404
     c.close()
     assert st.proc.poll() is None
+
+
+def test_series_survive_reloads_and_follow_relabels(
+        strait_factory, httpd_factory, upstream_factory, tmp_path):
+    """A resource change that rebuilds the cluster keeps counting in the
+    same series; a bootstrap reload that relabels the node (or changes
+    metrics.extraLabels) records under the new labels from then on."""
+    up = httpd_factory()
+    echo = upstream_factory(echo_handler)
+    st, gw, tcp, _, _ = start_gateway(strait_factory, tmp_path, up.port,
+                                      echo.port)
+    conf = tmp_path / "conf.d"
+
+    def count(**want):
+        return value(scrape(st.url("/stats/prometheus")),
+                     "istio_requests_total", response_code="200",
+                     destination_service="reviews.bookinfo.svc.cluster.local",
+                     **want) or 0
+
+    for _ in range(3):
+        assert get(gw, "/r")[0] == 200
+    # A new endpoint weight rebuilds the cluster (same labels).
+    before = st.stats()["resources.reloads_ok"]
+    text = (conf / "r.yaml").read_text().replace(
+        "  serviceAccount: bookinfo-reviews\n",
+        "  serviceAccount: bookinfo-reviews\n  weight: 7\n")
+    tmp = conf / "r.tmp"
+    tmp.write_text(text)
+    tmp.rename(conf / "r.yaml")
+    wait_for(lambda: st.stats()["resources.reloads_ok"] > before, 10,
+             "the resources reloaded")
+    for _ in range(2):
+        assert get(gw, "/r")[0] == 200
+    rows = [l for l, _ in samples(scrape(st.url("/stats/prometheus")),
+                                  "istio_requests_total")
+            if l.get("response_code") == "200"]
+    assert len(rows) == 1, rows
+    assert count() == 5
+    # The node relabelled and an extra label, by a bootstrap reload.
+    cfg = st.config.read_text().replace(
+        "version: \"1.0\"", "version: \"2.0\"").replace(
+        "metrics: {address: ", "metrics: {extraLabels: {zone: b}, address: ")
+    st.config.write_text(cfg)
+    r = st.get("/reload", method="POST")
+    assert r[0] == 200 and r[1].startswith("reloaded"), r
+    wait_for(lambda: (get(gw, "/r")[0] == 200 and
+                      count(source_version="2.0", zone="b") >= 1), 10,
+             "requests under the new source labels")
+    assert count(source_version="1.0") == 5
