@@ -597,6 +597,18 @@ spec:
         strait_factory(extra=NODE + f"config: {{dir: \"{conf}\"}}\n").start()
         wait_for(lambda: get(port)[0] == 200, 10, "mTLS origination")
         assert up.handshakes >= 1
+        # A new client certificate in the Secret, which the upstream does
+        # not trust: the cluster is rebuilt with it, and refused.
+        other = make_cert(str(d), "other", "other.example.com",
+                          ["other.example.com"])
+        text = (conf / "r.yaml").read_text().replace(
+            b64(client[0]), b64(other[0])).replace(b64(client[1]),
+                                                   b64(other[1]))
+        tmp = conf / ".r.tmp"
+        tmp.write_text(text)
+        tmp.rename(conf / "r.yaml")
+        wait_for(lambda: get(port)[0] == 503, 10,
+                 "the new client certificate in use")
     finally:
         up.stop()
 
