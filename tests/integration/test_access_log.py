@@ -294,3 +294,18 @@ def test_tcp_session_envoy_format(strait_factory, up, tmp_path):
     assert int(m.group(1)) > 0 and int(m.group(2)) > 0
     assert int(m.group(3)) == up.port and int(m.group(4)) == port
     assert "tcp_session" not in st.log()
+
+
+def test_bad_format_on_reload_refused(strait_factory, up):
+    """A reload with a format that does not compile is refused; the
+    running format stays."""
+    st, port = start(strait_factory, up.port,
+                     "{accessLogEncoding: TEXT, accessLogFormat: 'OK %REQ(:PATH)%'}")
+    text = st.config.read_text().replace("OK %REQ(:PATH)%", "OK %NOPE%")
+    st.config.write_text(text)
+    st.signal(signal.SIGHUP)
+    wait_for(lambda: st.stats()["server.reloads_failed"] == 1, 10,
+             "the refused reload")
+    assert "unknown operator %NOPE%" in st.stats()["server.last_reload_error"]
+    assert curl(port, "/still") == 200
+    wait_for(lambda: "OK /still" in st.log(), 10, "a line in the old format")
