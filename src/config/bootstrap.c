@@ -1265,7 +1265,13 @@ int bootstrap_dns_equal(const struct bootstrap *a, const struct bootstrap *b)
 void bootstrap_listener_identity(const struct bootstrap_listener *bl,
                                  const struct conf_sink *sink)
 {
-    conf_identity(&listener_section, bl, sink);
+    /* The connection limit is not compiled into the listener: each build
+     * sets it on the listener's counter (snapshot.c), so a reload that
+     * changes only the limit keeps the listener and its connections. */
+    struct bootstrap_listener same = *bl;
+
+    same.max_connections = 0;
+    conf_identity(&listener_section, &same, sink);
 }
 
 void bootstrap_listener_to_json(const struct bootstrap_listener *bl,

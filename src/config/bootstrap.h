@@ -399,7 +399,8 @@ int bootstrap_clusters_equal(const struct bootstrap *a,
 /* The JSON of one listener and of all clusters, as /config_dump shows
  * them (also what reloads compare). */
 /* bootstrap_listener_identity() writes bl's effective keys as
- * conf_identity() bytes (structural identities). */
+ * conf_identity() bytes (structural identities), maxConnections left
+ * out (applied at every build without recompiling). */
 struct conf_sink;
 void bootstrap_listener_identity(const struct bootstrap_listener *bl,
                                  const struct conf_sink *sink);

@@ -468,3 +468,34 @@ def test_http2_under_memory_actions(strait_factory, upstream_factory):
     head, body = http_get(c)
     assert head.startswith("HTTP/1.1 200") and body == b"ok"
     c.close()
+
+
+def test_changing_a_limit_keeps_the_listener(strait_factory,
+                                             upstream_factory):
+    """A reload that changes only a listener's maxConnections applies the
+    new limit to the running listener: it is not replaced, so its open
+    connections are not drained."""
+    up = upstream_factory()
+    port = free_port()
+    extra = "limits: {action: close}\n"
+    st = strait_factory(
+        tcp_listener("lim", port, up.addr, "    maxConnections: 3\n"),
+        extra=extra).start()
+    a, b = connect(port), connect(port)
+    assert echoed(a) and echoed(b)
+    st.write_config(tcp_listener("lim", port, up.addr,
+                                 "    maxConnections: 2\n"), extra)
+    code, body, _ = st.get("/reload", method="POST")
+    assert code == 200, body
+    assert "listener lim: changed" not in st.log()
+    c = connect(port)
+    assert closed_by_peer(c)
+    wait_for(lambda: st.stats()["listener.lim.downstream_cx_overflow"] == 1,
+             5, "the lowered limit to refuse the third connection")
+    st.write_config(tcp_listener("lim", port, up.addr,
+                                 "    maxConnections: 0\n"), extra)
+    assert st.get("/reload", method="POST")[0] == 200
+    d = connect(port)
+    assert echoed(d) and echoed(a) and echoed(b)
+    for x in (a, b, c, d):
+        x.close()
