@@ -287,6 +287,32 @@ def test_ingress_control(node, backends):
     assert headers["host"] == "127.0.0.1"
 
 
+def test_ingress_control_with_the_kubernetes_service(node, backends):
+    """The same task with samples/httpbin/httpbin.yaml applied unchanged
+    (its ServiceAccount and Deployment are ignored with an Info, its
+    Service is the registry entry) and, from the VM user, an EndpointSlice
+    saying where httpbin runs."""
+    port = backends()
+    node.apply(DOCS / "samples-httpbin" / "httpbin.yaml")
+    node.add("vm-node.yaml", f"""apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: httpbin-vm
+  labels: {{kubernetes.io/service-name: httpbin}}
+addressType: IPv4
+ports: [{{name: http, port: {port}, protocol: TCP}}]
+endpoints: [{{addresses: ["127.0.0.1"]}}]
+""")
+    node.apply(DOCS / "ingress-control" / "gateway.yaml")
+    node.apply(DOCS / "ingress-control" / "virtualservice.yaml")
+    node.start()
+    code, out = curl("-I", "-HHost:httpbin.example.com",
+                     "http://127.0.0.1:80/status/200")
+    assert code == 200, out
+    assert curl("-I", "-HHost:httpbin.example.com",
+                "http://127.0.0.1:80/headers")[0] == 404
+
+
 # -- traffic-management/ingress/secure-ingress ----------------------------------
 
 def https(host, path, ca, *extra):
