@@ -291,7 +291,12 @@ static void on_io(struct conn *cn, void *arg)
             return;
         }
         if (n == CONN_ERROR) {
-            finish(h, cn->why ? cn->why : "connection error");
+            char msg[256];
+            /* Over TLS the member's alert (a client certificate it
+             * refused) comes on the first read after the handshake. */
+            snprintf(msg, sizeof(msg), "%s%s%s", h->tls ? "TLS error (" : "",
+                     cn->why ? cn->why : "connection error", h->tls ? ")" : "");
+            finish(h, msg);
             return;
         }
         if (n > 0)

@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -34,15 +35,29 @@ class Member:
         self.metrics_port = free_port()
         self.proc = None
         self.log_path = tmp / f"etcd-{name}.log"
+        self.tls = None  # {"ca", "cert", "key", "client_cert", "client_key"}
 
     @property
     def url(self):
-        return f"http://127.0.0.1:{self.client}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.client}"
+
+    def context(self):
+        if not self.tls:
+            return None
+        ctx = ssl.create_default_context(cafile=self.tls["ca"])
+        ctx.load_cert_chain(self.tls["client_cert"], self.tls["client_key"])
+        return ctx
 
     def start(self, cluster, state="new"):
         logf = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([
-            ETCD, "--name", self.name, "--data-dir", str(self.dir),
+        extra = []
+        if self.tls:
+            extra = ["--cert-file", self.tls["cert"], "--key-file",
+                     self.tls["key"], "--trusted-ca-file", self.tls["ca"],
+                     "--client-cert-auth"]
+        self.proc = subprocess.Popen([ETCD] + extra + [
+            "--name", self.name, "--data-dir", str(self.dir),
             "--listen-client-urls", self.url,
             "--advertise-client-urls", self.url,
             "--listen-peer-urls", f"http://127.0.0.1:{self.peer}",
@@ -61,7 +76,8 @@ class Member:
         if self.proc is None or self.proc.poll() is not None:
             return False
         try:
-            with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
+            with urllib.request.urlopen(self.url + "/health", timeout=2,
+                                        context=self.context()) as r:
                 return json.loads(r.read()).get("health") == "true"
         except (OSError, ValueError):
             return False
@@ -137,7 +153,8 @@ class Cluster:
         deadline = time.monotonic() + 20
         while True:
             try:
-                with urllib.request.urlopen(req, timeout=10) as r:
+                with urllib.request.urlopen(req, timeout=10,
+                                            context=m.context()) as r:
                     return json.loads(r.read())
             except urllib.error.HTTPError as e:
                 # A new leader is being elected after a kill: retry.
