@@ -8,6 +8,10 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <limits.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -243,6 +247,32 @@ static uint16_t tls_version_of(int v)
  * control loop has made each value a file (res_secret_set_path()).
  * Returns 1 when a Secret was used, 0 when there is none, -1 with *err.
  */
+/* secret_pem_ok() is true when key k of s is PEM of its kind (a
+ * certificate, a private key, certificates for the CA), so a bad Secret
+ * is named here rather than by the path of its in-memory file. */
+static int secret_pem_ok(const struct res_k8s_secret *s, int k)
+{
+    BIO *b;
+    int ok = 0;
+
+    if (s->val[k] == NULL || s->len[k] > INT_MAX)
+        return 0;
+    if ((b = BIO_new_mem_buf(s->val[k], (int)s->len[k])) == NULL)
+        return 0;
+    if (k == RES_SECRET_KEY) {
+        EVP_PKEY *key = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
+        ok = key != NULL;
+        EVP_PKEY_free(key);
+    } else {
+        X509 *x = PEM_read_bio_X509(b, NULL, NULL, NULL);
+        ok = x != NULL;
+        X509_free(x);
+    }
+    ERR_clear_error();
+    BIO_free(b);
+    return ok;
+}
+
 static int secret_tls(const struct resource_set *set, const char *gw_ns,
                       const char *gname, const struct res_gw_server *sv,
                       struct gw_tls *out, char **err)
@@ -262,6 +292,14 @@ static int secret_tls(const struct resource_set *set, const char *gw_ns,
                        "Gateway %s: port %" PRId64 ": Secret %s/%s has no "
                        "tls.crt and tls.key (or cert and key)",
                        gname, sv->port.number, gw_ns, t->credential_name);
+    for (int k = RES_SECRET_CERT; k <= RES_SECRET_KEY; k++)
+        if (!secret_pem_ok(s, k))
+            return err_set(err,
+                           "Gateway %s: port %" PRId64 ": Secret %s/%s: %s "
+                           "is not a PEM %s",
+                           gname, sv->port.number, gw_ns, t->credential_name,
+                           res_secret_key_name(k),
+                           k == RES_SECRET_KEY ? "private key" : "certificate");
     out->cert = xstrdup(s->path[RES_SECRET_CERT]);
     out->key = xstrdup(s->path[RES_SECRET_KEY]);
     if (out->cert == NULL || out->key == NULL)

@@ -718,3 +718,39 @@ spec:
             "selector istio=ingressgateway). If you need to access the "
             "gateway port through the gateway Service, it will not be "
             "available.") in out, out
+
+
+def test_bad_secret_is_named_when_the_gateway_cannot_start(tmp_path):
+    """A Secret whose tls.crt is not PEM stops the start with a message
+    that names the Secret and the key (never its value), not the path of
+    the in-memory file strait made of it."""
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    (conf / "a.yaml").write_text(f"""apiVersion: v1
+kind: Secret
+metadata: {{name: cred, namespace: istio-system}}
+type: kubernetes.io/tls
+stringData: {{tls.crt: not-a-certificate-xyzzy, tls.key: not-a-key-plugh}}
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {free_port()}, name: https, protocol: HTTPS}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+    tls: {{mode: SIMPLE, credentialName: cred}}
+""")
+    boot = tmp_path / "strait.yaml"
+    boot.write_text(f"admin: {{address: 127.0.0.1:{free_port()}}}\n"
+                    f"config: {{dir: \"{conf}\"}}\n")
+    p = subprocess.run([STRAIT, "run", "-c", str(boot)], capture_output=True,
+                       text=True, timeout=30)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out
+    assert ("Gateway default/gw: port" in out and
+            "Secret istio-system/cred: tls.crt is not a PEM certificate"
+            in out), out
+    assert "xyzzy" not in out and "plugh" not in out and "/proc/self" not in out
