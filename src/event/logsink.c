@@ -10,12 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/err.h"
 #include "core/log.h"
 #include "event/logsink.h"
 #include "event/timer.h"
+
+/* How long lsink_free() waits for the writer to finish. */
+#define LSINK_EXIT_WAIT_S 5
 
 struct lsink_chunk {
     struct lsink_chunk *next;
@@ -203,13 +207,31 @@ fail:
 
 void lsink_free(struct lsink *s)
 {
+    struct timespec deadline;
+
     if (s == NULL)
         return;
     pthread_mutex_lock(&s->lock);
     s->stop = 1;
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->lock);
-    pthread_join(s->thread, NULL);
+    /* What is pending gets LSINK_EXIT_WAIT_S to be written: a writer
+     * stuck on a full pipe nobody reads (or a hung disk) must not keep
+     * the process from exiting. It never holds the lock while it
+     * writes, so cancelling it there leaves the lock free. */
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += LSINK_EXIT_WAIT_S;
+    if (pthread_timedjoin_np(s->thread, NULL, &deadline) != 0) {
+        size_t left;
+
+        pthread_mutex_lock(&s->lock);
+        left = s->pending;
+        pthread_mutex_unlock(&s->lock);
+        log_warn("access log: the writer is stuck; %zu byte(s) not written",
+                 left);
+        pthread_cancel(s->thread);
+        pthread_join(s->thread, NULL);
+    }
     if (s->fd > 2)
         close(s->fd);
     free(s->path);

@@ -41,7 +41,9 @@ struct lsink_stats {
 struct lsink *lsink_new(const char *path, size_t max_pending, char **err);
 
 /* lsink_free() writes what is pending, stops the writer and closes the
- * file. Every lsink_buf must have been disposed. NULL: no-op. */
+ * file. Every lsink_buf must have been disposed. A writer still stuck
+ * after 5 s (a pipe nobody reads) is cancelled and what it held is lost,
+ * so the process can exit. NULL: no-op. */
 void lsink_free(struct lsink *s);
 
 /* lsink_reopen() makes the writer reopen its path before it writes next

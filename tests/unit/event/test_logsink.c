@@ -168,6 +168,40 @@ static void test_drops_when_stuck(void **state)
     event_base_free(base);
 }
 
+/* A writer stuck on a pipe nobody reads does not keep lsink_free() (and
+ * so the process's exit) waiting for ever. */
+static void test_free_stuck_writer(void **state)
+{
+    char path[128], line[1000];
+    char *err = NULL;
+    struct event_base *base = event_base_new();
+    struct lsink *s;
+    struct lsink_buf b;
+    struct lsink_stats st;
+    int rfd;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/fifo2", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    rfd = open(path, O_RDWR | O_NONBLOCK);
+    assert_true(rfd >= 0);
+    s = lsink_new(path, 1 << 20, &err);
+    assert_non_null(s);
+    lsink_buf_init(&b, s, base);
+    memset(line, 'w', sizeof(line));
+    line[sizeof(line) - 1] = '\n';
+    /* More than the pipe holds: the writer blocks in write(2). */
+    for (int i = 0; i < 200; i++)
+        lsink_buf_line(&b, line, sizeof(line));
+    lsink_buf_dispose(&b);
+    do {
+        lsink_stats(s, &st);
+    } while (st.pending == 0);
+    lsink_free(s); /* returns after its wait, the writer cancelled */
+    close(rfd);
+    event_base_free(base);
+}
+
 static void test_open_fails(void **state)
 {
     char *err = NULL;
@@ -184,6 +218,7 @@ int main(void)
         cmocka_unit_test(test_lines_and_reopen),
         cmocka_unit_test(test_long_line),
         cmocka_unit_test(test_drops_when_stuck),
+        cmocka_unit_test(test_free_stuck_writer),
         cmocka_unit_test(test_open_fails),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
