@@ -597,6 +597,51 @@ static void test_shipped_file_documents_every_key(void **state)
     assert_true(nkeys >= 20);
 }
 
+static void test_limits_and_overload(void **state)
+{
+    struct bootstrap *bs;
+
+    (void)state;
+    bs = parse_ok("");
+    assert_int_equal(bs->limits.max_connections, 0);
+    assert_int_equal(bs->limits.action, BOOTSTRAP_LIMIT_PAUSE);
+    assert_int_equal(bs->overload.memory_limit, 0);
+    assert_int_equal(bs->overload.check_interval_ms, 250);
+    assert_int_equal(bs->overload.stop_accepting_connections, 90);
+    assert_int_equal(bs->overload.disable_keepalive, 95);
+    assert_int_equal(bs->overload.stop_accepting_requests, 98);
+    assert_int_equal(bs->overload.hysteresis, 5);
+    assert_int_equal(bootstrap_listener_limit(bs, NULL, 80), 0);
+    bootstrap_free(bs);
+    /* A listener's own limit, else its port's (Gateway listeners), else
+     * the per-listener default. */
+    bs =
+        parse_ok("limits:\n  maxConnections: 100\n"
+                 "  maxConnectionsPerListener: 10\n  action: close\n"
+                 "  ports: [{port: 443, maxConnections: 5}]\n"
+                 "overload: {memoryLimit: 1GiB}\n"
+                 "listeners:\n"
+                 "  - {name: a, address: 127.0.0.1:1, upstreams: [127.0.0.1:2],"
+                 " maxConnections: 3}\n"
+                 "  - {name: b, address: 127.0.0.1:3, upstreams: "
+                 "[127.0.0.1:2]}\n");
+    assert_int_equal(bs->limits.action, BOOTSTRAP_LIMIT_CLOSE);
+    assert_int_equal(bs->overload.memory_limit, INT64_C(1) << 30);
+    assert_int_equal(
+        bootstrap_listener_limit(bs, bootstrap_listener_at(bs, 0), 1), 3);
+    assert_int_equal(
+        bootstrap_listener_limit(bs, bootstrap_listener_at(bs, 1), 3), 10);
+    assert_int_equal(bootstrap_listener_limit(bs, NULL, 443), 5);
+    assert_int_equal(bootstrap_listener_limit(bs, NULL, 8443), 10);
+    bootstrap_free(bs);
+    parse_err("overload: {disableKeepalive: 99}\n",
+              "b.yaml:0:0: overload: thresholds must not decrease: "
+              "stopAcceptingConnections (90) <= disableKeepalive (99) <= "
+              "stopAcceptingRequests (98)");
+    parse_err("limits: {ports: [{maxConnections: 1}]}\n",
+              "b.yaml:1:18: limits.ports[0]: missing key 'port'");
+}
+
 static void test_ca_section(void **state)
 {
     struct bootstrap *bs;
@@ -835,6 +880,7 @@ int main(void)
         cmocka_unit_test(test_err_load_missing_file),
         cmocka_unit_test(test_several_errors),
         cmocka_unit_test(test_shipped_file_documents_every_key),
+        cmocka_unit_test(test_limits_and_overload),
         cmocka_unit_test(test_ca_section),
         cmocka_unit_test(test_outbound_traffic_policy),
         cmocka_unit_test(test_gateway_http),
