@@ -46,6 +46,8 @@ def netns():
     libc = ctypes.CDLL(None, use_errno=True)
     if shutil.which("ip") is None:
         pytest.skip("no ip(8) to bring loopback up in a network namespace")
+    if shutil.which("curl") is None:
+        pytest.skip("no curl(1), which the tasks' commands use")
     fd = os.open("/proc/self/ns/net", os.O_RDONLY)
     if libc.unshare(CLONE_NEWNET) != 0:
         os.close(fd)
