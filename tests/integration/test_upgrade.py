@@ -381,3 +381,10 @@ def test_tcp_and_unix_listeners_move_and_keep_their_sessions(
     assert f"upgrade: pid {new} serves; this process (pid {old}) drains" in \
         st.log()
     stop_pid(new)
+
+
+def test_upgrade_without_strait_running_exits_3(strait_factory):
+    st = strait_factory()
+    r = upgrade(st)
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    assert "cannot reach strait" in r.stderr
