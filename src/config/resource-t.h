@@ -33,6 +33,7 @@ enum res_kind {
     RES_ENDPOINT_SLICE,
     RES_SECRET,
     RES_NAMESPACE,
+    RES_LUA_POLICY, /* strait.io from here (res-luapolicy.c) */
     RES_KIND_COUNT,
 };
 
@@ -785,6 +786,66 @@ struct res_k8s_secret {
 
 struct res_k8s_namespace {
     struct conf_mark finalizers; /* spec.finalizers: accepted */
+};
+
+/* --- strait.io/v1alpha1 LuaPolicy (res-luapolicy.c) ------------------- */
+
+enum res_lua_ref_kind { RES_LUA_REF_GATEWAY, RES_LUA_REF_VIRTUAL_SERVICE };
+
+/* A target: a Gateway (every request its servers take) or a
+ * VirtualService (every request one of its http routes takes). */
+struct res_lua_target_ref {
+    struct conf_mark mark;
+    int kind; /* enum res_lua_ref_kind */
+    char *name;
+    char *ns; /* NULL: the policy's namespace */
+};
+
+/* A per-route override: the http route of that name (a VirtualService's
+ * http[].name) runs without this policy (Envoy's LuaPerRoute.disabled). */
+struct res_lua_route {
+    struct conf_mark mark;
+    char *name;
+    int disabled;
+};
+
+enum res_lua_failure { RES_LUA_FAIL, RES_LUA_IGNORE };
+
+struct res_lua_limits {
+    struct conf_mark mark;
+    int64_t memory;            /* bytes per lua_State */
+    int64_t instruction_slice; /* VM instructions between two checks */
+    int64_t burst_ms;          /* one call of a hook, without yielding */
+    int64_t request_ms;        /* every call of the request's hooks */
+    int64_t body_bytes;        /* h:body() at most */
+    int64_t http_calls;        /* strait.http: not implemented, must be 0 */
+    int64_t http_call_timeout_ms; /* idem */
+};
+
+struct res_lua_dict {
+    struct conf_mark mark;
+    char *name;
+    int64_t size;
+};
+
+struct res_lua_policy {
+    struct {
+        struct conf_mark mark;
+        struct conf_strmap match_labels;
+    } selector;
+    struct conf_list target_refs; /* struct res_lua_target_ref */
+    struct conf_strs hosts;       /* request authorities ("*.x", "*") */
+    struct conf_list routes;      /* struct res_lua_route */
+    int64_t priority;             /* higher runs first */
+    struct {
+        struct conf_mark mark;
+        char *inline_text;
+        char *file; /* relative to the bootstrap's lua.path */
+    } source;
+    struct conf_strmap config; /* read-only h:config() / policy.config */
+    int failure_policy;        /* enum res_lua_failure */
+    struct res_lua_limits limits;
+    struct conf_list shared_dicts; /* struct res_lua_dict */
 };
 
 /* --- resources --------------------------------------------------------- */

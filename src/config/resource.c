@@ -164,6 +164,7 @@ static const char *const kind_names[RES_KIND_COUNT] = {
     "EndpointSlice",
     "Secret",
     "Namespace",
+    "LuaPolicy",
 };
 
 static const struct res_kind_ops *const kind_ops[RES_KIND_COUNT] = {
@@ -179,6 +180,7 @@ static const struct res_kind_ops *const kind_ops[RES_KIND_COUNT] = {
     &res_k8s_endpoint_slice_ops,
     &res_k8s_secret_ops,
     &res_k8s_namespace_ops,
+    &res_lua_policy_ops,
 };
 
 static const struct res_kind_ext no_ext;
@@ -196,6 +198,7 @@ static const struct res_kind_ext *const kind_ext[RES_KIND_COUNT] = {
     &res_k8s_endpoint_slice_ext,
     &res_k8s_secret_ext,
     &res_k8s_namespace_ext,
+    &no_ext,
 };
 
 /* The API group of each kind, and the versions strait reads. */
@@ -212,6 +215,7 @@ static const char *const kind_groups[RES_KIND_COUNT] = {
     "discovery.k8s.io",
     "",
     "",
+    "strait.io",
 };
 
 const char *res_kind_name(enum res_kind kind)
@@ -733,6 +737,11 @@ res_request_authentication(const struct resource *r)
     SPEC_OF(r, RES_REQUEST_AUTHENTICATION, struct res_request_authentication);
 }
 
+const struct res_lua_policy *res_lua_policy(const struct resource *r)
+{
+    SPEC_OF(r, RES_LUA_POLICY, struct res_lua_policy);
+}
+
 static void load_msg(struct loader *ld, enum res_level level, int line, int col,
                      const char *resource, const char *path, const char *fmt,
                      ...) __attribute__((format(printf, 7, 8)));
@@ -965,7 +974,10 @@ static void load_doc(struct loader *ld, const struct ynode *root)
         goto out;
     }
     group = kind_groups[k];
-    if (strcmp(group_end + 1, "v1") != 0 &&
+    if (strcmp(group, "strait.io") == 0) {
+        /* strait's own kinds: one version so far. */
+        bad_version = strcmp(group_end + 1, "v1alpha1") != 0;
+    } else if (strcmp(group_end + 1, "v1") != 0 &&
         strcmp(group_end + 1, "v1beta1") != 0 &&
         (strcmp(group_end + 1, "v1alpha3") != 0 ||
          strcmp(group, "networking.istio.io") != 0))
@@ -986,7 +998,10 @@ static void load_doc(struct loader *ld, const struct ynode *root)
                  ymap_get(root, "kind")->col, resource, "kind",
                  "unknown kind '%s' in %s (%s)", kind, group,
                  strcmp(group, "security.istio.io") == 0
-                     ? "AuthorizationPolicy, PeerAuthentication"
+                     ? "AuthorizationPolicy, PeerAuthentication, "
+                       "RequestAuthentication"
+                 : strcmp(group, "strait.io") == 0
+                     ? "LuaPolicy"
                      : "Gateway, VirtualService, DestinationRule, "
                        "ServiceEntry, WorkloadEntry");
         goto out;
@@ -995,9 +1010,9 @@ static void load_doc(struct loader *ld, const struct ynode *root)
         load_msg(ld, RES_ERROR, ymap_get(root, "apiVersion")->line,
                  ymap_get(root, "apiVersion")->col, resource, "apiVersion",
                  "unsupported version '%s' (%s)", group_end + 1,
-                 strcmp(group, "security.istio.io") == 0
-                     ? "v1 or v1beta1"
-                     : "v1, v1beta1 or v1alpha3");
+                 strcmp(group, "security.istio.io") == 0 ? "v1 or v1beta1"
+                 : strcmp(group, "strait.io") == 0       ? "v1alpha1"
+                                                   : "v1, v1beta1 or v1alpha3");
         nerr++;
     }
 decode:

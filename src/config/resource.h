@@ -115,6 +115,7 @@ const struct res_peer_authentication *
 res_peer_authentication(const struct resource *r);
 const struct res_request_authentication *
 res_request_authentication(const struct resource *r);
+const struct res_lua_policy *res_lua_policy(const struct resource *r);
 
 /* res_kind_name() returns "Gateway", "VirtualService", ... */
 const char *res_kind_name(enum res_kind kind);

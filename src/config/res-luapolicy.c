@@ -1,0 +1,306 @@
+/*
+ * strait.io/v1alpha1 LuaPolicy: a Lua script strait runs on the requests
+ * of the Gateways, hosts and VirtualServices it targets (the runtime is
+ * src/policy/lua_*.c, the selection src/compile/lua.c). The checks here
+ * are what a table cannot say: a source is inline text or a file name
+ * under the bootstrap's lua.path (never an absolute path or one that
+ * climbs out with ".."), inline text must compile as Lua text (the
+ * message names the YAML line of the Lua line at fault), targets name a
+ * kind strait routes by, and fields strait does not honour yet are
+ * refused rather than ignored.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/res-kinds.h"
+#include "config/resource.h"
+#include "policy/lua_vm.h"
+
+static const char *const ref_kinds[] = {"Gateway", "VirtualService", NULL};
+static const char *const failure_policies[] = {"Fail", "Ignore", NULL};
+
+#define TR(f) RES_OFF(struct res_lua_target_ref, f)
+static const struct conf_key target_ref_keys[] = {
+    {.name = "kind",
+     .type = CONF_ENUM,
+     .off = TR(kind),
+     .def = "Gateway",
+     .help = "Gateway or VirtualService",
+     .enums = ref_kinds},
+    {.name = "name",
+     .type = CONF_STR,
+     .off = TR(name),
+     .help = "the resource's name (required)"},
+    {.name = "namespace",
+     .type = CONF_STR,
+     .off = TR(ns),
+     .help = "its namespace; default: the policy's"},
+    {.name = NULL},
+};
+#undef TR
+static const struct conf_section target_ref_section = {
+    target_ref_keys, sizeof(struct res_lua_target_ref),
+    RES_OFF(struct res_lua_target_ref, mark)};
+
+static const struct conf_key route_keys[] = {
+    {.name = "name",
+     .type = CONF_STR,
+     .off = RES_OFF(struct res_lua_route, name),
+     .help = "a VirtualService http route's name (required)"},
+    {.name = "disabled",
+     .type = CONF_BOOL,
+     .off = RES_OFF(struct res_lua_route, disabled),
+     .def = "true",
+     .help = "the route runs without this policy"},
+    {.name = NULL},
+};
+static const struct conf_section route_section = {
+    route_keys, sizeof(struct res_lua_route),
+    RES_OFF(struct res_lua_route, mark)};
+
+#define LM(f) RES_OFF(struct res_lua_limits, f)
+static const struct conf_key limits_keys[] = {
+    {.name = "memory",
+     .type = CONF_SIZE,
+     .off = LM(memory),
+     .min = 256 * 1024,
+     .max = (int64_t)4 << 30,
+     .def = "64Mi",
+     .help = "what one worker's Lua state may allocate (every policy of "
+             "the snapshot in that state shares it: the largest wins)"},
+    {.name = "instructionSlice",
+     .type = CONF_INT,
+     .off = LM(instruction_slice),
+     .min = 100,
+     .max = 100000000,
+     .def = "10000",
+     .help = "VM instructions between two budget checks"},
+    {.name = "burst",
+     .type = CONF_DURATION,
+     .off = LM(burst_ms),
+     .min = 1,
+     .max = 60000,
+     .def = "1s",
+     .help = "how long one call of a hook may run"},
+    {.name = "requestTime",
+     .type = CONF_DURATION,
+     .off = LM(request_ms),
+     .min = 1,
+     .max = 600000,
+     .def = "4s",
+     .help = "how long all hooks of one request may run in total"},
+    {.name = "bodyBytes",
+     .type = CONF_SIZE,
+     .off = LM(body_bytes),
+     .min = 0,
+     .max = 64 * 1024 * 1024,
+     .def = "1Mi",
+     .help = "the most h:body() returns; past it nil, \"too large\""},
+    {.name = "httpCalls",
+     .type = CONF_INT,
+     .off = LM(http_calls),
+     .min = 0,
+     .max = 1000,
+     .help = "strait.http calls per request: not implemented yet"},
+    {.name = "httpCallTimeout",
+     .type = CONF_DURATION,
+     .off = LM(http_call_timeout_ms),
+     .min = 0,
+     .max = 600000,
+     .help = "timeout of one strait.http call: not implemented yet"},
+    {.name = NULL},
+};
+#undef LM
+static const struct conf_section limits_section = {
+    limits_keys, sizeof(struct res_lua_limits),
+    RES_OFF(struct res_lua_limits, mark)};
+
+static const struct conf_key dict_keys[] = {
+    {.name = "name",
+     .type = CONF_STR,
+     .off = RES_OFF(struct res_lua_dict, name),
+     .help = "strait.shared.<name> (required)"},
+    {.name = "size",
+     .type = CONF_SIZE,
+     .off = RES_OFF(struct res_lua_dict, size),
+     .min = 8192,
+     .max = (int64_t)4 << 30,
+     .def = "1Mi",
+     .help = "bytes of keys and values it holds at most"},
+    {.name = NULL},
+};
+static const struct conf_section dict_section = {
+    dict_keys, sizeof(struct res_lua_dict), RES_OFF(struct res_lua_dict, mark)};
+
+#define LP(f) RES_OFF(struct res_lua_policy, f)
+static const struct conf_key selector_keys[] = {
+    {.name = "matchLabels",
+     .type = CONF_STR_MAP,
+     .off = LP(selector.match_labels) - LP(selector),
+     .help = "labels of the node (node.labels)"},
+    {.name = NULL},
+};
+static const struct conf_section selector_section = {
+    selector_keys, 0, LP(selector.mark) - LP(selector)};
+
+static const struct conf_key source_keys[] = {
+    {.name = "inline",
+     .type = CONF_STR,
+     .off = LP(source.inline_text) - LP(source),
+     .help = "the script's text"},
+    {.name = "file",
+     .type = CONF_STR,
+     .off = LP(source.file) - LP(source),
+     .help = "a .lua file under lua.path (bootstrap), e.g. "
+             "examples/header_rewrite.lua"},
+    {.name = NULL},
+};
+static const struct conf_section source_section = {
+    source_keys, 0, LP(source.mark) - LP(source)};
+
+static const struct conf_key lp_keys[] = {
+    {.name = "selector",
+     .type = CONF_SECTION,
+     .off = LP(selector),
+     .help = "the nodes it applies to by their labels; none: every node",
+     .sub = &selector_section},
+    {.name = "targetRefs",
+     .type = CONF_LIST,
+     .off = LP(target_refs),
+     .max = 100,
+     .help = "Gateways and VirtualServices whose requests it runs on; "
+             "none (and no hosts): every request",
+     .sub = &target_ref_section},
+    {.name = "hosts",
+     .type = CONF_STR_LIST,
+     .off = LP(hosts),
+     .max = 100,
+     .help = "request hosts it runs on (exact, *.suffix or *)"},
+    {.name = "routes",
+     .type = CONF_LIST,
+     .off = LP(routes),
+     .max = 1000,
+     .help = "per-route overrides: {name, disabled}",
+     .sub = &route_section},
+    {.name = "priority",
+     .type = CONF_INT,
+     .off = LP(priority),
+     .min = -1000000000,
+     .max = 1000000000,
+     .def = "0",
+     .help = "higher runs first; equal: by namespace/name"},
+    {.name = "source",
+     .type = CONF_SECTION,
+     .off = LP(source),
+     .help = "inline or file (exactly one)",
+     .sub = &source_section},
+    {.name = "config",
+     .type = CONF_STR_MAP,
+     .off = LP(config),
+     .help = "strings the script reads as the read-only table "
+             "policy.config"},
+    {.name = "failurePolicy",
+     .type = CONF_ENUM,
+     .off = LP(failure_policy),
+     .def = "Fail",
+     .help = "Fail: an error, timeout or memory limit answers 500; "
+             "Ignore: the request goes on, the error is counted",
+     .enums = failure_policies},
+    {.name = "limits",
+     .type = CONF_SECTION,
+     .off = LP(limits),
+     .help = "the budgets the sandbox enforces",
+     .sub = &limits_section},
+    {.name = "sharedDicts",
+     .type = CONF_LIST,
+     .off = LP(shared_dicts),
+     .max = 100,
+     .help = "strait.shared dictionaries: not implemented yet",
+     .sub = &dict_section},
+    {.name = NULL},
+};
+#undef LP
+static const struct conf_section lp_section = {lp_keys, 0, SIZE_MAX};
+
+/* A file name under the search path: relative, no "..", ending in .lua. */
+static const char *file_why(const char *f)
+{
+    size_t n = strlen(f);
+
+    if (n == 0)
+        return "is empty";
+    if (f[0] == '/')
+        return "must be relative to lua.path (no leading /)";
+    if (n < 5 || strcmp(f + n - 4, ".lua") != 0)
+        return "must name a .lua file";
+    for (const char *p = f; (p = strstr(p, "..")) != NULL; p += 2)
+        if ((p == f || p[-1] == '/') && (p[2] == '/' || p[2] == '\0'))
+            return "must not climb out of lua.path with ..";
+    return NULL;
+}
+
+static void lp_check(struct res_check *ck, struct resource *r)
+{
+    const struct res_lua_policy *lp = r->spec;
+    char p[160], err[512];
+    const char *why;
+
+    if (lp->source.inline_text == NULL && lp->source.file == NULL)
+        res_err(ck, &lp->source.mark, "spec.source",
+                "inline or file is required");
+    if (lp->source.inline_text != NULL && lp->source.file != NULL)
+        res_err(ck, &lp->source.mark, "spec.source",
+                "inline and file are exclusive");
+    if (lp->source.file != NULL && (why = file_why(lp->source.file)) != NULL)
+        res_err(ck, &lp->source.mark, "spec.source.file", "'%s' %s",
+                lp->source.file, why);
+    if (lp->source.inline_text != NULL) {
+        int line =
+            luavm_syntax(lp->source.inline_text, strlen(lp->source.inline_text),
+                         err, sizeof(err));
+        if (line != 0) {
+            /* The text of a block scalar starts on the line after the key;
+             * the mark is the section's, a line or two above it: close
+             * enough to find the Lua line, which the message names too. */
+            struct conf_mark m = lp->source.mark;
+            if (line > 0)
+                m.line += line;
+            res_err(ck, &m, "spec.source.inline", "%s", err);
+        }
+    }
+    for (size_t i = 0; i < lp->target_refs.n; i++) {
+        const struct res_lua_target_ref *t =
+            (const struct res_lua_target_ref *)lp->target_refs.v + i;
+        res_path(p, sizeof(p), "spec.targetRefs[%zu]", i);
+        if (t->name == NULL || t->name[0] == '\0')
+            res_err(ck, &t->mark, p, "name is required");
+    }
+    for (size_t i = 0; i < lp->hosts.n; i++) {
+        res_path(p, sizeof(p), "spec.hosts[%zu]", i);
+        res_check_host(ck, NULL, p, lp->hosts.v[i], RES_HOST_WILDCARD);
+    }
+    for (size_t i = 0; i < lp->routes.n; i++) {
+        const struct res_lua_route *rt =
+            (const struct res_lua_route *)lp->routes.v + i;
+        res_path(p, sizeof(p), "spec.routes[%zu]", i);
+        if (rt->name == NULL || rt->name[0] == '\0')
+            res_err(ck, &rt->mark, p, "name is required");
+        else if (!rt->disabled)
+            res_err(ck, &rt->mark, p,
+                    "disabled: false is the default; an override only "
+                    "disables");
+    }
+    /* Fields strait does not honour yet: refused, never ignored. */
+    if (lp->limits.http_calls != 0 || lp->limits.http_call_timeout_ms != 0)
+        res_err(ck, &lp->limits.mark, "spec.limits",
+                "httpCalls and httpCallTimeout: strait.http is not "
+                "implemented yet");
+    if (lp->shared_dicts.n > 0)
+        res_err(ck, &((const struct res_lua_dict *)lp->shared_dicts.v)[0].mark,
+                "spec.sharedDicts", "shared dicts are not implemented yet");
+}
+
+const struct res_kind_ops res_lua_policy_ops = {
+    "LuaPolicy", &lp_section, sizeof(struct res_lua_policy), lp_check};

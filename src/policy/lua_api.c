@@ -1,0 +1,671 @@
+/*
+ * What a LuaPolicy script sees: the request handle, header objects, the
+ * strait table, and the library functions capped by their arguments
+ * because the count hook cannot stop them (string.rep, the pattern
+ * functions).
+ *
+ * A handle is valid only during the hook call it was given to: it holds
+ * the request and the serial of that call, and every method first checks
+ * both against the call running now (vm->cur), without reading through
+ * the pointer otherwise, so a handle kept in a global after its request
+ * ended raises "stale handle" and never touches freed memory.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "core/arena.h"
+#include "core/log.h"
+#include "http/http.h"
+#include "policy/lua_int.h"
+
+#define HANDLE_MT "strait.handle"
+#define HEADERS_MT "strait.headers"
+
+enum { WHICH_REQ, WHICH_RESP };
+
+struct lhandle {
+    struct luareq *rq;
+    unsigned serial;
+    int which; /* headers: WHICH_REQ or WHICH_RESP */
+};
+
+/* ---- capped library functions -------------------------------------------- */
+
+static int cap_rep(lua_State *L)
+{
+    size_t n, sn = 0;
+    lua_Integer k;
+
+    luaL_checklstring(L, 1, &n);
+    k = luaL_checkinteger(L, 2);
+    luaL_optlstring(L, 3, "", &sn);
+    if (k > 0 && (double)(n + sn) * (double)k > (double)LUAVM_STRING_REP_MAX)
+        return luaL_error(L, "string.rep: result over %d bytes",
+                          (int)LUAVM_STRING_REP_MAX);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+/* The quantifiers of a Lua pattern that may each repeat without bound. */
+static int quantifiers(const char *p, size_t n)
+{
+    int q = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == '%') {
+            i++;
+        } else if (p[i] == '[') {
+            i++;
+            if (i < n && p[i] == '^')
+                i++;
+            if (i < n && p[i] == ']')
+                i++;
+            for (; i < n && p[i] != ']'; i++)
+                if (p[i] == '%')
+                    i++;
+        } else if (p[i] == '*' || p[i] == '+' || p[i] == '-') {
+            q++;
+        }
+    }
+    return q;
+}
+
+static int cap_pattern(lua_State *L)
+{
+    size_t n, pn;
+    int q, anchored;
+
+    luaL_checklstring(L, 1, &n);
+    const char *pat = luaL_checklstring(L, 2, &pn);
+    /* find with plain = true does no matching. */
+    if (!lua_toboolean(L, lua_upvalueindex(2)) || !lua_toboolean(L, 4)) {
+        if (n > LUAVM_PATTERN_SUBJECT_MAX)
+            return luaL_error(L, "pattern subject over %d bytes",
+                              (int)LUAVM_PATTERN_SUBJECT_MAX);
+        q = quantifiers(pat, pn);
+        anchored = pn > 0 && pat[0] == '^';
+        double steps = 1;
+        for (int i = 0; i < q + !anchored && steps <= LUAVM_PATTERN_STEPS; i++)
+            steps *= (double)n + 1;
+        if (steps > LUAVM_PATTERN_STEPS)
+            return luaL_error(L,
+                              "pattern too complex: %d quantifiers on %d "
+                              "bytes",
+                              q, (int)n);
+    }
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+static void wrap_string(lua_State *L)
+{
+    static const char *const pats[] = {"find", "match", "gmatch", "gsub", NULL};
+
+    lua_getfield(L, -1, "string");
+    lua_getfield(L, -1, "rep");
+    lua_pushcclosure(L, cap_rep, 1);
+    lua_setfield(L, -2, "rep");
+    for (int i = 0; pats[i] != NULL; i++) {
+        lua_getfield(L, -1, pats[i]);
+        lua_pushboolean(L, strcmp(pats[i], "find") == 0);
+        lua_pushcclosure(L, cap_pattern, 2);
+        lua_setfield(L, -2, pats[i]);
+    }
+    lua_pop(L, 1);
+}
+
+/* ---- read-only tables -----------------------------------------------------
+ */
+
+static int ro_newindex(lua_State *L)
+{
+    return luaL_error(L, "policy.config is read-only");
+}
+
+static int ro_pairs(lua_State *L)
+{
+    lua_getglobal(L, "next");
+    if (!lua_isfunction(L, -1)) {
+        lua_pop(L, 1);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, luavm_of(L)->sandbox_ref);
+        lua_getfield(L, -1, "next");
+        lua_remove(L, -2);
+    }
+    lua_getmetatable(L, 1);
+    lua_getfield(L, -1, "__index");
+    lua_remove(L, -2);
+    lua_pushnil(L);
+    return 3;
+}
+
+void luaapi_readonly(lua_State *L)
+{
+    lua_newtable(L);          /* proxy */
+    lua_createtable(L, 0, 4); /* its metatable */
+    lua_pushvalue(L, -3);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, ro_newindex);
+    lua_setfield(L, -2, "__newindex");
+    lua_pushcfunction(L, ro_pairs);
+    lua_setfield(L, -2, "__pairs");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_setmetatable(L, -2);
+    lua_remove(L, -2);
+}
+
+/* ---- the handle -----------------------------------------------------------
+ */
+
+static struct luareq *check_live(lua_State *L, int idx, const char *mt,
+                                 struct lhandle **out)
+{
+    struct lhandle *h = luaL_checkudata(L, idx, mt);
+    struct luavm *vm = luavm_of(L);
+
+    if (vm->cur == NULL || h->rq != vm->cur || h->serial != vm->cur->serial)
+        luaL_error(L, "stale handle");
+    if (out != NULL)
+        *out = h;
+    return h->rq;
+}
+
+static struct luareq *handle_of(lua_State *L)
+{
+    return check_live(L, 1, HANDLE_MT, NULL);
+}
+
+static void writable(lua_State *L, const struct luareq *rq)
+{
+    if (rq->phase == LUAVM_ON_LOG)
+        luaL_error(L, "read-only in on_log");
+}
+
+static void push_slice(lua_State *L, struct slice s)
+{
+    if (s.p == NULL)
+        lua_pushliteral(L, "");
+    else
+        lua_pushlstring(L, s.p, s.n);
+}
+
+static int h_method(lua_State *L)
+{
+    push_slice(L, handle_of(L)->req->method);
+    return 1;
+}
+
+static int h_path(lua_State *L)
+{
+    struct slice p = handle_of(L)->req->path;
+    const char *q = p.n ? memchr(p.p, '?', p.n) : NULL;
+
+    if (q != NULL)
+        p.n = (size_t)(q - p.p);
+    push_slice(L, p);
+    return 1;
+}
+
+static int h_query(lua_State *L)
+{
+    struct slice p = handle_of(L)->req->path;
+    const char *q = p.n ? memchr(p.p, '?', p.n) : NULL;
+
+    if (q == NULL)
+        lua_pushliteral(L, "");
+    else
+        lua_pushlstring(L, q + 1, (size_t)(p.p + p.n - q - 1));
+    return 1;
+}
+
+static int h_authority(lua_State *L)
+{
+    push_slice(L, handle_of(L)->req->authority);
+    return 1;
+}
+
+static int h_scheme(lua_State *L)
+{
+    push_slice(L, handle_of(L)->req->scheme);
+    return 1;
+}
+
+static int h_route(lua_State *L)
+{
+    struct luareq *rq = handle_of(L);
+
+    if (rq->route.n == 0)
+        lua_pushnil(L);
+    else
+        push_slice(L, rq->route);
+    return 1;
+}
+
+static int h_status(lua_State *L)
+{
+    struct luareq *rq = handle_of(L);
+
+    if (rq->resp == NULL)
+        lua_pushnil(L);
+    else
+        lua_pushinteger(L, rq->resp->status);
+    return 1;
+}
+
+static int h_set_status(lua_State *L)
+{
+    struct luareq *rq = handle_of(L);
+    lua_Integer st = luaL_checkinteger(L, 2);
+
+    writable(L, rq);
+    if (rq->phase != LUAVM_ON_RESPONSE || rq->resp == NULL)
+        return luaL_error(L, "set_status: only in on_response");
+    if (st < 200 || st > 599)
+        return luaL_error(L, "set_status: status must be 200-599");
+    rq->resp->status = (int)st;
+    return 0;
+}
+
+static int h_peer(lua_State *L)
+{
+    struct luareq *rq = handle_of(L);
+
+    lua_createtable(L, 0, 4);
+    if (rq->spiffe.n > 0) {
+        push_slice(L, rq->spiffe);
+        lua_setfield(L, -2, "spiffe_id");
+        lua_createtable(L, 1, 0);
+        push_slice(L, rq->spiffe);
+        lua_rawseti(L, -2, 1);
+        lua_setfield(L, -2, "sans");
+    } else {
+        lua_newtable(L);
+        lua_setfield(L, -2, "sans");
+    }
+    lua_pushboolean(L, rq->mtls);
+    lua_setfield(L, -2, "mtls");
+    lua_pushstring(L, rq->peer_ip != NULL ? rq->peer_ip : "");
+    lua_setfield(L, -2, "address");
+    return 1;
+}
+
+static int h_log(lua_State *L)
+{
+    struct luareq *rq = handle_of(L);
+    static const char *const levels[] = {"debug", "info", "warn", "error",
+                                         NULL};
+    int lv = luaL_checkoption(L, 2, "info", levels);
+    luaL_Buffer b;
+
+    luaL_buffinit(L, &b);
+    for (int i = 3; i <= lua_gettop(L); i++) {
+        luaL_tolstring(L, i, NULL);
+        luaL_addvalue(&b);
+        if (i < lua_gettop(L))
+            luaL_addchar(&b, ' ');
+    }
+    luaL_pushresult(&b);
+    log_msg((enum log_level)lv, "lua: %s: %s", rq->vm->progs->v[rq->next].name,
+            lua_tostring(L, -1));
+    return 0;
+}
+
+static char *arena_str(lua_State *L, struct arena *a, int idx, size_t *n)
+{
+    const char *s = luaL_checklstring(L, idx, n);
+    char *d = arena_dup(a, s, *n);
+
+    if (d == NULL)
+        luaL_error(L, "out of memory");
+    return d;
+}
+
+static int h_respond(lua_State *L)
+{
+    struct luareq *rq = handle_of(L);
+    lua_Integer st = luaL_checkinteger(L, 2);
+    size_t nf = 0;
+
+    writable(L, rq);
+    if (st < 200 || st > 599)
+        return luaL_error(L, "respond: status must be 200-599");
+    if (!lua_isnoneornil(L, 3)) {
+        luaL_checktype(L, 3, LUA_TTABLE);
+        lua_pushnil(L);
+        while (lua_next(L, 3) != 0) {
+            nf++;
+            lua_pop(L, 1);
+        }
+        rq->rfields =
+            arena_alloc(rq->arena, (nf ? nf : 1) * sizeof(*rq->rfields));
+        if (rq->rfields == NULL)
+            return luaL_error(L, "out of memory");
+        rq->nrfields = 0;
+        lua_pushnil(L);
+        while (lua_next(L, 3) != 0) {
+            struct http_field *f = &rq->rfields[rq->nrfields++];
+            char *k;
+            if (lua_type(L, -2) != LUA_TSTRING)
+                return luaL_error(L, "respond: header names are strings");
+            k = arena_str(L, rq->arena, -2, &f->name.n);
+            for (size_t i = 0; i < f->name.n; i++)
+                if (k[i] >= 'A' && k[i] <= 'Z')
+                    k[i] = (char)(k[i] - 'A' + 'a');
+            f->name.p = k;
+            f->value.p = arena_str(L, rq->arena, -1, &f->value.n);
+            lua_pop(L, 1);
+        }
+    }
+    rq->body = (struct slice){NULL, 0};
+    if (!lua_isnoneornil(L, 4)) {
+        size_t n;
+        rq->body.p = arena_str(L, rq->arena, 4, &n);
+        rq->body.n = n;
+    }
+    rq->status = (int)st;
+    return 0;
+}
+
+static int push_headers(lua_State *L, struct luareq *rq, int which)
+{
+    struct lhandle *h = lua_newuserdatauv(L, sizeof(*h), 0);
+
+    h->rq = rq;
+    h->serial = rq->serial;
+    h->which = which;
+    luaL_setmetatable(L, HEADERS_MT);
+    return 1;
+}
+
+static int h_headers(lua_State *L)
+{
+    struct luareq *rq = handle_of(L);
+
+    return push_headers(L, rq,
+                        rq->phase == LUAVM_ON_REQUEST || rq->resp == NULL
+                            ? WHICH_REQ
+                            : WHICH_RESP);
+}
+
+static int h_request_headers(lua_State *L)
+{
+    return push_headers(L, handle_of(L), WHICH_REQ);
+}
+
+static int h_ctx(lua_State *L)
+{
+    struct luareq *rq = handle_of(L);
+
+    if (rq->ctx_ref == LUA_NOREF) {
+        lua_newtable(L);
+        rq->ctx_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, rq->ctx_ref);
+    return 1;
+}
+
+static const luaL_Reg handle_methods[] = {
+    {"method", h_method},
+    {"path", h_path},
+    {"query", h_query},
+    {"authority", h_authority},
+    {"scheme", h_scheme},
+    {"route", h_route},
+    {"status", h_status},
+    {"set_status", h_set_status},
+    {"peer", h_peer},
+    {"log", h_log},
+    {"respond", h_respond},
+    {"headers", h_headers},
+    {"request_headers", h_request_headers},
+    {NULL, NULL},
+};
+
+/* h.ctx is a field; everything else is a method. */
+static int handle_index(lua_State *L)
+{
+    const char *k = luaL_checkstring(L, 2);
+
+    if (strcmp(k, "ctx") == 0)
+        return h_ctx(L);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_getfield(L, -1, k);
+    return 1;
+}
+
+/* ---- headers --------------------------------------------------------------
+ */
+
+static struct http_fields *fields_of(lua_State *L, struct luareq **rqp,
+                                     int write)
+{
+    struct lhandle *h;
+    struct luareq *rq = check_live(L, 1, HEADERS_MT, &h);
+
+    if (write) {
+        writable(L, rq);
+        if (h->which == WHICH_REQ && rq->phase != LUAVM_ON_REQUEST)
+            luaL_error(L, "request headers are read-only after on_request");
+    }
+    *rqp = rq;
+    return h->which == WHICH_RESP ? &rq->resp->fields : &rq->req->fields;
+}
+
+/* A field name as strait keeps it: lowercase. */
+static const char *lower_name(lua_State *L, int idx, char *buf, size_t n)
+{
+    size_t k;
+    const char *s = luaL_checklstring(L, idx, &k);
+
+    if (k == 0 || k >= n)
+        luaL_error(L, "bad header name");
+    for (size_t i = 0; i < k; i++) {
+        char c = s[i];
+        if (c <= ' ' || c == ':' || c == 127)
+            luaL_error(L, "bad header name");
+        buf[i] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
+static struct slice check_value(lua_State *L, int idx)
+{
+    size_t n;
+    const char *v = luaL_checklstring(L, idx, &n);
+
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == '\r' || v[i] == '\n' || v[i] == '\0')
+            luaL_error(L, "bad header value");
+    return (struct slice){v, n};
+}
+
+static int hd_get(lua_State *L)
+{
+    struct luareq *rq;
+    const struct http_fields *f = fields_of(L, &rq, 0);
+    char name[256];
+    luaL_Buffer b;
+    int found = 0;
+
+    lower_name(L, 2, name, sizeof(name));
+    luaL_buffinit(L, &b);
+    for (size_t i = 0; i < f->n; i++) {
+        if (!slice_eq_str(f->v[i].name, name))
+            continue;
+        if (found++)
+            luaL_addstring(&b, ",");
+        luaL_addlstring(&b, f->v[i].value.p, f->v[i].value.n);
+    }
+    luaL_pushresult(&b);
+    if (!found)
+        lua_pushnil(L);
+    return 1;
+}
+
+static int hd_get_all(lua_State *L)
+{
+    struct luareq *rq;
+    const struct http_fields *f = fields_of(L, &rq, 0);
+    char name[256];
+    int k = 0;
+
+    lower_name(L, 2, name, sizeof(name));
+    lua_newtable(L);
+    for (size_t i = 0; i < f->n; i++)
+        if (slice_eq_str(f->v[i].name, name)) {
+            push_slice(L, f->v[i].value);
+            lua_rawseti(L, -2, ++k);
+        }
+    return 1;
+}
+
+static int hd_set(lua_State *L)
+{
+    struct luareq *rq;
+    struct http_fields *f = fields_of(L, &rq, 1);
+    char name[256];
+    struct slice v;
+    char *c;
+
+    lower_name(L, 2, name, sizeof(name));
+    if (lua_isnil(L, 3)) {
+        http_fields_remove(f, name);
+        return 0;
+    }
+    v = check_value(L, 3);
+    /* The field keeps the name by pointer: it goes into the arena. */
+    c = arena_dup(rq->arena, name, strlen(name));
+    if (c == NULL || http_fields_set(f, rq->arena, c, v) < 0)
+        return luaL_error(L, "out of memory");
+    return 0;
+}
+
+static int hd_add(lua_State *L)
+{
+    struct luareq *rq;
+    struct http_fields *f = fields_of(L, &rq, 1);
+    char name[256];
+    struct slice v;
+
+    lower_name(L, 2, name, sizeof(name));
+    v = check_value(L, 3);
+    if (http_fields_add(f, rq->arena, slice_of(name), v, 10000) < 0)
+        return luaL_error(L, "out of memory");
+    return 0;
+}
+
+static int hd_remove(lua_State *L)
+{
+    struct luareq *rq;
+    struct http_fields *f = fields_of(L, &rq, 1);
+    char name[256];
+
+    lower_name(L, 2, name, sizeof(name));
+    lua_pushinteger(L, (lua_Integer)http_fields_remove(f, name));
+    return 1;
+}
+
+/* Iteration runs on a copy taken now, so the loop may change the fields
+ * and may break early. */
+static int hd_next(lua_State *L)
+{
+    lua_Integer i = lua_tointeger(L, lua_upvalueindex(2)) + 1;
+
+    lua_pushinteger(L, i);
+    lua_replace(L, lua_upvalueindex(2));
+    if (lua_rawgeti(L, lua_upvalueindex(1), 2 * i - 1) == LUA_TNIL)
+        return 1;
+    lua_rawgeti(L, lua_upvalueindex(1), 2 * i);
+    return 2;
+}
+
+static int hd_iter(lua_State *L)
+{
+    struct luareq *rq;
+    const struct http_fields *f = fields_of(L, &rq, 0);
+
+    lua_createtable(L, (int)(2 * f->n), 0);
+    for (size_t i = 0; i < f->n; i++) {
+        push_slice(L, f->v[i].name);
+        lua_rawseti(L, -2, (lua_Integer)(2 * i + 1));
+        push_slice(L, f->v[i].value);
+        lua_rawseti(L, -2, (lua_Integer)(2 * i + 2));
+    }
+    lua_pushinteger(L, 0);
+    lua_pushcclosure(L, hd_next, 2);
+    return 1;
+}
+
+static const luaL_Reg headers_methods[] = {
+    {"get", hd_get}, {"get_all", hd_get_all}, {"set", hd_set},
+    {"add", hd_add}, {"remove", hd_remove},   {"iter", hd_iter},
+    {NULL, NULL},
+};
+
+/* ---- strait ---------------------------------------------------------------
+ */
+
+static int s_log(lua_State *L)
+{
+    static const char *const levels[] = {"debug", "info", "warn", "error",
+                                         NULL};
+    int lv = luaL_checkoption(L, 1, "info", levels);
+    luaL_Buffer b;
+
+    luaL_buffinit(L, &b);
+    for (int i = 2; i <= lua_gettop(L); i++) {
+        luaL_tolstring(L, i, NULL);
+        luaL_addvalue(&b);
+        if (i < lua_gettop(L))
+            luaL_addchar(&b, ' ');
+    }
+    luaL_pushresult(&b);
+    log_msg((enum log_level)lv, "lua: %s", lua_tostring(L, -1));
+    return 0;
+}
+
+void luaapi_open(struct luavm *vm)
+{
+    lua_State *L = vm->L;
+
+    wrap_string(L);
+    luaL_newmetatable(L, HANDLE_MT);
+    luaL_newlib(L, handle_methods);
+    lua_pushcclosure(L, handle_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+    luaL_newmetatable(L, HEADERS_MT);
+    luaL_newlib(L, headers_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, hd_iter);
+    lua_setfield(L, -2, "__pairs");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushcfunction(L, s_log);
+    lua_setfield(L, -2, "log");
+    lua_setfield(L, -2, "strait");
+}
+
+void luaapi_push_handle(struct luavm *vm, lua_State *co, struct luareq *rq)
+{
+    struct lhandle *h = lua_newuserdatauv(co, sizeof(*h), 0);
+
+    rq->serial = ++vm->serial_gen;
+    h->rq = rq;
+    h->serial = rq->serial;
+    h->which = WHICH_REQ;
+    luaL_setmetatable(co, HANDLE_MT);
+}

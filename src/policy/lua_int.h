@@ -1,0 +1,58 @@
+#ifndef STRAIT_POLICY_LUA_INT_H
+#define STRAIT_POLICY_LUA_INT_H
+
+/* Private to src/policy/lua_vm.c and lua_api.c. */
+
+#include <lua.h>
+
+#include "policy/lua_vm.h"
+
+struct capped {
+    size_t used;
+    size_t cap;
+};
+
+/* The budget of the hook call running now. */
+struct luarun {
+    lua_State *co;
+    size_t prog;
+    int yieldable;
+    uint64_t start_ms;
+    uint64_t burst_ms;
+    uint64_t request_ms;
+    uint64_t used_ms;
+    uint64_t slice_ms;
+    const char *tripped; /* the limit passed; NULL: none yet */
+    int reason;          /* enum luavm_reason of an error */
+};
+
+struct luavm {
+    lua_State *L;
+    struct capped mem;
+    struct luaprogs *progs;      /* one reference */
+    int (*hooks)[LUAVM_NPHASES]; /* registry refs; LUA_NOREF: none */
+    int sandbox_ref;
+    struct luarun *run; /* while a hook runs */
+    struct luareq *cur; /* the request whose hook runs */
+    int pool[LUAVM_COROUTINE_POOL];
+    size_t npool;
+    unsigned serial_gen;
+    char last_error[512];
+};
+
+static inline struct luavm *luavm_of(lua_State *L)
+{
+    return *(struct luavm **)lua_getextraspace(L);
+}
+
+/* Runs the function under nargs arguments on the main thread's stack,
+ * for loading (not yieldable); leaves one result. 0, or -1 with
+ * vm->last_error (counted). */
+int luavm_run_main(struct luavm *vm, size_t i, int phase, int nargs);
+
+/* lua_api.c */
+void luaapi_open(struct luavm *vm); /* globals table on top */
+void luaapi_readonly(lua_State *L); /* table on top -> read-only view */
+void luaapi_push_handle(struct luavm *vm, lua_State *co, struct luareq *rq);
+
+#endif

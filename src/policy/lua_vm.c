@@ -1,0 +1,757 @@
+/*
+ * The Lua runtime of LuaPolicy: a worker's state, the sandbox, the
+ * budgets and the hooks' coroutines (the handle API is lua_api.c).
+ *
+ * Budgets, and why each is enforced where it is:
+ * - memory: every allocation of a state goes through capped_alloc(),
+ *   which refuses past the cap; Lua raises "not enough memory" and the
+ *   state stays usable once the garbage is collected.
+ * - time: a count hook fires every instructionSlice VM instructions. In
+ *   a yieldable hook it yields once the slice's share of the burst is
+ *   used, so other streams get the worker, and the proxy resumes it on a
+ *   later turn; past burst (one call) or requestTime (the request's
+ *   total) it raises, and re-arms itself with a count of 1 so a script's
+ *   own pcall cannot swallow the limit: the next instruction raises
+ *   again. The hook never fires inside C functions, so the library
+ *   functions that can run long on one call are bounded by their
+ *   arguments instead (string.rep, the pattern functions; lua_api.c).
+ * - escapes: only base (no dofile, loadfile; load text-only with the
+ *   policy's environment; collectgarbage("count") only; setmetatable
+ *   refuses __gc, whose finalizers run with hooks off), string, table,
+ *   math, utf8, coroutine and os.time/clock/date are there. No io,
+ *   package, require, debug or C modules.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include "core/clock.h"
+#include "core/err.h"
+#include "core/host.h"
+#include "core/log.h"
+#include "policy/lua_int.h"
+
+/* A syntax check compiles text only; this bounds what a huge or hostile
+ * script can make the checker allocate. */
+#define SYNTAX_MEMORY ((size_t)64 << 20)
+
+static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    struct capped *c = ud;
+    void *p;
+
+    /* lua_Alloc (5.4 manual 4.6): with ptr NULL, osize is the type tag
+     * of the new object, not a size. */
+    if (ptr == NULL)
+        osize = 0;
+    if (nsize == 0) {
+        free(ptr);
+        c->used -= osize;
+        return NULL;
+    }
+    if (nsize > osize && nsize - osize > c->cap - c->used)
+        return NULL;
+    p = realloc(ptr, nsize);
+    if (p == NULL)
+        return NULL;
+    c->used = c->used - osize + nsize;
+    return p;
+}
+
+int luavm_syntax(const char *src, size_t n, char *err, size_t errn)
+{
+    struct capped c = {0, SYNTAX_MEMORY};
+    lua_State *L = lua_newstate(capped_alloc, &c);
+    int line = 0;
+
+    if (L == NULL) {
+        snprintf(err, errn, "out of memory");
+        return -1;
+    }
+    if (luaL_loadbufferx(L, src, n, "=policy", "t") != LUA_OK) {
+        const char *m = lua_tostring(L, -1);
+        snprintf(err, errn, "%s", m != NULL ? m : "error");
+        line = -1;
+        /* "policy:LINE: message" */
+        if (m != NULL && strncmp(m, "policy:", 7) == 0) {
+            long v = strtol(m + 7, NULL, 10);
+            if (v > 0 && v < 1000000000)
+                line = (int)v;
+        }
+    }
+    lua_close(L);
+    return line;
+}
+
+/* ---- programs ------------------------------------------------------------ */
+
+struct luaprogs *luaprogs_new(size_t n)
+{
+    struct luaprogs *p = calloc(1, sizeof(*p));
+
+    if (p == NULL)
+        return NULL;
+    p->v = calloc(n ? n : 1, sizeof(*p->v));
+    if (p->v == NULL) {
+        free(p);
+        return NULL;
+    }
+    p->refs = 1;
+    return p;
+}
+
+struct luaprogs *luaprogs_ref(struct luaprogs *p)
+{
+    if (p != NULL)
+        __atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+static void strv_free(char **v, size_t n)
+{
+    for (size_t i = 0; v != NULL && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+void luaprogs_unref(struct luaprogs *p)
+{
+    if (p == NULL || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) > 0)
+        return;
+    for (size_t i = 0; i < p->n; i++) {
+        struct luaprog *g = &p->v[i];
+        free(g->name);
+        free(g->chunk);
+        free(g->source);
+        strv_free(g->config, g->nconfig);
+        strv_free(g->vss, g->nvss);
+        strv_free(g->hosts, g->nhosts);
+        strv_free(g->disabled, g->ndisabled);
+    }
+    free(p->v);
+    free(p);
+}
+
+static int prog_cmp(const void *a, const void *b)
+{
+    const struct luaprog *x = a, *y = b;
+
+    if (x->priority != y->priority)
+        return x->priority > y->priority ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+void luaprogs_sort(struct luaprogs *p)
+{
+    qsort(p->v, p->n, sizeof(*p->v), prog_cmp);
+}
+
+static const char *const phase_names[LUAVM_NPHASES] = {
+    "on_request", "on_response", "on_log", "init_worker"};
+static const char *const reason_names[LUAVM_NREASONS] = {"error", "timeout",
+                                                         "memory"};
+
+const char *luavm_phase_name(int phase)
+{
+    return phase >= 0 && phase < LUAVM_NPHASES ? phase_names[phase] : "?";
+}
+
+const char *luavm_reason_name(int reason)
+{
+    return reason >= 0 && reason < LUAVM_NREASONS ? reason_names[reason] : "?";
+}
+
+uint64_t luavm_errors(const struct luaprogs *p, size_t i, int phase, int reason)
+{
+    return __atomic_load_n(&p->v[i].errors[phase][reason], __ATOMIC_RELAXED);
+}
+
+/* ---- the budget hook ------------------------------------------------------
+ */
+
+static void budget_hook(lua_State *L, lua_Debug *ar)
+{
+    struct luavm *vm = luavm_of(L);
+    struct luarun *run = vm->run;
+    uint64_t now, spent;
+
+    (void)ar;
+    if (run == NULL)
+        return;
+    if (run->tripped) {
+        /* Past a limit already: every instruction raises again, so a
+         * pcall in the script cannot go on running. */
+        luaL_error(L, "%s", run->tripped);
+        return;
+    }
+    now = clock_ms();
+    spent = now - run->start_ms;
+    if (spent > run->burst_ms || run->used_ms + spent > run->request_ms) {
+        run->tripped =
+            spent > run->burst_ms ? "burst timeout" : "execution timeout";
+        run->reason = LUAVM_ERR_TIMEOUT;
+        lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1);
+        luaL_error(L, "%s", run->tripped);
+        return;
+    }
+    /* Our own coroutine, yieldable (not under a C call that cannot
+     * yield, nor in a script's coroutine): give the worker back once a
+     * slice of time went by. */
+    if (run->yieldable && L == run->co && lua_isyieldable(L) &&
+        spent >= run->slice_ms)
+        lua_yield(L, 0);
+}
+
+/* ---- the state ------------------------------------------------------------
+ */
+
+static int b_load(lua_State *L)
+{
+    size_t n;
+    const char *s = luaL_checklstring(L, 1, &n);
+    const char *name = luaL_optstring(L, 2, "=(load)");
+
+    /* Text only: crafted bytecode can crash the VM. The chunk gets the
+     * caller's sandbox, never the real globals. */
+    if (luaL_loadbufferx(L, s, n, name, "t") != LUA_OK) {
+        lua_pushnil(L);
+        lua_insert(L, -2);
+        return 2;
+    }
+    if (!lua_isnoneornil(L, 4)) {
+        lua_pushvalue(L, 4);
+        if (lua_setupvalue(L, -2, 1) == NULL)
+            lua_pop(L, 1);
+    } else {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, luavm_of(L)->sandbox_ref);
+        if (lua_setupvalue(L, -2, 1) == NULL)
+            lua_pop(L, 1);
+    }
+    return 1;
+}
+
+static int b_collectgarbage(lua_State *L)
+{
+    const char *opt = luaL_optstring(L, 1, "count");
+
+    if (strcmp(opt, "count") != 0)
+        return luaL_error(L, "collectgarbage: only \"count\" is allowed");
+    lua_pushnumber(L, (lua_Number)lua_gc(L, LUA_GCCOUNT, 0) +
+                          (lua_Number)lua_gc(L, LUA_GCCOUNTB, 0) / 1024);
+    return 1;
+}
+
+static int b_setmetatable(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    if (lua_istable(L, 2)) {
+        lua_getfield(L, 2, "__gc");
+        if (!lua_isnil(L, -1))
+            return luaL_error(L, "setmetatable: __gc is not allowed");
+        lua_pop(L, 1);
+    }
+    lua_settop(L, 2);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, 2, 1);
+    return 1;
+}
+
+static int b_print(lua_State *L)
+{
+    luaL_Buffer b;
+    int n = lua_gettop(L);
+
+    luaL_buffinit(L, &b);
+    for (int i = 1; i <= n; i++) {
+        size_t k;
+        const char *s = luaL_tolstring(L, i, &k);
+        if (i > 1)
+            luaL_addchar(&b, '\t');
+        luaL_addvalue(&b);
+        (void)s;
+    }
+    luaL_pushresult(&b);
+    log_msg(LOG_INFO, "lua: %s", lua_tostring(L, -1));
+    return 0;
+}
+
+static void open_lib(lua_State *L, const char *name, lua_CFunction f)
+{
+    luaL_requiref(L, name, f, 1);
+    lua_pop(L, 1);
+}
+
+/* The sandbox's globals: a table built from the libraries allowed. */
+static void build_sandbox(struct luavm *vm)
+{
+    lua_State *L = vm->L;
+    static const char *const drop[] = {"dofile", "loadfile", "require",
+                                       "module", NULL};
+
+    open_lib(L, "_G", luaopen_base);
+    open_lib(L, LUA_STRLIBNAME, luaopen_string);
+    open_lib(L, LUA_TABLIBNAME, luaopen_table);
+    open_lib(L, LUA_MATHLIBNAME, luaopen_math);
+    open_lib(L, LUA_UTF8LIBNAME, luaopen_utf8);
+    open_lib(L, LUA_COLIBNAME, luaopen_coroutine);
+    luaL_requiref(L, LUA_OSLIBNAME, luaopen_os, 0); /* not global */
+
+    lua_pushglobaltable(L);
+    for (int i = 0; drop[i] != NULL; i++) {
+        lua_pushnil(L);
+        lua_setfield(L, -2, drop[i]);
+    }
+    lua_pushcfunction(L, b_load);
+    lua_setfield(L, -2, "load");
+    lua_pushcfunction(L, b_collectgarbage);
+    lua_setfield(L, -2, "collectgarbage");
+    lua_getfield(L, -1, "setmetatable");
+    lua_pushcclosure(L, b_setmetatable, 1);
+    lua_setfield(L, -2, "setmetatable");
+    lua_pushcfunction(L, b_print);
+    lua_setfield(L, -2, "print");
+    /* os: only the clock and the calendar. */
+    lua_createtable(L, 0, 3);
+    lua_getfield(L, -3, "time");
+    lua_setfield(L, -2, "time");
+    lua_getfield(L, -3, "clock");
+    lua_setfield(L, -2, "clock");
+    lua_getfield(L, -3, "date");
+    lua_setfield(L, -2, "date");
+    lua_setfield(L, -2, "os");
+    luaapi_open(vm); /* string caps, strait.*, the handle */
+    lua_pop(L, 2);   /* globals, the real os */
+    lua_pushglobaltable(L);
+    vm->sandbox_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+/* A policy's environment: its own table, reading through to the
+ * sandbox, with policy.name and the read-only policy.config. */
+static void push_env(struct luavm *vm, const struct luaprog *g)
+{
+    lua_State *L = vm->L;
+
+    lua_newtable(L);
+    lua_newtable(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->sandbox_ref);
+    lua_setfield(L, -2, "__index");
+    lua_setmetatable(L, -2);
+    lua_newtable(L); /* policy */
+    lua_pushstring(L, g->name);
+    lua_setfield(L, -2, "name");
+    lua_newtable(L); /* config's data */
+    for (size_t i = 0; i + 1 < g->nconfig; i += 2) {
+        lua_pushstring(L, g->config[i + 1]);
+        lua_setfield(L, -2, g->config[i]);
+    }
+    luaapi_readonly(L); /* replaces it with a read-only proxy */
+    lua_setfield(L, -2, "config");
+    lua_setfield(L, -2, "policy");
+}
+
+static const char *const hook_names[LUAVM_NPHASES] = {
+    "on_request", "on_response", "on_log", "init_worker"};
+
+struct luavm *luavm_new(struct luaprogs *progs, char **err)
+{
+    struct luavm *vm = calloc(1, sizeof(*vm));
+    size_t cap = 0;
+
+    *err = NULL;
+    if (vm == NULL)
+        goto oom;
+    vm->progs = luaprogs_ref(progs);
+    for (size_t i = 0; i < progs->n; i++)
+        if (progs->v[i].memory > cap)
+            cap = progs->v[i].memory;
+    vm->mem.cap = cap ? cap : (size_t)64 << 20;
+    vm->hooks = calloc(progs->n ? progs->n : 1, sizeof(*vm->hooks));
+    if (vm->hooks == NULL)
+        goto oom;
+    vm->L = lua_newstate(capped_alloc, &vm->mem);
+    if (vm->L == NULL)
+        goto oom;
+    *(struct luavm **)lua_getextraspace(vm->L) = vm;
+    build_sandbox(vm);
+    for (size_t i = 0; i < progs->n; i++) {
+        const struct luaprog *g = &progs->v[i];
+        lua_State *L = vm->L;
+        for (int k = 0; k < LUAVM_NPHASES; k++)
+            vm->hooks[i][k] = LUA_NOREF;
+        if (luaL_loadbufferx(L, g->source, g->source_len, g->chunk, "t") !=
+            LUA_OK) {
+            err_set(err, "LuaPolicy %s: %s", g->name, lua_tostring(L, -1));
+            goto fail;
+        }
+        push_env(vm, g);
+        lua_pushvalue(L, -1);
+        lua_setupvalue(L, -3, 1); /* the chunk's _ENV */
+        lua_insert(L, -2);        /* env, chunk */
+        if (luavm_run_main(vm, i, LUAVM_INIT_WORKER, 0) < 0) {
+            err_set(err, "LuaPolicy %s: %s", g->name, vm->last_error);
+            lua_pop(L, 1);
+            goto fail;
+        }
+        lua_pop(L, 1); /* the chunk's result */
+        for (int k = 0; k < LUAVM_NPHASES; k++) {
+            lua_getfield(L, -1, hook_names[k]);
+            if (lua_isfunction(L, -1))
+                vm->hooks[i][k] = luaL_ref(L, LUA_REGISTRYINDEX);
+            else
+                lua_pop(L, 1);
+        }
+        lua_pop(L, 1); /* env */
+        if (vm->hooks[i][LUAVM_INIT_WORKER] != LUA_NOREF) {
+            lua_rawgeti(L, LUA_REGISTRYINDEX, vm->hooks[i][LUAVM_INIT_WORKER]);
+            if (luavm_run_main(vm, i, LUAVM_INIT_WORKER, 0) < 0) {
+                err_set(err, "LuaPolicy %s: init_worker: %s", g->name,
+                        vm->last_error);
+                goto fail;
+            }
+            lua_pop(L, 1);
+        }
+    }
+    return vm;
+oom:
+    err_set(err, "LuaPolicy: out of memory making a Lua state");
+fail:
+    luavm_free(vm);
+    return NULL;
+}
+
+void luavm_free(struct luavm *vm)
+{
+    if (vm == NULL)
+        return;
+    if (vm->L != NULL)
+        lua_close(vm->L);
+    free(vm->hooks);
+    luaprogs_unref(vm->progs);
+    free(vm);
+}
+
+/* ---- running --------------------------------------------------------------
+ */
+
+static void count_error(struct luavm *vm, size_t i, int phase, int reason,
+                        const char *msg)
+{
+    struct luaprog *g = &vm->progs->v[i];
+
+    __atomic_add_fetch(&g->errors[phase][reason], 1, __ATOMIC_RELAXED);
+    LOG_LIMITED(1000, LOG_WARN, "lua: policy %s: %s: %s: %s", g->name,
+                phase_names[phase], reason_names[reason], msg);
+}
+
+static void run_begin(struct luavm *vm, struct luarun *run, size_t i,
+                      lua_State *co, int yieldable, uint64_t used_ms)
+{
+    const struct luaprog *g = &vm->progs->v[i];
+
+    memset(run, 0, sizeof(*run));
+    run->co = co;
+    run->prog = i;
+    run->yieldable = yieldable;
+    run->start_ms = clock_ms();
+    run->burst_ms = g->burst_ms;
+    run->request_ms = g->request_ms;
+    run->used_ms = used_ms;
+    /* Yield about ten times per burst, never more often than each ms. */
+    run->slice_ms = g->burst_ms / 10 ? g->burst_ms / 10 : 1;
+    run->reason = LUAVM_ERR_ERROR;
+    vm->run = run;
+    lua_sethook(co, budget_hook, LUA_MASKCOUNT, g->instruction_slice);
+}
+
+static int msg_handler(lua_State *L)
+{
+    const char *m = lua_tostring(L, 1);
+
+    if (m == NULL)
+        m = lua_pushfstring(L, "(error object is a %s value)",
+                            luaL_typename(L, 1));
+    luaL_traceback(L, L, m, 1);
+    return 1;
+}
+
+int luavm_run_main(struct luavm *vm, size_t i, int phase, int nargs)
+{
+    lua_State *L = vm->L;
+    struct luarun run;
+    int base, st;
+
+    run_begin(vm, &run, i, L, 0, 0);
+    base = lua_gettop(L) - nargs;
+    lua_pushcfunction(L, msg_handler);
+    lua_insert(L, base);
+    st = lua_pcall(L, nargs, 1, base);
+    lua_sethook(L, NULL, 0, 0);
+    vm->run = NULL;
+    lua_remove(L, base);
+    if (st == LUA_OK)
+        return 0;
+    snprintf(vm->last_error, sizeof(vm->last_error), "%s",
+             lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+    count_error(vm, i, phase, st == LUA_ERRMEM ? LUAVM_ERR_MEMORY : run.reason,
+                vm->last_error);
+    lua_pop(L, 1);
+    return -1;
+}
+
+/* A coroutine for a hook: from the pool, or new. Left on the stack of
+ * the main thread? No: referenced in the registry while it runs. */
+static lua_State *co_take(struct luavm *vm, int *ref)
+{
+    lua_State *L = vm->L, *co;
+
+    if (vm->npool > 0) {
+        *ref = vm->pool[--vm->npool];
+        lua_rawgeti(L, LUA_REGISTRYINDEX, *ref);
+        co = lua_tothread(L, -1);
+        lua_pop(L, 1);
+        return co;
+    }
+    co = lua_newthread(L);
+    if (co == NULL)
+        return NULL;
+    *ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    return co;
+}
+
+static void co_give(struct luavm *vm, lua_State *co, int ref, int reusable)
+{
+    if (reusable && lua_status(co) == LUA_OK && lua_gettop(co) == 0 &&
+        vm->npool < LUAVM_COROUTINE_POOL) {
+        vm->pool[vm->npool++] = ref;
+        return;
+    }
+    /* A dead coroutine (it raised) cannot be reused: let it go. */
+    if (lua_status(co) != LUA_OK || lua_gettop(co) != 0)
+        lua_resetthread(co);
+    luaL_unref(vm->L, LUA_REGISTRYINDEX, ref);
+}
+
+/* One error of policy i in phase: counted and logged; under Fail the
+ * request is answered 500. */
+static void hook_failed(struct luareq *rq, size_t i, int phase, int reason,
+                        const char *msg)
+{
+    count_error(rq->vm, i, phase, reason, msg);
+    if (rq->vm->progs->v[i].fail_closed && phase != LUAVM_ON_LOG) {
+        rq->failed = 1;
+        rq->status = 500;
+    }
+}
+
+/* Resumes rq's coroutine (with nargs on its stack). LUAVM_YIELD: it is
+ * suspended (kept in rq); else it finished (ok or failed). */
+static enum luavm_result resume(struct luareq *rq, int nargs)
+{
+    struct luavm *vm = rq->vm;
+    lua_State *co = rq->co;
+    struct luarun run;
+    size_t i = rq->next;
+    int nres, st;
+
+    run_begin(vm, &run, i, co, rq->phase == LUAVM_ON_REQUEST, rq->used_ms);
+    vm->cur = rq;
+    st = lua_resume(co, vm->L, nargs, &nres);
+    vm->cur = NULL;
+    vm->run = NULL;
+    rq->used_ms += clock_ms() - run.start_ms;
+    if (st == LUA_YIELD) {
+        lua_pop(co, nres);
+        if (rq->status > 0)
+            goto done; /* yielded by h:respond(): nothing more runs */
+        return LUAVM_YIELD;
+    }
+    if (st != LUA_OK) {
+        /* The message is copied before anything else is allocated: after
+         * a memory error the dead coroutine still holds what filled the
+         * state, until lua_resetthread() lets it go (co_give). Runtime
+         * errors carry their script:line already. */
+        const char *m = lua_tostring(co, -1);
+        char msg[512];
+        snprintf(msg, sizeof(msg), "%s",
+                 m != NULL ? m : "error (not a string)");
+        lua_sethook(co, NULL, 0, 0);
+        lua_resetthread(co);
+        hook_failed(rq, i, rq->phase,
+                    st == LUA_ERRMEM ? LUAVM_ERR_MEMORY : run.reason, msg);
+    } else {
+        lua_pop(co, nres);
+    }
+done:
+    lua_sethook(co, NULL, 0, 0);
+    rq->serial = 0; /* the hook's handles go stale */
+    co_give(vm, co, rq->co_ref, st == LUA_OK);
+    rq->co = NULL;
+    rq->co_ref = LUA_NOREF;
+    return rq->status > 0 ? LUAVM_RESPONDED : LUAVM_CONTINUE;
+}
+
+/* What start() does in protected mode: every step may allocate, and
+ * an allocation that fails outside it would panic. */
+static int start_protected(lua_State *L)
+{
+    struct luareq *rq = lua_touserdata(L, 1);
+    struct luavm *vm = rq->vm;
+    lua_State *co = co_take(vm, &rq->co_ref);
+
+    if (co == NULL)
+        return luaL_error(L, "no coroutine");
+    rq->co = co;
+    lua_rawgeti(co, LUA_REGISTRYINDEX, vm->hooks[rq->next][rq->phase]);
+    luaapi_push_handle(vm, co, rq);
+    return 0;
+}
+
+/* Starts policy rq->next's hook for rq->phase. */
+static enum luavm_result start(struct luareq *rq)
+{
+    struct luavm *vm = rq->vm;
+    lua_State *L = vm->L;
+
+    rq->co = NULL;
+    rq->co_ref = LUA_NOREF;
+    lua_pushcfunction(L, start_protected);
+    lua_pushlightuserdata(L, rq);
+    if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+        lua_pop(L, 1);
+        if (rq->co != NULL) {
+            lua_settop(rq->co, 0);
+            co_give(vm, rq->co, rq->co_ref, 0);
+        } else if (rq->co_ref != LUA_NOREF) {
+            luaL_unref(L, LUA_REGISTRYINDEX, rq->co_ref);
+        }
+        rq->co = NULL;
+        rq->co_ref = LUA_NOREF;
+        hook_failed(rq, rq->next, rq->phase, LUAVM_ERR_MEMORY,
+                    "no memory to start the hook");
+        return rq->status > 0 ? LUAVM_RESPONDED : LUAVM_CONTINUE;
+    }
+    return resume(rq, 1);
+}
+
+static enum luavm_result run_phase(struct luareq *rq)
+{
+    const struct luaprogs *p = rq->vm->progs;
+
+    for (; rq->next < p->n; rq->next++) {
+        enum luavm_result r;
+        if (!(rq->mask & (1u << rq->next)) ||
+            rq->vm->hooks[rq->next][rq->phase] == LUA_NOREF)
+            continue;
+        r = start(rq);
+        if (r == LUAVM_YIELD)
+            return r;
+        if (r == LUAVM_RESPONDED) {
+            rq->next = p->n;
+            return r;
+        }
+    }
+    return LUAVM_CONTINUE;
+}
+
+enum luavm_result luavm_on_request(struct luareq *rq)
+{
+    rq->phase = LUAVM_ON_REQUEST;
+    rq->next = 0;
+    return run_phase(rq);
+}
+
+enum luavm_result luavm_resume(struct luareq *rq)
+{
+    enum luavm_result r = resume(rq, 0);
+
+    if (r != LUAVM_CONTINUE)
+        return r;
+    rq->next++;
+    return run_phase(rq);
+}
+
+enum luavm_result luavm_on_response(struct luareq *rq)
+{
+    rq->phase = LUAVM_ON_RESPONSE;
+    rq->next = 0;
+    return run_phase(rq);
+}
+
+void luavm_on_log(struct luareq *rq)
+{
+    rq->phase = LUAVM_ON_LOG;
+    rq->next = 0;
+    rq->status = 0;
+    (void)run_phase(rq);
+}
+
+void luavm_request_end(struct luareq *rq)
+{
+    struct luavm *vm = rq->vm;
+
+    if (vm == NULL)
+        return;
+    if (rq->co != NULL) {
+        lua_sethook(rq->co, NULL, 0, 0);
+        co_give(vm, rq->co, rq->co_ref, 0);
+        rq->co = NULL;
+    }
+    if (rq->ctx_ref != LUA_NOREF) {
+        luaL_unref(vm->L, LUA_REGISTRYINDEX, rq->ctx_ref);
+        rq->ctx_ref = LUA_NOREF;
+    }
+    rq->serial = 0;
+    rq->vm = NULL;
+}
+
+/* ---- selection ------------------------------------------------------------
+ */
+
+static int in_list(char *const *v, size_t n, struct slice s)
+{
+    for (size_t i = 0; i < n; i++)
+        if (slice_eq_str(s, v[i]))
+            return 1;
+    return 0;
+}
+
+uint32_t luavm_match(const struct luavm *vm, struct slice authority,
+                     struct slice route, struct slice vs)
+{
+    const struct luaprogs *p = vm->progs;
+    char host[256];
+    uint32_t mask = 0;
+    size_t hn = authority.n;
+
+    /* The host without its port, for the hosts patterns. */
+    if (hn > 0 && authority.p[0] != '[') {
+        const char *c = memchr(authority.p, ':', hn);
+        if (c != NULL)
+            hn = (size_t)(c - authority.p);
+    }
+    if (hn >= sizeof(host))
+        hn = sizeof(host) - 1;
+    memcpy(host, authority.p, hn);
+    host[hn] = '\0';
+    for (size_t i = 0; i < p->n && i < 32; i++) {
+        const struct luaprog *g = &p->v[i];
+        int ok = g->any_ref || in_list(g->vss, g->nvss, vs);
+        if (ok && g->nhosts > 0) {
+            ok = 0;
+            for (size_t k = 0; k < g->nhosts && !ok; k++)
+                ok = host_covers(g->hosts[k], host);
+        }
+        if (ok && route.n > 0 && in_list(g->disabled, g->ndisabled, route))
+            ok = 0;
+        if (ok)
+            mask |= 1u << i;
+    }
+    return mask;
+}

@@ -1,0 +1,170 @@
+#ifndef STRAIT_POLICY_LUA_VM_H
+#define STRAIT_POLICY_LUA_VM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/slice.h"
+
+struct arena;
+struct http_request;
+struct http_response;
+
+/*
+ * LuaPolicy at run time (src/config/res-luapolicy.c is the resource,
+ * src/compile/lua.c selects and builds the programs).
+ *
+ * struct luaprogs: the policies of one routes generation, in the order
+ * they run (priority, higher first), with their text, budgets and
+ * targets. Built by the control thread, then immutable and shared by
+ * every worker; reference-counted with atomics.
+ *
+ * struct luavm: one worker's lua_State for one luaprogs: every policy
+ * compiled once into it at creation (init_worker runs then), hooks run
+ * in pooled coroutines. Worker-local; the worker frees it with the
+ * routes view that owns it, once the view's last stream has ended, so a
+ * state is never closed under a running hook.
+ */
+
+/* Budgets that are not per policy. */
+#define LUAVM_STRING_REP_MAX ((size_t)1 << 20) /* string.rep result bytes */
+/* Lua patterns backtrack: a match of a pattern with q quantifiers
+ * against n bytes may take n^q steps (n^(q+1) unanchored), and the
+ * count hook never fires inside string.find. A call whose bound passes
+ * this is refused with "pattern too complex". */
+#define LUAVM_PATTERN_STEPS 20000000.0
+#define LUAVM_PATTERN_SUBJECT_MAX ((size_t)1 << 20)
+#define LUAVM_COROUTINE_POOL 64 /* idle coroutines kept per state */
+
+enum luavm_phase {
+    LUAVM_ON_REQUEST,
+    LUAVM_ON_RESPONSE,
+    LUAVM_ON_LOG,
+    LUAVM_INIT_WORKER,
+    LUAVM_NPHASES
+};
+
+enum luavm_reason {
+    LUAVM_ERR_ERROR,
+    LUAVM_ERR_TIMEOUT,
+    LUAVM_ERR_MEMORY,
+    LUAVM_NREASONS
+};
+
+struct luaprog {
+    char *name;   /* "ns/name" */
+    char *chunk;  /* "=ns/name" or "@file": Lua's chunk name */
+    char *source; /* the text */
+    size_t source_len;
+    int64_t priority;
+    int fail_closed; /* failurePolicy Fail */
+    size_t memory;
+    int instruction_slice;
+    uint64_t burst_ms;
+    uint64_t request_ms;
+    size_t body_bytes;
+    char **config; /* key, value, key, value... */
+    size_t nconfig;
+    /* Targets: the request runs the policy when (no refs, or the
+     * listener serves a Gateway in gateways, or the route's
+     * VirtualService is in vss) and (no hosts, or one covers the
+     * authority) and the route's name is not in disabled. */
+    int any_ref;
+    char **vss;
+    size_t nvss;
+    char **hosts;
+    size_t nhosts;
+    char **disabled;
+    size_t ndisabled;
+    /* Errors by phase and reason, every worker together. */
+    uint64_t errors[LUAVM_NPHASES][LUAVM_NREASONS];
+};
+
+struct luaprogs {
+    int refs;
+    struct luaprog *v;
+    size_t n;
+};
+
+struct luaprogs *luaprogs_new(size_t n);
+struct luaprogs *luaprogs_ref(struct luaprogs *p);
+void luaprogs_unref(struct luaprogs *p);
+/* luaprogs_sort() puts v in running order (priority, then name). */
+void luaprogs_sort(struct luaprogs *p);
+
+struct luavm;
+
+/* luavm_new() makes a worker's state for progs (a reference is taken)
+ * and runs each policy's chunk and init_worker(). NULL with *err (an
+ * allocated message) when a script fails to load; the caller logs it
+ * and serves without Lua. */
+struct luavm *luavm_new(struct luaprogs *progs, char **err);
+void luavm_free(struct luavm *vm); /* NULL: no-op */
+
+/* What a hook sees of the request. Slices point into the stream's
+ * arena and live as long as it. */
+struct luareq {
+    struct luavm *vm;
+    struct arena *arena;
+    struct http_request *req;
+    struct http_response *resp; /* on_response, on_log */
+    struct slice route;         /* the http route's name; empty: none */
+    struct slice vs;            /* "ns/name" of its VirtualService */
+    struct slice spiffe;        /* peer's URI SAN; empty: none */
+    int mtls;                   /* a verified client certificate */
+    const char *peer_ip;
+    uint32_t mask;    /* policies that apply (bit i: progs->v[i]) */
+    size_t next;      /* on_request: the next policy to run */
+    int ctx_ref;      /* h.ctx (LUA_NOREF: not made) */
+    unsigned serial;  /* handles of other serials are stale */
+    uint64_t used_ms; /* run time so far (requestTime) */
+    int co_ref;       /* a suspended coroutine; LUA_NOREF: none */
+    void *co;         /* its lua_State */
+    int phase;
+    /* h:respond(): status > 0 once called. */
+    int status;
+    struct slice body;
+    struct http_field *rfields;
+    size_t nrfields;
+    int failed; /* an error under failurePolicy Fail: answer 500 */
+};
+
+enum luavm_result {
+    LUAVM_CONTINUE,  /* go on */
+    LUAVM_YIELD,     /* suspended: call luavm_resume() on a later turn */
+    LUAVM_RESPONDED, /* h:respond() or failurePolicy Fail (status) */
+};
+
+/* luavm_match() fills rq->mask: the policies that apply. 0: none, and
+ * nothing else need be done for the request. */
+uint32_t luavm_match(const struct luavm *vm, struct slice authority,
+                     struct slice route, struct slice vs);
+
+/* luavm_on_request() runs on_request of each policy of rq->mask in
+ * order; luavm_resume() goes on after LUAVM_YIELD. */
+enum luavm_result luavm_on_request(struct luareq *rq);
+enum luavm_result luavm_resume(struct luareq *rq);
+/* on_response (may answer with h:respond) and on_log (read-only); not
+ * yieldable: the burst limit raises. */
+enum luavm_result luavm_on_response(struct luareq *rq);
+void luavm_on_log(struct luareq *rq);
+/* luavm_request_end() lets go of what rq holds in the state (its ctx
+ * table, a suspended coroutine). */
+void luavm_request_end(struct luareq *rq);
+
+/* luavm_errors() sums a policy's errors (for /stats). */
+uint64_t luavm_errors(const struct luaprogs *p, size_t i, int phase,
+                      int reason);
+const char *luavm_phase_name(int phase);
+const char *luavm_reason_name(int reason);
+
+/*
+ * luavm_syntax() compiles src (n bytes of Lua text; bytecode is refused)
+ * without running it, in a throw-away state with a capped allocator.
+ * Returns 0 when it compiles; otherwise writes Lua's message into err
+ * (errn bytes, always terminated) and returns the Lua line at fault, or
+ * -1 when the message names none.
+ */
+int luavm_syntax(const char *src, size_t n, char *err, size_t errn);
+
+#endif

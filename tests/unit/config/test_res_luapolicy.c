@@ -1,0 +1,208 @@
+/*
+ * Unit tests for src/config/res-luapolicy.c: a LuaPolicy with every field
+ * and its defaults, schema errors with file:line:col, inline text that
+ * does not compile (the YAML line of the Lua line), file names outside
+ * the search path, and the fields strait refuses until it honours them.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "config/resource.h"
+#include "core/buf.h"
+
+struct fx {
+    struct resource_set *set;
+    struct buf errs;
+    int nerr;
+};
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+
+    if (f == NULL)
+        return -1;
+    buf_init(&f->errs, 1024 * 1024);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+
+    resource_set_free(f->set);
+    buf_dispose(&f->errs);
+    free(f);
+    return 0;
+}
+
+static const char *load(struct fx *f, const char *text)
+{
+    resource_set_free(f->set);
+    buf_consume(&f->errs, buf_len(&f->errs));
+    f->set =
+        resource_load_mem(text, strlen(text), "lp.yaml", &f->errs, &f->nerr);
+    assert_non_null(f->set);
+    return buf_cstr(&f->errs);
+}
+
+#define HEAD                                                                   \
+    "apiVersion: strait.io/v1alpha1\n"                                         \
+    "kind: LuaPolicy\n"                                                        \
+    "metadata: {name: p, namespace: web}\n"                                    \
+    "spec:\n"
+
+static void full_policy_loads_with_defaults(void **state)
+{
+    struct fx *f = *state;
+    const char *e = load(f, HEAD "  targetRefs:\n"
+                                 "  - {kind: Gateway, name: gw}\n"
+                                 "  - {kind: VirtualService, name: vs, "
+                                 "namespace: other}\n"
+                                 "  hosts: [\"*.example.com\"]\n"
+                                 "  routes: [{name: health}]\n"
+                                 "  priority: 50\n"
+                                 "  failurePolicy: Ignore\n"
+                                 "  config: {header: x-a}\n"
+                                 "  limits: {memory: 8Mi, burst: 20ms}\n"
+                                 "  source:\n"
+                                 "    inline: |\n"
+                                 "      function on_request(h) end\n");
+    const struct res_lua_policy *lp;
+    const struct resource *r;
+
+    if (f->nerr != 0)
+        fail_msg("errors: %s", e);
+    r = resource_find(f->set, RES_LUA_POLICY, "web", "p");
+    assert_non_null(r);
+    lp = res_lua_policy(r);
+    assert_int_equal(lp->target_refs.n, 2);
+    assert_int_equal(
+        ((const struct res_lua_target_ref *)lp->target_refs.v)[1].kind,
+        RES_LUA_REF_VIRTUAL_SERVICE);
+    assert_int_equal(lp->priority, 50);
+    assert_int_equal(lp->failure_policy, RES_LUA_IGNORE);
+    assert_int_equal(lp->limits.memory, 8 << 20);
+    assert_int_equal(lp->limits.burst_ms, 20);
+    /* Defaults of the limits not given. */
+    assert_int_equal(lp->limits.instruction_slice, 10000);
+    assert_int_equal(lp->limits.request_ms, 4000);
+    assert_int_equal(lp->limits.body_bytes, 1 << 20);
+    assert_int_equal(((const struct res_lua_route *)lp->routes.v)[0].disabled,
+                     1);
+    assert_string_equal(lp->config.v[0].key, "header");
+    assert_string_equal(res_kind_name(r->kind), "LuaPolicy");
+}
+
+static void syntax_error_names_yaml_line(void **state)
+{
+    struct fx *f = *state;
+    const char *e = load(f, HEAD "  source:\n"
+                                 "    inline: |\n"
+                                 "      function on_request(h)\n"
+                                 "        if then\n"
+                                 "      end\n");
+
+    assert_int_equal(f->nerr, 1);
+    /* HEAD is 4 lines, source: line 5, inline: line 6, Lua line 2 = 8. */
+    assert_non_null(strstr(e, "lp.yaml:8:"));
+    assert_non_null(strstr(e, "policy:2:"));
+    assert_null(resource_find(f->set, RES_LUA_POLICY, "web", "p"));
+}
+
+static void source_rules(void **state)
+{
+    struct fx *f = *state;
+    const char *e;
+
+    e = load(f, HEAD "  priority: 1\n");
+    assert_int_equal(f->nerr, 1);
+    assert_non_null(strstr(e, "inline or file is required"));
+    e = load(f, HEAD "  source: {inline: 'x=1', file: a.lua}\n");
+    assert_int_equal(f->nerr, 1);
+    assert_non_null(strstr(e, "exclusive"));
+    e = load(f, HEAD "  source: {file: /etc/passwd.lua}\n");
+    assert_non_null(strstr(e, "relative"));
+    e = load(f, HEAD "  source: {file: ../../x.lua}\n");
+    assert_non_null(strstr(e, "climb out"));
+    e = load(f, HEAD "  source: {file: x.txt}\n");
+    assert_non_null(strstr(e, "must name a .lua file"));
+    /* A name with dots that is not a climb is fine. */
+    e = load(f, HEAD "  source: {file: examples/a..b.lua}\n");
+    assert_int_equal(f->nerr, 0);
+}
+
+static void schema_errors_have_positions(void **state)
+{
+    struct fx *f = *state;
+    const char *e;
+
+    e = load(f, HEAD "  source: {inline: 'x=1'}\n"
+                     "  failurePolicy: Maybe\n");
+    assert_int_equal(f->nerr, 1);
+    assert_non_null(strstr(e, "lp.yaml:6:"));
+    e = load(f, HEAD "  source: {inline: 'x=1'}\n"
+                     "  limits: {instructionSlice: 5}\n");
+    assert_int_equal(f->nerr, 1);
+    assert_non_null(strstr(e, "lp.yaml:6:"));
+    e = load(f, HEAD "  source: {inline: 'x=1'}\n"
+                     "  colour: blue\n");
+    assert_int_equal(f->nerr, 1);
+    assert_non_null(strstr(e, "colour"));
+    e = load(f, HEAD "  source: {inline: 'x=1'}\n"
+                     "  targetRefs: [{kind: HTTPRoute, name: r}]\n");
+    assert_int_equal(f->nerr, 1);
+    e = load(f, HEAD "  source: {inline: 'x=1'}\n"
+                     "  targetRefs: [{kind: Gateway}]\n");
+    assert_non_null(strstr(e, "name is required"));
+    e = load(f, HEAD "  source: {inline: 'x=1'}\n"
+                     "  hosts: ['a*b']\n");
+    assert_int_equal(f->nerr, 1);
+    e = load(f, "apiVersion: strait.io/v1\nkind: LuaPolicy\n"
+                "metadata: {name: p}\nspec: {source: {inline: 'x=1'}}\n");
+    assert_non_null(strstr(e, "v1alpha1"));
+}
+
+static void unimplemented_fields_are_refused(void **state)
+{
+    struct fx *f = *state;
+    const char *e;
+
+    e = load(f, HEAD "  source: {inline: 'x=1'}\n"
+                     "  limits: {httpCalls: 2}\n");
+    assert_int_equal(f->nerr, 1);
+    assert_non_null(strstr(e, "not implemented yet"));
+    e = load(f, HEAD "  source: {inline: 'x=1'}\n"
+                     "  sharedDicts: [{name: rl, size: 1Mi}]\n");
+    assert_int_equal(f->nerr, 1);
+    assert_non_null(strstr(e, "not implemented yet"));
+    e = load(f, HEAD "  source: {inline: 'x=1'}\n"
+                     "  routes: [{name: a, disabled: false}]\n");
+    assert_int_equal(f->nerr, 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(full_policy_loads_with_defaults, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(syntax_error_names_yaml_line, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(source_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(schema_errors_have_positions, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(unimplemented_fields_are_refused, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,373 @@
+/*
+ * Unit tests for src/policy/lua_vm.c and lua_api.c: the sandbox's every
+ * escape (os.execute, io.open, require of a C module, bytecode, a
+ * string.rep bomb, an infinite loop, a pathological pattern in
+ * string.find, deep recursion, a table bomb, pcall around the limit),
+ * each ending as a counted error within its budget and leaving the state
+ * usable; hooks, the handle API, and a handle used after its hook.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/arena.h"
+#include "core/clock.h"
+#include "http/http.h"
+#include "policy/lua_vm.h"
+
+static struct luaprogs *progs1(const char *src, int fail_closed)
+{
+    struct luaprogs *p = luaprogs_new(1);
+    struct luaprog *g = &p->v[0];
+
+    p->n = 1;
+    g->name = strdup("t/p");
+    g->chunk = strdup("=t/p");
+    g->source = strdup(src);
+    g->source_len = strlen(src);
+    g->fail_closed = fail_closed;
+    g->memory = (size_t)8 << 20;
+    g->instruction_slice = 1000;
+    g->burst_ms = 100;
+    g->request_ms = 400;
+    g->body_bytes = 1024;
+    g->any_ref = 1;
+    g->config = calloc(2, sizeof(char *));
+    g->config[0] = strdup("greeting");
+    g->config[1] = strdup("hi");
+    g->nconfig = 2;
+    return p;
+}
+
+struct fx {
+    struct luaprogs *p;
+    struct luavm *vm;
+    struct arena arena;
+    struct http_request req;
+    struct http_response resp;
+    struct luareq rq;
+};
+
+static struct fx *fx_new(const char *src)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    char *err = NULL;
+
+    f->p = progs1(src, 1);
+    f->vm = luavm_new(f->p, &err);
+    if (f->vm == NULL)
+        fail_msg("luavm_new: %s", err);
+    arena_init(&f->arena, 4096);
+    f->req.method = SLICE_LIT("GET");
+    f->req.path = SLICE_LIT("/a/b?x=1");
+    f->req.authority = SLICE_LIT("example.com");
+    f->req.scheme = SLICE_LIT("http");
+    http_fields_add(&f->req.fields, &f->arena, SLICE_LIT("x-in"),
+                    SLICE_LIT("v1"), 100);
+    f->rq.vm = f->vm;
+    f->rq.arena = &f->arena;
+    f->rq.req = &f->req;
+    f->rq.ctx_ref = -2; /* LUA_NOREF */
+    f->rq.co_ref = -2;
+    f->rq.mask = 1;
+    return f;
+}
+
+static void fx_free(struct fx *f)
+{
+    luavm_request_end(&f->rq);
+    luavm_free(f->vm);
+    luaprogs_unref(f->p);
+    arena_dispose(&f->arena);
+    free(f);
+}
+
+/* Runs on_request to the end, resuming after each yield. */
+static enum luavm_result run(struct fx *f, int *yields)
+{
+    enum luavm_result r = luavm_on_request(&f->rq);
+
+    while (r == LUAVM_YIELD) {
+        (*yields)++;
+        r = luavm_resume(&f->rq);
+    }
+    return r;
+}
+
+static uint64_t errs(struct fx *f, int reason)
+{
+    return luavm_errors(f->p, 0, LUAVM_ON_REQUEST, reason);
+}
+
+/* An escape: the hook fails (500 under Fail), counted as reason, within
+ * the budget, and the next request on the same state runs fine. */
+static void escape(const char *body, int reason)
+{
+    char src[2048];
+    struct fx *f;
+    int y = 0;
+    uint64_t t0;
+
+    snprintf(src, sizeof(src),
+             "function on_request(h)\n"
+             "  if h:path() == '/ok' then h:respond(204) return end\n"
+             "  %s\n"
+             "end\n",
+             body);
+    f = fx_new(src);
+    t0 = clock_ms();
+    assert_int_equal(run(f, &y), LUAVM_RESPONDED);
+    /* Within requestTime plus a slice (and the coarse clock). */
+    assert_true(clock_ms() - t0 < 400 + 100);
+    assert_int_equal(f->rq.status, 500);
+    if (errs(f, reason) != 1)
+        fail_msg("%s: reason %d counted %llu (error %llu timeout %llu memory "
+                 "%llu)",
+                 body, reason, (unsigned long long)errs(f, reason),
+                 (unsigned long long)errs(f, LUAVM_ERR_ERROR),
+                 (unsigned long long)errs(f, LUAVM_ERR_TIMEOUT),
+                 (unsigned long long)errs(f, LUAVM_ERR_MEMORY));
+    luavm_request_end(&f->rq);
+    /* The state lives on. */
+    memset(&f->rq.status, 0, sizeof(f->rq.status));
+    f->rq.failed = 0;
+    f->rq.vm = f->vm;
+    f->rq.used_ms = 0;
+    f->req.path = SLICE_LIT("/ok");
+    assert_int_equal(run(f, &y), LUAVM_RESPONDED);
+    assert_int_equal(f->rq.status, 204);
+    fx_free(f);
+}
+
+static void os_execute(void **s)
+{
+    (void)s;
+    escape("os.execute('touch /tmp/strait-lua-pwned')", LUAVM_ERR_ERROR);
+}
+static void io_open(void **s)
+{
+    (void)s;
+    escape("io.open('/etc/passwd')", LUAVM_ERR_ERROR);
+}
+static void require_c_module(void **s)
+{
+    (void)s;
+    escape("require('socket.core')", LUAVM_ERR_ERROR);
+}
+static void package_loadlib(void **s)
+{
+    (void)s;
+    escape("package.loadlib('libc.so.6', 'system')", LUAVM_ERR_ERROR);
+}
+static void bytecode(void **s)
+{
+    (void)s;
+    /* string.dump makes bytecode; load refuses it (text only). */
+    escape("local f = assert(load(string.dump(function() end)))",
+           LUAVM_ERR_ERROR);
+}
+static void rep_bomb(void **s)
+{
+    (void)s;
+    escape("local x = string.rep('x', 1 << 40)", LUAVM_ERR_ERROR);
+}
+static void infinite_loop(void **s)
+{
+    (void)s;
+    escape("while true do end", LUAVM_ERR_TIMEOUT);
+}
+static void pattern_bomb(void **s)
+{
+    (void)s;
+    escape("string.find(string.rep('a', 5000), string.rep('a*', 20) .. 'b')",
+           LUAVM_ERR_ERROR);
+}
+static void deep_recursion(void **s)
+{
+    (void)s;
+    /* The Lua stack grows until the state's memory cap stops it (8 MiB
+     * here, before Lua's own "stack overflow" at a million slots). */
+    escape("local function f(n) return 1 + f(n + 1) end f(1)",
+           LUAVM_ERR_MEMORY);
+}
+static void table_bomb(void **s)
+{
+    (void)s;
+    escape("local t = {} for i = 1, 1e9 do t[i] = {i} end", LUAVM_ERR_MEMORY);
+}
+static void pcall_around_limit(void **s)
+{
+    (void)s;
+    escape("for i = 1, 1000 do pcall(function() while true do end end) end "
+           "while true do pcall(error) end",
+           LUAVM_ERR_TIMEOUT);
+}
+static void gc_metamethod(void **s)
+{
+    (void)s;
+    escape("setmetatable({}, {__gc = function() while true do end end})",
+           LUAVM_ERR_ERROR);
+}
+static void debug_lib(void **s)
+{
+    (void)s;
+    escape("debug.sethook()", LUAVM_ERR_ERROR);
+}
+
+static void long_loop_yields(void **state)
+{
+    struct fx *f = fx_new("function on_request(h)\n"
+                          "  local t = os.clock()\n"
+                          "  local n = 0\n"
+                          "  while os.clock() - t < 0.05 do n = n + 1 end\n"
+                          "  h:headers():set('x-n', 'done')\n"
+                          "end\n");
+    int y = 0;
+
+    (void)state;
+    assert_int_equal(run(f, &y), LUAVM_CONTINUE);
+    assert_true(y >= 1);
+    assert_true(
+        slice_eq_str(http_fields_get(&f->req.fields, "x-n")->value, "done"));
+    fx_free(f);
+}
+
+static void handle_api(void **state)
+{
+    struct fx *f = fx_new(
+        "function on_request(h)\n"
+        "  local hd = h:headers()\n"
+        "  assert(h:method() == 'GET' and h:path() == '/a/b')\n"
+        "  assert(h:query() == 'x=1' and h:authority() == 'example.com')\n"
+        "  assert(h:scheme() == 'http' and h:route() == nil)\n"
+        "  assert(hd:get('X-In') == 'v1')\n"
+        "  hd:add('x-multi', 'a') hd:add('x-multi', 'b')\n"
+        "  assert(#hd:get_all('x-multi') == 2)\n"
+        "  assert(hd:get('x-multi') == 'a,b')\n"
+        "  hd:set('x-greeting', policy.config.greeting)\n"
+        "  assert(not pcall(function() policy.config.greeting = 'x' end))\n"
+        "  local n = 0 for k, v in hd:iter() do n = n + 1 end\n"
+        "  assert(n == 4)\n"
+        "  assert(hd:remove('x-in') == 1)\n"
+        "  assert(h:peer().mtls == false)\n"
+        "  h.ctx.seen = true\n"
+        "  saved = h\n"
+        "end\n"
+        "function on_response(h)\n"
+        "  assert(h.ctx.seen)\n"
+        "  h:headers():set('x-out', tostring(h:status()))\n"
+        "  assert(not pcall(function() saved:method() end))\n"
+        "  local ok, err = pcall(function() saved:method() end)\n"
+        "  assert(err:find('stale handle'), err)\n"
+        "end\n"
+        "function on_log(h)\n"
+        "  local ok, err = pcall(function() h:headers():set('a', 'b') end)\n"
+        "  assert(not ok and err:find('read%-only'), err)\n"
+        "end\n");
+    int y = 0;
+
+    (void)state;
+    assert_int_equal(run(f, &y), LUAVM_CONTINUE);
+    assert_int_equal(f->rq.status, 0);
+    assert_true(slice_eq_str(
+        http_fields_get(&f->req.fields, "x-greeting")->value, "hi"));
+    assert_null(http_fields_get(&f->req.fields, "x-in"));
+    f->resp.status = 201;
+    f->rq.resp = &f->resp;
+    assert_int_equal(luavm_on_response(&f->rq), LUAVM_CONTINUE);
+    assert_int_equal(errs(f, LUAVM_ERR_ERROR), 0);
+    assert_int_equal(luavm_errors(f->p, 0, LUAVM_ON_RESPONSE, LUAVM_ERR_ERROR),
+                     0);
+    assert_true(
+        slice_eq_str(http_fields_get(&f->resp.fields, "x-out")->value, "201"));
+    luavm_on_log(&f->rq);
+    assert_int_equal(luavm_errors(f->p, 0, LUAVM_ON_LOG, LUAVM_ERR_ERROR), 0);
+    fx_free(f);
+}
+
+static void respond_and_ignore(void **state)
+{
+    struct fx *f = fx_new("function on_request(h)\n"
+                          "  h:respond(403, {['X-Why'] = 'no'}, 'denied')\n"
+                          "end\n");
+    int y = 0;
+
+    (void)state;
+    assert_int_equal(run(f, &y), LUAVM_RESPONDED);
+    assert_int_equal(f->rq.status, 403);
+    assert_int_equal(f->rq.nrfields, 1);
+    assert_true(slice_eq_str(f->rq.rfields[0].name, "x-why"));
+    assert_true(slice_eq_str(f->rq.body, "denied"));
+    fx_free(f);
+
+    /* failurePolicy Ignore: an error is counted, the request goes on. */
+    {
+        struct luaprogs *p = progs1("function on_request(h) error('x') end", 0);
+        char *err = NULL;
+        struct luavm *vm = luavm_new(p, &err);
+        struct luareq rq;
+        struct http_request req;
+        struct arena a;
+
+        memset(&rq, 0, sizeof(rq));
+        memset(&req, 0, sizeof(req));
+        arena_init(&a, 1024);
+        rq.vm = vm;
+        rq.arena = &a;
+        rq.req = &req;
+        rq.ctx_ref = rq.co_ref = -2;
+        rq.mask = 1;
+        assert_int_equal(luavm_on_request(&rq), LUAVM_CONTINUE);
+        assert_int_equal(luavm_errors(p, 0, LUAVM_ON_REQUEST, LUAVM_ERR_ERROR),
+                         1);
+        luavm_request_end(&rq);
+        luavm_free(vm);
+        luaprogs_unref(p);
+        arena_dispose(&a);
+    }
+}
+
+static void load_errors(void **state)
+{
+    struct luaprogs *p = progs1("error('boom at load')", 1);
+    char *err = NULL;
+
+    (void)state;
+    assert_null(luavm_new(p, &err));
+    assert_non_null(strstr(err, "boom at load"));
+    assert_non_null(strstr(err, "t/p:1:"));
+    free(err);
+    luaprogs_unref(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(os_execute),
+        cmocka_unit_test(io_open),
+        cmocka_unit_test(require_c_module),
+        cmocka_unit_test(package_loadlib),
+        cmocka_unit_test(bytecode),
+        cmocka_unit_test(rep_bomb),
+        cmocka_unit_test(infinite_loop),
+        cmocka_unit_test(pattern_bomb),
+        cmocka_unit_test(deep_recursion),
+        cmocka_unit_test(table_bomb),
+        cmocka_unit_test(pcall_around_limit),
+        cmocka_unit_test(gc_metamethod),
+        cmocka_unit_test(debug_lib),
+        cmocka_unit_test(long_loop_yields),
+        cmocka_unit_test(handle_api),
+        cmocka_unit_test(respond_and_ignore),
+        cmocka_unit_test(load_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
