@@ -27,6 +27,7 @@
 #include "config/conf.h"
 #include "config/analyze.h"
 #include "config/res-k8s.h"
+#include "config/resource.h"
 #include "core/buf.h"
 #include "core/err.h"
 #include "control/ca/ca_cli.h"
@@ -237,6 +238,13 @@ static int cmd_reference(int argc, char **argv)
 {
     struct buf b;
 
+    if (argc > 1 && strcmp(argv[1], "lua") == 0 && argc == 2) {
+        buf_init(&b, 1024 * 1024);
+        res_lua_reference(&b);
+        fwrite(buf_ptr(&b), 1, buf_len(&b), stdout);
+        buf_dispose(&b);
+        return EXIT_OK;
+    }
     if (argc > 1 && strcmp(argv[1], "kubernetes") == 0 && argc == 2) {
         buf_init(&b, 1024 * 1024);
         res_k8s_reference(&b);
@@ -245,10 +253,11 @@ static int cmd_reference(int argc, char **argv)
         return EXIT_OK;
     }
     if (argc > 1) {
-        printf("usage: strait reference [kubernetes]\n\nLists every "
+        printf("usage: strait reference [kubernetes|lua]\n\nLists every "
                "bootstrap key (or, with kubernetes, every key of the "
-               "Kubernetes kinds strait reads): path, type, default and "
-               "help, tab-separated.\n");
+               "Kubernetes kinds strait reads; with lua, every LuaPolicy "
+               "key and Lua budget): path, type, default and help, "
+               "tab-separated.\n");
         return strcmp(argv[1], "--help") == 0 ? EXIT_OK : EXIT_USAGE;
     }
     buf_init(&b, 1024 * 1024);

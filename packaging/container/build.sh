@@ -29,6 +29,9 @@ trap cleanup EXIT
 # library at the path ldd resolved (BoringSSL's RUNPATH stays valid).
 mkdir -p "$root"/{usr/sbin,etc/strait/conf.d,etc/strait/credentials,var/lib/strait,tmp}
 install -m 0755 "$bin" "$root/usr/sbin/strait"
+# strait's Lua modules and example policies (lua.path in strait.yaml).
+mkdir -p "$root/usr/share/strait"
+cp -r "$top/lua" "$root/usr/share/strait/lua"
 ldd "$bin" | awk '/=> \// { print $3 } /^\t\/lib/ { print $1 }' | sort -u |
     while read -r lib; do
         mkdir -p "$root$(dirname "$lib")"

@@ -323,6 +323,8 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
             buf_puts(b, "\n");
         }
     }
+    if (ops->lua_stats != NULL)
+        ops->lua_stats(ops->arg, b);
     for (size_t i = 0; i < n; i++) {
         struct stat_line line = {b, ls[i]->name};
 

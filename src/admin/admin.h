@@ -123,6 +123,9 @@ struct admin_ops {
      * reason in why (refused: draining, one already running, the binary
      * cannot be started). NULL: 404. */
     int (*upgrade)(void *arg, int *pid, struct buf *why);
+    /* LuaPolicy errors, one "lua.<listener>.<ns/name>.<phase>.<reason>:
+     * N" line each (policy/lua_vm.h); NULL: none. */
+    void (*lua_stats)(void *arg, struct buf *b);
 };
 
 struct admin;

@@ -16,6 +16,8 @@
 #include "policy/authz.h"
 #include "compile/jwt.h"
 #include "policy/jwt.h"
+#include "compile/lua.h"
+#include "policy/lua_vm.h"
 #include "compile/router.h"
 #include "proxy/router.h"
 #include "config/resource.h"
@@ -255,6 +257,19 @@ int compile_gateway_routes(const struct bootstrap *bs,
                                   env->jwks ? env->jwks->arg : NULL, err);
     if (r->jwt == NULL && *err != NULL)
         goto fail;
+    /* LuaPolicies, run after routing. Each worker makes its own state on
+     * first use; one is made here first, so a script that fails when it
+     * loads (or in init_worker) fails the build and never replaces a
+     * running configuration. */
+    r->lua = compile_lua(bs, set, g, err);
+    if (r->lua == NULL && *err != NULL)
+        goto fail;
+    if (r->lua != NULL) {
+        struct luavm *vm = luavm_new(r->lua, err);
+        if (vm == NULL)
+            goto fail;
+        luavm_free(vm);
+    }
     /* The table's clusters become the routes' (references move). */
     r->clusters = table.v;
     r->nclusters = table.n;

@@ -11,6 +11,7 @@
 
 #include "compile/router-int.h"
 #include "compile/snapshot.h"
+#include "compile/lua.h"
 #include "config/bootstrap.h"
 #include "config/resource.h"
 #include "core/buf.h"
@@ -160,6 +161,7 @@ static int l4_reads(const struct resource *r, int shared)
     case RES_PEER_AUTHENTICATION:
         return 1;
     case RES_REQUEST_AUTHENTICATION:
+    case RES_LUA_POLICY:
         return shared;
     default:
         return 0;
@@ -352,6 +354,7 @@ static int routes_read(const struct resource *r, const struct gw_listener *g)
     case RES_AUTHORIZATION_POLICY:
     case RES_REQUEST_AUTHENTICATION:
     case RES_PEER_AUTHENTICATION:
+    case RES_LUA_POLICY:
         return 1;
     default:
         return 0;
@@ -389,6 +392,10 @@ static void route_inputs(struct ident *d, const struct compile_inputs *in,
         id_strmap(d, &r->meta.labels);
         ident_res_spec(d, 'S', r);
     }
+    /* LuaPolicy files are inputs too: an edited script is a change. */
+    for (size_t i = 0; i < bs->lua.path.n; i++)
+        ident_str(d, 'P', bs->lua.path.v[i]);
+    compile_lua_files(d, bs, set);
 }
 
 /* What a routes build recorded, while it compiles. */

@@ -407,6 +407,19 @@ static const struct conf_key jwt_keys[] = {
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 static const struct conf_section jwt_section = {jwt_keys, 0, SIZE_MAX};
+
+#ifndef STRAIT_LUA_DIR
+#define STRAIT_LUA_DIR "/usr/share/strait/lua"
+#endif
+static const struct conf_key lua_keys[] = {
+    {"path", CONF_STR_LIST, OFF(struct bootstrap_lua, path), 0, 32, NULL,
+     "directories a LuaPolicy's source.file is looked for in, in order "
+     "(none given: " STRAIT_LUA_DIR ", strait's own lua/ directory as "
+     "installed)",
+     NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section lua_section = {lua_keys, 0, SIZE_MAX};
 static const char *const ca_key_types[] = {"ECDSA", "RSA", NULL};
 
 static const struct conf_key ca_join_keys[] = {
@@ -593,6 +606,9 @@ static const struct conf_key bootstrap_keys[] = {
     {"jwt", CONF_SECTION, OFF(struct bootstrap, jwt), 0, 0, NULL,
      "RequestAuthentication: fetching jwksUri key sets", NULL, &jwt_section,
      NULL, NULL},
+    {"lua", CONF_SECTION, OFF(struct bootstrap, lua), 0, 0, NULL,
+     "LuaPolicy: the search path of script files", NULL, &lua_section, NULL,
+     NULL},
     {"http", CONF_SECTION, OFF(struct bootstrap, http), 0, 0, NULL,
      "HTTP settings of every Gateway listener (bootstrap listeners have "
      "their own http block)",

@@ -229,6 +229,11 @@ struct bootstrap_outbound {
 };
 
 /* Fetching the JWKS of RequestAuthentication http(s) jwksUris. */
+/* LuaPolicy: where a policy's source.file is looked for, in order. */
+struct bootstrap_lua {
+    struct conf_strs path;
+};
+
 struct bootstrap_jwt {
     int64_t jwks_refresh_ms;
     char *jwks_ca_file; /* "": the system bundle */
@@ -305,6 +310,7 @@ struct bootstrap {
     struct bootstrap_dns dns;
     struct bootstrap_outbound outbound; /* outboundTrafficPolicy */
     struct bootstrap_jwt jwt;
+    struct bootstrap_lua lua;
     struct bootstrap_gateway_http http; /* every Gateway listener */
     struct bootstrap_ca ca;
     struct bootstrap_limits limits;

@@ -16,6 +16,7 @@
 
 #include "config/res-kinds.h"
 #include "config/resource.h"
+#include "core/buf.h"
 #include "policy/lua_vm.h"
 
 static const char *const ref_kinds[] = {"Gateway", "VirtualService", NULL};
@@ -96,8 +97,7 @@ static const struct conf_key limits_keys[] = {
      .off = LM(body_bytes),
      .min = 0,
      .max = 64 * 1024 * 1024,
-     .def = "1Mi",
-     .help = "the most h:body() returns; past it nil, \"too large\""},
+     .help = "the most h:body() returns: not implemented yet"},
     {.name = "httpCalls",
      .type = CONF_INT,
      .off = LM(http_calls),
@@ -293,6 +293,9 @@ static void lp_check(struct res_check *ck, struct resource *r)
                     "disables");
     }
     /* Fields strait does not honour yet: refused, never ignored. */
+    if (lp->limits.body_bytes != 0)
+        res_err(ck, &lp->limits.mark, "spec.limits.bodyBytes",
+                "h:body() is not implemented yet");
     if (lp->limits.http_calls != 0 || lp->limits.http_call_timeout_ms != 0)
         res_err(ck, &lp->limits.mark, "spec.limits",
                 "httpCalls and httpCallTimeout: strait.http is not "
@@ -304,3 +307,40 @@ static void lp_check(struct res_check *ck, struct resource *r)
 
 const struct res_kind_ops res_lua_policy_ops = {
     "LuaPolicy", &lp_section, sizeof(struct res_lua_policy), lp_check};
+
+void res_lua_reference(struct buf *b)
+{
+    struct buf tmp;
+    const char *p;
+
+    buf_puts(b, "LuaPolicy\tkind\t\tstrait.io/v1alpha1: a Lua script run on "
+                "the requests of the Gateways, VirtualServices and hosts it "
+                "targets\n");
+    buf_init(&tmp, 1024 * 1024);
+    conf_reference(&lp_section, &tmp);
+    p = buf_cstr(&tmp);
+    while (*p != '\0') {
+        const char *eol = strchr(p, '\n');
+        size_t n = eol != NULL ? (size_t)(eol - p) : strlen(p);
+        buf_printf(b, "LuaPolicy.spec.%.*s\n", (int)n, p);
+        p += n + (eol != NULL);
+    }
+    buf_dispose(&tmp);
+    /* The budgets that are not fields. */
+    buf_printf(b,
+               "(limit) string.rep\tbytes\t%zu\tthe longest string.rep "
+               "result\n"
+               "(limit) pattern subject\tbytes\t%zu\tthe longest subject of "
+               "string.find/match/gmatch/gsub\n"
+               "(limit) pattern steps\tcount\t%.0f\ta pattern call whose "
+               "worst case (subject length to the power of its "
+               "quantifiers, one more unanchored) passes this is refused\n"
+               "(limit) coroutine pool\tcount\t%d\tidle coroutines kept per "
+               "worker state\n"
+               "(limit) policies per listener\tcount\t32\tmore is a compile "
+               "error\n"
+               "(limit) source.file\tbytes\t1048576\ta bigger file is "
+               "refused\n",
+               LUAVM_STRING_REP_MAX, LUAVM_PATTERN_SUBJECT_MAX,
+               LUAVM_PATTERN_STEPS, LUAVM_COROUTINE_POOL);
+}

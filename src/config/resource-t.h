@@ -813,12 +813,12 @@ enum res_lua_failure { RES_LUA_FAIL, RES_LUA_IGNORE };
 
 struct res_lua_limits {
     struct conf_mark mark;
-    int64_t memory;            /* bytes per lua_State */
-    int64_t instruction_slice; /* VM instructions between two checks */
-    int64_t burst_ms;          /* one call of a hook, without yielding */
-    int64_t request_ms;        /* every call of the request's hooks */
-    int64_t body_bytes;        /* h:body() at most */
-    int64_t http_calls;        /* strait.http: not implemented, must be 0 */
+    int64_t memory;               /* bytes per lua_State */
+    int64_t instruction_slice;    /* VM instructions between two checks */
+    int64_t burst_ms;             /* one call of a hook, without yielding */
+    int64_t request_ms;           /* every call of the request's hooks */
+    int64_t body_bytes;           /* h:body() at most */
+    int64_t http_calls;           /* strait.http: not implemented, must be 0 */
     int64_t http_call_timeout_ms; /* idem */
 };
 

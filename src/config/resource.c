@@ -978,9 +978,9 @@ static void load_doc(struct loader *ld, const struct ynode *root)
         /* strait's own kinds: one version so far. */
         bad_version = strcmp(group_end + 1, "v1alpha1") != 0;
     } else if (strcmp(group_end + 1, "v1") != 0 &&
-        strcmp(group_end + 1, "v1beta1") != 0 &&
-        (strcmp(group_end + 1, "v1alpha3") != 0 ||
-         strcmp(group, "networking.istio.io") != 0))
+               strcmp(group_end + 1, "v1beta1") != 0 &&
+               (strcmp(group_end + 1, "v1alpha3") != 0 ||
+                strcmp(group, "networking.istio.io") != 0))
         bad_version = 1;
     for (k = 0; k < RES_KIND_COUNT; k++)
         if (strcmp(kind, kind_names[k]) == 0 &&

@@ -116,6 +116,9 @@ res_peer_authentication(const struct resource *r);
 const struct res_request_authentication *
 res_request_authentication(const struct resource *r);
 const struct res_lua_policy *res_lua_policy(const struct resource *r);
+/* res_lua_reference() writes one line per LuaPolicy key and per fixed
+ * Lua budget, as `strait reference lua` shows them. */
+void res_lua_reference(struct buf *b);
 
 /* res_kind_name() returns "Gateway", "VirtualService", ... */
 const char *res_kind_name(enum res_kind kind);

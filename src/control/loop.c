@@ -40,6 +40,7 @@
 #include "net/overload.h"
 #include "net/sock_pool.h"
 #include "net/worker.h"
+#include "policy/lua_vm.h"
 #include "proxy/http_listener.h"
 #include "proxy/router.h"
 #include "upstream/cluster.h"
@@ -1104,6 +1105,26 @@ static size_t admin_listeners(void *arg, struct stats_block *const **out)
     return s->cur->n;
 }
 
+static void admin_lua_stats(void *arg, struct buf *b)
+{
+    struct loop *s = arg;
+
+    for (size_t i = 0; s->cur != NULL && i < s->cur->n; i++) {
+        struct http_listener_conf *c = snapshot_listener_http(&s->cur->v[i]);
+        struct http_routes *r = c != NULL ? http_listener_conf_routes(c) : NULL;
+        const struct luaprogs *p = r != NULL ? r->lua : NULL;
+
+        for (size_t k = 0; p != NULL && k < p->n; k++)
+            for (int ph = 0; ph < LUAVM_NPHASES; ph++)
+                for (int re = 0; re < LUAVM_NREASONS; re++)
+                    buf_printf(b, "lua.%s.%s.%s.%s: %" PRIu64 "\n",
+                               s->cur->v[i].name, p->v[k].name,
+                               luavm_phase_name(ph), luavm_reason_name(re),
+                               luavm_errors(p, k, ph, re));
+        http_routes_unref(r);
+    }
+}
+
 static size_t admin_clusters(void *arg, struct cluster *const **out)
 {
     struct loop *s = arg;
@@ -1382,7 +1403,8 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     struct source_inputs ins = {NULL, NULL, NULL};
     struct admin_ops ops = {NULL,           admin_status,  admin_listeners,
                             admin_clusters, admin_config,  admin_quit,
-                            admin_reload,   admin_metrics, admin_upgrade};
+                            admin_reload,   admin_metrics, admin_upgrade,
+                            admin_lua_stats};
     char as[ADDR_STRLEN];
 
     *err = NULL;

@@ -52,15 +52,32 @@ static int cap_rep(lua_State *L)
     return lua_gettop(L);
 }
 
-/* The quantifiers of a Lua pattern that may each repeat without bound. */
+/* The quantifiers of a Lua pattern that may each repeat without bound:
+ * '*', '+' and '-' after a single-character class (a character, '.',
+ * a %x class or a [set]); elsewhere they are plain characters. */
 static int quantifiers(const char *p, size_t n)
 {
-    int q = 0;
+    int q = 0, cls = 0;
 
     for (size_t i = 0; i < n; i++) {
-        if (p[i] == '%') {
+        char c = p[i];
+        if (cls && (c == '*' || c == '+' || c == '-')) {
+            q++;
+            cls = 0;
+        } else if (cls && c == '?') {
+            cls = 0;
+        } else if (c == '%') {
             i++;
-        } else if (p[i] == '[') {
+            /* %b and %f take arguments and are no class to repeat. */
+            if (i < n && p[i] == 'b') {
+                i += 2;
+                cls = 0;
+            } else if (i < n && p[i] == 'f') {
+                cls = 0;
+            } else {
+                cls = 1;
+            }
+        } else if (c == '[') {
             i++;
             if (i < n && p[i] == '^')
                 i++;
@@ -69,8 +86,12 @@ static int quantifiers(const char *p, size_t n)
             for (; i < n && p[i] != ']'; i++)
                 if (p[i] == '%')
                     i++;
-        } else if (p[i] == '*' || p[i] == '+' || p[i] == '-') {
-            q++;
+            cls = 1;
+        } else if (c == '(' || c == ')' || (c == '^' && i == 0) ||
+                   (c == '$' && i == n - 1)) {
+            cls = 0;
+        } else {
+            cls = 1;
         }
     }
     return q;
@@ -334,7 +355,8 @@ static int h_respond(lua_State *L)
     lua_Integer st = luaL_checkinteger(L, 2);
     size_t nf = 0;
 
-    writable(L, rq);
+    if (rq->phase != LUAVM_ON_REQUEST)
+        return luaL_error(L, "respond: only in on_request");
     if (st < 200 || st > 599)
         return luaL_error(L, "respond: status must be 200-599");
     if (!lua_isnoneornil(L, 3)) {

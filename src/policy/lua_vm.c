@@ -134,6 +134,10 @@ void luaprogs_unref(struct luaprogs *p)
         strv_free(g->hosts, g->nhosts);
         strv_free(g->disabled, g->ndisabled);
     }
+    for (size_t i = 0; i < p->nmods; i++) {
+        free(p->mods[i].name);
+        free(p->mods[i].source);
+    }
     free(p->v);
     free(p);
 }
@@ -282,6 +286,48 @@ static int b_print(lua_State *L)
     return 0;
 }
 
+/* require() loads only strait's own modules, text read when the
+ * snapshot was compiled (lua.path's strait/ directories): never a file
+ * at run time, never a C module. Each runs once per state, in its own
+ * environment over the sandbox. */
+static int b_require(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    struct luavm *vm = luavm_of(L);
+    const struct luamod *m = NULL;
+
+    lua_getfield(L, LUA_REGISTRYINDEX, "strait.loaded");
+    if (lua_getfield(L, -1, name) != LUA_TNIL)
+        return 1;
+    lua_pop(L, 1);
+    for (size_t i = 0; i < vm->progs->nmods; i++)
+        if (strcmp(vm->progs->mods[i].name, name) == 0)
+            m = &vm->progs->mods[i];
+    if (m == NULL)
+        return luaL_error(L,
+                          "module '%s' not found (only strait.* modules "
+                          "of lua.path can be required)",
+                          name);
+    lua_pushfstring(L, "@%s.lua", name);
+    if (luaL_loadbufferx(L, m->source, m->len, lua_tostring(L, -1), "t") !=
+        LUA_OK)
+        return lua_error(L);
+    lua_newtable(L); /* its environment */
+    lua_newtable(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->sandbox_ref);
+    lua_setfield(L, -2, "__index");
+    lua_setmetatable(L, -2);
+    lua_setupvalue(L, -2, 1);
+    lua_call(L, 0, 1);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        lua_pushboolean(L, 1);
+    }
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -4, name);
+    return 1;
+}
+
 static void open_lib(lua_State *L, const char *name, lua_CFunction f)
 {
     luaL_requiref(L, name, f, 1);
@@ -292,8 +338,7 @@ static void open_lib(lua_State *L, const char *name, lua_CFunction f)
 static void build_sandbox(struct luavm *vm)
 {
     lua_State *L = vm->L;
-    static const char *const drop[] = {"dofile", "loadfile", "require",
-                                       "module", NULL};
+    static const char *const drop[] = {"dofile", "loadfile", "module", NULL};
 
     open_lib(L, "_G", luaopen_base);
     open_lib(L, LUA_STRLIBNAME, luaopen_string);
@@ -317,6 +362,10 @@ static void build_sandbox(struct luavm *vm)
     lua_setfield(L, -2, "setmetatable");
     lua_pushcfunction(L, b_print);
     lua_setfield(L, -2, "print");
+    lua_pushcfunction(L, b_require);
+    lua_setfield(L, -2, "require");
+    lua_newtable(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, "strait.loaded");
     /* os: only the clock and the calendar. */
     lua_createtable(L, 0, 3);
     lua_getfield(L, -3, "time");

@@ -32,7 +32,7 @@ struct http_response;
  * against n bytes may take n^q steps (n^(q+1) unanchored), and the
  * count hook never fires inside string.find. A call whose bound passes
  * this is refused with "pattern too complex". */
-#define LUAVM_PATTERN_STEPS 20000000.0
+#define LUAVM_PATTERN_STEPS 100000000.0
 #define LUAVM_PATTERN_SUBJECT_MAX ((size_t)1 << 20)
 #define LUAVM_COROUTINE_POOL 64 /* idle coroutines kept per state */
 
@@ -80,10 +80,20 @@ struct luaprog {
     uint64_t errors[LUAVM_NPHASES][LUAVM_NREASONS];
 };
 
+/* strait's own modules, loaded by require("strait.NAME"). */
+#define LUAVM_MAX_MODULES 64
+struct luamod {
+    char *name; /* "strait.NAME" */
+    char *source;
+    size_t len;
+};
+
 struct luaprogs {
     int refs;
     struct luaprog *v;
     size_t n;
+    struct luamod mods[LUAVM_MAX_MODULES];
+    size_t nmods;
 };
 
 struct luaprogs *luaprogs_new(size_t n);

@@ -39,6 +39,10 @@ struct wroutes {
     size_t pins;
     struct lpool **pools;
     struct list link;
+    /* The worker's Lua state for r->lua, made by the first request that
+     * needs it (http_lua_vm); lua_failed: making it failed. */
+    struct luavm *lua;
+    int lua_failed;
 };
 
 struct http_listener {

@@ -31,6 +31,7 @@
 #include "net/overload.h"
 #include "proxy/http_listener-t.h"
 #include "policy/authz.h"
+#include "policy/lua_vm.h"
 #include "policy/jwt.h"
 #include "proxy/router.h"
 #include "tls/tls.h"
@@ -115,6 +116,7 @@ void http_routes_unref(struct http_routes *r)
     router_unref(r->router);
     authz_unref(r->authz);
     jwt_authn_unref(r->jwt);
+    luaprogs_unref(r->lua);
     free(r);
 }
 
@@ -170,6 +172,8 @@ static void wroutes_free(struct wroutes *w)
     for (size_t i = 0; w->pools != NULL && i < w->r->nclusters; i++)
         lpool_unref(w->pools[i]);
     free(w->pools);
+    /* Only now, with the view's last stream gone: no hook runs in it. */
+    luavm_free(w->lua);
     http_routes_unref(w->r);
     free(w);
 }

@@ -24,6 +24,7 @@ struct tls_holder;
 struct router;
 struct authz;
 struct jwt_authn;
+struct luaprogs;
 struct ssl_ctx_st;
 struct afmt;
 struct lsink;
@@ -44,6 +45,7 @@ struct http_routes {
     struct authz *authz;   /* one reference; NULL: no policy applies */
     struct jwt_authn *jwt; /* one reference; NULL: no
                             * RequestAuthentication applies */
+    struct luaprogs *lua;  /* one reference; NULL: no LuaPolicy applies */
 };
 
 /* http_routes_new() returns empty routes with one reference, or NULL. */

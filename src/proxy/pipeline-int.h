@@ -89,6 +89,11 @@ struct pstream {
     const char *up_local;
     /* The request's trace (http_trace.c, arena); NULL: not traced. */
     struct ptrace *trace;
+    /* LuaPolicy: the request's state in the worker's Lua state (arena;
+     * NULL: no policy applies), and the timer that resumes a hook that
+     * yielded. */
+    struct luareq *lua;
+    struct timer lua_timer;
 };
 
 /* pipeline.c: the exchange and its end. */
@@ -218,6 +223,25 @@ void pstream_trace_end(struct pstream *ps);
 
 /* A mirrored copy continues the trace of the request it copies. */
 void pstream_trace_copy(struct pstream *copy, const struct pstream *ps);
+/* http_lua.c: LuaPolicy hooks. */
+
+/* on_request of the policies that apply, before routing (as Envoy's Lua
+ * filter runs before its router: what a script changes in the request
+ * is what routes it): 0 when the request goes on now; 1 when it was
+ * answered (h:respond, or an error under failurePolicy Fail) or a hook
+ * yielded and pstream_forward() follows on a later turn. */
+int pstream_lua_request(struct pstream *ps);
+/* The lua_timer's callback: resumes a hook that yielded. */
+void pstream_lua_on_timer(void *arg);
+/* on_response, before the head goes downstream: 1 when a failed policy
+ * under Fail replaced the answer with a 500 (the upstream let go). */
+int pstream_lua_response(struct pstream *ps);
+/* on_log, and what the request holds in the state let go. */
+void pstream_lua_end(struct pstream *ps);
+
+/* pipeline.c: after the Lua hooks, the request is routed and goes to
+ * its cluster. */
+void pstream_forward(struct pstream *ps);
 
 /* http_mirror.c: mirrored copies. */
 

@@ -334,6 +334,7 @@ void pstream_maybe_end(struct pstream *ps)
     timer_cancel(&ps->try_timer);
     timer_cancel(&ps->aux);
     timer_cancel(&ps->idle);
+    timer_cancel(&ps->lua_timer);
     if (s->req_body.end_arg == ps) {
         s->req_body.on_end = NULL;
         s->req_body.end_arg = NULL;
@@ -373,6 +374,8 @@ void pstream_maybe_end(struct pstream *ps)
         record_metrics(ps);
     if (ps->l->conf->access_log)
         access_log(ps);
+    if (ps->lua != NULL)
+        pstream_lua_end(ps);
     http_listener_unpin(ps->l, ps->wr);
     s->proxy = NULL;
     hstream_unref(s);
@@ -558,6 +561,8 @@ static void up_head(void *ctx, struct h1_client *c)
         http_fields_add_ref(&s->resp.fields, &s->arena, SLICE_LIT("set-cookie"),
                             ps->set_cookie) < 0)
         s->flags |= HFLAG_UPE;
+    if (ps->lua != NULL && pstream_lua_response(ps))
+        return;
     s->resp_started = 1;
     ps->active_ms = clock_ms();
     /* A per-try deadline no longer applies (Envoy ignores it from here). */
@@ -855,6 +860,7 @@ static void on_request(void *ctx, struct hstream *s)
     timer_init(&ps->try_timer, l->base, pstream_on_try_timeout, ps);
     timer_init(&ps->aux, l->base, pstream_on_aux, ps);
     timer_init(&ps->idle, l->base, on_idle, ps);
+    timer_init(&ps->lua_timer, l->base, pstream_lua_on_timer, ps);
     ps->active_ms = clock_ms();
     /* Armed before anything can end the stream (pstream_maybe_end
      * cancels it). */
@@ -875,6 +881,15 @@ static void on_request(void *ctx, struct hstream *s)
         return;
     if (ps->wr->r->authz != NULL && pstream_authorize(ps) < 0)
         return;
+    if (ps->wr->r->lua != NULL && pstream_lua_request(ps) != 0)
+        return;
+    pstream_forward(ps);
+}
+
+void pstream_forward(struct pstream *ps)
+{
+    struct hstream *s = ps->s;
+
     if (pstream_route(ps) < 0)
         return;
     if (pstream_add_forwarding(ps) < 0) {

@@ -158,11 +158,17 @@ static void fake_dispose(struct fake *k)
     stats_block_unref(k->ls[1]);
 }
 
+static void fake_lua_stats(void *arg, struct buf *b)
+{
+    (void)arg;
+    buf_puts(b, "lua.web.default/tag.on_request.timeout: 2\n");
+}
+
 static struct admin_ops fake_ops(struct fake *k)
 {
     struct admin_ops ops = {
         k,         fake_status, fake_listeners, fake_clusters, fake_config_json,
-        fake_quit, fake_reload, NULL,           fake_upgrade};
+        fake_quit, fake_reload, NULL,           fake_upgrade,  fake_lua_stats};
     return ops;
 }
 
@@ -253,6 +259,8 @@ static void test_render_stats(void **state)
 
     assert_line(s, "server.workers: 2");
     assert_line(s, "server.draining: 0");
+    /* LuaPolicy errors, from the lua_stats op. */
+    assert_line(s, "lua.web.default/tag.on_request.timeout: 2");
     assert_line(s, "server.uptime_ms: 12345");
     assert_line(s, "server.reloads_ok: 3");
     assert_line(s, "server.reloads_failed: 1");
@@ -1068,7 +1076,7 @@ static void test_render_clusters(void **state)
 {
     struct admin_ops ops = {
         NULL,      zero_status, no_listeners, real_clusters, fake_config_json,
-        fake_quit, fake_reload, NULL,         NULL};
+        fake_quit, fake_reload, NULL,         NULL,          NULL};
     struct addr a;
     const char *why;
     struct buf b;
@@ -1108,7 +1116,7 @@ static void test_render_outlier_detection(void **state)
 {
     struct admin_ops ops = {
         NULL,      zero_status, no_listeners, real_clusters, fake_config_json,
-        fake_quit, fake_reload, NULL,         NULL};
+        fake_quit, fake_reload, NULL,         NULL,          NULL};
     struct outlier_conf oc;
     struct addr a[2];
     const char *why;

@@ -1,0 +1,36 @@
+#ifndef STRAIT_COMPILE_LUA_H
+#define STRAIT_COMPILE_LUA_H
+
+struct bootstrap;
+struct gw_listener;
+struct ident;
+struct luaprogs;
+struct resource_set;
+
+/* At most this many policies apply to one listener (a request's set of
+ * policies is a 32-bit mask). */
+#define COMPILE_LUA_MAX_POLICIES 32
+/* A source.file bigger than this is refused. */
+#define COMPILE_LUA_MAX_FILE ((size_t)1 << 20)
+
+/*
+ * compile_lua() selects the LuaPolicies of set that apply to Gateway
+ * listener g on this node (selector against the node's labels; a
+ * targetRef to a Gateway g serves, or to a VirtualService, which is
+ * matched per request; no targetRefs: every request) and builds them in
+ * running order, reading each source.file from the first directory of
+ * bs->lua.path that has it, along with strait's own modules
+ * (<dir>/strait/NAME.lua, for require). NULL with *err NULL: no policy
+ * applies; NULL with an allocated *err: a file is missing or too many
+ * policies apply. One reference otherwise.
+ */
+struct luaprogs *compile_lua(const struct bootstrap *bs,
+                             const struct resource_set *set,
+                             const struct gw_listener *g, char **err);
+
+/* compile_lua_files() adds to d the contents of the files compile_lua()
+ * would read (a changed script is a changed input). */
+void compile_lua_files(struct ident *d, const struct bootstrap *bs,
+                       const struct resource_set *set);
+
+#endif

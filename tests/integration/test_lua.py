@@ -1,0 +1,237 @@
+"""LuaPolicy on the real binary: hooks on request and response, targets
+and per-route disabled, h:respond, failurePolicy Fail and Ignore with
+errors counted per policy, phase and reason in /stats, a script stuck in
+a loop ended at its budget while other requests go on, scripts from
+lua.path (the shipped examples), reload, and `strait check`."""
+import base64
+import json
+import os
+import subprocess
+import threading
+import time
+
+from conftest import SRCDIR, STRAIT, responder, wait_for
+from test_gateway import get, start_with_up
+
+
+def head_echo(head):
+    """The upstream answers with the request head as JSON."""
+    lines = head.decode().split("\r\n")
+    hdrs = {}
+    for ln in lines[1:]:
+        k, _, v = ln.partition(":")
+        hdrs.setdefault(k.strip().lower(), []).append(v.strip())
+    return json.dumps({"line": lines[0], "headers": hdrs}).encode()
+
+
+ROUTES = """apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: vs, namespace: default}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - name: health
+    match: [{uri: {prefix: /health}}]
+    route: [{destination: {host: up.example.com}}]
+  - name: main
+    route: [{destination: {host: up.example.com}}]
+"""
+
+POLICY = """---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: tag, namespace: default}
+spec:
+  targetRefs: [{kind: Gateway, name: gw}]
+  routes: [{name: health}]
+  priority: 10
+  config: {who: strait}
+  source:
+    inline: |
+      function on_request(h)
+        local hd = h:headers()
+        hd:set("x-lua", policy.config.who .. " " .. h:method() .. " " ..
+               h:path() .. " " .. (h:route() or "-"))
+        hd:remove("x-secret")
+        h.ctx.t = "seen"
+        if h:path() == "/deny" then
+          h:respond(403, {["x-why"] = "lua"}, "denied by lua\\n")
+        end
+        if h:path() == "/boom" then error("boom") end
+        if h:path() == "/loop" then while true do end end
+      end
+      function on_response(h)
+        h:headers():set("x-lua-status", tostring(h:status()) .. " " ..
+                        tostring(h.ctx.t))
+      end
+  limits: {burst: 50ms, requestTime: 300ms}
+"""
+
+
+def lua_stat(st, policy, phase, reason):
+    s = st.stats()
+    k = [v for k, v in s.items()
+         if k.startswith("lua.") and k.endswith(f".{policy}.{phase}.{reason}")]
+    return sum(k) if k else None
+
+
+def test_hooks_targets_respond_and_failures(strait_factory, tmp_path,
+                                            upstream_factory):
+    up = upstream_factory(responder(head_echo))
+    st, port = start_with_up(strait_factory, tmp_path, up.port,
+                             ROUTES + POLICY)
+    status, hdrs, body = get(port, "/a?q=1", {"x-secret": "s"})
+    assert status == 200, body
+    seen = json.loads(body)["headers"]
+    assert seen["x-lua"] == ["strait GET /a main"]
+    assert "x-secret" not in seen
+    assert hdrs["x-lua-status"] == "200 seen"
+    # The route named in routes: runs without the policy.
+    status, hdrs, body = get(port, "/health")
+    assert status == 200 and "x-lua" not in json.loads(body)["headers"]
+    assert "x-lua-status" not in hdrs
+    # h:respond answers locally; the upstream never sees the request.
+    n = up.conns
+    status, hdrs, body = get(port, "/deny")
+    assert (status, body, hdrs["x-why"]) == (403, b"denied by lua\n", "lua")
+    # failurePolicy Fail (the default): an error is a 500, counted.
+    assert get(port, "/boom")[0] == 500
+    wait_for(lambda: lua_stat(st, "default/tag", "on_request", "error") == 1,
+             10, "the error counted")
+    wait_for(lambda: "boom" in st.log() and "default/tag:10:" in st.log(), 10,
+             "the error with script:line in the log")
+    # A loop is stopped at requestTime; meanwhile the worker serves others.
+    done = {}
+
+    def stuck():
+        t = time.monotonic()
+        done["status"] = get(port, "/loop")[0]
+        done["took"] = time.monotonic() - t
+
+    th = threading.Thread(target=stuck)
+    th.start()
+    others = 0
+    while th.is_alive() and others < 50:
+        assert get(port, "/ok")[0] == 200
+        others += 1
+    th.join(10)
+    assert done["status"] == 500
+    assert done["took"] < 2.0, done
+    assert others >= 1
+    wait_for(lambda: lua_stat(st, "default/tag", "on_request",
+                              "timeout") == 1, 10, "the timeout counted")
+    assert up.conns >= n
+
+
+def test_ignore_continues_and_counts(strait_factory, tmp_path,
+                                     upstream_factory):
+    up = upstream_factory(responder(head_echo))
+    st, port = start_with_up(strait_factory, tmp_path, up.port, ROUTES + """---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: lenient, namespace: default}
+spec:
+  failurePolicy: Ignore
+  hosts: ["*.example.org"]
+  source: {inline: "function on_request(h) error('nope') end"}
+""")
+    # Not one of its hosts: it does not run, nothing counted.
+    assert get(port, "/x", {"host": "other.test"})[0] == 200
+    assert get(port, "/x", {"host": "a.example.org"})[0] == 200
+    wait_for(lambda: lua_stat(st, "default/lenient", "on_request",
+                              "error") == 1, 10, "the ignored error counted")
+
+
+def make_jwt(claims):
+    enc = lambda d: base64.urlsafe_b64encode(
+        json.dumps(d).encode()).rstrip(b"=").decode()
+    return f"{enc({'alg': 'none'})}.{enc(claims)}.sig"
+
+
+def test_examples_from_lua_path(strait_factory, tmp_path, upstream_factory):
+    up = upstream_factory(responder(head_echo))
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    from conftest import free_port
+    from test_gateway import GATEWAY_AND_UP
+    port = free_port()
+    (conf / "r.yaml").write_text(GATEWAY_AND_UP.format(
+        port=port, up_port=up.port) + ROUTES + """---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: rewrite, namespace: default}
+spec:
+  config: {header: x-edge, value: eu-1}
+  source: {file: examples/header_rewrite.lua}
+---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: claim, namespace: default}
+spec:
+  config: {claim: tenant, header: x-tenant}
+  source: {file: examples/jwt_claim.lua}
+---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: ab, namespace: default}
+spec:
+  config: {percent_b: "100"}
+  source: {file: examples/ab_cookie.lua}
+""")
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n"
+                        f"lua: {{path: [\"{SRCDIR}/lua\"]}}\n").start()
+    tok = make_jwt({"sub": "u1", "tenant": "acme"})
+    status, hdrs, body = get(port, "/x", {
+        "authorization": f"Bearer {tok}", "x-internal-debug": "1",
+        "x-tenant": "forged"})
+    assert status == 200, body
+    seen = json.loads(body)["headers"]
+    assert seen["x-edge"] == ["eu-1"]
+    assert "x-internal-debug" not in seen
+    assert seen["x-tenant"] == ["acme"]
+    assert hdrs["x-served-by"] == "strait"
+    # A/B: a new client is put in b (100%) and gets the cookie; a client
+    # with ab=a stays in a and gets none.
+    assert seen["x-ab-group"] == ["b"]
+    assert hdrs["set-cookie"].startswith("ab=b;")
+    status, hdrs, body = get(port, "/x", {"cookie": "x=1; ab=a"})
+    assert json.loads(body)["headers"]["x-ab-group"] == ["a"]
+    assert "set-cookie" not in hdrs
+
+    # An edited script is a new input: it takes effect on reload, as a
+    # changed resource does.
+    lib = tmp_path / "lib"
+    (lib / "examples").mkdir(parents=True)
+    (lib / "examples" / "header_rewrite.lua").write_text(
+        "function on_request(h) h:headers():set('x-edge', 'v2') end\n")
+    st.write_config("", extra=f"config: {{dir: \"{conf}\"}}\n"
+                    f"lua: {{path: [\"{lib}\", \"{SRCDIR}/lua\"]}}\n")
+    st.signal(__import__("signal").SIGHUP)
+    wait_for(lambda: json.loads(get(port, "/x")[2])["headers"].get(
+        "x-edge") == ["v2"], 15, "the edited script in effect")
+
+
+def test_check_reports_lua_errors(tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("""apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: p, namespace: default}
+spec:
+  source:
+    inline: |
+      function on_request(h)
+        if then
+      end
+""")
+    r = subprocess.run([STRAIT, "check", str(bad)], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode != 0
+    out = r.stdout + r.stderr
+    assert f"{bad}:8:" in out, out
+    assert "policy:2:" in out
+    good = tmp_path / "ok.yaml"
+    good.write_text(bad.read_text().replace("if then", "x = 1"))
+    r = subprocess.run([STRAIT, "check", str(good)], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
