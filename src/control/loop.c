@@ -1504,8 +1504,8 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
             goto fail;
         }
         if (bs->config.etcd.endpoints.n > 0) {
-            s->etcd =
-                source_etcd_new(base, &bs->config.etcd, on_etcd_change, s, err);
+            s->etcd = source_etcd_new(base, &bs->config.etcd, s->dns,
+                                      on_etcd_change, s, err);
             if (s->etcd == NULL) {
                 *config_error = 1;
                 goto fail;

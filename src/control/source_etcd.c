@@ -61,7 +61,8 @@ struct source_etcd {
     int64_t dial_ms, request_ms, backoff_ms, backoff_max_ms;
     size_t max_bytes;
     struct ssl_ctx_st *ctx;
-    struct dns_cache *dns;
+    struct dns_cache *dns; /* the loop's; NULL: literals only */
+    struct dns_query *query;
     char *token;
 
     enum what what;
@@ -632,44 +633,25 @@ static void on_watch_done(void *arg, int status, const char *body, size_t n,
     etcd_http_free(h);
 }
 
-/* The first address a lookup gives. */
-static void first_ip(void *ctx, const char *a)
-{
-    char *ip = ctx;
-
-    if (ip[0] == '\0')
-        snprintf(ip, INET6_ADDRSTRLEN, "%s", a);
-}
-
-/* The member's address: a literal, or from the evdns cache (then a first
- * attempt fails and the next one, or the answer, retries). */
-static int endpoint_addr(struct source_etcd *e, const struct endpoint *ep,
-                         struct addr *out, const char **why)
+/* An address literal's address; -1 for a name. */
+static int literal_addr(const struct endpoint *ep, struct addr *out)
 {
     char buf[300];
-    char ip[INET6_ADDRSTRLEN] = "";
     struct in6_addr tmp;
+    const char *why = NULL;
 
-    if (inet_pton(AF_INET, ep->host, &tmp) == 1) {
+    if (inet_pton(AF_INET, ep->host, &tmp) == 1)
         snprintf(buf, sizeof(buf), "%s:%d", ep->host, ep->port);
-    } else if (inet_pton(AF_INET6, ep->host, &tmp) == 1) {
+    else if (inet_pton(AF_INET6, ep->host, &tmp) == 1)
         snprintf(buf, sizeof(buf), "[%s]:%d", ep->host, ep->port);
-    } else {
-        if (e->dns == NULL ||
-            dns_cache_lookup(e->dns, ep->host, first_ip, ip) == 0) {
-            *why = "its name is not resolved (yet)";
-            return -1;
-        }
-        if (strchr(ip, ':') != NULL)
-            snprintf(buf, sizeof(buf), "[%s]:%d", ip, ep->port);
-        else
-            snprintf(buf, sizeof(buf), "%s:%d", ip, ep->port);
-    }
-    return addr_parse(out, buf, strlen(buf), 0, why);
+    else
+        return -1;
+    return addr_parse(out, buf, strlen(buf), 0, &why);
 }
 
 static void start(struct source_etcd *e, enum what w, const char *path,
-                  struct buf *body, int stream, int64_t timeout_ms)
+                  struct buf *body, int stream, int64_t timeout_ms,
+                  const struct addr *addr)
 {
     const struct endpoint *ep = &e->eps[e->cur];
     struct etcd_http_conf c;
@@ -677,10 +659,7 @@ static void start(struct source_etcd *e, enum what w, const char *path,
     const char *why = NULL;
 
     memset(&c, 0, sizeof(c));
-    if (endpoint_addr(e, ep, &c.addr, &why) < 0) {
-        failed(e, "connect", why);
-        return;
-    }
+    c.addr = *addr;
     c.host = ep->host;
     c.ctx = ep->tls ? e->ctx : NULL;
     c.path = path;
@@ -699,44 +678,68 @@ static void start(struct source_etcd *e, enum what w, const char *path,
         failed(e, "connect", why);
 }
 
-static void step(struct source_etcd *e)
+/* send() makes the next request to the member at addr. */
+static void send_to(struct source_etcd *e, const struct addr *addr)
 {
     struct buf body;
     struct slice key = {e->prefix, e->prefix_n};
     char end[512];
     struct slice se;
 
-    if (e->req != NULL)
-        return; /* one request at a time, ever */
-    timer_cancel(&e->retry);
     buf_init(&body, 64 * 1024);
     se.p = end;
     se.n = etcd_prefix_end(e->prefix, e->prefix_n, end);
     if (e->username[0] != '\0' && e->token == NULL) {
         etcd_req_auth(&body, e->username, e->password);
-        start(e, AUTH, "/v3/auth/authenticate", &body, 0, e->request_ms);
+        start(e, AUTH, "/v3/auth/authenticate", &body, 0, e->request_ms, addr);
     } else if (!e->synced || e->need_range) {
         etcd_req_range(&body, key, se, 0);
-        start(e, RANGE, "/v3/kv/range", &body, 0, e->request_ms);
+        start(e, RANGE, "/v3/kv/range", &body, 0, e->request_ms, addr);
     } else {
         etcd_req_watch(&body, key, se, e->rev + 1, 1);
         e->st.watches_started++;
         if (e->st.watches_started > 1)
             e->st.reconnects++;
-        start(e, WATCH, "/v3/watch", &body, 1, e->dial_ms);
+        start(e, WATCH, "/v3/watch", &body, 1, e->dial_ms, addr);
     }
     if (buf_len(&body) > 0)
         OPENSSL_cleanse((void *)buf_ptr(&body), buf_len(&body));
     buf_dispose(&body);
 }
 
-/* A name resolved: a wait for it ends now. */
-static void on_dns(void *arg)
+/* A member's name resolved (through the control loop's evdns, with
+ * dns.nameservers), for this attempt only. */
+static void on_resolved(void *arg, const struct addr *a, const char *why)
 {
     struct source_etcd *e = arg;
 
-    if (e->req == NULL && timer_armed(&e->retry))
-        step(e);
+    e->query = NULL;
+    if (a == NULL) {
+        failed(e, "resolve", why);
+        return;
+    }
+    send_to(e, a);
+}
+
+static void step(struct source_etcd *e)
+{
+    const struct endpoint *ep = &e->eps[e->cur];
+    struct addr a;
+
+    if (e->req != NULL || e->query != NULL)
+        return; /* one request at a time, ever */
+    timer_cancel(&e->retry);
+    if (literal_addr(ep, &a) == 0) {
+        send_to(e, &a);
+        return;
+    }
+    if (e->dns == NULL) {
+        failed(e, "resolve", "no resolver");
+        return;
+    }
+    e->query = dns_resolve(e->dns, ep->host, ep->port, on_resolved, e);
+    if (e->query == NULL)
+        failed(e, "resolve", "out of memory");
 }
 
 static void conf_free(struct source_etcd *e)
@@ -753,11 +756,12 @@ static void conf_free(struct source_etcd *e)
 
 struct source_etcd *source_etcd_new(struct event_base *base,
                                     const struct bootstrap_etcd *conf,
+                                    struct dns_cache *dns,
                                     void (*on_change)(void *), void *arg,
                                     char **err)
 {
     struct source_etcd *e = calloc(1, sizeof(*e));
-    int need_tls = 0, need_dns = 0;
+    int need_tls = 0;
 
     *err = NULL;
     if (e == NULL)
@@ -782,7 +786,6 @@ struct source_etcd *source_etcd_new(struct event_base *base,
     for (size_t i = 0; i < e->neps; i++) {
         struct endpoint *ep = &e->eps[i];
         const char *why = NULL;
-        struct in6_addr tmp;
         ep->url = strdup(conf->endpoints.v[i]);
         if (ep->url == NULL ||
             bootstrap_etcd_endpoint(ep->url, &ep->tls, ep->host,
@@ -792,9 +795,6 @@ struct source_etcd *source_etcd_new(struct event_base *base,
             goto fail;
         }
         need_tls |= ep->tls;
-        if (inet_pton(AF_INET, ep->host, &tmp) != 1 &&
-            inet_pton(AF_INET6, ep->host, &tmp) != 1)
-            need_dns = 1;
     }
     e->dial_ms = conf->dial_timeout_ms;
     e->request_ms = conf->request_timeout_ms;
@@ -813,12 +813,7 @@ struct source_etcd *source_etcd_new(struct event_base *base,
             goto fail;
         }
     }
-    if (need_dns) {
-        struct dns_conf dc = {NULL, 0, 5000, 5000};
-        e->dns = dns_cache_new(base, &dc, on_dns, e, err);
-        if (e->dns == NULL)
-            goto fail;
-    }
+    e->dns = dns;
     log_info("etcd: %zu endpoint(s), prefix %s", e->neps, e->prefix);
     e->down_since = clock_ms();
     step(e);
@@ -833,9 +828,9 @@ void source_etcd_free(struct source_etcd *e)
     if (e == NULL)
         return;
     etcd_http_free(e->req);
+    dns_query_cancel(e->query);
     timer_dispose(&e->retry);
     timer_dispose(&e->notify);
-    dns_cache_free(e->dns);
     SSL_CTX_free(e->ctx);
     for (size_t i = 0; i < e->n; i++)
         entry_dispose(&e->v[i]);

@@ -33,9 +33,13 @@ struct res_input;
 struct source_etcd;
 
 /* source_etcd_new() starts; NULL with an allocated *err when conf cannot
- * be used (a TLS file that does not load). conf is copied. */
+ * be used (a TLS file that does not load). conf is copied. Member names
+ * resolve through dns (dns_resolve(): the control loop's evdns with
+ * dns.nameservers), which must outlive the source. */
+struct dns_cache;
 struct source_etcd *source_etcd_new(struct event_base *base,
                                     const struct bootstrap_etcd *conf,
+                                    struct dns_cache *dns,
                                     void (*on_change)(void *), void *arg,
                                     char **err);
 void source_etcd_free(struct source_etcd *e);

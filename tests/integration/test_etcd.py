@@ -424,6 +424,15 @@ def test_auth_user_password(tmp_path, single, fleets):
     f.all_serve(210)
     # /config_dump never shows the password.
     assert "gwpw" not in f.straits[0].get("/config_dump")[1]
+    # etcd's simple tokens live in the member's memory: after a restart
+    # the one held is refused, and a new one is fetched.
+    m = single.members[0]
+    m.stop()
+    m.start(single.spec)
+    single.wait_healthy()
+    run("--user", "root:rootpw", "put", key("VirtualService", "web"),
+        vs("web", ["gw0"], 217))
+    f.all_serve(217, timeout=30)
 
 
 def test_reconnect_spread_after_restart(tmp_path, single, fleets):
@@ -640,3 +649,15 @@ def test_bootstrap_refuses_bad_etcd_settings(tmp_path, etcd, message):
                        text=True)
     assert r.returncode == 1
     assert message in r.stderr, r.stderr
+
+
+def test_member_by_name_resolves_through_evdns(tmp_path, single, fleets):
+    # "localhost" is 127.0.0.1 in strait's resolver (RFC 6761), without a
+    # query: a name goes the way every name of the control loop goes.
+    port = single.members[0].client
+    f = Fleet(tmp_path, single, 1,
+              endpoints=lambda i: [f"http://localhost:{port}"])
+    fleets.append(f)
+    f.seed(216)
+    f.start()
+    f.all_serve(216)
