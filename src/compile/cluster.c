@@ -364,15 +364,27 @@ static void collect(const struct istio_clusters *t, const char *host,
 {
     const struct resource_set *set = t->set;
     const char *node_ns = t->node_ns;
-    int found = 0;
+    int found = 0, k8s = 0;
 
+    /* A host a Kubernetes Service has is that Service's: istiod prefers
+     * it to ServiceEntries of the same host, so that none can take the
+     * name over. */
+    for (size_t i = 0; i < set->n && !k8s; i++) {
+        const struct resource *r = set->v[i];
+        const struct res_service_entry *se;
+        if (r->kind != RES_SERVICE)
+            continue;
+        se = res_service_entry(r);
+        k8s = (node_ns == NULL || res_visible(r, &se->export_to, node_ns)) &&
+              se_has_host(r, se, host, set->domain);
+    }
     for (size_t i = 0; i < set->n; i++) {
         const struct resource *r = set->v[i];
         const struct res_service_entry *se;
         const struct res_se_port *sp = NULL;
         int dns;
 
-        if (!res_is_service(r))
+        if (!res_is_service(r) || (k8s && r->kind != RES_SERVICE))
             continue;
         se = res_service_entry(r);
         if ((node_ns != NULL && !res_visible(r, &se->export_to, node_ns)) ||

@@ -300,6 +300,11 @@ static void dest_port_text(const struct res_destination *d, char *out, size_t n)
 /* The ServiceEntry that declares host (full), or NULL. */
 static const struct resource *se_for(const struct actx *a, const char *host)
 {
+    /* A Kubernetes Service of the host comes first, as in istiod. */
+    for (size_t i = 0; i < a->nsvc; i++)
+        if (a->svcs[i].se != NULL && a->svcs[i].se->kind == RES_SERVICE &&
+            strcmp(a->svcs[i].host, host) == 0)
+            return a->svcs[i].se;
     for (size_t i = 0; i < a->nsvc; i++)
         if (a->svcs[i].se != NULL && host_covers(a->svcs[i].host, host))
             return a->svcs[i].se;

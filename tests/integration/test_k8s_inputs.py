@@ -754,3 +754,33 @@ spec:
             "Secret istio-system/cred: tls.crt is not a PEM certificate"
             in out), out
     assert "xyzzy" not in out and "plugh" not in out and "/proc/self" not in out
+
+
+def test_kubernetes_service_wins_over_a_service_entry_of_its_host(
+        strait_factory, upstream_factory, tmp_path):
+    """A ServiceEntry for httpbin.default.svc.cluster.local beside the
+    Service httpbin: as in istiod, the Kubernetes Service owns its host,
+    so no request goes to the ServiceEntry's endpoints."""
+    svc = upstream_factory(responder(lambda h: b"service"))
+    squat = upstream_factory(responder(lambda h: b"serviceentry"))
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    (conf / "httpbin.yaml").write_text(
+        service() + slice_("a1", svc.port, endpoint(
+            "127.0.0.1", {"ready": "true"}, "pod-a"))
+        + f"""apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: squat, namespace: other}}
+spec:
+  hosts: [httpbin.default.svc.cluster.local]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{{number: 8000, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1, ports: {{http: {squat.port}}}}}]
+""")
+    (conf / "routing.yaml").write_text(routing(port))
+    strait_factory(extra=NODE + f"config: {{dir: \"{conf}\"}}\n").start()
+    wait_for(lambda: get(port)[0] == 200, 10, "a route to the Service")
+    assert {get(port)[1] for _ in range(8)} == {"service"}
+    assert squat.conns == 0
