@@ -169,8 +169,8 @@ static const struct conf_key metrics_keys[] = {
      NULL, NULL, NULL, NULL},
     {"extraLabels", CONF_STR_MAP, OFF(struct bootstrap_metrics, extra_labels),
      0, 16, NULL,
-     "labels added with these fixed values to every istio_* series (names "
-     "[a-zA-Z_][a-zA-Z0-9_]*, not one of Istio's)",
+     "labels added with these fixed values to every istio_* series (at "
+     "most 16; names [a-zA-Z_][a-zA-Z0-9_]*, not one of Istio's)",
      NULL, NULL, NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
@@ -754,6 +754,8 @@ struct afmt *bootstrap_alog_compile(const struct bootstrap_log *lg, char **err)
     return afmt_compile(s, strlen(s), json, err);
 }
 
+#define METRICS_MAX_EXTRA_LABELS 16
+
 /* Istio's own label names: an extra label may not shadow one. */
 static const char *const istio_labels[] = {"reporter",
                                            "source_workload",
@@ -805,6 +807,13 @@ static int metrics_validate(const struct bootstrap *bs, const char *file,
     char a1[ADDR_STRLEN];
     int nerr = 0;
 
+    /* Each label is on every series: keep the exposition readable. */
+    if (bs->metrics.extra_labels.n > METRICS_MAX_EXTRA_LABELS) {
+        conf_error(errs, file, 0, 0, "metrics.extraLabels",
+                   "%zu labels; at most %d", bs->metrics.extra_labels.n,
+                   METRICS_MAX_EXTRA_LABELS);
+        nerr++;
+    }
     for (size_t i = 0; i < bs->metrics.extra_labels.n; i++) {
         const char *k = bs->metrics.extra_labels.v[i].key;
         int clash = 0;

@@ -326,6 +326,21 @@ def test_bad_extra_label_refused(strait_factory):
     assert "metrics.extraLabels" in st.log()
 
 
+def test_extra_labels_bound(tmp_path):
+    """16 extra labels are accepted, 17 refused."""
+    import subprocess
+    from conftest import STRAIT
+    for n, ok in ((16, True), (17, False)):
+        f = tmp_path / f"b{n}.yaml"
+        f.write_text("metrics: {extraLabels: {" +
+                     ", ".join(f"l{i}: v" for i in range(n)) + "}}\n")
+        r = subprocess.run([STRAIT, "check", "-c", str(f)],
+                           capture_output=True, text=True, timeout=30)
+        assert (r.returncode == 0) == ok, r.stdout + r.stderr
+        if not ok:
+            assert "17 labels; at most 16" in r.stdout + r.stderr
+
+
 def test_readiness_port(strait_factory, httpd_factory, upstream_factory,
                         tmp_path):
     up = httpd_factory()
