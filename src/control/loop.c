@@ -623,6 +623,8 @@ static void on_upgrade_failed(void *arg, const char *why)
     struct loop *s = arg;
     char msg[512];
 
+    if (why == NULL)
+        why = "unknown reason";
     s->upgrades_failed++;
     set_error(&s->last_upgrade_error, why);
     log_error("upgrade failed, this process (pid %d) keeps serving: %s",
