@@ -274,6 +274,8 @@ static const struct conf_key etcd_keys[] = {
 };
 static const struct conf_section etcd_section = {etcd_keys, 0, SIZE_MAX};
 
+static const char *const tracing_compressions[] = {"none", "gzip", NULL};
+
 static const struct conf_key tracing_keys[] = {
     {"endpoint", CONF_STR, OFF(struct bootstrap_tracing, endpoint), 0, 0, "",
      "OTLP/HTTP traces endpoint, http://HOST:PORT[/PATH] (path default "
@@ -310,6 +312,11 @@ static const struct conf_key tracing_keys[] = {
      "(after its Retry-After, else 1s, 2s, 4s...), then its spans are "
      "dropped; restart to change",
      NULL, NULL, NULL, NULL},
+    {"compression", CONF_ENUM, OFF(struct bootstrap_tracing, compression), 0, 0,
+     "none",
+     "none or gzip (Content-Encoding: gzip) for export bodies; restart to "
+     "change",
+     tracing_compressions, NULL, NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 static const struct conf_section tracing_section = {

@@ -190,6 +190,7 @@ struct bootstrap_tracing {
     int64_t flush_interval_ms;
     int64_t export_timeout_ms;
     int64_t max_retries; /* of one batch on 429, 502, 503, 504 */
+    int compression;     /* 0: none, 1: gzip */
     struct conf_mark mark;
 };
 

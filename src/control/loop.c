@@ -1382,6 +1382,7 @@ static int start_tracing(struct loop *s, const struct bootstrap *bs, char **err)
     oc.flush_ms = (uint64_t)t->flush_interval_ms;
     oc.timeout_ms = (uint64_t)t->export_timeout_ms;
     oc.max_retries = (int)t->max_retries;
+    oc.gzip = t->compression == 1;
     oc.dns = s->dns;
     s->spans = spanq_new((size_t)t->max_queue);
     s->otlp = s->spans != NULL ? otlp_new(s->base, s->spans, &oc) : NULL;

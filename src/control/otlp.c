@@ -3,10 +3,12 @@
  */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <zlib.h>
 
 #include "control/fetch.h"
 #include "control/otlp.h"
@@ -28,6 +30,8 @@ struct otlp {
     size_t max_batch;
     uint64_t flush_ms, timeout_ms;
     int max_retries;
+    int gzip;
+    struct buf gz; /* body, gzip-compressed (gzip only) */
     struct dns_cache *dns;
     struct timer timer;
     struct fetch *f; /* the request in flight; NULL: none */
@@ -119,6 +123,35 @@ static void on_answer(void *arg, const struct fetch_answer *a, const char *err)
     }
 }
 
+/* o->body into o->gz as one gzip member (RFC 1952), kept for retries. */
+static int gzip_body(struct otlp *o)
+{
+    z_stream z;
+    size_t room = compressBound((uLong)buf_len(&o->body)) + 32;
+    char *out;
+    int rc;
+
+    buf_truncate(&o->gz, 0);
+    out = buf_reserve(&o->gz, room);
+    if (out == NULL)
+        return -1;
+    memset(&z, 0, sizeof(z));
+    /* windowBits 15 + 16: a gzip header and trailer, not zlib's. */
+    if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
+                     Z_DEFAULT_STRATEGY) != Z_OK)
+        return -1;
+    z.next_in = (Bytef *)(uintptr_t)buf_ptr(&o->body);
+    z.avail_in = (uInt)buf_len(&o->body);
+    z.next_out = (Bytef *)out;
+    z.avail_out = (uInt)room;
+    rc = deflate(&z, Z_FINISH);
+    deflateEnd(&z);
+    if (rc != Z_STREAM_END)
+        return -1;
+    buf_commit(&o->gz, room - z.avail_out);
+    return 0;
+}
+
 /* The batch's envelope: one resource (this gateway), one scope. */
 static int fill_batch(struct otlp *o)
 {
@@ -149,6 +182,10 @@ static int fill_batch(struct otlp *o)
     buf_dispose(&spans);
     o->nspans = n;
     o->tries = 0;
+    if (o->gzip && gzip_body(o) < 0) {
+        give_up(o, "cannot compress the batch");
+        return 0;
+    }
     return 1;
 }
 
@@ -162,9 +199,12 @@ static void send_batch(struct otlp *o)
     fc.port = o->port;
     fc.method = "POST";
     fc.path = o->path;
-    fc.headers = "Content-Type: application/json\r\nUser-Agent: strait\r\n";
-    fc.body = buf_ptr(&o->body);
-    fc.body_n = buf_len(&o->body);
+    fc.headers = o->gzip ? "Content-Type: application/json\r\n"
+                           "Content-Encoding: gzip\r\nUser-Agent: strait\r\n"
+                         : "Content-Type: application/json\r\nUser-Agent: "
+                           "strait\r\n";
+    fc.body = o->gzip ? buf_ptr(&o->gz) : buf_ptr(&o->body);
+    fc.body_n = o->gzip ? buf_len(&o->gz) : buf_len(&o->body);
     fc.name = "the OTLP collector";
     fc.dns = o->dns;
     fc.timeout_ms = (int64_t)o->timeout_ms;
@@ -210,6 +250,8 @@ struct otlp *otlp_new(struct event_base *base, struct spanq *q,
     o->flush_ms = c->flush_ms;
     o->timeout_ms = c->timeout_ms;
     o->max_retries = c->max_retries;
+    o->gzip = c->gzip;
+    buf_init(&o->gz, OTLP_MAX_BODY);
     o->dns = c->dns;
     buf_init(&o->body, OTLP_MAX_BODY);
     timer_init(&o->timer, base, on_timer, o);
@@ -229,6 +271,7 @@ void otlp_free(struct otlp *o)
     timer_dispose(&o->timer);
     fetch_free(o->f);
     buf_dispose(&o->body);
+    buf_dispose(&o->gz);
     free(o->host);
     free(o->path);
     free(o->service);

@@ -31,6 +31,7 @@ struct otlp_conf {
     uint64_t flush_ms;
     uint64_t timeout_ms;
     int max_retries;
+    int gzip; /* bodies sent with Content-Encoding: gzip */
     /* Resolves host when it is a name (it must outlive the exporter);
      * NULL: only an address literal works. */
     struct dns_cache *dns;

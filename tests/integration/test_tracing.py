@@ -4,6 +4,7 @@ copy included), exported as OTLP/HTTP JSON to a small receiver on
 loopback; a collector that answers 503 is retried after Retry-After; a
 collector that is down costs spans (dropped and counted), never
 requests."""
+import gzip
 import http.client
 import json
 import socket
@@ -31,6 +32,7 @@ class Collector:
         self.bodies = []
         self.posts = 0
         self.script = []
+        self.encodings = []
 
         class H(BaseHTTPRequestHandler):
             def log_message(self, *a):
@@ -39,7 +41,11 @@ class Collector:
             def do_POST(self):
                 n = int(self.headers.get("Content-Length", 0))
                 data = self.rfile.read(n)
+                enc = self.headers.get("Content-Encoding")
+                if enc == "gzip":
+                    data = gzip.decompress(data)
                 with outer.lock:
+                    outer.encodings.append(enc)
                     outer.posts += 1
                     status = outer.script.pop(0) if outer.script else 200
                     if status == 200:
@@ -367,3 +373,17 @@ def test_max_batch_size(strait_factory, tmp_path, ups, collector):
         sizes = [sum(len(ss["spans"]) for rs in b["resourceSpans"]
                      for ss in rs["scopeSpans"]) for b in collector.bodies]
     assert sizes == [2, 2, 2]
+
+
+def test_gzip(strait_factory, tmp_path, ups, collector):
+    """compression gzip: bodies go with Content-Encoding: gzip."""
+    up = ups()
+    st, port = start(strait_factory, tmp_path, up.port,
+                     "  - route:\n    - destination: {host: up.example.com}\n",
+                     extra_bootstrap=tracing_yaml(
+                         collector.port, extra=", compression: gzip"))
+    assert get(port, "/g", {"traceparent": f"00-{TRACE}-{PARENT}-01"})[0] \
+        == 200
+    wait_for(lambda: len(collector.spans()) == 2, 10, "the gzipped batch")
+    assert collector.encodings == ["gzip"]
+    assert all(s["traceId"] == TRACE for s in collector.spans())
