@@ -14,6 +14,7 @@
 
 #include <arpa/inet.h>
 #include <openssl/base64.h>
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -698,10 +699,41 @@ const struct res_kind_ops res_k8s_secret_ops = {
     .check = secret_check,
 };
 
+/* A Secret's identity: its type and, for each key in name order of
+ * writing, the key and the SHA-256 of its value (stringData, then data
+ * not overridden), length-prefixed so no two inputs give the same
+ * bytes. */
+static void secret_identity(const struct resource *r,
+                            const struct conf_sink *sink)
+{
+    const struct res_k8s_secret *s = r->spec;
+    uint64_t n;
+
+    n = strlen(s->type);
+    sink->write(sink->arg, "T", 1);
+    sink->write(sink->arg, &n, sizeof(n));
+    sink->write(sink->arg, s->type, n);
+    for (int pass = 0; pass < 2; pass++) {
+        const struct conf_strmap *m = pass ? &s->data : &s->string_data;
+        for (size_t i = 0; i < m->n; i++) {
+            unsigned char d[SHA256_DIGEST_LENGTH];
+            if (pass && strmap_get(&s->string_data, m->v[i].key) != NULL)
+                continue;
+            n = strlen(m->v[i].key);
+            sink->write(sink->arg, pass ? "D" : "S", 1);
+            sink->write(sink->arg, &n, sizeof(n));
+            sink->write(sink->arg, m->v[i].key, n);
+            SHA256((const uint8_t *)m->v[i].val, strlen(m->v[i].val), d);
+            sink->write(sink->arg, d, sizeof(d));
+        }
+    }
+}
+
 const struct res_kind_ext res_k8s_secret_ext = {
     .toplevel = 1,
     .dispose = secret_dispose,
     .json = secret_json,
+    .identity = secret_identity,
 };
 
 const struct res_k8s_secret *res_k8s_secret(const struct resource *r)

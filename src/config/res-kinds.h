@@ -13,6 +13,7 @@
 #include "config/resource-t.h"
 
 struct buf;
+struct conf_sink;
 
 /* What a check reports to. */
 struct res_check {
@@ -33,6 +34,10 @@ struct res_kind_ext {
     /* Writes the spec as JSON instead of the table (a Secret's values
      * are never shown); NULL: conf_to_json(). */
     void (*json)(struct buf *b, const struct resource *r);
+    /* Writes the spec's identity bytes instead of conf_identity() (a
+     * Secret gives digests of its values, so no snapshot keeps a copy of
+     * them); NULL: conf_identity(). */
+    void (*identity)(const struct resource *r, const struct conf_sink *sink);
 };
 
 struct res_kind_ops {

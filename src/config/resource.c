@@ -233,7 +233,10 @@ void res_spec_json(struct buf *b, const struct resource *r)
 
 void res_spec_identity(const struct resource *r, const struct conf_sink *sink)
 {
-    conf_identity(kind_ops[r->kind]->spec, r->spec, sink);
+    if (kind_ext[r->kind]->identity != NULL)
+        kind_ext[r->kind]->identity(r, sink);
+    else
+        conf_identity(kind_ops[r->kind]->spec, r->spec, sink);
 }
 
 static const char *const protocol_names[] = {

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "config/conf.h"
 #include "config/res-k8s.h"
 #include "config/resource.h"
 #include "core/buf.h"
@@ -389,6 +390,54 @@ static void secret_keys_are_decoded_and_never_shown(void **state)
     assert_string_equal(s->path[RES_SECRET_KEY], "/proc/self/fd/9");
 }
 
+static void sink_write(void *arg, const void *p, size_t n)
+{
+    buf_append(arg, p, n);
+}
+
+/* identity_has() is true when r's identity bytes hold needle. */
+static int identity_has(const struct resource *r, const char *needle,
+                        struct buf *out)
+{
+    struct conf_sink sink = {sink_write, out};
+    const char *p;
+    size_t n = strlen(needle);
+
+    buf_consume(out, buf_len(out));
+    res_spec_identity(r, &sink);
+    p = buf_ptr(out);
+    for (size_t i = 0; i + n <= buf_len(out); i++)
+        if (memcmp(p + i, needle, n) == 0)
+            return 1;
+    return 0;
+}
+
+/* A Secret's identity tells values apart by digest only: a snapshot never
+ * keeps a copy of one. */
+static void secret_identity_holds_digests(void **state)
+{
+    struct fx *f = *state;
+    struct buf a, b;
+
+    buf_init(&a, 65536);
+    buf_init(&b, 65536);
+    load_ok(f, "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n"
+               "data: {tls.key: " B64_KEY "}\n"
+               "stringData: {tls.crt: secret-text-one}\n");
+    assert_false(identity_has(find(f, RES_SECRET, "default", "s"),
+                              "secret-text-one", &a));
+    assert_false(
+        identity_has(find(f, RES_SECRET, "default", "s"), B64_KEY, &a));
+    load_ok(f, "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n"
+               "data: {tls.key: " B64_KEY "}\n"
+               "stringData: {tls.crt: secret-text-two}\n");
+    identity_has(find(f, RES_SECRET, "default", "s"), "x", &b);
+    assert_true(buf_len(&a) == buf_len(&b) &&
+                memcmp(buf_ptr(&a), buf_ptr(&b), buf_len(&a)) != 0);
+    buf_dispose(&a);
+    buf_dispose(&b);
+}
+
 static void generic_secret_keys_as_istio_reads_them(void **state)
 {
     struct fx *f = *state;
@@ -553,6 +602,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(secret_keys_are_decoded_and_never_shown,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(secret_identity_holds_digests, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(generic_secret_keys_as_istio_reads_them,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(namespace_labels_are_kept, setup,
