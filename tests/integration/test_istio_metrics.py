@@ -407,3 +407,42 @@ def test_series_survive_reloads_and_follow_relabels(
                       count(source_version="2.0", zone="b") >= 1), 10,
              "requests under the new source labels")
     assert count(source_version="1.0") == 5
+
+
+def test_passthrough_cluster(strait_factory, httpd_factory, tmp_path):
+    """ALLOW_ANY: a route to an undeclared host (an IP here, no DNS) is
+    reported as destination_service PassthroughCluster, as Istio."""
+    up = httpd_factory()
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    gw = free_port()
+    (conf / "r.yaml").write_text(f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  selector: {{istio: ingressgateway}}
+  servers:
+  - port: {{number: {gw}, name: http, protocol: HTTP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: out, namespace: default}}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - route: [{{destination: {{host: 127.0.0.1, port: {{number: {up.port}}}}}}}]
+""")
+    st = strait_factory(extra=(
+        "node: {labels: {istio: ingressgateway}}\n"
+        "outboundTrafficPolicy: {mode: ALLOW_ANY}\n"
+        f"config: {{dir: \"{conf}\", debounce: 50ms}}\n")).start()
+    wait_for(lambda: _port_open(gw), 10, "gateway port")
+    assert get(gw, "/")[0] == 200
+    text = scrape(st.url("/stats/prometheus"))
+    assert value(text, "istio_requests_total", response_code="200",
+                 destination_service="PassthroughCluster",
+                 destination_service_name="PassthroughCluster",
+                 destination_service_namespace="unknown") == 1, text
