@@ -1,21 +1,25 @@
-"""Istio's documentation tasks, with the tasks' YAML unchanged (issue 13).
+"""The scenarios of Istio's documentation tasks, end to end (issue 13).
 
-The YAML is in istio-docs/ (see its README.md: copied from istio/istio.io
-content/en/docs/tasks and istio/istio samples, Apache-2.0). Each test
-lays it in a config directory beside only what a VM user adds, and checks
-the outcome the task page describes:
+Each test plays one task: the resources the task applies, written here
+in our own words (names, layout and the stand-in backends are ours; the
+kinds, fields and values that make the scenario are the task's), or,
+where the task applies one of Istio's samples that the project ships,
+that file of tests/data/istio-samples unchanged. Beside them goes only
+what a VM user adds, and the test checks the outcome the task page
+describes:
 
 - the node's labels (`istio: ingressgateway`, and `app:
   istio-ingressgateway` for the policies that select by it);
 - a ServiceEntry for each Kubernetes Service the task deploys (httpbin,
-  helloworld, my-nginx, tcp-echo), its endpoints on loopback;
+  helloworld, nginx, tcp-echo), its endpoints on loopback;
 - `kubectl create secret tls NAME` becomes credentials.dir/NAME/ files,
   `kubectl apply -n NS` a file in conf.d/NS/.
 
 The backends are small Python servers standing in for the task's
-deployments. The Gateways listen on the ports the YAML names (80, 443,
-31400): every test runs in a network namespace of its own, so those ports
-never meet another test's, and a test is skipped where one cannot be made.
+deployments; the JWT tasks' key set and tokens are made by the test.
+The Gateways listen on the ports the tasks use (80, 443, 31400): every
+test runs in a network namespace of its own, so those ports never meet
+another test's, and a test is skipped where one cannot be made.
 """
 import ctypes
 import http.server
@@ -32,8 +36,8 @@ import time
 import pytest
 
 from conftest import SRCDIR, STRAIT, wait_for
+from test_jwt import Key, jwks, mint
 
-DOCS = pathlib.Path(__file__).resolve().parent / "istio-docs"
 SAMPLES = pathlib.Path(SRCDIR) / "tests" / "data" / "istio-samples"
 BOOKINFO = SAMPLES / "bookinfo" / "networking"
 CLONE_NEWNET = 0x40000000
@@ -170,21 +174,20 @@ class Node:
             f"config: {{dir: \"{self.conf}\", debounce: 20ms}}\n"
             f"credentials: {{dir: \"{self.creds}\"}}\n{extra}"))
 
-    def apply(self, src, name=None, ns=None, subst=None):
-        """kubectl apply -f src [-n ns]: the file, unchanged but for the
-        shell variables the task substitutes, into conf.d (conf.d/NS)."""
-        text = pathlib.Path(src).read_text()
-        for k, v in (subst or {}).items():
-            text = text.replace(k, v)
+    def apply(self, src, name=None, ns=None):
+        """kubectl apply -f src [-n ns] for a file of tests/data/istio-samples:
+        the file, unchanged, into conf.d (conf.d/NS)."""
+        self.put(name or pathlib.Path(src).name,
+                 pathlib.Path(src).read_text(), ns)
+
+    def put(self, name, text, ns=None):
+        """Writes conf.d/[NS/]NAME whole (write and rename), as kubectl
+        apply replaces an object."""
         d = self.conf / ns if ns else self.conf
         d.mkdir(exist_ok=True)
-        dst = d / (name or pathlib.Path(src).name)
-        tmp = d / ("." + dst.name)
+        tmp = d / ("." + name)
         tmp.write_text(text)
-        os.replace(tmp, dst)
-
-    def add(self, name, text):
-        (self.conf / name).write_text(text)
+        os.replace(tmp, d / name)
 
     def secret(self, name, crt, key, ca=None):
         """kubectl create secret tls|generic NAME as files."""
@@ -262,13 +265,58 @@ def wait_code(want, *args, what="the task's answer"):
 
 # -- traffic-management/ingress/ingress-control ---------------------------------
 
+WEB_GATEWAY = """apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: web-gw}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 80, name: plain-http, protocol: HTTP}
+    hosts: [httpbin.example.com]
+"""
+
+WEB_ROUTES = """apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: web-routes}
+spec:
+  hosts: [httpbin.example.com]
+  gateways: [web-gw]
+  http:
+  - match: [{uri: {prefix: /status}}, {uri: {prefix: /delay}}]
+    route: [{destination: {host: httpbin, port: {number: 8000}}}]
+"""
+
+# "Accessing ingress services using a browser": any Host, /headers only,
+# both objects in one file.
+WEB_ANY_HOST = """apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: web-gw}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 80, name: plain-http, protocol: HTTP}
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: web-routes}
+spec:
+  hosts: ["*"]
+  gateways: [web-gw]
+  http:
+  - match: [{uri: {prefix: /headers}}]
+    route: [{destination: {host: httpbin, port: {number: 8000}}}]
+"""
+
+
 def test_ingress_control(node, backends):
-    """Only /status and /delay of httpbin.example.com are exposed; /headers
-    is 404. The browser variant (hosts "*") exposes /headers to any Host."""
-    node.add("vm-node.yaml", service_entry("httpbin", "default", 8000,
+    """The scenario of Istio's task ingress-control: only /status and
+    /delay of httpbin.example.com are exposed; /headers is 404. The
+    browser variant (hosts "*") exposes /headers to any Host."""
+    node.put("vm-node.yaml", service_entry("httpbin", "default", 8000,
                                            [(None, backends())]))
-    node.apply(DOCS / "ingress-control" / "gateway.yaml")
-    node.apply(DOCS / "ingress-control" / "virtualservice.yaml")
+    node.put("gateway.yaml", WEB_GATEWAY)
+    node.put("routes.yaml", WEB_ROUTES)
     node.start()
     code, out = curl("-I", "-HHost:httpbin.example.com",
                      "http://127.0.0.1:80/status/200")
@@ -278,25 +326,52 @@ def test_ingress_control(node, backends):
     # A Host the Gateway does not list reaches no route.
     assert curl("-HHost:other.example.com",
                 "http://127.0.0.1:80/status/200")[0] == 404
-    # "Accessing ingress services using a browser": the same two names,
-    # now in one file (kubectl apply replaces them).
+    # The same two names, now in one file (kubectl apply replaces them).
     (node.conf / "gateway.yaml").unlink()
-    (node.conf / "virtualservice.yaml").unlink()
-    node.apply(DOCS / "ingress-control" / "browser.yaml")
+    (node.conf / "routes.yaml").unlink()
+    node.put("any-host.yaml", WEB_ANY_HOST)
     wait_code(200, "http://127.0.0.1:80/headers", what="/headers for any Host")
     code, out = curl("http://127.0.0.1:80/headers")
     headers = {k.lower(): v for k, v in json.loads(out)["headers"].items()}
     assert headers["host"] == "127.0.0.1"
 
 
+# What `kubectl apply -f` of an httpbin deployment holds: a
+# ServiceAccount, a Service (port 8000 to the pods' 80) and a Deployment.
+HTTPBIN_K8S = """apiVersion: v1
+kind: ServiceAccount
+metadata: {name: httpbin}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: httpbin, labels: {app: httpbin}}
+spec:
+  selector: {app: httpbin}
+  ports: [{name: http, port: 8000, targetPort: 80}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: httpbin, labels: {app: httpbin}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: httpbin}}
+  template:
+    metadata: {labels: {app: httpbin}}
+    spec:
+      serviceAccountName: httpbin
+      containers:
+      - {name: web, image: example.invalid/httpbin, ports: [{containerPort: 80}]}
+"""
+
+
 def test_ingress_control_with_the_kubernetes_service(node, backends):
-    """The same task with samples/httpbin/httpbin.yaml applied unchanged
-    (its ServiceAccount and Deployment are ignored with an Info, its
-    Service is the registry entry) and, from the VM user, an EndpointSlice
-    saying where httpbin runs."""
+    """The same scenario with httpbin deployed as Kubernetes objects (its
+    ServiceAccount and Deployment are ignored, its Service is the registry
+    entry) and, from the VM user, an EndpointSlice saying where httpbin
+    runs."""
     port = backends()
-    node.apply(DOCS / "samples-httpbin" / "httpbin.yaml")
-    node.add("vm-node.yaml", f"""apiVersion: discovery.k8s.io/v1
+    node.put("httpbin.yaml", HTTPBIN_K8S)
+    node.put("vm-node.yaml", f"""apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata:
   name: httpbin-vm
@@ -305,8 +380,8 @@ addressType: IPv4
 ports: [{{name: http, port: {port}, protocol: TCP}}]
 endpoints: [{{addresses: ["127.0.0.1"]}}]
 """)
-    node.apply(DOCS / "ingress-control" / "gateway.yaml")
-    node.apply(DOCS / "ingress-control" / "virtualservice.yaml")
+    node.put("gateway.yaml", WEB_GATEWAY)
+    node.put("routes.yaml", WEB_ROUTES)
     node.start()
     code, out = curl("-I", "-HHost:httpbin.example.com",
                      "http://127.0.0.1:80/status/200")
@@ -322,17 +397,59 @@ def https(host, path, ca, *extra):
                 "--cacert", ca, *extra, f"https://{host}:443{path}")
 
 
+def tls_gateway(*servers, mode="SIMPLE"):
+    """A Gateway tls-gw with one HTTPS server on 443 per (host,
+    credential)."""
+    out = """apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: tls-gw}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+"""
+    for i, (host, cred) in enumerate(servers):
+        out += (f"  - port: {{number: 443, name: tls-{i}, protocol: HTTPS}}\n"
+                f"    tls: {{mode: {mode}, credentialName: {cred}}}\n"
+                f"    hosts: [{host}]\n")
+    return out
+
+
+HTTPBIN_OVER_TLS = """apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: httpbin-tls}
+spec:
+  hosts: [httpbin.example.com]
+  gateways: [tls-gw]
+  http:
+  - match: [{uri: {prefix: /status}}, {uri: {prefix: /delay}}]
+    route: [{destination: {host: httpbin, port: {number: 8000}}}]
+"""
+
+HELLO_OVER_TLS = """apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: hello-tls}
+spec:
+  hosts: [helloworld.example.com]
+  gateways: [tls-gw]
+  http:
+  - match: [{uri: {exact: /hello}}]
+    route: [{destination: {host: helloworld, port: {number: 5000}}}]
+"""
+
+
 def test_secure_ingress_simple_and_rotation(node, backends, tmp_path):
-    """SIMPLE TLS with credentialName httpbin-credential: 418 through
-    HTTPS. The credential is then replaced by one from another CA: the
-    new CA verifies, the old one no longer does (no restart)."""
+    """The scenario of Istio's task secure-ingress, one host: SIMPLE TLS
+    with credentialName httpbin-credential, 418 through HTTPS. The
+    credential is then replaced by one from another CA: the new CA
+    verifies, the old one no longer does (no restart)."""
     c1 = example_certs(tmp_path / "example_certs1", "httpbin.example.com")
     c2 = example_certs(tmp_path / "example_certs2", "httpbin.example.com")
     node.secret("httpbin-credential", *c1["httpbin.example.com"])
-    node.add("vm-node.yaml", service_entry("httpbin", "default", 8000,
+    node.put("vm-node.yaml", service_entry("httpbin", "default", 8000,
                                            [(None, backends())]))
-    node.apply(DOCS / "secure-ingress" / "single-host-gateway.yaml")
-    node.apply(DOCS / "secure-ingress" / "httpbin-virtualservice.yaml")
+    node.put("gateway.yaml", tls_gateway(("httpbin.example.com",
+                                          "httpbin-credential")))
+    node.put("routes.yaml", HTTPBIN_OVER_TLS)
     node.start()
     code, out = https("httpbin.example.com", "/status/418", c1["example.com"][0])
     assert code == 418 and "-=[ teapot ]=-" in out, out
@@ -348,19 +465,22 @@ def test_secure_ingress_simple_and_rotation(node, backends, tmp_path):
 
 
 def test_secure_ingress_multiple_hosts(node, backends, tmp_path):
-    """Two HTTPS servers on port 443, one credential each: helloworld
-    answers /hello, httpbin /status/418, each with its own certificate."""
+    """The scenario of secure-ingress with several hosts: two HTTPS
+    servers on port 443, one credential each: helloworld answers /hello,
+    httpbin /status/418, each with its own certificate."""
     c = example_certs(tmp_path / "example_certs1", "httpbin.example.com",
                       "helloworld.example.com")
     node.secret("httpbin-credential", *c["httpbin.example.com"])
     node.secret("helloworld-credential", *c["helloworld.example.com"])
     port = backends()
-    node.add("vm-node.yaml",
+    node.put("vm-node.yaml",
              service_entry("httpbin", "default", 8000, [(None, port)])
              + service_entry("helloworld", "default", 5000, [(None, port)]))
-    node.apply(DOCS / "secure-ingress" / "multiple-hosts-gateway.yaml")
-    node.apply(DOCS / "secure-ingress" / "helloworld-virtualservice.yaml")
-    node.apply(DOCS / "secure-ingress" / "httpbin-virtualservice.yaml")
+    node.put("gateway.yaml", tls_gateway(
+        ("httpbin.example.com", "httpbin-credential"),
+        ("helloworld.example.com", "helloworld-credential")))
+    node.put("hello-routes.yaml", HELLO_OVER_TLS)
+    node.put("httpbin-routes.yaml", HTTPBIN_OVER_TLS)
     node.start()
     ca = c["example.com"][0]
     code, out = https("helloworld.example.com", "/hello", ca, "-v")
@@ -372,16 +492,18 @@ def test_secure_ingress_multiple_hosts(node, backends, tmp_path):
 
 
 def test_secure_ingress_mutual(node, backends, tmp_path):
-    """MUTUAL with ca.crt in the credential: without a client certificate
-    the handshake fails (certificate required); with the client's, 418."""
+    """The scenario of secure-ingress with MUTUAL TLS, ca.crt in the
+    credential: without a client certificate the handshake fails
+    (certificate required); with the client's, 418."""
     c = example_certs(tmp_path / "example_certs1", "httpbin.example.com",
                       "client.example.com")
     node.secret("httpbin-credential", *c["httpbin.example.com"],
                 ca=c["example.com"][0])
-    node.add("vm-node.yaml", service_entry("httpbin", "default", 8000,
+    node.put("vm-node.yaml", service_entry("httpbin", "default", 8000,
                                            [(None, backends())]))
-    node.apply(DOCS / "secure-ingress" / "mutual-gateway.yaml")
-    node.apply(DOCS / "secure-ingress" / "httpbin-virtualservice.yaml")
+    node.put("gateway.yaml", tls_gateway(
+        ("httpbin.example.com", "httpbin-credential"), mode="MUTUAL"))
+    node.put("routes.yaml", HTTPBIN_OVER_TLS)
     node.start()
     ca = c["example.com"][0]
     code, out = https("httpbin.example.com", "/status/418", ca)
@@ -406,15 +528,37 @@ class Nginx(http.server.BaseHTTPRequestHandler):
         pass
 
 
+PASSTHROUGH = """apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: sni-gw}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 443, name: tls-through, protocol: HTTPS}
+    tls: {mode: PASSTHROUGH}
+    hosts: [nginx.example.com]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: nginx-by-sni}
+spec:
+  hosts: [nginx.example.com]
+  gateways: [sni-gw]
+  tls:
+  - match: [{port: 443, sniHosts: [nginx.example.com]}]
+    route: [{destination: {host: nginx, port: {number: 443}}}]
+"""
+
+
 def test_ingress_sni_passthrough(node, backends, tmp_path):
-    """PASSTHROUGH: the client sees nginx's own certificate (issued by
-    example.com for nginx.example.com), the gateway only relays."""
+    """The scenario of Istio's task ingress-sni-passthrough: the client
+    sees nginx's own certificate (issued by example.com for
+    nginx.example.com), the gateway only relays."""
     c = example_certs(tmp_path / "example_certs", "nginx.example.com")
     port = backends(Nginx, tls=c["nginx.example.com"])
-    node.add("vm-node.yaml", service_entry("my-nginx", "default", 443,
+    node.put("vm-node.yaml", service_entry("nginx", "default", 443,
                                            [(None, port)], protocol="TLS"))
-    node.apply(DOCS / "ingress-sni-passthrough" / "gateway.yaml")
-    node.apply(DOCS / "ingress-sni-passthrough" / "virtualservice.yaml")
+    node.put("passthrough.yaml", PASSTHROUGH)
     node.start()
     code, out = curl("-v", "--resolve", "nginx.example.com:443:127.0.0.1",
                      "--cacert", c["example.com"][0],
@@ -451,33 +595,59 @@ def echo_server(prefix):
     return s
 
 
-def split_docs(src, dst_dir):
-    """kubectl apply of a multi-document file makes one object of each
-    document; on a VM each goes to a file of its own, so that a later
-    apply of one of them replaces just that one. The documents are
-    copied unchanged."""
-    docs = pathlib.Path(src).read_text().split("\n---\n")
-    names = []
-    for i, doc in enumerate(docs):
-        name = f"{pathlib.Path(src).stem}-{i}.yaml"
-        (dst_dir / name).write_text(doc if doc.endswith("\n") else doc + "\n")
-        names.append(name)
-    return names
+ECHO_GATEWAY = """apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: echo-gw}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 31400, name: raw-tcp, protocol: TCP}
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: echo-versions}
+spec:
+  host: tcp-echo
+  subsets:
+  - {name: v1, labels: {version: v1}}
+  - {name: v2, labels: {version: v2}}
+"""
+
+
+def echo_routes(weights):
+    """VirtualService echo-split: port 31400 to tcp-echo's subsets by
+    weight ({subset: weight})."""
+    dests = "".join(
+        f"    - {{destination: {{host: tcp-echo, subset: {s}, "
+        f"port: {{number: 9000}}}}, weight: {w}}}\n"
+        for s, w in weights.items())
+    return f"""apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: echo-split}}
+spec:
+  hosts: ["*"]
+  gateways: [echo-gw]
+  tcp:
+  - match: [{{port: 31400}}]
+    route:
+{dests}"""
 
 
 def test_tcp_traffic_shifting(node):
-    """All TCP traffic on port 31400 goes to v1; after tcp-echo-20-v2.yaml
-    about 20% goes to v2. Applying that file beside the first one as a
-    second definition of VirtualService tcp-echo is refused (STR0004) and
-    v1 keeps all of it."""
+    """The scenario of Istio's task tcp-traffic-shifting: all TCP traffic
+    on port 31400 goes to v1; after the 80/20 version of the
+    VirtualService about 20% goes to v2. Applying that version beside the
+    first as a second definition of the same VirtualService is refused
+    (STR0004) and v1 keeps all of it."""
     v1, v2 = echo_server(b"one"), echo_server(b"two")
     try:
-        node.add("vm-node.yaml", service_entry(
+        node.put("vm-node.yaml", service_entry(
             "tcp-echo", "default", 9000,
             [({"version": "v1"}, v1.getsockname()[1]),
              ({"version": "v2"}, v2.getsockname()[1])], protocol="TCP"))
-        names = split_docs(DOCS / "tcp-traffic-shifting" / "tcp-echo-all-v1.yaml",
-                           node.conf)
+        node.put("echo-gateway.yaml", ECHO_GATEWAY)
+        node.put("echo-all-v1.yaml", echo_routes({"v1": 100}))
         node.start()
 
         def talk():
@@ -487,16 +657,15 @@ def test_tcp_traffic_shifting(node):
 
         assert {talk() for _ in range(10)} == {b"one hello\n"}
         failed = node.st.stats()["resources.reloads_failed"]
-        node.apply(DOCS / "tcp-traffic-shifting" / "tcp-echo-20-v2.yaml")
+        node.put("echo-80-20.yaml", echo_routes({"v1": 80, "v2": 20}))
         wait_for(lambda: node.st.stats()["resources.reloads_failed"] == failed + 1,
                  10, "the duplicate refused")
         assert "STR0004" in node.st.get("/healthz/ready")[1]
         assert {talk() for _ in range(10)} == {b"one hello\n"}
-        # kubectl apply replaces the VirtualService: its document's file
-        # goes, the new one stays.
-        vs = [n for n in names if "kind: VirtualService" in (node.conf / n).read_text()]
+        # kubectl apply replaces the VirtualService: the first version's
+        # file goes, the new one stays.
         before = node.reloads()
-        (node.conf / vs[0]).unlink()
+        (node.conf / "echo-all-v1.yaml").unlink()
         wait_for(lambda: node.reloads() > before, 10, "the 80/20 split")
         n = 200
         got = [talk() for _ in range(n)]
@@ -511,18 +680,36 @@ def test_tcp_traffic_shifting(node):
 
 # -- traffic-management/circuit-breaking ----------------------------------------
 
+BREAKER = """apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: httpbin-breaker}
+spec:
+  host: httpbin
+  trafficPolicy:
+    connectionPool:
+      tcp: {maxConnections: 1}
+      http: {http1MaxPendingRequests: 1, maxRequestsPerConnection: 1}
+    outlierDetection:
+      consecutive5xxErrors: 1
+      interval: 1s
+      baseEjectionTime: 3m
+      maxEjectionPercent: 100
+"""
+
+
 def test_circuit_breaking(netns, strait_factory, tmp_path, backends):
-    """maxConnections 1, http1MaxPendingRequests 1: with one request on
-    the connection and one waiting, the next is 503 at once and counted
-    as upstream_rq_pending_overflow (the task's fortio run, made
+    """The scenario of Istio's task circuit-breaking: maxConnections 1,
+    http1MaxPendingRequests 1: with one request on the connection and one
+    waiting, the next is 503 at once and counted as
+    upstream_rq_pending_overflow (the task's fortio run, made
     deterministic); the held ones then succeed."""
     node = Node(strait_factory, tmp_path, workers=1)
     arrived, gate = threading.Semaphore(0), threading.Event()
     handler = type("Held", (Httpbin,), {"arrived": arrived, "gate": gate})
-    node.add("vm-node.yaml", service_entry("httpbin", "default", 8000,
+    node.put("vm-node.yaml", service_entry("httpbin", "default", 8000,
                                            [(None, backends(handler))]))
     node.apply(SAMPLES / "httpbin" / "httpbin-gateway.yaml")
-    node.apply(DOCS / "circuit-breaking" / "destinationrule.yaml")
+    node.put("breaker.yaml", BREAKER)
     node.start()
     stat = "cluster.httpbin.default.svc.cluster.local||8000."
     results = {}
@@ -548,25 +735,37 @@ def test_circuit_breaking(netns, strait_factory, tmp_path, backends):
 
 # -- security/authorization/authz-ingress ---------------------------------------
 
+def ip_policy(action, blocks):
+    """AuthorizationPolicy by-client-ip in istio-system, selecting the
+    ingress gateway by app: istio-ingressgateway."""
+    return f"""apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {{name: by-client-ip, namespace: istio-system}}
+spec:
+  selector: {{matchLabels: {{app: istio-ingressgateway}}}}
+  action: {action}
+  rules: [{{from: [{{source: {{ipBlocks: {json.dumps(blocks)}}}}}]}}]
+"""
+
+
 def test_authz_ingress_ip_allow_and_deny(node, backends):
-    """httpbin-gateway applied with -n foo (conf.d/foo/); the policies in
-    istio-system select the gateway by app: istio-ingressgateway. An
-    allow list without the client: 403; with it ($CLIENT_IP, here
+    """The scenario of Istio's task authz-ingress: httpbin-gateway
+    applied with -n foo (conf.d/foo/); the policies in istio-system
+    select the gateway by app: istio-ingressgateway. An allow list
+    without the client: 403; with it (the client's address, here
     127.0.0.1): 200; a deny list with it: 403."""
-    node.add("vm-node.yaml", service_entry("httpbin", "foo", 8000,
+    node.put("vm-node.yaml", service_entry("httpbin", "foo", 8000,
                                            [(None, backends())]))
     node.apply(SAMPLES / "httpbin" / "httpbin-gateway.yaml", ns="foo")
     node.start()
     url = "http://127.0.0.1:80/headers"
     assert curl(url)[0] == 200
-    ip = {"$CLIENT_IP": "127.0.0.1"}
-    node.apply(DOCS / "authz-ingress" / "allow-ip-blocks.yaml", "policy.yaml")
+    others = ["192.0.2.7", "198.51.100.0/24"]
+    node.put("policy.yaml", ip_policy("ALLOW", others))
     wait_code(403, url, what="the allow list without the client")
-    node.apply(DOCS / "authz-ingress" / "allow-client-ip.yaml", "policy.yaml",
-               subst=ip)
+    node.put("policy.yaml", ip_policy("ALLOW", others + ["127.0.0.1"]))
     wait_code(200, url, what="the allow list with the client")
-    node.apply(DOCS / "authz-ingress" / "deny-client-ip.yaml", "policy.yaml",
-               subst=ip)
+    node.put("policy.yaml", ip_policy("DENY", ["127.0.0.1"]))
     wait_code(403, url, what="the deny list with the client")
 
 
@@ -586,10 +785,10 @@ class Cnn(http.server.BaseHTTPRequestHandler):
 
 
 class Remote(http.server.ThreadingHTTPServer):
-    """A remote host on 127.0.0.2, on the port the task's ServiceEntry
-    names. strait's Gateway listens on 0.0.0.0 at the same port: both
-    sockets share it by SO_REUSEPORT, and a connection to 127.0.0.2 goes
-    to the socket bound to that address."""
+    """A remote host on 127.0.0.2, on the port its ServiceEntry names.
+    strait's Gateway listens on 0.0.0.0 at the same port: both sockets
+    share it by SO_REUSEPORT, and a connection to 127.0.0.2 goes to the
+    socket bound to that address."""
     allow_reuse_port = True
 
 
@@ -607,7 +806,7 @@ def remote(handler, port, tls=None):
 def egress(netns, strait_factory, tmp_path):
     """The node is Istio's egress gateway (istio: egressgateway); names
     resolve through a DNS server on loopback that puts edition.cnn.com
-    on 127.0.0.2."""
+    and www.wikipedia.org on 127.0.0.2."""
     from test_dns import DNSServer
     dns = DNSServer(ttl=60)
     dns.records["edition.cnn.com"] = ["127.0.0.2"]
@@ -617,17 +816,77 @@ def egress(netns, strait_factory, tmp_path):
     dns.stop()
 
 
+def external(name, host, *ports):
+    """A ServiceEntry NAME for an external HOST resolved by DNS, each
+    (number, protocol) a port."""
+    plist = ", ".join(f"{{number: {n}, name: {p.lower()}-{n}, protocol: {p}}}"
+                      for n, p in ports)
+    return f"""apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: {name}}}
+spec:
+  hosts: [{host}]
+  ports: [{plist}]
+  resolution: DNS
+"""
+
+
+# The egress gateway's own DestinationRule for the sidecars' hop to it,
+# which the tasks apply at every step.
+TO_EGRESS = """---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: hop-to-egress}
+spec:
+  host: istio-egressgateway.istio-system.svc.cluster.local
+  subsets: [{name: outbound}]
+"""
+
+
+def egress_http(port, target_port):
+    """The egress tasks' HTTP pair: a Gateway out-gw for edition.cnn.com
+    on port, and a VirtualService with the sidecars' rule (mesh, to the
+    egress gateway) and the gateway's (out-gw, to edition.cnn.com at
+    target_port)."""
+    return f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: out-gw}}
+spec:
+  selector: {{istio: egressgateway}}
+  servers:
+  - port: {{number: {port}, name: http-out, protocol: HTTP}}
+    hosts: [edition.cnn.com]
+{TO_EGRESS}---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: cnn-via-egress}}
+spec:
+  hosts: [edition.cnn.com]
+  gateways: [out-gw, mesh]
+  http:
+  - match: [{{gateways: [mesh], port: 80}}]
+    route:
+    - destination:
+        host: istio-egressgateway.istio-system.svc.cluster.local
+        subset: outbound
+        port: {{number: {port}}}
+  - match: [{{gateways: [out-gw], port: {port}}}]
+    route: [{{destination: {{host: edition.cnn.com, port: {{number: {target_port}}}}}}}]
+"""
+
+
 def test_egress_gateway_http(egress):
-    """HTTP to edition.cnn.com through the egress gateway: the sidecar's
-    rule (gateways: mesh) is not the gateway's and is ignored; the
-    gateway's sends the request on to edition.cnn.com:80, whose 301 to
-    https comes back, and the gateway's log and counters show it."""
+    """The scenario of Istio's task egress-gateway, HTTP: edition.cnn.com
+    through the egress gateway. The sidecar's rule (gateways: mesh) is not
+    the gateway's and is ignored; the gateway's sends the request on to
+    edition.cnn.com:80, whose 301 to https comes back, and the gateway's
+    counters show it."""
     node = egress
     srv = remote(Cnn, 80)
     try:
-        node.apply(DOCS / "egress-gateway" / "http-serviceentry.yaml")
-        node.apply(DOCS / "egress-gateway" / "http-gateway.yaml")
-        node.apply(DOCS / "egress-gateway" / "http-virtualservice.yaml")
+        node.put("cnn.yaml", external("cnn", "edition.cnn.com", (80, "HTTP"),
+                                      (443, "HTTPS")))
+        node.put("egress.yaml", egress_http(80, 80))
         node.start()
         # What the sidecar sends to the egress gateway: the request for
         # edition.cnn.com, on the gateway's port 80.
@@ -643,15 +902,49 @@ def test_egress_gateway_http(egress):
         srv.server_close()
 
 
+def sni_egress(hosts, target):
+    """The egress tasks' TLS passthrough: a Gateway out-gw on 443 for
+    hosts, and a VirtualService whose sidecar rule sends them to the egress
+    gateway and whose gateway rule sends them, by SNI, to target:443."""
+    h = json.dumps(hosts)
+    return f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: out-gw}}
+spec:
+  selector: {{istio: egressgateway}}
+  servers:
+  - port: {{number: 443, name: tls-out, protocol: TLS}}
+    hosts: {h}
+    tls: {{mode: PASSTHROUGH}}
+{TO_EGRESS}---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: sni-via-egress}}
+spec:
+  hosts: {h}
+  gateways: [mesh, out-gw]
+  tls:
+  - match: [{{gateways: [mesh], port: 443, sniHosts: {h}}}]
+    route:
+    - destination:
+        host: istio-egressgateway.istio-system.svc.cluster.local
+        subset: outbound
+        port: {{number: 443}}
+  - match: [{{gateways: [out-gw], port: 443, sniHosts: {h}}}]
+    route: [{{destination: {{host: {target}, port: {{number: 443}}}}}}]
+"""
+
+
 def test_egress_gateway_https_passthrough(egress, tmp_path):
-    """HTTPS to edition.cnn.com through the egress gateway, passed through
-    by SNI: the client sees edition.cnn.com's own certificate."""
+    """The scenario of egress-gateway for HTTPS: edition.cnn.com passed
+    through by SNI; the client sees edition.cnn.com's own certificate."""
     node = egress
     c = example_certs(tmp_path / "certs", "edition.cnn.com")
     srv = remote(Nginx, 443, tls=c["edition.cnn.com"])
     try:
-        node.apply(DOCS / "egress-gateway" / "https-serviceentry.yaml")
-        node.apply(DOCS / "egress-gateway" / "https-gateway.yaml")
+        node.put("cnn.yaml", external("cnn", "edition.cnn.com", (443, "TLS")))
+        node.put("egress.yaml", sni_egress(["edition.cnn.com"],
+                                           "edition.cnn.com"))
         node.start()
         args = ("-v", "--resolve", "edition.cnn.com:443:127.0.0.1", "--cacert",
                 c["example.com"][0], "https://edition.cnn.com:443/politics")
@@ -700,19 +993,33 @@ class CnnHttps(http.server.BaseHTTPRequestHandler):
         pass
 
 
+ORIGINATE = """---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: cnn-over-tls}
+spec:
+  host: edition.cnn.com
+  trafficPolicy:
+    loadBalancer: {simple: ROUND_ROBIN}
+    portLevelSettings:
+    - port: {number: 443}
+      tls: {mode: SIMPLE}
+"""
+
+
 def test_egress_gateway_tls_origination(egress, tmp_path):
-    """Plain HTTP for edition.cnn.com reaches the egress gateway on port
-    80, which sends it to edition.cnn.com:443 over TLS it originates (the
+    """The scenario of Istio's task egress-gateway-tls-origination: plain
+    HTTP for edition.cnn.com reaches the egress gateway on port 80, which
+    sends it to edition.cnn.com:443 over TLS it originates (the
     DestinationRule's portLevelSettings SIMPLE, verified against the
     system CA bundle): 200 instead of the 301 to https."""
     node = egress
     c = example_certs(tmp_path / "certs", "edition.cnn.com")
     srv = remote(CnnHttps, 443, tls=c["edition.cnn.com"])
     try:
-        d = DOCS / "egress-gateway-tls-origination"
-        node.apply(d / "serviceentry.yaml")
-        node.apply(d / "gateway.yaml")
-        node.apply(d / "virtualservice-destinationrule.yaml")
+        node.put("cnn.yaml", external("cnn", "edition.cnn.com", (80, "HTTP"),
+                                      (443, "HTTPS")))
+        node.put("egress.yaml", egress_http(80, 443) + ORIGINATE)
         start_with_system_ca(node, c["example.com"][0])
         wait_code(200, "-HHost:edition.cnn.com", "http://127.0.0.1:80/politics",
                   what="the page over originated TLS")
@@ -741,15 +1048,18 @@ class Wikipedia(http.server.BaseHTTPRequestHandler):
 
 
 def test_wildcard_egress_hosts(egress, tmp_path):
-    """*.wikipedia.org through the egress gateway by SNI, every name to
-    the one host www.wikipedia.org: en. and de. both answer, over two
-    connections to www.wikipedia.org's cluster."""
+    """The scenario of Istio's task wildcard-egress-hosts: *.wikipedia.org
+    through the egress gateway by SNI, every name to the one host
+    www.wikipedia.org: en. and de. both answer, over two connections to
+    www.wikipedia.org's cluster."""
     node = egress
     c = example_certs(tmp_path / "certs", "*.wikipedia.org")
     srv = remote(Wikipedia, 443, tls=c["*.wikipedia.org"])
     try:
-        node.apply(DOCS / "wildcard-egress-hosts" / "egress-gateway.yaml")
-        node.apply(DOCS / "wildcard-egress-hosts" / "www-wikipedia-serviceentry.yaml")
+        node.put("egress.yaml", sni_egress(["*.wikipedia.org"],
+                                           "www.wikipedia.org"))
+        node.put("wikipedia.yaml", external("wikipedia", "www.wikipedia.org",
+                                            (443, "HTTPS")))
         node.start()
         ca = c["example.com"][0]
         en = ("--resolve", "en.wikipedia.org:443:127.0.0.1", "--cacert", ca,
@@ -771,17 +1081,37 @@ def test_wildcard_egress_hosts(egress, tmp_path):
 
 # -- security/authorization/authz-deny ------------------------------------------
 
+def workload_policy(name, ns, app, action, rules):
+    """AuthorizationPolicy NAME in NS for the workload app: APP; rules in
+    flow style."""
+    return f"""apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  selector: {{matchLabels: {{app: {app}}}}}
+  action: {action}
+  rules: {rules}
+"""
+
+
+NO_GET = "[{to: [{operation: {methods: [GET]}}]}]"
+NO_GET_UNLESS_ADMIN = ("[{to: [{operation: {methods: [GET]}}], "
+                       "when: [{key: 'request.headers[x-token]', "
+                       "notValues: [admin]}]}]")
+
+
 def test_authz_deny_at_a_node_fronting_httpbin(netns, strait_factory, tmp_path,
                                                backends):
-    """The task's policies select the httpbin workload (app: httpbin in
-    foo). A node that stands in front of httpbin takes them on by wearing
-    its namespace and labels; then, as the task shows: GET is denied, POST
-    is not; with the x-token condition only a non-admin GET is denied;
-    with allow-path-ip, /ip is allowed to admin only (the DENY comes
-    first) and every other path is denied."""
+    """The scenario of Istio's task authz-deny: the policies select the
+    httpbin workload (app: httpbin in foo). A node that stands in front
+    of httpbin takes them on by wearing its namespace and labels; then,
+    as the task shows: GET is denied, POST is not; with the x-token
+    condition only a non-admin GET is denied; with an ALLOW of /ip, /ip
+    is allowed to admin only (the DENY comes first) and every other path
+    is denied."""
     node = Node(strait_factory, tmp_path,
                 node="namespace: foo, labels: {app: httpbin, istio: ingressgateway}")
-    node.add("vm-node.yaml", service_entry("httpbin", "foo", 8000,
+    node.put("vm-node.yaml", service_entry("httpbin", "foo", 8000,
                                            [(None, backends())]))
     node.apply(SAMPLES / "httpbin" / "httpbin-gateway.yaml", ns="foo")
     node.start()
@@ -794,13 +1124,17 @@ def test_authz_deny_at_a_node_fronting_httpbin(netns, strait_factory, tmp_path,
         return curl(*args)[0]
 
     assert code("/ip") == 200
-    node.apply(DOCS / "authz-deny" / "deny-method-get.yaml", "deny.yaml")
+    node.put("deny.yaml", workload_policy("no-get", "foo", "httpbin", "DENY",
+                                          NO_GET))
     wait_code(403, base + "/get", what="GET denied")
     assert code("/post", "POST") == 200
-    node.apply(DOCS / "authz-deny" / "deny-method-get-not-admin.yaml", "deny.yaml")
+    node.put("deny.yaml", workload_policy("no-get", "foo", "httpbin", "DENY",
+                                          NO_GET_UNLESS_ADMIN))
     wait_code(200, "-H", "x-token: admin", base + "/get", what="admin's GET")
     assert code("/get", token="guest") == 403
-    node.apply(DOCS / "authz-deny" / "allow-path-ip.yaml")
+    node.put("allow.yaml", workload_policy(
+        "only-ip", "foo", "httpbin", "ALLOW",
+        "[{to: [{operation: {paths: [/ip]}}]}]"))
     wait_code(403, "-H", "x-token: admin", base + "/get",
               what="only /ip allowed")
     assert code("/ip", token="guest") == 403
@@ -811,45 +1145,62 @@ def test_authz_deny_at_a_node_fronting_httpbin(netns, strait_factory, tmp_path,
 
 def test_authz_http_at_a_node_fronting_productpage(netns, strait_factory,
                                                    tmp_path, backends):
-    """bookinfo's gateway on a node that fronts productpage (namespace
-    default, app: productpage): allow-nothing denies every request (403);
-    productpage-viewer then allows GET, not POST. details-viewer selects
-    another workload and changes nothing here, which strait check -c
-    says (IST0127)."""
+    """The scenario of Istio's task authz-http: bookinfo's gateway on a
+    node that fronts productpage (namespace default, app: productpage):
+    an empty policy (allow nothing) denies every request (403); a GET
+    viewer policy for productpage then allows GET, not POST. The policy
+    for details selects another workload and changes nothing here, which
+    strait check -c says (IST0127)."""
     node = Node(strait_factory, tmp_path, node=(
         "namespace: default, labels: {app: productpage, istio: ingressgateway}"))
-    node.add("vm-node.yaml", service_entry("productpage", "default", 9080,
+    node.put("vm-node.yaml", service_entry("productpage", "default", 9080,
                                            [(None, backends())]))
     node.apply(BOOKINFO / "bookinfo-gateway.yaml")
     node.start()
     url = "http://127.0.0.1:8080/productpage"
     assert curl(url)[0] == 200
-    node.apply(DOCS / "authz-http" / "allow-nothing.yaml")
-    wait_code(403, url, what="allow-nothing")
-    node.apply(DOCS / "authz-http" / "productpage-viewer.yaml")
+    node.put("deny-all.yaml", """apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: deny-all, namespace: default}
+spec: {}
+""")
+    wait_code(403, url, what="allow nothing")
+    node.put("pp-get.yaml", workload_policy(
+        "pp-get", "default", "productpage", "ALLOW",
+        "[{to: [{operation: {methods: [GET]}}]}]"))
     wait_code(200, url, what="GET allowed")
     assert curl("-X", "POST", url)[0] == 403
     before = node.reloads()
-    node.apply(DOCS / "authz-http" / "details-viewer.yaml")
-    wait_for(lambda: node.reloads() > before, 10, "details-viewer loaded")
+    node.put("details-get.yaml", workload_policy(
+        "details-get", "default", "details", "ALLOW",
+        "[{from: [{source: {principals: "
+        "['cluster.local/ns/default/sa/bookinfo-productpage']}}], "
+        "to: [{operation: {methods: [GET]}}]}]"))
+    wait_for(lambda: node.reloads() > before, 10, "the details policy loaded")
     assert curl(url)[0] == 200
     r = subprocess.run([STRAIT, "check", "-c", str(node.st.config),
                         str(node.conf)], capture_output=True, text=True,
                        timeout=60)
-    assert "Warning [IST0127] (AuthorizationPolicy default/details-viewer " \
+    assert "Warning [IST0127] (AuthorizationPolicy default/details-get " \
         in r.stdout, r.stdout
 
 
 # -- security/authentication/authn-policy: end-user authentication ------------
 
-class RawGithub(http.server.BaseHTTPRequestHandler):
-    """raw.githubusercontent.com serving Istio's sample JWKS."""
+ISSUER = "tester@idp.example.org"
+JWKS_HOST = "keys.example.org"
+JWKS_PATH = "/signing/jwks.json"
+
+
+class KeyHost(http.server.BaseHTTPRequestHandler):
+    """The identity provider's key host: serves body (set per test) at
+    JWKS_PATH."""
     protocol_version = "HTTP/1.1"
+    body = b""
+
     def do_GET(self):
-        # Any branch: the tasks name master and release-1.8.
-        if self.path.startswith("/istio/istio/") and self.path.endswith(
-                "/security/tools/jwt/samples/jwks.json"):
-            body = (DOCS / "jwt-samples" / "jwks.json").read_bytes()
+        if self.path == JWKS_PATH:
+            body = self.body
             head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
         else:
             body, head = b"", b"HTTP/1.1 404 Not Found\r\n"
@@ -862,83 +1213,195 @@ class RawGithub(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def jwks_node(netns, strait_factory, tmp_path):
-    """make(node=...): a Node whose jwksUri host raw.githubusercontent.com
-    is a server on 127.0.0.2 (found through a DNS server on loopback, its
-    certificate trusted by jwt.jwksCaFile) serving Istio's sample JWKS."""
+    """(make, tokens): make(node=...) is a Node whose jwksUri host
+    keys.example.org is a server on 127.0.0.2 (found through a DNS server
+    on loopback, its certificate trusted by jwt.jwksCaFile) serving a key
+    set made here; tokens["plain"] is signed by it with iss = sub =
+    ISSUER, tokens["groups"] also has the claims groups [group1, group2]
+    and scope."""
     from test_dns import DNSServer
-    c = example_certs(tmp_path / "certs", "raw.githubusercontent.com")
+    c = example_certs(tmp_path / "certs", JWKS_HOST)
+    key = Key(tmp_path / "signer.pem", "RSA", "signer-1")
+    exp = int(time.time()) + 3600
+    tokens = {
+        "plain": mint(key, {"iss": ISSUER, "sub": ISSUER, "exp": exp}),
+        "groups": mint(key, {"iss": ISSUER, "sub": ISSUER, "exp": exp,
+                             "groups": ["group1", "group2"],
+                             "scope": ["scope1", "scope2"]}),
+    }
+    handler = type("Keys", (KeyHost,), {"body": jwks(key).encode()})
     dns = DNSServer(ttl=60)
-    dns.records["raw.githubusercontent.com"] = ["127.0.0.2"]
-    srv = remote(RawGithub, 443, tls=c["raw.githubusercontent.com"])
+    dns.records[JWKS_HOST] = ["127.0.0.2"]
+    srv = remote(handler, 443, tls=c[JWKS_HOST])
 
     def make(**kw):
         return Node(strait_factory, tmp_path, extra=(
             f"dns: {{nameservers: [\"127.0.0.1:{dns.port}\"]}}\n"
             f"jwt: {{jwksCaFile: \"{c['example.com'][0]}\"}}\n"), **kw)
-    yield make
+    yield make, tokens
     srv.shutdown()
     srv.server_close()
     dns.stop()
 
 
-def bearer(name):
-    token = (DOCS / "jwt-samples" / name).read_text().strip()
+def bearer(token):
     return ("--header", f"Authorization: Bearer {token}")
 
 
+def request_authentication(ns, selector):
+    return f"""apiVersion: security.istio.io/v1
+kind: RequestAuthentication
+metadata: {{name: idp-tokens, namespace: {ns}}}
+spec:
+  selector: {{matchLabels: {selector}}}
+  jwtRules:
+  - {{issuer: "{ISSUER}", jwksUri: "https://{JWKS_HOST}{JWKS_PATH}"}}
+"""
+
+
 def test_authz_jwt_at_a_node_fronting_httpbin(jwks_node, backends):
-    """authz-jwt's policies select httpbin in foo: on a node wearing its
-    namespace and labels, an invalid token is 401 and none 200; with
-    require-jwt, none is 403 and the demo token 200; requiring the claim
-    groups=group1, the groups token is 200 and the demo token 403."""
-    node = jwks_node(
+    """The scenario of Istio's task authz-jwt: the policies select httpbin
+    in foo; on a node wearing its namespace and labels, an invalid token
+    is 401 and none 200; requiring the principal ISSUER/ISSUER, none is
+    403 and the plain token 200; requiring also the claim groups=group1,
+    the groups token is 200 and the plain token 403."""
+    make, tokens = jwks_node
+    node = make(
         node="namespace: foo, labels: {app: httpbin, istio: ingressgateway}")
-    node.add("vm-node.yaml", service_entry("httpbin", "foo", 8000,
+    node.put("vm-node.yaml", service_entry("httpbin", "foo", 8000,
                                            [(None, backends())]))
     node.apply(SAMPLES / "httpbin" / "httpbin-gateway.yaml", ns="foo")
     node.start()
     url = "http://127.0.0.1:80/headers"
-    node.apply(DOCS / "authz-jwt" / "requestauthentication.yaml")
+    node.put("authn.yaml", request_authentication("foo", "{app: httpbin}"))
     wait_code(401, "-H", "Authorization: Bearer invalidToken", url,
               what="an invalid token refused")
     assert curl(url)[0] == 200
-    node.apply(DOCS / "authz-jwt" / "require-jwt.yaml", "require.yaml")
+    principal = f"[{{from: [{{source: {{requestPrincipals: ['{ISSUER}/{ISSUER}']}}}}]"
+    node.put("require.yaml", workload_policy(
+        "need-token", "foo", "httpbin", "ALLOW", principal + "}]"))
     wait_code(403, url, what="a token required")
-    assert curl(*bearer("demo.jwt"), url)[0] == 200
-    node.apply(DOCS / "authz-jwt" / "require-jwt-group1.yaml", "require.yaml")
-    wait_code(403, *bearer("demo.jwt"), url, what="group1 required")
-    assert curl(*bearer("groups-scope.jwt"), url)[0] == 200
+    assert curl(*bearer(tokens["plain"]), url)[0] == 200
+    node.put("require.yaml", workload_policy(
+        "need-token", "foo", "httpbin", "ALLOW", principal
+        + ", when: [{key: 'request.auth.claims[groups]', values: [group1]}]}]"))
+    wait_code(403, *bearer(tokens["plain"]), url, what="group1 required")
+    assert curl(*bearer(tokens["groups"]), url)[0] == 200
+
+
+def need_a_token(paths=None):
+    """A DENY at the ingress gateway of requests without a principal
+    (only to paths, when given)."""
+    to = f", to: [{{operation: {{paths: {json.dumps(paths)}}}}}]" if paths else ""
+    return f"""apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {{name: token-at-ingress, namespace: istio-system}}
+spec:
+  selector: {{matchLabels: {{istio: ingressgateway}}}}
+  action: DENY
+  rules: [{{from: [{{source: {{notRequestPrincipals: ["*"]}}}}]{to}}}]
+"""
 
 
 def test_enduser_authentication_at_ingress(jwks_node, backends):
-    """RequestAuthentication at the ingress gateway, the jwksUri on
-    raw.githubusercontent.com: no token passes, a bad one is 401, Istio's
-    demo token 200; with frontend-ingress a request without a token is
-    403, and with the per-path version only /headers needs one."""
-    node = jwks_node()
-    node.add("vm-node.yaml", service_entry("httpbin", "foo", 8000,
+    """The scenario of end-user authentication in Istio's task
+    authn-policy: a RequestAuthentication at the ingress gateway, its
+    jwksUri on a remote HTTPS host: no token passes, a bad one is 401,
+    a good one 200; with a DENY of requests without a principal, a
+    request without a token is 403, and with the per-path version only
+    /headers needs one."""
+    make, tokens = jwks_node
+    node = make()
+    node.put("vm-node.yaml", service_entry("httpbin", "foo", 8000,
                                            [(None, backends())]))
-    node.apply(DOCS / "authn-policy" / "gateway.yaml")
-    node.apply(DOCS / "authn-policy" / "virtualservice.yaml")
+    node.put("edge.yaml", """apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: foo}
+spec:
+  selector: {istio: ingressgateway}
+  servers: [{port: {number: 80, name: web, protocol: HTTP}, hosts: ["*"]}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: edge-routes, namespace: foo}
+spec:
+  hosts: ["*"]
+  gateways: [edge]
+  http:
+  - route: [{destination: {host: httpbin.foo.svc.cluster.local, port: {number: 8000}}}]
+""", ns="foo")
     node.start()
     url = "http://127.0.0.1:80/headers"
     assert curl(url)[0] == 200
-    node.apply(DOCS / "authn-policy" / "requestauthentication.yaml")
+    node.put("authn.yaml", request_authentication("istio-system",
+                                                  "{istio: ingressgateway}"))
     wait_code(401, "--header", "Authorization: Bearer deadbeef", url,
               what="a bad token refused")
-    good = (*bearer("demo.jwt"), url)
-    wait_code(200, *good, what="the demo token accepted")
+    good = (*bearer(tokens["plain"]), url)
+    wait_code(200, *good, what="the good token accepted")
     assert curl(url)[0] == 200
-    node.apply(DOCS / "authn-policy" / "require-token.yaml", "frontend.yaml")
+    node.put("frontend.yaml", need_a_token())
     wait_code(403, url, what="a token required")
     assert curl(*good)[0] == 200
-    node.apply(DOCS / "authn-policy" / "require-token-per-path.yaml",
-               "frontend.yaml")
+    node.put("frontend.yaml", need_a_token(["/headers"]))
     wait_code(200, "http://127.0.0.1:80/ip", what="/ip without a token")
     assert curl(url)[0] == 403
 
 
 # -- tasks whose rules are for sidecars -----------------------------------------
+
+# request-timeouts: a 2s delay on ratings, a 0.5s timeout on reviews v2.
+TIMEOUTS = """apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ratings}
+spec:
+  hosts: [ratings]
+  http:
+  - fault: {delay: {percentage: {value: 100}, fixedDelay: 2s}}
+    route: [{destination: {host: ratings, subset: v1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews}
+spec:
+  hosts: [reviews]
+  http:
+  - route: [{destination: {host: reviews, subset: v2}}]
+    timeout: 0.5s
+"""
+
+# mirroring: httpbin v1 and v2 subsets, all traffic to v1 ...
+MIRROR_DEFAULT = """apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: httpbin}
+spec:
+  host: httpbin
+  subsets:
+  - {name: v1, labels: {version: v1}}
+  - {name: v2, labels: {version: v2}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: httpbin}
+spec:
+  hosts: [httpbin]
+  http:
+  - route: [{destination: {host: httpbin, subset: v1}, weight: 100}]
+"""
+
+# ... then mirrored to v2 (mirrorPercent: the deprecated spelling the task
+# uses, IST0002).
+MIRROR_V2 = """apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: httpbin}
+spec:
+  hosts: [httpbin]
+  http:
+  - route: [{destination: {host: httpbin, subset: v1}, weight: 100}]
+    mirror: {host: httpbin, subset: v2}
+    mirrorPercent: 100
+"""
+
 
 @pytest.mark.parametrize("files", [
     # request-routing
@@ -955,22 +1418,23 @@ def test_enduser_authentication_at_ingress(jwks_node, backends):
     (BOOKINFO / "destination-rule-all.yaml",
      BOOKINFO / "virtual-service-ratings-test-abort.yaml"),
     # request-timeouts
-    (BOOKINFO / "destination-rule-all.yaml",
-     DOCS / "request-timeouts" / "ratings-delay.yaml",
-     DOCS / "request-timeouts" / "reviews-timeout.yaml"),
-    # mirroring (mirrorPercent: Istio's deprecated spelling, IST0002)
-    (DOCS / "mirroring" / "default-routing.yaml",),
-    (DOCS / "mirroring" / "mirror-v2.yaml",),
+    (BOOKINFO / "destination-rule-all.yaml", ("timeouts.yaml", TIMEOUTS)),
+    # mirroring
+    (("mirror-default.yaml", MIRROR_DEFAULT),),
+    (("mirror-v2.yaml", MIRROR_V2),),
 ], ids=["routing-all-v1", "routing-jason", "shifting-50-v3", "fault-delay",
         "fault-abort", "timeouts", "mirroring-default", "mirroring-v2"])
 def test_sidecar_tasks_load_and_say_so(tmp_path, files):
-    """The request-routing, traffic-shifting, fault-injection, request
-    timeouts and mirroring tasks route between services: their
-    VirtualServices have no gateways (mesh), which a gateway never uses.
-    strait check loads them unchanged, says so (STR0001) and finds no
-    error."""
+    """The scenarios of the request-routing, traffic-shifting,
+    fault-injection, request-timeouts and mirroring tasks route between
+    services: their VirtualServices have no gateways (mesh), which a
+    gateway never uses. strait check loads them (bookinfo's files
+    unchanged), says so (STR0001) and finds no error."""
     for f in files:
-        shutil.copy(f, tmp_path / f.name)
+        if isinstance(f, tuple):
+            (tmp_path / f[0]).write_text(f[1])
+        else:
+            shutil.copy(f, tmp_path / f.name)
     r = subprocess.run([STRAIT, "check", str(tmp_path)], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0, r.stdout
