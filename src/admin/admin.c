@@ -1059,6 +1059,11 @@ static void handle(struct evhttp_request *req, void *arg)
         if (st.has_etcd && !st.etcd_synced)
             buf_printf(&body, "etcd: not read yet (%s)\n",
                        st.etcd_error ? st.etcd_error : "connecting");
+        else if (st.has_etcd && !st.etcd_watching && st.etcd_down_ms == 0)
+            buf_printf(&body,
+                       "etcd: read at revision %" PRId64
+                       ", starting the watch (%s)\n",
+                       st.etcd_revision, st.etcd_endpoint);
         else if (st.has_etcd && !st.etcd_watching)
             buf_printf(&body,
                        "etcd: no member answers for %" PRIu64

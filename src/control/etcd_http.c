@@ -49,6 +49,12 @@ struct etcd_http {
     char *host;
 };
 
+/* buf_ptr() of a buffer never filled is NULL plus an offset. */
+static const char *bytes(const struct buf *b)
+{
+    return buf_len(b) > 0 ? buf_ptr(b) : "";
+}
+
 static void close_conn(struct etcd_http *h)
 {
     if (h->has_conn)
@@ -61,7 +67,7 @@ static void close_conn(struct etcd_http *h)
 /* The end: nothing touches h after done(), which may free it. */
 static void finish(struct etcd_http *h, const char *err)
 {
-    const char *p = buf_len(&h->body) > 0 ? buf_ptr(&h->body) : "";
+    const char *p = bytes(&h->body);
 
     close_conn(h);
     h->cb.done(h->cb.arg, h->status, p, buf_len(&h->body), err);
@@ -71,7 +77,7 @@ static void finish(struct etcd_http *h, const char *err)
 static int split_lines(struct etcd_http *h)
 {
     for (;;) {
-        const char *p = buf_ptr(&h->body);
+        const char *p = bytes(&h->body);
         size_t n = buf_len(&h->body);
         const char *nl = n > 0 ? memchr(p, '\n', n) : NULL;
         size_t len;
@@ -114,8 +120,8 @@ static int process(struct etcd_http *h, int eof)
         lim.underscores = HTTP_US_ALLOW;
         resp.headers = hdrs;
         for (;;) {
-            head = h1_parse_response(buf_ptr(&h->in), buf_len(&h->in), &lim,
-                                     NULL, &resp, &why, &st);
+            head = h1_parse_response(bytes(&h->in), buf_len(&h->in), &lim, NULL,
+                                     &resp, &why, &st);
             if (head <= 0 || resp.status >= 200)
                 break;
             buf_consume(&h->in, (size_t)head); /* 100 Continue */
@@ -152,7 +158,7 @@ static int process(struct etcd_http *h, int eof)
         size_t n = buf_len(&h->in);
         if (n > h->left)
             n = (size_t)h->left;
-        if (take_body(h, buf_ptr(&h->in), n) < 0)
+        if (take_body(h, bytes(&h->in), n) < 0)
             return 1;
         buf_consume(&h->in, n);
         h->left -= n;
@@ -168,7 +174,7 @@ static int process(struct etcd_http *h, int eof)
         while (buf_len(&h->in) > 0 && !h1_chunked_done(&h->ch)) {
             struct h1_slice d = {NULL, 0};
             const char *why = NULL;
-            ssize_t used = h1_chunked_decode(&h->ch, buf_ptr(&h->in),
+            ssize_t used = h1_chunked_decode(&h->ch, bytes(&h->in),
                                              buf_len(&h->in), &d, &why);
             if (used < 0) {
                 finish(h, why ? why : "bad chunked body");
@@ -192,7 +198,7 @@ static int process(struct etcd_http *h, int eof)
         }
         break;
     case H1_BODY_EOF:
-        if (take_body(h, buf_ptr(&h->in), buf_len(&h->in)) < 0)
+        if (take_body(h, bytes(&h->in), buf_len(&h->in)) < 0)
             return 1;
         buf_consume(&h->in, buf_len(&h->in));
         if (h->stream && h->status == 200 && split_lines(h))

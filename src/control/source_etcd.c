@@ -478,6 +478,8 @@ static void handle_range(void *arg, int status, const char *body, size_t n,
     e->rev = r.header.revision;
     arena_dispose(&a);
     e->need_range = 0;
+    /* A member answers: not down, even before the watch is made. */
+    e->down_since = 0;
     log_info("etcd: read %s on %s: %zu key(s) at revision %" PRId64
              ", %d changed",
              e->prefix, e->eps[e->cur].url, e->n, e->rev, diff);
