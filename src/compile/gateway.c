@@ -273,6 +273,27 @@ static int secret_pem_ok(const struct res_k8s_secret *s, int k)
     return ok;
 }
 
+/* secret_pair_ok() is true when the Secret's key is its certificate's
+ * (both already known to be PEM). */
+static int secret_pair_ok(const struct res_k8s_secret *s)
+{
+    BIO *bc =
+        BIO_new_mem_buf(s->val[RES_SECRET_CERT], (int)s->len[RES_SECRET_CERT]);
+    BIO *bk =
+        BIO_new_mem_buf(s->val[RES_SECRET_KEY], (int)s->len[RES_SECRET_KEY]);
+    X509 *x = bc != NULL ? PEM_read_bio_X509(bc, NULL, NULL, NULL) : NULL;
+    EVP_PKEY *k =
+        bk != NULL ? PEM_read_bio_PrivateKey(bk, NULL, NULL, NULL) : NULL;
+    int ok = x != NULL && k != NULL && X509_check_private_key(x, k) == 1;
+
+    ERR_clear_error();
+    X509_free(x);
+    EVP_PKEY_free(k);
+    BIO_free(bc);
+    BIO_free(bk);
+    return ok;
+}
+
 static int secret_tls(const struct resource_set *set, const char *gw_ns,
                       const char *gname, const struct res_gw_server *sv,
                       struct gw_tls *out, char **err)
@@ -300,6 +321,11 @@ static int secret_tls(const struct resource_set *set, const char *gw_ns,
                            gname, sv->port.number, gw_ns, t->credential_name,
                            res_secret_key_name(k),
                            k == RES_SECRET_KEY ? "private key" : "certificate");
+    if (!secret_pair_ok(s))
+        return err_set(err,
+                       "Gateway %s: port %" PRId64 ": Secret %s/%s: tls.key "
+                       "is not the key of tls.crt",
+                       gname, sv->port.number, gw_ns, t->credential_name);
     out->cert = xstrdup(s->path[RES_SECRET_CERT]);
     out->key = xstrdup(s->path[RES_SECRET_KEY]);
     if (out->cert == NULL || out->key == NULL)

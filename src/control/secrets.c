@@ -80,7 +80,14 @@ static struct secret_file *make(struct secret_store *st, const char *ns,
     if (v == NULL)
         return NULL;
     st->v = v;
-    fd = memfd_create("strait-secret", MFD_CLOEXEC);
+    {
+        /* Named for ls -l /proc/PID/fd: the Secret and key, never the
+         * value. */
+        char label[240];
+        snprintf(label, sizeof(label), "strait-secret:%s/%s/%s", ns, name,
+                 res_secret_key_name(key));
+        fd = memfd_create(label, MFD_CLOEXEC);
+    }
     if (fd < 0) {
         log_error("Secret %s/%s: cannot make an in-memory file: %s", ns, name,
                   strerror(errno));

@@ -784,3 +784,25 @@ spec:
     wait_for(lambda: get(port)[0] == 200, 10, "a route to the Service")
     assert {get(port)[1] for _ in range(8)} == {"service"}
     assert squat.conns == 0
+
+
+def test_secret_key_of_another_certificate_is_named(tmp_path):
+    """tls.key from another certificate: the start fails naming the
+    Secret, not the in-memory file."""
+    d = tmp_path / "certs"
+    d.mkdir()
+    a = make_cert(str(d), "a", "a.example.com", ["a.example.com"])
+    b = make_cert(str(d), "b", "b.example.com", ["b.example.com"])
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    (conf / "a.yaml").write_text(secret_yaml("cred", a[0], b[1])
+                                 + tls_gateway(free_port(), 1, "cred"))
+    boot = tmp_path / "strait.yaml"
+    boot.write_text(NODE + f"admin: {{address: 127.0.0.1:{free_port()}}}\n"
+                    f"config: {{dir: \"{conf}\"}}\n")
+    p = subprocess.run([STRAIT, "run", "-c", str(boot)], capture_output=True,
+                       text=True, timeout=30)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out
+    assert "Secret istio-system/cred: tls.key is not the key of tls.crt" in out, out
+    assert "/proc/self" not in out
