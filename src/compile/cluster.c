@@ -1099,6 +1099,10 @@ static void dest_text(const struct istio_clusters *t, const char *host,
             d.principal = principal;
         }
     }
+    /* The one identity the endpoints may present (a ServiceEntry's
+     * subjectAltNames, or their one service account). */
+    if (d.principal == NULL && e->sans.n == 1)
+        d.principal = e->sans.v[0];
     metrics_dest_text(b, &d);
 }
 

@@ -94,6 +94,7 @@ spec:
   location: MESH_INTERNAL
   resolution: STATIC
   ports: [{{number: {echo_port}, name: tcp, protocol: TCP}}]
+  subjectAltNames: ["spiffe://cluster.local/ns/default/sa/echo"]
   endpoints: [{{address: 127.0.0.1}}]
 ---
 apiVersion: networking.istio.io/v1
@@ -236,8 +237,10 @@ def test_tcp_bytes_counted_while_the_connection_lives(
     echo = upstream_factory(echo_handler)
     st, _, tcp, _, _ = start_gateway(strait_factory, tmp_path, up.port,
                                      echo.port)
+    # destination_principal: the ServiceEntry's one subjectAltName.
     base = dict(reporter="source", request_protocol="tcp",
                 destination_service="echo.default.svc.cluster.local",
+                destination_principal="spiffe://cluster.local/ns/default/sa/echo",
                 response_flags="-", connection_security_policy="unknown")
 
     def metric(name):
