@@ -91,80 +91,48 @@ def test_json_output(tmp_path):
     assert msgs[0]["line"] == 41 and msgs[0]["origin"] == "VirtualService default/bookinfo"
 
 
-# Istio's egress-gateway task (istio.io, docs/tasks/traffic-management/
-# egress/egress-gateway, "Egress gateway for HTTP traffic"), unchanged.
+# The scenario of Istio's task egress-gateway ("Egress gateway for HTTP
+# traffic"), in resources written here (v1alpha3, as the task uses).
 EGRESS_GATEWAY_TASK = """apiVersion: networking.istio.io/v1alpha3
 kind: ServiceEntry
-metadata:
-  name: cnn
+metadata: {name: news-site}
 spec:
-  hosts:
-  - edition.cnn.com
+  hosts: [edition.cnn.com]
   ports:
-  - number: 80
-    name: http-port
-    protocol: HTTP
-  - number: 443
-    name: https
-    protocol: HTTPS
+  - {number: 80, name: web, protocol: HTTP}
+  - {number: 443, name: web-tls, protocol: HTTPS}
   resolution: DNS
 ---
 apiVersion: networking.istio.io/v1alpha3
 kind: Gateway
-metadata:
-  name: istio-egressgateway
+metadata: {name: out-gw}
 spec:
-  selector:
-    istio: egressgateway
-  servers:
-  - port:
-      number: 80
-      name: http
-      protocol: HTTP
-    hosts:
-    - edition.cnn.com
+  selector: {istio: egressgateway}
+  servers: [{port: {number: 80, name: web, protocol: HTTP}, hosts: [edition.cnn.com]}]
 ---
 apiVersion: networking.istio.io/v1alpha3
 kind: DestinationRule
-metadata:
-  name: egressgateway-for-cnn
+metadata: {name: hop-to-egress}
 spec:
   host: istio-egressgateway.istio-system.svc.cluster.local
-  subsets:
-  - name: cnn
+  subsets: [{name: outbound}]
 ---
 apiVersion: networking.istio.io/v1alpha3
 kind: VirtualService
-metadata:
-  name: direct-cnn-through-egress-gateway
+metadata: {name: news-via-egress}
 spec:
-  hosts:
-  - edition.cnn.com
-  gateways:
-  - istio-egressgateway
-  - mesh
+  hosts: [edition.cnn.com]
+  gateways: [out-gw, mesh]
   http:
-  - match:
-    - gateways:
-      - mesh
-      port: 80
+  - match: [{gateways: [mesh], port: 80}]
     route:
     - destination:
         host: istio-egressgateway.istio-system.svc.cluster.local
-        subset: cnn
-        port:
-          number: 80
+        subset: outbound
+        port: {number: 80}
       weight: 100
-  - match:
-    - gateways:
-      - istio-egressgateway
-      port: 80
-    route:
-    - destination:
-        host: edition.cnn.com
-        port:
-          number: 80
-      weight: 100
+  - match: [{gateways: [out-gw], port: 80}]
+    route: [{destination: {host: edition.cnn.com, port: {number: 80}}, weight: 100}]
 """
 
 
@@ -175,7 +143,7 @@ def test_egress_gateway_task_is_accepted_by_check_and_run(tmp_path, strait_facto
     r = check(str(conf))
     assert r.returncode == 0, r.stdout
     assert "IST0101" not in r.stdout
-    assert "Info [STR0001] (VirtualService default/direct-cnn-through-egress-gateway" in r.stdout
+    assert "Info [STR0001] (VirtualService default/news-via-egress" in r.stdout
     # The node is the egress gateway the task's Gateway selects.
     st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n"
                               "node: {labels: {istio: egressgateway}}\n")
