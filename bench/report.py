@@ -34,7 +34,7 @@ SCENARIOS = [
      [("bytes_per_conn", "B/conn", True)]),
 ]
 PROXIES = ["direct", "base", "base-gw", "strait", "strait-nm", "strait-gw",
-           "strait-gw-nm", "haproxy", "nginx"]
+           "strait-gw-nm", "strait-gw-lua", "strait-gw-rl", "haproxy", "nginx"]
 
 
 def load(path):

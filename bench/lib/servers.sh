@@ -163,6 +163,24 @@ strait_start() {
     read -r B_PLAIN B_TLS B_TCP G_PLAIN G_TLS G_TCP P_ADMIN \
         < <(free_ports 7 | paste -sd' ')
     strait_resources "$d/conf"
+    case $1 in
+        *-gw-lua) cat >"$d/conf/lua.yaml" <<CONF ;;
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: noop, namespace: istio-system}
+spec:
+  source: {file: examples/noop.lua}
+CONF
+        *-gw-rl) cat >"$d/conf/lua.yaml" <<CONF ;;
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: ratelimit, namespace: istio-system}
+spec:
+  sharedDicts: [{name: ratelimit, size: 16Mi}]
+  config: {rate: "1e9", burst: "1e9"}
+  source: {file: examples/rate_limit.lua}
+CONF
+    esac
     cat >"$d/strait.yaml" <<CONF
 workers: $w
 node:
@@ -180,6 +198,8 @@ config:
   dir: $d/conf
 credentials:
   dir: $d/creds
+lua:
+  path: [$TOP/lua]
 listeners:
   - name: plain
     address: 127.0.0.1:$B_PLAIN
@@ -355,9 +375,9 @@ proxy_start() {
         direct)
             P_PLAIN=$UP_PLAIN P_TLS=$UP_TLS P_TCP=$UP_PLAIN PROXY_PID=$UP_PID
             return 0 ;;
-        strait | strait-gw | base | base-gw | strait-nm | strait-gw-nm)
+        strait | strait-gw | base | base-gw | strait-nm | strait-gw-nm | strait-gw-lua | strait-gw-rl)
             local mode=bootstrap bin=$STRAIT_BIN
-            case $name in *-gw | *-gw-nm) mode=gateway ;; esac
+            case $name in *-gw | *-gw-nm | *-gw-lua | *-gw-rl) mode=gateway ;; esac
             case $name in base*) bin=$STRAIT_BASE_BIN ;; esac
             strait_start "$name" "$w" "$mode" "$bin"
             if ! strait_ready 20; then

@@ -95,6 +95,8 @@ struct compile_env {
     struct lsink *alog_sink;
     /* The exporter's span queue; NULL: no tracing. */
     struct spanq *spans;
+    /* LuaPolicy shared dicts (compile_inputs.dicts); NULL: new ones. */
+    struct luadict_set *dicts;
 };
 
 struct l4_listener_conf;

@@ -261,7 +261,7 @@ int compile_gateway_routes(const struct bootstrap *bs,
      * first use; one is made here first, so a script that fails when it
      * loads (or in init_worker) fails the build and never replaces a
      * running configuration. */
-    r->lua = compile_lua(bs, set, g, err);
+    r->lua = compile_lua(bs, set, g, env->dicts, err);
     if (r->lua == NULL && *err != NULL)
         goto fail;
     if (r->lua != NULL) {

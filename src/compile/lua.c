@@ -18,6 +18,7 @@
 #include "config/bootstrap.h"
 #include "config/resource.h"
 #include "core/err.h"
+#include "policy/lua_dict.h"
 #include "policy/lua_vm.h"
 
 #ifndef STRAIT_LUA_DIR
@@ -272,9 +273,52 @@ static int add_modules(struct luaprogs *ps, const struct bootstrap *bs,
     return 0;
 }
 
+/* The dicts the applying policies declare, each name once (the first
+ * declaration's size; a dict already in dicts keeps its own). */
+static int add_dicts(struct luaprogs *ps, const struct resource_set *set,
+                     const struct bootstrap *bs, const struct gw_listener *g,
+                     struct luadict_set *dicts, char **err)
+{
+    int any_ref;
+    size_t nvs;
+
+    for (size_t i = 0; i < set->n; i++) {
+        const struct resource *r = set->v[i];
+        const struct res_lua_policy *lp;
+        if (r->kind != RES_LUA_POLICY || !applies(r, bs, g, &any_ref, &nvs))
+            continue;
+        lp = res_lua_policy(r);
+        for (size_t k = 0; k < lp->shared_dicts.n; k++) {
+            const struct res_lua_dict *dd =
+                (const struct res_lua_dict *)lp->shared_dicts.v + k;
+            struct luadict *d;
+            int seen = 0, resized = 0;
+            for (size_t j = 0; j < ps->ndicts; j++)
+                seen |= strcmp(luadict_name(ps->dicts[j]), dd->name) == 0;
+            if (seen)
+                continue;
+            if (ps->ndicts == LUAVM_MAX_DICTS) {
+                err_set(err, "listener %s: more than %d shared dicts", g->name,
+                        LUAVM_MAX_DICTS);
+                return -1;
+            }
+            d = dicts != NULL ? luadict_set_get(dicts, dd->name,
+                                                (size_t)dd->size, &resized)
+                              : luadict_new(dd->name, (size_t)dd->size);
+            if (d == NULL) {
+                err_set(err, "out of memory");
+                return -1;
+            }
+            ps->dicts[ps->ndicts++] = d;
+        }
+    }
+    return 0;
+}
+
 struct luaprogs *compile_lua(const struct bootstrap *bs,
                              const struct resource_set *set,
-                             const struct gw_listener *g, char **err)
+                             const struct gw_listener *g,
+                             struct luadict_set *dicts, char **err)
 {
     struct luaprogs *ps;
     size_t n = 0;
@@ -310,7 +354,8 @@ struct luaprogs *compile_lua(const struct bootstrap *bs,
         if (fill(&ps->v[ps->n - 1], r, bs, any_ref, nvs, err) < 0)
             goto fail;
     }
-    if (add_modules(ps, bs, err) < 0)
+    if (add_modules(ps, bs, err) < 0 ||
+        add_dicts(ps, set, bs, g, dicts, err) < 0)
         goto fail;
     luaprogs_sort(ps);
     return ps;

@@ -20,13 +20,17 @@ struct resource_set;
  * matched per request; no targetRefs: every request) and builds them in
  * running order, reading each source.file from the first directory of
  * bs->lua.path that has it, along with strait's own modules
- * (<dir>/strait/NAME.lua, for require). NULL with *err NULL: no policy
+ * (<dir>/strait/NAME.lua, for require), and the sharedDicts they
+ * declare, taken from dicts (NULL: made for this build only). NULL with
+ * *err NULL: no policy
  * applies; NULL with an allocated *err: a file is missing or too many
  * policies apply. One reference otherwise.
  */
+struct luadict_set;
 struct luaprogs *compile_lua(const struct bootstrap *bs,
                              const struct resource_set *set,
-                             const struct gw_listener *g, char **err);
+                             const struct gw_listener *g,
+                             struct luadict_set *dicts, char **err);
 
 /* compile_lua_files() adds to d the contents of the files compile_lua()
  * would read (a changed script is a changed input). */

@@ -123,6 +123,9 @@ struct compile_inputs {
      * from bs->limits by snapshot_build); NULL: nothing counted. */
     struct cx_limit *cx_root;
     struct spanq *spans; /* the span exporter's queue; NULL: none */
+    /* LuaPolicy shared dicts by name (outlive snapshots); NULL: each
+     * build makes its own (strait check, tests). */
+    struct luadict_set *dicts;
     /* Sockets handed over by the strait this one upgrades: addresses
      * found there are adopted, not bound. NULL: none. */
     struct sock_pool *inherited;

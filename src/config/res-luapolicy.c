@@ -217,7 +217,9 @@ static const struct conf_key lp_keys[] = {
      .type = CONF_LIST,
      .off = LP(shared_dicts),
      .max = 100,
-     .help = "strait.shared dictionaries: not implemented yet",
+     .help = "strait.shared dictionaries: every worker reads and writes "
+             "them; kept across reloads (a dict keeps the size it was made "
+             "with)",
      .sub = &dict_section},
     {.name = NULL},
 };
@@ -300,9 +302,25 @@ static void lp_check(struct res_check *ck, struct resource *r)
         res_err(ck, &lp->limits.mark, "spec.limits",
                 "httpCalls and httpCallTimeout: strait.http is not "
                 "implemented yet");
-    if (lp->shared_dicts.n > 0)
-        res_err(ck, &((const struct res_lua_dict *)lp->shared_dicts.v)[0].mark,
-                "spec.sharedDicts", "shared dicts are not implemented yet");
+    for (size_t i = 0; i < lp->shared_dicts.n; i++) {
+        const struct res_lua_dict *d =
+            (const struct res_lua_dict *)lp->shared_dicts.v + i;
+        int ok = d->name != NULL && d->name[0] != '\0';
+        res_path(p, sizeof(p), "spec.sharedDicts[%zu]", i);
+        for (const char *c = d->name; ok && *c != '\0'; c++)
+            ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                 (*c >= '0' && *c <= '9') || *c == '_';
+        if (!ok)
+            res_err(ck, &d->mark, p,
+                    "name is required: letters, digits and _ "
+                    "(strait.shared.NAME)");
+        for (size_t k = 0; ok && k < i; k++)
+            if (strcmp(
+                    ((const struct res_lua_dict *)lp->shared_dicts.v)[k].name,
+                    d->name) == 0)
+                res_err(ck, &d->mark, p, "dict '%s' is declared twice",
+                        d->name);
+    }
 }
 
 const struct res_kind_ops res_lua_policy_ops = {

@@ -40,6 +40,7 @@
 #include "net/overload.h"
 #include "net/sock_pool.h"
 #include "net/worker.h"
+#include "policy/lua_dict.h"
 #include "policy/lua_vm.h"
 #include "proxy/http_listener.h"
 #include "proxy/router.h"
@@ -53,6 +54,9 @@ enum {
 
 struct loop {
     struct event_base *base;
+    /* LuaPolicy shared dicts by name: they outlive snapshots, so their
+     * contents survive a reload (policy/lua_dict.h). */
+    struct luadict_set *dicts;
     struct mq *inbox;
     char *config_path;
     int nworkers;
@@ -195,6 +199,7 @@ static int build(struct loop *s, const struct bootstrap *bs,
     in.cx_root = s->cx_root;
     in.spans = s->spans;
     in.inherited = s->inherited;
+    in.dicts = s->dicts;
     if (s->dns != NULL)
         dns_cache_mark(s->dns);
     if (s->jwks != NULL) {
@@ -1463,6 +1468,11 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
                         (size_t)bs->log.access_log_buffer, err);
     if (s->alog == NULL)
         goto fail;
+    s->dicts = luadict_set_new();
+    if (s->dicts == NULL) {
+        err_set(err, "out of memory");
+        goto fail;
+    }
     if (bs->metrics.address.len > 0) {
         s->metrics_port = admin_port_new(base, &bs->metrics.address, &ops,
                                          ADMIN_PORT_METRICS, s->inherited, err);
@@ -1615,6 +1625,8 @@ void loop_free(struct loop *s)
      * stopped, and what is pending is written now. */
     lsink_free(s->alog);
     spanq_free(s->spans);
+    /* After the last snapshot: each holds references to its dicts. */
+    luadict_set_free(s->dicts);
     bootstrap_free(s->bs);
     cx_limit_unref(s->cx_root);
     free(s->last_reload_error);

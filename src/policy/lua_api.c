@@ -12,15 +12,20 @@
  */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
 #include <lua.h>
 
 #include "core/arena.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "http/http.h"
+#include "policy/lua_dict.h"
 #include "policy/lua_int.h"
+
+static void luaapi_open_shared(struct luavm *vm);
 
 #define HANDLE_MT "strait.handle"
 #define HEADERS_MT "strait.headers"
@@ -318,6 +323,14 @@ static int h_peer(lua_State *L)
     return 1;
 }
 
+static int h_remote_addr(lua_State *L)
+{
+    struct luareq *rq = handle_of(L);
+
+    lua_pushstring(L, rq->peer_ip != NULL ? rq->peer_ip : "");
+    return 1;
+}
+
 static int h_log(lua_State *L)
 {
     struct luareq *rq = handle_of(L);
@@ -435,19 +448,13 @@ static int h_ctx(lua_State *L)
 }
 
 static const luaL_Reg handle_methods[] = {
-    {"method", h_method},
-    {"path", h_path},
-    {"query", h_query},
-    {"authority", h_authority},
-    {"scheme", h_scheme},
-    {"route", h_route},
-    {"status", h_status},
-    {"set_status", h_set_status},
-    {"peer", h_peer},
-    {"log", h_log},
-    {"respond", h_respond},
-    {"headers", h_headers},
-    {"request_headers", h_request_headers},
+    {"method", h_method},   {"path", h_path},
+    {"query", h_query},     {"authority", h_authority},
+    {"scheme", h_scheme},   {"route", h_route},
+    {"status", h_status},   {"set_status", h_set_status},
+    {"peer", h_peer},       {"remote_addr", h_remote_addr},
+    {"log", h_log},         {"respond", h_respond},
+    {"headers", h_headers}, {"request_headers", h_request_headers},
     {NULL, NULL},
 };
 
@@ -678,6 +685,7 @@ void luaapi_open(struct luavm *vm)
     lua_newtable(L);
     lua_pushcfunction(L, s_log);
     lua_setfield(L, -2, "log");
+    luaapi_open_shared(vm);
     lua_setfield(L, -2, "strait");
 }
 
@@ -690,4 +698,345 @@ void luaapi_push_handle(struct luavm *vm, lua_State *co, struct luareq *rq)
     h->serial = rq->serial;
     h->which = WHICH_REQ;
     luaL_setmetatable(co, HANDLE_MT);
+}
+
+/* ---- strait.shared ---------------------------------------------------------
+ * ngx.shared.DICT's methods and return conventions (lua_dict.h). */
+
+#define DICT_MT "strait.shared_dict"
+
+static struct luadict *dict_of(lua_State *L)
+{
+    return *(struct luadict **)luaL_checkudata(L, 1, DICT_MT);
+}
+
+static const char *dict_key(lua_State *L, size_t *n)
+{
+    const char *k = luaL_checklstring(L, 2, n);
+
+    if (*n == 0)
+        luaL_error(L, "empty key");
+    if (*n > LUADICT_MAX_KEY)
+        luaL_error(L, "key too long");
+    return k;
+}
+
+/* Seconds (0.001 resolution) to ms; 0: never expires. */
+static uint64_t opt_ttl(lua_State *L, int idx)
+{
+    lua_Number t = luaL_optnumber(L, idx, 0);
+
+    if (t < 0)
+        luaL_error(L, "bad exptime");
+    return t == 0 ? 0 : (uint64_t)(t * 1000.0) > 0 ? (uint64_t)(t * 1000.0) : 1;
+}
+
+static const char *dict_err(int rc)
+{
+    switch (rc) {
+    case LUADICT_EXISTS:
+        return "exists";
+    case LUADICT_NOT_FOUND:
+        return "not found";
+    case LUADICT_NO_MEMORY:
+        return "no memory";
+    case LUADICT_NOT_NUMBER:
+        return "not a number";
+    }
+    return "error";
+}
+
+static void value_of(lua_State *L, int idx, struct luadict_value *v)
+{
+    memset(v, 0, sizeof(*v));
+    switch (lua_type(L, idx)) {
+    case LUA_TNIL:
+    case LUA_TNONE:
+        v->type = LUADICT_NIL;
+        break;
+    case LUA_TBOOLEAN:
+        v->type = LUADICT_BOOL;
+        v->b = lua_toboolean(L, idx);
+        break;
+    case LUA_TNUMBER:
+        v->type = LUADICT_NUMBER;
+        v->n = lua_tonumber(L, idx);
+        break;
+    case LUA_TSTRING:
+        v->type = LUADICT_STRING;
+        v->s = lua_tolstring(L, idx, &v->len);
+        break;
+    default:
+        luaL_error(L, "bad value type: %s", luaL_typename(L, idx));
+    }
+}
+
+static int d_get(lua_State *L)
+{
+    struct luadict *d = dict_of(L);
+    size_t n;
+    const char *k = dict_key(L, &n);
+    struct luadict_value v;
+    char *out;
+
+    if (luadict_get(d, k, n, clock_ms(), &v, &out) < 0)
+        return luaL_error(L, "out of memory");
+    switch (v.type) {
+    case LUADICT_NIL:
+        lua_pushnil(L);
+        return 1;
+    case LUADICT_BOOL:
+        lua_pushboolean(L, v.b);
+        break;
+    case LUADICT_NUMBER:
+        lua_pushnumber(L, v.n);
+        break;
+    case LUADICT_STRING:
+        lua_pushlstring(L, v.s, v.len);
+        free(out);
+        break;
+    }
+    if (v.flags == 0)
+        return 1;
+    lua_pushinteger(L, v.flags);
+    return 2;
+}
+
+static int store(lua_State *L, int mode, int evict)
+{
+    struct luadict *d = dict_of(L);
+    size_t n;
+    const char *k = dict_key(L, &n);
+    struct luadict_value v;
+    uint64_t ttl = opt_ttl(L, 4);
+    lua_Integer flags = luaL_optinteger(L, 5, 0);
+    int forcible = 0, rc;
+
+    value_of(L, 3, &v);
+    v.flags = (uint32_t)flags;
+    rc = luadict_store(d, mode, k, n, &v, ttl, clock_ms(), evict, &forcible);
+    lua_pushboolean(L, rc == 0);
+    if (rc == 0)
+        lua_pushnil(L);
+    else
+        lua_pushstring(L, dict_err(rc));
+    lua_pushboolean(L, forcible);
+    return 3;
+}
+
+static int d_set(lua_State *L)
+{
+    return store(L, LUADICT_SET, 1);
+}
+static int d_safe_set(lua_State *L)
+{
+    store(L, LUADICT_SET, 0);
+    lua_pop(L, 1);
+    return 2;
+}
+static int d_add(lua_State *L)
+{
+    return store(L, LUADICT_ADD, 1);
+}
+static int d_safe_add(lua_State *L)
+{
+    store(L, LUADICT_ADD, 0);
+    lua_pop(L, 1);
+    return 2;
+}
+static int d_replace(lua_State *L)
+{
+    return store(L, LUADICT_REPLACE, 1);
+}
+
+static int d_delete(lua_State *L)
+{
+    lua_settop(L, 2);
+    lua_pushnil(L);
+    return store(L, LUADICT_SET, 0);
+}
+
+static int d_incr(lua_State *L)
+{
+    struct luadict *d = dict_of(L);
+    size_t n;
+    const char *k = dict_key(L, &n);
+    lua_Number delta = luaL_checknumber(L, 3);
+    int has_init = !lua_isnoneornil(L, 4);
+    lua_Number init = has_init ? luaL_checknumber(L, 4) : 0;
+    uint64_t ttl = opt_ttl(L, 5);
+    double out = 0;
+    int forcible = 0;
+    int rc = luadict_incr(d, k, n, delta, has_init, init, ttl, clock_ms(), &out,
+                          &forcible);
+
+    if (rc < 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, dict_err(rc));
+        return 2;
+    }
+    lua_pushnumber(L, out);
+    lua_pushnil(L);
+    lua_pushboolean(L, forcible);
+    return 3;
+}
+
+static int d_ttl(lua_State *L)
+{
+    struct luadict *d = dict_of(L);
+    size_t n;
+    const char *k = dict_key(L, &n);
+    uint64_t ms = 0;
+
+    if (luadict_ttl(d, k, n, clock_ms(), &ms) < 0) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "not found");
+        return 2;
+    }
+    lua_pushnumber(L, (lua_Number)ms / 1000.0);
+    return 1;
+}
+
+static int d_expire(lua_State *L)
+{
+    struct luadict *d = dict_of(L);
+    size_t n;
+    const char *k = dict_key(L, &n);
+
+    if (luadict_expire(d, k, n, opt_ttl(L, 3), clock_ms()) < 0) {
+        lua_pushboolean(L, 0);
+        lua_pushliteral(L, "not found");
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int d_flush_all(lua_State *L)
+{
+    luadict_flush_all(dict_of(L));
+    return 0;
+}
+
+static int d_flush_expired(lua_State *L)
+{
+    struct luadict *d = dict_of(L);
+    lua_Integer max = luaL_optinteger(L, 2, 0);
+
+    lua_pushinteger(L, (lua_Integer)luadict_flush_expired(
+                           d, max > 0 ? (size_t)max : 0, clock_ms()));
+    return 1;
+}
+
+struct keys_ctx {
+    lua_State *L;
+    lua_Integer i;
+};
+
+static int push_key(void *arg, const char *key, size_t klen)
+{
+    struct keys_ctx *c = arg;
+
+    /* The stack was checked before: one slot per key is all it takes. */
+    lua_pushlstring(c->L, key, klen);
+    lua_rawseti(c->L, -2, ++c->i);
+    return 0;
+}
+
+static int d_get_keys(lua_State *L)
+{
+    struct luadict *d = dict_of(L);
+    lua_Integer max = luaL_optinteger(L, 2, 1024);
+    struct keys_ctx c = {L, 0};
+
+    if (max < 0)
+        return luaL_error(L, "bad max");
+    lua_newtable(L);
+    luadict_keys(d, (size_t)max, clock_ms(), push_key, &c);
+    return 1;
+}
+
+static int d_capacity(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)luadict_capacity(dict_of(L)));
+    return 1;
+}
+
+static int d_free_space(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)luadict_free_space(dict_of(L)));
+    return 1;
+}
+
+static const luaL_Reg dict_methods[] = {
+    {"get", d_get},
+    {"set", d_set},
+    {"safe_set", d_safe_set},
+    {"add", d_add},
+    {"safe_add", d_safe_add},
+    {"replace", d_replace},
+    {"delete", d_delete},
+    {"incr", d_incr},
+    {"ttl", d_ttl},
+    {"expire", d_expire},
+    {"flush_all", d_flush_all},
+    {"flush_expired", d_flush_expired},
+    {"get_keys", d_get_keys},
+    {"capacity", d_capacity},
+    {"free_space", d_free_space},
+    {NULL, NULL},
+};
+
+/* strait.ratelimit.token_bucket(dict, key, rate, burst): allowed,
+ * tokens left, seconds until the next token (when refused). */
+static int rl_token_bucket(lua_State *L)
+{
+    struct luadict *d = dict_of(L);
+    size_t n;
+    const char *k = dict_key(L, &n);
+    lua_Number rate = luaL_checknumber(L, 3);
+    lua_Number burst = luaL_checknumber(L, 4);
+    double left = 0;
+    uint64_t retry = 0;
+    int rc;
+
+    if (!(rate > 0) || !(burst >= 1))
+        return luaL_error(L, "token_bucket: rate > 0 and burst >= 1");
+    rc = luadict_token_bucket(d, k, n, rate, burst, clock_ms(), &left, &retry);
+    if (rc < 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, dict_err(rc));
+        return 2;
+    }
+    lua_pushboolean(L, rc == 1);
+    lua_pushnumber(L, left);
+    lua_pushnumber(L, (lua_Number)retry / 1000.0);
+    return 3;
+}
+
+/* strait.shared.NAME for each dict of the programs, and
+ * strait.ratelimit; the strait table is on top. */
+static void luaapi_open_shared(struct luavm *vm)
+{
+    lua_State *L = vm->L;
+    const struct luaprogs *p = vm->progs;
+
+    luaL_newmetatable(L, DICT_MT);
+    luaL_newlib(L, dict_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+    lua_createtable(L, 0, (int)p->ndicts);
+    for (size_t i = 0; i < p->ndicts; i++) {
+        struct luadict **u = lua_newuserdatauv(L, sizeof(*u), 0);
+        *u = p->dicts[i]; /* the programs' reference outlives the state */
+        luaL_setmetatable(L, DICT_MT);
+        lua_setfield(L, -2, luadict_name(p->dicts[i]));
+    }
+    lua_setfield(L, -2, "shared");
+    lua_newtable(L);
+    lua_pushcfunction(L, rl_token_bucket);
+    lua_setfield(L, -2, "token_bucket");
+    lua_setfield(L, -2, "ratelimit");
 }

@@ -35,6 +35,7 @@
 #include "core/err.h"
 #include "core/host.h"
 #include "core/log.h"
+#include "policy/lua_dict.h"
 #include "policy/lua_int.h"
 
 /* A syntax check compiles text only; this bounds what a huge or hostile
@@ -138,6 +139,8 @@ void luaprogs_unref(struct luaprogs *p)
         free(p->mods[i].name);
         free(p->mods[i].source);
     }
+    for (size_t i = 0; i < p->ndicts; i++)
+        luadict_unref(p->dicts[i]);
     free(p->v);
     free(p);
 }

@@ -88,12 +88,18 @@ struct luamod {
     size_t len;
 };
 
+/* Shared dicts the policies declare (strait.shared.NAME). */
+#define LUAVM_MAX_DICTS 64
+struct luadict;
+
 struct luaprogs {
     int refs;
     struct luaprog *v;
     size_t n;
     struct luamod mods[LUAVM_MAX_MODULES];
     size_t nmods;
+    struct luadict *dicts[LUAVM_MAX_DICTS]; /* one reference each */
+    size_t ndicts;
 };
 
 struct luaprogs *luaprogs_new(size_t n);

@@ -235,3 +235,52 @@ spec:
     r = subprocess.run([STRAIT, "check", str(good)], capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 0, r.stderr
+
+
+def test_rate_limit_shared_by_workers_and_kept_on_reload(
+        strait_factory, tmp_path, upstream_factory):
+    """The rate-limit example: one bucket per client in a shared dict, so
+    requests spread over both workers (a new connection each) count
+    against the same bucket; the dict and its buckets survive a reload."""
+    up = upstream_factory(responder(head_echo))
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    from conftest import free_port
+    from test_gateway import GATEWAY_AND_UP
+    port = free_port()
+    policy = """---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {{name: rl, namespace: default}}
+spec:
+  sharedDicts: [{{name: ratelimit, size: 1Mi}}]
+  config: {{rate: "0.01", burst: "{burst}"}}
+  source: {{file: examples/rate_limit.lua}}
+"""
+    base = GATEWAY_AND_UP.format(port=port, up_port=up.port) + ROUTES
+    (conf / "r.yaml").write_text(base + policy.format(burst=6))
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n"
+                        f"lua: {{path: [\"{SRCDIR}/lua\"]}}\n").start()
+    codes = [get(port, "/x")[0] for _ in range(10)]
+    assert codes == [200] * 6 + [429] * 4, codes
+    status, hdrs, body = get(port, "/x")
+    assert (status, body) == (429, b"rate limited\n")
+    assert int(hdrs["retry-after"]) > 1
+    # A changed policy (another burst) is a new snapshot; the dict, and
+    # the client's empty bucket in it, is the same.
+    tmp = conf / ".r.tmp"
+    tmp.write_text(base + policy.format(burst=7) + """---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: marker, namespace: default}
+spec:
+  priority: 100
+  hosts: [marker.test]
+  source: {inline: "function on_request(h) h:respond(299) end"}
+""")
+    os.replace(tmp, conf / "r.yaml")
+    # The marker answers before the limiter runs: the new snapshot is in
+    # effect once it does.
+    wait_for(lambda: get(port, "/x", {"host": "marker.test"})[0] == 299, 15,
+             "the new snapshot")
+    assert get(port, "/x")[0] == 429

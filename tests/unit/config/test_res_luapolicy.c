@@ -186,9 +186,15 @@ static void unimplemented_fields_are_refused(void **state)
     assert_int_equal(f->nerr, 1);
     assert_non_null(strstr(e, "not implemented yet"));
     e = load(f, HEAD "  source: {inline: 'x=1'}\n"
-                     "  sharedDicts: [{name: rl, size: 1Mi}]\n");
+                     "  sharedDicts: [{name: rl, size: 1Mi}, {name: rl}]\n");
     assert_int_equal(f->nerr, 1);
-    assert_non_null(strstr(e, "not implemented yet"));
+    assert_non_null(strstr(e, "declared twice"));
+    e = load(f, HEAD "  source: {inline: 'x=1'}\n"
+                     "  sharedDicts: [{name: a-b}]\n");
+    assert_int_equal(f->nerr, 1);
+    e = load(f, HEAD "  source: {inline: 'x=1'}\n"
+                     "  sharedDicts: [{name: rl, size: 1Ki}]\n");
+    assert_int_equal(f->nerr, 1); /* under the 8 KiB minimum */
     e = load(f, HEAD "  source: {inline: 'x=1'}\n"
                      "  routes: [{name: a, disabled: false}]\n");
     assert_int_equal(f->nerr, 1);

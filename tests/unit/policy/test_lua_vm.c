@@ -21,6 +21,7 @@
 #include "core/arena.h"
 #include "core/clock.h"
 #include "http/http.h"
+#include "policy/lua_dict.h"
 #include "policy/lua_vm.h"
 
 static struct luaprogs *progs1(const char *src, int fail_closed)
@@ -335,6 +336,62 @@ static void respond_and_ignore(void **state)
     }
 }
 
+/* strait.shared: OpenResty's return conventions, from Lua. */
+static void shared_dict_api(void **state)
+{
+    struct luaprogs *p = progs1(
+        "local d = strait.shared.cache\n"
+        "function on_request(h)\n"
+        "  assert(d:set('a', 'x', 0, 3) == true)\n"
+        "  local v, fl = d:get('a') assert(v == 'x' and fl == 3)\n"
+        "  local ok, err, forcible = d:add('a', 1)\n"
+        "  assert(ok == false and err == 'exists' and forcible == false)\n"
+        "  ok, err = d:replace('zz', 1) assert(err == 'not found')\n"
+        "  local n, e = d:incr('n', 1) assert(n == nil and e == 'not found')\n"
+        "  n = d:incr('n', 2, 40, 10) assert(n == 42)\n"
+        "  assert(d:ttl('n') > 9 and d:ttl('a') == 0)\n"
+        "  n, e = d:incr('a', 1) assert(e == 'not a number')\n"
+        "  assert(d:expire('a', 5) == true)\n"
+        "  assert(#d:get_keys(0) == 2 and #d:get_keys(1) == 1)\n"
+        "  d:delete('a') assert(d:get('a') == nil)\n"
+        "  assert(d:capacity() == 1048576 and d:free_space() < 1048576)\n"
+        "  local allowed, left = strait.ratelimit.token_bucket(d, 'c', 1, 2)\n"
+        "  assert(allowed == true and left == 1)\n"
+        "  strait.ratelimit.token_bucket(d, 'c', 1, 2)\n"
+        "  local no, _, retry = strait.ratelimit.token_bucket(d, 'c', 1, 2)\n"
+        "  assert(no == false and retry > 0)\n"
+        "  h:respond(200)\n"
+        "end\n",
+        1);
+    char *err = NULL;
+    struct luavm *vm;
+    struct luareq rq;
+    struct http_request req;
+    struct arena a;
+
+    (void)state;
+    p->dicts[0] = luadict_new("cache", 1 << 20);
+    p->ndicts = 1;
+    vm = luavm_new(p, &err);
+    if (vm == NULL)
+        fail_msg("%s", err);
+    memset(&rq, 0, sizeof(rq));
+    memset(&req, 0, sizeof(req));
+    arena_init(&a, 1024);
+    rq.vm = vm;
+    rq.arena = &a;
+    rq.req = &req;
+    rq.ctx_ref = rq.co_ref = -2;
+    rq.mask = 1;
+    assert_int_equal(luavm_on_request(&rq), LUAVM_RESPONDED);
+    assert_int_equal(rq.status, 200);
+    assert_int_equal(luavm_errors(p, 0, LUAVM_ON_REQUEST, LUAVM_ERR_ERROR), 0);
+    luavm_request_end(&rq);
+    luavm_free(vm);
+    luaprogs_unref(p);
+    arena_dispose(&a);
+}
+
 static void load_errors(void **state)
 {
     struct luaprogs *p = progs1("error('boom at load')", 1);
@@ -367,6 +424,7 @@ int main(void)
         cmocka_unit_test(long_loop_yields),
         cmocka_unit_test(handle_api),
         cmocka_unit_test(respond_and_ignore),
+        cmocka_unit_test(shared_dict_api),
         cmocka_unit_test(load_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
