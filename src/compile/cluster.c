@@ -391,8 +391,13 @@ static void collect(const struct istio_clusters *t, const char *host,
             !se_has_host(r, se, host, set->domain))
             continue;
         found = 1;
-        if (e->svc_ns == NULL)
+        if (e->svc_ns == NULL) {
+            /* Istio's services[0]: a Kubernetes Service by its name, a
+             * ServiceEntry by its host. */
             e->svc_ns = r->meta.ns;
+            if (r->kind == RES_SERVICE)
+                e->svc_name = r->meta.name;
+        }
         if (se->location == RES_MESH_EXTERNAL)
             *external = 1;
         for (size_t k = 0; k < se->ports.n; k++) {

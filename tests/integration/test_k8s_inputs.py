@@ -224,6 +224,12 @@ def test_service_endpoints_come_from_ready_endpointslice_addresses(
     kinds = {r["kind"] for r in find_resources(dump)}
     assert "Service" in kinds and "EndpointSlice" in kinds
     assert "Pod" not in kinds and "Deployment" not in kinds
+    # Istio's metrics name a Kubernetes Service as Istio does: the host,
+    # the Service's name and namespace.
+    code, prom, _ = st.get("/stats/prometheus")
+    assert ('destination_service="httpbin.default.svc.cluster.local",'
+            'destination_service_name="httpbin",'
+            'destination_service_namespace="default"') in prom, prom
 
 
 def find_resources(obj):
