@@ -265,7 +265,7 @@ int compile_gateway_routes(const struct bootstrap *bs,
     if (r->lua == NULL && *err != NULL)
         goto fail;
     if (r->lua != NULL) {
-        struct luavm *vm = luavm_new(r->lua, err);
+        struct luavm *vm = luavm_new(r->lua, NULL, err);
         if (vm == NULL)
             goto fail;
         luavm_free(vm);

@@ -355,10 +355,12 @@ void res_lua_reference(struct buf *b)
                "quantifiers, one more unanchored) passes this is refused\n"
                "(limit) coroutine pool\tcount\t%d\tidle coroutines kept per "
                "worker state\n"
+               "(limit) pending timers\tcount\t%d\tper worker state; "
+               "strait.timer then returns nil, \"too many pending timers\"\n"
                "(limit) policies per listener\tcount\t32\tmore is a compile "
                "error\n"
                "(limit) source.file\tbytes\t1048576\ta bigger file is "
                "refused\n",
                LUAVM_STRING_REP_MAX, LUAVM_PATTERN_SUBJECT_MAX,
-               LUAVM_PATTERN_STEPS, LUAVM_COROUTINE_POOL);
+               LUAVM_PATTERN_STEPS, LUAVM_COROUTINE_POOL, LUAVM_MAX_TIMERS);
 }

@@ -21,6 +21,7 @@
 #include "core/arena.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "event/timer.h"
 #include "http/http.h"
 #include "policy/lua_dict.h"
 #include "policy/lua_int.h"
@@ -686,6 +687,7 @@ void luaapi_open(struct luavm *vm)
     lua_pushcfunction(L, s_log);
     lua_setfield(L, -2, "log");
     luaapi_open_shared(vm);
+    luaapi_open_timer(vm);
     lua_setfield(L, -2, "strait");
 }
 
@@ -1039,4 +1041,163 @@ static void luaapi_open_shared(struct luavm *vm)
     lua_pushcfunction(L, rl_token_bucket);
     lua_setfield(L, -2, "token_bucket");
     lua_setfield(L, -2, "ratelimit");
+}
+
+/* ---- strait.timer ---------------------------------------------------------
+ * at(delay, fn, ...) and every(interval, fn, ...): fn(premature, ...) runs
+ * on the worker's loop, outside any request (no handle), under the
+ * budget of the policy that made it (not yieldable: past burst it
+ * raises). When the state closes (its routes were replaced and their
+ * last request ended, or the worker stops) every pending timer runs
+ * once more with premature true, as OpenResty's do at exit. */
+
+struct ltimer {
+    struct timer t;
+    struct luavm *vm;
+    struct ltimer *prev, *next;
+    int ref; /* registry: {fn, args...} */
+    int nargs;
+    size_t prog;
+    uint64_t every_ms; /* 0: once */
+};
+
+static void timer_unlink(struct luavm *vm, struct ltimer *t)
+{
+    if (t->prev != NULL)
+        t->prev->next = t->next;
+    else
+        vm->timers = t->next;
+    if (t->next != NULL)
+        t->next->prev = t->prev;
+    vm->ntimers--;
+}
+
+/* Runs t's function with premature; 0, or -1 when it failed. */
+static int timer_call(struct ltimer *t, int premature)
+{
+    struct luavm *vm = t->vm;
+    lua_State *L = vm->L;
+
+    lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref);
+    for (int i = 1; i <= t->nargs + 1; i++)
+        lua_rawgeti(L, -i, i);
+    lua_remove(L, -(t->nargs + 2)); /* the table */
+    lua_pushboolean(L, premature);
+    if (t->nargs > 0)
+        lua_rotate(L, -(t->nargs + 1), 1); /* fn, premature, args */
+    /* luavm_run_main() wants fn and its arguments, and leaves one
+     * result. */
+    if (luavm_run_main(vm, t->prog, LUAVM_TIMER, t->nargs + 1) < 0)
+        return -1;
+    lua_pop(L, 1);
+    return 0;
+}
+
+static void timer_fire(void *arg)
+{
+    struct ltimer *t = arg;
+    struct luavm *vm = t->vm;
+
+    if (t->every_ms > 0 && !vm->closing) {
+        timer_arm(&t->t, t->every_ms);
+        timer_call(t, 0);
+        return;
+    }
+    timer_unlink(vm, t);
+    timer_call(t, 0);
+    luaL_unref(vm->L, LUA_REGISTRYINDEX, t->ref);
+    timer_dispose(&t->t);
+    free(t);
+}
+
+static int make_timer(lua_State *L, int every)
+{
+    struct luavm *vm = luavm_of(L);
+    lua_Number delay = luaL_checknumber(L, 1);
+    int n = lua_gettop(L);
+    struct ltimer *t;
+
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    if (!(delay >= 0) || delay > 86400.0 * 365 || (every && delay < 0.001))
+        return luaL_error(L, "strait.timer: bad delay");
+    if (vm->closing) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "process exiting");
+        return 2;
+    }
+    if (vm->ntimers >= LUAVM_MAX_TIMERS) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "too many pending timers");
+        return 2;
+    }
+    t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return luaL_error(L, "out of memory");
+    /* {fn, args...}: what the timer calls, kept in the registry. */
+    lua_createtable(L, n - 1, 0);
+    for (int i = 2; i <= n; i++) {
+        lua_pushvalue(L, i);
+        lua_rawseti(L, -2, i - 1);
+    }
+    t->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    t->nargs = n - 2;
+    t->vm = vm;
+    t->prog = vm->run != NULL ? vm->run->prog : vm->loading;
+    t->every_ms = every ? (uint64_t)(delay * 1000.0) : 0;
+    t->next = vm->timers;
+    if (vm->timers != NULL)
+        vm->timers->prev = t;
+    vm->timers = t;
+    vm->ntimers++;
+    if (vm->base != NULL) {
+        timer_init(&t->t, vm->base, timer_fire, t);
+        timer_arm(&t->t, (uint64_t)(delay * 1000.0));
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int t_at(lua_State *L)
+{
+    return make_timer(L, 0);
+}
+
+static int t_every(lua_State *L)
+{
+    return make_timer(L, 1);
+}
+
+static int t_pending(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)luavm_of(L)->ntimers);
+    return 1;
+}
+
+void luaapi_open_timer(struct luavm *vm)
+{
+    lua_State *L = vm->L;
+
+    lua_newtable(L);
+    lua_pushcfunction(L, t_at);
+    lua_setfield(L, -2, "at");
+    lua_pushcfunction(L, t_every);
+    lua_setfield(L, -2, "every");
+    lua_pushcfunction(L, t_pending);
+    lua_setfield(L, -2, "pending");
+    lua_setfield(L, -2, "timer");
+}
+
+void luaapi_timers_close(struct luavm *vm)
+{
+    vm->closing = 1;
+    while (vm->timers != NULL) {
+        struct ltimer *t = vm->timers;
+        timer_unlink(vm, t);
+        if (vm->base != NULL) {
+            timer_dispose(&t->t);
+            timer_call(t, 1);
+        }
+        luaL_unref(vm->L, LUA_REGISTRYINDEX, t->ref);
+        free(t);
+    }
 }

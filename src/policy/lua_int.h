@@ -26,8 +26,15 @@ struct luarun {
     int reason;          /* enum luavm_reason of an error */
 };
 
+struct ltimer;
+
 struct luavm {
     lua_State *L;
+    struct event_base *base; /* NULL: timers are not run */
+    struct ltimer *timers;   /* pending, doubly linked */
+    size_t ntimers;
+    int closing;    /* luavm_free() runs premature callbacks */
+    size_t loading; /* the policy whose chunk runs now */
     struct capped mem;
     struct luaprogs *progs;      /* one reference */
     int (*hooks)[LUAVM_NPHASES]; /* registry refs; LUA_NOREF: none */
@@ -54,5 +61,7 @@ int luavm_run_main(struct luavm *vm, size_t i, int phase, int nargs);
 void luaapi_open(struct luavm *vm); /* globals table on top */
 void luaapi_readonly(lua_State *L); /* table on top -> read-only view */
 void luaapi_push_handle(struct luavm *vm, lua_State *co, struct luareq *rq);
+void luaapi_open_timer(struct luavm *vm); /* the strait table on top */
+void luaapi_timers_close(struct luavm *vm);
 
 #endif

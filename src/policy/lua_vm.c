@@ -160,7 +160,7 @@ void luaprogs_sort(struct luaprogs *p)
 }
 
 static const char *const phase_names[LUAVM_NPHASES] = {
-    "on_request", "on_response", "on_log", "init_worker"};
+    "on_request", "on_response", "on_log", "init_worker", "timer"};
 static const char *const reason_names[LUAVM_NREASONS] = {"error", "timeout",
                                                          "memory"};
 
@@ -409,9 +409,10 @@ static void push_env(struct luavm *vm, const struct luaprog *g)
 }
 
 static const char *const hook_names[LUAVM_NPHASES] = {
-    "on_request", "on_response", "on_log", "init_worker"};
+    "on_request", "on_response", "on_log", "init_worker", "(timer)"};
 
-struct luavm *luavm_new(struct luaprogs *progs, char **err)
+struct luavm *luavm_new(struct luaprogs *progs, struct event_base *base,
+                        char **err)
 {
     struct luavm *vm = calloc(1, sizeof(*vm));
     size_t cap = 0;
@@ -419,6 +420,7 @@ struct luavm *luavm_new(struct luaprogs *progs, char **err)
     *err = NULL;
     if (vm == NULL)
         goto oom;
+    vm->base = base;
     vm->progs = luaprogs_ref(progs);
     for (size_t i = 0; i < progs->n; i++)
         if (progs->v[i].memory > cap)
@@ -435,6 +437,7 @@ struct luavm *luavm_new(struct luaprogs *progs, char **err)
     for (size_t i = 0; i < progs->n; i++) {
         const struct luaprog *g = &progs->v[i];
         lua_State *L = vm->L;
+        vm->loading = i;
         for (int k = 0; k < LUAVM_NPHASES; k++)
             vm->hooks[i][k] = LUA_NOREF;
         if (luaL_loadbufferx(L, g->source, g->source_len, g->chunk, "t") !=
@@ -482,8 +485,10 @@ void luavm_free(struct luavm *vm)
 {
     if (vm == NULL)
         return;
-    if (vm->L != NULL)
+    if (vm->L != NULL) {
+        luaapi_timers_close(vm);
         lua_close(vm->L);
+    }
     free(vm->hooks);
     luaprogs_unref(vm->progs);
     free(vm);

@@ -41,8 +41,13 @@ enum luavm_phase {
     LUAVM_ON_RESPONSE,
     LUAVM_ON_LOG,
     LUAVM_INIT_WORKER,
+    LUAVM_TIMER,
     LUAVM_NPHASES
 };
+
+/* strait.timer.at/every: pending timers per worker state at most
+ * (OpenResty's lua_max_pending_timers). */
+#define LUAVM_MAX_TIMERS 1024
 
 enum luavm_reason {
     LUAVM_ERR_ERROR,
@@ -111,11 +116,17 @@ void luaprogs_sort(struct luaprogs *p);
 struct luavm;
 
 /* luavm_new() makes a worker's state for progs (a reference is taken)
- * and runs each policy's chunk and init_worker(). NULL with *err (an
- * allocated message) when a script fails to load; the caller logs it
+ * and runs each policy's chunk and init_worker(). Timers run on base;
+ * NULL (a check on the control thread): strait.timer calls succeed but
+ * their timers are dropped unrun when the state closes. NULL with *err
+ * (an allocated message) when a script fails to load; the caller logs it
  * and serves without Lua. */
-struct luavm *luavm_new(struct luaprogs *progs, char **err);
-void luavm_free(struct luavm *vm); /* NULL: no-op */
+struct event_base;
+struct luavm *luavm_new(struct luaprogs *progs, struct event_base *base,
+                        char **err);
+/* luavm_free() runs every pending timer's callback with premature true
+ * (with base), then closes the state. NULL: no-op. */
+void luavm_free(struct luavm *vm);
 
 /* What a hook sees of the request. Slices point into the stream's
  * arena and live as long as it. */

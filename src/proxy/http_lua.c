@@ -27,7 +27,7 @@ static struct luavm *vm_of(struct pstream *ps)
 
     if (w->lua != NULL || w->lua_failed)
         return w->lua;
-    w->lua = luavm_new(w->r->lua, &err);
+    w->lua = luavm_new(w->r->lua, ps->l->base, &err);
     if (w->lua == NULL) {
         /* compile_lua() ran the same scripts already, so this is memory
          * or an init_worker that fails only sometimes. */

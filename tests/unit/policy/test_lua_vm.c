@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <event2/event.h>
 
 #include "core/arena.h"
 #include "core/clock.h"
@@ -63,7 +64,7 @@ static struct fx *fx_new(const char *src)
     char *err = NULL;
 
     f->p = progs1(src, 1);
-    f->vm = luavm_new(f->p, &err);
+    f->vm = luavm_new(f->p, NULL, &err);
     if (f->vm == NULL)
         fail_msg("luavm_new: %s", err);
     arena_init(&f->arena, 4096);
@@ -126,8 +127,11 @@ static void escape(const char *body, int reason)
     f = fx_new(src);
     t0 = clock_ms();
     assert_int_equal(run(f, &y), LUAVM_RESPONDED);
-    /* Within requestTime plus a slice (and the coarse clock). */
-    assert_true(clock_ms() - t0 < 400 + 100);
+    /* Within requestTime plus a slice (10 ms here), the coarse clock's
+     * few ms, and what a loaded machine adds by not running us: the
+     * budget is wall time, as HAProxy's burst-timeout is. */
+    if (clock_ms() - t0 >= 400 + 300)
+        fail_msg("%s: %llu ms", body, (unsigned long long)(clock_ms() - t0));
     assert_int_equal(f->rq.status, 500);
     if (errs(f, reason) != 1)
         fail_msg("%s: reason %d counted %llu (error %llu timeout %llu memory "
@@ -313,7 +317,7 @@ static void respond_and_ignore(void **state)
     {
         struct luaprogs *p = progs1("function on_request(h) error('x') end", 0);
         char *err = NULL;
-        struct luavm *vm = luavm_new(p, &err);
+        struct luavm *vm = luavm_new(p, NULL, &err);
         struct luareq rq;
         struct http_request req;
         struct arena a;
@@ -372,7 +376,7 @@ static void shared_dict_api(void **state)
     (void)state;
     p->dicts[0] = luadict_new("cache", 1 << 20);
     p->ndicts = 1;
-    vm = luavm_new(p, &err);
+    vm = luavm_new(p, NULL, &err);
     if (vm == NULL)
         fail_msg("%s", err);
     memset(&rq, 0, sizeof(rq));
@@ -392,13 +396,78 @@ static void shared_dict_api(void **state)
     arena_dispose(&a);
 }
 
+static double dict_num(struct luadict *d, const char *k)
+{
+    struct luadict_value v;
+    char *out = NULL;
+
+    luadict_get(d, k, strlen(k), clock_ms(), &v, &out);
+    free(out);
+    return v.type == LUADICT_NUMBER ? v.n : -1;
+}
+
+/* strait.timer: at and every run on the loop with their arguments;
+ * closing the state runs the pending ones with premature true and
+ * refuses new ones; the pending cap. */
+static void timers(void **state)
+{
+    struct luaprogs *p =
+        progs1("local d = strait.shared.t\n"
+               "function init_worker()\n"
+               "  assert(strait.timer.at(0.005, function(premature, a, b)\n"
+               "    d:set('once', a + b)\n"
+               "  end, 40, 2))\n"
+               "  assert(strait.timer.every(0.005, function(premature)\n"
+               "    if premature then d:set('premature', 1)\n"
+               "    else d:incr('ticks', 1, 0) end\n"
+               "    local ok, err = strait.timer.at(1, function() end)\n"
+               "    if premature and err == 'process exiting' then\n"
+               "      d:set('refused', 1) end\n"
+               "  end))\n"
+               "  local n = 0\n"
+               "  while true do\n"
+               "    local ok, err = strait.timer.at(1000, function() end)\n"
+               "    if not ok then assert(err == 'too many pending timers') "
+               "break end\n"
+               "    n = n + 1\n"
+               "  end\n"
+               "  assert(n == 1024 - 2, n)\n"
+               "end\n",
+               1);
+    struct event_base *base = event_base_new();
+    struct luadict *d = luadict_new("t", 1 << 20);
+    char *err = NULL;
+    struct luavm *vm;
+    uint64_t t0 = clock_ms();
+
+    (void)state;
+    p->dicts[0] = luadict_ref(d);
+    p->ndicts = 1;
+    vm = luavm_new(p, base, &err);
+    if (vm == NULL)
+        fail_msg("%s", err);
+    while ((dict_num(d, "once") < 0 || dict_num(d, "ticks") < 3) &&
+           clock_ms() - t0 < 5000)
+        event_base_loop(base, EVLOOP_ONCE);
+    assert_true(dict_num(d, "once") == 42);
+    assert_true(dict_num(d, "ticks") >= 3);
+    assert_true(dict_num(d, "premature") < 0);
+    luavm_free(vm);
+    assert_true(dict_num(d, "premature") == 1);
+    assert_true(dict_num(d, "refused") == 1);
+    assert_int_equal(luavm_errors(p, 0, LUAVM_TIMER, LUAVM_ERR_ERROR), 0);
+    luaprogs_unref(p);
+    luadict_unref(d);
+    event_base_free(base);
+}
+
 static void load_errors(void **state)
 {
     struct luaprogs *p = progs1("error('boom at load')", 1);
     char *err = NULL;
 
     (void)state;
-    assert_null(luavm_new(p, &err));
+    assert_null(luavm_new(p, NULL, &err));
     assert_non_null(strstr(err, "boom at load"));
     assert_non_null(strstr(err, "t/p:1:"));
     free(err);
@@ -425,6 +494,7 @@ int main(void)
         cmocka_unit_test(handle_api),
         cmocka_unit_test(respond_and_ignore),
         cmocka_unit_test(shared_dict_api),
+        cmocka_unit_test(timers),
         cmocka_unit_test(load_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
