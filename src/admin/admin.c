@@ -25,6 +25,7 @@
 #include "net/sock.h"
 #include "net/sock_pool.h"
 #include "proxy/stats.h"
+#include "core/geoip.h"
 #include "upstream/cluster.h"
 #include "upstream/hash.h"
 #include "upstream/outlier.h"
@@ -295,6 +296,8 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
         buf_printf(b, "jwks.failures: %" PRIu64 "\n", st.jwks_failures);
         buf_printf(b, "jwks.changes: %" PRIu64 "\n", st.jwks_changes);
     }
+    if (st.geoip != NULL)
+        geoip_stats(st.geoip, b);
     if (st.has_etcd) {
         buf_printf(b, "etcd.synced: %d\n", st.etcd_synced);
         buf_printf(b, "etcd.watching: %d\n", st.etcd_watching);

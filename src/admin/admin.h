@@ -12,6 +12,7 @@ struct event_base;
 struct stats_block;
 struct cluster;
 struct series_table;
+struct geoip;
 
 /*
  * The admin API: health, stats, config dump and shutdown over HTTP on the
@@ -20,6 +21,7 @@ struct series_table;
  * this layer never names the server.
  */
 struct admin_status {
+    const struct geoip *geoip; /* NULL: no geoip databases */
     int draining;
     int workers;
     uint64_t reloads_ok;

@@ -190,6 +190,10 @@ static int compile_cond(struct arena *a, const struct res_authz_condition *c,
         out->key = AUTHZ_K_AUTH_AUDIENCES;
     } else if (strcmp(k, "request.auth.presenter") == 0) {
         out->key = AUTHZ_K_AUTH_PRESENTER;
+    } else if (strncmp(k, "source.geo.", 11) == 0 &&
+               geoip_field_by_name(k + 11, n - 11) >= 0) {
+        out->key = AUTHZ_K_GEO;
+        out->geo_field = geoip_field_by_name(k + 11, n - 11);
     } else if (authz_claim_path(k, NULL, 0) > 0) {
         const char *names[AUTHZ_CLAIM_DEPTH];
         size_t lens[AUTHZ_CLAIM_DEPTH];

@@ -8,6 +8,7 @@
 
 struct cluster;
 struct stats_block;
+struct geoip;
 struct plistener_ops;
 
 /*
@@ -97,6 +98,8 @@ struct compile_env {
     struct spanq *spans;
     /* LuaPolicy shared dicts (compile_inputs.dicts); NULL: new ones. */
     struct luadict_set *dicts;
+    /* GeoIP databases (borrowed; outlive every snapshot); NULL: none. */
+    struct geoip *geoip;
 };
 
 struct l4_listener_conf;

@@ -95,6 +95,13 @@ static int http_settings(struct http_listener_conf *c,
     c->stream_idle_timeout_ms = (uint64_t)h->stream_idle_timeout_ms;
     c->alog_sink = env != NULL ? env->alog_sink : NULL;
     c->spans = env != NULL ? env->spans : NULL;
+    c->geoip = env != NULL ? env->geoip : NULL;
+    for (int i = 0; c->geoip != NULL && i < GEOIP_NFIELDS; i++)
+        if (bs->geoip.headers[i] != NULL && bs->geoip.headers[i][0] != '\0') {
+            c->geo_headers[i] = strdup(bs->geoip.headers[i]);
+            if (c->geo_headers[i] == NULL)
+                return err_set(err, "out of memory");
+        }
     c->sample_ppm = (uint32_t)(bs->tracing.sampling * 10000.0 + 0.5);
     if (bs->log.access_log &&
         bs->log.access_log_encoding != BOOTSTRAP_ALOG_STRAIT) {

@@ -798,9 +798,9 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
     const struct snapshot_listener *same_addr = find_addr(prev, &sp->address);
     struct snapshot_listener *l = &s->v[s->n];
     const struct ident_map *prev_map = prev != NULL ? &prev->gwclusters : NULL;
-    struct compile_env env = {in->nworkers, in->dns,  in->identity,
-                              in->jwks,     NULL,     in->alog_sink,
-                              in->spans,    in->dicts};
+    struct compile_env env = {in->nworkers, in->dns,   in->identity,
+                              in->jwks,     NULL,      in->alog_sink,
+                              in->spans,    in->dicts, in->geoip};
     struct ident d, pre;
     struct dns_rec rec;
     struct routes_rec rr;

@@ -129,6 +129,8 @@ struct compile_inputs {
     /* Sockets handed over by the strait this one upgrades: addresses
      * found there are adopted, not bound. NULL: none. */
     struct sock_pool *inherited;
+    /* GeoIP databases (borrowed; outlive every snapshot); NULL: none. */
+    struct geoip *geoip;
 };
 
 /*

@@ -399,6 +399,87 @@ static const struct conf_key outbound_keys[] = {
 static const struct conf_section outbound_section = {outbound_keys, 0,
                                                      SIZE_MAX};
 
+static const struct conf_key geoip_db_keys[] = {
+    {"city", CONF_STR, 0 * sizeof(char *), 0, 0, "",
+     "path of the MaxMind GeoIP2/GeoLite2 City database (country, city, region); \"\" for none", NULL, NULL, NULL, NULL},
+    {"country", CONF_STR, 1 * sizeof(char *), 0, 0, "",
+     "path of the MaxMind Country database (country), used when no city database gives one; \"\" for none", NULL, NULL, NULL, NULL},
+    {"asn", CONF_STR, 2 * sizeof(char *), 0, 0, "",
+     "path of the MaxMind ASN database (asn, asnOrg); \"\" for none", NULL, NULL, NULL, NULL},
+    {"isp", CONF_STR, 3 * sizeof(char *), 0, 0, "",
+     "path of the MaxMind ISP database (isp; asn and asnOrg when no asn database is set); \"\" for none", NULL, NULL, NULL, NULL},
+    {"anon", CONF_STR, 4 * sizeof(char *), 0, 0, "",
+     "path of the MaxMind Anonymous-IP database (anon, anonVpn, anonHosting, anonTor, anonProxy); \"\" for none", NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section geoip_db_section = {geoip_db_keys, 0,
+                                                     SIZE_MAX};
+
+static const struct conf_key geoip_header_keys[] = {
+    {"country", CONF_STR, 0 * sizeof(char *), 0, 0, "",
+     "request header that gets the country of the client (one sent by the "
+     "client is always replaced or removed); \"\" for none",
+     NULL, NULL, NULL, NULL},
+    {"city", CONF_STR, 1 * sizeof(char *), 0, 0, "",
+     "request header that gets the city of the client (one sent by the "
+     "client is always replaced or removed); \"\" for none",
+     NULL, NULL, NULL, NULL},
+    {"region", CONF_STR, 2 * sizeof(char *), 0, 0, "",
+     "request header that gets the region of the client (one sent by the "
+     "client is always replaced or removed); \"\" for none",
+     NULL, NULL, NULL, NULL},
+    {"asn", CONF_STR, 3 * sizeof(char *), 0, 0, "",
+     "request header that gets the asn of the client (one sent by the "
+     "client is always replaced or removed); \"\" for none",
+     NULL, NULL, NULL, NULL},
+    {"asnOrg", CONF_STR, 4 * sizeof(char *), 0, 0, "",
+     "request header that gets the asnOrg of the client (one sent by the "
+     "client is always replaced or removed); \"\" for none",
+     NULL, NULL, NULL, NULL},
+    {"isp", CONF_STR, 5 * sizeof(char *), 0, 0, "",
+     "request header that gets the isp of the client (one sent by the "
+     "client is always replaced or removed); \"\" for none",
+     NULL, NULL, NULL, NULL},
+    {"anon", CONF_STR, 6 * sizeof(char *), 0, 0, "",
+     "request header that gets the anon of the client (one sent by the "
+     "client is always replaced or removed); \"\" for none",
+     NULL, NULL, NULL, NULL},
+    {"anonVpn", CONF_STR, 7 * sizeof(char *), 0, 0, "",
+     "request header that gets the anonVpn of the client (one sent by the "
+     "client is always replaced or removed); \"\" for none",
+     NULL, NULL, NULL, NULL},
+    {"anonHosting", CONF_STR, 8 * sizeof(char *), 0, 0, "",
+     "request header that gets the anonHosting of the client (one sent by the "
+     "client is always replaced or removed); \"\" for none",
+     NULL, NULL, NULL, NULL},
+    {"anonTor", CONF_STR, 9 * sizeof(char *), 0, 0, "",
+     "request header that gets the anonTor of the client (one sent by the "
+     "client is always replaced or removed); \"\" for none",
+     NULL, NULL, NULL, NULL},
+    {"anonProxy", CONF_STR, 10 * sizeof(char *), 0, 0, "",
+     "request header that gets the anonProxy of the client (one sent by the "
+     "client is always replaced or removed); \"\" for none",
+     NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section geoip_header_section = {geoip_header_keys, 0,
+                                                         SIZE_MAX};
+
+static const struct conf_key geoip_keys[] = {
+    {"databases", CONF_SECTION, OFF(struct bootstrap_geoip, db), 0, 0, NULL,
+     "MaxMind databases (.mmdb); a file renamed into place is opened and "
+     "swapped in, a bad one keeps the database in use",
+     NULL, &geoip_db_section, NULL, NULL},
+    {"headers", CONF_SECTION, OFF(struct bootstrap_geoip, headers), 0, 0, NULL,
+     "request headers set from the client's result on every HTTP listener, "
+     "before AuthorizationPolicy and routing (VirtualService header "
+     "matches, %REQ()% in access logs)",
+     NULL, &geoip_header_section, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section geoip_section = {
+    geoip_keys, 0, OFF(struct bootstrap_geoip, mark)};
+
 static const struct conf_key jwt_keys[] = {
     {"jwksRefresh", CONF_DURATION, OFF(struct bootstrap_jwt, jwks_refresh_ms),
      1000, 24 * 3600 * 1000, "5m",
@@ -632,6 +713,11 @@ static const struct conf_key bootstrap_keys[] = {
      "binary upgrade: a new executable takes the listening sockets over "
      "and this process drains",
      NULL, &upgrade_section, NULL, NULL},
+    {"geoip", CONF_SECTION, OFF(struct bootstrap, geoip), 0, 0, NULL,
+     "GeoIP from MaxMind databases: the client's country, city, ASN, ISP "
+     "and anonymity for AuthorizationPolicy (source.geo.*), request "
+     "headers and /stats",
+     NULL, &geoip_section, NULL, NULL},
     {"listeners", CONF_LIST, OFF(struct bootstrap, listeners), 0, 4096, NULL,
      "TCP and HTTP listeners", NULL, &listener_section, NULL, NULL},
     {"clusters", CONF_LIST, OFF(struct bootstrap, clusters), 0, 100000, NULL,
@@ -919,10 +1005,57 @@ static int limits_validate(const struct bootstrap *bs, const char *file,
 }
 
 /* Checks that span keys: required keys, unique names and addresses. */
+/* geoip.headers: lowercase header names, each fed by a database that is
+ * configured. */
+static int geoip_validate(const struct bootstrap *bs, const char *file,
+                          struct buf *errs)
+{
+    static const char *const names[11] = {
+        "country", "city",    "region",      "asn",     "asnOrg",    "isp",
+        "anon",    "anonVpn", "anonHosting", "anonTor", "anonProxy"};
+    /* enum geoip_db bits that can give each field. */
+    static const unsigned from[11] = {3, 1, 1, 12, 12, 8, 16, 16, 16, 16, 16};
+    const struct bootstrap_geoip *g = &bs->geoip;
+    unsigned have = 0;
+    int nerr = 0;
+
+    for (int i = 0; i < 5; i++)
+        if (g->db[i] != NULL && g->db[i][0] != '\0')
+            have |= 1u << i;
+    for (int i = 0; i < 11; i++) {
+        const char *h = g->headers[i];
+        char path[64];
+        if (h == NULL || h[0] == '\0')
+            continue;
+        snprintf(path, sizeof(path), "geoip.headers.%s", names[i]);
+        for (const char *c = h; *c != '\0'; c++)
+            if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
+                  *c == '-' || *c == '_')) {
+                conf_error(errs, file, g->mark.line, g->mark.col, path,
+                           "'%s' is not a lowercase header name", h);
+                nerr++;
+                break;
+            }
+        if ((have & from[i]) == 0) {
+            conf_error(errs, file, g->mark.line, g->mark.col, path,
+                       "no configured database gives %s (set "
+                       "geoip.databases.%s)",
+                       names[i],
+                       from[i] == 3    ? "city or country"
+                       : from[i] == 1  ? "city"
+                       : from[i] == 12 ? "asn or isp"
+                       : from[i] == 8  ? "isp"
+                                       : "anon");
+            nerr++;
+        }
+    }
+    return nerr;
+}
+
 static int bootstrap_validate(const struct bootstrap *bs, const char *file,
                               struct buf *errs)
 {
-    int nerr = 0;
+    int nerr = geoip_validate(bs, file, errs);
     char path[64], a1[ADDR_STRLEN];
 
     for (size_t i = 0; i < bs->listeners.n; i++) {

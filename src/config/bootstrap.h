@@ -295,6 +295,15 @@ struct bootstrap_upgrade {
     int64_t timeout_ms; /* how long the new process may take to serve */
 };
 
+/* GeoIP (core/geoip.h): database paths ("" for none) and the request
+ * headers results are written to ("" for none), in enum geoip_db and
+ * enum geoip_field order. */
+struct bootstrap_geoip {
+    char *db[5];
+    char *headers[11];
+    struct conf_mark mark;
+};
+
 struct bootstrap {
     struct bootstrap_node node;
     char *trust_domain;
@@ -317,6 +326,7 @@ struct bootstrap {
     struct bootstrap_limits limits;
     struct bootstrap_overload overload;
     struct bootstrap_upgrade upgrade;
+    struct bootstrap_geoip geoip;
     struct conf_list listeners; /* struct bootstrap_listener */
     struct conf_list clusters;  /* struct bootstrap_cluster */
 };

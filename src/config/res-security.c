@@ -95,8 +95,9 @@ static const struct conf_key condition_keys[] = {
      .help = "request.headers[NAME], source.ip, remote.ip, source.namespace, "
              "source.principal, destination.port, connection.sni, "
              "request.auth.principal, request.auth.audiences, "
-             "request.auth.presenter, request.auth.claims[NAME]... "
-             "(required)"},
+             "request.auth.presenter, request.auth.claims[NAME]..., and "
+             "strait's source.geo.country|city|region|asn|asnOrg|isp|anon|"
+             "anonVpn|anonHosting|anonTor|anonProxy (required)"},
     STRS("values", values, struct res_authz_condition, "values that match"),
     STRS("notValues", not_values, struct res_authz_condition,
          "values that must not match"),
@@ -291,6 +292,10 @@ static int when_key_ok(const char *k, int *unsupported)
             return 1;
     if (n > strlen("request.headers[]") &&
         strncmp(k, "request.headers[", 16) == 0 && k[n - 1] == ']')
+        return 1;
+    /* strait's extension: the client's GeoIP result (bootstrap geoip). */
+    if (strncmp(k, "source.geo.", 11) == 0 &&
+        geoip_field_by_name(k + 11, n - 11) >= 0)
         return 1;
     depth = authz_claim_path(k, NULL, NULL);
     if (depth > 0)

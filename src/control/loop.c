@@ -18,6 +18,7 @@
 #include "config/bootstrap.h"
 #include "config/resource-t.h"
 #include "control/ca/identity.h"
+#include "control/dirwatch.h"
 #include "control/dns.h"
 #include "control/jwks.h"
 #include "control/loop.h"
@@ -30,6 +31,7 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/err.h"
+#include "core/geoip.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "event/logsink.h"
@@ -76,6 +78,10 @@ struct loop {
     /* Istio's metrics, one table per worker; NULL: metrics.enabled is
      * false. Freed last, once no worker or snapshot uses it. */
     struct series_table *metrics;
+    /* GeoIP databases (bootstrap geoip; NULL: none), freed last like
+     * metrics, and the watches of their directories. */
+    struct geoip *geoip;
+    struct dirwatch *geoip_watch[GEOIP_NDB];
     uint64_t start_ms;
     uint64_t reloads_ok; /* bootstrap reloads (SIGHUP, POST /reload) */
     uint64_t reloads_failed;
@@ -133,6 +139,79 @@ struct loop {
     struct upgrade_fd extra[4]; /* loop_handoff_add() */
     size_t nextra;
 };
+
+/* A change in a directory that holds a GeoIP database: the files whose
+ * identity moved are opened and swapped in (core/geoip.h). */
+static void on_geoip_change(void *arg)
+{
+    struct loop *s = arg;
+
+    geoip_reload(s->geoip);
+}
+
+static int str_same(const char *a, const char *b)
+{
+    return strcmp(a != NULL ? a : "", b != NULL ? b : "") == 0;
+}
+
+static int geoip_conf_equal(const struct bootstrap_geoip *a,
+                            const struct bootstrap_geoip *b)
+{
+    for (int i = 0; i < GEOIP_NDB; i++)
+        if (!str_same(a->db[i], b->db[i]))
+            return 0;
+    for (int i = 0; i < GEOIP_NFIELDS; i++)
+        if (!str_same(a->headers[i], b->headers[i]))
+            return 0;
+    return 1;
+}
+
+/*
+ * geoip_start() opens the bootstrap's GeoIP databases (a file that does
+ * not open stops the start) and watches the directories that hold them:
+ * a file renamed into place is opened and swapped in.
+ */
+static int geoip_start(struct loop *s, struct event_base *base,
+                       const struct bootstrap *bs, char **err)
+{
+    const char *paths[GEOIP_NDB];
+    char dirs[GEOIP_NDB][4096];
+    int any = 0, nd = 0;
+
+    for (int i = 0; i < GEOIP_NDB; i++) {
+        paths[i] = bs->geoip.db[i];
+        any |= paths[i] != NULL && paths[i][0] != '\0';
+    }
+    if (!any)
+        return 0;
+    s->geoip = geoip_new(paths, s->nworkers, err);
+    if (s->geoip == NULL)
+        return -1;
+    for (int i = 0; i < GEOIP_NDB; i++) {
+        const char *p = paths[i], *slash;
+        int seen = 0;
+        if (p == NULL || p[0] == '\0')
+            continue;
+        slash = strrchr(p, '/');
+        if (slash == NULL)
+            snprintf(dirs[nd], sizeof(dirs[nd]), ".");
+        else if (slash == p)
+            snprintf(dirs[nd], sizeof(dirs[nd]), "/");
+        else
+            snprintf(dirs[nd], sizeof(dirs[nd]), "%.*s", (int)(slash - p), p);
+        for (int k = 0; k < nd; k++)
+            seen |= strcmp(dirs[k], dirs[nd]) == 0;
+        if (seen)
+            continue;
+        s->geoip_watch[nd] =
+            dirwatch_new(base, dirs[nd], 100, on_geoip_change, s);
+        if (s->geoip_watch[nd] == NULL)
+            return err_set(err, "geoip: cannot watch %s: %s", dirs[nd],
+                           strerror(errno));
+        nd++;
+    }
+    return 0;
+}
 
 static size_t dns_lookup(void *arg, const char *name,
                          void (*each)(void *ctx, const char *ip), void *ctx)
@@ -200,6 +279,7 @@ static int build(struct loop *s, const struct bootstrap *bs,
     in.spans = s->spans;
     in.inherited = s->inherited;
     in.dicts = s->dicts;
+    in.geoip = s->geoip;
     if (s->dns != NULL)
         dns_cache_mark(s->dns);
     if (s->jwks != NULL) {
@@ -954,6 +1034,9 @@ static int loop_reload_bootstrap_now(struct loop *s)
         log_warn("reload: metrics.enabled, metrics.maxSeries, "
                  "metrics.address and readiness.address stay as they are "
                  "until restart");
+    if (!geoip_conf_equal(&bs->geoip, &s->bs->geoip))
+        log_warn("reload: geoip stays as it is until restart (a database "
+                 "file renamed into place is reloaded by itself)");
     if (!etcd_conf_equal(&bs->config.etcd, &s->bs->config.etcd))
         log_warn("reload: config.etcd stays as it is until restart (its one "
                  "watch is the process's)");
@@ -1003,6 +1086,7 @@ static void admin_status(void *arg, struct admin_status *out)
 
     memset(out, 0, sizeof(*out));
     out->draining = s->draining;
+    out->geoip = s->geoip;
     out->workers = s->nworkers;
     out->reloads_ok = s->reloads_ok;
     out->reloads_failed = s->reloads_failed;
@@ -1489,6 +1573,8 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
             goto fail;
         }
     }
+    if (geoip_start(s, base, bs, err) < 0)
+        goto fail;
     if (bs->metrics.enabled) {
         s->metrics =
             series_table_new(s->nworkers, (size_t)bs->metrics.max_series);
@@ -1597,6 +1683,8 @@ void loop_free(struct loop *s)
     admin_free(s->metrics_port);
     admin_free(s->ready_port);
     source_free(s->source);
+    for (int i = 0; i < GEOIP_NDB; i++)
+        dirwatch_free(s->geoip_watch[i]);
     source_etcd_free(s->etcd);
     /* The JWKS fetches resolve through the dns cache: they go first. */
     jwks_cache_free(s->jwks);
@@ -1634,5 +1722,6 @@ void loop_free(struct loop *s)
     free(s->workers);
     free(s->config_path);
     series_table_free(s->metrics);
+    geoip_free(s->geoip);
     free(s);
 }

@@ -86,6 +86,7 @@ enum authz_key {
     AUTHZ_K_AUTH_AUDIENCES, /* request.auth.audiences: aud */
     AUTHZ_K_AUTH_PRESENTER, /* request.auth.presenter: azp */
     AUTHZ_K_AUTH_CLAIM,     /* request.auth.claims[a][b]... */
+    AUTHZ_K_GEO,            /* strait's source.geo.<field> (geo_field) */
     AUTHZ_K_NEVER,          /* what strait cannot evaluate */
 };
 
@@ -98,6 +99,7 @@ struct authz_cond {
     char header[128];                      /* AUTHZ_K_HEADER, lowercase */
     struct slice claim[AUTHZ_CLAIM_DEPTH]; /* AUTHZ_K_AUTH_CLAIM */
     size_t nclaim;
+    int geo_field; /* AUTHZ_K_GEO: enum geoip_field */
     struct authz_mset values, not_values; /* string keys */
     struct authz_cidrs ips, not_ips;      /* the .ip keys */
     struct authz_ports ports, not_ports;  /* destination.port */

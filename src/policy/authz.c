@@ -410,6 +410,9 @@ static int cond_ok(const struct authz_cond *c, const struct authz_request *r,
         if (r->tcp)
             return lenient;
         return json_values_ok(c, jwt_claim(r->jwt, c->claim, c->nclaim));
+    case AUTHZ_K_GEO:
+        return field_ok(&c->values, &c->not_values,
+                        slice_of(geo_result_get(r->geo, c->geo_field)), 0);
     case AUTHZ_K_NEVER:
         return 0;
     }

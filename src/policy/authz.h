@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "core/geoip.h"
 #include "core/slice.h"
 #include "policy/authz-t.h"
 
@@ -40,6 +41,9 @@ struct authz_request {
     /* The request's verified JWT (requestPrincipals, request.auth.*);
      * NULL: none, so those fields match no value and every notValue. */
     const struct jwt_result *jwt;
+    /* The client's GeoIP result (source.geo.*); NULL: no lookup, so
+     * those keys match no value and every notValue. */
+    const struct geo_result *geo;
     /* A TCP or TLS connection, not a request: as Istio, rules that need
      * HTTP fields (hosts, methods, paths, request.headers, and the JWT
      * fields requestPrincipals and request.auth.*) never match in

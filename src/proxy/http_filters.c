@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -19,6 +20,7 @@
 #include "tls/tls.h"
 
 static const char *trusted_client(struct pstream *ps, struct slice xff);
+static int addr_from_ip(const char *ip, struct sockaddr_storage *ss);
 
 /*
  * pstream_cors_headers() adds the corsPolicy's answer to an allowed
@@ -348,6 +350,55 @@ static int addr_from_ip(const char *ip, struct sockaddr_storage *ss)
     return -1;
 }
 
+int pstream_geoip(struct pstream *ps)
+{
+    const struct http_listener_conf *c = ps->l->conf;
+    struct hstream *s = ps->s;
+    struct http_conn *hc = ps->hc;
+    const struct http_field *xff =
+        c->xff_trusted_hops > 0
+            ? http_fields_get(&s->req.fields, "x-forwarded-for")
+            : NULL;
+    const char *client = xff != NULL ? trusted_client(ps, xff->value) : NULL;
+    struct sockaddr_storage remote;
+    struct geo_result *r;
+
+    geoip_count_request(c->geoip, ps->l->worker);
+    if (client != NULL && addr_from_ip(client, &remote) == 0) {
+        r = arena_alloc(&s->arena, sizeof(*r));
+        if (r == NULL)
+            return -1;
+        geoip_lookup(c->geoip, ps->l->worker, (struct sockaddr *)&remote, r);
+    } else {
+        /* The peer: one lookup per connection, again only after a
+         * database was swapped. */
+        if (hc->geo == NULL) {
+            hc->geo = malloc(sizeof(*hc->geo));
+            if (hc->geo == NULL)
+                return -1;
+            hc->geo_gen = geoip_gen(c->geoip) - 1;
+        }
+        if (hc->geo_gen != geoip_gen(c->geoip))
+            hc->geo_gen = geoip_lookup(c->geoip, ps->l->worker, &hc->peer.sa,
+                                       hc->geo);
+        r = hc->geo;
+    }
+    ps->geo = r;
+    for (int i = 0; i < GEOIP_NFIELDS; i++) {
+        const char *h = c->geo_headers[i];
+        if (h == NULL)
+            continue;
+        /* Envoy's rule: a configured header is the gateway's, whatever
+         * the client sent. */
+        if (!(r->found & (1u << i)))
+            http_fields_remove(&s->req.fields, h);
+        else if (http_fields_set(&s->req.fields, &s->arena, h,
+                                 slice_of(r->v[i])) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* The connection's Gateway server, picked by SNI, serves the request's
  * host (see pipeline-int.h). */
 int pstream_misdirected(struct pstream *ps)
@@ -399,6 +450,7 @@ int pstream_authorize(struct pstream *ps)
     r.sni = slice_of(tls_conn_sni(&ps->hc->conn));
     r.headers = &s->req.fields;
     r.jwt = ps->jwt;
+    r.geo = ps->geo;
     authz_check(ps->wr->r->authz, &r, &d);
     if (d.allowed)
         return 0;

@@ -114,6 +114,11 @@ struct http_conn {
     union http_peer peer;
     socklen_t peerlen; /* bytes of peer in use */
     char peer_ip[48];
+    /* The GeoIP result of peer (malloc'd at the first request that asks,
+     * freed with the connection; NULL: none yet), valid while the
+     * databases' generation is geo_gen. */
+    struct geo_result *geo;
+    unsigned geo_gen;
 };
 
 static inline struct proxy_counters *http_shard(const struct http_listener *l)

@@ -87,6 +87,8 @@ void http_listener_conf_unref(struct http_listener_conf *c)
     series_labels_unref(c->metrics_src);
     series_labels_unref(c->metrics_nodst);
     cx_limit_unref(c->cx);
+    for (int i = 0; i < GEOIP_NFIELDS; i++)
+        free(c->geo_headers[i]);
     free(c->name);
     free(c);
 }
@@ -329,6 +331,7 @@ static void conn_free_now(struct http_conn *hc)
     h1_server_free(hc->h1);
     h2_server_free(hc->h2);
     conn_close(&hc->conn);
+    free(hc->geo);
     free(hc);
 }
 

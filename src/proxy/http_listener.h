@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "core/bufpool.h"
+#include "core/geoip.h"
 #include "core/list.h"
 #include "http1/h1_client.h"
 #include "http1/h1_server.h"
@@ -91,6 +92,11 @@ struct http_listener_conf {
     struct spanq *spans;
     uint32_t sample_ppm;
     uint32_t xff_trusted_hops;
+    /* GeoIP (borrowed, outlives every conf; NULL: none) and the request
+     * headers its results go to (owned; NULL: none), by enum
+     * geoip_field. */
+    struct geoip *geoip;
+    char *geo_headers[GEOIP_NFIELDS];
     /* A request with no byte moving either way for this long ends
      * (Envoy's stream_idle_timeout); 0: never. */
     uint64_t stream_idle_timeout_ms;

@@ -67,6 +67,9 @@ struct pstream {
      * cluster of the pinned routes. */
     const struct addr *upstream;
     const char *client;         /* originating client, after trusted hops */
+    /* The client's GeoIP result (the request's arena, or the
+     * connection's cache when the client is the peer); NULL: no geoip. */
+    const struct geo_result *geo;
     struct timer try_timer;     /* retries.perTryTimeout of this attempt */
     unsigned body_overflow : 1; /* counted as not retriable for its body */
     /* The primary: launches the mirror once the whole body is here. A
@@ -145,6 +148,14 @@ void pstream_on_delay(void *arg);
  * reach one server's routes through another's handshake and client
  * checks. 0 when the request belongs here. */
 int pstream_misdirected(struct pstream *ps);
+
+/* pstream_geoip() looks the client up in the GeoIP databases (the
+ * address remote.ip uses: the X-Forwarded-For entry xffNumTrustedHops
+ * from the right, else the peer, whose result is cached on the
+ * connection) into ps->geo, and writes the configured geoip.headers,
+ * replacing any the client sent (a field not found removes the
+ * client's). -1 when memory is short. */
+int pstream_geoip(struct pstream *ps);
 
 /* The AuthorizationPolicies of the stream's routes. Returns 0 when the
  * request may go on; -1 when it was answered 403 (and finished). */

@@ -877,6 +877,11 @@ static void on_request(void *ctx, struct hstream *s)
     pstream_trace_begin(ps);
     if (hc->conn.tls != NULL && pstream_misdirected(ps))
         return;
+    if (l->conf->geoip != NULL && pstream_geoip(ps) < 0) {
+        pstream_local_reply(ps, 503, 0, "out of memory\n");
+        pstream_up_finished(ps);
+        return;
+    }
     if (ps->wr->r->jwt != NULL && pstream_authenticate(ps) < 0)
         return;
     if (ps->wr->r->authz != NULL && pstream_authorize(ps) < 0)
