@@ -401,15 +401,24 @@ static const struct conf_section outbound_section = {outbound_keys, 0,
 
 static const struct conf_key geoip_db_keys[] = {
     {"city", CONF_STR, 0 * sizeof(char *), 0, 0, "",
-     "path of the MaxMind GeoIP2/GeoLite2 City database (country, city, region); \"\" for none", NULL, NULL, NULL, NULL},
+     "path of the MaxMind GeoIP2/GeoLite2 City database (country, city, "
+     "region); \"\" for none",
+     NULL, NULL, NULL, NULL},
     {"country", CONF_STR, 1 * sizeof(char *), 0, 0, "",
-     "path of the MaxMind Country database (country), used when no city database gives one; \"\" for none", NULL, NULL, NULL, NULL},
+     "path of the MaxMind Country database (country), used when no city "
+     "database gives one; \"\" for none",
+     NULL, NULL, NULL, NULL},
     {"asn", CONF_STR, 2 * sizeof(char *), 0, 0, "",
-     "path of the MaxMind ASN database (asn, asnOrg); \"\" for none", NULL, NULL, NULL, NULL},
+     "path of the MaxMind ASN database (asn, asnOrg); \"\" for none", NULL,
+     NULL, NULL, NULL},
     {"isp", CONF_STR, 3 * sizeof(char *), 0, 0, "",
-     "path of the MaxMind ISP database (isp; asn and asnOrg when no asn database is set); \"\" for none", NULL, NULL, NULL, NULL},
+     "path of the MaxMind ISP database (isp; asn and asnOrg when no asn "
+     "database is set); \"\" for none",
+     NULL, NULL, NULL, NULL},
     {"anon", CONF_STR, 4 * sizeof(char *), 0, 0, "",
-     "path of the MaxMind Anonymous-IP database (anon, anonVpn, anonHosting, anonTor, anonProxy); \"\" for none", NULL, NULL, NULL, NULL},
+     "path of the MaxMind Anonymous-IP database (anon, anonVpn, anonHosting, "
+     "anonTor, anonProxy); \"\" for none",
+     NULL, NULL, NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 static const struct conf_section geoip_db_section = {geoip_db_keys, 0,
@@ -1011,7 +1020,7 @@ static int geoip_validate(const struct bootstrap *bs, const char *file,
                           struct buf *errs)
 {
     static const char *const names[11] = {
-        "country", "city",    "region",      "asn",     "asnOrg",    "isp",
+        "country", "city",    "region",      "asn",     "asnOrg",   "isp",
         "anon",    "anonVpn", "anonHosting", "anonTor", "anonProxy"};
     /* enum geoip_db bits that can give each field. */
     static const unsigned from[11] = {3, 1, 1, 12, 12, 8, 16, 16, 16, 16, 16};

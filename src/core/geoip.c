@@ -119,8 +119,7 @@ static void dbs_unref(struct geoip_dbs *d)
 static int same_file(const struct stat *a, const struct stat *b)
 {
     return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
-           a->st_size == b->st_size &&
-           a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+           a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
            a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
 }
 
@@ -196,9 +195,8 @@ static struct geoip_file *file_open(enum geoip_db slot, const char *path,
     if (f->mmdb.metadata.database_type == NULL ||
         strstr(f->mmdb.metadata.database_type, db_types[slot]) == NULL) {
         err_set(err, "%s: database_type '%s' is not a %s database", path,
-                f->mmdb.metadata.database_type
-                    ? f->mmdb.metadata.database_type
-                    : "",
+                f->mmdb.metadata.database_type ? f->mmdb.metadata.database_type
+                                               : "",
                 db_names[slot]);
         MMDB_close(&f->mmdb);
         free(f);
@@ -324,7 +322,8 @@ int geoip_reload(struct geoip *g)
         free(g->last_error[i]);
         g->last_error[i] = NULL;
         changed++;
-        log_msg(LOG_INFO, "geoip: %s database reloaded from %s (%s, built %" PRIu64 ")",
+        log_msg(LOG_INFO,
+                "geoip: %s database reloaded from %s (%s, built %" PRIu64 ")",
                 db_names[i], g->path[i], nf->mmdb.metadata.database_type,
                 (uint64_t)nf->mmdb.metadata.build_epoch);
     }

@@ -99,7 +99,7 @@ struct authz_cond {
     char header[128];                      /* AUTHZ_K_HEADER, lowercase */
     struct slice claim[AUTHZ_CLAIM_DEPTH]; /* AUTHZ_K_AUTH_CLAIM */
     size_t nclaim;
-    int geo_field; /* AUTHZ_K_GEO: enum geoip_field */
+    int geo_field;                        /* AUTHZ_K_GEO: enum geoip_field */
     struct authz_mset values, not_values; /* string keys */
     struct authz_cidrs ips, not_ips;      /* the .ip keys */
     struct authz_ports ports, not_ports;  /* destination.port */

@@ -379,8 +379,8 @@ int pstream_geoip(struct pstream *ps)
             hc->geo_gen = geoip_gen(c->geoip) - 1;
         }
         if (hc->geo_gen != geoip_gen(c->geoip))
-            hc->geo_gen = geoip_lookup(c->geoip, ps->l->worker, &hc->peer.sa,
-                                       hc->geo);
+            hc->geo_gen =
+                geoip_lookup(c->geoip, ps->l->worker, &hc->peer.sa, hc->geo);
         r = hc->geo;
     }
     ps->geo = r;

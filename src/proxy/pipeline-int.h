@@ -66,7 +66,7 @@ struct pstream {
     /* The endpoint, for the log (formatted only there); owned by the
      * cluster of the pinned routes. */
     const struct addr *upstream;
-    const char *client;         /* originating client, after trusted hops */
+    const char *client; /* originating client, after trusted hops */
     /* The client's GeoIP result (the request's arena, or the
      * connection's cache when the client is the peer); NULL: no geoip. */
     const struct geo_result *geo;
