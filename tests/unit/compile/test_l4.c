@@ -89,7 +89,7 @@ static int build(struct fx *f, const char *text, char **err)
     assert_true(f->gws.v[0].l4);
     f->st = proxy_stats_new("t", 1);
     {
-        struct compile_env env = {1, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+        struct compile_env env = {.nworkers = 1};
         return compile_l4(f->bs, f->set, &f->gws.v[0], f->st, &env, NULL, NULL,
                           &f->cl, err);
     }
