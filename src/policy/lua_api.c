@@ -20,6 +20,7 @@
 
 #include "core/arena.h"
 #include "core/clock.h"
+#include "core/geoip.h"
 #include "core/log.h"
 #include "event/timer.h"
 #include "http/http.h"
@@ -332,6 +333,33 @@ static int h_remote_addr(lua_State *L)
     return 1;
 }
 
+/* h:geo(): the client's GeoIP result as a table of the fields known
+ * (country, city, region, asn (a number), asnOrg, isp, anon, anonVpn,
+ * anonHosting, anonTor, anonProxy (booleans)); nil without geoip. */
+static int h_geo(lua_State *L)
+{
+    struct luareq *rq = handle_of(L);
+
+    if (rq->geo == NULL) {
+        lua_pushnil(L);
+        return 1;
+    }
+    lua_createtable(L, 0, GEOIP_NFIELDS);
+    for (int i = 0; i < GEOIP_NFIELDS; i++) {
+        const char *v = rq->geo->v[i];
+        if (!(rq->geo->found & (1u << i)))
+            continue;
+        if (i == GEOIP_F_ASN)
+            lua_pushinteger(L, (lua_Integer)strtoll(v, NULL, 10));
+        else if (i >= GEOIP_F_ANON)
+            lua_pushboolean(L, strcmp(v, "true") == 0);
+        else
+            lua_pushstring(L, v);
+        lua_setfield(L, -2, geoip_field_name((enum geoip_field)i));
+    }
+    return 1;
+}
+
 static int h_log(lua_State *L)
 {
     struct luareq *rq = handle_of(L);
@@ -449,13 +477,21 @@ static int h_ctx(lua_State *L)
 }
 
 static const luaL_Reg handle_methods[] = {
-    {"method", h_method},   {"path", h_path},
-    {"query", h_query},     {"authority", h_authority},
-    {"scheme", h_scheme},   {"route", h_route},
-    {"status", h_status},   {"set_status", h_set_status},
-    {"peer", h_peer},       {"remote_addr", h_remote_addr},
-    {"log", h_log},         {"respond", h_respond},
-    {"headers", h_headers}, {"request_headers", h_request_headers},
+    {"method", h_method},
+    {"path", h_path},
+    {"query", h_query},
+    {"authority", h_authority},
+    {"scheme", h_scheme},
+    {"route", h_route},
+    {"status", h_status},
+    {"set_status", h_set_status},
+    {"peer", h_peer},
+    {"remote_addr", h_remote_addr},
+    {"geo", h_geo},
+    {"log", h_log},
+    {"respond", h_respond},
+    {"headers", h_headers},
+    {"request_headers", h_request_headers},
     {NULL, NULL},
 };
 

@@ -6,6 +6,8 @@
 
 #include "core/slice.h"
 
+struct geo_result;
+
 struct arena;
 struct http_request;
 struct http_response;
@@ -140,6 +142,9 @@ struct luareq {
     struct slice spiffe;        /* peer's URI SAN; empty: none */
     int mtls;                   /* a verified client certificate */
     const char *peer_ip;
+    /* The client's GeoIP result (h:geo()); NULL: no geoip configured.
+     * Valid while the request lives. */
+    const struct geo_result *geo;
     uint32_t mask;    /* policies that apply (bit i: progs->v[i]) */
     size_t next;      /* on_request: the next policy to run */
     int ctx_ref;      /* h.ctx (LUA_NOREF: not made) */

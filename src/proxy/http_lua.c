@@ -133,6 +133,7 @@ int pstream_lua_request(struct pstream *ps)
     rq->mask = mask;
     rq->ctx_ref = rq->co_ref = -2; /* LUA_NOREF */
     rq->peer_ip = ps->hc->peer_ip;
+    rq->geo = ps->geo;
     n = tls_conn_peer_uri_san(&ps->hc->conn, san, sizeof(san));
     if (n > 0) {
         rq->spiffe.p = arena_dup(&s->arena, san, n);

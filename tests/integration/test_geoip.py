@@ -291,3 +291,33 @@ def test_header_without_its_database_is_refused(tmp_path):
     assert r.returncode != 0
     assert "geoip.headers.country: no configured database gives country" in out
     assert "'X-Bad' is not a lowercase header name" in out
+
+
+LUA_GEO = """---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: geo, namespace: default}
+spec:
+  targetRefs: [{kind: Gateway, name: gw}]
+  source:
+    inline: |
+      function on_request(h)
+        local g = h:geo()
+        if g.country == "DE" then
+          h:respond(451, {}, "no " .. g.city)
+          return
+        end
+        h:headers():set("x-geo-lua", (g.country or "-") .. " " ..
+                        tostring(g.asn) .. " " .. math.type(g.asn or 0))
+      end
+"""
+
+
+def test_lua_geo(strait_factory, tmp_path, upstream_factory):
+    up = upstream_factory(responder(heads))
+    st, port = gateway(strait_factory, tmp_path, up.port, ROUTE + LUA_GEO,
+                       geoip_yaml(dbs(tmp_path), headers=False))
+    assert req(port, src="127.0.0.2") == (451, b"no Berlin")
+    status, body = req(port, src="127.0.0.3")
+    assert status == 200
+    assert json.loads(body) == {"x-geo-lua": "US 64500 integer"}
