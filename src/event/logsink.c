@@ -122,6 +122,23 @@ static void do_reopen(struct lsink *s)
     log_info("access log %s reopened", s->path);
 }
 
+/* Frees a chain of chunks: what a cancelled writer held (its cleanup
+ * handler) and what was still queued when the sink is freed. */
+static void free_chain(struct lsink_chunk *c)
+{
+    while (c != NULL) {
+        struct lsink_chunk *next = c->next;
+
+        free(c);
+        c = next;
+    }
+}
+
+static void free_held(void *arg)
+{
+    free_chain(*(struct lsink_chunk **)arg);
+}
+
 static void *writer(void *arg)
 {
     struct lsink *s = arg;
@@ -143,6 +160,9 @@ static void *writer(void *arg)
         pthread_mutex_unlock(&s->lock);
         if (reopen)
             do_reopen(s);
+        /* Cancelled only inside write(2) (lsink_free() on a stuck
+         * writer): the chain it holds is freed by free_held(). */
+        pthread_cleanup_push(free_held, &c);
         while (c != NULL) {
             struct lsink_chunk *next = c->next;
             size_t n = c->n;
@@ -155,6 +175,7 @@ static void *writer(void *arg)
             s->pending -= n;
             pthread_mutex_unlock(&s->lock);
         }
+        pthread_cleanup_pop(0);
         pthread_mutex_lock(&s->lock);
         s->writing = 0;
         if (s->head == NULL)
@@ -232,6 +253,7 @@ void lsink_free(struct lsink *s)
         pthread_cancel(s->thread);
         pthread_join(s->thread, NULL);
     }
+    free_chain(s->head);
     if (s->fd > 2)
         close(s->fd);
     free(s->path);
