@@ -140,6 +140,36 @@ static void test_fields_by_database(void **state)
     geoip_free(g);
 }
 
+/* A value is cut to GEOIP_VALUE_MAX - 1 bytes: 127 fit, 128 are cut. */
+static void test_long_value_is_cut(void **state)
+{
+    char spec[600], v127[128], v128[129];
+    char *err = NULL;
+    struct geoip *g;
+    struct geo_result r;
+    struct sockaddr_in a = v4("127.0.0.2"), b = v4("127.0.0.3");
+
+    (void)state;
+    memset(v127, 'a', 127);
+    v127[127] = '\0';
+    memset(v128, 'b', 128);
+    v128[128] = '\0';
+    snprintf(spec, sizeof(spec),
+             "{\"127.0.0.2/32\":{\"isp\":\"%s\"},"
+             "\"127.0.0.3/32\":{\"isp\":\"%s\"}}",
+             v127, v128);
+    if (mk("isp.mmdb", "GeoIP2-ISP", spec) < 0)
+        skip();
+    g = geoip_new(paths_of(1u << GEOIP_ISP), 1, &err);
+    assert_non_null(g);
+    geoip_lookup(g, 0, (struct sockaddr *)&a, &r);
+    assert_string_equal(geo_result_get(&r, GEOIP_F_ISP), v127);
+    geoip_lookup(g, 0, (struct sockaddr *)&b, &r);
+    v128[127] = '\0';
+    assert_string_equal(geo_result_get(&r, GEOIP_F_ISP), v128);
+    geoip_free(g);
+}
+
 static void test_counters_and_names(void **state)
 {
     char *err = NULL;
@@ -264,6 +294,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fields_by_database),
+        cmocka_unit_test(test_long_value_is_cut),
         cmocka_unit_test(test_counters_and_names),
         cmocka_unit_test(test_refused_files),
         cmocka_unit_test(test_reload_keeps_old_for_a_holder),
