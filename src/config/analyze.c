@@ -56,6 +56,7 @@ static const struct {
     {"IST0130", "VirtualServiceUnreachableRule"},
     {"IST0131", "VirtualServiceIneffectiveMatch"},
     {"IST0132", "VirtualServiceHostNotFoundInGateway"},
+    {"IST0134", "ServiceEntryAddressesRequired"},
     {"IST0138", "GatewayDuplicateCertificate"},
     {"IST0140", "IngressRouteRulesNotAffected"},
     {"IST0145", "ConflictingGateways"},
@@ -1041,18 +1042,26 @@ static void check_passthrough_tls(struct actx *a, const struct resource *r,
             dr->meta.ns, dr->meta.name, modes[t->mode], d->host);
 }
 
+static void mesh_only_text(char *out, size_t n,
+                           const struct res_virtual_service *vs)
+{
+    snprintf(out, n,
+             "VirtualService bound only to mesh%s: sidecars use it, a "
+             "gateway ignores it (bind it to a Gateway in spec.gateways "
+             "for strait to serve it)",
+             vs->gateways.n ? "" : " (no gateways)");
+}
+
 static void analyze_vs(struct actx *a, const struct resource *r)
 {
     const struct res_virtual_service *vs = res_virtual_service(r);
     char p[300];
 
     if (vs_mesh_only(vs)) {
+        char text[512];
+        mesh_only_text(text, sizeof(text), vs);
         finding(a, "STR0001", RES_INFO, r, NULL,
-                vs->gateways.n ? "spec.gateways" : "spec",
-                "VirtualService bound only to mesh%s: sidecars use it, a "
-                "gateway ignores it (bind it to a Gateway in spec.gateways "
-                "for strait to serve it)",
-                vs->gateways.n ? "" : " (no gateways)");
+                vs->gateways.n ? "spec.gateways" : "spec", "%s", text);
         for (size_t i = 0; i < vs->http.n; i++) {
             const struct res_http_route *h =
                 (const struct res_http_route *)vs->http.v + i;
@@ -1885,6 +1894,26 @@ static void analyze_dr(struct actx *a, const struct resource *r)
 
 /* IST0177: ServiceEntries that give one host and port different
  * protocols (Istio's ConflictingServiceEntryProtocolAnalyzer). */
+/* IST0134, as istioctl: each port of a ServiceEntry without addresses
+ * whose protocol is TCP, unset or "" (which strait reads as TCP). */
+static void check_se_addresses(struct actx *a, const struct resource *r)
+{
+    const struct res_service_entry *se = res_service_entry(r);
+    char p[64];
+
+    if (se->addresses.n > 0)
+        return;
+    for (size_t i = 0; i < se->ports.n; i++) {
+        const struct res_se_port *port =
+            (const struct res_se_port *)se->ports.v + i;
+        if (port->protocol != RES_PROTO_TCP)
+            continue;
+        res_path(p, sizeof(p), "spec.ports[%zu]", i);
+        finding(a, "IST0134", RES_WARNING, r, &port->mark, p,
+                "ServiceEntry addresses are required for this protocol.");
+    }
+}
+
 static void check_se_protocols(struct actx *a)
 {
     const struct resource_set *set = a->set;
@@ -1983,25 +2012,38 @@ static void check_se_protocols(struct actx *a)
  * neither the node's nor the root namespace (path metadata.namespace),
  * or whose selector the node's labels do not match (path spec.selector).
  */
-static void check_node_policies(struct actx *a)
+/* The selector of a policy kind the node scopes, or NULL. */
+static const struct conf_strmap *policy_selector(const struct resource *r)
 {
-    const struct analysis_node *node = a->node;
+    if (r->kind == RES_AUTHORIZATION_POLICY)
+        return &res_authorization_policy(r)->selector.match_labels;
+    if (r->kind == RES_REQUEST_AUTHENTICATION)
+        return &res_request_authentication(r)->selector.match_labels;
+    if (r->kind == RES_PEER_AUTHENTICATION)
+        return &res_peer_authentication(r)->selector.match_labels;
+    return NULL;
+}
+
+/* IST0127's scope of r on node: RES_SCOPE_APPLIES for a kind it is not
+ * about; *sel is the selector when r is a policy. */
+static enum res_policy_scope node_scope(const struct resource *r,
+                                        const struct analysis_node *node,
+                                        const struct conf_strmap **sel)
+{
     const char *root = node->root_ns ? node->root_ns : "istio-system";
 
+    if ((*sel = policy_selector(r)) == NULL)
+        return RES_SCOPE_APPLIES;
+    return res_policy_scope(r, *sel, node->ns, node->labels, root);
+}
+
+static void check_node_policies(struct actx *a)
+{
     for (size_t i = 0; i < a->set->n; i++) {
         const struct resource *r = a->set->v[i];
         const struct conf_strmap *sel;
         char text[1024];
-        if (r->kind == RES_AUTHORIZATION_POLICY)
-            sel = &res_authorization_policy(r)->selector.match_labels;
-        else if (r->kind == RES_REQUEST_AUTHENTICATION)
-            sel = &res_request_authentication(r)->selector.match_labels;
-        else if (r->kind == RES_PEER_AUTHENTICATION)
-            sel = &res_peer_authentication(r)->selector.match_labels;
-        else
-            continue;
-        enum res_policy_scope scope =
-            res_policy_scope(r, sel, node->ns, node->labels, root);
+        enum res_policy_scope scope = node_scope(r, a->node, &sel);
         if (scope == RES_SCOPE_APPLIES)
             continue;
         selector_text(text, sizeof(text), sel);
@@ -2012,6 +2054,45 @@ static void check_node_policies(struct actx *a)
                 "following labels: %s",
                 text);
     }
+}
+
+int analysis_applies(const struct resource *r, const struct analysis_node *node,
+                     char *reason, size_t n)
+{
+    const struct conf_strmap *sel;
+    char text[1024];
+
+    if (n > 0)
+        reason[0] = '\0';
+    if (r->kind == RES_VIRTUAL_SERVICE &&
+        vs_mesh_only(res_virtual_service(r))) {
+        mesh_only_text(text, sizeof(text), res_virtual_service(r));
+        snprintf(reason, n, "STR0001 %s", text);
+        return 0;
+    }
+    if (node == NULL || node_scope(r, node, &sel) == RES_SCOPE_APPLIES)
+        return 1;
+    selector_text(text, sizeof(text), sel);
+    snprintf(reason, n,
+             "IST0127 No matching workloads for this resource with the "
+             "following labels: %s",
+             text);
+    return 0;
+}
+
+int analyze_scope(const struct resource_set *set,
+                  const struct analysis_node *node, struct analysis *out)
+{
+    struct actx a;
+
+    memset(out, 0, sizeof(*out));
+    memset(&a, 0, sizeof(a));
+    a.set = set;
+    a.node = node;
+    a.msgs = &out->msgs;
+    if (node != NULL)
+        check_node_policies(&a);
+    return (int)out->msgs.n;
 }
 
 /* ---- entry points
@@ -2057,6 +2138,9 @@ int analyze_node(const struct resource_set *set, int outbound_mode,
             break;
         case RES_DESTINATION_RULE:
             analyze_dr(&a, r);
+            break;
+        case RES_SERVICE_ENTRY:
+            check_se_addresses(&a, r);
             break;
         default:
             break;

@@ -10,7 +10,7 @@
  * analyze, with its codes, names, levels and message texts
  * (pkg/config/analysis/msg/messages.yaml): IST0002, IST0101, IST0106,
  * IST0109, IST0112, IST0127 (node known), IST0128, IST0129, IST0130,
- * IST0131, IST0132, IST0138, IST0140, IST0145, IST0149 (node known),
+ * IST0131, IST0132, IST0134, IST0138, IST0140, IST0145, IST0149 (node known),
  * IST0161 (node known: a Secret of its namespace, or its credentials
  * directory), IST0162 (node known, with a Service selecting it),
  * IST0165, IST0171 (from the loader), IST0173, IST0174, IST0177; and strait's
@@ -60,6 +60,20 @@ struct analysis_node {
  * IST0127 for policies that select nothing on it and IST0149. */
 int analyze_node(const struct resource_set *set, int outbound_mode,
                  const struct analysis_node *node, struct analysis *out);
+
+/* analyze_scope() is the part of analyze_node() about what selects
+ * nothing on node (IST0127, Warnings only): the running gateway logs it.
+ * Returns the number of messages in out (analysis_dispose it). */
+int analyze_scope(const struct resource_set *set,
+                  const struct analysis_node *node, struct analysis *out);
+
+/* analysis_applies() says whether r is used on node (NULL: not known,
+ * then only what is known without it): 1, or 0 with the code and message
+ * in reason ("IST0127 No matching workloads for this resource with the
+ * following labels: app=x"; "STR0001 VirtualService bound only to mesh
+ * ..."), for /config_dump. */
+int analysis_applies(const struct resource *r, const struct analysis_node *node,
+                     char *reason, size_t n);
 
 void analysis_dispose(struct analysis *a);
 

@@ -15,6 +15,7 @@
 #include "compile/compile.h"
 #include "compile/istio.h"
 #include "compile/snapshot.h"
+#include "config/analyze.h"
 #include "config/bootstrap.h"
 #include "config/resource-t.h"
 #include "control/ca/identity.h"
@@ -965,9 +966,25 @@ static int etcd_conf_equal(const struct bootstrap_etcd *a,
            a->max_response_bytes == b->max_response_bytes;
 }
 
+/* The node bs describes, for the resource source's analysis. */
+static void set_source_node(struct loop *s, const struct bootstrap *bs)
+{
+    struct analysis_node node = {0};
+
+    if (s->source == NULL || bs == NULL)
+        return;
+    node.name = bs->node.name;
+    node.ns = bs->node.ns;
+    node.labels = &bs->node.labels;
+    if (source_set_node(s->source, &node) < 0)
+        log_error("out of memory: this node's labels are not known to the "
+                  "resources' analysis");
+}
+
 /* A bootstrap reload failed: count it, say why, keep what runs. */
 static int reload_failed(struct loop *s, const char *sep, const char *err)
 {
+    set_source_node(s, s->bs);
     log_error("reload failed, keeping the running configuration:%s%s", sep,
               err ? err : "unknown error");
     s->reloads_failed++;
@@ -993,6 +1010,7 @@ static int loop_reload_bootstrap_now(struct loop *s)
     bs = bootstrap_load(s->config_path, &err);
     /* The resources are analysed under the new bootstrap's
      * outboundTrafficPolicy (the running one when the file is bad). */
+    set_source_node(s, bs);
     if (s->source != NULL)
         source_reload(s->source, bs != NULL ? bs->outbound.mode : -1, 0);
     if (bs == NULL) {
@@ -1613,10 +1631,14 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
             ins.arg = s->etcd;
             ins.name = "etcd";
         }
+        struct analysis_node node = {0};
+        node.name = bs->node.name;
+        node.ns = bs->node.ns;
+        node.labels = &bs->node.labels;
         s->source = source_new(base, bs->config.dir, bs->config.default_ns,
                                s->etcd != NULL ? &ins : NULL,
                                (uint64_t)bs->config.debounce_ms,
-                               bs->outbound.mode, on_resources, s, err);
+                               bs->outbound.mode, &node, on_resources, s, err);
         if (s->source == NULL) {
             *config_error = 1;
             goto fail;

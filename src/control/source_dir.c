@@ -32,7 +32,88 @@ struct source {
     int outbound_mode;            /* enum res_outbound_mode the snapshots are
                                    * analysed under */
     struct secret_store *secrets; /* the Secrets' values as files */
+    /* The node (copies): what selects nothing on it is logged and shown. */
+    struct analysis_node node;
+    char *node_name;
+    char *node_ns;
+    struct conf_strmap node_labels;
+    int has_node;
 };
+
+static void node_clear(struct source *src)
+{
+    for (size_t i = 0; i < src->node_labels.n; i++) {
+        free(src->node_labels.v[i].key);
+        free(src->node_labels.v[i].val);
+    }
+    free(src->node_labels.v);
+    free(src->node_name);
+    free(src->node_ns);
+    src->node_labels.v = NULL;
+    src->node_labels.n = 0;
+    src->node_name = src->node_ns = NULL;
+    src->has_node = 0;
+    memset(&src->node, 0, sizeof(src->node));
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s != NULL ? strdup(s) : NULL;
+}
+
+int source_set_node(struct source *src, const struct analysis_node *node)
+{
+    node_clear(src);
+    if (node == NULL)
+        return 0;
+    src->node_name = dup_or_null(node->name);
+    src->node_ns = dup_or_null(node->ns);
+    if ((node->name != NULL && src->node_name == NULL) ||
+        (node->ns != NULL && src->node_ns == NULL))
+        goto oom;
+    if (node->labels != NULL && node->labels->n > 0) {
+        src->node_labels.v =
+            calloc(node->labels->n, sizeof(struct conf_strpair));
+        if (src->node_labels.v == NULL)
+            goto oom;
+        for (size_t i = 0; i < node->labels->n; i++) {
+            src->node_labels.v[i].key = strdup(node->labels->v[i].key);
+            src->node_labels.v[i].val = strdup(node->labels->v[i].val);
+            src->node_labels.n++;
+            if (src->node_labels.v[i].key == NULL ||
+                src->node_labels.v[i].val == NULL)
+                goto oom;
+        }
+    }
+    src->node.name = src->node_name;
+    src->node.ns = src->node_ns;
+    src->node.labels = &src->node_labels;
+    src->node.root_ns = "istio-system";
+    src->has_node = 1;
+    return 0;
+oom:
+    node_clear(src);
+    return -1;
+}
+
+/* log_scope() logs, in analyze style, what in set selects nothing on the
+ * node (IST0127): once per snapshot that takes effect. */
+static void log_scope(const struct source *src, const struct resource_set *set)
+{
+    struct analysis an;
+
+    if (!src->has_node || set == NULL)
+        return;
+    analyze_scope(set, &src->node, &an);
+    for (size_t i = 0; i < an.msgs.n; i++) {
+        struct buf line;
+        buf_init(&line, 4096);
+        analysis_msg_text(&line, &an.msgs.v[i]);
+        log_warn("%s", buf_cstr(&line));
+        buf_dispose(&line);
+    }
+    analysis_dispose(&an);
+}
 
 /*
  * check() analyses set under outbound_mode. Returns 0, or -1 with the
@@ -158,6 +239,7 @@ int source_reload(struct source *src, int outbound_mode, int notify)
     free(src->last_error);
     src->last_error = NULL;
     log_info("resources in %s: %zu in effect", src->name, set->n);
+    log_scope(src, set);
     if (notify && src->on_change != NULL)
         src->on_change(src->arg);
     return 1;
@@ -171,8 +253,8 @@ static void on_dir_change(void *arg)
 struct source *source_new(struct event_base *base, const char *dir,
                           const char *default_ns,
                           const struct source_inputs *inputs, uint64_t quiet_ms,
-                          int outbound_mode, void (*on_change)(void *),
-                          void *arg, char **err)
+                          int outbound_mode, const struct analysis_node *node,
+                          void (*on_change)(void *), void *arg, char **err)
 {
     struct source *src = calloc(1, sizeof(*src));
 
@@ -202,11 +284,17 @@ struct source *source_new(struct event_base *base, const char *dir,
         err_set(err, "out of memory");
         return NULL;
     }
+    if (source_set_node(src, node) < 0) {
+        source_free(src);
+        err_set(err, "out of memory");
+        return NULL;
+    }
     src->cur = load(src, outbound_mode, err);
     if (src->cur == NULL) {
         source_free(src);
         return NULL;
     }
+    log_scope(src, src->cur);
     secret_store_commit(src->secrets, src->cur);
     src->ok = 1;
     src->on_change = on_change;
@@ -226,6 +314,7 @@ void source_free(struct source *src)
     dirwatch_free(src->watch);
     resource_set_free(src->cur);
     secret_store_free(src->secrets);
+    node_clear(src);
     free(src->last_error);
     free(src->dir);
     free(src->default_ns);
@@ -272,6 +361,18 @@ void source_json(const struct source *src, struct buf *b)
         buf_printf(b, ",\"file\":");
         json_str(b, r->file);
         buf_printf(b, ",\"line\":%d", r->line);
+        /* Whether this node uses it; when not, the analyzer's code and
+         * message, as the load logged them. */
+        {
+            char reason[1200];
+            if (analysis_applies(r, src->has_node ? &src->node : NULL, reason,
+                                 sizeof(reason))) {
+                buf_puts(b, ",\"applies\":true");
+            } else {
+                buf_puts(b, ",\"applies\":false,\"reason\":");
+                json_str(b, reason);
+            }
+        }
         /* Labels: what selectors match (a Namespace is kept for them). */
         buf_puts(b, ",\"labels\":{");
         for (size_t k = 0; k < r->meta.labels.n; k++) {

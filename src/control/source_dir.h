@@ -6,6 +6,7 @@
 struct buf;
 struct event_base;
 struct resource_set;
+struct analysis_node;
 
 /*
  * The Istio resources of the configuration directory: loaded, validated
@@ -37,9 +38,16 @@ struct source_inputs {
 struct source *source_new(struct event_base *base, const char *dir,
                           const char *default_ns,
                           const struct source_inputs *inputs, uint64_t quiet_ms,
-                          int outbound_mode, void (*on_change)(void *),
-                          void *arg, char **err);
+                          int outbound_mode, const struct analysis_node *node,
+                          void (*on_change)(void *), void *arg, char **err);
 void source_free(struct source *src);
+
+/* source_set_node() makes node (copied; NULL: not known) the node the
+ * snapshots are for (source_new takes the first): each snapshot that
+ * takes effect logs, analyze style, what selects nothing on it (IST0127),
+ * and source_json says for each resource whether it applies on it.
+ * 0, or -1 when out of memory (then not known). */
+int source_set_node(struct source *src, const struct analysis_node *node);
 
 /* source_reload() reloads now, analysing under outbound_mode (-1: the
  * source's own), which is the source's from then on if the new snapshot
@@ -71,7 +79,8 @@ struct source_status {
 void source_status(const struct source *src, struct source_status *out);
 
 /* source_json() writes the snapshot's resources (kind, namespace, name,
- * file) and the source's state as a JSON object. */
+ * file, whether it applies on the node and if not why) and the source's
+ * state as a JSON object. */
 void source_json(const struct source *src, struct buf *b);
 
 #endif

@@ -243,3 +243,31 @@ spec:
     boot.write_text(f"config: {{dir: \"{conf}\", defaultNamespace: Bad_NS}}\n")
     r = check("-c", str(boot), str(conf))
     assert r.returncode != 0 and "defaultNamespace" in r.stderr, (r.stdout, r.stderr)
+
+
+def test_tcp_service_entry_without_addresses_is_ist0134(tmp_path):
+    """IST0134 ServiceEntryAddressesRequired, Istio's text and level: a
+    port whose protocol is TCP or unset, and no addresses."""
+    (tmp_path / "se.yaml").write_text("""apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata:
+  name: service-entry
+  namespace: default
+spec:
+  hosts:
+  - 'istio.io'
+  exportTo:
+  - "."
+  ports:
+  - number: 443
+    name: https
+  resolution: DNS
+""")
+    r = check("-o", "json", str(tmp_path / "se.yaml"))
+    assert r.returncode == 0, r.stdout
+    msgs = [m for m in json.loads(r.stdout) if m["code"] == "IST0134"]
+    assert len(msgs) == 1, r.stdout
+    assert msgs[0]["name"] == "ServiceEntryAddressesRequired"
+    assert msgs[0]["level"] == "Warning"
+    assert msgs[0]["message"] == "ServiceEntry addresses are required for this protocol."
+    assert msgs[0]["line"] == 12 and msgs[0]["path"] == "spec.ports[0]"

@@ -42,7 +42,7 @@
                           "api") "spec: {hosts: "                              \
                                  "[api.example.com], "                         \
                                  "ports: [{number: 443, "                      \
-                                 "name: tls}], "                               \
+                                 "name: tls, protocol: TLS}], "                \
                                  "resolution: DNS}\n" HDR(                     \
                                      "DestinationRule",                        \
                                      "reviews") "spec: "                       \
@@ -1114,6 +1114,52 @@ static void test_ist0177_conflicting_protocols(void **state)
     assert_int_equal(n, 0);
 }
 
+/* IST0134, Istio's text and level: one per port whose protocol is TCP,
+ * unset or "", on a ServiceEntry without addresses; whatever the
+ * resolution. */
+static void test_ist0134_addresses_required(void **state)
+{
+    char m[1024], line[1200];
+    size_t n;
+    static const char tcp[] =
+        HDR("ServiceEntry", "db") "spec:\n  hosts: [db.example.org]\n"
+                                  "  resolution: DNS\n  ports:\n"
+                                  "  - {number: 5432, name: pg}\n"
+                                  "  - {number: 5433, name: pg2, protocol: "
+                                  "\"\"}\n"
+                                  "  - {number: 80, name: web, protocol: "
+                                  "HTTP}\n"
+                                  "  - {number: 5434, name: pg3, protocol: "
+                                  "TCP}\n";
+
+    (void)state;
+    msg_of(tcp, "IST0134", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 3);
+    assert_string_equal(m, "ServiceEntry addresses are required for this "
+                           "protocol.");
+    first(tcp, "IST0134", line, sizeof(line));
+    assert_string_equal(line, "a.yaml:10:5 ServiceEntry default/db "
+                              "spec.ports[0]: ServiceEntry addresses are "
+                              "required for this protocol. (warning)");
+    assert_string_equal(res_code_name("IST0134"),
+                        "ServiceEntryAddressesRequired");
+    /* With addresses, or with no TCP port: nothing. */
+    msg_of(HDR("ServiceEntry",
+               "db") "spec: {hosts: [db.example.org], addresses: "
+                     "[240.0.0.1], resolution: NONE, ports: [{number: 5432, "
+                     "name: pg, protocol: TCP}]}\n",
+           "IST0134", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+    msg_of(SE("a", "api.example.org", P(443, TLS)), "IST0134", NULL, &n, m,
+           sizeof(m));
+    assert_int_equal(n, 0);
+    msg_of(HDR("ServiceEntry",
+               "s") "spec: {hosts: [db.example.org], resolution: NONE, "
+                    "ports: [{number: 5432, name: pg, protocol: TCP}]}\n",
+           "IST0134", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+}
+
 static void test_ist0002_deprecated(void **state)
 {
     char m[1024];
@@ -1484,6 +1530,7 @@ int main(void)
         cmocka_unit_test(test_ist0149_jwt_claim_route),
         cmocka_unit_test(test_ist0165_internal_gateway),
         cmocka_unit_test(test_ist0177_conflicting_protocols),
+        cmocka_unit_test(test_ist0134_addresses_required),
         cmocka_unit_test(test_ist0002_deprecated),
         cmocka_unit_test(test_ist0130_0131_l4_and_prefix),
         cmocka_unit_test(test_ist0132_per_gateway),
