@@ -677,6 +677,8 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
                    ls[i]->name,
                    sums[i].http.bufs_taken - sums[i].http.bufs_released);
     render_clusters(ops, b);
+    if (st.geoip != NULL)
+        geoip_prometheus(st.geoip, b);
     if (ops->metrics != NULL)
         admin_render_istio(ops->metrics(ops->arg), b);
     buf_printf(b,

@@ -511,6 +511,58 @@ unsigned geoip_lookup(struct geoip *g, int w, const struct sockaddr *sa,
     return gen;
 }
 
+void geoip_prometheus(const struct geoip *g, struct buf *b)
+{
+    static const char *const fam[C_N][2] = {
+        {"strait_geoip_lookups_total", "Lookups per GeoIP database."},
+        {"strait_geoip_hits_total", "Lookups that found the address."},
+        {"strait_geoip_lookup_errors_total", "Lookups that failed."}};
+    uint64_t rq = 0;
+
+    for (int w = 0; w < g->nworkers; w++)
+        rq += __atomic_load_n(&g->w[w].rq_total, __ATOMIC_RELAXED);
+    buf_printf(b,
+               "# HELP strait_geoip_requests_total Requests that asked for "
+               "a GeoIP result.\n# TYPE strait_geoip_requests_total "
+               "counter\nstrait_geoip_requests_total %" PRIu64 "\n",
+               rq);
+    for (int c = 0; c < C_N; c++) {
+        buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n", fam[c][0], fam[c][1],
+                   fam[c][0]);
+        for (int i = 0; i < GEOIP_NDB; i++) {
+            uint64_t v = 0;
+            if (g->path[i] == NULL)
+                continue;
+            for (int w = 0; w < g->nworkers; w++)
+                v += __atomic_load_n(&g->w[w].c[i][c], __ATOMIC_RELAXED);
+            buf_printf(b, "%s{db=\"%s\"} %" PRIu64 "\n", fam[c][0], db_names[i],
+                       v);
+        }
+    }
+    buf_puts(b, "# HELP strait_geoip_db_reloads_total Database reloads by "
+                "result.\n# TYPE strait_geoip_db_reloads_total counter\n");
+    for (int i = 0; i < GEOIP_NDB; i++)
+        if (g->path[i] != NULL)
+            buf_printf(b,
+                       "strait_geoip_db_reloads_total{db=\"%s\",result="
+                       "\"success\"} %" PRIu64 "\n"
+                       "strait_geoip_db_reloads_total{db=\"%s\",result="
+                       "\"error\"} %" PRIu64 "\n",
+                       db_names[i], g->reload_ok[i], db_names[i],
+                       g->reload_err[i]);
+    buf_puts(b, "# HELP strait_geoip_db_build_epoch The database's build "
+                "time (metadata build_epoch).\n# TYPE "
+                "strait_geoip_db_build_epoch gauge\n");
+    for (int i = 0; i < GEOIP_NDB; i++)
+        if (g->path[i] != NULL)
+            buf_printf(b,
+                       "strait_geoip_db_build_epoch{db=\"%s\"} %" PRIu64 "\n",
+                       db_names[i],
+                       g->cur->f[i] != NULL
+                           ? (uint64_t)g->cur->f[i]->mmdb.metadata.build_epoch
+                           : (uint64_t)0);
+}
+
 void geoip_stats(const struct geoip *g, struct buf *b)
 {
     static const char *const cn[C_N] = {"total", "hit", "lookup_error"};

@@ -120,4 +120,10 @@ void geoip_count_request(struct geoip *g, int w);
  * "geoip.maxmind.city_db.total: N", ...) into b. Control thread. */
 void geoip_stats(const struct geoip *g, struct buf *b);
 
+/* geoip_prometheus() writes the same as Prometheus families
+ * (strait_geoip_requests_total, strait_geoip_lookups_total{db=...},
+ * ..._hits_total, ..._lookup_errors_total, ..._db_reloads_total{db=,
+ * result=success|error}, the gauge strait_geoip_db_build_epoch{db=}). */
+void geoip_prometheus(const struct geoip *g, struct buf *b);
+
 #endif

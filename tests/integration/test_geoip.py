@@ -155,6 +155,14 @@ def test_deny_by_country_headers_routing_log_and_stats(strait_factory, tmp_path,
     assert s["geoip.maxmind.asn_db.hit"] == 2
     assert s["geoip.maxmind.city_db.lookup_error"] == 0
     assert s["geoip.maxmind.city_db.db_build_epoch"] > 0
+    from prometheus_client.parser import text_string_to_metric_families
+    prom = {(smp.name, tuple(sorted(smp.labels.items()))): smp.value
+            for fam in text_string_to_metric_families(st.get("/stats/prometheus")[1])
+            for smp in fam.samples}
+    assert prom[("strait_geoip_requests_total", ())] == 4
+    assert prom[("strait_geoip_hits_total", (("db", "city"),))] == 3
+    assert prom[("strait_geoip_db_reloads_total",
+                 (("db", "asn"), ("result", "error")))] == 0
 
 
 def test_one_lookup_per_connection_for_the_peer(strait_factory, tmp_path,
