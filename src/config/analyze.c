@@ -1713,6 +1713,17 @@ static void check_service_ports(struct actx *a, const struct resource *r)
     }
 }
 
+/* Whether a Gateway is served on node: every label of its selector is one
+ * of the node's (an empty selector selects every node). */
+static int gateway_selects_node(const struct res_gateway *gw,
+                                const struct analysis_node *node)
+{
+    if (gw->selector.n == 0)
+        return 1;
+    return node->labels != NULL &&
+           res_labels_match(&gw->selector, node->labels);
+}
+
 static void analyze_gateway(struct actx *a, size_t idx)
 {
     const struct resource *r = a->set->v[idx];
@@ -1720,9 +1731,7 @@ static void analyze_gateway(struct actx *a, size_t idx)
 
     /* With the node known, a Gateway whose selector the node's labels do
      * not match is not served here: Istio's "selector" not found. */
-    if (a->node != NULL && gw->selector.n > 0 &&
-        (a->node->labels == NULL ||
-         !res_labels_match(&gw->selector, a->node->labels))) {
+    if (a->node != NULL && !gateway_selects_node(gw, a->node)) {
         char sel[1024];
         selector_text(sel, sizeof(sel), &gw->selector);
         finding(a, "IST0101", RES_ERROR, r, NULL, "spec.selector",
@@ -2056,6 +2065,24 @@ static void check_node_policies(struct actx *a)
     }
 }
 
+/* A running gateway's view of the Gateways its node does not serve: the
+ * IST0101 strait check -c reports, as a Warning (a load is never refused
+ * for it). */
+static void check_node_gateways(struct actx *a)
+{
+    for (size_t i = 0; i < a->set->n; i++) {
+        const struct resource *r = a->set->v[i];
+        char sel[1024];
+
+        if (r->kind != RES_GATEWAY ||
+            gateway_selects_node(res_gateway(r), a->node))
+            continue;
+        selector_text(sel, sizeof(sel), &res_gateway(r)->selector);
+        finding(a, "IST0101", RES_WARNING, r, NULL, "spec.selector",
+                "Referenced selector not found: \"%s\"", sel);
+    }
+}
+
 int analysis_applies(const struct resource *r, const struct analysis_node *node,
                      char *reason, size_t n)
 {
@@ -2068,6 +2095,13 @@ int analysis_applies(const struct resource *r, const struct analysis_node *node,
         vs_mesh_only(res_virtual_service(r))) {
         mesh_only_text(text, sizeof(text), res_virtual_service(r));
         snprintf(reason, n, "STR0001 %s", text);
+        return 0;
+    }
+    if (r->kind == RES_GATEWAY && node != NULL &&
+        !gateway_selects_node(res_gateway(r), node)) {
+        selector_text(text, sizeof(text), &res_gateway(r)->selector);
+        snprintf(reason, n, "IST0101 Referenced selector not found: \"%s\"",
+                 text);
         return 0;
     }
     if (node == NULL || node_scope(r, node, &sel) == RES_SCOPE_APPLIES)
@@ -2090,8 +2124,10 @@ int analyze_scope(const struct resource_set *set,
     a.set = set;
     a.node = node;
     a.msgs = &out->msgs;
-    if (node != NULL)
+    if (node != NULL) {
         check_node_policies(&a);
+        check_node_gateways(&a);
+    }
     return (int)out->msgs.n;
 }
 

@@ -36,6 +36,18 @@ spec:
         paths: ["/admin"]
 ---
 apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata:
+  name: egress
+  namespace: default
+spec:
+  selector:
+    istio: egressgateway
+  servers:
+  - port: {number: 80, name: http, protocol: HTTP}
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata:
   name: reviews
@@ -80,6 +92,13 @@ def test_running_gateway_says_what_selects_nothing_here(tmp_path, strait_factory
         "labels: app=other")
     assert "reason" not in res["deny-admin"]
     assert res["deny-admin"]["applies"] is True
+    # A Gateway whose selector the node's labels do not match is not
+    # served here: said as strait check -c says it (IST0101), as a Warning.
+    assert res["egress"]["applies"] is False
+    assert res["egress"]["reason"] == (
+        'IST0101 Referenced selector not found: "istio=egressgateway"')
+    assert ("Warning [IST0101] (Gateway default/egress "
+            f"{conf}/r.yaml:") in st.log(), st.log()
     assert res["reviews"]["applies"] is False
     assert res["reviews"]["reason"].startswith(
         "STR0001 VirtualService bound only to mesh (no gateways): ")
