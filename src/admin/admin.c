@@ -257,6 +257,8 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
     buf_printf(b, "overload.memory_limit_bytes: %" PRIu64 "\n",
                st.memory_limit);
     buf_printf(b, "overload.memory_used_bytes: %" PRIu64 "\n", st.memory_used);
+    buf_printf(b, "server.memory_allocated_bytes: %" PRIu64 "\n",
+               st.heap_allocated);
     for (int a = 0; a < OVERLOAD_NACTIONS; a++) {
         buf_printf(b, "overload.%s.active: %d\n", overload_action_name(a),
                    (st.overload & OVERLOAD_BIT(a)) != 0);
@@ -697,8 +699,13 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
                "# HELP strait_overload_memory_used_bytes Resident memory at "
                "the last check.\n"
                "# TYPE strait_overload_memory_used_bytes gauge\n"
-               "strait_overload_memory_used_bytes %" PRIu64 "\n",
-               st.cx_active, st.cx_max, st.memory_limit, st.memory_used);
+               "strait_overload_memory_used_bytes %" PRIu64 "\n"
+               "# HELP strait_memory_allocated_bytes Bytes the allocator "
+               "has handed out and not had back.\n"
+               "# TYPE strait_memory_allocated_bytes gauge\n"
+               "strait_memory_allocated_bytes %" PRIu64 "\n",
+               st.cx_active, st.cx_max, st.memory_limit, st.memory_used,
+               st.heap_allocated);
     buf_puts(b, "# HELP strait_overload_action_active 1 while the memory "
                 "action is in effect.\n"
                 "# TYPE strait_overload_action_active gauge\n");

@@ -71,11 +71,12 @@ struct admin_status {
     uint64_t alog_write_errors;
     uint64_t alog_reopens;
     /* Overload protection (net/overload.h). */
-    int64_t cx_active;     /* downstream connections open, all listeners */
-    int64_t cx_max;        /* limits.maxConnections; 0: none */
-    uint64_t memory_limit; /* overload.memoryLimit; 0: no memory actions */
-    uint64_t memory_used;  /* resident memory at the last check */
-    unsigned overload;     /* OVERLOAD_BIT()s in effect */
+    int64_t cx_active;       /* downstream connections open, all listeners */
+    int64_t cx_max;          /* limits.maxConnections; 0: none */
+    uint64_t memory_limit;   /* overload.memoryLimit; 0: no memory actions */
+    uint64_t memory_used;    /* resident memory at the last check */
+    uint64_t heap_allocated; /* bytes malloc() has handed out, in use */
+    unsigned overload;       /* OVERLOAD_BIT()s in effect */
     uint64_t overload_activations[OVERLOAD_NACTIONS];
     /* Tracing (tracing.endpoint set). */
     int tracing;
