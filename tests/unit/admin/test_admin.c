@@ -434,13 +434,16 @@ static void test_render_prometheus(void **state)
     int samples;
 
     r->k.st.draining = 1;
+    r->k.st.heap_allocated = 4242;
     s = render(r, admin_render_prometheus);
+    assert_line(s, "strait_memory_allocated_bytes 4242");
     samples = check_exposition(s);
     /* 32 listener families, 11 labelled rows (5 status classes, 6 TLS
      * failure reasons) and the buffers gauge, each x 2 listeners; 3
      * worker lines; 5 server lines, 4 overload gauges and 2 x 3 overload
-     * action lines; 3 DNS lines; 2 rebuild lines. */
-    assert_int_equal(samples, (32 + 11 + 1) * 2 + 3 + 5 + 10 + 3 + 2);
+     * action lines, the allocated-bytes gauge; 3 DNS lines; 2 rebuild
+     * lines. */
+    assert_int_equal(samples, (32 + 11 + 1) * 2 + 3 + 5 + 10 + 1 + 3 + 2);
     assert_line(s, "strait_overload_action_active{action="
                    "\"stop_accepting_requests\"} 0");
     assert_line(s, "# TYPE strait_listener_connections_overflow_total "
@@ -836,7 +839,7 @@ static void test_http_prometheus(void **state)
     assert_string_equal(header(r, "Content-Type"),
                         "text/plain; version=0.0.4; charset=utf-8");
     assert_int_equal(check_exposition(r->body),
-                     (32 + 11 + 1) * 2 + 3 + 5 + 10 + 3 + 2);
+                     (32 + 11 + 1) * 2 + 3 + 5 + 10 + 1 + 3 + 2);
     assert_line(r->body, "strait_listener_connections_active{listener=\"web\"} "
                          "5");
 }
