@@ -497,8 +497,8 @@ static void test_render_prometheus(void **state)
     /* Without listeners the families are still declared, and valid. */
     r->k.nls = 0;
     s = render(r, admin_render_prometheus);
-    /* server, overload, DNS and rebuild lines */
-    assert_int_equal(check_exposition(s), 5 + 10 + 3 + 2);
+    /* server, overload, allocated bytes, DNS and rebuild lines */
+    assert_int_equal(check_exposition(s), 5 + 10 + 1 + 3 + 2);
     assert_line(s, "# TYPE strait_listener_connections_active gauge");
 }
 
