@@ -13,13 +13,18 @@ void bufpool_init(struct bufpool *p, size_t size, size_t keep)
     p->free = NULL;
 }
 
-void bufpool_dispose(struct bufpool *p)
+void bufpool_trim(struct bufpool *p)
 {
     for (size_t i = 0; i < p->n; i++)
         free(p->free[i]);
+    p->n = 0;
+}
+
+void bufpool_dispose(struct bufpool *p)
+{
+    bufpool_trim(p);
     free(p->free);
     p->free = NULL;
-    p->n = 0;
 }
 
 int bufpool_fill(struct bufpool *p, struct buf *b)

@@ -22,6 +22,12 @@ struct bufpool {
 void bufpool_init(struct bufpool *p, size_t size, size_t keep);
 void bufpool_dispose(struct bufpool *p);
 
+/* bufpool_trim() frees every buffer on the free list; the pool stays
+ * usable. Under memory pressure this is what lets what a flood of
+ * connections held go back to the allocator, and from there to the
+ * kernel, once they close. */
+void bufpool_trim(struct bufpool *p);
+
 /* bufpool_fill() gives b (which must hold no storage) a buffer of the
  * pool's size; 0, or -1 when memory is short. */
 int bufpool_fill(struct bufpool *p, struct buf *b);

@@ -341,6 +341,14 @@ static void reap(struct reap_node *n)
 
     while (!LIST_EMPTY(&l->dead))
         conn_free_now(LIST_ELEM(l->dead.next, struct http_conn, link));
+    /* Under the memory actions the free lists give their buffers back
+     * as connections end: what a flood held must be able to leave the
+     * process (the control thread trims the heap meanwhile), or the
+     * actions would never end. */
+    if (l->conf->cx != NULL && cx_overload(l->conf->cx) != 0) {
+        bufpool_trim(&l->io);
+        bufpool_trim(&l->pool);
+    }
     http_mirrors_reap(l);
     reap_routes(l);
     if (!acceptor_running(&l->acc) && l->active == 0 && l->on_idle != NULL)

@@ -27,6 +27,7 @@
 #include "event/timer.h"
 #include "http/access_format.h"
 #include "net/conn.h"
+#include "net/overload.h"
 #include "net/sock.h"
 #include "proxy/istio_metrics.h"
 #include "proxy/l4_relay.h"
@@ -229,6 +230,9 @@ static void session_envoy_log(struct tcp_session *s, uint64_t now)
 static void session_close(struct tcp_session *s, const char *reason)
 {
     struct l4_relay *r = s->r;
+    /* Under the memory actions the free list gives its buffers back as
+     * sessions end (see the HTTP listener's reap). */
+    int pressed = s->down.cx != NULL && cx_overload(s->down.cx) != 0;
 
     if (s->closed)
         return;
@@ -246,6 +250,8 @@ static void session_close(struct tcp_session *s, const char *reason)
     conn_close(&s->down);
     bufpool_drain(&r->pool, &s->d2u);
     bufpool_drain(&r->pool, &s->u2d);
+    if (pressed)
+        bufpool_trim(&r->pool);
     buf_dispose(&s->d2u);
     buf_dispose(&s->u2d);
     if (s->ms != NULL) {

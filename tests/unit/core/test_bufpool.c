@@ -136,10 +136,37 @@ static void test_put_takes_back_smaller_capped_buffer(void **state)
     assert_false(bufpool_fits(&p, 5000));
 }
 
+/* Trimming frees what the free list kept and leaves the pool usable:
+ * the next fill allocates again, and the pool keeps buffers again. */
+static void test_trim_empties_the_free_list(void **state)
+{
+    struct bufpool p;
+    struct buf b[3];
+
+    (void)state;
+    bufpool_init(&p, 2048, 4);
+    for (int i = 0; i < 3; i++) {
+        buf_init(&b[i], 2048);
+        assert_int_equal(bufpool_fill(&p, &b[i]), 0);
+    }
+    for (int i = 0; i < 3; i++)
+        bufpool_put(&p, &b[i]);
+    assert_int_equal(p.n, 3);
+    bufpool_trim(&p);
+    assert_int_equal(p.n, 0);
+    bufpool_trim(&p);
+    assert_int_equal(bufpool_fill(&p, &b[0]), 0);
+    assert_non_null(b[0].data);
+    bufpool_put(&p, &b[0]);
+    assert_int_equal(p.n, 1);
+    bufpool_dispose(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_put_takes_back_smaller_capped_buffer),
+        cmocka_unit_test(test_trim_empties_the_free_list),
         cmocka_unit_test(test_fill_gives_full_size_buffer),
         cmocka_unit_test(test_drain_returns_only_empty_buffers),
         cmocka_unit_test(test_buffers_are_reused_without_malloc),
