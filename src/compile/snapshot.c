@@ -548,6 +548,7 @@ struct snapshot *snapshot_ref(struct snapshot *s)
 
 static void listener_dispose(struct snapshot_listener *l)
 {
+    http_routes_unref(l->staged);
     if (l->cl.conf != NULL)
         l->cl.ops->conf_unref(l->cl.conf);
     listener_socks_unref(l->socks);
@@ -581,6 +582,18 @@ void snapshot_unref(struct snapshot *s)
     series_labels_unref(s->metrics_src);
     free(s->cluster_view);
     free(s);
+}
+
+void snapshot_commit(struct snapshot *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        struct snapshot_listener *l = &s->v[i];
+
+        if (l->staged == NULL)
+            continue;
+        http_listener_conf_set_routes(snapshot_listener_http(l), l->staged);
+        l->staged = NULL;
+    }
 }
 
 void snapshot_close_sockets(struct snapshot *s)
@@ -1131,12 +1144,10 @@ int snapshot_build(const struct compile_inputs *in, const struct snapshot *prev,
         err_set(err, "out of memory");
         goto fail;
     }
-    /* Everything is built: kept Gateway listeners route new requests by
-     * their new routes from now on (requests in flight keep theirs). */
+    /* Everything is built: the new routes of kept Gateway listeners wait
+     * in the snapshot for its publication (snapshot_commit()). */
     for (size_t i = 0; i < s->n; i++)
-        if (staged[i] != NULL)
-            http_listener_conf_set_routes(snapshot_listener_http(&s->v[i]),
-                                          staged[i]);
+        s->v[i].staged = staged[i];
     free(staged);
     free(specs);
     *out = s;

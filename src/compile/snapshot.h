@@ -73,6 +73,10 @@ struct snapshot_listener {
     size_t njwks;
     char **paths;
     size_t npaths;
+    /* Kept Gateway HTTP listeners whose routes changed: the new routes
+     * (one reference), put into the running conf by snapshot_commit()
+     * when the snapshot is published; NULL: none, or committed. */
+    struct http_routes *staged;
 };
 
 struct series_labels;
@@ -136,8 +140,8 @@ struct compile_inputs {
 /*
  * snapshot_build() compiles in into a new snapshot, reusing the parts of
  * prev (NULL: none) whose identity is unchanged: a listener whose inputs
- * are equal is kept (a Gateway listener gets new routes, published into
- * its running conf once the whole snapshot is built); a listener on an
+ * are equal is kept (a Gateway listener's new routes are staged in the
+ * snapshot, see snapshot_commit()); a listener on an
  * address prev binds takes those sockets; stats follow the name; bootstrap
  * clusters are kept one by one. Only new addresses are bound.
  *
@@ -146,6 +150,16 @@ struct compile_inputs {
  */
 int snapshot_build(const struct compile_inputs *in, const struct snapshot *prev,
                    struct snapshot **out, char **err);
+
+/*
+ * snapshot_commit() puts the routes s staged for its kept Gateway
+ * listeners into their running confs: from then on workers route new
+ * requests by them (requests in flight keep the routes they pinned). The
+ * one step of publishing s that is not a listener change, so it belongs to
+ * the publisher: a snapshot built and dropped changes nothing in effect.
+ * Idempotent.
+ */
+void snapshot_commit(struct snapshot *s);
 
 struct snapshot *snapshot_ref(struct snapshot *s);
 void snapshot_unref(struct snapshot *s); /* NULL: no-op */

@@ -305,13 +305,16 @@ static int build(struct loop *s, const struct bootstrap *bs,
  * reference): the difference from cur is logged and handed to every
  * worker, which keeps the listeners kept, starts the added and changed
  * ones (a changed one on the sockets and with what it can inherit of the
- * one it replaces) and retires the rest. cur becomes old until every
- * worker has acknowledged.
+ * one it replaces) and retires the rest; kept Gateway listeners take
+ * the routes next staged for them (snapshot_commit()). cur becomes old
+ * until every worker has acknowledged.
  */
 static void loop_publish(struct loop *s, struct snapshot *next)
 {
     struct snapshot_diff d;
     char as[ADDR_STRLEN];
+
+    snapshot_commit(next);
 
     if (snapshot_diff(s->cur, next, &d) < 0) {
         d.v = NULL;

@@ -479,14 +479,29 @@ static void test_gateway_routes_kept_by_identity(void **state)
     assert_int_equal(s2->gwclusters.n, s1->gwclusters.n);
     assert_int_equal(s2->ncluster_view, s1->ncluster_view);
 
-    /* The bound VirtualService changed: new routes in the same listener. */
+    /* The bound VirtualService changed: new routes staged for the same
+     * listener. A snapshot built and dropped changes nothing in effect. */
     s3 = build(bs, r3, NULL, s2);
     assert_ptr_equal(s3->v[0].cl.conf, s1->v[0].cl.conf);
-    assert_ptr_not_equal(routes(&s3->v[0]), rt1);
+    assert_non_null(s3->v[0].staged);
+    assert_ptr_equal(routes(&s3->v[0]), rt1);
     assert_false(snapshot_id_equal(&s3->v[0].routes_id, &s2->v[0].routes_id));
+    snapshot_unref(s3);
+    assert_ptr_equal(routes(&s2->v[0]), rt1);
 
-    /* And nothing changed since: kept again. */
+    /* Built again and committed (published): the listener routes by
+     * them; a second commit changes nothing. */
+    s3 = build(bs, r3, NULL, s2);
+    snapshot_commit(s3);
+    assert_null(s3->v[0].staged);
+    assert_ptr_not_equal(routes(&s3->v[0]), rt1);
+    rt1 = routes(&s3->v[0]);
+    snapshot_commit(s3);
+    assert_ptr_equal(routes(&s3->v[0]), rt1);
+
+    /* And nothing changed since: kept again, nothing staged. */
     s4 = build(bs, r3, NULL, s3);
+    assert_null(s4->v[0].staged);
     assert_ptr_equal(routes(&s4->v[0]), routes(&s3->v[0]));
 
     snapshot_unref(s4);
