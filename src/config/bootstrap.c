@@ -1316,7 +1316,7 @@ fail:
     yaml_docs_free(docs, ndocs);
     if (nerr > 0) {
         bootstrap_free(bs);
-        *err = errs_take(&errs);
+        err_give(err, errs_take(&errs));
         return NULL;
     }
     buf_dispose(&errs);

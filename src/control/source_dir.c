@@ -152,7 +152,7 @@ static int check(const struct resource_set *set, int outbound_mode, char **err)
         /* Drop the last newline: callers add their own. */
         if (buf_len(&text) > 0)
             text.tail--;
-        *err = strndup(buf_ptr(&text), buf_len(&text));
+        err_give(err, strndup(buf_ptr(&text), buf_len(&text)));
         rc = -1;
     }
     analysis_dispose(&an);

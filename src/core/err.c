@@ -14,6 +14,19 @@ static void set_oom(char **err)
         *err = strdup("out of memory");
 }
 
+int err_give(char **err, char *msg)
+{
+    if (err == NULL || *err != NULL) {
+        free(msg);
+        return -1;
+    }
+    if (msg == NULL)
+        set_oom(err);
+    else
+        *err = msg;
+    return -1;
+}
+
 int err_vset(char **err, const char *fmt, va_list ap)
 {
     char *m = NULL;

@@ -41,6 +41,15 @@
 int err_set(char **err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/*
+ * err_give() hands an allocated message over (msg from malloc, or NULL:
+ * "out of memory" when *err is unset): it becomes *err unless *err is
+ * already set, in which case msg is freed (first message wins). For a
+ * message built elsewhere, e.g. a list of errors collected in a buffer.
+ * Returns -1 always.
+ */
+int err_give(char **err, char *msg);
+
 /* err_vset() is err_set() with a va_list. */
 int err_vset(char **err, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));

@@ -395,6 +395,6 @@ struct ca_cred *ca_client_fetch(const struct ca_client_conf *conf, char **err)
     dns_cache_free(cc.dns);
     event_base_free(f.base);
     if (f.err != NULL)
-        *err = f.err;
+        err_give(err, f.err);
     return f.cred;
 }

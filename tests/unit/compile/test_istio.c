@@ -1,6 +1,6 @@
 /*
  * Unit tests of the outboundTrafficPolicy decision in
- * src/server/istio-cluster.c: which destinations istio_cluster_id() sends to
+ * src/compile/cluster.c: which destinations istio_cluster_id() sends to
  * BlackHoleCluster (REGISTRY_ONLY), which become passthrough clusters
  * (ALLOW_ANY), on what port, with what DestinationRule TLS and SNI; and what
  * the host's ServiceEntry location changes.

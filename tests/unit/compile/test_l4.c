@@ -1,5 +1,5 @@
 /*
- * Unit tests of src/server/compile-l4.c and the lookups of
+ * Unit tests of src/compile/l4.c and the lookups of
  * src/proxy/l4_listener.c: Gateways and VirtualServices written as YAML are
  * lowered (istio_gateways) and compiled (compile_l4), then the SNI table
  * and the tcp rules are queried the way connections query them.

@@ -64,6 +64,25 @@ static void test_set_twice_first_wins(void **state)
     free(err);
 }
 
+/* A handed-over message is taken when none is set, freed (not leaked:
+ * LeakSanitizer) when one is, and a NULL one is "out of memory". */
+static void test_give(void **state)
+{
+    char *err = NULL;
+
+    (void)state;
+    assert_int_equal(err_give(&err, strdup("collected")), -1);
+    assert_string_equal(err, "collected");
+    err_give(&err, strdup("later"));
+    assert_string_equal(err, "collected");
+    free(err);
+    err = NULL;
+    err_give(&err, NULL);
+    assert_string_equal(err, "out of memory");
+    free(err);
+    assert_int_equal(err_give(NULL, strdup("nobody asked")), -1);
+}
+
 static void test_null_err_is_a_noop(void **state)
 {
     (void)state;
@@ -186,6 +205,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_set_formats, teardown),
         cmocka_unit_test_teardown(test_set_twice_first_wins, teardown),
+        cmocka_unit_test_teardown(test_give, teardown),
         cmocka_unit_test_teardown(test_null_err_is_a_noop, teardown),
         cmocka_unit_test_teardown(test_prefix, teardown),
         cmocka_unit_test_teardown(test_prefix_without_message, teardown),

@@ -1,5 +1,5 @@
 /*
- * Unit tests of src/server/worker.c.
+ * Unit tests of src/net/worker.c.
  *
  * A real worker thread runs its own loop; the test's thread plays the main
  * thread: its event_base serves the queue the worker reports to. Because
