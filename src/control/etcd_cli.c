@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <getopt.h>
-#include <netdb.h>
 #include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,9 +24,11 @@
 #include "config/bootstrap.h"
 #include "config/resource-t.h"
 #include "config/resource.h"
+#include "control/dns.h"
 #include "control/etcd_cli.h"
 #include "control/etcd_http.h"
 #include "control/etcd_proto.h"
+#include "core/addr.h"
 #include "core/arena.h"
 #include "core/buf.h"
 #include "core/err.h"
@@ -37,6 +38,7 @@
 
 struct cli {
     struct event_base *base;
+    struct dns_cache *dns; /* names of endpoints */
     const struct bootstrap_etcd *conf;
     char **eps;
     size_t neps, cur;
@@ -87,6 +89,11 @@ static void on_done(void *arg, int status, const char *body, size_t n,
     }
 }
 
+static void no_change(void *arg)
+{
+    (void)arg;
+}
+
 static int no_lines(void *arg, const char *p, size_t n)
 {
     (void)arg;
@@ -95,20 +102,52 @@ static int no_lines(void *arg, const char *p, size_t n)
     return 0;
 }
 
-static int resolve(const char *host, int port, struct addr *a)
-{
-    struct addrinfo hints, *res = NULL;
-    char ps[8];
+struct resolved {
+    int done;
+    struct addr a;
+    const char *why;
+};
 
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_socktype = SOCK_STREAM;
-    snprintf(ps, sizeof(ps), "%d", port);
-    if (getaddrinfo(host, ps, &hints, &res) != 0 || res == NULL)
+static void on_resolved(void *arg, const struct addr *a, const char *why)
+{
+    struct resolved *r = arg;
+
+    r->done = 1;
+    if (a != NULL)
+        r->a = *a;
+    r->why = why;
+}
+
+/* host's address: a literal as it is, a name through the resolver every
+ * other name strait looks up goes through (dns.nameservers and
+ * dns.timeout of the bootstrap given with -c; /etc/resolv.conf without
+ * one), waited for on the command's loop. 0, or -1 with *why. */
+static int resolve(struct cli *c, const char *host, int port, struct addr *a,
+                   const char **why)
+{
+    struct resolved r;
+    struct dns_query *q;
+
+    if (addr_literal(a, host, port) == 0)
+        return 0;
+    memset(&r, 0, sizeof(r));
+    q = dns_resolve(c->dns, host, port, on_resolved, &r);
+    if (q == NULL) {
+        *why = "out of memory";
         return -1;
-    memset(a, 0, sizeof(*a));
-    memcpy(&a->ss, res->ai_addr, res->ai_addrlen);
-    a->len = res->ai_addrlen;
-    freeaddrinfo(res);
+    }
+    while (!r.done && event_base_loop(c->base, EVLOOP_ONCE) == 0)
+        ;
+    if (!r.done) {
+        dns_query_cancel(q);
+        *why = "the event loop failed";
+        return -1;
+    }
+    if (r.why != NULL) {
+        *why = r.why;
+        return -1;
+    }
+    *a = r.a;
     return 0;
 }
 
@@ -139,9 +178,9 @@ static int post_once(struct cli *c, const char *path, const struct buf *body,
             snprintf(last, sizeof(last), "%s: %s", c->eps[i], why);
             continue;
         }
-        if (resolve(host, port, &hc.addr) < 0) {
-            snprintf(last, sizeof(last), "%s: cannot resolve %s", c->eps[i],
-                     host);
+        if (resolve(c, host, port, &hc.addr, &why) < 0) {
+            snprintf(last, sizeof(last), "%s: cannot resolve %s: %s", c->eps[i],
+                     host, why);
             continue;
         }
         if (tls && c->ctx == NULL) {
@@ -924,6 +963,23 @@ int etcd_cli_main(const char *cmd, int argc, char **argv,
         rc = 1;
         goto out;
     }
+    {
+        const struct dns_conf sys = {NULL, 0, 5000, 5000};
+        struct dns_conf dc = sys;
+
+        if (bs != NULL) {
+            dc.nameservers = bs->dns.nameservers.v;
+            dc.nnameservers = bs->dns.nameservers.n;
+            dc.timeout_ms = (uint64_t)bs->dns.timeout_ms;
+        }
+        c.dns = dns_cache_new(c.base, &dc, no_change, NULL, &err);
+        if (c.dns == NULL) {
+            fprintf(stderr, "Error: dns: %s\n", err ? err : "out of memory");
+            free(err);
+            rc = 1;
+            goto out;
+        }
+    }
     for (size_t i = 0; i < c.neps; i++) {
         if (strncmp(c.eps[i], "https://", 8) == 0 && c.ctx == NULL) {
             struct tls_client_conf tc;
@@ -964,6 +1020,7 @@ out:
     free(c.prefix);
     free(c.token);
     SSL_CTX_free(c.ctx);
+    dns_cache_free(c.dns);
     if (c.base != NULL)
         event_base_free(c.base);
     bootstrap_free(bs);

@@ -272,40 +272,6 @@ static void on_deadline(void *arg)
         finish(f, NULL, "no answer in time from %s", f->name);
 }
 
-/* An address literal (IPv4, IPv6 with or without brackets) as a; 0, or
- * -1 for a name. */
-static int literal(const char *host, int port, struct addr *a)
-{
-    struct sockaddr_in sin;
-    struct sockaddr_in6 sin6;
-    char v6[INET6_ADDRSTRLEN + 2];
-    size_t n = strlen(host);
-
-    memset(a, 0, sizeof(*a));
-    memset(&sin, 0, sizeof(sin));
-    if (inet_pton(AF_INET, host, &sin.sin_addr) == 1) {
-        sin.sin_family = AF_INET;
-        sin.sin_port = htons((uint16_t)port);
-        memcpy(&a->ss, &sin, sizeof(sin));
-        a->len = sizeof(sin);
-        return 0;
-    }
-    if (n >= 2 && host[0] == '[' && host[n - 1] == ']' && n - 2 < sizeof(v6)) {
-        memcpy(v6, host + 1, n - 2);
-        v6[n - 2] = '\0';
-        host = v6;
-    }
-    memset(&sin6, 0, sizeof(sin6));
-    if (inet_pton(AF_INET6, host, &sin6.sin6_addr) == 1) {
-        sin6.sin6_family = AF_INET6;
-        sin6.sin6_port = htons((uint16_t)port);
-        memcpy(&a->ss, &sin6, sizeof(sin6));
-        a->len = sizeof(sin6);
-        return 0;
-    }
-    return -1;
-}
-
 /* A name is sent as SNI and checked against the certificate's DNS names;
  * an address literal is checked against its IP names. */
 static int tls_setup(struct fetch *f, struct ssl_ctx_st *ctx, int verify_name)
@@ -409,7 +375,7 @@ struct fetch *fetch_new(struct event_base *base, const struct fetch_conf *conf,
         goto fail;
     }
     /* The deadline covers resolving the name too. */
-    if (literal(f->host, f->port, &a) == 0) {
+    if (addr_literal(&a, f->host, f->port) == 0) {
         if (start_connect(f, &a, err) < 0)
             goto fail;
     } else if (conf->dns == NULL) {

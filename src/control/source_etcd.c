@@ -22,6 +22,7 @@
 #include "control/etcd_http.h"
 #include "control/etcd_proto.h"
 #include "control/source_etcd.h"
+#include "core/addr.h"
 #include "core/arena.h"
 #include "core/buf.h"
 #include "core/clock.h"
@@ -635,22 +636,6 @@ static void on_watch_done(void *arg, int status, const char *body, size_t n,
     etcd_http_free(h);
 }
 
-/* An address literal's address; -1 for a name. */
-static int literal_addr(const struct endpoint *ep, struct addr *out)
-{
-    char buf[300];
-    struct in6_addr tmp;
-    const char *why = NULL;
-
-    if (inet_pton(AF_INET, ep->host, &tmp) == 1)
-        snprintf(buf, sizeof(buf), "%s:%d", ep->host, ep->port);
-    else if (inet_pton(AF_INET6, ep->host, &tmp) == 1)
-        snprintf(buf, sizeof(buf), "[%s]:%d", ep->host, ep->port);
-    else
-        return -1;
-    return addr_parse(out, buf, strlen(buf), 0, &why);
-}
-
 static void start(struct source_etcd *e, enum what w, const char *path,
                   struct buf *body, int stream, int64_t timeout_ms,
                   const struct addr *addr)
@@ -731,7 +716,7 @@ static void step(struct source_etcd *e)
     if (e->req != NULL || e->query != NULL)
         return; /* one request at a time, ever */
     timer_cancel(&e->retry);
-    if (literal_addr(ep, &a) == 0) {
+    if (addr_literal(&a, ep->host, ep->port) == 0) {
         send_to(e, &a);
         return;
     }

@@ -163,6 +163,38 @@ const char *addr_format(const struct addr *a, char *out, size_t n)
     return addr_format_sa((const struct sockaddr *)&a->ss, a->len, out, n);
 }
 
+int addr_literal(struct addr *a, const char *host, int port)
+{
+    struct sockaddr_in sin;
+    struct sockaddr_in6 sin6;
+    char v6[INET6_ADDRSTRLEN + 2];
+    size_t n = strlen(host);
+
+    memset(a, 0, sizeof(*a));
+    memset(&sin, 0, sizeof(sin));
+    if (inet_pton(AF_INET, host, &sin.sin_addr) == 1) {
+        sin.sin_family = AF_INET;
+        sin.sin_port = htons((uint16_t)port);
+        memcpy(&a->ss, &sin, sizeof(sin));
+        a->len = sizeof(sin);
+        return 0;
+    }
+    if (n >= 2 && host[0] == '[' && host[n - 1] == ']' && n - 2 < sizeof(v6)) {
+        memcpy(v6, host + 1, n - 2);
+        v6[n - 2] = '\0';
+        host = v6;
+    }
+    memset(&sin6, 0, sizeof(sin6));
+    if (inet_pton(AF_INET6, host, &sin6.sin6_addr) == 1) {
+        sin6.sin6_family = AF_INET6;
+        sin6.sin6_port = htons((uint16_t)port);
+        memcpy(&a->ss, &sin6, sizeof(sin6));
+        a->len = sizeof(sin6);
+        return 0;
+    }
+    return -1;
+}
+
 int addr_equal(const struct addr *a, const struct addr *b)
 {
     return a->len == b->len && memcmp(&a->ss, &b->ss, a->len) == 0;

@@ -27,6 +27,13 @@ struct addr {
 int addr_parse(struct addr *a, const char *s, size_t n, int allow_port0,
                const char **why);
 
+/*
+ * addr_literal() is host (an IPv4 address, or an IPv6 address with or
+ * without brackets) with port as a; 0, or -1 when host is not an address
+ * literal (a name, to resolve).
+ */
+int addr_literal(struct addr *a, const char *host, int port);
+
 /* addr_format() writes the canonical form of a into out (ADDR_STRLEN). */
 const char *addr_format(const struct addr *a, char *out, size_t n);
 

@@ -676,3 +676,42 @@ def test_member_by_name_resolves_through_evdns(tmp_path, single, fleets):
     f.seed(216)
     f.start()
     f.all_serve(216)
+
+
+def test_cli_resolves_endpoint_names_with_the_bootstrap_resolver(tmp_path,
+                                                                 single):
+    """strait apply/get with an endpoint given by name look it up as the
+    gateway does: through dns.nameservers of the bootstrap (-c), never the
+    system's resolver; a name the nameserver does not know is a clear
+    error."""
+    from test_dns import DNSServer
+    dns = DNSServer()
+    try:
+        dns.records["etcd.fleet.test"] = ["127.0.0.1"]
+        port = single.endpoints[0].rsplit(":", 1)[1]
+        boot = tmp_path / "cli.yaml"
+        boot.write_text(
+            f"dns: {{nameservers: [\"127.0.0.1:{dns.port}\"]}}\n"
+            f"config:\n  etcd: {{endpoints: [\"http://etcd.fleet.test:{port}\"],"
+            f" prefix: {PREFIX}}}\n")
+        (tmp_path / "vs.yaml").write_text(
+            gateway("named-gw", free_port(), "named") + "---\n" +
+            vs("named", ["named-gw"], 200))
+        r = subprocess.run([STRAIT, "apply", "-c", str(boot), "-f",
+                            str(tmp_path / "vs.yaml")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "VirtualService default/named created" in r.stdout
+        assert any(q[0] == "etcd.fleet.test" for q in dns.queries), \
+            dns.queries
+        r = subprocess.run([STRAIT, "get", "vs", "-c", str(boot)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and "named" in r.stdout, r.stdout + r.stderr
+        # Unknown to the nameserver (NXDOMAIN): said, exit 1.
+        del dns.records["etcd.fleet.test"]
+        r = subprocess.run([STRAIT, "get", "vs", "-c", str(boot)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "cannot resolve etcd.fleet.test" in r.stderr, r.stderr
+    finally:
+        dns.stop()

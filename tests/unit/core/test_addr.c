@@ -404,6 +404,26 @@ static void test_cidr_parse(void **state)
     }
 }
 
+/* Address literals, with and without IPv6 brackets; names are not. */
+static void test_literal(void **state)
+{
+    struct addr a;
+    char out[ADDR_STRLEN];
+
+    (void)state;
+    assert_int_equal(addr_literal(&a, "127.0.0.9", 2379), 0);
+    assert_string_equal(addr_format(&a, out, sizeof(out)), "127.0.0.9:2379");
+    assert_int_equal(addr_literal(&a, "::1", 80), 0);
+    assert_string_equal(addr_format(&a, out, sizeof(out)), "[::1]:80");
+    assert_int_equal(addr_literal(&a, "[fe80::2]", 443), 0);
+    assert_string_equal(addr_format(&a, out, sizeof(out)), "[fe80::2]:443");
+    assert_int_equal(addr_literal(&a, "etcd.example", 2379), -1);
+    assert_int_equal(addr_literal(&a, "127.0.0.1.example", 2379), -1);
+    assert_int_equal(addr_literal(&a, "[127.0.0.1]", 1), -1);
+    assert_int_equal(addr_literal(&a, "", 1), -1);
+    assert_int_equal(addr_literal(&a, "[]", 1), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -425,6 +445,7 @@ int main(void)
         cmocka_unit_test(test_same_host),
         cmocka_unit_test(test_failed_parse_zeroes),
         cmocka_unit_test(test_cidr_parse),
+        cmocka_unit_test(test_literal),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
