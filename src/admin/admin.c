@@ -170,14 +170,16 @@ static void admin_policy_of(const struct admin *a, struct admin_policy *p)
     p->norigins = a->norigins;
 }
 
+/* The ejection reasons, as Envoy's statistics name them. */
+static const char *const outlier_reason[OUTLIER_NREASONS] = {
+    [OUTLIER_5XX] = "consecutive_5xx",
+    [OUTLIER_GATEWAY] = "consecutive_gateway_failure",
+    [OUTLIER_LOCAL] = "consecutive_local_origin_failure",
+};
+
 /* Envoy's outlier detection statistics of a cluster. */
 static void outlier_stats(struct buf *b, const char *name, struct outlier *od)
 {
-    static const char *const reason[OUTLIER_NREASONS] = {
-        [OUTLIER_5XX] = "consecutive_5xx",
-        [OUTLIER_GATEWAY] = "consecutive_gateway_failure",
-        [OUTLIER_LOCAL] = "consecutive_local_origin_failure",
-    };
 
     buf_printf(b,
                "cluster.%s.outlier_detection.ejections_enforced_total: %" PRIu64
@@ -193,7 +195,7 @@ static void outlier_stats(struct buf *b, const char *name, struct outlier *od)
         buf_printf(
             b,
             "cluster.%s.outlier_detection.ejections_enforced_%s: %" PRIu64 "\n",
-            name, reason[r],
+            name, outlier_reason[r],
             __atomic_load_n(&od->by_reason[r], __ATOMIC_RELAXED));
 }
 
@@ -210,6 +212,13 @@ static void print_stat(void *arg, const char *prefix, const char *name,
 
     buf_printf(line->b, "listener.%s.%s%s: %" PRIu64 "\n", line->name, prefix,
                name, value);
+}
+
+static void print_lua_error(void *ctx, const char *listener, const char *policy,
+                            const char *phase, const char *reason, uint64_t n)
+{
+    buf_printf(ctx, "lua.%s.%s.%s.%s: %" PRIu64 "\n", listener, policy, phase,
+               reason, n);
 }
 
 void admin_render_stats(const struct admin_ops *ops, struct buf *b)
@@ -328,8 +337,8 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
             buf_puts(b, "\n");
         }
     }
-    if (ops->lua_stats != NULL)
-        ops->lua_stats(ops->arg, b);
+    if (ops->lua_errors != NULL)
+        ops->lua_errors(ops->arg, print_lua_error, b);
     for (size_t i = 0; i < n; i++) {
         struct stat_line line = {b, ls[i]->name};
 
@@ -456,6 +465,14 @@ static const struct family families[] = {
      "Connections closed because a request head did not arrive whole "
      "within the request headers timeout.",
      offsetof(struct proxy_counters, http.rq_header_timeout)},
+    {"strait_http_overload_rejected_total", "counter",
+     "Requests answered 503 by the memory action stop_accepting_requests "
+     "(flag OM).",
+     offsetof(struct proxy_counters, http.rq_overload)},
+    {"strait_http_overload_keepalive_disabled_total", "counter",
+     "Connections told to close after their request by the memory action "
+     "disable_http_keepalive.",
+     offsetof(struct proxy_counters, http.cx_overload_keepalive)},
     {"strait_tls_handshakes_total", "counter", "Completed TLS handshakes.",
      offsetof(struct proxy_counters, tls.handshakes)},
     {"strait_http2_rapid_reset_total", "counter",
@@ -549,6 +566,18 @@ static void render_outliers(struct cluster *const *cl, size_t nc, struct buf *b)
                        cl[i]->name, v);
         }
     }
+    buf_puts(b, "# HELP strait_cluster_outlier_ejections_by_reason_total "
+                "Endpoints ejected by outlier detection, by reason.\n"
+                "# TYPE strait_cluster_outlier_ejections_by_reason_total "
+                "counter\n");
+    for (size_t i = 0; i < nc; i++)
+        for (int r = 0; cl[i]->od != NULL && r < OUTLIER_NREASONS; r++)
+            buf_printf(
+                b,
+                "strait_cluster_outlier_ejections_by_reason_total{"
+                "cluster=\"%s\",reason=\"%s\"} %" PRIu64 "\n",
+                cl[i]->name, outlier_reason[r],
+                __atomic_load_n(&cl[i]->od->by_reason[r], __ATOMIC_RELAXED));
 }
 
 static void render_clusters(const struct admin_ops *ops, struct buf *b)
@@ -613,6 +642,244 @@ static const struct labelled labelled[] = {
     {NULL, NULL, "reason", "timeout",
      offsetof(struct proxy_counters, tls.fail_timeout)},
 };
+
+/*
+ * The process's own values (struct admin_status), one sample each. A row
+ * without help is one more sample of the family above it, told apart by
+ * its label. Values shown in /stats only under a condition (tracing on,
+ * a config.dir, config.etcd) have the same condition here.
+ */
+enum status_kind {
+    STATUS_INT,
+    STATUS_U64,
+    STATUS_I64,
+    STATUS_SIZE,
+    STATUS_WHOLE_SECONDS, /* uint64_t ms, shown in whole seconds */
+    STATUS_SECONDS,       /* uint64_t ms, shown in seconds */
+    STATUS_UNIX_SECONDS,  /* int64_t Unix ms, shown in seconds */
+};
+
+enum status_when { WHEN_ALWAYS, WHEN_TRACING, WHEN_RESOURCES, WHEN_ETCD };
+
+struct status_family {
+    const char *name;
+    const char *type;
+    const char *help; /* NULL: another sample of the family above */
+    const char *label;
+    size_t off; /* in struct admin_status */
+    enum status_kind kind;
+    enum status_when when;
+};
+
+#define ST(m, k) offsetof(struct admin_status, m), STATUS_##k
+
+static const struct status_family status_families[] = {
+    {"strait_workers", "gauge", "Worker threads.", NULL, ST(workers, INT),
+     WHEN_ALWAYS},
+    {"strait_draining", "gauge", "1 while the server drains.", NULL,
+     ST(draining, INT), WHEN_ALWAYS},
+    {"strait_uptime_seconds", "gauge", "Seconds since start.", NULL,
+     ST(uptime_ms, WHOLE_SECONDS), WHEN_ALWAYS},
+    {"strait_config_reloads_total", "counter", "Bootstrap reloads.",
+     "result=\"ok\"", ST(reloads_ok, U64), WHEN_ALWAYS},
+    {"strait_config_reloads_total", NULL, NULL, "result=\"error\"",
+     ST(reloads_failed, U64), WHEN_ALWAYS},
+    {"strait_config_rebuilds_total", "counter",
+     "Rebuilds from the inputs in effect (resources, DNS answers, key "
+     "sets).",
+     "result=\"ok\"", ST(rebuilds_ok, U64), WHEN_ALWAYS},
+    {"strait_config_rebuilds_total", NULL, NULL, "result=\"error\"",
+     ST(rebuilds_failed, U64), WHEN_ALWAYS},
+    {"strait_pid", "gauge", "This process's ID (a binary upgrade changes it).",
+     NULL, ST(pid, INT), WHEN_ALWAYS},
+    {"strait_serving", "gauge",
+     "1 once every worker has run the first configuration.", NULL,
+     ST(serving, INT), WHEN_ALWAYS},
+    {"strait_upgrades_total", "counter",
+     "Binary upgrades, by result (ok: the new process took over).",
+     "result=\"ok\"", ST(upgrades_ok, U64), WHEN_ALWAYS},
+    {"strait_upgrades_total", NULL, NULL, "result=\"error\"",
+     ST(upgrades_failed, U64), WHEN_ALWAYS},
+    {"strait_upgrade_running", "gauge", "1 while a binary upgrade runs.", NULL,
+     ST(upgrade_running, INT), WHEN_ALWAYS},
+    {"strait_upgrade_pid", "gauge",
+     "The new process of the last binary upgrade (0: none).", NULL,
+     ST(upgrade_pid, INT), WHEN_ALWAYS},
+    {"strait_access_log_written_total", "counter", "Access-log lines written.",
+     NULL, ST(alog_written, U64), WHEN_ALWAYS},
+    {"strait_access_log_dropped_total", "counter",
+     "Access-log lines dropped: log.accessLogBuffer was full.", NULL,
+     ST(alog_dropped, U64), WHEN_ALWAYS},
+    {"strait_access_log_write_errors_total", "counter",
+     "Failed writes to the access log (their lines are lost).", NULL,
+     ST(alog_write_errors, U64), WHEN_ALWAYS},
+    {"strait_access_log_reopens_total", "counter",
+     "Times the access log was reopened (SIGUSR1).", NULL,
+     ST(alog_reopens, U64), WHEN_ALWAYS},
+    {"strait_downstream_connections_active", "gauge",
+     "Downstream connections open, every listener together.", NULL,
+     ST(cx_active, I64), WHEN_ALWAYS},
+    {"strait_downstream_connections_limit", "gauge",
+     "limits.maxConnections (0: none).", NULL, ST(cx_max, I64), WHEN_ALWAYS},
+    {"strait_overload_memory_limit_bytes", "gauge",
+     "overload.memoryLimit (0: no memory actions).", NULL,
+     ST(memory_limit, U64), WHEN_ALWAYS},
+    {"strait_overload_memory_used_bytes", "gauge",
+     "Resident memory at the last check.", NULL, ST(memory_used, U64),
+     WHEN_ALWAYS},
+    {"strait_memory_allocated_bytes", "gauge",
+     "Bytes the allocator has handed out and not had back.", NULL,
+     ST(heap_allocated, U64), WHEN_ALWAYS},
+    {"strait_dns_names", "gauge", "ServiceEntry names resolved with DNS.", NULL,
+     ST(dns_names, U64), WHEN_ALWAYS},
+    {"strait_dns_queries_total", "counter",
+     "DNS queries for ServiceEntry names, by result.", "result=\"sent\"",
+     ST(dns_queries, U64), WHEN_ALWAYS},
+    {"strait_dns_queries_total", NULL, NULL, "result=\"failed\"",
+     ST(dns_failures, U64), WHEN_ALWAYS},
+    {"strait_dns_changes_total", "counter", "Times a name's addresses changed.",
+     NULL, ST(dns_changes, U64), WHEN_ALWAYS},
+    {"strait_tracing_spans_queued_total", "counter", "Spans queued for export.",
+     NULL, ST(spans_queued, U64), WHEN_TRACING},
+    {"strait_tracing_spans_dropped_total", "counter",
+     "Spans dropped: the queue was full or their batch was given up.", NULL,
+     ST(spans_dropped, U64), WHEN_TRACING},
+    {"strait_tracing_spans_pending", "gauge", "Spans waiting for export now.",
+     NULL, ST(spans_pending, U64), WHEN_TRACING},
+    {"strait_tracing_spans_exported_total", "counter",
+     "Spans the collector accepted.", NULL, ST(spans_exported, U64),
+     WHEN_TRACING},
+    {"strait_tracing_export_requests_total", "counter",
+     "OTLP export requests sent.", NULL, ST(export_requests, U64),
+     WHEN_TRACING},
+    {"strait_tracing_export_failures_total", "counter",
+     "OTLP export requests that failed.", NULL, ST(export_failures, U64),
+     WHEN_TRACING},
+    {"strait_tracing_export_retries_total", "counter",
+     "OTLP export requests retried.", NULL, ST(export_retries, U64),
+     WHEN_TRACING},
+    {"strait_resources", "gauge", "Istio resources in effect.", NULL,
+     ST(resources, SIZE), WHEN_RESOURCES},
+    {"strait_resource_reloads_total", "counter", "Loads of config.dir.",
+     "result=\"ok\"", ST(resource_reloads_ok, U64), WHEN_RESOURCES},
+    {"strait_resource_reloads_total", NULL, NULL, "result=\"error\"",
+     ST(resource_reloads_failed, U64), WHEN_RESOURCES},
+    {"strait_jwks_uris", "gauge", "RequestAuthentication jwksUris fetched.",
+     NULL, ST(jwks_uris, U64), WHEN_RESOURCES},
+    {"strait_jwks_fetches_total", "counter", "jwksUri fetches, by result.",
+     "result=\"sent\"", ST(jwks_fetches, U64), WHEN_RESOURCES},
+    {"strait_jwks_fetches_total", NULL, NULL, "result=\"failed\"",
+     ST(jwks_failures, U64), WHEN_RESOURCES},
+    {"strait_jwks_changes_total", "counter", "Times a key set changed.", NULL,
+     ST(jwks_changes, U64), WHEN_RESOURCES},
+    {"strait_etcd_synced", "gauge",
+     "1 once config.etcd's prefix has been read.", NULL, ST(etcd_synced, INT),
+     WHEN_ETCD},
+    {"strait_etcd_watching", "gauge", "1 while the watch runs.", NULL,
+     ST(etcd_watching, INT), WHEN_ETCD},
+    {"strait_etcd_revision", "gauge", "The etcd revision held.", NULL,
+     ST(etcd_revision, I64), WHEN_ETCD},
+    {"strait_etcd_keys", "gauge", "Keys held under the prefix.", NULL,
+     ST(etcd_keys, SIZE), WHEN_ETCD},
+    {"strait_etcd_down_seconds", "gauge",
+     "How long no etcd member has answered (0 while one does).", NULL,
+     ST(etcd_down_ms, SECONDS), WHEN_ETCD},
+    {"strait_etcd_watches_started_total", "counter", "Watch requests made.",
+     NULL, ST(etcd_watches_started, U64), WHEN_ETCD},
+    {"strait_etcd_reconnects_total", "counter",
+     "Watches resumed after a broken stream.", NULL, ST(etcd_reconnects, U64),
+     WHEN_ETCD},
+    {"strait_etcd_ranges_total", "counter", "Reads of the prefix.", NULL,
+     ST(etcd_ranges, U64), WHEN_ETCD},
+    {"strait_etcd_compactions_total", "counter",
+     "Watches canceled by a compaction.", NULL, ST(etcd_compactions, U64),
+     WHEN_ETCD},
+    {"strait_etcd_events_total", "counter", "Watch events applied.", NULL,
+     ST(etcd_events, U64), WHEN_ETCD},
+    {"strait_etcd_progress_notifications_total", "counter",
+     "Watch progress notifications.", NULL, ST(etcd_progress, U64), WHEN_ETCD},
+    {"strait_etcd_failures_total", "counter", "Requests to etcd that failed.",
+     NULL, ST(etcd_failures, U64), WHEN_ETCD},
+    {"strait_etcd_last_backoff_seconds", "gauge",
+     "The last reconnect delay drawn.", NULL, ST(etcd_last_backoff_ms, SECONDS),
+     WHEN_ETCD},
+    {"strait_etcd_watch_created_timestamp_seconds", "gauge",
+     "When the last watch was made (Unix time; 0: none yet).", NULL,
+     ST(etcd_watch_created_ms, UNIX_SECONDS), WHEN_ETCD},
+};
+
+#undef ST
+
+static void status_sample(const struct admin_status *st,
+                          const struct status_family *f, struct buf *b)
+{
+    const char *p = (const char *)st + f->off;
+    int iv;
+    uint64_t u;
+    int64_t i;
+    size_t z;
+
+    buf_puts(b, f->name);
+    if (f->label != NULL)
+        buf_printf(b, "{%s}", f->label);
+    switch (f->kind) {
+    case STATUS_INT:
+        memcpy(&iv, p, sizeof(iv));
+        buf_printf(b, " %d\n", iv);
+        break;
+    case STATUS_U64:
+        memcpy(&u, p, sizeof(u));
+        buf_printf(b, " %" PRIu64 "\n", u);
+        break;
+    case STATUS_I64:
+        memcpy(&i, p, sizeof(i));
+        buf_printf(b, " %" PRId64 "\n", i);
+        break;
+    case STATUS_SIZE:
+        memcpy(&z, p, sizeof(z));
+        buf_printf(b, " %zu\n", z);
+        break;
+    case STATUS_WHOLE_SECONDS:
+        memcpy(&u, p, sizeof(u));
+        buf_printf(b, " %" PRIu64 "\n", u / 1000);
+        break;
+    case STATUS_SECONDS:
+        memcpy(&u, p, sizeof(u));
+        buf_printf(b, " %" PRIu64 ".%03u\n", u / 1000, (unsigned)(u % 1000));
+        break;
+    case STATUS_UNIX_SECONDS:
+        memcpy(&i, p, sizeof(i));
+        u = i > 0 ? (uint64_t)i : 0; /* before 1970: not a time we made */
+        buf_printf(b, " %" PRIu64 ".%03u\n", u / 1000, (unsigned)(u % 1000));
+        break;
+    }
+}
+
+static void render_status(const struct admin_status *st, struct buf *b)
+{
+    for (size_t f = 0; f < sizeof(status_families) / sizeof(status_families[0]);
+         f++) {
+        const struct status_family *fam = &status_families[f];
+
+        if ((fam->when == WHEN_TRACING && !st->tracing) ||
+            (fam->when == WHEN_RESOURCES && !st->has_resources) ||
+            (fam->when == WHEN_ETCD && !st->has_etcd))
+            continue;
+        if (fam->help != NULL)
+            buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", fam->name, fam->help,
+                       fam->name, fam->type);
+        status_sample(st, fam, b);
+    }
+}
+
+static void prom_lua_error(void *ctx, const char *listener, const char *policy,
+                           const char *phase, const char *reason, uint64_t n)
+{
+    buf_printf(ctx,
+               "strait_lua_errors_total{listener=\"%s\",policy=\"%s\","
+               "phase=\"%s\",reason=\"%s\"} %" PRIu64 "\n",
+               listener, policy, phase, reason, n);
+}
 
 void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
 {
@@ -683,29 +950,7 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
         geoip_prometheus(st.geoip, b);
     if (ops->metrics != NULL)
         admin_render_istio(ops->metrics(ops->arg), b);
-    buf_printf(b,
-               "# HELP strait_downstream_connections_active Downstream "
-               "connections open, every listener together.\n"
-               "# TYPE strait_downstream_connections_active gauge\n"
-               "strait_downstream_connections_active %" PRId64 "\n"
-               "# HELP strait_downstream_connections_limit "
-               "limits.maxConnections (0: none).\n"
-               "# TYPE strait_downstream_connections_limit gauge\n"
-               "strait_downstream_connections_limit %" PRId64 "\n"
-               "# HELP strait_overload_memory_limit_bytes "
-               "overload.memoryLimit (0: no memory actions).\n"
-               "# TYPE strait_overload_memory_limit_bytes gauge\n"
-               "strait_overload_memory_limit_bytes %" PRIu64 "\n"
-               "# HELP strait_overload_memory_used_bytes Resident memory at "
-               "the last check.\n"
-               "# TYPE strait_overload_memory_used_bytes gauge\n"
-               "strait_overload_memory_used_bytes %" PRIu64 "\n"
-               "# HELP strait_memory_allocated_bytes Bytes the allocator "
-               "has handed out and not had back.\n"
-               "# TYPE strait_memory_allocated_bytes gauge\n"
-               "strait_memory_allocated_bytes %" PRIu64 "\n",
-               st.cx_active, st.cx_max, st.memory_limit, st.memory_used,
-               st.heap_allocated);
+    render_status(&st, b);
     buf_puts(b, "# HELP strait_overload_action_active 1 while the memory "
                 "action is in effect.\n"
                 "# TYPE strait_overload_action_active gauge\n");
@@ -721,55 +966,12 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
                    "strait_overload_action_activations_total{action=\"%s\"} "
                    "%" PRIu64 "\n",
                    overload_action_name(a), st.overload_activations[a]);
-    buf_printf(b,
-               "# HELP strait_config_rebuilds_total Rebuilds from the inputs "
-               "in effect (resources, DNS answers, key sets).\n"
-               "# TYPE strait_config_rebuilds_total counter\n"
-               "strait_config_rebuilds_total{result=\"ok\"} %" PRIu64 "\n"
-               "strait_config_rebuilds_total{result=\"error\"} %" PRIu64 "\n",
-               st.rebuilds_ok, st.rebuilds_failed);
-    if (st.has_resources)
-        buf_printf(
-            b,
-            "# HELP strait_resources Istio resources in effect.\n"
-            "# TYPE strait_resources gauge\nstrait_resources %zu\n"
-            "# HELP strait_resource_reloads_total Loads of config.dir.\n"
-            "# TYPE strait_resource_reloads_total counter\n"
-            "strait_resource_reloads_total{result=\"ok\"} %" PRIu64 "\n"
-            "strait_resource_reloads_total{result=\"error\"} %" PRIu64 "\n"
-            "# HELP strait_jwks_fetches_total jwksUri fetches, by result.\n"
-            "# TYPE strait_jwks_fetches_total counter\n"
-            "strait_jwks_fetches_total{result=\"sent\"} %" PRIu64 "\n"
-            "strait_jwks_fetches_total{result=\"failed\"} %" PRIu64 "\n"
-            "# HELP strait_jwks_changes_total Times a key set changed.\n"
-            "# TYPE strait_jwks_changes_total counter\n"
-            "strait_jwks_changes_total %" PRIu64 "\n",
-            st.resources, st.resource_reloads_ok, st.resource_reloads_failed,
-            st.jwks_fetches, st.jwks_failures, st.jwks_changes);
-    buf_printf(b,
-               "# HELP strait_workers Worker threads.\n"
-               "# TYPE strait_workers gauge\nstrait_workers %d\n"
-               "# HELP strait_draining 1 while the server drains.\n"
-               "# TYPE strait_draining gauge\nstrait_draining %d\n"
-               "# HELP strait_config_reloads_total Bootstrap reloads.\n"
-               "# TYPE strait_config_reloads_total counter\n"
-               "strait_config_reloads_total{result=\"ok\"} %" PRIu64 "\n"
-               "strait_config_reloads_total{result=\"error\"} %" PRIu64 "\n"
-               "# HELP strait_uptime_seconds Seconds since start.\n"
-               "# TYPE strait_uptime_seconds gauge\n"
-               "strait_uptime_seconds %" PRIu64 "\n"
-               "# HELP strait_dns_queries_total DNS queries for ServiceEntry "
-               "names, by result.\n"
-               "# TYPE strait_dns_queries_total counter\n"
-               "strait_dns_queries_total{result=\"sent\"} %" PRIu64 "\n"
-               "strait_dns_queries_total{result=\"failed\"} %" PRIu64 "\n"
-               "# HELP strait_dns_changes_total Times a name's addresses "
-               "changed.\n"
-               "# TYPE strait_dns_changes_total counter\n"
-               "strait_dns_changes_total %" PRIu64 "\n",
-               st.workers, st.draining, st.reloads_ok, st.reloads_failed,
-               st.uptime_ms / 1000, st.dns_queries, st.dns_failures,
-               st.dns_changes);
+    if (ops->lua_errors != NULL) {
+        buf_puts(b, "# HELP strait_lua_errors_total LuaPolicy runs that "
+                    "failed, by phase and reason.\n"
+                    "# TYPE strait_lua_errors_total counter\n");
+        ops->lua_errors(ops->arg, prom_lua_error, b);
+    }
     free(sums);
 }
 

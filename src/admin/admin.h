@@ -105,6 +105,11 @@ enum admin_reload {
     ADMIN_RELOAD_DRAINING, /* ignored while draining */
 };
 
+/* One LuaPolicy error count, for admin_ops.lua_errors. */
+typedef void admin_lua_error_fn(void *ctx, const char *listener,
+                                const char *policy, const char *phase,
+                                const char *reason, uint64_t n);
+
 struct admin_ops {
     void *arg;
     void (*status)(void *arg, struct admin_status *out);
@@ -126,9 +131,12 @@ struct admin_ops {
      * reason in why (refused: draining, one already running, the binary
      * cannot be started). NULL: 404. */
     int (*upgrade)(void *arg, int *pid, struct buf *why);
-    /* LuaPolicy errors, one "lua.<listener>.<ns/name>.<phase>.<reason>:
-     * N" line each (policy/lua_vm.h); NULL: none. */
-    void (*lua_stats)(void *arg, struct buf *b);
+    /* LuaPolicy errors (policy/lua_vm.h): calls fn(ctx, ...) once per
+     * listener, policy, phase and reason with the count; NULL: none.
+     * /stats shows each as "lua.<listener>.<ns/name>.<phase>.<reason>: N",
+     * /stats/prometheus as strait_lua_errors_total. The strings are valid
+     * during the call only. */
+    void (*lua_errors)(void *arg, admin_lua_error_fn *fn, void *ctx);
 };
 
 struct admin;

@@ -1229,7 +1229,7 @@ static size_t admin_listeners(void *arg, struct stats_block *const **out)
     return s->cur->n;
 }
 
-static void admin_lua_stats(void *arg, struct buf *b)
+static void admin_lua_errors(void *arg, admin_lua_error_fn *fn, void *ctx)
 {
     struct loop *s = arg;
 
@@ -1241,10 +1241,9 @@ static void admin_lua_stats(void *arg, struct buf *b)
         for (size_t k = 0; p != NULL && k < p->n; k++)
             for (int ph = 0; ph < LUAVM_NPHASES; ph++)
                 for (int re = 0; re < LUAVM_NREASONS; re++)
-                    buf_printf(b, "lua.%s.%s.%s.%s: %" PRIu64 "\n",
-                               s->cur->v[i].name, p->v[k].name,
-                               luavm_phase_name(ph), luavm_reason_name(re),
-                               luavm_errors(p, k, ph, re));
+                    fn(ctx, s->cur->v[i].name, p->v[k].name,
+                       luavm_phase_name(ph), luavm_reason_name(re),
+                       luavm_errors(p, k, ph, re));
         http_routes_unref(r);
     }
 }
@@ -1526,10 +1525,10 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     struct snapshot *next = NULL;
     struct worker_hooks hooks;
     struct source_inputs ins = {NULL, NULL, NULL};
-    struct admin_ops ops = {NULL,           admin_status,  admin_listeners,
-                            admin_clusters, admin_config,  admin_quit,
-                            admin_reload,   admin_metrics, admin_upgrade,
-                            admin_lua_stats};
+    struct admin_ops ops = {
+        NULL,          admin_status,    admin_listeners, admin_clusters,
+        admin_config,  admin_quit,      admin_reload,    admin_metrics,
+        admin_upgrade, admin_lua_errors};
     char as[ADDR_STRLEN];
 
     *err = NULL;

@@ -449,3 +449,108 @@ spec:
                  destination_service="PassthroughCluster",
                  destination_service_name="PassthroughCluster",
                  destination_service_namespace="unknown") == 1, text
+
+
+# /stats keys of the process (not per listener or cluster) and the sample
+# of /stats/prometheus that carries each (issue 16 item 6). Per-listener
+# and per-cluster keys come from the same tables in both renderings; the
+# unit test test_every_stats_value_has_a_family maps those, and etcd's.
+PROCESS_KEYS = {
+    "server.workers": ("strait_workers", {}),
+    "server.draining": ("strait_draining", {}),
+    "server.uptime_ms": ("strait_uptime_seconds", {}),
+    "server.reloads_ok": ("strait_config_reloads_total", {"result": "ok"}),
+    "server.reloads_failed": ("strait_config_reloads_total",
+                              {"result": "error"}),
+    "server.rebuilds_ok": ("strait_config_rebuilds_total", {"result": "ok"}),
+    "server.rebuilds_failed": ("strait_config_rebuilds_total",
+                               {"result": "error"}),
+    "server.pid": ("strait_pid", {}),
+    "server.serving": ("strait_serving", {}),
+    "server.upgrades_ok": ("strait_upgrades_total", {"result": "ok"}),
+    "server.upgrades_failed": ("strait_upgrades_total", {"result": "error"}),
+    "server.upgrade_running": ("strait_upgrade_running", {}),
+    "server.upgrade_pid": ("strait_upgrade_pid", {}),
+    "server.downstream_cx_active": ("strait_downstream_connections_active",
+                                    {}),
+    "server.max_connections": ("strait_downstream_connections_limit", {}),
+    "server.memory_allocated_bytes": ("strait_memory_allocated_bytes", {}),
+    "access_log.written": ("strait_access_log_written_total", {}),
+    "access_log.dropped": ("strait_access_log_dropped_total", {}),
+    "access_log.write_errors": ("strait_access_log_write_errors_total", {}),
+    "access_log.reopens": ("strait_access_log_reopens_total", {}),
+    "overload.memory_limit_bytes": ("strait_overload_memory_limit_bytes", {}),
+    "overload.memory_used_bytes": ("strait_overload_memory_used_bytes", {}),
+    "tracing.spans_queued": ("strait_tracing_spans_queued_total", {}),
+    "tracing.spans_dropped": ("strait_tracing_spans_dropped_total", {}),
+    "tracing.spans_pending": ("strait_tracing_spans_pending", {}),
+    "tracing.spans_exported": ("strait_tracing_spans_exported_total", {}),
+    "tracing.export_requests": ("strait_tracing_export_requests_total", {}),
+    "tracing.export_failures": ("strait_tracing_export_failures_total", {}),
+    "tracing.export_retries": ("strait_tracing_export_retries_total", {}),
+    "resources.count": ("strait_resources", {}),
+    "resources.reloads_ok": ("strait_resource_reloads_total",
+                             {"result": "ok"}),
+    "resources.reloads_failed": ("strait_resource_reloads_total",
+                                 {"result": "error"}),
+    "dns.names": ("strait_dns_names", {}),
+    "dns.queries": ("strait_dns_queries_total", {"result": "sent"}),
+    "dns.failures": ("strait_dns_queries_total", {"result": "failed"}),
+    "dns.changes": ("strait_dns_changes_total", {}),
+    "jwks.uris": ("strait_jwks_uris", {}),
+    "jwks.fetches": ("strait_jwks_fetches_total", {"result": "sent"}),
+    "jwks.failures": ("strait_jwks_fetches_total", {"result": "failed"}),
+    "jwks.changes": ("strait_jwks_changes_total", {}),
+}
+# Values that move between the two reads.
+MOVING = {"server.uptime_ms", "server.memory_allocated_bytes",
+          "overload.memory_used_bytes"}
+
+
+def test_process_stats_have_strait_names(strait_factory, tmp_path):
+    """Every numeric process value of /stats, from a running strait with a
+    config.dir and tracing on (etcd off), has its strait_* sample on
+    /stats/prometheus with the same value; the overload actions are
+    checked by label."""
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    st = strait_factory(extra=(
+        f"config: {{dir: \"{conf}\", debounce: 10ms}}\n"
+        f"tracing: {{endpoint: \"http://127.0.0.1:{free_port()}\"}}\n"
+    )).start()
+    stats = st.stats()
+    text = scrape(st.url("/stats/prometheus"))
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    prom = {}
+    for f in fams.values():
+        for s in f.samples:
+            prom[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    checked = 0
+    for key, v in stats.items():
+        if not isinstance(v, int) or key.split(".")[0] in (
+                "listener", "cluster", "lua", "geoip"):
+            continue
+        parts = key.split(".")
+        if parts[0] == "overload" and len(parts) == 3:
+            name = ("strait_overload_action_active" if parts[2] == "active"
+                    else "strait_overload_action_activations_total")
+            sample = (name, (("action", parts[1]),))
+        else:
+            assert key in PROCESS_KEYS, \
+                f"/stats {key} has no strait_* sample in PROCESS_KEYS"
+            name, labels = PROCESS_KEYS[key]
+            sample = (name, tuple(sorted(labels.items())))
+        assert sample in prom, f"/stats {key}: no {sample} in /stats/prometheus"
+        if key == "server.uptime_ms":
+            assert abs(prom[sample] - v / 1000) <= 2
+        elif key not in MOVING:
+            assert prom[sample] == v, key
+        checked += 1
+    # tracing, resources, DNS and JWKS were all there to be checked.
+    assert {"tracing.spans_queued", "dns.names", "jwks.uris",
+            "access_log.written", "server.upgrade_pid"} <= set(stats)
+    assert checked >= len(PROCESS_KEYS)
+    assert fams["strait_access_log_written"].type == "counter"
+    assert fams["strait_tracing_spans_pending"].type == "gauge"
+    assert fams["strait_pid"].type == "gauge"
+    assert prom[("strait_pid", ())] == st.proc.pid

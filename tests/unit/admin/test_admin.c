@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -158,17 +159,17 @@ static void fake_dispose(struct fake *k)
     stats_block_unref(k->ls[1]);
 }
 
-static void fake_lua_stats(void *arg, struct buf *b)
+static void fake_lua_errors(void *arg, admin_lua_error_fn *fn, void *ctx)
 {
     (void)arg;
-    buf_puts(b, "lua.web.default/tag.on_request.timeout: 2\n");
+    fn(ctx, "web", "default/tag", "on_request", "timeout", 2);
 }
 
 static struct admin_ops fake_ops(struct fake *k)
 {
     struct admin_ops ops = {
         k,         fake_status, fake_listeners, fake_clusters, fake_config_json,
-        fake_quit, fake_reload, NULL,           fake_upgrade,  fake_lua_stats};
+        fake_quit, fake_reload, NULL,           fake_upgrade,  fake_lua_errors};
     return ops;
 }
 
@@ -259,7 +260,7 @@ static void test_render_stats(void **state)
 
     assert_line(s, "server.workers: 2");
     assert_line(s, "server.draining: 0");
-    /* LuaPolicy errors, from the lua_stats op. */
+    /* LuaPolicy errors, from the lua_errors op. */
     assert_line(s, "lua.web.default/tag.on_request.timeout: 2");
     assert_line(s, "server.uptime_ms: 12345");
     assert_line(s, "server.reloads_ok: 3");
@@ -373,6 +374,12 @@ static void check_sample(const char *line, size_t len, char *fam, size_t famsz)
     n = i;
     while (i < len && line[i] >= '0' && line[i] <= '9')
         i++;
+    /* Seconds carry milliseconds as a fraction. */
+    if (i > n && i < len && line[i] == '.') {
+        n = ++i;
+        while (i < len && line[i] >= '0' && line[i] <= '9')
+            i++;
+    }
     if (i == n || i != len)
         fail_msg("bad value in: %.*s", (int)len, line);
 }
@@ -380,12 +387,12 @@ static void check_sample(const char *line, size_t len, char *fam, size_t famsz)
 /*
  * check_exposition() walks a Prometheus text body: every sample follows the
  * "# TYPE" line of its own family (samples of a family are contiguous), no
- * family is declared twice, and every TYPE has a HELP. Returns the number
- * of samples.
+ * family is declared twice, every TYPE has a HELP, and a family's name ends
+ * in _total exactly when it is a counter. Returns the number of samples.
  */
 static int check_exposition(const char *s)
 {
-    char cur[128] = "", declared[64][128];
+    char cur[128] = "", declared[256][128];
     int ndeclared = 0, samples = 0;
 
     for (const char *p = s; *p != '\0';) {
@@ -401,13 +408,20 @@ static int check_exposition(const char *s)
                 fail_msg("bad TYPE line: %.*s", (int)len, p);
             assert_true(strcmp(type, "counter") == 0 ||
                         strcmp(type, "gauge") == 0);
+            {
+                size_t nl2 = strlen(name);
+                int total = nl2 > 6 && strcmp(name + nl2 - 6, "_total") == 0;
+                if (total != (strcmp(type, "counter") == 0))
+                    fail_msg("%s is a %s: only counters end in _total", name,
+                             type);
+            }
             for (int i = 0; i < ndeclared; i++)
                 if (strcmp(declared[i], name) == 0)
                     fail_msg("family %s declared twice", name);
             snprintf(help, sizeof(help), "# HELP %s ", name);
             if (strstr(s, help) == NULL)
                 fail_msg("family %s has no HELP", name);
-            assert_true(ndeclared < 64);
+            assert_true(ndeclared < 256);
             snprintf(declared[ndeclared++], sizeof(declared[0]), "%s", name);
             snprintf(cur, sizeof(cur), "%s", name);
         } else if (len >= 1 && p[0] == '#') {
@@ -427,6 +441,14 @@ static int check_exposition(const char *s)
     return samples;
 }
 
+/*
+ * The process's samples whatever is configured: workers, draining, uptime,
+ * 2 reloads, 2 rebuilds, pid, serving, 2 upgrades, upgrade running and
+ * pid, 4 access-log counters, 2 connection gauges, 3 memory gauges, DNS
+ * names, 2 DNS queries, DNS changes.
+ */
+#define STATUS_ALWAYS 26
+
 static void test_render_prometheus(void **state)
 {
     struct rfx *r = *state;
@@ -438,12 +460,11 @@ static void test_render_prometheus(void **state)
     s = render(r, admin_render_prometheus);
     assert_line(s, "strait_memory_allocated_bytes 4242");
     samples = check_exposition(s);
-    /* 32 listener families, 11 labelled rows (5 status classes, 6 TLS
+    /* 34 listener families, 11 labelled rows (5 status classes, 6 TLS
      * failure reasons) and the buffers gauge, each x 2 listeners; 3
-     * worker lines; 5 server lines, 4 overload gauges and 2 x 3 overload
-     * action lines, the allocated-bytes gauge; 3 DNS lines; 2 rebuild
-     * lines. */
-    assert_int_equal(samples, (32 + 11 + 1) * 2 + 3 + 5 + 10 + 1 + 3 + 2);
+     * worker lines; 26 process lines (STATUS_ALWAYS below), 2 x 3
+     * overload action lines; 1 LuaPolicy line. */
+    assert_int_equal(samples, (34 + 11 + 1) * 2 + 3 + STATUS_ALWAYS + 6 + 1);
     assert_line(s, "strait_overload_action_active{action="
                    "\"stop_accepting_requests\"} 0");
     assert_line(s, "# TYPE strait_listener_connections_overflow_total "
@@ -497,8 +518,8 @@ static void test_render_prometheus(void **state)
     /* Without listeners the families are still declared, and valid. */
     r->k.nls = 0;
     s = render(r, admin_render_prometheus);
-    /* server, overload, allocated bytes, DNS and rebuild lines */
-    assert_int_equal(check_exposition(s), 5 + 10 + 1 + 3 + 2);
+    /* process, overload action and LuaPolicy lines */
+    assert_int_equal(check_exposition(s), STATUS_ALWAYS + 6 + 1);
     assert_line(s, "# TYPE strait_listener_connections_active gauge");
 }
 
@@ -839,7 +860,7 @@ static void test_http_prometheus(void **state)
     assert_string_equal(header(r, "Content-Type"),
                         "text/plain; version=0.0.4; charset=utf-8");
     assert_int_equal(check_exposition(r->body),
-                     (32 + 11 + 1) * 2 + 3 + 5 + 10 + 1 + 3 + 2);
+                     (34 + 11 + 1) * 2 + 3 + STATUS_ALWAYS + 6 + 1);
     assert_line(r->body, "strait_listener_connections_active{listener=\"web\"} "
                          "5");
 }
@@ -1193,6 +1214,359 @@ static void test_render_outlier_detection(void **state)
     cluster_unref(one_cluster);
 }
 
+/* The fake's status with every optional part on: tracing, a config.dir,
+ * config.etcd, and the text values (errors, the etcd endpoint). */
+static void status_all_on(struct admin_status *st)
+{
+    st->pid = 77;
+    st->serving = 1;
+    st->upgrades_ok = 1;
+    st->upgrades_failed = 2;
+    st->upgrade_running = 1;
+    st->upgrade_pid = 78;
+    st->last_upgrade_error = "exec failed";
+    st->last_rebuild_error = "bad key";
+    st->alog_written = 9;
+    st->alog_dropped = 8;
+    st->alog_write_errors = 7;
+    st->alog_reopens = 6;
+    st->tracing = 1;
+    st->spans_queued = 11;
+    st->spans_dropped = 12;
+    st->spans_pending = 13;
+    st->spans_exported = 14;
+    st->export_requests = 15;
+    st->export_failures = 16;
+    st->export_retries = 17;
+    st->has_resources = 1;
+    st->resources = 5;
+    st->resource_error = "x.yaml: bad";
+    st->dns_names = 3;
+    st->jwks_uris = 2;
+    st->has_etcd = 1;
+    st->etcd_synced = 1;
+    st->etcd_watching = 1;
+    st->etcd_revision = 42;
+    st->etcd_keys = 4;
+    st->etcd_endpoint = "http://127.0.0.1:2379";
+    st->etcd_error = "connection refused";
+    st->etcd_down_ms = 1500;
+    st->etcd_watches_started = 21;
+    st->etcd_reconnects = 22;
+    st->etcd_ranges = 23;
+    st->etcd_compactions = 24;
+    st->etcd_events = 25;
+    st->etcd_progress = 26;
+    st->etcd_failures = 27;
+    st->etcd_last_backoff_ms = 250;
+    st->etcd_watch_created_ms = INT64_C(1700000000123);
+}
+
+/* The families of the process's values that /stats shows: access log,
+ * tracing, binary upgrades, DNS names, jwksUris and etcd. */
+static void test_render_prometheus_process_families(void **state)
+{
+    struct rfx *r = *state;
+    const char *s;
+
+    status_all_on(&r->k.st);
+    s = render(r, admin_render_prometheus);
+    check_exposition(s);
+    assert_line(s, "# TYPE strait_pid gauge");
+    assert_line(s, "strait_pid 77");
+    assert_line(s, "strait_serving 1");
+    assert_line(s, "# TYPE strait_upgrades_total counter");
+    assert_line(s, "strait_upgrades_total{result=\"ok\"} 1");
+    assert_line(s, "strait_upgrades_total{result=\"error\"} 2");
+    assert_line(s, "strait_upgrade_running 1");
+    assert_line(s, "strait_upgrade_pid 78");
+    assert_line(s, "# TYPE strait_access_log_written_total counter");
+    assert_line(s, "strait_access_log_written_total 9");
+    assert_line(s, "strait_access_log_dropped_total 8");
+    assert_line(s, "strait_access_log_write_errors_total 7");
+    assert_line(s, "strait_access_log_reopens_total 6");
+    assert_line(s, "strait_tracing_spans_queued_total 11");
+    assert_line(s, "strait_tracing_spans_dropped_total 12");
+    assert_line(s, "# TYPE strait_tracing_spans_pending gauge");
+    assert_line(s, "strait_tracing_spans_pending 13");
+    assert_line(s, "strait_tracing_spans_exported_total 14");
+    assert_line(s, "strait_tracing_export_requests_total 15");
+    assert_line(s, "strait_tracing_export_failures_total 16");
+    assert_line(s, "strait_tracing_export_retries_total 17");
+    assert_line(s, "# TYPE strait_dns_names gauge");
+    assert_line(s, "strait_dns_names 3");
+    assert_line(s, "# TYPE strait_jwks_uris gauge");
+    assert_line(s, "strait_jwks_uris 2");
+    assert_line(s, "strait_resources 5");
+    assert_line(s, "# TYPE strait_etcd_synced gauge");
+    assert_line(s, "strait_etcd_synced 1");
+    assert_line(s, "strait_etcd_watching 1");
+    assert_line(s, "strait_etcd_revision 42");
+    assert_line(s, "strait_etcd_keys 4");
+    assert_line(s, "strait_etcd_down_seconds 1.500");
+    assert_line(s, "strait_etcd_watches_started_total 21");
+    assert_line(s, "strait_etcd_reconnects_total 22");
+    assert_line(s, "strait_etcd_ranges_total 23");
+    assert_line(s, "strait_etcd_compactions_total 24");
+    assert_line(s, "strait_etcd_events_total 25");
+    assert_line(s, "strait_etcd_progress_notifications_total 26");
+    assert_line(s, "strait_etcd_failures_total 27");
+    assert_line(s, "strait_etcd_last_backoff_seconds 0.250");
+    assert_line(s, "strait_etcd_watch_created_timestamp_seconds "
+                   "1700000000.123");
+    assert_line(s, "# TYPE strait_lua_errors_total counter");
+    assert_line(s, "strait_lua_errors_total{listener=\"web\",policy=\"default/"
+                   "tag\",phase=\"on_request\",reason=\"timeout\"} 2");
+    assert_line(s, "# TYPE strait_http_overload_rejected_total counter");
+    assert_line(s, "strait_http_overload_keepalive_disabled_total"
+                   "{listener=\"web\"} 0");
+
+    /* Off, they are not shown, as in /stats. */
+    r->k.st.tracing = 0;
+    r->k.st.has_etcd = 0;
+    r->k.st.has_resources = 0;
+    s = render(r, admin_render_prometheus);
+    assert_null(strstr(s, "strait_tracing_"));
+    assert_null(strstr(s, "strait_etcd_"));
+    assert_null(strstr(s, "strait_jwks_"));
+    assert_line(s, "strait_dns_names 3");
+}
+
+/*
+ * Every /stats key a strait_* family stands for, so the README's "every
+ * /stats counter has a strait_* name" stays true: a /stats value added
+ * without a family (and a row here) fails
+ * test_every_stats_value_has_a_family. Patterns are fnmatch(3)'s, the
+ * first match wins. Text values (errors, the etcd endpoint) have none.
+ */
+static const struct {
+    const char *key;
+    const char *family;
+} stats_to_family[] = {
+    {"server.workers", "strait_workers"},
+    {"server.draining", "strait_draining"},
+    {"server.uptime_ms", "strait_uptime_seconds"},
+    {"server.reloads_*", "strait_config_reloads_total"},
+    {"server.rebuilds_*", "strait_config_rebuilds_total"},
+    {"server.pid", "strait_pid"},
+    {"server.serving", "strait_serving"},
+    {"server.upgrades_*", "strait_upgrades_total"},
+    {"server.upgrade_running", "strait_upgrade_running"},
+    {"server.upgrade_pid", "strait_upgrade_pid"},
+    {"server.downstream_cx_active", "strait_downstream_connections_active"},
+    {"server.max_connections", "strait_downstream_connections_limit"},
+    {"server.memory_allocated_bytes", "strait_memory_allocated_bytes"},
+    {"access_log.written", "strait_access_log_written_total"},
+    {"access_log.dropped", "strait_access_log_dropped_total"},
+    {"access_log.write_errors", "strait_access_log_write_errors_total"},
+    {"access_log.reopens", "strait_access_log_reopens_total"},
+    {"overload.memory_limit_bytes", "strait_overload_memory_limit_bytes"},
+    {"overload.memory_used_bytes", "strait_overload_memory_used_bytes"},
+    {"overload.*.active", "strait_overload_action_active"},
+    {"overload.*.activations", "strait_overload_action_activations_total"},
+    {"tracing.spans_queued", "strait_tracing_spans_queued_total"},
+    {"tracing.spans_dropped", "strait_tracing_spans_dropped_total"},
+    {"tracing.spans_pending", "strait_tracing_spans_pending"},
+    {"tracing.spans_exported", "strait_tracing_spans_exported_total"},
+    {"tracing.export_requests", "strait_tracing_export_requests_total"},
+    {"tracing.export_failures", "strait_tracing_export_failures_total"},
+    {"tracing.export_retries", "strait_tracing_export_retries_total"},
+    {"resources.count", "strait_resources"},
+    {"resources.reloads_*", "strait_resource_reloads_total"},
+    {"dns.names", "strait_dns_names"},
+    {"dns.queries", "strait_dns_queries_total"},
+    {"dns.failures", "strait_dns_queries_total"},
+    {"dns.changes", "strait_dns_changes_total"},
+    {"jwks.uris", "strait_jwks_uris"},
+    {"jwks.fetches", "strait_jwks_fetches_total"},
+    {"jwks.failures", "strait_jwks_fetches_total"},
+    {"jwks.changes", "strait_jwks_changes_total"},
+    {"etcd.synced", "strait_etcd_synced"},
+    {"etcd.watching", "strait_etcd_watching"},
+    {"etcd.revision", "strait_etcd_revision"},
+    {"etcd.keys", "strait_etcd_keys"},
+    {"etcd.down_ms", "strait_etcd_down_seconds"},
+    {"etcd.watches_started", "strait_etcd_watches_started_total"},
+    {"etcd.reconnects", "strait_etcd_reconnects_total"},
+    {"etcd.ranges", "strait_etcd_ranges_total"},
+    {"etcd.compactions", "strait_etcd_compactions_total"},
+    {"etcd.events", "strait_etcd_events_total"},
+    {"etcd.progress_notifications", "strait_etcd_progress_notifications_total"},
+    {"etcd.failures", "strait_etcd_failures_total"},
+    {"etcd.last_backoff_ms", "strait_etcd_last_backoff_seconds"},
+    {"etcd.watch_created_unix_ms",
+     "strait_etcd_watch_created_timestamp_seconds"},
+    {"geoip.rq_total", "strait_geoip_requests_total"},
+    {"geoip.maxmind.*_db.total", "strait_geoip_lookups_total"},
+    {"geoip.maxmind.*_db.hit", "strait_geoip_hits_total"},
+    {"geoip.maxmind.*_db.lookup_error", "strait_geoip_lookup_errors_total"},
+    {"geoip.maxmind.*_db.db_reload_*", "strait_geoip_db_reloads_total"},
+    {"geoip.maxmind.*_db.db_build_epoch", "strait_geoip_db_build_epoch"},
+    {"lua.*", "strait_lua_errors_total"},
+    {"listener.*.worker_*.downstream_cx_total",
+     "strait_worker_connections_accepted_total"},
+    {"listener.*.downstream_cx_total",
+     "strait_listener_connections_accepted_total"},
+    {"listener.*.downstream_cx_active", "strait_listener_connections_active"},
+    {"listener.*.downstream_cx_destroy",
+     "strait_listener_connections_closed_total"},
+    {"listener.*.downstream_cx_overflow",
+     "strait_listener_connections_overflow_total"},
+    {"listener.*.downstream_global_cx_overflow",
+     "strait_listener_connections_global_overflow_total"},
+    {"listener.*.downstream_cx_limit_paused",
+     "strait_listener_accept_limit_pauses_total"},
+    {"listener.*.downstream_cx_overload_paused",
+     "strait_listener_accept_overload_pauses_total"},
+    {"listener.*.downstream_cx_rx_bytes_total",
+     "strait_listener_received_bytes_total"},
+    {"listener.*.downstream_cx_tx_bytes_total",
+     "strait_listener_sent_bytes_total"},
+    {"listener.*.upstream_cx_rx_bytes_total",
+     "strait_upstream_received_bytes_total"},
+    {"listener.*.upstream_cx_tx_bytes_total",
+     "strait_upstream_sent_bytes_total"},
+    {"listener.*.upstream_cx_connect_fail",
+     "strait_upstream_connect_failures_total"},
+    {"listener.*.upstream_cx_connect_timeout",
+     "strait_upstream_connect_timeouts_total"},
+    {"listener.*.idle_timeout", "strait_listener_idle_timeouts_total"},
+    {"listener.*.no_filter_chain_match", "strait_listener_no_route_total"},
+    {"listener.*.tls_inspector.client_hello_errors",
+     "strait_listener_client_hello_errors_total"},
+    {"listener.*.registry_only_refused",
+     "strait_listener_registry_only_refused_total"},
+    {"listener.*.http.rq_total", "strait_http_requests_total"},
+    {"listener.*.http.rq_[1-5]xx", "strait_http_responses_total"},
+    {"listener.*.http.protocol_errors", "strait_http_protocol_errors_total"},
+    {"listener.*.http.downstream_buffers_active",
+     "strait_http_downstream_buffers_active"},
+    {"listener.*.http.upstream_errors", "strait_http_upstream_errors_total"},
+    {"listener.*.http.rbac_denied", "strait_http_rbac_denied_total"},
+    {"listener.*.http.jwt_authn.denied", "strait_http_jwt_denied_total"},
+    {"listener.*.http.mirror_sent", "strait_http_mirror_sent_total"},
+    {"listener.*.http.mirror_failed", "strait_http_mirror_failed_total"},
+    {"listener.*.http.mirror_skipped", "strait_http_mirror_skipped_total"},
+    {"listener.*.http.rq_idle_timeout",
+     "strait_http_stream_idle_timeouts_total"},
+    {"listener.*.http.rq_header_timeout",
+     "strait_http_request_header_timeouts_total"},
+    {"listener.*.http.downstream_rq_overload_close",
+     "strait_http_overload_rejected_total"},
+    {"listener.*.http.downstream_cx_overload_disable_keepalive",
+     "strait_http_overload_keepalive_disabled_total"},
+    {"listener.*.tls.handshakes", "strait_tls_handshakes_total"},
+    {"listener.*.tls.fail_*", "strait_tls_handshake_failures_total"},
+    {"listener.*.http2.rapid_reset", "strait_http2_rapid_reset_total"},
+    {"listener.*.http2.flood", "strait_http2_flood_total"},
+    {"listener.*.http2.continuation_flood",
+     "strait_http2_continuation_flood_total"},
+    {"listener.*.http2.stream_errors", "strait_http2_stream_errors_total"},
+    {"cluster.*.outlier_detection.ejections_enforced_total",
+     "strait_cluster_outlier_ejections_total"},
+    {"cluster.*.outlier_detection.ejections_active",
+     "strait_cluster_outlier_ejections_active"},
+    {"cluster.*.outlier_detection.ejections_overflow",
+     "strait_cluster_outlier_ejections_overflow_total"},
+    {"cluster.*.outlier_detection.ejections_enforced_*",
+     "strait_cluster_outlier_ejections_by_reason_total"},
+    {"cluster.*.upstream_rq_total", "strait_cluster_requests_total"},
+    {"cluster.*.upstream_cx_total", "strait_cluster_connections_total"},
+    {"cluster.*.upstream_cx_reused", "strait_cluster_connections_reused_total"},
+    {"cluster.*.upstream_cx_connect_fail",
+     "strait_cluster_connect_failures_total"},
+    {"cluster.*.upstream_cx_connect_timeout",
+     "strait_cluster_connect_timeouts_total"},
+    {"cluster.*.upstream_rq_error", "strait_cluster_request_errors_total"},
+    {"cluster.*.upstream_rq_timeout", "strait_cluster_request_timeouts_total"},
+    {"cluster.*.upstream_rq_pending_overflow",
+     "strait_cluster_request_overflows_total"},
+    {"cluster.*.upstream_rq_retry_overflow",
+     "strait_cluster_retry_overflows_total"},
+    {"cluster.*.upstream_rq_retry", "strait_cluster_retries_total"},
+    {"cluster.*.upstream_rq_per_try_timeout",
+     "strait_cluster_per_try_timeouts_total"},
+    {"cluster.*.retry_or_shadow_abandoned",
+     "strait_cluster_retry_body_overflows_total"},
+    {"cluster.*.upstream_cx_overflow",
+     "strait_cluster_connection_overflows_total"},
+    {"cluster.*.upstream_rq_pending_total",
+     "strait_cluster_requests_pending_total"},
+};
+
+/*
+ * Every numeric /stats value, with everything on (tracing, config.dir,
+ * etcd, LuaPolicy errors, listeners, a cluster with outlier detection),
+ * has a family in /stats/prometheus with at least one sample.
+ */
+static void test_every_stats_value_has_a_family(void **state)
+{
+    struct rfx *r = *state;
+    struct outlier_conf oc;
+    struct addr a;
+    const char *why;
+    char *stats;
+    const char *prom;
+    int keys = 0;
+
+    status_all_on(&r->k.st);
+    r->k.st.last_reload_error = "bad";
+    assert_int_equal(addr_parse(&a, "127.0.0.1:80", 12, 0, &why), 0);
+    one_cluster = cluster_new("up", &a, 1, 1);
+    assert_non_null(one_cluster);
+    memset(&oc, 0, sizeof(oc));
+    oc.consecutive_5xx = 1;
+    oc.base_ejection_ms = 1000;
+    oc.max_ejection_ms = 1000;
+    oc.max_ejection_pct = 100;
+    one_cluster->od = outlier_new(&oc, 1);
+    assert_non_null(one_cluster->od);
+    r->ops.clusters = real_clusters;
+    stats = strdup(render(r, admin_render_stats));
+    assert_non_null(stats);
+    prom = render(r, admin_render_prometheus);
+    check_exposition(prom);
+    for (const char *p = stats; *p != '\0';) {
+        const char *nl = strchr(p, '\n');
+        const char *colon = strstr(p, ": ");
+        char key[256], sample[300];
+        const char *fam = NULL;
+
+        assert_true(colon != NULL && colon < nl);
+        snprintf(key, sizeof(key), "%.*s", (int)(colon - p), p);
+        p = nl + 1;
+        if (colon[2] == '"') /* text: an error, the etcd endpoint */
+            continue;
+        keys++;
+        for (size_t i = 0; fam == NULL && i < sizeof(stats_to_family) /
+                                                  sizeof(stats_to_family[0]);
+             i++)
+            if (fnmatch(stats_to_family[i].key, key, 0) == 0)
+                fam = stats_to_family[i].family;
+        if (fam == NULL)
+            fail_msg("/stats %s has no strait_* family: add one to "
+                     "/stats/prometheus and to stats_to_family[]",
+                     key);
+        snprintf(sample, sizeof(sample), "\n%s{", fam);
+        if (strstr(prom, sample) == NULL) {
+            snprintf(sample, sizeof(sample), "\n%s ", fam);
+            if (strstr(prom, sample) == NULL)
+                fail_msg("/stats %s: no %s sample in /stats/prometheus", key,
+                         fam);
+        }
+    }
+    /* All the parts were there to be checked. */
+    assert_true(keys > 150);
+    assert_non_null(strstr(stats, "\netcd.watch_created_unix_ms: "));
+    assert_non_null(strstr(stats, "\ntracing.export_retries: "));
+    assert_non_null(strstr(stats, "\njwks.uris: "));
+    assert_non_null(strstr(stats, "\nlua."));
+    assert_non_null(strstr(stats, "outlier_detection.ejections_enforced_"
+                                  "consecutive_5xx: "));
+    free(stats);
+    cluster_unref(one_cluster);
+}
+
 static void test_host_and_origin_policy(void **state)
 {
     const char *hosts[] = {"gw-1.example.com", "10.0.0.9:15000"};
@@ -1244,6 +1618,10 @@ int main(void)
                                         teardown_render),
         cmocka_unit_test_setup_teardown(test_render_prometheus, setup_render,
                                         teardown_render),
+        cmocka_unit_test_setup_teardown(test_render_prometheus_process_families,
+                                        setup_render, teardown_render),
+        cmocka_unit_test_setup_teardown(test_every_stats_value_has_a_family,
+                                        setup_render, teardown_render),
         cmocka_unit_test_setup_teardown(test_http_ready, setup_http,
                                         teardown_http),
         cmocka_unit_test_setup_teardown(test_http_stats, setup_http,
