@@ -73,6 +73,10 @@ static const struct {
     {"STR0002", "GatewayConfigWarning"},
     {"STR0003", "DestinationPortUnknown"},
     {"STR0004", "DuplicateResource"},
+    {"STR0005", "UndeclaredHostPassthrough"},
+    {"STR0006", "GatewayPortNotShared"},
+    {"STR0007", "GatewayPortConflict"},
+    {"STR0008", "UnknownKind"},
 };
 
 const char *res_code_name(const char *code)
@@ -392,10 +396,11 @@ static void check_dest_port(struct actx *a, const struct resource *r,
  * A destination host must be in the registry: a ServiceEntry host or a
  * service a WorkloadEntry stands for (a DestinationRule alone does not
  * declare a host). What an undeclared one is depends on the mesh's
- * outboundTrafficPolicy: under REGISTRY_ONLY an error (it would go to
- * BlackHoleCluster), under ALLOW_ANY a warning (it is passed through to
- * the host name, resolved by DNS), unless it is a wildcard, which names
- * no host to resolve.
+ * outboundTrafficPolicy: under REGISTRY_ONLY an error (IST0101: it would
+ * go to BlackHoleCluster), under ALLOW_ANY strait's own warning STR0005
+ * (it is passed through to the host name, resolved by DNS), unless it is
+ * a wildcard, which names no host to resolve (IST0101). Istio's IST0101
+ * is always an Error, so a host that is not an error is not said with it.
  */
 static void check_destination(struct actx *a, const struct resource *r,
                               const struct res_destination *d, const char *path)
@@ -427,9 +432,10 @@ static void check_destination(struct actx *a, const struct resource *r,
             return;
         }
         dest_port_text(d, port, sizeof(port));
-        finding(a, "IST0101", RES_WARNING, r, &d->mark, p,
-                "Referenced host not found: \"%s\" (outboundTrafficPolicy "
-                "ALLOW_ANY: passed through to %s, resolved by DNS, on %s)",
+        finding(a, "STR0005", RES_WARNING, r, &d->mark, p,
+                "Host \"%s\" is in no ServiceEntry, Service or "
+                "WorkloadEntry: passed through to %s, resolved by DNS, on %s "
+                "(outboundTrafficPolicy ALLOW_ANY)",
                 d->host, h, port);
     }
     check_dest_port(a, r, d, h, p);
@@ -1257,9 +1263,12 @@ static int same_port(const struct res_gw_server *x,
  * Servers on one port (and bind) share it when the gateway can tell their
  * connections apart: HTTP servers by Host, TLS servers (HTTPS and TLS,
  * passthrough or terminated) by SNI. A plaintext HTTP server and a TCP
- * server cannot be: as Istio does, the later one is not served (a
- * warning). Plaintext beside TLS servers served the same way (HTTP and
- * HTTPS, TCP and TLS) is refused at load (an error).
+ * server cannot be: as Istio does, the later one is not served (STR0006,
+ * a Warning). Plaintext beside TLS servers served the same way (HTTP and
+ * HTTPS, TCP and TLS) is refused at load (STR0007, an Error). These are
+ * strait's own codes: Istio's IST0145 ConflictingGateways is another
+ * condition (one host on one port and selector, check_conflicts()), and
+ * istioctl has no message for these.
  */
 static void check_port_sharing(struct actx *a, const struct resource *r,
                                const struct res_gw_server *srv, size_t s,
@@ -1301,7 +1310,8 @@ static void check_port_sharing(struct actx *a, const struct resource *r,
         rc = port_admit(&ps, r, srv);
         if (rc == PORT_OK)
             return;
-        finding(a, "IST0145", rc == PORT_REFUSED ? RES_ERROR : RES_WARNING, r,
+        finding(a, rc == PORT_REFUSED ? "STR0007" : "STR0006",
+                rc == PORT_REFUSED ? RES_ERROR : RES_WARNING, r,
                 &srv->port.mark, path,
                 "port %lld: this %s server cannot share the port with the "
                 "%s servers before it (Gateway %s/%s) (%s); %s",
@@ -2066,8 +2076,8 @@ static void check_node_policies(struct actx *a)
 }
 
 /* A running gateway's view of the Gateways its node does not serve: the
- * IST0101 strait check -c reports, as a Warning (a load is never refused
- * for it). */
+ * IST0101 strait check -c reports, at Istio's level (Error) but inert: a
+ * running gateway only logs it and never refuses a load for it. */
 static void check_node_gateways(struct actx *a)
 {
     for (size_t i = 0; i < a->set->n; i++) {
@@ -2078,8 +2088,10 @@ static void check_node_gateways(struct actx *a)
             gateway_selects_node(res_gateway(r), a->node))
             continue;
         selector_text(sel, sizeof(sel), &res_gateway(r)->selector);
-        finding(a, "IST0101", RES_WARNING, r, NULL, "spec.selector",
+        finding(a, "IST0101", RES_ERROR, r, NULL, "spec.selector",
                 "Referenced selector not found: \"%s\"", sel);
+        if (a->msgs->n > 0)
+            a->msgs->v[a->msgs->n - 1].inert = 1;
     }
 }
 

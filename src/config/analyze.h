@@ -16,9 +16,14 @@
  * IST0165, IST0171 (from the loader), IST0173, IST0174, IST0177; and strait's
  * own STR0001 (Info: ignored, e.g. a VirtualService or rule bound only to mesh,
  * whose destinations are not checked), STR0002 (Warning), STR0003 (Error:
- * no port to send a destination to) and STR0004 (Error, from the loader:
- * a resource defined twice). README's "strait
- * check" section says when each fires.
+ * no port to send a destination to), STR0004 (Error, from the loader:
+ * a resource defined twice), STR0005 (Warning: an undeclared host passed
+ * through under ALLOW_ANY), STR0006 (Warning: a Gateway server not served,
+ * its port held by servers it cannot share it with), STR0007 (Error:
+ * plaintext beside TLS on one port) and STR0008 (Warning, from the
+ * loader: an unknown kind in an Istio group, ignored). Each code has one
+ * level, Istio's for its own codes. README's "strait check" section says
+ * when each fires.
  *
  * Without Kubernetes, the services strait knows are the hosts of
  * ServiceEntries and the services WorkloadEntries stand for: a
@@ -26,9 +31,9 @@
  * NAME.NS.svc.<domain>, as a Kubernetes Service selecting it by its app
  * label would; these are the registry (a DestinationRule alone does not
  * put a host in it). A destination host outside it is an error under
- * outboundTrafficPolicy REGISTRY_ONLY and a warning under ALLOW_ANY,
- * which passes it through by DNS. Short names expand in the namespace of
- * the resource that wrote them.
+ * outboundTrafficPolicy REGISTRY_ONLY (IST0101) and a warning under
+ * ALLOW_ANY (STR0005), which passes it through by DNS. Short names expand in
+ * the namespace of the resource that wrote them.
  */
 
 struct analysis {
@@ -62,7 +67,9 @@ int analyze_node(const struct resource_set *set, int outbound_mode,
                  const struct analysis_node *node, struct analysis *out);
 
 /* analyze_scope() is the part of analyze_node() about what selects
- * nothing on node (IST0127, Warnings only): the running gateway logs it.
+ * nothing on node (IST0127 Warnings; IST0101 for a Gateway whose
+ * selector the node does not match, an inert Error): the running gateway
+ * logs it and never refuses a load for it.
  * Returns the number of messages in out (analysis_dispose it). */
 int analyze_scope(const struct resource_set *set,
                   const struct analysis_node *node, struct analysis *out);

@@ -91,6 +91,27 @@ def test_json_output(tmp_path):
     assert msgs[0]["line"] == 41 and msgs[0]["origin"] == "VirtualService default/bookinfo"
 
 
+def test_unknown_istio_kind_is_a_warning_not_a_schema_error(tmp_path):
+    """istioctl analyze skips a kind it has no schema for without a
+    message; strait skips it too, but a typo in kind: is said (STR0008,
+    a Warning) and does not fail the check."""
+    (tmp_path / "vs.yaml").write_text(
+        "apiVersion: networking.istio.io/v1\n"
+        "kind: VirtualSevice\n"
+        "metadata: {name: typo}\n"
+        "spec: {hosts: [a.example.com]}\n")
+    r = check(str(tmp_path / "vs.yaml"))
+    assert r.returncode == 0, r.stdout
+    assert "IST0106" not in r.stdout, r.stdout
+    assert "Warning [STR0008] (VirtualSevice default/typo " in r.stdout
+    assert "vs.yaml:2:7) kind: unknown kind 'VirtualSevice' in " \
+        "networking.istio.io (strait reads Gateway, VirtualService" in r.stdout
+    r = check("-o", "json", str(tmp_path / "vs.yaml"))
+    msgs = json.loads(r.stdout)
+    assert [(m["code"], m["name"], m["level"]) for m in msgs] == \
+        [("STR0008", "UnknownKind", "Warning")], msgs
+
+
 # The scenario of Istio's task egress-gateway ("Egress gateway for HTTP
 # traffic"), in resources written here (v1alpha3, as the task uses).
 EGRESS_GATEWAY_TASK = """apiVersion: networking.istio.io/v1alpha3

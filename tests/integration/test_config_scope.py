@@ -93,11 +93,12 @@ def test_running_gateway_says_what_selects_nothing_here(tmp_path, strait_factory
     assert "reason" not in res["deny-admin"]
     assert res["deny-admin"]["applies"] is True
     # A Gateway whose selector the node's labels do not match is not
-    # served here: said as strait check -c says it (IST0101), as a Warning.
+    # served here: said as strait check -c says it (IST0101, an Error as
+    # in Istio), logged only: the load is not refused for it.
     assert res["egress"]["applies"] is False
     assert res["egress"]["reason"] == (
         'IST0101 Referenced selector not found: "istio=egressgateway"')
-    assert ("Warning [IST0101] (Gateway default/egress "
+    assert ("Error [IST0101] (Gateway default/egress "
             f"{conf}/r.yaml:") in st.log(), st.log()
     assert res["reviews"]["applies"] is False
     assert res["reviews"]["reason"].startswith(

@@ -577,7 +577,8 @@ def test_http_and_tcp_on_one_port_refused_with_a_clear_message(
     (d / "gw.yaml").write_text(plaintext_conflict(port))
     r = subprocess.run([STRAIT, "check", str(d)], capture_output=True,
                        text=True, timeout=60)
-    assert "Warning [IST0145]" in r.stdout, r.stdout
+    assert "Warning [STR0006]" in r.stdout, r.stdout
+    assert "IST0145" not in r.stdout, r.stdout
     assert "spec.servers[1]" in r.stdout
     assert ("plaintext TCP server cannot share the port with the plaintext "
             "HTTP servers before it") in r.stdout, r.stdout
@@ -629,8 +630,9 @@ spec:
     r = subprocess.run([STRAIT, "check", str(d)], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 1, r.stdout
-    lines = [l for l in r.stdout.splitlines() if "IST0145" in l]
+    lines = [l for l in r.stdout.splitlines() if "STR0007" in l]
     # The HTTP server beside the HTTPS one; the TLS server shares.
     assert len(lines) == 1, r.stdout
-    assert lines[0].startswith("Error [IST0145]") and "spec.servers[1]" in \
+    assert lines[0].startswith("Error [STR0007]") and "spec.servers[1]" in \
         lines[0], lines
+    assert "IST0145" not in r.stdout, r.stdout

@@ -302,15 +302,18 @@ static void test_ist0101_by_outbound_policy(void **state)
         "outboundTrafficPolicy.mode ALLOW_ANY in the bootstrap to pass it "
         "through) (error)");
     assert_int_equal(run_mode(dr_only, "IST0101", RES_REGISTRY_ONLY), 1);
-    /* ALLOW_ANY: warnings that say where it goes. */
-    assert_int_equal(run_mode(text, "IST0101", RES_ALLOW_ANY), 2);
+    /* ALLOW_ANY: strait's own warnings that say where it goes, never
+     * IST0101, which Istio makes always an Error. */
+    assert_int_equal(run_mode(text, "IST0101", RES_ALLOW_ANY), 0);
+    assert_int_equal(run_mode(text, "STR0005", RES_ALLOW_ANY), 2);
     assert_string_equal(
-        first_mode(text, "IST0101", RES_ALLOW_ANY, line, sizeof(line)),
+        first_mode(text, "STR0005", RES_ALLOW_ANY, line, sizeof(line)),
         "a.yaml:41:20 VirtualService default/v "
-        "spec.http[0].route[0].destination.host: Referenced host not found: "
-        "\"pay.example.net\" (outboundTrafficPolicy ALLOW_ANY: passed "
-        "through to pay.example.net, resolved by DNS, on the port of the "
-        "Gateway server it comes through) (warning)");
+        "spec.http[0].route[0].destination.host: Host \"pay.example.net\" "
+        "is in no ServiceEntry, Service or WorkloadEntry: passed through to "
+        "pay.example.net, resolved by DNS, on the port of the Gateway "
+        "server it comes through (outboundTrafficPolicy ALLOW_ANY) "
+        "(warning)");
     {
         int nerr = 0;
         struct resource_set *set =
@@ -319,8 +322,10 @@ static void test_ist0101_by_outbound_policy(void **state)
         assert_int_equal(nerr, 0);
         assert_int_equal(analyze(set, RES_ALLOW_ANY, &an), 0);
         assert_int_equal(an.msgs.n, 2);
+        assert_string_equal(an.msgs.v[1].code, "STR0005");
         assert_int_equal(an.msgs.v[1].level, RES_WARNING);
-        assert_non_null(strstr(an.msgs.v[1].message, "on port 5432)"));
+        assert_non_null(strstr(an.msgs.v[1].message,
+                               "on port 5432 (outboundTrafficPolicy"));
         analysis_dispose(&an);
         assert_int_equal(analyze(set, RES_REGISTRY_ONLY, &an), 2);
         analysis_dispose(&an);
@@ -328,7 +333,8 @@ static void test_ist0101_by_outbound_policy(void **state)
     }
     /* The DestinationRule applies to the passthrough: no IST0174 noise
      * without a hint, and the route is a warning. */
-    assert_int_equal(run_mode(dr_only, "IST0101", RES_ALLOW_ANY), 1);
+    assert_int_equal(run_mode(dr_only, "IST0101", RES_ALLOW_ANY), 0);
+    assert_int_equal(run_mode(dr_only, "STR0005", RES_ALLOW_ANY), 1);
     assert_non_null(strstr(
         first_mode(dr_only, "IST0174", RES_ALLOW_ANY, line, sizeof(line)),
         "under outboundTrafficPolicy ALLOW_ANY it applies "
@@ -338,6 +344,7 @@ static void test_ist0101_by_outbound_policy(void **state)
         first_mode(wildcard, "IST0101", RES_ALLOW_ANY, line, sizeof(line)),
         "a wildcard names none: declare it in a "
         "ServiceEntry) (error)"));
+    assert_int_equal(run_mode(wildcard, "STR0005", RES_ALLOW_ANY), 0);
     /* Declared hosts are quiet in both modes. */
     assert_int_equal(
         run_mode(BACKENDS HDR("VirtualService",
@@ -348,6 +355,17 @@ static void test_ist0101_by_outbound_policy(void **state)
                                    "reviews}}]\n",
                  "IST0101", RES_ALLOW_ANY),
         0);
+    assert_int_equal(
+        run_mode(BACKENDS HDR("VirtualService",
+                              "v") "spec:\n  hosts: "
+                                   "[reviews]\n  gateways: [edge]\n  http:\n"
+                                   "  - route: "
+                                   "[{destination: {host: "
+                                   "reviews}}]\n",
+                 "STR0005", RES_ALLOW_ANY),
+        0);
+    /* Under REGISTRY_ONLY the passthrough warning never shows. */
+    assert_int_equal(run_mode(text, "STR0005", RES_REGISTRY_ONLY), 0);
 }
 
 static void test_ist0145_conflicting_gateways(void **state)
@@ -386,9 +404,10 @@ static void test_ist0145_conflicting_gateways(void **state)
 }
 
 /* Servers on one port: HTTPS and TLS share it by SNI (quiet); plaintext
- * HTTP and TCP cannot (a warning on the later one); plaintext HTTP beside
- * HTTPS refuses the Gateways (an error). */
-static void test_ist0145_port_sharing(void **state)
+ * HTTP and TCP cannot (STR0006, a warning on the later one); plaintext
+ * HTTP beside HTTPS refuses the Gateways (STR0007, an error). Neither is
+ * Istio's IST0145 ConflictingGateways, which is about one host. */
+static void test_port_sharing_codes(void **state)
 {
 #define SRV(port, name, proto, hosts, tls)                                     \
     "  - port: {number: " port ", name: " name ", protocol: " proto "}\n"      \
@@ -397,42 +416,47 @@ static void test_ist0145_port_sharing(void **state)
     HDR("Gateway", name)                                                       \
     "spec:\n  selector: {istio: ingressgateway}\n"                             \
     "  servers:\n"
+    static const char shared[] =
+        GW_SERVERS("gw") SRV("443", "https", "HTTPS", "app.example.com",
+                             "    tls: {mode: SIMPLE, credentialName: app}\n")
+            SRV("443", "tls", "TLS", "db.example.com",
+                "    tls: {mode: PASSTHROUGH}\n")
+                SRV("443", "term", "TLS", "tcp.example.com",
+                    "    tls: {mode: SIMPLE, credentialName: t}\n");
+    static const char plain[] =
+        GW_SERVERS("gw") SRV("8080", "http", "HTTP", "\"*\"", "")
+            GW_SERVERS("gw2") SRV("8080", "tcp", "TCP", "tcp.example.com", "");
+    static const char beside_tls[] =
+        GW_SERVERS("gw") SRV("8443", "https", "HTTPS", "\"*\"",
+                             "    tls: {mode: SIMPLE, credentialName: app}\n")
+            SRV("8443", "http", "HTTP", "\"*\"", "");
     char line[1024];
 
     (void)state;
-    assert_int_equal(
-        run(GW_SERVERS("gw")
-                SRV("443", "https", "HTTPS", "app.example.com",
-                    "    tls: {mode: SIMPLE, credentialName: app}\n")
-                    SRV("443", "tls", "TLS", "db.example.com",
-                        "    tls: {mode: PASSTHROUGH}\n")
-                        SRV("443", "term", "TLS", "tcp.example.com",
-                            "    tls: {mode: SIMPLE, credentialName: t}\n"),
-            "IST0145"),
-        0);
-    first(GW_SERVERS("gw") SRV("8080", "http", "HTTP", "\"*\"", "")
-              GW_SERVERS("gw2")
-                  SRV("8080", "tcp", "TCP", "tcp.example.com", ""),
-          "IST0145", line, sizeof(line));
+    assert_int_equal(run(shared, "STR0006") + run(shared, "STR0007"), 0);
+    assert_int_equal(run(plain, "STR0006"), 1);
+    assert_int_equal(run(plain, "STR0007"), 0);
+    first(plain, "STR0006", line, sizeof(line));
     assert_non_null(strstr(line, "Gateway default/gw2"));
     assert_non_null(strstr(line, "spec.servers[0]"));
     assert_non_null(strstr(line, "this plaintext TCP server cannot share the "
                                  "port with the plaintext HTTP servers"));
     assert_non_null(strstr(line, "no SNI"));
     assert_non_null(strstr(line, "(warning)"));
-    first(GW_SERVERS("gw") SRV("8443", "https", "HTTPS", "\"*\"",
-                               "    tls: {mode: SIMPLE, credentialName: app}\n")
-              SRV("8443", "http", "HTTP", "\"*\"", ""),
-          "IST0145", line, sizeof(line));
+    assert_int_equal(run(beside_tls, "STR0007"), 1);
+    assert_int_equal(run(beside_tls, "STR0006"), 0);
+    first(beside_tls, "STR0007", line, sizeof(line));
     assert_non_null(strstr(line, "spec.servers[1]"));
     assert_non_null(strstr(line, "(error)"));
+    /* Istio's IST0145 is one host on one port and selector: not this. */
+    assert_int_equal(run(plain, "IST0145") + run(beside_tls, "IST0145"), 0);
     /* Another bind address is another port. */
     assert_int_equal(
         run(GW_SERVERS("gw")
                 SRV("8080", "http", "HTTP", "\"*\"",
                     "") "  - port: {number: 8080, name: tcp, protocol: TCP}\n"
                         "    bind: 10.0.0.1\n    hosts: [\"*\"]\n",
-            "IST0145"),
+            "STR0006"),
         0);
 #undef SRV
 #undef GW_SERVERS
@@ -737,6 +761,10 @@ static void test_levels_and_names(void **state)
                         "VirtualServiceUnreachableRule");
     assert_string_equal(res_code_name("IST0131"),
                         "VirtualServiceIneffectiveMatch");
+    assert_string_equal(res_code_name("STR0005"), "UndeclaredHostPassthrough");
+    assert_string_equal(res_code_name("STR0006"), "GatewayPortNotShared");
+    assert_string_equal(res_code_name("STR0007"), "GatewayPortConflict");
+    assert_string_equal(res_code_name("STR0008"), "UnknownKind");
 }
 
 /* msg_of() returns the message text of the first finding with code
@@ -1229,6 +1257,82 @@ static void test_ist0130_0131_l4_and_prefix(void **state)
     assert_int_equal(n, 0);
 }
 
+/* Istio's levels: IST0130 VirtualServiceUnreachableRule is a Warning,
+ * IST0131 VirtualServiceIneffectiveMatch an Info, on http, tcp and tls
+ * rules alike. */
+static void test_ist0130_0131_levels(void **state)
+{
+    char line[1024];
+    static const char http[] =
+        BACKENDS HDR("VirtualService",
+                     "v") "spec: {hosts: [reviews], gateways: [edge], http: "
+                          "[{match: [{uri: {exact: /a}}], route: "
+                          "[{destination: {host: reviews}}]}, {match: [{uri: "
+                          "{exact: /a}}], route: [{destination: {host: "
+                          "reviews}}]}]}\n";
+    static const char tcp[] =
+        BACKENDS HDR("VirtualService",
+                     "v") "spec: {hosts: [reviews], gateways: [edge], tcp: "
+                          "[{match: [{port: 5432}], route: [{destination: "
+                          "{host: reviews}}]}, {match: [{port: 5432}], route: "
+                          "[{destination: {host: reviews}}]}]}\n";
+
+    (void)state;
+    assert_non_null(strstr(first(http, "IST0130", line, sizeof(line)),
+                           "not used (all matches used by prior rules). "
+                           "(warning)"));
+    assert_non_null(strstr(first(http, "IST0131", line, sizeof(line)),
+                           "(duplicate/overlapping match in rule #0). "
+                           "(info)"));
+    assert_non_null(
+        strstr(first(tcp, "IST0130", line, sizeof(line)), "(warning)"));
+    assert_non_null(
+        strstr(first(tcp, "IST0131", line, sizeof(line)), "(info)"));
+}
+
+/* A tls rule whose match repeats an earlier one (same port and SNI
+ * hosts): IST0131 on the match, IST0130 on the rule, as Istio's
+ * analyzeUnreachableTLSRules says it; other SNI hosts are another match. */
+static void test_ist0130_0131_tls_duplicates(void **state)
+{
+    char m[1024], line[1024];
+    size_t n;
+#define TLS_RULE(sni)                                                          \
+    "{match: [{port: 443, sniHosts: [" sni "]}], route: [{destination: "       \
+    "{host: api.example.com, port: {number: 443}}}]}"
+    static const char dup[] = BACKENDS HDR(
+        "VirtualService",
+        "v") "spec: {hosts: [api.example.com, db.example.com], "
+             "gateways: [edge], tls: [" TLS_RULE(
+                 "api.example.com") ", " TLS_RULE("api.example.com") "]}\n";
+    static const char other[] = BACKENDS HDR(
+        "VirtualService",
+        "v") "spec: {hosts: [api.example.com, db.example.com], "
+             "gateways: [edge], tls: [" TLS_RULE(
+                 "api.example.com") ", " TLS_RULE("db.example.com") "]}\n";
+
+    (void)state;
+    msg_of(dup, "IST0131", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(m, "VirtualService rule #1 match #0 is not used "
+                           "(duplicate/overlapping match in rule #0).");
+    assert_non_null(strstr(first(dup, "IST0131", line, sizeof(line)),
+                           "VirtualService default/v spec.tls[1].match[0]: "));
+    assert_non_null(strstr(line, "(info)"));
+    msg_of(dup, "IST0130", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(m, "VirtualService rule #1 not used (all matches used "
+                           "by prior rules).");
+    assert_non_null(strstr(first(dup, "IST0130", line, sizeof(line)),
+                           "VirtualService default/v spec.tls[1]: "));
+    assert_non_null(strstr(line, "(warning)"));
+    msg_of(other, "IST0131", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+    msg_of(other, "IST0130", NULL, &n, m, sizeof(m));
+    assert_int_equal(n, 0);
+#undef TLS_RULE
+}
+
 /* IST0132 once per Gateway, with every host, as Istio words it. */
 static void test_ist0132_per_gateway(void **state)
 {
@@ -1509,7 +1613,7 @@ int main(void)
         cmocka_unit_test(test_ist0101_host_and_subset),
         cmocka_unit_test(test_ist0101_by_outbound_policy),
         cmocka_unit_test(test_ist0145_conflicting_gateways),
-        cmocka_unit_test(test_ist0145_port_sharing),
+        cmocka_unit_test(test_port_sharing_codes),
         cmocka_unit_test(test_ist0132_host_not_in_gateway),
         cmocka_unit_test(test_ist0130_unreachable_rule),
         cmocka_unit_test(test_ist0131_ineffective_match),
@@ -1533,6 +1637,8 @@ int main(void)
         cmocka_unit_test(test_ist0134_addresses_required),
         cmocka_unit_test(test_ist0002_deprecated),
         cmocka_unit_test(test_ist0130_0131_l4_and_prefix),
+        cmocka_unit_test(test_ist0130_0131_levels),
+        cmocka_unit_test(test_ist0130_0131_tls_duplicates),
         cmocka_unit_test(test_ist0132_per_gateway),
         cmocka_unit_test(test_ist0161_invalid_credential),
         cmocka_unit_test(test_ist0161_secret_credential),

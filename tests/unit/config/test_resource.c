@@ -519,6 +519,49 @@ static void test_other_kinds_are_skipped(void **state)
     assert_string_equal(f->set->msgs.v[0].code, "STR0001");
 }
 
+/* An unknown kind in an Istio group (a typo, or a kind newer than
+ * strait) is no schema error: istioctl analyze skips a kind it has no
+ * schema for without a word. strait skips it too, and says so as its own
+ * Warning STR0008 so that a typo does not go unseen. */
+static void test_unknown_istio_kind_is_a_warning(void **state)
+{
+    struct fx *f = *state;
+    const struct res_msg *m;
+
+    load_ok(f, "apiVersion: networking.istio.io/v1\nkind: VirtualSevice\n"
+               "metadata: {name: v}\nspec: {hosts: [a.example.com]}\n"
+               "---\n"
+               "apiVersion: security.istio.io/v1\nkind: AuthorizationPolcy\n"
+               "metadata: {name: p}\nspec: {}\n"
+               "---\n"
+               "apiVersion: networking.istio.io/v1\nkind: Gateway\n"
+               "metadata: {name: g}\nspec: {servers: [{port: {number: 80, "
+               "name: http, protocol: HTTP}, hosts: [\"*\"]}]}\n");
+    /* Both documents are left out; the rest loads. */
+    assert_int_equal(f->set->n, 1);
+    assert_int_equal(f->set->msgs.nerr, 0);
+    assert_int_equal(f->set->msgs.n, 2);
+    m = &f->set->msgs.v[0];
+    assert_string_equal(m->code, "STR0008");
+    assert_int_equal(m->level, RES_WARNING);
+    assert_int_equal(m->line, 2);
+    assert_int_equal(m->col, 7);
+    assert_string_equal(m->resource, "VirtualSevice default/v");
+    assert_string_equal(m->path, "kind");
+    assert_string_equal(m->message,
+                        "unknown kind 'VirtualSevice' in networking.istio.io "
+                        "(strait reads Gateway, VirtualService, "
+                        "DestinationRule, ServiceEntry, WorkloadEntry); the "
+                        "document is ignored, as istioctl analyze ignores a "
+                        "kind it does not know");
+    m = &f->set->msgs.v[1];
+    assert_string_equal(m->code, "STR0008");
+    assert_int_equal(m->level, RES_WARNING);
+    assert_non_null(strstr(m->message, "'AuthorizationPolcy' in "
+                                       "security.istio.io (strait reads "
+                                       "AuthorizationPolicy, "));
+}
+
 /* security.istio.io: AuthorizationPolicy and PeerAuthentication load with
  * Istio's defaults; bad CIDRs, ports, path templates and condition keys
  * are errors at their line. */
@@ -752,12 +795,10 @@ static void test_err_identity(void **state)
              "r.yaml:1:13: Gateway default/g: apiVersion: unsupported "
              "version 'v2' (v1, v1beta1 or v1alpha3)\n");
     load_err(f,
-             "apiVersion: networking.istio.io/v1\nkind: Gatway\n"
+             "apiVersion: strait.io/v1alpha1\nkind: LuaPolcy\n"
              "metadata: {name: g}\nspec: {}\n",
-             "r.yaml:2:7: Gatway default/g: kind: unknown kind 'Gatway' in "
-             "networking.istio.io "
-             "(Gateway, VirtualService, DestinationRule, ServiceEntry, "
-             "WorkloadEntry)\n");
+             "r.yaml:2:7: LuaPolcy default/g: kind: unknown kind 'LuaPolcy' "
+             "in strait.io (LuaPolicy)\n");
     load_err(f,
              "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\n"
              "metadata: {namespace: x}\nspec: {address: 1.2.3.4}\n",
@@ -1521,6 +1562,7 @@ int main(void)
         T(test_metadata),
         T(test_multi_document_and_json),
         T(test_other_kinds_are_skipped),
+        T(test_unknown_istio_kind_is_a_warning),
         T(test_security_kinds),
         T(test_duplicate_is_an_error_at_both_places),
         T(test_directory_namespaces),
