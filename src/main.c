@@ -526,9 +526,8 @@ static int cmd_run(int argc, char **argv)
     start.inherited = &inherited;
     start.parent_fd = ufd;
     pthread_sigmask(SIG_BLOCK, &block, &old);
-    main_loop = loop_new(main_base, bs, path,
-                         node != NULL ? ca_node_identity(node) : NULL, &start,
-                         &config_error, &err);
+    main_loop =
+        loop_new(main_base, bs, path, node, &start, &config_error, &err);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     free((char *)start.self_exe);
     if (main_loop == NULL) {

@@ -274,6 +274,16 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
         buf_printf(b, "overload.%s.activations: %" PRIu64 "\n",
                    overload_action_name(a), st.overload_activations[a]);
     }
+    if (st.has_identity) {
+        buf_printf(b, "ca.identity_unstored: %d\n", st.identity_unstored);
+        buf_printf(b, "ca.identity_store_failures: %" PRIu64 "\n",
+                   st.identity_store_failures);
+        if (st.identity_store_error != NULL) {
+            buf_puts(b, "ca.identity_store_error: ");
+            json_str(b, st.identity_store_error);
+            buf_puts(b, "\n");
+        }
+    }
     if (st.tracing) {
         buf_printf(b, "tracing.spans_queued: %" PRIu64 "\n", st.spans_queued);
         buf_printf(b, "tracing.spans_dropped: %" PRIu64 "\n", st.spans_dropped);
@@ -972,6 +982,18 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
                     "# TYPE strait_lua_errors_total counter\n");
         ops->lua_errors(ops->arg, prom_lua_error, b);
     }
+    if (st.has_identity)
+        buf_printf(b,
+                   "# HELP strait_ca_identity_unstored 1 while this node's "
+                   "certificate is in use from memory only (ca.dir/identity "
+                   "could not be written).\n"
+                   "# TYPE strait_ca_identity_unstored gauge\n"
+                   "strait_ca_identity_unstored %d\n"
+                   "# HELP strait_ca_identity_store_failures_total Failed "
+                   "writes of this node's certificate to ca.dir/identity.\n"
+                   "# TYPE strait_ca_identity_store_failures_total counter\n"
+                   "strait_ca_identity_store_failures_total %" PRIu64 "\n",
+                   st.identity_unstored, st.identity_store_failures);
     free(sums);
 }
 
@@ -1262,6 +1284,13 @@ static void handle(struct evhttp_request *req, void *arg)
             buf_printf(&body, " (memory %" PRIu64 " of %" PRIu64 " bytes)\n",
                        st.memory_used, st.memory_limit);
         }
+        /* Still ready: the certificate is in use from memory and the node
+         * serves with it; a restart before the write succeeds would start
+         * from what ca.dir/identity holds, which is why it is shown. */
+        if (st.identity_unstored)
+            buf_printf(&body, "IDENTITY NOT STORED: %s (retrying)\n",
+                       st.identity_store_error ? st.identity_store_error
+                                               : "write failed");
         if (st.last_reload_error != NULL)
             buf_printf(&body, "last reload failed: %s\n", st.last_reload_error);
         if (st.resource_error != NULL)

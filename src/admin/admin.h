@@ -78,6 +78,11 @@ struct admin_status {
     uint64_t heap_allocated; /* bytes malloc() has handed out, in use */
     unsigned overload;       /* OVERLOAD_BIT()s in effect */
     uint64_t overload_activations[OVERLOAD_NACTIONS];
+    /* The node's mesh certificate (ca.enabled or a join). */
+    int has_identity;
+    int identity_unstored; /* in use from memory: DIR/identity not written */
+    uint64_t identity_store_failures; /* failed writes since start */
+    const char *identity_store_error; /* why, while unstored; else NULL */
     /* Tracing (tracing.endpoint set). */
     int tracing;
     uint64_t spans_queued;

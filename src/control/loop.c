@@ -18,6 +18,7 @@
 #include "config/analyze.h"
 #include "config/bootstrap.h"
 #include "config/resource-t.h"
+#include "control/ca/ca_node.h"
 #include "control/ca/identity.h"
 #include "control/dirwatch.h"
 #include "control/dns.h"
@@ -102,6 +103,7 @@ struct loop {
     struct source_etcd *etcd;     /* config.etcd; its keys feed source */
     struct dns_cache *dns;        /* ServiceEntry names; with source only */
     struct jwks_cache *jwks;      /* jwksUri key sets; with source only */
+    struct ca_node *ca_node;      /* this node's PKI; NULL: no CA */
     struct ca_identity *identity; /* the mesh certificate; NULL: no CA */
     uint64_t cert_reloads;
     uint64_t cert_reload_failures;
@@ -1210,6 +1212,14 @@ static void admin_status(void *arg, struct admin_status *out)
         out->jwks_changes = js.changes;
         out->jwks_uris = js.uris;
     }
+    if (s->ca_node != NULL) {
+        struct ca_node_store_status cs;
+        ca_node_store_status(s->ca_node, &cs);
+        out->has_identity = 1;
+        out->identity_unstored = cs.unstored;
+        out->identity_store_failures = cs.failures;
+        out->identity_store_error = cs.error;
+    }
 }
 
 static struct series_table *admin_metrics(void *arg)
@@ -1517,11 +1527,13 @@ static int start_tracing(struct loop *s, const struct bootstrap *bs, char **err)
 }
 
 struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
-                      const char *config_path, struct ca_identity *identity,
+                      const char *config_path, struct ca_node *ca_node,
                       const struct loop_start *start, int *config_error,
                       char **err)
 {
     struct loop *s = calloc(1, sizeof(*s));
+    struct ca_identity *identity =
+        ca_node != NULL ? ca_node_identity(ca_node) : NULL;
     struct snapshot *next = NULL;
     struct worker_hooks hooks;
     struct source_inputs ins = {NULL, NULL, NULL};
@@ -1554,6 +1566,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     timer_init(&s->watchdog_timer, base, on_watchdog_timer, s);
     timer_init(&s->overload_timer, base, on_overload_timer, s);
     sd_start(s);
+    s->ca_node = ca_node;
     s->identity = identity;
     s->identity_fn.current = identity_current;
     s->identity_fn.ssl = ca_identity_ssl;

@@ -5,7 +5,7 @@
 
 struct bootstrap;
 struct event_base;
-struct ca_identity;
+struct ca_node;
 
 /*
  * The control loop: the main thread's inputs (the bootstrap, the resource
@@ -34,12 +34,14 @@ struct loop_start {
 /*
  * loop_new() takes ownership of bs (the bootstrap in effect), loads the
  * resources of config.dir, binds every listener and the admin API, and
- * starts the workers. NULL with an allocated message in *err (e.g. an
+ * starts the workers. ca_node: this node's PKI (its mesh certificate and
+ * whether that is stored, for the admin API), or NULL without a CA; it
+ * must outlive the loop. NULL with an allocated message in *err (e.g. an
  * address already in use), and *config_error set when the cause is
  * invalid configuration; the process should exit non-zero.
  */
 struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
-                      const char *config_path, struct ca_identity *identity,
+                      const char *config_path, struct ca_node *ca_node,
                       const struct loop_start *start, int *config_error,
                       char **err);
 

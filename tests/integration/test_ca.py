@@ -3,6 +3,7 @@ over mTLS. Two real processes on loopback; certificates are checked with
 the openssl command line, not with strait's own code."""
 import base64
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -428,6 +429,177 @@ def test_unstorable_certificate_is_used_from_memory_and_stored_later(
                  "-pubkey")
     r2 = openssl("pkey", "-in", str(idir / "key.pem"), "-pubout")
     assert r1.stdout == r2.stdout
+
+
+def ready_lines(n):
+    code, body, _ = n.get("/healthz/ready")
+    return code, body.splitlines()
+
+
+def prometheus(n):
+    code, body, _ = n.get("/stats/prometheus")
+    assert code == 200
+    return body.splitlines()
+
+
+def test_unstored_certificate_shows_on_stats_and_ready(nodes, tmp_path):
+    """Issue 12 item 9: while the certificate in use could not be written,
+    /stats and /stats/prometheus count the failed writes and say it is in
+    memory only, and /healthz/ready says why (still 200: the node serves
+    with it); all of it clears once the write succeeds."""
+    ca = ca_node(nodes, tmp_path).start()
+    tok = token(ca)
+    j = joiner(nodes, ca, "j", tok)
+    blocker = block_identity_writes(j)
+    j.start()
+    # The first write failed at the join; wait for a retry to fail too.
+    wait_for(lambda: j.stats().get("ca.identity_store_failures", 0) >= 2, 10,
+             "a retried store to fail")
+    st = j.stats()
+    assert st["ca.identity_unstored"] == 1
+    why = json.loads(st["ca.identity_store_error"])
+    assert why and str(identity(j)) in why, why
+    prom = prometheus(j)
+    assert "strait_ca_identity_unstored 1" in prom
+    assert "# TYPE strait_ca_identity_store_failures_total counter" in prom
+    assert any(l.startswith("strait_ca_identity_store_failures_total ")
+               and int(l.split()[1]) >= 2 for l in prom), prom
+    code, lines = ready_lines(j)
+    assert code == 200, lines
+    assert f"IDENTITY NOT STORED: {why} (retrying)" in lines, lines
+    # The CA's own node stored its certificate: nothing to show.
+    cs = ca.stats()
+    assert cs["ca.identity_unstored"] == 0
+    assert cs["ca.identity_store_failures"] == 0
+    assert "ca.identity_store_error" not in cs
+    assert not any(l.startswith("IDENTITY") for l in ready_lines(ca)[1])
+
+    blocker.unlink()
+    wait_for(lambda: j.stats()["ca.identity_unstored"] == 0, 30,
+             "the retried store to succeed")
+    st = j.stats()
+    assert st["ca.identity_store_failures"] >= 2
+    assert "ca.identity_store_error" not in st
+    assert "strait_ca_identity_unstored 0" in prometheus(j)
+    code, lines = ready_lines(j)
+    assert code == 200 and lines == ["LIVE"], lines
+    assert (identity(j) / "cert-chain.pem").exists()
+    assert "is stored in" in j.log()
+
+
+def _der_serial(der):
+    r = subprocess.run(["openssl", "x509", "-inform", "DER", "-noout",
+                        "-serial"], input=der, capture_output=True,
+                       timeout=30)
+    assert r.returncode == 0
+    return int(r.stdout.decode().strip().split("=", 1)[1], 16)
+
+
+class ClientCertEcho:
+    """A TLS upstream that requires a client certificate of client_ca and
+    records each handshake's client certificate serial (no session
+    tickets, so every handshake shows one), then echoes and ends with
+    b"END"."""
+
+    def __init__(self, upstream_factory, chain, key, client_ca):
+        import ssl
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(chain, key)
+        self.ctx.verify_mode = ssl.CERT_REQUIRED
+        self.ctx.load_verify_locations(client_ca)
+        self.ctx.options |= ssl.OP_NO_TICKET
+        self.ctx.set_alpn_protocols(["istio"])
+        self.serials = []
+        self.errors = []
+        self.port = upstream_factory(self.serve).port
+
+    def serve(self, c):
+        import ssl
+        try:
+            s = self.ctx.wrap_socket(c, server_side=True)
+        except (ssl.SSLError, OSError) as e:
+            self.errors.append(repr(e))
+            return
+        self.serials.append(_der_serial(s.getpeercert(binary_form=True)))
+        while True:
+            d = s.recv(1 << 16)
+            if not d:
+                break
+            s.sendall(d)
+        s.sendall(b"END")
+        s.close()
+
+
+def test_renewal_that_cannot_be_stored_is_served_from_memory(
+        strait_factory, upstream_factory, tmp_path):
+    """Issue 12 item 9: with ca.dir/identity unwritable from the start and
+    2 s certificates, the node still rotates, in memory, past the first
+    certificate's expiry: an ISTIO_MUTUAL upstream sees each new client
+    certificate (by serial), while nothing reaches the disk and /stats
+    says so; once the disk takes writes again the next one is stored."""
+    from test_l4 import gateway
+    from test_l4_upstream_tls import (dr, plain_talk, tcp_route, tcp_server,
+                                      tcp_service)
+
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    cadir = tmp_path / "ca"
+    st = strait_factory(extra=(
+        f"config: {{dir: \"{conf}\"}}\n"
+        f"ca: {{enabled: true, dir: \"{cadir}\", certTTL: 2s, "
+        f"address: \"127.0.0.1:{free_port()}\"}}\n"))
+    r = run("ca", "init", "-c", str(st.config))
+    assert r.returncode == 0, r.stderr
+    r = run("ca", "issue", "--namespace", "default", "--service-account",
+            "backend", "--ttl", "1h", "--out", str(tmp_path / "backend"),
+            "-c", str(st.config))
+    assert r.returncode == 0, r.stderr
+    idir = cadir / "identity"
+    idir.mkdir(parents=True, exist_ok=True)
+    blocker = idir / ".pending"
+    blocker.write_text("in the way\n")
+    up = ClientCertEcho(upstream_factory,
+                        str(tmp_path / "backend/cert-chain.pem"),
+                        str(tmp_path / "backend/key.pem"),
+                        str(cadir / "root-cert.pem"))
+    port = free_port()
+    (conf / "r.yaml").write_text(
+        gateway(tcp_server(port)) + tcp_service("mesh", up.port, sa="backend")
+        + dr("mesh", "{mode: ISTIO_MUTUAL}") + tcp_route("vs", port, "mesh"))
+    st.start()
+    node_id = "spiffe://cluster.local/ns/istio-system/sa/strait"
+
+    def taken():
+        """Serials of the node certificates the log says were taken."""
+        return [int(x, 16) for x in re.findall(
+            r"CA: certificate for " + re.escape(node_id)
+            + r" [a-z ]+ \(serial ([0-9a-f]+),", st.log())]
+
+    def talk():
+        assert plain_talk(port, b"x") == b"xEND"
+        return up.serials[-1]
+
+    # Two rotations (the third certificate) outlive the first one's 2 s.
+    def third_served():
+        seen = talk()
+        return seen in taken()[2:]
+
+    wait_for(third_served, 20, "a certificate two rotations on to be served")
+    assert up.errors == []
+    assert not (idir / "cert-chain.pem").exists()
+    s = st.stats()
+    assert s["ca.identity_unstored"] == 1
+    assert s["ca.identity_store_failures"] >= 3
+    code, lines = ready_lines(st)
+    assert code == 200
+    assert any(l.startswith("IDENTITY NOT STORED: ")
+               and l.endswith(" (retrying)") for l in lines), lines
+
+    blocker.unlink()
+    wait_for(lambda: st.stats()["ca.identity_unstored"] == 0, 15,
+             "a rotation or retry to store the certificate")
+    assert (idir / "cert-chain.pem").exists()
+    assert not any(l.startswith("IDENTITY") for l in ready_lines(st)[1])
 
 
 def test_join_interrupted_after_the_spend_retries_with_its_key(

@@ -598,6 +598,16 @@ struct ca_identity *ca_node_identity(struct ca_node *n)
     return &n->self.holder;
 }
 
+void ca_node_store_status(const struct ca_node *n,
+                          struct ca_node_store_status *out)
+{
+    const struct slot *s = &n->self;
+
+    out->unstored = s->unstored != NULL;
+    out->failures = s->store_failures;
+    out->error = s->unstored != NULL ? s->store_error : NULL;
+}
+
 const struct addr *ca_node_server_addr(const struct ca_node *n)
 {
     return n->srv ? ca_server_addr(n->srv) : NULL;

@@ -66,6 +66,23 @@ struct ca_node *ca_node_new(struct event_base *base, struct reaper *reaper,
 /* The node's own credential holder; valid while the node lives. */
 struct ca_identity *ca_node_identity(struct ca_node *n);
 
+/*
+ * Whether this node's certificate reached DIR/identity. A certificate
+ * that cannot be written (a full or failing disk) is used from memory and
+ * written again with backoff; /stats and /healthz/ready say so.
+ */
+struct ca_node_store_status {
+    int unstored;      /* 1 while the certificate in use is in memory only */
+    uint64_t failures; /* failed writes of DIR/identity since start */
+    /* Why the last write failed while unstored, else NULL; owned by the
+     * node, valid until its loop runs again. */
+    const char *error;
+};
+
+/* ca_node_store_status() fills out for the node's own certificate. */
+void ca_node_store_status(const struct ca_node *n,
+                          struct ca_node_store_status *out);
+
 /* The CA API's bound address, or NULL when this node runs no CA. */
 const struct addr *ca_node_server_addr(const struct ca_node *n);
 

@@ -310,6 +310,26 @@ static void test_render_stats(void **state)
     assert_line(s, "overload.stop_accepting_requests.active: 0");
     r->k.st.overload = 0;
 
+    /* No mesh certificate: no ca. lines. With one in memory only: the
+     * failed writes and why, the reason as a JSON string. */
+    assert_null(strstr(s, "ca.identity"));
+    r->k.st.has_identity = 1;
+    s = render(r, admin_render_stats);
+    assert_line(s, "ca.identity_unstored: 0");
+    assert_line(s, "ca.identity_store_failures: 0");
+    assert_null(strstr(s, "ca.identity_store_error"));
+    r->k.st.identity_unstored = 1;
+    r->k.st.identity_store_failures = 4;
+    r->k.st.identity_store_error = "No space left on device";
+    s = render(r, admin_render_stats);
+    assert_line(s, "ca.identity_unstored: 1");
+    assert_line(s, "ca.identity_store_failures: 4");
+    assert_line(s, "ca.identity_store_error: \"No space left on device\"");
+    r->k.st.has_identity = 0;
+    r->k.st.identity_unstored = 0;
+    r->k.st.identity_store_failures = 0;
+    r->k.st.identity_store_error = NULL;
+
     /* No listeners at all. */
     r->k.nls = 0;
     s = render(r, admin_render_stats);
@@ -514,6 +534,19 @@ static void test_render_prometheus(void **state)
     assert_line(s, "strait_uptime_seconds 12");
     assert_line(s, "strait_dns_queries_total{result=\"sent\"} 0");
     assert_line(s, "strait_dns_changes_total 0");
+    assert_null(strstr(s, "strait_ca_identity"));
+
+    /* A mesh certificate in use from memory only: two more samples. */
+    r->k.st.has_identity = 1;
+    r->k.st.identity_unstored = 1;
+    r->k.st.identity_store_failures = 3;
+    s = render(r, admin_render_prometheus);
+    assert_int_equal(check_exposition(s), samples + 2);
+    assert_line(s, "# TYPE strait_ca_identity_unstored gauge");
+    assert_line(s, "strait_ca_identity_unstored 1");
+    assert_line(s, "# TYPE strait_ca_identity_store_failures_total counter");
+    assert_line(s, "strait_ca_identity_store_failures_total 3");
+    r->k.st.has_identity = 0;
 
     /* Without listeners the families are still declared, and valid. */
     r->k.nls = 0;
@@ -812,6 +845,20 @@ static void test_http_ready(void **state)
                                  "stop_accepting_requests (memory 950 of "
                                  "1000 bytes)\n");
     f->k.st.overload = 0;
+
+    /* The certificate in use could not be written: said, still ready. */
+    f->k.st.has_identity = 1;
+    f->k.st.identity_unstored = 1;
+    f->k.st.identity_store_error = "cannot write /x/.pending: No space left";
+    r = http(f, "GET /healthz/ready HTTP/1.0\r\n\r\n");
+    assert_int_equal(r->status, 200);
+    assert_string_equal(r->body, "LIVE\nIDENTITY NOT STORED: cannot write "
+                                 "/x/.pending: No space left (retrying)\n");
+    f->k.st.identity_unstored = 0;
+    f->k.st.identity_store_error = NULL;
+    r = http(f, "GET /healthz/ready HTTP/1.0\r\n\r\n");
+    assert_string_equal(r->body, "LIVE\n");
+    f->k.st.has_identity = 0;
 
     r = http(f, "POST /healthz/ready HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
     assert_int_equal(r->status, 405);
