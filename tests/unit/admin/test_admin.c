@@ -1267,6 +1267,10 @@ static void status_all_on(struct admin_status *st)
 {
     st->pid = 77;
     st->serving = 1;
+    st->has_identity = 1;
+    st->identity_unstored = 1;
+    st->identity_store_failures = 4;
+    st->identity_store_error = "ca.dir full";
     st->upgrades_ok = 1;
     st->upgrades_failed = 2;
     st->upgrade_running = 1;
@@ -1396,6 +1400,8 @@ static const struct {
     {"server.reloads_*", "strait_config_reloads_total"},
     {"server.rebuilds_*", "strait_config_rebuilds_total"},
     {"server.pid", "strait_pid"},
+    {"ca.identity_unstored", "strait_ca_identity_unstored"},
+    {"ca.identity_store_failures", "strait_ca_identity_store_failures_total"},
     {"server.serving", "strait_serving"},
     {"server.upgrades_*", "strait_upgrades_total"},
     {"server.upgrade_running", "strait_upgrade_running"},
