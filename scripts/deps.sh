@@ -12,6 +12,7 @@ test_pkgs=(python3 python3-pytest python3-prometheus-client python3-grpcio
     libclang-rt-14-dev clang-format-14
     testssl.sh systemd
     dpkg-dev debhelper lintian rpm rpmlint buildah umoci python3-yaml
+    python3-kubernetes
     etcd-server etcd-client prometheus)
 
 pkgs=("${build_pkgs[@]}")

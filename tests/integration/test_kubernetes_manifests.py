@@ -1,0 +1,58 @@
+"""scripts/check-kubernetes, the offline check of packaging/kubernetes/:
+the manifests as shipped pass; a misspelled field, a value of the wrong
+type and a missing required field are each refused with the path of the
+field (what `kubectl apply --dry-run=client` would catch with an API
+server to fetch the schema from)."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import STRAIT
+
+SRC = os.environ.get("STRAIT_SRCDIR",
+                     os.path.join(os.path.dirname(__file__), "..", ".."))
+CHECK = os.path.join(SRC, "scripts", "check-kubernetes")
+MANIFESTS = os.path.join(SRC, "packaging", "kubernetes")
+
+
+def run(d):
+    return subprocess.run(["/usr/bin/python3", CHECK, STRAIT, str(d)],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def copy(tmp_path):
+    d = tmp_path / "k8s"
+    shutil.copytree(MANIFESTS, d)
+    return d
+
+
+def edit(d, old, new):
+    p = d / "strait-ingress.yaml"
+    text = p.read_text()
+    assert old in text
+    p.write_text(text.replace(old, new, 1))
+
+
+def test_shipped_manifests_pass(copy):
+    r = run(copy)
+    assert r.returncode == 0, r.stderr
+    assert "documents" in r.stdout
+
+
+@pytest.mark.parametrize("old,new,said", [
+    ("readOnlyRootFilesystem: true", "readOnlyRootFilesytem: true",
+     "unknown field 'readOnlyRootFilesytem' in V1SecurityContext"),
+    ("terminationGracePeriodSeconds: 30",
+     "terminationGracePeriodSeconds: \"30\"",
+     "spec.template.spec.terminationGracePeriodSeconds: not an integer"),
+    ("        - name: strait\n", "        - nme: strait\n",
+     "unknown field 'nme' in V1Container"),
+])
+def test_faults_are_refused_with_their_path(copy, old, new, said):
+    edit(copy, old, new)
+    r = run(copy)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert said in r.stderr, r.stderr
