@@ -3,9 +3,9 @@
  * conventions (add on an existing key, replace on a missing one, incr
  * with and without init, init_ttl only on creation, not a number),
  * expiry and ttl, CLOCK eviction that spares recently read entries,
- * safe_set refusing to evict, get_keys with max, flush_expired, two
- * threads incrementing one key without losing an update, and the token
- * bucket's rate and burst.
+ * safe_set refusing to evict, get_keys with max, flush_all and
+ * flush_expired, two threads incrementing one key without losing an
+ * update, and the token bucket's rate and burst.
  */
 #include "config.h"
 
@@ -149,6 +149,50 @@ struct hammer {
     int hot;
 };
 
+/* flush_all: every entry, with or without a ttl, is gone for get,
+ * get_keys and add at once, but keeps its memory until flush_expired
+ * frees it (OpenResty's flush_all marks, flush_expired frees). */
+static void flush_all(void **state)
+{
+    struct luadict *d = luadict_new("f", 1 << 20);
+    struct luadict_value v = num(1);
+    int forcible, n = 0;
+    double x;
+    char key[8];
+
+    (void)state;
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        assert_int_equal(luadict_store(d, LUADICT_SET, key, strlen(key), &v,
+                                       i % 2 ? 60000 : 0, 1000, 1, &forcible),
+                         0);
+    }
+    assert_true(luadict_free_space(d) < luadict_capacity(d));
+    luadict_flush_all(d);
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        assert_int_equal(get_num(d, key, 1000, &x), LUADICT_NIL);
+    }
+    luadict_keys(d, 0, 1000, count_key, &n);
+    assert_int_equal(n, 0);
+    assert_int_equal(luadict_incr(d, "k0", 2, 1, 0, 0, 0, 1000, &x, &forcible),
+                     LUADICT_NOT_FOUND);
+    /* The memory is still held; flush_expired gives it back. */
+    assert_true(luadict_free_space(d) < luadict_capacity(d));
+    v = num(2);
+    assert_int_equal(
+        luadict_store(d, LUADICT_ADD, "k1", 2, &v, 0, 1000, 1, &forcible), 0);
+    assert_int_equal(get_num(d, "k1", 1000, &x), LUADICT_NUMBER);
+    assert_true(x == 2);
+    /* The incr and the add dropped k0 and k1 when they found them
+     * expired: eight expired entries remain. */
+    assert_int_equal(luadict_flush_expired(d, 0, 1000), 8);
+    n = 0;
+    luadict_keys(d, 0, 1000, count_key, &n);
+    assert_int_equal(n, 1);
+    luadict_unref(d);
+}
+
 static void *hammer(void *arg)
 {
     struct hammer *h = arg;
@@ -230,6 +274,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(conventions),
         cmocka_unit_test(clock_eviction),
+        cmocka_unit_test(flush_all),
         cmocka_unit_test(two_threads_lose_nothing),
         cmocka_unit_test(token_bucket),
         cmocka_unit_test(set_keeps_dicts_by_name),
