@@ -26,6 +26,7 @@
 #include "http/http.h"
 #include "policy/lua_dict.h"
 #include "policy/lua_int.h"
+#include "tls/tls.h"
 
 static void luaapi_open_shared(struct luavm *vm);
 
@@ -302,23 +303,62 @@ static int h_set_status(lua_State *L)
     return 0;
 }
 
+/* h:peer() copies the certificate's names out before any goes to Lua:
+ * pushing a string may raise, and the certificate is freed by then. A
+ * certificate with more names than this shows the first ones. */
+#define PEER_SANS_MAX 32
+#define PEER_SANS_BYTES 4096
+
+struct peer_sans {
+    char buf[PEER_SANS_BYTES];
+    size_t used;
+    struct slice v[PEER_SANS_MAX];
+    size_t n;
+};
+
+static void keep_san(void *arg, int kind, const char *name, size_t len)
+{
+    struct peer_sans *ps = arg;
+
+    (void)kind;
+    if (ps->n == PEER_SANS_MAX || len > sizeof(ps->buf) - ps->used)
+        return;
+    memcpy(ps->buf + ps->used, name, len);
+    ps->v[ps->n].p = ps->buf + ps->used;
+    ps->v[ps->n].n = len;
+    ps->n++;
+    ps->used += len;
+}
+
+/* h:peer(): {spiffe_id=, sans={...}, mtls=, address=}. mtls is true
+ * when the client showed a certificate and it was verified; sans lists
+ * its URI and DNS SANs in the certificate's order; spiffe_id is its
+ * first URI SAN, the identity AuthorizationPolicy principals and the
+ * access log use. Computed on each call, from the connection. */
 static int h_peer(lua_State *L)
 {
     struct luareq *rq = handle_of(L);
+    struct peer_sans sans;
+    char uri[512];
+    size_t n = 0;
 
-    lua_createtable(L, 0, 4);
-    if (rq->spiffe.n > 0) {
-        push_slice(L, rq->spiffe);
-        lua_setfield(L, -2, "spiffe_id");
-        lua_createtable(L, 1, 0);
-        push_slice(L, rq->spiffe);
-        lua_rawseti(L, -2, 1);
-        lua_setfield(L, -2, "sans");
-    } else {
-        lua_newtable(L);
-        lua_setfield(L, -2, "sans");
+    sans.used = sans.n = 0;
+    if (rq->conn != NULL) {
+        n = tls_conn_peer_uri_san(rq->conn, uri, sizeof(uri));
+        tls_conn_peer_sans(rq->conn, keep_san, &sans);
     }
-    lua_pushboolean(L, rq->mtls);
+    lua_createtable(L, 0, 4);
+    if (n > 0) {
+        lua_pushlstring(L, uri, n);
+        lua_setfield(L, -2, "spiffe_id");
+    }
+    lua_createtable(L, (int)sans.n, 0);
+    for (size_t i = 0; i < sans.n; i++) {
+        push_slice(L, sans.v[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "sans");
+    lua_pushboolean(L, rq->conn != NULL && tls_conn_peer_verified(rq->conn));
     lua_setfield(L, -2, "mtls");
     lua_pushstring(L, rq->peer_ip != NULL ? rq->peer_ip : "");
     lua_setfield(L, -2, "address");

@@ -9,6 +9,7 @@
 struct geo_result;
 
 struct arena;
+struct conn;
 struct http_request;
 struct http_response;
 
@@ -139,8 +140,10 @@ struct luareq {
     struct http_response *resp; /* on_response, on_log */
     struct slice route;         /* the http route's name; empty: none */
     struct slice vs;            /* "ns/name" of its VirtualService */
-    struct slice spiffe;        /* peer's URI SAN; empty: none */
-    int mtls;                   /* a verified client certificate */
+    /* The downstream connection, read by h:peer() when it is called
+     * (a request that never asks parses no certificate); NULL: none.
+     * Lives as long as the request. */
+    const struct conn *conn;
     const char *peer_ip;
     /* The client's GeoIP result (h:geo()); NULL: no geoip configured.
      * Valid while the request lives. */

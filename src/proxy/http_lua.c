@@ -17,7 +17,6 @@
 #include "http/stream.h"
 #include "policy/lua_vm.h"
 #include "proxy/pipeline-int.h"
-#include "tls/tls.h"
 
 /* The worker's state for the view's programs, made on first use. */
 static struct luavm *vm_of(struct pstream *ps)
@@ -92,8 +91,6 @@ int pstream_lua_request(struct pstream *ps)
     const struct route_action *a;
     struct slice route = {NULL, 0}, vs = {NULL, 0};
     uint32_t mask;
-    char san[512];
-    size_t n;
 
     if (vm == NULL) {
         if (!fail_closed(ps->wr->r->lua))
@@ -134,12 +131,7 @@ int pstream_lua_request(struct pstream *ps)
     rq->ctx_ref = rq->co_ref = -2; /* LUA_NOREF */
     rq->peer_ip = ps->hc->peer_ip;
     rq->geo = ps->geo;
-    n = tls_conn_peer_uri_san(&ps->hc->conn, san, sizeof(san));
-    if (n > 0) {
-        rq->spiffe.p = arena_dup(&s->arena, san, n);
-        rq->spiffe.n = rq->spiffe.p != NULL ? n : 0;
-        rq->mtls = 1;
-    }
+    rq->conn = &ps->hc->conn;
     ps->lua = rq;
     switch (luavm_on_request(rq)) {
     case LUAVM_CONTINUE:

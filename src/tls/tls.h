@@ -157,6 +157,19 @@ int tls_conn_serves_host(const struct conn *c, const char *host, size_t n);
  * one and it was verified; returns its length, or 0 (out is ""). */
 size_t tls_conn_peer_uri_san(const struct conn *c, char *out, size_t n);
 
+/* tls_conn_peer_verified() is 1 when the peer showed a certificate and it
+ * was verified (mutual TLS), else 0. */
+int tls_conn_peer_verified(const struct conn *c);
+
+/* tls_conn_peer_sans() calls fn for each URI and DNS SAN of the peer's
+ * certificate, in the certificate's order, when it showed one and it was
+ * verified (a name with a NUL in it is skipped). name points into the
+ * certificate and is valid only during the call; it is not terminated.
+ * fn may be NULL. Returns the number of names. */
+enum { TLS_SAN_URI, TLS_SAN_DNS };
+typedef void tls_san_fn(void *arg, int kind, const char *name, size_t len);
+size_t tls_conn_peer_sans(const struct conn *c, tls_san_fn *fn, void *arg);
+
 /* tls_conn_verify_error() says why the peer's certificate was refused
  * ("certificate has expired", "unable to get local issuer certificate",
  * "hostname mismatch" for a name or subjectAltNames miss, "no

@@ -477,6 +477,58 @@ SSL_CTX *tls_client_ctx_new(const char *ca_file, int insecure, int h2,
     return tls_client_ctx_build(&c, err);
 }
 
+/* The peer's certificate (a reference the caller frees) when it showed
+ * one and it was verified; NULL otherwise. */
+static X509 *verified_peer(const struct conn *c)
+{
+    if (c == NULL || c->tls == NULL ||
+        SSL_get_verify_result(c->tls) != X509_V_OK)
+        return NULL;
+    return SSL_get_peer_certificate(c->tls);
+}
+
+int tls_conn_peer_verified(const struct conn *c)
+{
+    X509 *x = verified_peer(c);
+
+    X509_free(x);
+    return x != NULL;
+}
+
+size_t tls_conn_peer_sans(const struct conn *c, tls_san_fn *fn, void *arg)
+{
+    X509 *x = verified_peer(c);
+    GENERAL_NAMES *sans;
+    size_t n = 0;
+
+    if (x == NULL)
+        return 0;
+    sans = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+    for (size_t i = 0; sans != NULL && i < sk_GENERAL_NAME_num(sans); i++) {
+        const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
+        const ASN1_STRING *v;
+        size_t len;
+
+        if (g->type == GEN_URI)
+            v = g->d.uniformResourceIdentifier;
+        else if (g->type == GEN_DNS)
+            v = g->d.dNSName;
+        else
+            continue;
+        len = (size_t)ASN1_STRING_length(v);
+        /* A name with a NUL in it is not a name to show or trust. */
+        if (len == 0 || memchr(ASN1_STRING_get0_data(v), '\0', len) != NULL)
+            continue;
+        if (fn != NULL)
+            fn(arg, g->type == GEN_URI ? TLS_SAN_URI : TLS_SAN_DNS,
+               (const char *)ASN1_STRING_get0_data(v), len);
+        n++;
+    }
+    GENERAL_NAMES_free(sans);
+    X509_free(x);
+    return n;
+}
+
 size_t tls_conn_peer_uri_san(const struct conn *c, char *out, size_t n)
 {
     X509 *x;

@@ -284,3 +284,133 @@ spec:
     wait_for(lambda: get(port, "/x", {"host": "marker.test"})[0] == 299, 15,
              "the new snapshot")
     assert get(port, "/x")[0] == 429
+
+
+def _leaf(ca, d, stem, sans):
+    """A client certificate issued by ca (test_crl.CA) with the SANs in
+    sans (x509 GeneralName objects): (crt, key) paths in d."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    from test_crl import HOUR, NOW, DAY, _pem_key, _usage
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME,
+                                                        stem)]))
+            .issuer_name(ca.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(NOW - HOUR)
+            .not_valid_after(NOW + DAY)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None),
+                           critical=True)
+            .add_extension(_usage(False, False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            .sign(ca.key, hashes.SHA256()))
+    crt, kp = d / f"{stem}.crt", d / f"{stem}.key"
+    crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    kp.write_bytes(_pem_key(key))
+    return str(crt), str(kp)
+
+
+def _https_get(port, cert=None):
+    """GET / over TLS (the server's certificate is not checked) with an
+    optional client certificate; (status, headers)."""
+    import http.client
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    if cert is not None:
+        ctx.load_cert_chain(*cert)
+    c = http.client.HTTPSConnection("127.0.0.1", port, timeout=10,
+                                    context=ctx)
+    try:
+        c.request("GET", "/", headers={"host": "gw.example.com"})
+        r = c.getresponse()
+        r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}
+    finally:
+        c.close()
+
+
+def test_peer_sans_and_mtls_from_the_verified_certificate(
+        strait_factory, tmp_path, upstream_factory):
+    """h:peer() on a MUTUAL server: mtls is true for any verified client
+    certificate, also one without a URI SAN, and sans lists the
+    certificate's URI and DNS SANs in its order; an OPTIONAL_MUTUAL
+    client without a certificate has mtls false and no SANs."""
+    from cryptography import x509
+    from conftest import free_port
+    from httpd import make_cert
+    from test_crl import CA
+    up = upstream_factory(responder(head_echo))
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    ca = CA(str(pki), "client-root")
+    both = _leaf(ca, pki, "both", [
+        x509.UniformResourceIdentifier("spiffe://example.org/ns/a/sa/b"),
+        x509.DNSName("client.example.com")])
+    dns_only = _leaf(ca, pki, "dns", [x509.DNSName("only-dns.example.com")])
+    crt, key = make_cert(str(pki), "gw", "gw.example.com", ["gw.example.com"])
+    mutual, optional = free_port(), free_port()
+    files = (f'serverCertificate: "{crt}", privateKey: "{key}", '
+             f'caCertificates: "{ca.path}"')
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    (conf / "r.yaml").write_text(f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {mutual}, name: https-mutual, protocol: HTTPS}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+    tls: {{mode: MUTUAL, {files}}}
+  - port: {{number: {optional}, name: https-optional, protocol: HTTPS}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+    tls: {{mode: OPTIONAL_MUTUAL, {files}}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: up, namespace: default}}
+spec:
+  hosts: [up.example.com]
+  resolution: STATIC
+  ports: [{{number: {up.port}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+""" + ROUTES + """---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: peer, namespace: default}
+spec:
+  source:
+    inline: |
+      function on_request(h)
+        local p = h:peer()
+        h:respond(200, {["x-mtls"] = tostring(p.mtls),
+                        ["x-spiffe"] = p.spiffe_id or "-",
+                        ["x-sans"] = table.concat(p.sans, ",")})
+      end
+""")
+    strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
+    status, hdrs = _https_get(mutual, both)
+    assert status == 200
+    assert hdrs["x-mtls"] == "true"
+    assert hdrs["x-spiffe"] == "spiffe://example.org/ns/a/sa/b"
+    assert hdrs["x-sans"] == \
+        "spiffe://example.org/ns/a/sa/b,client.example.com"
+    status, hdrs = _https_get(mutual, dns_only)
+    assert status == 200
+    assert (hdrs["x-mtls"], hdrs["x-spiffe"], hdrs["x-sans"]) == \
+        ("true", "-", "only-dns.example.com")
+    status, hdrs = _https_get(optional)
+    assert status == 200
+    assert (hdrs["x-mtls"], hdrs["x-spiffe"], hdrs["x-sans"]) == \
+        ("false", "-", "")
