@@ -2,8 +2,9 @@
 MaxMind::DB::Writer, reserved networks kept): AuthorizationPolicy on
 source.geo.*, request headers that replace the client's and that a
 VirtualService routes on, X-Forwarded-For behind trusted hops, access
-logs, Envoy's geoip stats, and reloading a database renamed into place,
-rewritten in place or corrupt."""
+logs, Envoy's geoip stats, reloading a database renamed into place,
+rewritten in place or corrupt, and Lua: h:geo() and the deny-by-country
+example."""
 import http.client
 import json
 import os
@@ -329,3 +330,31 @@ def test_lua_geo(strait_factory, tmp_path, upstream_factory):
     status, body = req(port, src="127.0.0.3")
     assert status == 200
     assert json.loads(body) == {"x-geo-lua": "US 64500 integer"}
+
+
+def test_deny_country_example_from_lua_path(strait_factory, tmp_path,
+                                            upstream_factory):
+    """lua/examples/deny_country.lua, loaded from lua.path: a client of a
+    listed country gets 403 and the upstream never sees it; one of a
+    country not listed, and one whose country is not known, pass."""
+    from conftest import SRCDIR
+    seen = []
+
+    def answer(head):
+        seen.append(head.split(b" ")[1].decode())
+        return b"ok"
+
+    up = upstream_factory(responder(answer))
+    st, port = gateway(strait_factory, tmp_path, up.port, ROUTE + """---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: deny-country, namespace: default}
+spec:
+  config: {countries: "fr, DE"}
+  source: {file: examples/deny_country.lua}
+""", geoip_yaml(dbs(tmp_path), headers=False)
+        + f"lua: {{path: [\"{SRCDIR}/lua\"]}}\n")
+    assert req(port, "/de", src="127.0.0.2") == (403, b"forbidden\n")
+    assert req(port, "/us", src="127.0.0.3") == (200, b"ok")
+    assert req(port, "/unknown", src="127.0.0.1") == (200, b"ok")
+    assert seen == ["/us", "/unknown"]
