@@ -408,11 +408,15 @@ static int h_log(lua_State *L)
     int lv = luaL_checkoption(L, 2, "info", levels);
     luaL_Buffer b;
 
+    /* The top before the buffer: luaL_buffinit() pushes a slot of its
+     * own, which is no argument to print. */
+    int top = lua_gettop(L);
+
     luaL_buffinit(L, &b);
-    for (int i = 3; i <= lua_gettop(L); i++) {
+    for (int i = 3; i <= top; i++) {
         luaL_tolstring(L, i, NULL);
         luaL_addvalue(&b);
-        if (i < lua_gettop(L))
+        if (i < top)
             luaL_addchar(&b, ' ');
     }
     luaL_pushresult(&b);
@@ -727,11 +731,15 @@ static int s_log(lua_State *L)
     int lv = luaL_checkoption(L, 1, "info", levels);
     luaL_Buffer b;
 
+    /* The top before the buffer: luaL_buffinit() pushes a slot of its
+     * own, which is no argument to print. */
+    int top = lua_gettop(L);
+
     luaL_buffinit(L, &b);
-    for (int i = 2; i <= lua_gettop(L); i++) {
+    for (int i = 2; i <= top; i++) {
         luaL_tolstring(L, i, NULL);
         luaL_addvalue(&b);
-        if (i < lua_gettop(L))
+        if (i < top)
             luaL_addchar(&b, ' ');
     }
     luaL_pushresult(&b);

@@ -2,7 +2,9 @@
 and per-route disabled, h:respond, failurePolicy Fail and Ignore with
 errors counted per policy, phase and reason in /stats, a script stuck in
 a loop ended at its budget while other requests go on, scripts from
-lua.path (the shipped examples), reload, and `strait check`."""
+lua.path (the shipped examples), reload, and `strait check`; h:peer() on
+MUTUAL servers, selector.matchLabels, targetRefs to a VirtualService,
+h:log, and an old state closed only after its last request."""
 import base64
 import json
 import os
@@ -414,3 +416,154 @@ spec:
     assert status == 200
     assert (hdrs["x-mtls"], hdrs["x-spiffe"], hdrs["x-sans"]) == \
         ("false", "-", "")
+
+
+TWO_VS = """apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: vs-a, namespace: default}
+spec:
+  hosts: [a.test]
+  gateways: [gw]
+  http:
+  - route: [{destination: {host: up.example.com}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: vs-b, namespace: default}
+spec:
+  hosts: [b.test]
+  gateways: [gw]
+  http:
+  - route: [{destination: {host: up.example.com}}]
+---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: on-edge, namespace: default}
+spec:
+  selector: {matchLabels: {app: edge}}
+  source: {inline: "function on_request(h) h:headers():set('x-on-edge', '1') end"}
+---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: on-other, namespace: default}
+spec:
+  selector: {matchLabels: {app: other}}
+  source: {inline: "function on_request(h) h:headers():set('x-on-other', '1') end"}
+---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: only-a, namespace: default}
+spec:
+  targetRefs: [{kind: VirtualService, name: vs-a}]
+  source:
+    inline: |
+      function on_request(h)
+        h:headers():set('x-only-a', '1')
+        h:log("warn", "only-a saw", h:authority(), h:path())
+        h:log("debug", "only-a debug line")
+      end
+"""
+
+
+def test_selector_virtualservice_target_and_log(strait_factory, tmp_path,
+                                                upstream_factory):
+    """selector.matchLabels against node.labels: the policy whose labels
+    the node has runs, the other does not; a targetRef to a
+    VirtualService runs the policy on that VirtualService's routes only;
+    h:log writes the line at the level the script gave (a debug line is
+    below the default level and not written)."""
+    from conftest import free_port
+    from test_gateway import GATEWAY_AND_UP
+    up = upstream_factory(responder(head_echo))
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    (conf / "r.yaml").write_text(
+        GATEWAY_AND_UP.format(port=port, up_port=up.port) + TWO_VS)
+    st = strait_factory(extra="node: {labels: {app: edge}}\n"
+                        f"config: {{dir: \"{conf}\"}}\n").start()
+    status, _, body = get(port, "/pa", {"host": "a.test"})
+    assert status == 200, body
+    seen = json.loads(body)["headers"]
+    assert seen.get("x-on-edge") == ["1"]
+    assert "x-on-other" not in seen
+    assert seen.get("x-only-a") == ["1"]
+    status, _, body = get(port, "/pb", {"host": "b.test"})
+    assert status == 200, body
+    seen = json.loads(body)["headers"]
+    assert seen.get("x-on-edge") == ["1"]
+    assert "x-on-other" not in seen and "x-only-a" not in seen
+    line = wait_for(lambda: [l for l in st.log().splitlines()
+                             if "lua: default/only-a: only-a saw" in l], 10,
+                    "the h:log line")
+    assert len(line) == 1, line
+    assert " warn " in line[0] and line[0].endswith("only-a saw a.test /pa")
+    assert "only-a debug line" not in st.log()
+
+
+def test_old_state_closed_after_its_last_request(strait_factory, tmp_path,
+                                                 upstream_factory):
+    """A request held at the upstream across a snapshot that replaces the
+    policy finishes with the old policy (its on_response runs in the old
+    state); the old state is closed only once that request has ended:
+    its pending timer runs with premature true only then, and logs."""
+    import signal
+    from conftest import free_port
+    from test_gateway import GATEWAY_AND_UP
+    arrived, release = threading.Event(), threading.Event()
+
+    def answer(head):
+        if b" /hold " in head:
+            arrived.set()
+            release.wait(30)
+        return head_echo(head)
+
+    up = upstream_factory(responder(answer))
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    policy = """---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {{name: ver, namespace: default}}
+spec:
+  source:
+    inline: |
+      function init_worker()
+        strait.timer.every(3600, function(premature)
+          if premature then strait.log("warn", "state of {v} closed") end
+        end)
+      end
+      function on_response(h) h:headers():set("x-policy", "{v}") end
+"""
+    base = GATEWAY_AND_UP.format(port=port, up_port=up.port) + ROUTES
+    (conf / "r.yaml").write_text(base + policy.format(v="v1"))
+    # One worker: the held request and the later ones share its states.
+    st = strait_factory(workers=1,
+                        extra=f"config: {{dir: \"{conf}\"}}\n").start()
+    assert get(port, "/x")[1]["x-policy"] == "v1"
+    held = {}
+
+    def hold():
+        held["r"] = get(port, "/hold")
+
+    th = threading.Thread(target=hold)
+    th.start()
+    try:
+        wait_for(arrived.is_set, 10, "the held request at the upstream")
+        tmp = conf / ".r.tmp"
+        tmp.write_text(base + policy.format(v="v2"))
+        os.replace(tmp, conf / "r.yaml")
+        wait_for(lambda: get(port, "/x")[1].get("x-policy") == "v2", 15,
+                 "the new policy in effect")
+        # Another request, so the loop has turned after the swap.
+        assert get(port, "/x")[1]["x-policy"] == "v2"
+        assert "state of v1 closed" not in st.log()
+    finally:
+        release.set()
+        th.join(15)
+    status, hdrs, _ = held["r"]
+    assert (status, hdrs["x-policy"]) == (200, "v1")
+    wait_for(lambda: "state of v1 closed" in st.log(), 10,
+             "the old state closed after its last request")
+    assert "state of v2 closed" not in st.log()
