@@ -9,6 +9,7 @@ import http.client
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from conftest import free_port, wait_for
@@ -33,6 +34,7 @@ class Collector:
         self.posts = 0
         self.script = []
         self.encodings = []
+        self.times = []
 
         class H(BaseHTTPRequestHandler):
             def log_message(self, *a):
@@ -47,15 +49,20 @@ class Collector:
                 with outer.lock:
                     outer.encodings.append(enc)
                     outer.posts += 1
+                    outer.times.append(time.monotonic())
                     status = outer.script.pop(0) if outer.script else 200
+                    # (status, Retry-After) or a status (503: "1").
+                    retry_after = "1" if status == 503 else None
+                    if isinstance(status, tuple):
+                        status, retry_after = status
                     if status == 200:
                         assert self.path == "/v1/traces"
                         assert self.headers["Content-Type"] == \
                             "application/json"
                         outer.bodies.append(json.loads(data))
                 self.send_response(status)
-                if status == 503:
-                    self.send_header("Retry-After", "1")
+                if retry_after is not None:
+                    self.send_header("Retry-After", retry_after)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
                 self.wfile.write(b"{}")
@@ -267,9 +274,12 @@ def test_sampling_zero(strait_factory, tmp_path, ups, collector):
     assert header(up.requests[0], "traceparent").endswith("-00")
 
 
-def test_collector_503_is_retried(strait_factory, tmp_path, ups, collector):
+@pytest.mark.parametrize("status", [429, 502, 503, 504])
+def test_collector_busy_is_retried(strait_factory, tmp_path, ups, collector,
+                                   status):
+    """429, 502, 503 and 504 are retried (OTLP/HTTP's retryable codes)."""
     up = ups()
-    collector.script = [503]
+    collector.script = [status]
     st, port = start(strait_factory, tmp_path, up.port,
                      "  - route:\n    - destination: {host: up.example.com}\n",
                      extra_bootstrap=tracing_yaml(collector.port))
@@ -279,6 +289,21 @@ def test_collector_503_is_retried(strait_factory, tmp_path, ups, collector):
     assert s["tracing.export_retries"] == 1
     assert s["tracing.export_requests"] == 2
     assert collector.posts == 2
+
+
+def test_retry_waits_for_retry_after(strait_factory, tmp_path, ups,
+                                     collector):
+    """A 429 with Retry-After: 3 is sent again no sooner than 3 s later
+    (without the header the first retry comes after 1 s)."""
+    up = ups()
+    collector.script = [(429, "3")]
+    st, port = start(strait_factory, tmp_path, up.port,
+                     "  - route:\n    - destination: {host: up.example.com}\n",
+                     extra_bootstrap=tracing_yaml(collector.port))
+    assert get(port, "/r")[0] == 200
+    wait_for(lambda: len(collector.spans()) == 2, 20, "the retried batch")
+    assert collector.times[1] - collector.times[0] >= 2.9, collector.times
+    assert st.stats()["tracing.export_retries"] == 1
 
 
 def test_collector_400_not_retried(strait_factory, tmp_path, ups, collector):
