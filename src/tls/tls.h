@@ -27,20 +27,35 @@ enum tls_verify {
 };
 
 /*
+ * A credential provider: sets the certificate, chain and key ssl presents,
+ * for each handshake, so a rotated certificate is used from the next
+ * handshake on without a new context. 1 on success, 0 to fail it.
+ */
+typedef int (*tls_cred_fn)(struct ssl_st *ssl, void *arg);
+
+/*
  * A certificate and what clients of its names must show (a Gateway
  * server's tls settings): with verify set, client certificates are checked
- * against the CA bundle in ca_path and the CRLs in crl_path (tls/crl.h),
- * then, as Envoy does, against sans (one
- * of the certificate's SANs equals one of them) and against spki (base64
- * SHA-256 of the SubjectPublicKeyInfo) or hashes (hex SHA-256 of the DER
- * certificate, colons allowed): one of either list must match when either
- * is given.
+ * against the CA bundle in ca_path (or the root ca_cert) and the CRLs in
+ * crl_path (tls/crl.h), then, as Envoy does, against sans (one of the
+ * certificate's SANs equals one of them) and against spki (base64 SHA-256 of
+ * the SubjectPublicKeyInfo) or hashes (hex SHA-256 of the DER certificate,
+ * colons allowed): one of either list must match when either is given.
  */
 struct tls_server_cert {
     const char *cert_path;
     const char *key_path;
-    int verify; /* enum tls_verify */
+    /* Instead of the files: a provider that sets the certificate for each
+     * handshake (an ISTIO_MUTUAL server's: the node's mesh certificate,
+     * which rotates in memory, so the next handshake presents the new one
+     * with no reload). cert_path and key_path are then not read. */
+    tls_cred_fn cred;
+    void *cred_arg; /* must outlive the server */
+    int verify;     /* enum tls_verify */
     const char *ca_path;
+    /* Instead of ca_path: trust exactly this root (the mesh root). The
+     * server and the holder take their own references. */
+    struct x509_st *ca_cert;
     const char *crl_path; /* NULL: no revocation checking */
     int crl_optional;     /* a missing crl_path is no CRL (a credential's
                            * ca.crl), not an error; it is picked up when
@@ -206,13 +221,6 @@ void tls_count_failure(struct tls_counters *sh, const struct conn *c);
  * (NULL: the system bundle) unless insecure; ALPN h2 when h2 is set. */
 struct ssl_ctx_st *tls_client_ctx_new(const char *ca_file, int insecure, int h2,
                                       char **err);
-
-/*
- * A credential provider: sets the certificate, chain and key ssl presents,
- * for each handshake, so a rotated certificate is used from the next
- * handshake on without a new context. 1 on success, 0 to fail it.
- */
-typedef int (*tls_cred_fn)(struct ssl_st *ssl, void *arg);
 
 /* What DestinationRule tls asks of an upstream connection. */
 struct tls_client_conf {

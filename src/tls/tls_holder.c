@@ -2,7 +2,9 @@
  * Certificate hot reload: the main thread stats the files every few
  * seconds and, when one changed, builds a new tls_server and publishes it.
  * Handshakes in flight finish on the context they started with; a bad new
- * file is reported and the old context stays.
+ * file is reported and the old context stays. A certificate with a
+ * provider (tls_server_cert.cred) has no files: it changes per handshake,
+ * with no new tls_server.
  */
 #include "config.h"
 
@@ -28,6 +30,7 @@ static void conf_free(struct tls_server_conf *c)
         free((char *)c->certs[i].key_path);
         free((char *)c->certs[i].ca_path);
         free((char *)c->certs[i].crl_path);
+        X509_free(c->certs[i].ca_cert);
         free_strs(c->certs[i].sans, c->certs[i].nsans);
         free_strs(c->certs[i].spki, c->certs[i].nspki);
         free_strs(c->certs[i].hashes, c->certs[i].nhashes);
@@ -68,8 +71,10 @@ static int conf_copy(struct tls_server_conf *dst,
     for (size_t i = 0; i < src->ncerts; i++) {
         const struct tls_server_cert *sc = &src->certs[i];
         certs[i] = *sc;
-        certs[i].cert_path = strdup(sc->cert_path);
-        certs[i].key_path = strdup(sc->key_path);
+        certs[i].cert_path = sc->cert_path ? strdup(sc->cert_path) : NULL;
+        certs[i].key_path = sc->key_path ? strdup(sc->key_path) : NULL;
+        if (sc->ca_cert != NULL)
+            X509_up_ref(sc->ca_cert);
         certs[i].ca_path = sc->ca_path ? strdup(sc->ca_path) : NULL;
         certs[i].crl_path = sc->crl_path ? strdup(sc->crl_path) : NULL;
         certs[i].sans = (const char *const *)dup_strs(sc->sans, sc->nsans);

@@ -564,6 +564,12 @@ static int verify_err(char **err, const char *what, const char *value)
     return -1;
 }
 
+/* What messages call a certificate: its file, or its provider's. */
+static const char *cert_name(const struct tls_server_cert *sc)
+{
+    return sc->cred != NULL ? "the mesh certificate" : sc->cert_path;
+}
+
 /* The client certificate checks of one certificate's names. */
 static int load_verify(struct tls_cert *c, const struct tls_server_cert *sc,
                        size_t index, char **err)
@@ -571,12 +577,16 @@ static int load_verify(struct tls_cert *c, const struct tls_server_cert *sc,
     c->verify = sc->verify;
     if (sc->verify == TLS_VERIFY_NONE)
         return 0;
-    if (sc->ca_path == NULL || sc->ca_path[0] == '\0') {
-        err_set(err, "%s: client certificates need a CA bundle", sc->cert_path);
+    if (sc->ca_cert != NULL) {
+        /* The mesh root only: what rotates is the leaf, not the root. */
+        if (!X509_STORE_add_cert(SSL_CTX_get_cert_store(c->ctx), sc->ca_cert))
+            return set_err(err, cert_name(sc), "cannot trust the mesh root");
+    } else if (sc->ca_path == NULL || sc->ca_path[0] == '\0') {
+        err_set(err, "%s: client certificates need a CA bundle", cert_name(sc));
         return -1;
-    }
-    if (!SSL_CTX_load_verify_locations(c->ctx, sc->ca_path, NULL))
+    } else if (!SSL_CTX_load_verify_locations(c->ctx, sc->ca_path, NULL)) {
         return set_err(err, sc->ca_path, "cannot load the CA certificates");
+    }
     if (sc->crl_path != NULL && sc->crl_path[0] != '\0') {
         struct stat st;
         /* After the CAs: the CRLs are checked against them. */
@@ -620,17 +630,13 @@ static int load_verify(struct tls_cert *c, const struct tls_server_cert *sc,
     return 0;
 }
 
-static int load_cert(struct tls_cert *c, const struct tls_server_cert *sc,
-                     const struct tls_server_conf *conf, struct tls_server *ts,
-                     char **err)
+/* The certificate, chain and key from their files, and the names in the
+ * certificate that pick it. */
+static int load_files(struct tls_cert *c, const struct tls_server_cert *sc,
+                      char **err)
 {
     EVP_PKEY *pkey;
 
-    c->ctx = SSL_CTX_new(TLS_method());
-    if (c->ctx == NULL)
-        return set_err(err, sc->cert_path, "cannot create a TLS context");
-    if (ctx_settings(c->ctx, conf, ts, err) < 0)
-        return -1;
     if (!SSL_CTX_use_certificate_chain_file(c->ctx, sc->cert_path))
         return set_err(err, sc->cert_path, "cannot load the certificate chain");
     if (!SSL_CTX_use_PrivateKey_file(c->ctx, sc->key_path, SSL_FILETYPE_PEM))
@@ -643,14 +649,37 @@ static int load_cert(struct tls_cert *c, const struct tls_server_cert *sc,
     if (cert_names(c) < 0)
         return set_err(err, sc->cert_path,
                        "cannot read the certificate's names");
+    return 0;
+}
+
+static int load_cert(struct tls_cert *c, const struct tls_server_cert *sc,
+                     const struct tls_server_conf *conf, struct tls_server *ts,
+                     char **err)
+{
+    const char *name = cert_name(sc);
+
+    c->ctx = SSL_CTX_new(TLS_method());
+    if (c->ctx == NULL)
+        return set_err(err, name, "cannot create a TLS context");
+    if (ctx_settings(c->ctx, conf, ts, err) < 0)
+        return -1;
+    if (sc->cred != NULL) {
+        /* Set for each handshake once select_cert() chose this context
+         * (SSL_set_SSL_CTX takes its certificate callback along). Its
+         * names are not known here; a Gateway server is picked by its
+         * hosts, not by them. */
+        SSL_CTX_set_cert_cb(c->ctx, sc->cred, sc->cred_arg);
+    } else if (load_files(c, sc, err) < 0) {
+        return -1;
+    }
     if (sc->nhosts > 0) {
         c->hosts = calloc(sc->nhosts, sizeof(*c->hosts));
         if (c->hosts == NULL)
-            return set_err(err, sc->cert_path, "out of memory");
+            return set_err(err, name, "out of memory");
         for (size_t i = 0; i < sc->nhosts; i++) {
             c->hosts[i] = strdup(sc->hosts[i]);
             if (c->hosts[i] == NULL)
-                return set_err(err, sc->cert_path, "out of memory");
+                return set_err(err, name, "out of memory");
             c->nhosts++;
             ascii_lower_str(c->hosts[i]);
         }
@@ -667,7 +696,7 @@ static int load_cert(struct tls_cert *c, const struct tls_server_cert *sc,
             return set_err(err, list, "unknown cipher suite");
         c->cipher_list = strdup(list);
         if (c->cipher_list == NULL)
-            return set_err(err, sc->cert_path, "out of memory");
+            return set_err(err, name, "out of memory");
     }
     /* The certificate's settings, for the checks made once it is chosen
      * (verify_peer, tls_conn_serves_host). */
@@ -714,10 +743,13 @@ struct tls_server *tls_server_new(const struct tls_server_conf *conf,
         goto fail;
     /* The base context holds the default certificate too, so it can answer
      * on its own if the selection callback were bypassed. */
-    if (!SSL_CTX_use_certificate_chain_file(ts->base,
-                                            conf->certs[0].cert_path) ||
-        !SSL_CTX_use_PrivateKey_file(ts->base, conf->certs[0].key_path,
-                                     SSL_FILETYPE_PEM)) {
+    if (conf->certs[0].cred != NULL) {
+        SSL_CTX_set_cert_cb(ts->base, conf->certs[0].cred,
+                            conf->certs[0].cred_arg);
+    } else if (!SSL_CTX_use_certificate_chain_file(ts->base,
+                                                   conf->certs[0].cert_path) ||
+               !SSL_CTX_use_PrivateKey_file(ts->base, conf->certs[0].key_path,
+                                            SSL_FILETYPE_PEM)) {
         set_err(err, conf->certs[0].cert_path, "cannot load");
         goto fail;
     }
