@@ -25,8 +25,9 @@
 #include "core/buf.h"
 #include "core/err.h"
 #include "core/log.h"
-#include "compile/peerauthn.h"
+#include "compile/compile.h"
 #include "compile/identity.h"
+#include "compile/peerauthn.h"
 #include "compile/istio.h"
 #include "tls/tls.h"
 #include "upstream/cluster.h"
@@ -63,6 +64,7 @@ static void gw_tls_dispose(struct gw_tls *t)
     free(t->key);
     free(t->ca);
     free(t->crl);
+    X509_free(t->root);
     strs_free(t->sans, t->nsans);
     strs_free(t->spki, t->nspki);
     strs_free(t->hashes, t->nhashes);
@@ -151,11 +153,24 @@ static void ident_strs(struct ident *d, char *const *v, size_t n)
         ident_str(d, 's', v[i]);
 }
 
+/* ident_root() adds the mesh root an ISTIO_MUTUAL server trusts, by its
+ * digest: the same on every rotation of the node's certificate (which the
+ * handshakes take by themselves), so the listener is kept. */
+static void ident_root(struct ident *d, const struct x509_st *root)
+{
+    uint8_t md[EVP_MAX_MD_SIZE];
+    unsigned n = 0;
+
+    if (root == NULL || !X509_digest(root, EVP_sha256(), md, &n))
+        n = 0;
+    ident_bytes(d, 'Y', md, n);
+}
+
 /* listener_identity() sets g->id from what the listener is: its address,
  * its kind and flags, the certificate files it loads, and each server on
  * the port with its hosts, mode and TLS settings (files by path: their
- * content is checked by the certificate reload). -1 when memory runs
- * out. */
+ * content is checked by the certificate reload; the mesh certificate by
+ * its root only). -1 when memory runs out. */
 static int listener_identity(struct gw_listener *g)
 {
     char as[ADDR_STRLEN];
@@ -168,7 +183,6 @@ static int listener_identity(struct gw_listener *g)
     ident_u64(&d, '4', (uint64_t)g->l4);
     ident_u64(&d, 'h', (uint64_t)g->shared);
     ident_u64(&d, 'e', (uint64_t)g->secure);
-    ident_u64(&d, 'm', (uint64_t)g->mesh);
     ident_u64(&d, 'P', (uint64_t)g->permissive);
     ident_u64(&d, 'r', (uint64_t)g->https_redirect);
     ident_strs(&d, g->certs, 2 * g->ncerts);
@@ -184,6 +198,7 @@ static int listener_identity(struct gw_listener *g)
         ident_str(&d, 'c', t->cert);
         ident_str(&d, 'k', t->key);
         ident_str(&d, 'C', t->ca);
+        ident_root(&d, t->root);
         ident_str(&d, 'R', t->crl);
         ident_u64(&d, 'o', (uint64_t)t->crl_optional);
         ident_strs(&d, t->sans, t->nsans);
@@ -358,7 +373,33 @@ static int secret_tls(const struct resource_set *set, const char *gw_ns,
     return 1;
 }
 
+/*
+ * server_mesh_tls() sets an ISTIO_MUTUAL server's certificate: this node's
+ * SPIFFE identity, from the CA it runs or joined, taken from memory for each
+ * handshake (so a renewal that could not be written to ca.dir is served
+ * all the same, and at once), and the mesh root for its clients. 0, or -1
+ * with *err when there is no CA.
+ */
+static int server_mesh_tls(const struct compile_identity *identity,
+                           const char *gname, const struct res_gw_server *sv,
+                           struct gw_tls *out, char **err)
+{
+    if (identity == NULL || !identity->current(identity->arg, &out->root) ||
+        out->root == NULL)
+        return err_set(err,
+                       "Gateway %s: port %" PRId64 ": tls mode "
+                       "ISTIO_MUTUAL needs this node's mesh certificate "
+                       "(ca.enabled, or join a CA)",
+                       gname, sv->port.number);
+    out->cred = identity->ssl;
+    out->cred_arg = identity->arg;
+    if (copy_strs(&out->sans, &out->nsans, &sv->tls.subject_alt_names) < 0)
+        return err_set(err, "out of memory");
+    return 0;
+}
+
 static int server_tls(const struct bootstrap *bs,
+                      const struct compile_identity *identity,
                       const struct resource_set *set, const char *gw_ns,
                       const char *gname, const struct res_gw_server *sv,
                       struct gw_tls *out, char **err)
@@ -376,25 +417,8 @@ static int server_tls(const struct bootstrap *bs,
     out->max_version = tls_version_of(t->max_protocol_version);
     if (copy_strs(&out->ciphers, &out->nciphers, &t->cipher_suites) < 0)
         return err_set(err, "out of memory");
-    if (t->mode == RES_GW_TLS_ISTIO_MUTUAL) {
-        /* The mesh certificate: this node's SPIFFE identity as the CA (or
-         * the CA joined) keeps it in ca.dir/identity, rotated in place;
-         * clients must show one from the same mesh root. */
-        if (asprintf(&out->cert, "%s/identity/cert-chain.pem", bs->ca.dir) <
-                0 ||
-            asprintf(&out->key, "%s/identity/key.pem", bs->ca.dir) < 0 ||
-            asprintf(&out->ca, "%s/identity/root-cert.pem", bs->ca.dir) < 0)
-            return err_set(err, "out of memory");
-        if (!file_exists(out->cert) || !file_exists(out->ca))
-            return err_set(err,
-                           "Gateway %s: port %" PRId64 ": tls mode "
-                           "ISTIO_MUTUAL needs this node's mesh certificate "
-                           "in %s/identity (ca.enabled, or join a CA)",
-                           gname, sv->port.number, bs->ca.dir);
-        if (copy_strs(&out->sans, &out->nsans, &t->subject_alt_names) < 0)
-            return err_set(err, "out of memory");
-        return 0;
-    }
+    if (t->mode == RES_GW_TLS_ISTIO_MUTUAL)
+        return server_mesh_tls(identity, gname, sv, out, err);
     if (t->server_certificate != NULL && t->server_certificate[0] != '\0') {
         out->cert = xstrdup(t->server_certificate);
         out->key = xstrdup(t->private_key);
@@ -471,7 +495,8 @@ verify:
 }
 
 int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
-                   struct gw_set *out, char **err)
+                   const struct compile_identity *identity, struct gw_set *out,
+                   char **err)
 {
     memset(out, 0, sizeof(*out));
     *err = NULL;
@@ -602,17 +627,15 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
                 /* As istiod, a credentialName's Secret is looked for
                  * in the namespace of the gateway workload (this
                  * node), not the Gateway's. */
-                if (server_tls(bs, set, bs->node.ns, gname, sv, &srv->tls,
-                               err) < 0)
+                if (server_tls(bs, identity, set, bs->node.ns, gname, sv,
+                               &srv->tls, err) < 0)
                     goto fail;
             }
-            if (mesh_tls) {
-                g->mesh = 1;
-                /* Plaintext beside mTLS needs a peek at the first byte,
-                 * which the HTTP listener does. */
-                if (pa == PEER_AUTHN_PERMISSIVE && mode == GW_MODE_HTTPS)
-                    g->permissive = 1;
-            }
+            /* Plaintext beside mTLS needs a peek at the first byte, which
+             * the HTTP listener does. */
+            if (mesh_tls && pa == PEER_AUTHN_PERMISSIVE &&
+                mode == GW_MODE_HTTPS)
+                g->permissive = 1;
         }
     }
     /* An HTTP listener's certificates, in server order, each with its

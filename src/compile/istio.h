@@ -16,6 +16,8 @@ struct cluster;
 struct compile_dns;
 struct compile_identity;
 struct resource_set;
+struct ssl_st;
+struct x509_st;
 
 /*
  * Gateways become listeners: the servers of every Gateway whose selector
@@ -54,6 +56,13 @@ struct gw_tls {
     uint16_t max_version;
     char **ciphers; /* cipherSuites, OpenSSL names; NULL: ours */
     size_t nciphers;
+    /* ISTIO_MUTUAL (cert, key and ca NULL): this node's mesh certificate,
+     * set for each handshake by cred (compile_identity.ssl, arg cred_arg),
+     * so a rotation in memory is presented at once, and the mesh root
+     * clients must chain to (a reference the gw_tls drops). */
+    int (*cred)(struct ssl_st *ssl, void *arg);
+    void *cred_arg;
+    struct x509_st *root;
 };
 
 /* One Gateway server on the listener's port. */
@@ -74,8 +83,6 @@ struct gw_listener {
     int shared; /* l4 with HTTPS servers too: their SNI names hand a
                  * connection to an HTTP proxy (certs, cert_tls) */
     int secure; /* TLS on the wire (HTTPS, TLS), as opposed to plaintext */
-    int mesh;   /* an ISTIO_MUTUAL server: the mesh certificate, which
-                 * rotates often, is checked for changes every 500 ms */
     int permissive; /* PeerAuthentication PERMISSIVE: plaintext beside mTLS */
     char **certs;   /* HTTPS servers: cert, key pairs: 2 * ncerts paths */
     size_t ncerts;
@@ -100,9 +107,12 @@ struct gw_set {
  * TCP servers cannot (no SNI tells their connections apart): as in Istio,
  * the later one is skipped with a warning, as is a plaintext server of
  * the other kind beside TLS ones, and modes strait does not serve yet
- * (AUTO_PASSTHROUGH). */
+ * (AUTO_PASSTHROUGH). ISTIO_MUTUAL servers take this node's mesh
+ * certificate from identity (NULL: no CA, and such a server is an error).
+ */
 int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
-                   struct gw_set *out, char **err);
+                   const struct compile_identity *identity, struct gw_set *out,
+                   char **err);
 void gw_set_dispose(struct gw_set *g);
 
 /*

@@ -39,6 +39,9 @@ struct l4_build {
 void gw_tls_to_cert(const struct gw_tls *t, struct tls_server_cert *c)
 {
     if (t != NULL) {
+        /* ISTIO_MUTUAL: the mesh certificate from memory, not files. */
+        c->cred = t->cred;
+        c->cred_arg = t->cred_arg;
         c->min_version = t->min_version;
         c->max_version = t->max_version;
         c->ciphers = (const char *const *)t->ciphers;
@@ -53,6 +56,7 @@ void gw_tls_to_cert(const struct gw_tls *t, struct tls_server_cert *c)
     c->verify = t->mode == RES_GW_TLS_OPTIONAL_MUTUAL ? TLS_VERIFY_OPTIONAL
                                                       : TLS_VERIFY_REQUIRED;
     c->ca_path = t->ca;
+    c->ca_cert = t->root;
     c->crl_path = t->crl;
     c->crl_optional = t->crl_optional;
     c->sans = (const char *const *)t->sans;

@@ -40,7 +40,8 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
                char **err);
 
 /* gw_tls_to_cert() fills c's client-certificate settings from a Gateway
- * server's (c keeps pointers into t). t NULL: none. */
+ * server's, and for ISTIO_MUTUAL its certificate provider and mesh root
+ * (c keeps pointers into t). t NULL: none. */
 void gw_tls_to_cert(const struct gw_tls *t, struct tls_server_cert *c);
 
 #endif

@@ -1008,7 +1008,8 @@ static int build_specs(struct snapshot *s, const struct compile_inputs *in,
 
     *out = NULL;
     *nout = 0;
-    if (in->set != NULL && istio_gateways(bs, in->set, &s->gws, err) < 0)
+    if (in->set != NULL &&
+        istio_gateways(bs, in->set, in->identity, &s->gws, err) < 0)
         return -1;
     n = bs->listeners.n + s->gws.n;
     v = calloc(n ? n : 1, sizeof(*v));
@@ -1043,9 +1044,9 @@ static int build_specs(struct snapshot *s, const struct compile_inputs *in,
         sp->address = g->address;
         sp->backlog = 1024;
         sp->gw = g;
-        /* The mesh certificate rotates at half its life (24 h by default,
-         * far less in tests): check its files often; a stat is cheap. */
-        sp->tls_reload_ms = g->tls ? (g->mesh ? 500 : 5000) : 0;
+        /* The mesh certificate (ISTIO_MUTUAL) has no files to check: each
+         * handshake takes the current one from memory. */
+        sp->tls_reload_ms = g->tls ? 5000 : 0;
     }
     *out = v;
     *nout = n;

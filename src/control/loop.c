@@ -1438,9 +1438,9 @@ static void arm_cert_timer(struct loop *s)
 }
 
 /* Certificate files changed on disk are loaded without a restart; a bad
- * file is reported once and the running certificate stays. why ends the
- * log line of a reload ("" or " (reason)"). */
-static void check_certs(struct loop *s, const char *why)
+ * file is reported once and the running certificate stays. (The mesh
+ * certificate has no files here: handshakes take it from memory.) */
+static void check_certs(struct loop *s)
 {
     for (size_t i = 0; i < s->cur->n; i++) {
         const struct snapshot_listener *l = &s->cur->v[i];
@@ -1449,7 +1449,7 @@ static void check_certs(struct loop *s, const char *why)
 
         if (r > 0) {
             s->cert_reloads++;
-            log_info("listener %s: certificates reloaded%s", l->name, why);
+            log_info("listener %s: certificates reloaded", l->name);
         } else if (r < 0) {
             s->cert_reload_failures++;
             log_error("listener %s: certificate reload failed, keeping the "
@@ -1464,25 +1464,8 @@ static void on_cert_timer(void *arg)
 {
     struct loop *s = arg;
 
-    check_certs(s, "");
+    check_certs(s);
     arm_cert_timer(s);
-}
-
-/*
- * The node's mesh certificate rotated. The CA node stores the new files
- * before it publishes, so mesh-facing (ISTIO_MUTUAL) listeners can take
- * them now instead of at the next periodic check: a rotation comes at
- * half the certificate's life, and with a short certTTL the old one
- * expires about a second later, sooner than a check period may end.
- * Main thread, called from ca_identity_publish().
- */
-static void on_identity(void *arg, struct ca_cred *cred)
-{
-    struct loop *s = arg;
-
-    (void)cred;
-    if (!s->draining)
-        check_certs(s, " (mesh certificate rotated)");
 }
 
 /* The span queue and its exporter (tracing.endpoint, checked when the
@@ -1698,10 +1681,6 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     if (s->parent_fd < 0)
         sd_watchdog_start(s);
     s->inherited = NULL;
-    if (identity != NULL && ca_identity_watch(identity, on_identity, s) < 0) {
-        err_set(err, "too many watchers of the mesh certificate");
-        goto fail;
-    }
     log_info("strait %s started: %d worker(s), %zu listener(s), admin on %s",
              PACKAGE_VERSION, s->nworkers, s->cur->n,
              addr_format(&bs->admin.address, as, sizeof(as)));
@@ -1753,8 +1732,6 @@ void loop_free(struct loop *s)
         close(s->parent_fd);
     free(s->last_upgrade_error);
     free(s->self_exe);
-    if (s->identity != NULL)
-        ca_identity_unwatch(s->identity, on_identity, s);
     release_old(s);
     /* Drain may have closed cur's sockets already (NULL entries). */
     snapshot_unref(s->cur);

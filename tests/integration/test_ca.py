@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -600,6 +601,125 @@ def test_renewal_that_cannot_be_stored_is_served_from_memory(
              "a rotation or retry to store the certificate")
     assert (idir / "cert-chain.pem").exists()
     assert not any(l.startswith("IDENTITY") for l in ready_lines(st)[1])
+
+
+MESH_GATEWAY = """apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: mesh-in, namespace: istio-system}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {port}, name: https-mesh, protocol: HTTPS}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+    tls: {{mode: ISTIO_MUTUAL}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: up, namespace: istio-system}}
+spec:
+  hosts: [up.internal]
+  resolution: STATIC
+  ports: [{{number: {up}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: in, namespace: istio-system}}
+spec:
+  hosts: ["*"]
+  gateways: [mesh-in]
+  http:
+  - route: [{{destination: {{host: up.internal}}}}]
+"""
+
+
+def test_mesh_gateway_serves_a_renewal_that_cannot_be_stored(
+        strait_factory, upstream_factory, tmp_path):
+    """Issue 12 item 9, the server side: with ca.dir/identity unwritable
+    from the start and 2 s certificates, an ISTIO_MUTUAL Gateway server
+    presents the node's certificate from memory, each rotation from the
+    next handshake on: a mesh client sees the serial change past the
+    first certificate's expiry, and every handshake (verified against the
+    mesh root, expiry included) and request succeeds."""
+    import socket
+    import ssl
+    from conftest import responder
+
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    cadir = tmp_path / "ca"
+    st = strait_factory(extra=(
+        f"config: {{dir: \"{conf}\"}}\n"
+        f"ca: {{enabled: true, dir: \"{cadir}\", certTTL: 2s, "
+        f"address: \"127.0.0.1:{free_port()}\"}}\n"))
+    r = run("ca", "init", "-c", str(st.config))
+    assert r.returncode == 0, r.stderr
+    r = run("ca", "issue", "--namespace", "default", "--service-account",
+            "client", "--ttl", "1h", "--out", str(tmp_path / "client"),
+            "-c", str(st.config))
+    assert r.returncode == 0, r.stderr
+    idir = cadir / "identity"
+    idir.mkdir(parents=True, exist_ok=True)
+    blocker = idir / ".pending"
+    blocker.write_text("in the way\n")
+    up = upstream_factory(responder(lambda head: b"ok"))
+    port = free_port()
+    (conf / "r.yaml").write_text(MESH_GATEWAY.format(port=port, up=up.port))
+    st.start()
+    node_id = "spiffe://cluster.local/ns/istio-system/sa/strait"
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False  # a SPIFFE ID, no host name
+    ctx.load_verify_locations(str(cadir / "root-cert.pem"))
+    ctx.load_cert_chain(str(tmp_path / "client/cert-chain.pem"),
+                        str(tmp_path / "client/key.pem"))
+
+    def taken():
+        """Serials of the node certificates the log says were taken."""
+        return [int(x, 16) for x in re.findall(
+            r"CA: certificate for " + re.escape(node_id)
+            + r" [a-z ]+ \(serial ([0-9a-f]+),", st.log())]
+
+    def handshake():
+        """One connection and request; any failure fails the test. The
+        served certificate's serial and expiry (seconds since the epoch)."""
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+            with ctx.wrap_socket(raw) as s:
+                cert = s.getpeercert()
+                s.sendall(b"GET / HTTP/1.1\r\nHost: mesh\r\n"
+                          b"Connection: close\r\n\r\n")
+                resp = b""
+                while True:
+                    d = s.recv(1 << 16)
+                    if not d:
+                        break
+                    resp += d
+        assert resp.startswith(b"HTTP/1.1 200") and resp.endswith(b"ok"), resp
+        return (int(cert["serialNumber"], 16),
+                ssl.cert_time_to_seconds(cert["notAfter"]))
+
+    first, first_expiry = handshake()
+    assert first in taken()
+    served = [first]
+
+    # Two rotations on (the third certificate) is past the first one's
+    # 2 s, and the handshake that shows it comes after the first expired.
+    def third_served_after_first_expired():
+        serial, _ = handshake()
+        served.append(serial)
+        return serial in taken()[2:] and time.time() > first_expiry
+
+    wait_for(third_served_after_first_expired, 20,
+             "a certificate two rotations on to be served past the first "
+             "one's expiry")
+    assert all(x in taken() for x in served), (served, taken())
+    assert not (idir / "cert-chain.pem").exists()
+    s = st.stats()
+    assert s["ca.identity_unstored"] == 1
+    assert s["ca.identity_store_failures"] >= 3
+    # Nothing was read from ca.dir: the listener never reloaded.
+    assert "certificates reloaded" not in st.log()
 
 
 def test_join_interrupted_after_the_spend_retries_with_its_key(

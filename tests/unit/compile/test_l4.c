@@ -18,12 +18,16 @@
 #include <stdarg.h>
 #include <cmocka.h>
 
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+
 #include "config/bootstrap.h"
 #include "config/resource.h"
 #include "core/buf.h"
 #include "proxy/stats.h"
 #include "proxy/http_listener.h"
 #include "proxy/l4_listener.h"
+#include "compile/identity.h"
 #include "compile/l4.h"
 #include "compile/istio.h"
 #include "upstream/cluster.h"
@@ -83,7 +87,7 @@ static int build(struct fx *f, const char *text, char **err)
         fail_msg("resources: %s", buf_cstr(&errs));
     buf_dispose(&errs);
     assert_non_null(f->set);
-    if (istio_gateways(f->bs, f->set, &f->gws, err) < 0)
+    if (istio_gateways(f->bs, f->set, NULL, &f->gws, err) < 0)
         return -1;
     assert_true(f->gws.n >= 1);
     assert_true(f->gws.v[0].l4);
@@ -360,7 +364,7 @@ static void test_mutual_credential_without_ca(void **state)
         f.set = resource_load_mem(text, strlen(text), "r.yaml", &errs, &nerr);
         buf_dispose(&errs);
     }
-    assert_int_equal(istio_gateways(f.bs, f.set, &f.gws, &err), -1);
+    assert_int_equal(istio_gateways(f.bs, f.set, NULL, &f.gws, &err), -1);
     /* Neither gwcred/ca.crt nor gwcred-cacert/ca.crt: a clear error. */
     assert_non_null(err);
     assert_non_null(strstr(err, "credential gwcred has no ca.crt"));
@@ -533,13 +537,126 @@ static void test_plaintext_http_and_tcp_do_not_share(void **state)
     f.set = resource_load_mem(text, strlen(text), "r.yaml", &errs, &nerr);
     buf_dispose(&errs);
     assert_int_equal(nerr, 0);
-    assert_int_equal(istio_gateways(f.bs, f.set, &f.gws, &err), 0);
+    assert_int_equal(istio_gateways(f.bs, f.set, NULL, &f.gws, &err), 0);
     assert_int_equal(f.gws.n, 1);
     assert_false(f.gws.v[0].l4);
     assert_false(f.gws.v[0].shared);
     assert_int_equal(f.gws.v[0].nservers, 1);
     assert_int_equal(f.gws.v[0].servers[0].mode, GW_MODE_HTTP);
     fx_free(&f);
+}
+
+/* A node identity as the control loop hands it down: arg is the mesh
+ * root (NULL: no certificate yet); the handshake callback is never run. */
+static int mesh_current(void *arg, X509 **root)
+{
+    *root = arg;
+    if (arg == NULL)
+        return 0;
+    X509_up_ref(*root);
+    return 1;
+}
+
+static int mesh_ssl(SSL *ssl, void *arg)
+{
+    (void)ssl;
+    (void)arg;
+    return 0;
+}
+
+static X509 *sample_cert(const char *name)
+{
+    char path[1024];
+    FILE *fp;
+    X509 *x;
+
+    snprintf(path, sizeof(path), "%s/tests/data/istio-samples/certs/%s", SRCDIR,
+             name);
+    fp = fopen(path, "r");
+    assert_non_null(fp);
+    x = PEM_read_X509(fp, NULL, NULL, NULL);
+    fclose(fp);
+    assert_non_null(x);
+    return x;
+}
+
+/* lower_mesh() lowers text under identity into f->gws; istio_gateways()'s
+ * return value. */
+static int lower_mesh(struct fx *f, const char *text,
+                      const struct compile_identity *identity, char **err)
+{
+    static const char boot[] = "node: {labels: {istio: ingressgateway}}\n";
+    struct buf errs;
+    int nerr = 0;
+
+    memset(f, 0, sizeof(*f));
+    *err = NULL;
+    f->bs = bootstrap_parse(boot, strlen(boot), "b.yaml", err);
+    assert_non_null(f->bs);
+    buf_init(&errs, 1 << 20);
+    f->set = resource_load_mem(text, strlen(text), "r.yaml", &errs, &nerr);
+    buf_dispose(&errs);
+    assert_int_equal(nerr, 0);
+    return istio_gateways(f->bs, f->set, identity, &f->gws, err);
+}
+
+/* Issue 12 item 9: an ISTIO_MUTUAL server takes the node's certificate
+ * from the in-memory identity (a provider per handshake, the mesh root for
+ * clients), not from ca.dir files; the listener's identity follows the
+ * root, not the rotating leaf, so a rotation keeps the listener; with no
+ * CA the server is refused as before. */
+static void test_mesh_server_takes_the_node_identity(void **state)
+{
+    const char *text =
+        gw_yaml("  - port: {number: 9443, name: tls, protocol: TLS}\n"
+                "    hosts: [\"*\"]\n"
+                "    tls: {mode: ISTIO_MUTUAL}\n");
+    X509 *root = sample_cert("root-cert.pem");
+    X509 *other = sample_cert("ca-cert.pem");
+    struct compile_identity id = {mesh_current, mesh_ssl, root};
+    struct compile_identity none = {mesh_current, mesh_ssl, NULL};
+    struct compile_identity id2 = {mesh_current, mesh_ssl, other};
+    struct fx f, g;
+    const struct gw_tls *t;
+    char *err = NULL;
+
+    (void)state;
+    assert_int_equal(lower_mesh(&f, text, NULL, &err), -1);
+    assert_non_null(strstr(err, "tls mode ISTIO_MUTUAL needs this node's "
+                                "mesh certificate"));
+    free(err);
+    fx_free(&f);
+    assert_int_equal(lower_mesh(&f, text, &none, &err), -1);
+    free(err);
+    fx_free(&f);
+
+    assert_int_equal(lower_mesh(&f, text, &id, &err), 0);
+    t = &f.gws.v[0].servers[0].tls;
+    assert_ptr_equal(t->cred, mesh_ssl);
+    assert_ptr_equal(t->cred_arg, root);
+    assert_ptr_equal(t->root, root);
+    assert_null(t->cert);
+    assert_null(t->key);
+    assert_null(t->ca);
+    /* The TLS server builds from the provider alone. */
+    f.st = proxy_stats_new("t", 1);
+    {
+        struct compile_env env = {.nworkers = 1};
+        if (compile_l4(f.bs, f.set, &f.gws.v[0], f.st, &env, NULL, NULL, &f.cl,
+                       &err) < 0)
+            fail_msg("%s", err);
+    }
+    /* Built again (the leaf may have rotated meanwhile): the same. */
+    assert_int_equal(lower_mesh(&g, text, &id, &err), 0);
+    assert_true(ident_equal(&f.gws.v[0].id, &g.gws.v[0].id));
+    fx_free(&g);
+    /* Another mesh root is another listener. */
+    assert_int_equal(lower_mesh(&g, text, &id2, &err), 0);
+    assert_false(ident_equal(&f.gws.v[0].id, &g.gws.v[0].id));
+    fx_free(&g);
+    fx_free(&f);
+    X509_free(other);
+    X509_free(root);
 }
 
 int main(void)
@@ -555,6 +672,7 @@ int main(void)
         cmocka_unit_test(test_shared_port_sni_table),
         cmocka_unit_test(test_shared_port_star_https),
         cmocka_unit_test(test_plaintext_http_and_tcp_do_not_share),
+        cmocka_unit_test(test_mesh_server_takes_the_node_identity),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
