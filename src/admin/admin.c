@@ -657,7 +657,9 @@ static const struct labelled labelled[] = {
  * The process's own values (struct admin_status), one sample each. A row
  * without help is one more sample of the family above it, told apart by
  * its label. Values shown in /stats only under a condition (tracing on,
- * a config.dir, config.etcd) have the same condition here.
+ * a config.dir, config.etcd) have the same condition here, except the DNS
+ * ones: /stats lists them with the resources, while their families have
+ * always been exported (zero without a config.dir) and stay so.
  */
 enum status_kind {
     STATUS_INT,

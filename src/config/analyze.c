@@ -93,18 +93,27 @@ static void ident(char *out, size_t n, const struct resource *r)
              r->meta.name);
 }
 
-static void finding(struct actx *a, const char *code, enum res_level level,
-                    const struct resource *r, const struct conf_mark *mark,
-                    const char *path, const char *fmt, ...)
+static int finding(struct actx *a, const char *code, enum res_level level,
+                   const struct resource *r, const struct conf_mark *mark,
+                   const char *path, const char *fmt, ...)
     __attribute__((format(printf, 7, 8)));
 
-static void finding(struct actx *a, const char *code, enum res_level level,
-                    const struct resource *r, const struct conf_mark *mark,
-                    const char *path, const char *fmt, ...)
+/* The message finding() just added (it returns 1 when it did): marked
+ * inert, it is reported but never refuses a load. */
+static void last_inert(struct actx *a, int added)
+{
+    if (added)
+        a->msgs->v[a->msgs->n - 1].inert = 1;
+}
+
+static int finding(struct actx *a, const char *code, enum res_level level,
+                   const struct resource *r, const struct conf_mark *mark,
+                   const char *path, const char *fmt, ...)
 {
     char text[1024], who[600];
     va_list ap;
     int line = r->line, col = r->col;
+    size_t before = a->msgs->n;
 
     if (mark != NULL && mark->line > 0) {
         line = mark->line;
@@ -116,6 +125,7 @@ static void finding(struct actx *a, const char *code, enum res_level level,
     ident(who, sizeof(who), r);
     res_msgs_add(a->msgs, code, level, r->file, line, col, who, path, "%s",
                  text);
+    return a->msgs->n > before;
 }
 
 static void fqdn(const struct actx *a, const struct resource *r,
@@ -859,15 +869,16 @@ static void check_mesh_hosts(struct actx *a)
                 if (idx == set->n || reported[idx])
                     continue;
                 reported[idx] = 1;
-                finding(a, "IST0109", RES_ERROR, who[k], NULL, "metadata.name",
+                last_inert(
+                    a,
+                    finding(
+                        a, "IST0109", RES_ERROR, who[k], NULL, "metadata.name",
                         "The VirtualServices %s associated with mesh gateway "
                         "define the same host */%s which can lead to "
                         "undefined behavior. This can be fixed by merging "
                         "the conflicting VirtualServices into a single "
                         "resource.",
-                        names, fq);
-                if (a->msgs->n > 0)
-                    a->msgs->v[a->msgs->n - 1].inert = 1;
+                        names, fq));
             }
         }
     }
@@ -1899,13 +1910,12 @@ static void analyze_dr(struct actx *a, const struct resource *r)
         /* Istio's level is Error; a subset may get endpoints later, and
          * strait sends its requests nowhere meanwhile (503), so it does
          * not refuse a load for it: inert. */
-        finding(a, "IST0173", RES_ERROR, r, &s->mark, p,
-                "The Subset %s defined in the DestinationRule does not "
-                "select any pods. Which may lead to 503 UH "
-                "(NoHealthyUpstream).",
-                s->name);
-        if (a->msgs->n > 0)
-            a->msgs->v[a->msgs->n - 1].inert = 1;
+        last_inert(
+            a, finding(a, "IST0173", RES_ERROR, r, &s->mark, p,
+                       "The Subset %s defined in the DestinationRule does not "
+                       "select any pods. Which may lead to 503 UH "
+                       "(NoHealthyUpstream).",
+                       s->name));
     }
 }
 
@@ -2088,10 +2098,8 @@ static void check_node_gateways(struct actx *a)
             gateway_selects_node(res_gateway(r), a->node))
             continue;
         selector_text(sel, sizeof(sel), &res_gateway(r)->selector);
-        finding(a, "IST0101", RES_ERROR, r, NULL, "spec.selector",
-                "Referenced selector not found: \"%s\"", sel);
-        if (a->msgs->n > 0)
-            a->msgs->v[a->msgs->n - 1].inert = 1;
+        last_inert(a, finding(a, "IST0101", RES_ERROR, r, NULL, "spec.selector",
+                              "Referenced selector not found: \"%s\"", sel));
     }
 }
 

@@ -490,9 +490,10 @@ static X509 *verified_peer(const struct conn *c)
 int tls_conn_peer_verified(const struct conn *c)
 {
     X509 *x = verified_peer(c);
+    int ok = x != NULL;
 
     X509_free(x);
-    return x != NULL;
+    return ok;
 }
 
 size_t tls_conn_peer_sans(const struct conn *c, tls_san_fn *fn, void *arg)

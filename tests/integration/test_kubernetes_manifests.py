@@ -50,6 +50,9 @@ def test_shipped_manifests_pass(copy):
      "spec.template.spec.terminationGracePeriodSeconds: not an integer"),
     ("        - name: strait\n", "        - nme: strait\n",
      "unknown field 'nme' in V1Container"),
+    # A container without its required name (the field removed).
+    ("        - name: strait\n          image:", "        - image:",
+     "Invalid value for `name`, must not be `None`"),
 ])
 def test_faults_are_refused_with_their_path(copy, old, new, said):
     edit(copy, old, new)
