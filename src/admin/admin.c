@@ -443,6 +443,10 @@ static const struct family families[] = {
      "to BlackHoleCluster: their destination host is in no ServiceEntry "
      "and outboundTrafficPolicy is REGISTRY_ONLY.",
      offsetof(struct proxy_counters, relay.registry_only)},
+    {"strait_listener_auto_passthrough_relayed_total", "counter",
+     "AUTO_PASSTHROUGH connections relayed to the service their Istio SNI "
+     "names.",
+     offsetof(struct proxy_counters, relay.ap_relayed)},
     {"strait_http_requests_total", "counter", "HTTP requests answered.",
      offsetof(struct proxy_counters, http.rq_total)},
     {"strait_http_protocol_errors_total", "counter",
@@ -651,6 +655,19 @@ static const struct labelled labelled[] = {
      offsetof(struct proxy_counters, tls.fail_other)},
     {NULL, NULL, "reason", "timeout",
      offsetof(struct proxy_counters, tls.fail_timeout)},
+    {"strait_listener_auto_passthrough_refused_total",
+     "AUTO_PASSTHROUGH connections closed before relaying, by reason.",
+     "reason", "bad_sni", offsetof(struct proxy_counters, relay.ap_bad_sni)},
+    {NULL, NULL, "reason", "alpn",
+     offsetof(struct proxy_counters, relay.ap_alpn)},
+    {NULL, NULL, "reason", "unknown_host",
+     offsetof(struct proxy_counters, relay.ap_unknown_host)},
+    {NULL, NULL, "reason", "unknown_port",
+     offsetof(struct proxy_counters, relay.ap_unknown_port)},
+    {NULL, NULL, "reason", "unknown_subset",
+     offsetof(struct proxy_counters, relay.ap_unknown_subset)},
+    {NULL, NULL, "reason", "no_endpoint",
+     offsetof(struct proxy_counters, relay.ap_no_endpoint)},
 };
 
 /*

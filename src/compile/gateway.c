@@ -123,10 +123,13 @@ static int server_mode(const char *gname, const struct res_gw_server *sv)
          * SNI passthrough example is written that way). */
         if (tm == RES_GW_TLS_PASSTHROUGH)
             return GW_MODE_PASSTHROUGH;
+        /* Istio builds AUTO_PASSTHROUGH chains for either protocol. */
+        if (tm == RES_GW_TLS_AUTO_PASSTHROUGH)
+            return GW_MODE_AUTO_PASSTHROUGH;
         if (tm == RES_GW_TLS_SIMPLE || tm == RES_GW_TLS_MUTUAL ||
             tm == RES_GW_TLS_OPTIONAL_MUTUAL || tm == RES_GW_TLS_ISTIO_MUTUAL)
             return proto == RES_PROTO_HTTPS ? GW_MODE_HTTPS : GW_MODE_TLS_TCP;
-        why = "tls mode AUTO_PASSTHROUGH";
+        why = "its tls mode";
         break;
     default:
         why = res_protocol_name(proto);
@@ -534,7 +537,7 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
                 }
             }
             l4 = mode == GW_MODE_TCP || mode == GW_MODE_PASSTHROUGH ||
-                 mode == GW_MODE_TLS_TCP;
+                 mode == GW_MODE_TLS_TCP || mode == GW_MODE_AUTO_PASSTHROUGH;
             int secure = mode != GW_MODE_HTTP && mode != GW_MODE_TCP;
             struct addr a;
             const char *why;

@@ -32,6 +32,10 @@ enum gw_mode {
     GW_MODE_TCP,         /* TCP (MONGO, MYSQL, REDIS): tcp routes */
     GW_MODE_PASSTHROUGH, /* TLS or HTTPS, mode PASSTHROUGH: tls routes */
     GW_MODE_TLS_TCP,     /* TLS terminated here, then tcp routes */
+    /* TLS or HTTPS, mode AUTO_PASSTHROUGH: Istio's east-west gateway; the
+     * SNI outbound_.<port>_.<subset>_.<host> names a registry service's
+     * cluster, no VirtualService is used */
+    GW_MODE_AUTO_PASSTHROUGH,
 };
 
 /* A terminating server's TLS settings (files resolved; credentialName's
@@ -106,9 +110,9 @@ struct gw_set {
  * filter chains do (the listener is l4 and shared). Plaintext HTTP and
  * TCP servers cannot (no SNI tells their connections apart): as in Istio,
  * the later one is skipped with a warning, as is a plaintext server of
- * the other kind beside TLS ones, and modes strait does not serve yet
- * (AUTO_PASSTHROUGH). ISTIO_MUTUAL servers take this node's mesh
- * certificate from identity (NULL: no CA, and such a server is an error).
+ * the other kind beside TLS ones. ISTIO_MUTUAL servers take this node's
+ * mesh certificate from identity (NULL: no CA, and such a server is an
+ * error).
  */
 int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
                    const struct compile_identity *identity, struct gw_set *out,

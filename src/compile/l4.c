@@ -362,6 +362,130 @@ static int tls_rules(struct l4_build *b, const struct gw_server *srv)
     return 0;
 }
 
+/* auto_push() adds (host, port, subset) for cluster; repeats are
+ * dropped when the table is sorted. */
+static int auto_push(struct l4_build *b, const char *host, uint32_t port,
+                     const char *subset)
+{
+    struct l4_listener_conf *c = b->c;
+    struct l4_auto *nv = realloc(c->autos, (c->nautos + 1) * sizeof(*nv));
+    struct l4_auto *a;
+    int id;
+
+    if (nv == NULL)
+        return err_set(b->err, "out of memory");
+    c->autos = nv;
+    a = &nv[c->nautos];
+    memset(a, 0, sizeof(*a));
+    a->host = strdup(host);
+    a->subset = strdup(subset != NULL ? subset : "");
+    if (a->host == NULL || a->subset == NULL) {
+        free(a->host);
+        free(a->subset);
+        return err_set(b->err, "out of memory");
+    }
+    ascii_lower_str(a->host);
+    a->port = port;
+    c->nautos++;
+    id = istio_cluster_id(&b->table, host,
+                          subset != NULL && subset[0] ? subset : NULL, port);
+    if (id < 0)
+        return err_set(b->err, "out of memory");
+    a->cluster = (size_t)id;
+    return 0;
+}
+
+/* The DestinationRule of host the node sees (the first, as the clusters
+ * take it), or NULL. */
+static const struct res_destination_rule *auto_dr(const struct l4_build *b,
+                                                  const char *host)
+{
+    char fq[HOST_MAX];
+
+    for (size_t i = 0; i < b->set->n; i++) {
+        const struct resource *r = b->set->v[i];
+        const struct res_destination_rule *d;
+
+        if (r->kind != RES_DESTINATION_RULE)
+            continue;
+        d = res_destination_rule(r);
+        if (b->bs->node.ns != NULL &&
+            !res_visible(r, &d->export_to, b->bs->node.ns))
+            continue;
+        if (res_host_fqdn(d->host, r->meta.ns, b->set->domain, fq,
+                          sizeof(fq)) >= 0 &&
+            strcmp(fq, host) == 0)
+            return d;
+    }
+    return NULL;
+}
+
+/* Whether srv's hosts expose a service host of namespace ns. */
+static int auto_admits(const struct gw_server *srv, const char *ns,
+                       const char *host)
+{
+    for (size_t k = 0; k < srv->nhosts; k++) {
+        const char *sh;
+        if (res_gw_host_admits(srv->hosts[k], srv->gateway,
+                               res_ref_ns_len(srv->gateway), ns, &sh) &&
+            host_covers(sh, host))
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * An AUTO_PASSTHROUGH server: as istiod builds the east-west gateway's
+ * filter chains, one entry per registry service its hosts admit (a
+ * ServiceEntry or Kubernetes Service the node sees), per port of it, and
+ * per subset of its DestinationRule besides none. Each gets the cluster
+ * a route to it would get, so its endpoints, balancing and outlier
+ * detection are the same objects. A wildcard host names no cluster.
+ */
+static int auto_rules(struct l4_build *b, const struct gw_server *srv)
+{
+    b->c->auto_passthrough = 1;
+    for (size_t i = 0; i < b->set->n; i++) {
+        const struct resource *r = b->set->v[i];
+        const struct res_service_entry *se;
+
+        if (!res_is_service(r))
+            continue;
+        se = res_service_entry(r);
+        if (b->bs->node.ns != NULL &&
+            !res_visible(r, &se->export_to, b->bs->node.ns))
+            continue;
+        for (size_t h = 0; h < se->hosts.n; h++) {
+            const struct res_destination_rule *dr;
+            char fq[HOST_MAX];
+
+            if (res_host_fqdn(se->hosts.v[h], r->meta.ns, b->set->domain, fq,
+                              sizeof(fq)) < 0 ||
+                strchr(fq, '*') != NULL || !auto_admits(srv, r->meta.ns, fq))
+                continue;
+            dr = auto_dr(b, fq);
+            for (size_t k = 0; k < se->ports.n; k++) {
+                const struct res_se_port *sp =
+                    &((const struct res_se_port *)se->ports.v)[k];
+                uint32_t port = (uint32_t)sp->number;
+
+                if (sp->number <= 0 || sp->number > 65535)
+                    continue;
+                if (auto_push(b, fq, port, NULL) < 0)
+                    return -1;
+                for (size_t s = 0; dr != NULL && s < dr->subsets.n; s++) {
+                    const struct res_subset *sub =
+                        &((const struct res_subset *)dr->subsets.v)[s];
+                    if (sub->name != NULL && sub->name[0] != '\0' &&
+                        auto_push(b, fq, port, sub->name) < 0)
+                        return -1;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
 /* A TLS-terminating server: its certificate (no ALPN: what it carries is
  * not HTTP) and its client checks; SNI entries for its hosts. */
 static int terminating(struct l4_build *b, const struct gw_server *srv)
@@ -472,6 +596,8 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
             rc = terminating(&b, srv);
         else if (srv->mode == GW_MODE_HTTPS)
             rc = https_names(&b, srv);
+        else if (srv->mode == GW_MODE_AUTO_PASSTHROUGH)
+            rc = auto_rules(&b, srv);
         if (rc < 0)
             goto fail;
     }
@@ -485,6 +611,7 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
                                           &b.c->http, err) < 0)
         goto fail;
     /* The table's clusters become the conf's (references move). */
+    l4_auto_sort(b.c);
     b.c->clusters = b.table.v;
     b.c->nclusters = b.table.n;
     b.table.v = NULL;
@@ -494,6 +621,10 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
              "servers%s",
              g->name, b.c->nsni, b.c->tcp.n, b.c->nservers,
              b.c->http != NULL ? ", HTTPS servers" : "");
+    if (b.c->auto_passthrough)
+        log_info("listener %s: AUTO_PASSTHROUGH to %zu service ports and "
+                 "subsets",
+                 g->name, b.c->nautos);
     out->ops = &l4_listener_ops;
     out->conf = b.c;
     return 0;

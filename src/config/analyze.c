@@ -1214,7 +1214,8 @@ static int served_l4(const struct res_gw_server *s)
 
     if (k == 'S')
         return s->port.protocol != RES_PROTO_HTTPS ||
-               s->tls.mode == RES_GW_TLS_PASSTHROUGH;
+               s->tls.mode == RES_GW_TLS_PASSTHROUGH ||
+               s->tls.mode == RES_GW_TLS_AUTO_PASSTHROUGH;
     return k == 'T';
 }
 

@@ -244,10 +244,19 @@ static void check_server_tls(struct res_check *ck,
                     server_tls_modes[t->mode]);
         break;
     case RES_GW_TLS_AUTO_PASSTHROUGH:
-        if (proto != RES_PROTO_TLS)
+        /* Istio: TLS (or HTTPS) ports only; certificates are accepted
+         * with a warning, for backwards compatibility, and ignored. */
+        if (proto != RES_PROTO_TLS && proto != RES_PROTO_HTTPS)
             res_err(ck, &t->mark, path,
                     "tls mode AUTO_PASSTHROUGH needs protocol TLS, not %s",
                     res_protocol_name(proto));
+        else if (has_cert || t->private_key != NULL ||
+                 t->ca_certificates != NULL)
+            res_warn(ck, &t->mark, path,
+                     "tls mode AUTO_PASSTHROUGH does not use certificates "
+                     "(credentialName, serverCertificate, privateKey, "
+                     "caCertificates); they are ignored: the workloads "
+                     "behind the gateway terminate the mesh's mTLS");
         break;
     case RES_GW_TLS_PASSTHROUGH:
         if (proto == RES_PROTO_HTTPS && has_cert)

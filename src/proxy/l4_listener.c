@@ -11,6 +11,11 @@
  *   route      a tls rule by SNI, or the first tcp rule whose subnets
  *              admit the connection; a weighted destination; the relay.
  *
+ * AUTO_PASSTHROUGH (Istio's east-west gateway) needs no rule: the SNI
+ * outbound_.<port>_.<subset>_.<host> names a service's cluster, the ALPN
+ * must be one of Istio's, and the stream is relayed untouched to an
+ * endpoint the cluster's balancer picks.
+ *
  * On a port shared with HTTPS servers, an SNI of theirs hands the
  * connection, still untouched, to the worker's HTTP proxy of those servers
  * (http_listener_adopt), which runs its handshake and serves it.
@@ -48,7 +53,9 @@
 #include "proxy/l4_listener.h"
 #include "proxy/stats.h"
 #include "tls/clienthello.h"
+#include "tls/istio_sni.h"
 #include "tls/tls.h"
+#include "upstream/balancer.h"
 #include "upstream/cluster.h"
 
 #define REC_OVERHEAD 5 /* a record header per 16 KiB fragment */
@@ -119,6 +126,11 @@ void l4_listener_conf_unref(struct l4_listener_conf *c)
         rules_dispose(&c->servers[i].rules);
     }
     free(c->servers);
+    for (size_t i = 0; i < c->nautos; i++) {
+        free(c->autos[i].host);
+        free(c->autos[i].subset);
+    }
+    free(c->autos);
     for (size_t i = 0; i < c->nclusters; i++)
         cluster_unref(c->clusters[i]);
     free(c->clusters);
@@ -172,6 +184,85 @@ const struct l4_sni *l4_sni_lookup(const struct l4_listener_conf *c,
             best_rank = r;
         }
     }
+    return best;
+}
+
+/* Orders autos by host, port, subset. */
+static int auto_cmp(const void *x, const void *y)
+{
+    const struct l4_auto *a = x, *b = y;
+    int d = strcmp(a->host, b->host);
+
+    if (d != 0)
+        return d;
+    if (a->port != b->port)
+        return a->port < b->port ? -1 : 1;
+    return strcmp(a->subset, b->subset);
+}
+
+/* slice_cmp() orders a slice against a NUL-terminated string as strcmp()
+ * orders two strings. */
+static int slice_cmp(struct slice a, const char *s)
+{
+    size_t n = strlen(s);
+    int d = memcmp(a.p != NULL ? a.p : "", s, a.n < n ? a.n : n);
+
+    if (d != 0)
+        return d;
+    return a.n < n ? -1 : a.n > n ? 1 : 0;
+}
+
+void l4_auto_sort(struct l4_listener_conf *c)
+{
+    size_t w = 0;
+
+    if (c->nautos == 0)
+        return;
+    /* Repeats (two servers exposing one service) name the same cluster,
+     * the table builds one per triple, so which of them stays does not
+     * matter. */
+    qsort(c->autos, c->nautos, sizeof(*c->autos), auto_cmp);
+    for (size_t i = 0; i < c->nautos; i++) {
+        if (w > 0 && auto_cmp(&c->autos[w - 1], &c->autos[i]) == 0) {
+            free(c->autos[i].host);
+            free(c->autos[i].subset);
+            continue;
+        }
+        c->autos[w++] = c->autos[i];
+    }
+    c->nautos = w;
+}
+
+int l4_auto_lookup(const struct l4_listener_conf *c,
+                   const struct istio_sni *sni, const struct l4_auto **out)
+{
+    size_t lo = 0, hi = c->nautos;
+    int best = L4_AUTO_NO_HOST;
+
+    *out = NULL;
+    /* The first entry of the host, then a walk over its ports and
+     * subsets (a few per host) to say how near the SNI came. */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (slice_cmp(sni->host, c->autos[mid].host) > 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo;
+         i < c->nautos && slice_cmp(sni->host, c->autos[i].host) == 0; i++) {
+        const struct l4_auto *a = &c->autos[i];
+        if (a->port != sni->port)
+            continue;
+        best = L4_AUTO_NO_SUBSET;
+        if (slice_cmp(sni->subset, a->subset) == 0) {
+            *out = a;
+            return L4_AUTO_FOUND;
+        }
+    }
+    if (best == L4_AUTO_NO_HOST && lo < c->nautos &&
+        slice_cmp(sni->host, c->autos[lo].host) == 0)
+        best = L4_AUTO_NO_PORT;
     return best;
 }
 
@@ -571,11 +662,107 @@ static void to_http(struct l4_conn *lc)
     http_listener_adopt(p->http->pl, fd, &peer, len, cx);
 }
 
-static void route_sni(struct l4_conn *lc)
+/* An AUTO_PASSTHROUGH refusal: counted by reason, logged with it, and
+ * closed as Envoy closes a connection no filter chain matches (NR), or
+ * one whose cluster has no endpoint (UH). */
+static void auto_refuse(struct l4_conn *lc, uint64_t *counter, const char *end)
+{
+    int uh = counter == &shard(lc->p)->relay.ap_no_endpoint;
+
+    /* STAT_ADD on a counter chosen by the caller. */
+    __atomic_store_n(counter, *counter + 1, __ATOMIC_RELAXED);
+    lc_refuse(lc, uh ? "UH" : "NR", end);
+}
+
+/*
+ * route_auto() relays lc by its Istio SNI (AUTO_PASSTHROUGH): the SNI
+ * must parse, the ALPN must be one of Istio's (a gateway's filter chain
+ * matches both), the service, port and subset must be exposed, and the
+ * cluster must have an endpoint. As in Istio, no AuthorizationPolicy
+ * applies: the TLS is end to end between the client and the workload.
+ */
+static void route_auto(struct l4_conn *lc, const struct clienthello *ch)
+{
+    struct l4_listener *p = lc->p;
+    struct relay_counters *rc = &shard(p)->relay;
+    const struct l4_listener_conf *c = p->conf;
+    const struct l4_auto *a;
+    struct l4_relay_meta meta;
+    struct istio_sni sni;
+    struct cluster *cl;
+    const char *why;
+    size_t ep;
+
+    if (istio_sni_parse(lc->sni, strlen(lc->sni), &sni, &why) < 0) {
+        log_debug("listener %s: SNI '%s': %s", c->name, lc->sni, why);
+        auto_refuse(lc, &rc->ap_bad_sni,
+                    lc->sni[0] ? "auto_passthrough_bad_sni"
+                               : "auto_passthrough_no_sni");
+        return;
+    }
+    if (!istio_alpn_offered(ch)) {
+        auto_refuse(lc, &rc->ap_alpn,
+                    ch->alpn_len == 0 ? "auto_passthrough_no_alpn"
+                                      : "auto_passthrough_alpn_not_istio");
+        return;
+    }
+    switch (l4_auto_lookup(c, &sni, &a)) {
+    case L4_AUTO_NO_HOST:
+        auto_refuse(lc, &rc->ap_unknown_host, "auto_passthrough_unknown_host");
+        return;
+    case L4_AUTO_NO_PORT:
+        auto_refuse(lc, &rc->ap_unknown_port, "auto_passthrough_unknown_port");
+        return;
+    case L4_AUTO_NO_SUBSET:
+        auto_refuse(lc, &rc->ap_unknown_subset,
+                    "auto_passthrough_unknown_subset");
+        return;
+    default:
+        break;
+    }
+    cl = c->clusters[a->cluster];
+    if (cl->nendpoints == 0) {
+        auto_refuse(lc, &rc->ap_no_endpoint, "no_healthy_upstream");
+        return;
+    }
+    if (!p->lb_ok[a->cluster]) {
+        if (balancer_init(&p->lb[a->cluster], cl, p->worker) < 0) {
+            lc_refuse(lc, "-", "out_of_memory");
+            return;
+        }
+        p->lb_ok[a->cluster] = 1;
+    }
+    ep = balancer_pick(&p->lb[a->cluster]);
+    STAT_ADD(rc, ap_relayed, 1);
+    /* The client's TLS goes through untouched: no origination, whatever
+     * the DestinationRule says (Istio's SNI-DNAT clusters carry none). */
+    memset(&meta, 0, sizeof(meta));
+    meta.sni = lc->sni;
+    meta.cluster = cl->name;
+    meta.cluster_stats = &cl->w[p->worker];
+    meta.metrics_dst = cl->metrics;
+    meta.outlier = cl;
+    lc_end(lc, 0);
+    l4_relay_start(&p->relay, &lc->c, &lc->peer, lc->peerlen, cl->endpoints,
+                   cl->nendpoints, ep, &meta, lc->start_ms);
+}
+
+static void route_sni(struct l4_conn *lc, const struct clienthello *ch)
 {
     const struct l4_listener_conf *c = lc->p->conf;
     const struct l4_sni *e = l4_sni_lookup(c, lc->sni);
 
+    /* An Istio SNI is AUTO_PASSTHROUGH's unless another server claims the
+     * exact name (Envoy prefers the exact server name); any other SNI
+     * goes by the table, and what it does not take is refused with
+     * AUTO_PASSTHROUGH's reason. */
+    if (c->auto_passthrough &&
+        ((strncmp(lc->sni, "outbound_.", 10) == 0 &&
+          (e == NULL || strcmp(e->name, lc->sni) != 0)) ||
+         e == NULL)) {
+        route_auto(lc, ch);
+        return;
+    }
     if (e == NULL) {
         lc_refuse(lc, "NR", "no_route");
         return;
@@ -631,7 +818,7 @@ static void inspect(struct l4_conn *lc)
     }
     ascii_lower_copy(lc->sni, (const char *)ch.sni, ch.sni_len);
     lc->sni[ch.sni_len] = '\0';
-    route_sni(lc);
+    route_sni(lc, &ch);
 }
 
 static void on_peek(evutil_socket_t fd, short what, void *arg)
@@ -760,12 +947,15 @@ static struct plistener *ops_start(struct event_base *base,
     p->rr = calloc(c->nclusters + 1, sizeof(*p->rr));
     p->ctx = calloc(c->nservers + 1, sizeof(*p->ctx));
     p->gen = calloc(c->nservers + 1, sizeof(*p->gen));
+    p->lb = calloc(c->nclusters + 1, sizeof(*p->lb));
+    p->lb_ok = calloc(c->nclusters + 1, sizeof(*p->lb_ok));
     /* A ClientHello of max_client_hello bytes in 16 KiB records. */
     p->peek_cap =
         c->max_client_hello + REC_OVERHEAD * (c->max_client_hello / 16384 + 2);
     p->peek = c->inspect ? malloc(p->peek_cap) : NULL;
     p->scratch = c->inspect ? malloc(c->max_client_hello) : NULL;
-    if (p->rr == NULL || p->ctx == NULL || p->gen == NULL ||
+    if (p->rr == NULL || p->ctx == NULL || p->gen == NULL || p->lb == NULL ||
+        p->lb_ok == NULL ||
         (c->inspect && (p->peek == NULL || p->scratch == NULL)))
         goto fail;
     if (l4_relay_init(&p->relay, base, reaper, worker, &c->relay, on_relay_reap,
@@ -800,6 +990,11 @@ static void l4_listener_free(struct l4_listener *p)
         SSL_CTX_free(p->ctx[i]);
     free(p->ctx);
     free(p->gen);
+    for (size_t i = 0; p->lb_ok != NULL && i < p->conf->nclusters; i++)
+        if (p->lb_ok[i])
+            balancer_dispose(&p->lb[i]);
+    free(p->lb);
+    free(p->lb_ok);
     free(p->rr);
     free(p->peek);
     free(p->scratch);

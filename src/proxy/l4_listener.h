@@ -11,8 +11,11 @@
 #include "net/plistener.h"
 #include "proxy/l4_relay.h"
 
+struct balancer;
 struct cluster;
+struct clienthello;
 struct cx_limit;
+struct istio_sni;
 struct http_listener_conf;
 struct l4_http;
 struct stats_block;
@@ -77,6 +80,27 @@ struct l4_sni {
     size_t index; /* into passthrough or servers; 0 for L4_TO_HTTP */
 };
 
+/*
+ * AUTO_PASSTHROUGH (Istio's east-west gateway): a registry service's host,
+ * port and DestinationRule subset that an SNI outbound_.<port>_.<subset>_.
+ * <host> may name, and the cluster of its endpoints. The conf keeps them
+ * sorted by host, port, subset, one entry per triple.
+ */
+struct l4_auto {
+    char *host; /* lowercase FQDN */
+    uint32_t port;
+    char *subset;   /* "": none */
+    size_t cluster; /* index into the conf's clusters */
+};
+
+/* What l4_auto_lookup() found of an SNI's destination. */
+enum l4_auto_result {
+    L4_AUTO_FOUND,
+    L4_AUTO_NO_HOST,   /* no service of that host behind the servers */
+    L4_AUTO_NO_PORT,   /* the host, not on that port */
+    L4_AUTO_NO_SUBSET, /* the host and port, not that subset */
+};
+
 /* A TLS-terminating server: its certificate and client checks, and the
  * tcp rules that route what it decrypts. */
 struct l4_server {
@@ -98,6 +122,11 @@ struct l4_listener_conf {
     size_t nsni;
     struct l4_server *servers;
     size_t nservers;
+    /* Some server is AUTO_PASSTHROUGH: SNIs in Istio's format (and any
+     * the SNI table does not take) are routed by autos. */
+    int auto_passthrough;
+    struct l4_auto *autos;
+    size_t nautos;
     struct cluster **clusters; /* one reference each */
     size_t nclusters;
     uint64_t inspect_timeout_ms; /* for the ClientHello */
@@ -133,6 +162,20 @@ int l4_listener_tls_check(struct l4_listener_conf *c, char **err);
 const struct l4_sni *l4_sni_lookup(const struct l4_listener_conf *c,
                                    const char *name);
 
+/*
+ * l4_auto_sort() puts c's autos in the order l4_auto_lookup() searches,
+ * dropping repeated triples (the first one stays). For the compiler.
+ */
+void l4_auto_sort(struct l4_listener_conf *c);
+
+/*
+ * l4_auto_lookup() finds the AUTO_PASSTHROUGH entry of sni (parsed,
+ * lowercase) in c's sorted autos. Returns an enum l4_auto_result; *out
+ * is the entry when L4_AUTO_FOUND (owned by c), else NULL.
+ */
+int l4_auto_lookup(const struct l4_listener_conf *c,
+                   const struct istio_sni *sni, const struct l4_auto **out);
+
 /* l4_rule_match() returns the first rule of rules whose blocks admit a
  * connection from peer to local (either may be NULL: unknown, which only
  * rules without subnets admit), or NULL. */
@@ -155,7 +198,12 @@ struct l4_listener {
     struct reaper *reaper; /* the worker's */
     struct reap_node reap; /* frees dead, then checks idleness */
     uint64_t rng;
-    size_t *rr;              /* per cluster: next endpoint */
+    size_t *rr; /* per cluster: next endpoint */
+    /* AUTO_PASSTHROUGH: per cluster, this worker's balancer (the
+     * DestinationRule's loadBalancer, skipping ejected endpoints), set up
+     * on first use (lb_ok). */
+    struct balancer *lb;
+    uint8_t *lb_ok;
     struct ssl_ctx_st **ctx; /* per server: the SSL_CTX in use */
     unsigned *gen;
     uint8_t *peek; /* max_client_hello + record headers */

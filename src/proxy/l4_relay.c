@@ -34,6 +34,7 @@
 #include "proxy/stats.h"
 #include "tls/tls.h"
 #include "upstream/cluster.h"
+#include "upstream/outlier.h"
 
 /* Free relay buffers a worker keeps per listener for the next sessions. */
 #define POOL_KEEP 32
@@ -73,6 +74,7 @@ struct tcp_session {
     const uint8_t *up_alpn;    /* borrowed */
     size_t up_alpn_len;
     struct cluster_counters *cstats; /* NULL: no cluster */
+    struct cluster *od;              /* meta->outlier; NULL: not told */
     /* Istio's TCP series of the session while it lives (bytes are added
      * as they move, so a scrape sees a long connection's traffic before
      * it ends), and the cluster's labels; NULL: metrics off. */
@@ -444,6 +446,8 @@ static void on_kick(void *arg)
 
 static void session_connected(struct tcp_session *s)
 {
+    if (s->od != NULL)
+        cluster_report(s->od, s->ep % s->neps, 200);
     s->connecting = 0;
     s->handshaking = 0;
     s->connected = 1;
@@ -481,6 +485,8 @@ static void attempt_failed(struct tcp_session *s, int timeout)
         STAT_ADD(&rshard(r)->relay, connect_timeouts, 1);
     else
         STAT_ADD(&rshard(r)->relay, connect_failures, 1);
+    if (s->od != NULL)
+        cluster_report(s->od, s->ep % s->neps, OUTLIER_CONNECT_FAILED);
     if (s->cstats != NULL) {
         STAT_ADD(s->cstats, cx_connect_fail, 1);
         if (timeout)
@@ -489,7 +495,10 @@ static void attempt_failed(struct tcp_session *s, int timeout)
     conn_close(&s->up);
     s->connecting = 0;
     s->handshaking = 0;
-    s->ep++;
+    /* The next attempt takes the next endpoint; after the last one, the
+     * log names the endpoint that failed. */
+    if (s->attempts < r->p.connect_attempts)
+        s->ep++;
     session_connect(s);
 }
 
@@ -597,7 +606,11 @@ static void session_connect(struct tcp_session *s)
             STAT_ADD(&rshard(s->r)->relay, connect_failures, 1);
             if (s->cstats != NULL)
                 STAT_ADD(s->cstats, cx_connect_fail, 1);
-            s->ep++;
+            if (s->od != NULL)
+                cluster_report(s->od, s->ep % s->neps, OUTLIER_CONNECT_FAILED);
+            /* The log names the endpoint that failed last. */
+            if (s->attempts < r->p.connect_attempts)
+                s->ep++;
             continue;
         }
         conn_init(&s->up, r->base, fd, on_up_io, s);
@@ -674,6 +687,7 @@ void l4_relay_start(struct l4_relay *r, struct conn *down,
         s->up_alpn = meta->up_alpn;
         s->up_alpn_len = meta->up_alpn_len;
         s->cstats = meta->cluster_stats;
+        s->od = meta->outlier;
         s->mdst = meta->metrics_dst;
     }
     if (r->p.metrics != NULL) {

@@ -11,6 +11,7 @@
 #include "event/reap-t.h"
 #include "net/conn.h"
 
+struct cluster;
 struct cluster_counters;
 struct event;
 struct event_base;
@@ -99,6 +100,11 @@ struct l4_relay_meta {
     /* The destination cluster's counters of this worker (connections,
      * failures); NULL: none. Must outlive the session. */
     struct cluster_counters *cluster_stats;
+    /* The cluster eps are the endpoints of, to tell its outlier
+     * detection how each connect went (a failure counts as Envoy's
+     * connect failure, a success resets the streak); NULL: not told.
+     * Borrowed like cluster_stats. */
+    struct cluster *outlier;
     /* The destination cluster's metric labels (borrowed like the
      * cluster's name); NULL: unknown. */
     struct series_labels *metrics_dst;

@@ -20,6 +20,13 @@ static const struct stats_field relay_fields[] = {
     RELAY_FIELD("no_filter_chain_match", no_route),
     RELAY_FIELD("tls_inspector.client_hello_errors", client_hello_errors),
     RELAY_FIELD("registry_only_refused", registry_only),
+    RELAY_FIELD("auto_passthrough.relayed", ap_relayed),
+    RELAY_FIELD("auto_passthrough.refused_bad_sni", ap_bad_sni),
+    RELAY_FIELD("auto_passthrough.refused_alpn", ap_alpn),
+    RELAY_FIELD("auto_passthrough.refused_unknown_host", ap_unknown_host),
+    RELAY_FIELD("auto_passthrough.refused_unknown_port", ap_unknown_port),
+    RELAY_FIELD("auto_passthrough.refused_unknown_subset", ap_unknown_subset),
+    RELAY_FIELD("auto_passthrough.refused_no_endpoint", ap_no_endpoint),
 };
 
 const struct stats_desc relay_counters_desc = {

@@ -30,6 +30,16 @@ struct relay_counters {
      * (TCP/TLS, closed) routed to BlackHoleCluster, a destination host not
      * in the registry under outboundTrafficPolicy REGISTRY_ONLY */
     uint64_t registry_only;
+    /* AUTO_PASSTHROUGH (east-west): sessions relayed by their Istio SNI,
+     * and connections refused, by reason (each also counted in no_route,
+     * but for ap_no_endpoint, flag UH) */
+    uint64_t ap_relayed;
+    uint64_t ap_bad_sni;        /* no SNI, or not outbound_.P_.S_.H */
+    uint64_t ap_alpn;           /* no ALPN, or none of Istio's */
+    uint64_t ap_unknown_host;   /* no service of that host exposed */
+    uint64_t ap_unknown_port;   /* the service has no such port */
+    uint64_t ap_unknown_subset; /* no such DestinationRule subset */
+    uint64_t ap_no_endpoint;    /* the cluster has no endpoint */
 };
 
 /* Their names in the admin API's /stats. */

@@ -3,7 +3,10 @@
  * Each input is read whole, then as every prefix a peek could return
  * (those must never fail where the whole succeeded), with a small and a
  * large scratch buffer. A result's names must lie inside the scratch
- * buffer. Build and run with tests/fuzz/run.sh.
+ * buffer. The input, and every SNI read, also goes through the Istio SNI
+ * parser (src/tls/istio_sni.c) as an AUTO_PASSTHROUGH listener reads it:
+ * what it accepts must lie inside the name and format back to the same
+ * bytes. Build and run with tests/fuzz/run.sh.
  */
 #include "config.h"
 
@@ -13,8 +16,39 @@
 #include <string.h>
 
 #include "tls/clienthello.h"
+#include "tls/istio_sni.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_istio_sni(const uint8_t *name, size_t n)
+{
+    struct istio_sni s;
+    const char *why = NULL;
+    char host[300], subset[300], again[700];
+    int len;
+
+    if (istio_sni_parse((const char *)name, n, &s, &why) < 0) {
+        if (why == NULL || s.port != 0 || s.host.p != NULL)
+            abort();
+        return;
+    }
+    if (s.port == 0 || s.port > 65535 || s.host.n == 0 ||
+        s.host.p < (const char *)name ||
+        s.host.p + s.host.n != (const char *)name + n ||
+        (s.subset.n > 0 && (s.subset.p < (const char *)name ||
+                            s.subset.p + s.subset.n > s.host.p)) ||
+        s.host.n >= sizeof(host))
+        abort();
+    if (s.subset.n >= sizeof(subset))
+        return; /* a raw input longer than any SNI */
+    memcpy(host, s.host.p, s.host.n);
+    host[s.host.n] = '\0';
+    memcpy(subset, s.subset.p ? s.subset.p : "", s.subset.n);
+    subset[s.subset.n] = '\0';
+    len = istio_sni_format(again, sizeof(again), s.port, subset, host);
+    if (len < 0 || (size_t)len != n || memcmp(again, name, n) != 0)
+        abort();
+}
 
 static void check(const struct clienthello *ch, const uint8_t *scratch,
                   size_t cap)
@@ -34,6 +68,9 @@ static void check(const struct clienthello *ch, const uint8_t *scratch,
             abort();
     if (off != ch->alpn_len)
         abort();
+    if (ch->sni_len > 0)
+        check_istio_sni(ch->sni, ch->sni_len);
+    (void)istio_alpn_offered(ch);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -43,6 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct clienthello ch;
     const char *why;
 
+    check_istio_sni(data, size);
     for (size_t c = 0; c < 2; c++) {
         int rc = clienthello_parse(data, size, scratch, caps[c], &ch, &why);
         if (rc < 0 && why == NULL)

@@ -2,7 +2,8 @@
  * Unit tests of src/compile/l4.c and the lookups of
  * src/proxy/l4_listener.c: Gateways and VirtualServices written as YAML are
  * lowered (istio_gateways) and compiled (compile_l4), then the SNI table
- * and the tcp rules are queried the way connections query them.
+ * and the tcp rules are queried the way connections query them, and an
+ * AUTO_PASSTHROUGH server's services the way an Istio SNI looks them up.
  */
 #include "config.h"
 
@@ -30,6 +31,7 @@
 #include "compile/identity.h"
 #include "compile/l4.h"
 #include "compile/istio.h"
+#include "tls/istio_sni.h"
 #include "upstream/cluster.h"
 
 struct fx {
@@ -659,6 +661,101 @@ static void test_mesh_server_takes_the_node_identity(void **state)
     X509_free(root);
 }
 
+/* The cluster an Istio SNI reaches through AUTO_PASSTHROUGH, or the
+ * lookup's miss as "no host", "no port", "no subset". */
+static const char *auto_route(struct fx *f, const char *name)
+{
+    const struct l4_auto *a;
+    struct istio_sni sni;
+    const char *why;
+
+    assert_int_equal(istio_sni_parse(name, strlen(name), &sni, &why), 0);
+    switch (l4_auto_lookup(conf(f), &sni, &a)) {
+    case L4_AUTO_FOUND:
+        assert_non_null(a);
+        return conf(f)->clusters[a->cluster]->name;
+    case L4_AUTO_NO_HOST:
+        return "no host";
+    case L4_AUTO_NO_PORT:
+        return "no port";
+    default:
+        return "no subset";
+    }
+}
+
+/* istiod's east-west gateway chains: one per service the server's hosts
+ * cover (namespace part included), per port, per DestinationRule subset
+ * and none; wildcard service hosts name no cluster. */
+static void test_auto_passthrough_services(void **state)
+{
+    struct fx f;
+    char *err;
+    char text[8192];
+
+    (void)state;
+    snprintf(
+        text, sizeof(text), "%s%s",
+        gw_yaml(
+            "  - port: {number: 15443, name: tls, protocol: TLS}\n"
+            "    hosts: [\"*.svc.cluster.local\", \"other/*.example.org\"]\n"
+            "    tls: {mode: AUTO_PASSTHROUGH}\n"
+            /* A second server exposing the same services. */
+            "  - port: {number: 15443, name: tls2, protocol: TLS}\n"
+            "    hosts: [\"*\"]\n"
+            "    tls: {mode: AUTO_PASSTHROUGH}\n"),
+        "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\n"
+        "metadata: {name: r, namespace: default}\n"
+        "spec: {hosts: [r.default.svc.cluster.local], resolution: STATIC,\n"
+        "  ports: [{number: 9080, name: http}, {number: 9090, name: grpc}],\n"
+        "  endpoints: [{address: 10.0.0.1, labels: {version: v1}},\n"
+        "              {address: 10.0.0.2, labels: {version: v2}}]}\n"
+        "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\n"
+        "metadata: {name: r, namespace: default}\n"
+        "spec: {host: r.default.svc.cluster.local, subsets: [\n"
+        "  {name: v1, labels: {version: v1}},\n"
+        "  {name: v2, labels: {version: v2}}]}\n"
+        "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\n"
+        "metadata: {name: h, namespace: other}\n"
+        "spec: {hosts: [h.example.org], resolution: STATIC,\n"
+        "  ports: [{number: 80, name: http}],\n"
+        "  endpoints: [{address: 10.0.0.3}]}\n");
+    if (build(&f, text, &err) < 0)
+        fail_msg("%s", err);
+    assert_true(conf(&f)->auto_passthrough);
+    assert_string_equal(
+        auto_route(&f, "outbound_.9080_.v1_.r.default.svc.cluster.local"),
+        "r.default.svc.cluster.local|v1|9080");
+    assert_string_equal(
+        auto_route(&f, "outbound_.9090_.v2_.r.default.svc.cluster.local"),
+        "r.default.svc.cluster.local|v2|9090");
+    assert_string_equal(
+        auto_route(&f, "outbound_.9080_._.r.default.svc.cluster.local"),
+        "r.default.svc.cluster.local||9080");
+    assert_string_equal(
+        auto_route(&f, "outbound_.9080_.v3_.r.default.svc.cluster.local"),
+        "no subset");
+    assert_string_equal(
+        auto_route(&f, "outbound_.9999_.v1_.r.default.svc.cluster.local"),
+        "no port");
+    assert_string_equal(
+        auto_route(&f, "outbound_.9080_.v1_.x.default.svc.cluster.local"),
+        "no host");
+    /* The bootstrap's declared service (port 1), and another namespace's
+     * service through the "*" server. */
+    assert_string_equal(
+        auto_route(&f, "outbound_.1_._.a.default.svc.cluster.local"),
+        "a.default.svc.cluster.local||1");
+    assert_string_equal(auto_route(&f, "outbound_.80_._.h.example.org"),
+                        "h.example.org||80");
+    /* r: two ports by three; a; h: each once though two servers expose
+     * them; "*.svc.test" is a wildcard. */
+    assert_int_equal(conf(&f)->nautos, 8);
+    for (size_t i = 1; i < conf(&f)->nautos; i++)
+        assert_true(
+            strcmp(conf(&f)->autos[i - 1].host, conf(&f)->autos[i].host) <= 0);
+    fx_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -673,6 +770,7 @@ int main(void)
         cmocka_unit_test(test_shared_port_star_https),
         cmocka_unit_test(test_plaintext_http_and_tcp_do_not_share),
         cmocka_unit_test(test_mesh_server_takes_the_node_identity),
+        cmocka_unit_test(test_auto_passthrough_services),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
