@@ -48,6 +48,21 @@ static int host_ok(const char *p, size_t n)
     return label > 0;
 }
 
+/* A subset name: Istio validates them as DNS-1123 labels (at most 63
+ * letters, digits and '-'); empty is none. */
+static int subset_ok(const char *p, size_t n)
+{
+    if (n > 63)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
 int istio_sni_parse(const char *name, size_t len, struct istio_sni *out,
                     const char **why)
 {
@@ -93,6 +108,11 @@ int istio_sni_parse(const char *name, size_t len, struct istio_sni *out,
     }
     out->subset.p = p;
     out->subset.n = (size_t)(sep - p);
+    if (!subset_ok(out->subset.p, out->subset.n)) {
+        memset(out, 0, sizeof(*out));
+        *why = "bad subset";
+        return -1;
+    }
     p = sep + 2;
     if (!host_ok(p, (size_t)(end - p))) {
         memset(out, 0, sizeof(*out));

@@ -34,7 +34,8 @@ struct istio_sni {
  * istio_sni_parse() reads name (len bytes, not NUL-terminated; the caller
  * lowercases it if it wants case-insensitive names) as an outbound Istio
  * SNI. The port is decimal without a sign or leading zero, the subset a
- * run of characters without "_." (empty for none), the host the rest: a
+ * DNS-1123 label as Istio validates subset names (letters, digits, '-',
+ * at most 63; empty for none), the host the rest: a
  * DNS name of letters, digits, '-' and '.', not starting or ending with a
  * dot and without an empty label.
  * Returns 0 with *out filled (pointing into name), or -1 with *why, a

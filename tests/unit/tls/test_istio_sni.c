@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <setjmp.h>
@@ -65,6 +66,8 @@ static void refuses_other_names(void **state)
         "outbound_.-80_.v1_.reviews",      /* sign */
         "outbound_.8a_.v1_.reviews",       /* not a number */
         "outbound_.80_.v1",                /* no host separator */
+        "outbound_.80_.v.1_.reviews",      /* a subset is one label */
+        "outbound_.80_.v_1_.reviews",      /* '_' in the subset */
         "outbound_.80_.v1_.",              /* empty host */
         "outbound_.80_._.",                /* empty host, no subset */
         "outbound_.80_.v1_..reviews",      /* empty label */
@@ -98,6 +101,18 @@ static void reads_only_len_bytes(void **state)
     assert_true(slice_eq_str(s.host, "svc.example.test"));
     /* A NUL inside is a byte like any other, and not a host character. */
     assert_int_equal(istio_sni_parse("outbound_.80_._.a\0b", 19, &s, &why), -1);
+    assert_int_equal(istio_sni_parse("outbound_.80_.v\0001_.a", 20, &s, &why),
+                     -1);
+    assert_string_equal(why, "bad subset");
+    /* A subset name is at most 63 characters, as a DNS label. */
+    {
+        char name[128];
+        snprintf(name, sizeof(name), "outbound_.80_.%063d_.a", 0);
+        assert_int_equal(parse(name, &s, &why), 0);
+        assert_int_equal(s.subset.n, 63);
+        snprintf(name, sizeof(name), "outbound_.80_.%064d_.a", 0);
+        assert_int_equal(parse(name, &s, &why), -1);
+    }
 }
 
 static void formats_what_it_parses(void **state)
