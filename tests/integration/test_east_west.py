@@ -258,6 +258,32 @@ def test_auto_passthrough_outlier_detection_ejects(strait_factory,
     assert "flags=UF" in line, line
 
 
+def test_auto_passthrough_follows_registry_changes(strait_factory,
+                                                   upstream_factory, tmp_path):
+    """A new endpoint and subset in the config directory are exposed by
+    the next snapshot, without a VirtualService: the L4 listener is
+    rebuilt when the registry it was built from changes."""
+    v1, _ = backend(upstream_factory, tmp_path, "v1")
+    v2, _ = backend(upstream_factory, tmp_path, "v2")
+    port = free_port()
+    st = start(strait_factory, tmp_path, resources(port, {"v1": v1.port}))
+    assert talk(port, sni("v1"))[0] == b"v1:hello"
+    assert refused(lambda: talk(port, sni("v2"))[0])
+    assert ap(st, port, "refused_no_endpoint") == 1
+    conf = tmp_path / "conf.d"
+    (conf / "r.tmp").write_text(
+        resources(port, {"v1": v1.port, "v2": v2.port}))
+    (conf / "r.tmp").rename(conf / "r.yaml")
+
+    def v2_reached():
+        try:
+            return talk(port, sni("v2"))[0] == b"v2:hello"
+        except (ssl.SSLError, OSError):
+            return False
+    wait_for(v2_reached, 15, "the new v2 endpoint reached")
+    assert talk(port, sni("v1"))[0] == b"v1:hello"
+
+
 # -- strait check ---------------------------------------------------------------
 
 def check(tmp_path, text):
