@@ -655,6 +655,8 @@ static const struct labelled labelled[] = {
      offsetof(struct proxy_counters, tls.fail_other)},
     {NULL, NULL, "reason", "timeout",
      offsetof(struct proxy_counters, tls.fail_timeout)},
+    {NULL, NULL, "reason", "rejected",
+     offsetof(struct proxy_counters, tls.fail_rejected)},
     {"strait_listener_auto_passthrough_refused_total",
      "AUTO_PASSTHROUGH connections closed before relaying, by reason.",
      "reason", "bad_sni", offsetof(struct proxy_counters, relay.ap_bad_sni)},

@@ -271,6 +271,9 @@ int compile_gateway_routes(const struct bootstrap *bs,
     r->lua = compile_lua(bs, set, g, env->dicts, err);
     if (r->lua == NULL && *err != NULL)
         goto fail;
+    if (r->lua != NULL &&
+        compile_lua_upstreams(r->lua, set, &table, bs->node.ns, err) < 0)
+        goto fail;
     if (r->lua != NULL) {
         struct luavm *vm = luavm_new(r->lua, NULL, err);
         if (vm == NULL)

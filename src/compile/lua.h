@@ -32,6 +32,14 @@ struct luaprogs *compile_lua(const struct bootstrap *bs,
                              const struct gw_listener *g,
                              struct luadict_set *dicts, char **err);
 
+/* compile_lua_upstreams() fills p->ups, h:set_upstream()'s targets:
+ * each host:port of the registry visible to node_ns, with the cluster
+ * istio_cluster_id() finds or builds for it in table (struct
+ * istio_clusters). Only when a policy's text names set_upstream.
+ * Returns 0, or -1 with an allocated *err. */
+int compile_lua_upstreams(struct luaprogs *p, const struct resource_set *set,
+                          void *table, const char *node_ns, char **err);
+
 /* compile_lua_files() adds to d the contents of the files compile_lua()
  * would read (a changed script is a changed input). */
 void compile_lua_files(struct ident *d, const struct bootstrap *bs,

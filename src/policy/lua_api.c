@@ -212,6 +212,11 @@ static struct luareq *handle_of(lua_State *L)
     return check_live(L, 1, HANDLE_MT, NULL);
 }
 
+struct luareq *luaapi_handle(lua_State *L)
+{
+    return handle_of(L);
+}
+
 static void writable(lua_State *L, const struct luareq *rq)
 {
     if (rq->phase == LUAVM_ON_LOG)
@@ -378,16 +383,20 @@ static int h_remote_addr(lua_State *L)
  * anonHosting, anonTor, anonProxy (booleans)); nil without geoip. */
 static int h_geo(lua_State *L)
 {
-    struct luareq *rq = handle_of(L);
+    luaapi_push_geo(L, handle_of(L)->geo);
+    return 1;
+}
 
-    if (rq->geo == NULL) {
+void luaapi_push_geo(lua_State *L, const struct geo_result *geo)
+{
+    if (geo == NULL) {
         lua_pushnil(L);
-        return 1;
+        return;
     }
     lua_createtable(L, 0, GEOIP_NFIELDS);
     for (int i = 0; i < GEOIP_NFIELDS; i++) {
-        const char *v = rq->geo->v[i];
-        if (!(rq->geo->found & (1u << i)))
+        const char *v = geo->v[i];
+        if (!(geo->found & (1u << i)))
             continue;
         if (i == GEOIP_F_ASN)
             lua_pushinteger(L, (lua_Integer)strtoll(v, NULL, 10));
@@ -397,7 +406,6 @@ static int h_geo(lua_State *L)
             lua_pushstring(L, v);
         lua_setfield(L, -2, geoip_field_name((enum geoip_field)i));
     }
-    return 1;
 }
 
 static int h_log(lua_State *L)
@@ -754,6 +762,7 @@ void luaapi_open(struct luavm *vm)
     wrap_string(L);
     luaL_newmetatable(L, HANDLE_MT);
     luaL_newlib(L, handle_methods);
+    luaapi_upstream_methods(L);
     lua_pushcclosure(L, handle_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pushboolean(L, 0);
@@ -772,6 +781,7 @@ void luaapi_open(struct luavm *vm)
     lua_setfield(L, -2, "log");
     luaapi_open_shared(vm);
     luaapi_open_timer(vm);
+    luaapi_open_hello(vm);
     lua_setfield(L, -2, "strait");
 }
 

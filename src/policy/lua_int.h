@@ -24,6 +24,7 @@ struct luarun {
     uint64_t slice_ms;
     const char *tripped; /* the limit passed; NULL: none yet */
     int reason;          /* enum luavm_reason of an error */
+    int strict;          /* not yieldable, one slice: errors past it */
 };
 
 struct ltimer;
@@ -61,6 +62,17 @@ int luavm_run_main(struct luavm *vm, size_t i, int phase, int nargs);
 void luaapi_open(struct luavm *vm); /* globals table on top */
 void luaapi_readonly(lua_State *L); /* table on top -> read-only view */
 void luaapi_push_handle(struct luavm *vm, lua_State *co, struct luareq *rq);
+/* The handle's checks and h:geo(), for the methods of other files. */
+struct luareq *luaapi_handle(lua_State *L);
+void luaapi_push_geo(lua_State *L, const struct geo_result *geo);
+
+/* lua_upstream.c: h:endpoints(), h:pick(), h:set_upstream(), added to
+ * the handle's methods (the table on top). */
+void luaapi_upstream_methods(lua_State *L);
+
+/* lua_hello.c: on_tls_client_hello's handle. */
+void luaapi_open_hello(struct luavm *vm);
+void luaapi_push_hello(struct luavm *vm, lua_State *co, struct luareq *rq);
 void luaapi_open_timer(struct luavm *vm); /* the strait table on top */
 void luaapi_timers_close(struct luavm *vm);
 

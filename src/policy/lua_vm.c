@@ -141,6 +141,9 @@ void luaprogs_unref(struct luaprogs *p)
     }
     for (size_t i = 0; i < p->ndicts; i++)
         luadict_unref(p->dicts[i]);
+    for (size_t i = 0; i < p->nups; i++)
+        free(p->ups[i].host);
+    free(p->ups);
     free(p->v);
     free(p);
 }
@@ -160,7 +163,9 @@ void luaprogs_sort(struct luaprogs *p)
 }
 
 static const char *const phase_names[LUAVM_NPHASES] = {
-    "on_request", "on_response", "on_log", "init_worker", "timer"};
+    "on_request",         "on_response", "on_log",
+    "init_worker",        "timer",       "on_upstream_select",
+    "on_tls_client_hello"};
 static const char *const reason_names[LUAVM_NREASONS] = {"error", "timeout",
                                                          "memory"};
 
@@ -194,6 +199,15 @@ static void budget_hook(lua_State *L, lua_Debug *ar)
     if (run->tripped) {
         /* Past a limit already: every instruction raises again, so a
          * pcall in the script cannot go on running. */
+        luaL_error(L, "%s", run->tripped);
+        return;
+    }
+    if (run->strict) {
+        /* A hook on the connection's or the balancer's path: one slice
+         * of instructions is all it gets. */
+        run->tripped = "instruction budget exceeded";
+        run->reason = LUAVM_ERR_TIMEOUT;
+        lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1);
         luaL_error(L, "%s", run->tripped);
         return;
     }
@@ -409,7 +423,9 @@ static void push_env(struct luavm *vm, const struct luaprog *g)
 }
 
 static const char *const hook_names[LUAVM_NPHASES] = {
-    "on_request", "on_response", "on_log", "init_worker", "(timer)"};
+    "on_request",         "on_response", "on_log",
+    "init_worker",        "(timer)",     "on_upstream_select",
+    "on_tls_client_hello"};
 
 struct luavm *luavm_new(struct luaprogs *progs, struct event_base *base,
                         char **err)
@@ -618,11 +634,20 @@ static enum luavm_result resume(struct luareq *rq, int nargs)
     int nres, st;
 
     run_begin(vm, &run, i, co, rq->phase == LUAVM_ON_REQUEST, rq->used_ms);
+    run.strict = rq->phase == LUAVM_ON_UPSTREAM_SELECT ||
+                 rq->phase == LUAVM_ON_TLS_CLIENT_HELLO;
     vm->cur = rq;
     st = lua_resume(co, vm->L, nargs, &nres);
     vm->cur = NULL;
     vm->run = NULL;
     rq->used_ms += clock_ms() - run.start_ms;
+    if (st == LUA_YIELD && run.strict) {
+        /* coroutine.yield() from the hook's own coroutine: nothing would
+         * resume it on these paths. */
+        lua_pop(co, nres);
+        lua_pushliteral(co, "attempt to yield in a hook that cannot yield");
+        st = LUA_ERRRUN;
+    }
     if (st == LUA_YIELD) {
         lua_pop(co, nres);
         if (rq->status > 0)
@@ -666,7 +691,10 @@ static int start_protected(lua_State *L)
         return luaL_error(L, "no coroutine");
     rq->co = co;
     lua_rawgeti(co, LUA_REGISTRYINDEX, vm->hooks[rq->next][rq->phase]);
-    luaapi_push_handle(vm, co, rq);
+    if (rq->phase == LUAVM_ON_TLS_CLIENT_HELLO)
+        luaapi_push_hello(vm, co, rq);
+    else
+        luaapi_push_handle(vm, co, rq);
     return 0;
 }
 
@@ -747,6 +775,34 @@ void luavm_on_log(struct luareq *rq)
     rq->next = 0;
     rq->status = 0;
     (void)run_phase(rq);
+}
+
+int luavm_on_upstream_select(struct luareq *rq)
+{
+    rq->phase = LUAVM_ON_UPSTREAM_SELECT;
+    rq->next = 0;
+    rq->picked = -1;
+    /* Only c:reject() or a failure answers in this phase: the status of
+     * an earlier h:respond() would stop the run. */
+    rq->status = 0;
+    (void)run_phase(rq);
+    return rq->failed ? -1 : rq->picked;
+}
+
+enum luavm_result luavm_on_tls_client_hello(struct luareq *rq)
+{
+    rq->phase = LUAVM_ON_TLS_CLIENT_HELLO;
+    rq->next = 0;
+    rq->status = 0;
+    return run_phase(rq);
+}
+
+int luavm_has_hook(const struct luavm *vm, uint32_t mask, int phase)
+{
+    for (size_t i = 0; i < vm->progs->n && i < 32; i++)
+        if ((mask & (1u << i)) && vm->hooks[i][phase] != LUA_NOREF)
+            return 1;
+    return 0;
 }
 
 void luavm_request_end(struct luareq *rq)

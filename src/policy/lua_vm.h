@@ -7,6 +7,8 @@
 #include "core/slice.h"
 
 struct geo_result;
+struct luaep;
+struct luahello;
 
 struct arena;
 struct conn;
@@ -45,6 +47,8 @@ enum luavm_phase {
     LUAVM_ON_LOG,
     LUAVM_INIT_WORKER,
     LUAVM_TIMER,
+    LUAVM_ON_UPSTREAM_SELECT,  /* not yieldable: errors past one slice */
+    LUAVM_ON_TLS_CLIENT_HELLO, /* not yieldable: errors past one slice */
     LUAVM_NPHASES
 };
 
@@ -100,6 +104,15 @@ struct luamod {
 #define LUAVM_MAX_DICTS 64
 struct luadict;
 
+/* h:set_upstream()'s registry: each ServiceEntry/Service host and port
+ * the listener may be re-targeted to, and the cluster (an index of the
+ * routes' clusters) a VirtualService destination of it would use. */
+struct luaupstream {
+    char *host; /* full host name, lowercase */
+    uint32_t port;
+    int cluster;
+};
+
 struct luaprogs {
     int refs;
     struct luaprog *v;
@@ -108,6 +121,8 @@ struct luaprogs {
     size_t nmods;
     struct luadict *dicts[LUAVM_MAX_DICTS]; /* one reference each */
     size_t ndicts;
+    struct luaupstream *ups; /* set_upstream targets; NULL: none */
+    size_t nups;
 };
 
 struct luaprogs *luaprogs_new(size_t n);
@@ -162,6 +177,29 @@ struct luareq {
     struct http_field *rfields;
     size_t nrfields;
     int failed; /* an error under failurePolicy Fail: answer 500 */
+    /* h:set_upstream(): the cluster chosen; -1: the route's. */
+    int upstream;
+    /* on_upstream_select: the endpoints offered, and h:pick()'s choice
+     * (an index of eps; -1: the balancer's). on_tls_client_hello: the
+     * ClientHello. Set by the caller for that hook only. */
+    const struct luaep *eps;
+    size_t neps;
+    int picked;
+    const struct luahello *hello;
+};
+
+/* An endpoint on_upstream_select may pick. */
+struct luaep {
+    const char *address; /* "ip:port" */
+    uint32_t weight;
+    size_t index; /* in the cluster's endpoints */
+};
+
+/* What on_tls_client_hello sees; slices live during the hook. */
+struct luahello {
+    struct slice sni;    /* lowercased; empty: none */
+    const uint8_t *alpn; /* the client's ALPN list, wire format */
+    size_t alpn_len;
 };
 
 enum luavm_result {
@@ -183,6 +221,21 @@ enum luavm_result luavm_resume(struct luareq *rq);
  * yieldable: the burst limit raises. */
 enum luavm_result luavm_on_response(struct luareq *rq);
 void luavm_on_log(struct luareq *rq);
+/* on_upstream_select with rq->eps set: returns the index of eps picked,
+ * or -1 to leave the balancer's choice. rq->failed after an error under
+ * failurePolicy Fail. */
+int luavm_on_upstream_select(struct luareq *rq);
+/* on_tls_client_hello with rq->hello set: LUAVM_RESPONDED when a policy
+ * called c:reject() (or failed under failurePolicy Fail: rq->failed),
+ * the handshake is then aborted; LUAVM_CONTINUE otherwise. rq needs
+ * only vm, mask, peer_ip, geo and hello. */
+enum luavm_result luavm_on_tls_client_hello(struct luareq *rq);
+/* luavm_has_hook() is true when a policy of mask has the phase's hook. */
+int luavm_has_hook(const struct luavm *vm, uint32_t mask, int phase);
+/* luavm_upstream() finds host ("host" or "host:port") in progs' registry
+ * of set_upstream targets: the cluster, or -1 with *why (static) set. */
+int luavm_upstream(const struct luaprogs *p, const char *host, size_t n,
+                   const char **why);
 /* luavm_request_end() lets go of what rq holds in the state (its ctx
  * table, a suspended coroutine). */
 void luavm_request_end(struct luareq *rq);

@@ -106,6 +106,7 @@ struct http_conn {
     enum http_conn_stage stage;
     int drain; /* the listener stopped while this one was still starting */
     int overload_drained; /* told to close by disable_http_keepalive */
+    int hello_rejected;   /* on_tls_client_hello called c:reject() */
     /* HC_DETECT: bytes of the h2c preface already taken off the socket
      * (a preface that arrives in pieces). */
     unsigned preface_got;
@@ -134,6 +135,9 @@ static inline struct proxy_counters *http_shard(const struct http_listener *l)
  * copy runs on the routes of the request it copies).
  */
 struct wroutes *http_listener_pin(struct http_listener *l);
+/* http_lua_tls.c: on a TLS connection just accepted, has the listener's
+ * LuaPolicies see its ClientHello (on_tls_client_hello). */
+void http_lua_tls_start(struct http_conn *hc);
 void http_listener_unpin(struct http_listener *l, struct wroutes *w);
 
 static inline struct wroutes *http_listener_repin(struct wroutes *w)

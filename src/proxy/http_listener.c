@@ -451,6 +451,12 @@ static void tls_failed(struct http_conn *hc)
 {
     const char *why = tls_conn_failure(&hc->conn);
 
+    if (hc->hello_rejected) {
+        /* Logged by the policy's c:reject(). */
+        STAT_ADD(&http_shard(hc->l)->tls, fail_rejected, 1);
+        hc_close(hc);
+        return;
+    }
     tls_count_failure(&http_shard(hc->l)->tls, &hc->conn);
     {
         /* A refused client certificate is worth saying at info: it is
@@ -626,6 +632,7 @@ static int tls_start(struct http_conn *hc)
         hc_close(hc);
         return -1;
     }
+    http_lua_tls_start(hc);
     hc->stage = HC_HANDSHAKE;
     return 0;
 }

@@ -18,24 +18,27 @@
 #include "policy/lua_vm.h"
 #include "proxy/pipeline-int.h"
 
-/* The worker's state for the view's programs, made on first use. */
-static struct luavm *vm_of(struct pstream *ps)
+struct luavm *http_lua_vm(struct http_listener *l, struct wroutes *w)
 {
-    struct wroutes *w = ps->wr;
     char *err = NULL;
 
     if (w->lua != NULL || w->lua_failed)
         return w->lua;
-    w->lua = luavm_new(w->r->lua, ps->l->base, &err);
+    w->lua = luavm_new(w->r->lua, l->base, &err);
     if (w->lua == NULL) {
         /* compile_lua() ran the same scripts already, so this is memory
          * or an init_worker that fails only sometimes. */
         w->lua_failed = 1;
-        log_msg(LOG_ERROR, "listener %s: worker %d: %s", ps->l->conf->name,
-                ps->l->worker, err ? err : "cannot make a Lua state");
+        log_msg(LOG_ERROR, "listener %s: worker %d: %s", l->conf->name,
+                l->worker, err ? err : "cannot make a Lua state");
         free(err);
     }
     return w->lua;
+}
+
+static struct luavm *vm_of(struct pstream *ps)
+{
+    return http_lua_vm(ps->l, ps->wr);
 }
 
 static int fail_closed(const struct luaprogs *p)
@@ -129,6 +132,7 @@ int pstream_lua_request(struct pstream *ps)
     rq->vs = vs;
     rq->mask = mask;
     rq->ctx_ref = rq->co_ref = -2; /* LUA_NOREF */
+    rq->upstream = -1;
     rq->peer_ip = ps->hc->peer_ip;
     rq->geo = ps->geo;
     rq->conn = &ps->hc->conn;

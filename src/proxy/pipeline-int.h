@@ -249,6 +249,15 @@ void pstream_lua_on_timer(void *arg);
 int pstream_lua_response(struct pstream *ps);
 /* on_log, and what the request holds in the state let go. */
 void pstream_lua_end(struct pstream *ps);
+/* http_lua_upstream.c: pstream_lua_retarget() puts the cluster of
+ * h:set_upstream() in place of the route's; pstream_lua_select() runs
+ * on_upstream_select after the balancer picked ps->ep (it may change
+ * it): 1 when the request was answered (a policy failed under Fail). */
+void pstream_lua_retarget(struct pstream *ps);
+/* http_lua.c: the worker's Lua state for view w of l, made on first use;
+ * NULL when it cannot be made (logged). */
+struct luavm *http_lua_vm(struct http_listener *l, struct wroutes *w);
+int pstream_lua_select(struct pstream *ps);
 
 /* pipeline.c: after the Lua hooks, the request is routed and goes to
  * its cluster. */

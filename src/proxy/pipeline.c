@@ -897,6 +897,8 @@ void pstream_forward(struct pstream *ps)
 
     if (pstream_route(ps) < 0)
         return;
+    if (ps->lua != NULL)
+        pstream_lua_retarget(ps);
     if (pstream_add_forwarding(ps) < 0) {
         pstream_local_reply(ps, 503, 0, "out of memory\n");
         pstream_up_finished(ps);
@@ -938,6 +940,8 @@ void pstream_forward(struct pstream *ps)
         ps->admitted = 1;
     }
     ps->ep = pick_endpoint(ps);
+    if (ps->lua != NULL && pstream_lua_select(ps) != 0)
+        return;
     /* In flight on the picked endpoint until the upstream side ends
      * (retries move on but count against the first pick). */
     ps->busy = 1;

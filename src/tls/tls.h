@@ -152,6 +152,32 @@ struct ssl_ctx_st *tls_holder_get(struct tls_holder *h, unsigned *gen);
 int tls_conn_accept(struct conn *c, struct ssl_ctx_st *ctx);
 int tls_conn_connect(struct conn *c, struct ssl_ctx_st *ctx, const char *sni);
 
+/*
+ * The hello hook: a server connection's owner may look at the ClientHello
+ * before the handshake goes on (LuaPolicy's on_tls_client_hello), without
+ * this layer knowing what looks. fn gets the hook's arg and the
+ * connection. sni is lowercased (sni_len 0: none); alpn is the client's
+ * list in wire format (length-prefixed names; NULL: none); both are
+ * valid during the call only. fn returns 0 to go on, or -1 to abort the
+ * handshake with a handshake_failure alert.
+ */
+struct tls_hello {
+    const char *sni;
+    size_t sni_len;
+    const uint8_t *alpn;
+    size_t alpn_len;
+};
+typedef int tls_hello_fn(void *arg, struct conn *c, const struct tls_hello *h);
+struct tls_hello_hook {
+    tls_hello_fn *fn;
+    void *arg;
+};
+
+/* tls_conn_on_hello() has hook->fn called on c's ClientHello; c is a
+ * server connection after tls_conn_accept(). hook is the caller's (one
+ * may serve many connections) and must outlive c's TLS, as must c. */
+void tls_conn_on_hello(struct conn *c, const struct tls_hello_hook *hook);
+
 /* tls_conn_alpn() is the negotiated protocol ("h2", "http/1.1") or "". */
 const char *tls_conn_alpn(const struct conn *c, size_t *len);
 
@@ -207,7 +233,8 @@ struct tls_counters {
     uint64_t fail_certificate;
     uint64_t fail_eof;
     uint64_t fail_other;
-    uint64_t fail_timeout; /* the handshake did not finish in time */
+    uint64_t fail_timeout;  /* the handshake did not finish in time */
+    uint64_t fail_rejected; /* a LuaPolicy's on_tls_client_hello refused */
 };
 
 /* Their names in the admin API's /stats ("tls.handshakes", ...). */

@@ -349,6 +349,7 @@ static const struct stats_field tls_fields[] = {
     {"fail_eof", offsetof(struct tls_counters, fail_eof), STATS_NONE},
     {"fail_other", offsetof(struct tls_counters, fail_other), STATS_NONE},
     {"fail_timeout", offsetof(struct tls_counters, fail_timeout), STATS_NONE},
+    {"fail_rejected", offsetof(struct tls_counters, fail_rejected), STATS_NONE},
 };
 
 const struct stats_desc tls_counters_desc = {

@@ -64,7 +64,9 @@ struct tls_server {
 /* The ex_data index is registered once per process and never changes. */
 static pthread_once_t ex_once = PTHREAD_ONCE_INIT;
 static int ex_index = -1;
-static int cert_index = -1; /* a certificate's SSL_CTX -> its tls_cert */
+static int hello_index = -1;      /* SSL: its struct tls_hello_hook */
+static int hello_conn_index = -1; /* SSL: its struct conn */
+static int cert_index = -1;       /* a certificate's SSL_CTX -> its tls_cert */
 
 static void server_free_parts(struct tls_server *ts)
 {
@@ -105,6 +107,8 @@ static void ex_init(void)
 {
     ex_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, ex_free);
     cert_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+    hello_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+    hello_conn_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
 }
 
 /* set_err() makes "subject: what: detail", detail from BoringSSL's error
@@ -367,6 +371,39 @@ static int verify_peer(int ok, X509_STORE_CTX *store)
     return 1;
 }
 
+/* The connection owner's hello hook, if any, on this ClientHello: true
+ * when it refuses the handshake. */
+static int hello_refused(const SSL_CLIENT_HELLO *ch, const char *sni)
+{
+    const struct tls_hello_hook *hook =
+        hello_index >= 0 ? SSL_get_ex_data(ch->ssl, hello_index) : NULL;
+    struct tls_hello h = {sni, sni != NULL ? strlen(sni) : 0, NULL, 0};
+    const uint8_t *data;
+    size_t len;
+
+    if (hook == NULL || hook->fn == NULL)
+        return 0;
+    if (SSL_early_callback_ctx_extension_get(
+            ch, TLSEXT_TYPE_application_layer_protocol_negotiation, &data,
+            &len)) {
+        CBS ext, list;
+        CBS_init(&ext, data, len);
+        if (CBS_get_u16_length_prefixed(&ext, &list)) {
+            h.alpn = CBS_data(&list);
+            h.alpn_len = CBS_len(&list);
+        }
+    }
+    return hook->fn(hook->arg, SSL_get_ex_data(ch->ssl, hello_conn_index), &h) <
+           0;
+}
+
+void tls_conn_on_hello(struct conn *c, const struct tls_hello_hook *hook)
+{
+    pthread_once(&ex_once, ex_init);
+    if (c->tls != NULL && SSL_set_ex_data(c->tls, hello_index, (void *)hook))
+        SSL_set_ex_data(c->tls, hello_conn_index, c);
+}
+
 static enum ssl_select_cert_result_t select_cert(const SSL_CLIENT_HELLO *ch)
 {
     SSL *ssl = ch->ssl;
@@ -376,7 +413,7 @@ static enum ssl_select_cert_result_t select_cert(const SSL_CLIENT_HELLO *ch)
     int have = client_hello_sni(ch, host, sizeof(host));
     const struct tls_cert *c;
 
-    if (ts == NULL)
+    if (ts == NULL || hello_refused(ch, have ? host : NULL))
         return ssl_select_cert_error;
     c = pick(ts, have ? host : NULL, client_hello_ecdsa(ch));
     SSL_set_SSL_CTX(ssl, c->ctx);

@@ -567,3 +567,315 @@ spec:
     wait_for(lambda: "state of v1 closed" in st.log(), 10,
              "the old state closed after its last request")
     assert "state of v2 closed" not in st.log()
+
+
+def named(name):
+    """An upstream that answers with its name."""
+    return responder(lambda head: name.encode())
+
+
+def pool_resources(gw_port, ports, weights, policy):
+    """A Gateway, the ServiceEntry pool.example.com with one weighted
+    endpoint per port, second.example.com, and a route to the pool."""
+    eps = "".join(f"  - {{address: 127.0.0.1, ports: {{http: {p}}}, "
+                  f"weight: {w}}}\n" for p, w in zip(ports[:-1], weights))
+    return f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {gw_port}, name: http, protocol: HTTP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: pool, namespace: default}}
+spec:
+  hosts: [pool.example.com]
+  resolution: STATIC
+  ports: [{{number: 80, name: http, protocol: HTTP}}]
+  endpoints:
+{eps}---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: second, namespace: default}}
+spec:
+  hosts: [second.example.com]
+  resolution: STATIC
+  ports: [{{number: 8080, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1, ports: {{http: {ports[-1]}}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: vs, namespace: default}}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - route: [{{destination: {{host: pool.example.com}}}}]
+---
+""" + policy
+
+
+SELECT = """apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: select, namespace: default}
+spec:
+  limits: {instructionSlice: 1000}
+  source:
+    inline: |
+      function on_request(h)
+        h.ctx.pick = h:headers():get("x-pick")
+        h.ctx.loop = h:headers():get("x-loop")
+        if stale then
+          local ok, err = pcall(stale.endpoints, stale)
+          h.ctx.stale = err
+        end
+      end
+      function on_upstream_select(h)
+        local eps, seen = h:endpoints(), {}
+        for _, ep in ipairs(eps) do
+          seen[#seen + 1] = ep.weight
+          if h.ctx.pick == "lightest" and ep.weight == 1 then h:pick(ep) end
+          if h.ctx.pick == "address" and ep.weight == 2 then
+            h:pick(ep.address)
+          end
+        end
+        if h.ctx.pick == "bogus" then h:pick("10.9.9.9:1") end
+        h.ctx.seen = table.concat(seen, ",")
+        stale = h
+        if h.ctx.loop then while true do end end
+      end
+      function on_response(h)
+        h:headers():set("x-weights", h.ctx.seen or "-")
+        h:headers():set("x-stale", tostring(h.ctx.stale))
+      end
+"""
+
+
+def test_on_upstream_select_picks_and_budget(strait_factory, tmp_path,
+                                             upstream_factory):
+    """h:endpoints() lists the cluster's endpoints with their weights;
+    h:pick() overrides the weighted balancer on every request; without
+    a pick the balancer's choice stands; an endpoint not on offer and a
+    loop past one instruction slice are errors (500 under Fail, counted);
+    the handle kept in a global is stale in the next request."""
+    from conftest import free_port
+    names = ["u0", "u1", "u2", "second"]
+    ports = [upstream_factory(named(n)).port for n in names]
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    gw = free_port()
+    (conf / "r.yaml").write_text(pool_resources(gw, ports, (1, 2, 7),
+                                                SELECT))
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
+    for _ in range(40):
+        status, hdrs, body = get(gw, "/", {"x-pick": "lightest"})
+        assert (status, body) == (200, b"u0")
+        assert hdrs["x-weights"] == "1,2,7"
+    for _ in range(10):
+        assert get(gw, "/", {"x-pick": "address"})[2] == b"u1"
+    # No pick: the weighted balancer's spread, mostly the weight-7 one.
+    hits = {}
+    for _ in range(50):
+        status, hdrs, body = get(gw, "/")
+        assert status == 200
+        hits[body] = hits.get(body, 0) + 1
+    assert len(hits) == 3 and hits[b"u2"] > hits[b"u0"], hits
+    assert "stale handle" in hdrs["x-stale"], hdrs
+    assert get(gw, "/", {"x-pick": "bogus"})[0] == 500
+    wait_for(lambda: lua_stat(st, "default/select", "on_upstream_select",
+                              "error") == 1, 10, "the bad pick counted")
+    assert "not an endpoint on offer" in st.log()
+    assert get(gw, "/", {"x-loop": "1"})[0] == 500
+    wait_for(lambda: lua_stat(st, "default/select", "on_upstream_select",
+                              "timeout") == 1, 10, "the budget error counted")
+    # The worker goes on serving.
+    assert get(gw, "/", {"x-pick": "lightest"})[2] == b"u0"
+
+
+RETARGET = """apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {{name: {name}, namespace: default}}
+spec:
+  failurePolicy: {fp}
+  hosts: ["{host}"]
+  source:
+    inline: |
+      function on_request(h)
+        local to = h:headers():get("x-to")
+        if to then h:set_upstream(to) end
+        local probe = h:headers():get("x-probe")
+        if probe then
+          local ok, err = pcall(h.set_upstream, h, probe)
+          h:respond(200, {{["x-err"] = tostring(err)}})
+        end
+      end
+"""
+
+
+def test_set_upstream_to_registry_hosts_only(strait_factory, tmp_path,
+                                             upstream_factory):
+    """h:set_upstream() sends the request to another ServiceEntry host
+    (with or without its port); a host outside the registry is a Lua
+    error: a 500 under failurePolicy Fail, the route's destination under
+    Ignore, counted either way."""
+    from conftest import free_port
+    names = ["u0", "second"]
+    ports = [upstream_factory(named(n)).port for n in names]
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    gw = free_port()
+    policies = (RETARGET.format(name="strict", fp="Fail", host="fail.test")
+                + "---\n" +
+                RETARGET.format(name="lenient", fp="Ignore",
+                                host="ignore.test"))
+    (conf / "r.yaml").write_text(pool_resources(gw, ports, (1,), policies))
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
+    for host in ("fail.test", "ignore.test"):
+        assert get(gw, "/", {"host": host})[2] == b"u0"
+        for to in ("second.example.com", "Second.Example.com:8080"):
+            status, _, body = get(gw, "/", {"host": host, "x-to": to})
+            assert (status, body) == (200, b"second"), (host, to)
+    # Not in the registry (a name DNS would resolve): never looked up.
+    for to in ("localhost", "second.example.com:9999", "pool.example.com:x"):
+        assert get(gw, "/", {"host": "fail.test", "x-to": to})[0] == 500
+        status, _, body = get(gw, "/", {"host": "ignore.test", "x-to": to})
+        assert (status, body) == (200, b"u0")
+    wait_for(lambda: lua_stat(st, "default/strict", "on_request",
+                              "error") == 3, 10, "the Fail errors counted")
+    wait_for(lambda: lua_stat(st, "default/lenient", "on_request",
+                              "error") == 3, 10, "the Ignore errors counted")
+    assert "set_upstream: unknown host 'localhost': not a host of the " \
+        "registry" in st.log()
+    for probe, why in (("localhost", "not a host of the registry"),
+                       ("second.example.com:9999", "the host has no such port"),
+                       ("pool.example.com:x", "bad port"),
+                       ("*.example.com", "not a host of the registry")):
+        status, hdrs, _ = get(gw, "/", {"host": "fail.test", "x-probe": probe})
+        assert status == 200
+        assert f"set_upstream: unknown host '{probe}': {why}" in \
+            hdrs["x-err"], hdrs
+
+
+def _hello(port, sni, alpn=("x-test", "http/1.1")):
+    """A TLS handshake with sni and alpn, then GET /; (status, headers)
+    or the ssl.SSLError of the handshake."""
+    import socket
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(list(alpn))
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        try:
+            s = ctx.wrap_socket(raw, server_hostname=sni)
+        except ssl.SSLError as e:
+            return e
+        s.sendall(f"GET / HTTP/1.1\r\nhost: {sni}\r\n"
+                  "connection: close\r\n\r\n".encode())
+        data = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+        head = data.split(b"\r\n\r\n")[0].decode().split("\r\n")
+        hdrs = {}
+        for ln in head[1:]:
+            k, _, v = ln.partition(":")
+            hdrs[k.strip().lower()] = v.strip()
+        return int(head[0].split()[1]), hdrs
+    finally:
+        raw.close()
+
+
+def test_on_tls_client_hello_rejects_by_sni(strait_factory, tmp_path,
+                                            upstream_factory):
+    """on_tls_client_hello sees the SNI, the client's ALPN list and its
+    address before the handshake goes on; c:reject() fails the handshake
+    (the client sees an alert; counted as tls.fail_rejected and logged)
+    while other names go through; a loop past the slice fails it too
+    (failurePolicy Fail), counted; a kept c is stale later."""
+    import ssl
+    from conftest import free_port
+    from httpd import make_cert
+    up = upstream_factory(named("up"))
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    crt, key = make_cert(str(pki), "gw", "gw.example.com", ["*.example.com"])
+    port = free_port()
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    (conf / "r.yaml").write_text(f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {port}, name: https, protocol: HTTPS}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+    tls: {{mode: SIMPLE, serverCertificate: "{crt}", privateKey: "{key}"}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: up, namespace: default}}
+spec:
+  hosts: [up.example.com]
+  resolution: STATIC
+  ports: [{{number: {up.port}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+""" + ROUTES + """---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: hello, namespace: default}
+spec:
+  limits: {instructionSlice: 1000}
+  source:
+    inline: |
+      function on_tls_client_hello(c)
+        if c:sni() == "blocked.example.com" then c:reject("blocked") end
+        if c:sni() == "loop.example.com" then while true do end end
+        if kept then
+          local ok, err = pcall(kept.sni, kept)
+          stale = err
+        end
+        seen = (c:sni() or "-") .. " " .. table.concat(c:alpn(), ",") ..
+               " " .. c:remote_addr() .. " " .. tostring(c:geo())
+        kept = c
+      end
+      function on_request(h)
+        h:respond(200, {["x-hello"] = seen, ["x-stale"] = tostring(stale)})
+      end
+""")
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
+    r = _hello(port, "ok.example.com")
+    assert r[0] == 200, r
+    assert r[1]["x-hello"] == "ok.example.com x-test,http/1.1 127.0.0.1 nil"
+    r = _hello(port, "blocked.example.com")
+    assert isinstance(r, ssl.SSLError), r
+    assert "HANDSHAKE_FAILURE" in str(r).upper() or "ALERT" in str(r).upper()
+    r = _hello(port, "other.example.com", alpn=("http/1.1",))
+    assert r[0] == 200 and r[1]["x-hello"].startswith(
+        "other.example.com http/1.1 "), r
+    assert "stale handle" in r[1]["x-stale"], r
+    # openssl s_client sees the handshake fail too.
+    p = subprocess.run(["openssl", "s_client", "-connect",
+                        f"127.0.0.1:{port}", "-servername",
+                        "blocked.example.com"], input=b"",
+                       capture_output=True, timeout=30)
+    assert p.returncode != 0 and b"alert" in p.stderr, p.stderr
+    wait_for(lambda: sum(v for k, v in st.stats().items()
+                         if k.endswith("tls.fail_rejected")) == 2, 10,
+             "the rejections counted")
+    assert "TLS handshake from 127.0.0.1 (sni blocked.example.com) " \
+        "rejected: blocked" in st.log()
+    assert isinstance(_hello(port, "loop.example.com"), ssl.SSLError)
+    wait_for(lambda: lua_stat(st, "default/hello", "on_tls_client_hello",
+                              "timeout") == 1, 10, "the budget error counted")
+    assert _hello(port, "ok.example.com")[0] == 200
