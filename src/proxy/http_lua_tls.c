@@ -44,14 +44,16 @@ static int on_hello(void *arg, struct conn *c, const struct tls_hello *h)
     struct luavm *vm;
     struct luareq rq;
     struct luahello ch;
+    struct slice sni;
     uint32_t mask;
     int refuse = 0;
 
     (void)arg;
     if (w->r->lua == NULL || (vm = http_lua_vm(l, w)) == NULL)
         goto out;
-    mask = luavm_match(vm, (struct slice){h->sni, h->sni_len}, SLICE_NULL,
-                       SLICE_NULL);
+    /* No SNI: an empty name, which only policies without hosts match. */
+    sni = (struct slice){h->sni != NULL ? h->sni : "", h->sni_len};
+    mask = luavm_match(vm, sni, SLICE_NULL, SLICE_NULL);
     if (mask == 0 || !luavm_has_hook(vm, mask, LUAVM_ON_TLS_CLIENT_HELLO))
         goto out;
     memset(&rq, 0, sizeof(rq));
@@ -61,7 +63,7 @@ static int on_hello(void *arg, struct conn *c, const struct tls_hello *h)
     rq.upstream = -1;
     rq.peer_ip = hc->peer_ip;
     rq.geo = peer_geo(hc);
-    ch.sni = (struct slice){h->sni, h->sni_len};
+    ch.sni = sni;
     ch.alpn = h->alpn;
     ch.alpn_len = h->alpn_len;
     rq.hello = &ch;
