@@ -474,6 +474,46 @@ static void load_errors(void **state)
     luaprogs_unref(p);
 }
 
+/* h:set_upstream()'s lookup: full host, case-insensitive, with or
+ * without a port; the reasons it gives for the rest. */
+static void upstream_lookup(void **state)
+{
+    struct luaprogs *p = progs1("", 0);
+    static const struct {
+        const char *host;
+        int cluster;
+        const char *why;
+    } cases[] = {
+        {"one.example.com", 3, NULL},
+        {"ONE.example.com:80", 3, NULL},
+        {"two.example.com:8080", 5, NULL},
+        {"two.example.com:9090", 6, NULL},
+        {"two.example.com", -1, "several ports"},
+        {"two.example.com:1", -1, "no such port"},
+        {"one.example.com:", -1, "bad port"},
+        {"one.example.com:99999", -1, "bad port"},
+        {"one.example.com:8x", -1, "bad port"},
+        {"localhost", -1, "not a host of the registry"},
+        {"one.example", -1, "not a host of the registry"},
+        {"", -1, "not a host of the registry"},
+    };
+
+    (void)state;
+    p->ups = calloc(3, sizeof(*p->ups));
+    p->ups[0] = (struct luaupstream){strdup("one.example.com"), 80, 3};
+    p->ups[1] = (struct luaupstream){strdup("two.example.com"), 8080, 5};
+    p->ups[2] = (struct luaupstream){strdup("two.example.com"), 9090, 6};
+    p->nups = 3;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *why = NULL;
+        int c = luavm_upstream(p, cases[i].host, strlen(cases[i].host), &why);
+        assert_int_equal(c, cases[i].cluster);
+        if (cases[i].why != NULL)
+            assert_non_null(strstr(why, cases[i].why));
+    }
+    luaprogs_unref(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -496,6 +536,7 @@ int main(void)
         cmocka_unit_test(shared_dict_api),
         cmocka_unit_test(timers),
         cmocka_unit_test(load_errors),
+        cmocka_unit_test(upstream_lookup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
