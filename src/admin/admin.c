@@ -447,6 +447,10 @@ static const struct family families[] = {
      "AUTO_PASSTHROUGH connections relayed to the service their Istio SNI "
      "names.",
      offsetof(struct proxy_counters, relay.ap_relayed)},
+    {"strait_listener_lua_states_created_total", "counter",
+     "Lua states made for the listener's LuaPolicies (one per worker and "
+     "routes generation, by the first request a policy applies to).",
+     offsetof(struct proxy_counters, relay.lua_states)},
     {"strait_http_requests_total", "counter", "HTTP requests answered.",
      offsetof(struct proxy_counters, http.rq_total)},
     {"strait_http_protocol_errors_total", "counter",

@@ -97,7 +97,9 @@ static const struct conf_key limits_keys[] = {
      .off = LM(body_bytes),
      .min = 0,
      .max = 64 * 1024 * 1024,
-     .help = "the most h:body() returns: not implemented yet"},
+     .def = "1Mi",
+     .help = "the longest request body h:body() reads (longer: nil, \"too "
+             "large\")"},
     {.name = "httpCalls",
      .type = CONF_INT,
      .off = LM(http_calls),
@@ -295,9 +297,6 @@ static void lp_check(struct res_check *ck, struct resource *r)
                     "disables");
     }
     /* Fields strait does not honour yet: refused, never ignored. */
-    if (lp->limits.body_bytes != 0)
-        res_err(ck, &lp->limits.mark, "spec.limits.bodyBytes",
-                "h:body() is not implemented yet");
     if (lp->limits.http_calls != 0 || lp->limits.http_call_timeout_ms != 0)
         res_err(ck, &lp->limits.mark, "spec.limits",
                 "httpCalls and httpCallTimeout: strait.http is not "

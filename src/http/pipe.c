@@ -168,6 +168,13 @@ void hpipe_reset(struct hpipe *p)
 
 void hpipe_keep(struct hpipe *p, size_t limit)
 {
+    /* Keeping already (a LuaPolicy read the body first, and rewound it):
+     * what is kept stays, and the limit only grows. */
+    if (p->keeping && !p->kept_over) {
+        if (p->kept.max < limit)
+            p->kept.max = limit;
+        return;
+    }
     p->keeping = 1;
     p->kept_over = 0;
     buf_dispose(&p->kept);

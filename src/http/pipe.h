@@ -98,7 +98,9 @@ void hpipe_reset(struct hpipe *p);
  * (hpipe_rewind). Call it before the first consume. A body that grows past
  * limit is still passed on as usual, but the kept bytes are freed and the
  * pipe can no longer rewind (hpipe_replayable() turns 0). The kept memory
- * is allocated as bytes are consumed, never more than limit.
+ * is allocated as bytes are consumed, never more than limit. On a pipe
+ * that keeps already (and can still replay), it keeps what it has and only
+ * raises the limit to limit, if that is more.
  */
 void hpipe_keep(struct hpipe *p, size_t limit);
 

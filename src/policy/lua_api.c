@@ -490,6 +490,63 @@ static int h_respond(lua_State *L)
     return 0;
 }
 
+/* h:body() goes on here once the caller read the body (or gave up). */
+static int h_body_done(lua_State *L, int status, lua_KContext k)
+{
+    struct luareq *rq = luavm_of(L)->cur;
+
+    (void)status;
+    (void)k;
+    if (rq == NULL)
+        return luaL_error(L, "stale handle");
+    rq->body_wait = 0;
+    if (rq->body_why != NULL) {
+        lua_pushnil(L);
+        lua_pushstring(L, rq->body_why);
+        return 2;
+    }
+    lua_pushlstring(L, rq->body_got.p != NULL ? rq->body_got.p : "",
+                    rq->body_got.n);
+    return 1;
+}
+
+/*
+ * h:body({max=N}): the whole request body as a string, or nil, "too
+ * large" when it is longer than max or the policy's limits.bodyBytes.
+ * The hook waits (its coroutine yields) while the bytes arrive; the
+ * caller keeps them in the request's pipe, which replays them to the
+ * upstream, so nothing is lost and nothing is read when no hook asks.
+ */
+static int h_body(lua_State *L)
+{
+    struct luareq *rq = handle_of(L);
+    struct luavm *vm = luavm_of(L);
+    size_t max = vm->progs->v[vm->run->prog].body_bytes;
+
+    if (rq->phase != LUAVM_ON_REQUEST)
+        return luaL_error(L, "h:body: on_request only");
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        if (lua_getfield(L, 2, "max") != LUA_TNIL) {
+            lua_Integer m = luaL_checkinteger(L, -1);
+            if (m < 0)
+                return luaL_error(L, "h:body: max must not be negative");
+            if ((uint64_t)m < max)
+                max = (size_t)m;
+        }
+        lua_pop(L, 1);
+    }
+    /* Only the hook's own coroutine waits: a yield from a script's
+     * coroutine would go to the script, not to strait. */
+    if (L != vm->run->co || !lua_isyieldable(L))
+        return luaL_error(L, "h:body: cannot wait here");
+    rq->body_max = max;
+    rq->body_got = (struct slice){NULL, 0};
+    rq->body_why = NULL;
+    rq->body_wait = 1;
+    return lua_yieldk(L, 0, 0, h_body_done);
+}
+
 static int push_headers(lua_State *L, struct luareq *rq, int which)
 {
     struct lhandle *h = lua_newuserdatauv(L, sizeof(*h), 0);
@@ -763,6 +820,8 @@ void luaapi_open(struct luavm *vm)
     luaL_newmetatable(L, HANDLE_MT);
     luaL_newlib(L, handle_methods);
     luaapi_upstream_methods(L);
+    lua_pushcfunction(L, h_body);
+    lua_setfield(L, -2, "body");
     lua_pushcclosure(L, handle_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pushboolean(L, 0);

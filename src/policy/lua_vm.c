@@ -633,7 +633,9 @@ static enum luavm_result resume(struct luareq *rq, int nargs)
     size_t i = rq->next;
     int nres, st;
 
-    run_begin(vm, &run, i, co, rq->phase == LUAVM_ON_REQUEST, rq->used_ms);
+    run_begin(vm, &run, i, co,
+              rq->phase == LUAVM_ON_REQUEST || rq->phase == LUAVM_ON_RESPONSE,
+              rq->used_ms);
     run.strict = rq->phase == LUAVM_ON_UPSTREAM_SELECT ||
                  rq->phase == LUAVM_ON_TLS_CLIENT_HELLO;
     vm->cur = rq;
@@ -652,7 +654,7 @@ static enum luavm_result resume(struct luareq *rq, int nargs)
         lua_pop(co, nres);
         if (rq->status > 0)
             goto done; /* yielded by h:respond(): nothing more runs */
-        return LUAVM_YIELD;
+        return rq->body_wait ? LUAVM_BODY : LUAVM_YIELD;
     }
     if (st != LUA_OK) {
         /* The message is copied before anything else is allocated: after
@@ -735,7 +737,7 @@ static enum luavm_result run_phase(struct luareq *rq)
             rq->vm->hooks[rq->next][rq->phase] == LUA_NOREF)
             continue;
         r = start(rq);
-        if (r == LUAVM_YIELD)
+        if (r == LUAVM_YIELD || r == LUAVM_BODY)
             return r;
         if (r == LUAVM_RESPONDED) {
             rq->next = p->n;
@@ -757,7 +759,7 @@ enum luavm_result luavm_resume(struct luareq *rq)
     enum luavm_result r = resume(rq, 0);
 
     if (r != LUAVM_CONTINUE)
-        return r;
+        return r; /* suspended again, or answered */
     rq->next++;
     return run_phase(rq);
 }
@@ -771,6 +773,15 @@ enum luavm_result luavm_on_response(struct luareq *rq)
 
 void luavm_on_log(struct luareq *rq)
 {
+    /* A hook still suspended (its request ended while it yielded or
+     * waited for the body) is let go first: on_log takes a new one. */
+    if (rq->co != NULL) {
+        lua_sethook(rq->co, NULL, 0, 0);
+        co_give(rq->vm, rq->co, rq->co_ref, 0);
+        rq->co = NULL;
+        rq->co_ref = LUA_NOREF;
+    }
+    rq->body_wait = 0;
     rq->phase = LUAVM_ON_LOG;
     rq->next = 0;
     rq->status = 0;
@@ -835,10 +846,9 @@ static int in_list(char *const *v, size_t n, struct slice s)
     return 0;
 }
 
-uint32_t luavm_match(const struct luavm *vm, struct slice authority,
-                     struct slice route, struct slice vs)
+uint32_t luaprogs_match(const struct luaprogs *p, struct slice authority,
+                        struct slice route, struct slice vs)
 {
-    const struct luaprogs *p = vm->progs;
     char host[256];
     uint32_t mask = 0;
     size_t hn = authority.n;

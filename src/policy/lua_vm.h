@@ -186,6 +186,14 @@ struct luareq {
     size_t neps;
     int picked;
     const struct luahello *hello;
+    /* h:body(): body_wait is set while the hook waits (LUAVM_BODY) for
+     * the request body, at most body_max bytes. The caller reads it, then
+     * sets body_got (the whole body; valid until the hook is resumed) or
+     * body_why ("too large"), and calls luavm_resume(). */
+    int body_wait;
+    size_t body_max;
+    struct slice body_got;
+    const char *body_why;
 };
 
 /* An endpoint on_upstream_select may pick. */
@@ -206,19 +214,22 @@ enum luavm_result {
     LUAVM_CONTINUE,  /* go on */
     LUAVM_YIELD,     /* suspended: call luavm_resume() on a later turn */
     LUAVM_RESPONDED, /* h:respond() or failurePolicy Fail (status) */
+    LUAVM_BODY,      /* suspended in h:body(): see luareq.body_wait */
 };
 
-/* luavm_match() fills rq->mask: the policies that apply. 0: none, and
- * nothing else need be done for the request. */
-uint32_t luavm_match(const struct luavm *vm, struct slice authority,
-                     struct slice route, struct slice vs);
+/* luaprogs_match() returns the mask of the policies of p that apply to a
+ * request (bit i: p->v[i]). 0: none, and nothing else need be done for
+ * the request: it needs no state. */
+uint32_t luaprogs_match(const struct luaprogs *p, struct slice authority,
+                        struct slice route, struct slice vs);
 
 /* luavm_on_request() runs on_request of each policy of rq->mask in
  * order; luavm_resume() goes on after LUAVM_YIELD. */
 enum luavm_result luavm_on_request(struct luareq *rq);
 enum luavm_result luavm_resume(struct luareq *rq);
-/* on_response (may answer with h:respond) and on_log (read-only); not
- * yieldable: the burst limit raises. */
+/* on_response (may answer with h:respond; yields like on_request, and
+ * luavm_resume() goes on) and on_log (read-only; not yieldable: the
+ * burst limit raises). */
 enum luavm_result luavm_on_response(struct luareq *rq);
 void luavm_on_log(struct luareq *rq);
 /* on_upstream_select with rq->eps set: returns the index of eps picked,

@@ -49,12 +49,14 @@ static int on_hello(void *arg, struct conn *c, const struct tls_hello *h)
     int refuse = 0;
 
     (void)arg;
-    if (w->r->lua == NULL || (vm = http_lua_vm(l, w)) == NULL)
+    if (w->r->lua == NULL)
         goto out;
-    /* No SNI: an empty name, which only policies without hosts match. */
+    /* No SNI: an empty name, which only policies without hosts match.
+     * Matched on the compiled policies: no state unless one applies. */
     sni = (struct slice){h->sni != NULL ? h->sni : "", h->sni_len};
-    mask = luavm_match(vm, sni, SLICE_NULL, SLICE_NULL);
-    if (mask == 0 || !luavm_has_hook(vm, mask, LUAVM_ON_TLS_CLIENT_HELLO))
+    mask = luaprogs_match(w->r->lua, sni, SLICE_NULL, SLICE_NULL);
+    if (mask == 0 || (vm = http_lua_vm(l, w)) == NULL ||
+        !luavm_has_hook(vm, mask, LUAVM_ON_TLS_CLIENT_HELLO))
         goto out;
     memset(&rq, 0, sizeof(rq));
     rq.vm = vm;

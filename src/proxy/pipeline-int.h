@@ -245,7 +245,8 @@ int pstream_lua_request(struct pstream *ps);
 /* The lua_timer's callback: resumes a hook that yielded. */
 void pstream_lua_on_timer(void *arg);
 /* on_response, before the head goes downstream: 1 when a failed policy
- * under Fail replaced the answer with a 500 (the upstream let go). */
+ * under Fail replaced the answer with a 500 (the upstream let go), or a
+ * hook yielded and pstream_pass_head() follows on a later turn. */
 int pstream_lua_response(struct pstream *ps);
 /* on_log, and what the request holds in the state let go. */
 void pstream_lua_end(struct pstream *ps);
@@ -258,6 +259,10 @@ void pstream_lua_retarget(struct pstream *ps);
  * NULL when it cannot be made (logged). */
 struct luavm *http_lua_vm(struct http_listener *l, struct wroutes *w);
 int pstream_lua_select(struct pstream *ps);
+
+/* pipeline.c: the upstream's response head goes downstream (after the
+ * on_response hooks). */
+void pstream_pass_head(struct pstream *ps);
 
 /* pipeline.c: after the Lua hooks, the request is routed and goes to
  * its cluster. */

@@ -563,6 +563,13 @@ static void up_head(void *ctx, struct h1_client *c)
         s->flags |= HFLAG_UPE;
     if (ps->lua != NULL && pstream_lua_response(ps))
         return;
+    pstream_pass_head(ps);
+}
+
+void pstream_pass_head(struct pstream *ps)
+{
+    struct hstream *s = ps->s;
+
     s->resp_started = 1;
     ps->active_ms = clock_ms();
     /* A per-try deadline no longer applies (Envoy ignores it from here). */
@@ -961,6 +968,8 @@ void pstream_forward(struct pstream *ps)
     /* A body that may have to be sent again (retries) or copied (mirror)
      * is kept as it streams, up to the limit; one announced longer is not
      * kept at all. */
+    /* (A body a LuaPolicy read with h:body() is kept already: the pipe
+     * keeps it and only raises its limit.) */
     if (s->req.has_body && !s->req.upgrade && ps->action != NULL &&
         (ps->action->retry.attempts > 0 || ps->rr.mirror) &&
         (s->req.content_length < 0 ||

@@ -27,6 +27,7 @@ static const struct stats_field relay_fields[] = {
     RELAY_FIELD("auto_passthrough.refused_unknown_port", ap_unknown_port),
     RELAY_FIELD("auto_passthrough.refused_unknown_subset", ap_unknown_subset),
     RELAY_FIELD("auto_passthrough.refused_no_endpoint", ap_no_endpoint),
+    RELAY_FIELD("lua.states_created", lua_states),
 };
 
 const struct stats_desc relay_counters_desc = {

@@ -40,6 +40,10 @@ struct relay_counters {
     uint64_t ap_unknown_port;   /* the service has no such port */
     uint64_t ap_unknown_subset; /* no such DestinationRule subset */
     uint64_t ap_no_endpoint;    /* the cluster has no endpoint */
+    /* Gateway listeners with LuaPolicies: Lua states made (one per
+     * worker and routes generation, by the first request a policy
+     * applies to) */
+    uint64_t lua_states;
 };
 
 /* Their names in the admin API's /stats. */

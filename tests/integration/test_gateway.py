@@ -174,15 +174,16 @@ spec:
 """
 
 
-def start_with_up(strait_factory, tmp_path, up_port, rest):
+def start_with_up(strait_factory, tmp_path, up_port, rest, **kw):
     """strait with a Gateway on a free port, the ServiceEntry
-    up.example.com for up_port, and the resources in rest."""
+    up.example.com for up_port, and the resources in rest (kw: for
+    strait_factory, such as workers)."""
     conf = tmp_path / "conf.d"
     conf.mkdir()
     port = free_port()
     (conf / "r.yaml").write_text(GATEWAY_AND_UP.format(port=port, up_port=up_port)
                                  + rest)
-    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n").start()
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n", **kw).start()
     return st, port
 
 

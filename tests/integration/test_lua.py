@@ -4,7 +4,11 @@ errors counted per policy, phase and reason in /stats, a script stuck in
 a loop ended at its budget while other requests go on, scripts from
 lua.path (the shipped examples), reload, and `strait check`; h:peer() on
 MUTUAL servers, selector.matchLabels, targetRefs to a VirtualService,
-h:log, and an old state closed only after its last request."""
+h:log, and an old state closed only after its last request; h:body()
+under and over max and bodyBytes (content-length, chunked, HTTP/2, sent
+slowly, 100-continue) with the body reaching the upstream byte for byte,
+on_response yielding within requestTime, and no Lua state made for
+requests no policy applies to."""
 import base64
 import json
 import os
@@ -12,8 +16,13 @@ import subprocess
 import threading
 import time
 
-from conftest import SRCDIR, STRAIT, responder, wait_for
+import pytest
+
+from conftest import (SRCDIR, STRAIT, connect, read_head, responder,
+                      wait_for)
+from httpd import pattern, sha256
 from test_gateway import get, start_with_up
+from test_mirror_retry import post
 
 
 def head_echo(head):
@@ -875,3 +884,220 @@ spec:
     wait_for(lambda: lua_stat(st, "default/hello", "on_tls_client_hello",
                               "timeout") == 1, 10, "the budget error counted")
     assert _hello(port, "ok.example.com")[0] == 200
+
+
+# ---- h:body(), on_response yielding, no state without a policy ----------
+
+BODY_POLICY = """---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: body, namespace: default}
+spec:
+  source:
+    inline: |
+      function on_request(h)
+        if h:path():sub(1, 5) ~= "/read" then return end
+        local max = tonumber((h:query() or ""):match("max=(%d+)") or "")
+        local b, err = h:body(max and {max = max} or nil)
+        if b == nil then
+          h:headers():set("x-body", "nil " .. err)
+          return
+        end
+        local s = 0
+        for i = 1, #b do s = (s + b:byte(i) * i) % 2147483647 end
+        h:headers():set("x-body", #b .. " " .. s)
+        -- A second read gets the same bytes.
+        assert(h:body() == b)
+      end
+  limits: {bodyBytes: 64Ki}
+"""
+
+
+def lua_sum(b):
+    s = 0
+    for i, c in enumerate(b, 1):
+        s = (s + c * i) % 2147483647
+    return s
+
+
+def upstream_saw(rec, body):
+    """The upstream got the body byte for byte."""
+    return (rec["body_len"], rec["body_sha256"]) == (len(body), sha256(body))
+
+
+def hdr(rec, name):
+    return [v for k, v in rec["headers"] if k.lower() == name]
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_body_read_under_and_over_the_limits(strait_factory, tmp_path,
+                                             httpd_factory, chunked):
+    """h:body() returns the body up to min(max, bodyBytes) and nil, "too
+    large" past it (no 413); either way the upstream gets every byte,
+    and a request whose hook does not ask is not read by Lua."""
+    up = httpd_factory()
+    st, port = start_with_up(strait_factory, tmp_path, up.port,
+                             ROUTES + BODY_POLICY)
+    cases = [
+        ("/read", 40 * 1024, None),               # under bodyBytes
+        ("/read", 64 * 1024, None),               # exactly bodyBytes
+        ("/read", 100 * 1024, "nil too large"),   # over bodyBytes
+        ("/read?max=1000", 1000, None),           # exactly max
+        ("/read?max=1000", 1001, "nil too large"),  # over max
+        ("/read", 0, None),                       # empty
+        ("/other", 300 * 1024, None),             # not read by Lua
+    ]
+    for i, (path, n, want) in enumerate(cases):
+        body = pattern(n, seed=i)
+        status, data = post(port, path, body, chunked=chunked)
+        assert status == 200, (path, n, data)
+        rec = json.loads(data)
+        assert upstream_saw(rec, body), (path, n)
+        if path == "/other":
+            assert hdr(rec, "x-body") == []
+        elif want is None:
+            assert hdr(rec, "x-body") == [f"{n} {lua_sum(body)}"], (path, n)
+        else:
+            assert hdr(rec, "x-body") == [want], (path, n)
+    assert lua_stat(st, "default/body", "on_request", "error") in (None, 0)
+
+
+def test_body_sent_slowly_and_over_http2(strait_factory, tmp_path,
+                                         httpd_factory):
+    """A body that arrives in pieces (the hook waits, the worker serves
+    others meanwhile), a client that waits for 100 Continue, and an
+    HTTP/2 client: the hook gets the whole body, the upstream too."""
+    up = httpd_factory()
+    st, port = start_with_up(strait_factory, tmp_path, up.port,
+                             ROUTES + BODY_POLICY)
+    body = pattern(30000, seed=3)
+    s = connect(port)
+    s.sendall(b"POST /read HTTP/1.1\r\nhost: a\r\ncontent-length: %d\r\n"
+              b"\r\n" % len(body) + body[:10000])
+    # The hook waits for the rest: other requests go on meanwhile.
+    for _ in range(5):
+        assert get(port, "/ok")[0] == 200
+    s.sendall(body[10000:])
+    head = read_head(s)
+    hd, _, rest = head.partition(b"\r\n\r\n")
+    n = int([l.split(b":")[1] for l in hd.split(b"\r\n")
+             if l.lower().startswith(b"content-length")][0])
+    while len(rest) < n:
+        rest += s.recv(65536)
+    s.close()
+    rec = json.loads(rest)
+    assert upstream_saw(rec, body)
+    assert hdr(rec, "x-body") == [f"{len(body)} {lua_sum(body)}"]
+    # Expect: 100-continue: strait tells the client to send (curl).
+    f = tmp_path / "b.bin"
+    f.write_bytes(body)
+    p = subprocess.run(["curl", "-sS", "-H", "Expect: 100-continue",
+                        "--data-binary", f"@{f}",
+                        f"http://127.0.0.1:{port}/read"],
+                       capture_output=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert upstream_saw(rec, body)
+    assert hdr(rec, "x-body") == [f"{len(body)} {lua_sum(body)}"]
+    # HTTP/2: under and over bodyBytes.
+    for n, want in ((50000, None), (70000, "nil too large")):
+        body = pattern(n, seed=n)
+        f.write_bytes(body)
+        p = subprocess.run(["curl", "-sS", "--http2-prior-knowledge",
+                            "--data-binary", f"@{f}", "-w", "\n%{http_version}",
+                            f"http://127.0.0.1:{port}/read"],
+                           capture_output=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+        out, _, ver = p.stdout.rpartition(b"\n")
+        assert ver == b"2"
+        rec = json.loads(out)
+        assert upstream_saw(rec, body), n
+        assert hdr(rec, "x-body") == (
+            [want] if want else [f"{n} {lua_sum(body)}"]), n
+
+
+def test_on_response_yields_within_the_request_budget(strait_factory,
+                                                      tmp_path,
+                                                      httpd_factory):
+    """on_response yields between slices like on_request: a slow hook
+    lets the worker serve others and the answer (its body whole) goes out
+    after it; a hook that never ends stops at requestTime with a 500,
+    counted as on_response timeout."""
+    up = httpd_factory()
+    st, port = start_with_up(strait_factory, tmp_path, up.port, ROUTES + """---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: slowresp, namespace: default}
+spec:
+  source:
+    inline: |
+      function on_response(h)
+        local p = h:request_headers():get("x-mode")
+        if p == "slow" then
+          local n = 0
+          for i = 1, 1e7 do n = n + 1 end
+          h:headers():set("x-slow", tostring(n))
+        elseif p == "loop" then
+          while true do end
+        end
+      end
+  limits: {burst: 500ms, requestTime: 2s}
+""", workers=1)
+    for mode, want in (("slow", 200), ("loop", 500)):
+        done = {}
+
+        def slow():
+            t = time.monotonic()
+            done["r"] = get(port, "/x", {"x-mode": mode})
+            done["took"] = time.monotonic() - t
+
+        th = threading.Thread(target=slow)
+        th.start()
+        others = 0
+        while th.is_alive() and others < 400:
+            assert get(port, "/ok")[0] == 200
+            others += 1
+        th.join(10)
+        status, hdrs, body = done["r"]
+        assert status == want, body
+        assert done["took"] < 6.0
+        if mode == "loop":
+            # One worker: it served others between the hook's slices (a
+            # hook that did not yield would have held it until it failed).
+            assert others >= 5, others
+        else:
+            assert hdrs["x-slow"] == "10000000"
+            assert json.loads(body)["path"] == "/x"
+    wait_for(lambda: lua_stat(st, "default/slowresp", "on_response",
+                              "timeout") == 1, 10, "the timeout counted")
+    # It ran past its burst (it yielded) and stopped at requestTime.
+    wait_for(lambda: "on_response: timeout: execution timeout" in st.log(),
+             10, "the requestTime stop in the log")
+
+
+def lua_states(st):
+    return sum(v for k, v in st.stats().items()
+               if k.endswith("lua.states_created"))
+
+
+def test_request_no_policy_targets_makes_no_state(strait_factory, tmp_path,
+                                                  upstream_factory):
+    """A listener with a LuaPolicy whose hosts the request does not match:
+    no Lua state is made (lua.states_created stays 0); the first request
+    it applies to makes one."""
+    up = upstream_factory(responder(head_echo))
+    st, port = start_with_up(strait_factory, tmp_path, up.port, ROUTES + """---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: org, namespace: default}
+spec:
+  hosts: ["*.example.org"]
+  source: {inline: "function on_request(h) h:headers():set('x-org', '1') end"}
+""")
+    for _ in range(20):
+        status, _, body = get(port, "/a")
+        assert status == 200 and "x-org" not in json.loads(body)["headers"]
+    assert lua_states(st) == 0
+    status, _, body = get(port, "/a", {"host": "a.example.org"})
+    assert json.loads(body)["headers"]["x-org"] == ["1"]
+    assert lua_states(st) == 1

@@ -213,6 +213,35 @@ static void test_keep_stop_frees_unless_replaying(void **state)
     hpipe_dispose(&p);
 }
 
+/* A second hpipe_keep (a retry after a LuaPolicy read the body) keeps
+ * what is kept, rewound, and only raises the limit. */
+static void test_keep_again_keeps_and_raises_the_limit(void **state)
+{
+    struct hpipe p;
+    char out[16];
+
+    (void)state;
+    hpipe_init(&p, NULL, 16);
+    hpipe_keep(&p, 4);
+    assert_int_equal(hpipe_write(&p, "abcd", 4), 4);
+    assert_int_equal(drain(&p, out, 4, 4), 4);
+    assert_int_equal(hpipe_rewind(&p), 0);
+    hpipe_keep(&p, 64);
+    assert_true(hpipe_replayable(&p));
+    assert_int_equal(p.kept.max, 64);
+    hpipe_keep(&p, 8); /* never lowered */
+    assert_int_equal(p.kept.max, 64);
+    assert_int_equal(hpipe_write(&p, "efgh", 4), 4);
+    hpipe_finish(&p);
+    assert_int_equal(drain(&p, out, 8, 8), 8);
+    assert_memory_equal(out, "abcdefgh", 8);
+    /* Still whole: a retry replays all of it. */
+    assert_int_equal(hpipe_rewind(&p), 0);
+    assert_int_equal(drain(&p, out, 8, 8), 8);
+    assert_memory_equal(out, "abcdefgh", 8);
+    hpipe_dispose(&p);
+}
+
 static int ended;
 static void count_end(void *arg)
 {
@@ -246,6 +275,7 @@ int main(void)
         cmocka_unit_test(test_no_keep_no_rewind),
         cmocka_unit_test(test_replay_does_not_wake_the_writer),
         cmocka_unit_test(test_keep_stop_frees_unless_replaying),
+        cmocka_unit_test(test_keep_again_keeps_and_raises_the_limit),
         cmocka_unit_test(test_on_end_hears_finish_and_abort),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -514,6 +514,100 @@ static void upstream_lookup(void **state)
     luaprogs_unref(p);
 }
 
+/* h:body(): the hook waits (LUAVM_BODY) with the smaller of max and
+ * bodyBytes, then gets the body, or nil, "too large". */
+static void body_waits_for_the_caller(void **state)
+{
+    struct fx *f = fx_new("function on_request(h)\n"
+                          "  local b, err = h:body({max = 4096})\n"
+                          "  h:headers():set('x-got', b or err)\n"
+                          "  local c, err2 = h:body({max = 2})\n"
+                          "  h:headers():set('x-small', c or err2)\n"
+                          "end\n");
+
+    (void)state;
+    assert_int_equal(luavm_on_request(&f->rq), LUAVM_BODY);
+    assert_int_equal(f->rq.body_max, 1024); /* bodyBytes under max */
+    f->rq.body_got = SLICE_LIT("abc");
+    assert_int_equal(luavm_resume(&f->rq), LUAVM_BODY);
+    assert_int_equal(f->rq.body_max, 2);
+    f->rq.body_why = "too large";
+    assert_int_equal(luavm_resume(&f->rq), LUAVM_CONTINUE);
+    assert_true(
+        slice_eq_str(http_fields_get(&f->req.fields, "x-got")->value, "abc"));
+    assert_true(slice_eq_str(http_fields_get(&f->req.fields, "x-small")->value,
+                             "too large"));
+    fx_free(f);
+}
+
+/* h:body() outside on_request, or from a script's own coroutine (whose
+ * yield would go to the script), raises. */
+static void body_refused_where_it_cannot_wait(void **state)
+{
+    struct fx *f =
+        fx_new("function on_request(h)\n"
+               "  local co = coroutine.wrap(function() return h:body() end)\n"
+               "  local ok, e = pcall(co)\n"
+               "  h:headers():set('x-e', tostring(e))\n"
+               "end\n");
+    int y = 0;
+
+    (void)state;
+    assert_int_equal(run(f, &y), LUAVM_CONTINUE);
+    assert_non_null(strstr(http_fields_get(&f->req.fields, "x-e")->value.p,
+                           "cannot wait here"));
+    fx_free(f);
+}
+
+/* on_response yields like on_request: a long script gives the worker
+ * back between slices. */
+static void on_response_yields(void **state)
+{
+    struct fx *f = fx_new("function on_response(h)\n"
+                          "  local t = os.clock()\n"
+                          "  while os.clock() - t < 0.05 do end\n"
+                          "  h:headers():set('x-n', 'done')\n"
+                          "end\n");
+    enum luavm_result r;
+    int y = 0;
+
+    (void)state;
+    f->resp.status = 200;
+    f->rq.resp = &f->resp;
+    r = luavm_on_response(&f->rq);
+    while (r == LUAVM_YIELD) {
+        y++;
+        r = luavm_resume(&f->rq);
+    }
+    assert_int_equal(r, LUAVM_CONTINUE);
+    assert_true(y >= 1);
+    assert_true(
+        slice_eq_str(http_fields_get(&f->resp.fields, "x-n")->value, "done"));
+    fx_free(f);
+}
+
+/* Whether a policy applies is known without a state. */
+static void match_needs_no_state(void **state)
+{
+    struct luaprogs *p = progs1("x = 1", 0);
+    char *h = strdup("*.example.com");
+
+    (void)state;
+    assert_int_equal(luaprogs_match(p, SLICE_LIT("a.example.org"),
+                                    SLICE_LIT(""), SLICE_LIT("")),
+                     1);
+    p->v[0].hosts = calloc(1, sizeof(char *));
+    p->v[0].hosts[0] = h;
+    p->v[0].nhosts = 1;
+    assert_int_equal(luaprogs_match(p, SLICE_LIT("a.example.org:80"),
+                                    SLICE_LIT(""), SLICE_LIT("")),
+                     0);
+    assert_int_equal(luaprogs_match(p, SLICE_LIT("a.example.com:80"),
+                                    SLICE_LIT(""), SLICE_LIT("")),
+                     1);
+    luaprogs_unref(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -537,6 +631,10 @@ int main(void)
         cmocka_unit_test(timers),
         cmocka_unit_test(load_errors),
         cmocka_unit_test(upstream_lookup),
+        cmocka_unit_test(body_waits_for_the_caller),
+        cmocka_unit_test(body_refused_where_it_cannot_wait),
+        cmocka_unit_test(on_response_yields),
+        cmocka_unit_test(match_needs_no_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

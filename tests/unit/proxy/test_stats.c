@@ -38,6 +38,7 @@ static const char *const names[] = {
     "auto_passthrough.refused_unknown_port",
     "auto_passthrough.refused_unknown_subset",
     "auto_passthrough.refused_no_endpoint",
+    "lua.states_created",
     "http.rq_total",
     "http.rq_1xx",
     "http.rq_2xx",
