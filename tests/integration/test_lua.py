@@ -988,6 +988,14 @@ def test_body_sent_slowly_and_over_http2(strait_factory, tmp_path,
     rec = json.loads(rest)
     assert upstream_saw(rec, body)
     assert hdr(rec, "x-body") == [f"{len(body)} {lua_sum(body)}"]
+    # A client that leaves while the hook waits for the rest: the hook is
+    # let go with its request, and the worker goes on.
+    s = connect(port)
+    s.sendall(b"POST /read HTTP/1.1\r\nhost: a\r\ncontent-length: %d\r\n"
+              b"\r\n" % len(body) + body[:10000])
+    assert get(port, "/ok")[0] == 200
+    s.close()
+    assert get(port, "/ok")[0] == 200
     # Expect: 100-continue: strait tells the client to send (curl).
     f = tmp_path / "b.bin"
     f.write_bytes(body)
