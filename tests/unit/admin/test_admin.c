@@ -480,11 +480,11 @@ static void test_render_prometheus(void **state)
     s = render(r, admin_render_prometheus);
     assert_line(s, "strait_memory_allocated_bytes 4242");
     samples = check_exposition(s);
-    /* 36 listener families, 17 labelled rows (5 status classes, 6 TLS
+    /* 36 listener families, 18 labelled rows (5 status classes, 7 TLS
      * failure reasons, 6 AUTO_PASSTHROUGH refusal reasons) and the buffers
      * gauge, each x 2 listeners; 3 worker lines; 26 process lines
      * (STATUS_ALWAYS below), 2 x 3 overload action lines; 1 LuaPolicy line. */
-    assert_int_equal(samples, (36 + 17 + 1) * 2 + 3 + STATUS_ALWAYS + 6 + 1);
+    assert_int_equal(samples, (36 + 18 + 1) * 2 + 3 + STATUS_ALWAYS + 6 + 1);
     assert_line(s, "strait_overload_action_active{action="
                    "\"stop_accepting_requests\"} 0");
     assert_line(s, "# TYPE strait_listener_connections_overflow_total "
@@ -911,7 +911,7 @@ static void test_http_prometheus(void **state)
     assert_string_equal(header(r, "Content-Type"),
                         "text/plain; version=0.0.4; charset=utf-8");
     assert_int_equal(check_exposition(r->body),
-                     (36 + 17 + 1) * 2 + 3 + STATUS_ALWAYS + 6 + 1);
+                     (36 + 18 + 1) * 2 + 3 + STATUS_ALWAYS + 6 + 1);
     assert_line(r->body, "strait_listener_connections_active{listener=\"web\"} "
                          "5");
 }
