@@ -64,6 +64,7 @@ static const char *const names[] = {
     "tls.fail_eof",
     "tls.fail_other",
     "tls.fail_timeout",
+    "tls.fail_rejected",
     "http2.rapid_reset",
     "http2.flood",
     "http2.continuation_flood",
