@@ -97,7 +97,9 @@ static int write_head(struct h1_client *c)
     if (f == NULL)
         return -1;
     f[k++] = (struct http_field){SLICE_LIT("host"), q->authority};
-    memcpy(f + k, q->fields.v, q->fields.n * sizeof(*f));
+    /* A request without fields has no array (memcpy wants one). */
+    if (q->fields.n > 0)
+        memcpy(f + k, q->fields.v, q->fields.n * sizeof(*f));
     k += q->fields.n;
     /* Only a request without a body becomes a tunnel: one with a body
      * keeps its framing, so its bytes can never be read upstream as a
