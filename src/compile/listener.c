@@ -279,6 +279,10 @@ int compile_gateway_routes(const struct bootstrap *bs,
         if (vm == NULL)
             goto fail;
         luavm_free(vm);
+        /* strait.http.request reaches the registry's hosts through
+         * their clusters, as a VirtualService destination would. */
+        if (compile_lua_targets(&table, r) < 0)
+            goto oom;
     }
     /* The table's clusters become the routes' (references move). */
     r->clusters = table.v;

@@ -17,9 +17,11 @@
 #include "compile/lua.h"
 #include "config/bootstrap.h"
 #include "config/resource.h"
+#include "core/ascii.h"
 #include "core/err.h"
 #include "policy/lua_dict.h"
 #include "policy/lua_vm.h"
+#include "proxy/http_listener.h"
 
 #ifndef STRAIT_LUA_DIR
 #define STRAIT_LUA_DIR "/usr/share/strait/lua"
@@ -181,6 +183,8 @@ static int fill(struct luaprog *p, const struct resource *r,
     p->burst_ms = (uint64_t)lp->limits.burst_ms;
     p->request_ms = (uint64_t)lp->limits.request_ms;
     p->body_bytes = (size_t)lp->limits.body_bytes;
+    p->http_calls = (unsigned)lp->limits.http_calls;
+    p->http_timeout_ms = (uint64_t)lp->limits.http_call_timeout_ms;
     p->any_ref = any_ref;
     p->config = calloc(2 * lp->config.n + 1, sizeof(char *));
     if (p->config == NULL)
@@ -409,4 +413,71 @@ void compile_lua_files(struct ident *d, const struct bootstrap *bs,
         }
         closedir(dd);
     }
+}
+
+static int target_add(struct http_routes *r, size_t *cap, const char *host,
+                      uint32_t port, int cluster)
+{
+    if (r->nlua_targets == *cap) {
+        size_t n = *cap ? 2 * *cap : 16;
+        struct lua_target *v = realloc(r->lua_targets, n * sizeof(*v));
+        if (v == NULL)
+            return -1;
+        r->lua_targets = v;
+        *cap = n;
+    }
+    r->lua_targets[r->nlua_targets].host = strdup(host);
+    if (r->lua_targets[r->nlua_targets].host == NULL)
+        return -1;
+    r->lua_targets[r->nlua_targets].port = port;
+    r->lua_targets[r->nlua_targets].cluster = cluster;
+    r->nlua_targets++;
+    return 0;
+}
+
+int compile_lua_targets(void *table, struct http_routes *r)
+{
+    struct istio_clusters *t = table;
+    const struct resource_set *set = t->set;
+    size_t cap = 0, k = 0;
+    char fq[512];
+
+    for (size_t i = 0; i < set->n; i++) {
+        const struct resource *res = set->v[i];
+        const struct res_service_entry *se;
+        if (!res_is_service(res))
+            continue;
+        se = res_service_entry(res);
+        if (t->node_ns != NULL && !res_visible(res, &se->export_to, t->node_ns))
+            continue;
+        for (size_t h = 0; h < se->hosts.n; h++) {
+            if (strchr(se->hosts.v[h], '*') != NULL ||
+                res_host_fqdn(se->hosts.v[h], res->meta.ns, set->domain, fq,
+                              sizeof(fq)) < 0)
+                continue;
+            ascii_lower_str(fq);
+            for (size_t p = 0; p < se->ports.n; p++) {
+                const struct res_se_port *sp =
+                    (const struct res_se_port *)se->ports.v + p;
+                uint32_t port = (uint32_t)sp->number;
+                int id = istio_cluster_id(table, fq, NULL, port);
+                if (id < 0 || target_add(r, &cap, fq, port, id) < 0)
+                    return -1;
+            }
+        }
+    }
+    if (r->nlua_targets > 0)
+        qsort(r->lua_targets, r->nlua_targets, sizeof(*r->lua_targets),
+              lua_target_cmp);
+    /* The same host and port declared twice has one cluster: kept once. */
+    for (size_t i = 0; i < r->nlua_targets; i++) {
+        if (k > 0 &&
+            lua_target_cmp(&r->lua_targets[k - 1], &r->lua_targets[i]) == 0) {
+            free(r->lua_targets[i].host);
+            continue;
+        }
+        r->lua_targets[k++] = r->lua_targets[i];
+    }
+    r->nlua_targets = k;
+    return 0;
 }

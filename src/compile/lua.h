@@ -45,4 +45,16 @@ int compile_lua_upstreams(struct luaprogs *p, const struct resource_set *set,
 void compile_lua_files(struct ident *d, const struct bootstrap *bs,
                        const struct resource_set *set);
 
+/*
+ * compile_lua_targets() fills r->lua_targets: every host and port of the
+ * registry the node sees (ServiceEntries and Services exported to
+ * table's node namespace; wildcard hosts name no host to call), each
+ * with the cluster istio_cluster_id() finds or builds for it in table,
+ * as a VirtualService destination would get (DestinationRule TLS,
+ * balancing, breakers, outlier detection). 0, or -1 when memory runs
+ * out.
+ */
+struct http_routes;
+int compile_lua_targets(void *table, struct http_routes *r);
+
 #endif

@@ -105,13 +105,17 @@ static const struct conf_key limits_keys[] = {
      .off = LM(http_calls),
      .min = 0,
      .max = 1000,
-     .help = "strait.http calls per request: not implemented yet"},
+     .def = "4",
+     .help = "strait.http.request calls per request (per timer callback "
+             "run); the next one returns nil, \"too many calls\""},
     {.name = "httpCallTimeout",
      .type = CONF_DURATION,
      .off = LM(http_call_timeout_ms),
-     .min = 0,
+     .min = 1,
      .max = 600000,
-     .help = "timeout of one strait.http call: not implemented yet"},
+     .def = "5s",
+     .help = "the longest one strait.http.request call may take (its "
+             "timeout_ms may only shorten it); then nil, \"timeout\""},
     {.name = NULL},
 };
 #undef LM
@@ -296,11 +300,6 @@ static void lp_check(struct res_check *ck, struct resource *r)
                     "disabled: false is the default; an override only "
                     "disables");
     }
-    /* Fields strait does not honour yet: refused, never ignored. */
-    if (lp->limits.http_calls != 0 || lp->limits.http_call_timeout_ms != 0)
-        res_err(ck, &lp->limits.mark, "spec.limits",
-                "httpCalls and httpCallTimeout: strait.http is not "
-                "implemented yet");
     for (size_t i = 0; i < lp->shared_dicts.n; i++) {
         const struct res_lua_dict *d =
             (const struct res_lua_dict *)lp->shared_dicts.v + i;

@@ -818,8 +818,8 @@ struct res_lua_limits {
     int64_t burst_ms;             /* one call of a hook, without yielding */
     int64_t request_ms;           /* every call of the request's hooks */
     int64_t body_bytes;           /* h:body() at most */
-    int64_t http_calls;           /* strait.http: not implemented, must be 0 */
-    int64_t http_call_timeout_ms; /* idem */
+    int64_t http_calls;           /* strait.http.request calls per request */
+    int64_t http_call_timeout_ms; /* one call at most */
 };
 
 struct res_lua_dict {

@@ -841,6 +841,7 @@ void luaapi_open(struct luavm *vm)
     luaapi_open_shared(vm);
     luaapi_open_timer(vm);
     luaapi_open_hello(vm);
+    luahttp_open(vm);
     lua_setfield(L, -2, "strait");
 }
 
@@ -1199,7 +1200,8 @@ static void luaapi_open_shared(struct luavm *vm)
 /* ---- strait.timer ---------------------------------------------------------
  * at(delay, fn, ...) and every(interval, fn, ...): fn(premature, ...) runs
  * on the worker's loop, outside any request (no handle), under the
- * budget of the policy that made it (not yieldable: past burst it
+ * budget of the policy that made it, in a coroutine that may wait in
+ * strait.http.request (otherwise not yieldable: past burst it
  * raises). When the state closes (its routes were replaced and their
  * last request ended, or the worker stops) every pending timer runs
  * once more with premature true, as OpenResty's do at exit. */
@@ -1225,8 +1227,8 @@ static void timer_unlink(struct luavm *vm, struct ltimer *t)
     vm->ntimers--;
 }
 
-/* Runs t's function with premature; 0, or -1 when it failed. */
-static int timer_call(struct ltimer *t, int premature)
+/* Runs t's function with premature (its errors are counted). */
+static void timer_call(struct ltimer *t, int premature)
 {
     struct luavm *vm = t->vm;
     lua_State *L = vm->L;
@@ -1238,12 +1240,8 @@ static int timer_call(struct ltimer *t, int premature)
     lua_pushboolean(L, premature);
     if (t->nargs > 0)
         lua_rotate(L, -(t->nargs + 1), 1); /* fn, premature, args */
-    /* luavm_run_main() wants fn and its arguments, and leaves one
-     * result. */
-    if (luavm_run_main(vm, t->prog, LUAVM_TIMER, t->nargs + 1) < 0)
-        return -1;
-    lua_pop(L, 1);
-    return 0;
+    /* In a coroutine of its own: it may wait in strait.http. */
+    luavm_timer_run(vm, t->prog, t->nargs + 1);
 }
 
 static void timer_fire(void *arg)

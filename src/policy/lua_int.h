@@ -5,6 +5,8 @@
 
 #include <lua.h>
 
+#include "event/timer-t.h"
+
 #include "policy/lua_vm.h"
 
 struct capped {
@@ -28,6 +30,19 @@ struct luarun {
 };
 
 struct ltimer;
+struct luahttp_ops;
+
+/* A timer callback running in a coroutine of its own (lua_vm.c), kept
+ * while it waits in strait.http.request. */
+struct luatrun {
+    struct luatrun *prev, *next;
+    struct luavm *vm;
+    lua_State *co;
+    int ref; /* the coroutine, in the registry */
+    size_t prog;
+    struct luawait wait;
+    struct timer wake; /* resumes it on the loop's next pass */
+};
 
 struct luavm {
     lua_State *L;
@@ -46,6 +61,12 @@ struct luavm {
     size_t npool;
     unsigned serial_gen;
     char last_error[512];
+    /* strait.http.request: what the proxy lends (NULL: no calls), the
+     * timer callbacks suspended in a call, and the one running now. */
+    const struct luahttp_ops *http;
+    void *http_env;
+    struct luatrun *truns;
+    struct luatrun *trun;
 };
 
 static inline struct luavm *luavm_of(lua_State *L)
@@ -75,5 +96,18 @@ void luaapi_open_hello(struct luavm *vm);
 void luaapi_push_hello(struct luavm *vm, lua_State *co, struct luareq *rq);
 void luaapi_open_timer(struct luavm *vm); /* the strait table on top */
 void luaapi_timers_close(struct luavm *vm);
+
+/* lua_vm.c: runs fn and nargs arguments on top of vm->L (popped) as a
+ * timer callback of policy prog, in a coroutine of its own that may wait
+ * in strait.http.request. */
+void luavm_timer_run(struct luavm *vm, size_t prog, int nargs);
+
+/* lua_http.c */
+void luahttp_open(struct luavm *vm); /* the strait table on top */
+/* The wait's call still has no answer. */
+int luahttp_pending(const struct luawait *w);
+/* luahttp_cancel() stops the wait's call in flight, if any: its answer
+ * never comes. */
+void luahttp_cancel(struct luavm *vm, struct luawait *w);
 
 #endif

@@ -35,8 +35,11 @@
 #include "core/err.h"
 #include "core/host.h"
 #include "core/log.h"
+#include "event/timer.h"
 #include "policy/lua_dict.h"
 #include "policy/lua_int.h"
+
+static void trun_free(struct luatrun *tr);
 
 /* A syntax check compiles text only; this bounds what a huge or hostile
  * script can make the checker allocate. */
@@ -503,6 +506,8 @@ void luavm_free(struct luavm *vm)
         return;
     if (vm->L != NULL) {
         luaapi_timers_close(vm);
+        while (vm->truns != NULL)
+            trun_free(vm->truns);
         lua_close(vm->L);
     }
     free(vm->hooks);
@@ -756,7 +761,13 @@ enum luavm_result luavm_on_request(struct luareq *rq)
 
 enum luavm_result luavm_resume(struct luareq *rq)
 {
-    enum luavm_result r = resume(rq, 0);
+    enum luavm_result r;
+
+    /* Woken early (a timer armed before the call): the call's answer
+     * is what resumes it. */
+    if (luahttp_pending(&rq->wait))
+        return LUAVM_YIELD;
+    r = resume(rq, 0);
 
     if (r != LUAVM_CONTINUE)
         return r; /* suspended again, or answered */
@@ -822,6 +833,7 @@ void luavm_request_end(struct luareq *rq)
 
     if (vm == NULL)
         return;
+    luahttp_cancel(vm, &rq->wait);
     if (rq->co != NULL) {
         lua_sethook(rq->co, NULL, 0, 0);
         co_give(vm, rq->co, rq->co_ref, 0);
@@ -833,6 +845,115 @@ void luavm_request_end(struct luareq *rq)
     }
     rq->serial = 0;
     rq->vm = NULL;
+}
+
+/* ---- timer callbacks -----------------------------------------------------
+ * Each runs in a coroutine of its own, so it may wait in
+ * strait.http.request; it is kept on vm->truns while it waits. Not
+ * yieldable otherwise: past burst it raises, as it did on the main
+ * thread. */
+
+static void trun_free(struct luatrun *tr)
+{
+    struct luavm *vm = tr->vm;
+
+    luahttp_cancel(vm, &tr->wait);
+    if (tr->prev != NULL)
+        tr->prev->next = tr->next;
+    else if (vm->truns == tr)
+        vm->truns = tr->next;
+    if (tr->next != NULL)
+        tr->next->prev = tr->prev;
+    if (vm->base != NULL)
+        timer_dispose(&tr->wake);
+    lua_sethook(tr->co, NULL, 0, 0);
+    luaL_unref(vm->L, LUA_REGISTRYINDEX, tr->ref);
+    free(tr);
+}
+
+/* Runs tr's coroutine with nargs on its stack, until it ends (then tr
+ * is freed) or waits for a call (then tr is kept, linked). */
+static void trun_resume(struct luatrun *tr, int nargs)
+{
+    struct luavm *vm = tr->vm;
+    struct luarun run;
+    int nres, st;
+
+    run_begin(vm, &run, tr->prog, tr->co, 0, 0);
+    vm->trun = tr;
+    st = lua_resume(tr->co, vm->L, nargs, &nres);
+    vm->trun = NULL;
+    vm->run = NULL;
+    if (st == LUA_YIELD && tr->wait.call != NULL) {
+        lua_pop(tr->co, nres);
+        if (tr->prev == NULL && vm->truns != tr) {
+            tr->next = vm->truns;
+            if (vm->truns != NULL)
+                vm->truns->prev = tr;
+            vm->truns = tr;
+        }
+        return;
+    }
+    if (st == LUA_YIELD)
+        count_error(vm, tr->prog, LUAVM_TIMER, LUAVM_ERR_ERROR,
+                    "a timer callback yielded outside strait.http");
+    else if (st != LUA_OK)
+        count_error(vm, tr->prog, LUAVM_TIMER,
+                    st == LUA_ERRMEM ? LUAVM_ERR_MEMORY : run.reason,
+                    lua_tostring(tr->co, -1) ? lua_tostring(tr->co, -1)
+                                             : "error (not a string)");
+    trun_free(tr);
+}
+
+static void trun_wake(void *arg)
+{
+    struct luatrun *tr = arg;
+
+    timer_defer(&tr->wake);
+}
+
+static void trun_on_wake(void *arg)
+{
+    struct luatrun *tr = arg;
+
+    if (!luahttp_pending(&tr->wait))
+        trun_resume(tr, 0);
+}
+
+/* In protected mode: both may allocate. */
+static int new_thread(lua_State *L)
+{
+    lua_State *co = lua_newthread(L);
+
+    lua_pushinteger(L, luaL_ref(L, LUA_REGISTRYINDEX));
+    lua_pushlightuserdata(L, co);
+    return 2;
+}
+
+void luavm_timer_run(struct luavm *vm, size_t prog, int nargs)
+{
+    lua_State *L = vm->L;
+    struct luatrun *tr = calloc(1, sizeof(*tr));
+
+    lua_pushcfunction(L, new_thread);
+    if (tr == NULL || lua_pcall(L, 0, 2, 0) != LUA_OK) {
+        lua_pop(L, nargs + 2);
+        free(tr);
+        count_error(vm, prog, LUAVM_TIMER, LUAVM_ERR_MEMORY,
+                    "no memory to start the timer");
+        return;
+    }
+    tr->vm = vm;
+    tr->co = lua_touserdata(L, -1);
+    tr->ref = (int)lua_tointeger(L, -2);
+    lua_pop(L, 2);
+    tr->prog = prog;
+    tr->wait.wake = trun_wake;
+    tr->wait.wake_arg = tr;
+    if (vm->base != NULL)
+        timer_init(&tr->wake, vm->base, trun_on_wake, tr);
+    lua_xmove(L, tr->co, nargs + 1);
+    trun_resume(tr, nargs);
 }
 
 /* ---- selection ------------------------------------------------------------

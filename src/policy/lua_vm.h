@@ -75,6 +75,9 @@ struct luaprog {
     uint64_t burst_ms;
     uint64_t request_ms;
     size_t body_bytes;
+    /* strait.http.request: calls per request, and one call at most. */
+    unsigned http_calls;
+    uint64_t http_timeout_ms;
     char **config; /* key, value, key, value... */
     size_t nconfig;
     /* Targets: the request runs the policy when (no refs, or the
@@ -146,6 +149,20 @@ struct luavm *luavm_new(struct luaprogs *progs, struct event_base *base,
  * (with base), then closes the state. NULL: no-op. */
 void luavm_free(struct luavm *vm);
 
+/* A coroutine suspended in strait.http.request (lua_http.c): the call
+ * in flight, and how many calls the running policy made. Embedded in
+ * what runs the coroutine (a request, a timer callback). */
+struct luacall;
+struct luawait {
+    struct luacall *call; /* in flight; NULL: none */
+    size_t prog;          /* the policy ncalls counts for */
+    unsigned ncalls;
+    /* Called once the answer is in, never while Lua runs: the owner
+     * resumes the coroutine on a later turn (luavm_resume). */
+    void (*wake)(void *arg);
+    void *wake_arg;
+};
+
 /* What a hook sees of the request. Slices point into the stream's
  * arena and live as long as it. */
 struct luareq {
@@ -194,6 +211,8 @@ struct luareq {
     size_t body_max;
     struct slice body_got;
     const char *body_why;
+    /* strait.http.request in on_request. */
+    struct luawait wait;
 };
 
 /* An endpoint on_upstream_select may pick. */
@@ -209,6 +228,10 @@ struct luahello {
     const uint8_t *alpn; /* the client's ALPN list, wire format */
     size_t alpn_len;
 };
+
+/* luavm_waiting() is true while rq's hook waits for a strait.http
+ * answer: it is resumed by rq->wait.wake, not by a timer. */
+int luavm_waiting(const struct luareq *rq);
 
 enum luavm_result {
     LUAVM_CONTINUE,  /* go on */

@@ -67,6 +67,7 @@ struct http_listener {
     struct list dead_routes;  /* unpinned views, freed by the reaper */
     struct list mirrors;      /* mirrored requests in flight (pstream) */
     struct list mirrors_dead; /* finished ones, freed by the reaper */
+    size_t lua_calls;         /* strait.http.request calls in flight */
     struct ssl_ctx_st *ssl_ctx;
     unsigned tls_gen;
     uint64_t rng;

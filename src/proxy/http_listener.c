@@ -119,6 +119,9 @@ void http_routes_unref(struct http_routes *r)
     authz_unref(r->authz);
     jwt_authn_unref(r->jwt);
     luaprogs_unref(r->lua);
+    for (size_t i = 0; i < r->nlua_targets; i++)
+        free(r->lua_targets[i].host);
+    free(r->lua_targets);
     free(r);
 }
 

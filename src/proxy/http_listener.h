@@ -38,6 +38,14 @@ struct spanq;
  * every worker, reference-counted with atomics: a worker takes one reference
  * per generation it serves, never one per request.
  */
+/* A registry host and port strait.http.request may call, and the index
+ * of its cluster in the routes' clusters. */
+struct lua_target {
+    char *host; /* full name, lowercase */
+    uint32_t port;
+    int cluster;
+};
+
 struct http_routes {
     int refs;
     struct router *router;     /* one reference; NULL: no route */
@@ -47,7 +55,14 @@ struct http_routes {
     struct jwt_authn *jwt; /* one reference; NULL: no
                             * RequestAuthentication applies */
     struct luaprogs *lua;  /* one reference; NULL: no LuaPolicy applies */
+    /* What strait.http.request may call, sorted by host then port
+     * (lua_target_cmp); built only when a LuaPolicy applies. */
+    struct lua_target *lua_targets;
+    size_t nlua_targets;
 };
+
+/* The order of http_routes.lua_targets (host, then port). */
+int lua_target_cmp(const void *a, const void *b);
 
 /* http_routes_new() returns empty routes with one reference, or NULL. */
 struct http_routes *http_routes_new(void);

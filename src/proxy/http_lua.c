@@ -36,6 +36,8 @@ struct luavm *http_lua_vm(struct http_listener *l, struct wroutes *w)
         log_msg(LOG_ERROR, "listener %s: worker %d: %s", l->conf->name,
                 l->worker, err ? err : "cannot make a Lua state");
         free(err);
+    } else {
+        lua_http_attach(w->lua, l);
     }
     return w->lua;
 }
@@ -43,6 +45,15 @@ struct luavm *http_lua_vm(struct http_listener *l, struct wroutes *w)
 static struct luavm *vm_of(struct pstream *ps)
 {
     return http_lua_vm(ps->l, ps->wr);
+}
+
+/* A strait.http answer came in for the hook of the request: it is
+ * resumed on this pass of the loop, outside the call's own callbacks. */
+static void lua_wake(void *arg)
+{
+    struct pstream *ps = arg;
+
+    timer_defer(&ps->lua_timer);
 }
 
 static int fail_closed(const struct luaprogs *p)
@@ -180,8 +191,10 @@ static void on_request_result(struct pstream *ps, enum luavm_result r, int now)
         break;
     case LUAVM_YIELD:
         /* A timer, not a deferral: the loop polls sockets before it runs,
-         * so other streams get their turn between two slices. */
-        timer_arm(&ps->lua_timer, 1);
+         * so other streams get their turn between two slices. A hook
+         * waiting in strait.http is woken by the answer instead. */
+        if (!luavm_waiting(ps->lua))
+            timer_arm(&ps->lua_timer, 1);
         break;
     case LUAVM_BODY:
         body_wait(ps);
@@ -247,6 +260,8 @@ int pstream_lua_request(struct pstream *ps)
     rq->peer_ip = ps->hc->peer_ip;
     rq->geo = ps->geo;
     rq->conn = &ps->hc->conn;
+    rq->wait.wake = lua_wake;
+    rq->wait.wake_arg = ps;
     ps->lua = rq;
     r = luavm_on_request(rq);
     on_request_result(ps, r, 1);
@@ -275,7 +290,11 @@ static int on_response_result(struct pstream *ps, enum luavm_result r)
     switch (r) {
     case LUAVM_YIELD:
     case LUAVM_BODY: /* (h:body() raises in on_response) */
-        timer_arm(&ps->lua_timer, 1);
+        /* A timer, not a deferral: the loop polls sockets before it runs,
+         * so other streams get their turn between two slices. A hook
+         * waiting in strait.http is woken by the answer instead. */
+        if (!luavm_waiting(ps->lua))
+            timer_arm(&ps->lua_timer, 1);
         return 1;
     case LUAVM_RESPONDED:
         if (ps->lua->failed) {

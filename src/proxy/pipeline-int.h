@@ -97,6 +97,9 @@ struct pstream {
      * yielded. */
     struct luareq *lua;
     struct timer lua_timer;
+    /* A strait.http.request call's stream (also marked shadow: not a
+     * request of the listener): its call (lua_http.c); NULL: none. */
+    struct lcall *lcall;
 };
 
 /* pipeline.c: the exchange and its end. */
@@ -263,6 +266,15 @@ int pstream_lua_select(struct pstream *ps);
 /* pipeline.c: the upstream's response head goes downstream (after the
  * on_response hooks). */
 void pstream_pass_head(struct pstream *ps);
+
+struct luavm;
+
+/* lua_http.c: a call's stream ended (pstream_maybe_end): the call
+ * hears of it, and lets go of it. */
+void pstream_lua_call_end(struct pstream *ps);
+/* The proxy's side of strait.http.request, lent to each Lua state of
+ * listener l (policy/lua_http.h). */
+void lua_http_attach(struct luavm *vm, struct http_listener *l);
 
 /* pipeline.c: after the Lua hooks, the request is routed and goes to
  * its cluster. */

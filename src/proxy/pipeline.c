@@ -358,7 +358,9 @@ void pstream_maybe_end(struct pstream *ps)
     if (ps->shadow) {
         /* A copy is not a request of the listener: it is neither counted
          * nor logged there. Its memory goes on the reaper's turn. */
-        if (ps->shadow_failed)
+        if (ps->lcall != NULL)
+            pstream_lua_call_end(ps);
+        else if (ps->shadow_failed)
             STAT_ADD(&http_shard(ps->l)->http, rq_mirror_failed, 1);
         s->resp_body.wake_reader = NULL;
         http_listener_unpin(ps->l, ps->wr);

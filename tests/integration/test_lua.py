@@ -1109,3 +1109,235 @@ spec:
     status, _, body = get(port, "/a", {"host": "a.example.org"})
     assert json.loads(body)["headers"]["x-org"] == ["1"]
     assert lua_states(st) == 1
+
+
+class AuthService:
+    """A Python HTTP auth service for the strait.http tests, on loopback:
+    /check answers 200 to "Authorization: Bearer good", else 401; /echo
+    answers 200 with the request head as JSON and an x-auth field; /slow
+    never answers, and notes when strait lets go of the connection (the
+    call cancelled)."""
+
+    def __init__(self, upstream_factory):
+        from conftest import read_head
+        self.seen = []
+        self.slow = threading.Event()
+        self.closed = threading.Event()
+
+        def handler(c):
+            buf = b""
+            while True:
+                buf = read_head(c, buf)
+                if buf is None:
+                    return
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                self.seen.append(head.decode())
+                line = head.split(b"\r\n")[0]
+                if b" /slow " in line:
+                    self.slow.set()
+                    try:
+                        if c.recv(1) == b"":
+                            self.closed.set()
+                    except OSError:
+                        self.closed.set()
+                    return
+                if b" /echo " in line:
+                    status, body = 200, head_echo(head)
+                elif b"authorization: bearer good" in head.lower():
+                    status, body = 200, b"ok\n"
+                else:
+                    status, body = 401, b"no\n"
+                c.sendall(b"HTTP/1.1 %d X\r\nx-auth: checked\r\n"
+                          b"content-length: %d\r\n\r\n%s"
+                          % (status, len(body), body))
+        self.up = upstream_factory(handler)
+        self.port = self.up.port
+
+
+def auth_entry(port):
+    return f"""---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: auth, namespace: default}}
+spec:
+  hosts: [auth.example.com]
+  resolution: STATIC
+  ports: [{{number: {port}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+"""
+
+
+def start_lua_http(strait_factory, tmp_path, upstream_factory, policy,
+                   workers=None):
+    """strait with up.example.com (head_echo), the auth service behind
+    the ServiceEntry auth.example.com, and policy."""
+    from conftest import free_port
+    from test_gateway import GATEWAY_AND_UP
+    up = upstream_factory(responder(head_echo))
+    auth = AuthService(upstream_factory)
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    (conf / "r.yaml").write_text(
+        GATEWAY_AND_UP.format(port=port, up_port=up.port) + ROUTES +
+        auth_entry(auth.port) + policy.format(auth=auth.port))
+    kw = {"workers": workers} if workers else {}
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\"}}\n"
+                        f"lua: {{path: [\"{SRCDIR}/lua\"]}}\n", **kw).start()
+    return st, port, auth
+
+
+AUTH_POLICY = """---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {{name: auth, namespace: default}}
+spec:
+  config: {{upstream: "auth.example.com:{auth}"}}
+  source: {{file: examples/auth_service.lua}}
+"""
+
+
+def test_http_call_auth_service_example(strait_factory, tmp_path,
+                                        upstream_factory):
+    """examples/auth_service.lua: the request's Authorization goes to the
+    auth service through the registry; 200 lets it through, 401 is a
+    403 here and never reaches the upstream."""
+    st, port, auth = start_lua_http(strait_factory, tmp_path,
+                                    upstream_factory, AUTH_POLICY)
+    status, _, body = get(port, "/app?x=1",
+                          {"authorization": "Bearer good"})
+    assert status == 200, body
+    assert json.loads(body)["line"] == "GET /app?x=1 HTTP/1.1"
+    asked = auth.seen[-1].lower()
+    assert asked.startswith("get /check http/1.1")
+    assert "authorization: bearer good" in asked
+    assert "x-original-uri: /app?x=1" in asked
+    assert "host: auth.example.com" in asked
+    status, _, body = get(port, "/app", {"authorization": "Bearer bad"})
+    assert (status, body) == (403, b"forbidden\n")
+    assert get(port, "/app")[0] == 403
+    assert len(auth.seen) == 3
+
+
+CALLS_POLICY = """---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {{name: calls, namespace: default}}
+spec:
+  source:
+    inline: |
+      local A = "auth.example.com:{auth}"
+      local function show(h, ...)
+        local out = {{}}
+        for i = 1, select("#", ...) do
+          out[#out + 1] = tostring((select(i, ...)))
+        end
+        h:respond(200, {{}}, table.concat(out, " ") .. "\\n")
+      end
+      function on_request(h)
+        local p = h:path()
+        if p == "/echo" then
+          local s, hd, b = strait.http.request{{
+            host = "auth.example.com", port = {auth}, method = "POST",
+            path = "/echo", headers = {{["x-a"] = {{"1", "2"}}}},
+            body = "hello"}}
+          show(h, s, hd["x-auth"], string.find(b, '"x-a": ["1", "2"]', 1, true)
+               ~= nil, string.find(b, "POST /echo", 1, true) ~= nil)
+        elseif p == "/timeout" then
+          show(h, strait.http.request{{upstream = A, path = "/slow",
+                                      timeout_ms = 200}})
+        elseif p == "/many" then
+          local r = {{}}
+          for i = 1, 3 do
+            local s, e = strait.http.request{{upstream = A, path = "/check"}}
+            r[#r + 1] = tostring(s or e)
+          end
+          show(h, table.concat(r, ","))
+        elseif p == "/unknown" then
+          show(h, strait.http.request{{upstream = "nope.example.com:80"}})
+        elseif p == "/unknown-port" then
+          show(h, strait.http.request{{upstream = "auth.example.com:1"}})
+        elseif p == "/hang" then
+          strait.http.request{{upstream = A, path = "/slow"}}
+        end
+      end
+      function on_response(h)
+        -- Not yieldable: a call here is refused, not run.
+        local s, e = strait.http.request{{upstream = A, path = "/check"}}
+        h:headers():set("x-in-response", tostring(e))
+      end
+  limits: {{httpCalls: 2, httpCallTimeout: 30s}}
+"""
+
+
+def test_http_call_results_limits_and_errors(strait_factory, tmp_path,
+                                             upstream_factory):
+    st, port, auth = start_lua_http(strait_factory, tmp_path,
+                                    upstream_factory, CALLS_POLICY)
+    # status, headers (a repeated field sent as an array), body.
+    status, _, body = get(port, "/echo")
+    assert (status, body) == (200, b"200 checked true true\n"), body
+    # timeout_ms: nil, "timeout", and the call's connection let go.
+    status, _, body = get(port, "/timeout")
+    assert body == b"nil timeout\n"
+    assert auth.closed.wait(10), "the timed-out call's connection closed"
+    # limits.httpCalls: 2 per request; the third is refused.
+    assert get(port, "/many")[2] == b"401,401,too many calls\n"
+    # Only the registry: an unknown host or port is never looked up.
+    assert get(port, "/unknown")[2] == b"nil unknown host\n"
+    assert get(port, "/unknown-port")[2] == b"nil unknown host\n"
+    status, hdrs, _ = get(port, "/x")
+    assert (status, hdrs["x-in-response"]) == (200, "not yieldable here")
+    assert all("nope" not in s for s in auth.seen)
+
+
+TIMER_POLICY = """---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {{name: timer, namespace: default}}
+spec:
+  sharedDicts: [{{name: t, size: 1Mi}}]
+  source:
+    inline: |
+      function init_worker()
+        strait.timer.at(0, function(premature)
+          if premature then return end
+          local s, hd, b = strait.http.request{{
+            upstream = "auth.example.com:{auth}", path = "/check",
+            headers = {{authorization = "Bearer good"}}}}
+          strait.shared.t:set("got", tostring(s) .. " " .. tostring(b))
+        end)
+      end
+      function on_request(h)
+        h:respond(200, {{}}, tostring(strait.shared.t:get("got")) .. "\\n")
+      end
+"""
+
+
+def test_http_call_from_a_timer(strait_factory, tmp_path, upstream_factory):
+    st, port, auth = start_lua_http(strait_factory, tmp_path,
+                                    upstream_factory, TIMER_POLICY)
+    # The first request makes the worker's state (init_worker arms the
+    # timer); its callback's call answers on a later turn.
+    wait_for(lambda: get(port, "/x")[2] == b"200 ok\n\n", 10,
+             "the timer's call answered")
+
+
+def test_http_call_in_flight_when_the_client_goes_away(
+        strait_factory, tmp_path, upstream_factory):
+    """A hook waiting in a call whose client leaves: the call is
+    cancelled (strait closes its connection to the auth service), strait
+    serves on, and stops cleanly (under ASan: no leak, no use after
+    free)."""
+    from conftest import connect
+    st, port, auth = start_lua_http(strait_factory, tmp_path,
+                                    upstream_factory, CALLS_POLICY,
+                                    workers=1)
+    c = connect(port)
+    c.sendall(b"GET /hang HTTP/1.1\r\nhost: x\r\n\r\n")
+    assert auth.slow.wait(10), "the call at the auth service"
+    c.close()
+    assert auth.closed.wait(10), "the call cancelled with its request"
+    assert get(port, "/unknown")[2] == b"nil unknown host\n"
+    assert get(port, "/x")[0] == 200
+    st.assert_clean_log()
