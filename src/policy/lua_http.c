@@ -241,7 +241,10 @@ static struct luawait *wait_of(struct luavm *vm, lua_State *L)
 {
     if (vm->run == NULL || L != vm->run->co || !lua_isyieldable(L))
         return NULL;
-    if (vm->cur != NULL && vm->cur->phase == LUAVM_ON_REQUEST)
+    /* The yieldable hooks: on_request, and on_response (whose head waits
+     * for the hook). */
+    if (vm->cur != NULL && (vm->cur->phase == LUAVM_ON_REQUEST ||
+                            vm->cur->phase == LUAVM_ON_RESPONSE))
         return &vm->cur->wait;
     if (vm->cur == NULL && vm->trun != NULL)
         return &vm->trun->wait;
