@@ -185,36 +185,54 @@ static void mirror_launch(struct pstream *ps)
         goto skip;
     }
     memset(sp, 0, sizeof(*sp));
+    /* The pool lives in the view: the copy pins it too. */
+    pstream_shadow_init(sp, l, http_listener_repin(ps->wr), m, mr->cluster,
+                        pool, admitted, &shadow_down, shadow_wake);
+    pstream_trace_copy(sp, ps);
+    ms = ps->timeout_ms > 0 ? ps->timeout_ms : MIRROR_TIMEOUT_MS;
+    timer_arm(&sp->timer, ms);
+    STAT_ADD(&sh->http, rq_mirror_sent, 1);
+    pstream_shadow_send(sp);
+    return;
+skip:
+    STAT_ADD(&sh->http, rq_mirror_skipped, 1);
+}
+
+void pstream_shadow_init(struct pstream *sp, struct http_listener *l,
+                         struct wroutes *w, struct hstream *m, int cluster,
+                         struct upool *pool, int admitted,
+                         const struct hstream_down_ops *down,
+                         void (*wake)(void *reader))
+{
     sp->s = hstream_ref(m); /* the proxy's; m's own is the sink's */
     sp->l = l;
-    sp->wr = http_listener_repin(ps->wr); /* the pool lives in the view */
+    sp->wr = w;
     sp->shadow = 1;
-    sp->cluster = mr->cluster;
+    sp->cluster = cluster;
     sp->pool = pool;
     sp->admitted = (unsigned)admitted;
-    pstream_trace_copy(sp, ps);
     m->proxy = sp;
-    m->down = &shadow_down;
+    m->down = down;
     m->down_ctx = sp;
-    m->resp_body.wake_reader = shadow_wake;
+    m->resp_body.wake_reader = wake;
     m->resp_body.reader = sp;
     timer_init(&sp->timer, l->base, pstream_on_timeout, sp);
     timer_init(&sp->delay, l->base, pstream_on_delay, sp);
     timer_init(&sp->try_timer, l->base, pstream_on_try_timeout, sp);
     timer_init(&sp->aux, l->base, pstream_on_aux, sp);
     list_append(&l->mirrors, &sp->link);
-    ms = ps->timeout_ms > 0 ? ps->timeout_ms : MIRROR_TIMEOUT_MS;
-    timer_arm(&sp->timer, ms);
+}
+
+void pstream_shadow_send(struct pstream *sp)
+{
+    struct upool *pool = sp->pool;
+
     sp->ep = balancer_pick(&pool->lb);
     sp->busy = 1;
     sp->busy_ep = sp->ep;
     balancer_busy(&pool->lb, sp->ep);
     STAT_ADD(upool_stats(pool), rq_total, 1);
-    STAT_ADD(&sh->http, rq_mirror_sent, 1);
     pstream_connect_next(sp);
-    return;
-skip:
-    STAT_ADD(&sh->http, rq_mirror_skipped, 1);
 }
 
 /* The router picked this request for mirroring: copy it now, or once its

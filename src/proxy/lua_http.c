@@ -310,33 +310,13 @@ static void *call_start(void *env, const struct luahttp_req *q,
     timer_init(&c->deadline, l->base, on_deadline, c);
     timer_init(&c->drain, l->base, on_drain, c);
     l->lua_calls++;
-    sp->s = hstream_ref(m); /* the proxy's; m's own is the sink's */
-    sp->l = l;
-    sp->wr = w; /* the pin moves to the call's stream */
-    sp->shadow = 1;
+    /* The pin moves to the call's stream. */
+    pstream_shadow_init(sp, l, w, m, id, pool, admitted, &call_down, call_wake);
     sp->lcall = c;
-    sp->cluster = id;
-    sp->pool = pool;
-    sp->admitted = (unsigned)admitted;
-    m->proxy = sp;
-    m->down = &call_down;
-    m->down_ctx = sp;
-    m->resp_body.wake_reader = call_wake;
-    m->resp_body.reader = sp;
-    timer_init(&sp->timer, l->base, pstream_on_timeout, sp);
-    timer_init(&sp->delay, l->base, pstream_on_delay, sp);
-    timer_init(&sp->try_timer, l->base, pstream_on_try_timeout, sp);
-    timer_init(&sp->aux, l->base, pstream_on_aux, sp);
-    list_append(&l->mirrors, &sp->link);
     timer_arm(&c->deadline, q->timeout_ms);
-    sp->ep = balancer_pick(&pool->lb);
-    sp->busy = 1;
-    sp->busy_ep = sp->ep;
-    balancer_busy(&pool->lb, sp->ep);
-    STAT_ADD(upool_stats(pool), rq_total, 1);
     /* A connect failure answers locally, inside: the answer then waits
      * for the drain timer, never reaching Lua from in here. */
-    pstream_connect_next(sp);
+    pstream_shadow_send(sp);
     return c;
 fail:
     hstream_unref(m);

@@ -290,4 +290,19 @@ void pstream_mirror_begin(struct pstream *ps);
  * go on), or a mirrored copy's answer can be drained. */
 void pstream_on_aux(void *arg);
 
+/*
+ * A stream of strait's own, beside the requests of clients (a mirrored
+ * copy, a LuaPolicy's strait.http call): sp, zeroed and in m's arena,
+ * becomes m's proxy on listener l, pinned to routes w (the caller's pin
+ * moves to it), towards cluster (pool; admitted: it took a breaker slot),
+ * with down as m's downstream side and wake as its response reader's
+ * wake-up. pstream_shadow_send() then picks the endpoint and connects.
+ */
+void pstream_shadow_init(struct pstream *sp, struct http_listener *l,
+                         struct wroutes *w, struct hstream *m, int cluster,
+                         struct upool *pool, int admitted,
+                         const struct hstream_down_ops *down,
+                         void (*wake)(void *reader));
+void pstream_shadow_send(struct pstream *sp);
+
 #endif
