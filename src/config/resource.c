@@ -1350,7 +1350,8 @@ static void load_dir(struct resource_set *set, const char *path, DIR *d,
             break;
         n++;
     }
-    qsort(names, n, sizeof(*names), cmp_str);
+    if (n > 1) /* names is NULL in an empty directory */
+        qsort(names, n, sizeof(*names), cmp_str);
     for (size_t i = 0; i < n; i++) {
         const char *base = names[i] + plen + !slash;
         struct stat st;

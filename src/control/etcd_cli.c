@@ -636,7 +636,8 @@ static int split_path(struct cli *c, const char *path, struct doc **docs,
         names[n++] = full;
     }
     closedir(d);
-    qsort(names, n, sizeof(*names), cmp_str);
+    if (n > 1) /* names is NULL in an empty directory */
+        qsort(names, n, sizeof(*names), cmp_str);
     for (size_t i = 0; i < n; i++) {
         if (rc == 0)
             rc = split_file(c, names[i], docs, ndocs);
