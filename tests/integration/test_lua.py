@@ -1123,6 +1123,8 @@ class AuthService:
         self.seen = []
         self.slow = threading.Event()
         self.closed = threading.Event()
+        self.lock = threading.Lock()
+        self.holding = 0  # /slow calls held open right now
 
         def handler(c):
             buf = b""
@@ -1134,12 +1136,16 @@ class AuthService:
                 self.seen.append(head.decode())
                 line = head.split(b"\r\n")[0]
                 if b" /slow " in line:
+                    with self.lock:
+                        self.holding += 1
                     self.slow.set()
                     try:
                         if c.recv(1) == b"":
                             self.closed.set()
                     except OSError:
                         self.closed.set()
+                    with self.lock:
+                        self.holding -= 1
                     return
                 if b" /echo " in line:
                     status, body = 200, head_echo(head)
@@ -1340,4 +1346,36 @@ def test_http_call_in_flight_when_the_client_goes_away(
     assert auth.closed.wait(10), "the call cancelled with its request"
     assert get(port, "/unknown")[2] == b"nil unknown host\n"
     assert get(port, "/x")[0] == 200
+    st.assert_clean_log()
+
+
+def test_http_calls_in_flight_capped_at_256(strait_factory, tmp_path,
+                                            upstream_factory):
+    """256 calls in flight on a worker's listener are allowed; the 257th
+    is refused with "too many calls in flight" (README, limits); when one
+    ends, a call is allowed again."""
+    from conftest import connect
+    st, port, auth = start_lua_http(strait_factory, tmp_path,
+                                    upstream_factory, CALLS_POLICY,
+                                    workers=1)
+    clients = []
+    try:
+        for _ in range(256):
+            c = connect(port)
+            c.sendall(b"GET /hang HTTP/1.1\r\nhost: x\r\n\r\n")
+            clients.append(c)
+        wait_for(lambda: auth.holding == 256, 30,
+                 "256 calls held at the auth service")
+        # One past the cap: refused at once, never sent.
+        assert get(port, "/timeout")[2] == \
+            b"nil too many calls in flight\n"
+        assert auth.holding == 256
+        # One call ends (its client leaves): the next is sent again.
+        clients.pop().close()
+        wait_for(lambda: auth.holding == 255, 10, "one call cancelled")
+        assert get(port, "/timeout")[2] == b"nil timeout\n"
+    finally:
+        for c in clients:
+            c.close()
+    wait_for(lambda: auth.holding == 0, 30, "every call cancelled")
     st.assert_clean_log()
