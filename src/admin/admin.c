@@ -1053,6 +1053,17 @@ static void endpoint_lines(struct buf *b, const struct cluster *c, size_t k,
                cluster_weight(c, k));
     buf_printf(b, "%s::%s::health_flags::%s\n", c->name, as,
                st.ejected ? "/failed_outlier_check" : "healthy");
+    if (c->ep_meta != NULL) {
+        /* East-west: where the endpoint is and how it is reached. */
+        const struct cluster_endpoint_meta *m = &c->ep_meta[k];
+        buf_printf(b, "%s::%s::network::%s\n", c->name, as, m->network);
+        buf_printf(b, "%s::%s::locality::%s\n", c->name, as, m->locality);
+        if (m->via != NULL)
+            buf_printf(b, "%s::%s::reached::via gateway %s\n", c->name, as,
+                       m->via);
+        else
+            buf_printf(b, "%s::%s::reached::direct\n", c->name, as);
+    }
     if (c->od == NULL)
         return;
     buf_printf(b, "%s::%s::outlier_ejections::%" PRIu64 "\n", c->name, as,
@@ -1133,6 +1144,22 @@ void admin_render_clusters(const struct admin_ops *ops, struct buf *b)
                        cl[i]->hash->size);
         buf_printf(b, "%s::outlier_detection::%s\n", cl[i]->name,
                    cl[i]->od != NULL ? "on" : "off");
+        /* Endpoints on other networks the split horizon left out. */
+        if (cl[i]->remote_skipped_mtls > 0)
+            buf_printf(b,
+                       "%s::remote_endpoints_skipped::%" PRIu32
+                       " (cross-network needs ISTIO_MUTUAL)\n",
+                       cl[i]->name, cl[i]->remote_skipped_mtls);
+        if (cl[i]->remote_skipped_family > 0)
+            buf_printf(b,
+                       "%s::remote_endpoints_skipped::%" PRIu32
+                       " (no gateway of this node's IP family)\n",
+                       cl[i]->name, cl[i]->remote_skipped_family);
+        if (cl[i]->remote_skipped_no_gateway > 0)
+            buf_printf(b,
+                       "%s::remote_endpoints_skipped::%" PRIu32
+                       " (no address and no gateway)\n",
+                       cl[i]->name, cl[i]->remote_skipped_no_gateway);
         if (cl[i]->nendpoints == 0)
             buf_printf(b, "%s::endpoints::none\n", cl[i]->name);
         for (size_t k = 0; k < cl[i]->nendpoints; k++)

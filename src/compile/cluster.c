@@ -27,6 +27,7 @@
 #include "compile/identity.h"
 #include "compile/istio.h"
 #include "compile/metrics.h"
+#include "compile/network.h"
 #include "core/series.h"
 #include "tls/tls.h"
 #include "upstream/cluster.h"
@@ -51,6 +52,7 @@ void istio_clusters_dispose(struct istio_clusters *t)
         cluster_unref(t->v[i]);
     free(t->v);
     strmap_dispose(&t->ids);
+    net_table_dispose(&t->nt);
     memset(t, 0, sizeof(*t));
 }
 
@@ -115,7 +117,11 @@ struct eps_meta {
 struct eps {
     struct addr *v;
     uint32_t *w;
+    /* Each endpoint's network and locality (borrowed from the set or the
+     * network table), parallel to v. */
+    const char **net, **loc;
     size_t n;
+    const struct net_table *nt; /* the networks endpoints are put on */
     struct conf_strs sans; /* identities the endpoints may present */
     struct eps_meta meta;
     /* The registry entry: the ServiceEntry's namespace and the host, or
@@ -208,6 +214,8 @@ static void eps_dispose(struct eps *e)
 {
     free(e->v);
     free(e->w);
+    free(e->net);
+    free(e->loc);
     for (size_t i = 0; i < e->sans.n; i++)
         free(e->sans.v[i]);
     free(e->sans.v);
@@ -219,15 +227,26 @@ static uint32_t we_weight(const struct res_workload_entry *we)
     return we->weight > 0 ? (uint32_t)we->weight : 1;
 }
 
+/* An endpoint at ip:port; we (NULL: none) says its network, labels and
+ * locality. */
 static void eps_add(struct eps *e, const char *ip, int64_t port,
-                    uint32_t weight)
+                    uint32_t weight, const struct res_workload_entry *we)
 {
     char s[128];
     struct addr a;
     const char *why;
     struct addr *nv;
     uint32_t *nw;
+    const char **nn, **nl;
 
+    if ((ip == NULL || ip[0] == '\0') && we != NULL && we->network != NULL &&
+        we->network[0] != '\0') {
+        /* A workload without an address, on a network: Istio reaches it
+         * only through that network's gateways (net_split()). */
+        memset(&a, 0, sizeof(a));
+        a.ss.ss_family = AF_UNSPEC;
+        goto add;
+    }
     if (ip == NULL || port <= 0 || port > 65535)
         return;
     /* IPv6 addresses get their brackets here. */
@@ -237,6 +256,7 @@ static void eps_add(struct eps *e, const char *ip, int64_t port,
         log_warn("endpoint %s: %s (only IP addresses are used so far)", s, why);
         return;
     }
+add:
     nv = realloc(e->v, (e->n + 1) * sizeof(*nv));
     if (nv == NULL)
         return;
@@ -245,6 +265,19 @@ static void eps_add(struct eps *e, const char *ip, int64_t port,
     if (nw == NULL)
         return;
     e->w = nw;
+    nn = realloc(e->net, (e->n + 1) * sizeof(*nn));
+    if (nn == NULL)
+        return;
+    e->net = nn;
+    nl = realloc(e->loc, (e->n + 1) * sizeof(*nl));
+    if (nl == NULL)
+        return;
+    e->loc = nl;
+    e->net[e->n] =
+        e->nt != NULL ? net_endpoint_network(e->nt, we ? we->network : NULL,
+                                             we ? &we->labels : NULL, &a)
+                      : "";
+    e->loc[e->n] = we != NULL && we->locality != NULL ? we->locality : "";
     e->v[e->n] = a;
     e->w[e->n++] = weight;
 }
@@ -329,30 +362,32 @@ struct dns_add {
     struct eps *e;
     int64_t port;
     uint32_t weight;
+    const struct res_workload_entry *we;
 };
 
 static void dns_each(void *arg, const char *ip)
 {
     struct dns_add *d = arg;
 
-    eps_add(d->e, ip, d->port, d->weight);
+    eps_add(d->e, ip, d->port, d->weight, d->we);
 }
 
 /* An endpoint address of a ServiceEntry with resolution DNS: an IP is
  * used as is, a name through the DNS cache (nothing until it resolves). */
 static void eps_add_dns(const struct istio_clusters *t, struct eps *e,
-                        const char *name, int64_t port, uint32_t weight)
+                        const char *name, int64_t port, uint32_t weight,
+                        const struct res_workload_entry *we)
 {
     struct in6_addr a6;
     struct in_addr a4;
-    struct dns_add d = {e, port, weight};
+    struct dns_add d = {e, port, weight, we};
 
     if (name == NULL || port <= 0 || port > 65535)
         return;
     if (inet_pton(AF_INET, name, &a4) == 1 ||
         inet_pton(AF_INET6, name, &a6) == 1 || t->dns == NULL ||
         t->dns->lookup == NULL) {
-        eps_add(e, name, port, weight);
+        eps_add(e, name, port, weight, we);
         return;
     }
     t->dns->lookup(t->dns->arg, name, dns_each, &d);
@@ -421,10 +456,10 @@ static void collect(const struct istio_clusters *t, const char *host,
                 continue;
             if (dns)
                 eps_add_dns(t, e, we->address, endpoint_port(we, sp, port),
-                            we_weight(we));
+                            we_weight(we), we);
             else
                 eps_add(e, we->address, endpoint_port(we, sp, port),
-                        we_weight(we));
+                        we_weight(we), we);
             eps_sa(e, t->trust_domain, r->meta.ns, we->service_account);
             eps_meta_add(e, r->meta.ns, NULL, we);
         }
@@ -435,7 +470,7 @@ static void collect(const struct istio_clusters *t, const char *host,
         if (dns && se->endpoints.n == 0 &&
             se->workload_selector.labels.n == 0 &&
             (subset_labels == NULL || subset_labels->n == 0))
-            eps_add_dns(t, e, host, sp != NULL ? sp->number : port, 1);
+            eps_add_dns(t, e, host, sp != NULL ? sp->number : port, 1, NULL);
         if (se->workload_selector.labels.n > 0) {
             for (size_t k = 0; k < set->n; k++) {
                 const struct resource *w = set->v[k];
@@ -450,7 +485,7 @@ static void collect(const struct istio_clusters *t, const char *host,
                      !res_labels_match(subset_labels, &we->labels)))
                     continue;
                 eps_add(e, we->address, endpoint_port(we, sp, port),
-                        we_weight(we));
+                        we_weight(we), we);
                 eps_sa(e, t->trust_domain, w->meta.ns, we->service_account);
                 eps_meta_add(e, w->meta.ns, w->meta.name, we);
             }
@@ -490,7 +525,7 @@ static void collect(const struct istio_clusters *t, const char *host,
                     p = we->ports.v[j].val;
             if (p == 0)
                 continue;
-            eps_add(e, we->address, p, we_weight(we));
+            eps_add(e, we->address, p, we_weight(we), we);
             eps_sa(e, t->trust_domain, w->meta.ns, we->service_account);
             eps_meta_add(e, w->meta.ns, w->meta.name, we);
             if (e->svc_ns == NULL) {
@@ -727,6 +762,7 @@ static int apply_tls(const struct istio_clusters *t, struct cluster *c,
         tc.crl_file = NULL;
         tc.insecure = 0;
         tc.no_host_check = 1;
+        tc.mesh_alpn = 1;
         if (tc.nsans == 0 && endpoint_sans != NULL) {
             tc.sans = (const char *const *)endpoint_sans->v;
             tc.nsans = endpoint_sans->n;
@@ -857,7 +893,9 @@ struct cluster *compile_cluster(const struct istio_clusters *t,
  * replaced CA file makes a new cluster at the next snapshot. -1 when
  * memory runs out. */
 static int cluster_identity(const char *key, int passthrough, int external,
-                            const struct eps *e, int h2, uint32_t svc_port,
+                            const struct eps *e, char *const *via,
+                            const struct net_split_result *sr, int h2,
+                            uint32_t svc_port,
                             const struct resource *drr,
                             const struct res_eff_files *files,
                             const char *mtext, struct ident_id *out)
@@ -879,7 +917,14 @@ static int cluster_identity(const char *key, int passthrough, int external,
     for (size_t i = 0; i < e->n; i++) {
         ident_str(&d, 'a', addr_format(&e->v[i], as, sizeof(as)));
         ident_u64(&d, 'w', e->w[i]);
+        /* Where the endpoint is and how it is reached (/clusters). */
+        ident_str(&d, 'n', e->net[i]);
+        ident_str(&d, 'l', e->loc[i]);
+        ident_str(&d, 'g', via[i] != NULL ? via[i] : "");
     }
+    ident_u64(&d, 'm', sr->skipped_mtls);
+    ident_u64(&d, 'f', sr->skipped_family);
+    ident_u64(&d, 'u', sr->skipped_no_gateway);
     ident_u64(&d, 'S', e->sans.n);
     for (size_t i = 0; i < e->sans.n; i++)
         ident_str(&d, 's', e->sans.v[i]);
@@ -1111,6 +1156,103 @@ static void dest_text(const struct istio_clusters *t, const char *host,
     metrics_dest_text(b, &d);
 }
 
+/* The networks of t's build, made at its first cluster. */
+static const struct net_table *clusters_nets(struct istio_clusters *t)
+{
+    if (!t->nt_built) {
+        t->nt_built = 1;
+        if (net_table_build(&t->nt, &t->nets, t->set, t->node_ns, t->dns,
+                            net_families()) < 0)
+            log_error("networks: out of memory; gateways left out");
+    }
+    return &t->nt;
+}
+
+static void via_free(char **via, size_t n)
+{
+    for (size_t i = 0; via != NULL && i < n; i++)
+        free(via[i]);
+    free(via);
+}
+
+/*
+ * eps_split() puts e through the split horizon (net_split()): e's
+ * endpoints become those reached directly and one per gateway that stands
+ * for remote ones, *via each one's gateway ("ADDR (SOURCE)", NULL:
+ * direct; allocated, as is the array), *sr what was skipped. -1 when
+ * memory is short (e unchanged).
+ */
+static int eps_split(const struct net_table *nt, struct eps *e, int mtls,
+                     char ***via, struct net_split_result *sr)
+{
+    struct net_ep *in = calloc(e->n ? e->n : 1, sizeof(*in));
+    struct addr *v = NULL;
+    uint32_t *w = NULL;
+    const char **net = NULL, **loc = NULL;
+    char **vv = NULL;
+    size_t n;
+
+    *via = NULL;
+    if (in == NULL)
+        return -1;
+    for (size_t i = 0; i < e->n; i++) {
+        in[i].addr = e->v[i];
+        in[i].weight = e->w[i];
+        in[i].network = e->net[i];
+        in[i].locality = e->loc[i];
+    }
+    if (net_split(nt, in, e->n, mtls, sr) < 0) {
+        free(in);
+        return -1;
+    }
+    free(in);
+    n = sr->n ? sr->n : 1;
+    v = calloc(n, sizeof(*v));
+    w = calloc(n, sizeof(*w));
+    net = calloc(n, sizeof(*net));
+    loc = calloc(n, sizeof(*loc));
+    vv = calloc(n, sizeof(*vv));
+    if (v == NULL || w == NULL || net == NULL || loc == NULL || vv == NULL)
+        goto oom;
+    for (size_t i = 0; i < sr->n; i++) {
+        const struct net_out *o = &sr->v[i];
+        v[i] = o->addr;
+        w[i] = o->weight;
+        net[i] = o->network;
+        loc[i] = o->locality;
+        if (o->gw >= 0) {
+            char as[ADDR_STRLEN], text[ADDR_STRLEN + 700];
+            snprintf(text, sizeof(text), "%s (%s)",
+                     addr_format(&nt->gw[o->gw].addr, as, sizeof(as)),
+                     nt->gw[o->gw].source);
+            if ((vv[i] = strdup(text)) == NULL)
+                goto oom;
+        }
+    }
+    free(e->v);
+    free(e->w);
+    free(e->net);
+    free(e->loc);
+    e->v = v;
+    e->w = w;
+    e->net = net;
+    e->loc = loc;
+    e->n = sr->n;
+    *via = vv;
+    /* Only the counts are read from here on. */
+    free(sr->v);
+    sr->v = NULL;
+    return 0;
+oom:
+    free(v);
+    free(w);
+    free(net);
+    free(loc);
+    via_free(vv, sr->n);
+    net_split_dispose(sr);
+    return -1;
+}
+
 int istio_cluster_id(void *table, const char *host, const char *subset,
                      uint32_t port)
 {
@@ -1128,6 +1270,9 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     int h2 = 0, r;
     uint32_t svc_port = port; /* port 0: the ServiceEntry's only port */
     int passthrough = 0, external = 0;
+    struct eff_policy ep0 = {NULL, NULL, NULL, NULL};
+    struct net_split_result sr;
+    char **via = NULL;
 
     if (!host_registered(t, host)) {
         /* A wildcard names no host to pass through to. */
@@ -1146,6 +1291,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     id = (uintptr_t)strmap_get(&t->ids, key);
     if (id > 0)
         return (int)(id - 1);
+    e.nt = clusters_nets(t);
     sub = find_subset(t->set, t->node_ns, host, subset, &dr, &drr);
     if (subset != NULL && subset[0] != '\0' && sub == NULL)
         log_warn("destination %s: subset %s not found; no endpoints", host,
@@ -1155,17 +1301,31 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
          * endpoints: a subset's labels select none of them. */
         if ((subset == NULL || subset[0] == '\0' || sub != NULL) &&
             (sub == NULL || sub->labels.n == 0))
-            eps_add_dns(t, &e, host, port, 1);
+            eps_add_dns(t, &e, host, port, 1, NULL);
     } else if (subset == NULL || subset[0] == '\0' || sub != NULL) {
         collect(t, host, port, sub ? &sub->labels : NULL, &e, &h2, &svc_port,
                 &external);
     }
+    /* The split horizon: endpoints on other networks are reached
+     * through their gateways, with mTLS only (ISTIO_MUTUAL). */
+    if (dr != NULL)
+        merge_policy(&ep0, &dr->traffic_policy, svc_port);
+    if (sub != NULL)
+        merge_policy(&ep0, &sub->traffic_policy, svc_port);
+    if (eps_split(e.nt, &e,
+                  ep0.tls != NULL && ep0.tls->mode == RES_TLS_ISTIO_MUTUAL,
+                  &via, &sr) < 0) {
+        eps_dispose(&e);
+        return -1;
+    }
     eff_files(t, dr, sub, svc_port, &files);
     buf_init(&mtext, 64 * 1024);
     dest_text(t, host, passthrough, &e, &mtext);
-    if (cluster_identity(key, passthrough, external, &e, h2, svc_port, drr,
-                         &files, buf_cstr(&mtext), &fp) < 0) {
+    if (cluster_identity(key, passthrough, external, &e, via, &sr, h2,
+                         svc_port, drr, &files, buf_cstr(&mtext), &fp) < 0) {
         buf_dispose(&mtext);
+        via_free(via, e.n);
+        net_split_dispose(&sr);
         eps_dispose(&e);
         return -1;
     }
@@ -1174,16 +1334,13 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         c = ident_map_get(t->prev, &fp);
     if (c != NULL) {
         /* Built from the same things: the same cluster. */
+        via_free(via, e.n);
         eps_dispose(&e);
         c = cluster_ref(c);
     } else {
-        struct eff_policy ep = {NULL, NULL, NULL, NULL};
+        const struct eff_policy ep = ep0;
         struct cluster_spec sp;
 
-        if (dr != NULL)
-            merge_policy(&ep, &dr->traffic_policy, svc_port);
-        if (sub != NULL)
-            merge_policy(&ep, &sub->traffic_policy, svc_port);
         memset(&sp, 0, sizeof(sp));
         sp.name = key;
         sp.endpoints = e.v;
@@ -1202,10 +1359,33 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         sp.sans = &e.sans;
         c = compile_cluster(t, &sp, t->nworkers, NULL);
         if (c == NULL) {
+            via_free(via, e.n);
+            net_split_dispose(&sr);
             eps_dispose(&e);
             ident_id_dispose(&fp);
             return -1;
         }
+        if (cluster_set_meta(c, e.net, e.loc, (const char *const *)via) < 0)
+            log_error("cluster %s: endpoint networks: out of memory", key);
+        c->remote_skipped_mtls = sr.skipped_mtls;
+        c->remote_skipped_family = sr.skipped_family;
+        c->remote_skipped_no_gateway = sr.skipped_no_gateway;
+        if (sr.skipped_mtls > 0)
+            log_warn("cluster %s: %" PRIu32 " endpoint%s on other networks "
+                     "left out: cross-network traffic needs mTLS (a "
+                     "DestinationRule with tls mode ISTIO_MUTUAL)",
+                     key, sr.skipped_mtls, sr.skipped_mtls == 1 ? "" : "s");
+        if (sr.skipped_family > 0)
+            log_warn("cluster %s: %" PRIu32 " endpoint%s on other networks "
+                     "left out: no gateway of an IP family this node has",
+                     key, sr.skipped_family,
+                     sr.skipped_family == 1 ? "" : "s");
+        if (sr.skipped_no_gateway > 0)
+            log_warn("cluster %s: %" PRIu32 " endpoint%s without an address "
+                     "left out: their network has no gateway",
+                     key, sr.skipped_no_gateway,
+                     sr.skipped_no_gateway == 1 ? "" : "s");
+        via_free(via, e.n);
         eps_dispose(&e);
         series_labels_unref(c->metrics);
         c->metrics = series_labels_new(buf_ptr(&mtext), buf_len(&mtext), 0);
@@ -1227,6 +1407,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         cluster_ref(c);
     }
     buf_dispose(&mtext);
+    net_split_dispose(&sr);
     used_cluster(t->used, &fp, &files);
     ident_id_dispose(&fp);
     r = table_add(t, key, c);

@@ -7,6 +7,7 @@
 #include "config/bootstrap.h"
 
 struct cluster;
+struct net_inputs;
 struct stats_block;
 struct geoip;
 struct plistener_ops;
@@ -59,6 +60,10 @@ struct x509_st;
 struct compile_dns {
     size_t (*lookup)(void *arg, const char *name,
                      void (*each)(void *ctx, const char *ip), void *ctx);
+    /* The same, the answers kept min_ttl_ms at least (hostname network
+     * gateways); NULL: lookup() is used. */
+    size_t (*lookup_min)(void *arg, const char *name, uint64_t min_ttl_ms,
+                         void (*each)(void *ctx, const char *ip), void *ctx);
     void *arg;
 };
 
@@ -100,6 +105,9 @@ struct compile_env {
     struct luadict_set *dicts;
     /* GeoIP databases (borrowed; outlive every snapshot); NULL: none. */
     struct geoip *geoip;
+    /* The networks: node network, meshNetworks, gateways added at run
+     * time (compile/network.h); NULL: one network. */
+    const struct net_inputs *nets;
 };
 
 struct l4_listener_conf;

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "compile/identity.h"
+#include "compile/network.h"
 #include "core/addr.h"
 #include "core/strmap.h"
 
@@ -181,6 +182,12 @@ struct istio_clusters {
     uint32_t listener_port;
     /* What the clusters were built from, recorded; NULL: not. */
     struct istio_used *used;
+    /* The networks (node network, meshNetworks, gateways added at run
+     * time) and, built from them at the first cluster, the table the
+     * split horizon reads. */
+    struct net_inputs nets;
+    struct net_table nt;
+    int nt_built;
 };
 
 void istio_clusters_init(struct istio_clusters *t,

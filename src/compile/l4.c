@@ -585,6 +585,8 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
     b.table.credentials_dir = bs->credentials.dir;
     b.table.outbound_mode = bs->outbound.mode;
     b.table.listener_port = g->port;
+    if (env->nets != NULL)
+        b.table.nets = *env->nets;
     for (size_t i = 0; set != NULL && i < g->nservers; i++) {
         const struct gw_server *srv = &g->servers[i];
         int rc = 0;

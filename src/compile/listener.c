@@ -222,6 +222,8 @@ int compile_gateway_routes(const struct bootstrap *bs,
     table.outbound_mode = bs->outbound.mode;
     table.listener_port = g->port;
     table.used = env->used;
+    if (env->nets != NULL)
+        table.nets = *env->nets;
     if (r == NULL)
         goto oom;
     servers = calloc(g->nservers ? g->nservers : 1, sizeof(*servers));

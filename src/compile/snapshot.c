@@ -218,8 +218,9 @@ static void rec_each_fn(void *arg, const char *ip)
         e->each(e->ctx, ip);
 }
 
-static size_t rec_lookup(void *arg, const char *name,
-                         void (*each)(void *ctx, const char *ip), void *ctx)
+static size_t rec_lookup_min(void *arg, const char *name, uint64_t min_ttl_ms,
+                             void (*each)(void *ctx, const char *ip),
+                             void *ctx)
 {
     struct dns_rec *r = arg;
     struct rec_each e = {r, each, ctx};
@@ -227,7 +228,11 @@ static size_t rec_lookup(void *arg, const char *name,
     size_t n;
 
     ident_str(r->id, 'Q', name);
-    n = r->real->lookup(r->real->arg, name, rec_each_fn, &e);
+    if (min_ttl_ms > 0 && r->real->lookup_min != NULL)
+        n = r->real->lookup_min(r->real->arg, name, min_ttl_ms, rec_each_fn,
+                                &e);
+    else
+        n = r->real->lookup(r->real->arg, name, rec_each_fn, &e);
     ident_u64(r->id, 'E', n);
     nv = realloc(r->names, (r->nnames + 1) * sizeof(*nv));
     if (nv == NULL || (nv[r->nnames] = strdup(name)) == NULL) {
@@ -241,12 +246,19 @@ static size_t rec_lookup(void *arg, const char *name,
     return n;
 }
 
+static size_t rec_lookup(void *arg, const char *name,
+                         void (*each)(void *ctx, const char *ip), void *ctx)
+{
+    return rec_lookup_min(arg, name, 0, each, ctx);
+}
+
 static void rec_init(struct dns_rec *r, const struct compile_dns *real,
                      struct ident *id)
 {
     memset(r, 0, sizeof(*r));
     r->real = real;
     r->fn.lookup = rec_lookup;
+    r->fn.lookup_min = rec_lookup_min;
     r->fn.arg = r;
     r->id = id;
 }
@@ -361,6 +373,23 @@ static int routes_read(const struct resource *r, const struct gw_listener *g)
     }
 }
 
+/* The networks clusters are split by (compile/network.h): the node's,
+ * meshNetworks and the gateways added at run time. */
+static void ident_nets(struct ident *d, const struct compile_inputs *in)
+{
+    ident_str(d, 'K', in->bs->node.network);
+    ident_conf(d, 'X', &bootstrap_mesh_networks_section,
+               &in->bs->mesh_networks);
+    ident_u64(d, 'G', in->ngateways);
+    for (size_t i = 0; i < in->ngateways; i++) {
+        const struct net_gateway *g = &in->gateways[i];
+        ident_str(d, 'g', g->network ? g->network : "");
+        ident_str(d, 'a', g->address ? g->address : "");
+        ident_u64(d, 'p', g->port);
+        ident_str(d, 'z', g->source ? g->source : "");
+    }
+}
+
 /* What a Gateway HTTP listener's routes are compiled from besides DNS,
  * JWKS, files and clusters: the bootstrap bits they read and the
  * resources, each with its content. */
@@ -379,6 +408,7 @@ static void route_inputs(struct ident *d, const struct compile_inputs *in,
     ident_u64(d, 'd', in->dns != NULL);
     ident_u64(d, 'j', in->jwks != NULL);
     ident_u64(d, 'y', in->identity != NULL);
+    ident_nets(d, in);
     if (set == NULL)
         return;
     ident_str(d, 'D', set->domain);
@@ -811,9 +841,13 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
     const struct snapshot_listener *same_addr = find_addr(prev, &sp->address);
     struct snapshot_listener *l = &s->v[s->n];
     const struct ident_map *prev_map = prev != NULL ? &prev->gwclusters : NULL;
+    const struct net_inputs nets = {in->bs->node.network,
+                                    &in->bs->mesh_networks, in->gateways,
+                                    in->ngateways};
     struct compile_env env = {in->nworkers, in->dns,   in->identity,
                               in->jwks,     NULL,      in->alog_sink,
-                              in->spans,    in->dicts, in->geoip};
+                              in->spans,    in->dicts, in->geoip,
+                              &nets};
     struct ident d, pre;
     struct dns_rec rec;
     struct routes_rec rr;
@@ -869,6 +903,7 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
         live = 1;
         ident_sub(&d, &l->base);
         l4_resources(&d, in->set, sp->gw->shared);
+        ident_nets(&d, in);
         kept = l4_try_keep(in, old, l, &d);
         if (kept < 0)
             goto oom;

@@ -135,6 +135,12 @@ struct compile_inputs {
     struct sock_pool *inherited;
     /* GeoIP databases (borrowed; outlive every snapshot); NULL: none. */
     struct geoip *geoip;
+    /* Gateways of networks added at run time (the gateways of linked
+     * sites), merged with the bootstrap's meshNetworks and the Services
+     * labelled topology.istio.io/network into every build: see
+     * compile/network.h. Borrowed for the build; NULL when none. */
+    const struct net_gateway *gateways;
+    size_t ngateways;
 };
 
 /*

@@ -659,6 +659,11 @@ static const struct conf_section upgrade_section = {upgrade_keys, 0, SIZE_MAX};
 static const struct conf_key bootstrap_keys[] = {
     {"node", CONF_SECTION, OFF(struct bootstrap, node), 0, 0, NULL,
      "this gateway's identity", NULL, &node_section, NULL, NULL},
+    {"meshNetworks", CONF_SECTION, OFF(struct bootstrap, mesh_networks), 0, 0,
+     NULL,
+     "Istio's MeshNetworks: the networks endpoints are on and the gateways "
+     "that reach them (east-west)",
+     NULL, &bootstrap_mesh_networks_section, NULL, NULL},
     {"trustDomain", CONF_STR, OFF(struct bootstrap, trust_domain), 0, 0,
      "cluster.local", "SPIFFE trust domain", NULL, NULL, NULL, NULL},
     {"workers", CONF_CUSTOM, OFF(struct bootstrap, workers), 0, 0, "auto",
@@ -1113,6 +1118,7 @@ static int bootstrap_validate(const struct bootstrap *bs, const char *file,
         }
     }
     nerr += bootstrap_http_validate(bs, file, errs);
+    nerr += bootstrap_mesh_validate(bs, file, errs);
     if (bs->ca.enabled && bs->ca.join.address[0] != '\0') {
         conf_error(errs, file, 0, 0, "ca.join.address",
                    "a node runs the CA (ca.enabled) or joins one, not both");

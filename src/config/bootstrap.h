@@ -304,8 +304,40 @@ struct bootstrap_geoip {
     struct conf_mark mark;
 };
 
+/* meshNetworks: Istio's MeshNetworks. A network's endpoints are those
+ * whose IP is in a fromCidr, or whose registry (topology.istio.io/cluster
+ * label) is a fromRegistry; its gateways an address (IP or DNS name) or a
+ * registry service's addresses, each with its port. */
+#define BOOTSTRAP_MAX_NETWORKS 1024
+#define BOOTSTRAP_MAX_NET_ENTRIES 256
+
+struct bootstrap_net_endpoint {
+    struct conf_mark mark;
+    char *from_cidr;     /* "": none */
+    char *from_registry; /* "": none */
+};
+
+struct bootstrap_net_gateway {
+    struct conf_mark mark;
+    char *address;               /* "": none */
+    char *registry_service_name; /* "": none */
+    int64_t port;
+};
+
+struct bootstrap_network {
+    struct conf_mark mark;
+    struct conf_list endpoints; /* struct bootstrap_net_endpoint */
+    struct conf_list gateways;  /* struct bootstrap_net_gateway */
+};
+
+struct bootstrap_mesh_networks {
+    struct conf_map networks; /* name -> struct bootstrap_network */
+    struct conf_mark mark;
+};
+
 struct bootstrap {
     struct bootstrap_node node;
+    struct bootstrap_mesh_networks mesh_networks;
     char *trust_domain;
     int64_t workers; /* 0: auto, one per core */
     struct bootstrap_admin admin;
@@ -339,6 +371,17 @@ extern const struct conf_section bootstrap_route_section;
 extern const struct conf_section bootstrap_cluster_section;
 int bootstrap_http_validate(const struct bootstrap *bs, const char *file,
                             struct buf *errs);
+
+/* The meshNetworks table and its checks, in bootstrap-mesh.c. */
+extern const struct conf_section bootstrap_mesh_networks_section;
+int bootstrap_mesh_validate(const struct bootstrap *bs, const char *file,
+                            struct buf *errs);
+
+static inline const struct bootstrap_network *
+bootstrap_network_at(const struct bootstrap *bs, size_t i)
+{
+    return &((const struct bootstrap_network *)bs->mesh_networks.networks.v)[i];
+}
 
 static inline struct bootstrap_cluster *
 bootstrap_cluster_at(const struct bootstrap *bs, size_t i)

@@ -200,7 +200,12 @@ static const struct conf_key svc_keys[] = {
     IGN("loadBalancerIP", 6),
     IGN("loadBalancerSourceRanges", 7),
     IGN("loadBalancerClass", 8),
-    IGN("externalIPs", 9),
+    {.name = "externalIPs",
+     .type = CONF_STR_LIST,
+     .off = SVC(external_ips),
+     .max = 64,
+     .help = "a Service labelled topology.istio.io/network: the network's "
+             "gateway addresses (else unused)"},
     IGN("healthCheckNodePort", 10),
     IGN("trafficDistribution", 11),
     {.name = NULL},
@@ -882,9 +887,27 @@ static int64_t slice_port_for(const struct res_k8s_endpoint_slice *sl,
     return 0;
 }
 
+/* The network an EndpointSlice's endpoints are on: its own
+ * topology.istio.io/network label, else its Service's; NULL: neither says
+ * (compile then asks meshNetworks, else the node's network). */
+static const char *k8s_network(const struct resource *svc_r,
+                               const struct resource *sl_r)
+{
+    const struct conf_strmap *m[2] = {sl_r ? &sl_r->meta.labels : NULL,
+                                      &svc_r->meta.labels};
+
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; m[k] != NULL && i < m[k]->n; i++)
+            if (strcmp(m[k]->v[i].key, RES_NETWORK_LABEL) == 0 &&
+                m[k]->v[i].val[0] != '\0')
+                return m[k]->v[i].val;
+    return NULL;
+}
+
 static int add_slice_endpoints(struct res_service_entry *se,
                                const struct res_k8s_service *svc,
-                               const struct res_k8s_endpoint_slice *sl)
+                               const struct res_k8s_endpoint_slice *sl,
+                               const char *network)
 {
     for (size_t i = 0; i < sl->endpoints.n; i++) {
         const struct res_k8s_endpoint *ep =
@@ -902,6 +925,8 @@ static int add_slice_endpoints(struct res_service_entry *se,
         we->mark = ep->mark;
         /* Istio uses an endpoint's first address. */
         if ((we->address = strdup(ep->addresses.v[0])) == NULL)
+            return -1;
+        if (network != NULL && (we->network = strdup(network)) == NULL)
             return -1;
         if (svc->ports.n > 0) {
             we->ports.v = calloc(svc->ports.n, sizeof(*we->ports.v));
@@ -1015,7 +1040,7 @@ static struct res_service_entry *build_entry(const struct resource_set *set,
         sl = o->spec;
         if (sl->address_type == RES_K8S_FQDN)
             continue;
-        if (add_slice_endpoints(se, svc, sl) < 0)
+        if (add_slice_endpoints(se, svc, sl, k8s_network(r, o)) < 0)
             goto fail;
     }
     return se;

@@ -716,6 +716,9 @@ struct res_k8s_service {
     char *external_name;
     int publish_not_ready_addresses;
     int session_affinity; /* 0 None, 1 ClientIP */
+    /* A Service labelled topology.istio.io/network is that network's
+     * gateway at these addresses, as istiod reads its external ones. */
+    struct conf_strs external_ips;
     struct conf_mark ignored[12];
     /* Made by res_k8s_link() once every file is read: the registry entry
      * this Service is, as a ServiceEntry of resolution STATIC (DNS for

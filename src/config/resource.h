@@ -19,6 +19,14 @@ struct buf;
  */
 
 /* Files bigger than this are refused; a configuration is never this big. */
+/* Istio's labels for east-west: the network an endpoint (or a Service's
+ * endpoints) is on, the registry (cluster) it comes from, and the port of
+ * a network's gateway Service (default 15443). */
+#define RES_NETWORK_LABEL "topology.istio.io/network"
+#define RES_CLUSTER_LABEL "topology.istio.io/cluster"
+#define RES_GATEWAY_PORT_LABEL "networking.istio.io/gatewayPort"
+#define RES_GATEWAY_PORT_DEFAULT 15443
+
 #define RESOURCE_MAX_FILE_BYTES (64u * 1024 * 1024)
 /* Error text kept in errs at most; the count in *nerr stays exact. */
 #define RESOURCE_MAX_ERR_BYTES (1024u * 1024)

@@ -30,6 +30,7 @@ struct dns_entry {
     char (*ips)[INET6_ADDRSTRLEN];
     size_t n;
     unsigned mark; /* the build that used it last */
+    uint64_t min_ms; /* its users' minimum TTL (network gateways: 30 s) */
     int resolved;  /* an answer came at least once */
     int v6;        /* this query asks for AAAA */
     int dead;      /* swept while a query runs: freed by its callback */
@@ -83,6 +84,8 @@ static void arm(struct dns_entry *e, uint64_t ms)
 {
     if (ms < e->c->min_refresh_ms)
         ms = e->c->min_refresh_ms;
+    if (ms < e->min_ms)
+        ms = e->min_ms;
     timer_arm(&e->timer, ms);
 }
 
@@ -463,6 +466,13 @@ void dns_cache_sweep(struct dns_cache *c)
 size_t dns_cache_lookup(struct dns_cache *c, const char *name,
                         void (*each)(void *arg, const char *ip), void *arg)
 {
+    return dns_cache_lookup_min(c, name, 0, each, arg);
+}
+
+size_t dns_cache_lookup_min(struct dns_cache *c, const char *name,
+                            uint64_t min_ttl_ms,
+                            void (*each)(void *arg, const char *ip), void *arg)
+{
     struct dns_entry *e = NULL;
 
     for (struct list *it = c->entries.next; it != &c->entries; it = it->next) {
@@ -477,6 +487,7 @@ size_t dns_cache_lookup(struct dns_cache *c, const char *name,
         if (e == NULL)
             return 0;
         e->c = c;
+        e->min_ms = min_ttl_ms;
         e->name = strdup(name);
         timer_init(&e->timer, c->base, on_timer, e);
         if (e->name == NULL) {
@@ -490,6 +501,8 @@ size_t dns_cache_lookup(struct dns_cache *c, const char *name,
         return 0;
     }
     e->mark = c->mark;
+    if (e->min_ms < min_ttl_ms)
+        e->min_ms = min_ttl_ms;
     for (size_t i = 0; i < e->n; i++)
         each(arg, e->ips[i]);
     return e->n;

@@ -60,6 +60,14 @@ void dns_cache_sweep(struct dns_cache *c);
 size_t dns_cache_lookup(struct dns_cache *c, const char *name,
                         void (*each)(void *arg, const char *ip), void *arg);
 
+/* dns_cache_lookup_min() is dns_cache_lookup() for a name whose answers
+ * are kept min_ttl_ms at least, whatever their TTL (istiod resolves
+ * hostname gateways with a 30 s minimum); the largest minimum any user
+ * asked for holds until the name is swept. */
+size_t dns_cache_lookup_min(struct dns_cache *c, const char *name,
+                            uint64_t min_ttl_ms,
+                            void (*each)(void *arg, const char *ip), void *arg);
+
 void dns_cache_stats(const struct dns_cache *c, struct dns_stats *out);
 
 /*

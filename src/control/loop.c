@@ -222,6 +222,12 @@ static size_t dns_lookup(void *arg, const char *name,
     return dns_cache_lookup(arg, name, each, ctx);
 }
 
+static size_t dns_lookup_min(void *arg, const char *name, uint64_t min_ttl_ms,
+                             void (*each)(void *ctx, const char *ip), void *ctx)
+{
+    return dns_cache_lookup_min(arg, name, min_ttl_ms, each, ctx);
+}
+
 static int identity_current(void *arg, X509 **root)
 {
     struct ca_cred *cred = ca_identity_current(arg);
@@ -1617,6 +1623,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
                               (uint64_t)bs->dns.timeout_ms};
         s->dns = dns_cache_new(base, &dc, on_dns_change, s, err);
         s->dns_fn.lookup = dns_lookup;
+        s->dns_fn.lookup_min = dns_lookup_min;
         s->dns_fn.arg = s->dns;
         if (s->dns == NULL) {
             goto fail;

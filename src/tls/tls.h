@@ -265,6 +265,11 @@ struct tls_client_conf {
     const char *const *sans;
     size_t nsans;
     int no_host_check; /* the SNI is a routing key, not a name (mesh) */
+    /* ISTIO_MUTUAL: offer Istio's ALPN for the protocol, as the istio.alpn
+     * filter of a sidecar does, so an east-west gateway (AUTO_PASSTHROUGH)
+     * matches: HTTP/2 istio-h2, istio, h2; HTTP/1.1 istio-http/1.1,
+     * istio, http/1.1. Servers pick the plain name. */
+    int mesh_alpn;
 };
 
 /* tls_client_ctx_build() makes the context; NULL with an allocated *err

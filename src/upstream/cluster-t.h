@@ -62,6 +62,16 @@ enum cluster_lb {
     CLUSTER_LB_HASH,          /* consistent hash: see cluster.hash */
 };
 
+/* What the registry says of an endpoint (east-west, issue 15): the
+ * network it is on and its locality (region/zone/subzone), and for an
+ * endpoint that stands for a remote network's endpoints, the gateway it
+ * is. Strings owned by the cluster; "" when unknown. */
+struct cluster_endpoint_meta {
+    char *network;
+    char *locality;
+    char *via; /* NULL: reached directly; else "ADDR:PORT (SOURCE)" */
+};
+
 /*
  * An upstream cluster: its endpoints and how to talk to them. Immutable
  * and shared by all workers; reference-counted with atomics (taken when
@@ -85,6 +95,16 @@ struct cluster {
     uint32_t *weights;
     double *inv_weights;
     struct balancer_alias *alias;
+    /* Per endpoint, parallel to endpoints: network, locality, gateway;
+     * NULL when nothing is known (bootstrap clusters). Set by
+     * cluster_set_meta() before the cluster is shared. */
+    struct cluster_endpoint_meta *ep_meta;
+    /* Remote endpoints left out by the split horizon: the cluster is not
+     * ISTIO_MUTUAL (cross-network routing needs mTLS SNI), or no gateway
+     * of their network has an IP family this node has. */
+    uint32_t remote_skipped_mtls;
+    uint32_t remote_skipped_family;
+    uint32_t remote_skipped_no_gateway; /* no address, no gateway */
     struct h1_client_conf h1;
     struct h2_client_conf h2;
     uint64_t max_requests_per_conn; /* 0: no limit */

@@ -143,10 +143,47 @@ struct cluster *cluster_ref(struct cluster *c)
     return c;
 }
 
+static void meta_free(struct cluster_endpoint_meta *m, size_t n)
+{
+    for (size_t i = 0; m != NULL && i < n; i++) {
+        free(m[i].network);
+        free(m[i].locality);
+        free(m[i].via);
+    }
+    free(m);
+}
+
+int cluster_set_meta(struct cluster *c, const char *const *net,
+                     const char *const *loc, const char *const *via)
+{
+    struct cluster_endpoint_meta *v;
+
+    meta_free(c->ep_meta, c->nendpoints);
+    c->ep_meta = NULL;
+    if (c->nendpoints == 0)
+        return 0;
+    v = calloc(c->nendpoints, sizeof(*v));
+    if (v == NULL)
+        return -1;
+    for (size_t i = 0; i < c->nendpoints; i++) {
+        v[i].network = strdup(net[i] ? net[i] : "");
+        v[i].locality = strdup(loc[i] ? loc[i] : "");
+        v[i].via = via[i] ? strdup(via[i]) : NULL;
+        if (v[i].network == NULL || v[i].locality == NULL ||
+            (via[i] != NULL && v[i].via == NULL)) {
+            meta_free(v, i + 1);
+            return -1;
+        }
+    }
+    c->ep_meta = v;
+    return 0;
+}
+
 void cluster_unref(struct cluster *c)
 {
     if (c == NULL || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
+    meta_free(c->ep_meta, c->nendpoints);
     free(c->w);
     lb_hash_free(c->hash);
     outlier_free(c->od);

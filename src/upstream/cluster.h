@@ -31,6 +31,13 @@ struct cluster *cluster_ref(struct cluster *c);
  */
 int cluster_set_weights(struct cluster *c, const uint32_t *w);
 
+/* cluster_set_meta() copies each endpoint's network, locality and
+ * gateway (net[i], loc[i], via[i] for i < nendpoints; NULL strings read
+ * as "", a NULL via as reached directly) into the cluster. 0, or -1 when
+ * memory is short (nothing kept). */
+int cluster_set_meta(struct cluster *c, const char *const *net,
+                     const char *const *loc, const char *const *via);
+
 /* cluster_weight() is endpoint ep's weight (1 without weights). */
 static inline uint32_t cluster_weight(const struct cluster *c, size_t ep)
 {

@@ -326,7 +326,7 @@ static const char HTTP_VS[] =
 static void test_l4_identity_follows_dns_answers_and_resources(void **state)
 {
     static const char boot_text[] = "node: {name: n, namespace: default}\n";
-    const struct compile_dns dns = {fake_lookup, NULL};
+    const struct compile_dns dns = {fake_lookup, NULL, NULL};
     int port = unused_port();
     struct resource_set *r1 = l4_set(port, ""), *r2 = l4_set(port, HTTP_VS);
     char *err = NULL;
