@@ -122,7 +122,7 @@ struct eps {
     const char **net, **loc;
     size_t n;
     const struct net_table *nt; /* the networks endpoints are put on */
-    struct conf_strs sans; /* identities the endpoints may present */
+    struct conf_strs sans;      /* identities the endpoints may present */
     struct eps_meta meta;
     /* The registry entry: the ServiceEntry's namespace and the host, or
      * a WorkloadEntry's namespace and app (borrowed from the set). */
@@ -273,10 +273,10 @@ add:
     if (nl == NULL)
         return;
     e->loc = nl;
-    e->net[e->n] =
-        e->nt != NULL ? net_endpoint_network(e->nt, we ? we->network : NULL,
-                                             we ? &we->labels : NULL, &a)
-                      : "";
+    e->net[e->n] = e->nt != NULL
+                       ? net_endpoint_network(e->nt, we ? we->network : NULL,
+                                              we ? &we->labels : NULL, &a)
+                       : "";
     e->loc[e->n] = we != NULL && we->locality != NULL ? we->locality : "";
     e->v[e->n] = a;
     e->w[e->n++] = weight;
@@ -895,8 +895,7 @@ struct cluster *compile_cluster(const struct istio_clusters *t,
 static int cluster_identity(const char *key, int passthrough, int external,
                             const struct eps *e, char *const *via,
                             const struct net_split_result *sr, int h2,
-                            uint32_t svc_port,
-                            const struct resource *drr,
+                            uint32_t svc_port, const struct resource *drr,
                             const struct res_eff_files *files,
                             const char *mtext, struct ident_id *out)
 {
@@ -1321,8 +1320,8 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     eff_files(t, dr, sub, svc_port, &files);
     buf_init(&mtext, 64 * 1024);
     dest_text(t, host, passthrough, &e, &mtext);
-    if (cluster_identity(key, passthrough, external, &e, via, &sr, h2,
-                         svc_port, drr, &files, buf_cstr(&mtext), &fp) < 0) {
+    if (cluster_identity(key, passthrough, external, &e, via, &sr, h2, svc_port,
+                         drr, &files, buf_cstr(&mtext), &fp) < 0) {
         buf_dispose(&mtext);
         via_free(via, e.n);
         net_split_dispose(&sr);
@@ -1378,8 +1377,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         if (sr.skipped_family > 0)
             log_warn("cluster %s: %" PRIu32 " endpoint%s on other networks "
                      "left out: no gateway of an IP family this node has",
-                     key, sr.skipped_family,
-                     sr.skipped_family == 1 ? "" : "s");
+                     key, sr.skipped_family, sr.skipped_family == 1 ? "" : "s");
         if (sr.skipped_no_gateway > 0)
             log_warn("cluster %s: %" PRIu32 " endpoint%s without an address "
                      "left out: their network has no gateway",

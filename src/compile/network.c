@@ -227,8 +227,8 @@ static int gw_services(struct net_table *t, const struct resource_set *set,
             continue;
         snprintf(src, sizeof(src), "Service %s/%s", r->meta.ns, r->meta.name);
         for (size_t k = 0; k < svc->external_ips.n; k++)
-            if (gw_address(t, network, svc->external_ips.v[k], port, src,
-                           dns) < 0)
+            if (gw_address(t, network, svc->external_ips.v[k], port, src, dns) <
+                0)
                 return -1;
     }
     return 0;
@@ -532,8 +532,8 @@ int net_split(const struct net_table *t, const struct net_ep *eps, size_t n,
             if (gw_weight[k] == 0)
                 continue;
             o.addr = t->gw[k].addr;
-            o.weight = gw_weight[k] > UINT32_MAX ? UINT32_MAX
-                                                 : (uint32_t)gw_weight[k];
+            o.weight =
+                gw_weight[k] > UINT32_MAX ? UINT32_MAX : (uint32_t)gw_weight[k];
             o.network = t->gw[k].network;
             o.locality = loc;
             o.gw = (int)k;

@@ -219,8 +219,7 @@ static void rec_each_fn(void *arg, const char *ip)
 }
 
 static size_t rec_lookup_min(void *arg, const char *name, uint64_t min_ttl_ms,
-                             void (*each)(void *ctx, const char *ip),
-                             void *ctx)
+                             void (*each)(void *ctx, const char *ip), void *ctx)
 {
     struct dns_rec *r = arg;
     struct rec_each e = {r, each, ctx};
@@ -844,10 +843,9 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
     const struct net_inputs nets = {in->bs->node.network,
                                     &in->bs->mesh_networks, in->gateways,
                                     in->ngateways};
-    struct compile_env env = {in->nworkers, in->dns,   in->identity,
-                              in->jwks,     NULL,      in->alog_sink,
-                              in->spans,    in->dicts, in->geoip,
-                              &nets};
+    struct compile_env env = {
+        in->nworkers,  in->dns,   in->identity, in->jwks,  NULL,
+        in->alog_sink, in->spans, in->dicts,    in->geoip, &nets};
     struct ident d, pre;
     struct dns_rec rec;
     struct routes_rec rr;

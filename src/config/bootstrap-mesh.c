@@ -44,8 +44,8 @@ static const struct conf_section net_ep_section = {
 
 static const struct conf_key net_gw_keys[] = {
     {"address", CONF_STR, OFF(struct bootstrap_net_gateway, address), 0, 0, "",
-     "the gateway's IP address or DNS name (resolved, 30 s minimum TTL)",
-     NULL, NULL, NULL, NULL},
+     "the gateway's IP address or DNS name (resolved, 30 s minimum TTL)", NULL,
+     NULL, NULL, NULL},
     {"registryServiceName", CONF_STR,
      OFF(struct bootstrap_net_gateway, registry_service_name), 0, 0, "",
      "a registry service whose addresses are the gateways (a Service's "

@@ -29,11 +29,11 @@ struct dns_entry {
     char *name;
     char (*ips)[INET6_ADDRSTRLEN];
     size_t n;
-    unsigned mark; /* the build that used it last */
+    unsigned mark;   /* the build that used it last */
     uint64_t min_ms; /* its users' minimum TTL (network gateways: 30 s) */
-    int resolved;  /* an answer came at least once */
-    int v6;        /* this query asks for AAAA */
-    int dead;      /* swept while a query runs: freed by its callback */
+    int resolved;    /* an answer came at least once */
+    int v6;          /* this query asks for AAAA */
+    int dead;        /* swept while a query runs: freed by its callback */
     struct evdns_request *req;
     struct timer timer;
 };

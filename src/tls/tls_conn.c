@@ -387,13 +387,13 @@ SSL_CTX *tls_client_ctx_build(const struct tls_client_conf *c, char **err)
     static const uint8_t alpn_h1[] = {8,   'h', 't', 't', 'p',
                                       '/', '1', '.', '1'};
     /* Istio's sets (the istio.alpn filter), in wire format. */
-    static const uint8_t alpn_istio_h2[] = {
-        8, 'i', 's', 't', 'i', 'o', '-', 'h', '2', 5, 'i',
-        's', 't', 'i', 'o', 2,   'h', '2'};
+    static const uint8_t alpn_istio_h2[] = {8,   'i', 's', 't', 'i', 'o',
+                                            '-', 'h', '2', 5,   'i', 's',
+                                            't', 'i', 'o', 2,   'h', '2'};
     static const uint8_t alpn_istio_h1[] = {
-        14,  'i', 's', 't', 'i', 'o', '-', 'h', 't', 't', 'p', '/',
-        '1', '.', '1', 5,   'i', 's', 't', 'i', 'o', 8,   'h', 't',
-        't', 'p', '/', '1', '.', '1'};
+        14,  'i', 's', 't', 'i', 'o', '-', 'h', 't', 't',
+        'p', '/', '1', '.', '1', 5,   'i', 's', 't', 'i',
+        'o', 8,   'h', 't', 't', 'p', '/', '1', '.', '1'};
     SSL_CTX *ctx = SSL_CTX_new(TLS_method());
     const char *bundle = c->ca_file && c->ca_file[0]
                              ? c->ca_file
