@@ -191,6 +191,8 @@ static int cmd_check(int argc, char **argv)
             node.root_ns = "istio-system";
             node.credentials_dir = bs->credentials.dir;
             node.default_ns = bs->config.default_ns;
+            node.network = bs->node.network;
+            node.mesh = &bs->mesh_networks;
         }
         for (int i = optind; i < argc; i++)
             if (resource_check_node(argv[i], json, mode,

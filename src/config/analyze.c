@@ -77,6 +77,7 @@ static const struct {
     {"STR0006", "GatewayPortNotShared"},
     {"STR0007", "GatewayPortConflict"},
     {"STR0008", "UnknownKind"},
+    {"STR0009", "NetworkWithoutGateway"},
 };
 
 const char *res_code_name(const char *code)
@@ -2184,6 +2185,8 @@ int analyze_node(const struct resource_set *set, int outbound_mode,
     check_se_protocols(&a);
     if (node != NULL)
         check_node_policies(&a);
+    if (node != NULL && (node->mesh != NULL || node->network != NULL))
+        analyze_networks(set, node, a.msgs);
     for (size_t i = 0; i < set->n; i++) {
         const struct resource *r = set->v[i];
         switch (r->kind) {

@@ -5,6 +5,8 @@
 
 #include "config/resource-t.h"
 
+struct bootstrap_mesh_networks;
+
 /*
  * Cross-resource analysis of a loaded set, in the manner of istioctl
  * analyze, with its codes, names, levels and message texts
@@ -20,10 +22,11 @@
  * a resource defined twice), STR0005 (Warning: an undeclared host passed
  * through under ALLOW_ANY), STR0006 (Warning: a Gateway server not served,
  * its port held by servers it cannot share it with), STR0007 (Error:
- * plaintext beside TLS on one port) and STR0008 (Warning, from the
- * loader: an unknown kind in an Istio group, ignored). Each code has one
- * level, Istio's for its own codes. README's "strait check" section says
- * when each fires.
+ * plaintext beside TLS on one port), STR0008 (Warning, from the
+ * loader: an unknown kind in an Istio group, ignored) and STR0009
+ * (Warning, node known: an endpoint on a network without a gateway). Each code
+ * has one level, Istio's for its own codes. README's "strait check" section
+ * says when each fires.
  *
  * Without Kubernetes, the services strait knows are the hosts of
  * ServiceEntries and the services WorkloadEntries stand for: a
@@ -59,7 +62,16 @@ struct analysis_node {
     const char *credentials_dir; /* credentialName NAME is DIR/NAME/;
                                   * NULL or "": not checked */
     const char *default_ns;      /* config.defaultNamespace; NULL: default */
+    /* node.network and meshNetworks (NULL: none): endpoints on a network
+     * without a gateway are said (STR0009). */
+    const char *network;
+    const struct bootstrap_mesh_networks *mesh;
 };
+
+/* analyze_networks() adds STR0009 Warnings for endpoints on a network
+ * other than node's that has no gateway (analyze-net.c). */
+void analyze_networks(const struct resource_set *set,
+                      const struct analysis_node *node, struct res_msgs *msgs);
 
 /* analyze_node() is analyze() for node (NULL: not known), which adds
  * IST0127 for policies that select nothing on it and IST0149. */

@@ -15,7 +15,7 @@ import struct
 import subprocess
 import threading
 
-from conftest import free_port, responder, wait_for
+from conftest import STRAIT, free_port, responder, wait_for
 from test_ca import Node, nodes, token  # noqa: F401 (nodes is a fixture)
 from test_dns import DNSServer
 
@@ -376,3 +376,58 @@ def test_two_sites_through_the_east_west_gateway(nodes, tmp_path,
     finally:
         rec.stop()
         dns.stop()
+
+
+CHECKED = """apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: svc, namespace: default}
+spec:
+  hosts: [svc.example.test]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  endpoints:
+  - {address: 10.0.0.1}
+  - {address: 10.2.0.1, network: net-b}
+  - {address: 10.3.0.1, network: net-x}
+  - {network: net-y}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: we, namespace: default}
+spec: {address: 10.4.0.1, labels: {topology.istio.io/network: net-z}}
+"""
+
+
+def test_check_says_what_a_network_without_gateway_means(tmp_path):
+    res = tmp_path / "r.yaml"
+    res.write_text(CHECKED)
+    cfg = tmp_path / "strait.yaml"
+    cfg.write_text("node: {network: net-a}\n"
+                   "meshNetworks:\n  networks:\n"
+                   "    net-b: {gateways: [{address: 192.0.2.1}]}\n")
+    r = subprocess.run([STRAIT, "check", "-c", str(cfg), str(res)],
+                       capture_output=True, text=True, timeout=30)
+    # Warnings only: the exit status is 0.
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [x for x in r.stdout.splitlines() if "STR0009" in x]
+    assert len(lines) == 3, r.stdout
+    assert (f"Warning [STR0009] (ServiceEntry default/svc {res}:12:5) "
+            "spec.endpoints[2]: endpoint on network net-x, which has no "
+            "gateway (meshNetworks, or a Service labelled "
+            "topology.istio.io/network): it is reached directly at "
+            "10.3.0.1, as if on this node's network net-a (Istio's rule)"
+            ) in lines, lines
+    assert any("spec.endpoints[3]: endpoint on network net-y" in x
+               and "no address of its own and is left out" in x
+               for x in lines), lines
+    assert any("WorkloadEntry default/we" in x and "net-z" in x
+               for x in lines), lines
+    # A bad meshNetworks is refused with its place.
+    cfg.write_text("meshNetworks:\n  networks:\n"
+                   "    net-b: {gateways: [{port: 15443}]}\n")
+    r = subprocess.run([STRAIT, "check", "-c", str(cfg)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0
+    assert f"{cfg}:3:" in r.stderr and \
+        "needs one of: address, registryServiceName" in r.stderr, r.stderr
