@@ -137,6 +137,12 @@ int bootstrap_mesh_validate(const struct bootstrap *bs, const char *file,
                    bs->node.network);
         nerr++;
     }
+    if (m->n > BOOTSTRAP_MAX_NETWORKS) {
+        conf_error(errs, file, bs->mesh_networks.mark.line,
+                   bs->mesh_networks.mark.col, "meshNetworks.networks",
+                   "%zu networks, more than %d", m->n, BOOTSTRAP_MAX_NETWORKS);
+        nerr++;
+    }
     for (size_t i = 0; i < m->n; i++) {
         const struct bootstrap_network *nw = bootstrap_network_at(bs, i);
 

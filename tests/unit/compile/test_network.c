@@ -480,6 +480,92 @@ static void test_bad_mesh_networks_refused(void **state)
     }
 }
 
+/* head, then n entries "<pre><i><post>" separated by ", ", then tail. */
+static char *many(const char *head, const char *pre, const char *post, size_t n,
+                  const char *tail)
+{
+    struct buf b;
+    char *out;
+
+    buf_init(&b, 1 << 24);
+    buf_puts(&b, head);
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0)
+            buf_puts(&b, ", ");
+        buf_printf(&b, "%s%zu%s", pre, i, post);
+    }
+    buf_puts(&b, tail);
+    out = strdup(buf_cstr(&b));
+    buf_dispose(&b);
+    return out;
+}
+
+static int loads(const char *text, const char *needle)
+{
+    char *err = NULL;
+    struct bootstrap *bs = bootstrap_parse(text, strlen(text), "b.yaml", &err);
+    int ok = bs != NULL;
+
+    if (!ok && strstr(err, needle) == NULL)
+        fail_msg("unexpected error: %s", err);
+    bootstrap_free(bs);
+    free(err);
+    return ok;
+}
+
+/* Every limit, at it and one past it. */
+static void test_limits(void **state)
+{
+    char *t;
+
+    (void)state;
+    t = many("meshNetworks: {networks: {", "n", ": {}", BOOTSTRAP_MAX_NETWORKS,
+             "}}\n");
+    assert_true(loads(t, ""));
+    free(t);
+    t = many("meshNetworks: {networks: {", "n", ": {}",
+             BOOTSTRAP_MAX_NETWORKS + 1, "}}\n");
+    assert_false(loads(t, "1025 networks, more than 1024"));
+    free(t);
+    t = many("meshNetworks: {networks: {b: {gateways: [",
+             "{address: 192.0.2.1, port: 1", "}", BOOTSTRAP_MAX_NET_ENTRIES,
+             "]}}}\n");
+    assert_true(loads(t, ""));
+    free(t);
+    t = many("meshNetworks: {networks: {b: {gateways: [",
+             "{address: 192.0.2.1, port: 1", "}", BOOTSTRAP_MAX_NET_ENTRIES + 1,
+             "]}}}\n");
+    assert_false(loads(t, "needs 0 to 256 entries, has 257"));
+    free(t);
+    t = many("meshNetworks: {networks: {b: {endpoints: [", "{fromRegistry: r",
+             "}", BOOTSTRAP_MAX_NET_ENTRIES + 1, "]}}}\n");
+    assert_false(loads(t, "needs 0 to 256 entries, has 257"));
+    free(t);
+    /* A Service's externalIPs: 64. */
+    {
+        struct buf errs;
+        int nerr = 0;
+        struct resource_set *set;
+
+        for (size_t n = 64; n <= 65; n++) {
+            t = many("apiVersion: v1\nkind: Service\nmetadata: {name: s, "
+                     "namespace: d}\nspec: {ports: [{port: 1}], "
+                     "externalIPs: [",
+                     "192.0.2.", "", n, "]}\n");
+            buf_init(&errs, 1 << 20);
+            set = resource_load_mem(t, strlen(t), "r.yaml", &errs, &nerr);
+            if (n == 64)
+                assert_int_equal(nerr, 0);
+            else
+                assert_non_null(
+                    strstr(buf_cstr(&errs), "needs 0 to 64 entries, has 65"));
+            resource_set_free(set);
+            buf_dispose(&errs);
+            free(t);
+        }
+    }
+}
+
 /* ---- clusters ------------------------------------------------------------ */
 
 static const char CLUSTERS[] =
@@ -589,6 +675,7 @@ int main(void)
         cmocka_unit_test(test_addressless_workload),
         cmocka_unit_test(test_table_from_mesh_networks),
         cmocka_unit_test(test_bad_mesh_networks_refused),
+        cmocka_unit_test(test_limits),
         cmocka_unit_test(test_clusters_split),
     };
 
