@@ -1167,89 +1167,13 @@ static const struct net_table *clusters_nets(struct istio_clusters *t)
     return &t->nt;
 }
 
-static void via_free(char **via, size_t n)
-{
-    for (size_t i = 0; via != NULL && i < n; i++)
-        free(via[i]);
-    free(via);
-}
-
-/*
- * eps_split() puts e through the split horizon (net_split()): e's
- * endpoints become those reached directly and one per gateway that stands
- * for remote ones, *via each one's gateway ("ADDR (SOURCE)", NULL:
- * direct; allocated, as is the array), *sr what was skipped. -1 when
- * memory is short (e unchanged).
- */
+/* eps_split() puts e through the split horizon (net_split_lists()). */
 static int eps_split(const struct net_table *nt, struct eps *e, int mtls,
                      char ***via, struct net_split_result *sr)
 {
-    struct net_ep *in = calloc(e->n ? e->n : 1, sizeof(*in));
-    struct addr *v = NULL;
-    uint32_t *w = NULL;
-    const char **net = NULL, **loc = NULL;
-    char **vv = NULL;
-    size_t n;
+    struct net_lists l = {&e->v, &e->w, &e->net, &e->loc, &e->n};
 
-    *via = NULL;
-    if (in == NULL)
-        return -1;
-    for (size_t i = 0; i < e->n; i++) {
-        in[i].addr = e->v[i];
-        in[i].weight = e->w[i];
-        in[i].network = e->net[i];
-        in[i].locality = e->loc[i];
-    }
-    if (net_split(nt, in, e->n, mtls, sr) < 0) {
-        free(in);
-        return -1;
-    }
-    free(in);
-    n = sr->n ? sr->n : 1;
-    v = calloc(n, sizeof(*v));
-    w = calloc(n, sizeof(*w));
-    net = calloc(n, sizeof(*net));
-    loc = calloc(n, sizeof(*loc));
-    vv = calloc(n, sizeof(*vv));
-    if (v == NULL || w == NULL || net == NULL || loc == NULL || vv == NULL)
-        goto oom;
-    for (size_t i = 0; i < sr->n; i++) {
-        const struct net_out *o = &sr->v[i];
-        v[i] = o->addr;
-        w[i] = o->weight;
-        net[i] = o->network;
-        loc[i] = o->locality;
-        if (o->gw >= 0) {
-            char as[ADDR_STRLEN], text[ADDR_STRLEN + 700];
-            snprintf(text, sizeof(text), "%s (%s)",
-                     addr_format(&nt->gw[o->gw].addr, as, sizeof(as)),
-                     nt->gw[o->gw].source);
-            if ((vv[i] = strdup(text)) == NULL)
-                goto oom;
-        }
-    }
-    free(e->v);
-    free(e->w);
-    free(e->net);
-    free(e->loc);
-    e->v = v;
-    e->w = w;
-    e->net = net;
-    e->loc = loc;
-    e->n = sr->n;
-    *via = vv;
-    /* Only the counts are read from here on. */
-    free(sr->v);
-    sr->v = NULL;
-    return 0;
-oom:
-    free(v);
-    free(w);
-    free(net);
-    free(loc);
-    via_free(vv, sr->n);
-    net_split_dispose(sr);
-    return -1;
+    return net_split_lists(nt, &l, mtls, via, sr);
 }
 
 int istio_cluster_id(void *table, const char *host, const char *subset,
@@ -1323,7 +1247,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     if (cluster_identity(key, passthrough, external, &e, via, &sr, h2, svc_port,
                          drr, &files, buf_cstr(&mtext), &fp) < 0) {
         buf_dispose(&mtext);
-        via_free(via, e.n);
+        net_via_free(via, e.n);
         net_split_dispose(&sr);
         eps_dispose(&e);
         return -1;
@@ -1333,7 +1257,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         c = ident_map_get(t->prev, &fp);
     if (c != NULL) {
         /* Built from the same things: the same cluster. */
-        via_free(via, e.n);
+        net_via_free(via, e.n);
         eps_dispose(&e);
         c = cluster_ref(c);
     } else {
@@ -1358,7 +1282,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         sp.sans = &e.sans;
         c = compile_cluster(t, &sp, t->nworkers, NULL);
         if (c == NULL) {
-            via_free(via, e.n);
+            net_via_free(via, e.n);
             net_split_dispose(&sr);
             eps_dispose(&e);
             ident_id_dispose(&fp);
@@ -1383,7 +1307,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
                      "left out: their network has no gateway",
                      key, sr.skipped_no_gateway,
                      sr.skipped_no_gateway == 1 ? "" : "s");
-        via_free(via, e.n);
+        net_via_free(via, e.n);
         eps_dispose(&e);
         series_labels_unref(c->metrics);
         c->metrics = series_labels_new(buf_ptr(&mtext), buf_len(&mtext), 0);

@@ -556,3 +556,81 @@ void net_split_dispose(struct net_split_result *r)
     free(r->v);
     memset(r, 0, sizeof(*r));
 }
+
+void net_via_free(char **via, size_t n)
+{
+    for (size_t i = 0; via != NULL && i < n; i++)
+        free(via[i]);
+    free(via);
+}
+
+int net_split_lists(const struct net_table *t, struct net_lists *l, int mtls,
+                    char ***via, struct net_split_result *sr)
+{
+    size_t n0 = *l->n, n;
+    struct net_ep *in = calloc(n0 ? n0 : 1, sizeof(*in));
+    struct addr *v = NULL;
+    uint32_t *w = NULL;
+    const char **net = NULL, **loc = NULL;
+    char **vv = NULL;
+
+    *via = NULL;
+    if (in == NULL)
+        return -1;
+    for (size_t i = 0; i < n0; i++) {
+        in[i].addr = (*l->v)[i];
+        in[i].weight = (*l->w)[i];
+        in[i].network = (*l->net)[i];
+        in[i].locality = (*l->loc)[i];
+    }
+    if (net_split(t, in, n0, mtls, sr) < 0) {
+        free(in);
+        return -1;
+    }
+    free(in);
+    n = sr->n ? sr->n : 1;
+    v = calloc(n, sizeof(*v));
+    w = calloc(n, sizeof(*w));
+    net = calloc(n, sizeof(*net));
+    loc = calloc(n, sizeof(*loc));
+    vv = calloc(n, sizeof(*vv));
+    if (v == NULL || w == NULL || net == NULL || loc == NULL || vv == NULL)
+        goto oom;
+    for (size_t i = 0; i < sr->n; i++) {
+        const struct net_out *o = &sr->v[i];
+        v[i] = o->addr;
+        w[i] = o->weight;
+        net[i] = o->network;
+        loc[i] = o->locality;
+        if (o->gw >= 0) {
+            char as[ADDR_STRLEN], text[ADDR_STRLEN + 700];
+            snprintf(text, sizeof(text), "%s (%s)",
+                     addr_format(&t->gw[o->gw].addr, as, sizeof(as)),
+                     t->gw[o->gw].source);
+            if ((vv[i] = strdup(text)) == NULL)
+                goto oom;
+        }
+    }
+    free(*l->v);
+    free(*l->w);
+    free(*l->net);
+    free(*l->loc);
+    *l->v = v;
+    *l->w = w;
+    *l->net = net;
+    *l->loc = loc;
+    *l->n = sr->n;
+    *via = vv;
+    /* Only the counts are read from here on. */
+    free(sr->v);
+    sr->v = NULL;
+    return 0;
+oom:
+    free(v);
+    free(w);
+    free(net);
+    free(loc);
+    net_via_free(vv, sr->n);
+    net_split_dispose(sr);
+    return -1;
+}

@@ -168,6 +168,27 @@ int net_split(const struct net_table *t, const struct net_ep *eps, size_t n,
               int mtls, struct net_split_result *out);
 void net_split_dispose(struct net_split_result *r);
 
+/*
+ * net_split_lists() is net_split() over parallel arrays (a compiler's
+ * endpoint lists, each realloc'ed: addresses, weights, networks,
+ * localities, *n of each), replaced by the result: the endpoints reached
+ * directly and one per gateway standing for remote ones. *via gets each
+ * one's gateway as "ADDR:PORT (SOURCE)", NULL when reached directly (the
+ * array and strings allocated: net_via_free()); *sr the counts of what
+ * was skipped (its v is freed). Network strings may point into t. -1
+ * when memory is short (the lists unchanged).
+ */
+struct net_lists {
+    struct addr **v;
+    uint32_t **w;
+    const char ***net, ***loc;
+    size_t *n;
+};
+
+int net_split_lists(const struct net_table *t, struct net_lists *l, int mtls,
+                    char ***via, struct net_split_result *sr);
+void net_via_free(char **via, size_t n);
+
 /* net_scale_factor() is the least common multiple of the number of
  * gateway addresses of each network in t (1 without gateways). */
 uint32_t net_scale_factor(const struct net_table *t);
