@@ -10,6 +10,8 @@ byte by a recording listener, SAN verification failing closed, remote
 endpoints of a non-mTLS cluster skipped and shown, a hostname gateway
 resolved through strait's DNS cache with istiod's 30 s minimum TTL, and
 /clusters showing network, locality and the gateway."""
+import os
+import signal
 import socket
 import struct
 import subprocess
@@ -373,6 +375,30 @@ def test_two_sites_through_the_east_west_gateway(nodes, tmp_path,
         wait_for(lambda: asked("tick.test") >= ticks + 3, 15,
                  "three refreshes of tick.test")
         assert asked("gw.d.test") == gw_asked, dns.queries
+
+        # meshNetworks follows a reload of the bootstrap (SIGHUP): net-b's
+        # gateway moved to a closed port, then back.
+        closed = free_port()
+        text = a.config.read_text()
+        new = text.replace(f"net-b: {{gateways: [{{address: 127.0.0.1, "
+                           f"port: {ew}}}]}}",
+                           f"net-b: {{gateways: [{{address: 127.0.0.1, "
+                           f"port: {closed}}}]}}")
+        assert new != text
+        tmp = a.config.with_suffix(".tmp")
+        tmp.write_text(new)
+        os.replace(tmp, a.config)
+        a.signal(signal.SIGHUP)
+        wait_for(lambda: f"{name}::127.0.0.1:{closed}::reached::via gateway "
+                 f"127.0.0.1:{closed} (meshNetworks)" in clusters(a), 15,
+                 "the moved gateway")
+        assert fetch(edge, "/again")[0] == 503
+        tmp.write_text(text)
+        os.replace(tmp, a.config)
+        a.signal(signal.SIGHUP)
+        wait_for(lambda: fetch(edge, "/again") == (200,
+                                                   b"site-b backend /again"),
+                 15, "the gateway back")
     finally:
         rec.stop()
         dns.stop()
