@@ -598,6 +598,23 @@ static const char CLUSTERS[] =
     "{kubernetes.io/service-name: k}}\n"
     "addressType: IPv4\nports: [{name: http, port: 8080}]\n"
     "endpoints: [{addresses: [10.9.0.7]}]\n"
+    "---\napiVersion: v1\nkind: Service\n"
+    "metadata: {name: k2, namespace: default}\n"
+    "spec: {ports: [{port: 9080, name: http}]}\n"
+    "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n"
+    "metadata: {name: k2-1, namespace: default, labels: "
+    "{kubernetes.io/service-name: k2, topology.istio.io/network: net-b}}\n"
+    "addressType: IPv4\nports: [{name: http, port: 8080}]\n"
+    "endpoints: [{addresses: [10.9.0.8]}]\n"
+    "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n"
+    "metadata: {name: k2-2, namespace: default, labels: "
+    "{kubernetes.io/service-name: k2}}\n"
+    "addressType: IPv4\nports: [{name: http, port: 8080}]\n"
+    "endpoints: [{addresses: [10.0.0.8]}]\n"
+    "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\n"
+    "metadata: {name: k2, namespace: default}\n"
+    "spec: {host: k2.default.svc.cluster.local, trafficPolicy: {tls: {mode: "
+    "ISTIO_MUTUAL}}}\n"
     "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\n"
     "metadata: {name: k, namespace: default}\n"
     "spec: {host: k.default.svc.cluster.local, trafficPolicy: {tls: {mode: "
@@ -645,6 +662,14 @@ static void test_clusters_split(void **state)
     c = t.v[id];
     assert_int_equal(c->nendpoints, 1);
     assert_string_equal(fmt(&c->endpoints[0]), "192.0.2.1:15443");
+    /* An EndpointSlice's own label: that slice's endpoints only. */
+    id = istio_cluster_id(&t, "k2.default.svc.cluster.local", NULL, 9080);
+    c = t.v[id];
+    assert_int_equal(c->nendpoints, 2);
+    assert_string_equal(fmt(&c->endpoints[0]), "10.0.0.8:8080");
+    assert_string_equal(c->ep_meta[0].network, "net-a");
+    assert_string_equal(fmt(&c->endpoints[1]), "192.0.2.1:15443");
+    assert_string_equal(c->ep_meta[1].network, "net-b");
     istio_clusters_dispose(&t);
 
     /* On net-b itself everything is local and direct. */
