@@ -193,6 +193,7 @@ static int cmd_check(int argc, char **argv)
             node.default_ns = bs->config.default_ns;
             node.network = bs->node.network;
             node.mesh = &bs->mesh_networks;
+            node.bootstrap_file = path;
         }
         for (int i = optind; i < argc; i++)
             if (resource_check_node(argv[i], json, mode,

@@ -79,11 +79,60 @@ static void check_endpoint(const struct resource_set *set,
                      here[0] ? here : "(none)");
 }
 
+/* Is host (a full name) a service of the set? */
+static int registry_has(const struct resource_set *set, const char *host)
+{
+    char fq[512];
+
+    for (size_t i = 0; i < set->n; i++) {
+        const struct resource *r = set->v[i];
+        const struct res_service_entry *se;
+        if (!res_is_service(r) || (se = res_service_entry(r)) == NULL)
+            continue;
+        for (size_t k = 0; k < se->hosts.n; k++)
+            if (res_host_fqdn(se->hosts.v[k], r->meta.ns, set->domain, fq,
+                              sizeof(fq)) >= 0 &&
+                strcmp(fq, host) == 0)
+                return 1;
+    }
+    return 0;
+}
+
+static void check_registry_gateways(const struct resource_set *set,
+                                    const struct analysis_node *node,
+                                    struct res_msgs *msgs)
+{
+    const struct bootstrap_mesh_networks *m = node->mesh;
+    char path[300];
+
+    for (size_t i = 0; m != NULL && i < m->networks.n; i++) {
+        const struct bootstrap_network *nw =
+            (const struct bootstrap_network *)m->networks.v + i;
+        for (size_t k = 0; k < nw->gateways.n; k++) {
+            const struct bootstrap_net_gateway *g =
+                (const struct bootstrap_net_gateway *)nw->gateways.v + k;
+            const char *h = g->registry_service_name;
+            if (h == NULL || h[0] == '\0' || registry_has(set, h))
+                continue;
+            snprintf(path, sizeof(path),
+                     "meshNetworks.networks.%s.gateways[%zu]",
+                     m->networks.keys[i], k);
+            res_msgs_add(msgs, "STR0009", RES_WARNING,
+                         node->bootstrap_file ? node->bootstrap_file : "",
+                         g->mark.line, g->mark.col, "bootstrap", path,
+                         "registryServiceName %s is no service of the "
+                         "registry: network %s gets no gateway from it",
+                         h, m->networks.keys[i]);
+        }
+    }
+}
+
 void analyze_networks(const struct resource_set *set,
                       const struct analysis_node *node, struct res_msgs *msgs)
 {
     char path[64];
 
+    check_registry_gateways(set, node, msgs);
     for (size_t i = 0; i < set->n; i++) {
         const struct resource *r = set->v[i];
 

@@ -66,10 +66,12 @@ struct analysis_node {
      * without a gateway are said (STR0009). */
     const char *network;
     const struct bootstrap_mesh_networks *mesh;
+    const char *bootstrap_file; /* where mesh was read, for messages */
 };
 
 /* analyze_networks() adds STR0009 Warnings for endpoints on a network
- * other than node's that has no gateway (analyze-net.c). */
+ * other than node's that has no gateway, and for meshNetworks gateways
+ * whose registryServiceName is no service of the set (analyze-net.c). */
 void analyze_networks(const struct resource_set *set,
                       const struct analysis_node *node, struct res_msgs *msgs);
 

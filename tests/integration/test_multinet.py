@@ -431,13 +431,21 @@ def test_check_says_what_a_network_without_gateway_means(tmp_path):
     cfg = tmp_path / "strait.yaml"
     cfg.write_text("node: {network: net-a}\n"
                    "meshNetworks:\n  networks:\n"
-                   "    net-b: {gateways: [{address: 192.0.2.1}]}\n")
+                   "    net-b: {gateways: [{address: 192.0.2.1}]}\n"
+                   "    net-q:\n"
+                   "      gateways:\n"
+                   "      - {registryServiceName: svc.example.test}\n"
+                   "      - {registryServiceName: nope.example.test}\n")
     r = subprocess.run([STRAIT, "check", "-c", str(cfg), str(res)],
                        capture_output=True, text=True, timeout=30)
     # Warnings only: the exit status is 0.
     assert r.returncode == 0, r.stdout + r.stderr
     lines = [x for x in r.stdout.splitlines() if "STR0009" in x]
-    assert len(lines) == 3, r.stdout
+    assert len(lines) == 4, r.stdout
+    assert (f"Warning [STR0009] (bootstrap {cfg}:8:9) "
+            "meshNetworks.networks.net-q.gateways[1]: registryServiceName "
+            "nope.example.test is no service of the registry: network net-q "
+            "gets no gateway from it") in lines, lines
     assert (f"Warning [STR0009] (ServiceEntry default/svc {res}:12:5) "
             "spec.endpoints[2]: endpoint on network net-x, which has no "
             "gateway (meshNetworks, or a Service labelled "
