@@ -1155,6 +1155,11 @@ void admin_render_clusters(const struct admin_ops *ops, struct buf *b)
                        "%s::remote_endpoints_skipped::%" PRIu32
                        " (no gateway of this node's IP family)\n",
                        cl[i]->name, cl[i]->remote_skipped_family);
+        if (cl[i]->remote_skipped_view > 0)
+            buf_printf(b,
+                       "%s::remote_endpoints_skipped::%" PRIu32
+                       " (east-west gateway: not on this network)\n",
+                       cl[i]->name, cl[i]->remote_skipped_view);
         if (cl[i]->remote_skipped_no_gateway > 0)
             buf_printf(b,
                        "%s::remote_endpoints_skipped::%" PRIu32

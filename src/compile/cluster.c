@@ -924,6 +924,7 @@ static int cluster_identity(const char *key, int passthrough, int external,
     ident_u64(&d, 'm', sr->skipped_mtls);
     ident_u64(&d, 'f', sr->skipped_family);
     ident_u64(&d, 'u', sr->skipped_no_gateway);
+    ident_u64(&d, 'v', sr->skipped_view);
     ident_u64(&d, 'S', e->sans.n);
     for (size_t i = 0; i < e->sans.n; i++)
         ident_str(&d, 's', e->sans.v[i]);
@@ -1168,12 +1169,12 @@ static const struct net_table *clusters_nets(struct istio_clusters *t)
 }
 
 /* eps_split() puts e through the split horizon (net_split_lists()). */
-static int eps_split(const struct net_table *nt, struct eps *e, int mtls,
+static int eps_split(const struct net_table *nt, struct eps *e, unsigned flags,
                      char ***via, struct net_split_result *sr)
 {
     struct net_lists l = {&e->v, &e->w, &e->net, &e->loc, &e->n};
 
-    return net_split_lists(nt, &l, mtls, via, sr);
+    return net_split_lists(nt, &l, flags, via, sr);
 }
 
 int istio_cluster_id(void *table, const char *host, const char *subset,
@@ -1196,6 +1197,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     struct eff_policy ep0 = {NULL, NULL, NULL, NULL};
     struct net_split_result sr;
     char **via = NULL;
+    char lookup[660];
 
     if (!host_registered(t, host)) {
         /* A wildcard names no host to pass through to. */
@@ -1211,7 +1213,11 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     snprintf(key, sizeof(key), "%s|%s|%" PRIu32, host, subset ? subset : "",
              port);
     memset(&e, 0, sizeof(e));
-    id = (uintptr_t)strmap_get(&t->ids, key);
+    /* An east-west gateway's view of a host is a cluster of its own
+     * (same name), apart from what routes on the listener send to. */
+    snprintf(lookup, sizeof(lookup), "%s%s", key,
+             t->local_view ? "|local-view" : "");
+    id = (uintptr_t)strmap_get(&t->ids, lookup);
     if (id > 0)
         return (int)(id - 1);
     e.nt = clusters_nets(t);
@@ -1236,7 +1242,10 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     if (sub != NULL)
         merge_policy(&ep0, &sub->traffic_policy, svc_port);
     if (eps_split(e.nt, &e,
-                  ep0.tls != NULL && ep0.tls->mode == RES_TLS_ISTIO_MUTUAL,
+                  (ep0.tls != NULL && ep0.tls->mode == RES_TLS_ISTIO_MUTUAL
+                       ? NET_SPLIT_MTLS
+                       : 0) |
+                      (t->local_view ? NET_SPLIT_LOCAL_VIEW : 0),
                   &via, &sr) < 0) {
         eps_dispose(&e);
         return -1;
@@ -1293,6 +1302,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         c->remote_skipped_mtls = sr.skipped_mtls;
         c->remote_skipped_family = sr.skipped_family;
         c->remote_skipped_no_gateway = sr.skipped_no_gateway;
+        c->remote_skipped_view = sr.skipped_view;
         if (sr.skipped_mtls > 0)
             log_warn("cluster %s: %" PRIu32 " endpoint%s on other networks "
                      "left out: cross-network traffic needs mTLS (a "
@@ -1332,7 +1342,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     net_split_dispose(&sr);
     used_cluster(t->used, &fp, &files);
     ident_id_dispose(&fp);
-    r = table_add(t, key, c);
+    r = table_add(t, lookup, c);
     if (r < 0)
         cluster_unref(c);
     return r;

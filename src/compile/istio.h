@@ -188,6 +188,9 @@ struct istio_clusters {
     struct net_inputs nets;
     struct net_table nt;
     int nt_built;
+    /* Set while an AUTO_PASSTHROUGH server's clusters are built: only
+     * endpoints on the node's network (NET_SPLIT_LOCAL_VIEW). */
+    int local_view;
 };
 
 void istio_clusters_init(struct istio_clusters *t,

@@ -387,8 +387,12 @@ static int auto_push(struct l4_build *b, const char *host, uint32_t port,
     ascii_lower_str(a->host);
     a->port = port;
     c->nautos++;
+    /* The east-west gateway's own network view: never a remote
+     * network's gateway (compile/network.h, NET_SPLIT_LOCAL_VIEW). */
+    b->table.local_view = 1;
     id = istio_cluster_id(&b->table, host,
                           subset != NULL && subset[0] ? subset : NULL, port);
+    b->table.local_view = 0;
     if (id < 0)
         return err_set(b->err, "out of memory");
     a->cluster = (size_t)id;

@@ -456,19 +456,27 @@ static int same_str(const char *a, const char *b)
 }
 
 int net_split(const struct net_table *t, const struct net_ep *eps, size_t n,
-              int mtls, struct net_split_result *out)
+              unsigned flags, struct net_split_result *out)
 {
     uint64_t *gw_weight = NULL;
     uint32_t scale;
     const char *node = t->node_network ? t->node_network : "";
     char *done = NULL;
+    int mtls = (flags & NET_SPLIT_MTLS) != 0;
+    int view = (flags & NET_SPLIT_LOCAL_VIEW) != 0 && node[0] != '\0';
 
     memset(out, 0, sizeof(*out));
-    if (t->ngw == 0) {
-        /* Not multi-network: the endpoints unchanged. */
+    if (t->ngw == 0 || view) {
+        /* Not multi-network, or an east-west gateway's own view: the
+         * endpoints unchanged, less those it cannot see. */
         for (size_t i = 0; i < n; i++) {
             struct net_out o = {eps[i].addr, eps[i].weight, eps[i].network,
                                 eps[i].locality, -1};
+            const char *net = eps[i].network ? eps[i].network : "";
+            if (view && net[0] != '\0' && strcmp(net, node) != 0) {
+                out->skipped_view++;
+                continue;
+            }
             if (addr_family(&eps[i].addr) == AF_UNSPEC) {
                 out->skipped_no_gateway++;
                 continue;
@@ -564,8 +572,8 @@ void net_via_free(char **via, size_t n)
     free(via);
 }
 
-int net_split_lists(const struct net_table *t, struct net_lists *l, int mtls,
-                    char ***via, struct net_split_result *sr)
+int net_split_lists(const struct net_table *t, struct net_lists *l,
+                    unsigned flags, char ***via, struct net_split_result *sr)
 {
     size_t n0 = *l->n, n;
     struct net_ep *in = calloc(n0 ? n0 : 1, sizeof(*in));
@@ -583,7 +591,7 @@ int net_split_lists(const struct net_table *t, struct net_lists *l, int mtls,
         in[i].network = (*l->net)[i];
         in[i].locality = (*l->loc)[i];
     }
-    if (net_split(t, in, n0, mtls, sr) < 0) {
+    if (net_split(t, in, n0, flags, sr) < 0) {
         free(in);
         return -1;
     }

@@ -144,11 +144,23 @@ struct net_split_result {
     /* endpoints without an address (AF_UNSPEC: a WorkloadEntry with only
      * a network) whose network has no gateway */
     uint32_t skipped_no_gateway;
+    uint32_t skipped_view; /* NET_SPLIT_LOCAL_VIEW: not on this network */
 };
+
+/* How net_split() treats a cluster. */
+#define NET_SPLIT_MTLS 1u /* its traffic policy is ISTIO_MUTUAL */
+/* An east-west gateway's cluster (AUTO_PASSTHROUGH): only endpoints on
+ * the node's network (or with none), as Istio's east-west gateway runs
+ * with ISTIO_META_REQUESTED_NETWORK_VIEW set to its own network; never
+ * through another gateway, so two sites never relay to each other in a
+ * loop. */
+#define NET_SPLIT_LOCAL_VIEW 2u
 
 /*
  * net_split() is Istio's split horizon over eps (n, in registry order)
- * for a cluster (mtls: its traffic policy is ISTIO_MUTUAL):
+ * for a cluster (flags: NET_SPLIT_*):
+ *  - with NET_SPLIT_LOCAL_VIEW and a node network, the endpoints on it
+ *    (or on none) unchanged, the others skipped;
  *  - without any gateway in t, eps unchanged;
  *  - an endpoint on the node's network (or with no network), or on a
  *    network without gateways, is used directly;
@@ -165,7 +177,7 @@ struct net_split_result {
  * 0, or -1 when memory is short.
  */
 int net_split(const struct net_table *t, const struct net_ep *eps, size_t n,
-              int mtls, struct net_split_result *out);
+              unsigned flags, struct net_split_result *out);
 void net_split_dispose(struct net_split_result *r);
 
 /*
@@ -185,8 +197,8 @@ struct net_lists {
     size_t *n;
 };
 
-int net_split_lists(const struct net_table *t, struct net_lists *l, int mtls,
-                    char ***via, struct net_split_result *sr);
+int net_split_lists(const struct net_table *t, struct net_lists *l,
+                    unsigned flags, char ***via, struct net_split_result *sr);
 void net_via_free(char **via, size_t n);
 
 /* net_scale_factor() is the least common multiple of the number of

@@ -105,6 +105,7 @@ struct cluster {
     uint32_t remote_skipped_mtls;
     uint32_t remote_skipped_family;
     uint32_t remote_skipped_no_gateway; /* no address, no gateway */
+    uint32_t remote_skipped_view;       /* an east-west gateway's: not local */
     struct h1_client_conf h1;
     struct h2_client_conf h2;
     uint64_t max_requests_per_conn; /* 0: no limit */

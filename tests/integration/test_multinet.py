@@ -52,7 +52,18 @@ spec:
   location: MESH_INTERNAL
   resolution: STATIC
   ports: [{{number: {svc}, name: http, protocol: HTTP}}]
-  endpoints: [{{address: 127.0.0.1, ports: {{http: {mesh}}}}}]
+  endpoints:
+  - {{address: 127.0.0.1, ports: {{http: {mesh}}}}}
+  # An endpoint of the same service on site A's network: B's east-west
+  # gateway never sends there (its own network view).
+  - {{address: 10.1.0.9, network: net-a}}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: exported, namespace: istio-system}}
+spec:
+  host: b.example.test
+  trafficPolicy: {{tls: {{mode: ISTIO_MUTUAL}}}}
 ---
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
@@ -274,7 +285,10 @@ def test_two_sites_through_the_east_west_gateway(nodes, tmp_path,
         b = nodes("site-b", f"{{enabled: true, dir: {tmp_path / 'b-ca'}, "
                             f"address: 127.0.0.1:{ca_port}}}",
                   node_yaml=(f"node: {{network: net-b}}\n"
-                             f"config: {{dir: \"{conf_b}\"}}\n")).start()
+                             f"config: {{dir: \"{conf_b}\"}}\n"
+                             "meshNetworks:\n  networks:\n"
+                             f"    net-a: {{gateways: [{{address: 127.0.0.1, "
+                             f"port: {free_port()}}}]}}\n")).start()
         b.ca_url = f"https://127.0.0.1:{ca_port}"
 
         conf_a = tmp_path / "a-conf"
@@ -307,6 +321,18 @@ def test_two_sites_through_the_east_west_gateway(nodes, tmp_path,
         st = b.stats()
         assert any(k.endswith("auto_passthrough.relayed") and v >= 1
                    for k, v in st.items()), st
+        # B's gateway sees only its own network's endpoint of the service
+        # (Istio's REQUESTED_NETWORK_VIEW), never A's gateway: several
+        # requests all reach the backend.
+        for i in range(4):
+            assert fetch(edge, f"/again{i}") == (200, b"site-b backend /again%d"
+                                                 % i)
+        cl = clusters(b)
+        assert (f"b.example.test||{SVC_PORT}::remote_endpoints_skipped::1 "
+                "(east-west gateway: not on this network)") in cl, cl
+        assert f"b.example.test||{SVC_PORT}::127.0.0.1:{mesh}::reached::direct" \
+            in cl, cl
+        assert "via gateway" not in cl, cl
         # B's mesh server saw A's own SPIFFE identity (end-to-end mTLS).
         wait_for(lambda: "peer_uri_san=spiffe://example.org/ns/team/sa/caller"
                  in b.log(), 10, "A's identity at B")

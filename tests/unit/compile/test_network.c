@@ -103,7 +103,7 @@ static void test_remote_endpoints_become_their_gateway(void **state)
 
     (void)state;
     table(&t, "a", gw, 1, NET_V4);
-    assert_int_equal(net_split(&t, in, 4, 1, &r), 0);
+    assert_int_equal(net_split(&t, in, 4, NET_SPLIT_MTLS, &r), 0);
     assert_int_equal(r.n, 3);
     assert_string_equal(fmt(&r.v[0].addr), "10.0.0.1:8080");
     assert_int_equal(r.v[0].gw, -1);
@@ -135,7 +135,7 @@ static void test_scale_factor_splits_evenly(void **state)
     (void)state;
     table(&t, "a", gw, 5, NET_V4);
     assert_int_equal(net_scale_factor(&t), 6);
-    assert_int_equal(net_split(&t, in, 2, 1, &r), 0);
+    assert_int_equal(net_split(&t, in, 2, NET_SPLIT_MTLS, &r), 0);
     assert_int_equal(r.n, 5);
     /* Sorted by network, then address, whatever the declared order. */
     assert_string_equal(fmt(&r.v[0].addr), "192.0.2.21:15443");
@@ -178,7 +178,7 @@ static void test_skip_rules(void **state)
     /* With it: the network with only IPv6 gateways is left out on an
      * IPv4 node; the mixed one uses its IPv4 gateway only, with the
      * whole weight (1 x lcm(1, 1, 2) / 1 usable). */
-    assert_int_equal(net_split(&t, in, 4, 1, &r), 0);
+    assert_int_equal(net_split(&t, in, 4, NET_SPLIT_MTLS, &r), 0);
     assert_int_equal(r.skipped_family, 1);
     assert_int_equal(r.skipped_mtls, 0);
     assert_int_equal(r.n, 3);
@@ -203,7 +203,7 @@ static void test_node_without_network_goes_through_gateways(void **state)
     /* Istio's special case: the node's network unset, the endpoint's set
      * and gateways known: through the gateway. No network: direct. */
     table(&t, "", gw, 1, NET_V4);
-    assert_int_equal(net_split(&t, in, 2, 1, &r), 0);
+    assert_int_equal(net_split(&t, in, 2, NET_SPLIT_MTLS, &r), 0);
     assert_int_equal(r.n, 2);
     assert_string_equal(fmt(&r.v[0].addr), "10.0.0.1:8080");
     assert_string_equal(fmt(&r.v[1].addr), "192.0.2.1:15443");
@@ -224,7 +224,7 @@ static void test_grouped_by_locality_deterministic(void **state)
 
     (void)state;
     table(&t, "a", gw, 2, NET_V4);
-    assert_int_equal(net_split(&t, in, 5, 1, &r), 0);
+    assert_int_equal(net_split(&t, in, 5, NET_SPLIT_MTLS, &r), 0);
     /* eu/z2 first (it appears first): its direct endpoint, then both
      * gateways with (1 + 1) x 2 / 2; then eu/z1 likewise with 3 x 2 / 2. */
     assert_int_equal(r.n, 6);
@@ -242,7 +242,7 @@ static void test_grouped_by_locality_deterministic(void **state)
     assert_string_equal(r.v[4].locality, "eu/z1");
     assert_string_equal(fmt(&r.v[5].addr), "192.0.2.2:15443");
     /* The same input, the same output. */
-    assert_int_equal(net_split(&t, in, 5, 1, &r2), 0);
+    assert_int_equal(net_split(&t, in, 5, NET_SPLIT_MTLS, &r2), 0);
     assert_int_equal(r2.n, r.n);
     for (size_t i = 0; i < r.n; i++) {
         assert_true(addr_equal(&r.v[i].addr, &r2.v[i].addr));
@@ -250,6 +250,38 @@ static void test_grouped_by_locality_deterministic(void **state)
     }
     net_split_dispose(&r);
     net_split_dispose(&r2);
+    net_table_dispose(&t);
+}
+
+static void test_local_view(void **state)
+{
+    static const struct net_gateway gw[] = {{"b", "192.0.2.1", 15443, "x"}};
+    struct net_table t;
+    struct net_ep in[3] = {ep("10.9.0.1", 1, "b", ""),
+                           ep("10.0.0.1", 1, "a", ""),
+                           ep("10.0.0.2", 1, "", "")};
+    struct net_split_result r;
+
+    (void)state;
+    /* An east-west gateway on network a: its own endpoints only, never
+     * b's gateway, mTLS or not. */
+    table(&t, "a", gw, 1, NET_V4);
+    assert_int_equal(
+        net_split(&t, in, 3, NET_SPLIT_MTLS | NET_SPLIT_LOCAL_VIEW, &r), 0);
+    assert_int_equal(r.n, 2);
+    assert_string_equal(fmt(&r.v[0].addr), "10.0.0.1:8080");
+    assert_string_equal(fmt(&r.v[1].addr), "10.0.0.2:8080");
+    assert_int_equal(r.skipped_view, 1);
+    net_split_dispose(&r);
+    net_table_dispose(&t);
+    /* Without a network of its own it sees everything (no gateways
+     * used). */
+    table(&t, "", gw, 1, NET_V4);
+    assert_int_equal(
+        net_split(&t, in, 3, NET_SPLIT_MTLS | NET_SPLIT_LOCAL_VIEW, &r), 0);
+    assert_int_equal(r.n, 3);
+    assert_int_equal(r.v[0].gw, -1);
+    net_split_dispose(&r);
     net_table_dispose(&t);
 }
 
@@ -263,7 +295,7 @@ static void test_weight_capped(void **state)
 
     (void)state;
     table(&t, "a", gw, 1, NET_V4);
-    assert_int_equal(net_split(&t, in, 2, 1, &r), 0);
+    assert_int_equal(net_split(&t, in, 2, NET_SPLIT_MTLS, &r), 0);
     assert_int_equal(r.n, 1);
     assert_int_equal(r.v[0].weight, UINT32_MAX);
     net_split_dispose(&r);
@@ -286,7 +318,7 @@ static void test_addressless_workload(void **state)
     in[1] = in[0];
     in[1].network = "c"; /* no gateway: unreachable */
     table(&t, "a", gw, 1, NET_V4);
-    assert_int_equal(net_split(&t, in, 2, 1, &r), 0);
+    assert_int_equal(net_split(&t, in, 2, NET_SPLIT_MTLS, &r), 0);
     assert_int_equal(r.n, 1);
     assert_string_equal(fmt(&r.v[0].addr), "192.0.2.1:15443");
     assert_int_equal(r.skipped_no_gateway, 1);
@@ -696,6 +728,7 @@ int main(void)
         cmocka_unit_test(test_skip_rules),
         cmocka_unit_test(test_node_without_network_goes_through_gateways),
         cmocka_unit_test(test_grouped_by_locality_deterministic),
+        cmocka_unit_test(test_local_view),
         cmocka_unit_test(test_weight_capped),
         cmocka_unit_test(test_addressless_workload),
         cmocka_unit_test(test_table_from_mesh_networks),
