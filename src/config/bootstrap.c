@@ -532,6 +532,52 @@ static const struct conf_key ca_join_keys[] = {
 };
 static const struct conf_section ca_join_section = {ca_join_keys, 0, SIZE_MAX};
 
+static const struct conf_key ca_istiod_keys[] = {
+    {"address", CONF_STR, OFF(struct bootstrap_ca_istiod, address), 0, 0, "",
+     "istiod's CA to get this node's certificate from over gRPC: HOST:PORT, "
+     "e.g. istiod.istio-system.svc.cluster.local:15012 (\"\" for none)",
+     NULL, NULL, NULL, NULL},
+    {"rootCert", CONF_STR, OFF(struct bootstrap_ca_istiod, root_cert), 0, 0,
+     "/var/run/secrets/istio/root-cert.pem",
+     "the mesh root istiod's certificate and the issued chain are verified "
+     "against (the istio-ca-root-cert ConfigMap mounted); read at each "
+     "request",
+     NULL, NULL, NULL, NULL},
+    {"token", CONF_STR, OFF(struct bootstrap_ca_istiod, token), 0, 0,
+     "/var/run/secrets/tokens/istio-token",
+     "the projected service-account token (audience istio-ca) sent as "
+     "Bearer; read at each request, as the kubelet rotates it",
+     NULL, NULL, NULL, NULL},
+    {"clusterID", CONF_STR, OFF(struct bootstrap_ca_istiod, cluster_id), 0, 0,
+     "Kubernetes", "sent as the ClusterID header istiod reads (\"\": none)",
+     NULL, NULL, NULL, NULL},
+    {"serverName", CONF_STR, OFF(struct bootstrap_ca_istiod, server_name), 0,
+     0, "",
+     "SNI and the name istiod's certificate is checked for; \"\": the "
+     "host of address",
+     NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section ca_istiod_section = {ca_istiod_keys, 0,
+                                                      SIZE_MAX};
+
+static const struct conf_key ca_sa_token_keys[] = {
+    {"issuer", CONF_STR, OFF(struct bootstrap_ca_sa_tokens, issuer), 0, 0, "",
+     "iss of the service-account tokens the CA's gRPC API accepts (e.g. "
+     "https://kubernetes.default.svc.cluster.local)",
+     NULL, NULL, NULL, NULL},
+    {"jwksFile", CONF_STR, OFF(struct bootstrap_ca_sa_tokens, jwks_file), 0,
+     0, "",
+     "the issuer's public keys (JWKS, e.g. the API server's "
+     "/openid/v1/jwks); read at start; \"\": tokens are not accepted",
+     NULL, NULL, NULL, NULL},
+    {"audience", CONF_STR, OFF(struct bootstrap_ca_sa_tokens, audience), 0, 0,
+     "istio-ca", "the audience a token must name", NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section ca_sa_token_section = {ca_sa_token_keys, 0,
+                                                        SIZE_MAX};
+
 static const struct conf_key ca_keys[] = {
     {"enabled", CONF_BOOL, OFF(struct bootstrap_ca, enabled), 0, 0, "false",
      "run the embedded CA: issue this node's certificate and serve joining "
@@ -565,6 +611,14 @@ static const struct conf_key ca_keys[] = {
     {"join", CONF_SECTION, OFF(struct bootstrap_ca, join), 0, 0, NULL,
      "get this node's certificate from another strait's CA", NULL,
      &ca_join_section, NULL, NULL},
+    {"istiod", CONF_SECTION, OFF(struct bootstrap_ca, istiod), 0, 0, NULL,
+     "get this node's certificate from istiod (gRPC CreateCertificate)",
+     NULL, &ca_istiod_section, NULL, NULL},
+    {"serviceAccountTokens", CONF_SECTION, OFF(struct bootstrap_ca, sa_tokens),
+     0, 0, NULL,
+     "Kubernetes service-account tokens the CA's gRPC API takes as proof of "
+     "identity",
+     NULL, &ca_sa_token_section, NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 static const struct conf_section ca_section = {ca_keys, 0, SIZE_MAX};
@@ -1122,6 +1176,38 @@ static int bootstrap_validate(const struct bootstrap *bs, const char *file,
     if (bs->ca.enabled && bs->ca.join.address[0] != '\0') {
         conf_error(errs, file, 0, 0, "ca.join.address",
                    "a node runs the CA (ca.enabled) or joins one, not both");
+        nerr++;
+    }
+    if (bs->ca.istiod.address[0] != '\0' &&
+        (bs->ca.enabled || bs->ca.join.address[0] != '\0')) {
+        conf_error(errs, file, 0, 0, "ca.istiod.address",
+                   "a node gets its certificate from one place: istiod, "
+                   "its own CA (ca.enabled) or a joined CA, not two");
+        nerr++;
+    }
+    if (bs->ca.istiod.address[0] != '\0' &&
+        (bs->ca.istiod.root_cert[0] == '\0' ||
+         bs->ca.istiod.token[0] == '\0')) {
+        conf_error(errs, file, 0, 0, "ca.istiod",
+                   "rootCert and token are needed to call istiod");
+        nerr++;
+    }
+    if ((bs->ca.sa_tokens.jwks_file[0] != '\0') !=
+        (bs->ca.sa_tokens.issuer[0] != '\0')) {
+        conf_error(errs, file, 0, 0, "ca.serviceAccountTokens",
+                   "issuer and jwksFile go together");
+        nerr++;
+    }
+    if (bs->ca.sa_tokens.jwks_file[0] != '\0' && !bs->ca.enabled) {
+        conf_error(errs, file, 0, 0, "ca.serviceAccountTokens",
+                   "only a node that runs the CA (ca.enabled) checks "
+                   "service-account tokens");
+        nerr++;
+    }
+    if (bs->ca.sa_tokens.jwks_file[0] != '\0' &&
+        bs->ca.sa_tokens.audience[0] == '\0') {
+        conf_error(errs, file, 0, 0, "ca.serviceAccountTokens.audience",
+                   "an audience is needed (Istio's is istio-ca)");
         nerr++;
     }
     if (bs->ca.enabled && bs->ca.dir[0] == '\0') {

@@ -248,6 +248,22 @@ struct bootstrap_ca_join {
     char *token;   /* single-use join token; "" after the first join */
 };
 
+/* Where a pod gets its certificate from istiod (src/control/ca). */
+struct bootstrap_ca_istiod {
+    char *address;     /* HOST:PORT of istiod's gRPC CA; "" for none */
+    char *root_cert;   /* the mesh root (istio-ca-root-cert) */
+    char *token;       /* the projected service-account token file */
+    char *cluster_id;  /* ClusterID header */
+    char *server_name; /* name istiod's certificate is checked for */
+};
+
+/* Kubernetes service-account tokens the CA's gRPC API accepts. */
+struct bootstrap_ca_sa_tokens {
+    char *issuer;    /* iss; "" when jwks_file is "" */
+    char *jwks_file; /* the issuer's keys; "": not accepted */
+    char *audience;  /* aud required */
+};
+
 /* The embedded CA and this node's own SPIFFE certificate. */
 struct bootstrap_ca {
     int enabled;   /* run the CA (issue, serve the API) */
@@ -259,6 +275,8 @@ struct bootstrap_ca {
     int64_t cert_ttl_ms;
     int64_t max_cert_ttl_ms;
     struct bootstrap_ca_join join;
+    struct bootstrap_ca_istiod istiod;
+    struct bootstrap_ca_sa_tokens sa_tokens;
 };
 
 /* The connection limit of a Gateway port (limits.ports). */

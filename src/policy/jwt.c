@@ -681,6 +681,42 @@ size_t jwt_authn_count(const struct jwt_authn *ja)
     return ja != NULL ? ja->n : 0;
 }
 
+struct jwt_authn *jwt_authn_one(const char *name, const char *issuer,
+                                const char *audience, struct jwt_keys *keys)
+{
+    struct jwt_authn *ja = calloc(1, sizeof(*ja));
+    struct jwt_provider *pv;
+    const char **aud;
+
+    if (ja == NULL) {
+        jwt_keys_free(keys);
+        return NULL;
+    }
+    ja->refs = 1;
+    arena_init(&ja->mem, 1024);
+    pv = arena_alloc(&ja->mem, sizeof(*pv));
+    aud = arena_alloc(&ja->mem, sizeof(*aud));
+    if (pv == NULL || aud == NULL) {
+        jwt_keys_free(keys);
+        jwt_authn_unref(ja);
+        return NULL;
+    }
+    memset(pv, 0, sizeof(*pv));
+    pv->keys = keys;
+    ja->v = pv;
+    ja->n = 1;
+    pv->name = arena_dup(&ja->mem, name, strlen(name));
+    pv->issuer = arena_dup(&ja->mem, issuer, strlen(issuer));
+    aud[0] = arena_dup(&ja->mem, audience, strlen(audience));
+    pv->aud = aud;
+    pv->naud = 1;
+    if (pv->name == NULL || pv->issuer == NULL || aud[0] == NULL) {
+        jwt_authn_unref(ja);
+        return NULL;
+    }
+    return ja;
+}
+
 /* ---- jwksUri ------------------------------------------------------------ */
 
 /* A host as it may go into a Host header and a DNS query: LDH labels

@@ -101,6 +101,12 @@ struct jwt_authn *jwt_authn_ref(struct jwt_authn *ja);
 void jwt_authn_unref(struct jwt_authn *ja);
 size_t jwt_authn_count(const struct jwt_authn *ja); /* providers */
 
+/* jwt_authn_one() is a set of one provider (for jwt_authn_verify()): name
+ * for messages, the issuer, the one audience a token must name, and keys
+ * (taken, also on failure). NULL when memory is short. */
+struct jwt_authn *jwt_authn_one(const char *name, const char *issuer,
+                                const char *audience, struct jwt_keys *keys);
+
 /* jwt_jwks_load() returns the keys of a jwksUri (file:// only) or an
  * inline jwks, for `strait check` and the compiler: NULL with *err
  * (allocated) naming the problem. */

@@ -280,7 +280,7 @@ struct ca_client_req *ca_client_request(struct event_base *base,
         err_set(err, "%s: %s", conf->url, why);
         goto fail;
     }
-    if (csr_new(r->key, &csr) < 0 ||
+    if (csr_new(r->key, NULL, &csr) < 0 ||
         ca_api_request_write(&body, buf_cstr(&csr), conf->validity_s) < 0) {
         err_set(err, "cannot build the certificate request");
         goto fail;

@@ -19,6 +19,7 @@
 #include "control/ca/ca_node.h"
 #include "control/ca/ca_server.h"
 #include "control/ca/identity.h"
+#include "control/ca/istiod_client.h"
 #include "control/ca/token.h"
 #include "core/buf.h"
 #include "core/clock.h"
@@ -37,7 +38,11 @@ struct slot {
     int store;       /* write to DIR/identity */
     struct timer timer;
     struct ca_client_req *req;
+    struct istiod_req *ireq;
     int retry_s;
+    /* Failed renewals since the last success, and the last reason. */
+    uint64_t renew_failures;
+    char *renew_error;
     int64_t due_s; /* the second a planned renewal is for; 0: a retry */
     /* A credential in use that could not be written to DIR/identity (a
      * full or failing disk): kept in memory and written again with
@@ -68,6 +73,9 @@ struct ca_node {
     /* Resolves the CA's host name for renewals, with the bootstrap's dns
      * settings (a joined node only). */
     struct dns_cache *dns;
+    /* istiod mode: the call's settings (strings owned by the node). */
+    int istiod;
+    struct istiod_conf icf;
 };
 
 void ca_node_conf_init(struct ca_node_conf *c, const struct bootstrap *bs)
@@ -91,11 +99,25 @@ void ca_node_conf_init(struct ca_node_conf *c, const struct bootstrap *bs)
     c->dns.nnameservers = bs->dns.nameservers.n;
     c->dns.min_refresh_ms = (uint64_t)bs->dns.min_refresh_ms;
     c->dns.timeout_ms = (uint64_t)bs->dns.timeout_ms;
+    c->istiod_address = bs->ca.istiod.address;
+    c->istiod_root_cert = bs->ca.istiod.root_cert;
+    c->istiod_token = bs->ca.istiod.token;
+    c->istiod_cluster_id = bs->ca.istiod.cluster_id;
+    c->istiod_server_name = bs->ca.istiod.server_name;
+    c->sa_issuer = bs->ca.sa_tokens.issuer;
+    c->sa_jwks_file = bs->ca.sa_tokens.jwks_file;
+    c->sa_audience = bs->ca.sa_tokens.audience;
+}
+
+static int istiod_wanted(const struct ca_node_conf *c)
+{
+    return c->istiod_address != NULL && c->istiod_address[0] != '\0';
 }
 
 int ca_node_wanted(const struct ca_node_conf *c)
 {
-    return c->enabled || (c->join_url != NULL && c->join_url[0] != '\0');
+    return c->enabled || (c->join_url != NULL && c->join_url[0] != '\0') ||
+           istiod_wanted(c);
 }
 
 static void renew(struct slot *s);
@@ -221,6 +243,9 @@ static int take(struct slot *s, struct ca_cred *cred, const char *how)
     }
     ca_identity_publish(&s->holder, cred);
     s->retry_s = 0;
+    s->renew_failures = 0;
+    free(s->renew_error);
+    s->renew_error = NULL;
     in_ms = plan(s, cred);
     serial_hex(cred->leaf, serial, sizeof(serial));
     log_info("CA: certificate for %s %s (serial %s, valid %lld s, renewal "
@@ -240,6 +265,9 @@ static void retry(struct slot *s, const char *why)
     s->retry_s = s->retry_s ? s->retry_s * 2 : RETRY_MIN_S;
     if (s->retry_s > RETRY_MAX_S)
         s->retry_s = RETRY_MAX_S;
+    s->renew_failures++;
+    free(s->renew_error);
+    s->renew_error = strdup(why ? why : "unknown error");
     RAND_bytes((uint8_t *)&r, sizeof(r));
     /* 80% to 120% of the step. */
     d = s->retry_s * 8 / 10 +
@@ -292,6 +320,18 @@ static void on_fetched(void *arg, struct ca_cred *cred, const char *err)
         retry(s, "cannot store the renewed certificate");
 }
 
+static void on_istiod(void *arg, struct ca_cred *cred, const char *err)
+{
+    struct slot *s = arg;
+
+    s->ireq = NULL;
+    if (cred == NULL) {
+        retry(s, err);
+        return;
+    }
+    take(s, cred, "renewed by istiod");
+}
+
 static void renew(struct slot *s)
 {
     struct ca_node *n = s->node;
@@ -302,6 +342,19 @@ static void renew(struct slot *s)
      * dated the second before would be due at once, and renewed twice. */
     if ((int64_t)time(NULL) < s->due_s) {
         arm_ms(s, 1);
+        return;
+    }
+    if (n->istiod) {
+        /* A new key each time, as Istio's agent makes. */
+        EVP_PKEY *key = pki_key_new(n->key_type);
+        s->ireq = key ? istiod_request(n->base, &n->icf, key, on_istiod, s,
+                                       &err)
+                      : NULL;
+        EVP_PKEY_free(key);
+        if (s->ireq == NULL) {
+            retry(s, err ? err : "cannot make a key");
+            free(err);
+        }
         return;
     }
     if (n->ca != NULL) {
@@ -354,6 +407,8 @@ static void slot_dispose(struct slot *s)
     if (s->node == NULL)
         return;
     ca_client_cancel(s->req);
+    istiod_cancel(s->ireq);
+    free(s->renew_error);
     timer_dispose(&s->timer);
     timer_dispose(&s->store_timer);
     ca_cred_unref(s->unstored);
@@ -400,11 +455,16 @@ static int start_ca(struct ca_node *n, const struct ca_node_conf *conf,
     cred = issue_local(n, srv, err);
     if (cred == NULL || take(&n->server, cred, "issued") < 0)
         goto done;
-    n->srv = ca_server_new(n->base, n->reaper, &conf->address, n->ca,
-                           &n->server.holder, conf->inherited, err);
+    {
+        struct ca_server_tokens sat = {conf->sa_issuer, conf->sa_jwks_file,
+                                       conf->sa_audience};
+        n->srv = ca_server_new(n->base, n->reaper, &conf->address, n->ca,
+                               &n->server.holder, &sat, conf->inherited, err);
+    }
     if (n->srv == NULL)
         goto done;
-    log_info("CA: API on %s (POST /v1/certificate)",
+    log_info("CA: API on %s (POST /v1/certificate; gRPC "
+             "IstioCertificateService with ALPN h2)",
              addr_format(ca_server_addr(n->srv), as, sizeof(as)));
     rc = 0;
 done:
@@ -553,6 +613,57 @@ static int start_join(struct ca_node *n, const struct ca_node_conf *conf,
     return 0;
 }
 
+/*
+ * start_istiod() gets the first certificate from istiod before strait
+ * serves anything (a pod without its mesh certificate cannot do
+ * ISTIO_MUTUAL), as a first join does; renewals then run on the loop.
+ */
+static int start_istiod(struct ca_node *n, const struct ca_node_conf *conf,
+                        char **err)
+{
+    char *id = pki_spiffe_make(conf->trust_domain, conf->ns, conf->sa);
+    struct ca_cred *cred;
+    EVP_PKEY *key;
+    char *ferr = NULL;
+    int rc = -1;
+
+    n->istiod = 1;
+    if (id == NULL || slot_init(n, &n->self, id, 0) < 0) {
+        free(id);
+        err_set(err, "out of memory");
+        return -1;
+    }
+    n->icf.address = conf->istiod_address;
+    n->icf.server_name = conf->istiod_server_name;
+    n->icf.root_file = conf->istiod_root_cert;
+    n->icf.token_file = conf->istiod_token;
+    n->icf.audience = "istio-ca";
+    n->icf.cluster_id = conf->istiod_cluster_id;
+    n->icf.spiffe_id = n->self.spiffe_id;
+    n->icf.validity_s = conf->cert_ttl_s;
+    n->icf.dns = n->dns;
+    n->icf.dns_conf = &conf->dns;
+    key = pki_key_new(n->key_type);
+    if (key == NULL) {
+        err_set(err, "cannot make a key");
+        goto done;
+    }
+    cred = istiod_fetch(&n->icf, key, &ferr);
+    EVP_PKEY_free(key);
+    if (cred == NULL) {
+        err_set(err, "cannot get this node's certificate from istiod at %s: "
+                     "%s",
+                conf->istiod_address, ferr ? ferr : "no answer");
+        goto done;
+    }
+    take(&n->self, cred, "issued by istiod");
+    rc = 0;
+done:
+    free(ferr);
+    free(id);
+    return rc;
+}
+
 struct ca_node *ca_node_new(struct event_base *base, struct reaper *reaper,
                             const struct ca_node_conf *conf, char **err)
 {
@@ -584,8 +695,9 @@ struct ca_node *ca_node_new(struct event_base *base, struct reaper *reaper,
         if (n->dns == NULL)
             goto fail;
     }
-    if (conf->enabled ? start_ca(n, conf, err) < 0
-                      : start_join(n, conf, err) < 0)
+    if (conf->enabled         ? start_ca(n, conf, err) < 0
+        : istiod_wanted(conf) ? start_istiod(n, conf, err) < 0
+                              : start_join(n, conf, err) < 0)
         goto fail;
     return n;
 fail:
@@ -606,6 +718,14 @@ void ca_node_store_status(const struct ca_node *n,
     out->unstored = s->unstored != NULL;
     out->failures = s->store_failures;
     out->error = s->unstored != NULL ? s->store_error : NULL;
+    out->renew_failures = s->renew_failures;
+    out->renew_error = s->renew_error;
+    out->expired = 0;
+    {
+        struct ca_cred *cur = ca_identity_current((struct ca_identity *)&s->holder);
+        out->expired = cur != NULL && cur->not_after <= (int64_t)time(NULL);
+        ca_cred_unref(cur);
+    }
 }
 
 const struct addr *ca_node_server_addr(const struct ca_node *n)

@@ -22,7 +22,12 @@ struct event_base;
  *    certificate and the API's at half life with jitter; or
  *  - it joins a CA (ca.join.address or --join): it uses the certificate
  *    stored in DIR/identity/ while it is valid, else redeems the join
- *    token for one, and renews over mTLS with its current certificate.
+ *    token for one, and renews over mTLS with its current certificate;
+ *    or
+ *  - it gets its certificate from istiod (ca.istiod.address), as Istio's
+ *    agent does: a new key and a gRPC CreateCertificate call with the
+ *    projected service-account token, at start and at each renewal. The
+ *    credential is kept in memory only (never in DIR/identity).
  *
  * Either way the current credential is published in ca_node_identity()
  * (generation-numbered, see identity.h) for TLS contexts to pick up, and
@@ -45,6 +50,18 @@ struct ca_node_conf {
     const char *join_url;   /* "" or NULL: not joining */
     const char *join_token; /* "" or NULL: none */
     struct dns_conf dns;    /* resolving a join_url host name */
+    /* istiod: the node's certificate from istiod's gRPC CA
+     * (istiod_client.h); istiod_address "" or NULL: not used. */
+    const char *istiod_address;
+    const char *istiod_root_cert;
+    const char *istiod_token;
+    const char *istiod_cluster_id;
+    const char *istiod_server_name;
+    /* Service-account tokens the CA's gRPC API accepts (ca_server.h);
+     * sa_jwks_file "" or NULL: none. */
+    const char *sa_issuer;
+    const char *sa_jwks_file;
+    const char *sa_audience;
     /* Sockets a binary upgrade handed over; NULL: none. */
     struct sock_pool *inherited;
 };
@@ -77,6 +94,12 @@ struct ca_node_store_status {
     /* Why the last write failed while unstored, else NULL; owned by the
      * node, valid until its loop runs again. */
     const char *error;
+    /* Renewals that failed since the last success, and the last one's
+     * reason (owned by the node, valid until its loop runs again; NULL
+     * when the last renewal succeeded). */
+    uint64_t renew_failures;
+    const char *renew_error;
+    int expired; /* the certificate in use is past its notAfter */
 };
 
 /* ca_node_store_status() fills out for the node's own certificate. */

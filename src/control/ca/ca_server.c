@@ -9,6 +9,7 @@
 #include <event2/event.h>
 #include <inttypes.h>
 #include <openssl/err.h>
+#include <openssl/mem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -21,10 +22,13 @@
 
 #include "control/ca/ca.h"
 #include "control/ca/ca_api.h"
+#include "control/ca/ca_grpc.h"
 #include "control/ca/ca_server.h"
+#include "control/ca/ca_server_grpc.h"
 #include "control/ca/csr.h"
 #include "control/ca/identity.h"
 #include "control/ca/token.h"
+#include "core/arena.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/err.h"
@@ -36,6 +40,7 @@
 #include "net/conn.h"
 #include "net/sock.h"
 #include "net/sock_pool.h"
+#include "policy/jwt.h"
 #include "tls/tls.h"
 
 /*
@@ -84,6 +89,9 @@ struct ca_server {
     size_t nconns;
     size_t nkind[3]; /* by enum sconn_kind */
     struct ca_server_stats stats;
+    /* Service-account tokens accepted (ca.serviceAccountTokens); NULL:
+     * none. */
+    struct jwt_authn *sa_jwt;
     /* Refusals since the last summary warning. */
     uint64_t refusals_unlogged;
     uint64_t refusal_log_ms;
@@ -102,6 +110,8 @@ struct sconn {
     uint64_t accept_ms;
     struct addr src; /* the client's address, for its source's limit */
     char peer[ADDR_STRLEN];
+    /* The gRPC API, when the client chose ALPN h2; NULL: HTTP/1.1. */
+    struct ca_grpc_sess *grpc;
 };
 
 static enum ssl_verify_result_t accept_any(SSL *ssl, uint8_t *alert)
@@ -111,6 +121,27 @@ static enum ssl_verify_result_t accept_any(SSL *ssl, uint8_t *alert)
     (void)ssl;
     (void)alert;
     return ssl_verify_ok;
+}
+
+/* ALPN: h2 selects the gRPC API, http/1.1 (or no ALPN) the JSON API. */
+static int select_alpn(SSL *ssl, const uint8_t **out, uint8_t *outlen,
+                       const uint8_t *in, unsigned inlen, void *arg)
+{
+    const uint8_t *p = in, *end = in + inlen;
+
+    (void)ssl;
+    (void)arg;
+    for (const char *want = "h2"; want != NULL;
+         want = strcmp(want, "h2") == 0 ? "http/1.1" : NULL) {
+        size_t wl = strlen(want);
+        for (p = in; p < end && p + 1 + *p <= end; p += 1 + *p)
+            if (*p == wl && memcmp(p + 1, want, wl) == 0) {
+                *out = p + 1;
+                *outlen = *p;
+                return SSL_TLSEXT_ERR_OK;
+            }
+    }
+    return SSL_TLSEXT_ERR_NOACK;
 }
 
 static SSL_CTX *server_ctx(const struct ca_cred *cred)
@@ -125,6 +156,7 @@ static SSL_CTX *server_ctx(const struct ca_cred *cred)
         return NULL;
     }
     SSL_CTX_set_custom_verify(ctx, SSL_VERIFY_PEER, accept_any);
+    SSL_CTX_set_alpn_select_cb(ctx, select_alpn, NULL);
     return ctx;
 }
 
@@ -153,6 +185,7 @@ static void sconn_reap(struct reap_node *n)
 {
     struct sconn *sc = LIST_ELEM(n, struct sconn, reap);
 
+    ca_grpc_sess_free(sc->grpc);
     buf_dispose(&sc->in);
     buf_dispose(&sc->out);
     free(sc);
@@ -301,19 +334,290 @@ done:
     return id;
 }
 
+/* What went wrong with a certificate request, mapped to an HTTP status
+ * (JSON API) or a gRPC status (gRPC API). */
+enum issue_rc {
+    ISSUE_OK,
+    ISSUE_BAD_REQUEST,     /* 400, INVALID_ARGUMENT */
+    ISSUE_UNAUTHENTICATED, /* 401, UNAUTHENTICATED */
+    ISSUE_FORBIDDEN,       /* 403, PERMISSION_DENIED */
+    ISSUE_INTERNAL,        /* 500, INTERNAL */
+};
+
+/* The outcome of issue(): the chain as PEM (leaf first) and how the
+ * caller was authenticated. */
+struct issued {
+    struct buf pems[CA_API_MAX_CHAIN];
+    const char *pv[CA_API_MAX_CHAIN];
+    size_t np;
+    char *id;
+    const char *how;
+    int64_t valid_s;
+};
+
+static void issued_dispose(struct issued *is)
+{
+    for (size_t i = 0; i < is->np; i++)
+        buf_dispose(&is->pems[i]);
+    is->np = 0;
+    free(is->id);
+    is->id = NULL;
+}
+
+/* A service-account token's identity: sub system:serviceaccount:NS:SA,
+ * checked by the configured issuer's keys and audience. NULL with a
+ * message in msg. */
+static char *sa_token_identity(struct ca_server *s, const char *tok,
+                               char *msg, size_t cap)
+{
+    struct arena a;
+    struct jwt_result res;
+    enum jwt_status st;
+    const char *p, *colon;
+    char *ns = NULL, *sa = NULL, *id = NULL;
+
+    arena_init(&a, 4096);
+    st = jwt_authn_verify(s->sa_jwt, (struct slice){tok, strlen(tok)}, &a,
+                          (int64_t)time(NULL), &res);
+    if (st != JWT_OK) {
+        snprintf(msg, cap,
+                 "request authenticate failure: the service-account token "
+                 "is refused: %s%s",
+                 jwt_status_text(st),
+                 st == JWT_AUDIENCE ? " (it must name the audience of "
+                                      "ca.serviceAccountTokens.audience)"
+                                    : "");
+        goto done;
+    }
+    p = res.subject.p;
+    if (res.subject.n <= 23 || strncmp(p, "system:serviceaccount:", 22) != 0 ||
+        (colon = memchr(p + 22, ':', res.subject.n - 22)) == NULL) {
+        snprintf(msg, cap,
+                 "request authenticate failure: the token's sub is not "
+                 "system:serviceaccount:NAMESPACE:NAME");
+        goto done;
+    }
+    ns = strndup(p + 22, (size_t)(colon - p - 22));
+    sa = strndup(colon + 1, (size_t)(p + res.subject.n - colon - 1));
+    if (ns == NULL || sa == NULL || !pki_name_ok(ns) || !pki_name_ok(sa)) {
+        snprintf(msg, cap,
+                 "request authenticate failure: the token's namespace or "
+                 "service account is not a DNS-style name");
+        goto done;
+    }
+    id = pki_spiffe_make(s->ca->trust_domain, ns, sa);
+    if (id == NULL)
+        snprintf(msg, cap, "out of memory");
+done:
+    free(ns);
+    free(sa);
+    arena_dispose(&a);
+    return id;
+}
+
+/* A join token's record, read without spending it: "" when it is not
+ * there (spent, unknown), else the SPIFFE ID it is for; NULL when memory
+ * is short. */
+static char *join_token_peek(const struct ca *ca, const struct token *t)
+{
+    char tid[65], *path = NULL, *data, *err = NULL, *ns = NULL, *sa = NULL;
+    char *id = NULL;
+    const char *why;
+    int64_t exp;
+    size_t n = 0;
+
+    token_id(t, tid);
+    if (asprintf(&path, "%s/tokens/%s", ca->dir, tid) < 0)
+        return NULL;
+    data = pki_read_file(path, &n, &err);
+    free(path);
+    free(err);
+    if (data == NULL)
+        return strdup("");
+    if (token_record_parse(data, n, &ns, &sa, &exp, &why) == 0)
+        id = pki_spiffe_make(ca->trust_domain, ns, sa);
+    else
+        id = strdup("");
+    free(data);
+    free(ns);
+    free(sa);
+    return id;
+}
+
+/* The SANs a CSR asks for, when it asks for any, must be the caller's
+ * identity (gRPC API; Istio's CA authorizes every SAN of a CSR). */
+static int san_mismatch(const char *csr, const char *id, char *msg,
+                        size_t cap)
+{
+    char *sans = csr_uri_sans(csr, strlen(csr));
+    int bad = sans != NULL && strcmp(sans, id) != 0;
+
+    if (bad)
+        snprintf(msg, cap,
+                 "the CSR asks for %s, but the caller is authenticated as %s",
+                 sans, id);
+    free(sans);
+    return bad;
+}
+
+/*
+ * issue() authenticates a certificate request and issues the
+ * certificate. auth: the Authorization value or NULL; check_san: refuse
+ * a CSR whose URI SANs are not the caller's identity. ISSUE_OK with *out
+ * filled (dispose it), else a class with a message in msg.
+ */
+static int issue(struct sconn *sc, const char *auth, size_t auth_n,
+                 const char *csr, int64_t validity_s, int check_san,
+                 struct issued *out, char *msg, size_t cap)
+{
+    struct ca_server *s = sc->s;
+    const struct ca *ca = s->ca;
+    EVP_PKEY *pub;
+    X509 *leaf = NULL;
+    char *ns = NULL, *sa = NULL, *err = NULL;
+    const char *why = NULL;
+    int rc = ISSUE_INTERNAL;
+
+    memset(out, 0, sizeof(*out));
+    pub = csr_parse(csr, strlen(csr), &why);
+    if (pub == NULL) {
+        snprintf(msg, cap, "%s", why);
+        return ISSUE_BAD_REQUEST;
+    }
+    if (auth != NULL) {
+        const char *tok;
+        size_t tn;
+        if (auth_n < 7 || strncasecmp(auth, "Bearer ", 7) != 0) {
+            snprintf(msg, cap, "Authorization must be 'Bearer <token>'");
+            rc = ISSUE_UNAUTHENTICATED;
+            goto done;
+        }
+        tok = auth + 7;
+        tn = auth_n - 7;
+        if (tn >= 5 && memcmp(tok, TOKEN_PREFIX, 5) == 0) {
+            struct token t;
+            uint8_t kh[32];
+            if (token_parse(tok, tn, &t, &why) < 0) {
+                snprintf(msg, cap, "%s", why);
+                rc = ISSUE_UNAUTHENTICATED;
+                goto done;
+            }
+            /* A CSR for another identity must not cost the token. */
+            if (check_san) {
+                char *peek = join_token_peek(ca, &t);
+                if (peek != NULL && peek[0] != '\0' &&
+                    san_mismatch(csr, peek, msg, cap)) {
+                    free(peek);
+                    rc = ISSUE_FORBIDDEN;
+                    goto done;
+                }
+                free(peek);
+            }
+            /* The key the CSR proved possession of: a join interrupted
+             * after the spend may be retried with it (token_redeem()). */
+            pki_key_spki_sha256(pub, kh);
+            if (token_redeem(ca->dir, ca->pin, &t, kh, (int64_t)time(NULL),
+                             &ns, &sa, &err) < 0) {
+                snprintf(msg, cap, "%s", err ? err : "join token refused");
+                rc = ISSUE_UNAUTHENTICATED;
+                goto done;
+            }
+            out->id = pki_spiffe_make(ca->trust_domain, ns, sa);
+            out->how = "join token";
+        } else if (s->sa_jwt != NULL && tn < CA_GRPC_MAX_AUTH) {
+            char *t = strndup(tok, tn);
+            out->id = t ? sa_token_identity(s, t, msg, cap) : NULL;
+            if (t != NULL)
+                OPENSSL_cleanse(t, tn);
+            free(t);
+            if (out->id == NULL) {
+                rc = ISSUE_UNAUTHENTICATED;
+                goto done;
+            }
+            out->how = "service-account token";
+        } else {
+            snprintf(msg, cap,
+                     "request authenticate failure: not a join token, and "
+                     "this CA takes no service-account tokens "
+                     "(ca.serviceAccountTokens)");
+            rc = ISSUE_UNAUTHENTICATED;
+            goto done;
+        }
+    } else {
+        out->id = client_identity(sc, &why);
+        if (out->id == NULL) {
+            if (why == NULL) {
+                snprintf(msg, cap,
+                         "no credentials: send a token (Authorization: "
+                         "Bearer) or renew with a client certificate");
+                rc = ISSUE_UNAUTHENTICATED;
+            } else {
+                snprintf(msg, cap, "client certificate not accepted: %s", why);
+                rc = ISSUE_FORBIDDEN;
+            }
+            goto done;
+        }
+        out->how = "client certificate";
+    }
+    if (out->id == NULL) {
+        snprintf(msg, cap, "out of memory");
+        goto done;
+    }
+    if (check_san && san_mismatch(csr, out->id, msg, cap)) {
+        rc = ISSUE_FORBIDDEN;
+        goto done;
+    }
+    leaf = ca_issue(ca, pub, out->id, validity_s, &err);
+    if (leaf == NULL) {
+        snprintf(msg, cap, "%s", err ? err : "cannot issue");
+        goto done;
+    }
+    for (size_t i = 0;
+         i <= sk_X509_num(ca->chain) && out->np < CA_API_MAX_CHAIN; i++) {
+        struct buf *b = &out->pems[out->np];
+        buf_init(b, 64 * 1024);
+        pki_cert_pem(i == 0 ? leaf : sk_X509_value(ca->chain, i - 1), b);
+        out->pv[out->np++] = buf_cstr(b);
+    }
+    out->valid_s = pki_time(X509_get0_notAfter(leaf)) -
+                   pki_time(X509_get0_notBefore(leaf));
+    rc = ISSUE_OK;
+done:
+    if (rc != ISSUE_OK)
+        issued_dispose(out);
+    X509_free(leaf);
+    EVP_PKEY_free(pub);
+    free(ns);
+    free(sa);
+    free(err);
+    return rc;
+}
+
+static void count_issued(struct ca_server *s, const struct issued *is,
+                         const char *peer, const char *api)
+{
+    if (strcmp(is->how, "join token") == 0)
+        s->stats.issued_token++;
+    else if (strcmp(is->how, "client certificate") == 0)
+        s->stats.issued_renewal++;
+    else
+        s->stats.issued_sa_token++;
+    log_info("CA: issued %s to %s (authenticated by %s, %s API), valid "
+             "%lld s",
+             is->id, peer, is->how, api, (long long)is->valid_s);
+}
+
 static void handle(struct sconn *sc, const struct h1_request *req,
                    const char *body, size_t blen)
 {
-    const struct ca *ca = sc->s->ca;
+    static const int http_of[] = {200, 400, 401, 403, 500};
     const struct h1_header *auth;
     struct ca_api_request areq;
-    EVP_PKEY *pub = NULL;
-    X509 *leaf = NULL;
-    char *id = NULL, *ns = NULL, *sa = NULL, *err = NULL;
-    const char *why = NULL, *how;
-    struct buf b, pems[CA_API_MAX_CHAIN];
-    const char *pv[CA_API_MAX_CHAIN];
-    size_t np = 0;
+    struct issued is;
+    const char *why = NULL;
+    char msg[768];
+    struct buf b;
+    int rc;
 
     memset(&areq, 0, sizeof(areq));
     if (!(req->target.n == strlen(CA_API_PATH) &&
@@ -330,90 +634,63 @@ static void handle(struct sconn *sc, const struct h1_request *req,
         respond_error(sc, 400, why);
         goto done;
     }
-    pub = csr_parse(areq.csr, strlen(areq.csr), &why);
-    if (pub == NULL) {
-        respond_error(sc, 400, why);
-        goto done;
-    }
     auth = h1_header_find(req->headers, req->nheaders, "authorization");
-    if (auth != NULL) {
-        struct token t;
-        uint8_t kh[32];
-        if (auth->value.n < 7 ||
-            strncasecmp(auth->value.p, "Bearer ", 7) != 0) {
-            respond_error(sc, 401,
-                          "Authorization must be 'Bearer <join "
-                          "token>'");
-            goto done;
-        }
-        if (token_parse(auth->value.p + 7, auth->value.n - 7, &t, &why) < 0) {
-            respond_error(sc, 401, why);
-            goto done;
-        }
-        /* The key the CSR proved possession of: a join interrupted after
-         * the spend may be retried with it (token_redeem()). */
-        pki_key_spki_sha256(pub, kh);
-        if (token_redeem(ca->dir, ca->pin, &t, kh, (int64_t)time(NULL), &ns,
-                         &sa, &err) < 0) {
-            respond_error(sc, 401, err ? err : "join token refused");
-            goto done;
-        }
-        id = pki_spiffe_make(ca->trust_domain, ns, sa);
-        how = "join token";
-    } else {
-        id = client_identity(sc, &why);
-        if (id == NULL) {
-            if (why == NULL)
-                respond_error(sc, 401,
-                              "no credentials: send a join token "
-                              "(Authorization: Bearer) or renew with a "
-                              "client certificate");
-            else {
-                free(err);
-                if (asprintf(&err, "client certificate not accepted: %s", why) <
-                    0)
-                    err = NULL;
-                respond_error(sc, 403, err ? err : why);
-            }
-            goto done;
-        }
-        how = "client certificate";
-    }
-    leaf = id ? ca_issue(ca, pub, id, areq.validity_s, &err) : NULL;
-    if (leaf == NULL) {
-        respond_error(sc, 500, err ? err : "cannot issue");
+    rc = issue(sc, auth ? auth->value.p : NULL, auth ? auth->value.n : 0,
+               areq.csr, areq.validity_s, 0, &is, msg, sizeof(msg));
+    if (rc != ISSUE_OK) {
+        respond_error(sc, http_of[rc], msg);
         goto done;
-    }
-    for (size_t i = 0; i <= sk_X509_num(ca->chain) && np < CA_API_MAX_CHAIN;
-         i++) {
-        buf_init(&pems[np], 64 * 1024);
-        pki_cert_pem(i == 0 ? leaf : sk_X509_value(ca->chain, i - 1),
-                     &pems[np]);
-        pv[np] = buf_cstr(&pems[np]);
-        np++;
     }
     buf_init(&b, CA_API_MAX_BODY);
-    ca_api_response_write(&b, pv, np);
+    ca_api_response_write(&b, is.pv, is.np);
     respond(sc, 200, &b);
     buf_dispose(&b);
-    if (auth != NULL)
-        sc->s->stats.issued_token++;
-    else
-        sc->s->stats.issued_renewal++;
-    log_info("CA: issued %s to %s (authenticated by %s), valid %lld s", id,
-             sc->peer, how,
-             (long long)(pki_time(X509_get0_notAfter(leaf)) -
-                         pki_time(X509_get0_notBefore(leaf))));
+    count_issued(sc->s, &is, sc->peer, "JSON");
+    issued_dispose(&is);
 done:
-    for (size_t i = 0; i < np; i++)
-        buf_dispose(&pems[i]);
-    X509_free(leaf);
-    EVP_PKEY_free(pub);
     ca_api_request_dispose(&areq);
-    free(id);
-    free(ns);
-    free(sa);
-    free(err);
+}
+
+/* One gRPC CreateCertificate call (ca_server_grpc.h). */
+static int grpc_issue(void *arg, const char *auth,
+                      const struct ca_grpc_request *req, struct buf *out,
+                      char *msg, size_t cap)
+{
+    static const int grpc_of[] = {
+        CA_GRPC_OK, CA_GRPC_INVALID_ARGUMENT, CA_GRPC_UNAUTHENTICATED,
+        CA_GRPC_PERMISSION_DENIED, CA_GRPC_INTERNAL};
+    struct sconn *sc = arg;
+    struct issued is;
+    int rc;
+
+    if (req->has_metadata) {
+        /* Istio's metadata carries ImpersonatedIdentity, for istiod
+         * asking on a workload's behalf; strait's CA has no such trust. */
+        snprintf(msg, cap,
+                 "metadata (impersonation) is not supported by strait's CA");
+        rc = CA_GRPC_INVALID_ARGUMENT;
+        goto refused;
+    }
+    rc = issue(sc, auth, auth ? strlen(auth) : 0, req->csr, req->validity_s,
+               1, &is, msg, cap);
+    if (rc != ISSUE_OK) {
+        rc = grpc_of[rc];
+        goto refused;
+    }
+    if (ca_grpc_response_encode(out, is.pv, is.np) < 0) {
+        issued_dispose(&is);
+        snprintf(msg, cap, "the chain does not fit in a response");
+        rc = CA_GRPC_INTERNAL;
+        goto refused;
+    }
+    count_issued(sc->s, &is, sc->peer, "gRPC");
+    issued_dispose(&is);
+    return CA_GRPC_OK;
+refused:
+    sc->s->stats.refused++;
+    log_warn("CA: refused a gRPC certificate request from %s: %s", sc->peer,
+             msg);
+    return rc;
 }
 
 /* Returns 1 when a whole request was read and handled, 0 for more bytes,
@@ -516,6 +793,32 @@ static void on_io(struct conn *c, void *arg)
         c->handshaking = 0;
         if (classify(sc) < 0)
             return;
+        {
+            size_t alen;
+            const char *alpn = tls_conn_alpn(c, &alen);
+            if (alen == 2 && memcmp(alpn, "h2", 2) == 0) {
+                sc->grpc = ca_grpc_sess_new(c, grpc_issue, sc);
+                if (sc->grpc == NULL) {
+                    sconn_close(sc);
+                    return;
+                }
+                /* The whole connection's time is the client's from here:
+                 * a gRPC channel may send calls one after another. */
+                timer_arm(&sc->timer, CA_CONN_TIMEOUT_MS);
+                sc->got_byte = 1;
+            }
+        }
+    }
+    if (sc->grpc != NULL) {
+        const char *why = NULL;
+        int rc = ca_grpc_sess_io(sc->grpc, &why);
+        if (rc <= 0) {
+            if (rc < 0)
+                log_debug("CA: gRPC connection from %s ended: %s", sc->peer,
+                          why);
+            sconn_close(sc);
+        }
+        return;
     }
     while (!sc->writing) {
         size_t room;
@@ -669,9 +972,36 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     conn_want(&sc->c, 1, 0);
 }
 
+/* Reads the service-account token issuer's keys (JWKS). */
+static int load_sa_keys(struct ca_server *s, const struct ca_server_tokens *t,
+                        char **err)
+{
+    size_t n = 0;
+    char *data = pki_read_file(t->jwks_file, &n, err);
+    struct jwt_keys *keys;
+    const char *why;
+
+    if (data == NULL)
+        return err_prefix(err, "ca.serviceAccountTokens.jwksFile: ");
+    keys = jwt_keys_parse(data, n, &why);
+    free(data);
+    if (keys == NULL)
+        return err_set(err, "ca.serviceAccountTokens.jwksFile %s: %s",
+                       t->jwks_file, why);
+    s->sa_jwt = jwt_authn_one("ca.serviceAccountTokens", t->issuer,
+                              t->audience, keys);
+    if (s->sa_jwt == NULL)
+        return err_set(err, "out of memory");
+    log_info("CA: gRPC API takes service-account tokens of %s (audience "
+             "%s, %zu key(s) from %s)",
+             t->issuer, t->audience, jwt_keys_count(keys), t->jwks_file);
+    return 0;
+}
+
 struct ca_server *ca_server_new(struct event_base *base, struct reaper *reaper,
                                 const struct addr *a, const struct ca *ca,
                                 struct ca_identity *tls_id,
+                                const struct ca_server_tokens *sat,
                                 struct sock_pool *pool, char **err)
 {
     struct ca_server *s = calloc(1, sizeof(*s));
@@ -691,6 +1021,9 @@ struct ca_server *ca_server_new(struct event_base *base, struct reaper *reaper,
         err_set(err, "CA server: no usable server certificate");
         goto fail;
     }
+    if (sat != NULL && sat->jwks_file != NULL && sat->jwks_file[0] != '\0' &&
+        load_sa_keys(s, sat, err) < 0)
+        goto fail;
     s->fd = sock_pool_listen(pool, SOCK_POOL_CA, a, 0, 128, 0, err);
     if (s->fd < 0)
         goto fail;
@@ -732,10 +1065,12 @@ void ca_server_free(struct ca_server *s)
         s->conns = sc->next;
         conn_close(&sc->c);
         timer_dispose(&sc->timer);
+        ca_grpc_sess_free(sc->grpc);
         buf_dispose(&sc->in);
         buf_dispose(&sc->out);
         free(sc);
     }
+    jwt_authn_unref(s->sa_jwt);
     timer_dispose(&s->accept_resume);
     if (s->accept_ev)
         event_free(s->accept_ev);

@@ -12,9 +12,11 @@ struct ca_identity;
 struct event_base;
 
 /*
- * The CA's API server (see ca_api.h for the wire format) on the main
- * thread's loop: TLS 1.2+ with the credential published in tls_id, one
- * request per connection over HTTP/1.1.
+ * The CA's API server on the main thread's loop: TLS 1.2+ with the
+ * credential published in tls_id. ALPN picks the API: http/1.1 (or none)
+ * the JSON API (ca_api.h), one request per connection; h2 the gRPC API
+ * istiod serves (ca_grpc.h, ca_server_grpc.h), calls one after another
+ * until the connection's deadline.
  *
  * A request is authenticated either by a join token (Authorization:
  * Bearer), which is spent, or by a client certificate this CA issued
@@ -30,6 +32,15 @@ struct event_base;
 
 struct ca_server;
 
+/* Kubernetes service-account tokens the gRPC API accepts: JWTs of
+ * issuer, signed by a key of jwks_file (read once), naming audience, whose
+ * sub system:serviceaccount:NS:SA is the identity issued. */
+struct ca_server_tokens {
+    const char *issuer;
+    const char *jwks_file; /* NULL or "": tokens are not accepted */
+    const char *audience;
+};
+
 /* ca_server_new() listens on a (adopting pool's CA socket for a when
  * there is one; pool may be NULL). ca and tls_id must outlive the server;
  * reaper (the thread's deferred-free list, where closed connections go)
@@ -38,6 +49,7 @@ struct sock_pool;
 struct ca_server *ca_server_new(struct event_base *base, struct reaper *reaper,
                                 const struct addr *a, const struct ca *ca,
                                 struct ca_identity *tls_id,
+                                const struct ca_server_tokens *sat,
                                 struct sock_pool *pool, char **err);
 
 /* ca_server_listen_fd() is the listening socket (owned by s), for a
@@ -51,6 +63,7 @@ const struct addr *ca_server_addr(const struct ca_server *s);
 struct ca_server_stats {
     uint64_t issued_token;
     uint64_t issued_renewal;
+    uint64_t issued_sa_token; /* gRPC, by a service-account token */
     uint64_t refused;            /* requests answered with an error */
     uint64_t refused_per_source; /* connections over CA_MAX_PER_SOURCE */
     uint64_t refused_busy;       /* connections over a kind's slots */

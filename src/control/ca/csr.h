@@ -20,8 +20,15 @@ struct buf;
  */
 EVP_PKEY *csr_parse(const char *pem, size_t n, const char **why);
 
-/* csr_new() writes a CSR for key, signed with it, as PEM into b. The
- * request names no identity (the CA decides it). 0, or -1. */
-int csr_new(EVP_PKEY *key, struct buf *b);
+/* csr_new() writes a CSR for key, signed with it, as PEM into b. With
+ * san_uri (a SPIFFE ID) the request asks for it in a subjectAltName, as
+ * istiod's clients do; NULL: it names no identity (a strait CA decides
+ * it). 0, or -1. */
+int csr_new(EVP_PKEY *key, const char *san_uri, struct buf *b);
+
+/* csr_uri_sans() lists the URI subjectAltNames a CSR (as csr_parse()
+ * accepted it) asks for, comma-separated and allocated, or NULL when it
+ * asks for none. */
+char *csr_uri_sans(const char *pem, size_t n);
 
 #endif

@@ -480,7 +480,7 @@ static void test_csr_bad_input_refused(void **state)
 
     (void)state;
     buf_init(&b, 1 << 16);
-    assert_int_equal(csr_new(k, &b), 0);
+    assert_int_equal(csr_new(k, NULL, &b), 0);
     n = buf_len(&b);
     expect_bad_csr("", 0, "empty CSR");
     expect_bad_csr("hello", 5, "not a PEM certificate request");
@@ -524,7 +524,7 @@ static void test_csr_bad_input_refused(void **state)
         assert_true(RSA_generate_key_ex(rsa, 1024, e, NULL));
         EVP_PKEY_assign_RSA(weak, rsa);
         buf_init(&wb, 1 << 16);
-        assert_int_equal(csr_new(weak, &wb), 0);
+        assert_int_equal(csr_new(weak, NULL, &wb), 0);
         expect_bad_csr(buf_ptr(&wb), buf_len(&wb), "2048 to 4096");
         buf_dispose(&wb);
         BN_free(e);
