@@ -500,6 +500,14 @@ static int cmd_run(int argc, char **argv)
         code = EXIT_USAGE;
         goto done;
     }
+    if (join != NULL && cnc.istiod_address != NULL &&
+        cnc.istiod_address[0] != '\0') {
+        fprintf(stderr, "strait: --join: this node gets its certificate "
+                        "from istiod (ca.istiod.address)\n");
+        bootstrap_free(bs);
+        code = EXIT_USAGE;
+        goto done;
+    }
     if (cnc.enabled && join != NULL) {
         fprintf(stderr, "strait: --join: this node runs the CA "
                         "(ca.enabled)\n");

@@ -283,6 +283,14 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
             json_str(b, st.identity_store_error);
             buf_puts(b, "\n");
         }
+        buf_printf(b, "ca.identity_renew_failures: %" PRIu64 "\n",
+                   st.identity_renew_failures);
+        buf_printf(b, "ca.identity_expired: %d\n", st.identity_expired);
+        if (st.identity_renew_error != NULL) {
+            buf_puts(b, "ca.identity_renew_error: ");
+            json_str(b, st.identity_renew_error);
+            buf_puts(b, "\n");
+        }
     }
     if (st.tracing) {
         buf_printf(b, "tracing.spans_queued: %" PRIu64 "\n", st.spans_queued);
@@ -1017,8 +1025,18 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
                    "# HELP strait_ca_identity_store_failures_total Failed "
                    "writes of this node's certificate to ca.dir/identity.\n"
                    "# TYPE strait_ca_identity_store_failures_total counter\n"
-                   "strait_ca_identity_store_failures_total %" PRIu64 "\n",
-                   st.identity_unstored, st.identity_store_failures);
+                   "strait_ca_identity_store_failures_total %" PRIu64 "\n"
+                   "# HELP strait_ca_identity_renew_failures Renewals of "
+                   "this node's certificate that failed since the last "
+                   "success (0 once one succeeds).\n"
+                   "# TYPE strait_ca_identity_renew_failures gauge\n"
+                   "strait_ca_identity_renew_failures %" PRIu64 "\n"
+                   "# HELP strait_ca_identity_expired 1 while this node's "
+                   "certificate is past its notAfter.\n"
+                   "# TYPE strait_ca_identity_expired gauge\n"
+                   "strait_ca_identity_expired %d\n",
+                   st.identity_unstored, st.identity_store_failures,
+                   st.identity_renew_failures, st.identity_expired);
     free(sums);
 }
 
@@ -1348,6 +1366,16 @@ static void handle(struct evhttp_request *req, void *arg)
             buf_printf(&body, "IDENTITY NOT STORED: %s (retrying)\n",
                        st.identity_store_error ? st.identity_store_error
                                                : "write failed");
+        /* A failing renewal leaves the node ready while its certificate
+         * is valid: it serves with it and retries. An expired one is
+         * refused by every mesh peer: not ready. */
+        if (st.identity_expired)
+            buf_printf(&body, "IDENTITY EXPIRED: %s (retrying)\n",
+                       st.identity_renew_error ? st.identity_renew_error
+                                               : "not renewed");
+        else if (st.identity_renew_error != NULL)
+            buf_printf(&body, "IDENTITY RENEWAL FAILING: %s (retrying)\n",
+                       st.identity_renew_error);
         if (st.last_reload_error != NULL)
             buf_printf(&body, "last reload failed: %s\n", st.last_reload_error);
         if (st.resource_error != NULL)
@@ -1375,7 +1403,8 @@ static void handle(struct evhttp_request *req, void *arg)
             buf_printf(&body, "etcd: watching at revision %" PRId64 " (%s)\n",
                        st.etcd_revision, st.etcd_endpoint);
         {
-            int down = st.draining || (st.has_etcd && !st.etcd_synced);
+            int down = st.draining || (st.has_etcd && !st.etcd_synced) ||
+                       st.identity_expired;
             reply(req, down ? 503 : 200, down ? "Service Unavailable" : "OK",
                   "text/plain", &body);
         }

@@ -83,6 +83,13 @@ struct admin_status {
     int identity_unstored; /* in use from memory: DIR/identity not written */
     uint64_t identity_store_failures; /* failed writes since start */
     const char *identity_store_error; /* why, while unstored; else NULL */
+    /* Renewals of this node's certificate that failed since the last
+     * success (from istiod, a joined CA), and the last one's reason
+     * (NULL once one succeeds); identity_expired: the certificate in use
+     * is past its notAfter. */
+    uint64_t identity_renew_failures;
+    const char *identity_renew_error;
+    int identity_expired;
     /* Tracing (tracing.endpoint set). */
     int tracing;
     uint64_t spans_queued;

@@ -1225,6 +1225,9 @@ static void admin_status(void *arg, struct admin_status *out)
         out->identity_unstored = cs.unstored;
         out->identity_store_failures = cs.failures;
         out->identity_store_error = cs.error;
+        out->identity_renew_failures = cs.renew_failures;
+        out->identity_renew_error = cs.renew_error;
+        out->identity_expired = cs.expired;
     }
 }
 

@@ -540,12 +540,16 @@ static void test_render_prometheus(void **state)
     assert_line(s, "strait_dns_changes_total 0");
     assert_null(strstr(s, "strait_ca_identity"));
 
-    /* A mesh certificate in use from memory only: two more samples. */
+    /* A mesh certificate in use from memory only: four more samples (the
+     * store and renewal families). */
     r->k.st.has_identity = 1;
     r->k.st.identity_unstored = 1;
     r->k.st.identity_store_failures = 3;
+    r->k.st.identity_renew_failures = 2;
     s = render(r, admin_render_prometheus);
-    assert_int_equal(check_exposition(s), samples + 2);
+    assert_int_equal(check_exposition(s), samples + 4);
+    assert_line(s, "strait_ca_identity_renew_failures 2");
+    assert_line(s, "strait_ca_identity_expired 0");
     assert_line(s, "# TYPE strait_ca_identity_unstored gauge");
     assert_line(s, "strait_ca_identity_unstored 1");
     assert_line(s, "# TYPE strait_ca_identity_store_failures_total counter");
@@ -862,6 +866,23 @@ static void test_http_ready(void **state)
     f->k.st.identity_store_error = NULL;
     r = http(f, "GET /healthz/ready HTTP/1.0\r\n\r\n");
     assert_string_equal(r->body, "LIVE\n");
+
+    /* A renewal failing while the certificate is valid: said, ready. */
+    f->k.st.identity_renew_failures = 2;
+    f->k.st.identity_renew_error = "istiod refused: UNAUTHENTICATED";
+    r = http(f, "GET /healthz/ready HTTP/1.0\r\n\r\n");
+    assert_int_equal(r->status, 200);
+    assert_string_equal(r->body, "LIVE\nIDENTITY RENEWAL FAILING: istiod "
+                                 "refused: UNAUTHENTICATED (retrying)\n");
+    /* Expired: every mesh peer refuses it; not ready. */
+    f->k.st.identity_expired = 1;
+    r = http(f, "GET /healthz/ready HTTP/1.0\r\n\r\n");
+    assert_int_equal(r->status, 503);
+    assert_string_equal(r->body, "LIVE\nIDENTITY EXPIRED: istiod refused: "
+                                 "UNAUTHENTICATED (retrying)\n");
+    f->k.st.identity_expired = 0;
+    f->k.st.identity_renew_failures = 0;
+    f->k.st.identity_renew_error = NULL;
     f->k.st.has_identity = 0;
 
     r = http(f, "POST /healthz/ready HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
@@ -1275,6 +1296,9 @@ static void status_all_on(struct admin_status *st)
     st->identity_unstored = 1;
     st->identity_store_failures = 4;
     st->identity_store_error = "ca.dir full";
+    st->identity_renew_failures = 3;
+    st->identity_renew_error = "istiod refused";
+    st->identity_expired = 1;
     st->upgrades_ok = 1;
     st->upgrades_failed = 2;
     st->upgrade_running = 1;
@@ -1406,6 +1430,8 @@ static const struct {
     {"server.pid", "strait_pid"},
     {"ca.identity_unstored", "strait_ca_identity_unstored"},
     {"ca.identity_store_failures", "strait_ca_identity_store_failures_total"},
+    {"ca.identity_renew_failures", "strait_ca_identity_renew_failures"},
+    {"ca.identity_expired", "strait_ca_identity_expired"},
     {"server.serving", "strait_serving"},
     {"server.upgrades_*", "strait_upgrades_total"},
     {"server.upgrade_running", "strait_upgrade_running"},
