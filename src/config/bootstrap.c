@@ -611,6 +611,12 @@ static const struct conf_key ca_keys[] = {
     {"join", CONF_SECTION, OFF(struct bootstrap_ca, join), 0, 0, NULL,
      "get this node's certificate from another strait's CA", NULL,
      &ca_join_section, NULL, NULL},
+    {"serverNames", CONF_STR_LIST, OFF(struct bootstrap_ca, server_names), 0,
+     16, NULL,
+     "DNS names in the CA server's certificate besides its SPIFFE ID, which "
+     "gRPC clients (Istio's agents) check against the name they dial (none "
+     "given: istiod.istio-system.svc)",
+     NULL, NULL, NULL, NULL},
     {"istiod", CONF_SECTION, OFF(struct bootstrap_ca, istiod), 0, 0, NULL,
      "get this node's certificate from istiod (gRPC CreateCertificate)",
      NULL, &ca_istiod_section, NULL, NULL},

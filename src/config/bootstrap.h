@@ -275,6 +275,7 @@ struct bootstrap_ca {
     int64_t cert_ttl_ms;
     int64_t max_cert_ttl_ms;
     struct bootstrap_ca_join join;
+    struct conf_strs server_names; /* DNS SANs of the CA server */
     struct bootstrap_ca_istiod istiod;
     struct bootstrap_ca_sa_tokens sa_tokens;
 };

@@ -88,26 +88,36 @@ static int add_ext(X509 *x, X509 *issuer, int nid, const char *value)
     return ok;
 }
 
-static int add_uri_san(X509 *x, const char *uri)
+static int push_name(GENERAL_NAMES *names, int type, const char *v)
 {
-    GENERAL_NAMES *names = GENERAL_NAMES_new();
     GENERAL_NAME *g = GENERAL_NAME_new();
     ASN1_IA5STRING *s = ASN1_IA5STRING_new();
-    int ok = 0;
 
-    if (names == NULL || g == NULL || s == NULL ||
-        !ASN1_STRING_set(s, uri, (int)strlen(uri)))
-        goto done;
-    GENERAL_NAME_set0_value(g, GEN_URI, s);
-    s = NULL;
-    if (!sk_GENERAL_NAME_push(names, g))
-        goto done;
-    g = NULL;
-    ok = X509_add1_ext_i2d(x, NID_subject_alt_name, names, 1,
-                           X509V3_ADD_DEFAULT) == 1;
-done:
-    ASN1_IA5STRING_free(s);
-    GENERAL_NAME_free(g);
+    if (g == NULL || s == NULL || !ASN1_STRING_set(s, v, (int)strlen(v))) {
+        ASN1_IA5STRING_free(s);
+        GENERAL_NAME_free(g);
+        return 0;
+    }
+    GENERAL_NAME_set0_value(g, type, s);
+    if (!sk_GENERAL_NAME_push(names, g)) {
+        GENERAL_NAME_free(g);
+        return 0;
+    }
+    return 1;
+}
+
+/* The SAN extension: the SPIFFE ID, then DNS names (the CA server's). */
+static int add_sans(X509 *x, const char *uri, const char *const *dns,
+                    size_t ndns)
+{
+    GENERAL_NAMES *names = GENERAL_NAMES_new();
+    int ok = names != NULL && push_name(names, GEN_URI, uri);
+
+    for (size_t i = 0; ok && i < ndns; i++)
+        ok = push_name(names, GEN_DNS, dns[i]);
+    if (ok)
+        ok = X509_add1_ext_i2d(x, NID_subject_alt_name, names, 1,
+                               X509V3_ADD_DEFAULT) == 1;
     GENERAL_NAMES_free(names);
     return ok;
 }
@@ -371,6 +381,13 @@ fail:
 X509 *ca_issue(const struct ca *ca, EVP_PKEY *pub, const char *spiffe_id,
                int64_t ttl_s, char **err)
 {
+    return ca_issue_dns(ca, pub, spiffe_id, NULL, 0, ttl_s, err);
+}
+
+X509 *ca_issue_dns(const struct ca *ca, EVP_PKEY *pub, const char *spiffe_id,
+                   const char *const *dns, size_t ndns, int64_t ttl_s,
+                   char **err)
+{
     X509 *x = X509_new();
     X509_NAME *empty = X509_NAME_new();
     time_t now = time(NULL);
@@ -403,7 +420,7 @@ X509 *ca_issue(const struct ca *ca, EVP_PKEY *pub, const char *spiffe_id,
         !add_ext(x, ca->cert, NID_ext_key_usage, "serverAuth,clientAuth") ||
         (X509_get0_subject_key_id(ca->cert) != NULL &&
          !add_ext(x, ca->cert, NID_authority_key_identifier, "keyid")) ||
-        !add_uri_san(x, spiffe_id) || !sign(x, ca->key)) {
+        !add_sans(x, spiffe_id, dns, ndns) || !sign(x, ca->key)) {
         char detail[160];
         err_set(err, "cannot issue a certificate: %s",
                 pki_ssl_error(detail, sizeof(detail)));

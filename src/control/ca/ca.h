@@ -75,6 +75,13 @@ void ca_free(struct ca *ca);
 X509 *ca_issue(const struct ca *ca, EVP_PKEY *pub, const char *spiffe_id,
                int64_t ttl_s, char **err);
 
+/* ca_issue_dns() is ca_issue() with DNS names after the SPIFFE ID in the
+ * SAN: the CA server's own certificate, which clients of Istio's CA API
+ * check against the name they dialled (istiod.istio-system.svc). */
+X509 *ca_issue_dns(const struct ca *ca, EVP_PKEY *pub, const char *spiffe_id,
+                   const char *const *dns, size_t ndns, int64_t ttl_s,
+                   char **err);
+
 /* ca_chain_pem() appends leaf then the CA's chain, leaf to root. */
 int ca_chain_pem(const struct ca *ca, X509 *leaf, struct buf *out);
 

@@ -35,6 +35,10 @@ struct slot {
     struct ca_node *node;
     struct ca_identity holder;
     char *spiffe_id; /* local issue: the identity to issue */
+    /* local issue: DNS names beside it (the CA server's), owned by the
+     * node's conf copy */
+    const char *const *dns;
+    size_t ndns;
     int store;       /* write to DIR/identity */
     struct timer timer;
     struct ca_client_req *req;
@@ -76,7 +80,20 @@ struct ca_node {
     /* istiod mode: the call's settings (strings owned by the node). */
     int istiod;
     struct istiod_conf icf;
+    /* Copies of the settings renewals use: the bootstrap the conf
+     * pointed into is replaced by a reload. */
+    char *icf_strs[5];
+    char **server_names;
+    size_t nserver_names;
 };
+
+/* The node's own copy of a setting (NULL stays NULL); -1 when memory is
+ * short. */
+static int keep(char **slot, const char *v)
+{
+    *slot = v != NULL ? strdup(v) : NULL;
+    return v != NULL && *slot == NULL ? -1 : 0;
+}
 
 void ca_node_conf_init(struct ca_node_conf *c, const struct bootstrap *bs)
 {
@@ -107,7 +124,13 @@ void ca_node_conf_init(struct ca_node_conf *c, const struct bootstrap *bs)
     c->sa_issuer = bs->ca.sa_tokens.issuer;
     c->sa_jwks_file = bs->ca.sa_tokens.jwks_file;
     c->sa_audience = bs->ca.sa_tokens.audience;
+    c->server_names = (const char *const *)bs->ca.server_names.v;
+    c->nserver_names = bs->ca.server_names.n;
 }
+
+/* The CA server's DNS name when none is configured: istiod's, which
+ * Istio's agents dial and check. */
+static const char *const default_server_names[] = {"istiod.istio-system.svc"};
 
 static int istiod_wanted(const struct ca_node_conf *c)
 {
@@ -287,8 +310,8 @@ static void retry(struct slot *s, const char *why)
     arm_ms(s, d * 1000);
 }
 
-static struct ca_cred *issue_local(struct ca_node *n, const char *id,
-                                   char **err)
+static struct ca_cred *issue_local(struct ca_node *n, const struct slot *s,
+                                   const char *id, char **err)
 {
     EVP_PKEY *key = pki_key_new(n->key_type);
     STACK_OF(X509) * chain;
@@ -298,7 +321,7 @@ static struct ca_cred *issue_local(struct ca_node *n, const char *id,
         err_set(err, "cannot make a key");
         return NULL;
     }
-    leaf = ca_issue(n->ca, key, id, n->cert_ttl_s, err);
+    leaf = ca_issue_dns(n->ca, key, id, s->dns, s->ndns, n->cert_ttl_s, err);
     if (leaf == NULL) {
         EVP_PKEY_free(key);
         return NULL;
@@ -358,7 +381,7 @@ static void renew(struct slot *s)
         return;
     }
     if (n->ca != NULL) {
-        struct ca_cred *cred = issue_local(n, s->spiffe_id, &err);
+        struct ca_cred *cred = issue_local(n, s, s->spiffe_id, &err);
         if (cred == NULL || take(s, cred, "rotated") < 0) {
             retry(s, err ? err : "cannot store");
             free(err);
@@ -447,12 +470,29 @@ static int start_ca(struct ca_node *n, const struct ca_node_conf *conf,
         err_set(err, "out of memory");
         goto done;
     }
-    cred = issue_local(n, self, err);
+    cred = issue_local(n, &n->self, self, err);
     if (cred == NULL || take(&n->self, cred, "issued") < 0) {
         err_set(err, "cannot store this node's certificate");
         goto done;
     }
-    cred = issue_local(n, srv, err);
+    if (conf->nserver_names > 0) {
+        n->server_names = calloc(conf->nserver_names, sizeof(char *));
+        if (n->server_names == NULL) {
+            err_set(err, "out of memory");
+            goto done;
+        }
+        for (size_t i = 0; i < conf->nserver_names; i++, n->nserver_names++)
+            if (keep(&n->server_names[i], conf->server_names[i]) < 0) {
+                err_set(err, "out of memory");
+                goto done;
+            }
+        n->server.dns = (const char *const *)n->server_names;
+        n->server.ndns = n->nserver_names;
+    } else {
+        n->server.dns = default_server_names;
+        n->server.ndns = 1;
+    }
+    cred = issue_local(n, &n->server, srv, err);
     if (cred == NULL || take(&n->server, cred, "issued") < 0)
         goto done;
     {
@@ -633,16 +673,25 @@ static int start_istiod(struct ca_node *n, const struct ca_node_conf *conf,
         err_set(err, "out of memory");
         return -1;
     }
-    n->icf.address = conf->istiod_address;
-    n->icf.server_name = conf->istiod_server_name;
-    n->icf.root_file = conf->istiod_root_cert;
-    n->icf.token_file = conf->istiod_token;
+    if (keep(&n->icf_strs[0], conf->istiod_address) < 0 ||
+        keep(&n->icf_strs[1], conf->istiod_server_name) < 0 ||
+        keep(&n->icf_strs[2], conf->istiod_root_cert) < 0 ||
+        keep(&n->icf_strs[3], conf->istiod_token) < 0 ||
+        keep(&n->icf_strs[4], conf->istiod_cluster_id) < 0) {
+        free(id);
+        err_set(err, "out of memory");
+        return -1;
+    }
+    n->icf.address = n->icf_strs[0];
+    n->icf.server_name = n->icf_strs[1];
+    n->icf.root_file = n->icf_strs[2];
+    n->icf.token_file = n->icf_strs[3];
     n->icf.audience = "istio-ca";
-    n->icf.cluster_id = conf->istiod_cluster_id;
+    n->icf.cluster_id = n->icf_strs[4];
     n->icf.spiffe_id = n->self.spiffe_id;
     n->icf.validity_s = conf->cert_ttl_s;
     n->icf.dns = n->dns;
-    n->icf.dns_conf = &conf->dns;
+    n->icf.dns_conf = &conf->dns; /* start-up only; cleared below */
     key = pki_key_new(n->key_type);
     if (key == NULL) {
         err_set(err, "cannot make a key");
@@ -657,6 +706,7 @@ static int start_istiod(struct ca_node *n, const struct ca_node_conf *conf,
         goto done;
     }
     take(&n->self, cred, "issued by istiod");
+    n->icf.dns_conf = NULL; /* renewals resolve with n->dns */
     rc = 0;
 done:
     free(ferr);
@@ -748,6 +798,11 @@ void ca_node_free(struct ca_node *n)
     ca_free(n->ca);
     /* After the slots: a renewal in flight resolves through it. */
     dns_cache_free(n->dns);
+    for (size_t i = 0; i < sizeof(n->icf_strs) / sizeof(n->icf_strs[0]); i++)
+        free(n->icf_strs[i]);
+    for (size_t i = 0; i < n->nserver_names; i++)
+        free(n->server_names[i]);
+    free(n->server_names);
     free(n->join_key_path);
     free(n->identity_dir);
     free(n->join_url);

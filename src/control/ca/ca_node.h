@@ -62,6 +62,9 @@ struct ca_node_conf {
     const char *sa_issuer;
     const char *sa_jwks_file;
     const char *sa_audience;
+    /* DNS names of the CA server's certificate; none: the default. */
+    const char *const *server_names;
+    size_t nserver_names;
     /* Sockets a binary upgrade handed over; NULL: none. */
     struct sock_pool *inherited;
 };
