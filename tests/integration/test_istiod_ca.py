@@ -1,0 +1,263 @@
+"""strait's mesh certificate from istiod (ca.istiod): a grpcio stand-in
+for istiod's CA (istiod_ca.py) checks the CreateCertificate call strait
+makes, strait serves an ISTIO_MUTUAL Gateway with the certificate (checked
+with openssl), renews it at half life with the token re-read, and says
+clearly what is wrong when istiod refuses the token, its certificate does
+not verify, the token has expired, or istiod is not there."""
+import os
+import socket
+import ssl
+import subprocess
+
+import pytest
+
+from conftest import STRAIT, Strait, free_port, responder, wait_for
+from istiod_ca import IstiodCA, sa_token
+
+import grpc
+
+SPIFFE = "spiffe://cluster.local/ns/istio-system/sa/strait"
+
+GATEWAY = """apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: mesh-in, namespace: istio-system}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {port}, name: https-mesh, protocol: HTTPS}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+    tls: {{mode: ISTIO_MUTUAL}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: echo, namespace: istio-system}}
+spec:
+  hosts: [echo.internal]
+  resolution: STATIC
+  ports: [{{number: {echo}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: in, namespace: istio-system}}
+spec:
+  hosts: ["*"]
+  gateways: [mesh-in]
+  http:
+  - route: [{{destination: {{host: echo.internal}}}}]
+"""
+
+
+@pytest.fixture
+def istiod(tmp_path):
+    d = tmp_path / "istiod"
+    d.mkdir()
+    s = IstiodCA(str(d))
+    yield s
+    s.stop()
+
+
+class Pod(Strait):
+    """A strait that gets its certificate from the stand-in."""
+
+    def __init__(self, tmp_path, istiod, cert_ttl="1h", gw_port=None,
+                 echo_port=None, root=None, address=None):
+        self.token_file = tmp_path / "istio-token"
+        conf = tmp_path / "conf"
+        conf.mkdir(exist_ok=True)
+        if gw_port is not None:
+            (conf / "gw.yaml").write_text(
+                GATEWAY.format(port=gw_port, echo=echo_port))
+        extra = (
+            "trustDomain: cluster.local\n"
+            "node: {namespace: istio-system, serviceAccount: strait}\n"
+            f"config: {{dir: {conf}}}\n"
+            f"ca:\n  dir: {tmp_path / 'ca'}\n  certTTL: {cert_ttl}\n"
+            "  istiod:\n"
+            f"    address: {address or istiod.address()}\n"
+            f"    rootCert: {root or istiod.root_file}\n"
+            f"    token: {self.token_file}\n"
+            "    clusterID: cluster-a\n"
+            "    serverName: istiod.istio-system.svc\n")
+        super().__init__(tmp_path, "", workers=1, extra=extra)
+
+    def start_and_exit_code(self):
+        """Starts strait expecting it to stop at start-up; its exit code."""
+        self.logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([STRAIT, "run", "-c", str(self.config)],
+                                     stdout=self.logf, stderr=self.logf)
+        code = self.proc.wait(timeout=60)
+        self.logf.close()
+        return code
+
+
+@pytest.fixture
+def pods(tmp_path):
+    made = []
+
+    def make(istiod, name="pod", **kw):
+        d = tmp_path / name
+        d.mkdir()
+        p = Pod(d, istiod, **kw)
+        made.append(p)
+        return p
+
+    yield make
+    for p in made:
+        code = None
+        if p.proc is not None and p.proc.poll() is None:
+            code = p.stop(timeout=30)
+        p.kill()
+        p.assert_clean_log()
+        if code is not None:
+            assert code == 0, p.log()
+
+
+def presented_cert(port, client):
+    """The certificate the ISTIO_MUTUAL server presents to a client with
+    the mesh certificate client = (cert, key, root): openssl's reading of
+    it (serial, SAN) and the HTTP status line of one request."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.load_verify_locations(client[2])
+    ctx.load_cert_chain(client[0], client[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        with ctx.wrap_socket(s) as t:
+            der = t.getpeercert(binary_form=True)
+            t.sendall(b"GET /x HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n")
+            data = b""
+            while True:
+                d = t.recv(4096)
+                if not d:
+                    break
+                data += d
+    out = subprocess.run(
+        ["openssl", "x509", "-inform", "DER", "-noout", "-serial", "-ext",
+         "subjectAltName"], input=der, capture_output=True, check=True).stdout
+    text = out.decode()
+    serial = int(text.split("serial=")[1].split()[0], 16)
+    return serial, text, data.split(b"\r\n")[0]
+
+
+def test_certificate_from_istiod_serves_istio_mutual_and_renews(
+        tmp_path, istiod, pods, upstream_factory):
+    up = upstream_factory(responder(lambda head: b"echo"))
+    gw = free_port()
+    pod = pods(istiod, cert_ttl="4s", gw_port=gw, echo_port=up.port)
+    first = sa_token()
+    pod.token_file.write_text(first + "\n")
+    pod.start()
+
+    # What strait sent: the token as read, ClusterID, the SPIFFE SAN in
+    # a CSR whose signature verifies, the validity asked for (certTTL).
+    r0 = istiod.requests[0]
+    assert r0["authorization"] == "Bearer " + first
+    assert r0["clusterid"] == "cluster-a"
+    assert r0["sans"] == [SPIFFE]
+    assert r0["csr_ok"]
+    assert r0["validity"] == 4
+    assert not r0["has_metadata"]
+
+    # The kubelet rotates the token: the next call reads the new one.
+    second = sa_token(extra={"jti": "rotated"})
+    pod.token_file.write_text(second)
+
+    client = (*istiod.root.leaf_files(
+        str(tmp_path), "caller",
+        uris=["spiffe://cluster.local/ns/team/sa/caller"]), istiod.root_file)
+    serial, text, status = presented_cert(gw, client)
+    assert SPIFFE in text, text
+    assert serial in [r["serial"] for r in istiod.requests]
+    assert status == b"HTTP/1.1 200 OK"
+
+    # Renewal at half life (4 s: within 1.6-2 s of issue), a new key and
+    # certificate each time; the server presents the new one.
+    wait_for(lambda: istiod.count() >= 2, 15, "a renewal")
+    r1 = istiod.requests[1]
+    assert r1["authorization"] == "Bearer " + second
+    assert r1["sans"] == [SPIFFE]
+    assert "renewed by istiod" in pod.log()
+
+    def presents_renewed():
+        s, _, _ = presented_cert(gw, client)
+        return s in [r["serial"] for r in istiod.requests[1:]]
+    wait_for(presents_renewed, 15, "the renewed certificate in use")
+    assert pod.stats()["ca.identity_renew_failures"] == 0
+
+
+def test_root_sent_apart_in_root_cert(istiod, pods):
+    # Newer istiod sends [leaf] in cert_chain and the roots in root_cert.
+    istiod.roots_apart = True
+    pod = pods(istiod)
+    pod.token_file.write_text(sa_token())
+    pod.start()
+    assert "issued by istiod" in pod.log()
+
+
+def test_wrong_audience_is_refused_by_istiod_with_its_message(istiod, pods):
+    pod = pods(istiod)
+    pod.token_file.write_text(sa_token(aud=["kubernetes"]))
+    assert pod.start_and_exit_code() == 3
+    log = pod.log()
+    assert ("istiod refused the certificate request: UNAUTHENTICATED: "
+            "request authenticate failure (the token's audience does not "
+            "include istio-ca") in log, log
+    assert istiod.requests[0]["refused"] == "request authenticate failure"
+
+
+def test_untrusted_istiod_names_the_root_file(tmp_path, istiod, pods):
+    other = IstiodCA(str(tmp_path))  # another root, same name
+    try:
+        pod = pods(istiod, root=other.root_file)
+        pod.token_file.write_text(sa_token())
+        assert pod.start_and_exit_code() == 3
+    finally:
+        other.stop()
+    log = pod.log()
+    assert (f"is not trusted: its certificate does not verify against the "
+            f"roots in {other.root_file} for istiod.istio-system.svc") in log
+    assert istiod.count() == 0
+
+
+def test_expired_token_is_not_sent(istiod, pods):
+    pod = pods(istiod)
+    pod.token_file.write_text(sa_token(exp_in=-120))
+    assert pod.start_and_exit_code() == 3
+    log = pod.log()
+    assert f"the token in {pod.token_file} expired 12" in log, log
+    assert "not sent to istiod" in log
+    assert istiod.count() == 0
+
+
+def test_istiod_unavailable(istiod, pods):
+    pod = pods(istiod, address=f"127.0.0.1:{free_port()}")
+    pod.token_file.write_text(sa_token())
+    assert pod.start_and_exit_code() == 3
+    assert "is unavailable: connect: Connection refused" in pod.log()
+
+
+def test_failing_renewal_on_stats_and_readiness_then_recovery(istiod, pods):
+    pod = pods(istiod, cert_ttl="3s")
+    pod.token_file.write_text(sa_token())
+    pod.start()
+    istiod.refuse = (grpc.StatusCode.UNAUTHENTICATED,
+                     "request authenticate failure")
+    wait_for(lambda: pod.stats().get("ca.identity_renew_failures", 0) >= 1,
+             15, "a failed renewal on /stats")
+    st = pod.stats()
+    assert "UNAUTHENTICATED: request authenticate failure" in \
+        st["ca.identity_renew_error"]
+    code, body, _ = pod.get("/healthz/ready")
+    assert "IDENTITY RENEWAL FAILING: istiod refused the certificate " \
+        "request: UNAUTHENTICATED" in body or "IDENTITY EXPIRED" in body, body
+    # Past notAfter: not ready.
+    wait_for(lambda: pod.get("/healthz/ready")[0] == 503, 15,
+             "readiness 503 once the certificate expired")
+    assert "IDENTITY EXPIRED" in pod.get("/healthz/ready")[1]
+    _, prom, _ = pod.get("/stats/prometheus")
+    assert "strait_ca_identity_expired 1" in prom
+    istiod.refuse = None
+    wait_for(lambda: pod.get("/healthz/ready")[0] == 200, 30,
+             "ready again after a successful renewal")
+    assert pod.stats()["ca.identity_renew_failures"] == 0
