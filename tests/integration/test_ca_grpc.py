@@ -1,0 +1,180 @@
+"""strait's CA serves Istio's gRPC certificate API beside its JSON API on
+the same address (ALPN h2): a grpcio client built from
+tests/integration/proto/ca.proto gets SPIFFE certificates for the
+identity a Kubernetes service-account token or a join token proves, and
+is refused, with the gRPC status and message, when the CSR asks for
+another identity, the token is for another audience or expired, there is
+no credential, the request carries impersonation metadata, or the
+message is over the size limit."""
+import os
+import subprocess
+
+import grpc
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from conftest import STRAIT, Strait, free_port, finish_strait
+from istiod_ca import METHOD, Issuer, ca_pb2, csr_pem
+
+TD = "example.org"
+
+
+@pytest.fixture
+def ca(tmp_path):
+    issuer = Issuer()
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(issuer.jwks())
+    port = free_port()
+    s = Strait(tmp_path, "", workers=1, extra=(
+        f"trustDomain: {TD}\n"
+        f"ca:\n  enabled: true\n  dir: {tmp_path / 'ca'}\n"
+        f"  address: 127.0.0.1:{port}\n"
+        "  serviceAccountTokens:\n"
+        f"    issuer: {issuer.iss}\n"
+        f"    jwksFile: {jwks}\n"))
+    s.start()
+    s.port = port
+    s.issuer = issuer
+    s.root = (tmp_path / "ca" / "root-cert.pem").read_bytes()
+    yield s
+    finish_strait(s)
+
+
+def stub(ca):
+    pb = ca_pb2()
+    ch = grpc.secure_channel(
+        f"127.0.0.1:{ca.port}", grpc.ssl_channel_credentials(ca.root),
+        options=[("grpc.ssl_target_name_override",
+                  "istiod.istio-system.svc")])
+    call = ch.unary_unary(
+        METHOD, request_serializer=pb.IstioCertificateRequest.SerializeToString,
+        response_deserializer=pb.IstioCertificateResponse.FromString)
+    return ch, call, pb
+
+
+def create(ca, token=None, uris=(), validity=3600, metadata=None, csr=None):
+    ch, call, pb = stub(ca)
+    key = ec.generate_private_key(ec.SECP256R1())
+    req = pb.IstioCertificateRequest(
+        csr=csr if csr is not None else csr_pem(key, uris),
+        validity_duration=validity)
+    if metadata is not None:
+        req.metadata.update(metadata)
+    md = [("authorization", "Bearer " + token)] if token else []
+    try:
+        return call(req, metadata=md, timeout=10)
+    finally:
+        ch.close()
+
+
+def refused(ca, **kw):
+    with pytest.raises(grpc.RpcError) as e:
+        create(ca, **kw)
+    return e.value.code(), e.value.details()
+
+
+def openssl_text(pem_text):
+    return subprocess.run(["openssl", "x509", "-noout", "-text"],
+                          input=pem_text.encode(), capture_output=True,
+                          check=True).stdout.decode()
+
+
+def test_service_account_token_gets_its_spiffe_certificate(ca, tmp_path):
+    tok = ca.issuer.token("web", "frontend")
+    want = f"spiffe://{TD}/ns/web/sa/frontend"
+    resp = create(ca, token=tok, uris=[want], validity=600)
+    chain = list(resp.cert_chain)
+    assert len(chain) == 2
+    text = openssl_text(chain[0])
+    assert f"URI:{want}" in text
+    leaf = x509.load_pem_x509_certificate(chain[0].encode())
+    assert (leaf.not_valid_after - leaf.not_valid_before).total_seconds() == 600
+    # The chain verifies against the CA's root, checked by openssl.
+    (tmp_path / "leaf.pem").write_text(chain[0])
+    (tmp_path / "root.pem").write_bytes(ca.root)
+    v = subprocess.run(["openssl", "verify", "-CAfile", str(tmp_path / "root.pem"),
+                        str(tmp_path / "leaf.pem")], capture_output=True,
+                       text=True)
+    assert v.returncode == 0, v.stderr
+    # A CSR that names no identity gets the token's.
+    resp = create(ca, token=tok)
+    assert f"URI:{want}" in openssl_text(resp.cert_chain[0])
+    assert "authenticated by service-account token, gRPC API" in ca.log()
+    assert "strait_ca" not in ca.log()  # no stray metric names in the log
+
+
+def test_csr_for_another_identity_is_permission_denied(ca):
+    tok = ca.issuer.token("web", "frontend")
+    code, msg = refused(ca, token=tok,
+                        uris=[f"spiffe://{TD}/ns/web/sa/admin"])
+    assert code == grpc.StatusCode.PERMISSION_DENIED
+    assert msg == (f"the CSR asks for spiffe://{TD}/ns/web/sa/admin, but the "
+                   f"caller is authenticated as spiffe://{TD}/ns/web/sa/frontend")
+
+
+def test_token_refusals_are_unauthenticated(ca):
+    code, msg = refused(ca, token=ca.issuer.token("web", "f",
+                                                  aud=["kubernetes"]))
+    assert code == grpc.StatusCode.UNAUTHENTICATED
+    assert "Audiences in Jwt are not allowed" in msg, msg
+    code, msg = refused(ca, token=ca.issuer.token("web", "f", exp_in=-600))
+    assert code == grpc.StatusCode.UNAUTHENTICATED
+    assert "Jwt is expired" in msg, msg
+    other = Issuer()  # same issuer name, another key
+    code, msg = refused(ca, token=other.token("web", "f"))
+    assert code == grpc.StatusCode.UNAUTHENTICATED
+    assert "request authenticate failure" in msg, msg
+    code, msg = refused(ca)
+    assert code == grpc.StatusCode.UNAUTHENTICATED
+    assert msg.startswith("no credentials"), msg
+
+
+def test_join_token_over_grpc_is_single_use(ca, tmp_path):
+    out = subprocess.run([STRAIT, "ca", "token", "create", "-c",
+                          str(ca.config), "--namespace", "edge",
+                          "--service-account", "gw"],
+                         capture_output=True, text=True, check=True)
+    token = out.stdout.strip().splitlines()[-1]
+    want = f"spiffe://{TD}/ns/edge/sa/gw"
+    # Asking for another identity is refused before the token is spent.
+    code, msg = refused(ca, token=token, uris=[f"spiffe://{TD}/ns/edge/sa/x"])
+    assert code == grpc.StatusCode.PERMISSION_DENIED
+    resp = create(ca, token=token, uris=[want])
+    assert f"URI:{want}" in openssl_text(resp.cert_chain[0])
+    code, msg = refused(ca, token=token, uris=[want])
+    assert code == grpc.StatusCode.UNAUTHENTICATED
+    assert "already used" in msg, msg
+
+
+def test_impersonation_metadata_is_refused(ca):
+    tok = ca.issuer.token("web", "frontend")
+    code, msg = refused(ca, token=tok,
+                        metadata={"ImpersonatedIdentity": "spiffe://x/ns/a/sa/b"})
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "impersonation" in msg
+
+
+def test_message_one_past_the_limit(ca):
+    # A 64 KiB message is the limit (as the JSON API's body); the csr
+    # field's tag and length take 4 bytes of it (validity 0 takes none).
+    tok = ca.issuer.token("web", "frontend")
+    code, msg = refused(ca, token=tok, csr="A" * (65536 - 3), validity=0)
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED, msg
+    assert msg.startswith("request over the CA's limits (message 65536")
+    code, msg = refused(ca, token=tok, csr="A" * (65536 - 4), validity=0)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT, msg  # read, not a CSR
+
+
+def test_bad_jwks_file_stops_the_start(tmp_path):
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text("{}")
+    s = Strait(tmp_path, "", workers=1, extra=(
+        f"ca:\n  enabled: true\n  dir: {tmp_path / 'ca'}\n"
+        f"  address: 127.0.0.1:{free_port()}\n"
+        "  serviceAccountTokens: {issuer: https://k8s, "
+        f"jwksFile: {jwks}}}\n"))
+    p = subprocess.run([STRAIT, "run", "-c", str(s.config)],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 3
+    assert f"ca.serviceAccountTokens.jwksFile {jwks}:" in p.stderr, p.stderr
