@@ -178,3 +178,70 @@ def test_bad_jwks_file_stops_the_start(tmp_path):
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 3
     assert f"ca.serviceAccountTokens.jwksFile {jwks}:" in p.stderr, p.stderr
+
+
+def test_calls_per_connection_and_streams_limits(ca):
+    """32 calls on one HTTP/2 connection, 4 at once (the server's
+    SETTINGS); GOAWAY right after the 32nd, so a 33rd needs a new
+    connection. grpcio reconnects on its own,
+    so a channel making 40 calls sees none fail."""
+    import socket
+    import ssl
+
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(["h2"])
+    body = b"\x00\x00\x00\x00\x03\x0a\x01A"  # csr "A": not a CSR
+    with socket.create_connection(("127.0.0.1", ca.port), timeout=10) as raw:
+        with ctx.wrap_socket(raw) as s:
+            assert s.selected_alpn_protocol() == "h2"
+            c = h2.connection.H2Connection(
+                h2.config.H2Configuration(client_side=True))
+            c.initiate_connection()
+            s.sendall(c.data_to_send())
+            statuses, goaway, max_streams = {}, None, None
+            for i in range(32):
+                sid = c.get_next_available_stream_id()
+                c.send_headers(sid, [
+                    (":method", "POST"), (":scheme", "https"),
+                    (":path", METHOD), (":authority", "ca"),
+                    ("content-type", "application/grpc"), ("te", "trailers")])
+                c.send_data(sid, body, end_stream=True)
+                s.sendall(c.data_to_send())
+                while sid not in statuses or (i == 31 and goaway is None):
+                    data = s.recv(65536)
+                    if not data:
+                        break
+                    for ev in c.receive_data(data):
+                        if isinstance(ev, h2.events.RemoteSettingsChanged):
+                            m = ev.changed_settings.get(
+                                h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS)
+                            if m is not None:
+                                max_streams = m.new_value
+                        elif isinstance(ev, h2.events.ResponseReceived):
+                            hs = dict(ev.headers)
+                            statuses[ev.stream_id] = hs.get(b"grpc-status")
+                        elif isinstance(ev, h2.events.ConnectionTerminated):
+                            goaway = ev.last_stream_id
+                    s.sendall(c.data_to_send())
+                # GOAWAY only after the 32nd call.
+                assert goaway is None or i == 31
+    assert max_streams == 4
+    assert len(statuses) == 32
+    assert set(statuses.values()) == {b"3"}  # INVALID_ARGUMENT, answered
+    assert goaway == 63  # the 32nd stream
+    # grpcio: 40 calls on one channel, none lost to the GOAWAYs.
+    ch, call, pb = stub(ca)
+    tok = ca.issuer.token("web", "frontend")
+    key = ec.generate_private_key(ec.SECP256R1())
+    req = pb.IstioCertificateRequest(csr=csr_pem(key))
+    try:
+        for _ in range(40):
+            call(req, metadata=[("authorization", "Bearer " + tok)], timeout=10)
+    finally:
+        ch.close()

@@ -38,6 +38,7 @@ struct ca_grpc_sess {
     void *arg;
     struct call *calls;
     size_t ncalls, ok, refused;
+    int32_t last_id; /* the last call taken (CA_GRPC_MAX_CALLS-th), or 0 */
 };
 
 static void call_free(struct call *k)
@@ -178,8 +179,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f,
     g->calls = k;
     nghttp2_session_set_stream_user_data(ng, k->id, k);
     if (g->ncalls == CA_GRPC_MAX_CALLS)
-        nghttp2_submit_goaway(ng, NGHTTP2_FLAG_NONE, k->id, NGHTTP2_NO_ERROR,
-                              NULL, 0);
+        g->last_id = k->id;
     return 0;
 }
 
@@ -260,6 +260,11 @@ static int on_close(nghttp2_session *ng, int32_t id, uint32_t code, void *arg)
     nghttp2_session_set_stream_user_data(ng, id, NULL);
     call_unlink(g, k);
     call_free(k);
+    /* The last call this connection takes is answered: GOAWAY after it,
+     * so the client sees the answer first and reconnects for more. */
+    if (id == g->last_id)
+        nghttp2_submit_goaway(ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR,
+                              NULL, 0);
     return 0;
 }
 
