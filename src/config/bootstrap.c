@@ -551,8 +551,8 @@ static const struct conf_key ca_istiod_keys[] = {
     {"clusterID", CONF_STR, OFF(struct bootstrap_ca_istiod, cluster_id), 0, 0,
      "Kubernetes", "sent as the ClusterID header istiod reads (\"\": none)",
      NULL, NULL, NULL, NULL},
-    {"serverName", CONF_STR, OFF(struct bootstrap_ca_istiod, server_name), 0,
-     0, "",
+    {"serverName", CONF_STR, OFF(struct bootstrap_ca_istiod, server_name), 0, 0,
+     "",
      "SNI and the name istiod's certificate is checked for; \"\": the "
      "host of address",
      NULL, NULL, NULL, NULL},
@@ -566,8 +566,8 @@ static const struct conf_key ca_sa_token_keys[] = {
      "iss of the service-account tokens the CA's gRPC API accepts (e.g. "
      "https://kubernetes.default.svc.cluster.local)",
      NULL, NULL, NULL, NULL},
-    {"jwksFile", CONF_STR, OFF(struct bootstrap_ca_sa_tokens, jwks_file), 0,
-     0, "",
+    {"jwksFile", CONF_STR, OFF(struct bootstrap_ca_sa_tokens, jwks_file), 0, 0,
+     "",
      "the issuer's public keys (JWKS, e.g. the API server's "
      "/openid/v1/jwks); read at start; \"\": tokens are not accepted",
      NULL, NULL, NULL, NULL},
@@ -618,8 +618,8 @@ static const struct conf_key ca_keys[] = {
      "given: istiod.istio-system.svc)",
      NULL, NULL, NULL, NULL},
     {"istiod", CONF_SECTION, OFF(struct bootstrap_ca, istiod), 0, 0, NULL,
-     "get this node's certificate from istiod (gRPC CreateCertificate)",
-     NULL, &ca_istiod_section, NULL, NULL},
+     "get this node's certificate from istiod (gRPC CreateCertificate)", NULL,
+     &ca_istiod_section, NULL, NULL},
     {"serviceAccountTokens", CONF_SECTION, OFF(struct bootstrap_ca, sa_tokens),
      0, 0, NULL,
      "Kubernetes service-account tokens the CA's gRPC API takes as proof of "

@@ -24,9 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int aud;
 
     while (off < size) {
-        ssize_t used = ca_grpc_frame_parse(data + off, size - off,
-                                           CA_GRPC_MAX_MESSAGE, &msg, &len,
-                                           &why);
+        ssize_t used = ca_grpc_frame_parse(
+            data + off, size - off, CA_GRPC_MAX_MESSAGE, &msg, &len, &why);
         if (used <= 0)
             break;
         ca_grpc_request_decode(msg, len, &req, &why);

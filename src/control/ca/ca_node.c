@@ -39,7 +39,7 @@ struct slot {
      * node's conf copy */
     const char *const *dns;
     size_t ndns;
-    int store;       /* write to DIR/identity */
+    int store; /* write to DIR/identity */
     struct timer timer;
     struct ca_client_req *req;
     struct istiod_req *ireq;
@@ -370,9 +370,9 @@ static void renew(struct slot *s)
     if (n->istiod) {
         /* A new key each time, as Istio's agent makes. */
         EVP_PKEY *key = pki_key_new(n->key_type);
-        s->ireq = key ? istiod_request(n->base, &n->icf, key, on_istiod, s,
-                                       &err)
-                      : NULL;
+        s->ireq =
+            key ? istiod_request(n->base, &n->icf, key, on_istiod, s, &err)
+                : NULL;
         EVP_PKEY_free(key);
         if (s->ireq == NULL) {
             retry(s, err ? err : "cannot make a key");
@@ -700,8 +700,9 @@ static int start_istiod(struct ca_node *n, const struct ca_node_conf *conf,
     cred = istiod_fetch(&n->icf, key, &ferr);
     EVP_PKEY_free(key);
     if (cred == NULL) {
-        err_set(err, "cannot get this node's certificate from istiod at %s: "
-                     "%s",
+        err_set(err,
+                "cannot get this node's certificate from istiod at %s: "
+                "%s",
                 conf->istiod_address, ferr ? ferr : "no answer");
         goto done;
     }
@@ -772,7 +773,8 @@ void ca_node_store_status(const struct ca_node *n,
     out->renew_error = s->renew_error;
     out->expired = 0;
     {
-        struct ca_cred *cur = ca_identity_current((struct ca_identity *)&s->holder);
+        struct ca_cred *cur =
+            ca_identity_current((struct ca_identity *)&s->holder);
         out->expired = cur != NULL && cur->not_after <= (int64_t)time(NULL);
         ca_cred_unref(cur);
     }

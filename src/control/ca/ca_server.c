@@ -367,8 +367,8 @@ static void issued_dispose(struct issued *is)
 /* A service-account token's identity: sub system:serviceaccount:NS:SA,
  * checked by the configured issuer's keys and audience. NULL with a
  * message in msg. */
-static char *sa_token_identity(struct ca_server *s, const char *tok,
-                               char *msg, size_t cap)
+static char *sa_token_identity(struct ca_server *s, const char *tok, char *msg,
+                               size_t cap)
 {
     struct arena a;
     struct jwt_result res;
@@ -446,8 +446,7 @@ static char *join_token_peek(const struct ca *ca, const struct token *t)
 
 /* The SANs a CSR asks for, when it asks for any, must be the caller's
  * identity (gRPC API; Istio's CA authorizes every SAN of a CSR). */
-static int san_mismatch(const char *csr, const char *id, char *msg,
-                        size_t cap)
+static int san_mismatch(const char *csr, const char *id, char *msg, size_t cap)
 {
     char *sans = csr_uri_sans(csr, strlen(csr));
     int bad = sans != NULL && strcmp(sans, id) != 0;
@@ -516,8 +515,8 @@ static int issue(struct sconn *sc, const char *auth, size_t auth_n,
             /* The key the CSR proved possession of: a join interrupted
              * after the spend may be retried with it (token_redeem()). */
             pki_key_spki_sha256(pub, kh);
-            if (token_redeem(ca->dir, ca->pin, &t, kh, (int64_t)time(NULL),
-                             &ns, &sa, &err) < 0) {
+            if (token_redeem(ca->dir, ca->pin, &t, kh, (int64_t)time(NULL), &ns,
+                             &sa, &err) < 0) {
                 snprintf(msg, cap, "%s", err ? err : "join token refused");
                 rc = ISSUE_UNAUTHENTICATED;
                 goto done;
@@ -656,9 +655,9 @@ static int grpc_issue(void *arg, const char *auth,
                       const struct ca_grpc_request *req, struct buf *out,
                       char *msg, size_t cap)
 {
-    static const int grpc_of[] = {
-        CA_GRPC_OK, CA_GRPC_INVALID_ARGUMENT, CA_GRPC_UNAUTHENTICATED,
-        CA_GRPC_PERMISSION_DENIED, CA_GRPC_INTERNAL};
+    static const int grpc_of[] = {CA_GRPC_OK, CA_GRPC_INVALID_ARGUMENT,
+                                  CA_GRPC_UNAUTHENTICATED,
+                                  CA_GRPC_PERMISSION_DENIED, CA_GRPC_INTERNAL};
     struct sconn *sc = arg;
     struct issued is;
     int rc;
@@ -671,8 +670,8 @@ static int grpc_issue(void *arg, const char *auth,
         rc = CA_GRPC_INVALID_ARGUMENT;
         goto refused;
     }
-    rc = issue(sc, auth, auth ? strlen(auth) : 0, req->csr, req->validity_s,
-               1, &is, msg, cap);
+    rc = issue(sc, auth, auth ? strlen(auth) : 0, req->csr, req->validity_s, 1,
+               &is, msg, cap);
     if (rc != ISSUE_OK) {
         rc = grpc_of[rc];
         goto refused;
@@ -988,8 +987,8 @@ static int load_sa_keys(struct ca_server *s, const struct ca_server_tokens *t,
     if (keys == NULL)
         return err_set(err, "ca.serviceAccountTokens.jwksFile %s: %s",
                        t->jwks_file, why);
-    s->sa_jwt = jwt_authn_one("ca.serviceAccountTokens", t->issuer,
-                              t->audience, keys);
+    s->sa_jwt =
+        jwt_authn_one("ca.serviceAccountTokens", t->issuer, t->audience, keys);
     if (s->sa_jwt == NULL)
         return err_set(err, "out of memory");
     log_info("CA: gRPC API takes service-account tokens of %s (audience "

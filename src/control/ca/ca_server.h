@@ -63,7 +63,7 @@ const struct addr *ca_server_addr(const struct ca_server *s);
 struct ca_server_stats {
     uint64_t issued_token;
     uint64_t issued_renewal;
-    uint64_t issued_sa_token; /* gRPC, by a service-account token */
+    uint64_t issued_sa_token;    /* gRPC, by a service-account token */
     uint64_t refused;            /* requests answered with an error */
     uint64_t refused_per_source; /* connections over CA_MAX_PER_SOURCE */
     uint64_t refused_busy;       /* connections over a kind's slots */

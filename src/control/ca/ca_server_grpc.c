@@ -18,14 +18,14 @@
 struct call {
     struct ca_grpc_sess *g;
     int32_t id;
-    int bad_path;     /* not CreateCertificate */
-    int bad_type;     /* content-type not application/grpc */
-    int too_large;    /* a header or the body over its bound */
-    char *auth;       /* authorization, NULL: none */
-    struct buf in;    /* the request body */
-    struct buf out;   /* the framed answer */
+    int bad_path;   /* not CreateCertificate */
+    int bad_type;   /* content-type not application/grpc */
+    int too_large;  /* a header or the body over its bound */
+    char *auth;     /* authorization, NULL: none */
+    struct buf in;  /* the request body */
+    struct buf out; /* the framed answer */
     size_t out_off;
-    int status;       /* gRPC status of the answer */
+    int status; /* gRPC status of the answer */
     char msg[512];
     struct call *next;
 };
@@ -159,8 +159,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f,
     struct ca_grpc_sess *g = arg;
     struct call *k;
 
-    if (f->hd.type != NGHTTP2_HEADERS ||
-        f->headers.cat != NGHTTP2_HCAT_REQUEST)
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
     if (++g->ncalls > CA_GRPC_MAX_CALLS) {
         nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, f->hd.stream_id,
@@ -200,9 +199,9 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
         if (!(vlen == 4 && memcmp(value, "POST", 4) == 0))
             k->bad_path = 1;
     } else if (nlen == 12 && memcmp(name, "content-type", 12) == 0) {
-        k->bad_type = !(vlen >= 16 &&
-                        memcmp(value, "application/grpc", 16) == 0 &&
-                        (vlen == 16 || value[16] == '+' || value[16] == ';'));
+        k->bad_type =
+            !(vlen >= 16 && memcmp(value, "application/grpc", 16) == 0 &&
+              (vlen == 16 || value[16] == '+' || value[16] == ';'));
     } else if (nlen == 13 && memcmp(name, "authorization", 13) == 0) {
         if (vlen > CA_GRPC_MAX_AUTH) {
             k->too_large = 1;
@@ -263,8 +262,8 @@ static int on_close(nghttp2_session *ng, int32_t id, uint32_t code, void *arg)
     /* The last call this connection takes is answered: GOAWAY after it,
      * so the client sees the answer first and reconnects for more. */
     if (id == g->last_id)
-        nghttp2_submit_goaway(ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR,
-                              NULL, 0);
+        nghttp2_submit_goaway(ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR, NULL,
+                              0);
     return 0;
 }
 

@@ -88,8 +88,8 @@ static void finish(struct istiod_req *r, struct ca_cred *cred, const char *fmt,
 }
 
 static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf,
-                         size_t len, uint32_t *flags,
-                         nghttp2_data_source *src, void *arg)
+                         size_t len, uint32_t *flags, nghttp2_data_source *src,
+                         void *arg)
 {
     struct istiod_req *r = arg;
     size_t left = buf_len(&r->req) - r->req_off;
@@ -230,9 +230,9 @@ static void answer(struct istiod_req *r)
                r->grpc_message[0] ? r->grpc_message : "no message", hint);
         return;
     }
-    used = ca_grpc_frame_parse((const uint8_t *)buf_ptr(&r->in),
-                               buf_len(&r->in), CA_GRPC_MAX_MESSAGE, &msg,
-                               &mlen, &why);
+    used =
+        ca_grpc_frame_parse((const uint8_t *)buf_ptr(&r->in), buf_len(&r->in),
+                            CA_GRPC_MAX_MESSAGE, &msg, &mlen, &why);
     if (used <= 0 || (size_t)used != buf_len(&r->in)) {
         finish(r, NULL, "istiod sent a bad gRPC message: %s",
                used < 0 ? why : "not one whole message");
@@ -260,8 +260,9 @@ static void answer(struct istiod_req *r)
     }
     vwhy = verify_chain(r, leaf, chain);
     if (vwhy != NULL) {
-        err_set(&err, "the certificate does not verify against the roots in "
-                      "%s: %s",
+        err_set(&err,
+                "the certificate does not verify against the roots in "
+                "%s: %s",
                 r->root_file, vwhy);
         goto bad;
     }
@@ -400,12 +401,14 @@ static void on_io(struct conn *cn, void *arg)
         return;
     }
     if (rc < 0)
-        finish(r, NULL, "istiod at %s:%d is unavailable: the connection "
-                        "ended before an answer (%s)",
+        finish(r, NULL,
+               "istiod at %s:%d is unavailable: the connection "
+               "ended before an answer (%s)",
                r->host, r->port, why);
     else if (rc == 0)
-        finish(r, NULL, "istiod at %s:%d ended the HTTP/2 session without "
-                        "an answer",
+        finish(r, NULL,
+               "istiod at %s:%d ended the HTTP/2 session without "
+               "an answer",
                r->host, r->port);
 }
 
@@ -417,8 +420,7 @@ static void on_deadline(void *arg)
            r->host, r->port, r->q ? " (resolving its name)" : "");
 }
 
-static int start_connect(struct istiod_req *r, const struct addr *a,
-                         char **err)
+static int start_connect(struct istiod_req *r, const struct addr *a, char **err)
 {
     struct in6_addr ip;
     int fd, in_progress = 0;
@@ -430,15 +432,13 @@ static int start_connect(struct istiod_req *r, const struct addr *a,
         return err_set(err, "istiod at %s:%d is unavailable: %s", r->host,
                        r->port, strerror(errno));
     conn_init(&r->conn, r->base, fd, on_io, r);
-    if (tls_conn_connect(&r->conn, r->ctx, literal ? NULL : r->server_name) <
-        0)
+    if (tls_conn_connect(&r->conn, r->ctx, literal ? NULL : r->server_name) < 0)
         return err_set(err, "cannot set up TLS");
-    if (literal
-            ? !X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(r->conn.tls),
-                                             r->server_name)
-            : !X509_VERIFY_PARAM_set1_host(SSL_get0_param(r->conn.tls),
-                                           r->server_name,
-                                           strlen(r->server_name)))
+    if (literal ? !X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(r->conn.tls),
+                                                 r->server_name)
+                : !X509_VERIFY_PARAM_set1_host(SSL_get0_param(r->conn.tls),
+                                               r->server_name,
+                                               strlen(r->server_name)))
         return err_set(err, "cannot set up TLS");
     r->connecting = in_progress;
     r->handshaking = !in_progress;
@@ -453,8 +453,9 @@ static void on_resolved(void *arg, const struct addr *a, const char *why)
 
     r->q = NULL;
     if (a == NULL) {
-        finish(r, NULL, "istiod at %s:%d is unavailable: cannot resolve %s "
-                        "(%s)",
+        finish(r, NULL,
+               "istiod at %s:%d is unavailable: cannot resolve %s "
+               "(%s)",
                r->host, r->port, r->host, why);
         return;
     }
@@ -578,9 +579,9 @@ struct istiod_req *istiod_request(struct event_base *base,
         err_set(err, "ca.istiod.address %s: must be HOST:PORT", conf->address);
         goto fail;
     }
-    r->server_name = strdup(conf->server_name && conf->server_name[0]
-                                ? conf->server_name
-                                : r->host);
+    r->server_name =
+        strdup(conf->server_name && conf->server_name[0] ? conf->server_name
+                                                         : r->host);
     r->root_file = strdup(conf->root_file);
     r->spiffe_id = strdup(conf->spiffe_id);
     r->token_file = strdup(conf->token_file);
@@ -592,8 +593,7 @@ struct istiod_req *istiod_request(struct event_base *base,
     if (read_token(r, conf, err) < 0 || load_roots(r, err) < 0)
         goto fail;
     if (csr_new(key, r->spiffe_id, &csr) < 0 ||
-        ca_grpc_request_encode(&r->req, buf_cstr(&csr), conf->validity_s) <
-            0) {
+        ca_grpc_request_encode(&r->req, buf_cstr(&csr), conf->validity_s) < 0) {
         err_set(err, "cannot build the certificate request");
         goto fail;
     }

@@ -16,8 +16,8 @@
 
 /* IstioCertificateRequest{csr: "AB", validity_duration: 300}, framed, as
  * Go's and Python's protobuf write it. */
-static const uint8_t REQ[] = {0x00, 0x00, 0x00, 0x00, 0x07, 0x0a, 0x02,
-                              0x41, 0x42, 0x18, 0xac, 0x02};
+static const uint8_t REQ[] = {0x00, 0x00, 0x00, 0x00, 0x07, 0x0a,
+                              0x02, 0x41, 0x42, 0x18, 0xac, 0x02};
 
 static void test_request_encode_bytes(void **state)
 {
@@ -48,10 +48,9 @@ static void test_request_decode(void **state)
     const char *why = NULL;
     /* Field 2 (the old subject_id), a fixed64 field 9 and a fixed32 field
      * 10 are skipped; an empty metadata Struct is no metadata. */
-    static const uint8_t unk[] = {0x12, 0x01, 0x5a, 0x0a, 0x01, 0x43, 0x49,
-                                  1,    2,    3,    4,    5,    6,    7,
-                                  8,    0x55, 1,    2,    3,    4,    0x18,
-                                  0x3c, 0x22, 0x00};
+    static const uint8_t unk[] = {
+        0x12, 0x01, 0x5a, 0x0a, 0x01, 0x43, 0x49, 1, 2,    3,    4,    5,
+        6,    7,    8,    0x55, 1,    2,    3,    4, 0x18, 0x3c, 0x22, 0x00};
     static const uint8_t meta[] = {0x0a, 0x01, 0x43, 0x22, 0x02, 0x0a, 0x00};
 
     (void)state;
@@ -81,8 +80,8 @@ static void test_request_decode_refusals(void **state)
     static const uint8_t cut[] = {0x0a, 0x05, 0x43};
     static const uint8_t group[] = {0x0a, 0x01, 0x43, 0x0b};
     static const uint8_t nul[] = {0x0a, 0x02, 0x43, 0x00};
-    static const uint8_t longvar[] = {0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-                                      0xff, 0xff, 0xff, 0xff, 0x01};
+    static const uint8_t longvar[] = {0x18, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                      0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
     static const uint8_t csr_varint[] = {0x08, 0x01};
 
     (void)state;
@@ -113,17 +112,15 @@ static void test_response_roundtrip_and_order(void **state)
     const char *why = NULL;
     const char *pems[] = {"L", "I", "R"};
     /* root_cert {ca_cert: "R"} first on the wire, then the chain. */
-    static const uint8_t roots_first[] = {0x12, 0x03, 0x0a, 0x01, 0x52,
-                                          0x0a, 0x01, 0x4c, 0x0a, 0x01,
-                                          0x49};
+    static const uint8_t roots_first[] = {0x12, 0x03, 0x0a, 0x01, 0x52, 0x0a,
+                                          0x01, 0x4c, 0x0a, 0x01, 0x49};
     struct buf b;
 
     (void)state;
     buf_init(&b, 1024);
     assert_int_equal(ca_grpc_response_encode(&b, pems, 3), 0);
-    assert_int_equal(ca_grpc_response_decode(
-                         (const uint8_t *)buf_ptr(&b) + 5, buf_len(&b) - 5, &r,
-                         &why),
+    assert_int_equal(ca_grpc_response_decode((const uint8_t *)buf_ptr(&b) + 5,
+                                             buf_len(&b) - 5, &r, &why),
                      0);
     assert_int_equal(r.n, 3);
     assert_int_equal(r.nchain, 3);
@@ -164,8 +161,8 @@ static void test_response_cert_limit(void **state)
     assert_int_equal(r.n, CA_GRPC_MAX_CERTS);
     ca_grpc_response_dispose(&r);
     buf_truncate(&b, 0);
-    assert_int_equal(
-        ca_grpc_response_encode(&b, pems, CA_GRPC_MAX_CERTS + 1), 0);
+    assert_int_equal(ca_grpc_response_encode(&b, pems, CA_GRPC_MAX_CERTS + 1),
+                     0);
     assert_int_equal(ca_grpc_response_decode((const uint8_t *)buf_ptr(&b) + 5,
                                              buf_len(&b) - 5, &r, &why),
                      -1);
@@ -185,21 +182,18 @@ static void test_frame_parse(void **state)
 
     (void)state;
     for (size_t n = 0; n < sizeof(REQ); n++)
-        assert_int_equal(ca_grpc_frame_parse(REQ, n, 100, &msg, &len, &why),
-                         0);
-    assert_int_equal(ca_grpc_frame_parse(REQ, sizeof(REQ), 100, &msg, &len,
-                                         &why),
-                     (ssize_t)sizeof(REQ));
+        assert_int_equal(ca_grpc_frame_parse(REQ, n, 100, &msg, &len, &why), 0);
+    assert_int_equal(
+        ca_grpc_frame_parse(REQ, sizeof(REQ), 100, &msg, &len, &why),
+        (ssize_t)sizeof(REQ));
     assert_ptr_equal(msg, REQ + 5);
     assert_int_equal(len, 7);
     /* One past the limit is refused from its prefix alone. */
-    assert_int_equal(ca_grpc_frame_parse(big, 5, CA_GRPC_MAX_MESSAGE, &msg,
-                                         &len, &why),
-                     -1);
+    assert_int_equal(
+        ca_grpc_frame_parse(big, 5, CA_GRPC_MAX_MESSAGE, &msg, &len, &why), -1);
     assert_string_equal(why, "a gRPC message over the size limit");
-    assert_int_equal(ca_grpc_frame_parse(max, 5, CA_GRPC_MAX_MESSAGE, &msg,
-                                         &len, &why),
-                     0);
+    assert_int_equal(
+        ca_grpc_frame_parse(max, 5, CA_GRPC_MAX_MESSAGE, &msg, &len, &why), 0);
     assert_int_equal(ca_grpc_frame_parse(comp, 6, 100, &msg, &len, &why), -1);
     assert_non_null(strstr(why, "compressed"));
     comp[0] = 2;

@@ -71,9 +71,8 @@ static int setup(void **state)
     ca_identity_publish(&f->tls_id, srv);
     ca_cred_unref(srv);
     assert_int_equal(addr_parse(&a, "127.0.0.1:0", 11, 1, &why), 0);
-    f->srv =
-        ca_server_new(f->base, &f->reaper, &a, f->ca, &f->tls_id, NULL, NULL,
-                      &err);
+    f->srv = ca_server_new(f->base, &f->reaper, &a, f->ca, &f->tls_id, NULL,
+                           NULL, &err);
     assert_non_null(f->srv);
     snprintf(f->url, sizeof(f->url), "https://%s",
              addr_format(ca_server_addr(f->srv), as, sizeof(as)));
