@@ -7,6 +7,7 @@ build_pkgs=(gcc make autoconf automake pkg-config
     libevent-dev android-libboringssl-dev libnghttp2-dev liblua5.4-dev
     libmaxminddb-dev libyaml-dev libpcre2-dev zlib1g-dev libcmocka-dev)
 test_pkgs=(python3 python3-pytest python3-prometheus-client python3-grpcio
+    python3-protobuf protobuf-compiler libprotobuf-dev
     libmaxmind-db-writer-perl
     python3-h2 python3-cryptography curl nghttp2-client wrk openssl clang-14
     libclang-rt-14-dev clang-format-14

@@ -801,9 +801,12 @@ static void on_io(struct conn *c, void *arg)
                     sconn_close(sc);
                     return;
                 }
-                /* The whole connection's time is the client's from here:
-                 * a gRPC channel may send calls one after another. */
-                timer_arm(&sc->timer, CA_CONN_TIMEOUT_MS);
+                /* The rest of the connection's time is the client's: a
+                 * gRPC channel may send calls one after another. */
+                uint64_t spent = clock_ms() - sc->accept_ms;
+                timer_arm(&sc->timer, spent < CA_CONN_TIMEOUT_MS
+                                          ? CA_CONN_TIMEOUT_MS - spent
+                                          : 0);
                 sc->got_byte = 1;
             }
         }

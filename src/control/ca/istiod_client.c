@@ -208,6 +208,18 @@ static void answer(struct istiod_req *r)
     char *err = NULL, *id = NULL, nb[16];
 
     memset(&resp, 0, sizeof(resp));
+    if (r->http_status == 0) {
+        finish(r, NULL, "istiod at %s:%d reset the request without an answer",
+               r->host, r->port);
+        return;
+    }
+    if (r->http_status == 200 &&
+        strncmp(r->content_type, "application/grpc", 16) != 0) {
+        finish(r, NULL, "istiod at %s:%d answered with content-type '%s', "
+                        "not gRPC",
+               r->host, r->port, r->content_type);
+        return;
+    }
     if (r->http_status != 200) {
         finish(r, NULL, "istiod at %s:%d answered HTTP %d, not gRPC", r->host,
                r->port, r->http_status);
