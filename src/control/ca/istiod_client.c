@@ -215,8 +215,9 @@ static void answer(struct istiod_req *r)
     }
     if (r->http_status == 200 &&
         strncmp(r->content_type, "application/grpc", 16) != 0) {
-        finish(r, NULL, "istiod at %s:%d answered with content-type '%s', "
-                        "not gRPC",
+        finish(r, NULL,
+               "istiod at %s:%d answered with content-type '%s', "
+               "not gRPC",
                r->host, r->port, r->content_type);
         return;
     }

@@ -674,6 +674,56 @@ static void test_ca_section(void **state)
               "1000ms-31536000000ms");
 }
 
+/* ca.istiod and ca.serviceAccountTokens: Istio's defaults, and the
+ * combinations that cannot work refused by name. */
+static void test_ca_istiod_and_tokens(void **state)
+{
+    struct bootstrap *bs;
+
+    (void)state;
+    bs = parse_ok("");
+    assert_string_equal(bs->ca.istiod.address, "");
+    assert_string_equal(bs->ca.istiod.root_cert,
+                        "/var/run/secrets/istio/root-cert.pem");
+    assert_string_equal(bs->ca.istiod.token,
+                        "/var/run/secrets/tokens/istio-token");
+    assert_string_equal(bs->ca.istiod.cluster_id, "Kubernetes");
+    assert_string_equal(bs->ca.sa_tokens.audience, "istio-ca");
+    assert_string_equal(bs->ca.sa_tokens.jwks_file, "");
+    assert_int_equal(bs->ca.server_names.n, 0);
+    bootstrap_free(bs);
+    bs = parse_ok("ca: {istiod: {address: 'istiod:15012', clusterID: c1}, "
+                  "serverNames: [a.b, c.d]}\n");
+    assert_string_equal(bs->ca.istiod.address, "istiod:15012");
+    assert_string_equal(bs->ca.istiod.cluster_id, "c1");
+    assert_int_equal(bs->ca.server_names.n, 2);
+    bootstrap_free(bs);
+    parse_err("ca: {enabled: true, istiod: {address: 'i:1'}}\n",
+              "b.yaml:0:0: ca.istiod.address: a node gets its certificate "
+              "from one place: istiod, its own CA (ca.enabled) or a joined "
+              "CA, not two");
+    parse_err("ca: {join: {address: 'https://x:1'}, istiod: {address: "
+              "'i:1'}}\n",
+              "b.yaml:0:0: ca.istiod.address: a node gets its certificate "
+              "from one place: istiod, its own CA (ca.enabled) or a joined "
+              "CA, not two");
+    parse_err("ca: {istiod: {address: 'i:1', token: ''}}\n",
+              "b.yaml:0:0: ca.istiod: rootCert and token are needed to call "
+              "istiod");
+    parse_err("ca: {enabled: true, serviceAccountTokens: {issuer: x}}\n",
+              "b.yaml:0:0: ca.serviceAccountTokens: issuer and jwksFile go "
+              "together");
+    parse_err("ca: {serviceAccountTokens: {issuer: x, jwksFile: /j}}\n",
+              "b.yaml:0:0: ca.serviceAccountTokens: only a node that runs "
+              "the CA (ca.enabled) checks service-account tokens");
+    parse_err("ca: {enabled: true, serviceAccountTokens: {issuer: x, "
+              "jwksFile: /j, audience: ''}}\n",
+              "b.yaml:0:0: ca.serviceAccountTokens.audience: an audience is "
+              "needed (Istio's is istio-ca)");
+    parse_err("ca: {istiod: {adress: 'i:1'}}\n",
+              "b.yaml:1:15: ca.istiod.adress: unknown key");
+}
+
 /* outboundTrafficPolicy: REGISTRY_ONLY unless ALLOW_ANY is asked for;
  * anything else is refused by name. */
 static void test_outbound_traffic_policy(void **state)
@@ -882,6 +932,7 @@ int main(void)
         cmocka_unit_test(test_shipped_file_documents_every_key),
         cmocka_unit_test(test_limits_and_overload),
         cmocka_unit_test(test_ca_section),
+        cmocka_unit_test(test_ca_istiod_and_tokens),
         cmocka_unit_test(test_outbound_traffic_policy),
         cmocka_unit_test(test_gateway_http),
         cmocka_unit_test(test_listener_equal),
