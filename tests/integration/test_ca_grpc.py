@@ -6,7 +6,6 @@ is refused, with the gRPC status and message, when the CSR asks for
 another identity, the token is for another audience or expired, there is
 no credential, the request carries impersonation metadata, or the
 message is over the size limit."""
-import os
 import subprocess
 
 import grpc
@@ -14,7 +13,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from conftest import STRAIT, Strait, free_port, finish_strait
+from conftest import STRAIT, Strait, finish_strait, free_port, wait_for
 from istiod_ca import METHOD, Issuer, ca_pb2, csr_pem
 
 TD = "example.org"
@@ -245,3 +244,35 @@ def test_calls_per_connection_and_streams_limits(ca):
             call(req, metadata=[("authorization", "Bearer " + tok)], timeout=10)
     finally:
         ch.close()
+
+
+def test_strait_pod_gets_its_certificate_from_a_strait_ca(ca, tmp_path):
+    """Both ends are strait: a node with ca.istiod pointed at a strait CA
+    (the CA's root as rootCert, a service-account token of the CA's
+    issuer) gets spiffe://example.org/ns/istio-system/sa/strait and renews
+    it over the gRPC API."""
+    d = tmp_path / "pod"
+    d.mkdir()
+    token = d / "istio-token"
+    token.write_text(ca.issuer.token("istio-system", "strait"))
+    root = d / "root-cert.pem"
+    root.write_bytes(ca.root)
+    pod = Strait(d, "", workers=1, extra=(
+        f"trustDomain: {TD}\n"
+        "node: {namespace: istio-system, serviceAccount: strait}\n"
+        f"ca:\n  dir: {d / 'ca'}\n  certTTL: 3s\n"
+        "  istiod:\n"
+        f"    address: 127.0.0.1:{ca.port}\n"
+        f"    rootCert: {root}\n"
+        f"    token: {token}\n"
+        "    serverName: istiod.istio-system.svc\n"))
+    try:
+        pod.start()
+        assert f"certificate for spiffe://{TD}/ns/istio-system/sa/strait " \
+            "issued by istiod" in pod.log()
+        wait_for(lambda: "renewed by istiod" in pod.log(), 15, "a renewal")
+        assert pod.stats()["ca.identity_renew_failures"] == 0
+        assert ca.log().count("authenticated by service-account token, "
+                              "gRPC API") >= 2
+    finally:
+        finish_strait(pod)
