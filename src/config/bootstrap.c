@@ -519,6 +519,35 @@ static const struct conf_key lua_keys[] = {
 static const struct conf_section lua_section = {lua_keys, 0, SIZE_MAX};
 static const char *const ca_key_types[] = {"ECDSA", "RSA", NULL};
 
+/* A DNS name for a certificate's SAN: labels of letters, digits and '-'
+ * (not at either end), at most 63 bytes each and 253 in all, and a
+ * leading "*." wildcard. */
+static int dns_name_ok(const char *s)
+{
+    size_t n = strlen(s), label = 0;
+
+    if (strncmp(s, "*.", 2) == 0) {
+        s += 2;
+        n -= 2;
+    }
+    if (n == 0 || n > 253)
+        return 0;
+    for (size_t i = 0; i <= n; i++) {
+        char c = s[i];
+        if (c == '.' || c == '\0') {
+            if (label == 0 || label > 63 || s[i - 1] == '-')
+                return 0;
+            label = 0;
+        } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                   (c >= '0' && c <= '9') || (c == '-' && label > 0)) {
+            label++;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static const struct conf_key ca_join_keys[] = {
     {"address", CONF_STR, OFF(struct bootstrap_ca_join, address), 0, 0, "",
      "CA to join: https://HOST:PORT (\"\" for none; strait run --join)", NULL,
@@ -1184,6 +1213,14 @@ static int bootstrap_validate(const struct bootstrap *bs, const char *file,
                    "a node runs the CA (ca.enabled) or joins one, not both");
         nerr++;
     }
+    for (size_t i = 0; i < bs->ca.server_names.n; i++)
+        if (!dns_name_ok(bs->ca.server_names.v[i])) {
+            conf_error(errs, file, 0, 0, "ca.serverNames",
+                       "'%s' is not a DNS name (letters, digits, '-' in "
+                       "dot-separated labels, a leading '*.' allowed)",
+                       bs->ca.server_names.v[i]);
+            nerr++;
+        }
     if (bs->ca.istiod.address[0] != '\0' &&
         (bs->ca.enabled || bs->ca.join.address[0] != '\0')) {
         conf_error(errs, file, 0, 0, "ca.istiod.address",

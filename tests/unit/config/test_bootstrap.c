@@ -720,6 +720,14 @@ static void test_ca_istiod_and_tokens(void **state)
               "jwksFile: /j, audience: ''}}\n",
               "b.yaml:0:0: ca.serviceAccountTokens.audience: an audience is "
               "needed (Istio's is istio-ca)");
+    parse_err("ca: {serverNames: [ok.example, 'bad name']}\n",
+              "b.yaml:0:0: ca.serverNames: 'bad name' is not a DNS name "
+              "(letters, digits, '-' in dot-separated labels, a leading "
+              "'*.' allowed)");
+    parse_err("ca: {serverNames: [a..b]}\n",
+              "b.yaml:0:0: ca.serverNames: 'a..b' is not a DNS name "
+              "(letters, digits, '-' in dot-separated labels, a leading "
+              "'*.' allowed)");
     parse_err("ca: {istiod: {adress: 'i:1'}}\n",
               "b.yaml:1:15: ca.istiod.adress: unknown key");
 }
