@@ -276,3 +276,71 @@ def test_strait_pod_gets_its_certificate_from_a_strait_ca(ca, tmp_path):
                               "gRPC API") >= 2
     finally:
         finish_strait(pod)
+
+
+def test_authorization_one_past_its_limit(ca):
+    # The authorization value is kept up to 32 KiB ("Bearer " included).
+    code, msg = refused(ca, token="x" * (32768 - 7))
+    assert code == grpc.StatusCode.UNAUTHENTICATED, msg
+    code, msg = refused(ca, token="x" * (32768 - 6))
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED, msg
+    assert "authorization 32768 bytes" in msg
+
+
+def h2_exchange(ca, headers, body):
+    """One request on a fresh h2 connection: the response headers (the
+    trailers-only block included) as a dict of bytes."""
+    import socket
+    import ssl
+
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(["h2"])
+    got = {}
+    with socket.create_connection(("127.0.0.1", ca.port), timeout=10) as raw:
+        with ctx.wrap_socket(raw) as s:
+            c = h2.connection.H2Connection(
+                h2.config.H2Configuration(client_side=True))
+            c.initiate_connection()
+            c.send_headers(1, headers)
+            c.send_data(1, body, end_stream=True)
+            s.sendall(c.data_to_send())
+            done = False
+            while not done:
+                data = s.recv(65536)
+                if not data:
+                    break
+                for ev in c.receive_data(data):
+                    if isinstance(ev, (h2.events.ResponseReceived,
+                                       h2.events.TrailersReceived)):
+                        got.update(dict(ev.headers))
+                    if isinstance(ev, h2.events.StreamEnded):
+                        done = True
+                s.sendall(c.data_to_send())
+    return got
+
+
+def test_not_grpc_and_unknown_method(ca):
+    base = [(":method", "POST"), (":scheme", "https"), (":authority", "ca")]
+    body = b"\x00\x00\x00\x00\x03\x0a\x01A"
+    got = h2_exchange(ca, base + [(":path", METHOD),
+                                  ("content-type", "application/json")], body)
+    assert got[b":status"] == b"415"
+    got = h2_exchange(ca, base + [
+        (":path", "/istio.v1.auth.IstioCertificateService/Other"),
+        ("content-type", "application/grpc"), ("te", "trailers")], body)
+    assert got[b":status"] == b"200"
+    assert got[b"grpc-status"] == b"12"
+    assert got[b"grpc-message"].startswith(b"unknown method")
+    # A compressed message: no grpc-encoding was agreed.
+    got = h2_exchange(ca, base + [(":path", METHOD),
+                                  ("content-type", "application/grpc")],
+                      b"\x01" + body[1:])
+    assert got[b"grpc-status"] == b"12"
+    assert b"compressed" in got[b"grpc-message"]
+    assert "content-type is not application/grpc (415)" in ca.log()

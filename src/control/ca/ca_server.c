@@ -796,7 +796,7 @@ static void on_io(struct conn *c, void *arg)
             size_t alen;
             const char *alpn = tls_conn_alpn(c, &alen);
             if (alen == 2 && memcmp(alpn, "h2", 2) == 0) {
-                sc->grpc = ca_grpc_sess_new(c, grpc_issue, sc);
+                sc->grpc = ca_grpc_sess_new(c, sc->peer, grpc_issue, sc);
                 if (sc->grpc == NULL) {
                     sconn_close(sc);
                     return;

@@ -13,6 +13,7 @@
 #include "control/ca/ca_h2.h"
 #include "control/ca/ca_server_grpc.h"
 #include "core/buf.h"
+#include "core/log.h"
 #include "net/conn.h"
 
 struct call {
@@ -36,6 +37,7 @@ struct ca_grpc_sess {
     struct buf out;
     ca_grpc_issue_fn issue;
     void *arg;
+    const char *peer; /* for log lines; the owner's */
     struct call *calls;
     size_t ncalls, ok, refused;
     int32_t last_id; /* the last call taken (CA_GRPC_MAX_CALLS-th), or 0 */
@@ -92,6 +94,7 @@ static void answer(struct ca_grpc_sess *g, struct call *k)
     ssize_t used;
     char st[8];
     struct buf em;
+    int logged = 0;
 
     memset(&req, 0, sizeof(req));
     k->status = CA_GRPC_OK;
@@ -120,10 +123,14 @@ static void answer(struct ca_grpc_sess *g, struct call *k)
             snprintf(k->msg, sizeof(k->msg), "bad IstioCertificateRequest: %s",
                      why);
         } else {
+            /* issue() logs its own refusals. */
             k->status = g->issue(g->arg, k->auth, &req, &k->out, k->msg,
                                  sizeof(k->msg));
+            logged = 1;
         }
     }
+    if (k->status != CA_GRPC_OK && !logged)
+        log_warn("CA: refused a gRPC request from %s: %s", g->peer, k->msg);
     ca_grpc_request_dispose(&req);
     if (k->status == CA_GRPC_OK) {
         nghttp2_nv nv[2] = {ca_h2_nv(":status", "200"),
@@ -241,6 +248,9 @@ static int on_frame(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
         /* Not gRPC at all: an HTTP answer, as gRPC's spec says. */
         nghttp2_nv nv[1] = {ca_h2_nv(":status", "415")};
         g->refused++;
+        log_warn("CA: refused an HTTP/2 request from %s: content-type is "
+                 "not application/grpc (415)",
+                 g->peer);
         nghttp2_submit_response(ng, k->id, nv, 1, NULL);
         return 0;
     }
@@ -267,8 +277,8 @@ static int on_close(nghttp2_session *ng, int32_t id, uint32_t code, void *arg)
     return 0;
 }
 
-struct ca_grpc_sess *ca_grpc_sess_new(struct conn *c, ca_grpc_issue_fn issue,
-                                      void *arg)
+struct ca_grpc_sess *ca_grpc_sess_new(struct conn *c, const char *peer,
+                                      ca_grpc_issue_fn issue, void *arg)
 {
     struct ca_grpc_sess *g = calloc(1, sizeof(*g));
     nghttp2_session_callbacks *cb = NULL;
@@ -280,6 +290,7 @@ struct ca_grpc_sess *ca_grpc_sess_new(struct conn *c, ca_grpc_issue_fn issue,
     if (g == NULL || nghttp2_session_callbacks_new(&cb) != 0)
         goto fail;
     g->c = c;
+    g->peer = peer;
     g->issue = issue;
     g->arg = arg;
     buf_init(&g->out, 256 * 1024);

@@ -33,9 +33,10 @@ typedef int (*ca_grpc_issue_fn)(void *arg, const char *auth,
 struct ca_grpc_sess;
 
 /* ca_grpc_sess_new() starts the session (the server's SETTINGS are
- * queued). NULL when memory is short. */
-struct ca_grpc_sess *ca_grpc_sess_new(struct conn *c, ca_grpc_issue_fn issue,
-                                      void *arg);
+ * queued). peer names the client in log lines (kept, not copied: it must
+ * outlive the session). NULL when memory is short. */
+struct ca_grpc_sess *ca_grpc_sess_new(struct conn *c, const char *peer,
+                                      ca_grpc_issue_fn issue, void *arg);
 
 /* ca_grpc_sess_io() moves bytes and answers calls that are whole. 1
  * while the session goes on, 0 when it is over (both sides done), -1 on
