@@ -585,6 +585,12 @@ static const struct conf_key ca_istiod_keys[] = {
      "SNI and the name istiod's certificate is checked for; \"\": the "
      "host of address",
      NULL, NULL, NULL, NULL},
+    {"startTimeout", CONF_DURATION,
+     OFF(struct bootstrap_ca_istiod, start_timeout_ms), 0, INT64_C(3600) * 1000,
+     "30s",
+     "how long start waits for istiod while it does not answer (0s: not "
+     "at all); a refusal stops the start at once",
+     NULL, NULL, NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 static const struct conf_section ca_istiod_section = {ca_istiod_keys, 0,

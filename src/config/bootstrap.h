@@ -250,11 +250,12 @@ struct bootstrap_ca_join {
 
 /* Where a pod gets its certificate from istiod (src/control/ca). */
 struct bootstrap_ca_istiod {
-    char *address;     /* HOST:PORT of istiod's gRPC CA; "" for none */
-    char *root_cert;   /* the mesh root (istio-ca-root-cert) */
-    char *token;       /* the projected service-account token file */
-    char *cluster_id;  /* ClusterID header */
-    char *server_name; /* name istiod's certificate is checked for */
+    char *address;            /* HOST:PORT of istiod's gRPC CA; "" for none */
+    char *root_cert;          /* the mesh root (istio-ca-root-cert) */
+    char *token;              /* the projected service-account token file */
+    char *cluster_id;         /* ClusterID header */
+    char *server_name;        /* name istiod's certificate is checked for */
+    int64_t start_timeout_ms; /* how long start waits for istiod */
 };
 
 /* Kubernetes service-account tokens the CA's gRPC API accepts. */

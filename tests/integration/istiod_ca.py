@@ -186,21 +186,29 @@ class IstiodCA:
     answer every call with instead; roots_apart: send the root in
     root_cert instead of cert_chain, as newer istiod does."""
 
-    def __init__(self, tmp, server_name="istiod.istio-system.svc"):
+    def __init__(self, tmp, server_name="istiod.istio-system.svc", port=None,
+                 serve=True):
         self.dir = tmp
         self.root = TestCA()
         self.root_file = os.path.join(tmp, "root-cert.pem")
         with open(self.root_file, "w") as f:
             f.write(pem(self.root.cert))
-        sk = ec.generate_private_key(ec.SECP256R1())
-        sc = self.root.issue(sk.public_key(), dns=[server_name])
+        self.server_key = ec.generate_private_key(ec.SECP256R1())
+        self.server_cert = self.root.issue(self.server_key.public_key(),
+                                           dns=[server_name])
         self.requests = []
         self.refuse = None
         self.roots_apart = False
         self.lock = threading.Lock()
-        pb = ca_pb2()
-        self.pb = pb
-        self.port = free_port()
+        self.pb = ca_pb2()
+        self.port = port or free_port()
+        self.server = None
+        if serve:
+            self.serve()
+
+    def serve(self):
+        """Starts answering on self.port."""
+        pb = self.pb
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
         handler = grpc.method_handlers_generic_handler(SERVICE, {
             "CreateCertificate": grpc.unary_unary_rpc_method_handler(
@@ -210,7 +218,8 @@ class IstiodCA:
                 .SerializeToString)})
         self.server.add_generic_rpc_handlers((handler,))
         creds = grpc.ssl_server_credentials(
-            [(key_pem(sk).encode(), pem(sc).encode())])
+            [(key_pem(self.server_key).encode(),
+              pem(self.server_cert).encode())])
         self.server.add_secure_port(f"127.0.0.1:{self.port}", creds)
         self.server.start()
 
@@ -218,7 +227,8 @@ class IstiodCA:
         return f"127.0.0.1:{self.port}"
 
     def stop(self):
-        self.server.stop(None).wait(10)
+        if self.server is not None:
+            self.server.stop(None).wait(10)
 
     def count(self):
         with self.lock:

@@ -60,7 +60,7 @@ class Pod(Strait):
     """A strait that gets its certificate from the stand-in."""
 
     def __init__(self, tmp_path, istiod, cert_ttl="1h", gw_port=None,
-                 echo_port=None, root=None, address=None):
+                 echo_port=None, root=None, address=None, start_timeout="0s"):
         self.token_file = tmp_path / "istio-token"
         conf = tmp_path / "conf"
         conf.mkdir(exist_ok=True)
@@ -77,7 +77,8 @@ class Pod(Strait):
             f"    rootCert: {root or istiod.root_file}\n"
             f"    token: {self.token_file}\n"
             "    clusterID: cluster-a\n"
-            "    serverName: istiod.istio-system.svc\n")
+            "    serverName: istiod.istio-system.svc\n"
+            f"    startTimeout: {start_timeout}\n")
         super().__init__(tmp_path, "", workers=1, extra=extra)
 
     def set_token(self, text):
@@ -240,10 +241,42 @@ def test_expired_token_is_not_sent(istiod, pods):
 
 
 def test_istiod_unavailable(istiod, pods):
+    # startTimeout 0s: not waited for at all.
     pod = pods(istiod, address=f"127.0.0.1:{free_port()}")
     pod.set_token(sa_token())
     assert pod.start_and_exit_code() == 3
-    assert "is unavailable: connect: Connection refused" in pod.log()
+    assert "is unavailable: connect: Connection refused (waited for it up " \
+        "to ca.istiod.startTimeout)" in pod.log()
+    assert "trying again" not in pod.log()
+
+
+def test_start_waits_for_istiod_within_start_timeout(tmp_path, pods):
+    """istiod comes up after strait: the start waits (1 s, 2 s, ...) and
+    takes the certificate; with a start timeout shorter than the first
+    wait it gives up at once."""
+    d = tmp_path / "late"
+    d.mkdir()
+    late = IstiodCA(str(d), serve=False)
+    pod = pods(late, start_timeout="20s")
+    pod.set_token(sa_token())
+    try:
+        pod.start(wait=False)
+        wait_for(lambda: "trying again in 1000 ms" in pod.log(), 15,
+                 "strait to wait for istiod")
+        assert "is unavailable: connect: Connection refused" in pod.log()
+        late.serve()
+        wait_for(pod.ready_or_dead, 20, "strait to become ready")
+        assert "issued by istiod" in pod.log()
+        assert late.count() >= 1
+    finally:
+        late.stop()
+    # One past: a start timeout shorter than the first wait (1 s).
+    quick = pods(late, name="quick", address=f"127.0.0.1:{free_port()}",
+                 start_timeout="999ms")
+    quick.set_token(sa_token())
+    assert quick.start_and_exit_code() == 3
+    assert "(waited for it up to ca.istiod.startTimeout)" in quick.log()
+    assert "trying again" not in quick.log()
 
 
 def test_failing_renewal_on_stats_and_readiness_then_recovery(istiod, pods):

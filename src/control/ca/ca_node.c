@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <event2/event.h>
+#include <inttypes.h>
 #include <openssl/mem.h>
 #include <openssl/rand.h>
 #include <openssl/x509.h>
@@ -121,6 +122,7 @@ void ca_node_conf_init(struct ca_node_conf *c, const struct bootstrap *bs)
     c->istiod_token = bs->ca.istiod.token;
     c->istiod_cluster_id = bs->ca.istiod.cluster_id;
     c->istiod_server_name = bs->ca.istiod.server_name;
+    c->istiod_start_timeout_ms = bs->ca.istiod.start_timeout_ms;
     c->sa_issuer = bs->ca.sa_tokens.issuer;
     c->sa_jwks_file = bs->ca.sa_tokens.jwks_file;
     c->sa_audience = bs->ca.sa_tokens.audience;
@@ -343,10 +345,12 @@ static void on_fetched(void *arg, struct ca_cred *cred, const char *err)
         retry(s, "cannot store the renewed certificate");
 }
 
-static void on_istiod(void *arg, struct ca_cred *cred, const char *err)
+static void on_istiod(void *arg, struct ca_cred *cred, const char *err,
+                      int unavailable)
 {
     struct slot *s = arg;
 
+    (void)unavailable; /* a renewal retries whatever the failure */
     s->ireq = NULL;
     if (cred == NULL) {
         retry(s, err);
@@ -692,19 +696,45 @@ static int start_istiod(struct ca_node *n, const struct ca_node_conf *conf,
     n->icf.validity_s = conf->cert_ttl_s;
     n->icf.dns = n->dns;
     n->icf.dns_conf = &conf->dns; /* start-up only; cleared below */
-    key = pki_key_new(n->key_type);
-    if (key == NULL) {
-        err_set(err, "cannot make a key");
-        goto done;
-    }
-    cred = istiod_fetch(&n->icf, key, &ferr);
-    EVP_PKEY_free(key);
-    if (cred == NULL) {
-        err_set(err,
-                "cannot get this node's certificate from istiod at %s: "
-                "%s",
-                conf->istiod_address, ferr ? ferr : "no answer");
-        goto done;
+    /* istiod not there yet (a cluster starting, a rollout) is waited for
+     * up to ca.istiod.startTimeout, 1 s doubling to 8 s between tries; a
+     * refusal stops the start at once. */
+    for (uint64_t start = clock_ms(), step = 1000;;
+         step = step * 2 < 8000 ? step * 2 : 8000) {
+        int unavailable = 0;
+        uint64_t waited;
+        key = pki_key_new(n->key_type);
+        if (key == NULL) {
+            err_set(err, "cannot make a key");
+            goto done;
+        }
+        free(ferr);
+        ferr = NULL;
+        cred = istiod_fetch(&n->icf, key, &unavailable, &ferr);
+        EVP_PKEY_free(key);
+        if (cred != NULL)
+            break;
+        waited = clock_ms() - start;
+        if (!unavailable ||
+            waited + step > (uint64_t)conf->istiod_start_timeout_ms) {
+            err_set(err,
+                    "cannot get this node's certificate from istiod at %s: "
+                    "%s%s",
+                    conf->istiod_address, ferr ? ferr : "no answer",
+                    unavailable ? " (waited for it up to "
+                                  "ca.istiod.startTimeout)"
+                                : "");
+            goto done;
+        }
+        log_warn("CA: %s; trying again in %" PRIu64 " ms (waited %" PRIu64
+                 " ms of ca.istiod.startTimeout)",
+                 ferr ? ferr : "no answer", step, waited);
+        {
+            struct timespec ts = {(time_t)(step / 1000),
+                                  (long)(step % 1000) * 1000000L};
+            while (nanosleep(&ts, &ts) < 0)
+                ;
+        }
     }
     take(&n->self, cred, "issued by istiod");
     n->icf.dns_conf = NULL; /* renewals resolve with n->dns */

@@ -57,6 +57,7 @@ struct ca_node_conf {
     const char *istiod_token;
     const char *istiod_cluster_id;
     const char *istiod_server_name;
+    int64_t istiod_start_timeout_ms; /* how long start waits for istiod */
     /* Service-account tokens the CA's gRPC API accepts (ca_server.h);
      * sa_jwks_file "" or NULL: none. */
     const char *sa_issuer;

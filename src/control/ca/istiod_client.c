@@ -65,6 +65,7 @@ struct istiod_req {
     char grpc_message[MAX_VALUE];
     char content_type[64];
     int done;
+    int unavailable; /* the failure is istiod not answering: retry */
 };
 
 static void finish(struct istiod_req *r, struct ca_cred *cred, const char *fmt,
@@ -75,6 +76,7 @@ static void finish(struct istiod_req *r, struct ca_cred *cred, const char *fmt,
 {
     istiod_cb cb = r->cb;
     void *arg = r->arg;
+    int unavailable = r->unavailable;
     char msg[1024];
     va_list ap;
 
@@ -84,7 +86,7 @@ static void finish(struct istiod_req *r, struct ca_cred *cred, const char *fmt,
         va_end(ap);
     }
     istiod_cancel(r);
-    cb(arg, cred, fmt ? msg : NULL);
+    cb(arg, cred, fmt ? msg : NULL, unavailable);
 }
 
 static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf,
@@ -233,6 +235,7 @@ static void answer(struct istiod_req *r)
     }
     if (r->grpc_status != CA_GRPC_OK) {
         const char *hint = "";
+        r->unavailable = r->grpc_status == CA_GRPC_UNAVAILABLE;
         if (r->grpc_status == CA_GRPC_UNAUTHENTICATED && r->aud_ok == 0)
             hint = " (the token's audience does not include istio-ca: mount "
                    "a projected token with audience istio-ca)";
@@ -365,6 +368,7 @@ static void on_io(struct conn *cn, void *arg)
     if (r->connecting) {
         int e = sock_error(cn->fd);
         if (e != 0) {
+            r->unavailable = 1;
             finish(r, NULL, "istiod at %s:%d is unavailable: connect: %s",
                    r->host, r->port, strerror(e));
             return;
@@ -383,11 +387,13 @@ static void on_io(struct conn *cn, void *arg)
                        "istiod at %s:%d is not trusted: its certificate does "
                        "not verify against the roots in %s for %s (%s)",
                        r->host, r->port, r->root_file, r->server_name, v);
-            else
+            else {
+                r->unavailable = 1;
                 finish(r, NULL,
                        "istiod at %s:%d is unavailable: TLS handshake "
                        "failed (%s)",
                        r->host, r->port, tls_conn_failure(cn));
+            }
             return;
         }
         if (rc == 0) {
@@ -413,12 +419,13 @@ static void on_io(struct conn *cn, void *arg)
         answer(r);
         return;
     }
-    if (rc < 0)
+    if (rc < 0) {
+        r->unavailable = 1;
         finish(r, NULL,
                "istiod at %s:%d is unavailable: the connection "
                "ended before an answer (%s)",
                r->host, r->port, why);
-    else if (rc == 0)
+    } else if (rc == 0)
         finish(r, NULL,
                "istiod at %s:%d ended the HTTP/2 session without "
                "an answer",
@@ -429,6 +436,7 @@ static void on_deadline(void *arg)
 {
     struct istiod_req *r = arg;
 
+    r->unavailable = 1;
     finish(r, NULL, "istiod at %s:%d is unavailable: no answer in time%s",
            r->host, r->port, r->q ? " (resolving its name)" : "");
 }
@@ -466,6 +474,7 @@ static void on_resolved(void *arg, const struct addr *a, const char *why)
 
     r->q = NULL;
     if (a == NULL) {
+        r->unavailable = 1;
         finish(r, NULL,
                "istiod at %s:%d is unavailable: cannot resolve %s "
                "(%s)",
@@ -674,12 +683,15 @@ struct blocking {
     struct ca_cred *cred;
     char *err;
     int done;
+    int unavailable;
 };
 
-static void blocking_done(void *arg, struct ca_cred *cred, const char *err)
+static void blocking_done(void *arg, struct ca_cred *cred, const char *err,
+                          int unavailable)
 {
     struct blocking *f = arg;
 
+    f->unavailable = unavailable;
     f->cred = cred;
     f->err = err ? strdup(err) : NULL;
     f->done = 1;
@@ -692,9 +704,9 @@ static void no_change(void *arg)
 }
 
 struct ca_cred *istiod_fetch(const struct istiod_conf *conf, EVP_PKEY *key,
-                             char **err)
+                             int *unavailable, char **err)
 {
-    struct blocking f = {event_base_new(), NULL, NULL, 0};
+    struct blocking f = {event_base_new(), NULL, NULL, 0, 0};
     const struct dns_conf sys = {NULL, 0, 5000, 5000};
     struct istiod_conf cc = *conf;
     struct istiod_req *r;
@@ -719,6 +731,7 @@ struct ca_cred *istiod_fetch(const struct istiod_conf *conf, EVP_PKEY *key,
     }
     dns_cache_free(cc.dns);
     event_base_free(f.base);
+    *unavailable = f.unavailable;
     if (f.err != NULL)
         err_give(err, f.err);
     return f.cred;

@@ -39,8 +39,11 @@ struct istiod_conf {
 };
 
 /* Called once with a new credential (the callee owns the reference) or
- * NULL and a message saying what failed, and where. */
-typedef void (*istiod_cb)(void *arg, struct ca_cred *cred, const char *err);
+ * NULL and a message saying what failed, and where; unavailable is 1 when
+ * the failure is istiod not being there (no connection, no answer in
+ * time, gRPC UNAVAILABLE), which may pass, rather than a refusal. */
+typedef void (*istiod_cb)(void *arg, struct ca_cred *cred, const char *err,
+                          int unavailable);
 
 struct istiod_req;
 
@@ -56,8 +59,8 @@ struct istiod_req *istiod_request(struct event_base *base,
 void istiod_cancel(struct istiod_req *r);
 
 /* istiod_fetch() runs one call to completion on a private loop (start-up).
- * The credential, or NULL with *err. */
+ * The credential, or NULL with *err and *unavailable as istiod_cb has it. */
 struct ca_cred *istiod_fetch(const struct istiod_conf *conf, EVP_PKEY *key,
-                             char **err);
+                             int *unavailable, char **err);
 
 #endif

@@ -688,6 +688,7 @@ static void test_ca_istiod_and_tokens(void **state)
     assert_string_equal(bs->ca.istiod.token,
                         "/var/run/secrets/tokens/istio-token");
     assert_string_equal(bs->ca.istiod.cluster_id, "Kubernetes");
+    assert_int_equal(bs->ca.istiod.start_timeout_ms, 30000);
     assert_string_equal(bs->ca.sa_tokens.audience, "istio-ca");
     assert_string_equal(bs->ca.sa_tokens.jwks_file, "");
     assert_int_equal(bs->ca.server_names.n, 0);
