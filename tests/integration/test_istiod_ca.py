@@ -4,6 +4,7 @@ makes, strait serves an ISTIO_MUTUAL Gateway with the certificate (checked
 with openssl), renews it at half life with the token re-read, and says
 clearly what is wrong when istiod refuses the token, its certificate does
 not verify, the token has expired, or istiod is not there."""
+import signal
 import socket
 import ssl
 import subprocess
@@ -318,3 +319,15 @@ def test_expired_token_at_renewal_is_reported_not_sent(istiod, pods):
     assert istiod.count() == n  # never sent
     code, body, _ = pod.get("/healthz/ready")
     assert "expired" in body and "not sent to istiod" in body, body
+
+
+def test_sigterm_ends_the_wait_for_istiod(istiod, pods):
+    pod = pods(istiod, address=f"127.0.0.1:{free_port()}",
+               start_timeout="1h")
+    pod.set_token(sa_token())
+    pod.start(wait=False)
+    wait_for(lambda: "trying again" in pod.log(), 15,
+             "strait to wait for istiod")
+    pod.signal(signal.SIGTERM)
+    assert pod.proc.wait(timeout=20) == 3
+    assert "stopped by a signal while waiting for istiod" in pod.log()

@@ -3,11 +3,14 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
 #include <openssl/mem.h>
 #include <openssl/rand.h>
 #include <openssl/x509.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -658,6 +661,29 @@ static int start_join(struct ca_node *n, const struct ca_node_conf *conf,
 }
 
 /*
+ * wait_or_stop() waits ms milliseconds before the next try at start-up,
+ * before the loop runs. SIGTERM and SIGINT are blocked for the whole of
+ * start_istiod() (the loop's handlers would defer them until it runs),
+ * so one that came during a try is still pending here: it ends the wait
+ * and the start. 0 after the wait, or the signal.
+ */
+static int wait_or_stop(const sigset_t *stop, uint64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    uint64_t end = clock_ms() + ms;
+    int sig;
+
+    while ((sig = sigtimedwait(stop, NULL, &ts)) < 0 && errno == EINTR) {
+        uint64_t now = clock_ms();
+        if (now >= end)
+            break;
+        ts.tv_sec = (time_t)((end - now) / 1000);
+        ts.tv_nsec = (long)((end - now) % 1000) * 1000000L;
+    }
+    return sig > 0 ? sig : 0;
+}
+
+/*
  * start_istiod() gets the first certificate from istiod before strait
  * serves anything (a pod without its mesh certificate cannot do
  * ISTIO_MUTUAL), as a first join does; renewals then run on the loop.
@@ -667,9 +693,10 @@ static int start_istiod(struct ca_node *n, const struct ca_node_conf *conf,
 {
     char *id = pki_spiffe_make(conf->trust_domain, conf->ns, conf->sa);
     struct ca_cred *cred;
+    sigset_t stop, old_mask;
     EVP_PKEY *key;
     char *ferr = NULL;
-    int rc = -1;
+    int rc = -1, blocked = 0;
 
     n->istiod = 1;
     if (id == NULL || slot_init(n, &n->self, id, 0) < 0) {
@@ -696,6 +723,10 @@ static int start_istiod(struct ca_node *n, const struct ca_node_conf *conf,
     n->icf.validity_s = conf->cert_ttl_s;
     n->icf.dns = n->dns;
     n->icf.dns_conf = &conf->dns; /* start-up only; cleared below */
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    blocked = pthread_sigmask(SIG_BLOCK, &stop, &old_mask) == 0;
     /* istiod not there yet (a cluster starting, a rollout) is waited for
      * up to ca.istiod.startTimeout, 1 s doubling to 8 s between tries; a
      * refusal stops the start at once. */
@@ -729,17 +760,19 @@ static int start_istiod(struct ca_node *n, const struct ca_node_conf *conf,
         log_warn("CA: %s; trying again in %" PRIu64 " ms (waited %" PRIu64
                  " ms of ca.istiod.startTimeout)",
                  ferr ? ferr : "no answer", step, waited);
-        {
-            struct timespec ts = {(time_t)(step / 1000),
-                                  (long)(step % 1000) * 1000000L};
-            while (nanosleep(&ts, &ts) < 0)
-                ;
+        if (wait_or_stop(&stop, step) != 0) {
+            err_set(err, "stopped by a signal while waiting for istiod at %s",
+                    conf->istiod_address);
+            goto done;
         }
     }
     take(&n->self, cred, "issued by istiod");
     n->icf.dns_conf = NULL; /* renewals resolve with n->dns */
     rc = 0;
 done:
+    /* A signal still pending goes to the loop's handlers now. */
+    if (blocked)
+        pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     free(ferr);
     free(id);
     return rc;
