@@ -344,3 +344,49 @@ def test_not_grpc_and_unknown_method(ca):
     assert got[b"grpc-status"] == b"12"
     assert b"compressed" in got[b"grpc-message"]
     assert "content-type is not application/grpc (415)" in ca.log()
+
+
+def test_busy_grpc_connections_get_a_goaway(ca):
+    """The join slots (128 connections without a client certificate of
+    this CA) are shared with the JSON API; an HTTP/2 connection past them
+    gets the server preface and GOAWAY ENHANCE_YOUR_CALM "CA busy", not an
+    HTTP/1.1 answer, and is closed. Each source stays under its 16."""
+    import socket
+    import ssl
+
+    from test_ca import _raw_connect
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(["h2"])
+    held, busy = [], 0
+    try:
+        for i in range(9):
+            for _ in range(15):
+                t = ctx.wrap_socket(_raw_connect(ca.port, f"127.0.0.{30 + i}"))
+                held.append(t)
+        for t in held:
+            data = b""
+            t.settimeout(5)
+            try:
+                while True:
+                    d = t.recv(4096)
+                    if not d:
+                        break
+                    data += d
+                    # A held connection only gets the server's SETTINGS.
+                    if b"CA busy" not in data and len(data) >= 9:
+                        break
+            except (socket.timeout, ssl.SSLError, OSError):
+                pass
+            if b"CA busy" in data:
+                # SETTINGS (type 4), then GOAWAY (type 7) with code 0xb.
+                assert data[3] == 4 and data[12] == 7, data
+                assert data[18 + 4:18 + 8] == b"\x00\x00\x00\x0b", data
+                busy += 1
+    finally:
+        for t in held:
+            t.close()
+    assert busy == 135 - 128
+    assert "join slots full" in ca.log()

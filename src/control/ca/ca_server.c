@@ -760,11 +760,30 @@ static int classify(struct sconn *sc)
                  kind == SCONN_RENEWAL ? "renewal slots full"
                                        : "join slots full");
     {
-        struct buf b;
-        buf_init(&b, 1024);
-        ca_api_error_write(&b, "CA busy: too many connections; retry later");
-        respond(sc, 503, &b);
-        buf_dispose(&b);
+        size_t alen;
+        const char *alpn = tls_conn_alpn(&sc->c, &alen);
+        if (alen == 2 && memcmp(alpn, "h2", 2) == 0) {
+            /* HTTP/2 (gRPC): the server preface (empty SETTINGS) and a
+             * GOAWAY ENHANCE_YOUR_CALM saying why, which clients report
+             * as UNAVAILABLE and retry. */
+            static const char busy[] = "CA busy: too many connections";
+            uint8_t f[9 + 9 + 8];
+            size_t dl = sizeof(busy) - 1;
+            memset(f, 0, sizeof(f));
+            f[3] = 0x4;                   /* SETTINGS */
+            f[9 + 2] = (uint8_t)(8 + dl); /* GOAWAY length */
+            f[9 + 3] = 0x7;               /* GOAWAY */
+            f[9 + 9 + 7] = 0xb;           /* ENHANCE_YOUR_CALM */
+            buf_append(&sc->out, f, sizeof(f));
+            buf_append(&sc->out, busy, dl);
+        } else {
+            struct buf b;
+            buf_init(&b, 1024);
+            ca_api_error_write(&b, "CA busy: too many connections; retry "
+                                   "later");
+            respond(sc, 503, &b);
+            buf_dispose(&b);
+        }
     }
     /* One attempt to send the answer; a client that does not read it
      * loses nothing it could have had. */
