@@ -10,6 +10,10 @@
 #include "net/conn.h"
 
 #define READ_CHUNK 16384
+/* One frame nghttp2 serializes is at most a HEADERS block with its
+ * CONTINUATIONs (a token of up to 64 KiB) or a 16 KiB DATA frame: with
+ * this much room any one fits, so a frame is never cut. */
+#define MIN_ROOM (128 * 1024)
 
 /* Writes what ng has to send; 1 when the socket took it all, 0 when it
  * would block, -1 on an error. */
@@ -17,7 +21,7 @@ static int flush(struct conn *c, nghttp2_session *ng, struct buf *out,
                  const char **why)
 {
     for (;;) {
-        while (buf_room(out) > 0) {
+        while (buf_room(out) >= MIN_ROOM) {
             const uint8_t *data;
             ssize_t n = nghttp2_session_mem_send(ng, &data);
             if (n < 0) {

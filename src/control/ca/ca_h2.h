@@ -14,7 +14,8 @@ struct conn;
  */
 
 /* ca_h2_pump() feeds what c has to ng, writes what ng has to send (what
- * the socket does not take now waits in out, bounded by out's max) and
+ * the socket does not take now waits in out, whose max must be at least
+ * 128 KiB more than one frame: 256 KiB) and
  * sets c's interest. Returns 1 while the session goes on, 0 when it has
  * nothing left to read or write, -1 on an error with a static reason in
  * *why ("closed", a protocol error). Callbacks of ng run inside. */
