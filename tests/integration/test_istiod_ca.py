@@ -331,3 +331,18 @@ def test_sigterm_ends_the_wait_for_istiod(istiod, pods):
     pod.signal(signal.SIGTERM)
     assert pod.proc.wait(timeout=20) == 3
     assert "stopped by a signal while waiting for istiod" in pod.log()
+
+
+def test_token_file_one_past_its_limit(istiod, pods):
+    # 64 KiB of token is read (and then judged); one byte more is refused
+    # before anything is sent.
+    pod = pods(istiod)
+    pod.set_token("a." + "b" * (65536 - 4) + ".c")
+    assert pod.start_and_exit_code() == 3
+    assert f"the token in {pod.token_file} is not a JWT" in pod.log()
+    big = pods(istiod, name="big")
+    big.set_token("a." + "b" * (65536 - 3) + ".c")
+    assert big.start_and_exit_code() == 3
+    assert f"the token in {big.token_file} is larger than 65536 bytes" in \
+        big.log()
+    assert istiod.count() == 0

@@ -511,7 +511,13 @@ static int read_token(struct istiod_req *r, const struct istiod_conf *conf,
     while (e > b && (data[e - 1] == ' ' || data[e - 1] == '\n' ||
                      data[e - 1] == '\r' || data[e - 1] == '\t'))
         e--;
-    if (e == b || e - b > MAX_TOKEN ||
+    if (e - b > MAX_TOKEN) {
+        OPENSSL_cleanse(data, n);
+        free(data);
+        return err_set(err, "the token in %s is larger than %d bytes",
+                       conf->token_file, MAX_TOKEN);
+    }
+    if (e == b ||
         ca_grpc_token_claims(data + b, e - b,
                              conf->audience ? conf->audience : "istio-ca", &exp,
                              &r->aud_ok) < 0) {
