@@ -117,6 +117,12 @@ static int server_mode(const char *gname, const struct res_gw_server *sv)
     case RES_PROTO_MYSQL:
     case RES_PROTO_REDIS:
         return GW_MODE_TCP;
+    case RES_PROTO_HBONE:
+        /* The config layer allows ISTIO_MUTUAL only. */
+        if (tm == RES_GW_TLS_ISTIO_MUTUAL)
+            return GW_MODE_HBONE;
+        why = "its tls mode";
+        break;
     case RES_PROTO_HTTPS:
     case RES_PROTO_TLS:
         /* HTTPS with PASSTHROUGH is routed by SNI like TLS (Istio's own
@@ -188,6 +194,7 @@ static int listener_identity(struct gw_listener *g)
     ident_u64(&d, 'e', (uint64_t)g->secure);
     ident_u64(&d, 'P', (uint64_t)g->permissive);
     ident_u64(&d, 'r', (uint64_t)g->https_redirect);
+    ident_u64(&d, 'B', (uint64_t)g->hbone);
     ident_strs(&d, g->certs, 2 * g->ncerts);
     ident_u64(&d, 'S', g->nservers);
     for (size_t i = 0; i < g->nservers; i++) {
@@ -527,7 +534,7 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
              * PeerAuthentication: STRICT (and, with none, the server's
              * own meaning) takes mTLS only, PERMISSIVE plaintext too,
              * DISABLE plaintext only. */
-            if (mesh_tls) {
+            if (mesh_tls && mode != GW_MODE_HBONE) {
                 pa = peer_authn_mode(set, bs->node.ns, &bs->node.labels,
                                      ISTIO_ROOT_NAMESPACE,
                                      (uint32_t)sv->port.number);
@@ -537,7 +544,8 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
                 }
             }
             l4 = mode == GW_MODE_TCP || mode == GW_MODE_PASSTHROUGH ||
-                 mode == GW_MODE_TLS_TCP || mode == GW_MODE_AUTO_PASSTHROUGH;
+                 mode == GW_MODE_TLS_TCP || mode == GW_MODE_AUTO_PASSTHROUGH ||
+                 mode == GW_MODE_HBONE;
             int secure = mode != GW_MODE_HTTP && mode != GW_MODE_TCP;
             struct addr a;
             const char *why;
@@ -569,6 +577,7 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
                 g->port = (uint32_t)sv->port.number;
                 g->l4 = l4;
                 g->secure = secure;
+                g->hbone = mode == GW_MODE_HBONE;
                 snprintf(g->name, sizeof(g->name), "gateway-%" PRId64,
                          sv->port.number);
                 if (sv->bind && sv->bind[0]) {
@@ -580,6 +589,16 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
                         if (*p == ':' || *p == '[' || *p == ']')
                             *p = '_';
                 }
+            } else if (g->hbone != (mode == GW_MODE_HBONE)) {
+                /* An HBONE port speaks HTTP/2 CONNECT after a handshake
+                 * without SNI: nothing would tell another server's
+                 * connections apart. */
+                err_set(err,
+                        "Gateway %s: port %" PRId64 ": an HBONE server "
+                        "cannot share its port with servers of another "
+                        "protocol",
+                        gname, sv->port.number);
+                goto fail;
             } else if (g->l4 != l4 && !(g->secure && secure)) {
                 /* HTTP and TCP servers share a port only over TLS, where
                  * the ClientHello's SNI picks the server; plaintext has
@@ -625,7 +644,8 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
             if (sv->tls.https_redirect)
                 g->https_redirect = 1;
             srv->tls.mode = sv->tls.mode;
-            if (mode == GW_MODE_HTTPS || mode == GW_MODE_TLS_TCP) {
+            if (mode == GW_MODE_HTTPS || mode == GW_MODE_TLS_TCP ||
+                mode == GW_MODE_HBONE) {
                 g->tls = 1;
                 /* As istiod, a credentialName's Secret is looked for
                  * in the namespace of the gateway workload (this

@@ -37,6 +37,10 @@ enum gw_mode {
      * SNI outbound_.<port>_.<subset>_.<host> names a registry service's
      * cluster, no VirtualService is used */
     GW_MODE_AUTO_PASSTHROUGH,
+    /* HBONE, tls mode ISTIO_MUTUAL: HTTP/2 CONNECT tunnels (Istio's
+     * ambient east-west port 15008); :authority names a registry
+     * service's host and port or one of their endpoints */
+    GW_MODE_HBONE,
 };
 
 /* A terminating server's TLS settings (files resolved; credentialName's
@@ -96,6 +100,7 @@ struct gw_listener {
     struct gw_server *servers;
     size_t nservers;
     int https_redirect;
+    int hbone; /* HBONE servers (alone on their port) */
     struct ident_id id; /* what the listener is, for change detection */
 };
 

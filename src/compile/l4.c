@@ -446,9 +446,9 @@ static int auto_admits(const struct gw_server *srv, const char *ns,
  * a route to it would get, so its endpoints, balancing and outlier
  * detection are the same objects. A wildcard host names no cluster.
  */
-static int auto_rules(struct l4_build *b, const struct gw_server *srv)
+static int auto_rules(struct l4_build *b, const struct gw_server *srv,
+                      int subsets)
 {
-    b->c->auto_passthrough = 1;
     for (size_t i = 0; i < b->set->n; i++) {
         const struct resource *r = b->set->v[i];
         const struct res_service_entry *se;
@@ -477,7 +477,8 @@ static int auto_rules(struct l4_build *b, const struct gw_server *srv)
                     continue;
                 if (auto_push(b, fq, port, NULL) < 0)
                     return -1;
-                for (size_t s = 0; dr != NULL && s < dr->subsets.n; s++) {
+                for (size_t s = 0; subsets && dr != NULL && s < dr->subsets.n;
+                     s++) {
                     const struct res_subset *sub =
                         &((const struct res_subset *)dr->subsets.v)[s];
                     if (sub->name != NULL && sub->name[0] != '\0' &&
@@ -490,12 +491,33 @@ static int auto_rules(struct l4_build *b, const struct gw_server *srv)
     return 0;
 }
 
+static int terminating(struct l4_build *b, const struct gw_server *srv);
+
+/*
+ * An HBONE server: the node's mesh certificate with ALPN h2 (one
+ * terminating server, whichever HBONE server of the port comes first:
+ * they all present the same identity), and the registry services its
+ * hosts admit, per port, as for AUTO_PASSTHROUGH but without subsets (a
+ * CONNECT authority names a host and port only).
+ */
+static int hbone_rules(struct l4_build *b, const struct gw_server *srv)
+{
+    if (!b->c->is_hbone) {
+        b->c->is_hbone = 1;
+        if (terminating(b, srv) < 0)
+            return -1;
+        /* The SNI table is not used: no SNI is sent. */
+    }
+    return auto_rules(b, srv, 0);
+}
+
 /* A TLS-terminating server: its certificate (no ALPN: what it carries is
  * not HTTP) and its client checks; SNI entries for its hosts. */
 static int terminating(struct l4_build *b, const struct gw_server *srv)
 {
     struct l4_listener_conf *c = b->c;
     static const char *const no_alpn[] = {""};
+    static const char *const h2_alpn[] = {"h2"};
     struct tls_server_cert cert;
     struct tls_server_conf tc;
     struct l4_server *ns, *s;
@@ -518,12 +540,15 @@ static int terminating(struct l4_build *b, const struct gw_server *srv)
     tc.min_version = TLS1_2_VERSION;
     tc.max_version = TLS1_3_VERSION;
     /* An empty name is skipped when the list is built: no ALPN at all. */
-    tc.alpn = no_alpn;
+    tc.alpn = c->is_hbone ? h2_alpn : no_alpn;
     tc.nalpn = 1;
     snprintf(desc, sizeof(desc), "listener %s", b->g->name);
     s->tls = tls_holder_new(&tc, desc, b->err);
     if (s->tls == NULL)
         return -1;
+    /* HBONE routes by the CONNECT authority: no SNI, no tcp rules. */
+    if (c->is_hbone)
+        return 0;
     if (tcp_rules(b, srv, &s->rules) < 0)
         return -1;
     for (size_t h = 0; h < srv->nhosts; h++) {
@@ -573,7 +598,11 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
         return -1;
     }
     b.c->port = g->port;
-    b.c->inspect = g->secure;
+    b.c->inspect = g->secure && !g->hbone;
+    b.c->hbone.max_tunnels = (uint32_t)bs->hbone.max_tunnels;
+    b.c->hbone.tunnel_buffer = (uint32_t)bs->hbone.tunnel_buffer;
+    b.c->hbone.connect_timeout_ms = (uint64_t)bs->hbone.connect_timeout_ms;
+    b.c->hbone.idle_timeout_ms = (uint64_t)bs->hbone.idle_timeout_ms;
     b.c->relay.access_log = bs->log.access_log;
     if (compile_l4_alog(b.c, bs, env, err) < 0) {
         l4_listener_conf_unref(b.c);
@@ -602,8 +631,11 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
             rc = terminating(&b, srv);
         else if (srv->mode == GW_MODE_HTTPS)
             rc = https_names(&b, srv);
-        else if (srv->mode == GW_MODE_AUTO_PASSTHROUGH)
-            rc = auto_rules(&b, srv);
+        else if (srv->mode == GW_MODE_AUTO_PASSTHROUGH) {
+            b.c->auto_passthrough = 1;
+            rc = auto_rules(&b, srv, 1);
+        } else if (srv->mode == GW_MODE_HBONE)
+            rc = hbone_rules(&b, srv);
         if (rc < 0)
             goto fail;
     }
@@ -627,6 +659,9 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
              "servers%s",
              g->name, b.c->nsni, b.c->tcp.n, b.c->nservers,
              b.c->http != NULL ? ", HTTPS servers" : "");
+    if (b.c->is_hbone)
+        log_info("listener %s: HBONE to %zu service ports", g->name,
+                 b.c->nautos);
     if (b.c->auto_passthrough)
         log_info("listener %s: AUTO_PASSTHROUGH to %zu service ports and "
                  "subsets",

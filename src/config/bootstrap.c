@@ -751,6 +751,33 @@ static const struct conf_key upgrade_keys[] = {
 };
 static const struct conf_section upgrade_section = {upgrade_keys, 0, SIZE_MAX};
 
+static const struct conf_key hbone_keys[] = {
+    {"maxTunnelsPerConnection", CONF_INT,
+     OFF(struct bootstrap_hbone, max_tunnels), 1, 10000, "100",
+     "CONNECT tunnels one HBONE connection carries at once (HTTP/2 "
+     "SETTINGS_MAX_CONCURRENT_STREAMS); past it a stream is refused with "
+     "RST_STREAM REFUSED_STREAM",
+     NULL, NULL, NULL, NULL},
+    {"tunnelBuffer", CONF_SIZE, OFF(struct bootstrap_hbone, tunnel_buffer),
+     16384, INT64_C(16) << 20, "256KiB",
+     "bytes a tunnel holds per direction: the HTTP/2 stream window a client "
+     "may fill before its bytes reach the upstream, and what is read from "
+     "the upstream before the client takes it",
+     NULL, NULL, NULL, NULL},
+    {"connectTimeout", CONF_DURATION,
+     OFF(struct bootstrap_hbone, connect_timeout_ms), 1, 3600 * 1000, "10s",
+     "how long the upstream TCP connect of a tunnel may take before the "
+     "CONNECT is answered 503",
+     NULL, NULL, NULL, NULL},
+    {"idleTimeout", CONF_DURATION, OFF(struct bootstrap_hbone, idle_timeout_ms),
+     1, INT64_C(7) * 24 * 3600 * 1000, "1h",
+     "a tunnel with no byte either way this long is reset (RST_STREAM "
+     "CANCEL); a connection with no tunnel this long is closed (GOAWAY)",
+     NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section hbone_section = {hbone_keys, 0, SIZE_MAX};
+
 static const struct conf_key bootstrap_keys[] = {
     {"node", CONF_SECTION, OFF(struct bootstrap, node), 0, 0, NULL,
      "this gateway's identity", NULL, &node_section, NULL, NULL},
@@ -827,6 +854,10 @@ static const struct conf_key bootstrap_keys[] = {
      "and anonymity for AuthorizationPolicy (source.geo.*), request "
      "headers and /stats",
      NULL, &geoip_section, NULL, NULL},
+    {"hbone", CONF_SECTION, OFF(struct bootstrap, hbone), 0, 0, NULL,
+     "HBONE servers (Gateway servers of protocol HBONE, Istio ambient's "
+     "HTTP/2 CONNECT on 15008): limits of connections and tunnels",
+     NULL, &hbone_section, NULL, NULL},
     {"listeners", CONF_LIST, OFF(struct bootstrap, listeners), 0, 4096, NULL,
      "TCP and HTTP listeners", NULL, &listener_section, NULL, NULL},
     {"clusters", CONF_LIST, OFF(struct bootstrap, clusters), 0, 100000, NULL,

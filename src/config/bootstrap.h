@@ -355,6 +355,15 @@ struct bootstrap_mesh_networks {
     struct conf_mark mark;
 };
 
+/* HBONE servers (Gateway servers of protocol HBONE): per-connection and
+ * per-tunnel limits. */
+struct bootstrap_hbone {
+    int64_t max_tunnels;   /* per connection (MAX_CONCURRENT_STREAMS) */
+    int64_t tunnel_buffer; /* bytes per tunnel and direction (window) */
+    int64_t connect_timeout_ms;
+    int64_t idle_timeout_ms;
+};
+
 struct bootstrap {
     struct bootstrap_node node;
     struct bootstrap_mesh_networks mesh_networks;
@@ -379,6 +388,7 @@ struct bootstrap {
     struct bootstrap_overload overload;
     struct bootstrap_upgrade upgrade;
     struct bootstrap_geoip geoip;
+    struct bootstrap_hbone hbone;
     struct conf_list listeners; /* struct bootstrap_listener */
     struct conf_list clusters;  /* struct bootstrap_cluster */
 };

@@ -208,6 +208,31 @@ static void check_server_tls(struct res_check *ck,
     int has_cert = t->credential_name != NULL || t->credential_names.n > 0 ||
                    t->server_certificate != NULL;
 
+    /* HBONE (HTTP/2 CONNECT, port 15008 by convention) is the mesh's
+     * mTLS and nothing else: the node's SPIFFE certificate, clients
+     * verified against the mesh root. */
+    if (proto == RES_PROTO_HBONE) {
+        if (!has_tls || t->mode != RES_GW_TLS_ISTIO_MUTUAL)
+            res_err(ck, has_tls ? &t->mark : &s->mark, path,
+                    "an HBONE server needs tls mode ISTIO_MUTUAL (HTTP/2 "
+                    "CONNECT over the mesh's mTLS with this node's SPIFFE "
+                    "certificate)");
+        else if (has_cert || t->private_key != NULL ||
+                 t->ca_certificates != NULL || t->ca_crl != NULL ||
+                 t->subject_alt_names.n > 0 ||
+                 t->verify_certificate_spki.n > 0 ||
+                 t->verify_certificate_hash.n > 0 || t->cipher_suites.n > 0 ||
+                 t->min_protocol_version != RES_TLS_AUTO ||
+                 t->max_protocol_version != RES_TLS_AUTO ||
+                 t->https_redirect)
+            res_err(ck, &t->mark, path,
+                    "an HBONE server takes no certificate, CA, CRL, "
+                    "subjectAltNames, pins, versions, cipherSuites or "
+                    "httpsRedirect: it always presents this "
+                    "node's SPIFFE certificate and verifies clients against "
+                    "the mesh root");
+        return;
+    }
     if (proto == RES_PROTO_HTTPS || proto == RES_PROTO_TLS) {
         if (!has_tls) {
             res_err(ck, &s->mark, path, "a %s server needs tls settings",

@@ -87,6 +87,10 @@ struct l4_listener_conf *l4_listener_conf_new(const char *name,
     c->relay.idle_timeout_ms = 3600 * 1000;
     c->relay.buffer_size = 64 * 1024;
     c->relay.access_log = 1;
+    c->hbone.max_tunnels = 100;
+    c->hbone.tunnel_buffer = 256 * 1024;
+    c->hbone.connect_timeout_ms = 10000;
+    c->hbone.idle_timeout_ms = 3600 * 1000;
     return c;
 }
 
@@ -545,6 +549,20 @@ static void on_handshake_io(struct conn *c, void *arg)
     }
     STAT_ADD(&shard(p)->tls, handshakes, 1);
     tls_conn_peer_uri_san(c, uri, sizeof(uri));
+    if (p->conf->is_hbone) {
+        size_t alen = 0;
+        const char *alpn = tls_conn_alpn(c, &alen);
+        /* HBONE is HTTP/2: ALPN h2, or none (prior knowledge); a client
+         * asking for anything else got no ALPN back and is refused. */
+        if (alen != 0 && !(alen == 2 && memcmp(alpn, "h2", 2) == 0)) {
+            lc_refuse(lc, "-", "hbone_alpn_not_h2");
+            return;
+        }
+        lc_end(lc, 0);
+        hbone_accept(&p->hb, &lc->c, &lc->peer, lc->peerlen, uri,
+                     lc->start_ms);
+        return;
+    }
     route_tcp(lc, &p->conf->servers[lc->server].rules, uri);
 }
 
@@ -869,6 +887,11 @@ static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
     timer_init(&lc->timer, p->base, on_lc_timer, lc);
     list_append(&p->pending, &lc->link);
     p->npending++;
+    if (p->conf->is_hbone) {
+        /* No SNI to route by: one server, one certificate. */
+        start_handshake(lc, 0);
+        return;
+    }
     if (!p->conf->inspect) {
         route_tcp(lc, &p->conf->tcp, NULL);
         return;
@@ -884,12 +907,17 @@ static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
 
 static void check_idle(struct l4_listener *p)
 {
+    l4_listener_check_idle(p);
+}
+
+void l4_listener_check_idle(struct l4_listener *p)
+{
     /* The HTTP part's connections are waited for by its owner, or, once
      * the owner is gone, by every listener still holding it: an older
      * one may have handed it a connection after the owner left, and the
      * last to let go closes what it still serves. */
     if (!acceptor_running(&p->acc) && p->npending == 0 &&
-        p->relay.active == 0 &&
+        p->relay.active == 0 && p->hb.active == 0 &&
         (p->http == NULL || (p->http->owner != NULL && p->http->owner != p) ||
          http_listener_active(p->http->pl) == 0) &&
         p->on_idle != NULL)
@@ -962,6 +990,7 @@ static struct plistener *ops_start(struct event_base *base,
                       p) < 0)
         goto fail;
     p->relay_ok = 1;
+    hbone_worker_init(&p->hb, p);
     if (c->http != NULL && (p->http = l4_http_new(p)) == NULL)
         goto fail;
     if (acceptor_start(&p->acc, base, fd, c->name, on_conn, p) < 0)
@@ -983,6 +1012,7 @@ static void l4_listener_free(struct l4_listener *p)
         lc_end(LIST_ELEM(p->pending.next, struct l4_conn, link), 1);
     free_dead(p);
     l4_http_release(p);
+    hbone_worker_dispose(&p->hb);
     if (p->relay_ok)
         l4_relay_dispose(&p->relay);
     reaper_cancel(&p->reap);
@@ -1010,6 +1040,9 @@ static void ops_stop(struct plistener *l)
     if (!acceptor_running(&p->acc))
         return;
     acceptor_stop(&p->acc);
+    /* HBONE tunnels finish, their clients open new connections to the
+     * listener that replaced this one. */
+    hbone_worker_drain(&p->hb);
     /* HTTP requests in flight finish; idle keep-alives close. */
     if (p->http != NULL && p->http->owner == p)
         p->http->pl->ops->stop_accepting(p->http->pl);
@@ -1022,6 +1055,7 @@ static void ops_drain_conns(struct plistener *l)
 {
     struct l4_listener *p = (struct l4_listener *)(void *)l;
 
+    hbone_worker_drain(&p->hb);
     if (p->http != NULL && p->http->owner == p &&
         p->http->pl->ops->drain_connections != NULL)
         p->http->pl->ops->drain_connections(p->http->pl);

@@ -9,6 +9,7 @@
 #include "event/reap-t.h"
 #include "net/acceptor.h"
 #include "net/plistener.h"
+#include "proxy/hbone.h"
 #include "proxy/l4_relay.h"
 
 struct balancer;
@@ -142,6 +143,12 @@ struct l4_listener_conf {
     /* The connection limit its connections count against (adopted ones
      * by the HTTP part too); one reference, NULL: uncounted. */
     struct cx_limit *cx;
+    /* An HBONE server (alone on the port): every connection is
+     * handshaken with servers[0] (no SNI, ALPN h2) and served as HTTP/2
+     * CONNECT tunnels to the autos' services (no subsets) and their
+     * endpoints; hbone holds the limits. */
+    int is_hbone;
+    struct hbone_limits hbone;
 };
 
 struct l4_listener_conf *l4_listener_conf_new(const char *name,
@@ -213,7 +220,12 @@ struct l4_listener {
     struct list http_link; /* in http->holders */
     plistener_idle_fn on_idle;
     void *arg;
+    struct hbone_worker hb; /* conf->is_hbone: the HBONE connections */
 };
+
+/* l4_listener_check_idle() tells the worker, when p stopped accepting and
+ * holds no connection, that it may be freed (on a later turn). */
+void l4_listener_check_idle(struct l4_listener *p);
 
 extern const struct plistener_ops l4_listener_ops;
 

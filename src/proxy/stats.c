@@ -27,6 +27,15 @@ static const struct stats_field relay_fields[] = {
     RELAY_FIELD("auto_passthrough.refused_unknown_port", ap_unknown_port),
     RELAY_FIELD("auto_passthrough.refused_unknown_subset", ap_unknown_subset),
     RELAY_FIELD("auto_passthrough.refused_no_endpoint", ap_no_endpoint),
+    RELAY_FIELD("hbone.tunnels_opened", hbone_opened),
+    {"hbone.tunnels_active", offsetof(struct relay_counters, hbone_opened),
+     offsetof(struct relay_counters, hbone_closed)},
+    RELAY_FIELD("hbone.refused_bad_request", hbone_bad_request),
+    RELAY_FIELD("hbone.refused_unknown_destination", hbone_unknown_destination),
+    RELAY_FIELD("hbone.refused_denied", hbone_denied),
+    RELAY_FIELD("hbone.refused_no_endpoint", hbone_no_endpoint),
+    RELAY_FIELD("hbone.refused_connect_failed", hbone_connect_failed),
+    RELAY_FIELD("hbone.refused_too_many_tunnels", hbone_too_many),
     RELAY_FIELD("lua.states_created", lua_states),
 };
 

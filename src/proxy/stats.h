@@ -40,6 +40,18 @@ struct relay_counters {
     uint64_t ap_unknown_port;   /* the service has no such port */
     uint64_t ap_unknown_subset; /* no such DestinationRule subset */
     uint64_t ap_no_endpoint;    /* the cluster has no endpoint */
+    /* HBONE (HTTP/2 CONNECT tunnels): tunnels answered 200 and those of
+     * them closed (active = opened - closed), and CONNECTs refused, by
+     * reason */
+    uint64_t hbone_opened;
+    uint64_t hbone_closed;
+    uint64_t hbone_bad_request;         /* 400: not CONNECT, bad authority */
+    uint64_t hbone_unknown_destination; /* 400: no such service or endpoint */
+    uint64_t hbone_denied;              /* 401: AuthorizationPolicy */
+    uint64_t hbone_no_endpoint;         /* 503: no endpoint, circuit breaker */
+    uint64_t hbone_connect_failed;      /* 503: upstream connect failed */
+    uint64_t hbone_too_many; /* RST_STREAM REFUSED_STREAM: past
+                              * MAX_CONCURRENT_STREAMS */
     /* Gateway listeners with LuaPolicies: Lua states made (one per
      * worker and routes generation, by the first request a policy
      * applies to) */
