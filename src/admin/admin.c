@@ -392,8 +392,12 @@ struct family {
     const char *name;
     const char *type;
     const char *help;
-    size_t off; /* offset in proxy_counters, or SIZE_MAX for active */
+    size_t off; /* offset in proxy_counters, or SIZE_MAX for active, or
+                 * HBONE_ACTIVE */
 };
+
+/* The HBONE tunnels open now: opened - closed. */
+#define HBONE_ACTIVE (SIZE_MAX - 1)
 
 static const struct family families[] = {
     {"strait_listener_connections_accepted_total", "counter",
@@ -455,6 +459,12 @@ static const struct family families[] = {
      "AUTO_PASSTHROUGH connections relayed to the service their Istio SNI "
      "names.",
      offsetof(struct proxy_counters, relay.ap_relayed)},
+    {"strait_listener_hbone_tunnels_total", "counter",
+     "HBONE CONNECT tunnels opened (answered 200 after the upstream "
+     "connect).",
+     offsetof(struct proxy_counters, relay.hbone_opened)},
+    {"strait_listener_hbone_tunnels_active", "gauge",
+     "HBONE CONNECT tunnels open now.", HBONE_ACTIVE},
     {"strait_listener_lua_states_created_total", "counter",
      "Lua states made for the listener's LuaPolicies (one per worker and "
      "routes generation, by the first request a policy applies to).",
@@ -682,6 +692,19 @@ static const struct labelled labelled[] = {
      offsetof(struct proxy_counters, relay.ap_unknown_subset)},
     {NULL, NULL, "reason", "no_endpoint",
      offsetof(struct proxy_counters, relay.ap_no_endpoint)},
+    {"strait_listener_hbone_refused_total",
+     "HBONE CONNECT streams refused, by reason.", "reason", "bad_request",
+     offsetof(struct proxy_counters, relay.hbone_bad_request)},
+    {NULL, NULL, "reason", "unknown_destination",
+     offsetof(struct proxy_counters, relay.hbone_unknown_destination)},
+    {NULL, NULL, "reason", "denied",
+     offsetof(struct proxy_counters, relay.hbone_denied)},
+    {NULL, NULL, "reason", "no_endpoint",
+     offsetof(struct proxy_counters, relay.hbone_no_endpoint)},
+    {NULL, NULL, "reason", "connect_failed",
+     offsetof(struct proxy_counters, relay.hbone_connect_failed)},
+    {NULL, NULL, "reason", "too_many_tunnels",
+     offsetof(struct proxy_counters, relay.hbone_too_many)},
 };
 
 /*
@@ -945,6 +968,8 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
             uint64_t v;
             if (fam->off == SIZE_MAX)
                 v = sums[i].listener.accepted - sums[i].listener.closed;
+            else if (fam->off == HBONE_ACTIVE)
+                v = sums[i].relay.hbone_opened - sums[i].relay.hbone_closed;
             else
                 memcpy(&v, (const char *)&sums[i] + fam->off, sizeof(v));
             buf_printf(b, "%s{listener=\"%s\"} %" PRIu64 "\n", fam->name,

@@ -480,11 +480,12 @@ static void test_render_prometheus(void **state)
     s = render(r, admin_render_prometheus);
     assert_line(s, "strait_memory_allocated_bytes 4242");
     samples = check_exposition(s);
-    /* 36 listener families, 18 labelled rows (5 status classes, 7 TLS
-     * failure reasons, 6 AUTO_PASSTHROUGH refusal reasons) and the buffers
+    /* 38 listener families, 24 labelled rows (5 status classes, 7 TLS
+     * failure reasons, 6 AUTO_PASSTHROUGH and 6 HBONE refusal reasons) and
+     * the buffers
      * gauge, each x 2 listeners; 3 worker lines; 26 process lines
      * (STATUS_ALWAYS below), 2 x 3 overload action lines; 1 LuaPolicy line. */
-    assert_int_equal(samples, (36 + 18 + 1) * 2 + 3 + STATUS_ALWAYS + 6 + 1);
+    assert_int_equal(samples, (38 + 24 + 1) * 2 + 3 + STATUS_ALWAYS + 6 + 1);
     assert_line(s, "strait_overload_action_active{action="
                    "\"stop_accepting_requests\"} 0");
     assert_line(s, "# TYPE strait_listener_connections_overflow_total "
@@ -932,7 +933,7 @@ static void test_http_prometheus(void **state)
     assert_string_equal(header(r, "Content-Type"),
                         "text/plain; version=0.0.4; charset=utf-8");
     assert_int_equal(check_exposition(r->body),
-                     (36 + 18 + 1) * 2 + 3 + STATUS_ALWAYS + 6 + 1);
+                     (38 + 24 + 1) * 2 + 3 + STATUS_ALWAYS + 6 + 1);
     assert_line(r->body, "strait_listener_connections_active{listener=\"web\"} "
                          "5");
 }
@@ -1523,6 +1524,10 @@ static const struct {
      "strait_listener_auto_passthrough_relayed_total"},
     {"listener.*.lua.states_created",
      "strait_listener_lua_states_created_total"},
+    {"listener.*.hbone.tunnels_opened", "strait_listener_hbone_tunnels_total"},
+    {"listener.*.hbone.tunnels_active",
+     "strait_listener_hbone_tunnels_active"},
+    {"listener.*.hbone.refused_*", "strait_listener_hbone_refused_total"},
     {"listener.*.auto_passthrough.refused_*",
      "strait_listener_auto_passthrough_refused_total"},
     {"listener.*.http.rq_total", "strait_http_requests_total"},
