@@ -100,7 +100,7 @@ struct gw_listener {
     struct gw_server *servers;
     size_t nservers;
     int https_redirect;
-    int hbone; /* HBONE servers (alone on their port) */
+    int hbone;          /* HBONE servers (alone on their port) */
     struct ident_id id; /* what the listener is, for change detection */
 };
 

@@ -223,8 +223,7 @@ static void check_server_tls(struct res_check *ck,
                  t->verify_certificate_spki.n > 0 ||
                  t->verify_certificate_hash.n > 0 || t->cipher_suites.n > 0 ||
                  t->min_protocol_version != RES_TLS_AUTO ||
-                 t->max_protocol_version != RES_TLS_AUTO ||
-                 t->https_redirect)
+                 t->max_protocol_version != RES_TLS_AUTO || t->https_redirect)
             res_err(ck, &t->mark, path,
                     "an HBONE server takes no certificate, CA, CRL, "
                     "subjectAltNames, pins, versions, cipherSuites or "

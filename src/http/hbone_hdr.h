@@ -16,8 +16,8 @@
 /* A CONNECT :authority: an address (podIP:port, "[v6]:port") or a
  * service host name and port. */
 struct hbone_authority {
-    int is_addr;      /* 1: addr holds the address and port */
-    struct addr addr; /* is_addr */
+    int is_addr;       /* 1: addr holds the address and port */
+    struct addr addr;  /* is_addr */
     struct slice host; /* !is_addr: the name, as sent */
     uint32_t port;     /* 1-65535 */
 };
@@ -60,13 +60,13 @@ int hbone_forwarded_parse(const char *p, size_t n, struct hbone_forwarded *out,
  * (the last one given).
  */
 struct hbone_baggage {
-    struct slice cluster;   /* k8s.cluster.name */
-    struct slice ns;        /* k8s.namespace.name */
-    struct slice workload;  /* k8s.<kind>.name */
-    struct slice service;   /* service.name */
-    struct slice version;   /* service.version */
-    struct slice region;    /* cloud.region */
-    struct slice zone;      /* cloud.availability_zone */
+    struct slice cluster;  /* k8s.cluster.name */
+    struct slice ns;       /* k8s.namespace.name */
+    struct slice workload; /* k8s.<kind>.name */
+    struct slice service;  /* service.name */
+    struct slice version;  /* service.version */
+    struct slice region;   /* cloud.region */
+    struct slice zone;     /* cloud.availability_zone */
 };
 
 /*

@@ -91,6 +91,7 @@ struct hbone_tunnel {
     unsigned too_long : 1;
     unsigned deferred : 1; /* the data provider said DEFERRED */
     unsigned logged : 1;
+    unsigned rst_after_answer : 1;
     int status; /* the answer sent, 0 before */
     const char *end;
     char endbuf[160];
@@ -188,9 +189,9 @@ static void tunnel_log(struct hbone_tunnel *t)
         tctx_parse_traceparent(t->traceparent, strlen(t->traceparent), &tc) ==
             0)
         tctx_hex(tc.trace_id, sizeof(tc.trace_id), trace);
-    if (t->forwarded[0] && hbone_forwarded_parse(t->forwarded,
-                                                 strlen(t->forwarded), &fw,
-                                                 &why) == 0) {
+    if (t->forwarded[0] &&
+        hbone_forwarded_parse(t->forwarded, strlen(t->forwarded), &fw, &why) ==
+            0) {
         slice_copy(ffor, sizeof(ffor), fw.for_);
         slice_copy(fhost, sizeof(fhost), fw.host);
     }
@@ -227,7 +228,8 @@ static void tunnel_log(struct hbone_tunnel *t)
     }
 }
 
-/* ---- tunnels -------------------------------------------------------------- */
+/* ---- tunnels --------------------------------------------------------------
+ */
 
 static void tunnel_up_close(struct hbone_tunnel *t)
 {
@@ -298,14 +300,13 @@ static void tunnel_refuse(struct hbone_tunnel *t, int status, uint64_t *counter,
         t->end = end;
     timer_cancel(&t->timer);
     tunnel_up_close(t);
-    /* The answer ends our side; RST_STREAM NO_ERROR then ends the
-     * client's (RFC 9113 8.1), so the stream does not hold a slot. */
+    /* The answer ends our side; once it is out, RST_STREAM NO_ERROR
+     * ends the client's (RFC 9113 8.1), so the stream holds no slot
+     * (on_frame_send). */
+    t->rst_after_answer = 1;
     if (nghttp2_submit_response(t->hc->ng, t->id, nv, 1, NULL) != 0)
         nghttp2_submit_rst_stream(t->hc->ng, NGHTTP2_FLAG_NONE, t->id,
                                   NGHTTP2_INTERNAL_ERROR);
-    else
-        nghttp2_submit_rst_stream(t->hc->ng, NGHTTP2_FLAG_NONE, t->id,
-                                  NGHTTP2_NO_ERROR);
     conn_wake(&t->hc->c);
 }
 
@@ -553,7 +554,8 @@ static int route_addr(struct hbone_tunnel *t, const struct hbone_authority *a)
 static uint32_t addr_port(const struct addr *a)
 {
     if (a->ss.ss_family == AF_INET)
-        return ntohs(((const struct sockaddr_in *)(const void *)&a->ss)->sin_port);
+        return ntohs(
+            ((const struct sockaddr_in *)(const void *)&a->ss)->sin_port);
     if (a->ss.ss_family == AF_INET6)
         return ntohs(
             ((const struct sockaddr_in6 *)(const void *)&a->ss)->sin6_port);
@@ -638,7 +640,8 @@ static void tunnel_start(struct hbone_tunnel *t)
     tunnel_want(t);
 }
 
-/* ---- the HTTP/2 session ---------------------------------------------------- */
+/* ---- the HTTP/2 session ----------------------------------------------------
+ */
 
 static struct hbone_tunnel *tunnel_of(struct hbone_conn *hc, int32_t id)
 {
@@ -790,19 +793,45 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code,
 
 /* Refused streams (over MAX_CONCURRENT_STREAMS) are nghttp2's own
  * answer: counted as they go out. */
-static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f,
-                         void *arg)
+static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
+{
+    struct hbone_conn *hc = arg;
+
+    if (f->hd.type == NGHTTP2_RST_STREAM &&
+        f->rst_stream.error_code == NGHTTP2_REFUSED_STREAM)
+        STAT_ADD(rc_of(hc), hbone_too_many, 1);
+    if (f->hd.type == NGHTTP2_HEADERS &&
+        (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        struct hbone_tunnel *t = tunnel_of(hc, f->hd.stream_id);
+        if (t != NULL && t->rst_after_answer &&
+            nghttp2_session_get_stream_remote_close(ng, t->id) == 0)
+            nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, t->id,
+                                      NGHTTP2_NO_ERROR);
+    }
+    return 0;
+}
+
+/*
+ * A client that opens a stream past MAX_CONCURRENT_STREAMS after it
+ * acknowledged our SETTINGS is a connection error for nghttp2 (GOAWAY
+ * PROTOCOL_ERROR); before the acknowledgement the stream alone is
+ * refused (on_frame_send). Either way it counts as a refused tunnel.
+ */
+static int on_invalid_frame(nghttp2_session *ng, const nghttp2_frame *f,
+                            int code, void *arg)
 {
     struct hbone_conn *hc = arg;
 
     (void)ng;
-    if (f->hd.type == NGHTTP2_RST_STREAM &&
-        f->rst_stream.error_code == NGHTTP2_REFUSED_STREAM)
+    if (f->hd.type == NGHTTP2_HEADERS &&
+        f->headers.cat == NGHTTP2_HCAT_REQUEST && code == NGHTTP2_ERR_PROTO &&
+        hc->ntunnels >= conf_of(hc)->hbone.max_tunnels)
         STAT_ADD(rc_of(hc), hbone_too_many, 1);
     return 0;
 }
 
-/* ---- the connection --------------------------------------------------------- */
+/* ---- the connection ---------------------------------------------------------
+ */
 
 static void hc_close(struct hbone_conn *hc)
 {
@@ -977,9 +1006,10 @@ void hbone_accept(struct hbone_worker *w, struct conn *down,
     nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cb,
-                                                           on_stream_close);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(
+        cb, on_invalid_frame);
     /* The window is given back as bytes reach the upstream, not as they
      * arrive; and the floods nghttp2 knows are bounded as on h2_server. */
     nghttp2_option_set_no_auto_window_update(opt, 1);
@@ -1019,7 +1049,8 @@ fail:
     hc_close(hc);
 }
 
-/* ---- the worker ----------------------------------------------------------- */
+/* ---- the worker -----------------------------------------------------------
+ */
 
 static void worker_reap(struct reap_node *n)
 {

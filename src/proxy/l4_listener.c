@@ -559,8 +559,7 @@ static void on_handshake_io(struct conn *c, void *arg)
             return;
         }
         lc_end(lc, 0);
-        hbone_accept(&p->hb, &lc->c, &lc->peer, lc->peerlen, uri,
-                     lc->start_ms);
+        hbone_accept(&p->hb, &lc->c, &lc->peer, lc->peerlen, uri, lc->start_ms);
         return;
     }
     route_tcp(lc, &p->conf->servers[lc->server].rules, uri);

@@ -50,8 +50,8 @@ struct relay_counters {
     uint64_t hbone_denied;              /* 401: AuthorizationPolicy */
     uint64_t hbone_no_endpoint;         /* 503: no endpoint, circuit breaker */
     uint64_t hbone_connect_failed;      /* 503: upstream connect failed */
-    uint64_t hbone_too_many; /* RST_STREAM REFUSED_STREAM: past
-                              * MAX_CONCURRENT_STREAMS */
+    uint64_t hbone_too_many;            /* RST_STREAM REFUSED_STREAM: past
+                                         * MAX_CONCURRENT_STREAMS */
     /* Gateway listeners with LuaPolicies: Lua states made (one per
      * worker and routes generation, by the first request a policy
      * applies to) */
