@@ -642,6 +642,45 @@ static void test_limits_and_overload(void **state)
               "b.yaml:1:18: limits.ports[0]: missing key 'port'");
 }
 
+/* hbone: each limit's default, its bounds, and one past each. */
+static void test_hbone_limits(void **state)
+{
+    struct bootstrap *bs;
+
+    (void)state;
+    bs = parse_ok("");
+    assert_int_equal(bs->hbone.max_tunnels, 100);
+    assert_int_equal(bs->hbone.tunnel_buffer, 256 * 1024);
+    assert_int_equal(bs->hbone.connect_timeout_ms, 10000);
+    assert_int_equal(bs->hbone.idle_timeout_ms, 3600 * 1000);
+    bootstrap_free(bs);
+    bs = parse_ok("hbone: {maxTunnelsPerConnection: 10000, tunnelBuffer: "
+                  "16KiB, connectTimeout: 1ms, idleTimeout: 1ms}\n");
+    assert_int_equal(bs->hbone.max_tunnels, 10000);
+    assert_int_equal(bs->hbone.tunnel_buffer, 16384);
+    bootstrap_free(bs);
+    parse_err("hbone: {maxTunnelsPerConnection: 10001}\n",
+              "b.yaml:1:34: hbone.maxTunnelsPerConnection: value '10001' out "
+              "of range 1-10000");
+    parse_err("hbone: {maxTunnelsPerConnection: 0}\n",
+              "b.yaml:1:34: hbone.maxTunnelsPerConnection: value '0' out of "
+              "range 1-10000");
+    parse_err("hbone: {tunnelBuffer: 16383}\n",
+              "b.yaml:1:23: hbone.tunnelBuffer: value '16383' out of range "
+              "16384-16777216");
+    parse_err("hbone: {tunnelBuffer: 16777217}\n",
+              "b.yaml:1:23: hbone.tunnelBuffer: value '16777217' out of range "
+              "16384-16777216");
+    parse_err("hbone: {connectTimeout: 0ms}\n",
+              "b.yaml:1:25: hbone.connectTimeout: value '0ms' out of range "
+              "1ms-3600000ms");
+    parse_err("hbone: {idleTimeout: 0ms}\n",
+              "b.yaml:1:22: hbone.idleTimeout: value '0ms' out of range "
+              "1ms-604800000ms");
+    parse_err("hbone: {maxStreams: 1}\n",
+              "b.yaml:1:9: hbone.maxStreams: unknown key");
+}
+
 static void test_ca_section(void **state)
 {
     struct bootstrap *bs;
@@ -940,6 +979,7 @@ int main(void)
         cmocka_unit_test(test_several_errors),
         cmocka_unit_test(test_shipped_file_documents_every_key),
         cmocka_unit_test(test_limits_and_overload),
+        cmocka_unit_test(test_hbone_limits),
         cmocka_unit_test(test_ca_section),
         cmocka_unit_test(test_ca_istiod_and_tokens),
         cmocka_unit_test(test_outbound_traffic_policy),
