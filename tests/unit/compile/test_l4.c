@@ -756,6 +756,77 @@ static void test_auto_passthrough_services(void **state)
     fx_free(&f);
 }
 
+/* An HBONE server: one terminating server with the node's identity, no
+ * ClientHello peek, the services its hosts cover per port without
+ * subsets, the limits from the bootstrap; another kind of server on its
+ * port is refused. */
+static void test_hbone_server(void **state)
+{
+    char text[8192];
+    X509 *root = sample_cert("root-cert.pem");
+    struct compile_identity id = {mesh_current, mesh_ssl, root};
+    struct fx f;
+    char *err = NULL;
+
+    (void)state;
+    snprintf(text, sizeof(text), "%s%s",
+             gw_yaml("  - port: {number: 15008, name: hbone, protocol: "
+                     "HBONE}\n"
+                     "    hosts: [\"*/*.svc.cluster.local\"]\n"
+                     "    tls: {mode: ISTIO_MUTUAL}\n"),
+             "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\n"
+             "metadata: {name: r, namespace: default}\n"
+             "spec: {hosts: [r.default.svc.cluster.local], resolution: "
+             "STATIC,\n"
+             "  ports: [{number: 9080, name: tcp}],\n"
+             "  endpoints: [{address: 10.0.0.1, labels: {version: v1}}]}\n"
+             "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\n"
+             "metadata: {name: r, namespace: default}\n"
+             "spec: {host: r.default.svc.cluster.local, subsets: [\n"
+             "  {name: v1, labels: {version: v1}}]}\n");
+    assert_int_equal(lower_mesh(&f, text, &id, &err), 0);
+    assert_true(f.gws.v[0].hbone);
+    assert_true(f.gws.v[0].l4);
+    f.st = proxy_stats_new("t", 1);
+    {
+        struct compile_env env = {.nworkers = 1};
+        if (compile_l4(f.bs, f.set, &f.gws.v[0], f.st, &env, NULL, NULL, &f.cl,
+                       &err) < 0)
+            fail_msg("%s", err);
+    }
+    assert_true(conf(&f)->is_hbone);
+    assert_false(conf(&f)->inspect);
+    assert_false(conf(&f)->auto_passthrough);
+    assert_int_equal(conf(&f)->nservers, 1);
+    assert_int_equal(conf(&f)->nsni, 0);
+    assert_int_equal(conf(&f)->nautos, 1);
+    assert_string_equal(conf(&f)->autos[0].host, "r.default.svc.cluster.local");
+    assert_int_equal(conf(&f)->autos[0].port, 9080);
+    assert_string_equal(conf(&f)->autos[0].subset, "");
+    assert_int_equal(conf(&f)->hbone.max_tunnels, 100);
+    assert_int_equal(conf(&f)->hbone.tunnel_buffer, 256 * 1024);
+    assert_int_equal(conf(&f)->hbone.connect_timeout_ms, 10000);
+    assert_int_equal(conf(&f)->hbone.idle_timeout_ms, 3600 * 1000);
+    fx_free(&f);
+    /* Not beside a server of another protocol. */
+    assert_int_equal(
+        lower_mesh(&f,
+                   gw_yaml("  - port: {number: 15008, name: hbone, protocol: "
+                           "HBONE}\n"
+                           "    hosts: [\"*\"]\n"
+                           "    tls: {mode: ISTIO_MUTUAL}\n"
+                           "  - port: {number: 15008, name: tls, protocol: "
+                           "TLS}\n"
+                           "    hosts: [\"*\"]\n"
+                           "    tls: {mode: ISTIO_MUTUAL}\n"),
+                   &id, &err),
+        -1);
+    assert_non_null(strstr(err, "an HBONE server cannot share its port"));
+    free(err);
+    fx_free(&f);
+    X509_free(root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -771,6 +842,7 @@ int main(void)
         cmocka_unit_test(test_plaintext_http_and_tcp_do_not_share),
         cmocka_unit_test(test_mesh_server_takes_the_node_identity),
         cmocka_unit_test(test_auto_passthrough_services),
+        cmocka_unit_test(test_hbone_server),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
