@@ -17,7 +17,7 @@ import h2.connection
 import h2.errors
 import h2.events
 import h2.settings
-from hyperframe.frame import DataFrame
+from hyperframe.frame import DataFrame, Frame, GoAwayFrame
 
 from conftest import STRAIT, free_port, wait_for
 
@@ -227,6 +227,33 @@ class Hbone:
             self.s.close()
         except OSError:
             pass
+
+
+class RawFrames:
+    """HTTP/2 frames read straight off an Hbone connection's socket."""
+
+    def __init__(self, c):
+        self.s = c.s
+        self.buf = b""
+
+    def next(self):
+        while True:
+            if len(self.buf) >= 9:
+                f, n = Frame.parse_frame_header(memoryview(self.buf[:9]))
+                if len(self.buf) >= 9 + n:
+                    f.parse_body(memoryview(self.buf[9:9 + n]))
+                    self.buf = self.buf[9 + n:]
+                    return f
+            d = self.s.recv(65536)
+            if not d:
+                raise AssertionError("connection closed")
+            self.buf += d
+
+    def until(self, cond):
+        while True:
+            f = self.next()
+            if cond(f):
+                return f
 
 
 def echo(c):
@@ -577,3 +604,68 @@ spec:
     assert r.returncode != 0
     out = r.stdout + r.stderr
     assert out.count("an HBONE server needs tls mode ISTIO_MUTUAL") == 2, out
+
+
+def test_hbone_reload_drains_old_connections(strait_factory, upstream_factory,
+                                             tmp_path):
+    """A new snapshot rebuilds the listener: its old connections get
+    GOAWAY (NO_ERROR, naming the last stream), their open tunnels carry
+    on to their end, and a new connection reaches what the new resources
+    add."""
+    go = threading.Event()
+
+    def late(c):
+        c.recv(10)
+        go.wait(20)
+        c.sendall(b"late")
+
+    st, conf = ca_strait(strait_factory, tmp_path)
+    up = upstream_factory(late)
+    port = free_port()
+    (conf / "r.yaml").write_text(resources(port, up.port, closed_port()))
+    st.start()
+    wait_for(lambda: "HBONE to" in st.log(), 10, "the HBONE listener")
+    c = Hbone(port, tmp_path)
+    try:
+        sid = c.connect(f"{SVC}:{SVC_PORT}")
+        assert c.status(sid) == 200
+        c.send(sid, b"x")
+        (conf / "more.yaml").write_text(f"""apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: more, namespace: default}}
+spec:
+  hosts: [more.example.test]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{{number: 81, name: tcp, protocol: TCP}}]
+  endpoints: [{{address: 127.0.0.1, ports: {{tcp: {up.port}}}}}]
+""")
+        # python3-h2 closes its side on GOAWAY, so the frames after it
+        # are read raw.
+        frames = RawFrames(c)
+        goaway = frames.until(lambda f: isinstance(f, GoAwayFrame))
+        assert goaway.error_code == 0  # NO_ERROR
+        assert goaway.last_stream_id == sid
+        # The tunnel opened before goes on: the upstream's bytes and FIN
+        # still come through.
+        go.set()
+        data = b""
+        while True:
+            f = frames.until(lambda f: isinstance(f, DataFrame)
+                             and f.stream_id == sid)
+            data += f.data
+            if "END_STREAM" in f.flags:
+                break
+        assert data == b"late"
+    finally:
+        go.set()
+        c.close()
+    n = Hbone(port, tmp_path)
+    try:
+        s2 = n.connect("more.example.test:81")
+        assert n.status(s2) == 200
+        n.send(s2, b"new")
+        n.until(lambda: s2 in n.ended, "the new service's answer")
+        assert bytes(n.data[s2]) == b"late"
+    finally:
+        n.close()
