@@ -46,6 +46,7 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "event/logsink.h"
 #include "event/reap.h"
 #include "event/timer.h"
 #include "http/hbone_hdr.h"
@@ -224,7 +225,20 @@ static void tunnel_log(struct hbone_tunnel *t)
             {"duration_ms", dur, 1},
             {"end", t->end != NULL ? t->end : "-", 0},
         };
-        log_event(LOG_INFO, "hbone_tunnel", f, (int)(sizeof(f) / sizeof(f[0])));
+        struct l4_listener *p = hc->w->p;
+        int nf = (int)(sizeof(f) / sizeof(f[0]));
+
+        /* Where the listener's TCP sessions are logged: log.accessLogFile
+         * through the writer thread, else the log. */
+        if (p->conf->relay.alog_sink == NULL) {
+            log_event(LOG_INFO, "hbone_tunnel", f, nf);
+        } else if (log_get_level() <= LOG_INFO) {
+            char line[LSINK_CHUNK];
+            struct buf b = {line, 0, 0, sizeof(line), sizeof(line)};
+
+            log_event_render(&b, LOG_INFO, "hbone_tunnel", f, nf);
+            lsink_buf_line(&p->relay.alog, buf_ptr(&b), buf_len(&b));
+        }
     }
 }
 

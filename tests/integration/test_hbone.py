@@ -669,3 +669,21 @@ spec:
         assert bytes(n.data[s2]) == b"late"
     finally:
         n.close()
+
+
+def test_hbone_access_log_file(strait_factory, upstream_factory, tmp_path):
+    """With log.accessLogFile, tunnel lines go where TCP sessions go."""
+    path = tmp_path / "access.log"
+    st, port, up = start(strait_factory, upstream_factory, tmp_path,
+                         f"log: {{accessLogFile: \"{path}\"}}\n")
+    c = Hbone(port, tmp_path)
+    try:
+        sid = c.connect(f"{SVC}:{SVC_PORT}")
+        assert c.status(sid) == 200
+        c.send(sid, b"x", end=True)
+        c.until(lambda: sid in c.ended, "the echo")
+    finally:
+        c.close()
+    wait_for(lambda: path.exists() and "hbone_tunnel" in path.read_text(), 10,
+             "the tunnel line in the access log file")
+    assert "hbone_tunnel" not in st.log()
