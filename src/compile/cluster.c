@@ -120,6 +120,11 @@ struct eps {
     /* Each endpoint's network and locality (borrowed from the set or the
      * network table), parallel to v. */
     const char **net, **loc;
+    /* Per endpoint: reached through HBONE (its workload is in Istio's
+     * ambient mesh), and its SPIFFE ID (NULL: no service account). */
+    uint8_t *hb;
+    char **id;
+    size_t nhb; /* endpoints marked for HBONE */
     size_t n;
     const struct net_table *nt; /* the networks endpoints are put on */
     struct conf_strs sans;      /* identities the endpoints may present */
@@ -216,6 +221,10 @@ static void eps_dispose(struct eps *e)
     free(e->w);
     free(e->net);
     free(e->loc);
+    free(e->hb);
+    for (size_t i = 0; e->id != NULL && i < e->n; i++)
+        free(e->id[i]);
+    free(e->id);
     for (size_t i = 0; i < e->sans.n; i++)
         free(e->sans.v[i]);
     free(e->sans.v);
@@ -278,8 +287,47 @@ add:
                                               we ? &we->labels : NULL, &a)
                        : "";
     e->loc[e->n] = we != NULL && we->locality != NULL ? we->locality : "";
+    {
+        uint8_t *nh = realloc(e->hb, e->n + 1);
+        char **ni;
+        if (nh == NULL)
+            return;
+        e->hb = nh;
+        ni = realloc(e->id, (e->n + 1) * sizeof(*ni));
+        if (ni == NULL)
+            return;
+        e->id = ni;
+    }
     e->v[e->n] = a;
+    e->hb[e->n] = 0;
+    e->id[e->n] = NULL;
     e->w[e->n++] = weight;
+}
+
+/* The label Istio puts on workloads of its ambient mesh (a namespace's or
+ * pod's istio.io/dataplane-mode), read from the endpoint itself: such an
+ * endpoint is reached through HBONE on its port 15008. */
+#define AMBIENT_LABEL "istio.io/dataplane-mode"
+
+/* eps_tag() marks the endpoints added since from (one workload's
+ * addresses) with what the workload says: HBONE, and its SPIFFE ID. */
+static void eps_tag(struct eps *e, size_t from, const char *td, const char *ns,
+                    const struct res_workload_entry *we)
+{
+    const char *mode = meta_label(&we->labels, AMBIENT_LABEL);
+    int hb = mode != NULL && strcmp(mode, "ambient") == 0;
+
+    for (size_t i = from; i < e->n; i++) {
+        if (hb && !e->hb[i]) {
+            e->hb[i] = 1;
+            e->nhb++;
+        }
+        if (we->service_account != NULL && we->service_account[0] != '\0' &&
+            e->id[i] == NULL &&
+            asprintf(&e->id[i], "spiffe://%s/ns/%s/sa/%s",
+                     td ? td : "cluster.local", ns, we->service_account) < 0)
+            e->id[i] = NULL;
+    }
 }
 
 /* The port an endpoint listens on for service port sp: its own mapping
@@ -454,12 +502,14 @@ static void collect(const struct istio_clusters *t, const char *host,
             if (subset_labels != NULL &&
                 !res_labels_match(subset_labels, &we->labels))
                 continue;
+            size_t from = e->n;
             if (dns)
                 eps_add_dns(t, e, we->address, endpoint_port(we, sp, port),
                             we_weight(we), we);
             else
                 eps_add(e, we->address, endpoint_port(we, sp, port),
                         we_weight(we), we);
+            eps_tag(e, from, t->trust_domain, r->meta.ns, we);
             eps_sa(e, t->trust_domain, r->meta.ns, we->service_account);
             eps_meta_add(e, r->meta.ns, NULL, we);
         }
@@ -475,6 +525,7 @@ static void collect(const struct istio_clusters *t, const char *host,
             for (size_t k = 0; k < set->n; k++) {
                 const struct resource *w = set->v[k];
                 const struct res_workload_entry *we;
+                size_t from;
                 if (w->kind != RES_WORKLOAD_ENTRY ||
                     strcmp(w->meta.ns, r->meta.ns) != 0)
                     continue;
@@ -484,8 +535,10 @@ static void collect(const struct istio_clusters *t, const char *host,
                     (subset_labels != NULL &&
                      !res_labels_match(subset_labels, &we->labels)))
                     continue;
+                from = e->n;
                 eps_add(e, we->address, endpoint_port(we, sp, port),
                         we_weight(we), we);
+                eps_tag(e, from, t->trust_domain, w->meta.ns, we);
                 eps_sa(e, t->trust_domain, w->meta.ns, we->service_account);
                 eps_meta_add(e, w->meta.ns, w->meta.name, we);
             }
@@ -525,7 +578,11 @@ static void collect(const struct istio_clusters *t, const char *host,
                     p = we->ports.v[j].val;
             if (p == 0)
                 continue;
-            eps_add(e, we->address, p, we_weight(we), we);
+            {
+                size_t from = e->n;
+                eps_add(e, we->address, p, we_weight(we), we);
+                eps_tag(e, from, t->trust_domain, w->meta.ns, we);
+            }
             eps_sa(e, t->trust_domain, w->meta.ns, we->service_account);
             eps_meta_add(e, w->meta.ns, w->meta.name, we);
             if (e->svc_ns == NULL) {
@@ -842,6 +899,71 @@ static int apply_policy(const struct istio_clusters *t, struct cluster *c,
     return 0;
 }
 
+/*
+ * HBONE endpoints: their flags and identities, and the client context
+ * they are reached with: this node's mesh certificate (the current one at
+ * each handshake), the mesh root, ALPN h2, and the endpoints' SPIFFE IDs
+ * as the names the server must carry (the exact one is checked per
+ * connection). Without a mesh certificate the cluster refuses sessions to
+ * them rather than connect in the clear. -1 when memory runs out.
+ */
+static int apply_hbone(const struct istio_clusters *t, struct cluster *c,
+                       const struct cluster_spec *sp)
+{
+    const struct compile_identity *identity = t != NULL ? t->identity : NULL;
+    struct tls_client_conf tc;
+    const char **sans;
+    size_t nsans = 0;
+    X509 *root = NULL;
+    char *err = NULL;
+
+    c->hbone = malloc(sp->nendpoints + 1);
+    c->hbone_ids = calloc(sp->nendpoints + 1, sizeof(*c->hbone_ids));
+    sans = calloc(sp->nendpoints + 1, sizeof(*sans));
+    if (c->hbone == NULL || c->hbone_ids == NULL || sans == NULL) {
+        free(sans);
+        return -1;
+    }
+    for (size_t i = 0; i < sp->nendpoints; i++) {
+        c->hbone[i] = sp->hbone[i];
+        if (sp->hbone_ids[i] != NULL &&
+            (c->hbone_ids[i] = strdup(sp->hbone_ids[i])) == NULL) {
+            free(sans);
+            return -1;
+        }
+        if (sp->hbone[i] && sp->hbone_ids[i] != NULL)
+            sans[nsans++] = sp->hbone_ids[i];
+    }
+    if (identity == NULL || !identity->current(identity->arg, &root)) {
+        log_error("cluster %s: HBONE endpoints need this node's mesh "
+                  "certificate (ca.enabled or ca.join); their sessions are "
+                  "refused",
+                  c->name);
+        c->hbone_error = 1;
+        free(sans);
+        return 0;
+    }
+    memset(&tc, 0, sizeof(tc));
+    tc.cred = identity->ssl;
+    tc.cred_arg = identity->arg;
+    tc.ca_cert = root;
+    tc.h2 = 1;
+    tc.no_host_check = 1;
+    tc.sans = sans;
+    tc.nsans = nsans;
+    c->hbone_tls = tls_client_ctx_build(&tc, &err);
+    X509_free(root);
+    free(sans);
+    if (c->hbone_tls == NULL) {
+        log_error("cluster %s: HBONE: TLS cannot be set up, sessions to "
+                  "its HBONE endpoints are refused: %s",
+                  c->name, err ? err : "unknown error");
+        c->hbone_error = 1;
+    }
+    free(err);
+    return 0;
+}
+
 struct cluster *compile_cluster(const struct istio_clusters *t,
                                 const struct cluster_spec *sp, int nworkers,
                                 char **err)
@@ -874,7 +996,8 @@ struct cluster *compile_cluster(const struct istio_clusters *t,
     c->h2.connection_window = 1024 * 1024;
     c->h2.max_head = c->h1.lim.max_head;
     c->h2.max_headers = c->h1.lim.max_headers;
-    if (apply_policy(t, c, sp, err) < 0) {
+    if (apply_policy(t, c, sp, err) < 0 ||
+        (sp->hbone != NULL && apply_hbone(t, c, sp) < 0)) {
         cluster_unref(c);
         return NULL;
     }
@@ -920,6 +1043,8 @@ static int cluster_identity(const char *key, int passthrough, int external,
         ident_str(&d, 'n', e->net[i]);
         ident_str(&d, 'l', e->loc[i]);
         ident_str(&d, 'g', via[i] != NULL ? via[i] : "");
+        ident_u64(&d, 'h', e->hb[i]);
+        ident_str(&d, 'i', e->id[i] != NULL ? e->id[i] : "");
     }
     ident_u64(&d, 'm', sr->skipped_mtls);
     ident_u64(&d, 'f', sr->skipped_family);
@@ -1168,13 +1293,57 @@ static const struct net_table *clusters_nets(struct istio_clusters *t)
     return &t->nt;
 }
 
-/* eps_split() puts e through the split horizon (net_split_lists()). */
+/* eps_split() puts e through the split horizon (net_split_lists()).
+ * An endpoint kept (reached directly) keeps its HBONE mark and identity,
+ * found again by its address; one standing for a remote network's
+ * gateway has neither (double HBONE is not done: such endpoints are
+ * reached through AUTO_PASSTHROUGH). */
 static int eps_split(const struct net_table *nt, struct eps *e, unsigned flags,
                      char ***via, struct net_split_result *sr)
 {
     struct net_lists l = {&e->v, &e->w, &e->net, &e->loc, &e->n};
+    size_t n0 = e->n;
+    struct addr *v0 = n0 > 0 ? malloc(n0 * sizeof(*v0)) : NULL;
+    uint8_t *hb = NULL;
+    char **id = NULL;
 
-    return net_split_lists(nt, &l, flags, via, sr);
+    if (n0 > 0 && v0 == NULL)
+        return -1;
+    if (n0 > 0)
+        memcpy(v0, e->v, n0 * sizeof(*v0));
+    if (net_split_lists(nt, &l, flags, via, sr) < 0) {
+        free(v0);
+        return -1;
+    }
+    hb = calloc(e->n + 1, 1);
+    id = calloc(e->n + 1, sizeof(*id));
+    if (hb == NULL || id == NULL) {
+        free(hb);
+        free(id);
+        free(v0);
+        return -1;
+    }
+    e->nhb = 0;
+    for (size_t i = 0; i < e->n; i++) {
+        if ((*via)[i] != NULL)
+            continue;
+        for (size_t j = 0; j < n0; j++)
+            if (e->id != NULL && addr_equal(&v0[j], &e->v[i])) {
+                hb[i] = e->hb[j];
+                e->nhb += hb[i];
+                if (e->id[j] != NULL)
+                    id[i] = strdup(e->id[j]);
+                break;
+            }
+    }
+    for (size_t j = 0; e->id != NULL && j < n0; j++)
+        free(e->id[j]);
+    free(e->id);
+    free(e->hb);
+    e->hb = hb;
+    e->id = id;
+    free(v0);
+    return 0;
 }
 
 int istio_cluster_id(void *table, const char *host, const char *subset,
@@ -1289,6 +1458,10 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         sp.subset = subset;
         sp.port = svc_port;
         sp.sans = &e.sans;
+        if (e.nhb > 0) {
+            sp.hbone = e.hb;
+            sp.hbone_ids = (const char *const *)e.id;
+        }
         c = compile_cluster(t, &sp, t->nworkers, NULL);
         if (c == NULL) {
             net_via_free(via, e.n);

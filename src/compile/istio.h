@@ -264,6 +264,10 @@ struct cluster_spec {
     const char *subset;
     uint32_t port;
     const struct conf_strs *sans;
+    /* Per endpoint (NULL: none): reached through HBONE, and its SPIFFE ID
+     * (NULL entries: unknown). */
+    const uint8_t *hbone;
+    const char *const *hbone_ids;
 };
 
 /*

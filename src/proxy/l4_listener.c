@@ -91,6 +91,8 @@ struct l4_listener_conf *l4_listener_conf_new(const char *name,
     c->hbone.tunnel_buffer = 256 * 1024;
     c->hbone.connect_timeout_ms = 10000;
     c->hbone.idle_timeout_ms = 3600 * 1000;
+    c->relay.hbone_window = c->hbone.tunnel_buffer;
+    c->relay.hbone_idle_ms = c->hbone.idle_timeout_ms;
     return c;
 }
 
@@ -140,6 +142,7 @@ void l4_listener_conf_unref(struct l4_listener_conf *c)
     free(c->clusters);
     stats_block_unref(c->stats);
     afmt_free(c->relay.alog_fmt);
+    free(c->hbone_baggage);
     series_labels_unref(c->metrics_src);
     cx_limit_unref(c->cx);
     free(c->name);
@@ -494,6 +497,8 @@ static void lc_relay(struct l4_conn *lc, const struct l4_rule *rule,
         }
         meta.cluster_stats = &cl->w[p->worker];
         meta.metrics_dst = cl->metrics;
+        /* Endpoints in Istio's ambient mesh: HBONE tunnels. */
+        meta.hbone = cl->hbone != NULL ? cl : NULL;
     }
     lc_end(lc, 0);
     l4_relay_start(&p->relay, &lc->c, &lc->peer, lc->peerlen,

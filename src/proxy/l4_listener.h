@@ -149,6 +149,9 @@ struct l4_listener_conf {
      * endpoints; hbone holds the limits. */
     int is_hbone;
     struct hbone_limits hbone;
+    /* This node's baggage for the HBONE tunnels the relay opens (owned;
+     * NULL: none; relay.hbone_baggage points here). */
+    char *hbone_baggage;
 };
 
 struct l4_listener_conf *l4_listener_conf_new(const char *name,

@@ -30,6 +30,7 @@
 #include "net/overload.h"
 #include "net/sock.h"
 #include "proxy/istio_metrics.h"
+#include "proxy/hbone_client.h"
 #include "proxy/l4_relay.h"
 #include "proxy/stats.h"
 #include "tls/tls.h"
@@ -65,6 +66,7 @@ struct tcp_session {
     unsigned u_shut : 1, d_shut : 1; /* FIN passed on to that side */
     unsigned closed : 1;
     unsigned tls : 1;
+    unsigned hbone_up : 1; /* the upstream is an HBONE tunnel */
     int attempts;
     const struct addr *eps;
     size_t neps;
@@ -75,6 +77,7 @@ struct tcp_session {
     size_t up_alpn_len;
     struct cluster_counters *cstats; /* NULL: no cluster */
     struct cluster *od;              /* meta->outlier; NULL: not told */
+    const struct cluster *hb;        /* meta->hbone */
     /* Istio's TCP series of the session while it lives (bytes are added
      * as they move, so a scrape sees a long connection's traffic before
      * it ends), and the cluster's labels; NULL: metrics off. */
@@ -105,7 +108,8 @@ static struct proxy_counters *rshard(const struct l4_relay *r)
 static const char *end_flags(const char *reason)
 {
     if (strcmp(reason, "upstream_connect_failed") == 0 ||
-        strncmp(reason, "upstream_tls_", 13) == 0)
+        strncmp(reason, "upstream_tls_", 13) == 0 ||
+        strncmp(reason, "upstream_hbone_", 15) == 0)
         return "UF";
     if (strcmp(reason, "no_healthy_upstream") == 0)
         return "UH";
@@ -127,7 +131,11 @@ static void session_log(struct tcp_session *s, uint64_t now)
         {"route", s->route, 0},
         {"cluster", s->cluster, 0},
         {"tls", s->tls ? "terminated" : NULL, 0},
-        {"upstream_tls", s->up_ctx != NULL ? "originated" : NULL, 0},
+        {"upstream_tls",
+         s->hbone_up         ? "hbone"
+         : s->up_ctx != NULL ? "originated"
+                             : NULL,
+         0},
         {"peer_uri_san", s->peer_uri, 0},
         {"bytes_in", in, 1},
         {"bytes_out", out, 1},
@@ -474,6 +482,9 @@ static void attempt_failed(struct tcp_session *s, int timeout)
         /* In the HTTP path's words. */
         log_warn("cluster %s: upstream %s: certificate refused: %s",
                  s->cluster ? s->cluster : "-", up, s->why + strlen(REFUSED));
+    } else if (strncmp(s->why, "upstream_hbone_", 15) == 0) {
+        log_warn("cluster %s: upstream %s: HBONE tunnel failed (%s)",
+                 s->cluster ? s->cluster : "-", up, s->why + 9);
     } else if (s->why[0] != '\0') {
         log_warn("cluster %s: upstream %s: TLS handshake failed (%s)",
                  s->cluster ? s->cluster : "-", up, s->why);
@@ -516,6 +527,13 @@ static void up_handshake(struct tcp_session *s)
     if (rc > 0) {
         timer_cancel(&s->timer);
         session_connected(s);
+        return;
+    }
+    if (s->hbone_up) {
+        /* The tunnel says why: its connection, its TLS, or the answer. */
+        snprintf(s->why, sizeof(s->why), "upstream_%s",
+                 s->up.why != NULL ? s->up.why : "hbone_failed");
+        attempt_failed(s, 0);
         return;
     }
     /* A refused certificate says why (wrong root, expired, not the
@@ -587,6 +605,55 @@ static int up_tls_start(struct tcp_session *s)
     return 0;
 }
 
+/*
+ * An HBONE endpoint: a tunnel through the worker's pool instead of a TCP
+ * connection; its CONNECT exchange is the upstream's handshake, within
+ * the connect timeout. 1 started, 0 failed (try the next endpoint), -1
+ * the session was closed.
+ */
+static int hbone_connect(struct tcp_session *s, const struct addr *a)
+{
+    struct l4_relay *r = s->r;
+    size_t ep = s->ep % s->neps;
+    struct hbone_target tg;
+    char host[256] = "";
+
+    if (s->hb->hbone_error || s->hb->hbone_tls == NULL) {
+        session_close(s, "upstream_hbone_unavailable");
+        return -1;
+    }
+    if (r->hbone == NULL &&
+        (r->hbone = hbone_pool_new(r->base, r->p.name, r->p.hbone_window,
+                                   r->p.hbone_idle_ms)) == NULL) {
+        session_close(s, "out_of_memory");
+        return -1;
+    }
+    /* The service's host (the cluster's name is host|subset|port), for
+     * Forwarded's host=, as ztunnel sends when a service is the target. */
+    if (s->cluster != NULL) {
+        size_t n = strcspn(s->cluster, "|");
+        if (n < sizeof(host)) {
+            memcpy(host, s->cluster, n);
+            host[n] = '\0';
+        }
+    }
+    memset(&tg, 0, sizeof(tg));
+    tg.ctx = s->hb->hbone_tls;
+    tg.dst = a;
+    tg.id = s->hb->hbone_ids[ep];
+    tg.src = s->peerlen > 0 ? (const struct sockaddr *)&s->peer : NULL;
+    tg.srclen = s->peerlen;
+    tg.host = host[0] ? host : NULL;
+    tg.baggage = r->p.hbone_baggage;
+    if (hbone_conn_open(&s->up, r->hbone, &tg, on_up_io, s) < 0)
+        return 0;
+    s->hbone_up = 1;
+    s->handshaking = 1;
+    timer_arm(&s->timer, r->p.connect_timeout_ms);
+    session_update(s);
+    return 1;
+}
+
 static void session_connect(struct tcp_session *s)
 {
     const struct l4_relay *r = s->r;
@@ -600,6 +667,16 @@ static void session_connect(struct tcp_session *s)
         s->why[0] = '\0';
         if (s->cstats != NULL)
             STAT_ADD(s->cstats, cx_total, 1);
+        s->hbone_up = 0;
+        if (s->hb != NULL && s->hb->hbone[s->ep % s->neps]) {
+            int rc = hbone_connect(s, a);
+            if (rc != 0)
+                return;
+            STAT_ADD(&rshard(s->r)->relay, connect_failures, 1);
+            if (s->attempts < r->p.connect_attempts)
+                s->ep++;
+            continue;
+        }
         fd = sock_connect(a, &inprog);
         if (fd < 0) {
             log_debug("listener %s: connect: %s", r->p.name, strerror(errno));
@@ -688,6 +765,7 @@ void l4_relay_start(struct l4_relay *r, struct conn *down,
         s->up_alpn_len = meta->up_alpn_len;
         s->cstats = meta->cluster_stats;
         s->od = meta->outlier;
+        s->hb = meta->hbone;
         s->mdst = meta->metrics_dst;
     }
     if (r->p.metrics != NULL) {
@@ -775,6 +853,9 @@ void l4_relay_dispose(struct l4_relay *r)
         session_free(s);
     }
     reaper_cancel(&r->reap);
+    /* After the sessions: their tunnels were on its connections. */
+    hbone_pool_free(r->hbone);
+    r->hbone = NULL;
     bufpool_dispose(&r->pool);
     lsink_buf_dispose(&r->alog);
 }

@@ -21,6 +21,7 @@ struct series_table;
 struct sockaddr_storage;
 struct ssl_ctx_st;
 struct afmt;
+struct hbone_pool;
 struct lsink;
 
 /*
@@ -47,6 +48,12 @@ struct l4_relay_params {
      * both borrowed from the conf. */
     struct series_table *metrics;
     struct series_labels *metrics_src;
+    /* HBONE endpoints (hbone_client.h): the bytes a tunnel holds per
+     * direction, how long an unused connection is kept, and this node's
+     * baggage (borrowed from the conf; NULL: none). */
+    uint32_t hbone_window;
+    uint64_t hbone_idle_ms;
+    const char *hbone_baggage;
 };
 
 struct l4_relay {
@@ -61,7 +68,8 @@ struct l4_relay {
     struct reap_node reap; /* frees dead */
     void (*on_reap)(void *arg); /* after each reaping turn */
     void *arg;
-    struct lsink_buf alog; /* access-log lines of this worker's turn */
+    struct lsink_buf alog;    /* access-log lines of this worker's turn */
+    struct hbone_pool *hbone; /* HBONE connections; NULL until needed */
 };
 
 /* l4_relay_init() prepares r; closed sessions are freed through reaper
@@ -108,6 +116,11 @@ struct l4_relay_meta {
     /* The destination cluster's metric labels (borrowed like the
      * cluster's name); NULL: unknown. */
     struct series_labels *metrics_dst;
+    /* The cluster whose endpoints eps are, when some of them are reached
+     * through HBONE (cluster.hbone); borrowed like cluster_stats. Those
+     * endpoints get an HBONE tunnel instead of a TCP connection (and no
+     * up_tls: HBONE is the mesh's mTLS). */
+    const struct cluster *hbone;
 };
 
 /*

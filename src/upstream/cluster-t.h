@@ -133,6 +133,16 @@ struct cluster {
     /* The destination_* labels of Istio's metrics for this cluster (its
      * registry entry), one reference; NULL: all unknown. */
     struct series_labels *metrics;
+    /* HBONE (Istio ambient): per endpoint, whether it is reached through
+     * an HTTP/2 CONNECT tunnel to its address's port 15008, and the
+     * SPIFFE ID it must present (NULL: any the mesh root signed); the
+     * client context (the node's certificate, the mesh root, ALPN h2).
+     * hbone NULL: no such endpoint. hbone_error: there are some and no
+     * mesh certificate to reach them with (their sessions are refused). */
+    uint8_t *hbone;
+    char **hbone_ids;
+    struct ssl_ctx_st *hbone_tls;
+    int hbone_error;
     int nworkers;
     struct cluster_counters *w; /* nworkers shards */
 };

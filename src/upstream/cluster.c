@@ -189,6 +189,11 @@ void cluster_unref(struct cluster *c)
     outlier_free(c->od);
     series_labels_unref(c->metrics);
     SSL_CTX_free(c->tls);
+    SSL_CTX_free(c->hbone_tls);
+    for (size_t i = 0; c->hbone_ids != NULL && i < c->nendpoints; i++)
+        free(c->hbone_ids[i]);
+    free(c->hbone_ids);
+    free(c->hbone);
     free(c->sni);
     drop_weights(c);
     free(c->endpoints);

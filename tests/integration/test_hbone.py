@@ -25,7 +25,7 @@ SVC = "echo.example.test"
 SVC_PORT = 9080
 
 
-def ca_strait(strait_factory, tmp_path, hbone_yaml=""):
+def ca_strait(strait_factory, tmp_path, hbone_yaml="", workers=2):
     """A strait with the embedded CA, a config directory, and
     certificates its CA issued for default/client and default/other."""
     conf = tmp_path / "conf.d"
@@ -34,11 +34,12 @@ def ca_strait(strait_factory, tmp_path, hbone_yaml=""):
     st = strait_factory(extra=(
         f"config: {{dir: \"{conf}\", debounce: 10ms}}\n"
         f"ca: {{enabled: true, dir: \"{ca}\", "
-        f"address: \"127.0.0.1:{free_port()}\"}}\n{hbone_yaml}"))
+        f"address: \"127.0.0.1:{free_port()}\"}}\n{hbone_yaml}"),
+        workers=workers)
     r = subprocess.run([STRAIT, "ca", "init", "-c", str(st.config)],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
-    for sa in ("client", "other"):
+    for sa in ("client", "other", "backend"):
         r = subprocess.run([STRAIT, "ca", "issue", "--namespace", "default",
                             "--service-account", sa, "--ttl", "1h", "--out",
                             str(tmp_path / sa), "-c", str(st.config)],
