@@ -335,6 +335,45 @@ static void test_workload_entry_service_uses_its_only_port(void **state)
     teardown(&f);
 }
 
+/* Endpoints labelled istio.io/dataplane-mode: ambient are HBONE
+ * endpoints, with their SPIFFE IDs; others are not; without a mesh
+ * certificate the cluster refuses sessions to them (hbone_error). */
+static void test_ambient_endpoints_are_hbone(void **state)
+{
+    static const char text[] =
+        HDR("ServiceEntry",
+            "amb") "spec: {hosts: [amb.example.test], resolution: STATIC,\n"
+                   "  ports: [{number: 80, name: tcp}],\n"
+                   "  endpoints: [{address: 192.0.2.1, serviceAccount: web,\n"
+                   "    labels: {istio.io/dataplane-mode: ambient}},\n"
+                   "    {address: 192.0.2.2, labels: {istio.io/dataplane-mode: "
+                   "none}}]}\n" HDR(
+                       "ServiceEntry",
+                       "plain") "spec: {hosts: [plain.example.test], "
+                                "resolution: STATIC,\n"
+                                "  ports: [{number: 80, name: tcp}],\n"
+                                "  endpoints: [{address: 192.0.2.3}]}\n";
+    struct fx f;
+    const struct cluster *c;
+
+    (void)state;
+    setup_text(&f, text, RES_REGISTRY_ONLY, 8080, NULL, NULL);
+    c = cl(&f, "amb.example.test", NULL, 80);
+    assert_int_equal(c->nendpoints, 2);
+    assert_non_null(c->hbone);
+    assert_int_equal(c->hbone[0], 1);
+    assert_int_equal(c->hbone[1], 0);
+    assert_string_equal(c->hbone_ids[0],
+                        "spiffe://cluster.local/ns/default/sa/web");
+    assert_null(c->hbone_ids[1]);
+    /* No mesh certificate here: refused, never in the clear. */
+    assert_int_equal(c->hbone_error, 1);
+    assert_null(c->hbone_tls);
+    c = cl(&f, "plain.example.test", NULL, 80);
+    assert_null(c->hbone);
+    teardown(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -345,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_external_hosts_get_sni),
         cmocka_unit_test(test_clusters_follow_the_mode_across_snapshots),
         cmocka_unit_test(test_workload_entry_service_uses_its_only_port),
+        cmocka_unit_test(test_ambient_endpoints_are_hbone),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
