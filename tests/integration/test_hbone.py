@@ -390,9 +390,8 @@ def test_hbone_refusals(strait_factory, upstream_factory, tmp_path):
     assert stat(st, port, "hbone.refused_unknown_destination") == 3
     assert stat(st, port, "hbone.refused_connect_failed") == 1
     assert stat(st, port, "hbone.tunnels_opened") == 0
-    log = st.log()
-    assert "RBAC_ACCESS_DENIED[none]" in log
-    assert "end=connect_failed" in log
+    wait_for(lambda: "RBAC_ACCESS_DENIED[none]" in st.log()
+             and "end=connect_failed" in st.log(), 10, "the refusals logged")
     wait_for(lambda: "client_certificate_refused" in st.log()
              or "tls_handshake_" in st.log(), 10, "the refused handshake")
     code, body, _ = st.get("/stats/prometheus")
@@ -577,9 +576,8 @@ def test_hbone_connect_timeout_and_idle_timeout(strait_factory,
         for f in fillers:
             f.close()
         full.close()
-    log = st.log()
-    assert "end=connect_timeout" in log
-    assert "end=idle_timeout" in log
+    wait_for(lambda: "end=connect_timeout" in st.log()
+             and "end=idle_timeout" in st.log(), 10, "both ends logged")
     assert stat(st, port, "upstream_cx_connect_timeout") == 1
 
 
