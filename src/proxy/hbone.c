@@ -62,7 +62,9 @@
 #include "upstream/cluster.h"
 #include "upstream/outlier.h"
 
-#define READ_CHUNK (16 * 1024)
+#define READ_CHUNK (64 * 1024)
+/* ztunnel's HTTP/2 frame size: fewer, larger DATA frames. */
+#define FRAME_MAX (1024 * 1024)
 #define READS_PER_TURN 8
 #define OUT_MAX (64 * 1024)
 /* Request fields kept for routing and the log; longer ones are a 400. */
@@ -920,6 +922,27 @@ static int hc_flush(struct hbone_conn *hc)
     }
 }
 
+/* DATA frames as large as the peer and the windows allow, up to
+ * FRAME_MAX, rather than nghttp2's 16 KiB. */
+static ssize_t data_len(nghttp2_session *ng, uint8_t type, int32_t id,
+                        int32_t conn_window, int32_t stream_window,
+                        uint32_t remote_max, void *arg)
+{
+    ssize_t n = (ssize_t)remote_max;
+
+    (void)ng;
+    (void)type;
+    (void)id;
+    (void)arg;
+    if (n > FRAME_MAX)
+        n = FRAME_MAX;
+    if (conn_window < n)
+        n = conn_window;
+    if (stream_window < n)
+        n = stream_window;
+    return n > 0 ? n : 1;
+}
+
 static int hc_read(struct hbone_conn *hc)
 {
     uint8_t chunk[READ_CHUNK];
@@ -992,7 +1015,7 @@ void hbone_accept(struct hbone_worker *w, struct conn *down,
     struct hbone_conn *hc = calloc(1, sizeof(*hc));
     nghttp2_session_callbacks *cb = NULL;
     nghttp2_option *opt = NULL;
-    nghttp2_settings_entry iv[3];
+    nghttp2_settings_entry iv[4];
     uint64_t conn_window;
 
     if (hc == NULL) {
@@ -1022,6 +1045,8 @@ void hbone_accept(struct hbone_worker *w, struct conn *down,
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+    nghttp2_session_callbacks_set_data_source_read_length_callback(cb,
+                                                                   data_len);
     nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(
         cb, on_invalid_frame);
     /* The window is given back as bytes reach the upstream, not as they
@@ -1043,7 +1068,9 @@ void hbone_accept(struct hbone_worker *w, struct conn *down,
     iv[1].value = lim->tunnel_buffer;
     iv[2].settings_id = NGHTTP2_SETTINGS_ENABLE_PUSH;
     iv[2].value = 0;
-    if (nghttp2_submit_settings(hc->ng, NGHTTP2_FLAG_NONE, iv, 3) != 0)
+    iv[3].settings_id = NGHTTP2_SETTINGS_MAX_FRAME_SIZE;
+    iv[3].value = FRAME_MAX;
+    if (nghttp2_submit_settings(hc->ng, NGHTTP2_FLAG_NONE, iv, 4) != 0)
         goto fail;
     /* The connection's window covers every tunnel's. */
     conn_window = (uint64_t)lim->max_tunnels * lim->tunnel_buffer;

@@ -31,7 +31,9 @@
 #include "tls/tls.h"
 
 #define HBONE_PORT 15008
-#define READ_CHUNK (16 * 1024)
+#define READ_CHUNK (64 * 1024)
+/* ztunnel's HTTP/2 frame size: fewer, larger DATA frames. */
+#define FRAME_MAX (1024 * 1024)
 #define READS_PER_TURN 8
 /* Tunnels per connection until the server's SETTINGS say otherwise. */
 #define DEFAULT_STREAMS 100
@@ -348,6 +350,27 @@ static int hc_flush(struct hc *hc)
     }
 }
 
+/* DATA frames as large as the peer and the windows allow, up to
+ * FRAME_MAX, rather than nghttp2's 16 KiB. */
+static ssize_t data_len(nghttp2_session *ng, uint8_t type, int32_t id,
+                        int32_t conn_window, int32_t stream_window,
+                        uint32_t remote_max, void *arg)
+{
+    ssize_t n = (ssize_t)remote_max;
+
+    (void)ng;
+    (void)type;
+    (void)id;
+    (void)arg;
+    if (n > FRAME_MAX)
+        n = FRAME_MAX;
+    if (conn_window < n)
+        n = conn_window;
+    if (stream_window < n)
+        n = stream_window;
+    return n > 0 ? n : 1;
+}
+
 static int hc_read(struct hc *hc)
 {
     uint8_t chunk[READ_CHUNK];
@@ -372,7 +395,7 @@ static int hc_ready(struct hc *hc)
 {
     struct hbone_pool *p = hc->pool;
     nghttp2_session_callbacks *cb = NULL;
-    nghttp2_settings_entry iv[2];
+    nghttp2_settings_entry iv[3];
     size_t alen = 0;
     const char *alpn = tls_conn_alpn(&hc->c, &alen);
     char uri[512];
@@ -396,6 +419,8 @@ static int hc_ready(struct hc *hc)
     nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
+    nghttp2_session_callbacks_set_data_source_read_length_callback(cb,
+                                                                   data_len);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
     {
         nghttp2_option *opt = NULL;
@@ -411,7 +436,9 @@ static int hc_ready(struct hc *hc)
     iv[0].value = p->window;
     iv[1].settings_id = NGHTTP2_SETTINGS_ENABLE_PUSH;
     iv[1].value = 0;
-    if (nghttp2_submit_settings(hc->ng, NGHTTP2_FLAG_NONE, iv, 2) != 0 ||
+    iv[2].settings_id = NGHTTP2_SETTINGS_MAX_FRAME_SIZE;
+    iv[2].value = FRAME_MAX;
+    if (nghttp2_submit_settings(hc->ng, NGHTTP2_FLAG_NONE, iv, 3) != 0 ||
         nghttp2_session_set_local_window_size(hc->ng, NGHTTP2_FLAG_NONE, 0,
                                               1 << 30) != 0)
         goto fail;

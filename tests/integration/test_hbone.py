@@ -313,6 +313,9 @@ def test_hbone_connect_to_workload_and_service(strait_factory,
                                  .MAX_CONCURRENT_STREAMS] == 100
         assert c.remote_settings[h2.settings.SettingCodes
                                  .INITIAL_WINDOW_SIZE] == 256 * 1024
+        # ztunnel's frame size.
+        assert c.remote_settings[h2.settings.SettingCodes
+                                 .MAX_FRAME_SIZE] == 1024 * 1024
         c.send(a, b"hello workload")
         c.until(lambda: bytes(c.data[a]) == b"hello workload", "the echo")
         b = c.connect(f"{SVC}:{SVC_PORT}", [
