@@ -43,7 +43,9 @@ class H2ConnectServer:
     connection and each CONNECT's header block as sent, answers 200 and
     echoes each stream."""
 
-    def __init__(self, ip, tmp_path, identity="backend"):
+    def __init__(self, ip, tmp_path, identity="backend", status=200):
+        self.status = status
+        self.closed = 0
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(str(tmp_path / identity / "cert-chain.pem"),
                             str(tmp_path / identity / "key.pem"))
@@ -99,7 +101,9 @@ class H2ConnectServer:
                 for ev in h.receive_data(d):
                     if isinstance(ev, h2.events.RequestReceived):
                         self.requests.append(ev.headers)
-                        h.send_headers(ev.stream_id, [(b":status", b"200")])
+                        h.send_headers(ev.stream_id, [
+                            (b":status", str(self.status).encode())],
+                            end_stream=self.status != 200)
                     elif isinstance(ev, h2.events.DataReceived):
                         h.acknowledge_received_data(ev.flow_controlled_length,
                                                     ev.stream_id)
@@ -113,6 +117,7 @@ class H2ConnectServer:
         except (ssl.SSLError, OSError):
             pass
         finally:
+            self.closed += 1
             s.close()
 
     def stop(self):
@@ -324,3 +329,34 @@ spec:
     wait_for(lambda: "end=upstream_hbone_tls_failed" in st.log()
              or "end=upstream_hbone_wrong_identity" in st.log(), 10,
              "the refused identity")
+
+
+def test_hbone_client_refused_and_idle_release(strait_factory, tmp_path):
+    """A CONNECT answered 503 ends the session before a byte is relayed
+    (flag UF, end=upstream_hbone_status_503); a pooled connection with no
+    tunnel left is closed after hbone.idleTimeout."""
+    st, conf = ca_strait(strait_factory, tmp_path,
+                         "hbone: {idleTimeout: 300ms}\n", workers=1)
+    ip = loopback_ip()
+    srv = H2ConnectServer(ip, tmp_path, status=503)
+    port = free_port()
+    try:
+        (conf / "r.yaml").write_text(
+            gateway_to(port, "amb.example.test")
+            + ambient_service("amb.example.test", ip, 9999, "backend"))
+        st.start()
+        wait_for(lambda: "listener gateway-127.0.0.1-" in st.log(), 10,
+                 "the TCP listener")
+        got, _ = talk(port, b"never relayed")
+        assert got == b""
+        wait_for(lambda: "end=upstream_hbone_status_503" in st.log(), 10,
+                 "the refusal logged")
+        line = [l for l in st.log().splitlines()
+                if "end=upstream_hbone_status_503" in l][0]
+        assert "flags=UF" in line, line
+        assert len(srv.requests) == 1
+        # The connection it came over is released once idle.
+        wait_for(lambda: srv.closed == 1, 10, "the idle connection closed")
+        assert srv.conns == 1
+    finally:
+        srv.stop()
