@@ -63,6 +63,7 @@
 #include "upstream/outlier.h"
 
 #define READ_CHUNK (64 * 1024)
+#define HBONE_PORT 15008
 /* ztunnel's HTTP/2 frame size: fewer, larger DATA frames. */
 #define FRAME_MAX (1024 * 1024)
 #define READS_PER_TURN 8
@@ -102,6 +103,7 @@ struct hbone_tunnel {
     struct cluster *cl; /* borrowed from the listener's conf */
     size_t ep;
     struct addr dst;
+    uint32_t authz_port; /* the workload's port (dst may be its 15008) */
     /* Request fields, copied (NUL-terminated) */
     char method[16];
     char authority[AUTH_MAX];
@@ -516,7 +518,28 @@ static void on_tunnel_timer(void *arg)
     }
 }
 
-/* The destination of an authority, as tunnel_route() finds it. */
+static void addr_set_port(struct addr *a, uint16_t port)
+{
+    if (a->ss.ss_family == AF_INET)
+        ((struct sockaddr_in *)(void *)&a->ss)->sin_port = htons(port);
+    else if (a->ss.ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)(void *)&a->ss)->sin6_port = htons(port);
+}
+
+static uint32_t addr_port(const struct addr *a)
+{
+    if (a->ss.ss_family == AF_INET)
+        return ntohs(
+            ((const struct sockaddr_in *)(const void *)&a->ss)->sin_port);
+    if (a->ss.ss_family == AF_INET6)
+        return ntohs(
+            ((const struct sockaddr_in6 *)(const void *)&a->ss)->sin6_port);
+    return 0;
+}
+
+/* A service host:port authority: the service's cluster picks the
+ * endpoint. 0, -1 when no exposed service has that host and port, 1 when
+ * it has no endpoint to pick. */
 static int route_name(struct hbone_tunnel *t, const struct hbone_authority *a)
 {
     struct l4_listener *p = t->hc->w->p;
@@ -546,6 +569,14 @@ static int route_name(struct hbone_tunnel *t, const struct hbone_authority *a)
     }
     t->ep = balancer_pick(&p->lb[au->cluster]);
     t->dst = cl->endpoints[t->ep];
+    t->authz_port = addr_port(&t->dst);
+    /* A service host names the destination only in double HBONE (the
+     * outer tunnel through an east-west gateway): the bytes inside are
+     * the client's own TLS and CONNECT to the workload's ztunnel, so an
+     * endpoint in the ambient mesh is reached on its HBONE port, as
+     * Istio's east-west gateway does; others on their own port. */
+    if (cl->hbone != NULL && cl->hbone[t->ep])
+        addr_set_port(&t->dst, HBONE_PORT);
     return 0;
 }
 
@@ -561,21 +592,11 @@ static int route_addr(struct hbone_tunnel *t, const struct hbone_authority *a)
                 t->cl = cl;
                 t->ep = e;
                 t->dst = a->addr;
+                t->authz_port = a->port;
                 return 0;
             }
     }
     return -1;
-}
-
-static uint32_t addr_port(const struct addr *a)
-{
-    if (a->ss.ss_family == AF_INET)
-        return ntohs(
-            ((const struct sockaddr_in *)(const void *)&a->ss)->sin_port);
-    if (a->ss.ss_family == AF_INET6)
-        return ntohs(
-            ((const struct sockaddr_in6 *)(const void *)&a->ss)->sin6_port);
-    return 0;
 }
 
 static void tunnel_start(struct hbone_tunnel *t)
@@ -619,7 +640,7 @@ static void tunnel_start(struct hbone_tunnel *t)
         if (strncmp(hc->peer_uri, "spiffe://", 9) == 0)
             q.principal = slice_of(hc->peer_uri + 9);
         q.peer = hc->peerlen > 0 ? (const struct sockaddr *)&hc->peer : NULL;
-        q.port = addr_port(&t->dst);
+        q.port = t->authz_port;
         authz_check(c->authz, &q, &d);
         if (!d.allowed) {
             STAT_ADD(&shard_of(hc->w)->http, rq_rbac_denied, 1);

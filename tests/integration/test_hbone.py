@@ -689,3 +689,52 @@ def test_hbone_access_log_file(strait_factory, upstream_factory, tmp_path):
     wait_for(lambda: path.exists() and "hbone_tunnel" in path.read_text(), 10,
              "the tunnel line in the access log file")
     assert "hbone_tunnel" not in st.log()
+
+
+def test_hbone_service_to_ambient_endpoint_uses_its_hbone_port(
+        strait_factory, upstream_factory, tmp_path):
+    """strait as the east-west gateway of double HBONE: a CONNECT to a
+    service host:port whose endpoint is in the ambient mesh (label
+    istio.io/dataplane-mode: ambient) goes to that endpoint's port 15008,
+    where its ztunnel takes the inner tunnel; the bytes go untouched. An
+    address authority still goes to the port it names."""
+    from test_hbone_client import loopback_ip
+    st, conf = ca_strait(strait_factory, tmp_path)
+    ip = loopback_ip()
+    ztunnel = upstream_factory(echo, host=ip, port=15008)
+    app = upstream_factory(echo, host=ip)
+    port = free_port()
+    (conf / "r.yaml").write_text(resources(port, app.port, closed_port())
+                                 + f"""---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: amb, namespace: default}}
+spec:
+  hosts: [amb.example.test]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{{number: 80, name: tcp, protocol: TCP}}]
+  endpoints:
+  - address: {ip}
+    ports: {{tcp: {app.port}}}
+    labels: {{istio.io/dataplane-mode: ambient}}
+""")
+    st.start()
+    wait_for(lambda: "HBONE to" in st.log(), 10, "the HBONE listener")
+    c = Hbone(port, tmp_path)
+    try:
+        sid = c.connect("amb.example.test:80")
+        assert c.status(sid) == 200
+        c.send(sid, b"inner tls bytes", end=True)
+        c.until(lambda: sid in c.ended, "the echo")
+        assert bytes(c.data[sid]) == b"inner tls bytes"
+        assert ztunnel.conns == 1 and app.conns == 0
+        direct = c.connect(f"{ip}:{app.port}")
+        assert c.status(direct) == 200
+        c.send(direct, b"x", end=True)
+        c.until(lambda: direct in c.ended, "the direct echo")
+        assert app.conns == 1
+    finally:
+        c.close()
+    wait_for(lambda: f"upstream={ip}:15008" in st.log(), 10,
+             "the tunnel to the HBONE port logged")
