@@ -271,6 +271,15 @@ struct cluster_spec {
 };
 
 /*
+ * compile_cluster_hbone() gives c the HBONE endpoints of sp (sp->hbone
+ * not NULL): their flags, SPIFFE IDs and the client context built with
+ * identity's mesh certificate (NULL: none, and c->hbone_error is set so
+ * sessions to them are refused). 0, or -1 when memory runs out.
+ */
+int compile_cluster_hbone(const struct compile_identity *identity,
+                          struct cluster *c, const struct cluster_spec *sp);
+
+/*
  * compile_cluster() builds the cluster of sp (nothing of sp is kept).
  * t gives what TLS origination may need (the mesh identity, the
  * credentials directory); NULL: neither. With err NULL a TLS context

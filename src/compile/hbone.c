@@ -1,0 +1,81 @@
+/*
+ * The HBONE part of a cluster (compile_cluster_hbone(), istio.h): which
+ * endpoints are reached through HBONE, with which identity, and the TLS
+ * context of the tunnels to them.
+ */
+#include "config.h"
+
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile/compile.h"
+#include "compile/istio.h"
+#include "core/log.h"
+#include "tls/tls.h"
+#include "upstream/cluster.h"
+
+/*
+ * HBONE endpoints: their flags and identities, and the client context
+ * they are reached with: this node's mesh certificate (the current one at
+ * each handshake), the mesh root, ALPN h2, and the endpoints' SPIFFE IDs
+ * as the names the server must carry (the exact one is checked per
+ * connection). Without a mesh certificate the cluster refuses sessions to
+ * them rather than connect in the clear. -1 when memory runs out.
+ */
+int compile_cluster_hbone(const struct compile_identity *identity,
+                          struct cluster *c, const struct cluster_spec *sp)
+{
+    struct tls_client_conf tc;
+    const char **sans;
+    size_t nsans = 0;
+    X509 *root = NULL;
+    char *err = NULL;
+
+    c->hbone = malloc(sp->nendpoints + 1);
+    c->hbone_ids = calloc(sp->nendpoints + 1, sizeof(*c->hbone_ids));
+    sans = calloc(sp->nendpoints + 1, sizeof(*sans));
+    if (c->hbone == NULL || c->hbone_ids == NULL || sans == NULL) {
+        free(sans);
+        return -1;
+    }
+    for (size_t i = 0; i < sp->nendpoints; i++) {
+        c->hbone[i] = sp->hbone[i];
+        if (sp->hbone_ids[i] != NULL &&
+            (c->hbone_ids[i] = strdup(sp->hbone_ids[i])) == NULL) {
+            free(sans);
+            return -1;
+        }
+        if (sp->hbone[i] && sp->hbone_ids[i] != NULL)
+            sans[nsans++] = sp->hbone_ids[i];
+    }
+    if (identity == NULL || !identity->current(identity->arg, &root)) {
+        log_error("cluster %s: HBONE endpoints need this node's mesh "
+                  "certificate (ca.enabled or ca.join); their sessions are "
+                  "refused",
+                  c->name);
+        c->hbone_error = 1;
+        free(sans);
+        return 0;
+    }
+    memset(&tc, 0, sizeof(tc));
+    tc.cred = identity->ssl;
+    tc.cred_arg = identity->arg;
+    tc.ca_cert = root;
+    tc.h2 = 1;
+    tc.no_host_check = 1;
+    tc.sans = sans;
+    tc.nsans = nsans;
+    c->hbone_tls = tls_client_ctx_build(&tc, &err);
+    X509_free(root);
+    free(sans);
+    if (c->hbone_tls == NULL) {
+        log_error("cluster %s: HBONE: TLS cannot be set up, sessions to "
+                  "its HBONE endpoints are refused: %s",
+                  c->name, err ? err : "unknown error");
+        c->hbone_error = 1;
+    }
+    free(err);
+    return 0;
+}
