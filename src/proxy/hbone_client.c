@@ -48,7 +48,6 @@ struct hbone_pool {
     struct list conns; /* struct hc, live */
     struct list dead;  /* struct hc, freed by reap */
     struct timer reap;
-    size_t nconns;
 };
 
 struct hc {
@@ -138,7 +137,6 @@ static void hc_close(struct hc *hc, const char *why)
     conn_close(&hc->c);
     list_del(&hc->link);
     list_append(&p->dead, &hc->link);
-    p->nconns--;
     timer_defer(&p->reap);
 }
 
@@ -566,7 +564,6 @@ static struct hc *hc_get(struct hbone_pool *p, const struct hbone_target *t)
     }
     hc->state = HC_CONNECTING;
     list_append(&p->conns, &hc->link);
-    p->nconns++;
     conn_want(&hc->c, 0, 1);
     if (!inprog)
         conn_wake(&hc->c);
@@ -768,9 +765,4 @@ void hbone_pool_free(struct hbone_pool *p)
     on_reap(p);
     timer_dispose(&p->reap);
     free(p);
-}
-
-size_t hbone_pool_connections(const struct hbone_pool *p)
-{
-    return p != NULL ? p->nconns : 0;
 }

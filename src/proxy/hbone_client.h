@@ -39,9 +39,6 @@ struct hbone_pool *hbone_pool_new(struct event_base *base, const char *name,
 /* hbone_pool_free() closes every connection and fails their tunnels. */
 void hbone_pool_free(struct hbone_pool *p);
 
-/* hbone_pool_connections() is how many HTTP/2 connections p holds. */
-size_t hbone_pool_connections(const struct hbone_pool *p);
-
 /* What a tunnel is opened to and with. Everything is copied. */
 struct hbone_target {
     struct ssl_ctx_st *ctx;     /* the cluster's (must outlive the tunnel) */
