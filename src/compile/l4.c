@@ -502,6 +502,16 @@ static int terminating(struct l4_build *b, const struct gw_server *srv);
  */
 static int hbone_rules(struct l4_build *b, const struct gw_server *srv)
 {
+    /* The CONNECT authority routes; a VirtualService bound to the
+     * server has nothing to say, and is told so rather than ignored. */
+    for (size_t i = 0; i < b->set->n; i++) {
+        const struct resource *r = b->set->v[i];
+        if (r->kind == RES_VIRTUAL_SERVICE && vs_bound(b, r, srv))
+            log_warn("VirtualService %s/%s: bound to the HBONE server of "
+                     "Gateway %s, whose tunnels go where their CONNECT "
+                     "authority says; its routes are not used there",
+                     r->meta.ns, r->meta.name, srv->gateway);
+    }
     if (!b->c->is_hbone) {
         b->c->is_hbone = 1;
         if (terminating(b, srv) < 0)
