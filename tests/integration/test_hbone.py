@@ -355,8 +355,21 @@ def test_hbone_refusals(strait_factory, upstream_factory, tmp_path):
     the server's hosts do not cover, an address that is no endpoint),
     401 when AuthorizationPolicy denies the peer's principal, 503 when
     the upstream connect fails (never a 200 first); each counted by
-    reason. A client without a certificate fails the handshake."""
-    st, port, up = start(strait_factory, upstream_factory, tmp_path)
+    reason. A client without a certificate fails the handshake. A
+    VirtualService bound to the server is logged as unused."""
+    st, port, up = start(strait_factory, upstream_factory, tmp_path,
+                         extra="""---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: unused, namespace: istio-system}
+spec:
+  hosts: ["*"]
+  gateways: [hbone]
+  tcp:
+  - route: [{destination: {host: echo.example.test}}]
+""")
+    assert ("VirtualService istio-system/unused: bound to the HBONE server "
+            "of Gateway istio-system/hbone") in st.log()
     c = Hbone(port, tmp_path)
     try:
         for auth in ("hidden.other.test:80", f"{SVC}:1", "127.0.0.2:80",
