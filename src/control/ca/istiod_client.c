@@ -116,6 +116,22 @@ static void copy_value(char *dst, size_t cap, const uint8_t *v, size_t n)
     dst[n] = '\0';
 }
 
+/* A status of at most 3 decimal digits, or -1: ":status" and
+ * "grpc-status" values are never longer. */
+static int small_status(const uint8_t *v, size_t n)
+{
+    int x = 0;
+
+    if (n == 0 || n > 3)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9')
+            return -1;
+        x = x * 10 + (v[i] - '0');
+    }
+    return x;
+}
+
 static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
                      const uint8_t *name, size_t nlen, const uint8_t *value,
                      size_t vlen, uint8_t flags, void *arg)
@@ -126,13 +142,11 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
     (void)f;
     (void)flags;
     if (nlen == 7 && memcmp(name, ":status", 7) == 0) {
-        char s[8];
-        copy_value(s, sizeof(s), value, vlen);
-        r->http_status = atoi(s);
+        int v = small_status(value, vlen);
+        r->http_status = v < 0 ? 0 : v;
     } else if (nlen == 11 && memcmp(name, "grpc-status", 11) == 0) {
-        char s[8];
-        copy_value(s, sizeof(s), value, vlen);
-        r->grpc_status = vlen > 0 && vlen < 4 ? atoi(s) : 2;
+        int v = small_status(value, vlen);
+        r->grpc_status = v < 0 ? 2 : v; /* unparsable: UNKNOWN */
     } else if (nlen == 12 && memcmp(name, "grpc-message", 12) == 0) {
         ca_grpc_message_decode((const char *)value, vlen, r->grpc_message,
                                sizeof(r->grpc_message));
