@@ -56,6 +56,7 @@ static const struct {
     {"IST0130", "VirtualServiceUnreachableRule"},
     {"IST0131", "VirtualServiceIneffectiveMatch"},
     {"IST0132", "VirtualServiceHostNotFoundInGateway"},
+    {"IST0133", "SchemaWarning"},
     {"IST0134", "ServiceEntryAddressesRequired"},
     {"IST0138", "GatewayDuplicateCertificate"},
     {"IST0140", "IngressRouteRulesNotAffected"},

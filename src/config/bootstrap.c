@@ -73,7 +73,9 @@ static const struct conf_key node_keys[] = {
     {"network", CONF_STR, OFF(struct bootstrap_node, network), 0, 0, "",
      "network name for east-west routing", NULL, NULL, NULL, NULL},
     {"locality", CONF_STR, OFF(struct bootstrap_node, locality), 0, 0, "",
-     "region/zone/subzone", NULL, NULL, NULL, NULL},
+     "region/zone/subzone; DestinationRule localityLbSetting ranks "
+     "endpoints against it",
+     NULL, NULL, NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 

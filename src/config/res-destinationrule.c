@@ -156,6 +156,73 @@ static const struct conf_key hash_keys[] = {
 static const struct conf_section hash_section = {
     hash_keys, 0, RES_OFF(struct res_consistent_hash, mark)};
 
+/* localityLbSetting: the list limits are strait's (Istio has none); far
+ * more than a mesh has regions and zones. */
+#define LOCALITY_LIST_MAX 1000
+#define FAILOVER_PRIORITY_MAX 100
+
+static const struct conf_key distribute_keys[] = {
+    {.name = "from",
+     .type = CONF_STR,
+     .off = RES_OFF(struct res_locality_distribute, from),
+     .help = "the client locality (region/zone/subzone, '*' at the end)"},
+    {.name = "to",
+     .type = CONF_INT_MAP,
+     .off = RES_OFF(struct res_locality_distribute, to),
+     .min = 0,
+     .max = UINT32_MAX,
+     .help = "locality -> weight (1-100, summing to 100)"},
+    {.name = NULL},
+};
+static const struct conf_section distribute_section = {
+    distribute_keys, sizeof(struct res_locality_distribute),
+    RES_OFF(struct res_locality_distribute, mark)};
+
+static const struct conf_key failover_keys[] = {
+    {.name = "from",
+     .type = CONF_STR,
+     .off = RES_OFF(struct res_locality_failover, from),
+     .help = "the client's region"},
+    {.name = "to",
+     .type = CONF_STR,
+     .off = RES_OFF(struct res_locality_failover, to),
+     .help = "the region its traffic fails over to"},
+    {.name = NULL},
+};
+static const struct conf_section failover_section = {
+    failover_keys, sizeof(struct res_locality_failover),
+    RES_OFF(struct res_locality_failover, mark)};
+
+#define LL(f) RES_OFF(struct res_locality_lb, f)
+static const struct conf_key locality_keys[] = {
+    {.name = "enabled",
+     .type = CONF_BOOL,
+     .off = LL(enabled),
+     .def = "true",
+     .help = "locality load balancing for this policy"},
+    {.name = "distribute",
+     .type = CONF_LIST,
+     .off = LL(distribute),
+     .max = LOCALITY_LIST_MAX,
+     .help = "traffic shares per locality, by the client's locality",
+     .sub = &distribute_section},
+    {.name = "failover",
+     .type = CONF_LIST,
+     .off = LL(failover),
+     .max = LOCALITY_LIST_MAX,
+     .help = "region to fail over to, by the client's region",
+     .sub = &failover_section},
+    {.name = "failoverPriority",
+     .type = CONF_STR_LIST,
+     .off = LL(failover_priority),
+     .max = FAILOVER_PRIORITY_MAX,
+     .help = "labels (or label=value) ordering endpoints into priorities"},
+    {.name = NULL},
+};
+#undef LL
+static const struct conf_section locality_section = {
+    locality_keys, 0, RES_OFF(struct res_locality_lb, mark)};
+
 #define LB(f) RES_OFF(struct res_load_balancer, f)
 static const struct conf_key lb_keys[] = {
     {.name = "simple",
@@ -170,9 +237,10 @@ static const struct conf_key lb_keys[] = {
      .help = "session affinity",
      .sub = &hash_section},
     {.name = "localityLbSetting",
-     .type = CONF_IGNORE,
+     .type = CONF_SECTION,
      .off = LB(locality_lb_setting),
-     .help = "accepted and ignored"},
+     .help = "priorities and weights by locality",
+     .sub = &locality_section},
     {.name = "warmupDurationSecs",
      .type = CONF_DURATION,
      .off = LB(warmup_ms),
@@ -603,15 +671,212 @@ static int64_t next_prime(int64_t x)
     return x;
 }
 
+/* One locality of a list being checked, split as Istio's
+ * getLocalityParam() does: depth 0 region, 1 zone, 2 subzone. */
+struct loc_seen {
+    char r[128], z[128], s[128];
+};
+
+/* Istio's getLocalityParam(): region, zone and subzone of s (at most
+ * three parts split at '/'), none of them empty. Returns the index of the
+ * last part, or -1. */
+static int loc_split(const char *s, struct loc_seen *out)
+{
+    char *dst[3] = {out->r, out->z, out->s};
+    int depth = 0;
+
+    memset(out, 0, sizeof(*out));
+    for (;;) {
+        size_t n = depth < 2 ? strcspn(s, "/") : strlen(s);
+        if (n == 0 || n >= sizeof(out->r))
+            return -1;
+        memcpy(dst[depth], s, n);
+        dst[depth][n] = '\0';
+        if (s[n] == '\0')
+            return depth;
+        s += n + 1;
+        depth++;
+    }
+}
+
+/*
+ * check_localities() is Istio's validateLocalities(): each locality has at
+ * most one '*', at the end; no part is empty; and none overlaps one
+ * before it (a region, or a region's '*', covers its zones; a zone its
+ * subzones). Returns 0, or -1 after reporting the first problem.
+ */
+static int check_localities(struct res_check *ck, const struct conf_mark *mark,
+                            const char *path, const char *const *locs, size_t n)
+{
+    struct loc_seen *seen = calloc(n ? n : 1, sizeof(*seen));
+    size_t nseen = 0;
+    int rc = -1;
+
+    if (seen == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        const char *l = locs[i] != NULL ? locs[i] : "";
+        const char *star = strchr(l, '*');
+        struct loc_seen cur;
+        int depth, region = 0, zone = 0, any_zone = 0, exact = 0;
+
+        if (star != NULL &&
+            (strchr(star + 1, '*') != NULL || star[1] != '\0')) {
+            res_err(ck, mark, path,
+                    "locality %s wildcard '*' number can not exceed 1 and must "
+                    "be in the end",
+                    l);
+            goto fail;
+        }
+        for (size_t k = 0; k < nseen; k++)
+            if (strcmp(seen[k].r, "*") == 0)
+                goto overlap;
+        depth = loc_split(l, &cur);
+        if (depth < 0) {
+            res_err(ck, mark, path,
+                    "locality %s must not contain empty region/zone/subzone "
+                    "info",
+                    l);
+            goto fail;
+        }
+        for (size_t k = 0; k < nseen; k++) {
+            if (strcmp(seen[k].r, cur.r) != 0)
+                continue;
+            region = 1;
+            if (strcmp(seen[k].z, "*") == 0)
+                any_zone = 1;
+            if (strcmp(seen[k].z, cur.z) == 0) {
+                zone = 1;
+                if (strcmp(seen[k].s, "*") == 0 ||
+                    strcmp(seen[k].s, cur.s) == 0)
+                    exact = 1;
+            }
+        }
+        if ((depth == 0 && region) || (depth == 1 && (any_zone || zone)) ||
+            (depth == 2 && (any_zone || exact)))
+            goto overlap;
+        if (depth < 2)
+            snprintf(cur.s, sizeof(cur.s), "*");
+        if (depth < 1)
+            snprintf(cur.z, sizeof(cur.z), "*");
+        seen[nseen++] = cur;
+        continue;
+    overlap:
+        res_err(ck, mark, path,
+                "locality %s overlap with previous specified ones", l);
+        goto fail;
+    }
+    rc = 0;
+fail:
+    free(seen);
+    return rc;
+}
+
+/*
+ * check_locality() is Istio's ValidateLocalityLbSetting(), with its
+ * messages and levels: distribute and failover exclude each other;
+ * failover excludes the topology labels in failoverPriority; each
+ * distribute's weights are 1-100 and sum to 100; the localities are
+ * well formed and do not overlap; failover needs outlier detection (a
+ * warning: without it no endpoint is ever ejected, so traffic never moves);
+ * a failover goes from one region to another.
+ */
+static void check_locality(struct res_check *ck,
+                           const struct res_locality_lb *l,
+                           const struct res_outlier *od, const char *path)
+{
+    static const char *const topo[] = {"topology.kubernetes.io/region",
+                                       "topology.kubernetes.io/zone",
+                                       "topology.istio.io/subzone"};
+    const struct res_locality_distribute *dv = l->distribute.v;
+    const struct res_locality_failover *fv = l->failover.v;
+    const char **srcs;
+    char p[400];
+
+    if (l->mark.line == 0)
+        return;
+    res_path(p, sizeof(p), "%s.localityLbSetting", path);
+    if (l->distribute.n > 0 && l->failover.n > 0) {
+        res_err(ck, &l->mark, p,
+                "can not simultaneously specify 'distribute' and 'failover'");
+        return;
+    }
+    for (size_t i = 0; l->failover.n > 0 && i < l->failover_priority.n; i++)
+        for (size_t k = 0; k < 3; k++)
+            if (strcmp(l->failover_priority.v[i], topo[k]) == 0) {
+                res_err(ck, &l->mark, p,
+                        "can not simultaneously set 'failover' and topology "
+                        "label '%s' in 'failover_priority'",
+                        topo[k]);
+                return;
+            }
+    srcs = calloc(l->distribute.n ? l->distribute.n : 1, sizeof(*srcs));
+    if (srcs == NULL)
+        return;
+    for (size_t i = 0; i < l->distribute.n; i++) {
+        const struct res_locality_distribute *d = &dv[i];
+        const char **dst = calloc(d->to.n ? d->to.n : 1, sizeof(*dst));
+        uint64_t total = 0;
+        char q[440];
+
+        res_path(q, sizeof(q), "%s.distribute[%zu]", p, i);
+        srcs[i] = d->from != NULL ? d->from : "";
+        if (dst == NULL)
+            goto done;
+        for (size_t k = 0; k < d->to.n; k++) {
+            dst[k] = d->to.v[k].key;
+            if (d->to.v[k].val <= 0 || d->to.v[k].val > 100) {
+                res_err(ck, &d->mark, q,
+                        "locality weight must be in range [1, 100]");
+                free(dst);
+                goto done;
+            }
+            total += (uint64_t)d->to.v[k].val;
+        }
+        if (total != 100) {
+            res_err(ck, &d->mark, q, "total locality weight %llu != 100",
+                    (unsigned long long)total);
+            free(dst);
+            goto done;
+        }
+        check_localities(ck, &d->mark, q, dst, d->to.n);
+        free(dst);
+    }
+    check_localities(ck, &l->mark, p, srcs, l->distribute.n);
+    if ((l->failover.n > 0 || l->failover_priority.n > 0) &&
+        (od == NULL || od->mark.line == 0))
+        res_warn_code(ck, "IST0133", &l->mark, p,
+                      "outlier detection policy must be provided for "
+                      "failover");
+    for (size_t i = 0; i < l->failover.n; i++) {
+        const char *from = fv[i].from ? fv[i].from : "";
+        const char *to = fv[i].to ? fv[i].to : "";
+        char q[440];
+
+        res_path(q, sizeof(q), "%s.failover[%zu]", p, i);
+        if (strcmp(from, to) == 0)
+            res_err(ck, &fv[i].mark, q,
+                    "locality lb failover settings must specify different "
+                    "regions");
+        if (strchr(from, '/') != NULL || strchr(to, '/') != NULL)
+            res_err(ck, &fv[i].mark, q,
+                    "locality lb failover only specify region");
+        if (strchr(from, '*') != NULL || strchr(to, '*') != NULL)
+            res_err(ck, &fv[i].mark, q,
+                    "locality lb failover region should not contain '*' "
+                    "wildcard");
+    }
+done:
+    free(srcs);
+}
+
 static void check_lb(struct res_check *ck, const struct res_load_balancer *lb,
-                     const char *path)
+                     const struct res_outlier *od, const char *path)
 {
     const struct res_consistent_hash *h = &lb->consistent_hash;
     char p[340];
 
-    if (lb->locality_lb_setting.line > 0)
-        res_warn(ck, &lb->locality_lb_setting, path,
-                 "localityLbSetting is not supported by strait; ignored");
+    check_locality(ck, &lb->locality_lb_setting, od, path);
     if (h->mark.line == 0)
         return;
     res_path(p, sizeof(p), "%s.consistentHash", path);
@@ -680,7 +945,7 @@ static void check_policy(struct res_check *ck, struct res_traffic_policy *tp,
     char p[300];
 
     res_path(p, sizeof(p), "%s.loadBalancer", path);
-    check_lb(ck, &tp->load_balancer, p);
+    check_lb(ck, &tp->load_balancer, &tp->outlier_detection, p);
     res_path(p, sizeof(p), "%s.tls", path);
     check_tls(ck, &tp->tls, p);
     res_path(p, sizeof(p), "%s.outlierDetection", path);
@@ -709,7 +974,7 @@ static void check_policy(struct res_check *ck, struct res_traffic_policy *tp,
         {
             char q[320];
             res_path(q, sizeof(q), "%s.loadBalancer", p);
-            check_lb(ck, &pp->load_balancer, q);
+            check_lb(ck, &pp->load_balancer, &pp->outlier_detection, q);
             res_path(q, sizeof(q), "%s.tls", p);
             check_tls(ck, &pp->tls, q);
             res_path(q, sizeof(q), "%s.outlierDetection", p);

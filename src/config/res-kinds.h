@@ -78,6 +78,11 @@ void res_err(struct res_check *ck, const struct conf_mark *mark,
 void res_warn(struct res_check *ck, const struct conf_mark *mark,
               const char *path, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* res_warn_code() is res_warn() under Istio's code for it (IST0133,
+ * SchemaWarning: a warning of Istio's own validation), not STR0002. */
+void res_warn_code(struct res_check *ck, const char *code,
+                   const struct conf_mark *mark, const char *path,
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Shared checks; each reports its own errors. */
 void res_check_strmatch(struct res_check *ck, const struct res_strmatch *m,

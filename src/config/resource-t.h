@@ -384,12 +384,37 @@ struct res_consistent_hash {
     int64_t minimum_ring_size; /* deprecated */
 };
 
+/* localityLbSetting.distribute[]: from a locality (pattern) to weights
+ * per locality (pattern), Istio's locality weights. */
+struct res_locality_distribute {
+    struct conf_mark mark;
+    char *from;
+    struct conf_intmap to; /* locality pattern -> weight, in file order */
+};
+
+/* localityLbSetting.failover[]: from one region to another. */
+struct res_locality_failover {
+    struct conf_mark mark;
+    char *from;
+    char *to;
+};
+
+/* DestinationRule localityLbSetting (Istio's LocalityLoadBalancerSetting);
+ * compiled into priority levels and weights by compile/locality.c. */
+struct res_locality_lb {
+    struct conf_mark mark;
+    int enabled;                        /* absent: true, as Istio's BoolValue */
+    struct conf_list distribute;        /* struct res_locality_distribute */
+    struct conf_list failover;          /* struct res_locality_failover */
+    struct conf_strs failover_priority; /* labels, "label" or "label=value" */
+};
+
 struct res_load_balancer {
     struct conf_mark mark;
     int simple; /* enum res_lb_simple */
     struct res_consistent_hash consistent_hash;
-    struct conf_mark locality_lb_setting; /* accepted, ignored */
-    int64_t warmup_ms;                    /* warmupDurationSecs */
+    struct res_locality_lb locality_lb_setting;
+    int64_t warmup_ms; /* warmupDurationSecs */
 };
 
 struct res_tcp_keepalive {

@@ -102,9 +102,9 @@ const char *res_level_code(enum res_level level)
                                   : "STR0001";
 }
 
-static void vreport(struct res_check *ck, enum res_level level,
-                    const struct conf_mark *mark, const char *path,
-                    const char *fmt, va_list ap)
+static void vreport(struct res_check *ck, const char *code,
+                    enum res_level level, const struct conf_mark *mark,
+                    const char *path, const char *fmt, va_list ap)
 {
     char text[1024];
     int line = ck->r->line, col = ck->r->col;
@@ -114,8 +114,8 @@ static void vreport(struct res_check *ck, enum res_level level,
         col = mark->col;
     }
     vsnprintf(text, sizeof(text), fmt, ap);
-    res_msgs_add(ck->msgs, res_level_code(level), level, ck->r->file, line, col,
-                 ck->resource, path, "%s", text);
+    res_msgs_add(ck->msgs, code != NULL ? code : res_level_code(level), level,
+                 ck->r->file, line, col, ck->resource, path, "%s", text);
     if (level == RES_ERROR)
         ck->nerr++;
 }
@@ -126,7 +126,7 @@ void res_err(struct res_check *ck, const struct conf_mark *mark,
     va_list ap;
 
     va_start(ap, fmt);
-    vreport(ck, RES_ERROR, mark, path, fmt, ap);
+    vreport(ck, NULL, RES_ERROR, mark, path, fmt, ap);
     va_end(ap);
 }
 
@@ -136,7 +136,18 @@ void res_warn(struct res_check *ck, const struct conf_mark *mark,
     va_list ap;
 
     va_start(ap, fmt);
-    vreport(ck, RES_WARNING, mark, path, fmt, ap);
+    vreport(ck, NULL, RES_WARNING, mark, path, fmt, ap);
+    va_end(ap);
+}
+
+void res_warn_code(struct res_check *ck, const char *code,
+                   const struct conf_mark *mark, const char *path,
+                   const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vreport(ck, code, RES_WARNING, mark, path, fmt, ap);
     va_end(ap);
 }
 

@@ -1117,17 +1117,206 @@ static void test_err_keeps_good_resources(void **state)
     assert_string_equal(f->set->v[0]->meta.name, "good");
 }
 
-static void test_warning_ignored_fields(void **state)
+/* localityLbSetting is read whole: Istio's documentation example of
+ * distribute, one of failover, and failoverPriority. */
+static void test_locality_lb_setting_parsed(void **state)
 {
     struct fx *f = *state;
+    const struct res_destination_rule *dr;
+    const struct res_locality_lb *l;
+    const struct res_locality_distribute *d;
+    const struct res_locality_failover *fo;
 
-    load_ok(f, HDR("DestinationRule",
-                   "d") "spec:\n"
-                        "  host: a\n"
-                        "  trafficPolicy:\n"
-                        "    loadBalancer:\n"
-                        "      localityLbSetting: {enabled: true}\n");
-    assert_int_equal(count_warnings(f->set, "localityLbSetting"), 1);
+    load_ok(f,
+            HDR("DestinationRule", "d") "spec:\n"
+                                        "  host: a\n"
+                                        "  trafficPolicy:\n"
+                                        "    outlierDetection: {}\n"
+                                        "    loadBalancer:\n"
+                                        "      localityLbSetting:\n"
+                                        "        distribute:\n"
+                                        "        - from: us-west/zone1/*\n"
+                                        "          to:\n"
+                                        "            \"us-west/zone1/*\": 80\n"
+                                        "            \"us-west/zone2/*\": 20\n"
+                                        "  subsets:\n"
+                                        "  - name: v1\n"
+                                        "    trafficPolicy:\n"
+                                        "      outlierDetection: {}\n"
+                                        "      loadBalancer:\n"
+                                        "        localityLbSetting:\n"
+                                        "          enabled: false\n"
+                                        "          failover:\n"
+                                        "          - {from: us-east, to: "
+                                        "eu-west}\n"
+                                        "          failoverPriority:\n"
+                                        "          - topology.istio.io/"
+                                        "network\n"
+                                        "          - version=v1\n");
+    assert_int_equal(count_warnings(f->set, "localityLbSetting"), 0);
+    dr = res_destination_rule(f->set->v[0]);
+    l = &dr->traffic_policy.load_balancer.locality_lb_setting;
+    assert_true(l->enabled);
+    assert_int_equal(l->distribute.n, 1);
+    d = l->distribute.v;
+    assert_string_equal(d->from, "us-west/zone1/*");
+    assert_int_equal(d->to.n, 2);
+    assert_string_equal(d->to.v[0].key, "us-west/zone1/*");
+    assert_int_equal(d->to.v[0].val, 80);
+    assert_int_equal(d->to.v[1].val, 20);
+    l = &((const struct res_subset *)dr->subsets.v)[0]
+             .traffic_policy.load_balancer.locality_lb_setting;
+    assert_false(l->enabled);
+    fo = l->failover.v;
+    assert_int_equal(l->failover.n, 1);
+    assert_string_equal(fo->from, "us-east");
+    assert_string_equal(fo->to, "eu-west");
+    assert_int_equal(l->failover_priority.n, 2);
+    assert_string_equal(l->failover_priority.v[1], "version=v1");
+}
+
+/* A DestinationRule with localityLbSetting body lb (indented under
+ * loadBalancer) and an outlierDetection when od. */
+static const char *locality_dr(char *buf, size_t n, const char *lb, int od)
+{
+    snprintf(buf, n,
+             HDR("DestinationRule", "d") "spec:\n"
+                                         "  host: a\n"
+                                         "  trafficPolicy:\n"
+                                         "%s"
+                                         "    loadBalancer:\n"
+                                         "      localityLbSetting:\n%s",
+             od ? "    outlierDetection: {consecutive5xxErrors: 1}\n" : "", lb);
+    return buf;
+}
+
+/* Istio's ValidateLocalityLbSetting(): its messages, at its levels. */
+static void test_locality_validation_messages(void **state)
+{
+    static const struct {
+        const char *lb;
+        int od;
+        const char *msg;
+        int errors, warnings;
+    } cases[] = {
+        {"        distribute: [{from: a, to: {b: 100}}]\n"
+         "        failover: [{from: a, to: b}]\n",
+         1, "can not simultaneously specify 'distribute' and 'failover'", 1, 0},
+        {"        failover: [{from: a, to: b}]\n"
+         "        failoverPriority: [topology.kubernetes.io/zone]\n",
+         1,
+         "can not simultaneously set 'failover' and topology label "
+         "'topology.kubernetes.io/zone' in 'failover_priority'",
+         1, 0},
+        {"        distribute: [{from: a, to: {b: 0, c: 100}}]\n", 1,
+         "locality weight must be in range [1, 100]", 1, 0},
+        {"        distribute: [{from: a, to: {b: 101}}]\n", 1,
+         "locality weight must be in range [1, 100]", 1, 0},
+        {"        distribute: [{from: a, to: {b: 60, c: 30}}]\n", 1,
+         "total locality weight 90 != 100", 1, 0},
+        {"        distribute: [{from: a, to: {\"b/*/c\": 100}}]\n", 1,
+         "locality b/*/c wildcard '*' number can not exceed 1 and must be in "
+         "the end",
+         1, 0},
+        {"        distribute: [{from: a, to: {\"b//c\": 100}}]\n", 1,
+         "locality b//c must not contain empty region/zone/subzone info", 1, 0},
+        {"        distribute: [{from: a, to: {\"b/*\": 50, \"b/z\": 50}}]\n", 1,
+         "overlap with previous specified ones", 1, 0},
+        {"        distribute:\n"
+         "        - {from: \"us/*\", to: {b: 100}}\n"
+         "        - {from: us/z1, to: {b: 100}}\n",
+         1, "locality us/z1 overlap with previous specified ones", 1, 0},
+        {"        failover: [{from: a, to: b}]\n", 0,
+         "outlier detection policy must be provided for failover", 0, 1},
+        {"        failoverPriority: [version]\n", 0,
+         "outlier detection policy must be provided for failover", 0, 1},
+        {"        failover: [{from: a, to: a}]\n", 1,
+         "locality lb failover settings must specify different regions", 1, 0},
+        {"        failover: [{from: a/z, to: b}]\n", 1,
+         "locality lb failover only specify region", 1, 0},
+        {"        failover: [{from: a, to: \"b*\"}]\n", 1,
+         "locality lb failover region should not contain '*' wildcard", 1, 0},
+        /* What is right passes without a word. */
+        {"        distribute:\n"
+         "        - from: us-west/zone1/*\n"
+         "          to: {\"us-west/zone1/*\": 80, \"us-west/zone2/*\": 20}\n"
+         "        - from: us-west/zone2/*\n"
+         "          to: {\"us-west/zone1/*\": 20, \"us-west/zone2/*\": 80}\n",
+         1, NULL, 0, 0},
+        {"        failover: [{from: us-east, to: eu-west}, {from: us-west, "
+         "to: us-east}]\n",
+         1, NULL, 0, 0},
+        {"        enabled: true\n", 0, NULL, 0, 0},
+    };
+    struct fx *f = *state;
+    char text[2048];
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *got =
+            load(f, locality_dr(text, sizeof(text), cases[i].lb, cases[i].od));
+        size_t nwarn = cases[i].msg ? count_warnings(f->set, cases[i].msg) : 0;
+
+        if (f->nerr != cases[i].errors ||
+            (cases[i].errors > 0 && strstr(got, cases[i].msg) == NULL) ||
+            (cases[i].errors > 0 &&
+             strstr(got, "spec.trafficPolicy.loadBalancer."
+                         "localityLbSetting") == NULL) ||
+            nwarn != (size_t)cases[i].warnings)
+            fail_msg("case %zu:\n%s\ngot %d errors (want %d), %zu warnings "
+                     "(want %d):\n%s",
+                     i, text, f->nerr, cases[i].errors, nwarn,
+                     cases[i].warnings, got);
+    }
+    /* The warning is Istio's SchemaWarning, under its code. */
+    load(f, locality_dr(text, sizeof(text),
+                        "        failover: [{from: a, to: b}]\n", 0));
+    assert_int_equal(f->set->msgs.n, 1);
+    assert_string_equal(f->set->msgs.v[0].code, "IST0133");
+    assert_string_equal(f->set->msgs.v[0].path,
+                        "spec.trafficPolicy.loadBalancer.localityLbSetting");
+}
+
+/* The list limits (strait's: 1000 distribute and failover rules, 100
+ * failoverPriority labels), one past each refused. */
+static void test_locality_list_limits(void **state)
+{
+    struct fx *f = *state;
+    struct buf b;
+    const char *got;
+
+    buf_init(&b, 1 << 20);
+    for (int which = 0; which < 3; which++) {
+        int max = which == 2 ? 100 : 1000;
+        for (int n = max; n <= max + 1; n++) {
+            buf_consume(&b, buf_len(&b));
+            buf_puts(&b,
+                     HDR("DestinationRule", "d") "spec:\n"
+                                                 "  host: a\n"
+                                                 "  trafficPolicy:\n"
+                                                 "    outlierDetection: {}\n"
+                                                 "    loadBalancer:\n"
+                                                 "      localityLbSetting:\n");
+            buf_puts(&b, which == 0   ? "        distribute:\n"
+                         : which == 1 ? "        failover:\n"
+                                      : "        failoverPriority:\n");
+            for (int i = 0; i < n; i++) {
+                if (which == 0)
+                    buf_printf(&b, "        - {from: r%d, to: {r%d: 100}}\n", i,
+                               i);
+                else if (which == 1)
+                    buf_printf(&b, "        - {from: r%d, to: s%d}\n", i, i);
+                else
+                    buf_printf(&b, "        - label%d\n", i);
+            }
+            got = load(f, buf_cstr(&b));
+            if (n == max && f->nerr != 0)
+                fail_msg("%d entries refused: %s", n, got);
+            if (n > max &&
+                (f->nerr != 1 || strstr(got, "entries, has") == NULL))
+                fail_msg("%d entries: %s", n, got);
+        }
+    }
+    buf_dispose(&b);
 }
 
 /* caCrl where nothing verifies against it is said to be ignored. */
@@ -1573,7 +1762,9 @@ int main(void)
         T(test_err_semantics),
         T(test_err_load_balancer),
         T(test_err_keeps_good_resources),
-        T(test_warning_ignored_fields),
+        T(test_locality_lb_setting_parsed),
+        T(test_locality_validation_messages),
+        T(test_locality_list_limits),
         T(test_warning_ca_crl_ignored),
         cmocka_unit_test(test_accepted_as_istio_does),
         cmocka_unit_test(test_list_is_expanded),
