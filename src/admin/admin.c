@@ -29,6 +29,7 @@
 #include "upstream/cluster.h"
 #include "upstream/hash.h"
 #include "upstream/outlier.h"
+#include "upstream/priority.h"
 
 #define ADMIN_BODY_MAX (16 * 1024 * 1024)
 
@@ -570,6 +571,9 @@ static const struct family cluster_families[] = {
     {"strait_cluster_requests_pending_total", "counter",
      "Requests that waited for a connection (tcp.maxConnections).",
      offsetof(struct cluster_counters, rq_pending)},
+    {"strait_cluster_priority_failovers_total", "counter",
+     "Requests balanced to a locality priority level below the first.",
+     offsetof(struct cluster_counters, rq_failover)},
 };
 
 /* Outlier detection families: one sample per cluster that has it. */
@@ -1107,6 +1111,11 @@ static void endpoint_lines(struct buf *b, const struct cluster *c, size_t k,
         else
             buf_printf(b, "%s::%s::reached::direct\n", c->name, as);
     }
+    /* Envoy's priority: the locality level (localityLbSetting), shown
+     * for a cluster with more than one. */
+    if (c->prio != NULL && c->prio->weight == NULL)
+        buf_printf(b, "%s::%s::priority::%" PRIu32 "\n", c->name, as,
+                   cluster_level_of(c->prio, k));
     if (c->od == NULL)
         return;
     buf_printf(b, "%s::%s::outlier_ejections::%" PRIu64 "\n", c->name, as,
@@ -1126,6 +1135,41 @@ static void endpoint_lines(struct buf *b, const struct cluster *c, size_t k,
                    when, ms);
         buf_printf(b, "%s::%s::outlier_ejection_remaining_ms::%" PRIu64 "\n",
                    c->name, as, left);
+    }
+}
+
+/* A cluster's locality priority levels: how many, and the share of the
+ * traffic each gets now (Envoy's priority load), with a level in panic
+ * (balanced over all its endpoints) marked. */
+static void prio_lines(struct buf *b, const struct cluster *c, uint64_t mono)
+{
+    uint32_t load[PRIO_MAX_LEVELS];
+    unsigned char panic[PRIO_MAX_LEVELS];
+    const struct cluster_prio *p = c->prio;
+
+    cluster_prio_loads(c, mono, load, panic);
+    if (p->weight != NULL) {
+        /* distribute: localities of one priority, by weight; the share of
+         * the traffic each takes now. */
+        uint64_t sum = 0;
+        for (size_t l = 0; l < p->nlevels; l++)
+            sum += load[l];
+        for (size_t l = 0; l < p->nlevels; l++) {
+            size_t ep = p->order[p->off[l]];
+            const char *loc = c->ep_meta != NULL ? c->ep_meta[ep].locality : "";
+            buf_printf(b, "%s::locality_weight::%s::%" PRIu32 "\n", c->name,
+                       loc, p->weight[l]);
+            buf_printf(b, "%s::locality_load::%s::%" PRIu64 "\n", c->name, loc,
+                       sum > 0 ? (uint64_t)load[l] * 100 / sum : 0);
+        }
+        return;
+    }
+    buf_printf(b, "%s::priority_levels::%zu\n", c->name, c->prio->nlevels);
+    for (size_t l = 0; l < c->prio->nlevels; l++) {
+        buf_printf(b, "%s::priority_load::%zu::%" PRIu32 "\n", c->name, l,
+                   load[l]);
+        if (panic[l])
+            buf_printf(b, "%s::priority_panic::%zu::1\n", c->name, l);
     }
 }
 
@@ -1208,6 +1252,8 @@ void admin_render_clusters(const struct admin_ops *ops, struct buf *b)
                        "%s::remote_endpoints_skipped::%" PRIu32
                        " (no address and no gateway)\n",
                        cl[i]->name, cl[i]->remote_skipped_no_gateway);
+        if (cl[i]->prio != NULL)
+            prio_lines(b, cl[i], mono);
         if (cl[i]->nendpoints == 0)
             buf_printf(b, "%s::endpoints::none\n", cl[i]->name);
         for (size_t k = 0; k < cl[i]->nendpoints; k++)

@@ -26,6 +26,7 @@
 #include "core/log.h"
 #include "compile/identity.h"
 #include "compile/istio.h"
+#include "compile/locality.h"
 #include "compile/metrics.h"
 #include "compile/network.h"
 #include "core/series.h"
@@ -33,6 +34,7 @@
 #include "upstream/cluster.h"
 #include "upstream/hash.h"
 #include "upstream/outlier.h"
+#include "upstream/priority.h"
 
 void istio_clusters_init(struct istio_clusters *t,
                          const struct resource_set *set, int nworkers,
@@ -125,6 +127,12 @@ struct eps {
     uint8_t *hb;
     char **id;
     size_t nhb; /* endpoints marked for HBONE */
+    /* Each endpoint's labels (borrowed; NULL: none), parallel to v until
+     * the split horizon (eps_split()) reorders v, and the localities read
+     * from topology labels (owned; loc points into them). */
+    const struct conf_strmap **lab;
+    char **own;
+    size_t nown;
     size_t n;
     const struct net_table *nt; /* the networks endpoints are put on */
     struct conf_strs sans;      /* identities the endpoints may present */
@@ -133,6 +141,21 @@ struct eps {
      * a WorkloadEntry's namespace and app (borrowed from the set). */
     const char *svc_ns, *svc_name;
 };
+
+/* What locality balancing made of a cluster's endpoints. */
+struct eps_levels {
+    uint32_t *level;  /* per endpoint; NULL: one level */
+    uint32_t *weight; /* per level (distribute's localities); NULL: the
+                         levels are priorities */
+    size_t n;         /* levels */
+};
+
+static void eps_levels_dispose(struct eps_levels *l)
+{
+    free(l->level);
+    free(l->weight);
+    memset(l, 0, sizeof(*l));
+}
 
 static const char *meta_label(const struct conf_strmap *m, const char *key)
 {
@@ -225,6 +248,10 @@ static void eps_dispose(struct eps *e)
     for (size_t i = 0; e->id != NULL && i < e->n; i++)
         free(e->id[i]);
     free(e->id);
+    free(e->lab);
+    for (size_t i = 0; i < e->nown; i++)
+        free(e->own[i]);
+    free(e->own);
     for (size_t i = 0; i < e->sans.n; i++)
         free(e->sans.v[i]);
     free(e->sans.v);
@@ -234,6 +261,32 @@ static void eps_dispose(struct eps *e)
 static uint32_t we_weight(const struct res_workload_entry *we)
 {
     return we->weight > 0 ? (uint32_t)we->weight : 1;
+}
+
+/* The locality of workload we: its own, else from Kubernetes' topology
+ * labels (kept in e->own), else "". */
+static const char *eps_locality(struct eps *e,
+                                const struct res_workload_entry *we)
+{
+    char buf[512];
+    const char *l;
+    char **no, *d;
+
+    if (we == NULL)
+        return "";
+    l = locality_of(we->locality, &we->labels, buf, sizeof(buf));
+    if (l == NULL)
+        return "";
+    if (l != buf)
+        return l;
+    no = realloc(e->own, (e->nown + 1) * sizeof(*no));
+    if (no == NULL)
+        return "";
+    e->own = no;
+    if ((d = strdup(buf)) == NULL)
+        return "";
+    e->own[e->nown++] = d;
+    return d;
 }
 
 /* An endpoint at ip:port; we (NULL: none) says its network, labels and
@@ -247,6 +300,7 @@ static void eps_add(struct eps *e, const char *ip, int64_t port,
     struct addr *nv;
     uint32_t *nw;
     const char **nn, **nl;
+    const struct conf_strmap **nb;
 
     if ((ip == NULL || ip[0] == '\0') && we != NULL && we->network != NULL &&
         we->network[0] != '\0') {
@@ -282,11 +336,16 @@ add:
     if (nl == NULL)
         return;
     e->loc = nl;
+    nb = realloc(e->lab, (e->n + 1) * sizeof(*nb));
+    if (nb == NULL)
+        return;
+    e->lab = nb;
     e->net[e->n] = e->nt != NULL
                        ? net_endpoint_network(e->nt, we ? we->network : NULL,
                                               we ? &we->labels : NULL, &a)
                        : "";
-    e->loc[e->n] = we != NULL && we->locality != NULL ? we->locality : "";
+    e->loc[e->n] = eps_locality(e, we);
+    e->lab[e->n] = we != NULL ? &we->labels : NULL;
     {
         uint8_t *nh = realloc(e->hb, e->n + 1);
         char **ni;
@@ -698,6 +757,12 @@ static void apply_hash(struct cluster *c, const struct res_consistent_hash *h)
                                              : LB_RING_MIN_DEFAULT;
     }
     c->hash = lb_hash_new(&hc, c->endpoints, c->weights, c->nendpoints, &err);
+    /* With priority levels, each level hashes over its own endpoints. */
+    if (c->hash != NULL && c->prio != NULL &&
+        prio_build_hash(c, &hc, &err) < 0) {
+        lb_hash_free(c->hash);
+        c->hash = NULL;
+    }
     if (c->hash == NULL) {
         /* strait check refuses what cannot be built; only memory is left. */
         log_error("cluster %s: consistentHash: %s; balancing round robin",
@@ -916,6 +981,13 @@ struct cluster *compile_cluster(const struct istio_clusters *t,
         log_error("cluster %s: endpoint weights: out of memory; "
                   "balancing as if equal",
                   sp->name);
+    if (sp->levels != NULL && sp->nendpoints > 0 &&
+        (cluster_set_levels(c, sp->levels) < 0 ||
+         (sp->level_weights != NULL &&
+          cluster_set_level_weights(c, sp->level_weights) < 0)))
+        log_error("cluster %s: locality priorities: out of memory; "
+                  "balancing over one level",
+                  sp->name);
     c->protocol = sp->http2 ? CLUSTER_HTTP2 : CLUSTER_HTTP1;
     c->implicit = sp->implicit;
     c->h1.lim = http_limits_default();
@@ -953,7 +1025,8 @@ struct cluster *compile_cluster(const struct istio_clusters *t,
  * memory runs out. */
 static int cluster_identity(const char *key, int passthrough, int external,
                             const struct eps *e, char *const *via,
-                            const struct net_split_result *sr, int h2,
+                            const struct net_split_result *sr,
+                            const struct eps_levels *levels, int h2,
                             uint32_t svc_port, const struct resource *drr,
                             const struct res_eff_files *files,
                             const char *mtext, struct ident_id *out)
@@ -981,7 +1054,12 @@ static int cluster_identity(const char *key, int passthrough, int external,
         ident_str(&d, 'g', via[i] != NULL ? via[i] : "");
         ident_u64(&d, 'h', e->hb[i]);
         ident_str(&d, 'i', e->id[i] != NULL ? e->id[i] : "");
+        /* Locality balancing's outcome: what it was computed from (the
+         * node, the localities and labels, the rule) shows in it. */
+        ident_u64(&d, 'L', levels->level != NULL ? levels->level[i] : 0);
     }
+    for (size_t l = 0; levels->weight != NULL && l < levels->n; l++)
+        ident_u64(&d, 'W', levels->weight[l]);
     ident_u64(&d, 'm', sr->skipped_mtls);
     ident_u64(&d, 'f', sr->skipped_family);
     ident_u64(&d, 'u', sr->skipped_no_gateway);
@@ -1240,35 +1318,60 @@ static int eps_split(const struct net_table *nt, struct eps *e, unsigned flags,
     struct net_lists l = {&e->v, &e->w, &e->net, &e->loc, &e->n};
     size_t n0 = e->n;
     struct addr *v0 = n0 > 0 ? malloc(n0 * sizeof(*v0)) : NULL;
+    const struct conf_strmap **lab0 = NULL;
+    const struct conf_strmap **lab = NULL;
     uint8_t *hb = NULL;
     char **id = NULL;
 
+    /* The split reorders the endpoints and puts gateways in for remote
+     * ones: each endpoint reached directly keeps its labels (for
+     * failoverPriority), HBONE mark and identity, found again by its
+     * address; a gateway has none of its own. */
     if (n0 > 0 && v0 == NULL)
         return -1;
-    if (n0 > 0)
+    if (n0 > 0) {
         memcpy(v0, e->v, n0 * sizeof(*v0));
+        lab0 = malloc(n0 * sizeof(*lab0));
+        if (lab0 == NULL) {
+            free(v0);
+            return -1;
+        }
+        memcpy(lab0, e->lab, n0 * sizeof(*lab0));
+    }
     if (net_split_lists(nt, &l, flags, via, sr) < 0) {
+        free(lab0);
         free(v0);
         return -1;
     }
     hb = calloc(e->n + 1, 1);
     id = calloc(e->n + 1, sizeof(*id));
-    if (hb == NULL || id == NULL) {
+    lab = calloc(e->n + 1, sizeof(*lab));
+    if (hb == NULL || id == NULL || lab == NULL) {
         free(hb);
         free(id);
+        free(lab);
+        free(lab0);
         free(v0);
+        net_via_free(*via, e->n);
+        *via = NULL;
+        net_split_dispose(sr);
         return -1;
     }
     e->nhb = 0;
     for (size_t i = 0; i < e->n; i++) {
         if ((*via)[i] != NULL)
             continue;
+        /* The first endpoint of that address, as a map by address would
+         * keep. */
         for (size_t j = 0; j < n0; j++)
-            if (e->id != NULL && addr_equal(&v0[j], &e->v[i])) {
-                hb[i] = e->hb[j];
-                e->nhb += hb[i];
-                if (e->id[j] != NULL)
-                    id[i] = strdup(e->id[j]);
+            if (addr_equal(&v0[j], &e->v[i])) {
+                lab[i] = lab0[j];
+                if (e->id != NULL) {
+                    hb[i] = e->hb[j];
+                    e->nhb += hb[i];
+                    if (e->id[j] != NULL)
+                        id[i] = strdup(e->id[j]);
+                }
                 break;
             }
     }
@@ -1276,10 +1379,103 @@ static int eps_split(const struct net_table *nt, struct eps *e, unsigned flags,
         free(e->id[j]);
     free(e->id);
     free(e->hb);
+    free(e->lab);
     e->hb = hb;
     e->id = id;
+    e->lab = lab;
+    free(lab0);
     free(v0);
     return 0;
+}
+
+/*
+ * eps_localize() applies the effective localityLbSetting to e (after the
+ * split horizon: gateways stand for remote endpoints with their network
+ * and locality) for the node (compile/locality.h): out gets each
+ * endpoint's level (nothing allocated with one level) and, for
+ * distribute, each level's locality weight (a consistent hash gets the
+ * shares in its endpoint weights instead); the endpoints of localities
+ * distribute gives nothing leave, with their via entries.
+ * Returns 0, or -1 when memory is short.
+ */
+static int eps_localize(const struct istio_clusters *t,
+                        const struct eff_policy *pol, struct eps *e, char **via,
+                        struct eps_levels *out)
+{
+    struct locality_who node = {t->node_locality, t->node_network,
+                                t->node_labels};
+    const struct res_load_balancer *lb = pol->lb;
+    int hash = lb != NULL && lb->consistent_hash.mark.line > 0;
+    struct locality_who *who;
+    unsigned char *keep;
+    uint32_t *lv, *lw;
+    size_t k = 0;
+    int n, weighted = 0;
+
+    memset(out, 0, sizeof(*out));
+    if (e->n == 0)
+        return 0;
+    who = calloc(e->n, sizeof(*who));
+    keep = calloc(e->n, 1);
+    lv = calloc(e->n, sizeof(*lv));
+    lw = calloc(e->n, sizeof(*lw));
+    if (who == NULL || keep == NULL || lv == NULL || lw == NULL)
+        goto fail;
+    for (size_t i = 0; i < e->n; i++) {
+        who[i].locality = e->loc[i];
+        who[i].network = e->net[i];
+        who[i].labels = e->lab[i];
+    }
+    n = locality_apply(lb != NULL ? &lb->locality_lb_setting : NULL,
+                       pol->od != NULL, &node, who, e->n, lv, e->w, keep,
+                       hash ? NULL : lw, &weighted);
+    if (n < 0)
+        goto fail;
+    /* Endpoints distribute gives no share leave the cluster. */
+    e->nhb = 0;
+    for (size_t i = 0; i < e->n; i++) {
+        if (!keep[i]) {
+            if (via != NULL)
+                free(via[i]);
+            if (e->id != NULL)
+                free(e->id[i]);
+            continue;
+        }
+        e->v[k] = e->v[i];
+        e->w[k] = e->w[i];
+        e->loc[k] = e->loc[i];
+        e->net[k] = e->net[i];
+        e->lab[k] = e->lab[i];
+        if (e->id != NULL) {
+            e->hb[k] = e->hb[i];
+            e->id[k] = e->id[i];
+            e->nhb += e->hb[k];
+        }
+        if (via != NULL)
+            via[k] = via[i];
+        lv[k++] = lv[i];
+    }
+    e->n = k;
+    free(who);
+    free(keep);
+    if (n > 1 && k > 0) {
+        out->level = lv;
+        out->n = (size_t)n;
+        if (weighted)
+            out->weight = lw;
+        else
+            free(lw);
+    } else {
+        free(lv);
+        free(lw);
+    }
+    return 0;
+fail:
+    free(who);
+    free(keep);
+    free(lv);
+    free(lw);
+    return -1;
 }
 
 int istio_cluster_id(void *table, const char *host, const char *subset,
@@ -1301,6 +1497,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     int passthrough = 0, external = 0;
     struct eff_policy ep0 = {NULL, NULL, NULL, NULL};
     struct net_split_result sr;
+    struct eps_levels levels = {NULL, NULL, 0};
     char **via = NULL;
     char lookup[660];
 
@@ -1355,15 +1552,23 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         eps_dispose(&e);
         return -1;
     }
+    /* Locality load balancing: priority levels or locality weights. */
+    if (eps_localize(t, &ep0, &e, via, &levels) < 0) {
+        net_via_free(via, e.n);
+        net_split_dispose(&sr);
+        eps_dispose(&e);
+        return -1;
+    }
     eff_files(t, dr, sub, svc_port, &files);
     buf_init(&mtext, 64 * 1024);
     dest_text(t, host, passthrough, &e, &mtext);
-    if (cluster_identity(key, passthrough, external, &e, via, &sr, h2, svc_port,
-                         drr, &files, buf_cstr(&mtext), &fp) < 0) {
+    if (cluster_identity(key, passthrough, external, &e, via, &sr, &levels, h2,
+                         svc_port, drr, &files, buf_cstr(&mtext), &fp) < 0) {
         buf_dispose(&mtext);
         net_via_free(via, e.n);
         net_split_dispose(&sr);
         eps_dispose(&e);
+        eps_levels_dispose(&levels);
         return -1;
     }
     c = ident_map_get(t->next, &fp);
@@ -1398,11 +1603,14 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
             sp.hbone = e.hb;
             sp.hbone_ids = (const char *const *)e.id;
         }
+        sp.levels = levels.level;
+        sp.level_weights = levels.weight;
         c = compile_cluster(t, &sp, t->nworkers, NULL);
         if (c == NULL) {
             net_via_free(via, e.n);
             net_split_dispose(&sr);
             eps_dispose(&e);
+            eps_levels_dispose(&levels);
             ident_id_dispose(&fp);
             return -1;
         }
@@ -1443,12 +1651,14 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         if (ident_map_put(t->next, &fp, c) < 0) {
             ident_id_dispose(&fp);
             cluster_unref(c);
+            eps_levels_dispose(&levels);
             return -1;
         }
         cluster_ref(c);
     }
     buf_dispose(&mtext);
     net_split_dispose(&sr);
+    eps_levels_dispose(&levels);
     used_cluster(t->used, &fp, &files);
     ident_id_dispose(&fp);
     r = table_add(t, lookup, c);

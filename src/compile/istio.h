@@ -196,6 +196,11 @@ struct istio_clusters {
     /* Set while an AUTO_PASSTHROUGH server's clusters are built: only
      * endpoints on the node's network (NET_SPLIT_LOCAL_VIEW). */
     int local_view;
+    /* The node as locality load balancing sees it (bootstrap node.locality,
+     * node.network, node.labels); NULL: none. */
+    const char *node_locality;
+    const char *node_network;
+    const struct conf_strmap *node_labels;
 };
 
 void istio_clusters_init(struct istio_clusters *t,
@@ -268,6 +273,13 @@ struct cluster_spec {
      * (NULL entries: unknown). */
     const uint8_t *hbone;
     const char *const *hbone_ids;
+    /* Locality: each endpoint's ("region/zone/subzone", NULL: none; the
+     * array NULL: none has one) and priority level (NULL: all 0). */
+    const char *const *localities;
+    const uint32_t *levels;
+    /* distribute: the levels are localities of these weights (NULL: the
+     * levels are priorities). */
+    const uint32_t *level_weights;
 };
 
 /*

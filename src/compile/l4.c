@@ -658,6 +658,9 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
     b.table.dns = env->dns;
     b.table.identity = env->identity;
     b.table.trust_domain = bs->trust_domain;
+    b.table.node_locality = bs->node.locality;
+    b.table.node_network = bs->node.network;
+    b.table.node_labels = &bs->node.labels;
     b.table.credentials_dir = bs->credentials.dir;
     b.table.outbound_mode = bs->outbound.mode;
     b.table.listener_port = g->port;

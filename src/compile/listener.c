@@ -218,6 +218,9 @@ int compile_gateway_routes(const struct bootstrap *bs,
     table.dns = env->dns;
     table.identity = env->identity;
     table.trust_domain = bs->trust_domain;
+    table.node_locality = bs->node.locality;
+    table.node_network = bs->node.network;
+    table.node_labels = &bs->node.labels;
     table.credentials_dir = bs->credentials.dir;
     table.outbound_mode = bs->outbound.mode;
     table.listener_port = g->port;

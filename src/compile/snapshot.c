@@ -135,6 +135,9 @@ static void gateway_base(struct ident *d, const struct compile_inputs *in,
     ident_u64(d, 'o', (uint64_t)bs->outbound.mode);
     ident_str(d, 's', bs->node.ns);
     id_strmap(d, &bs->node.labels);
+    /* Locality load balancing ranks endpoints against these. */
+    ident_str(d, 'L', bs->node.locality);
+    ident_str(d, 'N', bs->node.network);
     ident_str(d, 't', bs->trust_domain);
     ident_str(d, 'c', bs->credentials.dir);
 }
@@ -401,6 +404,9 @@ static void route_inputs(struct ident *d, const struct compile_inputs *in,
     ident_str(d, 'k', "gateway-routes");
     ident_str(d, 's', bs->node.ns);
     id_strmap(d, &bs->node.labels);
+    /* Locality load balancing ranks endpoints against these. */
+    ident_str(d, 'L', bs->node.locality);
+    ident_str(d, 'N', bs->node.network);
     ident_str(d, 't', bs->trust_domain);
     ident_str(d, 'c', bs->credentials.dir);
     ident_u64(d, 'o', (uint64_t)bs->outbound.mode);

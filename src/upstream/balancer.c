@@ -9,6 +9,7 @@
 #include "upstream/cluster.h"
 #include "upstream/hash.h"
 #include "upstream/outlier.h"
+#include "upstream/priority.h"
 
 /*
  * Vose's construction of Walker's alias table: each of the n slots holds
@@ -75,10 +76,10 @@ static int edf_before(const struct balancer_edf *a,
            (a->deadline == b->deadline && a->ep < b->ep);
 }
 
-static void edf_down(struct balancer *b, size_t i)
+static void edf_down(struct balancer_sched *s, size_t i)
 {
-    struct balancer_edf *h = b->edf;
-    size_t n = b->nedf;
+    struct balancer_edf *h = s->edf;
+    size_t n = s->nedf;
 
     for (;;) {
         size_t l = 2 * i + 1, m = i;
@@ -96,10 +97,10 @@ static void edf_down(struct balancer *b, size_t i)
     }
 }
 
-static void edf_push(struct balancer *b, uint32_t ep, double deadline)
+static void edf_push(struct balancer_sched *s, uint32_t ep, double deadline)
 {
-    struct balancer_edf *h = b->edf;
-    size_t i = b->nedf++;
+    struct balancer_edf *h = s->edf;
+    size_t i = s->nedf++;
 
     h[i].ep = ep;
     h[i].deadline = deadline;
@@ -125,31 +126,66 @@ static double edf_step(const struct balancer *b, size_t ep)
 
 /* The endpoint on top of the EDF heap takes its turn: the schedule's time
  * moves to its deadline and its next turn is one step later. */
-static size_t edf_take(struct balancer *b)
+static size_t edf_take(struct balancer *b, struct balancer_sched *s)
 {
-    size_t ep = b->edf[0].ep;
+    size_t ep = s->edf[0].ep;
 
-    b->vtime = b->edf[0].deadline;
-    b->edf[0].deadline = b->vtime + edf_step(b, ep);
-    edf_down(b, 0);
+    s->vtime = s->edf[0].deadline;
+    s->edf[0].deadline = s->vtime + edf_step(b, ep);
+    edf_down(s, 0);
     return ep;
 }
 
-static int edf_init(struct balancer *b, int worker)
+/* A schedule over the n endpoints eps[0..n) (NULL: 0..n). */
+static int edf_init(struct balancer *b, struct balancer_sched *s,
+                    const uint32_t *eps, size_t n, int worker)
 {
-    const struct cluster *cl = b->cl;
-    size_t n = cl->nendpoints;
-
-    b->edf = malloc(n * sizeof(*b->edf));
-    b->parked = malloc(n * sizeof(*b->parked));
-    if (b->edf == NULL || b->parked == NULL)
+    s->edf = malloc(n * sizeof(*s->edf));
+    s->parked = malloc(n * sizeof(*s->parked));
+    if (s->edf == NULL || s->parked == NULL)
         return -1;
-    for (size_t i = 0; i < n; i++)
-        edf_push(b, (uint32_t)i, cl->inv_weights[i]);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t ep = eps != NULL ? eps[i] : (uint32_t)i;
+        edf_push(s, ep, b->cl->inv_weights[ep]);
+    }
     /* Workers start at different points of the schedule, as round robin
      * starts them at different endpoints. */
     for (int i = 0; i < worker % (int)n; i++)
-        edf_take(b);
+        edf_take(b, s);
+    return 0;
+}
+
+static void sched_dispose(struct balancer_sched *s)
+{
+    free(s->edf);
+    free(s->parked);
+    memset(s, 0, sizeof(*s));
+}
+
+/* Per level state for a cluster with priority levels. */
+static int levels_init(struct balancer *b, int worker)
+{
+    const struct cluster_prio *p = b->cl->prio;
+
+    b->lrr = calloc(p->nlevels, sizeof(*b->lrr));
+    b->lload = calloc(p->nlevels, sizeof(*b->lload));
+    b->lpanic = calloc(p->nlevels, sizeof(*b->lpanic));
+    b->ldl = calloc(p->nlevels, sizeof(*b->ldl));
+    b->lsched = UINT64_MAX; /* no schedule yet */
+    if (b->lrr == NULL || b->lload == NULL || b->lpanic == NULL ||
+        b->ldl == NULL)
+        return -1;
+    for (size_t l = 0; l < p->nlevels; l++)
+        b->lrr[l] = (size_t)worker;
+    if (b->cl->weights == NULL)
+        return 0;
+    b->ls = calloc(p->nlevels, sizeof(*b->ls));
+    if (b->ls == NULL)
+        return -1;
+    for (size_t l = 0; l < p->nlevels; l++)
+        if (edf_init(b, &b->ls[l], p->order + p->off[l],
+                     p->off[l + 1] - p->off[l], worker) < 0)
+            return -1;
     return 0;
 }
 
@@ -157,11 +193,15 @@ int balancer_init(struct balancer *b, const struct cluster *cl, int worker)
 {
     memset(b, 0, sizeof(*b));
     b->cl = cl;
+    b->worker = worker;
     b->rr = (size_t)worker; /* workers start at different endpoints */
     b->rng = UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)(worker + 1) |
              (uint64_t)(uintptr_t)b;
     b->active = calloc(cl->nendpoints ? cl->nendpoints : 1, sizeof(*b->active));
-    if (b->active == NULL || (cl->weights != NULL && edf_init(b, worker) < 0))
+    if (b->active == NULL ||
+        (cl->weights != NULL &&
+         edf_init(b, &b->s, NULL, cl->nendpoints, worker) < 0) ||
+        (cl->prio != NULL && levels_init(b, worker) < 0))
         goto fail;
     return 0;
 fail:
@@ -172,8 +212,15 @@ fail:
 void balancer_dispose(struct balancer *b)
 {
     free(b->active);
-    free(b->edf);
-    free(b->parked);
+    sched_dispose(&b->s);
+    if (b->ls != NULL && b->cl != NULL && b->cl->prio != NULL)
+        for (size_t l = 0; l < b->cl->prio->nlevels; l++)
+            sched_dispose(&b->ls[l]);
+    free(b->ls);
+    free(b->lrr);
+    free(b->lload);
+    free(b->lpanic);
+    free(b->ldl);
     memset(b, 0, sizeof(*b));
 }
 
@@ -284,18 +331,42 @@ static size_t draw_weighted_healthy(struct balancer *b, struct lazy_now *t)
 /* Parked endpoints that are back in service (or all of them when
  * ejections are not honoured) rejoin the schedule one turn from now, as
  * Envoy's scheduler takes a host back in when it is rebuilt. */
-static void edf_unpark(struct balancer *b, int honour, struct lazy_now *t)
+static void edf_unpark(struct balancer *b, struct balancer_sched *s, int honour,
+                       struct lazy_now *t)
 {
     size_t k = 0;
 
-    for (size_t i = 0; i < b->nparked; i++) {
-        uint32_t ep = b->parked[i];
+    for (size_t i = 0; i < s->nparked; i++) {
+        uint32_t ep = s->parked[i];
         if (honour && is_out(b->cl->od, ep, t))
-            b->parked[k++] = ep;
+            s->parked[k++] = ep;
         else
-            edf_push(b, ep, b->vtime + edf_step(b, ep));
+            edf_push(s, ep, s->vtime + edf_step(b, ep));
     }
-    b->nparked = k;
+    s->nparked = k;
+}
+
+/* The next turn of schedule s: an ejected endpoint on top leaves the heap
+ * until it returns (when honour), so a heavy one that is out costs one
+ * look, not a turn per weight. Returns SIZE_MAX when none is in service. */
+static size_t edf_next(struct balancer *b, struct balancer_sched *s, int honour,
+                       struct lazy_now *t)
+{
+    struct outlier *od = b->cl->od;
+
+    if (s->nparked > 0)
+        edf_unpark(b, s, honour, t);
+    if (!honour)
+        return edf_take(b, s);
+    while (s->nedf > 0) {
+        uint32_t ep = s->edf[0].ep;
+        if (!is_out(od, ep, t))
+            return edf_take(b, s);
+        s->parked[s->nparked++] = ep;
+        s->edf[0] = s->edf[--s->nedf];
+        edf_down(s, 0);
+    }
+    return SIZE_MAX;
 }
 
 /* Weighted balancing (a cluster with weights, never a hash one). */
@@ -304,24 +375,243 @@ static size_t pick_weighted(struct balancer *b)
     struct outlier *od = b->cl->od;
     struct lazy_now t = {0, 0};
     int honour = od != NULL && outlier_any(od) && !in_panic(od, &t);
+    size_t ep;
 
     if (b->cl->lb == CLUSTER_LB_RANDOM)
         return honour ? draw_weighted_healthy(b, &t) : draw_weighted(b);
-    if (b->nparked > 0)
-        edf_unpark(b, honour, &t);
-    if (!honour)
-        return edf_take(b);
-    /* An ejected endpoint on top leaves the heap until it returns, so a
-     * heavy one that is out costs one look, not a turn per weight. */
-    while (b->nedf > 0) {
-        uint32_t ep = b->edf[0].ep;
-        if (!is_out(od, ep, &t))
-            return edf_take(b);
-        b->parked[b->nparked++] = ep;
-        b->edf[0] = b->edf[--b->nedf];
-        edf_down(b, 0);
+    ep = edf_next(b, &b->s, honour, &t);
+    return ep != SIZE_MAX ? ep : scan_healthy(od, 0, b->cl->nendpoints, &t);
+}
+
+/* ---- locality priority levels ---------------------------------------------
+ */
+
+/*
+ * The next locality (a level of a distribute cluster) by Envoy's EDF
+ * schedule over weights w[0..n) (a weight of 0 is never picked), built
+ * anew, from the schedule's present time, when the weights are another
+ * set (gen) than it ran on.
+ */
+static size_t locality_next(struct balancer *b, const uint32_t *w, size_t n,
+                            uint64_t gen)
+{
+    size_t best = SIZE_MAX;
+
+    if (b->lsched != gen) {
+        for (size_t l = 0; l < n; l++)
+            b->ldl[l] = w[l] > 0 ? b->lvt + 1.0 / w[l] : 0;
+        b->lsched = gen;
     }
-    return scan_healthy(od, 0, b->cl->nendpoints, &t);
+    for (size_t l = 0; l < n; l++)
+        if (w[l] > 0 && (best == SIZE_MAX || b->ldl[l] < b->ldl[best]))
+            best = l;
+    if (best == SIZE_MAX)
+        return 0;
+    b->lvt = b->ldl[best];
+    b->ldl[best] += 1.0 / w[best];
+    return best;
+}
+
+/*
+ * The level for the next request: the first while no endpoint of the
+ * cluster is ejected (its load is 100%, and nothing is computed), else a
+ * draw against Envoy's priority load (priority.h). *panic: the level is
+ * balanced over all its endpoints, ejected or not.
+ */
+static size_t choose_level(struct balancer *b, struct lazy_now *t, int *panic)
+{
+    const struct cluster *cl = b->cl;
+    struct outlier *od = cl->od;
+    uint64_t r;
+    size_t l;
+
+    *panic = 0;
+    if (od == NULL || !outlier_any(od)) {
+        const struct cluster_prio *p = cl->prio;
+        /* Priorities: all to the first. Localities: by their weights. */
+        if (p->weight == NULL)
+            return 0;
+        return locality_next(b, p->weight, p->nlevels, 0);
+    }
+    /* The loads change only when an endpoint is ejected or returns: kept
+     * until the detector's counts or next expiry move, or that expiry
+     * comes. */
+    if (!b->lvalid ||
+        __atomic_load_n(&od->total, __ATOMIC_ACQUIRE) != b->lseen_total ||
+        __atomic_load_n(&od->active, __ATOMIC_ACQUIRE) != b->lseen_active ||
+        __atomic_load_n(&od->next_expiry, __ATOMIC_ACQUIRE) !=
+            b->lvalid_until ||
+        now_ms(t) >= b->lvalid_until) {
+        /* Those due back are returned first (and the next expiry found). */
+        outlier_active(od, now_ms(t));
+        cluster_prio_loads(cl, now_ms(t), b->lload, b->lpanic);
+        b->lseen_total = __atomic_load_n(&od->total, __ATOMIC_ACQUIRE);
+        b->lseen_active = __atomic_load_n(&od->active, __ATOMIC_ACQUIRE);
+        b->lvalid_until = __atomic_load_n(&od->next_expiry, __ATOMIC_ACQUIRE);
+        b->lvalid = 1;
+        b->lgen++;
+        b->lsum = 0;
+        for (l = 0; l < cl->prio->nlevels; l++)
+            b->lsum += b->lload[l];
+        if (b->lsum == 0) { /* cannot be: a panic spreads 100 */
+            b->lload[0] = 100;
+            b->lsum = 100;
+        }
+    }
+    if (cl->prio->weight != NULL && !b->lpanic[0]) {
+        l = locality_next(b, b->lload, cl->prio->nlevels, b->lgen);
+        return l;
+    }
+    r = lb_rand(b) % b->lsum;
+    for (l = 0; l + 1 < cl->prio->nlevels; l++) {
+        if (r < b->lload[l])
+            break;
+        r -= b->lload[l];
+    }
+    *panic = b->lpanic[l];
+    return l;
+}
+
+/* One draw in level l by the plain balancers, ejections aside. */
+static size_t level_draw(struct balancer *b, size_t l)
+{
+    const struct cluster_prio *p = b->cl->prio;
+    size_t lo = p->off[l], n = p->off[l + 1] - lo;
+
+    switch (b->cl->lb) {
+    case CLUSTER_LB_RANDOM:
+        return p->order[lo + lb_rand(b) % n];
+    case CLUSTER_LB_LEAST_REQUEST: {
+        size_t one = p->order[lo + lb_rand(b) % n];
+        size_t two = p->order[lo + lb_rand(b) % n];
+        return b->active[two] < b->active[one] ? two : one;
+    }
+    default:
+        return p->order[lo + b->lrr[l]++ % n];
+    }
+}
+
+/* The first endpoint of level l in service, from ep's place in it on;
+ * SIZE_MAX when none is. */
+static size_t level_scan(struct balancer *b, size_t l, size_t ep,
+                         struct lazy_now *t)
+{
+    const struct cluster_prio *p = b->cl->prio;
+    size_t lo = p->off[l], n = p->off[l + 1] - lo, at = 0;
+
+    for (size_t i = 0; i < n; i++)
+        if (p->order[lo + i] == ep)
+            at = i;
+    for (size_t i = 0; i < n; i++) {
+        size_t e = p->order[lo + (at + i) % n];
+        if (!is_out(b->cl->od, e, t))
+            return e;
+    }
+    return SIZE_MAX;
+}
+
+/* Weighted RANDOM in level l: its alias table, or among those in service
+ * only (as draw_weighted_healthy()). */
+static size_t level_draw_weighted(struct balancer *b, size_t l, int honour,
+                                  struct lazy_now *t)
+{
+    const struct cluster *cl = b->cl;
+    const struct cluster_prio *p = cl->prio;
+    size_t lo = p->off[l], n = p->off[l + 1] - lo;
+    uint64_t total = 0, r = lb_rand(b);
+
+    if (!honour) {
+        size_t slot = (size_t)(((r >> 32) * n) >> 32);
+        const struct balancer_alias *a = &p->alias[lo + slot];
+        return p->order[lo + ((r & UINT32_MAX) < a->below ? slot : a->other)];
+    }
+    for (size_t i = lo; i < lo + n; i++)
+        if (!is_out(cl->od, p->order[i], t))
+            total += cl->weights[p->order[i]];
+    if (total == 0)
+        return SIZE_MAX;
+    r %= total;
+    for (size_t i = lo; i < lo + n; i++) {
+        uint32_t e = p->order[i];
+        if (is_out(cl->od, e, t))
+            continue;
+        if (r < cl->weights[e])
+            return e;
+        r -= cl->weights[e];
+    }
+    return SIZE_MAX;
+}
+
+/* Consistent hash in level l: the level's ring or table at h, walking on
+ * past ejected endpoints when honour. */
+static size_t level_hash(struct balancer *b, size_t l, uint64_t h, int honour,
+                         struct lazy_now *t)
+{
+    const struct cluster_prio *p = b->cl->prio;
+    const struct lb_hash *lh = p->hash[l];
+    size_t lo = p->off[l], pos;
+
+    if (lh->size == 0)
+        return p->order[lo];
+    pos = lb_hash_find(lh, h);
+    for (size_t i = 0; i < lh->size; i++) {
+        size_t ep = p->order[lo + lb_hash_ep(lh, pos)];
+        if (!honour || !is_out(b->cl->od, ep, t))
+            return ep;
+        pos = lb_hash_next(lh, pos);
+    }
+    return SIZE_MAX;
+}
+
+/* One pick in level l by the cluster's balancer, skipping ejected
+ * endpoints when honour; SIZE_MAX when none of the level is in service. */
+static size_t level_pick(struct balancer *b, size_t l, int honour,
+                         struct lazy_now *t, const uint64_t *key)
+{
+    const struct cluster *cl = b->cl;
+    const struct cluster_prio *p = cl->prio;
+    size_t n = p->off[l + 1] - p->off[l], ep;
+
+    if (cl->lb == CLUSTER_LB_HASH && p->hash != NULL)
+        return level_hash(b, l, key != NULL ? *key : lb_rand(b), honour, t);
+    if (cl->weights != NULL) {
+        if (cl->lb == CLUSTER_LB_RANDOM)
+            return level_draw_weighted(b, l, honour, t);
+        return edf_next(b, &b->ls[l], honour, t);
+    }
+    ep = level_draw(b, l);
+    if (!honour)
+        return ep;
+    for (size_t i = 0; i < n && i < 8; i++) {
+        if (!is_out(cl->od, ep, t))
+            return ep;
+        ep = level_draw(b, l);
+    }
+    return level_scan(b, l, ep, t);
+}
+
+/* A pick in a cluster with levels: the level by the priority load, then
+ * the endpoint in it; key: the request's consistent hash, if any. */
+static size_t pick_levels(struct balancer *b, const uint64_t *key)
+{
+    const struct cluster *cl = b->cl;
+    const struct cluster_prio *p = cl->prio;
+    struct lazy_now t = {0, 0};
+    int panic;
+    size_t l = choose_level(b, &t, &panic), ep;
+    int honour = cl->od != NULL && outlier_any(cl->od) && !panic;
+
+    ep = level_pick(b, l, honour, &t, key);
+    /* Ejected since the loads were counted: the first in service, in
+     * level order, else the level as it is. */
+    for (size_t k = 0; ep == SIZE_MAX && k < p->nlevels; k++)
+        ep = level_scan(b, k, p->order[p->off[k]], &t);
+    if (ep == SIZE_MAX)
+        ep = level_pick(b, l, 0, &t, key);
+    if (p->weight == NULL && p->level[ep] > 0 && b->worker >= 0 &&
+        b->worker < cl->nworkers)
+        cl->w[b->worker].rq_failover++;
+    return ep;
 }
 
 size_t balancer_pick(struct balancer *b)
@@ -331,6 +621,8 @@ size_t balancer_pick(struct balancer *b)
     struct lazy_now t = {0, 0};
     size_t ep;
 
+    if (b->cl->prio != NULL)
+        return pick_levels(b, NULL);
     if (b->cl->lb == CLUSTER_LB_HASH)
         return balancer_pick_hash(b, lb_rand(b));
     if (b->cl->weights != NULL)
@@ -357,6 +649,8 @@ size_t balancer_pick_hash(struct balancer *b, uint64_t h)
     struct lazy_now t = {0, 0};
     size_t pos, ep;
 
+    if (b->cl->prio != NULL)
+        return pick_levels(b, &h);
     /* Not a hash cluster: its own balancer (a hash cluster always has a
      * table, empty only without endpoints, which are never picked). */
     if (lh == NULL)
@@ -386,6 +680,22 @@ size_t balancer_next(struct balancer *b, size_t ep)
     size_t next = (ep + 1) % n;
     struct lazy_now t = {0, 0};
 
+    if (b->cl->prio != NULL) {
+        /* The next one in service in ep's level, else a new pick. */
+        const struct cluster_prio *p = b->cl->prio;
+        size_t l = p->level[ep % n];
+        size_t lo = p->off[l], cnt = p->off[l + 1] - lo, at = 0;
+        int honour = od != NULL && outlier_any(od);
+        for (size_t i = 0; i < cnt; i++)
+            if (p->order[lo + i] == ep)
+                at = i;
+        for (size_t i = 1; i < cnt; i++) {
+            size_t e = p->order[lo + (at + i) % cnt];
+            if (!honour || !is_out(od, e, &t))
+                return e;
+        }
+        return cnt > 1 || honour ? pick_levels(b, NULL) : ep;
+    }
     if (od == NULL || !outlier_any(od) || in_panic(od, &t))
         return next;
     return scan_healthy(od, next, n, &t);

@@ -17,6 +17,7 @@
 
 struct addr;
 struct balancer_alias;
+struct cluster_prio;
 struct lb_hash;
 struct outlier;
 struct series_labels;
@@ -39,6 +40,8 @@ struct cluster_counters {
                                         request could not be retried */
     uint64_t cx_overflow;            /* connections max_connections held back */
     uint64_t rq_pending;             /* requests that waited for a connection */
+    uint64_t rq_failover; /* requests balanced to a priority level below the
+                             first (localityLbSetting) */
 } __attribute__((aligned(64)));
 
 enum cluster_protocol { CLUSTER_HTTP1, CLUSTER_HTTP2 };
@@ -106,6 +109,10 @@ struct cluster {
     uint32_t remote_skipped_family;
     uint32_t remote_skipped_no_gateway; /* no address, no gateway */
     uint32_t remote_skipped_view;       /* an east-west gateway's: not local */
+    /* Locality priority levels (DestinationRule localityLbSetting,
+     * priority.h); NULL: one level, balancing as without. Set by
+     * cluster_set_levels() before the cluster is shared. */
+    struct cluster_prio *prio;
     struct h1_client_conf h1;
     struct h2_client_conf h2;
     uint64_t max_requests_per_conn; /* 0: no limit */

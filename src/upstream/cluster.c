@@ -12,6 +12,7 @@
 #include "upstream/cluster.h"
 #include "upstream/hash.h"
 #include "upstream/outlier.h"
+#include "upstream/priority.h"
 
 struct cluster *cluster_new(const char *name, const struct addr *eps, size_t n,
                             int nworkers)
@@ -196,6 +197,7 @@ void cluster_unref(struct cluster *c)
     free(c->hbone);
     free(c->sni);
     drop_weights(c);
+    prio_free(c->prio);
     free(c->endpoints);
     free(c->name);
     free(c);
@@ -227,6 +229,7 @@ static const struct stats_field cluster_fields[] = {
     CLUSTER_FIELD("retry_or_shadow_abandoned", rq_retry_body_overflow),
     CLUSTER_FIELD("upstream_cx_overflow", cx_overflow),
     CLUSTER_FIELD("upstream_rq_pending_total", rq_pending),
+    CLUSTER_FIELD("lb_priority_failover", rq_failover),
 };
 
 const struct stats_desc cluster_counters_desc = {

@@ -1585,6 +1585,8 @@ static const struct {
      "strait_cluster_connection_overflows_total"},
     {"cluster.*.upstream_rq_pending_total",
      "strait_cluster_requests_pending_total"},
+    {"cluster.*.lb_priority_failover",
+     "strait_cluster_priority_failovers_total"},
 };
 
 /*

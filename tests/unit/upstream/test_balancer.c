@@ -306,7 +306,7 @@ static void test_equal_weights_keep_plain_balancing(void **state)
     assert_int_equal(cluster_set_weights(f->cl, same), 0);
     assert_null(f->cl->weights);
     assert_int_equal(balancer_init(&f->lb, f->cl, 0), 0);
-    assert_null(f->lb.edf);
+    assert_null(f->lb.s.edf);
     count(f, hits);
     for (int i = 0; i < NEP; i++)
         assert_int_equal(hits[i], PICKS / NEP);
@@ -432,7 +432,7 @@ static void test_weighted_balancers_skip_ejected_endpoints(void **state)
         count(f, hits);
         check_shares(hits, weights, 2);
         if (lbs[k] != CLUSTER_LB_RANDOM) /* parked, not drawn again */
-            assert_int_equal(f->lb.nparked, 1);
+            assert_int_equal(f->lb.s.nparked, 1);
         /* The next endpoint for another try skips it too. */
         assert_int_equal(balancer_next(&f->lb, 1), 3);
         outlier_free(f->cl->od);
@@ -440,7 +440,7 @@ static void test_weighted_balancers_skip_ejected_endpoints(void **state)
         count(f, hits);
         check_shares(hits, weights, -1);
         if (lbs[k] != CLUSTER_LB_RANDOM)
-            assert_int_equal(f->lb.nparked, 0);
+            assert_int_equal(f->lb.s.nparked, 0);
         balancer_dispose(&f->lb);
         outlier_free(f->cl->od);
         f->cl->od = NULL;

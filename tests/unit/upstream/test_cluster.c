@@ -111,6 +111,7 @@ static void test_stats_names(void **state)
         "upstream_rq_retry_overflow",  "upstream_rq_retry",
         "upstream_rq_per_try_timeout", "retry_or_shadow_abandoned",
         "upstream_cx_overflow",        "upstream_rq_pending_total",
+        "lb_priority_failover",
     };
     struct cluster_counters c = {0};
 
