@@ -8,8 +8,14 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "compile/istio.h"
 #include "compile/locality.h"
+#include "compile/network.h"
 #include "config/resource.h"
+#include "core/addr.h"
+#include "core/buf.h"
+#include "upstream/cluster.h"
+#include "upstream/priority.h"
 
 /* ---- localities as Istio reads them -------------------------------------- */
 
@@ -348,6 +354,97 @@ static void test_distribute_locality_levels(void **state)
     assert_int_equal(r.w[2], 3);
 }
 
+/* ---- clusters: after the split horizon ------------------------------------
+ */
+
+static const char CROSS[] =
+    "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\n"
+    "metadata: {name: svc, namespace: default}\n"
+    "spec:\n  hosts: [svc.example.test]\n  location: MESH_INTERNAL\n"
+    "  resolution: STATIC\n  ports: [{number: 9080, name: http, protocol: "
+    "HTTP}]\n"
+    "  endpoints:\n"
+    "  - {address: 10.9.0.1, network: net-b, locality: us/east/a}\n"
+    "  - {address: 10.0.0.2, locality: eu/east/a, labels: {version: v2}}\n"
+    "  - {address: 10.0.0.1, locality: eu/west/a, labels: {version: v1}}\n"
+    "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\n"
+    "metadata: {name: svc, namespace: default}\n"
+    "spec:\n  host: svc.example.test\n  trafficPolicy:\n"
+    "    tls: {mode: ISTIO_MUTUAL}\n"
+    "    outlierDetection: {consecutive5xxErrors: 1}\n"
+    "  subsets:\n  - name: fp\n    trafficPolicy:\n"
+    "      tls: {mode: ISTIO_MUTUAL}\n"
+    "      outlierDetection: {consecutive5xxErrors: 1}\n"
+    "      loadBalancer:\n        localityLbSetting:\n"
+    "          failoverPriority: [topology.istio.io/network, version]\n";
+
+/* The level of the endpoint at address a in c. */
+static uint32_t level_at(const struct cluster *c, const char *a)
+{
+    char s[ADDR_STRLEN];
+
+    for (size_t i = 0; i < c->nendpoints; i++)
+        if (strcmp(addr_format(&c->endpoints[i], s, sizeof(s)), a) == 0)
+            return cluster_level_of(c->prio, i);
+    fail_msg("no endpoint %s", a);
+    return 0;
+}
+
+/*
+ * Across networks: a remote network's endpoints are reached through its
+ * gateway, which stands in their locality group; the default failover
+ * ranks it after the node's zone and region (traffic goes to the other
+ * network last), and failoverPriority's network label puts it last while
+ * the endpoints reached directly keep their own labels.
+ */
+static void test_levels_after_the_split_horizon(void **state)
+{
+    static const struct net_gateway gw[] = {
+        {"net-b", "192.0.2.1", 15443, "meshNetworks"}};
+    struct conf_strpair v1 = {(char *)"version", (char *)"v1"};
+    struct conf_strmap node_labels = {&v1, 1};
+    struct buf errs;
+    int nerr = 0, id;
+    struct resource_set *set;
+    struct istio_clusters t;
+    const struct cluster *c;
+
+    (void)state;
+    buf_init(&errs, 1 << 20);
+    set = resource_load_mem(CROSS, strlen(CROSS), "r.yaml", &errs, &nerr);
+    if (nerr != 0)
+        fail_msg("resources: %s", buf_cstr(&errs));
+    buf_dispose(&errs);
+    istio_clusters_init(&t, set, 1, NULL, NULL);
+    t.nets.node_network = "net-a";
+    t.nets.extra = gw;
+    t.nets.nextra = 1;
+    t.node_locality = "eu/west/a";
+    t.node_network = "net-a";
+    t.node_labels = &node_labels;
+    id = istio_cluster_id(&t, "svc.example.test", NULL, 9080);
+    assert_true(id >= 0);
+    c = t.v[id];
+    assert_int_equal(c->nendpoints, 3);
+    assert_non_null(c->prio);
+    assert_int_equal(c->prio->nlevels, 3);
+    assert_int_equal(level_at(c, "10.0.0.1:9080"), 0);
+    assert_int_equal(level_at(c, "10.0.0.2:9080"), 1);
+    assert_int_equal(level_at(c, "192.0.2.1:15443"), 2);
+    /* failoverPriority: [network, version]: v1 here, v2 here, the gateway
+     * (another network) last. */
+    id = istio_cluster_id(&t, "svc.example.test", "fp", 9080);
+    assert_true(id >= 0);
+    c = t.v[id];
+    assert_int_equal(c->nendpoints, 3);
+    assert_non_null(c->prio);
+    assert_int_equal(level_at(c, "10.0.0.1:9080"), 0);
+    assert_int_equal(level_at(c, "10.0.0.2:9080"), 1);
+    assert_int_equal(level_at(c, "192.0.2.1:15443"), 2);
+    istio_clusters_dispose(&t);
+    resource_set_free(set);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -360,6 +457,7 @@ int main(void)
         cmocka_unit_test(test_failover_priority_with_failover),
         cmocka_unit_test(test_distribute_weights),
         cmocka_unit_test(test_distribute_locality_levels),
+        cmocka_unit_test(test_levels_after_the_split_horizon),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
