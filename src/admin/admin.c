@@ -328,6 +328,7 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
     }
     if (st.geoip != NULL)
         geoip_stats(st.geoip, b);
+    admin_kube_stats(&st, b);
     if (st.has_etcd) {
         buf_printf(b, "etcd.synced: %d\n", st.etcd_synced);
         buf_printf(b, "etcd.watching: %d\n", st.etcd_watching);
@@ -1023,6 +1024,7 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
     if (ops->metrics != NULL)
         admin_render_istio(ops->metrics(ops->arg), b);
     render_status(&st, b);
+    admin_kube_prometheus(&st, b);
     buf_puts(b, "# HELP strait_overload_action_active 1 while the memory "
                 "action is in effect.\n"
                 "# TYPE strait_overload_action_active gauge\n");
@@ -1473,9 +1475,24 @@ static void handle(struct evhttp_request *req, void *arg)
         else if (st.has_etcd)
             buf_printf(&body, "etcd: watching at revision %" PRId64 " (%s)\n",
                        st.etcd_revision, st.etcd_endpoint);
+        /* As Istio's gateway pod: not ready until every watched kind was
+         * listed and the snapshot of them built; latched after that, so
+         * an API server outage does not pull every gateway at once. */
+        if (st.has_kube && !st.kube_ready) {
+            buf_puts(&body, "kubernetes: not synced yet:");
+            for (size_t i = 0; i < st.kube_nkinds; i++)
+                if (!st.kube_kinds[i].synced)
+                    buf_printf(&body, " %s", st.kube_kinds[i].kind);
+            buf_printf(&body, " (%s)\n",
+                       st.kube_error ? st.kube_error : "listing");
+        } else if (st.has_kube && st.kube_error != NULL) {
+            buf_printf(&body, "kubernetes: synced; last error: %s\n",
+                       st.kube_error);
+        }
         {
             int down = st.draining || (st.has_etcd && !st.etcd_synced) ||
-                       st.identity_expired;
+                       st.identity_expired ||
+                       (st.has_kube && !st.kube_ready);
             reply(req, down ? 503 : 200, down ? "Service Unavailable" : "OK",
                   "text/plain", &body);
         }

@@ -20,6 +20,28 @@ struct geoip;
  * server above supplies what the admin shows through these callbacks, so
  * this layer never names the server.
  */
+/* One watched Kubernetes kind, summed over its namespaces
+ * (control/source_kube.h has the meaning of each count). */
+struct admin_kube_kind {
+    const char *kind;
+    int synced;
+    int missing;
+    size_t objects;
+    size_t bad;
+    uint64_t watches_opened;
+    uint64_t relists;
+    uint64_t expired;
+    uint64_t errors;
+    uint64_t events;
+};
+
+/* admin_kube_stats() writes st's kubernetes.* lines of /stats;
+ * admin_kube_prometheus() their strait_kubernetes_* families (with a
+ * kind label). Nothing without config.kubernetes. */
+struct admin_status;
+void admin_kube_stats(const struct admin_status *st, struct buf *b);
+void admin_kube_prometheus(const struct admin_status *st, struct buf *b);
+
 struct admin_status {
     const struct geoip *geoip; /* NULL: no geoip databases */
     int draining;
@@ -55,6 +77,13 @@ struct admin_status {
     uint64_t etcd_failures;
     uint64_t etcd_last_backoff_ms;
     int64_t etcd_watch_created_ms; /* wall clock of the last watch made */
+    /* config.kubernetes: ready once every kind was listed and the
+     * snapshot of them was built (latched); per kind below. */
+    int has_kube;
+    int kube_ready;
+    const char *kube_error; /* the last failure of any watch; NULL: none */
+    const struct admin_kube_kind *kube_kinds;
+    size_t kube_nkinds;
     /* ServiceEntries resolved with DNS. */
     uint64_t dns_queries;
     uint64_t dns_failures;

@@ -342,6 +342,12 @@ static const struct conf_key source_keys[] = {
      "Istio resources in etcd v3 (fleet configuration); a resource in etcd "
      "replaces one of the same kind, namespace and name in dir",
      NULL, &etcd_section, NULL, NULL},
+    {"kubernetes", CONF_SECTION, OFF(struct bootstrap_source, kubernetes), 0,
+     0, NULL,
+     "Istio resources, Services, EndpointSlices, Secrets and Namespaces "
+     "from the Kubernetes API (list, then one watch per kind and namespace "
+     "for the life of the process)",
+     NULL, &bootstrap_kube_section, NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 static const struct conf_section source_section = {source_keys, 0, SIZE_MAX};
@@ -1352,6 +1358,7 @@ static int bootstrap_validate(const struct bootstrap *bs, const char *file,
             nerr++;
         }
     }
+    nerr += bootstrap_kube_validate(bs, file, errs);
     if (bs->tracing.endpoint[0] != '\0') {
         struct bootstrap_url u;
         const char *why = NULL;

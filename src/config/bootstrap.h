@@ -194,13 +194,85 @@ struct bootstrap_tracing {
     struct conf_mark mark;
 };
 
+/* Istio resources, Services, EndpointSlices, Secrets and Namespaces from
+ * the Kubernetes API (bootstrap-kube.c). Off unless enabled. */
+struct bootstrap_kube {
+    int enabled;
+    char *server;      /* https://HOST:PORT; "": kubeconfig or in-cluster */
+    char *kubeconfig;  /* "": none */
+    char *token_file;  /* in-cluster: the service-account token */
+    char *ca_file;     /* in-cluster: the API server's CA */
+    struct conf_strs namespaces; /* none: cluster-wide */
+    struct conf_strs kinds;      /* none: every kind strait reads */
+    struct conf_strmap label_selectors; /* kind -> labelSelector */
+    struct conf_strmap field_selectors; /* kind -> fieldSelector */
+    int64_t min_watch_timeout_ms; /* each watch: [min, 2 min), random */
+    int64_t request_timeout_ms;   /* a list page; a watch's answer head */
+    int64_t backoff_ms;           /* first retry delay (jittered) */
+    int64_t backoff_max_ms;       /* the cap */
+    int64_t backoff_reset_ms;     /* healthy this long: back to backoff */
+    int64_t page_size;            /* list ?limit= */
+    int64_t max_response_bytes;   /* a list page or one watch event */
+    int64_t max_objects;          /* objects held, all kinds together */
+    struct conf_mark mark;
+};
+
 /* Where Istio resources come from. */
 struct bootstrap_source {
     char *dir; /* "" for none */
     int64_t debounce_ms;
     char *default_ns; /* namespace of documents that give none */
     struct bootstrap_etcd etcd;
+    struct bootstrap_kube kubernetes;
 };
+
+/*
+ * The API server strait talks to, from config.kubernetes: server (or
+ * in-cluster KUBERNETES_SERVICE_HOST/PORT, or the kubeconfig's
+ * current-context), how it is verified and how strait authenticates.
+ */
+struct kube_target {
+    char *server; /* https://HOST:PORT */
+    char *host;   /* HOST (no brackets) */
+    int port;
+    int tls;
+    char *ca_file;  /* "": see ca_pem */
+    char *ca_pem;   /* certificate-authority-data, decoded; NULL: none */
+    char *token;    /* a static token; NULL: token_file or none */
+    char *token_file; /* re-read before each request; NULL: none */
+    char *cert_file;  /* client certificate; NULL: none */
+    char *key_file;
+    char *origin;     /* "in-cluster", "kubeconfig PATH context C" */
+};
+
+/* kube_target_resolve() fills t from conf (and the environment for the
+ * in-cluster defaults). 0, or -1 with an allocated *err naming what is
+ * missing or what strait does not implement (a kubeconfig's exec plugin,
+ * client-certificate-data, ...), with the kubeconfig's file:line. */
+int kube_target_resolve(const struct bootstrap_kube *conf,
+                        struct kube_target *t, char **err);
+void kube_target_dispose(struct kube_target *t);
+
+struct bootstrap;
+/* bootstrap_kube_validate() checks config.kubernetes' cross-key rules;
+ * the count of errors appended to errs. */
+int bootstrap_kube_validate(const struct bootstrap *bs, const char *file,
+                            struct buf *errs);
+
+/* The kinds config.kubernetes can watch, in watch order: Kubernetes kind
+ * names ("Gateway", "Service", ...); NULL-terminated. */
+extern const char *const bootstrap_kube_kinds[];
+
+/* The field selector every Secret watch carries, as Istio's credential
+ * controller: never the service-account tokens or Helm releases. */
+#define KUBE_SECRET_FIELD_SELECTOR                                             \
+    "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token"
+
+extern const struct conf_section bootstrap_kube_section;
+
+/* bootstrap_kube_equal() is true when a and b ask for the same watches. */
+int bootstrap_kube_equal(const struct bootstrap_kube *a,
+                         const struct bootstrap_kube *b);
 
 /*
  * bootstrap_etcd_endpoint() reads one config.etcd.endpoints entry,

@@ -378,10 +378,16 @@ struct etcd_http *etcd_http_new(struct event_base *base,
                           (conf->token ? strlen(conf->token) : 0) + 512);
     h->host = strdup(conf->host);
     if (h->host == NULL ||
-        buf_printf(&h->out,
-                   "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: "
-                   "application/json\r\nContent-Length: %zu\r\n",
-                   conf->path, conf->host, conf->body_n) < 0 ||
+        (conf->method == NULL &&
+         buf_printf(&h->out,
+                    "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: "
+                    "application/json\r\nContent-Length: %zu\r\n",
+                    conf->path, conf->host, conf->body_n) < 0) ||
+        (conf->method != NULL &&
+         buf_printf(&h->out,
+                    "%s %s HTTP/1.1\r\nHost: %s\r\nAccept: "
+                    "application/json\r\n",
+                    conf->method, conf->path, conf->host) < 0) ||
         (conf->token != NULL &&
          buf_printf(&h->out, "Authorization: %s\r\n", conf->token) < 0) ||
         buf_puts(&h->out, "Connection: close\r\n\r\n") < 0 ||

@@ -30,6 +30,7 @@
 #include "control/upgrade.h"
 #include "core/series.h"
 #include "control/source_etcd.h"
+#include "control/source_kube.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/err.h"
@@ -101,6 +102,9 @@ struct loop {
     struct source *source;        /* Istio resources; NULL without config.dir
                                    * or config.etcd */
     struct source_etcd *etcd;     /* config.etcd; its keys feed source */
+    struct source_kube *kube;     /* config.kubernetes; feeds source */
+    int kube_ready; /* every kind listed and built once: latched */
+    struct admin_kube_kind kube_kinds[16];
     struct dns_cache *dns;        /* ServiceEntry names; with source only */
     struct jwks_cache *jwks;      /* jwksUri key sets; with source only */
     struct ca_node *ca_node;      /* this node's PKI; NULL: no CA */
@@ -1069,6 +1073,10 @@ static int loop_reload_bootstrap_now(struct loop *s)
     if (!etcd_conf_equal(&bs->config.etcd, &s->bs->config.etcd))
         log_warn("reload: config.etcd stays as it is until restart (its one "
                  "watch is the process's)");
+    if (!bootstrap_kube_equal(&bs->config.kubernetes,
+                              &s->bs->config.kubernetes))
+        log_warn("reload: config.kubernetes stays as it is until restart "
+                 "(its watches are the process's)");
     if (!addr_equal(&bs->admin.address, &s->bs->admin.address))
         log_warn("reload: admin.address stays %s until restart",
                  addr_format(&s->bs->admin.address, as1, sizeof(as1)));
@@ -1179,6 +1187,30 @@ static void admin_status(void *arg, struct admin_status *out)
         out->etcd_failures = es.failures;
         out->etcd_last_backoff_ms = es.last_backoff_ms;
         out->etcd_watch_created_ms = es.watch_created_ms;
+    }
+    if (s->kube != NULL) {
+        const struct source_kube_kind *kk;
+        size_t nk = source_kube_kinds(s->kube, &kk);
+        out->has_kube = 1;
+        out->kube_ready = s->kube_ready;
+        out->kube_error = source_kube_error(s->kube);
+        if (nk > sizeof(s->kube_kinds) / sizeof(*s->kube_kinds))
+            nk = sizeof(s->kube_kinds) / sizeof(*s->kube_kinds);
+        for (size_t i = 0; i < nk; i++) {
+            struct admin_kube_kind *o = &s->kube_kinds[i];
+            o->kind = kk[i].kind;
+            o->synced = kk[i].synced;
+            o->missing = kk[i].missing;
+            o->objects = kk[i].objects;
+            o->bad = kk[i].bad;
+            o->watches_opened = kk[i].watches_opened;
+            o->relists = kk[i].relists;
+            o->expired = kk[i].expired;
+            o->errors = kk[i].errors;
+            o->events = kk[i].events;
+        }
+        out->kube_kinds = s->kube_kinds;
+        out->kube_nkinds = nk;
     }
     if (s->dns != NULL) {
         struct dns_stats ds;
@@ -1360,6 +1392,10 @@ static void admin_config(void *arg, struct buf *b)
             buf_puts(b, ",\"etcd\":");
             source_etcd_json(s->etcd, b);
         }
+        if (s->kube != NULL) {
+            buf_puts(b, ",\"kubernetes\":");
+            source_kube_json(s->kube, b);
+        }
         buf_puts(b, ",\"gatewayRoutes\":");
         gateway_routes_json(s, b);
         buf_puts(b, ",\"outboundClusters\":");
@@ -1403,6 +1439,27 @@ static void on_etcd_change(void *arg)
 
     if (s->source != NULL)
         source_reload(s->source, -1, 1);
+}
+
+/* The objects held from the Kubernetes API changed: the same. Once every
+ * kind was listed and that snapshot built (its listeners bound), the
+ * gateway is ready, for good (Istio's atleastOnceReady). */
+static size_t kube_inputs(void *arg, const struct res_input **v)
+{
+    return source_kube_inputs(arg, v);
+}
+
+static void on_kube_change(void *arg)
+{
+    struct loop *s = arg;
+    int synced = s->kube != NULL && source_kube_synced(s->kube);
+
+    if (s->source != NULL)
+        source_reload(s->source, -1, 1);
+    if (synced && !s->kube_ready) {
+        s->kube_ready = 1;
+        log_info("kubernetes: every kind listed and applied: ready");
+    }
 }
 
 /* A jwksUri's keys arrived or changed: the routes that verify with them
@@ -1620,7 +1677,8 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
             goto fail;
         }
     }
-    if (bs->config.dir[0] != '\0' || bs->config.etcd.endpoints.n > 0) {
+    if (bs->config.dir[0] != '\0' || bs->config.etcd.endpoints.n > 0 ||
+        bs->config.kubernetes.enabled) {
         struct dns_conf dc = {bs->dns.nameservers.v, bs->dns.nameservers.n,
                               (uint64_t)bs->dns.min_refresh_ms,
                               (uint64_t)bs->dns.timeout_ms};
@@ -1651,12 +1709,24 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
             ins.arg = s->etcd;
             ins.name = "etcd";
         }
+        if (bs->config.kubernetes.enabled) {
+            s->kube = source_kube_new(base, &bs->config.kubernetes, s->dns,
+                                      (uint64_t)bs->config.debounce_ms,
+                                      on_kube_change, s, err);
+            if (s->kube == NULL) {
+                *config_error = 1;
+                goto fail;
+            }
+            ins.get = kube_inputs;
+            ins.arg = s->kube;
+            ins.name = "kubernetes";
+        }
         struct analysis_node node = {0};
         node.name = bs->node.name;
         node.ns = bs->node.ns;
         node.labels = &bs->node.labels;
         s->source = source_new(base, bs->config.dir, bs->config.default_ns,
-                               s->etcd != NULL ? &ins : NULL,
+                               ins.get != NULL ? &ins : NULL,
                                (uint64_t)bs->config.debounce_ms,
                                bs->outbound.mode, &node, on_resources, s, err);
         if (s->source == NULL) {
@@ -1724,6 +1794,7 @@ void loop_free(struct loop *s)
     for (int i = 0; i < GEOIP_NDB; i++)
         dirwatch_free(s->geoip_watch[i]);
     source_etcd_free(s->etcd);
+    source_kube_free(s->kube);
     /* The JWKS fetches resolve through the dns cache: they go first. */
     jwks_cache_free(s->jwks);
     /* Before the resolver its request in flight may use. */

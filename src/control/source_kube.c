@@ -1,0 +1,1097 @@
+/*
+ * The Kubernetes source (see source_kube.h): one watcher per (kind,
+ * namespace, selector), each a small state machine on the control loop
+ * with at most one request in flight (its list page or its watch), so
+ * "one watch per (kind, selector)" holds by construction: a watch is only
+ * ever made after the previous one's connection is gone, and watchers are
+ * made once, in source_kube_new().
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <openssl/mem.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config/bootstrap.h"
+#include "config/resource.h"
+#include "control/dns.h"
+#include "control/etcd_http.h"
+#include "control/kube_proto.h"
+#include "control/source_kube.h"
+#include "core/addr.h"
+#include "core/arena.h"
+#include "core/buf.h"
+#include "core/clock.h"
+#include "core/err.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "event/timer.h"
+#include "tls/tls.h"
+
+/* Where each kind lives in the API. */
+struct kind_info {
+    const char *kind;
+    const char *group; /* "/api/v1" or "/apis/GROUP/VERSION" */
+    const char *api_version;
+    const char *plural;
+    int namespaced;
+    int crd; /* 404 means not installed, not an outage */
+};
+
+static const struct kind_info kinds[] = {
+    {"Gateway", "/apis/networking.istio.io/v1", "networking.istio.io/v1",
+     "gateways", 1, 1},
+    {"VirtualService", "/apis/networking.istio.io/v1",
+     "networking.istio.io/v1", "virtualservices", 1, 1},
+    {"DestinationRule", "/apis/networking.istio.io/v1",
+     "networking.istio.io/v1", "destinationrules", 1, 1},
+    {"ServiceEntry", "/apis/networking.istio.io/v1", "networking.istio.io/v1",
+     "serviceentries", 1, 1},
+    {"WorkloadEntry", "/apis/networking.istio.io/v1",
+     "networking.istio.io/v1", "workloadentries", 1, 1},
+    {"AuthorizationPolicy", "/apis/security.istio.io/v1",
+     "security.istio.io/v1", "authorizationpolicies", 1, 1},
+    {"PeerAuthentication", "/apis/security.istio.io/v1",
+     "security.istio.io/v1", "peerauthentications", 1, 1},
+    {"RequestAuthentication", "/apis/security.istio.io/v1",
+     "security.istio.io/v1", "requestauthentications", 1, 1},
+    {"LuaPolicy", "/apis/strait.io/v1alpha1", "strait.io/v1alpha1",
+     "luapolicies", 1, 1},
+    {"Service", "/api/v1", "v1", "services", 1, 0},
+    {"EndpointSlice", "/apis/discovery.k8s.io/v1", "discovery.k8s.io/v1",
+     "endpointslices", 1, 0},
+    {"Secret", "/api/v1", "v1", "secrets", 1, 0},
+    {"Namespace", "/api/v1", "v1", "namespaces", 0, 0},
+};
+#define NKINDS (sizeof(kinds) / sizeof(*kinds))
+
+/* One object held. */
+struct kobj {
+    char *key;   /* "ns/name": the order objects are kept in */
+    char *ns;    /* into key's allocation (after it) */
+    char *name;  /* into key's allocation */
+    char *input; /* "kubernetes:Kind/ns/name": what messages name */
+    char *json;
+    size_t json_n;
+    char *rv;
+    char *error; /* NULL: it loads; else why it is left out */
+    int seen;    /* in the list being applied */
+};
+
+enum what { IDLE, LIST, WATCH };
+
+struct watcher {
+    struct source_kube *k;
+    const struct kind_info *ki;
+    size_t kidx; /* into k->stats */
+    char *ns;    /* "": cluster-wide */
+    char *label_sel, *field_sel;
+    char *path; /* the collection's path */
+    enum what what;
+    struct etcd_http *req;
+    struct dns_query *query;
+    struct timer retry;
+    char *rv;   /* the last resourceVersion seen; opaque */
+    char *cont; /* the continue token of a list in progress */
+    int quorum; /* the next list asks resourceVersion="" */
+    int listed; /* the list in progress has had a page */
+    int synced;
+    int missing;
+    int fails;
+    uint64_t last_fail_ms;
+    uint64_t watch_ms; /* when the watch was asked for */
+    struct kobj *v;
+    size_t n, cap;
+    uint64_t watches, relists, expired, errors, events;
+    char *last_error;
+};
+
+struct source_kube {
+    struct event_base *base;
+    struct kube_target t;
+    struct ssl_ctx_st *ctx;
+    struct dns_cache *dns;
+    struct watcher *w;
+    size_t nw;
+    int64_t min_watch_ms, request_ms, backoff_ms, backoff_max_ms, reset_ms;
+    int64_t page_size;
+    size_t max_bytes, max_objects, objects;
+    uint64_t debounce_ms;
+    struct timer notify;
+    uint64_t rng;
+    int synced;
+    struct res_input *inputs;
+    struct source_kube_kind stats[NKINDS];
+    size_t nstats;
+    char *last_error;
+    void (*on_change)(void *);
+    void *arg;
+};
+
+/* --- objects held ------------------------------------------------------ */
+
+static void kobj_dispose(struct kobj *o)
+{
+    free(o->key);
+    free(o->input);
+    free(o->json);
+    free(o->rv);
+    free(o->error);
+}
+
+static size_t find(const struct watcher *w, const char *key, int *found)
+{
+    size_t lo = 0, hi = w->n;
+
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(w->v[mid].key, key);
+        if (c == 0) {
+            *found = 1;
+            return mid;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = 0;
+    return lo;
+}
+
+/* check() loads o alone, as the snapshot will: a schema error leaves it
+ * out (o->error) instead of keeping every other object from applying. */
+static void check(struct watcher *w, struct kobj *o)
+{
+    struct res_input in = {o->input, o->json, o->json_n, w->ki->kind, o->ns,
+                           o->name};
+    struct resource_set *set;
+    struct buf errs;
+    int nerr = 0;
+
+    free(o->error);
+    o->error = NULL;
+    buf_init(&errs, 64 * 1024);
+    set = resource_load_inputs(NULL, "default", &in, 1, &errs, &nerr);
+    if (set == NULL || nerr > 0) {
+        const char *m = buf_len(&errs) ? buf_cstr(&errs) : "does not load";
+        o->error = strdup(m);
+        w->errors++;
+        LOG_LIMITED(200, LOG_WARN,
+                    "kubernetes: %s %s/%s is left out (the rest applies): %s",
+                    w->ki->kind, o->ns[0] ? o->ns : "-", o->name, m);
+    }
+    resource_set_free(set);
+    buf_dispose(&errs);
+}
+
+/* put() holds obj; 1 when that changed something, -1 when out of memory
+ * or past maxObjects. */
+static int put(struct watcher *w, const struct kube_object *obj)
+{
+    struct source_kube *k = w->k;
+    char *key = NULL;
+    int found, klen;
+    size_t i;
+    struct kobj o;
+
+    klen = asprintf(&key, "%s/%s%c%s%c%s", obj->ns, obj->name, '\0', obj->ns,
+                    '\0', obj->name);
+    if (klen < 0)
+        return -1;
+    i = find(w, key, &found);
+    if (found) {
+        struct kobj *h = &w->v[i];
+        char *rv = strdup(obj->rv);
+        free(key);
+        if (rv == NULL)
+            return -1;
+        free(h->rv);
+        h->rv = rv;
+        h->seen = 1;
+        if (h->json_n == obj->json_n &&
+            memcmp(h->json, obj->json, obj->json_n) == 0)
+            return 0;
+        char *j = strdup(obj->json);
+        if (j == NULL)
+            return -1;
+        free(h->json);
+        h->json = j;
+        h->json_n = obj->json_n;
+        check(w, h);
+        return 1;
+    }
+    if (k->objects >= k->max_objects) {
+        free(key);
+        w->errors++;
+        LOG_LIMITED(1000, LOG_ERROR,
+                    "kubernetes: %s %s/%s left out: config.kubernetes."
+                    "maxObjects (%zu) objects are held",
+                    w->ki->kind, obj->ns, obj->name, k->max_objects);
+        return 0;
+    }
+    memset(&o, 0, sizeof(o));
+    o.key = key;
+    o.ns = key + strlen(key) + 1;
+    o.name = o.ns + strlen(o.ns) + 1;
+    o.json = strdup(obj->json);
+    o.json_n = obj->json_n;
+    o.rv = strdup(obj->rv);
+    o.seen = 1;
+    if (asprintf(&o.input, "kubernetes:%s/%s/%s", w->ki->kind,
+                 obj->ns[0] ? obj->ns : "-", obj->name) < 0)
+        o.input = NULL;
+    if (o.json == NULL || o.rv == NULL || o.input == NULL)
+        goto oom;
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 16;
+        struct kobj *v = realloc(w->v, cap * sizeof(*v));
+        if (v == NULL)
+            goto oom;
+        w->v = v;
+        w->cap = cap;
+    }
+    check(w, &o);
+    memmove(&w->v[i + 1], &w->v[i], (w->n - i) * sizeof(*w->v));
+    w->v[i] = o;
+    w->n++;
+    k->objects++;
+    return 1;
+oom:
+    kobj_dispose(&o);
+    return -1;
+}
+
+static void drop_at(struct watcher *w, size_t i)
+{
+    kobj_dispose(&w->v[i]);
+    memmove(&w->v[i], &w->v[i + 1], (w->n - i - 1) * sizeof(*w->v));
+    w->n--;
+    w->k->objects--;
+}
+
+static int del(struct watcher *w, const struct kube_object *obj)
+{
+    char *key = NULL;
+    int found;
+    size_t i;
+
+    if (asprintf(&key, "%s/%s", obj->ns, obj->name) < 0)
+        return -1;
+    i = find(w, key, &found);
+    free(key);
+    if (!found)
+        return 0;
+    drop_at(w, i);
+    return 1;
+}
+
+/* A whole list was applied: what it did not hold is gone (deleted while
+ * no watch ran, the events expired). */
+static int sweep(struct watcher *w)
+{
+    int gone = 0;
+
+    for (size_t i = w->n; i-- > 0;)
+        if (!w->v[i].seen) {
+            drop_at(w, i);
+            gone++;
+        }
+    return gone;
+}
+
+size_t source_kube_inputs(struct source_kube *k, const struct res_input **v)
+{
+    struct res_input *in = realloc(k->inputs, (k->objects + 1) * sizeof(*in));
+    size_t n = 0;
+
+    *v = NULL;
+    if (in == NULL)
+        return 0;
+    k->inputs = in;
+    for (size_t j = 0; j < k->nw; j++) {
+        const struct watcher *w = &k->w[j];
+        for (size_t i = 0; i < w->n; i++) {
+            const struct kobj *o = &w->v[i];
+            if (o->error != NULL)
+                continue;
+            in[n].name = o->input;
+            in[n].data = o->json;
+            in[n].len = o->json_n;
+            in[n].kind = w->ki->kind;
+            in[n].ns = o->ns;
+            in[n].rname = o->name;
+            n++;
+        }
+    }
+    *v = in;
+    return n;
+}
+
+/* --- the state machine ------------------------------------------------- */
+
+static void step(struct watcher *w);
+
+static void set_str(char **dst, const char *s)
+{
+    char *c = s ? strdup(s) : NULL;
+
+    free(*dst);
+    *dst = c;
+}
+
+static void on_notify(void *arg)
+{
+    struct source_kube *k = arg;
+
+    k->on_change(k->arg);
+}
+
+/* At most one rebuild per debounce while objects keep changing: a quiet
+ * period would never come under churn. */
+static void changed(struct source_kube *k)
+{
+    if (!timer_armed(&k->notify))
+        timer_arm(&k->notify, k->debounce_ms);
+}
+
+static void update_synced(struct source_kube *k)
+{
+    if (k->synced)
+        return;
+    for (size_t j = 0; j < k->nw; j++)
+        if (!k->w[j].synced)
+            return;
+    k->synced = 1;
+    log_info("kubernetes: every kind listed (%zu watcher(s), %zu object(s))",
+             k->nw, k->objects);
+    /* The first full snapshot goes out now, not a debounce later. */
+    timer_cancel(&k->notify);
+    timer_defer(&k->notify);
+}
+
+/* The delay after w->fails consecutive failures: drawn in [d, 2d) with d
+ * the backoff doubled per failure after the first, at most backoffMax/2,
+ * so every delay is at most backoffMax and none is without jitter. */
+static uint64_t backoff(struct watcher *w)
+{
+    struct source_kube *k = w->k;
+    uint64_t d = (uint64_t)k->backoff_ms, cap = (uint64_t)k->backoff_max_ms / 2;
+    int f = w->fails - 1;
+
+    if (cap == 0)
+        cap = 1;
+    while (f-- > 0 && d < cap)
+        d *= 2;
+    if (d > cap)
+        d = cap;
+    return d + rng_next(&k->rng) % d;
+}
+
+static void failed(struct watcher *w, const char *what, const char *why)
+{
+    char msg[768];
+    uint64_t now = clock_ms(), ms;
+
+    snprintf(msg, sizeof(msg), "%s %s%s%s: %s: %s", w->ki->kind,
+             w->ns[0] ? "in " : "", w->ns, w->ns[0] ? "" : "cluster-wide",
+             what, why);
+    set_str(&w->last_error, msg);
+    set_str(&w->k->last_error, msg);
+    w->errors++;
+    w->what = IDLE;
+    /* Healthy for backoffReset: start from backoff again. */
+    if (w->last_fail_ms != 0 && now - w->last_fail_ms >= (uint64_t)w->k->reset_ms)
+        w->fails = 0;
+    w->last_fail_ms = now;
+    w->fails++;
+    ms = backoff(w);
+    LOG_LIMITED(1000, LOG_WARN, "kubernetes: %s; %s, next try in %" PRIu64
+                                " ms",
+                msg, w->synced ? "keeping the objects held" : "not synced yet",
+                ms);
+    timer_arm(&w->retry, ms);
+}
+
+static void on_retry(void *arg)
+{
+    step(arg);
+}
+
+static void status_text(int status, const char *body, size_t n, char *out,
+                        size_t on, struct kube_status *st)
+{
+    struct arena a;
+    const char *why = NULL;
+
+    arena_init(&a, 4096);
+    if (kube_parse_status(&a, body, n, st, &why) == 0 && st->message.n > 0)
+        snprintf(out, on, "HTTP %d: %.*s", status, (int)st->message.n,
+                 st->message.p);
+    else
+        snprintf(out, on, "HTTP %d", status);
+    st->reason = SLICE_NULL;
+    st->message = SLICE_NULL;
+    arena_dispose(&a);
+}
+
+/* The answer was 410 Expired, or an ERROR event said so: list again with
+ * resourceVersion="" and diff. */
+static void expired(struct watcher *w)
+{
+    w->expired++;
+    w->quorum = 1;
+    free(w->cont);
+    w->cont = NULL;
+    w->what = IDLE;
+    LOG_LIMITED(1000, LOG_INFO,
+                "kubernetes: %s%s%s: resourceVersion %s expired; listing "
+                "again",
+                w->ki->kind, w->ns[0] ? " in " : "", w->ns, w->rv ? w->rv : "");
+    step(w);
+}
+
+static void handle_list(struct watcher *w, int status, const char *body,
+                        size_t n, const char *err)
+{
+    struct source_kube *k = w->k;
+    struct kube_list l;
+    struct kube_status st;
+    struct arena a;
+    const char *why = NULL;
+    char msg[512];
+    int diff = 0;
+
+    w->req = NULL;
+    if (err != NULL) {
+        failed(w, "list", err);
+        return;
+    }
+    if (status == 410 && w->cont != NULL) {
+        /* The continue token expired between pages. */
+        expired(w);
+        return;
+    }
+    if (status == 404 && w->ki->crd) {
+        /* Not installed: held empty, synced, looked for again later. */
+        for (size_t i = 0; i < w->n; i++)
+            w->v[i].seen = 0;
+        diff = sweep(w);
+        if (!w->missing)
+            log_warn("kubernetes: %s (%s) is not served by the API server "
+                     "(CRD not installed?): held empty, listed again every "
+                     "%" PRId64 " ms",
+                     w->ki->kind, w->ki->api_version, k->backoff_max_ms);
+        w->missing = 1;
+        w->what = IDLE;
+        if (w->synced)
+            w->relists++;
+        w->synced = 1;
+        if (diff > 0)
+            changed(k);
+        update_synced(k);
+        timer_arm(&w->retry, (uint64_t)k->backoff_max_ms);
+        return;
+    }
+    if (status != 200) {
+        status_text(status, body, n, msg, sizeof(msg), &st);
+        failed(w, "list", msg);
+        return;
+    }
+    arena_init(&a, 64 * 1024);
+    if (kube_parse_list(&a, body, n, w->ki->api_version, w->ki->kind, 0, &l,
+                        &why) < 0) {
+        arena_dispose(&a);
+        failed(w, "list", why);
+        return;
+    }
+    if (!w->listed) {
+        for (size_t i = 0; i < w->n; i++)
+            w->v[i].seen = 0;
+        w->listed = 1;
+    }
+    for (size_t i = 0; i < l.n; i++) {
+        int c = put(w, &l.items[i]);
+        if (c < 0) {
+            arena_dispose(&a);
+            failed(w, "list", "out of memory");
+            return;
+        }
+        diff += c;
+    }
+    if (l.cont[0] != '\0') {
+        set_str(&w->cont, l.cont);
+        arena_dispose(&a);
+        if (diff > 0)
+            changed(k);
+        w->what = IDLE;
+        step(w);
+        return;
+    }
+    free(w->cont);
+    w->cont = NULL;
+    w->listed = 0;
+    diff += sweep(w);
+    set_str(&w->rv, l.rv);
+    arena_dispose(&a);
+    if (w->missing)
+        log_info("kubernetes: %s is served now", w->ki->kind);
+    w->missing = 0;
+    w->quorum = 0;
+    if (w->synced)
+        w->relists++;
+    w->synced = 1;
+    log_debug("kubernetes: listed %s%s%s: %zu object(s) at %s", w->ki->kind,
+              w->ns[0] ? " in " : "", w->ns, w->n, w->rv);
+    if (diff > 0)
+        changed(k);
+    update_synced(k);
+    w->what = IDLE;
+    step(w);
+}
+
+/* One line of the watch; 1 when the stream must end. */
+static int handle_line(struct watcher *w, const char *p, size_t n)
+{
+    struct source_kube *k = w->k;
+    struct kube_event ev;
+    struct arena a;
+    const char *why = NULL;
+    int c = 0;
+
+    arena_init(&a, 16 * 1024);
+    if (kube_parse_event(&a, p, n, w->ki->api_version, w->ki->kind, 0, &ev,
+                         &why) < 0) {
+        arena_dispose(&a);
+        w->req = NULL;
+        failed(w, "watch", why);
+        return 1;
+    }
+    switch (ev.type) {
+    case KUBE_ADDED:
+    case KUBE_MODIFIED:
+        c = put(w, &ev.obj);
+        break;
+    case KUBE_DELETED:
+        c = del(w, &ev.obj);
+        break;
+    case KUBE_BOOKMARK:
+        break;
+    case KUBE_ERROR:
+        w->req = NULL;
+        if (ev.status.code == 410) {
+            arena_dispose(&a);
+            expired(w);
+            return 1;
+        } else {
+            char msg[512];
+            snprintf(msg, sizeof(msg), "ERROR event %" PRId64 " %.*s: %.*s",
+                     ev.status.code, (int)ev.status.reason.n,
+                     ev.status.reason.p, (int)ev.status.message.n,
+                     ev.status.message.p);
+            arena_dispose(&a);
+            failed(w, "watch", msg);
+            return 1;
+        }
+    }
+    if (c < 0) {
+        arena_dispose(&a);
+        w->req = NULL;
+        failed(w, "watch", "out of memory");
+        return 1;
+    }
+    if (ev.obj.rv != NULL && ev.obj.rv[0] != '\0')
+        set_str(&w->rv, ev.obj.rv);
+    if (ev.type != KUBE_BOOKMARK)
+        w->events++;
+    arena_dispose(&a);
+    if (c > 0)
+        changed(k);
+    return 0;
+}
+
+static void handle_watch_done(struct watcher *w, int status, const char *body,
+                              size_t n, const char *err)
+{
+    struct kube_status st;
+    char msg[512];
+
+    w->req = NULL;
+    if (err != NULL) {
+        failed(w, "watch", err);
+        return;
+    }
+    if (status == 410) {
+        expired(w);
+        return;
+    }
+    if (status != 200) {
+        status_text(status, body, n, msg, sizeof(msg), &st);
+        failed(w, "watch", msg);
+        return;
+    }
+    /* The server's timeoutSeconds: watch again from where it ended. A
+     * stream that ends at once, again and again, is a failure. */
+    if (clock_ms() - w->watch_ms < 1000) {
+        failed(w, "watch", "the stream ended at once");
+        return;
+    }
+    w->what = IDLE;
+    step(w);
+}
+
+static void on_list(void *arg, int status, const char *body, size_t n,
+                    const char *err)
+{
+    struct watcher *w = arg;
+    struct etcd_http *h = w->req;
+
+    handle_list(w, status, body, n, err);
+    etcd_http_free(h);
+}
+
+static int on_watch_line(void *arg, const char *p, size_t n)
+{
+    struct watcher *w = arg;
+    struct etcd_http *h = w->req;
+
+    if (handle_line(w, p, n) == 0)
+        return 0;
+    etcd_http_free(h);
+    return 1;
+}
+
+static void on_watch_done(void *arg, int status, const char *body, size_t n,
+                          const char *err)
+{
+    struct watcher *w = arg;
+    struct etcd_http *h = w->req;
+
+    handle_watch_done(w, status, body, n, err);
+    etcd_http_free(h);
+}
+
+/* read_token() is the bearer token in effect: the file is read again
+ * before every request (the kubelet rotates a projected token). */
+static int read_token(struct source_kube *k, char *out, size_t on,
+                      const char **why)
+{
+    FILE *f;
+    size_t n;
+
+    out[0] = '\0';
+    if (k->t.token_file == NULL || k->t.token_file[0] == '\0') {
+        if (k->t.token != NULL)
+            snprintf(out, on, "Bearer %s", k->t.token);
+        return 0;
+    }
+    f = fopen(k->t.token_file, "rb");
+    if (f == NULL) {
+        *why = "cannot read the token file";
+        return -1;
+    }
+    memcpy(out, "Bearer ", 7);
+    n = fread(out + 7, 1, on - 8, f);
+    fclose(f);
+    while (n > 0 && (out[7 + n - 1] == '\n' || out[7 + n - 1] == '\r' ||
+                     out[7 + n - 1] == ' '))
+        n--;
+    out[7 + n] = '\0';
+    if (n == 0) {
+        *why = "the token file is empty";
+        return -1;
+    }
+    return 0;
+}
+
+static void selectors(struct watcher *w, struct buf *b)
+{
+    if (w->label_sel[0] != '\0') {
+        buf_puts(b, "&labelSelector=");
+        kube_url_escape(b, w->label_sel);
+    }
+    if (w->field_sel[0] != '\0') {
+        buf_puts(b, "&fieldSelector=");
+        kube_url_escape(b, w->field_sel);
+    }
+}
+
+static void send_to(struct watcher *w, const struct addr *addr)
+{
+    struct source_kube *k = w->k;
+    struct etcd_http_conf c;
+    struct etcd_http_cb cb;
+    struct buf path;
+    char token[8192];
+    const char *why = NULL;
+    int watch = w->synced && !w->quorum && w->cont == NULL && !w->missing;
+
+    if (read_token(k, token, sizeof(token), &why) < 0) {
+        failed(w, watch ? "watch" : "list", why);
+        return;
+    }
+    buf_init(&path, 64 * 1024);
+    buf_puts(&path, w->path);
+    if (watch) {
+        uint64_t t = (uint64_t)k->min_watch_ms / 1000;
+        t += rng_next(&k->rng) % (t > 0 ? t : 1);
+        buf_puts(&path, "?watch=1&resourceVersion=");
+        kube_url_escape(&path, w->rv ? w->rv : "");
+        buf_printf(&path, "&allowWatchBookmarks=true&timeoutSeconds=%" PRIu64,
+                   t);
+    } else {
+        buf_printf(&path, "?limit=%" PRId64, k->page_size);
+        if (w->cont != NULL) {
+            buf_puts(&path, "&continue=");
+            kube_url_escape(&path, w->cont);
+        } else if (!w->quorum) {
+            buf_puts(&path, "&resourceVersion=0");
+        }
+    }
+    selectors(w, &path);
+    memset(&c, 0, sizeof(c));
+    c.addr = *addr;
+    c.host = k->t.host;
+    c.ctx = k->t.tls ? k->ctx : NULL;
+    c.method = "GET";
+    c.path = buf_cstr(&path);
+    c.token = token[0] ? token : NULL;
+    c.body = "";
+    c.timeout_ms = k->request_ms;
+    c.max_body = k->max_bytes;
+    c.stream = watch;
+    cb.arg = w;
+    cb.line = on_watch_line;
+    cb.done = watch ? on_watch_done : on_list;
+    w->what = watch ? WATCH : LIST;
+    if (watch) {
+        w->watches++;
+        w->watch_ms = clock_ms();
+    }
+    w->req = etcd_http_new(k->base, &c, &cb, &why);
+    OPENSSL_cleanse(token, sizeof(token));
+    buf_dispose(&path);
+    if (w->req == NULL)
+        failed(w, "connect", why);
+}
+
+static void on_resolved(void *arg, const struct addr *a, const char *why)
+{
+    struct watcher *w = arg;
+
+    w->query = NULL;
+    if (a == NULL) {
+        failed(w, "resolve", why);
+        return;
+    }
+    send_to(w, a);
+}
+
+static void step(struct watcher *w)
+{
+    struct source_kube *k = w->k;
+    struct addr a;
+
+    if (w->req != NULL || w->query != NULL)
+        return; /* one request at a time, ever */
+    timer_cancel(&w->retry);
+    if (addr_literal(&a, k->t.host, k->t.port) == 0) {
+        send_to(w, &a);
+        return;
+    }
+    if (k->dns == NULL) {
+        failed(w, "resolve", "no resolver");
+        return;
+    }
+    w->query = dns_resolve(k->dns, k->t.host, k->t.port, on_resolved, w);
+    if (w->query == NULL)
+        failed(w, "resolve", "out of memory");
+}
+
+/* --- making and freeing ------------------------------------------------ */
+
+static const char *selector_of(const struct conf_strmap *m, const char *kind)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (strcmp(m->v[i].key, kind) == 0)
+            return m->v[i].val;
+    return "";
+}
+
+static int wanted(const struct bootstrap_kube *conf, const char *kind)
+{
+    if (conf->kinds.n == 0)
+        return 1;
+    for (size_t i = 0; i < conf->kinds.n; i++)
+        if (strcmp(conf->kinds.v[i], kind) == 0)
+            return 1;
+    return 0;
+}
+
+static int watcher_init(struct source_kube *k, struct watcher *w,
+                        const struct kind_info *ki, size_t kidx,
+                        const char *ns, const struct bootstrap_kube *conf)
+{
+    const char *fs = selector_of(&conf->field_selectors, ki->kind);
+
+    w->k = k;
+    w->ki = ki;
+    w->kidx = kidx;
+    timer_init(&w->retry, k->base, on_retry, w);
+    w->ns = strdup(ns);
+    w->label_sel = strdup(selector_of(&conf->label_selectors, ki->kind));
+    if (strcmp(ki->kind, "Secret") == 0) {
+        /* Never every Secret: Istio's credential filter, always. */
+        if (asprintf(&w->field_sel, "%s%s%s", KUBE_SECRET_FIELD_SELECTOR,
+                     fs[0] ? "," : "", fs) < 0)
+            w->field_sel = NULL;
+    } else {
+        w->field_sel = strdup(fs);
+    }
+    if (ns[0] != '\0') {
+        if (asprintf(&w->path, "%s/namespaces/%s/%s", ki->group, ns,
+                     ki->plural) < 0)
+            w->path = NULL;
+    } else if (asprintf(&w->path, "%s/%s", ki->group, ki->plural) < 0) {
+        w->path = NULL;
+    }
+    return w->ns && w->label_sel && w->field_sel && w->path ? 0 : -1;
+}
+
+static void watcher_dispose(struct watcher *w)
+{
+    etcd_http_free(w->req);
+    dns_query_cancel(w->query);
+    timer_dispose(&w->retry);
+    for (size_t i = 0; i < w->n; i++)
+        kobj_dispose(&w->v[i]);
+    free(w->v);
+    free(w->ns);
+    free(w->label_sel);
+    free(w->field_sel);
+    free(w->path);
+    free(w->rv);
+    free(w->cont);
+    free(w->last_error);
+}
+
+static struct ssl_ctx_st *build_ctx(const struct kube_target *t, char **err)
+{
+    struct tls_client_conf tc;
+    struct ssl_ctx_st *ctx;
+    X509 *ca = NULL;
+
+    memset(&tc, 0, sizeof(tc));
+    if (t->ca_pem != NULL) {
+        BIO *bio = BIO_new_mem_buf(t->ca_pem, -1);
+        ca = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
+        BIO_free(bio);
+        if (ca == NULL) {
+            err_set(err, "config.kubernetes: the kubeconfig's "
+                         "certificate-authority-data is not a PEM "
+                         "certificate");
+            return NULL;
+        }
+        tc.ca_cert = ca;
+    } else {
+        if (t->ca_file == NULL || access(t->ca_file, R_OK) != 0) {
+            err_set(err, "config.kubernetes: CA file %s cannot be read",
+                    t->ca_file ? t->ca_file : "(none)");
+            return NULL;
+        }
+        tc.ca_file = t->ca_file;
+    }
+    tc.cert_file = t->cert_file;
+    tc.key_file = t->key_file;
+    ctx = tls_client_ctx_build(&tc, err);
+    X509_free(ca);
+    if (ctx == NULL)
+        err_prefix(err, "config.kubernetes: ");
+    return ctx;
+}
+
+struct source_kube *source_kube_new(struct event_base *base,
+                                    const struct bootstrap_kube *conf,
+                                    struct dns_cache *dns, uint64_t debounce_ms,
+                                    void (*on_change)(void *), void *arg,
+                                    char **err)
+{
+    struct source_kube *k = calloc(1, sizeof(*k));
+    size_t nns = conf->namespaces.n ? conf->namespaces.n : 1, cap = 0;
+
+    *err = NULL;
+    if (k == NULL)
+        return NULL;
+    k->base = base;
+    k->dns = dns;
+    k->on_change = on_change;
+    k->arg = arg;
+    k->debounce_ms = debounce_ms;
+    timer_init(&k->notify, base, on_notify, k);
+    k->rng = (uint64_t)clock_real_ms() * 2654435761u ^ (uint64_t)getpid() << 32;
+    if (k->rng == 0)
+        k->rng = 1;
+    k->min_watch_ms = conf->min_watch_timeout_ms;
+    k->request_ms = conf->request_timeout_ms;
+    k->backoff_ms = conf->backoff_ms;
+    k->backoff_max_ms = conf->backoff_max_ms;
+    k->reset_ms = conf->backoff_reset_ms;
+    k->page_size = conf->page_size;
+    k->max_bytes = (size_t)conf->max_response_bytes;
+    k->max_objects = (size_t)conf->max_objects;
+    if (kube_target_resolve(conf, &k->t, err) < 0)
+        goto fail;
+    if (k->t.tls && (k->ctx = build_ctx(&k->t, err)) == NULL)
+        goto fail;
+    k->w = calloc(NKINDS * nns, sizeof(*k->w));
+    if (k->w == NULL) {
+        err_set(err, "out of memory");
+        goto fail;
+    }
+    cap = NKINDS * nns;
+    for (size_t i = 0; i < NKINDS; i++) {
+        const struct kind_info *ki = &kinds[i];
+        size_t kidx = k->nstats;
+        if (!wanted(conf, ki->kind))
+            continue;
+        k->stats[k->nstats++].kind = ki->kind;
+        for (size_t j = 0; j < (ki->namespaced ? nns : 1); j++) {
+            const char *ns = ki->namespaced && conf->namespaces.n
+                                 ? conf->namespaces.v[j]
+                                 : "";
+            if (k->nw >= cap ||
+                watcher_init(k, &k->w[k->nw], ki, kidx, ns, conf) < 0) {
+                k->nw++;
+                err_set(err, "out of memory");
+                goto fail;
+            }
+            k->nw++;
+        }
+    }
+    log_info("kubernetes: %s (%s), %zu watcher(s)", k->t.server, k->t.origin,
+             k->nw);
+    for (size_t j = 0; j < k->nw; j++)
+        step(&k->w[j]);
+    return k;
+fail:
+    source_kube_free(k);
+    return NULL;
+}
+
+void source_kube_free(struct source_kube *k)
+{
+    if (k == NULL)
+        return;
+    for (size_t j = 0; j < k->nw; j++)
+        watcher_dispose(&k->w[j]);
+    free(k->w);
+    timer_dispose(&k->notify);
+    SSL_CTX_free(k->ctx);
+    kube_target_dispose(&k->t);
+    free(k->inputs);
+    free(k->last_error);
+    free(k);
+}
+
+/* --- status ------------------------------------------------------------ */
+
+int source_kube_synced(const struct source_kube *k)
+{
+    return k->synced;
+}
+
+const char *source_kube_error(const struct source_kube *k)
+{
+    return k->last_error;
+}
+
+size_t source_kube_kinds(struct source_kube *k,
+                         const struct source_kube_kind **v)
+{
+    for (size_t i = 0; i < k->nstats; i++) {
+        const char *name = k->stats[i].kind;
+        memset(&k->stats[i], 0, sizeof(k->stats[i]));
+        k->stats[i].kind = name;
+        k->stats[i].synced = 1;
+    }
+    for (size_t j = 0; j < k->nw; j++) {
+        const struct watcher *w = &k->w[j];
+        struct source_kube_kind *s = &k->stats[w->kidx];
+        s->synced &= w->synced;
+        s->missing |= w->missing;
+        s->objects += w->n;
+        for (size_t i = 0; i < w->n; i++)
+            s->bad += w->v[i].error != NULL;
+        s->watches_opened += w->watches;
+        s->relists += w->relists;
+        s->expired += w->expired;
+        s->errors += w->errors;
+        s->events += w->events;
+    }
+    *v = k->stats;
+    return k->nstats;
+}
+
+void source_kube_json(struct source_kube *k, struct buf *b)
+{
+    int first = 1;
+
+    buf_puts(b, "{\"server\":");
+    json_str(b, k->t.server);
+    buf_puts(b, ",\"origin\":");
+    json_str(b, k->t.origin ? k->t.origin : "");
+    buf_printf(b, ",\"synced\":%s,\"objects\":%zu,\"watchers\":[",
+               k->synced ? "true" : "false", k->objects);
+    for (size_t j = 0; j < k->nw; j++) {
+        const struct watcher *w = &k->w[j];
+        buf_puts(b, j ? ",{\"kind\":" : "{\"kind\":");
+        json_str(b, w->ki->kind);
+        buf_puts(b, ",\"namespace\":");
+        json_str(b, w->ns);
+        buf_puts(b, ",\"labelSelector\":");
+        json_str(b, w->label_sel);
+        buf_puts(b, ",\"fieldSelector\":");
+        json_str(b, w->field_sel);
+        buf_puts(b, ",\"resourceVersion\":");
+        json_str(b, w->rv ? w->rv : "");
+        buf_printf(b,
+                   ",\"synced\":%s,\"missing\":%s,\"watching\":%s,"
+                   "\"objects\":%zu,\"watchesOpened\":%" PRIu64
+                   ",\"relists\":%" PRIu64 ",\"errors\":%" PRIu64
+                   ",\"lastError\":",
+                   w->synced ? "true" : "false", w->missing ? "true" : "false",
+                   w->what == WATCH ? "true" : "false", w->n, w->watches,
+                   w->relists, w->errors);
+        if (w->last_error)
+            json_str(b, w->last_error);
+        else
+            buf_puts(b, "null");
+        buf_puts(b, "}");
+    }
+    buf_puts(b, "],\"leftOut\":[");
+    for (size_t j = 0; j < k->nw; j++) {
+        const struct watcher *w = &k->w[j];
+        for (size_t i = 0; i < w->n; i++) {
+            const struct kobj *o = &w->v[i];
+            if (o->error == NULL)
+                continue;
+            buf_puts(b, first ? "{\"kind\":" : ",{\"kind\":");
+            first = 0;
+            json_str(b, w->ki->kind);
+            buf_puts(b, ",\"namespace\":");
+            json_str(b, o->ns);
+            buf_puts(b, ",\"name\":");
+            json_str(b, o->name);
+            buf_puts(b, ",\"error\":");
+            json_str(b, o->error);
+            buf_puts(b, "}");
+        }
+    }
+    buf_puts(b, "]}");
+}

@@ -1,0 +1,213 @@
+/*
+ * Unit tests for src/control/kube_proto.c: list answers (items without
+ * apiVersion and kind, continue tokens), watch events of every type, the
+ * 410 Expired Status inside a 200 stream, and what is refused.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "control/kube_proto.h"
+#include "core/arena.h"
+#include "core/buf.h"
+
+#define S(lit) lit, sizeof(lit) - 1
+
+static void test_list(void **state)
+{
+    struct arena a;
+    struct kube_list l;
+    const char *why = NULL;
+    static const char body[] =
+        "{\"kind\":\"ServiceList\",\"apiVersion\":\"v1\",\"metadata\":"
+        "{\"resourceVersion\":\"8812\",\"continue\":\"eyJ2Ijo\"},\"items\":["
+        "{\"metadata\":{\"name\":\"web\",\"namespace\":\"shop\","
+        "\"resourceVersion\":\"17\",\"managedFields\":[{\"manager\":\"k\"}]},"
+        "\"spec\":{\"ports\":[{\"port\":80}]},\"status\":{\"lb\":{}}}]}";
+
+    (void)state;
+    arena_init(&a, 4096);
+    assert_int_equal(
+        kube_parse_list(&a, S(body), "v1", "Service", 0, &l, &why), 0);
+    assert_string_equal(l.rv, "8812");
+    assert_string_equal(l.cont, "eyJ2Ijo");
+    assert_int_equal(l.n, 1);
+    assert_string_equal(l.items[0].ns, "shop");
+    assert_string_equal(l.items[0].name, "web");
+    assert_string_equal(l.items[0].rv, "17");
+    /* apiVersion and kind first; no managedFields, no status. */
+    assert_string_equal(
+        l.items[0].json,
+        "{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":"
+        "\"web\",\"namespace\":\"shop\",\"resourceVersion\":\"17\"},\"spec\":"
+        "{\"ports\":[{\"port\":80}]}}");
+    assert_int_equal(l.items[0].json_n, strlen(l.items[0].json));
+    arena_dispose(&a);
+
+    /* The last page, and an empty one: no continue, items null. */
+    arena_init(&a, 4096);
+    assert_int_equal(kube_parse_list(&a,
+                                     S("{\"metadata\":{\"resourceVersion\":"
+                                       "\"9\"},\"items\":null}"),
+                                     "v1", "Service", 0, &l, &why),
+                     0);
+    assert_int_equal(l.n, 0);
+    assert_string_equal(l.cont, "");
+    arena_dispose(&a);
+}
+
+static void test_list_refused(void **state)
+{
+    static const char *const bad[] = {
+        "[]",
+        "{\"items\":{}}",
+        "{\"metadata\":{\"resourceVersion\":9}}",
+        "{\"items\":[{\"metadata\":{\"namespace\":\"a\"}}]}",
+        "{\"items\":[7]}",
+        "{\"items\":[{\"metadata\":[]}]}",
+        "{",
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        struct arena a;
+        struct kube_list l;
+        const char *why = NULL;
+        arena_init(&a, 4096);
+        assert_int_equal(kube_parse_list(&a, bad[i], strlen(bad[i]), "v1",
+                                         "Service", 0, &l, &why),
+                         -1);
+        assert_non_null(why);
+        arena_dispose(&a);
+    }
+}
+
+static void test_events(void **state)
+{
+    struct arena a;
+    struct kube_event ev;
+    const char *why = NULL;
+
+    (void)state;
+    arena_init(&a, 4096);
+    assert_int_equal(
+        kube_parse_event(
+            &a,
+            S("{\"type\":\"MODIFIED\",\"object\":{\"apiVersion\":"
+              "\"networking.istio.io/v1\",\"kind\":\"Gateway\",\"metadata\":"
+              "{\"name\":\"gw\",\"namespace\":\"n\",\"resourceVersion\":\"5"
+              "\"},\"spec\":{\"selector\":{\"a\":\"b\\u00e9\"}}}}"),
+            "networking.istio.io/v1", "Gateway", 0, &ev, &why),
+        0);
+    assert_int_equal(ev.type, KUBE_MODIFIED);
+    assert_string_equal(ev.obj.name, "gw");
+    assert_string_equal(ev.obj.rv, "5");
+    /* apiVersion and kind once, first. */
+    assert_string_equal(ev.obj.json,
+                        "{\"apiVersion\":\"networking.istio.io/v1\",\"kind\":"
+                        "\"Gateway\",\"metadata\":{\"name\":\"gw\","
+                        "\"namespace\":\"n\",\"resourceVersion\":\"5\"},"
+                        "\"spec\":{\"selector\":{\"a\":\"b\xc3\xa9\"}}}");
+    assert_int_equal(
+        kube_parse_event(&a,
+                         S("{\"type\":\"DELETED\",\"object\":{\"metadata\":{"
+                           "\"name\":\"gw\",\"namespace\":\"n\","
+                           "\"resourceVersion\":\"6\"}}}"),
+                         "v1", "Service", 0, &ev, &why),
+        0);
+    assert_int_equal(ev.type, KUBE_DELETED);
+    /* A bookmark: only the resourceVersion. */
+    assert_int_equal(
+        kube_parse_event(&a,
+                         S("{\"type\":\"BOOKMARK\",\"object\":{\"kind\":"
+                           "\"Service\",\"metadata\":{\"resourceVersion\":"
+                           "\"12345\"}}}"),
+                         "v1", "Service", 0, &ev, &why),
+        0);
+    assert_int_equal(ev.type, KUBE_BOOKMARK);
+    assert_string_equal(ev.obj.rv, "12345");
+    /* 410 Expired inside a 200 stream. */
+    assert_int_equal(
+        kube_parse_event(
+            &a,
+            S("{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\","
+              "\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+              "\"message\":\"too old resource version: 1 (6)\",\"reason\":"
+              "\"Expired\",\"code\":410}}"),
+            "v1", "Service", 0, &ev, &why),
+        0);
+    assert_int_equal(ev.type, KUBE_ERROR);
+    assert_int_equal(ev.status.code, 410);
+    assert_true(slice_eq_str(ev.status.reason, "Expired"));
+    arena_dispose(&a);
+}
+
+static void test_events_refused(void **state)
+{
+    static const char *const bad[] = {
+        "{\"type\":\"ADDED\"}",
+        "{\"type\":\"SYNC\",\"object\":{}}",
+        "{\"object\":{}}",
+        "{\"type\":\"ADDED\",\"object\":{\"metadata\":{}}}",
+        "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{}}}",
+        "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":1}}}",
+        "{\"type\":\"ERROR\",\"object\":7}",
+        "",
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        struct arena a;
+        struct kube_event ev;
+        const char *why = NULL;
+        arena_init(&a, 4096);
+        assert_int_equal(kube_parse_event(&a, bad[i], strlen(bad[i]), "v1",
+                                          "Service", 0, &ev, &why),
+                         -1);
+        assert_non_null(why);
+        arena_dispose(&a);
+    }
+}
+
+static void test_status_and_escape(void **state)
+{
+    struct arena a;
+    struct kube_status st;
+    struct buf b;
+    const char *why = NULL;
+
+    (void)state;
+    arena_init(&a, 4096);
+    assert_int_equal(kube_parse_status(&a,
+                                       S("{\"kind\":\"Status\",\"code\":404,"
+                                         "\"reason\":\"NotFound\"}"),
+                                       &st, &why),
+                     0);
+    assert_int_equal(st.code, 404);
+    assert_true(slice_eq_str(st.reason, "NotFound"));
+    arena_dispose(&a);
+
+    buf_init(&b, 1024);
+    assert_int_equal(kube_url_escape(&b, "type!=helm.sh/release.v1,a=b c"), 0);
+    assert_string_equal(buf_cstr(&b),
+                        "type%21%3Dhelm.sh%2Frelease.v1%2Ca%3Db%20c");
+    buf_dispose(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_list),
+        cmocka_unit_test(test_list_refused),
+        cmocka_unit_test(test_events),
+        cmocka_unit_test(test_events_refused),
+        cmocka_unit_test(test_status_and_escape),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
