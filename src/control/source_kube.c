@@ -104,6 +104,7 @@ struct watcher {
     int synced;
     int missing;
     int fails;
+    int expiries; /* 410s in a row with no event between them */
     uint64_t last_fail_ms;
     uint64_t watch_ms; /* when the watch was asked for */
     struct kobj *v;
@@ -181,7 +182,11 @@ static void check(struct watcher *w, struct kobj *o)
     set = resource_load_inputs(NULL, "default", &in, 1, &errs, &nerr);
     if (set == NULL || nerr > 0) {
         const char *m = buf_len(&errs) ? buf_cstr(&errs) : "does not load";
-        o->error = strdup(m);
+        size_t mn = strlen(m);
+        while (mn > 0 && m[mn - 1] == '\n')
+            mn--;
+        o->error = strndup(m, mn);
+        m = o->error != NULL ? o->error : "does not load";
         w->errors++;
         LOG_LIMITED(200, LOG_WARN,
                     "kubernetes: %s %s/%s is left out (the rest applies): %s",
@@ -450,6 +455,13 @@ static void expired(struct watcher *w)
     free(w->cont);
     w->cont = NULL;
     w->what = IDLE;
+    /* Expired again right after a relist: the server's history is shorter
+     * than a list takes; list again, but after a delay, not in a loop. */
+    if (++w->expiries > 1) {
+        failed(w, "watch", "the resourceVersion of a fresh list expired at "
+                           "once");
+        return;
+    }
     LOG_LIMITED(1000, LOG_INFO,
                 "kubernetes: %s%s%s: resourceVersion %s expired; listing "
                 "again",
@@ -610,6 +622,7 @@ static int handle_line(struct watcher *w, const char *p, size_t n)
         set_str(&w->rv, ev.obj.rv);
     if (ev.type != KUBE_BOOKMARK)
         w->events++;
+    w->expiries = 0;
     arena_dispose(&a);
     if (c > 0)
         changed(k);

@@ -1,0 +1,460 @@
+"""config.kubernetes against the Kubernetes API stand-in (k8s_api.py):
+resources applied through the API take effect, a bad object is named and
+left out, one watch per (kind, namespace, selector) whatever the churn and
+the reloads, 410 Expired relists and diffs, reconnects after an API
+restart are spread by jitter, readiness is Istio's gateway pod's, and a
+rotated token is used."""
+import json
+import os
+import signal
+import statistics
+import subprocess
+import time
+
+import pytest
+
+from conftest import free_port, responder, rss_kib, wait_for
+from k8s_api import KubeAPI
+
+ASAN = bool(os.environ.get("ASAN_OPTIONS"))
+NODE = "node: {labels: {istio: ingressgateway}}\n"
+
+
+@pytest.fixture
+def api(tmp_path):
+    a = KubeAPI(tmp_path)
+    yield a
+    a.stop()
+
+
+def token_file(tmp_path, token="test-token"):
+    p = tmp_path / "token"
+    tmp = tmp_path / "token.tmp"
+    tmp.write_text(token + "\n")
+    os.replace(tmp, p)
+    return p
+
+
+def kube_conf(api, tmp_path, extra="", kinds=None, namespaces=None):
+    tok = token_file(tmp_path) if not (tmp_path / "token").exists() else tmp_path / "token"
+    out = (f"config:\n  debounce: 20ms\n  kubernetes:\n    enabled: true\n"
+           f"    server: {api.url}\n    tokenFile: {tok}\n    caFile: {api.ca}\n")
+    if kinds is not None:
+        out += f"    kinds: [{', '.join(kinds)}]\n"
+    if namespaces is not None:
+        out += f"    namespaces: [{', '.join(namespaces)}]\n"
+    return out + extra
+
+
+def gateway(port, name="gw", ns="default"):
+    return {"apiVersion": "networking.istio.io/v1", "kind": "Gateway",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"selector": {"istio": "ingressgateway"},
+                     "servers": [{"port": {"number": port, "name": "http",
+                                           "protocol": "HTTP"},
+                                  "bind": "127.0.0.1", "hosts": ["*"]}]}}
+
+
+def vservice(name="web", host="web", port=80, ns="default", gw="gw", prefix="/"):
+    return {"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"hosts": ["*"], "gateways": [gw],
+                     "http": [{"match": [{"uri": {"prefix": prefix}}],
+                               "route": [{"destination": {
+                                   "host": host, "port": {"number": port}}}]}]}}
+
+
+def service(name="web", ns="default", port=80):
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
+            "spec": {"ports": [{"name": "http", "port": port, "protocol": "TCP",
+                                "targetPort": 8080}],
+                     "selector": {"app": name}},
+            "status": {"loadBalancer": {}}}
+
+
+def eslice(name, svc, port, ns="default", ip="127.0.0.1", labels=None):
+    lab = {"kubernetes.io/service-name": svc}
+    lab.update(labels or {})
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "addressType": "IPv4",
+            "metadata": {"name": name, "namespace": ns, "labels": lab},
+            "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
+            "ports": [{"name": "http", "port": port, "protocol": "TCP"}]}
+
+
+def get(port, path="/"):
+    p = subprocess.run(["curl", "-sS", "--max-time", "10", "-o", "-",
+                        "-w", "\n%{http_code}", f"http://127.0.0.1:{port}{path}"],
+                       capture_output=True, text=True, timeout=30)
+    body, _, code = p.stdout.rpartition("\n")
+    return (int(code) if code.isdigit() else None), body
+
+
+def kstats(st):
+    return st.stats()
+
+
+def test_resources_from_the_api_take_effect(api, strait_factory, upstream_factory,
+                                            tmp_path):
+    """A Gateway, VirtualService, Service and EndpointSlice applied through
+    the API route traffic; a change and a delete through the API follow."""
+    up = upstream_factory(responder(lambda h: b"from-k8s"))
+    up2 = upstream_factory(responder(lambda h: b"moved"))
+    port = free_port()
+    api.apply(gateway(port))
+    api.apply(vservice())
+    api.apply(service())
+    api.apply(eslice("web-a", "web", up.port))
+    st = strait_factory(extra=NODE + kube_conf(api, tmp_path)).start()
+    wait_for(lambda: get(port) == (200, "from-k8s"), 10, "a route from the API")
+    s = kstats(st)
+    assert s["kubernetes.ready"] == 1
+    assert s["kubernetes.Gateway.objects"] == 1
+    assert s["kubernetes.EndpointSlice.synced"] == 1
+    # An endpoint moves through a watch event.
+    api.apply(eslice("web-a", "web", up2.port))
+    wait_for(lambda: get(port) == (200, "moved"), 10, "the moved endpoint")
+    # The VirtualService deleted: no route.
+    api.delete("VirtualService", "default", "web")
+    wait_for(lambda: get(port)[0] == 404, 10, "the route gone")
+    # Every kind strait reads has its watch, and the Secrets' carries
+    # Istio's filter.
+    ws = api.watch_stats()
+    plurals = {k[0] for k in ws}
+    assert len(plurals) == 13, ws
+    secret = [k for k in ws if k[0] == "secrets"]
+    assert secret == [("secrets", "", "",
+                       "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token")]
+    prom = st.get("/stats/prometheus")[1]
+    assert 'strait_kubernetes_synced{kind="Gateway"} 1' in prom
+    assert 'strait_kubernetes_watches_opened_total{kind="Service"}' in prom
+
+
+def test_bad_object_is_named_and_left_out(api, strait_factory, upstream_factory,
+                                          tmp_path):
+    """A VirtualService whose spec does not load is reported with its
+    namespace/name and left out; the other objects still apply, and so do
+    later changes."""
+    up = upstream_factory(responder(lambda h: b"ok"))
+    port = free_port()
+    api.apply(gateway(port))
+    api.apply(service())
+    api.apply(eslice("web-a", "web", up.port))
+    bad = vservice(name="broken", prefix="/b")
+    bad["spec"]["http"][0]["timeout"] = "soon"
+    api.apply(bad)
+    api.apply(vservice())
+    st = strait_factory(extra=NODE + kube_conf(api, tmp_path)).start()
+    wait_for(lambda: get(port) == (200, "ok"), 10, "the good route")
+    wait_for(lambda: "VirtualService team-b/broken" in st.log()
+             or "VirtualService default/broken" in st.log(), 10, "the bad one named")
+    s = kstats(st)
+    assert s["kubernetes.VirtualService.left_out"] == 1
+    assert s["kubernetes.VirtualService.objects"] == 2
+    dump = json.loads(st.get("/config_dump")[1])
+    left = dump["kubernetes"]["leftOut"]
+    assert [(x["namespace"], x["name"]) for x in left] == [("default", "broken")]
+    assert "timeout" in left[0]["error"]
+    # Fixed through the API: it applies.
+    bad["spec"]["http"][0]["timeout"] = "5s"
+    api.apply(bad)
+    wait_for(lambda: kstats(st)["kubernetes.VirtualService.left_out"] == 0, 10,
+             "the fixed object taken")
+
+
+def test_one_watch_per_kind_across_churn_and_reloads(api, strait_factory,
+                                                     upstream_factory, tmp_path):
+    """10,000 object changes and 1,000 reloads (SIGHUP and POST /reload
+    alternately; fewer under ASan) leave exactly one watch per (kind,
+    namespace, selector) open, and no watch is ever made again: the watches
+    belong to the source, not to a snapshot or a reload."""
+    changes, reloads = (2000, 200) if ASAN else (10000, 1000)
+    up = upstream_factory(responder(lambda h: b"ok"))
+    port = free_port()
+    api.apply(gateway(port))
+    api.apply(vservice())
+    api.apply(service())
+    api.apply(eslice("web-a", "web", up.port))
+    conf = NODE + kube_conf(api, tmp_path, namespaces=["default", "team-b"],
+                            extra="    labelSelectors: {Secret: \"strait.io/credential=true\"}\n")
+    st = strait_factory(extra=conf).start()
+    wait_for(lambda: get(port) == (200, "ok"), 10, "a route from the API")
+    wait_for(lambda: api.open_watches() == 25, 10, "25 watches")
+    keys = set(api.watch_stats())
+    # 12 namespaced kinds in 2 namespaces, Namespace cluster-wide.
+    assert len(keys) == 25, keys
+    assert ("secrets", "team-b", "strait.io/credential=true",
+            "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token") in keys
+    for i in range(changes):
+        sl = eslice(f"churn-{i % 50}", "web", up.port, labels={"round": str(i)})
+        api.apply(sl)
+    for i in range(reloads):
+        if i % 2:
+            st.signal(signal.SIGHUP)
+        else:
+            assert st.get("/reload", method="POST")[0] == 200
+    want = api.rv
+    wait_for(lambda: kstats(st)["server.reloads_ok"] >= reloads // 2, 60, "the reloads")
+    # Every change was seen: the last one is held.
+    wait_for(lambda: json.loads(st.get("/config_dump")[1])["kubernetes"]["objects"] >= 54,
+             30, "the churned slices")
+    ws = api.watch_stats()
+    assert set(ws) == keys, ws
+    for k, (open_now, most, total) in ws.items():
+        assert (open_now, most, total) == (1, 1, 1), (k, ws[k])
+    s = kstats(st)
+    opened = sum(v for k, v in s.items() if k.endswith(".watches_opened"))
+    assert opened == 25, s
+    assert s["kubernetes.EndpointSlice.events"] >= changes
+    assert get(port) == (200, "ok")
+    assert api.rv == want
+
+
+def service_names(st):
+    dump = json.loads(st.get("/config_dump")[1])
+    return sorted(r["name"] for r in dump["resources"]["resources"]
+                  if r["kind"] == "Service")
+
+
+def test_410_expired_relists_and_diffs(api, strait_factory, tmp_path):
+    """Objects deleted and added while strait's watch fell behind the
+    history the API keeps: the watch gets 410 Expired (as an ERROR event in
+    a 200 stream, then as a plain 410 answer), strait lists again with
+    resourceVersion="" and diffs: the deleted object is gone, the new one
+    is there, nothing is duplicated."""
+    for n in ("a", "b", "c"):
+        api.apply(service(name=n))
+    st = strait_factory(extra=kube_conf(api, tmp_path, kinds=["Service"])).start()
+    assert kstats(st)["kubernetes.Service.objects"] == 3
+    for rnd, as_status in enumerate((False, True)):
+        api.expired_as_status = as_status
+        lists_before = sum(1 for r in api.requests if "watch=1" not in r[2])
+        api.paused = True
+        gone, new = ("b", "d") if rnd == 0 else ("c", "e")
+        api.delete("Service", "default", gone)
+        api.apply(service(name=new))
+        api.compact()
+        api.cut_watches()
+        api.paused = False
+        wait_for(lambda: kstats(st)["kubernetes.Service.expired"] == rnd + 1, 10,
+                 "410 Expired")
+        wait_for(lambda: kstats(st)["kubernetes.Service.relists"] == rnd + 1, 10,
+                 "the relist")
+        want = ["a", "c", "d"] if rnd == 0 else ["a", "d", "e"]
+        wait_for(lambda: service_names(st) == want, 10, f"the snapshot {want}")
+        assert kstats(st)["kubernetes.Service.objects"] == 3
+        relist = [r for r in api.requests if "watch=1" not in r[2]][lists_before:]
+        assert relist and "resourceVersion" not in relist[0][2], relist
+    ws = api.watch_stats()
+    assert all(v[1] == 1 for v in ws.values()), ws
+
+
+def test_reconnect_after_api_restart_is_spread(api, strait_factory, tmp_path):
+    """37 watches (12 kinds in 3 namespaces, Namespace cluster-wide) cut at
+    once by an API restart come back spread by their jittered backoff
+    (client-go's: 0.8 s doubling, jitter 1.0), not in one burst."""
+    conf = kube_conf(api, tmp_path, namespaces=["default", "team-b", "team-c"])
+    st = strait_factory(extra=conf).start()
+    wait_for(lambda: api.open_watches() == 37, 10, "37 watches")
+    keys = set(api.watch_stats())
+    assert len(keys) == 37
+    t0 = time.monotonic()
+    api.restart(down_for=0.3)
+    wait_for(lambda: api.open_watches() == 37, 20, "every watch back")
+    first = {}
+    for t, k in api.watch_starts:
+        if t > t0 and k not in first:
+            first[k] = t
+    times = sorted(first.values())
+    assert len(times) == 37
+    spread = times[-1] - times[0]
+    # Far from a burst (all 37 at once): at most 15 within any 100 ms.
+    most = max(sum(1 for u in times if t <= u < t + 0.1) for t in times)
+    print(f"reconnect spread {spread:.3f}s, stdev "
+          f"{statistics.pstdev(times):.3f}s, most in 100 ms: {most}/37")
+    assert spread >= 0.4, times
+    assert most <= 15, (most, times)
+    assert all(v[0] == 1 for v in api.watch_stats().values())
+    assert kstats(st)["kubernetes.ready"] == 1
+
+
+def test_readiness_latches_and_token_rotation(api, strait_factory,
+                                             upstream_factory, tmp_path):
+    """/healthz/ready (admin and readiness.address) is 503 until every kind
+    was listed (here: the token file holds a stale token the API refuses),
+    200 once the kubelet's rotated token is in the file (read again before
+    each request), still 200 while the API is down (latched), and 503 from
+    SIGTERM on."""
+    token_file(tmp_path, "stale-token")
+    rport = free_port()
+    up = upstream_factory(responder(lambda h: b"ok"))
+    port = free_port()
+    api.apply(gateway(port))
+    api.apply(vservice())
+    api.apply(service())
+    api.apply(eslice("web-a", "web", up.port))
+    conf = (NODE + kube_conf(api, tmp_path) +
+            f"readiness: {{address: 127.0.0.1:{rport}}}\n"
+            "drainTimeout: 30s\ndrainWindow: 3s\n")
+    st = strait_factory(extra=conf).start(wait=False)
+
+    def ready(path_port=None):
+        import urllib.request, urllib.error
+        url = (f"http://127.0.0.1:{path_port}/healthz/ready" if path_port
+               else st.url("/healthz/ready"))
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+        except OSError:
+            return None, ""
+
+    wait_for(lambda: "401" in ready()[1], 10, "the refused token reported")
+    code, body = ready()
+    assert code == 503 and "not synced yet" in body, body
+    assert ready(rport)[0] == 503
+    # The kubelet rotates the token: the next attempt reads it.
+    token_file(tmp_path, "test-token")
+    wait_for(lambda: ready()[0] == 200, 15, "ready after the rotation")
+    assert ready(rport)[0] == 200
+    assert get(port) == (200, "ok")
+    used = {r[3] for r in api.requests[-5:]}
+    assert used == {"test-token"}, used
+    # Rotated again while watching: the watches made after use it.
+    api.tokens.add("rotated-token")
+    token_file(tmp_path, "rotated-token")
+    api.cut_watches()
+    wait_for(lambda: any(r[3] == "rotated-token" and "watch=1" in r[2]
+                         for r in api.requests), 10, "the rotated token used")
+    # The API goes away: still ready (latched), the last snapshot serves.
+    errors = sum(v for k, v in kstats(st).items() if k.endswith(".errors"))
+    api.stop()
+    wait_for(lambda: sum(v for k, v in kstats(st).items()
+                         if k.endswith(".errors")) > errors, 10, "the outage seen")
+    assert ready()[0] == 200 and ready(rport)[0] == 200
+    assert get(port) == (200, "ok")
+    api.start()
+    st.signal(signal.SIGTERM)
+    wait_for(lambda: ready(rport)[0] in (503, None), 10, "503 on SIGTERM")
+    assert ready()[0] == 503
+
+
+def test_missing_crd_is_empty_not_an_outage(api, strait_factory, tmp_path):
+    """A kind whose CRD is not installed (404) is reported and held empty:
+    strait is ready; once the CRD is there its objects are listed."""
+    api.missing = {"luapolicies", "requestauthentications"}
+    conf = kube_conf(api, tmp_path, extra="    backoff: 50ms\n    backoffMax: 500ms\n")
+    st = strait_factory(extra=conf).start()
+    s = kstats(st)
+    assert s["kubernetes.ready"] == 1
+    assert s["kubernetes.LuaPolicy.missing"] == 1
+    assert s["kubernetes.LuaPolicy.synced"] == 1
+    assert "not served by the API server" in st.log()
+    api.missing = set()
+    api.apply({"apiVersion": "security.istio.io/v1", "kind": "RequestAuthentication",
+               "metadata": {"name": "jwt", "namespace": "default"},
+               "spec": {"jwtRules": [{"issuer": "https://issuer.test",
+                                      "jwks": "{\"keys\":[]}"}]}})
+    wait_for(lambda: kstats(st)["kubernetes.RequestAuthentication.objects"] == 1,
+             10, "the CRD's object listed")
+    assert kstats(st)["kubernetes.RequestAuthentication.missing"] == 0
+
+
+def test_in_cluster_defaults_and_kubeconfig(api, strait_factory, tmp_path):
+    """In-cluster: KUBERNETES_SERVICE_HOST/PORT and the service-account
+    files (paths overridden for the test). A kubeconfig's current-context:
+    server, certificate-authority-data and token."""
+    import base64
+    api.apply(service(name="a"))
+    tok = token_file(tmp_path)
+    env = dict(os.environ, KUBERNETES_SERVICE_HOST="127.0.0.1",
+               KUBERNETES_SERVICE_PORT=str(api.port))
+    conf = (f"config:\n  kubernetes:\n    enabled: true\n    tokenFile: {tok}\n"
+            f"    caFile: {api.ca}\n    kinds: [Service]\n")
+    st = strait_factory(extra=conf).start(env=env)
+    assert kstats(st)["kubernetes.Service.objects"] == 1
+    assert "(in-cluster)" in st.log()
+    st.stop()
+    ca = base64.b64encode(open(api.ca, "rb").read()).decode()
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(f"""apiVersion: v1
+kind: Config
+current-context: test
+contexts:
+- name: other
+  context: {{cluster: nowhere, user: nobody}}
+- name: test
+  context: {{cluster: stand-in, user: strait, namespace: default}}
+clusters:
+- name: stand-in
+  cluster:
+    server: {api.url}
+    certificate-authority-data: {ca}
+users:
+- name: strait
+  user:
+    token: test-token
+""")
+    conf2 = f"config:\n  kubernetes:\n    enabled: true\n    kubeconfig: {kc}\n    kinds: [Service]\n"
+    st2 = strait_factory(extra=conf2)
+    st2.admin_port = free_port()
+    st2.write_config("", conf2)
+    st2.start()
+    assert kstats(st2)["kubernetes.Service.objects"] == 1
+    assert "kubeconfig" in st2.log()
+
+
+@pytest.mark.parametrize("conf, message", [
+    ("config:\n  kubernetes: {enabled: true, server: \"https://127.0.0.1:1\", kinds: [Pod]}\n",
+     "'Pod' is not a kind strait reads"),
+    ("config:\n  kubernetes: {enabled: true, server: \"https://127.0.0.1:1\", "
+     "labelSelectors: {Deployment: a=b}}\n", "'Deployment' is not a kind"),
+    ("config:\n  etcd: {endpoints: [\"http://127.0.0.1:1\"]}\n  kubernetes: "
+     "{enabled: true, server: \"https://127.0.0.1:1\"}\n", "cannot both be sources"),
+    ("config:\n  kubernetes: {enabled: true, server: \"ftp://x:1\"}\n",
+     "expected https://HOST:PORT"),
+    ("config:\n  kubernetes: {enabled: true, server: \"https://127.0.0.1:1\", "
+     "backoff: 2s, backoffMax: 1s}\n", "shorter than backoff"),
+    ("config:\n  kubernetes: {enabled: true, server: \"https://127.0.0.1:1\", "
+     "namespaces: [\"Bad_NS\"]}\n", "not a namespace name"),
+])
+def test_bootstrap_refuses_bad_kubernetes_settings(tmp_path, conf, message):
+    b = tmp_path / "strait.yaml"
+    b.write_text(conf)
+    from conftest import STRAIT
+    p = subprocess.run([STRAIT, "check", "-c", str(b)], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode != 0
+    assert message in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("user, message", [
+    ("    exec: {command: aws}\n", "exec is not supported"),
+    ("    client-certificate-data: AAAA\n    client-key-data: AAAA\n",
+     "client-certificate-data is not supported"),
+    ("    username: admin\n    password: x\n", "username is not supported"),
+])
+def test_kubeconfig_refuses_what_strait_does_not_implement(tmp_path, user, message):
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(f"""current-context: c
+contexts:
+- name: c
+  context: {{cluster: k, user: u}}
+clusters:
+- name: k
+  cluster: {{server: "https://127.0.0.1:1"}}
+users:
+- name: u
+  user:
+{user}""")
+    from conftest import STRAIT
+    b = tmp_path / "strait.yaml"
+    b.write_text(f"admin: {{address: 127.0.0.1:{free_port()}}}\n"
+                 f"config:\n  kubernetes: {{enabled: true, kubeconfig: \"{kc}\"}}\n")
+    p = subprocess.run([STRAIT, "run", "-c", str(b)], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode != 0
+    assert message in p.stderr, p.stderr
+    assert str(kc) in p.stderr
