@@ -35,8 +35,7 @@ void admin_kube_stats(const struct admin_status *st, struct buf *b)
 
 #define KF(name, type, help, expr)                                             \
     do {                                                                       \
-        buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,        \
-                   type);                                                      \
+        buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type); \
         for (size_t i = 0; i < st->kube_nkinds; i++) {                         \
             const struct admin_kube_kind *k = &st->kube_kinds[i];              \
             buf_printf(b, "%s{kind=\"%s\"} %" PRIu64 "\n", name, k->kind,      \

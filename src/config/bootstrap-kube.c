@@ -24,11 +24,20 @@
 
 /* Istio's kinds first: a VirtualService is read with its Gateway. */
 const char *const bootstrap_kube_kinds[] = {
-    "Gateway",        "VirtualService",        "DestinationRule",
-    "ServiceEntry",   "WorkloadEntry",         "AuthorizationPolicy",
-    "PeerAuthentication", "RequestAuthentication", "LuaPolicy",
-    "Service",        "EndpointSlice",         "Secret",
-    "Namespace",      NULL,
+    "Gateway",
+    "VirtualService",
+    "DestinationRule",
+    "ServiceEntry",
+    "WorkloadEntry",
+    "AuthorizationPolicy",
+    "PeerAuthentication",
+    "RequestAuthentication",
+    "LuaPolicy",
+    "Service",
+    "EndpointSlice",
+    "Secret",
+    "Namespace",
+    NULL,
 };
 
 static const struct conf_key kube_keys[] = {
@@ -54,8 +63,8 @@ static const struct conf_key kube_keys[] = {
      "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
      "in-cluster (or with server): the CA the API server is verified with",
      NULL, NULL, NULL, NULL},
-    {"namespaces", CONF_STR_LIST, OFF(struct bootstrap_kube, namespaces), 0,
-     64, NULL,
+    {"namespaces", CONF_STR_LIST, OFF(struct bootstrap_kube, namespaces), 0, 64,
+     NULL,
      "namespaces watched (one watch per kind and namespace); none: "
      "cluster-wide (one watch per kind)",
      NULL, NULL, NULL, NULL},
@@ -76,8 +85,7 @@ static const struct conf_key kube_keys[] = {
      "service-account-token, which is always there",
      NULL, NULL, NULL, NULL},
     {"minWatchTimeout", CONF_DURATION,
-     OFF(struct bootstrap_kube, min_watch_timeout_ms), 1000, 3600 * 1000,
-     "5m",
+     OFF(struct bootstrap_kube, min_watch_timeout_ms), 1000, 3600 * 1000, "5m",
      "each watch asks timeoutSeconds drawn in [min, 2*min) (client-go's "
      "5-10 minutes), so watches do not all end together",
      NULL, NULL, NULL, NULL},
@@ -162,8 +170,7 @@ int bootstrap_kube_validate(const struct bootstrap *bs, const char *file,
             if (known_kind(m->v[i].key))
                 continue;
             snprintf(path, sizeof(path), "config.kubernetes.%s.%s",
-                     f == 0 ? "labelSelectors" : "fieldSelectors",
-                     m->v[i].key);
+                     f == 0 ? "labelSelectors" : "fieldSelectors", m->v[i].key);
             conf_error(errs, file, k->mark.line, k->mark.col, path,
                        "'%s' is not a kind strait reads", m->v[i].key);
             nerr++;
@@ -171,8 +178,8 @@ int bootstrap_kube_validate(const struct bootstrap *bs, const char *file,
     }
     for (size_t i = 0; i < k->namespaces.n; i++) {
         const char *ns = k->namespaces.v[i];
-        if (ns[0] != '\0' && strspn(ns, "abcdefghijklmnopqrstuvwxyz0123456789-") ==
-                                 strlen(ns))
+        if (ns[0] != '\0' &&
+            strspn(ns, "abcdefghijklmnopqrstuvwxyz0123456789-") == strlen(ns))
             continue;
         snprintf(path, sizeof(path), "config.kubernetes.namespaces[%zu]", i);
         conf_error(errs, file, k->mark.line, k->mark.col, path,
@@ -263,8 +270,9 @@ static int split_server(struct kube_target *t, const char *url, char **err)
     }
     end = h + strcspn(h, "/");
     if (*end == '/' && end[1] != '\0')
-        return err_set(err, "server '%s': a path after HOST:PORT is not "
-                            "supported",
+        return err_set(err,
+                       "server '%s': a path after HOST:PORT is not "
+                       "supported",
                        url);
     if (*h == '[') {
         const char *rb = memchr(h, ']', (size_t)(end - h));
@@ -292,8 +300,7 @@ static int split_server(struct kube_target *t, const char *url, char **err)
 }
 
 static const struct ynode *named(const struct ynode *list, const char *name,
-                                 const char *what, const char *file,
-                                 char **err)
+                                 const char *what, const char *file, char **err)
 {
     if (list == NULL || list->type != YNODE_SEQ) {
         err_set(err, "%s: no %s list", file, what);
@@ -348,8 +355,7 @@ static char *b64(const char *s, size_t *outn)
     return (char *)out;
 }
 
-static int from_kubeconfig(struct kube_target *t, const char *file,
-                           char **err)
+static int from_kubeconfig(struct kube_target *t, const char *file, char **err)
 {
     FILE *f = fopen(file, "rb");
     struct buf data;
@@ -359,9 +365,14 @@ static int from_kubeconfig(struct kube_target *t, const char *file,
     const struct ynode *root, *ctx, *cl, *user;
     const char *cur, *cname, *uname, *v;
     static const char *const refused[] = {
-        "exec",           "auth-provider", "username",
-        "password",       "client-certificate-data",
-        "client-key-data", "as",           "impersonate",
+        "exec",
+        "auth-provider",
+        "username",
+        "password",
+        "client-certificate-data",
+        "client-key-data",
+        "as",
+        "impersonate",
         NULL,
     };
     int rc = -1;
@@ -394,8 +405,7 @@ static int from_kubeconfig(struct kube_target *t, const char *file,
     cname = scalar(ctx, "cluster");
     uname = scalar(ctx, "user");
     if (cname == NULL) {
-        err_set(err, "kubeconfig %s: context '%s' names no cluster", file,
-                cur);
+        err_set(err, "kubeconfig %s: context '%s' names no cluster", file, cur);
         goto out;
     }
     cl = named(ymap_get(root, "clusters"), cname, "cluster", file, err);
@@ -404,14 +414,16 @@ static int from_kubeconfig(struct kube_target *t, const char *file,
     cl = ymap_get(cl, "cluster");
     v = scalar(cl, "insecure-skip-tls-verify");
     if (v != NULL && strcmp(v, "true") == 0) {
-        err_set(err, "kubeconfig %s: cluster '%s': insecure-skip-tls-verify "
-                     "is not supported (give certificate-authority)",
+        err_set(err,
+                "kubeconfig %s: cluster '%s': insecure-skip-tls-verify "
+                "is not supported (give certificate-authority)",
                 file, cname);
         goto out;
     }
     if (scalar(cl, "proxy-url") != NULL || scalar(cl, "tls-server-name")) {
-        err_set(err, "kubeconfig %s: cluster '%s': proxy-url and "
-                     "tls-server-name are not supported",
+        err_set(err,
+                "kubeconfig %s: cluster '%s': proxy-url and "
+                "tls-server-name are not supported",
                 file, cname);
         goto out;
     }
@@ -431,8 +443,9 @@ static int from_kubeconfig(struct kube_target *t, const char *file,
         size_t pn = 0;
         t->ca_pem = b64(v, &pn);
         if (t->ca_pem == NULL) {
-            err_set(err, "kubeconfig %s: cluster '%s': "
-                         "certificate-authority-data is not base64",
+            err_set(err,
+                    "kubeconfig %s: cluster '%s': "
+                    "certificate-authority-data is not base64",
                     file, cname);
             goto out;
         }
@@ -448,9 +461,10 @@ static int from_kubeconfig(struct kube_target *t, const char *file,
         for (size_t i = 0; refused[i] != NULL; i++)
             if (ymap_get(user, refused[i]) != NULL) {
                 const struct ynode *r = ymap_get(user, refused[i]);
-                err_set(err, "%s:%d:%d: user '%s': %s is not supported "
-                             "(use token, tokenFile, or client-certificate "
-                             "and client-key files)",
+                err_set(err,
+                        "%s:%d:%d: user '%s': %s is not supported "
+                        "(use token, tokenFile, or client-certificate "
+                        "and client-key files)",
                         file, r->line, r->col, uname, refused[i]);
                 goto out;
             }
@@ -468,8 +482,9 @@ static int from_kubeconfig(struct kube_target *t, const char *file,
         if ((v = scalar(user, "client-key")) != NULL)
             t->key_file = rel_path(file, v);
         if ((t->cert_file == NULL) != (t->key_file == NULL)) {
-            err_set(err, "kubeconfig %s: user '%s': client-certificate and "
-                         "client-key go together",
+            err_set(err,
+                    "kubeconfig %s: user '%s': client-certificate and "
+                    "client-key go together",
                     file, uname);
             goto out;
         }
@@ -512,9 +527,9 @@ int kube_target_resolve(const struct bootstrap_kube *conf,
                          "kubeconfig");
             goto fail;
         }
-        snprintf(url, sizeof(url), strchr(h, ':') ? "https://[%s]:%s"
-                                                  : "https://%s:%s",
-                 h, p != NULL && p[0] != '\0' ? p : "443");
+        snprintf(url, sizeof(url),
+                 strchr(h, ':') ? "https://[%s]:%s" : "https://%s:%s", h,
+                 p != NULL && p[0] != '\0' ? p : "443");
         if (split_server(t, url, err) < 0)
             goto fail;
         t->origin = strdup("in-cluster");

@@ -342,8 +342,8 @@ static const struct conf_key source_keys[] = {
      "Istio resources in etcd v3 (fleet configuration); a resource in etcd "
      "replaces one of the same kind, namespace and name in dir",
      NULL, &etcd_section, NULL, NULL},
-    {"kubernetes", CONF_SECTION, OFF(struct bootstrap_source, kubernetes), 0,
-     0, NULL,
+    {"kubernetes", CONF_SECTION, OFF(struct bootstrap_source, kubernetes), 0, 0,
+     NULL,
      "Istio resources, Services, EndpointSlices, Secrets and Namespaces "
      "from the Kubernetes API (list, then one watch per kind and namespace "
      "for the life of the process)",

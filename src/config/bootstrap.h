@@ -198,22 +198,22 @@ struct bootstrap_tracing {
  * the Kubernetes API (bootstrap-kube.c). Off unless enabled. */
 struct bootstrap_kube {
     int enabled;
-    char *server;      /* https://HOST:PORT; "": kubeconfig or in-cluster */
-    char *kubeconfig;  /* "": none */
-    char *token_file;  /* in-cluster: the service-account token */
-    char *ca_file;     /* in-cluster: the API server's CA */
-    struct conf_strs namespaces; /* none: cluster-wide */
-    struct conf_strs kinds;      /* none: every kind strait reads */
+    char *server;     /* https://HOST:PORT; "": kubeconfig or in-cluster */
+    char *kubeconfig; /* "": none */
+    char *token_file; /* in-cluster: the service-account token */
+    char *ca_file;    /* in-cluster: the API server's CA */
+    struct conf_strs namespaces;        /* none: cluster-wide */
+    struct conf_strs kinds;             /* none: every kind strait reads */
     struct conf_strmap label_selectors; /* kind -> labelSelector */
     struct conf_strmap field_selectors; /* kind -> fieldSelector */
-    int64_t min_watch_timeout_ms; /* each watch: [min, 2 min), random */
-    int64_t request_timeout_ms;   /* a list page; a watch's answer head */
-    int64_t backoff_ms;           /* first retry delay (jittered) */
-    int64_t backoff_max_ms;       /* the cap */
-    int64_t backoff_reset_ms;     /* healthy this long: back to backoff */
-    int64_t page_size;            /* list ?limit= */
-    int64_t max_response_bytes;   /* a list page or one watch event */
-    int64_t max_objects;          /* objects held, all kinds together */
+    int64_t min_watch_timeout_ms;       /* each watch: [min, 2 min), random */
+    int64_t request_timeout_ms;         /* a list page; a watch's answer head */
+    int64_t backoff_ms;                 /* first retry delay (jittered) */
+    int64_t backoff_max_ms;             /* the cap */
+    int64_t backoff_reset_ms;           /* healthy this long: back to backoff */
+    int64_t page_size;                  /* list ?limit= */
+    int64_t max_response_bytes;         /* a list page or one watch event */
+    int64_t max_objects;                /* objects held, all kinds together */
     struct conf_mark mark;
 };
 
@@ -236,13 +236,13 @@ struct kube_target {
     char *host;   /* HOST (no brackets) */
     int port;
     int tls;
-    char *ca_file;  /* "": see ca_pem */
-    char *ca_pem;   /* certificate-authority-data, decoded; NULL: none */
-    char *token;    /* a static token; NULL: token_file or none */
+    char *ca_file;    /* "": see ca_pem */
+    char *ca_pem;     /* certificate-authority-data, decoded; NULL: none */
+    char *token;      /* a static token; NULL: token_file or none */
     char *token_file; /* re-read before each request; NULL: none */
     char *cert_file;  /* client certificate; NULL: none */
     char *key_file;
-    char *origin;     /* "in-cluster", "kubeconfig PATH context C" */
+    char *origin; /* "in-cluster", "kubeconfig PATH context C" */
 };
 
 /* kube_target_resolve() fills t from conf (and the environment for the

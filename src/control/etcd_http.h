@@ -29,8 +29,8 @@ struct etcd_http_conf {
     const char *host;       /* Host header; with TLS also SNI and the name
                              * checked (an address literal: its IP SAN) */
     struct ssl_ctx_st *ctx; /* TLS when not NULL; kept alive by the caller */
-    const char *method; /* NULL: POST with body (etcd); "GET": no body
-                         * (the Kubernetes API) */
+    const char *method;     /* NULL: POST with body (etcd); "GET": no body
+                             * (the Kubernetes API) */
     const char *path;
     const char *token; /* Authorization header; NULL: none */
     const char *body;

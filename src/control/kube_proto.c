@@ -68,8 +68,7 @@ static int write_value(struct buf *b, const struct json *v, int top,
     return -1;
 }
 
-static const char *str_or_empty(struct arena *a, const struct json *v,
-                                int *bad)
+static const char *str_or_empty(struct arena *a, const struct json *v, int *bad)
 {
     struct slice s;
 
@@ -164,8 +163,8 @@ int kube_parse_status(struct arena *a, const char *p, size_t n,
 }
 
 int kube_parse_list(struct arena *a, const char *p, size_t n,
-                    const char *api_version, const char *kind,
-                    size_t max_nodes, struct kube_list *out, const char **why)
+                    const char *api_version, const char *kind, size_t max_nodes,
+                    struct kube_list *out, const char **why)
 {
     const struct json *root = json_parse_max(a, p, n, KUBE_MAX_JSON_DEPTH,
                                              max_nodes, JSON_ANY_SIZE, why);
@@ -202,8 +201,7 @@ int kube_parse_list(struct arena *a, const char *p, size_t n,
         return -1;
     }
     for (const struct json *it = items->child; it != NULL; it = it->next)
-        if (read_object(a, it, api_version, kind, &out->items[i++], 1, why) <
-            0)
+        if (read_object(a, it, api_version, kind, &out->items[i++], 1, why) < 0)
             return -1;
     out->n = i;
     return 0;
@@ -211,8 +209,7 @@ int kube_parse_list(struct arena *a, const char *p, size_t n,
 
 int kube_parse_event(struct arena *a, const char *p, size_t n,
                      const char *api_version, const char *kind,
-                     size_t max_nodes, struct kube_event *out,
-                     const char **why)
+                     size_t max_nodes, struct kube_event *out, const char **why)
 {
     const struct json *root = json_parse_max(a, p, n, KUBE_MAX_JSON_DEPTH,
                                              max_nodes, JSON_ANY_SIZE, why);

@@ -67,8 +67,8 @@ struct kube_list {
 
 /* api_version and kind are written into each object ("v1", "Service"). */
 int kube_parse_list(struct arena *a, const char *p, size_t n,
-                    const char *api_version, const char *kind,
-                    size_t max_nodes, struct kube_list *out, const char **why);
+                    const char *api_version, const char *kind, size_t max_nodes,
+                    struct kube_list *out, const char **why);
 int kube_parse_event(struct arena *a, const char *p, size_t n,
                      const char *api_version, const char *kind,
                      size_t max_nodes, struct kube_event *out,

@@ -99,11 +99,11 @@ struct loop {
     struct timer drain_timer;
     struct timer drain_window_timer; /* the end of drainWindow */
     struct timer cert_timer;
-    struct source *source;        /* Istio resources; NULL without config.dir
-                                   * or config.etcd */
-    struct source_etcd *etcd;     /* config.etcd; its keys feed source */
-    struct source_kube *kube;     /* config.kubernetes; feeds source */
-    int kube_ready; /* every kind listed and built once: latched */
+    struct source *source;    /* Istio resources; NULL without config.dir
+                               * or config.etcd */
+    struct source_etcd *etcd; /* config.etcd; its keys feed source */
+    struct source_kube *kube; /* config.kubernetes; feeds source */
+    int kube_ready;           /* every kind listed and built once: latched */
     struct admin_kube_kind kube_kinds[16];
     struct dns_cache *dns;        /* ServiceEntry names; with source only */
     struct jwks_cache *jwks;      /* jwksUri key sets; with source only */

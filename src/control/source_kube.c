@@ -47,18 +47,18 @@ struct kind_info {
 static const struct kind_info kinds[] = {
     {"Gateway", "/apis/networking.istio.io/v1", "networking.istio.io/v1",
      "gateways", 1, 1},
-    {"VirtualService", "/apis/networking.istio.io/v1",
-     "networking.istio.io/v1", "virtualservices", 1, 1},
+    {"VirtualService", "/apis/networking.istio.io/v1", "networking.istio.io/v1",
+     "virtualservices", 1, 1},
     {"DestinationRule", "/apis/networking.istio.io/v1",
      "networking.istio.io/v1", "destinationrules", 1, 1},
     {"ServiceEntry", "/apis/networking.istio.io/v1", "networking.istio.io/v1",
      "serviceentries", 1, 1},
-    {"WorkloadEntry", "/apis/networking.istio.io/v1",
-     "networking.istio.io/v1", "workloadentries", 1, 1},
+    {"WorkloadEntry", "/apis/networking.istio.io/v1", "networking.istio.io/v1",
+     "workloadentries", 1, 1},
     {"AuthorizationPolicy", "/apis/security.istio.io/v1",
      "security.istio.io/v1", "authorizationpolicies", 1, 1},
-    {"PeerAuthentication", "/apis/security.istio.io/v1",
-     "security.istio.io/v1", "peerauthentications", 1, 1},
+    {"PeerAuthentication", "/apis/security.istio.io/v1", "security.istio.io/v1",
+     "peerauthentications", 1, 1},
     {"RequestAuthentication", "/apis/security.istio.io/v1",
      "security.istio.io/v1", "requestauthentications", 1, 1},
     {"LuaPolicy", "/apis/strait.io/v1alpha1", "strait.io/v1alpha1",
@@ -170,8 +170,8 @@ static size_t find(const struct watcher *w, const char *key, int *found)
  * out (o->error) instead of keeping every other object from applying. */
 static void check(struct watcher *w, struct kobj *o)
 {
-    struct res_input in = {o->input, o->json, o->json_n, w->ki->kind, o->ns,
-                           o->name};
+    struct res_input in = {o->input,    o->json, o->json_n,
+                           w->ki->kind, o->ns,   o->name};
     struct resource_set *set;
     struct buf errs;
     int nerr = 0;
@@ -405,22 +405,22 @@ static void failed(struct watcher *w, const char *what, const char *why)
     uint64_t now = clock_ms(), ms;
 
     snprintf(msg, sizeof(msg), "%s %s%s%s: %s: %s", w->ki->kind,
-             w->ns[0] ? "in " : "", w->ns, w->ns[0] ? "" : "cluster-wide",
-             what, why);
+             w->ns[0] ? "in " : "", w->ns, w->ns[0] ? "" : "cluster-wide", what,
+             why);
     set_str(&w->last_error, msg);
     set_str(&w->k->last_error, msg);
     w->errors++;
     w->what = IDLE;
     /* Healthy for backoffReset: start from backoff again. */
-    if (w->last_fail_ms != 0 && now - w->last_fail_ms >= (uint64_t)w->k->reset_ms)
+    if (w->last_fail_ms != 0 &&
+        now - w->last_fail_ms >= (uint64_t)w->k->reset_ms)
         w->fails = 0;
     w->last_fail_ms = now;
     w->fails++;
     ms = backoff(w);
-    LOG_LIMITED(1000, LOG_WARN, "kubernetes: %s; %s, next try in %" PRIu64
-                                " ms",
-                msg, w->synced ? "keeping the objects held" : "not synced yet",
-                ms);
+    LOG_LIMITED(1000, LOG_WARN,
+                "kubernetes: %s; %s, next try in %" PRIu64 " ms", msg,
+                w->synced ? "keeping the objects held" : "not synced yet", ms);
     timer_arm(&w->retry, ms);
 }
 
@@ -458,8 +458,9 @@ static void expired(struct watcher *w)
     /* Expired again right after a relist: the server's history is shorter
      * than a list takes; list again, but after a delay, not in a loop. */
     if (++w->expiries > 1) {
-        failed(w, "watch", "the resourceVersion of a fresh list expired at "
-                           "once");
+        failed(w, "watch",
+               "the resourceVersion of a fresh list expired at "
+               "once");
         return;
     }
     LOG_LIMITED(1000, LOG_INFO,
@@ -848,8 +849,8 @@ static int wanted(const struct bootstrap_kube *conf, const char *kind)
 }
 
 static int watcher_init(struct source_kube *k, struct watcher *w,
-                        const struct kind_info *ki, size_t kidx,
-                        const char *ns, const struct bootstrap_kube *conf)
+                        const struct kind_info *ki, size_t kidx, const char *ns,
+                        const struct bootstrap_kube *conf)
 {
     const char *fs = selector_of(&conf->field_selectors, ki->kind);
 

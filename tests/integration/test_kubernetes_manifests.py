@@ -59,3 +59,29 @@ def test_faults_are_refused_with_their_path(copy, old, new, said):
     r = run(copy)
     assert r.returncode == 1, r.stdout + r.stderr
     assert said in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("old,new,said", [
+    # A write verb: strait only reads.
+    ("    verbs: [get, list, watch]\n  - apiGroups: [strait.io]",
+     "    verbs: [get, list, watch, update]\n  - apiGroups: [strait.io]",
+     "verbs ['get', 'list', 'watch', 'update'] (want get, list, watch)"),
+    # Pods are not read: granting them is refused, so is leaving one out.
+    ("resources: [services, secrets, namespaces]",
+     "resources: [services, secrets, namespaces, pods]",
+     "grants [('', 'pods')] unlike what strait reads"),
+    ("resources: [luapolicies]", "resources: []",
+     "grants [('strait.io', 'luapolicies')] unlike what strait reads"),
+    ("    name: strait-ingressgateway\n    namespace: istio-system",
+     "    name: someone-else\n    namespace: istio-system",
+     "not the Deployment's ServiceAccount"),
+])
+def test_rbac_grants_exactly_what_the_kubernetes_source_reads(copy, old, new,
+                                                              said):
+    p = copy / "rbac.yaml"
+    text = p.read_text()
+    assert old in text
+    p.write_text(text.replace(old, new, 1))
+    r = run(copy)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert said in r.stderr, r.stderr

@@ -1289,8 +1289,18 @@ static void test_render_outlier_detection(void **state)
 
 /* The fake's status with every optional part on: tracing, a config.dir,
  * config.etcd, and the text values (errors, the etcd endpoint). */
+static const struct admin_kube_kind kube_kinds[] = {
+    {"Gateway", 1, 0, 3, 1, 4, 5, 6, 7, 8},
+    {"LuaPolicy", 1, 1, 0, 0, 1, 2, 0, 0, 0},
+};
+
 static void status_all_on(struct admin_status *st)
 {
+    st->has_kube = 1;
+    st->kube_ready = 1;
+    st->kube_error = "Service: watch: connection refused";
+    st->kube_kinds = kube_kinds;
+    st->kube_nkinds = 2;
     st->pid = 77;
     st->serving = 1;
     st->has_identity = 1;
@@ -1480,6 +1490,16 @@ static const struct {
     {"etcd.last_backoff_ms", "strait_etcd_last_backoff_seconds"},
     {"etcd.watch_created_unix_ms",
      "strait_etcd_watch_created_timestamp_seconds"},
+    {"kubernetes.ready", "strait_kubernetes_ready"},
+    {"kubernetes.*.synced", "strait_kubernetes_synced"},
+    {"kubernetes.*.missing", "strait_kubernetes_missing"},
+    {"kubernetes.*.objects", "strait_kubernetes_objects"},
+    {"kubernetes.*.left_out", "strait_kubernetes_left_out"},
+    {"kubernetes.*.watches_opened", "strait_kubernetes_watches_opened_total"},
+    {"kubernetes.*.relists", "strait_kubernetes_relists_total"},
+    {"kubernetes.*.expired", "strait_kubernetes_expired_total"},
+    {"kubernetes.*.errors", "strait_kubernetes_errors_total"},
+    {"kubernetes.*.events", "strait_kubernetes_events_total"},
     {"geoip.rq_total", "strait_geoip_requests_total"},
     {"geoip.maxmind.*_db.total", "strait_geoip_lookups_total"},
     {"geoip.maxmind.*_db.hit", "strait_geoip_hits_total"},
@@ -1655,6 +1675,9 @@ static void test_every_stats_value_has_a_family(void **state)
     assert_non_null(strstr(stats, "\netcd.watch_created_unix_ms: "));
     assert_non_null(strstr(stats, "\ntracing.export_retries: "));
     assert_non_null(strstr(stats, "\njwks.uris: "));
+    assert_non_null(strstr(stats, "\nkubernetes.Gateway.watches_opened: 4\n"));
+    assert_non_null(strstr(prom, "\nstrait_kubernetes_relists_total{kind=\""
+                                 "LuaPolicy\"} 2\n"));
     assert_non_null(strstr(stats, "\nlua."));
     assert_non_null(strstr(stats, "outlier_detection.ejections_enforced_"
                                   "consecutive_5xx: "));

@@ -33,8 +33,8 @@ static void test_list(void **state)
 
     (void)state;
     arena_init(&a, 4096);
-    assert_int_equal(
-        kube_parse_list(&a, S(body), "v1", "Service", 0, &l, &why), 0);
+    assert_int_equal(kube_parse_list(&a, S(body), "v1", "Service", 0, &l, &why),
+                     0);
     assert_string_equal(l.rv, "8812");
     assert_string_equal(l.cont, "eyJ2Ijo");
     assert_int_equal(l.n, 1);
