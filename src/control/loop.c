@@ -1454,9 +1454,12 @@ static void on_kube_change(void *arg)
     struct loop *s = arg;
     int synced = s->kube != NULL && source_kube_synced(s->kube);
 
-    if (s->source != NULL)
-        source_reload(s->source, -1, 1);
-    if (synced && !s->kube_ready) {
+    int rc = s->source != NULL ? source_reload(s->source, -1, 1) : -1;
+
+    /* Ready as Istio's gateway: the first full snapshot took effect and
+     * was built (listeners bound); one refused leaves it not ready until
+     * a later change is taken. */
+    if (synced && !s->kube_ready && rc == 1 && s->last_rebuild_error == NULL) {
         s->kube_ready = 1;
         log_info("kubernetes: every kind listed and applied: ready");
     }

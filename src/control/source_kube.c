@@ -362,7 +362,9 @@ static void on_notify(void *arg)
  * period would never come under churn. */
 static void changed(struct source_kube *k)
 {
-    if (!timer_armed(&k->notify))
+    /* Before every kind is listed a snapshot would be partial (routes to
+     * Services not listed yet): the first one goes out once all are. */
+    if (k->synced && !timer_armed(&k->notify))
         timer_arm(&k->notify, k->debounce_ms);
 }
 

@@ -225,8 +225,12 @@ def test_410_expired_relists_and_diffs(api, strait_factory, tmp_path):
     is there, nothing is duplicated."""
     for n in ("a", "b", "c"):
         api.apply(service(name=n))
-    st = strait_factory(extra=kube_conf(api, tmp_path, kinds=["Service"])).start()
+    # Pages of 2: the lists come in two parts (a continue token).
+    st = strait_factory(extra=kube_conf(api, tmp_path, kinds=["Service"],
+                                        extra="    pageSize: 2\n")).start()
     assert kstats(st)["kubernetes.Service.objects"] == 3
+    assert any("continue=" in r[2] for r in api.requests)
+    assert all("limit=2" in r[2] for r in api.requests if "watch=1" not in r[2])
     for rnd, as_status in enumerate((False, True)):
         api.expired_as_status = as_status
         lists_before = sum(1 for r in api.requests if "watch=1" not in r[2])
@@ -513,3 +517,80 @@ def test_endpointslice_relabel_churn_memory_flat(api, strait_factory,
     assert s["kubernetes.EndpointSlice.objects"] == n_slices
     assert s["kubernetes.EndpointSlice.watches_opened"] == 1
     assert grown < 8 * 1024, f"RSS grew {grown} KiB over {rounds - warmup} rounds"
+
+
+def test_credential_secret_and_namespace_from_the_api(api, strait_factory,
+                                                      upstream_factory, tmp_path):
+    """A Gateway's credentialName is a kubernetes.io/tls Secret read from
+    the API (through Istio's field selector: a service-account token is
+    never fetched), and a Namespace object loads too."""
+    import base64
+    from httpd import make_cert
+    crt, key = make_cert(str(tmp_path), "web", "web.example.com",
+                         ["web.example.com"])
+    b64 = lambda p: base64.b64encode(open(p, "rb").read()).decode()
+    up = upstream_factory(responder(lambda h: b"tls-ok"))
+    port = free_port()
+    gw = gateway(port)
+    gw["spec"]["servers"][0].update(
+        {"port": {"number": port, "name": "https", "protocol": "HTTPS"},
+         "tls": {"mode": "SIMPLE", "credentialName": "web-cert"}})
+    api.apply(gw)
+    api.apply(vservice())
+    api.apply(service())
+    api.apply(eslice("web-a", "web", up.port))
+    # In the gateway's namespace (the node's, istio-system), as istiod
+    # looks for it.
+    api.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+               "metadata": {"name": "web-cert", "namespace": "istio-system"},
+               "data": {"tls.crt": b64(crt), "tls.key": b64(key)}})
+    api.apply({"apiVersion": "v1", "kind": "Secret",
+               "type": "kubernetes.io/service-account-token",
+               "metadata": {"name": "default-token", "namespace": "default"},
+               "data": {"token": "c2VjcmV0"}})
+    api.apply({"apiVersion": "v1", "kind": "Namespace",
+               "metadata": {"name": "default", "labels": {"team": "a"}}})
+    creds = tmp_path / "credentials"
+    creds.mkdir()
+    st = strait_factory(extra=NODE + kube_conf(api, tmp_path) +
+                        f"credentials: {{dir: \"{creds}\"}}\n").start()
+
+    def tls_get():
+        p = subprocess.run(["curl", "-sS", "--max-time", "10", "--cacert", crt,
+                            "--resolve", f"web.example.com:{port}:127.0.0.1",
+                            f"https://web.example.com:{port}/"],
+                           capture_output=True, text=True, timeout=30)
+        return p.stdout
+    wait_for(lambda: tls_get() == "tls-ok", 10, "HTTPS with the API's Secret")
+    s = kstats(st)
+    assert s["kubernetes.Secret.objects"] == 1
+    assert s["kubernetes.Namespace.objects"] == 1
+    assert s["kubernetes.Namespace.left_out"] == 0
+    assert s["kubernetes.Secret.left_out"] == 0
+
+
+def test_limits_one_past(api, strait_factory, tmp_path):
+    """maxObjects: the object one past it is left out and logged, the
+    others apply; maxResponseBytes: a watch event one past it is an error,
+    retried, and what is held stays."""
+    for n in ("a", "b", "c", "d"):
+        api.apply(service(name=n))
+    conf = kube_conf(api, tmp_path, kinds=["Service"],
+                     extra="    maxObjects: 3\n    maxResponseBytes: 4096\n")
+    st = strait_factory(extra=conf).start()
+    assert kstats(st)["kubernetes.Service.objects"] == 3
+    wait_for(lambda: "maxObjects (3) objects are held" in st.log(), 10,
+             "the fourth reported")
+    wait_for(lambda: service_names(st) == ["a", "b", "c"], 10, "three applied")
+    # One deleted: room for one, the next change takes it.
+    api.delete("Service", "default", "a")
+    api.apply(service(name="e"))
+    wait_for(lambda: service_names(st) == ["b", "c", "e"], 10, "e in a's place")
+    big = service(name="b")
+    big["metadata"]["annotations"] = {"x": "y" * 4096}
+    errors = kstats(st)["kubernetes.Service.errors"]
+    api.apply(big)
+    wait_for(lambda: kstats(st)["kubernetes.Service.errors"] > errors, 10,
+             "the big event refused")
+    assert service_names(st) == ["b", "c", "e"]
+    assert kstats(st)["kubernetes.ready"] == 1
