@@ -130,7 +130,6 @@ struct source_kube {
     struct res_input *inputs;
     struct source_kube_kind stats[NKINDS];
     size_t nstats;
-    char *last_error;
     void (*on_change)(void *);
     void *arg;
 };
@@ -410,7 +409,6 @@ static void failed(struct watcher *w, const char *what, const char *why)
              w->ns[0] ? "in " : "", w->ns, w->ns[0] ? "" : "cluster-wide", what,
              why);
     set_str(&w->last_error, msg);
-    set_str(&w->k->last_error, msg);
     w->errors++;
     w->what = IDLE;
     /* Healthy for backoffReset: start from backoff again. */
@@ -552,6 +550,7 @@ static void handle_list(struct watcher *w, int status, const char *body,
     free(w->cont);
     w->cont = NULL;
     w->listed = 0;
+    set_str(&w->last_error, NULL);
     diff += sweep(w);
     set_str(&w->rv, l.rv);
     arena_dispose(&a);
@@ -626,6 +625,8 @@ static int handle_line(struct watcher *w, const char *p, size_t n)
     if (ev.type != KUBE_BOOKMARK)
         w->events++;
     w->expiries = 0;
+    if (w->last_error != NULL)
+        set_str(&w->last_error, NULL);
     arena_dispose(&a);
     if (c > 0)
         changed(k);
@@ -1011,7 +1012,6 @@ void source_kube_free(struct source_kube *k)
     SSL_CTX_free(k->ctx);
     kube_target_dispose(&k->t);
     free(k->inputs);
-    free(k->last_error);
     free(k);
 }
 
@@ -1024,7 +1024,10 @@ int source_kube_synced(const struct source_kube *k)
 
 const char *source_kube_error(const struct source_kube *k)
 {
-    return k->last_error;
+    for (size_t j = 0; j < k->nw; j++)
+        if (k->w[j].last_error != NULL)
+            return k->w[j].last_error;
+    return NULL;
 }
 
 size_t source_kube_kinds(struct source_kube *k,

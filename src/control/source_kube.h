@@ -76,7 +76,8 @@ struct source_kube_kind {
 size_t source_kube_kinds(struct source_kube *k,
                          const struct source_kube_kind **v);
 
-/* source_kube_error() is the last failure of any watcher, or NULL. */
+/* source_kube_error() is the failure of the first watcher that has not
+ * recovered from one (a good list or watch event clears it), or NULL. */
 const char *source_kube_error(const struct source_kube *k);
 
 /* source_kube_json() writes every watcher's state and the objects left

@@ -150,7 +150,13 @@ class KubeAPI:
             def do_GET(self):
                 api._handle(self)
 
-        srv = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        class Server(ThreadingHTTPServer):
+            # A real API server's backlog, not socketserver's 5: a burst
+            # of watches must not be smoothed by SYN retransmits here.
+            request_queue_size = 1024
+            allow_reuse_address = True
+
+        srv = Server(("127.0.0.1", self.port), Handler)
         srv.daemon_threads = True
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(self.crt, self.key)

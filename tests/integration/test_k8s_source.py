@@ -189,13 +189,18 @@ def test_one_watch_per_kind_across_churn_and_reloads(api, strait_factory,
     for i in range(changes):
         sl = eslice(f"churn-{i % 50}", "web", up.port, labels={"round": str(i)})
         api.apply(sl)
+    base = kstats(st)["server.reloads_ok"]
     for i in range(reloads):
+        # One at a time: signals sent together would merge into one.
         if i % 2:
             st.signal(signal.SIGHUP)
         else:
             assert st.get("/reload", method="POST")[0] == 200
+        wait_for(lambda: kstats(st)["server.reloads_ok"] >= base + i + 1, 10,
+                 f"reload {i + 1}")
+        if i % 100 == 0:
+            assert api.open_watches() == 25
     want = api.rv
-    wait_for(lambda: kstats(st)["server.reloads_ok"] >= reloads // 2, 60, "the reloads")
     # Every change was seen: the last one is held.
     wait_for(lambda: json.loads(st.get("/config_dump")[1])["kubernetes"]["objects"] >= 54,
              30, "the churned slices")
@@ -227,7 +232,8 @@ def test_410_expired_relists_and_diffs(api, strait_factory, tmp_path):
         api.apply(service(name=n))
     # Pages of 2: the lists come in two parts (a continue token).
     st = strait_factory(extra=kube_conf(api, tmp_path, kinds=["Service"],
-                                        extra="    pageSize: 2\n")).start()
+                                        extra="    pageSize: 2\n"
+                                              "    backoff: 100ms\n")).start()
     assert kstats(st)["kubernetes.Service.objects"] == 3
     assert any("continue=" in r[2] for r in api.requests)
     assert all("limit=2" in r[2] for r in api.requests if "watch=1" not in r[2])
@@ -594,3 +600,24 @@ def test_limits_one_past(api, strait_factory, tmp_path):
              "the big event refused")
     assert service_names(st) == ["b", "c", "e"]
     assert kstats(st)["kubernetes.ready"] == 1
+
+
+def test_not_ready_while_the_first_snapshot_is_refused(api, strait_factory,
+                                                       upstream_factory, tmp_path):
+    """Every kind listed, but the snapshot they make is refused (a route to
+    a host nothing declares, under REGISTRY_ONLY): not ready, as Istio's
+    proxy with rejected config; ready once a change makes it valid."""
+    up = upstream_factory(responder(lambda h: b"ok"))
+    port = free_port()
+    api.apply(gateway(port))
+    api.apply(vservice())
+    st = strait_factory(extra=NODE + kube_conf(api, tmp_path) +
+                        "outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n").start(wait=False)
+    wait_for(lambda: "Referenced host not found" in st.log(), 10, "the refusal")
+    code, body, _ = st.get("/healthz/ready")
+    assert code == 503, body
+    assert kstats(st)["kubernetes.ready"] == 0
+    api.apply(service())
+    api.apply(eslice("web-a", "web", up.port))
+    wait_for(lambda: st.get("/healthz/ready")[0] == 200, 10, "ready")
+    assert get(port) == (200, "ok")
