@@ -104,9 +104,10 @@ struct watcher {
     int synced;
     int missing;
     int fails;
-    int expiries; /* 410s in a row with no event between them */
-    uint64_t last_fail_ms;
-    uint64_t watch_ms; /* when the watch was asked for */
+    int expiries;        /* 410s in a row with no event between them */
+    uint64_t healthy_ms; /* since a good list or the watch after a
+                          * failure; 0: just failed */
+    uint64_t watch_ms;   /* when the watch was asked for */
     struct kobj *v;
     size_t n, cap;
     uint64_t watches, relists, expired, errors, events;
@@ -403,19 +404,20 @@ static uint64_t backoff(struct watcher *w)
 static void failed(struct watcher *w, const char *what, const char *why)
 {
     char msg[768];
-    uint64_t now = clock_ms(), ms;
+    uint64_t now = clock_ms(), ms, since = w->healthy_ms;
 
     snprintf(msg, sizeof(msg), "%s %s%s%s: %s: %s", w->ki->kind,
              w->ns[0] ? "in " : "", w->ns, w->ns[0] ? "" : "cluster-wide", what,
              why);
     set_str(&w->last_error, msg);
     w->errors++;
-    w->what = IDLE;
-    /* Healthy for backoffReset: start from backoff again. */
-    if (w->last_fail_ms != 0 &&
-        now - w->last_fail_ms >= (uint64_t)w->k->reset_ms)
+    /* Healthy for backoffReset (since a good list, or a watch held that
+     * long, and no failure): the delay starts from backoff again, as
+     * client-go's. */
+    if (since != 0 && now - since >= (uint64_t)w->k->reset_ms)
         w->fails = 0;
-    w->last_fail_ms = now;
+    w->healthy_ms = 0;
+    w->what = IDLE;
     w->fails++;
     ms = backoff(w);
     LOG_LIMITED(1000, LOG_WARN,
@@ -550,6 +552,8 @@ static void handle_list(struct watcher *w, int status, const char *body,
     free(w->cont);
     w->cont = NULL;
     w->listed = 0;
+    if (w->healthy_ms == 0)
+        w->healthy_ms = clock_ms();
     set_str(&w->last_error, NULL);
     diff += sweep(w);
     set_str(&w->rv, l.rv);
@@ -790,6 +794,8 @@ static void send_to(struct watcher *w, const struct addr *addr)
     if (watch) {
         w->watches++;
         w->watch_ms = clock_ms();
+        if (w->healthy_ms == 0)
+            w->healthy_ms = w->watch_ms; /* good if it holds */
     }
     w->req = etcd_http_new(k->base, &c, &cb, &why);
     OPENSSL_cleanse(token, sizeof(token));

@@ -122,6 +122,7 @@ class KubeAPI:
         self.hist_rvs = []                         # the rvs of history
         self.stopping = False
         self.paused = False                        # watches hold events
+        self.fail_with = None                      # answer every request so
         self.oldest = 0                            # events before: expired
         self.missing = set()                       # plurals answered 404
         self.expired_as_status = False
@@ -291,6 +292,9 @@ class KubeAPI:
         token = auth[7:] if auth.startswith("Bearer ") else None
         with self.lock:
             self.requests.append((time.monotonic(), "GET", h.path, token))
+        if self.fail_with is not None:
+            return self._status(h, self.fail_with, "ServiceUnavailable",
+                                "the stand-in is told to fail")
         if token not in self.tokens:
             return self._status(h, 401, "Unauthorized", "Unauthorized")
         plural, ns = self._route(u.path)

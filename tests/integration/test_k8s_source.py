@@ -621,3 +621,89 @@ def test_not_ready_while_the_first_snapshot_is_refused(api, strait_factory,
     api.apply(eslice("web-a", "web", up.port))
     wait_for(lambda: st.get("/healthz/ready")[0] == 200, 10, "ready")
     assert get(port) == (200, "ok")
+
+
+def query(path):
+    import urllib.parse
+    return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(path).query,
+                                       keep_blank_values=True))
+
+
+def test_watch_requests_timeouts_and_bookmarks(api, strait_factory, tmp_path):
+    """The watch asks allowWatchBookmarks and a timeoutSeconds drawn in
+    [minWatchTimeout, 2 x minWatchTimeout) (client-go's 5-10 minutes by
+    default); a watch the server ends at its timeout is made again at once
+    from the last resourceVersion, with no list and no error; bookmarks
+    advance the resourceVersion held."""
+    api.apply(service(name="a"))
+    st = strait_factory(extra=kube_conf(api, tmp_path, kinds=["Service"])).start()
+    wait_for(lambda: api.open_watches() == 1, 10, "the watch")
+    q = query([r[2] for r in api.requests if "watch=1" in r[2]][0])
+    assert 300 <= int(q["timeoutSeconds"]) < 600, q
+    assert q["allowWatchBookmarks"] == "true"
+    assert q["resourceVersion"] == str(api.rv)
+    lists = [query(r[2]) for r in api.requests if "watch=1" not in r[2]]
+    assert lists == [{"limit": "500", "resourceVersion": "0"}], lists
+    api.bookmark_every = 0.3
+    st.stop()
+    st.kill()
+    # The stand-in sees the closed watch at its next write (a bookmark).
+    wait_for(lambda: api.open_watches() == 0, 10, "the first process's watch gone")
+    api.requests.clear()
+    api.watches.clear()
+    short = kube_conf(api, tmp_path, kinds=["Service"],
+                      extra="    minWatchTimeout: 2s\n")
+    st2 = strait_factory(extra=short)
+    st2.admin_port = free_port()
+    st2.write_config("", short)
+    st2.start()
+    # A change to another kind: the Service watch's bookmarks carry the
+    # newer resourceVersion.
+    api.apply(gateway(free_port()))
+    wait_for(lambda: json.loads(st2.get("/config_dump")[1])["kubernetes"]
+             ["watchers"][0]["resourceVersion"] == str(api.rv), 10,
+             "the bookmark's resourceVersion held")
+    wait_for(lambda: kstats(st2)["kubernetes.Service.watches_opened"] >= 3, 20,
+             "watches ended by their timeout and made again")
+    watches = [query(r[2]) for r in api.requests if "watch=1" in r[2]]
+    assert all(2 <= int(w["timeoutSeconds"]) < 4 for w in watches), watches
+    assert watches[-1]["resourceVersion"] == str(api.rv)
+    s = kstats(st2)
+    assert s["kubernetes.Service.errors"] == 0
+    assert s["kubernetes.Service.relists"] == 0
+    assert sum(1 for r in api.requests if "watch=1" not in r[2]) == 1
+    assert all(v[1] == 1 for v in api.watch_stats().values())
+
+
+def test_backoff_doubles_with_jitter_and_resets(api, strait_factory, tmp_path):
+    """Failures back off as client-go does: each delay in [d, 2d), d
+    doubling from backoff, at most backoffMax/2 (so no delay is past
+    backoffMax); after backoffReset of health the next delay starts from
+    backoff again."""
+    api.apply(service(name="a"))
+    api.fail_with = 503
+    conf = kube_conf(api, tmp_path, kinds=["Service"],
+                     extra="    backoff: 100ms\n    backoffMax: 1600ms\n"
+                           "    backoffReset: 1s\n")
+    st = strait_factory(extra=conf).start(wait=False)
+    wait_for(lambda: len(api.requests) >= 7, 30, "7 attempts")
+    t = [r[0] for r in api.requests[:7]]
+    gaps = [b - a for a, b in zip(t, t[1:])]
+    print("backoff gaps", [round(g, 3) for g in gaps])
+    for gap, d in zip(gaps, (0.1, 0.2, 0.4, 0.8, 0.8, 0.8)):
+        assert d * 0.95 <= gap < 2 * d + 0.15, (gaps, d)
+    api.fail_with = None
+    wait_for(lambda: api.open_watches() == 1, 10, "the watch")
+    assert kstats(st)["kubernetes.ready"] == 1
+    # Healthy for longer than backoffReset: from 100 ms again. The wait is
+    # the healthy period under test, not a synchronisation.
+    time.sleep(1.2)
+    start = len(api.requests)
+    api.fail_with = 503
+    api.cut_watches()
+    wait_for(lambda: len(api.requests) - start >= 3, 10, "3 attempts")
+    t = [r[0] for r in api.requests[start:start + 3]]
+    gaps = [b - a for a, b in zip(t, t[1:])]
+    assert 0.095 <= gaps[0] < 0.35, gaps
+    assert 0.19 <= gaps[1] < 0.55, gaps
+    api.fail_with = None
