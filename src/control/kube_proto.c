@@ -113,6 +113,10 @@ static int read_object(struct arena *a, const struct json *v,
         *why = "an object without metadata.name";
         return -1;
     }
+    if (strchr(o->name, '/') != NULL || strchr(o->ns, '/') != NULL) {
+        *why = "a '/' in metadata.name or namespace";
+        return -1;
+    }
     if (!need_name)
         return 0;
     buf_init(&b, SIZE_MAX);

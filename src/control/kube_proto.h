@@ -32,7 +32,8 @@ struct buf;
  * keeps for itself, often larger than the spec). */
 struct kube_object {
     const char *ns;   /* "" for a cluster-scoped object */
-    const char *name; /* never "" (an object without one is an error) */
+    const char *name; /* never "" (an object without one is an error);
+                       * neither name nor ns has a '/' */
     const char *rv;   /* metadata.resourceVersion; "" when not given */
     const char *json; /* NUL-terminated */
     size_t json_n;

@@ -21,6 +21,7 @@
 #include "config/resource.h"
 #include "control/dns.h"
 #include "control/etcd_http.h"
+#include "control/kube_cache.h"
 #include "control/kube_proto.h"
 #include "control/source_kube.h"
 #include "core/addr.h"
@@ -71,19 +72,6 @@ static const struct kind_info kinds[] = {
 };
 #define NKINDS (sizeof(kinds) / sizeof(*kinds))
 
-/* One object held. */
-struct kobj {
-    char *key;   /* "ns/name": the order objects are kept in */
-    char *ns;    /* into key's allocation (after it) */
-    char *name;  /* into key's allocation */
-    char *input; /* "kubernetes:Kind/ns/name": what messages name */
-    char *json;
-    size_t json_n;
-    char *rv;
-    char *error; /* NULL: it loads; else why it is left out */
-    int seen;    /* in the list being applied */
-};
-
 enum what { IDLE, LIST, WATCH };
 
 struct watcher {
@@ -108,8 +96,7 @@ struct watcher {
     uint64_t healthy_ms; /* since a good list or the watch after a
                           * failure; 0: just failed */
     uint64_t watch_ms;   /* when the watch was asked for */
-    struct kobj *v;
-    size_t n, cap;
+    struct kube_cache cache;
     uint64_t watches, relists, expired, errors, events;
     char *last_error;
 };
@@ -137,38 +124,9 @@ struct source_kube {
 
 /* --- objects held ------------------------------------------------------ */
 
-static void kobj_dispose(struct kobj *o)
-{
-    free(o->key);
-    free(o->input);
-    free(o->json);
-    free(o->rv);
-    free(o->error);
-}
-
-static size_t find(const struct watcher *w, const char *key, int *found)
-{
-    size_t lo = 0, hi = w->n;
-
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        int c = strcmp(w->v[mid].key, key);
-        if (c == 0) {
-            *found = 1;
-            return mid;
-        }
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    *found = 0;
-    return lo;
-}
-
 /* check() loads o alone, as the snapshot will: a schema error leaves it
  * out (o->error) instead of keeping every other object from applying. */
-static void check(struct watcher *w, struct kobj *o)
+static void check(struct watcher *w, struct kube_cache_obj *o)
 {
     struct res_input in = {o->input,    o->json, o->json_n,
                            w->ki->kind, o->ns,   o->name};
@@ -196,44 +154,17 @@ static void check(struct watcher *w, struct kobj *o)
     buf_dispose(&errs);
 }
 
-/* put() holds obj; 1 when that changed something, -1 when out of memory
- * or past maxObjects. */
+/* put() holds obj; 1 when that changed something, 0 when not (or when
+ * it is one past maxObjects: left out and logged), -1 when out of
+ * memory. */
 static int put(struct watcher *w, const struct kube_object *obj)
 {
     struct source_kube *k = w->k;
-    char *key = NULL;
-    int found, klen;
-    size_t i;
-    struct kobj o;
+    struct kube_cache_obj *o;
+    int rc;
 
-    klen = asprintf(&key, "%s/%s%c%s%c%s", obj->ns, obj->name, '\0', obj->ns,
-                    '\0', obj->name);
-    if (klen < 0)
-        return -1;
-    i = find(w, key, &found);
-    if (found) {
-        struct kobj *h = &w->v[i];
-        char *rv = strdup(obj->rv);
-        free(key);
-        if (rv == NULL)
-            return -1;
-        free(h->rv);
-        h->rv = rv;
-        h->seen = 1;
-        if (h->json_n == obj->json_n &&
-            memcmp(h->json, obj->json, obj->json_n) == 0)
-            return 0;
-        char *j = strdup(obj->json);
-        if (j == NULL)
-            return -1;
-        free(h->json);
-        h->json = j;
-        h->json_n = obj->json_n;
-        check(w, h);
-        return 1;
-    }
-    if (k->objects >= k->max_objects) {
-        free(key);
+    if (k->objects >= k->max_objects &&
+        kube_cache_find(&w->cache, obj->ns, obj->name) == NULL) {
         w->errors++;
         LOG_LIMITED(1000, LOG_ERROR,
                     "kubernetes: %s %s/%s left out: config.kubernetes."
@@ -241,59 +172,22 @@ static int put(struct watcher *w, const struct kube_object *obj)
                     w->ki->kind, obj->ns, obj->name, k->max_objects);
         return 0;
     }
-    memset(&o, 0, sizeof(o));
-    o.key = key;
-    o.ns = key + strlen(key) + 1;
-    o.name = o.ns + strlen(o.ns) + 1;
-    o.json = strdup(obj->json);
-    o.json_n = obj->json_n;
-    o.rv = strdup(obj->rv);
-    o.seen = 1;
-    if (asprintf(&o.input, "kubernetes:%s/%s/%s", w->ki->kind,
-                 obj->ns[0] ? obj->ns : "-", obj->name) < 0)
-        o.input = NULL;
-    if (o.json == NULL || o.rv == NULL || o.input == NULL)
-        goto oom;
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 16;
-        struct kobj *v = realloc(w->v, cap * sizeof(*v));
-        if (v == NULL)
-            goto oom;
-        w->v = v;
-        w->cap = cap;
-    }
-    check(w, &o);
-    memmove(&w->v[i + 1], &w->v[i], (w->n - i) * sizeof(*w->v));
-    w->v[i] = o;
-    w->n++;
-    k->objects++;
+    rc = kube_cache_put(&w->cache, w->ki->kind, obj, &o);
+    if (rc < 0)
+        return -1;
+    if (rc == KUBE_CACHE_SAME)
+        return 0;
+    if (rc == KUBE_CACHE_ADDED)
+        k->objects++;
+    check(w, o);
     return 1;
-oom:
-    kobj_dispose(&o);
-    return -1;
-}
-
-static void drop_at(struct watcher *w, size_t i)
-{
-    kobj_dispose(&w->v[i]);
-    memmove(&w->v[i], &w->v[i + 1], (w->n - i - 1) * sizeof(*w->v));
-    w->n--;
-    w->k->objects--;
 }
 
 static int del(struct watcher *w, const struct kube_object *obj)
 {
-    char *key = NULL;
-    int found;
-    size_t i;
-
-    if (asprintf(&key, "%s/%s", obj->ns, obj->name) < 0)
-        return -1;
-    i = find(w, key, &found);
-    free(key);
-    if (!found)
+    if (!kube_cache_del(&w->cache, obj->ns, obj->name))
         return 0;
-    drop_at(w, i);
+    w->k->objects--;
     return 1;
 }
 
@@ -301,14 +195,10 @@ static int del(struct watcher *w, const struct kube_object *obj)
  * no watch ran, the events expired). */
 static int sweep(struct watcher *w)
 {
-    int gone = 0;
+    size_t gone = kube_cache_sweep(&w->cache);
 
-    for (size_t i = w->n; i-- > 0;)
-        if (!w->v[i].seen) {
-            drop_at(w, i);
-            gone++;
-        }
-    return gone;
+    w->k->objects -= gone;
+    return (int)gone;
 }
 
 size_t source_kube_inputs(struct source_kube *k, const struct res_input **v)
@@ -322,8 +212,8 @@ size_t source_kube_inputs(struct source_kube *k, const struct res_input **v)
     k->inputs = in;
     for (size_t j = 0; j < k->nw; j++) {
         const struct watcher *w = &k->w[j];
-        for (size_t i = 0; i < w->n; i++) {
-            const struct kobj *o = &w->v[i];
+        for (size_t i = 0; i < w->cache.n; i++) {
+            const struct kube_cache_obj *o = &w->cache.v[i];
             if (o->error != NULL)
                 continue;
             in[n].name = o->input;
@@ -495,8 +385,7 @@ static void handle_list(struct watcher *w, int status, const char *body,
     }
     if (status == 404 && w->ki->crd) {
         /* Not installed: held empty, synced, looked for again later. */
-        for (size_t i = 0; i < w->n; i++)
-            w->v[i].seen = 0;
+        kube_cache_unmark(&w->cache);
         diff = sweep(w);
         if (!w->missing)
             log_warn("kubernetes: %s (%s) is not served by the API server "
@@ -527,8 +416,7 @@ static void handle_list(struct watcher *w, int status, const char *body,
         return;
     }
     if (!w->listed) {
-        for (size_t i = 0; i < w->n; i++)
-            w->v[i].seen = 0;
+        kube_cache_unmark(&w->cache);
         w->listed = 1;
     }
     for (size_t i = 0; i < l.n; i++) {
@@ -566,7 +454,7 @@ static void handle_list(struct watcher *w, int status, const char *body,
         w->relists++;
     w->synced = 1;
     log_debug("kubernetes: listed %s%s%s: %zu object(s) at %s", w->ki->kind,
-              w->ns[0] ? " in " : "", w->ns, w->n, w->rv);
+              w->ns[0] ? " in " : "", w->ns, w->cache.n, w->rv);
     if (diff > 0)
         changed(k);
     update_synced(k);
@@ -866,6 +754,7 @@ static int watcher_init(struct source_kube *k, struct watcher *w,
     w->k = k;
     w->ki = ki;
     w->kidx = kidx;
+    kube_cache_init(&w->cache);
     timer_init(&w->retry, k->base, on_retry, w);
     w->ns = strdup(ns);
     w->label_sel = strdup(selector_of(&conf->label_selectors, ki->kind));
@@ -892,9 +781,7 @@ static void watcher_dispose(struct watcher *w)
     etcd_http_free(w->req);
     dns_query_cancel(w->query);
     timer_dispose(&w->retry);
-    for (size_t i = 0; i < w->n; i++)
-        kobj_dispose(&w->v[i]);
-    free(w->v);
+    kube_cache_dispose(&w->cache);
     free(w->ns);
     free(w->label_sel);
     free(w->field_sel);
@@ -1050,9 +937,9 @@ size_t source_kube_kinds(struct source_kube *k,
         struct source_kube_kind *s = &k->stats[w->kidx];
         s->synced &= w->synced;
         s->missing |= w->missing;
-        s->objects += w->n;
-        for (size_t i = 0; i < w->n; i++)
-            s->bad += w->v[i].error != NULL;
+        s->objects += w->cache.n;
+        for (size_t i = 0; i < w->cache.n; i++)
+            s->bad += w->cache.v[i].error != NULL;
         s->watches_opened += w->watches;
         s->relists += w->relists;
         s->expired += w->expired;
@@ -1091,7 +978,7 @@ void source_kube_json(struct source_kube *k, struct buf *b)
                    ",\"relists\":%" PRIu64 ",\"errors\":%" PRIu64
                    ",\"lastError\":",
                    w->synced ? "true" : "false", w->missing ? "true" : "false",
-                   w->what == WATCH ? "true" : "false", w->n, w->watches,
+                   w->what == WATCH ? "true" : "false", w->cache.n, w->watches,
                    w->relists, w->errors);
         if (w->last_error)
             json_str(b, w->last_error);
@@ -1102,8 +989,8 @@ void source_kube_json(struct source_kube *k, struct buf *b)
     buf_puts(b, "],\"leftOut\":[");
     for (size_t j = 0; j < k->nw; j++) {
         const struct watcher *w = &k->w[j];
-        for (size_t i = 0; i < w->n; i++) {
-            const struct kobj *o = &w->v[i];
+        for (size_t i = 0; i < w->cache.n; i++) {
+            const struct kube_cache_obj *o = &w->cache.v[i];
             if (o->error == NULL)
                 continue;
             buf_puts(b, first ? "{\"kind\":" : ",{\"kind\":");
