@@ -73,6 +73,23 @@ def make_pki(d):
     return ca_crt, crt, key
 
 
+def make_client_cert(d, cn):
+    """A client certificate for user cn signed by make_pki()'s CA in d
+    (the API server's x509 client authentication). Returns (crt, key)."""
+    key, csr, crt = (os.path.join(d, f"{cn}.{e}") for e in ("key", "csr", "crt"))
+    ext = os.path.join(d, f"{cn}.cnf")
+    with open(ext, "w") as f:
+        f.write("extendedKeyUsage=clientAuth\n")
+    run = lambda *a: subprocess.run(a, check=True, capture_output=True, timeout=60)
+    run("openssl", "req", "-new", "-nodes", "-newkey", "ec", "-pkeyopt",
+        "ec_paramgen_curve:prime256v1", "-keyout", key, "-out", csr,
+        "-subj", f"/CN={cn}/O=system:masters")
+    run("openssl", "x509", "-req", "-in", csr, "-CA", os.path.join(d, "ca.crt"),
+        "-CAkey", os.path.join(d, "ca.key"), "-CAcreateserial", "-out", crt,
+        "-days", "2", "-extfile", ext)
+    return crt, key
+
+
 def _match_labels(obj, sel):
     labels = (obj.get("metadata") or {}).get("labels") or {}
     for term in filter(None, sel.split(",")):
@@ -161,6 +178,10 @@ class KubeAPI:
         srv.daemon_threads = True
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(self.crt, self.key)
+        # x509 client authentication, as the API server's: a client
+        # certificate from the CA stands for a token.
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+        ctx.load_verify_locations(self.ca)
         srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
         self.port = srv.server_address[1]
         self.server = srv
@@ -290,6 +311,11 @@ class KubeAPI:
         q = dict(urllib.parse.parse_qsl(u.query, keep_blank_values=True))
         auth = h.headers.get("Authorization", "")
         token = auth[7:] if auth.startswith("Bearer ") else None
+        peer = h.connection.getpeercert() if hasattr(h.connection, "getpeercert") else None
+        if token is None and peer:
+            cn = dict(x[0] for x in peer["subject"]).get("commonName")
+            token = f"x509:{cn}"
+
         with self.lock:
             self.requests.append((time.monotonic(), "GET", h.path, token))
         if self.fail_with is not None:

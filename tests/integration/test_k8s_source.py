@@ -707,3 +707,35 @@ def test_backoff_doubles_with_jitter_and_resets(api, strait_factory, tmp_path):
     assert 0.095 <= gaps[0] < 0.35, gaps
     assert 0.19 <= gaps[1] < 0.55, gaps
     api.fail_with = None
+
+
+def test_kubeconfig_client_certificate_files(api, strait_factory, tmp_path):
+    """A kubeconfig whose user is a client certificate and key (files,
+    paths relative to the kubeconfig, as kubectl reads them) and whose CA
+    is certificate-authority (a file): x509 client authentication, no
+    token."""
+    import shutil
+    from k8s_api import make_client_cert
+    kdir = tmp_path / "kube"
+    kdir.mkdir()
+    pki = os.path.dirname(api.ca)
+    crt, key = make_client_cert(pki, "strait-gw")
+    for f in (crt, key, api.ca):
+        shutil.copy(f, kdir)
+    api.tokens.add("x509:strait-gw")
+    api.apply(service(name="a"))
+    kc = kdir / "config"
+    kc.write_text(f"""apiVersion: v1
+kind: Config
+current-context: gw
+contexts:
+- {{name: gw, context: {{cluster: c, user: gw}}}}
+clusters:
+- {{name: c, cluster: {{server: "{api.url}", certificate-authority: ca.crt}}}}
+users:
+- {{name: gw, user: {{client-certificate: strait-gw.crt, client-key: strait-gw.key}}}}
+""")
+    conf = f"config:\n  kubernetes:\n    enabled: true\n    kubeconfig: {kc}\n    kinds: [Service]\n"
+    st = strait_factory(extra=conf).start()
+    assert kstats(st)["kubernetes.Service.objects"] == 1
+    assert {r[3] for r in api.requests} == {"x509:strait-gw"}
