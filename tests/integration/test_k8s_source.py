@@ -429,6 +429,14 @@ users:
      "backoff: 2s, backoffMax: 1s}\n", "shorter than backoff"),
     ("config:\n  kubernetes: {enabled: true, server: \"https://127.0.0.1:1\", "
      "namespaces: [\"Bad_NS\"]}\n", "not a namespace name"),
+    # 64 namespaces at most (64 watches per kind): one more is refused.
+    ("config:\n  kubernetes: {enabled: true, server: \"https://127.0.0.1:1\", "
+     "namespaces: [" + ", ".join(f"n{i}" for i in range(65)) + "]}\n",
+     "config.kubernetes.namespaces"),
+    ("config:\n  kubernetes: {enabled: true, server: \"https://127.0.0.1:1\", "
+     "pageSize: 0}\n", "config.kubernetes.pageSize"),
+    ("config:\n  kubernetes: {enabled: true, server: \"https://127.0.0.1:1\", "
+     "maxResponseBytes: 4095}\n", "config.kubernetes.maxResponseBytes"),
 ])
 def test_bootstrap_refuses_bad_kubernetes_settings(tmp_path, conf, message):
     b = tmp_path / "strait.yaml"
@@ -739,3 +747,22 @@ users:
     st = strait_factory(extra=conf).start()
     assert kstats(st)["kubernetes.Service.objects"] == 1
     assert {r[3] for r in api.requests} == {"x509:strait-gw"}
+
+
+def test_reload_keeps_the_watches_of_a_changed_section(api, strait_factory,
+                                                       tmp_path):
+    """config.kubernetes changed in the bootstrap and reloaded: the
+    watches stay the process's (a warning says it takes a restart), no
+    watch is made again."""
+    api.apply(service(name="a"))
+    conf = kube_conf(api, tmp_path, kinds=["Service"])
+    st = strait_factory(extra=conf).start()
+    wait_for(lambda: api.open_watches() == 1, 10, "the watch")
+    st.write_config("", kube_conf(api, tmp_path, kinds=["Service", "Secret"],
+                                  namespaces=["other"]))
+    st.signal(signal.SIGHUP)
+    wait_for(lambda: "config.kubernetes stays as it is until restart" in st.log(),
+             10, "the warning")
+    assert kstats(st)["server.reloads_ok"] == 1
+    assert list(api.watch_stats().values()) == [[1, 1, 1]]
+    assert "kubernetes.Secret.objects" not in kstats(st)
