@@ -307,6 +307,13 @@ static void failed(struct watcher *w, const char *what, const char *why)
     if (since != 0 && now - since >= (uint64_t)w->k->reset_ms)
         w->fails = 0;
     w->healthy_ms = 0;
+    /* A list that failed between pages starts again from its first page
+     * (its continue token may be gone by the retry), marks and all. */
+    if (w->what == LIST) {
+        free(w->cont);
+        w->cont = NULL;
+        w->listed = 0;
+    }
     w->what = IDLE;
     w->fails++;
     ms = backoff(w);
@@ -346,6 +353,7 @@ static void expired(struct watcher *w)
     w->quorum = 1;
     free(w->cont);
     w->cont = NULL;
+    w->listed = 0;
     w->what = IDLE;
     /* Expired again right after a relist: the server's history is shorter
      * than a list takes; list again, but after a delay, not in a loop. */
