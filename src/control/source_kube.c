@@ -85,10 +85,12 @@ struct watcher {
     struct etcd_http *req;
     struct dns_query *query;
     struct timer retry;
-    char *rv;   /* the last resourceVersion seen; opaque */
-    char *cont; /* the continue token of a list in progress */
-    int quorum; /* the next list asks resourceVersion="" */
-    int listed; /* the list in progress has had a page */
+    struct timer guard;  /* a watch the server does not end by its timeout */
+    uint64_t watch_t_ms; /* the timeoutSeconds asked, in ms */
+    char *rv;            /* the last resourceVersion seen; opaque */
+    char *cont;          /* the continue token of a list in progress */
+    int quorum;          /* the next list asks resourceVersion="" */
+    int listed;          /* the list in progress has had a page */
     int synced;
     int missing;
     int fails;
@@ -658,6 +660,7 @@ static void send_to(struct watcher *w, const struct addr *addr)
     if (watch) {
         uint64_t t = (uint64_t)k->min_watch_ms / 1000;
         t += rng_next(&k->rng) % (t > 0 ? t : 1);
+        w->watch_t_ms = t * 1000;
         buf_puts(&path, "?watch=1&resourceVersion=");
         kube_url_escape(&path, w->rv ? w->rv : "");
         buf_printf(&path, "&allowWatchBookmarks=true&timeoutSeconds=%" PRIu64,
@@ -694,10 +697,27 @@ static void send_to(struct watcher *w, const struct addr *addr)
             w->healthy_ms = w->watch_ms; /* good if it holds */
     }
     w->req = etcd_http_new(k->base, &c, &cb, &why);
+    if (watch && w->req != NULL)
+        timer_arm(&w->guard, w->watch_t_ms + (uint64_t)k->request_ms);
     OPENSSL_cleanse(token, sizeof(token));
     buf_dispose(&path);
     if (w->req == NULL)
         failed(w, "connect", why);
+}
+
+/* The watch outlived its timeoutSeconds by requestTimeout: the server
+ * (or a proxy before it) holds it open without ending it, and a stream
+ * that says nothing may say nothing for good. End it and watch again. */
+static void on_guard(void *arg)
+{
+    struct watcher *w = arg;
+    struct etcd_http *h = w->req;
+
+    if (w->what != WATCH || h == NULL)
+        return;
+    w->req = NULL;
+    etcd_http_free(h);
+    failed(w, "watch", "not ended by the server at its timeoutSeconds");
 }
 
 static void on_resolved(void *arg, const struct addr *a, const char *why)
@@ -764,6 +784,7 @@ static int watcher_init(struct source_kube *k, struct watcher *w,
     w->kidx = kidx;
     kube_cache_init(&w->cache);
     timer_init(&w->retry, k->base, on_retry, w);
+    timer_init(&w->guard, k->base, on_guard, w);
     w->ns = strdup(ns);
     w->label_sel = strdup(selector_of(&conf->label_selectors, ki->kind));
     if (strcmp(ki->kind, "Secret") == 0) {
@@ -789,6 +810,7 @@ static void watcher_dispose(struct watcher *w)
     etcd_http_free(w->req);
     dns_query_cancel(w->query);
     timer_dispose(&w->retry);
+    timer_dispose(&w->guard);
     kube_cache_dispose(&w->cache);
     free(w->ns);
     free(w->label_sel);

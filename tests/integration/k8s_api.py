@@ -144,6 +144,7 @@ class KubeAPI:
         self.missing = set()                       # plurals answered 404
         self.expired_as_status = False
         self.watch_timeout_cap = None              # seconds; None: as asked
+        self.ignore_timeout = False                # never end a watch
         self.bookmark_every = 1.0
         self.requests = []                         # (time, method, path, token)
         self.watches = {}                          # key -> [open, max, total]
@@ -377,6 +378,8 @@ class KubeAPI:
         timeout = float(q.get("timeoutSeconds") or "1800")
         if self.watch_timeout_cap is not None:
             timeout = min(timeout, self.watch_timeout_cap)
+        if self.ignore_timeout:
+            timeout = 3600.0
         bookmarks = q.get("allowWatchBookmarks") == "true"
         with self.lock:
             expired = rv and rv < self.oldest

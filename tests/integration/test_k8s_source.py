@@ -767,3 +767,28 @@ def test_reload_keeps_the_watches_of_a_changed_section(api, strait_factory,
     assert kstats(st)["server.reloads_ok"] == 1
     assert list(api.watch_stats().values()) == [[1, 1, 1]]
     assert "kubernetes.Secret.objects" not in kstats(st)
+
+
+def test_a_watch_never_ended_by_the_server_is_ended(api, strait_factory,
+                                                    tmp_path):
+    """A server (or a proxy before it) that holds a watch open past its
+    timeoutSeconds: strait ends it requestTimeout later and watches again,
+    still one at a time."""
+    api.ignore_timeout = True
+    # Bookmarks are how the stand-in notices a watch strait closed.
+    api.bookmark_every = 0.2
+    api.apply(service(name="a"))
+    conf = kube_conf(api, tmp_path, kinds=["Service"],
+                     extra="    minWatchTimeout: 1s\n    requestTimeout: 500ms\n"
+                           "    backoff: 50ms\n")
+    st = strait_factory(extra=conf).start()
+    wait_for(lambda: kstats(st)["kubernetes.Service.watches_opened"] >= 3, 15,
+             "watches ended by strait and made again")
+    assert "not ended by the server at its timeoutSeconds" in st.log()
+    api.apply(service(name="b"))
+    wait_for(lambda: kstats(st)["kubernetes.Service.objects"] == 2, 10,
+             "events still arrive")
+    wait_for(lambda: api.open_watches() == 1, 10, "one open watch")
+    # strait closes one before making the next; the stand-in sees the
+    # close at its next bookmark, so it may count the two together once.
+    assert max(v[1] for v in api.watch_stats().values()) <= 2
