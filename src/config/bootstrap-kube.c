@@ -186,6 +186,21 @@ int bootstrap_kube_validate(const struct bootstrap *bs, const char *file,
                    "'%s' is not a namespace name", ns);
         nerr++;
     }
+    /* A kubeconfig is read now, so `strait check` says what it lacks;
+     * in-cluster settings depend on the pod, and are read at start. */
+    if (k->kubeconfig[0] != '\0') {
+        struct kube_target t;
+        char *err = NULL;
+        if (kube_target_resolve(k, &t, &err) < 0) {
+            conf_error(errs, file, k->mark.line, k->mark.col,
+                       "config.kubernetes.kubeconfig", "%s",
+                       err ? err : "out of memory");
+            free(err);
+            nerr++;
+        } else {
+            kube_target_dispose(&t);
+        }
+    }
     if (k->backoff_max_ms < k->backoff_ms) {
         conf_error(errs, file, k->mark.line, k->mark.col,
                    "config.kubernetes.backoffMax", "shorter than backoff");

@@ -472,11 +472,12 @@ users:
     b = tmp_path / "strait.yaml"
     b.write_text(f"admin: {{address: 127.0.0.1:{free_port()}}}\n"
                  f"config:\n  kubernetes: {{enabled: true, kubeconfig: \"{kc}\"}}\n")
-    p = subprocess.run([STRAIT, "run", "-c", str(b)], capture_output=True,
-                       text=True, timeout=30)
-    assert p.returncode != 0
-    assert message in p.stderr, p.stderr
-    assert str(kc) in p.stderr
+    for cmd in ("run", "check"):
+        p = subprocess.run([STRAIT, cmd, "-c", str(b)], capture_output=True,
+                           text=True, timeout=30)
+        assert p.returncode != 0
+        assert message in p.stderr, p.stderr
+        assert str(kc) in p.stderr
 
 
 def test_endpointslice_relabel_churn_memory_flat(api, strait_factory,
