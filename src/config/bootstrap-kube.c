@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config/bootstrap.h"
 #include "config/yaml.h"
@@ -372,7 +373,11 @@ static char *b64(const char *s, size_t *outn)
 
 static int from_kubeconfig(struct kube_target *t, const char *file, char **err)
 {
-    FILE *f = fopen(file, "rb");
+    struct stat sb;
+    FILE *f = stat(file, &sb) == 0 && S_ISREG(sb.st_mode) &&
+                      sb.st_size <= 4 * 1024 * 1024
+                  ? fopen(file, "rb")
+                  : NULL;
     struct buf data;
     struct ydoc *docs = NULL;
     size_t ndocs = 0, n;
@@ -395,7 +400,10 @@ static int from_kubeconfig(struct kube_target *t, const char *file, char **err)
     buf_init(&data, 4 * 1024 * 1024);
     if (f == NULL) {
         buf_dispose(&data);
-        return err_set(err, "kubeconfig %s: cannot open", file);
+        return err_set(err,
+                       "kubeconfig %s: not a readable regular file of "
+                       "at most 4 MiB",
+                       file);
     }
     while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
         if (buf_append(&data, chunk, n) < 0) {
