@@ -1491,8 +1491,7 @@ static void handle(struct evhttp_request *req, void *arg)
         }
         {
             int down = st.draining || (st.has_etcd && !st.etcd_synced) ||
-                       st.identity_expired ||
-                       (st.has_kube && !st.kube_ready);
+                       st.identity_expired || (st.has_kube && !st.kube_ready);
             reply(req, down ? 503 : 200, down ? "Service Unavailable" : "OK",
                   "text/plain", &body);
         }
