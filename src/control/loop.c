@@ -99,8 +99,8 @@ struct loop {
     struct timer drain_timer;
     struct timer drain_window_timer; /* the end of drainWindow */
     struct timer cert_timer;
-    struct source *source;    /* Istio resources; NULL without config.dir
-                               * or config.etcd */
+    struct source *source;    /* Istio resources; NULL without config.dir,
+                               * config.etcd or config.kubernetes */
     struct source_etcd *etcd; /* config.etcd; its keys feed source */
     struct source_kube *kube; /* config.kubernetes; feeds source */
     int kube_ready;           /* every kind listed and built once: latched */
@@ -1453,7 +1453,6 @@ static void on_kube_change(void *arg)
 {
     struct loop *s = arg;
     int synced = s->kube != NULL && source_kube_synced(s->kube);
-
     int rc = s->source != NULL ? source_reload(s->source, -1, 1) : -1;
 
     /* Ready as Istio's gateway: the first full snapshot took effect and
