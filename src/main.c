@@ -32,6 +32,7 @@
 #include "core/err.h"
 #include "control/ca/ca_cli.h"
 #include "control/etcd_cli.h"
+#include "control/link/link_cli.h"
 #include "control/ca/ca_node.h"
 #include "core/log.h"
 #include "control/loop.h"
@@ -71,6 +72,8 @@ static void usage_main(FILE *f)
         "  version    print strait's version and its libraries'\n"
         "  reference  list every bootstrap key with type and default\n"
         "  ca         the embedded CA: init, show, token create, issue\n"
+        "  link       site links: create --name SITE prints the MeshLink\n"
+        "             that site applies; delete --name SITE revokes it\n"
         "  apply      write resources to etcd (config.etcd) after checking\n"
         "             them against what it holds: apply -f FILE|DIR\n"
         "  delete     delete a resource from etcd: delete KIND NAME [-n NS]\n"
@@ -605,6 +608,8 @@ int main(int argc, char **argv)
         return upgrade_cli_main(argc - 1, argv + 1, DEFAULT_CONFIG);
     if (strcmp(cmd, "ca") == 0)
         return ca_cli_main(argc - 1, argv + 1, DEFAULT_CONFIG);
+    if (strcmp(cmd, "link") == 0)
+        return link_cli_main(argc - 1, argv + 1, DEFAULT_CONFIG);
     if (strcmp(cmd, "apply") == 0 || strcmp(cmd, "delete") == 0 ||
         strcmp(cmd, "get") == 0)
         return etcd_cli_main(cmd, argc - 1, argv + 1, DEFAULT_CONFIG);

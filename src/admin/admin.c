@@ -1046,6 +1046,8 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
                     "# TYPE strait_lua_errors_total counter\n");
         ops->lua_errors(ops->arg, prom_lua_error, b);
     }
+    if (ops->links_prometheus != NULL)
+        ops->links_prometheus(ops->arg, b);
     if (st.has_identity)
         buf_printf(b,
                    "# HELP strait_ca_identity_unstored 1 while this node's "
@@ -1524,6 +1526,11 @@ static void handle(struct evhttp_request *req, void *arg)
             goto done;
         admin_render_clusters(&a->ops, &body);
         reply(req, 200, "OK", "text/plain; charset=utf-8", &body);
+    } else if (strcmp(path, "/links") == 0 && a->ops.links_json != NULL) {
+        if (!method_is(req, EVHTTP_REQ_GET, &body))
+            goto done;
+        a->ops.links_json(a->ops.arg, &body);
+        reply(req, 200, "OK", "application/json", &body);
     } else if (strcmp(path, "/reload") == 0) {
         if (!method_is(req, EVHTTP_REQ_POST, &body))
             goto done;
@@ -1542,6 +1549,8 @@ static void handle(struct evhttp_request *req, void *arg)
                  "  GET  /stats/prometheus   Prometheus exposition\n"
                  "  GET  /config_dump        effective bootstrap (JSON)\n"
                  "  GET  /clusters           clusters and their endpoints\n"
+                 "  GET  /links              site links (MeshLinks, catalog "
+                 "API)\n"
                  "  POST /reload             re-read bootstrap and resources\n"
                  "  POST /upgrade            start the binary upgrade.binary\n"
                  "  POST /quitquitquit       drain and exit\n");

@@ -178,6 +178,11 @@ struct admin_ops {
      * /stats/prometheus as strait_lua_errors_total. The strings are valid
      * during the call only. */
     void (*lua_errors)(void *arg, admin_lua_error_fn *fn, void *ctx);
+    /* GET /links: site links as JSON (MeshLinks and this site's catalog
+     * API); NULL: 404. */
+    void (*links_json)(void *arg, struct buf *b);
+    /* The strait_link_* families for /stats/prometheus; NULL: none. */
+    void (*links_prometheus)(void *arg, struct buf *b);
 };
 
 struct admin;

@@ -672,6 +672,24 @@ static const struct conf_key ca_keys[] = {
 };
 static const struct conf_section ca_section = {ca_keys, 0, SIZE_MAX};
 
+static const struct conf_key links_keys[] = {
+    {"address", CONF_ADDR, OFF(struct bootstrap_links, address), 0, 0, NULL,
+     "the catalog API other sites' MeshLinks stream this site's exported "
+     "services from (TLS with this node's SPIFFE certificate; default "
+     "none); read at start",
+     NULL, NULL, NULL, NULL},
+    {"advertise", CONF_STR, OFF(struct bootstrap_links, advertise), 0, 0, "",
+     "IP:port `strait link create` prints as the catalog address (\"\": "
+     "links.address)",
+     NULL, NULL, NULL, NULL},
+    {"gateway", CONF_STR, OFF(struct bootstrap_links, gateway), 0, 0, "",
+     "HOST:PORT of this site's east-west (AUTO_PASSTHROUGH) gateway as other "
+     "sites reach it, printed by `strait link create`",
+     NULL, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
+};
+static const struct conf_section links_section = {links_keys, 0, SIZE_MAX};
+
 static const char *const limit_actions[] = {"pause", "close", NULL};
 
 static const struct conf_key port_limit_keys[] = {
@@ -848,6 +866,9 @@ static const struct conf_key bootstrap_keys[] = {
     {"ca", CONF_SECTION, OFF(struct bootstrap, ca), 0, 0, NULL,
      "embedded certificate authority and this node's SPIFFE certificate", NULL,
      &ca_section, NULL, NULL},
+    {"links", CONF_SECTION, OFF(struct bootstrap, links), 0, 0, NULL,
+     "site links: this site's catalog API for other sites' MeshLinks", NULL,
+     &links_section, NULL, NULL},
     {"limits", CONF_SECTION, OFF(struct bootstrap, limits), 0, 0, NULL,
      "connection limits", NULL, &limits_section, NULL, NULL},
     {"overload", CONF_SECTION, OFF(struct bootstrap, overload), 0, 0, NULL,

@@ -353,6 +353,14 @@ struct bootstrap_ca {
     struct bootstrap_ca_sa_tokens sa_tokens;
 };
 
+/* Site links (README "Site links"): this site's catalog API and what
+ * `strait link create` prints for the other site. */
+struct bootstrap_links {
+    struct addr address; /* the catalog API (TLS); len 0: none */
+    char *advertise;     /* IP:port the other site dials; "": address */
+    char *gateway;       /* HOST:PORT of this site's east-west gateway */
+};
+
 /* The connection limit of a Gateway port (limits.ports). */
 struct bootstrap_port_limit {
     struct conf_mark mark;
@@ -456,6 +464,7 @@ struct bootstrap {
     struct bootstrap_lua lua;
     struct bootstrap_gateway_http http; /* every Gateway listener */
     struct bootstrap_ca ca;
+    struct bootstrap_links links;
     struct bootstrap_limits limits;
     struct bootstrap_overload overload;
     struct bootstrap_upgrade upgrade;

@@ -34,6 +34,7 @@ enum res_kind {
     RES_SECRET,
     RES_NAMESPACE,
     RES_LUA_POLICY, /* strait.io from here (res-luapolicy.c) */
+    RES_MESH_LINK,  /* res-meshlink.c */
     RES_KIND_COUNT,
 };
 
@@ -874,6 +875,35 @@ struct res_lua_policy {
     int failure_policy;        /* enum res_lua_failure */
     struct res_lua_limits limits;
     struct conf_list shared_dicts; /* struct res_lua_dict */
+};
+
+/* --- strait.io/v1alpha1 MeshLink (res-meshlink.c) --------------------- */
+
+/*
+ * A link to another site's control plane (README "Site links"), as
+ * `strait link create` on that site prints it: where its catalog API and
+ * east-west gateway are, which network and trust domain it is, the roots
+ * it is trusted by (a SPIFFE bundle) and the credential it issued for
+ * this site.
+ */
+struct res_mesh_link {
+    char *network;      /* the remote site's network (required) */
+    char *trust_domain; /* its trust domain (required) */
+    char *trust_bundle; /* its SPIFFE bundle, JSON text (required) */
+    struct {
+        struct conf_mark mark;
+        char *address; /* IP or DNS name of its east-west gateway */
+        int64_t port;  /* its AUTO_PASSTHROUGH port (15443) */
+    } gateway;
+    struct {
+        struct conf_mark mark;
+        char *address; /* "IP:port" of its catalog API */
+    } catalog;
+    struct {
+        struct conf_mark mark;
+        char *token; /* the link credential (secret) */
+    } credential;
+    int64_t retain_for_ms; /* keep the last catalog this long when lost */
 };
 
 /* --- resources --------------------------------------------------------- */

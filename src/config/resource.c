@@ -176,6 +176,7 @@ static const char *const kind_names[RES_KIND_COUNT] = {
     "Secret",
     "Namespace",
     "LuaPolicy",
+    "MeshLink",
 };
 
 static const struct res_kind_ops *const kind_ops[RES_KIND_COUNT] = {
@@ -192,6 +193,7 @@ static const struct res_kind_ops *const kind_ops[RES_KIND_COUNT] = {
     &res_k8s_secret_ops,
     &res_k8s_namespace_ops,
     &res_lua_policy_ops,
+    &res_mesh_link_ops,
 };
 
 static const struct res_kind_ext no_ext;
@@ -210,6 +212,7 @@ static const struct res_kind_ext *const kind_ext[RES_KIND_COUNT] = {
     &res_k8s_secret_ext,
     &res_k8s_namespace_ext,
     &no_ext,
+    &no_ext,
 };
 
 /* The API group of each kind, and the versions strait reads. */
@@ -226,6 +229,7 @@ static const char *const kind_groups[RES_KIND_COUNT] = {
     "discovery.k8s.io",
     "",
     "",
+    "strait.io",
     "strait.io",
 };
 
@@ -754,6 +758,11 @@ res_request_authentication(const struct resource *r)
 const struct res_lua_policy *res_lua_policy(const struct resource *r)
 {
     SPEC_OF(r, RES_LUA_POLICY, struct res_lua_policy);
+}
+
+const struct res_mesh_link *res_mesh_link(const struct resource *r)
+{
+    SPEC_OF(r, RES_MESH_LINK, struct res_mesh_link);
 }
 
 static void load_msg(struct loader *ld, enum res_level level, int line, int col,

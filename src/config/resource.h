@@ -124,6 +124,17 @@ res_peer_authentication(const struct resource *r);
 const struct res_request_authentication *
 res_request_authentication(const struct resource *r);
 const struct res_lua_policy *res_lua_policy(const struct resource *r);
+const struct res_mesh_link *res_mesh_link(const struct resource *r);
+/* LINK_TOKEN_PREFIX starts a MeshLink credential: "slk1.SITE.SECRET",
+ * SITE the name the remote site gave this one (a DNS-1123 label), SECRET
+ * 43 base64url characters (32 random bytes). */
+#define LINK_TOKEN_PREFIX "slk1."
+/* res_link_token_split() checks a credential's shape: 0 with the site
+ * name's span in *site, *nsite and the secret's in *secret, *nsecret, or
+ * -1 with a static reason in *why. */
+int res_link_token_split(const char *s, size_t n, const char **site,
+                         size_t *nsite, const char **secret, size_t *nsecret,
+                         const char **why);
 /* res_lua_reference() writes one line per LuaPolicy key and per fixed
  * Lua budget, as `strait reference lua` shows them. */
 void res_lua_reference(struct buf *b);

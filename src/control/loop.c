@@ -18,11 +18,14 @@
 #include "config/analyze.h"
 #include "config/bootstrap.h"
 #include "config/resource-t.h"
+#include "config/resource.h"
 #include "control/ca/ca_node.h"
 #include "control/ca/identity.h"
 #include "control/dirwatch.h"
 #include "control/dns.h"
 #include "control/jwks.h"
+#include "control/link/link_server.h"
+#include "control/link/links.h"
 #include "control/loop.h"
 #include "control/notify.h"
 #include "control/otlp.h"
@@ -40,6 +43,7 @@
 #include "event/logsink.h"
 #include "event/spanq.h"
 #include "event/mq.h"
+#include "event/reap.h"
 #include "event/timer.h"
 #include "net/listener.h"
 #include "net/overload.h"
@@ -145,6 +149,14 @@ struct loop {
     char *last_upgrade_error;
     struct upgrade_fd extra[4]; /* loop_handoff_add() */
     size_t nextra;
+    /* Site links (control/link/): this site's MeshLinks and its catalog
+     * API; their registry entries join the source's inputs. */
+    struct links *links;
+    struct link_server *link_server; /* NULL without links.address */
+    struct res_input *inputs;        /* etcd's then the links' */
+    size_t inputs_cap;
+    struct timer links_timer; /* a link's entries changed: reload */
+    struct reaper reaper;     /* closed catalog API connections */
 };
 
 /* A change in a directory that holds a GeoIP database: the files whose
@@ -746,7 +758,7 @@ static struct upgrade_fd *handoff_fds(struct loop *s, size_t *n)
                                    &s->bs->metrics.address,
                                    &s->bs->readiness.address};
     const int pkind[3] = {ADMIN_PORT_ALL, ADMIN_PORT_METRICS, ADMIN_PORT_READY};
-    size_t cap = s->nextra + 3, k = 0;
+    size_t cap = s->nextra + 4, k = 0;
     struct upgrade_fd *v;
 
     for (size_t i = 0; i < s->cur->n; i++)
@@ -781,6 +793,13 @@ static struct upgrade_fd *handoff_fds(struct loop *s, size_t *n)
     }
     for (size_t i = 0; i < s->nextra; i++)
         v[k++] = s->extra[i];
+    /* The catalog API: the CA's kind, index 1 (link_server_new()). */
+    if (s->link_server != NULL) {
+        v[k].rec.kind = SOCK_POOL_CA;
+        v[k].rec.index = 1;
+        v[k].rec.addr = s->bs->links.address;
+        v[k++].fd = link_server_listen_fd(s->link_server);
+    }
     *n = k;
     return v;
 }
@@ -1418,19 +1437,116 @@ static enum admin_reload admin_reload(void *arg)
     }
 }
 
+/* The MeshLinks and the exported catalog follow the resources in
+ * effect. */
+static void links_follow(struct loop *s)
+{
+    const struct resource_set *set = source_current_or_null(s);
+
+    if (s->links != NULL)
+        links_sync(s->links, set);
+    if (s->link_server != NULL)
+        link_server_publish(s->link_server, set);
+}
+
 /* A new resource snapshot: rebuild the listeners it shapes (Gateways). */
 static void on_resources(void *arg)
 {
     struct loop *s = arg;
 
+    links_follow(s);
     loop_rebuild(s);
 }
 
-/* The keys under the etcd prefix changed: load them with the directory's
- * resources; a snapshot with any error keeps the running one. */
-static size_t etcd_inputs(void *arg, const struct res_input **v)
+/* The source's inputs besides the directory: the keys under the etcd
+ * prefix, then the registry entries of the MeshLinks' catalogs; a
+ * snapshot with any error keeps the running one. */
+static size_t loop_inputs(void *arg, const struct res_input **v)
 {
-    return source_etcd_inputs(arg, v);
+    struct loop *s = arg;
+    const struct res_input *ev = NULL;
+    size_t n = s->etcd != NULL   ? source_etcd_inputs(s->etcd, &ev)
+               : s->kube != NULL ? source_kube_inputs(s->kube, &ev)
+                                 : 0;
+
+    if (n > s->inputs_cap) {
+        struct res_input *nv = realloc(s->inputs, n * sizeof(*nv));
+        if (nv == NULL) {
+            *v = NULL;
+            return 0;
+        }
+        s->inputs = nv;
+        s->inputs_cap = n;
+    }
+    if (n > 0)
+        memcpy(s->inputs, ev, n * sizeof(*ev));
+    if (s->links != NULL)
+        n = links_inputs(s->links, &s->inputs, n, &s->inputs_cap);
+    *v = s->inputs;
+    return n;
+}
+
+/* A link's entries changed: load them with the rest. */
+static void on_links_timer(void *arg)
+{
+    struct loop *s = arg;
+
+    if (s->source != NULL)
+        source_reload(s->source, -1, 1);
+}
+
+static void on_links_change(void *arg)
+{
+    struct loop *s = arg;
+
+    timer_arm(&s->links_timer, 0);
+}
+
+static void admin_links(void *arg, struct buf *b)
+{
+    struct loop *s = arg;
+
+    buf_puts(b, "{\"links\":");
+    if (s->links != NULL)
+        links_json(s->links, b);
+    else
+        buf_puts(b, "[]");
+    buf_puts(b, ",\"server\":");
+    if (s->link_server != NULL)
+        link_server_json(s->link_server, b);
+    else
+        buf_puts(b, "null");
+    buf_puts(b, "}\n");
+}
+
+static void admin_links_prometheus(void *arg, struct buf *b)
+{
+    struct loop *s = arg;
+    struct link_server_stats st;
+
+    if (s->links != NULL)
+        links_prometheus(s->links, b);
+    if (s->link_server == NULL)
+        return;
+    link_server_stats(s->link_server, &st);
+    buf_printf(b,
+               "# HELP strait_link_server_streams_accepted_total catalog "
+               "streams this site's catalog API opened\n"
+               "# TYPE strait_link_server_streams_accepted_total counter\n"
+               "strait_link_server_streams_accepted_total %" PRIu64 "\n"
+               "# HELP strait_link_server_streams_active catalog streams "
+               "open now\n"
+               "# TYPE strait_link_server_streams_active gauge\n"
+               "strait_link_server_streams_active %" PRIu64 "\n"
+               "# HELP strait_link_server_refused_total catalog requests "
+               "refused (credential, path, method)\n"
+               "# TYPE strait_link_server_refused_total counter\n"
+               "strait_link_server_refused_total %" PRIu64 "\n"
+               "# HELP strait_link_server_services services this site "
+               "exports\n"
+               "# TYPE strait_link_server_services gauge\n"
+               "strait_link_server_services %" PRIu64 "\n",
+               st.accepted, st.active, st.refused, st.services);
 }
 
 static void on_etcd_change(void *arg)
@@ -1444,11 +1560,6 @@ static void on_etcd_change(void *arg)
 /* The objects held from the Kubernetes API changed: the same. Once every
  * kind was listed and that snapshot built (its listeners bound), the
  * gateway is ready, for good (Istio's atleastOnceReady). */
-static size_t kube_inputs(void *arg, const struct res_input **v)
-{
-    return source_kube_inputs(arg, v);
-}
-
 static void on_kube_change(void *arg)
 {
     struct loop *s = arg;
@@ -1588,10 +1699,18 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     struct snapshot *next = NULL;
     struct worker_hooks hooks;
     struct source_inputs ins = {NULL, NULL, NULL};
-    struct admin_ops ops = {
-        NULL,          admin_status,    admin_listeners, admin_clusters,
-        admin_config,  admin_quit,      admin_reload,    admin_metrics,
-        admin_upgrade, admin_lua_errors};
+    struct admin_ops ops = {NULL,
+                            admin_status,
+                            admin_listeners,
+                            admin_clusters,
+                            admin_config,
+                            admin_quit,
+                            admin_reload,
+                            admin_metrics,
+                            admin_upgrade,
+                            admin_lua_errors,
+                            admin_links,
+                            admin_links_prometheus};
     char as[ADDR_STRLEN];
 
     *err = NULL;
@@ -1616,6 +1735,8 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     timer_init(&s->cert_timer, base, on_cert_timer, s);
     timer_init(&s->watchdog_timer, base, on_watchdog_timer, s);
     timer_init(&s->overload_timer, base, on_overload_timer, s);
+    timer_init(&s->links_timer, base, on_links_timer, s);
+    reaper_init(&s->reaper, base);
     sd_start(s);
     s->ca_node = ca_node;
     s->identity = identity;
@@ -1707,9 +1828,6 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
                 *config_error = 1;
                 goto fail;
             }
-            ins.get = etcd_inputs;
-            ins.arg = s->etcd;
-            ins.name = "etcd";
         }
         if (bs->config.kubernetes.enabled) {
             s->kube = source_kube_new(base, &bs->config.kubernetes, s->dns,
@@ -1719,23 +1837,48 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
                 *config_error = 1;
                 goto fail;
             }
-            ins.get = kube_inputs;
-            ins.arg = s->kube;
-            ins.name = "kubernetes";
         }
+        s->links = links_new(base, identity, on_links_change, s);
+        if (s->links == NULL) {
+            err_set(err, "out of memory");
+            goto fail;
+        }
+        /* etcd's or the Kubernetes API's resources, then the MeshLinks'
+         * registry entries (loop_inputs()). */
+        ins.get = loop_inputs;
+        ins.arg = s;
+        ins.name = s->etcd != NULL   ? "etcd"
+                   : s->kube != NULL ? "kubernetes"
+                                     : "MeshLink catalogs";
         struct analysis_node node = {0};
         node.name = bs->node.name;
         node.ns = bs->node.ns;
         node.labels = &bs->node.labels;
         s->source = source_new(base, bs->config.dir, bs->config.default_ns,
-                               ins.get != NULL ? &ins : NULL,
-                               (uint64_t)bs->config.debounce_ms,
+                               &ins, (uint64_t)bs->config.debounce_ms,
                                bs->outbound.mode, &node, on_resources, s, err);
         if (s->source == NULL) {
             *config_error = 1;
             goto fail;
         }
     }
+    if (bs->links.address.len > 0) {
+        const struct catalog_self self = {bs->node.name, bs->node.network,
+                                          bs->trust_domain};
+        if (identity == NULL) {
+            err_set(err, "links.address: the catalog API presents this "
+                         "node's SPIFFE certificate: set ca.enabled (or "
+                         "join a CA)");
+            *config_error = 1;
+            goto fail;
+        }
+        s->link_server =
+            link_server_new(base, &s->reaper, &bs->links.address, bs->ca.dir,
+                            identity, &self, s->inherited, err);
+        if (s->link_server == NULL)
+            goto fail;
+    }
+    links_follow(s);
     /* After the resolver: the endpoint may be a name. */
     if (bs->tracing.endpoint[0] != '\0' && start_tracing(s, bs, err) < 0)
         goto fail;
@@ -1793,6 +1936,11 @@ void loop_free(struct loop *s)
     admin_free(s->metrics_port);
     admin_free(s->ready_port);
     source_free(s->source);
+    link_server_free(s->link_server);
+    links_free(s->links);
+    free(s->inputs);
+    timer_dispose(&s->links_timer);
+    reaper_dispose(&s->reaper);
     for (int i = 0; i < GEOIP_NDB; i++)
         dirwatch_free(s->geoip_watch[i]);
     source_etcd_free(s->etcd);

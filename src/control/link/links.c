@@ -1,0 +1,263 @@
+/*
+ * The set of MeshLink clients (see links.h).
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/resource.h"
+#include "control/link/link_client.h"
+#include "control/link/links.h"
+#include "core/buf.h"
+#include "core/log.h"
+
+struct link_entry {
+    char *ns, *name;
+    char *ident; /* every field the client was made from */
+    struct link_client *client;
+};
+
+struct links {
+    struct event_base *base;
+    struct ca_identity *id;
+    void (*on_change)(void *);
+    void *arg;
+    struct link_entry *v;
+    size_t n;
+};
+
+struct links *links_new(struct event_base *base, struct ca_identity *id,
+                        void (*on_change)(void *), void *arg)
+{
+    struct links *l = calloc(1, sizeof(*l));
+
+    if (l == NULL)
+        return NULL;
+    l->base = base;
+    l->id = id;
+    l->on_change = on_change;
+    l->arg = arg;
+    return l;
+}
+
+static void entry_dispose(struct link_entry *e)
+{
+    link_client_free(e->client);
+    free(e->ns);
+    free(e->name);
+    free(e->ident);
+}
+
+void links_free(struct links *l)
+{
+    if (l == NULL)
+        return;
+    for (size_t i = 0; i < l->n; i++)
+        entry_dispose(&l->v[i]);
+    free(l->v);
+    free(l);
+}
+
+static char *ident_of(const struct res_mesh_link *ml)
+{
+    char *s = NULL;
+
+    if (asprintf(&s, "%s\n%s\n%s\n%s\n%lld\n%s\n%s\n%lld\n%s", ml->network,
+                 ml->trust_domain, ml->gateway.address,
+                 ml->catalog.address, (long long)ml->gateway.port,
+                 ml->credential.token, ml->trust_bundle,
+                 (long long)ml->retain_for_ms, "") < 0)
+        return NULL;
+    return s;
+}
+
+static struct link_entry *find(struct links *l, const char *ns,
+                               const char *name)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->v[i].ns, ns) == 0 && strcmp(l->v[i].name, name) == 0)
+            return &l->v[i];
+    return NULL;
+}
+
+void links_sync(struct links *l, const struct resource_set *set)
+{
+    struct link_entry *next;
+    size_t nn = 0, want = 0;
+    int changed = 0;
+
+    for (size_t i = 0; set != NULL && i < set->n; i++)
+        want += set->v[i]->kind == RES_MESH_LINK;
+    next = calloc(want + 1, sizeof(*next));
+    if (next == NULL) {
+        log_error("links: out of memory; the links stay as they were");
+        return;
+    }
+    for (size_t i = 0; set != NULL && i < set->n; i++) {
+        const struct resource *r = set->v[i];
+        const struct res_mesh_link *ml;
+        struct link_entry *old, *e = &next[nn];
+        char *ident;
+
+        if (r->kind != RES_MESH_LINK)
+            continue;
+        ml = res_mesh_link(r);
+        ident = ident_of(ml);
+        if (ident == NULL)
+            continue;
+        old = find(l, r->meta.ns, r->meta.name);
+        if (old != NULL && old->client != NULL &&
+            strcmp(old->ident, ident) == 0) {
+            /* Unchanged: the same client, the same stream. */
+            *e = *old;
+            memset(old, 0, sizeof(*old));
+            free(ident);
+            nn++;
+            continue;
+        }
+        {
+            const struct link_client_conf conf = {
+                r->meta.name,        r->meta.ns,       ml->catalog.address,
+                ml->credential.token, ml->trust_domain, ml->trust_bundle,
+                ml->network,         ml->gateway.address, ml->gateway.port,
+                ml->retain_for_ms};
+            char *err = NULL;
+            e->client = link_client_new(l->base, &conf, l->id, l->on_change,
+                                        l->arg, &err);
+            if (e->client == NULL) {
+                log_error("MeshLink %s/%s: %s", r->meta.ns, r->meta.name,
+                          err != NULL ? err : "cannot start");
+                free(err);
+                free(ident);
+                continue;
+            }
+        }
+        e->ns = strdup(r->meta.ns);
+        e->name = strdup(r->meta.name);
+        e->ident = ident;
+        if (e->ns == NULL || e->name == NULL) {
+            entry_dispose(e);
+            memset(e, 0, sizeof(*e));
+            continue;
+        }
+        log_info("MeshLink %s/%s: %s, to %s", r->meta.ns, r->meta.name,
+                 old != NULL ? "changed; reconnecting" : "added",
+                 ml->catalog.address);
+        nn++;
+    }
+    /* What is left in the old table went away (or was replaced). */
+    for (size_t i = 0; i < l->n; i++) {
+        struct link_entry *e = &l->v[i];
+        struct link_client_state st;
+        if (e->client == NULL) {
+            entry_dispose(e);
+            continue;
+        }
+        link_client_state(e->client, &st);
+        if (st.services > 0 || st.version >= 0)
+            changed = 1;
+        {
+            int kept = 0;
+            for (size_t k = 0; k < nn; k++)
+                kept |= strcmp(next[k].ns, e->ns) == 0 &&
+                        strcmp(next[k].name, e->name) == 0;
+            if (!kept)
+                log_info("MeshLink %s/%s: removed with its %zu service(s)",
+                         e->ns, e->name, st.services);
+        }
+        entry_dispose(e);
+    }
+    free(l->v);
+    l->v = next;
+    l->n = nn;
+    if (changed)
+        l->on_change(l->arg);
+}
+
+size_t links_inputs(struct links *l, struct res_input **v, size_t n,
+                    size_t *cap)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        size_t more = link_client_inputs(l->v[i].client, NULL, 0);
+        if (n + more > *cap) {
+            size_t nc = (n + more) * 2 + 8;
+            struct res_input *nv = realloc(*v, nc * sizeof(**v));
+            if (nv == NULL)
+                return n;
+            *v = nv;
+            *cap = nc;
+        }
+        n += link_client_inputs(l->v[i].client, *v + n, more);
+    }
+    return n;
+}
+
+size_t links_count(const struct links *l)
+{
+    return l->n;
+}
+
+void links_json(const struct links *l, struct buf *b)
+{
+    buf_puts(b, "[");
+    for (size_t i = 0; i < l->n; i++) {
+        buf_puts(b, i ? "," : "");
+        link_client_json(l->v[i].client, b);
+    }
+    buf_puts(b, "]");
+}
+
+void links_prometheus(const struct links *l, struct buf *b)
+{
+    static const struct {
+        const char *name, *type, *help;
+    } fam[] = {
+        {"strait_link_connected", "gauge",
+         "1 while the MeshLink's catalog stream is up"},
+        {"strait_link_services", "gauge",
+         "services of the MeshLink's catalog in effect"},
+        {"strait_link_last_sync_seconds", "gauge",
+         "when the MeshLink's last catalog arrived (Unix time; 0: never)"},
+        {"strait_link_streams_total", "counter",
+         "catalog streams the MeshLink opened"},
+        {"strait_link_reconnects_total", "counter",
+         "attempts after a lost or failed catalog stream"},
+        {"strait_link_errors_total", "counter",
+         "MeshLink failures: connect, TLS, refusals, bad catalogs"},
+    };
+
+    for (size_t f = 0; f < sizeof(fam) / sizeof(*fam); f++) {
+        buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name,
+                   fam[f].help, fam[f].name, fam[f].type);
+        for (size_t i = 0; i < l->n; i++) {
+            struct link_client_state st;
+            uint64_t v;
+            link_client_state(l->v[i].client, &st);
+            switch (f) {
+            case 0:
+                v = (uint64_t)st.connected;
+                break;
+            case 1:
+                v = st.services;
+                break;
+            case 2:
+                v = (uint64_t)(st.last_sync_ms / 1000);
+                break;
+            case 3:
+                v = st.connects;
+                break;
+            case 4:
+                v = st.reconnects;
+                break;
+            default:
+                v = st.errors;
+                break;
+            }
+            buf_printf(b, "%s{link=\"%s/%s\"} %" PRIu64 "\n", fam[f].name,
+                       l->v[i].ns, l->v[i].name, v);
+        }
+    }
+}
