@@ -62,9 +62,23 @@ static void put_endpoint(struct buf *b, int *first,
                (long long)(we->weight > 0 ? we->weight : 1));
 }
 
-/* A service account's SPIFFE ID, once. */
-static void put_san(struct buf *b, int *first, const char *td, const char *ns,
-                    const char *sa)
+/* A SPIFFE ID into the serviceAccounts array, once: seen holds the ones
+ * written so far, each followed by a newline. */
+static void put_id(struct buf *b, struct buf *seen, const char *id)
+{
+    const char *p = buf_cstr(seen);
+    size_t n = strlen(id);
+
+    for (const char *q = p; (q = strstr(q, id)) != NULL; q++)
+        if ((q == p || q[-1] == '\n') && q[n] == '\n')
+            return;
+    buf_puts(b, buf_len(seen) > 0 ? "," : "");
+    json_str(b, id);
+    buf_printf(seen, "%s\n", id);
+}
+
+static void put_san(struct buf *b, struct buf *seen, const char *td,
+                    const char *ns, const char *sa)
 {
     char *id;
 
@@ -73,9 +87,7 @@ static void put_san(struct buf *b, int *first, const char *td, const char *ns,
     id = pki_spiffe_make(td, ns, sa);
     if (id == NULL)
         return;
-    buf_puts(b, *first ? "" : ",");
-    *first = 0;
-    json_str(b, id);
+    put_id(b, seen, id);
     free(id);
 }
 
@@ -84,6 +96,7 @@ static void put_service(struct buf *b, const struct resource_set *set,
                         const struct catalog_self *self)
 {
     const struct res_service_entry *se = res_service_entry(r);
+    struct buf seen;
     int first = 1;
 
     buf_puts(b, "{\"hostname\":");
@@ -100,19 +113,16 @@ static void put_service(struct buf *b, const struct resource_set *set,
         buf_puts(b, "}");
     }
     buf_puts(b, "],\"serviceAccounts\":[");
-    for (size_t i = 0; i < se->subject_alt_names.n; i++) {
-        if (strncmp(se->subject_alt_names.v[i], "spiffe://", 9) != 0)
-            continue;
-        buf_puts(b, first ? "" : ",");
-        first = 0;
-        json_str(b, se->subject_alt_names.v[i]);
-    }
+    buf_init(&seen, 64 * 1024);
+    for (size_t i = 0; i < se->subject_alt_names.n; i++)
+        if (strncmp(se->subject_alt_names.v[i], "spiffe://", 9) == 0)
+            put_id(b, &seen, se->subject_alt_names.v[i]);
     for (size_t i = 0; i < se->endpoints.n; i++)
-        put_san(b, &first, self->trust_domain, r->meta.ns,
+        put_san(b, &seen, self->trust_domain, r->meta.ns,
                 ((const struct res_workload_entry *)se->endpoints.v)[i]
                     .service_account);
+    buf_dispose(&seen);
     buf_puts(b, "],\"endpoints\":[");
-    first = 1;
     for (size_t i = 0; i < se->endpoints.n; i++)
         put_endpoint(b, &first,
                      (const struct res_workload_entry *)se->endpoints.v + i);

@@ -745,9 +745,10 @@ void link_client_json(const struct link_client *c, struct buf *b)
     else
         buf_puts(b, "null");
     buf_puts(b, ",\"entries\":[");
+    /* Each registry entry as loaded: the ServiceEntry document. */
     for (size_t i = 0; i < c->ndocs; i++) {
         buf_puts(b, i ? "," : "");
-        json_str(b, c->docs[i].rname);
+        buf_append(b, c->docs[i].data, c->docs[i].len);
     }
     buf_puts(b, "]}");
 }

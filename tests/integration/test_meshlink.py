@@ -1,0 +1,193 @@
+"""Site links (strait.io/v1alpha1 MeshLink): `strait link create` on site
+B prints the MeshLink site A applies; A then holds exactly one catalog
+stream to B's catalog API (links.address) for the life of the link,
+verified with B's SPIFFE trust bundle (no shared root), and merges the
+services B exports (label strait.io/export) as registry entries on B's
+network behind B's east-west gateway. Each site here is its own strait
+process with its own CA and trust domain, on loopback."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import STRAIT, Strait, finish_strait, free_port, rss_kib, \
+    wait_for
+
+ASAN = "asan" in os.environ.get("STRAIT_BIN", "")
+
+
+class Site:
+    """A strait with its own CA (trust domain td), network and catalog
+    API, its resources in DIR/conf.d."""
+
+    def __init__(self, root, name, td, network, locality="", gw="127.0.0.1:15443",
+                 retain="", links=True):
+        self.dir = root / name
+        self.dir.mkdir()
+        self.conf = self.dir / "conf.d"
+        self.conf.mkdir()
+        self.name = name
+        self.td = td
+        self.catalog_port = free_port()
+        links_yaml = (f"links: {{address: 127.0.0.1:{self.catalog_port}, "
+                      f"gateway: \"{gw}\"}}\n") if links else ""
+        extra = (f"node: {{name: {name}, namespace: istio-system, "
+                 f"network: {network}, locality: \"{locality}\"}}\n"
+                 f"trustDomain: {td}\n"
+                 f"config: {{dir: {self.conf}, debounce: 10ms}}\n"
+                 f"ca: {{enabled: true, dir: {self.dir / 'ca'}, "
+                 f"address: 127.0.0.1:{free_port()}}}\n" + links_yaml)
+        self.s = Strait(self.dir, "", workers=1, extra=extra)
+
+    def start(self):
+        self.s.start()
+        return self
+
+    def cli(self, *args, check=True):
+        p = subprocess.run([STRAIT, *args, "-c", str(self.s.config)],
+                           capture_output=True, text=True, timeout=30)
+        if check:
+            assert p.returncode == 0, p.stderr
+        return p
+
+    def link_create(self, site):
+        return self.cli("link", "create", "--name", site).stdout
+
+    def apply(self, name, text):
+        tmp = self.conf / f".{name}.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, self.conf / f"{name}.yaml")
+
+    def remove(self, name):
+        os.unlink(self.conf / f"{name}.yaml")
+
+    def links(self):
+        code, body, _ = self.s.get("/links")
+        assert code == 200, body
+        return json.loads(body)
+
+    def link(self, name):
+        for l in self.links()["links"]:
+            if l["name"] == name:
+                return l
+        return None
+
+    def clusters(self):
+        return self.s.get("/clusters")[1]
+
+    def config_dump(self):
+        return json.loads(self.s.get("/config_dump")[1])
+
+
+def route(port, host, svc_port=9080):
+    return f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {port}, name: http, protocol: HTTP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: to-b, namespace: default}}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - route:
+    - destination: {{host: {host}, port: {{number: {svc_port}}}}}
+"""
+
+
+def exported(host, port=9080, ns="default", name="reviews", export=True,
+             eps=(("v1", "eu/west/b1"), ("v2", "eu/west/b2")), sa="reviews"):
+    label = ', labels: {"strait.io/export": "true"}' if export else ""
+    e = "".join(f"  - {{address: 10.0.0.{i + 1}, labels: {{version: {v}}}, "
+                f"locality: {loc}, serviceAccount: {sa}}}\n"
+                for i, (v, loc) in enumerate(eps))
+    return f"""apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: {name}, namespace: {ns}{label}}}
+spec:
+  hosts: [{host}]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{{number: {port}, name: http, protocol: HTTP}}]
+  endpoints:
+{e}"""
+
+
+@pytest.fixture
+def sites(tmp_path):
+    made = []
+
+    def make(*a, **kw):
+        s = Site(tmp_path, *a, **kw)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        finish_strait(s.s)
+
+
+def connected(site, name):
+    l = site.link(name)
+    return l is not None and l["connected"] and l
+
+
+def test_link_create_apply_merges_exported_services(sites):
+    b = sites("site-b", "b.example", "net-b", locality="eu/west/b1",
+              gw="127.0.0.1:25443").start()
+    a = sites("site-a", "a.example", "net-a", links=False).start()
+    b.apply("svc", exported("reviews.default.svc.cluster.local")
+            + "---\n" + exported("secret.default.svc.cluster.local",
+                                 name="secret", export=False))
+    ml = b.link_create("site-a")
+    assert "kind: MeshLink" in ml and "slk1.site-a." in ml
+    a.apply("link", ml)
+    wait_for(lambda: connected(a, "site-b") and
+             a.link("site-b")["services"] == 1, 15, "the link")
+    l = a.link("site-b")
+    assert l["trustDomain"] == "b.example" and l["network"] == "net-b"
+    assert l["streams"] == 1
+    # The exported service is in A's registry, on B's network through
+    # B's gateway, with B's localities; the unexported one never left B.
+    (se,) = l["entries"]
+    assert se["kind"] == "ServiceEntry"
+    assert se["metadata"]["namespace"] == "default"
+    assert se["metadata"]["labels"] == {"strait.io/meshlink": "site-b"}
+    spec = se["spec"]
+    assert spec["hosts"] == ["reviews.default.svc.cluster.local"]
+    assert spec["ports"] == [{"number": 9080, "name": "http",
+                              "protocol": "HTTP"}]
+    assert spec["subjectAltNames"] == [
+        "spiffe://b.example/ns/default/sa/reviews"]
+    assert spec["resolution"] == "STATIC"
+    assert [(e["address"], e["ports"], e["network"], e["locality"],
+             e["labels"]) for e in spec["endpoints"]] == [
+        ("127.0.0.1", {"http": 25443}, "net-b", "eu/west/b1",
+         {"version": "v1"}),
+        ("127.0.0.1", {"http": 25443}, "net-b", "eu/west/b2",
+         {"version": "v2"})]
+    # B's addresses never leave B.
+    assert "10.0.0." not in json.dumps(a.links())
+    # The entry is a resource in effect on A, and a Gateway route to the
+    # host goes to B's gateway.
+    names = [r["name"] for r in a.config_dump()["resources"]["resources"]]
+    assert se["metadata"]["name"] in names
+    gw_port = free_port()
+    a.apply("route", route(gw_port, "reviews.default.svc.cluster.local"))
+    wait_for(lambda: "127.0.0.1:25443" in a.clusters(), 10,
+             "the merged endpoints on /clusters")
+    assert "secret.default" not in json.dumps(a.config_dump())
+    # B serves one stream, to site-a.
+    srv = b.links()["server"]
+    assert srv["accepted"] == 1 and srv["active"] == 1
+    assert srv["streams"][0]["site"] == "site-a"
