@@ -191,3 +191,147 @@ def test_link_create_apply_merges_exported_services(sites):
     srv = b.links()["server"]
     assert srv["accepted"] == 1 and srv["active"] == 1
     assert srv["streams"][0]["site"] == "site-a"
+
+
+def linked(sites, retain="10m", b_extra={}):
+    """Sites A and B (different CAs and trust domains), B exporting
+    reviews, A linked to B and synced."""
+    b = sites("site-b", "b.example", "net-b", gw="127.0.0.1:25443",
+              **b_extra).start()
+    a = sites("site-a", "a.example", "net-a", links=False).start()
+    b.apply("svc", exported("reviews.default.svc.cluster.local"))
+    ml = b.link_create("site-a").replace("retainFor: 10m",
+                                         f"retainFor: {retain}")
+    a.apply("link", ml)
+    wait_for(lambda: connected(a, "site-b") and
+             a.link("site-b")["services"] == 1, 15, "the link")
+    return a, b, ml
+
+
+def merged_names(a):
+    return [r["name"] for r in a.config_dump()["resources"]["resources"]
+            if r["kind"] == "ServiceEntry"]
+
+
+def test_one_stream_across_reloads(sites):
+    a, b, _ = linked(sites)
+    n = 200 if ASAN else 1000
+    for i in range(n):
+        before = a.s.stats()["server.reloads_ok"]
+        code, body, _ = a.s.get("/reload", method="POST")
+        assert code == 200 and body.startswith(("reloaded", "reload queued")),\
+            body
+        # Each one took effect (a queued one runs once the workers have
+        # switched), so this is n reloads, not n requests coalesced.
+        wait_for(lambda: a.s.stats()["server.reloads_ok"] > before, 10,
+                 "the reload")
+        if i % 100 == 0:
+            # A resource change too: the directory reloads as well.
+            a.apply("other", exported(f"x{i}.default.svc.cluster.local",
+                                      name=f"x{i}", export=False))
+    assert a.s.stats()["server.reloads_ok"] >= n
+    l = a.link("site-b")
+    assert l["connected"] and l["streams"] == 1 and l["attempts"] == 1
+    srv = b.links()["server"]
+    assert srv["accepted"] == 1 and srv["active"] == 1, srv
+    # B's catalog changes reach A on the same stream.
+    b.apply("svc2", exported("ratings.default.svc.cluster.local",
+                             name="ratings"))
+    wait_for(lambda: a.link("site-b")["services"] == 2, 10, "the update")
+    assert a.link("site-b")["streams"] == 1
+    assert b.links()["server"]["accepted"] == 1
+
+
+def test_trust_domain_mismatch_is_refused_with_what_to_fix(sites):
+    b = sites("site-b", "b.example", "net-b").start()
+    a = sites("site-a", "a.example", "net-a", links=False).start()
+    b.apply("svc", exported("reviews.default.svc.cluster.local"))
+    ml = b.link_create("site-a")
+    a.apply("link", ml.replace('trustDomain: "b.example"',
+                               'trustDomain: "wrong.example"'))
+    l = wait_for(lambda: (a.link("site-b") or {}).get("lastError"), 10,
+                 "the refusal")
+    assert "trust domain mismatch" in l and "spiffe://b.example/" in l
+    assert "set spec.trustDomain" in l
+    assert a.link("site-b")["services"] == 0
+    assert not a.link("site-b")["connected"]
+    assert "trust domain mismatch" in a.s.log()
+
+
+def test_root_mismatch_is_refused_with_what_to_fix(sites):
+    b = sites("site-b", "b.example", "net-b").start()
+    c = sites("site-c", "b.example", "net-c").start()
+    a = sites("site-a", "a.example", "net-a", links=False).start()
+    ml_b = b.link_create("site-a")
+    ml_c = c.link_create("site-a")
+    bundle_c = ml_c[ml_c.index("  trustBundle: |"):]
+    # B's link with C's roots (same trust domain, another CA).
+    a.apply("link", ml_b[:ml_b.index("  trustBundle: |")] + bundle_c)
+    l = wait_for(lambda: (a.link("site-b") or {}).get("lastError"), 10,
+                 "the refusal")
+    assert "not trusted by spec.trustBundle" in l, l
+    assert "strait link create" in l
+    assert b.links()["server"]["accepted"] == 0
+
+
+def test_bad_meshlink_is_refused_at_load(sites):
+    a = sites("site-a", "a.example", "net-a", links=False).start()
+    a.apply("link", """apiVersion: strait.io/v1alpha1
+kind: MeshLink
+metadata: {name: bad}
+spec:
+  network: net-b
+  trustDomain: b.example
+  trustBundle: '{"keys":[]}'
+  gateway: {address: 127.0.0.1}
+  catalog: {address: somewhere}
+  credential: {token: nope}
+""")
+    wait_for(lambda: "trust bundle holds no x509-svid authority" in a.s.log(),
+             10, "the load error")
+    log = a.s.log()
+    assert "link.yaml" in log and "spec.catalog.address" in log
+    assert "spec.credential.token" in log
+    assert a.links()["links"] == []
+    p = subprocess.run([STRAIT, "check", str(a.conf / "link.yaml")],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1 and "spec.trustBundle" in p.stderr + p.stdout
+
+
+def test_link_delete_cuts_off_and_retain_for_then_drops(sites):
+    a, b, _ = linked(sites, retain="3s")
+    name = merged_names(a)
+    assert len(name) == 1
+    b.cli("link", "delete", "--name", "site-a")
+    wait_for(lambda: not a.link("site-b")["connected"], 10, "the cut")
+    assert b.links()["server"]["closedDeleted"] == 1
+    # Retained: the last catalog stays while reconnects are refused.
+    l = wait_for(lambda: "no link for this site" in
+                 (a.link("site-b")["lastError"] or "") and a.link("site-b"),
+                 10, "the refusal")
+    assert l["retained"] and l["services"] == 1
+    assert merged_names(a) == name
+    t0 = time.monotonic()
+    wait_for(lambda: a.link("site-b")["services"] == 0, 10, "the drop")
+    assert time.monotonic() - t0 > 1.0
+    wait_for(lambda: merged_names(a) == [], 10, "the entries removed")
+
+
+def test_removing_the_meshlink_removes_every_entry(sites):
+    a, b, _ = linked(sites)
+    b.apply("svc2", exported("ratings.default.svc.cluster.local",
+                             name="ratings"))
+    wait_for(lambda: len(merged_names(a)) == 2, 10, "two entries")
+    gw_port = free_port()
+    a.apply("route", route(gw_port, "reviews.default.svc.cluster.local"))
+    wait_for(lambda: "127.0.0.1:25443" in a.clusters(), 10, "the cluster")
+    # A route to a linked host keeps the host needed: removing the link
+    # first would be refused (IST0101, REGISTRY_ONLY) and change nothing.
+    a.remove("route")
+    wait_for(lambda: "127.0.0.1:25443" not in a.clusters(), 10,
+             "the route gone")
+    a.remove("link")
+    wait_for(lambda: a.links()["links"] == [], 10, "the link gone")
+    wait_for(lambda: merged_names(a) == [], 10, "the entries gone")
+    wait_for(lambda: b.links()["server"]["active"] == 0, 10,
+             "B's stream closed")
