@@ -335,3 +335,68 @@ def test_removing_the_meshlink_removes_every_entry(sites):
     wait_for(lambda: merged_names(a) == [], 10, "the entries gone")
     wait_for(lambda: b.links()["server"]["active"] == 0, 10,
              "B's stream closed")
+
+
+def test_relink_soak_memory_flat(sites):
+    """create on B, apply on A, wait for the merge, remove on A, wait for
+    the entries to go: many times, with A's RSS back to where it was."""
+    b = sites("site-b", "b.example", "net-b").start()
+    a = sites("site-a", "a.example", "net-a", links=False).start()
+    b.apply("svc", exported("reviews.default.svc.cluster.local"))
+    n = 100 if ASAN else 1000
+
+    def cycle():
+        a.apply("link", b.link_create("site-a"))
+        wait_for(lambda: merged_names(a) != [], 10, "the merge")
+        a.remove("link")
+        wait_for(lambda: a.links()["links"] == [] and merged_names(a) == [],
+                 10, "the removal")
+
+    for _ in range(n // 10):
+        cycle()
+    base = rss_kib(a.s.proc.pid)
+    for _ in range(n - n // 10):
+        cycle()
+    grown = rss_kib(a.s.proc.pid) - base
+    print(f"relink soak: {n} cycles, RSS {base} KiB -> +{grown} KiB")
+    assert grown < 4096, f"RSS grew by {grown} KiB over {n} relinks"
+    srv = b.links()["server"]
+    assert srv["accepted"] == n and srv["active"] == 0, srv
+
+
+def test_reconnect_backoff_is_jittered_over_50_links(sites):
+    """50 MeshLinks on A to B; B restarts: the links come back spread over
+    time by full jitter, not in one burst."""
+    b = sites("site-b", "b.example", "net-b").start()
+    a = sites("site-a", "a.example", "net-a", links=False).start()
+    b.apply("svc", exported("reviews.default.svc.cluster.local"))
+    docs = []
+    for i in range(50):
+        ml = b.link_create(f"site-a{i}").replace(
+            "name: site-b", f"name: site-b-{i}")
+        docs.append(ml)
+    a.apply("links", "---\n".join(docs))
+    wait_for(lambda: sum(l["connected"] for l in a.links()["links"]) == 50,
+             30, "50 links up")
+    b.s.stop()
+    b.s.kill()
+    wait_for(lambda: not any(l["connected"] for l in a.links()["links"]),
+             15, "every link down")
+    t_down = time.time() * 1000
+    b.s.start()
+    wait_for(lambda: sum(l["connected"] for l in a.links()["links"]) == 50,
+             120, "50 links back")
+    back = sorted(l["connectedSinceMs"] - t_down for l in a.links()["links"])
+    spread = back[-1] - back[0]
+    gaps = [y - x for x, y in zip(back, back[1:])]
+    print(f"reconnects of 50 links after B restarted: first {back[0]:.0f} ms,"
+          f" last {back[-1]:.0f} ms, spread {spread:.0f} ms, median "
+          f"{back[25]:.0f} ms, largest gap {max(gaps):.0f} ms")
+    # Full jitter over at least the first 1 s window: not one burst.
+    assert spread > 500, back
+    within_50ms = max(sum(1 for t in back if s <= t < s + 50) for s in back)
+    assert within_50ms < 25, back
+    # Each came back with at most a handful of attempts, every one
+    # counted, and the stream count per link is now 2.
+    assert all(l["streams"] == 2 for l in a.links()["links"])
+    assert b.links()["server"]["active"] == 50

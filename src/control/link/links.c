@@ -77,8 +77,10 @@ static char *ident_of(const struct res_mesh_link *ml)
 static struct link_entry *find(struct links *l, const char *ns,
                                const char *name)
 {
+    /* Entries links_sync() already moved to the new table are zeroed. */
     for (size_t i = 0; i < l->n; i++)
-        if (strcmp(l->v[i].ns, ns) == 0 && strcmp(l->v[i].name, name) == 0)
+        if (l->v[i].ns != NULL && strcmp(l->v[i].ns, ns) == 0 &&
+            strcmp(l->v[i].name, name) == 0)
             return &l->v[i];
     return NULL;
 }
