@@ -152,8 +152,9 @@ static void ml_check(struct res_check *ck, struct resource *r)
     const char *aerr = NULL;
 
     if (ml->network == NULL || ml->network[0] == '\0')
-        res_err(ck, NULL, "spec.network", "is required (the remote site's "
-                                          "node.network)");
+        res_err(ck, NULL, "spec.network",
+                "is required (the remote site's "
+                "node.network)");
     if (ml->trust_domain == NULL || ml->trust_domain[0] == '\0')
         res_err(ck, NULL, "spec.trustDomain", "is required");
     else
@@ -175,8 +176,8 @@ static void ml_check(struct res_check *ck, struct resource *r)
                        ml->gateway.address, RES_HOST_IP);
     if (ml->catalog.address == NULL || ml->catalog.address[0] == '\0')
         res_err(ck, &ml->catalog.mark, "spec.catalog.address", "is required");
-    else if (addr_parse(&a, ml->catalog.address, strlen(ml->catalog.address),
-                        0, &aerr) < 0 ||
+    else if (addr_parse(&a, ml->catalog.address, strlen(ml->catalog.address), 0,
+                        &aerr) < 0 ||
              a.ss.ss_family == AF_UNIX)
         res_err(ck, &ml->catalog.mark, "spec.catalog.address",
                 "'%s' is not IP:port (%s)", ml->catalog.address,

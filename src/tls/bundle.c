@@ -92,8 +92,8 @@ static int jwk_params(X509 *x, struct jwk_params *jp)
         }
         jp->kty = "EC";
         if (jp->crv != NULL && bx != NULL && by != NULL &&
-            EC_POINT_get_affine_coordinates_GFp(
-                g, EC_KEY_get0_public_key(ec), bx, by, NULL) &&
+            EC_POINT_get_affine_coordinates_GFp(g, EC_KEY_get0_public_key(ec),
+                                                bx, by, NULL) &&
             bn_b64url(bx, flen, jp->a, sizeof(jp->a)) == 0 &&
             bn_b64url(by, flen, jp->b, sizeof(jp->b)) == 0)
             rc = 0;

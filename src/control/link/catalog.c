@@ -274,23 +274,27 @@ static int decode_ports(const struct json *arr, struct arena *a,
         cp->name = str_of(p, "name");
         cp->protocol = str_of(p, "protocol");
         if (int_of(p, "number", 1, 65535, &cp->number) < 0)
-            return fail(why, cap, "service %s: ports[%zu].number must be 1 "
-                                  "to 65535",
+            return fail(why, cap,
+                        "service %s: ports[%zu].number must be 1 "
+                        "to 65535",
                         s->hostname, i);
         if (cp->name == NULL || !token_ok(cp->name, 63, 0) ||
             strchr(cp->name, '/') != NULL)
-            return fail(why, cap, "service %s: ports[%zu].name must be a "
-                                  "port name",
+            return fail(why, cap,
+                        "service %s: ports[%zu].name must be a "
+                        "port name",
                         s->hostname, i);
         if (cp->protocol == NULL || !protocol_ok(cp->protocol))
-            return fail(why, cap, "service %s: ports[%zu].protocol is not "
-                                  "one of Istio's",
+            return fail(why, cap,
+                        "service %s: ports[%zu].protocol is not "
+                        "one of Istio's",
                         s->hostname, i);
         for (size_t k = 0; k < i; k++)
             if (strcmp(s->ports[k].name, cp->name) == 0 ||
                 s->ports[k].number == cp->number)
-                return fail(why, cap, "service %s: ports[%zu] repeats a "
-                                      "name or number",
+                return fail(why, cap,
+                            "service %s: ports[%zu] repeats a "
+                            "name or number",
                             s->hostname, i);
     }
     s->nports = i;
@@ -304,8 +308,9 @@ static int decode_endpoints(const struct json *arr, struct arena *a,
 
     if (arr == NULL || arr->type != JSON_ARRAY ||
         arr->n > CATALOG_MAX_ENDPOINTS)
-        return fail(why, cap, "service %s: endpoints must be an array of at "
-                              "most %d",
+        return fail(why, cap,
+                    "service %s: endpoints must be an array of at "
+                    "most %d",
                     s->hostname, CATALOG_MAX_ENDPOINTS);
     s->endpoints = arena_alloc(a, (arr->n + 1) * sizeof(*s->endpoints));
     if (s->endpoints == NULL)
@@ -315,38 +320,43 @@ static int decode_endpoints(const struct json *arr, struct arena *a,
         const struct json *lab = json_get(e, "labels");
         size_t k = 0;
         if (e->type != JSON_OBJECT)
-            return fail(why, cap, "service %s: endpoints[%zu] must be an "
-                                  "object",
+            return fail(why, cap,
+                        "service %s: endpoints[%zu] must be an "
+                        "object",
                         s->hostname, i);
         ce->locality = str_of(e, "locality");
         if (ce->locality == NULL)
             ce->locality = "";
         if (!token_ok(ce->locality, 253, 1))
-            return fail(why, cap, "service %s: endpoints[%zu].locality must "
-                                  "be region/zone/subzone",
+            return fail(why, cap,
+                        "service %s: endpoints[%zu].locality must "
+                        "be region/zone/subzone",
                         s->hostname, i);
         ce->weight = 1;
         if (json_get(e, "weight") != NULL &&
             int_of(e, "weight", 1, 1000000, &ce->weight) < 0)
-            return fail(why, cap, "service %s: endpoints[%zu].weight must be "
-                                  "1 to 1000000",
+            return fail(why, cap,
+                        "service %s: endpoints[%zu].weight must be "
+                        "1 to 1000000",
                         s->hostname, i);
-        if (lab != NULL && (lab->type != JSON_OBJECT ||
-                            lab->n > CATALOG_MAX_LABELS))
-            return fail(why, cap, "service %s: endpoints[%zu].labels must be "
-                                  "an object of at most %d",
+        if (lab != NULL &&
+            (lab->type != JSON_OBJECT || lab->n > CATALOG_MAX_LABELS))
+            return fail(why, cap,
+                        "service %s: endpoints[%zu].labels must be "
+                        "an object of at most %d",
                         s->hostname, i, CATALOG_MAX_LABELS);
-        ce->labels = arena_alloc(a, (lab ? lab->n + 1 : 1) *
-                                        sizeof(*ce->labels));
+        ce->labels =
+            arena_alloc(a, (lab ? lab->n + 1 : 1) * sizeof(*ce->labels));
         if (ce->labels == NULL)
             return fail(why, cap, "out of memory");
         for (const struct json *l = lab ? lab->child : NULL; l != NULL;
              l = l->next, k++) {
             const char *v = json_string(l).p;
-            if (v == NULL || l->key.p == NULL ||
-                !token_ok(l->key.p, 253, 0) || !token_ok(v, 63, 1))
-                return fail(why, cap, "service %s: endpoints[%zu].labels: "
-                                      "keys and values must be label text",
+            if (v == NULL || l->key.p == NULL || !token_ok(l->key.p, 253, 0) ||
+                !token_ok(v, 63, 1))
+                return fail(why, cap,
+                            "service %s: endpoints[%zu].labels: "
+                            "keys and values must be label text",
                             s->hostname, i);
             ce->labels[k].key = l->key.p;
             ce->labels[k].value = v;
@@ -366,8 +376,9 @@ static int decode_sans(const struct json *arr, struct arena *a,
     if (arr == NULL)
         return 0;
     if (arr->type != JSON_ARRAY || arr->n > 64)
-        return fail(why, cap, "service %s: serviceAccounts must be an array "
-                              "of at most 64",
+        return fail(why, cap,
+                    "service %s: serviceAccounts must be an array "
+                    "of at most 64",
                     s->hostname);
     s->sans = arena_alloc(a, (arr->n + 1) * sizeof(*s->sans));
     if (s->sans == NULL)
@@ -422,8 +433,9 @@ int catalog_decode(const char *p, size_t n, const char *trust_domain,
     c->trust_domain = str_of(root, "trustDomain");
     if (int_of(root, "version", 0, INT64_C(1) << 52, &c->version) < 0 ||
         c->site == NULL || c->network == NULL || c->trust_domain == NULL)
-        return fail(why, cap, "catalog without version, site, network or "
-                              "trustDomain");
+        return fail(why, cap,
+                    "catalog without version, site, network or "
+                    "trustDomain");
     if (strcmp(c->trust_domain, trust_domain) != 0)
         return fail(why, cap,
                     "the remote site's trust domain is '%s' but the "
@@ -433,8 +445,9 @@ int catalog_decode(const char *p, size_t n, const char *trust_domain,
     svcs = json_get(root, "services");
     if (svcs == NULL || svcs->type != JSON_ARRAY ||
         svcs->n > CATALOG_MAX_SERVICES)
-        return fail(why, cap, "catalog services must be an array of at most "
-                              "%d",
+        return fail(why, cap,
+                    "catalog services must be an array of at most "
+                    "%d",
                     CATALOG_MAX_SERVICES);
     c->services = arena_alloc(a, (svcs->n + 1) * sizeof(*c->services));
     if (c->services == NULL)
@@ -494,8 +507,9 @@ int catalog_resource(struct buf *b, const struct catalog_link *link,
     json_str(b, link->name);
     buf_puts(b, "}},\"spec\":{\"hosts\":[");
     json_str(b, svc->hostname);
-    buf_printf(b, "],\"location\":\"MESH_INTERNAL\",\"resolution\":\"%s\","
-                  "\"ports\":[",
+    buf_printf(b,
+               "],\"location\":\"MESH_INTERNAL\",\"resolution\":\"%s\","
+               "\"ports\":[",
                literal ? "STATIC" : "DNS");
     for (size_t i = 0; i < svc->nports; i++) {
         buf_printf(b, "%s{\"number\":%lld,\"name\":", i ? "," : "",

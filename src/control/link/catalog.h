@@ -100,8 +100,7 @@ int catalog_encode(struct buf *b, const struct resource_set *set,
  * bytes) that names the service and field at fault.
  */
 int catalog_decode(const char *p, size_t n, const char *trust_domain,
-                   struct arena *a, struct catalog *c, char *why,
-                   size_t cap);
+                   struct arena *a, struct catalog *c, char *why, size_t cap);
 
 /* Where a link's catalog goes: the MeshLink and its gateway. */
 struct catalog_link {

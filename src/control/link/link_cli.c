@@ -91,17 +91,16 @@ static int cmd_create(const struct bootstrap *bs, const char *site)
     if (bs->links.gateway[0] == '\0' ||
         split_host_port(bs->links.gateway, gwhost, sizeof(gwhost), &gwport) <
             0) {
-        fprintf(stderr,
-                "strait link: links.gateway must be HOST:PORT of this "
-                "site's east-west gateway as the other site reaches it "
-                "(e.g. 203.0.113.7:15443)\n");
+        fprintf(stderr, "strait link: links.gateway must be HOST:PORT of this "
+                        "site's east-west gateway as the other site reaches it "
+                        "(e.g. 203.0.113.7:15443)\n");
         return CONFIG;
     }
     if (bs->links.advertise[0] != '\0') {
         struct addr a;
         const char *why;
-        if (addr_parse(&a, bs->links.advertise, strlen(bs->links.advertise),
-                       0, &why) < 0) {
+        if (addr_parse(&a, bs->links.advertise, strlen(bs->links.advertise), 0,
+                       &why) < 0) {
             fprintf(stderr, "strait link: links.advertise '%s': %s\n",
                     bs->links.advertise, why);
             return CONFIG;
@@ -164,9 +163,9 @@ static int cmd_create(const struct bootstrap *bs, const char *site)
            "  retainFor: 10m\n"
            "  trustBundle: |\n"
            "    %s\n",
-           bs->node.name, bs->node.network, bs->trust_domain, site, site,
-           site, bs->node.name, bs->node.network, bs->trust_domain, gwhost,
-           gwport, catalog, token, buf_cstr(&b));
+           bs->node.name, bs->node.network, bs->trust_domain, site, site, site,
+           bs->node.name, bs->node.network, bs->trust_domain, gwhost, gwport,
+           catalog, token, buf_cstr(&b));
     rc = OK;
 done:
     buf_dispose(&b);

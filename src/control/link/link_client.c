@@ -126,8 +126,8 @@ static void set_error(struct link_client *c, const char *fmt, ...)
         msg = NULL;
     va_end(ap);
     c->st.errors++;
-    if (msg != NULL && (c->last_error == NULL ||
-                        strcmp(msg, c->last_error) != 0))
+    if (msg != NULL &&
+        (c->last_error == NULL || strcmp(msg, c->last_error) != 0))
         log_warn("MeshLink %s/%s: %s", c->conf.ns, c->conf.name, msg);
     free(c->last_error);
     c->last_error = msg;
@@ -136,9 +136,8 @@ static void set_error(struct link_client *c, const char *fmt, ...)
 /* Turns a catalog into entries; 0, or -1 (the old ones stay). */
 static int take_catalog(struct link_client *c, const struct catalog *cat)
 {
-    const struct catalog_link link = {c->conf.name, c->conf.ns,
-                                      c->conf.network, c->conf.gateway,
-                                      c->conf.gateway_port};
+    const struct catalog_link link = {c->conf.name, c->conf.ns, c->conf.network,
+                                      c->conf.gateway, c->conf.gateway_port};
     struct lc_doc *d = calloc(cat->nservices + 1, sizeof(*d));
     struct buf b;
     size_t i;
@@ -151,8 +150,8 @@ static int take_catalog(struct link_client *c, const struct catalog *cat)
         buf_init(&b, CATALOG_MAX_LINE);
         catalog_resource_name(c->conf.name, svc->hostname, rname);
         if (catalog_resource(&b, &link, svc) < 0 ||
-            asprintf(&d[i].name, "MeshLink %s/%s: %s", c->conf.ns,
-                     c->conf.name, svc->hostname) < 0) {
+            asprintf(&d[i].name, "MeshLink %s/%s: %s", c->conf.ns, c->conf.name,
+                     svc->hostname) < 0) {
             buf_dispose(&b);
             docs_free(d, i + 1);
             return -1;
@@ -263,8 +262,8 @@ static void on_idle(void *arg)
         set_error(c, "the catalog stream from %s said nothing for %d s",
                   c->conf.catalog, LINK_IDLE_MS / 1000);
     else
-        set_error(c, "no catalog stream from %s within %d s",
-                  c->conf.catalog, LINK_CONNECT_TIMEOUT_MS / 1000);
+        set_error(c, "no catalog stream from %s within %d s", c->conf.catalog,
+                  LINK_CONNECT_TIMEOUT_MS / 1000);
     lost(c);
 }
 
@@ -304,8 +303,8 @@ static int line(struct link_client *c, const char *p, size_t n)
     int rc = 0;
 
     arena_init(&a, 64 * 1024);
-    if (catalog_decode(p, n, c->conf.trust_domain, &a, &cat, why,
-                       sizeof(why)) < 0) {
+    if (catalog_decode(p, n, c->conf.trust_domain, &a, &cat, why, sizeof(why)) <
+        0) {
         set_error(c, "catalog from %s refused (the last one stays): %s",
                   c->conf.catalog, why);
         rc = -1;
@@ -397,8 +396,9 @@ static int read_head(struct link_client *c)
         return -1;
     }
     if (resp.body != H1_BODY_CHUNKED) {
-        set_error(c, "the catalog API at %s did not answer with a chunked "
-                     "stream",
+        set_error(c,
+                  "the catalog API at %s did not answer with a chunked "
+                  "stream",
                   c->conf.catalog);
         return -1;
     }
@@ -578,8 +578,8 @@ static SSL_CTX *client_ctx(const struct link_client_conf *conf,
     SSL_CTX *ctx;
     X509_STORE *store;
 
-    if (bundle_parse(conf->trust_bundle, strlen(conf->trust_bundle), &b,
-                     &why) < 0) {
+    if (bundle_parse(conf->trust_bundle, strlen(conf->trust_bundle), &b, &why) <
+        0) {
         err_set(err, "spec.trustBundle: %s", why);
         return NULL;
     }
@@ -647,10 +647,10 @@ struct link_client *link_client_new(struct event_base *base,
     timer_init(&c->notify, base, on_notify, c);
     RAND_bytes((uint8_t *)&c->rng, sizeof(c->rng));
     c->rng |= 1;
-    if (c->conf.name == NULL || c->conf.ns == NULL ||
-        c->conf.catalog == NULL || c->conf.token == NULL ||
-        c->conf.trust_domain == NULL || c->conf.trust_bundle == NULL ||
-        c->conf.network == NULL || c->conf.gateway == NULL) {
+    if (c->conf.name == NULL || c->conf.ns == NULL || c->conf.catalog == NULL ||
+        c->conf.token == NULL || c->conf.trust_domain == NULL ||
+        c->conf.trust_bundle == NULL || c->conf.network == NULL ||
+        c->conf.gateway == NULL) {
         err_set(err, "out of memory");
         goto fail;
     }
@@ -732,9 +732,9 @@ void link_client_json(const struct link_client *c, struct buf *b)
                ",\"reconnects\":%" PRIu64 ",\"errors\":%" PRIu64
                ",\"lastBackoffMs\":%" PRIu64 ",\"retainForMs\":%" PRId64
                ",\"lastError\":",
-               st->connected          ? "connected"
-               : c->phase != LC_IDLE  ? "connecting"
-                                      : "backoff",
+               st->connected         ? "connected"
+               : c->phase != LC_IDLE ? "connecting"
+                                     : "backoff",
                st->connected ? "true" : "false",
                st->retained ? "true" : "false", st->services, st->version,
                st->last_sync_ms, st->connected_ms, st->connects, st->attempts,

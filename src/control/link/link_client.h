@@ -67,16 +67,16 @@ size_t link_client_inputs(const struct link_client *c, struct res_input *in,
                           size_t cap);
 
 struct link_client_state {
-    int connected;       /* a stream is up and delivered a catalog */
-    int retained;        /* down, last catalog kept */
-    size_t services;     /* in effect */
-    int64_t version;     /* of the catalog in effect; -1: none */
-    int64_t last_sync_ms;   /* wall clock of the last catalog; 0: never */
-    int64_t connected_ms;   /* wall clock the stream came up; 0: down */
-    uint64_t connects;      /* streams opened (TLS + 200) */
-    uint64_t attempts;      /* connection attempts */
-    uint64_t reconnects;    /* attempts after a lost or failed stream */
-    uint64_t errors;        /* failures: connect, TLS, refusals, decode */
+    int connected;        /* a stream is up and delivered a catalog */
+    int retained;         /* down, last catalog kept */
+    size_t services;      /* in effect */
+    int64_t version;      /* of the catalog in effect; -1: none */
+    int64_t last_sync_ms; /* wall clock of the last catalog; 0: never */
+    int64_t connected_ms; /* wall clock the stream came up; 0: down */
+    uint64_t connects;    /* streams opened (TLS + 200) */
+    uint64_t attempts;    /* connection attempts */
+    uint64_t reconnects;  /* attempts after a lost or failed stream */
+    uint64_t errors;      /* failures: connect, TLS, refusals, decode */
     uint64_t last_backoff_ms;
     const char *last_error; /* NULL: none since the last catalog */
 };

@@ -219,8 +219,8 @@ static int try_request(struct lconn *lc)
     }
     if (head == 0)
         return 0;
-    if (req.body != H1_BODY_NONE && !(req.body == H1_BODY_LENGTH &&
-                                      req.content_length == 0)) {
+    if (req.body != H1_BODY_NONE &&
+        !(req.body == H1_BODY_LENGTH && req.content_length == 0)) {
         refuse(lc, 400, "a catalog request has no body");
         return 1;
     }
@@ -454,9 +454,8 @@ void link_server_publish(struct link_server *s, const struct resource_set *set)
 }
 
 struct link_server *link_server_new(struct event_base *base,
-                                    struct reaper *reaper,
-                                    const struct addr *a, const char *dir,
-                                    struct ca_identity *id,
+                                    struct reaper *reaper, const struct addr *a,
+                                    const char *dir, struct ca_identity *id,
                                     const struct catalog_self *self,
                                     struct sock_pool *pool, char **err)
 {

@@ -42,9 +42,8 @@ struct link_server;
  * credential) and reaper must outlive the server; self is copied. NULL
  * with an allocated *err. */
 struct link_server *link_server_new(struct event_base *base,
-                                    struct reaper *reaper,
-                                    const struct addr *a, const char *dir,
-                                    struct ca_identity *id,
+                                    struct reaper *reaper, const struct addr *a,
+                                    const char *dir, struct ca_identity *id,
                                     const struct catalog_self *self,
                                     struct sock_pool *pool, char **err);
 
@@ -57,11 +56,11 @@ int link_server_listen_fd(const struct link_server *s);
 const struct addr *link_server_addr(const struct link_server *s);
 
 struct link_server_stats {
-    uint64_t accepted; /* streams that got a catalog */
-    uint64_t refused;  /* requests answered with an error */
+    uint64_t accepted;       /* streams that got a catalog */
+    uint64_t refused;        /* requests answered with an error */
     uint64_t closed_deleted; /* streams closed: link deleted or re-created */
     uint64_t active;
-    int64_t version;  /* of the catalog served */
+    int64_t version; /* of the catalog served */
     uint64_t services;
 };
 void link_server_stats(const struct link_server *s,

@@ -66,10 +66,9 @@ static char *ident_of(const struct res_mesh_link *ml)
     char *s = NULL;
 
     if (asprintf(&s, "%s\n%s\n%s\n%s\n%lld\n%s\n%s\n%lld\n%s", ml->network,
-                 ml->trust_domain, ml->gateway.address,
-                 ml->catalog.address, (long long)ml->gateway.port,
-                 ml->credential.token, ml->trust_bundle,
-                 (long long)ml->retain_for_ms, "") < 0)
+                 ml->trust_domain, ml->gateway.address, ml->catalog.address,
+                 (long long)ml->gateway.port, ml->credential.token,
+                 ml->trust_bundle, (long long)ml->retain_for_ms, "") < 0)
         return NULL;
     return s;
 }
@@ -122,9 +121,9 @@ void links_sync(struct links *l, const struct resource_set *set)
         }
         {
             const struct link_client_conf conf = {
-                r->meta.name,        r->meta.ns,       ml->catalog.address,
-                ml->credential.token, ml->trust_domain, ml->trust_bundle,
-                ml->network,         ml->gateway.address, ml->gateway.port,
+                r->meta.name,         r->meta.ns,          ml->catalog.address,
+                ml->credential.token, ml->trust_domain,    ml->trust_bundle,
+                ml->network,          ml->gateway.address, ml->gateway.port,
                 ml->retain_for_ms};
             char *err = NULL;
             e->client = link_client_new(l->base, &conf, l->id, l->on_change,
@@ -232,8 +231,8 @@ void links_prometheus(const struct links *l, struct buf *b)
     };
 
     for (size_t f = 0; f < sizeof(fam) / sizeof(*fam); f++) {
-        buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name,
-                   fam[f].help, fam[f].name, fam[f].type);
+        buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name, fam[f].help,
+                   fam[f].name, fam[f].type);
         for (size_t i = 0; i < l->n; i++) {
             struct link_client_state st;
             uint64_t v;

@@ -42,8 +42,8 @@ static void secret_hash(const char *secret, size_t n, char hex[65])
     pki_hex(h, sizeof(h), hex);
 }
 
-int link_store_create(const char *dir, const char *site, int64_t now,
-                      char *out, size_t cap, char **err)
+int link_store_create(const char *dir, const char *site, int64_t now, char *out,
+                      size_t cap, char **err)
 {
     uint8_t secret[32];
     char b64[64], hex[65], path[4096], rec[256];
@@ -71,8 +71,7 @@ int link_store_create(const char *dir, const char *site, int64_t now,
                  site, hex, (long long)now);
     if (pki_write_private(path, rec, (size_t)n, err) < 0)
         return -1;
-    if (snprintf(out, cap, LINK_TOKEN_PREFIX "%s.%s", site, b64) >=
-        (int)cap) {
+    if (snprintf(out, cap, LINK_TOKEN_PREFIX "%s.%s", site, b64) >= (int)cap) {
         err_set(err, "credential buffer too small");
         return -1;
     }

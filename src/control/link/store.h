@@ -22,8 +22,8 @@
 /* link_store_create() makes a new credential for site and records it
  * under dir/links/. 0 with the credential in out (NUL-terminated), or -1
  * with an allocated *err. */
-int link_store_create(const char *dir, const char *site, int64_t now,
-                      char *out, size_t cap, char **err);
+int link_store_create(const char *dir, const char *site, int64_t now, char *out,
+                      size_t cap, char **err);
 
 /* link_store_delete() removes site's record. 0, or -1 with *err (no such
  * link included). */

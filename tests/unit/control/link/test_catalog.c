@@ -146,8 +146,8 @@ static void test_empty_catalog_and_ping(void **state)
                                     &a, &c, why, sizeof(why)),
                      0);
     assert_int_equal(c.nservices, 0);
-    assert_int_equal(catalog_decode("{\"type\":\"ping\"}", 15, "b.example",
-                                    &a, &c, why, sizeof(why)),
+    assert_int_equal(catalog_decode("{\"type\":\"ping\"}", 15, "b.example", &a,
+                                    &c, why, sizeof(why)),
                      0);
     assert_int_equal(c.type, CAT_PING);
     arena_dispose(&a);
@@ -175,7 +175,8 @@ static void refused(const char *services, const char *want)
     arena_dispose(&a);
 }
 
-#define PORTS "\"ports\":[{\"number\":80,\"name\":\"http\",\"protocol\":\"HTTP\"}]"
+#define PORTS                                                                  \
+    "\"ports\":[{\"number\":80,\"name\":\"http\",\"protocol\":\"HTTP\"}]"
 
 static void test_refusals(void **state)
 {
@@ -192,12 +193,11 @@ static void test_refusals(void **state)
                                     &c, why, sizeof(why)),
                      -1);
     assert_non_null(strstr(why, "set spec.trustDomain to 'other.example'"));
-    assert_int_equal(catalog_decode("{\"type\":\"x\"}", 12, "b.example", &a,
-                                    &c, why, sizeof(why)),
+    assert_int_equal(catalog_decode("{\"type\":\"x\"}", 12, "b.example", &a, &c,
+                                    why, sizeof(why)),
                      -1);
-    assert_int_equal(catalog_decode("nope", 4, "b.example", &a, &c, why,
-                                    sizeof(why)),
-                     -1);
+    assert_int_equal(
+        catalog_decode("nope", 4, "b.example", &a, &c, why, sizeof(why)), -1);
     arena_dispose(&a);
     refused("{\"hostname\":\"bad host\"," PORTS ",\"endpoints\":[]}",
             "hostname must be a DNS name");
@@ -229,14 +229,14 @@ static void test_refusals(void **state)
  * gateway (STATIC for an IP, DNS for a name). */
 static void test_resource_loads(void **state)
 {
-    struct catalog_link link = {"site-b", "istio-system", "net-b",
-                                "192.0.2.7", 15443};
+    struct catalog_link link = {"site-b", "istio-system", "net-b", "192.0.2.7",
+                                15443};
     struct cat_label labels[] = {{"version", "v1"}};
     struct cat_endpoint ep = {labels, 1, "eu/w/1", 2};
     struct cat_port ports[] = {{9080, "http", "HTTP"}, {9443, "grpc", "GRPC"}};
     const char *sans[] = {"spiffe://b.example/ns/shop/sa/reviews"};
-    struct cat_service svc = {"reviews.shop.svc.cluster.local", ports, 2, sans,
-                              1, &ep, 1};
+    struct cat_service svc = {
+        "reviews.shop.svc.cluster.local", ports, 2, sans, 1, &ep, 1};
     struct buf b;
     struct resource_set *set;
     const struct res_service_entry *se;
@@ -266,8 +266,7 @@ static void test_resource_loads(void **state)
     link.gateway = "gw.b.example";
     assert_int_equal(catalog_resource(&b, &link, &svc), 0);
     set = load(buf_cstr(&b));
-    assert_int_equal(res_service_entry(set->v[0])->resolution,
-                     RES_RESOLVE_DNS);
+    assert_int_equal(res_service_entry(set->v[0])->resolution, RES_RESOLVE_DNS);
     resource_set_free(set);
     buf_dispose(&b);
 }

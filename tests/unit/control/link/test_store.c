@@ -28,13 +28,11 @@ static void test_lifecycle(void **state)
 
     (void)state;
     assert_non_null(mkdtemp(dir));
-    assert_int_equal(link_store_create(dir, "site-a", 1000, tok, sizeof(tok),
-                                       &err),
-                     0);
+    assert_int_equal(
+        link_store_create(dir, "site-a", 1000, tok, sizeof(tok), &err), 0);
     assert_int_equal(strncmp(tok, "slk1.site-a.", 12), 0);
     assert_int_equal(strlen(tok), 12 + 43);
-    assert_int_equal(link_store_check(dir, tok, strlen(tok), site, hash,
-                                      &why),
+    assert_int_equal(link_store_check(dir, tok, strlen(tok), site, hash, &why),
                      0);
     assert_string_equal(site, "site-a");
     assert_true(link_store_current(dir, "site-a", hash));
@@ -55,27 +53,22 @@ static void test_lifecycle(void **state)
     }
     /* A wrong secret, of the right shape. */
     tok[20] = tok[20] == 'A' ? 'B' : 'A';
-    assert_int_equal(link_store_check(dir, tok, strlen(tok), site, hash2,
-                                      &why),
+    assert_int_equal(link_store_check(dir, tok, strlen(tok), site, hash2, &why),
                      -1);
     assert_non_null(strstr(why, "does not match"));
     tok[20] = tok[20] == 'A' ? 'B' : 'A';
     /* Re-created: the first credential stops working. */
-    assert_int_equal(link_store_create(dir, "site-a", 1001, tok2,
-                                       sizeof(tok2), &err),
-                     0);
+    assert_int_equal(
+        link_store_create(dir, "site-a", 1001, tok2, sizeof(tok2), &err), 0);
     assert_false(link_store_current(dir, "site-a", hash));
-    assert_int_equal(link_store_check(dir, tok, strlen(tok), site, hash2,
-                                      &why),
+    assert_int_equal(link_store_check(dir, tok, strlen(tok), site, hash2, &why),
                      -1);
-    assert_int_equal(link_store_check(dir, tok2, strlen(tok2), site, hash2,
-                                      &why),
-                     0);
+    assert_int_equal(
+        link_store_check(dir, tok2, strlen(tok2), site, hash2, &why), 0);
     /* Deleted: unknown. */
     assert_int_equal(link_store_delete(dir, "site-a", &err), 0);
-    assert_int_equal(link_store_check(dir, tok2, strlen(tok2), site, hash2,
-                                      &why),
-                     -1);
+    assert_int_equal(
+        link_store_check(dir, tok2, strlen(tok2), site, hash2, &why), -1);
     assert_non_null(strstr(why, "no link for this site"));
     assert_false(link_store_current(dir, "site-a", hash2));
     assert_int_equal(link_store_delete(dir, "site-a", &err), -1);
@@ -86,9 +79,8 @@ static void test_lifecycle(void **state)
     assert_int_equal(link_store_create(dir, "../x", 1, tok, sizeof(tok), &err),
                      -1);
     free(err);
-    assert_int_equal(link_store_check(dir, "slk1.a.short", 12, site, hash,
-                                      &why),
-                     -1);
+    assert_int_equal(
+        link_store_check(dir, "slk1.a.short", 12, site, hash, &why), -1);
     assert_int_equal(link_store_check(dir, "Bearer", 6, site, hash, &why), -1);
     {
         char cmd[128];
@@ -108,25 +100,24 @@ static void test_record_parse(void **state)
     const char *why;
 
     (void)state;
-    assert_int_equal(link_store_record_parse(good, strlen(good), site, hash,
-                                             &created, &why),
-                     0);
+    assert_int_equal(
+        link_store_record_parse(good, strlen(good), site, hash, &created, &why),
+        0);
     assert_string_equal(site, "b");
     assert_int_equal(created, 5);
     /* Every truncation is refused. */
     for (size_t n = 0; n < strlen(good); n++)
-        assert_int_equal(link_store_record_parse(good, n, site, hash,
-                                                 &created, &why),
-                         -1);
+        assert_int_equal(
+            link_store_record_parse(good, n, site, hash, &created, &why), -1);
     snprintf(buf, sizeof(buf), "%sextra\n", good);
-    assert_int_equal(link_store_record_parse(buf, strlen(buf), site, hash,
-                                             &created, &why),
-                     -1);
+    assert_int_equal(
+        link_store_record_parse(buf, strlen(buf), site, hash, &created, &why),
+        -1);
     memcpy(buf, good, sizeof(good));
     buf[strlen("strait-link 1\nsite b\nsecret-sha256 ")] = 'G';
-    assert_int_equal(link_store_record_parse(buf, strlen(buf), site, hash,
-                                             &created, &why),
-                     -1);
+    assert_int_equal(
+        link_store_record_parse(buf, strlen(buf), site, hash, &created, &why),
+        -1);
 }
 
 int main(void)
