@@ -1221,10 +1221,40 @@ static int geoip_validate(const struct bootstrap *bs, const char *file,
     return nerr;
 }
 
+/* links.advertise is IP:port; links.gateway HOST:PORT (a name or an IP,
+ * IPv6 in brackets). */
+static int links_validate(const struct bootstrap *bs, const char *file,
+                          struct buf *errs)
+{
+    const char *g = bs->links.gateway, *colon = strrchr(g, ':');
+    struct addr a;
+    const char *why;
+    int nerr = 0;
+
+    if (bs->links.advertise[0] != '\0' &&
+        addr_parse(&a, bs->links.advertise, strlen(bs->links.advertise), 0,
+                   &why) < 0) {
+        conf_error(errs, file, 0, 0, "links.advertise",
+                   "'%s' is not IP:port (%s)", bs->links.advertise, why);
+        nerr++;
+    }
+    if (g[0] != '\0') {
+        char *end = NULL;
+        long port = colon != NULL ? strtol(colon + 1, &end, 10) : 0;
+        if (colon == NULL || colon == g || end == NULL || *end != '\0' ||
+            port < 1 || port > 65535 || strchr(g, ' ') != NULL) {
+            conf_error(errs, file, 0, 0, "links.gateway",
+                       "'%s' is not HOST:PORT (e.g. 203.0.113.7:15443)", g);
+            nerr++;
+        }
+    }
+    return nerr;
+}
+
 static int bootstrap_validate(const struct bootstrap *bs, const char *file,
                               struct buf *errs)
 {
-    int nerr = geoip_validate(bs, file, errs);
+    int nerr = geoip_validate(bs, file, errs) + links_validate(bs, file, errs);
     char path[64], a1[ADDR_STRLEN];
 
     for (size_t i = 0; i < bs->listeners.n; i++) {

@@ -405,3 +405,52 @@ def test_reconnect_backoff_is_jittered_over_50_links(sites):
     # counted, and the stream count per link is now 2.
     assert all(l["streams"] == 2 for l in a.links()["links"])
     assert b.links()["server"]["active"] == 50
+
+
+def test_link_cli_and_bootstrap_errors(tmp_path):
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text('links: {gateway: "nope", advertise: "x"}\n')
+    p = subprocess.run([STRAIT, "check", "-c", str(cfg)], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 1
+    assert "links.advertise: 'x' is not IP:port" in p.stderr
+    assert "links.gateway: 'nope' is not HOST:PORT" in p.stderr
+    cadir = tmp_path / "ca"
+    base = f"trustDomain: b.example\nca: {{enabled: true, dir: {cadir}}}\n"
+    subprocess.run([STRAIT, "ca", "init", "-c", str(cfg)], check=False,
+                   capture_output=True, timeout=30)
+
+    def link(body, *args):
+        cfg.write_text(base + body)
+        return subprocess.run([STRAIT, "link", *args, "-c", str(cfg)],
+                              capture_output=True, text=True, timeout=30)
+
+    p = link("", "create", "--name", "a")
+    assert p.returncode == 1 and "node.network is empty" in p.stderr
+    p = link("node: {network: n}\n", "create", "--name", "a")
+    assert p.returncode == 1 and "links.gateway must be HOST:PORT" in p.stderr
+    p = link("node: {network: n}\nlinks: {gateway: \"gw:15443\", "
+             "address: 0.0.0.0:15016}\n", "create", "--name", "a")
+    assert p.returncode == 1 and "links.advertise" in p.stderr
+    p = link("node: {network: n}\nlinks: {gateway: \"gw:15443\", "
+             "address: 0.0.0.0:15016}\n", "create", "--name", "Bad_Name")
+    assert p.returncode == 2 and "DNS-1123" in p.stderr
+    p = link("node: {network: n}\nlinks: {gateway: \"gw.example:15443\", "
+             "address: 0.0.0.0:15016, advertise: \"192.0.2.1:15016\"}\n",
+             "create", "--name", "a")
+    assert p.returncode == 3 and "strait ca init" in p.stderr
+    cfg.write_text(base)
+    assert subprocess.run([STRAIT, "ca", "init", "-c", str(cfg)],
+                          capture_output=True, timeout=30).returncode == 0
+    p = link("node: {network: n}\nlinks: {gateway: \"gw.example:15443\", "
+             "address: 0.0.0.0:15016, advertise: \"192.0.2.1:15016\"}\n",
+             "create", "--name", "a")
+    assert p.returncode == 0, p.stderr
+    assert 'address: "gw.example"' in p.stdout
+    assert 'address: "192.0.2.1:15016"' in p.stdout
+    assert (cadir / "links" / "a").exists()
+    assert link("", "delete", "--name", "a").returncode == 0
+    p = link("", "delete", "--name", "a")
+    assert p.returncode == 3 and "no such link" in p.stderr
+    assert link("", "frob").returncode == 2
+    assert link("", "create").returncode == 2

@@ -225,6 +225,13 @@ int link_cli_main(int argc, char **argv, const char *default_config)
                         "else)\n");
         return USAGE;
     }
+    if (!link_store_site_ok(name)) {
+        fprintf(stderr,
+                "strait link: --name '%s' must be a DNS-1123 label (a-z, "
+                "0-9, -; at most 63)\n",
+                name);
+        return USAGE;
+    }
     bs = bootstrap_load(config, &err);
     if (bs == NULL) {
         fprintf(stderr, "%s\n", err ? err : "invalid configuration");

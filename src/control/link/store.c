@@ -21,7 +21,7 @@
 
 /* A site name is a DNS-1123 label: the record's file name and a label
  * value on the other side. */
-static int site_ok(const char *s)
+int link_store_site_ok(const char *s)
 {
     size_t n = strlen(s);
 
@@ -49,7 +49,7 @@ int link_store_create(const char *dir, const char *site, int64_t now, char *out,
     char b64[64], hex[65], path[4096], rec[256];
     int n;
 
-    if (!site_ok(site)) {
+    if (!link_store_site_ok(site)) {
         err_set(err,
                 "site name '%s' must be a DNS-1123 label (a-z, 0-9, -; at "
                 "most 63)",
@@ -83,7 +83,7 @@ int link_store_delete(const char *dir, const char *site, char **err)
 {
     char path[4096];
 
-    if (!site_ok(site)) {
+    if (!link_store_site_ok(site)) {
         err_set(err, "site name '%s' must be a DNS-1123 label", site);
         return -1;
     }
@@ -129,7 +129,7 @@ int link_store_record_parse(const char *data, size_t n, char site[64],
         return -1;
     memcpy(site, v, vn);
     site[vn] = '\0';
-    if (!site_ok(site))
+    if (!link_store_site_ok(site))
         return -1;
     if (line(&p, end, "secret-sha256", &v, &vn) < 0 || vn != 64)
         return -1;

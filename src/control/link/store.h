@@ -19,6 +19,9 @@
  */
 #define LINK_STORE_MAX_SITES 1024
 
+/* link_store_site_ok() is 1 when s can name a site: a DNS-1123 label. */
+int link_store_site_ok(const char *s);
+
 /* link_store_create() makes a new credential for site and records it
  * under dir/links/. 0 with the credential in out (NUL-terminated), or -1
  * with an allocated *err. */
