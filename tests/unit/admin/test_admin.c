@@ -169,7 +169,8 @@ static struct admin_ops fake_ops(struct fake *k)
 {
     struct admin_ops ops = {
         k,         fake_status, fake_listeners, fake_clusters, fake_config_json,
-        fake_quit, fake_reload, NULL,           fake_upgrade,  fake_lua_errors};
+        fake_quit, fake_reload, NULL,           fake_upgrade,  fake_lua_errors,
+        NULL,      NULL};
     return ops;
 }
 
@@ -1173,7 +1174,8 @@ static void test_render_clusters(void **state)
 {
     struct admin_ops ops = {
         NULL,      zero_status, no_listeners, real_clusters, fake_config_json,
-        fake_quit, fake_reload, NULL,         NULL,          NULL};
+        fake_quit, fake_reload, NULL,         NULL,          NULL,
+        NULL,      NULL};
     struct addr a;
     const char *why;
     struct buf b;
@@ -1213,7 +1215,8 @@ static void test_render_outlier_detection(void **state)
 {
     struct admin_ops ops = {
         NULL,      zero_status, no_listeners, real_clusters, fake_config_json,
-        fake_quit, fake_reload, NULL,         NULL,          NULL};
+        fake_quit, fake_reload, NULL,         NULL,          NULL,
+        NULL,      NULL};
     struct outlier_conf oc;
     struct addr a[2];
     const char *why;

@@ -798,7 +798,7 @@ static void test_err_identity(void **state)
              "apiVersion: strait.io/v1alpha1\nkind: LuaPolcy\n"
              "metadata: {name: g}\nspec: {}\n",
              "r.yaml:2:7: LuaPolcy default/g: kind: unknown kind 'LuaPolcy' "
-             "in strait.io (LuaPolicy)\n");
+             "in strait.io (LuaPolicy, MeshLink)\n");
     load_err(f,
              "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\n"
              "metadata: {namespace: x}\nspec: {address: 1.2.3.4}\n",
