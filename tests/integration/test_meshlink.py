@@ -187,6 +187,10 @@ def test_link_create_apply_merges_exported_services(sites):
     wait_for(lambda: "127.0.0.1:25443" in a.clusters(), 10,
              "the merged endpoints on /clusters")
     assert "secret.default" not in json.dumps(a.config_dump())
+    # The credential is never shown.
+    token = ml[ml.index("slk1."):].split('"')[0]
+    assert token not in a.s.get("/config_dump")[1]
+    assert token not in json.dumps(a.links())
     # B serves one stream, to site-a.
     srv = b.links()["server"]
     assert srv["accepted"] == 1 and srv["active"] == 1
