@@ -29,9 +29,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char why[512], site[64], hash[65];
     const char *w;
     int64_t created;
+    struct link_pin pin;
 
     (void)link_store_record_parse((const char *)data, size, site, hash,
-                                  &created, &w);
+                                  &created, &pin, &w);
     arena_init(&a, 4096);
     if (catalog_decode((const char *)data, size, "b.example", &a, &c, why,
                        sizeof(why)) == 0 &&

@@ -7,7 +7,9 @@ network behind B's east-west gateway. Each site here is its own strait
 process with its own CA and trust domain, on loopback."""
 import json
 import os
-import signal
+import shutil
+import socket
+import ssl
 import subprocess
 import time
 
@@ -195,6 +197,11 @@ def test_link_create_apply_merges_exported_services(sites):
     srv = b.links()["server"]
     assert srv["accepted"] == 1 and srv["active"] == 1
     assert srv["streams"][0]["site"] == "site-a"
+    # B verified A's certificate with the bundle A sent (A's own root):
+    # mutual TLS between two roots, no shared one.
+    assert srv["streams"][0]["peerId"] == \
+        "spiffe://a.example/ns/istio-system/sa/strait"
+    assert "trust domain a.example" in b.s.log() and "pinned" in b.s.log()
 
 
 def linked(sites, retain="10m", b_extra={}):
@@ -458,3 +465,66 @@ def test_link_cli_and_bootstrap_errors(tmp_path):
     assert p.returncode == 3 and "no such link" in p.stderr
     assert link("", "frob").returncode == 2
     assert link("", "create").returncode == 2
+
+
+def test_the_linking_site_is_pinned_to_its_first_trust(sites):
+    """B pins A's trust domain and roots on the first stream; A with a
+    new CA (another root) is refused with what to do."""
+    a, b, _ = linked(sites)
+    a.s.stop()
+    a.s.kill()
+    shutil.rmtree(a.dir / "ca")
+    a.start()
+    l = wait_for(lambda: "trust changed" in
+                 ((a.link("site-b") or {}).get("lastError") or "") and
+                 a.link("site-b"), 15, "the refusal")
+    assert "(403)" in l["lastError"]
+    assert "strait link create --name site-a" in l["lastError"]
+    assert not l["connected"]
+    assert b.links()["server"]["accepted"] == 1
+
+
+def catalog_request(port, head, body=b""):
+    """One request to a catalog API without a client certificate; the
+    status and the JSON error."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with ctx.wrap_socket(raw) as s:
+            s.sendall(head + body)
+            out = b""
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                out += d
+    status = int(out.split(b" ", 2)[1])
+    return status, json.loads(out.split(b"\r\n\r\n", 1)[1])["error"]
+
+
+def test_catalog_api_refusals(sites):
+    b = sites("site-b", "b.example", "net-b").start()
+    ml = b.link_create("site-x")
+    token = ml[ml.index("slk1."):].split('"')[0]
+    port = b.catalog_port
+    ok = (f"POST /v1/catalog HTTP/1.1\r\nHost: b\r\nAuthorization: Bearer "
+          f"{token}\r\nContent-Length: 2\r\n\r\n").encode()
+    assert catalog_request(port, ok, b"{}") == (
+        403, "present this site's SPIFFE certificate (the node's: "
+        "ca.enabled or a join) with the link")
+    st, err = catalog_request(port, ok.replace(token.encode(),
+                                               b"slk1.site-x." + b"A" * 43),
+                              b"{}")
+    assert st == 401 and "does not match" in err
+    st, err = catalog_request(port, ok.replace(b"site-x", b"site-y"), b"{}")
+    assert st == 401 and "no link for this site" in err
+    st, err = catalog_request(port, b"POST /v1/catalog HTTP/1.1\r\nHost: b"
+                              b"\r\nContent-Length: 0\r\n\r\n")
+    assert st == 401 and "Authorization: Bearer" in err
+    st, err = catalog_request(port, ok.replace(b"POST", b"GET"), b"{}")
+    assert st == 405
+    st, err = catalog_request(port, ok.replace(b"/v1/catalog", b"/x"), b"{}")
+    assert st == 404
+    srv = b.links()["server"]
+    assert srv["refused"] == 6 and srv["accepted"] == 0

@@ -556,10 +556,28 @@ static void start(struct link_client *c)
         lost(c);
         return;
     }
-    buf_printf(&c->out,
-               "GET /v1/catalog HTTP/1.1\r\nHost: %s\r\nAuthorization: "
-               "Bearer %s\r\nAccept: application/x-ndjson\r\n\r\n",
-               c->conf.catalog, c->conf.token);
+    /* The body is this site's SPIFFE bundle: the remote site verifies
+     * the client certificate with it (and pins it the first time). */
+    {
+        struct buf bundle;
+        struct ca_cred *cred =
+            c->id != NULL ? ca_identity_current(c->id) : NULL;
+        STACK_OF(X509) *roots = sk_X509_new_null();
+        buf_init(&bundle, BUNDLE_MAX_BYTES);
+        if (cred != NULL && roots != NULL && ca_cred_root(cred) != NULL &&
+            sk_X509_push(roots, ca_cred_root(cred)))
+            bundle_write(&bundle, roots, -1);
+        sk_X509_free(roots);
+        ca_cred_unref(cred);
+        buf_printf(&c->out,
+                   "POST /v1/catalog HTTP/1.1\r\nHost: %s\r\nAuthorization: "
+                   "Bearer %s\r\nAccept: application/x-ndjson\r\n"
+                   "Content-Type: application/json\r\nContent-Length: %zu"
+                   "\r\n\r\n",
+                   c->conf.catalog, c->conf.token, buf_len(&bundle));
+        buf_append(&c->out, buf_ptr(&bundle), buf_len(&bundle));
+        buf_dispose(&bundle);
+    }
     h1_chunked_init(&c->ch);
     c->phase = in_progress ? LC_CONNECTING : LC_HANDSHAKE;
     c->conn.handshaking = !in_progress;
@@ -595,13 +613,10 @@ static SSL_CTX *client_ctx(const struct link_client_conf *conf,
         X509_STORE_add_cert(store, sk_X509_value(b.roots, i));
     bundle_dispose(&b);
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-    if (id != NULL) {
-        struct ca_cred *cred = ca_identity_current(id);
-        if (cred != NULL) {
-            SSL_CTX_set_cert_cb(ctx, ca_identity_ssl, id);
-            ca_cred_unref(cred);
-        }
-    }
+    /* This node's certificate: the remote site verifies it with the
+     * bundle the request carries. */
+    if (id != NULL)
+        SSL_CTX_set_cert_cb(ctx, ca_identity_ssl, id);
     ERR_clear_error();
     return ctx;
 }
@@ -639,7 +654,7 @@ struct link_client *link_client_new(struct event_base *base,
     c->conf.gateway = dup_or_empty(conf->gateway);
     c->st.version = -1;
     buf_init(&c->in, 256 * 1024);
-    buf_init(&c->out, 8192);
+    buf_init(&c->out, BUNDLE_MAX_BYTES + 8192);
     buf_init(&c->lines, CATALOG_MAX_LINE + 1);
     timer_init(&c->retry, base, on_retry, c);
     timer_init(&c->idle, base, on_idle, c);

@@ -9,7 +9,10 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
+#include <openssl/err.h>
+#include <openssl/sha.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +20,7 @@
 #include <unistd.h>
 
 #include "control/ca/identity.h"
+#include "control/ca/pki.h"
 #include "control/link/link_server.h"
 #include "control/link/store.h"
 #include "core/buf.h"
@@ -31,6 +35,7 @@
 #include "net/conn.h"
 #include "net/sock.h"
 #include "net/sock_pool.h"
+#include "tls/bundle.h"
 #include "tls/tls.h"
 
 #define LINK_PATH "/v1/catalog"
@@ -70,6 +75,7 @@ struct lconn {
     int closing;   /* close once out is sent */
     char site[64];
     char hash[65];
+    char peer_id[300]; /* the linking site's SPIFFE ID, verified */
     char peer[ADDR_STRLEN];
     int64_t since_ms; /* wall clock the stream started */
 };
@@ -131,6 +137,7 @@ static void refuse(struct lconn *lc, int status, const char *msg)
                "Content-Length: %zu\r\nConnection: close\r\n\r\n",
                status,
                status == 401   ? "Unauthorized"
+               : status == 403 ? "Forbidden"
                : status == 404 ? "Not Found"
                : status == 405 ? "Method Not Allowed"
                                : "Bad Request",
@@ -171,18 +178,162 @@ static void start_stream(struct lconn *lc)
              lc->site, lc->peer, s->version, s->services);
 }
 
-static void handle(struct lconn *lc, const struct h1_request *req)
+static enum ssl_verify_result_t accept_any(SSL *ssl, uint8_t *alert)
+{
+    /* handle() verifies the client certificate, with the bundle the
+     * request carries, so that a refusal is a JSON answer that says what
+     * to fix rather than a TLS alert. */
+    (void)ssl;
+    (void)alert;
+    return ssl_verify_ok;
+}
+
+static int cmp_hex(const void *a, const void *b)
+{
+    return memcmp(a, b, 64);
+}
+
+/* The pin of a set of roots: SHA-256 over their sorted SHA-256s. */
+static void roots_pin(const STACK_OF(X509) * roots, char out[65])
+{
+    size_t n = sk_X509_num(roots);
+    char(*hx)[64] = calloc(n + 1, 64);
+    uint8_t h[32];
+    SHA256_CTX sc;
+
+    SHA256_Init(&sc);
+    for (size_t i = 0; hx != NULL && i < n; i++) {
+        uint8_t *der = NULL;
+        int len = i2d_X509(sk_X509_value(roots, i), &der);
+        char tmp[65];
+        SHA256(der, len > 0 ? (size_t)len : 0, h);
+        OPENSSL_free(der);
+        pki_hex(h, 32, tmp);
+        memcpy(hx[i], tmp, 64);
+    }
+    if (hx != NULL) {
+        qsort(hx, n, 64, cmp_hex);
+        SHA256_Update(&sc, hx, n * 64);
+    }
+    free(hx);
+    SHA256_Final(h, &sc);
+    pki_hex(h, 32, out);
+}
+
+/*
+ * The linking site's identity: its client certificate must chain to the
+ * SPIFFE bundle the request carries and hold a SPIFFE ID of that site's
+ * trust domain; the first time, that trust domain and the bundle's roots
+ * are pinned in the link's record, and later requests must match them.
+ * 0 with lc->peer_id set, or -1 with why (cap bytes) for the client.
+ */
+static int verify_peer(struct lconn *lc, const char *body, size_t blen,
+                       char *why, size_t cap)
+{
+    SSL *ssl = lc->c.tls;
+    X509 *leaf = SSL_get_peer_certificate(ssl);
+    STACK_OF(X509) *chain = SSL_get_peer_full_cert_chain(ssl);
+    struct spiffe_bundle b = {0};
+    X509_STORE *store = NULL;
+    X509_STORE_CTX *vctx = NULL;
+    struct link_pin pin, want;
+    char *id = NULL, *td = NULL, *err = NULL;
+    const char *bwhy;
+    int rc = -1;
+
+    if (leaf == NULL) {
+        snprintf(why, cap,
+                 "present this site's SPIFFE certificate (the "
+                 "node's: ca.enabled or a join) with the link");
+        goto done;
+    }
+    if (bundle_parse(body, blen, &b, &bwhy) < 0) {
+        snprintf(why, cap,
+                 "the request body must be this site's SPIFFE bundle: %s",
+                 bwhy);
+        goto done;
+    }
+    store = X509_STORE_new();
+    vctx = X509_STORE_CTX_new();
+    if (store == NULL || vctx == NULL) {
+        snprintf(why, cap, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < sk_X509_num(b.roots); i++)
+        X509_STORE_add_cert(store, sk_X509_value(b.roots, i));
+    if (!X509_STORE_CTX_init(vctx, store, leaf, chain) ||
+        X509_verify_cert(vctx) != 1) {
+        snprintf(why, cap,
+                 "the client certificate does not chain to the bundle sent "
+                 "with it (%s)",
+                 X509_verify_cert_error_string(X509_STORE_CTX_get_error(vctx)));
+        goto done;
+    }
+    id = pki_spiffe_id(leaf);
+    if (id == NULL || pki_spiffe_split(id, &td, NULL, NULL) < 0 ||
+        strlen(td) >= sizeof(pin.trust_domain)) {
+        snprintf(why, cap,
+                 "the client certificate has no workload SPIFFE "
+                 "ID");
+        goto done;
+    }
+    memset(&want, 0, sizeof(want));
+    snprintf(want.trust_domain, sizeof(want.trust_domain), "%s", td);
+    roots_pin(b.roots, want.roots);
+    if (link_store_pin_get(lc->s->dir, lc->site, lc->hash, &pin) < 0) {
+        snprintf(why, cap, "the link was deleted or re-created meanwhile");
+        goto done;
+    }
+    if (pin.trust_domain[0] == '\0') {
+        if (link_store_pin_set(lc->s->dir, lc->site, lc->hash, &want, &err) <
+            0) {
+            snprintf(why, cap, "cannot pin the site's trust: %s",
+                     err != NULL ? err : "?");
+            goto done;
+        }
+        log_info("links: site %s is trust domain %s (roots %.12s...), pinned "
+                 "on its first stream",
+                 lc->site, want.trust_domain, want.roots);
+    } else if (strcmp(pin.trust_domain, want.trust_domain) != 0 ||
+               strcmp(pin.roots, want.roots) != 0) {
+        snprintf(why, cap,
+                 "site %s's trust changed since the link was first used "
+                 "(pinned: trust domain %.200s, roots %.12s...; now: %.200s, "
+                 "%.12s...): if that is expected, re-create the link on "
+                 "this site (strait link create --name %s) and apply the "
+                 "new MeshLink there",
+                 lc->site, pin.trust_domain, pin.roots, want.trust_domain,
+                 want.roots, lc->site);
+        goto done;
+    }
+    snprintf(lc->peer_id, sizeof(lc->peer_id), "%s", id);
+    rc = 0;
+done:
+    ERR_clear_error();
+    free(err);
+    free(id);
+    free(td);
+    X509_STORE_CTX_free(vctx);
+    X509_STORE_free(store);
+    bundle_dispose(&b);
+    X509_free(leaf);
+    return rc;
+}
+
+static void handle(struct lconn *lc, const struct h1_request *req,
+                   const char *body, size_t blen)
 {
     const struct h1_header *auth;
     const char *why;
+    char vwhy[1024];
 
     if (!(req->target.n == strlen(LINK_PATH) &&
           memcmp(req->target.p, LINK_PATH, req->target.n) == 0)) {
-        refuse(lc, 404, "no such API (GET " LINK_PATH ")");
+        refuse(lc, 404, "no such API (POST " LINK_PATH ")");
         return;
     }
-    if (!h1_slice_eq_ci(req->method, "GET")) {
-        refuse(lc, 405, "use GET");
+    if (!h1_slice_eq_ci(req->method, "POST")) {
+        refuse(lc, 405, "use POST");
         return;
     }
     auth = h1_header_find(req->headers, req->nheaders, "authorization");
@@ -194,6 +345,10 @@ static void handle(struct lconn *lc, const struct h1_request *req)
     if (link_store_check(lc->s->dir, auth->value.p + 7, auth->value.n - 7,
                          lc->site, lc->hash, &why) < 0) {
         refuse(lc, 401, why);
+        return;
+    }
+    if (verify_peer(lc, body, blen, vwhy, sizeof(vwhy)) < 0) {
+        refuse(lc, 403, vwhy);
         return;
     }
     start_stream(lc);
@@ -219,12 +374,19 @@ static int try_request(struct lconn *lc)
     }
     if (head == 0)
         return 0;
-    if (req.body != H1_BODY_NONE &&
-        !(req.body == H1_BODY_LENGTH && req.content_length == 0)) {
-        refuse(lc, 400, "a catalog request has no body");
+    if (req.body != H1_BODY_LENGTH) {
+        refuse(lc, 400,
+               "send this site's SPIFFE bundle as the body, with "
+               "Content-Length");
         return 1;
     }
-    handle(lc, &req);
+    if (req.content_length > BUNDLE_MAX_BYTES) {
+        refuse(lc, 400, "request body too large");
+        return 1;
+    }
+    if (buf_len(&lc->in) - (size_t)head < req.content_length)
+        return 0;
+    handle(lc, &req, buf_ptr(&lc->in) + head, (size_t)req.content_length);
     return 1;
 }
 
@@ -358,7 +520,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     }
     lc->s = s;
     addr_format_sa((struct sockaddr *)&ss, sl, lc->peer, sizeof(lc->peer));
-    buf_init(&lc->in, 16 * 1024);
+    buf_init(&lc->in, BUNDLE_MAX_BYTES + 16 * 1024);
     buf_init(&lc->out, LINK_SERVER_MAX_BACKLOG + CATALOG_MAX_LINE + 64);
     conn_init(&lc->c, s->base, fd, on_io, lc);
     timer_init(&lc->timer, s->base, on_deadline, lc);
@@ -485,6 +647,8 @@ struct link_server *link_server_new(struct event_base *base,
     SSL_CTX_set_min_proto_version(s->ctx, TLS1_2_VERSION);
     /* Each handshake presents the node's current certificate. */
     SSL_CTX_set_cert_cb(s->ctx, ca_identity_ssl, id);
+    /* The client's certificate is asked for and checked by handle(). */
+    SSL_CTX_set_custom_verify(s->ctx, SSL_VERIFY_PEER, accept_any);
     s->fd = sock_pool_listen(pool, SOCK_POOL_CA, a, 1, 128, 0, err);
     if (s->fd < 0) {
         err_prefix(err, "links.address: ");
@@ -546,6 +710,8 @@ void link_server_json(const struct link_server *s, struct buf *b)
         json_str(b, lc->site);
         buf_puts(b, ",\"peer\":");
         json_str(b, lc->peer);
+        buf_puts(b, ",\"peerId\":");
+        json_str(b, lc->peer_id);
         buf_printf(b, ",\"sinceMs\":%" PRId64 "}", lc->since_ms);
     }
     buf_puts(b, "]}");

@@ -114,7 +114,8 @@ static int line(const char **p, const char *end, const char *key,
 }
 
 int link_store_record_parse(const char *data, size_t n, char site[64],
-                            char hash[65], int64_t *created, const char **why)
+                            char hash[65], int64_t *created,
+                            struct link_pin *pin, const char **why)
 {
     const char *p = data, *end = data + n, *v;
     size_t vn;
@@ -143,18 +144,33 @@ int link_store_record_parse(const char *data, size_t n, char site[64],
     memcpy(num, v, vn);
     num[vn] = '\0';
     *created = strtoll(num, &e, 10);
-    if (*e != '\0' || p != end)
+    if (*e != '\0')
         return -1;
+    memset(pin, 0, sizeof(*pin));
+    if (p != end) {
+        if (line(&p, end, "peer-trust-domain", &v, &vn) < 0 ||
+            vn >= sizeof(pin->trust_domain) || memchr(v, ' ', vn) != NULL)
+            return -1;
+        memcpy(pin->trust_domain, v, vn);
+        pin->trust_domain[vn] = '\0';
+        if (line(&p, end, "peer-roots", &v, &vn) < 0 || vn != 64 || p != end)
+            return -1;
+        for (size_t i = 0; i < vn; i++)
+            if (!((v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'f')))
+                return -1;
+        memcpy(pin->roots, v, 64);
+        pin->roots[64] = '\0';
+    }
     *why = NULL;
     return 0;
 }
 
 /* Reads site's record; 0 or -1. */
-static int read_record(const char *dir, const char *site, char hash[65])
+static int read_record_pin(const char *dir, const char *site, char hash[65],
+                           int64_t *created, struct link_pin *pin)
 {
-    char path[4096], data[512], rsite[64];
+    char path[4096], data[1024], rsite[64];
     const char *why;
-    int64_t created;
     size_t n;
     FILE *f;
 
@@ -165,10 +181,55 @@ static int read_record(const char *dir, const char *site, char hash[65])
     n = fread(data, 1, sizeof(data), f);
     fclose(f);
     if (n == sizeof(data) ||
-        link_store_record_parse(data, n, rsite, hash, &created, &why) < 0 ||
+        link_store_record_parse(data, n, rsite, hash, created, pin, &why) < 0 ||
         strcmp(rsite, site) != 0)
         return -1;
     return 0;
+}
+
+static int read_record(const char *dir, const char *site, char hash[65])
+{
+    struct link_pin pin;
+    int64_t created;
+
+    return read_record_pin(dir, site, hash, &created, &pin);
+}
+
+int link_store_pin_get(const char *dir, const char *site, const char *hash,
+                       struct link_pin *pin)
+{
+    char h[65];
+    int64_t created;
+
+    if (read_record_pin(dir, site, h, &created, pin) < 0 ||
+        memcmp(h, hash, 64) != 0)
+        return -1;
+    return 0;
+}
+
+int link_store_pin_set(const char *dir, const char *site, const char *hash,
+                       const struct link_pin *pin, char **err)
+{
+    char h[65], path[4096], rec[1024];
+    struct link_pin old;
+    int64_t created;
+    int n;
+
+    if (read_record_pin(dir, site, h, &created, &old) < 0 ||
+        memcmp(h, hash, 64) != 0) {
+        err_set(err, "the link of site %s changed meanwhile", site);
+        return -1;
+    }
+    n = snprintf(rec, sizeof(rec),
+                 "strait-link 1\nsite %s\nsecret-sha256 %s\ncreated %lld\n"
+                 "peer-trust-domain %s\npeer-roots %s\n",
+                 site, h, (long long)created, pin->trust_domain, pin->roots);
+    if (n < 0 || n >= (int)sizeof(rec)) {
+        err_set(err, "trust domain too long");
+        return -1;
+    }
+    snprintf(path, sizeof(path), "%s/links/%s", dir, site);
+    return pki_write_private(path, rec, (size_t)n, err);
 }
 
 int link_store_check(const char *dir, const char *token, size_t n,

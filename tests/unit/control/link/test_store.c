@@ -57,6 +57,23 @@ static void test_lifecycle(void **state)
                      -1);
     assert_non_null(strstr(why, "does not match"));
     tok[20] = tok[20] == 'A' ? 'B' : 'A';
+    /* The peer's trust, pinned once, read back; not after a re-create. */
+    {
+        struct link_pin pin = {"a.example", ""}, got;
+        memset(pin.roots, 'a', 64);
+        pin.roots[64] = '\0';
+        assert_int_equal(link_store_pin_get(dir, "site-a", hash, &got), 0);
+        assert_string_equal(got.trust_domain, "");
+        assert_int_equal(link_store_pin_set(dir, "site-a", hash, &pin, &err),
+                         0);
+        assert_int_equal(link_store_pin_get(dir, "site-a", hash, &got), 0);
+        assert_string_equal(got.trust_domain, "a.example");
+        assert_string_equal(got.roots, pin.roots);
+        /* Still the same credential. */
+        assert_true(link_store_current(dir, "site-a", hash));
+        assert_int_equal(
+            link_store_check(dir, tok, strlen(tok), site, hash2, &why), 0);
+    }
     /* Re-created: the first credential stops working. */
     assert_int_equal(
         link_store_create(dir, "site-a", 1001, tok2, sizeof(tok2), &err), 0);
@@ -65,6 +82,12 @@ static void test_lifecycle(void **state)
                      -1);
     assert_int_equal(
         link_store_check(dir, tok2, strlen(tok2), site, hash2, &why), 0);
+    {
+        struct link_pin got;
+        assert_int_equal(link_store_pin_get(dir, "site-a", hash, &got), -1);
+        assert_int_equal(link_store_pin_get(dir, "site-a", hash2, &got), 0);
+        assert_string_equal(got.trust_domain, "");
+    }
     /* Deleted: unknown. */
     assert_int_equal(link_store_delete(dir, "site-a", &err), 0);
     assert_int_equal(
@@ -98,26 +121,42 @@ static void test_record_parse(void **state)
     char site[64], hash[65], buf[512];
     int64_t created;
     const char *why;
+    struct link_pin pin;
 
     (void)state;
-    assert_int_equal(
-        link_store_record_parse(good, strlen(good), site, hash, &created, &why),
-        0);
+    assert_int_equal(link_store_record_parse(good, strlen(good), site, hash,
+                                             &created, &pin, &why),
+                     0);
     assert_string_equal(site, "b");
     assert_int_equal(created, 5);
     /* Every truncation is refused. */
     for (size_t n = 0; n < strlen(good); n++)
         assert_int_equal(
-            link_store_record_parse(good, n, site, hash, &created, &why), -1);
+            link_store_record_parse(good, n, site, hash, &created, &pin, &why),
+            -1);
     snprintf(buf, sizeof(buf), "%sextra\n", good);
-    assert_int_equal(
-        link_store_record_parse(buf, strlen(buf), site, hash, &created, &why),
-        -1);
+    assert_int_equal(link_store_record_parse(buf, strlen(buf), site, hash,
+                                             &created, &pin, &why),
+                     -1);
+    /* A pinned peer. */
+    snprintf(buf, sizeof(buf),
+             "%speer-trust-domain a.example\npeer-roots "
+             "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+             "\n",
+             good);
+    assert_int_equal(link_store_record_parse(buf, strlen(buf), site, hash,
+                                             &created, &pin, &why),
+                     0);
+    assert_string_equal(pin.trust_domain, "a.example");
+    assert_int_equal(strlen(pin.roots), 64);
+    assert_int_equal(link_store_record_parse(buf, strlen(buf) - 2, site, hash,
+                                             &created, &pin, &why),
+                     -1);
     memcpy(buf, good, sizeof(good));
     buf[strlen("strait-link 1\nsite b\nsecret-sha256 ")] = 'G';
-    assert_int_equal(
-        link_store_record_parse(buf, strlen(buf), site, hash, &created, &why),
-        -1);
+    assert_int_equal(link_store_record_parse(buf, strlen(buf), site, hash,
+                                             &created, &pin, &why),
+                     -1);
 }
 
 int main(void)
