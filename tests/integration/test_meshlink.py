@@ -245,6 +245,14 @@ def test_one_stream_across_reloads(sites):
     assert l["connected"] and l["streams"] == 1 and l["attempts"] == 1
     srv = b.links()["server"]
     assert srv["accepted"] == 1 and srv["active"] == 1, srv
+    prom = a.s.get("/stats/prometheus")[1]
+    assert 'strait_link_connected{link="default/site-b"} 1\n' in prom
+    assert 'strait_link_services{link="default/site-b"} 1\n' in prom
+    assert 'strait_link_streams_total{link="default/site-b"} 1\n' in prom
+    assert "# TYPE strait_link_reconnects_total counter\n" in prom
+    prom = b.s.get("/stats/prometheus")[1]
+    assert "strait_link_server_streams_accepted_total 1\n" in prom
+    assert "strait_link_server_streams_active 1\n" in prom
     # B's catalog changes reach A on the same stream.
     b.apply("svc2", exported("ratings.default.svc.cluster.local",
                              name="ratings"))
