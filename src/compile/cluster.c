@@ -880,6 +880,7 @@ static int apply_tls(const struct istio_clusters *t, struct cluster *c,
         tc.cred = identity->ssl;
         tc.cred_arg = identity->arg;
         tc.ca_cert = root;
+        tc.ca_extra = identity->link_roots;
         tc.ca_file = NULL;
         tc.crl_file = NULL;
         tc.insecure = 0;
@@ -1029,13 +1030,16 @@ static int cluster_identity(const char *key, int passthrough, int external,
                             const struct eps_levels *levels, int h2,
                             uint32_t svc_port, const struct resource *drr,
                             const struct res_eff_files *files,
-                            const char *mtext, struct ident_id *out)
+                            const char *mtext, const char *roots_pin,
+                            struct ident_id *out)
 {
     char as[ADDR_STRLEN];
     struct ident d;
 
     ident_init(&d);
     ident_str(&d, 'k', key);
+    /* Linked sites' roots, which ISTIO_MUTUAL trusts (MeshLink). */
+    ident_str(&d, 'R', roots_pin);
     /* The metric labels, from the workloads' labels the rest ignores. */
     ident_str(&d, 'M', mtext);
     /* What makes it a passthrough or an external host is part of what it
@@ -1563,7 +1567,12 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     buf_init(&mtext, 64 * 1024);
     dest_text(t, host, passthrough, &e, &mtext);
     if (cluster_identity(key, passthrough, external, &e, via, &sr, &levels, h2,
-                         svc_port, drr, &files, buf_cstr(&mtext), &fp) < 0) {
+                         svc_port, drr, &files, buf_cstr(&mtext),
+                         t->identity != NULL &&
+                                 t->identity->link_roots_pin != NULL
+                             ? t->identity->link_roots_pin
+                             : "",
+                         &fp) < 0) {
         buf_dispose(&mtext);
         net_via_free(via, e.n);
         net_split_dispose(&sr);

@@ -76,6 +76,12 @@ struct compile_identity {
     int (*current)(void *arg, struct x509_st **root);
     int (*ssl)(struct ssl_st *ssl, void *arg);
     void *arg;
+    /* The roots of linked sites' trust bundles (MeshLink), trusted beside
+     * the mesh root by ISTIO_MUTUAL clusters, and a digest of them that
+     * is part of those clusters' identity; NULL: none. Borrowed for the
+     * build. */
+    const struct stack_st_X509 *link_roots;
+    const char *link_roots_pin;
 };
 
 /* JWKS: get() returns the last good document of a jwksUri (owned by the

@@ -155,8 +155,10 @@ struct loop {
     struct link_server *link_server; /* NULL without links.address */
     struct res_input *inputs;        /* etcd's then the links' */
     size_t inputs_cap;
-    struct timer links_timer; /* a link's entries changed: reload */
-    struct reaper reaper;     /* closed catalog API connections */
+    struct timer links_timer;     /* a link's entries changed: reload */
+    struct net_gateway *link_gws; /* the MeshLinks' gateways, per build */
+    size_t link_gws_cap;
+    struct reaper reaper; /* closed catalog API connections */
 };
 
 /* A change in a directory that holds a GeoIP database: the files whose
@@ -305,6 +307,14 @@ static int build(struct loop *s, const struct bootstrap *bs,
     in.inherited = s->inherited;
     in.dicts = s->dicts;
     in.geoip = s->geoip;
+    /* The gateways of linked sites' networks (MeshLink). */
+    if (s->links != NULL) {
+        in.ngateways = links_gateways(s->links, &s->link_gws, &s->link_gws_cap);
+        in.gateways = s->link_gws;
+        /* ISTIO_MUTUAL to their services trusts their bundles' roots. */
+        s->identity_fn.link_roots =
+            links_roots(s->links, &s->identity_fn.link_roots_pin);
+    }
     if (s->dns != NULL)
         dns_cache_mark(s->dns);
     if (s->jwks != NULL) {
@@ -1939,6 +1949,7 @@ void loop_free(struct loop *s)
     link_server_free(s->link_server);
     links_free(s->links);
     free(s->inputs);
+    free(s->link_gws);
     timer_dispose(&s->links_timer);
     reaper_dispose(&s->reaper);
     for (int i = 0; i < GEOIP_NDB; i++)

@@ -254,9 +254,12 @@ struct tls_client_conf {
     const char *ca_file;     /* NULL or "": the system bundle */
     const char *crl_file;    /* NULL or "": no revocation checking */
     struct x509_st *ca_cert; /* else trust exactly this root (mesh) */
-    int insecure;            /* insecureSkipVerify */
-    int h2;                  /* offer ALPN h2 */
-    const char *cert_file;   /* MUTUAL: client certificate chain */
+    /* With ca_cert: the roots of linked sites' trust bundles (MeshLink),
+     * trusted beside it; NULL: none. Borrowed for the call. */
+    const struct stack_st_X509 *ca_extra;
+    int insecure;          /* insecureSkipVerify */
+    int h2;                /* offer ALPN h2 */
+    const char *cert_file; /* MUTUAL: client certificate chain */
     const char *key_file;
     tls_cred_fn cred; /* ISTIO_MUTUAL: the mesh certificate */
     void *cred_arg;   /* must outlive the context */

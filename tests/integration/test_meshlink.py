@@ -16,7 +16,8 @@ import time
 import pytest
 
 from conftest import STRAIT, Strait, finish_strait, free_port, rss_kib, \
-    wait_for
+    upstream_factory, wait_for
+from test_l4 import named_handler
 
 ASAN = "asan" in os.environ.get("STRAIT_BIN", "")
 
@@ -85,7 +86,16 @@ class Site:
 
 
 def route(port, host, svc_port=9080):
+    """A Gateway HTTP server on port and a VirtualService sending every
+    request to host, with ISTIO_MUTUAL (remote endpoints need mTLS)."""
     return f"""apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: mtls, namespace: default}}
+spec:
+  host: {host}
+  trafficPolicy: {{tls: {{mode: ISTIO_MUTUAL}}}}
+---
+apiVersion: networking.istio.io/v1
 kind: Gateway
 metadata: {{name: gw, namespace: default}}
 spec:
@@ -172,12 +182,12 @@ def test_link_create_apply_merges_exported_services(sites):
     assert spec["subjectAltNames"] == [
         "spiffe://b.example/ns/default/sa/reviews"]
     assert spec["resolution"] == "STATIC"
-    assert [(e["address"], e["ports"], e["network"], e["locality"],
-             e["labels"]) for e in spec["endpoints"]] == [
-        ("127.0.0.1", {"http": 25443}, "net-b", "eu/west/b1",
-         {"version": "v1"}),
-        ("127.0.0.1", {"http": 25443}, "net-b", "eu/west/b2",
-         {"version": "v2"})]
+    # No address: reached through B's gateway only.
+    assert [e for e in spec["endpoints"]] == [
+        {"network": "net-b", "locality": "eu/west/b1", "weight": 1,
+         "labels": {"version": "v1"}},
+        {"network": "net-b", "locality": "eu/west/b2", "weight": 1,
+         "labels": {"version": "v2"}}]
     # B's addresses never leave B.
     assert "10.0.0." not in json.dumps(a.links())
     # The entry is a resource in effect on A, and a Gateway route to the
@@ -188,6 +198,12 @@ def test_link_create_apply_merges_exported_services(sites):
     a.apply("route", route(gw_port, "reviews.default.svc.cluster.local"))
     wait_for(lambda: "127.0.0.1:25443" in a.clusters(), 10,
              "the merged endpoints on /clusters")
+    clusters = a.clusters()
+    assert ("reviews.default.svc.cluster.local||9080::127.0.0.1:25443::"
+            "reached::via gateway 127.0.0.1:25443 (MeshLink default/site-b)"
+            in clusters)
+    assert "::127.0.0.1:25443::network::net-b" in clusters
+    assert "::127.0.0.1:25443::locality::eu/west/b2" in clusters
     assert "secret.default" not in json.dumps(a.config_dump())
     # The credential is never shown.
     token = ml[ml.index("slk1."):].split('"')[0]
@@ -536,3 +552,78 @@ def test_catalog_api_refusals(sites):
     assert st == 404
     srv = b.links()["server"]
     assert srv["refused"] == 6 and srv["accepted"] == 0
+
+
+def test_route_to_the_other_site_through_its_east_west_gateway(
+        sites, upstream_factory):
+    """A's Gateway -> a service B exports: ISTIO_MUTUAL from A with the
+    SNI outbound_.9080_._.HOST to B's AUTO_PASSTHROUGH gateway, relayed
+    untouched to B's workload, whose certificate (B's root) A verifies
+    with B's bundle and which verifies A's certificate (A's root): two
+    roots, two trust domains, no shared one."""
+    b_gw = free_port()
+    b = sites("site-b", "b.example", "net-b",
+              gw=f"127.0.0.1:{b_gw}").start()
+    a = sites("site-a", "a.example", "net-a", links=False).start()
+    # The workload on B: B's certificate for default/reviews, and it
+    # requires a client certificate under A's root.
+    wl = b.dir / "wl"
+    b.cli("ca", "issue", "--namespace", "default", "--service-account",
+          "reviews", "--out", str(wl))
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(wl / "cert-chain.pem"), str(wl / "key.pem"))
+    ctx.load_verify_locations(str(a.dir / "ca" / "root-cert.pem"))
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.set_alpn_protocols(["http/1.1"])
+    up = upstream_factory(named_handler("reviews@b", ctx))
+    b.apply("svc", f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: cross-network-gateway, namespace: istio-system}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {b_gw}, name: tls, protocol: TLS}}
+    bind: 127.0.0.1
+    tls: {{mode: AUTO_PASSTHROUGH}}
+    hosts: ["*.local"]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: reviews, namespace: default,
+           labels: {{"strait.io/export": "true"}}}}
+spec:
+  hosts: [reviews.default.svc.cluster.local]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{{number: 9080, name: http, protocol: HTTP}}]
+  endpoints:
+  - {{address: 127.0.0.1, ports: {{http: {up.port}}},
+     serviceAccount: reviews, locality: eu/west/b1}}
+""")
+    a.apply("link", b.link_create("site-a"))
+    wait_for(lambda: connected(a, "site-b") and
+             a.link("site-b")["services"] == 1, 15, "the link")
+    port = free_port()
+    a.apply("route", route(port, "reviews.default.svc.cluster.local"))
+
+    def get():
+        try:
+            with socket.create_connection(("127.0.0.1", port),
+                                          timeout=5) as c:
+                c.sendall(b"GET / HTTP/1.1\r\nHost: reviews\r\n"
+                          b"Connection: close\r\n\r\n")
+                out = b""
+                while True:
+                    d = c.recv(65536)
+                    if not d:
+                        return out
+                    out += d
+        except OSError:
+            return b""
+
+    out = wait_for(lambda: (lambda r: r if b" 200 " in r.split(b"\r\n")[0]
+                            else None)(get()), 15, "a 200 through B")
+    assert out.endswith(b"reviews@b"), out
+    # B's gateway relayed one TLS stream by Istio's SNI.
+    prom = b.s.get("/stats")[1]
+    assert "auto_passthrough" in prom

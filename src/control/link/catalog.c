@@ -7,7 +7,6 @@
  */
 #include "config.h"
 
-#include <arpa/inet.h>
 #include <openssl/sha.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -492,9 +491,6 @@ void catalog_resource_name(const char *link, const char *host, char out[64])
 int catalog_resource(struct buf *b, const struct catalog_link *link,
                      const struct cat_service *svc)
 {
-    struct in6_addr ip;
-    int literal = inet_pton(AF_INET, link->gateway, &ip) == 1 ||
-                  inet_pton(AF_INET6, link->gateway, &ip) == 1;
     char name[64];
 
     catalog_resource_name(link->name, svc->hostname, name);
@@ -507,10 +503,8 @@ int catalog_resource(struct buf *b, const struct catalog_link *link,
     json_str(b, link->name);
     buf_puts(b, "}},\"spec\":{\"hosts\":[");
     json_str(b, svc->hostname);
-    buf_printf(b,
-               "],\"location\":\"MESH_INTERNAL\",\"resolution\":\"%s\","
-               "\"ports\":[",
-               literal ? "STATIC" : "DNS");
+    buf_puts(b, "],\"location\":\"MESH_INTERNAL\",\"resolution\":\"STATIC\","
+                "\"ports\":[");
     for (size_t i = 0; i < svc->nports; i++) {
         buf_printf(b, "%s{\"number\":%lld,\"name\":", i ? "," : "",
                    (long long)svc->ports[i].number);
@@ -524,18 +518,13 @@ int catalog_resource(struct buf *b, const struct catalog_link *link,
         buf_puts(b, i ? "," : "");
         json_str(b, svc->sans[i]);
     }
+    /* No address: an endpoint of the remote network is reached only
+     * through that network's gateway, which the link declares
+     * (links_gateways(), compile/network.h). */
     buf_puts(b, "],\"endpoints\":[");
     for (size_t i = 0; i < svc->nendpoints; i++) {
         const struct cat_endpoint *e = &svc->endpoints[i];
-        buf_puts(b, i ? ",{\"address\":" : "{\"address\":");
-        json_str(b, link->gateway);
-        buf_puts(b, ",\"ports\":{");
-        for (size_t k = 0; k < svc->nports; k++) {
-            buf_puts(b, k ? "," : "");
-            json_str(b, svc->ports[k].name);
-            buf_printf(b, ":%lld", (long long)link->gateway_port);
-        }
-        buf_puts(b, "},\"network\":");
+        buf_puts(b, i ? ",{\"network\":" : "{\"network\":");
         json_str(b, link->network);
         if (e->locality[0] != '\0') {
             buf_puts(b, ",\"locality\":");

@@ -107,18 +107,17 @@ struct catalog_link {
     const char *name; /* the MeshLink's */
     const char *ns;
     const char *network;
-    const char *gateway; /* IP or DNS name */
-    int64_t gateway_port;
 };
 
 /*
  * catalog_resources() is the merge point: it turns one service of a
  * received catalog into the registry entry the linked site loads, a
  * ServiceEntry document (JSON) in link->ns named catalog_resource_name()
- * whose endpoints are on the remote network, reached through the remote
- * gateway (each port mapped to the gateway's port, resolution STATIC for
- * an IP, DNS for a name), with the remote locality, labels and weights,
- * and the service accounts as subjectAltNames. Appends to b; 0 or -1.
+ * whose endpoints are on the remote network with no address of their
+ * own, so the split horizon (compile/network.h) reaches them through the
+ * remote gateway the link declares (links_gateways()), with the remote
+ * locality, labels and weights, and the service accounts as
+ * subjectAltNames. Appends to b; 0 or -1.
  */
 int catalog_resource(struct buf *b, const struct catalog_link *link,
                      const struct cat_service *svc);

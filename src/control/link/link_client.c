@@ -136,8 +136,8 @@ static void set_error(struct link_client *c, const char *fmt, ...)
 /* Turns a catalog into entries; 0, or -1 (the old ones stay). */
 static int take_catalog(struct link_client *c, const struct catalog *cat)
 {
-    const struct catalog_link link = {c->conf.name, c->conf.ns, c->conf.network,
-                                      c->conf.gateway, c->conf.gateway_port};
+    const struct catalog_link link = {c->conf.name, c->conf.ns,
+                                      c->conf.network};
     struct lc_doc *d = calloc(cat->nservices + 1, sizeof(*d));
     struct buf b;
     size_t i;

@@ -4,23 +4,34 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <openssl/mem.h>
+#include <openssl/sha.h>
+#include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "compile/network.h"
 #include "config/resource.h"
 #include "control/link/link_client.h"
+#include "control/ca/pki.h"
 #include "control/link/links.h"
 #include "core/buf.h"
 #include "core/log.h"
+#include "tls/bundle.h"
 
 struct link_entry {
     char *ns, *name;
+    char *source; /* "MeshLink ns/name" */
+    char *network, *gateway;
+    int64_t port;
     char *ident; /* every field the client was made from */
     struct link_client *client;
 };
 
 struct links {
+    STACK_OF(X509) * roots; /* every link's bundle roots (references) */
+    char pin[65];           /* SHA-256 over their DER */
     struct event_base *base;
     struct ca_identity *id;
     void (*on_change)(void *);
@@ -46,6 +57,9 @@ struct links *links_new(struct event_base *base, struct ca_identity *id,
 static void entry_dispose(struct link_entry *e)
 {
     link_client_free(e->client);
+    free(e->source);
+    free(e->network);
+    free(e->gateway);
     free(e->ns);
     free(e->name);
     free(e->ident);
@@ -58,7 +72,54 @@ void links_free(struct links *l)
     for (size_t i = 0; i < l->n; i++)
         entry_dispose(&l->v[i]);
     free(l->v);
+    sk_X509_pop_free(l->roots, X509_free);
     free(l);
+}
+
+/* The roots of every link's bundle, for ISTIO_MUTUAL to the linked
+ * sites' services (bundles were checked when the resources loaded). */
+static void roots_rebuild(struct links *l, const struct resource_set *set)
+{
+    SHA256_CTX sc;
+    uint8_t h[32];
+
+    sk_X509_pop_free(l->roots, X509_free);
+    l->roots = sk_X509_new_null();
+    SHA256_Init(&sc);
+    for (size_t i = 0; set != NULL && l->roots != NULL && i < set->n; i++) {
+        const struct res_mesh_link *ml;
+        struct spiffe_bundle b;
+        const char *why;
+        if (set->v[i]->kind != RES_MESH_LINK)
+            continue;
+        ml = res_mesh_link(set->v[i]);
+        if (bundle_parse(ml->trust_bundle, strlen(ml->trust_bundle), &b, &why) <
+            0)
+            continue;
+        for (size_t k = 0; k < sk_X509_num(b.roots); k++) {
+            X509 *x = sk_X509_value(b.roots, k);
+            uint8_t *der = NULL;
+            int len = i2d_X509(x, &der);
+            if (len > 0)
+                SHA256_Update(&sc, der, (size_t)len);
+            OPENSSL_free(der);
+            if (X509_up_ref(x) && !sk_X509_push(l->roots, x))
+                X509_free(x);
+        }
+        bundle_dispose(&b);
+    }
+    SHA256_Final(h, &sc);
+    pki_hex(h, 32, l->pin);
+    if (l->roots != NULL && sk_X509_num(l->roots) == 0) {
+        sk_X509_free(l->roots);
+        l->roots = NULL;
+    }
+}
+
+const struct stack_st_X509 *links_roots(const struct links *l, const char **pin)
+{
+    *pin = l->roots != NULL ? l->pin : "";
+    return l->roots;
 }
 
 static char *ident_of(const struct res_mesh_link *ml)
@@ -139,7 +200,14 @@ void links_sync(struct links *l, const struct resource_set *set)
         e->ns = strdup(r->meta.ns);
         e->name = strdup(r->meta.name);
         e->ident = ident;
-        if (e->ns == NULL || e->name == NULL) {
+        e->network = strdup(ml->network);
+        e->gateway = strdup(ml->gateway.address);
+        e->port = ml->gateway.port;
+        if (asprintf(&e->source, "MeshLink %s/%s", r->meta.ns, r->meta.name) <
+            0)
+            e->source = NULL;
+        if (e->ns == NULL || e->name == NULL || e->network == NULL ||
+            e->gateway == NULL || e->source == NULL) {
             entry_dispose(e);
             memset(e, 0, sizeof(*e));
             continue;
@@ -174,6 +242,7 @@ void links_sync(struct links *l, const struct resource_set *set)
     free(l->v);
     l->v = next;
     l->n = nn;
+    roots_rebuild(l, set);
     if (changed)
         l->on_change(l->arg);
 }
@@ -194,6 +263,25 @@ size_t links_inputs(struct links *l, struct res_input **v, size_t n,
         n += link_client_inputs(l->v[i].client, *v + n, more);
     }
     return n;
+}
+
+size_t links_gateways(const struct links *l, struct net_gateway **v,
+                      size_t *cap)
+{
+    if (l->n > *cap) {
+        struct net_gateway *nv = realloc(*v, l->n * sizeof(*nv));
+        if (nv == NULL)
+            return 0;
+        *v = nv;
+        *cap = l->n;
+    }
+    for (size_t i = 0; i < l->n; i++) {
+        (*v)[i].network = l->v[i].network;
+        (*v)[i].address = l->v[i].gateway;
+        (*v)[i].port = (uint32_t)l->v[i].port;
+        (*v)[i].source = l->v[i].source;
+    }
+    return l->n;
 }
 
 size_t links_count(const struct links *l)

@@ -33,6 +33,21 @@ void links_sync(struct links *l, const struct resource_set *set);
 size_t links_inputs(struct links *l, struct res_input **v, size_t n,
                     size_t *cap);
 
+/* links_gateways() appends each MeshLink's east-west gateway (its network,
+ * gateway address and port, source "MeshLink ns/name") to *v (grown as
+ * needed, owned by the caller, freed with free()) and returns how many;
+ * the strings belong to l until its next links_sync(). */
+struct net_gateway;
+size_t links_gateways(const struct links *l, struct net_gateway **v,
+                      size_t *cap);
+
+/* links_roots() is every MeshLink's trust bundle roots (owned by l,
+ * valid until its next links_sync(); NULL when there are none) and sets
+ * *pin to a digest of them (owned by l). */
+struct stack_st_X509;
+const struct stack_st_X509 *links_roots(const struct links *l,
+                                        const char **pin);
+
 /* links_count() is the number of MeshLinks in effect. */
 size_t links_count(const struct links *l);
 
