@@ -22,7 +22,7 @@ static char dir[] = "/tmp/strait-test-store-XXXXXX";
 
 static void test_lifecycle(void **state)
 {
-    char tok[160], tok2[160], site[64], hash[65], hash2[65];
+    char tok[160], tok2[160], site[64], hash[65], hash2[65], saved;
     const char *why;
     char *err = NULL;
 
@@ -52,11 +52,12 @@ static void test_lifecycle(void **state)
         assert_null(strstr(data, tok + 12));
     }
     /* A wrong secret, of the right shape. */
+    saved = tok[20];
     tok[20] = tok[20] == 'A' ? 'B' : 'A';
     assert_int_equal(link_store_check(dir, tok, strlen(tok), site, hash2, &why),
                      -1);
     assert_non_null(strstr(why, "does not match"));
-    tok[20] = tok[20] == 'A' ? 'B' : 'A';
+    tok[20] = saved;
     /* The peer's trust, pinned once, read back; not after a re-create. */
     {
         struct link_pin pin = {"a.example", ""}, got;
