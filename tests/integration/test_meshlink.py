@@ -8,6 +8,7 @@ process with its own CA and trust domain, on loopback."""
 import json
 import os
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -627,3 +628,25 @@ spec:
     # B's gateway relayed one TLS stream by Istio's SNI.
     prom = b.s.get("/stats")[1]
     assert "auto_passthrough" in prom
+
+
+def test_binary_upgrade_of_the_linked_site_keeps_the_link(sites):
+    """B upgrades its binary: the catalog API's socket moves to the new
+    process (no address in use), A's link reconnects to it and keeps its
+    services."""
+    a, b, _ = linked(sites)
+    old = b.s.stats()["server.pid"]
+    p = subprocess.run([STRAIT, "upgrade", "-c", str(b.s.config)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr + b.s.log()
+    new = b.s.stats()["server.pid"]
+    assert new != old
+    wait_for(lambda: b.s.proc.poll() is not None, 40, "the old one to exit")
+    assert b.s.proc.returncode == 0
+    # The old process's stream ended with it; A is back on the new one.
+    wait_for(lambda: connected(a, "site-b") and
+             a.link("site-b")["streams"] == 2, 30, "the reconnect")
+    assert a.link("site-b")["services"] == 1
+    assert b.links()["server"]["active"] == 1
+    os.kill(new, signal.SIGTERM)
+    wait_for(lambda: not os.path.exists(f"/proc/{new}"), 40, "the new one")
