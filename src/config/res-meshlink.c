@@ -3,8 +3,8 @@
  * (README "Site links"; the runtime is src/control/link/). What a table
  * cannot say is checked here: the trust bundle must parse as a SPIFFE
  * bundle with at least one X.509 authority, the credential must have the
- * shape `strait link create` prints, the catalog address must be an
- * IP:port and the gateway an IP or a DNS name.
+ * shape `strait link create` prints, the catalog address must be
+ * HOST:PORT and the gateway an IP or a DNS name.
  */
 #include "config.h"
 
@@ -40,8 +40,8 @@ static const struct conf_key catalog_keys[] = {
     {.name = "address",
      .type = CONF_STR,
      .off = ML(catalog.address) - ML(catalog),
-     .help = "IP:port of the remote site's catalog API (its links.address) "
-             "(required)"},
+     .help = "HOST:PORT (an IP or a DNS name) of the remote site's catalog "
+             "API (its links.advertise or links.address) (required)"},
     {.name = NULL},
 };
 static const struct conf_section catalog_section = {
@@ -177,11 +177,29 @@ static void ml_check(struct res_check *ck, struct resource *r)
     if (ml->catalog.address == NULL || ml->catalog.address[0] == '\0')
         res_err(ck, &ml->catalog.mark, "spec.catalog.address", "is required");
     else if (addr_parse(&a, ml->catalog.address, strlen(ml->catalog.address), 0,
-                        &aerr) < 0 ||
-             a.ss.ss_family == AF_UNIX)
-        res_err(ck, &ml->catalog.mark, "spec.catalog.address",
-                "'%s' is not IP:port (%s)", ml->catalog.address,
-                aerr != NULL ? aerr : "a unix socket");
+                        &aerr) == 0) {
+        if (a.ss.ss_family == AF_UNIX)
+            res_err(ck, &ml->catalog.mark, "spec.catalog.address",
+                    "'%s' is a unix socket, not HOST:PORT",
+                    ml->catalog.address);
+    } else {
+        /* NAME:PORT, resolved by the control loop before each attempt. */
+        const char *colon = strrchr(ml->catalog.address, ':');
+        char host[256], *end = NULL;
+        long port = colon != NULL ? strtol(colon + 1, &end, 10) : 0;
+        size_t hn = colon != NULL ? (size_t)(colon - ml->catalog.address) : 0;
+        if (colon == NULL || hn == 0 || hn >= sizeof(host) || end == NULL ||
+            *end != '\0' || port < 1 || port > 65535) {
+            res_err(ck, &ml->catalog.mark, "spec.catalog.address",
+                    "'%s' is not HOST:PORT (an IP or a DNS name)",
+                    ml->catalog.address);
+        } else {
+            memcpy(host, ml->catalog.address, hn);
+            host[hn] = '\0';
+            res_check_host(ck, &ml->catalog.mark, "spec.catalog.address", host,
+                           0);
+        }
+    }
     if (ml->credential.token == NULL || ml->credential.token[0] == '\0')
         res_err(ck, &ml->credential.mark, "spec.credential.token",
                 "is required");

@@ -1848,7 +1848,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
                 goto fail;
             }
         }
-        s->links = links_new(base, identity, on_links_change, s);
+        s->links = links_new(base, identity, s->dns, on_links_change, s);
         if (s->links == NULL) {
             err_set(err, "out of memory");
             goto fail;

@@ -164,11 +164,16 @@ def test_link_create_apply_merges_exported_services(sites):
                                  name="secret", export=False))
     ml = b.link_create("site-a")
     assert "kind: MeshLink" in ml and "slk1.site-a." in ml
-    a.apply("link", ml)
+    # The catalog API by name, resolved by A's resolver ("localhost" is
+    # 127.0.0.1 without a query, RFC 6761).
+    assert f'address: "127.0.0.1:{b.catalog_port}"' in ml
+    a.apply("link", ml.replace(f'address: "127.0.0.1:{b.catalog_port}"',
+                               f'address: "localhost:{b.catalog_port}"'))
     wait_for(lambda: connected(a, "site-b") and
              a.link("site-b")["services"] == 1, 15, "the link")
     l = a.link("site-b")
     assert l["trustDomain"] == "b.example" and l["network"] == "net-b"
+    assert l["catalog"] == f"localhost:{b.catalog_port}"
     assert l["streams"] == 1
     # The exported service is in A's registry, on B's network through
     # B's gateway, with B's localities; the unexported one never left B.

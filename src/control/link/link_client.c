@@ -20,6 +20,7 @@
 #include "config/resource.h"
 #include "control/ca/identity.h"
 #include "control/ca/pki.h"
+#include "control/dns.h"
 #include "control/link/catalog.h"
 #include "control/link/link_client.h"
 #include "core/arena.h"
@@ -38,6 +39,7 @@
 
 enum lc_phase {
     LC_IDLE,       /* waiting for the next attempt */
+    LC_RESOLVING,  /* the catalog host name */
     LC_CONNECTING, /* TCP */
     LC_HANDSHAKE,  /* TLS */
     LC_HEAD,       /* request sent, reading the answer's head */
@@ -55,7 +57,10 @@ struct lc_doc {
 struct link_client {
     struct event_base *base;
     struct link_client_conf conf; /* strings owned */
-    struct addr addr;
+    struct addr addr; /* the catalog API's (resolved before each attempt) */
+    char *host;       /* its host name; NULL: an IP literal */
+    int port;
+    struct dns_query *q;
     struct ca_identity *id;
     SSL_CTX *ctx;
     void (*on_change)(void *);
@@ -200,6 +205,8 @@ static void start(struct link_client *c);
 
 static void close_conn(struct link_client *c)
 {
+    dns_query_cancel(c->q);
+    c->q = NULL;
     if (c->conn_open)
         conn_close(&c->conn);
     c->conn_open = 0;
@@ -537,11 +544,44 @@ static void on_io(struct conn *cn, void *arg)
     conn_want(cn, 1, 0);
 }
 
+static void connect_to(struct link_client *c);
+
+static void on_resolved(void *arg, const struct addr *a, const char *why)
+{
+    struct link_client *c = arg;
+
+    c->q = NULL;
+    if (a == NULL) {
+        set_error(c, "cannot resolve the catalog API's host %s (%s)", c->host,
+                  why);
+        lost(c);
+        return;
+    }
+    c->addr = *a;
+    connect_to(c);
+}
+
 static void start(struct link_client *c)
+{
+    c->st.attempts++;
+    if (c->host == NULL) {
+        connect_to(c);
+        return;
+    }
+    c->phase = LC_RESOLVING;
+    /* The idle timer is the deadline of the whole attempt. */
+    timer_arm(&c->idle, LINK_CONNECT_TIMEOUT_MS);
+    c->q = dns_resolve(c->conf.dns, c->host, c->port, on_resolved, c);
+    if (c->q == NULL) {
+        set_error(c, "out of memory resolving %s", c->host);
+        lost(c);
+    }
+}
+
+static void connect_to(struct link_client *c)
 {
     int fd, in_progress = 0;
 
-    c->st.attempts++;
     fd = sock_connect(&c->addr, &in_progress);
     if (fd < 0) {
         set_error(c, "cannot connect to the catalog API at %s: %s",
@@ -551,6 +591,7 @@ static void start(struct link_client *c)
     }
     conn_init(&c->conn, c->base, fd, on_io, c);
     c->conn_open = 1;
+    /* No SNI: the server is checked by its SPIFFE ID, not a name. */
     if (tls_conn_connect(&c->conn, c->ctx, NULL) < 0) {
         set_error(c, "cannot set up TLS");
         lost(c);
@@ -671,8 +712,29 @@ struct link_client *link_client_new(struct event_base *base,
     }
     if (addr_parse(&c->addr, c->conf.catalog, strlen(c->conf.catalog), 0,
                    &why) < 0) {
-        err_set(err, "spec.catalog.address '%s': %s", c->conf.catalog, why);
-        goto fail;
+        /* NAME:PORT, resolved before each attempt. */
+        const char *colon = strrchr(c->conf.catalog, ':');
+        char *end = NULL;
+        long port = colon != NULL ? strtol(colon + 1, &end, 10) : 0;
+        if (colon == NULL || colon == c->conf.catalog || end == NULL ||
+            *end != '\0' || port < 1 || port > 65535) {
+            err_set(err, "spec.catalog.address '%s': not HOST:PORT",
+                    c->conf.catalog);
+            goto fail;
+        }
+        if (c->conf.dns == NULL) {
+            err_set(err,
+                    "spec.catalog.address '%s': a host name needs the "
+                    "resolver (config.dir or config.etcd)",
+                    c->conf.catalog);
+            goto fail;
+        }
+        c->host = strndup(c->conf.catalog, (size_t)(colon - c->conf.catalog));
+        c->port = (int)port;
+        if (c->host == NULL) {
+            err_set(err, "out of memory");
+            goto fail;
+        }
     }
     c->ctx = client_ctx(&c->conf, id, err);
     if (c->ctx == NULL)
@@ -715,6 +777,7 @@ void link_client_free(struct link_client *c)
     free((char *)c->conf.network);
     free((char *)c->conf.gateway);
     free(c->last_error);
+    free(c->host);
     free(c);
 }
 

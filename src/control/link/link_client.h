@@ -6,6 +6,7 @@
 
 struct buf;
 struct ca_identity;
+struct dns_cache;
 struct event_base;
 struct res_input;
 
@@ -33,7 +34,7 @@ struct res_input;
 struct link_client_conf {
     const char *name; /* the MeshLink's namespace and name */
     const char *ns;
-    const char *catalog; /* IP:port */
+    const char *catalog; /* IP:port or NAME:port */
     const char *token;
     const char *trust_domain;
     const char *trust_bundle; /* SPIFFE bundle JSON */
@@ -41,6 +42,10 @@ struct link_client_conf {
     const char *gateway;
     int64_t gateway_port;
     int64_t retain_ms;
+    /* Resolves a catalog host name before each attempt (the control
+     * thread's asynchronous resolver); NULL: names are refused. Borrowed;
+     * must outlive the client. */
+    struct dns_cache *dns;
 };
 
 struct link_client;

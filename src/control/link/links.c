@@ -34,6 +34,7 @@ struct links {
     char pin[65];           /* SHA-256 over their DER */
     struct event_base *base;
     struct ca_identity *id;
+    struct dns_cache *dns;
     void (*on_change)(void *);
     void *arg;
     struct link_entry *v;
@@ -41,7 +42,8 @@ struct links {
 };
 
 struct links *links_new(struct event_base *base, struct ca_identity *id,
-                        void (*on_change)(void *), void *arg)
+                        struct dns_cache *dns, void (*on_change)(void *),
+                        void *arg)
 {
     struct links *l = calloc(1, sizeof(*l));
 
@@ -49,6 +51,7 @@ struct links *links_new(struct event_base *base, struct ca_identity *id,
         return NULL;
     l->base = base;
     l->id = id;
+    l->dns = dns;
     l->on_change = on_change;
     l->arg = arg;
     return l;
@@ -181,11 +184,17 @@ void links_sync(struct links *l, const struct resource_set *set)
             continue;
         }
         {
-            const struct link_client_conf conf = {
-                r->meta.name,         r->meta.ns,          ml->catalog.address,
-                ml->credential.token, ml->trust_domain,    ml->trust_bundle,
-                ml->network,          ml->gateway.address, ml->gateway.port,
-                ml->retain_for_ms};
+            const struct link_client_conf conf = {r->meta.name,
+                                                  r->meta.ns,
+                                                  ml->catalog.address,
+                                                  ml->credential.token,
+                                                  ml->trust_domain,
+                                                  ml->trust_bundle,
+                                                  ml->network,
+                                                  ml->gateway.address,
+                                                  ml->gateway.port,
+                                                  ml->retain_for_ms,
+                                                  l->dns};
             char *err = NULL;
             e->client = link_client_new(l->base, &conf, l->id, l->on_change,
                                         l->arg, &err);

@@ -19,9 +19,12 @@ struct links;
 
 /* links_new(): on_change(arg) runs when the entries links_inputs() gives
  * change (a catalog arrived, was dropped, a link went). id: this node's
- * credential holder (NULL: none). NULL when out of memory. */
+ * credential holder (NULL: none); dns: the resolver of catalog host names
+ * (NULL: names are refused). NULL when out of memory. */
+struct dns_cache;
 struct links *links_new(struct event_base *base, struct ca_identity *id,
-                        void (*on_change)(void *), void *arg);
+                        struct dns_cache *dns, void (*on_change)(void *),
+                        void *arg);
 void links_free(struct links *l);
 
 /* links_sync() makes the clients match set's MeshLinks (set NULL: none). */
