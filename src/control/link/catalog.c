@@ -22,179 +22,12 @@
 
 /* --- writing ---------------------------------------------------------- */
 
-static const char *label_value(const struct conf_strmap *m, const char *key)
-{
-    for (size_t i = 0; i < m->n; i++)
-        if (strcmp(m->v[i].key, key) == 0)
-            return m->v[i].val;
-    return NULL;
-}
-
-static int exported(const struct resource *r)
-{
-    const char *v = label_value(&r->meta.labels, CATALOG_EXPORT_LABEL);
-
-    return res_is_service(r) && v != NULL && strcmp(v, "true") == 0;
-}
-
-static void put_labels(struct buf *b, const struct conf_strmap *m)
-{
-    buf_puts(b, "{");
-    for (size_t i = 0; i < m->n; i++) {
-        buf_puts(b, i ? "," : "");
-        json_str(b, m->v[i].key);
-        buf_puts(b, ":");
-        json_str(b, m->v[i].val);
-    }
-    buf_puts(b, "}");
-}
-
-static void put_endpoint(struct buf *b, int *first,
-                         const struct res_workload_entry *we)
-{
-    buf_puts(b, *first ? "{\"labels\":" : ",{\"labels\":");
-    *first = 0;
-    put_labels(b, &we->labels);
-    buf_puts(b, ",\"locality\":");
-    json_str(b, we->locality != NULL ? we->locality : "");
-    buf_printf(b, ",\"weight\":%lld}",
-               (long long)(we->weight > 0 ? we->weight : 1));
-}
-
-/* A SPIFFE ID into the serviceAccounts array, once: seen holds the ones
- * written so far, each followed by a newline. */
-static void put_id(struct buf *b, struct buf *seen, const char *id)
-{
-    const char *p = buf_cstr(seen);
-    size_t n = strlen(id);
-
-    for (const char *q = p; (q = strstr(q, id)) != NULL; q++)
-        if ((q == p || q[-1] == '\n') && q[n] == '\n')
-            return;
-    buf_puts(b, buf_len(seen) > 0 ? "," : "");
-    json_str(b, id);
-    buf_printf(seen, "%s\n", id);
-}
-
-static void put_san(struct buf *b, struct buf *seen, const char *td,
-                    const char *ns, const char *sa)
-{
-    char *id;
-
-    if (sa == NULL || sa[0] == '\0')
-        return;
-    id = pki_spiffe_make(td, ns, sa);
-    if (id == NULL)
-        return;
-    put_id(b, seen, id);
-    free(id);
-}
-
-static void put_service(struct buf *b, const struct resource_set *set,
-                        const struct resource *r, const char *host,
-                        const struct catalog_self *self)
-{
-    const struct res_service_entry *se = res_service_entry(r);
-    struct buf seen;
-    int first = 1;
-
-    buf_puts(b, "{\"hostname\":");
-    json_str(b, host);
-    buf_puts(b, ",\"ports\":[");
-    for (size_t i = 0; i < se->ports.n; i++) {
-        const struct res_se_port *p =
-            (const struct res_se_port *)se->ports.v + i;
-        buf_printf(b, "%s{\"number\":%lld,\"name\":", i ? "," : "",
-                   (long long)p->number);
-        json_str(b, p->name != NULL ? p->name : "");
-        buf_puts(b, ",\"protocol\":");
-        json_str(b, res_protocol_name(p->protocol));
-        buf_puts(b, "}");
-    }
-    buf_puts(b, "],\"serviceAccounts\":[");
-    buf_init(&seen, 64 * 1024);
-    for (size_t i = 0; i < se->subject_alt_names.n; i++)
-        if (strncmp(se->subject_alt_names.v[i], "spiffe://", 9) == 0)
-            put_id(b, &seen, se->subject_alt_names.v[i]);
-    for (size_t i = 0; i < se->endpoints.n; i++)
-        put_san(b, &seen, self->trust_domain, r->meta.ns,
-                ((const struct res_workload_entry *)se->endpoints.v)[i]
-                    .service_account);
-    buf_dispose(&seen);
-    buf_puts(b, "],\"endpoints\":[");
-    for (size_t i = 0; i < se->endpoints.n; i++)
-        put_endpoint(b, &first,
-                     (const struct res_workload_entry *)se->endpoints.v + i);
-    /* WorkloadEntries of its namespace its workloadSelector selects. */
-    if (se->workload_selector.labels.n > 0)
-        for (size_t i = 0; i < set->n; i++) {
-            const struct resource *w = set->v[i];
-            const struct res_workload_entry *we;
-            if (w->kind != RES_WORKLOAD_ENTRY ||
-                strcmp(w->meta.ns, r->meta.ns) != 0)
-                continue;
-            we = res_workload_entry(w);
-            if (res_labels_match(&se->workload_selector.labels, &we->labels))
-                put_endpoint(b, &first, we);
-        }
-    buf_puts(b, "]}");
-}
-
-int catalog_encode(struct buf *b, const struct resource_set *set,
-                   const struct catalog_self *self, int64_t version)
-{
-    int first = 1;
-
-    buf_printf(b, "{\"type\":\"catalog\",\"version\":%lld,\"site\":",
-               (long long)version);
-    json_str(b, self->site);
-    buf_puts(b, ",\"network\":");
-    json_str(b, self->network);
-    buf_puts(b, ",\"trustDomain\":");
-    json_str(b, self->trust_domain);
-    buf_puts(b, ",\"services\":[");
-    for (size_t i = 0; set != NULL && i < set->n; i++) {
-        const struct resource *r = set->v[i];
-        const struct res_service_entry *se;
-        if (!exported(r))
-            continue;
-        se = res_service_entry(r);
-        for (size_t h = 0; h < se->hosts.n; h++) {
-            char fq[300];
-            if (strchr(se->hosts.v[h], '*') != NULL ||
-                res_host_fqdn(se->hosts.v[h], r->meta.ns, set->domain, fq,
-                              sizeof(fq)) < 0)
-                continue;
-            buf_puts(b, first ? "" : ",");
-            first = 0;
-            put_service(b, set, r, fq, self);
-        }
-    }
-    return buf_puts(b, "]}\n");
-}
-
-/* --- reading ---------------------------------------------------------- */
-
-static int fail(char *why, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *why, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(why, cap, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-/* The member's string, or NULL when absent or not a string. */
-static const char *str_of(const struct json *o, const char *key)
-{
-    struct slice s = json_string(json_get(o, key));
-
-    return s.p != NULL && memchr(s.p, '\0', s.n) == NULL ? s.p : NULL;
-}
+/*
+ * What is written must read back (catalog_decode() refuses a whole line
+ * for one bad field): a port name, label, locality or weight another site
+ * would refuse is left out or replaced here, and only service accounts of
+ * this site's own trust domain are announced.
+ */
 
 static int dns_name_ok(const char *s)
 {
@@ -233,6 +66,218 @@ static int token_ok(const char *s, size_t max, int empty_ok)
               s[i] == '.' || s[i] == '/'))
             return 0;
     return 1;
+}
+
+static const char *label_value(const struct conf_strmap *m, const char *key)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (strcmp(m->v[i].key, key) == 0)
+            return m->v[i].val;
+    return NULL;
+}
+
+static int exported(const struct resource *r)
+{
+    const char *v = label_value(&r->meta.labels, CATALOG_EXPORT_LABEL);
+
+    return res_is_service(r) && v != NULL && strcmp(v, "true") == 0;
+}
+
+static void put_labels(struct buf *b, const struct conf_strmap *m)
+{
+    int first = 1;
+
+    buf_puts(b, "{");
+    for (size_t i = 0, n = 0; i < m->n && n < CATALOG_MAX_LABELS; i++) {
+        if (!token_ok(m->v[i].key, 253, 0) || !token_ok(m->v[i].val, 63, 1))
+            continue;
+        n++;
+        buf_puts(b, first ? "" : ",");
+        first = 0;
+        json_str(b, m->v[i].key);
+        buf_puts(b, ":");
+        json_str(b, m->v[i].val);
+    }
+    buf_puts(b, "}");
+}
+
+static void put_endpoint(struct buf *b, int *first, size_t *n,
+                         const struct res_workload_entry *we)
+{
+    if (*n >= CATALOG_MAX_ENDPOINTS)
+        return;
+    (*n)++;
+    buf_puts(b, *first ? "{\"labels\":" : ",{\"labels\":");
+    *first = 0;
+    put_labels(b, &we->labels);
+    buf_puts(b, ",\"locality\":");
+    json_str(b, we->locality != NULL && token_ok(we->locality, 253, 1)
+                    ? we->locality
+                    : "");
+    buf_printf(b, ",\"weight\":%lld}",
+               (long long)(we->weight <= 0        ? 1
+                           : we->weight > 1000000 ? 1000000
+                                                  : we->weight));
+}
+
+/* A SPIFFE ID into the serviceAccounts array, once: seen holds the ones
+ * written so far, each followed by a newline. */
+static void put_id(struct buf *b, struct buf *seen, const char *td,
+                   const char *id)
+{
+    const char *p = buf_cstr(seen);
+    size_t n = strlen(id);
+    char *t = NULL;
+    int ours = pki_spiffe_split(id, &t, NULL, NULL) == 0 && strcmp(t, td) == 0;
+
+    size_t count = 0;
+
+    free(t);
+    for (const char *q = p; *q != '\0'; q++)
+        count += *q == '\n';
+    if (!ours || count >= 64)
+        return;
+
+    for (const char *q = p; (q = strstr(q, id)) != NULL; q++)
+        if ((q == p || q[-1] == '\n') && q[n] == '\n')
+            return;
+    buf_puts(b, buf_len(seen) > 0 ? "," : "");
+    json_str(b, id);
+    buf_printf(seen, "%s\n", id);
+}
+
+static void put_san(struct buf *b, struct buf *seen, const char *td,
+                    const char *ns, const char *sa)
+{
+    char *id;
+
+    if (sa == NULL || sa[0] == '\0')
+        return;
+    id = pki_spiffe_make(td, ns, sa);
+    if (id == NULL)
+        return;
+    put_id(b, seen, td, id);
+    free(id);
+}
+
+static void put_service(struct buf *b, const struct resource_set *set,
+                        const struct resource *r, const char *host,
+                        const struct catalog_self *self)
+{
+    const struct res_service_entry *se = res_service_entry(r);
+    struct buf seen;
+    size_t neps = 0;
+    int first = 1;
+
+    buf_puts(b, "{\"hostname\":");
+    json_str(b, host);
+    buf_puts(b, ",\"ports\":[");
+    for (size_t i = 0; i < se->ports.n && i < CATALOG_MAX_PORTS; i++) {
+        const struct res_se_port *p =
+            (const struct res_se_port *)se->ports.v + i;
+        char pn[32];
+        buf_printf(b, "%s{\"number\":%lld,\"name\":", i ? "," : "",
+                   (long long)p->number);
+        /* An unnamed port (a Kubernetes Service's only one) is named. */
+        snprintf(pn, sizeof(pn), "port-%lld", (long long)p->number);
+        json_str(b, p->name != NULL && p->name[0] != '\0' &&
+                            token_ok(p->name, 63, 0) &&
+                            strchr(p->name, '/') == NULL
+                        ? p->name
+                        : pn);
+        buf_puts(b, ",\"protocol\":");
+        json_str(b, res_protocol_name(p->protocol));
+        buf_puts(b, "}");
+    }
+    buf_puts(b, "],\"serviceAccounts\":[");
+    buf_init(&seen, 64 * 1024);
+    for (size_t i = 0; i < se->subject_alt_names.n; i++)
+        if (strncmp(se->subject_alt_names.v[i], "spiffe://", 9) == 0)
+            put_id(b, &seen, self->trust_domain, se->subject_alt_names.v[i]);
+    for (size_t i = 0; i < se->endpoints.n; i++)
+        put_san(b, &seen, self->trust_domain, r->meta.ns,
+                ((const struct res_workload_entry *)se->endpoints.v)[i]
+                    .service_account);
+    buf_dispose(&seen);
+    buf_puts(b, "],\"endpoints\":[");
+    for (size_t i = 0; i < se->endpoints.n; i++)
+        put_endpoint(b, &first, &neps,
+                     (const struct res_workload_entry *)se->endpoints.v + i);
+    /* WorkloadEntries of its namespace its workloadSelector selects. */
+    if (se->workload_selector.labels.n > 0)
+        for (size_t i = 0; i < set->n; i++) {
+            const struct resource *w = set->v[i];
+            const struct res_workload_entry *we;
+            if (w->kind != RES_WORKLOAD_ENTRY ||
+                strcmp(w->meta.ns, r->meta.ns) != 0)
+                continue;
+            we = res_workload_entry(w);
+            if (res_labels_match(&se->workload_selector.labels, &we->labels))
+                put_endpoint(b, &first, &neps, we);
+        }
+    buf_puts(b, "]}");
+}
+
+int catalog_encode(struct buf *b, const struct resource_set *set,
+                   const struct catalog_self *self, int64_t version)
+{
+    size_t nsvc = 0;
+    int first = 1;
+
+    buf_printf(b, "{\"type\":\"catalog\",\"version\":%lld,\"site\":",
+               (long long)version);
+    json_str(b, self->site);
+    buf_puts(b, ",\"network\":");
+    json_str(b, self->network);
+    buf_puts(b, ",\"trustDomain\":");
+    json_str(b, self->trust_domain);
+    buf_puts(b, ",\"services\":[");
+    for (size_t i = 0; set != NULL && i < set->n; i++) {
+        const struct resource *r = set->v[i];
+        const struct res_service_entry *se;
+        if (!exported(r))
+            continue;
+        se = res_service_entry(r);
+        /* A service without ports carries nothing a site could call. */
+        if (se == NULL || se->ports.n == 0)
+            continue;
+        for (size_t h = 0; h < se->hosts.n && nsvc < CATALOG_MAX_SERVICES;
+             h++) {
+            char fq[300];
+            if (strchr(se->hosts.v[h], '*') != NULL ||
+                res_host_fqdn(se->hosts.v[h], r->meta.ns, set->domain, fq,
+                              sizeof(fq)) < 0)
+                continue;
+            buf_puts(b, first ? "" : ",");
+            first = 0;
+            nsvc++;
+            put_service(b, set, r, fq, self);
+        }
+    }
+    return buf_puts(b, "]}\n");
+}
+
+/* --- reading ---------------------------------------------------------- */
+
+static int fail(char *why, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(char *why, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, cap, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* The member's string, or NULL when absent or not a string. */
+static const char *str_of(const struct json *o, const char *key)
+{
+    struct slice s = json_string(json_get(o, key));
+
+    return s.p != NULL && memchr(s.p, '\0', s.n) == NULL ? s.p : NULL;
 }
 
 static int int_of(const struct json *o, const char *key, int64_t min,

@@ -131,6 +131,62 @@ static void test_encode_decode(void **state)
     resource_set_free(set);
 }
 
+/* What a site writes always reads back, whatever its registry holds:
+ * unnamed ports are named, labels and localities another site would
+ * refuse are left out, weights capped, other trust domains' identities
+ * not announced, services without ports skipped. */
+static void test_encode_only_what_decodes(void **state)
+{
+    static const char odd[] =
+        "apiVersion: networking.istio.io/v1\n"
+        "kind: ServiceEntry\n"
+        "metadata: {name: odd, namespace: shop, labels: "
+        "{strait.io/export: \"true\"}}\n"
+        "spec:\n"
+        "  hosts: [odd.shop.svc.cluster.local]\n"
+        "  resolution: STATIC\n"
+        "  ports: [{number: 81}, {number: 82, name: \"a b\"}]\n"
+        "  subjectAltNames: [spiffe://other.example/ns/x/sa/y, "
+        "spiffe://b.example/ns/x/sa/y]\n"
+        "  endpoints:\n"
+        "  - {address: 10.2.0.1, labels: {\"bad key\": v, good: \"a b\", "
+        "ok: yes}, locality: \"eu west\", weight: 9000000}\n"
+        "---\n"
+        "apiVersion: networking.istio.io/v1\n"
+        "kind: ServiceEntry\n"
+        "metadata: {name: noports, namespace: shop, labels: "
+        "{strait.io/export: \"true\"}}\n"
+        "spec: {hosts: [noports.shop.svc.cluster.local], resolution: NONE, "
+        "location: MESH_EXTERNAL}\n";
+    struct resource_set *set = load(odd);
+    struct buf b;
+    struct arena a;
+    struct catalog c;
+    char why[512];
+    const struct cat_service *s;
+
+    (void)state;
+    buf_init(&b, 1 << 20);
+    assert_int_equal(catalog_encode(&b, set, &self, 1), 0);
+    arena_init(&a, 4096);
+    if (catalog_decode(buf_ptr(&b), buf_len(&b) - 1, "b.example", &a, &c, why,
+                       sizeof(why)) < 0)
+        fail_msg("%s: %s", why, buf_cstr(&b));
+    assert_int_equal(c.nservices, 1);
+    s = &c.services[0];
+    assert_string_equal(s->ports[0].name, "port-81");
+    assert_string_equal(s->ports[1].name, "port-82");
+    assert_int_equal(s->nsans, 1);
+    assert_string_equal(s->sans[0], "spiffe://b.example/ns/x/sa/y");
+    assert_int_equal(s->endpoints[0].nlabels, 1);
+    assert_string_equal(s->endpoints[0].labels[0].key, "ok");
+    assert_string_equal(s->endpoints[0].locality, "");
+    assert_int_equal(s->endpoints[0].weight, 1000000);
+    arena_dispose(&a);
+    buf_dispose(&b);
+    resource_set_free(set);
+}
+
 static void test_empty_catalog_and_ping(void **state)
 {
     struct buf b;
@@ -269,6 +325,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_encode_decode),
+        cmocka_unit_test(test_encode_only_what_decodes),
         cmocka_unit_test(test_empty_catalog_and_ping),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_resource_loads),
