@@ -18,6 +18,7 @@ import pytest
 
 from conftest import STRAIT, Strait, finish_strait, free_port, rss_kib, \
     upstream_factory, wait_for
+from test_dns import DNSServer
 from test_l4 import named_handler
 
 ASAN = "asan" in os.environ.get("STRAIT_BIN", "")
@@ -28,7 +29,7 @@ class Site:
     API, its resources in DIR/conf.d."""
 
     def __init__(self, root, name, td, network, locality="", gw="127.0.0.1:15443",
-                 retain="", links=True):
+                 retain="", links=True, extra=""):
         self.dir = root / name
         self.dir.mkdir()
         self.conf = self.dir / "conf.d"
@@ -43,7 +44,7 @@ class Site:
                  f"trustDomain: {td}\n"
                  f"config: {{dir: {self.conf}, debounce: 10ms}}\n"
                  f"ca: {{enabled: true, dir: {self.dir / 'ca'}, "
-                 f"address: 127.0.0.1:{free_port()}}}\n" + links_yaml)
+                 f"address: 127.0.0.1:{free_port()}}}\n" + links_yaml + extra)
         self.s = Strait(self.dir, "", workers=1, extra=extra)
 
     def start(self, env=None):
@@ -560,17 +561,34 @@ def test_catalog_api_refusals(sites):
     assert srv["refused"] == 6 and srv["accepted"] == 0
 
 
+@pytest.mark.parametrize("gw_host", ["127.0.0.1", "gw.b.example"])
 def test_route_to_the_other_site_through_its_east_west_gateway(
-        sites, upstream_factory):
+        sites, upstream_factory, gw_host):
     """A's Gateway -> a service B exports: ISTIO_MUTUAL from A with the
     SNI outbound_.9080_._.HOST to B's AUTO_PASSTHROUGH gateway, relayed
     untouched to B's workload, whose certificate (B's root) A verifies
     with B's bundle and which verifies A's certificate (A's root): two
-    roots, two trust domains, no shared one."""
+    roots, two trust domains, no shared one. The gateway by address, and
+    by name (resolved by A, as istiod resolves hostname gateways)."""
     b_gw = free_port()
     b = sites("site-b", "b.example", "net-b",
-              gw=f"127.0.0.1:{b_gw}").start()
-    a = sites("site-a", "a.example", "net-a", links=False).start()
+              gw=f"{gw_host}:{b_gw}").start()
+    dns = DNSServer()
+    dns.records["gw.b.example"] = ["127.0.0.1"]
+    try:
+        a = sites("site-a", "a.example", "net-a", links=False,
+                  extra=f"dns: {{nameservers: [\"127.0.0.1:{dns.port}\"]}}\n"
+                  ).start()
+        route_through_b(a, b, b_gw, upstream_factory)
+        if gw_host != "127.0.0.1":
+            assert ("gw.b.example", 1) in dns.queries
+            assert (f"via gateway 127.0.0.1:{b_gw} (MeshLink default/site-b)"
+                    in a.clusters())
+    finally:
+        dns.stop()
+
+
+def route_through_b(a, b, b_gw, upstream_factory):
     # The workload on B: B's certificate for default/reviews, and it
     # requires a client certificate under A's root.
     wl = b.dir / "wl"
