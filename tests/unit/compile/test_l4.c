@@ -764,7 +764,7 @@ static void test_hbone_server(void **state)
 {
     char text[8192];
     X509 *root = sample_cert("root-cert.pem");
-    struct compile_identity id = {mesh_current, mesh_ssl, root};
+    struct compile_identity id = {mesh_current, mesh_ssl, root, NULL, NULL};
     struct fx f;
     char *err = NULL;
 
