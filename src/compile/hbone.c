@@ -7,11 +7,13 @@
 
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compile/compile.h"
 #include "compile/istio.h"
+#include "config/bootstrap.h"
 #include "core/log.h"
 #include "tls/tls.h"
 #include "upstream/cluster.h"
@@ -78,4 +80,27 @@ int compile_cluster_hbone(const struct compile_identity *identity,
     }
     free(err);
     return 0;
+}
+
+/* The baggage this node sends on the HBONE tunnels it opens, in
+ * ztunnel's keys (baggage.rs): its namespace and, from its labels, the
+ * service (app) and version. */
+char *compile_hbone_baggage(const struct bootstrap *bs)
+{
+    const char *app = NULL, *version = NULL;
+    char *out;
+
+    for (size_t i = 0; i < bs->node.labels.n; i++) {
+        if (strcmp(bs->node.labels.v[i].key, "app") == 0)
+            app = bs->node.labels.v[i].val;
+        else if (strcmp(bs->node.labels.v[i].key, "version") == 0)
+            version = bs->node.labels.v[i].val;
+    }
+    if (asprintf(&out, "k8s.namespace.name=%s%s%s%s%s",
+                 bs->node.ns != NULL ? bs->node.ns : "",
+                 app != NULL ? ",service.name=" : "", app != NULL ? app : "",
+                 version != NULL ? ",service.version=" : "",
+                 version != NULL ? version : "") < 0)
+        return NULL;
+    return out;
 }

@@ -282,6 +282,12 @@ struct cluster_spec {
     const uint32_t *level_weights;
 };
 
+/* compile_hbone_baggage() is the baggage this node sends on the HBONE
+ * tunnels it opens (ztunnel's keys: k8s.namespace.name, service.name,
+ * service.version from the node's namespace and app/version labels).
+ * Malloc'd; NULL when memory runs out. */
+char *compile_hbone_baggage(const struct bootstrap *bs);
+
 /*
  * compile_cluster_hbone() gives c the HBONE endpoints of sp (sp->hbone
  * not NULL): their flags, SPIFFE IDs and the client context built with

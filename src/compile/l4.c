@@ -588,33 +588,6 @@ static int https_names(struct l4_build *b, const struct gw_server *srv)
     return 0;
 }
 
-/* The baggage this node sends on the HBONE tunnels it opens, in
- * ztunnel's keys (baggage.rs): its namespace and, from its labels, the
- * service (app) and version. */
-static int hbone_baggage(const struct bootstrap *bs, struct l4_listener_conf *c)
-{
-    const char *app = NULL, *version = NULL;
-    int n;
-
-    for (size_t i = 0; i < bs->node.labels.n; i++) {
-        if (strcmp(bs->node.labels.v[i].key, "app") == 0)
-            app = bs->node.labels.v[i].val;
-        else if (strcmp(bs->node.labels.v[i].key, "version") == 0)
-            version = bs->node.labels.v[i].val;
-    }
-    n = asprintf(&c->hbone_baggage, "k8s.namespace.name=%s%s%s%s%s",
-                 bs->node.ns != NULL ? bs->node.ns : "",
-                 app != NULL ? ",service.name=" : "", app != NULL ? app : "",
-                 version != NULL ? ",service.version=" : "",
-                 version != NULL ? version : "");
-    if (n < 0) {
-        c->hbone_baggage = NULL;
-        return -1;
-    }
-    c->relay.hbone_baggage = c->hbone_baggage;
-    return 0;
-}
-
 int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
                const struct gw_listener *g, struct stats_block *stats,
                const struct compile_env *env, const struct ident_map *prev,
@@ -642,7 +615,9 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
     b.c->hbone.idle_timeout_ms = (uint64_t)bs->hbone.idle_timeout_ms;
     b.c->relay.hbone_window = b.c->hbone.tunnel_buffer;
     b.c->relay.hbone_idle_ms = b.c->hbone.idle_timeout_ms;
-    if (hbone_baggage(bs, b.c) < 0) {
+    b.c->hbone_baggage = compile_hbone_baggage(bs);
+    b.c->relay.hbone_baggage = b.c->hbone_baggage;
+    if (b.c->hbone_baggage == NULL) {
         l4_listener_conf_unref(b.c);
         return err_set(err, "out of memory");
     }

@@ -93,6 +93,10 @@ static int http_settings(struct http_listener_conf *c,
     c->access_log = bs->log.access_log;
     c->xff_trusted_hops = (uint32_t)h->xff_trusted_hops;
     c->stream_idle_timeout_ms = (uint64_t)h->stream_idle_timeout_ms;
+    c->hbone_window = (uint32_t)bs->hbone.tunnel_buffer;
+    c->hbone_idle_ms = (uint64_t)bs->hbone.idle_timeout_ms;
+    if ((c->hbone_baggage = compile_hbone_baggage(bs)) == NULL)
+        return err_set(err, "out of memory");
     c->alog_sink = env != NULL ? env->alog_sink : NULL;
     c->spans = env != NULL ? env->spans : NULL;
     c->geoip = env != NULL ? env->geoip : NULL;

@@ -612,6 +612,36 @@ struct h1_client *h1_client_connect(struct event_base *base,
     return c;
 }
 
+struct h1_client *h1_client_connect_via(struct event_base *base,
+                                        const struct conn_opener *op,
+                                        const struct h1_client_conf *conf,
+                                        const struct h1_client_hooks *hooks,
+                                        void *ctx, struct h1_scratch *scratch)
+{
+    struct h1_client *c = calloc(1, sizeof(*c));
+
+    if (c == NULL)
+        return NULL;
+    if (op->open(op->arg, &c->conn, on_io, c) < 0) {
+        free(c);
+        return NULL;
+    }
+    c->base = base;
+    c->conf = conf;
+    c->hooks = hooks;
+    c->ctx = ctx;
+    c->scratch = scratch;
+    LIST_INIT(&c->link);
+    buf_init(&c->in, conf->lim.max_head);
+    buf_init(&c->out, OUT_MAX);
+    timer_init(&c->timer, base, on_timer, c);
+    /* No socket to connect: the transport's handshake is the connect. */
+    c->state = UC_HANDSHAKE;
+    timer_arm(&c->timer, conf->connect_timeout_ms);
+    schedule(c);
+    return c;
+}
+
 void h1_client_set_owner(struct h1_client *c,
                          const struct h1_client_hooks *hooks, void *ctx)
 {

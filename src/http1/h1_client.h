@@ -78,6 +78,15 @@ struct h1_client *h1_client_connect(struct event_base *base,
                                     const struct h1_client_hooks *hooks,
                                     void *ctx, struct h1_scratch *scratch);
 
+/* h1_client_connect_via() is h1_client_connect() over a connection op
+ * makes (a tunnel), up once its handshake says so, within the connect
+ * timeout. NULL when op could not start one. */
+struct h1_client *h1_client_connect_via(struct event_base *base,
+                                        const struct conn_opener *op,
+                                        const struct h1_client_conf *conf,
+                                        const struct h1_client_hooks *hooks,
+                                        void *ctx, struct h1_scratch *scratch);
+
 /* h1_client_start() sends s (a reference is taken) as soon as the
  * connection is up. The connection must be idle or connecting. */
 void h1_client_start(struct h1_client *c, struct hstream *s);

@@ -521,7 +521,9 @@ static void process(struct h2_client *c)
                       c->conn.read_needs_write);
             return;
         }
-        alpn = tls_conn_alpn(&c->conn, &alen);
+        alpn = c->tunnel ? "h2" : tls_conn_alpn(&c->conn, &alen);
+        if (c->tunnel)
+            alen = 2; /* prior knowledge inside the tunnel */
         if (alen != 2 || memcmp(alpn, "h2", 2) != 0) {
             /* The upstream does not speak h2 over TLS. */
             client_close(c);
@@ -601,6 +603,39 @@ struct h2_client *h2_client_connect(struct event_base *base,
         conn_want(&c->conn, 0, 1);
     else
         schedule(c);
+    return c;
+}
+
+struct h2_client *h2_client_connect_via(struct event_base *base,
+                                        const struct conn_opener *op,
+                                        const struct h2_client_conf *conf,
+                                        const struct h2_client_hooks *hooks,
+                                        void *owner)
+{
+    struct h2_client *c = calloc(1, sizeof(*c));
+
+    if (c == NULL || (c->out = malloc(sizeof(*c->out))) == NULL) {
+        free(c);
+        return NULL;
+    }
+    if (op->open(op->arg, &c->conn, on_io, c) < 0) {
+        free(c->out);
+        free(c);
+        return NULL;
+    }
+    buf_init(c->out, OUT_MAX);
+    c->base = base;
+    c->conf = conf;
+    c->hooks = hooks;
+    c->owner = owner;
+    c->tunnel = 1;
+    LIST_INIT(&c->streams);
+    LIST_INIT(&c->link);
+    timer_init(&c->timer, base, on_timer, c);
+    /* No socket to connect: the transport's handshake is the connect. */
+    c->state = H2C_HANDSHAKE;
+    timer_arm(&c->timer, conf->connect_timeout_ms);
+    schedule(c);
     return c;
 }
 

@@ -59,6 +59,7 @@ struct h2_client {
     unsigned write_blocked : 1;
     unsigned closed : 1;
     unsigned goaway : 1;
+    unsigned tunnel : 1; /* over a conn_opener's connection: no ALPN */
     size_t endpoint;
     uint64_t requests;
     uint64_t max_requests; /* 0: no limit; then no new streams (drain) */
@@ -73,6 +74,15 @@ struct h2_client *h2_client_connect(struct event_base *base,
                                     const struct h2_client_conf *conf,
                                     const struct h2_client_hooks *hooks,
                                     void *owner);
+
+/* h2_client_connect_via() is h2_client_connect() over a connection op
+ * makes (a tunnel): HTTP/2 with prior knowledge once its handshake says
+ * it is up. NULL when op could not start one. */
+struct h2_client *h2_client_connect_via(struct event_base *base,
+                                        const struct conn_opener *op,
+                                        const struct h2_client_conf *conf,
+                                        const struct h2_client_hooks *hooks,
+                                        void *owner);
 
 /* h2_client_has_room() is true when another stream may start now or once
  * connected (peer's MAX_CONCURRENT_STREAMS, no GOAWAY). */

@@ -96,6 +96,18 @@ void conn_want(struct conn *c, int want_read, int want_write);
  * cancels it. */
 void conn_wake(struct conn *c);
 
+/*
+ * A transport that makes its own connection (an HBONE tunnel): open(arg,
+ * c, on_io, io_arg) sets c up (fd, ops) calling on_io(c, io_arg); c's
+ * handshake op then says when it is up (1), still going (0) or failed
+ * (-1, c->why). 0, or -1 when it could not start (c untouched).
+ */
+struct conn_opener {
+    int (*open)(void *arg, struct conn *c,
+                void (*on_io)(struct conn *, void *), void *io_arg);
+    void *arg;
+};
+
 /* The plain transport, for codecs that set ops back after TLS. */
 extern const struct conn_ops conn_plain_ops;
 

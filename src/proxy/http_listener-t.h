@@ -76,6 +76,7 @@ struct http_listener {
     int draining; /* drain_connections ran: new connections are drained */
     struct lsink_buf alog;  /* access-log lines of this worker's turn */
     struct spanq_buf spans; /* finished spans of this worker's turn */
+    struct hbone_pool *hbone; /* tunnels to HBONE endpoints; NULL: none yet */
 };
 
 enum http_conn_stage {

@@ -29,6 +29,7 @@
 #include "http/access_format.h"
 #include "http2/h2_server.h"
 #include "net/overload.h"
+#include "proxy/hbone_client.h"
 #include "proxy/http_listener-t.h"
 #include "policy/authz.h"
 #include "policy/lua_vm.h"
@@ -66,6 +67,8 @@ struct http_listener_conf *http_listener_conf_new(const char *name,
     c->stats = stats_block_ref(stats);
     c->downstream.lim = http_limits_default();
     c->h1c.lim = http_limits_default();
+    c->hbone_window = 256 * 1024;
+    c->hbone_idle_ms = 3600 * 1000;
     return c;
 }
 
@@ -89,6 +92,7 @@ void http_listener_conf_unref(struct http_listener_conf *c)
     cx_limit_unref(c->cx);
     for (int i = 0; i < GEOIP_NFIELDS; i++)
         free(c->geo_headers[i]);
+    free(c->hbone_baggage);
     free(c->name);
     free(c);
 }
@@ -232,6 +236,48 @@ static struct lpool *pool_index_get(const struct pool_index *ix,
     return NULL;
 }
 
+/*
+ * The pools' tunnel hook (pool-t.h): a connection to an HBONE endpoint
+ * of cl is a CONNECT tunnel through this worker's HBONE pool, as the TCP
+ * relay's (l4_relay.c), without Forwarded (a pooled upstream connection
+ * carries many clients' requests). -1: no tunnel (the endpoint's
+ * connection fails; never made in the clear).
+ */
+static int hbone_open(void *arg, const struct cluster *cl, size_t ep,
+                      struct conn *c, void (*on_io)(struct conn *, void *),
+                      void *io_arg)
+{
+    struct http_listener *l = arg;
+    struct hbone_target tg;
+    char host[256] = "";
+    size_t n;
+
+    if (cl->hbone_error || cl->hbone_tls == NULL) {
+        log_debug("listener %s: cluster %s: no HBONE tunnel (no mesh "
+                  "certificate)",
+                  l->conf->name, cl->name);
+        return -1;
+    }
+    if (l->hbone == NULL &&
+        (l->hbone = hbone_pool_new(l->base, l->conf->name,
+                                   l->conf->hbone_window,
+                                   l->conf->hbone_idle_ms)) == NULL)
+        return -1;
+    /* The service's host (the cluster's name is host|subset|port). */
+    n = strcspn(cl->name, "|");
+    if (n < sizeof(host)) {
+        memcpy(host, cl->name, n);
+        host[n] = '\0';
+    }
+    memset(&tg, 0, sizeof(tg));
+    tg.ctx = cl->hbone_tls;
+    tg.dst = &cl->endpoints[ep];
+    tg.id = cl->hbone_ids[ep];
+    tg.host = host[0] ? host : NULL;
+    tg.baggage = l->conf->hbone_baggage;
+    return hbone_conn_open(c, l->hbone, &tg, on_io, io_arg);
+}
+
 /* wroutes_new() makes a view of r (its reference moves to the view) with
  * the pools of prev for the clusters both hold; NULL when memory runs out
  * (r is released). */
@@ -263,6 +309,10 @@ static struct wroutes *wroutes_new(struct http_listener *l,
                            l->worker, &l->scratch) < 0) {
                 free(lp);
                 goto fail;
+            }
+            if (r->clusters[i]->hbone != NULL) {
+                lp->p.tunnel = hbone_open;
+                lp->p.tunnel_arg = l;
             }
         }
         lp->refs++;
@@ -726,6 +776,8 @@ static void listener_free(struct http_listener *l)
     }
     reap_routes(l);
     reaper_cancel(&l->reap);
+    /* After every pool: their tunnels are closed. */
+    hbone_pool_free(l->hbone);
     lsink_buf_dispose(&l->alog);
     spanq_buf_dispose(&l->spans);
     SSL_CTX_free(l->ssl_ctx);

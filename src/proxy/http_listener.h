@@ -122,6 +122,12 @@ struct http_listener_conf {
     struct series_table *metrics;
     struct series_labels *metrics_src;
     struct series_labels *metrics_nodst;
+    /* HBONE endpoints of its clusters (hbone_client.h): the bytes a
+     * tunnel holds per direction, how long an unused connection is kept,
+     * and this node's baggage (owned; NULL: none). */
+    uint32_t hbone_window;
+    uint64_t hbone_idle_ms;
+    char *hbone_baggage;
     /* The connection limit its connections count against; one
      * reference, NULL: uncounted. Set before the conf is published. */
     struct cx_limit *cx;

@@ -152,6 +152,13 @@ static void tls_dispose(struct conn *c)
 static const struct conn_ops tls_ops = {tls_read, tls_write, tls_handshake,
                                         tls_shutdown, tls_dispose};
 
+/* c's SSL, or NULL when c is not a TLS connection (plain, or a transport
+ * of its own keeping its state in c->tls, as an HBONE tunnel). */
+static SSL *ssl_of(const struct conn *c)
+{
+    return c->ops == &tls_ops ? c->tls : NULL;
+}
+
 static SSL *new_ssl(struct conn *c, SSL_CTX *ctx)
 {
     SSL *ssl = SSL_new(ctx);
@@ -292,7 +299,7 @@ const char *tls_conn_alpn(const struct conn *c, size_t *len)
     const uint8_t *p = NULL;
     unsigned n = 0;
 
-    if (c->tls == NULL) {
+    if (ssl_of(c) == NULL) {
         *len = 0;
         return "";
     }
@@ -304,7 +311,8 @@ const char *tls_conn_alpn(const struct conn *c, size_t *len)
 const char *tls_conn_sni(const struct conn *c)
 {
     const char *n =
-        c->tls ? SSL_get_servername(c->tls, TLSEXT_NAMETYPE_host_name) : NULL;
+        ssl_of(c) ? SSL_get_servername(c->tls, TLSEXT_NAMETYPE_host_name)
+                  : NULL;
 
     return n != NULL ? n : "";
 }
@@ -313,7 +321,7 @@ const char *tls_conn_verify_error(const struct conn *c)
 {
     long r;
 
-    if (c->tls == NULL)
+    if (ssl_of(c) == NULL)
         return NULL;
     r = SSL_get_verify_result(c->tls);
     if (r == X509_V_OK)
@@ -501,7 +509,7 @@ SSL_CTX *tls_client_ctx_new(const char *ca_file, int insecure, int h2,
  * one and it was verified; NULL otherwise. */
 static X509 *verified_peer(const struct conn *c)
 {
-    if (c == NULL || c->tls == NULL ||
+    if (c == NULL || ssl_of(c) == NULL ||
         SSL_get_verify_result(c->tls) != X509_V_OK)
         return NULL;
     return SSL_get_peer_certificate(c->tls);
@@ -558,7 +566,8 @@ size_t tls_conn_peer_uri_san(const struct conn *c, char *out, size_t n)
 
     if (n > 0)
         out[0] = '\0';
-    if (c->tls == NULL || n == 0 || SSL_get_verify_result(c->tls) != X509_V_OK)
+    if (ssl_of(c) == NULL || n == 0 ||
+        SSL_get_verify_result(c->tls) != X509_V_OK)
         return 0;
     x = SSL_get_peer_certificate(c->tls);
     if (x == NULL)

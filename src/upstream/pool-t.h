@@ -15,6 +15,7 @@
 #include "upstream/balancer-t.h"
 
 struct cluster;
+struct conn;
 struct event;
 struct event_base;
 struct h1_scratch;
@@ -39,6 +40,15 @@ struct upool {
     size_t nconns;       /* this worker's connections, open or opening */
     struct list waiters; /* struct upool_waiter, first come first served */
     struct timer wake;   /* deferred: wakes the waiters */
+    /* Endpoints of cl marked cl->hbone[ep]: their connections are made
+     * by tunnel(tunnel_arg, cl, ep, c, on_io, io_arg) (a conn_opener's
+     * open for that endpoint), set by the listener that owns the pool;
+     * NULL: none can be made, and connections to them fail (never sent
+     * in the clear). Other endpoints never look at it. */
+    int (*tunnel)(void *arg, const struct cluster *cl, size_t ep,
+                  struct conn *c, void (*on_io)(struct conn *, void *),
+                  void *io_arg);
+    void *tunnel_arg;
 };
 
 /*

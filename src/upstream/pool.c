@@ -62,6 +62,28 @@ static void wake(void *arg)
     }
 }
 
+/* A tunnel's conn_opener: the pool's hook for one endpoint. */
+struct tun_open {
+    struct upool *p;
+    size_t ep;
+};
+
+static int tun_open(void *arg, struct conn *c,
+                    void (*on_io)(struct conn *, void *), void *io_arg)
+{
+    struct tun_open *t = arg;
+
+    if (t->p->tunnel == NULL)
+        return -1;
+    return t->p->tunnel(t->p->tunnel_arg, t->p->cl, t->ep, c, on_io, io_arg);
+}
+
+/* Whether endpoint ep is reached through a tunnel (HBONE). */
+static int is_tunnel(const struct upool *p, size_t ep)
+{
+    return p->cl->hbone != NULL && p->cl->hbone[ep];
+}
+
 struct h1_client *upool_h1_connect(struct upool *p, size_t ep,
                                    const struct h1_client_hooks *hooks,
                                    void *ctx, int *wait)
@@ -78,8 +100,15 @@ struct h1_client *upool_h1_connect(struct upool *p, size_t ep,
         /* Nothing of ours to wait for: one over the limit, as Envoy. */
         cluster_force_conn(p->cl);
     }
-    c = h1_client_connect(p->base, &p->cl->endpoints[ep], p->cl->tls,
-                          p->cl->sni, &p->cl->h1, hooks, ctx, p->scratch);
+    if (is_tunnel(p, ep)) {
+        struct tun_open t = {p, ep};
+        struct conn_opener op = {tun_open, &t};
+        c = h1_client_connect_via(p->base, &op, &p->cl->h1, hooks, ctx,
+                                  p->scratch);
+    } else {
+        c = h1_client_connect(p->base, &p->cl->endpoints[ep], p->cl->tls,
+                              p->cl->sni, &p->cl->h1, hooks, ctx, p->scratch);
+    }
     if (c == NULL) {
         cluster_release_conn(p->cl);
         return NULL;
@@ -144,8 +173,15 @@ struct h2_client *upool_h2_get(struct upool *p, size_t ep)
             return any;
         cluster_force_conn(p->cl);
     }
-    c = h2_client_connect(p->base, &p->cl->endpoints[ep], p->cl->tls,
-                          p->cl->sni, &p->cl->h2, &h2_pool_hooks, p);
+    if (is_tunnel(p, ep)) {
+        struct tun_open t = {p, ep};
+        struct conn_opener op = {tun_open, &t};
+        c = h2_client_connect_via(p->base, &op, &p->cl->h2, &h2_pool_hooks,
+                                  p);
+    } else {
+        c = h2_client_connect(p->base, &p->cl->endpoints[ep], p->cl->tls,
+                              p->cl->sni, &p->cl->h2, &h2_pool_hooks, p);
+    }
     if (c == NULL) {
         cluster_release_conn(p->cl);
         return NULL;
