@@ -22,6 +22,7 @@
 #include "event/logsink.h"
 #include "event/timer.h"
 #include "http/access_format.h"
+#include "proxy/hbone_client.h"
 #include "proxy/istio_metrics.h"
 #include "net/overload.h"
 #include "proxy/pipeline-int.h"
@@ -523,6 +524,14 @@ static void up_connect_failed(void *ctx, struct h1_client *c, int timeout)
             ps->pool->cl->name,
             addr_format(&ps->pool->cl->endpoints[c->endpoint], as, sizeof(as)),
             verr);
+    } else if (hbone_conn_is(&c->conn) && c->conn.why != NULL &&
+               strncmp(c->conn.why, "hbone_", 6) == 0) {
+        /* An HBONE tunnel refused (the TCP relay's end= reason). */
+        size_t n = strlen("upstream_") + strlen(c->conn.why) + 1;
+        char *d = arena_alloc(&ps->s->arena, n);
+        if (d != NULL)
+            snprintf(d, n, "upstream_%s", c->conn.why);
+        ps->details = d;
     }
 
     STAT_ADD(upool_stats(ps->pool), cx_connect_fail, 1);

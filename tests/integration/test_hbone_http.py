@@ -154,8 +154,16 @@ def test_http1_route_to_ambient_endpoint_goes_over_hbone(
     as sent."""
     st, conf = ca_strait(strait_factory, tmp_path, workers=1)
     ip = loopback_ip()
-    up = upstream_factory(responder(lambda head: head.split(b"\r\n")[0]),
-                          host=ip)
+    # /held/ requests are answered once three are in: they must come on
+    # three upstream connections at once.
+    held_in = threading.Barrier(3, timeout=20)
+
+    def answer(head):
+        line = head.split(b"\r\n")[0]
+        if line.startswith(b"GET /held/"):
+            held_in.wait()
+        return line
+    up = upstream_factory(responder(answer), host=ip)
     port = free_port()
     (conf / "r.yaml").write_text(resources(port, ip, up.port, "HTTP"))
     st.start()
@@ -169,7 +177,8 @@ def test_http1_route_to_ambient_endpoint_goes_over_hbone(
     stats = st.stats()
     assert stats[f"listener.{hb}.hbone.tunnels_opened"] == 1
     assert stats[f"listener.{hb}.downstream_cx_total"] == 1
-    # Three held open at once (each waits for its answer): three upstream
+    assert up.conns == 1
+    # Three at once (each waits for its answer): three upstream
     # connections, three tunnels, still one HBONE connection.
     held = []
     for i in range(3):
@@ -188,10 +197,11 @@ def test_http1_route_to_ambient_endpoint_goes_over_hbone(
         s.close()
         assert got.startswith(b"HTTP/1.1 200"), got
         assert got.endswith(f"GET /held/{i} HTTP/1.1".encode()), got
+    # The idle tunnel took one, two more were opened.
     stats = st.stats()
-    opened = stats[f"listener.{hb}.hbone.tunnels_opened"]
-    assert 1 < opened <= 4, opened
+    assert stats[f"listener.{hb}.hbone.tunnels_opened"] == 3
     assert stats[f"listener.{hb}.downstream_cx_total"] == 1
+    assert up.conns == 3
 
 
 def test_http2_route_to_ambient_endpoint_goes_over_hbone(strait_factory,
@@ -245,4 +255,5 @@ def test_http_route_to_ambient_endpoint_of_other_identity_is_refused(
     wait_for(lambda: "/never" in st.log(), 10, "the request logged")
     line = [l for l in st.log().splitlines() if "/never" in l][-1]
     assert "UF" in line.split(" flags=")[1].split()[0], line
+    assert "details=upstream_hbone_tls_failed" in line, line
     assert seen == []
