@@ -42,6 +42,9 @@ static const struct conf_section net_ep_section = {
     net_ep_keys, sizeof(struct bootstrap_net_endpoint),
     OFF(struct bootstrap_net_endpoint, mark)};
 
+/* The port of Istio ambient's east-west (HBONE) gateways. */
+#define HBONE_GATEWAY_PORT 15008
+
 static const struct conf_key net_gw_keys[] = {
     {"address", CONF_STR, OFF(struct bootstrap_net_gateway, address), 0, 0, "",
      "the gateway's IP address or DNS name (resolved, 30 s minimum TTL)", NULL,
@@ -179,6 +182,17 @@ int bootstrap_mesh_validate(const struct bootstrap *bs, const char *file,
                            "gateways[%zu].address: '%s' is neither an IP "
                            "address nor a DNS name",
                            k, g->address);
+                nerr++;
+            }
+            if (g->port == HBONE_GATEWAY_PORT) {
+                /* Istio ambient's east-west gateway (double HBONE): its
+                 * port takes HTTP/2 CONNECT, not AUTO_PASSTHROUGH's TLS. */
+                conf_error(errs, file, g->mark.line, g->mark.col, path,
+                           "gateways[%zu].port: %d is an HBONE (ambient "
+                           "east-west) gateway, and double HBONE is not "
+                           "supported yet; give the gateway's "
+                           "AUTO_PASSTHROUGH port (15443)",
+                           k, HBONE_GATEWAY_PORT);
                 nerr++;
             }
         }

@@ -103,8 +103,8 @@ void conn_wake(struct conn *c);
  * (-1, c->why). 0, or -1 when it could not start (c untouched).
  */
 struct conn_opener {
-    int (*open)(void *arg, struct conn *c,
-                void (*on_io)(struct conn *, void *), void *io_arg);
+    int (*open)(void *arg, struct conn *c, void (*on_io)(struct conn *, void *),
+                void *io_arg);
     void *arg;
 };
 

@@ -74,8 +74,8 @@ struct http_listener {
     int adopting; /* no socket of its own: http_listener_adopt() feeds it */
     int stopped;  /* stop_accepting ran: adopted connections are drained */
     int draining; /* drain_connections ran: new connections are drained */
-    struct lsink_buf alog;  /* access-log lines of this worker's turn */
-    struct spanq_buf spans; /* finished spans of this worker's turn */
+    struct lsink_buf alog;    /* access-log lines of this worker's turn */
+    struct spanq_buf spans;   /* finished spans of this worker's turn */
     struct hbone_pool *hbone; /* tunnels to HBONE endpoints; NULL: none yet */
 };
 

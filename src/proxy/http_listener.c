@@ -258,10 +258,9 @@ static int hbone_open(void *arg, const struct cluster *cl, size_t ep,
                   l->conf->name, cl->name);
         return -1;
     }
-    if (l->hbone == NULL &&
-        (l->hbone = hbone_pool_new(l->base, l->conf->name,
-                                   l->conf->hbone_window,
-                                   l->conf->hbone_idle_ms)) == NULL)
+    if (l->hbone == NULL && (l->hbone = hbone_pool_new(
+                                 l->base, l->conf->name, l->conf->hbone_window,
+                                 l->conf->hbone_idle_ms)) == NULL)
         return -1;
     /* The service's host (the cluster's name is host|subset|port). */
     n = strcspn(cl->name, "|");

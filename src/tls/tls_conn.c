@@ -310,9 +310,9 @@ const char *tls_conn_alpn(const struct conn *c, size_t *len)
 
 const char *tls_conn_sni(const struct conn *c)
 {
-    const char *n =
-        ssl_of(c) ? SSL_get_servername(c->tls, TLSEXT_NAMETYPE_host_name)
-                  : NULL;
+    const char *n = ssl_of(c)
+                        ? SSL_get_servername(c->tls, TLSEXT_NAMETYPE_host_name)
+                        : NULL;
 
     return n != NULL ? n : "";
 }

@@ -176,8 +176,7 @@ struct h2_client *upool_h2_get(struct upool *p, size_t ep)
     if (is_tunnel(p, ep)) {
         struct tun_open t = {p, ep};
         struct conn_opener op = {tun_open, &t};
-        c = h2_client_connect_via(p->base, &op, &p->cl->h2, &h2_pool_hooks,
-                                  p);
+        c = h2_client_connect_via(p->base, &op, &p->cl->h2, &h2_pool_hooks, p);
     } else {
         c = h2_client_connect(p->base, &p->cl->endpoints[ep], p->cl->tls,
                               p->cl->sni, &p->cl->h2, &h2_pool_hooks, p);

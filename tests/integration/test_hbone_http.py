@@ -257,3 +257,32 @@ def test_http_route_to_ambient_endpoint_of_other_identity_is_refused(
     assert "UF" in line.split(" flags=")[1].split()[0], line
     assert "details=upstream_hbone_tls_failed" in line, line
     assert seen == []
+
+
+def test_http_route_to_ambient_endpoint_without_mesh_certificate_is_refused(
+        strait_factory, upstream_factory, tmp_path):
+    """Without a mesh certificate (no CA) requests to an ambient endpoint
+    are 503 UF: never sent to the workload in the clear."""
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    st = strait_factory(extra=f"config: {{dir: \"{conf}\", debounce: 10ms}}\n",
+                        workers=1)
+    seen = []
+    up = upstream_factory(responder(lambda head: seen.append(head) or b"x"))
+    port = free_port()
+    res = resources(port, "127.0.0.1", up.port, "HTTP")
+    # Only the HTTP side: an HBONE server needs the mesh certificate.
+    (conf / "r.yaml").write_text(res.split("---\napiVersion: networking."
+                                           "istio.io/v1\nkind: Gateway\n"
+                                           "metadata: {name: hbone")[0])
+    st.start()
+    wait_for(lambda: "need this node's mesh certificate" in st.log(), 10,
+             "the cluster's refusal logged")
+    rc, out, err = curl(port, "/clear", "-o", "/dev/null", "-w",
+                        "%{http_code}")
+    assert rc == 0, err
+    assert out == b"503"
+    wait_for(lambda: "/clear" in st.log(), 10, "the request logged")
+    line = [l for l in st.log().splitlines() if "/clear" in l][-1]
+    assert "UF" in line.split(" flags=")[1].split()[0], line
+    assert seen == [] and up.conns == 0

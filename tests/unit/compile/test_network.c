@@ -494,6 +494,9 @@ static void test_bad_mesh_networks_refused(void **state)
         {"meshNetworks: {networks: {b: {gateways: [{address: 1.2.3.4, "
          "locality: x}]}}}\n",
          "locality"},
+        {"meshNetworks: {networks: {b: {gateways: [{address: 1.2.3.4, port: "
+         "15008}]}}}\n",
+         "15008 is an HBONE (ambient east-west) gateway"},
         {"meshNetworks: {networks: {\"bad name\": {}}}\n",
          "not a network name"},
     };

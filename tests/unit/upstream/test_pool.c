@@ -8,7 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -17,6 +19,7 @@
 #include "event/reap.h"
 #include "http1/h1_client.h"
 #include "http2/h2_client.h"
+#include "net/conn.h"
 #include "upstream/cluster.h"
 #include "upstream/pool.h"
 
@@ -330,6 +333,79 @@ static void test_h2_shares_connections(void **state)
     f->cl->cx_active = 0;
 }
 
+/* A tunnel opener standing in for the HBONE client: records the
+ * endpoint asked for and makes the conn over an eventfd (never ready). */
+struct fake_tunnel {
+    struct event_base *base;
+    int calls;
+    size_t ep;
+    int fail;
+};
+
+static int fake_open(void *arg, const struct cluster *cl, size_t ep,
+                     struct conn *c, void (*on_io)(struct conn *, void *),
+                     void *io_arg)
+{
+    struct fake_tunnel *t = arg;
+    int fd;
+
+    (void)cl;
+    t->calls++;
+    t->ep = ep;
+    if (t->fail)
+        return -1;
+    fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    assert_true(fd >= 0);
+    conn_init(c, t->base, fd, on_io, io_arg);
+    return 0;
+}
+
+/* An endpoint marked HBONE is connected only through the pool's tunnel
+ * hook, HTTP/1 and HTTP/2 alike: without a hook, or when the hook fails,
+ * there is no connection (never a direct one) and no slot is held; other
+ * endpoints connect directly without asking the hook. */
+static void test_tunnel_endpoints(void **state)
+{
+    struct fx *f = *state;
+    struct fake_tunnel t = {f->base, 0, 0, 0};
+    struct h1_client *c, *d;
+    struct h2_client *h;
+    int wait = -1;
+
+    f->cl->hbone = calloc(NEP, 1);
+    assert_non_null(f->cl->hbone);
+    f->cl->hbone[1] = 1;
+    assert_null(upool_h1_connect(&f->pool, 1, &hooks, f, &wait));
+    assert_int_equal(wait, 0);
+    assert_null(upool_h2_get(&f->pool, 1));
+    assert_int_equal(f->pool.nconns, 0);
+    assert_int_equal(f->cl->cx_active, 0);
+
+    f->pool.tunnel = fake_open;
+    f->pool.tunnel_arg = &t;
+    t.fail = 1;
+    assert_null(upool_h1_connect(&f->pool, 1, &hooks, f, &wait));
+    assert_int_equal(t.calls, 1);
+    assert_int_equal(f->cl->cx_active, 0);
+
+    t.fail = 0;
+    c = upool_h1_connect(&f->pool, 1, &hooks, f, &wait);
+    assert_non_null(c);
+    assert_int_equal(t.calls, 2);
+    assert_int_equal(t.ep, 1);
+    assert_int_equal(c->endpoint, 1);
+    d = connect_ep(f, 0);
+    assert_int_equal(t.calls, 2);
+    h = upool_h2_get(&f->pool, 1);
+    assert_non_null(h);
+    assert_int_equal(t.calls, 3);
+    assert_int_equal(f->pool.nconns, 3);
+    /* The pool frees them (the loop is not run: the fake tunnel carries
+     * nothing). */
+    upool_discard(&f->pool, c);
+    upool_discard(&f->pool, d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -345,6 +421,7 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_dispose_closes_everything, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_tunnel_endpoints, setup, teardown),
         cmocka_unit_test_setup_teardown(test_h2_shares_connections, setup,
                                         teardown),
     };
