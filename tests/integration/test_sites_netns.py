@@ -278,3 +278,160 @@ spec:
     # One pooled HTTP/2 connection from A over the WAN.
     assert stats[f"listener.{hb}.downstream_cx_total"] == 1
     assert up.conns == n
+
+
+def test_links_between_two_roots_and_refusals(world):
+    """Three sites, three CAs: A links to B across the WAN (two roots,
+    two trust domains, each side verifying the other with the other's
+    bundle); A's link to C announced as b.example is refused for the
+    trust domain, and B's MeshLink with C's roots for the root, each
+    with what to fix, and neither changes what A has."""
+    make, site, _ = world
+    make(3)
+    a = site(1, "site-a", "a.example", "net-a", links=False).start()
+    b = site(2, "site-b", "b.example", "net-b").start()
+    c = site(3, "site-c", "b.example", "net-c").start()
+    assert a.root_pem().read_bytes() != b.root_pem().read_bytes()
+    assert b.root_pem().read_bytes() != c.root_pem().read_bytes()
+    b.apply("svc", exported(HOST))
+    link(a, b)
+    wait_for(lambda: a.link("site-b")["services"] == 1, 15, "the catalog")
+    l = a.link("site-b")
+    assert l["trustDomain"] == "b.example" and l["network"] == "net-b"
+    assert l["catalog"] == f"{b.wan}:15016"
+    (srv,) = b.links()["server"]["streams"]
+    assert srv["site"] == "site-a"
+    assert srv["peerId"] == "spiffe://a.example/ns/istio-system/sa/strait"
+    # C (trust domain b.example, its own root) with B's trust domain
+    # replaced: the catalog server is b.example's, not wrong.example's.
+    ml_c = c.link_create("site-a").replace("name: site-c", "name: to-c")
+    a.apply("link-c", ml_c.replace('trustDomain: "b.example"',
+                                   'trustDomain: "wrong.example"'))
+    err = wait_for(lambda: (a.link("to-c") or {}).get("lastError"), 15,
+                   "the trust domain refusal")
+    assert "trust domain mismatch" in err, err
+    assert f"the catalog server at {c.wan}:15016" in err, err
+    assert "spiffe://b.example/" in err and "set spec.trustDomain" in err
+    # B's link with C's bundle: same trust domain, another root.
+    ml_b = b.link_create("site-a2").replace("name: site-b", "name: b-by-c")
+    bundle_c = ml_c[ml_c.index("  trustBundle: |"):]
+    a.apply("link-bc", ml_b[:ml_b.index("  trustBundle: |")] + bundle_c)
+    err = wait_for(lambda: (a.link("b-by-c") or {}).get("lastError"), 15,
+                   "the root refusal")
+    assert "not trusted by spec.trustBundle" in err, err
+    assert "strait link create" in err
+    for name in ("to-c", "b-by-c"):
+        assert not a.link(name)["connected"]
+        assert a.link(name)["services"] == 0
+    # What was good stays: the link to B, its one stream and service.
+    l = a.link("site-b")
+    assert l["connected"] and l["streams"] == 1 and l["services"] == 1
+    assert c.links()["server"]["accepted"] == 0
+    assert b.links()["server"]["accepted"] == 1
+
+
+class _SourceRecorder:
+    """A listening socket that notes each accepted peer's address."""
+
+    def __init__(self, sock, out):
+        self.s = sock
+        self.out = out
+
+    def accept(self):
+        c, addr = self.s.accept()
+        self.out.append(addr[0])
+        return c, addr
+
+    def close(self):
+        self.s.close()
+
+
+class WanHelloRecorder(HelloRecorder):
+    """test_multinet's recorder on a given address (a site's WAN
+    address), also keeping each connection's source address."""
+
+    def __init__(self, host):
+        self.sock = socket.socket()
+        self.sock.bind((host, 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.hellos = []
+        self.sources = []
+        self.stopped = threading.Event()
+        self.sock = _SourceRecorder(self.sock, self.sources)
+        self.t = threading.Thread(target=self.loop, daemon=True)
+        self.t.start()
+
+
+def test_the_bytes_on_the_wan(world, tmp_path):
+    """What A sends across the WAN, seen in B's namespace: the ClientHello
+    to a meshNetworks gateway (a recording listener on B's WAN address)
+    with SNI outbound_.9080_._.HOST and Istio's ALPN byte for byte; and
+    the CONNECT of an HBONE tunnel, header block as sent, recorded by a
+    python3-h2 server on B's WAN address port 15008."""
+    make, site, serve = world
+    net = make(2)
+    b_site = net.sites[1]
+    rec = serve(2, lambda: WanHelloRecorder(b_site["wan"]))
+    a = site(1, "site-a", "a.example", "net-a", links=False, extra=(
+        f"meshNetworks: {{networks: {{net-b: {{gateways: [{{address: "
+        f"{b_site['wan']}, port: {rec.port}}}]}}}}}}\n"))
+    a.cli("ca", "init")
+    # The h2 server: A's root for the client, a certificate A's CA
+    # issued for the endpoint's identity (default/backend).
+    h2dir = tmp_path / "h2"
+    (h2dir / "ca").mkdir(parents=True)
+    shutil.copy(a.root_pem(), h2dir / "ca" / "root-cert.pem")
+    a.cli("ca", "issue", "--namespace", "default", "--service-account",
+          "backend", "--out", str(h2dir / "backend"))
+    h2srv = serve(2, lambda: H2ConnectServer(b_site["wan"], h2dir))
+    a.start()
+    edge, tcp = port(), port()
+    a.apply("r", route(edge, "svc.example.test").replace(
+        "bind: 127.0.0.1", f"bind: {a.mgmt}") + f"""---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: svc, namespace: default}}
+spec:
+  hosts: [svc.example.test]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{{number: 9080, name: http, protocol: HTTP}}]
+  endpoints:
+  - {{address: 10.250.0.9, network: net-b, locality: eu/west/b1}}
+---
+""" + gateway_to(tcp, "amb.example.test").replace(
+        "name: edge,", "name: edge-tcp,").replace(
+        "bind: 127.0.0.1", f"bind: {a.mgmt}").replace(
+        "gateways: [edge]", "gateways: [edge-tcp]")
+        + ambient_service("amb.example.test", b_site["wan"], 9999, "backend"))
+    wait_for(lambda: f"via gateway {b_site['wan']}:{rec.port}" in a.clusters(),
+             10, "the meshNetworks gateway on /clusters")
+    assert get(a.mgmt, edge)[0] in (502, 503)
+    wait_for(lambda: rec.hellos, 10, "the ClientHello")
+    assert rec.sources[0] == net.sites[0]["wan"]
+    ext = hello_extensions(rec.hellos[0])
+    assert ext[0] == sni_ext("outbound_.9080_._.svc.example.test")
+    assert ext[16] == alpn_ext(["istio-http/1.1", "istio", "http/1.1"])
+    # HBONE: A's CONNECT as B's side reads it.
+    with socket.create_connection((a.mgmt, tcp), timeout=20) as s:
+        s.sendall(b"over the wan")
+        got = b""
+        while len(got) < len(b"over the wan"):
+            d = s.recv(100)
+            if not d:
+                break
+            got += d
+        src = s.getsockname()
+    assert got == b"over the wan"
+    assert h2srv.peers == [["spiffe://a.example/ns/istio-system/sa/strait"]]
+    (hdrs,) = h2srv.requests
+    assert [k for k, _ in hdrs] == [b":method", b":authority", b"baggage",
+                                    b"forwarded", b"traceparent"], hdrs
+    d = dict(hdrs)
+    assert d[b":method"] == b"CONNECT"
+    assert d[b":authority"] == f"{b_site['wan']}:9999".encode()
+    assert d[b"baggage"] == b"k8s.namespace.name=istio-system"
+    assert d[b"forwarded"] == \
+        f'for="{src[0]}:{src[1]}";host=amb.example.test'.encode(), d[b"forwarded"]
