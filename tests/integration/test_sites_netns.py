@@ -435,3 +435,120 @@ spec:
     assert d[b"baggage"] == b"k8s.namespace.name=istio-system"
     assert d[b"forwarded"] == \
         f'for="{src[0]}:{src[1]}";host=amb.example.test'.encode(), d[b"forwarded"]
+
+
+FAILOVER_DR = """apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: reviews, namespace: default}
+spec:
+  host: reviews.default.svc.cluster.local
+  trafficPolicy:
+    tls:
+      mode: ISTIO_MUTUAL
+      subjectAltNames: [spiffe://a.example/ns/default/sa/reviews,
+                        spiffe://b.example/ns/default/sa/reviews]
+    loadBalancer:
+      simple: ROUND_ROBIN
+      localityLbSetting: {enabled: true}
+    outlierDetection:
+      consecutive5xxErrors: 1
+      interval: 1s
+      baseEjectionTime: 2s
+      maxEjectionPercent: 100
+"""
+
+
+def test_locality_failover_to_the_other_site_and_back(world):
+    """A prefers its two local backends (its zone); both die: their
+    refused connects eject them and are retried on the next endpoint,
+    B's gateway (B's network and region, level 1), so traffic moves to B
+    with no request lost, as the README's Locality section says for
+    refused connects; they come back on their ports: once their ejection
+    (2 s) is over traffic returns to them, again with none lost."""
+    make, site, serve = world
+    net = make(2)
+    a = site(1, "site-a", "a.example", "net-a", locality="region-a/zone-a",
+             links=False).start()
+    b = site(2, "site-b", "b.example", "net-b",
+             locality="region-b/zone-b").start()
+    ctx_b = tls_workload(b, "reviews", a.root_pem())
+    wl_b = serve(2, lambda: Upstream(named_handler("b", ctx_b), host=b.wan))
+    b.apply("svc", ew_gateway(b) + "---\n"
+            + workload_entry(b, wl_b.port, export=False,
+                             locality="region-b/zone-b"))
+    ctx_a = tls_workload(a, "reviews", a.root_pem())
+    local = {}
+
+    def start_local(name, p=0):
+        local[name] = serve(1, lambda: Upstream(named_handler(name, ctx_a),
+                                                host=a.wan, port=p))
+        return local[name].port
+
+    ports = {n: start_local(n) for n in ("a1", "a2")}
+    # B's roots and B's network's gateway come from the link.
+    link(a, b)
+    edge = port()
+    a.apply("svc", route(edge, HOST).replace(
+        "bind: 127.0.0.1", f"bind: {a.mgmt}").replace(
+        "apiVersion: networking.istio.io/v1\nkind: DestinationRule\n"
+        "metadata: {name: mtls, namespace: default}\nspec:\n"
+        "  host: reviews.default.svc.cluster.local\n"
+        "  trafficPolicy: {tls: {mode: ISTIO_MUTUAL}}\n---\n", "")
+        + "---\n" + FAILOVER_DR + f"""---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: reviews, namespace: default}}
+spec:
+  hosts: [{HOST}]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{{number: 9080, name: http, protocol: HTTP}}]
+  endpoints:
+  - {{address: {a.wan}, ports: {{http: {ports['a1']}}},
+     locality: region-a/zone-a}}
+  - {{address: {a.wan}, ports: {{http: {ports['a2']}}},
+     locality: region-a/zone-a}}
+  - {{address: 10.250.0.7, network: net-b, locality: region-b/zone-b}}
+""")
+    wait_for(lambda: f"via gateway {b.wan}:15443" in a.clusters(), 15,
+             "B's gateway in A's cluster")
+    failures = []
+
+    def tally(n):
+        got = {}
+        for _ in range(n):
+            code, body = get(a.mgmt, edge)
+            if code != 200:
+                failures.append((code, body))
+                continue
+            got[body] = got.get(body, 0) + 1
+        return got
+
+    wait_for(lambda: get(a.mgmt, edge)[0] == 200, 15, "the route")
+    assert tally(20) == {"a1": 10, "a2": 10}
+    assert failures == []
+    for u in local.values():
+        u.stop()
+    t0 = time.monotonic()
+    assert tally(30) == {"b": 30}, failures
+    moved_s = time.monotonic() - t0
+    assert failures == []
+    assert f"::{a.wan}:{ports['a1']}::health_flags::/failed_outlier_check" \
+        in a.clusters()
+    (failovers,) = [v for k, v in a.s.stats().items()
+                    if k.startswith("cluster.") and HOST in k
+                    and k.endswith(".lb_priority_failover")]
+    assert failovers >= 30
+    # Back on their ports: traffic returns once the ejections end.
+    for n in ("a1", "a2"):
+        start_local(n, ports[n])
+    t1 = time.monotonic()
+    back = wait_for(lambda: (lambda r: r if r and r != {"b": 1} else None)(
+        tally(1)), 20, "traffic back in A's zone")
+    back_s = time.monotonic() - t1
+    assert set(back) <= {"a1", "a2"}
+    assert set(tally(20)) == {"a1", "a2"}
+    assert failures == []
+    print(f"failover across sites: 30 requests to B in {moved_s:.2f} s, "
+          f"failback {back_s:.2f} s after the restart (ejection 2 s), "
+          f"0 requests lost")
