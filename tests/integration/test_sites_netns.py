@@ -552,3 +552,63 @@ spec:
     print(f"failover across sites: 30 requests to B in {moved_s:.2f} s, "
           f"failback {back_s:.2f} s after the restart (ejection 2 s), "
           f"0 requests lost")
+
+
+def test_partition_and_heal_with_jittered_reconnects(world):
+    """50 MeshLinks from A to B (25 under ASan); B's WAN link goes down:
+    each of A's streams, silent, is given up after 30 s (the README's
+    "says nothing for 30 s") and retried with full jitter, its connects
+    meeting "no route" meanwhile; the link comes back up: the 50 links
+    reconnect spread over time, not in one burst, and B keeps one stream
+    per site (each reconnect replaces the stale one)."""
+    make, site, _ = world
+    net = make(2)
+    a = site(1, "site-a", "a.example", "net-a", links=False).start()
+    b = site(2, "site-b", "b.example", "net-b").start()
+    b.apply("svc", exported(HOST))
+    n = 25 if ASAN else 50
+    a.apply("links", "---\n".join(
+        b.link_create(f"site-a{i}").replace("name: site-b",
+                                            f"name: site-b-{i}")
+        for i in range(n)))
+
+    def up():
+        return sum(l["connected"] for l in a.links()["links"])
+
+    wait_for(lambda: up() == n, 60, f"{n} links up")
+    assert b.links()["server"]["active"] == n
+    t_part = time.monotonic()
+    net.partition(2)
+    # Nothing breaks at once: the streams only go silent.
+    wait_for(lambda: up() < n, 45, "the first stream given up")
+    first_s = time.monotonic() - t_part
+    wait_for(lambda: up() == 0, 45, "every stream given up")
+    all_s = time.monotonic() - t_part
+    assert 15 < first_s and all_s < 41, (first_s, all_s)
+    # Retried meanwhile, against a WAN with no route to B: its ICMP
+    # "unreachable" (rate limited by the WAN's kernel) or nothing at all
+    # (the connect's 10 s deadline).
+    errors = wait_for(lambda: {l["lastError"] for l in a.links()["links"]
+                               if "said nothing" not in l["lastError"]},
+                      20, "a reconnect meeting the partition")
+    for e in errors:
+        assert b.wan in e, e
+        assert ("unreachable" in e.lower() or "no route" in e.lower()
+                or "within 10 s" in e), e
+    net.partition(2, up=True)
+    t_heal = time.time() * 1000
+    wait_for(lambda: up() == n, 120, f"{n} links back")
+    back = sorted(l["connectedSinceMs"] - t_heal for l in a.links()["links"])
+    spread = back[-1] - back[0]
+    within_50ms = max(sum(1 for t in back if s <= t < s + 50) for s in back)
+    print(f"partition: first stream given up after {first_s:.1f} s, all "
+          f"after {all_s:.1f} s; after the heal {n} links back from "
+          f"{back[0]:.0f} ms to {back[-1]:.0f} ms (spread {spread:.0f} ms, "
+          f"median {back[n // 2]:.0f} ms, at most {within_50ms} within "
+          f"50 ms); while cut off: {sorted(errors)}")
+    assert spread > 500, back
+    assert within_50ms < n // 2, back
+    assert all(l["streams"] == 2 for l in a.links()["links"])
+    wait_for(lambda: b.links()["server"]["active"] == n, 30,
+             "one stream per site on B")
+    assert all(l["services"] == 1 for l in a.links()["links"])
