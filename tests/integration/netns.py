@@ -15,6 +15,7 @@ sockets opened inside a namespace (inside(ns): setns for the calling
 thread only, then back), so an Upstream or recorder listens there.
 """
 import ctypes
+import fcntl
 import os
 import random
 import subprocess
@@ -82,17 +83,28 @@ class Net:
         self.sfx = "%06x" % random.getrandbits(24)
         self.namespaces = []
         self.root_links = []
-        used = _used_prefixes()
-        for _ in range(100):
-            x = random.randint(64, 250)
-            if f"10.{x}." not in used:
-                break
-        else:
-            raise AssertionError("no free 10.X.0.0/16 range on this host")
-        self.x = x
-        self.wan = self._ns("wan")
-        in_ns(self.wan, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
-        self.sites = [self._site(i) for i in range(1, n_sites + 1)]
+        try:
+            # Held while a range is picked and its host-side addresses
+            # added, so two runs at once (plain and ASan) never share one.
+            with open("/run/strait-test-netns.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                used = _used_prefixes()
+                for _ in range(100):
+                    x = random.randint(64, 250)
+                    if f"10.{x}." not in used:
+                        break
+                else:
+                    raise AssertionError("no free 10.X.0.0/16 range on "
+                                         "this host")
+                self.x = x
+                self.wan = self._ns("wan")
+                in_ns(self.wan, "sysctl", "-q", "-w",
+                      "net.ipv4.ip_forward=1")
+                self.sites = [self._site(i) for i in range(1, n_sites + 1)]
+        except BaseException:
+            # Whatever was made so far goes too.
+            self.close()
+            raise
 
     def _ns(self, role):
         name = f"st-{role}-{self.sfx}"
