@@ -55,6 +55,7 @@
 #include "net/sock.h"
 #include "policy/authz.h"
 #include "proxy/hbone.h"
+#include "proxy/hbone_io.h"
 #include "proxy/l4_listener.h"
 #include "proxy/stats.h"
 #include "tls/istio_sni.h"
@@ -64,8 +65,6 @@
 
 #define READ_CHUNK (64 * 1024)
 #define HBONE_PORT 15008
-/* ztunnel's HTTP/2 frame size: fewer, larger DATA frames. */
-#define FRAME_MAX (1024 * 1024)
 #define READS_PER_TURN 8
 #define OUT_MAX (64 * 1024)
 /* Request fields kept for routing and the log; longer ones are a 400. */
@@ -122,8 +121,7 @@ struct hbone_conn {
     struct timer idle;
     struct list tunnels;
     size_t ntunnels;
-    uint8_t *pend; /* bytes of a frame the socket did not take */
-    size_t pend_len, pend_off;
+    struct hbone_out out; /* what the socket did not take */
     struct sockaddr_storage peer;
     socklen_t peerlen;
     char peer_uri[512];
@@ -897,71 +895,8 @@ static void hc_free(struct hbone_conn *hc)
 {
     nghttp2_session_del(hc->ng);
     timer_dispose(&hc->idle);
-    free(hc->pend);
+    hbone_out_dispose(&hc->out);
     free(hc);
-}
-
-/* Writes what nghttp2 has to send until the socket is full. 0, or -1 when
- * the connection failed. */
-static int hc_flush(struct hbone_conn *hc)
-{
-    for (;;) {
-        const uint8_t *data;
-        ssize_t n, w;
-
-        if (hc->pend_len > hc->pend_off) {
-            w = conn_write(&hc->c, hc->pend + hc->pend_off,
-                           hc->pend_len - hc->pend_off);
-            if (w == CONN_AGAIN)
-                return 0;
-            if (w < 0)
-                return -1;
-            hc->pend_off += (size_t)w;
-            if (hc->pend_off < hc->pend_len)
-                continue;
-            hc->pend_off = hc->pend_len = 0;
-        }
-        n = nghttp2_session_mem_send(hc->ng, &data);
-        if (n < 0)
-            return -1;
-        if (n == 0)
-            return 0;
-        w = conn_write(&hc->c, data, (size_t)n);
-        if (w == CONN_AGAIN)
-            w = 0;
-        if (w < 0)
-            return -1;
-        if (w < n) {
-            uint8_t *np = realloc(hc->pend, (size_t)(n - w));
-            if (np == NULL)
-                return -1;
-            hc->pend = np;
-            memcpy(np, data + w, (size_t)(n - w));
-            hc->pend_len = (size_t)(n - w);
-            hc->pend_off = 0;
-        }
-    }
-}
-
-/* DATA frames as large as the peer and the windows allow, up to
- * FRAME_MAX, rather than nghttp2's 16 KiB. */
-static ssize_t data_len(nghttp2_session *ng, uint8_t type, int32_t id,
-                        int32_t conn_window, int32_t stream_window,
-                        uint32_t remote_max, void *arg)
-{
-    ssize_t n = (ssize_t)remote_max;
-
-    (void)ng;
-    (void)type;
-    (void)id;
-    (void)arg;
-    if (n > FRAME_MAX)
-        n = FRAME_MAX;
-    if (conn_window < n)
-        n = conn_window;
-    if (stream_window < n)
-        n = stream_window;
-    return n > 0 ? n : 1;
 }
 
 static int hc_read(struct hbone_conn *hc)
@@ -992,20 +927,19 @@ static void hc_process(struct hbone_conn *hc)
         hc_close(hc);
         return;
     }
-    if (hc_flush(hc) < 0) {
+    if (hbone_out_flush(&hc->out, hc->ng, &hc->c) < 0) {
         hc_close(hc);
         return;
     }
-    if (hc->pend_len == 0 &&
-        ((hc->eof && !nghttp2_session_want_write(hc->ng)) ||
-         (!nghttp2_session_want_read(hc->ng) &&
-          !nghttp2_session_want_write(hc->ng)) ||
-         (hc->goaway && hc->ntunnels == 0))) {
+    if (hc->out.len == 0 && ((hc->eof && !nghttp2_session_want_write(hc->ng)) ||
+                             (!nghttp2_session_want_read(hc->ng) &&
+                              !nghttp2_session_want_write(hc->ng)) ||
+                             (hc->goaway && hc->ntunnels == 0))) {
         hc_close(hc);
         return;
     }
     conn_want(&hc->c, !hc->eof && nghttp2_session_want_read(hc->ng),
-              hc->pend_len > 0);
+              hc->out.len > 0);
 }
 
 static void on_down_io(struct conn *c, void *arg)
@@ -1066,8 +1000,8 @@ void hbone_accept(struct hbone_worker *w, struct conn *down,
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
-    nghttp2_session_callbacks_set_data_source_read_length_callback(cb,
-                                                                   data_len);
+    nghttp2_session_callbacks_set_data_source_read_length_callback(
+        cb, hbone_data_len);
     nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(
         cb, on_invalid_frame);
     /* The window is given back as bytes reach the upstream, not as they
@@ -1090,7 +1024,7 @@ void hbone_accept(struct hbone_worker *w, struct conn *down,
     iv[2].settings_id = NGHTTP2_SETTINGS_ENABLE_PUSH;
     iv[2].value = 0;
     iv[3].settings_id = NGHTTP2_SETTINGS_MAX_FRAME_SIZE;
-    iv[3].value = FRAME_MAX;
+    iv[3].value = HBONE_FRAME_MAX;
     if (nghttp2_submit_settings(hc->ng, NGHTTP2_FLAG_NONE, iv, 4) != 0)
         goto fail;
     /* The connection's window covers every tunnel's. */

@@ -28,12 +28,11 @@
 #include "net/conn.h"
 #include "net/sock.h"
 #include "proxy/hbone_client.h"
+#include "proxy/hbone_io.h"
 #include "tls/tls.h"
 
 #define HBONE_PORT 15008
 #define READ_CHUNK (64 * 1024)
-/* ztunnel's HTTP/2 frame size: fewer, larger DATA frames. */
-#define FRAME_MAX (1024 * 1024)
 #define READS_PER_TURN 8
 /* Tunnels per connection until the server's SETTINGS say otherwise. */
 #define DEFAULT_STREAMS 100
@@ -62,9 +61,8 @@ struct hc {
     struct list tunnels; /* struct ht on this connection */
     size_t nstreams;     /* of those, with a stream not yet closed */
     struct timer idle;
-    uint8_t *pend;
-    size_t pend_len, pend_off;
-    const char *why; /* set when the connection failed */
+    struct hbone_out out; /* what the socket did not take */
+    const char *why;      /* set when the connection failed */
     unsigned goaway : 1, eof : 1;
 };
 
@@ -112,7 +110,7 @@ static void on_reap(void *arg)
         list_del(&hc->link);
         nghttp2_session_del(hc->ng);
         timer_dispose(&hc->idle);
-        free(hc->pend);
+        hbone_out_dispose(&hc->out);
         free(hc->id);
         free(hc);
     }
@@ -308,67 +306,6 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code,
     return 0;
 }
 
-static int hc_flush(struct hc *hc)
-{
-    for (;;) {
-        const uint8_t *data;
-        ssize_t n, w;
-
-        if (hc->pend_len > hc->pend_off) {
-            w = conn_write(&hc->c, hc->pend + hc->pend_off,
-                           hc->pend_len - hc->pend_off);
-            if (w == CONN_AGAIN)
-                return 0;
-            if (w < 0)
-                return -1;
-            hc->pend_off += (size_t)w;
-            if (hc->pend_off < hc->pend_len)
-                continue;
-            hc->pend_off = hc->pend_len = 0;
-        }
-        n = nghttp2_session_mem_send(hc->ng, &data);
-        if (n < 0)
-            return -1;
-        if (n == 0)
-            return 0;
-        w = conn_write(&hc->c, data, (size_t)n);
-        if (w == CONN_AGAIN)
-            w = 0;
-        if (w < 0)
-            return -1;
-        if (w < n) {
-            uint8_t *np = realloc(hc->pend, (size_t)(n - w));
-            if (np == NULL)
-                return -1;
-            hc->pend = np;
-            memcpy(np, data + w, (size_t)(n - w));
-            hc->pend_len = (size_t)(n - w);
-            hc->pend_off = 0;
-        }
-    }
-}
-
-/* DATA frames as large as the peer and the windows allow, up to
- * FRAME_MAX, rather than nghttp2's 16 KiB. */
-static ssize_t data_len(nghttp2_session *ng, uint8_t type, int32_t id,
-                        int32_t conn_window, int32_t stream_window,
-                        uint32_t remote_max, void *arg)
-{
-    ssize_t n = (ssize_t)remote_max;
-
-    (void)ng;
-    (void)type;
-    (void)id;
-    (void)arg;
-    if (n > FRAME_MAX)
-        n = FRAME_MAX;
-    if (conn_window < n)
-        n = conn_window;
-    if (stream_window < n)
-        n = stream_window;
-    return n > 0 ? n : 1;
-}
-
 static int hc_read(struct hc *hc)
 {
     uint8_t chunk[READ_CHUNK];
@@ -417,8 +354,8 @@ static int hc_ready(struct hc *hc)
     nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
-    nghttp2_session_callbacks_set_data_source_read_length_callback(cb,
-                                                                   data_len);
+    nghttp2_session_callbacks_set_data_source_read_length_callback(
+        cb, hbone_data_len);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
     {
         nghttp2_option *opt = NULL;
@@ -435,7 +372,7 @@ static int hc_ready(struct hc *hc)
     iv[1].settings_id = NGHTTP2_SETTINGS_ENABLE_PUSH;
     iv[1].value = 0;
     iv[2].settings_id = NGHTTP2_SETTINGS_MAX_FRAME_SIZE;
-    iv[2].value = FRAME_MAX;
+    iv[2].value = HBONE_FRAME_MAX;
     if (nghttp2_submit_settings(hc->ng, NGHTTP2_FLAG_NONE, iv, 3) != 0 ||
         nghttp2_session_set_local_window_size(hc->ng, NGHTTP2_FLAG_NONE, 0,
                                               1 << 30) != 0)
@@ -486,16 +423,16 @@ static void hc_process(struct hc *hc)
         hc_close(hc, "hbone_connection_closed");
         return;
     }
-    if (hc_flush(hc) < 0) {
+    if (hbone_out_flush(&hc->out, hc->ng, &hc->c) < 0) {
         hc_close(hc, "hbone_connection_closed");
         return;
     }
-    if (hc->pend_len == 0 && !nghttp2_session_want_read(hc->ng) &&
+    if (hc->out.len == 0 && !nghttp2_session_want_read(hc->ng) &&
         !nghttp2_session_want_write(hc->ng)) {
         hc_close(hc, "hbone_connection_closed");
         return;
     }
-    conn_want(&hc->c, nghttp2_session_want_read(hc->ng), hc->pend_len > 0);
+    conn_want(&hc->c, nghttp2_session_want_read(hc->ng), hc->out.len > 0);
 }
 
 static void on_hc_io(struct conn *c, void *arg)
