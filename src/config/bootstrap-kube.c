@@ -34,6 +34,7 @@ const char *const bootstrap_kube_kinds[] = {
     "PeerAuthentication",
     "RequestAuthentication",
     "LuaPolicy",
+    "MeshLink",
     "Service",
     "EndpointSlice",
     "Secret",
@@ -72,8 +73,8 @@ static const struct conf_key kube_keys[] = {
     {"kinds", CONF_STR_LIST, OFF(struct bootstrap_kube, kinds), 0, 16, NULL,
      "kinds watched (Gateway, VirtualService, DestinationRule, "
      "ServiceEntry, WorkloadEntry, AuthorizationPolicy, PeerAuthentication, "
-     "RequestAuthentication, LuaPolicy, Service, EndpointSlice, Secret, "
-     "Namespace); none: all of them",
+     "RequestAuthentication, LuaPolicy, MeshLink, Service, EndpointSlice, "
+     "Secret, Namespace); none: all of them",
      NULL, NULL, NULL, NULL},
     {"labelSelectors", CONF_STR_MAP,
      OFF(struct bootstrap_kube, label_selectors), 0, 16, NULL,

@@ -64,6 +64,8 @@ static const struct kind_info kinds[] = {
      "security.istio.io/v1", "requestauthentications", 1, 1},
     {"LuaPolicy", "/apis/strait.io/v1alpha1", "strait.io/v1alpha1",
      "luapolicies", 1, 1},
+    {"MeshLink", "/apis/strait.io/v1alpha1", "strait.io/v1alpha1", "meshlinks",
+     1, 1},
     {"Service", "/api/v1", "v1", "services", 1, 0},
     {"EndpointSlice", "/apis/discovery.k8s.io/v1", "discovery.k8s.io/v1",
      "endpointslices", 1, 0},

@@ -42,6 +42,7 @@ KINDS = {
     "peerauthentications": ("/apis/security.istio.io/v1", "security.istio.io/v1", "PeerAuthentication", True),
     "requestauthentications": ("/apis/security.istio.io/v1", "security.istio.io/v1", "RequestAuthentication", True),
     "luapolicies": ("/apis/strait.io/v1alpha1", "strait.io/v1alpha1", "LuaPolicy", True),
+    "meshlinks": ("/apis/strait.io/v1alpha1", "strait.io/v1alpha1", "MeshLink", True),
     "services": ("/api/v1", "v1", "Service", True),
     "endpointslices": ("/apis/discovery.k8s.io/v1", "discovery.k8s.io/v1", "EndpointSlice", True),
     "secrets": ("/api/v1", "v1", "Secret", True),

@@ -122,7 +122,7 @@ def test_resources_from_the_api_take_effect(api, strait_factory, upstream_factor
     # Istio's filter.
     ws = api.watch_stats()
     plurals = {k[0] for k in ws}
-    assert len(plurals) == 13, ws
+    assert len(plurals) == 14, ws
     secret = [k for k in ws if k[0] == "secrets"]
     assert secret == [("secrets", "", "",
                        "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token")]
@@ -793,3 +793,101 @@ def test_a_watch_never_ended_by_the_server_is_ended(api, strait_factory,
     # strait closes one before making the next; the stand-in sees the
     # close at its next bookmark, so it may count the two together once.
     assert max(v[1] for v in api.watch_stats().values()) <= 2
+
+
+def get_headers(port, path="/"):
+    """(status, body, headers) of GET path; headers lower-cased."""
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        c.request("GET", path)
+        r = c.getresponse()
+        return r.status, r.read().decode(), {k.lower(): v for k, v in r.getheaders()}
+    except OSError:
+        return None, "", {}
+    finally:
+        c.close()
+
+
+def test_luapolicy_from_the_api_runs(api, strait_factory, upstream_factory,
+                                     tmp_path):
+    """strait's own LuaPolicy (strait.io/v1alpha1), applied through the
+    API, runs on the Gateway's requests; a change through the API follows,
+    and a delete stops it."""
+    up = upstream_factory(responder(lambda h: b"ok"))
+    port = free_port()
+    api.apply(gateway(port))
+    api.apply(vservice())
+    api.apply(service())
+    api.apply(eslice("web-a", "web", up.port))
+
+    def policy(tag):
+        return {"apiVersion": "strait.io/v1alpha1", "kind": "LuaPolicy",
+                "metadata": {"name": "tag", "namespace": "default"},
+                "spec": {"targetRefs": [{"kind": "Gateway", "name": "gw"}],
+                         "source": {"inline":
+                                    "function on_response(h) h:headers()"
+                                    f":set('x-lua', '{tag}') end"}}}
+    api.apply(policy("from-k8s"))
+    st = strait_factory(extra=NODE + kube_conf(api, tmp_path)).start()
+    wait_for(lambda: get_headers(port)[2].get("x-lua") == "from-k8s", 10,
+             "the LuaPolicy from the API")
+    assert kstats(st)["kubernetes.LuaPolicy.objects"] == 1
+    wait_for(lambda: api.watch_stats().get(("luapolicies", "", "", ""), [0])[0] == 1,
+                 10, "its watch")
+    api.apply(policy("changed"))
+    wait_for(lambda: get_headers(port)[2].get("x-lua") == "changed", 10,
+             "the changed LuaPolicy")
+    api.delete("LuaPolicy", "default", "tag")
+    wait_for(lambda: get_headers(port)[0] == 200 and
+             "x-lua" not in get_headers(port)[2], 10, "the LuaPolicy gone")
+
+
+def test_meshlink_from_the_api_links_the_site(api, strait_factory, tmp_path):
+    """A MeshLink (strait.io/v1alpha1) applied through the API links this
+    strait to the site that printed it: one catalog stream, the exported
+    service merged; deleted through the API, the link and its entries
+    go."""
+    import yaml
+    from test_meshlink import Site, exported
+    from conftest import finish_strait
+    b = Site(tmp_path, "site-b", "b.example", "net-b", gw="127.0.0.1:25443")
+    try:
+        b.start()
+        b.apply("svc", exported("reviews.default.svc.cluster.local"))
+        ml = yaml.safe_load(b.link_create("site-a"))
+        ml["metadata"]["namespace"] = "istio-system"
+        api.apply(ml)
+        conf = (f"node: {{name: site-a, namespace: istio-system, network: net-a}}\n"
+                f"trustDomain: a.example\n"
+                f"ca: {{enabled: true, dir: {tmp_path / 'ca-a'}, "
+                f"address: 127.0.0.1:{free_port()}}}\n" + kube_conf(api, tmp_path))
+        st = strait_factory(extra=conf).start()
+
+        def link():
+            for l in json.loads(st.get("/links")[1])["links"]:
+                if l["name"] == "site-b":
+                    return l
+            return None
+        wait_for(lambda: link() is not None and link()["connected"] and
+                 link()["services"] == 1, 15, "the link from the API")
+        assert link()["namespace"] == "istio-system"
+        assert kstats(st)["kubernetes.MeshLink.objects"] == 1
+        wait_for(lambda: api.watch_stats().get(("meshlinks", "", "", ""), [0])[0] == 1,
+                 10, "its watch")
+        names = [r["name"] for r in json.loads(st.get("/config_dump")[1])
+                 ["resources"]["resources"] if r["kind"] == "ServiceEntry"]
+        assert len(names) == 1 and names[0].startswith("site-b-"), names
+        assert b.links()["server"]["active"] == 1
+        # Deleted through the API: the link and what it added are gone,
+        # and site B sees the stream close.
+        api.delete("MeshLink", "istio-system", "site-b")
+        wait_for(lambda: link() is None, 10, "the link removed")
+        wait_for(lambda: not any(
+            r["kind"] == "ServiceEntry" for r in json.loads(
+                st.get("/config_dump")[1])["resources"]["resources"]), 10,
+            "its entries removed")
+        wait_for(lambda: b.links()["server"]["active"] == 0, 10,
+                 "B's stream closed")
+    finally:
+        finish_strait(b.s)

@@ -70,8 +70,8 @@ def test_faults_are_refused_with_their_path(copy, old, new, said):
     ("resources: [services, secrets, namespaces]",
      "resources: [services, secrets, namespaces, pods]",
      "grants [('', 'pods')] unlike what strait reads"),
-    ("resources: [luapolicies]", "resources: []",
-     "grants [('strait.io', 'luapolicies')] unlike what strait reads"),
+    ("resources: [luapolicies, meshlinks]", "resources: [luapolicies]",
+     "grants [('strait.io', 'meshlinks')] unlike what strait reads"),
     ("    name: strait-ingressgateway\n    namespace: istio-system",
      "    name: someone-else\n    namespace: istio-system",
      "not the Deployment's ServiceAccount"),
@@ -85,3 +85,25 @@ def test_rbac_grants_exactly_what_the_kubernetes_source_reads(copy, old, new,
     r = run(copy)
     assert r.returncode == 1, r.stdout + r.stderr
     assert said in r.stderr, r.stderr
+
+
+def test_check_knows_every_kind_the_source_watches():
+    """The exact-RBAC check's list (KUBE_READS) is the kinds table of
+    src/control/source_kube.c, group and plural: a kind added to the
+    source without its ClusterRole rule fails here."""
+    import ast
+    import re
+    with open(CHECK) as f:
+        tree = ast.parse(f.read())
+    (reads,) = [ast.literal_eval(n.value) for n in tree.body
+                if isinstance(n, ast.Assign) and
+                getattr(n.targets[0], "id", "") == "KUBE_READS"]
+    with open(os.path.join(SRC, "src", "control", "source_kube.c")) as f:
+        text = f.read()
+    table = text[text.index("kinds[] = {"):text.index("#define NKINDS")]
+    watched = set()
+    for m in re.finditer(r'\{"(\w+)",\s*"(/api/v1|/apis/([\w.]+)/\w+)",\s*'
+                         r'"[\w./]+",\s*"(\w+)"', table):
+        watched.add((m.group(3) or "", m.group(4)))
+    assert ("strait.io", "meshlinks") in watched
+    assert watched == reads
