@@ -39,6 +39,7 @@ const char *const bootstrap_kube_kinds[] = {
     "EndpointSlice",
     "Secret",
     "Namespace",
+    "Node",
     NULL,
 };
 
@@ -74,7 +75,7 @@ static const struct conf_key kube_keys[] = {
      "kinds watched (Gateway, VirtualService, DestinationRule, "
      "ServiceEntry, WorkloadEntry, AuthorizationPolicy, PeerAuthentication, "
      "RequestAuthentication, LuaPolicy, MeshLink, Service, EndpointSlice, "
-     "Secret, Namespace); none: all of them",
+     "Secret, Namespace, Node); none: all of them",
      NULL, NULL, NULL, NULL},
     {"labelSelectors", CONF_STR_MAP,
      OFF(struct bootstrap_kube, label_selectors), 0, 16, NULL,

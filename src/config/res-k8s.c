@@ -5,7 +5,8 @@
  * picks), a discovery.k8s.io/v1 EndpointSlice feeds the Service named by
  * its kubernetes.io/service-name label, a v1 Secret of type
  * kubernetes.io/tls or Opaque is a Gateway credentialName in its
- * namespace, and a v1 Namespace is kept with its labels. The tables
+ * namespace, a v1 Namespace is kept with its labels, and a v1 Node's
+ * topology labels are the locality of the slice endpoints on it. The tables
  * accept what `kubectl get -o yaml` writes; the keys that mean nothing
  * to a gateway that routes to endpoints by host (clusterIPs, ipFamilies,
  * nodePort, ...) are accepted and ignored, as README says.
@@ -376,8 +377,14 @@ static const struct conf_key ep_keys[] = {
     {.name = "nodeName",
      .type = CONF_STR,
      .off = EP(node_name),
-     .help = "shown"},
-    {.name = "zone", .type = CONF_STR, .off = EP(zone), .help = "shown"},
+     .help = "the Node whose topology labels (topology.kubernetes.io/region, "
+             "/zone, topology.istio.io/subzone) are the endpoint's locality, "
+             "as istiod takes it"},
+    {.name = "zone",
+     .type = CONF_STR,
+     .off = EP(zone),
+     .help = "the locality's zone (region unknown: \"/ZONE\") when no "
+             "Node nodeName with topology labels is known"},
     {.name = "targetRef",
      .type = CONF_IGNORE,
      .off = EP(ignored),
@@ -802,6 +809,63 @@ const struct res_kind_ext res_k8s_namespace_ext = {
     .optional_spec = 1,
 };
 
+/* ---- Node --------------------------------------------------------------- */
+
+#define NODE_IGN(i)                                                            \
+    (RES_OFF(struct res_k8s_node, ignored) + (i) * sizeof(struct conf_mark))
+static const struct conf_key node_keys[] = {
+    {.name = "podCIDR",
+     .type = CONF_IGNORE,
+     .off = NODE_IGN(0),
+     .help = "accepted and ignored"},
+    {.name = "podCIDRs",
+     .type = CONF_IGNORE,
+     .off = NODE_IGN(1),
+     .help = "accepted and ignored"},
+    {.name = "providerID",
+     .type = CONF_IGNORE,
+     .off = NODE_IGN(2),
+     .help = "accepted and ignored"},
+    {.name = "unschedulable",
+     .type = CONF_IGNORE,
+     .off = NODE_IGN(3),
+     .help = "accepted and ignored"},
+    {.name = "taints",
+     .type = CONF_IGNORE,
+     .off = NODE_IGN(4),
+     .help = "accepted and ignored"},
+    {.name = "configSource",
+     .type = CONF_IGNORE,
+     .off = NODE_IGN(5),
+     .help = "accepted and ignored"},
+    {.name = "externalID",
+     .type = CONF_IGNORE,
+     .off = NODE_IGN(6),
+     .help = "accepted and ignored"},
+    {.name = NULL},
+};
+#undef NODE_IGN
+static const struct conf_section node_section = {node_keys, 0, SIZE_MAX};
+
+/* A Node's name is a DNS subdomain, which the loader checks for every
+ * kind; its labels are read where they are used (slice_locality()). */
+static void node_check(struct res_check *ck, struct resource *r)
+{
+    (void)ck;
+    (void)r;
+}
+
+const struct res_kind_ops res_k8s_node_ops = {
+    .kind = "Node",
+    .spec = &node_section,
+    .spec_size = sizeof(struct res_k8s_node),
+    .check = node_check,
+};
+
+const struct res_kind_ext res_k8s_node_ext = {
+    .optional_spec = 1,
+};
+
 /* ---- kinds -------------------------------------------------------------- */
 
 int res_k8s_kind(const char *api, const char *kind)
@@ -813,6 +877,8 @@ int res_k8s_kind(const char *api, const char *kind)
             return RES_SECRET;
         if (strcmp(kind, "Namespace") == 0)
             return RES_NAMESPACE;
+        if (strcmp(kind, "Node") == 0)
+            return RES_NODE;
     } else if (strcmp(api, "discovery.k8s.io/v1") == 0 &&
                strcmp(kind, "EndpointSlice") == 0) {
         return RES_ENDPOINT_SLICE;
@@ -904,15 +970,103 @@ static const char *k8s_network(const struct resource *svc_r,
     return NULL;
 }
 
+/* The Nodes of a set by name (res_k8s_link() makes it once per load, so
+ * an endpoint's Node is a binary search, not a scan of the set). */
+struct node_index {
+    const struct resource **v;
+    size_t n;
+};
+
+static int node_cmp(const void *a, const void *b)
+{
+    const struct resource *const *x = a, *const *y = b;
+
+    return strcmp((*x)->meta.name, (*y)->meta.name);
+}
+
+static const struct resource *node_find(const struct node_index *ix,
+                                        const char *name)
+{
+    size_t lo = 0, hi = ix->n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(name, ix->v[mid]->meta.name);
+        if (c == 0)
+            return ix->v[mid];
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return NULL;
+}
+
+static const char *label_of(const struct conf_strmap *m, const char *key,
+                            const char *legacy)
+{
+    for (int k = 0; k < 2; k++) {
+        const char *want = k == 0 ? key : legacy;
+        for (size_t i = 0; want != NULL && i < m->n; i++)
+            if (strcmp(m->v[i].key, want) == 0 && m->v[i].val[0] != '\0')
+                return m->v[i].val;
+    }
+    return "";
+}
+
+/*
+ * slice_locality() writes the locality of ep into out ("" when nothing
+ * says it), as istiod's getPodLocality() takes it from the pod's Node:
+ * its labels topology.kubernetes.io/region and zone (the older
+ * failure-domain.beta.kubernetes.io ones when those are missing) and
+ * topology.istio.io/subzone. strait reads no Pods, so the Node is the
+ * endpoint's nodeName; without such a Node (or one without those
+ * labels) the endpoint's own zone, which the EndpointSlice controller
+ * copies from the Node's zone label, is the zone of an unknown region:
+ * "/ZONE". Trailing empty parts are left out ("r/z", not "r/z/").
+ */
+static void slice_locality(const struct node_index *nodes,
+                           const struct res_k8s_endpoint *ep, char *out,
+                           size_t n)
+{
+    const struct resource *node =
+        ep->node_name != NULL && ep->node_name[0] != '\0'
+            ? node_find(nodes, ep->node_name)
+            : NULL;
+    const char *r = "", *z = "", *s = "";
+
+    out[0] = '\0';
+    if (node != NULL) {
+        r = label_of(&node->meta.labels, "topology.kubernetes.io/region",
+                     "failure-domain.beta.kubernetes.io/region");
+        z = label_of(&node->meta.labels, "topology.kubernetes.io/zone",
+                     "failure-domain.beta.kubernetes.io/zone");
+        s = label_of(&node->meta.labels, "topology.istio.io/subzone", NULL);
+    }
+    if (r[0] == '\0' && z[0] == '\0' && s[0] == '\0') {
+        if (ep->zone != NULL && ep->zone[0] != '\0')
+            snprintf(out, n, "/%s", ep->zone);
+        return;
+    }
+    if (s[0] != '\0')
+        snprintf(out, n, "%s/%s/%s", r, z, s);
+    else if (z[0] != '\0')
+        snprintf(out, n, "%s/%s", r, z);
+    else
+        snprintf(out, n, "%s", r);
+}
+
 static int add_slice_endpoints(struct res_service_entry *se,
                                const struct res_k8s_service *svc,
                                const struct res_k8s_endpoint_slice *sl,
-                               const char *network)
+                               const char *network,
+                               const struct node_index *nodes)
 {
     for (size_t i = 0; i < sl->endpoints.n; i++) {
         const struct res_k8s_endpoint *ep =
             (const struct res_k8s_endpoint *)sl->endpoints.v + i;
         struct res_workload_entry *we, *nv;
+        char loc[3 * 64 + 4]; /* three label values and the slashes */
 
         if (ep->addresses.n == 0 || !res_k8s_endpoint_used(svc, ep))
             continue;
@@ -927,6 +1081,9 @@ static int add_slice_endpoints(struct res_service_entry *se,
         if ((we->address = strdup(ep->addresses.v[0])) == NULL)
             return -1;
         if (network != NULL && (we->network = strdup(network)) == NULL)
+            return -1;
+        slice_locality(nodes, ep, loc, sizeof(loc));
+        if (loc[0] != '\0' && (we->locality = strdup(loc)) == NULL)
             return -1;
         if (svc->ports.n > 0) {
             we->ports.v = calloc(svc->ports.n, sizeof(*we->ports.v));
@@ -947,7 +1104,8 @@ static int add_slice_endpoints(struct res_service_entry *se,
 }
 
 static struct res_service_entry *build_entry(const struct resource_set *set,
-                                             const struct resource *r)
+                                             const struct resource *r,
+                                             const struct node_index *nodes)
 {
     const struct res_k8s_service *svc = r->spec;
     struct res_service_entry *se = calloc(1, sizeof(*se));
@@ -1040,7 +1198,7 @@ static struct res_service_entry *build_entry(const struct resource_set *set,
         sl = o->spec;
         if (sl->address_type == RES_K8S_FQDN)
             continue;
-        if (add_slice_endpoints(se, svc, sl, k8s_network(r, o)) < 0)
+        if (add_slice_endpoints(se, svc, sl, k8s_network(r, o), nodes) < 0)
             goto fail;
     }
     return se;
@@ -1052,8 +1210,21 @@ fail:
 
 int res_k8s_link(struct resource_set *set)
 {
+    struct node_index nodes = {NULL, 0};
     int rc = 0;
 
+    for (size_t i = 0; i < set->n; i++)
+        nodes.n += set->v[i]->kind == RES_NODE;
+    if (nodes.n > 0) {
+        nodes.v = calloc(nodes.n, sizeof(*nodes.v));
+        if (nodes.v == NULL)
+            return -1;
+        nodes.n = 0;
+        for (size_t i = 0; i < set->n; i++)
+            if (set->v[i]->kind == RES_NODE)
+                nodes.v[nodes.n++] = set->v[i];
+        qsort(nodes.v, nodes.n, sizeof(*nodes.v), node_cmp);
+    }
     for (size_t i = 0; i < set->n; i++) {
         struct resource *r = set->v[i];
         struct res_k8s_service *svc;
@@ -1061,9 +1232,10 @@ int res_k8s_link(struct resource_set *set)
             continue;
         svc = r->spec;
         svc_dispose(svc);
-        if ((svc->entry = build_entry(set, r)) == NULL)
+        if ((svc->entry = build_entry(set, r, &nodes)) == NULL)
             rc = -1;
     }
+    free(nodes.v);
     return rc;
 }
 
@@ -1104,6 +1276,10 @@ void res_k8s_reference(struct buf *b)
     buf_puts(b, "Namespace\tkind\t\tv1: kept with its labels (shown on "
                 "/config_dump)\n");
     prefixed(b, "Namespace.spec.", &ns_section);
+    buf_puts(b, "Node\tkind\t\tv1: its labels topology.kubernetes.io/region, "
+                "/zone and topology.istio.io/subzone are the locality of the "
+                "EndpointSlice endpoints whose nodeName it is\n");
+    prefixed(b, "Node.spec.", &node_section);
     buf_puts(b, "*\tkind\t\tany other Kubernetes kind (Pod, Deployment, "
                 "ConfigMap, webhooks, CRDs, ...): ignored with an Info\n");
 }

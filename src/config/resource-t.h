@@ -35,6 +35,7 @@ enum res_kind {
     RES_NAMESPACE,
     RES_LUA_POLICY, /* strait.io from here (res-luapolicy.c) */
     RES_MESH_LINK,  /* res-meshlink.c */
+    RES_NODE,       /* v1 Node (res-k8s.c): the locality of its endpoints */
     RES_KIND_COUNT,
 };
 
@@ -815,6 +816,13 @@ struct res_k8s_secret {
 
 struct res_k8s_namespace {
     struct conf_mark finalizers; /* spec.finalizers: accepted */
+};
+
+/* A v1 Node: only its labels are read (the topology labels give the
+ * locality of the EndpointSlice endpoints on it); its spec is accepted
+ * and ignored. */
+struct res_k8s_node {
+    struct conf_mark ignored[7]; /* podCIDR(s), providerID, ... */
 };
 
 /* --- strait.io/v1alpha1 LuaPolicy (res-luapolicy.c) ------------------- */

@@ -177,6 +177,7 @@ static const char *const kind_names[RES_KIND_COUNT] = {
     "Namespace",
     "LuaPolicy",
     "MeshLink",
+    "Node",
 };
 
 static const struct res_kind_ops *const kind_ops[RES_KIND_COUNT] = {
@@ -194,6 +195,7 @@ static const struct res_kind_ops *const kind_ops[RES_KIND_COUNT] = {
     &res_k8s_namespace_ops,
     &res_lua_policy_ops,
     &res_mesh_link_ops,
+    &res_k8s_node_ops,
 };
 
 static const struct res_kind_ext no_ext;
@@ -213,6 +215,7 @@ static const struct res_kind_ext *const kind_ext[RES_KIND_COUNT] = {
     &res_k8s_namespace_ext,
     &no_ext,
     &no_ext,
+    &res_k8s_node_ext,
 };
 
 /* The API group of each kind, and the versions strait reads. */
@@ -231,6 +234,7 @@ static const char *const kind_groups[RES_KIND_COUNT] = {
     "",
     "strait.io",
     "strait.io",
+    "",
 };
 
 const char *res_kind_name(enum res_kind kind)
@@ -992,7 +996,8 @@ static void load_doc(struct loader *ld, const struct ynode *root)
         load_msg(ld, RES_INFO, root->line, root->col, resource, "apiVersion",
                  "%s %s: not an Istio networking or security resource, nor "
                  "a Kubernetes kind strait reads (v1 Service, Secret, "
-                 "Namespace; discovery.k8s.io/v1 EndpointSlice); ignored",
+                 "Namespace, Node; discovery.k8s.io/v1 EndpointSlice); "
+                 "ignored",
                  api, kind);
         goto out;
     }

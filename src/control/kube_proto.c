@@ -26,7 +26,13 @@ static int write_members(struct buf *b, const struct json *o, int top,
                     slice_eq_str(m->key, "apiVersion") ||
                     slice_eq_str(m->key, "kind")))
             continue;
-        if (in_meta && slice_eq_str(m->key, "managedFields"))
+        /* managedFields is bookkeeping; resourceVersion changes with
+         * every write, status ones included (a Node's heartbeat), and is
+         * kept apart (kube_object.rv): without it an object whose spec,
+         * labels and annotations did not change writes the same JSON,
+         * and the cache finds nothing to rebuild. */
+        if (in_meta && (slice_eq_str(m->key, "managedFields") ||
+                        slice_eq_str(m->key, "resourceVersion")))
             continue;
         if (!first && buf_puts(b, ",") < 0)
             return -1;

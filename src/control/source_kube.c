@@ -71,6 +71,7 @@ static const struct kind_info kinds[] = {
      "endpointslices", 1, 0},
     {"Secret", "/api/v1", "v1", "secrets", 1, 0},
     {"Namespace", "/api/v1", "v1", "namespaces", 0, 0},
+    {"Node", "/api/v1", "v1", "nodes", 0, 0},
 };
 #define NKINDS (sizeof(kinds) / sizeof(*kinds))
 

@@ -47,6 +47,7 @@ KINDS = {
     "endpointslices": ("/apis/discovery.k8s.io/v1", "discovery.k8s.io/v1", "EndpointSlice", True),
     "secrets": ("/api/v1", "v1", "Secret", True),
     "namespaces": ("/api/v1", "v1", "Namespace", False),
+    "nodes": ("/api/v1", "v1", "Node", False),
 }
 PLURAL_OF = {v[2]: k for k, v in KINDS.items()}
 

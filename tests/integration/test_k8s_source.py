@@ -122,7 +122,7 @@ def test_resources_from_the_api_take_effect(api, strait_factory, upstream_factor
     # Istio's filter.
     ws = api.watch_stats()
     plurals = {k[0] for k in ws}
-    assert len(plurals) == 14, ws
+    assert len(plurals) == 15, ws
     secret = [k for k in ws if k[0] == "secrets"]
     assert secret == [("secrets", "", "",
                        "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token")]
@@ -180,10 +180,10 @@ def test_one_watch_per_kind_across_churn_and_reloads(api, strait_factory,
                             extra="    labelSelectors: {Secret: \"strait.io/credential=true\"}\n")
     st = strait_factory(extra=conf).start()
     wait_for(lambda: get(port) == (200, "ok"), 10, "a route from the API")
-    wait_for(lambda: api.open_watches() == 25, 10, "25 watches")
+    wait_for(lambda: api.open_watches() == 28, 10, "28 watches")
     keys = set(api.watch_stats())
-    # 12 namespaced kinds in 2 namespaces, Namespace cluster-wide.
-    assert len(keys) == 25, keys
+    # 13 namespaced kinds in 2 namespaces, Namespace and Node cluster-wide.
+    assert len(keys) == 28, keys
     assert ("secrets", "team-b", "strait.io/credential=true",
             "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token") in keys
     for i in range(changes):
@@ -199,7 +199,7 @@ def test_one_watch_per_kind_across_churn_and_reloads(api, strait_factory,
         wait_for(lambda: kstats(st)["server.reloads_ok"] >= base + i + 1, 10,
                  f"reload {i + 1}")
         if i % 100 == 0:
-            assert api.open_watches() == 25
+            assert api.open_watches() == 28
     want = api.rv
     # Every change was seen: the last one is held.
     wait_for(lambda: json.loads(st.get("/config_dump")[1])["kubernetes"]["objects"] >= 54,
@@ -210,7 +210,7 @@ def test_one_watch_per_kind_across_churn_and_reloads(api, strait_factory,
         assert (open_now, most, total) == (1, 1, 1), (k, ws[k])
     s = kstats(st)
     opened = sum(v for k, v in s.items() if k.endswith(".watches_opened"))
-    assert opened == 25, s
+    assert opened == 28, s
     assert s["kubernetes.EndpointSlice.events"] >= changes
     assert get(port) == (200, "ok")
     assert api.rv == want
@@ -261,31 +261,31 @@ def test_410_expired_relists_and_diffs(api, strait_factory, tmp_path):
 
 
 def test_reconnect_after_api_restart_is_spread(api, strait_factory, tmp_path):
-    """37 watches (12 kinds in 3 namespaces, Namespace cluster-wide) cut at
+    """41 watches (13 kinds in 3 namespaces, Namespace and Node cluster-wide) cut at
     once by an API restart come back spread by their jittered backoff
     (client-go's: 0.8 s doubling, jitter 1.0), not in one burst."""
     conf = kube_conf(api, tmp_path, namespaces=["default", "team-b", "team-c"])
     st = strait_factory(extra=conf).start()
-    wait_for(lambda: api.open_watches() == 37, 10, "37 watches")
+    wait_for(lambda: api.open_watches() == 41, 10, "41 watches")
     keys = set(api.watch_stats())
-    assert len(keys) == 37
+    assert len(keys) == 41
     t0 = time.monotonic()
     api.restart(down_for=0.3)
-    wait_for(lambda: api.open_watches() == 37, 20, "every watch back")
+    wait_for(lambda: api.open_watches() == 41, 20, "every watch back")
     first = {}
     for t, k in api.watch_starts:
         if t > t0 and k not in first:
             first[k] = t
     times = sorted(first.values())
-    assert len(times) == 37
+    assert len(times) == 41
     spread = times[-1] - times[0]
-    # Far from a burst (all 37 at once): at most half within any 100 ms
+    # Far from a burst (all 41 at once): at most half within any 100 ms
     # (the stand-in accepts TLS on one thread, which bunches a little).
     most = max(sum(1 for u in times if t <= u < t + 0.1) for t in times)
     print(f"reconnect spread {spread:.3f}s, stdev "
-          f"{statistics.pstdev(times):.3f}s, most in 100 ms: {most}/37")
+          f"{statistics.pstdev(times):.3f}s, most in 100 ms: {most}/41")
     assert spread >= 0.4, times
-    assert most <= 18, (most, times)
+    assert most <= 20, (most, times)
     assert all(v[0] == 1 for v in api.watch_stats().values())
     assert kstats(st)["kubernetes.ready"] == 1
 
@@ -891,3 +891,74 @@ def test_meshlink_from_the_api_links_the_site(api, strait_factory, tmp_path):
                  "B's stream closed")
     finally:
         finish_strait(b.s)
+
+
+def node(name, region=None, zone=None, subzone=None):
+    labels = {"kubernetes.io/hostname": name,
+              "node-role.kubernetes.io/worker": ""}
+    for k, v in (("topology.kubernetes.io/region", region),
+                 ("topology.kubernetes.io/zone", zone),
+                 ("topology.istio.io/subzone", subzone)):
+        if v is not None:
+            labels[k] = v
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"podCIDR": "10.244.0.0/24", "providerID": "test://" + name},
+            "status": {"capacity": {"cpu": "4"},
+                       "images": [{"names": ["busybox"], "sizeBytes": 1}]}}
+
+
+def test_endpointslice_locality_from_watched_nodes(api, strait_factory,
+                                                   upstream_factory, tmp_path):
+    """EndpointSlice endpoints take the locality of their nodeName's Node
+    (its topology labels, watched through the API), so locality failover
+    keeps traffic on the gateway's subzone, fails over to the next one
+    when its endpoint is ejected, and follows a Node relabelled through
+    the API."""
+    ups = {n: upstream_factory(responder(lambda h, n=n: n.encode()))
+           for n in ("near", "mid", "far")}
+    port = free_port()
+    api.apply(gateway(port))
+    api.apply(vservice())
+    api.apply(service())
+    api.apply({"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+               "metadata": {"name": "web", "namespace": "default"},
+               "spec": {"host": "web", "trafficPolicy": {"outlierDetection": {
+                   "consecutive5xxErrors": 1, "interval": "1s",
+                   "baseEjectionTime": "1m", "maxEjectionPercent": 100}}}})
+    for name, nodename in (("near", "n1"), ("mid", "n2"), ("far", "n3")):
+        sl = eslice(f"web-{name}", "web", ups[name].port)
+        sl["endpoints"][0]["nodeName"] = nodename
+        sl["endpoints"][0]["zone"] = "not-used"
+        api.apply(sl)
+    api.apply(node("n1", "eu", "west", "a"))
+    api.apply(node("n2", "eu", "west", "b"))
+    api.apply(node("n3", "us", "east"))
+    conf = ("node: {labels: {istio: ingressgateway}, locality: eu/west/a}\n"
+            + kube_conf(api, tmp_path))
+    st = strait_factory(extra=conf).start()
+    wait_for(lambda: get(port) == (200, "near"), 10, "the route")
+
+    def clusters():
+        return st.get("/clusters")[1]
+    body = clusters()
+    for name, loc, prio in (("near", "eu/west/a", 0), ("mid", "eu/west/b", 1),
+                            ("far", "us/east", 2)):
+        assert f"::127.0.0.1:{ups[name].port}::locality::{loc}\n" in body, body
+        assert f"::127.0.0.1:{ups[name].port}::priority::{prio}\n" in body, body
+    assert kstats(st)["kubernetes.Node.objects"] == 3
+    assert [get(port)[1] for _ in range(20)] == ["near"] * 20
+    # The subzone's endpoint dies: ejected, traffic goes to the zone's
+    # other subzone, not to the other region.
+    ups["near"].stop()
+    wait_for(lambda: get(port) == (200, "mid"), 10, "failover to n2's subzone")
+    assert [get(port)[1] for _ in range(20)] == ["mid"] * 20
+    # Through the API, n1 (whose endpoint is dead) moves to us/east and n3
+    # to the gateway's subzone: far alone is level 0 and takes all.
+    api.apply(node("n1", "us", "east"))
+    api.apply(node("n3", "eu", "west", "a"))
+    wait_for(lambda: f"::127.0.0.1:{ups['far'].port}::locality::eu/west/a\n"
+             in clusters(), 10, "n3's new locality")
+    wait_for(lambda: get(port) == (200, "far"), 10, "traffic to n3")
+    got = [get(port)[1] for _ in range(20)]
+    assert got == ["far"] * 20, (got, clusters())

@@ -67,8 +67,8 @@ def test_faults_are_refused_with_their_path(copy, old, new, said):
      "    verbs: [get, list, watch, update]\n  - apiGroups: [strait.io]",
      "verbs ['get', 'list', 'watch', 'update'] (want get, list, watch)"),
     # Pods are not read: granting them is refused, so is leaving one out.
-    ("resources: [services, secrets, namespaces]",
-     "resources: [services, secrets, namespaces, pods]",
+    ("resources: [services, secrets, namespaces, nodes]",
+     "resources: [services, secrets, namespaces, nodes, pods]",
      "grants [('', 'pods')] unlike what strait reads"),
     ("resources: [luapolicies, meshlinks]", "resources: [luapolicies]",
      "grants [('strait.io', 'meshlinks')] unlike what strait reads"),

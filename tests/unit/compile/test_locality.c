@@ -445,6 +445,98 @@ static void test_levels_after_the_split_horizon(void **state)
     resource_set_free(set);
 }
 
+/* ---- Kubernetes endpoints: the locality of their Node -------------------- */
+
+static const char K8S[] =
+    "apiVersion: v1\nkind: Service\n"
+    "metadata: {name: web, namespace: default}\n"
+    "spec:\n  ports: [{name: http, port: 80, targetPort: 8080}]\n"
+    "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n"
+    "metadata: {name: web-1, namespace: default,\n"
+    "  labels: {kubernetes.io/service-name: web}}\n"
+    "addressType: IPv4\nports: [{name: http, port: 8080}]\n"
+    "endpoints:\n"
+    "- {addresses: [10.0.0.4], nodeName: gone, zone: west}\n"
+    "- {addresses: [10.0.0.3], nodeName: n3, zone: ignored}\n"
+    "- {addresses: [10.0.0.2], nodeName: n2}\n"
+    "- {addresses: [10.0.0.1], nodeName: n1}\n"
+    "- {addresses: [10.0.0.5]}\n"
+    "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n"
+    "  labels: {topology.kubernetes.io/region: eu, "
+    "topology.kubernetes.io/zone: west,\n"
+    "           topology.istio.io/subzone: a, kubernetes.io/os: linux}\n"
+    "spec: {podCIDR: 10.244.0.0/24, taints: []}\n"
+    "status: {capacity: {cpu: '4'}}\n"
+    "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: n2\n"
+    "  labels: {topology.kubernetes.io/region: eu, "
+    "topology.kubernetes.io/zone: west, topology.istio.io/subzone: b}\n"
+    "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: n3\n"
+    "  labels: {failure-domain.beta.kubernetes.io/region: eu, "
+    "failure-domain.beta.kubernetes.io/zone: east}\n"
+    "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\n"
+    "metadata: {name: web, namespace: default}\n"
+    "spec:\n  host: web.default.svc.cluster.local\n  trafficPolicy:\n"
+    "    outlierDetection: {consecutive5xxErrors: 1}\n";
+
+/*
+ * An EndpointSlice endpoint's locality is its Node's topology labels
+ * (istiod's getPodLocality(), through nodeName since strait reads no
+ * Pods), else its own zone with no region; so the default failover puts
+ * the node's subzone first, then its zone, its region, and last the
+ * endpoints whose region is not known.
+ */
+static void test_endpointslice_locality_from_nodes(void **state)
+{
+    struct buf errs;
+    int nerr = 0, id;
+    struct resource_set *set;
+    struct istio_clusters t;
+    const struct cluster *c;
+    const struct resource *svc;
+    const struct res_service_entry *se;
+    const char *want[5][2] = {{"10.0.0.4", "/west"},
+                              {"10.0.0.3", "eu/east"},
+                              {"10.0.0.2", "eu/west/b"},
+                              {"10.0.0.1", "eu/west/a"},
+                              {"10.0.0.5", NULL}};
+
+    (void)state;
+    buf_init(&errs, 1 << 20);
+    set = resource_load_mem(K8S, strlen(K8S), "k.yaml", &errs, &nerr);
+    if (nerr != 0)
+        fail_msg("resources: %s", buf_cstr(&errs));
+    buf_dispose(&errs);
+    svc = resource_find(set, RES_SERVICE, "default", "web");
+    assert_non_null(svc);
+    se = res_service_entry(svc);
+    assert_non_null(se);
+    assert_int_equal(se->endpoints.n, 5);
+    for (size_t i = 0; i < 5; i++) {
+        const struct res_workload_entry *we =
+            (const struct res_workload_entry *)se->endpoints.v + i;
+        assert_string_equal(we->address, want[i][0]);
+        if (want[i][1] == NULL)
+            assert_null(we->locality);
+        else
+            assert_string_equal(we->locality, want[i][1]);
+    }
+    istio_clusters_init(&t, set, 1, NULL, NULL);
+    t.node_locality = "eu/west/a";
+    id = istio_cluster_id(&t, "web.default.svc.cluster.local", NULL, 80);
+    assert_true(id >= 0);
+    c = t.v[id];
+    assert_int_equal(c->nendpoints, 5);
+    assert_non_null(c->prio);
+    assert_int_equal(c->prio->nlevels, 4);
+    assert_int_equal(level_at(c, "10.0.0.1:8080"), 0);
+    assert_int_equal(level_at(c, "10.0.0.2:8080"), 1);
+    assert_int_equal(level_at(c, "10.0.0.3:8080"), 2);
+    assert_int_equal(level_at(c, "10.0.0.4:8080"), 3);
+    assert_int_equal(level_at(c, "10.0.0.5:8080"), 3);
+    istio_clusters_dispose(&t);
+    resource_set_free(set);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -458,6 +550,7 @@ int main(void)
         cmocka_unit_test(test_distribute_weights),
         cmocka_unit_test(test_distribute_locality_levels),
         cmocka_unit_test(test_levels_after_the_split_horizon),
+        cmocka_unit_test(test_endpointslice_locality_from_nodes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -41,11 +41,12 @@ static void test_list(void **state)
     assert_string_equal(l.items[0].ns, "shop");
     assert_string_equal(l.items[0].name, "web");
     assert_string_equal(l.items[0].rv, "17");
-    /* apiVersion and kind first; no managedFields, no status. */
+    /* apiVersion and kind first; no managedFields, no resourceVersion
+     * (kept apart), no status. */
     assert_string_equal(
         l.items[0].json,
         "{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":"
-        "\"web\",\"namespace\":\"shop\",\"resourceVersion\":\"17\"},\"spec\":"
+        "\"web\",\"namespace\":\"shop\"},\"spec\":"
         "{\"ports\":[{\"port\":80}]}}");
     assert_int_equal(l.items[0].json_n, strlen(l.items[0].json));
     arena_dispose(&a);
@@ -112,7 +113,7 @@ static void test_events(void **state)
     assert_string_equal(ev.obj.json,
                         "{\"apiVersion\":\"networking.istio.io/v1\",\"kind\":"
                         "\"Gateway\",\"metadata\":{\"name\":\"gw\","
-                        "\"namespace\":\"n\",\"resourceVersion\":\"5\"},"
+                        "\"namespace\":\"n\"},"
                         "\"spec\":{\"selector\":{\"a\":\"b\xc3\xa9\"}}}");
     assert_int_equal(
         kube_parse_event(&a,
@@ -200,6 +201,54 @@ static void test_status_and_escape(void **state)
     buf_dispose(&b);
 }
 
+/* A Node's heartbeat (a new status and resourceVersion, nothing else)
+ * writes the same JSON, so the cache holds it as unchanged and nothing is
+ * rebuilt; a label change writes new JSON. */
+static void test_status_only_change_writes_the_same_json(void **state)
+{
+    struct arena a;
+    struct kube_event e1, e2, e3;
+    const char *why = NULL;
+
+    (void)state;
+    arena_init(&a, 4096);
+    assert_int_equal(
+        kube_parse_event(&a,
+                         S("{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{"
+                           "\"name\":\"n1\",\"resourceVersion\":\"7\","
+                           "\"labels\":{\"topology.kubernetes.io/zone\":\"a\"}"
+                           "},\"status\":{\"conditions\":[{\"type\":\"Ready\","
+                           "\"lastHeartbeatTime\":\"t1\"}]}}}"),
+                         "v1", "Node", 0, &e1, &why),
+        0);
+    assert_int_equal(
+        kube_parse_event(&a,
+                         S("{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{"
+                           "\"name\":\"n1\",\"resourceVersion\":\"8\","
+                           "\"labels\":{\"topology.kubernetes.io/zone\":\"a\"}"
+                           "},\"status\":{\"conditions\":[{\"type\":\"Ready\","
+                           "\"lastHeartbeatTime\":\"t2\"}]}}}"),
+                         "v1", "Node", 0, &e2, &why),
+        0);
+    assert_int_equal(
+        kube_parse_event(&a,
+                         S("{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{"
+                           "\"name\":\"n1\",\"resourceVersion\":\"9\","
+                           "\"labels\":{\"topology.kubernetes.io/zone\":\"b\"}"
+                           "}}}"),
+                         "v1", "Node", 0, &e3, &why),
+        0);
+    assert_string_equal(e1.obj.rv, "7");
+    assert_string_equal(e2.obj.rv, "8");
+    assert_string_equal(e1.obj.json, e2.obj.json);
+    assert_string_equal(e1.obj.json,
+                        "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":"
+                        "{\"name\":\"n1\",\"labels\":{\"topology.kubernetes."
+                        "io/zone\":\"a\"}}}");
+    assert_string_not_equal(e1.obj.json, e3.obj.json);
+    arena_dispose(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -208,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_events),
         cmocka_unit_test(test_events_refused),
         cmocka_unit_test(test_status_and_escape),
+        cmocka_unit_test(test_status_only_change_writes_the_same_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
