@@ -818,6 +818,26 @@ static void apply_outlier(struct cluster *c, const struct res_outlier *o)
  * Istio's SNI outbound_.PORT_.SUBSET_.HOST. A cluster whose TLS cannot be
  * set up refuses requests rather than talk in the clear.
  */
+/* roots_join() is a new list of a's roots then b's (b may be NULL),
+ * borrowed pointers (free the list with sk_X509_free()), or NULL when
+ * memory ran out. */
+static STACK_OF(X509) *
+    roots_join(const STACK_OF(X509) * a, const STACK_OF(X509) * b)
+{
+    STACK_OF(X509) *v = sk_X509_new_null();
+
+    for (int k = 0; k < 2 && v != NULL; k++) {
+        const STACK_OF(X509) *s = k == 0 ? a : b;
+        for (size_t i = 0; s != NULL && i < sk_X509_num(s); i++) {
+            if (!sk_X509_push(v, sk_X509_value(s, i))) {
+                sk_X509_free(v);
+                return NULL;
+            }
+        }
+    }
+    return v;
+}
+
 static int apply_tls(const struct istio_clusters *t, struct cluster *c,
                      const struct res_client_tls *tls, const char *host,
                      const char *subset, uint32_t port,
@@ -829,6 +849,7 @@ static int apply_tls(const struct istio_clusters *t, struct cluster *c,
     const struct compile_identity *identity = t != NULL ? t->identity : NULL;
     const char *cred_dir = t != NULL ? t->credentials_dir : NULL;
     X509 *root = NULL;
+    STACK_OF(X509) *extra = NULL;
     char *err = NULL;
 
     memset(&tc, 0, sizeof(tc));
@@ -879,8 +900,29 @@ static int apply_tls(const struct istio_clusters *t, struct cluster *c,
         }
         tc.cred = identity->ssl;
         tc.cred_arg = identity->arg;
+        if (identity->mesh_roots != NULL &&
+            sk_X509_num(identity->mesh_roots) > 0) {
+            /* The mesh's bundle, not the root the certificate was
+             * issued under: a root dropped from it is trusted no more. */
+            X509_free(root);
+            root = sk_X509_value(identity->mesh_roots, 0);
+            X509_up_ref(root);
+        }
         tc.ca_cert = root;
         tc.ca_extra = identity->link_roots;
+        if (identity->mesh_roots != NULL) {
+            /* The mesh's other roots and the linked sites', one list of
+             * borrowed pointers; the context takes its own references. */
+            extra = roots_join(identity->mesh_roots, identity->link_roots);
+            if (extra == NULL) {
+                log_error("cluster %s: out of memory; requests are refused",
+                          c->name);
+                X509_free(root);
+                c->tls_error = 1;
+                return 0;
+            }
+            tc.ca_extra = extra;
+        }
         tc.ca_file = NULL;
         tc.crl_file = NULL;
         tc.insecure = 0;
@@ -895,6 +937,7 @@ static int apply_tls(const struct istio_clusters *t, struct cluster *c,
     }
     c->tls = tls_client_ctx_build(&tc, &err);
     X509_free(root);
+    sk_X509_free(extra);
     if (c->tls == NULL && errp != NULL) {
         /* The bootstrap's clusters: a context that does not load is a
          * config error, as it always was. */
@@ -1495,6 +1538,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     struct cluster *c;
     struct ident_id fp;
     struct buf mtext;
+    char pins[2 * 72];
     uintptr_t id;
     int h2 = 0, r;
     uint32_t svc_port = port; /* port 0: the ServiceEntry's only port */
@@ -1566,12 +1610,16 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     eff_files(t, dr, sub, svc_port, &files);
     buf_init(&mtext, 64 * 1024);
     dest_text(t, host, passthrough, &e, &mtext);
+    /* The roots ISTIO_MUTUAL trusts besides the certificate's own. */
+    snprintf(pins, sizeof(pins), "%s/%s",
+             t->identity != NULL && t->identity->link_roots_pin != NULL
+                 ? t->identity->link_roots_pin
+                 : "",
+             t->identity != NULL && t->identity->mesh_roots_pin != NULL
+                 ? t->identity->mesh_roots_pin
+                 : "");
     if (cluster_identity(key, passthrough, external, &e, via, &sr, &levels, h2,
-                         svc_port, drr, &files, buf_cstr(&mtext),
-                         t->identity != NULL &&
-                                 t->identity->link_roots_pin != NULL
-                             ? t->identity->link_roots_pin
-                             : "",
+                         svc_port, drr, &files, buf_cstr(&mtext), pins,
                          &fp) < 0) {
         buf_dispose(&mtext);
         net_via_free(via, e.n);

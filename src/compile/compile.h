@@ -82,6 +82,15 @@ struct compile_identity {
      * build. */
     const struct stack_st_X509 *link_roots;
     const char *link_roots_pin;
+    /* The mesh's roots, when they are not just the one the node's
+     * certificate chains to: every root of ca.istiod.rootCert, which
+     * Istio's proxies trust as one bundle (the old and the new root
+     * during a rotation, then the new one only). ISTIO_MUTUAL servers and
+     * clusters trust exactly these instead of current()'s root; the
+     * digest is part of their identity, so a change of the file rebuilds
+     * them. NULL: current()'s root. Borrowed for the build. */
+    const struct stack_st_X509 *mesh_roots;
+    const char *mesh_roots_pin;
 };
 
 /* JWKS: get() returns the last good document of a jwksUri (owned by the

@@ -65,6 +65,7 @@ static void gw_tls_dispose(struct gw_tls *t)
     free(t->ca);
     free(t->crl);
     X509_free(t->root);
+    sk_X509_pop_free(t->extra, X509_free);
     strs_free(t->sans, t->nsans);
     strs_free(t->spki, t->nspki);
     strs_free(t->hashes, t->nhashes);
@@ -209,6 +210,8 @@ static int listener_identity(struct gw_listener *g)
         ident_str(&d, 'k', t->key);
         ident_str(&d, 'C', t->ca);
         ident_root(&d, t->root);
+        for (size_t k = 0; t->extra != NULL && k < sk_X509_num(t->extra); k++)
+            ident_root(&d, sk_X509_value(t->extra, k));
         ident_str(&d, 'R', t->crl);
         ident_u64(&d, 'o', (uint64_t)t->crl_optional);
         ident_strs(&d, t->sans, t->nsans);
@@ -403,6 +406,18 @@ static int server_mesh_tls(const struct compile_identity *identity,
                        gname, sv->port.number);
     out->cred = identity->ssl;
     out->cred_arg = identity->arg;
+    /* The mesh's bundle (ca.istiod.rootCert) instead of the root the
+     * certificate was issued under: root is its first, extra a new list
+     * of new references to all of them, which the listener keeps (the
+     * TLS layer skips the copy of root). */
+    if (identity->mesh_roots != NULL && sk_X509_num(identity->mesh_roots) > 0) {
+        X509_free(out->root);
+        out->root = sk_X509_value(identity->mesh_roots, 0);
+        X509_up_ref(out->root);
+        out->extra = X509_chain_up_ref((STACK_OF(X509) *)identity->mesh_roots);
+        if (out->extra == NULL)
+            return err_set(err, "out of memory");
+    }
     if (copy_strs(&out->sans, &out->nsans, &sv->tls.subject_alt_names) < 0)
         return err_set(err, "out of memory");
     return 0;

@@ -72,6 +72,10 @@ struct gw_tls {
     int (*cred)(struct ssl_st *ssl, void *arg);
     void *cred_arg;
     struct x509_st *root;
+    /* ISTIO_MUTUAL: with root, the mesh's roots clients may chain to
+     * (compile_identity.mesh_roots, root among them; references the
+     * gw_tls drops), NULL: root only. */
+    struct stack_st_X509 *extra;
 };
 
 /* One Gateway server on the listener's port. */

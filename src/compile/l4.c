@@ -57,6 +57,7 @@ void gw_tls_to_cert(const struct gw_tls *t, struct tls_server_cert *c)
                                                       : TLS_VERIFY_REQUIRED;
     c->ca_path = t->ca;
     c->ca_cert = t->root;
+    c->ca_extra = t->extra;
     c->crl_path = t->crl;
     c->crl_optional = t->crl_optional;
     c->sans = (const char *const *)t->sans;

@@ -394,6 +394,19 @@ static void ident_nets(struct ident *d, const struct compile_inputs *in)
     }
 }
 
+/* The roots ISTIO_MUTUAL clusters trust besides the node certificate's
+ * own (linked sites', the mesh's bundle), by digest: a change rebuilds
+ * the listeners whose clusters verify with them. */
+static void ident_roots(struct ident *d, const struct compile_inputs *in)
+{
+    const struct compile_identity *id = in->identity;
+
+    ident_str(d, 'Y',
+              id != NULL && id->link_roots_pin ? id->link_roots_pin : "");
+    ident_str(d, 'Z',
+              id != NULL && id->mesh_roots_pin ? id->mesh_roots_pin : "");
+}
+
 /* What a Gateway HTTP listener's routes are compiled from besides DNS,
  * JWKS, files and clusters: the bootstrap bits they read and the
  * resources, each with its content. */
@@ -415,6 +428,7 @@ static void route_inputs(struct ident *d, const struct compile_inputs *in,
     ident_u64(d, 'd', in->dns != NULL);
     ident_u64(d, 'j', in->jwks != NULL);
     ident_u64(d, 'y', in->identity != NULL);
+    ident_roots(d, in);
     ident_nets(d, in);
     if (set == NULL)
         return;
@@ -909,6 +923,7 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
         live = 1;
         ident_sub(&d, &l->base);
         l4_resources(&d, in->set, sp->gw->shared);
+        ident_roots(&d, in);
         ident_nets(&d, in);
         kept = l4_try_keep(in, old, l, &d);
         if (kept < 0)

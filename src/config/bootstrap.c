@@ -576,9 +576,10 @@ static const struct conf_key ca_istiod_keys[] = {
      NULL, NULL, NULL, NULL},
     {"rootCert", CONF_STR, OFF(struct bootstrap_ca_istiod, root_cert), 0, 0,
      "/var/run/secrets/istio/root-cert.pem",
-     "the mesh root istiod's certificate and the issued chain are verified "
-     "against (the istio-ca-root-cert ConfigMap mounted); read at each "
-     "request",
+     "the mesh roots (the istio-ca-root-cert ConfigMap mounted): istiod's "
+     "certificate and the issued chain are verified against them (read at "
+     "each request), and ISTIO_MUTUAL servers and upstreams trust every "
+     "root of it (watched: a changed file is trusted without a reload)",
      NULL, NULL, NULL, NULL},
     {"token", CONF_STR, OFF(struct bootstrap_ca_istiod, token), 0, 0,
      "/var/run/secrets/tokens/istio-token",

@@ -21,6 +21,7 @@
 #include "config/resource.h"
 #include "control/ca/ca_node.h"
 #include "control/ca/identity.h"
+#include "control/ca/mesh_roots.h"
 #include "control/dirwatch.h"
 #include "control/dns.h"
 #include "control/jwks.h"
@@ -113,6 +114,8 @@ struct loop {
     struct jwks_cache *jwks;      /* jwksUri key sets; with source only */
     struct ca_node *ca_node;      /* this node's PKI; NULL: no CA */
     struct ca_identity *identity; /* the mesh certificate; NULL: no CA */
+    /* ca.istiod.rootCert's roots, watched; NULL: not istiod's. */
+    struct mesh_roots *mesh_roots;
     uint64_t cert_reloads;
     uint64_t cert_reload_failures;
     /* The caches above as compile/ reads them. */
@@ -315,6 +318,10 @@ static int build(struct loop *s, const struct bootstrap *bs,
         s->identity_fn.link_roots =
             links_roots(s->links, &s->identity_fn.link_roots_pin);
     }
+    /* ISTIO_MUTUAL trusts every root of istiod's root file. */
+    if (s->mesh_roots != NULL)
+        s->identity_fn.mesh_roots =
+            mesh_roots_get(s->mesh_roots, &s->identity_fn.mesh_roots_pin);
     if (s->dns != NULL)
         dns_cache_mark(s->dns);
     if (s->jwks != NULL) {
@@ -1598,6 +1605,14 @@ static void on_dns_change(void *arg)
     on_resources(arg);
 }
 
+/* istiod's root file changed: the ISTIO_MUTUAL servers and clusters are
+ * rebuilt to trust its roots (their identities hold the roots' digest),
+ * as a reload would; the rest is kept. */
+static void on_mesh_roots_change(void *arg)
+{
+    loop_rebuild(arg);
+}
+
 static void admin_quit(void *arg)
 {
     loop_drain(arg, "admin /quitquitquit");
@@ -1753,6 +1768,13 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     s->identity_fn.current = identity_current;
     s->identity_fn.ssl = ca_identity_ssl;
     s->identity_fn.arg = identity;
+    /* istiod's root file, as Istio's agent watches it: a root rotation
+     * (the ConfigMap's new bundle) is trusted without a reload. */
+    if (identity != NULL && !bs->ca.enabled &&
+        bs->ca.istiod.address[0] != '\0' &&
+        (s->mesh_roots = mesh_roots_new(base, bs->ca.istiod.root_cert,
+                                        on_mesh_roots_change, s, err)) == NULL)
+        goto fail;
     s->start_ms = clock_ms();
     s->config_path = strdup(config_path);
     s->nworkers = bootstrap_workers(bs);
@@ -1954,6 +1976,7 @@ void loop_free(struct loop *s)
     reaper_dispose(&s->reaper);
     for (int i = 0; i < GEOIP_NDB; i++)
         dirwatch_free(s->geoip_watch[i]);
+    mesh_roots_free(s->mesh_roots);
     source_etcd_free(s->etcd);
     source_kube_free(s->kube);
     /* The JWKS fetches resolve through the dns cache: they go first. */

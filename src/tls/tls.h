@@ -56,6 +56,10 @@ struct tls_server_cert {
     /* Instead of ca_path: trust exactly this root (the mesh root). The
      * server and the holder take their own references. */
     struct x509_st *ca_cert;
+    /* With ca_cert: the mesh's other roots, trusted beside it (a root
+     * rotation's bundle); NULL: none. The holder takes its own
+     * references; the server adds them to its store. */
+    const struct stack_st_X509 *ca_extra;
     const char *crl_path; /* NULL: no revocation checking */
     int crl_optional;     /* a missing crl_path is no CRL (a credential's
                            * ca.crl), not an error; it is picked up when
@@ -254,8 +258,9 @@ struct tls_client_conf {
     const char *ca_file;     /* NULL or "": the system bundle */
     const char *crl_file;    /* NULL or "": no revocation checking */
     struct x509_st *ca_cert; /* else trust exactly this root (mesh) */
-    /* With ca_cert: the roots of linked sites' trust bundles (MeshLink),
-     * trusted beside it; NULL: none. Borrowed for the call. */
+    /* With ca_cert: the roots of linked sites' trust bundles (MeshLink)
+     * and the mesh's other roots (a root rotation's bundle), trusted
+     * beside it; NULL: none. Borrowed for the call. */
     const struct stack_st_X509 *ca_extra;
     int insecure;          /* insecureSkipVerify */
     int h2;                /* offer ALPN h2 */

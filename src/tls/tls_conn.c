@@ -451,12 +451,16 @@ SSL_CTX *tls_client_ctx_build(const struct tls_client_conf *c, char **err)
             goto fail;
         }
         for (size_t i = 0; c->ca_extra != NULL && i < sk_X509_num(c->ca_extra);
-             i++)
-            if (!X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx),
-                                     sk_X509_value(c->ca_extra, i))) {
-                client_err(err, "a linked site's root", "cannot trust it");
+             i++) {
+            X509 *x = sk_X509_value(c->ca_extra, i);
+            /* The mesh's bundle holds the root above too. */
+            if (X509_cmp(x, c->ca_cert) != 0 &&
+                !X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx), x)) {
+                client_err(err, "a linked site's or the mesh's root",
+                           "cannot trust it");
                 goto fail;
             }
+        }
     } else if (!SSL_CTX_load_verify_locations(ctx, bundle, NULL)) {
         client_err(err, bundle, "cannot load CA certificates");
         goto fail;

@@ -31,6 +31,7 @@ static void conf_free(struct tls_server_conf *c)
         free((char *)c->certs[i].ca_path);
         free((char *)c->certs[i].crl_path);
         X509_free(c->certs[i].ca_cert);
+        sk_X509_pop_free((STACK_OF(X509) *)c->certs[i].ca_extra, X509_free);
         free_strs(c->certs[i].sans, c->certs[i].nsans);
         free_strs(c->certs[i].spki, c->certs[i].nspki);
         free_strs(c->certs[i].hashes, c->certs[i].nhashes);
@@ -75,6 +76,10 @@ static int conf_copy(struct tls_server_conf *dst,
         certs[i].key_path = sc->key_path ? strdup(sc->key_path) : NULL;
         if (sc->ca_cert != NULL)
             X509_up_ref(sc->ca_cert);
+        certs[i].ca_extra =
+            sc->ca_extra != NULL
+                ? X509_chain_up_ref((STACK_OF(X509) *)sc->ca_extra)
+                : NULL;
         certs[i].ca_path = sc->ca_path ? strdup(sc->ca_path) : NULL;
         certs[i].crl_path = sc->crl_path ? strdup(sc->crl_path) : NULL;
         certs[i].sans = (const char *const *)dup_strs(sc->sans, sc->nsans);
@@ -83,7 +88,8 @@ static int conf_copy(struct tls_server_conf *dst,
             (const char *const *)dup_strs(sc->hashes, sc->nhashes);
         certs[i].hosts = (const char *const *)dup_strs(sc->hosts, sc->nhosts);
         if (certs[i].sans == NULL || certs[i].spki == NULL ||
-            certs[i].hashes == NULL || certs[i].hosts == NULL)
+            certs[i].hashes == NULL || certs[i].hosts == NULL ||
+            (sc->ca_extra != NULL && certs[i].ca_extra == NULL))
             return -1;
     }
     if (src->nciphers == 0) {

@@ -618,6 +618,15 @@ static int load_verify(struct tls_cert *c, const struct tls_server_cert *sc,
         /* The mesh root only: what rotates is the leaf, not the root. */
         if (!X509_STORE_add_cert(SSL_CTX_get_cert_store(c->ctx), sc->ca_cert))
             return set_err(err, cert_name(sc), "cannot trust the mesh root");
+        /* The mesh's other roots; the bundle holds the root above too. */
+        for (size_t i = 0;
+             sc->ca_extra != NULL && i < sk_X509_num(sc->ca_extra); i++) {
+            X509 *x = sk_X509_value(sc->ca_extra, i);
+            if (X509_cmp(x, sc->ca_cert) != 0 &&
+                !X509_STORE_add_cert(SSL_CTX_get_cert_store(c->ctx), x))
+                return set_err(err, cert_name(sc),
+                               "cannot trust the mesh's other roots");
+        }
     } else if (sc->ca_path == NULL || sc->ca_path[0] == '\0') {
         err_set(err, "%s: client certificates need a CA bundle", cert_name(sc));
         return -1;

@@ -346,3 +346,157 @@ def test_token_file_one_past_its_limit(istiod, pods):
     assert f"the token in {big.token_file} is larger than 65536 bytes" in \
         big.log()
     assert istiod.count() == 0
+
+
+UPSTREAM = """apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: plain-in, namespace: istio-system}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {port}, name: http, protocol: HTTP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: meshsvc, namespace: istio-system}}
+spec:
+  hosts: [meshsvc.internal]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{{number: {up}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: meshsvc, namespace: istio-system}}
+spec:
+  host: meshsvc.internal
+  trafficPolicy:
+    tls:
+      mode: ISTIO_MUTUAL
+      subjectAltNames: [spiffe://cluster.local/ns/team/sa/meshsvc]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: to-meshsvc, namespace: istio-system}}
+spec:
+  hosts: ["*"]
+  gateways: [plain-in]
+  http:
+  - route: [{{destination: {{host: meshsvc.internal}}}}]
+"""
+
+
+def tls_responder(cert, key, body):
+    """An upstream handler: TLS with cert (no client certificate asked),
+    then HTTP/1.1 answered 200 with body."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    inner = responder(lambda head: body)
+
+    def handler(c):
+        try:
+            t = ctx.wrap_socket(c, server_side=True)
+        except (ssl.SSLError, OSError):
+            return
+        inner(t)
+    return handler
+
+
+def mesh_status(port, client):
+    """The status line from the ISTIO_MUTUAL server for a client with
+    client = (cert, key, roots), or the TLS error's class name."""
+    try:
+        return presented_cert(port, client)[2]
+    except (ssl.SSLError, OSError) as e:
+        return type(e).__name__
+
+
+def http_status(port):
+    p = subprocess.run(["curl", "-sS", "--max-time", "10", "-o", "/dev/null",
+                        "-w", "%{http_code}", f"http://127.0.0.1:{port}/"],
+                       capture_output=True, text=True, timeout=30)
+    return p.stdout
+
+
+def test_root_rotation_is_trusted_without_a_reload(tmp_path, istiod, pods,
+                                                    upstream_factory):
+    """The mesh root rotates (the istio-ca-root-cert ConfigMap, mounted as
+    ca.istiod.rootCert, gets the old and the new root, then the new one
+    only): the ISTIO_MUTUAL Gateway server accepts a client under the new
+    root, and an ISTIO_MUTUAL upstream under the new root verifies, at
+    once and without a reload; a file that does not load keeps the roots
+    in effect; the old root, once gone from the file, is no longer
+    trusted."""
+    from istiod_ca import TestCA, pem
+    new = TestCA("istiod rotated root")
+    echo = upstream_factory(responder(lambda head: b"echo"))
+    ucert, ukey = new.leaf_files(
+        str(tmp_path), "meshsvc",
+        uris=["spiffe://cluster.local/ns/team/sa/meshsvc"])
+    up = upstream_factory(tls_responder(ucert, ukey, b"from-new-root"))
+    gw, plain = free_port(), free_port()
+    # Files a ConfigMap mount would hold: the root file in its own
+    # directory, replaced in one rename.
+    rdir = tmp_path / "istio-ca-root-cert"
+    rdir.mkdir()
+    root_file = rdir / "root-cert.pem"
+    old_pem = pem(istiod.root.cert)
+
+    def write_roots(text):
+        tmp = rdir / ".root-cert.pem.tmp"
+        tmp.write_text(text)
+        tmp.replace(root_file)
+    write_roots(old_pem)
+    pod = pods(istiod, gw_port=gw, echo_port=echo.port, root=root_file)
+    (tmp_path / "pod" / "conf" / "up.yaml").write_text(
+        UPSTREAM.format(port=plain, up=up.port))
+    pod.set_token(sa_token())
+    pod.start()
+    both = tmp_path / "both.pem"
+    both.write_text(old_pem + pem(new.cert))
+    old_client = (*istiod.root.leaf_files(
+        str(tmp_path), "old-caller",
+        uris=["spiffe://cluster.local/ns/team/sa/caller"]), str(both))
+    new_client = (*new.leaf_files(
+        str(tmp_path), "new-caller",
+        uris=["spiffe://cluster.local/ns/team/sa/caller"]), str(both))
+    assert mesh_status(gw, old_client) == b"HTTP/1.1 200 OK"
+    assert mesh_status(gw, new_client) != b"HTTP/1.1 200 OK"
+    assert http_status(plain) == "503"
+    reloads = pod.stats()["server.reloads_ok"]
+
+    # The ConfigMap gets the new root beside the old one.
+    write_roots(old_pem + pem(new.cert))
+    wait_for(lambda: "(2 root(s)" in pod.log(), 10, "the new roots taken")
+    wait_for(lambda: mesh_status(gw, new_client) == b"HTTP/1.1 200 OK", 10,
+             "a client under the new root accepted")
+    assert mesh_status(gw, old_client) == b"HTTP/1.1 200 OK"
+    wait_for(lambda: http_status(plain) == "200", 10,
+             "the upstream under the new root verified")
+
+    # A damaged file: logged, the roots in effect stay.
+    write_roots("-----BEGIN CERTIFICATE-----\nnot base64\n")
+    wait_for(lambda: "do not load, keeping the 2 root(s) in effect"
+             in pod.log(), 10, "the damaged file refused")
+    assert mesh_status(gw, new_client) == b"HTTP/1.1 200 OK"
+    assert http_status(plain) == "200"
+    # One byte over the file limit (256 KiB): refused the same way.
+    text = pem(new.cert)
+    write_roots(text + "#" * (256 * 1024 + 1 - len(text.encode())))
+    wait_for(lambda: pod.log().count("do not load, keeping the 2 root(s)")
+             == 2, 10, "the file over the limit refused")
+    assert "not a regular file of at most 256 KiB" in pod.log()
+    assert mesh_status(gw, old_client) == b"HTTP/1.1 200 OK"
+
+    # The old root leaves the bundle: its clients are refused.
+    write_roots(pem(new.cert))
+    wait_for(lambda: "(1 root(s)" in pod.log(), 10, "the old root dropped")
+    wait_for(lambda: mesh_status(gw, old_client) != b"HTTP/1.1 200 OK", 10,
+             "a client under the old root refused")
+    assert mesh_status(gw, new_client) == b"HTTP/1.1 200 OK"
+    assert http_status(plain) == "200"
+    # None of it was a reload.
+    assert pod.stats()["server.reloads_ok"] == reloads

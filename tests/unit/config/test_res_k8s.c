@@ -483,6 +483,30 @@ static void namespace_labels_are_kept(void **state)
     assert_int_equal(f->nerr, 1);
 }
 
+static void node_is_read_for_its_labels(void **state)
+{
+    struct fx *f = *state;
+    const struct resource *r;
+
+    load_ok(f, "apiVersion: v1\nkind: Node\n"
+               "metadata:\n  name: ip-10-0-0-1.ec2.internal\n"
+               "  labels: {topology.kubernetes.io/zone: eu-west-1a, "
+               "node-role.kubernetes.io/worker: \"\"}\n"
+               "spec: {podCIDR: 10.0.0.0/24, podCIDRs: [10.0.0.0/24], "
+               "providerID: aws:///i-1, unschedulable: false, taints: [], "
+               "externalID: x}\n"
+               "status: {capacity: {cpu: '2'}}\n");
+    r = find(f, RES_NODE, "default", "ip-10-0-0-1.ec2.internal");
+    assert_int_equal(r->meta.labels.n, 2);
+    assert_string_equal(res_kind_name(r->kind), "Node");
+    /* A key strait does not know is an error that names the place. */
+    assert_string_equal(load(f, "apiVersion: v1\nkind: Node\n"
+                                "metadata: {name: n2}\n"
+                                "spec: {podCIDR: a, nodeZone: b}\n"),
+                        "r.yaml:4:20: Node default/n2: spec.nodeZone: unknown "
+                        "key\n");
+}
+
 static void other_kubernetes_kinds_are_ignored_with_info(void **state)
 {
     struct fx *f = *state;
@@ -606,6 +630,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(generic_secret_keys_as_istio_reads_them,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(node_is_read_for_its_labels, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(namespace_labels_are_kept, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(
