@@ -799,25 +799,6 @@ static void apply_outlier(struct cluster *c, const struct res_outlier *o)
         log_error("cluster %s: outlierDetection: out of memory; off", c->name);
 }
 
-/*
- * The DestinationRule's traffic policy for a cluster of port: from least
- * to most specific, the rule's, its portLevelSettings for the port, the
- * subset's, the subset's portLevelSettings; each section (loadBalancer,
- * connectionPool, outlierDetection, tls) replaced whole where a more
- * specific one is set.
- */
-/*
- * DestinationRule tls, as Istio's origination does: SIMPLE verifies the
- * server (the CA bundle, else the system one, and caCrl's revocations)
- * and its name (the SNI, or subjectAltNames when given); MUTUAL adds a
- * client certificate (files, or credentialName NAME/tls.crt, tls.key,
- * ca.crt, ca.crl); ISTIO_MUTUAL presents this node's mesh certificate
- * (the current one at each handshake, so rotation needs no rebuild),
- * trusts the mesh root only, checks the server's SPIFFE identity
- * (subjectAltNames, else the service accounts of the endpoints) and sends
- * Istio's SNI outbound_.PORT_.SUBSET_.HOST. A cluster whose TLS cannot be
- * set up refuses requests rather than talk in the clear.
- */
 /* roots_join() is a new list of a's roots then b's (b may be NULL),
  * borrowed pointers (free the list with sk_X509_free()), or NULL when
  * memory ran out. */
@@ -838,6 +819,26 @@ static STACK_OF(X509) *
     return v;
 }
 
+/*
+ * The DestinationRule's traffic policy for a cluster of port: from least
+ * to most specific, the rule's, its portLevelSettings for the port, the
+ * subset's, the subset's portLevelSettings; each section (loadBalancer,
+ * connectionPool, outlierDetection, tls) replaced whole where a more
+ * specific one is set.
+ */
+/*
+ * DestinationRule tls, as Istio's origination does: SIMPLE verifies the
+ * server (the CA bundle, else the system one, and caCrl's revocations)
+ * and its name (the SNI, or subjectAltNames when given); MUTUAL adds a
+ * client certificate (files, or credentialName NAME/tls.crt, tls.key,
+ * ca.crt, ca.crl); ISTIO_MUTUAL presents this node's mesh certificate
+ * (the current one at each handshake, so rotation needs no rebuild),
+ * trusts the mesh root (ca.istiod.rootCert's bundle when there is one)
+ * and the linked sites' roots only, checks the server's SPIFFE identity
+ * (subjectAltNames, else the service accounts of the endpoints) and sends
+ * Istio's SNI outbound_.PORT_.SUBSET_.HOST. A cluster whose TLS cannot be
+ * set up refuses requests rather than talk in the clear.
+ */
 static int apply_tls(const struct istio_clusters *t, struct cluster *c,
                      const struct res_client_tls *tls, const char *host,
                      const char *subset, uint32_t port,
@@ -1610,7 +1611,8 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     eff_files(t, dr, sub, svc_port, &files);
     buf_init(&mtext, 64 * 1024);
     dest_text(t, host, passthrough, &e, &mtext);
-    /* The roots ISTIO_MUTUAL trusts besides the certificate's own. */
+    /* The roots ISTIO_MUTUAL trusts besides the certificate's own (the
+     * linked sites'), or instead of it (the mesh's bundle). */
     snprintf(pins, sizeof(pins), "%s/%s",
              t->identity != NULL && t->identity->link_roots_pin != NULL
                  ? t->identity->link_roots_pin
