@@ -879,6 +879,11 @@ def test_meshlink_from_the_api_links_the_site(api, strait_factory, tmp_path):
                  ["resources"]["resources"] if r["kind"] == "ServiceEntry"]
         assert len(names) == 1 and names[0].startswith("site-b-"), names
         assert b.links()["server"]["active"] == 1
+        # The credential never shows, from the API as from a file.
+        token = ml["spec"]["credential"]["token"]
+        assert token.startswith("slk1.site-a.")
+        assert token not in st.get("/config_dump")[1]
+        assert token not in st.get("/links")[1]
         # Deleted through the API: the link and what it added are gone,
         # and site B sees the stream close.
         api.delete("MeshLink", "istio-system", "site-b")
