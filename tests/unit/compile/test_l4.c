@@ -615,9 +615,12 @@ static void test_mesh_server_takes_the_node_identity(void **state)
                 "    tls: {mode: ISTIO_MUTUAL}\n");
     X509 *root = sample_cert("root-cert.pem");
     X509 *other = sample_cert("ca-cert.pem");
-    struct compile_identity id = {mesh_current, mesh_ssl, root, NULL, NULL};
-    struct compile_identity none = {mesh_current, mesh_ssl, NULL, NULL, NULL};
-    struct compile_identity id2 = {mesh_current, mesh_ssl, other, NULL, NULL};
+    struct compile_identity id = {mesh_current, mesh_ssl, root, NULL,
+                                  NULL,         NULL,     NULL};
+    struct compile_identity none = {mesh_current, mesh_ssl, NULL, NULL,
+                                    NULL,         NULL,     NULL};
+    struct compile_identity id2 = {mesh_current, mesh_ssl, other, NULL,
+                                   NULL,         NULL,     NULL};
     struct fx f, g;
     const struct gw_tls *t;
     char *err = NULL;
@@ -764,7 +767,8 @@ static void test_hbone_server(void **state)
 {
     char text[8192];
     X509 *root = sample_cert("root-cert.pem");
-    struct compile_identity id = {mesh_current, mesh_ssl, root, NULL, NULL};
+    struct compile_identity id = {mesh_current, mesh_ssl, root, NULL,
+                                  NULL,         NULL,     NULL};
     struct fx f;
     char *err = NULL;
 
