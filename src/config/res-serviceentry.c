@@ -251,10 +251,15 @@ static void se_check(struct res_check *ck, struct resource *r)
     if (se->resolution == RES_RESOLVE_NONE && se->endpoints.n > 0)
         res_err(ck, NULL, "spec.endpoints",
                 "resolution NONE takes no endpoints (use STATIC or DNS)");
+    /* Istio accepts it (since 1.10): the service exists with no
+     * endpoints. A MeshLink's entry for a remote service scaled to zero
+     * is one, and must not hold back the rest of the configuration. */
     if (se->resolution == RES_RESOLVE_STATIC && se->endpoints.n == 0 &&
         se->workload_selector.mark.line == 0)
-        res_err(ck, NULL, "spec",
-                "resolution STATIC needs endpoints or a workloadSelector");
+        res_warn(ck, NULL, "spec",
+                 "resolution STATIC with no endpoints and no "
+                 "workloadSelector: the service has no endpoints, and "
+                 "requests to it are answered 503");
     for (size_t i = 0; i < se->endpoints.n; i++) {
         const struct res_workload_entry *we =
             (const struct res_workload_entry *)se->endpoints.v + i;

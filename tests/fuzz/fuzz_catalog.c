@@ -22,8 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    const struct catalog_link link = {"site-b", "default", "net-b", "192.0.2.1",
-                                      15443};
+    const struct catalog_link link = {"site-b", "default", "net-b"};
     struct arena a;
     struct catalog c;
     char why[512], site[64], hash[65];

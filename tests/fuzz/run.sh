@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build every libFuzzer target in tests/fuzz and run each for a while.
 #
-#   tests/fuzz/run.sh [SECONDS]      (default 20 seconds per target)
+#   tests/fuzz/run.sh [SECONDS] [TARGET ...]   (default 20 seconds per target)
+#
+# With TARGETs (fuzz_catalog, ...) only those are built and run.
 #
 # Every tests/fuzz/fuzz_*.c is a target. The sources under src/ (all but
 # main.c) are compiled with clang-14 and -fsanitize=fuzzer-no-link,address,
@@ -19,6 +21,7 @@
 set -euo pipefail
 
 seconds="${1:-20}"
+shift || true
 case "$seconds" in
 '' | *[!0-9]*)
     echo "usage: $0 [SECONDS]" >&2
@@ -99,6 +102,16 @@ shopt -s nullglob
 objs=("$work"/obj/*.o)
 targets=("$here"/fuzz_*.c)
 shopt -u nullglob
+if [ "$#" -gt 0 ]; then
+    targets=()
+    for t in "$@"; do
+        if [ ! -f "$here/$t.c" ]; then
+            echo "$0: no target $t (tests/fuzz/$t.c)" >&2
+            exit 2
+        fi
+        targets+=("$here/$t.c")
+    done
+fi
 if [ "${#targets[@]}" -eq 0 ]; then
     echo "$0: no tests/fuzz/fuzz_*.c targets" >&2
     exit 1

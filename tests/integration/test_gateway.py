@@ -794,3 +794,54 @@ spec:
     assert results["a"] == 200
     assert get(port, "/after")[0] == 200
     assert cluster_line("cx_active") == "1"
+
+
+EMPTY_SE = """apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: empty, namespace: default}}
+spec:
+  hosts: [empty.example.com]
+  resolution: STATIC
+  ports: [{{number: {up_port}, name: http, protocol: HTTP}}]
+{endpoints}---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: vs, namespace: default}}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - route:
+    - destination: {{host: empty.example.com}}
+"""
+
+
+def test_static_service_entry_without_endpoints(strait_factory, tmp_path,
+                                                upstream_factory):
+    """A STATIC ServiceEntry with no endpoints loads, as in Istio: strait
+    warns, answers 503 UH for the service, and serves it once a reload
+    gives it an endpoint."""
+    def ok(c):
+        buf = b""
+        while True:
+            buf = read_head(c, buf)
+            if buf is None:
+                return
+            _, _, buf = buf.partition(b"\r\n\r\n")
+            c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nup")
+    up = upstream_factory(ok)
+    st, port = start_with_up(strait_factory, tmp_path, up.port,
+                             EMPTY_SE.format(up_port=up.port, endpoints=""))
+    assert "resolution STATIC with no endpoints" in st.log()
+    assert get(port, "/")[0] == 503
+    wait_for(lambda: "flags=UH" in st.log(), 10, "UH in the access log")
+    conf = tmp_path / "conf.d"
+    reloads = st.stats()["resources.reloads_ok"]
+    new = conf / ".tmp"
+    new.write_text(GATEWAY_AND_UP.format(port=port, up_port=up.port)
+                   + EMPTY_SE.format(up_port=up.port,
+                                     endpoints="  endpoints: [{address: 127.0.0.1}]\n"))
+    os.replace(new, conf / "r.yaml")
+    wait_for(lambda: st.stats()["resources.reloads_ok"] > reloads, 15,
+             "the reload")
+    assert get(port, "/")[0] == 200

@@ -562,6 +562,33 @@ static void test_unknown_istio_kind_is_a_warning(void **state)
                                        "AuthorizationPolicy, "));
 }
 
+/* A STATIC ServiceEntry without endpoints loads, as in Istio since 1.10:
+ * the service exists and has none. A warning says what that means. */
+static void test_static_without_endpoints_is_a_warning(void **state)
+{
+    struct fx *f = *state;
+
+    load_ok(f, HDR("ServiceEntry", "s") "spec:\n"
+                                        "  hosts: [a.example.com]\n"
+                                        "  ports: [{number: 80, name: http, "
+                                        "protocol: HTTP}]\n"
+                                        "  resolution: STATIC\n");
+    assert_int_equal(f->set->n, 1);
+    assert_int_equal(f->set->msgs.nerr, 0);
+    assert_int_equal(count_warnings(f->set, "resolution STATIC with no "
+                                            "endpoints and no "
+                                            "workloadSelector"),
+                     1);
+    /* With a workloadSelector it is no warning. */
+    load_ok(f, HDR("ServiceEntry", "s") "spec:\n"
+                                        "  hosts: [a.example.com]\n"
+                                        "  ports: [{number: 80, name: http, "
+                                        "protocol: HTTP}]\n"
+                                        "  resolution: STATIC\n"
+                                        "  workloadSelector: {labels: {a: b}}\n");
+    assert_int_equal(count_warnings(f->set, "resolution STATIC"), 0);
+}
+
 /* security.istio.io: AuthorizationPolicy and PeerAuthentication load with
  * Istio's defaults; bad CIDRs, ports, path templates and condition keys
  * are errors at their line. */
@@ -1012,12 +1039,6 @@ static void test_err_semantics(void **state)
              "r.yaml:7:5: Gateway default/g: spec.servers[0].hosts[0]: host "
              "'a.*.com': character '*' is not allowed (a wildcard must be the "
              "first label)\n");
-    load_err(f,
-             HDR("ServiceEntry", "s") "spec:\n"
-                                      "  hosts: [a.example.com]\n"
-                                      "  resolution: STATIC\n",
-             "r.yaml:1:1: ServiceEntry default/s: spec: resolution STATIC "
-             "needs endpoints or a workloadSelector\n");
     load_err(
         f,
         HDR("DestinationRule", "d") "spec:\n"
@@ -1752,6 +1773,7 @@ int main(void)
         T(test_multi_document_and_json),
         T(test_other_kinds_are_skipped),
         T(test_unknown_istio_kind_is_a_warning),
+        T(test_static_without_endpoints_is_a_warning),
         T(test_security_kinds),
         T(test_duplicate_is_an_error_at_both_places),
         T(test_directory_namespaces),

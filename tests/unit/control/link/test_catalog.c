@@ -321,6 +321,41 @@ static void test_resource_loads(void **state)
     buf_dispose(&b);
 }
 
+/* A remote service scaled to zero is announced with no endpoints. Its
+ * entry must load (an error would hold back every later snapshot of the
+ * linked site) and give a service with no endpoints. Found by
+ * fuzz_catalog. */
+static void test_service_without_endpoints_loads(void **state)
+{
+    const char *line =
+        "{\"type\":\"catalog\",\"version\":1,\"site\":\"b\",\"network\":"
+        "\"n\",\"trustDomain\":\"b.example\",\"services\":[{\"hostname\":"
+        "\"r.default.svc.cluster.local\"," PORTS ",\"serviceAccounts\":["
+        "\"spiffe://b.example/ns/d/sa/r\"],\"endpoints\":[]}]}";
+    struct catalog_link link = {"site-b", "default", "net-b"};
+    struct resource_set *set;
+    struct arena a;
+    struct catalog c;
+    struct buf b;
+    char why[512];
+
+    (void)state;
+    arena_init(&a, 4096);
+    assert_int_equal(
+        catalog_decode(line, strlen(line), "b.example", &a, &c, why, sizeof(why)),
+        0);
+    assert_int_equal(c.nservices, 1);
+    assert_int_equal(c.services[0].nendpoints, 0);
+    buf_init(&b, 1 << 20);
+    assert_int_equal(catalog_resource(&b, &link, &c.services[0]), 0);
+    set = load(buf_cstr(&b));
+    assert_int_equal(set->n, 1);
+    assert_int_equal(res_service_entry(set->v[0])->endpoints.n, 0);
+    resource_set_free(set);
+    buf_dispose(&b);
+    arena_dispose(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -328,6 +363,7 @@ int main(void)
         cmocka_unit_test(test_encode_only_what_decodes),
         cmocka_unit_test(test_empty_catalog_and_ping),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_service_without_endpoints_loads),
         cmocka_unit_test(test_resource_loads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
