@@ -580,12 +580,13 @@ static void test_static_without_endpoints_is_a_warning(void **state)
                                             "workloadSelector"),
                      1);
     /* With a workloadSelector it is no warning. */
-    load_ok(f, HDR("ServiceEntry", "s") "spec:\n"
-                                        "  hosts: [a.example.com]\n"
-                                        "  ports: [{number: 80, name: http, "
-                                        "protocol: HTTP}]\n"
-                                        "  resolution: STATIC\n"
-                                        "  workloadSelector: {labels: {a: b}}\n");
+    load_ok(f,
+            HDR("ServiceEntry", "s") "spec:\n"
+                                     "  hosts: [a.example.com]\n"
+                                     "  ports: [{number: 80, name: http, "
+                                     "protocol: HTTP}]\n"
+                                     "  resolution: STATIC\n"
+                                     "  workloadSelector: {labels: {a: b}}\n");
     assert_int_equal(count_warnings(f->set, "resolution STATIC"), 0);
 }
 

@@ -341,9 +341,9 @@ static void test_service_without_endpoints_loads(void **state)
 
     (void)state;
     arena_init(&a, 4096);
-    assert_int_equal(
-        catalog_decode(line, strlen(line), "b.example", &a, &c, why, sizeof(why)),
-        0);
+    assert_int_equal(catalog_decode(line, strlen(line), "b.example", &a, &c,
+                                    why, sizeof(why)),
+                     0);
     assert_int_equal(c.nservices, 1);
     assert_int_equal(c.services[0].nendpoints, 0);
     buf_init(&b, 1 << 20);
