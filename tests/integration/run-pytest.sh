@@ -17,6 +17,14 @@ PY=/usr/bin/python3
 # read-only).
 export PYTHONDONTWRITEBYTECODE=1
 cd "$here"
+# STRAIT_TESTS_SMOKE=1 (make distcheck, from scripts/test.sh): the suite
+# has already passed on the same sources in two builds; from the release
+# tarball it is enough that every test module collects (its imports and
+# helpers are in the tarball) and that a few files of real traffic pass.
+if [ $# -eq 0 ] && [ "${STRAIT_TESTS_SMOKE:-0}" = 1 ]; then
+    "$PY" -m pytest -p no:cacheprovider -q --collect-only "$here" >/dev/null
+    set -- test_cli.py test_gateway.py test_http2.py test_tls.py test_hbone.py
+fi
 if [ $# -eq 0 ]; then
     set -- "$here"
 fi
