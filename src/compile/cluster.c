@@ -363,6 +363,10 @@ add:
     e->w[e->n++] = weight;
 }
 
+/* eps.hb: 1 reached through HBONE at its own address; double HBONE
+ * through its network's HBONE gateway (the endpoint is the gateway). */
+#define EPS_HBONE_DOUBLE 2
+
 /* The label Istio puts on workloads of its ambient mesh (a namespace's or
  * pod's istio.io/dataplane-mode), read from the endpoint itself: such an
  * endpoint is reached through HBONE on its port 15008. */
@@ -819,6 +823,31 @@ static STACK_OF(X509) *
     return v;
 }
 
+int compile_mesh_trust(const struct compile_identity *identity,
+                       struct tls_client_conf *tc, X509 **root,
+                       STACK_OF(X509) * *extra)
+{
+    *extra = NULL;
+    if (identity->mesh_roots != NULL && sk_X509_num(identity->mesh_roots) > 0) {
+        /* The mesh's bundle, not the root the certificate was issued
+         * under: a root dropped from it is trusted no more. */
+        X509_free(*root);
+        *root = sk_X509_value(identity->mesh_roots, 0);
+        X509_up_ref(*root);
+    }
+    tc->ca_cert = *root;
+    tc->ca_extra = identity->link_roots;
+    if (identity->mesh_roots != NULL) {
+        /* The mesh's other roots and the linked sites', one list of
+         * borrowed pointers; the context takes its own references. */
+        *extra = roots_join(identity->mesh_roots, identity->link_roots);
+        if (*extra == NULL)
+            return -1;
+        tc->ca_extra = *extra;
+    }
+    return 0;
+}
+
 /*
  * The DestinationRule's traffic policy for a cluster of port: from least
  * to most specific, the rule's, its portLevelSettings for the port, the
@@ -901,28 +930,12 @@ static int apply_tls(const struct istio_clusters *t, struct cluster *c,
         }
         tc.cred = identity->ssl;
         tc.cred_arg = identity->arg;
-        if (identity->mesh_roots != NULL &&
-            sk_X509_num(identity->mesh_roots) > 0) {
-            /* The mesh's bundle, not the root the certificate was
-             * issued under: a root dropped from it is trusted no more. */
+        if (compile_mesh_trust(identity, &tc, &root, &extra) < 0) {
+            log_error("cluster %s: out of memory; requests are refused",
+                      c->name);
             X509_free(root);
-            root = sk_X509_value(identity->mesh_roots, 0);
-            X509_up_ref(root);
-        }
-        tc.ca_cert = root;
-        tc.ca_extra = identity->link_roots;
-        if (identity->mesh_roots != NULL) {
-            /* The mesh's other roots and the linked sites', one list of
-             * borrowed pointers; the context takes its own references. */
-            extra = roots_join(identity->mesh_roots, identity->link_roots);
-            if (extra == NULL) {
-                log_error("cluster %s: out of memory; requests are refused",
-                          c->name);
-                X509_free(root);
-                c->tls_error = 1;
-                return 0;
-            }
-            tc.ca_extra = extra;
+            c->tls_error = 1;
+            return 0;
         }
         tc.ca_file = NULL;
         tc.crl_file = NULL;
@@ -1093,6 +1106,9 @@ static int cluster_identity(const char *key, int passthrough, int external,
     ident_u64(&d, '2', (uint64_t)h2);
     ident_u64(&d, 'P', svc_port);
     ident_u64(&d, 'E', e->n);
+    /* Double HBONE sends it (x-forwarded-network). */
+    ident_str(&d, 'N',
+              e->nt != NULL && e->nt->node_network ? e->nt->node_network : "");
     for (size_t i = 0; i < e->n; i++) {
         ident_str(&d, 'a', addr_format(&e->v[i], as, sizeof(as)));
         ident_u64(&d, 'w', e->w[i]);
@@ -1358,12 +1374,14 @@ static const struct net_table *clusters_nets(struct istio_clusters *t)
 /* eps_split() puts e through the split horizon (net_split_lists()).
  * An endpoint kept (reached directly) keeps its HBONE mark and identity,
  * found again by its address; one standing for a remote network's
- * gateway has neither (double HBONE is not done: such endpoints are
- * reached through AUTO_PASSTHROUGH). */
+ * AUTO_PASSTHROUGH gateway has neither, and one standing for an HBONE
+ * gateway is marked for double HBONE (EPS_HBONE_DOUBLE) with the
+ * gateway's identity. */
 static int eps_split(const struct net_table *nt, struct eps *e, unsigned flags,
                      char ***via, struct net_split_result *sr)
 {
-    struct net_lists l = {&e->v, &e->w, &e->net, &e->loc, &e->n};
+    const char **gwid = NULL;
+    struct net_lists l = {&e->v, &e->w, &e->net, &e->loc, &e->n, &gwid};
     size_t n0 = e->n;
     struct addr *v0 = n0 > 0 ? malloc(n0 * sizeof(*v0)) : NULL;
     const struct conf_strmap **lab0 = NULL;
@@ -1400,6 +1418,7 @@ static int eps_split(const struct net_table *nt, struct eps *e, unsigned flags,
         free(lab);
         free(lab0);
         free(v0);
+        free(gwid);
         net_via_free(*via, e->n);
         *via = NULL;
         net_split_dispose(sr);
@@ -1407,8 +1426,14 @@ static int eps_split(const struct net_table *nt, struct eps *e, unsigned flags,
     }
     e->nhb = 0;
     for (size_t i = 0; i < e->n; i++) {
-        if ((*via)[i] != NULL)
+        if ((*via)[i] != NULL) {
+            if (gwid[i] != NULL) {
+                hb[i] = EPS_HBONE_DOUBLE;
+                e->nhb++;
+                id[i] = strdup(gwid[i]);
+            }
             continue;
+        }
         /* The first endpoint of that address, as a map by address would
          * keep. */
         for (size_t j = 0; j < n0; j++)
@@ -1433,6 +1458,7 @@ static int eps_split(const struct net_table *nt, struct eps *e, unsigned flags,
     e->lab = lab;
     free(lab0);
     free(v0);
+    free(gwid);
     return 0;
 }
 
@@ -1661,6 +1687,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         if (e.nhb > 0) {
             sp.hbone = e.hb;
             sp.hbone_ids = (const char *const *)e.id;
+            sp.node_network = e.nt != NULL ? e.nt->node_network : NULL;
         }
         sp.levels = levels.level;
         sp.level_weights = levels.weight;

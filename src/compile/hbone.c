@@ -21,18 +21,23 @@
 /*
  * HBONE endpoints: their flags and identities, and the client context
  * they are reached with: this node's mesh certificate (the current one at
- * each handshake), the mesh root, ALPN h2, and the endpoints' SPIFFE IDs
- * as the names the server must carry (the exact one is checked per
- * connection). Without a mesh certificate the cluster refuses sessions to
- * them rather than connect in the clear. -1 when memory runs out.
+ * each handshake), the roots ISTIO_MUTUAL trusts (the mesh's, the linked
+ * sites'), ALPN h2, and the endpoints' SPIFFE IDs as the names the server
+ * must carry (the exact one is checked per connection). For double HBONE
+ * endpoints (another network's ambient east-west gateway) also the inner
+ * context, which verifies the service's identities, the CONNECT
+ * authority and this node's network. Without a mesh certificate the
+ * cluster refuses sessions to them rather than connect in the clear. -1
+ * when memory runs out.
  */
 int compile_cluster_hbone(const struct compile_identity *identity,
                           struct cluster *c, const struct cluster_spec *sp)
 {
     struct tls_client_conf tc;
     const char **sans;
-    size_t nsans = 0;
+    size_t nsans = 0, ndouble = 0;
     X509 *root = NULL;
+    STACK_OF(X509) *extra = NULL;
     char *err = NULL;
 
     c->hbone = malloc(sp->nendpoints + 1);
@@ -51,6 +56,28 @@ int compile_cluster_hbone(const struct compile_identity *identity,
         }
         if (sp->hbone[i] && sp->hbone_ids[i] != NULL)
             sans[nsans++] = sp->hbone_ids[i];
+        if (sp->hbone[i] == CLUSTER_HBONE_DOUBLE) {
+            ndouble++;
+            /* The outer tunnel is verified against the gateway's
+             * identity, always known. */
+            if (sp->hbone_ids[i] == NULL)
+                c->hbone_error = 1;
+        }
+    }
+    if (ndouble > 0 && sp->host != NULL && sp->port > 0) {
+        if (asprintf(&c->hbone_authority, "%s:%u", sp->host,
+                     (unsigned)sp->port) < 0) {
+            c->hbone_authority = NULL;
+            free(sans);
+            return -1;
+        }
+        c->hbone_network = strdup(sp->node_network ? sp->node_network : "");
+        if (c->hbone_network == NULL) {
+            free(sans);
+            return -1;
+        }
+    } else if (ndouble > 0) {
+        c->hbone_error = 1;
     }
     if (identity == NULL || !identity->current(identity->arg, &root)) {
         log_error("cluster %s: HBONE endpoints need this node's mesh "
@@ -64,15 +91,27 @@ int compile_cluster_hbone(const struct compile_identity *identity,
     memset(&tc, 0, sizeof(tc));
     tc.cred = identity->ssl;
     tc.cred_arg = identity->arg;
-    tc.ca_cert = root;
+    if (compile_mesh_trust(identity, &tc, &root, &extra) < 0) {
+        X509_free(root);
+        free(sans);
+        return -1;
+    }
     tc.h2 = 1;
     tc.no_host_check = 1;
     tc.sans = sans;
     tc.nsans = nsans;
     c->hbone_tls = tls_client_ctx_build(&tc, &err);
+    if (c->hbone_tls != NULL && ndouble > 0) {
+        /* The inner TLS goes to the service: any of its identities (the
+         * mesh's roots only, when it names none). */
+        tc.sans = sp->sans != NULL ? (const char *const *)sp->sans->v : NULL;
+        tc.nsans = sp->sans != NULL ? sp->sans->n : 0;
+        c->hbone_inner_tls = tls_client_ctx_build(&tc, &err);
+    }
     X509_free(root);
+    sk_X509_free(extra);
     free(sans);
-    if (c->hbone_tls == NULL) {
+    if (c->hbone_tls == NULL || (ndouble > 0 && c->hbone_inner_tls == NULL)) {
         log_error("cluster %s: HBONE: TLS cannot be set up, sessions to "
                   "its HBONE endpoints are refused: %s",
                   c->name, err ? err : "unknown error");

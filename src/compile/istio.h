@@ -277,6 +277,8 @@ struct cluster_spec {
      * (NULL entries: unknown). */
     const uint8_t *hbone;
     const char *const *hbone_ids;
+    /* This node's network: double HBONE's x-forwarded-network. */
+    const char *node_network;
     /* Locality: each endpoint's ("region/zone/subzone", NULL: none; the
      * array NULL: none has one) and priority level (NULL: all 0). */
     const char *const *localities;
@@ -285,6 +287,19 @@ struct cluster_spec {
      * levels are priorities). */
     const uint32_t *level_weights;
 };
+
+/*
+ * compile_mesh_trust() sets tc's roots as ISTIO_MUTUAL verifies a peer of
+ * the mesh: the mesh's bundle when there is one (its first root as
+ * *root, replacing the one given, which is the node certificate's), else
+ * *root, and the linked sites' roots as extra. *extra gets a list the
+ * caller frees with sk_X509_free() after building (NULL: none). 0, or -1
+ * when memory runs out.
+ */
+struct tls_client_conf;
+int compile_mesh_trust(const struct compile_identity *identity,
+                       struct tls_client_conf *tc, struct x509_st **root,
+                       struct stack_st_X509 **extra);
 
 /* compile_hbone_baggage() is the baggage this node sends on the HBONE
  * tunnels it opens (ztunnel's keys: k8s.namespace.name, service.name,

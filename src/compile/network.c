@@ -50,6 +50,7 @@ void net_table_dispose(struct net_table *t)
     for (size_t i = 0; i < t->ngw; i++) {
         free(t->gw[i].network);
         free(t->gw[i].source);
+        free(t->gw[i].identity);
     }
     free(t->gw);
     memset(t, 0, sizeof(*t));
@@ -77,7 +78,8 @@ unsigned net_families(void)
 /* Adds one gateway address; a duplicate (same network and address) is
  * kept once, with its first source. -1 when memory is short. */
 static int gw_add(struct net_table *t, const char *network,
-                  const struct addr *a, const char *source)
+                  const struct addr *a, const char *source,
+                  const char *identity)
 {
     struct net_gw *nv;
 
@@ -92,9 +94,14 @@ static int gw_add(struct net_table *t, const char *network,
     nv[t->ngw].addr = *a;
     nv[t->ngw].network = strdup(network);
     nv[t->ngw].source = strdup(source);
-    if (nv[t->ngw].network == NULL || nv[t->ngw].source == NULL) {
+    nv[t->ngw].identity =
+        identity != NULL && identity[0] != '\0' ? strdup(identity) : NULL;
+    if (nv[t->ngw].network == NULL || nv[t->ngw].source == NULL ||
+        (identity != NULL && identity[0] != '\0' &&
+         nv[t->ngw].identity == NULL)) {
         free(nv[t->ngw].network);
         free(nv[t->ngw].source);
+        free(nv[t->ngw].identity);
         return -1;
     }
     t->ngw++;
@@ -104,7 +111,7 @@ static int gw_add(struct net_table *t, const char *network,
 /* What a gateway name resolved to, added as gateways. */
 struct gw_resolve {
     struct net_table *t;
-    const char *network, *source;
+    const char *network, *source, *identity;
     uint32_t port;
     int oom;
 };
@@ -115,7 +122,7 @@ static void gw_each(void *arg, const char *ip)
     struct addr a;
 
     if (addr_literal(&a, ip, (int)r->port) == 0 &&
-        gw_add(r->t, r->network, &a, r->source) < 0)
+        gw_add(r->t, r->network, &a, r->source, r->identity) < 0)
         r->oom = 1;
 }
 
@@ -123,15 +130,15 @@ static void gw_each(void *arg, const char *ip)
  * minimum TTL) and port. */
 static int gw_address(struct net_table *t, const char *network,
                       const char *address, uint32_t port, const char *source,
-                      const struct compile_dns *dns)
+                      const char *identity, const struct compile_dns *dns)
 {
-    struct gw_resolve r = {t, network, source, port, 0};
+    struct gw_resolve r = {t, network, source, identity, port, 0};
     struct addr a;
 
     if (address == NULL || address[0] == '\0' || port == 0 || port > 65535)
         return 0;
     if (addr_literal(&a, address, (int)port) == 0)
-        return gw_add(t, network, &a, source);
+        return gw_add(t, network, &a, source, identity);
     if (dns == NULL)
         return 0;
     if (dns->lookup_min != NULL)
@@ -145,7 +152,7 @@ static int gw_address(struct net_table *t, const char *network,
  * sees; its externalIPs (a Kubernetes Service), else its endpoints'
  * addresses, each on port. */
 static int gw_registry(struct net_table *t, const char *network,
-                       const char *host, uint32_t port,
+                       const char *host, uint32_t port, const char *identity,
                        const struct resource_set *set, const char *node_ns,
                        const struct compile_dns *dns)
 {
@@ -174,7 +181,7 @@ static int gw_registry(struct net_table *t, const char *network,
             if (svc->external_ips.n > 0) {
                 for (size_t k = 0; k < svc->external_ips.n; k++)
                     if (gw_address(t, network, svc->external_ips.v[k], port,
-                                   src, dns) < 0)
+                                   src, identity, dns) < 0)
                         return -1;
                 continue;
             }
@@ -182,7 +189,8 @@ static int gw_registry(struct net_table *t, const char *network,
         for (size_t k = 0; k < se->endpoints.n; k++) {
             const struct res_workload_entry *we =
                 (const struct res_workload_entry *)se->endpoints.v + k;
-            if (gw_address(t, network, we->address, port, src, dns) < 0)
+            if (gw_address(t, network, we->address, port, src, identity, dns) <
+                0)
                 return -1;
         }
     }
@@ -225,10 +233,19 @@ static int gw_services(struct net_table *t, const struct resource_set *set,
                         (int64_t)port;
         if (!has_port || svc->external_ips.n == 0)
             continue;
+        if (port == NET_HBONE_PORT) {
+            /* An ambient east-west gateway: double HBONE verifies the
+             * gateway's identity, which only meshNetworks gives. */
+            log_warn("Service %s/%s: gateway port %u is HBONE (ambient "
+                     "east-west); strait reaches such a gateway only as a "
+                     "meshNetworks gateway with its identity; not a gateway",
+                     r->meta.ns, r->meta.name, port);
+            continue;
+        }
         snprintf(src, sizeof(src), "Service %s/%s", r->meta.ns, r->meta.name);
         for (size_t k = 0; k < svc->external_ips.n; k++)
-            if (gw_address(t, network, svc->external_ips.v[k], port, src, dns) <
-                0)
+            if (gw_address(t, network, svc->external_ips.v[k], port, src, NULL,
+                           dns) < 0)
                 return -1;
     }
     return 0;
@@ -317,10 +334,11 @@ int net_table_build(struct net_table *t, const struct net_inputs *in,
             if (g->registry_service_name != NULL &&
                 g->registry_service_name[0] != '\0')
                 rc = gw_registry(t, name, g->registry_service_name,
-                                 (uint32_t)g->port, set, node_ns, dns);
+                                 (uint32_t)g->port, g->identity, set, node_ns,
+                                 dns);
             else
                 rc = gw_address(t, name, g->address, (uint32_t)g->port,
-                                "meshNetworks", dns);
+                                "meshNetworks", g->identity, dns);
             if (rc < 0)
                 return -1;
         }
@@ -332,7 +350,7 @@ int net_table_build(struct net_table *t, const struct net_inputs *in,
         if (g->network == NULL || g->network[0] == '\0')
             continue;
         if (gw_address(t, g->network, g->address, g->port,
-                       g->source ? g->source : "runtime", dns) < 0)
+                       g->source ? g->source : "runtime", g->identity, dns) < 0)
             return -1;
     }
     if (t->ngw > 1)
@@ -519,8 +537,17 @@ int net_split(const struct net_table *t, const struct net_ep *eps, size_t n,
                 continue;
             }
             if (!mtls) {
-                out->skipped_mtls++;
-                continue;
+                /* Only an HBONE gateway carries it: double HBONE is mTLS
+                 * whatever the cluster's own TLS. */
+                size_t hb = 0;
+                for (size_t k = first; k < t->ngw && k < first + ngw; k++)
+                    hb += t->gw[k].identity != NULL &&
+                          (t->families & (unsigned)family_bit(&t->gw[k].addr));
+                if (hb == 0) {
+                    out->skipped_mtls++;
+                    continue;
+                }
+                usable = hb;
             }
             if (usable == 0) {
                 out->skipped_family++;
@@ -532,7 +559,8 @@ int net_split(const struct net_table *t, const struct net_ep *eps, size_t n,
                 w = UINT32_MAX;
             w /= usable;
             for (size_t k = first; k < t->ngw && k < first + ngw; k++)
-                if (t->families & (unsigned)family_bit(&t->gw[k].addr))
+                if ((t->families & (unsigned)family_bit(&t->gw[k].addr)) &&
+                    (mtls || t->gw[k].identity != NULL))
                     gw_weight[k] += w;
         }
         for (size_t k = 0; k < t->ngw; k++) {
@@ -579,7 +607,7 @@ int net_split_lists(const struct net_table *t, struct net_lists *l,
     struct net_ep *in = calloc(n0 ? n0 : 1, sizeof(*in));
     struct addr *v = NULL;
     uint32_t *w = NULL;
-    const char **net = NULL, **loc = NULL;
+    const char **net = NULL, **loc = NULL, **hid = NULL;
     char **vv = NULL;
 
     *via = NULL;
@@ -602,7 +630,9 @@ int net_split_lists(const struct net_table *t, struct net_lists *l,
     net = calloc(n, sizeof(*net));
     loc = calloc(n, sizeof(*loc));
     vv = calloc(n, sizeof(*vv));
-    if (v == NULL || w == NULL || net == NULL || loc == NULL || vv == NULL)
+    hid = calloc(n, sizeof(*hid));
+    if (v == NULL || w == NULL || net == NULL || loc == NULL || vv == NULL ||
+        hid == NULL)
         goto oom;
     for (size_t i = 0; i < sr->n; i++) {
         const struct net_out *o = &sr->v[i];
@@ -612,9 +642,11 @@ int net_split_lists(const struct net_table *t, struct net_lists *l,
         loc[i] = o->locality;
         if (o->gw >= 0) {
             char as[ADDR_STRLEN], text[ADDR_STRLEN + 700];
-            snprintf(text, sizeof(text), "%s (%s)",
+            hid[i] = t->gw[o->gw].identity;
+            snprintf(text, sizeof(text), "%s (%s%s)",
                      addr_format(&t->gw[o->gw].addr, as, sizeof(as)),
-                     t->gw[o->gw].source);
+                     t->gw[o->gw].source,
+                     hid[i] != NULL ? ", double HBONE" : "");
             if ((vv[i] = strdup(text)) == NULL)
                 goto oom;
         }
@@ -629,6 +661,10 @@ int net_split_lists(const struct net_table *t, struct net_lists *l,
     *l->loc = loc;
     *l->n = sr->n;
     *via = vv;
+    if (l->hbone_id != NULL)
+        *l->hbone_id = hid;
+    else
+        free(hid);
     /* Only the counts are read from here on. */
     free(sr->v);
     sr->v = NULL;
@@ -638,6 +674,7 @@ oom:
     free(w);
     free(net);
     free(loc);
+    free(hid);
     net_via_free(vv, sr->n);
     net_split_dispose(sr);
     return -1;

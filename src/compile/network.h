@@ -34,13 +34,19 @@ struct resource_set;
  * port:    its mTLS port (AUTO_PASSTHROUGH, 15443 by convention).
  * source:  where it was declared, shown in /clusters and logs
  *          ("meshNetworks", "Service ns/name", "MeshLink name").
+ * identity: an HBONE gateway's SPIFFE ID (port 15008: double HBONE);
+ *          NULL for an AUTO_PASSTHROUGH one.
  */
 struct net_gateway {
     const char *network;
     const char *address;
     uint32_t port;
     const char *source;
+    const char *identity;
 };
+
+/* The port of an ambient (HBONE) east-west gateway. */
+#define NET_HBONE_PORT 15008u
 
 /* istiod resolves hostname gateways with a 30 s minimum TTL. */
 #define NET_GATEWAY_MIN_TTL_MS 30000u
@@ -55,11 +61,13 @@ struct net_inputs {
     size_t nextra;
 };
 
-/* One gateway address: a gateway with its name resolved. */
+/* One gateway address: a gateway with its name resolved. identity:
+ * an HBONE gateway's (NULL: AUTO_PASSTHROUGH). */
 struct net_gw {
     char *network;
     struct addr addr;
     char *source;
+    char *identity;
 };
 
 #define NET_V4 1u
@@ -165,8 +173,10 @@ struct net_split_result {
  *  - an endpoint on the node's network (or with no network), or on a
  *    network without gateways, is used directly;
  *  - a remote endpoint of a cluster without mTLS is skipped (cross-network
- *    routing relies on the SNI of mTLS), as is one whose network has no
- *    gateway of a family in t->families;
+ *    routing relies on the SNI of mTLS) unless its network has an HBONE
+ *    gateway (double HBONE is mTLS of its own), and then goes through
+ *    those only; one whose network has no gateway of a family in
+ *    t->families is skipped;
  *  - each remote endpoint's weight times the scale factor (the least
  *    common multiple of the number of gateways of each network) is split
  *    evenly among its network's usable gateways, and each gateway becomes
@@ -195,6 +205,10 @@ struct net_lists {
     uint32_t **w;
     const char ***net, ***loc;
     size_t *n;
+    /* NULL, or gets each endpoint's HBONE gateway identity (NULL: reached
+     * directly or through an AUTO_PASSTHROUGH gateway; the array
+     * allocated, the strings t's) */
+    const char ***hbone_id;
 };
 
 int net_split_lists(const struct net_table *t, struct net_lists *l,

@@ -391,6 +391,7 @@ static void ident_nets(struct ident *d, const struct compile_inputs *in)
         ident_str(d, 'a', g->address ? g->address : "");
         ident_u64(d, 'p', g->port);
         ident_str(d, 'z', g->source ? g->source : "");
+        ident_str(d, 'y', g->identity ? g->identity : "");
     }
 }
 

@@ -55,8 +55,16 @@ static const struct conf_key net_gw_keys[] = {
      "externalIPs, else its endpoints)",
      NULL, NULL, NULL, NULL},
     {"port", CONF_INT, OFF(struct bootstrap_net_gateway, port), 1, 65535,
-     "15443", "the gateway's mTLS (AUTO_PASSTHROUGH) port", NULL, NULL, NULL,
-     NULL},
+     "15443",
+     "the gateway's port: its mTLS (AUTO_PASSTHROUGH) port, or 15008 for "
+     "an ambient (HBONE) east-west gateway, reached by double HBONE",
+     NULL, NULL, NULL, NULL},
+    {"identity", CONF_STR, OFF(struct bootstrap_net_gateway, identity), 0, 0,
+     "",
+     "an HBONE gateway's (port 15008) SPIFFE ID, which the outer tunnel "
+     "verifies (strait's own key; required on port 15008, refused on "
+     "others)",
+     NULL, NULL, NULL, NULL},
     {"NetworkGateway", CONF_ONEOF, 0, 1, 0, NULL, NULL, gw_choices, NULL, NULL,
      NULL},
     END,
@@ -184,14 +192,30 @@ int bootstrap_mesh_validate(const struct bootstrap *bs, const char *file,
                            k, g->address);
                 nerr++;
             }
-            if (g->port == HBONE_GATEWAY_PORT) {
-                /* Istio ambient's east-west gateway (double HBONE): its
-                 * port takes HTTP/2 CONNECT, not AUTO_PASSTHROUGH's TLS. */
+            if (g->port == HBONE_GATEWAY_PORT &&
+                strncmp(g->identity, "spiffe://", 9) != 0) {
+                /* Istio ambient's east-west gateway (double HBONE): the
+                 * outer tunnel ends at the gateway, and is verified
+                 * against its identity, which meshNetworks cannot say. */
                 conf_error(errs, file, g->mark.line, g->mark.col, path,
-                           "gateways[%zu].port: %d is an HBONE (ambient "
-                           "east-west) gateway, and double HBONE is not "
-                           "supported yet; give the gateway's "
-                           "AUTO_PASSTHROUGH port (15443)",
+                           "gateways[%zu]: port %d is an HBONE (ambient "
+                           "east-west) gateway, reached by double HBONE: "
+                           "give its SPIFFE ID as identity (for example "
+                           "spiffe://cluster.local/ns/istio-system/sa/"
+                           "istio-eastwestgateway)%s",
+                           k, HBONE_GATEWAY_PORT,
+                           g->identity[0] != '\0' ? "; it must start with "
+                                                    "spiffe://"
+                                                  : "");
+                nerr++;
+            } else if (g->port != HBONE_GATEWAY_PORT &&
+                       g->identity[0] != '\0') {
+                conf_error(errs, file, g->mark.line, g->mark.col, path,
+                           "gateways[%zu].identity: only an HBONE gateway "
+                           "(port %d) has one; through an AUTO_PASSTHROUGH "
+                           "gateway TLS goes end to end to the workload, "
+                           "whose identity the DestinationRule or service "
+                           "gives",
                            k, HBONE_GATEWAY_PORT);
                 nerr++;
             }

@@ -422,6 +422,9 @@ struct bootstrap_net_gateway {
     char *address;               /* "": none */
     char *registry_service_name; /* "": none */
     int64_t port;
+    /* An HBONE (ambient east-west) gateway's SPIFFE ID, which the outer
+     * tunnel of double HBONE verifies; "" for an AUTO_PASSTHROUGH one. */
+    char *identity;
 };
 
 struct bootstrap_network {

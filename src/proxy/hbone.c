@@ -13,7 +13,10 @@
  *   route     the authority names a registry service's host and port
  *             exposed by the server's hosts (its cluster's balancer
  *             picks the endpoint, skipping ejected ones) or one of those
- *             services' endpoints (address and port), else 400;
+ *             services' endpoints (address and port), else 400; an
+ *             ambient endpoint of a service is reached on its port 15008
+ *             (double HBONE's outer tunnel) unless the CONNECT carries
+ *             x-forwarded-network (the inner one, which ends here);
  *   authorize AuthorizationPolicy with the peer's SPIFFE ID, its
  *             address and the destination port, else 401 (ztunnel's);
  *   connect   TCP to the endpoint within connect_timeout; only then 200,
@@ -568,12 +571,15 @@ static int route_name(struct hbone_tunnel *t, const struct hbone_authority *a)
     t->ep = balancer_pick(&p->lb[au->cluster]);
     t->dst = cl->endpoints[t->ep];
     t->authz_port = addr_port(&t->dst);
-    /* A service host names the destination only in double HBONE (the
-     * outer tunnel through an east-west gateway): the bytes inside are
+    /* A service host names the destination only in double HBONE. On the
+     * outer tunnel (through this east-west gateway) the bytes inside are
      * the client's own TLS and CONNECT to the workload's ztunnel, so an
      * endpoint in the ambient mesh is reached on its HBONE port, as
-     * Istio's east-west gateway does; others on their own port. */
-    if (cl->hbone != NULL && cl->hbone[t->ep])
+     * Istio's east-west gateway does; others on their own port. The
+     * inner CONNECT, the only one with x-forwarded-network, ends here:
+     * this node is the workload's tunnel end, and the workload gets the
+     * bytes on its own port. */
+    if (cl->hbone != NULL && cl->hbone[t->ep] && t->xfn[0] == '\0')
         addr_set_port(&t->dst, HBONE_PORT);
     return 0;
 }

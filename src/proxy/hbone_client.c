@@ -45,6 +45,7 @@ struct hbone_pool {
     uint32_t window;
     uint64_t idle_ms;
     struct list conns; /* struct hc, live */
+    struct list inner; /* struct hc, live, of double HBONE: not pooled */
     struct list dead;  /* struct hc, freed by reap */
     struct timer reap;
 };
@@ -63,7 +64,9 @@ struct hc {
     struct timer idle;
     struct hbone_out out; /* what the socket did not take */
     const char *why;      /* set when the connection failed */
-    unsigned goaway : 1, eof : 1;
+    /* unpooled: double HBONE's inner connection, over a tunnel of a
+     * pooled one, for one tunnel only */
+    unsigned goaway : 1, eof : 1, unpooled : 1;
 };
 
 struct ht {
@@ -80,6 +83,7 @@ struct ht {
     char forwarded[ADDR_STRLEN + 300];
     char traceparent[56];
     char *baggage;
+    char network[64]; /* x-forwarded-network; "": none */
 };
 
 static void hc_process(struct hc *hc);
@@ -140,7 +144,8 @@ static void hc_close(struct hc *hc, const char *why)
 
 static void hc_idle_check(struct hc *hc)
 {
-    if (hc->state == HC_READY && hc->nstreams == 0 && !hc->goaway)
+    if (hc->state == HC_READY && hc->nstreams == 0 && !hc->goaway &&
+        !hc->unpooled)
         timer_arm(&hc->idle, hc->pool->idle_ms);
 }
 
@@ -191,7 +196,7 @@ static ssize_t read_up(nghttp2_session *ng, int32_t id, uint8_t *out,
  * traceparent. */
 static void tunnel_submit(struct hc *hc, struct ht *t)
 {
-    nghttp2_nv nv[5];
+    nghttp2_nv nv[6];
     nghttp2_data_provider dp;
     size_t n = 0;
     int32_t id;
@@ -203,6 +208,8 @@ static void tunnel_submit(struct hc *hc, struct ht *t)
     if (t->forwarded[0] != '\0')
         nv[n++] = (nghttp2_nv)NV("forwarded", t->forwarded);
     nv[n++] = (nghttp2_nv)NV("traceparent", t->traceparent);
+    if (t->network[0] != '\0')
+        nv[n++] = (nghttp2_nv)NV("x-forwarded-network", t->network);
     dp.source.ptr = t;
     dp.read_callback = read_up;
     id = nghttp2_submit_request(hc->ng, NULL, nv, n, &dp, t);
@@ -409,10 +416,22 @@ static void hc_process(struct hc *hc)
             conn_want(&hc->c, 1, 0);
             return;
         }
+        if (rc < 0 && hc->unpooled && hc->c.why != NULL &&
+            strncmp(hc->c.why, "hbone_", 6) == 0) {
+            /* The outer tunnel, to the east-west gateway, failed (and
+             * said why where it failed). */
+            hc_close(hc, hc->c.why);
+            return;
+        }
         if (rc < 0) {
             const char *v = tls_conn_verify_error(&hc->c);
-            log_warn("listener %s: HBONE: TLS to the workload failed: %s",
-                     hc->pool->name, v != NULL ? v : tls_conn_failure(&hc->c));
+            char as[ADDR_STRLEN];
+            log_warn("listener %s: HBONE: TLS to %s%s failed: %s",
+                     hc->pool->name, addr_format(&hc->dst, as, sizeof(as)),
+                     hc->unpooled ? " (inner, to the service through the "
+                                    "east-west gateway)"
+                                  : "",
+                     v != NULL ? v : tls_conn_failure(&hc->c));
             hc_close(hc, "hbone_tls_failed");
             return;
         }
@@ -504,6 +523,86 @@ static struct hc *hc_get(struct hbone_pool *p, const struct hbone_target *t)
     conn_want(&hc->c, 0, 1);
     if (!inprog)
         conn_wake(&hc->c);
+    return hc;
+}
+
+static void outer_io(struct conn *c, void *arg)
+{
+    (void)c;
+    (void)arg;
+}
+
+static struct ht *tunnel_new(struct hbone_pool *pool,
+                             const struct hbone_target *tg);
+static void tunnel_free(struct ht *t);
+static int tunnel_attach(struct ht *t, struct conn *c, struct hbone_pool *pool,
+                         const struct hbone_target *tg,
+                         void (*on_io)(struct conn *, void *), void *arg);
+
+/* Double HBONE: a connection of its own, for one tunnel, over an outer
+ * tunnel to the east-west gateway (pooled like any tunnel, to the
+ * gateway's address and identity). Its TLS goes to the final service's
+ * identities (t->inner_ctx). */
+static struct hc *hc_get_inner(struct hbone_pool *p,
+                               const struct hbone_target *t)
+{
+    struct hbone_target ot;
+    struct conn *outer = calloc(1, sizeof(*outer));
+    struct ht *oht;
+    struct hc *hc;
+    int efd;
+
+    if (outer == NULL)
+        return NULL;
+    /* The outer CONNECT: the authority and a traceparent only. */
+    memset(&ot, 0, sizeof(ot));
+    ot.ctx = t->ctx;
+    ot.dst = t->dst;
+    ot.id = t->id;
+    ot.authority = t->authority;
+    if ((oht = tunnel_new(p, &ot)) == NULL) {
+        free(outer);
+        return NULL;
+    }
+    if (tunnel_attach(oht, outer, p, &ot, outer_io, NULL) < 0) {
+        tunnel_free(oht);
+        free(outer);
+        return NULL;
+    }
+    hc = calloc(1, sizeof(*hc));
+    efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (hc == NULL || efd < 0) {
+        if (efd >= 0)
+            close(efd);
+        free(hc);
+        conn_close(outer);
+        free(outer);
+        return NULL;
+    }
+    hc->pool = p;
+    hc->dst = *t->dst;
+    hc->ctx = t->inner_ctx;
+    hc->unpooled = 1;
+    LIST_INIT(&hc->tunnels);
+    timer_init(&hc->idle, p->base, on_hc_idle, hc);
+    conn_init(&hc->c, p->base, efd, on_hc_io, hc);
+    if (tls_conn_connect_over(&hc->c, outer, t->inner_ctx) < 0 ||
+        SSL_set_alpn_protos(hc->c.tls, (const uint8_t *)"\x02h2", 3) != 0) {
+        /* Before the transport took outer, c's close leaves it. */
+        int took = hc->c.tls != NULL;
+        conn_close(&hc->c);
+        if (!took) {
+            conn_close(outer);
+            free(outer);
+        }
+        timer_dispose(&hc->idle);
+        free(hc);
+        return NULL;
+    }
+    hc->state = HC_HANDSHAKING;
+    list_append(&p->inner, &hc->link);
+    conn_want(&hc->c, 1, 0);
+    conn_wake(&hc->c);
     return hc;
 }
 
@@ -601,10 +700,10 @@ static void ht_dispose(struct conn *c)
         }
         hc_idle_check(hc);
     }
-    buf_dispose(&t->rx);
-    buf_dispose(&t->tx);
-    free(t->baggage);
-    free(t);
+    tunnel_free(t);
+    /* Double HBONE's inner connection served this tunnel only. */
+    if (hc != NULL && hc->unpooled)
+        hc_close(hc, "hbone_tunnel_closed");
 }
 
 static const struct conn_ops ht_ops = {ht_read, ht_write, ht_handshake,
@@ -615,18 +714,28 @@ int hbone_conn_is(const struct conn *c)
     return c->ops == &ht_ops;
 }
 
-int hbone_conn_open(struct conn *c, struct hbone_pool *pool,
-                    const struct hbone_target *tg,
-                    void (*on_io)(struct conn *, void *), void *arg)
+static void tunnel_free(struct ht *t)
+{
+    buf_dispose(&t->rx);
+    buf_dispose(&t->tx);
+    free(t->baggage);
+    free(t);
+}
+
+/* A tunnel's fields, as the CONNECT will carry them; NULL when memory is
+ * short. */
+static struct ht *tunnel_new(struct hbone_pool *pool,
+                             const struct hbone_target *tg)
 {
     struct ht *t = calloc(1, sizeof(*t));
     uint8_t rnd[24];
-    struct hc *hc;
-    int efd;
 
     if (t == NULL)
-        return -1;
-    addr_format(tg->dst, t->authority, sizeof(t->authority));
+        return NULL;
+    if (tg->authority != NULL)
+        snprintf(t->authority, sizeof(t->authority), "%s", tg->authority);
+    else
+        addr_format(tg->dst, t->authority, sizeof(t->authority));
     if (tg->src != NULL && tg->srclen > 0) {
         char src[ADDR_STRLEN];
         addr_format_sa(tg->src, tg->srclen, src, sizeof(src));
@@ -637,22 +746,37 @@ int hbone_conn_open(struct conn *c, struct hbone_pool *pool,
         else
             snprintf(t->forwarded, sizeof(t->forwarded), "for=\"%s\"", src);
     }
+    if (tg->network != NULL)
+        snprintf(t->network, sizeof(t->network), "%s", tg->network);
     /* A new trace per tunnel, unsampled, as ztunnel's TraceParent::new(). */
     if (RAND_bytes(rnd, sizeof(rnd)) != 1)
         memset(rnd, 0x5a, sizeof(rnd));
     tctx_traceparent(rnd, rnd + 16, 0, t->traceparent);
     if (tg->baggage != NULL && tg->baggage[0] != '\0' &&
-        (t->baggage = strdup(tg->baggage)) == NULL)
-        goto fail;
+        (t->baggage = strdup(tg->baggage)) == NULL) {
+        free(t);
+        return NULL;
+    }
     buf_init(&t->rx, pool->window);
     buf_init(&t->tx, pool->window);
-    efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    return t;
+}
+
+/* Makes c the tunnel t on a connection for tg (pooled, or double HBONE's
+ * own). 0, or -1 (c and t untouched). */
+static int tunnel_attach(struct ht *t, struct conn *c, struct hbone_pool *pool,
+                         const struct hbone_target *tg,
+                         void (*on_io)(struct conn *, void *), void *arg)
+{
+    struct hc *hc;
+    int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
     if (efd < 0)
-        goto fail;
-    hc = hc_get(pool, tg);
+        return -1;
+    hc = tg->inner_ctx != NULL ? hc_get_inner(pool, tg) : hc_get(pool, tg);
     if (hc == NULL) {
         close(efd);
-        goto fail;
+        return -1;
     }
     conn_init(c, pool->base, efd, on_io, arg);
     c->ops = &ht_ops;
@@ -665,12 +789,21 @@ int hbone_conn_open(struct conn *c, struct hbone_pool *pool,
         conn_wake(&hc->c);
     }
     return 0;
-fail:
-    buf_dispose(&t->rx);
-    buf_dispose(&t->tx);
-    free(t->baggage);
-    free(t);
-    return -1;
+}
+
+int hbone_conn_open(struct conn *c, struct hbone_pool *pool,
+                    const struct hbone_target *tg,
+                    void (*on_io)(struct conn *, void *), void *arg)
+{
+    struct ht *t = tunnel_new(pool, tg);
+
+    if (t == NULL)
+        return -1;
+    if (tunnel_attach(t, c, pool, tg, on_io, arg) < 0) {
+        tunnel_free(t);
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- the pool ------------------------------------------------------------ */
@@ -687,6 +820,7 @@ struct hbone_pool *hbone_pool_new(struct event_base *base, const char *name,
     p->window = window;
     p->idle_ms = idle_ms;
     LIST_INIT(&p->conns);
+    LIST_INIT(&p->inner);
     LIST_INIT(&p->dead);
     timer_init(&p->reap, base, on_reap, p);
     return p;
@@ -696,6 +830,10 @@ void hbone_pool_free(struct hbone_pool *p)
 {
     if (p == NULL)
         return;
+    /* The inner connections first: each closes its outer tunnel, on a
+     * pooled connection. */
+    while (!LIST_EMPTY(&p->inner))
+        hc_close(LIST_ELEM(p->inner.next, struct hc, link), "closing");
     while (!LIST_EMPTY(&p->conns))
         hc_close(LIST_ELEM(p->conns.next, struct hc, link), "closing");
     timer_cancel(&p->reap);

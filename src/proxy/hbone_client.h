@@ -39,7 +39,20 @@ struct hbone_pool *hbone_pool_new(struct event_base *base, const char *name,
 /* hbone_pool_free() closes every connection and fails their tunnels. */
 void hbone_pool_free(struct hbone_pool *p);
 
-/* What a tunnel is opened to and with. Everything is copied. */
+/*
+ * What a tunnel is opened to and with. Everything is copied.
+ *
+ * Double HBONE (inner_ctx set: a workload on another network, reached
+ * through that network's ambient east-west gateway, as ztunnel's
+ * outbound does it): the outer tunnel goes to dst (the gateway's
+ * address, port 15008) on a pooled connection whose server must present
+ * id (the gateway's identity), with :authority authority and nothing
+ * else but traceparent. Inside that stream, a TLS session of its own
+ * (inner_ctx: ALPN h2, the final service's identities), not pooled,
+ * carries one HTTP/2 connection with the real CONNECT: the same
+ * authority, baggage, Forwarded, traceparent, and x-forwarded-network
+ * (network, this node's) on it only.
+ */
 struct hbone_target {
     struct ssl_ctx_st *ctx;     /* the cluster's (must outlive the tunnel) */
     const struct addr *dst;     /* the workload: IP and port (:authority) */
@@ -48,6 +61,10 @@ struct hbone_target {
     socklen_t srclen;
     const char *host;    /* the service it was sent to: ;host=; NULL */
     const char *baggage; /* this node's baggage; NULL: none */
+    /* :authority instead of dst's address ("host:port"); NULL: dst */
+    const char *authority;
+    struct ssl_ctx_st *inner_ctx; /* double HBONE: see above; NULL: single */
+    const char *network;          /* double HBONE: x-forwarded-network */
 };
 
 /*

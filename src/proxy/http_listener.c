@@ -274,6 +274,14 @@ static int hbone_open(void *arg, const struct cluster *cl, size_t ep,
     tg.id = cl->hbone_ids[ep];
     tg.host = host[0] ? host : NULL;
     tg.baggage = l->conf->hbone_baggage;
+    if (cl->hbone[ep] == CLUSTER_HBONE_DOUBLE) {
+        /* Through another network's ambient east-west gateway. */
+        if (cl->hbone_inner_tls == NULL)
+            return -1;
+        tg.authority = cl->hbone_authority;
+        tg.inner_ctx = cl->hbone_inner_tls;
+        tg.network = cl->hbone_network;
+    }
     return hbone_conn_open(c, l->hbone, &tg, on_io, io_arg);
 }
 

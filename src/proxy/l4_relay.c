@@ -645,6 +645,16 @@ static int hbone_connect(struct tcp_session *s, const struct addr *a)
     tg.srclen = s->peerlen;
     tg.host = host[0] ? host : NULL;
     tg.baggage = r->p.hbone_baggage;
+    if (s->hb->hbone[ep] == CLUSTER_HBONE_DOUBLE) {
+        /* Through another network's ambient east-west gateway. */
+        if (s->hb->hbone_inner_tls == NULL) {
+            session_close(s, "upstream_hbone_unavailable");
+            return -1;
+        }
+        tg.authority = s->hb->hbone_authority;
+        tg.inner_ctx = s->hb->hbone_inner_tls;
+        tg.network = s->hb->hbone_network;
+    }
     if (hbone_conn_open(&s->up, r->hbone, &tg, on_up_io, s) < 0)
         return 0;
     s->hbone_up = 1;

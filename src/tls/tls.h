@@ -157,6 +157,19 @@ int tls_conn_accept(struct conn *c, struct ssl_ctx_st *ctx);
 int tls_conn_connect(struct conn *c, struct ssl_ctx_st *ctx, const char *sni);
 
 /*
+ * tls_conn_connect_over() puts the client side of TLS (no SNI) over lower,
+ * a connection of its own transport (an HBONE tunnel, heap-allocated and
+ * set up), instead of over c's socket: c (conn_init() on an eventfd) reads
+ * and writes through lower, which wakes c whenever it can do more. c owns
+ * lower from now on (conn_close(c) closes and frees it). c's handshake
+ * waits for lower's, then does TLS's. The helpers below (ALPN, peer
+ * names, verify errors) work on c as on any TLS connection. 0, or -1
+ * (out of memory; lower untouched).
+ */
+int tls_conn_connect_over(struct conn *c, struct conn *lower,
+                          struct ssl_ctx_st *ctx);
+
+/*
  * The hello hook: a server connection's owner may look at the ClientHello
  * before the handshake goes on (LuaPolicy's on_tls_client_hello), without
  * this layer knowing what looks. fn gets the hook's arg and the

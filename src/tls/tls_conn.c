@@ -152,11 +152,169 @@ static void tls_dispose(struct conn *c)
 static const struct conn_ops tls_ops = {tls_read, tls_write, tls_handshake,
                                         tls_shutdown, tls_dispose};
 
+/* ---- TLS over another connection ----------------------------------------
+ *
+ * The SSL's BIO reads and writes a lower conn (an HBONE tunnel) instead of
+ * a socket. c's fd is an eventfd that only carries wakes: the lower conn
+ * wakes c whenever it can do more (over_lower_io), so waiting for it is
+ * waiting for a wake, never for the eventfd to be readable or writable
+ * (write_needs_read and read_needs_write are set to make conn_want() ask
+ * for the eventfd's read event, which never fires). */
+
+static struct conn *over_lower(const struct conn *c)
+{
+    return BIO_get_data(SSL_get_rbio(c->tls));
+}
+
+static int over_bio_write(BIO *b, const char *p, int n)
+{
+    struct conn *lower = BIO_get_data(b);
+    ssize_t r;
+
+    BIO_clear_retry_flags(b);
+    r = conn_write(lower, p, (size_t)n);
+    if (r == CONN_AGAIN) {
+        BIO_set_retry_write(b);
+        return -1;
+    }
+    return r < 0 ? -1 : (int)r;
+}
+
+static int over_bio_read(BIO *b, char *p, int n)
+{
+    struct conn *lower = BIO_get_data(b);
+    ssize_t r;
+
+    BIO_clear_retry_flags(b);
+    r = conn_read(lower, p, (size_t)n);
+    if (r == CONN_AGAIN) {
+        BIO_set_retry_read(b);
+        return -1;
+    }
+    return r < 0 ? -1 : (int)r;
+}
+
+static long over_bio_ctrl(BIO *b, int cmd, long larg, void *parg)
+{
+    (void)b;
+    (void)larg;
+    (void)parg;
+    /* The lower conn writes what it takes at once: nothing to flush. */
+    return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+}
+
+static pthread_once_t over_once = PTHREAD_ONCE_INIT;
+static BIO_METHOD *over_method;
+
+static void over_init(void)
+{
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index(), "strait conn");
+
+    if (m == NULL)
+        return;
+    if (!BIO_meth_set_write(m, over_bio_write) ||
+        !BIO_meth_set_read(m, over_bio_read) ||
+        !BIO_meth_set_ctrl(m, over_bio_ctrl)) {
+        BIO_meth_free(m);
+        return;
+    }
+    over_method = m;
+}
+
+/* Progress only comes with the lower conn's wakes: a read never waits
+ * for writability, and a write (or handshake) that could not go on waits
+ * for the eventfd's read event, that is for a wake. */
+static ssize_t over_read(struct conn *c, void *p, size_t n)
+{
+    ssize_t r = tls_read(c, p, n);
+
+    c->read_needs_write = 0;
+    return r;
+}
+
+static ssize_t over_write(struct conn *c, const void *p, size_t n)
+{
+    ssize_t r = tls_write(c, p, n);
+
+    c->write_needs_read = r == CONN_AGAIN;
+    return r;
+}
+
+static int over_handshake(struct conn *c)
+{
+    struct conn *lower = over_lower(c);
+    int rc = lower->ops->handshake(lower);
+
+    if (rc < 0) {
+        c->why = lower->why != NULL ? lower->why : "other";
+        return -1;
+    }
+    if (rc == 1)
+        rc = tls_handshake(c);
+    c->read_needs_write = 0;
+    c->write_needs_read = rc == 0;
+    return rc;
+}
+
+static void over_shutdown(struct conn *c)
+{
+    struct conn *lower = over_lower(c);
+
+    SSL_shutdown(c->tls);
+    lower->ops->shutdown(lower);
+}
+
+static void over_dispose(struct conn *c)
+{
+    struct conn *lower = over_lower(c);
+
+    SSL_free(c->tls);
+    c->tls = NULL;
+    conn_close(lower);
+    free(lower);
+}
+
+static const struct conn_ops over_ops = {over_read, over_write, over_handshake,
+                                         over_shutdown, over_dispose};
+
+static void over_lower_io(struct conn *lower, void *arg)
+{
+    (void)lower;
+    conn_wake(arg);
+}
+
+int tls_conn_connect_over(struct conn *c, struct conn *lower, SSL_CTX *ctx)
+{
+    SSL *ssl;
+    BIO *bio;
+
+    pthread_once(&over_once, over_init);
+    if (over_method == NULL || (ssl = SSL_new(ctx)) == NULL)
+        return -1;
+    bio = BIO_new(over_method);
+    if (bio == NULL) {
+        SSL_free(ssl);
+        return -1;
+    }
+    BIO_set_data(bio, lower);
+    BIO_set_init(bio, 1);
+    SSL_set_bio(ssl, bio, bio);
+    SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE |
+                          SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_set_connect_state(ssl);
+    lower->on_io = over_lower_io;
+    lower->arg = c;
+    c->tls = ssl;
+    c->ops = &over_ops;
+    c->why = NULL;
+    return 0;
+}
+
 /* c's SSL, or NULL when c is not a TLS connection (plain, or a transport
  * of its own keeping its state in c->tls, as an HBONE tunnel). */
 static SSL *ssl_of(const struct conn *c)
 {
-    return c->ops == &tls_ops ? c->tls : NULL;
+    return c->ops == &tls_ops || c->ops == &over_ops ? c->tls : NULL;
 }
 
 static SSL *new_ssl(struct conn *c, SSL_CTX *ctx)

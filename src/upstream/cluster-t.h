@@ -140,6 +140,7 @@ struct cluster {
     /* The destination_* labels of Istio's metrics for this cluster (its
      * registry entry), one reference; NULL: all unknown. */
     struct series_labels *metrics;
+#define CLUSTER_HBONE_DOUBLE 2
     /* HBONE (Istio ambient): per endpoint, whether it is reached through
      * an HTTP/2 CONNECT tunnel to its address's port 15008, and the
      * SPIFFE ID it must present (NULL: any the mesh root signed); the
@@ -150,6 +151,14 @@ struct cluster {
     char **hbone_ids;
     struct ssl_ctx_st *hbone_tls;
     int hbone_error;
+    /* Double HBONE (hbone[ep] == CLUSTER_HBONE_DOUBLE: the endpoint is
+     * another network's ambient east-west gateway, hbone_ids[ep] its
+     * identity): the CONNECT authority ("host:port", both tunnels), the
+     * inner TLS context (verifying the service's identities) and this
+     * node's network (x-forwarded-network). NULL: no such endpoint. */
+    char *hbone_authority;
+    struct ssl_ctx_st *hbone_inner_tls;
+    char *hbone_network;
     int nworkers;
     struct cluster_counters *w; /* nworkers shards */
 };

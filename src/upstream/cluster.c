@@ -191,6 +191,9 @@ void cluster_unref(struct cluster *c)
     series_labels_unref(c->metrics);
     SSL_CTX_free(c->tls);
     SSL_CTX_free(c->hbone_tls);
+    SSL_CTX_free(c->hbone_inner_tls);
+    free(c->hbone_authority);
+    free(c->hbone_network);
     for (size_t i = 0; c->hbone_ids != NULL && i < c->nendpoints; i++)
         free(c->hbone_ids[i]);
     free(c->hbone_ids);

@@ -289,6 +289,7 @@ size_t links_gateways(const struct links *l, struct net_gateway **v,
         (*v)[i].address = l->v[i].gateway;
         (*v)[i].port = (uint32_t)l->v[i].port;
         (*v)[i].source = l->v[i].source;
+        (*v)[i].identity = NULL; /* AUTO_PASSTHROUGH */
     }
     return l->n;
 }

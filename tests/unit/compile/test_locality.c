@@ -400,7 +400,7 @@ static uint32_t level_at(const struct cluster *c, const char *a)
 static void test_levels_after_the_split_horizon(void **state)
 {
     static const struct net_gateway gw[] = {
-        {"net-b", "192.0.2.1", 15443, "meshNetworks"}};
+        {"net-b", "192.0.2.1", 15443, "meshNetworks", NULL}};
     struct conf_strpair v1 = {(char *)"version", (char *)"v1"};
     struct conf_strmap node_labels = {&v1, 1};
     struct buf errs;

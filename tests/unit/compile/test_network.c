@@ -92,7 +92,7 @@ static void test_no_gateway_keeps_endpoints(void **state)
 static void test_remote_endpoints_become_their_gateway(void **state)
 {
     static const struct net_gateway gw[] = {
-        {"b", "192.0.2.1", 15443, "meshNetworks"}};
+        {"b", "192.0.2.1", 15443, "meshNetworks", NULL}};
     struct net_table t;
     struct net_ep in[4] = {ep("10.0.0.1", 1, "a", ""),
                            ep("10.9.0.1", 2, "b", ""),
@@ -122,11 +122,12 @@ static void test_remote_endpoints_become_their_gateway(void **state)
 static void test_scale_factor_splits_evenly(void **state)
 {
     /* Two gateways for b, three for c: the scale factor is lcm(2, 3). */
-    static const struct net_gateway gw[] = {{"c", "192.0.2.33", 15443, "x"},
-                                            {"b", "192.0.2.22", 15443, "x"},
-                                            {"c", "192.0.2.31", 15443, "x"},
-                                            {"b", "192.0.2.21", 15443, "x"},
-                                            {"c", "192.0.2.32", 15443, "x"}};
+    static const struct net_gateway gw[] = {
+        {"c", "192.0.2.33", 15443, "x", NULL},
+        {"b", "192.0.2.22", 15443, "x", NULL},
+        {"c", "192.0.2.31", 15443, "x", NULL},
+        {"b", "192.0.2.21", 15443, "x", NULL},
+        {"c", "192.0.2.32", 15443, "x", NULL}};
     struct net_table t;
     struct net_ep in[2] = {ep("10.9.0.1", 1, "b", ""),
                            ep("10.8.0.1", 2, "c", "")};
@@ -156,10 +157,10 @@ static void test_scale_factor_splits_evenly(void **state)
 static void test_skip_rules(void **state)
 {
     static const struct net_gateway gw[] = {
-        {"b", "192.0.2.1", 15443, "x"},
-        {"v6only", "2001:db8::1", 15443, "x"},
-        {"mixed", "2001:db8::2", 15443, "x"},
-        {"mixed", "192.0.2.2", 15443, "x"}};
+        {"b", "192.0.2.1", 15443, "x", NULL},
+        {"v6only", "2001:db8::1", 15443, "x", NULL},
+        {"mixed", "2001:db8::2", 15443, "x", NULL},
+        {"mixed", "192.0.2.2", 15443, "x", NULL}};
     struct net_table t;
     struct net_ep in[4] = {
         ep("10.9.0.1", 1, "b", ""), ep("10.6.0.1", 1, "v6only", ""),
@@ -191,9 +192,79 @@ static void test_skip_rules(void **state)
     net_table_dispose(&t);
 }
 
+/* An HBONE gateway (double HBONE) carries remote endpoints of a cluster
+ * without mTLS of its own (the tunnels are mTLS), alone; with mTLS the
+ * weight splits over both kinds. net_split_lists() says which endpoints
+ * stand for an HBONE gateway, with its identity. */
+static void test_hbone_gateways(void **state)
+{
+    static const char *const gid = "spiffe://b.example/ns/istio-system/sa/ew";
+    static const struct net_gateway gw[] = {
+        {"b", "192.0.2.1", 15443, "x", NULL},
+        {"b", "192.0.2.9", 15008, "y", gid},
+        {"c", "192.0.2.3", 15443, "x", NULL}};
+    struct net_table t;
+    struct net_ep in[3] = {ep("10.9.0.1", 1, "b", ""),
+                           ep("10.8.0.1", 1, "c", ""),
+                           ep("10.0.0.1", 1, "a", "")};
+    struct net_split_result r;
+    struct addr *v = malloc(3 * sizeof(*v));
+    uint32_t *w = malloc(3 * sizeof(*w));
+    const char **net = malloc(3 * sizeof(*net)),
+               **loc = malloc(3 * sizeof(*loc));
+    const char **hid = NULL;
+    char **via = NULL;
+    size_t n = 3;
+    struct net_lists l = {&v, &w, &net, &loc, &n, &hid};
+
+    (void)state;
+    table(&t, "a", gw, 3, NET_V4);
+    /* Without mTLS: net-b through its HBONE gateway only, with the whole
+     * weight (1 x lcm(2, 1) / 1); net-c (AUTO_PASSTHROUGH only) skipped. */
+    assert_int_equal(net_split(&t, in, 3, 0, &r), 0);
+    assert_int_equal(r.skipped_mtls, 1);
+    assert_int_equal(r.n, 2);
+    assert_string_equal(fmt(&r.v[1].addr), "192.0.2.9:15008");
+    assert_int_equal(r.v[1].weight, 2);
+    net_split_dispose(&r);
+    /* With mTLS: both of net-b's gateways, 1 each. */
+    assert_int_equal(net_split(&t, in, 3, NET_SPLIT_MTLS, &r), 0);
+    assert_int_equal(r.skipped_mtls, 0);
+    assert_int_equal(r.n, 4);
+    assert_string_equal(fmt(&r.v[1].addr), "192.0.2.1:15443");
+    assert_int_equal(r.v[1].weight, 1);
+    assert_string_equal(fmt(&r.v[2].addr), "192.0.2.9:15008");
+    assert_int_equal(r.v[2].weight, 1);
+    net_split_dispose(&r);
+    for (size_t i = 0; i < 3; i++) {
+        v[i] = in[i].addr;
+        w[i] = in[i].weight;
+        net[i] = in[i].network;
+        loc[i] = in[i].locality;
+    }
+    assert_int_equal(net_split_lists(&t, &l, NET_SPLIT_MTLS, &via, &r), 0);
+    assert_int_equal(n, 4);
+    assert_null(via[0]);
+    assert_null(hid[0]);
+    assert_string_equal(via[1], "192.0.2.1:15443 (x)");
+    assert_null(hid[1]);
+    assert_string_equal(via[2], "192.0.2.9:15008 (y, double HBONE)");
+    assert_string_equal(hid[2], gid);
+    assert_null(hid[3]);
+    net_via_free(via, n);
+    net_split_dispose(&r);
+    free(hid);
+    free(v);
+    free(w);
+    free(net);
+    free(loc);
+    net_table_dispose(&t);
+}
+
 static void test_node_without_network_goes_through_gateways(void **state)
 {
-    static const struct net_gateway gw[] = {{"b", "192.0.2.1", 15443, "x"}};
+    static const struct net_gateway gw[] = {
+        {"b", "192.0.2.1", 15443, "x", NULL}};
     struct net_table t;
     struct net_ep in[2] = {ep("10.9.0.1", 1, "b", ""),
                            ep("10.0.0.1", 1, "", "")};
@@ -213,8 +284,9 @@ static void test_node_without_network_goes_through_gateways(void **state)
 
 static void test_grouped_by_locality_deterministic(void **state)
 {
-    static const struct net_gateway gw[] = {{"b", "192.0.2.2", 15443, "x"},
-                                            {"b", "192.0.2.1", 15443, "x"}};
+    static const struct net_gateway gw[] = {
+        {"b", "192.0.2.2", 15443, "x", NULL},
+        {"b", "192.0.2.1", 15443, "x", NULL}};
     struct net_table t;
     struct net_ep in[5] = {
         ep("10.9.0.1", 1, "b", "eu/z2"), ep("10.0.0.1", 1, "a", "eu/z1"),
@@ -255,7 +327,8 @@ static void test_grouped_by_locality_deterministic(void **state)
 
 static void test_local_view(void **state)
 {
-    static const struct net_gateway gw[] = {{"b", "192.0.2.1", 15443, "x"}};
+    static const struct net_gateway gw[] = {
+        {"b", "192.0.2.1", 15443, "x", NULL}};
     struct net_table t;
     struct net_ep in[3] = {ep("10.9.0.1", 1, "b", ""),
                            ep("10.0.0.1", 1, "a", ""),
@@ -287,7 +360,8 @@ static void test_local_view(void **state)
 
 static void test_weight_capped(void **state)
 {
-    static const struct net_gateway gw[] = {{"b", "192.0.2.1", 15443, "x"}};
+    static const struct net_gateway gw[] = {
+        {"b", "192.0.2.1", 15443, "x", NULL}};
     struct net_table t;
     struct net_ep in[2] = {ep("10.9.0.1", UINT32_MAX, "b", ""),
                            ep("10.9.0.2", UINT32_MAX, "b", "")};
@@ -304,7 +378,8 @@ static void test_weight_capped(void **state)
 
 static void test_addressless_workload(void **state)
 {
-    static const struct net_gateway gw[] = {{"b", "192.0.2.1", 15443, "x"}};
+    static const struct net_gateway gw[] = {
+        {"b", "192.0.2.1", 15443, "x", NULL}};
     struct net_table t;
     struct net_ep in[2];
     struct net_split_result r;
@@ -408,7 +483,7 @@ static void test_table_from_mesh_networks(void **state)
     struct resource_set *set = load(K8S);
     const struct compile_dns dns = {fake_lookup, fake_lookup_min, NULL};
     static const struct net_gateway extra[] = {
-        {"net-f", "192.0.2.60", 15443, "MeshLink site-f"}};
+        {"net-f", "192.0.2.60", 15443, "MeshLink site-f", NULL}};
     struct net_inputs in = {bs->node.network, &bs->mesh_networks, extra, 1};
     struct net_table t;
     struct conf_strpair lp = {(char *)"topology.istio.io/network",
@@ -462,7 +537,7 @@ static void test_table_from_mesh_networks(void **state)
     {
         const struct compile_dns none = {fake_lookup, NULL, NULL};
         static const struct net_gateway unknown[] = {
-            {"net-g", "gw.unknown.example", 15443, "x"}};
+            {"net-g", "gw.unknown.example", 15443, "x", NULL}};
         struct net_inputs in2 = {"net-a", NULL, unknown, 1};
         assert_int_equal(net_table_build(&t, &in2, NULL, NULL, &none, NET_V4),
                          0);
@@ -496,7 +571,14 @@ static void test_bad_mesh_networks_refused(void **state)
          "locality"},
         {"meshNetworks: {networks: {b: {gateways: [{address: 1.2.3.4, port: "
          "15008}]}}}\n",
-         "15008 is an HBONE (ambient east-west) gateway"},
+         "port 15008 is an HBONE (ambient east-west) gateway, reached by "
+         "double HBONE: give its SPIFFE ID as identity"},
+        {"meshNetworks: {networks: {b: {gateways: [{address: 1.2.3.4, port: "
+         "15008, identity: x}]}}}\n",
+         "it must start with spiffe://"},
+        {"meshNetworks: {networks: {b: {gateways: [{address: 1.2.3.4, "
+         "identity: 'spiffe://a/ns/b/sa/c'}]}}}\n",
+         "gateways[0].identity: only an HBONE gateway (port 15008) has one"},
         {"meshNetworks: {networks: {\"bad name\": {}}}\n",
          "not a network name"},
     };
@@ -659,7 +741,7 @@ static void test_clusters_split(void **state)
 {
     struct resource_set *set = load(CLUSTERS);
     static const struct net_gateway gw[] = {
-        {"net-b", "192.0.2.1", 15443, "meshNetworks"}};
+        {"net-b", "192.0.2.1", 15443, "meshNetworks", NULL}};
     struct istio_clusters t;
     const struct cluster *c;
     int id;
@@ -729,6 +811,7 @@ int main(void)
         cmocka_unit_test(test_remote_endpoints_become_their_gateway),
         cmocka_unit_test(test_scale_factor_splits_evenly),
         cmocka_unit_test(test_skip_rules),
+        cmocka_unit_test(test_hbone_gateways),
         cmocka_unit_test(test_node_without_network_goes_through_gateways),
         cmocka_unit_test(test_grouped_by_locality_deterministic),
         cmocka_unit_test(test_local_view),
