@@ -16,7 +16,10 @@ import subprocess
 from conftest import STRAIT, free_port, wait_for
 from test_ca import nodes, token  # noqa: F401 (nodes is a fixture)
 from test_hbone import echo
-from test_hbone_client import loopback_ip, talk
+from test_hbone import ca_strait
+from test_hbone_client import (PEER_RE, H2ConnectServer, gateway_to,
+                               loopback_ip, talk)
+from test_multinet import alpn_ext, hello_extensions
 
 B_ID = "spiffe://example.org/ns/istio-system/sa/strait"
 NOBODY = "spiffe://example.org/ns/istio-system/sa/nobody"
@@ -230,3 +233,54 @@ def test_hbone_gateway_needs_its_identity(tmp_path):
     assert "gateways[0].identity: only an HBONE gateway (port 15008) has " \
            "one" in r.stderr
     assert f"{cfg}:3:" in r.stderr and f"{cfg}:4:" in r.stderr, r.stderr
+
+
+def test_double_hbone_outer_connect_byte_for_byte(strait_factory, tmp_path):
+    """The outer CONNECT as a python3-h2 east-west gateway receives it:
+    :method, :authority (the service's host:port) and traceparent only,
+    from strait's SPIFFE certificate; the first bytes in the stream are
+    the inner TLS ClientHello: no SNI, ALPN h2 alone."""
+    ip = loopback_ip()
+    gw_id = "spiffe://cluster.local/ns/default/sa/backend"
+    st, conf = ca_strait(
+        strait_factory, tmp_path, workers=1,
+        hbone_yaml=("node: {network: net-a}\n"
+                    "meshNetworks:\n  networks:\n"
+                    f"    net-b: {{gateways: [{{address: {ip}, port: 15008, "
+                    f"identity: \"{gw_id}\"}}]}}\n"))
+    srv = H2ConnectServer(ip, tmp_path)
+    port = free_port()
+    try:
+        (conf / "r.yaml").write_text(gateway_to(port, "svc.example.test") + """---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: svc, namespace: default}
+spec:
+  hosts: [svc.example.test]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 80, name: tcp, protocol: TCP}]
+  subjectAltNames: ["spiffe://cluster.local/ns/default/sa/client"]
+  endpoints:
+  - {address: 10.20.0.5, network: net-b}
+""")
+        st.start()
+        # The gateway echoes the inner ClientHello: the inner TLS fails,
+        # and the session with it.
+        got, _ = talk(port, b"x")
+        assert got == b""
+        wait_for(lambda: srv.requests and srv.data, 10, "the outer CONNECT")
+        assert srv.peers[0] == [
+            "spiffe://cluster.local/ns/istio-system/sa/strait"]
+        hdrs = srv.requests[0]
+        assert [k for k, _ in hdrs] == [b":method", b":authority",
+                                        b"traceparent"], hdrs
+        d = dict(hdrs)
+        assert d[b":method"] == b"CONNECT"
+        assert d[b":authority"] == b"svc.example.test:80"
+        assert PEER_RE.fullmatch(d[b"traceparent"]), d[b"traceparent"]
+        ext = hello_extensions(srv.data[0][1])
+        assert 0 not in ext  # no SNI
+        assert ext[16] == alpn_ext(["h2"])
+    finally:
+        srv.stop()

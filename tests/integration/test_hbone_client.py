@@ -61,6 +61,7 @@ class H2ConnectServer:
         self.conns = 0
         self.peers = []
         self.requests = []
+        self.data = []  # the first DATA of each stream
         self.stop_ev = threading.Event()
         self.threads = []
         self.t = threading.Thread(target=self.loop, daemon=True)
@@ -109,6 +110,9 @@ class H2ConnectServer:
                         h.acknowledge_received_data(ev.flow_controlled_length,
                                                     ev.stream_id)
                         if ev.data:
+                            if not any(i == ev.stream_id
+                                       for i, _ in self.data):
+                                self.data.append((ev.stream_id, ev.data))
                             h.send_data(ev.stream_id, ev.data)
                     elif isinstance(ev, h2.events.StreamEnded):
                         h.end_stream(ev.stream_id)
