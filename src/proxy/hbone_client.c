@@ -34,6 +34,9 @@
 #define HBONE_PORT 15008
 #define READ_CHUNK (64 * 1024)
 #define READS_PER_TURN 8
+/* How long double HBONE's inner connection waits for the far end to
+ * close after its tunnel ended, before it resets the outer tunnel. */
+#define HBONE_LINGER_MS 5000
 /* Tunnels per connection until the server's SETTINGS say otherwise. */
 #define DEFAULT_STREAMS 100
 
@@ -700,10 +703,22 @@ static void ht_dispose(struct conn *c)
         }
         hc_idle_check(hc);
     }
+    /* Double HBONE's inner connection served this tunnel only. Once its
+     * stream ended both ways, the connection ends as cleanly: TLS
+     * close_notify and END_STREAM on the outer tunnel, then it waits (at
+     * most HBONE_LINGER_MS) for the far end to close, so that the
+     * gateway sees the outer tunnel end rather than reset. */
+    if (hc != NULL && hc->unpooled) {
+        if (t->closed && t->rx_eof && !t->reset && hc->state == HC_READY &&
+            !hc->eof) {
+            hc->c.ops->shutdown(&hc->c);
+            timer_arm(&hc->idle, HBONE_LINGER_MS);
+            conn_wake(&hc->c);
+        } else {
+            hc_close(hc, "hbone_tunnel_closed");
+        }
+    }
     tunnel_free(t);
-    /* Double HBONE's inner connection served this tunnel only. */
-    if (hc != NULL && hc->unpooled)
-        hc_close(hc, "hbone_tunnel_closed");
 }
 
 static const struct conn_ops ht_ops = {ht_read, ht_write, ht_handshake,

@@ -191,6 +191,12 @@ def test_double_hbone_through_an_east_west_gateway(nodes, tmp_path,
     # workload's tunnel end).
     for i in range(3):
         assert talk(port, b"again %d" % i)[0] == b"again %d" % i
+    # Each outer tunnel ended (TLS close_notify, END_STREAM both ways),
+    # not reset.
+    wait_for(lambda: sum("authority=svc.example.test:80 " in ln
+                         and " end=closed" in ln
+                         for ln in log_lines(b, ew_l)) == 4, 10,
+             "four outer tunnels ended cleanly")
     st = b.stats()
     assert st[f"listener.{ew_l}.downstream_cx_total"] == 1, st
     assert st[f"listener.{ew_l}.hbone.tunnels_opened"] == 4, st
