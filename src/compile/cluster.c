@@ -1709,7 +1709,8 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
         if (sr.skipped_mtls > 0)
             log_warn("cluster %s: %" PRIu32 " endpoint%s on other networks "
                      "left out: cross-network traffic needs mTLS (a "
-                     "DestinationRule with tls mode ISTIO_MUTUAL)",
+                     "DestinationRule with tls mode ISTIO_MUTUAL, or an "
+                     "HBONE gateway of their network)",
                      key, sr.skipped_mtls, sr.skipped_mtls == 1 ? "" : "s");
         if (sr.skipped_family > 0)
             log_warn("cluster %s: %" PRIu32 " endpoint%s on other networks "
