@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from conftest import free_port, http_gateway, read_head, wait_for
+from conftest import free_port, http_gateway, read_head, responder, wait_for
 
 
 class Versioned(http.server.BaseHTTPRequestHandler):
@@ -821,15 +821,7 @@ def test_static_service_entry_without_endpoints(strait_factory, tmp_path,
     """A STATIC ServiceEntry with no endpoints loads, as in Istio: strait
     warns, answers 503 UH for the service, and serves it once a reload
     gives it an endpoint."""
-    def ok(c):
-        buf = b""
-        while True:
-            buf = read_head(c, buf)
-            if buf is None:
-                return
-            _, _, buf = buf.partition(b"\r\n\r\n")
-            c.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nup")
-    up = upstream_factory(ok)
+    up = upstream_factory(responder(lambda head: b"up"))
     st, port = start_with_up(strait_factory, tmp_path, up.port,
                              EMPTY_SE.format(up_port=up.port, endpoints=""))
     assert "resolution STATIC with no endpoints" in st.log()
