@@ -31,7 +31,8 @@ nginx_user() {
 
 # upstream_start starts the one fixed upstream: nginx serving /64, /16k
 # and /1m from files, plaintext on UP_PLAIN and TLS+h2 on UP_TLS (the TLS
-# port is only used for the direct rows). Sets UP_PID.
+# port is only used for the direct rows), and plaintext on HB_IP and WL_IP
+# too when they are set (the hbone scenario's endpoints). Sets UP_PID.
 upstream_start() {
     local d=$WORK/upstream
     mkdir -p "$d/www" "$d/tmp"
@@ -63,6 +64,7 @@ http {
     server {
         listen 127.0.0.1:$UP_PLAIN reuseport backlog=4096;
         listen 127.0.0.1:$UP_TLS ssl http2 reuseport backlog=4096;
+$(for ip in ${HB_IP:-} ${WL_IP:-}; do echo "        listen $ip:$UP_PLAIN reuseport backlog=4096;"; done)
         ssl_certificate $CERT;
         ssl_certificate_key $KEY;
         ssl_protocols TLSv1.2 TLSv1.3;
@@ -241,19 +243,20 @@ CONF
     PROXY_PID=$LAST_PID
 }
 
-# strait_ready SECONDS: waits, through the admin API, until strait says
+# strait_ready SECONDS [PID ADMIN]: waits, through the admin API, until strait says
 # it is ready (GET /healthz/ready is 200 with no failed resource load) and
 # every listener of STRAIT_LISTENERS is in /stats. Listeners are bound
 # before the admin API answers its first request, so this is the moment
 # the ports accept. Polls every 50 ms; fails when strait exits or after
-# SECONDS.
+# SECONDS. PID and ADMIN (the admin port) default to PROXY_PID and
+# P_ADMIN.
 strait_ready() {
-    local limit=$1 i ready stats name missing
+    local limit=$1 pid=${2:-$PROXY_PID} admin=${3:-$P_ADMIN} i ready stats name missing
     for ((i = 0; i < limit * 20; i++)); do
-        kill -0 "$PROXY_PID" 2>/dev/null || return 1
-        ready=$(curl -s -m 1 -w '%{http_code}' "http://127.0.0.1:$P_ADMIN/healthz/ready" || true)
+        kill -0 "$pid" 2>/dev/null || return 1
+        ready=$(curl -s -m 1 -w '%{http_code}' "http://127.0.0.1:$admin/healthz/ready" || true)
         if [ "${ready: -3}" = 200 ] && ! grep -q 'failed' <<<"$ready"; then
-            stats=$(curl -s -m 1 "http://127.0.0.1:$P_ADMIN/stats" || true)
+            stats=$(curl -s -m 1 "http://127.0.0.1:$admin/stats" || true)
             missing=0
             for name in $STRAIT_LISTENERS; do
                 grep -q "^listener\.$name\.downstream_cx_total: " <<<"$stats" \
@@ -404,4 +407,264 @@ proxy_start() {
 # proxy_stop stops the current proxy (never the upstream).
 proxy_stop() {
     [ "$PROXY_PID" = "$UP_PID" ] || stop_pid "$PROXY_PID"
+}
+
+# --- HBONE (the hbone scenario; strait only) -------------------------------
+#
+# Three ways to the same upstream, each through a TCP Gateway server of
+# strait, so that their MiB per CPU-second compare directly:
+#   relay:  a plain TCP relay to a ServiceEntry endpoint 127.0.0.1:UP_PLAIN
+#           (process H);
+#   hbone:  to an ambient endpoint HB_IP:UP_PLAIN, so through one HBONE
+#           tunnel (mTLS + HTTP/2 CONNECT) to HB_IP:15008, where an HBONE
+#           Gateway server of the same process H ends it and connects to
+#           the upstream: client and server in one process;
+#   hbone2: double HBONE between two processes: A (network net-a, joined
+#           to B's CA) sends to an endpoint on net-b, whose meshNetworks
+#           gateway is B's east-west HBONE server on EW_IP:15008; B relays
+#           the inner stream to its own workload HBONE server on
+#           WL_IP:15008, which ends it and connects to WL_IP:UP_PLAIN.
+# The upstream nginx also listens on HB_IP and WL_IP (hbone_ips).
+
+# loopback_ip [IP...]: prints a 127.x.y.z address, none of the arguments,
+# with port 15008 free on it.
+loopback_ip() {
+    python3 - "$@" <<'PY'
+import random, socket, sys
+for _ in range(200):
+    ip = "127.%d.%d.%d" % (random.randint(20, 250), random.randint(1, 250),
+                           random.randint(1, 250))
+    if ip in sys.argv[1:]:
+        continue
+    s = socket.socket()
+    try:
+        s.bind((ip, 15008))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(ip)
+    sys.exit(0)
+sys.exit("no free 127.x.y.z:15008")
+PY
+}
+
+# hbone_ips picks HB_IP, EW_IP and WL_IP (see above).
+hbone_ips() {
+    HB_IP=$(loopback_ip) || die "no free 127.x.y.z:15008"
+    EW_IP=$(loopback_ip "$HB_IP") || die "no free 127.x.y.z:15008"
+    WL_IP=$(loopback_ip "$HB_IP" "$EW_IP") || die "no free 127.x.y.z:15008"
+}
+
+# hbone_h_start WORKERS: process H (relay and hbone), with the embedded
+# CA (`strait ca init`), in a fresh $WORK/hbone-h. Sets H_PID, H_ADMIN,
+# HP_RELAY and HP_HBONE (the TCP servers of the two ways). Returns 1 when
+# it does not become ready.
+hbone_h_start() {
+    local w=$1 d=$WORK/hbone-h ca_port
+    H_PID=""
+    rm -rf "$d"
+    mkdir -p "$d/conf"
+    read -r HP_RELAY HP_HBONE H_ADMIN ca_port < <(free_ports 4 | paste -sd' ')
+    cat >"$d/conf/bench.yaml" <<CONF
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: istio-system}
+spec:
+  selector: {}
+  servers:
+  - port: {number: $HP_RELAY, name: relay, protocol: TCP}
+    bind: 127.0.0.1
+    hosts: ["*"]
+  - port: {number: $HP_HBONE, name: hbone-client, protocol: TCP}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: hbone, namespace: istio-system}
+spec:
+  selector: {}
+  servers:
+  - port: {number: 15008, name: hbone, protocol: HBONE}
+    bind: $HB_IP
+    hosts: ["*/*.bench.internal"]
+    tls: {mode: ISTIO_MUTUAL}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: edge, namespace: istio-system}
+spec:
+  hosts: ["*"]
+  gateways: [edge]
+  tcp:
+  - match: [{port: $HP_RELAY}]
+    route: [{destination: {host: plain.bench.internal, port: {number: 80}}}]
+  - match: [{port: $HP_HBONE}]
+    route: [{destination: {host: ambient.bench.internal, port: {number: 80}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: plain, namespace: istio-system}
+spec:
+  hosts: [plain.bench.internal]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 80, name: tcp, protocol: TCP}]
+  endpoints:
+  - {address: 127.0.0.1, ports: {tcp: $UP_PLAIN}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: ambient, namespace: istio-system}
+spec:
+  hosts: [ambient.bench.internal]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 80, name: tcp, protocol: TCP}]
+  endpoints:
+  - address: $HB_IP
+    ports: {tcp: $UP_PLAIN}
+    serviceAccount: strait
+    labels: {istio.io/dataplane-mode: ambient}
+CONF
+    cat >"$d/strait.yaml" <<CONF
+workers: $w
+node: {namespace: istio-system}
+admin: {address: 127.0.0.1:$H_ADMIN}
+log: {level: warn, accessLog: false}
+drainTimeout: 1s
+config: {dir: $d/conf}
+ca: {enabled: true, dir: $d/ca, address: 127.0.0.1:$ca_port}
+CONF
+    timeout 30 "$STRAIT_BIN" ca init -c "$d/strait.yaml" >"$d/ca-init.log" 2>&1 \
+        || { log "hbone: strait ca init failed: $(tail -n 5 "$d/ca-init.log")"; return 1; }
+    start_bg "$d/stderr.log" "$STRAIT_BIN" run -c "$d/strait.yaml"
+    H_PID=$LAST_PID
+    STRAIT_LISTENERS="gateway-127.0.0.1-$HP_RELAY gateway-127.0.0.1-$HP_HBONE gateway-$HB_IP-15008"
+    strait_ready 20 "$H_PID" "$H_ADMIN" \
+        || { log "hbone: H is not ready: $(tail -n 5 "$d/stderr.log")"; return 1; }
+}
+
+# The east-west gateway's (and the workload end's) identity: B's node.
+HBONE_B_ID=spiffe://example.org/ns/istio-system/sa/strait
+
+# hbone_ab_start WORKERS: processes B (the CA, the east-west gateway and
+# the workload's tunnel end) and A (joined to B's CA with a fresh token,
+# the double HBONE client), in fresh $WORK/hbone-a and hbone-b. Sets A_PID,
+# B_PID and HP_DOUBLE (A's TCP server). Returns 1 when either does not
+# become ready.
+hbone_ab_start() {
+    local w=$1 a=$WORK/hbone-a b=$WORK/hbone-b a_admin b_admin ca_port tok
+    A_PID="" B_PID=""
+    rm -rf "$a" "$b"
+    mkdir -p "$a/conf" "$b/conf"
+    read -r HP_DOUBLE a_admin b_admin ca_port < <(free_ports 4 | paste -sd' ')
+    cat >"$b/conf/bench.yaml" <<CONF
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: eastwest, namespace: istio-system}
+spec:
+  selector: {}
+  servers:
+  - port: {number: 15008, name: hbone, protocol: HBONE}
+    bind: $EW_IP
+    hosts: ["*/*.bench.internal"]
+    tls: {mode: ISTIO_MUTUAL}
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: ztunnel, namespace: istio-system}
+spec:
+  selector: {}
+  servers:
+  - port: {number: 15008, name: hbone, protocol: HBONE}
+    bind: $WL_IP
+    hosts: ["*/*.bench.internal"]
+    tls: {mode: ISTIO_MUTUAL}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: svc, namespace: istio-system}
+spec:
+  hosts: [svc.bench.internal]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 80, name: tcp, protocol: TCP}]
+  endpoints:
+  - address: $WL_IP
+    ports: {tcp: $UP_PLAIN}
+    labels: {istio.io/dataplane-mode: ambient}
+CONF
+    cat >"$b/strait.yaml" <<CONF
+workers: $w
+trustDomain: example.org
+node: {network: net-b}
+admin: {address: 127.0.0.1:$b_admin}
+log: {level: warn, accessLog: false}
+drainTimeout: 1s
+config: {dir: $b/conf}
+ca: {enabled: true, dir: $b/ca, address: 127.0.0.1:$ca_port}
+CONF
+    timeout 30 "$STRAIT_BIN" ca init -c "$b/strait.yaml" >"$b/ca-init.log" 2>&1 \
+        || { log "hbone2: strait ca init failed: $(tail -n 5 "$b/ca-init.log")"; return 1; }
+    start_bg "$b/stderr.log" "$STRAIT_BIN" run -c "$b/strait.yaml"
+    B_PID=$LAST_PID
+    STRAIT_LISTENERS="gateway-$EW_IP-15008 gateway-$WL_IP-15008"
+    strait_ready 20 "$B_PID" "$b_admin" \
+        || { log "hbone2: B is not ready: $(tail -n 5 "$b/stderr.log")"; return 1; }
+    tok=$(timeout 30 "$STRAIT_BIN" ca token create --namespace team \
+        --service-account caller --ttl 1h -c "$b/strait.yaml" 2>"$b/token.log") \
+        || { log "hbone2: no join token: $(tail -n 5 "$b/token.log")"; return 1; }
+    cat >"$a/conf/bench.yaml" <<CONF
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: team}
+spec:
+  selector: {}
+  servers:
+  - port: {number: $HP_DOUBLE, name: tcp, protocol: TCP}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: out, namespace: team}
+spec:
+  hosts: ["*"]
+  gateways: [edge]
+  tcp:
+  - route: [{destination: {host: svc.bench.internal, port: {number: 80}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: svc, namespace: team}
+spec:
+  hosts: [svc.bench.internal]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 80, name: tcp, protocol: TCP}]
+  subjectAltNames: ["$HBONE_B_ID"]
+  endpoints:
+  - {address: 10.20.0.5, network: net-b}
+CONF
+    cat >"$a/strait.yaml" <<CONF
+workers: $w
+trustDomain: example.org
+node: {namespace: team, serviceAccount: caller, network: net-a}
+admin: {address: 127.0.0.1:$a_admin}
+log: {level: warn, accessLog: false}
+drainTimeout: 1s
+config: {dir: $a/conf}
+ca: {dir: $a/state}
+meshNetworks:
+  networks:
+    net-b: {gateways: [{address: $EW_IP, port: 15008, identity: "$HBONE_B_ID"}]}
+CONF
+    start_bg "$a/stderr.log" "$STRAIT_BIN" run -c "$a/strait.yaml" \
+        --join "https://127.0.0.1:$ca_port" --token "$tok"
+    A_PID=$LAST_PID
+    STRAIT_LISTENERS="gateway-127.0.0.1-$HP_DOUBLE"
+    strait_ready 20 "$A_PID" "$a_admin" \
+        || { log "hbone2: A is not ready: $(tail -n 5 "$a/stderr.log")"; return 1; }
 }
