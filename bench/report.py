@@ -28,13 +28,24 @@ SCENARIOS = [
      [("mib_s", "MiB/s", False), ("mib_cpu", "MiB/CPU-s", False)]),
     ("tcp", "TCP relay of HTTP/1.1 (wrk -t1 -c8, GET /1m through the TCP listener)",
      [("mib_s", "MiB/s", False), ("mib_cpu", "MiB/CPU-s", False)]),
+    ("hbone", "HBONE, strait only: the tcp load (wrk -t1 -c8, GET /1m) through a plain relay, one HBONE "
+              "tunnel (client and server in one process) and double HBONE (two processes, CPU summed)",
+     [("mib_s", "MiB/s", False), ("mib_cpu", "MiB/CPU-s", False)]),
     ("idle", "idle keep-alive connections, plaintext HTTP/1.1: RSS growth per connection",
      [("bytes_per_conn", "B/conn", True)]),
     ("idletls", "idle keep-alive connections, TLS 1.3 HTTP/1.1: RSS growth per connection",
      [("bytes_per_conn", "B/conn", True)]),
 ]
 PROXIES = ["direct", "base", "base-gw", "strait", "strait-nm", "strait-gw",
-           "strait-gw-nm", "strait-gw-lua", "strait-gw-rl", "haproxy", "nginx"]
+           "strait-gw-nm", "strait-gw-lua", "strait-gw-rl", "haproxy", "nginx",
+           "strait-relay", "strait-hbone", "strait-hbone2"]
+# The rows a scenario's ratio column divides by, when not strait's, and
+# the column's name: the hbone rows are compared with the plain relay of
+# the same run (xR).
+REFERENCE = {"hbone": ("strait-relay", "xR")}
+# The hbone scenario's tunnel rows, as named in the summary.
+HBONE_ROWS = [("strait-hbone", "HBONE (one tunnel, client and server in one process)"),
+              ("strait-hbone2", "double HBONE (two processes)")]
 
 
 def load(path):
@@ -109,9 +120,10 @@ def table(summary):
         direct = next((summary[k] for k in keys if k[2] == "direct"), None)
         lines.append("")
         lines.append("== %s: %s" % (scen, title))
+        ref_proxy, ref_label = REFERENCE.get(scen, ("strait", "xS"))
         head = ["proxy", "w"]
         for _, label, _ in metrics:
-            head += [label, "xS", "xD"]
+            head += [label, ref_label, "xD"]
         rows = [head]
         if direct:
             row = ["direct", "-"]
@@ -119,7 +131,7 @@ def table(summary):
                 row += [cell(direct.get(f)), "", ""]
             rows.append(row)
         for w in workers:
-            ref = summary.get((scen, w, "strait"), {})
+            ref = summary.get((scen, w, ref_proxy), {})
             for p in PROXIES[1:]:
                 e = summary.get((scen, w, p))
                 if e is None:
@@ -134,6 +146,20 @@ def table(summary):
             lines.append("  ".join(c.rjust(widths[i]) if i else c.ljust(widths[i])
                                    for i, c in enumerate(r)).rstrip())
     return lines
+
+
+def hbone_ratios(summary):
+    """The hbone scenario's tunnel rows as ratios to the plain relay of the
+    same run, per worker count: [{workers, row, field, ratio, value, relay}]."""
+    res = []
+    workers = sorted({k[1] for k in summary if k[0] == "hbone"}, key=str)
+    for w in workers:
+        for row, _ in HBONE_ROWS:
+            for f in ("mib_cpu", "mib_s"):
+                v, r = med(summary, ("hbone", w, row), f), med(summary, ("hbone", w, "strait-relay"), f)
+                if v and r:
+                    res.append({"workers": w, "row": row, "field": f, "ratio": v / r, "value": v, "relay": r})
+    return res
 
 
 def med(summary, key, field):
@@ -192,7 +218,8 @@ def main():
     summary = summarise(recs)
     lines = table(summary)
     tg = targets(summary)
-    print("strait benchmark: median [min-max] of %s run(s) of %s s; xS = ratio to strait (its bootstrap listeners), "
+    hb = hbone_ratios(summary)
+    print("strait benchmark: median [min-max] of %s run(s) of %s s; xS = ratio to strait (its bootstrap listeners; xR in hbone: to the plain relay), "
           "xD = ratio to the upstream measured directly; '!' = some runs failed"
           % (meta.get("runs", "?"), meta.get("duration_s", "?")))
     print("\n".join(lines))
@@ -201,6 +228,16 @@ def main():
         for t in tg:
             print("  %-4s w%s  %-9s %-50s %s" % ("MET" if t["met"] else "no", t["workers"], t["proxy"],
                                                 t["target"], t["value"]))
+    if hb:
+        print("\n== HBONE cost: ratio to the plain TCP relay of the same run (median MiB/CPU-s, MiB/s)")
+        names = dict(HBONE_ROWS)
+        for t in hb:
+            if t["field"] == "mib_cpu":
+                s = next((x for x in hb if x["workers"] == t["workers"] and x["row"] == t["row"]
+                          and x["field"] == "mib_s"), None)
+                print("  w%s  %s: %.2fx of the plain relay's MiB/CPU-s (%s vs %s)%s"
+                      % (t["workers"], names[t["row"]], t["ratio"], fmt(t["value"]), fmt(t["relay"]),
+                         ", %.2fx of its MiB/s" % s["ratio"] if s else ""))
     failed = [(k, e) for k, e in sorted(summary.items(), key=lambda kv: str(kv[0])) if e["failed"]]
     if failed:
         print("\n== failed runs")
@@ -210,7 +247,7 @@ def main():
     doc = {"meta": meta,
            "summary": [dict(scenario=k[0], workers=k[1], proxy=k[2], **v)
                        for k, v in sorted(summary.items(), key=lambda kv: str(kv[0]))],
-           "targets": tg, "runs": recs}
+           "targets": tg, "hbone": hb, "runs": recs}
     with open(out, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
         f.write("\n")

@@ -552,14 +552,14 @@ HBONE_B_ID=spiffe://example.org/ns/istio-system/sa/strait
 # hbone_ab_start WORKERS: processes B (the CA, the east-west gateway and
 # the workload's tunnel end) and A (joined to B's CA with a fresh token,
 # the double HBONE client), in fresh $WORK/hbone-a and hbone-b. Sets A_PID,
-# B_PID and HP_DOUBLE (A's TCP server). Returns 1 when either does not
+# B_PID, B_ADMIN and HP_DOUBLE (A's TCP server). Returns 1 when either does not
 # become ready.
 hbone_ab_start() {
-    local w=$1 a=$WORK/hbone-a b=$WORK/hbone-b a_admin b_admin ca_port tok
+    local w=$1 a=$WORK/hbone-a b=$WORK/hbone-b a_admin ca_port tok
     A_PID="" B_PID=""
     rm -rf "$a" "$b"
     mkdir -p "$a/conf" "$b/conf"
-    read -r HP_DOUBLE a_admin b_admin ca_port < <(free_ports 4 | paste -sd' ')
+    read -r HP_DOUBLE a_admin B_ADMIN ca_port < <(free_ports 4 | paste -sd' ')
     cat >"$b/conf/bench.yaml" <<CONF
 apiVersion: networking.istio.io/v1
 kind: Gateway
@@ -600,7 +600,7 @@ CONF
 workers: $w
 trustDomain: example.org
 node: {network: net-b}
-admin: {address: 127.0.0.1:$b_admin}
+admin: {address: 127.0.0.1:$B_ADMIN}
 log: {level: warn, accessLog: false}
 drainTimeout: 1s
 config: {dir: $b/conf}
@@ -611,7 +611,7 @@ CONF
     start_bg "$b/stderr.log" "$STRAIT_BIN" run -c "$b/strait.yaml"
     B_PID=$LAST_PID
     STRAIT_LISTENERS="gateway-$EW_IP-15008 gateway-$WL_IP-15008"
-    strait_ready 20 "$B_PID" "$b_admin" \
+    strait_ready 20 "$B_PID" "$B_ADMIN" \
         || { log "hbone2: B is not ready: $(tail -n 5 "$b/stderr.log")"; return 1; }
     tok=$(timeout 30 "$STRAIT_BIN" ca token create --namespace team \
         --service-account caller --ttl 1h -c "$b/strait.yaml" 2>"$b/token.log") \
