@@ -24,6 +24,7 @@
 
 #include "config/bootstrap.h"
 #include "config/resource.h"
+#include "core/addr.h"
 #include "core/buf.h"
 #include "proxy/stats.h"
 #include "proxy/http_listener.h"
@@ -759,6 +760,86 @@ static void test_auto_passthrough_services(void **state)
     fx_free(&f);
 }
 
+static X509 *data_cert(const char *rel)
+{
+    char path[1024];
+    FILE *fp;
+    X509 *x;
+
+    snprintf(path, sizeof(path), "%s/tests/data/%s", SRCDIR, rel);
+    fp = fopen(path, "r");
+    assert_non_null(fp);
+    x = PEM_read_X509(fp, NULL, NULL, NULL);
+    fclose(fp);
+    assert_non_null(x);
+    return x;
+}
+
+/* Whether ctx's trust store verifies leaf. */
+static int ctx_verifies(SSL_CTX *ctx, X509 *leaf)
+{
+    X509_STORE_CTX *xs = X509_STORE_CTX_new();
+    int ok;
+
+    assert_non_null(xs);
+    assert_int_equal(
+        X509_STORE_CTX_init(xs, SSL_CTX_get_cert_store(ctx), leaf, NULL), 1);
+    ok = X509_verify_cert(xs) == 1;
+    X509_STORE_CTX_free(xs);
+    return ok;
+}
+
+/* HBONE clients trust what ISTIO_MUTUAL trusts: besides the root of the
+ * node's certificate, the linked sites' roots (MeshLink bundles), for
+ * the single tunnel's context and double HBONE's inner one alike. */
+static void test_hbone_client_trusts_link_roots(void **state)
+{
+    X509 *node_root = sample_cert("root-cert.pem");
+    X509 *link_root = data_cert("crl/root.crt");
+    X509 *remote = data_cert("crl/good.crt"); /* issued by link_root */
+    STACK_OF(X509) *links = sk_X509_new_null();
+    struct compile_identity with = {mesh_current, mesh_ssl, node_root, links,
+                                    "pin",        NULL,     NULL};
+    struct compile_identity without = {mesh_current, mesh_ssl, node_root, NULL,
+                                       NULL,         NULL,     NULL};
+    struct addr ep;
+    const uint8_t hb[1] = {CLUSTER_HBONE_DOUBLE};
+    const char *const ids[1] = {"spiffe://b.example/ns/istio-system/sa/ew"};
+    struct cluster_spec sp;
+    struct cluster *c;
+
+    (void)state;
+    assert_non_null(links);
+    assert_true(sk_X509_push(links, link_root) > 0);
+    assert_int_equal(addr_literal(&ep, "192.0.2.9", 15008), 0);
+    memset(&sp, 0, sizeof(sp));
+    sp.name = "svc.example.test||80";
+    sp.endpoints = &ep;
+    sp.nendpoints = 1;
+    sp.host = "svc.example.test";
+    sp.port = 80;
+    sp.hbone = hb;
+    sp.hbone_ids = ids;
+    sp.node_network = "net-a";
+    for (int k = 0; k < 2; k++) {
+        c = cluster_new(sp.name, &ep, 1, 1);
+        assert_non_null(c);
+        assert_int_equal(
+            compile_cluster_hbone(k == 0 ? &with : &without, c, &sp), 0);
+        assert_false(c->hbone_error);
+        assert_non_null(c->hbone_tls);
+        assert_non_null(c->hbone_inner_tls);
+        assert_string_equal(c->hbone_authority, "svc.example.test:80");
+        assert_string_equal(c->hbone_network, "net-a");
+        assert_int_equal(ctx_verifies(c->hbone_tls, remote), k == 0);
+        assert_int_equal(ctx_verifies(c->hbone_inner_tls, remote), k == 0);
+        cluster_unref(c);
+    }
+    sk_X509_pop_free(links, X509_free);
+    X509_free(remote);
+    X509_free(node_root);
+}
+
 /* An HBONE server: one terminating server with the node's identity, no
  * ClientHello peek, the services its hosts cover per port without
  * subsets, the limits from the bootstrap; another kind of server on its
@@ -847,6 +928,7 @@ int main(void)
         cmocka_unit_test(test_mesh_server_takes_the_node_identity),
         cmocka_unit_test(test_auto_passthrough_services),
         cmocka_unit_test(test_hbone_server),
+        cmocka_unit_test(test_hbone_client_trusts_link_roots),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
