@@ -13,7 +13,7 @@ the workload's own port. All on loopback, each HBONE server on a
 import re
 import subprocess
 
-from conftest import STRAIT, free_port, wait_for
+from conftest import STRAIT, free_port, responder, wait_for
 from test_ca import nodes, token  # noqa: F401 (nodes is a fixture)
 from test_hbone import echo
 from test_hbone import ca_strait
@@ -58,10 +58,23 @@ spec:
   - address: {wl}
     ports: {{tcp: {backend}}}
     labels: {{istio.io/dataplane-mode: ambient}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: web, namespace: istio-system}}
+spec:
+  hosts: [web.example.test]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{{number: 8080, name: http, protocol: HTTP}}]
+  endpoints:
+  - address: {wl}
+    ports: {{http: {web}}}
+    labels: {{istio.io/dataplane-mode: ambient}}
 """
 
 
-def site_a(port, port2, port3):
+def site_a(port, port2, port3, http):
     svc = """---
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
@@ -90,6 +103,9 @@ spec:
   - port: {{number: {port3}, name: tcp3, protocol: TCP}}
     bind: 127.0.0.1
     hosts: ["*"]
+  - port: {{number: {http}, name: http, protocol: HTTP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
 ---
 apiVersion: networking.istio.io/v1
 kind: VirtualService
@@ -106,9 +122,14 @@ spec:
   - match: [{{port: {port3}}}]
     route: [{{destination: {{host: wrongsan.example.test,
                              port: {{number: 80}}}}}}]
+  http:
+  - route: [{{destination: {{host: web.example.test}}}}]
 """ + svc.format(name="svc", sa=B_ID, net="net-b") \
         + svc.format(name="other", sa=B_ID, net="net-c") \
-        + svc.format(name="wrongsan", sa=NOBODY, net="net-b")
+        + svc.format(name="wrongsan", sa=NOBODY, net="net-b") \
+        + svc.format(name="web", sa=B_ID, net="net-b").replace(
+            "{number: 80, name: tcp, protocol: TCP}",
+            "{number: 8080, name: http, protocol: HTTP}")
 
 
 def log_lines(node, listener):
@@ -122,21 +143,25 @@ def test_double_hbone_through_an_east_west_gateway(nodes, tmp_path,
     while wl == ew:
         wl = loopback_ip()
     up = upstream_factory(echo, host=wl)
+    web = upstream_factory(responder(lambda head: b"web " + head.split(b" ")[1]),
+                           host=wl)
     ca_port = free_port()
     conf_b = tmp_path / "b-conf"
     conf_b.mkdir()
     (conf_b / "r.yaml").write_text(SITE_B.format(ew=ew, wl=wl,
-                                                 backend=up.port))
+                                                 backend=up.port,
+                                                 web=web.port))
     b = nodes("site-b", f"{{enabled: true, dir: {tmp_path / 'b-ca'}, "
                         f"address: 127.0.0.1:{ca_port}}}",
               node_yaml=(f"node: {{network: net-b}}\n"
                          f"config: {{dir: \"{conf_b}\"}}\n")).start()
     b.ca_url = f"https://127.0.0.1:{ca_port}"
 
-    port, port2, port3 = free_port(), free_port(), free_port()
+    port, port2, port3, http = (free_port(), free_port(), free_port(),
+                                free_port())
     conf_a = tmp_path / "a-conf"
     conf_a.mkdir()
-    (conf_a / "r.yaml").write_text(site_a(port, port2, port3))
+    (conf_a / "r.yaml").write_text(site_a(port, port2, port3, http))
     tok = token(b, ns="team", sa="caller")
     a = nodes("site-a", f"{{dir: {tmp_path / 'a-ca'}}}",
               node_yaml=(
@@ -221,6 +246,17 @@ def test_double_hbone_through_an_east_west_gateway(nodes, tmp_path,
              "gateway) failed: certificate identity not among the expected "
              "subjectAltNames" in a.log(), 10, "the refused service identity")
     assert b.stats()[f"listener.{wl_l}.hbone.tunnels_opened"] == 4
+
+    # An HTTP route: its upstream connections are double HBONE tunnels too
+    # (the pools' tunnel hook), with keep-alive inside them.
+    for i in range(3):
+        r = subprocess.run(["curl", "-sS", "--max-time", "15",
+                            f"http://127.0.0.1:{http}/page{i}"],
+                           capture_output=True, timeout=30)
+        assert r.stdout == b"web /page%d" % i, (r, a.log())
+    # One upstream connection for the three (keep-alive): one more tunnel
+    # at the workload's end (logged when it closes).
+    assert b.stats()[f"listener.{wl_l}.hbone.tunnels_opened"] == 5
 
 
 def test_hbone_gateway_needs_its_identity(tmp_path):
