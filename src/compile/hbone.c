@@ -64,16 +64,8 @@ int compile_cluster_hbone(const struct compile_identity *identity,
                 c->hbone_error = 1;
         }
     }
-    if (ndouble > 0 &&
-        (sp->node_network == NULL || sp->node_network[0] == '\0')) {
-        /* The inner CONNECT says where it comes from, and the far end
-         * tells it from the outer one by that. */
-        log_error("cluster %s: double HBONE needs this node's network "
-                  "(node.network, sent as x-forwarded-network); sessions "
-                  "through HBONE gateways are refused",
-                  c->name);
-        c->hbone_error = 1;
-    } else if (ndouble > 0 && sp->host != NULL && sp->port > 0) {
+    /* x-forwarded-network: this node's network, none without one. */
+    if (ndouble > 0 && sp->host != NULL && sp->port > 0) {
         if (asprintf(&c->hbone_authority, "%s:%u", sp->host,
                      (unsigned)sp->port) < 0) {
             c->hbone_authority = NULL;

@@ -15,8 +15,8 @@
  *             picks the endpoint, skipping ejected ones) or one of those
  *             services' endpoints (address and port), else 400; an
  *             ambient endpoint of a service is reached on its port 15008
- *             (double HBONE's outer tunnel) unless the CONNECT carries
- *             x-forwarded-network (the inner one, which ends here);
+ *             (double HBONE's outer tunnel) unless that is this very
+ *             server (the inner tunnel, which ends here);
  *   authorize AuthorizationPolicy with the peer's SPIFFE ID, its
  *             address and the destination port, else 401 (ztunnel's);
  *   connect   TCP to the endpoint within connect_timeout; only then 200,
@@ -538,6 +538,20 @@ static uint32_t addr_port(const struct addr *a)
     return 0;
 }
 
+/* Whether the endpoint at a (any port) is where this connection was
+ * accepted: its HBONE port is this server's. */
+static int is_local_end(const struct hbone_conn *hc, const struct addr *a)
+{
+    struct addr local;
+    socklen_t len = sizeof(local.ss);
+
+    memset(&local, 0, sizeof(local));
+    if (getsockname(hc->c.fd, (struct sockaddr *)&local.ss, &len) != 0)
+        return 0;
+    local.len = len;
+    return addr_same_host(&local, a) && addr_port(&local) == HBONE_PORT;
+}
+
 /* A service host:port authority: the service's cluster picks the
  * endpoint. 0, -1 when no exposed service has that host and port, 1 when
  * it has no endpoint to pick. */
@@ -573,13 +587,14 @@ static int route_name(struct hbone_tunnel *t, const struct hbone_authority *a)
     t->authz_port = addr_port(&t->dst);
     /* A service host names the destination only in double HBONE. On the
      * outer tunnel (through this east-west gateway) the bytes inside are
-     * the client's own TLS and CONNECT to the workload's ztunnel, so an
-     * endpoint in the ambient mesh is reached on its HBONE port, as
-     * Istio's east-west gateway does; others on their own port. The
-     * inner CONNECT, the only one with x-forwarded-network, ends here:
-     * this node is the workload's tunnel end, and the workload gets the
-     * bytes on its own port. */
-    if (cl->hbone != NULL && cl->hbone[t->ep] && t->xfn[0] == '\0')
+     * the client's own TLS and CONNECT to the workload's tunnel end, so
+     * an endpoint in the ambient mesh is reached on its HBONE port, as
+     * Istio's east-west gateway does; others on their own port. When
+     * that HBONE port is this very connection's (the client connected to
+     * the endpoint's own address), this server is the workload's tunnel
+     * end: the inner CONNECT ends here, on the workload's port. Decided
+     * by addresses, never by a header the client sends. */
+    if (cl->hbone != NULL && cl->hbone[t->ep] && !is_local_end(t->hc, &t->dst))
         addr_set_port(&t->dst, HBONE_PORT);
     return 0;
 }

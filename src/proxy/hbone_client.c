@@ -79,7 +79,7 @@ struct ht {
     int32_t id;       /* 0 until submitted */
     int status;       /* the answer; 0 before it */
     const char *why;  /* failed: the handshake's -1 says this */
-    char whybuf[32];
+    char whybuf[48];
     struct buf rx, tx;
     unsigned tx_eof : 1, deferred : 1, rx_eof : 1, reset : 1, closed : 1;
     char authority[ADDR_STRLEN];
@@ -99,8 +99,12 @@ static void wake_tunnel(struct ht *t)
 
 static void tunnel_fail(struct ht *t, const char *why)
 {
-    if (t->why == NULL && t->status != 200)
-        t->why = why;
+    /* A copy: why may live in another tunnel (double HBONE's outer one,
+     * "hbone_status_503") freed before this one's owner reads it. */
+    if (t->why == NULL && t->status != 200) {
+        snprintf(t->whybuf, sizeof(t->whybuf), "%s", why);
+        t->why = t->whybuf;
+    }
     if (t->status == 200)
         t->reset = 1;
     wake_tunnel(t);

@@ -11,7 +11,13 @@ the workload's tunnel end, which ends the inner CONNECT and connects to
 the workload's own port. All on loopback, each HBONE server on a
 127.x.y.z:15008 of the test's own."""
 import re
+import socket
+import ssl
 import subprocess
+
+import h2.config
+import h2.connection
+import h2.events
 
 from conftest import STRAIT, free_port, responder, wait_for
 from test_ca import nodes, token  # noqa: F401 (nodes is a fixture)
@@ -257,6 +263,58 @@ def test_double_hbone_through_an_east_west_gateway(nodes, tmp_path,
     # One upstream connection for the three (keep-alive): one more tunnel
     # at the workload's end (logged when it closes).
     assert b.stats()[f"listener.{wl_l}.hbone.tunnels_opened"] == 5
+
+    # The east-west gateway's choice is made by addresses, never by a
+    # header: an outer CONNECT carrying x-forwarded-network (as only an
+    # inner one should) still goes to the workload's 15008, not around
+    # the workload's tunnel end to its plain port.
+    spoof = tmp_path / "spoof"
+    r = subprocess.run([STRAIT, "ca", "issue", "--namespace", "team",
+                        "--service-account", "spoof", "--ttl", "1h", "--out",
+                        str(spoof), "-c", str(b.config)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    status = connect_once(ew, spoof, tmp_path / "b-ca" / "root-cert.pem",
+                          [(b":method", b"CONNECT"),
+                           (b":authority", b"svc.example.test:80"),
+                           (b"x-forwarded-network", b"net-evil")])
+    assert status == b"200"
+    wait_for(lambda: any("forwarded_network=net-evil " in ln
+                         for ln in log_lines(b, ew_l)), 10,
+             "the spoofed CONNECT's log line")
+    line = [ln for ln in log_lines(b, ew_l) if "net-evil" in ln][0]
+    assert f"upstream={wl}:15008 " in line, line
+
+
+def connect_once(ip, cred, root, headers):
+    """One CONNECT over mTLS (cred's certificate, ALPN h2) to ip:15008 with
+    python3-h2; the :status answered. The tunnel is then closed."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_cert_chain(str(cred / "cert-chain.pem"), str(cred / "key.pem"))
+    ctx.load_verify_locations(str(root))
+    ctx.check_hostname = False
+    ctx.set_alpn_protocols(["h2"])
+    with socket.create_connection((ip, 15008), timeout=10) as raw, \
+            ctx.wrap_socket(raw) as s:
+        h = h2.connection.H2Connection(h2.config.H2Configuration(
+            client_side=True, header_encoding=None,
+            validate_outbound_headers=False,
+            normalize_outbound_headers=False))
+        h.initiate_connection()
+        sid = h.get_next_available_stream_id()
+        h.send_headers(sid, headers)
+        s.sendall(h.data_to_send())
+        while True:
+            d = s.recv(65536)
+            if not d:
+                return None
+            for ev in h.receive_data(d):
+                if isinstance(ev, h2.events.ResponseReceived):
+                    status = dict(ev.headers)[b":status"]
+                    h.reset_stream(sid)
+                    s.sendall(h.data_to_send())
+                    return status
+            s.sendall(h.data_to_send())
 
 
 def test_hbone_gateway_needs_its_identity(tmp_path):

@@ -835,14 +835,6 @@ static void test_hbone_client_trusts_link_roots(void **state)
         assert_int_equal(ctx_verifies(c->hbone_inner_tls, remote), k == 0);
         cluster_unref(c);
     }
-    /* Without a network of its own the node cannot say where an inner
-     * CONNECT comes from: the cluster refuses such sessions. */
-    sp.node_network = "";
-    c = cluster_new(sp.name, &ep, 1, 1);
-    assert_non_null(c);
-    assert_int_equal(compile_cluster_hbone(&with, c, &sp), 0);
-    assert_true(c->hbone_error);
-    cluster_unref(c);
     sk_X509_pop_free(links, X509_free);
     X509_free(remote);
     X509_free(node_root);
