@@ -241,8 +241,16 @@ class IstiodCA:
                "validity": req.validity_duration,
                "has_metadata": req.HasField("metadata"),
                "sans": [], "csr_ok": False, "serial": None, "refused": None}
-        with self.lock:
-            self.requests.append(rec)
+        # The record shows once it is whole (the answer, or the refusal,
+        # is decided), and before strait can have that answer: a test
+        # never sees a request half read.
+        try:
+            return self._answer(req, ctx, rec)
+        finally:
+            with self.lock:
+                self.requests.append(rec)
+
+    def _answer(self, req, ctx, rec):
         if self.refuse is not None:
             rec["refused"] = self.refuse[1]
             ctx.abort(*self.refuse)
