@@ -1,25 +1,120 @@
 #!/usr/bin/env bash
 # The one command that sets up a fresh Debian 12 machine and runs every
 # test: unit and integration tests in a -Werror build, the same again under
-# ASan+UBSan, a short fuzz run of every libFuzzer target, and make
-# distcheck. Exits non-zero on the first failure.
+# ASan+UBSan, a short fuzz run of every libFuzzer target, the packages and
+# their install test, the container image, the Kubernetes manifests and
+# make distcheck. Exits non-zero on the first failure.
+#
+# Time: the integration tests run in parallel (pytest-xdist, see
+# tests/integration/run-pytest.sh), and the fuzz run, which keeps one core
+# busy for 20 s a target, runs in the background beside the test suites.
+# At the end (also after a failure) it prints each step's wall time and
+# the 20 slowest integration tests of each suite, so CI's own log shows
+# where the time goes.
 set -euo pipefail
 top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$top"
 jobs="$(nproc)"
 fuzz_seconds="${FUZZ_SECONDS:-20}"
+logs="$(mktemp -d "${TMPDIR:-/tmp}/strait-test.XXXXXX")"
 
-step() { printf '\n=== %s\n' "$*"; }
+t_all="$(date +%s)"
+rows=()
+cur=""
+cur_t0=0
+bg_pids=()
+
+step_end() {
+    if [ -n "$cur" ]; then
+        rows+=("$(($(date +%s) - cur_t0))|$cur")
+        cur=""
+    fi
+}
+
+step() {
+    step_end
+    cur="$*"
+    cur_t0="$(date +%s)"
+    printf '\n=== %s\n' "$*"
+}
+
+# bg_start NAME COMMAND...: runs a step in the background, its output in
+# a log of its own; bg_wait NAME prints that log's summary and fails when
+# the step failed.
+declare -A bg_pid bg_t0
+bg_start() {
+    local name="$1"
+    shift
+    printf '\n=== %s (in the background)\n' "$name"
+    bg_t0[$name]="$(date +%s)"
+    # Its own process group, so a failure elsewhere stops all of it.
+    setsid "$@" >"$logs/$name.log" 2>&1 </dev/null &
+    bg_pid[$name]=$!
+    bg_pids+=($!)
+}
+
+bg_wait() {
+    local name="$1" rc=0
+    step_end
+    printf '\n=== waiting for %s\n' "$name"
+    wait "${bg_pid[$name]}" || rc=$?
+    rows+=("$(($(date +%s) - bg_t0[$name]))|$name (background)")
+    if [ "$rc" -ne 0 ]; then
+        tail -n 150 "$logs/$name.log"
+        echo "$name failed (exit $rc)" >&2
+        return "$rc"
+    fi
+    grep -E '^(===|all |FAILED|note:)' "$logs/$name.log" || true
+}
+
+# durations SUITE BUILD_DIR: keeps the slowest-tests table pytest printed.
+durations() {
+    local log="$2/tests/integration/run-pytest.sh.log"
+    [ -f "$log" ] || return 0
+    sed -n '/slowest 20 durations/,/^=/p' "$log" >"$logs/durations-$1.txt"
+}
+
+summary() {
+    local rc=$?
+    step_end
+    for p in "${bg_pids[@]}"; do
+        kill -- "-$p" 2>/dev/null || true
+    done
+    printf '\n=== step times (wall seconds, %s cores)\n' "$jobs"
+    printf '%7s  %s\n' seconds step
+    local r
+    for r in "${rows[@]}"; do
+        printf '%7s  %s\n' "${r%%|*}" "${r#*|}"
+    done
+    printf '%7s  %s\n' "$(($(date +%s) - t_all))" "total"
+    local f
+    for f in "$logs"/durations-*.txt; do
+        [ -f "$f" ] || continue
+        f_name="$(basename "$f" .txt)"
+        printf '\n=== %s: the 20 slowest integration tests\n' \
+            "${f_name#durations-}"
+        cat "$f"
+    done
+    rm -rf "$logs"
+    if [ "$rc" -ne 0 ]; then
+        printf '\nFAILED at: %s\n' "${cur:-see above}" >&2
+    fi
+    exit "$rc"
+}
+trap summary EXIT
+
+check() {
+    local rc=0
+    make -C "$2" -j"$jobs" check || rc=$?
+    durations "$1" "$2"
+    if [ "$rc" -ne 0 ]; then
+        find "$2/tests" -name '*.log' -newer "$2/Makefile" -exec tail -n 60 {} +
+        return "$rc"
+    fi
+}
 
 step "dependencies and -Werror build"
 DEPS_FLAGS=--test bash scripts/build.sh --enable-werror
-
-check() {
-    make -C "$1" -j"$jobs" check || {
-        find "$1/tests" -name '*.log' -newer "$1/Makefile" -exec tail -n 60 {} +
-        exit 1
-    }
-}
 
 step "source checks: clang-format, layer order"
 bash scripts/check-format
@@ -28,15 +123,22 @@ python3 scripts/check-layers
 step "systemd unit: systemd-analyze verify, security exposure <= 2.0"
 bash scripts/check-systemd build/strait
 
+# One target at a time on one core, beside the test suites below.
+bg_start "fuzz targets, ${fuzz_seconds}s each" \
+    env BUILDDIR="$top/build" bash tests/fuzz/run.sh "$fuzz_seconds"
+fuzz_step="fuzz targets, ${fuzz_seconds}s each"
+
 step "unit and integration tests"
-check build
+check plain build
+
+step "ASan+UBSan build"
+BUILD_DIR="$top/build-asan" DEPS_FLAGS=--test \
+    bash scripts/build.sh --enable-werror --enable-sanitizers
 
 step "unit and integration tests under ASan+UBSan"
-BUILD_DIR="$top/build-asan" bash scripts/build.sh --enable-werror --enable-sanitizers
-check build-asan
+check asan build-asan
 
-step "fuzz targets, ${fuzz_seconds}s each"
-BUILDDIR="$top/build" bash tests/fuzz/run.sh "$fuzz_seconds"
+bg_wait "$fuzz_step"
 
 step "packages: .deb (lintian) and its install test, .rpm (rpmlint)"
 JOBS="$jobs" bash scripts/build-packages.sh all
@@ -54,4 +156,5 @@ step "make distcheck"
 STRAIT_TESTS_SMOKE=1 make -C build -j"$jobs" distcheck \
     DISTCHECK_CONFIGURE_FLAGS=--enable-werror
 
-step "all tests passed"
+step_end
+printf '\n=== all tests passed\n'

@@ -42,6 +42,14 @@ def free_port(host="127.0.0.1"):
     fam = socket.AF_INET6 if ":" in host else socket.AF_INET
     lo, hi = _ephemeral_range()
     candidates = [p for p in range(10000, 32000) if not lo <= p <= hi]
+    # Under pytest-xdist every worker draws from its own residue class,
+    # so two tests running at once never pick the same port between this
+    # check and the bind of the process they start.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if worker.startswith("gw") and count > 1:
+        idx = int(worker[2:]) % count
+        candidates = [p for p in candidates if p % count == idx]
     for _ in range(200):
         port = random.choice(candidates)
         with socket.socket(fam, socket.SOCK_STREAM) as s:

@@ -3,17 +3,21 @@ loopback with random ports and a temp data dir, stopped by PID. Also a
 client for the JSON gateway and a TCP relay that can cut strait off from a
 member without stopping it."""
 import base64
+import http.client
 import json
 import os
+import pathlib
 import shutil
 import signal
 import socket
 import ssl
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
+import weakref
 
 from conftest import free_port, wait_for
 
@@ -29,7 +33,14 @@ def b64(s):
 class Member:
     def __init__(self, tmp, name):
         self.name = name
-        self.dir = tmp / f"etcd-{name}"
+        # The data directory is on tmpfs where there is one: etcd syncs
+        # its log to disk on every write, which is what makes a churn of
+        # thousands of writes slow on a busy disk, and a test's data does
+        # not need to outlive the machine. Removed when the member goes.
+        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+        self.dir = pathlib.Path(tempfile.mkdtemp(
+            prefix=f"strait-etcd-{name}-", dir=shm or str(tmp)))
+        weakref.finalize(self, shutil.rmtree, str(self.dir), True)
         self.client = free_port()
         self.peer = free_port()
         self.metrics_port = free_port()
@@ -146,21 +157,47 @@ class Cluster:
                 return m
         raise AssertionError("no live member")
 
+    def _conn(self, m):
+        """This thread's keep-alive connection to member m (a new TCP and
+        TLS handshake per write would cost more than the write)."""
+        conns = self.__dict__.setdefault("_local", threading.local())
+        cache = conns.__dict__.setdefault("c", {})
+        c = cache.get(m.url)
+        if c is None:
+            if m.tls:
+                c = http.client.HTTPSConnection("127.0.0.1", m.client,
+                                                timeout=10,
+                                                context=m.context())
+            else:
+                c = http.client.HTTPConnection("127.0.0.1", m.client,
+                                               timeout=10)
+            cache[m.url] = c
+        return c
+
+    def _drop(self, m):
+        conns = self.__dict__.get("_local")
+        c = conns and conns.__dict__.get("c", {}).pop(m.url, None)
+        if c is not None:
+            c.close()
+
     def call(self, path, body, member=None):
-        m = member or self.live()
-        req = urllib.request.Request(m.url + path, data=json.dumps(body).encode(),
-                                     method="POST")
+        data = json.dumps(body).encode()
         deadline = time.monotonic() + 20
         while True:
+            m = member or self.live()
             try:
-                with urllib.request.urlopen(req, timeout=10,
-                                            context=m.context()) as r:
-                    return json.loads(r.read())
-            except urllib.error.HTTPError as e:
+                c = self._conn(m)
+                c.request("POST", path, body=data,
+                          headers={"Content-Type": "application/json"})
+                r = c.getresponse()
+                payload = r.read()
+                if r.status == 200:
+                    return json.loads(payload)
                 # A new leader is being elected after a kill: retry.
                 if time.monotonic() > deadline:
-                    raise AssertionError(f"{path}: {e.code} {e.read()}")
-            except OSError:
+                    raise AssertionError(f"{path}: {r.status} {payload}")
+            except (OSError, http.client.HTTPException):
+                self._drop(m)
                 if time.monotonic() > deadline:
                     raise
             time.sleep(0.05)

@@ -28,4 +28,20 @@ fi
 if [ $# -eq 0 ]; then
     set -- "$here"
 fi
-exec "$PY" -m pytest -p no:cacheprovider -q -ra "$@"
+# Tests run in parallel (pytest-xdist): each test has its own ports (a
+# residue class of free_port() per worker), temporary directory and
+# processes. Most of a test's time is spent waiting on sockets and
+# processes, so twice as many workers as cores keeps both cores busy.
+# STRAIT_TEST_JOBS=1 runs them one after another; 0 picks the default.
+jobs="${STRAIT_TEST_JOBS:-0}"
+if [ "$jobs" = 0 ]; then
+    jobs=$(($(nproc 2>/dev/null || echo 2) * 2))
+fi
+par=()
+if [ "$jobs" -gt 1 ] && "$PY" -c 'import xdist' 2>/dev/null; then
+    par=(-n "$jobs")
+fi
+# The 20 slowest tests are listed at the end, so CI's own log shows where
+# the time goes.
+exec "$PY" -m pytest -p no:cacheprovider -q -ra --durations=20 \
+    ${par[@]+"${par[@]}"} "$@"

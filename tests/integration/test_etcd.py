@@ -618,8 +618,8 @@ spec:
 
 def test_relabel_churn_memory_flat(tmp_path, single, fleets):
     """Istio 1.28.10's leak pattern through etcd: workloads moving between
-    services and subsets: the issue's 100,000 relabels (one full reload
-    each; 20,000 under a sanitizer); RSS and the allocator's bytes in use
+    services and subsets: the issue's 100,000 relabels (each a watch
+    event, reloads for all; 20,000 under a sanitizer); RSS and the allocator's bytes in use
     after them are back to what they were after the first 2,000."""
     f = Fleet(tmp_path, single, 1)
     fleets.append(f)
@@ -652,12 +652,29 @@ spec:
     wait_for(lambda: s.stats()["etcd.watching"] == 1, 10, "watching")
 
     def churn(start, n):
-        for i in range(start, start + n):
-            w = i % 10
-            app = "ab"[(i // 10) % 2]
-            version = ("v1", "v2")[(i // 20) % 2]
-            single.put(key("WorkloadEntry", f"we-{w}"),
-                       workload(f"we-{w}", f"127.0.0.{w + 10}", app, version))
+        # One writer per workload, all at once: each workload's relabels
+        # stay in order, and etcd takes ten writes in the time of one.
+        def writer(w):
+            for i in range(start + w, start + n, 10):
+                app = "ab"[(i // 10) % 2]
+                version = ("v1", "v2")[(i // 20) % 2]
+                single.put(key("WorkloadEntry", f"we-{w}"),
+                           workload(f"we-{w}", f"127.0.0.{w + 10}", app,
+                                    version))
+        errors = []
+
+        def run(w):
+            try:
+                writer(w)
+            except BaseException as e:  # reported below, in the test
+                errors.append(e)
+        threads = [threading.Thread(target=run, args=(w,)) for w in range(10)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(600)
+        assert not [t for t in threads if t.is_alive()], "writers still running"
+        assert not errors, errors[:3]
         rev = single.revision()
         wait_for(lambda: s.stats()["etcd.revision"] >= rev, 60, "caught up")
         wait_for(lambda: s.stats()["resources.reloads_ok"] +

@@ -178,12 +178,21 @@ def test_ten_upgrades_under_load_lose_nothing(strait_factory, upstream_factory,
                   r"(\d+) failed, (\d+) errored, (\d+) timeout", h2_out)
     assert m, h2_out
     # h2load 1.52 opens no new connection after a GOAWAY: each of its 4
-    # connections, drained by the first old process, ends with the one
-    # stream it tried to start after the notice, refused by its own
+    # connections, drained by the first old process, ends with the
+    # streams it tried to start after the notice, refused by its own
     # nghttp2 (never sent: strait's log has every request it received
     # answered 200, below). curl above is the HTTP/2 client that moves on.
+    # How many: h2load submits a new request each time one of its -m 4
+    # streams completes, and stops only after the first refusal is
+    # reported; when several responses arrive in one read (a loaded
+    # machine batches them), that many requests are queued before nghttp2
+    # refuses the first, and h2load then also counts as failed the one
+    # request it had still to start (process_request_failure adds
+    # req_left). So at most -m + 1 per connection (-c 4 x (-m 4 + 1)),
+    # each one an error of its own client, never a timeout.
     assert int(m.group(1)) > 0 and m.group(4) == "0", h2_out
-    assert int(m.group(2)) <= 4 and m.group(2) == m.group(3), h2_out
+    assert int(m.group(2)) <= 4 * (4 + 1) and m.group(2) == m.group(3), \
+        h2_out
     assert log.count("upgrade: handed 3 socket(s) to pid") == 10, log
     assert "upgrade failed" not in log
     # Every request that reached strait was answered 200 (or its client
