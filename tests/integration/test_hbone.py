@@ -507,6 +507,13 @@ def test_hbone_large_transfer_flow_control(strait_factory, upstream_factory,
     carries it without strait holding more than the tunnel buffer."""
     st, port, up = start(strait_factory, upstream_factory, tmp_path)
     c = Hbone(port, tmp_path)
+    # The client's own receive window (64 KiB by default) would pace the
+    # echo at one window per round of this single-threaded client, which
+    # reads only while its send window is shut; 4 MiB, a sixteenth of the
+    # transfer, keeps both directions flow controlled.
+    c.h.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 22})
+    c.h.increment_flow_control_window(1 << 22)
+    c.flush()
     size = 64 << 20
     blob = hashlib.sha256(b"seed").digest() * (size // 32)
     try:
