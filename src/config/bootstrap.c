@@ -366,7 +366,13 @@ static const struct conf_key dns_keys[] = {
      16, NULL,
      "DNS servers (IP:port) for every name strait resolves "
      "(ServiceEntries with resolution DNS, jwksUri hosts, the CA joined); "
-     "none: those of /etc/resolv.conf",
+     "none: those of dns.resolvConf",
+     NULL, NULL, NULL, NULL},
+    {"resolvConf", CONF_STR, OFF(struct bootstrap_dns, resolv_conf), 0, 0,
+     "/etc/resolv.conf",
+     "the resolver configuration read when dns.nameservers is empty; a "
+     "missing file, or one naming no nameserver, means 127.0.0.1:53 (as "
+     "glibc reads it) with a warning",
      NULL, NULL, NULL, NULL},
     {"minRefresh", CONF_DURATION, OFF(struct bootstrap_dns, min_refresh_ms), 10,
      3600 * 1000, "5s",

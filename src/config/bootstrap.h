@@ -290,7 +290,8 @@ struct bootstrap_credentials {
 
 /* Resolving ServiceEntries with resolution DNS. */
 struct bootstrap_dns {
-    struct conf_addrs nameservers; /* none: /etc/resolv.conf */
+    struct conf_addrs nameservers; /* none: those of resolv_conf */
+    char *resolv_conf;             /* the system resolver's file */
     int64_t min_refresh_ms;
     int64_t timeout_ms;
 };

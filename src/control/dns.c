@@ -369,6 +369,44 @@ static void on_notify(void *arg)
     c->on_change(c->arg);
 }
 
+/*
+ * Reads the system resolver's configuration as glibc does: a missing
+ * file, or one that names no nameserver, means the nameserver on this
+ * host (127.0.0.1:53), which libevent sets when it finds none; strait
+ * says so in a warning instead of refusing to start (a container image
+ * often ships an empty resolv.conf). A file that cannot be read is an
+ * error naming it.
+ */
+int dns_read_resolv_conf(struct evdns_base *dns, const char *path, char **err)
+{
+    int r = evdns_base_resolv_conf_parse(dns, DNS_OPTIONS_ALL, path);
+
+    switch (r) {
+    case 0:
+        return 0;
+    case 1:
+        log_warn("dns: %s does not exist; using the nameserver at "
+                 "127.0.0.1:53 (set dns.nameservers to choose)",
+                 path);
+        return 0;
+    case 6:
+        log_warn("dns: %s names no nameserver; using the nameserver at "
+                 "127.0.0.1:53 (set dns.nameservers to choose)",
+                 path);
+        return 0;
+    case 3:
+        err_set(err, "dns: %s is too large to be a resolver configuration",
+                path);
+        return -1;
+    case 4:
+        err_set(err, "dns: out of memory reading %s", path);
+        return -1;
+    default:
+        err_set(err, "dns: cannot read %s", path);
+        return -1;
+    }
+}
+
 struct dns_cache *dns_cache_new(struct event_base *base,
                                 const struct dns_conf *conf,
                                 dns_change_fn on_change, void *arg, char **err)
@@ -387,11 +425,17 @@ struct dns_cache *dns_cache_new(struct event_base *base,
     c->on_change = on_change;
     c->arg = arg;
     timer_init(&c->notify, base, on_notify, c);
-    c->dns = evdns_base_new(
-        base, (conf->nnameservers > 0 ? 0 : EVDNS_BASE_INITIALIZE_NAMESERVERS) |
-                  EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    c->dns = evdns_base_new(base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     if (c->dns == NULL)
         goto oom;
+    if (conf->nnameservers == 0 &&
+        dns_read_resolv_conf(c->dns,
+                             conf->resolv_conf ? conf->resolv_conf
+                                               : DNS_RESOLV_CONF,
+                             err) != 0) {
+        dns_cache_free(c);
+        return NULL;
+    }
     for (size_t i = 0; i < conf->nnameservers; i++)
         if (evdns_base_nameserver_sockaddr_add(
                 c->dns, (const struct sockaddr *)&conf->nameservers[i].ss,

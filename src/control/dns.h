@@ -25,11 +25,20 @@ struct event_base;
 struct dns_cache;
 
 struct dns_conf {
-    const struct addr *nameservers; /* none: /etc/resolv.conf */
+    const struct addr *nameservers; /* none: those of resolv_conf */
     size_t nnameservers;
     uint64_t min_refresh_ms;
-    uint64_t timeout_ms; /* per query attempt */
+    uint64_t timeout_ms;     /* per query attempt */
+    const char *resolv_conf; /* NULL: DNS_RESOLV_CONF */
 };
+
+#define DNS_RESOLV_CONF "/etc/resolv.conf"
+
+struct evdns_base;
+/* dns_read_resolv_conf() loads path's nameservers and options into dns:
+ * 0, also when path is missing or names no nameserver (127.0.0.1:53 then,
+ * with a warning), or -1 with an allocated *err naming path. */
+int dns_read_resolv_conf(struct evdns_base *dns, const char *path, char **err);
 
 struct dns_stats {
     uint64_t queries;  /* sent */

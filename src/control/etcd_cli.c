@@ -965,13 +965,14 @@ int etcd_cli_main(const char *cmd, int argc, char **argv,
         goto out;
     }
     {
-        const struct dns_conf sys = {NULL, 0, 5000, 5000};
+        const struct dns_conf sys = {NULL, 0, 5000, 5000, NULL};
         struct dns_conf dc = sys;
 
         if (bs != NULL) {
             dc.nameservers = bs->dns.nameservers.v;
             dc.nnameservers = bs->dns.nameservers.n;
             dc.timeout_ms = (uint64_t)bs->dns.timeout_ms;
+            dc.resolv_conf = bs->dns.resolv_conf;
         }
         c.dns = dns_cache_new(c.base, &dc, no_change, NULL, &err);
         if (c.dns == NULL) {

@@ -1836,7 +1836,8 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
         bs->config.kubernetes.enabled) {
         struct dns_conf dc = {bs->dns.nameservers.v, bs->dns.nameservers.n,
                               (uint64_t)bs->dns.min_refresh_ms,
-                              (uint64_t)bs->dns.timeout_ms};
+                              (uint64_t)bs->dns.timeout_ms,
+                              bs->dns.resolv_conf};
         s->dns = dns_cache_new(base, &dc, on_dns_change, s, err);
         s->dns_fn.lookup = dns_lookup;
         s->dns_fn.lookup_min = dns_lookup_min;

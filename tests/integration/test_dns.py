@@ -163,3 +163,68 @@ def test_dns_service_entry_follows_the_records(strait_factory, tmp_path,
         assert 'strait_dns_queries_total{result="sent"}' in prom
     finally:
         dns.stop()
+
+
+def _resolv_strait(strait_factory, tmp_path, resolv, port):
+    conf = tmp_path / "conf.d"
+    conf.mkdir(exist_ok=True)
+    gw = free_port()
+    (conf / "r.yaml").write_text(RESOURCES.format(gateway=http_gateway(gw),
+                                                  gw=gw, port=port))
+    st = strait_factory(extra=(
+        f"config: {{dir: \"{conf}\", debounce: 10ms}}\n"
+        f"dns: {{resolvConf: \"{resolv}\", minRefresh: 100ms, "
+        f"timeout: 500ms}}\n"))
+    return st, gw
+
+
+def test_resolv_conf_nameserver_is_used(strait_factory, tmp_path,
+                                        upstream_factory):
+    """dns.resolvConf is read when dns.nameservers is empty: its
+    nameserver (evdns takes IP:port there) answers for the DNS entries."""
+    one = upstream_factory(named("one"))
+    dns = DNSServer(ttl=1)
+    try:
+        dns.records = {"svc.test": ["127.0.0.1"], "ep.test": ["127.0.0.1"]}
+        resolv = tmp_path / "resolv.conf"
+        resolv.write_text(f"nameserver 127.0.0.1:{dns.port}\n")
+        st, gw = _resolv_strait(strait_factory, tmp_path, resolv, one.port)
+        st.start()
+        wait_for(lambda: fetch(gw, "/") == (200, b"one"), 15, "svc.test")
+        assert ("svc.test", 1) in dns.queries
+    finally:
+        dns.stopped.set()
+        dns.sock.close()
+
+
+def test_empty_or_missing_resolv_conf_warns_and_starts(strait_factory,
+                                                       tmp_path,
+                                                       upstream_factory):
+    """A container image often ships an empty /etc/resolv.conf: strait
+    starts, says what it uses instead (127.0.0.1:53, as glibc does), and
+    serves what needs no name; it used to stop with `dns: out of
+    memory`. The same for a file that does not exist."""
+    one = upstream_factory(named("one"))
+    for name, text in (("empty", ""), ("missing", None)):
+        d = tmp_path / name
+        d.mkdir()
+        resolv = d / "resolv.conf"
+        if text is not None:
+            resolv.write_text(text)
+        st, gw = _resolv_strait(strait_factory, d, resolv, one.port)
+        st.start()
+        why = "names no nameserver" if text is not None else "does not exist"
+        wait_for(lambda: f"dns: {resolv} {why}; using the nameserver at "
+                 "127.0.0.1:53" in st.log(), 10, "the warning")
+        assert st.get("/healthz/ready")[0] == 200
+        st.stop()
+
+
+def test_unreadable_resolv_conf_is_an_error(strait_factory, tmp_path):
+    """A resolvConf that cannot be read (here a directory) stops the start
+    with a message naming it, not `out of memory`."""
+    st, _ = _resolv_strait(strait_factory, tmp_path, tmp_path, 80)
+    st.start(wait=False)
+    assert st.proc.wait(timeout=20) != 0
+    wait_for(lambda: f"dns: cannot read {tmp_path}" in st.log(), 10,
+             "the error")

@@ -368,7 +368,7 @@ static void no_change(void *arg)
 struct ca_cred *ca_client_fetch(const struct ca_client_conf *conf, char **err)
 {
     struct blocking f = {event_base_new(), NULL, NULL, 0};
-    const struct dns_conf sys = {NULL, 0, 5000, 5000};
+    const struct dns_conf sys = {NULL, 0, 5000, 5000, NULL};
     struct ca_client_conf cc = *conf;
     struct ca_client_req *r;
 

@@ -120,6 +120,7 @@ void ca_node_conf_init(struct ca_node_conf *c, const struct bootstrap *bs)
     c->dns.nnameservers = bs->dns.nameservers.n;
     c->dns.min_refresh_ms = (uint64_t)bs->dns.min_refresh_ms;
     c->dns.timeout_ms = (uint64_t)bs->dns.timeout_ms;
+    c->dns.resolv_conf = bs->dns.resolv_conf;
     c->istiod_address = bs->ca.istiod.address;
     c->istiod_root_cert = bs->ca.istiod.root_cert;
     c->istiod_token = bs->ca.istiod.token;

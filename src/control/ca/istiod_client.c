@@ -727,7 +727,7 @@ struct ca_cred *istiod_fetch(const struct istiod_conf *conf, EVP_PKEY *key,
                              int *unavailable, char **err)
 {
     struct blocking f = {event_base_new(), NULL, NULL, 0, 0};
-    const struct dns_conf sys = {NULL, 0, 5000, 5000};
+    const struct dns_conf sys = {NULL, 0, 5000, 5000, NULL};
     struct istiod_conf cc = *conf;
     struct istiod_req *r;
 
