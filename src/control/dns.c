@@ -429,10 +429,9 @@ struct dns_cache *dns_cache_new(struct event_base *base,
     if (c->dns == NULL)
         goto oom;
     if (conf->nnameservers == 0 &&
-        dns_read_resolv_conf(c->dns,
-                             conf->resolv_conf ? conf->resolv_conf
-                                               : DNS_RESOLV_CONF,
-                             err) != 0) {
+        dns_read_resolv_conf(
+            c->dns, conf->resolv_conf ? conf->resolv_conf : DNS_RESOLV_CONF,
+            err) != 0) {
         dns_cache_free(c);
         return NULL;
     }
