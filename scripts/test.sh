@@ -60,6 +60,8 @@ bg_wait() {
     wait "${bg_pid[$name]}" || rc=$?
     rows+=("$(($(date +%s) - bg_t0[$name]))|$name (background)")
     if [ "$rc" -ne 0 ]; then
+        cur="$name (background)"
+        cur_t0="$(date +%s)"
         tail -n 150 "$logs/$name.log"
         echo "$name failed (exit $rc)" >&2
         return "$rc"
@@ -75,7 +77,7 @@ durations() {
 }
 
 summary() {
-    local rc=$?
+    local rc=$? failed_at="$cur"
     step_end
     for p in "${bg_pids[@]}"; do
         kill -- "-$p" 2>/dev/null || true
@@ -97,7 +99,7 @@ summary() {
     done
     rm -rf "$logs"
     if [ "$rc" -ne 0 ]; then
-        printf '\nFAILED at: %s\n' "${cur:-see above}" >&2
+        printf '\nFAILED at: %s\n' "${failed_at:-see above}" >&2
     fi
     exit "$rc"
 }

@@ -33,25 +33,37 @@ def _ephemeral_range():
         return 32768, 60999
 
 
+_ports = {"order": None, "next": 0}
+
+
 def free_port(host="127.0.0.1"):
     """A free port to listen on, outside the kernel's ephemeral range: a
     port the kernel hands out for bind(0) may be taken a moment later as
     the local port of some outgoing connection, before the process under
-    test binds it (seen as "Address already in use"). Bounded tries."""
+    test binds it (seen as "Address already in use").
+
+    Ports come from a shuffled list walked in order, so one test process
+    never hands out the same port twice (a test that takes twenty ports
+    before starting anything would otherwise draw one twice, by the
+    birthday paradox, every few runs); under pytest-xdist each worker
+    walks its own residue class, so two workers never share one either.
+    A port found taken by another process is skipped. Bounded tries."""
     import random
     fam = socket.AF_INET6 if ":" in host else socket.AF_INET
-    lo, hi = _ephemeral_range()
-    candidates = [p for p in range(10000, 32000) if not lo <= p <= hi]
-    # Under pytest-xdist every worker draws from its own residue class,
-    # so two tests running at once never pick the same port between this
-    # check and the bind of the process they start.
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
-    if worker.startswith("gw") and count > 1:
-        idx = int(worker[2:]) % count
-        candidates = [p for p in candidates if p % count == idx]
+    if _ports["order"] is None:
+        lo, hi = _ephemeral_range()
+        candidates = [p for p in range(10000, 32000) if not lo <= p <= hi]
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+        if worker.startswith("gw") and count > 1:
+            idx = int(worker[2:]) % count
+            candidates = [p for p in candidates if p % count == idx]
+        random.shuffle(candidates)
+        _ports["order"] = candidates
+    order = _ports["order"]
     for _ in range(200):
-        port = random.choice(candidates)
+        port = order[_ports["next"] % len(order)]
+        _ports["next"] += 1
         with socket.socket(fam, socket.SOCK_STREAM) as s:
             try:
                 s.bind((host, port))
