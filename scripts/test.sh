@@ -66,7 +66,8 @@ bg_wait() {
         echo "$name failed (exit $rc)" >&2
         return "$rc"
     fi
-    grep -E '^(===|all |FAILED|note:)' "$logs/$name.log" || true
+    grep -E '^(===|all |FAILED|note:|build-packages:|distcheck|strait-)' \
+        "$logs/$name.log" || true
 }
 
 # durations SUITE BUILD_DIR: keeps the slowest-tests table pytest printed.
@@ -125,38 +126,48 @@ python3 scripts/check-layers
 step "systemd unit: systemd-analyze verify, security exposure <= 2.0"
 bash scripts/check-systemd build/strait
 
-# One target at a time on one core, beside the test suites below.
-bg_start "fuzz targets, ${fuzz_seconds}s each" \
-    env BUILDDIR="$top/build" bash tests/fuzz/run.sh "$fuzz_seconds"
+# Three lanes share the two cores. The integration suites spend most of
+# their time waiting on sockets and processes, so the builds and the fuzz
+# run fill the gaps beside them: the fuzz run (one target at a time, one
+# core) and the ASan build start now, beside the plain suite; the
+# packages, the image and distcheck (which need no test result) run
+# beside the ASan suite. A lane's output is shown when it is waited for.
 fuzz_step="fuzz targets, ${fuzz_seconds}s each"
+bg_start "$fuzz_step" \
+    env BUILDDIR="$top/build" bash tests/fuzz/run.sh "$fuzz_seconds"
+bg_start "ASan+UBSan build" env BUILD_DIR="$top/build-asan" \
+    DEPS_FLAGS=--test bash scripts/build.sh --enable-werror \
+    --enable-sanitizers
 
 step "unit and integration tests"
 check plain build
 
-step "ASan+UBSan build"
-BUILD_DIR="$top/build-asan" DEPS_FLAGS=--test \
-    bash scripts/build.sh --enable-werror --enable-sanitizers
+bg_wait "ASan+UBSan build"
+
+# The tarball's build and unit tests, and its integration tests as a
+# smoke run (every module collects, a few files pass; the whole suite
+# passes in two builds here on the same sources):
+# tests/integration/run-pytest.sh.
+bg_start "packages, install test, image, manifests, distcheck" bash -c '
+    set -euo pipefail
+    echo "=== packages: .deb (lintian) and its install test, .rpm (rpmlint)"
+    JOBS="$1" bash scripts/build-packages.sh all
+    bash scripts/test-deb-install.sh packages/strait_*.deb
+    echo "=== container image (buildah, umoci + chroot test), manifests"
+    bash packaging/container/build.sh build/strait
+    bash packaging/container/test.sh
+    /usr/bin/python3 scripts/check-kubernetes build/strait
+    echo "=== make distcheck"
+    STRAIT_TESTS_SMOKE=1 make -C build -j"$1" distcheck \
+        DISTCHECK_CONFIGURE_FLAGS=--enable-werror
+    echo "=== all packaging checks passed"
+' _ "$jobs"
 
 step "unit and integration tests under ASan+UBSan"
 check asan build-asan
 
 bg_wait "$fuzz_step"
-
-step "packages: .deb (lintian) and its install test, .rpm (rpmlint)"
-JOBS="$jobs" bash scripts/build-packages.sh all
-bash scripts/test-deb-install.sh packages/strait_*.deb
-
-step "container image (buildah, umoci + chroot test), Kubernetes manifests"
-bash packaging/container/build.sh build/strait
-bash packaging/container/test.sh
-/usr/bin/python3 scripts/check-kubernetes build/strait
-
-# The tarball's build and unit tests, and its integration tests as a
-# smoke run (every module collects, a few files pass; the whole suite has
-# passed twice above on the same sources): tests/integration/run-pytest.sh.
-step "make distcheck"
-STRAIT_TESTS_SMOKE=1 make -C build -j"$jobs" distcheck \
-    DISTCHECK_CONFIGURE_FLAGS=--enable-werror
+bg_wait "packages, install test, image, manifests, distcheck"
 
 step_end
 printf '\n=== all tests passed\n'
