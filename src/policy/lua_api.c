@@ -575,13 +575,7 @@ static int h_request_headers(lua_State *L)
 
 static int h_ctx(lua_State *L)
 {
-    struct luareq *rq = handle_of(L);
-
-    if (rq->ctx_ref == LUA_NOREF) {
-        lua_newtable(L);
-        rq->ctx_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    }
-    lua_rawgeti(L, LUA_REGISTRYINDEX, rq->ctx_ref);
+    luavm_push_ctx(L, handle_of(L));
     return 1;
 }
 
