@@ -459,16 +459,24 @@ void res_lua_reference(struct buf *b)
     buf_puts(b, "LuaPolicy\tkind\t\tstrait.io/v1alpha1: a Lua script run on "
                 "the requests of the Gateways, VirtualServices and hosts it "
                 "targets\n");
-    buf_init(&tmp, 1024 * 1024);
-    conf_reference(&lp_section, &tmp);
-    p = buf_cstr(&tmp);
-    while (*p != '\0') {
-        const char *eol = strchr(p, '\n');
-        size_t n = eol != NULL ? (size_t)(eol - p) : strlen(p);
-        buf_printf(b, "LuaPolicy.spec.%.*s\n", (int)n, p);
-        p += n + (eol != NULL);
+    for (int k = 0; k < 2; k++) {
+        buf_init(&tmp, 1024 * 1024);
+        conf_reference(k == 0 ? &lp_section : &grant_section, &tmp);
+        p = buf_cstr(&tmp);
+        while (*p != '\0') {
+            const char *eol = strchr(p, '\n');
+            size_t n = eol != NULL ? (size_t)(eol - p) : strlen(p);
+            buf_printf(b, "%s.spec.%.*s\n",
+                       k == 0 ? "LuaPolicy" : "ReferenceGrant", (int)n, p);
+            p += n + (eol != NULL);
+        }
+        buf_dispose(&tmp);
+        if (k == 0)
+            buf_puts(b, "ReferenceGrant\tkind\t\tgateway.networking.k8s.io/"
+                        "v1beta1: lets LuaPolicies of another namespace "
+                        "target this namespace's Gateways or "
+                        "VirtualServices\n");
     }
-    buf_dispose(&tmp);
     /* The budgets that are not fields. */
     buf_printf(b,
                "(limit) string.rep\tbytes\t%zu\tthe longest string.rep "
