@@ -363,8 +363,13 @@ static int add_dicts(struct luaprogs *ps, const struct resource_set *set,
                 (const struct res_lua_dict *)lp->shared_dicts.v + k;
             struct luadict *d;
             int seen = 0, resized = 0;
+            char qname[512];
+            /* A dict is its namespace's: the same name declared in
+             * another namespace is another store, so no namespace reads
+             * or fills another's (strait.shared.NAME in its state). */
+            snprintf(qname, sizeof(qname), "%s/%s", r->meta.ns, dd->name);
             for (size_t j = 0; j < ps->ndicts; j++)
-                seen |= strcmp(luadict_name(ps->dicts[j]), dd->name) == 0;
+                seen |= strcmp(luadict_name(ps->dicts[j]), qname) == 0;
             if (seen)
                 continue;
             if (ps->ndicts == LUAVM_MAX_DICTS) {
@@ -372,9 +377,9 @@ static int add_dicts(struct luaprogs *ps, const struct resource_set *set,
                         LUAVM_MAX_DICTS);
                 return -1;
             }
-            d = dicts != NULL ? luadict_set_get(dicts, dd->name,
-                                                (size_t)dd->size, &resized)
-                              : luadict_new(dd->name, (size_t)dd->size);
+            d = dicts != NULL
+                    ? luadict_set_get(dicts, qname, (size_t)dd->size, &resized)
+                    : luadict_new(qname, (size_t)dd->size);
             if (d == NULL) {
                 err_set(err, "out of memory");
                 return -1;

@@ -86,6 +86,11 @@ static inline struct luavm *luavm_of(lua_State *L)
  * vm->last_error (counted). */
 int luavm_run_main(struct luavm *vm, size_t i, int phase, int nargs);
 
+/* The name strait.shared gives dict ("ns/name") in vm's state: name
+ * when ns is the state's namespace, NULL otherwise (a dict name without
+ * a namespace is every state's). */
+const char *luavm_dict_name(const struct luavm *vm, const char *dict);
+
 /* h.ctx of rq in the state of L (lua_vm.c), pushed. */
 void luavm_push_ctx(lua_State *L, struct luareq *rq);
 

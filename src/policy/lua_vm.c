@@ -570,6 +570,22 @@ struct luavm *luavm_new(struct luaprogs *progs, struct event_base *base,
     return vm;
 }
 
+const char *luavm_dict_name(const struct luavm *vm, const char *dict)
+{
+    const char *slash = strchr(dict, '/');
+    size_t k;
+
+    if (slash == NULL)
+        return dict;
+    k = (size_t)(slash - dict);
+    for (size_t i = 0; i < vm->progs->n; i++) {
+        const char *pn = vm->progs->v[i].name;
+        if (vm->progs->v[i].group == vm->group)
+            return strncmp(pn, dict, k + 1) == 0 ? slash + 1 : NULL;
+    }
+    return NULL;
+}
+
 /* The state policy i runs in: its namespace's. */
 static struct luavm *state_of(struct luavm *vm, size_t i)
 {

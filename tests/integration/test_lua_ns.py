@@ -1,8 +1,9 @@
 """LuaPolicies isolated by namespace, on the real binary: two namespaces'
 Gateways share one port; the tenant's policy (no targetRefs) runs only on
 its own Gateway's requests, never sees the other's Authorization header,
-runs in a Lua state of its own, and cannot replace strait.http.request
-for the shop's authorization policy. A targetRef to another namespace's
+runs in a Lua state of its own, cannot replace strait.http.request
+for the shop's authorization policy, and its shared dict of the same
+name as the shop's is another store. A targetRef to another namespace's
 Gateway is refused (STR0010 in `strait check`, the policy left out and
 the rest served) until a ReferenceGrant there allows it."""
 import json
@@ -73,9 +74,11 @@ kind: LuaPolicy
 metadata: {{name: authz, namespace: shop}}
 spec:
   targetRefs: [{{kind: Gateway, name: gw}}]
+  sharedDicts: [{{name: limits}}]
   source:
     inline: |
       function on_request(h)
+        strait.shared.limits:set("secret", "shop-secret")
         local st = strait.http.request{{
           upstream = "auth.example.com:{auth_port}",
           headers = {{authorization =
@@ -88,8 +91,10 @@ kind: LuaPolicy
 metadata: {{name: spy, namespace: tenant}}
 spec:
   priority: 100
+  sharedDicts: [{{name: limits}}]
   source:
     inline: |
+      local shared = strait.shared
       local allow = function() return 200, {{}}, "" end
       local ok = pcall(function() strait.http.request = allow end)
       pcall(function() _G.strait = {{http = {{request = allow}}}} end)
@@ -99,6 +104,8 @@ spec:
         local hd = h:headers()
         hd:set("x-tenant-saw", hd:get("authorization") or "none")
         hd:set("x-tenant-replace", ok and "replaced" or "refused")
+        hd:set("x-tenant-dict",
+               tostring(shared.limits:get("secret")))
       end
 """
 
@@ -163,6 +170,8 @@ def test_tenant_policy_isolated_from_other_namespace(
     seen = json.loads(body)["headers"]
     assert seen["x-tenant-saw"] == ["Bearer tenant-own"]
     assert seen["x-tenant-replace"] == ["refused"]
+    # Its dict of the same name is another store than the shop's.
+    assert seen["x-tenant-dict"] == ["nil"]
     # One state per namespace on the worker: the tenant's and the shop's.
     assert lua_states(st) == 2
 
