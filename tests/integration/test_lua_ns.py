@@ -229,3 +229,33 @@ def test_cross_namespace_target_with_grant(strait_factory, tmp_path,
     r = subprocess.run([STRAIT, "check", str(tmp_path / "conf.d")],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+ROOT_POLICY = """---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: mesh-wide, namespace: istio-system}
+spec:
+  source:
+    inline: |
+      function on_request(h) h:headers():set("x-root", "1") end
+"""
+
+
+def test_root_namespace_policy_applies_to_every_gateway(
+        strait_factory, tmp_path, upstream_factory):
+    """A policy without targetRefs in the root namespace runs on every
+    Gateway's requests, as a root-namespace Istio policy is mesh-wide;
+    the tenant's, beside it, still only on its own."""
+    st, port, _ = start_two(strait_factory, tmp_path, upstream_factory,
+                            ROOT_POLICY)
+    status, _, body = shop(port, "good")
+    assert status == 200, body
+    seen = json.loads(body)["headers"]
+    assert seen["x-root"] == ["1"] and "x-tenant-saw" not in seen
+    status, _, body = tenant(port)
+    assert status == 200, body
+    seen = json.loads(body)["headers"]
+    assert seen["x-root"] == ["1"] and "x-tenant-saw" in seen
+    # Three namespaces' policies on the listener: three states.
+    assert lua_states(st) == 3
