@@ -9,7 +9,7 @@ the rest served) until a ReferenceGrant there allows it."""
 import json
 import subprocess
 
-from conftest import STRAIT, free_port, read_head, responder
+from conftest import STRAIT, free_port, read_head, responder, wait_for
 from test_gateway import get
 from test_lua import head_echo, lua_states
 
@@ -203,7 +203,8 @@ def test_cross_namespace_target_needs_grant(strait_factory, tmp_path,
                                             upstream_factory):
     """Without a ReferenceGrant in the shop's namespace, the tenant's
     policy that targets the shop's Gateway is not loaded (the rest is
-    served); `strait check` names it (STR0010) and fails."""
+    served); `strait check` names it (STR0010) and fails. A grant added
+    later applies on the reload it causes."""
     st, port, _ = start_two(strait_factory, tmp_path, upstream_factory,
                         GRANTED_SPY)
     status, _, body = shop(port, "good")
@@ -215,6 +216,14 @@ def test_cross_namespace_target_needs_grant(strait_factory, tmp_path,
     assert r.returncode != 0, out
     assert "STR0010" in out and "LuaPolicy tenant/steal" in out, out
     assert "no ReferenceGrant in 'shop'" in out, out
+    # The shop's owner adds the grant: the reload loads the policy.
+    (tmp_path / "conf.d" / "grant.yaml").write_text(GRANT)
+
+    def stolen():
+        status, _, body = shop(port, "good")
+        return status == 200 and \
+            json.loads(body)["headers"].get("x-steal") == ["Bearer good"]
+    wait_for(stolen, 20, "the granted policy applied after the reload")
 
 
 def test_cross_namespace_target_with_grant(strait_factory, tmp_path,
