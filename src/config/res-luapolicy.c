@@ -37,7 +37,8 @@ static const struct conf_key target_ref_keys[] = {
     {.name = "namespace",
      .type = CONF_STR,
      .off = TR(ns),
-     .help = "its namespace; default: the policy's"},
+     .help = "its namespace; default: the policy's; another one needs a "
+             "ReferenceGrant there (else the policy is not loaded)"},
     {.name = NULL},
 };
 #undef TR
@@ -177,7 +178,8 @@ static const struct conf_key lp_keys[] = {
      .off = LP(target_refs),
      .max = 100,
      .help = "Gateways and VirtualServices whose requests it runs on; "
-             "none (and no hosts): every request",
+             "none: the Gateways of its namespace (in the root namespace "
+             "istio-system: every Gateway)",
      .sub = &target_ref_section},
     {.name = "hosts",
      .type = CONF_STR_LIST,

@@ -216,6 +216,7 @@ def test_cross_namespace_target_needs_grant(strait_factory, tmp_path,
     assert r.returncode != 0, out
     assert "STR0010" in out and "LuaPolicy tenant/steal" in out, out
     assert "no ReferenceGrant in 'shop'" in out, out
+    wait_for(lambda: "STR0010" in st.log(), 10, "the gateway logs why")
     # The shop's owner adds the grant: the reload loads the policy.
     (tmp_path / "conf.d" / "grant.yaml").write_text(GRANT)
 
