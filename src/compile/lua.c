@@ -111,20 +111,76 @@ static int strv_ok(char **d, size_t n)
     return 1;
 }
 
-/* Does r apply to g, and how: any_ref, and the VirtualServices. */
-static int applies(const struct resource *r, const struct bootstrap *bs,
-                   const struct gw_listener *g, int *any_ref, size_t *nvs)
+/* Adds the hosts of server k of g (without their "ns/" part) to *v
+ * (NULL: only counts them in *n). -1 when memory runs out. */
+static int add_server_hosts(const struct gw_server *sv, char ***v, size_t *n)
+{
+    for (size_t h = 0; h < sv->nhosts; h++) {
+        const char *host = sv->hosts[h], *slash = strchr(host, '/');
+        char **nv;
+        if (slash != NULL)
+            host = slash + 1;
+        if (v != NULL) {
+            nv = realloc(*v, (*n + 1) * sizeof(*nv));
+            if (nv == NULL)
+                return -1;
+            *v = nv;
+            if ((nv[*n] = strdup(host)) == NULL)
+                return -1;
+        }
+        (*n)++;
+    }
+    return 0;
+}
+
+/*
+ * Does r apply to g, and how: any_ref (every request of g), the
+ * VirtualServices (nvs), and the hosts of the servers of g that belong to
+ * the Gateways it targets (*gw, NULL: only counted in *ngw), which say
+ * per request whether the request came through one of them.
+ *
+ * Namespaces, as Gateway API policy attachment has them: a policy
+ * targets resources of its own namespace; one in another namespace only
+ * with a ReferenceGrant there (otherwise the policy is not loaded at
+ * all, and `strait check` says why, STR0010). Without targetRefs it
+ * applies to the Gateways of its own namespace, or, in the root
+ * namespace, to every request, as a root-namespace Istio policy is
+ * mesh-wide.
+ */
+static int applies(const struct resource *r, const struct resource_set *set,
+                   const struct bootstrap *bs, const struct gw_listener *g,
+                   int *any_ref, size_t *nvs, char ***gw, size_t *ngw)
 {
     const struct res_lua_policy *lp = res_lua_policy(r);
 
     *any_ref = 0;
     *nvs = 0;
+    *ngw = 0;
     if (lp->selector.match_labels.n > 0 &&
         !res_labels_match(&lp->selector.match_labels, &bs->node.labels))
         return 0;
+    for (size_t i = 0; i < lp->target_refs.n; i++) {
+        const struct res_lua_target_ref *t =
+            (const struct res_lua_target_ref *)lp->target_refs.v + i;
+        if (t->ns != NULL &&
+            !res_lua_target_granted(
+                set, r->meta.ns,
+                t->kind == RES_LUA_REF_GATEWAY ? "Gateway" : "VirtualService",
+                t->ns, t->name))
+            return 0;
+    }
     if (lp->target_refs.n == 0) {
-        *any_ref = 1;
-        return 1;
+        size_t k = strlen(r->meta.ns);
+        if (strcmp(r->meta.ns, ISTIO_ROOT_NAMESPACE) == 0) {
+            *any_ref = 1;
+            return 1;
+        }
+        for (size_t i = 0; i < g->nservers; i++)
+            if (strncmp(g->servers[i].gateway, r->meta.ns, k) == 0 &&
+                g->servers[i].gateway[k] == '/' &&
+                add_server_hosts(&g->servers[i], gw, ngw) < 0)
+                return -1;
+        return *ngw > 0;
     }
     for (size_t i = 0; i < lp->target_refs.n; i++) {
         const struct res_lua_target_ref *t =
@@ -134,15 +190,19 @@ static int applies(const struct resource *r, const struct bootstrap *bs,
             continue;
         }
         for (size_t k = 0; k < g->nservers; k++)
-            if (ref_ns_eq(t->ns, r->meta.ns, t->name, g->servers[k].gateway))
-                *any_ref = 1;
+            if (ref_ns_eq(t->ns, r->meta.ns, t->name, g->servers[k].gateway) &&
+                add_server_hosts(&g->servers[k], gw, ngw) < 0)
+                return -1;
     }
-    return *any_ref || *nvs > 0;
+    return *ngw > 0 || *nvs > 0;
 }
 
 static int fill(struct luaprog *p, const struct resource *r,
-                const struct bootstrap *bs, int any_ref, size_t nvs, char **err)
+                const struct resource_set *set, const struct bootstrap *bs,
+                const struct gw_listener *g, char **err)
 {
+    int any_ref;
+    size_t nvs, ngw = 0;
     const struct res_lua_policy *lp = res_lua_policy(r);
     char path[4096];
     size_t k = 0;
@@ -185,6 +245,11 @@ static int fill(struct luaprog *p, const struct resource *r,
     p->body_bytes = (size_t)lp->limits.body_bytes;
     p->http_calls = (unsigned)lp->limits.http_calls;
     p->http_timeout_ms = (uint64_t)lp->limits.http_call_timeout_ms;
+    if (applies(r, set, bs, g, &any_ref, &nvs, &p->gw_hosts, &ngw) < 0) {
+        p->ngw_hosts = ngw;
+        goto oom;
+    }
+    p->ngw_hosts = ngw;
     p->any_ref = any_ref;
     p->config = calloc(2 * lp->config.n + 1, sizeof(char *));
     if (p->config == NULL)
@@ -284,12 +349,13 @@ static int add_dicts(struct luaprogs *ps, const struct resource_set *set,
                      struct luadict_set *dicts, char **err)
 {
     int any_ref;
-    size_t nvs;
+    size_t nvs, ngw;
 
     for (size_t i = 0; i < set->n; i++) {
         const struct resource *r = set->v[i];
         const struct res_lua_policy *lp;
-        if (r->kind != RES_LUA_POLICY || !applies(r, bs, g, &any_ref, &nvs))
+        if (r->kind != RES_LUA_POLICY ||
+            applies(r, set, bs, g, &any_ref, &nvs, NULL, &ngw) <= 0)
             continue;
         lp = res_lua_policy(r);
         for (size_t k = 0; k < lp->shared_dicts.n; k++) {
@@ -297,8 +363,13 @@ static int add_dicts(struct luaprogs *ps, const struct resource_set *set,
                 (const struct res_lua_dict *)lp->shared_dicts.v + k;
             struct luadict *d;
             int seen = 0, resized = 0;
+            char qname[512];
+            /* A dict is its namespace's: the same name declared in
+             * another namespace is another store, so no namespace reads
+             * or fills another's (strait.shared.NAME in its state). */
+            snprintf(qname, sizeof(qname), "%s/%s", r->meta.ns, dd->name);
             for (size_t j = 0; j < ps->ndicts; j++)
-                seen |= strcmp(luadict_name(ps->dicts[j]), dd->name) == 0;
+                seen |= strcmp(luadict_name(ps->dicts[j]), qname) == 0;
             if (seen)
                 continue;
             if (ps->ndicts == LUAVM_MAX_DICTS) {
@@ -306,9 +377,9 @@ static int add_dicts(struct luaprogs *ps, const struct resource_set *set,
                         LUAVM_MAX_DICTS);
                 return -1;
             }
-            d = dicts != NULL ? luadict_set_get(dicts, dd->name,
-                                                (size_t)dd->size, &resized)
-                              : luadict_new(dd->name, (size_t)dd->size);
+            d = dicts != NULL
+                    ? luadict_set_get(dicts, qname, (size_t)dd->size, &resized)
+                    : luadict_new(qname, (size_t)dd->size);
             if (d == NULL) {
                 err_set(err, "out of memory");
                 return -1;
@@ -327,14 +398,14 @@ struct luaprogs *compile_lua(const struct bootstrap *bs,
     struct luaprogs *ps;
     size_t n = 0;
     int any_ref;
-    size_t nvs;
+    size_t nvs, ngw;
 
     *err = NULL;
     if (set == NULL)
         return NULL;
     for (size_t i = 0; i < set->n; i++)
         if (set->v[i]->kind == RES_LUA_POLICY &&
-            applies(set->v[i], bs, g, &any_ref, &nvs))
+            applies(set->v[i], set, bs, g, &any_ref, &nvs, NULL, &ngw) > 0)
             n++;
     if (n == 0)
         return NULL;
@@ -352,10 +423,11 @@ struct luaprogs *compile_lua(const struct bootstrap *bs,
     }
     for (size_t i = 0; i < set->n; i++) {
         const struct resource *r = set->v[i];
-        if (r->kind != RES_LUA_POLICY || !applies(r, bs, g, &any_ref, &nvs))
+        if (r->kind != RES_LUA_POLICY ||
+            applies(r, set, bs, g, &any_ref, &nvs, NULL, &ngw) <= 0)
             continue;
         ps->n++;
-        if (fill(&ps->v[ps->n - 1], r, bs, any_ref, nvs, err) < 0)
+        if (fill(&ps->v[ps->n - 1], r, set, bs, g, err) < 0)
             goto fail;
     }
     if (add_modules(ps, bs, err) < 0 ||

@@ -16,8 +16,11 @@ struct resource_set;
 /*
  * compile_lua() selects the LuaPolicies of set that apply to Gateway
  * listener g on this node (selector against the node's labels; a
- * targetRef to a Gateway g serves, or to a VirtualService, which is
- * matched per request; no targetRefs: every request) and builds them in
+ * targetRef to a Gateway g serves, matched per request by the hosts of
+ * its servers, or to a VirtualService, matched per request; another
+ * namespace's only with a ReferenceGrant there, else the policy is left
+ * out; no targetRefs: the Gateways of the policy's namespace, every
+ * request in the root namespace) and builds them in
  * running order, reading each source.file from the first directory of
  * bs->lua.path that has it, along with strait's own modules
  * (<dir>/strait/NAME.lua, for require), and the sharedDicts they

@@ -166,6 +166,7 @@ static int l4_reads(const struct resource *r, int shared)
         return 1;
     case RES_REQUEST_AUTHENTICATION:
     case RES_LUA_POLICY:
+    case RES_REFERENCE_GRANT: /* which LuaPolicy targets are granted */
         return shared;
     default:
         return 0;
@@ -371,6 +372,7 @@ static int routes_read(const struct resource *r, const struct gw_listener *g)
     case RES_REQUEST_AUTHENTICATION:
     case RES_PEER_AUTHENTICATION:
     case RES_LUA_POLICY:
+    case RES_REFERENCE_GRANT: /* which LuaPolicy targets are granted */
         return 1;
     default:
         return 0;

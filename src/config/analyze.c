@@ -79,6 +79,7 @@ static const struct {
     {"STR0007", "GatewayPortConflict"},
     {"STR0008", "UnknownKind"},
     {"STR0009", "NetworkWithoutGateway"},
+    {"STR0010", "LuaPolicyTargetNotGranted"},
 };
 
 const char *res_code_name(const char *code)
@@ -2137,6 +2138,34 @@ int analysis_applies(const struct resource *r, const struct analysis_node *node,
     return 0;
 }
 
+/* STR0010: a LuaPolicy that targets a Gateway or VirtualService of
+ * another namespace without a ReferenceGrant there. An inert Error: the
+ * gateway leaves that policy out and loads the rest, so one namespace's
+ * mistake never holds back the others' changes. */
+static void check_lua_grants(struct actx *a, const struct resource *r)
+{
+    const struct res_lua_policy *lp = res_lua_policy(r);
+    char p[64];
+
+    for (size_t i = 0; i < lp->target_refs.n; i++) {
+        const struct res_lua_target_ref *t =
+            (const struct res_lua_target_ref *)lp->target_refs.v + i;
+        const char *kind =
+            t->kind == RES_LUA_REF_GATEWAY ? "Gateway" : "VirtualService";
+        if (t->ns == NULL || t->name == NULL ||
+            res_lua_target_granted(a->set, r->meta.ns, kind, t->ns, t->name))
+            continue;
+        snprintf(p, sizeof(p), "spec.targetRefs[%zu]", i);
+        last_inert(a, finding(a, "STR0010", RES_ERROR, r, &t->mark, p,
+                              "%s %s/%s is in namespace '%s', not the "
+                              "policy's '%s', and no ReferenceGrant in '%s' "
+                              "lets LuaPolicies of '%s' refer to it; the "
+                              "policy is not loaded",
+                              kind, t->ns, t->name, t->ns, r->meta.ns, t->ns,
+                              r->meta.ns));
+    }
+}
+
 int analyze_scope(const struct resource_set *set,
                   const struct analysis_node *node, struct analysis *out)
 {
@@ -2202,6 +2231,9 @@ int analyze_node(const struct resource_set *set, int outbound_mode,
             break;
         case RES_SERVICE_ENTRY:
             check_se_addresses(&a, r);
+            break;
+        case RES_LUA_POLICY:
+            check_lua_grants(&a, r);
             break;
         default:
             break;

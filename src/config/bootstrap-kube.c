@@ -40,6 +40,7 @@ const char *const bootstrap_kube_kinds[] = {
     "Secret",
     "Namespace",
     "Node",
+    "ReferenceGrant",
     NULL,
 };
 
@@ -75,7 +76,7 @@ static const struct conf_key kube_keys[] = {
      "kinds watched (Gateway, VirtualService, DestinationRule, "
      "ServiceEntry, WorkloadEntry, AuthorizationPolicy, PeerAuthentication, "
      "RequestAuthentication, LuaPolicy, MeshLink, Service, EndpointSlice, "
-     "Secret, Namespace, Node); none: all of them",
+     "Secret, Namespace, Node, ReferenceGrant); none: all of them",
      NULL, NULL, NULL, NULL},
     {"labelSelectors", CONF_STR_MAP,
      OFF(struct bootstrap_kube, label_selectors), 0, 16, NULL,

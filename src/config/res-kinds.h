@@ -62,6 +62,7 @@ extern const struct res_kind_ops res_k8s_namespace_ops;
 extern const struct res_kind_ops res_lua_policy_ops;
 extern const struct res_kind_ops res_mesh_link_ops;
 extern const struct res_kind_ops res_k8s_node_ops;
+extern const struct res_kind_ops res_reference_grant_ops;
 /* What the Kubernetes kinds need beyond their ops. */
 extern const struct res_kind_ext res_k8s_service_ext;
 extern const struct res_kind_ext res_k8s_endpoint_slice_ext;

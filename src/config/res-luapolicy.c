@@ -37,7 +37,8 @@ static const struct conf_key target_ref_keys[] = {
     {.name = "namespace",
      .type = CONF_STR,
      .off = TR(ns),
-     .help = "its namespace; default: the policy's"},
+     .help = "its namespace; default: the policy's; another one needs a "
+             "ReferenceGrant there (else the policy is not loaded)"},
     {.name = NULL},
 };
 #undef TR
@@ -177,7 +178,8 @@ static const struct conf_key lp_keys[] = {
      .off = LP(target_refs),
      .max = 100,
      .help = "Gateways and VirtualServices whose requests it runs on; "
-             "none (and no hosts): every request",
+             "none: the Gateways of its namespace (in the root namespace "
+             "istio-system: every Gateway)",
      .sub = &target_ref_section},
     {.name = "hosts",
      .type = CONF_STR_LIST,
@@ -324,6 +326,133 @@ static void lp_check(struct res_check *ck, struct resource *r)
 const struct res_kind_ops res_lua_policy_ops = {
     "LuaPolicy", &lp_section, sizeof(struct res_lua_policy), lp_check};
 
+/* ---- ReferenceGrant ------------------------------------------------------
+ * Gateway API's permission for a reference across namespaces, read here
+ * for LuaPolicy targetRefs (the one reference strait checks with it). */
+
+static const struct conf_key grant_from_keys[] = {
+    {.name = "group",
+     .type = CONF_STR,
+     .off = RES_OFF(struct res_grant_from, group),
+     .help = "the referring kind's API group: strait.io (required)"},
+    {.name = "kind",
+     .type = CONF_STR,
+     .off = RES_OFF(struct res_grant_from, kind),
+     .help = "the referring kind: LuaPolicy (required)"},
+    {.name = "namespace",
+     .type = CONF_STR,
+     .off = RES_OFF(struct res_grant_from, ns),
+     .help = "the namespace the references come from (required)"},
+    {.name = NULL},
+};
+static const struct conf_section grant_from_section = {
+    grant_from_keys, sizeof(struct res_grant_from),
+    RES_OFF(struct res_grant_from, mark)};
+
+static const struct conf_key grant_to_keys[] = {
+    {.name = "group",
+     .type = CONF_STR,
+     .off = RES_OFF(struct res_grant_to, group),
+     .help = "the referred kind's API group: networking.istio.io"},
+    {.name = "kind",
+     .type = CONF_STR,
+     .off = RES_OFF(struct res_grant_to, kind),
+     .help = "Gateway or VirtualService (required)"},
+    {.name = "name",
+     .type = CONF_STR,
+     .off = RES_OFF(struct res_grant_to, name),
+     .help = "one resource of this namespace; none: every one of the kind"},
+    {.name = NULL},
+};
+static const struct conf_section grant_to_section = {
+    grant_to_keys, sizeof(struct res_grant_to),
+    RES_OFF(struct res_grant_to, mark)};
+
+#define RG(f) RES_OFF(struct res_reference_grant, f)
+static const struct conf_key grant_keys[] = {
+    {.name = "from",
+     .type = CONF_LIST,
+     .off = RG(from),
+     .max = 16,
+     .help = "who may refer: {group, kind, namespace}",
+     .sub = &grant_from_section},
+    {.name = "to",
+     .type = CONF_LIST,
+     .off = RG(to),
+     .max = 16,
+     .help = "what they may refer to in this namespace: {group, kind, name}",
+     .sub = &grant_to_section},
+    {.name = NULL},
+};
+#undef RG
+static const struct conf_section grant_section = {grant_keys, 0, SIZE_MAX};
+
+static int str_is(const char *s, const char *v)
+{
+    return s != NULL && strcmp(s, v) == 0;
+}
+
+static void grant_check(struct res_check *ck, struct resource *r)
+{
+    const struct res_reference_grant *g = r->spec;
+    char p[96];
+
+    if (g->from.n == 0)
+        res_err(ck, NULL, "spec.from", "at least one from is required");
+    if (g->to.n == 0)
+        res_err(ck, NULL, "spec.to", "at least one to is required");
+    for (size_t i = 0; i < g->from.n; i++) {
+        const struct res_grant_from *f =
+            (const struct res_grant_from *)g->from.v + i;
+        res_path(p, sizeof(p), "spec.from[%zu]", i);
+        if (f->kind == NULL || f->ns == NULL || f->ns[0] == '\0')
+            res_err(ck, &f->mark, p, "kind and namespace are required");
+    }
+    for (size_t i = 0; i < g->to.n; i++) {
+        const struct res_grant_to *t = (const struct res_grant_to *)g->to.v + i;
+        res_path(p, sizeof(p), "spec.to[%zu]", i);
+        if (t->kind == NULL)
+            res_err(ck, &t->mark, p, "kind is required");
+    }
+}
+
+const struct res_kind_ops res_reference_grant_ops = {
+    "ReferenceGrant", &grant_section, sizeof(struct res_reference_grant),
+    grant_check};
+
+int res_lua_target_granted(const struct resource_set *set, const char *from_ns,
+                           const char *kind, const char *to_ns,
+                           const char *name)
+{
+    if (strcmp(from_ns, to_ns) == 0)
+        return 1;
+    for (size_t i = 0; set != NULL && i < set->n; i++) {
+        const struct resource *r = set->v[i];
+        const struct res_reference_grant *g;
+        int from = 0, to = 0;
+        if (r->kind != RES_REFERENCE_GRANT || strcmp(r->meta.ns, to_ns) != 0)
+            continue;
+        g = res_reference_grant(r);
+        for (size_t k = 0; k < g->from.n && !from; k++) {
+            const struct res_grant_from *f =
+                (const struct res_grant_from *)g->from.v + k;
+            from = str_is(f->group, "strait.io") &&
+                   str_is(f->kind, "LuaPolicy") && str_is(f->ns, from_ns);
+        }
+        for (size_t k = 0; k < g->to.n && !to; k++) {
+            const struct res_grant_to *t =
+                (const struct res_grant_to *)g->to.v + k;
+            to = str_is(t->group, "networking.istio.io") &&
+                 str_is(t->kind, kind) &&
+                 (t->name == NULL || t->name[0] == '\0' ||
+                  strcmp(t->name, name) == 0);
+        }
+        if (from && to)
+            return 1;
+    }
+    return 0;
+}
+
 void res_lua_reference(struct buf *b)
 {
     struct buf tmp;
@@ -332,16 +461,24 @@ void res_lua_reference(struct buf *b)
     buf_puts(b, "LuaPolicy\tkind\t\tstrait.io/v1alpha1: a Lua script run on "
                 "the requests of the Gateways, VirtualServices and hosts it "
                 "targets\n");
-    buf_init(&tmp, 1024 * 1024);
-    conf_reference(&lp_section, &tmp);
-    p = buf_cstr(&tmp);
-    while (*p != '\0') {
-        const char *eol = strchr(p, '\n');
-        size_t n = eol != NULL ? (size_t)(eol - p) : strlen(p);
-        buf_printf(b, "LuaPolicy.spec.%.*s\n", (int)n, p);
-        p += n + (eol != NULL);
+    for (int k = 0; k < 2; k++) {
+        buf_init(&tmp, 1024 * 1024);
+        conf_reference(k == 0 ? &lp_section : &grant_section, &tmp);
+        p = buf_cstr(&tmp);
+        while (*p != '\0') {
+            const char *eol = strchr(p, '\n');
+            size_t n = eol != NULL ? (size_t)(eol - p) : strlen(p);
+            buf_printf(b, "%s.spec.%.*s\n",
+                       k == 0 ? "LuaPolicy" : "ReferenceGrant", (int)n, p);
+            p += n + (eol != NULL);
+        }
+        buf_dispose(&tmp);
+        if (k == 0)
+            buf_puts(b, "ReferenceGrant\tkind\t\tgateway.networking.k8s.io/"
+                        "v1beta1: lets LuaPolicies of another namespace "
+                        "target this namespace's Gateways or "
+                        "VirtualServices\n");
     }
-    buf_dispose(&tmp);
     /* The budgets that are not fields. */
     buf_printf(b,
                "(limit) string.rep\tbytes\t%zu\tthe longest string.rep "

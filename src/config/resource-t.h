@@ -36,6 +36,7 @@ enum res_kind {
     RES_LUA_POLICY, /* strait.io from here (res-luapolicy.c) */
     RES_MESH_LINK,  /* res-meshlink.c */
     RES_NODE,       /* v1 Node (res-k8s.c): the locality of its endpoints */
+    RES_REFERENCE_GRANT, /* gateway.networking.k8s.io (res-luapolicy.c) */
     RES_KIND_COUNT,
 };
 
@@ -883,6 +884,34 @@ struct res_lua_policy {
     int failure_policy;        /* enum res_lua_failure */
     struct res_lua_limits limits;
     struct conf_list shared_dicts; /* struct res_lua_dict */
+};
+
+/* --- gateway.networking.k8s.io ReferenceGrant (res-luapolicy.c) ------ */
+
+/*
+ * A permission, written in the namespace of the resources it opens, for
+ * resources of another namespace to refer to them (Gateway API
+ * ReferenceGrant). strait reads it for LuaPolicy targetRefs: a from of
+ * group strait.io, kind LuaPolicy and a to of group networking.istio.io,
+ * kind Gateway or VirtualService (name empty: every one of that kind).
+ */
+struct res_grant_from {
+    struct conf_mark mark;
+    char *group;
+    char *kind;
+    char *ns;
+};
+
+struct res_grant_to {
+    struct conf_mark mark;
+    char *group;
+    char *kind;
+    char *name; /* NULL: every resource of the kind */
+};
+
+struct res_reference_grant {
+    struct conf_list from; /* struct res_grant_from */
+    struct conf_list to;   /* struct res_grant_to */
 };
 
 /* --- strait.io/v1alpha1 MeshLink (res-meshlink.c) --------------------- */

@@ -178,6 +178,7 @@ static const char *const kind_names[RES_KIND_COUNT] = {
     "LuaPolicy",
     "MeshLink",
     "Node",
+    "ReferenceGrant",
 };
 
 static const struct res_kind_ops *const kind_ops[RES_KIND_COUNT] = {
@@ -196,6 +197,7 @@ static const struct res_kind_ops *const kind_ops[RES_KIND_COUNT] = {
     &res_lua_policy_ops,
     &res_mesh_link_ops,
     &res_k8s_node_ops,
+    &res_reference_grant_ops,
 };
 
 static const struct res_kind_ext no_ext;
@@ -216,6 +218,7 @@ static const struct res_kind_ext *const kind_ext[RES_KIND_COUNT] = {
     &no_ext,
     &no_ext,
     &res_k8s_node_ext,
+    &no_ext,
 };
 
 /* The API group of each kind, and the versions strait reads. */
@@ -235,6 +238,7 @@ static const char *const kind_groups[RES_KIND_COUNT] = {
     "strait.io",
     "strait.io",
     "",
+    "gateway.networking.k8s.io",
 };
 
 const char *res_kind_name(enum res_kind kind)
@@ -769,6 +773,11 @@ const struct res_mesh_link *res_mesh_link(const struct resource *r)
     SPEC_OF(r, RES_MESH_LINK, struct res_mesh_link);
 }
 
+const struct res_reference_grant *res_reference_grant(const struct resource *r)
+{
+    SPEC_OF(r, RES_REFERENCE_GRANT, struct res_reference_grant);
+}
+
 static void load_msg(struct loader *ld, enum res_level level, int line, int col,
                      const char *resource, const char *path, const char *fmt,
                      ...) __attribute__((format(printf, 7, 8)));
@@ -1014,6 +1023,16 @@ static void load_doc(struct loader *ld, const struct ynode *root)
         if (strcmp(kind, kind_names[k]) == 0 &&
             strcmp(kind_groups[k], group) == 0)
             break;
+    if (k == RES_KIND_COUNT &&
+        strcmp(group, "gateway.networking.k8s.io") == 0) {
+        /* Of the Gateway API strait reads only ReferenceGrant (for
+         * LuaPolicy targets); its other kinds are left alone, as they
+         * were before it read any. */
+        load_msg(ld, RES_INFO, root->line, root->col, resource, "kind",
+                 "%s %s: not read by strait (only ReferenceGrant); ignored",
+                 api, kind);
+        goto out;
+    }
     if (k == RES_KIND_COUNT) {
         for (int i = 0; other_istio_kinds[i] != NULL; i++) {
             if (strcmp(kind, other_istio_kinds[i]) == 0) {

@@ -124,6 +124,18 @@ res_peer_authentication(const struct resource *r);
 const struct res_request_authentication *
 res_request_authentication(const struct resource *r);
 const struct res_lua_policy *res_lua_policy(const struct resource *r);
+const struct res_reference_grant *res_reference_grant(const struct resource *r);
+
+/*
+ * res_lua_target_granted() says whether a LuaPolicy of namespace from_ns
+ * may target the resource kind ("Gateway" or "VirtualService") to_ns/name:
+ * always in its own namespace; in another one only when a ReferenceGrant
+ * of to_ns has a from {group strait.io, kind LuaPolicy, namespace
+ * from_ns} and a to {group networking.istio.io, kind, name (or none)}.
+ */
+int res_lua_target_granted(const struct resource_set *set, const char *from_ns,
+                           const char *kind, const char *to_ns,
+                           const char *name);
 const struct res_mesh_link *res_mesh_link(const struct resource *r);
 /* LINK_TOKEN_PREFIX starts a MeshLink credential: "slk1.SITE.SECRET",
  * SITE the name the remote site gave this one (a DNS-1123 label), SECRET

@@ -72,6 +72,9 @@ static const struct kind_info kinds[] = {
     {"Secret", "/api/v1", "v1", "secrets", 1, 0},
     {"Namespace", "/api/v1", "v1", "namespaces", 0, 0},
     {"Node", "/api/v1", "v1", "nodes", 0, 0},
+    /* For LuaPolicy targetRefs across namespaces. */
+    {"ReferenceGrant", "/apis/gateway.networking.k8s.io/v1beta1",
+     "gateway.networking.k8s.io/v1beta1", "referencegrants", 1, 1},
 };
 #define NKINDS (sizeof(kinds) / sizeof(*kinds))
 

@@ -575,13 +575,7 @@ static int h_request_headers(lua_State *L)
 
 static int h_ctx(lua_State *L)
 {
-    struct luareq *rq = handle_of(L);
-
-    if (rq->ctx_ref == LUA_NOREF) {
-        lua_newtable(L);
-        rq->ctx_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    }
-    lua_rawgeti(L, LUA_REGISTRYINDEX, rq->ctx_ref);
+    luavm_push_ctx(L, handle_of(L));
     return 1;
 }
 
@@ -1185,10 +1179,14 @@ static void luaapi_open_shared(struct luavm *vm)
     lua_pop(L, 1);
     lua_createtable(L, 0, (int)p->ndicts);
     for (size_t i = 0; i < p->ndicts; i++) {
-        struct luadict **u = lua_newuserdatauv(L, sizeof(*u), 0);
+        const char *name = luavm_dict_name(vm, luadict_name(p->dicts[i]));
+        struct luadict **u;
+        if (name == NULL)
+            continue; /* another namespace's */
+        u = lua_newuserdatauv(L, sizeof(*u), 0);
         *u = p->dicts[i]; /* the programs' reference outlives the state */
         luaL_setmetatable(L, DICT_MT);
-        lua_setfield(L, -2, luadict_name(p->dicts[i]));
+        lua_setfield(L, -2, name);
     }
     lua_setfield(L, -2, "shared");
     lua_newtable(L);

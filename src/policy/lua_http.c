@@ -42,6 +42,9 @@ void luavm_set_http(struct luavm *vm, const struct luahttp_ops *ops, void *env)
 {
     vm->http = ops;
     vm->http_env = env;
+    /* Every namespace's state calls out the same way. */
+    for (size_t g = 1; g < vm->nsub; g++)
+        luavm_set_http(vm->sub[g], ops, env);
 }
 
 int luavm_waiting(const struct luareq *rq)

@@ -46,6 +46,12 @@ struct luatrun {
 
 struct luavm {
     lua_State *L;
+    /* The namespace (luaprog.group) whose policies this state holds.
+     * The state luavm_new() returns is group 0's and leads: sub[g] is
+     * group g's (sub[0] is itself; nsub 0: one group only). */
+    size_t group;
+    struct luavm **sub;
+    size_t nsub;
     struct event_base *base; /* NULL: timers are not run */
     struct ltimer *timers;   /* pending, doubly linked */
     size_t ntimers;
@@ -54,6 +60,7 @@ struct luavm {
     struct capped mem;
     struct luaprogs *progs;      /* one reference */
     int (*hooks)[LUAVM_NPHASES]; /* registry refs; LUA_NOREF: none */
+    int *envs; /* each policy's globals (registry refs), for load() */
     int sandbox_ref;
     struct luarun *run; /* while a hook runs */
     struct luareq *cur; /* the request whose hook runs */
@@ -79,6 +86,14 @@ static inline struct luavm *luavm_of(lua_State *L)
  * vm->last_error (counted). */
 int luavm_run_main(struct luavm *vm, size_t i, int phase, int nargs);
 
+/* The name strait.shared gives dict ("ns/name") in vm's state: name
+ * when ns is the state's namespace, NULL otherwise (a dict name without
+ * a namespace is every state's). */
+const char *luavm_dict_name(const struct luavm *vm, const char *dict);
+
+/* h.ctx of rq in the state of L (lua_vm.c), pushed. */
+void luavm_push_ctx(lua_State *L, struct luareq *rq);
+
 /* lua_api.c */
 void luaapi_open(struct luavm *vm); /* globals table on top */
 void luaapi_readonly(lua_State *L); /* table on top -> read-only view */
@@ -86,6 +101,13 @@ void luaapi_push_handle(struct luavm *vm, lua_State *co, struct luareq *rq);
 /* The handle's checks and h:geo(), for the methods of other files. */
 struct luareq *luaapi_handle(lua_State *L);
 void luaapi_push_geo(lua_State *L, const struct geo_result *geo);
+
+/* lua_freeze.c: luafreeze() replaces the table on top with a read-only
+ * view named name (its nested tables too); luafreeze_globals() makes the
+ * libraries and strait's tables of the globals table on top views, wraps
+ * rawset() to refuse them and hides strings' metatable. */
+void luafreeze(lua_State *L, const char *name);
+void luafreeze_globals(lua_State *L);
 
 /* lua_upstream.c: h:endpoints(), h:pick(), h:set_upstream(), added to
  * the handle's methods (the table on top). */

@@ -135,6 +135,7 @@ void luaprogs_unref(struct luaprogs *p)
         free(g->source);
         strv_free(g->config, g->nconfig);
         strv_free(g->vss, g->nvss);
+        strv_free(g->gw_hosts, g->ngw_hosts);
         strv_free(g->hosts, g->nhosts);
         strv_free(g->disabled, g->ndisabled);
     }
@@ -163,6 +164,20 @@ static int prog_cmp(const void *a, const void *b)
 void luaprogs_sort(struct luaprogs *p)
 {
     qsort(p->v, p->n, sizeof(*p->v), prog_cmp);
+    /* One group, and so one lua_State per worker, per namespace. */
+    p->ngroups = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        const char *slash = strchr(p->v[i].name, '/');
+        size_t k = slash != NULL ? (size_t)(slash - p->v[i].name) : 0;
+        p->v[i].group = p->ngroups;
+        for (size_t j = 0; j < i; j++)
+            if (strncmp(p->v[j].name, p->v[i].name, k + 1) == 0) {
+                p->v[i].group = p->v[j].group;
+                break;
+            }
+        if (p->v[i].group == p->ngroups)
+            p->ngroups++;
+    }
 }
 
 static const char *const phase_names[LUAVM_NPHASES] = {
@@ -253,7 +268,14 @@ static int b_load(lua_State *L)
         if (lua_setupvalue(L, -2, 1) == NULL)
             lua_pop(L, 1);
     } else {
-        lua_rawgeti(L, LUA_REGISTRYINDEX, luavm_of(L)->sandbox_ref);
+        /* The calling policy's own globals: the sandbox itself is shared
+         * by the policies of the state, so a chunk that could assign to
+         * it would change what the others see. */
+        struct luavm *vm = luavm_of(L);
+        size_t i = vm->run != NULL ? vm->run->prog : vm->loading;
+        if (vm->envs == NULL || vm->envs[i] == LUA_NOREF)
+            return luaL_error(L, "load: no environment here");
+        lua_rawgeti(L, LUA_REGISTRYINDEX, vm->envs[i]);
         if (lua_setupvalue(L, -2, 1) == NULL)
             lua_pop(L, 1);
     }
@@ -336,6 +358,8 @@ static int b_require(lua_State *L)
     lua_newtable(L);
     lua_rawgeti(L, LUA_REGISTRYINDEX, vm->sandbox_ref);
     lua_setfield(L, -2, "__index");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable"); /* the sandbox stays out of reach */
     lua_setmetatable(L, -2);
     lua_setupvalue(L, -2, 1);
     lua_call(L, 0, 1);
@@ -343,6 +367,9 @@ static int b_require(lua_State *L)
         lua_pop(L, 1);
         lua_pushboolean(L, 1);
     }
+    /* Every policy of the state gets this same table: read-only, so no
+     * policy changes the module for the others. */
+    luafreeze(L, name);
     lua_pushvalue(L, -1);
     lua_setfield(L, -4, name);
     return 1;
@@ -396,7 +423,8 @@ static void build_sandbox(struct luavm *vm)
     lua_setfield(L, -2, "date");
     lua_setfield(L, -2, "os");
     luaapi_open(vm); /* string caps, strait.*, the handle */
-    lua_pop(L, 2);   /* globals, the real os */
+    luafreeze_globals(L);
+    lua_pop(L, 2); /* globals, the real os */
     lua_pushglobaltable(L);
     vm->sandbox_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 }
@@ -411,8 +439,14 @@ static void push_env(struct luavm *vm, const struct luaprog *g)
     lua_newtable(L);
     lua_rawgeti(L, LUA_REGISTRYINDEX, vm->sandbox_ref);
     lua_setfield(L, -2, "__index");
+    /* Hidden, so getmetatable(_ENV).__index never hands out the sandbox
+     * the state's policies share (nor can setmetatable change it). */
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
     lua_setmetatable(L, -2);
-    lua_newtable(L); /* policy */
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -2, "_G"); /* _G is the policy's own globals */
+    lua_newtable(L);           /* policy */
     lua_pushstring(L, g->name);
     lua_setfield(L, -2, "name");
     lua_newtable(L); /* config's data */
@@ -430,8 +464,9 @@ static const char *const hook_names[LUAVM_NPHASES] = {
     "init_worker",        "(timer)",     "on_upstream_select",
     "on_tls_client_hello"};
 
-struct luavm *luavm_new(struct luaprogs *progs, struct event_base *base,
-                        char **err)
+/* The state of one namespace's policies (group) of progs. */
+static struct luavm *state_new(struct luaprogs *progs, size_t group,
+                               struct event_base *base, char **err)
 {
     struct luavm *vm = calloc(1, sizeof(*vm));
     size_t cap = 0;
@@ -440,31 +475,41 @@ struct luavm *luavm_new(struct luaprogs *progs, struct event_base *base,
     if (vm == NULL)
         goto oom;
     vm->base = base;
+    vm->group = group;
     vm->progs = luaprogs_ref(progs);
     for (size_t i = 0; i < progs->n; i++)
-        if (progs->v[i].memory > cap)
+        if (progs->v[i].group == group && progs->v[i].memory > cap)
             cap = progs->v[i].memory;
     vm->mem.cap = cap ? cap : (size_t)64 << 20;
     vm->hooks = calloc(progs->n ? progs->n : 1, sizeof(*vm->hooks));
-    if (vm->hooks == NULL)
+    vm->envs = calloc(progs->n ? progs->n : 1, sizeof(*vm->envs));
+    if (vm->hooks == NULL || vm->envs == NULL)
         goto oom;
+    for (size_t i = 0; i < progs->n; i++)
+        vm->envs[i] = LUA_NOREF;
     vm->L = lua_newstate(capped_alloc, &vm->mem);
     if (vm->L == NULL)
         goto oom;
     *(struct luavm **)lua_getextraspace(vm->L) = vm;
     build_sandbox(vm);
+    for (size_t i = 0; i < progs->n; i++)
+        for (int k = 0; k < LUAVM_NPHASES; k++)
+            vm->hooks[i][k] = LUA_NOREF;
     for (size_t i = 0; i < progs->n; i++) {
         const struct luaprog *g = &progs->v[i];
         lua_State *L = vm->L;
+        /* Another namespace's policy: never in this state. */
+        if (g->group != group)
+            continue;
         vm->loading = i;
-        for (int k = 0; k < LUAVM_NPHASES; k++)
-            vm->hooks[i][k] = LUA_NOREF;
         if (luaL_loadbufferx(L, g->source, g->source_len, g->chunk, "t") !=
             LUA_OK) {
             err_set(err, "LuaPolicy %s: %s", g->name, lua_tostring(L, -1));
             goto fail;
         }
         push_env(vm, g);
+        lua_pushvalue(L, -1);
+        vm->envs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
         lua_pushvalue(L, -1);
         lua_setupvalue(L, -3, 1); /* the chunk's _ENV */
         lua_insert(L, -2);        /* env, chunk */
@@ -500,10 +545,62 @@ fail:
     return NULL;
 }
 
+struct luavm *luavm_new(struct luaprogs *progs, struct event_base *base,
+                        char **err)
+{
+    struct luavm *vm = state_new(progs, 0, base, err);
+
+    if (vm == NULL || progs->ngroups <= 1)
+        return vm;
+    vm->sub = calloc(progs->ngroups, sizeof(*vm->sub));
+    if (vm->sub == NULL) {
+        luavm_free(vm);
+        err_set(err, "LuaPolicy: out of memory making a Lua state");
+        return NULL;
+    }
+    vm->nsub = progs->ngroups;
+    vm->sub[0] = vm;
+    for (size_t g = 1; g < progs->ngroups; g++) {
+        vm->sub[g] = state_new(progs, g, base, err);
+        if (vm->sub[g] == NULL) {
+            luavm_free(vm);
+            return NULL;
+        }
+    }
+    return vm;
+}
+
+const char *luavm_dict_name(const struct luavm *vm, const char *dict)
+{
+    const char *slash = strchr(dict, '/');
+    size_t k;
+
+    if (slash == NULL)
+        return dict;
+    k = (size_t)(slash - dict);
+    for (size_t i = 0; i < vm->progs->n; i++) {
+        const char *pn = vm->progs->v[i].name;
+        if (vm->progs->v[i].group == vm->group)
+            return strncmp(pn, dict, k + 1) == 0 ? slash + 1 : NULL;
+    }
+    return NULL;
+}
+
+/* The state policy i runs in: its namespace's. */
+static struct luavm *state_of(struct luavm *vm, size_t i)
+{
+    size_t g = i < vm->progs->n ? vm->progs->v[i].group : 0;
+
+    return g == 0 || g >= vm->nsub ? vm : vm->sub[g];
+}
+
 void luavm_free(struct luavm *vm)
 {
     if (vm == NULL)
         return;
+    for (size_t g = 1; g < vm->nsub; g++)
+        luavm_free(vm->sub[g]);
+    free(vm->sub);
     if (vm->L != NULL) {
         luaapi_timers_close(vm);
         while (vm->truns != NULL)
@@ -511,6 +608,7 @@ void luavm_free(struct luavm *vm)
         lua_close(vm->L);
     }
     free(vm->hooks);
+    free(vm->envs);
     luaprogs_unref(vm->progs);
     free(vm);
 }
@@ -632,7 +730,7 @@ static void hook_failed(struct luareq *rq, size_t i, int phase, int reason,
  * suspended (kept in rq); else it finished (ok or failed). */
 static enum luavm_result resume(struct luareq *rq, int nargs)
 {
-    struct luavm *vm = rq->vm;
+    struct luavm *vm = state_of(rq->vm, rq->next);
     lua_State *co = rq->co;
     struct luarun run;
     size_t i = rq->next;
@@ -691,7 +789,7 @@ done:
 static int start_protected(lua_State *L)
 {
     struct luareq *rq = lua_touserdata(L, 1);
-    struct luavm *vm = rq->vm;
+    struct luavm *vm = state_of(rq->vm, rq->next);
     lua_State *co = co_take(vm, &rq->co_ref);
 
     if (co == NULL)
@@ -708,7 +806,7 @@ static int start_protected(lua_State *L)
 /* Starts policy rq->next's hook for rq->phase. */
 static enum luavm_result start(struct luareq *rq)
 {
-    struct luavm *vm = rq->vm;
+    struct luavm *vm = state_of(rq->vm, rq->next);
     lua_State *L = vm->L;
 
     rq->co = NULL;
@@ -739,7 +837,7 @@ static enum luavm_result run_phase(struct luareq *rq)
     for (; rq->next < p->n; rq->next++) {
         enum luavm_result r;
         if (!(rq->mask & (1u << rq->next)) ||
-            rq->vm->hooks[rq->next][rq->phase] == LUA_NOREF)
+            state_of(rq->vm, rq->next)->hooks[rq->next][rq->phase] == LUA_NOREF)
             continue;
         r = start(rq);
         if (r == LUAVM_YIELD || r == LUAVM_BODY)
@@ -788,7 +886,7 @@ void luavm_on_log(struct luareq *rq)
      * waited for the body) is let go first: on_log takes a new one. */
     if (rq->co != NULL) {
         lua_sethook(rq->co, NULL, 0, 0);
-        co_give(rq->vm, rq->co, rq->co_ref, 0);
+        co_give(state_of(rq->vm, rq->next), rq->co, rq->co_ref, 0);
         rq->co = NULL;
         rq->co_ref = LUA_NOREF;
     }
@@ -822,9 +920,42 @@ enum luavm_result luavm_on_tls_client_hello(struct luareq *rq)
 int luavm_has_hook(const struct luavm *vm, uint32_t mask, int phase)
 {
     for (size_t i = 0; i < vm->progs->n && i < 32; i++)
-        if ((mask & (1u << i)) && vm->hooks[i][phase] != LUA_NOREF)
+        if ((mask & (1u << i)) &&
+            state_of((struct luavm *)vm, i)->hooks[i][phase] != LUA_NOREF)
             return 1;
     return 0;
+}
+
+/* h.ctx: one table per request in each namespace's state, so policies of
+ * a namespace share it and another namespace never sees it. The lead
+ * state keeps it in rq->ctx_ref, the others in a registry table keyed by
+ * the request (rq->ctx_groups says which have one, for the end). */
+void luavm_push_ctx(lua_State *L, struct luareq *rq)
+{
+    struct luavm *vm = luavm_of(L);
+
+    if (vm->group == 0) {
+        if (rq->ctx_ref == LUA_NOREF) {
+            lua_newtable(L);
+            rq->ctx_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        }
+        lua_rawgeti(L, LUA_REGISTRYINDEX, rq->ctx_ref);
+        return;
+    }
+    if (lua_getfield(L, LUA_REGISTRYINDEX, "strait.ctx") != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, LUA_REGISTRYINDEX, "strait.ctx");
+    }
+    if (lua_rawgetp(L, -1, rq) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, -3, rq);
+        rq->ctx_groups |= (uint32_t)1 << (vm->group & 31);
+    }
+    lua_remove(L, -2);
 }
 
 void luavm_request_end(struct luareq *rq)
@@ -836,13 +967,24 @@ void luavm_request_end(struct luareq *rq)
     luahttp_cancel(vm, &rq->wait);
     if (rq->co != NULL) {
         lua_sethook(rq->co, NULL, 0, 0);
-        co_give(vm, rq->co, rq->co_ref, 0);
+        co_give(state_of(vm, rq->next), rq->co, rq->co_ref, 0);
         rq->co = NULL;
     }
     if (rq->ctx_ref != LUA_NOREF) {
         luaL_unref(vm->L, LUA_REGISTRYINDEX, rq->ctx_ref);
         rq->ctx_ref = LUA_NOREF;
     }
+    for (size_t g = 1; g < vm->nsub && rq->ctx_groups != 0; g++) {
+        lua_State *L = vm->sub[g]->L;
+        if (!(rq->ctx_groups & ((uint32_t)1 << (g & 31))))
+            continue;
+        if (lua_getfield(L, LUA_REGISTRYINDEX, "strait.ctx") == LUA_TTABLE) {
+            lua_pushnil(L);
+            lua_rawsetp(L, -2, rq);
+        }
+        lua_pop(L, 1);
+    }
+    rq->ctx_groups = 0;
     rq->serial = 0;
     rq->vm = NULL;
 }
@@ -987,6 +1129,11 @@ uint32_t luaprogs_match(const struct luaprogs *p, struct slice authority,
     for (size_t i = 0; i < p->n && i < 32; i++) {
         const struct luaprog *g = &p->v[i];
         int ok = g->any_ref || in_list(g->vss, g->nvss, vs);
+        /* Through a server of a Gateway it targets: on a port that
+         * Gateways of several namespaces share, only the requests their
+         * own hosts take. */
+        for (size_t k = 0; !ok && k < g->ngw_hosts; k++)
+            ok = host_covers(g->gw_hosts[k], host);
         if (ok && g->nhosts > 0) {
             ok = 0;
             for (size_t k = 0; k < g->nhosts && !ok; k++)

@@ -69,6 +69,7 @@ struct luaprog {
     char *source; /* the text */
     size_t source_len;
     int64_t priority;
+    size_t group;    /* its namespace's state (luaprogs_sort) */
     int fail_closed; /* failurePolicy Fail */
     size_t memory;
     int instruction_slice;
@@ -80,11 +81,13 @@ struct luaprog {
     uint64_t http_timeout_ms;
     char **config; /* key, value, key, value... */
     size_t nconfig;
-    /* Targets: the request runs the policy when (no refs, or the
-     * listener serves a Gateway in gateways, or the route's
-     * VirtualService is in vss) and (no hosts, or one covers the
-     * authority) and the route's name is not in disabled. */
+    /* Targets: the request runs the policy when (any_ref, or one of
+     * gw_hosts covers its host: it came through a server of a targeted
+     * Gateway, or the route's VirtualService is in vss) and (no hosts, or one
+     * covers the authority) and the route's name is not in disabled. */
     int any_ref;
+    char **gw_hosts; /* the targeted Gateways' server hosts on the listener */
+    size_t ngw_hosts;
     char **vss;
     size_t nvss;
     char **hosts;
@@ -122,6 +125,9 @@ struct luaprogs {
     size_t n;
     struct luamod mods[LUAVM_MAX_MODULES];
     size_t nmods;
+    /* Namespaces: each policy's group (luaprog.group, set by
+     * luaprogs_sort()) gets a lua_State of its own in each worker. */
+    size_t ngroups;
     struct luadict *dicts[LUAVM_MAX_DICTS]; /* one reference each */
     size_t ndicts;
     struct luaupstream *ups; /* set_upstream targets; NULL: none */
@@ -131,14 +137,18 @@ struct luaprogs {
 struct luaprogs *luaprogs_new(size_t n);
 struct luaprogs *luaprogs_ref(struct luaprogs *p);
 void luaprogs_unref(struct luaprogs *p);
-/* luaprogs_sort() puts v in running order (priority, then name). */
+/* luaprogs_sort() puts v in running order (priority, then name) and
+ * groups them by namespace (the "ns/" of their names). */
 void luaprogs_sort(struct luaprogs *p);
 
 struct luavm;
 
-/* luavm_new() makes a worker's state for progs (a reference is taken)
- * and runs each policy's chunk and init_worker(). Timers run on base;
- * NULL (a check on the control thread): strait.timer calls succeed but
+/* luavm_new() makes a worker's states for progs (a reference is taken),
+ * one lua_State per namespace of its policies, so that no policy shares
+ * globals, module tables, memory or a GC with another namespace's, and
+ * runs each policy's chunk and init_worker() in its namespace's state.
+ * Policies still run in priority order whatever their namespace. Timers run on
+ * base; NULL (a check on the control thread): strait.timer calls succeed but
  * their timers are dropped unrun when the state closes. NULL with *err
  * (an allocated message) when a script fails to load; the caller logs it
  * and serves without Lua. */
@@ -180,13 +190,14 @@ struct luareq {
     /* The client's GeoIP result (h:geo()); NULL: no geoip configured.
      * Valid while the request lives. */
     const struct geo_result *geo;
-    uint32_t mask;    /* policies that apply (bit i: progs->v[i]) */
-    size_t next;      /* on_request: the next policy to run */
-    int ctx_ref;      /* h.ctx (LUA_NOREF: not made) */
-    unsigned serial;  /* handles of other serials are stale */
-    uint64_t used_ms; /* run time so far (requestTime) */
-    int co_ref;       /* a suspended coroutine; LUA_NOREF: none */
-    void *co;         /* its lua_State */
+    uint32_t mask;       /* policies that apply (bit i: progs->v[i]) */
+    size_t next;         /* on_request: the next policy to run */
+    int ctx_ref;         /* h.ctx of the first namespace (LUA_NOREF: none) */
+    uint32_t ctx_groups; /* the other namespaces' states holding one */
+    unsigned serial;     /* handles of other serials are stale */
+    uint64_t used_ms;    /* run time so far (requestTime) */
+    int co_ref;          /* a suspended coroutine; LUA_NOREF: none */
+    void *co;            /* its lua_State */
     int phase;
     /* h:respond(): status > 0 once called. */
     int status;

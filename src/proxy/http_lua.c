@@ -27,8 +27,9 @@ struct luavm *http_lua_vm(struct http_listener *l, struct wroutes *w)
     if (w->lua != NULL || w->lua_failed)
         return w->lua;
     w->lua = luavm_new(w->r->lua, l->base, &err);
-    if (w->lua != NULL)
-        STAT_ADD(&http_shard(l)->relay, lua_states, 1);
+    if (w->lua != NULL) /* one state per namespace of the policies */
+        STAT_ADD(&http_shard(l)->relay, lua_states,
+                 w->r->lua->ngroups > 1 ? w->r->lua->ngroups : 1);
     if (w->lua == NULL) {
         /* compile_lua() ran the same scripts already, so this is memory
          * or an init_worker that fails only sometimes. */

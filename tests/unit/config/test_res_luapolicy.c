@@ -205,6 +205,71 @@ static void unimplemented_fields_are_refused(void **state)
     assert_int_equal(f->nerr, 1);
 }
 
+/* A targetRef to another namespace needs a ReferenceGrant there naming
+ * LuaPolicies of the policy's namespace and the kind (and name, if it
+ * gives one); its own namespace needs none. */
+static void reference_grant_rules(void **state)
+{
+    struct fx *f = *state;
+    const char *e = load(
+        f, "apiVersion: gateway.networking.k8s.io/v1beta1\n"
+           "kind: ReferenceGrant\n"
+           "metadata: {name: g, namespace: shop}\n"
+           "spec:\n"
+           "  from: [{group: strait.io, kind: LuaPolicy, namespace: tenant}]\n"
+           "  to:\n"
+           "  - {group: networking.istio.io, kind: Gateway, name: gw}\n"
+           "  - {group: networking.istio.io, kind: VirtualService}\n"
+           "---\n"
+           "apiVersion: gateway.networking.k8s.io/v1\n"
+           "kind: ReferenceGrant\n"
+           "metadata: {name: other, namespace: bank}\n"
+           "spec:\n"
+           "  from: [{group: strait.io, kind: LuaPolicy, namespace: x}]\n"
+           "  to: [{group: networking.istio.io, kind: Gateway}]\n"
+           "---\n"
+           "apiVersion: gateway.networking.k8s.io/v1\n"
+           "kind: HTTPRoute\n"
+           "metadata: {name: r, namespace: shop}\n"
+           "spec: {}\n");
+
+    assert_int_equal(f->nerr, 0);
+    (void)e;
+    /* Its own namespace: always. */
+    assert_true(
+        res_lua_target_granted(f->set, "tenant", "Gateway", "tenant", "gw"));
+    /* The grant's Gateway by name, and every VirtualService. */
+    assert_true(
+        res_lua_target_granted(f->set, "tenant", "Gateway", "shop", "gw"));
+    assert_false(
+        res_lua_target_granted(f->set, "tenant", "Gateway", "shop", "gw2"));
+    assert_true(res_lua_target_granted(f->set, "tenant", "VirtualService",
+                                       "shop", "any"));
+    /* Another namespace's policies, or a namespace without a grant. */
+    assert_false(
+        res_lua_target_granted(f->set, "evil", "Gateway", "shop", "gw"));
+    assert_false(
+        res_lua_target_granted(f->set, "tenant", "Gateway", "bank", "gw"));
+    assert_true(res_lua_target_granted(f->set, "x", "Gateway", "bank", "gw"));
+    /* A grant with the wrong group grants nothing; one without from is
+     * an error. */
+    e = load(f, "apiVersion: gateway.networking.k8s.io/v1beta1\n"
+                "kind: ReferenceGrant\n"
+                "metadata: {name: g, namespace: shop}\n"
+                "spec:\n"
+                "  from: [{group: other.io, kind: LuaPolicy, namespace: t}]\n"
+                "  to: [{group: networking.istio.io, kind: Gateway}]\n");
+    assert_int_equal(f->nerr, 0);
+    assert_false(res_lua_target_granted(f->set, "t", "Gateway", "shop", "gw"));
+    e = load(f, "apiVersion: gateway.networking.k8s.io/v1beta1\n"
+                "kind: ReferenceGrant\n"
+                "metadata: {name: g, namespace: shop}\n"
+                "spec:\n"
+                "  to: [{group: networking.istio.io, kind: Gateway}]\n");
+    assert_true(f->nerr > 0);
+    assert_non_null(strstr(e, "at least one from is required"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -215,6 +280,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(source_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(schema_errors_have_positions, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(reference_grant_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(unimplemented_fields_are_refused, setup,
                                         teardown),
     };
