@@ -1564,6 +1564,21 @@ static void admin_links_prometheus(void *arg, struct buf *b)
                "# TYPE strait_link_server_services gauge\n"
                "strait_link_server_services %" PRIu64 "\n",
                st.accepted, st.active, st.refused, st.services);
+    buf_printf(b,
+               "# HELP strait_link_server_refused_connections_total "
+               "connections to the catalog API closed at accept: over "
+               "links.maxConnectionsPerSource (per_source) or the API's "
+               "slots (busy)\n"
+               "# TYPE strait_link_server_refused_connections_total counter\n"
+               "strait_link_server_refused_connections_total{reason="
+               "\"per_source\"} %" PRIu64 "\n"
+               "strait_link_server_refused_connections_total{reason="
+               "\"busy\"} %" PRIu64 "\n"
+               "# HELP strait_link_server_timed_out_total connections to the "
+               "catalog API closed at links.handshakeTimeout\n"
+               "# TYPE strait_link_server_timed_out_total counter\n"
+               "strait_link_server_timed_out_total %" PRIu64 "\n",
+               st.refused_per_source, st.refused_busy, st.timed_out);
 }
 
 static void on_etcd_change(void *arg)
@@ -1897,6 +1912,9 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     if (bs->links.address.len > 0) {
         const struct catalog_self self = {bs->node.name, bs->node.network,
                                           bs->trust_domain};
+        const struct link_server_limits lim = {
+            (uint64_t)bs->links.handshake_timeout_ms,
+            (size_t)bs->links.max_per_source};
         if (identity == NULL) {
             err_set(err, "links.address: the catalog API presents this "
                          "node's SPIFFE certificate: set ca.enabled (or "
@@ -1906,7 +1924,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
         }
         s->link_server =
             link_server_new(base, &s->reaper, &bs->links.address, bs->ca.dir,
-                            identity, &self, s->inherited, err);
+                            identity, &self, &lim, s->inherited, err);
         if (s->link_server == NULL)
             goto fail;
     }

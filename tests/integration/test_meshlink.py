@@ -29,7 +29,7 @@ class Site:
     API, its resources in DIR/conf.d."""
 
     def __init__(self, root, name, td, network, locality="", gw="127.0.0.1:15443",
-                 retain="", links=True, extra=""):
+                 retain="", links=True, extra="", links_extra=""):
         self.dir = root / name
         self.dir.mkdir()
         self.conf = self.dir / "conf.d"
@@ -38,7 +38,7 @@ class Site:
         self.td = td
         self.catalog_port = free_port()
         links_yaml = (f"links: {{address: 127.0.0.1:{self.catalog_port}, "
-                      f"gateway: \"{gw}\"}}\n") if links else ""
+                      f"gateway: \"{gw}\"{links_extra}}}\n") if links else ""
         extra = (f"node: {{name: {name}, namespace: istio-system, "
                  f"network: {network}, locality: \"{locality}\"}}\n"
                  f"trustDomain: {td}\n"
@@ -673,3 +673,101 @@ def test_binary_upgrade_of_the_linked_site_keeps_the_link(sites):
     assert b.links()["server"]["active"] == 1
     os.kill(new, signal.SIGTERM)
     wait_for(lambda: not os.path.exists(f"/proc/{new}"), 40, "the new one")
+
+
+def raw_connect(port, source, timeout=10):
+    return socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                    source_address=(source, 0))
+
+
+def closed_by_peer(sock):
+    """Blocks until the peer closes (EOF or reset); False on our timeout."""
+    try:
+        while True:
+            if not sock.recv(4096):
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+def still_open(sock):
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) not in (b"",)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.setblocking(True)
+
+
+def test_catalog_api_per_source_limit_leaves_the_links_alone(sites):
+    """Issue 28: one source holding idle connections to the catalog API
+    gets at most links.maxConnectionsPerSource (default 16): the 17th is
+    closed at accept, counted and logged, and a linked site from another
+    source still connects and syncs while the 16 are held."""
+    b = sites("site-b", "b.example", "net-b",
+              links_extra=", handshakeTimeout: 60s").start()
+    a = sites("site-a", "a.example", "net-a", links=False).start()
+    b.apply("svc", exported("reviews.default.svc.cluster.local"))
+    port = b.catalog_port
+    held = [raw_connect(port, "127.0.0.2") for _ in range(16)]
+    try:
+        wait_for(lambda: b.links()["server"]["connections"] == 16, 10,
+                 "the 16 connections to be accepted")
+        assert b.links()["server"]["refusedPerSource"] == 0
+        held.append(raw_connect(port, "127.0.0.2"))
+        wait_for(lambda: b.links()["server"]["refusedPerSource"] == 1, 10,
+                 "the 17th connection from one source to be refused")
+        assert closed_by_peer(held[-1])
+        assert "per-source connection limit" in b.s.log()
+        assert all(still_open(x) for x in held[:16])
+        # Another source (A, from 127.0.0.1) links and syncs meanwhile.
+        a.apply("link", b.link_create("site-a"))
+        wait_for(lambda: connected(a, "site-b") and
+                 a.link("site-b")["services"] == 1, 15, "the link")
+        srv = b.links()["server"]
+        assert srv["active"] == 1 and srv["refusedPerSource"] == 1
+        assert all(still_open(x) for x in held[:16])
+        metrics = b.s.get("/stats/prometheus")[1]
+        assert "strait_link_server_refused_connections_total{reason=" \
+            "\"per_source\"} 1" in metrics
+    finally:
+        for x in held:
+            x.close()
+    # Once its connections are gone the source may connect again.
+    wait_for(lambda: b.links()["server"]["connections"] == 1, 10,
+             "the idle connections to be gone")
+    ml = b.link_create("site-x")
+    token = ml[ml.index("slk1."):].split('"')[0]
+    st, err = catalog_request(
+        port, (f"POST /v1/catalog HTTP/1.1\r\nHost: b\r\nAuthorization: "
+               f"Bearer {token}\r\nContent-Length: 2\r\n\r\n").encode(),
+        b"{}")
+    assert st == 403
+
+
+def test_catalog_api_closes_a_connection_that_never_handshakes(sites):
+    """Issue 28: a connection to the catalog API that never completes its
+    TLS handshake is closed at links.handshakeTimeout (here 300ms), and
+    counted; the test waits for the close, not for a time."""
+    b = sites("site-b", "b.example", "net-b",
+              links_extra=", handshakeTimeout: 300ms",
+              extra="log: {level: debug}\n").start()
+    silent = raw_connect(b.catalog_port, "127.0.0.4", timeout=30)
+    half = raw_connect(b.catalog_port, "127.0.0.4", timeout=30)
+    try:
+        # A ClientHello's first bytes only: a handshake begun, never done.
+        half.sendall(b"\x16\x03\x01\x00\xc8\x01\x00")
+        assert closed_by_peer(silent)
+        assert closed_by_peer(half)
+    finally:
+        silent.close()
+        half.close()
+    wait_for(lambda: b.links()["server"]["timedOut"] == 2, 10,
+             "both to be counted")
+    assert b.s.log().count("timed out (handshake or request)") == 2
+    assert b.links()["server"]["connections"] == 0
