@@ -1503,6 +1503,16 @@ static size_t loop_inputs(void *arg, const struct res_input **v)
     return n;
 }
 
+/* The MeshLinks' entries for hosts this site or another link owns stay
+ * out of every snapshot, unless imported (config/link-merge.h). */
+static void loop_filter(void *arg, struct resource_set *set)
+{
+    struct loop *s = arg;
+
+    if (s->links != NULL)
+        links_filter(s->links, set);
+}
+
 /* A link's entries changed: load them with the rest. */
 static void on_links_timer(void *arg)
 {
@@ -1738,7 +1748,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
         ca_node != NULL ? ca_node_identity(ca_node) : NULL;
     struct snapshot *next = NULL;
     struct worker_hooks hooks;
-    struct source_inputs ins = {NULL, NULL, NULL};
+    struct source_inputs ins = {NULL, NULL, NULL, NULL};
     struct admin_ops ops = {NULL,
                             admin_status,
                             admin_listeners,
@@ -1893,6 +1903,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
         /* etcd's or the Kubernetes API's resources, then the MeshLinks'
          * registry entries (loop_inputs()). */
         ins.get = loop_inputs;
+        ins.filter = loop_filter;
         ins.arg = s;
         ins.name = s->etcd != NULL   ? "etcd"
                    : s->kube != NULL ? "kubernetes"

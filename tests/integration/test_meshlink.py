@@ -414,7 +414,10 @@ def test_relink_soak_memory_flat(sites):
 def test_reconnect_backoff_is_jittered_over_50_links(sites):
     """50 MeshLinks on A to B; B restarts: the links come back spread over
     time by full jitter, not in one burst."""
-    b = sites("site-b", "b.example", "net-b").start()
+    # The 50 "sites" share one source address here, which the per-source
+    # limit (default 16) is for; real sites each have their own.
+    b = sites("site-b", "b.example", "net-b",
+              links_extra=", maxConnectionsPerSource: 64").start()
     a = sites("site-a", "a.example", "net-a", links=False).start()
     b.apply("svc", exported("reviews.default.svc.cluster.local"))
     docs = []
@@ -771,3 +774,133 @@ def test_catalog_api_closes_a_connection_that_never_handshakes(sites):
              "both to be counted")
     assert b.s.log().count("timed out (handshake or request)") == 2
     assert b.links()["server"]["connections"] == 0
+
+
+def local_entry(host, port, name="api", ns="default"):
+    """A ServiceEntry of this site's own for host, one local endpoint."""
+    return f"""apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  hosts: [{host}]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{{number: 9080, name: http, protocol: HTTP}}]
+  endpoints:
+  - address: 127.0.0.1
+    ports: {{http: {port}}}
+"""
+
+
+def conflicts(site, name):
+    l = site.link(name)
+    return l is not None and [(c["host"], c["owner"]) for c in l["conflicts"]]
+
+
+def linked_hosts(a):
+    return sorted(h for r in a.config_dump()["resources"]["resources"]
+                  if r["kind"] == "ServiceEntry"
+                  and r.get("labels", {}).get("strait.io/meshlink")
+                  for h in [r["name"]])
+
+
+def test_a_linked_site_cannot_take_over_a_host_this_site_defines(sites):
+    """Issue 28: B announces api.internal, which A defines with its own
+    ServiceEntry. A leaves B's entry out (its own endpoint stays the only
+    one, its traffic stays home), reports the conflict on /links, in the
+    log and as strait_link_conflicts, and still merges B's other host.
+    Only spec.import (hosts, or the owner's namespace) lets it merge."""
+    b = sites("site-b", "b.example", "net-b", gw="127.0.0.1:25443").start()
+    a = sites("site-a", "a.example", "net-a", links=False).start()
+    b.apply("svc", exported("api.internal", name="api") + "---\n"
+            + exported("reviews.default.svc.cluster.local"))
+    local_port = free_port()
+    gw_port = free_port()
+    a.apply("api", local_entry("api.internal", local_port))
+    a.apply("route", route(gw_port, "api.internal"))
+    wait_for(lambda: f"127.0.0.1:{local_port}" in a.clusters(), 10,
+             "the local endpoint")
+    ml = b.link_create("site-a")
+    a.apply("link", ml)
+    wait_for(lambda: connected(a, "site-b") and
+             a.link("site-b")["services"] == 2 and
+             conflicts(a, "site-b"), 15, "the link and its conflict")
+    assert conflicts(a, "site-b") == [("api.internal",
+                                      "ServiceEntry default/api")]
+    # Only reviews was merged; api.internal keeps its one local endpoint.
+    hosts = [r["spec"]["hosts"][0] for r in a.link("site-b")["entries"]]
+    assert sorted(hosts) == ["api.internal",
+                             "reviews.default.svc.cluster.local"]
+    dump = json.dumps(a.config_dump())
+    assert "reviews.default.svc.cluster.local" in dump
+    api = [l for l in a.clusters().splitlines()
+           if l.startswith("api.internal|")]
+    assert any(f"127.0.0.1:{local_port}" in l for l in api), api
+    assert not any("25443" in l for l in api), api
+    assert ("which ServiceEntry default/api owns here; left out"
+            in a.s.log())
+    metrics = a.s.get("/stats/prometheus")[1]
+    assert 'strait_link_conflicts{link="default/site-b"} 1' in metrics
+    # A namespace rule for another namespace changes nothing ...
+    a.apply("link", ml + "  import: {namespaces: [other]}\n")
+    wait_for(lambda: "namespaces" in json.dumps(a.config_dump()), 10,
+             "the MeshLink with the import")
+    assert conflicts(a, "site-b") == [("api.internal",
+                                      "ServiceEntry default/api")]
+    # ... the owner's namespace merges it, on the same stream.
+    a.apply("link", ml + "  import: {namespaces: [default]}\n")
+    wait_for(lambda: any("25443" in l for l in a.clusters().splitlines()
+                         if l.startswith("api.internal|")), 10,
+             "B's endpoints joining api.internal")
+    assert conflicts(a, "site-b") == []
+    assert a.link("site-b")["streams"] == 1
+    metrics = a.s.get("/stats/prometheus")[1]
+    assert 'strait_link_conflicts{link="default/site-b"} 0' in metrics
+    # And so does naming the host; without an import it is left out again.
+    a.apply("link", ml + "  import: {hosts: [\"*.internal\"]}\n")
+    wait_for(lambda: "*.internal" in json.dumps(a.config_dump()), 10,
+             "the host import")
+    assert conflicts(a, "site-b") == []
+    a.apply("link", ml)
+    wait_for(lambda: conflicts(a, "site-b") == [
+        ("api.internal", "ServiceEntry default/api")], 10,
+        "the conflict again")
+    wait_for(lambda: not any("25443" in l
+                             for l in a.clusters().splitlines()
+                             if l.startswith("api.internal|")), 10,
+             "B's endpoints to leave api.internal")
+
+
+def test_a_linked_site_cannot_take_over_another_links_host(sites):
+    """Issue 28: B announces reviews first; C, linked later, announces it
+    too. C's entry is left out (reviews stays B's) and reported with its
+    owner, until C's MeshLink imports it."""
+    b = sites("site-b", "b.example", "net-b", gw="127.0.0.1:25443").start()
+    c = sites("site-c", "c.example", "net-c", gw="127.0.0.1:26443").start()
+    a = sites("site-a", "a.example", "net-a", links=False).start()
+    b.apply("svc", exported("reviews.default.svc.cluster.local"))
+    c.apply("svc", exported("reviews.default.svc.cluster.local") + "---\n"
+            + exported("ratings.default.svc.cluster.local", name="ratings"))
+    a.apply("link-b", b.link_create("site-a"))
+    wait_for(lambda: connected(a, "site-b") and
+             a.link("site-b")["services"] == 1, 15, "the link to B")
+    mlc = c.link_create("site-a")
+    a.apply("link-c", mlc)
+    wait_for(lambda: connected(a, "site-c") and
+             a.link("site-c")["services"] == 2 and
+             conflicts(a, "site-c"), 15, "the link to C and its conflict")
+    assert conflicts(a, "site-c") == [("reviews.default.svc.cluster.local",
+                                      "MeshLink default/site-b")]
+    assert conflicts(a, "site-b") == []
+    gw_port = free_port()
+    a.apply("route", route(gw_port, "reviews.default.svc.cluster.local"))
+    wait_for(lambda: "25443" in a.clusters(), 10, "B's endpoints")
+    assert "26443" not in a.clusters()
+    assert "ratings.default.svc.cluster.local" in json.dumps(a.config_dump())
+    metrics = a.s.get("/stats/prometheus")[1]
+    assert 'strait_link_conflicts{link="default/site-c"} 1' in metrics
+    # Imported, both sites serve it (failover across sites).
+    a.apply("link-c", mlc + "  import: {hosts: "
+            "[reviews.default.svc.cluster.local]}\n")
+    wait_for(lambda: "26443" in a.clusters(), 10, "C's endpoints too")
+    assert "25443" in a.clusters() and conflicts(a, "site-c") == []
