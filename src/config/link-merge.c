@@ -9,8 +9,11 @@
 #include <string.h>
 #include <strings.h>
 
+#include <stdio.h>
+
 #include "config/conf.h"
 #include "config/link-merge.h"
+#include "config/resource.h"
 #include "core/ascii.h"
 #include "core/host.h"
 #include "core/strmap.h"
@@ -167,4 +170,99 @@ done:
     free(wild);
     free(av);
     return rc;
+}
+
+/* The MeshLink label of a ServiceEntry a link made; NULL for others. */
+static const char *link_label(const struct resource *r)
+{
+    if (r->kind != RES_SERVICE_ENTRY)
+        return NULL;
+    for (size_t i = 0; i < r->meta.labels.n; i++)
+        if (strcmp(r->meta.labels.v[i].key, LINK_MERGE_LABEL) == 0)
+            return r->meta.labels.v[i].val;
+    return NULL;
+}
+
+void link_merge_analyze(const struct resource_set *set, struct res_msgs *msgs)
+{
+    size_t nhosts = 0;
+    struct link_merge_local *loc;
+    char(*lfq)[512];
+    struct link_merge_link *lv = calloc(set->n + 1, sizeof(*lv));
+    struct link_merge_host *hv = calloc(set->n + 1, sizeof(*hv));
+    const struct resource **owner = calloc(set->n + 1, sizeof(*owner));
+    char(*fq)[512] = calloc(set->n + 1, sizeof(*fq));
+    char(*whats)[600] = calloc(set->n + 1, sizeof(*whats));
+    size_t nloc = 0, nl = 0;
+
+    for (size_t i = 0; i < set->n; i++)
+        if (res_is_service(set->v[i]))
+            nhosts += res_service_entry(set->v[i])->hosts.n;
+    loc = calloc(nhosts + 1, sizeof(*loc));
+    lfq = calloc(nhosts + 1, sizeof(*lfq));
+    if (loc == NULL || lfq == NULL || lv == NULL || hv == NULL ||
+        owner == NULL || fq == NULL || whats == NULL)
+        goto done;
+    /* A link-shaped entry (labelled by a MeshLink of its namespace) is
+     * that link's, with its first host, in load order; every other
+     * registry entry is this site's own. */
+    for (size_t i = 0; i < set->n; i++) {
+        const struct resource *r = set->v[i], *m;
+        const struct res_service_entry *se;
+        const char *lab = link_label(r);
+        if (!res_is_service(r))
+            continue;
+        se = res_service_entry(r);
+        snprintf(whats[i], sizeof(whats[i]), "%s %s/%s",
+                 r->kind == RES_SERVICE ? "Service" : "ServiceEntry",
+                 r->meta.ns, r->meta.name);
+        m = lab != NULL ? resource_find(set, RES_MESH_LINK, r->meta.ns, lab)
+                        : NULL;
+        if (m != NULL && se->hosts.n == 1 &&
+            res_host_fqdn(se->hosts.v[0], r->meta.ns, set->domain, fq[i],
+                          sizeof(fq[i])) >= 0) {
+            lv[nl].ns = r->meta.ns;
+            lv[nl].name = lab;
+            lv[nl].source = whats[i];
+            lv[nl].import_hosts = &res_mesh_link(m)->import.hosts;
+            lv[nl].import_namespaces = &res_mesh_link(m)->import.namespaces;
+            hv[nl].host = fq[i];
+            hv[nl].since = i + 1;
+            lv[nl].hosts = &hv[nl];
+            lv[nl].nhosts = 1;
+            owner[nl++] = r;
+            continue;
+        }
+        for (size_t k = 0; k < se->hosts.n && nloc < nhosts; k++) {
+            if (res_host_fqdn(se->hosts.v[k], r->meta.ns, set->domain,
+                              lfq[nloc], sizeof(lfq[nloc])) < 0)
+                continue;
+            loc[nloc].host = lfq[nloc];
+            loc[nloc].ns = r->meta.ns;
+            loc[nloc++].what = whats[i];
+        }
+    }
+    if (nl == 0 || link_merge_decide(loc, nloc, lv, nl) < 0)
+        goto done;
+    for (size_t i = 0; i < nl; i++) {
+        const struct resource *r = owner[i];
+        if (hv[i].admit)
+            continue;
+        res_msgs_add(msgs, "STR0010", RES_WARNING, r->file, r->line, r->col,
+                     lv[i].source, "spec.hosts[0]",
+                     "MeshLink %s/%s's entry for %s is left out at run "
+                     "time: %s owns it here; to merge the linked site's "
+                     "endpoints into it, list it in spec.import.hosts (or "
+                     "its owner's namespace in spec.import.namespaces)",
+                     lv[i].ns, lv[i].name, hv[i].host,
+                     hv[i].conflict != NULL ? hv[i].conflict : "?");
+    }
+done:
+    free(loc);
+    free(lfq);
+    free(lv);
+    free(hv);
+    free(owner);
+    free(fq);
+    free(whats);
 }

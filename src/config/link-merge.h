@@ -69,4 +69,19 @@ int link_merge_imports(const struct link_merge_link *link, const char *host,
 int link_merge_decide(const struct link_merge_local *loc, size_t nloc,
                       struct link_merge_link *links, size_t nlinks);
 
+/* The label of the registry entries a MeshLink makes (its name). */
+#define LINK_MERGE_LABEL "strait.io/meshlink"
+
+/*
+ * link_merge_analyze() is what `strait check` can know offline: a
+ * ServiceEntry of the set shaped as a MeshLink's entry (labelled
+ * LINK_MERGE_LABEL with a MeshLink of its namespace, one host; one kept
+ * from /config_dump, say) for a host this site or an earlier such entry
+ * owns, and not imported, gets a Warning STR0010: at run time it would be
+ * left out.
+ */
+struct resource_set;
+struct res_msgs;
+void link_merge_analyze(const struct resource_set *set, struct res_msgs *msgs);
+
 #endif

@@ -904,3 +904,47 @@ def test_a_linked_site_cannot_take_over_another_links_host(sites):
             "[reviews.default.svc.cluster.local]}\n")
     wait_for(lambda: "26443" in a.clusters(), 10, "C's endpoints too")
     assert "25443" in a.clusters() and conflicts(a, "site-c") == []
+
+
+def test_strait_check_reports_a_link_entry_for_a_host_this_site_owns(sites,
+                                                                      tmp_path):
+    """Issue 28: what `strait check` can know offline: a MeshLink's entry
+    kept in the configuration (as /config_dump shows it) for a host a
+    ServiceEntry of this site defines is reported (STR0010, naming the
+    owner and the fix), and an import makes it go."""
+    b = sites("site-b", "b.example", "net-b").start()
+    ml = b.link_create("site-a")
+    entry = """apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata:
+  name: site-b-0123456789
+  namespace: default
+  labels: {"strait.io/meshlink": site-b}
+spec:
+  hosts: [api.internal]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 9080, name: http, protocol: HTTP}]
+  endpoints: [{network: net-b, weight: 1}]
+"""
+    d = tmp_path / "check"
+    d.mkdir()
+    (d / "local.yaml").write_text(local_entry("api.internal", 8080))
+    (d / "entry.yaml").write_text(entry)
+    (d / "link.yaml").write_text(ml)
+    r = subprocess.run([STRAIT, "check", str(d)], capture_output=True,
+                       text=True, timeout=30)
+    assert "STR0010" in (r.stdout + r.stderr), (r.stdout + r.stderr)
+    assert "ServiceEntry default/api owns it here" in (r.stdout + r.stderr), (r.stdout + r.stderr)
+    (d / "link.yaml").write_text(ml + "  import: {hosts: [api.internal]}\n")
+    r = subprocess.run([STRAIT, "check", str(d)], capture_output=True,
+                       text=True, timeout=30)
+    assert "STR0010" not in (r.stdout + r.stderr), (r.stdout + r.stderr)
+    # A bad import is refused with where and why.
+    (d / "link.yaml").write_text(ml + "  import: {hosts: [\"*\"], "
+                                 "namespaces: [\"Not_A_Ns\"]}\n")
+    r = subprocess.run([STRAIT, "check", str(d)], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode != 0
+    assert "spec.import.hosts[0]" in (r.stdout + r.stderr) and "take over" in (r.stdout + r.stderr)
+    assert "spec.import.namespaces[0]" in (r.stdout + r.stderr), (r.stdout + r.stderr)

@@ -311,7 +311,7 @@ static const char *link_label(const struct resource *r)
     if (r->kind != RES_SERVICE_ENTRY)
         return NULL;
     for (size_t i = 0; i < r->meta.labels.n; i++)
-        if (strcmp(r->meta.labels.v[i].key, "strait.io/meshlink") == 0)
+        if (strcmp(r->meta.labels.v[i].key, LINK_MERGE_LABEL) == 0)
             return r->meta.labels.v[i].val;
     return NULL;
 }
