@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "config/analyze.h"
+#include "config/link-merge.h"
 #include "config/res-k8s.h"
 #include "config/res-kinds.h"
 #include "config/resource.h"
@@ -2217,6 +2218,7 @@ int analyze_node(const struct resource_set *set, int outbound_mode,
         check_node_policies(&a);
     if (node != NULL && (node->mesh != NULL || node->network != NULL))
         analyze_networks(set, node, a.msgs);
+    link_merge_analyze(set, a.msgs);
     for (size_t i = 0; i < set->n; i++) {
         const struct resource *r = set->v[i];
         switch (r->kind) {

@@ -693,6 +693,18 @@ static const struct conf_key links_keys[] = {
      "HOST:PORT of this site's east-west (AUTO_PASSTHROUGH) gateway as other "
      "sites reach it, printed by `strait link create`",
      NULL, NULL, NULL, NULL},
+    {"handshakeTimeout", CONF_DURATION,
+     OFF(struct bootstrap_links, handshake_timeout_ms), 100, 60 * 1000, "5s",
+     "time a client of the catalog API has from accept to finish its TLS "
+     "handshake and send its whole request; then it is closed; read at "
+     "start",
+     NULL, NULL, NULL, NULL},
+    {"maxConnectionsPerSource", CONF_INT,
+     OFF(struct bootstrap_links, max_per_source), 1, 1024, "16",
+     "connections one source address may hold to the catalog API (more are "
+     "closed at accept), so that one client cannot take the slots the "
+     "linked sites need; read at start",
+     NULL, NULL, NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 static const struct conf_section links_section = {links_keys, 0, SIZE_MAX};

@@ -360,6 +360,8 @@ struct bootstrap_links {
     struct addr address; /* the catalog API (TLS); len 0: none */
     char *advertise;     /* IP:port the other site dials; "": address */
     char *gateway;       /* HOST:PORT of this site's east-west gateway */
+    int64_t handshake_timeout_ms; /* the catalog API's handshake deadline */
+    int64_t max_per_source;       /* its connections per source address */
 };
 
 /* The connection limit of a Gateway port (limits.ports). */

@@ -18,6 +18,24 @@
 #include "tls/bundle.h"
 
 #define ML(f) RES_OFF(struct res_mesh_link, f)
+static const struct conf_key import_keys[] = {
+    {.name = "hosts",
+     .type = CONF_STR_LIST,
+     .off = ML(import.hosts) - ML(import),
+     .max = 1000,
+     .help = "remote hosts (a name or *.suffix) whose endpoints may join a "
+             "host this site defines or another MeshLink owns"},
+    {.name = "namespaces",
+     .type = CONF_STR_LIST,
+     .off = ML(import.namespaces) - ML(import),
+     .max = 1000,
+     .help = "namespaces (or \"*\") whose hosts, defined here or owned by "
+             "another MeshLink there, may take this link's endpoints"},
+    {.name = NULL},
+};
+static const struct conf_section import_section = {
+    import_keys, 0, ML(import.mark) - ML(import)};
+
 static const struct conf_key gateway_keys[] = {
     {.name = "address",
      .type = CONF_STR,
@@ -96,6 +114,13 @@ static const struct conf_key ml_keys[] = {
      .def = "10m",
      .help = "how long the last catalog is kept while the link is down; "
              "then its services are removed"},
+    {.name = "import",
+     .type = CONF_SECTION,
+     .off = ML(import),
+     .help = "what of the remote catalog may merge with hosts this site "
+             "defines or another MeshLink owns (default: nothing; such "
+             "hosts are left out and reported as conflicts)",
+     .sub = &import_section},
     {.name = NULL},
 };
 #undef ML
@@ -207,6 +232,28 @@ static void ml_check(struct res_check *ck, struct resource *r)
                                   strlen(ml->credential.token), &p1, &n1, &p2,
                                   &n2, &why) < 0)
         res_err(ck, &ml->credential.mark, "spec.credential.token", "%s", why);
+    for (size_t i = 0; i < ml->import.hosts.n; i++) {
+        char path[64];
+        res_path(path, sizeof(path), "spec.import.hosts[%zu]", i);
+        /* "*" alone would import everything: say so by listing the
+         * namespaces instead, where the owner is named. */
+        if (strcmp(ml->import.hosts.v[i], "*") == 0)
+            res_err(ck, &ml->import.mark, path,
+                    "'*' would let the remote site take over every host; "
+                    "name the hosts (or *.suffix), or use "
+                    "spec.import.namespaces");
+        else
+            res_check_host(ck, &ml->import.mark, path, ml->import.hosts.v[i],
+                           RES_HOST_WILDCARD);
+    }
+    for (size_t i = 0; i < ml->import.namespaces.n; i++) {
+        const char *ns = ml->import.namespaces.v[i];
+        char path[64];
+        res_path(path, sizeof(path), "spec.import.namespaces[%zu]", i);
+        if (strcmp(ns, "*") != 0 && !label_ok(ns, strlen(ns)))
+            res_err(ck, &ml->import.mark, path,
+                    "'%s' is not a namespace name (a DNS label) or \"*\"", ns);
+    }
 }
 
 const struct res_kind_ops res_mesh_link_ops = {

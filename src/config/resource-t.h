@@ -941,6 +941,13 @@ struct res_mesh_link {
         char *token; /* the link credential (secret) */
     } credential;
     int64_t retain_for_ms; /* keep the last catalog this long when lost */
+    /* Hosts of the remote catalog that may merge with a host this site
+     * defines or another link owns (config/link-merge.h). */
+    struct {
+        struct conf_mark mark;
+        struct conf_strs hosts;      /* "name" or "*.suffix" */
+        struct conf_strs namespaces; /* the owner's namespace, or "*" */
+    } import;
 };
 
 /* --- resources --------------------------------------------------------- */

@@ -688,6 +688,20 @@ void resource_set_free(struct resource_set *set)
     free(set);
 }
 
+void resource_set_remove(struct resource_set *set, const unsigned char *drop)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < set->n; i++) {
+        if (drop[i]) {
+            resource_free(set->v[i]);
+            continue;
+        }
+        set->v[k++] = set->v[i];
+    }
+    set->n = k;
+}
+
 const struct resource *resource_find(const struct resource_set *set,
                                      enum res_kind kind, const char *ns,
                                      const char *name)

@@ -99,6 +99,10 @@ struct resource_set *resource_load_inputs(const char *dir,
 /* resource_set_free() frees a set and everything in it; NULL is a no-op. */
 void resource_set_free(struct resource_set *set);
 
+/* resource_set_remove() frees the resources i of set with drop[i] set
+ * (drop has set->n flags) and keeps the others in their order. */
+void resource_set_remove(struct resource_set *set, const unsigned char *drop);
+
 /* resource_find() returns the resource kind ns/name, or NULL. The pointer
  * is owned by the set. */
 const struct resource *resource_find(const struct resource_set *set,

@@ -1503,6 +1503,16 @@ static size_t loop_inputs(void *arg, const struct res_input **v)
     return n;
 }
 
+/* The MeshLinks' entries for hosts this site or another link owns stay
+ * out of every snapshot, unless imported (config/link-merge.h). */
+static void loop_filter(void *arg, struct resource_set *set)
+{
+    struct loop *s = arg;
+
+    if (s->links != NULL)
+        links_filter(s->links, set);
+}
+
 /* A link's entries changed: load them with the rest. */
 static void on_links_timer(void *arg)
 {
@@ -1564,6 +1574,21 @@ static void admin_links_prometheus(void *arg, struct buf *b)
                "# TYPE strait_link_server_services gauge\n"
                "strait_link_server_services %" PRIu64 "\n",
                st.accepted, st.active, st.refused, st.services);
+    buf_printf(b,
+               "# HELP strait_link_server_refused_connections_total "
+               "connections to the catalog API closed at accept: over "
+               "links.maxConnectionsPerSource (per_source) or the API's "
+               "slots (busy)\n"
+               "# TYPE strait_link_server_refused_connections_total counter\n"
+               "strait_link_server_refused_connections_total{reason="
+               "\"per_source\"} %" PRIu64 "\n"
+               "strait_link_server_refused_connections_total{reason="
+               "\"busy\"} %" PRIu64 "\n"
+               "# HELP strait_link_server_timed_out_total connections to the "
+               "catalog API closed at links.handshakeTimeout\n"
+               "# TYPE strait_link_server_timed_out_total counter\n"
+               "strait_link_server_timed_out_total %" PRIu64 "\n",
+               st.refused_per_source, st.refused_busy, st.timed_out);
 }
 
 static void on_etcd_change(void *arg)
@@ -1723,7 +1748,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
         ca_node != NULL ? ca_node_identity(ca_node) : NULL;
     struct snapshot *next = NULL;
     struct worker_hooks hooks;
-    struct source_inputs ins = {NULL, NULL, NULL};
+    struct source_inputs ins = {NULL, NULL, NULL, NULL};
     struct admin_ops ops = {NULL,
                             admin_status,
                             admin_listeners,
@@ -1879,6 +1904,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
         /* etcd's or the Kubernetes API's resources, then the MeshLinks'
          * registry entries (loop_inputs()). */
         ins.get = loop_inputs;
+        ins.filter = loop_filter;
         ins.arg = s;
         ins.name = s->etcd != NULL   ? "etcd"
                    : s->kube != NULL ? "kubernetes"
@@ -1898,6 +1924,9 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     if (bs->links.address.len > 0) {
         const struct catalog_self self = {bs->node.name, bs->node.network,
                                           bs->trust_domain};
+        const struct link_server_limits lim = {
+            (uint64_t)bs->links.handshake_timeout_ms,
+            (size_t)bs->links.max_per_source};
         if (identity == NULL) {
             err_set(err, "links.address: the catalog API presents this "
                          "node's SPIFFE certificate: set ca.enabled (or "
@@ -1907,7 +1936,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
         }
         s->link_server =
             link_server_new(base, &s->reaper, &bs->links.address, bs->ca.dir,
-                            identity, &self, s->inherited, err);
+                            identity, &self, &lim, s->inherited, err);
         if (s->link_server == NULL)
             goto fail;
     }

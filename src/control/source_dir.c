@@ -185,6 +185,8 @@ static struct resource_set *load(const struct source *src, int outbound_mode,
         err_set(err, "out of memory loading resources");
         return NULL;
     }
+    if (src->inputs.filter != NULL)
+        src->inputs.filter(src->inputs.arg, set);
     if (check(set, outbound_mode, err) < 0) {
         resource_set_free(set);
         return NULL;

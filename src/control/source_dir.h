@@ -24,6 +24,10 @@ struct source;
 struct res_input;
 struct source_inputs {
     size_t (*get)(void *arg, const struct res_input **v);
+    /* Runs on each loaded set before it is analysed: may leave resources
+     * out of it (the MeshLinks' entries for hosts others own). NULL:
+     * none. */
+    void (*filter)(void *arg, struct resource_set *set);
     void *arg;
     const char *name;
 };

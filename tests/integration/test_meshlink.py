@@ -29,7 +29,7 @@ class Site:
     API, its resources in DIR/conf.d."""
 
     def __init__(self, root, name, td, network, locality="", gw="127.0.0.1:15443",
-                 retain="", links=True, extra=""):
+                 retain="", links=True, extra="", links_extra=""):
         self.dir = root / name
         self.dir.mkdir()
         self.conf = self.dir / "conf.d"
@@ -38,7 +38,7 @@ class Site:
         self.td = td
         self.catalog_port = free_port()
         links_yaml = (f"links: {{address: 127.0.0.1:{self.catalog_port}, "
-                      f"gateway: \"{gw}\"}}\n") if links else ""
+                      f"gateway: \"{gw}\"{links_extra}}}\n") if links else ""
         extra = (f"node: {{name: {name}, namespace: istio-system, "
                  f"network: {network}, locality: \"{locality}\"}}\n"
                  f"trustDomain: {td}\n"
@@ -414,7 +414,10 @@ def test_relink_soak_memory_flat(sites):
 def test_reconnect_backoff_is_jittered_over_50_links(sites):
     """50 MeshLinks on A to B; B restarts: the links come back spread over
     time by full jitter, not in one burst."""
-    b = sites("site-b", "b.example", "net-b").start()
+    # The 50 "sites" share one source address here, which the per-source
+    # limit (default 16) is for; real sites each have their own.
+    b = sites("site-b", "b.example", "net-b",
+              links_extra=", maxConnectionsPerSource: 64").start()
     a = sites("site-a", "a.example", "net-a", links=False).start()
     b.apply("svc", exported("reviews.default.svc.cluster.local"))
     docs = []
@@ -673,3 +676,275 @@ def test_binary_upgrade_of_the_linked_site_keeps_the_link(sites):
     assert b.links()["server"]["active"] == 1
     os.kill(new, signal.SIGTERM)
     wait_for(lambda: not os.path.exists(f"/proc/{new}"), 40, "the new one")
+
+
+def raw_connect(port, source, timeout=10):
+    return socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                    source_address=(source, 0))
+
+
+def closed_by_peer(sock):
+    """Blocks until the peer closes (EOF or reset); False on our timeout."""
+    try:
+        while True:
+            if not sock.recv(4096):
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+def still_open(sock):
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) not in (b"",)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.setblocking(True)
+
+
+def test_catalog_api_per_source_limit_leaves_the_links_alone(sites):
+    """Issue 28: one source holding idle connections to the catalog API
+    gets at most links.maxConnectionsPerSource (default 16): the 17th is
+    closed at accept, counted and logged, and a linked site from another
+    source still connects and syncs while the 16 are held."""
+    b = sites("site-b", "b.example", "net-b",
+              links_extra=", handshakeTimeout: 60s").start()
+    a = sites("site-a", "a.example", "net-a", links=False).start()
+    b.apply("svc", exported("reviews.default.svc.cluster.local"))
+    port = b.catalog_port
+    held = [raw_connect(port, "127.0.0.2") for _ in range(16)]
+    try:
+        wait_for(lambda: b.links()["server"]["connections"] == 16, 10,
+                 "the 16 connections to be accepted")
+        assert b.links()["server"]["refusedPerSource"] == 0
+        held.append(raw_connect(port, "127.0.0.2"))
+        wait_for(lambda: b.links()["server"]["refusedPerSource"] == 1, 10,
+                 "the 17th connection from one source to be refused")
+        assert closed_by_peer(held[-1])
+        assert "per-source connection limit" in b.s.log()
+        assert all(still_open(x) for x in held[:16])
+        # Another source (A, from 127.0.0.1) links and syncs meanwhile.
+        a.apply("link", b.link_create("site-a"))
+        wait_for(lambda: connected(a, "site-b") and
+                 a.link("site-b")["services"] == 1, 15, "the link")
+        srv = b.links()["server"]
+        assert srv["active"] == 1 and srv["refusedPerSource"] == 1
+        assert all(still_open(x) for x in held[:16])
+        metrics = b.s.get("/stats/prometheus")[1]
+        assert "strait_link_server_refused_connections_total{reason=" \
+            "\"per_source\"} 1" in metrics
+    finally:
+        for x in held:
+            x.close()
+    # Once its connections are gone the source may connect again.
+    wait_for(lambda: b.links()["server"]["connections"] == 1, 10,
+             "the idle connections to be gone")
+    ml = b.link_create("site-x")
+    token = ml[ml.index("slk1."):].split('"')[0]
+    st, err = catalog_request(
+        port, (f"POST /v1/catalog HTTP/1.1\r\nHost: b\r\nAuthorization: "
+               f"Bearer {token}\r\nContent-Length: 2\r\n\r\n").encode(),
+        b"{}")
+    assert st == 403
+
+
+def test_catalog_api_closes_a_connection_that_never_handshakes(sites):
+    """Issue 28: a connection to the catalog API that never completes its
+    TLS handshake is closed at links.handshakeTimeout (here 300ms), and
+    counted; the test waits for the close, not for a time."""
+    b = sites("site-b", "b.example", "net-b",
+              links_extra=", handshakeTimeout: 300ms",
+              extra="log: {level: debug}\n").start()
+    silent = raw_connect(b.catalog_port, "127.0.0.4", timeout=30)
+    half = raw_connect(b.catalog_port, "127.0.0.4", timeout=30)
+    try:
+        # A ClientHello's first bytes only: a handshake begun, never done.
+        half.sendall(b"\x16\x03\x01\x00\xc8\x01\x00")
+        assert closed_by_peer(silent)
+        assert closed_by_peer(half)
+    finally:
+        silent.close()
+        half.close()
+    wait_for(lambda: b.links()["server"]["timedOut"] == 2, 10,
+             "both to be counted")
+    assert b.s.log().count("timed out (handshake or request)") == 2
+    assert b.links()["server"]["connections"] == 0
+
+
+def local_entry(host, port, name="api", ns="default"):
+    """A ServiceEntry of this site's own for host, one local endpoint."""
+    return f"""apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  hosts: [{host}]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{{number: 9080, name: http, protocol: HTTP}}]
+  endpoints:
+  - address: 127.0.0.1
+    ports: {{http: {port}}}
+"""
+
+
+def conflicts(site, name):
+    l = site.link(name)
+    return l is not None and [(c["host"], c["owner"]) for c in l["conflicts"]]
+
+
+def linked_hosts(a):
+    return sorted(h for r in a.config_dump()["resources"]["resources"]
+                  if r["kind"] == "ServiceEntry"
+                  and r.get("labels", {}).get("strait.io/meshlink")
+                  for h in [r["name"]])
+
+
+def test_a_linked_site_cannot_take_over_a_host_this_site_defines(sites):
+    """Issue 28: B announces api.internal, which A defines with its own
+    ServiceEntry. A leaves B's entry out (its own endpoint stays the only
+    one, its traffic stays home), reports the conflict on /links, in the
+    log and as strait_link_conflicts, and still merges B's other host.
+    Only spec.import (hosts, or the owner's namespace) lets it merge."""
+    b = sites("site-b", "b.example", "net-b", gw="127.0.0.1:25443").start()
+    a = sites("site-a", "a.example", "net-a", links=False).start()
+    b.apply("svc", exported("api.internal", name="api") + "---\n"
+            + exported("reviews.default.svc.cluster.local"))
+    local_port = free_port()
+    gw_port = free_port()
+    a.apply("api", local_entry("api.internal", local_port))
+    a.apply("route", route(gw_port, "api.internal"))
+    wait_for(lambda: f"127.0.0.1:{local_port}" in a.clusters(), 10,
+             "the local endpoint")
+    ml = b.link_create("site-a")
+    a.apply("link", ml)
+    wait_for(lambda: connected(a, "site-b") and
+             a.link("site-b")["services"] == 2 and
+             conflicts(a, "site-b"), 15, "the link and its conflict")
+    assert conflicts(a, "site-b") == [("api.internal",
+                                      "ServiceEntry default/api")]
+    # Only reviews was merged; api.internal keeps its one local endpoint.
+    hosts = [r["spec"]["hosts"][0] for r in a.link("site-b")["entries"]]
+    assert sorted(hosts) == ["api.internal",
+                             "reviews.default.svc.cluster.local"]
+    dump = json.dumps(a.config_dump())
+    assert "reviews.default.svc.cluster.local" in dump
+    api = [l for l in a.clusters().splitlines()
+           if l.startswith("api.internal|")]
+    assert any(f"127.0.0.1:{local_port}" in l for l in api), api
+    assert not any("25443" in l for l in api), api
+    assert ("which ServiceEntry default/api owns here; left out"
+            in a.s.log())
+    metrics = a.s.get("/stats/prometheus")[1]
+    assert 'strait_link_conflicts{link="default/site-b"} 1' in metrics
+    # A namespace rule for another namespace changes nothing ...
+    a.apply("link", ml + "  import: {namespaces: [other]}\n")
+    wait_for(lambda: "namespaces" in json.dumps(a.config_dump()), 10,
+             "the MeshLink with the import")
+    assert conflicts(a, "site-b") == [("api.internal",
+                                      "ServiceEntry default/api")]
+    # ... the owner's namespace merges it, on the same stream.
+    a.apply("link", ml + "  import: {namespaces: [default]}\n")
+    wait_for(lambda: any("25443" in l for l in a.clusters().splitlines()
+                         if l.startswith("api.internal|")), 10,
+             "B's endpoints joining api.internal")
+    assert conflicts(a, "site-b") == []
+    assert a.link("site-b")["streams"] == 1
+    metrics = a.s.get("/stats/prometheus")[1]
+    assert 'strait_link_conflicts{link="default/site-b"} 0' in metrics
+    # And so does naming the host; without an import it is left out again.
+    a.apply("link", ml + "  import: {hosts: [\"*.internal\"]}\n")
+    wait_for(lambda: "*.internal" in json.dumps(a.config_dump()), 10,
+             "the host import")
+    assert conflicts(a, "site-b") == []
+    a.apply("link", ml)
+    wait_for(lambda: conflicts(a, "site-b") == [
+        ("api.internal", "ServiceEntry default/api")], 10,
+        "the conflict again")
+    wait_for(lambda: not any("25443" in l
+                             for l in a.clusters().splitlines()
+                             if l.startswith("api.internal|")), 10,
+             "B's endpoints to leave api.internal")
+
+
+def test_a_linked_site_cannot_take_over_another_links_host(sites):
+    """Issue 28: B announces reviews first; C, linked later, announces it
+    too. C's entry is left out (reviews stays B's) and reported with its
+    owner, until C's MeshLink imports it."""
+    b = sites("site-b", "b.example", "net-b", gw="127.0.0.1:25443").start()
+    c = sites("site-c", "c.example", "net-c", gw="127.0.0.1:26443").start()
+    a = sites("site-a", "a.example", "net-a", links=False).start()
+    b.apply("svc", exported("reviews.default.svc.cluster.local"))
+    c.apply("svc", exported("reviews.default.svc.cluster.local") + "---\n"
+            + exported("ratings.default.svc.cluster.local", name="ratings"))
+    a.apply("link-b", b.link_create("site-a"))
+    wait_for(lambda: connected(a, "site-b") and
+             a.link("site-b")["services"] == 1, 15, "the link to B")
+    mlc = c.link_create("site-a")
+    a.apply("link-c", mlc)
+    wait_for(lambda: connected(a, "site-c") and
+             a.link("site-c")["services"] == 2 and
+             conflicts(a, "site-c"), 15, "the link to C and its conflict")
+    assert conflicts(a, "site-c") == [("reviews.default.svc.cluster.local",
+                                      "MeshLink default/site-b")]
+    assert conflicts(a, "site-b") == []
+    gw_port = free_port()
+    a.apply("route", route(gw_port, "reviews.default.svc.cluster.local"))
+    wait_for(lambda: "25443" in a.clusters(), 10, "B's endpoints")
+    assert "26443" not in a.clusters()
+    assert "ratings.default.svc.cluster.local" in json.dumps(a.config_dump())
+    metrics = a.s.get("/stats/prometheus")[1]
+    assert 'strait_link_conflicts{link="default/site-c"} 1' in metrics
+    # Imported, both sites serve it (failover across sites).
+    a.apply("link-c", mlc + "  import: {hosts: "
+            "[reviews.default.svc.cluster.local]}\n")
+    wait_for(lambda: "26443" in a.clusters(), 10, "C's endpoints too")
+    assert "25443" in a.clusters() and conflicts(a, "site-c") == []
+
+
+def test_strait_check_reports_a_link_entry_for_a_host_this_site_owns(sites,
+                                                                      tmp_path):
+    """Issue 28: what `strait check` can know offline: a MeshLink's entry
+    kept in the configuration (as /config_dump shows it) for a host a
+    ServiceEntry of this site defines is reported (STR0010, naming the
+    owner and the fix), and an import makes it go."""
+    b = sites("site-b", "b.example", "net-b").start()
+    ml = b.link_create("site-a")
+    entry = """apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata:
+  name: site-b-0123456789
+  namespace: default
+  labels: {"strait.io/meshlink": site-b}
+spec:
+  hosts: [api.internal]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 9080, name: http, protocol: HTTP}]
+  endpoints: [{network: net-b, weight: 1}]
+"""
+    d = tmp_path / "check"
+    d.mkdir()
+    (d / "local.yaml").write_text(local_entry("api.internal", 8080))
+    (d / "entry.yaml").write_text(entry)
+    (d / "link.yaml").write_text(ml)
+    r = subprocess.run([STRAIT, "check", str(d)], capture_output=True,
+                       text=True, timeout=30)
+    assert "STR0010" in (r.stdout + r.stderr), (r.stdout + r.stderr)
+    assert "ServiceEntry default/api owns it here" in (r.stdout + r.stderr), (r.stdout + r.stderr)
+    (d / "link.yaml").write_text(ml + "  import: {hosts: [api.internal]}\n")
+    r = subprocess.run([STRAIT, "check", str(d)], capture_output=True,
+                       text=True, timeout=30)
+    assert "STR0010" not in (r.stdout + r.stderr), (r.stdout + r.stderr)
+    # A bad import is refused with where and why.
+    (d / "link.yaml").write_text(ml + "  import: {hosts: [\"*\"], "
+                                 "namespaces: [\"Not_A_Ns\"]}\n")
+    r = subprocess.run([STRAIT, "check", str(d)], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode != 0
+    assert "spec.import.hosts[0]" in (r.stdout + r.stderr) and "take over" in (r.stdout + r.stderr)
+    assert "spec.import.namespaces[0]" in (r.stdout + r.stderr), (r.stdout + r.stderr)

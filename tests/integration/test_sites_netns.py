@@ -42,7 +42,7 @@ class NsSite(Site):
     address, catalog API and east-west gateway on the WAN address."""
 
     def __init__(self, root, net_site, name, td, network, locality="",
-                 links=True, gw_port=15443, extra=""):
+                 links=True, gw_port=15443, extra="", links_extra=""):
         self.net = net_site
         self.ns = net_site["ns"]
         self.wan = net_site["wan"]
@@ -56,7 +56,8 @@ class NsSite(Site):
         self.catalog_port = 15016
         self.gw_port = gw_port
         links_yaml = (f"links: {{address: {self.wan}:{self.catalog_port}, "
-                      f"gateway: \"{self.wan}:{gw_port}\"}}\n") if links else ""
+                      f"gateway: \"{self.wan}:{gw_port}\"{links_extra}}}\n"
+                      ) if links else ""
         extra = (f"node: {{name: {name}, namespace: istio-system, "
                  f"network: {network}, locality: \"{locality}\"}}\n"
                  f"trustDomain: {td}\n"
@@ -564,7 +565,10 @@ def test_partition_and_heal_with_jittered_reconnects(world):
     make, site, _ = world
     net = make(2)
     a = site(1, "site-a", "a.example", "net-a", links=False).start()
-    b = site(2, "site-b", "b.example", "net-b").start()
+    # The n "sites" share A's one address here, which the per-source limit
+    # (default 16) is for: stale streams and their reconnects both count.
+    b = site(2, "site-b", "b.example", "net-b",
+             links_extra=", maxConnectionsPerSource: 1024").start()
     b.apply("svc", exported(HOST))
     n = 25 if ASAN else 50
     a.apply("links", "---\n".join(

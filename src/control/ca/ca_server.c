@@ -40,6 +40,7 @@
 #include "net/conn.h"
 #include "net/sock.h"
 #include "net/sock_pool.h"
+#include "net/source_limit.h"
 #include "policy/jwt.h"
 #include "tls/tls.h"
 
@@ -61,8 +62,6 @@
 #define CA_MAX_TOKEN 128
 #define CA_MAX_RENEWAL 128
 #define CA_MAX_HEADERS 32
-/* Refusals are summed into one warning per this many ms. */
-#define CA_REFUSAL_LOG_MS 10000
 
 /* What a connection is, for its slot. */
 enum sconn_kind {
@@ -92,9 +91,9 @@ struct ca_server {
     /* Service-account tokens accepted (ca.serviceAccountTokens); NULL:
      * none. */
     struct jwt_authn *sa_jwt;
-    /* Refusals since the last summary warning. */
-    uint64_t refusals_unlogged;
-    uint64_t refusal_log_ms;
+    /* Connections by source address, and refusals at the limits
+     * (shared with the catalog API: net/source_limit.h). */
+    struct source_limit srcs;
 };
 
 struct sconn {
@@ -203,6 +202,7 @@ static void sconn_close(struct sconn *sc)
         sc->next->prev = sc->prev;
     s->nconns--;
     s->nkind[sc->kind]--;
+    source_limit_give(&s->srcs, &sc->src);
     conn_close(&sc->c);
     timer_dispose(&sc->timer);
     /* Freed on the loop's next turn, never inside its own callback. */
@@ -243,24 +243,11 @@ static const char *reason(int status)
     }
 }
 
-/* Counts a connection refused for a limit; warns at most once per
- * CA_REFUSAL_LOG_MS, so a flood does not flood the log too. */
-static void refused_conn(struct ca_server *s, uint64_t *counter,
-                         const char *peer, const char *why)
+/* The refusal counters live in s->srcs; the stats show them. */
+static void sync_refusals(struct ca_server *s)
 {
-    uint64_t now = clock_ms();
-
-    (*counter)++;
-    s->refusals_unlogged++;
-    log_debug("CA: refused a connection from %s: %s", peer, why);
-    if (s->refusal_log_ms != 0 && now - s->refusal_log_ms < CA_REFUSAL_LOG_MS)
-        return;
-    log_warn("CA: refused %" PRIu64 " connection(s) at their limits (last: "
-             "%s, %s); totals: %" PRIu64 " per source, %" PRIu64 " busy",
-             s->refusals_unlogged, peer, why, s->stats.refused_per_source,
-             s->stats.refused_busy);
-    s->refusals_unlogged = 0;
-    s->refusal_log_ms = now;
+    s->stats.refused_per_source = s->srcs.refused_per_source;
+    s->stats.refused_busy = s->srcs.refused_busy;
 }
 
 static void respond(struct sconn *sc, int status, struct buf *body)
@@ -756,9 +743,10 @@ static int classify(struct sconn *sc)
     sconn_set_kind(sc, kind);
     if (s->nkind[kind] <= max)
         return 0;
-    refused_conn(s, &s->stats.refused_busy, sc->peer,
-                 kind == SCONN_RENEWAL ? "renewal slots full"
-                                       : "join slots full");
+    source_limit_busy(&s->srcs, sc->peer,
+                      kind == SCONN_RENEWAL ? "renewal slots full"
+                                            : "join slots full");
+    sync_refusals(s);
     {
         size_t alen;
         const char *alpn = tls_conn_alpn(&sc->c, &alen);
@@ -898,17 +886,6 @@ static void on_timeout(void *arg)
     sconn_close(sc);
 }
 
-/* Connections from the same IP address as a (any port). */
-static size_t from_source(const struct ca_server *s, const struct addr *a)
-{
-    size_t n = 0;
-
-    for (const struct sconn *sc = s->conns; sc != NULL; sc = sc->next)
-        if (addr_same_host(&sc->src, a))
-            n++;
-    return n;
-}
-
 static void on_accept_resume(void *arg)
 {
     struct ca_server *s = arg;
@@ -945,21 +922,22 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     memcpy(&src.ss, &ss, sl);
     src.len = sl;
     addr_format_sa((struct sockaddr *)&ss, sl, peer, sizeof(peer));
-    if (from_source(s, &src) >= CA_MAX_PER_SOURCE) {
-        close(fd);
-        refused_conn(s, &s->stats.refused_per_source, peer,
-                     "per-source connection limit");
-        return;
-    }
     if (s->nkind[SCONN_PENDING] >= CA_MAX_PENDING) {
         close(fd);
-        refused_conn(s, &s->stats.refused_busy, peer, "handshake slots full");
+        source_limit_busy(&s->srcs, peer, "handshake slots full");
+        sync_refusals(s);
+        return;
+    }
+    if (source_limit_take(&s->srcs, &src, peer) < 0) {
+        close(fd);
+        sync_refusals(s);
         return;
     }
     refresh_ctx(s);
     sc = calloc(1, sizeof(*sc));
     if (sc == NULL || s->ctx == NULL) {
         free(sc);
+        source_limit_give(&s->srcs, &src);
         close(fd);
         return;
     }
@@ -973,6 +951,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     conn_init(&sc->c, s->base, fd, on_io, sc);
     timer_init(&sc->timer, s->base, on_timeout, sc);
     if (tls_conn_accept(&sc->c, s->ctx) < 0) {
+        source_limit_give(&s->srcs, &src);
         timer_dispose(&sc->timer);
         conn_close(&sc->c);
         buf_dispose(&sc->in);
@@ -1037,6 +1016,7 @@ struct ca_server *ca_server_new(struct event_base *base, struct reaper *reaper,
     s->ca = ca;
     s->id = tls_id;
     s->fd = -1;
+    source_limit_init(&s->srcs, "CA", CA_MAX_PER_SOURCE);
     refresh_ctx(s);
     if (s->ctx == NULL) {
         err_set(err, "CA server: no usable server certificate");
@@ -1092,6 +1072,7 @@ void ca_server_free(struct ca_server *s)
         free(sc);
     }
     jwt_authn_unref(s->sa_jwt);
+    source_limit_dispose(&s->srcs);
     timer_dispose(&s->accept_resume);
     if (s->accept_ev)
         event_free(s->accept_ev);

@@ -49,6 +49,8 @@ enum lc_phase {
 /* One registry entry made of the catalog. */
 struct lc_doc {
     char *name; /* "MeshLink ns/name: host" */
+    char *host;
+    uint64_t since; /* when this link first announced host (conf.seq) */
     char *rname;
     char *data;
     size_t len;
@@ -86,6 +88,7 @@ static void docs_free(struct lc_doc *d, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         free(d[i].name);
+        free(d[i].host);
         free(d[i].rname);
         free(d[i].data);
     }
@@ -162,9 +165,18 @@ static int take_catalog(struct link_client *c, const struct catalog *cat)
             return -1;
         }
         d[i].rname = strdup(rname);
+        d[i].host = strdup(svc->hostname);
         d[i].len = buf_len(&b);
         d[i].data = malloc(d[i].len + 1);
-        if (d[i].rname == NULL || d[i].data == NULL) {
+        /* A host keeps the turn it first came with while the link keeps
+         * announcing it: who owns a host never moves to a later link. */
+        d[i].since = 0;
+        for (size_t k = 0; k < c->ndocs && d[i].host != NULL; k++)
+            if (strcmp(c->docs[k].host, d[i].host) == 0)
+                d[i].since = c->docs[k].since;
+        if (d[i].since == 0)
+            d[i].since = c->conf.seq != NULL ? ++*c->conf.seq : 1;
+        if (d[i].rname == NULL || d[i].host == NULL || d[i].data == NULL) {
             buf_dispose(&b);
             docs_free(d, i + 1);
             return -1;
@@ -183,6 +195,17 @@ static int take_catalog(struct link_client *c, const struct catalog *cat)
     c->st.last_sync_ms = clock_real_ms();
     changed(c);
     return 0;
+}
+
+size_t link_client_hosts(const struct link_client *c,
+                         struct link_client_host *out, size_t cap)
+{
+    for (size_t i = 0; i < c->ndocs && i < cap; i++) {
+        out[i].host = c->docs[i].host;
+        out[i].rname = c->docs[i].rname;
+        out[i].since = c->docs[i].since;
+    }
+    return c->ndocs;
 }
 
 size_t link_client_inputs(const struct link_client *c, struct res_input *in,

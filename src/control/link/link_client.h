@@ -46,6 +46,10 @@ struct link_client_conf {
      * thread's asynchronous resolver); NULL: names are refused. Borrowed;
      * must outlive the client. */
     struct dns_cache *dns;
+    /* The turn counter of every link (links.c), so that announcements of
+     * different links compare: a host new to this catalog takes ++*seq.
+     * Borrowed; NULL: every host takes 1. */
+    uint64_t *seq;
 };
 
 struct link_client;
@@ -70,6 +74,18 @@ void link_client_free(struct link_client *c);
  * until its next change. */
 size_t link_client_inputs(const struct link_client *c, struct res_input *in,
                           size_t cap);
+
+/* One host of the catalog in effect: its registry entry's name and the
+ * turn it was first announced at. The strings belong to c. */
+struct link_client_host {
+    const char *host;
+    const char *rname;
+    uint64_t since;
+};
+/* link_client_hosts() fills out (room for cap) and returns how many hosts
+ * the catalog in effect has, in link_client_inputs() order. */
+size_t link_client_hosts(const struct link_client *c,
+                         struct link_client_host *out, size_t cap);
 
 struct link_client_state {
     int connected;        /* a stream is up and delivered a catalog */

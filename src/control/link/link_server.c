@@ -35,6 +35,7 @@
 #include "net/conn.h"
 #include "net/sock.h"
 #include "net/sock_pool.h"
+#include "net/source_limit.h"
 #include "tls/bundle.h"
 #include "tls/tls.h"
 
@@ -57,6 +58,10 @@ struct link_server {
     struct log_limit accept_log;
     struct lconn *conns;
     size_t nconns;
+    size_t npending; /* connections before their request was handled */
+    uint64_t handshake_ms;
+    /* Connections by source address (the CA API's accounting). */
+    struct source_limit srcs;
     struct buf line; /* the current catalog line */
     int64_t version;
     uint64_t services;
@@ -71,8 +76,10 @@ struct lconn {
     struct timer timer; /* the handshake and request deadline */
     struct reap_node reap;
     struct buf in, out;
-    int streaming; /* the 200 head went out: catalog lines follow */
-    int closing;   /* close once out is sent */
+    int streaming;   /* the 200 head went out: catalog lines follow */
+    int closing;     /* close once out is sent */
+    int pending;     /* counted in npending: no request handled yet */
+    struct addr src; /* the client's address, for its source's limit */
     char site[64];
     char hash[65];
     char peer_id[300]; /* the linking site's SPIFFE ID, verified */
@@ -100,6 +107,9 @@ static void lconn_close(struct lconn *lc)
     if (lc->next)
         lc->next->prev = lc->prev;
     s->nconns--;
+    if (lc->pending)
+        s->npending--;
+    source_limit_give(&s->srcs, &lc->src);
     if (lc->streaming) {
         s->stats.active--;
         log_info("links: catalog stream to site %s (%s) closed", lc->site,
@@ -327,6 +337,13 @@ static void handle(struct lconn *lc, const struct h1_request *req,
     const char *why;
     char vwhy[1024];
 
+    /* A handled request gives its handshake slot back: a refusal closes,
+     * a stream holds a stream's slot. */
+    if (lc->pending) {
+        lc->pending = 0;
+        lc->s->npending--;
+    }
+
     if (!(req->target.n == strlen(LINK_PATH) &&
           memcmp(req->target.p, LINK_PATH, req->target.n) == 0)) {
         refuse(lc, 404, "no such API (POST " LINK_PATH ")");
@@ -476,7 +493,9 @@ static void on_deadline(void *arg)
 {
     struct lconn *lc = arg;
 
-    log_debug("links: connection from %s sent no request in time", lc->peer);
+    lc->s->stats.timed_out++;
+    log_debug("links: connection from %s timed out (handshake or request)",
+              lc->peer);
     lconn_close(lc);
 }
 
@@ -493,6 +512,8 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     struct lconn *lc;
+    struct addr src;
+    char peer[ADDR_STRLEN];
     int fd;
 
     (void)what;
@@ -508,23 +529,43 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         }
         return;
     }
-    if (s->nconns >= LINK_SERVER_MAX_CONNS || s->ctx == NULL) {
+    memset(&src, 0, sizeof(src));
+    memcpy(&src.ss, &ss, sl);
+    src.len = sl;
+    addr_format_sa((struct sockaddr *)&ss, sl, peer, sizeof(peer));
+    if (s->ctx == NULL) {
         close(fd);
         s->stats.refused++;
         return;
     }
+    if (s->nconns >= LINK_SERVER_MAX_CONNS ||
+        s->npending >= LINK_SERVER_MAX_PENDING) {
+        close(fd);
+        source_limit_busy(&s->srcs, peer,
+                          s->nconns >= LINK_SERVER_MAX_CONNS
+                              ? "connection slots full"
+                              : "handshake slots full");
+        return;
+    }
+    if (source_limit_take(&s->srcs, &src, peer) < 0) {
+        close(fd);
+        return;
+    }
     lc = calloc(1, sizeof(*lc));
     if (lc == NULL) {
+        source_limit_give(&s->srcs, &src);
         close(fd);
         return;
     }
     lc->s = s;
-    addr_format_sa((struct sockaddr *)&ss, sl, lc->peer, sizeof(lc->peer));
+    lc->src = src;
+    memcpy(lc->peer, peer, sizeof(peer));
     buf_init(&lc->in, BUNDLE_MAX_BYTES + 16 * 1024);
     buf_init(&lc->out, LINK_SERVER_MAX_BACKLOG + CATALOG_MAX_LINE + 64);
     conn_init(&lc->c, s->base, fd, on_io, lc);
     timer_init(&lc->timer, s->base, on_deadline, lc);
     if (tls_conn_accept(&lc->c, s->ctx) < 0) {
+        source_limit_give(&s->srcs, &src);
         timer_dispose(&lc->timer);
         conn_close(&lc->c);
         buf_dispose(&lc->in);
@@ -538,7 +579,11 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         s->conns->prev = lc;
     s->conns = lc;
     s->nconns++;
-    timer_arm(&lc->timer, LINK_SERVER_HANDSHAKE_MS);
+    lc->pending = 1;
+    s->npending++;
+    /* A client that connects and says nothing gives its slot back at the
+     * deadline. */
+    timer_arm(&lc->timer, s->handshake_ms);
     conn_want(&lc->c, 1, 0);
 }
 
@@ -619,6 +664,7 @@ struct link_server *link_server_new(struct event_base *base,
                                     struct reaper *reaper, const struct addr *a,
                                     const char *dir, struct ca_identity *id,
                                     const struct catalog_self *self,
+                                    const struct link_server_limits *lim,
                                     struct sock_pool *pool, char **err)
 {
     struct link_server *s = calloc(1, sizeof(*s));
@@ -627,6 +673,13 @@ struct link_server *link_server_new(struct event_base *base,
         err_set(err, "out of memory");
         return NULL;
     }
+    s->handshake_ms = lim != NULL && lim->handshake_ms > 0
+                          ? lim->handshake_ms
+                          : LINK_SERVER_HANDSHAKE_MS;
+    source_limit_init(&s->srcs, "links",
+                      lim != NULL && lim->per_source > 0
+                          ? lim->per_source
+                          : LINK_SERVER_MAX_PER_SOURCE);
     s->base = base;
     s->reaper = reaper;
     s->id = id;
@@ -684,6 +737,8 @@ void link_server_stats(const struct link_server *s,
                        struct link_server_stats *out)
 {
     *out = s->stats;
+    out->refused_per_source = s->srcs.refused_per_source;
+    out->refused_busy = s->srcs.refused_busy;
     out->version = s->version;
     out->services = s->services;
 }
@@ -695,13 +750,16 @@ void link_server_json(const struct link_server *s, struct buf *b)
 
     buf_puts(b, "{\"address\":");
     json_str(b, addr_format(&s->addr, as, sizeof(as)));
-    buf_printf(b,
-               ",\"catalogVersion\":%" PRId64 ",\"services\":%" PRIu64
-               ",\"accepted\":%" PRIu64 ",\"refused\":%" PRIu64
-               ",\"closedDeleted\":%" PRIu64 ",\"active\":%" PRIu64
-               ",\"streams\":[",
-               s->version, s->services, s->stats.accepted, s->stats.refused,
-               s->stats.closed_deleted, s->stats.active);
+    buf_printf(
+        b,
+        ",\"catalogVersion\":%" PRId64 ",\"services\":%" PRIu64
+        ",\"accepted\":%" PRIu64 ",\"refused\":%" PRIu64
+        ",\"closedDeleted\":%" PRIu64 ",\"active\":%" PRIu64
+        ",\"connections\":%zu,\"refusedPerSource\":%" PRIu64
+        ",\"refusedBusy\":%" PRIu64 ",\"timedOut\":%" PRIu64 ",\"streams\":[",
+        s->version, s->services, s->stats.accepted, s->stats.refused,
+        s->stats.closed_deleted, s->stats.active, s->nconns,
+        s->srcs.refused_per_source, s->srcs.refused_busy, s->stats.timed_out);
     for (const struct lconn *lc = s->conns; lc != NULL; lc = lc->next) {
         if (!lc->streaming)
             continue;
@@ -730,6 +788,7 @@ void link_server_free(struct link_server *s)
         buf_dispose(&lc->out);
         free(lc);
     }
+    source_limit_dispose(&s->srcs);
     timer_dispose(&s->accept_resume);
     timer_dispose(&s->tick);
     if (s->accept_ev)

@@ -36,6 +36,15 @@ void links_sync(struct links *l, const struct resource_set *set);
 size_t links_inputs(struct links *l, struct res_input **v, size_t n,
                     size_t *cap);
 
+/*
+ * links_filter() leaves out of set (just loaded with links_inputs()) the
+ * links' entries for hosts this site defines or another link owns and
+ * the link's MeshLink does not import (config/link-merge.h), and keeps
+ * what it left out, per link, for links_json() and the metric
+ * strait_link_conflicts. A conflict new since the last load is logged.
+ */
+void links_filter(struct links *l, struct resource_set *set);
+
 /* links_gateways() appends each MeshLink's east-west gateway (its network,
  * gateway address and port, source "MeshLink ns/name") to *v (grown as
  * needed, owned by the caller, freed with free()) and returns how many;
