@@ -81,6 +81,7 @@ static const struct {
     {"STR0008", "UnknownKind"},
     {"STR0009", "NetworkWithoutGateway"},
     {"STR0010", "LuaPolicyTargetNotGranted"},
+    {"STR0011", "MeshLinkHostConflict"},
 };
 
 const char *res_code_name(const char *code)

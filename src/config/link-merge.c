@@ -248,7 +248,7 @@ void link_merge_analyze(const struct resource_set *set, struct res_msgs *msgs)
         const struct resource *r = owner[i];
         if (hv[i].admit)
             continue;
-        res_msgs_add(msgs, "STR0010", RES_WARNING, r->file, r->line, r->col,
+        res_msgs_add(msgs, "STR0011", RES_WARNING, r->file, r->line, r->col,
                      lv[i].source, "spec.hosts[0]",
                      "MeshLink %s/%s's entry for %s is left out at run "
                      "time: %s owns it here; to merge the linked site's "

@@ -77,7 +77,7 @@ int link_merge_decide(const struct link_merge_local *loc, size_t nloc,
  * ServiceEntry of the set shaped as a MeshLink's entry (labelled
  * LINK_MERGE_LABEL with a MeshLink of its namespace, one host; one kept
  * from /config_dump, say) for a host this site or an earlier such entry
- * owns, and not imported, gets a Warning STR0010: at run time it would be
+ * owns, and not imported, gets a Warning STR0011: at run time it would be
  * left out.
  */
 struct resource_set;

@@ -910,7 +910,7 @@ def test_strait_check_reports_a_link_entry_for_a_host_this_site_owns(sites,
                                                                       tmp_path):
     """Issue 28: what `strait check` can know offline: a MeshLink's entry
     kept in the configuration (as /config_dump shows it) for a host a
-    ServiceEntry of this site defines is reported (STR0010, naming the
+    ServiceEntry of this site defines is reported (STR0011, naming the
     owner and the fix), and an import makes it go."""
     b = sites("site-b", "b.example", "net-b").start()
     ml = b.link_create("site-a")
@@ -934,12 +934,12 @@ spec:
     (d / "link.yaml").write_text(ml)
     r = subprocess.run([STRAIT, "check", str(d)], capture_output=True,
                        text=True, timeout=30)
-    assert "STR0010" in (r.stdout + r.stderr), (r.stdout + r.stderr)
+    assert "STR0011" in (r.stdout + r.stderr), (r.stdout + r.stderr)
     assert "ServiceEntry default/api owns it here" in (r.stdout + r.stderr), (r.stdout + r.stderr)
     (d / "link.yaml").write_text(ml + "  import: {hosts: [api.internal]}\n")
     r = subprocess.run([STRAIT, "check", str(d)], capture_output=True,
                        text=True, timeout=30)
-    assert "STR0010" not in (r.stdout + r.stderr), (r.stdout + r.stderr)
+    assert "STR0011" not in (r.stdout + r.stderr), (r.stdout + r.stderr)
     # A bad import is refused with where and why.
     (d / "link.yaml").write_text(ml + "  import: {hosts: [\"*\"], "
                                  "namespaces: [\"Not_A_Ns\"]}\n")
