@@ -170,7 +170,7 @@ static const char *const phase_names[LUAVM_NPHASES] = {
     "init_worker",        "timer",       "on_upstream_select",
     "on_tls_client_hello"};
 static const char *const reason_names[LUAVM_NREASONS] = {"error", "timeout",
-                                                         "memory"};
+                                                         "memory", "deferred"};
 
 const char *luavm_phase_name(int phase)
 {
@@ -190,7 +190,7 @@ uint64_t luavm_errors(const struct luaprogs *p, size_t i, int phase, int reason)
 /* ---- the budget hook ------------------------------------------------------
  */
 
-static void budget_hook(lua_State *L, lua_Debug *ar)
+void luavm_budget_hook(lua_State *L, lua_Debug *ar)
 {
     struct luavm *vm = luavm_of(L);
     struct luarun *run = vm->run;
@@ -201,7 +201,10 @@ static void budget_hook(lua_State *L, lua_Debug *ar)
         return;
     if (run->tripped) {
         /* Past a limit already: every instruction raises again, so a
-         * pcall in the script cannot go on running. */
+         * pcall in the script cannot go on running. This thread may not
+         * be the one that tripped (a script's coroutine): it fires on
+         * every instruction from now on too. */
+        lua_sethook(L, luavm_budget_hook, LUA_MASKCOUNT, 1);
         luaL_error(L, "%s", run->tripped);
         return;
     }
@@ -210,17 +213,25 @@ static void budget_hook(lua_State *L, lua_Debug *ar)
          * of instructions is all it gets. */
         run->tripped = "instruction budget exceeded";
         run->reason = LUAVM_ERR_TIMEOUT;
-        lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1);
+        lua_sethook(L, luavm_budget_hook, LUA_MASKCOUNT, 1);
         luaL_error(L, "%s", run->tripped);
         return;
     }
     now = clock_ms();
     spent = now - run->start_ms;
+    if (vm->stop != NULL && __atomic_load_n(vm->stop, __ATOMIC_RELAXED)) {
+        /* The process is past its drain deadline. */
+        run->tripped = "process exiting";
+        run->reason = LUAVM_ERR_TIMEOUT;
+        lua_sethook(L, luavm_budget_hook, LUA_MASKCOUNT, 1);
+        luaL_error(L, "%s", run->tripped);
+        return;
+    }
     if (spent > run->burst_ms || run->used_ms + spent > run->request_ms) {
         run->tripped =
             spent > run->burst_ms ? "burst timeout" : "execution timeout";
         run->reason = LUAVM_ERR_TIMEOUT;
-        lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1);
+        lua_sethook(L, luavm_budget_hook, LUA_MASKCOUNT, 1);
         luaL_error(L, "%s", run->tripped);
         return;
     }
@@ -243,6 +254,9 @@ static int b_load(lua_State *L)
 
     /* Text only: crafted bytecode can crash the VM. The chunk gets the
      * caller's sandbox, never the real globals. */
+    /* Compiling is C, where the count hook never fires. */
+    if (n > LUAVM_LOAD_MAX)
+        return luaL_error(L, "load: chunk over %d bytes", (int)LUAVM_LOAD_MAX);
     if (luaL_loadbufferx(L, s, n, name, "t") != LUA_OK) {
         lua_pushnil(L);
         lua_insert(L, -2);
@@ -511,6 +525,7 @@ void luavm_free(struct luavm *vm)
         lua_close(vm->L);
     }
     free(vm->hooks);
+    free(vm->tshare);
     luaprogs_unref(vm->progs);
     free(vm);
 }
@@ -526,6 +541,17 @@ static void count_error(struct luavm *vm, size_t i, int phase, int reason,
     __atomic_add_fetch(&g->errors[phase][reason], 1, __ATOMIC_RELAXED);
     LOG_LIMITED(1000, LOG_WARN, "lua: policy %s: %s: %s: %s", g->name,
                 phase_names[phase], reason_names[reason], msg);
+}
+
+void luavm_count(struct luavm *vm, size_t i, int phase, int reason,
+                 const char *msg)
+{
+    count_error(vm, i, phase, reason, msg);
+}
+
+void luavm_set_stop(struct luavm *vm, const int *flag)
+{
+    vm->stop = flag;
 }
 
 static void run_begin(struct luavm *vm, struct luarun *run, size_t i,
@@ -544,8 +570,9 @@ static void run_begin(struct luavm *vm, struct luarun *run, size_t i,
     /* Yield about ten times per burst, never more often than each ms. */
     run->slice_ms = g->burst_ms / 10 ? g->burst_ms / 10 : 1;
     run->reason = LUAVM_ERR_ERROR;
+    run->count = g->instruction_slice > 0 ? g->instruction_slice : 1;
     vm->run = run;
-    lua_sethook(co, budget_hook, LUA_MASKCOUNT, g->instruction_slice);
+    lua_sethook(co, luavm_budget_hook, LUA_MASKCOUNT, run->count);
 }
 
 static int msg_handler(lua_State *L)
@@ -603,16 +630,50 @@ static lua_State *co_take(struct luavm *vm, int *ref)
     return co;
 }
 
-static void co_give(struct luavm *vm, lua_State *co, int ref, int reusable)
+/*
+ * co_reset() closes co's pending to-be-closed variables (lua_resetthread
+ * runs their __close handlers) under run's budget, never with the hook
+ * off: a handler that loops is stopped like any code, and once a limit
+ * was passed each handler raises at its first instruction. run NULL: a
+ * new budget of policy prog (a coroutine let go while suspended).
+ */
+static void co_reset(struct luavm *vm, lua_State *co, struct luarun *run,
+                     size_t prog)
+{
+    struct luarun *saved = vm->run, fresh;
+    struct luareq *cur = vm->cur;
+
+    if (run == NULL) {
+        run = &fresh;
+        run_begin(vm, run, prog < vm->progs->n ? prog : 0, co, 0, 0);
+    }
+    run->co = co;
+    run->yieldable = 0;
+    vm->run = run;
+    vm->cur = NULL; /* handles raise "stale handle" */
+    lua_sethook(co, luavm_budget_hook, LUA_MASKCOUNT,
+                run->tripped ? 1 : run->count);
+    lua_resetthread(co);
+    lua_sethook(co, NULL, 0, 0);
+    vm->run = saved;
+    vm->cur = cur;
+}
+
+static void co_give(struct luavm *vm, lua_State *co, int ref, int reusable,
+                    size_t prog)
 {
     if (reusable && lua_status(co) == LUA_OK && lua_gettop(co) == 0 &&
         vm->npool < LUAVM_COROUTINE_POOL) {
         vm->pool[vm->npool++] = ref;
         return;
     }
-    /* A dead coroutine (it raised) cannot be reused: let it go. */
-    if (lua_status(co) != LUA_OK || lua_gettop(co) != 0)
-        lua_resetthread(co);
+    /* A suspended coroutine let go (its request ended): its __close
+     * handlers run under a budget of their own. A dead one (it raised)
+     * was reset by resume() when that was safe; either way it cannot be
+     * reused, and the collector frees what it holds. */
+    if (lua_status(co) == LUA_YIELD ||
+        (lua_status(co) == LUA_OK && lua_gettop(co) != 0))
+        co_reset(vm, co, NULL, prog);
     luaL_unref(vm->L, LUA_REGISTRYINDEX, ref);
 }
 
@@ -670,8 +731,11 @@ static enum luavm_result resume(struct luareq *rq, int nargs)
         char msg[512];
         snprintf(msg, sizeof(msg), "%s",
                  m != NULL ? m : "error (not a string)");
-        lua_sethook(co, NULL, 0, 0);
-        lua_resetthread(co);
+        /* An error the budget hook raised leaves the thread with hooks
+         * off (Lua restores them only where a pcall catches it): its
+         * __close handlers would run unbounded, so they do not run. */
+        if (run.tripped == NULL)
+            co_reset(vm, co, &run, i);
         hook_failed(rq, i, rq->phase,
                     st == LUA_ERRMEM ? LUAVM_ERR_MEMORY : run.reason, msg);
     } else {
@@ -680,7 +744,7 @@ static enum luavm_result resume(struct luareq *rq, int nargs)
 done:
     lua_sethook(co, NULL, 0, 0);
     rq->serial = 0; /* the hook's handles go stale */
-    co_give(vm, co, rq->co_ref, st == LUA_OK);
+    co_give(vm, co, rq->co_ref, st == LUA_OK, i);
     rq->co = NULL;
     rq->co_ref = LUA_NOREF;
     return rq->status > 0 ? LUAVM_RESPONDED : LUAVM_CONTINUE;
@@ -719,7 +783,7 @@ static enum luavm_result start(struct luareq *rq)
         lua_pop(L, 1);
         if (rq->co != NULL) {
             lua_settop(rq->co, 0);
-            co_give(vm, rq->co, rq->co_ref, 0);
+            co_give(vm, rq->co, rq->co_ref, 0, rq->next);
         } else if (rq->co_ref != LUA_NOREF) {
             luaL_unref(L, LUA_REGISTRYINDEX, rq->co_ref);
         }
@@ -788,7 +852,7 @@ void luavm_on_log(struct luareq *rq)
      * waited for the body) is let go first: on_log takes a new one. */
     if (rq->co != NULL) {
         lua_sethook(rq->co, NULL, 0, 0);
-        co_give(rq->vm, rq->co, rq->co_ref, 0);
+        co_give(rq->vm, rq->co, rq->co_ref, 0, rq->next);
         rq->co = NULL;
         rq->co_ref = LUA_NOREF;
     }
@@ -836,7 +900,7 @@ void luavm_request_end(struct luareq *rq)
     luahttp_cancel(vm, &rq->wait);
     if (rq->co != NULL) {
         lua_sethook(rq->co, NULL, 0, 0);
-        co_give(vm, rq->co, rq->co_ref, 0);
+        co_give(vm, rq->co, rq->co_ref, 0, rq->next);
         rq->co = NULL;
     }
     if (rq->ctx_ref != LUA_NOREF) {
@@ -879,11 +943,14 @@ static void trun_resume(struct luatrun *tr, int nargs)
     struct luarun run;
     int nres, st;
 
+    uint64_t t0 = clock_us();
+
     run_begin(vm, &run, tr->prog, tr->co, 0, 0);
     vm->trun = tr;
     st = lua_resume(tr->co, vm->L, nargs, &nres);
     vm->trun = NULL;
     vm->run = NULL;
+    luabudget_timer_charge(vm, tr->prog, clock_us() - t0);
     if (st == LUA_YIELD && tr->wait.call != NULL) {
         lua_pop(tr->co, nres);
         if (tr->prev == NULL && vm->truns != tr) {

@@ -31,15 +31,24 @@ struct http_response;
  * state is never closed under a running hook.
  */
 
-/* Budgets that are not per policy. */
+/* Budgets that are not per policy (lua_budget.c). */
 #define LUAVM_STRING_REP_MAX ((size_t)1 << 20) /* string.rep result bytes */
 /* Lua patterns backtrack: a match of a pattern with q quantifiers
- * against n bytes may take n^q steps (n^(q+1) unanchored), and the
+ * against n bytes may take n^q steps (n^(q+1) unanchored), each '?'
+ * doubles it, each %b or back-reference scans n bytes per try, and the
  * count hook never fires inside string.find. A call whose bound passes
  * this is refused with "pattern too complex". */
 #define LUAVM_PATTERN_STEPS 100000000.0
 #define LUAVM_PATTERN_SUBJECT_MAX ((size_t)1 << 20)
 #define LUAVM_COROUTINE_POOL 64 /* idle coroutines kept per state */
+/* table.move's range, and the length table.insert/remove shift. */
+#define LUAVM_TABLE_SPAN_MAX ((size_t)1 << 22)
+/* The longest text load() compiles (compiling is C: no hook). */
+#define LUAVM_LOAD_MAX ((size_t)1 << 20)
+/* Timer callbacks of one policy run at most this percent of a worker's
+ * time (a bucket of one burst), each charged at least LUAVM_TIMER_MIN_US. */
+#define LUAVM_TIMER_SHARE 10
+#define LUAVM_TIMER_MIN_US 20
 
 enum luavm_phase {
     LUAVM_ON_REQUEST,
@@ -60,6 +69,7 @@ enum luavm_reason {
     LUAVM_ERR_ERROR,
     LUAVM_ERR_TIMEOUT,
     LUAVM_ERR_MEMORY,
+    LUAVM_ERR_DEFERRED, /* a timer held back: its policy used its share */
     LUAVM_NREASONS
 };
 
@@ -145,6 +155,11 @@ struct luavm;
 struct event_base;
 struct luavm *luavm_new(struct luaprogs *progs, struct event_base *base,
                         char **err);
+/* luavm_set_stop() gives vm a flag another thread sets (atomically) when
+ * the process is past its drain deadline: from then on every hook and
+ * timer callback raises "process exiting" at its next budget check.
+ * flag outlives vm; NULL: none. */
+void luavm_set_stop(struct luavm *vm, const int *flag);
 /* luavm_free() runs every pending timer's callback with premature true
  * (with base), then closes the state. NULL: no-op. */
 void luavm_free(struct luavm *vm);

@@ -227,6 +227,115 @@ static void debug_lib(void **s)
     escape("debug.sethook()", LUAVM_ERR_ERROR);
 }
 
+/* The escapes an attack run found past the budget: C functions that loop
+ * on a count the script chooses, backtracking patterns the old bound
+ * missed, __close handlers run when a failed coroutine is reset, and
+ * loops that make coroutines or catch their errors. */
+static void rep_of_empty_strings(void **s)
+{
+    (void)s;
+    escape("local r = string.rep('', math.maxinteger, '') "
+           "assert(r == '') error('rep returned')",
+           LUAVM_ERR_ERROR);
+}
+static void table_move_range(void **s)
+{
+    (void)s;
+    escape("table.move({}, 1, math.maxinteger, 1)", LUAVM_ERR_ERROR);
+}
+static void table_insert_len(void **s)
+{
+    (void)s;
+    escape("local t = setmetatable({}, {__len = function() return 1 << 50 "
+           "end}) table.insert(t, 1, 'x')",
+           LUAVM_ERR_ERROR);
+}
+static void pattern_optionals(void **s)
+{
+    (void)s;
+    escape("string.find(string.rep('a', 40), string.rep('a?', 40) .. "
+           "string.rep('a', 40))",
+           LUAVM_ERR_ERROR);
+}
+static void pattern_balance(void **s)
+{
+    (void)s;
+    escape("string.find(string.rep('(', 200000), '%b()')", LUAVM_ERR_ERROR);
+}
+static void close_handler_loops(void **s)
+{
+    (void)s;
+    escape("local x <close> = setmetatable({}, {__close = function() "
+           "while true do end end}) while true do end",
+           LUAVM_ERR_TIMEOUT);
+}
+static void close_handler_after_error(void **s)
+{
+    (void)s;
+    escape("local x <close> = setmetatable({}, {__close = function() "
+           "while true do end end}) error('x')",
+           LUAVM_ERR_TIMEOUT);
+}
+static void coroutine_loop(void **s)
+{
+    (void)s;
+    escape("while true do coroutine.resume(coroutine.create(function() "
+           "while true do end end)) end",
+           LUAVM_ERR_TIMEOUT);
+}
+static void coroutine_wrap_pcall_loop(void **s)
+{
+    (void)s;
+    escape("while true do pcall(coroutine.wrap(function() "
+           "local y <close> = setmetatable({}, {__close = function() "
+           "while true do end end}) while true do end end)) end",
+           LUAVM_ERR_TIMEOUT);
+}
+static void load_too_long(void **s)
+{
+    (void)s;
+    escape("local s = string.rep('x = 1 ', 1 << 17) "
+           "assert(load(s .. s))",
+           LUAVM_ERR_ERROR);
+}
+
+/* Each cap allows its limit and refuses one more. */
+static void caps_at_their_limits(void **state)
+{
+    struct fx *f =
+        fx_new("function on_request(h)\n"
+               "  local n = 1 << 22\n"
+               "  assert(#table.move({}, 1, n, 1) == 0)\n"
+               "  local ok, e = pcall(table.move, {}, 1, n + 1, 1)\n"
+               "  assert(not ok and e:find('over 4194304 elements'), e)\n"
+               "  assert(#string.rep('x', 1 << 20) == 1 << 20)\n"
+               "  ok, e = pcall(string.rep, 'x', (1 << 20) + 1)\n"
+               "  assert(not ok and e:find('over 1048576 bytes'), e)\n"
+               "  local t = setmetatable({}, {__len = function() return n + 1 "
+               "end})\n"
+               "  ok, e = pcall(table.remove, t, 1)\n"
+               "  assert(not ok and e:find('length over'), e)\n"
+               "  assert(load(string.rep(' ', 1 << 20)))\n"
+               "  ok, e = pcall(load, string.rep(' ', 1 << 20) .. ' ')\n"
+               "  assert(not ok and e:find('chunk over'), e)\n"
+               "  assert(string.find(string.rep('a', 20), '^' .. "
+               "string.rep('a?', 20)))\n"
+               "  ok, e = pcall(string.find, string.rep('a', 30), '^' .. "
+               "string.rep('a?', 30))\n"
+               "  assert(not ok and e:find('too complex'), e)\n"
+               "  local co = coroutine.wrap(function(a) coroutine.yield(a + 1) "
+               "return 7 end)\n"
+               "  assert(co(1) == 2 and co() == 7)\n"
+               "  h:respond(204)\n"
+               "end\n");
+    int y = 0;
+
+    (void)state;
+    assert_int_equal(run(f, &y), LUAVM_RESPONDED);
+    assert_int_equal(f->rq.status, 204);
+    fx_free(f);
+}
+
 static void long_loop_yields(void **state)
 {
     struct fx *f = fx_new("function on_request(h)\n"
@@ -624,6 +733,17 @@ int main(void)
         cmocka_unit_test(pcall_around_limit),
         cmocka_unit_test(gc_metamethod),
         cmocka_unit_test(debug_lib),
+        cmocka_unit_test(rep_of_empty_strings),
+        cmocka_unit_test(table_move_range),
+        cmocka_unit_test(table_insert_len),
+        cmocka_unit_test(pattern_optionals),
+        cmocka_unit_test(pattern_balance),
+        cmocka_unit_test(close_handler_loops),
+        cmocka_unit_test(close_handler_after_error),
+        cmocka_unit_test(coroutine_loop),
+        cmocka_unit_test(coroutine_wrap_pcall_loop),
+        cmocka_unit_test(load_too_long),
+        cmocka_unit_test(caps_at_their_limits),
         cmocka_unit_test(long_loop_yields),
         cmocka_unit_test(handle_api),
         cmocka_unit_test(respond_and_ignore),
