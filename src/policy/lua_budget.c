@@ -54,13 +54,12 @@ static int cap_rep(lua_State *L)
     luaL_checklstring(L, 1, &n);
     k = luaL_checkinteger(L, 2);
     luaL_optlstring(L, 3, "", &sn);
-    /* Lua's str_rep loops k times even when every copy is empty. */
-    if (k > 0 && n + sn == 0) {
-        lua_pushliteral(L, "");
-        return 1;
-    }
     if (k > 0 && (double)(n + sn) * (double)k > (double)LUAVM_STRING_REP_MAX)
         return luaL_error(L, "string.rep: result over %d bytes",
+                          (int)LUAVM_STRING_REP_MAX);
+    /* Lua's str_rep loops k times even when every copy is empty. */
+    if (k > (lua_Integer)LUAVM_STRING_REP_MAX)
+        return luaL_error(L, "string.rep: over %d copies",
                           (int)LUAVM_STRING_REP_MAX);
     return call_original(L);
 }

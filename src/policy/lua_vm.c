@@ -93,6 +93,48 @@ int luavm_syntax(const char *src, size_t n, char *err, size_t errn)
     return line;
 }
 
+int luavm_check_budget(const char *name, const char *src, size_t n,
+                       size_t memory, int slice, uint64_t burst_ms,
+                       uint64_t request_ms, char *err, size_t errn)
+{
+    struct luaprogs *p = luaprogs_new(1);
+    struct luaprog *g;
+    struct luavm *vm;
+    char *e = NULL;
+    int rc = 0;
+
+    err[0] = '\0';
+    if (p == NULL)
+        return 0;
+    p->n = 1;
+    p->quiet = 1;
+    g = &p->v[0];
+    g->name = strdup(name);
+    g->chunk = strdup("=policy");
+    g->source = malloc(n + 1);
+    if (g->name == NULL || g->chunk == NULL || g->source == NULL)
+        goto done;
+    memcpy(g->source, src, n);
+    g->source[n] = '\0';
+    g->source_len = n;
+    g->memory = memory;
+    g->instruction_slice = slice;
+    g->burst_ms = burst_ms;
+    g->request_ms = request_ms;
+    g->any_ref = 1;
+    vm = luavm_new(p, NULL, &e);
+    if (vm == NULL && (g->errors[LUAVM_INIT_WORKER][LUAVM_ERR_TIMEOUT] > 0 ||
+                       g->errors[LUAVM_INIT_WORKER][LUAVM_ERR_MEMORY] > 0)) {
+        snprintf(err, errn, "%s", e != NULL ? e : "over its budget");
+        rc = -1;
+    }
+    free(e);
+    luavm_free(vm);
+done:
+    luaprogs_unref(p);
+    return rc;
+}
+
 /* ---- programs ------------------------------------------------------------ */
 
 struct luaprogs *luaprogs_new(size_t n)
@@ -539,8 +581,9 @@ static void count_error(struct luavm *vm, size_t i, int phase, int reason,
     struct luaprog *g = &vm->progs->v[i];
 
     __atomic_add_fetch(&g->errors[phase][reason], 1, __ATOMIC_RELAXED);
-    LOG_LIMITED(1000, LOG_WARN, "lua: policy %s: %s: %s: %s", g->name,
-                phase_names[phase], reason_names[reason], msg);
+    if (!vm->progs->quiet)
+        LOG_LIMITED(1000, LOG_WARN, "lua: policy %s: %s: %s: %s", g->name,
+                    phase_names[phase], reason_names[reason], msg);
 }
 
 void luavm_count(struct luavm *vm, size_t i, int phase, int reason,

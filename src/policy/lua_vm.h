@@ -136,6 +136,7 @@ struct luaprogs {
     size_t ndicts;
     struct luaupstream *ups; /* set_upstream targets; NULL: none */
     size_t nups;
+    int quiet; /* a check's: errors are counted, not logged */
 };
 
 struct luaprogs *luaprogs_new(size_t n);
@@ -303,5 +304,18 @@ const char *luavm_reason_name(int reason);
  * -1 when the message names none.
  */
 int luavm_syntax(const char *src, size_t n, char *err, size_t errn);
+
+/*
+ * luavm_check_budget() runs a policy's top-level code and init_worker()
+ * once, as a worker would (in a throw-away state, no timers run), under
+ * the given budgets, so `strait check` finds a script that cannot load
+ * within them. name is "ns/name". Returns 0 when it loads, or fails for
+ * a reason other than a budget (a module or dict the check does not
+ * have: the real build reports those); -1 with Lua's message in err
+ * (errn bytes, always terminated) when it passed its time or memory.
+ */
+int luavm_check_budget(const char *name, const char *src, size_t n,
+                       size_t memory, int slice, uint64_t burst_ms,
+                       uint64_t request_ms, char *err, size_t errn);
 
 #endif
