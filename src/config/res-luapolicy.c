@@ -356,12 +356,20 @@ void res_lua_reference(struct buf *b)
     /* The budgets that are not fields. */
     buf_printf(b,
                "(limit) string.rep\tbytes\t%zu\tthe longest string.rep "
-               "result\n"
+               "result (and at most as many copies)\n"
+               "(limit) table span\tcount\t%zu\ttable.move's range, the "
+               "length table.insert/remove shift\n"
+               "(limit) load text\tbytes\t%zu\tthe longest text load() "
+               "compiles\n"
+               "(limit) timers' share\tpercent\t%d\tof a worker's time "
+               "for one policy's timer callbacks (a bucket of one burst); "
+               "past it timers wait (reason deferred)\n"
                "(limit) pattern subject\tbytes\t%zu\tthe longest subject of "
                "string.find/match/gmatch/gsub\n"
                "(limit) pattern steps\tcount\t%.0f\ta pattern call whose "
-               "worst case (subject length to the power of its "
-               "quantifiers, one more unanchored) passes this is refused\n"
+               "worst case ((pattern length + 1) x (subject length + 1) "
+               "to the power of its quantifiers, %%b and back-references, "
+               "one more unanchored, x2 per '?') passes this is refused\n"
                "(limit) coroutine pool\tcount\t%d\tidle coroutines kept per "
                "worker state\n"
                "(limit) pending timers\tcount\t%d\tper worker state; "
@@ -370,6 +378,7 @@ void res_lua_reference(struct buf *b)
                "error\n"
                "(limit) source.file\tbytes\t1048576\ta bigger file is "
                "refused\n",
-               LUAVM_STRING_REP_MAX, LUAVM_PATTERN_SUBJECT_MAX,
+               LUAVM_STRING_REP_MAX, LUAVM_TABLE_SPAN_MAX, LUAVM_LOAD_MAX,
+               LUAVM_TIMER_SHARE, LUAVM_PATTERN_SUBJECT_MAX,
                LUAVM_PATTERN_STEPS, LUAVM_COROUTINE_POOL, LUAVM_MAX_TIMERS);
 }
