@@ -359,6 +359,8 @@ void res_lua_reference(struct buf *b)
                "result (and at most as many copies)\n"
                "(limit) table span\tcount\t%zu\ttable.move's range, the "
                "length table.insert/remove shift\n"
+               "(limit) table.sort\tcount\t%zu\tthe longest table "
+               "table.sort sorts\n"
                "(limit) load text\tbytes\t%zu\tthe longest text load() "
                "compiles\n"
                "(limit) timers' share\tpercent\t%d\tof a worker's time "
@@ -378,7 +380,7 @@ void res_lua_reference(struct buf *b)
                "error\n"
                "(limit) source.file\tbytes\t1048576\ta bigger file is "
                "refused\n",
-               LUAVM_STRING_REP_MAX, LUAVM_TABLE_SPAN_MAX, LUAVM_LOAD_MAX,
-               LUAVM_TIMER_SHARE, LUAVM_PATTERN_SUBJECT_MAX,
+               LUAVM_STRING_REP_MAX, LUAVM_TABLE_SPAN_MAX, LUAVM_SORT_MAX,
+               LUAVM_LOAD_MAX, LUAVM_TIMER_SHARE, LUAVM_PATTERN_SUBJECT_MAX,
                LUAVM_PATTERN_STEPS, LUAVM_COROUTINE_POOL, LUAVM_MAX_TIMERS);
 }

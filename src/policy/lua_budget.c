@@ -8,7 +8,8 @@
  *   copies are empty: Lua's loop still runs n times), the pattern
  *   functions (a bound on the backtracking matcher's worst case), and
  *   the table functions whose loops follow a count the script chooses
- *   (table.move's range, the length __len gives table.insert/remove).
+ *   (table.move's range, the length __len gives table.insert/remove,
+ *   table.sort's length).
  *   Lua code a C function calls (a metamethod, a comparator, a gsub
  *   replacement function) runs under the hook as any code does.
  * - Hooks are per thread in Lua 5.4: a coroutine keeps the hook and
@@ -183,6 +184,15 @@ static int cap_shift(lua_State *L)
     return call_original(L);
 }
 
+static int cap_sort(lua_State *L)
+{
+    /* Without a comparator (or __lt) the n log n comparisons are all C. */
+    if (lua_type(L, 1) == LUA_TTABLE &&
+        luaL_len(L, 1) > (lua_Integer)LUAVM_SORT_MAX)
+        return luaL_error(L, "table.sort: length over %d", (int)LUAVM_SORT_MAX);
+    return call_original(L);
+}
+
 /* ---- coroutines --------------------------------------------------------- */
 
 /* Arms the running budget on co before it runs. */
@@ -312,6 +322,7 @@ void luabudget_wrap(lua_State *L)
     wrap_field(L, "move", cap_move, -1);
     wrap_field(L, "insert", cap_shift, -1);
     wrap_field(L, "remove", cap_shift, -1);
+    wrap_field(L, "sort", cap_sort, -1);
     lua_pop(L, 1);
     lua_getfield(L, -1, "coroutine");
     wrap_field(L, "resume", co_resume, -1);

@@ -43,6 +43,8 @@ struct http_response;
 #define LUAVM_COROUTINE_POOL 64 /* idle coroutines kept per state */
 /* table.move's range, and the length table.insert/remove shift. */
 #define LUAVM_TABLE_SPAN_MAX ((size_t)1 << 22)
+/* The longest table table.sort sorts (n log n comparisons in C). */
+#define LUAVM_SORT_MAX ((size_t)1 << 20)
 /* The longest text load() compiles (compiling is C: no hook). */
 #define LUAVM_LOAD_MAX ((size_t)1 << 20)
 /* Timer callbacks of one policy run at most this percent of a worker's
