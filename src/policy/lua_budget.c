@@ -271,12 +271,17 @@ static int co_call(lua_State *L)
         return nres;
     }
     lua_xmove(co, L, 1); /* the error */
-    if (run == NULL || run->tripped == NULL) {
-        lua_resetthread(co); /* its __close handlers, under its hook */
+    /* Dead of its error (not a coroutine that cannot be resumed now, such
+     * as the one running): its __close handlers run, under its hook. */
+    st = lua_status(co);
+    if (st != LUA_OK && st != LUA_YIELD &&
+        (run == NULL || run->tripped == NULL)) {
+        lua_resetthread(co);
         lua_settop(co, 0);
     }
     check_tripped(L);
-    if (lua_type(L, -1) == LUA_TSTRING) { /* position, as auxwrap adds */
+    if (st != LUA_ERRMEM && lua_type(L, -1) == LUA_TSTRING) {
+        /* The position, as Lua's own wrapper adds it. */
         luaL_where(L, 1);
         lua_insert(L, -2);
         lua_concat(L, 2);

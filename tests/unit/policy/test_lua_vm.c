@@ -330,6 +330,17 @@ static void caps_at_their_limits(void **state)
                "  local co = coroutine.wrap(function(a) coroutine.yield(a + 1) "
                "return 7 end)\n"
                "  assert(co(1) == 2 and co() == 7)\n"
+               "  local f\n"
+               "  f = coroutine.wrap(function() return pcall(f) end)\n"
+               "  ok, e = f()\n"
+               "  assert(ok == false and e:find('resume'), e)\n"
+               "  local closed\n"
+               "  local g = coroutine.wrap(function()\n"
+               "    local x <close> = setmetatable({}, {__close = function() "
+               "closed = true end})\n"
+               "    error('boom') end)\n"
+               "  ok, e = pcall(g)\n"
+               "  assert(not ok and e:find('boom') and closed, e)\n"
                "  h:respond(204)\n"
                "end\n");
     int y = 0;
