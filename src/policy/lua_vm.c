@@ -14,7 +14,9 @@
  *   own pcall cannot swallow the limit: the next instruction raises
  *   again. The hook never fires inside C functions, so the library
  *   functions that can run long on one call are bounded by their
- *   arguments instead (string.rep, the pattern functions; lua_api.c).
+ *   arguments instead, and hooks are per thread, so the script's
+ *   coroutines are armed when they run (lua_budget.c). Past the drain
+ *   deadline (vm->stop) it raises "process exiting".
  * - escapes: only base (no dofile, loadfile; load text-only with the
  *   policy's environment; collectgarbage("count") only; setmetatable
  *   refuses __gc, whose finalizers run with hooks off), string, table,
@@ -294,11 +296,11 @@ static int b_load(lua_State *L)
     const char *s = luaL_checklstring(L, 1, &n);
     const char *name = luaL_optstring(L, 2, "=(load)");
 
-    /* Text only: crafted bytecode can crash the VM. The chunk gets the
-     * caller's sandbox, never the real globals. */
     /* Compiling is C, where the count hook never fires. */
     if (n > LUAVM_LOAD_MAX)
         return luaL_error(L, "load: chunk over %d bytes", (int)LUAVM_LOAD_MAX);
+    /* Text only: crafted bytecode can crash the VM. The chunk gets the
+     * caller's sandbox, never the real globals. */
     if (luaL_loadbufferx(L, s, n, name, "t") != LUA_OK) {
         lua_pushnil(L);
         lua_insert(L, -2);
