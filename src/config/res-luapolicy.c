@@ -85,14 +85,15 @@ static const struct conf_key limits_keys[] = {
      .min = 1,
      .max = 60000,
      .def = "1s",
-     .help = "how long one call of a hook may run"},
+     .help = "how much CPU time one call of a hook may use"},
     {.name = "requestTime",
      .type = CONF_DURATION,
      .off = LM(request_ms),
      .min = 1,
      .max = 600000,
      .def = "4s",
-     .help = "how long all hooks of one request may run in total"},
+     .help = "how much CPU time all hooks of one request may use in "
+             "total"},
     {.name = "bodyBytes",
      .type = CONF_SIZE,
      .off = LM(body_bytes),
@@ -278,6 +279,17 @@ static void lp_check(struct res_check *ck, struct resource *r)
             if (line > 0)
                 m.line += line;
             res_err(ck, &m, "spec.source.inline", "%s", err);
+        } else if (luavm_check_budget(
+                       r->meta.name ? r->meta.name : "policy",
+                       lp->source.inline_text, strlen(lp->source.inline_text),
+                       (size_t)lp->limits.memory,
+                       (int)lp->limits.instruction_slice,
+                       (uint64_t)lp->limits.burst_ms,
+                       (uint64_t)lp->limits.request_ms, err, sizeof(err)) < 0) {
+            /* Its top-level code (and init_worker) runs on the control
+             * thread when a snapshot is built: one that cannot finish
+             * within the budget would fail every build. */
+            res_err(ck, &lp->source.mark, "spec.source.inline", "%s", err);
         }
     }
     for (size_t i = 0; i < lp->target_refs.n; i++) {
@@ -482,12 +494,22 @@ void res_lua_reference(struct buf *b)
     /* The budgets that are not fields. */
     buf_printf(b,
                "(limit) string.rep\tbytes\t%zu\tthe longest string.rep "
-               "result\n"
+               "result (and at most as many copies)\n"
+               "(limit) table span\tcount\t%zu\ttable.move's range, the "
+               "length table.insert/remove shift\n"
+               "(limit) table.sort\tcount\t%zu\tthe longest table "
+               "table.sort sorts\n"
+               "(limit) load text\tbytes\t%zu\tthe longest text load() "
+               "compiles\n"
+               "(limit) timers' share\tpercent\t%d\tof a worker's time "
+               "for one policy's timer callbacks (a bucket of one burst); "
+               "past it timers wait (reason deferred)\n"
                "(limit) pattern subject\tbytes\t%zu\tthe longest subject of "
                "string.find/match/gmatch/gsub\n"
                "(limit) pattern steps\tcount\t%.0f\ta pattern call whose "
-               "worst case (subject length to the power of its "
-               "quantifiers, one more unanchored) passes this is refused\n"
+               "worst case ((pattern length + 1) x (subject length + 1) "
+               "to the power of its quantifiers, %%b and back-references, "
+               "one more unanchored, x2 per '?') passes this is refused\n"
                "(limit) coroutine pool\tcount\t%d\tidle coroutines kept per "
                "worker state\n"
                "(limit) pending timers\tcount\t%d\tper worker state; "
@@ -496,6 +518,7 @@ void res_lua_reference(struct buf *b)
                "error\n"
                "(limit) source.file\tbytes\t1048576\ta bigger file is "
                "refused\n",
-               LUAVM_STRING_REP_MAX, LUAVM_PATTERN_SUBJECT_MAX,
+               LUAVM_STRING_REP_MAX, LUAVM_TABLE_SPAN_MAX, LUAVM_SORT_MAX,
+               LUAVM_LOAD_MAX, LUAVM_TIMER_SHARE, LUAVM_PATTERN_SUBJECT_MAX,
                LUAVM_PATTERN_STEPS, LUAVM_COROUTINE_POOL, LUAVM_MAX_TIMERS);
 }

@@ -664,6 +664,8 @@ static void on_drain_deadline(void *arg)
     struct loop *s = arg;
 
     log_warn("drain deadline reached; closing the connections still open");
+    for (int w = 0; w < s->nworkers; w++)
+        worker_abort(&s->workers[w]);
     event_base_loopbreak(s->base);
 }
 

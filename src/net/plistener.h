@@ -57,6 +57,10 @@ struct plistener {
     void *conf; /* identity: the compiled configuration served */
     int fd;
     struct list link; /* the worker's lists */
+    /* The worker's: set (atomically, by another thread) once the process
+     * is past its drain deadline, so work that could run long (a Lua
+     * hook) gives up. Set by the worker after start. */
+    const int *stop;
 };
 
 #endif

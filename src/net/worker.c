@@ -139,6 +139,7 @@ static void do_apply(void *arg)
                           set->v[i].name);
                 continue;
             }
+            found->stop = &w->stop;
             if (found->ops->inherit != NULL && set->v[i].replaces != NULL)
                 inherit(w, found, set->v[i].replaces);
         } else {
@@ -277,6 +278,11 @@ int worker_ping(struct worker *w)
 int worker_drain_connections(struct worker *w)
 {
     return mq_post(w->inbox, do_drain_connections, w);
+}
+
+void worker_abort(struct worker *w)
+{
+    __atomic_store_n(&w->stop, 1, __ATOMIC_RELAXED);
 }
 
 void worker_stop(struct worker *w)

@@ -68,6 +68,7 @@ struct worker {
     struct reap_node reap; /* frees dead */
     int draining;
     int idle_sent;
+    int stop; /* worker_abort(): atomic; what listeners' stop points at */
 };
 
 /* worker_init() prepares worker id; 0 or -1. The thread is not started. */
@@ -97,6 +98,12 @@ int worker_drain_connections(struct worker *w);
 /* worker_stop() ends the worker's loop, closing whatever is still open, and
  * joins the thread. Main thread. */
 void worker_stop(struct worker *w);
+
+/* worker_abort() tells the worker, from any thread, that the process is
+ * past its drain deadline: long work on it (a Lua hook, a timer
+ * callback) gives up at its next check, so worker_stop() is not held up
+ * by a policy. */
+void worker_abort(struct worker *w);
 
 /* worker_dispose() frees what worker_init() allocated; the thread must have
  * been stopped (or never started). */

@@ -1,8 +1,7 @@
 /*
- * What a LuaPolicy script sees: the request handle, header objects, the
- * strait table, and the library functions capped by their arguments
- * because the count hook cannot stop them (string.rep, the pattern
- * functions).
+ * What a LuaPolicy script sees: the request handle, header objects and
+ * the strait table (the library functions the count hook cannot stop
+ * are capped in lua_budget.c).
  *
  * A handle is valid only during the hook call it was given to: it holds
  * the request and the serial of that call, and every method first checks
@@ -40,116 +39,6 @@ struct lhandle {
     unsigned serial;
     int which; /* headers: WHICH_REQ or WHICH_RESP */
 };
-
-/* ---- capped library functions -------------------------------------------- */
-
-static int cap_rep(lua_State *L)
-{
-    size_t n, sn = 0;
-    lua_Integer k;
-
-    luaL_checklstring(L, 1, &n);
-    k = luaL_checkinteger(L, 2);
-    luaL_optlstring(L, 3, "", &sn);
-    if (k > 0 && (double)(n + sn) * (double)k > (double)LUAVM_STRING_REP_MAX)
-        return luaL_error(L, "string.rep: result over %d bytes",
-                          (int)LUAVM_STRING_REP_MAX);
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_insert(L, 1);
-    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
-    return lua_gettop(L);
-}
-
-/* The quantifiers of a Lua pattern that may each repeat without bound:
- * '*', '+' and '-' after a single-character class (a character, '.',
- * a %x class or a [set]); elsewhere they are plain characters. */
-static int quantifiers(const char *p, size_t n)
-{
-    int q = 0, cls = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        char c = p[i];
-        if (cls && (c == '*' || c == '+' || c == '-')) {
-            q++;
-            cls = 0;
-        } else if (cls && c == '?') {
-            cls = 0;
-        } else if (c == '%') {
-            i++;
-            /* %b and %f take arguments and are no class to repeat. */
-            if (i < n && p[i] == 'b') {
-                i += 2;
-                cls = 0;
-            } else if (i < n && p[i] == 'f') {
-                cls = 0;
-            } else {
-                cls = 1;
-            }
-        } else if (c == '[') {
-            i++;
-            if (i < n && p[i] == '^')
-                i++;
-            if (i < n && p[i] == ']')
-                i++;
-            for (; i < n && p[i] != ']'; i++)
-                if (p[i] == '%')
-                    i++;
-            cls = 1;
-        } else if (c == '(' || c == ')' || (c == '^' && i == 0) ||
-                   (c == '$' && i == n - 1)) {
-            cls = 0;
-        } else {
-            cls = 1;
-        }
-    }
-    return q;
-}
-
-static int cap_pattern(lua_State *L)
-{
-    size_t n, pn;
-    int q, anchored;
-
-    luaL_checklstring(L, 1, &n);
-    const char *pat = luaL_checklstring(L, 2, &pn);
-    /* find with plain = true does no matching. */
-    if (!lua_toboolean(L, lua_upvalueindex(2)) || !lua_toboolean(L, 4)) {
-        if (n > LUAVM_PATTERN_SUBJECT_MAX)
-            return luaL_error(L, "pattern subject over %d bytes",
-                              (int)LUAVM_PATTERN_SUBJECT_MAX);
-        q = quantifiers(pat, pn);
-        anchored = pn > 0 && pat[0] == '^';
-        double steps = 1;
-        for (int i = 0; i < q + !anchored && steps <= LUAVM_PATTERN_STEPS; i++)
-            steps *= (double)n + 1;
-        if (steps > LUAVM_PATTERN_STEPS)
-            return luaL_error(L,
-                              "pattern too complex: %d quantifiers on %d "
-                              "bytes",
-                              q, (int)n);
-    }
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_insert(L, 1);
-    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
-    return lua_gettop(L);
-}
-
-static void wrap_string(lua_State *L)
-{
-    static const char *const pats[] = {"find", "match", "gmatch", "gsub", NULL};
-
-    lua_getfield(L, -1, "string");
-    lua_getfield(L, -1, "rep");
-    lua_pushcclosure(L, cap_rep, 1);
-    lua_setfield(L, -2, "rep");
-    for (int i = 0; pats[i] != NULL; i++) {
-        lua_getfield(L, -1, pats[i]);
-        lua_pushboolean(L, strcmp(pats[i], "find") == 0);
-        lua_pushcclosure(L, cap_pattern, 2);
-        lua_setfield(L, -2, pats[i]);
-    }
-    lua_pop(L, 1);
-}
 
 /* ---- read-only tables -----------------------------------------------------
  */
@@ -810,7 +699,7 @@ void luaapi_open(struct luavm *vm)
 {
     lua_State *L = vm->L;
 
-    wrap_string(L);
+    luabudget_wrap(L);
     luaL_newmetatable(L, HANDLE_MT);
     luaL_newlib(L, handle_methods);
     luaapi_upstream_methods(L);
@@ -1246,7 +1135,16 @@ static void timer_fire(void *arg)
 {
     struct ltimer *t = arg;
     struct luavm *vm = t->vm;
+    uint64_t wait_ms;
 
+    if (!luabudget_timer_admit(vm, t->prog, &wait_ms)) {
+        /* Its policy's timers used their share of the worker: it runs
+         * once that is paid back. */
+        luavm_count(vm, t->prog, LUAVM_TIMER, LUAVM_ERR_DEFERRED,
+                    "timer deferred: its policy used its share");
+        timer_arm(&t->t, wait_ms);
+        return;
+    }
     if (t->every_ms > 0 && !vm->closing) {
         timer_arm(&t->t, t->every_ms);
         timer_call(t, 0);
@@ -1343,8 +1241,17 @@ void luaapi_timers_close(struct luavm *vm)
         struct ltimer *t = vm->timers;
         timer_unlink(vm, t);
         if (vm->base != NULL) {
+            uint64_t wait_ms;
             timer_dispose(&t->t);
-            timer_call(t, 1);
+            /* Closing runs them all at once: past the policy's share,
+             * the rest are dropped unrun rather than pinning the
+             * worker for a burst each. */
+            if (luabudget_timer_admit(vm, t->prog, &wait_ms))
+                timer_call(t, 1);
+            else
+                luavm_count(vm, t->prog, LUAVM_TIMER, LUAVM_ERR_DEFERRED,
+                            "premature timer dropped: its policy used its "
+                            "share");
         }
         luaL_unref(vm->L, LUA_REGISTRYINDEX, t->ref);
         free(t);

@@ -24,6 +24,7 @@ struct luarun {
     uint64_t request_ms;
     uint64_t used_ms;
     uint64_t slice_ms;
+    int count;           /* instructionSlice: the hook's count */
     const char *tripped; /* the limit passed; NULL: none yet */
     int reason;          /* enum luavm_reason of an error */
     int strict;          /* not yieldable, one slice: errors past it */
@@ -74,6 +75,8 @@ struct luavm {
     void *http_env;
     struct luatrun *truns;
     struct luatrun *trun;
+    struct tshare *tshare; /* timers' share per policy (lua_budget.c) */
+    const int *stop;       /* set: past the drain deadline; NULL: none */
 };
 
 static inline struct luavm *luavm_of(lua_State *L)
@@ -93,6 +96,22 @@ const char *luavm_dict_name(const struct luavm *vm, const char *dict);
 
 /* h.ctx of rq in the state of L (lua_vm.c), pushed. */
 void luavm_push_ctx(lua_State *L, struct luareq *rq);
+
+/* lua_vm.c: counts and logs (rate-limited) one event of policy i. */
+void luavm_count(struct luavm *vm, size_t i, int phase, int reason,
+                 const char *msg);
+/* lua_vm.c: the count hook of every thread that runs a policy's code. */
+void luavm_budget_hook(lua_State *L, lua_Debug *ar);
+
+/* lua_budget.c */
+struct tshare;
+/* Wraps the library functions the count hook cannot stop (the sandbox's
+ * globals on top). */
+void luabudget_wrap(lua_State *L);
+/* A timer of policy prog is due: 1, run it (then charge its run time);
+ * 0, its policy used its share: wait *wait_ms first. */
+int luabudget_timer_admit(struct luavm *vm, size_t prog, uint64_t *wait_ms);
+void luabudget_timer_charge(struct luavm *vm, size_t prog, uint64_t used_us);
 
 /* lua_api.c */
 void luaapi_open(struct luavm *vm); /* globals table on top */

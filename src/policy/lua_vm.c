@@ -14,7 +14,9 @@
  *   own pcall cannot swallow the limit: the next instruction raises
  *   again. The hook never fires inside C functions, so the library
  *   functions that can run long on one call are bounded by their
- *   arguments instead (string.rep, the pattern functions; lua_api.c).
+ *   arguments instead, and hooks are per thread, so the script's
+ *   coroutines are armed when they run (lua_budget.c). Past the drain
+ *   deadline (vm->stop) it raises "process exiting".
  * - escapes: only base (no dofile, loadfile; load text-only with the
  *   policy's environment; collectgarbage("count") only; setmetatable
  *   refuses __gc, whose finalizers run with hooks off), string, table,
@@ -91,6 +93,48 @@ int luavm_syntax(const char *src, size_t n, char *err, size_t errn)
     }
     lua_close(L);
     return line;
+}
+
+int luavm_check_budget(const char *name, const char *src, size_t n,
+                       size_t memory, int slice, uint64_t burst_ms,
+                       uint64_t request_ms, char *err, size_t errn)
+{
+    struct luaprogs *p = luaprogs_new(1);
+    struct luaprog *g;
+    struct luavm *vm;
+    char *e = NULL;
+    int rc = 0;
+
+    err[0] = '\0';
+    if (p == NULL)
+        return 0;
+    p->n = 1;
+    p->quiet = 1;
+    g = &p->v[0];
+    g->name = strdup(name);
+    g->chunk = strdup("=policy");
+    g->source = malloc(n + 1);
+    if (g->name == NULL || g->chunk == NULL || g->source == NULL)
+        goto done;
+    memcpy(g->source, src, n);
+    g->source[n] = '\0';
+    g->source_len = n;
+    g->memory = memory;
+    g->instruction_slice = slice;
+    g->burst_ms = burst_ms;
+    g->request_ms = request_ms;
+    g->any_ref = 1;
+    vm = luavm_new(p, NULL, &e);
+    if (vm == NULL && (g->errors[LUAVM_INIT_WORKER][LUAVM_ERR_TIMEOUT] > 0 ||
+                       g->errors[LUAVM_INIT_WORKER][LUAVM_ERR_MEMORY] > 0)) {
+        snprintf(err, errn, "%s", e != NULL ? e : "over its budget");
+        rc = -1;
+    }
+    free(e);
+    luavm_free(vm);
+done:
+    luaprogs_unref(p);
+    return rc;
 }
 
 /* ---- programs ------------------------------------------------------------ */
@@ -185,7 +229,7 @@ static const char *const phase_names[LUAVM_NPHASES] = {
     "init_worker",        "timer",       "on_upstream_select",
     "on_tls_client_hello"};
 static const char *const reason_names[LUAVM_NREASONS] = {"error", "timeout",
-                                                         "memory"};
+                                                         "memory", "deferred"};
 
 const char *luavm_phase_name(int phase)
 {
@@ -205,7 +249,7 @@ uint64_t luavm_errors(const struct luaprogs *p, size_t i, int phase, int reason)
 /* ---- the budget hook ------------------------------------------------------
  */
 
-static void budget_hook(lua_State *L, lua_Debug *ar)
+void luavm_budget_hook(lua_State *L, lua_Debug *ar)
 {
     struct luavm *vm = luavm_of(L);
     struct luarun *run = vm->run;
@@ -216,7 +260,10 @@ static void budget_hook(lua_State *L, lua_Debug *ar)
         return;
     if (run->tripped) {
         /* Past a limit already: every instruction raises again, so a
-         * pcall in the script cannot go on running. */
+         * pcall in the script cannot go on running. This thread may not
+         * be the one that tripped (a script's coroutine): it fires on
+         * every instruction from now on too. */
+        lua_sethook(L, luavm_budget_hook, LUA_MASKCOUNT, 1);
         luaL_error(L, "%s", run->tripped);
         return;
     }
@@ -225,17 +272,25 @@ static void budget_hook(lua_State *L, lua_Debug *ar)
          * of instructions is all it gets. */
         run->tripped = "instruction budget exceeded";
         run->reason = LUAVM_ERR_TIMEOUT;
-        lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1);
+        lua_sethook(L, luavm_budget_hook, LUA_MASKCOUNT, 1);
         luaL_error(L, "%s", run->tripped);
         return;
     }
-    now = clock_ms();
+    now = clock_thread_cpu_us() / 1000u;
     spent = now - run->start_ms;
+    if (vm->stop != NULL && __atomic_load_n(vm->stop, __ATOMIC_RELAXED)) {
+        /* The process is past its drain deadline. */
+        run->tripped = "process exiting";
+        run->reason = LUAVM_ERR_TIMEOUT;
+        lua_sethook(L, luavm_budget_hook, LUA_MASKCOUNT, 1);
+        luaL_error(L, "%s", run->tripped);
+        return;
+    }
     if (spent > run->burst_ms || run->used_ms + spent > run->request_ms) {
         run->tripped =
             spent > run->burst_ms ? "burst timeout" : "execution timeout";
         run->reason = LUAVM_ERR_TIMEOUT;
-        lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1);
+        lua_sethook(L, luavm_budget_hook, LUA_MASKCOUNT, 1);
         luaL_error(L, "%s", run->tripped);
         return;
     }
@@ -256,6 +311,9 @@ static int b_load(lua_State *L)
     const char *s = luaL_checklstring(L, 1, &n);
     const char *name = luaL_optstring(L, 2, "=(load)");
 
+    /* Compiling is C, where the count hook never fires. */
+    if (n > LUAVM_LOAD_MAX)
+        return luaL_error(L, "load: chunk over %d bytes", (int)LUAVM_LOAD_MAX);
     /* Text only: crafted bytecode can crash the VM. The chunk gets the
      * caller's sandbox, never the real globals. */
     if (luaL_loadbufferx(L, s, n, name, "t") != LUA_OK) {
@@ -609,6 +667,7 @@ void luavm_free(struct luavm *vm)
     }
     free(vm->hooks);
     free(vm->envs);
+    free(vm->tshare);
     luaprogs_unref(vm->progs);
     free(vm);
 }
@@ -622,8 +681,24 @@ static void count_error(struct luavm *vm, size_t i, int phase, int reason,
     struct luaprog *g = &vm->progs->v[i];
 
     __atomic_add_fetch(&g->errors[phase][reason], 1, __ATOMIC_RELAXED);
-    LOG_LIMITED(1000, LOG_WARN, "lua: policy %s: %s: %s: %s", g->name,
-                phase_names[phase], reason_names[reason], msg);
+    if (!vm->progs->quiet)
+        LOG_LIMITED(1000, LOG_WARN, "lua: policy %s: %s: %s: %s", g->name,
+                    phase_names[phase], reason_names[reason], msg);
+}
+
+void luavm_count(struct luavm *vm, size_t i, int phase, int reason,
+                 const char *msg)
+{
+    count_error(vm, i, phase, reason, msg);
+}
+
+void luavm_set_stop(struct luavm *vm, const int *flag)
+{
+    /* Every namespace's state checks the flag: a policy of any of them
+     * may be the one still running at the drain deadline. */
+    vm->stop = flag;
+    for (size_t g = 1; g < vm->nsub; g++)
+        vm->sub[g]->stop = flag;
 }
 
 static void run_begin(struct luavm *vm, struct luarun *run, size_t i,
@@ -635,15 +710,20 @@ static void run_begin(struct luavm *vm, struct luarun *run, size_t i,
     run->co = co;
     run->prog = i;
     run->yieldable = yieldable;
-    run->start_ms = clock_ms();
+    /* Budgets count the worker thread's CPU time, not the wall clock: a
+     * policy is charged for the work it does, never for the time a busy
+     * machine kept the thread off a core (which made the same policy
+     * pass on a quiet machine and fail on a loaded one). */
+    run->start_ms = clock_thread_cpu_us() / 1000u;
     run->burst_ms = g->burst_ms;
     run->request_ms = g->request_ms;
     run->used_ms = used_ms;
     /* Yield about ten times per burst, never more often than each ms. */
     run->slice_ms = g->burst_ms / 10 ? g->burst_ms / 10 : 1;
     run->reason = LUAVM_ERR_ERROR;
+    run->count = g->instruction_slice > 0 ? g->instruction_slice : 1;
     vm->run = run;
-    lua_sethook(co, budget_hook, LUA_MASKCOUNT, g->instruction_slice);
+    lua_sethook(co, luavm_budget_hook, LUA_MASKCOUNT, run->count);
 }
 
 static int msg_handler(lua_State *L)
@@ -701,16 +781,50 @@ static lua_State *co_take(struct luavm *vm, int *ref)
     return co;
 }
 
-static void co_give(struct luavm *vm, lua_State *co, int ref, int reusable)
+/*
+ * co_reset() closes co's pending to-be-closed variables (lua_resetthread
+ * runs their __close handlers) under run's budget, never with the hook
+ * off: a handler that loops is stopped like any code, and once a limit
+ * was passed each handler raises at its first instruction. run NULL: a
+ * new budget of policy prog (a coroutine let go while suspended).
+ */
+static void co_reset(struct luavm *vm, lua_State *co, struct luarun *run,
+                     size_t prog)
+{
+    struct luarun *saved = vm->run, fresh;
+    struct luareq *cur = vm->cur;
+
+    if (run == NULL) {
+        run = &fresh;
+        run_begin(vm, run, prog < vm->progs->n ? prog : 0, co, 0, 0);
+    }
+    run->co = co;
+    run->yieldable = 0;
+    vm->run = run;
+    vm->cur = NULL; /* handles raise "stale handle" */
+    lua_sethook(co, luavm_budget_hook, LUA_MASKCOUNT,
+                run->tripped ? 1 : run->count);
+    lua_resetthread(co);
+    lua_sethook(co, NULL, 0, 0);
+    vm->run = saved;
+    vm->cur = cur;
+}
+
+static void co_give(struct luavm *vm, lua_State *co, int ref, int reusable,
+                    size_t prog)
 {
     if (reusable && lua_status(co) == LUA_OK && lua_gettop(co) == 0 &&
         vm->npool < LUAVM_COROUTINE_POOL) {
         vm->pool[vm->npool++] = ref;
         return;
     }
-    /* A dead coroutine (it raised) cannot be reused: let it go. */
-    if (lua_status(co) != LUA_OK || lua_gettop(co) != 0)
-        lua_resetthread(co);
+    /* A suspended coroutine let go (its request ended): its __close
+     * handlers run under a budget of their own. A dead one (it raised)
+     * was reset by resume() when that was safe; either way it cannot be
+     * reused, and the collector frees what it holds. */
+    if (lua_status(co) == LUA_YIELD ||
+        (lua_status(co) == LUA_OK && lua_gettop(co) != 0))
+        co_reset(vm, co, NULL, prog);
     luaL_unref(vm->L, LUA_REGISTRYINDEX, ref);
 }
 
@@ -745,7 +859,7 @@ static enum luavm_result resume(struct luareq *rq, int nargs)
     st = lua_resume(co, vm->L, nargs, &nres);
     vm->cur = NULL;
     vm->run = NULL;
-    rq->used_ms += clock_ms() - run.start_ms;
+    rq->used_ms += clock_thread_cpu_us() / 1000u - run.start_ms;
     if (st == LUA_YIELD && run.strict) {
         /* coroutine.yield() from the hook's own coroutine: nothing would
          * resume it on these paths. */
@@ -768,8 +882,11 @@ static enum luavm_result resume(struct luareq *rq, int nargs)
         char msg[512];
         snprintf(msg, sizeof(msg), "%s",
                  m != NULL ? m : "error (not a string)");
-        lua_sethook(co, NULL, 0, 0);
-        lua_resetthread(co);
+        /* An error the budget hook raised leaves the thread with hooks
+         * off (Lua restores them only where a pcall catches it): its
+         * __close handlers would run unbounded, so they do not run. */
+        if (run.tripped == NULL)
+            co_reset(vm, co, &run, i);
         hook_failed(rq, i, rq->phase,
                     st == LUA_ERRMEM ? LUAVM_ERR_MEMORY : run.reason, msg);
     } else {
@@ -778,7 +895,7 @@ static enum luavm_result resume(struct luareq *rq, int nargs)
 done:
     lua_sethook(co, NULL, 0, 0);
     rq->serial = 0; /* the hook's handles go stale */
-    co_give(vm, co, rq->co_ref, st == LUA_OK);
+    co_give(vm, co, rq->co_ref, st == LUA_OK, i);
     rq->co = NULL;
     rq->co_ref = LUA_NOREF;
     return rq->status > 0 ? LUAVM_RESPONDED : LUAVM_CONTINUE;
@@ -817,7 +934,7 @@ static enum luavm_result start(struct luareq *rq)
         lua_pop(L, 1);
         if (rq->co != NULL) {
             lua_settop(rq->co, 0);
-            co_give(vm, rq->co, rq->co_ref, 0);
+            co_give(vm, rq->co, rq->co_ref, 0, rq->next);
         } else if (rq->co_ref != LUA_NOREF) {
             luaL_unref(L, LUA_REGISTRYINDEX, rq->co_ref);
         }
@@ -886,7 +1003,7 @@ void luavm_on_log(struct luareq *rq)
      * waited for the body) is let go first: on_log takes a new one. */
     if (rq->co != NULL) {
         lua_sethook(rq->co, NULL, 0, 0);
-        co_give(state_of(rq->vm, rq->next), rq->co, rq->co_ref, 0);
+        co_give(state_of(rq->vm, rq->next), rq->co, rq->co_ref, 0, rq->next);
         rq->co = NULL;
         rq->co_ref = LUA_NOREF;
     }
@@ -967,7 +1084,7 @@ void luavm_request_end(struct luareq *rq)
     luahttp_cancel(vm, &rq->wait);
     if (rq->co != NULL) {
         lua_sethook(rq->co, NULL, 0, 0);
-        co_give(state_of(vm, rq->next), rq->co, rq->co_ref, 0);
+        co_give(state_of(vm, rq->next), rq->co, rq->co_ref, 0, rq->next);
         rq->co = NULL;
     }
     if (rq->ctx_ref != LUA_NOREF) {
@@ -1021,11 +1138,14 @@ static void trun_resume(struct luatrun *tr, int nargs)
     struct luarun run;
     int nres, st;
 
+    uint64_t t0 = clock_thread_cpu_us();
+
     run_begin(vm, &run, tr->prog, tr->co, 0, 0);
     vm->trun = tr;
     st = lua_resume(tr->co, vm->L, nargs, &nres);
     vm->trun = NULL;
     vm->run = NULL;
+    luabudget_timer_charge(vm, tr->prog, clock_thread_cpu_us() - t0);
     if (st == LUA_YIELD && tr->wait.call != NULL) {
         lua_pop(tr->co, nres);
         if (tr->prev == NULL && vm->truns != tr) {

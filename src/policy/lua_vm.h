@@ -31,15 +31,26 @@ struct http_response;
  * state is never closed under a running hook.
  */
 
-/* Budgets that are not per policy. */
+/* Budgets that are not per policy (lua_budget.c). */
 #define LUAVM_STRING_REP_MAX ((size_t)1 << 20) /* string.rep result bytes */
 /* Lua patterns backtrack: a match of a pattern with q quantifiers
- * against n bytes may take n^q steps (n^(q+1) unanchored), and the
+ * against n bytes may take n^q steps (n^(q+1) unanchored), each '?'
+ * doubles it, each %b or back-reference scans n bytes per try, and the
  * count hook never fires inside string.find. A call whose bound passes
  * this is refused with "pattern too complex". */
 #define LUAVM_PATTERN_STEPS 100000000.0
 #define LUAVM_PATTERN_SUBJECT_MAX ((size_t)1 << 20)
 #define LUAVM_COROUTINE_POOL 64 /* idle coroutines kept per state */
+/* table.move's range, and the length table.insert/remove shift. */
+#define LUAVM_TABLE_SPAN_MAX ((size_t)1 << 22)
+/* The longest table table.sort sorts (n log n comparisons in C). */
+#define LUAVM_SORT_MAX ((size_t)1 << 20)
+/* The longest text load() compiles (compiling is C: no hook). */
+#define LUAVM_LOAD_MAX ((size_t)1 << 20)
+/* Timer callbacks of one policy run at most this percent of a worker's
+ * time (a bucket of one burst), each charged at least LUAVM_TIMER_MIN_US. */
+#define LUAVM_TIMER_SHARE 10
+#define LUAVM_TIMER_MIN_US 20
 
 enum luavm_phase {
     LUAVM_ON_REQUEST,
@@ -60,6 +71,7 @@ enum luavm_reason {
     LUAVM_ERR_ERROR,
     LUAVM_ERR_TIMEOUT,
     LUAVM_ERR_MEMORY,
+    LUAVM_ERR_DEFERRED, /* a timer held back: its policy used its share */
     LUAVM_NREASONS
 };
 
@@ -132,6 +144,7 @@ struct luaprogs {
     size_t ndicts;
     struct luaupstream *ups; /* set_upstream targets; NULL: none */
     size_t nups;
+    int quiet; /* a check's: errors are counted, not logged */
 };
 
 struct luaprogs *luaprogs_new(size_t n);
@@ -155,6 +168,11 @@ struct luavm;
 struct event_base;
 struct luavm *luavm_new(struct luaprogs *progs, struct event_base *base,
                         char **err);
+/* luavm_set_stop() gives vm a flag another thread sets (atomically) when
+ * the process is past its drain deadline: from then on every hook and
+ * timer callback raises "process exiting" at its next budget check.
+ * flag outlives vm; NULL: none. */
+void luavm_set_stop(struct luavm *vm, const int *flag);
 /* luavm_free() runs every pending timer's callback with premature true
  * (with base), then closes the state. NULL: no-op. */
 void luavm_free(struct luavm *vm);
@@ -299,5 +317,18 @@ const char *luavm_reason_name(int reason);
  * -1 when the message names none.
  */
 int luavm_syntax(const char *src, size_t n, char *err, size_t errn);
+
+/*
+ * luavm_check_budget() runs a policy's top-level code and init_worker()
+ * once, as a worker would (in a throw-away state, no timers run), under
+ * the given budgets, so `strait check` finds a script that cannot load
+ * within them. name is "ns/name". Returns 0 when it loads, or fails for
+ * a reason other than a budget (a module or dict the check does not
+ * have: the real build reports those); -1 with Lua's message in err
+ * (errn bytes, always terminated) when it passed its time or memory.
+ */
+int luavm_check_budget(const char *name, const char *src, size_t n,
+                       size_t memory, int slice, uint64_t burst_ms,
+                       uint64_t request_ms, char *err, size_t errn);
 
 #endif

@@ -39,6 +39,7 @@ struct luavm *http_lua_vm(struct http_listener *l, struct wroutes *w)
         free(err);
     } else {
         lua_http_attach(w->lua, l);
+        luavm_set_stop(w->lua, l->pl.stop);
     }
     return w->lua;
 }

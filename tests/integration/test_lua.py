@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import threading
-import time
 
 import pytest
 
@@ -116,9 +115,7 @@ def test_hooks_targets_respond_and_failures(strait_factory, tmp_path,
     done = {}
 
     def stuck():
-        t = time.monotonic()
         done["status"] = get(port, "/loop")[0]
-        done["took"] = time.monotonic() - t
 
     th = threading.Thread(target=stuck)
     th.start()
@@ -127,8 +124,9 @@ def test_hooks_targets_respond_and_failures(strait_factory, tmp_path,
         assert get(port, "/ok")[0] == 200
         others += 1
     th.join(10)
+    # Stopped (no wall-clock bound: the budget is CPU time; the 500 and
+    # the timeout counted below say where).
     assert done["status"] == 500
-    assert done["took"] < 2.0, done
     assert others >= 1
     wait_for(lambda: lua_stat(st, "default/tag", "on_request",
                               "timeout") == 1, 10, "the timeout counted")
@@ -1055,9 +1053,7 @@ spec:
         done = {}
 
         def slow():
-            t = time.monotonic()
             done["r"] = get(port, "/x", {"x-mode": mode})
-            done["took"] = time.monotonic() - t
 
         th = threading.Thread(target=slow)
         th.start()
@@ -1067,8 +1063,10 @@ spec:
             others += 1
         th.join(10)
         status, hdrs, body = done["r"]
+        # No wall-clock bound: the budget is CPU time, and a loaded
+        # machine stretches it; the 500, the counter and the log line
+        # below show where the loop was stopped.
         assert status == want, body
-        assert done["took"] < 6.0
         if mode == "loop":
             # One worker: it served others between the hook's slices (a
             # hook that did not yield would have held it until it failed).
