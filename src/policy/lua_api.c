@@ -433,6 +433,53 @@ static int h_log(lua_State *L)
     return 0;
 }
 
+/* A field name as strait keeps it: lowercase. Anything but a token is
+ * refused, so a name can never carry a separator, a space or a line
+ * break into the head. */
+static const char *lower_name(lua_State *L, int idx, char *buf, size_t n)
+{
+    size_t k;
+    const char *s = luaL_checklstring(L, idx, &k);
+
+    if (k == 0 || k >= n || !http_field_name_valid((struct slice){s, k}))
+        luaL_error(L, "bad header name (a token of 1 to %d bytes)", (int)n - 1);
+    for (size_t i = 0; i < k; i++)
+        buf[i] = s[i] >= 'A' && s[i] <= 'Z' ? (char)(s[i] - 'A' + 'a') : s[i];
+    buf[k] = '\0';
+    return buf;
+}
+
+/* A name a script may write: the framing and hop-by-hop fields are the
+ * codecs' (a content-length copied onto a GET would make the upstream
+ * take the next request on its connection as this one's body), and the
+ * authority changes through routing only. */
+static void writable_name(lua_State *L, const char *what, const char *name)
+{
+    if (!http_field_reserved(slice_of(name)))
+        return;
+    if (strcmp(name, "host") == 0)
+        luaL_error(L,
+                   "%s: host is the request's authority; change it through "
+                   "routing (VirtualService rewrite.authority, "
+                   "h:set_upstream), not as a header",
+                   what);
+    luaL_error(L,
+               "%s: %s is a framing or hop-by-hop header that strait sets "
+               "itself; a policy may not set it",
+               what, name);
+}
+
+static struct slice check_value(lua_State *L, int idx)
+{
+    size_t n;
+    const char *v = luaL_checklstring(L, idx, &n);
+
+    if (!http_field_value_valid((struct slice){v, n}))
+        luaL_error(L, "bad header value (a control character: CR, LF, NUL "
+                      "or another)");
+    return (struct slice){v, n};
+}
+
 static char *arena_str(lua_State *L, struct arena *a, int idx, size_t *n)
 {
     const char *s = luaL_checklstring(L, idx, n);
@@ -472,10 +519,14 @@ static int h_respond(lua_State *L)
             if (lua_type(L, -2) != LUA_TSTRING)
                 return luaL_error(L, "respond: header names are strings");
             k = arena_str(L, rq->arena, -2, &f->name.n);
+            if (!http_field_name_valid((struct slice){k, f->name.n}))
+                return luaL_error(L, "respond: bad header name");
             for (size_t i = 0; i < f->name.n; i++)
                 if (k[i] >= 'A' && k[i] <= 'Z')
                     k[i] = (char)(k[i] - 'A' + 'a');
             f->name.p = k;
+            writable_name(L, "respond", k);
+            f->value = check_value(L, -1);
             f->value.p = arena_str(L, rq->arena, -1, &f->value.n);
             lua_pop(L, 1);
         }
@@ -634,35 +685,6 @@ static struct http_fields *fields_of(lua_State *L, struct luareq **rqp,
     return h->which == WHICH_RESP ? &rq->resp->fields : &rq->req->fields;
 }
 
-/* A field name as strait keeps it: lowercase. */
-static const char *lower_name(lua_State *L, int idx, char *buf, size_t n)
-{
-    size_t k;
-    const char *s = luaL_checklstring(L, idx, &k);
-
-    if (k == 0 || k >= n)
-        luaL_error(L, "bad header name");
-    for (size_t i = 0; i < k; i++) {
-        char c = s[i];
-        if (c <= ' ' || c == ':' || c == 127)
-            luaL_error(L, "bad header name");
-        buf[i] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
-    }
-    buf[k] = '\0';
-    return buf;
-}
-
-static struct slice check_value(lua_State *L, int idx)
-{
-    size_t n;
-    const char *v = luaL_checklstring(L, idx, &n);
-
-    for (size_t i = 0; i < n; i++)
-        if (v[i] == '\r' || v[i] == '\n' || v[i] == '\0')
-            luaL_error(L, "bad header value");
-    return (struct slice){v, n};
-}
-
 static int hd_get(lua_State *L)
 {
     struct luareq *rq;
@@ -716,6 +738,7 @@ static int hd_set(lua_State *L)
         http_fields_remove(f, name);
         return 0;
     }
+    writable_name(L, "headers:set", name);
     v = check_value(L, 3);
     /* The field keeps the name by pointer: it goes into the arena. */
     c = arena_dup(rq->arena, name, strlen(name));
@@ -732,6 +755,7 @@ static int hd_add(lua_State *L)
     struct slice v;
 
     lower_name(L, 2, name, sizeof(name));
+    writable_name(L, "headers:add", name);
     v = check_value(L, 3);
     if (http_fields_add(f, rq->arena, slice_of(name), v, 10000) < 0)
         return luaL_error(L, "out of memory");
