@@ -5,11 +5,12 @@ connection as the body), and a GeoIP value with CR/LF is left out of its
 header instead of failing the request."""
 import http.client
 import json
+import os
 import subprocess
 
 import pytest
 
-from conftest import connect, read_head, recv_exact, wait_for
+from conftest import connect, read_head, recv_exact, responder, wait_for
 from test_gateway import start_with_up
 
 ROUTES = """apiVersion: networking.istio.io/v1
@@ -133,7 +134,6 @@ GEO_MISSING = subprocess.run(
 def test_geoip_value_with_crlf_is_left_out(strait_factory, tmp_path,
                                            upstream_factory):
     from test_geoip import ASN, ROUTE, dbs, gateway, heads, req
-    from conftest import responder
     city = {"127.0.0.2/32": {"country": {"iso_code": "DE"},
                              "city": {"names": {"en": "Ber\r\nx-evil: 1"}}},
             "127.0.0.3/32": {"country": {"iso_code": "US"},
@@ -149,3 +149,65 @@ def test_geoip_value_with_crlf_is_left_out(strait_factory, tmp_path,
         status, body = req(port, src=src, headers={"x-geo-city": "forged"})
         assert status == 200, body
         assert json.loads(body) == {"x-geo-country": country}
+
+
+DICT_POLICY = """---
+apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {{name: count, namespace: default}}
+spec:
+  targetRefs: [{{kind: Gateway, name: gw}}]
+  sharedDicts: [{{name: {dict}, size: 1Mi}}]
+  source:
+    inline: |
+      function on_request(h)
+        local n = strait.shared["{dict}"]:incr("n", 1, 0)
+        h:respond(200, {{["x-n"] = string.format("%d", n), ["x-gen"] = "{gen}"}}, "")
+      end
+"""
+
+
+def test_renamed_dict_freed_at_next_snapshot(strait_factory, tmp_path,
+                                             upstream_factory):
+    up = upstream_factory(responder(lambda head: b""))
+    st, port = start_with_up(strait_factory, tmp_path, up.port,
+                             ROUTES + DICT_POLICY.format(dict="a", gen=1),
+                             workers=1)
+    conf = tmp_path / "conf.d" / "r.yaml"
+    base = conf.read_text().split("---\napiVersion: strait.io")[0]
+
+    def count():
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            c.request("GET", "/")
+            r = c.getresponse()
+            r.read()
+            return r.getheader("x-gen"), r.getheader("x-n")
+        finally:
+            c.close()
+
+    def publish(dict_name, gen):
+        tmp = conf.with_name(".r.tmp")
+        tmp.write_text(base + DICT_POLICY.format(dict=dict_name, gen=gen))
+        os.replace(tmp, conf)
+        wait_for(lambda: count()[0] == str(gen), 15, f"snapshot {gen}")
+
+    assert count() == ("1", "1")
+    assert count() == ("1", "2")
+    # The same name in a new snapshot: the same dict, nothing freed.
+    publish("a", 2)
+    assert int(count()[1]) >= 4
+    assert "shared dict a freed" not in st.log()
+    # Renamed: a new dict, and the old one is freed once the snapshots
+    # that named it are gone.
+    publish("b", 3)
+    wait_for(lambda: "shared dict a freed" in st.log(), 15,
+             "the renamed dict freed")
+    before = int(count()[1])
+    assert before <= 3, "b is new"
+    # Back to a: a new, empty a (the old one is gone), and b is freed.
+    publish("a", 4)
+    wait_for(lambda: "shared dict b freed" in st.log(), 15,
+             "b freed in turn")
+    assert int(count()[1]) <= 3
+    assert st.log().count("shared dict a freed") == 1
