@@ -490,11 +490,16 @@ static char *arena_str(lua_State *L, struct arena *a, int idx, size_t *n)
     return d;
 }
 
+/* h:respond() is all or nothing: the answer is built aside and becomes
+ * the request's only once every part passed, so an error (caught by
+ * pcall) leaves an earlier h:respond()'s answer as it was. */
 static int h_respond(lua_State *L)
 {
     struct luareq *rq = handle_of(L);
     lua_Integer st = luaL_checkinteger(L, 2);
-    size_t nf = 0;
+    struct http_field *fields = NULL;
+    struct slice body = {NULL, 0};
+    size_t nf = 0, n = 0;
 
     if (rq->phase != LUAVM_ON_REQUEST)
         return luaL_error(L, "respond: only in on_request");
@@ -507,15 +512,15 @@ static int h_respond(lua_State *L)
             nf++;
             lua_pop(L, 1);
         }
-        rq->rfields =
-            arena_alloc(rq->arena, (nf ? nf : 1) * sizeof(*rq->rfields));
-        if (rq->rfields == NULL)
+        fields = arena_alloc(rq->arena, (nf ? nf : 1) * sizeof(*fields));
+        if (fields == NULL)
             return luaL_error(L, "out of memory");
-        rq->nrfields = 0;
         lua_pushnil(L);
         while (lua_next(L, 3) != 0) {
-            struct http_field *f = &rq->rfields[rq->nrfields++];
+            struct http_field *f = &fields[n];
             char *k;
+            if (n == nf)
+                return luaL_error(L, "respond: headers changed while read");
             if (lua_type(L, -2) != LUA_TSTRING)
                 return luaL_error(L, "respond: header names are strings");
             k = arena_str(L, rq->arena, -2, &f->name.n);
@@ -528,15 +533,18 @@ static int h_respond(lua_State *L)
             writable_name(L, "respond", k);
             f->value = check_value(L, -1);
             f->value.p = arena_str(L, rq->arena, -1, &f->value.n);
+            n++;
             lua_pop(L, 1);
         }
     }
-    rq->body = (struct slice){NULL, 0};
     if (!lua_isnoneornil(L, 4)) {
-        size_t n;
-        rq->body.p = arena_str(L, rq->arena, 4, &n);
-        rq->body.n = n;
+        size_t bn;
+        body.p = arena_str(L, rq->arena, 4, &bn);
+        body.n = bn;
     }
+    rq->rfields = fields;
+    rq->nrfields = n;
+    rq->body = body;
     rq->status = (int)st;
     return 0;
 }

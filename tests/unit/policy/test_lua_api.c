@@ -248,6 +248,30 @@ static void respond_headers_checked(void **state)
     }
 }
 
+/* A refused h:respond leaves the answer an earlier one made whole: no
+ * half-read header of the refused one goes out (found by
+ * fuzz_lua_headers). */
+static void respond_error_keeps_earlier_answer(void **state)
+{
+    struct fx *f =
+        fx_new("function on_request(h)\n"
+               "  h:respond(403, {['x-first'] = '1'}, 'first')\n"
+               "  assert(not pcall(h.respond, h, 200, {['x-a'] = 'v\\r\\n'}, "
+               "'second'))\n"
+               "  assert(not pcall(h.respond, h, 201, {['x-b'] = 'v'}, {}))\n"
+               "end\n");
+
+    (void)state;
+    assert_int_equal(run(f), LUAVM_RESPONDED);
+    assert_int_equal(luavm_errors(f->p, 0, LUAVM_ON_REQUEST, LUAVM_ERR_ERROR),
+                     0);
+    assert_int_equal(f->rq.status, 403);
+    assert_true(slice_eq_str(f->rq.body, "first"));
+    assert_int_equal(f->rq.nrfields, 1);
+    assert_true(slice_eq_str(f->rq.rfields[0].name, "x-first"));
+    fx_free(f);
+}
+
 /* The http layer's checks themselves. */
 static void field_checks(void **state)
 {
@@ -275,6 +299,7 @@ int main(void)
         cmocka_unit_test(framing_refused_on_response),
         cmocka_unit_test(bad_names_and_values_refused),
         cmocka_unit_test(respond_headers_checked),
+        cmocka_unit_test(respond_error_keeps_earlier_answer),
         cmocka_unit_test(field_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
