@@ -387,6 +387,10 @@ static int get_value(MMDB_entry_s *e, char *out, const char *const *path)
     case MMDB_DATA_TYPE_UTF8_STRING:
         n = d.data_size < GEOIP_VALUE_MAX - 1 ? d.data_size
                                               : GEOIP_VALUE_MAX - 1;
+        /* A NUL inside would cut the value where C reads it: the string
+         * is not what the database says, so it counts as absent. */
+        if (memchr(d.utf8_string, '\0', n) != NULL)
+            return 0;
         memcpy(out, d.utf8_string, n);
         out[n] = '\0';
         return 1;

@@ -112,6 +112,58 @@ int http_token_list_has(struct slice list, const char *tok)
     return 0;
 }
 
+/* tchar (RFC 9110 5.6.2): a switch, as the HTTP/1 writer's, so no
+ * locale and no table to keep in step. */
+static int is_tchar(unsigned char c)
+{
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+        (c >= '0' && c <= '9'))
+        return 1;
+    /* clang-format off */
+    switch (c) {
+    case '!': case '#': case '$': case '%': case '&': case '\'':
+    case '*': case '+': case '-': case '.': case '^': case '_':
+    case '`': case '|': case '~':
+        return 1;
+    default:
+        return 0;
+    }
+    /* clang-format on */
+}
+
+int http_field_name_valid(struct slice name)
+{
+    if (name.n == 0)
+        return 0;
+    for (size_t i = 0; i < name.n; i++)
+        if (!is_tchar((unsigned char)name.p[i]))
+            return 0;
+    return 1;
+}
+
+int http_field_value_valid(struct slice value)
+{
+    for (size_t i = 0; i < value.n; i++) {
+        unsigned char c = (unsigned char)value.p[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            return 0;
+    }
+    return 1;
+}
+
+int http_field_reserved(struct slice name)
+{
+    static const char *const reserved[] = {
+        "content-length", "transfer-encoding", "connection", "upgrade", "te",
+        "keep-alive",     "proxy-connection",  "host"};
+
+    for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
+        if (name.n == strlen(reserved[i]) &&
+            strncasecmp(name.p, reserved[i], name.n) == 0)
+            return 1;
+    return 0;
+}
+
 size_t http_fields_strip_hop(struct http_fields *f)
 {
     static const char *const hop[] = {"connection",       "keep-alive",

@@ -81,6 +81,26 @@ int http_fields_set(struct http_fields *f, struct arena *a, const char *name,
  */
 size_t http_fields_strip_hop(struct http_fields *f);
 
+/*
+ * Checks for fields that come from somewhere other than a codec that
+ * already validated them (Lua, GeoIP databases), before they join a
+ * request or response: whatever passes is safe to write on HTTP/1.1 and
+ * HTTP/2 alike.
+ *
+ * http_field_name_valid(): a token (RFC 9110 5.6.2), 1..max bytes.
+ * http_field_value_valid(): no control character but HTAB (so no CR,
+ * LF or NUL, which would split or cut the head), no DEL.
+ * http_field_reserved(): the framing and hop-by-hop fields the codecs
+ * own (content-length, transfer-encoding, connection, upgrade, te,
+ * keep-alive, proxy-connection) and host, which is the authority;
+ * compared case-insensitively. A writer that is not a codec must never
+ * set these: a content-length on a request forwarded without a body
+ * makes the upstream read the next request as its body (desync).
+ */
+int http_field_name_valid(struct slice name);
+int http_field_value_valid(struct slice value);
+int http_field_reserved(struct slice name);
+
 /* http_token_list_has() is true when a comma-separated list contains tok,
  * compared case-insensitively (Connection: keep-alive, Upgrade). */
 int http_token_list_has(struct slice list, const char *tok);

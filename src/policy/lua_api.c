@@ -322,6 +322,53 @@ static int h_log(lua_State *L)
     return 0;
 }
 
+/* A field name as strait keeps it: lowercase. Anything but a token is
+ * refused, so a name can never carry a separator, a space or a line
+ * break into the head. */
+static const char *lower_name(lua_State *L, int idx, char *buf, size_t n)
+{
+    size_t k;
+    const char *s = luaL_checklstring(L, idx, &k);
+
+    if (k == 0 || k >= n || !http_field_name_valid((struct slice){s, k}))
+        luaL_error(L, "bad header name (a token of 1 to %d bytes)", (int)n - 1);
+    for (size_t i = 0; i < k; i++)
+        buf[i] = s[i] >= 'A' && s[i] <= 'Z' ? (char)(s[i] - 'A' + 'a') : s[i];
+    buf[k] = '\0';
+    return buf;
+}
+
+/* A name a script may write: the framing and hop-by-hop fields are the
+ * codecs' (a content-length copied onto a GET would make the upstream
+ * take the next request on its connection as this one's body), and the
+ * authority changes through routing only. */
+static void writable_name(lua_State *L, const char *what, const char *name)
+{
+    if (!http_field_reserved(slice_of(name)))
+        return;
+    if (strcmp(name, "host") == 0)
+        luaL_error(L,
+                   "%s: host is the request's authority; change it through "
+                   "routing (VirtualService rewrite.authority, "
+                   "h:set_upstream), not as a header",
+                   what);
+    luaL_error(L,
+               "%s: %s is a framing or hop-by-hop header that strait sets "
+               "itself; a policy may not set it",
+               what, name);
+}
+
+static struct slice check_value(lua_State *L, int idx)
+{
+    size_t n;
+    const char *v = luaL_checklstring(L, idx, &n);
+
+    if (!http_field_value_valid((struct slice){v, n}))
+        luaL_error(L, "bad header value (a control character: CR, LF, NUL "
+                      "or another)");
+    return (struct slice){v, n};
+}
+
 static char *arena_str(lua_State *L, struct arena *a, int idx, size_t *n)
 {
     const char *s = luaL_checklstring(L, idx, n);
@@ -332,11 +379,16 @@ static char *arena_str(lua_State *L, struct arena *a, int idx, size_t *n)
     return d;
 }
 
+/* h:respond() is all or nothing: the answer is built aside and becomes
+ * the request's only once every part passed, so an error (caught by
+ * pcall) leaves an earlier h:respond()'s answer as it was. */
 static int h_respond(lua_State *L)
 {
     struct luareq *rq = handle_of(L);
     lua_Integer st = luaL_checkinteger(L, 2);
-    size_t nf = 0;
+    struct http_field *fields = NULL;
+    struct slice body = {NULL, 0};
+    size_t nf = 0, n = 0;
 
     if (rq->phase != LUAVM_ON_REQUEST)
         return luaL_error(L, "respond: only in on_request");
@@ -349,32 +401,39 @@ static int h_respond(lua_State *L)
             nf++;
             lua_pop(L, 1);
         }
-        rq->rfields =
-            arena_alloc(rq->arena, (nf ? nf : 1) * sizeof(*rq->rfields));
-        if (rq->rfields == NULL)
+        fields = arena_alloc(rq->arena, (nf ? nf : 1) * sizeof(*fields));
+        if (fields == NULL)
             return luaL_error(L, "out of memory");
-        rq->nrfields = 0;
         lua_pushnil(L);
         while (lua_next(L, 3) != 0) {
-            struct http_field *f = &rq->rfields[rq->nrfields++];
+            struct http_field *f = &fields[n];
             char *k;
+            if (n == nf)
+                return luaL_error(L, "respond: headers changed while read");
             if (lua_type(L, -2) != LUA_TSTRING)
                 return luaL_error(L, "respond: header names are strings");
             k = arena_str(L, rq->arena, -2, &f->name.n);
+            if (!http_field_name_valid((struct slice){k, f->name.n}))
+                return luaL_error(L, "respond: bad header name");
             for (size_t i = 0; i < f->name.n; i++)
                 if (k[i] >= 'A' && k[i] <= 'Z')
                     k[i] = (char)(k[i] - 'A' + 'a');
             f->name.p = k;
+            writable_name(L, "respond", k);
+            f->value = check_value(L, -1);
             f->value.p = arena_str(L, rq->arena, -1, &f->value.n);
+            n++;
             lua_pop(L, 1);
         }
     }
-    rq->body = (struct slice){NULL, 0};
     if (!lua_isnoneornil(L, 4)) {
-        size_t n;
-        rq->body.p = arena_str(L, rq->arena, 4, &n);
-        rq->body.n = n;
+        size_t bn;
+        body.p = arena_str(L, rq->arena, 4, &bn);
+        body.n = bn;
     }
+    rq->rfields = fields;
+    rq->nrfields = n;
+    rq->body = body;
     rq->status = (int)st;
     return 0;
 }
@@ -517,35 +576,6 @@ static struct http_fields *fields_of(lua_State *L, struct luareq **rqp,
     return h->which == WHICH_RESP ? &rq->resp->fields : &rq->req->fields;
 }
 
-/* A field name as strait keeps it: lowercase. */
-static const char *lower_name(lua_State *L, int idx, char *buf, size_t n)
-{
-    size_t k;
-    const char *s = luaL_checklstring(L, idx, &k);
-
-    if (k == 0 || k >= n)
-        luaL_error(L, "bad header name");
-    for (size_t i = 0; i < k; i++) {
-        char c = s[i];
-        if (c <= ' ' || c == ':' || c == 127)
-            luaL_error(L, "bad header name");
-        buf[i] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
-    }
-    buf[k] = '\0';
-    return buf;
-}
-
-static struct slice check_value(lua_State *L, int idx)
-{
-    size_t n;
-    const char *v = luaL_checklstring(L, idx, &n);
-
-    for (size_t i = 0; i < n; i++)
-        if (v[i] == '\r' || v[i] == '\n' || v[i] == '\0')
-            luaL_error(L, "bad header value");
-    return (struct slice){v, n};
-}
-
 static int hd_get(lua_State *L)
 {
     struct luareq *rq;
@@ -599,6 +629,7 @@ static int hd_set(lua_State *L)
         http_fields_remove(f, name);
         return 0;
     }
+    writable_name(L, "headers:set", name);
     v = check_value(L, 3);
     /* The field keeps the name by pointer: it goes into the arena. */
     c = arena_dup(rq->arena, name, strlen(name));
@@ -615,6 +646,7 @@ static int hd_add(lua_State *L)
     struct slice v;
 
     lower_name(L, 2, name, sizeof(name));
+    writable_name(L, "headers:add", name);
     v = check_value(L, 3);
     if (http_fields_add(f, rq->arena, slice_of(name), v, 10000) < 0)
         return luaL_error(L, "out of memory");

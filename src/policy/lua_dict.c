@@ -1,5 +1,5 @@
 /*
- * Shared dictionaries (see lua_dict.h): LUADICT_SHARDS shards, each a
+ * Shared dictionaries (see lua_dict.h): up to LUADICT_SHARDS shards, each a
  * chained hash table under a reader-writer lock, with a CLOCK ring of its
  * entries for eviction and its share of the capacity.
  */
@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "policy/lua_dict.h"
 
 enum { TYPE_BUCKET = 100 }; /* a token bucket: n tokens, b unused, at */
@@ -37,7 +38,7 @@ struct shard {
     size_t nbuckets; /* power of two */
     size_t count;
     struct entry *hand; /* CLOCK hand; NULL: empty */
-    size_t used;        /* bytes charged */
+    size_t used;        /* bytes charged: entries and the bucket array */
     size_t cap;
     char pad[64];
 };
@@ -46,8 +47,41 @@ struct luadict {
     int refs;
     char *name;
     size_t capacity;
-    struct shard shards[LUADICT_SHARDS];
+    size_t fixed;            /* what the dict costs empty, shards aside */
+    size_t nshards;          /* a power of two, at most LUADICT_SHARDS */
+    struct luadict_set *set; /* one reference; NULL: none */
+    struct shard *shards;
 };
+
+/*
+ * The most memory one allocation of n bytes can take, as glibc's malloc
+ * lays it out: a size word, 16-byte alignment, 32 bytes at least, and
+ * the 16 bytes it leaves inside a chunk it splits when the rest would
+ * be too small to stand alone. The dict charges this, not n, so a dict
+ * of capacity S holds at most S bytes of heap (keys, values, entries,
+ * bucket arrays, itself).
+ */
+static size_t alloc_cost(size_t n)
+{
+    size_t c = (n + sizeof(size_t) + 15) & ~(size_t)15;
+
+    return (c < 32 ? 32 : c) + 16;
+}
+
+/* A small dict has fewer shards, so that what each one costs empty
+ * leaves room for entries: one shard per LUADICT_SHARD_MIN bytes. */
+static size_t shards_for(size_t capacity)
+{
+    size_t n = 1;
+
+    while (n < LUADICT_SHARDS && capacity / (n * 2) >= LUADICT_SHARD_MIN)
+        n *= 2;
+    return n;
+}
+
+#define INITIAL_BUCKETS 16
+
+static void set_forget(struct luadict *d);
 
 static uint64_t hash_key(const char *k, size_t n)
 {
@@ -63,22 +97,37 @@ static uint64_t hash_key(const char *k, size_t n)
 struct luadict *luadict_new(const char *name, size_t capacity)
 {
     struct luadict *d = calloc(1, sizeof(*d));
+    size_t n = shards_for(capacity), share;
 
     if (d == NULL)
         return NULL;
     d->refs = 1;
-    d->name = strdup(name);
     d->capacity = capacity;
-    for (int i = 0; i < LUADICT_SHARDS; i++) {
+    d->nshards = n;
+    d->name = strdup(name);
+    d->shards = calloc(n, sizeof(*d->shards));
+    if (d->name == NULL || d->shards == NULL) {
+        free(d->name);
+        free(d->shards);
+        free(d);
+        return NULL;
+    }
+    d->fixed = alloc_cost(sizeof(*d)) + alloc_cost(strlen(name) + 1) +
+               alloc_cost(n * sizeof(*d->shards));
+    share = capacity > d->fixed ? (capacity - d->fixed) / n : 0;
+    for (size_t i = 0; i < n; i++) {
         struct shard *s = &d->shards[i];
         pthread_rwlock_init(&s->lock, NULL);
-        s->nbuckets = 16;
+        s->nbuckets = INITIAL_BUCKETS;
         s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
-        s->cap = capacity / LUADICT_SHARDS;
+        s->cap = share;
+        /* The bucket array is the shard's to pay for, as its growth is. */
+        s->used = alloc_cost(s->nbuckets * sizeof(*s->buckets));
         if (s->buckets == NULL)
             d->name = (free(d->name), NULL);
     }
     if (d->name == NULL) {
+        d->refs = 1;
         luadict_unref(d);
         return NULL;
     }
@@ -102,7 +151,14 @@ void luadict_unref(struct luadict *d)
 {
     if (d == NULL || __atomic_sub_fetch(&d->refs, 1, __ATOMIC_ACQ_REL) > 0)
         return;
-    for (int i = 0; i < LUADICT_SHARDS; i++) {
+    /* Said only of a dict the control loop's set held: a dict made by
+     * `strait check` or a failed build was never in use. */
+    if (d->set != NULL)
+        log_info("lua: shared dict %s freed: no policy in effect declares "
+                 "it",
+                 d->name);
+    set_forget(d);
+    for (size_t i = 0; i < d->nshards; i++) {
         struct shard *s = &d->shards[i];
         for (size_t b = 0; s->buckets != NULL && b < s->nbuckets; b++) {
             struct entry *e = s->buckets[b], *nx;
@@ -114,6 +170,7 @@ void luadict_unref(struct luadict *d)
         free(s->buckets);
         pthread_rwlock_destroy(&s->lock);
     }
+    free(d->shards);
     free(d->name);
     free(d);
 }
@@ -125,7 +182,7 @@ const char *luadict_name(const struct luadict *d)
 
 static struct shard *shard_of(struct luadict *d, uint64_t h)
 {
-    return &d->shards[h & (LUADICT_SHARDS - 1)];
+    return &d->shards[h & (d->nshards - 1)];
 }
 
 static struct entry **find(struct shard *s, uint64_t h, const char *k, size_t n)
@@ -205,13 +262,21 @@ static int room(struct shard *s, size_t cost, uint64_t now, int evict,
     return 0;
 }
 
+/* Doubles the bucket array when its bytes fit in the shard's share
+ * (charged there); else chains grow longer, still correct. */
 static void grow(struct shard *s)
 {
     size_t nb = s->nbuckets * 2;
-    struct entry **b = calloc(nb, sizeof(*b));
+    size_t more = alloc_cost(nb * sizeof(struct entry *)) -
+                  alloc_cost(s->nbuckets * sizeof(struct entry *));
+    struct entry **b;
 
+    if (s->used + more > s->cap)
+        return;
+    b = calloc(nb, sizeof(*b));
     if (b == NULL)
-        return; /* longer chains, still correct */
+        return;
+    s->used += more;
     for (size_t i = 0; i < s->nbuckets; i++) {
         struct entry *e = s->buckets[i], *nx;
         for (; e != NULL; e = nx) {
@@ -293,10 +358,12 @@ int luadict_get(struct luadict *d, const char *key, size_t klen,
     return rc;
 }
 
+/* What an entry for a klen-byte key holding v costs in the heap: the
+ * entry with its key, and a string's own allocation. */
 static size_t cost_of(size_t klen, const struct luadict_value *v)
 {
-    return LUADICT_ENTRY_OVERHEAD + klen +
-           (v->type == LUADICT_STRING ? v->len : 0);
+    return alloc_cost(sizeof(struct entry) + klen) +
+           (v->type == LUADICT_STRING ? alloc_cost(v->len ? v->len : 1) : 0);
 }
 
 int luadict_store(struct luadict *d, int mode, const char *key, size_t klen,
@@ -398,7 +465,7 @@ int luadict_incr(struct luadict *d, const char *key, size_t klen, double delta,
         e = NULL;
     }
     if (e == NULL) {
-        size_t cost = LUADICT_ENTRY_OVERHEAD + klen;
+        size_t cost = alloc_cost(sizeof(struct entry) + klen);
         if (!has_init) {
             rc = LUADICT_NOT_FOUND;
             goto out;
@@ -461,7 +528,7 @@ int luadict_expire(struct luadict *d, const char *key, size_t klen,
 
 void luadict_flush_all(struct luadict *d)
 {
-    for (int i = 0; i < LUADICT_SHARDS; i++) {
+    for (size_t i = 0; i < d->nshards; i++) {
         struct shard *s = &d->shards[i];
         pthread_rwlock_wrlock(&s->lock);
         for (size_t b = 0; b < s->nbuckets; b++)
@@ -475,7 +542,7 @@ size_t luadict_flush_expired(struct luadict *d, size_t max, uint64_t now_ms)
 {
     size_t n = 0;
 
-    for (int i = 0; i < LUADICT_SHARDS && (max == 0 || n < max); i++) {
+    for (size_t i = 0; i < d->nshards && (max == 0 || n < max); i++) {
         struct shard *s = &d->shards[i];
         pthread_rwlock_wrlock(&s->lock);
         for (size_t b = 0; b < s->nbuckets && (max == 0 || n < max); b++) {
@@ -500,7 +567,7 @@ void luadict_keys(struct luadict *d, size_t max, uint64_t now_ms,
     size_t n = 0;
     int stop = 0;
 
-    for (int i = 0; i < LUADICT_SHARDS && !stop; i++) {
+    for (size_t i = 0; i < d->nshards && !stop; i++) {
         struct shard *s = &d->shards[i];
         pthread_rwlock_rdlock(&s->lock);
         for (size_t b = 0; b < s->nbuckets && !stop; b++)
@@ -522,9 +589,9 @@ size_t luadict_capacity(const struct luadict *d)
 
 size_t luadict_free_space(const struct luadict *d)
 {
-    size_t used = 0;
+    size_t used = d->fixed;
 
-    for (int i = 0; i < LUADICT_SHARDS; i++)
+    for (size_t i = 0; i < d->nshards; i++)
         used += __atomic_load_n(&d->shards[i].used, __ATOMIC_RELAXED);
     return used >= d->capacity ? 0 : d->capacity - used;
 }
@@ -547,7 +614,7 @@ int luadict_token_bucket(struct luadict *d, const char *key, size_t klen,
         e = NULL;
     }
     if (e == NULL) {
-        size_t cost = LUADICT_ENTRY_OVERHEAD + klen;
+        size_t cost = alloc_cost(sizeof(struct entry) + klen);
         if (cost > s->cap || room(s, cost, now_ms, 1, NULL, NULL) < 0 ||
             (e = insert(s, h, key, klen, cost)) == NULL) {
             rc = LUADICT_NO_MEMORY;
@@ -584,44 +651,115 @@ out:
 
 /* ---- the set ------------------------------------------------------------- */
 
+/*
+ * The set holds its dicts weakly: a dict is in it while some snapshot's
+ * policies hold a reference, and leaves it (under the set's lock) when
+ * the last one goes, so a renamed or removed dict is freed once no
+ * snapshot that names it is in use, and never lingers for the process's
+ * life. Each dict holds a reference to its set, so the set outlives the
+ * dicts workers still hold when the control loop lets it go.
+ */
 struct luadict_set {
+    pthread_mutex_t lock;
+    int refs;
     struct luadict **v;
     size_t n;
+    size_t cap;
 };
 
 struct luadict_set *luadict_set_new(void)
 {
-    return calloc(1, sizeof(struct luadict_set));
+    struct luadict_set *s = calloc(1, sizeof(struct luadict_set));
+
+    if (s == NULL)
+        return NULL;
+    pthread_mutex_init(&s->lock, NULL);
+    s->refs = 1;
+    return s;
+}
+
+static void set_unref(struct luadict_set *s)
+{
+    if (s == NULL || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) > 0)
+        return;
+    pthread_mutex_destroy(&s->lock);
+    free(s->v);
+    free(s);
 }
 
 void luadict_set_free(struct luadict_set *s)
 {
+    set_unref(s);
+}
+
+/* The last reference to d went: it leaves its set before it is freed,
+ * so luadict_set_get() never meets freed memory. */
+static void set_forget(struct luadict *d)
+{
+    struct luadict_set *s = d->set;
+
     if (s == NULL)
         return;
+    pthread_mutex_lock(&s->lock);
     for (size_t i = 0; i < s->n; i++)
-        luadict_unref(s->v[i]);
-    free(s->v);
-    free(s);
+        if (s->v[i] == d) {
+            s->v[i] = s->v[--s->n];
+            break;
+        }
+    pthread_mutex_unlock(&s->lock);
+    set_unref(s);
+}
+
+/* A reference to d unless it is on its way out (no reference left). */
+static int try_ref(struct luadict *d)
+{
+    int r = __atomic_load_n(&d->refs, __ATOMIC_ACQUIRE);
+
+    while (r > 0)
+        if (__atomic_compare_exchange_n(&d->refs, &r, r + 1, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return 1;
+    return 0;
 }
 
 struct luadict *luadict_set_get(struct luadict_set *s, const char *name,
                                 size_t capacity, int *resized)
 {
-    struct luadict **v, *d;
+    struct luadict *d = NULL;
 
     *resized = 0;
+    pthread_mutex_lock(&s->lock);
     for (size_t i = 0; i < s->n; i++)
-        if (strcmp(s->v[i]->name, name) == 0) {
-            *resized = s->v[i]->capacity != capacity;
-            return luadict_ref(s->v[i]);
+        if (strcmp(s->v[i]->name, name) == 0 && try_ref(s->v[i])) {
+            d = s->v[i];
+            *resized = d->capacity != capacity;
+            goto out;
         }
-    v = realloc(s->v, (s->n + 1) * sizeof(*v));
-    if (v == NULL)
-        return NULL;
-    s->v = v;
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 8;
+        struct luadict **v = realloc(s->v, nc * sizeof(*v));
+        if (v == NULL)
+            goto out;
+        s->v = v;
+        s->cap = nc;
+    }
     d = luadict_new(name, capacity);
     if (d == NULL)
-        return NULL;
+        goto out;
+    d->set = s;
+    __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
     s->v[s->n++] = d;
-    return luadict_ref(d);
+out:
+    pthread_mutex_unlock(&s->lock);
+    return d;
+}
+
+size_t luadict_set_count(struct luadict_set *s)
+{
+    size_t n;
+
+    pthread_mutex_lock(&s->lock);
+    n = s->n;
+    pthread_mutex_unlock(&s->lock);
+    return n;
 }

@@ -21,7 +21,15 @@
  *
  * Dicts outlive snapshots: the control loop's luadict_set hands the same
  * dict to every snapshot that declares the name, so contents survive a
- * reload. Reference-counted with atomics.
+ * reload. Reference-counted with atomics; the set holds its dicts
+ * weakly, so a dict no snapshot names any more is freed with the last
+ * snapshot that did.
+ *
+ * Accounting: the capacity is the heap the dict may take, all of it:
+ * each entry is charged what its allocations really cost (the entry
+ * with its key, and a string value, each rounded as malloc rounds), the
+ * bucket arrays are charged to their shards as they grow, and the
+ * dict's own structures come off the capacity first.
  */
 
 #define LUADICT_SHARDS 64
@@ -30,8 +38,9 @@
 #define LUADICT_MAX_EVICT 30
 /* Keys are at most this long (OpenResty: 65535). */
 #define LUADICT_MAX_KEY 65535
-/* What one entry costs beyond its key and value bytes. */
-#define LUADICT_ENTRY_OVERHEAD 64
+/* A dict has one shard per this many bytes of capacity (at least one,
+ * at most LUADICT_SHARDS), so a small dict's fixed cost leaves room. */
+#define LUADICT_SHARD_MIN (64 * 1024)
 
 enum luadict_type {
     LUADICT_NIL,
@@ -121,7 +130,8 @@ int luadict_token_bucket(struct luadict *d, const char *key, size_t klen,
                          double rate, double burst, uint64_t now_ms,
                          double *left, uint64_t *retry_ms);
 
-/* The process's dicts by name (owned by the control loop). */
+/* The process's dicts by name (the control loop's; luadict_set_free()
+ * drops its reference: the set goes with the last dict made in it). */
 struct luadict_set *luadict_set_new(void);
 void luadict_set_free(struct luadict_set *s);
 /* luadict_set_get() returns a reference to the dict called name, made
@@ -129,5 +139,7 @@ void luadict_set_free(struct luadict_set *s);
  * the first: *resized is 1). NULL when memory is short. Control thread. */
 struct luadict *luadict_set_get(struct luadict_set *s, const char *name,
                                 size_t capacity, int *resized);
+/* The dicts in the set now (some snapshot holds each). */
+size_t luadict_set_count(struct luadict_set *s);
 
 #endif

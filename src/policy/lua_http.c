@@ -19,6 +19,7 @@
 #include <lua.h>
 
 #include "core/ascii.h"
+#include "http/http.h"
 #include "policy/lua_http.h"
 #include "policy/lua_int.h"
 
@@ -198,6 +199,15 @@ static void add_field(lua_State *L, struct luahttp_req *q, struct http_field *f,
     if (lua_type(L, vi) != LUA_TSTRING)
         luaL_error(L, "strait.http.request: header %s: not a string", name);
     v = lua_tolstring(L, vi, &vn);
+    /* Checked here, where the script can be told, as the header API does:
+     * the writer would only refuse the whole call later. */
+    if (!http_field_name_valid((struct slice){name, nn}))
+        luaL_error(L, "strait.http.request: bad header name");
+    if (!http_field_value_valid((struct slice){v, vn}))
+        luaL_error(L,
+                   "strait.http.request: header %s: bad value (a control "
+                   "character: CR, LF, NUL or another)",
+                   name);
     if (q->nfields >= LUAHTTP_MAX_FIELDS)
         luaL_error(L, "strait.http.request: more than %d headers",
                    LUAHTTP_MAX_FIELDS);

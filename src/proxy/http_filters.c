@@ -390,7 +390,11 @@ int pstream_geoip(struct pstream *ps)
             continue;
         /* Envoy's rule: a configured header is the gateway's, whatever
          * the client sent. */
-        if (!(r->found & (1u << i)))
+        /* A database is data from outside: a value that is no valid
+         * field value (a CR or LF would split the head, and the upstream
+         * codec refuse it: 502) is left out, as a value not found is. */
+        if (!(r->found & (1u << i)) ||
+            !http_field_value_valid(slice_of(r->v[i])))
             http_fields_remove(&s->req.fields, h);
         else if (http_fields_set(&s->req.fields, &s->arena, h,
                                  slice_of(r->v[i])) < 0)
