@@ -197,17 +197,17 @@ def test_renamed_dict_freed_at_next_snapshot(strait_factory, tmp_path,
     # The same name in a new snapshot: the same dict, nothing freed.
     publish("a", 2)
     assert int(count()[1]) >= 4
-    assert "shared dict a freed" not in st.log()
+    assert "shared dict default/a freed" not in st.log()
     # Renamed: a new dict, and the old one is freed once the snapshots
     # that named it are gone.
     publish("b", 3)
-    wait_for(lambda: "shared dict a freed" in st.log(), 15,
+    wait_for(lambda: "shared dict default/a freed" in st.log(), 15,
              "the renamed dict freed")
     before = int(count()[1])
     assert before <= 3, "b is new"
     # Back to a: a new, empty a (the old one is gone), and b is freed.
     publish("a", 4)
-    wait_for(lambda: "shared dict b freed" in st.log(), 15,
+    wait_for(lambda: "shared dict default/b freed" in st.log(), 15,
              "b freed in turn")
     assert int(count()[1]) <= 3
-    assert st.log().count("shared dict a freed") == 1
+    assert st.log().count("shared dict default/a freed") == 1
