@@ -112,31 +112,37 @@ int http_token_list_has(struct slice list, const char *tok)
     return 0;
 }
 
-/* tchar (RFC 9110 5.6.2): a switch, as the HTTP/1 writer's, so no
- * locale and no table to keep in step. */
-static int is_tchar(unsigned char c)
-{
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-        (c >= '0' && c <= '9'))
-        return 1;
-    /* clang-format off */
-    switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'':
-    case '*': case '+': case '-': case '.': case '^': case '_':
-    case '`': case '|': case '~':
-        return 1;
-    default:
-        return 0;
-    }
-    /* clang-format on */
-}
+/*
+ * tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." /
+ *         "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA   (RFC 9110 5.6.2)
+ * Everything from 0x80 up is not a tchar, so the table's second half is 0.
+ */
+/* clang-format off */
+const unsigned char http_tchar_table[256] = {
+    /* 0x00 - 0x1f: controls */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    /*  SP !  "  #  $  %  &  '  (  )  *  +  ,  -  .  / */
+    0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0,
+    /*  0  1  2  3  4  5  6  7  8  9  :  ;  <  =  >  ? */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0,
+    /*  @  A  B  C  D  E  F  G  H  I  J  K  L  M  N  O */
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    /*  P  Q  R  S  T  U  V  W  X  Y  Z  [  \  ]  ^  _ */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1,
+    /*  `  a  b  c  d  e  f  g  h  i  j  k  l  m  n  o */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    /*  p  q  r  s  t  u  v  w  x  y  z  {  |  }  ~ DEL */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0,
+};
+/* clang-format on */
 
 int http_field_name_valid(struct slice name)
 {
     if (name.n == 0)
         return 0;
     for (size_t i = 0; i < name.n; i++)
-        if (!is_tchar((unsigned char)name.p[i]))
+        if (!http_is_tchar((unsigned char)name.p[i]))
             return 0;
     return 1;
 }

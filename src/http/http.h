@@ -142,4 +142,13 @@ static inline int http_status_class(int status)
     return status >= 100 && status <= 599 ? status / 100 : 0;
 }
 
+/* http_is_tchar() says whether c may stand in a token: a field name, a
+ * method (RFC 9110 5.6.2). A table: the parser asks it of every byte of
+ * every field name. */
+extern const unsigned char http_tchar_table[256];
+static inline int http_is_tchar(unsigned char c)
+{
+    return http_tchar_table[c];
+}
+
 #endif

@@ -5,38 +5,15 @@
 #include <string.h>
 
 #include "core/ascii.h"
+#include "http/http.h"
 #include "http1/parser.h"
 
-/*
- * Character classes (RFC 9110 section 5.6.2 and 5.5).
- *
- * tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." /
- *         "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA
- * Everything from 0x80 up is not a tchar, so the table's second half is 0.
- */
-/* clang-format off */
-static const unsigned char h1_tchar[256] = {
-    /* 0x00 - 0x1f: controls */
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    /*  SP !  "  #  $  %  &  '  (  )  *  +  ,  -  .  / */
-    0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0,
-    /*  0  1  2  3  4  5  6  7  8  9  :  ;  <  =  >  ? */
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0,
-    /*  @  A  B  C  D  E  F  G  H  I  J  K  L  M  N  O */
-    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    /*  P  Q  R  S  T  U  V  W  X  Y  Z  [  \  ]  ^  _ */
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1,
-    /*  `  a  b  c  d  e  f  g  h  i  j  k  l  m  n  o */
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    /*  p  q  r  s  t  u  v  w  x  y  z  {  |  }  ~ DEL */
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0,
-};
-/* clang-format on */
-
+/* Character classes (RFC 9110 section 5.6.2 and 5.5); tchar is
+ * http_is_tchar(), one table for the parser, the writer and the header
+ * checks. */
 static int is_tchar(unsigned char c)
 {
-    return h1_tchar[c];
+    return http_is_tchar(c);
 }
 
 static int is_ows(unsigned char c)
@@ -107,7 +84,7 @@ int h1_slice_eq_ci(struct h1_slice s, const char *lit)
     return lit[i] == '\0';
 }
 
-static int slice_eq(struct h1_slice s, const char *lit)
+static int h1_lit_eq(struct h1_slice s, const char *lit)
 {
     size_t n = strlen(lit);
 
@@ -807,8 +784,8 @@ static int response_framing(const struct h1_meta *m,
                             const struct h1_slice *method,
                             struct h1_response *r, const char **why)
 {
-    int head = method != NULL && slice_eq(*method, "HEAD");
-    int connect = method != NULL && slice_eq(*method, "CONNECT");
+    int head = method != NULL && h1_lit_eq(*method, "HEAD");
+    int connect = method != NULL && h1_lit_eq(*method, "CONNECT");
 
     if (m->te_seen && r->minor == 0) {
         *why = "Transfer-Encoding in HTTP/1.0";

@@ -75,25 +75,6 @@ const char *h1_reason(int status)
     /* clang-format on */
 }
 
-/* tchar (RFC 9110 section 5.6.2). */
-static int is_tchar(unsigned char c)
-{
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-        (c >= '0' && c <= '9'))
-        return 1;
-    /* A switch, not strchr(): every '-' of every field name comes here. */
-    /* clang-format off */
-    switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'':
-    case '*': case '+': case '-': case '.': case '^': case '_':
-    case '`': case '|': case '~':
-        return 1;
-    default:
-        return 0;
-    }
-    /* clang-format on */
-}
-
 static int is_token(const char *p, size_t n)
 {
     size_t i;
@@ -101,7 +82,7 @@ static int is_token(const char *p, size_t n)
     if (n == 0)
         return 0;
     for (i = 0; i < n; i++)
-        if (!is_tchar((unsigned char)p[i]))
+        if (!http_is_tchar((unsigned char)p[i]))
             return 0;
     return 1;
 }
