@@ -818,3 +818,26 @@ def test_upgrade_with_body_is_not_smuggled_over_tls(strait_factory,
         assert r.status == 200, (r.status, r.body)
     assert [s[0] for s in up.seen] == ["POST /up HTTP/1.1"]
     assert up.seen[0][2] == SMUGGLED
+
+
+def test_underscore_twins_of_set_headers_dropped(strait_factory,
+                                                 upstream_factory):
+    """Issue 28: X_Forwarded_For and Proxy_Connection were forwarded under
+    the default ALLOW policy; a back end that folds '_' into '-' would
+    read a client address strait never vouched for. Twins of every field
+    strait sets or strips go; other underscored names still pass."""
+    up = plain_upstream(upstream_factory)
+    st, port = start(strait_factory, [up.addr])
+    twins = [b"X_Forwarded_For", b"x_forwarded_proto", b"X-Forwarded_Host",
+             b"Proxy_Connection", b"x_request_id", b"X_Envoy_Original_Path",
+             b"x_b3_traceid"]
+    r = request(port, b"GET /tw HTTP/1.1\r\nHost: a\r\n" +
+                b"".join(t + b": 6.6.6.6\r\n" for t in twins) +
+                b"X_Other: 1\r\n\r\n")
+    assert r.status == 200, (r.status, r.body)
+    (line, hdrs, body, _), = up.seen
+    got = [k for k, _ in hdrs]
+    for t in twins:
+        assert t.decode().lower() not in got, got
+    assert "x_other" in got
+    assert "6.6.6.6" not in [v for _, v in hdrs]
