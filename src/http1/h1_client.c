@@ -394,7 +394,8 @@ static int parse_head(struct h1_client *c)
     return 1;
 }
 
-/* Response body: from in to the pipe. Returns -1 on a framing error. */
+/* Response body: from in to the pipe. Returns -1 on a framing error, -2
+ * when the pipe failed (a body buffer refused under memory pressure). */
 static int pump_response(struct h1_client *c)
 {
     struct hstream *s = c->s;
@@ -402,6 +403,12 @@ static int pump_response(struct h1_client *c)
 
     while (buf_len(&c->in) > 0 && (c->rp == RP_BODY || c->rp == RP_TUNNEL)) {
         size_t room = hpipe_room(p), avail = buf_len(&c->in);
+
+        /* Its reader is gone: the exchange ends now, and the read buffer
+         * goes back with it, rather than waiting for the stream's end on
+         * the client's side while thousands like it hold theirs. */
+        if (p->aborted)
+            return -2;
 
         if (room == 0) {
             p->was_full = 1;
@@ -579,6 +586,14 @@ static void process(struct h1_client *c)
             c->keep_alive = 0;
             c->write_blocked = 0;
         }
+        /* Under the last memory action no response body can be buffered:
+         * an exchange still waiting for its head ends now, before its
+         * bytes are read into a buffer they could never leave. */
+        if (c->rp == RP_HEAD && buf_len(&c->in) == 0 &&
+            hpipe_would_refuse(&c->s->resp_body)) {
+            finish(c, 0, HFLAG_OM);
+            return;
+        }
         if (want_read(c)) {
             int r = read_in(c);
             if (r < 0)
@@ -602,8 +617,9 @@ static void process(struct h1_client *c)
                 progress = 1;
             }
         }
-        if (pump_response(c) < 0) {
-            finish(c, 0, HFLAG_UPE);
+        int pumped = pump_response(c);
+        if (pumped < 0) {
+            finish(c, 0, pumped == -2 ? HFLAG_OM : HFLAG_UPE);
             return;
         }
         if (c->rp == RP_DONE &&

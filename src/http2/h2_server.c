@@ -104,6 +104,7 @@ struct h2_server {
 
 static void process(struct h2_server *hs);
 static void on_drain_notice(void *arg);
+static void reset(struct hstream *s);
 static const struct hstream_down_ops down_ops;
 
 static void schedule(void *arg)
@@ -160,6 +161,17 @@ static void resp_ready(void *arg)
 
     if (st->hs->closed)
         return;
+    /* A response that failed after its head (say a buffer refused under
+     * memory pressure) is reset now: nghttp2 would only ask read_body,
+     * and so find out, once the client's window opens, and a client
+     * that keeps it shut would hold the stream until it times out. A
+     * head not submitted yet is left to the proxy, which may still take
+     * it back and answer instead (retract). */
+    if (st->s->resp_body.aborted && !st->reset && !st->head_pending &&
+        !hpipe_drained(&st->s->resp_body)) {
+        reset(st->s);
+        return;
+    }
     nghttp2_session_resume_data(st->hs->ng, st->id);
     schedule(st->hs);
 }
