@@ -710,6 +710,8 @@ static const struct labelled labelled[] = {
      offsetof(struct proxy_counters, relay.hbone_connect_failed)},
     {NULL, NULL, "reason", "too_many_tunnels",
      offsetof(struct proxy_counters, relay.hbone_too_many)},
+    {NULL, NULL, "reason", "overload",
+     offsetof(struct proxy_counters, relay.hbone_overload)},
 };
 
 /*

@@ -612,6 +612,7 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
     b.c->inspect = g->secure && !g->hbone;
     b.c->hbone.max_tunnels = (uint32_t)bs->hbone.max_tunnels;
     b.c->hbone.tunnel_buffer = (uint32_t)bs->hbone.tunnel_buffer;
+    b.c->hbone.tunnel_memory = (uint64_t)bs->hbone.tunnel_memory;
     b.c->hbone.connect_timeout_ms = (uint64_t)bs->hbone.connect_timeout_ms;
     b.c->hbone.idle_timeout_ms = (uint64_t)bs->hbone.idle_timeout_ms;
     b.c->relay.hbone_window = b.c->hbone.tunnel_buffer;

@@ -809,6 +809,13 @@ static const struct conf_key hbone_keys[] = {
      "may fill before its bytes reach the upstream, and what is read from "
      "the upstream before the client takes it",
      NULL, NULL, NULL, NULL},
+    {"tunnelMemory", CONF_SIZE, OFF(struct bootstrap_hbone, tunnel_memory),
+     INT64_C(1) << 20, INT64_C(1) << 40, "256MiB",
+     "buffer bytes the HBONE tunnels of the whole process may reserve "
+     "together (each reserves two tunnelBuffers when it opens); past it, "
+     "and while any overload memory action is on, a CONNECT is answered "
+     "503",
+     NULL, NULL, NULL, NULL},
     {"connectTimeout", CONF_DURATION,
      OFF(struct bootstrap_hbone, connect_timeout_ms), 1, 3600 * 1000, "10s",
      "how long the upstream TCP connect of a tunnel may take before the "

@@ -446,6 +446,7 @@ struct bootstrap_mesh_networks {
 struct bootstrap_hbone {
     int64_t max_tunnels;   /* per connection (MAX_CONCURRENT_STREAMS) */
     int64_t tunnel_buffer; /* bytes per tunnel and direction (window) */
+    int64_t tunnel_memory; /* bytes all tunnels may reserve together */
     int64_t connect_timeout_ms;
     int64_t idle_timeout_ms;
 };

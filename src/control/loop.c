@@ -578,19 +578,34 @@ static void on_overload_timer(void *arg)
                                (unsigned)o->stop_accepting_requests},
                               (unsigned)o->hysteresis};
 
+    unsigned active;
+
     if (o->memory_limit <= 0)
         return;
-    if (s->overload != 0)
+    /* Workers turn actions on between ticks, as their buffers grow
+     * (cx_set_memory_conf()): those count as in effect here, so that
+     * they end with the same hysteresis; they are logged and counted
+     * below as this tick's. */
+    active = s->overload | cx_overload(s->cx_root);
+    if (active != 0)
         malloc_trim(0);
     s->memory_used = overload_rss_bytes();
-    overload_apply(s, overload_eval(&c, s->memory_used, s->overload));
+    overload_apply(s, overload_eval(&c, s->memory_used, active));
     timer_arm(&s->overload_timer, (uint64_t)o->check_interval_ms);
 }
 
 /* The bootstrap in effect changed: measure under its settings now. */
 static void overload_configure(struct loop *s)
 {
+    const struct bootstrap_overload *o = &s->bs->overload;
+    struct overload_conf c = {
+        o->memory_limit > 0 ? (uint64_t)o->memory_limit : 0,
+        {(unsigned)o->stop_accepting_connections,
+         (unsigned)o->disable_keepalive, (unsigned)o->stop_accepting_requests},
+        (unsigned)o->hysteresis};
+
     timer_cancel(&s->overload_timer);
+    cx_set_memory_conf(s->cx_root, &c);
     if (s->bs->overload.memory_limit <= 0) {
         s->memory_used = 0;
         overload_apply(s, 0);

@@ -13,6 +13,7 @@ void buf_init(struct buf *b, size_t max)
     b->data = NULL;
     b->head = b->tail = b->alloc = 0;
     b->max = max;
+    b->pooled = 0;
 }
 
 void buf_dispose(struct buf *b)

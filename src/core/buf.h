@@ -19,6 +19,7 @@ struct buf {
     size_t tail;
     size_t alloc;
     size_t max;
+    unsigned pooled : 1; /* the storage came from bufpool_fill() */
 };
 
 /* buf_init() prepares an empty buffer that never holds more than max bytes.

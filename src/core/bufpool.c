@@ -4,6 +4,7 @@
 
 #include "core/buf.h"
 #include "core/bufpool.h"
+#include "core/memacct.h"
 
 void bufpool_init(struct bufpool *p, size_t size, size_t keep)
 {
@@ -11,6 +12,8 @@ void bufpool_init(struct bufpool *p, size_t size, size_t keep)
     p->keep = keep;
     p->n = 0;
     p->free = NULL;
+    p->acct = NULL;
+    p->refusable = 0;
 }
 
 void bufpool_trim(struct bufpool *p)
@@ -33,14 +36,19 @@ int bufpool_fill(struct bufpool *p, struct buf *b)
 
     if (b->data != NULL)
         return 0;
+    if (memacct_take(p->acct, p->size, p->refusable) < 0)
+        return -1;
     if (p->n > 0) {
         mem = p->free[--p->n];
     } else {
         mem = malloc(p->size);
-        if (mem == NULL)
+        if (mem == NULL) {
+            memacct_give(p->acct, p->size);
             return -1;
+        }
     }
     b->data = mem;
+    b->pooled = 1;
     b->alloc = p->size < b->max ? p->size : b->max;
     b->head = b->tail = 0;
     return 0;
@@ -61,8 +69,11 @@ void bufpool_put(struct bufpool *p, struct buf *b)
 {
     if (b->data == NULL || buf_len(b) != 0)
         return;
+    if (b->pooled)
+        memacct_give(p->acct, p->size);
     give_back(p, b->data);
     b->data = NULL;
+    b->pooled = 0;
     b->head = b->tail = b->alloc = 0;
 }
 
@@ -71,10 +82,13 @@ void bufpool_drain(struct bufpool *p, struct buf *b)
     if (b->data == NULL || buf_len(b) != 0)
         return;
     /* Only buffers of the pool's size may come back to it. */
-    if (b->alloc == p->size)
+    if (b->pooled)
+        memacct_give(p->acct, p->size);
+    if (b->pooled || b->alloc == p->size)
         give_back(p, b->data);
     else
         free(b->data);
     b->data = NULL;
+    b->pooled = 0;
     b->head = b->tail = b->alloc = 0;
 }

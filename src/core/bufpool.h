@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 struct buf;
+struct memacct;
 
 /*
  * A free list of equal-sized I/O buffers, one per thread and size, in the
@@ -17,6 +18,12 @@ struct bufpool {
     size_t keep;
     size_t n;
     void **free;
+    /* Where the buffers handed out are accounted (NULL: nowhere), and
+     * whether a fill may be refused there (the memory actions' last
+     * stage): set by the owner after bufpool_init(). Free buffers are
+     * not counted: at most keep of them. */
+    struct memacct *acct;
+    int refusable;
 };
 
 void bufpool_init(struct bufpool *p, size_t size, size_t keep);
@@ -29,7 +36,8 @@ void bufpool_dispose(struct bufpool *p);
 void bufpool_trim(struct bufpool *p);
 
 /* bufpool_fill() gives b (which must hold no storage) a buffer of the
- * pool's size; 0, or -1 when memory is short. */
+ * pool's size; 0, or -1 when memory is short or the accounting refused
+ * it. */
 int bufpool_fill(struct bufpool *p, struct buf *b);
 
 /* bufpool_drain() takes b's storage back if b is empty; a no-op if b

@@ -151,7 +151,7 @@ static void log_emit(enum log_level level, const char *msg,
                      const struct log_field *fields, int nfields)
 {
     char storage[LOG_LINE_MAX];
-    struct buf b = {storage, 0, 0, sizeof(storage), sizeof(storage)};
+    struct buf b = {storage, 0, 0, sizeof(storage), sizeof(storage), 0};
 
     log_render(&b, level, msg, fields, nfields);
     /* The buffer points at stack storage: never call buf_dispose here. */

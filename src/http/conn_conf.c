@@ -16,29 +16,42 @@ struct http_limits http_limits_default(void)
     return lim;
 }
 
-int http_name_framing_alias(const char *name, size_t n)
+/* twin_of() is true when name (n bytes) reads as f once '_' is taken for
+ * '-', ASCII case ignored; with prefix, when it starts so. */
+static int twin_of(const char *name, size_t n, const char *f, int prefix)
 {
-    static const char *const framing[] = {"content-length", "transfer-encoding",
-                                          "host",           "connection",
-                                          "upgrade",        "te",
-                                          "keep-alive",     "trailer"};
+    size_t fn = strlen(f);
+
+    if (prefix ? n < fn : n != fn)
+        return 0;
+    for (size_t i = 0; i < fn; i++) {
+        char c = ascii_lower(name[i]);
+
+        if (c != f[i] && !(c == '_' && f[i] == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+int http_name_underscore_twin(const char *name, size_t n)
+{
+    /* Framing and connection fields, then those strait sets or strips
+     * itself: forwarding a twin of one would hand a back end that folds
+     * '_' into '-' a value the gateway never vouched for. */
+    static const char *const exact[] = {
+        "content-length", "transfer-encoding", "host",
+        "connection",     "upgrade",           "te",
+        "keep-alive",     "trailer",           "proxy-connection",
+        "x-request-id",   "x-real-ip"};
+    static const char *const prefix[] = {"x-forwarded-", "x-envoy-", "x-b3-"};
 
     if (memchr(name, '_', n) == NULL)
         return 0;
-    for (size_t k = 0; k < sizeof(framing) / sizeof(framing[0]); k++) {
-        const char *f = framing[k];
-        size_t i;
-
-        if (strlen(f) != n)
-            continue;
-        for (i = 0; i < n; i++) {
-            char c = ascii_lower(name[i]);
-
-            if (c != f[i] && !(c == '_' && f[i] == '-'))
-                break;
-        }
-        if (i == n)
+    for (size_t k = 0; k < sizeof(exact) / sizeof(exact[0]); k++)
+        if (twin_of(name, n, exact[k], 0))
             return 1;
-    }
+    for (size_t k = 0; k < sizeof(prefix) / sizeof(prefix[0]); k++)
+        if (twin_of(name, n, prefix[k], 1))
+            return 1;
     return 0;
 }

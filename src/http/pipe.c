@@ -4,7 +4,13 @@
 
 #include "core/bufpool.h"
 #include "core/clock.h"
+#include "core/memacct.h"
 #include "http/pipe.h"
+
+/* A body this short (a local answer such as "overloaded\n") still gets a
+ * buffer when the pool refuses one under memory pressure: failing it
+ * would turn a 503 into a reset. */
+#define HPIPE_SMALL 4096
 
 void hpipe_init(struct hpipe *p, struct bufpool *pool, size_t cap)
 {
@@ -27,6 +33,9 @@ size_t hpipe_room(const struct hpipe *p)
 {
     if (p->eof || p->aborted)
         return 0;
+    if (p->small)
+        return buf_len(&p->buf) < HPIPE_SMALL ? HPIPE_SMALL - buf_len(&p->buf)
+                                              : 0;
     return buf_room(&p->buf);
 }
 
@@ -72,8 +81,17 @@ size_t hpipe_write(struct hpipe *p, const void *data, size_t n)
         return 0;
     }
     if (p->buf.data == NULL && p->pool != NULL && p->pool->size == p->buf.max &&
-        bufpool_fill(p->pool, &p->buf) < 0)
-        return 0;
+        bufpool_fill(p->pool, &p->buf) < 0) {
+        /* Refused under memory pressure (or no memory): a short body gets
+         * a small buffer of its own; a longer one fails its stream (the
+         * consumer resets it), as Envoy's overload manager resets the
+         * streams that would grow. */
+        if (take > HPIPE_SMALL || buf_reserve(&p->buf, take) == NULL) {
+            hpipe_abort(p);
+            return 0;
+        }
+        p->small = 1;
+    }
     if (buf_append(&p->buf, data, take) < 0)
         return 0;
     if (p->grpc_on)
@@ -85,6 +103,13 @@ size_t hpipe_write(struct hpipe *p, const void *data, size_t n)
         p->was_full = 1;
     wake(p->wake_reader, p->reader);
     return take;
+}
+
+int hpipe_would_refuse(const struct hpipe *p)
+{
+    return p->buf.data == NULL && p->pool != NULL &&
+           p->pool->size == p->buf.max && p->pool->refusable &&
+           memacct_refusing(p->pool->acct);
 }
 
 void hpipe_finish(struct hpipe *p)
@@ -141,8 +166,10 @@ void hpipe_consume(struct hpipe *p, size_t n)
     }
     keep_bytes(p, buf_ptr(&p->buf), n);
     buf_consume(&p->buf, n);
-    if (buf_len(&p->buf) == 0 && p->pool != NULL)
+    if (buf_len(&p->buf) == 0 && p->pool != NULL) {
         bufpool_drain(p->pool, &p->buf);
+        p->small = 0;
+    }
     /* Wake the producer only once it was stopped by a full pipe. */
     if (p->was_full || p->wake_on_consume) {
         p->was_full = 0;
@@ -155,6 +182,7 @@ void hpipe_reset(struct hpipe *p)
     p->buf.head = p->buf.tail = 0;
     if (p->pool != NULL)
         bufpool_drain(p->pool, &p->buf);
+    p->small = 0;
     p->eof = 0;
     p->aborted = 0;
     p->was_full = 0;

@@ -28,6 +28,10 @@ struct hpipe {
     unsigned was_full : 1;
     unsigned wake_on_consume : 1; /* wake the writer on every consume
                                     (HTTP/2 returns flow-control credit) */
+    /* The pool refused a buffer (the memory actions' last stage) and a
+     * short write got one of HPIPE_SMALL bytes at most instead: room is
+     * bounded by it until the pipe runs empty. */
+    unsigned small : 1;
     struct http_fields trailers;
     /* Replay (retries, mirroring): consumed bytes are also kept here, up
      * to kept.max, so a new reader can start again from the first byte.
@@ -127,6 +131,12 @@ const char *hpipe_kept(const struct hpipe *p, size_t *n);
 /* hpipe_live() returns the bytes written and not consumed yet, in *n (a
  * whole body, when eof, is hpipe_kept() followed by these). */
 const char *hpipe_live(const struct hpipe *p, size_t *n);
+
+/* hpipe_would_refuse() is true when the pipe holds no buffer and its pool
+ * refuses new ones now (the memory actions' last stage): a producer that
+ * has not read anything for it yet should fail its stream before reading
+ * (and allocating) more. */
+int hpipe_would_refuse(const struct hpipe *p);
 
 /* hpipe_drained() is true when the producer finished and nothing is left
  * (kept bytes a rewound reader has not read again included). */

@@ -10,7 +10,11 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
+
+#include <openssl/base64.h>
+#include <openssl/sha.h>
 
 #include "core/buf.h"
 #include "event/timer.h"
@@ -232,6 +236,84 @@ static int pump_request(struct h1_client *c)
     return 0;
 }
 
+/* trim() drops the optional whitespace around a field value's token. */
+static struct slice trim(struct slice v)
+{
+    while (v.n > 0 && (v.p[0] == ' ' || v.p[0] == '\t')) {
+        v.p++;
+        v.n--;
+    }
+    while (v.n > 0 && (v.p[v.n - 1] == ' ' || v.p[v.n - 1] == '\t'))
+        v.n--;
+    return v;
+}
+
+/* requested() is true when proto is one of the comma-separated protocols
+ * of the request's Upgrade (ASCII case ignored). */
+static int requested(struct slice list, struct slice proto)
+{
+    while (list.n > 0) {
+        const char *comma = memchr(list.p, ',', list.n);
+        size_t n = comma != NULL ? (size_t)(comma - list.p) : list.n;
+        struct slice one = trim((struct slice){list.p, n});
+
+        if (one.n > 0 && one.n == proto.n &&
+            strncasecmp(one.p, proto.p, one.n) == 0)
+            return 1;
+        if (comma == NULL)
+            break;
+        list.p += n + 1;
+        list.n -= n + 1;
+    }
+    return 0;
+}
+
+/*
+ * switch_ok() checks an upstream's 101 against the request it answers:
+ * its Upgrade names one protocol the client asked for (RFC 9110 7.8) and,
+ * for WebSocket, its Sec-WebSocket-Accept is base64(SHA-1(key + GUID)) of
+ * the client's Sec-WebSocket-Key (RFC 6455 4.2.2). Anything else would
+ * leave the client speaking one protocol and the upstream another over
+ * the tunnel; the caller answers 502. A WebSocket request without a key
+ * (no real WebSocket client) is not held to the accept check.
+ */
+static int switch_ok(const struct hstream *s, const struct h1_response *r)
+{
+    static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+    const struct http_field *key =
+        http_fields_get(&s->req.fields, "sec-websocket-key");
+    struct slice proto = {NULL, 0}, accept = {NULL, 0};
+    int has_proto = 0, has_accept = 0;
+    uint8_t md[SHA_DIGEST_LENGTH];
+    uint8_t want[4 * ((SHA_DIGEST_LENGTH + 2) / 3) + 1];
+    SHA_CTX sha;
+
+    for (size_t i = 0; i < r->nheaders; i++) {
+        struct slice name = {r->headers[i].name.p, r->headers[i].name.n};
+        struct slice value = {r->headers[i].value.p, r->headers[i].value.n};
+        if (slice_case_eq_str(name, "upgrade")) {
+            if (has_proto++)
+                return 0;
+            proto = trim(value);
+        } else if (slice_case_eq_str(name, "sec-websocket-accept")) {
+            if (has_accept++)
+                return 0;
+            accept = trim(value);
+        }
+    }
+    if (!has_proto || proto.n == 0 || !requested(s->req.upgrade_proto, proto))
+        return 0;
+    if (!slice_case_eq_str(proto, "websocket") || key == NULL)
+        return 1;
+    SHA1_Init(&sha);
+    SHA1_Update(&sha, key->value.p, key->value.n);
+    SHA1_Update(&sha, guid, sizeof(guid) - 1);
+    SHA1_Final(md, &sha);
+    EVP_EncodeBlock(want, md, sizeof(md));
+    return has_accept && accept.n == strlen((const char *)want) &&
+           memcmp(accept.p, want, accept.n) == 0;
+}
+
 static int parse_head(struct h1_client *c)
 {
     struct hstream *s = c->s;
@@ -256,7 +338,7 @@ static int parse_head(struct h1_client *c)
     }
     /* A 101 to a request that asked for no tunnel would leave the two
      * sides disagreeing on what the following bytes are. */
-    if (r.status == 101 && c->wq != WQ_TUNNEL)
+    if (r.status == 101 && (c->wq != WQ_TUNNEL || !switch_ok(s, &r)))
         return -1;
     s->resp.status = r.status;
     s->resp.content_length = -1;
@@ -312,7 +394,8 @@ static int parse_head(struct h1_client *c)
     return 1;
 }
 
-/* Response body: from in to the pipe. Returns -1 on a framing error. */
+/* Response body: from in to the pipe. Returns -1 on a framing error, -2
+ * when the pipe failed (a body buffer refused under memory pressure). */
 static int pump_response(struct h1_client *c)
 {
     struct hstream *s = c->s;
@@ -320,6 +403,12 @@ static int pump_response(struct h1_client *c)
 
     while (buf_len(&c->in) > 0 && (c->rp == RP_BODY || c->rp == RP_TUNNEL)) {
         size_t room = hpipe_room(p), avail = buf_len(&c->in);
+
+        /* Its reader is gone: the exchange ends now, and the read buffer
+         * goes back with it, rather than waiting for the stream's end on
+         * the client's side while thousands like it hold theirs. */
+        if (p->aborted)
+            return -2;
 
         if (room == 0) {
             p->was_full = 1;
@@ -497,6 +586,14 @@ static void process(struct h1_client *c)
             c->keep_alive = 0;
             c->write_blocked = 0;
         }
+        /* Under the last memory action no response body can be buffered:
+         * an exchange still waiting for its head ends now, before its
+         * bytes are read into a buffer they could never leave. */
+        if (c->rp == RP_HEAD && buf_len(&c->in) == 0 &&
+            hpipe_would_refuse(&c->s->resp_body)) {
+            finish(c, 0, HFLAG_OM);
+            return;
+        }
         if (want_read(c)) {
             int r = read_in(c);
             if (r < 0)
@@ -520,8 +617,9 @@ static void process(struct h1_client *c)
                 progress = 1;
             }
         }
-        if (pump_response(c) < 0) {
-            finish(c, 0, HFLAG_UPE);
+        int pumped = pump_response(c);
+        if (pumped < 0) {
+            finish(c, 0, pumped == -2 ? HFLAG_OM : HFLAG_UPE);
             return;
         }
         if (c->rp == RP_DONE &&

@@ -374,7 +374,7 @@ static int parse_fields(const char *buf, size_t len,
             if (lim->underscores == HTTP_US_REJECT)
                 return fail(why, status, "underscore in header name", 400);
             if (lim->underscores == HTTP_US_DROP ||
-                http_name_framing_alias(hdr.name.p, hdr.name.n))
+                http_name_underscore_twin(hdr.name.p, hdr.name.n))
                 continue;
         }
         out[(*n)++] = hdr;

@@ -35,6 +35,9 @@
 /* Time between the shutdown notice and the final GOAWAY: a round trip on
  * any network we serve. */
 #define DRAIN_NOTICE_MS 1000
+/* Streams we reset whose in-flight frames are still ignored: far more than
+ * a client has in flight in one round trip (its concurrent streams). */
+#define RESET_RING 256
 
 struct h2_stream {
     struct list link; /* the server's streams */
@@ -77,14 +80,16 @@ struct h2_server {
     size_t nstreams;
     uint64_t rst_start;
     unsigned rst_count;
-    /* Stream identifiers the client skipped over (RFC 9113 5.1.1: they
-     * are closed for good): the last few gaps, as ranges. A HEADERS frame
-     * in one of them is a connection error; nghttp2 ignores it. */
+    /* RFC 9113 5.1.1: a new stream's identifier is greater than every
+     * one opened before, so a HEADERS frame below the highest the client
+     * used, on a stream that is not open, is a connection error; nghttp2
+     * 1.52 drops it without a word. The one exception is a stream we
+     * reset: the client may have sent its trailers before our RST_STREAM
+     * reached it (RFC 9113 5.1), so the last RESET_RING streams we reset
+     * are remembered and their frames ignored, as nghttp2 does. */
     int32_t max_id; /* the highest stream the client opened */
-    struct {
-        int32_t lo, hi;
-    } gaps[8];
-    unsigned ngaps; /* gaps recorded so far; the ring holds the last 8 */
+    int32_t reset_ids[RESET_RING];
+    unsigned nreset; /* resets recorded so far; the ring holds the last */
     unsigned empty_frames;
     unsigned closed : 1;
     unsigned draining : 1;
@@ -99,6 +104,7 @@ struct h2_server {
 
 static void process(struct h2_server *hs);
 static void on_drain_notice(void *arg);
+static void reset(struct hstream *s);
 static const struct hstream_down_ops down_ops;
 
 static void schedule(void *arg)
@@ -155,64 +161,73 @@ static void resp_ready(void *arg)
 
     if (st->hs->closed)
         return;
+    /* A response that failed after its head (say a buffer refused under
+     * memory pressure) is reset now: nghttp2 would only ask read_body,
+     * and so find out, once the client's window opens, and a client
+     * that keeps it shut would hold the stream until it times out. A
+     * head not submitted yet is left to the proxy, which may still take
+     * it back and answer instead (retract). */
+    if (st->s->resp_body.aborted && !st->reset && !st->head_pending &&
+        !hpipe_drained(&st->s->resp_body)) {
+        reset(st->s);
+        return;
+    }
     nghttp2_session_resume_data(st->hs->ng, st->id);
     schedule(st->hs);
 }
 
-/* note_new_id() records the identifiers a new stream skipped over. */
-static void note_new_id(struct h2_server *hs, int32_t id)
+/* reset_by_us() is true when we sent RST_STREAM on stream id recently. */
+static int reset_by_us(const struct h2_server *hs, int32_t id)
 {
-    int32_t next = hs->max_id == 0 ? 1 : hs->max_id + 2;
+    unsigned n = hs->nreset < RESET_RING ? hs->nreset : RESET_RING;
 
-    if (id > next) {
-        unsigned k = hs->ngaps++ % (sizeof(hs->gaps) / sizeof(hs->gaps[0]));
-        hs->gaps[k].lo = next;
-        hs->gaps[k].hi = id - 2;
-    }
-    if (id > hs->max_id)
-        hs->max_id = id;
-}
-
-/* skipped_id() is true when the client never opened stream id although it
- * opened a higher one. A closed stream it did open is not: after our
- * RST_STREAM, frames already in flight on it must be ignored (RFC 9113
- * 5.1), as nghttp2 does. */
-static int skipped_id(const struct h2_server *hs, int32_t id)
-{
-    size_t n = sizeof(hs->gaps) / sizeof(hs->gaps[0]);
-
-    if (id >= hs->max_id)
-        return 0;
-    if (hs->ngaps < n)
-        n = hs->ngaps;
-    for (size_t i = 0; i < n; i++)
-        if (id >= hs->gaps[i].lo && id <= hs->gaps[i].hi)
+    for (unsigned i = 0; i < n; i++)
+        if (hs->reset_ids[i] == id)
             return 1;
     return 0;
 }
 
-/* A HEADERS frame on a stream identifier below one the client opened, on
- * a stream it never opened, is a connection error PROTOCOL_ERROR (RFC 9113
- * 5.1.1; h2spec http2/5.1.1/2). nghttp2 1.52 drops such a frame without a
- * word, before any other callback sees it: catch it at the frame header. */
+/* A HEADERS frame on a stream identifier below the highest the client
+ * used, on a stream that is neither open nor one we reset, is a connection
+ * error PROTOCOL_ERROR (RFC 9113 5.1.1; h2spec http2/5.1.1/2), whether the
+ * client skipped that identifier or closed its stream: nghttp2 1.52 drops
+ * such a frame without a word, before any other callback sees it, so it
+ * is caught at the frame header. A stream nghttp2 still knows (say
+ * half-closed) is left to nghttp2, which answers STREAM_CLOSED. */
 static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd,
                           void *arg)
 {
     struct h2_server *hs = arg;
+    nghttp2_stream *known;
 
     if (hd->type != NGHTTP2_HEADERS || (hd->stream_id & 1) == 0)
         return 0;
     /* Noted here, not when the stream opens: a stream nghttp2 refuses
      * (too many open) is still one the client opened. */
     if (hd->stream_id > hs->max_id) {
-        note_new_id(hs, hd->stream_id);
+        hs->max_id = hd->stream_id;
         return 0;
     }
-    if (nghttp2_session_get_stream_user_data(ng, hd->stream_id) != NULL ||
-        !skipped_id(hs, hd->stream_id))
+    /* An idle stream a PRIORITY frame made up is not open. */
+    known = nghttp2_session_find_stream(ng, hd->stream_id);
+    if ((known != NULL &&
+         nghttp2_stream_get_state(known) != NGHTTP2_STREAM_STATE_IDLE) ||
+        reset_by_us(hs, hd->stream_id))
         return 0;
     STAT_ADD(hs->http, rq_protocol_errors, 1);
     nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
+    return 0;
+}
+
+/* Every RST_STREAM we send is noted, whoever decided it (the proxy, a
+ * limit, nghttp2 refusing a stream over the concurrency limit). */
+static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
+{
+    struct h2_server *hs = arg;
+
+    (void)ng;
+    if (f->hd.type == NGHTTP2_RST_STREAM)
+        hs->reset_ids[hs->nreset++ % RESET_RING] = f->hd.stream_id;
     return 0;
 }
 
@@ -334,10 +349,20 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
             s->req.scheme =
                 hs->conf->tls ? SLICE_LIT("https") : SLICE_LIT("http");
         } else if (slice_eq_str(n, ":authority")) {
+            /* Userinfo makes the host ambiguous (RFC 9113 8.3.1 forbids
+             * it here): a 400, as for an HTTP/1 target that carries it. */
+            if (memchr(value, '@', valuelen) != NULL)
+                st->bad_status = 400;
             s->req.authority = copy;
             st->has_authority = 1;
-        } else if (slice_eq_str(n, ":path"))
+        } else if (slice_eq_str(n, ":path")) {
+            /* A fragment is no part of a target (RFC 9112 3.2): passed on,
+             * it would let a path slip past rules that match its end. A
+             * 400, as on HTTP/1 and in Envoy. */
+            if (memchr(value, '#', valuelen) != NULL)
+                st->bad_status = 400;
             s->req.path = copy;
+        }
         return 0;
     }
     underscore = has_underscore(name, namelen);
@@ -346,7 +371,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
         return 0;
     }
     if (underscore && (hs->conf->lim.underscores == HTTP_US_DROP ||
-                       http_name_framing_alias(n.p, n.n)))
+                       http_name_underscore_twin(n.p, n.n)))
         return 0;
     if (slice_eq_str(n, "host")) {
         if (!st->has_authority)
@@ -876,6 +901,7 @@ h2_server_new(struct event_base *base, struct conn *c,
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb,
                                                               on_data_chunk);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
     /* Window updates follow what the proxy consumed, not what arrived. */
     nghttp2_option_set_no_auto_window_update(opt, 1);
     nghttp2_option_set_max_outbound_ack(opt, 1000);

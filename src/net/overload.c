@@ -6,6 +6,33 @@
 
 #include "net/overload.h"
 
+/*
+ * A worker's memory check (memacct's callback on the root): measure, and
+ * turn on at once what the thresholds call for. It never turns an action
+ * off: that stays with the control loop, which applies the hysteresis and
+ * logs each change.
+ */
+static void memory_check(void *arg)
+{
+    struct cx_limit *root = arg;
+    struct overload_conf c;
+    unsigned cur, next;
+
+    c.limit = __atomic_load_n(&root->mem_limit, __ATOMIC_RELAXED);
+    if (c.limit == 0)
+        return;
+    for (int a = 0; a < OVERLOAD_NACTIONS; a++)
+        c.pct[a] = __atomic_load_n(&root->mem_pct[a], __ATOMIC_RELAXED);
+    c.hysteresis = __atomic_load_n(&root->mem_hysteresis, __ATOMIC_RELAXED);
+    cur = cx_overload(root);
+    next = overload_eval(&c, overload_rss_bytes(), cur);
+    if ((next & ~cur) == 0)
+        return;
+    __atomic_or_fetch(&root->overload, next & ~cur, __ATOMIC_RELAXED);
+    if (next & OVERLOAD_BIT(OVERLOAD_STOP_ACCEPTING_REQUESTS))
+        memacct_set_refuse(&root->mem, 1);
+}
+
 struct cx_limit *cx_limit_new(struct cx_limit *parent)
 {
     struct cx_limit *l = calloc(1, sizeof(*l));
@@ -15,6 +42,10 @@ struct cx_limit *cx_limit_new(struct cx_limit *parent)
     l->refs = 1;
     l->action = CX_PAUSE;
     l->parent = parent != NULL ? cx_limit_ref(parent) : NULL;
+    if (parent == NULL) {
+        l->mem.check = memory_check;
+        l->mem.arg = l;
+    }
     return l;
 }
 
@@ -41,6 +72,45 @@ void cx_limit_set(struct cx_limit *l, int64_t max, enum cx_action action)
 void cx_set_overload(struct cx_limit *root, unsigned actions)
 {
     __atomic_store_n(&root->overload, actions, __ATOMIC_RELAXED);
+    /* Buffers that would grow past the limit are refused while requests
+     * are: see memacct and hpipe_write(). */
+    memacct_set_refuse(
+        &root->mem,
+        (actions & OVERLOAD_BIT(OVERLOAD_STOP_ACCEPTING_REQUESTS)) != 0);
+}
+
+void cx_set_memory_conf(struct cx_limit *root, const struct overload_conf *c)
+{
+    int64_t step = (int64_t)(c->limit / 64);
+
+    for (int a = 0; a < OVERLOAD_NACTIONS; a++)
+        __atomic_store_n(&root->mem_pct[a], c->pct[a], __ATOMIC_RELAXED);
+    __atomic_store_n(&root->mem_hysteresis, c->hysteresis, __ATOMIC_RELAXED);
+    __atomic_store_n(&root->mem_limit, c->limit, __ATOMIC_RELAXED);
+    if (step < 64 * 1024)
+        step = 64 * 1024;
+    memacct_set_step(&root->mem, c->limit > 0 ? step : 0);
+}
+
+int cx_tunnel_take(struct cx_limit *root, int64_t bytes, int64_t max)
+{
+    int64_t now;
+
+    if (cx_overload(root) != 0)
+        return -1;
+    now = __atomic_add_fetch(&root->tunnel_bytes, bytes, __ATOMIC_RELAXED);
+    if (max > 0 && now > max) {
+        __atomic_sub_fetch(&root->tunnel_bytes, bytes, __ATOMIC_RELAXED);
+        return -1;
+    }
+    memacct_take(&root->mem, (size_t)bytes, 0);
+    return 0;
+}
+
+void cx_tunnel_give(struct cx_limit *root, int64_t bytes)
+{
+    __atomic_sub_fetch(&root->tunnel_bytes, bytes, __ATOMIC_RELAXED);
+    memacct_give(&root->mem, (size_t)bytes);
 }
 
 /* Takes a slot of one counter: 0, or -1 when it is at its limit. The

@@ -3,6 +3,8 @@
 
 #include <stdint.h>
 
+#include "core/memacct.h"
+
 /*
  * Overload protection: connection limits and the memory actions.
  *
@@ -62,6 +64,14 @@ struct cx_limit {
     int action;              /* enum cx_action */
     unsigned overload;       /* root: OVERLOAD_BIT()s in effect */
     struct cx_limit *parent; /* one reference; NULL for the root */
+    /* Root only. The buffers the workers hold, checked as they grow
+     * (cx_set_memory_conf()), with the thresholds a worker's check uses;
+     * and the HBONE tunnels' reserved buffer bytes (cx_tunnel_take()). */
+    struct memacct mem;
+    uint64_t mem_limit;
+    unsigned mem_pct[3]; /* OVERLOAD_NACTIONS */
+    unsigned mem_hysteresis;
+    int64_t tunnel_bytes;
 };
 
 /* cx_limit_new() returns a counter with no limit under parent (a
@@ -129,6 +139,26 @@ struct overload_conf {
  */
 unsigned overload_eval(const struct overload_conf *c, uint64_t used,
                        unsigned active);
+
+/*
+ * cx_set_memory_conf() gives the root the memory thresholds (main thread,
+ * at each build): from then on, each time the accounted buffers grow by a
+ * step (a 64th of the limit, at least 64 KiB) the thread that grew them
+ * measures resident memory and turns on the actions it calls for at once
+ * (only on: the control loop's timer turns them off, with hysteresis),
+ * instead of waiting for the next timer tick. No limit: no checks.
+ */
+void cx_set_memory_conf(struct cx_limit *root, const struct overload_conf *c);
+
+/*
+ * cx_tunnel_take() reserves bytes of buffer for a new HBONE tunnel against
+ * the process's budget (max; 0: none): 0, or -1 when over the budget or
+ * while any memory action is on (nothing is taken then). The bytes count
+ * in the root's accounting too, so tunnels also trigger memory checks.
+ * cx_tunnel_give() returns them.
+ */
+int cx_tunnel_take(struct cx_limit *root, int64_t bytes, int64_t max);
+void cx_tunnel_give(struct cx_limit *root, int64_t bytes);
 
 /* overload_action_name() is the action's Envoy-style name, e.g.
  * "stop_accepting_connections". */

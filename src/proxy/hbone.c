@@ -55,6 +55,7 @@
 #include "http/hbone_hdr.h"
 #include "http/trace_context.h"
 #include "net/conn.h"
+#include "net/overload.h"
 #include "net/sock.h"
 #include "policy/authz.h"
 #include "proxy/hbone.h"
@@ -90,6 +91,10 @@ struct hbone_tunnel {
     struct buf to_down; /* from the upstream, not yet sent as DATA */
     uint64_t bytes_in, bytes_out;
     uint64_t start_ms;
+    /* Buffer bytes reserved against hbone.tunnelMemory (two
+     * tunnelBuffers), given back when the tunnel is freed. */
+    struct cx_limit *mem_root;
+    int64_t reserved;
     unsigned down_eof : 1; /* END_STREAM from the client */
     unsigned up_shut : 1;  /* FIN sent upstream */
     unsigned up_eof : 1;   /* FIN from the upstream */
@@ -239,7 +244,7 @@ static void tunnel_log(struct hbone_tunnel *t)
             log_event(LOG_INFO, "hbone_tunnel", f, nf);
         } else if (log_get_level() <= LOG_INFO) {
             char line[LSINK_CHUNK];
-            struct buf b = {line, 0, 0, sizeof(line), sizeof(line)};
+            struct buf b = {line, 0, 0, sizeof(line), sizeof(line), 0};
 
             log_event_render(&b, LOG_INFO, "hbone_tunnel", f, nf);
             lsink_buf_line(&p->relay.alog, buf_ptr(&b), buf_len(&b));
@@ -286,6 +291,8 @@ static void tunnel_end(struct hbone_tunnel *t)
 
 static void tunnel_free(struct hbone_tunnel *t)
 {
+    if (t->reserved > 0)
+        cx_tunnel_give(t->mem_root, t->reserved);
     timer_dispose(&t->timer);
     buf_dispose(&t->to_up);
     buf_dispose(&t->to_down);
@@ -675,6 +682,19 @@ static void tunnel_start(struct hbone_tunnel *t)
         STAT_ADD(&t->cl->w[hc->w->p->worker], cx_overflow, 1);
         tunnel_refuse(t, 503, &rc->hbone_no_endpoint, "upstream_overflow");
         return;
+    }
+    /* Each tunnel may come to hold two tunnelBuffers: reserved now,
+     * against the process's budget, and refused while memory actions
+     * are on (a new tunnel is new load, like a new connection). */
+    if (c->cx != NULL) {
+        struct cx_limit *root = cx_root(c->cx);
+        int64_t want = 2 * (int64_t)c->hbone.tunnel_buffer;
+        if (cx_tunnel_take(root, want, (int64_t)c->hbone.tunnel_memory) < 0) {
+            tunnel_refuse(t, 503, &rc->hbone_overload, "overload");
+            return;
+        }
+        t->mem_root = root;
+        t->reserved = want;
     }
     STAT_ADD(&t->cl->w[hc->w->p->worker], cx_total, 1);
     fd = sock_connect(&t->dst, &inprog);

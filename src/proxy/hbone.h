@@ -24,6 +24,7 @@ struct l4_listener;
 struct hbone_limits {
     uint32_t max_tunnels;        /* per connection: MAX_CONCURRENT_STREAMS */
     uint32_t tunnel_buffer;      /* per tunnel and direction: window, bytes */
+    uint64_t tunnel_memory;      /* all tunnels of the process: bytes */
     uint64_t connect_timeout_ms; /* to the upstream, before the 200 */
     uint64_t idle_timeout_ms;    /* a tunnel without bytes; a connection
                                     without tunnels */

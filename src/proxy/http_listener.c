@@ -835,6 +835,14 @@ listener_start(struct event_base *base, struct reaper *reaper, int worker,
                      ? conf->downstream.lim.max_head
                      : conf->h1c.lim.max_head,
                  IO_POOL_KEEP);
+    if (conf->cx != NULL) {
+        /* Body buffers are refused under the last memory action (the
+         * stream that wanted one fails); read buffers are only counted,
+         * so that a connection can still be read and answered 503. */
+        l->pool.acct = &cx_root(conf->cx)->mem;
+        l->pool.refusable = 1;
+        l->io.acct = &cx_root(conf->cx)->mem;
+    }
     l->scratch.io = &l->io;
     l->scratch.cap = cap;
     l->scratch.bufs_taken = &http_shard(l)->http.bufs_taken;

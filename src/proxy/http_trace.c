@@ -300,7 +300,7 @@ void pstream_trace_end(struct pstream *ps)
     struct ptrace *t = ps->trace;
     struct hstream *s = ps->s;
     char storage[8192], url[600], flags[64], name[300];
-    struct buf b = {storage, 0, 0, sizeof(storage), sizeof(storage)};
+    struct buf b = {storage, 0, 0, sizeof(storage), sizeof(storage), 0};
     const struct http_field *f;
     const char *cl = cluster_name(ps);
     int first = 1;

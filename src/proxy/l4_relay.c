@@ -164,7 +164,7 @@ static void session_log(struct tcp_session *s, uint64_t now)
         return;
     {
         char line[LSINK_CHUNK];
-        struct buf b = {line, 0, 0, sizeof(line), sizeof(line)};
+        struct buf b = {line, 0, 0, sizeof(line), sizeof(line), 0};
 
         log_event_render(&b, LOG_INFO, "tcp_session", f,
                          (int)(sizeof(f) / sizeof(f[0])));
@@ -190,7 +190,7 @@ static void session_envoy_log(struct tcp_session *s, uint64_t now)
     const struct afmt *fmt = r->p.alog_fmt;
     char peer[ADDR_STRLEN] = "", up[ADDR_STRLEN] = "", local[ADDR_STRLEN];
     char uplocal[ADDR_STRLEN], line[LSINK_CHUNK];
-    struct buf b = {line, 0, 0, sizeof(line), sizeof(line)};
+    struct buf b = {line, 0, 0, sizeof(line), sizeof(line), 0};
     struct timespec ts;
     struct afmt_ctx c;
 

@@ -118,7 +118,7 @@ static void strait_log(struct pstream *ps)
         return;
     {
         char line[LSINK_CHUNK];
-        struct buf b = {line, 0, 0, sizeof(line), sizeof(line)};
+        struct buf b = {line, 0, 0, sizeof(line), sizeof(line), 0};
 
         /* A record cut at the cap still ends its line. */
         log_event_render(&b, LOG_INFO, "http_request", f,
@@ -201,7 +201,7 @@ static void envoy_log(struct pstream *ps, const struct afmt *fmt)
     char flags[64], upstream[ADDR_STRLEN] = "", remote[64] = "";
     char direct[64] = "", local[64] = "", peer_uri[512] = "";
     char line[LSINK_CHUNK];
-    struct buf b = {line, 0, 0, sizeof(line), sizeof(line)};
+    struct buf b = {line, 0, 0, sizeof(line), sizeof(line), 0};
     struct timespec now;
     uint64_t dur = clock_ms() - s->start_ms;
     struct afmt_ctx c;
@@ -617,6 +617,15 @@ static void up_done(void *ctx, struct h1_client *c, int ok, int reusable,
     }
     /* Broken before any answer: the endpoint's failure, for outlier
      * detection (an answer was counted when its head came). */
+    /* Memory pressure (the exchange was failed for want of a buffer) is
+     * neither the endpoint's fault nor worth a retry. */
+    if (!ok && (flags & HFLAG_OM)) {
+        ps->details = "overload";
+        pstream_release_upstream(ps, 0);
+        pstream_local_reply(ps, 503, HFLAG_OM, "overloaded\n");
+        pstream_up_finished(ps);
+        return;
+    }
     if (!ok && s->resp.status == 0 && !(flags & HFLAG_DC))
         cluster_report(ps->pool->cl, ps->ep, OUTLIER_RESET);
     if (!ok && pstream_should_retry(ps, pstream_retriable_failure(ps, flags))) {

@@ -36,6 +36,7 @@ static const struct stats_field relay_fields[] = {
     RELAY_FIELD("hbone.refused_no_endpoint", hbone_no_endpoint),
     RELAY_FIELD("hbone.refused_connect_failed", hbone_connect_failed),
     RELAY_FIELD("hbone.refused_too_many_tunnels", hbone_too_many),
+    RELAY_FIELD("hbone.refused_overload", hbone_overload),
     RELAY_FIELD("lua.states_created", lua_states),
 };
 

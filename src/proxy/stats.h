@@ -52,6 +52,8 @@ struct relay_counters {
     uint64_t hbone_connect_failed;      /* 503: upstream connect failed */
     uint64_t hbone_too_many;            /* RST_STREAM REFUSED_STREAM: past
                                          * MAX_CONCURRENT_STREAMS */
+    uint64_t hbone_overload;            /* 503: hbone.tunnelMemory spent,
+                                         * or a memory action on */
     /* Gateway listeners with LuaPolicies: Lua states made (one per
      * worker and routes generation, by the first request a policy
      * applies to) */

@@ -22,6 +22,7 @@ when small, the body itself), unless query parameters ask otherwise:
 A request carrying Upgrade is answered 101 with the same Upgrade header,
 after which every byte read is echoed back until EOF.
 """
+import base64
 import hashlib
 import http.server
 import json
@@ -33,6 +34,7 @@ import time
 import urllib.parse
 
 MIB = 1024 * 1024
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
 def pattern(n, seed=0):
@@ -194,6 +196,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(101)
         self.send_header("Connection", "Upgrade")
         self.send_header("Upgrade", self.headers["Upgrade"])
+        key = self.headers.get("Sec-WebSocket-Key")
+        if key is not None:
+            # RFC 6455 4.2.2: strait checks it.
+            self.send_header("Sec-WebSocket-Accept", base64.b64encode(
+                hashlib.sha1((key + WS_GUID).encode()).digest()).decode())
         self.end_headers()
         self.wfile.flush()
         self.close_connection = True

@@ -401,3 +401,70 @@ def test_h1_upstream_huge_head_is_502_upe(strait_factory):
         assert "flags=UPE" in line and "status=502" in line, line
         wait_for(lambda: path.encode() in closed, 10, "upstream closed")
     lsock.close()
+
+
+def test_h2c_headers_on_any_skipped_or_closed_id_is_protocol_error(
+        strait_factory, httpd_factory):
+    """Issue 28: the check remembered only the last 8 skipped ranges, so
+    HEADERS on an older gap was dropped without a GOAWAY; and a HEADERS
+    on a stream the client had opened and finished was dropped too. Any
+    HEADERS below the highest identifier, on a stream that is not open,
+    is now a connection error PROTOCOL_ERROR (RFC 9113 5.1.1)."""
+    up = httpd_factory()
+    st, port = start(strait_factory, up, workers=1)
+    # Twelve gaps: 3..19 is the oldest, older than any ring of 8.
+    c = H2Client(port)
+    for sid in range(21, 21 + 12 * 20, 20):
+        c.sock.sendall(headers_frame(c, sid))
+    c.sock.sendall(headers_frame(c, 3))
+    closed, raw = read_until_closed(c.sock)
+    assert closed
+    assert goaway_code(raw) == 1, raw
+    c.close()
+    # A stream the client opened and that is over is no new stream either.
+    c = H2Client(port)
+    sid = c.request("/")
+    c.wait(lambda: c.done(sid), what="the first answer")
+    c.sock.sendall(headers_frame(c, sid))
+    closed, raw = read_until_closed(c.sock)
+    assert closed
+    # nghttp2 answers STREAM_CLOSED for a closed stream it still keeps,
+    # strait PROTOCOL_ERROR for one it has let go: a connection error.
+    assert goaway_code(raw) in (1, 5), raw
+    c.close()
+    wait_for(lambda: st.stats()["listener.web.http.protocol_errors"] >= 1,
+             10, "the protocol error counted")
+
+
+def test_h2c_trailers_on_a_stream_we_answered_early_are_no_error(
+        strait_factory, httpd_factory):
+    """The other side of the rule: a client whose request we answered (and
+    reset) before its body ended may still send its trailers, in flight
+    before our RST_STREAM reached it (RFC 9113 5.1); they are ignored and
+    the connection goes on."""
+    up = httpd_factory()
+    st, port = start(strait_factory, up, workers=1)
+    c = H2Client(port)
+    sid = c.conn.get_next_available_stream_id()
+    c.conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"),
+                              (":path", "/early#frag"),
+                              (":authority", "example.com")])
+    c.streams[sid] = {"headers": None, "data": bytearray(), "trailers": None,
+                      "ended": False, "reset": None}
+    c.flush()
+    c.wait(lambda: c.done(sid), what="the early answer")
+    assert c.streams[sid]["headers"][":status"] == "400"
+    block = c.conn.encoder.encode([("x-t", "1")])
+    c.sock.sendall(len(block).to_bytes(3, "big") + bytes([1, 0x5]) +
+                   sid.to_bytes(4, "big") + block)
+    nxt = c.conn.get_next_available_stream_id()
+    c.conn.send_headers(nxt, [(":method", "GET"), (":scheme", "http"),
+                              (":path", "/"), (":authority", "example.com")],
+                        end_stream=True)
+    c.streams[nxt] = {"headers": None, "data": bytearray(), "trailers": None,
+                      "ended": False, "reset": None}
+    c.flush()
+    c.wait(lambda: c.done(nxt), what="the next answer")
+    assert c.streams[nxt]["headers"][":status"] == "200"
+    assert c.goaway is None
+    c.close()

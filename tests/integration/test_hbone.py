@@ -758,3 +758,62 @@ spec:
         c.close()
     wait_for(lambda: f"upstream={ip}:15008" in st.log(), 10,
              "the tunnel to the HBONE port logged")
+
+
+def test_hbone_tunnel_memory_budget_one_past(strait_factory, upstream_factory,
+                                             tmp_path):
+    """Issue 28: tunnels held up to two tunnelBuffers each with no bound
+    for the process. hbone.tunnelMemory is that bound: with 1 MiB and
+    256 KiB buffers two tunnels fit, the third CONNECT is answered 503
+    (counted in hbone.refused_overload), and once one closes its bytes
+    are free for the next."""
+    st, port, up = start(strait_factory, upstream_factory, tmp_path,
+                         "hbone: {tunnelBuffer: 256KiB, tunnelMemory: 1MiB}\n")
+    c = Hbone(port, tmp_path)
+    try:
+        a, b = c.connect(f"{SVC}:{SVC_PORT}"), c.connect(f"{SVC}:{SVC_PORT}")
+        assert c.status(a) == 200 and c.status(b) == 200
+        assert c.status(c.connect(f"{SVC}:{SVC_PORT}")) == 503
+        assert stat(st, port, "hbone.refused_overload") == 1
+        c.send(a, b"bye", end=True)
+        c.until(lambda: a in c.ended, "the first tunnel's end")
+        # The tunnel's bytes go back once strait has freed it.
+        wait_for(lambda: stat(st, port, "hbone.tunnels_active") == 1, 10,
+                 "the first tunnel freed")
+        d = c.connect(f"{SVC}:{SVC_PORT}")
+        assert c.status(d) == 200
+        c.send(d, b"ping")
+        c.until(lambda: bytes(c.data[d]) == b"ping", "the echo")
+    finally:
+        c.close()
+
+
+def test_hbone_refused_while_memory_actions_are_on(strait_factory,
+                                                   upstream_factory,
+                                                   tmp_path):
+    """Issue 28: new tunnels kept being accepted while the overload
+    memory actions were on. On a connection accepted before, a CONNECT
+    is now answered 503 while they are on (a limit below what strait
+    uses turns them all on at the reload), and served again once a
+    reload without the limit turns them off."""
+    st, port, up = start(strait_factory, upstream_factory, tmp_path)
+    c = Hbone(port, tmp_path)
+    try:
+        first = c.connect(f"{SVC}:{SVC_PORT}")
+        assert c.status(first) == 200
+        text = st.config.read_text()
+        st.write_config("", raw="overload: {memoryLimit: 1MiB}\n" + text)
+        assert st.get("/reload", method="POST")[0] == 200
+        code, body, _ = st.get("/healthz/ready")
+        assert "OVERLOADED:" in body, body
+        assert c.status(c.connect(f"{SVC}:{SVC_PORT}")) == 503
+        assert stat(st, port, "hbone.refused_overload") == 1
+        # The tunnel opened before still carries bytes.
+        c.send(first, b"still here")
+        c.until(lambda: bytes(c.data[first]) == b"still here", "the echo")
+        st.write_config("", raw=text)
+        assert st.get("/reload", method="POST")[0] == 200
+        assert "OVERLOADED:" not in st.get("/healthz/ready")[1]
+        assert c.status(c.connect(f"{SVC}:{SVC_PORT}")) == 200
+    finally:
+        c.close()

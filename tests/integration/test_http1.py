@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from conftest import connect, free_port, recv_all, wait_for
+from conftest import (connect, free_port, read_head, recv_all, recv_exact,
+                      wait_for)
 from httpd import (MIB, clusters, http_listener, pattern, read_response,
                    sha256)
 
@@ -818,3 +819,83 @@ def test_upgrade_with_body_is_not_smuggled_over_tls(strait_factory,
         assert r.status == 200, (r.status, r.body)
     assert [s[0] for s in up.seen] == ["POST /up HTTP/1.1"]
     assert up.seen[0][2] == SMUGGLED
+
+
+def test_underscore_twins_of_set_headers_dropped(strait_factory,
+                                                 upstream_factory):
+    """Issue 28: X_Forwarded_For and Proxy_Connection were forwarded under
+    the default ALLOW policy; a back end that folds '_' into '-' would
+    read a client address strait never vouched for. Twins of every field
+    strait sets or strips go; other underscored names still pass."""
+    up = plain_upstream(upstream_factory)
+    st, port = start(strait_factory, [up.addr])
+    twins = [b"X_Forwarded_For", b"x_forwarded_proto", b"X-Forwarded_Host",
+             b"Proxy_Connection", b"x_request_id", b"X_Envoy_Original_Path",
+             b"x_b3_traceid"]
+    r = request(port, b"GET /tw HTTP/1.1\r\nHost: a\r\n" +
+                b"".join(t + b": 6.6.6.6\r\n" for t in twins) +
+                b"X_Other: 1\r\n\r\n")
+    assert r.status == 200, (r.status, r.body)
+    (line, hdrs, body, _), = up.seen
+    got = [k for k, _ in hdrs]
+    for t in twins:
+        assert t.decode().lower() not in got, got
+    assert "x_other" in got
+    assert "6.6.6.6" not in [v for _, v in hdrs]
+
+
+def switching_upstream(upstream_factory, answer):
+    """An upstream that answers any request with the 101 head answer(head)
+    returns (bytes of header lines), then echoes what follows."""
+    def handler(c):
+        head = read_head(c)
+        if head is None:
+            return
+        c.sendall(b"HTTP/1.1 101 Switching Protocols\r\n"
+                  b"Connection: Upgrade\r\n" + answer(head) + b"\r\n")
+        c.settimeout(10)
+        try:
+            while True:
+                d = c.recv(65536)
+                if not d:
+                    return
+                c.sendall(d)
+        except OSError:
+            return
+    return upstream_factory(handler)
+
+
+WS_KEY = b"dGhlIHNhbXBsZSBub25jZQ=="
+WS_ACCEPT = b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo="  # RFC 6455 1.3's example
+
+
+@pytest.mark.parametrize("answer,status", [
+    (b"Upgrade: websocket\r\nSec-WebSocket-Accept: " + WS_ACCEPT + b"\r\n",
+     101),
+    (b"Upgrade: WebSocket\r\nSec-WebSocket-Accept: " + WS_ACCEPT + b"\r\n",
+     101),
+    (b"Upgrade: h2c\r\nSec-WebSocket-Accept: " + WS_ACCEPT + b"\r\n", 502),
+    (b"Upgrade: foo\r\n", 502),
+    (b"Sec-WebSocket-Accept: " + WS_ACCEPT + b"\r\n", 502),
+    (b"Upgrade: websocket\r\n", 502),
+    (b"Upgrade: websocket\r\nSec-WebSocket-Accept: "
+     b"AAAAAAAAAAAAAAAAAAAAAAAAAAA=\r\n", 502),
+])
+def test_101_is_checked_against_the_requested_upgrade(
+        strait_factory, upstream_factory, answer, status):
+    """Issue 28: a 101 naming another protocol than the one requested was
+    passed to the client. The 101's Upgrade must name the requested
+    protocol and, for WebSocket, Sec-WebSocket-Accept must be
+    base64(SHA-1(key + GUID)); else the client gets a 502."""
+    up = switching_upstream(upstream_factory, lambda head: answer)
+    st, port = start(strait_factory, [up.addr])
+    with connect(port) as c:
+        c.sendall(b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\n"
+                  b"Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                  b"Sec-WebSocket-Key: " + WS_KEY + b"\r\n\r\n")
+        r = read_response(c.makefile("rb", buffering=0))
+        assert r.status == status
+        if status == 101:
+            c.sendall(b"\x81\x02hi")
+            c.settimeout(10)
+            assert recv_exact(c, 4) == b"\x81\x02hi"

@@ -628,3 +628,51 @@ def test_h2_underscore_framing_alias_dropped(strait_factory, upstream_factory):
     names = [line.partition(":")[0].lower() for line in head.split("\r\n")[1:]]
     assert "transfer_encoding" not in names and "content_length" not in names
     assert "x_other" in names, names
+
+
+def test_h2_underscore_twins_of_set_headers_dropped(strait_factory,
+                                                    upstream_factory):
+    """Issue 28 on HTTP/2: x_forwarded_for and proxy_connection twins
+    reached the upstream under the default ALLOW policy."""
+    up = head_upstream(upstream_factory)
+    st, port = start(strait_factory, up)
+    c = H2Client(port)
+    try:
+        sid = c.request("/tw", headers=[("x_forwarded_for", "6.6.6.6"),
+                                        ("proxy_connection", "6.6.6.6"),
+                                        ("x_envoy_internal", "6.6.6.6"),
+                                        ("x_request_id", "6.6.6.6"),
+                                        ("x_other", "1")])
+        c.wait(lambda: c.done(sid))
+    finally:
+        c.close()
+    assert c.streams[sid]["headers"][":status"] == "200"
+    head, = [h for h in up.heads if h.split(" ")[1] == "/tw"]
+    names = [line.partition(":")[0].lower() for line in head.split("\r\n")[1:]]
+    for n in ("x_forwarded_for", "proxy_connection", "x_envoy_internal",
+              "x_request_id"):
+        assert n not in names, names
+    assert "6.6.6.6" not in head
+    assert "x_other" in names, names
+
+
+def test_h2_path_fragment_and_authority_userinfo_are_400(strait_factory,
+                                                         upstream_factory):
+    """Issue 28: an HTTP/2 :path with a #fragment and an :authority with
+    userinfo were forwarded where HTTP/1.1 answers 400; now both are 400
+    on the stream (the connection goes on), and nothing goes upstream."""
+    up = head_upstream(upstream_factory)
+    st, port = start(strait_factory, up)
+    c = H2Client(port)
+    try:
+        frag = c.request("/a?x=1#/admin")
+        user = c.request("/u", authority="evil@example.com")
+        ok = c.request("/fine")
+        c.wait(lambda: all(c.done(s) for s in (frag, user, ok)))
+    finally:
+        c.close()
+    assert c.streams[frag]["headers"][":status"] == "400"
+    assert c.streams[user]["headers"][":status"] == "400"
+    assert c.streams[ok]["headers"][":status"] == "200"
+    assert c.goaway is None
+    assert [h.split(" ")[1] for h in up.heads] == ["/fine"]

@@ -481,12 +481,12 @@ static void test_render_prometheus(void **state)
     s = render(r, admin_render_prometheus);
     assert_line(s, "strait_memory_allocated_bytes 4242");
     samples = check_exposition(s);
-    /* 38 listener families, 24 labelled rows (5 status classes, 7 TLS
-     * failure reasons, 6 AUTO_PASSTHROUGH and 6 HBONE refusal reasons) and
+    /* 38 listener families, 25 labelled rows (5 status classes, 7 TLS
+     * failure reasons, 6 AUTO_PASSTHROUGH and 7 HBONE refusal reasons) and
      * the buffers
      * gauge, each x 2 listeners; 3 worker lines; 26 process lines
      * (STATUS_ALWAYS below), 2 x 3 overload action lines; 1 LuaPolicy line. */
-    assert_int_equal(samples, (38 + 24 + 1) * 2 + 3 + STATUS_ALWAYS + 6 + 1);
+    assert_int_equal(samples, (38 + 25 + 1) * 2 + 3 + STATUS_ALWAYS + 6 + 1);
     assert_line(s, "strait_overload_action_active{action="
                    "\"stop_accepting_requests\"} 0");
     assert_line(s, "# TYPE strait_listener_connections_overflow_total "
@@ -934,7 +934,7 @@ static void test_http_prometheus(void **state)
     assert_string_equal(header(r, "Content-Type"),
                         "text/plain; version=0.0.4; charset=utf-8");
     assert_int_equal(check_exposition(r->body),
-                     (38 + 24 + 1) * 2 + 3 + STATUS_ALWAYS + 6 + 1);
+                     (38 + 25 + 1) * 2 + 3 + STATUS_ALWAYS + 6 + 1);
     assert_line(r->body, "strait_listener_connections_active{listener=\"web\"} "
                          "5");
 }

@@ -32,7 +32,7 @@ static void test_default_rejects_underscores(void **state)
     assert_int_equal(lim.underscores, HTTP_US_REJECT);
 }
 
-#define ALIAS(s) http_name_framing_alias((s), strlen(s))
+#define ALIAS(s) http_name_underscore_twin((s), strlen(s))
 
 /* Names that become framing or connection fields with '_' read as '-'
  * are aliases; other underscored names, and the real fields, are not. */
@@ -49,12 +49,33 @@ static void test_framing_alias(void **state)
     assert_false(ALIAS(""));
 }
 
+/* Twins of the fields strait sets or strips are dropped too, whole names
+ * and the X-Forwarded-*, X-Envoy-* and X-B3-* families; a name that only
+ * starts like one of the whole names is not. */
+static void test_set_or_stripped_twins(void **state)
+{
+    (void)state;
+    assert_true(ALIAS("X_Forwarded_For"));
+    assert_true(ALIAS("x_forwarded_proto"));
+    assert_true(ALIAS("x-forwarded_host"));
+    assert_true(ALIAS("Proxy_Connection"));
+    assert_true(ALIAS("x_request_id"));
+    assert_true(ALIAS("X_Envoy_Original_Path"));
+    assert_true(ALIAS("x_envoy_"));
+    assert_true(ALIAS("x_b3_traceid"));
+    assert_false(ALIAS("x_request_ids"));
+    assert_false(ALIAS("x_forwarded"));
+    assert_false(ALIAS("x_envoy"));
+    assert_false(ALIAS("x-forwarded-for"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_sizes),
         cmocka_unit_test(test_default_rejects_underscores),
         cmocka_unit_test(test_framing_alias),
+        cmocka_unit_test(test_set_or_stripped_twins),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

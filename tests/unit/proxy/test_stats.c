@@ -46,6 +46,7 @@ static const char *const names[] = {
     "hbone.refused_no_endpoint",
     "hbone.refused_connect_failed",
     "hbone.refused_too_many_tunnels",
+    "hbone.refused_overload",
     "lua.states_created",
     "http.rq_total",
     "http.rq_1xx",
