@@ -183,9 +183,9 @@ int kube_parse_list(struct arena *a, const char *p, size_t n,
                     const char *api_version, const char *kind, size_t max_nodes,
                     struct kube_list *out, const char **why)
 {
-    const struct json *root = json_parse_max(
-        a, p, n, KUBE_MAX_JSON_DEPTH, max_nodes, JSON_ANY_SIZE | JSON_CUT_DEEP,
-        why);
+    const struct json *root =
+        json_parse_max(a, p, n, KUBE_MAX_JSON_DEPTH, max_nodes,
+                       JSON_ANY_SIZE | JSON_CUT_DEEP, why);
     const struct json *meta, *items;
     int bad = 0;
     size_t i = 0;
@@ -229,9 +229,9 @@ int kube_parse_event(struct arena *a, const char *p, size_t n,
                      const char *api_version, const char *kind,
                      size_t max_nodes, struct kube_event *out, const char **why)
 {
-    const struct json *root = json_parse_max(
-        a, p, n, KUBE_MAX_JSON_DEPTH, max_nodes, JSON_ANY_SIZE | JSON_CUT_DEEP,
-        why);
+    const struct json *root =
+        json_parse_max(a, p, n, KUBE_MAX_JSON_DEPTH, max_nodes,
+                       JSON_ANY_SIZE | JSON_CUT_DEEP, why);
     static const char *const types[] = {"ADDED", "MODIFIED", "DELETED",
                                         "BOOKMARK", "ERROR"};
     const struct json *obj;

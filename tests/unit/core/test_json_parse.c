@@ -268,8 +268,7 @@ int main(void)
         cmocka_unit_test(test_values),      cmocka_unit_test(test_escapes),
         cmocka_unit_test(test_refused),     cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_long_number), cmocka_unit_test(test_node_budget),
-        cmocka_unit_test(test_duplicates),
-        cmocka_unit_test(test_cut_deep),
+        cmocka_unit_test(test_duplicates),  cmocka_unit_test(test_cut_deep),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
