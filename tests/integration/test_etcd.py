@@ -488,19 +488,117 @@ def test_watches_stay_one_per_process(tmp_path, single, fleets):
         assert s.stats()["etcd.watches_started"] >= 2
 
 
-def test_maxresponsebytes_one_over(tmp_path, single, fleets):
+def prom_value(s, name):
+    for line in s.get("/stats/prometheus")[1].splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def test_maxresponsebytes_one_over_is_skipped_and_later_changes_apply(
+        tmp_path, single, fleets):
+    """A value whose watch message is one byte past maxResponseBytes is
+    skipped (log, /healthz/ready, metric) with a read of the prefix by
+    pages that leaves that key out by name; the watch goes on and a later
+    change applies. It used to re-watch the same revision forever."""
     f = Fleet(tmp_path, single, 1, etcd_extra="    maxResponseBytes: 4096\n")
     fleets.append(f)
     f.seed(200)
     f.start()
     f.all_serve(200)
     s = f.straits[0]
-    # A watch message over 4096 bytes: refused, the snapshot stays.
-    big = vs("web", ["gw0"], 209) + "# " + "x" * 4096 + "\n"
-    single.put(key("VirtualService", "web"), big)
-    wait_for(lambda: "larger than the limit" in str(s.stats().get("etcd.last_error")),
-             10, "the limit to be named")
-    f.all_serve(200)
+    # A value whose watch message is one past the limit: 4097 bytes up to
+    # base64's 4-byte steps (measured on a twin key, see watch_message()).
+    big_key = key("VirtualService", "big")
+    base = vs("big", ["gw0"], 209, host="big.example") + "#"
+    big = base
+    while len(watch_message(single, big_key, big)) <= 4096:
+        big += "x" * max(1, (4097 - len(watch_message(single, big_key, big))) * 3 // 4)
+    assert 4097 <= len(watch_message(single, big_key, big)) <= 4100
+    single.put(big_key, big)
+    wait_for(lambda: s.stats()["etcd.skipped"] >= 1, 10, "the message skipped")
+    wait_for(lambda: s.stats()["etcd.keys_left_out"] == 1, 10,
+             "the key left out by the read by pages")
+    wait_for(lambda: "etcd.watching: 1" in s.get("/stats")[1], 10,
+             "watching again")
+    code, body, _ = s.get("/healthz/ready")
+    assert code == 200, body
+    assert "watch message(s) skipped" in body, body
+    assert f"key {big_key} at revision" in body, body
+    assert "larger than maxResponseBytes (4096): left out" in body, body
+    assert "skipped" in s.log()
+    assert prom_value(s, "strait_etcd_skipped_total") >= 1
+    assert prom_value(s, "strait_etcd_keys_left_out") == 1
+    # The watch goes on: a later change applies, the big key stays out.
+    single.put(key("VirtualService", "web"), vs("web", ["gw0"], 201))
+    f.all_serve(201)
+    f.all_serve(201, host="big.example")
+    # Made small again: it applies and nothing is left out.
+    single.put(big_key, vs("big", ["gw0"], 209, host="big.example"))
+    f.all_serve(209, host="big.example")
+
+
+def watch_message(cluster, k, value):
+    """The watch message (with its newline) etcd's JSON gateway sends for
+    a first put of value at k, measured on a twin key of the same length
+    outside the prefix ("/strait" -> "/straix"): only revisions differ,
+    in value, not in length."""
+    import base64
+    import json as _json
+    twin = "/straix" + k[len(PREFIX):]
+    assert len(twin) == len(k)
+    m = cluster.live()
+    req = urllib.request.Request(
+        m.url + "/v3/watch", method="POST",
+        data=_json.dumps({"create_request": {
+            "key": base64.b64encode(twin.encode()).decode()}}).encode())
+    with urllib.request.urlopen(req, timeout=10) as r:
+        assert b'"created":true' in r.readline()
+        cluster.put(twin, value)
+        line = r.readline()
+    cluster.delete(twin)
+    assert b'"events"' in line, line
+    return line
+
+
+def test_catch_up_larger_than_the_limit_completes_by_paging(tmp_path, single,
+                                                           fleets):
+    """Cut off while 60 keys of ~300 bytes are written (a catch-up of far
+    more than maxResponseBytes in one watch message): when the member is
+    back, strait skips that message, reads the prefix by pages of pageSize
+    keys at one revision, and serves every change."""
+    relay = Relay(single.members[0].client)
+    try:
+        f = Fleet(tmp_path, single, 1,
+                  endpoints=lambda i: [f"http://127.0.0.1:{relay.port}"],
+                  etcd_extra="    maxResponseBytes: 4096\n    pageSize: 8\n")
+        fleets.append(f)
+        f.seed(200)
+        f.start()
+        f.all_serve(200)
+        s = f.straits[0]
+        wait_for(lambda: s.stats()["etcd.watching"] == 1, 10, "watching")
+        relay.cut()
+        wait_for(lambda: s.stats()["etcd.watching"] == 0, 10, "cut off")
+        for i in range(60):
+            single.put(key("VirtualService", f"v{i:02d}"),
+                       vs(f"v{i:02d}", ["gw0"], 200 + (i % 50),
+                          host=f"h{i}.example"))
+        single.put(key("VirtualService", "web"), vs("web", ["gw0"], 203))
+        relay.resume()
+        f.all_serve(203, timeout=30)
+        for i in (0, 31, 59):
+            f.all_serve(200 + (i % 50), host=f"h{i}.example")
+        st = s.stats()
+        assert st["etcd.skipped"] >= 1
+        assert st["etcd.keys"] == 62
+        assert st["etcd.keys_left_out"] == 0
+        # 62 keys by pages of at most 8 (halved while a page passes
+        # maxResponseBytes): at least 8 pages for that read.
+        assert st["etcd.range_pages"] >= 8 + 1
+        wait_for(lambda: s.stats()["etcd.watching"] == 1, 10, "watching again")
+    finally:
+        relay.close()
 
 
 def test_auth_user_password(tmp_path, single, fleets):
