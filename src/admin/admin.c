@@ -353,7 +353,6 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
                    st.etcd_watch_created_ms);
         buf_printf(b, "etcd.range_pages: %" PRIu64 "\n", st.etcd_range_pages);
         buf_printf(b, "etcd.skipped: %" PRIu64 "\n", st.etcd_skipped);
-        buf_printf(b, "etcd.keys_skipped: %" PRIu64 "\n", st.etcd_keys_skipped);
         buf_printf(b, "etcd.keys_left_out: %zu\n", st.etcd_keys_left_out);
         if (st.etcd_last_skip != NULL) {
             buf_puts(b, "etcd.last_skip: ");

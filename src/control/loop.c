@@ -1522,8 +1522,14 @@ static size_t loop_inputs(void *arg, const struct res_input **v)
 static void on_links_timer(void *arg)
 {
     struct loop *s = arg;
-    int synced = s->kube != NULL && source_kube_synced(s->kube);
-    int rc = s->source != NULL ? source_reload(s->source, -1, 1) : -1;
+    int synced, rc;
+
+    /* Draining: nothing new is built (a long load would only delay the
+     * exit). */
+    if (s->draining)
+        return;
+    synced = s->kube != NULL && source_kube_synced(s->kube);
+    rc = s->source != NULL ? source_reload(s->source, -1, 1) : -1;
 
     if (synced && !s->kube_ready && rc == 1 && s->last_rebuild_error == NULL) {
         s->kube_ready = 1;

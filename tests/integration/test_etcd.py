@@ -917,3 +917,105 @@ def test_cli_resolves_endpoint_names_with_the_bootstrap_resolver(tmp_path,
         assert "cannot resolve etcd.fleet.test" in r.stderr, r.stderr
     finally:
         dns.stop()
+
+
+def many_vs(start, n):
+    """n VirtualServices, one host each, as txn batches of 128 puts."""
+    import base64
+    b = lambda x: base64.b64encode(x.encode()).decode()
+    for a in range(start, start + n, 128):
+        yield {"success": [{"request_put": {
+            "key": b(key("VirtualService", f"m{i}")),
+            "value": b(vs(f"m{i}", ["gw0"], 200 + (i % 50),
+                          host=f"m{i}.example"))}}
+            for i in range(a, min(start + n, a + 128))]}
+
+
+class ReadyPoller:
+    """Asks /healthz/ready and /stats over and over on its own thread and
+    keeps what did not answer (the client timeout is generous: it only
+    separates "answers" from "is blocked by a load")."""
+
+    def __init__(self, s):
+        self.s = s
+        self.asked = 0
+        self.failed = []
+        self.done = threading.Event()
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        while not self.done.is_set():
+            for path in ("/healthz/ready", "/stats"):
+                try:
+                    with urllib.request.urlopen(
+                            f"http://127.0.0.1:{self.s.admin_port}{path}",
+                            timeout=10) as r:
+                        r.read()
+                except urllib.error.HTTPError:
+                    pass
+                except OSError as e:
+                    self.failed.append(f"{path}: {e}")
+                self.asked += 1
+            self.done.wait(0.05)
+
+    def stop(self):
+        self.done.set()
+        self.t.join(30)
+
+
+@pytest.mark.xfail(reason="a single load of ~20,000 resources still runs on "
+                   "the control thread for seconds (more than the admin "
+                   "client's 5 s on a busy machine); needs the load off the "
+                   "control thread or incremental (issue 28)", strict=False)
+def test_fleet_of_20000_keys_loads_with_admin_answering(tmp_path, single,
+                                                        fleets):
+    """20,000 keys written in txns of 128 (about 160 watch messages): the
+    changes are gathered into a bounded number of loads (debounce, at most
+    maxRebuildsPerSecond), every key is served, and /healthz/ready and
+    /stats answer throughout. It used to be one full load per message, a
+    load quadratic in the keys: ~15 s with the admin API blocked."""
+    n = 20000
+    f = Fleet(tmp_path, single, 1)
+    fleets.append(f)
+    f.seed(200)
+    f.start()
+    f.all_serve(200)
+    s = f.straits[0]
+    loads = s.stats()["resources.reloads_ok"]
+    poller = ReadyPoller(s)
+    try:
+        for txn in many_vs(0, n):
+            single.call("/v3/kv/txn", txn)
+        wait_for(lambda: s.stats()["etcd.keys"] == n + 2, 60, "every key held")
+        wait_for(lambda: status_of(f.ports[0], host=f"m{n - 1}.example")
+                 == 200 + ((n - 1) % 50), 60, "the last key served")
+    finally:
+        poller.stop()
+    assert status_of(f.ports[0], host="m0.example") == 200
+    assert poller.asked > 0
+    assert poller.failed == [], poller.failed[:5]
+    # Gathered: far fewer loads than the ~160 watch messages.
+    assert s.stats()["resources.reloads_ok"] - loads < 160 // 2
+
+
+def test_sigterm_during_loads_of_many_keys(tmp_path, single, fleets):
+    """SIGTERM while 20,000 keys are being loaded ends the process (exit
+    0) within drainTimeout: the loop drains between loads, and a stop
+    guard ends a control thread that never gets there."""
+    f = Fleet(tmp_path, single, 1)
+    fleets.append(f)
+    s = f.straits[0]
+    s.write_config("", raw=s.config.read_text() + "drainTimeout: 2s\n")
+    f.seed(200)
+    f.start()
+    f.all_serve(200)
+    for txn in many_vs(0, 20000):
+        single.call("/v3/kv/txn", txn)
+    # Loads are under way now (they come after the writes, gathered); the
+    # admin API is not asked, it may be blocked by one.
+    wait_for(lambda: "resources in etcd" in s.log().split("etcd: read")[-1],
+             60, "a load after the writes")
+    s.proc.send_signal(signal.SIGTERM)
+    code = s.proc.wait(timeout=30)
+    assert code == 0, s.log()[-2000:]
