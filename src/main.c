@@ -15,11 +15,14 @@
 #include <openssl/base.h>
 #include <openssl/crypto.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 #include <yaml.h>
 
@@ -54,6 +57,15 @@ enum {
 static struct event_base *main_base;
 static struct loop *main_loop;
 static int main_signals_seen;
+/* The stop guard (see stop_guard()): libevent's own SIGTERM and SIGINT
+ * handlers, chained from ours; the semaphore the first signal posts; the
+ * drain deadline; set once the control loop has returned. */
+static struct sigaction main_ev_term, main_ev_int;
+static sem_t main_stop_sem;
+static volatile sig_atomic_t main_stop_posted;
+static int64_t main_stop_ms;
+static atomic_int main_stopped;
+static atomic_int main_drain_started;
 static const char *main_argv0;
 
 static void usage_main(FILE *f)
@@ -302,7 +314,83 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         event_base_loopbreak(main_base);
         return;
     }
+    atomic_store(&main_drain_started, 1);
     loop_drain(main_loop, strsignal((int)sig));
+}
+
+/*
+ * libevent hands a signal to the control loop, which only sees it between
+ * two callbacks: a long callback (a rebuild of a very large snapshot)
+ * would hold SIGTERM past drainTimeout. Our handler runs first, in
+ * whatever the thread is doing: it wakes the stop guard (sem_post is
+ * async-signal-safe) and then runs libevent's handler as before.
+ */
+static void on_stop_signal(int sig)
+{
+    int saved = errno;
+    const struct sigaction *ev = sig == SIGTERM ? &main_ev_term : &main_ev_int;
+
+    if (!main_stop_posted) {
+        main_stop_posted = 1;
+        sem_post(&main_stop_sem);
+    }
+    errno = saved;
+    if (ev->sa_handler != SIG_DFL && ev->sa_handler != SIG_IGN)
+        ev->sa_handler(sig);
+}
+
+/*
+ * stop_guard() is a thread that sleeps until the first SIGTERM or SIGINT
+ * and then for drainTimeout (as the bootstrap said at start; at least a
+ * second, so that a drainTimeout of 0 still lets a free control loop exit
+ * its own way). If the control loop has not even begun the drain by then
+ * (it was busy the whole time), the process ends here: a stop is never
+ * held past drainTimeout by anything the control thread does.
+ */
+static void *stop_guard(void *arg)
+{
+    static const char msg[] = "strait: drainTimeout passed while the control "
+                              "thread was busy; exiting now\n";
+    struct timespec ts;
+
+    (void)arg;
+    while (sem_wait(&main_stop_sem) != 0 && errno == EINTR)
+        ;
+    ts.tv_sec = (time_t)(main_stop_ms / 1000);
+    ts.tv_nsec = (long)(main_stop_ms % 1000) * 1000000L;
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    /* A control loop that began its drain keeps its own deadline. */
+    if (atomic_load(&main_stopped) || atomic_load(&main_drain_started))
+        return NULL;
+    if (write(2, msg, sizeof(msg) - 1) < 0)
+        _exit(EXIT_OK);
+    _exit(EXIT_OK);
+}
+
+/* stop_guard_start() chains our handler before libevent's (installed by
+ * event_add) and starts the guard; the caller blocks every signal so the
+ * thread never takes one. Returns 0 or -1. */
+static int stop_guard_start(int64_t drain_ms)
+{
+    struct sigaction sa;
+    pthread_t t;
+
+    main_stop_ms = drain_ms > 1000 ? drain_ms : 1000;
+    if (sem_init(&main_stop_sem, 0, 0) < 0 ||
+        sigaction(SIGTERM, NULL, &main_ev_term) < 0 ||
+        sigaction(SIGINT, NULL, &main_ev_int) < 0)
+        return -1;
+    if (pthread_create(&t, NULL, stop_guard, NULL) != 0)
+        return -1;
+    pthread_detach(t);
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = main_ev_term.sa_flags & ~SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGTERM, &sa, NULL) < 0 || sigaction(SIGINT, &sa, NULL) < 0)
+        return -1;
+    return 0;
 }
 
 /* Options of run: -c, --join, --token. NULL after help or a usage error
@@ -540,6 +628,9 @@ static int cmd_run(int argc, char **argv)
     start.inherited = &inherited;
     start.parent_fd = ufd;
     pthread_sigmask(SIG_BLOCK, &block, &old);
+    if (stop_guard_start(bs->drain_timeout_ms) < 0)
+        log_warn("cannot start the stop guard: a busy control thread may "
+                 "hold SIGTERM past drainTimeout");
     main_loop =
         loop_new(main_base, bs, path, node, &start, &config_error, &err);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -567,6 +658,7 @@ static int cmd_run(int argc, char **argv)
             log_warn("upgrade: the CA's socket will not be handed over");
     }
     event_base_dispatch(main_base);
+    atomic_store(&main_stopped, 1);
     loop_free(main_loop);
     main_loop = NULL;
     log_info("exit");

@@ -351,6 +351,14 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
                    st.etcd_last_backoff_ms);
         buf_printf(b, "etcd.watch_created_unix_ms: %" PRId64 "\n",
                    st.etcd_watch_created_ms);
+        buf_printf(b, "etcd.range_pages: %" PRIu64 "\n", st.etcd_range_pages);
+        buf_printf(b, "etcd.skipped: %" PRIu64 "\n", st.etcd_skipped);
+        buf_printf(b, "etcd.keys_left_out: %zu\n", st.etcd_keys_left_out);
+        if (st.etcd_last_skip != NULL) {
+            buf_puts(b, "etcd.last_skip: ");
+            json_str(b, st.etcd_last_skip);
+            buf_puts(b, "\n");
+        }
         if (st.etcd_error != NULL) {
             buf_puts(b, "etcd.last_error: ");
             json_str(b, st.etcd_error);
@@ -873,6 +881,17 @@ static const struct status_family status_families[] = {
      "Watch progress notifications.", NULL, ST(etcd_progress, U64), WHEN_ETCD},
     {"strait_etcd_failures_total", "counter", "Requests to etcd that failed.",
      NULL, ST(etcd_failures, U64), WHEN_ETCD},
+    {"strait_etcd_range_pages_total", "counter",
+     "Range pages read (prefix reads go by pages of pageSize keys).", NULL,
+     ST(etcd_range_pages, U64), WHEN_ETCD},
+    {"strait_etcd_skipped_total", "counter",
+     "Watch messages skipped (larger than maxResponseBytes or unreadable); "
+     "each one makes a read of the prefix.",
+     NULL, ST(etcd_skipped, U64), WHEN_ETCD},
+    {"strait_etcd_keys_left_out", "gauge",
+     "Keys whose value alone is larger than maxResponseBytes, left out by "
+     "the last read of the prefix.",
+     NULL, ST(etcd_keys_left_out, SIZE), WHEN_ETCD},
     {"strait_etcd_last_backoff_seconds", "gauge",
      "The last reconnect delay drawn.", NULL, ST(etcd_last_backoff_ms, SECONDS),
      WHEN_ETCD},
@@ -1479,6 +1498,14 @@ static void handle(struct evhttp_request *req, void *arg)
         else if (st.has_etcd)
             buf_printf(&body, "etcd: watching at revision %" PRId64 " (%s)\n",
                        st.etcd_revision, st.etcd_endpoint);
+        /* Skipped messages leave the gateway ready (what could be read
+         * applies, later changes too) but are named here until restart. */
+        if (st.has_etcd && st.etcd_last_skip != NULL)
+            buf_printf(&body,
+                       "etcd: %" PRIu64 " watch message(s) skipped, %zu "
+                       "key(s) left out; last: %s\n",
+                       st.etcd_skipped, st.etcd_keys_left_out,
+                       st.etcd_last_skip);
         /* As Istio's gateway pod: not ready until every watched kind was
          * listed and the snapshot of them built; latched after that, so
          * an API server outage does not pull every gateway at once. */

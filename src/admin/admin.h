@@ -77,6 +77,11 @@ struct admin_status {
     uint64_t etcd_failures;
     uint64_t etcd_last_backoff_ms;
     int64_t etcd_watch_created_ms; /* wall clock of the last watch made */
+    uint64_t etcd_range_pages;
+    uint64_t etcd_skipped;      /* watch messages skipped */
+    uint64_t etcd_keys_skipped; /* keys too large, found by range pages */
+    size_t etcd_keys_left_out;  /* ... in the last whole read */
+    const char *etcd_last_skip; /* NULL: nothing skipped */
     /* config.kubernetes: ready once every kind was listed and the
      * snapshot of them was built (latched); per kind below. */
     int has_kube;

@@ -269,8 +269,17 @@ static const struct conf_key etcd_keys[] = {
     {"maxResponseBytes", CONF_SIZE,
      OFF(struct bootstrap_etcd, max_response_bytes), 4096, INT64_C(1) << 32,
      "64MiB",
-     "the largest range answer (the whole prefix) or watch message taken; a "
-     "larger one is an error and the last good resources stay",
+     "the largest range page or watch message taken; a larger watch message "
+     "is skipped (logged, counted, shown on /healthz/ready) and the prefix "
+     "read again by pages at the newest revision; a page too large is asked "
+     "again with half the keys, and a key whose value alone is larger is "
+     "left out by name (the value held before stays)",
+     NULL, NULL, NULL, NULL},
+    {"pageSize", CONF_INT, OFF(struct bootstrap_etcd, page_size), 1, 100000,
+     "1000",
+     "keys per range request when the prefix is read (at start, after a "
+     "compaction or a skipped watch message); every page is read at the "
+     "revision of the first",
      NULL, NULL, NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
@@ -330,7 +339,16 @@ static const struct conf_key source_keys[] = {
      "for none",
      NULL, NULL, NULL, NULL},
     {"debounce", CONF_DURATION, OFF(struct bootstrap_source, debounce_ms), 1,
-     60000, "100ms", "quiet time after a change in dir before it is reloaded",
+     60000, "100ms",
+     "quiet time after a change in dir before it is reloaded; etcd, "
+     "Kubernetes and MeshLink changes are gathered this long before one "
+     "rebuild takes them all",
+     NULL, NULL, NULL, NULL},
+    {"maxRebuildsPerSecond", CONF_INT,
+     OFF(struct bootstrap_source, max_rebuilds_per_s), 1, 1000, "4",
+     "rebuilds from etcd, Kubernetes or MeshLink changes, at most, per "
+     "second; changes that come meanwhile wait and go together into the "
+     "next one, so a flood of writes costs a bounded number of rebuilds",
      NULL, NULL, NULL, NULL},
     {"defaultNamespace", CONF_STR, OFF(struct bootstrap_source, default_ns), 0,
      0, "default",

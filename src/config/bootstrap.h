@@ -178,6 +178,7 @@ struct bootstrap_etcd {
     int64_t backoff_ms;         /* first reconnect delay (jittered) */
     int64_t backoff_max_ms;     /* the cap */
     int64_t max_response_bytes; /* a range answer or one watch message */
+    int64_t page_size;          /* keys per range page, at most */
 };
 
 /* Tracing: spans exported over OTLP/HTTP (JSON). */
@@ -221,7 +222,8 @@ struct bootstrap_kube {
 struct bootstrap_source {
     char *dir; /* "" for none */
     int64_t debounce_ms;
-    char *default_ns; /* namespace of documents that give none */
+    int64_t max_rebuilds_per_s; /* etcd/kube/link changes: rebuilds, at most */
+    char *default_ns;           /* namespace of documents that give none */
     struct bootstrap_etcd etcd;
     struct bootstrap_kube kubernetes;
 };

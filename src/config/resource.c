@@ -673,6 +673,58 @@ static void resource_free(struct resource *r)
     free(r);
 }
 
+static uint64_t res_hash(enum res_kind kind, const char *ns, const char *name)
+{
+    uint64_t h = 1469598103934665603u ^ (uint64_t)kind;
+
+    for (const char *p = ns; *p != '\0'; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211u;
+    h = (h ^ '/') * 1099511628211u;
+    for (const char *p = name; *p != '\0'; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211u;
+    return h;
+}
+
+/* idx_slot() is the slot of (kind, ns, name) in set->idx: the one that
+ * holds it, or the empty one where it goes. */
+static size_t idx_slot(const struct resource_set *set, enum res_kind kind,
+                       const char *ns, const char *name)
+{
+    size_t mask = set->idx_cap - 1;
+    size_t s = (size_t)res_hash(kind, ns, name) & mask;
+
+    for (;;) {
+        size_t i = set->idx[s];
+        const struct resource *o;
+        if (i == 0)
+            return s;
+        o = set->v[i - 1];
+        if (o->kind == kind && strcmp(o->meta.name, name) == 0 &&
+            strcmp(o->meta.ns, ns) == 0)
+            return s;
+        s = (s + 1) & mask;
+    }
+}
+
+/* idx_grow() doubles the index when it would pass half full; on no
+ * memory the index goes and the set is searched linearly. */
+static void idx_grow(struct resource_set *set, size_t want)
+{
+    size_t cap = set->idx_cap ? set->idx_cap : 64, *old = set->idx;
+
+    if (old != NULL && want * 2 <= set->idx_cap)
+        return;
+    while (want * 2 > cap)
+        cap *= 2;
+    free(old);
+    set->idx = calloc(cap, sizeof(*set->idx));
+    set->idx_cap = set->idx ? cap : 0;
+    for (size_t i = 0; set->idx != NULL && i < set->n; i++) {
+        const struct resource *o = set->v[i];
+        set->idx[idx_slot(set, o->kind, o->meta.ns, o->meta.name)] = i + 1;
+    }
+}
+
 void resource_set_free(struct resource_set *set)
 {
     if (set == NULL)
@@ -680,6 +732,7 @@ void resource_set_free(struct resource_set *set)
     for (size_t i = 0; i < set->n; i++)
         resource_free(set->v[i]);
     free(set->v);
+    free(set->idx);
     for (size_t i = 0; i < set->nfiles; i++)
         free(set->files[i]);
     free(set->files);
@@ -706,6 +759,10 @@ const struct resource *resource_find(const struct resource_set *set,
                                      enum res_kind kind, const char *ns,
                                      const char *name)
 {
+    if (set->idx != NULL) {
+        size_t i = set->idx[idx_slot(set, kind, ns, name)];
+        return i ? set->v[i - 1] : NULL;
+    }
     for (size_t i = 0; i < set->n; i++) {
         const struct resource *r = set->v[i];
         if (r->kind == kind && strcmp(r->meta.name, name) == 0 &&
@@ -881,8 +938,17 @@ static int add_resource(struct loader *ld, struct resource *r,
                         const char *resource)
 {
     struct resource_set *set = ld->set;
+    size_t from = 0, to = set->n, slot = 0;
 
-    for (size_t i = 0; i < set->n; i++) {
+    /* With the index, only the one resource of the same identity (if
+     * any) is compared below. */
+    idx_grow(set, set->n + 1);
+    if (set->idx != NULL) {
+        slot = idx_slot(set, r->kind, r->meta.ns, r->meta.name);
+        from = set->idx[slot] ? set->idx[slot] - 1 : set->n;
+        to = set->idx[slot] ? from + 1 : set->n;
+    }
+    for (size_t i = from; i < to; i++) {
         struct resource *o = set->v[i];
         if (o->kind == r->kind && strcmp(o->meta.name, r->meta.name) == 0 &&
             strcmp(o->meta.ns, r->meta.ns) == 0 && ld->expect != NULL &&
@@ -924,6 +990,8 @@ static int add_resource(struct loader *ld, struct resource *r,
         set->v = v;
     }
     set->v[set->n++] = r;
+    if (set->idx != NULL)
+        set->idx[slot] = set->n;
     return 0;
 }
 

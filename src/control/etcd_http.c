@@ -93,14 +93,23 @@ static int split_lines(struct etcd_http *h)
     }
 }
 
+static const char etcd_http_msg_too_large[] =
+    "a watch message is larger than the limit";
+static const char etcd_http_answer_too_large[] =
+    "the answer is larger than the limit";
+
+int etcd_http_too_large(const char *err)
+{
+    return err == etcd_http_msg_too_large || err == etcd_http_answer_too_large;
+}
+
 static int take_body(struct etcd_http *h, const char *p, size_t n)
 {
     if (n == 0)
         return 0;
     if (buf_append(&h->body, p, n) < 0) {
-        finish(h, h->stream && h->status == 200
-                      ? "a watch message is larger than the limit"
-                      : "the answer is larger than the limit");
+        finish(h, h->stream && h->status == 200 ? etcd_http_msg_too_large
+                                                : etcd_http_answer_too_large);
         return -1;
     }
     return 0;
@@ -149,7 +158,7 @@ static int process(struct etcd_http *h, int eof)
         if (h->stream && h->status == 200 && h->has_timer)
             timer_cancel(&h->deadline);
         if (h->framing == H1_BODY_LENGTH && h->left > h->max_body) {
-            finish(h, "the answer is larger than the limit");
+            finish(h, etcd_http_answer_too_large);
             return 1;
         }
     }
@@ -226,7 +235,7 @@ int etcd_http_feed(struct etcd_http *h, const char *in, size_t n, int eof)
         size_t room;
         char *p = buf_reserve_any(&h->in, &room);
         if (p == NULL) {
-            finish(h, "the answer is larger than the limit");
+            finish(h, etcd_http_answer_too_large);
             return 1;
         }
         if (room > n)
@@ -288,7 +297,7 @@ static void on_io(struct conn *cn, void *arg)
         ssize_t n;
 
         if (p == NULL) {
-            finish(h, "the answer is larger than the limit");
+            finish(h, etcd_http_answer_too_large);
             return;
         }
         n = conn_read(cn, p, room);

@@ -67,6 +67,12 @@ struct etcd_http *etcd_http_new(struct event_base *base,
                                 const struct etcd_http_cb *cb,
                                 const char **why);
 
+/* etcd_http_too_large() says whether done()'s err is the limit
+ * (max_body) being passed, by an answer or one stream message: the caller
+ * may then ask for less (a range by smaller pages) instead of retrying the
+ * same request forever. */
+int etcd_http_too_large(const char *err);
+
 /* etcd_http_free() ends the request at once (no callback) and frees it;
  * the request bytes are wiped (they may carry a password or token). NULL:
  * no-op. */

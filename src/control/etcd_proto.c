@@ -497,11 +497,21 @@ static int put_end(struct buf *b, struct slice end)
 int etcd_req_range(struct buf *b, struct slice key, struct slice end,
                    int64_t revision)
 {
+    return etcd_req_range_page(b, key, end, revision, 0, 0);
+}
+
+int etcd_req_range_page(struct buf *b, struct slice key, struct slice end,
+                        int64_t revision, int64_t limit, int keys_only)
+{
     if (buf_puts(b, "{") < 0 || put_bytes(b, "key", key) < 0 ||
         buf_puts(b, ",") < 0 || put_end(b, end) < 0)
         return -1;
     if (revision > 0 &&
         buf_printf(b, ",\"revision\":\"%lld\"", (long long)revision) < 0)
+        return -1;
+    if (limit > 0 && buf_printf(b, ",\"limit\":\"%lld\"", (long long)limit) < 0)
+        return -1;
+    if (keys_only && buf_puts(b, ",\"keys_only\":true") < 0)
         return -1;
     return buf_puts(b, "}");
 }

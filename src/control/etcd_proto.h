@@ -112,6 +112,12 @@ int etcd_req_range(struct buf *b, struct slice key, struct slice end,
                    int64_t revision);
 /* {"create_request":{"key":..,"range_end":..,"start_revision":"N",
  * "progress_notify":true}} */
+/* One page of a range: at most limit keys (0: all) from key, at revision
+ * (0: the newest); keys_only leaves the values out (to name a key whose
+ * value is too large to read). The answer's "more" says whether keys are
+ * left after the page. */
+int etcd_req_range_page(struct buf *b, struct slice key, struct slice end,
+                        int64_t revision, int64_t limit, int keys_only);
 int etcd_req_watch(struct buf *b, struct slice key, struct slice end,
                    int64_t start_revision, int progress_notify);
 int etcd_req_auth(struct buf *b, const char *name, const char *password);

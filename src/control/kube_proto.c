@@ -125,6 +125,13 @@ static int read_object(struct arena *a, const struct json *v,
     }
     if (!need_name)
         return 0;
+    /* Nested past what is read (a CRD's free-form field): this object is
+     * left out by name, and the list or watch it came in goes on. */
+    if (json_has_cut(v)) {
+        o->bad = "nested more than " KUBE_DEPTH_TEXT " levels deep";
+        o->json = "";
+        return 0;
+    }
     buf_init(&b, SIZE_MAX);
     if (buf_puts(&b, "{\"apiVersion\":") < 0 ||
         json_escape(&b, api_version, strlen(api_version)) < 0 ||
@@ -176,8 +183,9 @@ int kube_parse_list(struct arena *a, const char *p, size_t n,
                     const char *api_version, const char *kind, size_t max_nodes,
                     struct kube_list *out, const char **why)
 {
-    const struct json *root = json_parse_max(a, p, n, KUBE_MAX_JSON_DEPTH,
-                                             max_nodes, JSON_ANY_SIZE, why);
+    const struct json *root =
+        json_parse_max(a, p, n, KUBE_MAX_JSON_DEPTH, max_nodes,
+                       JSON_ANY_SIZE | JSON_CUT_DEEP, why);
     const struct json *meta, *items;
     int bad = 0;
     size_t i = 0;
@@ -221,8 +229,9 @@ int kube_parse_event(struct arena *a, const char *p, size_t n,
                      const char *api_version, const char *kind,
                      size_t max_nodes, struct kube_event *out, const char **why)
 {
-    const struct json *root = json_parse_max(a, p, n, KUBE_MAX_JSON_DEPTH,
-                                             max_nodes, JSON_ANY_SIZE, why);
+    const struct json *root =
+        json_parse_max(a, p, n, KUBE_MAX_JSON_DEPTH, max_nodes,
+                       JSON_ANY_SIZE | JSON_CUT_DEEP, why);
     static const char *const types[] = {"ADDED", "MODIFIED", "DELETED",
                                         "BOOKMARK", "ERROR"};
     const struct json *obj;

@@ -25,6 +25,7 @@ struct buf;
  */
 
 #define KUBE_MAX_JSON_DEPTH 64
+#define KUBE_DEPTH_TEXT "64"
 
 /* One object as strait keeps it: its names, and the object written again
  * as one JSON document with apiVersion and kind first (list items carry
@@ -35,8 +36,12 @@ struct kube_object {
     const char *name; /* never "" (an object without one is an error);
                        * neither name nor ns has a '/' */
     const char *rv;   /* metadata.resourceVersion; "" when not given */
-    const char *json; /* NUL-terminated */
+    const char *json; /* NUL-terminated; "" when bad */
     size_t json_n;
+    /* Not NULL: why the object cannot be read (nested deeper than
+     * KUBE_MAX_JSON_DEPTH); ns and name are set, json is "". The caller
+     * leaves it out by name and goes on with the rest. */
+    const char *bad;
 };
 
 struct kube_status {

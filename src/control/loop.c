@@ -158,7 +158,11 @@ struct loop {
     struct link_server *link_server; /* NULL without links.address */
     struct res_input *inputs;        /* etcd's then the links' */
     size_t inputs_cap;
-    struct timer links_timer;     /* a link's entries changed: reload */
+    /* etcd, Kubernetes or a link changed: one reload for all the changes
+     * gathered (config.debounce), at most config.maxRebuildsPerSecond. */
+    struct timer links_timer;
+    uint64_t reload_done_ms;      /* clock_ms() at the end of the last one */
+    uint64_t reloads_gathered;    /* change notices taken by a later reload */
     struct net_gateway *link_gws; /* the MeshLinks' gateways, per build */
     size_t link_gws_cap;
     struct reaper reaper; /* closed catalog API connections */
@@ -1240,6 +1244,11 @@ static void admin_status(void *arg, struct admin_status *out)
         out->etcd_failures = es.failures;
         out->etcd_last_backoff_ms = es.last_backoff_ms;
         out->etcd_watch_created_ms = es.watch_created_ms;
+        out->etcd_range_pages = es.range_pages;
+        out->etcd_skipped = es.skipped;
+        out->etcd_keys_skipped = es.keys_skipped;
+        out->etcd_keys_left_out = es.keys_left_out;
+        out->etcd_last_skip = es.last_skip;
     }
     if (s->kube != NULL) {
         const struct source_kube_kind *kk;
@@ -1530,20 +1539,67 @@ static void loop_filter(void *arg, struct resource_set *set)
         links_filter(s->links, set);
 }
 
-/* A link's entries changed: load them with the rest. */
+/*
+ * on_links_timer() loads what etcd, the Kubernetes API and the links hold,
+ * all changes since the last load at once. Once every Kubernetes kind was
+ * listed and that snapshot built (its listeners bound), the gateway is
+ * ready, for good (Istio's atleastOnceReady); one refused leaves it not
+ * ready until a later change is taken.
+ */
 static void on_links_timer(void *arg)
 {
     struct loop *s = arg;
+    int synced, rc;
 
-    if (s->source != NULL)
-        source_reload(s->source, -1, 1);
+    /* Draining: nothing new is built (a long load would only delay the
+     * exit). */
+    if (s->draining)
+        return;
+    synced = s->kube != NULL && source_kube_synced(s->kube);
+    rc = s->source != NULL ? source_reload(s->source, -1, 1) : -1;
+
+    if (synced && !s->kube_ready && rc == 1 && s->last_rebuild_error == NULL) {
+        s->kube_ready = 1;
+        log_info("kubernetes: every kind listed and applied: ready");
+    }
+    /* The gap to the next one counts from the end of this one, so however
+     * long a load of many keys takes, the loop gets to the admin API,
+     * signals and the sources' sockets between two. */
+    s->reload_done_ms = clock_ms();
+}
+
+/*
+ * schedule_reload() takes a change notice. The first load goes at once
+ * (the gateway is not ready or not serving the fleet's resources until
+ * it ran); after that changes are gathered for config.debounce and the
+ * load comes no sooner than 1/maxRebuildsPerSecond after the end of the
+ * last. A notice while one is pending joins it: a flood of watch
+ * messages costs a bounded number of loads, not one each.
+ */
+static void schedule_reload(struct loop *s)
+{
+    uint64_t now = clock_ms(), wait, gap;
+
+    if (timer_armed(&s->links_timer)) {
+        s->reloads_gathered++;
+        return;
+    }
+    if (s->reload_done_ms == 0) {
+        timer_arm(&s->links_timer, 0);
+        return;
+    }
+    wait = (uint64_t)s->bs->config.debounce_ms;
+    gap = 1000 / (uint64_t)(s->bs->config.max_rebuilds_per_s > 0
+                                ? s->bs->config.max_rebuilds_per_s
+                                : 1);
+    if (s->reload_done_ms + gap > now && s->reload_done_ms + gap - now > wait)
+        wait = s->reload_done_ms + gap - now;
+    timer_arm(&s->links_timer, wait);
 }
 
 static void on_links_change(void *arg)
 {
-    struct loop *s = arg;
-
-    timer_arm(&s->links_timer, 0);
+    schedule_reload(arg);
 }
 
 static void admin_links(void *arg, struct buf *b)
@@ -1608,30 +1664,16 @@ static void admin_links_prometheus(void *arg, struct buf *b)
                st.refused_per_source, st.refused_busy, st.timed_out);
 }
 
+/* The keys under the etcd prefix or the objects held from the
+ * Kubernetes API changed: a load, gathered with others. */
 static void on_etcd_change(void *arg)
 {
-    struct loop *s = arg;
-
-    if (s->source != NULL)
-        source_reload(s->source, -1, 1);
+    schedule_reload(arg);
 }
 
-/* The objects held from the Kubernetes API changed: the same. Once every
- * kind was listed and that snapshot built (its listeners bound), the
- * gateway is ready, for good (Istio's atleastOnceReady). */
 static void on_kube_change(void *arg)
 {
-    struct loop *s = arg;
-    int synced = s->kube != NULL && source_kube_synced(s->kube);
-    int rc = s->source != NULL ? source_reload(s->source, -1, 1) : -1;
-
-    /* Ready as Istio's gateway: the first full snapshot took effect and
-     * was built (listeners bound); one refused leaves it not ready until
-     * a later change is taken. */
-    if (synced && !s->kube_ready && rc == 1 && s->last_rebuild_error == NULL) {
-        s->kube_ready = 1;
-        log_info("kubernetes: every kind listed and applied: ready");
-    }
+    schedule_reload(arg);
 }
 
 /* A jwksUri's keys arrived or changed: the routes that verify with them

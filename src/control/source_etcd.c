@@ -72,6 +72,19 @@ struct source_etcd {
     struct timer notify;
     int fails; /* consecutive failures */
     int need_range;
+    /* The prefix read by pages (a resync): every page at range_rev (0
+     * before the first answer: the newest), from range_key (NULL: the
+     * prefix), page keys at a time; halved when a page is too large, and
+     * at one key a keys-only read names the key to leave out. */
+    int64_t page_size, page;
+    int64_t range_rev;
+    char *range_key;
+    size_t range_key_n;
+    int keys_only;
+    int range_diff;       /* changes the pages so far made */
+    size_t left_out;      /* keys too large in the resync under way */
+    size_t left_out_last; /* ... in the last whole one */
+    char *last_skip;      /* what the last skip was, for readiness */
     int synced, watching;
     int64_t rev;
     uint64_t down_since; /* clock_ms(); 0 while up */
@@ -269,6 +282,9 @@ static void on_notify(void *arg)
 {
     struct source_etcd *e = arg;
 
+    /* Half a read by pages is no revision at all: its end notifies. */
+    if (e->range_rev != 0)
+        return;
     e->on_change(e->arg);
 }
 
@@ -422,6 +438,108 @@ static void handle_auth(void *arg, int status, const char *body, size_t n,
     step(e);
 }
 
+/* resync_reset() makes the next request the first page of a whole read
+ * of the prefix at the newest revision. */
+static void resync_reset(struct source_etcd *e)
+{
+    free(e->range_key);
+    e->range_key = NULL;
+    e->range_key_n = 0;
+    e->range_rev = 0;
+    e->page = e->page_size;
+    e->keys_only = 0;
+    e->range_diff = 0;
+    e->left_out = 0;
+}
+
+/* The next page starts just after key (key + a NUL byte: etcd orders
+ * keys as bytes). */
+static int resync_after(struct source_etcd *e, struct slice key)
+{
+    char *k = malloc(key.n + 1);
+
+    if (k == NULL)
+        return -1;
+    memcpy(k, key.p, key.n);
+    k[key.n] = '\0';
+    free(e->range_key);
+    e->range_key = k;
+    e->range_key_n = key.n + 1;
+    return 0;
+}
+
+/*
+ * skip() gives up a watch message strait cannot take (larger than
+ * maxResponseBytes, or not etcd's JSON): re-watching from the same
+ * revision would get the same message forever and no later change would
+ * ever apply. The prefix is read again by pages at the newest revision
+ * (which holds whatever the message carried, a value too large being left
+ * out by name there) and the watch goes on after it.
+ */
+static void skip(struct source_etcd *e, const char *why)
+{
+    char msg[512];
+
+    snprintf(msg, sizeof(msg),
+             "a watch message after revision %" PRId64 " was skipped (%s); "
+             "the prefix is read again at the newest revision",
+             e->rev, why);
+    free(e->last_skip);
+    e->last_skip = strdup(msg);
+    e->st.skipped++;
+    log_warn("etcd: %s", msg);
+    e->what = IDLE;
+    e->watching = 0;
+    e->need_range = 1;
+    resync_reset(e);
+    step(e);
+}
+
+/* A page too large for maxResponseBytes: half the keys; at one key, the
+ * key's name alone (keys_only), to leave it out. */
+static void page_too_large(struct source_etcd *e)
+{
+    e->what = IDLE;
+    if (e->page > 1) {
+        e->page /= 2;
+        log_debug("etcd: a range page is larger than maxResponseBytes; "
+                  "asking for %" PRId64 " key(s)",
+                  e->page);
+    } else {
+        e->keys_only = 1;
+    }
+    step(e);
+}
+
+/* The keys-only page of one key: that key's value alone passes the
+ * limit. It is left out (what was held for it stays) and named. */
+static void leave_out(struct source_etcd *e, const struct etcd_range *r)
+{
+    int found = 0;
+    size_t i;
+    char msg[512];
+
+    e->keys_only = 0;
+    e->page = e->page_size;
+    if (r->n == 0)
+        return;
+    if (ours(e, r->kvs[0].key)) {
+        i = find(e, r->kvs[0].key.p, &found);
+        if (found)
+            e->v[i].seen = 1;
+    }
+    e->left_out++;
+    e->st.keys_skipped++;
+    snprintf(msg, sizeof(msg),
+             "key %.*s at revision %" PRId64 " is larger than "
+             "maxResponseBytes (%zu): left out%s",
+             (int)r->kvs[0].key.n, r->kvs[0].key.p, r->header.revision,
+             e->max_bytes, found ? ", its last value read stays" : "");
+    free(e->last_skip);
+    e->last_skip = strdup(msg);
+    LOG_LIMITED(200, LOG_WARN, "etcd: %s", msg);
+}
+
 static void handle_range(void *arg, int status, const char *body, size_t n,
                          const char *err)
 {
@@ -433,11 +551,32 @@ static void handle_range(void *arg, int status, const char *body, size_t n,
     int diff = 0;
 
     req_done_common(e);
+    if (err != NULL && etcd_http_too_large(err) && !e->keys_only) {
+        page_too_large(e);
+        return;
+    }
     if (err != NULL) {
         failed(e, "range", err);
         return;
     }
     if (status != 200) {
+        struct etcd_error er;
+        /* The revision the pages read at was compacted meanwhile: start
+         * again at the newest. */
+        arena_init(&a, 4096);
+        if (e->range_rev > 0 && etcd_parse_error(&a, body, n, &er, &why) == 0 &&
+            er.code == 11) {
+            arena_dispose(&a);
+            e->st.compactions++;
+            log_warn("etcd: revision %" PRId64 " was compacted while %s was "
+                     "read by pages; reading it again",
+                     e->range_rev, e->prefix);
+            resync_reset(e);
+            e->what = IDLE;
+            step(e);
+            return;
+        }
+        arena_dispose(&a);
         error_text(status, body, n, msg, sizeof(msg), e);
         failed(e, "range", msg);
         return;
@@ -448,46 +587,73 @@ static void handle_range(void *arg, int status, const char *body, size_t n,
         failed(e, "range", why);
         return;
     }
-    e->st.ranges++;
-    /* The answer is the whole prefix: every key held that it lacks was
+    e->st.range_pages++;
+    /* The first page: every key held that the whole read lacks was
      * deleted meanwhile (a compaction hid the DELETE events). */
-    for (size_t i = 0; i < e->n; i++)
-        e->v[i].seen = 0;
-    for (size_t k = 0; k < r.n; k++) {
-        int c = put(e, &r.kvs[k]), found = 0;
-        size_t i;
-        if (c < 0) {
+    if (e->range_rev == 0 && e->range_key == NULL) {
+        for (size_t i = 0; i < e->n; i++)
+            e->v[i].seen = 0;
+        e->range_rev = r.header.revision;
+    }
+    if (e->keys_only) {
+        leave_out(e, &r);
+    } else {
+        for (size_t k = 0; k < r.n; k++) {
+            int c = put(e, &r.kvs[k]), found = 0;
+            size_t i;
+            if (c < 0) {
+                arena_dispose(&a);
+                failed(e, "range", "out of memory");
+                return;
+            }
+            diff += c;
+            if (ours(e, r.kvs[k].key)) {
+                i = find(e, r.kvs[k].key.p, &found);
+                if (found)
+                    e->v[i].seen = 1;
+            }
+        }
+        /* A page that fitted: the next may be as large as configured. */
+        e->page = e->page_size;
+    }
+    e->range_diff += diff;
+    /* A member answers: not down, even before the watch is made. */
+    e->down_since = 0;
+    if (r.more && r.n > 0) {
+        if (resync_after(e, r.kvs[r.n - 1].key) < 0) {
             arena_dispose(&a);
             failed(e, "range", "out of memory");
             return;
         }
-        diff += c;
-        if (ours(e, r.kvs[k].key)) {
-            i = find(e, r.kvs[k].key.p, &found);
-            if (found)
-                e->v[i].seen = 1;
-        }
+        arena_dispose(&a);
+        e->what = IDLE;
+        step(e);
+        return;
     }
+    arena_dispose(&a);
     for (size_t i = e->n; i-- > 0;) {
         if (e->v[i].seen)
             continue;
         entry_dispose(&e->v[i]);
         memmove(&e->v[i], &e->v[i + 1], (e->n - i - 1) * sizeof(*e->v));
         e->n--;
-        diff++;
+        e->range_diff++;
     }
-    e->rev = r.header.revision;
-    arena_dispose(&a);
+    e->rev = e->range_rev;
+    diff = e->range_diff;
+    e->left_out_last = e->left_out;
+    resync_reset(e);
+    e->st.ranges++;
     e->need_range = 0;
-    /* A member answers: not down, even before the watch is made. */
-    e->down_since = 0;
     log_info("etcd: read %s on %s: %zu key(s) at revision %" PRId64
-             ", %d changed",
-             e->prefix, e->eps[e->cur].url, e->n, e->rev, diff);
+             ", %d changed, %zu left out",
+             e->prefix, e->eps[e->cur].url, e->n, e->rev, diff,
+             e->left_out_last);
     if (diff > 0 || !e->synced) {
         e->synced = 1;
         changed(e);
     }
+    e->what = IDLE;
     step(e);
 }
 
@@ -504,7 +670,7 @@ static int handle_line(void *arg, const char *p, size_t n)
     if (etcd_parse_watch(&a, p, n, &m, &why) < 0) {
         arena_dispose(&a);
         req_done_common(e);
-        failed(e, "watch", why);
+        skip(e, why);
         return 1;
     }
     if (m.is_error) {
@@ -583,6 +749,10 @@ static void handle_watch_done(void *arg, int status, const char *body, size_t n,
     char msg[512];
 
     req_done_common(e);
+    if (err != NULL && status == 200 && etcd_http_too_large(err)) {
+        skip(e, "larger than maxResponseBytes");
+        return;
+    }
     if (err != NULL) {
         failed(e, "watch", err);
         return;
@@ -680,7 +850,13 @@ static void send_to(struct source_etcd *e, const struct addr *addr)
         etcd_req_auth(&body, e->username, e->password);
         start(e, AUTH, "/v3/auth/authenticate", &body, 0, e->request_ms, addr);
     } else if (!e->synced || e->need_range) {
-        etcd_req_range(&body, key, se, 0);
+        struct slice from = key;
+        if (e->range_key != NULL) {
+            from.p = e->range_key;
+            from.n = e->range_key_n;
+        }
+        etcd_req_range_page(&body, from, se, e->range_rev,
+                            e->keys_only ? 1 : e->page, e->keys_only);
         start(e, RANGE, "/v3/kv/range", &body, 0, e->request_ms, addr);
     } else {
         etcd_req_watch(&body, key, se, e->rev + 1, 1);
@@ -788,6 +964,8 @@ struct source_etcd *source_etcd_new(struct event_base *base,
     e->backoff_ms = conf->backoff_ms;
     e->backoff_max_ms = conf->backoff_max_ms;
     e->max_bytes = (size_t)conf->max_response_bytes;
+    e->page_size = conf->page_size > 0 ? conf->page_size : 1000;
+    resync_reset(e);
     if (need_tls) {
         struct tls_client_conf tc;
         memset(&tc, 0, sizeof(tc));
@@ -827,6 +1005,8 @@ void source_etcd_free(struct source_etcd *e)
         OPENSSL_cleanse(e->token, strlen(e->token));
     free(e->token);
     free(e->last_error);
+    free(e->last_skip);
+    free(e->range_key);
     conf_free(e);
     free(e);
 }
@@ -841,6 +1021,8 @@ void source_etcd_status(const struct source_etcd *e,
     out->keys = e->n;
     out->endpoint = e->eps[e->cur].url;
     out->last_error = e->last_error;
+    out->last_skip = e->last_skip;
+    out->keys_left_out = e->left_out_last;
     out->down_ms = e->down_since ? clock_ms() - e->down_since : 0;
 }
 

@@ -22,6 +22,12 @@ struct res_input;
  * - A compaction past that revision (the watch is canceled with
  *   compact_revision): read the prefix again at the newest revision, diff
  *   it against the keys held (deletes included) and watch from there.
+ * - A watch message larger than maxResponseBytes, or not etcd's JSON: it
+ *   is skipped (logged, counted, named on /healthz/ready) and the prefix
+ *   is read again as after a compaction. Every read of the prefix goes by
+ *   pages of pageSize keys at the revision of the first page; a page too
+ *   large is asked again with half the keys, and at one key that key is
+ *   named (keys only) and left out.
  * - No member answers: the keys held stay (so does the snapshot built from
  *   them), and the next attempt comes after a jittered, capped,
  *   exponential delay.
@@ -59,7 +65,12 @@ struct source_etcd_status {
     uint64_t down_ms;         /* how long no member has answered; 0 */
     uint64_t watches_started; /* watch requests made (one at a time) */
     uint64_t reconnects;      /* watches resumed after a broken stream */
-    uint64_t ranges;          /* prefix reads */
+    uint64_t ranges;          /* whole prefix reads */
+    uint64_t range_pages;     /* range requests answered (pages) */
+    uint64_t skipped;         /* watch messages skipped (too large, bad) */
+    uint64_t keys_skipped;    /* keys found too large by the pages */
+    size_t keys_left_out;     /* ... in the last whole read */
+    const char *last_skip;    /* what was skipped last; NULL: nothing */
     uint64_t compactions;     /* watches canceled by a compaction */
     uint64_t events;          /* watch events applied */
     uint64_t progress;        /* progress notifications */

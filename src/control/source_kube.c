@@ -187,6 +187,20 @@ static int put(struct watcher *w, const struct kube_object *obj)
         return 0;
     if (rc == KUBE_CACHE_ADDED)
         k->objects++;
+    if (obj->bad != NULL) {
+        /* Held by name (a later good version replaces it, a DELETE or a
+         * relist without it drops it) but never loaded. */
+        free(o->error);
+        o->error = strdup(obj->bad);
+        if (o->error == NULL)
+            return -1;
+        w->errors++;
+        LOG_LIMITED(200, LOG_WARN,
+                    "kubernetes: %s %s/%s is left out (the rest applies): %s",
+                    w->ki->kind, obj->ns[0] ? obj->ns : "-", obj->name,
+                    obj->bad);
+        return 1;
+    }
     check(w, o);
     return 1;
 }

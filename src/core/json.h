@@ -40,6 +40,9 @@ enum json_type {
 
 struct json {
     enum json_type type;
+    /* JSON_CUT_DEEP: 1 for a container nested past max_depth, skipped
+     * unread and given as JSON_NULL. */
+    unsigned char cut;
     struct slice str;   /* JSON_STRING: decoded UTF-8, NUL after it;
                          * JSON_NUMBER: the number as written */
     double num;         /* JSON_NUMBER */
@@ -67,6 +70,12 @@ const struct json *json_parse(struct arena *a, const char *p, size_t n,
  * caller has bounded n itself (etcd's range of a whole prefix). */
 #define JSON_ANY_SIZE 2u
 
+/* With JSON_CUT_DEEP a container nested past max_depth is not an error:
+ * it is skipped (brackets and strings matched, nothing else read) and
+ * stands in the tree as a JSON_NULL with cut set, so a list whose one
+ * item is too deep can still be read item by item (json_has_cut()). */
+#define JSON_CUT_DEEP 4u
+
 const struct json *json_parse_max(struct arena *a, const char *p, size_t n,
                                   int max_depth, size_t max_nodes,
                                   unsigned flags, const char **why);
@@ -75,6 +84,10 @@ const struct json *json_parse_max(struct arena *a, const char *p, size_t n,
  * (also when o is NULL or not an object). */
 const struct json *json_get(const struct json *o, const char *key);
 const struct json *json_get_slice(const struct json *o, struct slice key);
+
+/* json_has_cut() says whether a JSON_CUT_DEEP parse left out anything
+ * under o (o included). */
+int json_has_cut(const struct json *o);
 
 /* json_string() returns o's string, or {NULL,0} when o is not a string. */
 struct slice json_string(const struct json *o);

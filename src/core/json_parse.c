@@ -265,12 +265,56 @@ static int unique_keys(struct jp *j, const struct json *o)
     return 0;
 }
 
+/*
+ * skip_deep() passes over the container at j->p without building it (a
+ * JSON_CUT_DEEP document): a loop, not recursion, so any nesting costs
+ * no stack. Only the brackets and strings are checked: what is inside is
+ * never read, so a caller leaves the value that holds it out anyway.
+ */
+static int skip_deep(struct jp *j, struct json *v)
+{
+    size_t open = 0;
+
+    do {
+        if (j->p >= j->end)
+            return fail(j, "unexpected end");
+        switch (*j->p) {
+        case '{':
+        case '[':
+            open++;
+            break;
+        case '}':
+        case ']':
+            open--;
+            break;
+        case '"':
+            j->p++;
+            while (j->p < j->end && *j->p != '"') {
+                if (*j->p == '\\')
+                    j->p++;
+                j->p++;
+            }
+            if (j->p >= j->end)
+                return fail(j, "unterminated string");
+            break;
+        default:
+            break;
+        }
+        j->p++;
+    } while (open > 0);
+    v->type = JSON_NULL;
+    v->cut = 1;
+    return 0;
+}
+
 /* The elements of an array or object, after its opening bracket. */
 static int container(struct jp *j, struct json *v, int obj)
 {
     struct json **tail = &v->child;
     char close = obj ? '}' : ']';
 
+    if (j->depth + 1 > j->max_depth && (j->flags & JSON_CUT_DEEP) != 0)
+        return skip_deep(j, v);
     if (++j->depth > j->max_depth)
         return fail(j, "nested too deep");
     v->type = obj ? JSON_OBJECT : JSON_ARRAY;
@@ -400,4 +444,17 @@ struct slice json_string(const struct json *o)
     if (o == NULL || o->type != JSON_STRING)
         return SLICE_NULL;
     return o->str;
+}
+
+/* Recursion is bounded by the parse's max_depth, as the tree is. */
+int json_has_cut(const struct json *o)
+{
+    if (o == NULL)
+        return 0;
+    if (o->cut)
+        return 1;
+    for (const struct json *c = o->child; c != NULL; c = c->next)
+        if (json_has_cut(c))
+            return 1;
+    return 0;
 }

@@ -585,6 +585,55 @@ def test_credential_secret_and_namespace_from_the_api(api, strait_factory,
     assert s["kubernetes.Secret.left_out"] == 0
 
 
+def nested(depth):
+    v = "leaf"
+    for _ in range(depth):
+        v = {"a": v}
+    return v
+
+
+def left_out(st):
+    return json.loads(st.get("/config_dump")[1])["kubernetes"]["leftOut"]
+
+
+def test_deep_object_is_left_out_and_the_watch_goes_on(api, strait_factory,
+                                                       upstream_factory,
+                                                       tmp_path):
+    """An object nested deeper than strait reads (70 levels, past 64) is
+    named and left out, in the list and in the watch; the kind's watch goes
+    on and a later normal object applies."""
+    up = upstream_factory(responder(lambda h: b"ok"))
+    port = free_port()
+    api.apply(gateway(port))
+    api.apply(service())
+    api.apply(eslice("web-a", "web", up.port))
+    deep = vservice(name="deep", prefix="/deep")
+    deep["spec"]["extra"] = nested(70)
+    api.apply(deep)
+    st = strait_factory(extra=NODE + kube_conf(api, tmp_path)).start()
+    wait_for(lambda: kstats(st)["kubernetes.ready"] == 1, 10,
+             "ready with the deep object listed")
+    wait_for(lambda: "VirtualService default/deep is left out" in st.log(), 10,
+             "the listed one named")
+    # The same through the watch, then a normal object that must apply.
+    deep2 = vservice(name="deep2", prefix="/deep2")
+    deep2["spec"]["extra"] = nested(200)
+    api.apply(deep2)
+    # (The log is rate-limited per site: the dump names every one.)
+    wait_for(lambda: len(left_out(st)) == 2, 10, "the watched one left out")
+    api.apply(vservice())
+    wait_for(lambda: get(port) == (200, "ok"), 10, "the later object applied")
+    left = left_out(st)
+    assert sorted((x["namespace"], x["name"]) for x in left) == [
+        ("default", "deep"), ("default", "deep2")]
+    assert all("nested more than 64 levels deep" in x["error"] for x in left)
+    # Fixed through the API: taken.
+    deep["spec"].pop("extra")
+    api.apply(deep)
+    wait_for(lambda: kstats(st)["kubernetes.VirtualService.left_out"] == 1, 10,
+             "the fixed object taken")
+
+
 def test_limits_one_past(api, strait_factory, tmp_path):
     """maxObjects: the object one past it is left out and logged, the
     others apply; maxResponseBytes: a watch event one past it is an error,
@@ -875,9 +924,13 @@ def test_meshlink_from_the_api_links_the_site(api, strait_factory, tmp_path):
         assert kstats(st)["kubernetes.MeshLink.objects"] == 1
         wait_for(lambda: api.watch_stats().get(("meshlinks", "", "", ""), [0])[0] == 1,
                  10, "its watch")
-        names = [r["name"] for r in json.loads(st.get("/config_dump")[1])
-                 ["resources"]["resources"] if r["kind"] == "ServiceEntry"]
-        assert len(names) == 1 and names[0].startswith("site-b-"), names
+        def names():
+            return [r["name"] for r in json.loads(st.get("/config_dump")[1])
+                    ["resources"]["resources"] if r["kind"] == "ServiceEntry"]
+        # The link's entries are loaded with the next gathered reload
+        # (config.debounce after the catalog came).
+        wait_for(lambda: names() != [], 10, "the link's entries loaded")
+        assert len(names()) == 1 and names()[0].startswith("site-b-"), names()
         assert b.links()["server"]["active"] == 1
         # The credential never shows, from the API as from a file.
         token = ml["spec"]["credential"]["token"]

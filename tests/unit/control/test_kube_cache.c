@@ -19,7 +19,7 @@
 static struct kube_object obj(const char *ns, const char *name, const char *rv,
                               const char *json)
 {
-    struct kube_object o = {ns, name, rv, json, strlen(json)};
+    struct kube_object o = {ns, name, rv, json, strlen(json), NULL};
     return o;
 }
 

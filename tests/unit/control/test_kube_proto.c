@@ -249,6 +249,75 @@ static void test_status_only_change_writes_the_same_json(void **state)
     arena_dispose(&a);
 }
 
+/* An item nested past KUBE_MAX_JSON_DEPTH is named and marked bad; the
+ * list and the event around it still read (it used to fail the whole
+ * list, and so the kind's watch for the whole cluster). */
+static void test_deep_object_is_named_not_fatal(void **state)
+{
+    struct arena a;
+    struct kube_list l;
+    struct kube_event ev;
+    struct buf b;
+    const char *why = NULL;
+
+    (void)state;
+    buf_init(&b, 1 << 20);
+    buf_puts(&b, "{\"metadata\":{\"resourceVersion\":\"9\"},\"items\":["
+                 "{\"metadata\":{\"name\":\"deep\",\"namespace\":\"ns\"},"
+                 "\"spec\":");
+    for (int i = 0; i < 70; i++)
+        buf_puts(&b, "{\"a\":[\"]}\",");
+    buf_puts(&b, "1");
+    for (int i = 0; i < 70; i++)
+        buf_puts(&b, "]}");
+    buf_puts(&b, "},{\"metadata\":{\"name\":\"ok\",\"namespace\":\"ns\"}}]}");
+    arena_init(&a, 4096);
+    assert_int_equal(kube_parse_list(&a, buf_ptr(&b), buf_len(&b), "v1",
+                                     "Service", 0, &l, &why),
+                     0);
+    assert_int_equal(l.n, 2);
+    assert_string_equal(l.items[0].name, "deep");
+    assert_string_equal(l.items[0].ns, "ns");
+    assert_non_null(l.items[0].bad);
+    assert_non_null(strstr(l.items[0].bad, "64"));
+    assert_null(l.items[1].bad);
+    assert_string_equal(l.rv, "9");
+    arena_dispose(&a);
+
+    /* The same object in a watch event. */
+    buf_truncate(&b, 0);
+    buf_puts(&b, "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":"
+                 "\"deep\",\"namespace\":\"ns\",\"resourceVersion\":\"10\"},"
+                 "\"spec\":");
+    for (int i = 0; i < 100; i++)
+        buf_puts(&b, "[");
+    for (int i = 0; i < 100; i++)
+        buf_puts(&b, "]");
+    buf_puts(&b, "}}");
+    arena_init(&a, 4096);
+    assert_int_equal(kube_parse_event(&a, buf_ptr(&b), buf_len(&b), "v1",
+                                      "Service", 0, &ev, &why),
+                     0);
+    assert_int_equal(ev.type, KUBE_ADDED);
+    assert_string_equal(ev.obj.name, "deep");
+    assert_string_equal(ev.obj.rv, "10");
+    assert_non_null(ev.obj.bad);
+    arena_dispose(&a);
+
+    /* Unbalanced inside the part skipped: still refused. */
+    buf_truncate(&b, 0);
+    buf_puts(&b, "{\"type\":\"ADDED\",\"object\":{\"spec\":");
+    for (int i = 0; i < 100; i++)
+        buf_puts(&b, "[");
+    buf_puts(&b, "\"]]]]\"}}");
+    arena_init(&a, 4096);
+    assert_int_equal(kube_parse_event(&a, buf_ptr(&b), buf_len(&b), "v1",
+                                      "Service", 0, &ev, &why),
+                     -1);
+    arena_dispose(&a);
+    buf_dispose(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +327,7 @@ int main(void)
         cmocka_unit_test(test_events_refused),
         cmocka_unit_test(test_status_and_escape),
         cmocka_unit_test(test_status_only_change_writes_the_same_json),
+        cmocka_unit_test(test_deep_object_is_named_not_fatal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -238,13 +238,37 @@ static void test_duplicates(void **state)
     arena_dispose(&a);
 }
 
+/* JSON_CUT_DEEP: what is nested past max_depth stands as a cut null; the
+ * rest of the document is read; brackets and strings still must match. */
+static void test_cut_deep(void **state)
+{
+    struct arena a;
+    const char *why = NULL;
+    const struct json *r;
+    static const char doc[] = "[{\"a\":[[\"]\"]]},{\"b\":1}]";
+
+    (void)state;
+    arena_init(&a, 4096);
+    assert_null(json_parse_max(&a, doc, sizeof(doc) - 1, 3, 0, 0, &why));
+    r = json_parse_max(&a, doc, sizeof(doc) - 1, 3, 0, JSON_CUT_DEEP, &why);
+    assert_non_null(r);
+    assert_int_equal(r->n, 2);
+    assert_true(json_has_cut(r->child));
+    assert_false(json_has_cut(r->child->next));
+    assert_int_equal(json_get(r->child, "a")->child->type, JSON_NULL);
+    assert_int_equal(json_get(r->child, "a")->child->cut, 1);
+    assert_null(json_parse_max(&a, "[[[[]]", 6, 2, 0, JSON_CUT_DEEP, &why));
+    assert_null(json_parse_max(&a, "[[[\"]]]", 7, 2, 0, JSON_CUT_DEEP, &why));
+    arena_dispose(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),      cmocka_unit_test(test_escapes),
         cmocka_unit_test(test_refused),     cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_long_number), cmocka_unit_test(test_node_budget),
-        cmocka_unit_test(test_duplicates),
+        cmocka_unit_test(test_duplicates),  cmocka_unit_test(test_cut_deep),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
