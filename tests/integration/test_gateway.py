@@ -139,8 +139,8 @@ def start(strait_factory, tmp_path, versions, **kw):
     return st.start(), gw_port, conf
 
 
-def request(port, method, path, headers):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+def request(port, method, path, headers, timeout=10):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     c.request(method, path, headers=headers)
     r = c.getresponse()
     body = r.read()
@@ -148,8 +148,8 @@ def request(port, method, path, headers):
     return r.status, {k.lower(): v for k, v in r.getheaders()}, body
 
 
-def get(port, path, headers=None):
-    return request(port, "GET", path, headers or {})
+def get(port, path, headers=None, timeout=10):
+    return request(port, "GET", path, headers or {}, timeout)
 
 
 GATEWAY_AND_UP = """apiVersion: networking.istio.io/v1
