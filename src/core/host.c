@@ -106,12 +106,13 @@ int host_index_add(struct host_index *x, const char *pattern, size_t value)
 {
     struct strmap *m = &x->exact;
     char *key;
-    int rc = 0;
+    int rc = 1;
 
     switch (host_pattern_kind(pattern)) {
     case HOST_ANY:
-        if (x->any == 0)
-            x->any = value + 1;
+        if (x->any != 0)
+            return 1;
+        x->any = value + 1;
         return 0;
     case HOST_SUFFIX:
         m = &x->suffix;

@@ -109,8 +109,9 @@ struct host_index {
 void host_index_init(struct host_index *x);
 void host_index_dispose(struct host_index *x);
 
-/* host_index_add() adds pattern with value (kept when pattern is there
- * already); -1 when memory runs out. */
+/* host_index_add() adds pattern with value: 0 when added, 1 when the
+ * pattern is there already (its value is kept), -1 when memory runs out
+ * (x is then unchanged). */
 int host_index_add(struct host_index *x, const char *pattern, size_t value);
 
 /* host_index_find() is the value of the best pattern for the name (host,

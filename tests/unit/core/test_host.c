@@ -234,7 +234,7 @@ static void test_index_agrees_with_scan(void **state)
          * duplicates before and after. */
         host_index_init(&x);
         for (size_t i = 0; i < k; i++)
-            assert_int_equal(host_index_add(&x, pats[i], i), 0);
+            assert_true(host_index_add(&x, pats[i], i) >= 0);
         for (size_t j = 0; j < sizeof(names) / sizeof(*names); j++) {
             size_t n = strlen(names[j]);
             long want = scan_best(pats, k, names[j], n);
