@@ -20,6 +20,7 @@
 #include "config/res-k8s.h"
 #include "config/resource.h"
 #include "compile/compile.h"
+#include "core/ascii.h"
 #include "core/buf.h"
 #include "core/err.h"
 #include "core/host.h"
@@ -36,6 +37,129 @@
 #include "upstream/outlier.h"
 #include "upstream/priority.h"
 
+/* The set indexes under one host of istio_clusters.hosts, ascending. */
+struct istio_hostrefs {
+    size_t *v;
+    size_t n;
+    size_t cap;
+};
+
+static int push_index(size_t **v, size_t *n, size_t *cap, size_t i)
+{
+    if (*n > 0 && (*v)[*n - 1] == i)
+        return 0; /* a resource naming the host twice is listed once */
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 2;
+        size_t *nv = realloc(*v, nc * sizeof(*nv));
+        if (nv == NULL)
+            return -1;
+        *v = nv;
+        *cap = nc;
+    }
+    (*v)[(*n)++] = i;
+    return 0;
+}
+
+/* hosts_add() lists set index i under the full form of host as r's
+ * namespace makes it. */
+static int hosts_add(struct istio_clusters *t, const struct resource *r,
+                     const char *host, size_t i)
+{
+    char fq[512];
+    struct istio_hostrefs *h;
+
+    if (res_host_fqdn(host, r->meta.ns, t->set->domain, fq, sizeof(fq)) < 0)
+        return 0; /* no full name: no lookup by name finds it either */
+    ascii_lower_str(fq);
+    h = strmap_get(&t->hosts, fq);
+    if (h == NULL) {
+        h = calloc(1, sizeof(*h));
+        if (h == NULL || strmap_put(&t->hosts, fq, h) < 0) {
+            free(h);
+            return -1;
+        }
+    }
+    return push_index(&h->v, &h->n, &h->cap, i);
+}
+
+static void hosts_dispose(struct istio_clusters *t)
+{
+    size_t pos = 0;
+    const char *k;
+    void *v;
+
+    while (strmap_next(&t->hosts, &pos, &k, &v)) {
+        free(((struct istio_hostrefs *)v)->v);
+        free(v);
+    }
+    strmap_dispose(&t->hosts);
+    free(t->wild);
+    t->wild = NULL;
+    t->nwild = 0;
+    t->hosts_ok = 0;
+}
+
+/* hosts_build() indexes the set by host: every host of a service, the
+ * app label of a WorkloadEntry (the service it stands for), the host of
+ * a DestinationRule. */
+static void hosts_build(struct istio_clusters *t)
+{
+    const struct resource_set *set = t->set;
+    size_t awild = 0;
+
+    strmap_init(&t->hosts);
+    for (size_t i = 0; i < set->n; i++) {
+        const struct resource *r = set->v[i];
+        int rc = 0;
+        if (res_is_service(r)) {
+            const struct res_service_entry *se = res_service_entry(r);
+            for (size_t k = 0; k < se->hosts.n && rc == 0; k++) {
+                rc = hosts_add(t, r, se->hosts.v[k], i);
+                if (rc == 0 && host_pattern_kind(se->hosts.v[k]) != HOST_EXACT)
+                    rc = push_index(&t->wild, &t->nwild, &awild, i);
+            }
+        } else if (r->kind == RES_WORKLOAD_ENTRY) {
+            const struct res_workload_entry *we = res_workload_entry(r);
+            for (size_t k = 0; k < we->labels.n && rc == 0; k++)
+                if (strcmp(we->labels.v[k].key, "app") == 0)
+                    rc = hosts_add(t, r, we->labels.v[k].val, i);
+        } else if (r->kind == RES_DESTINATION_RULE) {
+            rc = hosts_add(t, r, res_destination_rule(r)->host, i);
+        }
+        if (rc < 0) {
+            hosts_dispose(t);
+            strmap_init(&t->hosts);
+            log_warn("compile: out of memory indexing hosts; scanning");
+            return;
+        }
+    }
+    t->hosts_ok = 1;
+}
+
+/*
+ * host_refs() gives the set indexes that may name host (full), ascending:
+ * its entry in t->hosts (case folded, so each caller still compares as
+ * its rule says). *all is set when there is no index and the caller is
+ * to try every index of the set.
+ */
+static const struct istio_hostrefs *host_refs(const struct istio_clusters *t,
+                                              const char *host, int *all)
+{
+    char key[512];
+    size_t n = strlen(host);
+
+    *all = !t->hosts_ok || n >= sizeof(key);
+    if (*all)
+        return NULL;
+    ascii_lower_copy(key, host, n);
+    key[n] = '\0';
+    return strmap_get(&t->hosts, key);
+}
+
+/* The i-th index to try of a host_refs() answer. */
+#define REFS_N(refs, all, set) ((all) ? (set)->n : (refs) ? (refs)->n : 0)
+#define REFS_AT(refs, all, i) ((all) ? (i) : (refs)->v[i])
+
 void istio_clusters_init(struct istio_clusters *t,
                          const struct resource_set *set, int nworkers,
                          const struct ident_map *prev, struct ident_map *next)
@@ -46,6 +170,7 @@ void istio_clusters_init(struct istio_clusters *t,
     strmap_init(&t->ids);
     t->prev = prev;
     t->next = next;
+    hosts_build(t);
 }
 
 void istio_clusters_dispose(struct istio_clusters *t)
@@ -54,6 +179,7 @@ void istio_clusters_dispose(struct istio_clusters *t)
         cluster_unref(t->v[i]);
     free(t->v);
     strmap_dispose(&t->ids);
+    hosts_dispose(t);
     net_table_dispose(&t->nt);
     memset(t, 0, sizeof(*t));
 }
@@ -407,16 +533,20 @@ static int64_t endpoint_port(const struct res_workload_entry *we,
 }
 
 static const struct res_subset *
-find_subset(const struct resource_set *set, const char *node_ns,
-            const char *host, const char *subset,
-            const struct res_destination_rule **dr, const struct resource **drr)
+find_subset(const struct istio_clusters *t, const char *host,
+            const char *subset, const struct res_destination_rule **dr,
+            const struct resource **drr)
 {
+    const struct resource_set *set = t->set;
+    const char *node_ns = t->node_ns;
     char fq[512];
+    int all;
+    const struct istio_hostrefs *refs = host_refs(t, host, &all);
 
     *dr = NULL;
     *drr = NULL;
-    for (size_t i = 0; i < set->n; i++) {
-        const struct resource *r = set->v[i];
+    for (size_t j = 0; j < REFS_N(refs, all, set); j++) {
+        const struct resource *r = set->v[REFS_AT(refs, all, j)];
         const struct res_destination_rule *d;
 
         if (r->kind != RES_DESTINATION_RULE)
@@ -510,13 +640,14 @@ static void collect(const struct istio_clusters *t, const char *host,
 {
     const struct resource_set *set = t->set;
     const char *node_ns = t->node_ns;
-    int found = 0, k8s = 0;
+    int found = 0, k8s = 0, all;
+    const struct istio_hostrefs *refs = host_refs(t, host, &all);
 
     /* A host a Kubernetes Service has is that Service's: istiod prefers
      * it to ServiceEntries of the same host, so that none can take the
      * name over. */
-    for (size_t i = 0; i < set->n && !k8s; i++) {
-        const struct resource *r = set->v[i];
+    for (size_t j = 0; j < REFS_N(refs, all, set) && !k8s; j++) {
+        const struct resource *r = set->v[REFS_AT(refs, all, j)];
         const struct res_service_entry *se;
         if (r->kind != RES_SERVICE)
             continue;
@@ -524,8 +655,8 @@ static void collect(const struct istio_clusters *t, const char *host,
         k8s = (node_ns == NULL || res_visible(r, &se->export_to, node_ns)) &&
               se_has_host(r, se, host, set->domain);
     }
-    for (size_t i = 0; i < set->n; i++) {
-        const struct resource *r = set->v[i];
+    for (size_t j = 0; j < REFS_N(refs, all, set); j++) {
+        const struct resource *r = set->v[REFS_AT(refs, all, j)];
         const struct res_service_entry *se;
         const struct res_se_port *sp = NULL;
         int dns;
@@ -1209,33 +1340,50 @@ static int table_add(struct istio_clusters *t, const char *key,
  * its names), or a service a WorkloadEntry stands for (app=NAME). The
  * same registry `strait check` knows, less what is not exported here.
  */
+static int host_registered_by(const struct istio_clusters *t,
+                              const struct resource *r, const char *host);
+
+/* host_registered() is true when a service (or WorkloadEntries by app)
+ * visible to the node declares host (full): those of its name, and the
+ * wildcard services, are tried. */
 static int host_registered(const struct istio_clusters *t, const char *host)
+{
+    const struct resource_set *set = t->set;
+    int all;
+    const struct istio_hostrefs *refs = host_refs(t, host, &all);
+
+    for (size_t j = 0; j < REFS_N(refs, all, set); j++)
+        if (host_registered_by(t, set->v[REFS_AT(refs, all, j)], host))
+            return 1;
+    for (size_t j = 0; !all && j < t->nwild; j++)
+        if (host_registered_by(t, set->v[t->wild[j]], host))
+            return 1;
+    return 0;
+}
+
+static int host_registered_by(const struct istio_clusters *t,
+                              const struct resource *r, const char *host)
 {
     const struct resource_set *set = t->set;
     char fq[512];
 
-    for (size_t i = 0; i < set->n; i++) {
-        const struct resource *r = set->v[i];
-
-        if (res_is_service(r)) {
-            const struct res_service_entry *se = res_service_entry(r);
-            if (t->node_ns != NULL &&
-                !res_visible(r, &se->export_to, t->node_ns))
-                continue;
-            for (size_t k = 0; k < se->hosts.n; k++)
-                if (res_host_fqdn(se->hosts.v[k], r->meta.ns, set->domain, fq,
-                                  sizeof(fq)) >= 0 &&
-                    host_covers(fq, host))
-                    return 1;
-        } else if (r->kind == RES_WORKLOAD_ENTRY) {
-            const struct res_workload_entry *we = res_workload_entry(r);
-            for (size_t k = 0; k < we->labels.n; k++)
-                if (strcmp(we->labels.v[k].key, "app") == 0 &&
-                    res_host_fqdn(we->labels.v[k].val, r->meta.ns, set->domain,
-                                  fq, sizeof(fq)) >= 0 &&
-                    strcmp(fq, host) == 0)
-                    return 1;
-        }
+    if (res_is_service(r)) {
+        const struct res_service_entry *se = res_service_entry(r);
+        if (t->node_ns != NULL && !res_visible(r, &se->export_to, t->node_ns))
+            return 0;
+        for (size_t k = 0; k < se->hosts.n; k++)
+            if (res_host_fqdn(se->hosts.v[k], r->meta.ns, set->domain, fq,
+                              sizeof(fq)) >= 0 &&
+                host_covers(fq, host))
+                return 1;
+    } else if (r->kind == RES_WORKLOAD_ENTRY) {
+        const struct res_workload_entry *we = res_workload_entry(r);
+        for (size_t k = 0; k < we->labels.n; k++)
+            if (strcmp(we->labels.v[k].key, "app") == 0 &&
+                res_host_fqdn(we->labels.v[k].val, r->meta.ns, set->domain, fq,
+                              sizeof(fq)) >= 0 &&
+                strcmp(fq, host) == 0)
+                return 1;
     }
     return 0;
 }
@@ -1598,7 +1746,7 @@ int istio_cluster_id(void *table, const char *host, const char *subset,
     if (id > 0)
         return (int)(id - 1);
     e.nt = clusters_nets(t);
-    sub = find_subset(t->set, t->node_ns, host, subset, &dr, &drr);
+    sub = find_subset(t, host, subset, &dr, &drr);
     if (subset != NULL && subset[0] != '\0' && sub == NULL)
         log_warn("destination %s: subset %s not found; no endpoints", host,
                  subset);

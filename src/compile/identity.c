@@ -10,18 +10,12 @@
 #include "config/conf.h"
 #include "config/resource.h"
 
-/* Bounds what one part's inputs may weigh; past it the build fails as if
- * memory had run out. */
-#define IDENT_MAX ((size_t)256 * 1024 * 1024)
-
-static uint64_t fnv1a64(const unsigned char *p, size_t n)
+static uint64_t hash_of(const unsigned char *p, size_t n)
 {
-    uint64_t h = UINT64_C(14695981039346656037);
+    uint64_t h = 0;
 
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= UINT64_C(1099511628211);
-    }
+    for (size_t i = 0; i < 8 && i < n; i++)
+        h |= (uint64_t)p[i] << (8 * i);
     return h;
 }
 
@@ -32,12 +26,23 @@ int ident_equal(const struct ident_id *a, const struct ident_id *b)
            (a->len == 0 || memcmp(a->bytes, b->bytes, a->len) == 0);
 }
 
+/* digest_so_far() is the digest of what d holds, d unchanged. */
+static void digest_so_far(const struct ident *d,
+                          unsigned char out[SHA256_DIGEST_LENGTH])
+{
+    SHA256_CTX c = d->ctx;
+
+    SHA256_Final(out, &c);
+}
+
 int ident_has_prefix(const struct ident_id *id, const struct ident *pre)
 {
-    size_t n = buf_len(&pre->b);
+    unsigned char dg[SHA256_DIGEST_LENGTH];
 
-    return id->bytes != NULL && !pre->oom && id->len >= n &&
-           (n == 0 || memcmp(id->bytes, buf_ptr(&pre->b), n) == 0);
+    if (id->bytes == NULL || pre->oom || !id->have_pre)
+        return 0;
+    digest_so_far(pre, dg);
+    return memcmp(dg, id->pre, sizeof(dg)) == 0;
 }
 
 int ident_id_copy(struct ident_id *out, const struct ident_id *id)
@@ -52,6 +57,8 @@ int ident_id_copy(struct ident_id *out, const struct ident_id *id)
         memcpy(out->bytes, id->bytes, id->len);
     out->len = id->len;
     out->hash = id->hash;
+    memcpy(out->pre, id->pre, sizeof(out->pre));
+    out->have_pre = id->have_pre;
     return 0;
 }
 
@@ -63,14 +70,14 @@ void ident_id_dispose(struct ident_id *id)
 
 void ident_init(struct ident *d)
 {
-    buf_init(&d->b, IDENT_MAX);
-    d->oom = 0;
+    memset(d, 0, sizeof(*d));
+    SHA256_Init(&d->ctx);
 }
 
 static void raw(struct ident *d, const void *p, size_t n)
 {
-    if (buf_append(&d->b, p, n) < 0)
-        d->oom = 1;
+    SHA256_Update(&d->ctx, p, n);
+    d->len += n;
 }
 
 void ident_u64(struct ident *d, char tag, uint64_t v)
@@ -107,14 +114,28 @@ void ident_sub(struct ident *d, const struct ident_id *id)
 
 void ident_nest(struct ident *d, char tag, const struct ident *src)
 {
-    ident_bytes(d, tag, buf_ptr(&src->b), buf_len(&src->b));
+    unsigned char dg[SHA256_DIGEST_LENGTH];
+
+    /* What src holds, by its digest and length: equal exactly when the
+     * inputs are (as far as SHA-256 tells, which is what identities
+     * rest on). */
+    digest_so_far(src, dg);
+    ident_u64(d, tag, src->len);
+    raw(d, dg, sizeof(dg));
     if (src->oom)
         d->oom = 1;
 }
 
 void ident_copy(struct ident *d, const struct ident *src)
 {
-    raw(d, buf_ptr(&src->b), buf_len(&src->b));
+    if (d->len == 0 && !d->have_pre) {
+        d->ctx = src->ctx;
+        d->len = src->len;
+        digest_so_far(src, d->pre);
+        d->have_pre = 1;
+    } else {
+        ident_nest(d, 'c', src);
+    }
     if (src->oom)
         d->oom = 1;
 }
@@ -144,27 +165,24 @@ void ident_res_spec(struct ident *d, char tag, const struct resource *r)
 
 int ident_finish(struct ident *d, struct ident_id *out)
 {
-    size_t n = buf_len(&d->b);
-
     memset(out, 0, sizeof(*out));
     if (!d->oom) {
-        out->bytes = malloc(n ? n : 1);
+        out->bytes = malloc(SHA256_DIGEST_LENGTH);
         if (out->bytes != NULL) {
-            /* An empty builder has no buffer at all. */
-            if (n > 0)
-                memcpy(out->bytes, buf_ptr(&d->b), n);
-            out->len = n;
-            out->hash = fnv1a64(out->bytes, n);
+            SHA256_Final(out->bytes, &d->ctx);
+            out->len = SHA256_DIGEST_LENGTH;
+            out->hash = hash_of(out->bytes, out->len);
+            memcpy(out->pre, d->pre, sizeof(out->pre));
+            out->have_pre = d->have_pre;
         }
     }
-    buf_dispose(&d->b);
+    ident_abandon(d);
     return out->bytes != NULL ? 0 : -1;
 }
 
 void ident_abandon(struct ident *d)
 {
-    buf_dispose(&d->b);
-    d->oom = 0;
+    memset(d, 0, sizeof(*d));
 }
 
 /* ---- the map ------------------------------------------------------------ */

@@ -4,32 +4,44 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/buf.h"
+#include <openssl/sha.h>
 
 struct conf_section;
 struct resource;
 
 /*
  * Structural identities: what a compiled part (a listener, a cluster, a
- * route table) was compiled from, as canonical bytes with a 64-bit FNV-1a
- * hash of them. Two parts are the same when their bytes are equal; the
- * hash only makes unequal ones cheap to tell apart and indexes the map
- * below. Never a JSON dump: every input goes in as a tag byte and, for
- * bytes, a length first, so no two different sequences of inputs give the
- * same bytes ("ab" + "c" is not "a" + "bc").
+ * route table) was compiled from, as the SHA-256 digest of canonical
+ * bytes, with a 64-bit hash (the digest's first 8 bytes). Two parts are
+ * the same when their digests are equal; the hash only makes unequal
+ * ones cheap to tell apart and indexes the map below. Never a JSON dump:
+ * every input goes in as a tag byte and, for bytes, a length first, so no
+ * two different sequences of inputs give the same bytes ("ab" + "c" is
+ * not "a" + "bc").
+ *
+ * The digest, not the bytes, is kept: a route table's inputs are every
+ * resource it reads and every cluster's identity, so keeping the bytes
+ * made each listener hold about 29 KB per tenant (290 MB at 10,000
+ * tenants, past the old 256 MiB bound: strait could not start).
  */
 struct ident_id {
     uint64_t hash;
-    unsigned char *bytes; /* canonical inputs, owned; NULL: none (oom) */
+    unsigned char *bytes; /* the digest (or, in tests, any bytes), owned;
+                           * NULL: none (oom) */
     size_t len;
+    /* ident_has_prefix(): the digest of the builder ident_copy() began
+     * this one with; have_pre 0: it was not begun so. */
+    unsigned char pre[SHA256_DIGEST_LENGTH];
+    int have_pre;
 };
 
 /* ident_equal() is 1 when a and b were built from equal inputs; an
  * identity without bytes (memory ran out building it) equals nothing. */
 int ident_equal(const struct ident_id *a, const struct ident_id *b);
 
-/* ident_has_prefix() is 1 when id's bytes begin with what pre holds so
- * far: id was built from the same first inputs. */
+/* ident_has_prefix() is 1 when id's builder was begun by ident_copy()
+ * of a builder holding what pre holds so far: id was built from the same
+ * first inputs. */
 struct ident;
 int ident_has_prefix(const struct ident_id *id, const struct ident *pre);
 
@@ -46,8 +58,11 @@ void ident_id_dispose(struct ident_id *id);
  * out of memory remembers it and ident_finish() fails.
  */
 struct ident {
-    struct buf b;
+    SHA256_CTX ctx;
+    size_t len; /* bytes fed so far */
     int oom;
+    unsigned char pre[SHA256_DIGEST_LENGTH];
+    int have_pre;
 };
 
 void ident_init(struct ident *d);
@@ -60,7 +75,10 @@ void ident_sub(struct ident *d, const struct ident_id *id);
 /* ident_nest() appends everything src holds so far as one framed input
  * (src is unchanged). */
 void ident_nest(struct ident *d, char tag, const struct ident *src);
-/* ident_copy() appends everything src holds so far (src is unchanged). */
+/* ident_copy() appends everything src holds so far (src is unchanged).
+ * On a builder that holds nothing yet it continues src, and the identity
+ * remembers src as its prefix (ident_has_prefix()); on one that holds
+ * inputs already, src goes in as one framed input. */
 void ident_copy(struct ident *d, const struct ident *src);
 /* The effective values of a conf table (conf_identity()), or a resource's
  * kind-specific spec (res_spec_identity()). */
@@ -72,7 +90,7 @@ void ident_res_spec(struct ident *d, char tag, const struct resource *r);
  * their bytes are framed by their own tags and counts. */
 void ident_sink_write(void *arg, const void *p, size_t n);
 
-/* ident_finish() moves d's bytes into out and disposes of d; -1 when
+/* ident_finish() gives out d's identity and disposes of d; -1 when
  * memory ran out on the way (out is then empty). */
 int ident_finish(struct ident *d, struct ident_id *out);
 void ident_abandon(struct ident *d);

@@ -205,6 +205,16 @@ struct istio_clusters {
     const char *node_locality;
     const char *node_network;
     const struct conf_strmap *node_labels;
+    /* Which resources name a host, so a cluster looks up its
+     * ServiceEntries, WorkloadEntries and DestinationRule by hash rather
+     * than by a scan of the set (a scan per cluster made N tenants cost
+     * N^2): lowercase full host -> struct istio_hostrefs (set indexes,
+     * ascending), the services with a wildcard host apart. hosts_ok is 0
+     * when memory ran out building them: then every lookup scans. */
+    struct strmap hosts;
+    size_t *wild;
+    size_t nwild;
+    int hosts_ok;
 };
 
 void istio_clusters_init(struct istio_clusters *t,

@@ -262,42 +262,20 @@ static int tcp_rules(struct l4_build *b, const struct gw_server *srv,
     return 0;
 }
 
-static int sni_has(const struct l4_listener_conf *c, const char *name)
-{
-    for (size_t i = 0; i < c->nsni; i++)
-        if (strcmp(c->sni[i].name, name) == 0)
-            return 1;
-    return 0;
-}
-
 /* sni_add() adds name (lowercased) for target unless the name is taken:
  * the first server or rule to claim a name keeps it. Returns 1 added, 0
  * taken, -1 out of memory. */
 static int sni_add(struct l4_build *b, const char *name, int target,
                    size_t index)
 {
-    struct l4_listener_conf *c = b->c;
-    struct l4_sni *nv;
     char *lc = strdup(name);
+    int rc;
 
     if (lc == NULL)
         return err_set(b->err, "out of memory");
     ascii_lower_str(lc);
-    if (sni_has(c, lc)) {
-        free(lc);
-        return 0;
-    }
-    nv = realloc(c->sni, (c->nsni + 1) * sizeof(*nv));
-    if (nv == NULL) {
-        free(lc);
-        return err_set(b->err, "out of memory");
-    }
-    c->sni = nv;
-    nv[c->nsni].name = lc;
-    nv[c->nsni].target = target;
-    nv[c->nsni].index = index;
-    c->nsni++;
-    return 1;
+    rc = l4_sni_add(b->c, lc, target, index);
+    return rc < 0 ? err_set(b->err, "out of memory") : rc;
 }
 
 /* The tls rules bound through a PASSTHROUGH server. */

@@ -264,6 +264,7 @@ int yaml_load(const char *data, size_t len, const char *name,
         out[nout].root = NULL;
         out[nout].line = (int)ev.start_mark.line + 1;
         nout++;
+        ld.nodes = 0; /* YAML_MAX_NODES bounds each document */
         yaml_event_delete(&ev);
         if (parser_next(&p, &ev, &ld) < 0)
             goto fail;

@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/ascii.h"
@@ -85,4 +86,68 @@ int host_covers(const char *a, const char *b)
 int host_intersect(const char *a, const char *b)
 {
     return host_covers(a, b) || host_covers(b, a);
+}
+
+void host_index_init(struct host_index *x)
+{
+    strmap_init(&x->exact);
+    strmap_init(&x->suffix);
+    x->any = 0;
+}
+
+void host_index_dispose(struct host_index *x)
+{
+    strmap_dispose(&x->exact);
+    strmap_dispose(&x->suffix);
+    x->any = 0;
+}
+
+int host_index_add(struct host_index *x, const char *pattern, size_t value)
+{
+    struct strmap *m = &x->exact;
+    char *key;
+    int rc = 1;
+
+    switch (host_pattern_kind(pattern)) {
+    case HOST_ANY:
+        if (x->any != 0)
+            return 1;
+        x->any = value + 1;
+        return 0;
+    case HOST_SUFFIX:
+        m = &x->suffix;
+        pattern++; /* the key is ".suffix" */
+        break;
+    case HOST_EXACT:
+    default:
+        break;
+    }
+    key = strdup(pattern);
+    if (key == NULL)
+        return -1;
+    ascii_lower_str(key);
+    if (strmap_get(m, key) == NULL)
+        rc = strmap_put(m, key, (void *)(uintptr_t)(value + 1));
+    free(key);
+    return rc;
+}
+
+long host_index_find(const struct host_index *x, const char *host, size_t n)
+{
+    char name[1024];
+    uintptr_t v;
+
+    if (n > 0 && n < sizeof(name)) {
+        ascii_lower_copy(name, host, n);
+        name[n] = '\0';
+        if ((v = (uintptr_t)strmap_get(&x->exact, name)) != 0)
+            return (long)v - 1;
+        /* The leftmost dot past the first byte gives the longest suffix
+         * with a name before it. */
+        for (size_t i = 1; i < n; i++)
+            if (name[i] == '.' &&
+                (v = (uintptr_t)strmap_get(&x->suffix, name + i)) != 0)
+                return (long)v - 1;
+    }
+    return x->any != 0 ? (long)x->any - 1 : -1;
 }

@@ -3,6 +3,8 @@
 
 #include <stddef.h>
 
+#include "core/strmap.h"
+
 /*
  * Host names and host patterns, with the rules of Istio and Envoy written
  * once. Every layer that matches a host against a pattern calls one of
@@ -87,5 +89,34 @@ int host_covers(const char *a, const char *b);
 
 /* host_intersect() is true when some name matches both patterns. */
 int host_intersect(const char *a, const char *b);
+
+/*
+ * A host index: patterns, each with a value, looked up by a name with the
+ * host_match_rank() rule and precedence (the exact name, then the longest
+ * "*.suffix", then "*"), by hash: a lookup costs one probe per label of
+ * the name, whatever the number of patterns. Where several entries give
+ * the same pattern, the first added wins, as "the first among equals" of
+ * a scan in the order of adding. For the TLS certificate pick by Gateway
+ * server hosts, which scanned every server's hosts per handshake.
+ * Not thread-safe to build; read-only lookups may run concurrently.
+ */
+struct host_index {
+    struct strmap exact;  /* lowercase name -> value + 1 */
+    struct strmap suffix; /* lowercase ".suffix" of "*.suffix" -> value + 1 */
+    size_t any;           /* "*": value + 1, or 0 */
+};
+
+void host_index_init(struct host_index *x);
+void host_index_dispose(struct host_index *x);
+
+/* host_index_add() adds pattern with value: 0 when added, 1 when the
+ * pattern is there already (its value is kept), -1 when memory runs out
+ * (x is then unchanged). */
+int host_index_add(struct host_index *x, const char *pattern, size_t value);
+
+/* host_index_find() is the value of the best pattern for the name (host,
+ * n), or -1 when none matches. A name of 1,024 bytes or more matches
+ * "*" only (no DNS name is that long). */
+long host_index_find(const struct host_index *x, const char *host, size_t n);
 
 #endif

@@ -70,6 +70,7 @@ struct l4_listener_conf *l4_listener_conf_new(const char *name,
     if (c == NULL)
         return NULL;
     c->refs = 1;
+    host_index_init(&c->sni_index);
     c->name = strdup(name);
     if (c->name == NULL) {
         free(c);
@@ -127,6 +128,7 @@ void l4_listener_conf_unref(struct l4_listener_conf *c)
     for (size_t i = 0; i < c->nsni; i++)
         free(c->sni[i].name);
     free(c->sni);
+    host_index_dispose(&c->sni_index);
     for (size_t i = 0; i < c->nservers; i++) {
         tls_holder_unref(c->servers[i].tls);
         rules_dispose(&c->servers[i].rules);
@@ -174,24 +176,39 @@ int l4_listener_tls_check(struct l4_listener_conf *c, char **err)
 const struct l4_sni *l4_sni_lookup(const struct l4_listener_conf *c,
                                    const char *name)
 {
-    const struct l4_sni *best = NULL;
-    size_t best_rank = 0, n = name != NULL ? strlen(name) : 0;
-
+    size_t n = name != NULL ? strlen(name) : 0;
     /* The exact name, then the longest "*.suffix" (a name with at least
-     * one more label), then "*"; the first entry among equals. Without
-     * SNI only "*" applies. */
-    for (size_t i = 0; i < c->nsni; i++) {
-        const struct l4_sni *e = &c->sni[i];
-        size_t r;
-        if (n == 0 && host_pattern_kind(e->name) != HOST_ANY)
-            continue;
-        r = host_match_rank(e->name, n ? name : "", n);
-        if (r > best_rank) {
-            best = e;
-            best_rank = r;
+     * one more label), then "*" (host_index_find's rule); names are
+     * unique in sni. Without SNI only "*" applies. */
+    long i = host_index_find(&c->sni_index, n ? name : "", n);
+
+    return i >= 0 ? &c->sni[i] : NULL;
+}
+
+int l4_sni_add(struct l4_listener_conf *c, char *name, int target, size_t index)
+{
+    int rc;
+
+    if (c->nsni == c->asni) {
+        size_t a = c->asni ? c->asni * 2 : 8;
+        struct l4_sni *nv = realloc(c->sni, a * sizeof(*nv));
+        if (nv == NULL) {
+            free(name);
+            return -1;
         }
+        c->sni = nv;
+        c->asni = a;
     }
-    return best;
+    rc = host_index_add(&c->sni_index, name, c->nsni);
+    if (rc != 0) {
+        free(name);
+        return rc < 0 ? -1 : 0; /* 1: the name is taken */
+    }
+    c->sni[c->nsni].name = name;
+    c->sni[c->nsni].target = target;
+    c->sni[c->nsni].index = index;
+    c->nsni++;
+    return 1;
 }
 
 /* Orders autos by host, port, subset. */

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "core/addr.h"
+#include "core/host.h"
 #include "core/list.h"
 #include "event/reap-t.h"
 #include "net/acceptor.h"
@@ -121,6 +122,11 @@ struct l4_listener_conf {
     struct l4_rules passthrough; /* tls rules, in SNI table order */
     struct l4_sni *sni;
     size_t nsni;
+    size_t asni; /* allocated entries */
+    /* sni's names -> their index in sni (l4_sni_add keeps it): a
+     * connection's SNI is looked up by hash, not by a scan of every
+     * passthrough host. */
+    struct host_index sni_index;
     struct l4_server *servers;
     size_t nservers;
     /* Some server is AUTO_PASSTHROUGH: SNIs in Istio's format (and any
@@ -171,6 +177,15 @@ int l4_listener_tls_check(struct l4_listener_conf *c, char **err);
  */
 const struct l4_sni *l4_sni_lookup(const struct l4_listener_conf *c,
                                    const char *name);
+
+/*
+ * l4_sni_add() adds an SNI entry to c, for the compiler: name (lowercase,
+ * heap; c takes it, and frees it when the name is taken) for target and
+ * index. The first entry to claim a name keeps it. Returns 1 added, 0
+ * taken, -1 out of memory.
+ */
+int l4_sni_add(struct l4_listener_conf *c, char *name, int target,
+               size_t index);
 
 /*
  * l4_auto_sort() puts c's autos in the order l4_auto_lookup() searches,

@@ -57,6 +57,10 @@ struct tls_server {
     struct tls_cert *certs;
     size_t ncerts;
     int by_hosts; /* certificates are picked by their servers' hosts */
+    /* by_hosts: every server host -> its certificate's index, so a
+     * handshake's pick is a hash lookup, not a scan of every server's
+     * hosts (a Gateway of 10,000 HTTPS tenants). */
+    struct host_index hosts;
     unsigned char alpn[32]; /* wire format, in preference order */
     size_t alpn_len;
 };
@@ -70,6 +74,7 @@ static int cert_index = -1;       /* a certificate's SSL_CTX -> its tls_cert */
 
 static void server_free_parts(struct tls_server *ts)
 {
+    host_index_dispose(&ts->hosts);
     for (size_t i = 0; i < ts->ncerts; i++) {
         SSL_CTX_free(ts->certs[i].ctx);
         for (size_t j = 0; j < ts->certs[i].nnames; j++)
@@ -219,19 +224,12 @@ static size_t cert_rank(const struct tls_cert *c, const char *host, size_t n)
 static const struct tls_cert *pick_by_hosts(const struct tls_server *ts,
                                             const char *host)
 {
-    const struct tls_cert *best = NULL;
-    size_t best_rank = 0;
+    /* The host index ranks as cert_rank() does, the first certificate
+     * among equals (they were added in order). */
+    long i = host_index_find(&ts->hosts, host != NULL ? host : "",
+                             host != NULL ? strlen(host) : 0);
 
-    for (size_t i = 0; i < ts->ncerts; i++) {
-        const struct tls_cert *c = &ts->certs[i];
-        size_t r = host != NULL ? cert_rank(c, host, strlen(host))
-                                : cert_rank(c, "", 0);
-        if (r > best_rank) {
-            best = c;
-            best_rank = r;
-        }
-    }
-    return best;
+    return i >= 0 ? &ts->certs[i] : NULL;
 }
 
 static const struct tls_cert *pick(const struct tls_server *ts,
@@ -771,6 +769,7 @@ struct tls_server *tls_server_new(const struct tls_server_conf *conf,
         err_set(err, "out of memory");
         return NULL;
     }
+    host_index_init(&ts->hosts);
     for (size_t i = 0; i < nalpn; i++) {
         size_t l = strlen(alpn[i]);
         if (l == 0 || l > 255 || ts->alpn_len + 1 + l > sizeof(ts->alpn))
@@ -783,6 +782,11 @@ struct tls_server *tls_server_new(const struct tls_server_conf *conf,
         ts->ncerts++;
         if (load_cert(&ts->certs[i], &conf->certs[i], conf, ts, err) < 0)
             goto fail;
+        for (size_t j = 0; j < ts->certs[i].nhosts; j++)
+            if (host_index_add(&ts->hosts, ts->certs[i].hosts[j], i) < 0) {
+                err_set(err, "out of memory");
+                goto fail;
+            }
     }
     ts->base = SSL_CTX_new(TLS_method());
     if (ts->base == NULL || ctx_settings(ts->base, conf, ts, err) < 0)

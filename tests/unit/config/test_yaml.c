@@ -285,6 +285,52 @@ static char *nested(int depth)
     return s;
 }
 
+/* flow_seq() writes a document "---\n[a,a,...]\n" of items scalars (items
+ * + 1 nodes) at out; returns its length. */
+static size_t flow_seq(char *out, size_t items)
+{
+    size_t n = 0;
+
+    memcpy(out, "---\n[", 5);
+    n = 5;
+    for (size_t i = 0; i < items; i++) {
+        out[n++] = 'a';
+        out[n++] = i + 1 < items ? ',' : ']';
+    }
+    out[n++] = '\n';
+    return n;
+}
+
+/* YAML_MAX_NODES bounds each document, not the file: two documents that
+ * together pass it load (one file of 10,000 tenants is about 1,000,000
+ * nodes, issue 27), and one document past it is refused. */
+static void test_node_limit_per_document(void **state)
+{
+    size_t half = YAML_MAX_NODES / 2; /* items: half + 1 nodes a document */
+    char *text = malloc(4 * (size_t)YAML_MAX_NODES + 64);
+    size_t len;
+    struct loaded *l;
+    char *err = NULL;
+    struct ydoc *docs = NULL;
+    size_t ndocs = 0;
+
+    assert_non_null(text);
+    len = flow_seq(text, half);
+    len += flow_seq(text + len, half);
+    text[len] = '\0';
+    l = load(state, text);
+    assert_int_equal(l->ndocs, 2);
+    assert_int_equal(l->docs[0].root->n, half);
+    assert_int_equal(l->docs[1].root->n, half);
+    /* One document of YAML_MAX_NODES + 1 nodes: refused. */
+    len = flow_seq(text, YAML_MAX_NODES);
+    assert_int_equal(yaml_load(text, len, "t.yaml", &docs, &ndocs, &err), -1);
+    assert_non_null(err);
+    assert_non_null(strstr(err, "document too large"));
+    free(err);
+    free(text);
+}
+
 static void test_depth_limit(void **state)
 {
     char *ok = nested(YAML_MAX_DEPTH);
@@ -439,6 +485,7 @@ int main(void)
         cmocka_unit_test_teardown(test_map, teardown),
         cmocka_unit_test_teardown(test_sequence, teardown),
         cmocka_unit_test_teardown(test_long_sequence, teardown),
+        cmocka_unit_test_teardown(test_node_limit_per_document, teardown),
         cmocka_unit_test_teardown(test_positions, teardown),
         cmocka_unit_test_teardown(test_multi_document, teardown),
         cmocka_unit_test_teardown(test_empty_documents, teardown),

@@ -178,6 +178,75 @@ static void test_host_matching(void **state)
     assert_false(host_intersect("a.example.org", "*.example.com"));
 }
 
+/* scan_best() is what a scan of patterns in order gives for (host, n):
+ * the index of the best host_match_rank(), the first among equals, or
+ * -1. host_index_find() must agree with it. */
+static long scan_best(const char *const *pats, size_t np, const char *host,
+                      size_t n)
+{
+    long best = -1;
+    size_t best_rank = 0;
+
+    for (size_t i = 0; i < np; i++) {
+        size_t r = host_match_rank(pats[i], host, n);
+        if (r > best_rank) {
+            best = (long)i;
+            best_rank = r;
+        }
+    }
+    return best;
+}
+
+/* The host index answers what a scan answers: exact, then the longest
+ * suffix, then "*", the first added among equal patterns, any case. */
+static void test_index_agrees_with_scan(void **state)
+{
+    static const char *const pats[] = {"a.example.com",
+                                       "*.example.com",
+                                       "*.b.example.com",
+                                       "*",
+                                       "A.Example.com",
+                                       "*.com",
+                                       "b.example.com",
+                                       "*.example.com",
+                                       "x.y",
+                                       "*"};
+    static const char *const names[] = {"a.example.com",
+                                        "A.EXAMPLE.COM",
+                                        "b.example.com",
+                                        "c.b.example.com",
+                                        "z.example.com",
+                                        "example.com",
+                                        "com",
+                                        "q.com",
+                                        "x.y",
+                                        "w.x.y",
+                                        "",
+                                        "a.b.c.d.example.com",
+                                        ".example.com",
+                                        "other.org"};
+    size_t np = sizeof(pats) / sizeof(*pats);
+    struct host_index x;
+
+    (void)state;
+    for (size_t k = 0; k <= np; k++) {
+        /* Every prefix of the list, so "*" present or absent and
+         * duplicates before and after. */
+        host_index_init(&x);
+        for (size_t i = 0; i < k; i++)
+            assert_true(host_index_add(&x, pats[i], i) >= 0);
+        for (size_t j = 0; j < sizeof(names) / sizeof(*names); j++) {
+            size_t n = strlen(names[j]);
+            long want = scan_best(pats, k, names[j], n);
+            long got = host_index_find(&x, names[j], n);
+            if (want != got)
+                fail_msg("%zu patterns, name '%s': scan %ld, index %ld", k,
+                         names[j], want, got);
+        }
+        host_index_dispose(&x);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -191,6 +260,7 @@ int main(void)
         cmocka_unit_test(test_covers),
         cmocka_unit_test(test_intersect),
         cmocka_unit_test(test_host_matching),
+        cmocka_unit_test(test_index_agrees_with_scan),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
