@@ -206,8 +206,11 @@ def test_istio_dashboards_on_prometheus(strait_factory, httpd_factory,
         f" / (sum(irate(istio_requests_total{{{base}}}{w})) or on () "
         "vector(1))", at)
     assert ok == pytest.approx(23 / 28)
-    # Latency: the 2 slow requests are the top 7%: P50 and P90 fast
-    # (under 25 ms; Envoy's buckets), P99 in the (250, 500] ms bucket.
+    # Latency: the 2 slow requests (0.3 s at the upstream) are the top 7%:
+    # P50 and P90 fall below the 250 ms bucket, P99 above it. Only the
+    # delay is a floor: how much a busy machine adds on top is not, so no
+    # upper bound on the slow ones (a loaded ASan run put them in the
+    # (500, 1000] bucket).
     q = {}
     for p in ("0.50", "0.90", "0.99"):
         q[p] = prom.scalar(
@@ -215,8 +218,8 @@ def test_istio_dashboards_on_prometheus(strait_factory, httpd_factory,
             f"milliseconds_bucket{{{base}}}{w})) by (le)) / 1000) or "
             f"histogram_quantile({p}, sum(irate(istio_request_duration_"
             f"seconds_bucket{{{base}}}{w})) by (le))", at)
-    assert q["0.50"] <= 0.025 and q["0.90"] <= 0.25, q
-    assert 0.25 < q["0.99"] <= 0.5, q
+    assert q["0.50"] <= 0.25 and q["0.90"] <= 0.25, q
+    assert q["0.99"] > 0.25, q
     # Sizes: requests are heads only (under 500 bytes); most responses
     # carry 3000 bytes of body, in the (2500, 5000] bucket.
     rq = prom.query(
