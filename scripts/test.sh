@@ -47,8 +47,11 @@ bg_start() {
     shift
     printf '\n=== %s (in the background)\n' "$name"
     bg_t0[$name]="$(date +%s)"
-    # Its own process group, so a failure elsewhere stops all of it.
-    setsid "$@" >"$logs/$name.log" 2>&1 </dev/null &
+    # Its own process group, so a failure elsewhere stops all of it. It
+    # notes when it ended, for the table (it may end long before it is
+    # waited for).
+    setsid bash -c '"${@:2}"; rc=$?; date +%s >"$1"; exit $rc' _ \
+        "$logs/$name.end" "$@" >"$logs/$name.log" 2>&1 </dev/null &
     bg_pid[$name]=$!
     bg_pids+=($!)
 }
@@ -58,7 +61,9 @@ bg_wait() {
     step_end
     printf '\n=== waiting for %s\n' "$name"
     wait "${bg_pid[$name]}" || rc=$?
-    rows+=("$(($(date +%s) - bg_t0[$name]))|$name (background)")
+    local end
+    end="$(cat "$logs/$name.end" 2>/dev/null || date +%s)"
+    rows+=("$((end - bg_t0[$name]))|$name (in the background)")
     if [ "$rc" -ne 0 ]; then
         cur="$name (background)"
         cur_t0="$(date +%s)"
