@@ -269,6 +269,13 @@ strait_ready() {
     return 1
 }
 
+# PROXY_WRAP: a command nginx and haproxy are started under (bench/instr
+# runs them under callgrind); empty: none.
+PROXY_WRAP=${PROXY_WRAP:-}
+# NGINX_MASTER=off: nginx as one process with no master (bench/instr:
+# callgrind then sees the process that serves).
+NGINX_MASTER=${NGINX_MASTER:-on}
+
 # haproxy_start WORKERS: one process, WORKERS threads. The open-file limit
 # (20,000) is below what maxconn would ask for, hence no strict-limits.
 haproxy_start() {
@@ -305,7 +312,8 @@ listen tcp
 CONF
     haproxy -c -f "$d/haproxy.cfg" >"$d/check.log" 2>&1 \
         || die "haproxy refused the config: $(cat "$d/check.log")"
-    start_bg "$d/stderr.log" haproxy -db -f "$d/haproxy.cfg"
+    # shellcheck disable=SC2086 # PROXY_WRAP is a command and its options
+    start_bg "$d/stderr.log" $PROXY_WRAP haproxy -db -f "$d/haproxy.cfg"
     PROXY_PID=$LAST_PID
 }
 
@@ -328,7 +336,7 @@ nginx_start() {
 $load
 $(nginx_user)
 daemon off;
-master_process on;
+master_process $NGINX_MASTER;
 worker_processes $w;
 worker_rlimit_nofile 20000;
 pid $d/nginx.pid;
@@ -366,7 +374,8 @@ $stream
 CONF
     nginx -t -p "$d" -e "$d/error.log" -c "$d/nginx.conf" >"$d/check.log" 2>&1 \
         || die "nginx refused the config: $(cat "$d/check.log")"
-    start_bg "$d/stderr.log" nginx -p "$d" -e "$d/error.log" -c "$d/nginx.conf"
+    # shellcheck disable=SC2086 # PROXY_WRAP is a command and its options
+    start_bg "$d/stderr.log" $PROXY_WRAP nginx -p "$d" -e "$d/error.log" -c "$d/nginx.conf"
     PROXY_PID=$LAST_PID
 }
 

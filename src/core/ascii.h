@@ -2,6 +2,8 @@
 #define STRAIT_CORE_ASCII_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 /*
  * ASCII case for protocol text: header names, host names, SNI, codes.
@@ -37,6 +39,44 @@ static inline void ascii_lower_copy(char *dst, const char *src, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         dst[i] = ascii_lower(src[i]);
+}
+
+/*
+ * ascii_text_ok() is 1 when none of the n bytes at p is a control
+ * character other than HTAB, nor DEL: what a header value, a reason
+ * phrase or a field value may hold (RFC 9110 section 5.5; bytes from 0x80
+ * up are obs-text and allowed). Values are checked where they are parsed
+ * and again where they are written, on every request, so this takes 8
+ * bytes a step: for a word x, (x - 0x20..) & ~x & 0x80.. is non-zero
+ * exactly when some byte is below 0x20, and the same test on x ^ 0x7f..
+ * against 0x01.. finds a DEL. A flagged word (a tab, or a refusal) is
+ * decided byte by byte.
+ */
+static inline int ascii_text_byte_ok(unsigned char c)
+{
+    return c == '\t' || (c >= 0x20 && c != 0x7f);
+}
+
+static inline int ascii_text_ok(const char *p, size_t n)
+{
+    const uint64_t ones = 0x0101010101010101ULL, highs = ones * 0x80;
+    size_t i = 0;
+
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x, d;
+
+        memcpy(&x, p + i, 8);
+        d = x ^ (ones * 0x7f);
+        if ((((x - ones * 0x20) & ~x) | ((d - ones) & ~d)) & highs) {
+            for (size_t j = i; j < i + 8; j++)
+                if (!ascii_text_byte_ok((unsigned char)p[j]))
+                    return 0;
+        }
+    }
+    for (; i < n; i++)
+        if (!ascii_text_byte_ok((unsigned char)p[i]))
+            return 0;
+    return 1;
 }
 
 #endif

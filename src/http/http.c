@@ -53,21 +53,30 @@ int http_fields_add(struct http_fields *f, struct arena *a, struct slice name,
                                (struct slice){v, value.n});
 }
 
+/* Names are compared length first: the data path looks fields up by
+ * name several times a request, and most names differ in length. */
+static int name_is(struct slice nm, const char *name, size_t len)
+{
+    return nm.n == len && memcmp(nm.p, name, len) == 0;
+}
+
 const struct http_field *http_fields_get(const struct http_fields *f,
                                          const char *name)
 {
+    size_t len = strlen(name);
+
     for (size_t i = 0; i < f->n; i++)
-        if (slice_eq_str(f->v[i].name, name))
+        if (name_is(f->v[i].name, name, len))
             return &f->v[i];
     return NULL;
 }
 
 size_t http_fields_remove(struct http_fields *f, const char *name)
 {
-    size_t out = 0, removed = 0;
+    size_t out = 0, removed = 0, len = strlen(name);
 
     for (size_t i = 0; i < f->n; i++) {
-        if (slice_eq_str(f->v[i].name, name)) {
+        if (name_is(f->v[i].name, name, len)) {
             removed++;
             continue;
         }
@@ -149,12 +158,7 @@ int http_field_name_valid(struct slice name)
 
 int http_field_value_valid(struct slice value)
 {
-    for (size_t i = 0; i < value.n; i++) {
-        unsigned char c = (unsigned char)value.p[i];
-        if ((c < 0x20 && c != '\t') || c == 0x7f)
-            return 0;
-    }
-    return 1;
+    return ascii_text_ok(value.p, value.n);
 }
 
 int http_field_reserved(struct slice name)
@@ -170,37 +174,72 @@ int http_field_reserved(struct slice name)
     return 0;
 }
 
+/* The hop-by-hop fields of RFC 9110 section 7.6.1, and Proxy-Connection
+ * (RFC 9113 section 8.2.2 lists it with them), by length: names here are
+ * lower case. */
+static int hop_name(struct slice nm)
+{
+    switch (nm.n) {
+    case 2:
+        return memcmp(nm.p, "te", 2) == 0;
+    case 7:
+        return memcmp(nm.p, "upgrade", 7) == 0;
+    case 10:
+        return memcmp(nm.p, "connection", 10) == 0 ||
+               memcmp(nm.p, "keep-alive", 10) == 0;
+    case 16:
+        return memcmp(nm.p, "proxy-connection", 16) == 0;
+    case 17:
+        return memcmp(nm.p, "transfer-encoding", 17) == 0;
+    default:
+        return 0;
+    }
+}
+
+/* token_list_has_slice() is http_token_list_has() for a name that is a
+ * slice (a field name, compared without copying it). */
+static int token_list_has_slice(struct slice list, struct slice tok)
+{
+    size_t i = 0;
+
+    while (i < list.n) {
+        size_t start, end;
+
+        while (i < list.n &&
+               (list.p[i] == ' ' || list.p[i] == '\t' || list.p[i] == ','))
+            i++;
+        start = i;
+        while (i < list.n && list.p[i] != ',')
+            i++;
+        end = i;
+        while (end > start &&
+               (list.p[end - 1] == ' ' || list.p[end - 1] == '\t'))
+            end--;
+        if (end - start == tok.n &&
+            strncasecmp(list.p + start, tok.p, tok.n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* One pass: a field goes when its name is hop-by-hop or is named by a
+ * Connection field (any name may be; RFC 9110 section 7.6.1). */
 size_t http_fields_strip_hop(struct http_fields *f)
 {
-    static const char *const hop[] = {"connection",       "keep-alive",
-                                      "proxy-connection", "transfer-encoding",
-                                      "upgrade",          "te"};
-    size_t removed = 0;
     const struct http_field *conn = http_fields_get(f, "connection");
+    struct slice list = conn != NULL ? conn->value : (struct slice){NULL, 0};
+    size_t out = 0, removed = 0;
 
-    /* Fields named by Connection go first; they may be any name. */
-    if (conn != NULL) {
-        struct slice list = conn->value;
-        size_t out = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        struct slice nm = f->v[i].name;
 
-        for (size_t i = 0; i < f->n; i++) {
-            char name[64];
-            struct slice nm = f->v[i].name;
-            if (nm.n < sizeof(name)) {
-                memcpy(name, nm.p, nm.n);
-                name[nm.n] = '\0';
-                if (http_token_list_has(list, name) &&
-                    !slice_eq_str(nm, "connection")) {
-                    removed++;
-                    continue;
-                }
-            }
-            f->v[out++] = f->v[i];
+        if (hop_name(nm) || (list.n > 0 && token_list_has_slice(list, nm))) {
+            removed++;
+            continue;
         }
-        f->n = out;
+        f->v[out++] = f->v[i];
     }
-    for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
-        removed += http_fields_remove(f, hop[i]);
+    f->n = out;
     return removed;
 }
 

@@ -328,11 +328,9 @@ static int parse_field_line(const char *p, size_t n, struct h1_header *hdr,
         return -1;
     }
     value = trim_ows(colon + 1, n - (size_t)(colon + 1 - p));
-    for (i = 0; i < value.n; i++) {
-        if (!is_field_char((unsigned char)value.p[i])) {
-            *why = "control character in header value";
-            return -1;
-        }
+    if (!ascii_text_ok(value.p, value.n)) {
+        *why = "control character in header value";
+        return -1;
     }
     hdr->name = slice(p, (size_t)(colon - p));
     hdr->value = value;

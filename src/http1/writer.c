@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/ascii.h"
 #include "http1/writer.h"
 
 /*
@@ -90,15 +91,7 @@ static int is_token(const char *p, size_t n)
 /* Field values and reason phrases: no control character but HTAB. */
 static int is_text(const char *p, size_t n)
 {
-    size_t i;
-
-    for (i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)p[i];
-
-        if (c != '\t' && (c < 0x20 || c == 0x7f))
-            return 0;
-    }
-    return 1;
+    return ascii_text_ok(p, n);
 }
 
 /* add() adds n to *total; -1 if that would overflow. */

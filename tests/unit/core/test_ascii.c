@@ -65,6 +65,30 @@ static void test_lower_copy(void **state)
     assert_string_equal(same, "abc");
 }
 
+/* ascii_text_ok() takes 8 bytes a step: every byte value, at every
+ * position of a word and of the tail, and lengths around the word size,
+ * must give what the byte-by-byte rule gives. */
+static void test_text_ok_every_byte_everywhere(void **state)
+{
+    char buf[24];
+
+    (void)state;
+    for (int c = 0; c < 256; c++) {
+        int ok = c == '\t' || (c >= 0x20 && c != 0x7f);
+
+        for (size_t len = 1; len <= sizeof(buf); len++) {
+            for (size_t at = 0; at < len; at++) {
+                memset(buf, 'a', sizeof(buf));
+                buf[at] = (char)c;
+                assert_int_equal(ascii_text_ok(buf, len), ok);
+            }
+        }
+    }
+    assert_int_equal(ascii_text_ok("", 0), 1);
+    /* Bytes that borrow in the subtraction: 0x80-0xff next to a 0x20. */
+    assert_int_equal(ascii_text_ok("\xff \x80 \xa0\x9f\x7e!", 8), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -72,6 +96,7 @@ int main(void)
         cmocka_unit_test(test_lower_n),
         cmocka_unit_test(test_lower_str),
         cmocka_unit_test(test_lower_copy),
+        cmocka_unit_test(test_text_ok_every_byte_everywhere),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
