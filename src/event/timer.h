@@ -43,6 +43,14 @@ void timer_defer(struct timer *t);
  * not armed. */
 void timer_cancel(struct timer *t);
 
+/* timer_pause() disarms t as timer_cancel() does, but may leave its
+ * event in the loop until it would have fired (then nothing runs), so
+ * that arming it again later costs nothing (see timer.c). Only for a
+ * timer that is armed again soon, on a loop that does not end when it
+ * is empty, whose owner calls timer_cancel() or timer_dispose() before
+ * it frees or initialises the timer again. */
+void timer_pause(struct timer *t);
+
 /* timer_armed() is 1 while t is armed and has not fired, else 0. */
 int timer_armed(const struct timer *t);
 

@@ -763,7 +763,9 @@ void h1_client_start(struct h1_client *c, struct hstream *s)
     h1_chunked_init(&c->chunked);
     if (c->state == UC_CONNECTING || c->state == UC_HANDSHAKE)
         return; /* connected() sends it */
-    timer_cancel(&c->timer);
+    /* The idle timeout, armed again when the connection is back in the
+     * pool: paused, not cancelled (h1_client_free() disposes of it). */
+    timer_pause(&c->timer);
     c->state = UC_ACTIVE;
     if (write_head(c) < 0) {
         finish(c, 0, HFLAG_UPE);

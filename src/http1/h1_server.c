@@ -311,7 +311,8 @@ static void parse_head(struct h1_server *hs)
         fail_request(hs, status, why ? why : "bad request");
         return;
     }
-    timer_cancel(hs->timer);
+    /* Armed again when the response is sent: paused, not cancelled. */
+    timer_pause(hs->timer);
     s = hstream_new(hs->pool, hs->conf->body_cap);
     if (s == NULL || build_request(hs, s, &r) < 0) {
         hstream_unref(s);

@@ -498,6 +498,30 @@ def test_stats_count_responses_by_class(strait_factory, httpd_factory):
                      r'class="2xx"[^}]*\} 2\b', body), body
 
 
+def test_idle_timeout_closes_a_connection_after_its_requests(
+        strait_factory, httpd_factory):
+    """The idle timeout is armed again after each response (timer.c then
+    only moves its due time, and the loop is asked again when the old one
+    comes): a connection that served three requests is still closed once
+    it has been idle for idleTimeout, and the requests in between were
+    not cut by the earlier due times."""
+    up = httpd_factory()
+    st, port = start(strait_factory, [up.addr],
+                     http={"idleTimeout": "400ms"})
+    with connect(port) as c:
+        f = c.makefile("rb")
+        for i in range(3):
+            c.sendall(b"GET /n%d HTTP/1.1\r\nHost: a\r\n\r\n" % i)
+            r = read_response(f, "GET")
+            assert r.status == 200 and r.json()["path"] == "/n%d" % i
+        # Closed by strait, not by this liveness bound.
+        c.settimeout(30)
+        assert f.read() == b""
+    wait_for(lambda: st.stats()["listener.web.downstream_cx_active"] == 0,
+             10, "the idle connection to be closed")
+    assert st.stats()["listener.web.http.rq_total"] == 3
+
+
 def test_idle_keepalive_connections_hold_no_buffers(strait_factory,
                                                     httpd_factory):
     """An idle keep-alive connection gives its read and write buffers back

@@ -180,6 +180,78 @@ static void test_cancel(void **state)
     assert_int_equal(a.fired, 0);
 }
 
+/* A paused timer does not fire, though its event may still be in the
+ * loop; armed again later, it fires once, at the new time. */
+static void test_pause_then_arm_later(void **state)
+{
+    struct event_base *base = *state;
+    struct rec r = {{0}, 0};
+    struct tt a, b, c;
+
+    tt_init(&a, base, &r, 'a');
+    tt_init(&b, base, &r, 'b');
+    tt_init(&c, base, &r, 'c');
+    timer_arm(&a.t, 5);
+    timer_pause(&a.t);
+    assert_int_equal(timer_armed(&a.t), 0);
+    timer_arm(&b.t, 15);
+    run_until(base, &r, 1);
+    assert_int_equal(r.order[0], 'b');
+    assert_int_equal(a.fired, 0);
+    timer_arm(&a.t, 5);
+    timer_pause(&a.t);
+    timer_arm(&a.t, 25); /* later than where the loop has it */
+    assert_int_equal(timer_armed(&a.t), 1);
+    timer_arm(&b.t, 10);
+    timer_arm(&c.t, 45);
+    run_until(base, &r, 4);
+    assert_int_equal(r.order[1], 'b');
+    assert_int_equal(r.order[2], 'a');
+    assert_int_equal(r.order[3], 'c');
+    assert_int_equal(a.fired, 1);
+    assert_int_equal(a.armed_in_cb, 0);
+}
+
+/* Armed after a pause to fire earlier than the loop has it: the loop is
+ * asked again, so it fires at the earlier time. */
+static void test_pause_then_arm_earlier(void **state)
+{
+    struct event_base *base = *state;
+    struct rec r = {{0}, 0};
+    struct tt a, b;
+
+    tt_init(&a, base, &r, 'a');
+    tt_init(&b, base, &r, 'b');
+    timer_arm(&a.t, 60000);
+    timer_pause(&a.t);
+    timer_arm(&a.t, 5);
+    timer_arm(&b.t, 20);
+    run_until(base, &r, 2);
+    assert_int_equal(r.order[0], 'a');
+    assert_int_equal(r.order[1], 'b');
+    assert_int_equal(a.fired, 1);
+}
+
+/* timer_cancel() after a pause or a move takes the event out of the
+ * loop, so the owner may free the timer: the loop is then empty. */
+static void test_cancel_after_pause_or_move_empties_loop(void **state)
+{
+    struct event_base *base = *state;
+    struct rec r = {{0}, 0};
+    struct tt a, b;
+
+    tt_init(&a, base, &r, 'a');
+    tt_init(&b, base, &r, 'b');
+    timer_arm(&a.t, 60000);
+    timer_pause(&a.t);
+    timer_cancel(&a.t);
+    timer_arm(&b.t, 60000);
+    timer_arm(&b.t, 120000); /* moved later: only recorded */
+    timer_dispose(&b.t);
+    assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 1);
+    assert_int_equal(a.fired + b.fired, 0);
+}
+
 /* timer_armed() follows the loop: armed until it fires or is cancelled,
  * not armed inside its own callback. */
 static void test_armed_state(void **state)
@@ -275,6 +347,12 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_rearm_moves, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pause_then_arm_later, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_pause_then_arm_earlier, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_cancel_after_pause_or_move_empties_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_armed_state, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rearm_from_callback, setup,
                                         teardown),
