@@ -19,10 +19,11 @@ static inline char ascii_lower(char c)
 }
 
 /* ascii_lower_n() lowers the n bytes at s in place. */
+static inline void ascii_lower_copy(char *dst, const char *src, size_t n);
+
 static inline void ascii_lower_n(char *s, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        s[i] = ascii_lower(s[i]);
+    ascii_lower_copy(s, s, n);
 }
 
 /* ascii_lower_str() lowers the NUL-terminated s in place; NULL is
@@ -34,10 +35,28 @@ static inline void ascii_lower_str(char *s)
 }
 
 /* ascii_lower_copy() writes the n bytes of src, lowered, to dst (n bytes;
- * no NUL is added). dst and src may be the same. */
+ * no NUL is added). dst and src may be the same. Every header name the
+ * data path stores goes through it, so it takes 8 bytes a step: in each
+ * byte below 0x80, adding 0x80 - 'A' sets the high bit from 'A' up and
+ * adding 0x7f - 'Z' sets it above 'Z'; where exactly the first is set,
+ * the byte is upper case and gets 0x20. Bytes from 0x80 up are kept. */
 static inline void ascii_lower_copy(char *dst, const char *src, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    const uint64_t ones = 0x0101010101010101ULL, highs = ones * 0x80;
+    size_t i = 0;
+
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x, low7, ge_a, gt_z, upper;
+
+        memcpy(&x, src + i, 8);
+        low7 = x & ~highs;
+        ge_a = low7 + ones * (0x80 - 'A');
+        gt_z = low7 + ones * (0x7f - 'Z');
+        upper = (ge_a ^ gt_z) & ~x & highs;
+        x |= upper >> 2;
+        memcpy(dst + i, &x, 8);
+    }
+    for (; i < n; i++)
         dst[i] = ascii_lower(src[i]);
 }
 

@@ -40,15 +40,20 @@ int http_fields_add_ref(struct http_fields *f, struct arena *a,
 int http_fields_add(struct http_fields *f, struct arena *a, struct slice name,
                     struct slice value, size_t max)
 {
+    size_t need = name.n + value.n + 2;
     char *n, *v;
 
-    if (f->n >= max)
+    if (f->n >= max || need < name.n)
         return -1;
-    n = arena_dup(a, name.p, name.n);
-    v = arena_dup(a, value.p, value.n);
-    if (n == NULL || v == NULL)
+    /* One block for both, each NUL-terminated, the name lowered. */
+    if ((n = arena_alloc(a, need)) == NULL)
         return -1;
-    ascii_lower_n(n, name.n);
+    ascii_lower_copy(n, name.p, name.n);
+    n[name.n] = '\0';
+    v = n + name.n + 1;
+    if (value.n > 0)
+        memcpy(v, value.p, value.n);
+    v[value.n] = '\0';
     return http_fields_add_ref(f, a, (struct slice){n, name.n},
                                (struct slice){v, value.n});
 }

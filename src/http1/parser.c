@@ -307,26 +307,26 @@ static int parse_field_line(const char *p, size_t n, struct h1_header *hdr,
         *why = "obs-fold or whitespace before header name";
         return -1;
     }
-    colon = memchr(p, ':', n);
-    if (colon == NULL) {
-        *why = "header line without colon";
+    /* The name runs to the first byte that is not a tchar, which must be
+     * the colon (':' is not a tchar): one pass finds and checks it. */
+    for (i = 0; i < n && is_tchar((unsigned char)p[i]); i++)
+        ;
+    if (i == n || p[i] != ':') {
+        if (memchr(p + i, ':', n - i) == NULL)
+            *why = "header line without colon";
+        /* "Name : value" must be refused (RFC 9112 section 5.1): some
+         * implementations would read the name as "Name ". */
+        else if (is_ows((unsigned char)p[i]))
+            *why = "whitespace between header name and colon";
+        else
+            *why = "invalid character in header name";
         return -1;
     }
-    if (colon == p) {
+    if (i == 0) {
         *why = "empty header name";
         return -1;
     }
-    for (i = 0; p + i < colon; i++) {
-        unsigned char c = (unsigned char)p[i];
-
-        if (is_tchar(c))
-            continue;
-        /* "Name : value" must be refused (RFC 9112 section 5.1): some
-         * implementations would read the name as "Name ". */
-        *why = is_ows(c) ? "whitespace between header name and colon"
-                         : "invalid character in header name";
-        return -1;
-    }
+    colon = p + i;
     value = trim_ows(colon + 1, n - (size_t)(colon + 1 - p));
     if (!ascii_text_ok(value.p, value.n)) {
         *why = "control character in header value";

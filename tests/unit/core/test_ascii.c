@@ -89,6 +89,27 @@ static void test_text_ok_every_byte_everywhere(void **state)
     assert_int_equal(ascii_text_ok("\xff \x80 \xa0\x9f\x7e!", 8), 1);
 }
 
+/* ascii_lower_copy() takes 8 bytes a step: every byte value at every
+ * position, lengths around the word size, against ascii_lower(). */
+static void test_lower_copy_every_byte_everywhere(void **state)
+{
+    char in[24], out[24];
+
+    (void)state;
+    for (int c = 0; c < 256; c++) {
+        for (size_t len = 1; len <= sizeof(in); len++) {
+            for (size_t at = 0; at < len; at++) {
+                memset(in, 'Q', sizeof(in));
+                in[at] = (char)c;
+                ascii_lower_copy(out, in, len);
+                for (size_t i = 0; i < len; i++)
+                    assert_int_equal((unsigned char)out[i],
+                                     (unsigned char)ascii_lower(in[i]));
+            }
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -97,6 +118,7 @@ int main(void)
         cmocka_unit_test(test_lower_str),
         cmocka_unit_test(test_lower_copy),
         cmocka_unit_test(test_text_ok_every_byte_everywhere),
+        cmocka_unit_test(test_lower_copy_every_byte_everywhere),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
