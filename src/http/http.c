@@ -228,17 +228,59 @@ static int token_list_has_slice(struct slice list, struct slice tok)
 }
 
 /* One pass: a field goes when its name is hop-by-hop or is named by a
- * Connection field (any name may be; RFC 9110 section 7.6.1). */
+ * Connection field (any name may be; RFC 9110 section 7.6.1). The
+ * Connection tokens are read once, not once per field: "keep-alive", the
+ * usual one, names a hop-by-hop field anyway and is left out, and each
+ * field is compared with the few others by length first. A list of more
+ * tokens than tok holds is scanned per field instead. */
+#define CONN_TOKENS 8
+
 size_t http_fields_strip_hop(struct http_fields *f)
 {
     const struct http_field *conn = http_fields_get(f, "connection");
+    /* A copy: the pass below moves the fields, conn's included. */
     struct slice list = conn != NULL ? conn->value : (struct slice){NULL, 0};
-    size_t out = 0, removed = 0;
+    struct slice tok[CONN_TOKENS];
+    size_t ntok = 0, out = 0, removed = 0;
+    int scan = 0; /* more tokens than tok holds: compare with the list */
 
+    if (list.n > 0) {
+        size_t i = 0;
+
+        while (i < list.n) {
+            size_t start, end;
+            struct slice t;
+
+            while (i < list.n &&
+                   (list.p[i] == ' ' || list.p[i] == '\t' || list.p[i] == ','))
+                i++;
+            start = i;
+            while (i < list.n && list.p[i] != ',')
+                i++;
+            end = i;
+            while (end > start &&
+                   (list.p[end - 1] == ' ' || list.p[end - 1] == '\t'))
+                end--;
+            t = (struct slice){list.p + start, end - start};
+            if (t.n == 0 ||
+                (t.n == 10 && strncasecmp(t.p, "keep-alive", 10) == 0))
+                continue;
+            if (ntok == CONN_TOKENS) {
+                scan = 1;
+                break;
+            }
+            tok[ntok++] = t;
+        }
+    }
     for (size_t i = 0; i < f->n; i++) {
         struct slice nm = f->v[i].name;
+        int hop = hop_name(nm);
 
-        if (hop_name(nm) || (list.n > 0 && token_list_has_slice(list, nm))) {
+        if (!hop && scan)
+            hop = token_list_has_slice(list, nm);
+        for (size_t k = 0; !hop && !scan && k < ntok; k++)
+            hop = tok[k].n == nm.n && strncasecmp(tok[k].p, nm.p, nm.n) == 0;
+        if (hop) {
             removed++;
             continue;
         }

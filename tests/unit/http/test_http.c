@@ -77,6 +77,28 @@ static void test_strip_hop_connection_tokens(void **state)
     arena_dispose(&a);
 }
 
+/* More Connection tokens than are read up front: the list is scanned for
+ * each field instead, with the same result. */
+static void test_strip_hop_many_connection_tokens(void **state)
+{
+    struct arena a;
+    struct http_fields f = {0};
+    char got[256];
+
+    (void)state;
+    arena_init(&a, 4096);
+    add(&f, &a, "Connection",
+        "t1, t2, t3, t4, t5, t6, t7, t8, t9, keep-alive, x-last");
+    add(&f, &a, "t1", "1");
+    add(&f, &a, "x-keep", "2");
+    add(&f, &a, "t9", "3");
+    add(&f, &a, "x-last", "4");
+    assert_int_equal(http_fields_strip_hop(&f), 4);
+    names(&f, got, sizeof(got));
+    assert_string_equal(got, "x-keep");
+    arena_dispose(&a);
+}
+
 static void test_get_and_remove(void **state)
 {
     struct arena a;
@@ -113,6 +135,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_strip_hop_fixed_names),
         cmocka_unit_test(test_strip_hop_connection_tokens),
+        cmocka_unit_test(test_strip_hop_many_connection_tokens),
         cmocka_unit_test(test_get_and_remove),
         cmocka_unit_test(test_value_valid),
     };
