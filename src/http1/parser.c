@@ -337,8 +337,8 @@ static int parse_field_line(const char *p, size_t n, struct h1_header *hdr,
     return 0;
 }
 
-/* parse_fields() is h1_parse_fields() for bytes check_octets() passed. */
-static int parse_fields(const char *buf, size_t len,
+/* parse_fields_lines() splits and checks the field lines. */
+static int parse_fields_lines(const char *buf, size_t len,
                         const struct http_limits *lim, struct h1_header *out,
                         size_t cap, size_t *n, const char **why, int *status)
 {
@@ -380,6 +380,25 @@ static int parse_fields(const char *buf, size_t len,
     return 0;
 }
 
+/*
+ * parse_fields() is parse_fields_lines() with check_octets()'s verdict,
+ * without a second pass over the bytes when they are good: every byte
+ * of a field line that parses is a tchar, the colon, OWS or field text,
+ * none of which is NUL or CR, and every line ends in CRLF. So only a
+ * section that fails is run through check_octets(), which then names a
+ * NUL or a bare CR anywhere in it first, as when it ran before parsing.
+ */
+static int parse_fields(const char *buf, size_t len,
+                        const struct http_limits *lim, struct h1_header *out,
+                        size_t cap, size_t *n, const char **why, int *status)
+{
+    if (parse_fields_lines(buf, len, lim, out, cap, n, why, status) == 0)
+        return 0;
+    if (check_octets(buf, len, why) < 0)
+        *status = 400;
+    return -1;
+}
+
 int h1_parse_fields(const char *buf, size_t len, const struct http_limits *lim,
                     struct h1_header *out, size_t cap, size_t *n,
                     const char **why, int *status)
@@ -393,10 +412,6 @@ int h1_parse_fields(const char *buf, size_t len, const struct http_limits *lim,
     if (lim == NULL) {
         def = http_limits_default();
         lim = &def;
-    }
-    if (check_octets(buf, len, why) < 0) {
-        *status = 400;
-        return -1;
     }
     return parse_fields(buf, len, lim, out, cap, n, why, status);
 }
@@ -758,7 +773,7 @@ int h1_parse_request(const char *buf, size_t len, const struct http_limits *lim,
     rc = scan_head(buf, len, lim, 1, &h, why, status);
     if (rc <= 0)
         return rc;
-    if (check_octets(buf + h.line, h.len - h.line, why) < 0) {
+    if (check_octets(buf + h.line, h.fields - h.line, why) < 0) {
         *status = 400;
         return -1;
     }
@@ -842,7 +857,7 @@ int h1_parse_response(const char *buf, size_t len,
     rc = scan_head(buf, len, lim, 0, &h, why, status);
     if (rc == 0)
         return 0;
-    if (rc < 0 || check_octets(buf, h.len, why) < 0 ||
+    if (rc < 0 || check_octets(buf, h.fields, why) < 0 ||
         parse_status_line(buf, h.line_len, resp, why, status) < 0 ||
         parse_fields(buf + h.fields, h.len - h.fields, lim, resp->headers,
                      lim->max_headers, &resp->nheaders, why, status) < 0 ||
