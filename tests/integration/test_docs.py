@@ -11,9 +11,10 @@ binary, so an example cannot go stale.
 - The runnable examples run. In a page with such blocks, in order, in an
   empty directory: ```yaml file=PATH writes PATH; ```sh background
   [wait=PORT] starts a server (stopped by its PID at the end) and waits
-  for PORT to accept; ```sh run [exit=N] [expect=TEXT] runs the commands
-  with bash -e and asserts the exit status and that TEXT is in the
-  output. <!-- docs-test: ports P... --> on a page names the ports its
+  for PORT to accept; ```sh run [exit=N] [expect=TEXT]... runs the
+  commands with bash -e and asserts the exit status and that each TEXT
+  is in the output (servers a script starts itself are stopped by the
+  PIDs it leaves in *.pid files). <!-- docs-test: ports P... --> on a page names the ports its
   examples use; each is replaced by a free one, so pages run in
   parallel with everything else.
 """
@@ -70,6 +71,7 @@ def blocks(page):
             j += 1
         words = shlex.split(info) if info else [""]
         attrs = dict(w.split("=", 1) for w in words[1:] if "=" in w)
+        attrs["expect"] = [w[7:] for w in words[1:] if w.startswith("expect=")]
         flags = {w for w in words[1:] if "=" not in w}
         prev = next((lines[k] for k in range(i - 1, -1, -1)
                      if lines[k].strip()), "")
@@ -267,9 +269,16 @@ def test_page_example_runs(page, tmp_path):
                 out = r.stdout + r.stderr
                 assert r.returncode == int(b.attrs.get("exit", "0")), \
                     f"{b.id}: exit {r.returncode}\n{out}"
-                if "expect" in b.attrs:
-                    assert b.attrs["expect"] in out, f"{b.id}:\n{out}"
+                for text in b.attrs["expect"]:
+                    assert text in out, f"{b.id}: no {text!r} in:\n{out}"
     finally:
+        # A script that starts servers of its own says so by leaving
+        # their PIDs in *.pid (as the page tells its reader to kill them).
+        for f in work.rglob("*.pid"):
+            try:
+                os.kill(int(f.read_text().split()[0]), signal.SIGTERM)
+            except (ValueError, IndexError, ProcessLookupError):
+                pass
         for p, log, b in servers:
             try:
                 os.killpg(p.pid, signal.SIGTERM)
