@@ -274,11 +274,27 @@ def test_page_example_runs(page, tmp_path):
     finally:
         # A script that starts servers of its own says so by leaving
         # their PIDs in *.pid (as the page tells its reader to kill them).
+        left = []
         for f in work.rglob("*.pid"):
             try:
-                os.kill(int(f.read_text().split()[0]), signal.SIGTERM)
+                pid = int(f.read_text().split()[0])
+                os.kill(pid, signal.SIGTERM)
+                left.append(pid)
             except (ValueError, IndexError, ProcessLookupError):
                 pass
+        for pid in left:
+            # They are not our children (their shell is gone): wait for
+            # /proc to drop them, then make sure (the last etcd member of
+            # a cluster takes seconds to give up on its peers).
+            try:
+                wait_for(lambda: not os.path.exists(f"/proc/{pid}") or
+                         open(f"/proc/{pid}/stat").read().split()[2] == "Z",
+                         timeout=3, what=f"pid {pid} to exit")
+            except AssertionError:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         for p, log, b in servers:
             try:
                 os.killpg(p.pid, signal.SIGTERM)
