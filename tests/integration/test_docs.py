@@ -310,3 +310,19 @@ def test_page_example_runs(page, tmp_path):
         text = pathlib.Path(log.name).read_text()
         for marker in SANITIZER_MARKERS:
             assert marker not in text, f"{b.id}:\n{text}"
+
+
+def test_man_pages_come_from_the_docs_and_the_binary(tmp_path):
+    """strait(8) is docs/reference/command-line.md, strait.yaml(5) the key
+    table of `strait reference`, as the packages make them."""
+    r = subprocess.run(["/usr/bin/python3", str(TOP / "scripts" / "gen-man"),
+                        STRAIT, str(TOP / "docs" / "reference" /
+                                    "command-line.md"), str(tmp_path)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    page = (tmp_path / "strait.8").read_text()
+    assert ".SH SYNOPSIS" in page
+    assert "strait reference codes" in page
+    assert "Exit codes: 0 ok" in page
+    keys = (tmp_path / "strait.yaml.5").read_text()
+    assert ".B admin.address" in keys
