@@ -137,6 +137,20 @@ def test_relative_links_resolve():
     assert not bad, "\n".join(bad)
 
 
+def test_every_page_is_in_an_index():
+    """A page no index links to cannot be found: each page of docs/ is
+    linked from docs/README.md or docs/reference/README.md."""
+    linked = set()
+    for index in (TOP / "docs" / "README.md",
+                  TOP / "docs" / "reference" / "README.md"):
+        linked |= {(index.parent / t.partition("#")[0]).resolve()
+                   for _, t in links(index)}
+    orphans = [str(p.relative_to(TOP)) for p in PAGES
+               if p.parent != TOP and p.name != "README.md"
+               and p not in linked]
+    assert not orphans, orphans
+
+
 def test_the_link_check_sees_a_broken_link(tmp_path):
     """The check above is not vacuous: it finds links and headings."""
     page = tmp_path / "p.md"
