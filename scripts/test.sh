@@ -3,7 +3,8 @@
 # test: unit and integration tests in a -Werror build, the same again under
 # ASan+UBSan, a short fuzz run of every libFuzzer target, the packages and
 # their install test, the container image, the Kubernetes manifests and
-# make distcheck. Exits non-zero on the first failure.
+# make distcheck, and that docs/reference is what the binary produces.
+# Exits non-zero on the first failure.
 #
 # Time: the integration tests run in parallel (pytest-xdist, see
 # tests/integration/run-pytest.sh), and the fuzz run, which keeps one core
@@ -127,6 +128,12 @@ DEPS_FLAGS=--test bash scripts/build.sh --enable-werror
 step "source checks: clang-format, layer order"
 bash scripts/check-format
 python3 scripts/check-layers
+
+# docs/reference/ is generated from the binary's own tables (a strait
+# started on loopback for a moment): a page that differs is a table that
+# changed without its page.
+step "docs/reference matches the binary (scripts/gen-docs --check)"
+python3 scripts/gen-docs build/strait --check
 
 step "systemd unit: systemd-analyze verify, security exposure <= 2.0"
 bash scripts/check-systemd build/strait

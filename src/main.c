@@ -42,6 +42,7 @@
 #include "control/reload_cli.h"
 #include "control/upgrade.h"
 #include "event/reap.h"
+#include "http/access_format.h"
 #include "net/sock_pool.h"
 
 #define DEFAULT_CONFIG "/etc/strait/strait.yaml"
@@ -270,12 +271,25 @@ static int cmd_reference(int argc, char **argv)
         buf_dispose(&b);
         return EXIT_OK;
     }
+    if (argc == 2 &&
+        (strcmp(argv[1], "codes") == 0 || strcmp(argv[1], "access-log") == 0)) {
+        buf_init(&b, 1024 * 1024);
+        if (argv[1][0] == 'c')
+            res_codes_reference(&b);
+        else
+            afmt_reference(&b);
+        fwrite(buf_ptr(&b), 1, buf_len(&b), stdout);
+        buf_dispose(&b);
+        return EXIT_OK;
+    }
     if (argc > 1) {
-        printf("usage: strait reference [kubernetes|lua]\n\nLists every "
-               "bootstrap key (or, with kubernetes, every key of the "
-               "Kubernetes kinds strait reads; with lua, every LuaPolicy "
-               "key and Lua budget): path, type, default and help, "
-               "tab-separated.\n");
+        printf("usage: strait reference [kubernetes|lua|codes|access-log]"
+               "\n\nLists every bootstrap key (or, with kubernetes, every "
+               "key of the Kubernetes kinds strait reads; with lua, every "
+               "LuaPolicy key and Lua budget): path, type, default and "
+               "help, tab-separated. codes lists the analyzer codes of "
+               "strait check (code, name); access-log the access log's "
+               "%%OPERATORS%% (name, form, JSON type).\n");
         return strcmp(argv[1], "--help") == 0 ? EXIT_OK : EXIT_USAGE;
     }
     buf_init(&b, 1024 * 1024);

@@ -181,6 +181,12 @@ const char *res_code_name(const char *code)
     return "";
 }
 
+void res_codes_reference(struct buf *b)
+{
+    for (size_t i = 0; i < sizeof(code_names) / sizeof(*code_names); i++)
+        buf_printf(b, "%s\t%s\n", code_names[i].code, code_names[i].name);
+}
+
 static void ident(char *out, size_t n, const struct resource *r)
 {
     snprintf(out, n, "%s %s/%s", res_kind_name(r->kind), r->meta.ns,

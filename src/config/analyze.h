@@ -102,6 +102,12 @@ void analysis_dispose(struct analysis *a);
  * ("ReferencedResourceNotFound"), or "" for one it does not know. */
 const char *res_code_name(const char *code);
 
+struct buf;
+/* res_codes_reference() appends every analyzer code strait reports, one
+ * "CODE<TAB>Name" line each, in the order of its table (`strait
+ * reference codes`, and docs/reference/analyzer-codes.md from it). */
+void res_codes_reference(struct buf *b);
+
 /*
  * resource_check() is `strait check`: it loads path (a directory or a
  * file), analyses it when it loaded without errors, and prints every

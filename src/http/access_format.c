@@ -177,6 +177,20 @@ const char afmt_istio_json_src[] =
     "\"upstream_transport_failure_reason\":"
     "\"%UPSTREAM_TRANSPORT_FAILURE_REASON%\"}";
 
+void afmt_reference(struct buf *b)
+{
+    for (size_t i = 0; i < sizeof(opdefs) / sizeof(opdefs[0]); i++) {
+        const struct afmt_opdef *d = &opdefs[i];
+        /* How compile_op() reads each argument kind. */
+        const char *form = d->arg == ARG_HEADER ? "(HEADER[?ALT])[:N]"
+                           : d->arg == ARG_TIME ? "[(FORMAT)]"
+                                                : "";
+
+        buf_printf(b, "%s\t%%%s%s%%\t%s\n", d->name, d->name, form,
+                   d->number ? "number" : "string");
+    }
+}
+
 void afmt_free(struct afmt *f)
 {
     if (f == NULL)

@@ -77,6 +77,14 @@ struct afmt_ctx {
 struct afmt *afmt_compile(const char *s, size_t n, int json, char **err);
 void afmt_free(struct afmt *f);
 
+struct buf;
+/* afmt_reference() appends every %OPERATOR% a format string may use, one
+ * "NAME<TAB>form<TAB>json" line each: form is how it is written (an
+ * argument in parentheses, :N to truncate), json "number" when a JSON
+ * member holding only it is written as a number, else "string" (`strait
+ * reference access-log`, and docs/reference/access-log.md from it). */
+void afmt_reference(struct buf *b);
+
 /* afmt_istio_text() and afmt_istio_json() compile Istio's default access
  * log formats (meshConfig.accessLogEncoding TEXT and JSON). */
 struct afmt *afmt_istio_text(char **err);

@@ -1608,9 +1608,37 @@ static void test_ist0171_negative_condition(void **state)
     assert_int_equal(n, 0);
 }
 
+/* The codes reference (docs/reference/analyzer-codes.md) is the code
+ * table itself: each code with the name res_code_name() gives it. */
+static void test_codes_reference_is_the_table(void **state)
+{
+    struct buf b;
+    size_t n = 0;
+    int ist0101 = 0, str0004 = 0;
+
+    (void)state;
+    buf_init(&b, 1 << 16);
+    res_codes_reference(&b);
+    for (char *line = (char *)buf_cstr(&b), *next; *line; line = next) {
+        char *tab = strchr(line, '\t');
+        next = strchr(line, '\n');
+        *tab = '\0';
+        *next++ = '\0';
+        assert_string_equal(res_code_name(line), tab + 1);
+        ist0101 += strcmp(line, "IST0101") == 0;
+        str0004 += strcmp(line, "STR0004") == 0;
+        n++;
+    }
+    assert_int_equal(ist0101, 1);
+    assert_int_equal(str0004, 1);
+    assert_true(n >= 30);
+    buf_dispose(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_codes_reference_is_the_table),
         cmocka_unit_test(test_good_set_is_clean),
         cmocka_unit_test(test_ist0101_gateway),
         cmocka_unit_test(test_ist0101_l4_rules),

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -257,13 +258,58 @@ static void test_full(void **state)
     afmt_free(f);
 }
 
+/* Every operator the reference lists (docs/reference/access-log.md) is
+ * one the compiler takes, written in the form the reference gives, and
+ * the list is the whole table: an unlisted name is refused. */
+static void test_reference_lists_what_compiles(void **state)
+{
+    struct buf b;
+    size_t n = 0;
+    char *err = NULL;
+
+    (void)state;
+    buf_init(&b, 1 << 16);
+    afmt_reference(&b);
+    for (char *line = (char *)buf_cstr(&b), *next; *line; line = next) {
+        char fmt[128];
+        char *form = strchr(line, '\t');
+        char *json = strchr(form + 1, '\t');
+        struct afmt *f;
+
+        next = strchr(line, '\n');
+        *next++ = *form++ = *json++ = '\0';
+        assert_true(strcmp(json, "string") == 0 || strcmp(json, "number") == 0);
+        /* The form with its optional parts filled in. */
+        if (strstr(form, "(HEADER") != NULL)
+            snprintf(fmt, sizeof(fmt), "%%%s(x-a?x-b):8%%", line);
+        else if (strstr(form, "(FORMAT)") != NULL)
+            snprintf(fmt, sizeof(fmt), "%%%s(%%s)%%", line);
+        else
+            snprintf(fmt, sizeof(fmt), "%%%s%%", line);
+        f = afmt_compile(fmt, strlen(fmt), 0, &err);
+        if (f == NULL)
+            fail_msg("%s: %s", fmt, err);
+        afmt_free(f);
+        n++;
+    }
+    assert_true(n >= 25);
+    assert_null(afmt_compile("%NOT_AN_OPERATOR%", 17, 0, &err));
+    free(err);
+    buf_dispose(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_operators),    cmocka_unit_test(test_start_time),
-        cmocka_unit_test(test_escape),       cmocka_unit_test(test_refused),
-        cmocka_unit_test(test_refused_more), cmocka_unit_test(test_istio_text),
-        cmocka_unit_test(test_istio_json),   cmocka_unit_test(test_json_mixed),
+        cmocka_unit_test(test_reference_lists_what_compiles),
+        cmocka_unit_test(test_operators),
+        cmocka_unit_test(test_start_time),
+        cmocka_unit_test(test_escape),
+        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_refused_more),
+        cmocka_unit_test(test_istio_text),
+        cmocka_unit_test(test_istio_json),
+        cmocka_unit_test(test_json_mixed),
         cmocka_unit_test(test_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
