@@ -107,6 +107,12 @@ struct watcher {
     struct kube_cache cache;
     uint64_t watches, relists, expired, errors, events;
     char *last_error;
+    /* The last RETRY_KEPT delays drawn after failures, and how many were
+     * drawn in all: /config_dump shows them, so the backoff can be read
+     * as chosen, not guessed from when the retries arrived. */
+#define RETRY_KEPT 16
+    uint32_t retry_ms[RETRY_KEPT];
+    uint64_t retries;
 };
 
 struct source_kube {
@@ -339,6 +345,8 @@ static void failed(struct watcher *w, const char *what, const char *why)
     w->what = IDLE;
     w->fails++;
     ms = backoff(w);
+    w->retry_ms[w->retries++ % RETRY_KEPT] =
+        ms < UINT32_MAX ? (uint32_t)ms : UINT32_MAX;
     LOG_LIMITED(1000, LOG_WARN,
                 "kubernetes: %s; %s, next try in %" PRIu64 " ms", msg,
                 w->synced ? "keeping the objects held" : "not synced yet", ms);
@@ -1012,6 +1020,8 @@ void source_kube_json(struct source_kube *k, struct buf *b)
                k->synced ? "true" : "false", k->objects);
     for (size_t j = 0; j < k->nw; j++) {
         const struct watcher *w = &k->w[j];
+        uint64_t from;
+
         buf_puts(b, j ? ",{\"kind\":" : "{\"kind\":");
         json_str(b, w->ki->kind);
         buf_puts(b, ",\"namespace\":");
@@ -1034,7 +1044,14 @@ void source_kube_json(struct source_kube *k, struct buf *b)
             json_str(b, w->last_error);
         else
             buf_puts(b, "null");
-        buf_puts(b, "}");
+        /* Oldest first; retriesDrawn counts those no longer kept too. */
+        buf_printf(b, ",\"retriesDrawn\":%" PRIu64 ",\"retryDelaysMs\":[",
+                   w->retries);
+        from = w->retries > RETRY_KEPT ? w->retries - RETRY_KEPT : 0;
+        for (uint64_t i = from; i < w->retries; i++)
+            buf_printf(b, "%s%" PRIu32, i > from ? "," : "",
+                       w->retry_ms[i % RETRY_KEPT]);
+        buf_puts(b, "]}");
     }
     buf_puts(b, "],\"leftOut\":[");
     for (size_t j = 0; j < k->nw; j++) {

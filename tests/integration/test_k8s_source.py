@@ -749,8 +749,20 @@ def test_backoff_doubles_with_jitter_and_resets(api, strait_factory, tmp_path):
     t = [r[0] for r in api.requests[:7]]
     gaps = [b - a for a, b in zip(t, t[1:])]
     print("backoff gaps", [round(g, 3) for g in gaps])
-    for gap, d in zip(gaps, (0.1, 0.2, 0.4, 0.8, 0.8, 0.8)):
-        assert d * 0.95 <= gap < 2 * d + 0.15, (gaps, d)
+
+    def drawn():
+        w = json.loads(st.get("/config_dump")[1])["kubernetes"]["watchers"][0]
+        assert w["retriesDrawn"] == len(w["retryDelaysMs"]) <= 16, w
+        return w["retryDelaysMs"]
+
+    # The delays as strait drew them, each in [d, 2d): exact, whatever
+    # the machine's load. The gaps the API saw can only be longer (each
+    # delay starts after the failed answer was read), never shorter.
+    delays = drawn()
+    assert len(delays) >= 6, delays
+    for ms, gap, d in zip(delays, gaps, (0.1, 0.2, 0.4, 0.8, 0.8, 0.8)):
+        assert d * 1000 <= ms < 2 * d * 1000, (delays, d)
+        assert gap >= ms / 1000 * 0.95, (gaps, delays)
     api.fail_with = None
     wait_for(lambda: api.open_watches() == 1, 10, "the watch")
     assert kstats(st)["kubernetes.ready"] == 1
@@ -758,13 +770,18 @@ def test_backoff_doubles_with_jitter_and_resets(api, strait_factory, tmp_path):
     # the healthy period under test, not a synchronisation.
     time.sleep(1.2)
     start = len(api.requests)
+    before = len(drawn())
     api.fail_with = 503
     api.cut_watches()
     wait_for(lambda: len(api.requests) - start >= 3, 10, "3 attempts")
     t = [r[0] for r in api.requests[start:start + 3]]
     gaps = [b - a for a, b in zip(t, t[1:])]
-    assert 0.095 <= gaps[0] < 0.35, gaps
-    assert 0.19 <= gaps[1] < 0.55, gaps
+    after = drawn()[before:]
+    # From 100 ms again, then 200 ms; a gap the API saw is at least the
+    # shorter of the two.
+    assert len(after) >= 2, after
+    assert 100 <= after[0] < 200 and 200 <= after[1] < 400, after
+    assert gaps[0] >= after[0] / 1000 * 0.95, (gaps, after)
     api.fail_with = None
 
 
