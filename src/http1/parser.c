@@ -339,8 +339,9 @@ static int parse_field_line(const char *p, size_t n, struct h1_header *hdr,
 
 /* parse_fields_lines() splits and checks the field lines. */
 static int parse_fields_lines(const char *buf, size_t len,
-                        const struct http_limits *lim, struct h1_header *out,
-                        size_t cap, size_t *n, const char **why, int *status)
+                              const struct http_limits *lim,
+                              struct h1_header *out, size_t cap, size_t *n,
+                              const char **why, int *status)
 {
     size_t limit = cap < lim->max_headers ? cap : lim->max_headers;
     size_t pos = 0, count = 0;
