@@ -4,12 +4,14 @@ targetRef, else by IP), so DestinationRule subsets select Kubernetes
 endpoints. Istio's bookinfo reviews v1/v2/v3, with the sample's
 destination-rule-all.yaml unchanged, through the Kubernetes API stand-in
 and through config.dir; and a relabel soak through one Pod watch."""
+import json
 import os
 import pathlib
 import shutil
 import socket
 import subprocess
 
+import pytest
 import yaml
 
 from conftest import (SRCDIR, STRAIT, free_port, read_head, responder,
@@ -217,6 +219,40 @@ def test_bookinfo_subsets_through_config_dir(strait_factory, upstream_factory,
     strait_factory(extra=NODE + f"config: {{dir: \"{conf}\"}}\n").start()
     wait_for(lambda: ask(gw, "v1") == (200, "reviews-v1"), 10, "subset v1")
     assert_each_subset_reaches_only_its_pods(gw)
+
+
+@pytest.mark.skipif(shutil.which("etcd") is None,
+                    reason="etcd-server is not installed")
+def test_bookinfo_subsets_through_etcd(strait_factory, upstream_factory,
+                                       tmp_path):
+    """The same through config.etcd: each object under
+    PREFIX/KIND/NAMESPACE/NAME, Pods included; a Pod relabelled in etcd
+    moves its endpoint to the other subset."""
+    from etcd_util import Cluster
+    cluster = Cluster(tmp_path).start()
+    try:
+        up = reviews_upstreams(upstream_factory)
+        gw = free_port()
+        objs = [gateway(gw), reviews_vs()] + \
+            sample("destination-rule-all.yaml") + reviews_objects(up)
+        for o in objs:
+            m = o["metadata"]
+            cluster.put(f"/strait/{o['kind']}/{m['namespace']}/{m['name']}",
+                        json.dumps(o))
+        strait_factory(extra=NODE + (
+            f"config:\n  etcd:\n    endpoints: [{', '.join(cluster.endpoints)}]\n"
+            f"    prefix: /strait\n")).start()
+        wait_for(lambda: ask(gw, "v2") == (200, "reviews-v2"), 15, "subset v2")
+        assert_each_subset_reaches_only_its_pods(gw)
+        v1 = [o for o in reviews_objects(up) if o["kind"] == "Pod"][0]
+        v1["metadata"]["labels"]["version"] = "v3"
+        cluster.put(f"/strait/Pod/default/{v1['metadata']['name']}",
+                    json.dumps(v1))
+        wait_for(lambda: ask(gw, "v1")[0] == 503, 10, "subset v1 empty")
+        assert {ask(gw, "v3")[1] for _ in range(16)} == {"reviews-v1",
+                                                         "reviews-v3"}
+    finally:
+        cluster.kill()
 
 
 SOAK_PODS = int(os.environ.get("STRAIT_POD_SOAK_PODS", "200"))
