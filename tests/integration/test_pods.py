@@ -349,7 +349,8 @@ def test_pod_relabel_soak_one_watch_memory_flat(strait_factory, upstream_factory
         # Pods from the watch since round 1: a relist would have made a
         # second watch.
         print(f"{SOAK_PODS * SOAK_ROUNDS} Pod relabels: RSS after warm-up "
-              f"{base} KiB, grown {grown} KiB; Pod watches {pods}")
+              f"{base} KiB, grown {grown} KiB; Pod watches {pods}; "
+              f"snapshots {st.stats()['resources.reloads_ok']}")
         assert [v[2] for v in pods.values()] == [1], pods
         assert st.stats()["kubernetes.Pod.objects"] == SOAK_PODS
         # Anything kept per relabel would be many MiB by now.
