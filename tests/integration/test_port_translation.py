@@ -135,7 +135,7 @@ def test_check_says_the_port_is_translated(translated):
     r = subprocess.run([STRAIT, "check", "-c", str(st.config), str(conf)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert (f"Info [STR0012] (Gateway istio-system/gw " in r.stdout), r.stdout
+    assert "Info [STR0012] (Gateway istio-system/gw " in r.stdout, r.stdout
     assert (f"Gateway server port 80 listens on {http_t}: the targetPort of "
             f"port 80 of the gateway's Service istio-system/istio-ingressgateway"
             in r.stdout), r.stdout
