@@ -204,6 +204,7 @@ static int cmd_check(int argc, char **argv)
             node.name = bs->node.name;
             node.ns = bs->node.ns;
             node.labels = &bs->node.labels;
+            node.service = bs->node.service;
             node.root_ns = "istio-system";
             node.credentials_dir = bs->credentials.dir;
             node.default_ns = bs->config.default_ns;

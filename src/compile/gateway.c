@@ -570,9 +570,14 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
 
             if (mode < 0)
                 continue;
+            /* As istiod: a server port that is a port of the gateway's
+             * own Service listens on that port's targetPort (80 ->
+             * 8080); routes still match the server port. */
             snprintf(astr, sizeof(astr), "%s:%" PRId64,
                      sv->bind && sv->bind[0] ? sv->bind : "0.0.0.0",
-                     sv->port.number);
+                     res_k8s_gateway_port(set, bs->node.ns, &bs->node.labels,
+                                          bs->node.service, sv->port.number,
+                                          NULL));
             if (addr_parse(&a, astr, strlen(astr), 0, &why) < 0) {
                 err_set(err, "Gateway %s: bind '%s': %s", gname, astr, why);
                 goto fail;

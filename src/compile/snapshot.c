@@ -160,6 +160,7 @@ static int l4_reads(const struct resource *r, int shared)
     case RES_SERVICE:
     case RES_ENDPOINT_SLICE:
     case RES_NODE:   /* the locality of slice endpoints */
+    case RES_POD:    /* labels, locality, network of slice endpoints */
     case RES_SECRET: /* a DestinationRule's credentialName */
     case RES_AUTHORIZATION_POLICY:
     case RES_PEER_AUTHENTICATION:
@@ -367,6 +368,7 @@ static int routes_read(const struct resource *r, const struct gw_listener *g)
     case RES_SERVICE:
     case RES_ENDPOINT_SLICE:
     case RES_NODE:   /* the locality of slice endpoints */
+    case RES_POD:    /* labels, locality, network of slice endpoints */
     case RES_SECRET: /* a DestinationRule's credentialName */
     case RES_AUTHORIZATION_POLICY:
     case RES_REQUEST_AUTHENTICATION:

@@ -171,6 +171,7 @@ static const struct {
     {"STR0009", "NetworkWithoutGateway"},
     {"STR0010", "LuaPolicyTargetNotGranted"},
     {"STR0011", "MeshLinkHostConflict"},
+    {"STR0012", "GatewayPortTranslated"},
 };
 
 const char *res_code_name(const char *code)
@@ -1831,7 +1832,10 @@ static void check_credentials(struct actx *a, const struct resource *r,
  * gateway's workload: the TCP ports of the Kubernetes Services of the
  * node's namespace whose selector matches the node's labels, each by its
  * targetPort when that is a number, else its port, are what the gateway
- * is reached on; a server port outside them is reported. Without such a
+ * is reached on; a server port outside them is reported. A server port
+ * that is one of those Services' ports (80 of 80 -> 8080) is translated,
+ * as istiod does: it listens on the targetPort, said as an Info
+ * (STR0012). The node's Service is node.service when set. Without such a
  * Service (a VM with nothing in front of it) there is nothing to compare
  * with, and nothing is said, where Istio, which always has the Service,
  * would report every port.
@@ -1850,12 +1854,10 @@ static void check_service_ports(struct actx *a, const struct resource *r)
         const struct resource *o = a->set->v[i];
         const struct res_k8s_service *svc;
         if (o->kind != RES_SERVICE ||
-            strcmp(o->meta.ns, a->node->ns ? a->node->ns : "") != 0)
+            !res_k8s_own_service(o, a->node->ns ? a->node->ns : "",
+                                 a->node->labels, a->node->service))
             continue;
         svc = o->spec;
-        if (svc->selector.n == 0 ||
-            !res_labels_match(&svc->selector, a->node->labels))
-            continue;
         nsvc++;
         for (size_t k = 0; k < svc->ports.n && np < 1024; k++) {
             const struct res_k8s_port *sp =
@@ -1874,12 +1876,27 @@ static void check_service_ports(struct actx *a, const struct resource *r)
             (const struct res_gw_server *)gw->servers.v + s;
         char p[64];
         size_t k;
+        const struct resource *by;
+        int64_t lp = res_k8s_gateway_port(
+            a->set, a->node->ns ? a->node->ns : "", a->node->labels,
+            a->node->service, srv->port.number, &by);
+        res_path(p, sizeof(p), "spec.servers[%zu].port", s);
+        if (by != NULL) {
+            /* istiod's port translation: the server is reached through
+             * the Service's port, and listens on its targetPort. */
+            finding(a, "STR0012", RES_INFO, r, &srv->port.mark, p,
+                    "Gateway server port %lld listens on %lld: the "
+                    "targetPort of port %lld of the gateway's Service %s/%s "
+                    "(as istiod translates it).",
+                    (long long)srv->port.number, (long long)lp,
+                    (long long)srv->port.number, by->meta.ns, by->meta.name);
+            continue;
+        }
         for (k = 0; k < np; k++)
             if (ports[k] == srv->port.number)
                 break;
         if (k < np)
             continue;
-        res_path(p, sizeof(p), "spec.servers[%zu].port", s);
         finding(a, "IST0162", RES_WARNING, r, &srv->port.mark, p,
                 "The gateway is listening on a target port (port %lld) that "
                 "is not defined in the Service associated with its workload "

@@ -67,6 +67,9 @@ struct analysis_node {
     const char *network;
     const struct bootstrap_mesh_networks *mesh;
     const char *bootstrap_file; /* where mesh was read, for messages */
+    /* node.service: the gateway's own Service; NULL or "": found by the
+     * labels (res_k8s_own_service()). */
+    const char *service;
 };
 
 /* analyze_networks() adds STR0009 Warnings for endpoints on a network

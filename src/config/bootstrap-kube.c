@@ -41,6 +41,7 @@ const char *const bootstrap_kube_kinds[] = {
     "Namespace",
     "Node",
     "ReferenceGrant",
+    "Pod",
     NULL,
 };
 
@@ -72,21 +73,22 @@ static const struct conf_key kube_keys[] = {
      "namespaces watched (one watch per kind and namespace); none: "
      "cluster-wide (one watch per kind)",
      NULL, NULL, NULL, NULL},
-    {"kinds", CONF_STR_LIST, OFF(struct bootstrap_kube, kinds), 0, 16, NULL,
+    {"kinds", CONF_STR_LIST, OFF(struct bootstrap_kube, kinds), 0, 32, NULL,
      "kinds watched (Gateway, VirtualService, DestinationRule, "
      "ServiceEntry, WorkloadEntry, AuthorizationPolicy, PeerAuthentication, "
      "RequestAuthentication, LuaPolicy, MeshLink, Service, EndpointSlice, "
-     "Secret, Namespace, Node, ReferenceGrant); none: all of them",
+     "Secret, Namespace, Node, ReferenceGrant, Pod); none: all of them",
      NULL, NULL, NULL, NULL},
     {"labelSelectors", CONF_STR_MAP,
-     OFF(struct bootstrap_kube, label_selectors), 0, 16, NULL,
+     OFF(struct bootstrap_kube, label_selectors), 0, 32, NULL,
      "KIND: labelSelector of that kind's list and watch", NULL, NULL, NULL,
      NULL},
     {"fieldSelectors", CONF_STR_MAP,
-     OFF(struct bootstrap_kube, field_selectors), 0, 16, NULL,
+     OFF(struct bootstrap_kube, field_selectors), 0, 32, NULL,
      "KIND: fieldSelector of that kind's list and watch; a Secret's is "
      "added to Istio's type!=helm.sh/release.v1,type!=kubernetes.io/"
-     "service-account-token, which is always there",
+     "service-account-token, which is always there; a Pod's to "
+     "status.phase=Running, which is always there",
      NULL, NULL, NULL, NULL},
     {"minWatchTimeout", CONF_DURATION,
      OFF(struct bootstrap_kube, min_watch_timeout_ms), 1000, 3600 * 1000, "5m",

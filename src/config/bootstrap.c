@@ -60,6 +60,35 @@ static void workers_json(struct buf *b, const void *src)
         buf_printf(b, "%" PRId64, v);
 }
 
+/* node.service: "", NAME or NS/NAME, each a DNS label. */
+static int valid_service_ref(const char *s, size_t n, void *dst,
+                             const char **why)
+{
+    size_t start = 0, parts = 0;
+
+    (void)dst;
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && s[i] != '/')
+            continue;
+        size_t len = i - start;
+        if (len == 0 || len > 63 || ++parts > 2 || s[start] == '-' ||
+            s[i - 1] == '-')
+            goto bad;
+        for (size_t j = start; j < i; j++)
+            if (!((s[j] >= 'a' && s[j] <= 'z') ||
+                  (s[j] >= '0' && s[j] <= '9') || s[j] == '-'))
+                goto bad;
+        start = i + 1;
+    }
+    return 0;
+bad:
+    *why = "expected NAME or NAMESPACE/NAME (DNS labels: lower-case "
+           "letters, digits and '-', at most 63)";
+    return -1;
+}
+
 static const struct conf_key node_keys[] = {
     {"name", CONF_STR, OFF(struct bootstrap_node, name), 0, 0, NULL,
      "node name (default: the host name)", NULL, NULL, NULL, NULL},
@@ -76,6 +105,13 @@ static const struct conf_key node_keys[] = {
      "region/zone/subzone; DestinationRule localityLbSetting ranks "
      "endpoints against it",
      NULL, NULL, NULL, NULL},
+    {"service", CONF_STR, OFF(struct bootstrap_node, service), 0, 0, "",
+     "the gateway's own Kubernetes Service, NAMESPACE/NAME (NAME: in "
+     "node.namespace); a Gateway server port that is one of its ports "
+     "listens on that port's targetPort, as istiod translates it (80 -> "
+     "8080); \"\": the Services of node.namespace whose selector "
+     "node.labels match",
+     NULL, NULL, valid_service_ref, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -20,6 +20,9 @@ struct bootstrap_node {
     struct conf_strmap labels;
     char *network;
     char *locality;
+    /* The gateway's own Kubernetes Service ("NS/NAME" or "NAME" in ns);
+     * "": the Services of ns whose selector the labels match. */
+    char *service;
 };
 
 enum bootstrap_protocol { BOOTSTRAP_TCP, BOOTSTRAP_HTTP };
@@ -269,6 +272,11 @@ extern const char *const bootstrap_kube_kinds[];
  * controller: never the service-account tokens or Helm releases. */
 #define KUBE_SECRET_FIELD_SELECTOR                                             \
     "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token"
+
+/* The field selector every Pod watch carries: only a Running Pod is
+ * behind a ready endpoint, so the rest of a cluster's Pods are never
+ * sent (docs/pods.md). */
+#define KUBE_POD_FIELD_SELECTOR "status.phase=Running"
 
 extern const struct conf_section bootstrap_kube_section;
 

@@ -5,8 +5,10 @@
  * picks), a discovery.k8s.io/v1 EndpointSlice feeds the Service named by
  * its kubernetes.io/service-name label, a v1 Secret of type
  * kubernetes.io/tls or Opaque is a Gateway credentialName in its
- * namespace, a v1 Namespace is kept with its labels, and a v1 Node's
- * topology labels are the locality of the slice endpoints on it. The tables
+ * namespace, a v1 Namespace is kept with its labels, a v1 Node's
+ * topology labels are the locality of the slice endpoints on it, and a v1
+ * Pod gives the endpoints that are it their labels, service account,
+ * locality and network. The tables
  * accept what `kubectl get -o yaml` writes; the keys that mean nothing
  * to a gateway that routes to endpoints by host (clusterIPs, ipFamilies,
  * nodePort, ...) are accepted and ignored, as README says.
@@ -357,6 +359,38 @@ static const struct conf_section cond_section = {
     RES_OFF(struct res_k8s_endpoint, conditions.mark) -
         RES_OFF(struct res_k8s_endpoint, conditions)};
 
+#define TR(f)                                                                  \
+    (RES_OFF(struct res_k8s_endpoint, target_ref.f) -                          \
+     RES_OFF(struct res_k8s_endpoint, target_ref))
+#define TR_IGN(key, i)                                                         \
+    {                                                                          \
+        .name = key, .type = CONF_IGNORE,                                      \
+        .off = TR(ignored) + (i) * sizeof(struct conf_mark),                   \
+        .help = "accepted and ignored"                                         \
+    }
+static const struct conf_key target_ref_keys[] = {
+    {.name = "kind",
+     .type = CONF_STR,
+     .off = TR(kind),
+     .help = "Pod: the endpoint is that Pod's (other kinds are not read)"},
+    {.name = "name", .type = CONF_STR, .off = TR(name), .help = "its name"},
+    {.name = "namespace",
+     .type = CONF_STR,
+     .off = TR(ns),
+     .help = "its namespace (default: the EndpointSlice's)"},
+    TR_IGN("apiVersion", 0),
+    TR_IGN("uid", 1),
+    TR_IGN("resourceVersion", 2),
+    TR_IGN("fieldPath", 3),
+    {.name = NULL},
+};
+#undef TR_IGN
+static const struct conf_section target_ref_section = {
+    target_ref_keys, 0,
+    RES_OFF(struct res_k8s_endpoint, target_ref.mark) -
+        RES_OFF(struct res_k8s_endpoint, target_ref)};
+#undef TR
+
 #define EP(f) RES_OFF(struct res_k8s_endpoint, f)
 static const struct conf_key ep_keys[] = {
     {.name = "addresses",
@@ -386,16 +420,18 @@ static const struct conf_key ep_keys[] = {
      .help = "the locality's zone (region unknown: \"/ZONE\") when no "
              "Node nodeName with topology labels is known"},
     {.name = "targetRef",
+     .type = CONF_SECTION,
+     .off = EP(target_ref),
+     .help = "the object behind the endpoint: a Pod (kind Pod) gives it "
+             "its labels, service account, locality and network",
+     .sub = &target_ref_section},
+    {.name = "hints",
      .type = CONF_IGNORE,
      .off = EP(ignored),
      .help = "accepted and ignored"},
-    {.name = "hints",
-     .type = CONF_IGNORE,
-     .off = EP(ignored) + sizeof(struct conf_mark),
-     .help = "accepted and ignored"},
     {.name = "deprecatedTopology",
      .type = CONF_IGNORE,
-     .off = EP(ignored) + 2 * sizeof(struct conf_mark),
+     .off = EP(ignored) + sizeof(struct conf_mark),
      .help = "accepted and ignored"},
     {.name = NULL},
 };
@@ -866,6 +902,190 @@ const struct res_kind_ext res_k8s_node_ext = {
     .optional_spec = 1,
 };
 
+/* ---- Pod ---------------------------------------------------------------- */
+
+#define PS(f)                                                                  \
+    (RES_OFF(struct res_k8s_pod, spec.f) - RES_OFF(struct res_k8s_pod, spec))
+#define PS_IGN(key, i)                                                         \
+    {                                                                          \
+        .name = key, .type = CONF_IGNORE,                                      \
+        .off = PS(ignored) + (i) * sizeof(struct conf_mark),                   \
+        .help = "accepted and ignored"                                         \
+    }
+/* Every PodSpec field of Kubernetes 1.33, so `kubectl get pod -o yaml`
+ * loads as written; six are read. */
+static const struct conf_key pod_spec_keys[] = {
+    {.name = "nodeName",
+     .type = CONF_STR,
+     .off = PS(node_name),
+     .help = "the Node whose topology labels are the locality of the Pod's "
+             "endpoints (unless the Pod is labelled istio-locality)"},
+    {.name = "serviceAccountName",
+     .type = CONF_STR,
+     .off = PS(service_account_name),
+     .help = "the service account of the Pod's endpoints (their SPIFFE "
+             "identity)"},
+    {.name = "serviceAccount",
+     .type = CONF_STR,
+     .off = PS(service_account),
+     .help = "deprecated alias of serviceAccountName"},
+    {.name = "hostname",
+     .type = CONF_STR,
+     .off = PS(hostname),
+     .help = "shown"},
+    {.name = "subdomain",
+     .type = CONF_STR,
+     .off = PS(subdomain),
+     .help = "shown"},
+    PS_IGN("activeDeadlineSeconds", 0),
+    PS_IGN("affinity", 1),
+    PS_IGN("automountServiceAccountToken", 2),
+    PS_IGN("containers", 3),
+    PS_IGN("dnsConfig", 4),
+    PS_IGN("dnsPolicy", 5),
+    PS_IGN("enableServiceLinks", 6),
+    PS_IGN("ephemeralContainers", 7),
+    PS_IGN("hostAliases", 8),
+    PS_IGN("hostIPC", 9),
+    {.name = "hostNetwork",
+     .type = CONF_BOOL,
+     .off = PS(host_network),
+     .help = "a Pod on its Node's network shares the Node's IP: found by "
+             "targetRef only, never by IP"},
+    PS_IGN("hostPID", 11),
+    PS_IGN("hostUsers", 12),
+    PS_IGN("imagePullSecrets", 13),
+    PS_IGN("initContainers", 14),
+    PS_IGN("nodeSelector", 15),
+    PS_IGN("os", 16),
+    PS_IGN("overhead", 17),
+    PS_IGN("preemptionPolicy", 18),
+    PS_IGN("priority", 19),
+    PS_IGN("priorityClassName", 20),
+    PS_IGN("readinessGates", 21),
+    PS_IGN("resourceClaims", 22),
+    PS_IGN("resources", 23),
+    PS_IGN("restartPolicy", 24),
+    PS_IGN("runtimeClassName", 25),
+    PS_IGN("schedulerName", 26),
+    PS_IGN("schedulingGates", 27),
+    PS_IGN("securityContext", 28),
+    PS_IGN("setHostnameAsFQDN", 29),
+    PS_IGN("shareProcessNamespace", 30),
+    PS_IGN("terminationGracePeriodSeconds", 31),
+    PS_IGN("tolerations", 32),
+    PS_IGN("topologySpreadConstraints", 33),
+    PS_IGN("volumes", 34),
+    {.name = NULL},
+};
+#undef PS_IGN
+static const struct conf_section pod_spec_section = {pod_spec_keys, 0,
+                                                     PS(mark)};
+#undef PS
+
+static const struct conf_key pod_ip_keys[] = {
+    {.name = "ip",
+     .type = CONF_STR,
+     .off = RES_OFF(struct res_k8s_pod_ip, ip),
+     .help = "an IP address of the Pod"},
+    {.name = NULL},
+};
+static const struct conf_section pod_ip_section = {
+    pod_ip_keys, sizeof(struct res_k8s_pod_ip),
+    RES_OFF(struct res_k8s_pod_ip, mark)};
+
+#define PT(f)                                                                  \
+    (RES_OFF(struct res_k8s_pod, status.f) -                                   \
+     RES_OFF(struct res_k8s_pod, status))
+#define PT_IGN(key, i)                                                         \
+    {                                                                          \
+        .name = key, .type = CONF_IGNORE,                                      \
+        .off = PT(ignored) + (i) * sizeof(struct conf_mark),                   \
+        .help = "accepted and ignored"                                         \
+    }
+static const struct conf_key pod_status_keys[] = {
+    {.name = "phase",
+     .type = CONF_STR,
+     .off = PT(phase),
+     .help = "a Pod Succeeded or Failed is nobody's endpoint by IP (its "
+             "address may be reused)"},
+    {.name = "podIP",
+     .type = CONF_STR,
+     .off = PT(pod_ip),
+     .help = "the address EndpointSlice endpoints without a targetRef find "
+             "the Pod by"},
+    {.name = "podIPs",
+     .type = CONF_LIST,
+     .off = PT(pod_ips),
+     .max = 2,
+     .help = "the Pod's addresses (dual stack): each finds it as podIP does",
+     .sub = &pod_ip_section},
+    PT_IGN("conditions", 0),
+    PT_IGN("containerStatuses", 1),
+    PT_IGN("ephemeralContainerStatuses", 2),
+    PT_IGN("hostIP", 3),
+    PT_IGN("hostIPs", 4),
+    PT_IGN("initContainerStatuses", 5),
+    PT_IGN("message", 6),
+    PT_IGN("nominatedNodeName", 7),
+    PT_IGN("observedGeneration", 8),
+    PT_IGN("qosClass", 9),
+    PT_IGN("reason", 10),
+    PT_IGN("resize", 11),
+    PT_IGN("resourceClaimStatuses", 12),
+    PT_IGN("startTime", 13),
+    {.name = NULL},
+};
+#undef PT_IGN
+static const struct conf_section pod_status_section = {pod_status_keys, 0,
+                                                       PT(mark)};
+#undef PT
+
+static const struct conf_key pod_keys[] = {
+    {.name = "spec",
+     .type = CONF_SECTION,
+     .off = RES_OFF(struct res_k8s_pod, spec),
+     .help = "nodeName and serviceAccountName are read",
+     .sub = &pod_spec_section},
+    {.name = "status",
+     .type = CONF_SECTION,
+     .off = RES_OFF(struct res_k8s_pod, status),
+     .help = "phase, podIP and podIPs are read",
+     .sub = &pod_status_section},
+    {.name = NULL},
+};
+static const struct conf_section pod_section = {pod_keys, 0, SIZE_MAX};
+
+static void pod_check(struct res_check *ck, struct resource *r)
+{
+    const struct res_k8s_pod *p = r->spec;
+    char path[64];
+
+    if (p->status.pod_ip != NULL && p->status.pod_ip[0] != '\0' &&
+        !is_ip(p->status.pod_ip))
+        res_err(ck, &p->status.mark, "status.podIP",
+                "'%s' is not an IP address", p->status.pod_ip);
+    for (size_t i = 0; i < p->status.pod_ips.n; i++) {
+        const struct res_k8s_pod_ip *ip =
+            (const struct res_k8s_pod_ip *)p->status.pod_ips.v + i;
+        res_path(path, sizeof(path), "status.podIPs[%zu].ip", i);
+        if (ip->ip == NULL || !is_ip(ip->ip))
+            res_err(ck, &ip->mark, path, "'%s' is not an IP address",
+                    ip->ip != NULL ? ip->ip : "");
+    }
+}
+
+const struct res_kind_ops res_k8s_pod_ops = {
+    .kind = "Pod",
+    .spec = &pod_section,
+    .spec_size = sizeof(struct res_k8s_pod),
+    .check = pod_check,
+};
+
+const struct res_kind_ext res_k8s_pod_ext = {
+    .toplevel = 1,
+};
+
 /* ---- kinds -------------------------------------------------------------- */
 
 int res_k8s_kind(const char *api, const char *kind)
@@ -879,11 +1099,71 @@ int res_k8s_kind(const char *api, const char *kind)
             return RES_NAMESPACE;
         if (strcmp(kind, "Node") == 0)
             return RES_NODE;
+        if (strcmp(kind, "Pod") == 0)
+            return RES_POD;
     } else if (strcmp(api, "discovery.k8s.io/v1") == 0 &&
                strcmp(kind, "EndpointSlice") == 0) {
         return RES_ENDPOINT_SLICE;
     }
     return -1;
+}
+
+/* ---- the gateway's own Service ------------------------------------------ */
+
+int res_k8s_own_service(const struct resource *r, const char *ns,
+                        const struct conf_strmap *labels, const char *service)
+{
+    const struct res_k8s_service *svc = r->spec;
+    const char *slash;
+
+    if (service != NULL && service[0] != '\0') {
+        slash = strchr(service, '/');
+        if (slash == NULL)
+            return strcmp(r->meta.ns, ns) == 0 &&
+                   strcmp(r->meta.name, service) == 0;
+        return strlen(r->meta.ns) == (size_t)(slash - service) &&
+               strncmp(r->meta.ns, service, (size_t)(slash - service)) == 0 &&
+               strcmp(r->meta.name, slash + 1) == 0;
+    }
+    return labels != NULL && svc->selector.n > 0 &&
+           strcmp(r->meta.ns, ns) == 0 &&
+           res_labels_match(&svc->selector, labels);
+}
+
+int64_t res_k8s_gateway_port(const struct resource_set *set, const char *ns,
+                             const struct conf_strmap *labels,
+                             const char *service, int64_t port,
+                             const struct resource **by)
+{
+    int64_t best = 0;
+
+    if (by != NULL)
+        *by = NULL;
+    for (size_t i = 0; set != NULL && i < set->n; i++) {
+        const struct resource *r = set->v[i];
+        const struct res_k8s_service *svc;
+        if (r->kind != RES_SERVICE ||
+            !res_k8s_own_service(r, ns != NULL ? ns : "", labels, service))
+            continue;
+        svc = r->spec;
+        for (size_t k = 0; k < svc->ports.n; k++) {
+            const struct res_k8s_port *sp =
+                (const struct res_k8s_port *)svc->ports.v + k;
+            /* A named targetPort is a container port only the Pod's
+             * spec resolves; the port is then kept, as for no match. */
+            if (sp->port != port || sp->protocol != RES_K8S_TCP ||
+                sp->target_port.number <= 0)
+                continue;
+            /* istiod listens on every targetPort found; strait on the
+             * lowest, so one Gateway server is one listener. */
+            if (best == 0 || sp->target_port.number < best) {
+                best = sp->target_port.number;
+                if (by != NULL)
+                    *by = r;
+            }
+        }
+    }
+    return best != 0 ? best : port;
 }
 
 /* ---- the registry entry of a Service ------------------------------------ */
@@ -1002,6 +1282,148 @@ static const struct resource *node_find(const struct node_index *ix,
     return NULL;
 }
 
+/* The Pods of a set by namespace/name (targetRef) and by IP (an endpoint
+ * without one), both sorted once per load. */
+struct pod_ref {
+    const char *key; /* "ns/name" or an IP; owned by the index */
+    const struct resource *pod;
+};
+
+struct pod_index {
+    struct pod_ref *by_name, *by_ip;
+    size_t nname, nip;
+};
+
+static int pod_ref_cmp(const void *a, const void *b)
+{
+    const struct pod_ref *x = a, *y = b;
+
+    return strcmp(x->key, y->key);
+}
+
+static const struct resource *pod_find(const struct pod_ref *v, size_t n,
+                                       const char *key)
+{
+    size_t lo = 0, hi = n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(key, v[mid].key);
+        if (c == 0)
+            return v[mid].pod;
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return NULL;
+}
+
+static void pod_index_dispose(struct pod_index *ix)
+{
+    for (size_t i = 0; i < ix->nname; i++)
+        free((char *)ix->by_name[i].key);
+    free(ix->by_name);
+    free(ix->by_ip);
+    memset(ix, 0, sizeof(*ix));
+}
+
+/* A Pod in a terminal phase keeps its IP in its status, but Kubernetes
+ * may have given that IP to another Pod: as istiod, such a Pod is found
+ * by name only. A Pod on the host network shares its Node's IP. */
+static int pod_by_ip_ok(const struct res_k8s_pod *p)
+{
+    return !p->spec.host_network &&
+           (p->status.phase == NULL ||
+            (strcmp(p->status.phase, "Succeeded") != 0 &&
+             strcmp(p->status.phase, "Failed") != 0));
+}
+
+static int pod_index_build(const struct resource_set *set, struct pod_index *ix)
+{
+    size_t n = 0, nip = 0;
+
+    memset(ix, 0, sizeof(*ix));
+    for (size_t i = 0; i < set->n; i++) {
+        const struct res_k8s_pod *p;
+        if (set->v[i]->kind != RES_POD)
+            continue;
+        p = set->v[i]->spec;
+        n++;
+        nip += 1 + p->status.pod_ips.n;
+    }
+    if (n == 0)
+        return 0;
+    ix->by_name = calloc(n, sizeof(*ix->by_name));
+    ix->by_ip = calloc(nip, sizeof(*ix->by_ip));
+    if (ix->by_name == NULL || ix->by_ip == NULL)
+        goto fail;
+    for (size_t i = 0; i < set->n; i++) {
+        const struct resource *r = set->v[i];
+        const struct res_k8s_pod *p;
+        char *key;
+        if (r->kind != RES_POD)
+            continue;
+        p = r->spec;
+        if (asprintf(&key, "%s/%s", r->meta.ns, r->meta.name) < 0)
+            goto fail;
+        ix->by_name[ix->nname].key = key;
+        ix->by_name[ix->nname++].pod = r;
+        if (!pod_by_ip_ok(p))
+            continue;
+        if (p->status.pod_ip != NULL && p->status.pod_ip[0] != '\0') {
+            ix->by_ip[ix->nip].key = p->status.pod_ip;
+            ix->by_ip[ix->nip++].pod = r;
+        }
+        for (size_t j = 0; j < p->status.pod_ips.n; j++) {
+            const struct res_k8s_pod_ip *ip =
+                (const struct res_k8s_pod_ip *)p->status.pod_ips.v + j;
+            if (ip->ip == NULL || (p->status.pod_ip != NULL &&
+                                   strcmp(ip->ip, p->status.pod_ip) == 0))
+                continue;
+            ix->by_ip[ix->nip].key = ip->ip;
+            ix->by_ip[ix->nip++].pod = r;
+        }
+    }
+    qsort(ix->by_name, ix->nname, sizeof(*ix->by_name), pod_ref_cmp);
+    qsort(ix->by_ip, ix->nip, sizeof(*ix->by_ip), pod_ref_cmp);
+    return 0;
+fail:
+    pod_index_dispose(ix);
+    return -1;
+}
+
+/*
+ * endpoint_pod() is the Pod behind ep, an endpoint of an EndpointSlice
+ * in namespace ns, as istiod finds it: the Pod its targetRef names (kind
+ * Pod), else the Pod whose IP is the endpoint's first address. NULL: no
+ * such Pod is known (the endpoint then has no labels, as before Pods were
+ * read).
+ */
+static const struct resource *endpoint_pod(const struct pod_index *ix,
+                                           const char *ns,
+                                           const struct res_k8s_endpoint *ep)
+{
+    const struct resource *pod = NULL;
+
+    if (ix->nname == 0)
+        return NULL;
+    if (ep->target_ref.kind != NULL &&
+        strcmp(ep->target_ref.kind, "Pod") == 0 &&
+        ep->target_ref.name != NULL) {
+        char key[512];
+        const char *tns =
+            ep->target_ref.ns != NULL && ep->target_ref.ns[0] != '\0'
+                ? ep->target_ref.ns
+                : ns;
+        snprintf(key, sizeof(key), "%s/%s", tns, ep->target_ref.name);
+        pod = pod_find(ix->by_name, ix->nname, key);
+    }
+    if (pod == NULL && ep->addresses.n > 0)
+        pod = pod_find(ix->by_ip, ix->nip, ep->addresses.v[0]);
+    return pod;
+}
+
 static const char *label_of(const struct conf_strmap *m, const char *key,
                             const char *legacy)
 {
@@ -1019,23 +1441,40 @@ static const char *label_of(const struct conf_strmap *m, const char *key,
  * says it), as istiod's getPodLocality() takes it from the pod's Node:
  * its labels topology.kubernetes.io/region and zone (the older
  * failure-domain.beta.kubernetes.io ones when those are missing) and
- * topology.istio.io/subzone. strait reads no Pods, so the Node is the
- * endpoint's nodeName; without such a Node (or one without those
+ * topology.istio.io/subzone. The Pod's istio-locality label comes first;
+ * the Node is the Pod's spec.nodeName, else the endpoint's nodeName;
+ * without such a Node (or one without those
  * labels) the endpoint's own zone, which the EndpointSlice controller
  * copies from the Node's zone label, is the zone of an unknown region:
  * "/ZONE". Trailing empty parts are left out ("r/z", not "r/z/").
  */
 static void slice_locality(const struct node_index *nodes,
-                           const struct res_k8s_endpoint *ep, char *out,
-                           size_t n)
+                           const struct res_k8s_endpoint *ep,
+                           const struct resource *pod, char *out, size_t n)
 {
-    const struct resource *node =
-        ep->node_name != NULL && ep->node_name[0] != '\0'
-            ? node_find(nodes, ep->node_name)
-            : NULL;
+    const struct res_k8s_pod *ps = pod != NULL ? pod->spec : NULL;
+    const char *node_name =
+        ps != NULL && ps->spec.node_name != NULL && ps->spec.node_name[0]
+            ? ps->spec.node_name
+            : ep->node_name;
+    const struct resource *node = node_name != NULL && node_name[0] != '\0'
+                                      ? node_find(nodes, node_name)
+                                      : NULL;
     const char *r = "", *z = "", *s = "";
 
     out[0] = '\0';
+    /* istiod's getPodLocality(): the Pod's istio-locality label first,
+     * written with '.' for '/' (a label value cannot hold '/'). */
+    if (pod != NULL) {
+        const char *l = label_of(&pod->meta.labels, "istio-locality", NULL);
+        if (l[0] != '\0') {
+            snprintf(out, n, "%s", l);
+            for (char *c = out; *c != '\0'; c++)
+                if (*c == '.')
+                    *c = '/';
+            return;
+        }
+    }
     if (node != NULL) {
         r = label_of(&node->meta.labels, "topology.kubernetes.io/region",
                      "failure-domain.beta.kubernetes.io/region");
@@ -1056,20 +1495,61 @@ static void slice_locality(const struct node_index *nodes,
         snprintf(out, n, "%s", r);
 }
 
+/* pod_labels() gives we the labels of pod (copied), its service account
+ * and, when the Pod is labelled topology.istio.io/network, its network,
+ * which istiod takes before any other. */
+static int pod_labels(struct res_workload_entry *we, const struct resource *pod)
+{
+    const struct res_k8s_pod *p = pod->spec;
+    const struct conf_strmap *m = &pod->meta.labels;
+    const char *sa = p->spec.service_account_name != NULL &&
+                             p->spec.service_account_name[0] != '\0'
+                         ? p->spec.service_account_name
+                         : p->spec.service_account;
+    const char *net = label_of(m, RES_NETWORK_LABEL, NULL);
+
+    if (m->n > 0) {
+        we->labels.v = calloc(m->n, sizeof(*we->labels.v));
+        if (we->labels.v == NULL)
+            return -1;
+        for (size_t i = 0; i < m->n; i++) {
+            struct conf_strpair *kv = &we->labels.v[we->labels.n];
+            kv->key = strdup(m->v[i].key);
+            kv->val = strdup(m->v[i].val);
+            we->labels.n++;
+            if (kv->key == NULL || kv->val == NULL)
+                return -1;
+        }
+    }
+    if (sa != NULL && sa[0] != '\0' &&
+        (we->service_account = strdup(sa)) == NULL)
+        return -1;
+    if (net[0] != '\0') {
+        free(we->network);
+        if ((we->network = strdup(net)) == NULL)
+            return -1;
+    }
+    return 0;
+}
+
 static int add_slice_endpoints(struct res_service_entry *se,
                                const struct res_k8s_service *svc,
-                               const struct res_k8s_endpoint_slice *sl,
-                               const char *network,
-                               const struct node_index *nodes)
+                               const struct resource *sl_r, const char *network,
+                               const struct node_index *nodes,
+                               const struct pod_index *pods)
 {
+    const struct res_k8s_endpoint_slice *sl = sl_r->spec;
+
     for (size_t i = 0; i < sl->endpoints.n; i++) {
         const struct res_k8s_endpoint *ep =
             (const struct res_k8s_endpoint *)sl->endpoints.v + i;
+        const struct resource *pod;
         struct res_workload_entry *we, *nv;
         char loc[3 * 64 + 4]; /* three label values and the slashes */
 
         if (ep->addresses.n == 0 || !res_k8s_endpoint_used(svc, ep))
             continue;
+        pod = endpoint_pod(pods, sl_r->meta.ns, ep);
         nv = realloc(se->endpoints.v, (se->endpoints.n + 1) * sizeof(*nv));
         if (nv == NULL)
             return -1;
@@ -1082,7 +1562,9 @@ static int add_slice_endpoints(struct res_service_entry *se,
             return -1;
         if (network != NULL && (we->network = strdup(network)) == NULL)
             return -1;
-        slice_locality(nodes, ep, loc, sizeof(loc));
+        if (pod != NULL && pod_labels(we, pod) < 0)
+            return -1;
+        slice_locality(nodes, ep, pod, loc, sizeof(loc));
         if (loc[0] != '\0' && (we->locality = strdup(loc)) == NULL)
             return -1;
         if (svc->ports.n > 0) {
@@ -1105,7 +1587,8 @@ static int add_slice_endpoints(struct res_service_entry *se,
 
 static struct res_service_entry *build_entry(const struct resource_set *set,
                                              const struct resource *r,
-                                             const struct node_index *nodes)
+                                             const struct node_index *nodes,
+                                             const struct pod_index *pods)
 {
     const struct res_k8s_service *svc = r->spec;
     struct res_service_entry *se = calloc(1, sizeof(*se));
@@ -1198,7 +1681,7 @@ static struct res_service_entry *build_entry(const struct resource_set *set,
         sl = o->spec;
         if (sl->address_type == RES_K8S_FQDN)
             continue;
-        if (add_slice_endpoints(se, svc, sl, k8s_network(r, o), nodes) < 0)
+        if (add_slice_endpoints(se, svc, o, k8s_network(r, o), nodes, pods) < 0)
             goto fail;
     }
     return se;
@@ -1211,14 +1694,20 @@ fail:
 int res_k8s_link(struct resource_set *set)
 {
     struct node_index nodes = {NULL, 0};
+    struct pod_index pods;
     int rc = 0;
+
+    if (pod_index_build(set, &pods) < 0)
+        return -1;
 
     for (size_t i = 0; i < set->n; i++)
         nodes.n += set->v[i]->kind == RES_NODE;
     if (nodes.n > 0) {
         nodes.v = calloc(nodes.n, sizeof(*nodes.v));
-        if (nodes.v == NULL)
+        if (nodes.v == NULL) {
+            pod_index_dispose(&pods);
             return -1;
+        }
         nodes.n = 0;
         for (size_t i = 0; i < set->n; i++)
             if (set->v[i]->kind == RES_NODE)
@@ -1232,10 +1721,11 @@ int res_k8s_link(struct resource_set *set)
             continue;
         svc = r->spec;
         svc_dispose(svc);
-        if ((svc->entry = build_entry(set, r, &nodes)) == NULL)
+        if ((svc->entry = build_entry(set, r, &nodes, &pods)) == NULL)
             rc = -1;
     }
     free(nodes.v);
+    pod_index_dispose(&pods);
     return rc;
 }
 
@@ -1280,6 +1770,11 @@ void res_k8s_reference(struct buf *b)
                 "/zone and topology.istio.io/subzone are the locality of the "
                 "EndpointSlice endpoints whose nodeName it is\n");
     prefixed(b, "Node.spec.", &node_section);
-    buf_puts(b, "*\tkind\t\tany other Kubernetes kind (Pod, Deployment, "
+    buf_puts(b, "Pod\tkind\t\tv1: the EndpointSlice endpoints that are it "
+                "(targetRef, else podIP) get its labels (DestinationRule "
+                "subsets), service account, istio-locality label or Node "
+                "locality, and topology.istio.io/network label\n");
+    prefixed(b, "Pod.", &pod_section);
+    buf_puts(b, "*\tkind\t\tany other Kubernetes kind (Deployment, "
                 "ConfigMap, webhooks, CRDs, ...): ignored with an Info\n");
 }

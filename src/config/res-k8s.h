@@ -2,6 +2,7 @@
 #define STRAIT_CONFIG_RES_K8S_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config/resource-t.h"
 
@@ -37,6 +38,28 @@ const char *res_k8s_slice_service(const struct resource *slice);
  * the Service publishes not-ready addresses. */
 int res_k8s_endpoint_used(const struct res_k8s_service *svc,
                           const struct res_k8s_endpoint *ep);
+
+/*
+ * res_k8s_gateway_port() is the port a Gateway server of port `port`
+ * listens on, as istiod resolves it for a gateway selected by labels:
+ * the targetPort of the TCP port numbered `port` of the gateway's own
+ * Service, when that targetPort is a number; else `port` itself. The own
+ * Service is the one `service` names ("NS/NAME", or "NAME" in ns), or,
+ * with service NULL or "", each Service of namespace ns whose selector
+ * the node's labels match. Several targetPorts: the lowest. *by (when
+ * by is not NULL) is the Service that translated the port, or NULL.
+ */
+struct conf_strmap;
+/* res_k8s_own_service() is true when r, a Service, is the gateway's own:
+ * the one service names ("NS/NAME", or "NAME" in ns), else, with service
+ * NULL or "", a Service of ns whose selector the node's labels match, as
+ * istiod finds the Services of a proxy. */
+int res_k8s_own_service(const struct resource *r, const char *ns,
+                        const struct conf_strmap *labels, const char *service);
+int64_t res_k8s_gateway_port(const struct resource_set *set, const char *ns,
+                             const struct conf_strmap *labels,
+                             const char *service, int64_t port,
+                             const struct resource **by);
 
 /* res_k8s_secret() is r's Secret spec, or NULL for another kind. The
  * decoded values (val, len) are owned by r; never log or show them. */

@@ -63,12 +63,14 @@ extern const struct res_kind_ops res_lua_policy_ops;
 extern const struct res_kind_ops res_mesh_link_ops;
 extern const struct res_kind_ops res_k8s_node_ops;
 extern const struct res_kind_ops res_reference_grant_ops;
+extern const struct res_kind_ops res_k8s_pod_ops;
 /* What the Kubernetes kinds need beyond their ops. */
 extern const struct res_kind_ext res_k8s_service_ext;
 extern const struct res_kind_ext res_k8s_endpoint_slice_ext;
 extern const struct res_kind_ext res_k8s_secret_ext;
 extern const struct res_kind_ext res_k8s_namespace_ext;
 extern const struct res_kind_ext res_k8s_node_ext;
+extern const struct res_kind_ext res_k8s_pod_ext;
 
 /* The key table of a WorkloadEntry spec, also the element of a
  * ServiceEntry's endpoints. */

@@ -37,6 +37,7 @@ enum res_kind {
     RES_MESH_LINK,  /* res-meshlink.c */
     RES_NODE,       /* v1 Node (res-k8s.c): the locality of its endpoints */
     RES_REFERENCE_GRANT, /* gateway.networking.k8s.io (res-luapolicy.c) */
+    RES_POD, /* v1 Pod (res-k8s.c): labels, locality, network of endpoints */
     RES_KIND_COUNT,
 };
 
@@ -771,7 +772,16 @@ struct res_k8s_endpoint {
     char *hostname;
     char *node_name;
     char *zone;
-    struct conf_mark ignored[3]; /* targetRef, hints, deprecatedTopology */
+    /* The object behind the endpoint: a Pod's labels, service account,
+     * locality and network are the endpoint's (res_k8s_link()). */
+    struct {
+        struct conf_mark mark;
+        char *kind;
+        char *name;
+        char *ns;
+        struct conf_mark ignored[4]; /* apiVersion, uid, ... */
+    } target_ref;
+    struct conf_mark ignored[2]; /* hints, deprecatedTopology */
 };
 
 struct res_k8s_slice_port {
@@ -824,6 +834,36 @@ struct res_k8s_namespace {
  * and ignored. */
 struct res_k8s_node {
     struct conf_mark ignored[7]; /* podCIDR(s), providerID, ... */
+};
+
+/* A v1 Pod, read as istiod reads one for the endpoints that are it: its
+ * labels (subsets, and istio-locality / topology.istio.io/network), its
+ * Node and service account, and its IPs. Everything else of the spec and
+ * status is accepted and ignored; the Kubernetes source keeps only these
+ * fields (docs/pods.md). */
+struct res_k8s_pod_ip {
+    struct conf_mark mark;
+    char *ip;
+};
+
+struct res_k8s_pod {
+    struct {
+        struct conf_mark mark;
+        char *node_name;
+        char *service_account_name;
+        char *service_account; /* the deprecated alias */
+        char *hostname;
+        char *subdomain;
+        int host_network;
+        struct conf_mark ignored[40];
+    } spec;
+    struct {
+        struct conf_mark mark;
+        char *phase;
+        char *pod_ip;
+        struct conf_list pod_ips; /* struct res_k8s_pod_ip */
+        struct conf_mark ignored[16];
+    } status;
 };
 
 /* --- strait.io/v1alpha1 LuaPolicy (res-luapolicy.c) ------------------- */

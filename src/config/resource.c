@@ -179,6 +179,7 @@ static const char *const kind_names[RES_KIND_COUNT] = {
     "MeshLink",
     "Node",
     "ReferenceGrant",
+    "Pod",
 };
 
 static const struct res_kind_ops *const kind_ops[RES_KIND_COUNT] = {
@@ -198,6 +199,7 @@ static const struct res_kind_ops *const kind_ops[RES_KIND_COUNT] = {
     &res_mesh_link_ops,
     &res_k8s_node_ops,
     &res_reference_grant_ops,
+    &res_k8s_pod_ops,
 };
 
 static const struct res_kind_ext no_ext;
@@ -219,6 +221,7 @@ static const struct res_kind_ext *const kind_ext[RES_KIND_COUNT] = {
     &no_ext,
     &res_k8s_node_ext,
     &no_ext,
+    &res_k8s_pod_ext,
 };
 
 /* The API group of each kind, and the versions strait reads. */
@@ -239,6 +242,7 @@ static const char *const kind_groups[RES_KIND_COUNT] = {
     "strait.io",
     "",
     "gateway.networking.k8s.io",
+    "",
 };
 
 const char *res_kind_name(enum res_kind kind)
@@ -1087,7 +1091,7 @@ static void load_doc(struct loader *ld, const struct ynode *root)
         load_msg(ld, RES_INFO, root->line, root->col, resource, "apiVersion",
                  "%s %s: not an Istio networking or security resource, nor "
                  "a Kubernetes kind strait reads (v1 Service, Secret, "
-                 "Namespace, Node; discovery.k8s.io/v1 EndpointSlice); "
+                 "Namespace, Node, Pod; discovery.k8s.io/v1 EndpointSlice); "
                  "ignored",
                  api, kind);
         goto out;

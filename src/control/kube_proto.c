@@ -74,6 +74,59 @@ static int write_value(struct buf *b, const struct json *v, int top,
     return -1;
 }
 
+/*
+ * A Pod is held as the few fields the gateway reads (res-k8s.c), not as
+ * the API sends it: a Pod's containers, volumes, env and status run to
+ * kilobytes, and a cluster has many more Pods than Services. What is
+ * kept per Pod is listed in docs/pods.md; anything else is never held.
+ */
+static const char *const pod_meta_keys[] = {"name", "namespace", "labels",
+                                            NULL};
+static const char *const pod_spec_keys[] = {
+    "nodeName", "serviceAccountName", "serviceAccount", "hostNetwork", NULL};
+static const char *const pod_status_keys[] = {"phase", "podIP", "podIPs", NULL};
+
+static int picked(struct slice key, const char *const *keys)
+{
+    for (size_t i = 0; keys[i] != NULL; i++)
+        if (slice_eq_str(key, keys[i]))
+            return 1;
+    return 0;
+}
+
+/* write_picked() writes ,"name":{...} with the members of o whose key is
+ * one of keys (nothing when o is absent or not an object). */
+static int write_picked(struct buf *b, const char *name, const struct json *o,
+                        const char *const *keys)
+{
+    int first = 1;
+
+    if (o == NULL || o->type != JSON_OBJECT)
+        return 0;
+    if (buf_printf(b, ",\"%s\":{", name) < 0)
+        return -1;
+    for (const struct json *m = o->child; m != NULL; m = m->next) {
+        if (!picked(m->key, keys))
+            continue;
+        if ((!first && buf_puts(b, ",") < 0) ||
+            json_escape(b, m->key.p, m->key.n) < 0 || buf_puts(b, ":") < 0 ||
+            write_value(b, m, 0, 0) < 0)
+            return -1;
+        first = 0;
+    }
+    return buf_puts(b, "}");
+}
+
+static int write_pod(struct buf *b, const struct json *v)
+{
+    if (write_picked(b, "metadata", json_get(v, "metadata"), pod_meta_keys) <
+            0 ||
+        write_picked(b, "spec", json_get(v, "spec"), pod_spec_keys) < 0 ||
+        write_picked(b, "status", json_get(v, "status"), pod_status_keys) < 0)
+        return -1;
+    return 0;
+}
+
 static const char *str_or_empty(struct arena *a, const struct json *v, int *bad)
 {
     struct slice s;
@@ -136,7 +189,9 @@ static int read_object(struct arena *a, const struct json *v,
     if (buf_puts(&b, "{\"apiVersion\":") < 0 ||
         json_escape(&b, api_version, strlen(api_version)) < 0 ||
         buf_puts(&b, ",\"kind\":") < 0 || json_escape(&b, kind, strlen(kind)) ||
-        write_members(&b, v, 1, 0, 0) < 0 || buf_puts(&b, "}") < 0) {
+        (strcmp(kind, "Pod") == 0 ? write_pod(&b, v)
+                                  : write_members(&b, v, 1, 0, 0)) < 0 ||
+        buf_puts(&b, "}") < 0) {
         buf_dispose(&b);
         *why = "out of memory";
         return -1;

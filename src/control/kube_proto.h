@@ -30,7 +30,9 @@ struct buf;
 /* One object as strait keeps it: its names, and the object written again
  * as one JSON document with apiVersion and kind first (list items carry
  * neither), without metadata.managedFields and status (what the server
- * keeps for itself, often larger than the spec). */
+ * keeps for itself, often larger than the spec). A Pod is only its
+ * name, namespace, labels, spec.nodeName, serviceAccountName,
+ * hostNetwork and status.phase, podIP, podIPs (docs/pods.md). */
 struct kube_object {
     const char *ns;   /* "" for a cluster-scoped object */
     const char *name; /* never "" (an object without one is an error);

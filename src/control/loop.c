@@ -18,6 +18,7 @@
 #include "config/analyze.h"
 #include "config/bootstrap.h"
 #include "config/resource-t.h"
+#include "config/res-k8s.h"
 #include "config/resource.h"
 #include "control/ca/ca_node.h"
 #include "control/ca/identity.h"
@@ -109,7 +110,7 @@ struct loop {
     struct source_etcd *etcd; /* config.etcd; its keys feed source */
     struct source_kube *kube; /* config.kubernetes; feeds source */
     int kube_ready;           /* every kind listed and built once: latched */
-    struct admin_kube_kind kube_kinds[16];
+    struct admin_kube_kind kube_kinds[SOURCE_KUBE_MAX_KINDS];
     struct dns_cache *dns;        /* ServiceEntry names; with source only */
     struct jwks_cache *jwks;      /* jwksUri key sets; with source only */
     struct ca_node *ca_node;      /* this node's PKI; NULL: no CA */
@@ -1048,6 +1049,7 @@ static void set_source_node(struct loop *s, const struct bootstrap *bs)
     node.name = bs->node.name;
     node.ns = bs->node.ns;
     node.labels = &bs->node.labels;
+    node.service = bs->node.service;
     if (source_set_node(s->source, &node) < 0)
         log_error("out of memory: this node's labels are not known to the "
                   "resources' analysis");
@@ -1439,6 +1441,49 @@ static void outbound_clusters_json(struct loop *s, struct buf *b)
     buf_puts(b, "]");
 }
 
+/* The port each server of the Gateways that select this node listens
+ * on, and the Service port that made it so (istiod's translation): one
+ * entry per server. */
+static void gateway_ports_json(struct loop *s, struct buf *b)
+{
+    const struct resource_set *set = source_current_or_null(s);
+    int first = 1;
+
+    buf_puts(b, "[");
+    for (size_t i = 0; set != NULL && i < set->n; i++) {
+        const struct resource *r = set->v[i];
+        const struct res_gateway *gw;
+        if (r->kind != RES_GATEWAY)
+            continue;
+        gw = res_gateway(r);
+        if (!res_labels_match(&gw->selector, &s->bs->node.labels))
+            continue;
+        for (size_t k = 0; k < gw->servers.n; k++) {
+            const struct res_gw_server *sv =
+                (const struct res_gw_server *)gw->servers.v + k;
+            const struct resource *by;
+            int64_t lp =
+                res_k8s_gateway_port(set, s->bs->node.ns, &s->bs->node.labels,
+                                     s->bs->node.service, sv->port.number, &by);
+            char name[512];
+            buf_puts(b, first ? "{\"gateway\":" : ",{\"gateway\":");
+            first = 0;
+            snprintf(name, sizeof(name), "%s/%s", r->meta.ns, r->meta.name);
+            json_str(b, name);
+            buf_printf(b, ",\"server\":%zu,\"port\":%lld,\"listenPort\":%lld",
+                       k, (long long)sv->port.number, (long long)lp);
+            if (by != NULL) {
+                snprintf(name, sizeof(name), "%s/%s", by->meta.ns,
+                         by->meta.name);
+                buf_puts(b, ",\"service\":");
+                json_str(b, name);
+            }
+            buf_puts(b, "}");
+        }
+    }
+    buf_puts(b, "]");
+}
+
 static void admin_config(void *arg, struct buf *b)
 {
     struct loop *s = arg;
@@ -1458,6 +1503,8 @@ static void admin_config(void *arg, struct buf *b)
             buf_puts(b, ",\"kubernetes\":");
             source_kube_json(s->kube, b);
         }
+        buf_puts(b, ",\"gatewayPorts\":");
+        gateway_ports_json(s, b);
         buf_puts(b, ",\"gatewayRoutes\":");
         gateway_routes_json(s, b);
         buf_puts(b, ",\"outboundClusters\":");
@@ -1972,6 +2019,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
         node.name = bs->node.name;
         node.ns = bs->node.ns;
         node.labels = &bs->node.labels;
+        node.service = bs->node.service;
         s->source = source_new(base, bs->config.dir, bs->config.default_ns,
                                &ins, (uint64_t)bs->config.debounce_ms,
                                bs->outbound.mode, &node, on_resources, s, err);

@@ -36,6 +36,7 @@ struct source {
     struct analysis_node node;
     char *node_name;
     char *node_ns;
+    char *node_service;
     struct conf_strmap node_labels;
     int has_node;
 };
@@ -49,9 +50,10 @@ static void node_clear(struct source *src)
     free(src->node_labels.v);
     free(src->node_name);
     free(src->node_ns);
+    free(src->node_service);
     src->node_labels.v = NULL;
     src->node_labels.n = 0;
-    src->node_name = src->node_ns = NULL;
+    src->node_name = src->node_ns = src->node_service = NULL;
     src->has_node = 0;
     memset(&src->node, 0, sizeof(src->node));
 }
@@ -68,8 +70,10 @@ int source_set_node(struct source *src, const struct analysis_node *node)
         return 0;
     src->node_name = dup_or_null(node->name);
     src->node_ns = dup_or_null(node->ns);
+    src->node_service = dup_or_null(node->service);
     if ((node->name != NULL && src->node_name == NULL) ||
-        (node->ns != NULL && src->node_ns == NULL))
+        (node->ns != NULL && src->node_ns == NULL) ||
+        (node->service != NULL && src->node_service == NULL))
         goto oom;
     if (node->labels != NULL && node->labels->n > 0) {
         src->node_labels.v =
@@ -88,6 +92,7 @@ int source_set_node(struct source *src, const struct analysis_node *node)
     src->node.name = src->node_name;
     src->node.ns = src->node_ns;
     src->node.labels = &src->node_labels;
+    src->node.service = src->node_service;
     src->node.root_ns = "istio-system";
     src->has_node = 1;
     return 0;

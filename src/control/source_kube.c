@@ -74,9 +74,13 @@ static const struct kind_info kinds[] = {
     {"Node", "/api/v1", "v1", "nodes", 0, 0},
     /* For LuaPolicy targetRefs across namespaces. */
     {"ReferenceGrant", "/apis/gateway.networking.k8s.io/v1beta1",
-     "gateway.networking.k8s.io/v1beta1", "referencegrants", 1, 1},
+     "gateway.networking.k8s.io/v1beta1", "referencegrants", 1,
+     1}, /* The labels of EndpointSlice endpoints (docs/pods.md). */
+    {"Pod", "/api/v1", "v1", "pods", 1, 0},
 };
 #define NKINDS (sizeof(kinds) / sizeof(*kinds))
+_Static_assert(NKINDS <= SOURCE_KUBE_MAX_KINDS,
+               "SOURCE_KUBE_MAX_KINDS holds every kind");
 
 enum what { IDLE, LIST, WATCH };
 
@@ -818,6 +822,13 @@ static int watcher_init(struct source_kube *k, struct watcher *w,
     if (strcmp(ki->kind, "Secret") == 0) {
         /* Never every Secret: Istio's credential filter, always. */
         if (asprintf(&w->field_sel, "%s%s%s", KUBE_SECRET_FIELD_SELECTOR,
+                     fs[0] ? "," : "", fs) < 0)
+            w->field_sel = NULL;
+    } else if (strcmp(ki->kind, "Pod") == 0) {
+        /* Never every Pod of the cluster: only a Running Pod is behind a
+         * ready endpoint, and the server ends a Pod's watch with a
+         * DELETED event when it leaves Running. */
+        if (asprintf(&w->field_sel, "%s%s%s", KUBE_POD_FIELD_SELECTOR,
                      fs[0] ? "," : "", fs) < 0)
             w->field_sel = NULL;
     } else {

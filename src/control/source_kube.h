@@ -57,6 +57,10 @@ size_t source_kube_inputs(struct source_kube *k, const struct res_input **v);
  * stays 1). */
 int source_kube_synced(const struct source_kube *k);
 
+/* The most kinds a source watches (its kinds table is checked against it
+ * at build time), so a caller can hold one entry per kind. */
+#define SOURCE_KUBE_MAX_KINDS 32
+
 /* Per kind, summed over its namespaces. */
 struct source_kube_kind {
     const char *kind;

@@ -2,7 +2,9 @@
  * libFuzzer target for the Kubernetes API readers
  * (src/control/kube_proto.c): list answers, watch events and Status
  * bodies an API server (or something posing as one) sends. The first
- * byte picks the reader, the rest is the document.
+ * byte picks the reader (its low bits) and the kind (its high bit: a Pod,
+ * which is kept as a projection of its fields, else a Service), the rest
+ * is the document.
  *
  * Beyond "no crash, no leak, no read out of bounds", it traps when a
  * reader accepts a document and hands back something inconsistent: an
@@ -37,17 +39,18 @@ static void check_obj(const struct kube_object *o)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct arena a;
-    const char *p = (const char *)data + 1, *why = NULL;
+    const char *p = (const char *)data + 1, *why = NULL, *kind;
     size_t n;
 
     if (size < 1)
         return 0;
     n = size - 1;
+    kind = data[0] & 0x80 ? "Pod" : "Service";
     arena_init(&a, 4096);
-    switch (data[0] % 3) {
+    switch ((data[0] & 0x7f) % 3) {
     case 0: {
         struct kube_list l;
-        if (kube_parse_list(&a, p, n, "v1", "Service", 0, &l, &why) == 0) {
+        if (kube_parse_list(&a, p, n, "v1", kind, 0, &l, &why) == 0) {
             CHECK(l.n == 0 || l.items != NULL);
             CHECK(l.rv != NULL && l.cont != NULL);
             for (size_t i = 0; i < l.n; i++)
@@ -59,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     case 1: {
         struct kube_event ev;
-        if (kube_parse_event(&a, p, n, "v1", "Service", 0, &ev, &why) == 0) {
+        if (kube_parse_event(&a, p, n, "v1", kind, 0, &ev, &why) == 0) {
             CHECK(ev.type <= KUBE_ERROR);
             if (ev.type == KUBE_BOOKMARK)
                 CHECK(ev.obj.rv != NULL && ev.obj.rv[0] != '\0');

@@ -48,6 +48,7 @@ KINDS = {
     "secrets": ("/api/v1", "v1", "Secret", True),
     "namespaces": ("/api/v1", "v1", "Namespace", False),
     "nodes": ("/api/v1", "v1", "Node", False),
+    "pods": ("/api/v1", "v1", "Pod", True),
 }
 PLURAL_OF = {v[2]: k for k, v in KINDS.items()}
 

@@ -1,7 +1,7 @@
 """Kubernetes kinds in the configuration directory, as istiod reads them:
 a v1 Service whose endpoints come from discovery.k8s.io/v1 EndpointSlices
 (only ready ones), a v1 Secret that is a Gateway's credentialName, and
-kinds strait does not read (Pod, Deployment) ignored with an Info. The
+kinds strait does not read (ReplicaSet, Deployment) ignored with an Info. The
 YAML is as `kubectl get -o yaml` writes it."""
 import base64
 import json
@@ -98,19 +98,15 @@ def endpoint(ip, conditions, pod):
 """)
 
 
-IGNORED = """apiVersion: v1
-kind: Pod
+IGNORED = """apiVersion: apps/v1
+kind: ReplicaSet
 metadata:
   labels:
     app: httpbin
-  name: httpbin-7b5b5c9f6c-abcde
+  name: httpbin-7b5b5c9f6c
   namespace: default
 spec:
-  containers:
-  - image: docker.io/kong/httpbin:0.1.0
-    name: httpbin
-    ports:
-    - containerPort: 8080
+  replicas: 1
 ---
 apiVersion: apps/v1
 kind: Deployment
@@ -220,10 +216,10 @@ def test_service_endpoints_come_from_ready_endpointslice_addresses(
     dump = json.loads(body)
     text = json.dumps(dump)
     assert "httpbin.default.svc.cluster.local" in text
-    # Pod and Deployment are ignored: not in effect, and no error.
+    # ReplicaSet and Deployment are ignored: not in effect, and no error.
     kinds = {r["kind"] for r in find_resources(dump)}
     assert "Service" in kinds and "EndpointSlice" in kinds
-    assert "Pod" not in kinds and "Deployment" not in kinds
+    assert "ReplicaSet" not in kinds and "Deployment" not in kinds
     # Istio's metrics name a Kubernetes Service as Istio does: the host,
     # the Service's name and namespace.
     code, prom, _ = st.get("/stats/prometheus")
@@ -247,7 +243,7 @@ def find_resources(obj):
 
 
 def test_check_reports_ignored_kubernetes_kinds_as_info(tmp_path):
-    """`strait check` on a directory with a Pod and a Deployment beside a
+    """`strait check` on a directory with a ReplicaSet and a Deployment beside a
     Service says Info for each, at its file:line:col, and exits 0."""
     conf = tmp_path / "conf.d"
     conf.mkdir()
@@ -257,7 +253,7 @@ def test_check_reports_ignored_kubernetes_kinds_as_info(tmp_path):
                        text=True, timeout=30)
     assert p.returncode == 0, p.stdout + p.stderr
     out = p.stdout + p.stderr
-    assert "Info [STR0001] (Pod default/httpbin-7b5b5c9f6c-abcde " in out, out
+    assert "Info [STR0001] (ReplicaSet default/httpbin-7b5b5c9f6c " in out, out
     assert f"{conf}/a.yaml:" in out
     assert "Info [STR0001] (Deployment default/httpbin " in out, out
     assert "Error" not in out and "Warning" not in out, out

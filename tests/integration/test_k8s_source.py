@@ -122,7 +122,7 @@ def test_resources_from_the_api_take_effect(api, strait_factory, upstream_factor
     # Istio's filter.
     ws = api.watch_stats()
     plurals = {k[0] for k in ws}
-    assert len(plurals) == 15, ws
+    assert len(plurals) == 16, ws
     secret = [k for k in ws if k[0] == "secrets"]
     assert secret == [("secrets", "", "",
                        "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token")]
@@ -418,8 +418,8 @@ users:
 
 
 @pytest.mark.parametrize("conf, message", [
-    ("config:\n  kubernetes: {enabled: true, server: \"https://127.0.0.1:1\", kinds: [Pod]}\n",
-     "'Pod' is not a kind strait reads"),
+    ("config:\n  kubernetes: {enabled: true, server: \"https://127.0.0.1:1\", kinds: [ConfigMap]}\n",
+     "'ConfigMap' is not a kind strait reads"),
     ("config:\n  kubernetes: {enabled: true, server: \"https://127.0.0.1:1\", "
      "labelSelectors: {Deployment: a=b}}\n", "'Deployment' is not a kind"),
     ("config:\n  etcd: {endpoints: [\"http://127.0.0.1:1\"]}\n  kubernetes: "

@@ -66,10 +66,11 @@ def test_faults_are_refused_with_their_path(copy, old, new, said):
     ("    verbs: [get, list, watch]\n  - apiGroups: [strait.io]",
      "    verbs: [get, list, watch, update]\n  - apiGroups: [strait.io]",
      "verbs ['get', 'list', 'watch', 'update'] (want get, list, watch)"),
-    # Pods are not read: granting them is refused, so is leaving one out.
-    ("resources: [services, secrets, namespaces, nodes]",
-     "resources: [services, secrets, namespaces, nodes, pods]",
-     "grants [('', 'pods')] unlike what strait reads"),
+    # ConfigMaps are not read: granting them is refused, so is leaving
+    # one out.
+    ("resources: [services, secrets, namespaces, nodes, pods]",
+     "resources: [services, secrets, namespaces, nodes, pods, configmaps]",
+     "grants [('', 'configmaps')] unlike what strait reads"),
     ("resources: [luapolicies, meshlinks]", "resources: [luapolicies]",
      "grants [('strait.io', 'meshlinks')] unlike what strait reads"),
     ("    name: strait-ingressgateway\n    namespace: istio-system",

@@ -941,8 +941,9 @@ static void test_ist0127_node_policies(void **state)
     size_t n;
     struct conf_strpair pairs[] = {{"app", "edge"}, {"istio", "ingress"}};
     struct conf_strmap labels = {pairs, 2};
-    struct analysis_node node = {
-        "n1", "default", &labels, "istio-system", NULL, NULL, NULL, NULL, NULL};
+    struct analysis_node node = {"n1", "default", &labels, "istio-system",
+                                 NULL, NULL,      NULL,    NULL,
+                                 NULL, NULL};
     static const char set[] =
         "---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\n"
         "metadata: {name: other, namespace: default}\n"
@@ -1062,9 +1063,9 @@ static void test_ist0149_jwt_claim_route(void **state)
     size_t n;
     struct conf_strpair pairs[] = {{"istio", "ingressgateway"}};
     struct conf_strmap labels = {pairs, 1};
-    struct analysis_node node = {"node-1",       "default", &labels,
-                                 "istio-system", NULL,      NULL,
-                                 NULL,           NULL,      NULL};
+    struct analysis_node node = {"node-1", "default", &labels, "istio-system",
+                                 NULL,     NULL,      NULL,    NULL,
+                                 NULL,     NULL};
 #define CLAIM_VS                                                               \
     GATEWAY HDR(                                                               \
         "VirtualService",                                                      \
@@ -1401,9 +1402,9 @@ static void test_ist0161_invalid_credential(void **state)
     char dir[] = "/tmp/strait-creds-XXXXXX", m[1024], cmd[600];
     size_t n;
     struct conf_strmap labels = {NULL, 0};
-    struct analysis_node node = {"n1", "istio-system", &labels, "istio-system",
-                                 dir,  NULL,           NULL,    NULL,
-                                 NULL};
+    struct analysis_node node = {
+        "n1", "istio-system", &labels, "istio-system", dir,
+        NULL, NULL,           NULL,    NULL,           NULL};
 #define CRED_GW(cred)                                                          \
     HDR("Gateway", "gw")                                                       \
     "spec: {servers: [{port: {number: 443, name: https, protocol: HTTPS}, "    \
@@ -1468,9 +1469,9 @@ static void test_ist0161_secret_credential(void **state)
     char dir[] = "/tmp/strait-creds-XXXXXX", m[1024], cmd[600];
     size_t n;
     struct conf_strmap labels = {NULL, 0};
-    struct analysis_node node = {"n1",           "istio-system", &labels,
-                                 "istio-system", NULL,           NULL,
-                                 NULL,           NULL,           NULL};
+    struct analysis_node node = {
+        "n1", "istio-system", &labels, "istio-system", NULL,
+        NULL, NULL,           NULL,    NULL,           NULL};
     struct buf b;
 #define GW(cred)                                                               \
     HDR("Gateway", "gw")                                                       \
@@ -1529,9 +1530,9 @@ static void test_ist0162_gateway_port_not_on_service(void **state)
     size_t n;
     struct conf_strpair lp = {"istio", "ingressgateway"};
     struct conf_strmap labels = {&lp, 1};
-    struct analysis_node node = {"n1",           "istio-system", &labels,
-                                 "istio-system", NULL,           NULL,
-                                 NULL,           NULL,           NULL};
+    struct analysis_node node = {
+        "n1", "istio-system", &labels, "istio-system", NULL,
+        NULL, NULL,           NULL,    NULL,           NULL};
 #define GWS                                                                    \
     "apiVersion: networking.istio.io/v1\nkind: Gateway\n"                      \
     "metadata: {name: httpbin-gateway, namespace: default}\n"                  \
@@ -1552,14 +1553,24 @@ static void test_ist0162_gateway_port_not_on_service(void **state)
                "[{name: http2, port: 80, targetPort: 8080}, "
                "{name: web, port: 9000, protocol: UDP}]") GWS,
            "IST0162", &node, &n, m, sizeof(m));
-    /* 80 is not the Service's target port, 9000 is UDP. */
-    assert_int_equal(n, 2);
+    /* 80 is the Service's port: translated to 8080, as istiod does, and
+     * said as an Info; 9000 is UDP. */
+    assert_int_equal(n, 1);
     assert_string_equal(
-        m, "The gateway is listening on a target port (port 80) that is not "
+        m, "The gateway is listening on a target port (port 9000) that is not "
            "defined in the Service associated with its workload instances "
            "(Pod selector istio=ingressgateway). If you need to access the "
            "gateway port through the gateway Service, it will not be "
            "available.");
+    msg_of(SVC("istio-system", "{istio: ingressgateway}",
+               "[{name: http2, port: 80, targetPort: 8080}, "
+               "{name: web, port: 9000, protocol: UDP}]") GWS,
+           "STR0012", &node, &n, m, sizeof(m));
+    assert_int_equal(n, 1);
+    assert_string_equal(m, "Gateway server port 80 listens on 8080: the "
+                           "targetPort of port 80 of the gateway's Service "
+                           "istio-system/istio-ingressgateway (as istiod "
+                           "translates it).");
     /* A named targetPort counts by the Service port. */
     msg_of(SVC("istio-system", "{istio: ingressgateway}",
                "[{name: a, port: 8080, targetPort: http}, {name: b, port: 80}, "

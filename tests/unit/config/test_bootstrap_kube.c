@@ -195,13 +195,13 @@ static void test_section_rules(void **state)
         bootstrap_kube_equal(&bs->config.kubernetes, &bs->config.kubernetes));
     bootstrap_free(bs);
     bs = bootstrap_parse(
-        "config:\n  kubernetes: {enabled: true, kinds: [Pod]}\n",
+        "config:\n  kubernetes: {enabled: true, kinds: [ConfigMap]}\n",
         strlen("config:\n  kubernetes: {enabled: true, kinds: "
-               "[Pod]}\n"),
+               "[ConfigMap]}\n"),
         "t.yaml", &err);
     assert_null(bs);
     assert_non_null(strstr(err, "config.kubernetes.kinds[0]"));
-    assert_non_null(strstr(err, "'Pod' is not a kind strait reads"));
+    assert_non_null(strstr(err, "'ConfigMap' is not a kind strait reads"));
     free(err);
 }
 

@@ -511,8 +511,8 @@ static void other_kubernetes_kinds_are_ignored_with_info(void **state)
 {
     struct fx *f = *state;
 
-    load_ok(f, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
-               "spec: {containers: [{name: c, image: x}]}\n"
+    load_ok(f, "apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: p}\n"
+               "spec: {replicas: 1}\n"
                "---\n"
                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"
                "spec: {replicas: 1}\n"
@@ -531,6 +531,162 @@ static void other_kubernetes_kinds_are_ignored_with_info(void **state)
     assert_int_equal(f->set->msgs.n, 5);
     for (size_t i = 0; i < f->set->msgs.n; i++)
         assert_int_equal(f->set->msgs.v[i].level, RES_INFO);
+}
+
+/* A Pod as `kubectl get pod -o yaml` writes it (bookinfo's reviews-v2):
+ * every field loads; the ones the gateway reads are decoded. */
+#define REVIEWS_V2_POD                                                         \
+    "apiVersion: v1\nkind: Pod\n"                                              \
+    "metadata:\n"                                                              \
+    "  name: reviews-v2-5b667bcbf8-abcde\n"                                    \
+    "  namespace: bookinfo\n"                                                  \
+    "  labels: {app: reviews, version: v2, pod-template-hash: 5b667bcbf8, "    \
+    "istio-locality: eu-west.eu-west-1b}\n"                                    \
+    "  ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: x, "    \
+    "uid: u}]\n"                                                               \
+    "spec:\n"                                                                  \
+    "  containers:\n"                                                          \
+    "  - name: reviews\n"                                                      \
+    "    image: docker.io/istio/examples-bookinfo-reviews-v2:1.20.2\n"         \
+    "    ports: [{containerPort: 9080}]\n"                                     \
+    "    env: [{name: LOG_DIR, value: /tmp/logs}]\n"                           \
+    "    volumeMounts: [{name: tmp, mountPath: /tmp}]\n"                       \
+    "  volumes: [{name: tmp, emptyDir: {}}]\n"                                 \
+    "  serviceAccountName: bookinfo-reviews\n"                                 \
+    "  serviceAccount: bookinfo-reviews\n"                                     \
+    "  nodeName: node-b\n"                                                     \
+    "  dnsPolicy: ClusterFirst\n"                                              \
+    "  restartPolicy: Always\n"                                                \
+    "  schedulerName: default-scheduler\n"                                     \
+    "  securityContext: {}\n"                                                  \
+    "  terminationGracePeriodSeconds: 30\n"                                    \
+    "  tolerations: [{key: node.kubernetes.io/not-ready, operator: Exists}]\n" \
+    "status:\n"                                                                \
+    "  phase: Running\n"                                                       \
+    "  conditions: [{type: Ready, status: \"True\"}]\n"                        \
+    "  hostIP: 10.0.0.2\n"                                                     \
+    "  podIP: 10.1.0.12\n"                                                     \
+    "  podIPs: [{ip: 10.1.0.12}]\n"                                            \
+    "  qosClass: BestEffort\n"                                                 \
+    "  startTime: \"2026-12-01T00:00:00Z\"\n"                                  \
+    "  containerStatuses: [{name: reviews, ready: true}]\n"
+
+static void pod_is_read_as_kubectl_writes_it(void **state)
+{
+    struct fx *f = *state;
+    const struct resource *r;
+    const struct res_k8s_pod *p;
+
+    load_ok(f, REVIEWS_V2_POD);
+    r = find(f, RES_POD, "bookinfo", "reviews-v2-5b667bcbf8-abcde");
+    assert_string_equal(res_kind_name(r->kind), "Pod");
+    p = r->spec;
+    assert_string_equal(p->spec.node_name, "node-b");
+    assert_string_equal(p->spec.service_account_name, "bookinfo-reviews");
+    assert_string_equal(p->status.phase, "Running");
+    assert_string_equal(p->status.pod_ip, "10.1.0.12");
+    assert_int_equal(p->status.pod_ips.n, 1);
+    assert_int_equal(r->meta.labels.n, 4);
+    /* A bad address is an error at its place; a key Kubernetes does not
+     * have is one too. */
+    load(f, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
+            "status: {podIP: 10.1.0.300}\n");
+    assert_int_equal(f->nerr, 1);
+    assert_true(strstr(buf_cstr(&f->errs), "status.podIP: '10.1.0.300' is "
+                                           "not an IP address") != NULL);
+    assert_string_equal(load(f, "apiVersion: v1\nkind: Pod\n"
+                                "metadata: {name: p}\n"
+                                "spec: {nodeName: a, podZone: b}\n"),
+                        "r.yaml:4:21: Pod default/p: spec.podZone: unknown "
+                        "key\n");
+}
+
+/* An EndpointSlice endpoint is its Pod's: found by targetRef, else by
+ * IP; it gets the Pod's labels (so DestinationRule subsets select it),
+ * service account, istio-locality label (else its Node's topology) and
+ * network label. A Pod Succeeded or Failed is never found by IP. */
+#define REVIEWS_SVC_SLICE(extra_ep)                                            \
+    "apiVersion: v1\nkind: Service\n"                                          \
+    "metadata: {name: reviews, namespace: bookinfo}\n"                         \
+    "spec: {ports: [{name: http, port: 9080}], selector: {app: reviews}}\n"    \
+    "---\n"                                                                    \
+    "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\naddressType: "      \
+    "IPv4\n"                                                                   \
+    "metadata: {name: reviews-x, namespace: bookinfo, labels: "                \
+    "{kubernetes.io/service-name: reviews}}\n"                                 \
+    "ports: [{name: http, port: 9080, protocol: TCP}]\n"                       \
+    "endpoints:\n"                                                             \
+    "- addresses: [10.1.0.11]\n"                                               \
+    "  targetRef: {kind: Pod, name: reviews-v1, namespace: bookinfo, uid: "    \
+    "u}\n"                                                                     \
+    "- addresses: [10.1.0.12]\n" extra_ep "---\n"                              \
+    "apiVersion: v1\nkind: Node\n"                                             \
+    "metadata: {name: node-a, labels: {topology.kubernetes.io/region: r1, "    \
+    "topology.kubernetes.io/zone: z1}}\n"                                      \
+    "---\n"                                                                    \
+    "apiVersion: v1\nkind: Pod\n"                                              \
+    "metadata: {name: reviews-v1, namespace: bookinfo, labels: {app: "         \
+    "reviews, version: v1, topology.istio.io/network: net-b}}\n"               \
+    "spec: {nodeName: node-a, serviceAccountName: bookinfo-reviews}\n"         \
+    "status: {phase: Running, podIP: 10.9.9.9}\n"                              \
+    "---\n" REVIEWS_V2_POD
+
+static const struct res_workload_entry *
+ep_at(const struct res_service_entry *se, const char *addr)
+{
+    for (size_t i = 0; i < se->endpoints.n; i++) {
+        const struct res_workload_entry *we =
+            (const struct res_workload_entry *)se->endpoints.v + i;
+        if (strcmp(we->address, addr) == 0)
+            return we;
+    }
+    fail_msg("no endpoint %s", addr);
+    return NULL;
+}
+
+static const char *we_label(const struct res_workload_entry *we,
+                            const char *key)
+{
+    for (size_t i = 0; i < we->labels.n; i++)
+        if (strcmp(we->labels.v[i].key, key) == 0)
+            return we->labels.v[i].val;
+    return NULL;
+}
+
+static void slice_endpoints_are_their_pods(void **state)
+{
+    struct fx *f = *state;
+    const struct res_service_entry *se;
+    const struct res_workload_entry *v1, *v2, *other;
+
+    load_ok(
+        f,
+        REVIEWS_SVC_SLICE(
+            "- addresses: [10.1.0.13]\n") "---\n"
+                                          "apiVersion: v1\nkind: Pod\n"
+                                          "metadata: {name: done, namespace: "
+                                          "bookinfo, labels: {version: "
+                                          "v9}}\n"
+                                          "status: {phase: Succeeded, podIP: "
+                                          "10.1.0.13}\n");
+    se = res_service_entry(find(f, RES_SERVICE, "bookinfo", "reviews"));
+    assert_int_equal(se->endpoints.n, 3);
+    /* By targetRef, although its podIP says otherwise. */
+    v1 = ep_at(se, "10.1.0.11");
+    assert_string_equal(we_label(v1, "version"), "v1");
+    assert_string_equal(v1->service_account, "bookinfo-reviews");
+    assert_string_equal(v1->network, "net-b");
+    assert_string_equal(v1->locality, "r1/z1");
+    /* By IP; its istio-locality label, '.' for '/'. */
+    v2 = ep_at(se, "10.1.0.12");
+    assert_string_equal(we_label(v2, "version"), "v2");
+    assert_string_equal(we_label(v2, "app"), "reviews");
+    assert_string_equal(v2->locality, "eu-west/eu-west-1b");
+    assert_null(v2->network);
+    /* A Succeeded Pod's IP finds nobody. */
+    other = ep_at(se, "10.1.0.13");
+    assert_int_equal(other->labels.n, 0);
+    assert_null(other->service_account);
 }
 
 /* `kubectl get svc,endpointslices -o yaml` writes a List. */
@@ -630,6 +786,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(generic_secret_keys_as_istio_reads_them,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(pod_is_read_as_kubectl_writes_it, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(slice_endpoints_are_their_pods, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(node_is_read_for_its_labels, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(namespace_labels_are_kept, setup,

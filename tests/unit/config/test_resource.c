@@ -506,7 +506,7 @@ static void test_other_kinds_are_skipped(void **state)
                "metadata: {name: t}\n"
                "spec: {}\n"
                "---\n"
-               "apiVersion: v1\nkind: Pod\nmetadata: {name: s}\n"
+               "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: s}\n"
                "---\n"
                "apiVersion: networking.istio.io/v1\nkind: Sidecar\n"
                "metadata: {name: s}\nspec: {}\n");

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -60,6 +61,54 @@ static void test_list(void **state)
                      0);
     assert_int_equal(l.n, 0);
     assert_string_equal(l.cont, "");
+    arena_dispose(&a);
+}
+
+/* A Pod is held as the fields the gateway reads: its names and labels,
+ * nodeName, serviceAccountName, hostNetwork, phase and IPs; its
+ * containers, volumes, annotations, conditions and the rest are never
+ * kept, and a status-only change of anything else writes the same JSON. */
+static void test_pod_is_kept_as_what_is_read(void **state)
+{
+    struct arena a;
+    struct kube_event ev;
+    const char *why = NULL;
+    static const char ev1[] =
+        "{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":"
+        "\"v1\",\"metadata\":{\"name\":\"reviews-v1\",\"namespace\":\"bi\","
+        "\"resourceVersion\":\"9\",\"uid\":\"u\",\"labels\":{\"app\":"
+        "\"reviews\",\"version\":\"v1\"},\"annotations\":{\"big\":\"xxxx\"},"
+        "\"ownerReferences\":[{\"kind\":\"ReplicaSet\"}],\"managedFields\":"
+        "[{}]},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i\","
+        "\"env\":[{\"name\":\"A\",\"value\":\"B\"}]}],\"volumes\":[],"
+        "\"nodeName\":\"n1\",\"serviceAccountName\":\"sa\"},\"status\":{"
+        "\"phase\":\"Running\",\"podIP\":\"10.1.0.1\",\"podIPs\":[{\"ip\":"
+        "\"10.1.0.1\"}],\"conditions\":[{\"type\":\"Ready\"}],"
+        "\"containerStatuses\":[{\"restartCount\":%d}]}}}";
+    char text[1024];
+    char *first;
+
+    (void)state;
+    arena_init(&a, 4096);
+    snprintf(text, sizeof(text), ev1, 0);
+    assert_int_equal(
+        kube_parse_event(&a, text, strlen(text), "v1", "Pod", 0, &ev, &why), 0);
+    assert_string_equal(
+        ev.obj.json,
+        "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":"
+        "\"reviews-v1\",\"namespace\":\"bi\",\"labels\":{\"app\":\"reviews\","
+        "\"version\":\"v1\"}},\"spec\":{\"nodeName\":\"n1\","
+        "\"serviceAccountName\":\"sa\"},\"status\":{\"phase\":\"Running\","
+        "\"podIP\":\"10.1.0.1\",\"podIPs\":[{\"ip\":\"10.1.0.1\"}]}}");
+    assert_string_equal(ev.obj.rv, "9");
+    first = strdup(ev.obj.json);
+    assert_non_null(first);
+    /* A container restart (status only) is the same Pod to strait. */
+    snprintf(text, sizeof(text), ev1, 3);
+    assert_int_equal(
+        kube_parse_event(&a, text, strlen(text), "v1", "Pod", 0, &ev, &why), 0);
+    assert_string_equal(ev.obj.json, first);
+    free(first);
     arena_dispose(&a);
 }
 
@@ -322,6 +371,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_list),
+        cmocka_unit_test(test_pod_is_kept_as_what_is_read),
         cmocka_unit_test(test_list_refused),
         cmocka_unit_test(test_events),
         cmocka_unit_test(test_events_refused),
