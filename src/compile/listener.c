@@ -337,6 +337,12 @@ int compile_gateway_http(const struct bootstrap *bs,
         goto fail;
     }
     conf_dispose(&bootstrap_http_section, &h);
+    /* Istio's gatewayTopology is every Gateway listener's. */
+    c->xff_trusted_hops = (uint32_t)bs->topology.num_trusted_proxies;
+    if (bs->topology.proxy_protocol.mark.line > 0)
+        c->proxy_protocol =
+            (uint32_t)bs->topology.proxy_protocol.max_header_bytes;
+    c->xfcc = bs->topology.forward_client_cert;
     c->https_redirect = g->https_redirect && !g->tls;
     c->tls_permissive = g->permissive;
     c->port = g->port;

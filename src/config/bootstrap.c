@@ -907,6 +907,11 @@ static const struct conf_key bootstrap_keys[] = {
      "HTTP settings of every Gateway listener (bootstrap listeners have "
      "their own http block)",
      NULL, &bootstrap_gateway_http_section, NULL, NULL},
+    {"gatewayTopology", CONF_SECTION, OFF(struct bootstrap, topology), 0, 0,
+     NULL,
+     "Istio's gatewayTopology for every Gateway listener: trusted proxies "
+     "(X-Forwarded-For), PROXY protocol, X-Forwarded-Client-Cert",
+     NULL, &bootstrap_topology_section, NULL, NULL},
     {"ca", CONF_SECTION, OFF(struct bootstrap, ca), 0, 0, NULL,
      "embedded certificate authority and this node's SPIFFE certificate", NULL,
      &ca_section, NULL, NULL},

@@ -129,6 +129,14 @@ static const char *trusted_client(struct pstream *ps, struct slice xff)
     return NULL;
 }
 
+void pstream_find_client(struct pstream *ps)
+{
+    const struct http_field *xff =
+        http_fields_get(&ps->s->req.fields, "x-forwarded-for");
+
+    ps->client = xff != NULL ? trusted_client(ps, xff->value) : NULL;
+}
+
 /* Request headers a proxy adds (RFC 7239's de facto ancestors). */
 int pstream_add_forwarding(struct pstream *ps)
 {
@@ -140,7 +148,6 @@ int pstream_add_forwarding(struct pstream *ps)
     uint64_t a, b;
 
     if (xff != NULL) {
-        ps->client = trusted_client(ps, xff->value);
         /* Append the peer to the chain the client's proxies built. */
         size_t n = xff->value.n + 2 + strlen(ps->hc->peer_ip);
         char *v = arena_alloc(&s->arena, n + 1);
@@ -355,11 +362,7 @@ int pstream_geoip(struct pstream *ps)
     const struct http_listener_conf *c = ps->l->conf;
     struct hstream *s = ps->s;
     struct http_conn *hc = ps->hc;
-    const struct http_field *xff =
-        c->xff_trusted_hops > 0
-            ? http_fields_get(&s->req.fields, "x-forwarded-for")
-            : NULL;
-    const char *client = xff != NULL ? trusted_client(ps, xff->value) : NULL;
+    const char *client = ps->client;
     struct sockaddr_storage remote;
     struct geo_result *r;
 
@@ -427,9 +430,7 @@ int pstream_misdirected(struct pstream *ps)
 int pstream_authorize(struct pstream *ps)
 {
     struct hstream *s = ps->s;
-    const struct http_field *xff =
-        http_fields_get(&s->req.fields, "x-forwarded-for");
-    const char *client = xff != NULL ? trusted_client(ps, xff->value) : NULL;
+    const char *client = ps->client;
     struct sockaddr_storage remote;
     struct authz_request r;
     struct authz_decision d;
@@ -444,9 +445,15 @@ int pstream_authorize(struct pstream *ps)
             strlen("spiffe://") &&
         strncmp(principal, "spiffe://", 9) == 0)
         r.principal = slice_of(principal + 9);
-    r.peer = (const struct sockaddr *)&ps->hc->peer;
+    /* ipBlocks (Envoy's direct_remote_ip) is the socket's peer;
+     * remoteIpBlocks (remote_ip) the client that X-Forwarded-For behind
+     * trusted proxies, or a PROXY header, named. */
+    r.peer = ps->hc->direct != NULL ? (const struct sockaddr *)ps->hc->direct
+                                    : (const struct sockaddr *)&ps->hc->peer;
     if (client != NULL && addr_from_ip(client, &remote) == 0)
         r.remote = (const struct sockaddr *)&remote;
+    else if (ps->hc->direct != NULL)
+        r.remote = (const struct sockaddr *)&ps->hc->peer;
     r.host = s->req.authority;
     r.method = s->req.method;
     r.path = s->req.path;

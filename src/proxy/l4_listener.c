@@ -698,7 +698,7 @@ static void to_http(struct l4_conn *lc)
     lc->c.fd = -1;
     lc->c.cx = NULL;
     lc_end(lc, 0);
-    http_listener_adopt(p->http->pl, fd, &peer, len, cx);
+    http_listener_adopt(p->http->pl, fd, &peer, len, NULL, cx);
 }
 
 /* An AUTO_PASSTHROUGH refusal: counted by reason, logged with it, and

@@ -1,0 +1,196 @@
+"""Trusted client addresses on Gateway listeners, as Istio's
+gatewayTopology sets them: numTrustedProxies (X-Forwarded-For) and
+proxyProtocol (v1 and v2 headers written here and by curl
+--haproxy-protocol), and the client address they give to remoteIpBlocks,
+ipBlocks, X-Forwarded-For and the access log (%DOWNSTREAM_REMOTE_ADDRESS%
+vs %DOWNSTREAM_DIRECT_REMOTE_ADDRESS%). One strait for the module."""
+import socket
+import struct
+import subprocess
+
+import pytest
+
+from conftest import Strait, Upstream, finish_strait, free_port, responder, wait_for
+from test_gateway import GATEWAY_AND_UP
+
+MAX_V2 = 256
+SIG = b"\r\n\r\n\x00\r\nQUIT\n"
+
+POLICY = """apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: deny-client, namespace: istio-system}
+spec:
+  action: DENY
+  rules:
+  - from: [{source: {remoteIpBlocks: [203.0.113.0/24]}}]
+  - from: [{source: {ipBlocks: [127.0.0.9/32]}}]
+"""
+
+
+def xff_of(head):
+    """The upstream answers with the X-Forwarded-For it was sent."""
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        if k.strip().lower() == b"x-forwarded-for":
+            return v.strip()
+    return b"-"
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("client_addr")
+    up = Upstream(responder(xff_of))
+    conf = tmp / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    (conf / "r.yaml").write_text(
+        GATEWAY_AND_UP.format(port=port, up_port=up.port) + """apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: vs, namespace: default}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - route: [{destination: {host: up.example.com}}]
+---
+""" + POLICY)
+    st = Strait(tmp, workers=1, extra=(
+        f"config: {{dir: \"{conf}\"}}\n"
+        "gatewayTopology:\n  numTrustedProxies: 1\n"
+        f"  proxyProtocol: {{maxHeaderBytes: {MAX_V2}}}\n"
+        "log:\n  accessLog: true\n  accessLogEncoding: TEXT\n"
+        "  accessLogFormat: \"id=%REQ(X-TEST-ID)% code=%RESPONSE_CODE% "
+        "remote=%DOWNSTREAM_REMOTE_ADDRESS% "
+        "direct=%DOWNSTREAM_DIRECT_REMOTE_ADDRESS%\\n\"\n"))
+    st.start()
+    yield st, port
+    finish_strait(st)
+    up.stop()
+
+
+def v1(src="198.51.100.9", sport=4242):
+    return f"PROXY TCP4 {src} 127.0.0.1 {sport} 80\r\n".encode()
+
+
+def v2(src="198.51.100.9", sport=4242, tlv=b"", local=False):
+    addrs = socket.inet_aton(src) + socket.inet_aton("127.0.0.1") + \
+        struct.pack("!HH", sport, 80)
+    if local:
+        return SIG + bytes([0x20, 0x00]) + struct.pack("!H", 0)
+    body = addrs + tlv
+    return SIG + bytes([0x21, 0x11]) + struct.pack("!H", len(body)) + body
+
+
+def noop_tlv(total):
+    """A v2 header of exactly total bytes (padded with a NOOP TLV)."""
+    pad = total - len(v2()) - 3
+    return bytes([0x04]) + struct.pack("!H", pad) + b"\0" * pad
+
+
+def exchange(port, header, rid, xff=None, src="127.0.0.1"):
+    """Sends header and a request; returns (status, body), or None when
+    strait closed the connection without an answer."""
+    s = socket.socket()
+    s.settimeout(10)
+    s.bind((src, 0))
+    s.connect(("127.0.0.1", port))
+    extra = f"x-forwarded-for: {xff}\r\n" if xff else ""
+    try:
+        s.sendall(header + (f"GET / HTTP/1.1\r\nhost: a\r\nx-test-id: {rid}\r\n"
+                            f"{extra}connection: close\r\n\r\n").encode())
+        data = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+    except ConnectionResetError:
+        data = b""
+    finally:
+        s.close()
+    if not data:
+        return None
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def logged(st, rid):
+    line = wait_for(lambda: [ln for ln in st.log().splitlines()
+                             if f"id={rid} " in ln], 10, f"log of {rid}")[0]
+    return dict(kv.split("=", 1) for kv in line.split()[-4:])
+
+
+def proto_errors(st):
+    return sum(v for k, v in st.stats().items()
+               if k.endswith("downstream_cx_proxy_proto_error"))
+
+
+def test_proxy_v2_source_is_the_client(gw):
+    st, port = gw
+    assert exchange(port, v2(), "v2") == (200, b"198.51.100.9")
+    log = logged(st, "v2")
+    assert log["remote"] == "198.51.100.9:4242"
+    assert log["direct"].startswith("127.0.0.1:")
+
+
+def test_proxy_v1_from_python_and_curl(gw):
+    st, port = gw
+    assert exchange(port, v1(src="198.51.100.10"), "v1") == (200, b"198.51.100.10")
+    assert logged(st, "v1")["remote"] == "198.51.100.10:4242"
+    out = subprocess.run(
+        ["curl", "-sS", "--haproxy-protocol", "-H", "x-test-id: curl",
+         f"http://127.0.0.1:{port}/"], capture_output=True, timeout=20)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == b"127.0.0.1"
+    assert logged(st, "curl")["code"] == "200"
+
+
+def test_proxy_v2_local_keeps_the_peer(gw):
+    st, port = gw
+    assert exchange(port, v2(local=True), "local") == (200, b"127.0.0.1")
+    log = logged(st, "local")
+    assert log["remote"] == log["direct"]
+
+
+def test_num_trusted_proxies_picks_the_xff_entry(gw):
+    st, port = gw
+    # One trusted proxy: the first entry from the right is the client.
+    r = exchange(port, v2(), "xff", xff="203.0.113.7, 192.0.2.44")
+    assert r == (200, b"203.0.113.7, 192.0.2.44, 198.51.100.9")
+    assert logged(st, "xff")["remote"] == "192.0.2.44:0"
+    # That client is what remoteIpBlocks sees: 203.0.113.0/24 is denied.
+    assert exchange(port, v2(), "xff-deny", xff="192.0.2.44, 203.0.113.7")[0] == 403
+    # Without an X-Forwarded-For, the PROXY source is the client.
+    assert exchange(port, v2(src="203.0.113.8"), "pp-deny")[0] == 403
+
+
+def test_ip_blocks_see_the_direct_peer(gw):
+    _, port = gw
+    # ipBlocks is the socket's peer (Envoy's direct_remote_ip), whatever
+    # the PROXY header says: 127.0.0.9 is denied, its clients too.
+    assert exchange(port, v2(), "direct-deny", src="127.0.0.9")[0] == 403
+    assert exchange(port, v2(src="127.0.0.9"), "direct-ok")[0] == 200
+
+
+def test_without_or_with_a_bad_header_closed(gw):
+    st, port = gw
+    before = proto_errors(st)
+    assert exchange(port, b"", "none") is None
+    assert exchange(port, b"PROXY TCP4 198.51.100.9 127.0.0.1 99999 80\r\n",
+                    "badport") is None
+    assert exchange(port, v2()[:12] + bytes([0x31]) + v2()[13:], "badver") is None
+    wait_for(lambda: proto_errors(st) >= before + 3, 10, "proxy_proto_error")
+    # Nothing good changed: the next client is served.
+    assert exchange(port, v2(), "after")[0] == 200
+
+
+def test_v2_header_limit_and_one_more(gw):
+    st, port = gw
+    h = v2(tlv=noop_tlv(MAX_V2))
+    assert len(h) == MAX_V2
+    assert exchange(port, h, "at-limit") == (200, b"198.51.100.9")
+    before = proto_errors(st)
+    h = v2(tlv=noop_tlv(MAX_V2 + 1))
+    assert len(h) == MAX_V2 + 1
+    assert exchange(port, h, "over-limit") is None
+    wait_for(lambda: proto_errors(st) == before + 1, 10, "proxy_proto_error")
