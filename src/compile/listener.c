@@ -425,6 +425,9 @@ static int compile_http(const struct bootstrap *bs,
     if (http_settings(c, bs, &bl->http, bl->tls.certificates.n > 0, env, err) <
         0)
         goto fail;
+    /* gatewayTopology is the Gateway listeners'; a bootstrap listener
+     * passes X-Forwarded-Client-Cert on as it always did. */
+    c->xfcc = HTTP_XFCC_ALWAYS_FORWARD_ONLY;
     /* The routes, lowered into a router as a Gateway listener's are.
      * Nothing but a new listener changes them, so they are set before any
      * worker sees the conf. */

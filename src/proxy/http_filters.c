@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/buf.h"
 #include "core/units.h"
 #include "policy/authz.h"
 #include "policy/jwt.h"
@@ -137,6 +138,56 @@ void pstream_find_client(struct pstream *ps)
     ps->client = xff != NULL ? trusted_client(ps, xff->value) : NULL;
 }
 
+/*
+ * forward_client_cert() applies the listener's forwardClientCertDetails
+ * to X-Forwarded-Client-Cert, as Envoy's forward_client_cert_details:
+ * only ALWAYS_FORWARD_ONLY keeps a client's header on a connection
+ * without a verified client certificate; SANITIZE always removes it;
+ * FORWARD_ONLY passes it on from mTLS clients; APPEND_FORWARD appends
+ * this hop's element to it; SANITIZE_SET replaces it with this hop's.
+ */
+static int forward_client_cert(struct pstream *ps)
+{
+    struct http_fields *f = &ps->s->req.fields;
+    struct arena *a = &ps->s->arena;
+    const struct http_field *old;
+    int mode = ps->l->conf->xfcc;
+    struct buf b;
+    int rc = 0;
+
+    if (mode == HTTP_XFCC_ALWAYS_FORWARD_ONLY)
+        return 0;
+    if (mode == HTTP_XFCC_SANITIZE || ps->hc->conn.tls == NULL ||
+        !tls_conn_peer_verified(&ps->hc->conn)) {
+        http_fields_remove(f, "x-forwarded-client-cert");
+        return 0;
+    }
+    if (mode == HTTP_XFCC_FORWARD_ONLY)
+        return 0;
+    /* A certificate's PEM, URL-encoded, is about 3 times its size. */
+    buf_init(&b, 64 * 1024);
+    old = http_fields_get(f, "x-forwarded-client-cert");
+    if (mode == HTTP_XFCC_APPEND_FORWARD && old != NULL && old->value.n > 0 &&
+        (buf_append(&b, old->value.p, old->value.n) < 0 ||
+         buf_puts(&b, ",") < 0))
+        rc = -1;
+    if (rc == 0 && tls_conn_xfcc(&ps->hc->conn, &b) < 0) {
+        /* Too large to pass on: no header rather than a client's. */
+        http_fields_remove(f, "x-forwarded-client-cert");
+    } else if (rc == 0) {
+        struct slice v =
+            arena_slice(a, (struct slice){buf_ptr(&b), buf_len(&b)});
+        if (v.p == NULL ||
+            http_fields_set(f, a, "x-forwarded-client-cert", v) < 0)
+            rc = -1;
+    } else {
+        http_fields_remove(f, "x-forwarded-client-cert");
+        rc = 0;
+    }
+    buf_dispose(&b);
+    return rc;
+}
+
 /* Request headers a proxy adds (RFC 7239's de facto ancestors). */
 int pstream_add_forwarding(struct pstream *ps)
 {
@@ -163,6 +214,8 @@ int pstream_add_forwarding(struct pstream *ps)
                    arena_slice(&s->arena, slice_of(ps->hc->peer_ip))) < 0) {
         return -1;
     }
+    if (forward_client_cert(ps) < 0)
+        return -1;
     /* X-Forwarded-Proto from a client is kept only behind trusted proxies. */
     if (ps->l->conf->xff_trusted_hops == 0 ||
         http_fields_get(&q->fields, "x-forwarded-proto") == NULL)

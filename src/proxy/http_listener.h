@@ -69,6 +69,18 @@ struct http_routes *http_routes_new(void);
 struct http_routes *http_routes_ref(struct http_routes *r);
 void http_routes_unref(struct http_routes *r);
 
+/* X-Forwarded-Client-Cert handling, in the order of Istio's
+ * forwardClientCertDetails (UNDEFINED is SANITIZE_SET, the gateway
+ * default). */
+enum http_xfcc {
+    HTTP_XFCC_UNDEFINED,
+    HTTP_XFCC_SANITIZE,
+    HTTP_XFCC_FORWARD_ONLY,
+    HTTP_XFCC_APPEND_FORWARD,
+    HTTP_XFCC_SANITIZE_SET,
+    HTTP_XFCC_ALWAYS_FORWARD_ONLY,
+};
+
 /*
  * What an HTTP listener does, compiled from configuration. Shared by
  * every worker, reference-counted with atomics. Everything is immutable

@@ -3,14 +3,21 @@ gatewayTopology sets them: numTrustedProxies (X-Forwarded-For) and
 proxyProtocol (v1 and v2 headers written here and by curl
 --haproxy-protocol), and the client address they give to remoteIpBlocks,
 ipBlocks, X-Forwarded-For and the access log (%DOWNSTREAM_REMOTE_ADDRESS%
-vs %DOWNSTREAM_DIRECT_REMOTE_ADDRESS%). One strait for the module."""
+vs %DOWNSTREAM_DIRECT_REMOTE_ADDRESS%); forwardClientCertDetails in each
+of its modes, with the X-Forwarded-Client-Cert element in Envoy's format
+(Hash, Cert, Subject, URI). One strait per gatewayTopology."""
+import hashlib
 import socket
+import ssl
 import struct
 import subprocess
+import urllib.parse
 
 import pytest
 
-from conftest import Strait, Upstream, finish_strait, free_port, responder, wait_for
+from conftest import SRCDIR, Strait, Upstream, finish_strait, free_port, \
+    responder, wait_for
+from httpd import make_cert
 from test_gateway import GATEWAY_AND_UP
 
 MAX_V2 = 256
@@ -194,3 +201,112 @@ def test_v2_header_limit_and_one_more(gw):
     assert len(h) == MAX_V2 + 1
     assert exchange(port, h, "over-limit") is None
     wait_for(lambda: proto_errors(st) == before + 1, 10, "proxy_proto_error")
+
+
+# -- X-Forwarded-Client-Cert --------------------------------------------------
+
+SAMPLES = f"{SRCDIR}/tests/data/istio-samples/certs"
+FOO = (f"{SAMPLES}/workload-foo-cert.pem", f"{SAMPLES}/workload-foo-key.pem")
+FOO_ID = "spiffe://trust-domain-foo/ns/foo/sa/foo"
+HOST = "gw.example.com"
+FORGED = "Hash=forged;URI=spiffe://evil/ns/x/sa/y"
+
+
+def xfcc_of(head):
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        if k.strip().lower() == b"x-forwarded-client-cert":
+            return v.strip()
+    return b"-"
+
+
+@pytest.fixture(scope="module", params=[
+    "UNDEFINED", "SANITIZE_SET", "APPEND_FORWARD", "SANITIZE", "FORWARD_ONLY",
+    "ALWAYS_FORWARD_ONLY"])
+def xfcc_gw(request, tmp_path_factory):
+    mode = request.param
+    tmp = tmp_path_factory.mktemp("xfcc")
+    up = Upstream(responder(xfcc_of))
+    conf = tmp / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    crt, key = make_cert(str(tmp), "gw", HOST, [HOST])
+    (conf / "r.yaml").write_text(f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {port}, name: https, protocol: HTTPS}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+    tls: {{mode: OPTIONAL_MUTUAL, serverCertificate: "{crt}",
+          privateKey: "{key}", caCertificates: "{SAMPLES}/root-cert.pem"}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: up, namespace: default}}
+spec:
+  hosts: [up.example.com]
+  resolution: STATIC
+  ports: [{{number: {up.port}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: vs, namespace: default}}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - route: [{{destination: {{host: up.example.com}}}}]
+""")
+    st = Strait(tmp, workers=1, extra=(
+        f"config: {{dir: \"{conf}\"}}\n"
+        f"gatewayTopology: {{forwardClientCertDetails: {mode}}}\n"))
+    st.start()
+    yield mode, port, crt
+    finish_strait(st)
+    up.stop()
+
+
+def curl_xfcc(port, crt, cert=None, sent=FORGED):
+    args = ["curl", "-sS", "--max-time", "10", "--cacert", crt,
+            "--resolve", f"{HOST}:{port}:127.0.0.1",
+            "-H", f"x-forwarded-client-cert: {sent}"]
+    if cert:
+        args += ["--cert", cert[0], "--key", cert[1]]
+    p = subprocess.run(args + [f"https://{HOST}:{port}/"],
+                       capture_output=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.decode()
+
+
+def foo_element():
+    """This hop's element for the sample workload foo, as Envoy writes it
+    with Istio's fields (no By=: the gateway's certificate has no URI)."""
+    pem = open(FOO[0]).read()
+    leaf = pem[:pem.index("-----END CERTIFICATE-----")] + \
+        "-----END CERTIFICATE-----\n"
+    der = ssl.PEM_cert_to_DER_cert(leaf)
+    return (f"Hash={hashlib.sha256(der).hexdigest()};"
+            f"Cert=\"{urllib.parse.quote(leaf, safe='-._~')}\";"
+            f"Subject=\"\";URI={FOO_ID}")
+
+
+def test_forward_client_cert_details(xfcc_gw):
+    mode, port, crt = xfcc_gw
+    mtls = curl_xfcc(port, crt, cert=FOO)
+    plain = curl_xfcc(port, crt)
+    mine = foo_element()
+    want = {
+        # Istio's gateway default: this hop's element replaces the
+        # client's; without a client certificate, none.
+        "UNDEFINED": (mine, "-"),
+        "SANITIZE_SET": (mine, "-"),
+        "APPEND_FORWARD": (FORGED + "," + mine, "-"),
+        "SANITIZE": ("-", "-"),
+        "FORWARD_ONLY": (FORGED, "-"),
+        "ALWAYS_FORWARD_ONLY": (FORGED, FORGED),
+    }[mode]
+    assert (mtls, plain) == want
