@@ -15,13 +15,17 @@ import urllib.parse
 
 import pytest
 
-from conftest import SRCDIR, Strait, Upstream, finish_strait, free_port, \
-    responder, wait_for
+from conftest import SRCDIR, Strait, Upstream, echo_handler, finish_strait, \
+    free_port, responder, wait_for
 from httpd import make_cert
 from test_gateway import GATEWAY_AND_UP
 
 MAX_V2 = 256
 SIG = b"\r\n\r\n\x00\r\nQUIT\n"
+SAMPLES = f"{SRCDIR}/tests/data/istio-samples/certs"
+FOO = (f"{SAMPLES}/workload-foo-cert.pem", f"{SAMPLES}/workload-foo-key.pem")
+FOO_ID = "spiffe://trust-domain-foo/ns/foo/sa/foo"
+HOST = "gw.example.com"
 
 POLICY = """apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy
@@ -45,20 +49,60 @@ def xff_of(head):
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory):
+    """One strait: a Gateway with an HTTP, an HTTPS and a TCP server, all
+    behind numTrustedProxies 1 and a required PROXY header."""
     tmp = tmp_path_factory.mktemp("client_addr")
     up = Upstream(responder(xff_of))
+    echo = Upstream(echo_handler)
     conf = tmp / "conf.d"
     conf.mkdir()
-    port = free_port()
-    (conf / "r.yaml").write_text(
-        GATEWAY_AND_UP.format(port=port, up_port=up.port) + """apiVersion: networking.istio.io/v1
+    ports = {"http": free_port(), "https": free_port(), "tcp": free_port()}
+    crt, key = make_cert(str(tmp), "gw", HOST, [HOST])
+    (conf / "r.yaml").write_text(f"""apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {ports["http"]}, name: http, protocol: HTTP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+  - port: {{number: {ports["https"]}, name: https, protocol: HTTPS}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+    tls: {{mode: SIMPLE, serverCertificate: "{crt}", privateKey: "{key}"}}
+  - port: {{number: {ports["tcp"]}, name: tcp, protocol: TCP}}
+    bind: 127.0.0.1
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: up, namespace: default}}
+spec:
+  hosts: [up.example.com]
+  resolution: STATIC
+  ports: [{{number: {up.port}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: echo, namespace: default}}
+spec:
+  hosts: [echo.example.com]
+  resolution: STATIC
+  ports: [{{number: {echo.port}, name: tcp, protocol: TCP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
 kind: VirtualService
-metadata: {name: vs, namespace: default}
+metadata: {{name: vs, namespace: default}}
 spec:
   hosts: ["*"]
   gateways: [gw]
   http:
-  - route: [{destination: {host: up.example.com}}]
+  - route: [{{destination: {{host: up.example.com}}}}]
+  tcp:
+  - route: [{{destination: {{host: echo.example.com}}}}]
 ---
 """ + POLICY)
     st = Strait(tmp, workers=1, extra=(
@@ -70,9 +114,10 @@ spec:
         "remote=%DOWNSTREAM_REMOTE_ADDRESS% "
         "direct=%DOWNSTREAM_DIRECT_REMOTE_ADDRESS%\\n\"\n"))
     st.start()
-    yield st, port
+    yield st, ports["http"], ports, crt
     finish_strait(st)
     up.stop()
+    echo.stop()
 
 
 def v1(src="198.51.100.9", sport=4242):
@@ -133,7 +178,7 @@ def proto_errors(st):
 
 
 def test_proxy_v2_source_is_the_client(gw):
-    st, port = gw
+    st, port = gw[:2]
     assert exchange(port, v2(), "v2") == (200, b"198.51.100.9")
     log = logged(st, "v2")
     assert log["remote"] == "198.51.100.9:4242"
@@ -141,7 +186,7 @@ def test_proxy_v2_source_is_the_client(gw):
 
 
 def test_proxy_v1_from_python_and_curl(gw):
-    st, port = gw
+    st, port = gw[:2]
     assert exchange(port, v1(src="198.51.100.10"), "v1") == (200, b"198.51.100.10")
     assert logged(st, "v1")["remote"] == "198.51.100.10:4242"
     out = subprocess.run(
@@ -153,14 +198,14 @@ def test_proxy_v1_from_python_and_curl(gw):
 
 
 def test_proxy_v2_local_keeps_the_peer(gw):
-    st, port = gw
+    st, port = gw[:2]
     assert exchange(port, v2(local=True), "local") == (200, b"127.0.0.1")
     log = logged(st, "local")
     assert log["remote"] == log["direct"]
 
 
 def test_num_trusted_proxies_picks_the_xff_entry(gw):
-    st, port = gw
+    st, port = gw[:2]
     # One trusted proxy: the first entry from the right is the client.
     r = exchange(port, v2(), "xff", xff="203.0.113.7, 192.0.2.44")
     assert r == (200, b"203.0.113.7, 192.0.2.44, 198.51.100.9")
@@ -172,7 +217,7 @@ def test_num_trusted_proxies_picks_the_xff_entry(gw):
 
 
 def test_ip_blocks_see_the_direct_peer(gw):
-    _, port = gw
+    port = gw[1]
     # ipBlocks is the socket's peer (Envoy's direct_remote_ip), whatever
     # the PROXY header says: 127.0.0.9 is denied, its clients too.
     assert exchange(port, v2(), "direct-deny", src="127.0.0.9")[0] == 403
@@ -180,7 +225,7 @@ def test_ip_blocks_see_the_direct_peer(gw):
 
 
 def test_without_or_with_a_bad_header_closed(gw):
-    st, port = gw
+    st, port = gw[:2]
     before = proto_errors(st)
     assert exchange(port, b"", "none") is None
     assert exchange(port, b"PROXY TCP4 198.51.100.9 127.0.0.1 99999 80\r\n",
@@ -192,7 +237,7 @@ def test_without_or_with_a_bad_header_closed(gw):
 
 
 def test_v2_header_limit_and_one_more(gw):
-    st, port = gw
+    st, port = gw[:2]
     h = v2(tlv=noop_tlv(MAX_V2))
     assert len(h) == MAX_V2
     assert exchange(port, h, "at-limit") == (200, b"198.51.100.9")
@@ -205,10 +250,6 @@ def test_v2_header_limit_and_one_more(gw):
 
 # -- X-Forwarded-Client-Cert --------------------------------------------------
 
-SAMPLES = f"{SRCDIR}/tests/data/istio-samples/certs"
-FOO = (f"{SAMPLES}/workload-foo-cert.pem", f"{SAMPLES}/workload-foo-key.pem")
-FOO_ID = "spiffe://trust-domain-foo/ns/foo/sa/foo"
-HOST = "gw.example.com"
 FORGED = "Hash=forged;URI=spiffe://evil/ns/x/sa/y"
 
 
@@ -310,3 +351,52 @@ def test_forward_client_cert_details(xfcc_gw):
         "ALWAYS_FORWARD_ONLY": (FORGED, FORGED),
     }[mode]
     assert (mtls, plain) == want
+
+
+def test_proxy_header_before_tls(gw):
+    st, _, ports, crt = gw
+    ctx = ssl.create_default_context(cafile=crt)
+    raw = socket.create_connection(("127.0.0.1", ports["https"]), timeout=10)
+    raw.sendall(v1(src="198.51.100.11"))
+    with ctx.wrap_socket(raw, server_hostname=HOST) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nhost: gw.example.com\r\n"
+                  b"x-test-id: tls\r\nconnection: close\r\n\r\n")
+        data = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+    assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"198.51.100.11")
+    assert logged(st, "tls")["remote"] == "198.51.100.11:4242"
+
+
+def tcp_exchange(port, header, payload=b"ping"):
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        data = b""
+        try:
+            s.sendall(header + payload)
+            s.shutdown(socket.SHUT_WR)
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                data += d
+        except OSError:
+            # Refused: closed, perhaps before the bytes were all sent.
+            pass
+    return data
+
+
+def test_proxy_header_on_tcp(gw):
+    st, _, ports, _ = gw
+    # The header is taken off; the bytes after it reach the upstream.
+    assert tcp_exchange(ports["tcp"], v2()) == b"ping"
+    assert tcp_exchange(ports["tcp"], v1()) == b"ping"
+    # remoteIpBlocks sees the PROXY source on TCP as well.
+    assert tcp_exchange(ports["tcp"], v2(src="203.0.113.9")) == b""
+    # Required: without a header, or with a bad one, closed.
+    before = proto_errors(st)
+    assert tcp_exchange(ports["tcp"], b"") == b""
+    assert tcp_exchange(ports["tcp"], b"PROXY TCP9 a b c d\r\n") == b""
+    wait_for(lambda: proto_errors(st) >= before + 2, 10, "proxy_proto_error")
