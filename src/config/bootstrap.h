@@ -18,6 +18,7 @@ struct bootstrap_node {
     char *ns;
     char *service_account;
     struct conf_strmap labels;
+    struct conf_strmap annotations;
     char *network;
     char *locality;
 };

@@ -15,7 +15,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import SRCDIR, Strait, Upstream, echo_handler, finish_strait, \
+from conftest import SRCDIR, STRAIT, Strait, Upstream, echo_handler, finish_strait, \
     free_port, responder, wait_for
 from httpd import make_cert
 from test_gateway import GATEWAY_AND_UP
@@ -400,3 +400,50 @@ def test_proxy_header_on_tcp(gw):
     assert tcp_exchange(ports["tcp"], b"") == b""
     assert tcp_exchange(ports["tcp"], b"PROXY TCP9 a b c d\r\n") == b""
     wait_for(lambda: proto_errors(st) >= before + 2, 10, "proxy_proto_error")
+
+
+def test_pod_annotation_overrides_gateway_topology(tmp_path):
+    """proxy.istio.io/config (node.annotations) wins over the top-level
+    gatewayTopology for the keys it names, as Istio's pod annotation wins
+    over meshConfig.defaultConfig; a bad one is refused with its name."""
+    up = Upstream(responder(xff_of))
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    port = free_port()
+    (conf / "r.yaml").write_text(
+        GATEWAY_AND_UP.format(port=port, up_port=up.port) + """apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: vs, namespace: default}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - route: [{destination: {host: up.example.com}}]
+""")
+    base = (f"config: {{dir: \"{conf}\"}}\n"
+            "gatewayTopology: {numTrustedProxies: 1, "
+            "forwardClientCertDetails: SANITIZE}\n"
+            "log:\n  accessLog: true\n  accessLogEncoding: TEXT\n"
+            "  accessLogFormat: \"id=%REQ(X-TEST-ID)% "
+            "remote=%DOWNSTREAM_REMOTE_ADDRESS%\\n\"\n")
+    bad = Strait(tmp_path, workers=1, extra=base + (
+        "node:\n  annotations:\n    proxy.istio.io/config: "
+        "'{\"gatewayTopology\": {\"numTrustedProxies\": 65}}'\n"))
+    r = subprocess.run([STRAIT, "run", "-c", str(bad.config)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0
+    assert "node.annotations[proxy.istio.io/config]" in r.stderr, r.stderr
+    assert "numTrustedProxies" in r.stderr
+    st = Strait(tmp_path, workers=1, extra=base + (
+        "node:\n  annotations:\n    proxy.istio.io/config: |\n"
+        "      gatewayTopology:\n        numTrustedProxies: 2\n"))
+    try:
+        st.start()
+        r = exchange(port, b"", "annot", xff="192.0.2.1, 192.0.2.2, 192.0.2.3")
+        assert r == (200, b"192.0.2.1, 192.0.2.2, 192.0.2.3, 127.0.0.1")
+        line = wait_for(lambda: [ln for ln in st.log().splitlines()
+                                 if "id=annot " in ln], 10, "log")[0]
+        assert line.endswith("remote=192.0.2.2:0")
+    finally:
+        finish_strait(st)
+        up.stop()
