@@ -434,6 +434,10 @@ static const struct family families[] = {
      "Times accepting paused by the memory action "
      "stop_accepting_connections.",
      offsetof(struct proxy_counters, listener.cx_overload_paused)},
+    {"strait_listener_proxy_protocol_errors_total", "counter",
+     "Connections closed for a missing, malformed or too long PROXY "
+     "protocol header (gatewayTopology.proxyProtocol).",
+     offsetof(struct proxy_counters, listener.proxy_proto_error)},
     {"strait_listener_received_bytes_total", "counter",
      "Bytes received from downstream clients.",
      offsetof(struct proxy_counters, relay.bytes_in)},
