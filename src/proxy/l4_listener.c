@@ -530,6 +530,10 @@ static void lc_relay(struct l4_conn *lc, const struct l4_rule *rule,
         /* Endpoints in Istio's ambient mesh: HBONE tunnels. */
         meta.hbone = cl->hbone != NULL ? cl : NULL;
     }
+    if (lc->directlen > 0) {
+        meta.direct = &lc->direct;
+        meta.directlen = lc->directlen;
+    }
     lc_end(lc, 0);
     l4_relay_start(&p->relay, &lc->c, &lc->peer, lc->peerlen,
                    cl != NULL ? cl->endpoints : NULL,
@@ -795,6 +799,10 @@ static void route_auto(struct l4_conn *lc, const struct clienthello *ch)
     meta.cluster_stats = &cl->w[p->worker];
     meta.metrics_dst = cl->metrics;
     meta.outlier = cl;
+    if (lc->directlen > 0) {
+        meta.direct = &lc->direct;
+        meta.directlen = lc->directlen;
+    }
     lc_end(lc, 0);
     l4_relay_start(&p->relay, &lc->c, &lc->peer, lc->peerlen, cl->endpoints,
                    cl->nendpoints, ep, &meta, lc->start_ms);

@@ -391,7 +391,12 @@ def tcp_exchange(port, header, payload=b"ping"):
 def test_proxy_header_on_tcp(gw):
     st, _, ports, _ = gw
     # The header is taken off; the bytes after it reach the upstream.
-    assert tcp_exchange(ports["tcp"], v2()) == b"ping"
+    assert tcp_exchange(ports["tcp"], v2(src="198.51.100.77")) == b"ping"
+    # The relay's log: the PROXY source, and the socket's peer as direct.
+    line = wait_for(lambda: [ln for ln in st.log().splitlines()
+                             if "remote=198.51.100.77:4242 " in ln], 10,
+                    "the TCP access log line")[0]
+    assert " direct=127.0.0.1:" in line
     assert tcp_exchange(ports["tcp"], v1()) == b"ping"
     # remoteIpBlocks sees the PROXY source on TCP as well.
     assert tcp_exchange(ports["tcp"], v2(src="203.0.113.9")) == b""
