@@ -518,6 +518,38 @@ static char *self_exe(void)
 
 /* A start-up failure: said on stderr and, when a binary upgrade started
  * this process, to the process that keeps serving. */
+/*
+ * restart_epoch() finds Envoy's restart epoch for /server_info: a process
+ * a binary upgrade started is one more than the one it replaces, which
+ * left its own in the environment, with the second epoch 0 started. The
+ * values are put back in this process's environment (before any thread
+ * runs) for the process that will replace this one.
+ */
+#define EPOCH_ENV "STRAIT_RESTART_EPOCH"
+#define EPOCH0_ENV "STRAIT_EPOCH0_START"
+static void restart_epoch(int upgraded, int *epoch, int64_t *epoch0)
+{
+    const char *e = getenv(EPOCH_ENV), *s = getenv(EPOCH0_ENV);
+    char v[32];
+
+    if (upgraded && e != NULL && s != NULL) {
+        char *end;
+        long n = strtol(e, &end, 10);
+        long long t;
+        if (*end == '\0' && n >= 0 && n < 1000000000) {
+            t = strtoll(s, &end, 10);
+            if (*end == '\0' && t > 0) {
+                *epoch = (int)n + 1;
+                *epoch0 = (int64_t)t;
+            }
+        }
+    }
+    snprintf(v, sizeof(v), "%d", *epoch);
+    setenv(EPOCH_ENV, v, 1);
+    snprintf(v, sizeof(v), "%lld", (long long)*epoch0);
+    setenv(EPOCH0_ENV, v, 1);
+}
+
 static void run_failed(int *ufd, const char *msg)
 {
     fprintf(stderr, "strait: %s\n", msg);
@@ -548,8 +580,11 @@ static int cmd_run(int argc, char **argv)
     /* Set when a binary upgrade started this process. */
     int ufd = upgrade_child_fd();
     pid_t parent = 0;
+    int epoch = 0;
+    int64_t epoch0 = (int64_t)time(NULL);
 
     sock_pool_init(&inherited);
+    restart_epoch(ufd >= 0, &epoch, &epoch0);
     if (path == NULL) {
         run_failed(&ufd, "bad command line");
         return code;
@@ -642,6 +677,8 @@ static int cmd_run(int argc, char **argv)
     start.self_exe = self_exe();
     start.inherited = &inherited;
     start.parent_fd = ufd;
+    start.restart_epoch = epoch;
+    start.epoch0_start_s = epoch0;
     pthread_sigmask(SIG_BLOCK, &block, &old);
     if (stop_guard_start(bs->drain_timeout_ms) < 0)
         log_warn("cannot start the stop guard: a busy control thread may "

@@ -230,6 +230,7 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
 
     ops->status(ops->arg, &st);
     buf_printf(b, "server.workers: %d\n", st.workers);
+    buf_printf(b, "server.restart_epoch: %d\n", st.restart_epoch);
     buf_printf(b, "server.draining: %d\n", st.draining);
     buf_printf(b, "server.uptime_ms: %" PRIu64 "\n", st.uptime_ms);
     buf_printf(b, "server.reloads_ok: %" PRIu64 "\n", st.reloads_ok);
@@ -433,6 +434,10 @@ static const struct family families[] = {
      "Times accepting paused by the memory action "
      "stop_accepting_connections.",
      offsetof(struct proxy_counters, listener.cx_overload_paused)},
+    {"strait_listener_proxy_protocol_errors_total", "counter",
+     "Connections closed for a missing, malformed or too long PROXY "
+     "protocol header (gatewayTopology.proxyProtocol).",
+     offsetof(struct proxy_counters, listener.proxy_proto_error)},
     {"strait_listener_received_bytes_total", "counter",
      "Bytes received from downstream clients.",
      offsetof(struct proxy_counters, relay.bytes_in)},
@@ -783,6 +788,9 @@ static const struct status_family status_families[] = {
      ST(upgrades_failed, U64), WHEN_ALWAYS},
     {"strait_upgrade_running", "gauge", "1 while a binary upgrade runs.", NULL,
      ST(upgrade_running, INT), WHEN_ALWAYS},
+    {"strait_restart_epoch", "gauge",
+     "Binary upgrades since the first process (Envoy's restart epoch).", NULL,
+     ST(restart_epoch, INT), WHEN_ALWAYS},
     {"strait_upgrade_pid", "gauge",
      "The new process of the last binary upgrade (0: none).", NULL,
      ST(upgrade_pid, INT), WHEN_ALWAYS},
@@ -983,6 +991,11 @@ void admin_render_prometheus(const struct admin_ops *ops, struct buf *b)
     ops->status(ops->arg, &st);
     if (sums == NULL)
         return;
+    /* Istio's build gauge, which its dashboards count proxies by. */
+    buf_puts(b, "# HELP istio_build Istio component build info\n"
+                "# TYPE istio_build gauge\n"
+                "istio_build{component=\"proxy\",tag=\"" PACKAGE_VERSION
+                "\"} 1\n");
     for (size_t i = 0; i < n; i++)
         stats_sum(ls[i], &sums[i]);
     for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++) {
@@ -1382,6 +1395,40 @@ static void upgrade_reply(struct admin *a, struct evhttp_request *req,
     buf_dispose(&why);
 }
 
+/*
+ * GET /server_info in Envoy's shape (admin's ServerInfo message), for the
+ * tools that read it: the version (Envoy's "<revision>/<version>/<status>/
+ * <build type>/<TLS library>", so the version is the second field), the
+ * state, the uptimes as protobuf durations, and the command line options
+ * strait has an equivalent of. Envoy's hot restart (shared memory) is not
+ * strait's: a binary upgrade hands the sockets over instead, and
+ * restart_epoch counts those.
+ */
+void admin_render_server_info(const struct admin_ops *ops, struct buf *b)
+{
+    struct admin_status st;
+
+    ops->status(ops->arg, &st);
+    buf_puts(b, "{\n \"version\": \"strait/" PACKAGE_VERSION
+                "/Clean/RELEASE/BoringSSL\",\n \"state\": ");
+    buf_puts(b, st.draining  ? "\"DRAINING\""
+                : st.serving ? "\"LIVE\""
+                             : "\"INITIALIZING\"");
+    buf_puts(b, ",\n \"hot_restart_version\": \"disabled\",\n"
+                " \"command_line_options\": {\n  \"concurrency\": ");
+    buf_printf(b, "%d,\n  \"config_path\": ", st.workers);
+    json_str(b, st.config_path != NULL ? st.config_path : "");
+    buf_puts(b, ",\n  \"log_level\": ");
+    json_str(b, st.log_level != NULL ? st.log_level : "info");
+    buf_printf(b,
+               ",\n  \"drain_time\": \"%" PRIu64 "s\",\n"
+               "  \"restart_epoch\": %d,\n  \"mode\": \"Serve\"\n },\n"
+               " \"uptime_current_epoch\": \"%" PRIu64 "s\",\n"
+               " \"uptime_all_epochs\": \"%" PRIu64 "s\"\n}\n",
+               st.drain_ms / 1000, st.restart_epoch, st.uptime_ms / 1000,
+               st.uptime_all_ms / 1000);
+}
+
 static void handle(struct evhttp_request *req, void *arg)
 {
     struct admin *a = arg;
@@ -1537,6 +1584,11 @@ static void handle(struct evhttp_request *req, void *arg)
         admin_render_prometheus(&a->ops, &body);
         reply(req, 200, "OK", "text/plain; version=0.0.4; charset=utf-8",
               &body);
+    } else if (strcmp(path, "/server_info") == 0) {
+        if (!method_is(req, EVHTTP_REQ_GET, &body))
+            goto done;
+        admin_render_server_info(&a->ops, &body);
+        reply(req, 200, "OK", "application/json", &body);
     } else if (strcmp(path, "/config_dump") == 0) {
         if (!method_is(req, EVHTTP_REQ_GET, &body))
             goto done;
@@ -1576,6 +1628,8 @@ static void handle(struct evhttp_request *req, void *arg)
                  "  GET  /healthz/ready      200, or 503 while draining\n"
                  "  GET  /stats              counters as text\n"
                  "  GET  /stats/prometheus   Prometheus exposition\n"
+                 "  GET  /server_info        version, state, uptime (Envoy's "
+                 "JSON)\n"
                  "  GET  /config_dump        effective bootstrap (JSON)\n"
                  "  GET  /clusters           clusters and their endpoints\n"
                  "  GET  /links              site links (MeshLinks, catalog "

@@ -54,6 +54,14 @@ struct admin_status {
     uint64_t rebuilds_failed;
     const char *last_rebuild_error; /* NULL when the last one succeeded */
     uint64_t uptime_ms;
+    /* /server_info: the restart epoch (binary upgrades since the first
+     * process), the uptime of all epochs, and the command line's and
+     * bootstrap's settings Envoy shows in command_line_options. */
+    int restart_epoch;
+    uint64_t uptime_all_ms;
+    const char *config_path;
+    const char *log_level;
+    uint64_t drain_ms;
     int has_resources; /* a config.dir is in use */
     size_t resources;
     uint64_t resource_reloads_ok;
@@ -257,6 +265,10 @@ struct admin *admin_port_new(struct event_base *base, const struct addr *a,
 void admin_render_stats(const struct admin_ops *ops, struct buf *b);
 void admin_render_prometheus(const struct admin_ops *ops, struct buf *b);
 void admin_render_clusters(const struct admin_ops *ops, struct buf *b);
+
+/* admin_render_server_info() writes GET /server_info: Envoy's
+ * ServerInfo JSON (version, state, uptimes, command_line_options). */
+void admin_render_server_info(const struct admin_ops *ops, struct buf *b);
 
 /* admin_render_istio() appends Istio's standard metrics of t (every
  * worker's series summed by label set) and strait's overflow counter. */

@@ -588,6 +588,11 @@ int compile_l4(const struct bootstrap *bs, const struct resource_set *set,
     }
     b.c->port = g->port;
     b.c->inspect = g->secure && !g->hbone;
+    /* Istio's gatewayTopology.proxyProtocol is every Gateway listener's:
+     * TCP and TLS servers' too. */
+    if (bs->topology.proxy_protocol.mark.line > 0)
+        b.c->proxy_protocol =
+            (uint32_t)bs->topology.proxy_protocol.max_header_bytes;
     b.c->hbone.max_tunnels = (uint32_t)bs->hbone.max_tunnels;
     b.c->hbone.tunnel_buffer = (uint32_t)bs->hbone.tunnel_buffer;
     b.c->hbone.tunnel_memory = (uint64_t)bs->hbone.tunnel_memory;

@@ -337,6 +337,12 @@ int compile_gateway_http(const struct bootstrap *bs,
         goto fail;
     }
     conf_dispose(&bootstrap_http_section, &h);
+    /* Istio's gatewayTopology is every Gateway listener's. */
+    c->xff_trusted_hops = (uint32_t)bs->topology.num_trusted_proxies;
+    if (bs->topology.proxy_protocol.mark.line > 0)
+        c->proxy_protocol =
+            (uint32_t)bs->topology.proxy_protocol.max_header_bytes;
+    c->xfcc = bs->topology.forward_client_cert;
     c->https_redirect = g->https_redirect && !g->tls;
     c->tls_permissive = g->permissive;
     c->port = g->port;
@@ -419,6 +425,9 @@ static int compile_http(const struct bootstrap *bs,
     if (http_settings(c, bs, &bl->http, bl->tls.certificates.n > 0, env, err) <
         0)
         goto fail;
+    /* gatewayTopology is the Gateway listeners'; a bootstrap listener
+     * passes X-Forwarded-Client-Cert on as it always did. */
+    c->xfcc = HTTP_XFCC_ALWAYS_FORWARD_ONLY;
     /* The routes, lowered into a router as a Gateway listener's are.
      * Nothing but a new listener changes them, so they are set before any
      * worker sees the conf. */

@@ -192,6 +192,54 @@ static const struct conf_key gateway_http_keys[] = {
 const struct conf_section bootstrap_gateway_http_section = {gateway_http_keys,
                                                             0, SIZE_MAX};
 
+static const char *const xfcc_modes[] = {"UNDEFINED",
+                                         "SANITIZE",
+                                         "FORWARD_ONLY",
+                                         "APPEND_FORWARD",
+                                         "SANITIZE_SET",
+                                         "ALWAYS_FORWARD_ONLY",
+                                         NULL};
+
+static const struct conf_key proxy_protocol_keys[] = {
+    {"maxHeaderBytes", CONF_SIZE,
+     OFF(struct bootstrap_proxy_protocol, max_header_bytes), 232, 65551, "1KiB",
+     "most bytes of a PROXY protocol v2 header (16 bytes and its TLVs); a "
+     "longer one closes the connection. A v1 line is at most 107 bytes, "
+     "as its specification says",
+     NULL, NULL, NULL, NULL},
+    END,
+};
+static const struct conf_section proxy_protocol_section = {
+    proxy_protocol_keys, 0, OFF(struct bootstrap_proxy_protocol, mark)};
+
+/* Istio's ProxyConfig gatewayTopology (meshConfig.defaultConfig, or the
+ * pod annotation proxy.istio.io/config), for every Gateway listener. */
+static const struct conf_key topology_keys[] = {
+    {"numTrustedProxies", CONF_INT,
+     OFF(struct bootstrap_gateway_topology, num_trusted_proxies), 0, 64, "0",
+     "proxies in front of the gateway: the client address is the Nth "
+     "X-Forwarded-For entry from the right (the peer when there are fewer); "
+     "0: the peer, and a client's X-Forwarded-Proto is replaced",
+     NULL, NULL, NULL, NULL},
+    {"proxyProtocol", CONF_SECTION,
+     OFF(struct bootstrap_gateway_topology, proxy_protocol), 0, 0, NULL,
+     "present ({}): every Gateway listener requires a PROXY protocol v1 or "
+     "v2 header, whose source is the client address; a connection without "
+     "one, or with a malformed one, is closed",
+     NULL, &proxy_protocol_section, NULL, NULL},
+    {"forwardClientCertDetails", CONF_ENUM,
+     OFF(struct bootstrap_gateway_topology, forward_client_cert), 0, 0,
+     "SANITIZE_SET",
+     "X-Forwarded-Client-Cert: SANITIZE (remove), FORWARD_ONLY (pass on "
+     "from mTLS clients), APPEND_FORWARD (append this hop's client "
+     "certificate), SANITIZE_SET (replace with it; UNDEFINED is this, "
+     "Istio's gateway default) or ALWAYS_FORWARD_ONLY (pass on always)",
+     xfcc_modes, NULL, NULL, NULL},
+    END,
+};
+const struct conf_section bootstrap_topology_section = {topology_keys, 0,
+                                                        SIZE_MAX};
+
 static const struct conf_key route_keys[] = {
     {"host", CONF_STR, OFF(struct bootstrap_route, host), 0, 0, "*",
      "host to match: exact, *.suffix or *", NULL, NULL, NULL, NULL},

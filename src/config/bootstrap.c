@@ -99,6 +99,13 @@ static const struct conf_key node_keys[] = {
      NULL, NULL, NULL},
     {"labels", CONF_STR_MAP, OFF(struct bootstrap_node, labels), 0, 0, NULL,
      "labels matched by Gateway selectors", NULL, NULL, NULL, NULL},
+    {"annotations", CONF_STR_MAP, OFF(struct bootstrap_node, annotations), 0, 0,
+     NULL,
+     "the gateway pod's annotations; proxy.istio.io/config (a ProxyConfig "
+     "in YAML or JSON) sets gatewayTopology keys over the top-level "
+     "gatewayTopology, as Istio's annotation overrides meshConfig; its "
+     "other fields are not read",
+     NULL, NULL, NULL, NULL},
     {"network", CONF_STR, OFF(struct bootstrap_node, network), 0, 0, "",
      "network name for east-west routing", NULL, NULL, NULL, NULL},
     {"locality", CONF_STR, OFF(struct bootstrap_node, locality), 0, 0, "",
@@ -943,6 +950,11 @@ static const struct conf_key bootstrap_keys[] = {
      "HTTP settings of every Gateway listener (bootstrap listeners have "
      "their own http block)",
      NULL, &bootstrap_gateway_http_section, NULL, NULL},
+    {"gatewayTopology", CONF_SECTION, OFF(struct bootstrap, topology), 0, 0,
+     NULL,
+     "Istio's gatewayTopology for every Gateway listener: trusted proxies "
+     "(X-Forwarded-For), PROXY protocol, X-Forwarded-Client-Cert",
+     NULL, &bootstrap_topology_section, NULL, NULL},
     {"ca", CONF_SECTION, OFF(struct bootstrap, ca), 0, 0, NULL,
      "embedded certificate authority and this node's SPIFFE certificate", NULL,
      &ca_section, NULL, NULL},
@@ -1584,6 +1596,48 @@ static char *errs_take(struct buf *errs)
     return out;
 }
 
+/*
+ * proxy_config_annotation() applies the node's proxy.istio.io/config
+ * annotation: Istio merges it over meshConfig.defaultConfig, so the keys of
+ * its gatewayTopology it names replace those of the top-level
+ * gatewayTopology, and the others stay. Decoded with the same key table
+ * (types, ranges, unknown keys refused). Returns the number of errors.
+ */
+#define PROXY_CONFIG_ANNOTATION "proxy.istio.io/config"
+static int proxy_config_annotation(struct bootstrap *bs, const char *file,
+                                   struct buf *errs)
+{
+    const char *v = NULL;
+    struct ydoc *docs = NULL;
+    size_t ndocs = 0;
+    const struct ynode *gt;
+    char where[512], *err = NULL;
+    int nerr = 0;
+
+    for (size_t i = 0; i < bs->node.annotations.n; i++)
+        if (strcmp(bs->node.annotations.v[i].key, PROXY_CONFIG_ANNOTATION) == 0)
+            v = bs->node.annotations.v[i].val;
+    if (v == NULL)
+        return 0;
+    snprintf(where, sizeof(where), "%s: node.annotations[%s]", file,
+             PROXY_CONFIG_ANNOTATION);
+    if (yaml_load(v, strlen(v), where, &docs, &ndocs, &err) < 0) {
+        buf_printf(errs, "%s\n", err);
+        free(err);
+        return 1;
+    }
+    if (ndocs != 1 || docs[0].root == NULL || docs[0].root->type != YNODE_MAP) {
+        buf_printf(errs, "%s: not a ProxyConfig (a YAML or JSON map)\n", where);
+        nerr = 1;
+    } else if ((gt = ymap_get(docs[0].root, "gatewayTopology")) != NULL) {
+        /* Decoded over the top-level values: what it names wins. */
+        nerr = conf_decode(&bootstrap_topology_section, gt, &bs->topology,
+                           where, errs);
+    }
+    yaml_docs_free(docs, ndocs);
+    return nerr;
+}
+
 struct bootstrap *bootstrap_parse(const char *data, size_t len,
                                   const char *name, char **err)
 {
@@ -1615,6 +1669,8 @@ struct bootstrap *bootstrap_parse(const char *data, size_t len,
     /* An empty file is valid: every key has its default. */
     if (ndocs == 1 && docs[0].root != NULL)
         nerr += conf_decode(&bootstrap_section, docs[0].root, bs, name, &errs);
+    if (nerr == 0)
+        nerr += proxy_config_annotation(bs, name, &errs);
     if (nerr == 0)
         nerr += bootstrap_validate(bs, name, &errs);
     if (nerr == 0 && bs->node.name == NULL) {

@@ -18,6 +18,7 @@ struct bootstrap_node {
     char *ns;
     char *service_account;
     struct conf_strmap labels;
+    struct conf_strmap annotations;
     char *network;
     char *locality;
     /* The gateway's own Kubernetes Service ("NS/NAME" or "NAME" in ns);
@@ -79,6 +80,32 @@ struct bootstrap_http {
 struct bootstrap_gateway_http {
     int64_t headers_timeout_ms;
     int64_t stream_idle_timeout_ms; /* 0: none */
+};
+
+/* Istio's ProxyConfig forwardClientCertDetails, in its enum's order
+ * (UNDEFINED is the gateway default, SANITIZE_SET). */
+enum bootstrap_xfcc {
+    BOOTSTRAP_XFCC_UNDEFINED,
+    BOOTSTRAP_XFCC_SANITIZE,
+    BOOTSTRAP_XFCC_FORWARD_ONLY,
+    BOOTSTRAP_XFCC_APPEND_FORWARD,
+    BOOTSTRAP_XFCC_SANITIZE_SET,
+    BOOTSTRAP_XFCC_ALWAYS_FORWARD_ONLY,
+};
+
+/* gatewayTopology.proxyProtocol: present (mark.line > 0) means every
+ * Gateway listener requires a PROXY protocol header (Istio's empty
+ * message); maxHeaderBytes bounds a v2 header. */
+struct bootstrap_proxy_protocol {
+    struct conf_mark mark;
+    int64_t max_header_bytes;
+};
+
+/* Istio's ProxyConfig gatewayTopology: what is in front of the gateway. */
+struct bootstrap_gateway_topology {
+    int64_t num_trusted_proxies;
+    struct bootstrap_proxy_protocol proxy_protocol;
+    int forward_client_cert; /* enum bootstrap_xfcc */
 };
 
 /* A static route, until VirtualServices: first match wins. */
@@ -479,7 +506,8 @@ struct bootstrap {
     struct bootstrap_outbound outbound; /* outboundTrafficPolicy */
     struct bootstrap_jwt jwt;
     struct bootstrap_lua lua;
-    struct bootstrap_gateway_http http; /* every Gateway listener */
+    struct bootstrap_gateway_http http;         /* every Gateway listener */
+    struct bootstrap_gateway_topology topology; /* every Gateway listener */
     struct bootstrap_ca ca;
     struct bootstrap_links links;
     struct bootstrap_limits limits;
@@ -495,6 +523,7 @@ struct bootstrap {
 extern const struct conf_section bootstrap_tls_section;
 extern const struct conf_section bootstrap_http_section;
 extern const struct conf_section bootstrap_gateway_http_section;
+extern const struct conf_section bootstrap_topology_section;
 extern const struct conf_section bootstrap_route_section;
 extern const struct conf_section bootstrap_cluster_section;
 int bootstrap_http_validate(const struct bootstrap *bs, const char *file,

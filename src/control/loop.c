@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "admin/admin.h"
@@ -92,7 +93,9 @@ struct loop {
     struct geoip *geoip;
     struct dirwatch *geoip_watch[GEOIP_NDB];
     uint64_t start_ms;
-    uint64_t reloads_ok; /* bootstrap reloads (SIGHUP, POST /reload) */
+    int restart_epoch;      /* Envoy's /server_info restart_epoch */
+    int64_t epoch0_start_s; /* wall clock: when epoch 0 started */
+    uint64_t reloads_ok;    /* bootstrap reloads (SIGHUP, POST /reload) */
     uint64_t reloads_failed;
     char *last_reload_error;
     uint64_t rebuilds_ok; /* rebuilds for resource, DNS, JWKS changes */
@@ -1202,6 +1205,20 @@ static void admin_status(void *arg, struct admin_status *out)
     out->rebuilds_failed = s->rebuilds_failed;
     out->last_rebuild_error = s->last_rebuild_error;
     out->uptime_ms = clock_ms() - s->start_ms;
+    out->restart_epoch = s->restart_epoch;
+    {
+        /* All epochs: from epoch 0's start by the wall clock, never
+         * less than this epoch's own uptime (a clock stepped back). */
+        int64_t all = (int64_t)time(NULL) - s->epoch0_start_s;
+        out->uptime_all_ms = s->epoch0_start_s > 0 && all > 0
+                                 ? (uint64_t)all * 1000
+                                 : out->uptime_ms;
+        if (out->uptime_all_ms < out->uptime_ms)
+            out->uptime_all_ms = out->uptime_ms;
+    }
+    out->config_path = s->config_path;
+    out->log_level = log_level_name((enum log_level)s->bs->log.level);
+    out->drain_ms = (uint64_t)s->bs->drain_timeout_ms;
     out->cx_active = cx_active(s->cx_root);
     out->cx_max = s->bs->limits.max_connections;
     out->memory_limit = (uint64_t)s->bs->overload.memory_limit;
@@ -1907,6 +1924,8 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
                                         on_mesh_roots_change, s, err)) == NULL)
         goto fail;
     s->start_ms = clock_ms();
+    s->restart_epoch = start != NULL ? start->restart_epoch : 0;
+    s->epoch0_start_s = start != NULL ? start->epoch0_start_s : 0;
     s->config_path = strdup(config_path);
     s->nworkers = bootstrap_workers(bs);
     s->inbox = mq_new(base);

@@ -29,6 +29,11 @@ struct loop_start {
     /* The upgrade socket to the old process: told 'R' once every worker
      * serves, instead of READY=1 to systemd. -1: not an upgrade. */
     int parent_fd;
+    /* Envoy's restart epoch: 0 for a process started by hand or by
+     * systemd, one more than the old process's for a binary upgrade; and
+     * the wall-clock second epoch 0 started (uptime_all_epochs). */
+    int restart_epoch;
+    int64_t epoch0_start_s;
 };
 
 /*

@@ -26,6 +26,8 @@ static const struct stats_field listener_fields[] = {
      offsetof(struct listener_counters, cx_limit_paused), STATS_NONE},
     {"downstream_cx_overload_paused",
      offsetof(struct listener_counters, cx_overload_paused), STATS_NONE},
+    {"downstream_cx_proxy_proto_error",
+     offsetof(struct listener_counters, proxy_proto_error), STATS_NONE},
 };
 
 const struct stats_desc listener_counters_desc = {

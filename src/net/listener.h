@@ -20,6 +20,9 @@ struct listener_counters {
     uint64_t global_cx_overflow; /* closed at once: the process's limit */
     uint64_t cx_limit_paused;    /* accepting paused at a limit */
     uint64_t cx_overload_paused; /* paused: stop_accepting_connections */
+    /* closed: no, or a malformed, PROXY protocol header where one is
+     * required (Envoy's downstream_cx_proxy_proto_error) */
+    uint64_t proxy_proto_error;
 };
 
 /* The names of listener_counters in the admin API's /stats

@@ -263,7 +263,9 @@ static int h_remote_addr(lua_State *L)
 {
     struct luareq *rq = handle_of(L);
 
-    lua_pushstring(L, rq->peer_ip != NULL ? rq->peer_ip : "");
+    lua_pushstring(L, rq->client_ip != NULL ? rq->client_ip
+                      : rq->peer_ip != NULL ? rq->peer_ip
+                                            : "");
     return 1;
 }
 

@@ -205,6 +205,9 @@ struct luareq {
      * Lives as long as the request. */
     const struct conn *conn;
     const char *peer_ip;
+    /* h:remote_addr(): the client behind trusted proxies (Envoy's
+     * downstream remote address); NULL: peer_ip. */
+    const char *client_ip;
     /* The client's GeoIP result (h:geo()); NULL: no geoip configured.
      * Valid while the request lives. */
     const struct geo_result *geo;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/buf.h"
 #include "core/units.h"
 #include "policy/authz.h"
 #include "policy/jwt.h"
@@ -129,6 +130,64 @@ static const char *trusted_client(struct pstream *ps, struct slice xff)
     return NULL;
 }
 
+void pstream_find_client(struct pstream *ps)
+{
+    const struct http_field *xff =
+        http_fields_get(&ps->s->req.fields, "x-forwarded-for");
+
+    ps->client = xff != NULL ? trusted_client(ps, xff->value) : NULL;
+}
+
+/*
+ * forward_client_cert() applies the listener's forwardClientCertDetails
+ * to X-Forwarded-Client-Cert, as Envoy's forward_client_cert_details:
+ * only ALWAYS_FORWARD_ONLY keeps a client's header on a connection
+ * without a verified client certificate; SANITIZE always removes it;
+ * FORWARD_ONLY passes it on from mTLS clients; APPEND_FORWARD appends
+ * this hop's element to it; SANITIZE_SET replaces it with this hop's.
+ */
+static int forward_client_cert(struct pstream *ps)
+{
+    struct http_fields *f = &ps->s->req.fields;
+    struct arena *a = &ps->s->arena;
+    const struct http_field *old;
+    int mode = ps->l->conf->xfcc;
+    struct buf b;
+    int rc = 0;
+
+    if (mode == HTTP_XFCC_ALWAYS_FORWARD_ONLY)
+        return 0;
+    if (mode == HTTP_XFCC_SANITIZE || ps->hc->conn.tls == NULL ||
+        !tls_conn_peer_verified(&ps->hc->conn)) {
+        http_fields_remove(f, "x-forwarded-client-cert");
+        return 0;
+    }
+    if (mode == HTTP_XFCC_FORWARD_ONLY)
+        return 0;
+    /* A certificate's PEM, URL-encoded, is about 3 times its size. */
+    buf_init(&b, 64 * 1024);
+    old = http_fields_get(f, "x-forwarded-client-cert");
+    if (mode == HTTP_XFCC_APPEND_FORWARD && old != NULL && old->value.n > 0 &&
+        (buf_append(&b, old->value.p, old->value.n) < 0 ||
+         buf_puts(&b, ",") < 0))
+        rc = -1;
+    if (rc == 0 && tls_conn_xfcc(&ps->hc->conn, &b) < 0) {
+        /* Too large to pass on: no header rather than a client's. */
+        http_fields_remove(f, "x-forwarded-client-cert");
+    } else if (rc == 0) {
+        struct slice v =
+            arena_slice(a, (struct slice){buf_ptr(&b), buf_len(&b)});
+        if (v.p == NULL ||
+            http_fields_set(f, a, "x-forwarded-client-cert", v) < 0)
+            rc = -1;
+    } else {
+        http_fields_remove(f, "x-forwarded-client-cert");
+        rc = 0;
+    }
+    buf_dispose(&b);
+    return rc;
+}
+
 /* Request headers a proxy adds (RFC 7239's de facto ancestors). */
 int pstream_add_forwarding(struct pstream *ps)
 {
@@ -140,7 +199,6 @@ int pstream_add_forwarding(struct pstream *ps)
     uint64_t a, b;
 
     if (xff != NULL) {
-        ps->client = trusted_client(ps, xff->value);
         /* Append the peer to the chain the client's proxies built. */
         size_t n = xff->value.n + 2 + strlen(ps->hc->peer_ip);
         char *v = arena_alloc(&s->arena, n + 1);
@@ -156,6 +214,8 @@ int pstream_add_forwarding(struct pstream *ps)
                    arena_slice(&s->arena, slice_of(ps->hc->peer_ip))) < 0) {
         return -1;
     }
+    if (forward_client_cert(ps) < 0)
+        return -1;
     /* X-Forwarded-Proto from a client is kept only behind trusted proxies. */
     if (ps->l->conf->xff_trusted_hops == 0 ||
         http_fields_get(&q->fields, "x-forwarded-proto") == NULL)
@@ -355,11 +415,7 @@ int pstream_geoip(struct pstream *ps)
     const struct http_listener_conf *c = ps->l->conf;
     struct hstream *s = ps->s;
     struct http_conn *hc = ps->hc;
-    const struct http_field *xff =
-        c->xff_trusted_hops > 0
-            ? http_fields_get(&s->req.fields, "x-forwarded-for")
-            : NULL;
-    const char *client = xff != NULL ? trusted_client(ps, xff->value) : NULL;
+    const char *client = ps->client;
     struct sockaddr_storage remote;
     struct geo_result *r;
 
@@ -427,9 +483,7 @@ int pstream_misdirected(struct pstream *ps)
 int pstream_authorize(struct pstream *ps)
 {
     struct hstream *s = ps->s;
-    const struct http_field *xff =
-        http_fields_get(&s->req.fields, "x-forwarded-for");
-    const char *client = xff != NULL ? trusted_client(ps, xff->value) : NULL;
+    const char *client = ps->client;
     struct sockaddr_storage remote;
     struct authz_request r;
     struct authz_decision d;
@@ -444,9 +498,15 @@ int pstream_authorize(struct pstream *ps)
             strlen("spiffe://") &&
         strncmp(principal, "spiffe://", 9) == 0)
         r.principal = slice_of(principal + 9);
-    r.peer = (const struct sockaddr *)&ps->hc->peer;
+    /* ipBlocks (Envoy's direct_remote_ip) is the socket's peer;
+     * remoteIpBlocks (remote_ip) the client that X-Forwarded-For behind
+     * trusted proxies, or a PROXY header, named. */
+    r.peer = ps->hc->direct != NULL ? (const struct sockaddr *)ps->hc->direct
+                                    : (const struct sockaddr *)&ps->hc->peer;
     if (client != NULL && addr_from_ip(client, &remote) == 0)
         r.remote = (const struct sockaddr *)&remote;
+    else if (ps->hc->direct != NULL)
+        r.remote = (const struct sockaddr *)&ps->hc->peer;
     r.host = s->req.authority;
     r.method = s->req.method;
     r.path = s->req.path;

@@ -80,7 +80,8 @@ struct http_listener {
 };
 
 enum http_conn_stage {
-    HC_PEEK, /* PERMISSIVE: TLS or plaintext, by the first byte */
+    HC_PROXY, /* reading the PROXY protocol header */
+    HC_PEEK,  /* PERMISSIVE: TLS or plaintext, by the first byte */
     HC_HANDSHAKE,
     HC_DETECT,
     HC_H1,
@@ -114,8 +115,13 @@ struct http_conn {
     unsigned preface_got;
     struct h1_server *h1;
     struct h2_server *h2;
+    /* The client: the socket's peer, or the source a PROXY protocol
+     * header named (then direct holds the socket's peer, malloc'd;
+     * NULL: the same as peer). */
     union http_peer peer;
-    socklen_t peerlen; /* bytes of peer in use */
+    union http_peer *direct;
+    struct pp_reader *pp; /* HC_PROXY only (malloc'd with its buffer) */
+    socklen_t peerlen;    /* bytes of peer in use */
     char peer_ip[48];
     /* The GeoIP result of peer (malloc'd at the first request that asks,
      * freed with the connection; NULL: none yet), valid while the

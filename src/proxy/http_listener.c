@@ -29,6 +29,7 @@
 #include "http/access_format.h"
 #include "http2/h2_server.h"
 #include "net/overload.h"
+#include "net/proxy_proto.h"
 #include "proxy/hbone_client.h"
 #include "proxy/http_listener-t.h"
 #include "policy/authz.h"
@@ -392,6 +393,8 @@ static void conn_free_now(struct http_conn *hc)
     h2_server_free(hc->h2);
     conn_close(&hc->conn);
     free(hc->geo);
+    free(hc->pp);
+    free(hc->direct);
     free(hc);
 }
 
@@ -535,12 +538,18 @@ static void tls_failed(struct http_conn *hc)
 
 /* Handshake and protocol detection, before a codec owns the connection. */
 static int tls_start(struct http_conn *hc);
+static void conn_begin(struct http_conn *hc);
+static void pp_step(struct http_conn *hc);
 
 static void hc_io(struct conn *c, void *arg)
 {
     struct http_conn *hc = arg;
 
     (void)c;
+    if (hc->stage == HC_PROXY) {
+        pp_step(hc);
+        return;
+    }
     if (hc->stage == HC_PEEK) {
         /* PeerAuthentication PERMISSIVE: a TLS record starts with 0x16
          * (handshake); anything else is plaintext HTTP. */
@@ -660,6 +669,11 @@ static void hc_timeout(void *arg)
         hc_close(hc);
     } else if (hc->stage == HC_DETECT || hc->stage == HC_PEEK) {
         hc_close(hc);
+    } else if (hc->stage == HC_PROXY) {
+        STAT_ADD(&http_shard(hc->l)->listener, proxy_proto_error, 1);
+        log_debug("listener %s: %s: no PROXY header in time", hc->l->conf->name,
+                  hc->peer_ip);
+        hc_close(hc);
     }
 }
 
@@ -697,10 +711,58 @@ static int tls_start(struct http_conn *hc)
     return 0;
 }
 
+/*
+ * pp_done() makes the source a PROXY header named the connection's peer
+ * (the client address everything after sees), keeping the socket's own
+ * peer as the direct one. A LOCAL header (a balancer's health check)
+ * changes nothing.
+ */
+static int pp_done(struct http_conn *hc, const struct pp_result *r)
+{
+    if (r->local)
+        return 0;
+    hc->direct = malloc(sizeof(*hc->direct));
+    if (hc->direct == NULL)
+        return -1;
+    memcpy(hc->direct, &hc->peer, sizeof(*hc->direct));
+    memset(&hc->peer, 0, sizeof(hc->peer));
+    hc->peerlen = r->addrlen <= sizeof(hc->peer) ? r->addrlen
+                                                 : (socklen_t)sizeof(hc->peer);
+    memcpy(&hc->peer, &r->src, hc->peerlen);
+    peer_ip(hc);
+    return 0;
+}
+
+/* HC_PROXY: the header, in as many pieces as it comes. */
+static void pp_step(struct http_conn *hc)
+{
+    struct pp_result r;
+    const char *why = NULL;
+    int v = pp_read(hc->pp, hc->conn.fd, &r, &why);
+
+    if (v == 0) {
+        conn_want(&hc->conn, 1, 0);
+        return;
+    }
+    free(hc->pp);
+    hc->pp = NULL;
+    if (v < 0 || pp_done(hc, &r) < 0) {
+        STAT_ADD(&http_shard(hc->l)->listener, proxy_proto_error, 1);
+        log_debug("listener %s: %s: %s", hc->l->conf->name, hc->peer_ip,
+                  v < 0 ? why : "out of memory");
+        hc_close(hc);
+        return;
+    }
+    timer_cancel(&hc->timer);
+    conn_begin(hc);
+}
+
 static void conn_start(struct http_listener *l, int fd,
                        const struct sockaddr_storage *peer, socklen_t plen,
-                       int adopted, struct cx_limit *cx)
+                       const struct sockaddr_storage *direct, int adopted,
+                       struct cx_limit *cx)
 {
+
     struct http_conn *hc = calloc(1, sizeof(*hc));
     int one = 1;
 
@@ -714,6 +776,22 @@ static void conn_start(struct http_listener *l, int fd,
     hc->peerlen = plen <= sizeof(hc->peer) ? plen : sizeof(hc->peer);
     memcpy(&hc->peer, peer, hc->peerlen);
     peer_ip(hc);
+    /* Adopted from a TCP/TLS listener that read the PROXY header: the
+     * client is known, and so is the socket's own peer. */
+    if (direct != NULL) {
+        hc->direct = malloc(sizeof(*hc->direct));
+        if (hc->direct == NULL) {
+            close(fd);
+            if (cx != NULL)
+                cx_release(cx);
+            free(hc);
+            return;
+        }
+        memset(hc->direct, 0, sizeof(*hc->direct));
+        memcpy(hc->direct, direct,
+               direct->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                             : sizeof(struct sockaddr_in));
+    }
     if (peer->ss_family != AF_UNIX)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     conn_init(&hc->conn, l->base, fd, hc_io, hc);
@@ -727,6 +805,32 @@ static void conn_start(struct http_listener *l, int fd,
     /* Handed over after the listener stopped, or accepted in the drain
      * window: served once, then closed. */
     hc->drain = l->stopped || l->draining;
+    /* An adopted connection's header was the TCP/TLS listener's to read. */
+    if (l->conf->proxy_protocol > 0 && !adopted) {
+        /* The balancer's PROXY header comes before anything else: read it
+         * (never a byte past it) before TLS or HTTP sees the socket. */
+        hc->pp = malloc(sizeof(*hc->pp) + l->conf->proxy_protocol);
+        if (hc->pp == NULL) {
+            hc_close(hc);
+            return;
+        }
+        hc->pp->buf = (uint8_t *)(hc->pp + 1);
+        hc->pp->got = 0;
+        hc->pp->cap = l->conf->proxy_protocol;
+        hc->stage = HC_PROXY;
+        timer_arm(&hc->timer, HANDSHAKE_TIMEOUT_MS);
+        conn_want(&hc->conn, 1, 0);
+        return;
+    }
+    conn_begin(hc);
+}
+
+/* The connection's protocol, once its client is known: TLS, a peek to
+ * tell TLS from plaintext (PERMISSIVE), the h2c preface, or HTTP/1. */
+static void conn_begin(struct http_conn *hc)
+{
+    struct http_listener *l = hc->l;
+
     if (l->conf->tls != NULL && l->conf->tls_permissive) {
         hc->stage = HC_PEEK;
     } else if (l->conf->tls != NULL) {
@@ -747,14 +851,16 @@ static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
 {
     struct http_listener *l = arg;
 
-    conn_start(l, fd, peer, len, 0, l->conf->cx);
+    conn_start(l, fd, peer, len, NULL, 0, l->conf->cx);
 }
 
 void http_listener_adopt(struct plistener *pl, int fd,
                          const struct sockaddr_storage *peer, socklen_t len,
+                         const struct sockaddr_storage *direct,
                          struct cx_limit *cx)
 {
-    conn_start((struct http_listener *)(void *)pl, fd, peer, len, 1, cx);
+    conn_start((struct http_listener *)(void *)pl, fd, peer, len, direct, 1,
+               cx);
 }
 
 size_t http_listener_active(const struct plistener *pl)

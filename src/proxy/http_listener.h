@@ -69,6 +69,18 @@ struct http_routes *http_routes_new(void);
 struct http_routes *http_routes_ref(struct http_routes *r);
 void http_routes_unref(struct http_routes *r);
 
+/* X-Forwarded-Client-Cert handling, in the order of Istio's
+ * forwardClientCertDetails (UNDEFINED is SANITIZE_SET, the gateway
+ * default). */
+enum http_xfcc {
+    HTTP_XFCC_UNDEFINED,
+    HTTP_XFCC_SANITIZE,
+    HTTP_XFCC_FORWARD_ONLY,
+    HTTP_XFCC_APPEND_FORWARD,
+    HTTP_XFCC_SANITIZE_SET,
+    HTTP_XFCC_ALWAYS_FORWARD_ONLY,
+};
+
 /*
  * What an HTTP listener does, compiled from configuration. Shared by
  * every worker, reference-counted with atomics. Everything is immutable
@@ -107,6 +119,11 @@ struct http_listener_conf {
     struct spanq *spans;
     uint32_t sample_ppm;
     uint32_t xff_trusted_hops;
+    /* gatewayTopology.proxyProtocol: every connection starts with a PROXY
+     * header of at most this many bytes (v2; v1 lines are shorter);
+     * 0: none is read. */
+    uint32_t proxy_protocol;
+    int xfcc; /* enum http_xfcc: X-Forwarded-Client-Cert handling */
     /* GeoIP (borrowed, outlives every conf; NULL: none) and the request
      * headers its results go to (owned; NULL: none), by enum
      * geoip_field. */
@@ -154,12 +171,16 @@ struct http_routes *http_listener_conf_routes(struct http_listener_conf *c);
  * only peeked at. http_listener_adopt() serves fd (owned from now on) as
  * if it had been accepted: TLS handshake, ALPN, routes; the adopter has
  * counted it as accepted, and cx (NULL: none) is the connection-limit
- * slot it took, which the connection gives back when it closes.
+ * slot it took, which the connection gives back when it closes. peer is
+ * the client (the source of a PROXY header the adopter read), direct the
+ * socket's own peer when that differs (NULL: the same); both are copied.
+ * An adopted connection never reads a PROXY header of its own.
  * http_listener_active() is the number of its connections still open, for the
  * adopter's idleness. Worker thread only.
  */
 void http_listener_adopt(struct plistener *pl, int fd,
                          const struct sockaddr_storage *peer, socklen_t len,
+                         const struct sockaddr_storage *direct,
                          struct cx_limit *cx);
 size_t http_listener_active(const struct plistener *pl);
 

@@ -260,6 +260,7 @@ int pstream_lua_request(struct pstream *ps)
     rq->ctx_ref = rq->co_ref = -2; /* LUA_NOREF */
     rq->upstream = -1;
     rq->peer_ip = ps->hc->peer_ip;
+    rq->client_ip = ps->client;
     rq->geo = ps->geo;
     rq->conn = &ps->hc->conn;
     rq->wait.wake = lua_wake;

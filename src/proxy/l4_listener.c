@@ -48,6 +48,7 @@
 #include "event/timer.h"
 #include "net/conn.h"
 #include "net/overload.h"
+#include "net/proxy_proto.h"
 #include "policy/authz.h"
 #include "proxy/http_listener.h"
 #include "proxy/l4_listener.h"
@@ -341,7 +342,7 @@ const struct l4_rule *l4_rule_match(const struct l4_rules *rules,
 
 /* ---- connections before the relay ---------------------------------------- */
 
-enum stage { ST_INSPECT, ST_HANDSHAKE, ST_DONE };
+enum stage { ST_INSPECT, ST_HANDSHAKE, ST_DONE, ST_PROXY };
 
 struct l4_conn {
     struct list link;
@@ -352,8 +353,13 @@ struct l4_conn {
     int stage;
     int server; /* terminating: index into conf->servers */
     uint64_t start_ms;
+    /* The client: the socket's peer, or the source of a PROXY header
+     * (then direct is the socket's peer; directlen 0: the same). */
     struct sockaddr_storage peer;
     socklen_t peerlen;
+    struct sockaddr_storage direct;
+    socklen_t directlen;
+    struct pp_reader *pp; /* ST_PROXY only (malloc'd with its buffer) */
     char sni[256];
 };
 
@@ -449,7 +455,14 @@ static int lc_authorize(struct l4_conn *lc, const char *peer_uri)
     r.tcp = 1;
     if (peer_uri != NULL && strncmp(peer_uri, "spiffe://", 9) == 0)
         r.principal = slice_of(peer_uri + 9);
-    r.peer = lc->peerlen > 0 ? (const struct sockaddr *)&lc->peer : NULL;
+    /* ipBlocks: the socket's peer; remoteIpBlocks: the client a PROXY
+     * header named (Envoy's direct_remote_ip and remote_ip). */
+    if (lc->directlen > 0) {
+        r.peer = (const struct sockaddr *)&lc->direct;
+        r.remote = (const struct sockaddr *)&lc->peer;
+    } else {
+        r.peer = lc->peerlen > 0 ? (const struct sockaddr *)&lc->peer : NULL;
+    }
     r.port = c->port;
     r.sni = slice_of(lc->sni);
     authz_check(c->authz, &r, &d);
@@ -516,6 +529,10 @@ static void lc_relay(struct l4_conn *lc, const struct l4_rule *rule,
         meta.metrics_dst = cl->metrics;
         /* Endpoints in Istio's ambient mesh: HBONE tunnels. */
         meta.hbone = cl->hbone != NULL ? cl : NULL;
+    }
+    if (lc->directlen > 0) {
+        meta.direct = &lc->direct;
+        meta.directlen = lc->directlen;
     }
     lc_end(lc, 0);
     l4_relay_start(&p->relay, &lc->c, &lc->peer, lc->peerlen,
@@ -687,8 +704,8 @@ static void l4_http_release(struct l4_listener *p)
 static void to_http(struct l4_conn *lc)
 {
     struct l4_listener *p = lc->p;
-    struct sockaddr_storage peer = lc->peer;
-    socklen_t len = lc->peerlen;
+    struct sockaddr_storage peer = lc->peer, direct = lc->direct;
+    socklen_t len = lc->peerlen, lc_direct = lc->directlen;
     int fd = lc->c.fd;
 
     struct cx_limit *cx = lc->c.cx;
@@ -698,7 +715,8 @@ static void to_http(struct l4_conn *lc)
     lc->c.fd = -1;
     lc->c.cx = NULL;
     lc_end(lc, 0);
-    http_listener_adopt(p->http->pl, fd, &peer, len, cx);
+    http_listener_adopt(p->http->pl, fd, &peer, len,
+                        lc_direct > 0 ? &direct : NULL, cx);
 }
 
 /* An AUTO_PASSTHROUGH refusal: counted by reason, logged with it, and
@@ -781,6 +799,10 @@ static void route_auto(struct l4_conn *lc, const struct clienthello *ch)
     meta.cluster_stats = &cl->w[p->worker];
     meta.metrics_dst = cl->metrics;
     meta.outlier = cl;
+    if (lc->directlen > 0) {
+        meta.direct = &lc->direct;
+        meta.directlen = lc->directlen;
+    }
     lc_end(lc, 0);
     l4_relay_start(&p->relay, &lc->c, &lc->peer, lc->peerlen, cl->endpoints,
                    cl->nendpoints, ep, &meta, lc->start_ms);
@@ -860,18 +882,59 @@ static void inspect(struct l4_conn *lc)
     route_sni(lc, &ch);
 }
 
+static void lc_begin(struct l4_conn *lc);
+
+/* ST_PROXY: the PROXY header, taken off the socket in as many pieces as
+ * it comes (the edge-triggered event fires on each); then the connection
+ * goes on as if accepted from the client it names. */
+static void pp_step(struct l4_conn *lc)
+{
+    struct pp_result r;
+    const char *why = NULL;
+    int v = pp_read(lc->pp, lc->c.fd, &r, &why);
+
+    if (v == 0)
+        return;
+    free(lc->pp);
+    lc->pp = NULL;
+    if (v < 0) {
+        STAT_ADD(&shard(lc->p)->listener, proxy_proto_error, 1);
+        log_debug("listener %s: %s", lc->p->conf->name, why);
+        lc_refuse(lc, "-", "proxy_protocol_error");
+        return;
+    }
+    if (!r.local && r.addrlen <= sizeof(lc->peer)) {
+        lc->direct = lc->peer;
+        lc->directlen = lc->peerlen;
+        memset(&lc->peer, 0, sizeof(lc->peer));
+        memcpy(&lc->peer, &r.src, r.addrlen);
+        lc->peerlen = r.addrlen;
+    }
+    event_del(&lc->peek_ev);
+    timer_cancel(&lc->timer);
+    lc_begin(lc);
+}
+
 static void on_peek(evutil_socket_t fd, short what, void *arg)
 {
+    struct l4_conn *lc = arg;
+
     (void)fd;
     (void)what;
-    inspect(arg);
+    if (lc->stage == ST_PROXY)
+        pp_step(lc);
+    else
+        inspect(lc);
 }
 
 static void on_lc_timer(void *arg)
 {
     struct l4_conn *lc = arg;
 
-    if (lc->stage == ST_INSPECT) {
+    if (lc->stage == ST_PROXY) {
+        STAT_ADD(&shard(lc->p)->listener, proxy_proto_error, 1);
+        lc_refuse(lc, "-", "proxy_protocol_timeout");
+    } else if (lc->stage == ST_INSPECT) {
         STAT_ADD(&shard(lc->p)->relay, client_hello_errors, 1);
         lc_refuse(lc, "NR", "client_hello_timeout");
     } else {
@@ -908,6 +971,32 @@ static void on_conn(void *arg, int fd, const struct sockaddr_storage *peer,
     timer_init(&lc->timer, p->base, on_lc_timer, lc);
     list_append(&p->pending, &lc->link);
     p->npending++;
+    if (p->conf->proxy_protocol > 0) {
+        /* The balancer's header comes first: nothing is routed, peeked
+         * at or handshaken before it is read. */
+        lc->pp = malloc(sizeof(*lc->pp) + p->conf->proxy_protocol);
+        if (lc->pp == NULL) {
+            lc_refuse(lc, "-", "out_of_memory");
+            return;
+        }
+        lc->pp->buf = (uint8_t *)(lc->pp + 1);
+        lc->pp->got = 0;
+        lc->pp->cap = p->conf->proxy_protocol;
+        lc->stage = ST_PROXY;
+        event_add(&lc->peek_ev, NULL);
+        timer_arm(&lc->timer, p->conf->inspect_timeout_ms);
+        pp_step(lc);
+        return;
+    }
+    lc_begin(lc);
+}
+
+/* The connection's route, once its client is known: an HBONE server's
+ * handshake, a plain TCP route, or a peek at its ClientHello. */
+static void lc_begin(struct l4_conn *lc)
+{
+    struct l4_listener *p = lc->p;
+
     if (p->conf->is_hbone) {
         /* No SNI to route by: one server, one certificate. */
         start_handshake(lc, 0);
@@ -950,6 +1039,7 @@ static void free_dead(struct l4_listener *p)
     while (!LIST_EMPTY(&p->dead)) {
         struct l4_conn *lc = LIST_ELEM(p->dead.next, struct l4_conn, link);
         list_del(&lc->link);
+        free(lc->pp);
         free(lc);
     }
 }

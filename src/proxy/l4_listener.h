@@ -136,7 +136,10 @@ struct l4_listener_conf {
     size_t nautos;
     struct cluster **clusters; /* one reference each */
     size_t nclusters;
-    uint64_t inspect_timeout_ms; /* for the ClientHello */
+    uint64_t inspect_timeout_ms; /* for the ClientHello (and PROXY header) */
+    /* gatewayTopology.proxyProtocol: every connection starts with a PROXY
+     * header of at most this many bytes; 0: none is read. */
+    uint32_t proxy_protocol;
     uint64_t handshake_timeout_ms;
     size_t max_client_hello;
     struct l4_relay_params relay; /* name and stats point into the conf */

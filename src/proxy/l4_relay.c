@@ -88,6 +88,9 @@ struct tcp_session {
     uint64_t bytes_in, bytes_out, up_in, up_out;
     struct sockaddr_storage peer;
     socklen_t peerlen;
+    /* The socket's peer behind a PROXY header (malloc'd; NULL: peer). */
+    struct sockaddr_storage *direct;
+    socklen_t directlen;
     const char *reason;
     const char *route, *cluster;
     char *peer_uri; /* owned */
@@ -189,6 +192,7 @@ static void session_envoy_log(struct tcp_session *s, uint64_t now)
     struct l4_relay *r = s->r;
     const struct afmt *fmt = r->p.alog_fmt;
     char peer[ADDR_STRLEN] = "", up[ADDR_STRLEN] = "", local[ADDR_STRLEN];
+    char direct[ADDR_STRLEN];
     char uplocal[ADDR_STRLEN], line[LSINK_CHUNK];
     struct buf b = {line, 0, 0, sizeof(line), sizeof(line), 0};
     struct timespec ts;
@@ -212,6 +216,11 @@ static void session_envoy_log(struct tcp_session *s, uint64_t now)
                        sizeof(peer));
         c.downstream_remote = peer;
         c.downstream_direct_remote = peer;
+    }
+    if (s->direct != NULL) {
+        addr_format_sa((const struct sockaddr *)s->direct, s->directlen, direct,
+                       sizeof(direct));
+        c.downstream_direct_remote = direct;
     }
     if (s->attempts > 0 && s->neps > 0) {
         addr_format(&s->eps[s->ep % s->neps], up, sizeof(up));
@@ -761,6 +770,12 @@ void l4_relay_start(struct l4_relay *r, struct conn *down,
         memcpy(&s->peer, peer, peerlen);
         s->peerlen = peerlen;
     }
+    if (meta != NULL && meta->direct != NULL &&
+        meta->directlen <= sizeof(*s->direct) &&
+        (s->direct = malloc(sizeof(*s->direct))) != NULL) {
+        memcpy(s->direct, meta->direct, meta->directlen);
+        s->directlen = meta->directlen;
+    }
     if (meta != NULL) {
         if (meta->sni != NULL)
             snprintf(s->sni, sizeof(s->sni), "%s", meta->sni);
@@ -807,6 +822,7 @@ void l4_relay_start(struct l4_relay *r, struct conn *down,
 static void session_free(struct tcp_session *s)
 {
     free(s->peer_uri);
+    free(s->direct);
     free(s);
 }
 

@@ -92,6 +92,10 @@ struct l4_relay_meta {
     const char *route;        /* must outlive the session (the conf's) */
     const char *cluster;      /* idem */
     const char *peer_uri_san; /* copied; the verified client's URI SAN */
+    /* The socket's own peer when peer is the source a PROXY header named
+     * (%DOWNSTREAM_DIRECT_REMOTE_ADDRESS%); copied; NULL: peer. */
+    const struct sockaddr_storage *direct;
+    socklen_t directlen;
     int tls_terminated;
     /* Upstream TLS origination (DestinationRule tls): the cluster's client
      * context, with its SAN checks, and SNI; both borrowed and must

@@ -178,8 +178,14 @@ int pstream_authenticate(struct pstream *ps);
  * preflight) and finished. */
 int pstream_route(struct pstream *ps);
 
-/* Adds X-Forwarded-For/-Proto and X-Request-Id, and finds the originating
- * client behind trusted hops. -1 when memory is short. */
+/* pstream_find_client() sets ps->client to the originating client
+ * behind the listener's trusted hops (numTrustedProxies): the Nth
+ * X-Forwarded-For entry from the right, as the request came; left NULL
+ * (the peer) when there are fewer entries or none. */
+void pstream_find_client(struct pstream *ps);
+
+/* Adds X-Forwarded-For/-Proto and X-Request-Id. -1 when memory is
+ * short. */
 int pstream_add_forwarding(struct pstream *ps);
 
 /* The corsPolicy's headers on a response to an allowed cross-origin

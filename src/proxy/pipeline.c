@@ -224,13 +224,20 @@ static void envoy_log(struct pstream *ps, const struct afmt *fmt)
     c.upstream_cluster =
         ps->cluster >= 0 ? http_cluster(ps->wr, ps->cluster)->name : NULL;
     c.upstream_local = ps->up_local;
-    sa_format(&hc->peer.sa, direct, sizeof(direct));
+    /* Envoy's DIRECT address is the socket's peer, whatever a PROXY
+     * header or X-Forwarded-For say. */
+    sa_format(hc->direct != NULL ? &hc->direct->sa : &hc->peer.sa, direct,
+              sizeof(direct));
     c.downstream_direct_remote = direct[0] ? direct : hc->peer_ip;
     /* Behind trusted proxies, the client they name (no port known). */
     if (ps->client != NULL && strcmp(ps->client, hc->peer_ip) != 0) {
         snprintf(remote, sizeof(remote),
                  strchr(ps->client, ':') ? "[%s]:0" : "%s:0", ps->client);
         c.downstream_remote = remote;
+    } else if (hc->direct != NULL) {
+        /* The client a PROXY header named, with its port. */
+        sa_format(&hc->peer.sa, remote, sizeof(remote));
+        c.downstream_remote = remote[0] ? remote : hc->peer_ip;
     } else {
         c.downstream_remote = c.downstream_direct_remote;
     }
@@ -902,6 +909,10 @@ static void on_request(void *ctx, struct hstream *s)
     if (l->conf->cx != NULL && pstream_overloaded(ps, cx_overload(l->conf->cx)))
         return;
     pstream_trace_begin(ps);
+    /* The client behind trusted proxies, found once: GeoIP, RBAC, Lua,
+     * the access log and X-Forwarded-For all use it. */
+    if (l->conf->xff_trusted_hops > 0)
+        pstream_find_client(ps);
     if (hc->conn.tls != NULL && pstream_misdirected(ps))
         return;
     if (l->conf->geoip != NULL && pstream_geoip(ps) < 0) {

@@ -228,6 +228,18 @@ enum { TLS_SAN_URI, TLS_SAN_DNS };
 typedef void tls_san_fn(void *arg, int kind, const char *name, size_t len);
 size_t tls_conn_peer_sans(const struct conn *c, tls_san_fn *fn, void *arg);
 
+/*
+ * tls_conn_xfcc() appends this connection's element of an
+ * X-Forwarded-Client-Cert header, in Envoy's format and with the fields
+ * Istio's gateways set: By (this side's URI SAN, when its certificate has
+ * one), Hash (SHA-256 of the client certificate's DER, hex), Cert (its PEM,
+ * URL-encoded), Subject (RFC 2253, quoted), then URI= and DNS= for each of
+ * its URI and DNS SANs. Returns 0, or -1 when the client showed no
+ * verified certificate or b is full.
+ */
+struct buf;
+int tls_conn_xfcc(const struct conn *c, struct buf *b);
+
 /* tls_conn_verify_error() says why the peer's certificate was refused
  * ("certificate has expired", "unable to get local issuer certificate",
  * "hostname mismatch" for a name or subjectAltNames miss, "no

@@ -6,6 +6,8 @@
 #include "config.h"
 
 #include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/sha.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <pthread.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "core/buf.h"
 #include "core/err.h"
 #include "core/stats.h"
 #include "net/conn.h"
@@ -756,4 +759,135 @@ size_t tls_conn_peer_uri_san(const struct conn *c, char *out, size_t n)
     GENERAL_NAMES_free(sans);
     X509_free(x);
     return len;
+}
+
+/* Envoy's URL encoding of the PEM in Cert=: every byte but the unreserved
+ * ones (RFC 3986) as %XX. */
+static int url_encode(struct buf *b, const char *p, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        char e[3];
+        if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+            (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_' ||
+            ch == '~') {
+            if (buf_append(b, &p[i], 1) < 0)
+                return -1;
+            continue;
+        }
+        e[0] = '%';
+        e[1] = hex[ch >> 4];
+        e[2] = hex[ch & 15];
+        if (buf_append(b, e, 3) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* A quoted XFCC value: '"' and '\' escaped, as Envoy escapes them. */
+static int quoted(struct buf *b, const char *p, size_t n)
+{
+    if (buf_append(b, "\"", 1) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if ((p[i] == '"' || p[i] == '\\') && buf_append(b, "\\", 1) < 0)
+            return -1;
+        if (buf_append(b, &p[i], 1) < 0)
+            return -1;
+    }
+    return buf_append(b, "\"", 1);
+}
+
+/* The names of kind (GEN_URI or GEN_DNS) among x's SANs, each as
+ * ";KEY=value"; with first, only the first one, bare (for By=). */
+static int xfcc_sans(struct buf *b, X509 *x, int kind, const char *key,
+                     int first)
+{
+    GENERAL_NAMES *sans = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+    int rc = 0;
+
+    for (size_t i = 0; sans != NULL && i < sk_GENERAL_NAME_num(sans); i++) {
+        const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
+        const ASN1_STRING *v;
+        size_t len;
+
+        if (g->type != kind)
+            continue;
+        v = kind == GEN_URI ? g->d.uniformResourceIdentifier : g->d.dNSName;
+        len = (size_t)ASN1_STRING_length(v);
+        /* A name with a NUL, or with the header's own separators, is not
+         * one to pass on. */
+        if (len == 0 || memchr(ASN1_STRING_get0_data(v), '\0', len) != NULL ||
+            memchr(ASN1_STRING_get0_data(v), ';', len) != NULL ||
+            memchr(ASN1_STRING_get0_data(v), ',', len) != NULL)
+            continue;
+        if (buf_printf(b, "%s%s=", first ? "" : ";", key) < 0 ||
+            buf_append(b, ASN1_STRING_get0_data(v), len) < 0) {
+            rc = -1;
+            break;
+        }
+        if (first) {
+            rc = 1;
+            break;
+        }
+    }
+    GENERAL_NAMES_free(sans);
+    return rc;
+}
+
+int tls_conn_xfcc(const struct conn *c, struct buf *b)
+{
+    X509 *x = verified_peer(c);
+    X509 *self;
+    uint8_t *der = NULL, md[SHA256_DIGEST_LENGTH];
+    BIO *mem = NULL;
+    const char *p;
+    size_t n;
+    int len, rc = -1;
+
+    if (x == NULL)
+        return -1;
+    /* By: this side's identity, when its certificate names one. */
+    self = SSL_get_certificate(c->tls);
+    if (self != NULL) {
+        int r = xfcc_sans(b, self, GEN_URI, "By", 1);
+        if (r < 0 || (r > 0 && buf_puts(b, ";") < 0))
+            goto done;
+    }
+    len = i2d_X509(x, &der);
+    if (len <= 0)
+        goto done;
+    SHA256(der, (size_t)len, md);
+    if (buf_puts(b, "Hash=") < 0)
+        goto done;
+    for (size_t i = 0; i < sizeof(md); i++)
+        if (buf_printf(b, "%02x", md[i]) < 0)
+            goto done;
+    mem = BIO_new(BIO_s_mem());
+    if (mem == NULL || !PEM_write_bio_X509(mem, x) ||
+        !BIO_mem_contents(mem, (const uint8_t **)&p, &n))
+        goto done;
+    if (buf_puts(b, ";Cert=\"") < 0 || url_encode(b, p, n) < 0 ||
+        buf_puts(b, "\"") < 0)
+        goto done;
+    BIO_free(mem);
+    mem = BIO_new(BIO_s_mem());
+    if (mem == NULL ||
+        X509_NAME_print_ex(mem, X509_get_subject_name(x), 0, XN_FLAG_RFC2253) <
+            0 ||
+        !BIO_mem_contents(mem, (const uint8_t **)&p, &n))
+        goto done;
+    if (buf_puts(b, ";Subject=") < 0 || quoted(b, p, n) < 0)
+        goto done;
+    if (xfcc_sans(b, x, GEN_URI, "URI", 0) < 0 ||
+        xfcc_sans(b, x, GEN_DNS, "DNS", 0) < 0)
+        goto done;
+    rc = 0;
+done:
+    BIO_free(mem);
+    OPENSSL_free(der);
+    X509_free(x);
+    return rc;
 }

@@ -471,6 +471,7 @@ PROCESS_KEYS = {
     "server.upgrades_failed": ("strait_upgrades_total", {"result": "error"}),
     "server.upgrade_running": ("strait_upgrade_running", {}),
     "server.upgrade_pid": ("strait_upgrade_pid", {}),
+    "server.restart_epoch": ("strait_restart_epoch", {}),
     "server.downstream_cx_active": ("strait_downstream_connections_active",
                                     {}),
     "server.max_connections": ("strait_downstream_connections_limit", {}),

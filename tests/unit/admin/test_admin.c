@@ -468,7 +468,7 @@ static int check_exposition(const char *s)
  * pid, 4 access-log counters, 2 connection gauges, 3 memory gauges, DNS
  * names, 2 DNS queries, DNS changes.
  */
-#define STATUS_ALWAYS 26
+#define STATUS_ALWAYS 27
 
 static void test_render_prometheus(void **state)
 {
@@ -481,12 +481,16 @@ static void test_render_prometheus(void **state)
     s = render(r, admin_render_prometheus);
     assert_line(s, "strait_memory_allocated_bytes 4242");
     samples = check_exposition(s);
-    /* 38 listener families, 25 labelled rows (5 status classes, 7 TLS
+    /* 39 listener families, 25 labelled rows (5 status classes, 7 TLS
      * failure reasons, 6 AUTO_PASSTHROUGH and 7 HBONE refusal reasons) and
      * the buffers
      * gauge, each x 2 listeners; 3 worker lines; 26 process lines
-     * (STATUS_ALWAYS below), 2 x 3 overload action lines; 1 LuaPolicy line. */
-    assert_int_equal(samples, (38 + 25 + 1) * 2 + 3 + STATUS_ALWAYS + 6 + 1);
+     * (STATUS_ALWAYS below), 2 x 3 overload action lines; 1 LuaPolicy line;
+     * istio_build. */
+    assert_int_equal(samples,
+                     (39 + 25 + 1) * 2 + 3 + STATUS_ALWAYS + 6 + 1 + 1);
+    assert_line(s, "istio_build{component=\"proxy\",tag=\"" PACKAGE_VERSION
+                   "\"} 1");
     assert_line(s, "strait_overload_action_active{action="
                    "\"stop_accepting_requests\"} 0");
     assert_line(s, "# TYPE strait_listener_connections_overflow_total "
@@ -561,8 +565,8 @@ static void test_render_prometheus(void **state)
     /* Without listeners the families are still declared, and valid. */
     r->k.nls = 0;
     s = render(r, admin_render_prometheus);
-    /* process, overload action and LuaPolicy lines */
-    assert_int_equal(check_exposition(s), STATUS_ALWAYS + 6 + 1);
+    /* process, overload action and LuaPolicy lines, istio_build */
+    assert_int_equal(check_exposition(s), STATUS_ALWAYS + 6 + 1 + 1);
     assert_line(s, "# TYPE strait_listener_connections_active gauge");
 }
 
@@ -934,7 +938,7 @@ static void test_http_prometheus(void **state)
     assert_string_equal(header(r, "Content-Type"),
                         "text/plain; version=0.0.4; charset=utf-8");
     assert_int_equal(check_exposition(r->body),
-                     (38 + 25 + 1) * 2 + 3 + STATUS_ALWAYS + 6 + 1);
+                     (39 + 25 + 1) * 2 + 3 + STATUS_ALWAYS + 6 + 1 + 1);
     assert_line(r->body, "strait_listener_connections_active{listener=\"web\"} "
                          "5");
 }
@@ -1450,6 +1454,7 @@ static const struct {
     {"server.upgrades_*", "strait_upgrades_total"},
     {"server.upgrade_running", "strait_upgrade_running"},
     {"server.upgrade_pid", "strait_upgrade_pid"},
+    {"server.restart_epoch", "strait_restart_epoch"},
     {"server.downstream_cx_active", "strait_downstream_connections_active"},
     {"server.max_connections", "strait_downstream_connections_limit"},
     {"server.memory_allocated_bytes", "strait_memory_allocated_bytes"},
@@ -1528,6 +1533,8 @@ static const struct {
      "strait_listener_accept_limit_pauses_total"},
     {"listener.*.downstream_cx_overload_paused",
      "strait_listener_accept_overload_pauses_total"},
+    {"listener.*.downstream_cx_proxy_proto_error",
+     "strait_listener_proxy_protocol_errors_total"},
     {"listener.*.downstream_cx_rx_bytes_total",
      "strait_listener_received_bytes_total"},
     {"listener.*.downstream_cx_tx_bytes_total",

@@ -955,6 +955,60 @@ static void test_free_null(void **state)
     bootstrap_free(NULL);
 }
 
+/* gatewayTopology: Istio's defaults, the keys, and the pod annotation
+ * proxy.istio.io/config over them for the keys it names. */
+#define PP_ERR                                                                 \
+    "b.yaml:1:51: gatewayTopology.proxyProtocol.maxHeaderBytes: value "        \
+    "'65552' out of range 232-65551"
+#define ANNOT_ERR                                                              \
+    "b.yaml: node.annotations[proxy.istio.io/config]:1:43: "                   \
+    "numTrustedProxies: value '65' out of range 0-64"
+static void test_gateway_topology(void **state)
+{
+    struct bootstrap *bs;
+
+    (void)state;
+    bs = parse_ok("");
+    assert_int_equal(bs->topology.num_trusted_proxies, 0);
+    assert_int_equal(bs->topology.proxy_protocol.mark.line, 0);
+    assert_int_equal(bs->topology.forward_client_cert,
+                     BOOTSTRAP_XFCC_SANITIZE_SET);
+    bootstrap_free(bs);
+    bs = parse_ok("gatewayTopology:\n"
+                  "  numTrustedProxies: 2\n"
+                  "  proxyProtocol: {}\n"
+                  "  forwardClientCertDetails: APPEND_FORWARD\n");
+    assert_int_equal(bs->topology.num_trusted_proxies, 2);
+    assert_true(bs->topology.proxy_protocol.mark.line > 0);
+    assert_int_equal(bs->topology.proxy_protocol.max_header_bytes, 1024);
+    assert_int_equal(bs->topology.forward_client_cert,
+                     BOOTSTRAP_XFCC_APPEND_FORWARD);
+    bootstrap_free(bs);
+    /* The annotation names numTrustedProxies and proxyProtocol; the
+     * top-level forwardClientCertDetails stays. */
+    bs = parse_ok("gatewayTopology: {numTrustedProxies: 1, "
+                  "forwardClientCertDetails: SANITIZE}\n"
+                  "node:\n  annotations:\n    proxy.istio.io/config: "
+                  "'{\"gatewayTopology\": {\"numTrustedProxies\": 3, "
+                  "\"proxyProtocol\": {}}, \"concurrency\": 2}'\n");
+    assert_int_equal(bs->topology.num_trusted_proxies, 3);
+    assert_true(bs->topology.proxy_protocol.mark.line > 0);
+    assert_int_equal(bs->topology.forward_client_cert, BOOTSTRAP_XFCC_SANITIZE);
+    bootstrap_free(bs);
+    /* One more than the limit, in the file and in the annotation. */
+    parse_err("gatewayTopology: {numTrustedProxies: 65}\n",
+              "b.yaml:1:38: gatewayTopology.numTrustedProxies: value '65' "
+              "out of range 0-64");
+    parse_err("gatewayTopology: {proxyProtocol: {maxHeaderBytes: 65552}}\n",
+              PP_ERR);
+    parse_err("node:\n  annotations:\n    proxy.istio.io/config: "
+              "'{\"gatewayTopology\": {\"numTrustedProxies\": 65}}'\n",
+              ANNOT_ERR);
+    parse_err("node:\n  annotations:\n    proxy.istio.io/config: '[1]'\n",
+              "b.yaml: node.annotations[proxy.istio.io/config]: not a "
+              "ProxyConfig (a YAML or JSON map)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -987,6 +1041,7 @@ int main(void)
         cmocka_unit_test(test_listener_equal),
         cmocka_unit_test(test_to_json),
         cmocka_unit_test(test_free_null),
+        cmocka_unit_test(test_gateway_topology),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -21,6 +21,7 @@ static const char *const names[] = {
     "downstream_global_cx_overflow",
     "downstream_cx_limit_paused",
     "downstream_cx_overload_paused",
+    "downstream_cx_proxy_proto_error",
     "downstream_cx_rx_bytes_total",
     "downstream_cx_tx_bytes_total",
     "upstream_cx_rx_bytes_total",
