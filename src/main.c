@@ -145,8 +145,14 @@ static void usage_check(FILE *f)
             DEFAULT_CONFIG);
 }
 
+#ifndef STRAIT_LUA_DIR
+#define STRAIT_LUA_DIR "/usr/share/strait/lua"
+#endif
+
 static int cmd_check(int argc, char **argv)
 {
+    static char lua_dir[] = STRAIT_LUA_DIR;
+    static char *const lua_dirs[] = {lua_dir};
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
         {"output", required_argument, NULL, 'o'},
@@ -209,6 +215,9 @@ static int cmd_check(int argc, char **argv)
             node.network = bs->node.network;
             node.mesh = &bs->mesh_networks;
             node.bootstrap_file = path;
+            /* What `strait run` searches for a source.file. */
+            node.lua_path = bs->lua.path.n > 0 ? bs->lua.path.v : lua_dirs;
+            node.nlua_path = bs->lua.path.n > 0 ? bs->lua.path.n : 1;
         }
         for (int i = optind; i < argc; i++)
             if (resource_check_node(argv[i], json, mode,

@@ -2406,6 +2406,8 @@ int analyze_node(const struct resource_set *set, int outbound_mode,
     if (node != NULL && (node->mesh != NULL || node->network != NULL))
         analyze_networks(set, node, a.msgs);
     link_merge_analyze(set, a.msgs);
+    if (node != NULL && node->lua_path != NULL)
+        res_lua_check_files(set, node->lua_path, node->nlua_path, a.msgs);
     for (size_t i = 0; i < set->n; i++) {
         const struct resource *r = set->v[i];
         switch (r->kind) {

@@ -67,6 +67,10 @@ struct analysis_node {
     const char *network;
     const struct bootstrap_mesh_networks *mesh;
     const char *bootstrap_file; /* where mesh was read, for messages */
+    /* lua.path (the directories source.file is looked for in); NULL: not
+     * known, LuaPolicy files are not checked. */
+    char *const *lua_path;
+    size_t nlua_path;
 };
 
 /* analyze_networks() adds STR0009 Warnings for endpoints on a network

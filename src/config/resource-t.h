@@ -880,8 +880,8 @@ struct res_lua_policy {
         char *inline_text;
         char *file; /* relative to the bootstrap's lua.path */
     } source;
-    struct conf_strmap config; /* read-only h:config() / policy.config */
-    int failure_policy;        /* enum res_lua_failure */
+    struct conf_tree config; /* the read-only policy.config */
+    int failure_policy;      /* enum res_lua_failure */
     struct res_lua_limits limits;
     struct conf_list shared_dicts; /* struct res_lua_dict */
 };

@@ -151,6 +151,17 @@ const struct res_mesh_link *res_mesh_link(const struct resource *r);
 int res_link_token_split(const char *s, size_t n, const char **site,
                          size_t *nsite, const char **secret, size_t *nsecret,
                          const char **why);
+/*
+ * res_lua_check_files() is `strait check -c`'s look at each LuaPolicy
+ * source.file of set, with the bootstrap's lua.path (dirs, in order), as
+ * `strait run` will load it: a file in none of the directories, larger
+ * than 1 MiB, that does not compile or that defines an unknown hook is
+ * an Error in msgs, at the policy's source (file:line:col) or at the
+ * Lua file's line.
+ */
+void res_lua_check_files(const struct resource_set *set, char *const *dirs,
+                         size_t ndirs, struct res_msgs *msgs);
+
 /* res_lua_reference() writes one line per LuaPolicy key and per fixed
  * Lua budget, as `strait reference lua` shows them. */
 void res_lua_reference(struct buf *b);
