@@ -119,6 +119,14 @@ const char *res_code_name(const char *code);
 int resource_check(const char *path, int json, int outbound_mode, FILE *out);
 int resource_check_node(const char *path, int json, int outbound_mode,
                         const struct analysis_node *node, FILE *out);
+/* resource_check_progress() is resource_check_node() that tells progress
+ * (NULL: nobody) after each file read, when the analysis starts and
+ * before anything is printed to out (a terminal's progress line is
+ * cleared then). */
+struct res_progress;
+int resource_check_progress(const char *path, int json, int outbound_mode,
+                            const struct analysis_node *node,
+                            const struct res_progress *progress, FILE *out);
 
 struct buf;
 

@@ -1017,6 +1017,22 @@ struct resource_set {
      * 100,000 etcd keys). */
     size_t *idx;
     size_t idx_cap; /* a power of two */
+    /* While loading: told after each file (NULL: nobody asks). */
+    const struct res_progress *progress;
+};
+
+/* The phases a long load and check goes through, for a progress line on
+ * a terminal (`strait check` of a large directory). */
+enum res_progress_phase {
+    RES_PROGRESS_FILE,    /* a file was read: what names it */
+    RES_PROGRESS_ANALYSE, /* every file is read; the analysis starts */
+    RES_PROGRESS_DONE,    /* the results are about to be printed */
+};
+
+struct res_progress {
+    void (*fn)(void *arg, enum res_progress_phase phase, const char *what,
+               size_t files, size_t resources);
+    void *arg;
 };
 
 #endif

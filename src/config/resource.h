@@ -61,6 +61,14 @@ struct resource_set *resource_load(const char *path, struct buf *errs,
 struct resource_set *resource_load_ns(const char *path, const char *default_ns,
                                       struct buf *errs, int *nerr);
 
+/* resource_load_progress() is resource_load_ns() that tells progress
+ * (NULL: nobody) after each file it reads; progress is used during the
+ * call only. */
+struct resource_set *resource_load_progress(const char *path,
+                                            const char *default_ns,
+                                            const struct res_progress *progress,
+                                            struct buf *errs, int *nerr);
+
 /* resource_load_mem() is resource_load() on one file's bytes; name is the
  * file name used in messages. data need not be NUL-terminated. */
 struct resource_set *resource_load_mem(const char *data, size_t len,
