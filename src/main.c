@@ -176,8 +176,9 @@ static void check_progress(void *arg, enum res_progress_phase phase,
         t->shown = 1;
     } else if (!t->shown || now - t->last_ms >= 100) {
         fprintf(stderr,
-                "\r\033[Kchecking: %zu file(s), %zu resource(s) read: %.60s",
-                files, resources, what);
+                "\r\033[Kchecking: %zu file(s), %zu resource(s) read: %s",
+                files, resources,
+                what + (strlen(what) > 60 ? strlen(what) - 60 : 0));
         t->shown = 1;
         t->last_ms = now;
     }
