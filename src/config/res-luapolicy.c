@@ -18,6 +18,7 @@
 #include "config/res-kinds.h"
 #include "config/resource.h"
 #include "core/buf.h"
+#include "http/http.h"
 #include "policy/lua_vm.h"
 
 /* policy.config: values (strings, lists and maps) in all, at most. */
@@ -625,8 +626,18 @@ void res_lua_reference(struct buf *b)
                "(limit) policies per listener\tcount\t32\tmore is a compile "
                "error\n"
                "(limit) source.file\tbytes\t1048576\ta bigger file is "
-               "refused\n",
+               "refused\n"
+               "(limit) config depth\tlevels\t%d\tspec.config nests lists "
+               "and maps at most this deep (the top map is 1)\n"
+               "(limit) config values\tcount\t%d\tspec.config's strings, "
+               "lists and maps in all\n"
+               "(limit) request target\tbytes\t%d\twhat h:set_path(), "
+               "h:set_query() and h:set_query_arg() may make the path, the "
+               "query and both\n"
+               "(limit) h:query_args\tcount\t100\targuments read; then a "
+               "second result \"truncated\"\n",
                LUAVM_STRING_REP_MAX, LUAVM_TABLE_SPAN_MAX, LUAVM_SORT_MAX,
                LUAVM_LOAD_MAX, LUAVM_TIMER_SHARE, LUAVM_PATTERN_SUBJECT_MAX,
-               LUAVM_PATTERN_STEPS, LUAVM_COROUTINE_POOL, LUAVM_MAX_TIMERS);
+               LUAVM_PATTERN_STEPS, LUAVM_COROUTINE_POOL, LUAVM_MAX_TIMERS,
+               CONF_TREE_DEPTH, RES_LUA_CONFIG_MAX, HTTP_TARGET_MAX);
 }
