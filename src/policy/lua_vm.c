@@ -128,9 +128,12 @@ static struct luaprogs *check_progs(const char *name, const char *src, size_t n,
     return p;
 }
 
+static int unknown_hook(struct luavm *vm, char *err, size_t errn);
+
 int luavm_check_budget(const char *name, const char *src, size_t n,
                        size_t memory, int slice, uint64_t burst_ms,
-                       uint64_t request_ms, char *err, size_t errn)
+                       uint64_t request_ms, char *err, size_t errn,
+                       int *hook_line)
 {
     struct luaprogs *p =
         check_progs(name, src, n, memory, slice, burst_ms, request_ms);
@@ -149,6 +152,8 @@ int luavm_check_budget(const char *name, const char *src, size_t n,
         snprintf(err, errn, "%s", e != NULL ? e : "over its budget");
         rc = -1;
     }
+    if (hook_line != NULL)
+        *hook_line = vm != NULL ? unknown_hook(vm, err, errn) : 0;
     free(e);
     luavm_free(vm);
     luaprogs_unref(p);
@@ -1365,27 +1370,13 @@ static int near(const char *a, const char *b)
     return row[na] < 3 ? row[na] : 3;
 }
 
-int luavm_check_hooks(const char *name, const char *src, size_t n, char *err,
-                      size_t errn)
+/* The first global function of vm's policy 0 named almost like a hook
+ * but none: its Lua line (-1: unknown) and the message in err; 0: none. */
+static int unknown_hook(struct luavm *vm, char *err, size_t errn)
 {
-    struct luaprogs *p =
-        check_progs(name, src, n, (size_t)64 << 20, 10000, 1000, 4000);
-    struct luavm *vm;
-    char *e = NULL;
+    lua_State *L = vm->L;
     int line = 0;
-    lua_State *L;
 
-    err[0] = '\0';
-    if (p == NULL)
-        return 0;
-    vm = luavm_new(p, NULL, &e);
-    free(e);
-    if (vm == NULL) {
-        /* A script that does not load is reported for that. */
-        luaprogs_unref(p);
-        return 0;
-    }
-    L = vm->L;
     lua_rawgeti(L, LUA_REGISTRYINDEX, vm->envs[0]);
     lua_pushnil(L);
     while (line == 0 && lua_next(L, -2) != 0) {
@@ -1423,7 +1414,18 @@ int luavm_check_hooks(const char *name, const char *src, size_t n, char *err,
         }
         lua_pop(L, 1);
     }
-    luavm_free(vm);
-    luaprogs_unref(p);
+    /* The env, and the key lua_next left when the loop stopped early. */
+    lua_pop(L, line != 0 ? 2 : 1);
+    return line;
+}
+
+int luavm_check_hooks(const char *name, const char *src, size_t n, char *err,
+                      size_t errn)
+{
+    int line = 0;
+
+    if (luavm_check_budget(name, src, n, (size_t)64 << 20, 10000, 1000, 4000,
+                           err, errn, &line) < 0)
+        return 0; /* a budget overrun is reported for that */
     return line;
 }

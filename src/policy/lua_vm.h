@@ -344,10 +344,13 @@ int luavm_syntax(const char *src, size_t n, char *err, size_t errn);
  * a reason other than a budget (a module or dict the check does not
  * have: the real build reports those); -1 with Lua's message in err
  * (errn bytes, always terminated) when it passed its time or memory.
+ * hook_line (NULL: not asked) gets what luavm_check_hooks() returns,
+ * from the same run, with its message in err, when 0 is returned.
  */
 int luavm_check_budget(const char *name, const char *src, size_t n,
                        size_t memory, int slice, uint64_t burst_ms,
-                       uint64_t request_ms, char *err, size_t errn);
+                       uint64_t request_ms, char *err, size_t errn,
+                       int *hook_line);
 
 /*
  * luavm_check_hooks() loads a policy as luavm_check_budget() does and
