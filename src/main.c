@@ -32,6 +32,7 @@
 #include "config/res-k8s.h"
 #include "config/resource.h"
 #include "core/buf.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "control/ca/ca_cli.h"
 #include "control/etcd_cli.h"
@@ -146,8 +147,49 @@ static void usage_check(FILE *f)
             DEFAULT_CONFIG);
 }
 
+#ifndef STRAIT_LUA_DIR
+#define STRAIT_LUA_DIR "/usr/share/strait/lua"
+#endif
+
+/* `strait check`'s progress line: on a terminal only (a script reading
+ * stderr gets the messages alone), redrawn at most every 100 ms, and
+ * erased before the results are printed. */
+struct check_tty {
+    uint64_t last_ms;
+    int shown;
+};
+
+static void check_progress(void *arg, enum res_progress_phase phase,
+                           const char *what, size_t files, size_t resources)
+{
+    struct check_tty *t = arg;
+    uint64_t now = clock_ms();
+
+    if (phase == RES_PROGRESS_DONE) {
+        if (t->shown)
+            fputs("\r\033[K", stderr);
+        t->shown = 0;
+    } else if (phase == RES_PROGRESS_ANALYSE) {
+        fprintf(stderr,
+                "\r\033[Kchecking %s: %zu file(s), %zu resource(s) read; "
+                "analysing",
+                what, files, resources);
+        t->shown = 1;
+    } else if (!t->shown || now - t->last_ms >= 100) {
+        fprintf(stderr,
+                "\r\033[Kchecking: %zu file(s), %zu resource(s) read: %s",
+                files, resources,
+                what + (strlen(what) > 60 ? strlen(what) - 60 : 0));
+        t->shown = 1;
+        t->last_ms = now;
+    }
+    fflush(stderr);
+}
+
 static int cmd_check(int argc, char **argv)
 {
+    static char lua_dir[] = STRAIT_LUA_DIR;
+    static char *const lua_dirs[] = {lua_dir};
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
         {"output", required_argument, NULL, 'o'},
@@ -211,10 +253,17 @@ static int cmd_check(int argc, char **argv)
             node.network = bs->node.network;
             node.mesh = &bs->mesh_networks;
             node.bootstrap_file = path;
+            /* What `strait run` searches for a source.file. */
+            node.lua_path = bs->lua.path.n > 0 ? bs->lua.path.v : lua_dirs;
+            node.nlua_path = bs->lua.path.n > 0 ? bs->lua.path.n : 1;
         }
+        struct check_tty tty = {0, 0};
+        struct res_progress progress = {check_progress, &tty};
+        int on_tty = isatty(STDERR_FILENO);
         for (int i = optind; i < argc; i++)
-            if (resource_check_node(argv[i], json, mode,
-                                    bs != NULL ? &node : NULL, stdout) != 0)
+            if (resource_check_progress(argv[i], json, mode,
+                                        bs != NULL ? &node : NULL,
+                                        on_tty ? &progress : NULL, stdout) != 0)
                 code = EXIT_CONFIG;
     }
     if (bs == NULL)

@@ -251,14 +251,13 @@ static int fill(struct luaprog *p, const struct resource *r,
     }
     p->ngw_hosts = ngw;
     p->any_ref = any_ref;
-    p->config = calloc(2 * lp->config.n + 1, sizeof(char *));
-    if (p->config == NULL)
-        goto oom;
     for (size_t i = 0; i < lp->config.n; i++) {
-        p->config[2 * i] = strdup(lp->config.v[i].key);
-        p->config[2 * i + 1] = strdup(lp->config.v[i].val);
-        p->nconfig += 2;
-        if (p->config[2 * i] == NULL || p->config[2 * i + 1] == NULL)
+        const struct conf_tnode *c = &lp->config.v[i];
+        /* The same pre-order tree, in the runtime's own type. */
+        enum luacfg_type t = c->type == CONF_TNODE_STR    ? LUACFG_STR
+                             : c->type == CONF_TNODE_LIST ? LUACFG_LIST
+                                                          : LUACFG_MAP;
+        if (luaprog_config_add(p, t, c->key, c->str, c->n) < 0)
             goto oom;
     }
     p->vss = calloc(nvs ? nvs : 1, sizeof(char *));

@@ -2429,6 +2429,8 @@ int analyze_node(const struct resource_set *set, int outbound_mode,
     if (node != NULL && (node->mesh != NULL || node->network != NULL))
         analyze_networks(set, node, a.msgs);
     link_merge_analyze(set, a.msgs);
+    if (node != NULL && node->lua_path != NULL)
+        res_lua_check_files(set, node->lua_path, node->nlua_path, a.msgs);
     for (size_t i = 0; i < set->n; i++) {
         const struct resource *r = set->v[i];
         switch (r->kind) {
@@ -2524,15 +2526,27 @@ int resource_check(const char *path, int json, int outbound_mode, FILE *out)
 int resource_check_node(const char *path, int json, int outbound_mode,
                         const struct analysis_node *node, FILE *out)
 {
+    return resource_check_progress(path, json, outbound_mode, node, NULL, out);
+}
+
+int resource_check_progress(const char *path, int json, int outbound_mode,
+                            const struct analysis_node *node,
+                            const struct res_progress *progress, FILE *out)
+{
     struct resource_set *set;
     struct analysis an;
     const struct res_msgs *msgs;
     int nerr = 0;
 
     memset(&an, 0, sizeof(an));
-    set = resource_load_ns(path, node != NULL ? node->default_ns : NULL, NULL,
-                           &nerr);
+    set = resource_load_progress(path, node != NULL ? node->default_ns : NULL,
+                                 progress, NULL, &nerr);
+    if (progress != NULL)
+        progress->fn(progress->arg, RES_PROGRESS_ANALYSE, path,
+                     set != NULL ? set->nfiles : 0, set != NULL ? set->n : 0);
     if (set == NULL) {
+        if (progress != NULL)
+            progress->fn(progress->arg, RES_PROGRESS_DONE, path, 0, 0);
         fprintf(out, json ? "[]\n" : "Error: out of memory\n");
         return 1;
     }
@@ -2540,6 +2554,9 @@ int resource_check_node(const char *path, int json, int outbound_mode,
      * left out (the loader drops it), and the rest is analysed; the exit
      * status still says the set is invalid. */
     nerr = analyze_node(set, outbound_mode, node, &an);
+    if (progress != NULL)
+        progress->fn(progress->arg, RES_PROGRESS_DONE, path, set->nfiles,
+                     set->n);
     msgs = &an.msgs;
     if (json) {
         struct buf b;

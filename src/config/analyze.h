@@ -70,6 +70,10 @@ struct analysis_node {
     /* node.service: the gateway's own Service; NULL or "": found by the
      * labels (res_k8s_own_service()). */
     const char *service;
+    /* lua.path (the directories source.file is looked for in); NULL: not
+     * known, LuaPolicy files are not checked. */
+    char *const *lua_path;
+    size_t nlua_path;
 };
 
 /* analyze_networks() adds STR0009 Warnings for endpoints on a network
@@ -124,6 +128,14 @@ void res_codes_reference(struct buf *b);
 int resource_check(const char *path, int json, int outbound_mode, FILE *out);
 int resource_check_node(const char *path, int json, int outbound_mode,
                         const struct analysis_node *node, FILE *out);
+/* resource_check_progress() is resource_check_node() that tells progress
+ * (NULL: nobody) after each file read, when the analysis starts and
+ * before anything is printed to out (a terminal's progress line is
+ * cleared then). */
+struct res_progress;
+int resource_check_progress(const char *path, int json, int outbound_mode,
+                            const struct analysis_node *node,
+                            const struct res_progress *progress, FILE *out);
 
 struct buf;
 

@@ -91,6 +91,8 @@ static const char *type_name(enum conf_type t)
     case CONF_ONEOF:
     case CONF_IGNORE:
         return "a value";
+    case CONF_TREE:
+        return "a map of strings, lists and maps";
     }
     return "a value";
 }
@@ -263,6 +265,89 @@ static int decode_section(struct conf_ctx *ctx, const struct conf_section *sec,
 
 static void free_value(const struct conf_key *k, char *p);
 
+/* Counts the values under node (itself included) and checks the depth:
+ * the whole tree is measured before anything is copied, so a refused
+ * tree leaves nothing behind. 0, or -1 after an error. */
+static int tree_measure(struct conf_ctx *ctx, const struct conf_key *k,
+                        const struct ynode *node, int depth, size_t *count,
+                        const char *path)
+{
+    char sub[CONF_PATH_MAX];
+
+    if (++*count > (size_t)k->max) {
+        CTX_ERR(ctx, node, path, "more than %" PRId64 " values in all", k->max);
+        return -1;
+    }
+    if (node->type == YNODE_SCALAR)
+        return 0;
+    if (depth > CONF_TREE_DEPTH) {
+        CTX_ERR(ctx, node, path, "nested deeper than %d levels",
+                CONF_TREE_DEPTH);
+        return -1;
+    }
+    for (size_t i = 0; i < node->n; i++) {
+        const struct ynode *v;
+        if (node->type == YNODE_MAP) {
+            v = node->pairs[i].val;
+            path_fmt(sub, "%s.%s", path, node->pairs[i].key->str);
+        } else {
+            v = node->items[i];
+            path_fmt(sub, "%s[%zu]", path, i);
+        }
+        if (tree_measure(ctx, k, v, depth + 1, count, sub) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int tree_copy(struct conf_tree *t, const struct ynode *node,
+                     const char *key)
+{
+    struct conf_tnode *d = &t->v[t->n++];
+
+    d->type = node->type == YNODE_SCALAR ? CONF_TNODE_STR
+              : node->type == YNODE_SEQ  ? CONF_TNODE_LIST
+                                         : CONF_TNODE_MAP;
+    if (key != NULL && (d->key = strdup(key)) == NULL)
+        return -1;
+    if (node->type == YNODE_SCALAR)
+        return (d->str = strdup(node->str)) != NULL ? 0 : -1;
+    d->n = node->n;
+    for (size_t i = 0; i < node->n; i++) {
+        int rc = node->type == YNODE_MAP
+                     ? tree_copy(t, node->pairs[i].val, node->pairs[i].key->str)
+                     : tree_copy(t, node->items[i], NULL);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int decode_tree(struct conf_ctx *ctx, const struct conf_key *k,
+                       const struct ynode *node, char *dst, const char *path)
+{
+    struct conf_tree *t = (struct conf_tree *)(void *)dst;
+    size_t count = 0;
+
+    free_value(k, dst);
+    if (node->type == YNODE_SCALAR && yscalar_is_null(node))
+        return 0;
+    if (node->type != YNODE_MAP) {
+        CTX_ERR(ctx, node, path,
+                "expected a mapping (of strings, lists and maps), got %s",
+                ynode_type_name(node));
+        return -1;
+    }
+    if (tree_measure(ctx, k, node, 1, &count, path) < 0)
+        return -1;
+    t->v = calloc(count, sizeof(*t->v));
+    if (t->v == NULL || tree_copy(t, node, NULL) < 0) {
+        CTX_ERR(ctx, node, path, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 /* check_oneof() enforces one CONF_ONEOF rule against the keys of map. */
 static int check_oneof(struct conf_ctx *ctx, const struct conf_key *k,
                        const struct ynode *map, const char *prefix)
@@ -399,6 +484,8 @@ static int decode_key(struct conf_ctx *ctx, const struct conf_key *k,
     case CONF_MAP:
     case CONF_INT_MAP:
         return decode_map(ctx, k, node, dst, path);
+    case CONF_TREE:
+        return decode_tree(ctx, k, node, dst, path);
     case CONF_ADDR_LIST:
     case CONF_STR_LIST:
     case CONF_LIST:
@@ -572,6 +659,8 @@ static size_t value_size(const struct conf_key *k)
         return sizeof(struct conf_strs);
     case CONF_STR_MAP:
         return sizeof(struct conf_strmap);
+    case CONF_TREE:
+        return sizeof(struct conf_tree);
     case CONF_LIST:
         return sizeof(struct conf_list);
     case CONF_SECTION:
@@ -670,6 +759,17 @@ static void free_value(const struct conf_key *k, char *p)
         m->n = 0;
         break;
     }
+    case CONF_TREE: {
+        struct conf_tree *t = (struct conf_tree *)(void *)p;
+        for (size_t i = 0; i < t->n; i++) {
+            free(t->v[i].key);
+            free(t->v[i].str);
+        }
+        free(t->v);
+        t->v = NULL;
+        t->n = 0;
+        break;
+    }
     case CONF_SECTION:
         conf_dispose(k->sub, p);
         break;
@@ -713,6 +813,30 @@ void conf_dispose(const struct conf_section *sec, void *dst)
 {
     for (const struct conf_key *k = sec->keys; k->name != NULL; k++)
         free_value(k, (char *)dst + k->off);
+}
+
+/* Writes the value at v (and the values under it) as JSON; returns the
+ * node after them. */
+static const struct conf_tnode *tree_json(struct buf *b,
+                                          const struct conf_tnode *v)
+{
+    const struct conf_tnode *at = v + 1;
+
+    if (v->type == CONF_TNODE_STR) {
+        json_str(b, v->str);
+        return at;
+    }
+    buf_puts(b, v->type == CONF_TNODE_MAP ? "{" : "[");
+    for (size_t i = 0; i < v->n; i++) {
+        buf_puts(b, i ? "," : "");
+        if (v->type == CONF_TNODE_MAP) {
+            json_str(b, at->key);
+            buf_puts(b, ":");
+        }
+        at = tree_json(b, at);
+    }
+    buf_puts(b, v->type == CONF_TNODE_MAP ? "}" : "]");
+    return at;
 }
 
 static void value_json(const struct conf_key *k, const char *p, struct buf *b)
@@ -774,6 +898,14 @@ static void value_json(const struct conf_key *k, const char *p, struct buf *b)
             json_str(b, sl->v[j]);
         }
         buf_puts(b, "]");
+        break;
+    }
+    case CONF_TREE: {
+        const struct conf_tree *t = (const void *)p;
+        if (t->n == 0)
+            buf_puts(b, "{}");
+        else
+            tree_json(b, t->v);
         break;
     }
     case CONF_STR_MAP: {
@@ -937,6 +1069,17 @@ static void value_identity(const struct conf_key *k, const char *p,
         id_u64(s, 'l', sl->n);
         for (size_t j = 0; j < sl->n; j++)
             id_str(s, sl->v[j]);
+        break;
+    }
+    case CONF_TREE: {
+        const struct conf_tree *t = (const void *)p;
+        id_u64(s, 't', t->n);
+        for (size_t j = 0; j < t->n; j++) {
+            id_u64(s, 'k', (uint64_t)t->v[j].type);
+            id_u64(s, 'n', t->v[j].n);
+            id_str(s, t->v[j].key != NULL ? t->v[j].key : "");
+            id_str(s, t->v[j].str != NULL ? t->v[j].str : "");
+        }
         break;
     }
     case CONF_STR_MAP: {

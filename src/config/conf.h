@@ -34,6 +34,10 @@ struct ynode;
  *   CONF_INT_MAP   struct conf_intmap string keys to int64_t in min..max
  *   CONF_ONEOF     nothing: a rule, not a key (see below)
  *   CONF_IGNORE    struct conf_mark  where the value was written (any shape)
+ *   CONF_TREE      struct conf_tree  a map of strings, lists and maps, nested
+ *                                    at most CONF_TREE_DEPTH deep, at most
+ *                                    max values in all (scalars are kept
+ *                                    as strings, as CONF_STR_MAP does)
  *
  * CONF_STR with custom set: custom(s, n, NULL, &why) validates the string.
  *
@@ -64,6 +68,27 @@ enum conf_type {
     CONF_INT_MAP,
     CONF_ONEOF,
     CONF_IGNORE,
+    CONF_TREE,
+};
+
+/* CONF_TREE: values nest at most this deep (the top map is level 1). */
+#define CONF_TREE_DEPTH 8
+
+enum conf_tnode_type { CONF_TNODE_STR, CONF_TNODE_LIST, CONF_TNODE_MAP };
+
+/* One value of a CONF_TREE, in pre-order: a list or map is followed by
+ * its n values (each with its own values after it). */
+struct conf_tnode {
+    enum conf_tnode_type type;
+    char *key; /* its key in the enclosing map; NULL in a list */
+    char *str; /* CONF_TNODE_STR */
+    size_t n;  /* LIST, MAP: the values directly in it */
+};
+
+/* v[0] is the top map; n 0: none given. */
+struct conf_tree {
+    struct conf_tnode *v;
+    size_t n;
 };
 
 struct conf_addrs {

@@ -11,13 +11,18 @@
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config/res-kinds.h"
 #include "config/resource.h"
 #include "core/buf.h"
+#include "http/http.h"
 #include "policy/lua_vm.h"
+
+/* policy.config: values (strings, lists and maps) in all, at most. */
+#define RES_LUA_CONFIG_MAX 1000
 
 static const char *const ref_kinds[] = {"Gateway", "VirtualService", NULL};
 static const char *const failure_policies[] = {"Fail", "Ignore", NULL};
@@ -206,10 +211,12 @@ static const struct conf_key lp_keys[] = {
      .help = "inline or file (exactly one)",
      .sub = &source_section},
     {.name = "config",
-     .type = CONF_STR_MAP,
+     .type = CONF_TREE,
      .off = LP(config),
-     .help = "strings the script reads as the read-only table "
-             "policy.config"},
+     .max = RES_LUA_CONFIG_MAX,
+     .help = "what the script reads as the read-only table policy.config: "
+             "a map of strings (every scalar is a string), lists and maps, "
+             "nested at most 8 deep, 1000 values at most"},
     {.name = "failurePolicy",
      .type = CONF_ENUM,
      .off = LP(failure_policy),
@@ -257,6 +264,7 @@ static void lp_check(struct res_check *ck, struct resource *r)
     const struct res_lua_policy *lp = r->spec;
     char p[160], err[512];
     const char *why;
+    int line;
 
     if (lp->source.inline_text == NULL && lp->source.file == NULL)
         res_err(ck, &lp->source.mark, "spec.source",
@@ -268,9 +276,8 @@ static void lp_check(struct res_check *ck, struct resource *r)
         res_err(ck, &lp->source.mark, "spec.source.file", "'%s' %s",
                 lp->source.file, why);
     if (lp->source.inline_text != NULL) {
-        int line =
-            luavm_syntax(lp->source.inline_text, strlen(lp->source.inline_text),
-                         err, sizeof(err));
+        line = luavm_syntax(lp->source.inline_text,
+                            strlen(lp->source.inline_text), err, sizeof(err));
         if (line != 0) {
             /* The text of a block scalar starts on the line after the key;
              * the mark is the section's, a line or two above it: close
@@ -279,17 +286,25 @@ static void lp_check(struct res_check *ck, struct resource *r)
             if (line > 0)
                 m.line += line;
             res_err(ck, &m, "spec.source.inline", "%s", err);
-        } else if (luavm_check_budget(
-                       r->meta.name ? r->meta.name : "policy",
-                       lp->source.inline_text, strlen(lp->source.inline_text),
-                       (size_t)lp->limits.memory,
-                       (int)lp->limits.instruction_slice,
-                       (uint64_t)lp->limits.burst_ms,
-                       (uint64_t)lp->limits.request_ms, err, sizeof(err)) < 0) {
+        } else if (luavm_check_budget(r->meta.name ? r->meta.name : "policy",
+                                      lp->source.inline_text,
+                                      strlen(lp->source.inline_text),
+                                      (size_t)lp->limits.memory,
+                                      (int)lp->limits.instruction_slice,
+                                      (uint64_t)lp->limits.burst_ms,
+                                      (uint64_t)lp->limits.request_ms, err,
+                                      sizeof(err), &line) < 0) {
             /* Its top-level code (and init_worker) runs on the control
              * thread when a snapshot is built: one that cannot finish
              * within the budget would fail every build. */
             res_err(ck, &lp->source.mark, "spec.source.inline", "%s", err);
+        } else if (line != 0) {
+            /* An unknown hook, found in the same run. As for a syntax
+             * error: the YAML line of the Lua line. */
+            struct conf_mark m = lp->source.mark;
+            if (line > 0)
+                m.line += line;
+            res_err(ck, &m, "spec.source.inline", "%s", err);
         }
     }
     for (size_t i = 0; i < lp->target_refs.n; i++) {
@@ -465,6 +480,99 @@ int res_lua_target_granted(const struct resource_set *set, const char *from_ns,
     return 0;
 }
 
+/* The largest source.file strait loads (COMPILE_LUA_MAX_FILE). */
+#define LUA_FILE_MAX ((size_t)1 << 20)
+
+/* Reads path whole, at most LUA_FILE_MAX bytes; NULL when it cannot
+ * (too big: *big set). */
+static char *slurp(const char *path, size_t *n, int *big)
+{
+    FILE *f = fopen(path, "rb");
+    char *b;
+
+    *big = 0;
+    if (f == NULL)
+        return NULL;
+    b = malloc(LUA_FILE_MAX + 1);
+    if (b != NULL) {
+        *n = fread(b, 1, LUA_FILE_MAX + 1, f);
+        if (*n > LUA_FILE_MAX) {
+            *big = 1;
+            free(b);
+            b = NULL;
+        }
+    }
+    fclose(f);
+    return b;
+}
+
+/* One LuaPolicy's source.file against lua.path, as `strait run` loads
+ * it: found, not too big, compiles, and names no unknown hook. */
+static void check_file(const struct resource *r, char *const *dirs,
+                       size_t ndirs, struct res_msgs *msgs)
+{
+    const struct res_lua_policy *lp = r->spec;
+    const char *code = res_level_code(RES_ERROR);
+    char who[300], full[4096], searched[1024] = "", err[512];
+    int line = lp->source.mark.line > 0 ? lp->source.mark.line : r->line;
+    int col = lp->source.mark.line > 0 ? lp->source.mark.col : r->col;
+    char *text = NULL;
+    size_t n = 0;
+    int big = 0, at;
+
+    snprintf(who, sizeof(who), "LuaPolicy %s/%s", r->meta.ns ? r->meta.ns : "",
+             r->meta.name ? r->meta.name : "");
+    for (size_t i = 0; i < ndirs && text == NULL && !big; i++) {
+        size_t k = strlen(searched);
+        snprintf(searched + k, sizeof(searched) - k, "%s%s", i ? ", " : "",
+                 dirs[i]);
+        snprintf(full, sizeof(full), "%s/%s", dirs[i], lp->source.file);
+        text = slurp(full, &n, &big);
+    }
+    if (big) {
+        res_msgs_add(msgs, code, RES_ERROR, r->file, line, col, who,
+                     "spec.source.file", "'%s' is larger than %zu bytes", full,
+                     LUA_FILE_MAX);
+        return;
+    }
+    if (text == NULL) {
+        res_msgs_add(msgs, code, RES_ERROR, r->file, line, col, who,
+                     "spec.source.file",
+                     "'%s' is not in lua.path (searched: %s); strait run "
+                     "would refuse this policy",
+                     lp->source.file, searched);
+        return;
+    }
+    /* The Lua line at fault is a line of the file: the message names the
+     * file, line and column 1 there. */
+    at = luavm_syntax(text, n, err, sizeof(err));
+    if (at == 0)
+        at = luavm_check_hooks(r->meta.name ? r->meta.name : "policy", text, n,
+                               err, sizeof(err));
+    if (at > 0)
+        res_msgs_add(msgs, code, RES_ERROR, full, at, 1, who,
+                     "spec.source.file", "%s", err);
+    else if (at < 0)
+        res_msgs_add(msgs, code, RES_ERROR, r->file, line, col, who,
+                     "spec.source.file", "%s: %s", full, err);
+    free(text);
+}
+
+void res_lua_check_files(const struct resource_set *set, char *const *dirs,
+                         size_t ndirs, struct res_msgs *msgs)
+{
+    for (size_t i = 0; set != NULL && i < set->n; i++) {
+        const struct resource *r = set->v[i];
+        const struct res_lua_policy *lp;
+        if (r->kind != RES_LUA_POLICY)
+            continue;
+        lp = r->spec;
+        /* A name file_why() refused was reported when it loaded. */
+        if (lp->source.file != NULL && file_why(lp->source.file) == NULL)
+            check_file(r, dirs, ndirs, msgs);
+    }
+}
+
 void res_lua_reference(struct buf *b)
 {
     struct buf tmp;
@@ -517,8 +625,18 @@ void res_lua_reference(struct buf *b)
                "(limit) policies per listener\tcount\t32\tmore is a compile "
                "error\n"
                "(limit) source.file\tbytes\t1048576\ta bigger file is "
-               "refused\n",
+               "refused\n"
+               "(limit) config depth\tlevels\t%d\tspec.config nests lists "
+               "and maps at most this deep (the top map is 1)\n"
+               "(limit) config values\tcount\t%d\tspec.config's strings, "
+               "lists and maps in all\n"
+               "(limit) request target\tbytes\t%d\twhat h:set_path(), "
+               "h:set_query() and h:set_query_arg() may make the path, the "
+               "query and both\n"
+               "(limit) h:query_args\tcount\t100\targuments read; then a "
+               "second result \"truncated\"\n",
                LUAVM_STRING_REP_MAX, LUAVM_TABLE_SPAN_MAX, LUAVM_SORT_MAX,
                LUAVM_LOAD_MAX, LUAVM_TIMER_SHARE, LUAVM_PATTERN_SUBJECT_MAX,
-               LUAVM_PATTERN_STEPS, LUAVM_COROUTINE_POOL, LUAVM_MAX_TIMERS);
+               LUAVM_PATTERN_STEPS, LUAVM_COROUTINE_POOL, LUAVM_MAX_TIMERS,
+               CONF_TREE_DEPTH, RES_LUA_CONFIG_MAX, HTTP_TARGET_MAX);
 }

@@ -15,6 +15,7 @@
 #include "core/addr.h"
 #include "core/host.h"
 #include "core/units.h"
+#include "http/http.h"
 
 /* Istio's (and Envoy's) retry policy when a route does not name one. */
 #define RES_DEFAULT_RETRY_ON                                                   \
@@ -980,6 +981,17 @@ static void check_http_route(struct res_check *ck, struct res_http_route *h,
     if (h->delegate.mark.line > 0 && h->delegate.name == NULL) {
         res_path(p, sizeof(p), "%s.delegate", path);
         res_err(ck, &h->delegate.mark, p, "missing key 'name'");
+    }
+    if (h->rewrite.uri != NULL && h->rewrite.uri[0] != '\0') {
+        /* The bytes a Lua h:set_path() may write, so a rewrite can put
+         * nothing on the request line that a client could not (a space
+         * or CR/LF would split it). A query is data here: Envoy's
+         * prefix_rewrite keeps whatever follows. */
+        const char *why;
+        if (http_query_check(slice_of(h->rewrite.uri), &why) < 0) {
+            res_path(p, sizeof(p), "%s.rewrite.uri", path);
+            res_err(ck, &h->rewrite.mark, p, "bad uri: %s", why);
+        }
     }
     if (h->rewrite.uri_regex_rewrite.mark.line > 0) {
         const struct res_regex_rewrite *rr = &h->rewrite.uri_regex_rewrite;

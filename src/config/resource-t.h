@@ -920,8 +920,8 @@ struct res_lua_policy {
         char *inline_text;
         char *file; /* relative to the bootstrap's lua.path */
     } source;
-    struct conf_strmap config; /* read-only h:config() / policy.config */
-    int failure_policy;        /* enum res_lua_failure */
+    struct conf_tree config; /* the read-only policy.config */
+    int failure_policy;      /* enum res_lua_failure */
     struct res_lua_limits limits;
     struct conf_list shared_dicts; /* struct res_lua_dict */
 };
@@ -1057,6 +1057,22 @@ struct resource_set {
      * 100,000 etcd keys). */
     size_t *idx;
     size_t idx_cap; /* a power of two */
+    /* While loading: told after each file (NULL: nobody asks). */
+    const struct res_progress *progress;
+};
+
+/* The phases a long load and check goes through, for a progress line on
+ * a terminal (`strait check` of a large directory). */
+enum res_progress_phase {
+    RES_PROGRESS_FILE,    /* a file was read: what names it */
+    RES_PROGRESS_ANALYSE, /* every file is read; the analysis starts */
+    RES_PROGRESS_DONE,    /* the results are about to be printed */
+};
+
+struct res_progress {
+    void (*fn)(void *arg, enum res_progress_phase phase, const char *what,
+               size_t files, size_t resources);
+    void *arg;
 };
 
 #endif

@@ -1432,6 +1432,9 @@ static void load_file(struct resource_set *set, const char *path,
     fclose(f);
     load_bytes(set, data, n, path, default_ns);
     free(data);
+    if (set->progress != NULL)
+        set->progress->fn(set->progress->arg, RES_PROGRESS_FILE, path,
+                          set->nfiles, set->n);
 }
 
 static int has_ext(const char *name)
@@ -1558,6 +1561,14 @@ struct resource_set *resource_load(const char *path, struct buf *errs,
 struct resource_set *resource_load_ns(const char *path, const char *default_ns,
                                       struct buf *errs, int *nerr)
 {
+    return resource_load_progress(path, default_ns, NULL, errs, nerr);
+}
+
+struct resource_set *resource_load_progress(const char *path,
+                                            const char *default_ns,
+                                            const struct res_progress *progress,
+                                            struct buf *errs, int *nerr)
+{
     struct resource_set *set = set_new();
     DIR *d;
 
@@ -1566,6 +1577,7 @@ struct resource_set *resource_load_ns(const char *path, const char *default_ns,
             *nerr = 1;
         return NULL;
     }
+    set->progress = progress;
     if (default_ns == NULL || default_ns[0] == '\0')
         default_ns = "default";
     d = opendir(path);
@@ -1578,6 +1590,7 @@ struct resource_set *resource_load_ns(const char *path, const char *default_ns,
         res_msgs_add(&set->msgs, "IST0106", RES_ERROR, path, 0, 0, "", "",
                      "cannot read: %s", strerror(errno));
     }
+    set->progress = NULL; /* the caller's, valid during the load only */
     return finish(set, errs, nerr);
 }
 

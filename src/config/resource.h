@@ -61,6 +61,14 @@ struct resource_set *resource_load(const char *path, struct buf *errs,
 struct resource_set *resource_load_ns(const char *path, const char *default_ns,
                                       struct buf *errs, int *nerr);
 
+/* resource_load_progress() is resource_load_ns() that tells progress
+ * (NULL: nobody) after each file it reads; progress is used during the
+ * call only. */
+struct resource_set *resource_load_progress(const char *path,
+                                            const char *default_ns,
+                                            const struct res_progress *progress,
+                                            struct buf *errs, int *nerr);
+
 /* resource_load_mem() is resource_load() on one file's bytes; name is the
  * file name used in messages. data need not be NUL-terminated. */
 struct resource_set *resource_load_mem(const char *data, size_t len,
@@ -151,6 +159,17 @@ const struct res_mesh_link *res_mesh_link(const struct resource *r);
 int res_link_token_split(const char *s, size_t n, const char **site,
                          size_t *nsite, const char **secret, size_t *nsecret,
                          const char **why);
+/*
+ * res_lua_check_files() is `strait check -c`'s look at each LuaPolicy
+ * source.file of set, with the bootstrap's lua.path (dirs, in order), as
+ * `strait run` will load it: a file in none of the directories, larger
+ * than 1 MiB, that does not compile or that defines an unknown hook is
+ * an Error in msgs, at the policy's source (file:line:col) or at the
+ * Lua file's line.
+ */
+void res_lua_check_files(const struct resource_set *set, char *const *dirs,
+                         size_t ndirs, struct res_msgs *msgs);
+
 /* res_lua_reference() writes one line per LuaPolicy key and per fixed
  * Lua budget, as `strait reference lua` shows them. */
 void res_lua_reference(struct buf *b);

@@ -14,11 +14,13 @@
 #include <event2/event.h>
 #include <getopt.h>
 #include <openssl/ssl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "config/analyze.h"
 #include "config/bootstrap.h"
@@ -46,7 +48,37 @@ struct cli {
     struct ssl_ctx_st *ctx;
     char *token;
     int outbound_mode;
+    /* apply's progress line: stderr is a terminal (tty), and a line is
+     * drawn now (shown). A script gets none of it. */
+    int tty;
+    int shown;
 };
+
+/* Draws the progress line (on a terminal only), replacing the last. */
+static void __attribute__((format(printf, 2, 3)))
+progress(struct cli *c, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!c->tty)
+        return;
+    fputs("\r\033[K", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fflush(stderr);
+    c->shown = 1;
+}
+
+/* Erases the progress line before anything else is printed. */
+static void progress_end(struct cli *c)
+{
+    if (c->shown) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+    }
+    c->shown = 0;
+}
 
 /* One key of the prefix, as read. */
 struct kv {
@@ -214,6 +246,7 @@ static int post_once(struct cli *c, const char *path, const struct buf *body,
         c->cur = i;
         return 0;
     }
+    progress_end(c);
     fprintf(stderr, "Error: no etcd member answered (last: %s)\n", last);
     return -1;
 }
@@ -329,12 +362,14 @@ static int read_prefix(struct cli *c, struct kvs *out)
     }
     buf_dispose(&body);
     if (w.status != 200) {
+        progress_end(c);
         print_error_answer("range", &w);
         free(w.body);
         return -1;
     }
     arena_init(&a, 64 * 1024);
     if (etcd_parse_range(&a, w.body, w.n, &r, &why) < 0) {
+        progress_end(c);
         fprintf(stderr, "Error: range: %s\n", why);
         goto out;
     }
@@ -412,6 +447,8 @@ static int check(struct cli *c, const char *dir, const struct kvs *k,
         return -1;
     memset(&an, 0, sizeof(an));
     nerr = analyze_node(set, c->outbound_mode, NULL, &an);
+    if (f != NULL && an.msgs.n > 0)
+        progress_end(c);
     for (size_t i = 0; f != NULL && i < an.msgs.n; i++) {
         struct buf b;
         buf_init(&b, 64 * 1024);
@@ -436,6 +473,7 @@ static int txn(struct cli *c, const struct etcd_txn_op *ops, size_t n,
 
     buf_init(&body, MAX_ANSWER);
     if (etcd_req_txn(&body, ops, n) < 0) {
+        progress_end(c);
         fprintf(stderr, "Error: the transaction is too large\n");
         buf_dispose(&body);
         return -1;
@@ -447,10 +485,13 @@ static int txn(struct cli *c, const struct etcd_txn_op *ops, size_t n,
     buf_dispose(&body);
     arena_init(&a, 4096);
     if (w.status != 200) {
+        progress_end(c);
         print_error_answer("txn", &w);
     } else if (etcd_parse_txn(&a, w.body, w.n, &t, &why) < 0) {
+        progress_end(c);
         fprintf(stderr, "Error: txn: %s\n", why);
     } else if (!t.succeeded) {
+        progress_end(c);
         fprintf(stderr, "Error: the resources changed in etcd while this "
                         "command ran; nothing was written, run it again\n");
     } else {
@@ -484,9 +525,10 @@ static int is_end(const char *line, size_t n)
            (n == 3 || line[3] == ' ' || line[3] == '\r');
 }
 
-/* Adds the resource of one document (text, n) of file to docs. */
-static int add_doc(struct cli *c, const char *file, const char *text, size_t n,
-                   struct doc **docs, size_t *ndocs)
+/* Adds the resource of one document (text, n) of file, starting on its
+ * line line, to docs. */
+static int add_doc(struct cli *c, const char *file, int line, const char *text,
+                   size_t n, struct doc **docs, size_t *ndocs)
 {
     struct resource_set *set;
     int nerr = 0;
@@ -503,10 +545,13 @@ static int add_doc(struct cli *c, const char *file, const char *text, size_t n,
         return 0;
     }
     if (set->n > 1) {
+        progress_end(c);
         fprintf(stderr,
-                "Error: %s: a List holds %zu resources; etcd keeps one per "
-                "key: write them as separate documents\n",
-                file, set->n);
+                "Error: %s:%d:1: a List holds %zu resources (%s %s/%s "
+                "first); etcd keeps one per key: write them as separate "
+                "documents\n",
+                file, line, set->n, res_kind_name(set->v[0]->kind),
+                set->v[0]->meta.ns, set->v[0]->meta.name);
         resource_set_free(set);
         return -1;
     }
@@ -553,9 +598,13 @@ static int split_file(struct cli *c, const char *file, struct doc **docs,
     const char *p, *end, *start;
     char tmp[65536];
     size_t got;
-    int rc = 0;
+    int rc = 0, lineno = 0, start_line = 1;
 
+    /* The end of a long name says which file it is. */
+    progress(c, "apply: reading %s (%zu resource(s) so far)",
+             file + (strlen(file) > 60 ? strlen(file) - 60 : 0), *ndocs);
     if (f == NULL) {
+        progress_end(c);
         fprintf(stderr, "Error: %s: %s\n", file, strerror(errno));
         return -1;
     }
@@ -575,15 +624,19 @@ static int split_file(struct cli *c, const char *file, struct doc **docs,
         const char *eol = memchr(p, '\n', (size_t)(end - p));
         const char *next = eol ? eol + 1 : end;
         size_t ln = (size_t)((eol ? eol : end) - p);
+        lineno++;
         if (is_sep(p, ln) || is_end(p, ln)) {
             if (p > start)
-                rc = add_doc(c, file, start, (size_t)(p - start), docs, ndocs);
+                rc = add_doc(c, file, start_line, start, (size_t)(p - start),
+                             docs, ndocs);
             start = next;
+            start_line = lineno + 1;
         }
         p = next;
     }
     if (rc == 0 && end > start)
-        rc = add_doc(c, file, start, (size_t)(end - start), docs, ndocs);
+        rc = add_doc(c, file, start_line, start, (size_t)(end - start), docs,
+                     ndocs);
     buf_dispose(&b);
     return rc;
 }
@@ -659,6 +712,8 @@ static int cmd_apply(struct cli *c, const char *path)
 
     if (split_path(c, path, &docs, &ndocs) < 0)
         goto out;
+    progress(c, "apply: %zu resource(s) read; reading %s from etcd", ndocs,
+             c->prefix);
     if (read_prefix(c, &k) < 0)
         goto out_docs;
     skip = calloc(ndocs + 1, sizeof(*skip));
@@ -669,8 +724,11 @@ static int cmd_apply(struct cli *c, const char *path)
         skip[i] = docs[i].key;
     /* What the prefix holds now, and with the files in place of the
      * resources they define: refused when the change brings errors. */
+    progress(c, "apply: checking %zu resource(s) with the %zu of %s", ndocs,
+             k.n, c->prefix);
     before = check(c, NULL, &k, NULL, 0, NULL);
     after = check(c, path, &k, skip, ndocs, stderr);
+    progress_end(c);
     if (after < 0 || before < 0) {
         fprintf(stderr, "Error: out of memory\n");
         goto out_kvs;
@@ -700,13 +758,19 @@ static int cmd_apply(struct cli *c, const char *path)
         rc = 0;
         goto out_kvs;
     }
-    if (txn(c, ops, nops, &rev) < 0)
+    progress(c, "apply: writing %zu resource(s) in one transaction", nops);
+    rc = txn(c, ops, nops, &rev);
+    progress_end(c);
+    if (rc < 0) {
+        rc = 1;
         goto out_kvs;
+    }
     printf("applied %zu resource(s) at revision %lld\n", nops, (long long)rev);
     rc = 0;
 out_kvs:
     kvs_dispose(&k);
 out_docs:
+    progress_end(c);
     for (size_t i = 0; i < ndocs; i++) {
         free(docs[i].key);
         free(docs[i].text);
@@ -1002,6 +1066,7 @@ int etcd_cli_main(const char *cmd, int argc, char **argv,
     if (authenticate(&c) < 0)
         goto out;
     if (strcmp(cmd, "apply") == 0) {
+        c.tty = isatty(STDERR_FILENO);
         rc = cmd_apply(&c, file);
     } else {
         const char *kind = kind_of(argv[optind]);

@@ -166,6 +166,79 @@ int http_field_value_valid(struct slice value)
     return ascii_text_ok(value.p, value.n);
 }
 
+static int hexdigit(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
+           (c >= 'A' && c <= 'F');
+}
+
+/* The bytes a target may hold, '?' aside (allowed: 1). */
+static int target_bytes_check(struct slice s, int allow_q, const char **why)
+{
+    for (size_t i = 0; i < s.n; i++) {
+        unsigned char c = (unsigned char)s.p[i];
+        if (c <= 0x20 || c >= 0x7f) {
+            *why = "a space, control character (CR, LF, NUL) or non-ASCII "
+                   "byte; percent-encode it";
+            return -1;
+        }
+        if (c == '#') {
+            *why = "a fragment ('#') is no part of a request target";
+            return -1;
+        }
+        if (c == '?' && !allow_q) {
+            *why = "'?' starts the query: set it with h:set_query()";
+            return -1;
+        }
+        if (c == '%' &&
+            (i + 2 >= s.n || !hexdigit(s.p[i + 1]) || !hexdigit(s.p[i + 2]))) {
+            *why = "'%' not followed by two hex digits";
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int http_path_check(struct slice path, const char **why)
+{
+    if (path.n == 0 || path.p[0] != '/') {
+        *why = "a path must start with '/'";
+        return -1;
+    }
+    if (path.n > HTTP_TARGET_MAX) {
+        *why = "longer than 8192 bytes";
+        return -1;
+    }
+    return target_bytes_check(path, 0, why);
+}
+
+int http_query_check(struct slice query, const char **why)
+{
+    if (query.n > HTTP_TARGET_MAX) {
+        *why = "longer than 8192 bytes";
+        return -1;
+    }
+    return target_bytes_check(query, 1, why);
+}
+
+int http_target_check(struct slice target, const char **why)
+{
+    const char *q = target.n ? memchr(target.p, '?', target.n) : NULL;
+    struct slice path = target, query = {NULL, 0};
+
+    if (target.n > HTTP_TARGET_MAX) {
+        *why = "longer than 8192 bytes";
+        return -1;
+    }
+    if (q != NULL) {
+        path.n = (size_t)(q - target.p);
+        query = (struct slice){q + 1, (size_t)(target.p + target.n - q - 1)};
+    }
+    if (http_path_check(path, why) < 0)
+        return -1;
+    return http_query_check(query, why);
+}
+
 int http_field_reserved(struct slice name)
 {
     static const char *const reserved[] = {

@@ -101,6 +101,30 @@ int http_field_name_valid(struct slice name);
 int http_field_value_valid(struct slice value);
 int http_field_reserved(struct slice name);
 
+/*
+ * Checks for a request target that does not come from a codec (a Lua
+ * h:set_path(), h:set_query()), with the rules the codecs apply to what
+ * a client sends, so a script can write nothing a client could not:
+ * printable ASCII only (0x21..0x7e: no space, CR, LF, NUL, DEL or
+ * 8-bit byte), no fragment ('#', which RFC 9112 3.2 says is no part of
+ * a target and which the codecs answer 400), and each '%' followed by
+ * two hex digits (a broken escape is read differently by different
+ * servers behind us). Nothing is decoded or merged: the bytes checked
+ * are the bytes sent, as with a VirtualService rewrite.uri.
+ *
+ * http_path_check(): the path part: 1..HTTP_TARGET_MAX bytes, starting
+ * with '/', and no '?' (the query is set apart).
+ * http_query_check(): the query without its '?': 0..HTTP_TARGET_MAX
+ * bytes (empty: no query).
+ * http_target_check(): path and optional "?query" together, at most
+ * HTTP_TARGET_MAX bytes.
+ * Each returns 0, or -1 with *why set to a static reason.
+ */
+#define HTTP_TARGET_MAX 8192 /* the HTTP/1 request line limit's default */
+int http_path_check(struct slice path, const char **why);
+int http_query_check(struct slice query, const char **why);
+int http_target_check(struct slice target, const char **why);
+
 /* http_token_list_has() is true when a comma-separated list contains tok,
  * compared case-insensitively (Connection: keep-alive, Upgrade). */
 int http_token_list_has(struct slice list, const char *tok);

@@ -40,46 +40,6 @@ struct lhandle {
     int which; /* headers: WHICH_REQ or WHICH_RESP */
 };
 
-/* ---- read-only tables -----------------------------------------------------
- */
-
-static int ro_newindex(lua_State *L)
-{
-    return luaL_error(L, "policy.config is read-only");
-}
-
-static int ro_pairs(lua_State *L)
-{
-    lua_getglobal(L, "next");
-    if (!lua_isfunction(L, -1)) {
-        lua_pop(L, 1);
-        lua_rawgeti(L, LUA_REGISTRYINDEX, luavm_of(L)->sandbox_ref);
-        lua_getfield(L, -1, "next");
-        lua_remove(L, -2);
-    }
-    lua_getmetatable(L, 1);
-    lua_getfield(L, -1, "__index");
-    lua_remove(L, -2);
-    lua_pushnil(L);
-    return 3;
-}
-
-void luaapi_readonly(lua_State *L)
-{
-    lua_newtable(L);          /* proxy */
-    lua_createtable(L, 0, 4); /* its metatable */
-    lua_pushvalue(L, -3);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, ro_newindex);
-    lua_setfield(L, -2, "__newindex");
-    lua_pushcfunction(L, ro_pairs);
-    lua_setfield(L, -2, "__pairs");
-    lua_pushboolean(L, 0);
-    lua_setfield(L, -2, "__metatable");
-    lua_setmetatable(L, -2);
-    lua_remove(L, -2);
-}
-
 /* ---- the handle -----------------------------------------------------------
  */
 
@@ -123,29 +83,6 @@ static void push_slice(lua_State *L, struct slice s)
 static int h_method(lua_State *L)
 {
     push_slice(L, handle_of(L)->req->method);
-    return 1;
-}
-
-static int h_path(lua_State *L)
-{
-    struct slice p = handle_of(L)->req->path;
-    const char *q = p.n ? memchr(p.p, '?', p.n) : NULL;
-
-    if (q != NULL)
-        p.n = (size_t)(q - p.p);
-    push_slice(L, p);
-    return 1;
-}
-
-static int h_query(lua_State *L)
-{
-    struct slice p = handle_of(L)->req->path;
-    const char *q = p.n ? memchr(p.p, '?', p.n) : NULL;
-
-    if (q == NULL)
-        lua_pushliteral(L, "");
-    else
-        lua_pushlstring(L, q + 1, (size_t)(p.p + p.n - q - 1));
     return 1;
 }
 
@@ -531,8 +468,6 @@ static int h_ctx(lua_State *L)
 
 static const luaL_Reg handle_methods[] = {
     {"method", h_method},
-    {"path", h_path},
-    {"query", h_query},
     {"authority", h_authority},
     {"scheme", h_scheme},
     {"route", h_route},
@@ -578,14 +513,80 @@ static struct http_fields *fields_of(lua_State *L, struct luareq **rqp,
     return h->which == WHICH_RESP ? &rq->resp->fields : &rq->req->fields;
 }
 
+/*
+ * Pseudo-header names (":path", ":method", ":authority", ":scheme") are
+ * no fields: strait keeps them as the request's parts. A script that
+ * uses them as Envoy's Lua filter does gets those parts: get reads them
+ * on the request headers, and set(":path", v) is h:set_path() with the
+ * same checks (v may carry "?query"); the other pseudo-headers change
+ * through routing, and say so. Returns the results pushed, or -1 when
+ * the name is not a pseudo-header.
+ */
+enum { PSEUDO_GET, PSEUDO_SET, PSEUDO_ADD, PSEUDO_REMOVE };
+
+static int pseudo(lua_State *L, int op)
+{
+    static const char *const ops[] = {"get", "set", "add", "remove"};
+    struct lhandle *h;
+    struct luareq *rq;
+    size_t n;
+    const char *name = lua_tolstring(L, 2, &n);
+    struct slice v;
+
+    if (name == NULL || n == 0 || name[0] != ':')
+        return -1;
+    rq = check_live(L, 1, HEADERS_MT, &h);
+    if (op == PSEUDO_GET) {
+        const struct http_request *q = rq->req;
+        if (h->which != WHICH_REQ)
+            v = (struct slice){NULL, 0};
+        else if (strcmp(name, ":path") == 0)
+            v = q->path;
+        else if (strcmp(name, ":method") == 0)
+            v = q->method;
+        else if (strcmp(name, ":authority") == 0)
+            v = q->authority;
+        else if (strcmp(name, ":scheme") == 0)
+            v = q->scheme;
+        else
+            v = (struct slice){NULL, 0};
+        if (v.p == NULL)
+            lua_pushnil(L);
+        else
+            lua_pushlstring(L, v.p, v.n);
+        return 1;
+    }
+    if (op == PSEUDO_SET && h->which == WHICH_REQ &&
+        strcmp(name, ":path") == 0 && !lua_isnil(L, 3)) {
+        fields_of(L, &rq, 1);
+        v.p = luaL_checklstring(L, 3, &v.n);
+        return luaapi_set_target(L, rq, v, "headers:set(\":path\")");
+    }
+    if (strcmp(name, ":path") == 0)
+        return luaL_error(L,
+                          "headers:%s: :path is the request target, not a "
+                          "header: set it with headers:set(\":path\", v) or "
+                          "h:set_path() in on_request",
+                          ops[op]);
+    return luaL_error(L,
+                      "headers:%s: %s is a pseudo-header, not a header: "
+                      ":path changes with h:set_path(), the authority "
+                      "through routing (VirtualService rewrite.authority, "
+                      "h:set_upstream)",
+                      ops[op], name);
+}
+
 static int hd_get(lua_State *L)
 {
+    int k;
     struct luareq *rq;
     const struct http_fields *f = fields_of(L, &rq, 0);
     char name[256];
     luaL_Buffer b;
     int found = 0;
 
+    if ((k = pseudo(L, PSEUDO_GET)) >= 0)
+        return k;
     lower_name(L, 2, name, sizeof(name));
     luaL_buffinit(L, &b);
     for (size_t i = 0; i < f->n; i++) {
@@ -620,12 +621,15 @@ static int hd_get_all(lua_State *L)
 
 static int hd_set(lua_State *L)
 {
+    int k;
     struct luareq *rq;
     struct http_fields *f = fields_of(L, &rq, 1);
     char name[256];
     struct slice v;
     char *c;
 
+    if ((k = pseudo(L, PSEUDO_SET)) >= 0)
+        return k;
     lower_name(L, 2, name, sizeof(name));
     if (lua_isnil(L, 3)) {
         http_fields_remove(f, name);
@@ -642,11 +646,14 @@ static int hd_set(lua_State *L)
 
 static int hd_add(lua_State *L)
 {
+    int k;
     struct luareq *rq;
     struct http_fields *f = fields_of(L, &rq, 1);
     char name[256];
     struct slice v;
 
+    if ((k = pseudo(L, PSEUDO_ADD)) >= 0)
+        return k;
     lower_name(L, 2, name, sizeof(name));
     writable_name(L, "headers:add", name);
     v = check_value(L, 3);
@@ -657,10 +664,13 @@ static int hd_add(lua_State *L)
 
 static int hd_remove(lua_State *L)
 {
+    int k;
     struct luareq *rq;
     struct http_fields *f = fields_of(L, &rq, 1);
     char name[256];
 
+    if ((k = pseudo(L, PSEUDO_REMOVE)) >= 0)
+        return k;
     lower_name(L, 2, name, sizeof(name));
     lua_pushinteger(L, (lua_Integer)http_fields_remove(f, name));
     return 1;
@@ -737,6 +747,7 @@ void luaapi_open(struct luavm *vm)
     luaL_newmetatable(L, HANDLE_MT);
     luaL_newlib(L, handle_methods);
     luaapi_upstream_methods(L);
+    luaapi_path_methods(L);
     lua_pushcfunction(L, h_body);
     lua_setfield(L, -2, "body");
     lua_pushcclosure(L, handle_index, 1);

@@ -94,10 +94,20 @@ static void freeze_at(lua_State *L, const char *name, int depth)
      * an existing field during lua_next is allowed). */
     lua_pushnil(L);
     while (lua_next(L, t)) {
+        /* String keys are a module's or a map's fields; integer keys a
+         * list's items (policy.config's lists of maps). */
+        int key = lua_type(L, -2);
         if (depth < FREEZE_DEPTH && lua_type(L, -1) == LUA_TTABLE &&
-            lua_type(L, -2) == LUA_TSTRING && frozen_name(L, -1) == NULL) {
+            (key == LUA_TSTRING ||
+             (key == LUA_TNUMBER && lua_isinteger(L, -2))) &&
+            frozen_name(L, -1) == NULL) {
             char child[256];
-            snprintf(child, sizeof(child), "%s.%s", name, lua_tostring(L, -2));
+            if (key == LUA_TSTRING)
+                snprintf(child, sizeof(child), "%s.%s", name,
+                         lua_tostring(L, -2));
+            else
+                snprintf(child, sizeof(child), "%s[%lld]", name,
+                         (long long)lua_tointeger(L, -2));
             freeze_at(L, child, depth + 1);
             lua_pushvalue(L, -2);
             lua_insert(L, -2);

@@ -115,7 +115,6 @@ void luabudget_timer_charge(struct luavm *vm, size_t prog, uint64_t used_us);
 
 /* lua_api.c */
 void luaapi_open(struct luavm *vm); /* globals table on top */
-void luaapi_readonly(lua_State *L); /* table on top -> read-only view */
 void luaapi_push_handle(struct luavm *vm, lua_State *co, struct luareq *rq);
 /* The handle's checks and h:geo(), for the methods of other files. */
 struct luareq *luaapi_handle(lua_State *L);
@@ -131,6 +130,15 @@ void luafreeze_globals(lua_State *L);
 /* lua_upstream.c: h:endpoints(), h:pick(), h:set_upstream(), added to
  * the handle's methods (the table on top). */
 void luaapi_upstream_methods(lua_State *L);
+
+/* lua_path.c: h:path(), h:query(), h:set_path() and the query helpers,
+ * added to the handle's methods (the table on top). */
+void luaapi_path_methods(lua_State *L);
+/* luaapi_set_target() makes target (path and optional "?query") rq's
+ * request target once http_target_check() passes it; otherwise raises
+ * "<what>: bad path: why" and changes nothing. */
+int luaapi_set_target(lua_State *L, struct luareq *rq, struct slice target,
+                      const char *what);
 
 /* lua_hello.c: on_tls_client_hello's handle. */
 void luaapi_open_hello(struct luavm *vm);

@@ -33,6 +33,7 @@
 #include <lua.h>
 #include <lualib.h>
 
+#include "core/ascii.h"
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/host.h"
@@ -95,27 +96,27 @@ int luavm_syntax(const char *src, size_t n, char *err, size_t errn)
     return line;
 }
 
-int luavm_check_budget(const char *name, const char *src, size_t n,
-                       size_t memory, int slice, uint64_t burst_ms,
-                       uint64_t request_ms, char *err, size_t errn)
+/* The one policy a check runs, as a worker would load it. NULL: out of
+ * memory. */
+static struct luaprogs *check_progs(const char *name, const char *src, size_t n,
+                                    size_t memory, int slice, uint64_t burst_ms,
+                                    uint64_t request_ms)
 {
     struct luaprogs *p = luaprogs_new(1);
     struct luaprog *g;
-    struct luavm *vm;
-    char *e = NULL;
-    int rc = 0;
 
-    err[0] = '\0';
     if (p == NULL)
-        return 0;
+        return NULL;
     p->n = 1;
     p->quiet = 1;
     g = &p->v[0];
     g->name = strdup(name);
     g->chunk = strdup("=policy");
     g->source = malloc(n + 1);
-    if (g->name == NULL || g->chunk == NULL || g->source == NULL)
-        goto done;
+    if (g->name == NULL || g->chunk == NULL || g->source == NULL) {
+        luaprogs_unref(p);
+        return NULL;
+    }
     memcpy(g->source, src, n);
     g->source[n] = '\0';
     g->source_len = n;
@@ -124,15 +125,37 @@ int luavm_check_budget(const char *name, const char *src, size_t n,
     g->burst_ms = burst_ms;
     g->request_ms = request_ms;
     g->any_ref = 1;
+    return p;
+}
+
+static int unknown_hook(struct luavm *vm, char *err, size_t errn);
+
+int luavm_check_budget(const char *name, const char *src, size_t n,
+                       size_t memory, int slice, uint64_t burst_ms,
+                       uint64_t request_ms, char *err, size_t errn,
+                       int *hook_line)
+{
+    struct luaprogs *p =
+        check_progs(name, src, n, memory, slice, burst_ms, request_ms);
+    struct luaprog *g;
+    struct luavm *vm;
+    char *e = NULL;
+    int rc = 0;
+
+    err[0] = '\0';
+    if (p == NULL)
+        return 0;
+    g = &p->v[0];
     vm = luavm_new(p, NULL, &e);
     if (vm == NULL && (g->errors[LUAVM_INIT_WORKER][LUAVM_ERR_TIMEOUT] > 0 ||
                        g->errors[LUAVM_INIT_WORKER][LUAVM_ERR_MEMORY] > 0)) {
         snprintf(err, errn, "%s", e != NULL ? e : "over its budget");
         rc = -1;
     }
+    if (hook_line != NULL)
+        *hook_line = vm != NULL ? unknown_hook(vm, err, errn) : 0;
     free(e);
     luavm_free(vm);
-done:
     luaprogs_unref(p);
     return rc;
 }
@@ -177,7 +200,11 @@ void luaprogs_unref(struct luaprogs *p)
         free(g->name);
         free(g->chunk);
         free(g->source);
-        strv_free(g->config, g->nconfig);
+        for (size_t k = 0; k < g->nconfig; k++) {
+            free(g->config[k].key);
+            free(g->config[k].str);
+        }
+        free(g->config);
         strv_free(g->vss, g->nvss);
         strv_free(g->gw_hosts, g->ngw_hosts);
         strv_free(g->hosts, g->nhosts);
@@ -487,6 +514,52 @@ static void build_sandbox(struct luavm *vm)
     vm->sandbox_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
+/* Pushes the value at v as Lua (a string, or a table of the values
+ * after it); returns the node after them. The tree's depth is bounded
+ * by its check (8), so the recursion is too. */
+static const struct luacfg *push_config(lua_State *L, const struct luacfg *v)
+{
+    const struct luacfg *at = v + 1;
+
+    if (v->type == LUACFG_STR) {
+        lua_pushstring(L, v->str);
+        return at;
+    }
+    lua_createtable(L, v->type == LUACFG_LIST ? (int)v->n : 0,
+                    v->type == LUACFG_MAP ? (int)v->n : 0);
+    for (size_t i = 0; i < v->n; i++) {
+        const struct luacfg *item = at;
+        at = push_config(L, at);
+        if (v->type == LUACFG_MAP)
+            lua_setfield(L, -2, item->key);
+        else
+            lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    return at;
+}
+
+int luaprog_config_add(struct luaprog *g, enum luacfg_type type,
+                       const char *key, const char *str, size_t n)
+{
+    struct luacfg *v = realloc(g->config, (g->nconfig + 1) * sizeof(*v));
+    struct luacfg *c;
+
+    if (v == NULL)
+        return -1;
+    g->config = v;
+    c = &v[g->nconfig];
+    memset(c, 0, sizeof(*c));
+    c->type = type;
+    c->n = n;
+    if ((key != NULL && (c->key = strdup(key)) == NULL) ||
+        (str != NULL && (c->str = strdup(str)) == NULL)) {
+        free(c->key);
+        return -1;
+    }
+    g->nconfig++;
+    return 0;
+}
+
 /* A policy's environment: its own table, reading through to the
  * sandbox, with policy.name and the read-only policy.config. */
 static void push_env(struct luavm *vm, const struct luaprog *g)
@@ -507,12 +580,13 @@ static void push_env(struct luavm *vm, const struct luaprog *g)
     lua_newtable(L);           /* policy */
     lua_pushstring(L, g->name);
     lua_setfield(L, -2, "name");
-    lua_newtable(L); /* config's data */
-    for (size_t i = 0; i + 1 < g->nconfig; i += 2) {
-        lua_pushstring(L, g->config[i + 1]);
-        lua_setfield(L, -2, g->config[i]);
-    }
-    luaapi_readonly(L); /* replaces it with a read-only proxy */
+    if (g->nconfig > 0)
+        push_config(L, g->config);
+    else
+        lua_newtable(L);
+    /* A read-only view, nested tables too (a list or map in it): no
+     * policy can change what another request of it will read. */
+    luafreeze(L, "policy.config");
     lua_setfield(L, -2, "config");
     lua_setfield(L, -2, "policy");
 }
@@ -1265,4 +1339,93 @@ uint32_t luaprogs_match(const struct luaprogs *p, struct slice authority,
             mask |= 1u << i;
     }
     return mask;
+}
+
+/* Levenshtein distance of a and b, ASCII case folded, capped at 3 (all
+ * a caller asks is whether it is 2 or less). */
+static int near(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    int row[40];
+
+    if (na >= sizeof(row) / sizeof(row[0]) || nb + 3 < na || na + 3 < nb)
+        return 3;
+    for (size_t j = 0; j <= na; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= nb; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= na; j++) {
+            int up = row[j];
+            int cost = ascii_lower(a[j - 1]) != ascii_lower(b[i - 1]);
+            int v = diag + cost;
+            if (up + 1 < v)
+                v = up + 1;
+            if (row[j - 1] + 1 < v)
+                v = row[j - 1] + 1;
+            row[j] = v;
+            diag = up;
+        }
+    }
+    return row[na] < 3 ? row[na] : 3;
+}
+
+/* The first global function of vm's policy 0 named almost like a hook
+ * but none: its Lua line (-1: unknown) and the message in err; 0: none. */
+static int unknown_hook(struct luavm *vm, char *err, size_t errn)
+{
+    lua_State *L = vm->L;
+    int line = 0;
+
+    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->envs[0]);
+    lua_pushnil(L);
+    while (line == 0 && lua_next(L, -2) != 0) {
+        const char *k =
+            lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        const char *best = NULL;
+        int known = 0, d = 3;
+        if (k != NULL && lua_isfunction(L, -1)) {
+            for (int i = 0; i < LUAVM_NPHASES; i++) {
+                int di;
+                if (i == LUAVM_TIMER)
+                    continue;
+                if (strcmp(k, hook_names[i]) == 0)
+                    known = 1;
+                di = near(k, hook_names[i]);
+                if (di < d) {
+                    d = di;
+                    best = hook_names[i];
+                }
+            }
+            if (!known && (strncmp(k, "on_", 3) == 0 || d <= 2)) {
+                lua_Debug ar;
+                lua_pushvalue(L, -1);
+                lua_getinfo(L, ">S", &ar);
+                line = ar.linedefined > 0 ? ar.linedefined : -1;
+                snprintf(err, errn,
+                         "unknown hook '%s'%s%s%s: strait calls only "
+                         "on_request, on_response, on_log, init_worker, "
+                         "on_upstream_select and on_tls_client_hello (make "
+                         "a helper local, or name it otherwise)",
+                         k, best != NULL && d <= 2 ? " (did you mean " : "",
+                         best != NULL && d <= 2 ? best : "",
+                         best != NULL && d <= 2 ? "?)" : "");
+            }
+        }
+        lua_pop(L, 1);
+    }
+    /* The env, and the key lua_next left when the loop stopped early. */
+    lua_pop(L, line != 0 ? 2 : 1);
+    return line;
+}
+
+int luavm_check_hooks(const char *name, const char *src, size_t n, char *err,
+                      size_t errn)
+{
+    int line = 0;
+
+    if (luavm_check_budget(name, src, n, (size_t)64 << 20, 10000, 1000, 4000,
+                           err, errn, &line) < 0)
+        return 0; /* a budget overrun is reported for that */
+    return line;
 }

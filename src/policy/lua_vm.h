@@ -91,7 +91,9 @@ struct luaprog {
     /* strait.http.request: calls per request, and one call at most. */
     unsigned http_calls;
     uint64_t http_timeout_ms;
-    char **config; /* key, value, key, value... */
+    /* policy.config: a tree in pre-order (config[0] the top map; none
+     * when nconfig is 0), each list or map followed by its n values. */
+    struct luacfg *config;
     size_t nconfig;
     /* Targets: the request runs the policy when (any_ref, or one of
      * gw_hosts covers its host: it came through a server of a targeted
@@ -109,6 +111,22 @@ struct luaprog {
     /* Errors by phase and reason, every worker together. */
     uint64_t errors[LUAVM_NPHASES][LUAVM_NREASONS];
 };
+
+enum luacfg_type { LUACFG_STR, LUACFG_LIST, LUACFG_MAP };
+
+/* One value of policy.config. */
+struct luacfg {
+    enum luacfg_type type;
+    char *key; /* its key in the enclosing map; NULL in a list */
+    char *str; /* LUACFG_STR */
+    size_t n;  /* LIST, MAP: the values directly in it */
+};
+
+/* luaprog_config_add() appends one value (key and str copied) to g's
+ * config, in pre-order. 0, or -1 out of memory (g unchanged). */
+struct luaprog;
+int luaprog_config_add(struct luaprog *g, enum luacfg_type type,
+                       const char *key, const char *str, size_t n);
 
 /* strait's own modules, loaded by require("strait.NAME"). */
 #define LUAVM_MAX_MODULES 64
@@ -329,9 +347,24 @@ int luavm_syntax(const char *src, size_t n, char *err, size_t errn);
  * a reason other than a budget (a module or dict the check does not
  * have: the real build reports those); -1 with Lua's message in err
  * (errn bytes, always terminated) when it passed its time or memory.
+ * hook_line (NULL: not asked) gets what luavm_check_hooks() returns,
+ * from the same run, with its message in err, when 0 is returned.
  */
 int luavm_check_budget(const char *name, const char *src, size_t n,
                        size_t memory, int slice, uint64_t burst_ms,
-                       uint64_t request_ms, char *err, size_t errn);
+                       uint64_t request_ms, char *err, size_t errn,
+                       int *hook_line);
+
+/*
+ * luavm_check_hooks() loads a policy as luavm_check_budget() does and
+ * looks for a global function whose name is almost a hook's but is
+ * none ("on_requests", "onRequest", "on_body"): strait would never call
+ * it, which is a silent no-op the author did not mean. Returns 0 when
+ * there is none (or the script does not load: that is reported
+ * elsewhere); otherwise the Lua line where it is defined (-1: unknown)
+ * with the message in err (errn bytes, always terminated).
+ */
+int luavm_check_hooks(const char *name, const char *src, size_t n, char *err,
+                      size_t errn);
 
 #endif

@@ -5,14 +5,17 @@
  * the request headers in on_request and to the response headers in
  * on_response: set, add, remove, get, set to nil, h:respond with one
  * header, and copying every header under a prefix (the pattern that let
- * a client smuggle content-length). Each operation is a byte (which
+ * a client smuggle content-length), and the request target's setters
+ * (h:set_path, h:set_query, h:set_query_arg, headers:set(":path")) and
+ * readers (h:query_args, h:query_arg). Each operation is a byte (which
  * operation, which headers) and a name and a value, each a byte of
  * length then the bytes: any byte at all, CR, LF and NUL included.
  *
  * The invariant, checked after every input: nothing in the outgoing
  * header lists (request, response, h:respond's) has a name that is not
  * a lowercase token, a value with a control character (CR, LF, NUL...),
- * or the name of a framing or hop-by-hop field or host. Errors in the
+ * or the name of a framing or hop-by-hop field or host, and the request
+ * target passes http_target_check() (what a client could send). Errors in the
  * script are fine (pcall'd); a crash, a leak or a broken invariant is
  * not. Build and run with tests/fuzz/run.sh.
  */
@@ -45,7 +48,7 @@ static const char script[] =
     "local function apply(h, hd, list, resp)\n"
     "  for _, o in ipairs(list) do\n"
     "    local op, name, val = o[1], o[2], o[3]\n"
-    "    local k = op % 8\n"
+    "    local k = op % 13\n"
     "    if k == 0 then pcall(hd.set, hd, name, val)\n"
     "    elseif k == 1 then pcall(hd.add, hd, name, val)\n"
     "    elseif k == 2 then pcall(hd.remove, hd, name)\n"
@@ -57,6 +60,14 @@ static const char script[] =
     "      for n, v in hd:iter() do pcall(hd.set, hd, name .. n, v) end\n"
     "    elseif k == 7 then\n"
     "      pcall(hd.add, hd, name, tonumber(val) or val)\n"
+    "    elseif k == 8 then pcall(h.set_path, h, name .. val)\n"
+    "    elseif k == 9 then pcall(h.set_query, h, val)\n"
+    "    elseif k == 10 then pcall(h.set_query_arg, h, name, val)\n"
+    "    elseif k == 11 then pcall(h.set_query_arg, h, name, nil)\n"
+    "    elseif k == 12 then\n"
+    "      pcall(hd.set, hd, ':path', name .. val)\n"
+    "      pcall(h.query_args, h)\n"
+    "      pcall(h.query_arg, h, name)\n"
     "    end\n"
     "  end\n"
     "end\n"
@@ -123,6 +134,19 @@ static void check(const struct http_field *v, size_t n, const char *where)
     }
 }
 
+/* The invariant of the path and query setters: whatever the script did,
+ * the target is one a client could have sent. */
+static void check_target(const struct http_request *req)
+{
+    const char *why;
+
+    if (http_target_check(req->path, &why) < 0) {
+        fprintf(stderr, "request target '%.*s' may not go out: %s\n",
+                (int)req->path.n, req->path.p, why);
+        abort();
+    }
+}
+
 static enum luavm_result finish(struct luareq *rq, enum luavm_result r)
 {
     for (int i = 0; r == LUAVM_YIELD && i < 10000; i++)
@@ -164,6 +188,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rq.mask = 1;
     r = finish(&rq, luavm_on_request(&rq));
     check(req.fields.v, req.fields.n, "request");
+    check_target(&req);
     if (rq.status > 0) {
         check(rq.rfields, rq.nrfields, "respond");
     } else if (r == LUAVM_CONTINUE) {

@@ -66,13 +66,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     g->burst_ms = 5000;
     g->request_ms = 5000;
     g->any_ref = 1;
-    g->config = calloc(4, sizeof(char *));
-    if (g->config != NULL) {
-        g->config[0] = strdup("s");
-        g->config[1] = dup_clean(data, (size_t)(nl - data));
-        g->config[2] = strdup("p");
-        g->config[3] = dup_clean(nl + 1, size - (size_t)(nl - data) - 1);
-        g->nconfig = 4;
+    {
+        char *sv = dup_clean(data, (size_t)(nl - data));
+        char *pv = dup_clean(nl + 1, size - (size_t)(nl - data) - 1);
+        if (sv != NULL && pv != NULL)
+            (void)(luaprog_config_add(g, LUACFG_MAP, NULL, NULL, 2) < 0 ||
+                   luaprog_config_add(g, LUACFG_STR, "s", sv, 0) < 0 ||
+                   luaprog_config_add(g, LUACFG_STR, "p", pv, 0) < 0);
+        free(sv);
+        free(pv);
     }
     vm = luavm_new(p, NULL, &err);
     if (vm == NULL && err != NULL && strstr(err, "timeout") != NULL) {

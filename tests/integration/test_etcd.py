@@ -1008,3 +1008,53 @@ def test_sigterm_during_loads_of_many_keys(tmp_path, single, fleets):
     s.proc.send_signal(signal.SIGTERM)
     code = s.proc.wait(timeout=30)
     assert code == 0, s.log()[-2000:]
+
+
+GW = """apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: g{i}, namespace: default}}
+spec:
+  selector: {{}}
+  servers:
+  - port: {{number: {port}, name: http, protocol: HTTP}}
+    hosts: ["g{i}.example.com"]
+"""
+
+
+def test_apply_progress_on_a_terminal_quiet_in_scripts(tmp_path, single):
+    from test_check_progress import run_on_tty
+    d = tmp_path / "many"
+    d.mkdir()
+    for i in range(3):
+        (d / f"g{i}.yaml").write_text(GW.format(i=i, port=18080 + i))
+    code, out, tty = run_on_tty([
+        STRAIT, "apply", "-f", str(d), "--endpoints",
+        ",".join(single.endpoints), "--prefix", PREFIX])
+    assert code == 0, (out, tty)
+    assert "apply: reading " in tty
+    assert "/g0.yaml (0 resource(s) so far)" in tty
+    assert "apply: 3 resource(s) read; reading" in tty
+    assert "apply: checking 3 resource(s)" in tty
+    assert "apply: writing 3 resource(s) in one transaction" in tty
+    assert tty.endswith("\r\x1b[K"), repr(tty[-80:])
+    assert "Gateway default/g2 created" in out
+    # In a script (stderr a pipe): the results alone.
+    (d / "g3.yaml").write_text(GW.format(i=3, port=18083))
+    r = apply(single, d)
+    assert r.stderr == ""
+    assert "Gateway default/g3 created" in r.stdout
+    assert "Gateway default/g0 unchanged" in r.stdout
+
+
+def test_apply_list_error_names_file_line_and_resource(tmp_path, single):
+    items = "".join(
+        "- " + GW.format(i=i, port=18090 + i).replace("\n", "\n  ").rstrip()
+        + "\n" for i in (8, 9))
+    f = tmp_path / "list.yaml"
+    f.write_text(GW.format(i=7, port=18087) + "---\napiVersion: v1\n"
+                 "kind: List\nitems:\n" + items)
+    r = apply(single, f, ok=False)
+    assert r.returncode == 1
+    # The List starts on line 10, after the 8 lines of g7 and "---".
+    assert f"Error: {f}:10:1: a List holds 2 resources (Gateway " \
+        "default/g8 first)" in r.stderr, r.stderr

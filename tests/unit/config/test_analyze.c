@@ -943,7 +943,7 @@ static void test_ist0127_node_policies(void **state)
     struct conf_strmap labels = {pairs, 2};
     struct analysis_node node = {"n1", "default", &labels, "istio-system",
                                  NULL, NULL,      NULL,    NULL,
-                                 NULL, NULL};
+                                 NULL, NULL,      NULL,    0};
     static const char set[] =
         "---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\n"
         "metadata: {name: other, namespace: default}\n"
@@ -1065,7 +1065,7 @@ static void test_ist0149_jwt_claim_route(void **state)
     struct conf_strmap labels = {pairs, 1};
     struct analysis_node node = {"node-1", "default", &labels, "istio-system",
                                  NULL,     NULL,      NULL,    NULL,
-                                 NULL,     NULL};
+                                 NULL,     NULL,      NULL,    0};
 #define CLAIM_VS                                                               \
     GATEWAY HDR(                                                               \
         "VirtualService",                                                      \
@@ -1402,9 +1402,9 @@ static void test_ist0161_invalid_credential(void **state)
     char dir[] = "/tmp/strait-creds-XXXXXX", m[1024], cmd[600];
     size_t n;
     struct conf_strmap labels = {NULL, 0};
-    struct analysis_node node = {
-        "n1", "istio-system", &labels, "istio-system", dir,
-        NULL, NULL,           NULL,    NULL,           NULL};
+    struct analysis_node node = {"n1", "istio-system", &labels, "istio-system",
+                                 dir,  NULL,           NULL,    NULL,
+                                 NULL, NULL,           NULL,    0};
 #define CRED_GW(cred)                                                          \
     HDR("Gateway", "gw")                                                       \
     "spec: {servers: [{port: {number: 443, name: https, protocol: HTTPS}, "    \
@@ -1469,9 +1469,9 @@ static void test_ist0161_secret_credential(void **state)
     char dir[] = "/tmp/strait-creds-XXXXXX", m[1024], cmd[600];
     size_t n;
     struct conf_strmap labels = {NULL, 0};
-    struct analysis_node node = {
-        "n1", "istio-system", &labels, "istio-system", NULL,
-        NULL, NULL,           NULL,    NULL,           NULL};
+    struct analysis_node node = {"n1", "istio-system", &labels, "istio-system",
+                                 NULL, NULL,           NULL,    NULL,
+                                 NULL, NULL,           NULL,    0};
     struct buf b;
 #define GW(cred)                                                               \
     HDR("Gateway", "gw")                                                       \
@@ -1530,9 +1530,9 @@ static void test_ist0162_gateway_port_not_on_service(void **state)
     size_t n;
     struct conf_strpair lp = {"istio", "ingressgateway"};
     struct conf_strmap labels = {&lp, 1};
-    struct analysis_node node = {
-        "n1", "istio-system", &labels, "istio-system", NULL,
-        NULL, NULL,           NULL,    NULL,           NULL};
+    struct analysis_node node = {"n1", "istio-system", &labels, "istio-system",
+                                 NULL, NULL,           NULL,    NULL,
+                                 NULL, NULL,           NULL,    0};
 #define GWS                                                                    \
     "apiVersion: networking.istio.io/v1\nkind: Gateway\n"                      \
     "metadata: {name: httpbin-gateway, namespace: default}\n"                  \

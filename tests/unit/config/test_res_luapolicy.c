@@ -100,7 +100,11 @@ static void full_policy_loads_with_defaults(void **state)
     assert_int_equal(lp->limits.body_bytes, 1 << 20); /* bodyBytes: 1Mi */
     assert_int_equal(((const struct res_lua_route *)lp->routes.v)[0].disabled,
                      1);
-    assert_string_equal(lp->config.v[0].key, "header");
+    /* The top map, then its one value. */
+    assert_int_equal(lp->config.n, 2);
+    assert_int_equal(lp->config.v[0].type, CONF_TNODE_MAP);
+    assert_string_equal(lp->config.v[1].key, "header");
+    assert_string_equal(lp->config.v[1].str, "x-a");
     assert_string_equal(res_kind_name(r->kind), "LuaPolicy");
 }
 
@@ -118,6 +122,141 @@ static void syntax_error_names_yaml_line(void **state)
     assert_non_null(strstr(e, "lp.yaml:8:"));
     assert_non_null(strstr(e, "policy:2:"));
     assert_null(resource_find(f->set, RES_LUA_POLICY, "web", "p"));
+}
+
+/* policy.config takes lists and maps, nested; every scalar stays a
+ * string. */
+static void config_nested_lists_and_maps(void **state)
+{
+    struct fx *f = *state;
+    const struct res_lua_policy *lp;
+    const struct resource *r;
+    const char *e = load(f, HEAD "  source: {inline: 'x = 1'}\n"
+                                 "  config:\n"
+                                 "    keys: [k1, k2]\n"
+                                 "    limits: {rate: 10, paths: [/a, /b]}\n"
+                                 "    n: 5\n");
+
+    assert_int_equal(f->nerr, 0);
+    (void)e;
+    r = resource_find(f->set, RES_LUA_POLICY, "web", "p");
+    assert_non_null(r);
+    lp = r->spec;
+    /* map{keys: list[k1, k2], limits: map{rate, paths: list[/a, /b]}, n} */
+    assert_int_equal(lp->config.n, 10);
+    assert_int_equal(lp->config.v[0].n, 3);
+    assert_int_equal(lp->config.v[1].type, CONF_TNODE_LIST);
+    assert_string_equal(lp->config.v[1].key, "keys");
+    assert_string_equal(lp->config.v[3].str, "k2");
+    assert_null(lp->config.v[3].key);
+    assert_int_equal(lp->config.v[4].type, CONF_TNODE_MAP);
+    assert_string_equal(lp->config.v[5].str, "10");
+    assert_string_equal(lp->config.v[9].key, "n");
+    assert_string_equal(lp->config.v[9].str, "5");
+}
+
+/* A config that is no map is an error at its line and column. */
+static void config_wrong_shape_has_position(void **state)
+{
+    struct fx *f = *state;
+    const char *e;
+
+    e = load(f, HEAD "  source: {inline: 'x = 1'}\n"
+                     "  config: [a, b]\n");
+    assert_int_equal(f->nerr, 1);
+    assert_non_null(strstr(e, "lp.yaml:6:11:"));
+    assert_non_null(strstr(e, "spec.config: expected a mapping"));
+    e = load(f, HEAD "  source: {inline: 'x = 1'}\n"
+                     "  config: just-a-string\n");
+    assert_int_equal(f->nerr, 1);
+    assert_non_null(strstr(e, "lp.yaml:6:11:"));
+    assert_non_null(strstr(e, "spec.config: expected a mapping"));
+}
+
+/* Depth 8 loads; 9 is refused at the value too deep. */
+static void config_depth_limit_one_more(void **state)
+{
+    struct fx *f = *state;
+    struct buf b;
+    const char *e;
+
+    for (int depth = 8; depth <= 9; depth++) {
+        buf_init(&b, 4096);
+        buf_puts(&b, HEAD "  source: {inline: 'x = 1'}\n  config: ");
+        /* The top map is level 1; each {a: } one more; the innermost
+         * holds a string. */
+        for (int i = 1; i < depth; i++)
+            buf_puts(&b, "{a: ");
+        buf_puts(&b, "{a: x}");
+        for (int i = 1; i < depth; i++)
+            buf_puts(&b, "}");
+        buf_puts(&b, "\n");
+        e = load(f, buf_cstr(&b));
+        if (depth == 8) {
+            assert_int_equal(f->nerr, 0);
+        } else {
+            assert_int_equal(f->nerr, 1);
+            assert_non_null(strstr(e, "nested deeper than 8 levels"));
+            assert_non_null(strstr(e, "spec.config.a.a.a.a.a.a.a.a"));
+        }
+        buf_dispose(&b);
+    }
+}
+
+/* 1000 values load (the top map and 999 strings); 1001 are refused. */
+static void config_size_limit_one_more(void **state)
+{
+    struct fx *f = *state;
+    struct buf b;
+    const char *e;
+
+    for (int n = 999; n <= 1000; n++) {
+        buf_init(&b, 64 * 1024);
+        buf_puts(&b, HEAD "  source: {inline: 'x = 1'}\n  config:\n"
+                          "    list:\n");
+        /* The top map, the list and n - 1 items: n + 1 values. */
+        for (int i = 0; i < n - 1; i++)
+            buf_puts(&b, "    - v\n");
+        e = load(f, buf_cstr(&b));
+        if (n == 999) {
+            assert_int_equal(f->nerr, 0);
+        } else {
+            assert_int_equal(f->nerr, 1);
+            assert_non_null(strstr(e, "more than 1000 values in all"));
+        }
+        buf_dispose(&b);
+    }
+}
+
+/* A global function named almost like a hook is an error at the YAML
+ * line of its definition; a real hook and a local helper are not. */
+static void unknown_hook_names_line(void **state)
+{
+    struct fx *f = *state;
+    const char *e;
+
+    e = load(f, HEAD "  source:\n"
+                     "    inline: |\n"
+                     "      local function on_helper() end\n"
+                     "      function on_request(h) end\n"
+                     "      function on_reqeust(h)\n"
+                     "      end\n");
+    assert_int_equal(f->nerr, 1);
+    /* inline: is line 6; Lua line 3 is YAML line 9. */
+    assert_non_null(strstr(e, "lp.yaml:9:"));
+    assert_non_null(strstr(e, "unknown hook 'on_reqeust'"));
+    assert_non_null(strstr(e, "did you mean on_request?"));
+    e = load(f, HEAD "  source:\n"
+                     "    inline: |\n"
+                     "      function onResponse(h) end\n");
+    assert_int_equal(f->nerr, 1);
+    assert_non_null(strstr(e, "did you mean on_response?"));
+    e = load(f, HEAD "  source:\n"
+                     "    inline: |\n"
+                     "      function on_request(h) end\n"
+                     "      function on_log(h) end\n"
+                     "      function helper() end\n");
+    assert_int_equal(f->nerr, 0);
 }
 
 static void source_rules(void **state)
@@ -278,6 +417,16 @@ int main(void)
         cmocka_unit_test_setup_teardown(syntax_error_names_yaml_line, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(source_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(config_nested_lists_and_maps, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(config_wrong_shape_has_position, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(config_depth_limit_one_more, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(config_size_limit_one_more, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(unknown_hook_names_line, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(schema_errors_have_positions, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(reference_grant_rules, setup, teardown),

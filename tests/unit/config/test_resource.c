@@ -962,7 +962,7 @@ static void test_err_semantics(void **state)
                                       "x}}]\n");
     /* Subnets are addresses. */
     load_err(f,
-             HDR("VirtualService", "t") "spec:\n  hosts: [\"*\"]\n"
+             HDR("VirtualService", "t") "spec:\n  hosts: [a.example.com]\n"
                                         "  gateways: [gw]\n  tcp:\n"
                                         "  - match: [{destinationSubnets: "
                                         "[10.0.0.0/40]}]\n"
@@ -1051,6 +1051,42 @@ static void test_err_semantics(void **state)
 
 /* consistentHash and outlierDetection: what Istio's validation refuses or
  * warns about, with strait's hints. */
+/* rewrite.uri takes only what may go on a request line: the checks of
+ * Lua's h:set_path() (http_query_check), so no CR/LF, space or '#'. */
+static void test_err_rewrite_uri_bytes(void **state)
+{
+    struct fx *f = *state;
+    static const char *const bad[][2] = {
+        {"/a b", "a space, control character"},
+        {"/a\\r\\nx-evil: 1", "a space, control character"},
+        {"/a#frag", "fragment"},
+        {"/a%zz", "two hex digits"},
+    };
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char text[512];
+        const char *e;
+        snprintf(text, sizeof(text),
+                 HDR("VirtualService", "t") "spec:\n  hosts: [a.example.com]\n"
+                                            "  http:\n"
+                                            "  - rewrite: {uri: \"%s\"}\n"
+                                            "    route: [{destination: "
+                                            "{host: x}}]\n",
+                 bad[i][0]);
+        e = load(f, text);
+        assert_int_equal(f->nerr, 1);
+        if (strstr(e, "spec.http[0].rewrite.uri: bad uri: ") == NULL ||
+            strstr(e, bad[i][1]) == NULL)
+            fail_msg("for %s: %s", bad[i][0], e);
+    }
+    load_ok(f,
+            HDR("VirtualService", "t") "spec:\n  hosts: [a.example.com]\n"
+                                       "  http:\n"
+                                       "  - rewrite: {uri: \"/v2/%7E?x=1\"}\n"
+                                       "    route: [{destination: "
+                                       "{host: x}}]\n");
+}
+
 static void test_err_load_balancer(void **state)
 {
     struct fx *f = *state;
@@ -1783,6 +1819,7 @@ int main(void)
         T(test_err_types_and_unknown_keys),
         T(test_err_oneof),
         T(test_err_semantics),
+        T(test_err_rewrite_uri_bytes),
         T(test_err_load_balancer),
         T(test_err_keeps_good_resources),
         T(test_locality_lb_setting_parsed),

@@ -42,10 +42,8 @@ static struct luaprogs *progs1(const char *src, int fail_closed)
     g->request_ms = 400;
     g->body_bytes = 1024;
     g->any_ref = 1;
-    g->config = calloc(2, sizeof(char *));
-    g->config[0] = strdup("greeting");
-    g->config[1] = strdup("hi");
-    g->nconfig = 2;
+    luaprog_config_add(g, LUACFG_MAP, NULL, NULL, 1);
+    luaprog_config_add(g, LUACFG_STR, "greeting", "hi", 0);
     return p;
 }
 
@@ -421,6 +419,56 @@ static void handle_api(void **state)
     luavm_on_log(&f->rq);
     assert_int_equal(luavm_errors(f->p, 0, LUAVM_ON_LOG, LUAVM_ERR_ERROR), 0);
     fx_free(f);
+}
+
+/* policy.config's lists and maps reach the script as tables, read-only
+ * at every level (also through rawset and table.insert). The asserts run
+ * when the chunk loads: a failed one fails luavm_new. */
+static void config_tree_reaches_lua_as_tables(void **state)
+{
+    struct luaprogs *p = progs1(
+        "local c = policy.config\n"
+        "assert(#c.keys == 2 and c.keys[1] == 'k1' and c.keys[2] == 'k2')\n"
+        "local n = 0\n"
+        "for _, v in ipairs(c.keys) do n = n + 1 end\n"
+        "assert(n == 2)\n"
+        "assert(c.m.x == '1' and c.greeting == 'hi')\n"
+        "local k = 0\n"
+        "for _ in pairs(c) do k = k + 1 end\n"
+        "assert(k == 3)\n"
+        "local ok, err = pcall(function() c.m.x = 2 end)\n"
+        "assert(not ok and err:find('read%-only'), err)\n"
+        "ok, err = pcall(function() c.keys[1] = 'z' end)\n"
+        "assert(not ok and err:find('read%-only'), err)\n"
+        "assert(not pcall(rawset, c.keys, 1, 'z'))\n"
+        "assert(not pcall(table.insert, c.keys, 'z'))\n"
+        "assert(c.keys[1] == 'k1' and #c.keys == 2)\n",
+        1);
+    struct luaprog *g = &p->v[0];
+    struct luavm *vm;
+    char *err = NULL;
+
+    (void)state;
+    for (size_t i = 0; i < g->nconfig; i++) {
+        free(g->config[i].key);
+        free(g->config[i].str);
+    }
+    free(g->config);
+    g->config = NULL;
+    g->nconfig = 0;
+    /* {keys: [k1, k2], m: {x: "1"}, greeting: hi}, in pre-order. */
+    assert_int_equal(luaprog_config_add(g, LUACFG_MAP, NULL, NULL, 3), 0);
+    assert_int_equal(luaprog_config_add(g, LUACFG_LIST, "keys", NULL, 2), 0);
+    assert_int_equal(luaprog_config_add(g, LUACFG_STR, NULL, "k1", 0), 0);
+    assert_int_equal(luaprog_config_add(g, LUACFG_STR, NULL, "k2", 0), 0);
+    assert_int_equal(luaprog_config_add(g, LUACFG_MAP, "m", NULL, 1), 0);
+    assert_int_equal(luaprog_config_add(g, LUACFG_STR, "x", "1", 0), 0);
+    assert_int_equal(luaprog_config_add(g, LUACFG_STR, "greeting", "hi", 0), 0);
+    vm = luavm_new(p, NULL, &err);
+    if (vm == NULL)
+        fail_msg("luavm_new: %s", err);
+    luavm_free(vm);
+    luaprogs_unref(p);
 }
 
 static void respond_and_ignore(void **state)
@@ -806,6 +854,7 @@ int main(void)
         cmocka_unit_test(caps_at_their_limits),
         cmocka_unit_test(long_loop_yields),
         cmocka_unit_test(handle_api),
+        cmocka_unit_test(config_tree_reaches_lua_as_tables),
         cmocka_unit_test(respond_and_ignore),
         cmocka_unit_test(shared_dict_api),
         cmocka_unit_test(timers),
