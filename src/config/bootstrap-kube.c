@@ -41,6 +41,9 @@ const char *const bootstrap_kube_kinds[] = {
     "Namespace",
     "Node",
     "ReferenceGrant",
+    "GatewayClass",
+    "Gateway.gateway.networking.k8s.io",
+    "HTTPRoute",
     NULL,
 };
 
@@ -72,11 +75,12 @@ static const struct conf_key kube_keys[] = {
      "namespaces watched (one watch per kind and namespace); none: "
      "cluster-wide (one watch per kind)",
      NULL, NULL, NULL, NULL},
-    {"kinds", CONF_STR_LIST, OFF(struct bootstrap_kube, kinds), 0, 16, NULL,
+    {"kinds", CONF_STR_LIST, OFF(struct bootstrap_kube, kinds), 0, 32, NULL,
      "kinds watched (Gateway, VirtualService, DestinationRule, "
      "ServiceEntry, WorkloadEntry, AuthorizationPolicy, PeerAuthentication, "
      "RequestAuthentication, LuaPolicy, MeshLink, Service, EndpointSlice, "
-     "Secret, Namespace, Node, ReferenceGrant); none: all of them",
+     "Secret, Namespace, Node, ReferenceGrant, GatewayClass, "
+     "Gateway.gateway.networking.k8s.io, HTTPRoute); none: all of them",
      NULL, NULL, NULL, NULL},
     {"labelSelectors", CONF_STR_MAP,
      OFF(struct bootstrap_kube, label_selectors), 0, 16, NULL,
