@@ -109,7 +109,8 @@ struct loop {
     struct source_etcd *etcd; /* config.etcd; its keys feed source */
     struct source_kube *kube; /* config.kubernetes; feeds source */
     int kube_ready;           /* every kind listed and built once: latched */
-    struct admin_kube_kind kube_kinds[16];
+    struct admin_kube_kind
+        kube_kinds[32];           /* every kind source_kube.c watches */
     struct dns_cache *dns;        /* ServiceEntry names; with source only */
     struct jwks_cache *jwks;      /* jwksUri key sets; with source only */
     struct ca_node *ca_node;      /* this node's PKI; NULL: no CA */

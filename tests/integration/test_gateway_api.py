@@ -409,3 +409,52 @@ spec:
     r = check(f)
     assert "x.yaml:12:" in r.stdout, r.stdout
     assert "Accepted=False reason NoMatchingParent" in r.stdout, r.stdout
+
+
+# ---- from the Kubernetes API ----------------------------------------------
+
+
+def test_gateway_api_objects_from_the_kubernetes_api(tmp_path):
+    """The same kinds read by config.kubernetes (the API stand-in): a
+    Gateway of class istio (no GatewayClass object needed, as istiod makes
+    it), an HTTPRoute, a Service and its EndpointSlice route traffic, and
+    a route deleted through the API is gone."""
+    from k8s_api import KubeAPI
+    from test_k8s_source import eslice, kube_conf, service
+    api = KubeAPI(tmp_path)
+    up = HttpUpstream()
+    st = None
+    try:
+        port = free_port()
+        api.apply({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                   "metadata": {"name": "edge", "namespace": "default"},
+                   "spec": {"gatewayClassName": "istio",
+                            "addresses": [{"value": "127.0.0.1"}],
+                            "listeners": [{"name": "web", "port": port,
+                                           "protocol": "HTTP"}]}})
+        api.apply({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                   "metadata": {"name": "r", "namespace": "default",
+                                "creationTimestamp": "2026-01-01T00:00:00Z"},
+                   "spec": {"parentRefs": [{"name": "edge"}],
+                            "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}})
+        api.apply(service())
+        api.apply(eslice("web-a", "web", up.port))
+        st = Strait(tmp_path, extra=kube_conf(api, tmp_path)).start()
+        wait_for(lambda: served_plain(port, "/k") == 200, 10,
+                 "a route from the API:\n" + st.log()[-2000:])
+        assert up.requests[-1]["path"] == "/k"
+        assert st.stats()["kubernetes.HTTPRoute.objects"] == 1
+        api.delete("HTTPRoute", "default", "r")
+        wait_for(lambda: served_plain(port, "/k") == 404, 10, "the route gone")
+    finally:
+        if st is not None:
+            finish_strait(st)
+        up.stop()
+        api.stop()
+
+
+def served_plain(port, path):
+    try:
+        return req(port, path)[0].status
+    except OSError:
+        return None

@@ -122,7 +122,7 @@ def test_resources_from_the_api_take_effect(api, strait_factory, upstream_factor
     # Istio's filter.
     ws = api.watch_stats()
     plurals = {k[0] for k in ws}
-    assert len(plurals) == 15, ws
+    assert len(plurals) == 19, ws
     secret = [k for k in ws if k[0] == "secrets"]
     assert secret == [("secrets", "", "",
                        "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token")]
