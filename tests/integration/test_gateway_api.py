@@ -214,10 +214,11 @@ spec:
   from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: default}]
   to: [{group: "", kind: Service, name: b}]
 """
-    apply(env, route("z-old", f"  - matches: [{{path: {{type: Exact, value: /tie}}}}]\n    backendRefs: [{{name: b, namespace: other, port: {b}}}]",
-                     created="2025-01-01T00:00:00Z") +
-          route("a-new", f"  - matches: [{{path: {{type: Exact, value: /tie}}}}]\n{to_a(env)}",
-                created="2026-01-01T00:00:00Z") + grant)
+    # The younger route first in the file and first by name: age decides.
+    apply(env, route("a-new", f"  - matches: [{{path: {{type: Exact, value: /tie}}}}]\n{to_a(env)}",
+                     created="2026-01-01T00:00:00Z") +
+          route("z-old", f"  - matches: [{{path: {{type: Exact, value: /tie}}}}]\n    backendRefs: [{{name: b, namespace: other, port: {b}}}]",
+                created="2025-01-01T00:00:00Z") + grant)
     assert served(env, env.port, "/tie")[1] == "b"
 
 
@@ -458,3 +459,30 @@ def served_plain(port, path):
         return req(port, path)[0].status
     except OSError:
         return None
+
+
+def test_check_json_has_each_objects_status(tmp_path):
+    f = tmp_path / "x.yaml"
+    f.write_text("""apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: default}
+spec:
+  gatewayClassName: istio
+  listeners: [{name: web, port: 8080, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: default, generation: 7}
+spec:
+  parentRefs: [{name: edge, sectionName: nosuch}]
+""")
+    r = check(f, "-o", "json")
+    out = json.loads(r.stdout)
+    st = {x["origin"]: x["status"] for x in out if x["code"] == "STR0013"}
+    p = st["HTTPRoute default/r"]["parents"][0]
+    assert p["parentRef"]["sectionName"] == "nosuch"
+    assert conds(p)["Accepted"] == ("False", "NoMatchingParent")
+    assert all(c["observedGeneration"] == 7 for c in p["conditions"])
+    web = st["Gateway default/edge"]["listeners"][0]
+    assert web["attachedRoutes"] == 0
+    assert any(x["code"] == "STR0012" and x["line"] == 12 for x in out), out
