@@ -442,8 +442,9 @@ static void route_status(struct lower *lw, struct resource *route)
         snprintf(path, sizeof(path), "spec.parentRefs[%zu]", p);
         if (!accepted)
             warn(lw, route, &pr->mark, path,
-                 "Accepted=False reason %s: Gateway %s is not attached to",
-                 reason, pr->name);
+                 "Accepted=False reason %s: the route is not attached to "
+                 "Gateway %s/%s",
+                 reason, ns, pr->name);
     }
     buf_puts(&st, "]}");
     if (refs_reason != NULL)

@@ -693,10 +693,13 @@ static void check_pmod(struct res_check *ck, const struct res_gwapi_path_mod *m,
         for (size_t i = 0; i < rule->matches.n; i++) {
             const struct res_gwapi_match *mt =
                 (const struct res_gwapi_match *)rule->matches.v + i;
-            if (!str_is(mt->path.type, "PathPrefix"))
+            if (!str_is(mt->path.type, "PathPrefix")) {
                 res_err(ck, &m->mark, path,
                         "ReplacePrefixMatch needs every match of the rule "
-                        "to be a PathPrefix match");
+                        "to be a PathPrefix match (matches[%zu] is not)",
+                        i);
+                break;
+            }
         }
     } else
         res_err(ck, &m->mark, path,

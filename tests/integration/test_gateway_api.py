@@ -486,3 +486,52 @@ spec:
     web = st["Gateway default/edge"]["listeners"][0]
     assert web["attachedRoutes"] == 0
     assert any(x["code"] == "STR0012" and x["line"] == 12 for x in out), out
+
+
+def many_rules(n_rules, n_matches):
+    rules = "".join(
+        "  - matches: [" + ", ".join(
+            f"{{path: {{type: Exact, value: /r{i}m{k}}}}}" for k in range(n_matches))
+        + "]\n    backendRefs: [{name: a, port: 80}]\n" for i in range(n_rules))
+    return f"""apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: big, namespace: default}}
+spec:
+  parentRefs: [{{name: edge}}]
+  rules:
+{rules}"""
+
+
+@pytest.mark.parametrize("rules,matches,error", [
+    (16, 1, None),
+    (17, 1, "spec.rules"),                 # 16 rules a route
+    (1, 64, None),
+    (1, 65, "spec.rules[0].matches"),      # 64 matches a rule
+    (2, 64, None),
+    (3, 43, "129 matches in all"),         # 128 matches a route
+])
+def test_route_limits_are_the_apis(tmp_path, rules, matches, error):
+    f = tmp_path / "big.yaml"
+    f.write_text(many_rules(rules, matches))
+    r = check(f)
+    if error is None:
+        assert "Error" not in r.stdout, r.stdout
+    else:
+        assert r.returncode == 1 and error in r.stdout, r.stdout
+
+
+def test_listener_limit_is_64(tmp_path):
+    def gw(n):
+        ls = ", ".join(f"{{name: l{i}, port: {10000 + i}, protocol: HTTP}}"
+                       for i in range(n))
+        return f"""apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: edge, namespace: default}}
+spec: {{gatewayClassName: istio, listeners: [{ls}]}}
+"""
+    f = tmp_path / "gw.yaml"
+    f.write_text(gw(64))
+    assert "Error" not in check(f).stdout
+    f.write_text(gw(65))
+    r = check(f)
+    assert r.returncode == 1 and "spec.listeners" in r.stdout, r.stdout
