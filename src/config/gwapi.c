@@ -536,17 +536,14 @@ static void write_gateway(struct lower *lw, size_t gi, const char *ctl)
                              .value);
             }
             if (str_is(l->protocol, "HTTPS")) {
+                /* One certificateRef (res-gwapi.c refuses more). */
                 buf_puts(b, ",\"tls\":{\"mode\":\"SIMPLE\","
-                            "\"credentialNames\":[");
-                for (size_t c = 0; c < l->tls.certificate_refs.n && c < 2;
-                     c++) {
-                    if (c)
-                        buf_puts(b, ",");
-                    json_str(b, ((const struct res_gwapi_ref *)
-                                     l->tls.certificate_refs.v)[c]
-                                    .name);
-                }
-                buf_puts(b, "]}");
+                            "\"credentialName\":");
+                json_str(
+                    b,
+                    ((const struct res_gwapi_ref *)l->tls.certificate_refs.v)[0]
+                        .name);
+                buf_puts(b, "}");
             }
             buf_puts(b, "}");
         }

@@ -326,6 +326,10 @@ static void check_listener(struct res_check *ck,
                     l->tls.mode ? l->tls.mode : "");
         else if (l->tls.certificate_refs.n == 0)
             res_err(ck, &l->tls.mark, p, "certificateRefs is required");
+        else if (l->tls.certificate_refs.n > 1)
+            res_err(ck, &l->tls.mark, p,
+                    "more than one certificateRef is not supported by "
+                    "strait yet");
     } else if (l->tls.mark.line > 0)
         res_err(ck, &l->tls.mark, p, "tls is only for an HTTPS listener");
     refuse(ck, &tls_section, &l->tls, p);

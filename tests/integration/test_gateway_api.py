@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from conftest import STRAIT, Strait, finish_strait, free_port, wait_for
-from httpd import HttpUpstream
+from httpd import HttpUpstream, make_cert
 
 BASE = """apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
@@ -36,6 +36,20 @@ spec:
     protocol: HTTP
     hostname: "*.example.com"
     allowedRoutes: {{namespaces: {{from: All}}}}
+  - name: secure
+    port: {sport}
+    protocol: HTTPS
+    hostname: secure.example.com
+    tls: {{certificateRefs: [{{name: edge-cert}}]}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: mirror, namespace: default}}
+spec:
+  hosts: [mirror.default.svc.cluster.local]
+  resolution: STATIC
+  ports: [{{number: {b}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
 ---
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
@@ -66,12 +80,18 @@ def env(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gwapi")
     e = Env()
     e.a, e.b = HttpUpstream(), HttpUpstream()
-    e.port, e.wport = free_port(), free_port()
+    e.port, e.wport, e.sport = free_port(), free_port(), free_port()
     e.conf = tmp / "conf.d"
     e.conf.mkdir()
+    # The HTTPS listener's certificateRef: credentials.dir/edge-cert on a VM.
+    creds = tmp / "creds"
+    (creds / "edge-cert").mkdir(parents=True)
+    e.crt, _ = make_cert(str(creds / "edge-cert"), "tls", "secure.example.com",
+                         ["secure.example.com"])
     (e.conf / "base.yaml").write_text(BASE.format(
-        port=e.port, wport=e.wport, a=e.a.port, b=e.b.port))
-    e.st = Strait(tmp, extra=f"config: {{dir: \"{e.conf}\", debounce: 20ms}}\n")
+        port=e.port, wport=e.wport, sport=e.sport, a=e.a.port, b=e.b.port))
+    e.st = Strait(tmp, extra=f"config: {{dir: \"{e.conf}\", debounce: 20ms}}\n"
+                  f"credentials: {{dir: \"{creds}\"}}\n")
     e.st.start()
     wait_for(lambda: any(f"-{e.port}.downstream_cx_total" in k
                          for k in e.st.stats()), 10, "the web listener")
@@ -342,6 +362,27 @@ def test_weights_zero_takes_nothing(env):
     - {{name: nosuch, port: 80, weight: 0}}"""))
     for _ in range(5):
         assert served(env, env.port, "/w")[1] == "a"
+
+
+def test_https_listener_terminates_with_its_certificate_ref(env):
+    apply(env, route("tls", rule_a(env), parent="{name: edge, sectionName: secure}"))
+    p = subprocess.run(
+        ["curl", "-sS", "--max-time", "10", "--cacert", env.crt, "--resolve",
+         f"secure.example.com:{env.sport}:127.0.0.1", "-o", "/dev/null",
+         "-w", "%{http_code}", f"https://secure.example.com:{env.sport}/tls"],
+        capture_output=True, text=True, timeout=30)
+    assert p.stdout == "200", p.stdout + p.stderr
+    assert env.a.requests[-1]["path"] == "/tls"
+
+
+def test_request_mirror_copies_to_its_backend(env):
+    apply(env, route("mir", f"""  - filters:
+    - type: RequestMirror
+      requestMirror: {{backendRef: {{name: mirror, port: {env.b.port}}}}}
+{to_a(env)}"""))
+    assert served(env, env.port, "/mir")[1] == "a"
+    wait_for(lambda: any(r["path"] == "/mir" for r in env.b.requests), 10,
+             "the mirrored copy")
 
 
 def test_request_timeout_is_504(env):
