@@ -576,3 +576,59 @@ spec: {{gatewayClassName: istio, listeners: [{ls}]}}
     f.write_text(gw(65))
     r = check(f)
     assert r.returncode == 1 and "spec.listeners" in r.stdout, r.stdout
+
+
+# ---- from etcd --------------------------------------------------------------
+
+
+def test_gateway_api_objects_from_etcd(tmp_path):
+    """`strait apply` of a Gateway, an HTTPRoute and a ServiceEntry into
+    etcd (config.etcd) routes traffic; the keys are KIND/NS/NAME as for
+    Istio's kinds."""
+    from etcd_util import Cluster
+    cluster = Cluster(tmp_path, 1).start()
+    up = HttpUpstream()
+    st = None
+    try:
+        port = free_port()
+        f = tmp_path / "gwapi.yaml"
+        f.write_text(f"""apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: edge-etcd, namespace: default}}
+spec:
+  gatewayClassName: strait
+  addresses: [{{value: 127.0.0.1}}]
+  listeners: [{{name: web, port: {port}, protocol: HTTP}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: r, namespace: default}}
+spec:
+  parentRefs: [{{name: edge-etcd}}]
+  rules: [{{backendRefs: [{{name: a, port: {up.port}}}]}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: a, namespace: default}}
+spec:
+  hosts: [a.default.svc.cluster.local]
+  resolution: STATIC
+  ports: [{{number: {up.port}, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1}}]
+""")
+        r = subprocess.run([STRAIT, "apply", "-f", str(f), "--endpoints",
+                            ",".join(cluster.endpoints), "--prefix", "/gwapi"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "HTTPRoute default/r created" in r.stdout, r.stdout
+        st = Strait(tmp_path, extra=(
+            f"config:\n  etcd:\n    endpoints: [{', '.join(cluster.endpoints)}]\n"
+            f"    prefix: /gwapi\n")).start()
+        wait_for(lambda: served_plain(port, "/etcd") == 200, 15,
+                 "a route from etcd:\n" + st.log()[-2000:])
+        assert up.requests[-1]["path"] == "/etcd"
+    finally:
+        if st is not None:
+            finish_strait(st)
+        up.stop()
+        cluster.kill()
