@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "config/bootstrap.h"
+#include "config/gwapi.h"
 #include "config/res-k8s.h"
 #include "config/resource.h"
 #include "core/buf.h"
@@ -535,6 +536,10 @@ int istio_gateways(const struct bootstrap *bs, const struct resource_set *set,
         gw = res_gateway(r);
         /* Istio's selector: every label must be on this node. */
         if (!res_labels_match(&gw->selector, &bs->node.labels))
+            continue;
+        /* A lowered Gateway API listener: a node labelled with a
+         * gateway-name serves that Gateway of its namespace only. */
+        if (!gwapi_node_serves(r, bs->node.ns, &bs->node.labels))
             continue;
         snprintf(gname, sizeof(gname), "%s/%s", r->meta.ns, r->meta.name);
         for (size_t k = 0; k < gw->servers.n; k++) {

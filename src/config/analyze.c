@@ -172,6 +172,8 @@ static const struct {
     {"STR0010", "LuaPolicyTargetNotGranted"},
     {"STR0011", "MeshLinkHostConflict"},
     {"STR0012", "GatewayPortTranslated"},
+    {"STR0013", "GatewayAPICondition"},
+    {"STR0014", "GatewayAPIStatus"},
 };
 
 const char *res_code_name(const char *code)
@@ -2562,11 +2564,30 @@ int resource_check_progress(const char *path, int json, int outbound_mode,
         struct buf b;
         buf_init(&b, SIZE_MAX / 2);
         buf_puts(&b, "[");
+        size_t n = 0;
         for (size_t i = 0; i < msgs->n; i++) {
-            buf_puts(&b, i ? ",\n" : "\n");
+            buf_puts(&b, n++ ? ",\n" : "\n");
             print_json(&b, &msgs->v[i]);
         }
-        buf_puts(&b, msgs->n ? "\n]\n" : "]\n");
+        /* Each Gateway API object's status, as Kubernetes would hold it,
+         * as an Info entry of its own (STR0014) with a status member. */
+        for (size_t i = 0; i < set->n; i++) {
+            const struct resource *r = set->v[i];
+            if (r->status == NULL)
+                continue;
+            buf_puts(&b, n++ ? ",\n" : "\n");
+            buf_puts(&b, "{\"code\":\"STR0014\",\"name\":"
+                         "\"GatewayAPIStatus\",\"level\":\"Info\","
+                         "\"message\":\"status\",\"origin\":");
+            buf_printf(&b, "\"%s %s/%s\",\"file\":", res_kind_name(r->kind),
+                       r->meta.ns, r->meta.name);
+            json_str(&b, r->file);
+            buf_printf(&b,
+                       ",\"line\":%d,\"column\":%d,\"path\":\"status\","
+                       "\"documentationUrl\":\"\",\"status\":%s}",
+                       r->line, r->col, r->status);
+        }
+        buf_puts(&b, n ? "\n]\n" : "]\n");
         fwrite(buf_ptr(&b), 1, buf_len(&b), out);
         buf_dispose(&b);
     } else {

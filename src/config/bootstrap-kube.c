@@ -42,6 +42,9 @@ const char *const bootstrap_kube_kinds[] = {
     "Node",
     "ReferenceGrant",
     "Pod",
+    "GatewayClass",
+    "Gateway.gateway.networking.k8s.io",
+    "HTTPRoute",
     NULL,
 };
 
@@ -77,7 +80,8 @@ static const struct conf_key kube_keys[] = {
      "kinds watched (Gateway, VirtualService, DestinationRule, "
      "ServiceEntry, WorkloadEntry, AuthorizationPolicy, PeerAuthentication, "
      "RequestAuthentication, LuaPolicy, MeshLink, Service, EndpointSlice, "
-     "Secret, Namespace, Node, ReferenceGrant, Pod); none: all of them",
+     "Secret, Namespace, Node, ReferenceGrant, Pod, GatewayClass, "
+     "Gateway.gateway.networking.k8s.io, HTTPRoute); none: all of them",
      NULL, NULL, NULL, NULL},
     {"labelSelectors", CONF_STR_MAP,
      OFF(struct bootstrap_kube, label_selectors), 0, 32, NULL,

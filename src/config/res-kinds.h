@@ -64,6 +64,9 @@ extern const struct res_kind_ops res_mesh_link_ops;
 extern const struct res_kind_ops res_k8s_node_ops;
 extern const struct res_kind_ops res_reference_grant_ops;
 extern const struct res_kind_ops res_k8s_pod_ops;
+extern const struct res_kind_ops res_gateway_class_ops;
+extern const struct res_kind_ops res_k8s_gateway_ops;
+extern const struct res_kind_ops res_http_route_ops;
 /* What the Kubernetes kinds need beyond their ops. */
 extern const struct res_kind_ext res_k8s_service_ext;
 extern const struct res_kind_ext res_k8s_endpoint_slice_ext;

@@ -38,6 +38,9 @@ enum res_kind {
     RES_NODE,       /* v1 Node (res-k8s.c): the locality of its endpoints */
     RES_REFERENCE_GRANT, /* gateway.networking.k8s.io (res-luapolicy.c) */
     RES_POD, /* v1 Pod (res-k8s.c): labels, locality, network of endpoints */
+    RES_GATEWAY_CLASS, /* Gateway API from here (res-gwapi.c) */
+    RES_K8S_GATEWAY,   /* gateway.networking.k8s.io Gateway */
+    RES_HTTP_ROUTE,
     RES_KIND_COUNT,
 };
 
@@ -954,6 +957,154 @@ struct res_reference_grant {
     struct conf_list to;   /* struct res_grant_to */
 };
 
+/* --- gateway.networking.k8s.io (res-gwapi.c) --------------------------- */
+
+/*
+ * The Kubernetes Gateway API kinds strait reads. They are lowered into
+ * Istio Gateways and VirtualServices before analysis (config/gwapi.h), so
+ * the compiler and data path know nothing of them. A field of the
+ * standard channel that strait does not implement yet is decoded as a
+ * CONF_IGNORE mark in refused[] and refused with an error naming it.
+ */
+#define RES_GWAPI_REFUSED 6
+
+struct res_gwapi_ref { /* ParentReference, BackendObjectReference, ... */
+    struct conf_mark mark;
+    char *group;
+    char *kind;
+    char *ns;
+    char *name;
+    char *section_name;
+    int64_t port; /* 0: not given */
+    int64_t weight;
+    struct conf_mark refused[RES_GWAPI_REFUSED];
+};
+
+struct res_gateway_class {
+    char *controller_name;
+    char *description;
+    struct conf_mark refused[RES_GWAPI_REFUSED];
+};
+
+struct res_gwapi_listener {
+    struct conf_mark mark;
+    char *name;
+    char *hostname;
+    int64_t port;
+    char *protocol;
+    struct {
+        struct conf_mark mark;
+        char *mode;
+        struct conf_list certificate_refs; /* struct res_gwapi_ref */
+        struct conf_mark refused[RES_GWAPI_REFUSED];
+    } tls;
+    struct {
+        struct conf_mark mark;
+        struct {
+            struct conf_mark mark;
+            char *from; /* All, Same, Selector, None */
+            struct {
+                struct conf_mark mark;
+                struct conf_strmap match_labels;
+                struct conf_mark refused[RES_GWAPI_REFUSED];
+            } selector;
+        } namespaces;
+        struct conf_list kinds; /* struct res_gwapi_ref (group, kind) */
+    } allowed_routes;
+};
+
+struct res_gwapi_address {
+    struct conf_mark mark;
+    char *type;
+    char *value;
+};
+
+struct res_k8s_gateway {
+    char *gateway_class_name;
+    struct conf_list listeners; /* struct res_gwapi_listener */
+    struct conf_list addresses; /* struct res_gwapi_address */
+    struct conf_mark refused[RES_GWAPI_REFUSED];
+};
+
+struct res_gwapi_header {
+    struct conf_mark mark;
+    char *type; /* Exact, RegularExpression */
+    char *name;
+    char *value;
+};
+
+struct res_gwapi_path_mod {
+    struct conf_mark mark;
+    char *type; /* ReplaceFullPath, ReplacePrefixMatch */
+    char *replace_full_path;
+    char *replace_prefix_match;
+};
+
+struct res_gwapi_header_mod {
+    struct conf_mark mark;
+    struct conf_list set; /* struct res_gwapi_header (name, value) */
+    struct conf_list add;
+    struct conf_strs remove;
+};
+
+struct res_gwapi_filter {
+    struct conf_mark mark;
+    char *type;
+    struct res_gwapi_header_mod request_header_modifier;
+    struct res_gwapi_header_mod response_header_modifier;
+    struct {
+        struct conf_mark mark;
+        struct res_gwapi_ref backend_ref;
+        struct conf_mark refused[RES_GWAPI_REFUSED];
+    } request_mirror;
+    struct {
+        struct conf_mark mark;
+        char *scheme;
+        char *hostname;
+        struct res_gwapi_path_mod path;
+        int64_t port;
+        int64_t status_code;
+    } request_redirect;
+    struct {
+        struct conf_mark mark;
+        char *hostname;
+        struct res_gwapi_path_mod path;
+    } url_rewrite;
+    struct conf_mark refused[RES_GWAPI_REFUSED];
+};
+
+struct res_gwapi_match {
+    struct conf_mark mark;
+    struct {
+        struct conf_mark mark;
+        char *type; /* Exact, PathPrefix, RegularExpression */
+        char *value;
+    } path;
+    struct conf_list headers;      /* struct res_gwapi_header */
+    struct conf_list query_params; /* struct res_gwapi_header */
+    char *method;
+};
+
+struct res_gwapi_rule {
+    struct conf_mark mark;
+    char *name;
+    struct conf_list matches;      /* struct res_gwapi_match */
+    struct conf_list filters;      /* struct res_gwapi_filter */
+    struct conf_list backend_refs; /* struct res_gwapi_ref */
+    struct {
+        struct conf_mark mark;
+        int64_t request_ms;         /* 0: none */
+        int64_t backend_request_ms; /* 0: none */
+    } timeouts;
+    struct conf_mark refused[RES_GWAPI_REFUSED];
+};
+
+struct res_http_route_gw {
+    struct conf_list parent_refs; /* struct res_gwapi_ref */
+    struct conf_strs hostnames;
+    struct conf_list rules; /* struct res_gwapi_rule */
+};
+
 /* --- strait.io/v1alpha1 MeshLink (res-meshlink.c) --------------------- */
 
 /*
@@ -997,6 +1148,8 @@ struct res_meta {
     char *ns;
     struct conf_strmap labels;
     struct conf_strmap annotations;
+    char *created; /* creationTimestamp (RFC 3339): Gateway API precedence */
+    int64_t generation;          /* metadata.generation: observedGeneration */
     struct conf_mark ignored[8]; /* resourceVersion, uid, ...: accepted */
 };
 
@@ -1013,6 +1166,9 @@ struct resource {
     char *api_version;
     struct res_meta meta;
     void *spec;
+    /* The status the object would have in Kubernetes, as JSON (Gateway
+     * API kinds, set by gwapi_lower()); NULL: none. Owned. */
+    char *status;
 };
 
 enum res_level { RES_ERROR, RES_WARNING, RES_INFO };

@@ -14,6 +14,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "config/gwapi.h"
 #include "config/res-k8s.h"
 #include "config/res-kinds.h"
 #include "config/resource.h"
@@ -180,6 +181,9 @@ static const char *const kind_names[RES_KIND_COUNT] = {
     "Node",
     "ReferenceGrant",
     "Pod",
+    "GatewayClass",
+    "Gateway",
+    "HTTPRoute",
 };
 
 static const struct res_kind_ops *const kind_ops[RES_KIND_COUNT] = {
@@ -200,6 +204,9 @@ static const struct res_kind_ops *const kind_ops[RES_KIND_COUNT] = {
     &res_k8s_node_ops,
     &res_reference_grant_ops,
     &res_k8s_pod_ops,
+    &res_gateway_class_ops,
+    &res_k8s_gateway_ops,
+    &res_http_route_ops,
 };
 
 static const struct res_kind_ext no_ext;
@@ -222,6 +229,9 @@ static const struct res_kind_ext *const kind_ext[RES_KIND_COUNT] = {
     &res_k8s_node_ext,
     &no_ext,
     &res_k8s_pod_ext,
+    &no_ext,
+    &no_ext,
+    &no_ext,
 };
 
 /* The API group of each kind, and the versions strait reads. */
@@ -243,6 +253,9 @@ static const char *const kind_groups[RES_KIND_COUNT] = {
     "",
     "gateway.networking.k8s.io",
     "",
+    "gateway.networking.k8s.io",
+    "gateway.networking.k8s.io",
+    "gateway.networking.k8s.io",
 };
 
 const char *res_kind_name(enum res_kind kind)
@@ -636,8 +649,17 @@ static const struct conf_key meta_keys[] = {
      .help = "annotations"},
     IGN("resourceVersion", 0),
     IGN("uid", 1),
-    IGN("creationTimestamp", 2),
-    IGN("generation", 3),
+    /* Kept: the Gateway API orders routes by it. */
+    {.name = "creationTimestamp",
+     .type = CONF_STR,
+     .off = M(created),
+     .help = "creation time (RFC 3339)"},
+    {.name = "generation",
+     .type = CONF_INT,
+     .off = M(generation),
+     .min = 0,
+     .max = INT64_MAX,
+     .help = "generation: a status's observedGeneration"},
     IGN("managedFields", 4),
     IGN("generateName", 5),
     IGN("finalizers", 6),
@@ -673,6 +695,7 @@ static void resource_free(struct resource *r)
         free(r->spec);
     }
     conf_dispose(&meta_section, &r->meta);
+    free(r->status);
     free(r->api_version);
     free(r);
 }
@@ -851,6 +874,21 @@ const struct res_mesh_link *res_mesh_link(const struct resource *r)
 const struct res_reference_grant *res_reference_grant(const struct resource *r)
 {
     SPEC_OF(r, RES_REFERENCE_GRANT, struct res_reference_grant);
+}
+
+const struct res_gateway_class *res_gateway_class(const struct resource *r)
+{
+    SPEC_OF(r, RES_GATEWAY_CLASS, struct res_gateway_class);
+}
+
+const struct res_k8s_gateway *res_k8s_gateway(const struct resource *r)
+{
+    SPEC_OF(r, RES_K8S_GATEWAY, struct res_k8s_gateway);
+}
+
+const struct res_http_route_gw *res_http_route_gw(const struct resource *r)
+{
+    SPEC_OF(r, RES_HTTP_ROUTE, struct res_http_route_gw);
 }
 
 static void load_msg(struct loader *ld, enum res_level level, int line, int col,
@@ -1111,11 +1149,14 @@ static void load_doc(struct loader *ld, const struct ynode *root)
             break;
     if (k == RES_KIND_COUNT &&
         strcmp(group, "gateway.networking.k8s.io") == 0) {
-        /* Of the Gateway API strait reads only ReferenceGrant (for
-         * LuaPolicy targets); its other kinds are left alone, as they
-         * were before it read any. */
-        load_msg(ld, RES_INFO, root->line, root->col, resource, "kind",
-                 "%s %s: not read by strait (only ReferenceGrant); ignored",
+        /* A Gateway API kind strait does not implement yet (GRPCRoute,
+         * TLSRoute, TCPRoute, BackendTLSPolicy, ListenerSet, ...) is
+         * refused: skipped without a word, its traffic would silently
+         * go nowhere. */
+        load_msg(ld, RES_ERROR, ymap_get(root, "kind")->line,
+                 ymap_get(root, "kind")->col, resource, "kind",
+                 "%s %s is not supported by strait yet (it reads "
+                 "GatewayClass, Gateway, HTTPRoute and ReferenceGrant)",
                  api, kind);
         goto out;
     }
@@ -1528,10 +1569,30 @@ static struct resource_set *set_new(void)
     return set;
 }
 
+/*
+ * lower_gateway_api() adds the Istio Gateways and VirtualServices that
+ * the set's Gateway API objects mean (gwapi.h), decoded by the same
+ * loader as written ones, so they are checked, analysed and compiled
+ * like them and the data path has nothing new to do.
+ */
+static void lower_gateway_api(struct resource_set *set)
+{
+    struct buf yaml;
+
+    buf_init(&yaml, RESOURCE_MAX_FILE_BYTES);
+    if (gwapi_lower(set, &yaml) < 0)
+        res_msgs_add(&set->msgs, "IST0106", RES_ERROR, "", 0, 0, "", "",
+                     "out of memory lowering the Gateway API objects");
+    else if (buf_len(&yaml) > 0)
+        load_bytes(set, buf_ptr(&yaml), buf_len(&yaml), GWAPI_FILE, "default");
+    buf_dispose(&yaml);
+}
+
 /* finish() reports errors to the caller's buffer and count. */
 static struct resource_set *finish(struct resource_set *set, struct buf *errs,
                                    int *nerr)
 {
+    lower_gateway_api(set);
     if (res_k8s_link(set) < 0)
         res_msgs_add(&set->msgs, "IST0106", RES_ERROR, "", 0, 0, "", "",
                      "out of memory building the Services' endpoints");

@@ -137,6 +137,10 @@ const struct res_request_authentication *
 res_request_authentication(const struct resource *r);
 const struct res_lua_policy *res_lua_policy(const struct resource *r);
 const struct res_reference_grant *res_reference_grant(const struct resource *r);
+const struct res_gateway_class *res_gateway_class(const struct resource *r);
+/* The Gateway API Gateway (RES_K8S_GATEWAY), not Istio's. */
+const struct res_k8s_gateway *res_k8s_gateway(const struct resource *r);
+const struct res_http_route_gw *res_http_route_gw(const struct resource *r);
 
 /*
  * res_lua_target_granted() says whether a LuaPolicy of namespace from_ns

@@ -24,6 +24,7 @@
 
 #include "config/analyze.h"
 #include "config/bootstrap.h"
+#include "config/gwapi.h"
 #include "config/resource-t.h"
 #include "config/resource.h"
 #include "control/dns.h"
@@ -532,30 +533,36 @@ static int add_doc(struct cli *c, const char *file, int line, const char *text,
 {
     struct resource_set *set;
     int nerr = 0;
-    const struct resource *r;
+    const struct resource *r = NULL;
     struct doc *v, *d;
+    size_t written = 0;
 
     set = resource_load_mem(text, n, file, NULL, &nerr);
     if (set == NULL)
         return -1;
-    if (set->n == 0 || nerr > 0) {
+    /* What the Gateway API lowers to is not the document's: etcd keeps
+     * the document (the Gateway or HTTPRoute) and every strait lowers it
+     * again. */
+    for (size_t i = 0; i < set->n; i++)
+        if (strcmp(set->v[i]->file, GWAPI_FILE) != 0 && written++ == 0)
+            r = set->v[i];
+    if (written == 0 || nerr > 0) {
         /* Not an Istio resource (ignored), or errors the check of the
          * whole set prints. */
         resource_set_free(set);
         return 0;
     }
-    if (set->n > 1) {
+    if (written > 1) {
         progress_end(c);
         fprintf(stderr,
                 "Error: %s:%d:1: a List holds %zu resources (%s %s/%s "
                 "first); etcd keeps one per key: write them as separate "
                 "documents\n",
-                file, line, set->n, res_kind_name(set->v[0]->kind),
-                set->v[0]->meta.ns, set->v[0]->meta.name);
+                file, line, written, res_kind_name(r->kind), r->meta.ns,
+                r->meta.name);
         resource_set_free(set);
         return -1;
     }
-    r = set->v[0];
     v = realloc(*docs, (*ndocs + 1) * sizeof(*v));
     if (v == NULL) {
         resource_set_free(set);

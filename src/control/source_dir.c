@@ -391,6 +391,9 @@ void source_json(const struct source *src, struct buf *b)
         }
         buf_puts(b, "},\"spec\":");
         res_spec_json(b, r);
+        /* A Gateway API object's status, as Kubernetes would hold it. */
+        if (r->status != NULL)
+            buf_printf(b, ",\"status\":%s", r->status);
         buf_puts(b, "}");
     }
     buf_puts(b, "]}");

@@ -37,6 +37,10 @@
 
 /* Where each kind lives in the API. */
 struct kind_info {
+    /* The name config.kubernetes (kinds, selectors) and the stats use:
+     * the kind, qualified by its group where two groups share the kind
+     * (Gateway.gateway.networking.k8s.io). */
+    const char *name;
     const char *kind;
     const char *group; /* "/api/v1" or "/apis/GROUP/VERSION" */
     const char *api_version;
@@ -46,37 +50,47 @@ struct kind_info {
 };
 
 static const struct kind_info kinds[] = {
-    {"Gateway", "/apis/networking.istio.io/v1", "networking.istio.io/v1",
-     "gateways", 1, 1},
-    {"VirtualService", "/apis/networking.istio.io/v1", "networking.istio.io/v1",
-     "virtualservices", 1, 1},
-    {"DestinationRule", "/apis/networking.istio.io/v1",
+    {"Gateway", "Gateway", "/apis/networking.istio.io/v1",
+     "networking.istio.io/v1", "gateways", 1, 1},
+    {"VirtualService", "VirtualService", "/apis/networking.istio.io/v1",
+     "networking.istio.io/v1", "virtualservices", 1, 1},
+    {"DestinationRule", "DestinationRule", "/apis/networking.istio.io/v1",
      "networking.istio.io/v1", "destinationrules", 1, 1},
-    {"ServiceEntry", "/apis/networking.istio.io/v1", "networking.istio.io/v1",
-     "serviceentries", 1, 1},
-    {"WorkloadEntry", "/apis/networking.istio.io/v1", "networking.istio.io/v1",
-     "workloadentries", 1, 1},
-    {"AuthorizationPolicy", "/apis/security.istio.io/v1",
+    {"ServiceEntry", "ServiceEntry", "/apis/networking.istio.io/v1",
+     "networking.istio.io/v1", "serviceentries", 1, 1},
+    {"WorkloadEntry", "WorkloadEntry", "/apis/networking.istio.io/v1",
+     "networking.istio.io/v1", "workloadentries", 1, 1},
+    {"AuthorizationPolicy", "AuthorizationPolicy", "/apis/security.istio.io/v1",
      "security.istio.io/v1", "authorizationpolicies", 1, 1},
-    {"PeerAuthentication", "/apis/security.istio.io/v1", "security.istio.io/v1",
-     "peerauthentications", 1, 1},
-    {"RequestAuthentication", "/apis/security.istio.io/v1",
-     "security.istio.io/v1", "requestauthentications", 1, 1},
-    {"LuaPolicy", "/apis/strait.io/v1alpha1", "strait.io/v1alpha1",
+    {"PeerAuthentication", "PeerAuthentication", "/apis/security.istio.io/v1",
+     "security.istio.io/v1", "peerauthentications", 1, 1},
+    {"RequestAuthentication", "RequestAuthentication",
+     "/apis/security.istio.io/v1", "security.istio.io/v1",
+     "requestauthentications", 1, 1},
+    {"LuaPolicy", "LuaPolicy", "/apis/strait.io/v1alpha1", "strait.io/v1alpha1",
      "luapolicies", 1, 1},
-    {"MeshLink", "/apis/strait.io/v1alpha1", "strait.io/v1alpha1", "meshlinks",
-     1, 1},
-    {"Service", "/api/v1", "v1", "services", 1, 0},
-    {"EndpointSlice", "/apis/discovery.k8s.io/v1", "discovery.k8s.io/v1",
-     "endpointslices", 1, 0},
-    {"Secret", "/api/v1", "v1", "secrets", 1, 0},
-    {"Namespace", "/api/v1", "v1", "namespaces", 0, 0},
-    {"Node", "/api/v1", "v1", "nodes", 0, 0},
-    /* For LuaPolicy targetRefs across namespaces. */
-    {"ReferenceGrant", "/apis/gateway.networking.k8s.io/v1beta1",
-     "gateway.networking.k8s.io/v1beta1", "referencegrants", 1,
-     1}, /* The labels of EndpointSlice endpoints (docs/pods.md). */
-    {"Pod", "/api/v1", "v1", "pods", 1, 0},
+    {"MeshLink", "MeshLink", "/apis/strait.io/v1alpha1", "strait.io/v1alpha1",
+     "meshlinks", 1, 1},
+    {"Service", "Service", "/api/v1", "v1", "services", 1, 0},
+    {"EndpointSlice", "EndpointSlice", "/apis/discovery.k8s.io/v1",
+     "discovery.k8s.io/v1", "endpointslices", 1, 0},
+    {"Secret", "Secret", "/api/v1", "v1", "secrets", 1, 0},
+    {"Namespace", "Namespace", "/api/v1", "v1", "namespaces", 0, 0},
+    {"Node", "Node", "/api/v1", "v1", "nodes", 0, 0},
+    /* For LuaPolicy targetRefs and HTTPRoute backendRefs across
+     * namespaces; v1beta1 is served by every release that has it. */
+    {"ReferenceGrant", "ReferenceGrant",
+     "/apis/gateway.networking.k8s.io/v1beta1",
+     "gateway.networking.k8s.io/v1beta1", "referencegrants", 1, 1},
+    {"GatewayClass", "GatewayClass", "/apis/gateway.networking.k8s.io/v1",
+     "gateway.networking.k8s.io/v1", "gatewayclasses", 0, 1},
+    {"Gateway.gateway.networking.k8s.io", "Gateway",
+     "/apis/gateway.networking.k8s.io/v1", "gateway.networking.k8s.io/v1",
+     "gateways", 1, 1},
+    {"HTTPRoute", "HTTPRoute", "/apis/gateway.networking.k8s.io/v1",
+     "gateway.networking.k8s.io/v1", "httproutes", 1, 1},
+    /* The labels of EndpointSlice endpoints (docs/pods.md). */
+    {"Pod", "Pod", "/api/v1", "v1", "pods", 1, 0},
 };
 #define NKINDS (sizeof(kinds) / sizeof(*kinds))
 _Static_assert(NKINDS <= SOURCE_KUBE_MAX_KINDS,
@@ -809,7 +823,7 @@ static int watcher_init(struct source_kube *k, struct watcher *w,
                         const struct kind_info *ki, size_t kidx, const char *ns,
                         const struct bootstrap_kube *conf)
 {
-    const char *fs = selector_of(&conf->field_selectors, ki->kind);
+    const char *fs = selector_of(&conf->field_selectors, ki->name);
 
     w->k = k;
     w->ki = ki;
@@ -818,7 +832,7 @@ static int watcher_init(struct source_kube *k, struct watcher *w,
     timer_init(&w->retry, k->base, on_retry, w);
     timer_init(&w->guard, k->base, on_guard, w);
     w->ns = strdup(ns);
-    w->label_sel = strdup(selector_of(&conf->label_selectors, ki->kind));
+    w->label_sel = strdup(selector_of(&conf->label_selectors, ki->name));
     if (strcmp(ki->kind, "Secret") == 0) {
         /* Never every Secret: Istio's credential filter, always. */
         if (asprintf(&w->field_sel, "%s%s%s", KUBE_SECRET_FIELD_SELECTOR,
@@ -937,9 +951,9 @@ struct source_kube *source_kube_new(struct event_base *base,
     for (size_t i = 0; i < NKINDS; i++) {
         const struct kind_info *ki = &kinds[i];
         size_t kidx = k->nstats;
-        if (!wanted(conf, ki->kind))
+        if (!wanted(conf, ki->name))
             continue;
-        k->stats[k->nstats++].kind = ki->kind;
+        k->stats[k->nstats++].kind = ki->name;
         for (size_t j = 0; j < (ki->namespaced ? nns : 1); j++) {
             const char *ns = ki->namespaced && conf->namespaces.n
                                  ? conf->namespaces.v[j]
@@ -1034,7 +1048,7 @@ void source_kube_json(struct source_kube *k, struct buf *b)
         uint64_t from;
 
         buf_puts(b, j ? ",{\"kind\":" : "{\"kind\":");
-        json_str(b, w->ki->kind);
+        json_str(b, w->ki->name);
         buf_puts(b, ",\"namespace\":");
         json_str(b, w->ns);
         buf_puts(b, ",\"labelSelector\":");
@@ -1073,7 +1087,7 @@ void source_kube_json(struct source_kube *k, struct buf *b)
                 continue;
             buf_puts(b, first ? "{\"kind\":" : ",{\"kind\":");
             first = 0;
-            json_str(b, w->ki->kind);
+            json_str(b, w->ki->name);
             buf_puts(b, ",\"namespace\":");
             json_str(b, o->ns);
             buf_puts(b, ",\"name\":");

@@ -49,8 +49,25 @@ KINDS = {
     "namespaces": ("/api/v1", "v1", "Namespace", False),
     "nodes": ("/api/v1", "v1", "Node", False),
     "pods": ("/api/v1", "v1", "Pod", True),
+    # The Gateway API; its Gateway shares a plural with Istio's, so it is
+    # held under the plural qualified by its group.
+    "referencegrants": ("/apis/gateway.networking.k8s.io/v1beta1",
+                        "gateway.networking.k8s.io/v1beta1", "ReferenceGrant", True),
+    "gatewayclasses": ("/apis/gateway.networking.k8s.io/v1",
+                       "gateway.networking.k8s.io/v1", "GatewayClass", False),
+    "gateways.gateway.networking.k8s.io": ("/apis/gateway.networking.k8s.io/v1",
+                                           "gateway.networking.k8s.io/v1", "Gateway", True),
+    "httproutes": ("/apis/gateway.networking.k8s.io/v1",
+                   "gateway.networking.k8s.io/v1", "HTTPRoute", True),
 }
-PLURAL_OF = {v[2]: k for k, v in KINDS.items()}
+PLURAL_OF = {v[2]: k for k, v in KINDS.items() if k != "gateways.gateway.networking.k8s.io"}
+
+
+def plural_of(kind, api_version=""):
+    """The key an object of kind (and apiVersion) is held under."""
+    if kind == "Gateway" and api_version.startswith("gateway.networking.k8s.io/"):
+        return "gateways.gateway.networking.k8s.io"
+    return PLURAL_OF[kind]
 
 
 def make_pki(d):
@@ -227,7 +244,7 @@ class KubeAPI:
     def apply(self, obj):
         """Creates or replaces obj (a dict with apiVersion, kind,
         metadata.name[, namespace]); returns its resourceVersion."""
-        plural = PLURAL_OF[obj["kind"]]
+        plural = plural_of(obj["kind"], obj.get("apiVersion", ""))
         meta = obj.setdefault("metadata", {})
         key = (meta.get("namespace", ""), meta["name"])
         with self.lock:
@@ -241,8 +258,8 @@ class KubeAPI:
             self.lock.notify_all()
             return o["metadata"]["resourceVersion"]
 
-    def delete(self, kind, ns, name):
-        plural = PLURAL_OF[kind]
+    def delete(self, kind, ns, name, api_version=""):
+        plural = plural_of(kind, api_version)
         with self.lock:
             o = self.objects[plural].pop((ns, name))
             o = json.loads(json.dumps(o))
@@ -288,9 +305,13 @@ class KubeAPI:
         ns = ""
         if len(rest) == 3 and rest[0] == "namespaces":
             ns, rest = rest[1], rest[2:]
-        if len(rest) != 1 or rest[0] not in KINDS:
+        if len(rest) != 1:
             return None, None
         plural = rest[0]
+        if base == 3 and f"{plural}.{parts[1]}" in KINDS:
+            plural = f"{plural}.{parts[1]}"
+        if plural not in KINDS:
+            return None, None
         if "/" + "/".join(parts[:base]) != KINDS[plural][0]:
             return None, None
         return plural, ns

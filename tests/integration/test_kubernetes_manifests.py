@@ -103,8 +103,10 @@ def test_check_knows_every_kind_the_source_watches():
         text = f.read()
     table = text[text.index("kinds[] = {"):text.index("#define NKINDS")]
     watched = set()
-    for m in re.finditer(r'\{"(\w+)",\s*"(/api/v1|/apis/([\w.]+)/\w+)",\s*'
+    # Each row: {"name", "Kind", "/api/v1" or "/apis/GROUP/VERSION", ...}.
+    for m in re.finditer(r'\{"[\w.]+",\s*"(\w+)",\s*"(/api/v1|/apis/([\w.]+)/\w+)",\s*'
                          r'"[\w./]+",\s*"(\w+)"', table):
         watched.add((m.group(3) or "", m.group(4)))
     assert ("strait.io", "meshlinks") in watched
+    assert ("gateway.networking.k8s.io", "httproutes") in watched
     assert watched == reads
