@@ -279,13 +279,14 @@ static void lp_check(struct res_check *ck, struct resource *r)
             if (line > 0)
                 m.line += line;
             res_err(ck, &m, "spec.source.inline", "%s", err);
-        } else if (luavm_check_budget(
-                       r->meta.name ? r->meta.name : "policy",
-                       lp->source.inline_text, strlen(lp->source.inline_text),
-                       (size_t)lp->limits.memory,
-                       (int)lp->limits.instruction_slice,
-                       (uint64_t)lp->limits.burst_ms,
-                       (uint64_t)lp->limits.request_ms, err, sizeof(err)) < 0) {
+        } else if (luavm_check_budget(r->meta.name ? r->meta.name : "policy",
+                                      lp->source.inline_text,
+                                      strlen(lp->source.inline_text),
+                                      (size_t)lp->limits.memory,
+                                      (int)lp->limits.instruction_slice,
+                                      (uint64_t)lp->limits.burst_ms,
+                                      (uint64_t)lp->limits.request_ms, ck->stop,
+                                      err, sizeof(err)) < 0) {
             /* Its top-level code (and init_worker) runs on the control
              * thread when a snapshot is built: one that cannot finish
              * within the budget would fail every build. */

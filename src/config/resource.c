@@ -1272,7 +1272,7 @@ decode:
                                  kind_ext[k]->toplevel ? "" : "spec");
     }
     if (nerr == 0) {
-        struct res_check ck = {&ld->set->msgs, r, resource, 0};
+        struct res_check ck = {&ld->set->msgs, r, resource, 0, ld->set->stop};
         kind_ops[k]->check(&ck, r);
         nerr += ck.nerr;
     }
@@ -1582,6 +1582,15 @@ struct resource_set *resource_load_inputs(const char *dir,
                                           const struct res_input *in, size_t n,
                                           struct buf *errs, int *nerr)
 {
+    return resource_load_inputs_stop(dir, default_ns, in, n, NULL, errs, nerr);
+}
+
+struct resource_set *resource_load_inputs_stop(const char *dir,
+                                               const char *default_ns,
+                                               const struct res_input *in,
+                                               size_t n, const int *stop,
+                                               struct buf *errs, int *nerr)
+{
     struct resource_set *set = set_new();
     size_t dir_n;
 
@@ -1590,6 +1599,7 @@ struct resource_set *resource_load_inputs(const char *dir,
             *nerr = 1;
         return NULL;
     }
+    set->stop = stop;
     if (default_ns == NULL || default_ns[0] == '\0')
         default_ns = "default";
     if (dir != NULL && dir[0] != '\0') {

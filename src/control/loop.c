@@ -144,6 +144,7 @@ struct loop {
     char *self_exe;              /* NULL: unknown */
     struct sock_pool *inherited; /* the first build only */
     int parent_fd;               /* the new process, until 'K'; -1 */
+    const int *stop;             /* loop_start.stop */
     struct event *parent_ev;
     struct upgrade *up; /* the last one, until the next or loop_free */
     int upgrade_pid;
@@ -312,6 +313,7 @@ static int build(struct loop *s, const struct bootstrap *bs,
     in.cx_root = s->cx_root;
     in.spans = s->spans;
     in.inherited = s->inherited;
+    in.stop = s->stop;
     in.dicts = s->dicts;
     in.geoip = s->geoip;
     /* The gateways of linked sites' networks (MeshLink). */
@@ -1807,7 +1809,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
         ca_node != NULL ? ca_node_identity(ca_node) : NULL;
     struct snapshot *next = NULL;
     struct worker_hooks hooks;
-    struct source_inputs ins = {NULL, NULL, NULL, NULL};
+    struct source_inputs ins = {NULL, NULL, NULL, NULL, NULL};
     struct admin_ops ops = {NULL,
                             admin_status,
                             admin_listeners,
@@ -1833,6 +1835,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     if (start != NULL) {
         s->inherited = start->inherited;
         s->parent_fd = start->parent_fd;
+        s->stop = start->stop;
         if (start->self_exe != NULL &&
             (s->self_exe = strdup(start->self_exe)) == NULL) {
             err_set(err, "out of memory");
@@ -1968,6 +1971,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
         ins.name = s->etcd != NULL   ? "etcd"
                    : s->kube != NULL ? "kubernetes"
                                      : "MeshLink catalogs";
+        ins.stop = s->stop;
         struct analysis_node node = {0};
         node.name = bs->node.name;
         node.ns = bs->node.ns;

@@ -29,6 +29,11 @@ struct loop_start {
     /* The upgrade socket to the old process: told 'R' once every worker
      * serves, instead of READY=1 to systemd. -1: not an upgrade. */
     int parent_fd;
+    /* Set (atomically, from the signal handler) at the first SIGTERM or
+     * SIGINT; outlives the loop. Code that runs long on the control
+     * thread, a LuaPolicy's top-level code in a build, checks it and
+     * ends, so the loop gets to the drain. NULL: none. */
+    const int *stop;
 };
 
 /*

@@ -179,7 +179,8 @@ static struct resource_set *load(const struct source *src, int outbound_mode,
     if (src->inputs.get != NULL)
         n = src->inputs.get(src->inputs.arg, &in);
     buf_init(&errs, ERR_MAX);
-    set = resource_load_inputs(src->dir, src->default_ns, in, n, &errs, &nerr);
+    set = resource_load_inputs_stop(src->dir, src->default_ns, in, n,
+                                    src->inputs.stop, &errs, &nerr);
     buf_dispose(&errs);
     if (set == NULL) {
         err_set(err, "out of memory loading resources");

@@ -30,6 +30,8 @@ struct source_inputs {
     void (*filter)(void *arg, struct resource_set *set);
     void *arg;
     const char *name;
+    /* The process's stop flag (loop_start.stop); NULL: none. */
+    const int *stop;
 };
 
 /* source_new() loads dir ("": none) and inputs (NULL: none) now and
