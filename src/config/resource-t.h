@@ -1017,9 +1017,9 @@ struct resource_set {
      * 100,000 etcd keys). */
     size_t *idx;
     size_t idx_cap; /* a power of two */
-    /* The process's stop flag (resource_load_inputs_stop()), borrowed:
-     * a LuaPolicy's top-level code run by its check ends once it is set.
-     * NULL: none. */
+    /* The stop flag of resource_load_inputs_stop(), borrowed while it
+     * loads (NULL after): a LuaPolicy's top-level code run by its check
+     * ends once it is set, and so does the load. NULL: none. */
     const int *stop;
 };
 

@@ -1616,6 +1616,14 @@ struct resource_set *resource_load_inputs_stop(const char *dir,
     }
     dir_n = set->n;
     for (size_t i = 0; i < n; i++) {
+        /* Stopped (the process exits, or a newer load replaces this one):
+         * what is left is not read, and the set says so as an error, so
+         * no part of it is ever taken for the whole. */
+        if (stop != NULL && __atomic_load_n(stop, __ATOMIC_RELAXED)) {
+            res_msgs_add(&set->msgs, "IST0106", RES_ERROR, "", 0, 0, "", "",
+                         "the load was stopped before its end");
+            break;
+        }
         if (in[i].kind != NULL && in[i].kind[0] == '\0') {
             const char *f = add_file(set, in[i].name);
             res_msgs_add(&set->msgs, "IST0106", RES_ERROR, f ? f : "", 1, 1, "",
@@ -1631,6 +1639,8 @@ struct resource_set *resource_load_inputs_stop(const char *dir,
                       in[i].kind != NULL ? in[i].ns : default_ns,
                       in[i].kind != NULL ? &in[i] : NULL, dir_n);
     }
+    /* The flag is borrowed for the load only. */
+    set->stop = NULL;
     return finish(set, errs, nerr);
 }
 

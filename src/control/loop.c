@@ -164,6 +164,9 @@ struct loop {
     struct timer links_timer;
     uint64_t reload_done_ms;      /* clock_ms() at the end of the last one */
     uint64_t reloads_gathered;    /* change notices taken by a later reload */
+    /* A load runs on the builder thread; a change came meanwhile; the
+     * Kubernetes kinds were all listed when it started. */
+    int loading, reload_again, load_synced;
     struct net_gateway *link_gws; /* the MeshLinks' gateways, per build */
     size_t link_gws_cap;
     struct reaper reaper; /* closed catalog API connections */
@@ -712,6 +715,9 @@ void loop_drain(struct loop *s, const char *why)
     if (s->draining)
         return;
     s->draining = 1;
+    /* A load running on the builder thread stops; nothing new is built
+     * while draining. */
+    source_cancel(s->source);
     log_info("%s: draining (deadline %lld ms)", why, (long long)ms);
     sd_stopping(s, why);
     timer_arm(&s->drain_timer, (uint64_t)ms);
@@ -1548,26 +1554,47 @@ static void loop_filter(void *arg, struct resource_set *set)
  * ready, for good (Istio's atleastOnceReady); one refused leaves it not
  * ready until a later change is taken.
  */
-static void on_links_timer(void *arg)
+static void schedule_reload(struct loop *s);
+
+/* A load ended (source_reload_async(), or on this thread). */
+static void on_loaded(void *arg, int rc)
 {
     struct loop *s = arg;
-    int synced, rc;
 
-    /* Draining: nothing new is built (a long load would only delay the
-     * exit). */
-    if (s->draining)
-        return;
-    synced = s->kube != NULL && source_kube_synced(s->kube);
-    rc = s->source != NULL ? source_reload(s->source, -1, 1) : -1;
-
-    if (synced && !s->kube_ready && rc == 1 && s->last_rebuild_error == NULL) {
+    s->loading = 0;
+    if (s->load_synced && !s->kube_ready && rc == 1 &&
+        s->last_rebuild_error == NULL) {
         s->kube_ready = 1;
         log_info("kubernetes: every kind listed and applied: ready");
     }
-    /* The gap to the next one counts from the end of this one, so however
-     * long a load of many keys takes, the loop gets to the admin API,
-     * signals and the sources' sockets between two. */
+    /* The gap to the next one counts from the end of this one. */
     s->reload_done_ms = clock_ms();
+    /* Changes that came while it ran: one more load, gathered. */
+    if (s->reload_again && !s->draining) {
+        s->reload_again = 0;
+        schedule_reload(s);
+    }
+}
+
+static void on_links_timer(void *arg)
+{
+    struct loop *s = arg;
+
+    /* Draining: nothing new is built (a long load would only delay the
+     * exit). */
+    if (s->draining || s->source == NULL)
+        return;
+    if (s->loading) {
+        s->reload_again = 1;
+        return;
+    }
+    s->load_synced = s->kube != NULL && source_kube_synced(s->kube);
+    /* The parse and the checks run on a builder thread: the loop goes
+     * on serving the admin API, readiness and signals meanwhile. Only
+     * the compile of the snapshot stays here. */
+    s->loading = 1;
+    if (source_reload_async(s->source, 1, on_loaded, s) < 0)
+        on_loaded(s, source_reload(s->source, -1, 1));
 }
 
 /*
@@ -1584,6 +1611,11 @@ static void schedule_reload(struct loop *s)
 
     if (timer_armed(&s->links_timer)) {
         s->reloads_gathered++;
+        return;
+    }
+    if (s->loading) {
+        s->reloads_gathered++;
+        s->reload_again = 1;
         return;
     }
     if (s->reload_done_ms == 0) {
