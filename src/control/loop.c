@@ -162,8 +162,8 @@ struct loop {
     /* etcd, Kubernetes or a link changed: one reload for all the changes
      * gathered (config.debounce), at most config.maxRebuildsPerSecond. */
     struct timer links_timer;
-    uint64_t reload_done_ms;      /* clock_ms() at the end of the last one */
-    uint64_t reloads_gathered;    /* change notices taken by a later reload */
+    uint64_t reload_done_ms;   /* clock_ms() at the end of the last one */
+    uint64_t reloads_gathered; /* change notices taken by a later reload */
     /* A load runs on the builder thread; a change came meanwhile; the
      * Kubernetes kinds were all listed when it started. */
     int loading, reload_again, load_synced;
@@ -1224,6 +1224,7 @@ static void admin_status(void *arg, struct admin_status *out)
     out->upgrades_failed = s->upgrades_failed;
     out->last_upgrade_error = s->last_upgrade_error;
     out->has_resources = s->source != NULL;
+    out->resource_loading = (size_t)s->loading;
     if (s->source != NULL) {
         struct source_status ss;
         source_status(s->source, &ss);

@@ -409,8 +409,9 @@ static void job_done(void *arg)
     }
     if (j->step == JOB_PARSE) {
         if (j->set == NULL) {
-            job_end(j, take(src, NULL, strdup("out of memory loading "
-                                              "resources"),
+            job_end(j, take(src, NULL,
+                            strdup("out of memory loading "
+                                   "resources"),
                             j->outbound_mode, j->notify));
             return;
         }
