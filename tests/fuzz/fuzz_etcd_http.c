@@ -61,7 +61,7 @@ static void on_done(void *arg, int status, const char *body, size_t n,
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct state s = {0, 0, 0};
-    struct etcd_http_cb cb = {on_line, on_done, &s};
+    struct etcd_http_cb cb = {on_line, on_done, &s, NULL};
     struct etcd_http *h;
     size_t piece, off = 2;
     int stream;

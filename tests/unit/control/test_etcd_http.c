@@ -60,7 +60,7 @@ static void test_stream_any_split(void **state)
     (void)state;
     for (size_t cut = 1; cut < sizeof(stream) - 1; cut++) {
         struct got g;
-        struct etcd_http_cb cb = {on_line, on_done, &g};
+        struct etcd_http_cb cb = {on_line, on_done, &g, NULL};
         struct etcd_http *h;
 
         memset(&g, 0, sizeof(g));
@@ -83,7 +83,7 @@ static void test_stream_any_split(void **state)
 static void test_stream_stop(void **state)
 {
     struct got g;
-    struct etcd_http_cb cb = {on_line, on_done, &g};
+    struct etcd_http_cb cb = {on_line, on_done, &g, NULL};
     struct etcd_http *h;
 
     (void)state;
@@ -99,7 +99,7 @@ static void test_stream_stop(void **state)
 static void test_message_limit(void **state)
 {
     struct got g;
-    struct etcd_http_cb cb = {on_line, on_done, &g};
+    struct etcd_http_cb cb = {on_line, on_done, &g, NULL};
     struct etcd_http *h;
 
     (void)state;
@@ -126,7 +126,7 @@ static void test_exchange(void **state)
         "HTTP/1.1 400 Bad Request\r\nTransfer-Encoding: chunked\r\n\r\n"
         "b\r\n{\"code\":11}\r\n0\r\n\r\n";
     struct got g;
-    struct etcd_http_cb cb = {on_line, on_done, &g};
+    struct etcd_http_cb cb = {on_line, on_done, &g, NULL};
     struct etcd_http *h;
 
     (void)state;
