@@ -654,8 +654,7 @@ static int head_str(const char *head, size_t n, const char *key, char *out,
  * reported in the log, /config_dump's leftOut and the errors counter. One
  * that cannot be named is logged and counted. The watch goes on.
  */
-static int on_watch_skipped(void *arg, const char *head, size_t n,
-                            size_t total)
+static int on_watch_skipped(void *arg, const char *head, size_t n, size_t total)
 {
     struct watcher *w = arg;
     struct source_kube *k = w->k;
