@@ -68,6 +68,9 @@ static volatile sig_atomic_t main_stop_posted;
 static int64_t main_stop_ms;
 static atomic_int main_stopped;
 static atomic_int main_drain_started;
+/* Set at the first SIGTERM or SIGINT, read by the control thread's Lua
+ * budget hook (loop_start.stop). */
+static int main_stop_flag;
 static const char *main_argv0;
 
 static void usage_main(FILE *f)
@@ -394,6 +397,8 @@ static void on_stop_signal(int sig)
     int saved = errno;
     const struct sigaction *ev = sig == SIGTERM ? &main_ev_term : &main_ev_int;
 
+    /* A lock-free atomic store is async-signal-safe. */
+    __atomic_store_n(&main_stop_flag, 1, __ATOMIC_RELAXED);
     if (!main_stop_posted) {
         main_stop_posted = 1;
         sem_post(&main_stop_sem);
@@ -728,6 +733,7 @@ static int cmd_run(int argc, char **argv)
     start.parent_fd = ufd;
     start.restart_epoch = epoch;
     start.epoch0_start_s = epoch0;
+    start.stop = &main_stop_flag;
     pthread_sigmask(SIG_BLOCK, &block, &old);
     if (stop_guard_start(bs->drain_timeout_ms) < 0)
         log_warn("cannot start the stop guard: a busy control thread may "

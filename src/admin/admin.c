@@ -309,6 +309,7 @@ void admin_render_stats(const struct admin_ops *ops, struct buf *b)
     }
     if (st.has_resources) {
         buf_printf(b, "resources.count: %zu\n", st.resources);
+        buf_printf(b, "resources.loading: %zu\n", st.resource_loading);
         buf_printf(b, "resources.reloads_ok: %" PRIu64 "\n",
                    st.resource_reloads_ok);
         buf_printf(b, "resources.reloads_failed: %" PRIu64 "\n",
@@ -849,6 +850,9 @@ static const struct status_family status_families[] = {
      WHEN_TRACING},
     {"strait_resources", "gauge", "Istio resources in effect.", NULL,
      ST(resources, SIZE), WHEN_RESOURCES},
+    {"strait_resources_loading", "gauge",
+     "1 while a load of resources runs on the builder thread.", NULL,
+     ST(resource_loading, SIZE), WHEN_RESOURCES},
     {"strait_resource_reloads_total", "counter", "Loads of config.dir.",
      "result=\"ok\"", ST(resource_reloads_ok, U64), WHEN_RESOURCES},
     {"strait_resource_reloads_total", NULL, NULL, "result=\"error\"",

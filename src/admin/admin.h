@@ -67,6 +67,9 @@ struct admin_status {
     uint64_t resource_reloads_ok;
     uint64_t resource_reloads_failed;
     const char *resource_error; /* NULL when the last load succeeded */
+    /* A load of etcd's, the Kubernetes API's or the links' resources is
+     * running on the builder thread (1) or not (0). */
+    size_t resource_loading;
     /* config.etcd */
     int has_etcd;
     int etcd_synced;

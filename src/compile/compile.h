@@ -123,6 +123,10 @@ struct compile_env {
     /* The networks: node network, meshNetworks, gateways added at run
      * time (compile/network.h); NULL: one network. */
     const struct net_inputs *nets;
+    /* Set (atomically, by a signal handler) once the process is told to
+     * stop: LuaPolicy top-level code run for the build raises "process
+     * exiting" then, so the build ends. NULL: none. */
+    const int *stop;
 };
 
 struct l4_listener_conf;

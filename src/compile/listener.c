@@ -284,7 +284,7 @@ int compile_gateway_routes(const struct bootstrap *bs,
         compile_lua_upstreams(r->lua, set, &table, bs->node.ns, err) < 0)
         goto fail;
     if (r->lua != NULL) {
-        struct luavm *vm = luavm_new(r->lua, NULL, err);
+        struct luavm *vm = luavm_new_stop(r->lua, NULL, env->stop, err);
         if (vm == NULL)
             goto fail;
         luavm_free(vm);

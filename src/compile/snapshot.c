@@ -871,8 +871,8 @@ static int build_listener(struct snapshot *s, const struct compile_inputs *in,
                                     &in->bs->mesh_networks, in->gateways,
                                     in->ngateways};
     struct compile_env env = {
-        in->nworkers,  in->dns,   in->identity, in->jwks,  NULL,
-        in->alog_sink, in->spans, in->dicts,    in->geoip, &nets};
+        in->nworkers, in->dns,   in->identity, in->jwks, NULL,    in->alog_sink,
+        in->spans,    in->dicts, in->geoip,    &nets,    in->stop};
     struct ident d, pre;
     struct dns_rec rec;
     struct routes_rec rr;

@@ -141,6 +141,8 @@ struct compile_inputs {
      * compile/network.h. Borrowed for the build; NULL when none. */
     const struct net_gateway *gateways;
     size_t ngateways;
+    /* The process's stop flag (compile_env.stop); NULL: none. */
+    const int *stop;
 };
 
 /*

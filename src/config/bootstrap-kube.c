@@ -123,8 +123,11 @@ static const struct conf_key kube_keys[] = {
     {"maxResponseBytes", CONF_SIZE,
      OFF(struct bootstrap_kube, max_response_bytes), 4096, INT64_C(1) << 32,
      "64MiB",
-     "the largest list page or watch event taken; a larger one is an error "
-     "(retried with backoff) and the objects held stay",
+     "the largest list page or watch event taken; a larger watch event "
+     "is skipped and its object (named from its first 4 KiB) left out "
+     "(logged, counted, /config_dump leftOut) while the watch goes on; a "
+     "larger list page is an error (retried with backoff) and the objects "
+     "held stay",
      NULL, NULL, NULL, NULL},
     {"maxObjects", CONF_INT, OFF(struct bootstrap_kube, max_objects), 1,
      10000000, "200000",

@@ -21,6 +21,7 @@ struct res_check {
     const struct resource *r;
     const char *resource; /* "Kind ns/name" */
     int nerr;
+    const int *stop; /* resource_set.stop */
 };
 
 struct res_kind_ext {

@@ -292,8 +292,8 @@ static void lp_check(struct res_check *ck, struct resource *r)
                                       (size_t)lp->limits.memory,
                                       (int)lp->limits.instruction_slice,
                                       (uint64_t)lp->limits.burst_ms,
-                                      (uint64_t)lp->limits.request_ms, err,
-                                      sizeof(err), &line) < 0) {
+                                      (uint64_t)lp->limits.request_ms, ck->stop,
+                                      err, sizeof(err), &line) < 0) {
             /* Its top-level code (and init_worker) runs on the control
              * thread when a snapshot is built: one that cannot finish
              * within the budget would fail every build. */

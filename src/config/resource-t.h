@@ -1215,6 +1215,10 @@ struct resource_set {
     size_t idx_cap; /* a power of two */
     /* While loading: told after each file (NULL: nobody asks). */
     const struct res_progress *progress;
+    /* The stop flag of resource_load_inputs_stop(), borrowed while it
+     * loads (NULL after): a LuaPolicy's top-level code run by its check
+     * ends once it is set, and so does the load. NULL: none. */
+    const int *stop;
 };
 
 /* The phases a long load and check goes through, for a progress line on

@@ -1317,7 +1317,7 @@ decode:
                                  kind_ext[k]->toplevel ? "" : "spec");
     }
     if (nerr == 0) {
-        struct res_check ck = {&ld->set->msgs, r, resource, 0};
+        struct res_check ck = {&ld->set->msgs, r, resource, 0, ld->set->stop};
         kind_ops[k]->check(&ck, r);
         nerr += ck.nerr;
     }
@@ -1660,6 +1660,15 @@ struct resource_set *resource_load_inputs(const char *dir,
                                           const struct res_input *in, size_t n,
                                           struct buf *errs, int *nerr)
 {
+    return resource_load_inputs_stop(dir, default_ns, in, n, NULL, errs, nerr);
+}
+
+struct resource_set *resource_load_inputs_stop(const char *dir,
+                                               const char *default_ns,
+                                               const struct res_input *in,
+                                               size_t n, const int *stop,
+                                               struct buf *errs, int *nerr)
+{
     struct resource_set *set = set_new();
     size_t dir_n;
 
@@ -1668,6 +1677,7 @@ struct resource_set *resource_load_inputs(const char *dir,
             *nerr = 1;
         return NULL;
     }
+    set->stop = stop;
     if (default_ns == NULL || default_ns[0] == '\0')
         default_ns = "default";
     if (dir != NULL && dir[0] != '\0') {
@@ -1684,6 +1694,14 @@ struct resource_set *resource_load_inputs(const char *dir,
     }
     dir_n = set->n;
     for (size_t i = 0; i < n; i++) {
+        /* Stopped (the process exits, or a newer load replaces this one):
+         * what is left is not read, and the set says so as an error, so
+         * no part of it is ever taken for the whole. */
+        if (stop != NULL && __atomic_load_n(stop, __ATOMIC_RELAXED)) {
+            res_msgs_add(&set->msgs, "IST0106", RES_ERROR, "", 0, 0, "", "",
+                         "the load was stopped before its end");
+            break;
+        }
         if (in[i].kind != NULL && in[i].kind[0] == '\0') {
             const char *f = add_file(set, in[i].name);
             res_msgs_add(&set->msgs, "IST0106", RES_ERROR, f ? f : "", 1, 1, "",
@@ -1699,6 +1717,8 @@ struct resource_set *resource_load_inputs(const char *dir,
                       in[i].kind != NULL ? in[i].ns : default_ns,
                       in[i].kind != NULL ? &in[i] : NULL, dir_n);
     }
+    /* The flag is borrowed for the load only. */
+    set->stop = NULL;
     return finish(set, errs, nerr);
 }
 

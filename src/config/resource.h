@@ -103,6 +103,15 @@ struct resource_set *resource_load_inputs(const char *dir,
                                           const char *default_ns,
                                           const struct res_input *in, size_t n,
                                           struct buf *errs, int *nerr);
+/* resource_load_inputs_stop() is resource_load_inputs() under a stop
+ * flag (set atomically by another thread or a signal handler; it must
+ * outlive the set): the LuaPolicy checks that run top-level code end
+ * with "process exiting" once it is set. NULL: none. */
+struct resource_set *resource_load_inputs_stop(const char *dir,
+                                               const char *default_ns,
+                                               const struct res_input *in,
+                                               size_t n, const int *stop,
+                                               struct buf *errs, int *nerr);
 
 /* resource_set_free() frees a set and everything in it; NULL is a no-op. */
 void resource_set_free(struct resource_set *set);

@@ -198,7 +198,7 @@ static int post_once(struct cli *c, const char *path, const struct buf *body,
     for (size_t k = 0; k < c->neps; k++) {
         size_t i = (c->cur + k) % c->neps;
         struct etcd_http_conf hc;
-        struct etcd_http_cb cb = {no_lines, on_done, w};
+        struct etcd_http_cb cb = {no_lines, on_done, w, NULL};
         struct etcd_http *h;
         char host[256];
         int tls, port;

@@ -47,6 +47,11 @@ struct etcd_http {
     uint64_t left; /* H1_BODY_LENGTH: bytes still to come */
     struct h1_chunked ch;
     char *host;
+    /* A stream message past max_body being skipped (cb.skipped): its
+     * first bytes and its length so far. */
+    int skipping;
+    size_t skip_total, skip_head_n;
+    char skip_head[ETCD_HTTP_SKIP_HEAD];
 };
 
 /* buf_ptr() of a buffer never filled is NULL plus an offset. */
@@ -103,10 +108,60 @@ int etcd_http_too_large(const char *err)
     return err == etcd_http_msg_too_large || err == etcd_http_answer_too_large;
 }
 
+/*
+ * take_stream() is take_body() for a 200 stream whose caller skips what
+ * is too large: whole messages go to line() as the body fills; a message
+ * that alone fills max_body is dropped up to its newline and named to
+ * skipped(), and the stream goes on. -1 when a callback ended it.
+ */
+static int take_stream(struct etcd_http *h, const char *p, size_t n)
+{
+    while (n > 0) {
+        size_t room;
+
+        if (h->skipping) {
+            const char *nl = memchr(p, '\n', n);
+            size_t k = nl != NULL ? (size_t)(nl - p) + 1 : n;
+            h->skip_total += nl != NULL ? k - 1 : k;
+            p += k;
+            n -= k;
+            if (nl == NULL)
+                continue;
+            h->skipping = 0;
+            if (h->cb.skipped(h->cb.arg, h->skip_head, h->skip_head_n,
+                              h->skip_total) != 0)
+                return -1;
+            continue;
+        }
+        room = buf_room(&h->body);
+        if (n <= room)
+            return buf_append(&h->body, p, n) < 0 ? -1 : 0;
+        if (room > 0 && buf_append(&h->body, p, room) < 0)
+            return -1;
+        p += room;
+        n -= room;
+        if (split_lines(h))
+            return -1;
+        if (buf_room(&h->body) > 0)
+            continue;
+        /* One message fills the whole limit: skipped to its newline. */
+        h->skip_head_n = buf_len(&h->body) < sizeof(h->skip_head)
+                             ? buf_len(&h->body)
+                             : sizeof(h->skip_head);
+        memcpy(h->skip_head, bytes(&h->body), h->skip_head_n);
+        h->skip_total = buf_len(&h->body);
+        buf_consume(&h->body, buf_len(&h->body));
+        h->skipping = 1;
+    }
+    return 0;
+}
+
 static int take_body(struct etcd_http *h, const char *p, size_t n)
 {
     if (n == 0)
         return 0;
+    if (h->stream && h->status == 200 && h->cb.skipped != NULL)
+        return take_stream(h, p, n);
     if (buf_append(&h->body, p, n) < 0) {
         finish(h, h->stream && h->status == 200 ? etcd_http_msg_too_large
                                                 : etcd_http_answer_too_large);

@@ -52,11 +52,18 @@ struct etcd_http_conf {
  * ("connection refused", a timeout, bad HTTP). Nothing of the exchange is
  * touched after the call; the callee frees it, inside the call or later.
  */
+/* skipped(): a stream message larger than max_body, skipped whole (the
+ * stream goes on): head is its first bytes (at most ETCD_HTTP_SKIP_HEAD,
+ * enough to name what it was about), total its length. Its return is
+ * line()'s. NULL: such a message ends the exchange with done() and an
+ * err for which etcd_http_too_large() is true. */
+#define ETCD_HTTP_SKIP_HEAD 4096
 struct etcd_http_cb {
     int (*line)(void *arg, const char *p, size_t n);
     void (*done)(void *arg, int status, const char *body, size_t n,
                  const char *err);
     void *arg;
+    int (*skipped)(void *arg, const char *head, size_t n, size_t total);
 };
 
 /* etcd_http_new() starts the request. Returns NULL with a static reason in

@@ -148,6 +148,7 @@ struct loop {
     char *self_exe;              /* NULL: unknown */
     struct sock_pool *inherited; /* the first build only */
     int parent_fd;               /* the new process, until 'K'; -1 */
+    const int *stop;             /* loop_start.stop */
     struct event *parent_ev;
     struct upgrade *up; /* the last one, until the next or loop_free */
     int upgrade_pid;
@@ -165,8 +166,11 @@ struct loop {
     /* etcd, Kubernetes or a link changed: one reload for all the changes
      * gathered (config.debounce), at most config.maxRebuildsPerSecond. */
     struct timer links_timer;
-    uint64_t reload_done_ms;      /* clock_ms() at the end of the last one */
-    uint64_t reloads_gathered;    /* change notices taken by a later reload */
+    uint64_t reload_done_ms;   /* clock_ms() at the end of the last one */
+    uint64_t reloads_gathered; /* change notices taken by a later reload */
+    /* A load runs on the builder thread; a change came meanwhile; the
+     * Kubernetes kinds were all listed when it started. */
+    int loading, reload_again, load_synced;
     struct net_gateway *link_gws; /* the MeshLinks' gateways, per build */
     size_t link_gws_cap;
     struct reaper reaper; /* closed catalog API connections */
@@ -316,6 +320,7 @@ static int build(struct loop *s, const struct bootstrap *bs,
     in.cx_root = s->cx_root;
     in.spans = s->spans;
     in.inherited = s->inherited;
+    in.stop = s->stop;
     in.dicts = s->dicts;
     in.geoip = s->geoip;
     /* The gateways of linked sites' networks (MeshLink). */
@@ -714,6 +719,9 @@ void loop_drain(struct loop *s, const char *why)
     if (s->draining)
         return;
     s->draining = 1;
+    /* A load running on the builder thread stops; nothing new is built
+     * while draining. */
+    source_cancel(s->source);
     log_info("%s: draining (deadline %lld ms)", why, (long long)ms);
     sd_stopping(s, why);
     timer_arm(&s->drain_timer, (uint64_t)ms);
@@ -1235,6 +1243,7 @@ static void admin_status(void *arg, struct admin_status *out)
     out->upgrades_failed = s->upgrades_failed;
     out->last_upgrade_error = s->last_upgrade_error;
     out->has_resources = s->source != NULL;
+    out->resource_loading = (size_t)s->loading;
     if (s->source != NULL) {
         struct source_status ss;
         source_status(s->source, &ss);
@@ -1610,26 +1619,47 @@ static void loop_filter(void *arg, struct resource_set *set)
  * ready, for good (Istio's atleastOnceReady); one refused leaves it not
  * ready until a later change is taken.
  */
-static void on_links_timer(void *arg)
+static void schedule_reload(struct loop *s);
+
+/* A load ended (source_reload_async(), or on this thread). */
+static void on_loaded(void *arg, int rc)
 {
     struct loop *s = arg;
-    int synced, rc;
 
-    /* Draining: nothing new is built (a long load would only delay the
-     * exit). */
-    if (s->draining)
-        return;
-    synced = s->kube != NULL && source_kube_synced(s->kube);
-    rc = s->source != NULL ? source_reload(s->source, -1, 1) : -1;
-
-    if (synced && !s->kube_ready && rc == 1 && s->last_rebuild_error == NULL) {
+    s->loading = 0;
+    if (s->load_synced && !s->kube_ready && rc == 1 &&
+        s->last_rebuild_error == NULL) {
         s->kube_ready = 1;
         log_info("kubernetes: every kind listed and applied: ready");
     }
-    /* The gap to the next one counts from the end of this one, so however
-     * long a load of many keys takes, the loop gets to the admin API,
-     * signals and the sources' sockets between two. */
+    /* The gap to the next one counts from the end of this one. */
     s->reload_done_ms = clock_ms();
+    /* Changes that came while it ran: one more load, gathered. */
+    if (s->reload_again && !s->draining) {
+        s->reload_again = 0;
+        schedule_reload(s);
+    }
+}
+
+static void on_links_timer(void *arg)
+{
+    struct loop *s = arg;
+
+    /* Draining: nothing new is built (a long load would only delay the
+     * exit). */
+    if (s->draining || s->source == NULL)
+        return;
+    if (s->loading) {
+        s->reload_again = 1;
+        return;
+    }
+    s->load_synced = s->kube != NULL && source_kube_synced(s->kube);
+    /* The parse and the checks run on a builder thread: the loop goes
+     * on serving the admin API, readiness and signals meanwhile. Only
+     * the compile of the snapshot stays here. */
+    s->loading = 1;
+    if (source_reload_async(s->source, 1, on_loaded, s) < 0)
+        on_loaded(s, source_reload(s->source, -1, 1));
 }
 
 /*
@@ -1646,6 +1676,11 @@ static void schedule_reload(struct loop *s)
 
     if (timer_armed(&s->links_timer)) {
         s->reloads_gathered++;
+        return;
+    }
+    if (s->loading) {
+        s->reloads_gathered++;
+        s->reload_again = 1;
         return;
     }
     if (s->reload_done_ms == 0) {
@@ -1871,7 +1906,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
         ca_node != NULL ? ca_node_identity(ca_node) : NULL;
     struct snapshot *next = NULL;
     struct worker_hooks hooks;
-    struct source_inputs ins = {NULL, NULL, NULL, NULL};
+    struct source_inputs ins = {NULL, NULL, NULL, NULL, NULL};
     struct admin_ops ops = {NULL,
                             admin_status,
                             admin_listeners,
@@ -1897,6 +1932,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
     if (start != NULL) {
         s->inherited = start->inherited;
         s->parent_fd = start->parent_fd;
+        s->stop = start->stop;
         if (start->self_exe != NULL &&
             (s->self_exe = strdup(start->self_exe)) == NULL) {
             err_set(err, "out of memory");
@@ -2034,6 +2070,7 @@ struct loop *loop_new(struct event_base *base, struct bootstrap *bs,
         ins.name = s->etcd != NULL   ? "etcd"
                    : s->kube != NULL ? "kubernetes"
                                      : "MeshLink catalogs";
+        ins.stop = s->stop;
         struct analysis_node node = {0};
         node.name = bs->node.name;
         node.ns = bs->node.ns;

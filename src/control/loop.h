@@ -34,6 +34,11 @@ struct loop_start {
      * the wall-clock second epoch 0 started (uptime_all_epochs). */
     int restart_epoch;
     int64_t epoch0_start_s;
+    /* Set (atomically, from the signal handler) at the first SIGTERM or
+     * SIGINT; outlives the loop. Code that runs long on the control
+     * thread, a LuaPolicy's top-level code in a build, checks it and
+     * ends, so the loop gets to the drain. NULL: none. */
+    const int *stop;
 };
 
 /*

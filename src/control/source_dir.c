@@ -1,9 +1,11 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "config/analyze.h"
 #include "config/resource.h"
@@ -12,6 +14,7 @@
 #include "core/err.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "event/mq.h"
 #include "control/secrets.h"
 #include "control/source_dir.h"
 
@@ -39,6 +42,38 @@ struct source {
     char *node_service;
     struct conf_strmap node_labels;
     int has_node;
+    /* The load running off the control thread (source_reload_async());
+     * NULL: none. gen counts the loads that took effect or were refused
+     * on the control thread: a load started before one of them is
+     * stale when it ends. */
+    struct source_job *job;
+    uint64_t gen;
+    struct mq *mq; /* the builder thread's answers */
+};
+
+/*
+ * A load off the control thread. Its inputs are copies (the etcd or
+ * Kubernetes source changes its own as watch messages come); the builder
+ * thread reads them and the directory, parses and checks (a LuaPolicy's
+ * top-level code runs there too), and the control thread only runs the
+ * filter between the two steps and takes the result: a load of 100,000
+ * keys no longer holds the admin API, readiness or signals for seconds.
+ */
+enum job_step { JOB_PARSE, JOB_CHECK };
+struct source_job {
+    struct source *src;
+    pthread_t thread;
+    enum job_step step;
+    int outbound_mode;
+    int notify;
+    uint64_t gen;
+    int cancel; /* set atomically: the load stops at the next input */
+    struct res_input *in;
+    size_t n;
+    struct resource_set *set;
+    char *err;
+    source_loaded_fn *done;
+    void *arg;
 };
 
 static void node_clear(struct source *src)
@@ -184,7 +219,8 @@ static struct resource_set *load(const struct source *src, int outbound_mode,
     if (src->inputs.get != NULL)
         n = src->inputs.get(src->inputs.arg, &in);
     buf_init(&errs, ERR_MAX);
-    set = resource_load_inputs(src->dir, src->default_ns, in, n, &errs, &nerr);
+    set = resource_load_inputs_stop(src->dir, src->default_ns, in, n,
+                                    src->inputs.stop, &errs, &nerr);
     buf_dispose(&errs);
     if (set == NULL) {
         err_set(err, "out of memory loading resources");
@@ -221,15 +257,12 @@ int source_mode(const struct source *src)
     return src->outbound_mode;
 }
 
-int source_reload(struct source *src, int outbound_mode, int notify)
+/* take() makes set (taken; NULL: refused with err, taken) the snapshot
+ * in effect, as source_reload() says. */
+static int take(struct source *src, struct resource_set *set, char *err,
+                int outbound_mode, int notify)
 {
-    char *err = NULL;
-    struct resource_set *set;
-
-    if (outbound_mode < 0)
-        outbound_mode = src->outbound_mode;
-    set = load(src, outbound_mode, &err);
-
+    src->gen++;
     if (set == NULL) {
         src->failed++;
         log_error("resources in %s refused, keeping the running ones:\n%s",
@@ -250,6 +283,199 @@ int source_reload(struct source *src, int outbound_mode, int notify)
     if (notify && src->on_change != NULL)
         src->on_change(src->arg);
     return 1;
+}
+
+int source_reload(struct source *src, int outbound_mode, int notify)
+{
+    char *err = NULL;
+    struct resource_set *set;
+
+    if (outbound_mode < 0)
+        outbound_mode = src->outbound_mode;
+    set = load(src, outbound_mode, &err);
+    return take(src, set, err, outbound_mode, notify);
+}
+
+static void job_free(struct source_job *j)
+{
+    if (j == NULL)
+        return;
+    for (size_t i = 0; i < j->n; i++) {
+        free((char *)j->in[i].name);
+        free((char *)j->in[i].data);
+        free((char *)j->in[i].kind);
+        free((char *)j->in[i].ns);
+        free((char *)j->in[i].rname);
+    }
+    free(j->in);
+    resource_set_free(j->set);
+    free(j->err);
+    free(j);
+}
+
+static char *dup_opt(const char *s)
+{
+    return s != NULL ? strdup(s) : NULL;
+}
+
+/* copy_inputs() copies what the other source holds now into j. */
+static int copy_inputs(struct source_job *j, const struct res_input *in,
+                       size_t n)
+{
+    if (n == 0)
+        return 0;
+    j->in = calloc(n, sizeof(*j->in));
+    if (j->in == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        struct res_input *c = &j->in[j->n++];
+        char *data = malloc(in[i].len + 1);
+        if (data != NULL) {
+            memcpy(data, in[i].data, in[i].len);
+            data[in[i].len] = '\0';
+        }
+        c->data = data;
+        c->len = in[i].len;
+        c->name = dup_opt(in[i].name);
+        c->kind = dup_opt(in[i].kind);
+        c->ns = dup_opt(in[i].ns);
+        c->rname = dup_opt(in[i].rname);
+        if (data == NULL || (in[i].name != NULL && c->name == NULL) ||
+            (in[i].kind != NULL && c->kind == NULL) ||
+            (in[i].ns != NULL && c->ns == NULL) ||
+            (in[i].rname != NULL && c->rname == NULL))
+            return -1;
+    }
+    return 0;
+}
+
+static void job_done(void *arg);
+
+/* The builder thread: one step, then the answer goes to the control
+ * thread's queue. */
+static void *job_run(void *arg)
+{
+    struct source_job *j = arg;
+    struct source *src = j->src;
+
+    if (j->step == JOB_PARSE) {
+        struct buf errs;
+        int nerr = 0;
+        buf_init(&errs, ERR_MAX);
+        j->set = resource_load_inputs_stop(src->dir, src->default_ns, j->in,
+                                           j->n, &j->cancel, &errs, &nerr);
+        buf_dispose(&errs);
+    } else if (check(j->set, j->outbound_mode, &j->err) < 0) {
+        resource_set_free(j->set);
+        j->set = NULL;
+    }
+    /* The queue refuses only when memory is short: it is tried again,
+     * for a control thread that waits for this answer. */
+    for (int i = 0; mq_post(src->mq, job_done, j) < 0; i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        if (i == 0)
+            log_error("resources in %s: cannot hand a load back (out of "
+                      "memory); trying again",
+                      src->name);
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static int job_start(struct source_job *j)
+{
+    return pthread_create(&j->thread, NULL, job_run, j) == 0 ? 0 : -1;
+}
+
+/* job_end() ends j with rc (1: in effect, -1: refused, 0: stopped or
+ * stale, nothing changed) and tells its caller. */
+static void job_end(struct source_job *j, int rc)
+{
+    struct source *src = j->src;
+    source_loaded_fn *done = j->done;
+    void *arg = j->arg;
+
+    src->job = NULL;
+    job_free(j);
+    done(arg, rc);
+}
+
+static void job_done(void *arg)
+{
+    struct source_job *j = arg;
+    struct source *src = j->src;
+    struct resource_set *set;
+    char *err;
+
+    pthread_join(j->thread, NULL);
+    if (__atomic_load_n(&j->cancel, __ATOMIC_RELAXED) || j->gen != src->gen) {
+        job_end(j, 0);
+        return;
+    }
+    if (j->step == JOB_PARSE) {
+        if (j->set == NULL) {
+            job_end(j, take(src, NULL,
+                            strdup("out of memory loading "
+                                   "resources"),
+                            j->outbound_mode, j->notify));
+            return;
+        }
+        /* The filter reads the links' state, which is this thread's. */
+        if (src->inputs.filter != NULL)
+            src->inputs.filter(src->inputs.arg, j->set);
+        j->step = JOB_CHECK;
+        if (job_start(j) == 0)
+            return;
+        /* No thread: the check runs here, as before. */
+        if (check(j->set, j->outbound_mode, &j->err) < 0) {
+            resource_set_free(j->set);
+            j->set = NULL;
+        }
+    }
+    set = j->set;
+    err = j->err;
+    j->set = NULL;
+    j->err = NULL;
+    if (set != NULL && src->secrets != NULL &&
+        secret_store_apply(src->secrets, set) < 0)
+        log_error("resources in %s: a Secret's value could not be made a "
+                  "file; the Gateways that use it will say so",
+                  src->name);
+    job_end(j, take(src, set, err, j->outbound_mode, j->notify));
+}
+
+int source_reload_async(struct source *src, int notify, source_loaded_fn *done,
+                        void *arg)
+{
+    struct source_job *j;
+    const struct res_input *in = NULL;
+    size_t n = 0;
+
+    if (src->job != NULL)
+        return -1;
+    if (src->mq == NULL || (j = calloc(1, sizeof(*j))) == NULL)
+        return -1;
+    j->src = src;
+    j->step = JOB_PARSE;
+    j->outbound_mode = src->outbound_mode;
+    j->notify = notify;
+    j->gen = src->gen;
+    j->done = done;
+    j->arg = arg;
+    if (src->inputs.get != NULL)
+        n = src->inputs.get(src->inputs.arg, &in);
+    if (copy_inputs(j, in, n) < 0 || job_start(j) < 0) {
+        job_free(j);
+        return -1;
+    }
+    src->job = j;
+    return 0;
+}
+
+void source_cancel(struct source *src)
+{
+    if (src != NULL && src->job != NULL)
+        __atomic_store_n(&src->job->cancel, 1, __ATOMIC_RELAXED);
 }
 
 static void on_dir_change(void *arg)
@@ -286,6 +512,11 @@ struct source *source_new(struct event_base *base, const char *dir,
         return NULL;
     }
     src->outbound_mode = outbound_mode;
+    if (inputs != NULL && (src->mq = mq_new(base)) == NULL) {
+        source_free(src);
+        err_set(err, "out of memory");
+        return NULL;
+    }
     if ((src->secrets = secret_store_new()) == NULL) {
         source_free(src);
         err_set(err, "out of memory");
@@ -318,6 +549,15 @@ void source_free(struct source *src)
 {
     if (src == NULL)
         return;
+    /* A load still running is told to stop and waited for; its answer,
+     * queued or not, is dropped with the queue. */
+    if (src->job != NULL) {
+        source_cancel(src);
+        pthread_join(src->job->thread, NULL);
+        job_free(src->job);
+        src->job = NULL;
+    }
+    mq_free(src->mq);
     dirwatch_free(src->watch);
     resource_set_free(src->cur);
     secret_store_free(src->secrets);

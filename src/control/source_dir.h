@@ -30,6 +30,8 @@ struct source_inputs {
     void (*filter)(void *arg, struct resource_set *set);
     void *arg;
     const char *name;
+    /* The process's stop flag (loop_start.stop); NULL: none. */
+    const int *stop;
 };
 
 /* source_new() loads dir ("": none) and inputs (NULL: none) now and
@@ -58,6 +60,25 @@ int source_set_node(struct source *src, const struct analysis_node *node);
  * takes effect; 1 when it did, -1 when it was refused. on_change runs only
  * when notify is set. */
 int source_reload(struct source *src, int outbound_mode, int notify);
+
+/*
+ * source_reload_async() is source_reload(src, -1, notify) with the
+ * loading and checking on a builder thread, so the control thread serves
+ * the admin API, readiness, signals and the sources' sockets while a
+ * large set (100,000 etcd keys) loads: the inputs are copied now, the
+ * filter and taking the result run on the control thread. done(arg, rc)
+ * runs on the control thread when it ends: rc 1 when the set took effect
+ * (on_change ran first), -1 when refused, 0 when it was stopped
+ * (source_cancel()) or a load on the control thread (source_reload())
+ * took effect meanwhile, so nothing changed. Returns 0, or -1 when a
+ * load is running already or none can start (done never runs then).
+ */
+typedef void source_loaded_fn(void *arg, int rc);
+int source_reload_async(struct source *src, int notify, source_loaded_fn *done,
+                        void *arg);
+/* source_cancel() stops the running load (if any) at its next input; its
+ * done() runs with 0. */
+void source_cancel(struct source *src);
 
 /*
  * A new outboundTrafficPolicy, in two steps so that a reload that fails

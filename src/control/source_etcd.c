@@ -827,6 +827,7 @@ static void start(struct source_etcd *e, enum what w, const char *path,
     c.max_body = e->max_bytes;
     c.stream = stream;
     cb.arg = e;
+    cb.skipped = NULL; /* a resync by pages gets past it (step()) */
     cb.line = on_watch_line;
     cb.done = w == AUTH ? on_auth : w == RANGE ? on_range : on_watch_done;
     e->what = w;

@@ -632,6 +632,107 @@ static int on_watch_line(void *arg, const char *p, size_t n)
     return 1;
 }
 
+/* head_key() is the offset just past "key" and its colon (JSON
+ * whitespace allowed around it) at its first place in head, followed by
+ * the character open; n when there is none. */
+static size_t head_key(const char *head, size_t n, const char *key, char open)
+{
+    char pat[32];
+    size_t pn = (size_t)snprintf(pat, sizeof(pat), "\"%s\"", key);
+
+    for (size_t i = 0; i + pn <= n; i++) {
+        size_t j = i + pn;
+        if (memcmp(head + i, pat, pn) != 0)
+            continue;
+        while (j < n && (head[j] == ' ' || head[j] == '\t'))
+            j++;
+        if (j >= n || head[j] != ':')
+            continue;
+        j++;
+        while (j < n && (head[j] == ' ' || head[j] == '\t'))
+            j++;
+        if (j < n && head[j] == open)
+            return j + 1;
+    }
+    return n;
+}
+
+/* head_str() finds "key": "value" in the first bytes of a JSON event
+ * (a plain string value, no escapes) and copies the value into out. The
+ * event's type and metadata come first in what the API server writes. */
+static int head_str(const char *head, size_t n, const char *key, char *out,
+                    size_t on)
+{
+    size_t j = head_key(head, n, key, '"'), k = 0;
+
+    while (j < n && head[j] != '"' && head[j] != '\\' && k + 1 < on)
+        out[k++] = head[j++];
+    if (j >= n || head[j] != '"')
+        return -1;
+    out[k] = '\0';
+    return 0;
+}
+
+/*
+ * on_watch_skipped(): one watch event larger than maxResponseBytes. The
+ * object it names (metadata.namespace and name, read from its first
+ * bytes) is held by name but left out, as an object too deep to read is:
+ * reported in the log, /config_dump's leftOut and the errors counter. One
+ * that cannot be named is logged and counted. The watch goes on.
+ */
+static int on_watch_skipped(void *arg, const char *head, size_t n, size_t total)
+{
+    struct watcher *w = arg;
+    struct source_kube *k = w->k;
+    char type[16], name[256], ns[256], rv[64], why[160];
+    size_t off;
+    int c;
+
+    type[0] = name[0] = ns[0] = rv[0] = '\0';
+    head_str(head, n, "type", type, sizeof(type));
+    /* The object's own metadata, not an owner reference's. */
+    off = head_key(head, n, "metadata", '{');
+    if (off < n) {
+        head_str(head + off, n - off, "name", name, sizeof(name));
+        head_str(head + off, n - off, "namespace", ns, sizeof(ns));
+        head_str(head + off, n - off, "resourceVersion", rv, sizeof(rv));
+    }
+    /* A later watch starts past it, not at it again. */
+    if (rv[0] != '\0')
+        set_str(&w->rv, rv);
+    snprintf(why, sizeof(why),
+             "its watch event (%zu bytes) is larger than "
+             "config.kubernetes.maxResponseBytes (%zu)",
+             total, k->max_bytes);
+    w->events++;
+    if (name[0] == '\0' || strchr(name, '/') != NULL ||
+        strchr(ns, '/') != NULL) {
+        w->errors++;
+        LOG_LIMITED(200, LOG_WARN,
+                    "kubernetes: a %s %s event is left out: %s; the watch "
+                    "goes on",
+                    w->ki->kind, type[0] ? type : "watch", why);
+        return 0;
+    }
+    if (strcmp(type, "DELETED") == 0) {
+        struct kube_object obj = {ns, name, rv, "", 0, NULL};
+        c = del(w, &obj);
+    } else {
+        struct kube_object obj = {ns, name, rv, "", 0, why};
+        c = put(w, &obj);
+    }
+    if (c < 0) {
+        struct etcd_http *h = w->req;
+        w->req = NULL;
+        failed(w, "watch", "out of memory");
+        etcd_http_free(h);
+        return 1;
+    }
+    if (c > 0)
+        changed(k);
+    return 0;
+}
+
 static void on_watch_done(void *arg, int status, const char *body, size_t n,
                           const char *err)
 {
@@ -734,6 +835,10 @@ static void send_to(struct watcher *w, const struct addr *addr)
     c.stream = watch;
     cb.arg = w;
     cb.line = on_watch_line;
+    /* A watch event past maxResponseBytes is named and left out; the
+     * watch goes on (re-watching from the same resourceVersion would
+     * get it again, for ever). A list is refused whole, as before. */
+    cb.skipped = watch ? on_watch_skipped : NULL;
     cb.done = watch ? on_watch_done : on_list;
     w->what = watch ? WATCH : LIST;
     if (watch) {

@@ -132,8 +132,8 @@ static int unknown_hook(struct luavm *vm, char *err, size_t errn);
 
 int luavm_check_budget(const char *name, const char *src, size_t n,
                        size_t memory, int slice, uint64_t burst_ms,
-                       uint64_t request_ms, char *err, size_t errn,
-                       int *hook_line)
+                       uint64_t request_ms, const int *stop, char *err,
+                       size_t errn, int *hook_line)
 {
     struct luaprogs *p =
         check_progs(name, src, n, memory, slice, burst_ms, request_ms);
@@ -146,7 +146,7 @@ int luavm_check_budget(const char *name, const char *src, size_t n,
     if (p == NULL)
         return 0;
     g = &p->v[0];
-    vm = luavm_new(p, NULL, &e);
+    vm = luavm_new_stop(p, NULL, stop, &e);
     if (vm == NULL && (g->errors[LUAVM_INIT_WORKER][LUAVM_ERR_TIMEOUT] > 0 ||
                        g->errors[LUAVM_INIT_WORKER][LUAVM_ERR_MEMORY] > 0)) {
         snprintf(err, errn, "%s", e != NULL ? e : "over its budget");
@@ -598,7 +598,8 @@ static const char *const hook_names[LUAVM_NPHASES] = {
 
 /* The state of one namespace's policies (group) of progs. */
 static struct luavm *state_new(struct luaprogs *progs, size_t group,
-                               struct event_base *base, char **err)
+                               struct event_base *base, const int *stop,
+                               char **err)
 {
     struct luavm *vm = calloc(1, sizeof(*vm));
     size_t cap = 0;
@@ -607,6 +608,9 @@ static struct luavm *state_new(struct luaprogs *progs, size_t group,
     if (vm == NULL)
         goto oom;
     vm->base = base;
+    /* Set before the chunks run: their top-level code and init_worker
+     * are under the stop flag too, not only the hooks. */
+    vm->stop = stop;
     vm->group = group;
     vm->progs = luaprogs_ref(progs);
     for (size_t i = 0; i < progs->n; i++)
@@ -680,7 +684,13 @@ fail:
 struct luavm *luavm_new(struct luaprogs *progs, struct event_base *base,
                         char **err)
 {
-    struct luavm *vm = state_new(progs, 0, base, err);
+    return luavm_new_stop(progs, base, NULL, err);
+}
+
+struct luavm *luavm_new_stop(struct luaprogs *progs, struct event_base *base,
+                             const int *stop, char **err)
+{
+    struct luavm *vm = state_new(progs, 0, base, stop, err);
 
     if (vm == NULL || progs->ngroups <= 1)
         return vm;
@@ -693,7 +703,7 @@ struct luavm *luavm_new(struct luaprogs *progs, struct event_base *base,
     vm->nsub = progs->ngroups;
     vm->sub[0] = vm;
     for (size_t g = 1; g < progs->ngroups; g++) {
-        vm->sub[g] = state_new(progs, g, base, err);
+        vm->sub[g] = state_new(progs, g, base, stop, err);
         if (vm->sub[g] == NULL) {
             luavm_free(vm);
             return NULL;
@@ -1425,7 +1435,7 @@ int luavm_check_hooks(const char *name, const char *src, size_t n, char *err,
     int line = 0;
 
     if (luavm_check_budget(name, src, n, (size_t)64 << 20, 10000, 1000, 4000,
-                           err, errn, &line) < 0)
+                           NULL, err, errn, &line) < 0)
         return 0; /* a budget overrun is reported for that */
     return line;
 }

@@ -186,6 +186,13 @@ struct luavm;
 struct event_base;
 struct luavm *luavm_new(struct luaprogs *progs, struct event_base *base,
                         char **err);
+/* luavm_new_stop() is luavm_new() with the stop flag of luavm_set_stop()
+ * in force while the chunks' top-level code and init_worker run: a
+ * policy that loops when it loads ends with "process exiting" once the
+ * flag is set, instead of holding its thread (the control thread when a
+ * snapshot is built) past a SIGTERM. */
+struct luavm *luavm_new_stop(struct luaprogs *progs, struct event_base *base,
+                             const int *stop, char **err);
 /* luavm_set_stop() gives vm a flag another thread sets (atomically) when
  * the process is past its drain deadline: from then on every hook and
  * timer callback raises "process exiting" at its next budget check.
@@ -347,13 +354,15 @@ int luavm_syntax(const char *src, size_t n, char *err, size_t errn);
  * a reason other than a budget (a module or dict the check does not
  * have: the real build reports those); -1 with Lua's message in err
  * (errn bytes, always terminated) when it passed its time or memory.
+ * stop: the flag of luavm_set_stop() (the run ends once it is set, -1
+ * with "process exiting"); NULL: none.
  * hook_line (NULL: not asked) gets what luavm_check_hooks() returns,
  * from the same run, with its message in err, when 0 is returned.
  */
 int luavm_check_budget(const char *name, const char *src, size_t n,
                        size_t memory, int slice, uint64_t burst_ms,
-                       uint64_t request_ms, char *err, size_t errn,
-                       int *hook_line);
+                       uint64_t request_ms, const int *stop, char *err,
+                       size_t errn, int *hook_line);
 
 /*
  * luavm_check_hooks() loads a policy as luavm_check_budget() does and

@@ -26,7 +26,7 @@ struct luavm *http_lua_vm(struct http_listener *l, struct wroutes *w)
 
     if (w->lua != NULL || w->lua_failed)
         return w->lua;
-    w->lua = luavm_new(w->r->lua, l->base, &err);
+    w->lua = luavm_new_stop(w->r->lua, l->base, l->pl.stop, &err);
     if (w->lua != NULL) /* one state per namespace of the policies */
         STAT_ADD(&http_shard(l)->relay, lua_states,
                  w->r->lua->ngroups > 1 ? w->r->lua->ngroups : 1);

@@ -44,6 +44,19 @@ static int on_line(void *arg, const char *p, size_t n)
     return 0;
 }
 
+/* A skipped message was at least the cap long and is named by at most
+ * ETCD_HTTP_SKIP_HEAD of its first bytes, none a newline. */
+static int on_skipped(void *arg, const char *head, size_t n, size_t total)
+{
+    struct state *s = arg;
+
+    CHECK(!s->ended);
+    CHECK(total >= s->cap);
+    CHECK(n <= ETCD_HTTP_SKIP_HEAD && n <= total);
+    CHECK(n == 0 || memchr(head, '\n', n) == NULL);
+    return 0;
+}
+
 static void on_done(void *arg, int status, const char *body, size_t n,
                     const char *err)
 {
@@ -61,7 +74,7 @@ static void on_done(void *arg, int status, const char *body, size_t n,
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct state s = {0, 0, 0};
-    struct etcd_http_cb cb = {on_line, on_done, &s};
+    struct etcd_http_cb cb = {on_line, on_done, &s, NULL};
     struct etcd_http *h;
     size_t piece, off = 2;
     int stream;
@@ -69,6 +82,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 2)
         return 0;
     stream = data[0] & 1;
+    /* The second byte's top bit: skip what is too large (Kubernetes'
+     * watches) instead of ending the stream (etcd's). */
+    if (data[1] & 0x80)
+        cb.skipped = on_skipped;
     s.cap = (size_t)(data[0] >> 1) * 8 + 1;
     piece = (size_t)data[1] % 32 + 1;
     h = etcd_http_new_parser(s.cap, stream, &cb);

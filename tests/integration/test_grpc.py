@@ -222,3 +222,53 @@ def test_istio_metrics_grpc(strait_factory, tmp_path, grpc_backend):
     # FAILED_PRECONDITION is 9; the HTTP status stays 200.
     assert val("istio_requests_total", request_protocol="grpc",
                response_code="200", grpc_response_status="9") == 1
+
+
+def test_call_without_a_message_reaches_the_backend_at_once(
+        strait_factory, tmp_path, grpc_backend):
+    """Issue 28 said a gRPC call with no message waited 10 s. A unary call
+    whose HEADERS carry END_STREAM (no DATA frame at all) goes through the
+    GRPC Gateway with its end: the backend answers at once that the method
+    needs a message (grpc-status 12), which it can only say once it saw
+    the stream end; a stream held open would get no answer (the socket's
+    timeout only ends a hung test). A client-streaming call with no
+    message is answered too. (It did not reproduce on this code.)"""
+    import socket
+    import h2.config
+    import h2.connection
+    import h2.events
+    st, port = grpc_gateway(strait_factory, tmp_path, grpc_backend)
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    c = h2.connection.H2Connection(
+        h2.config.H2Configuration(client_side=True))
+    c.initiate_connection()
+    c.send_headers(1, [(":method", "POST"), (":scheme", "http"),
+                       (":path", "/t.S/Unary"),
+                       (":authority", "g.example.com"),
+                       ("content-type", "application/grpc"),
+                       ("te", "trailers")], end_stream=True)
+    s.sendall(c.data_to_send())
+    headers, ended = {}, False
+    try:
+        for _ in range(100):
+            data = s.recv(65535)
+            assert data, "the connection closed without an answer"
+            for e in c.receive_data(data):
+                if isinstance(e, (h2.events.ResponseReceived,
+                                  h2.events.TrailersReceived)):
+                    headers.update(dict(e.headers))
+                if isinstance(e, h2.events.StreamEnded):
+                    ended = True
+                assert not isinstance(e, h2.events.StreamReset), e
+            s.sendall(c.data_to_send())
+            if ended:
+                break
+    finally:
+        s.close()
+    assert ended
+    assert headers[b"grpc-status"] == b"12", headers
+    assert b"requires exactly one request message" in \
+        headers[b"grpc-message"], headers
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        assert ch.stream_unary("/t.S/ClientStream")(iter([]),
+                                                    timeout=30) == b"0"

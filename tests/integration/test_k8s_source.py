@@ -638,8 +638,10 @@ def test_deep_object_is_left_out_and_the_watch_goes_on(api, strait_factory,
 
 def test_limits_one_past(api, strait_factory, tmp_path):
     """maxObjects: the object one past it is left out and logged, the
-    others apply; maxResponseBytes: a watch event one past it is an error,
-    retried, and what is held stays."""
+    others apply; maxResponseBytes: a watch event past it is reported by
+    namespace/name (log, /config_dump leftOut, the errors counter) and
+    left out, and the watch goes on: a later change applies. (It used to
+    be retried from the same resourceVersion for ever.)"""
     for n in ("a", "b", "c", "d"):
         api.apply(service(name=n))
     conf = kube_conf(api, tmp_path, kinds=["Service"],
@@ -656,10 +658,22 @@ def test_limits_one_past(api, strait_factory, tmp_path):
     big = service(name="b")
     big["metadata"]["annotations"] = {"x": "y" * 4096}
     errors = kstats(st)["kubernetes.Service.errors"]
+    watches = kstats(st)["kubernetes.Service.watches_opened"]
     api.apply(big)
-    wait_for(lambda: kstats(st)["kubernetes.Service.errors"] > errors, 10,
-             "the big event refused")
-    assert service_names(st) == ["b", "c", "e"]
+    wait_for(lambda: service_names(st) == ["c", "e"], 10,
+             "the big one left out")
+    assert kstats(st)["kubernetes.Service.errors"] == errors + 1
+    assert kstats(st)["kubernetes.Service.left_out"] == 1
+    left = left_out(st)
+    assert [(x["namespace"], x["name"]) for x in left] == [("default", "b")]
+    assert "larger than config.kubernetes.maxResponseBytes" in \
+        left[0]["error"], left
+    assert "Service default/b is left out" in st.log()
+    # The watch went on (not re-opened), and takes the next change.
+    assert kstats(st)["kubernetes.Service.watches_opened"] == watches
+    api.apply(service(name="b"))
+    wait_for(lambda: service_names(st) == ["b", "c", "e"], 10,
+             "b back once it fits")
     assert kstats(st)["kubernetes.ready"] == 1
 
 

@@ -203,3 +203,29 @@ spec:
     assert st.proc.wait(timeout=30) == 0, st.log()
     assert "drain deadline reached" in st.log()
     assert "process exiting" in st.log()
+
+
+def test_sigterm_ends_top_level_code_that_loops_on_the_control_thread(
+        strait_factory, tmp_path, upstream_factory):
+    """A policy whose top-level code loops under a long burst runs on the
+    control thread when a reload checks and builds it. SIGTERM ends that
+    code ("process exiting") and the loop drains its own way: the process
+    exits 0 within drainTimeout, not by the stop guard's last resort."""
+    up = upstream_factory(responder(head_echo))
+    st, port, conf = start(strait_factory, tmp_path, up.port, ROUTES,
+                           extra="drainTimeout: 2s\n")
+    assert curl(port, "/ok") == "200"
+    (conf / "load.yaml").write_text(
+        LOOP_AT_LOAD.replace("burst: 100ms", "burst: 60s, requestTime: 600s")
+        .replace("BODY", "strait.log('info', 'top level loops') "
+                         "while true do end"))
+    st.signal(signal.SIGHUP)
+    wait_for(lambda: "top level loops" in st.log(), 30,
+             "the top-level code to run")
+    st.signal(signal.SIGTERM)
+    assert st.proc.wait(timeout=30) == 0, st.log()[-3000:]
+    log = st.log()
+    assert "process exiting" in log, log[-3000:]
+    assert "drained; exiting" in log, log[-3000:]
+    assert "drainTimeout passed while the control thread was busy" \
+        not in log, log[-3000:]

@@ -1474,6 +1474,7 @@ static const struct {
     {"tracing.export_failures", "strait_tracing_export_failures_total"},
     {"tracing.export_retries", "strait_tracing_export_retries_total"},
     {"resources.count", "strait_resources"},
+    {"resources.loading", "strait_resources_loading"},
     {"resources.reloads_*", "strait_resource_reloads_total"},
     {"dns.names", "strait_dns_names"},
     {"dns.queries", "strait_dns_queries_total"},

@@ -1,8 +1,9 @@
 /*
  * Unit tests for src/control/etcd_http.c's answer decoding: a watch
  * stream's chunked messages split at every byte, a whole answer by
- * Content-Length and by chunks, a non-200 body, the per-message limit,
- * and a stream cut short.
+ * Content-Length and by chunks, a non-200 body, the per-message limit
+ * (an error, or a message skipped with a skipped() callback), and a
+ * stream cut short.
  */
 #include "config.h"
 
@@ -60,7 +61,7 @@ static void test_stream_any_split(void **state)
     (void)state;
     for (size_t cut = 1; cut < sizeof(stream) - 1; cut++) {
         struct got g;
-        struct etcd_http_cb cb = {on_line, on_done, &g};
+        struct etcd_http_cb cb = {on_line, on_done, &g, NULL};
         struct etcd_http *h;
 
         memset(&g, 0, sizeof(g));
@@ -83,7 +84,7 @@ static void test_stream_any_split(void **state)
 static void test_stream_stop(void **state)
 {
     struct got g;
-    struct etcd_http_cb cb = {on_line, on_done, &g};
+    struct etcd_http_cb cb = {on_line, on_done, &g, NULL};
     struct etcd_http *h;
 
     (void)state;
@@ -99,7 +100,7 @@ static void test_stream_stop(void **state)
 static void test_message_limit(void **state)
 {
     struct got g;
-    struct etcd_http_cb cb = {on_line, on_done, &g};
+    struct etcd_http_cb cb = {on_line, on_done, &g, NULL};
     struct etcd_http *h;
 
     (void)state;
@@ -118,6 +119,61 @@ static void test_message_limit(void **state)
     etcd_http_free(h);
 }
 
+struct skip {
+    struct got g;
+    int skipped;
+    size_t total;
+    char head[64];
+};
+
+static int on_skipped(void *arg, const char *head, size_t n, size_t total)
+{
+    struct skip *s = arg;
+
+    s->skipped++;
+    s->total = total;
+    snprintf(s->head, sizeof(s->head), "%.*s", (int)(n < 10 ? n : 10), head);
+    return 0;
+}
+
+static int on_line_skip(void *arg, const char *p, size_t n)
+{
+    return on_line(&((struct skip *)arg)->g, p, n);
+}
+
+static void on_done_skip(void *arg, int status, const char *body, size_t n,
+                         const char *err)
+{
+    on_done(&((struct skip *)arg)->g, status, body, n, err);
+}
+
+/* With skipped(), the message one over the cap is skipped whole, named
+ * by its first bytes and length, and the stream goes on with the next
+ * messages, however the bytes are split. */
+static void test_message_skipped(void **state)
+{
+    (void)state;
+    for (size_t cut = 1; cut < sizeof(stream) - 1; cut++) {
+        struct skip s;
+        struct etcd_http_cb cb = {on_line_skip, on_done_skip, &s, on_skipped};
+        struct etcd_http *h;
+
+        memset(&s, 0, sizeof(s));
+        h = etcd_http_new_parser(39, 1, &cb);
+        assert_non_null(h);
+        assert_int_equal(etcd_http_feed(h, stream, cut, 0), 0);
+        assert_int_equal(
+            etcd_http_feed(h, stream + cut, sizeof(stream) - 1 - cut, 0), 0);
+        assert_int_equal(s.skipped, 1);
+        assert_int_equal(s.total, 39);
+        assert_string_equal(s.head, "{\"result\":");
+        assert_int_equal(s.g.lines, 2);
+        assert_string_equal(s.g.last, "{\"a\":1}");
+        assert_int_equal(s.g.done, 0);
+        etcd_http_free(h);
+    }
+}
+
 static void test_exchange(void **state)
 {
     static const char ok[] =
@@ -126,7 +182,7 @@ static void test_exchange(void **state)
         "HTTP/1.1 400 Bad Request\r\nTransfer-Encoding: chunked\r\n\r\n"
         "b\r\n{\"code\":11}\r\n0\r\n\r\n";
     struct got g;
-    struct etcd_http_cb cb = {on_line, on_done, &g};
+    struct etcd_http_cb cb = {on_line, on_done, &g, NULL};
     struct etcd_http *h;
 
     (void)state;
@@ -168,6 +224,7 @@ int main(void)
         cmocka_unit_test(test_stream_any_split),
         cmocka_unit_test(test_stream_stop),
         cmocka_unit_test(test_message_limit),
+        cmocka_unit_test(test_message_skipped),
         cmocka_unit_test(test_exchange),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
