@@ -490,6 +490,7 @@ PROCESS_KEYS = {
     "tracing.export_failures": ("strait_tracing_export_failures_total", {}),
     "tracing.export_retries": ("strait_tracing_export_retries_total", {}),
     "resources.count": ("strait_resources", {}),
+    "resources.loading": ("strait_resources_loading", {}),
     "resources.reloads_ok": ("strait_resource_reloads_total",
                              {"result": "ok"}),
     "resources.reloads_failed": ("strait_resource_reloads_total",
