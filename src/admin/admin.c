@@ -1534,6 +1534,8 @@ static void handle(struct evhttp_request *req, void *arg)
         if (st.has_etcd && !st.etcd_synced)
             buf_printf(&body, "etcd: not read yet (%s)\n",
                        st.etcd_error ? st.etcd_error : "connecting");
+        else if (st.has_etcd && !st.etcd_built)
+            buf_printf(&body, "etcd: read; building what it holds\n");
         else if (st.has_etcd && !st.etcd_watching && st.etcd_down_ms == 0)
             buf_printf(&body,
                        "etcd: read at revision %" PRId64
@@ -1572,7 +1574,8 @@ static void handle(struct evhttp_request *req, void *arg)
                        st.kube_error);
         }
         {
-            int down = st.draining || (st.has_etcd && !st.etcd_synced) ||
+            int down = st.draining ||
+                       (st.has_etcd && (!st.etcd_synced || !st.etcd_built)) ||
                        st.identity_expired || (st.has_kube && !st.kube_ready);
             reply(req, down ? 503 : 200, down ? "Service Unavailable" : "OK",
                   "text/plain", &body);

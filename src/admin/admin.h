@@ -73,6 +73,7 @@ struct admin_status {
     /* config.etcd */
     int has_etcd;
     int etcd_synced;
+    int etcd_built; /* a load begun after the read has ended */
     int etcd_watching;
     int64_t etcd_revision;
     size_t etcd_keys;

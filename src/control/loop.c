@@ -171,6 +171,11 @@ struct loop {
     /* A load runs on the builder thread; a change came meanwhile; the
      * Kubernetes kinds were all listed when it started. */
     int loading, reload_again, load_synced;
+    /* etcd's prefix was read when the load in progress began, and a load
+     * begun so has ended (the fleet's resources are built, its listeners
+     * bound): ready needs both, not the read alone, now that the load
+     * runs on a builder thread while readiness is answered. */
+    int load_etcd_synced, etcd_built;
     struct net_gateway *link_gws; /* the MeshLinks' gateways, per build */
     size_t link_gws_cap;
     struct reaper reaper; /* closed catalog API connections */
@@ -1257,6 +1262,7 @@ static void admin_status(void *arg, struct admin_status *out)
         source_etcd_status(s->etcd, &es);
         out->has_etcd = 1;
         out->etcd_synced = es.synced;
+        out->etcd_built = s->etcd_built;
         out->etcd_watching = es.watching;
         out->etcd_revision = es.revision;
         out->etcd_keys = es.keys;
@@ -1627,6 +1633,10 @@ static void on_loaded(void *arg, int rc)
     struct loop *s = arg;
 
     s->loading = 0;
+    if (s->load_etcd_synced && !s->etcd_built) {
+        s->etcd_built = 1;
+        log_info("etcd: the prefix read and built: ready");
+    }
     if (s->load_synced && !s->kube_ready && rc == 1 &&
         s->last_rebuild_error == NULL) {
         s->kube_ready = 1;
@@ -1654,6 +1664,12 @@ static void on_links_timer(void *arg)
         return;
     }
     s->load_synced = s->kube != NULL && source_kube_synced(s->kube);
+    if (s->etcd != NULL) {
+        struct source_etcd_status es;
+
+        source_etcd_status(s->etcd, &es);
+        s->load_etcd_synced = es.synced;
+    }
     /* The parse and the checks run on a builder thread: the loop goes
      * on serving the admin API, readiness and signals meanwhile. Only
      * the compile of the snapshot stays here. */

@@ -495,6 +495,36 @@ def prom_value(s, name):
     return None
 
 
+SLOW_POLICY = """apiVersion: strait.io/v1alpha1
+kind: LuaPolicy
+metadata: {name: slow, namespace: default}
+spec:
+  targetRefs: [{kind: Gateway, name: gw0}]
+  limits: {burst: 60s, requestTime: 600s}
+  source:
+    inline: |
+      local n = 0
+      for i = 1, 20000000 do n = n + i end
+      function on_request(h) end
+"""
+
+
+def test_ready_only_once_what_etcd_holds_is_built(tmp_path, single, fleets):
+    """The load of etcd's resources runs on a builder thread while the
+    admin API answers, so reading the prefix is not enough for ready: the
+    gateway is ready once what it read is built and its listeners bound.
+    A policy whose top-level code takes a while makes the build slow
+    enough to see a gap: the moment /healthz/ready says 200, the
+    Gateway's port serves (it used to refuse connections then)."""
+    f = Fleet(tmp_path, single, 1)
+    fleets.append(f)
+    f.seed(200)
+    single.put(key("LuaPolicy", "slow"), SLOW_POLICY)
+    f.start()
+    assert status_of(f.ports[0]) == 200
+    assert "etcd: read; building" not in f.straits[0].get("/healthz/ready")[1]
+
+
 def test_maxresponsebytes_one_over_is_skipped_and_later_changes_apply(
         tmp_path, single, fleets):
     """A value whose watch message is one byte past maxResponseBytes is

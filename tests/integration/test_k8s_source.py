@@ -781,7 +781,9 @@ def test_backoff_doubles_with_jitter_and_resets(api, strait_factory, tmp_path):
         assert gap >= ms / 1000 * 0.95, (gaps, delays)
     api.fail_with = None
     wait_for(lambda: api.open_watches() == 1, 10, "the watch")
-    assert kstats(st)["kubernetes.ready"] == 1
+    # Ready once the load after the list has ended, on the builder
+    # thread: later than the watch opens.
+    wait_for(lambda: kstats(st)["kubernetes.ready"] == 1, 10, "ready")
     # Healthy for longer than backoffReset: from 100 ms again. The wait is
     # the healthy period under test, not a synchronisation.
     time.sleep(1.2)
