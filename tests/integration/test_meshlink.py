@@ -241,6 +241,9 @@ def linked(sites, retain="10m", b_extra={}):
     a.apply("link", ml)
     wait_for(lambda: connected(a, "site-b") and
              a.link("site-b")["services"] == 1, 15, "the link")
+    # The link holds B's entry at once; the snapshot has it after the
+    # gathered load that follows, built on the builder thread.
+    wait_for(lambda: merged_names(a), 15, "B's entry in A's snapshot")
     return a, b, ml
 
 
