@@ -102,28 +102,44 @@ int http_fields_set(struct http_fields *f, struct arena *a, const char *name,
     return http_fields_add_ref(f, a, slice_of(name), v);
 }
 
-int http_token_list_has(struct slice list, const char *tok)
+/* next_token() is the next element of a comma-separated list, from *i
+ * on, with the spaces and tabs around it trimmed; 0 at the list's end.
+ * Empty elements are skipped. */
+static int next_token(struct slice list, size_t *i, struct slice *tok)
 {
-    size_t tlen = strlen(tok);
+    size_t start, end;
+
+    while (*i < list.n &&
+           (list.p[*i] == ' ' || list.p[*i] == '\t' || list.p[*i] == ','))
+        (*i)++;
+    if (*i >= list.n)
+        return 0;
+    start = *i;
+    while (*i < list.n && list.p[*i] != ',')
+        (*i)++;
+    end = *i;
+    while (end > start && (list.p[end - 1] == ' ' || list.p[end - 1] == '\t'))
+        end--;
+    *tok = (struct slice){list.p + start, end - start};
+    return 1;
+}
+
+/* token_list_has_slice() is http_token_list_has() for a name that is a
+ * slice (a field name, compared without copying it). */
+static int token_list_has_slice(struct slice list, struct slice want)
+{
+    struct slice t;
     size_t i = 0;
 
-    while (i < list.n) {
-        size_t start, end;
-
-        while (i < list.n &&
-               (list.p[i] == ' ' || list.p[i] == '\t' || list.p[i] == ','))
-            i++;
-        start = i;
-        while (i < list.n && list.p[i] != ',')
-            i++;
-        end = i;
-        while (end > start &&
-               (list.p[end - 1] == ' ' || list.p[end - 1] == '\t'))
-            end--;
-        if (end - start == tlen && strncasecmp(list.p + start, tok, tlen) == 0)
+    while (next_token(list, &i, &t))
+        if (t.n == want.n && strncasecmp(t.p, want.p, want.n) == 0)
             return 1;
-    }
     return 0;
+}
+
+int http_token_list_has(struct slice list, const char *tok)
+{
+    return token_list_has_slice(list, slice_of(tok));
 }
 
 /*
@@ -274,32 +290,6 @@ static int hop_name(struct slice nm)
     }
 }
 
-/* token_list_has_slice() is http_token_list_has() for a name that is a
- * slice (a field name, compared without copying it). */
-static int token_list_has_slice(struct slice list, struct slice tok)
-{
-    size_t i = 0;
-
-    while (i < list.n) {
-        size_t start, end;
-
-        while (i < list.n &&
-               (list.p[i] == ' ' || list.p[i] == '\t' || list.p[i] == ','))
-            i++;
-        start = i;
-        while (i < list.n && list.p[i] != ',')
-            i++;
-        end = i;
-        while (end > start &&
-               (list.p[end - 1] == ' ' || list.p[end - 1] == '\t'))
-            end--;
-        if (end - start == tok.n &&
-            strncasecmp(list.p + start, tok.p, tok.n) == 0)
-            return 1;
-    }
-    return 0;
-}
-
 /* One pass: a field goes when its name is hop-by-hop or is named by a
  * Connection field (any name may be; RFC 9110 section 7.6.1). The
  * Connection tokens are read once, not once per field: "keep-alive", the
@@ -319,24 +309,10 @@ size_t http_fields_strip_hop(struct http_fields *f)
 
     if (list.n > 0) {
         size_t i = 0;
+        struct slice t;
 
-        while (i < list.n) {
-            size_t start, end;
-            struct slice t;
-
-            while (i < list.n &&
-                   (list.p[i] == ' ' || list.p[i] == '\t' || list.p[i] == ','))
-                i++;
-            start = i;
-            while (i < list.n && list.p[i] != ',')
-                i++;
-            end = i;
-            while (end > start &&
-                   (list.p[end - 1] == ' ' || list.p[end - 1] == '\t'))
-                end--;
-            t = (struct slice){list.p + start, end - start};
-            if (t.n == 0 ||
-                (t.n == 10 && strncasecmp(t.p, "keep-alive", 10) == 0))
+        while (next_token(list, &i, &t)) {
+            if (t.n == 10 && strncasecmp(t.p, "keep-alive", 10) == 0)
                 continue;
             if (ntok == CONN_TOKENS) {
                 scan = 1;
